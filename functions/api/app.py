@@ -1,0 +1,11 @@
+"""Lambda entry point of the HTTP API: the routes live in tenure.api.app."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from tenure.api.app import app, logger
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

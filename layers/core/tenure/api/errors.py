@@ -1,0 +1,68 @@
+"""The one table from domain errors to HTTP statuses, and the error envelope."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+
+from tenure.core import errors as e
+
+STATUS: dict[type[e.TenureError], int] = {
+    e.InvalidRequest: 400,
+    e.Unauthenticated: 401,
+    e.LeaseTokenMismatch: 403,
+    e.Forbidden: 403,
+    e.LeaseNotFound: 404,
+    e.TaskNotFound: 404,
+    e.NotFound: 404,
+    e.StaleLease: 409,
+    e.InvalidTransition: 409,
+    e.AlreadyExists: 409,
+    e.MissingScope: 422,
+    e.ValidationFailed: 422,
+    e.UnsupportedRuntime: 501,
+}
+
+
+def status_of(err: e.TenureError) -> int:
+    for cls in type(err).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
+
+
+def envelope(status: int, code: str, message: str) -> Response[Any]:
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps({"error": {"code": code, "message": message}}),
+    )
+
+
+def error_response(err: e.TenureError) -> Response[Any]:
+    return envelope(status_of(err), err.code, err.message)
+
+
+# Whole-body failures that mean "this is not a JSON object", not "this object breaks the schema".
+_NOT_AN_OBJECT = {"missing", "model_attributes_type", "model_type", "dict_type"}
+
+
+def describe_validation(errors: list[dict[str, Any]]) -> e.TenureError:
+    """Turn the resolver's validation errors into invalid_request or validation_failed."""
+    for err in errors:
+        loc = tuple(err.get("loc", ()))
+        if err.get("type") in ("json_invalid", "unsupported_content_type"):
+            return e.InvalidRequest("the body is not valid JSON")
+        if loc == ("body",) and err.get("type") in _NOT_AN_OBJECT:
+            return e.InvalidRequest("the body must be a JSON object")
+    parts = []
+    for err in errors:
+        parts_of_loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        where = ".".join(parts_of_loc) or "body"
+        msg = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            msg = "is not a known field"
+        parts.append(f"{where}: {msg}")
+    return e.ValidationFailed("; ".join(parts))

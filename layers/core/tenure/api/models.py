@@ -1,0 +1,156 @@
+"""Request bodies: the schema every route validates against and the OpenAPI document shows."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from tenure.core.model import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+
+SpaceKey = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]{0,31}$")]
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")]
+WorkerId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
+Title = Annotated[str, StringConstraints(min_length=1, max_length=500, strip_whitespace=True)]
+Text = Annotated[str, StringConstraints(max_length=65536)]
+ReportId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+LeaseSeconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
+Seconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)]
+
+# A JSON document a caller may attach (details, result, properties…) stays well inside an item.
+MAX_DOCUMENT_BYTES = 32 * 1024
+
+
+def _bounded(value: Any, field: str) -> Any:
+    if value is not None and len(json.dumps(value)) > MAX_DOCUMENT_BYTES:
+        raise ValueError(f"{field} is larger than {MAX_DOCUMENT_BYTES} bytes of JSON")
+    return value
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class SpaceCreate(Strict):
+    key: SpaceKey
+    name: Title
+    max_active: Annotated[int, Field(ge=1)] | None = None
+
+
+class WorkflowCreate(Strict):
+    space: SpaceKey
+    slug: Slug
+    name: Title
+    description: Text | None = None
+
+
+class PoolCreate(Strict):
+    name: Name
+    space: SpaceKey
+    kind: Literal["agent", "classifier", "command"]
+    max_active: Annotated[int, Field(ge=1)] | None = None
+    renew_seconds: Seconds = 10
+    grace_seconds: Seconds = 50
+    toleration_seconds: Seconds = 300
+    on_expiry: Literal["requeue", "fail"] = "requeue"
+    keeps_logs: bool = False
+
+    @model_validator(mode="after")
+    def _timings_ordered(self) -> PoolCreate:
+        if self.grace_seconds < self.renew_seconds:
+            raise ValueError("grace_seconds must be at least renew_seconds")
+        if self.toleration_seconds < self.grace_seconds:
+            raise ValueError("toleration_seconds must be at least grace_seconds")
+        return self
+
+
+class TokenCreate(Strict):
+    name: Name
+    kind: Literal["operator", "worker"]
+    role: Literal["read", "member", "admin"] | None = None
+    spaces: Annotated[list[SpaceKey], Field(min_length=1, max_length=100)] | None = None
+    pools: Annotated[list[Name], Field(min_length=1, max_length=100)] | None = None
+
+    @model_validator(mode="after")
+    def _fits_kind(self) -> TokenCreate:
+        if self.kind == "worker" and (self.role is not None or self.spaces is not None):
+            raise ValueError("role and spaces are for operator tokens; a worker token has pools")
+        if self.kind == "operator" and self.pools is not None:
+            raise ValueError("pools are for worker tokens; an operator token has spaces")
+        return self
+
+
+class TaskCreate(Strict):
+    space: SpaceKey
+    title: Title
+    workflow: Slug | None = None
+    body: Text | None = None
+    properties: dict[str, Any] = Field(default_factory=dict)
+    pool: Name | None = None
+    max_attempts: Annotated[int, Field(ge=1, le=100)] | None = None
+
+    _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
+
+
+class Enqueue(Strict):
+    pool: Name
+
+
+class Claim(Strict):
+    worker_id: WorkerId
+    worker_version: Annotated[str, StringConstraints(max_length=128)] | None = None
+    wait_seconds: Annotated[float, Field(ge=0, le=20)] = 0
+    lease_seconds: LeaseSeconds | None = None
+
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+
+class Heartbeat(Strict):
+    lease_seconds: LeaseSeconds | None = None
+
+
+class LeaseFence(Strict):
+    id: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    fence: Annotated[int, Field(ge=1)]
+
+
+class WorkerHeartbeat(Strict):
+    leases: Annotated[list[LeaseFence], Field(max_length=100)]
+
+
+class Complete(Strict):
+    outcome: Literal["success", "failure"] = "success"
+    details: dict[str, Any] | None = None
+    result: Any = None
+    usage: dict[str, Any] | None = None
+    created_task_ids: Annotated[list[str], Field(max_length=100)] | None = None
+    report_id: ReportId | None = None
+    fence: Annotated[int, Field(ge=1)] | None = None
+
+    _docs = field_validator("details", "result", "usage")(
+        lambda v, info: _bounded(v, info.field_name)
+    )
+
+
+class Fail(Strict):
+    error: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
+    metadata: dict[str, Any] | None = None
+    report_id: ReportId | None = None
+    fence: Annotated[int, Field(ge=1)] | None = None
+
+    _docs = field_validator("metadata")(lambda v: _bounded(v, "metadata"))
+
+
+class Release(Strict):
+    reason: Annotated[str, StringConstraints(max_length=500)] | None = None
+    report_id: ReportId | None = None
+    fence: Annotated[int, Field(ge=1)] | None = None

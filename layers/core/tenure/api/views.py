@@ -1,0 +1,130 @@
+"""How entities read over HTTP: deterministic, so a replayed answer is the same bytes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from tenure.core.model import Event, Lease, Pool, Space, Task, Token, Workflow
+from tenure.core.states import LeaseState, TaskStatus
+
+
+def iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def queued_condition(lease: Lease) -> str | None:
+    if lease.state is LeaseState.PENDING:
+        return "awaiting_agent"
+    if lease.state in (LeaseState.DISPATCHING, LeaseState.DISPATCHED):
+        return "starting"
+    return None
+
+
+def lease_view(lease: Lease) -> dict[str, Any]:
+    return {
+        "id": lease.id,
+        "state": lease.state.value,
+        "attempt": lease.attempt,
+        "fence": lease.fence,
+        "space": lease.space,
+        "pool": lease.pool,
+        "subject_kind": lease.subject_kind.value,
+        "task": {"id": lease.task_id, "key": lease.task_key} if lease.task_id else None,
+        "workflow": {"slug": lease.workflow} if lease.workflow else None,
+        "job_id": lease.job_id,
+        "worker_id": lease.worker_id,
+        "worker_version": lease.worker_version,
+        "queued_condition": queued_condition(lease),
+        "revoke": lease.revoke.value if lease.revoke else None,
+        "end_reason": lease.end_reason.value if lease.end_reason else None,
+        "outcome": lease.outcome,
+        "claim_token_hash_truncated": lease.token_hash[:8] if lease.token_hash else None,
+        "timing": {
+            "created_at": iso(lease.created_at),
+            "claimed_at": iso(lease.claimed_at),
+            "started_at": iso(lease.started_at),
+            "last_heartbeat_at": iso(lease.heartbeat_at),
+            "deadline": iso(lease.deadline),
+            "ended_at": iso(lease.ended_at),
+            "renew_seconds": lease.renew_seconds,
+            "lease_seconds": lease.lease_seconds,
+        },
+    }
+
+
+def task_view(task: Task, status: TaskStatus) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "key": task.key,
+        "space": task.space,
+        "title": task.title,
+        "body": task.body,
+        "properties": task.properties,
+        "workflow": {"slug": task.workflow} if task.workflow else None,
+        "max_attempts": task.max_attempts,
+        "status": status.value,
+        "blocked_reasons": [],
+        "created_at": iso(task.created_at),
+    }
+
+
+def event_view(event: Event) -> dict[str, Any]:
+    return {
+        "type": event.type,
+        "at": iso(event.at),
+        "lease_id": event.lease_id,
+        "fence": event.fence,
+        "data": event.data,
+    }
+
+
+def space_view(space: Space) -> dict[str, Any]:
+    return {
+        "key": space.key,
+        "name": space.name,
+        "max_active": space.max_active,
+        "archived": space.archived,
+        "created_at": iso(space.created_at),
+    }
+
+
+def workflow_view(wf: Workflow) -> dict[str, Any]:
+    return {
+        "space": wf.space,
+        "slug": wf.slug,
+        "name": wf.name,
+        "description": wf.description,
+        "created_at": iso(wf.created_at),
+    }
+
+
+def pool_view(pool: Pool) -> dict[str, Any]:
+    return {
+        "name": pool.name,
+        "space": pool.space,
+        "kind": pool.kind.value,
+        "max_active": pool.max_active,
+        "renew_seconds": pool.renew_seconds,
+        "grace_seconds": pool.grace_seconds,
+        "toleration_seconds": pool.toleration_seconds,
+        "on_expiry": pool.on_expiry.value,
+        "keeps_logs": pool.keeps_logs,
+        "paused": pool.paused,
+        "created_at": iso(pool.created_at),
+    }
+
+
+def token_view(token: Token) -> dict[str, Any]:
+    return {
+        "id": token.id,
+        "name": token.name,
+        "kind": token.kind,
+        "role": token.role,
+        "spaces": list(token.spaces) if token.spaces is not None else None,
+        "pools": list(token.pools) if token.pools is not None else None,
+        "created_at": iso(token.created_at),
+    }

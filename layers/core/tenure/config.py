@@ -1,0 +1,49 @@
+"""Settings, parsed from the environment once (the only module that reads os.environ)."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from pydantic import BaseModel, Field
+
+
+class Settings(BaseModel):
+    table_name: str = Field(default="tenure", description="the single DynamoDB table")
+    region: str = "us-east-1"
+    dynamodb_endpoint: str | None = None
+    log_level: str = "INFO"
+
+
+class LocalSettings(BaseModel):
+    port: int = 8787
+    admin_token: str | None = None
+    cache_dir: str = Field(default_factory=lambda: os.path.expanduser("~/.cache/tenure"))
+    require_engines: bool = False
+
+
+@lru_cache(maxsize=1)
+def settings() -> Settings:
+    env = os.environ
+    return Settings(
+        table_name=env.get("TENURE_TABLE", "tenure"),
+        region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+        dynamodb_endpoint=env.get("TENURE_DYNAMODB_ENDPOINT") or None,
+        log_level=env.get("POWERTOOLS_LOG_LEVEL", "INFO"),
+    )
+
+
+def local_settings() -> LocalSettings:
+    env = os.environ
+    return LocalSettings(
+        port=int(env.get("TENURE_PORT", "8787")),
+        admin_token=env.get("TENURE_ADMIN_TOKEN") or None,
+        cache_dir=env.get("TENURE_CACHE_DIR") or os.path.expanduser("~/.cache/tenure"),
+        require_engines=env.get("TENURE_REQUIRE_ENGINES", "") not in ("", "0"),
+    )
+
+
+def export(name: str, value: str) -> None:
+    """Set a variable for this process and the processes it starts (local stack only)."""
+    os.environ[name] = value
+    settings.cache_clear()

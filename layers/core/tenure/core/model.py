@@ -1,0 +1,195 @@
+"""Domain entities: frozen, built from and turned into store rows by the store alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tenure.core.states import (
+    EndReason,
+    LeaseState,
+    OnExpiry,
+    PoolKind,
+    ReportKind,
+    Revoke,
+    SubjectKind,
+    TaskStatus,
+)
+
+# Timing defaults (DESIGN §4), configurable per pool.
+DEFAULT_RENEW_SECONDS = 10
+DEFAULT_GRACE_SECONDS = 50
+DEFAULT_TOLERATION_SECONDS = 300
+DEFAULT_MAX_ATTEMPTS = 3
+MIN_LEASE_SECONDS = 5
+MAX_LEASE_SECONDS = 43200
+
+
+@dataclass(frozen=True)
+class Space:
+    key: str
+    name: str
+    created_at: int
+    max_active: int | None = None
+    archived: bool = False
+
+
+@dataclass(frozen=True)
+class Workflow:
+    space: str
+    slug: str
+    name: str
+    created_at: int
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    space: str
+    kind: PoolKind
+    created_at: int
+    max_active: int | None = None
+    renew_seconds: int = DEFAULT_RENEW_SECONDS
+    grace_seconds: int = DEFAULT_GRACE_SECONDS
+    toleration_seconds: int = DEFAULT_TOLERATION_SECONDS
+    on_expiry: OnExpiry = OnExpiry.REQUEUE
+    keeps_logs: bool = False
+    paused: bool = False
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling, as the authorizer established it."""
+
+    kind: str  # "operator" | "worker" | "lease"
+    token_id: str
+    role: str | None = None  # operator: read | member | admin
+    spaces: tuple[str, ...] | None = None  # operator: None means every space
+    pools: tuple[str, ...] | None = None  # worker: None means every pool
+    lease_id: str | None = None  # lease: the one lease it may act on
+
+
+@dataclass(frozen=True)
+class Token:
+    id: str
+    name: str
+    kind: str  # operator | worker
+    token_hash: str
+    created_at: int
+    role: str | None = None
+    spaces: tuple[str, ...] | None = None
+    pools: tuple[str, ...] | None = None
+
+    def principal(self) -> Principal:
+        return Principal(
+            kind=self.kind, token_id=self.id, role=self.role, spaces=self.spaces, pools=self.pools
+        )
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    key: str
+    space: str
+    title: str
+    created_at: int
+    body: str | None = None
+    properties: dict[str, Any] = field(default_factory=dict)
+    workflow: str | None = None
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    job_id: str | None = None  # the task's latest run, open or ended
+    attention: bool = False  # escalated: recovery exhausted, needs a person
+
+    def with_job(self, job_id: str) -> Task:
+        return replace(self, job_id=job_id)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of a subject; the fence counter and the attempt counts live here."""
+
+    id: str
+    space: str
+    pool: str
+    subject_kind: SubjectKind
+    subject_id: str
+    created_at: int
+    lease_id: str  # the job's newest lease
+    fence: int = 1
+    attempt: int = 1
+    recovery_count: int = 0
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    task_id: str | None = None
+    exhausted: bool = False
+
+
+@dataclass(frozen=True)
+class Lease:
+    id: str
+    job_id: str
+    space: str
+    pool: str
+    subject_kind: SubjectKind
+    subject_id: str
+    state: LeaseState
+    fence: int
+    attempt: int
+    created_at: int
+    task_id: str | None = None
+    task_key: str | None = None
+    workflow: str | None = None
+    worker_id: str | None = None
+    worker_version: str | None = None
+    token_hash: str | None = None
+    lease_seconds: int | None = None
+    renew_seconds: int | None = None
+    claimed_at: int | None = None
+    started_at: int | None = None
+    heartbeat_at: int | None = None  # the last heartbeat that was written
+    deadline: int | None = None
+    ended_at: int | None = None
+    end_reason: EndReason | None = None
+    outcome: str | None = None
+    revoke: Revoke | None = None
+    report_kind: ReportKind | None = None
+    report_fingerprint: str | None = None
+    report_id: str | None = None
+
+    @property
+    def superseded(self) -> bool:
+        """True when the job was handed on under a newer fence (expiry or release)."""
+        return self.state is LeaseState.LOST or self.end_reason is EndReason.RELEASED
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry on a subject's timeline."""
+
+    id: str
+    subject_kind: SubjectKind
+    subject_id: str
+    type: str
+    at: int
+    lease_id: str | None = None
+    fence: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def task_status(task: Task, lease: Lease | None) -> TaskStatus:
+    """A task's status is derived from its latest run's newest lease, never stored twice."""
+    if task.attention:
+        return TaskStatus.NEEDS_ATTENTION
+    if lease is None:
+        return TaskStatus.OPEN
+    match lease.state:
+        case LeaseState.PENDING | LeaseState.DISPATCHING | LeaseState.DISPATCHED:
+            return TaskStatus.QUEUED
+        case LeaseState.RUNNING | LeaseState.PAUSED | LeaseState.CANCELLING:
+            return TaskStatus.RUNNING
+        case LeaseState.COMPLETED:
+            return TaskStatus.COMPLETED
+        case LeaseState.FAILED | LeaseState.LOST:
+            return TaskStatus.FAILED
+        case _:
+            return TaskStatus.CANCELLED

@@ -1,0 +1,94 @@
+"""Ports: what the core needs from the outside world, as Protocols."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Workflow
+from tenure.core.states import LeaseState
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class Ids(Protocol):
+    def new_id(self, prefix: str) -> str: ...
+
+    def secret(self) -> str:
+        """A URL-safe random string of at least 128 bits."""
+        ...
+
+    def shuffle(self, items: list[str]) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class LeaseWrite:
+    """Write `new`; when `expect` is set the row must still hold that (state, fence)."""
+
+    new: Lease
+    expect: tuple[LeaseState, int] | None = None
+
+
+@dataclass(frozen=True)
+class JobWrite:
+    """Write `new`; when `expect_fence` is set the row must still hold that fence."""
+
+    new: Job
+    expect_fence: int | None = None
+
+
+@dataclass(frozen=True)
+class TaskWrite:
+    """Write `new`; the row must still point at `expect_job_id` (None: at no job)."""
+
+    new: Task
+    expect_job_id: str | None = None
+    create: bool = False
+
+
+@dataclass(frozen=True)
+class Change:
+    """Everything one transition writes; committed all together or not at all."""
+
+    leases: list[LeaseWrite] = field(default_factory=list)
+    jobs: list[JobWrite] = field(default_factory=list)
+    tasks: list[TaskWrite] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LeasePage:
+    leases: list[Lease]
+    next_cursor: str | None
+
+
+class Store(Protocol):
+    def put_space(self, space: Space) -> None: ...
+    def get_space(self, key: str) -> Space | None: ...
+    def next_task_number(self, space: str) -> int: ...
+    def put_workflow(self, workflow: Workflow) -> None: ...
+    def get_workflow(self, space: str, slug: str) -> Workflow | None: ...
+    def put_pool(self, pool: Pool) -> None: ...
+    def get_pool(self, name: str) -> Pool | None: ...
+    def put_token(self, token: Token) -> None: ...
+    def get_token(self, token_hash: str) -> Token | None: ...
+    def get_task(self, task_id: str) -> Task | None: ...
+    def get_job(self, job_id: str) -> Job | None: ...
+    def get_lease(self, lease_id: str, consistent: bool = True) -> Lease | None: ...
+    def queue_candidates(self, pool: str, limit: int) -> list[str]: ...
+    def list_leases(
+        self,
+        space: str,
+        limit: int,
+        cursor: str | None,
+        state: LeaseState | None,
+        pool: str | None,
+    ) -> LeasePage: ...
+    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]: ...
+    def commit(self, change: Change) -> None: ...
+    def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None: ...
+    def put_event(self, event: Event) -> None: ...

@@ -1,0 +1,57 @@
+"""Pure rules: timing, token minting and hashing, report fingerprints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from tenure.core.model import Lease, Pool
+
+# A held lease's stored deadline is written only when a heartbeat would otherwise leave it
+# less than one toleration ahead; each write sets it (1 + SLACK) tolerations ahead. So a
+# steady heartbeat writes once per SLACK of a toleration (DESIGN §9: "a fraction of that
+# lease's own toleration"), and a lease still never expires sooner than one full toleration
+# after its last heartbeat (it expires between 1.0 and 1.25 tolerations of silence).
+DEADLINE_SLACK = 0.25
+
+TOKEN_PREFIX = {"operator": "tnr_o_", "worker": "tnr_w_", "lease": "tnr_l_"}
+
+
+def hash_token(raw: str) -> str:
+    """Only this digest of a token is ever stored."""
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def mint_lease_token(lease_id: str, secret: str) -> str:
+    # The lease id is public; the secret carries the ≥128 bits. Naming the lease in the token
+    # lets the authorizer find it with one key read instead of a token index write per claim.
+    return f"{TOKEN_PREFIX['lease']}{lease_id}.{secret}"
+
+
+def lease_id_of_token(raw: str) -> str | None:
+    prefix = TOKEN_PREFIX["lease"]
+    if not raw.startswith(prefix):
+        return None
+    lease_id, dot, secret = raw[len(prefix) :].partition(".")
+    return lease_id if dot and lease_id and secret else None
+
+
+def toleration_ms(lease: Lease, pool: Pool) -> int:
+    return 1000 * (lease.lease_seconds or pool.toleration_seconds)
+
+
+def fresh_deadline(now: int, tol_ms: int) -> int:
+    return now + int(tol_ms * (1 + DEADLINE_SLACK))
+
+
+def deadline_needs_write(lease: Lease, now: int, tol_ms: int) -> bool:
+    """True when the stored deadline would fall short of one toleration from now."""
+    return lease.deadline is None or lease.deadline < now + tol_ms
+
+
+def fingerprint(kind: str, body: dict[str, Any]) -> str:
+    """Identity of a final report, so the same report sent twice is recognised."""
+    material = {k: v for k, v in body.items() if k != "report_id"}
+    blob = json.dumps({"kind": kind, "body": material}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()

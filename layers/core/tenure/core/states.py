@@ -1,0 +1,93 @@
+"""Lease states and the transitions between them (DESIGN §3)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class LeaseState(StrEnum):
+    PENDING = "pending"
+    DISPATCHING = "dispatching"
+    DISPATCHED = "dispatched"
+    RUNNING = "running"
+    PAUSED = "paused"
+    CANCELLING = "cancelling"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+    KILLED = "killed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+    @property
+    def active(self) -> bool:
+        return self not in TERMINAL
+
+
+TERMINAL = frozenset(
+    {
+        LeaseState.COMPLETED,
+        LeaseState.FAILED,
+        LeaseState.CANCELLED,
+        LeaseState.LOST,
+        LeaseState.KILLED,
+    }
+)
+# Not yet held by a worker: cancel ends these at once.
+QUEUED = frozenset({LeaseState.PENDING, LeaseState.DISPATCHING})
+# Held by a worker: reports, heartbeats and expiry apply.
+HELD = frozenset({LeaseState.DISPATCHED, LeaseState.RUNNING, LeaseState.PAUSED})
+# Held, including the window in which the worker is being asked to stop.
+REPORTABLE = HELD | {LeaseState.CANCELLING}
+
+
+class Revoke(StrEnum):
+    CANCEL = "cancel"
+    KILL = "kill"
+    PAUSE = "pause"
+
+
+class SubjectKind(StrEnum):
+    TASK = "task"
+    WORKFLOW = "workflow"
+    SPACE = "space"
+
+
+class PoolKind(StrEnum):
+    AGENT = "agent"
+    CLASSIFIER = "classifier"
+    COMMAND = "command"
+
+
+class OnExpiry(StrEnum):
+    REQUEUE = "requeue"
+    FAIL = "fail"
+
+
+class ReportKind(StrEnum):
+    COMPLETE = "complete"
+    FAIL = "fail"
+    RELEASE = "release"
+
+
+class EndReason(StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    RELEASED = "released"
+    CANCELLED = "cancelled"
+    KILLED = "killed"
+    EXPIRED = "expired"
+    WORKER_LOST = "worker_lost"
+
+
+class TaskStatus(StrEnum):
+    OPEN = "open"
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    NEEDS_ATTENTION = "needs_attention"

@@ -1,0 +1,463 @@
+"""The DynamoDB adapter of the Store port: one table, conditional writes as fencing."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from tenure.core.errors import AlreadyExists, Conflict, NotFound, ValidationFailed
+from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Workflow
+from tenure.core.ports import Change, LeasePage
+from tenure.core.states import REPORTABLE, LeaseState
+from tenure.store import items
+from tenure.store import keys as k
+
+_ser = TypeSerializer()
+_de = TypeDeserializer()
+
+
+@dataclass
+class Meter:
+    """Capacity the store consumed, as DynamoDB reported it (indexes included)."""
+
+    read_units: float = 0.0
+    write_units: float = 0.0
+    items_read: int = 0
+    calls: list[str] = field(default_factory=list)
+
+    def add(self, op: str, consumed: dict[str, Any] | list[dict[str, Any]] | None) -> None:
+        self.calls.append(op)
+        for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
+            self.read_units += float(entry.get("ReadCapacityUnits", 0) or 0)
+            self.write_units += float(entry.get("WriteCapacityUnits", 0) or 0)
+            if "ReadCapacityUnits" not in entry and "WriteCapacityUnits" not in entry:
+                units = float(entry.get("CapacityUnits", 0) or 0)
+                if op in ("get", "query", "batch_get"):
+                    self.read_units += units
+                else:
+                    self.write_units += units
+
+    def snapshot(self) -> tuple[float, float, int]:
+        return self.read_units, self.write_units, self.items_read
+
+
+def _dump(item: dict[str, Any]) -> dict[str, Any]:
+    return {key: _ser.serialize(_to_dynamo(v)) for key, v in item.items() if v is not None}
+
+
+def _load(raw: dict[str, Any]) -> dict[str, Any]:
+    return {key: _from_dynamo(_de.deserialize(v)) for key, v in raw.items()}
+
+
+def _to_dynamo(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, dict):
+        return {key: _to_dynamo(v) for key, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_dynamo(v) for v in value]
+    return value
+
+
+def _from_dynamo(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {key: _from_dynamo(v) for key, v in value.items()}
+    if isinstance(value, list):
+        return [_from_dynamo(v) for v in value]
+    if isinstance(value, set):
+        return sorted(_from_dynamo(v) for v in value)
+    return value
+
+
+def _values(**kw: Any) -> dict[str, Any]:
+    return {f":{name}": _ser.serialize(_to_dynamo(v)) for name, v in kw.items()}
+
+
+# ClientError codes and the domain error each one is (STYLE: one table, never message text).
+_CONFLICT_CODES = {"ConditionalCheckFailedException", "TransactionConflictException"}
+
+
+class DynamoStore:
+    def __init__(self, client: Any, table: str) -> None:
+        self.client = client
+        self.table = table
+        self.meter = Meter()
+
+    # ------------------------------------------------------------------ primitives
+
+    def _get(self, key: dict[str, str], consistent: bool = True) -> dict[str, Any] | None:
+        out = self.client.get_item(
+            TableName=self.table,
+            Key=_dump(key),
+            ConsistentRead=consistent,
+            ReturnConsumedCapacity="INDEXES",
+        )
+        self.meter.add("get", out.get("ConsumedCapacity"))
+        if "Item" not in out:
+            return None
+        self.meter.items_read += 1
+        return _load(out["Item"])
+
+    def _put_new(self, item: dict[str, Any], what: str) -> None:
+        try:
+            out = self.client.put_item(
+                TableName=self.table,
+                Item=_dump(item),
+                ConditionExpression=k.IS_NEW,
+                ReturnConsumedCapacity="INDEXES",
+            )
+        except ClientError as err:
+            if err.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise AlreadyExists(f"{what} already exists") from err
+            raise
+        self.meter.add("put", out.get("ConsumedCapacity"))
+
+    def _transact(self, ops: list[dict[str, Any]]) -> None:
+        try:
+            out = self.client.transact_write_items(
+                TransactItems=ops, ReturnConsumedCapacity="INDEXES"
+            )
+        except ClientError as err:
+            code = err.response["Error"]["Code"]
+            if code == "TransactionCanceledException":
+                reasons = err.response.get("CancellationReasons", [])
+                raise Conflict(
+                    "a conditional write lost",
+                    reasons=[r.get("Code") for r in reasons],
+                    old=[_load(r["Item"]) if r.get("Item") else None for r in reasons],
+                ) from err
+            if code in _CONFLICT_CODES:
+                raise Conflict("a conditional write lost") from err
+            raise
+        self.meter.add("transact", out.get("ConsumedCapacity"))
+
+    def _query(self, **kwargs: Any) -> dict[str, Any]:
+        out = self.client.query(TableName=self.table, ReturnConsumedCapacity="INDEXES", **kwargs)
+        self.meter.add("query", out.get("ConsumedCapacity"))
+        self.meter.items_read += len(out.get("Items", []))
+        return dict(out)
+
+    def _batch_get(self, item_keys: list[dict[str, str]]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        pending = [_dump(key) for key in item_keys]
+        while pending:
+            chunk, pending = pending[:100], pending[100:]
+            request: dict[str, Any] = {self.table: {"Keys": chunk, "ConsistentRead": True}}
+            while request:
+                out = self.client.batch_get_item(
+                    RequestItems=request, ReturnConsumedCapacity="INDEXES"
+                )
+                self.meter.add("batch_get", out.get("ConsumedCapacity"))
+                rows = out.get("Responses", {}).get(self.table, [])
+                self.meter.items_read += len(rows)
+                found.extend(_load(r) for r in rows)
+                request = out.get("UnprocessedKeys") or {}
+        return found
+
+    # -------------------------------------------------------------- set-up resources
+
+    def put_space(self, space: Space) -> None:
+        self._put_new({**k.space_key(space.key), **items.space_item(space)}, f"space {space.key}")
+
+    def get_space(self, key: str) -> Space | None:
+        row = self._get(k.space_key(key))
+        return items.space_from(row) if row else None
+
+    def next_task_number(self, space: str) -> int:
+        try:
+            out = self.client.update_item(
+                TableName=self.table,
+                Key=_dump(k.space_key(space)),
+                UpdateExpression="ADD task_seq :one",
+                ConditionExpression=k.EXISTS,
+                ExpressionAttributeValues=_values(one=1),
+                ReturnValues="UPDATED_NEW",
+                ReturnConsumedCapacity="INDEXES",
+            )
+        except ClientError as err:
+            if err.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise NotFound(f"space {space!r} does not exist") from err
+            raise
+        self.meter.add("update", out.get("ConsumedCapacity"))
+        return int(_load(dict(out["Attributes"]))["task_seq"])
+
+    def put_workflow(self, workflow: Workflow) -> None:
+        self._put_new(
+            {**k.workflow_key(workflow.space, workflow.slug), **items.workflow_item(workflow)},
+            f"workflow {workflow.slug} in space {workflow.space}",
+        )
+
+    def get_workflow(self, space: str, slug: str) -> Workflow | None:
+        row = self._get(k.workflow_key(space, slug))
+        return items.workflow_from(row) if row else None
+
+    def put_pool(self, pool: Pool) -> None:
+        self._put_new({**k.pool_key(pool.name), **items.pool_item(pool)}, f"pool {pool.name}")
+
+    def get_pool(self, name: str) -> Pool | None:
+        row = self._get(k.pool_key(name), consistent=False)
+        return items.pool_from(row) if row else None
+
+    def put_token(self, token: Token) -> None:
+        ops = [
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": _dump({**k.token_name_key(token.name), "token_id": token.id}),
+                    "ConditionExpression": k.IS_NEW,
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": _dump({**k.token_key(token.token_hash), **items.token_item(token)}),
+                    "ConditionExpression": k.IS_NEW,
+                }
+            },
+        ]
+        try:
+            self._transact(ops)
+        except Conflict as lost:
+            raise AlreadyExists(f"token {token.name} already exists") from lost
+
+    def get_token(self, token_hash: str) -> Token | None:
+        row = self._get(k.token_key(token_hash), consistent=False)
+        return items.token_from(row) if row else None
+
+    # ------------------------------------------------------------- tasks, jobs, leases
+
+    def get_task(self, task_id: str) -> Task | None:
+        row = self._get(k.task_key(task_id))
+        return items.task_from(row) if row else None
+
+    def get_job(self, job_id: str) -> Job | None:
+        row = self._get(k.job_key(job_id))
+        return items.job_from(row) if row else None
+
+    def get_lease(self, lease_id: str, consistent: bool = True) -> Lease | None:
+        row = self._get(k.lease_key(lease_id), consistent=consistent)
+        return items.lease_from(row) if row else None
+
+    def get_leases(self, lease_ids: Iterable[str]) -> dict[str, Lease]:
+        rows = self._batch_get([k.lease_key(i) for i in lease_ids])
+        return {lease.id: lease for lease in map(items.lease_from, rows)}
+
+    def queue_candidates(self, pool: str, limit: int) -> list[str]:
+        out = self._query(
+            IndexName=k.QUEUE_INDEX,
+            KeyConditionExpression=f"{k.QUEUE_PK} = :q",
+            ExpressionAttributeValues=_values(q=k.queue_pk(pool)),
+            Limit=limit,
+        )
+        return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
+
+    def list_leases(
+        self,
+        space: str,
+        limit: int,
+        cursor: str | None,
+        state: LeaseState | None,
+        pool: str | None,
+    ) -> LeasePage:
+        start = _decode_cursor(space, cursor) if cursor else None
+        found: list[Lease] = []
+        page_size = max(limit + 1, 25)
+        while True:
+            kwargs: dict[str, Any] = {
+                "IndexName": k.SPACE_INDEX,
+                "KeyConditionExpression": f"{k.SPACE_PK} = :s",
+                "ExpressionAttributeValues": _values(s=k.space_list_pk(space)),
+                "ScanIndexForward": False,
+                "Limit": page_size,
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            out = self._query(**kwargs)
+            ordered = [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
+            by_id = self.get_leases(ordered) if ordered else {}
+            for lease_id in ordered:
+                lease = by_id.get(lease_id)
+                if lease is None:
+                    continue
+                if (state is None or lease.state is state) and (pool is None or lease.pool == pool):
+                    found.append(lease)
+                if len(found) > limit:
+                    last = found[limit - 1]
+                    return LeasePage(found[:limit], _encode_cursor(last))
+            start = out.get("LastEvaluatedKey")
+            if not start:
+                return LeasePage(found, None)
+
+    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
+        rows: list[dict[str, Any]] = []
+        start: dict[str, Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "KeyConditionExpression": f"{k.PK} = :pk",
+                "ExpressionAttributeValues": _values(pk=k.timeline_pk(subject_kind, subject_id)),
+                "ScanIndexForward": limit is None,
+            }
+            if limit is not None:
+                kwargs["Limit"] = limit
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            out = self._query(**kwargs)
+            rows.extend(_load(r) for r in out.get("Items", []))
+            start = out.get("LastEvaluatedKey")
+            if not start or limit is not None:
+                break
+        events = [items.event_from(r) for r in rows]
+        return events if limit is None else list(reversed(events))
+
+    # ------------------------------------------------------------------------ writes
+
+    def commit(self, change: Change) -> None:
+        ops: list[dict[str, Any]] = []
+        for lw in change.leases:
+            item = {**k.lease_key(lw.new.id), **_lease_row(lw.new)}
+            if lw.expect is None:
+                ops.append(self._put_op(item, k.IS_NEW))
+            else:
+                state, fence = lw.expect
+                ops.append(
+                    self._put_op(
+                        item,
+                        k.LEASE_IS_AT,
+                        names=k.STATE_NAMES,
+                        values=_values(expect_state=state.value, expect_fence=fence),
+                    )
+                )
+        for jw in change.jobs:
+            item = {**k.job_key(jw.new.id), **items.job_item(jw.new)}
+            if jw.expect_fence is None:
+                ops.append(self._put_op(item, k.IS_NEW))
+            else:
+                ops.append(
+                    self._put_op(item, k.JOB_FENCE_IS, values=_values(expect_fence=jw.expect_fence))
+                )
+        for tw in change.tasks:
+            item = {**k.task_key(tw.new.id), **items.task_item(tw.new)}
+            if tw.create:
+                ops.append(self._put_op(item, k.IS_NEW))
+            elif tw.expect_job_id is None:
+                ops.append(self._put_op(item, k.TASK_HAS_NO_JOB))
+            else:
+                ops.append(
+                    self._put_op(item, k.TASK_JOB_IS, values=_values(expect_job=tw.expect_job_id))
+                )
+        for ev in change.events:
+            key = k.event_key(ev.subject_kind, ev.subject_id, ev.at, ev.id)
+            ops.append(self._put_op({**key, **items.event_item(ev)}, k.IS_NEW))
+        if len(ops) == 1:
+            self._put_single(ops[0]["Put"])
+        else:
+            self._transact(ops)
+
+    def _put_op(
+        self,
+        item: dict[str, Any],
+        condition: str,
+        names: dict[str, str] | None = None,
+        values: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        put: dict[str, Any] = {
+            "TableName": self.table,
+            "Item": _dump(item),
+            "ConditionExpression": condition,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if names:
+            put["ExpressionAttributeNames"] = names
+        if values:
+            put["ExpressionAttributeValues"] = values
+        return {"Put": put}
+
+    def _put_single(self, put: dict[str, Any]) -> None:
+        try:
+            out = self.client.put_item(**put, ReturnConsumedCapacity="INDEXES")
+        except ClientError as err:
+            if err.response["Error"]["Code"] in _CONFLICT_CODES:
+                raise Conflict("a conditional write lost") from err
+            raise
+        self.meter.add("put", out.get("ConsumedCapacity"))
+
+    def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+        """Move a held lease's deadline; touches no index key (see keys.DUE_INDEX)."""
+        state, fence = expect
+        try:
+            out = self.client.update_item(
+                TableName=self.table,
+                Key=_dump(k.lease_key(lease.id)),
+                UpdateExpression="SET deadline = :d, heartbeat_at = :h, lease_seconds = :ls",
+                ConditionExpression=k.LEASE_IS_AT,
+                ExpressionAttributeNames=k.STATE_NAMES,
+                ExpressionAttributeValues=_values(
+                    d=lease.deadline,
+                    h=lease.heartbeat_at,
+                    ls=lease.lease_seconds,
+                    expect_state=state.value,
+                    expect_fence=fence,
+                ),
+                ReturnConsumedCapacity="INDEXES",
+            )
+        except ClientError as err:
+            if err.response["Error"]["Code"] in _CONFLICT_CODES:
+                raise Conflict("lease moved on") from err
+            raise
+        self.meter.add("update", out.get("ConsumedCapacity"))
+
+    def put_event(self, event: Event) -> None:
+        key = k.event_key(event.subject_kind, event.subject_id, event.at, event.id)
+        self._put_single(self._put_op({**key, **items.event_item(event)}, k.IS_NEW)["Put"])
+
+    # ----------------------------------------------------------------- table set-up
+
+    def create_table(self) -> None:
+        try:
+            self.client.create_table(**k.table_definition(self.table))
+        except ClientError as err:
+            if err.response["Error"]["Code"] != "ResourceInUseException":
+                raise
+        self.client.get_waiter("table_exists").wait(TableName=self.table)
+
+
+def _lease_row(lease: Lease) -> dict[str, Any]:
+    row = items.lease_item(lease)
+    row.update(k.space_list_keys(lease.space, lease.created_at, lease.id))
+    if lease.state is LeaseState.PENDING:
+        row.update(k.queue_keys(lease.pool, lease.created_at, lease.id))
+    if lease.state in REPORTABLE and lease.deadline is not None:
+        row[k.DUE_PK] = k.DUE_PARTITION
+        row[k.DUE_AT] = lease.deadline
+    return row
+
+
+def _encode_cursor(last: Lease) -> str:
+    position = k.space_list_keys(last.space, last.created_at, last.id)[k.SPACE_SK]
+    return base64.urlsafe_b64encode(json.dumps({"p": position}).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(space: str, cursor: str) -> dict[str, Any]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        position = json.loads(base64.urlsafe_b64decode(padded.encode()))["p"]
+        _, lease_id = str(position).split("#", 1)
+    except (ValueError, KeyError, TypeError, binascii.Error) as bad:
+        raise ValidationFailed("cursor: not a cursor this API handed out") from bad
+    return _dump(
+        {
+            **k.lease_key(lease_id),
+            k.SPACE_PK: k.space_list_pk(space),
+            k.SPACE_SK: position,
+        }
+    )

@@ -1,0 +1,127 @@
+"""Explicit mapping between domain entities and table rows (attributes only, no keys)."""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import Enum
+from typing import Any, TypeVar
+
+from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Workflow
+from tenure.core.states import (
+    EndReason,
+    LeaseState,
+    OnExpiry,
+    PoolKind,
+    ReportKind,
+    Revoke,
+    SubjectKind,
+)
+
+T = TypeVar("T")
+
+# Attributes whose stored string is an enum member in the entity.
+_ENUMS: dict[str, type[Enum]] = {
+    "state": LeaseState,
+    "subject_kind": SubjectKind,
+    "kind": PoolKind,
+    "on_expiry": OnExpiry,
+    "end_reason": EndReason,
+    "revoke": Revoke,
+    "report_kind": ReportKind,
+}
+# Attributes kept as tuples in entities (lists in rows).
+_TUPLES = {"spaces", "pools"}
+
+
+def _row(entity: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for f in dataclasses.fields(entity):
+        value = getattr(entity, f.name)
+        if value is None or (value == {} and f.name == "data"):
+            continue
+        if isinstance(value, Enum):
+            value = value.value
+        elif isinstance(value, tuple):
+            value = list(value)
+        row[f.name] = value
+    return row
+
+
+def _from(cls: type[T], row: dict[str, Any], enums: dict[str, type[Enum]] | None = None) -> T:
+    enums = _ENUMS if enums is None else enums
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for name, value in row.items():
+        if name not in names:
+            continue
+        if name in enums and value is not None:
+            value = enums[name](value)
+        elif name in _TUPLES and value is not None:
+            value = tuple(value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def space_item(space: Space) -> dict[str, Any]:
+    return {"entity": "space", **_row(space)}
+
+
+def space_from(row: dict[str, Any]) -> Space:
+    return _from(Space, row)
+
+
+def workflow_item(wf: Workflow) -> dict[str, Any]:
+    return {"entity": "workflow", **_row(wf)}
+
+
+def workflow_from(row: dict[str, Any]) -> Workflow:
+    return _from(Workflow, row)
+
+
+def pool_item(pool: Pool) -> dict[str, Any]:
+    return {"entity": "pool", **_row(pool)}
+
+
+def pool_from(row: dict[str, Any]) -> Pool:
+    return _from(Pool, row)
+
+
+def token_item(token: Token) -> dict[str, Any]:
+    return {"entity": "token", **_row(token)}
+
+
+def token_from(row: dict[str, Any]) -> Token:
+    # A token's `kind` is operator/worker, not a pool kind.
+    return _from(Token, row, enums={})
+
+
+def task_item(task: Task) -> dict[str, Any]:
+    return {"entity": "task", **_row(task)}
+
+
+def task_from(row: dict[str, Any]) -> Task:
+    return _from(Task, row)
+
+
+def job_item(job: Job) -> dict[str, Any]:
+    return {"entity": "job", **_row(job)}
+
+
+def job_from(row: dict[str, Any]) -> Job:
+    return _from(Job, row)
+
+
+def lease_item(lease: Lease) -> dict[str, Any]:
+    return {"entity": "lease", **_row(lease)}
+
+
+def lease_from(row: dict[str, Any]) -> Lease:
+    return _from(Lease, row)
+
+
+def event_item(event: Event) -> dict[str, Any]:
+    return {"entity": "event", **_row(event)}
+
+
+def event_from(row: dict[str, Any]) -> Event:
+    return _from(Event, row)

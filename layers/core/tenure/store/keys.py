@@ -1,0 +1,145 @@
+"""The one module that knows key formats, index names, attribute names and conditions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# ------------------------------------------------------------------ table and indexes
+
+PK = "PK"
+SK = "SK"
+
+# Sparse: only pending leases carry these, so a claim reads only what it could take.
+QUEUE_INDEX = "queue"
+QUEUE_PK = "queue_pk"
+QUEUE_SK = "queue_sk"
+
+# Every lease, per space, newest first: the operator's list.
+SPACE_INDEX = "by_space"
+SPACE_PK = "space_pk"
+SPACE_SK = "space_sk"
+
+# Sparse: held leases by the deadline they were last indexed at, for the sweeper. Heartbeats
+# move `deadline` but never `due_at`, so no heartbeat writes to an index (DESIGN §9); the
+# sweeper re-indexes a lease whose `due_at` passed while its real deadline did not.
+DUE_INDEX = "due"
+DUE_PK = "due_pk"
+DUE_AT = "due_at"
+DUE_PARTITION = "DUE"
+
+INDEXES: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
+    QUEUE_INDEX: ((QUEUE_PK, "S"), (QUEUE_SK, "S")),
+    SPACE_INDEX: ((SPACE_PK, "S"), (SPACE_SK, "S")),
+    DUE_INDEX: ((DUE_PK, "S"), (DUE_AT, "N")),
+}
+
+
+def table_definition(name: str) -> dict[str, Any]:
+    """CreateTable arguments; infra/template.yaml is checked against this by the tests."""
+    attrs = {PK: "S", SK: "S"}
+    for hash_key, range_key in INDEXES.values():
+        attrs.update(dict([hash_key, range_key]))
+    return {
+        "TableName": name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": a, "AttributeType": t} for a, t in sorted(attrs.items())
+        ],
+        "KeySchema": [
+            {"AttributeName": PK, "KeyType": "HASH"},
+            {"AttributeName": SK, "KeyType": "RANGE"},
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": index,
+                "KeySchema": [
+                    {"AttributeName": hash_key[0], "KeyType": "HASH"},
+                    {"AttributeName": range_key[0], "KeyType": "RANGE"},
+                ],
+                # Keys only: the narrowest projection; the item is read by key afterwards.
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+            for index, (hash_key, range_key) in INDEXES.items()
+        ],
+        "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    }
+
+
+# ------------------------------------------------------------------------ item keys
+
+
+def space_key(key: str) -> dict[str, str]:
+    return {PK: f"SPACE#{key}", SK: "SPACE"}
+
+
+def workflow_key(space: str, slug: str) -> dict[str, str]:
+    return {PK: f"SPACE#{space}", SK: f"WORKFLOW#{slug}"}
+
+
+def pool_key(name: str) -> dict[str, str]:
+    return {PK: f"POOL#{name}", SK: "POOL"}
+
+
+def token_key(token_hash: str) -> dict[str, str]:
+    return {PK: f"TOKEN#{token_hash}", SK: "TOKEN"}
+
+
+def token_name_key(name: str) -> dict[str, str]:
+    return {PK: f"TOKENNAME#{name}", SK: "TOKENNAME"}
+
+
+def task_key(task_id: str) -> dict[str, str]:
+    return {PK: f"TASK#{task_id}", SK: "TASK"}
+
+
+def job_key(job_id: str) -> dict[str, str]:
+    return {PK: f"JOB#{job_id}", SK: "JOB"}
+
+
+def lease_key(lease_id: str) -> dict[str, str]:
+    return {PK: f"LEASE#{lease_id}", SK: "LEASE"}
+
+
+def lease_id_of(item_key: dict[str, Any]) -> str:
+    return str(item_key[PK]).removeprefix("LEASE#")
+
+
+def timeline_pk(subject_kind: str, subject_id: str) -> str:
+    return f"TL#{subject_kind}#{subject_id}"
+
+
+def event_key(subject_kind: str, subject_id: str, at: int, event_id: str) -> dict[str, str]:
+    return {PK: timeline_pk(subject_kind, subject_id), SK: f"EV#{at:013d}#{event_id}"}
+
+
+def queue_keys(pool: str, created_at: int, lease_id: str) -> dict[str, str]:
+    return {QUEUE_PK: f"Q#{pool}", QUEUE_SK: f"{created_at:013d}#{lease_id}"}
+
+
+def queue_pk(pool: str) -> str:
+    return f"Q#{pool}"
+
+
+def space_list_keys(space: str, created_at: int, lease_id: str) -> dict[str, str]:
+    return {SPACE_PK: f"SPACE#{space}", SPACE_SK: f"{created_at:013d}#{lease_id}"}
+
+
+def space_list_pk(space: str) -> str:
+    return f"SPACE#{space}"
+
+
+# ---------------------------------------------------------------------- conditions
+
+# Fencing: a lease write lands only on the (state, fence) the writer read.
+LEASE_IS_AT = "#state = :expect_state AND fence = :expect_fence"
+# Creation: a key is written once; a second create loses (already_exists, or a lost race).
+IS_NEW = "attribute_not_exists(PK)"
+# The job's fence counter moves only from the fence the writer saw.
+JOB_FENCE_IS = "fence = :expect_fence"
+# At most one open run per task: the task must still point at the run the writer saw ended.
+TASK_JOB_IS = "job_id = :expect_job"
+TASK_HAS_NO_JOB = "attribute_exists(PK) AND attribute_not_exists(job_id)"
+# Task numbers are handed out only by spaces that exist.
+EXISTS = "attribute_exists(PK)"
+
+STATE_NAMES = {"#state": "state"}

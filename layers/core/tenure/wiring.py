@@ -1,0 +1,65 @@
+"""Composition root: builds clients, the store and the service lazily, never at import."""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from functools import lru_cache
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from tenure.config import settings
+from tenure.core.service import LeaseService
+from tenure.store.dynamo import DynamoStore
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class RandomIds:
+    def __init__(self) -> None:
+        self._rng = random.SystemRandom()
+
+    def new_id(self, prefix: str) -> str:
+        # Time-ordered (ms, hex) then 64 random bits: sortable and unguessable enough for ids.
+        return f"{prefix}_{time.time_ns() // 1_000_000:011x}{secrets.token_hex(8)}"
+
+    def secret(self) -> str:
+        return secrets.token_urlsafe(24)  # 192 bits
+
+    def shuffle(self, items: list[str]) -> list[str]:
+        out = list(items)
+        self._rng.shuffle(out)
+        return out
+
+
+def dynamodb_client(endpoint: str | None = None) -> Any:
+    cfg = settings()
+    return boto3.client(
+        "dynamodb",
+        region_name=cfg.region,
+        endpoint_url=endpoint or cfg.dynamodb_endpoint,
+        config=Config(retries={"max_attempts": 5, "mode": "standard"}, max_pool_connections=64),
+    )
+
+
+def build_store(endpoint: str | None = None, table: str | None = None) -> DynamoStore:
+    return DynamoStore(dynamodb_client(endpoint), table or settings().table_name)
+
+
+def build_service(store: DynamoStore | None = None) -> LeaseService:
+    return LeaseService(store or build_store(), SystemClock(), RandomIds())
+
+
+@lru_cache(maxsize=1)
+def service() -> LeaseService:
+    """The process's service, built on first use (a Lambda's warm start reuses it)."""
+    return build_service()
