@@ -3,9 +3,9 @@
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from tenure.api.app import app, logger
+from tenure.api.app import handle, logger
 
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    return handle(event, context)

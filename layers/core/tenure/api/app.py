@@ -311,4 +311,9 @@ def payload(lease_id: str) -> Response[Any]:
 
 
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Resolve one API Gateway event. Every body is read as JSON, whatever its content type
+    says (`curl -d` sends form encoding), so a non-JSON body meets `invalid_request`."""
+    headers = event.setdefault("headers", {}) or {}
+    event["headers"] = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+    event["headers"]["content-type"] = "application/json"
     return app.resolve(event, context)

@@ -100,6 +100,10 @@ class Task:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     job_id: str | None = None  # the task's latest run, open or ended
     attention: bool = False  # escalated: recovery exhausted, needs a person
+    version: int = 1
+    event_type: str | None = None
+    event_data: dict[str, Any] | None = None
+    updated_at: int | None = None
 
     def with_job(self, job_id: str) -> Task:
         return replace(self, job_id=job_id)
@@ -148,6 +152,8 @@ class Lease:
     started_at: int | None = None
     heartbeat_at: int | None = None  # the last heartbeat that was written
     deadline: int | None = None
+    # The deadline as the sweeper's index last saw it (<= deadline); see store.keys.DUE_INDEX.
+    due_at: int | None = None
     ended_at: int | None = None
     end_reason: EndReason | None = None
     outcome: str | None = None
@@ -155,6 +161,13 @@ class Lease:
     report_kind: ReportKind | None = None
     report_fingerprint: str | None = None
     report_id: str | None = None
+    report: dict[str, Any] | None = None  # what the final report said (details, error, reason)
+    # Every transition bumps `version` and names itself here; the reactor turns each new
+    # version it sees on the table's stream into one timeline event with an idempotent id.
+    version: int = 1
+    event_type: str | None = None
+    event_data: dict[str, Any] | None = None
+    updated_at: int | None = None
 
     @property
     def superseded(self) -> bool:
@@ -164,10 +177,10 @@ class Lease:
 
 @dataclass(frozen=True)
 class Event:
-    """One entry on a subject's timeline."""
+    """One entry on a subject's timeline (a lease's subject, or the "system" timeline)."""
 
     id: str
-    subject_kind: SubjectKind
+    subject_kind: str
     subject_id: str
     type: str
     at: int

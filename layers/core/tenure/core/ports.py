@@ -52,18 +52,27 @@ class TaskWrite:
 
 @dataclass(frozen=True)
 class Change:
-    """Everything one transition writes; committed all together or not at all."""
+    """Everything one transition writes; committed all together or not at all.
+
+    Timeline events are not written here: each row names its own transition and the reactor
+    derives the event from the table's stream, so state and event cannot part (DESIGN §4).
+    """
 
     leases: list[LeaseWrite] = field(default_factory=list)
     jobs: list[JobWrite] = field(default_factory=list)
     tasks: list[TaskWrite] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class LeasePage:
     leases: list[Lease]
     next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class SweeperState:
+    last_pass_at: int | None = None
+    hold_until: int | None = None  # mass-expiry brake engaged until then
 
 
 class Store(Protocol):
@@ -92,3 +101,15 @@ class Store(Protocol):
     def commit(self, change: Change) -> None: ...
     def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None: ...
     def put_event(self, event: Event) -> None: ...
+    def list_pools(self) -> list[Pool]: ...
+    def due_leases(self, pool: str, now: int | None) -> list[str]:
+        """Held leases of `pool` whose indexed deadline is <= now (None: every held lease)."""
+        ...
+
+    def count_held(self, pool: str, at_most: int) -> int: ...
+    def move_deadline(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+        """Write deadline and due_at together (the sweeper's re-index and absence push)."""
+        ...
+
+    def get_sweeper_state(self) -> SweeperState: ...
+    def put_sweeper_state(self, state: SweeperState, expect_last: int | None) -> None: ...

@@ -46,6 +46,7 @@ from tenure.core.states import (
     REPORTABLE,
     EndReason,
     LeaseState,
+    OnExpiry,
     ReportKind,
     Revoke,
     SubjectKind,
@@ -286,13 +287,9 @@ class LeaseService:
             if plan is None:  # terminal, or already where the action leads: a no-op
                 return lease
             new, event_type = plan
+            new = _moved(lease, new, event_type, {"by": actor.token_id}, now)
             try:
-                self.store.commit(
-                    Change(
-                        leases=[LeaseWrite(new, expect=(lease.state, lease.fence))],
-                        events=[self._event(new, event_type, {"by": actor.token_id})],
-                    )
-                )
+                self._write(lease, new)
                 return new
             except Conflict:
                 lease = self._lease(lease_id)
@@ -352,15 +349,12 @@ class LeaseService:
             claimed_at=now,
             heartbeat_at=now,
             deadline=rules.fresh_deadline(now, tol_ms),
+            due_at=rules.fresh_deadline(now, tol_ms),
         )
         data = {"worker_id": worker_id, "worker_version": worker_version}
+        new = _moved(lease, new, "lease.claimed", data, now)
         try:
-            self.store.commit(
-                Change(
-                    leases=[LeaseWrite(new, expect=(LeaseState.PENDING, lease.fence))],
-                    events=[self._event(new, "lease.claimed", data)],
-                )
-            )
+            self._write(lease, new)
         except Conflict:
             return None
         return Claimed(lease=new, token=token, pool=pool)
@@ -373,14 +367,9 @@ class LeaseService:
                 if lease.state in REPORTABLE:
                     return lease  # already started: starting again changes nothing
                 raise InvalidTransition(f"lease {lease.id} is {lease.state}; it cannot start")
-            new = self._started(lease, self._pool(lease.pool))
+            new = self._started(lease, lease, self._pool(lease.pool), "start")
             try:
-                self.store.commit(
-                    Change(
-                        leases=[LeaseWrite(new, expect=(lease.state, lease.fence))],
-                        events=[self._event(new, "lease.started", {})],
-                    )
-                )
+                self._write(lease, new)
                 return new
             except Conflict:
                 lease = self._lease(lease_id)
@@ -420,13 +409,10 @@ class LeaseService:
             tol_ms = 1000 * wanted
             try:
                 if lease.state is LeaseState.DISPATCHED:
-                    new = self._started(replace(lease, lease_seconds=wanted), pool)
-                    self.store.commit(
-                        Change(
-                            leases=[LeaseWrite(new, expect=(lease.state, lease.fence))],
-                            events=[self._event(new, "lease.started", {"by": "heartbeat"})],
-                        )
+                    new = self._started(
+                        lease, replace(lease, lease_seconds=wanted), pool, "heartbeat"
                     )
+                    self._write(lease, new)
                     lease = new
                 elif wanted != lease.lease_seconds or rules.deadline_needs_write(
                     lease, now, tol_ms
@@ -519,16 +505,15 @@ class LeaseService:
             report_kind=kind,
             report_fingerprint=fp,
             report_id=report_id,
+            report=data or None,
         )
         event_type = {
             LeaseState.COMPLETED: "lease.completed",
             LeaseState.FAILED: "lease.failed",
             LeaseState.KILLED: "lease.killed",
         }.get(state, "lease.released" if requeue else "lease.cancelled")
-        change = Change(
-            leases=[LeaseWrite(ended, expect=(lease.state, lease.fence))],
-            events=[self._event(ended, event_type, {"report": kind.value, **data})],
-        )
+        ended = _moved(lease, ended, event_type, {"report": kind.value}, now)
+        change = Change(leases=[LeaseWrite(ended, expect=(lease.state, lease.fence))])
         if requeue:
             return self._with_successor(change, lease, recovered=False)
         return change
@@ -540,6 +525,9 @@ class LeaseService:
             raise Conflict(f"job {lease.job_id} moved on")
         now = self.clock.now_ms()
         successor = Lease(
+            event_type="lease.created",
+            event_data={"previous_lease_id": lease.id, "recovered": recovered},
+            updated_at=now,
             id=self.ids.new_id("lease"),
             job_id=job.id,
             space=lease.space,
@@ -564,11 +552,80 @@ class LeaseService:
             leases=[*change.leases, LeaseWrite(successor)],
             jobs=[*change.jobs, JobWrite(next_job, expect_fence=job.fence)],
             tasks=change.tasks,
-            events=[
-                *change.events,
-                self._event(successor, "lease.created", {"previous_lease_id": lease.id}),
-            ],
         )
+
+    def expire(self, lease: Lease, pool: Pool) -> Lease | None:
+        """End a held lease whose holder went silent (the sweeper's verdict, DESIGN §4).
+
+        Returns None when the lease moved on first (a report won the race): nothing expired.
+        """
+        now = self.clock.now_ms()
+        base = replace(lease, ended_at=now, revoke=None)
+        if lease.state is LeaseState.CANCELLING:
+            # Already asked to stop: silence ends it the way the operator asked.
+            killed = lease.revoke is Revoke.KILL
+            ended = replace(
+                base,
+                state=LeaseState.KILLED if killed else LeaseState.CANCELLED,
+                end_reason=EndReason.KILLED if killed else EndReason.CANCELLED,
+            )
+            kind = "lease.killed" if killed else "lease.cancelled"
+            change = Change(
+                leases=[
+                    LeaseWrite(
+                        _moved(lease, ended, kind, {"by": "sweeper"}, now), expect=_at(lease)
+                    )
+                ]
+            )
+        elif pool.on_expiry is OnExpiry.FAIL:
+            lost = replace(base, state=LeaseState.LOST, end_reason=EndReason.WORKER_LOST)
+            lost = _moved(lease, lost, "lease.lost", {"on_expiry": "fail"}, now)
+            change = Change(leases=[LeaseWrite(lost, expect=_at(lease))])
+        else:
+            lost = replace(base, state=LeaseState.LOST, end_reason=EndReason.EXPIRED)
+            job = self.store.get_job(lease.job_id)
+            if job is None or job.fence != lease.fence:
+                return None
+            recovery = job.recovery_count + 1
+            exhausted = job.attempt + recovery >= job.max_attempts
+            lost = _moved(
+                lease,
+                lost,
+                "lease.lost",
+                {"on_expiry": "requeue", "recovery_count": recovery, "exhausted": exhausted},
+                now,
+            )
+            change = Change(leases=[LeaseWrite(lost, expect=_at(lease))])
+            if exhausted:
+                change = self._exhausted(change, job, recovery, now)
+            else:
+                change = self._with_successor(change, lease, recovered=True)
+        try:
+            self.store.commit(change)
+        except Conflict:
+            return None
+        return change.leases[0].new
+
+    def _exhausted(self, change: Change, job: Job, recovery: int, now: int) -> Change:
+        jobs = [JobWrite(replace(job, recovery_count=recovery, exhausted=True), job.fence)]
+        tasks: list[TaskWrite] = []
+        if job.task_id is not None:
+            task = self._task(job.task_id)
+            flagged = replace(
+                task,
+                attention=True,
+                version=task.version + 1,
+                event_type="task.run.lease_recovery_exhausted",
+                event_data={
+                    "job_id": job.id,
+                    "attempt": job.attempt,
+                    "recovery_count": recovery,
+                    "max_attempts": job.max_attempts,
+                },
+                updated_at=now,
+            )
+            tasks.append(TaskWrite(flagged, expect_job_id=job.id))
+        return Change(leases=change.leases, jobs=jobs, tasks=tasks)
 
     def payload(self, actor: Principal, lease_id: str) -> dict[str, Any]:
         lease = self._own_lease(actor, lease_id)
@@ -611,6 +668,9 @@ class LeaseService:
         now = self.clock.now_ms()
         job_id = self.ids.new_id("job")
         lease = Lease(
+            event_type="lease.created",
+            event_data={"pool": pool.name},
+            updated_at=now,
             id=self.ids.new_id("lease"),
             job_id=job_id,
             space=task.space,
@@ -642,21 +702,25 @@ class LeaseService:
                 leases=[LeaseWrite(lease)],
                 jobs=[JobWrite(job)],
                 tasks=[TaskWrite(task, expect_job_id=expect_job_id, create=create_task)],
-                events=[self._event(lease, "lease.created", {"pool": pool.name})],
             )
         )
         return task, lease
 
-    def _started(self, lease: Lease, pool: Pool) -> Lease:
+    def _started(self, old: Lease, lease: Lease, pool: Pool, by: str) -> Lease:
         now = self.clock.now_ms()
         tol_ms = 1000 * (lease.lease_seconds or pool.toleration_seconds)
-        return replace(
+        started = replace(
             lease,
             state=LeaseState.RUNNING,
             started_at=now,
             heartbeat_at=now,
             deadline=rules.fresh_deadline(now, tol_ms),
         )
+        return _moved(old, started, "lease.started", {"by": by}, now)
+
+    def _write(self, old: Lease, new: Lease) -> None:
+        """One conditional write: `new` lands only if the row still holds old's state and fence."""
+        self.store.commit(Change(leases=[LeaseWrite(new, expect=(old.state, old.fence))]))
 
     def _refuse_if_stale(self, lease: Lease, what: str) -> None:
         if lease.superseded:
@@ -757,6 +821,17 @@ def _operator_plan(lease: Lease, action: str, now: int) -> tuple[Lease, str] | N
             raise InvalidTransition(f"lease {lease.id} is {state}; only a paused lease resumes")
         return replace(lease, state=LeaseState.RUNNING, revoke=None), "lease.resumed"
     raise ValueError(action)
+
+
+def _at(lease: Lease) -> tuple[LeaseState, int]:
+    return (lease.state, lease.fence)
+
+
+def _moved(old: Lease, new: Lease, event_type: str, data: dict[str, Any], now: int) -> Lease:
+    """Mark `new` as the next version of `old`, naming the transition for the timeline."""
+    return replace(
+        new, version=old.version + 1, event_type=event_type, event_data=data, updated_at=now
+    )
 
 
 def _revoke_signal(lease: Lease) -> Revoke | None:

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from tenure.core.errors import AlreadyExists, Conflict, NotFound, ValidationFailed
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Workflow
-from tenure.core.ports import Change, LeasePage
+from tenure.core.ports import Change, LeasePage, SweeperState
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.store import items
 from tenure.store import keys as k
@@ -55,6 +55,22 @@ def _dump(item: dict[str, Any]) -> dict[str, Any]:
 
 def _load(raw: dict[str, Any]) -> dict[str, Any]:
     return {key: _from_dynamo(_de.deserialize(v)) for key, v in raw.items()}
+
+
+def load_image(raw: dict[str, Any]) -> dict[str, Any]:
+    """A stream record's image (DynamoDB JSON) as plain values."""
+    return _load({key: _typed(v) for key, v in raw.items()})
+
+
+def _typed(value: dict[str, Any]) -> dict[str, Any]:
+    # The streams API hands an empty map back as a bare {} (its type tag dropped).
+    if not value:
+        return {"M": {}}
+    if "M" in value:
+        return {"M": {key: _typed(v) for key, v in value["M"].items()}}
+    if "L" in value:
+        return {"L": [_typed(v) for v in value["L"]]}
+    return value
 
 
 def _to_dynamo(value: Any) -> Any:
@@ -134,7 +150,7 @@ class DynamoStore:
                 raise Conflict(
                     "a conditional write lost",
                     reasons=[r.get("Code") for r in reasons],
-                    old=[_load(r["Item"]) if r.get("Item") else None for r in reasons],
+                    old=[_load(dict(r["Item"])) if r.get("Item") else None for r in reasons],
                 ) from err
             if code in _CONFLICT_CODES:
                 raise Conflict("a conditional write lost") from err
@@ -207,6 +223,22 @@ class DynamoStore:
     def get_pool(self, name: str) -> Pool | None:
         row = self._get(k.pool_key(name), consistent=False)
         return items.pool_from(row) if row else None
+
+    def list_pools(self) -> list[Pool]:
+        found: list[Pool] = []
+        start: dict[str, Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "KeyConditionExpression": f"{k.PK} = :pk",
+                "ExpressionAttributeValues": _values(pk=k.POOLS_PK),
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            out = self._query(**kwargs)
+            found.extend(items.pool_from(_load(r)) for r in out.get("Items", []))
+            start = out.get("LastEvaluatedKey")
+            if not start:
+                return found
 
     def put_token(self, token: Token) -> None:
         ops = [
@@ -355,9 +387,6 @@ class DynamoStore:
                 ops.append(
                     self._put_op(item, k.TASK_JOB_IS, values=_values(expect_job=tw.expect_job_id))
                 )
-        for ev in change.events:
-            key = k.event_key(ev.subject_kind, ev.subject_id, ev.at, ev.id)
-            ops.append(self._put_op({**key, **items.event_item(ev)}, k.IS_NEW))
         if len(ops) == 1:
             self._put_single(ops[0]["Put"])
         else:
@@ -416,6 +445,71 @@ class DynamoStore:
             raise
         self.meter.add("update", out.get("ConsumedCapacity"))
 
+    def due_leases(self, pool: str, now: int | None) -> list[str]:
+        found: list[str] = []
+        start: dict[str, Any] | None = None
+        condition = f"{k.DUE_PK} = :p" + (f" AND {k.DUE_AT} <= :now" if now is not None else "")
+        values = _values(p=k.due_pk(pool), **({"now": now} if now is not None else {}))
+        while True:
+            kwargs: dict[str, Any] = {
+                "IndexName": k.DUE_INDEX,
+                "KeyConditionExpression": condition,
+                "ExpressionAttributeValues": values,
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            out = self._query(**kwargs)
+            found.extend(k.lease_id_of(_load(r)) for r in out.get("Items", []))
+            start = out.get("LastEvaluatedKey")
+            if not start:
+                return found
+
+    def count_held(self, pool: str, at_most: int) -> int:
+        """Count a pool's held leases, reading no more than `at_most` index entries."""
+        out = self._query(
+            IndexName=k.DUE_INDEX,
+            KeyConditionExpression=f"{k.DUE_PK} = :p",
+            ExpressionAttributeValues=_values(p=k.due_pk(pool)),
+            Select="COUNT",
+            Limit=at_most,
+        )
+        self.meter.items_read += int(out.get("ScannedCount", 0))
+        return int(out.get("Count", 0))
+
+    def move_deadline(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+        state, fence = expect
+        try:
+            out = self.client.update_item(
+                TableName=self.table,
+                Key=_dump(k.lease_key(lease.id)),
+                UpdateExpression=f"SET deadline = :d, {k.DUE_AT} = :due",
+                ConditionExpression=k.LEASE_IS_AT,
+                ExpressionAttributeNames=k.STATE_NAMES,
+                ExpressionAttributeValues=_values(
+                    d=lease.deadline, due=lease.due_at, expect_state=state.value, expect_fence=fence
+                ),
+                ReturnConsumedCapacity="INDEXES",
+            )
+        except ClientError as err:
+            if err.response["Error"]["Code"] in _CONFLICT_CODES:
+                raise Conflict("lease moved on") from err
+            raise
+        self.meter.add("update", out.get("ConsumedCapacity"))
+
+    def get_sweeper_state(self) -> SweeperState:
+        row = self._get(k.SWEEPER_KEY)
+        if row is None:
+            return SweeperState()
+        return SweeperState(last_pass_at=row.get("last_pass_at"), hold_until=row.get("hold_until"))
+
+    def put_sweeper_state(self, state: SweeperState, expect_last: int | None) -> None:
+        item = {**k.SWEEPER_KEY, "last_pass_at": state.last_pass_at, "hold_until": state.hold_until}
+        if expect_last is None:
+            put = self._put_op(item, k.IS_NEW)["Put"]
+        else:
+            put = self._put_op(item, k.SWEEP_AFTER, values=_values(expect_last=expect_last))["Put"]
+        self._put_single(put)
+
     def put_event(self, event: Event) -> None:
         key = k.event_key(event.subject_kind, event.subject_id, event.at, event.id)
         self._put_single(self._put_op({**key, **items.event_item(event)}, k.IS_NEW)["Put"])
@@ -436,9 +530,10 @@ def _lease_row(lease: Lease) -> dict[str, Any]:
     row.update(k.space_list_keys(lease.space, lease.created_at, lease.id))
     if lease.state is LeaseState.PENDING:
         row.update(k.queue_keys(lease.pool, lease.created_at, lease.id))
-    if lease.state in REPORTABLE and lease.deadline is not None:
-        row[k.DUE_PK] = k.DUE_PARTITION
-        row[k.DUE_AT] = lease.deadline
+    if lease.state in REPORTABLE and lease.due_at is not None:
+        row[k.DUE_PK] = k.due_pk(lease.pool)
+    else:
+        row.pop(k.DUE_AT, None)
     return row
 
 

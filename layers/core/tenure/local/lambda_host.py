@@ -1,0 +1,45 @@
+"""Runs the deployed handlers the way Lambda does: one invocation at a time per process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Routes API Gateway serves without the authorizer (infra/template.yaml says the same).
+PUBLIC_ROUTES = {("GET", "/api/v1/health"), ("GET", "/api/v1/openapi.json")}
+
+
+class _Context:
+    function_name = "tenure-api-local"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:tenure-api-local"
+    memory_limit_in_mb = 512
+    aws_request_id = "local"
+    log_group_name = "/aws/lambda/tenure-api-local"
+    log_stream_name = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 29_000
+
+
+def invoke(event: dict[str, Any]) -> dict[str, Any]:
+    """The authorizer, then the API function, with the authorizer's context in between."""
+    from tenure.api.app import handle
+    from tenure.api.authorizer import authorize
+
+    http = event["requestContext"]["http"]
+    if (http["method"], event["rawPath"]) not in PUBLIC_ROUTES:
+        verdict = authorize(event)
+        if not verdict.get("isAuthorized"):
+            return {"statusCode": 403, "body": '{"message":"Forbidden"}'}
+        event["requestContext"]["authorizer"] = {"lambda": verdict.get("context", {})}
+    ctx = _Context()
+    ctx.aws_request_id = event["requestContext"]["requestId"]
+    return handle(event, ctx)
+
+
+def warm() -> bool:
+    """Import the handlers ahead of the first request (a cold start paid at boot)."""
+    import tenure.api.app
+    import tenure.api.authorizer  # noqa: F401
+
+    return True

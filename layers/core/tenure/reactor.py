@@ -1,0 +1,37 @@
+"""The reactor: turns table stream records into timeline events (idempotently)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from tenure.core.errors import Conflict
+from tenure.core.model import Event
+from tenure.core.ports import Store
+from tenure.core.timeline import lease_event, task_event
+from tenure.store import items
+from tenure.store.dynamo import load_image
+
+
+def event_of(record: dict[str, Any]) -> Event | None:
+    """The timeline event one stream record stands for, if any."""
+    change = record.get("dynamodb", {})
+    if "NewImage" not in change:
+        return None  # a delete: nothing on the timeline
+    new = load_image(change["NewImage"])
+    old = load_image(change["OldImage"]) if "OldImage" in change else None
+    entity = new.get("entity")
+    if entity == "lease":
+        return lease_event(items.lease_from(old) if old else None, items.lease_from(new))
+    if entity == "task":
+        return task_event(items.task_from(old) if old else None, items.task_from(new))
+    return None
+
+
+def react(store: Store, record: dict[str, Any]) -> Event | None:
+    event = event_of(record)
+    if event is None:
+        return None
+    with contextlib.suppress(Conflict):  # already written: the stream delivered it before
+        store.put_event(event)
+    return event
