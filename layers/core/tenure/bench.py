@@ -16,26 +16,13 @@ from tenure.local.streams import StreamPump
 BUDGET = {"heartbeat_write_units": 1.0, "lifecycle_write_units": 24.0}
 
 
-class SteppedClock:
-    """A clock the bench moves by hand, so renewals happen exactly when they would."""
-
-    def __init__(self, start_ms: int) -> None:
-        self.now = start_ms
-
-    def now_ms(self) -> int:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += int(seconds * 1000)
-
-
 def lifecycle() -> dict[str, Any]:
     cache = Path(local_settings().cache_dir)
     with DynamoDBLocal(cache) as engine:
         store = wiring.build_store(engine.endpoint, "tenure-bench")
         store.create_table()
         pump = StreamPump(engine.endpoint, "tenure-bench", store)
-        clock = SteppedClock(wiring.SystemClock().now_ms())
+        clock = wiring.ManualClock(wiring.SystemClock().now_ms())
         svc = LeaseService(store, clock, wiring.RandomIds())
         admin = Principal(kind="operator", token_id="bench", role="admin")
         worker = Principal(kind="worker", token_id="bench-worker")

@@ -24,6 +24,22 @@ class SystemClock:
         time.sleep(seconds)
 
 
+class ManualClock:
+    """A clock moved by hand (benchmarks and tests): sleeping advances it instantly."""
+
+    def __init__(self, start_ms: int) -> None:
+        self.now = start_ms
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += int(seconds * 1000)
+
+    def advance(self, seconds: float) -> None:
+        self.sleep(seconds)
+
+
 class RandomIds:
     def __init__(self) -> None:
         self._rng = random.SystemRandom()

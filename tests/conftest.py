@@ -1,0 +1,144 @@
+"""Shared fixtures: one starts DynamoDB Local, one starts the local stack (STYLE rule 10)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from tenure import wiring
+from tenure.config import local_settings
+from tenure.core.model import Principal
+from tenure.core.service import LeaseService
+from tenure.local.engines import DynamoDBLocal, EngineUnavailable, free_port, use_local_credentials
+from tenure.local.streams import StreamPump
+from tenure.store.dynamo import DynamoStore
+
+ADMIN = Principal(kind="operator", token_id="test-admin", role="admin")
+WORKER = Principal(kind="worker", token_id="test-worker")
+
+
+def lease_principal(lease_id: str) -> Principal:
+    return Principal(kind="lease", token_id="test-lease", lease_id=lease_id)
+
+
+def _unavailable(why: str) -> None:
+    # In CI (make test sets TENURE_REQUIRE_ENGINES=1) a tier that cannot start its engine fails.
+    if local_settings().require_engines:
+        pytest.fail(f"engine unavailable: {why}")
+    pytest.skip(f"engine unavailable: {why}")
+
+
+@pytest.fixture(scope="session")
+def ddb_local() -> Iterator[DynamoDBLocal]:
+    use_local_credentials()
+    engine = DynamoDBLocal(Path(local_settings().cache_dir))
+    try:
+        engine.start()
+    except EngineUnavailable as why:
+        _unavailable(str(why))
+    yield engine
+    engine.stop()
+
+
+@dataclass
+class Rig:
+    """A fresh table on DynamoDB Local with a service on a hand-moved clock."""
+
+    store: DynamoStore
+    clock: wiring.ManualClock
+    svc: LeaseService
+    pump: StreamPump
+
+
+@pytest.fixture
+def rig(ddb_local: DynamoDBLocal) -> Rig:
+    table = f"t{uuid.uuid4().hex[:12]}"
+    store = wiring.build_store(ddb_local.endpoint, table)
+    store.create_table()
+    clock = wiring.ManualClock(wiring.SystemClock().now_ms())
+    svc = LeaseService(store, clock, wiring.RandomIds())
+    return Rig(store=store, clock=clock, svc=svc, pump=StreamPump(ddb_local.endpoint, table, store))
+
+
+@dataclass
+class LocalStack:
+    base: str  # http://127.0.0.1:PORT/api/v1
+    admin_token: str
+    data_dir: Path
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.base, headers=headers, timeout=30)
+
+    def admin(self) -> httpx.Client:
+        return self.client(self.admin_token)
+
+
+def start_stack(data_dir: Path, admin_token: str, sweep_interval: float = 1.0) -> LocalStack:
+    port = free_port()
+    log = data_dir.parent / f"stack-{port}.log"
+    env = {**os.environ, "TENURE_ADMIN_TOKEN": admin_token, "PYTHONUNBUFFERED": "1"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tenure.cli",
+                "local",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data_dir),
+                "--sweep-interval",
+                str(sweep_interval),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    base = f"http://127.0.0.1:{port}/api/v1"
+    give_up = time.monotonic() + 120
+    while time.monotonic() < give_up:
+        if proc.poll() is not None:
+            raise RuntimeError(f"tenure local exited early:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                return LocalStack(base, admin_token, data_dir, proc, log)
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"tenure local did not come up:\n{log.read_text()}")
+
+
+def stop_stack(stack: LocalStack) -> int:
+    stack.proc.send_signal(signal.SIGTERM)
+    return stack.proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    use_local_credentials()
+    try:
+        from tenure.local.engines import install_dynamodb_local, java_available
+
+        if not java_available():
+            raise EngineUnavailable("java is not installed")
+        install_dynamodb_local(Path(local_settings().cache_dir))
+    except EngineUnavailable as why:
+        _unavailable(str(why))
+    root = tmp_path_factory.mktemp("stack")
+    stack = start_stack(root / "data", "tnr_o_e2e-" + uuid.uuid4().hex)
+    yield stack
+    stop_stack(stack)
