@@ -50,22 +50,20 @@ def lifecycle() -> dict[str, Any]:
         measure("start", lambda: svc.start(lease, won.lease.id))
         clock.sleep(10)
         measure("heartbeat", lambda: svc.heartbeat(lease, won.lease.id, None))
-        clock.sleep(70)  # the deadline now falls short of a toleration: this one writes
-        measure("heartbeat_renewing", lambda: svc.heartbeat(lease, won.lease.id, None))
-        r0, w0, _ = store.meter.snapshot()
-        beats = 360  # one hour at the default renew_seconds of 10
+        beats, worst, units, reads = 360, 0.0, 0.0, 0.0  # one hour at renew_seconds 10
         for _ in range(beats):
             clock.sleep(10)
+            r0, w0, _ = store.meter.snapshot()
             svc.heartbeat(lease, won.lease.id, None)
-        r1, w1, _ = store.meter.snapshot()
+            r1, w1, _ = store.meter.snapshot()
+            worst, units, reads = max(worst, w1 - w0), units + w1 - w0, reads + r1 - r0
+        steps["heartbeat_worst_in_hour"] = {"write_units": round(worst, 2)}
         steps["heartbeat_hour_average"] = {
-            "write_units": round((w1 - w0) / beats, 3),
-            "read_units": round((r1 - r0) / beats, 3),
+            "write_units": round(units / beats, 3),
+            "read_units": round(reads / beats, 3),
         }
         measure("complete", lambda: svc.complete(lease, won.lease.id, {"outcome": "success"}))
-        worst_beat = max(
-            steps["heartbeat"]["write_units"], steps["heartbeat_renewing"]["write_units"]
-        )
+        worst_beat = steps["heartbeat_worst_in_hour"]["write_units"]
         total = (
             sum(
                 steps[s]["write_units"]
@@ -78,7 +76,7 @@ def lifecycle() -> dict[str, Any]:
             "units": "DynamoDB capacity units (ReturnConsumedCapacity=INDEXES: table + indexes)",
             "steps": steps,
             "lifecycle_write_units": round(total, 2),
-            "lifecycle": "create_and_enqueue + claim + start + heartbeat_renewing + complete",
+            "lifecycle": "create_and_enqueue + claim + start + heartbeat_worst_in_hour + complete",
             "budget": BUDGET,
             "within_budget": worst_beat <= BUDGET["heartbeat_write_units"]
             and total <= BUDGET["lifecycle_write_units"],

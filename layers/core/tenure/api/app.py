@@ -271,11 +271,18 @@ def worker_heartbeat(worker_id: str, body: Annotated[m.WorkerHeartbeat, Body()])
                     "error": {"code": answer.code, "message": answer.message},
                 }
             )
-        elif isinstance(answer, Exception):
-            raise answer
         else:
             rows.append({"id": lease_id, "fence": fence, **_beat_view(answer.lease, answer.revoke)})
     return _json({"leases": rows})
+
+
+@app.get(f"{BASE}/workers")
+def list_workers(pool: Annotated[str | None, Query(max_length=64)] = None) -> Response[Any]:
+    actor = _actor()
+    if not pool:
+        raise e.ValidationFailed("pool: required (the workers of one pool are listed)")
+    views = _svc().list_workers(actor, pool)
+    return _json({"workers": [v.worker_view(x.worker, x.reachable, x.leases) for x in views]})
 
 
 def _beat_view(lease: Any, revoke: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from tenure.core.model import Event, Lease, Pool, Space, Task, Token, Workflow
+from tenure.core.model import Event, Lease, Pool, Space, Task, Token, Worker, Workflow
 from tenure.core.states import LeaseState, TaskStatus
 
 
@@ -127,4 +127,23 @@ def token_view(token: Token) -> dict[str, Any]:
         "spaces": list(token.spaces) if token.spaces is not None else None,
         "pools": list(token.pools) if token.pools is not None else None,
         "created_at": iso(token.created_at),
+    }
+
+
+def worker_view(worker: Worker, reachable: bool, leases: list[Lease]) -> dict[str, Any]:
+    return {
+        "worker_id": worker.worker_id,
+        "worker_version": worker.worker_version,
+        "pool": worker.pool,
+        "last_seen": iso(worker.last_seen),
+        "status": "reachable" if reachable else "unreachable",
+        "leases": [
+            {
+                "id": lease.id,
+                "state": lease.state.value,
+                "fence": lease.fence,
+                "deadline": iso(lease.deadline),
+            }
+            for lease in leases
+        ],
     }

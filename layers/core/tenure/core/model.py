@@ -176,6 +176,16 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class Worker:
+    """A process that claims from a pool, known by the last time it was heard from."""
+
+    pool: str
+    worker_id: str
+    last_seen: int
+    worker_version: str | None = None
+
+
+@dataclass(frozen=True)
 class Event:
     """One entry on a subject's timeline (a lease's subject, or the "system" timeline)."""
 

@@ -14,6 +14,7 @@ from tenure.core.errors import (
     NotFound,
     StaleLease,
     TaskNotFound,
+    TenureError,
     Unauthenticated,
     ValidationFailed,
 )
@@ -27,6 +28,7 @@ from tenure.core.model import (
     Space,
     Task,
     Token,
+    Worker,
     Workflow,
     task_status,
 )
@@ -59,6 +61,13 @@ CLAIM_CANDIDATES = 16
 # How long an idle long-poll waits between looks at the queue.
 CLAIM_POLL_SECONDS = 0.5
 ACTIVITY_IN_PAYLOAD = 20
+# A worker's last_seen is written at most once per this share of its pool's grace: enough to
+# tell reachable from unreachable, without a write on every heartbeat (DESIGN §9).
+SEEN_WRITE_SHARE = 0.25
+# ...or, when the same heartbeat already wrote the lease, only once it is this old.
+SEEN_URGENT_SHARE = 0.5
+# Pools change rarely; a warm function keeps them this long instead of a read per heartbeat.
+POOL_CACHE_MS = 30_000
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,14 @@ class Claimed:
 class Beat:
     lease: Lease
     revoke: Revoke | None
+    wrote: bool = False
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    worker: Worker
+    reachable: bool
+    leases: list[Lease]
 
 
 @dataclass(frozen=True)
@@ -86,6 +103,8 @@ class LeaseService:
         self.store = store
         self.clock = clock
         self.ids = ids
+        self._pools: dict[str, tuple[int, Pool]] = {}
+        self._seen: dict[tuple[str, str], tuple[int, str | None]] = {}
 
     # ----------------------------------------------------------------- set-up resources
 
@@ -307,6 +326,7 @@ class LeaseService:
     ) -> Claimed | None:
         authz.require_worker(actor, pool_name)
         pool = self._pool(pool_name)
+        self._mark_seen(pool, worker_id, worker_version)  # a claim is itself a sign of life
         give_up_at = self.clock.now_ms() + int(wait_seconds * 1000)
         while True:
             if not pool.paused:
@@ -374,19 +394,19 @@ class LeaseService:
             except Conflict:
                 lease = self._lease(lease_id)
 
-    def heartbeat(self, actor: Principal, lease_id: str, lease_seconds: int | None) -> Beat:
-        lease = self._own_lease(actor, lease_id)
-        return self._beat(lease, lease_seconds)
-
     def worker_heartbeat(
         self, actor: Principal, worker_id: str, leases: list[tuple[str, int]]
-    ) -> list[tuple[str, int, Beat | Exception]]:
+    ) -> list[tuple[str, int, Beat | TenureError]]:
         """Renew every lease one worker holds in one call; one answer per lease."""
         authz.require_worker(actor, None)
-        answers: list[tuple[str, int, Beat | Exception]] = []
+        found = self.store.get_leases([lease_id for lease_id, _ in leases])
+        answers: list[tuple[str, int, Beat | TenureError]] = []
+        seen: set[str] = set()
         for lease_id, fence in leases:
             try:
-                lease = self._lease(lease_id)
+                lease = found.get(lease_id)
+                if lease is None:
+                    raise LeaseNotFound(f"lease {lease_id} does not exist")
                 authz.require_worker(actor, lease.pool)
                 if lease.worker_id != worker_id:
                     raise StaleLease(f"lease {lease_id} is not held by worker {worker_id}")
@@ -394,11 +414,65 @@ class LeaseService:
                     self._record_stale(lease, "heartbeat", fence)
                     raise StaleLease(f"fence {fence} of lease {lease_id} is not current")
                 answers.append((lease_id, fence, self._beat(lease, None)))
-            except (StaleLease, InvalidTransition, LeaseNotFound) as refused:
+                if lease.pool not in seen:
+                    seen.add(lease.pool)
+                    self._mark_seen(self._pool(lease.pool), worker_id, lease.worker_version)
+            except TenureError as refused:
                 answers.append((lease_id, fence, refused))
         return answers
 
+    def list_workers(self, actor: Principal, pool_name: str) -> list[WorkerView]:
+        pool = self._pool(pool_name)
+        authz.require_operator(actor, "read", pool.space)
+        now = self.clock.now_ms()
+        held = self.store.get_leases(self.store.due_leases(pool.name, None))
+        by_worker: dict[str, list[Lease]] = {}
+        for lease in sorted(held.values(), key=lambda x: x.created_at):
+            if lease.worker_id and lease.state in REPORTABLE:
+                by_worker.setdefault(lease.worker_id, []).append(lease)
+        return [
+            WorkerView(
+                worker=w,
+                reachable=now - w.last_seen <= pool.grace_seconds * 1000,
+                leases=by_worker.get(w.worker_id, []),
+            )
+            for w in sorted(self.store.list_workers(pool.name), key=lambda w: w.worker_id)
+        ]
+
+    def _mark_seen(
+        self, pool: Pool, worker_id: str, version: str | None, defer: bool = False
+    ) -> None:
+        now = self.clock.now_ms()
+        grace = pool.grace_seconds * 1000
+        window = int(grace * (SEEN_URGENT_SHARE if defer else SEEN_WRITE_SHARE))
+        key = (pool.name, worker_id)
+        cached = self._seen.get(key)
+        if cached is None:
+            known = self.store.get_worker(pool.name, worker_id)
+            cached = (known.last_seen, known.worker_version) if known else None
+        if cached is not None and now - cached[0] < window and cached[1] == version:
+            self._seen[key] = cached
+            return
+        worker = Worker(pool=pool.name, worker_id=worker_id, worker_version=version, last_seen=now)
+        self.store.put_worker(worker)
+        self._seen[key] = (now, version)
+
+    def heartbeat(self, actor: Principal, lease_id: str, lease_seconds: int | None) -> Beat:
+        authz.require_lease(actor, lease_id)
+        # An eventually consistent read is enough: any write is still conditional on
+        # (state, fence), and a revoke seen a beat late is seen on the next one (DESIGN §9).
+        lease = self._lease(lease_id, consistent=False)
+        beat = self._beat(lease, lease_seconds)
+        if lease.worker_id:
+            # One write per heartbeat at most: the worker's last_seen waits a beat when the
+            # lease's deadline was just written, unless it is getting old.
+            self._mark_seen(
+                self._pool(lease.pool), lease.worker_id, lease.worker_version, beat.wrote
+            )
+        return beat
+
     def _beat(self, lease: Lease, lease_seconds: int | None) -> Beat:
+        wrote = False
         while True:
             self._refuse_if_stale(lease, "heartbeat")
             if lease.state not in REPORTABLE:
@@ -413,7 +487,7 @@ class LeaseService:
                         lease, replace(lease, lease_seconds=wanted), pool, "heartbeat"
                     )
                     self._write(lease, new)
-                    lease = new
+                    lease, wrote = new, True
                 elif wanted != lease.lease_seconds or rules.deadline_needs_write(
                     lease, now, tol_ms
                 ):
@@ -424,8 +498,8 @@ class LeaseService:
                         deadline=rules.fresh_deadline(now, tol_ms),
                     )
                     self.store.renew(new, expect=(lease.state, lease.fence))
-                    lease = new
-                return Beat(lease=lease, revoke=_revoke_signal(lease))
+                    lease, wrote = new, True
+                return Beat(lease=lease, revoke=_revoke_signal(lease), wrote=wrote)
             except Conflict:
                 lease = self._lease(lease.id)
 
@@ -757,8 +831,8 @@ class LeaseService:
         job = self.store.get_job(task.job_id)
         return self.store.get_lease(job.lease_id) if job else None
 
-    def _lease(self, lease_id: str) -> Lease:
-        lease = self.store.get_lease(lease_id)
+    def _lease(self, lease_id: str, consistent: bool = True) -> Lease:
+        lease = self.store.get_lease(lease_id, consistent=consistent)
         if lease is None:
             raise LeaseNotFound(f"lease {lease_id} does not exist")
         return lease
@@ -776,9 +850,14 @@ class LeaseService:
         return space
 
     def _pool(self, name: str) -> Pool:
+        now = self.clock.now_ms()
+        cached = self._pools.get(name)
+        if cached is not None and now - cached[0] < POOL_CACHE_MS:
+            return cached[1]
         pool = self.store.get_pool(name)
         if pool is None:
             raise NotFound(f"pool {name!r} does not exist")
+        self._pools[name] = (now, pool)
         return pool
 
     def _pool_in_space(self, name: str, space: str) -> Pool:
@@ -864,4 +943,4 @@ def _prior_attempts(events: list[Event], current_lease_id: str) -> list[dict[str
     ]
 
 
-__all__ = ["HELD", "Beat", "Claimed", "LeaseService", "TaskView"]
+__all__ = ["HELD", "Beat", "Claimed", "LeaseService", "TaskView", "WorkerView"]

@@ -14,7 +14,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from tenure.core.errors import AlreadyExists, Conflict, NotFound, ValidationFailed
-from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Workflow
+from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
 from tenure.core.ports import Change, LeasePage, SweeperState
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.store import items
@@ -163,6 +163,21 @@ class DynamoStore:
         self.meter.items_read += len(out.get("Items", []))
         return dict(out)
 
+    def _query_all(self, **kwargs: Any) -> list[dict[str, Any]]:
+        """Every row a query matches, page after page."""
+        rows: list[dict[str, Any]] = []
+        while True:
+            out = self._query(**kwargs)
+            rows.extend(_load(r) for r in out.get("Items", []))
+            if not out.get("LastEvaluatedKey"):
+                return rows
+            kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+
+    def _partition(self, pk: str) -> list[dict[str, Any]]:
+        return self._query_all(
+            KeyConditionExpression=f"{k.PK} = :pk", ExpressionAttributeValues=_values(pk=pk)
+        )
+
     def _batch_get(self, item_keys: list[dict[str, str]]) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         pending = [_dump(key) for key in item_keys]
@@ -225,20 +240,7 @@ class DynamoStore:
         return items.pool_from(row) if row else None
 
     def list_pools(self) -> list[Pool]:
-        found: list[Pool] = []
-        start: dict[str, Any] | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "KeyConditionExpression": f"{k.PK} = :pk",
-                "ExpressionAttributeValues": _values(pk=k.POOLS_PK),
-            }
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            out = self._query(**kwargs)
-            found.extend(items.pool_from(_load(r)) for r in out.get("Items", []))
-            start = out.get("LastEvaluatedKey")
-            if not start:
-                return found
+        return [items.pool_from(r) for r in self._partition(k.POOLS_PK)]
 
     def put_token(self, token: Token) -> None:
         ops = [
@@ -281,8 +283,22 @@ class DynamoStore:
         return items.lease_from(row) if row else None
 
     def get_leases(self, lease_ids: Iterable[str]) -> dict[str, Lease]:
-        rows = self._batch_get([k.lease_key(i) for i in lease_ids])
+        rows = self._batch_get([k.lease_key(i) for i in dict.fromkeys(lease_ids)])
         return {lease.id: lease for lease in map(items.lease_from, rows)}
+
+    def put_worker(self, worker: Worker) -> None:
+        item = {**k.worker_key(worker.pool, worker.worker_id), **items.worker_item(worker)}
+        out = self.client.put_item(
+            TableName=self.table, Item=_dump(item), ReturnConsumedCapacity="INDEXES"
+        )
+        self.meter.add("put", out.get("ConsumedCapacity"))
+
+    def get_worker(self, pool: str, worker_id: str) -> Worker | None:
+        row = self._get(k.worker_key(pool, worker_id), consistent=False)
+        return items.worker_from(row) if row else None
+
+    def list_workers(self, pool: str) -> list[Worker]:
+        return [items.worker_from(r) for r in self._partition(k.workers_pk(pool))]
 
     def queue_candidates(self, pool: str, limit: int) -> list[str]:
         out = self._query(
@@ -331,25 +347,16 @@ class DynamoStore:
                 return LeasePage(found, None)
 
     def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
-        rows: list[dict[str, Any]] = []
-        start: dict[str, Any] | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "KeyConditionExpression": f"{k.PK} = :pk",
-                "ExpressionAttributeValues": _values(pk=k.timeline_pk(subject_kind, subject_id)),
-                "ScanIndexForward": limit is None,
-            }
-            if limit is not None:
-                kwargs["Limit"] = limit
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            out = self._query(**kwargs)
-            rows.extend(_load(r) for r in out.get("Items", []))
-            start = out.get("LastEvaluatedKey")
-            if not start or limit is not None:
-                break
-        events = [items.event_from(r) for r in rows]
-        return events if limit is None else list(reversed(events))
+        pk = k.timeline_pk(subject_kind, subject_id)
+        if limit is None:
+            return [items.event_from(r) for r in self._partition(pk)]
+        out = self._query(
+            KeyConditionExpression=f"{k.PK} = :pk",
+            ExpressionAttributeValues=_values(pk=pk),
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        return [items.event_from(_load(r)) for r in reversed(out.get("Items", []))]
 
     # ------------------------------------------------------------------------ writes
 
@@ -446,23 +453,14 @@ class DynamoStore:
         self.meter.add("update", out.get("ConsumedCapacity"))
 
     def due_leases(self, pool: str, now: int | None) -> list[str]:
-        found: list[str] = []
-        start: dict[str, Any] | None = None
         condition = f"{k.DUE_PK} = :p" + (f" AND {k.DUE_AT} <= :now" if now is not None else "")
         values = _values(p=k.due_pk(pool), **({"now": now} if now is not None else {}))
-        while True:
-            kwargs: dict[str, Any] = {
-                "IndexName": k.DUE_INDEX,
-                "KeyConditionExpression": condition,
-                "ExpressionAttributeValues": values,
-            }
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            out = self._query(**kwargs)
-            found.extend(k.lease_id_of(_load(r)) for r in out.get("Items", []))
-            start = out.get("LastEvaluatedKey")
-            if not start:
-                return found
+        rows = self._query_all(
+            IndexName=k.DUE_INDEX,
+            KeyConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
+        return [k.lease_id_of(r) for r in rows]
 
     def count_held(self, pool: str, at_most: int) -> int:
         """Count a pool's held leases, reading no more than `at_most` index entries."""

@@ -6,7 +6,7 @@ import dataclasses
 from enum import Enum
 from typing import Any, TypeVar
 
-from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Workflow
+from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
 from tenure.core.states import (
     EndReason,
     LeaseState,
@@ -125,3 +125,11 @@ def event_item(event: Event) -> dict[str, Any]:
 
 def event_from(row: dict[str, Any]) -> Event:
     return _from(Event, row, enums={})
+
+
+def worker_item(worker: Worker) -> dict[str, Any]:
+    return {"entity": "worker", **_row(worker)}
+
+
+def worker_from(row: dict[str, Any]) -> Worker:
+    return _from(Worker, row)
