@@ -5,6 +5,14 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+
+from tenure import wiring
 from tenure.core.errors import Conflict
 from tenure.core.model import Event
 from tenure.core.ports import Store
@@ -26,6 +34,22 @@ def event_of(record: dict[str, Any]) -> Event | None:
     if entity == "task":
         return task_event(items.task_from(old) if old else None, items.task_from(new))
     return None
+
+
+processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+
+
+def handle(event: dict[str, Any], context: Any, store: Store | None = None) -> dict[str, Any]:
+    """One batch of stream records; a record that fails is reported back for a retry."""
+    target = store or wiring.service().store
+
+    def on_record(record: DynamoDBRecord) -> None:
+        react(target, record.raw_event)
+
+    answer = process_partial_response(
+        event=event, record_handler=on_record, processor=processor, context=context
+    )
+    return dict(answer)
 
 
 def react(store: Store, record: dict[str, Any]) -> Event | None:

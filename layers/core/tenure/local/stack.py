@@ -86,12 +86,12 @@ class Stack:
         return raw, path
 
     def _sweep_loop(self) -> None:
-        from tenure.sweeper import sweep_once
+        """Stands in for the sweeper's rate(1 minute) schedule."""
+        from tenure.sweeper import run_pass
 
-        store = wiring.build_store()
         while not self.stopping.wait(self.sweep_interval):
             try:
-                sweep_once(wiring.build_service(store))
+                run_pass()
             except Exception as err:
                 print(f"[sweeper] pass failed: {err!r}", file=sys.stderr, flush=True)
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import boto3
 
 from tenure.core.ports import Store
-from tenure.reactor import react
+from tenure.reactor import handle
+
+DELIVERY_ATTEMPTS = 5
 
 
 class StreamPump:
@@ -36,14 +39,26 @@ class StreamPump:
             while iterator:
                 out: dict[str, Any] = self.streams.get_records(ShardIterator=iterator, Limit=1000)
                 records = out.get("Records", [])
-                for record in records:
-                    react(self.store, record)
+                if records:
+                    # Only a delivered batch moves the iterator on: a failure re-reads it.
+                    self._deliver([_as_lambda_record(r, arn) for r in records])
                 read += len(records)
                 iterator = out.get("NextShardIterator")
                 self.iterators[sid] = iterator
                 if not records:
                     break
         return read
+
+    def _deliver(self, batch: list[dict[str, Any]]) -> None:
+        """Hand a batch to the reactor; retry the records it reports as failed, like Lambda."""
+        for attempt in range(DELIVERY_ATTEMPTS):
+            answer = handle({"Records": batch}, None, self.store)
+            failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
+            if not failed:
+                return
+            batch = [r for r in batch if r["dynamodb"]["SequenceNumber"] in failed]
+            time.sleep(0.1 * (attempt + 1))
+        raise RuntimeError(f"the reactor failed {len(batch)} stream records {DELIVERY_ATTEMPTS}x")
 
     def drain(self, quiet_passes: int = 2) -> int:
         """Pump until nothing new arrives `quiet_passes` times in a row (for tests, benches)."""
@@ -53,3 +68,12 @@ class StreamPump:
             total += got
             quiet = quiet + 1 if got == 0 else 0
         return total
+
+
+def _as_lambda_record(record: dict[str, Any], arn: str) -> dict[str, Any]:
+    """A streams API record in the shape Lambda's DynamoDB trigger delivers."""
+    change = dict(record["dynamodb"])
+    created = change.get("ApproximateCreationDateTime")
+    if created is not None and not isinstance(created, int | float):
+        change["ApproximateCreationDateTime"] = created.timestamp()
+    return {**record, "dynamodb": change, "eventSourceARN": arn}

@@ -1,0 +1,10 @@
+"""Lambda entry point of the sweeper (EventBridge Scheduler, rate(1 minute))."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from tenure.sweeper import handle
+
+
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(event, context)
