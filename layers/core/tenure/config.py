@@ -9,10 +9,22 @@ from pydantic import BaseModel, Field
 
 
 class Settings(BaseModel):
+    """What every function needs; `ENVIRONMENT` names where each field comes from."""
+
     table_name: str = Field(default="tenure", description="the single DynamoDB table")
     region: str = "us-east-1"
     dynamodb_endpoint: str | None = None
     log_level: str = "INFO"
+
+
+# Field -> (variable, who sets it). "template": infra/template.yaml must set it for every
+# function (a test checks); "runtime": Lambda sets it; "local": only the local stack does.
+ENVIRONMENT: dict[str, tuple[str, str]] = {
+    "table_name": ("TENURE_TABLE", "template"),
+    "region": ("AWS_REGION", "runtime"),
+    "dynamodb_endpoint": ("TENURE_DYNAMODB_ENDPOINT", "local"),
+    "log_level": ("POWERTOOLS_LOG_LEVEL", "template"),
+}
 
 
 class LocalSettings(BaseModel):
