@@ -16,6 +16,7 @@ from tenure import wiring
 from tenure.config import export, local_settings
 from tenure.local.engines import DynamoDBLocal, EngineUnavailable, MotoServer
 from tenure.local.frontdoor import FrontDoor
+from tenure.local.provision import Provisioned, Provisioner
 from tenure.local.streams import StreamPump
 
 TABLE = "tenure"
@@ -28,6 +29,7 @@ class Stack:
     data_dir: Path
     sweep_interval: float
     engines: list[Any] = field(default_factory=list)
+    provisioned: list[Provisioned] = field(default_factory=list)
     door: FrontDoor | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
 
@@ -53,8 +55,8 @@ class Stack:
             endpoint, engine = moto.endpoint, "moto"
         export("TENURE_TABLE", TABLE)
         export("TENURE_DYNAMODB_ENDPOINT", endpoint)
+        self.provisioned = Provisioner(endpoint, moto.endpoint, TABLE, "tenure-local").run()
         store = wiring.build_store()
-        store.create_table()
         admin_token, token_file = self._admin_token()
         wiring.build_service(store).bootstrap_admin(admin_token)
         self.door = FrontDoor("127.0.0.1", self.port).start()
@@ -136,6 +138,9 @@ def run(port: int, data_dir: Path, sweep_interval: float, reset: bool) -> int:
         else:
             print("  admin token    the value of TENURE_ADMIN_TOKEN")
         print(f"  sweeper        every {sweep_interval:g}s")
+        print("  from infra/template.yaml:")
+        for made in stack.provisioned:
+            print(f"    {made.logical_id:28s} {made.kind:30s} {made.local_name}")
         print("Ctrl-C stops everything.", flush=True)
         done.wait()
     finally:

@@ -1,0 +1,240 @@
+"""Creates every resource of infra/template.yaml in DynamoDB Local and moto's server."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import yaml
+
+TEMPLATE = Path(__file__).resolve().parents[4] / "infra" / "template.yaml"
+# Served in-process by the local stack rather than created anywhere.
+IN_PROCESS = {
+    "AWS::Serverless::Function": "runs in the front door's worker processes or a local loop",
+    "AWS::Serverless::HttpApi": "the local front door",
+    "AWS::Serverless::LayerVersion": "the installed tenure package",
+    "AWS::S3::BucketPolicy": "moto does not enforce bucket policies",
+}
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """YAML with CloudFormation's short-form tags (!Ref, !GetAtt, !Sub, …)."""
+
+
+def _tag(name: str) -> Any:
+    def construct(loader: yaml.SafeLoader, node: yaml.Node) -> dict[str, Any]:
+        if isinstance(node, yaml.ScalarNode):
+            value: Any = loader.construct_scalar(node)
+            if name == "Fn::GetAtt":
+                value = str(value).split(".", 1)
+        elif isinstance(node, yaml.SequenceNode):
+            value = loader.construct_sequence(node, deep=True)
+        else:
+            value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+        return {name: value}
+
+    return construct
+
+
+for _short, _long in {
+    "!Ref": "Ref",
+    "!GetAtt": "Fn::GetAtt",
+    "!Sub": "Fn::Sub",
+    "!Join": "Fn::Join",
+    "!If": "Fn::If",
+    "!Equals": "Fn::Equals",
+    "!Select": "Fn::Select",
+}.items():
+    _CfnLoader.add_constructor(_short, _tag(_long))
+
+
+def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: the local stack is built from the template")
+    return dict(yaml.load(path.read_text(), Loader=_CfnLoader))
+
+
+@dataclass
+class Provisioned:
+    logical_id: str
+    kind: str
+    local_name: str
+
+
+class Provisioner:
+    def __init__(self, ddb_endpoint: str, aws_endpoint: str, table_name: str, prefix: str):
+        self.ddb = boto3.client("dynamodb", endpoint_url=ddb_endpoint)
+        self.aws_endpoint = aws_endpoint
+        self.table_name = table_name
+        self.prefix = prefix
+        self.template = load_template()
+        self.params = {k: v.get("Default") for k, v in self.template.get("Parameters", {}).items()}
+        self.names: dict[str, str] = {}
+        self.arns: dict[str, dict[str, str]] = {}
+
+    def _client(self, service: str) -> Any:
+        make: Any = boto3.client
+        return make(service, endpoint_url=self.aws_endpoint)
+
+    def resolve(self, value: Any) -> Any:
+        """The few intrinsic functions the template's provisioned properties use."""
+        if isinstance(value, dict) and len(value) == 1:
+            ((fn, arg),) = value.items()
+            if fn == "Ref":
+                return self.params.get(arg, self.names.get(arg, arg))
+            if fn == "Fn::GetAtt":
+                logical, attr = arg
+                return self.arns.get(logical, {}).get(attr, f"{logical}.{attr}")
+        if isinstance(value, dict):
+            return {k: self.resolve(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        return value
+
+    def run(self) -> list[Provisioned]:
+        done: list[Provisioned] = []
+        resources = self.template["Resources"]
+        # Dead-letter queues before the queues that redrive to them.
+        order = sorted(
+            resources.items(),
+            key=lambda kv: "RedrivePolicy" in kv[1].get("Properties", {}),
+        )
+        for logical, res in order:
+            kind, props = res["Type"], res.get("Properties", {})
+            if kind == "AWS::DynamoDB::Table":
+                done.append(self._table(logical, props))
+            elif kind == "AWS::S3::Bucket":
+                done.append(self._bucket(logical, props))
+            elif kind == "AWS::SQS::Queue":
+                done.append(self._queue(logical, props))
+            elif kind == "AWS::Logs::LogGroup":
+                done.append(self._log_group(logical, props))
+            elif kind == "AWS::Serverless::Function":
+                done.append(Provisioned(logical, kind, IN_PROCESS[kind]))
+                done.extend(self._schedules(logical, props))
+            elif kind in IN_PROCESS:
+                done.append(Provisioned(logical, kind, IN_PROCESS[kind]))
+            else:
+                raise ValueError(f"{logical}: the local stack cannot provision {kind}")
+        return done
+
+    def _table(self, logical: str, props: dict[str, Any]) -> Provisioned:
+        args: dict[str, Any] = {
+            "TableName": self.table_name,
+            "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
+            "AttributeDefinitions": props["AttributeDefinitions"],
+            "KeySchema": props["KeySchema"],
+        }
+        if props.get("GlobalSecondaryIndexes"):
+            args["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+        if "StreamSpecification" in props:
+            args["StreamSpecification"] = {
+                "StreamEnabled": True,
+                "StreamViewType": props["StreamSpecification"]["StreamViewType"],
+            }
+        existing = self.ddb.list_tables()["TableNames"]
+        if self.table_name not in existing:
+            self.ddb.create_table(**args)
+            self.ddb.get_waiter("table_exists").wait(TableName=self.table_name)
+        desc = self.ddb.describe_table(TableName=self.table_name)["Table"]
+        self.names[logical] = self.table_name
+        self.arns[logical] = {
+            "Arn": desc["TableArn"],
+            "StreamArn": desc.get("LatestStreamArn", ""),
+        }
+        return Provisioned(logical, "AWS::DynamoDB::Table", self.table_name)
+
+    def _bucket(self, logical: str, props: dict[str, Any]) -> Provisioned:
+        s3 = self._client("s3")
+        name = f"{self.prefix}-{logical.lower()}"
+        s3.create_bucket(Bucket=name)
+        if "BucketEncryption" in props:
+            rules = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+            s3.put_bucket_encryption(
+                Bucket=name,
+                ServerSideEncryptionConfiguration={
+                    "Rules": [
+                        {"ApplyServerSideEncryptionByDefault": r["ServerSideEncryptionByDefault"]}
+                        for r in rules
+                    ]
+                },
+            )
+        if "PublicAccessBlockConfiguration" in props:
+            s3.put_public_access_block(
+                Bucket=name,
+                PublicAccessBlockConfiguration=props["PublicAccessBlockConfiguration"],
+            )
+        if "LifecycleConfiguration" in props:
+            rules = []
+            for rule in self.resolve(props["LifecycleConfiguration"]["Rules"]):
+                local: dict[str, Any] = {
+                    "ID": rule["Id"],
+                    "Status": rule["Status"],
+                    "Filter": {"Prefix": ""},
+                }
+                if "ExpirationInDays" in rule:
+                    local["Expiration"] = {"Days": int(rule["ExpirationInDays"])}
+                if "AbortIncompleteMultipartUpload" in rule:
+                    days = rule["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"]
+                    local["AbortIncompleteMultipartUpload"] = {"DaysAfterInitiation": int(days)}
+                rules.append(local)
+            s3.put_bucket_lifecycle_configuration(
+                Bucket=name, LifecycleConfiguration={"Rules": rules}
+            )
+        self.names[logical] = name
+        self.arns[logical] = {"Arn": f"arn:aws:s3:::{name}"}
+        return Provisioned(logical, "AWS::S3::Bucket", name)
+
+    def _queue(self, logical: str, props: dict[str, Any]) -> Provisioned:
+        sqs = self._client("sqs")
+        name = f"{self.prefix}-{logical}"
+        attrs: dict[str, str] = {
+            key: str(props[key])
+            for key in ("VisibilityTimeout", "MessageRetentionPeriod")
+            if key in props
+        }
+        if "RedrivePolicy" in props:
+            attrs["RedrivePolicy"] = json.dumps(self.resolve(props["RedrivePolicy"]))
+        url = sqs.create_queue(QueueName=name, Attributes=attrs)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        self.names[logical] = url
+        self.arns[logical] = {"Arn": arn, "QueueName": name}
+        return Provisioned(logical, "AWS::SQS::Queue", url)
+
+    def _log_group(self, logical: str, props: dict[str, Any]) -> Provisioned:
+        logs = self._client("logs")
+        group = f"/{self.prefix}/{logical}"
+        existing = logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
+        if not any(g["logGroupName"] == group for g in existing):
+            logs.create_log_group(logGroupName=group)
+        days = self.resolve(props.get("RetentionInDays", {"Ref": "LogRetentionDays"}))
+        logs.put_retention_policy(logGroupName=group, retentionInDays=int(days))
+        self.names[logical] = group
+        return Provisioned(logical, "AWS::Logs::LogGroup", group)
+
+    def _schedules(self, logical: str, props: dict[str, Any]) -> list[Provisioned]:
+        made: list[Provisioned] = []
+        for event_name, event in props.get("Events", {}).items():
+            if event.get("Type") != "ScheduleV2":
+                continue
+            spec = event["Properties"]
+            scheduler = self._client("scheduler")
+            name = f"{self.prefix}-{logical}-{event_name}"
+            existing = scheduler.list_schedules(NamePrefix=name)["Schedules"]
+            if not any(s["Name"] == name for s in existing):
+                scheduler.create_schedule(
+                    Name=name,
+                    ScheduleExpression=spec["ScheduleExpression"],
+                    FlexibleTimeWindow=spec.get("FlexibleTimeWindow", {"Mode": "OFF"}),
+                    Target={
+                        "Arn": f"arn:aws:lambda:us-east-1:000000000000:function:{logical}",
+                        "RoleArn": "arn:aws:iam::000000000000:role/tenure-local-scheduler",
+                    },
+                )
+            made.append(Provisioned(f"{logical}.{event_name}", "AWS::Scheduler::Schedule", name))
+        return made
