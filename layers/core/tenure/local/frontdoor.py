@@ -19,6 +19,9 @@ from tenure.local import lambda_host
 # Powertools resolver keeps the current event on the class and is not safe across threads.
 MAX_CONCURRENCY = 32
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+# The routes infra/template.yaml declares: the public ones, and one proxy for the rest.
+API_PREFIX = "/api/v1/"
+PROXY_ROUTE = "/api/v1/{proxy+}"
 
 
 def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
@@ -34,9 +37,11 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> 
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             text, encoded = base64.b64encode(body).decode(), True
+    public = (method, parts.path) in lambda_host.PUBLIC_ROUTES
+    route_key = f"{method} {parts.path}" if public else f"ANY {PROXY_ROUTE}"
     event: dict[str, Any] = {
         "version": "2.0",
-        "routeKey": "$default",
+        "routeKey": route_key,
         "rawPath": parts.path,
         "rawQueryString": parts.query,
         "headers": lowered,
@@ -53,7 +58,7 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> 
                 "userAgent": lowered.get("user-agent", ""),
             },
             "requestId": uuid.uuid4().hex,
-            "routeKey": "$default",
+            "routeKey": route_key,
             "stage": "$default",
             "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
             "timeEpoch": int(now.timestamp() * 1000),
@@ -61,6 +66,8 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> 
         "body": text,
         "isBase64Encoded": encoded,
     }
+    if not public and parts.path.startswith(API_PREFIX):
+        event["pathParameters"] = {"proxy": parts.path[len(API_PREFIX) :]}
     if query:
         merged: dict[str, str] = {}
         for key, value in query:

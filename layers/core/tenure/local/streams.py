@@ -14,7 +14,7 @@ DELIVERY_ATTEMPTS = 5
 
 
 class StreamPump:
-    def __init__(self, endpoint: str, table: str, store: Store, region: str = "us-east-1"):
+    def __init__(self, endpoint: str | None, table: str, store: Store, region: str = "us-east-1"):
         self.ddb = boto3.client("dynamodb", endpoint_url=endpoint, region_name=region)
         self.streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name=region)
         self.table = table
