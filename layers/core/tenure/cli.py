@@ -56,6 +56,9 @@ def parser() -> argparse.ArgumentParser:
     bench_sub.add_parser(
         "lifecycle", help="write and read units of each step of one lease's life"
     ).set_defaults(func=_bench_lifecycle)
+    from tenure.worker.commands import add_commands
+
+    add_commands(sub)
     return p
 
 

@@ -1,0 +1,431 @@
+"""`tenure worker run`: claims leases from a pool and runs a command under each, safely.
+
+Safety rules (DESIGN §4): one worker-level heartbeat renews every held lease; a revoke stops
+the job (SIGTERM, then SIGKILL after a grace period) and then reports; a job is stopped two
+heartbeats before its lease could expire whenever the worker has heard nothing back, so it can
+never run on after the lease was handed to someone else; jobs run in sessions of their own and
+survive the worker, which re-attaches to them from its state directory after a restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from tenure.worker.client import ApiError, Claim, Client, Unreachable
+
+STDERR_TAIL_BYTES = 4000
+LOOP_SECONDS = 0.2
+
+
+def log(message: str, **fields: Any) -> None:
+    extra = " ".join(f"{k}={v}" for k, v in fields.items())
+    print(f"[tenure worker] {message} {extra}".rstrip(), file=sys.stderr, flush=True)
+
+
+@dataclass
+class Held:
+    """One lease this worker holds and the job running under it (persisted as JSON)."""
+
+    lease_id: str
+    fence: int
+    token: str  # the lease's own token: kept only in the 0600 state file, to re-attach
+    renew_seconds: float
+    lease_seconds: float
+    pid: int
+    exit_file: str
+    err_file: str
+    payload_file: str
+    marker_file: str
+    # runtime only (see _RUNTIME): never written to the state file
+    last_ok: float = 0.0
+    revoke: str | None = None
+    paused: bool = False
+    stop_reason: str | None = None
+    kill_at: float | None = None
+    killed: bool = False
+    proc: subprocess.Popen[bytes] | None = None
+
+    def persisted(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _RUNTIME}
+
+    @property
+    def fence_at(self) -> float:
+        """When the job must be stopped if nothing is heard: two heartbeats before expiry."""
+        return self.last_ok + self.lease_seconds - 2 * self.renew_seconds
+
+
+_RUNTIME = {"last_ok", "revoke", "paused", "stop_reason", "kill_at", "killed", "proc"}
+
+
+@dataclass
+class WorkerOptions:
+    api: str
+    token: str
+    pool: str
+    command: list[str]
+    worker_id: str | None = None
+    state_dir: Path = Path(".tenure-worker")
+    concurrency: int = 1
+    once: bool = False
+    kill_grace: float = 10.0
+    worker_version: str = "tenure-worker/0.1"
+    lease_seconds: int | None = None
+
+
+class Worker:
+    def __init__(self, opts: WorkerOptions, client: Client | None = None) -> None:
+        self.opts = opts
+        self.client = client or Client(opts.api, opts.token)
+        self.state_dir = opts.state_dir
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.state_dir, 0o700)
+        self.worker_id = opts.worker_id or self._stored_worker_id()
+        self.held: dict[str, Held] = {}
+        self.finished = 0
+        self.stopping = False
+        self.next_beat = 0.0
+
+    # -------------------------------------------------------------------- identity
+
+    def _stored_worker_id(self) -> str:
+        path = self.state_dir / "worker-id"
+        if path.exists():
+            return path.read_text().strip()
+        worker_id = f"{socket.gethostname()}-{os.getpid()}"
+        path.write_text(worker_id)
+        return worker_id
+
+    # ------------------------------------------------------------------------ loop
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        self._reattach()
+        log("worker up", worker_id=self.worker_id, pool=self.opts.pool, held=len(self.held))
+        while True:
+            now = time.monotonic()
+            if self.held and now >= self.next_beat:
+                self._heartbeat()
+            for held in list(self.held.values()):
+                self._tend(held)
+            if self.opts.once and self.finished and not self.held:
+                return 0
+            if self.stopping:
+                log("stopping; running jobs keep their own sessions", held=len(self.held))
+                return 0
+            if self._may_claim():
+                self._claim()
+            else:
+                time.sleep(LOOP_SECONDS)
+
+    def _stop(self, signum: int, _frame: Any) -> None:
+        self.stopping = True
+
+    def _may_claim(self) -> bool:
+        if self.stopping or len(self.held) >= self.opts.concurrency:
+            return False
+        return not (self.opts.once and (self.finished or self.held))
+
+    def _claim(self) -> None:
+        # Long-poll only when nothing needs heartbeating meanwhile.
+        wait = 10.0 if not self.held else 0.0
+        sent = time.monotonic()  # the lease's clock starts no earlier than this
+        try:
+            claim = self.client.claim(
+                self.opts.pool,
+                self.worker_id,
+                self.opts.worker_version,
+                wait,
+                self.opts.lease_seconds,
+            )
+        except (Unreachable, ApiError) as err:
+            log("claim failed", error=str(err))
+            time.sleep(1.0)
+            return
+        if claim is None:
+            if self.held:
+                time.sleep(LOOP_SECONDS)
+            return
+        self._launch(claim, sent)
+
+    # ------------------------------------------------------------------- launching
+
+    def _launch(self, claim: Claim, claimed_at: float) -> None:
+        base = self.state_dir / claim.lease_id
+        held = Held(
+            lease_id=claim.lease_id,
+            fence=claim.fence,
+            token=claim.token,
+            renew_seconds=claim.renew_seconds,
+            lease_seconds=claim.lease_seconds,
+            pid=0,
+            exit_file=f"{base}.exit",
+            err_file=f"{base}.err",
+            payload_file=f"{base}.payload.json",
+            marker_file=f"{base}.reported",
+            last_ok=claimed_at,
+        )
+        log("lease claimed", lease=claim.lease_id, fence=claim.fence)
+        try:
+            payload = self.client.payload(claim.lease_id, claim.token)
+            Path(held.payload_file).write_text(json.dumps(payload))
+        except (ApiError, Unreachable) as err:
+            log("payload unavailable; releasing", lease=claim.lease_id, error=str(err))
+            with contextlib.suppress(ApiError, Unreachable):
+                self.client.release(claim.lease_id, claim.token, {"reason": "payload_unavailable"})
+            return
+        env = {
+            **os.environ,
+            "TENURE_API": self.opts.api,
+            "TENURE_LEASE_ID": claim.lease_id,
+            "TENURE_LEASE_TOKEN": claim.token,
+            "TENURE_PAYLOAD_FILE": held.payload_file,
+            "TENURE_REPORT_MARKER": held.marker_file,
+        }
+        env.pop("TENURE_TOKEN", None)  # the job gets its lease's token, not the worker's
+        shim = [sys.executable, "-m", "tenure.worker.shim", held.exit_file, "--"]
+        with open(f"{base}.out", "ab") as out, open(held.err_file, "ab") as errors:
+            proc = subprocess.Popen(
+                [*shim, *self.opts.command],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=errors,
+                start_new_session=True,
+            )
+        held.pid, held.proc = proc.pid, proc
+        self._save(held)
+        self.held[held.lease_id] = held
+        try:
+            self.client.start(held.lease_id, held.token)
+            held.last_ok = time.monotonic()
+        except (ApiError, Unreachable) as err:
+            log("start not acknowledged", lease=held.lease_id, error=str(err))
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def _heartbeat(self) -> None:
+        renew = min(h.renew_seconds for h in self.held.values())
+        self.next_beat = time.monotonic() + renew
+        live = [h for h in self.held.values() if h.stop_reason != "stale"]
+        if not live:
+            return
+        sent = time.monotonic()
+        try:
+            answers = self.client.worker_heartbeat(
+                self.worker_id, [(h.lease_id, h.fence) for h in live]
+            )
+        except (Unreachable, ApiError) as err:
+            log("heartbeat not answered", error=str(err))
+            return
+        for answer in answers:
+            held = self.held.get(answer["id"])
+            if held is None:
+                continue
+            if "error" in answer:
+                code = answer["error"]["code"]
+                if os.path.exists(held.marker_file):
+                    continue  # the job reported itself; it is on its way out
+                log("lease refused by the service", lease=held.lease_id, code=code)
+                self._begin_stop(held, "stale")
+                continue
+            held.last_ok = sent
+            self._apply_revoke(held, answer.get("revoke"))
+
+    def _apply_revoke(self, held: Held, revoke: str | None) -> None:
+        if revoke in ("cancel", "kill") and held.stop_reason is None:
+            held.revoke = revoke
+            log("revoked", lease=held.lease_id, revoke=revoke)
+            self._begin_stop(held, revoke)
+        elif revoke == "pause" and not held.paused:
+            self._signal(held, signal.SIGSTOP)
+            held.paused = True
+            log("paused", lease=held.lease_id)
+        elif revoke is None and held.paused:
+            self._signal(held, signal.SIGCONT)
+            held.paused = False
+            log("resumed", lease=held.lease_id)
+
+    # -------------------------------------------------------------- job lifecycle
+
+    def _tend(self, held: Held) -> None:
+        now = time.monotonic()
+        status = self._exit_status(held)
+        if status is not None:
+            self._finish(held, status)
+            return
+        if held.stop_reason is None and now >= held.fence_at:
+            log(
+                "no word from the service: stopping the job before its lease can expire",
+                lease=held.lease_id,
+            )
+            self._begin_stop(held, "self_fenced")
+        if held.kill_at is not None and now >= held.kill_at and not held.killed:
+            log("job ignored SIGTERM: killing it", lease=held.lease_id)
+            self._signal(held, signal.SIGKILL)
+            held.killed = True
+
+    def _begin_stop(self, held: Held, reason: str) -> None:
+        if held.stop_reason is not None:
+            return
+        held.stop_reason = reason
+        self._signal(held, signal.SIGTERM)
+        if held.paused:
+            self._signal(held, signal.SIGCONT)
+        # A self-fenced job must be gone before the lease can expire, whatever the grace.
+        grace = self.opts.kill_grace
+        if reason == "self_fenced":
+            grace = min(grace, max(0.5, held.renew_seconds))
+        held.kill_at = time.monotonic() + grace
+
+    def _exit_status(self, held: Held) -> int | None:
+        if held.proc is not None:
+            code = held.proc.poll()
+            if code is None:
+                return None
+        elif _alive(held.pid):
+            return None
+        try:
+            return int(Path(held.exit_file).read_text().strip())
+        except (OSError, ValueError):
+            # No status written: the shim itself was killed (SIGKILL to the group).
+            return -9 if held.killed else -1
+
+    def _finish(self, held: Held, status: int) -> None:
+        self.held.pop(held.lease_id, None)
+        self.finished += 1
+        try:
+            self._report(held, status)
+        finally:
+            self._forget(held)
+
+    def _report(self, held: Held, status: int) -> None:
+        if held.stop_reason == "stale":
+            log("job stopped; its lease had moved on, nothing to report", lease=held.lease_id)
+            return
+        if os.path.exists(held.marker_file):
+            log("job reported itself", lease=held.lease_id, exit_status=status)
+            return
+        tail = _tail(held.err_file)
+        if held.stop_reason in ("cancel", "kill"):
+            kind, body = (
+                "fail",
+                {"error": f"revoked: {held.stop_reason}", "metadata": {"exit_status": status}},
+            )
+        elif held.stop_reason == "self_fenced":
+            kind, body = (
+                "fail",
+                {
+                    "error": "worker lost contact with the service",
+                    "metadata": {"exit_status": status},
+                },
+            )
+        elif status == 0:
+            kind, body = "complete", {"outcome": "success", "details": {"exit_status": 0}}
+        else:
+            kind, body = (
+                "fail",
+                {
+                    "error": f"exit status {status}",
+                    "metadata": {"exit_status": status, "stderr_tail": tail},
+                },
+            )
+        try:
+            answer = getattr(self.client, kind)(held.lease_id, held.token, body)
+            log(
+                "reported",
+                lease=held.lease_id,
+                report=kind,
+                state=answer["lease"]["state"],
+                exit_status=status,
+            )
+        except ApiError as err:
+            # 409: the lease moved on (expired, or the job reported already): nothing to undo.
+            log("report refused", lease=held.lease_id, code=err.code)
+        except Unreachable as err:
+            log(
+                "report not delivered; the sweeper will recover the lease",
+                lease=held.lease_id,
+                error=str(err),
+            )
+
+    def _signal(self, held: Held, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(held.pid, sig)
+
+    # -------------------------------------------------------------- state directory
+
+    def _save(self, held: Held) -> None:
+        path = self.state_dir / f"{held.lease_id}.json"
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(held.persisted(), out)
+        os.replace(tmp, path)
+
+    def _forget(self, held: Held) -> None:
+        base = self.state_dir / held.lease_id
+        for suffix in (".json", ".exit", ".payload.json", ".reported", ".err", ".out"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{base}{suffix}").unlink()
+
+    def _reattach(self) -> None:
+        for path in sorted(self.state_dir.glob("*.json")):
+            if path.name.endswith(".payload.json"):
+                continue
+            try:
+                held = Held(**json.loads(path.read_text()))
+            except (ValueError, TypeError) as err:
+                log("unreadable state file left alone", file=str(path), error=str(err))
+                continue
+            held.last_ok = time.monotonic()  # the service will say soon if it moved on
+            if _alive(held.pid) and not os.path.exists(held.exit_file):
+                log("re-attached", lease=held.lease_id, pid=held.pid)
+                self.held[held.lease_id] = held
+            elif os.path.exists(held.exit_file):
+                log("job ended while the worker was away", lease=held.lease_id)
+                self._finish(held, int(Path(held.exit_file).read_text().strip() or -1))
+            else:
+                log("job gone after a restart", lease=held.lease_id)
+                self.finished += 1
+                with contextlib.suppress(ApiError, Unreachable):
+                    self.client.fail(held.lease_id, held.token, {"error": "worker_restarted"})
+                self._forget(held)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (ended, not yet reaped) counts as ended.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as err:
+            err.seek(0, os.SEEK_END)
+            size = err.tell()
+            err.seek(max(0, size - STDERR_TAIL_BYTES))
+            return err.read().decode(errors="replace")
+    except OSError:
+        return ""
