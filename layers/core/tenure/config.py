@@ -15,6 +15,8 @@ class Settings(BaseModel):
     region: str = "us-east-1"
     dynamodb_endpoint: str | None = None
     log_level: str = "INFO"
+    # How often the sweeper is scheduled; a gap beyond this is the service's own absence.
+    sweep_interval_seconds: float = 60.0
 
 
 # Field -> (variable, who sets it). "template": infra/template.yaml must set it for every
@@ -24,6 +26,7 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "region": ("AWS_REGION", "runtime"),
     "dynamodb_endpoint": ("TENURE_DYNAMODB_ENDPOINT", "local"),
     "log_level": ("POWERTOOLS_LOG_LEVEL", "template"),
+    "sweep_interval_seconds": ("TENURE_SWEEP_INTERVAL_SECONDS", "template"),
 }
 
 
@@ -42,6 +45,7 @@ def settings() -> Settings:
         region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
         dynamodb_endpoint=env.get("TENURE_DYNAMODB_ENDPOINT") or None,
         log_level=env.get("POWERTOOLS_LOG_LEVEL", "INFO"),
+        sweep_interval_seconds=float(env.get("TENURE_SWEEP_INTERVAL_SECONDS", "60")),
     )
 
 

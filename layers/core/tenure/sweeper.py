@@ -9,6 +9,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from tenure import wiring
+from tenure.config import settings
 from tenure.core.sweeper import SweepReport, sweep_once
 
 logger = Logger(service="tenure-sweeper")
@@ -16,7 +17,7 @@ metrics = Metrics(namespace="Tenure", service="sweeper")
 
 
 def run_pass() -> SweepReport:
-    report = sweep_once(wiring.service())
+    report = sweep_once(wiring.service(), settings().sweep_interval_seconds)
     if report.expired or report.held or report.pushed or report.raced or report.skipped:
         logger.info("sweeper pass", extra={"report": asdict(report)})
     return report

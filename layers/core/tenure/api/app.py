@@ -15,12 +15,12 @@ from tenure import wiring
 from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.errors import describe_validation, envelope, error_response
+from tenure.api.routes import BASE, PUBLIC_ROUTES
 from tenure.core import errors as e
 from tenure.core.model import Pool, Principal
 from tenure.core.service import LeaseService
 from tenure.core.states import LeaseState, OnExpiry, PoolKind, TaskStatus
 
-BASE = "/api/v1"
 logger = Logger(service="tenure-api")
 app = APIGatewayHttpResolver(enable_validation=True)
 
@@ -323,4 +323,20 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     headers = event.setdefault("headers", {}) or {}
     event["headers"] = {k: v for k, v in headers.items() if k.lower() != "content-type"}
     event["headers"]["content-type"] = "application/json"
+    http = event.get("requestContext", {}).get("http", {})
+    if (http.get("method"), event.get("rawPath")) not in PUBLIC_ROUTES:
+        ctx = (event["requestContext"].get("authorizer") or {}).get("lambda") or {}
+        if not ctx.get("principal"):
+            # Refuse a caller without a token before looking at its body (no schema leaks).
+            reason = str(ctx.get("reason") or "a bearer token is required")
+            return _unauthenticated(reason, event)
     return app.resolve(event, context)
+
+
+def _unauthenticated(reason: str, event: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "statusCode": 401,
+        "headers": {"Content-Type": content_types.APPLICATION_JSON},
+        "body": json.dumps({"error": {"code": "unauthenticated", "message": reason}}),
+        "isBase64Encoded": False,
+    }

@@ -64,5 +64,6 @@ def describe_validation(errors: list[dict[str, Any]]) -> e.TenureError:
         msg = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
             msg = "is not a known field"
-        parts.append(f"{where}: {msg}")
+        # A whole-object rule's message already names its fields.
+        parts.append(msg if where == "body" else f"{where}: {msg}")
     return e.ValidationFailed("; ".join(parts))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
+from tenure.core.errors import ValidationFailed
 from tenure.core.model import Lease, Pool
 
 # A held lease's stored deadline is written only when a heartbeat would otherwise leave it
@@ -16,6 +18,16 @@ from tenure.core.model import Lease, Pool
 DEADLINE_SLACK = 0.25
 
 TOKEN_PREFIX = {"operator": "tnr_o_", "worker": "tnr_w_", "lease": "tnr_l_"}
+
+
+# Anything shaped like a Tenure token (operator, worker or lease): never stored, never echoed.
+TOKEN_SHAPE = re.compile(r"tnr_[owl]_[A-Za-z0-9_.\-]{16,}")
+
+
+def refuse_tokens(document: Any, what: str) -> None:
+    """Refuse a document that carries a raw token: it would be stored and shown to others."""
+    if TOKEN_SHAPE.search(json.dumps(document)):
+        raise ValidationFailed(f"{what} carries a Tenure token; tokens are never stored")
 
 
 def hash_token(raw: str) -> str:

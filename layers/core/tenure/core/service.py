@@ -58,6 +58,8 @@ from tenure.core.states import (
 # How many queue heads a claim looks at; claimers shuffle them so that concurrent workers
 # spread over candidates instead of all paying for a lost race on the head (DESIGN §9).
 CLAIM_CANDIDATES = 16
+# How many candidates one claim call may lose races for before it rests a poll interval.
+MAX_CLAIM_TRIES = 200
 # How long an idle long-poll waits between looks at the queue.
 CLAIM_POLL_SECONDS = 0.5
 ACTIVITY_IN_PAYLOAD = 20
@@ -216,6 +218,7 @@ class LeaseService:
         max_attempts: int | None,
     ) -> tuple[Task, Lease | None]:
         authz.require_operator(actor, "member", space)
+        rules.refuse_tokens({"title": title, "body": body, "properties": properties}, "the task")
         if workflow is not None and self.store.get_workflow(space, workflow) is None:
             raise NotFound(f"workflow {workflow!r} does not exist in space {space!r}")
         target = self._pool_in_space(pool, space) if pool is not None else None
@@ -328,21 +331,24 @@ class LeaseService:
         pool = self._pool(pool_name)
         self._mark_seen(pool, worker_id, worker_version)  # a claim is itself a sign of life
         give_up_at = self.clock.now_ms() + int(wait_seconds * 1000)
+        tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
         while True:
+            fresh: list[str] = []
             if not pool.paused:
-                for lease_id in self.ids.shuffle(
-                    self.store.queue_candidates(pool.name, CLAIM_CANDIDATES)
-                ):
+                seen = self.store.queue_candidates(pool.name, CLAIM_CANDIDATES + len(tried))
+                fresh = [lease_id for lease_id in seen if lease_id not in tried]
+                for lease_id in self.ids.shuffle(fresh[:CLAIM_CANDIDATES]):
+                    tried.add(lease_id)
                     won = self._try_claim(lease_id, pool, worker_id, worker_version, lease_seconds)
                     if won is not None:
                         return won
-                    # A lost race is not an empty queue: look at the queue again at once.
-                if self.store.queue_candidates(pool.name, 1):
-                    continue
+            if fresh and len(tried) < MAX_CLAIM_TRIES:
+                continue  # a lost race is not an empty queue: look again at once
             remaining = (give_up_at - self.clock.now_ms()) / 1000
             if remaining <= 0:
                 return None
             self.clock.sleep(min(CLAIM_POLL_SECONDS, remaining))
+            tried.clear()
 
     def _try_claim(
         self,
@@ -522,6 +528,7 @@ class LeaseService:
         outcome: str | None,
     ) -> Lease:
         lease = self._own_lease(actor, lease_id)
+        rules.refuse_tokens(body, "the report")
         fp = rules.fingerprint(kind, body)
         report_id = body.get("report_id")
         while True:
@@ -539,11 +546,11 @@ class LeaseService:
             if fence is not None and fence != lease.fence:
                 self._record_stale(lease, kind, fence)
                 raise StaleLease(f"fence {fence} of lease {lease.id} is not current")
-            change = self._final_change(lease, kind, body, outcome, fp, report_id)
             try:
+                change = self._final_change(lease, kind, body, outcome, fp, report_id)
                 self.store.commit(change)
                 return change.leases[0].new
-            except Conflict:
+            except Conflict:  # the lease (or its job) moved on meanwhile: judge it afresh
                 lease = self._lease(lease_id)
 
     def _final_change(
@@ -633,7 +640,14 @@ class LeaseService:
 
         Returns None when the lease moved on first (a report won the race): nothing expired.
         """
-        now = self.clock.now_ms()
+        try:
+            change = self._expiry_change(lease, pool, self.clock.now_ms())
+            self.store.commit(change)
+        except Conflict:
+            return None
+        return change.leases[0].new
+
+    def _expiry_change(self, lease: Lease, pool: Pool, now: int) -> Change:
         base = replace(lease, ended_at=now, revoke=None)
         if lease.state is LeaseState.CANCELLING:
             # Already asked to stop: silence ends it the way the operator asked.
@@ -644,41 +658,25 @@ class LeaseService:
                 end_reason=EndReason.KILLED if killed else EndReason.CANCELLED,
             )
             kind = "lease.killed" if killed else "lease.cancelled"
-            change = Change(
-                leases=[
-                    LeaseWrite(
-                        _moved(lease, ended, kind, {"by": "sweeper"}, now), expect=_at(lease)
-                    )
-                ]
-            )
-        elif pool.on_expiry is OnExpiry.FAIL:
+            ended = _moved(lease, ended, kind, {"by": "sweeper"}, now)
+            return Change(leases=[LeaseWrite(ended, expect=_at(lease))])
+        if pool.on_expiry is OnExpiry.FAIL:
             lost = replace(base, state=LeaseState.LOST, end_reason=EndReason.WORKER_LOST)
             lost = _moved(lease, lost, "lease.lost", {"on_expiry": "fail"}, now)
-            change = Change(leases=[LeaseWrite(lost, expect=_at(lease))])
-        else:
-            lost = replace(base, state=LeaseState.LOST, end_reason=EndReason.EXPIRED)
-            job = self.store.get_job(lease.job_id)
-            if job is None or job.fence != lease.fence:
-                return None
-            recovery = job.recovery_count + 1
-            exhausted = job.attempt + recovery >= job.max_attempts
-            lost = _moved(
-                lease,
-                lost,
-                "lease.lost",
-                {"on_expiry": "requeue", "recovery_count": recovery, "exhausted": exhausted},
-                now,
-            )
-            change = Change(leases=[LeaseWrite(lost, expect=_at(lease))])
-            if exhausted:
-                change = self._exhausted(change, job, recovery, now)
-            else:
-                change = self._with_successor(change, lease, recovered=True)
-        try:
-            self.store.commit(change)
-        except Conflict:
-            return None
-        return change.leases[0].new
+            return Change(leases=[LeaseWrite(lost, expect=_at(lease))])
+        job = self.store.get_job(lease.job_id)
+        if job is None or job.fence != lease.fence:
+            raise Conflict(f"job {lease.job_id} moved on")
+        recovery = job.recovery_count + 1
+        exhausted = job.attempt + recovery >= job.max_attempts
+        lost = replace(base, state=LeaseState.LOST, end_reason=EndReason.EXPIRED)
+        data = {"on_expiry": "requeue", "recovery_count": recovery, "exhausted": exhausted}
+        change = Change(
+            leases=[LeaseWrite(_moved(lease, lost, "lease.lost", data, now), _at(lease))]
+        )
+        if exhausted:
+            return self._exhausted(change, job, recovery, now)
+        return self._with_successor(change, lease, recovered=True)
 
     def _exhausted(self, change: Change, job: Job, recovery: int, now: int) -> Change:
         jobs = [JobWrite(replace(job, recovery_count=recovery, exhausted=True), job.fence)]

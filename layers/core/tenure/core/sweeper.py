@@ -33,7 +33,10 @@ class SweepReport:
     raced: int = 0  # expiries lost to a report that landed first
 
 
-def sweep_once(svc: LeaseService) -> SweepReport:
+def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport:
+    """One pass. `interval_seconds` is the schedule's period: only time beyond it since the
+    last pass counts as the service's own absence (a one-minute schedule against a 50 s
+    grace must not read every ordinary gap as an outage)."""
     store, clock = svc.store, svc.clock
     now = clock.now_ms()
     state = store.get_sweeper_state()
@@ -45,10 +48,11 @@ def sweep_once(svc: LeaseService) -> SweepReport:
         return report
     gap = now - state.last_pass_at if state.last_pass_at is not None else None
     report.gap_ms = gap
+    absence = gap - int(interval_seconds * 1000) if gap is not None else None
     due: list[tuple[Lease, Pool]] = []
     pools = store.list_pools()
     for pool in pools:
-        if gap is not None and gap > pool.grace_seconds * 1000:
+        if gap is not None and absence is not None and absence > pool.grace_seconds * 1000:
             # The sweeper itself was away: that is the service's absence, not the workers'.
             report.absent_pools.append(pool.name)
             report.pushed += _push_out(svc, pool, gap)

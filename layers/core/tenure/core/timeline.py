@@ -23,8 +23,9 @@ def lease_event(old: Lease | None, new: Lease) -> Event | None:
             }
         )
     return Event(
-        # One id per (lease, version): a stream record delivered twice writes one event.
-        id=f"{new.id}.v{new.version}",
+        # One id per (lease, version), zero-padded so events of one millisecond keep their
+        # order: a stream record delivered twice writes one event.
+        id=f"{new.id}.v{new.version:06d}",
         subject_kind=new.subject_kind,
         subject_id=new.subject_id,
         type=new.event_type,
@@ -39,7 +40,7 @@ def task_event(old: Task | None, new: Task) -> Event | None:
     if new.event_type is None or (old is not None and old.version == new.version):
         return None
     return Event(
-        id=f"{new.id}.v{new.version}",
+        id=f"{new.id}.v{new.version:06d}",
         subject_kind=SubjectKind.TASK,
         subject_id=new.id,
         type=new.event_type,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# Routes API Gateway serves without the authorizer (infra/template.yaml says the same).
-PUBLIC_ROUTES = {("GET", "/api/v1/health"), ("GET", "/api/v1/openapi.json")}
+from tenure.api.routes import PUBLIC_ROUTES
 
 
 class _Context:

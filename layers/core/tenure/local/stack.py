@@ -54,6 +54,7 @@ class Stack:
             )
             endpoint, engine = moto.endpoint, "moto"
         export("TENURE_TABLE", TABLE)
+        export("TENURE_SWEEP_INTERVAL_SECONDS", str(self.sweep_interval))
         export("TENURE_DYNAMODB_ENDPOINT", endpoint)
         self.provisioned = Provisioner(endpoint, moto.endpoint, TABLE, "tenure-local").run()
         store = wiring.build_store()

@@ -1,0 +1,374 @@
+"""An in-memory Store with DynamoStore's semantics (conditions, indexes, cursors), for unit tests.
+
+It keeps entities instead of DynamoDB items, but follows the real adapter wherever the service
+could tell the difference: every conditional write fails with `Conflict` exactly when the real
+condition expression would, a commit lands all or nothing, the sparse indexes hold exactly the
+rows the real ones would, and values come back as a DynamoDB round trip returns them. The table
+stream's reactor is played synchronously inside `commit`, so timelines can be read at once.
+Not thread-safe: it exists to test service logic fast.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import dataclasses
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from tenure.core.errors import AlreadyExists, Conflict, NotFound, ValidationFailed
+from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.core.ports import Change, LeasePage, SweeperState
+from tenure.core.states import REPORTABLE, LeaseState
+from tenure.core.timeline import lease_event, task_event
+
+E = TypeVar("E")
+
+
+def _plain(value: Any) -> Any:
+    """A nested value as a DynamoDB round trip returns it (whole floats become ints)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _stored(entity: E) -> E:
+    """A private copy of an entity, with its JSON documents normalised like a stored item."""
+    changes = {
+        f.name: _plain(copy.deepcopy(getattr(entity, f.name)))
+        for f in dataclasses.fields(entity)  # type: ignore[arg-type]
+        if isinstance(getattr(entity, f.name), dict | list)
+    }
+    return replace(entity, **changes) if changes else entity  # type: ignore[type-var]
+
+
+def _stored_event(event: Event) -> Event:
+    # An event row keeps its subject kind as plain text, whatever enum it was written with.
+    return _stored(replace(event, subject_kind=str(event.subject_kind)))
+
+
+def _position(lease: Lease) -> str:
+    # The per-space list's sort key: creation time, then id (store.keys.space_list_keys).
+    return f"{lease.created_at:013d}#{lease.id}"
+
+
+def _encode_cursor(last: Lease) -> str:
+    blob = json.dumps({"p": _position(last)}).encode()
+    return base64.urlsafe_b64encode(blob).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        position = json.loads(base64.urlsafe_b64decode(padded.encode()))["p"]
+        _, _lease_id = str(position).split("#", 1)
+    except (ValueError, KeyError, TypeError, binascii.Error) as bad:
+        raise ValidationFailed("cursor: not a cursor this API handed out") from bad
+    return str(position)
+
+
+@dataclass
+class _LeaseRow:
+    lease: Lease
+    # True when the last full write put the row into the per-pool due index (it carries
+    # due_pk); move_deadline rewrites due_at but never adds or removes due_pk.
+    due_indexed: bool
+
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.spaces: dict[str, Space] = {}
+        self.task_seq: dict[str, int] = {}
+        self.workflows: dict[tuple[str, str], Workflow] = {}
+        self.pools: dict[str, Pool] = {}
+        self.tokens: dict[str, Token] = {}
+        self.token_names: dict[str, str] = {}
+        self.tasks: dict[str, Task] = {}
+        self.jobs: dict[str, Job] = {}
+        self.lease_rows: dict[str, _LeaseRow] = {}
+        self.workers: dict[tuple[str, str], Worker] = {}
+        self.timelines: dict[tuple[str, str], dict[str, Event]] = {}
+        self.sweeper: SweeperState | None = None
+        # Every write the service asked for, by method name (tests count writes per call).
+        self.writes: list[str] = []
+
+    # ------------------------------------------------------------------ set-up resources
+
+    def put_space(self, space: Space) -> None:
+        self.writes.append("put_space")
+        if space.key in self.spaces:
+            raise AlreadyExists(f"space {space.key} already exists")
+        self.spaces[space.key] = _stored(space)
+
+    def get_space(self, key: str) -> Space | None:
+        return self.spaces.get(key)
+
+    def next_task_number(self, space: str) -> int:
+        self.writes.append("next_task_number")
+        if space not in self.spaces:
+            raise NotFound(f"space {space!r} does not exist")
+        self.task_seq[space] = self.task_seq.get(space, 0) + 1
+        return self.task_seq[space]
+
+    def put_workflow(self, workflow: Workflow) -> None:
+        self.writes.append("put_workflow")
+        key = (workflow.space, workflow.slug)
+        if key in self.workflows:
+            raise AlreadyExists(
+                f"workflow {workflow.slug} in space {workflow.space} already exists"
+            )
+        self.workflows[key] = _stored(workflow)
+
+    def get_workflow(self, space: str, slug: str) -> Workflow | None:
+        return self.workflows.get((space, slug))
+
+    def put_pool(self, pool: Pool) -> None:
+        self.writes.append("put_pool")
+        if pool.name in self.pools:
+            raise AlreadyExists(f"pool {pool.name} already exists")
+        self.pools[pool.name] = _stored(pool)
+
+    def get_pool(self, name: str) -> Pool | None:
+        return self.pools.get(name)
+
+    def list_pools(self) -> list[Pool]:
+        return [self.pools[name] for name in sorted(self.pools)]
+
+    def put_token(self, token: Token) -> None:
+        self.writes.append("put_token")
+        # Two puts in one transaction, each only if new: the name and the hash.
+        if token.name in self.token_names or token.token_hash in self.tokens:
+            raise AlreadyExists(f"token {token.name} already exists")
+        self.token_names[token.name] = token.id
+        self.tokens[token.token_hash] = _stored(token)
+
+    def get_token(self, token_hash: str) -> Token | None:
+        return self.tokens.get(token_hash)
+
+    # ------------------------------------------------------------ tasks, jobs, leases
+
+    def get_task(self, task_id: str) -> Task | None:
+        return self.tasks.get(task_id)
+
+    def get_job(self, job_id: str) -> Job | None:
+        return self.jobs.get(job_id)
+
+    def get_lease(self, lease_id: str, consistent: bool = True) -> Lease | None:
+        row = self.lease_rows.get(lease_id)
+        return row.lease if row else None
+
+    def get_leases(self, lease_ids: Iterable[str]) -> dict[str, Lease]:
+        found: dict[str, Lease] = {}
+        for lease_id in dict.fromkeys(lease_ids):
+            row = self.lease_rows.get(lease_id)
+            if row is not None:
+                found[lease_id] = row.lease
+        return found
+
+    def put_worker(self, worker: Worker) -> None:
+        self.writes.append("put_worker")
+        self.workers[(worker.pool, worker.worker_id)] = _stored(worker)
+
+    def get_worker(self, pool: str, worker_id: str) -> Worker | None:
+        return self.workers.get((pool, worker_id))
+
+    def list_workers(self, pool: str) -> list[Worker]:
+        return [w for (p, _), w in sorted(self.workers.items()) if p == pool]
+
+    def queue_candidates(self, pool: str, limit: int) -> list[str]:
+        if limit < 1:
+            raise ValueError("a query's Limit must be at least 1")
+        queued = sorted(
+            _position(row.lease)
+            for row in self.lease_rows.values()
+            if row.lease.state is LeaseState.PENDING and row.lease.pool == pool
+        )
+        return [position.split("#", 1)[1] for position in queued[:limit]]
+
+    def list_leases(
+        self,
+        space: str,
+        limit: int,
+        cursor: str | None,
+        state: LeaseState | None,
+        pool: str | None,
+    ) -> LeasePage:
+        start = _decode_cursor(cursor) if cursor else None
+        newest_first = sorted(
+            (row.lease for row in self.lease_rows.values() if row.lease.space == space),
+            key=_position,
+            reverse=True,
+        )
+        found: list[Lease] = []
+        for lease in newest_first:
+            if start is not None and _position(lease) >= start:
+                continue
+            if (state is None or lease.state is state) and (pool is None or lease.pool == pool):
+                found.append(lease)
+            if len(found) > limit:
+                return LeasePage(found[:limit], _encode_cursor(found[limit - 1]))
+        return LeasePage(found, None)
+
+    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
+        rows = self.timelines.get((str(subject_kind), subject_id), {})
+        ordered = [rows[sk] for sk in sorted(rows)]
+        if limit is None:
+            return ordered
+        if limit < 1:
+            raise ValueError("a query's Limit must be at least 1")
+        return ordered[-limit:]
+
+    # ------------------------------------------------------------------------ writes
+
+    def commit(self, change: Change) -> None:
+        self.writes.append("commit")
+        targets = (
+            [("lease", w.new.id) for w in change.leases]
+            + [("job", w.new.id) for w in change.jobs]
+            + [("task", w.new.id) for w in change.tasks]
+        )
+        if not targets:
+            raise ValueError("a transaction needs at least one item")
+        if len(set(targets)) != len(targets):
+            raise ValueError("a transaction cannot write one item twice")
+        reasons = self._failed_conditions(change)
+        if reasons:
+            raise Conflict("a conditional write lost", reasons=reasons)
+        for lw in change.leases:
+            old_row = self.lease_rows.get(lw.new.id)
+            new = _stored(lw.new)
+            indexed = new.state in REPORTABLE and new.due_at is not None
+            if not indexed:
+                new = replace(new, due_at=None)  # the row drops due_at with due_pk
+            self.lease_rows[new.id] = _LeaseRow(new, indexed)
+            self._react(lease_event(old_row.lease if old_row else None, new))
+        for jw in change.jobs:
+            self.jobs[jw.new.id] = _stored(jw.new)
+        for tw in change.tasks:
+            old_task = self.tasks.get(tw.new.id)
+            task = _stored(tw.new)
+            self.tasks[task.id] = task
+            self._react(task_event(old_task, task))
+
+    def _failed_conditions(self, change: Change) -> list[str]:
+        reasons: list[str] = []
+        for lw in change.leases:
+            row = self.lease_rows.get(lw.new.id)
+            if lw.expect is None:
+                if row is not None:
+                    reasons.append(f"lease {lw.new.id} exists")
+            elif row is None or (row.lease.state, row.lease.fence) != lw.expect:
+                reasons.append(f"lease {lw.new.id} is not at {lw.expect}")
+        for jw in change.jobs:
+            job = self.jobs.get(jw.new.id)
+            if jw.expect_fence is None:
+                if job is not None:
+                    reasons.append(f"job {jw.new.id} exists")
+            elif job is None or job.fence != jw.expect_fence:
+                reasons.append(f"job {jw.new.id} is not at fence {jw.expect_fence}")
+        for tw in change.tasks:
+            task = self.tasks.get(tw.new.id)
+            if tw.create:
+                if task is not None:
+                    reasons.append(f"task {tw.new.id} exists")
+            elif task is None or task.job_id != tw.expect_job_id:
+                reasons.append(f"task {tw.new.id} does not point at {tw.expect_job_id}")
+        return reasons
+
+    def _react(self, event: Event | None) -> None:
+        # The reactor: one event per (row, version); a redelivered record writes nothing.
+        if event is not None:
+            timeline = self.timelines.setdefault((str(event.subject_kind), event.subject_id), {})
+            timeline.setdefault(f"EV#{event.at:013d}#{event.id}", _stored_event(event))
+
+    def _held_at(self, lease_id: str, expect: tuple[LeaseState, int]) -> _LeaseRow:
+        row = self.lease_rows.get(lease_id)
+        if row is None or (row.lease.state, row.lease.fence) != expect:
+            raise Conflict("lease moved on")
+        return row
+
+    def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+        self.writes.append("renew")
+        row = self._held_at(lease.id, expect)
+        row.lease = replace(
+            row.lease,
+            deadline=lease.deadline,
+            heartbeat_at=lease.heartbeat_at,
+            lease_seconds=lease.lease_seconds,
+        )
+
+    def put_event(self, event: Event) -> None:
+        self.writes.append("put_event")
+        timeline = self.timelines.setdefault((str(event.subject_kind), event.subject_id), {})
+        sk = f"EV#{event.at:013d}#{event.id}"
+        if sk in timeline:
+            raise Conflict("a conditional write lost")
+        timeline[sk] = _stored_event(event)
+
+    # ----------------------------------------------------------------------- sweeper
+
+    def _due_index(self, pool: str) -> list[Lease]:
+        held = [
+            row.lease
+            for row in self.lease_rows.values()
+            if row.due_indexed and row.lease.due_at is not None and row.lease.pool == pool
+        ]
+        return sorted(held, key=lambda x: (x.due_at or 0, x.id))
+
+    def due_leases(self, pool: str, now: int | None) -> list[str]:
+        return [
+            lease.id
+            for lease in self._due_index(pool)
+            if now is None or (lease.due_at is not None and lease.due_at <= now)
+        ]
+
+    def count_held(self, pool: str, at_most: int) -> int:
+        if at_most < 1:
+            raise ValueError("a query's Limit must be at least 1")
+        return min(len(self._due_index(pool)), at_most)
+
+    def move_deadline(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+        self.writes.append("move_deadline")
+        row = self._held_at(lease.id, expect)
+        row.lease = replace(row.lease, deadline=lease.deadline, due_at=lease.due_at)
+
+    def get_sweeper_state(self) -> SweeperState:
+        return self.sweeper or SweeperState()
+
+    def put_sweeper_state(self, state: SweeperState, expect_last: int | None) -> None:
+        self.writes.append("put_sweeper_state")
+        if expect_last is None:
+            if self.sweeper is not None:
+                raise Conflict("a conditional write lost")
+        elif self.sweeper is None or self.sweeper.last_pass_at != expect_last:
+            raise Conflict("a conditional write lost")
+        self.sweeper = state
+
+    # ------------------------------------------------------------------- for tests
+
+    def everything(self) -> str:
+        """Every stored value as text, to prove a secret was never stored."""
+        return repr(
+            [
+                self.spaces,
+                self.workflows,
+                self.pools,
+                self.tokens,
+                self.token_names,
+                self.tasks,
+                self.jobs,
+                self.lease_rows,
+                self.workers,
+                self.timelines,
+                self.sweeper,
+            ]
+        )

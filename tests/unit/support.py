@@ -1,0 +1,135 @@
+"""Helpers of the unit tier: principals, predictable ids, and a service on the fake store."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenure.core.model import Event, Lease, Pool, Principal, Task
+from tenure.core.service import Claimed, LeaseService
+from tenure.core.states import LeaseState, PoolKind, SubjectKind
+from tenure.core.sweeper import SweepReport, sweep_once
+from tenure.wiring import ManualClock
+
+from tests.unit.fake_store import FakeStore
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+SPACE = "OPS"
+POOL = "builders"
+
+ADMIN = Principal(kind="operator", token_id="tok-admin", role="admin")
+MEMBER = Principal(kind="operator", token_id="tok-member", role="member")
+READER = Principal(kind="operator", token_id="tok-read", role="read")
+WORKER = Principal(kind="worker", token_id="tok-worker")
+
+
+def as_lease(lease_id: str) -> Principal:
+    """The principal the authorizer makes of a lease token."""
+    return Principal(kind="lease", token_id="abcd1234", lease_id=lease_id)
+
+
+class SeqIds:
+    """Ids in creation order (so ties sort predictably); secrets stay really random."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def new_id(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}_{self.count:06d}"
+
+    def secret(self) -> str:
+        return secrets.token_urlsafe(24)
+
+    def shuffle(self, items: list[str]) -> list[str]:
+        return list(items)
+
+
+@dataclass
+class Rig:
+    """A space OPS with a pool `builders` (default timings) on a fake store and a manual clock."""
+
+    store: FakeStore = field(default_factory=FakeStore)
+    clock: ManualClock = field(default_factory=lambda: ManualClock(T0))
+    ids: SeqIds = field(default_factory=SeqIds)
+    svc: LeaseService = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.svc = LeaseService(self.store, self.clock, self.ids)
+        self.svc.create_space(ADMIN, SPACE, "Operations", None)
+        self.make_pool(POOL)
+
+    def make_pool(self, name: str, **settings: Any) -> Pool:
+        pool = Pool(name=name, space=SPACE, kind=PoolKind.COMMAND, created_at=0, **settings)
+        return self.svc.create_pool(ADMIN, pool)
+
+    def task(self, pool: str | None = POOL, **kw: Any) -> tuple[Task, Lease | None]:
+        args: dict[str, Any] = {
+            "title": "Build it",
+            "workflow": None,
+            "body": "make all",
+            "properties": {},
+            "max_attempts": None,
+            **kw,
+        }
+        return self.svc.create_task(MEMBER, SPACE, pool=pool, **args)
+
+    def claim(
+        self,
+        worker_id: str = "w1",
+        pool: str = POOL,
+        lease_seconds: int | None = None,
+        wait_seconds: float = 0,
+    ) -> Claimed:
+        won = self.svc.claim(WORKER, pool, worker_id, "1.0", wait_seconds, lease_seconds)
+        assert won is not None, "expected a claimable lease"
+        return won
+
+    def claimed(self, worker_id: str = "w1", pool: str = POOL, **task: Any) -> Claimed:
+        """A new task, enqueued on `pool` and claimed by `worker_id`."""
+        self.task(pool=pool, **task)
+        return self.claim(worker_id, pool)
+
+    def running(self, worker_id: str = "w1", pool: str = POOL, **task: Any) -> Lease:
+        won = self.claimed(worker_id, pool, **task)
+        return self.svc.start(as_lease(won.lease.id), won.lease.id)
+
+    def lease(self, lease_id: str) -> Lease:
+        found = self.store.get_lease(lease_id)
+        assert found is not None
+        return found
+
+    def events(self, task_id: str) -> list[Event]:
+        return self.store.timeline("task", task_id, None)
+
+    def types(self, task_id: str) -> list[str]:
+        return [e.type for e in self.events(task_id)]
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def sweep(self) -> SweepReport:
+        return sweep_once(self.svc)
+
+    def system_events(self) -> list[Event]:
+        return self.store.timeline("system", "sweeper", None)
+
+
+def make_lease(lease_id: str, at: int = T0, **kw: Any) -> Lease:
+    """A lease row built by hand (store and view tests)."""
+    base: dict[str, Any] = {
+        "id": lease_id,
+        "job_id": "job_1",
+        "space": SPACE,
+        "pool": "p",
+        "subject_kind": SubjectKind.TASK,
+        "subject_id": "task_1",
+        "task_id": "task_1",
+        "state": LeaseState.PENDING,
+        "fence": 1,
+        "attempt": 1,
+        "created_at": at,
+    }
+    base.update(kw)
+    return Lease(**base)

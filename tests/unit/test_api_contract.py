@@ -1,0 +1,326 @@
+"""The HTTP contract's pure half: error statuses, validation messages, request models, views."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ValidationError
+from tenure.api import models as m
+from tenure.api.errors import STATUS, describe_validation, status_of
+from tenure.api.views import iso, lease_view
+from tenure.core import errors as e
+from tenure.core.states import EndReason, LeaseState, Revoke, SubjectKind
+
+from tests.unit.support import T0, Rig, make_lease
+
+# DESIGN §5, row by row.
+DESIGN_ERRORS = [
+    (e.InvalidRequest, 400, "invalid_request"),
+    (e.Unauthenticated, 401, "unauthenticated"),
+    (e.LeaseTokenMismatch, 403, "lease_token_mismatch"),
+    (e.Forbidden, 403, "forbidden"),
+    (e.LeaseNotFound, 404, "lease_not_found"),
+    (e.TaskNotFound, 404, "task_not_found"),
+    (e.NotFound, 404, "not_found"),
+    (e.StaleLease, 409, "stale_lease"),
+    (e.InvalidTransition, 409, "invalid_transition"),
+    (e.AlreadyExists, 409, "already_exists"),
+    (e.MissingScope, 422, "missing_scope"),
+    (e.ValidationFailed, 422, "validation_failed"),
+    (e.UnsupportedRuntime, 501, "unsupported_runtime"),
+]
+
+
+@pytest.mark.parametrize(("cls", "status", "code"), DESIGN_ERRORS)
+def test_every_domain_error_maps_to_the_status_and_code_of_design(
+    cls: type[e.TenureError], status: int, code: str
+) -> None:
+    err = cls("something")
+    assert (status_of(err), err.code, err.message) == (status, code, "something")
+
+
+def test_every_public_domain_error_has_a_status() -> None:
+    public = {
+        cls
+        for _, cls in inspect.getmembers(e, inspect.isclass)
+        if issubclass(cls, e.TenureError) and cls not in (e.TenureError, e.Conflict)
+    }
+    assert public == set(STATUS)
+    assert public == {cls for cls, _, _ in DESIGN_ERRORS}
+
+
+def test_an_internal_conflict_or_unknown_error_is_a_500() -> None:
+    assert status_of(e.Conflict("lost")) == 500
+    assert status_of(e.TenureError("?")) == 500
+
+    class Narrower(e.LeaseNotFound):
+        pass
+
+    assert status_of(Narrower("x")) == 404
+
+
+def _body_errors(model: type[BaseModel], body: Any) -> list[dict[str, Any]]:
+    """The errors as the resolver reports them: each location under `body`."""
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate(body)
+    return [{**err, "loc": ("body", *err["loc"])} for err in caught.value.errors()]
+
+
+def test_a_body_that_is_not_json_is_an_invalid_request() -> None:
+    err = describe_validation([{"type": "json_invalid", "loc": ("body", 1), "msg": "bad"}])
+    assert isinstance(err, e.InvalidRequest)
+
+
+@pytest.mark.parametrize("kind", ["model_attributes_type", "dict_type", "model_type", "missing"])
+def test_a_body_that_is_not_a_json_object_is_an_invalid_request(kind: str) -> None:
+    err = describe_validation([{"type": kind, "loc": ("body",), "msg": "nope"}])
+    assert isinstance(err, e.InvalidRequest)
+
+
+def test_an_unknown_field_is_validation_failed_naming_the_field() -> None:
+    err = describe_validation(_body_errors(m.Enqueue, {"pool": "p", "colour": "red"}))
+    assert isinstance(err, e.ValidationFailed)
+    assert err.message == "colour: is not a known field"
+
+
+def test_a_missing_field_inside_an_object_is_validation_failed_not_invalid_request() -> None:
+    err = describe_validation(_body_errors(m.Enqueue, {}))
+    assert isinstance(err, e.ValidationFailed)
+    assert err.message.startswith("pool: ")
+
+
+def test_nested_fields_are_named_by_their_path_and_all_problems_are_listed() -> None:
+    body = {"leases": [{"id": "a", "fence": 1}, {"id": "b", "fence": 0}], "x": 1}
+    err = describe_validation(_body_errors(m.WorkerHeartbeat, body))
+    assert isinstance(err, e.ValidationFailed)
+    assert "leases.1.fence: " in err.message
+    assert "x: is not a known field" in err.message
+    assert err.message.count("; ") == 1
+
+
+def test_a_whole_object_rule_names_its_fields_without_the_value_error_prefix() -> None:
+    body = {"name": "p", "space": "OPS", "kind": "agent", "renew_seconds": 30, "grace_seconds": 20}
+    err = describe_validation(_body_errors(m.PoolCreate, body))
+    assert isinstance(err, e.ValidationFailed)
+    assert "grace_seconds" in err.message
+    assert "Value error" not in err.message
+
+
+# ---------------------------------------------------------------------------- models
+
+MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
+    m.SpaceCreate: {"key": "OPS", "name": "Operations"},
+    m.WorkflowCreate: {"space": "OPS", "slug": "nightly", "name": "Nightly"},
+    m.PoolCreate: {"name": "builders", "space": "OPS", "kind": "command"},
+    m.TokenCreate: {"name": "ci", "kind": "operator"},
+    m.TaskCreate: {"space": "OPS", "title": "Build"},
+    m.Enqueue: {"pool": "builders"},
+    m.Claim: {"worker_id": "w1"},
+    m.Heartbeat: {},
+    m.LeaseFence: {"id": "lease_1", "fence": 1},
+    m.WorkerHeartbeat: {"leases": []},
+    m.Complete: {},
+    m.Fail: {"error": "boom"},
+    m.Release: {},
+}
+
+
+def test_every_request_model_is_covered_here() -> None:
+    declared = {
+        cls
+        for _, cls in inspect.getmembers(m, inspect.isclass)
+        if issubclass(cls, m.Strict) and cls is not m.Strict
+    }
+    assert declared == set(MINIMAL)
+
+
+@pytest.mark.parametrize("model", list(MINIMAL), ids=lambda x: x.__name__)
+def test_every_request_model_accepts_its_minimal_body_and_rejects_unknown_fields(
+    model: type[BaseModel],
+) -> None:
+    model.model_validate(MINIMAL[model])
+    errors = _body_errors(model, {**MINIMAL[model], "surprise": True})
+    assert [err["type"] for err in errors] == ["extra_forbidden"]
+
+
+def _rejects(model: type[BaseModel], **fields: Any) -> bool:
+    try:
+        model.model_validate({**MINIMAL[model], **fields})
+    except ValidationError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"), [(0, True), (20, True), (19.5, True), (20.5, False), (21, False), (-1, False)]
+)
+def test_claim_wait_seconds_is_at_most_twenty(value: float, ok: bool) -> None:
+    assert _rejects(m.Claim, wait_seconds=value) is not ok
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"), [(4, False), (5, True), (300, True), (43200, True), (43201, False), (0, False)]
+)
+@pytest.mark.parametrize("model", [m.Claim, m.Heartbeat])
+def test_lease_seconds_stays_within_5_and_43200(
+    model: type[BaseModel], value: int, ok: bool
+) -> None:
+    assert _rejects(model, lease_seconds=value) is not ok
+
+
+def test_pool_timings_must_be_ordered_renew_grace_toleration() -> None:
+    assert _rejects(m.PoolCreate, renew_seconds=30, grace_seconds=20)
+    assert _rejects(m.PoolCreate, grace_seconds=400)  # toleration 300 < grace
+    assert not _rejects(m.PoolCreate, renew_seconds=20, grace_seconds=20, toleration_seconds=20)
+    assert _rejects(m.PoolCreate, renew_seconds=0)
+    assert _rejects(m.PoolCreate, on_expiry="retry")
+    assert _rejects(m.PoolCreate, kind="lambda")
+    pool = m.PoolCreate.model_validate(MINIMAL[m.PoolCreate])
+    assert (pool.renew_seconds, pool.grace_seconds, pool.toleration_seconds) == (10, 50, 300)
+
+
+@pytest.mark.parametrize(
+    ("model", "fields"),
+    [
+        (m.SpaceCreate, {"key": "ops"}),
+        (m.SpaceCreate, {"name": "   "}),
+        (m.SpaceCreate, {"max_active": 0}),
+        (m.TaskCreate, {"title": ""}),
+        (m.TaskCreate, {"max_attempts": 0}),
+        (m.TaskCreate, {"max_attempts": 101}),
+        (m.TaskCreate, {"properties": {"blob": "x" * 40_000}}),
+        (m.TaskCreate, {"space": 7}),
+        (m.TokenCreate, {"kind": "worker", "role": "admin"}),
+        (m.TokenCreate, {"kind": "operator", "pools": ["builders"]}),
+        (m.TokenCreate, {"role": "owner"}),
+        (m.Claim, {"worker_id": ""}),
+        (m.Claim, {"worker_id": "has space"}),
+        (m.LeaseFence, {"fence": 0}),
+        (m.WorkerHeartbeat, {"leases": [{"id": f"l{i}", "fence": 1} for i in range(101)]}),
+        (m.Complete, {"outcome": "maybe"}),
+        (m.Complete, {"report_id": ""}),
+        (m.Complete, {"details": {"blob": "x" * 40_000}}),
+        (m.Fail, {"error": ""}),
+        (m.Release, {"reason": "x" * 501}),
+    ],
+)
+def test_request_models_reject_values_out_of_range(
+    model: type[BaseModel], fields: dict[str, Any]
+) -> None:
+    assert _rejects(model, **fields)
+
+
+def test_the_json_the_api_receives_is_not_coerced_from_strings() -> None:
+    assert _rejects(m.TaskCreate, max_attempts="3")
+    assert _rejects(m.LeaseFence, fence="1")
+
+
+# ------------------------------------------------------------------------------ views
+
+
+def _claimed_lease(rig: Rig) -> tuple[dict[str, Any], str]:
+    won = rig.claimed()
+    return lease_view(rig.lease(won.lease.id)), won.token
+
+
+def test_lease_view_is_deterministic_and_json(rig: Rig) -> None:
+    won = rig.claimed()
+    lease = rig.lease(won.lease.id)
+    assert json.dumps(lease_view(lease)) == json.dumps(lease_view(rig.lease(won.lease.id)))
+    assert json.loads(json.dumps(lease_view(lease))) == lease_view(lease)
+
+
+def test_lease_view_never_contains_the_raw_token(rig: Rig) -> None:
+    view, token = _claimed_lease(rig)
+    text = json.dumps(view)
+    assert token not in text
+    assert token.rsplit(".", 1)[1] not in text
+    lease = rig.store.get_lease(view["id"])
+    assert lease is not None and lease.token_hash is not None
+    assert view["claim_token_hash_truncated"] == lease.token_hash[:8]
+    assert lease.token_hash not in text
+
+
+def test_lease_view_shows_the_fields_design_names(rig: Rig) -> None:
+    view, _ = _claimed_lease(rig)
+    for name in ["id", "state", "attempt", "pool", "subject_kind", "task", "workflow", "timing"]:
+        assert name in view
+    assert (view["state"], view["attempt"], view["fence"], view["pool"]) == (
+        "dispatched",
+        1,
+        1,
+        "builders",
+    )
+    assert view["task"] == {"id": view["task"]["id"], "key": "OPS-1"}
+    assert view["workflow"] is None
+    assert view["worker_version"] == "1.0"
+    assert view["queued_condition"] == "starting"
+    assert view["timing"]["claimed_at"] == iso(T0) == "2026-01-01T00:00:00.000Z"
+    assert view["timing"]["deadline"] == "2026-01-01T00:06:15.000Z"
+
+
+@pytest.mark.parametrize(
+    ("kind", "workflow", "task", "expect_task", "expect_workflow"),
+    [
+        (
+            SubjectKind.TASK,
+            "nightly",
+            "task_1",
+            {"id": "task_1", "key": "OPS-1"},
+            {"slug": "nightly"},
+        ),
+        (SubjectKind.WORKFLOW, "nightly", None, None, {"slug": "nightly"}),
+        (SubjectKind.SPACE, None, None, None, None),
+    ],
+)
+def test_lease_view_task_and_workflow_follow_the_subject(
+    kind: SubjectKind,
+    workflow: str | None,
+    task: str | None,
+    expect_task: Any,
+    expect_workflow: Any,
+) -> None:
+    lease = make_lease("l", subject_kind=kind, task_id=task, task_key="OPS-1", workflow=workflow)
+    view = lease_view(lease)
+    assert (view["subject_kind"], view["task"], view["workflow"]) == (
+        kind.value,
+        expect_task,
+        expect_workflow,
+    )
+
+
+@pytest.mark.parametrize(
+    ("state", "condition"),
+    [
+        (LeaseState.PENDING, "awaiting_agent"),
+        (LeaseState.DISPATCHING, "starting"),
+        (LeaseState.DISPATCHED, "starting"),
+        (LeaseState.RUNNING, None),
+        (LeaseState.COMPLETED, None),
+    ],
+)
+def test_queued_condition_is_shown_only_before_a_lease_runs(
+    state: LeaseState, condition: str | None
+) -> None:
+    assert lease_view(make_lease("l", state=state))["queued_condition"] == condition
+
+
+def test_lease_view_of_an_ended_lease_shows_how_it_ended() -> None:
+    lease = make_lease(
+        "l",
+        state=LeaseState.CANCELLED,
+        end_reason=EndReason.RELEASED,
+        revoke=Revoke.CANCEL,
+        ended_at=T0 + 1,
+    )
+    view = lease_view(replace(lease, outcome=None))
+    assert (view["state"], view["end_reason"], view["revoke"]) == (
+        "cancelled",
+        "released",
+        "cancel",
+    )
+    assert view["timing"]["ended_at"] == "2026-01-01T00:00:00.001Z"

@@ -1,0 +1,162 @@
+"""The HTTP routes over the fake store: statuses, envelopes and bytes (DESIGN §5), no network."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from tenure.api import app as api
+from tenure.core.model import Principal
+from tenure.local.frontdoor import to_event
+
+from tests.unit.support import ADMIN, MEMBER, READER, WORKER, Rig, as_lease
+
+
+@dataclasses.dataclass
+class Answer:
+    status: int
+    body: str
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+    @property
+    def code(self) -> str | None:
+        data = self.json()
+        return data["error"]["code"] if isinstance(data, dict) and "error" in data else None
+
+
+@pytest.fixture
+def http(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(api, "_svc", lambda: rig.svc)
+
+    def call(method: str, path: str, body: Any = None, actor: Principal | None = READER) -> Answer:
+        raw = body if isinstance(body, str) else json.dumps(body) if body is not None else ""
+        event = to_event(method, f"/api/v1{path}", {"host": "unit"}, raw.encode())
+        principal = json.dumps(dataclasses.asdict(actor)) if actor else ""
+        event["requestContext"]["authorizer"] = {"lambda": {"principal": principal}}
+        out = api.handle(event, None)
+        return Answer(out["statusCode"], out.get("body") or "")
+
+    return call
+
+
+@pytest.mark.parametrize("limit", ["101", "0", "-1", "many"])
+def test_list_leases_with_a_limit_out_of_range_is_validation_failed(http: Any, limit: str) -> None:
+    got = http("GET", f"/leases?space=OPS&limit={limit}")
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert got.json()["error"]["message"].startswith("limit: ")
+
+
+def test_list_leases_accepts_a_limit_of_one_hundred_and_answers_a_page(http: Any) -> None:
+    got = http("GET", "/leases?space=OPS&limit=100")
+    assert (got.status, got.json()) == (200, {"leases": [], "next_cursor": None})
+
+
+def test_list_leases_without_a_space_is_missing_scope(http: Any) -> None:
+    got = http("GET", "/leases?limit=10")
+    assert (got.status, got.code) == (422, "missing_scope")
+
+
+def test_list_leases_with_a_bad_cursor_is_validation_failed(http: Any) -> None:
+    got = http("GET", "/leases?space=OPS&cursor=bm90LWEtY3Vyc29y")
+    assert (got.status, got.code) == (422, "validation_failed")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ("{not json", 400, "invalid_request"),
+        ("[1, 2]", 400, "invalid_request"),
+        ('"text"', 400, "invalid_request"),
+        ("", 400, "invalid_request"),
+        ('{"key": "DEV", "name": "Dev", "colour": "red"}', 422, "validation_failed"),
+        ('{"key": "dev", "name": "Dev"}', 422, "validation_failed"),
+        ('{"name": "Dev"}', 422, "validation_failed"),
+    ],
+)
+def test_bodies_that_are_not_objects_or_break_the_schema(
+    http: Any, body: str, status: int, code: str
+) -> None:
+    got = http("POST", "/spaces", body, actor=ADMIN)
+    assert (got.status, got.code) == (status, code)
+    assert set(got.json()) == {"error"} and set(got.json()["error"]) == {"code", "message"}
+
+
+def test_claim_with_wait_seconds_above_twenty_is_validation_failed(http: Any) -> None:
+    got = http("POST", "/pools/builders/claim", {"worker_id": "w1", "wait_seconds": 21}, WORKER)
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert "wait_seconds" in got.json()["error"]["message"]
+
+
+def test_no_principal_is_unauthenticated(http: Any) -> None:
+    got = http("GET", "/leases?space=OPS", actor=None)
+    assert (got.status, got.code) == (401, "unauthenticated")
+
+
+def test_an_anonymous_request_is_unauthenticated_before_its_body_is_judged(http: Any) -> None:
+    got = http("POST", "/spaces", "{not json", actor=None)
+    assert (got.status, got.code) == (401, "unauthenticated")
+
+
+def test_claim_answers_204_on_an_empty_queue_and_the_token_once_otherwise(
+    http: Any, rig: Rig
+) -> None:
+    empty = http("POST", "/pools/builders/claim", {"worker_id": "w1"}, WORKER)
+    assert (empty.status, empty.body) == (204, "")
+    rig.task()
+    got = http("POST", "/pools/builders/claim", {"worker_id": "w1"}, WORKER)
+    assert got.status == 200
+    data = got.json()
+    lease_id, token = data["lease"]["id"], data["token"]
+    assert data["fence"] == 1
+    assert data["claim_token_hash"] == rig.lease(lease_id).token_hash
+    again = http("GET", f"/leases/{lease_id}")
+    assert again.status == 200 and token not in again.body
+    activity = http("GET", f"/tasks/{data['lease']['task']['id']}/activity")
+    assert activity.status == 200 and token not in activity.body
+
+
+def test_the_same_complete_twice_answers_the_same_bytes(http: Any, rig: Rig) -> None:
+    lease = rig.running()
+    body = {"outcome": "success", "details": {"n": 1.5}, "report_id": "r-1"}
+    first = http("POST", f"/leases/{lease.id}/complete", body, as_lease(lease.id))
+    rig.advance(30)
+    second = http("POST", f"/leases/{lease.id}/complete", body, as_lease(lease.id))
+    assert first.status == second.status == 200
+    assert second.body == first.body
+
+
+def test_a_stale_report_is_a_409_stale_lease(http: Any, rig: Rig) -> None:
+    lease = rig.running()
+    http("POST", f"/leases/{lease.id}/release", None, as_lease(lease.id))
+    got = http("POST", f"/leases/{lease.id}/heartbeat", None, as_lease(lease.id))
+    assert (got.status, got.code) == (409, "stale_lease")
+
+
+def test_a_lease_token_on_an_operator_route_is_403_lease_token_mismatch(
+    http: Any, rig: Rig
+) -> None:
+    lease = rig.running()
+    got = http("POST", f"/leases/{lease.id}/cancel", None, as_lease(lease.id))
+    assert (got.status, got.code) == (403, "lease_token_mismatch")
+    other = http("GET", f"/leases/{lease.id}", None, as_lease("lease_other"))
+    assert (other.status, other.code) == (403, "lease_token_mismatch")
+
+
+def test_cancel_of_a_terminal_lease_answers_200_with_the_lease_as_it_is(
+    http: Any, rig: Rig
+) -> None:
+    lease = rig.running()
+    done = http("POST", f"/leases/{lease.id}/complete", {}, as_lease(lease.id))
+    got = http("POST", f"/leases/{lease.id}/cancel", None, MEMBER)
+    assert got.status == 200
+    assert got.json() == done.json()
+
+
+def test_unknown_ids_are_404_with_their_own_codes(http: Any) -> None:
+    assert http("GET", "/leases/lease_nope").code == "lease_not_found"
+    assert http("GET", "/tasks/task_nope").code == "task_not_found"
+    assert http("GET", "/nowhere").status == 404

@@ -1,0 +1,404 @@
+"""Claim, start and heartbeats: tokens, deadlines and revoke signals (DESIGN §3, §4)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import replace
+
+import pytest
+from tenure.core.errors import (
+    Forbidden,
+    InvalidTransition,
+    LeaseNotFound,
+    LeaseTokenMismatch,
+    NotFound,
+    StaleLease,
+)
+from tenure.core.model import Principal
+from tenure.core.ports import Change, LeaseWrite
+from tenure.core.service import Beat
+from tenure.core.states import LeaseState, Revoke, TaskStatus
+from tenure.wiring import ManualClock
+
+from tests.unit.support import MEMBER, POOL, READER, T0, WORKER, Rig, as_lease
+
+
+def test_claim_on_an_empty_queue_answers_none_once_wait_seconds_have_passed(rig: Rig) -> None:
+    assert rig.svc.claim(WORKER, POOL, "w1", "1.0", 5, None) is None
+    assert T0 + 5000 <= rig.clock.now_ms() <= T0 + 5500
+
+
+def test_claim_without_wait_answers_none_at_once(rig: Rig) -> None:
+    assert rig.svc.claim(WORKER, POOL, "w1", None, 0, None) is None
+    assert rig.clock.now_ms() == T0
+
+
+class _EnqueueWhileWaiting(ManualClock):
+    """A clock on which a task arrives after the claimer has waited `after` seconds."""
+
+    def __init__(self, rig: Rig, after: float) -> None:
+        super().__init__(T0)
+        self.rig, self.at = rig, T0 + int(after * 1000)
+        self.done = False
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        if not self.done and self.now >= self.at:
+            self.done = True
+            self.rig.task()
+
+
+def test_claim_with_wait_takes_a_lease_that_arrives_during_the_wait(rig: Rig) -> None:
+    clock = _EnqueueWhileWaiting(rig, after=3)
+    rig.svc.clock = clock
+    won = rig.svc.claim(WORKER, POOL, "w1", "1.0", 20, None)
+    assert won is not None
+    assert won.lease.state is LeaseState.DISPATCHED
+    assert T0 + 3000 <= clock.now_ms() < T0 + 4000
+
+
+def test_claim_dispatches_the_lease_and_shows_the_token_once(rig: Rig) -> None:
+    task, lease = rig.task()
+    assert lease is not None
+    rig.advance(2)
+    won = rig.svc.claim(WORKER, POOL, "w1", "1.2.3", 0, None)
+    assert won is not None
+    got = won.lease
+    assert (got.id, got.state, got.fence, got.attempt) == (lease.id, LeaseState.DISPATCHED, 1, 1)
+    assert (got.worker_id, got.worker_version, got.claimed_at) == ("w1", "1.2.3", T0 + 2000)
+    assert won.token.startswith(f"tnr_l_{lease.id}.")
+    assert len(won.token.rsplit(".", 1)[1]) >= 22  # >= 128 bits of url-safe base64
+    assert got.token_hash == hashlib.sha256(won.token.encode()).hexdigest()
+    stored = rig.lease(lease.id)
+    assert stored.token_hash == got.token_hash
+    assert won.token not in rig.store.everything()
+    assert rig.store.queue_candidates(POOL, 10) == []
+    assert rig.svc.get_task(READER, task.id).status is TaskStatus.QUEUED
+    claimed = rig.events(task.id)[-1]
+    assert (claimed.type, claimed.lease_id, claimed.fence) == ("lease.claimed", lease.id, 1)
+    assert claimed.data["worker_id"] == "w1"
+    assert won.token not in json.dumps(claimed.data)
+
+
+def test_each_claim_mints_a_different_token(rig: Rig) -> None:
+    rig.task()
+    rig.task()
+    one, two = rig.claim("w1"), rig.claim("w2")
+    assert one.token != two.token
+    assert one.lease.token_hash != two.lease.token_hash
+
+
+def test_claim_sets_the_deadline_from_the_pools_toleration_or_lease_seconds(rig: Rig) -> None:
+    rig.task()
+    rig.task()
+    plain = rig.claim("w1")
+    assert plain.lease.lease_seconds == 300
+    assert plain.lease.deadline == T0 + 375_000
+    assert plain.lease.due_at == plain.lease.deadline
+    short = rig.claim("w2", lease_seconds=20)
+    assert short.lease.lease_seconds == 20
+    assert rig.lease(short.lease.id).deadline == T0 + 25_000
+
+
+def test_claim_takes_the_oldest_pending_lease_first(rig: Rig) -> None:
+    _, first = rig.task()
+    rig.advance(1)
+    _, second = rig.task()
+    assert first is not None and second is not None
+    assert rig.claim("w1").lease.id == first.id
+    assert rig.claim("w2").lease.id == second.id
+    assert rig.svc.claim(WORKER, POOL, "w3", None, 0, None) is None
+
+
+def test_claim_looks_past_a_head_it_cannot_take(rig: Rig) -> None:
+    _, head = rig.task()
+    _, second = rig.task()
+    assert head is not None and second is not None
+    first = head
+
+    class HeadAlreadyTaken:
+        """Another worker wins the head between our read and our write."""
+
+        def __init__(self) -> None:
+            self.raced = False
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(rig.store, name)
+
+        def get_lease(self, lease_id: str, consistent: bool = True) -> object:
+            lease = rig.store.get_lease(lease_id, consistent)
+            if lease_id == first.id and not self.raced:
+                self.raced = True
+                rival = rig.store.get_lease(lease_id)
+                assert rival is not None
+                taken = replace(rival, state=LeaseState.DISPATCHED, worker_id="rival", version=2)
+                write = LeaseWrite(taken, expect=(LeaseState.PENDING, 1))
+                rig.store.commit(Change(leases=[write]))
+            return lease
+
+    rig.svc.store = HeadAlreadyTaken()  # type: ignore[assignment]
+    won = rig.svc.claim(WORKER, POOL, "w1", None, 0, None)
+    assert won is not None and won.lease.id == second.id
+    assert rig.lease(first.id).worker_id == "rival"
+
+
+def test_claim_from_a_paused_pool_finds_nothing(rig: Rig) -> None:
+    rig.store.pools[POOL] = replace(rig.store.pools[POOL], paused=True)
+    rig.svc._pools.clear()
+    rig.task()
+    assert rig.svc.claim(WORKER, POOL, "w1", None, 1, None) is None
+    assert len(rig.store.queue_candidates(POOL, 10)) == 1
+
+
+def test_claim_needs_a_worker_token_allowed_in_the_pool(rig: Rig) -> None:
+    rig.task()
+    other = Principal(kind="worker", token_id="w", pools=("deployers",))
+    with pytest.raises(Forbidden):
+        rig.svc.claim(other, POOL, "w1", None, 0, None)
+    with pytest.raises(Forbidden):
+        rig.svc.claim(MEMBER, POOL, "w1", None, 0, None)
+    with pytest.raises(LeaseTokenMismatch):
+        rig.svc.claim(as_lease("x"), POOL, "w1", None, 0, None)
+    with pytest.raises(NotFound):
+        rig.svc.claim(WORKER, "nope", "w1", None, 0, None)
+    assert len(rig.store.queue_candidates(POOL, 10)) == 1
+
+
+def test_start_moves_a_dispatched_lease_to_running_and_again_changes_nothing(rig: Rig) -> None:
+    won = rig.claimed()
+    rig.advance(4)
+    started = rig.svc.start(as_lease(won.lease.id), won.lease.id)
+    assert (started.state, started.started_at) == (LeaseState.RUNNING, T0 + 4000)
+    assert started.deadline == T0 + 4000 + 375_000
+    assert rig.lease(won.lease.id).state is LeaseState.RUNNING
+    rig.advance(4)
+    again = rig.svc.start(as_lease(won.lease.id), won.lease.id)
+    assert again == rig.lease(won.lease.id)
+    assert again.started_at == T0 + 4000
+    assert rig.types(won.lease.task_id or "").count("lease.started") == 1
+
+
+def test_start_of_a_pending_lease_is_an_invalid_transition(rig: Rig) -> None:
+    _, lease = rig.task()
+    assert lease is not None
+    with pytest.raises(InvalidTransition):
+        rig.svc.start(as_lease(lease.id), lease.id)
+
+
+def test_first_heartbeat_starts_a_dispatched_lease(rig: Rig) -> None:
+    won = rig.claimed()
+    rig.advance(10)
+    beat = rig.svc.heartbeat(as_lease(won.lease.id), won.lease.id, None)
+    assert (beat.lease.state, beat.revoke) == (LeaseState.RUNNING, None)
+    stored = rig.lease(won.lease.id)
+    assert (stored.state, stored.started_at) == (LeaseState.RUNNING, T0 + 10_000)
+    assert stored.deadline == T0 + 10_000 + 375_000
+    events = rig.events(won.lease.task_id or "")
+    assert (events[-1].type, events[-1].data) == ("lease.started", {"by": "heartbeat"})
+
+
+def test_steady_heartbeats_write_the_lease_at_most_once_per_quarter_toleration(rig: Rig) -> None:
+    won = rig.claimed()
+    me, lid = as_lease(won.lease.id), won.lease.id
+    rig.svc.start(me, lid)
+    lease_writes: list[int] = []
+    for _ in range(90):  # 15 minutes of 10 s heartbeats on a 300 s toleration
+        rig.advance(10)
+        before = len(rig.store.writes)
+        beat = rig.svc.heartbeat(me, lid, None)
+        new = rig.store.writes[before:]
+        assert new.count("renew") + new.count("commit") <= 1
+        assert len(new) <= 1, f"one heartbeat wrote {new}"
+        if "renew" in new:
+            lease_writes.append(rig.clock.now_ms())
+        assert beat.lease.state is LeaseState.RUNNING and beat.revoke is None
+        assert rig.lease(lid).deadline >= rig.clock.now_ms() + 300_000  # type: ignore[operator]
+    gaps = [b - a for a, b in itertools.pairwise(lease_writes)]
+    assert lease_writes and min(gaps) >= 75_000
+    assert len(lease_writes) <= 900 // 75
+
+
+def test_heartbeat_with_lease_seconds_resets_the_toleration_of_that_lease(rig: Rig) -> None:
+    won = rig.claimed()
+    me, lid = as_lease(won.lease.id), won.lease.id
+    rig.svc.start(me, lid)
+    rig.advance(10)
+    beat = rig.svc.heartbeat(me, lid, 3600)
+    stored = rig.lease(lid)
+    assert stored.lease_seconds == 3600
+    assert stored.deadline == rig.clock.now_ms() + 4500_000
+    assert beat.lease.deadline == stored.deadline
+
+
+def test_heartbeat_answers_the_revoke_signal_of_each_state(rig: Rig) -> None:
+    paused = rig.running("w1")
+    cancelled = rig.running("w2")
+    killed = rig.running("w3")
+    rig.svc.pause(MEMBER, paused.id)
+    rig.svc.cancel(MEMBER, cancelled.id)
+    rig.svc.kill(MEMBER, killed.id)
+    answers = {
+        lease.id: rig.svc.heartbeat(as_lease(lease.id), lease.id, None).revoke
+        for lease in (paused, cancelled, killed)
+    }
+    assert answers == {
+        paused.id: Revoke.PAUSE,
+        cancelled.id: Revoke.CANCEL,
+        killed.id: Revoke.KILL,
+    }
+    rig.svc.resume(MEMBER, paused.id)
+    assert rig.svc.heartbeat(as_lease(paused.id), paused.id, None).revoke is None
+
+
+def test_heartbeat_on_a_finished_lease_is_an_invalid_transition(rig: Rig) -> None:
+    lease = rig.running()
+    rig.svc.complete(as_lease(lease.id), lease.id, {"outcome": "success"})
+    with pytest.raises(InvalidTransition):
+        rig.svc.heartbeat(as_lease(lease.id), lease.id, None)
+
+
+def test_heartbeat_on_another_lease_is_a_lease_token_mismatch(rig: Rig) -> None:
+    one, two = rig.running("w1"), rig.running("w2")
+    with pytest.raises(LeaseTokenMismatch):
+        rig.svc.heartbeat(as_lease(one.id), two.id, None)
+    with pytest.raises(Forbidden):
+        rig.svc.heartbeat(MEMBER, two.id, None)
+
+
+def test_claim_and_heartbeat_mark_the_worker_seen(rig: Rig) -> None:
+    won = rig.claimed("w1")
+    seen = rig.store.get_worker(POOL, "w1")
+    assert seen is not None and (seen.last_seen, seen.worker_version) == (T0, "1.0")
+    rig.advance(40)
+    rig.svc.heartbeat(as_lease(won.lease.id), won.lease.id, None)
+    rig.advance(40)
+    rig.svc.heartbeat(as_lease(won.lease.id), won.lease.id, None)
+    seen = rig.store.get_worker(POOL, "w1")
+    assert seen is not None and seen.last_seen >= T0 + 40_000
+
+
+def _answers(rig: Rig, worker_id: str, leases: list[tuple[str, int]]) -> dict[str, object]:
+    return {lid: answer for lid, _, answer in rig.svc.worker_heartbeat(WORKER, worker_id, leases)}
+
+
+def test_worker_heartbeat_renews_every_lease_it_holds(rig: Rig) -> None:
+    one, two = rig.running("w1"), rig.running("w1")
+    rig.advance(100)
+    answers = _answers(rig, "w1", [(one.id, one.fence), (two.id, two.fence)])
+    for lease in (one, two):
+        beat = answers[lease.id]
+        assert isinstance(beat, Beat)
+        assert (beat.lease.state, beat.revoke) == (LeaseState.RUNNING, None)
+        assert rig.lease(lease.id).deadline == T0 + 100_000 + 375_000
+
+
+def test_worker_heartbeat_with_a_wrong_fence_marks_that_lease_stale_and_renews_the_others(
+    rig: Rig,
+) -> None:
+    one, two = rig.running("w1"), rig.running("w1")
+    rig.advance(100)
+    answers = _answers(rig, "w1", [(one.id, one.fence + 1), (two.id, two.fence)])
+    assert isinstance(answers[one.id], StaleLease)
+    assert answers[one.id].code == "stale_lease"  # type: ignore[attr-defined]
+    assert isinstance(answers[two.id], Beat)
+    assert rig.lease(two.id).deadline == T0 + 100_000 + 375_000
+    assert rig.lease(one.id).deadline == one.deadline  # not renewed
+    assert rig.lease(one.id).state is LeaseState.RUNNING
+    stale = [e for e in rig.events(one.task_id or "") if e.type == "lease.stale_report"]
+    assert [(e.lease_id, e.data["fence"]) for e in stale] == [(one.id, one.fence + 1)]
+
+
+def test_worker_heartbeat_refuses_leases_of_another_worker_and_unknown_ones(rig: Rig) -> None:
+    mine, theirs = rig.running("w1"), rig.running("w2")
+    answers = _answers(rig, "w1", [(mine.id, 1), (theirs.id, 1), ("lease_nope", 1)])
+    assert isinstance(answers[mine.id], Beat)
+    assert isinstance(answers[theirs.id], StaleLease)
+    assert isinstance(answers["lease_nope"], LeaseNotFound)
+    assert rig.lease(theirs.id).worker_id == "w2"
+
+
+def test_worker_heartbeat_answers_revoke_signals(rig: Rig) -> None:
+    one, two = rig.running("w1"), rig.running("w1")
+    rig.svc.kill(MEMBER, one.id)
+    answers = _answers(rig, "w1", [(one.id, 1), (two.id, 1)])
+    killed, running = answers[one.id], answers[two.id]
+    assert isinstance(killed, Beat) and isinstance(running, Beat)
+    assert (killed.revoke, running.revoke) == (Revoke.KILL, None)
+
+
+def _workers(rig: Rig) -> dict[str, tuple[bool, list[str]]]:
+    return {
+        view.worker.worker_id: (view.reachable, [x.id for x in view.leases])
+        for view in rig.svc.list_workers(READER, POOL)
+    }
+
+
+def test_a_worker_heartbeating_every_renew_is_always_reachable_and_shows_its_leases(
+    rig: Rig,
+) -> None:
+    one, two = rig.running("w1"), rig.running("w1")
+    for step in range(60):
+        rig.advance(10)
+        if step % 2:
+            rig.svc.heartbeat(as_lease(one.id), one.id, None)
+            rig.svc.heartbeat(as_lease(two.id), two.id, None)
+        else:
+            rig.svc.worker_heartbeat(WORKER, "w1", [(one.id, 1), (two.id, 1)])
+        assert _workers(rig) == {"w1": (True, [one.id, two.id])}
+
+
+def test_a_worker_not_heard_from_for_longer_than_grace_is_unreachable(rig: Rig) -> None:
+    lease = rig.running("w1")
+    assert rig.svc.claim(WORKER, POOL, "idle", None, 0, None) is None  # a claim is a sign of life
+    rig.advance(50)
+    assert _workers(rig) == {"idle": (True, []), "w1": (True, [lease.id])}
+    rig.advance(1)
+    assert _workers(rig) == {"idle": (False, []), "w1": (False, [lease.id])}
+    rig.svc.heartbeat(as_lease(lease.id), lease.id, None)
+    assert _workers(rig)["w1"] == (True, [lease.id])
+
+
+def test_a_finished_lease_is_no_longer_listed_under_its_worker(rig: Rig) -> None:
+    lease = rig.running("w1")
+    rig.svc.complete(as_lease(lease.id), lease.id, {})
+    assert _workers(rig) == {"w1": (True, [])}
+
+
+def test_worker_heartbeat_refuses_a_lease_of_a_pool_the_token_may_not_use(rig: Rig) -> None:
+    lease = rig.running("w1")
+    narrow = Principal(kind="worker", token_id="w", pools=("deployers",))
+    rig.advance(200)
+    [(_, _, answer)] = rig.svc.worker_heartbeat(narrow, "w1", [(lease.id, 1)])
+    assert isinstance(answer, Forbidden)
+    assert rig.lease(lease.id).deadline == lease.deadline
+
+
+class _StaleQueueIndex:
+    """The queue index still lists a lease that was claimed (a GSI converges later)."""
+
+    def __init__(self, rig: Rig, ghost: str, reads_until_converged: int) -> None:
+        self.rig, self.ghost, self.left = rig, ghost, reads_until_converged
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.rig.store, name)
+
+    def queue_candidates(self, pool: str, limit: int) -> list[str]:
+        self.reads += 1
+        fresh = self.rig.store.queue_candidates(pool, limit)
+        if self.left > 0:
+            self.left -= 1
+            return [self.ghost, *fresh][:limit]
+        return fresh
+
+
+def test_a_claim_that_finds_nothing_claimable_does_not_spin_on_a_stale_queue_index(
+    rig: Rig,
+) -> None:
+    ghost = rig.claimed("w1").lease.id  # claimed: no longer claimable, but still indexed
+    stale = _StaleQueueIndex(rig, ghost, reads_until_converged=1000)
+    rig.svc.store = stale  # type: ignore[assignment]
+    assert rig.svc.claim(WORKER, POOL, "w2", None, 0, None) is None
+    assert stale.reads <= 5, f"a claim with wait_seconds=0 read the queue {stale.reads} times"
