@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from tenure.core.errors import AlreadyExists, Conflict, NotFound, ValidationFailed
+from tenure.core.errors import AlreadyExists, CeilingReached, Conflict, NotFound, ValidationFailed
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
 from tenure.core.ports import Change, LeasePage, SweeperState
 from tenure.core.states import REPORTABLE, LeaseState
@@ -90,6 +90,7 @@ class FakeStore:
         self.task_seq: dict[str, int] = {}
         self.workflows: dict[tuple[str, str], Workflow] = {}
         self.pools: dict[str, Pool] = {}
+        self.active: dict[tuple[str, str], int] = {}  # ceiling counters (pool/space rows)
         self.tokens: dict[str, Token] = {}
         self.token_names: dict[str, str] = {}
         self.tasks: dict[str, Task] = {}
@@ -243,6 +244,17 @@ class FakeStore:
         reasons = self._failed_conditions(change)
         if reasons:
             raise Conflict("a conditional write lost", reasons=reasons)
+        full = [
+            f"{c.scope} {c.name} is full"
+            for c in change.ceilings
+            if c.delta > 0
+            and c.limit is not None
+            and self.active.get((c.scope, c.name), 0) >= c.limit
+        ]
+        if full:
+            raise CeilingReached("a ceiling is full", reasons=full)
+        for c in change.ceilings:
+            self.active[(c.scope, c.name)] = self.active.get((c.scope, c.name), 0) + c.delta
         for lw in change.leases:
             old_row = self.lease_rows.get(lw.new.id)
             new = _stored(lw.new)
@@ -258,6 +270,10 @@ class FakeStore:
             task = _stored(tw.new)
             self.tasks[task.id] = task
             self._react(task_event(old_task, task))
+
+    def held_count(self, scope: str, name: str) -> int:
+        self.writes.append("read-held")
+        return self.active.get((scope, name), 0)
 
     def _failed_conditions(self, change: Change) -> list[str]:
         reasons: list[str] = []

@@ -200,7 +200,9 @@ def list_leases(
 
 @app.get(f"{BASE}/leases/<lease_id>")
 def get_lease(lease_id: str) -> Response[Any]:
-    return _json(v.lease_view(_svc().get_lease(_actor(), lease_id)))
+    svc = _svc()
+    lease = svc.get_lease(_actor(), lease_id)
+    return _json(v.lease_view(lease, svc.queued_condition(lease)))
 
 
 @app.post(f"{BASE}/leases/<lease_id>/cancel")

@@ -24,7 +24,8 @@ def queued_condition(lease: Lease) -> str | None:
     return None
 
 
-def lease_view(lease: Lease) -> dict[str, Any]:
+def lease_view(lease: Lease, condition: str | None = None) -> dict[str, Any]:
+    """`condition` overrides the state-derived queued_condition (the service knows ceilings)."""
     return {
         "id": lease.id,
         "state": lease.state.value,
@@ -38,7 +39,7 @@ def lease_view(lease: Lease) -> dict[str, Any]:
         "job_id": lease.job_id,
         "worker_id": lease.worker_id,
         "worker_version": lease.worker_version,
-        "queued_condition": queued_condition(lease),
+        "queued_condition": condition or queued_condition(lease),
         "revoke": lease.revoke.value if lease.revoke else None,
         "end_reason": lease.end_reason.value if lease.end_reason else None,
         "outcome": lease.outcome,

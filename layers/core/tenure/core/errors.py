@@ -76,3 +76,9 @@ class Conflict(TenureError):
     """
 
     code = "conflict"
+
+
+class CeilingReached(Conflict):
+    """A claim's write lost only because a pool's or space's ceiling is full (not a race)."""
+
+    code = "ceiling_reached"

@@ -51,6 +51,16 @@ class TaskWrite:
 
 
 @dataclass(frozen=True)
+class Ceiling:
+    """Moves a pool's or space's count of held leases; +1 lands only while below `limit`."""
+
+    scope: str  # "pool" | "space"
+    name: str
+    delta: int
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
 class Change:
     """Everything one transition writes; committed all together or not at all.
 
@@ -61,6 +71,7 @@ class Change:
     leases: list[LeaseWrite] = field(default_factory=list)
     jobs: list[JobWrite] = field(default_factory=list)
     tasks: list[TaskWrite] = field(default_factory=list)
+    ceilings: list[Ceiling] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -116,4 +127,8 @@ class Store(Protocol):
         ...
 
     def get_sweeper_state(self) -> SweeperState: ...
+    def held_count(self, scope: str, name: str) -> int:
+        """How many held leases a ceiling's counter says the pool or space has."""
+        ...
+
     def put_sweeper_state(self, state: SweeperState, expect_last: int | None) -> None: ...

@@ -8,6 +8,7 @@ from typing import Any
 from tenure.core import authz, rules
 from tenure.core.errors import (
     AlreadyExists,
+    CeilingReached,
     Conflict,
     InvalidTransition,
     LeaseNotFound,
@@ -33,6 +34,7 @@ from tenure.core.model import (
     task_status,
 )
 from tenure.core.ports import (
+    Ceiling,
     Change,
     Clock,
     Ids,
@@ -106,6 +108,7 @@ class LeaseService:
         self.clock = clock
         self.ids = ids
         self._pools: dict[str, tuple[int, Pool]] = {}
+        self._spaces: dict[str, tuple[int, Space]] = {}
         self._seen: dict[tuple[str, str], tuple[int, str | None]] = {}
 
     # ----------------------------------------------------------------- set-up resources
@@ -235,7 +238,7 @@ class LeaseService:
             created_at=self.clock.now_ms(),
         )
         if target is None:
-            self.store.commit(Change(tasks=[TaskWrite(task, create=True)]))
+            self._commit(Change(tasks=[TaskWrite(task, create=True)]))
             return task, None
         task, lease = self._open_run(task, target, create_task=True, expect_job_id=None)
         return task, lease
@@ -339,7 +342,13 @@ class LeaseService:
                 fresh = [lease_id for lease_id in seen if lease_id not in tried]
                 for lease_id in self.ids.shuffle(fresh[:CLAIM_CANDIDATES]):
                     tried.add(lease_id)
-                    won = self._try_claim(lease_id, pool, worker_id, worker_version, lease_seconds)
+                    try:
+                        won = self._try_claim(
+                            lease_id, pool, worker_id, worker_version, lease_seconds
+                        )
+                    except CeilingReached:
+                        fresh = []  # full: nothing is claimable until a held lease ends
+                        break
                     if won is not None:
                         return won
             if fresh and len(tried) < MAX_CLAIM_TRIES:
@@ -378,12 +387,44 @@ class LeaseService:
             due_at=rules.fresh_deadline(now, tol_ms),
         )
         data = {"worker_id": worker_id, "worker_version": worker_version}
-        new = _moved(lease, new, "lease.claimed", data, now)
+        ceilings = self._ceilings(pool)
+        counted = tuple(f"{c.scope}:{c.name}" for c in ceilings) or None
+        new = _moved(lease, replace(new, counted=counted), "lease.claimed", data, now)
         try:
-            self._write(lease, new)
+            self._commit(Change(leases=[LeaseWrite(new, expect=_at(lease))], ceilings=ceilings))
+        except CeilingReached:
+            raise
         except Conflict:
             return None
         return Claimed(lease=new, token=token, pool=pool)
+
+    def _ceilings(self, pool: Pool) -> list[Ceiling]:
+        """The counters a claim in `pool` must stay under (DESIGN §4: unlimited unless set)."""
+        found = []
+        if pool.max_active is not None:
+            found.append(Ceiling("pool", pool.name, +1, pool.max_active))
+        space = self._space_cached(pool.space)
+        if space.max_active is not None:
+            found.append(Ceiling("space", space.key, +1, space.max_active))
+        return found
+
+    def queued_condition(self, lease: Lease) -> str | None:
+        """What a lease that has not started is waiting on (DESIGN §10's queued_condition)."""
+        if lease.state is LeaseState.PENDING:
+            pool = self._pool(lease.pool)
+            if pool.paused:
+                return "pool_paused"
+            return self._full(pool) or "awaiting_agent"
+        if lease.state in (LeaseState.DISPATCHING, LeaseState.DISPATCHED):
+            return "starting"
+        return None
+
+    def _full(self, pool: Pool) -> str | None:
+        """Which ceiling keeps `pool` from handing out a lease now, if any."""
+        for ceiling in self._ceilings(pool):
+            if self.store.held_count(ceiling.scope, ceiling.name) >= (ceiling.limit or 0):
+                return f"{ceiling.scope}_full"
+        return None
 
     def start(self, actor: Principal, lease_id: str) -> Lease:
         lease = self._own_lease(actor, lease_id)
@@ -548,7 +589,7 @@ class LeaseService:
                 raise StaleLease(f"fence {fence} of lease {lease.id} is not current")
             try:
                 change = self._final_change(lease, kind, body, outcome, fp, report_id)
-                self.store.commit(change)
+                self._commit(change)
                 return change.leases[0].new
             except Conflict:  # the lease (or its job) moved on meanwhile: judge it afresh
                 lease = self._lease(lease_id)
@@ -642,7 +683,7 @@ class LeaseService:
         """
         try:
             change = self._expiry_change(lease, pool, self.clock.now_ms())
-            self.store.commit(change)
+            self._commit(change)
         except Conflict:
             return None
         return change.leases[0].new
@@ -769,7 +810,7 @@ class LeaseService:
             created_at=now,
         )
         task = task.with_job(job_id)
-        self.store.commit(
+        self._commit(
             Change(
                 leases=[LeaseWrite(lease)],
                 jobs=[JobWrite(job)],
@@ -792,7 +833,22 @@ class LeaseService:
 
     def _write(self, old: Lease, new: Lease) -> None:
         """One conditional write: `new` lands only if the row still holds old's state and fence."""
-        self.store.commit(Change(leases=[LeaseWrite(new, expect=(old.state, old.fence))]))
+        self._commit(Change(leases=[LeaseWrite(new, expect=(old.state, old.fence))]))
+
+    def _commit(self, change: Change) -> None:
+        """Commit, giving back the ceiling slots of every counted lease that ends here."""
+        freed = [
+            Ceiling(scope, name, -1)
+            for write in change.leases
+            if write.new.state.terminal
+            and write.new.counted
+            and write.expect is not None
+            and write.expect[0] in REPORTABLE
+            for scope, _, name in (entry.partition(":") for entry in write.new.counted)
+        ]
+        if freed:
+            change = replace(change, ceilings=[*change.ceilings, *freed])
+        self.store.commit(change)
 
     def _refuse_if_stale(self, lease: Lease, what: str) -> None:
         if lease.superseded:
@@ -845,6 +901,15 @@ class LeaseService:
         space = self.store.get_space(key)
         if space is None:
             raise NotFound(f"space {key!r} does not exist")
+        return space
+
+    def _space_cached(self, key: str) -> Space:
+        now = self.clock.now_ms()
+        cached = self._spaces.get(key)
+        if cached is not None and now - cached[0] < POOL_CACHE_MS:
+            return cached[1]
+        space = self._space(key)
+        self._spaces[key] = (now, space)
         return space
 
     def _pool(self, name: str) -> Pool:

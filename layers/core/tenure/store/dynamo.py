@@ -13,9 +13,9 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from tenure.core.errors import AlreadyExists, Conflict, NotFound, ValidationFailed
+from tenure.core.errors import AlreadyExists, CeilingReached, Conflict, NotFound, ValidationFailed
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
-from tenure.core.ports import Change, LeasePage, SweeperState
+from tenure.core.ports import Ceiling, Change, LeasePage, SweeperState
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.store import items
 from tenure.store import keys as k
@@ -394,10 +394,39 @@ class DynamoStore:
                 ops.append(
                     self._put_op(item, k.TASK_JOB_IS, values=_values(expect_job=tw.expect_job_id))
                 )
+        first_ceiling = len(ops)
+        for ceiling in change.ceilings:
+            ops.append(self._ceiling_op(ceiling))
         if len(ops) == 1:
             self._put_single(ops[0]["Put"])
-        else:
+            return
+        try:
             self._transact(ops)
+        except Conflict as lost:
+            reasons = lost.details.get("reasons") or []
+            if any(r == "ConditionalCheckFailed" for r in reasons[first_ceiling:]) and not any(
+                r == "ConditionalCheckFailed" for r in reasons[:first_ceiling]
+            ):
+                raise CeilingReached("a ceiling is full", **lost.details) from lost
+            raise
+
+    def _ceiling_op(self, ceiling: Ceiling) -> dict[str, Any]:
+        key = k.pool_key(ceiling.name) if ceiling.scope == "pool" else k.space_key(ceiling.name)
+        update: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": _dump(key),
+            "UpdateExpression": f"ADD {k.ACTIVE} :delta",
+            "ExpressionAttributeValues": _values(delta=ceiling.delta),
+        }
+        if ceiling.delta > 0 and ceiling.limit is not None:
+            update["ConditionExpression"] = k.BELOW_CEILING
+            update["ExpressionAttributeValues"].update(_values(limit=ceiling.limit))
+        return {"Update": update}
+
+    def held_count(self, scope: str, name: str) -> int:
+        key = k.pool_key(name) if scope == "pool" else k.space_key(name)
+        row = self._get(key, consistent=False)
+        return int((row or {}).get(k.ACTIVE, 0))
 
     def _put_op(
         self,

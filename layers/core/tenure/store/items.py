@@ -30,7 +30,7 @@ _ENUMS: dict[str, type[Enum]] = {
     "report_kind": ReportKind,
 }
 # Attributes kept as tuples in entities (lists in rows).
-_TUPLES = {"spaces", "pools"}
+_TUPLES = {"spaces", "pools", "counted"}
 
 
 def _row(entity: Any) -> dict[str, Any]:

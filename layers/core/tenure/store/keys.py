@@ -163,5 +163,9 @@ TASK_HAS_NO_JOB = "attribute_exists(PK) AND attribute_not_exists(job_id)"
 EXISTS = "attribute_exists(PK)"
 
 STATE_NAMES = {"#state": "state"}
+# Ceilings: a held-lease counter on the pool or space row; a claim may add one only below the
+# limit, in the same transaction as the lease it takes.
+ACTIVE = "active"
+BELOW_CEILING = "attribute_not_exists(active) OR active < :limit"
 # One sweeper pass at a time: a pass claims the slot only from the last pass it read.
 SWEEP_AFTER = "last_pass_at = :expect_last"
