@@ -34,6 +34,8 @@ def use_local_credentials() -> None:
     for name, value in LOCAL_CREDENTIALS.items():
         os.environ.setdefault(name, value)
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    # botocore would send stream calls to a per-account host that moto does not know.
+    os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
 
 
 def find_jar(cache_dir: Path) -> Path | None:

@@ -62,13 +62,7 @@ class Stack:
         wiring.build_service(store).bootstrap_admin(admin_token)
         self.door = FrontDoor("127.0.0.1", self.port).start()
         threading.Thread(target=self._sweep_loop, daemon=True).start()
-        if engine == "dynamodb-local":
-            threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()
-        else:
-            print(
-                "WARNING: moto has no DynamoDB streams API: timeline events are not written",
-                file=sys.stderr,
-            )
+        threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()
         info = {
             "api": f"http://127.0.0.1:{self.door.port}/api/v1",
             "dynamodb": {"engine": engine, "endpoint": endpoint},
