@@ -1,0 +1,557 @@
+"""The store contract, written once: tests/aws runs it on moto, tests/conformance on DynamoDB Local.
+
+A test module subclasses `StoreContract` and provides a `make_rig` fixture: a callable that
+returns a `ContractRig` on a fresh table of its engine.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+from tenure.core.errors import AlreadyExists, Conflict, NotFound, StaleLease, ValidationFailed
+from tenure.core.model import Lease, Pool, Task, Token, Workflow
+from tenure.core.ports import Change, JobWrite, LeaseWrite
+from tenure.core.rules import hash_token
+from tenure.core.service import Claimed, LeaseService
+from tenure.core.states import LeaseState, PoolKind
+from tenure.reactor import react
+from tenure.store.dynamo import DynamoStore
+from tenure.wiring import ManualClock
+
+from tests.conftest import ADMIN, WORKER, lease_principal
+
+SPACE = "OPS"
+OTHER_SPACE = "SEC"
+ALPHA, BETA, GAMMA = "alpha", "beta", "gamma"  # alpha and beta in OPS, gamma in SEC
+TOLERATION_MS = 300_000  # the pool default (DESIGN §4)
+
+
+@dataclass
+class ContractRig:
+    store: DynamoStore
+    clock: ManualClock
+    svc: LeaseService
+    drain: Callable[[], int]  # deliver the table's stream to the reactor (timeline events)
+    records: Callable[[], list[dict[str, Any]]]  # every stream record so far, for re-delivery
+
+
+MakeRig = Callable[[], ContractRig]
+
+
+def read_stream(ddb: Any, streams: Any, table: str) -> list[dict[str, Any]]:
+    """Every record on the table's stream, read from the start of each shard."""
+    arn = ddb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    shards = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    records: list[dict[str, Any]] = []
+    for shard in shards:
+        iterator = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        while iterator:
+            out = streams.get_records(ShardIterator=iterator, Limit=1000)
+            if not out.get("Records"):
+                break
+            records.extend(out["Records"])
+            iterator = out.get("NextShardIterator")
+    return records
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def world(r: ContractRig) -> None:
+    make_world(r.svc)
+
+
+def make_world(svc: LeaseService) -> None:
+    """Spaces OPS and SEC; pools alpha and beta in OPS, gamma in SEC (pool defaults)."""
+    svc.create_space(ADMIN, SPACE, "Operations", None)
+    svc.create_space(ADMIN, OTHER_SPACE, "Security", None)
+    for name, space in ((ALPHA, SPACE), (BETA, SPACE), (GAMMA, OTHER_SPACE)):
+        svc.create_pool(ADMIN, Pool(name=name, space=space, kind=PoolKind.COMMAND, created_at=0))
+
+
+def enqueue(r: ContractRig, pool: str = ALPHA, space: str = SPACE) -> tuple[Task, Lease]:
+    task, lease = r.svc.create_task(ADMIN, space, f"work for {pool}", None, None, {}, pool, None)
+    assert lease is not None
+    return task, lease
+
+
+def claim(r: ContractRig, pool: str = ALPHA, worker: str = "w-1") -> Claimed:
+    won = r.svc.claim(WORKER, pool, worker, "1.0", 0, None)
+    assert won is not None, f"nothing to claim in {pool}"
+    return won
+
+
+def stored(r: ContractRig, lease_id: str) -> Lease:
+    lease = r.store.get_lease(lease_id)
+    assert lease is not None, f"lease {lease_id} has no row"
+    return lease
+
+
+def timeline_of(r: ContractRig, task: Task) -> list[tuple[int, str, str | None, int | None]]:
+    r.drain()
+    return [(e.at, e.type, e.lease_id, e.fence) for e in r.store.timeline("task", task.id, None)]
+
+
+def walk(
+    r: ContractRig, limit: int, state: LeaseState | None = None, pool: str | None = None
+) -> tuple[list[str], list[int]]:
+    """Every page of list_leases until next_cursor is null: (ids in order, page sizes)."""
+    ids: list[str] = []
+    sizes: list[int] = []
+    cursor: str | None = None
+    for _ in range(200):
+        page = r.store.list_leases(SPACE, limit, cursor, state, pool)
+        ids.extend(lease.id for lease in page.leases)
+        sizes.append(len(page.leases))
+        assert all(
+            (state is None or lease.state is state) and (pool is None or lease.pool == pool)
+            for lease in page.leases
+        )
+        cursor = page.next_cursor
+        if cursor is None:
+            return ids, sizes
+    raise AssertionError("list_leases never handed back a null cursor")
+
+
+def _cursor(doc: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
+
+
+# ----------------------------------------------------------------------------- contract
+
+
+class StoreContract:
+    # ---------------------------------------------------------- conditional lease writes
+
+    def test_lease_write_expecting_the_wrong_state_is_refused_and_changes_nothing(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        before = stored(r, lease.id)
+        moved = replace(before, state=LeaseState.DISPATCHED, worker_id="intruder", version=2)
+        with pytest.raises(Conflict):
+            r.store.commit(Change(leases=[LeaseWrite(moved, expect=(LeaseState.RUNNING, 1))]))
+        assert stored(r, lease.id) == before
+        assert r.store.queue_candidates(ALPHA, 10) == [lease.id]
+
+    def test_lease_write_expecting_an_older_fence_is_refused_and_changes_nothing(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        won = claim(r)
+        before = stored(r, lease.id)
+        assert before.fence == 1
+        ended = replace(before, state=LeaseState.COMPLETED, version=before.version + 1)
+        with pytest.raises(Conflict):
+            r.store.commit(Change(leases=[LeaseWrite(ended, expect=(LeaseState.DISPATCHED, 0))]))
+        with pytest.raises(Conflict):
+            r.store.commit(Change(leases=[LeaseWrite(ended, expect=(LeaseState.DISPATCHED, 2))]))
+        after = stored(r, lease.id)
+        assert after == before
+        assert after.state is LeaseState.DISPATCHED
+        assert after.token_hash == hash_token(won.token)
+
+    def test_transaction_with_one_failed_condition_writes_none_of_its_rows(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        claim(r)
+        held = stored(r, lease.id)
+        job = r.store.get_job(held.job_id)
+        assert job is not None and job.fence == 1
+        # The lease's condition holds; the job's (fence 7) does not: nothing may land.
+        ended = replace(held, state=LeaseState.LOST, version=held.version + 1)
+        successor = replace(held, id="lease_successor", state=LeaseState.PENDING, fence=2)
+        change = Change(
+            leases=[LeaseWrite(ended, expect=(held.state, held.fence)), LeaseWrite(successor)],
+            jobs=[JobWrite(replace(job, fence=2, lease_id=successor.id), expect_fence=7)],
+        )
+        with pytest.raises(Conflict):
+            r.store.commit(change)
+        assert stored(r, lease.id) == held
+        assert r.store.get_lease("lease_successor") is None
+        assert r.store.get_job(job.id) == job
+        assert r.store.queue_candidates(ALPHA, 10) == []
+
+    def test_renew_and_deadline_move_refuse_a_lease_that_moved_on(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        claim(r)
+        held = stored(r, lease.id)
+        later = replace(held, deadline=(held.deadline or 0) + 60_000, due_at=held.deadline)
+        with pytest.raises(Conflict):
+            r.store.renew(later, expect=(LeaseState.RUNNING, held.fence))
+        with pytest.raises(Conflict):
+            r.store.renew(later, expect=(held.state, held.fence + 1))
+        with pytest.raises(Conflict):
+            r.store.move_deadline(later, expect=(LeaseState.PENDING, held.fence))
+        assert stored(r, lease.id) == held
+        r.store.renew(later, expect=(held.state, held.fence))
+        assert stored(r, lease.id).deadline == later.deadline
+
+    # ------------------------------------------------------------------ creation
+
+    def test_creating_a_lease_writes_it_once_and_a_second_create_is_refused(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        first = stored(r, lease.id)
+        twin = replace(first, id=f"{lease.id}x", created_at=first.created_at + 5)
+        r.store.commit(Change(leases=[LeaseWrite(twin)]))
+        assert stored(r, twin.id) == twin
+        again = replace(first, worker_id="someone", attempt=9)
+        with pytest.raises(Conflict):
+            r.store.commit(Change(leases=[LeaseWrite(again)]))
+        assert stored(r, lease.id) == first
+
+    def test_spaces_pools_and_workflows_are_created_once(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        world(r)
+        ops = r.store.get_space(SPACE)
+        alpha = r.store.get_pool(ALPHA)
+        assert ops is not None and alpha is not None
+        with pytest.raises(AlreadyExists):
+            r.store.put_space(replace(ops, name="Hijacked"))
+        with pytest.raises(AlreadyExists):
+            r.store.put_pool(replace(alpha, space=OTHER_SPACE, toleration_seconds=5))
+        wf = Workflow(space=SPACE, slug="triage", name="Triage", created_at=1)
+        r.store.put_workflow(wf)
+        with pytest.raises(AlreadyExists):
+            r.store.put_workflow(replace(wf, name="Other"))
+        assert r.store.get_space(SPACE) == ops
+        assert r.store.get_pool(ALPHA) == alpha
+        assert r.store.get_workflow(SPACE, "triage") == wf
+        assert {p.name for p in r.store.list_pools()} == {ALPHA, BETA, GAMMA}
+
+    def test_token_names_are_unique_and_a_refused_token_leaves_no_trace(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        first = Token(id="tok_1", name="ci", kind="operator", token_hash="h1", created_at=1)
+        r.store.put_token(first)
+        same_name = replace(first, id="tok_2", token_hash="h2")
+        with pytest.raises(AlreadyExists):
+            r.store.put_token(same_name)
+        assert r.store.get_token("h2") is None
+        # The same secret under a new name is refused too, and does not reserve the name.
+        same_hash = replace(first, id="tok_3", name="deploy")
+        with pytest.raises(AlreadyExists):
+            r.store.put_token(same_hash)
+        assert r.store.get_token("h1") == first
+        r.store.put_token(replace(first, id="tok_4", name="deploy", token_hash="h4"))
+        stored_token = r.store.get_token("h4")
+        assert stored_token is not None and stored_token.name == "deploy"
+
+    def test_task_numbers_count_up_per_space_and_need_an_existing_space(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        assert [r.store.next_task_number(SPACE) for _ in range(3)] == [1, 2, 3]
+        assert r.store.next_task_number(OTHER_SPACE) == 1
+        assert r.store.next_task_number(SPACE) == 4
+        with pytest.raises(NotFound):
+            r.store.next_task_number("NOPE")
+        assert r.store.get_space("NOPE") is None
+        task, _ = enqueue(r, space=OTHER_SPACE, pool=GAMMA)
+        assert task.key == f"{OTHER_SPACE}-2"
+        stored_task = r.store.get_task(task.id)
+        assert stored_task is not None and stored_task.key == f"{OTHER_SPACE}-2"
+
+    # ------------------------------------------------------------------- the queue
+
+    def test_queue_holds_only_pending_leases_of_its_pool_oldest_first(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        alpha_ids = []
+        for _ in range(4):
+            alpha_ids.append(enqueue(r, ALPHA)[1].id)
+            enqueue(r, BETA)
+            r.clock.advance(1)
+        assert r.store.queue_candidates(ALPHA, 16) == alpha_ids
+        assert r.store.queue_candidates(ALPHA, 2) == alpha_ids[:2]
+        assert len(r.store.queue_candidates(BETA, 16)) == 4
+        assert r.store.queue_candidates(GAMMA, 16) == []
+        # A held lease and a cancelled one leave it; the order of the rest is kept.
+        won = claim(r, ALPHA)
+        cancelled = next(i for i in alpha_ids if i != won.lease.id)
+        r.svc.cancel(ADMIN, cancelled)
+        rest = [i for i in alpha_ids if i not in (won.lease.id, cancelled)]
+        assert r.store.queue_candidates(ALPHA, 16) == rest
+        assert stored(r, won.lease.id).state is LeaseState.DISPATCHED
+        assert stored(r, cancelled).state is LeaseState.CANCELLED
+        assert all(stored(r, i).state is LeaseState.PENDING for i in rest)
+
+    def test_claim_takes_the_lease_out_of_the_queue_and_stores_only_the_token_hash(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        won = claim(r)
+        assert won.lease.id == lease.id
+        assert r.store.queue_candidates(ALPHA, 16) == []
+        assert r.svc.claim(WORKER, ALPHA, "w-2", None, 0, None) is None
+        row = stored(r, lease.id)
+        assert row.state is LeaseState.DISPATCHED
+        assert row.worker_id == "w-1"
+        assert row.token_hash == hash_token(won.token)
+        assert won.token not in json.dumps(row.__dict__, default=str)
+
+    # ------------------------------------------------------------ the operator's list
+
+    def _seed_list(self, r: ContractRig) -> list[Lease]:
+        """30 leases in OPS over two pools and three states, newest first by (created_at, id).
+
+        Some pairs share a millisecond, so the id must break the tie.
+        """
+        created = []
+        for i in range(30):
+            created.append(enqueue(r, ALPHA if i % 3 else BETA)[1].id)
+            if i % 4:
+                r.clock.advance(0.001)
+        enqueue(r, GAMMA, space=OTHER_SPACE)  # another space never shows
+        for _ in range(6):
+            claim(r, ALPHA)
+        for _ in range(2):
+            claim(r, BETA)
+        pending = r.store.queue_candidates(ALPHA, 3)
+        for lease_id in pending:
+            r.svc.cancel(ADMIN, lease_id)
+        leases = [stored(r, i) for i in created]
+        return sorted(leases, key=lambda x: (x.created_at, x.id), reverse=True)
+
+    def test_list_leases_is_newest_first_and_filters_by_state_and_pool(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        leases = self._seed_list(r)
+        assert len({x.created_at for x in leases}) < len(leases)  # ties exist
+        counts = {s: sum(x.state is s for x in leases) for s in LeaseState}
+        assert counts[LeaseState.DISPATCHED] == 8
+        assert counts[LeaseState.CANCELLED] == 3
+        assert counts[LeaseState.PENDING] == 19
+        for state in (LeaseState.PENDING, LeaseState.DISPATCHED, LeaseState.CANCELLED, None):
+            for pool in (ALPHA, BETA, None):
+                page = r.store.list_leases(SPACE, 100, None, state, pool)
+                want = [
+                    x.id
+                    for x in leases
+                    if (state is None or x.state is state) and (pool is None or x.pool == pool)
+                ]
+                assert [x.id for x in page.leases] == want, (state, pool)
+                assert page.next_cursor is None
+        assert r.store.list_leases(SPACE, 100, None, LeaseState.LOST, None).leases == []
+
+    def test_list_leases_pages_with_a_cursor_never_repeating_or_skipping(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        leases = self._seed_list(r)
+        cases: list[tuple[int, LeaseState | None, str | None]] = [
+            (1, None, None),
+            (7, None, None),
+            (29, None, None),
+            (30, None, None),
+            (31, None, None),
+            (1, LeaseState.PENDING, ALPHA),
+            (4, LeaseState.PENDING, ALPHA),
+            (3, None, BETA),
+            (2, LeaseState.DISPATCHED, None),
+        ]
+        for limit, state, pool in cases:
+            want = [
+                x.id
+                for x in leases
+                if (state is None or x.state is state) and (pool is None or x.pool == pool)
+            ]
+            ids, sizes = walk(r, limit, state, pool)
+            assert ids == want, (limit, state, pool)
+            assert all(size <= limit for size in sizes)
+            # Every page but the last is full.
+            assert all(size == limit for size in sizes[:-1]), (limit, state, pool, sizes)
+
+    @pytest.mark.parametrize(
+        "cursor",
+        [
+            "not a cursor!",
+            "%%%%",
+            base64.urlsafe_b64encode(b"not json").decode(),
+            _cursor({"q": "0000000000001#lease_x"}),
+            _cursor({"p": "no-separator"}),
+            _cursor({"p": 17}),
+            _cursor(["p"]),
+            _cursor("p"),
+        ],
+    )
+    def test_list_leases_refuses_a_cursor_it_did_not_hand_out(
+        self, make_rig: MakeRig, cursor: str
+    ) -> None:
+        r = make_rig()
+        world(r)
+        enqueue(r)
+        with pytest.raises(ValidationFailed):
+            r.store.list_leases(SPACE, 10, cursor, None, None)
+
+    # ------------------------------------------------------------------- timeline
+
+    def test_every_transition_appears_once_on_the_subject_timeline(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        world(r)
+        pool = r.store.get_pool(ALPHA)
+        assert pool is not None
+        expected: list[tuple[int, str, str | None, int | None]] = []
+
+        def now() -> int:
+            return r.clock.now_ms()
+
+        task, first = enqueue(r)
+        expected.append((now(), "lease.created", first.id, 1))
+        r.clock.advance(1)
+        claim(r)
+        expected.append((now(), "lease.claimed", first.id, 1))
+        r.clock.advance(1)
+        r.svc.start(lease_principal(first.id), first.id)
+        expected.append((now(), "lease.started", first.id, 1))
+        r.clock.advance(120)  # this heartbeat writes the deadline: not a transition, no event
+        before_beat = stored(r, first.id)
+        r.svc.heartbeat(lease_principal(first.id), first.id, None)
+        assert stored(r, first.id).deadline != before_beat.deadline
+        r.clock.advance(1)
+        r.svc.release(lease_principal(first.id), first.id, {"reason": "shutting down"})
+        second_id = r.store.queue_candidates(ALPHA, 1)[0]
+        expected += [
+            (now(), "lease.released", first.id, 1),
+            (now(), "lease.created", second_id, 2),
+        ]
+        r.clock.advance(1)
+        claim(r)
+        expected.append((now(), "lease.claimed", second_id, 2))
+        r.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)
+        lost = r.svc.expire(stored(r, second_id), pool)
+        assert lost is not None and lost.state is LeaseState.LOST
+        third_id = r.store.queue_candidates(ALPHA, 1)[0]
+        expected += [
+            (now(), "lease.lost", second_id, 2),
+            (now(), "lease.created", third_id, 3),
+        ]
+        r.clock.advance(1)
+        with pytest.raises(StaleLease):
+            r.svc.complete(lease_principal(second_id), second_id, {"outcome": "success"})
+        expected.append((now(), "lease.stale_report", second_id, 2))
+        r.clock.advance(1)
+        claim(r)
+        expected.append((now(), "lease.claimed", third_id, 3))
+        r.clock.advance(1)
+        r.svc.complete(lease_principal(third_id), third_id, {"outcome": "success"})
+        expected.append((now(), "lease.completed", third_id, 3))
+
+        other_task, other = enqueue(r)
+        r.clock.advance(1)
+        r.svc.cancel(ADMIN, other.id)
+
+        events = timeline_of(r, task)
+        assert sorted(events) == sorted(expected)
+        assert [e[0] for e in events] == sorted(e[0] for e in events)  # oldest first
+        assert [e[1] for e in timeline_of(r, other_task)] == ["lease.created", "lease.cancelled"]
+        # The rows say the same as their events.
+        assert stored(r, first.id).end_reason is not None
+        assert stored(r, first.id).state is LeaseState.CANCELLED
+        assert stored(r, second_id).state is LeaseState.LOST
+        assert stored(r, third_id).state is LeaseState.COMPLETED
+        assert [stored(r, i).fence for i in (first.id, second_id, third_id)] == [1, 2, 3]
+
+    def test_redelivered_stream_records_write_no_second_event(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        world(r)
+        task, lease = enqueue(r)
+        r.clock.advance(1)
+        claim(r)
+        r.clock.advance(1)
+        r.svc.complete(lease_principal(lease.id), lease.id, {"outcome": "success"})
+        r.drain()
+        before = r.store.timeline("task", task.id, None)
+        assert [e.type for e in before] == ["lease.created", "lease.claimed", "lease.completed"]
+        assert len({e.id for e in before}) == 3
+        records = r.records()
+        lease_records = [
+            rec
+            for rec in records
+            if rec["dynamodb"].get("NewImage", {}).get("entity") == {"S": "lease"}
+        ]
+        assert lease_records, "the stream carried no records"
+        for record in records:  # Lambda delivers at least once: every record, again
+            react(r.store, record)
+        r.drain()
+        assert r.store.timeline("task", task.id, None) == before
+
+    # ------------------------------------------------------------------ due index
+
+    def test_due_index_holds_only_held_leases(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        world(r)
+        pool = r.store.get_pool(ALPHA)
+        assert pool is not None
+        _, a = enqueue(r)
+        _, b = enqueue(r)
+        assert r.store.due_leases(ALPHA, None) == []
+        claim(r, worker="w-a")
+        claim(r, worker="w-b")
+        assert sorted(r.store.due_leases(ALPHA, None)) == sorted([a.id, b.id])
+        assert r.store.due_leases(BETA, None) == []
+        r.svc.start(lease_principal(a.id), a.id)
+        r.svc.pause(ADMIN, a.id)
+        r.svc.cancel(ADMIN, b.id)  # cancelling: still held until its worker answers
+        assert stored(r, a.id).state is LeaseState.PAUSED
+        assert stored(r, b.id).state is LeaseState.CANCELLING
+        assert sorted(r.store.due_leases(ALPHA, None)) == sorted([a.id, b.id])
+        r.svc.complete(lease_principal(b.id), b.id, {"outcome": "success"})
+        assert stored(r, b.id).state is LeaseState.CANCELLED
+        assert r.store.due_leases(ALPHA, None) == [a.id]
+        r.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)
+        assert r.svc.expire(stored(r, a.id), pool) is not None
+        assert stored(r, a.id).state is LeaseState.LOST
+        # The lost lease left; its pending successor is not held, so it is not there either.
+        assert r.store.due_leases(ALPHA, None) == []
+        assert len(r.store.queue_candidates(ALPHA, 16)) == 1
+
+    def test_due_index_answers_by_the_indexed_due_at(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        claim(r)
+        held = stored(r, lease.id)
+        assert held.due_at is not None and held.due_at == held.deadline
+        assert r.store.due_leases(ALPHA, held.due_at - 1) == []
+        assert r.store.due_leases(ALPHA, held.due_at) == [lease.id]
+        # A heartbeat moves the deadline but never the indexed due_at (DESIGN §9).
+        r.clock.advance(120)
+        r.svc.heartbeat(lease_principal(lease.id), lease.id, None)
+        beat = stored(r, lease.id)
+        assert beat.deadline is not None and beat.deadline > held.deadline
+        assert beat.due_at == held.due_at
+        assert r.store.due_leases(ALPHA, held.due_at) == [lease.id]
+        # The sweeper's re-index moves due_at up to the deadline.
+        r.store.move_deadline(replace(beat, due_at=beat.deadline), (beat.state, beat.fence))
+        assert r.store.due_leases(ALPHA, held.due_at) == []
+        assert r.store.due_leases(ALPHA, beat.deadline) == [lease.id]

@@ -1,0 +1,33 @@
+"""The store contract (contract.py) on DynamoDB Local, through the shared `rig` fixture."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from tenure.local.engines import DynamoDBLocal
+
+from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
+from tests.conftest import Rig
+
+
+@pytest.fixture
+def make_rig(rig: Rig, ddb_local: DynamoDBLocal) -> MakeRig:
+    ddb = boto3.client("dynamodb", endpoint_url=ddb_local.endpoint, region_name="us-east-1")
+    streams = boto3.client(
+        "dynamodbstreams", endpoint_url=ddb_local.endpoint, region_name="us-east-1"
+    )
+
+    def make() -> ContractRig:  # one rig per test: the fixture's fresh table
+        return ContractRig(
+            store=rig.store,
+            clock=rig.clock,
+            svc=rig.svc,
+            drain=rig.pump.drain,
+            records=lambda: read_stream(ddb, streams, rig.store.table),
+        )
+
+    return make
+
+
+class TestStoreContractOnDynamoDBLocal(StoreContract):
+    pass
