@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Annotated, Any
 
@@ -332,13 +333,45 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             # Refuse a caller without a token before looking at its body (no schema leaks).
             reason = str(ctx.get("reason") or "a bearer token is required")
             return _unauthenticated(reason, event)
+    refused = _not_an_object(event)
+    if refused is not None:
+        return refused
     return app.resolve(event, context)
 
 
+def _not_an_object(event: dict[str, Any]) -> dict[str, Any] | None:
+    """400 for a body that is not one JSON object. Checked here because the resolver reads a
+    JSON array of objects as its first element, which would act on half a request."""
+    raw = event.get("body")
+    if not raw:
+        return None
+    if event.get("isBase64Encoded"):
+        try:
+            raw = base64.b64decode(raw).decode()
+        except (ValueError, UnicodeDecodeError):
+            return _invalid_request("the body is not valid JSON")
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return _invalid_request("the body is not valid JSON")
+    if not isinstance(parsed, dict):
+        return _invalid_request("the body must be a JSON object")
+    return None
+
+
+def _invalid_request(message: str) -> dict[str, Any]:
+    return _envelope_dict(400, "invalid_request", message)
+
+
 def _unauthenticated(reason: str, event: dict[str, Any]) -> dict[str, Any]:
+    return _envelope_dict(401, "unauthenticated", reason)
+
+
+def _envelope_dict(status: int, code: str, message: str) -> dict[str, Any]:
+    """An error answered before the resolver runs, in the same envelope."""
     return {
-        "statusCode": 401,
+        "statusCode": status,
         "headers": {"Content-Type": content_types.APPLICATION_JSON},
-        "body": json.dumps({"error": {"code": "unauthenticated", "message": reason}}),
+        "body": json.dumps({"error": {"code": code, "message": message}}),
         "isBase64Encoded": False,
     }

@@ -972,7 +972,13 @@ def _at(lease: Lease) -> tuple[LeaseState, int]:
 def _moved(old: Lease, new: Lease, event_type: str, data: dict[str, Any], now: int) -> Lease:
     """Mark `new` as the next version of `old`, naming the transition for the timeline."""
     return replace(
-        new, version=old.version + 1, event_type=event_type, event_data=data, updated_at=now
+        new,
+        version=old.version + 1,
+        event_type=event_type,
+        event_data=data,
+        updated_at=now,
+        # An ended lease leaves the sweeper's index: the row drops due_at, so does the answer.
+        due_at=None if new.state.terminal else new.due_at,
     )
 
 

@@ -99,10 +99,12 @@ class FrontDoor:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+        # shutdown() forgets the worker processes: take them first, to be sure they end.
+        workers = list((getattr(self.pool, "_processes", None) or {}).values())
         self.pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list(getattr(self.pool, "_processes", {}).values()):
+        for proc in workers:
             proc.terminate()
-        for proc in list(getattr(self.pool, "_processes", {}).values()):
+        for proc in workers:
             proc.join(timeout=5)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
