@@ -124,20 +124,29 @@ class Client:
             lease_seconds=float(timing["lease_seconds"]),
         )
 
-    def worker_heartbeat(self, worker_id: str, leases: list[tuple[str, int]]) -> list[Any]:
+    def worker_heartbeat(
+        self, worker_id: str, leases: list[tuple[str, int]], timeout: float | None = None
+    ) -> list[Any]:
         body = {"leases": [{"id": lease_id, "fence": fence} for lease_id, fence in leases]}
         # One try only: the caller's loop is the retry, and a late answer is a stale one.
-        _, answer = self.call("POST", f"/workers/{worker_id}/heartbeat", body, retries=0)
+        path = f"/workers/{worker_id}/heartbeat"
+        _, answer = self.call("POST", path, body, timeout=timeout, retries=0)
         return list(answer["leases"])
 
-    def start(self, lease_id: str, lease_token: str) -> dict[str, Any]:
-        return dict(self.call("POST", f"/leases/{lease_id}/start", None, lease_token)[1])
+    def start(
+        self, lease_id: str, lease_token: str, timeout: float | None = None
+    ) -> dict[str, Any]:
+        path = f"/leases/{lease_id}/start"
+        return dict(self.call("POST", path, None, lease_token, timeout=timeout, retries=0)[1])
 
     def heartbeat(self, lease_id: str, lease_token: str) -> dict[str, Any]:
         return dict(self.call("POST", f"/leases/{lease_id}/heartbeat", {}, lease_token)[1])
 
-    def payload(self, lease_id: str, lease_token: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/leases/{lease_id}/payload", None, lease_token)[1])
+    def payload(
+        self, lease_id: str, lease_token: str, timeout: float | None = None
+    ) -> dict[str, Any]:
+        path = f"/leases/{lease_id}/payload"
+        return dict(self.call("GET", path, None, lease_token, timeout=timeout)[1])
 
     def complete(self, lease_id: str, lease_token: str, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self.call("POST", f"/leases/{lease_id}/complete", body, lease_token)[1])

@@ -129,7 +129,7 @@ def leases_list(args: argparse.Namespace) -> int:
 
 def leases_get(args: argparse.Namespace) -> int:
     _, answer = _operator(args).call("GET", f"/leases/{args.id}")
-    return _print(answer, args)
+    return _print({"lease": answer}, args) if args.output == "table" else _print(answer, args)
 
 
 def leases_cancel(args: argparse.Namespace) -> int:
@@ -214,6 +214,8 @@ def _print(answer: Any, args: argparse.Namespace) -> int:
         record = answer["task"]
     width = max((len(k) for k in record), default=0)
     for key, value in record.items():
+        if key == "token":
+            continue  # printed once below, with its warning
         shown = json.dumps(value) if isinstance(value, dict | list) else value
         print(f"{key.ljust(width)}  {'' if shown is None else shown}")
     if "token" in answer and isinstance(answer["token"], str):

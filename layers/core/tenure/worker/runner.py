@@ -148,7 +148,13 @@ class Worker:
                 wait,
                 self.opts.lease_seconds,
             )
-        except (Unreachable, ApiError) as err:
+        except ApiError as err:
+            if err.status in (401, 403, 404):  # a bad token or an unknown pool: say so and stop
+                raise
+            log("claim failed", error=str(err))
+            time.sleep(1.0)
+            return
+        except Unreachable as err:
             log("claim failed", error=str(err))
             time.sleep(1.0)
             return
@@ -177,7 +183,7 @@ class Worker:
         )
         log("lease claimed", lease=claim.lease_id, fence=claim.fence)
         try:
-            payload = self.client.payload(claim.lease_id, claim.token)
+            payload = self.client.payload(claim.lease_id, claim.token, timeout=self._budget())
             Path(held.payload_file).write_text(json.dumps(payload))
         except (ApiError, Unreachable) as err:
             log("payload unavailable; releasing", lease=claim.lease_id, error=str(err))
@@ -207,12 +213,20 @@ class Worker:
         self._save(held)
         self.held[held.lease_id] = held
         try:
-            self.client.start(held.lease_id, held.token)
+            self.client.start(held.lease_id, held.token, timeout=self._budget())
             held.last_ok = time.monotonic()
         except (ApiError, Unreachable) as err:
             log("start not acknowledged", lease=held.lease_id, error=str(err))
 
     # ------------------------------------------------------------------ heartbeats
+
+    def _budget(self) -> float:
+        """How long a call may block: never past the nearest moment a job must be fenced,
+        since nothing checks the fences while the loop waits on the network."""
+        if not self.held:
+            return self.client.timeout
+        nearest = min(h.fence_at for h in self.held.values()) - time.monotonic()
+        return max(0.5, min(self.client.timeout, nearest))
 
     def _heartbeat(self) -> None:
         renew = min(h.renew_seconds for h in self.held.values())
@@ -223,7 +237,7 @@ class Worker:
         sent = time.monotonic()
         try:
             answers = self.client.worker_heartbeat(
-                self.worker_id, [(h.lease_id, h.fence) for h in live]
+                self.worker_id, [(h.lease_id, h.fence) for h in live], timeout=self._budget()
             )
         except (Unreachable, ApiError) as err:
             log("heartbeat not answered", error=str(err))
@@ -391,6 +405,9 @@ class Worker:
             held.last_ok = time.monotonic()  # the service will say soon if it moved on
             if _alive(held.pid) and not os.path.exists(held.exit_file):
                 log("re-attached", lease=held.lease_id, pid=held.pid)
+                # It may have been paused before and resumed while the worker was away: the
+                # first heartbeat without a pause revoke sends SIGCONT (a no-op if running).
+                held.paused = True
                 self.held[held.lease_id] = held
             elif os.path.exists(held.exit_file):
                 log("job ended while the worker was away", lease=held.lease_id)

@@ -1,0 +1,223 @@
+"""The operator side of the `tenure` CLI against the local stack: set up a space, a pool, tokens
+and a task, watch and cancel leases, and get errors as `error: <code>: <message>`."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from typing import Any
+
+import pytest
+from tenure.local.engines import free_port
+
+from tests.e2e.support import Api, suffix
+from tests.e2e.worker_support import clean_env, run_cli, service_url
+from tests.e2e.worker_support import lease as read_lease
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.stdout
+
+
+def _json(done: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(_ok(done))
+
+
+def _refused(done: subprocess.CompletedProcess[str], code: str) -> str:
+    assert done.returncode != 0, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {code}: "), done.stderr
+    assert lines[0].removeprefix(f"error: {code}: ").strip(), "the message is empty"
+    return lines[0]
+
+
+@pytest.fixture
+def admin_args(api: Api) -> list[str]:
+    return ["--api", service_url(api.base), "--token", api.admin_token]
+
+
+def test_an_operator_sets_up_work_and_watches_and_cancels_leases_with_the_cli(
+    api: Api, admin_args: list[str]
+) -> None:
+    space = f"C{suffix()}"
+    made = _json(
+        run_cli("spaces", "create", *admin_args, "--key", space, "--name", "cli", "-o", "json")
+    )
+    assert made["key"] == space and made["name"] == "cli" and made["archived"] is False
+
+    pool = f"pool-{suffix().lower()}"
+    made = _json(
+        run_cli(
+            "pools", "create", *admin_args, "--name", pool, "--space", space,
+            "--renew-seconds", "1", "--grace-seconds", "3", "--toleration-seconds", "4",
+            "-o", "json",
+        )
+    )  # fmt: skip
+    assert made["name"] == pool and made["space"] == space and made["kind"] == "command"
+    assert (made["renew_seconds"], made["grace_seconds"], made["toleration_seconds"]) == (1, 3, 4)
+
+    worker = _json(
+        run_cli(
+            "tokens", "create", *admin_args, "--name", f"w-{suffix()}", "--kind", "worker",
+            "--pools", pool, "-o", "json",
+        )
+    )  # fmt: skip
+    assert worker["token"].startswith("tnr_w_") and worker["id"]
+    # The table form shows the token once, and says so.
+    shown = _ok(
+        run_cli(
+            "tokens", "create", *admin_args, "--name", f"m-{suffix()}", "--kind", "operator",
+            "--role", "member", "--spaces", space,
+        )
+    )  # fmt: skip
+    [line] = [ln for ln in shown.splitlines() if "shown once" in ln]
+    member = line.split()[1]
+    assert line.startswith("token ") and member.startswith("tnr_o_"), shown
+    assert re.search(r"^role\s+member$", shown, re.M), shown
+
+    created = _json(
+        run_cli(
+            "tasks", "create", *admin_args, "--space", space, "--title", "from the cli",
+            "--pool", pool, "--properties", '{"size": 3}', "-o", "json",
+        )
+    )  # fmt: skip
+    task, lease = created["task"], created["lease"]
+    assert task["title"] == "from the cli" and task["properties"] == {"size": 3}
+    assert lease["state"] == "pending" and lease["pool"] == pool
+    got = _json(run_cli("tasks", "get", *admin_args, task["id"], "-o", "json"))
+    assert got["task"]["id"] == task["id"] and got["lease"]["id"] == lease["id"]
+
+    # A second lease, claimed, so the listing shows two states.
+    other = _json(
+        run_cli("tasks", "create", *admin_args, "--space", space, "--title", "t2", "--pool", pool,
+                "-o", "json")
+    )["lease"]  # fmt: skip
+    with api.client(worker["token"]) as w:
+        r = w.post(f"/pools/{pool}/claim", json={"worker_id": "cli-w"})
+        assert r.status_code == 200, r.text
+        claimed = r.json()["lease"]["id"]
+    assert claimed in (lease["id"], other["id"])
+
+    table = _ok(run_cli("leases", "list", *admin_args, "--space", space)).splitlines()
+    header = table[0].split()
+    assert header[:3] == ["ID", "STATE", "ATTEMPT"] and "POOL" in header, table
+    rows = {line.split()[0]: line.split() for line in table[1:]}
+    assert set(rows) == {lease["id"], other["id"]}, table
+    assert rows[claimed][1] == "dispatched"
+    assert "cli-w" in rows[claimed]
+    unclaimed = other["id"] if claimed == lease["id"] else lease["id"]
+    assert rows[unclaimed][1] == "pending"
+
+    listed = _json(run_cli("leases", "list", *admin_args, "--space", space, "-o", "json"))
+    assert {x["id"]: x["state"] for x in listed} == {claimed: "dispatched", unclaimed: "pending"}
+    pending_only = _json(
+        run_cli("leases", "list", *admin_args, "--space", space, "--state", "pending", "-o", "json")
+    )
+    assert [x["id"] for x in pending_only] == [unclaimed]
+
+    got = _json(run_cli("leases", "get", *admin_args, claimed, "-o", "json"))
+    assert got["id"] == claimed and got["state"] == "dispatched" and got["worker_id"] == "cli-w"
+
+    # The member token, given through TENURE_API / TENURE_TOKEN, cancels.
+    env = clean_env(TENURE_API=service_url(api.base), TENURE_TOKEN=member)
+    done = _json(run_cli("leases", "cancel", unclaimed, "-o", "json", env=env))
+    assert done["lease"]["state"] == "cancelled"
+    done = _json(run_cli("leases", "cancel", claimed, "-o", "json", env=env))
+    assert done["lease"]["state"] == "cancelling" and done["lease"]["revoke"] == "cancel"
+    with api.admin() as admin:
+        assert read_lease(admin, unclaimed)["state"] == "cancelled"
+        assert read_lease(admin, claimed)["state"] == "cancelling"
+
+
+def test_leases_get_in_table_form_shows_the_lease_itself(api: Api, admin_args: list[str]) -> None:
+    space = f"C{suffix()}"
+    _ok(run_cli("spaces", "create", *admin_args, "--key", space, "--name", "get"))
+    pool = f"pool-{suffix().lower()}"
+    _ok(run_cli("pools", "create", *admin_args, "--name", pool, "--space", space))
+    created = _json(
+        run_cli("tasks", "create", *admin_args, "--space", space, "--title", "shown",
+                "--pool", pool, "-o", "json")
+    )  # fmt: skip
+    lease_id = created["lease"]["id"]
+
+    shown = _ok(run_cli("leases", "get", *admin_args, lease_id))
+    # A lease subject to a task carries `task: {id, key}`; the table must still be the lease's.
+    assert re.search(rf"^id\s+{lease_id}$", shown, re.M), shown
+    assert re.search(r"^state\s+pending$", shown, re.M), shown
+    assert re.search(rf"^pool\s+{pool}$", shown, re.M), shown
+
+
+def test_cli_errors_are_one_line_with_the_code_and_a_non_zero_exit(
+    api: Api, admin_args: list[str]
+) -> None:
+    space = f"C{suffix()}"
+    _ok(run_cli("spaces", "create", *admin_args, "--key", space, "--name", "first"))
+    again = run_cli("spaces", "create", *admin_args, "--key", space, "--name", "second")
+    assert again.returncode == 1
+    assert space in _refused(again, "already_exists")
+
+    missing = run_cli("leases", "get", *admin_args, "lease_does_not_exist")
+    _refused(missing, "lease_not_found")
+
+    bad = run_cli("spaces", "create", "--api", service_url(api.base), "--token", "nope",
+                  "--key", f"C{suffix()}", "--name", "x")  # fmt: skip
+    _refused(bad, "unauthenticated")
+
+    pool = f"pool-{suffix().lower()}"
+    _ok(run_cli("pools", "create", *admin_args, "--name", pool, "--space", space))
+    worker = _json(
+        run_cli("tokens", "create", *admin_args, "--name", f"w-{suffix()}", "--kind", "worker",
+                "--pools", pool, "-o", "json")
+    )["token"]  # fmt: skip
+    forbidden = run_cli("leases", "list", "--api", service_url(api.base), "--token", worker,
+                        "--space", space)  # fmt: skip
+    _refused(forbidden, "forbidden")
+
+
+def test_cli_usage_errors_are_clear_not_tracebacks(api: Api) -> None:
+    env = clean_env()  # no TENURE_API, no TENURE_TOKEN
+    for args in (
+        ["leases", "list", "--space", "OPS", "--token", api.admin_token],
+        ["tasks", "create", "--space", "OPS", "--title", "t", "--token", api.admin_token],
+        ["worker", "run", "--pool", "p", "--token", "t", "--once", "--", "true"],
+    ):
+        done = run_cli(*args, env=env)
+        assert done.returncode != 0, (args, done.stdout)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith("error: ") and "TENURE_API" in done.stderr, done.stderr
+
+    done = run_cli("leases", "list", "--space", "OPS", "--api", service_url(api.base), env=env)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "TENURE_TOKEN" in done.stderr, done.stderr
+
+    # No service at that address: one line, after the client's retries.
+    done = run_cli(
+        "leases", "get", "lease_x", "--api", f"http://127.0.0.1:{free_port()}", "--token", "t",
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: unreachable: "), done.stderr
+
+    # The in-job commands outside a job say what is missing.
+    done = run_cli("worker", "complete", env=clean_env(TENURE_API=service_url(api.base)))
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "TENURE_LEASE_ID" in done.stderr, done.stderr
+
+    # A command with nothing to run.
+    done = run_cli(
+        "worker", "run", "--api", service_url(api.base), "--token", "t", "--pool", "p", env=env
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: "), done.stderr
+
+    # Invalid JSON in an option is a usage error too.
+    done = run_cli(
+        "tasks", "create", "--api", service_url(api.base), "--token", api.admin_token,
+        "--space", "OPS", "--title", "t", "--properties", "{nope", env=env,
+    )  # fmt: skip
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "--properties" in done.stderr, done.stderr
