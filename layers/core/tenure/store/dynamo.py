@@ -13,7 +13,14 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from tenure.core.errors import AlreadyExists, CeilingReached, Conflict, NotFound, ValidationFailed
+from tenure.core.errors import (
+    AlreadyExists,
+    CeilingReached,
+    Conflict,
+    NotFound,
+    TenureError,
+    ValidationFailed,
+)
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
 from tenure.core.ports import Ceiling, Change, LeasePage, SweeperState
 from tenure.core.states import REPORTABLE, LeaseState
@@ -99,8 +106,26 @@ def _values(**kw: Any) -> dict[str, Any]:
     return {f":{name}": _ser.serialize(_to_dynamo(v)) for name, v in kw.items()}
 
 
-# ClientError codes and the domain error each one is (STYLE: one table, never message text).
-_CONFLICT_CODES = {"ConditionalCheckFailedException", "TransactionConflictException"}
+# ClientError codes that mean "a condition did not hold" (STYLE: one table, never message
+# text). Each write names the domain error that failure is for it: AlreadyExists for a create,
+# NotFound for a counter on a missing row, Conflict for a fenced lease write.
+_CONDITION_FAILED = {
+    "ConditionalCheckFailedException",
+    "TransactionConflictException",
+    "TransactionCanceledException",
+}
+
+
+def _translate(err: ClientError, failed: TenureError) -> Exception:
+    """The domain error a failed call is; anything not in the table stays the ClientError."""
+    code = err.response["Error"]["Code"]
+    if code not in _CONDITION_FAILED:
+        return err
+    reasons = err.response.get("CancellationReasons") or []
+    if reasons:
+        failed.details["reasons"] = [r.get("Code") for r in reasons]
+        failed.details["old"] = [_load(dict(r["Item"])) if r.get("Item") else None for r in reasons]
+    return failed
 
 
 class DynamoStore:
@@ -124,38 +149,31 @@ class DynamoStore:
         self.meter.items_read += 1
         return _load(out["Item"])
 
-    def _put_new(self, item: dict[str, Any], what: str) -> None:
+    def _write(self, op: str, failed: TenureError, **request: Any) -> dict[str, Any]:
+        """One write call: metered, and a failed condition raised as `failed`."""
+        call = {
+            "put": self.client.put_item,
+            "update": self.client.update_item,
+            "transact": self.client.transact_write_items,
+        }[op]
         try:
-            out = self.client.put_item(
-                TableName=self.table,
-                Item=_dump(item),
-                ConditionExpression=k.IS_NEW,
-                ReturnConsumedCapacity="INDEXES",
-            )
+            out = call(**request, ReturnConsumedCapacity="INDEXES")
         except ClientError as err:
-            if err.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise AlreadyExists(f"{what} already exists") from err
-            raise
-        self.meter.add("put", out.get("ConsumedCapacity"))
+            raise _translate(err, failed) from err
+        self.meter.add(op, out.get("ConsumedCapacity"))
+        return dict(out)
+
+    def _put_new(self, item: dict[str, Any], what: str) -> None:
+        self._write(
+            "put",
+            AlreadyExists(f"{what} already exists"),
+            TableName=self.table,
+            Item=_dump(item),
+            ConditionExpression=k.IS_NEW,
+        )
 
     def _transact(self, ops: list[dict[str, Any]]) -> None:
-        try:
-            out = self.client.transact_write_items(
-                TransactItems=ops, ReturnConsumedCapacity="INDEXES"
-            )
-        except ClientError as err:
-            code = err.response["Error"]["Code"]
-            if code == "TransactionCanceledException":
-                reasons = err.response.get("CancellationReasons", [])
-                raise Conflict(
-                    "a conditional write lost",
-                    reasons=[r.get("Code") for r in reasons],
-                    old=[_load(dict(r["Item"])) if r.get("Item") else None for r in reasons],
-                ) from err
-            if code in _CONFLICT_CODES:
-                raise Conflict("a conditional write lost") from err
-            raise
-        self.meter.add("transact", out.get("ConsumedCapacity"))
+        self._write("transact", Conflict("a conditional write lost"), TransactItems=ops)
 
     def _query(self, **kwargs: Any) -> dict[str, Any]:
         out = self.client.query(TableName=self.table, ReturnConsumedCapacity="INDEXES", **kwargs)
@@ -205,21 +223,16 @@ class DynamoStore:
         return items.space_from(row) if row else None
 
     def next_task_number(self, space: str) -> int:
-        try:
-            out = self.client.update_item(
-                TableName=self.table,
-                Key=_dump(k.space_key(space)),
-                UpdateExpression="ADD task_seq :one",
-                ConditionExpression=k.EXISTS,
-                ExpressionAttributeValues=_values(one=1),
-                ReturnValues="UPDATED_NEW",
-                ReturnConsumedCapacity="INDEXES",
-            )
-        except ClientError as err:
-            if err.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise NotFound(f"space {space!r} does not exist") from err
-            raise
-        self.meter.add("update", out.get("ConsumedCapacity"))
+        out = self._write(
+            "update",
+            NotFound(f"space {space!r} does not exist"),
+            TableName=self.table,
+            Key=_dump(k.space_key(space)),
+            UpdateExpression="ADD task_seq :one",
+            ConditionExpression=k.EXISTS,
+            ExpressionAttributeValues=_values(one=1),
+            ReturnValues="UPDATED_NEW",
+        )
         return int(_load(dict(out["Attributes"]))["task_seq"])
 
     def put_workflow(self, workflow: Workflow) -> None:
@@ -448,38 +461,27 @@ class DynamoStore:
         return {"Put": put}
 
     def _put_single(self, put: dict[str, Any]) -> None:
-        try:
-            out = self.client.put_item(**put, ReturnConsumedCapacity="INDEXES")
-        except ClientError as err:
-            if err.response["Error"]["Code"] in _CONFLICT_CODES:
-                raise Conflict("a conditional write lost") from err
-            raise
-        self.meter.add("put", out.get("ConsumedCapacity"))
+        self._write("put", Conflict("a conditional write lost"), **put)
 
     def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
         """Move a held lease's deadline; touches no index key (see keys.DUE_INDEX)."""
         state, fence = expect
-        try:
-            out = self.client.update_item(
-                TableName=self.table,
-                Key=_dump(k.lease_key(lease.id)),
-                UpdateExpression="SET deadline = :d, heartbeat_at = :h, lease_seconds = :ls",
-                ConditionExpression=k.LEASE_IS_AT,
-                ExpressionAttributeNames=k.STATE_NAMES,
-                ExpressionAttributeValues=_values(
-                    d=lease.deadline,
-                    h=lease.heartbeat_at,
-                    ls=lease.lease_seconds,
-                    expect_state=state.value,
-                    expect_fence=fence,
-                ),
-                ReturnConsumedCapacity="INDEXES",
-            )
-        except ClientError as err:
-            if err.response["Error"]["Code"] in _CONFLICT_CODES:
-                raise Conflict("lease moved on") from err
-            raise
-        self.meter.add("update", out.get("ConsumedCapacity"))
+        self._write(
+            "update",
+            Conflict("lease moved on"),
+            TableName=self.table,
+            Key=_dump(k.lease_key(lease.id)),
+            UpdateExpression="SET deadline = :d, heartbeat_at = :h, lease_seconds = :ls",
+            ConditionExpression=k.LEASE_IS_AT,
+            ExpressionAttributeNames=k.STATE_NAMES,
+            ExpressionAttributeValues=_values(
+                d=lease.deadline,
+                h=lease.heartbeat_at,
+                ls=lease.lease_seconds,
+                expect_state=state.value,
+                expect_fence=fence,
+            ),
+        )
 
     def due_leases(self, pool: str, now: int | None) -> list[str]:
         condition = f"{k.DUE_PK} = :p" + (f" AND {k.DUE_AT} <= :now" if now is not None else "")
@@ -505,23 +507,18 @@ class DynamoStore:
 
     def move_deadline(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
         state, fence = expect
-        try:
-            out = self.client.update_item(
-                TableName=self.table,
-                Key=_dump(k.lease_key(lease.id)),
-                UpdateExpression=f"SET deadline = :d, {k.DUE_AT} = :due",
-                ConditionExpression=k.LEASE_IS_AT,
-                ExpressionAttributeNames=k.STATE_NAMES,
-                ExpressionAttributeValues=_values(
-                    d=lease.deadline, due=lease.due_at, expect_state=state.value, expect_fence=fence
-                ),
-                ReturnConsumedCapacity="INDEXES",
-            )
-        except ClientError as err:
-            if err.response["Error"]["Code"] in _CONFLICT_CODES:
-                raise Conflict("lease moved on") from err
-            raise
-        self.meter.add("update", out.get("ConsumedCapacity"))
+        self._write(
+            "update",
+            Conflict("lease moved on"),
+            TableName=self.table,
+            Key=_dump(k.lease_key(lease.id)),
+            UpdateExpression=f"SET deadline = :d, {k.DUE_AT} = :due",
+            ConditionExpression=k.LEASE_IS_AT,
+            ExpressionAttributeNames=k.STATE_NAMES,
+            ExpressionAttributeValues=_values(
+                d=lease.deadline, due=lease.due_at, expect_state=state.value, expect_fence=fence
+            ),
+        )
 
     def get_sweeper_state(self) -> SweeperState:
         row = self._get(k.SWEEPER_KEY)
