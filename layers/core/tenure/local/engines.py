@@ -23,6 +23,10 @@ class EngineUnavailable(RuntimeError):
     """An engine cannot start here (no Java, no npm, or the package would not install)."""
 
 
+class EngineFailed(RuntimeError):
+    """The engine is here but failed to start: an error to show, never a reason to fall back."""
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -103,7 +107,8 @@ class DynamoDBLocal:
         storage = ["-inMemory"]
         if self.data_dir is not None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            storage = ["-dbPath", str(self.data_dir)]
+            # Absolute: the engine runs from the jar's folder, not from ours.
+            storage = ["-dbPath", str(self.data_dir.resolve())]
         cmd = [
             "java",
             "-Xmx512m",
@@ -116,7 +121,7 @@ class DynamoDBLocal:
             *storage,
         ]
         log_dir = self.data_dir.parent if self.data_dir else self.cache_dir
-        self.log_path = log_dir / f"dynamodb-local-{self.port}.log"
+        self.log_path = (log_dir / f"dynamodb-local-{self.port}.log").resolve()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 cmd, cwd=jar.parent, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -130,14 +135,15 @@ class DynamoDBLocal:
         give_up = time.monotonic() + timeout
         while time.monotonic() < give_up:
             if self.proc is not None and self.proc.poll() is not None:
-                raise EngineUnavailable(f"DynamoDB Local exited; see {self.log_path}")
+                log = self.log_path.read_text()[-2000:] if self.log_path else ""
+                raise EngineFailed(f"DynamoDB Local exited ({self.log_path}):\n{log}")
             try:
                 client.list_tables(Limit=1)
                 return
             except Exception:
                 time.sleep(0.2)
         self.stop()
-        raise EngineUnavailable(f"DynamoDB Local did not answer within {timeout:.0f}s")
+        raise EngineFailed(f"DynamoDB Local did not answer within {timeout:.0f}s")
 
     def stop(self) -> None:
         if self.proc is None:

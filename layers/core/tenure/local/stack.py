@@ -14,7 +14,7 @@ from typing import Any
 
 from tenure import wiring
 from tenure.config import export, local_settings
-from tenure.local.engines import DynamoDBLocal, EngineUnavailable, MotoServer
+from tenure.local.engines import DynamoDBLocal, EngineFailed, EngineUnavailable, MotoServer
 from tenure.local.frontdoor import FrontDoor
 from tenure.local.provision import Provisioned, Provisioner
 from tenure.local.streams import StreamPump
@@ -128,7 +128,11 @@ def run(port: int, data_dir: Path, sweep_interval: float, reset: bool) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     try:
-        info = stack.start()
+        try:
+            info = stack.start()
+        except EngineFailed as failed:
+            print(f"error: {failed}", file=sys.stderr)
+            return 1
         print("tenure local is up")
         print(f"  API            {info['api']}  (try {info['api']}/health)")
         print(f"  DynamoDB       {info['dynamodb']['engine']} at {info['dynamodb']['endpoint']}")
