@@ -284,6 +284,15 @@ class FakeStore:
                     reasons.append(f"lease {lw.new.id} exists")
             elif row is None or (row.lease.state, row.lease.fence) != lw.expect:
                 reasons.append(f"lease {lw.new.id} is not at {lw.expect}")
+            elif lw.seen is not None and (row.lease.version, row.lease.deadline) != (
+                lw.seen.version,
+                lw.seen.deadline,
+            ):
+                reasons.append(f"lease {lw.new.id} changed since it was read")
+        for job_id, lease_id in change.job_checks:
+            checked = self.jobs.get(job_id)
+            if checked is None or checked.lease_id != lease_id:
+                reasons.append(f"job {job_id} no longer points at {lease_id}")
         for jw in change.jobs:
             job = self.jobs.get(jw.new.id)
             if jw.expect_fence is None:
@@ -352,10 +361,17 @@ class FakeStore:
             raise ValueError("a query's Limit must be at least 1")
         return min(len(self._due_index(pool)), at_most)
 
-    def move_deadline(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+    def move_deadline(self, lease: Lease, seen: Lease) -> None:
         self.writes.append("move_deadline")
-        row = self._held_at(lease.id, expect)
+        row = self._held_at(lease.id, (seen.state, seen.fence))
+        if row.lease.deadline != seen.deadline:
+            raise Conflict("lease moved on")
         row.lease = replace(row.lease, deadline=lease.deadline, due_at=lease.due_at)
+
+    def reindex(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+        self.writes.append("reindex")
+        row = self._held_at(lease.id, expect)
+        row.lease = replace(row.lease, due_at=lease.due_at)
 
     def get_sweeper_state(self) -> SweeperState:
         return self.sweeper or SweeperState()

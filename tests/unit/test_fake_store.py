@@ -246,14 +246,17 @@ def test_renew_and_move_deadline_are_conditional_and_only_move_due_at_when_asked
     with pytest.raises(Conflict):
         store.renew(moved, expect=(LeaseState.RUNNING, 2))
     with pytest.raises(Conflict):
-        store.move_deadline(replace(moved, due_at=T0 + 500), expect=(LeaseState.PAUSED, 1))
+        store.reindex(replace(moved, due_at=T0 + 500), expect=(LeaseState.PAUSED, 1))
     store.renew(replace(moved, due_at=T0 + 999), expect=(LeaseState.RUNNING, 1))
     renewed = store.get_lease("l")
     assert renewed is not None
     assert (renewed.deadline, renewed.heartbeat_at, renewed.lease_seconds) == (T0 + 500, T0 + 1, 60)
     assert renewed.due_at == T0  # a heartbeat never touches the index key
-    store.move_deadline(replace(renewed, due_at=T0 + 500), expect=(LeaseState.RUNNING, 1))
+    with pytest.raises(Conflict):  # the absence push moves only the deadline it read
+        store.move_deadline(replace(renewed, deadline=T0 + 900, due_at=T0 + 900), seen=lease)
+    store.reindex(replace(renewed, due_at=T0 + 500), expect=(LeaseState.RUNNING, 1))
     assert store.get_lease("l").due_at == T0 + 500  # type: ignore[union-attr]
+    assert store.get_lease("l").deadline == T0 + 500  # type: ignore[union-attr]
     assert store.due_leases("p", T0 + 499) == []
 
 

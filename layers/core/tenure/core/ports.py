@@ -27,10 +27,15 @@ class Ids(Protocol):
 
 @dataclass(frozen=True)
 class LeaseWrite:
-    """Write `new`; when `expect` is set the row must still hold that (state, fence)."""
+    """Write `new`; when `expect` is set the row must still hold that (state, fence).
+
+    `seen` is the row as the writer read it: the write then also requires its version and
+    deadline, so no transition and no heartbeat that landed in between is overwritten.
+    """
 
     new: Lease
     expect: tuple[LeaseState, int] | None = None
+    seen: Lease | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,8 @@ class Change:
     jobs: list[JobWrite] = field(default_factory=list)
     tasks: list[TaskWrite] = field(default_factory=list)
     ceilings: list[Ceiling] = field(default_factory=list)
+    # (job id, lease id): the job must still point at that lease (see keys.JOB_LEASE_IS).
+    job_checks: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -122,8 +129,12 @@ class Store(Protocol):
         ...
 
     def count_held(self, pool: str, at_most: int) -> int: ...
-    def move_deadline(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
-        """Write deadline and due_at together (the sweeper's re-index and absence push)."""
+    def move_deadline(self, lease: Lease, seen: Lease) -> None:
+        """Write deadline and due_at together, only over the deadline `seen` (absence push)."""
+        ...
+
+    def reindex(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+        """Move only due_at (the sweeper's index entry) to the lease's deadline."""
         ...
 
     def get_sweeper_state(self) -> SweeperState: ...

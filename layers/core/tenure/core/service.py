@@ -252,8 +252,13 @@ class LeaseService:
             raise InvalidTransition(f"task {task.key} already has an open run ({current.id})")
         if task.attention:
             raise InvalidTransition(f"task {task.key} needs attention; recover it first")
+        # The last run must still be the ended lease just read: a release or an expiry between
+        # the reads would have handed its job to a successor (an open run after all).
+        checks = [(task.job_id, current.id)] if task.job_id and current else []
         try:
-            _, lease = self._open_run(task, target, create_task=False, expect_job_id=task.job_id)
+            _, lease = self._open_run(
+                task, target, create_task=False, expect_job_id=task.job_id, job_checks=checks
+            )
         except Conflict as lost:
             raise InvalidTransition(f"task {task.key} already has an open run") from lost
         return lease
@@ -391,7 +396,7 @@ class LeaseService:
         counted = tuple(f"{c.scope}:{c.name}" for c in ceilings) or None
         new = _moved(lease, replace(new, counted=counted), "lease.claimed", data, now)
         try:
-            self._commit(Change(leases=[LeaseWrite(new, expect=_at(lease))], ceilings=ceilings))
+            self._commit(Change(leases=[_over(lease, new)], ceilings=ceilings))
         except CeilingReached:
             raise
         except Conflict:
@@ -635,7 +640,7 @@ class LeaseService:
             LeaseState.KILLED: "lease.killed",
         }.get(state, "lease.released" if requeue else "lease.cancelled")
         ended = _moved(lease, ended, event_type, {"report": kind.value}, now)
-        change = Change(leases=[LeaseWrite(ended, expect=(lease.state, lease.fence))])
+        change = Change(leases=[_over(lease, ended)])
         if requeue:
             return self._with_successor(change, lease, recovered=False)
         return change
@@ -700,11 +705,11 @@ class LeaseService:
             )
             kind = "lease.killed" if killed else "lease.cancelled"
             ended = _moved(lease, ended, kind, {"by": "sweeper"}, now)
-            return Change(leases=[LeaseWrite(ended, expect=_at(lease))])
+            return Change(leases=[_over(lease, ended)])
         if pool.on_expiry is OnExpiry.FAIL:
             lost = replace(base, state=LeaseState.LOST, end_reason=EndReason.WORKER_LOST)
             lost = _moved(lease, lost, "lease.lost", {"on_expiry": "fail"}, now)
-            return Change(leases=[LeaseWrite(lost, expect=_at(lease))])
+            return Change(leases=[_over(lease, lost)])
         job = self.store.get_job(lease.job_id)
         if job is None or job.fence != lease.fence:
             raise Conflict(f"job {lease.job_id} moved on")
@@ -712,9 +717,7 @@ class LeaseService:
         exhausted = job.attempt + recovery >= job.max_attempts
         lost = replace(base, state=LeaseState.LOST, end_reason=EndReason.EXPIRED)
         data = {"on_expiry": "requeue", "recovery_count": recovery, "exhausted": exhausted}
-        change = Change(
-            leases=[LeaseWrite(_moved(lease, lost, "lease.lost", data, now), _at(lease))]
-        )
+        change = Change(leases=[_over(lease, _moved(lease, lost, "lease.lost", data, now))])
         if exhausted:
             return self._exhausted(change, job, recovery, now)
         return self._with_successor(change, lease, recovered=True)
@@ -776,7 +779,12 @@ class LeaseService:
     # -------------------------------------------------------------------- helpers
 
     def _open_run(
-        self, task: Task, pool: Pool, create_task: bool, expect_job_id: str | None
+        self,
+        task: Task,
+        pool: Pool,
+        create_task: bool,
+        expect_job_id: str | None,
+        job_checks: list[tuple[str, str]] | None = None,
     ) -> tuple[Task, Lease]:
         now = self.clock.now_ms()
         job_id = self.ids.new_id("job")
@@ -815,6 +823,7 @@ class LeaseService:
                 leases=[LeaseWrite(lease)],
                 jobs=[JobWrite(job)],
                 tasks=[TaskWrite(task, expect_job_id=expect_job_id, create=create_task)],
+                job_checks=job_checks or [],
             )
         )
         return task, lease
@@ -833,7 +842,7 @@ class LeaseService:
 
     def _write(self, old: Lease, new: Lease) -> None:
         """One conditional write: `new` lands only if the row still holds old's state and fence."""
-        self._commit(Change(leases=[LeaseWrite(new, expect=(old.state, old.fence))]))
+        self._commit(Change(leases=[_over(old, new)]))
 
     def _commit(self, change: Change) -> None:
         """Commit, giving back the ceiling slots of every counted lease that ends here."""
@@ -965,8 +974,10 @@ def _operator_plan(lease: Lease, action: str, now: int) -> tuple[Lease, str] | N
     raise ValueError(action)
 
 
-def _at(lease: Lease) -> tuple[LeaseState, int]:
-    return (lease.state, lease.fence)
+def _over(seen: Lease, new: Lease) -> LeaseWrite:
+    """Replace the row `seen` with `new`: fenced on its state and fence, and on its version and
+    deadline so that no transition or heartbeat landing in between is overwritten."""
+    return LeaseWrite(new, expect=(seen.state, seen.fence), seen=seen)
 
 
 def _moved(old: Lease, new: Lease, event_type: str, data: dict[str, Any], now: int) -> Lease:

@@ -131,7 +131,7 @@ def _push_out(svc: LeaseService, pool: Pool, gap: int) -> int:
             continue
         moved = replace(lease, deadline=lease.deadline + gap, due_at=lease.deadline + gap)
         try:
-            svc.store.move_deadline(moved, expect=(lease.state, lease.fence))
+            svc.store.move_deadline(moved, seen=lease)
             pushed += 1
         except Conflict:
             pass  # it moved on by itself (a report or a transition): nothing to push
@@ -140,7 +140,7 @@ def _push_out(svc: LeaseService, pool: Pool, gap: int) -> int:
 
 def _reindex(svc: LeaseService, lease: Lease) -> None:
     with contextlib.suppress(Conflict):  # moved on; the next pass sees its new row
-        svc.store.move_deadline(replace(lease, due_at=lease.deadline), (lease.state, lease.fence))
+        svc.store.reindex(replace(lease, due_at=lease.deadline), (lease.state, lease.fence))
 
 
 def _record(svc: LeaseService, now: int, type_: str, data: dict[str, object]) -> None:

@@ -381,13 +381,20 @@ class DynamoStore:
                 ops.append(self._put_op(item, k.IS_NEW))
             else:
                 state, fence = lw.expect
+                condition, values = (
+                    k.LEASE_IS_AT,
+                    {"expect_state": state.value, "expect_fence": fence},
+                )
+                if lw.seen is not None:
+                    condition += f" AND {k.SAME_VERSION}"
+                    values["expect_version"] = lw.seen.version
+                    if lw.seen.deadline is None:
+                        condition += f" AND {k.NO_DEADLINE}"
+                    else:
+                        condition += f" AND {k.SAME_DEADLINE}"
+                        values["expect_deadline"] = lw.seen.deadline
                 ops.append(
-                    self._put_op(
-                        item,
-                        k.LEASE_IS_AT,
-                        names=k.STATE_NAMES,
-                        values=_values(expect_state=state.value, expect_fence=fence),
-                    )
+                    self._put_op(item, condition, names=k.STATE_NAMES, values=_values(**values))
                 )
         for jw in change.jobs:
             item = {**k.job_key(jw.new.id), **items.job_item(jw.new)}
@@ -407,6 +414,17 @@ class DynamoStore:
                 ops.append(
                     self._put_op(item, k.TASK_JOB_IS, values=_values(expect_job=tw.expect_job_id))
                 )
+        for job_id, lease_id in change.job_checks:
+            ops.append(
+                {
+                    "ConditionCheck": {
+                        "TableName": self.table,
+                        "Key": _dump(k.job_key(job_id)),
+                        "ConditionExpression": k.JOB_LEASE_IS,
+                        "ExpressionAttributeValues": _values(expect_lease=lease_id),
+                    }
+                }
+            )
         first_ceiling = len(ops)
         for ceiling in change.ceilings:
             ops.append(self._ceiling_op(ceiling))
@@ -505,18 +523,36 @@ class DynamoStore:
         self.meter.items_read += int(out.get("ScannedCount", 0))
         return int(out.get("Count", 0))
 
-    def move_deadline(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
-        state, fence = expect
+    def move_deadline(self, lease: Lease, seen: Lease) -> None:
         self._write(
             "update",
             Conflict("lease moved on"),
             TableName=self.table,
             Key=_dump(k.lease_key(lease.id)),
             UpdateExpression=f"SET deadline = :d, {k.DUE_AT} = :due",
+            ConditionExpression=f"{k.LEASE_IS_AT} AND {k.SAME_DEADLINE}",
+            ExpressionAttributeNames=k.STATE_NAMES,
+            ExpressionAttributeValues=_values(
+                d=lease.deadline,
+                due=lease.due_at,
+                expect_state=seen.state.value,
+                expect_fence=seen.fence,
+                expect_deadline=seen.deadline,
+            ),
+        )
+
+    def reindex(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+        state, fence = expect
+        self._write(
+            "update",
+            Conflict("lease moved on"),
+            TableName=self.table,
+            Key=_dump(k.lease_key(lease.id)),
+            UpdateExpression=f"SET {k.DUE_AT} = :due",
             ConditionExpression=k.LEASE_IS_AT,
             ExpressionAttributeNames=k.STATE_NAMES,
             ExpressionAttributeValues=_values(
-                d=lease.deadline, due=lease.due_at, expect_state=state.value, expect_fence=fence
+                due=lease.due_at, expect_state=state.value, expect_fence=fence
             ),
         )
 

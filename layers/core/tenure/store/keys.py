@@ -152,6 +152,14 @@ def space_list_pk(space: str) -> str:
 
 # Fencing: a lease write lands only on the (state, fence) the writer read.
 LEASE_IS_AT = "#state = :expect_state AND fence = :expect_fence"
+# ...and, for a whole-row write, on the very row it read: same version (no transition since)
+# and same deadline (no heartbeat since), so nothing newer is overwritten with older values.
+SAME_VERSION = "version = :expect_version"
+SAME_DEADLINE = "deadline = :expect_deadline"
+NO_DEADLINE = "attribute_not_exists(deadline)"
+# An enqueue opens a run only while the task's last job still points at the ended lease the
+# writer saw (a release or expiry in between would have moved it to a successor).
+JOB_LEASE_IS = "lease_id = :expect_lease"
 # Creation: a key is written once; a second create loses (already_exists, or a lost race).
 IS_NEW = "attribute_not_exists(PK)"
 # The job's fence counter moves only from the fence the writer saw.
