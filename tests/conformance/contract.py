@@ -198,7 +198,9 @@ class StoreContract:
         with pytest.raises(Conflict):
             r.store.renew(later, expect=(held.state, held.fence + 1))
         with pytest.raises(Conflict):
-            r.store.move_deadline(later, expect=(LeaseState.PENDING, held.fence))
+            r.store.reindex(later, expect=(LeaseState.PENDING, held.fence))
+        with pytest.raises(Conflict):  # the absence push moves only the deadline it read
+            r.store.move_deadline(later, seen=replace(held, deadline=(held.deadline or 0) - 1))
         assert stored(r, lease.id) == held
         r.store.renew(later, expect=(held.state, held.fence))
         assert stored(r, lease.id).deadline == later.deadline
@@ -552,6 +554,6 @@ class StoreContract:
         assert beat.due_at == held.due_at
         assert r.store.due_leases(ALPHA, held.due_at) == [lease.id]
         # The sweeper's re-index moves due_at up to the deadline.
-        r.store.move_deadline(replace(beat, due_at=beat.deadline), (beat.state, beat.fence))
+        r.store.reindex(replace(beat, due_at=beat.deadline), (beat.state, beat.fence))
         assert r.store.due_leases(ALPHA, held.due_at) == []
         assert r.store.due_leases(ALPHA, beat.deadline) == [lease.id]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -31,9 +32,30 @@ MAX_DOCUMENT_BYTES = 32 * 1024
 
 
 def _bounded(value: Any, field: str) -> Any:
-    if value is not None and len(json.dumps(value)) > MAX_DOCUMENT_BYTES:
-        raise ValueError(f"{field} is larger than {MAX_DOCUMENT_BYTES} bytes of JSON")
+    if value is None:
+        return value
+    if len(json.dumps(value)) > MAX_DOCUMENT_BYTES:
+        raise ValueError(f"is larger than {MAX_DOCUMENT_BYTES} bytes of JSON")
+    _storable_numbers(value, field)
     return value
+
+
+def _storable_numbers(value: Any, field: str) -> None:
+    """DynamoDB keeps numbers to 38 digits and has no NaN or infinity: refuse them here."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"holds a number that is not finite ({field})")
+    if isinstance(value, int | float) and value != 0 and not 1e-129 < abs(value) < 1e125:
+        raise ValueError(f"holds a number out of the storable range ({field})")
+    if isinstance(value, int) and len(str(abs(value))) > 38:
+        raise ValueError(f"holds a number with more than 38 digits ({field})")
+    if isinstance(value, dict):
+        for item in value.values():
+            _storable_numbers(item, field)
+    elif isinstance(value, list):
+        for item in value:
+            _storable_numbers(item, field)
 
 
 class Strict(BaseModel):

@@ -8,13 +8,19 @@ from tenure.core.model import Principal
 ROLE_RANK = {"read": 0, "member": 1, "admin": 2}
 
 
-def require_operator(actor: Principal, role: str, space: str | None = None) -> None:
+def require_role(actor: Principal, role: str) -> None:
+    """Kind and role only: checked before a row is looked up, so that a token that may not
+    use a route learns nothing about which ids exist."""
     if actor.kind == "lease":
         raise LeaseTokenMismatch("a lease token cannot be used on an operator route")
     if actor.kind != "operator":
         raise Forbidden("this route needs an operator token")
     if ROLE_RANK.get(actor.role or "", -1) < ROLE_RANK[role]:
         raise Forbidden(f"this route needs the {role!r} role; the token has {actor.role!r}")
+
+
+def require_operator(actor: Principal, role: str, space: str | None = None) -> None:
+    require_role(actor, role)
     if actor.spaces is not None:
         if space is None:
             raise Forbidden("a token limited to spaces cannot act across all spaces")

@@ -146,6 +146,7 @@ class Lease:
     worker_id: str | None = None
     worker_version: str | None = None
     token_hash: str | None = None
+    claimed_by: str | None = None  # the worker token that claimed it (renews only for that one)
     lease_seconds: int | None = None
     renew_seconds: int | None = None
     claimed_at: int | None = None

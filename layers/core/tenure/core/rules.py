@@ -17,6 +17,11 @@ from tenure.core.model import Lease, Pool
 # after its last heartbeat (it expires between 1.0 and 1.25 tolerations of silence).
 DEADLINE_SLACK = 0.25
 
+# Ids and names are far shorter than this; a longer one cannot exist (and a DynamoDB key of
+# over 2 KB would be refused by the engine), so it is simply not found.
+MAX_ID_LENGTH = 200
+MAX_TOKEN_LENGTH = 512
+
 TOKEN_PREFIX = {"operator": "tnr_o_", "worker": "tnr_w_", "lease": "tnr_l_"}
 
 

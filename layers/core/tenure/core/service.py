@@ -197,8 +197,12 @@ class LeaseService:
             raise Unauthenticated("a bearer token is required")
         lease_id = rules.lease_id_of_token(raw)
         digest = rules.hash_token(raw)
+        if len(raw) > rules.MAX_TOKEN_LENGTH:
+            raise Unauthenticated("unknown token")
         if lease_id is not None:
-            lease = self.store.get_lease(lease_id, consistent=False)
+            # Consistent: a token used right after its claim must see the claim (and API
+            # Gateway would cache a wrong "unknown" verdict for a minute).
+            lease = self.store.get_lease(lease_id, consistent=True)
             if lease is None or lease.token_hash != digest:
                 raise Unauthenticated("unknown token")
             return Principal(kind="lease", token_id=digest[:8], lease_id=lease.id)
@@ -244,6 +248,7 @@ class LeaseService:
         return task, lease
 
     def enqueue(self, actor: Principal, task_id: str, pool: str) -> Lease:
+        authz.require_role(actor, "member")
         task = self._task(task_id)
         authz.require_operator(actor, "member", task.space)
         target = self._pool_in_space(pool, task.space)
@@ -264,6 +269,7 @@ class LeaseService:
         return lease
 
     def get_task(self, actor: Principal, task_id: str) -> TaskView:
+        authz.require_role(actor, "read")
         task = self._task(task_id)
         authz.require_operator(actor, "read", task.space)
         lease = self._newest_lease(task)
@@ -273,6 +279,7 @@ class LeaseService:
         )
 
     def activity(self, actor: Principal, task_id: str) -> list[Event]:
+        authz.require_role(actor, "read")
         task = self._task(task_id)
         authz.require_operator(actor, "read", task.space)
         return self.store.timeline(SubjectKind.TASK, task.id, None)
@@ -292,6 +299,7 @@ class LeaseService:
         return self.store.list_leases(space, limit, cursor, state, pool)
 
     def get_lease(self, actor: Principal, lease_id: str) -> Lease:
+        authz.require_role(actor, "read")
         lease = self._lease(lease_id)
         authz.require_operator(actor, "read", lease.space)
         return lease
@@ -309,6 +317,7 @@ class LeaseService:
         return self._operator_transition(actor, lease_id, "resume")
 
     def _operator_transition(self, actor: Principal, lease_id: str, action: str) -> Lease:
+        authz.require_role(actor, "member")
         lease = self._lease(lease_id)
         authz.require_operator(actor, "member", lease.space)
         while True:
@@ -349,7 +358,7 @@ class LeaseService:
                     tried.add(lease_id)
                     try:
                         won = self._try_claim(
-                            lease_id, pool, worker_id, worker_version, lease_seconds
+                            lease_id, pool, worker_id, worker_version, lease_seconds, actor.token_id
                         )
                     except CeilingReached:
                         fresh = []  # full: nothing is claimable until a held lease ends
@@ -371,6 +380,7 @@ class LeaseService:
         worker_id: str,
         worker_version: str | None,
         lease_seconds: int | None,
+        claimant: str,
     ) -> Claimed | None:
         lease = self.store.get_lease(lease_id, consistent=False)
         if lease is None or lease.state is not LeaseState.PENDING:
@@ -384,6 +394,7 @@ class LeaseService:
             worker_id=worker_id,
             worker_version=worker_version,
             token_hash=rules.hash_token(token),
+            claimed_by=claimant,
             lease_seconds=lease_seconds or pool.toleration_seconds,
             renew_seconds=pool.renew_seconds,
             claimed_at=now,
@@ -460,7 +471,7 @@ class LeaseService:
                 if lease is None:
                     raise LeaseNotFound(f"lease {lease_id} does not exist")
                 authz.require_worker(actor, lease.pool)
-                if lease.worker_id != worker_id:
+                if lease.worker_id != worker_id or lease.claimed_by != actor.token_id:
                     raise StaleLease(f"lease {lease_id} is not held by worker {worker_id}")
                 if fence != lease.fence:
                     self._record_stale(lease, "heartbeat", fence)
@@ -474,6 +485,7 @@ class LeaseService:
         return answers
 
     def list_workers(self, actor: Principal, pool_name: str) -> list[WorkerView]:
+        authz.require_role(actor, "read")
         pool = self._pool(pool_name)
         authz.require_operator(actor, "read", pool.space)
         now = self.clock.now_ms()
@@ -511,9 +523,9 @@ class LeaseService:
 
     def heartbeat(self, actor: Principal, lease_id: str, lease_seconds: int | None) -> Beat:
         authz.require_lease(actor, lease_id)
-        # An eventually consistent read is enough: any write is still conditional on
-        # (state, fence), and a revoke seen a beat late is seen on the next one (DESIGN §9).
-        lease = self._lease(lease_id, consistent=False)
+        # Consistent (1 read unit): a heartbeat on a lease the sweeper just expired must be
+        # refused as stale, not answered with an old "running".
+        lease = self._lease(lease_id)
         beat = self._beat(lease, lease_seconds)
         if lease.worker_id:
             # One write per heartbeat at most: the worker's last_seen waits a beat when the
@@ -895,13 +907,17 @@ class LeaseService:
         return self.store.get_lease(job.lease_id) if job else None
 
     def _lease(self, lease_id: str, consistent: bool = True) -> Lease:
-        lease = self.store.get_lease(lease_id, consistent=consistent)
+        lease = (
+            self.store.get_lease(lease_id, consistent=consistent)
+            if len(lease_id) <= rules.MAX_ID_LENGTH
+            else None
+        )
         if lease is None:
             raise LeaseNotFound(f"lease {lease_id} does not exist")
         return lease
 
     def _task(self, task_id: str) -> Task:
-        task = self.store.get_task(task_id)
+        task = self.store.get_task(task_id) if len(task_id) <= rules.MAX_ID_LENGTH else None
         if task is None:
             raise TaskNotFound(f"task {task_id} does not exist")
         return task
@@ -926,7 +942,7 @@ class LeaseService:
         cached = self._pools.get(name)
         if cached is not None and now - cached[0] < POOL_CACHE_MS:
             return cached[1]
-        pool = self.store.get_pool(name)
+        pool = self.store.get_pool(name) if len(name) <= rules.MAX_ID_LENGTH else None
         if pool is None:
             raise NotFound(f"pool {name!r} does not exist")
         self._pools[name] = (now, pool)
