@@ -30,6 +30,9 @@ from tests.e2e.worker_support import (
 )
 
 TOLERATION = 4.0
+# The jobs' leases are claimed for 12 s, so a job survives the few seconds a restart takes:
+# with the pool's 4 s its shim would fence it 2 s after the last answered heartbeat.
+LONG_LEASE = ["--lease-seconds", "12"]
 
 
 @pytest.fixture
@@ -57,7 +60,9 @@ def test_a_restarted_worker_reattaches_keeps_the_lease_alive_and_reports_the_job
     task_id, lease_id, _ = site.task()
     out, state = tmp_path / "job", tmp_path / "state"
     out.mkdir()
-    first = workers.start(site.world.api.base, site.token, site.pool, _job(out, 7), state_dir=state)
+    first = workers.start(
+        site.world.api.base, site.token, site.pool, _job(out, 7), state_dir=state, extra=LONG_LEASE
+    )
     job_pid = int(wait_file_lines(out / "pid", 1, 15)[0])
     held = wait_lease(site.admin, lease_id, {"running"})
     [saved] = wait_for(first.state_files, 5, "the worker's state file")
@@ -119,7 +124,7 @@ def test_a_restarted_worker_fails_the_lease_of_a_job_that_died_meanwhile(
     out, state = tmp_path / "job", tmp_path / "state"
     out.mkdir()
     first = workers.start(
-        site.world.api.base, site.token, site.pool, _job(out, 30), state_dir=state
+        site.world.api.base, site.token, site.pool, _job(out, 30), state_dir=state, extra=LONG_LEASE
     )
     job_pid = int(wait_file_lines(out / "pid", 1, 15)[0])
     wait_lease(site.admin, lease_id, {"running"})
@@ -156,7 +161,9 @@ def test_a_job_that_ended_while_its_worker_was_away_is_reported_on_restart(
     out.mkdir()
     q = shlex.quote(str(out))
     script = f"echo $$ > {q}/pid; sleep 1.5; echo 'gave up: no input' >&2; exit 4"
-    first = workers.start(site.world.api.base, site.token, site.pool, script, state_dir=state)
+    first = workers.start(
+        site.world.api.base, site.token, site.pool, script, state_dir=state, extra=LONG_LEASE
+    )
     job_pid = int(wait_file_lines(out / "pid", 1, 15)[0])
     wait_lease(site.admin, lease_id, {"running"})
     first.proc.send_signal(signal.SIGKILL)
@@ -185,7 +192,9 @@ def test_a_job_resumed_while_its_worker_was_away_runs_on_after_the_reattach(
     out.mkdir()
     q = shlex.quote(str(out))
     script = f"echo $$ > {q}/pid; while :; do echo x >> {q}/count; sleep 0.2; done"
-    first = workers.start(site.world.api.base, site.token, site.pool, script, state_dir=state)
+    first = workers.start(
+        site.world.api.base, site.token, site.pool, script, state_dir=state, extra=LONG_LEASE
+    )
     job_pid = int(wait_file_lines(out / "pid", 1, 15)[0])
     wait_lease(site.admin, lease_id, {"running"})
     operator = site.operator()
@@ -218,3 +227,32 @@ def _stopped(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
     except OSError:
         return False
+
+
+def test_a_job_whose_worker_never_returns_stops_itself_before_its_lease_can_expire(
+    site: Site, workers: Workers, tmp_path: Path
+) -> None:
+    """The shim holds the fence: with no worker left to stop it, the job still stops two
+    heartbeats before its lease could expire, so the requeued job never runs twice."""
+    task_id, lease_id, _ = site.task()
+    out = tmp_path / "job"
+    out.mkdir()
+    ticks = out / "ticks"
+    q = shlex.quote(str(out))
+    script = f"echo $$ > {q}/pid; while true; do date +%s.%N >> {ticks}; sleep 0.1; done"
+    first = workers.start(site.world.api.base, site.token, site.pool, script)
+    job_pid = int(wait_file_lines(out / "pid", 1, 15)[0])
+    wait_lease(site.admin, lease_id, {"running"})
+    time.sleep(1.5)
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(timeout=10)
+    beat = _stamp(lease(site.admin, lease_id)["timing"]["last_heartbeat_at"])
+
+    wait_for(lambda: not pid_alive(job_pid), 10, "the orphaned job to stop itself")
+    last_tick = float(read_lines(ticks)[-1])
+    # Fenced two heartbeats (2 s) after its last answered heartbeat; the lease could expire
+    # no sooner than a toleration (4 s) after the last heartbeat the service recorded.
+    assert last_tick < beat + TOLERATION, (last_tick - beat, "the job outlived its lease")
+    lost = wait_lease(site.admin, lease_id, {"lost"}, timeout=20)
+    assert lost["end_reason"] == "expired"
+    assert wait_event(site.admin, task_id, "lease.lost")["lease_id"] == lease_id

@@ -148,11 +148,24 @@ class Client:
         path = f"/leases/{lease_id}/payload"
         return dict(self.call("GET", path, None, lease_token, timeout=timeout)[1])
 
-    def complete(self, lease_id: str, lease_token: str, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.call("POST", f"/leases/{lease_id}/complete", body, lease_token)[1])
+    def complete(self, lease_id: str, lease_token: str, body: dict[str, Any], **opts: Any) -> Any:
+        return self._report("complete", lease_id, lease_token, body, **opts)
 
-    def fail(self, lease_id: str, lease_token: str, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.call("POST", f"/leases/{lease_id}/fail", body, lease_token)[1])
+    def fail(self, lease_id: str, lease_token: str, body: dict[str, Any], **opts: Any) -> Any:
+        return self._report("fail", lease_id, lease_token, body, **opts)
 
-    def release(self, lease_id: str, lease_token: str, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.call("POST", f"/leases/{lease_id}/release", body, lease_token)[1])
+    def release(self, lease_id: str, lease_token: str, body: dict[str, Any], **opts: Any) -> Any:
+        return self._report("release", lease_id, lease_token, body, **opts)
+
+    def _report(
+        self,
+        kind: str,
+        lease_id: str,
+        lease_token: str,
+        body: dict[str, Any],
+        timeout: float | None = None,
+        retries: int | None = None,
+    ) -> dict[str, Any]:
+        # Safe to retry: the same final report is answered with the first answer.
+        path = f"/leases/{lease_id}/{kind}"
+        return dict(self.call("POST", path, body, lease_token, timeout=timeout, retries=retries)[1])

@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from tenure.core.rules import TOKEN_SHAPE
 from tenure.worker.client import ApiError, Claim, Client, Unreachable
 
 STDERR_TAIL_BYTES = 4000
@@ -46,6 +47,8 @@ class Held:
     err_file: str
     payload_file: str
     marker_file: str
+    fence_file: str = ""
+    acked_at: float = 0.0  # wall clock of the last answered heartbeat (survives a restart)
     # runtime only (see _RUNTIME): never written to the state file
     last_ok: float = 0.0
     revoke: str | None = None
@@ -91,6 +94,7 @@ class Worker:
         os.chmod(self.state_dir, 0o700)
         self.worker_id = opts.worker_id or self._stored_worker_id()
         self.held: dict[str, Held] = {}
+        self.unreported: dict[str, tuple[Held, str, dict[str, Any], float]] = {}
         self.finished = 0
         self.stopping = False
         self.next_beat = 0.0
@@ -118,10 +122,16 @@ class Worker:
                 self._heartbeat()
             for held in list(self.held.values()):
                 self._tend(held)
-            if self.opts.once and self.finished and not self.held:
+            if self.unreported and now >= self.next_beat - 0.01:
+                self._send_reports()
+            if self.opts.once and self.finished and not self.held and not self.unreported:
                 return 0
             if self.stopping:
-                log("stopping; running jobs keep their own sessions", held=len(self.held))
+                log(
+                    "stopping; running jobs keep their sessions and stop themselves at their "
+                    "fence unless a worker re-attaches",
+                    held=len(self.held),
+                )
                 return 0
             if self._may_claim():
                 self._claim()
@@ -179,7 +189,9 @@ class Worker:
             err_file=f"{base}.err",
             payload_file=f"{base}.payload.json",
             marker_file=f"{base}.reported",
+            fence_file=f"{base}.fence",
             last_ok=claimed_at,
+            acked_at=time.time() - (time.monotonic() - claimed_at),
         )
         log("lease claimed", lease=claim.lease_id, fence=claim.fence)
         try:
@@ -188,7 +200,13 @@ class Worker:
         except (ApiError, Unreachable) as err:
             log("payload unavailable; releasing", lease=claim.lease_id, error=str(err))
             with contextlib.suppress(ApiError, Unreachable):
-                self.client.release(claim.lease_id, claim.token, {"reason": "payload_unavailable"})
+                self.client.release(
+                    claim.lease_id,
+                    claim.token,
+                    {"reason": "payload_unavailable"},
+                    timeout=self._budget(),
+                    retries=0,
+                )
             return
         env = {
             **os.environ,
@@ -199,7 +217,16 @@ class Worker:
             "TENURE_REPORT_MARKER": held.marker_file,
         }
         env.pop("TENURE_TOKEN", None)  # the job gets its lease's token, not the worker's
-        shim = [sys.executable, "-m", "tenure.worker.shim", held.exit_file, "--"]
+        self._write_fence(held)
+        shim = [
+            sys.executable,
+            "-m",
+            "tenure.worker.shim",
+            held.exit_file,
+            held.fence_file,
+            str(_fence_grace(self.opts.kill_grace, held.renew_seconds)),
+            "--",
+        ]
         with open(f"{base}.out", "ab") as out, open(held.err_file, "ab") as errors:
             proc = subprocess.Popen(
                 [*shim, *self.opts.command],
@@ -254,6 +281,8 @@ class Worker:
                 self._begin_stop(held, "stale")
                 continue
             held.last_ok = sent
+            held.acked_at = time.time() - (time.monotonic() - sent)
+            self._write_fence(held)
             self._apply_revoke(held, answer.get("revoke"))
 
     def _apply_revoke(self, held: Held, revoke: str | None) -> None:
@@ -299,7 +328,7 @@ class Worker:
         # A self-fenced job must be gone before the lease can expire, whatever the grace.
         grace = self.opts.kill_grace
         if reason == "self_fenced":
-            grace = min(grace, max(0.5, held.renew_seconds))
+            grace = _fence_grace(grace, held.renew_seconds)
         held.kill_at = time.monotonic() + grace
 
     def _exit_status(self, held: Held) -> int | None:
@@ -318,60 +347,59 @@ class Worker:
     def _finish(self, held: Held, status: int) -> None:
         self.held.pop(held.lease_id, None)
         self.finished += 1
-        try:
-            self._report(held, status)
-        finally:
+        report = self._report_for(held, status)
+        if report is None:
             self._forget(held)
+            return
+        # Kept (with the state files) until the service has it: a report is never dropped
+        # while the lease could still take it, and a restarted worker would send it again.
+        self.unreported[held.lease_id] = (held, *report, time.monotonic())
+        self._send_reports()
 
-    def _report(self, held: Held, status: int) -> None:
+    def _report_for(self, held: Held, status: int) -> tuple[str, dict[str, Any]] | None:
         if held.stop_reason == "stale":
             log("job stopped; its lease had moved on, nothing to report", lease=held.lease_id)
-            return
+            return None
         if os.path.exists(held.marker_file):
             log("job reported itself", lease=held.lease_id, exit_status=status)
-            return
-        tail = _tail(held.err_file)
+            return None
+        facts = {"exit_status": status}
         if held.stop_reason in ("cancel", "kill"):
-            kind, body = (
-                "fail",
-                {"error": f"revoked: {held.stop_reason}", "metadata": {"exit_status": status}},
-            )
-        elif held.stop_reason == "self_fenced":
-            kind, body = (
-                "fail",
-                {
-                    "error": "worker lost contact with the service",
-                    "metadata": {"exit_status": status},
-                },
-            )
-        elif status == 0:
-            kind, body = "complete", {"outcome": "success", "details": {"exit_status": 0}}
-        else:
-            kind, body = (
-                "fail",
-                {
-                    "error": f"exit status {status}",
-                    "metadata": {"exit_status": status, "stderr_tail": tail},
-                },
-            )
-        try:
-            answer = getattr(self.client, kind)(held.lease_id, held.token, body)
-            log(
-                "reported",
-                lease=held.lease_id,
-                report=kind,
-                state=answer["lease"]["state"],
-                exit_status=status,
-            )
-        except ApiError as err:
-            # 409: the lease moved on (expired, or the job reported already): nothing to undo.
-            log("report refused", lease=held.lease_id, code=err.code)
-        except Unreachable as err:
-            log(
-                "report not delivered; the sweeper will recover the lease",
-                lease=held.lease_id,
-                error=str(err),
-            )
+            return "fail", {"error": f"revoked: {held.stop_reason}", "metadata": facts}
+        if held.stop_reason == "self_fenced":
+            return "fail", {"error": "worker lost contact with the service", "metadata": facts}
+        if status == 0:
+            return "complete", {"outcome": "success", "details": facts}
+        tail = TOKEN_SHAPE.sub("[token redacted]", _tail(held.err_file))
+        return "fail", {
+            "error": f"exit status {status}",
+            "metadata": {**facts, "stderr_tail": tail},
+        }
+
+    def _send_reports(self) -> None:
+        for lease_id, (held, kind, body, since) in list(self.unreported.items()):
+            try:
+                answer = getattr(self.client, kind)(
+                    held.lease_id, held.token, body, timeout=self._budget(), retries=0
+                )
+                facts = body.get("metadata") or body.get("details") or {}
+                log(
+                    "reported",
+                    lease=lease_id,
+                    report=kind,
+                    state=answer["lease"]["state"],
+                    exit_status=facts.get("exit_status"),
+                )
+            except ApiError as err:
+                # A 4xx is an answer (409: the lease moved on, or the job reported already).
+                log("report refused", lease=lease_id, code=err.code)
+            except Unreachable as err:
+                if time.monotonic() - since < held.lease_seconds:
+                    log("report not delivered yet; retrying", lease=lease_id, error=str(err))
+                    continue
+                log("report given up: the lease has expired by now", lease=lease_id)
+            self.unreported.pop(lease_id, None)
+            self._forget(held)
 
     def _signal(self, held: Held, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -387,9 +415,19 @@ class Worker:
             json.dump(held.persisted(), out)
         os.replace(tmp, path)
 
+    def _write_fence(self, held: Held) -> None:
+        """Tell the job's shim (and a restarted worker) when the job must be stopped if no
+        heartbeat is answered after this one: it fences the job even if this worker dies."""
+        stop_at = held.acked_at + held.lease_seconds - 2 * held.renew_seconds
+        tmp = f"{held.fence_file}.tmp"
+        with open(tmp, "w") as out:
+            out.write(f"{stop_at:.3f}")
+        os.replace(tmp, held.fence_file)
+        self._save(held)
+
     def _forget(self, held: Held) -> None:
         base = self.state_dir / held.lease_id
-        for suffix in (".json", ".exit", ".payload.json", ".reported", ".err", ".out"):
+        for suffix in (".json", ".exit", ".payload.json", ".reported", ".err", ".out", ".fence"):
             with contextlib.suppress(FileNotFoundError):
                 Path(f"{base}{suffix}").unlink()
 
@@ -402,7 +440,8 @@ class Worker:
             except (ValueError, TypeError) as err:
                 log("unreadable state file left alone", file=str(path), error=str(err))
                 continue
-            held.last_ok = time.monotonic()  # the service will say soon if it moved on
+            # The fence counts from the last answered heartbeat, across the restart.
+            held.last_ok = time.monotonic() - max(0.0, time.time() - held.acked_at)
             if _alive(held.pid) and not os.path.exists(held.exit_file):
                 log("re-attached", lease=held.lease_id, pid=held.pid)
                 # It may have been paused before and resumed while the worker was away: the
@@ -415,9 +454,14 @@ class Worker:
             else:
                 log("job gone after a restart", lease=held.lease_id)
                 self.finished += 1
-                with contextlib.suppress(ApiError, Unreachable):
-                    self.client.fail(held.lease_id, held.token, {"error": "worker_restarted"})
-                self._forget(held)
+                report = ("fail", {"error": "worker_restarted"}, time.monotonic())
+                self.unreported[held.lease_id] = (held, *report)
+
+
+def _fence_grace(kill_grace: float, renew_seconds: float) -> float:
+    """SIGTERM → SIGKILL time for a fenced job: it must be gone before the lease can expire,
+    two heartbeats after the fence, whatever --kill-grace says."""
+    return min(kill_grace, max(0.5, renew_seconds))
 
 
 def _alive(pid: int) -> bool:
