@@ -483,21 +483,41 @@ class DynamoStore:
 
     def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
         """Move a held lease's deadline; touches no index key (see keys.DUE_INDEX)."""
+        self._set_on_lease(
+            lease.id,
+            expect,
+            {
+                "deadline": lease.deadline,
+                "heartbeat_at": lease.heartbeat_at,
+                "lease_seconds": lease.lease_seconds,
+            },
+        )
+
+    def _set_on_lease(
+        self,
+        lease_id: str,
+        expect: tuple[LeaseState, int],
+        fields: dict[str, Any],
+        deadline_was: int | None = None,
+    ) -> None:
+        """SET some attributes of a held lease, fenced on (state, fence) [and its deadline]."""
         state, fence = expect
+        condition, extra = k.LEASE_IS_AT, {}
+        if deadline_was is not None:
+            condition, extra = (
+                f"{condition} AND {k.SAME_DEADLINE}",
+                {"expect_deadline": deadline_was},
+            )
         self._write(
             "update",
             Conflict("lease moved on"),
             TableName=self.table,
-            Key=_dump(k.lease_key(lease.id)),
-            UpdateExpression="SET deadline = :d, heartbeat_at = :h, lease_seconds = :ls",
-            ConditionExpression=k.LEASE_IS_AT,
+            Key=_dump(k.lease_key(lease_id)),
+            UpdateExpression="SET " + ", ".join(f"{name} = :{name}" for name in fields),
+            ConditionExpression=condition,
             ExpressionAttributeNames=k.STATE_NAMES,
             ExpressionAttributeValues=_values(
-                d=lease.deadline,
-                h=lease.heartbeat_at,
-                ls=lease.lease_seconds,
-                expect_state=state.value,
-                expect_fence=fence,
+                **fields, expect_state=state.value, expect_fence=fence, **extra
             ),
         )
 
@@ -524,37 +544,15 @@ class DynamoStore:
         return int(out.get("Count", 0))
 
     def move_deadline(self, lease: Lease, seen: Lease) -> None:
-        self._write(
-            "update",
-            Conflict("lease moved on"),
-            TableName=self.table,
-            Key=_dump(k.lease_key(lease.id)),
-            UpdateExpression=f"SET deadline = :d, {k.DUE_AT} = :due",
-            ConditionExpression=f"{k.LEASE_IS_AT} AND {k.SAME_DEADLINE}",
-            ExpressionAttributeNames=k.STATE_NAMES,
-            ExpressionAttributeValues=_values(
-                d=lease.deadline,
-                due=lease.due_at,
-                expect_state=seen.state.value,
-                expect_fence=seen.fence,
-                expect_deadline=seen.deadline,
-            ),
+        self._set_on_lease(
+            lease.id,
+            (seen.state, seen.fence),
+            {"deadline": lease.deadline, k.DUE_AT: lease.due_at},
+            deadline_was=seen.deadline,
         )
 
     def reindex(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
-        state, fence = expect
-        self._write(
-            "update",
-            Conflict("lease moved on"),
-            TableName=self.table,
-            Key=_dump(k.lease_key(lease.id)),
-            UpdateExpression=f"SET {k.DUE_AT} = :due",
-            ConditionExpression=k.LEASE_IS_AT,
-            ExpressionAttributeNames=k.STATE_NAMES,
-            ExpressionAttributeValues=_values(
-                due=lease.due_at, expect_state=state.value, expect_fence=fence
-            ),
-        )
+        self._set_on_lease(lease.id, expect, {k.DUE_AT: lease.due_at})
 
     def get_sweeper_state(self) -> SweeperState:
         row = self._get(k.SWEEPER_KEY)
