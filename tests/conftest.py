@@ -85,27 +85,31 @@ class LocalStack:
         return self.client(self.admin_token)
 
 
-def start_stack(data_dir: Path, admin_token: str, sweep_interval: float = 1.0) -> LocalStack:
-    port = free_port()
-    log = data_dir.parent / f"stack-{port}.log"
-    env = {**os.environ, "TENURE_ADMIN_TOKEN": admin_token, "PYTHONUNBUFFERED": "1"}
+def start_stack(
+    data_dir: Path,
+    admin_token: str,
+    sweep_interval: float = 1.0,
+    *,
+    port: int | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    extra: tuple[str, ...] = (),
+) -> LocalStack:
+    """Start `tenure local` as a user would; `data_dir` may be relative to `cwd`."""
+    port = port or free_port()
+    where = cwd or Path.cwd()
+    log = (where / data_dir).parent / f"stack-{port}-{time.monotonic_ns()}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    environ = {**(env or os.environ), "TENURE_ADMIN_TOKEN": admin_token, "PYTHONUNBUFFERED": "1"}
+    args = ["local", "--port", str(port), "--data-dir", str(data_dir)]
+    args += ["--sweep-interval", str(sweep_interval), *extra]
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tenure.cli",
-                "local",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(data_dir),
-                "--sweep-interval",
-                str(sweep_interval),
-            ],
+            [sys.executable, "-m", "tenure.cli", *args],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=env,
+            env=environ,
+            cwd=where,
         )
     base = f"http://127.0.0.1:{port}/api/v1"
     give_up = time.monotonic() + 120
@@ -114,7 +118,7 @@ def start_stack(data_dir: Path, admin_token: str, sweep_interval: float = 1.0) -
             raise RuntimeError(f"tenure local exited early:\n{log.read_text()}")
         try:
             if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                return LocalStack(base, admin_token, data_dir, proc, log)
+                return LocalStack(base, admin_token, where / data_dir, proc, log)
         except httpx.HTTPError:
             pass
         time.sleep(0.3)

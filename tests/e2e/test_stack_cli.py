@@ -2,69 +2,44 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
 import httpx
 from tenure.local.engines import free_port
 
-
-def _start(cwd: Path, port: int, token: str, *extra: str) -> tuple[subprocess.Popen[bytes], Path]:
-    log = cwd / f"stack-{uuid.uuid4().hex[:6]}.log"
-    env = {**os.environ, "TENURE_ADMIN_TOKEN": token}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tenure.cli", "local", "--port", str(port),
-             "--data-dir", "rel-data", "--sweep-interval", "5", *extra],
-            cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=2).status_code == 200:
-                return proc, log
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    proc.kill()
-    raise AssertionError(log.read_text())
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> int:
-    proc.send_signal(signal.SIGTERM)
-    return proc.wait(timeout=60)
+from tests.conftest import start_stack, stop_stack
 
 
 def test_a_relative_data_dir_keeps_data_on_dynamodb_local_until_reset(tmp_path: Path) -> None:
     port, token = free_port(), "tnr_o_rel-" + uuid.uuid4().hex
-    api = f"http://127.0.0.1:{port}/api/v1"
-    headers = {"authorization": f"Bearer {token}"}
+    rel = Path("rel-data")
 
-    proc, log = _start(tmp_path, port, token)
+    def space_create(stack_base: str) -> int:
+        answer = httpx.post(
+            f"{stack_base}/spaces",
+            json={"key": "REL", "name": "r"},
+            headers={"authorization": f"Bearer {token}"},
+        )
+        return answer.status_code
+
+    stack = start_stack(rel, token, 5, port=port, cwd=tmp_path)
     try:
-        assert "dynamodb-local at" in log.read_text(), log.read_text()
-        made = httpx.post(f"{api}/spaces", json={"key": "REL", "name": "r"}, headers=headers)
-        assert made.status_code == 201
+        assert "dynamodb-local at" in stack.log.read_text(), stack.log.read_text()
+        assert space_create(stack.base) == 201
     finally:
-        assert _stop(proc) == 0
+        assert stop_stack(stack) == 0
     assert (tmp_path / "rel-data" / "dynamodb").is_dir()
 
-    proc, _ = _start(tmp_path, port, token)
+    stack = start_stack(rel, token, 5, port=port, cwd=tmp_path)
     try:
-        again = httpx.post(f"{api}/spaces", json={"key": "REL", "name": "r"}, headers=headers)
-        assert again.status_code == 409, "the space survived the restart"
+        assert space_create(stack.base) == 409, "the space survived the restart"
     finally:
-        assert _stop(proc) == 0
+        assert stop_stack(stack) == 0
 
-    proc, log = _start(tmp_path, port, token, "--reset")
+    stack = start_stack(rel, token, 5, port=port, cwd=tmp_path, extra=("--reset",))
     try:
-        assert "reset: removed rel-data" in log.read_text()
-        fresh = httpx.post(f"{api}/spaces", json={"key": "REL", "name": "r"}, headers=headers)
-        assert fresh.status_code == 201, "--reset wiped the data"
+        assert "reset: removed rel-data" in stack.log.read_text()
+        assert space_create(stack.base) == 201, "--reset wiped the data"
     finally:
-        assert _stop(proc) == 0
+        assert stop_stack(stack) == 0

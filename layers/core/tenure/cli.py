@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -64,10 +63,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # `tenure leases list | head` should end quietly, like any Unix filter.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        # `tenure leases list | head` ends quietly, like any Unix filter. (Not SIGPIPE's
+        # default action: that would kill the local stack when a client hangs up early.)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -157,6 +157,9 @@ class FrontDoor:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
+            def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+                pass  # _serve logs each request once, with its latency
+
             def log_message(self, format: str, *args: Any) -> None:
                 print(f"[front door] {format % args}", flush=True)
 

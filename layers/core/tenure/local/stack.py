@@ -36,6 +36,9 @@ class Stack:
     def start(self) -> dict[str, Any]:
         cfg = local_settings()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # Bind the API's port first: the engines pick free ports, and one could otherwise take
+        # the very port a restart asks for in the moment it is free.
+        self.door = FrontDoor("127.0.0.1", self.port)
         moto = MotoServer().start()
         self.engines.append(moto)
         engine = "dynamodb-local"
@@ -60,7 +63,7 @@ class Stack:
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
         wiring.build_service(store).bootstrap_admin(admin_token)
-        self.door = FrontDoor("127.0.0.1", self.port).start()
+        self.door.start()
         threading.Thread(target=self._sweep_loop, daemon=True).start()
         threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()
         info = {
