@@ -68,6 +68,16 @@ class UnsupportedRuntime(TenureError):
     code = "unsupported_runtime"
 
 
+class Unavailable(TenureError):
+    """The table kept throttling past the bounded retries: come back after `retry_after` s."""
+
+    code = "unavailable"
+
+    def __init__(self, message: str, retry_after: int = 1, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.retry_after = retry_after
+
+
 class Conflict(TenureError):
     """A conditional write lost: the row was not in the state the write expected.
 

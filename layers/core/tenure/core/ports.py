@@ -66,6 +66,22 @@ class Ceiling:
 
 
 @dataclass(frozen=True)
+class ClaimRecord:
+    """A claim's `claim_id` (the worker's idempotency key, DESIGN §4), written with the claim.
+
+    Keyed by (pool, claimant token id, worker_id, claim_id); a retried claim finds the lease
+    its lost answer handed out instead of taking a second one.
+    """
+
+    pool: str
+    claimant: str
+    worker_id: str
+    claim_id: str
+    lease_id: str
+    expires_at: int  # epoch seconds: the row is kept (TTL) at least as long as the lease
+
+
+@dataclass(frozen=True)
 class Change:
     """Everything one transition writes; committed all together or not at all.
 
@@ -79,6 +95,8 @@ class Change:
     ceilings: list[Ceiling] = field(default_factory=list)
     # (job id, lease id): the job must still point at that lease (see keys.JOB_LEASE_IS).
     job_checks: list[tuple[str, str]] = field(default_factory=list)
+    # Written only when new (a second claim with the same key loses the whole change).
+    claims: list[ClaimRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -121,6 +139,10 @@ class Store(Protocol):
     ) -> LeasePage: ...
     def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]: ...
     def commit(self, change: Change) -> None: ...
+    def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
+        """The lease id a claim with this key took (consistent read), or None."""
+        ...
+
     def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None: ...
     def put_event(self, event: Event) -> None: ...
     def list_pools(self) -> list[Pool]: ...
