@@ -13,6 +13,7 @@ from tenure.api import models as m
 from tenure.api.errors import STATUS, describe_validation, status_of
 from tenure.api.views import iso, lease_view
 from tenure.core import errors as e
+from tenure.core.conditions import QueuedCondition
 from tenure.core.states import EndReason, LeaseState, Revoke, SubjectKind
 
 from tests.unit.support import T0, Rig, make_lease
@@ -226,7 +227,8 @@ def test_the_json_the_api_receives_is_not_coerced_from_strings() -> None:
 
 def _claimed_lease(rig: Rig) -> tuple[dict[str, Any], str]:
     won = rig.claimed()
-    return lease_view(rig.lease(won.lease.id)), won.token
+    lease = rig.lease(won.lease.id)
+    return lease_view(lease, rig.svc.queued_condition_of(lease)), won.token
 
 
 def test_lease_view_is_deterministic_and_json(rig: Rig) -> None:
@@ -260,7 +262,11 @@ def test_lease_view_shows_the_fields_design_names(rig: Rig) -> None:
     assert view["task"] == {"id": view["task"]["id"], "key": "OPS-1"}
     assert view["workflow"] is None
     assert view["worker_version"] == "1.0"
-    assert view["queued_condition"] == "starting"
+    assert view["queued_condition"] == {
+        "code": "starting",
+        "label": "starting",
+        "needs_person": False,
+    }
     assert view["timing"]["claimed_at"] == iso(T0) == "2026-01-01T00:00:00.000Z"
     assert view["timing"]["deadline"] == "2026-01-01T00:06:15.000Z"
 
@@ -295,20 +301,15 @@ def test_lease_view_task_and_workflow_follow_the_subject(
     )
 
 
-@pytest.mark.parametrize(
-    ("state", "condition"),
-    [
-        (LeaseState.PENDING, "awaiting_agent"),
-        (LeaseState.DISPATCHING, "starting"),
-        (LeaseState.DISPATCHED, "starting"),
-        (LeaseState.RUNNING, None),
-        (LeaseState.COMPLETED, None),
-    ],
-)
-def test_queued_condition_is_shown_only_before_a_lease_runs(
-    state: LeaseState, condition: str | None
-) -> None:
-    assert lease_view(make_lease("l", state=state))["queued_condition"] == condition
+def test_a_lease_view_shows_the_condition_the_service_judged() -> None:
+    condition = QueuedCondition("pool_full", "pool full", False)
+    view = lease_view(make_lease("l", state=LeaseState.PENDING), condition)
+    assert view["queued_condition"] == {
+        "code": "pool_full",
+        "label": "pool full",
+        "needs_person": False,
+    }
+    assert lease_view(make_lease("l", state=LeaseState.RUNNING))["queued_condition"] is None
 
 
 def test_lease_view_of_an_ended_lease_shows_how_it_ended() -> None:

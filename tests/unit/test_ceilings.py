@@ -60,7 +60,13 @@ def test_a_full_pool_shows_pool_full_on_its_pending_leases(rig: Rig) -> None:
     _, waiting = rig.task(pool="single")
     rig.claim(pool="single")
     assert waiting is not None
-    assert rig.svc.queued_condition(rig.lease(waiting.id)) == "pool_full"
+    condition = rig.svc.queued_condition_of(rig.lease(waiting.id))
+    assert condition is not None
+    assert (condition.code, condition.label, condition.needs_person) == (
+        "pool_full",
+        "pool full",
+        False,
+    )
 
 
 def test_pools_without_a_ceiling_count_nothing(rig: Rig) -> None:

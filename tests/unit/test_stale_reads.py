@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from tenure.core.errors import InvalidTransition
-from tenure.core.service import _moved, _operator_plan
+from tenure.core.transitions import Action, move
 from tenure.core.states import LeaseState, ReportKind
 
 from tests.unit.support import MEMBER, POOL, SPACE, Rig, as_lease
@@ -27,10 +27,10 @@ def test_an_operator_action_never_moves_a_fresher_deadline_back(rig: Rig) -> Non
     stale = rig.lease(lease.id)
     rig.svc.heartbeat(as_lease(lease.id), lease.id, None)
     renewed = rig.lease(lease.id).deadline
-    plan = _operator_plan(stale, "kill", rig.clock.now)
-    assert plan is not None
+    to = move(stale.id, stale.state, stale.revoke, Action.KILL)
+    assert to is not None
     with pytest.raises(Exception, match="conditional write lost"):
-        rig.svc._write(stale, _moved(stale, plan[0], plan[1], {}, rig.clock.now))
+        rig.svc._write(stale, rig.svc._apply(stale, to, {}, rig.clock.now))
     rig.svc.kill(MEMBER, lease.id)  # the real action re-reads and keeps the fresher deadline
     assert rig.lease(lease.id).deadline == renewed
 
@@ -52,9 +52,7 @@ def test_a_report_computed_from_a_read_before_a_kill_cannot_land(rig: Rig) -> No
     rig.svc.cancel(MEMBER, lease.id)
     stale = rig.lease(lease.id)
     rig.svc.kill(MEMBER, lease.id)
-    change = rig.svc._final_change(
-        stale, ReportKind.COMPLETE, {"outcome": "success"}, "success", "fp", None
-    )
+    change = rig.svc._final_change(stale, ReportKind.COMPLETE, {"outcome": "success"}, "fp", None)
     with pytest.raises(Exception, match="conditional write lost"):
         rig.svc._commit(change)
     assert rig.lease(lease.id).state is LeaseState.CANCELLING

@@ -203,7 +203,7 @@ def list_leases(
 def get_lease(lease_id: str) -> Response[Any]:
     svc = _svc()
     lease = svc.get_lease(_actor(), lease_id)
-    return _json(v.lease_view(lease, svc.queued_condition(lease)))
+    return _json(v.lease_view(lease, svc.queued_condition_of(lease)))
 
 
 @app.post(f"{BASE}/leases/<lease_id>/cancel")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from tenure.core.conditions import QueuedCondition
 from tenure.core.model import Event, Lease, Pool, Space, Task, Token, Worker, Workflow
-from tenure.core.states import LeaseState, TaskStatus
+from tenure.core.states import TaskStatus
 
 
 def iso(ms: int | None) -> str | None:
@@ -16,16 +17,8 @@ def iso(ms: int | None) -> str | None:
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
-def queued_condition(lease: Lease) -> str | None:
-    if lease.state is LeaseState.PENDING:
-        return "awaiting_agent"
-    if lease.state in (LeaseState.DISPATCHING, LeaseState.DISPATCHED):
-        return "starting"
-    return None
-
-
-def lease_view(lease: Lease, condition: str | None = None) -> dict[str, Any]:
-    """`condition` overrides the state-derived queued_condition (the service knows ceilings)."""
+def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[str, Any]:
+    """`condition` is the lease's queued condition as the service judged it (DESIGN §12)."""
     return {
         "id": lease.id,
         "state": lease.state.value,
@@ -39,7 +32,7 @@ def lease_view(lease: Lease, condition: str | None = None) -> dict[str, Any]:
         "job_id": lease.job_id,
         "worker_id": lease.worker_id,
         "worker_version": lease.worker_version,
-        "queued_condition": condition or queued_condition(lease),
+        "queued_condition": condition.as_dict() if condition else None,
         "revoke": lease.revoke.value if lease.revoke else None,
         "end_reason": lease.end_reason.value if lease.end_reason else None,
         "outcome": lease.outcome,

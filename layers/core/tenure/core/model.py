@@ -147,6 +147,7 @@ class Lease:
     worker_version: str | None = None
     token_hash: str | None = None
     claimed_by: str | None = None  # the worker token that claimed it (renews only for that one)
+    host: str | None = None  # where the claiming worker runs, as it declared it
     lease_seconds: int | None = None
     renew_seconds: int | None = None
     claimed_at: int | None = None

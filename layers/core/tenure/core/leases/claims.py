@@ -1,0 +1,185 @@
+"""Claims: a worker takes a pending lease, fenced, within the ceilings (DESIGN §4, §12)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from tenure.core import authz, rules
+from tenure.core.base import over
+from tenure.core.errors import CeilingReached, Conflict
+from tenure.core.model import Lease, Pool, Principal
+from tenure.core.ports import Ceiling, Change, ClaimRecord
+from tenure.core.states import REPORTABLE, LeaseState
+from tenure.core.transitions import Action, move
+from tenure.core.workers import WorkerOps
+
+# How many queue heads a claim looks at; claimers shuffle them so that concurrent workers
+# spread over candidates instead of all paying for a lost race on the head (DESIGN §9).
+CLAIM_CANDIDATES = 16
+# How many candidates one claim call may lose races for before it rests a poll interval.
+MAX_CLAIM_TRIES = 200
+# How long an idle long-poll waits between looks at the queue.
+CLAIM_POLL_SECONDS = 0.5
+# A claim_id is remembered at least this long after its lease's deadline (DynamoDB TTL).
+CLAIM_ID_KEEP_SECONDS = 86_400
+
+
+@dataclass(frozen=True)
+class Claimed:
+    lease: Lease
+    token: str  # shown to the worker exactly once, never stored
+    pool: Pool
+
+
+class ClaimOps(WorkerOps):
+    def claim(
+        self,
+        actor: Principal,
+        pool_name: str,
+        worker_id: str,
+        worker_version: str | None,
+        wait_seconds: float,
+        lease_seconds: int | None,
+        claim_id: str | None = None,
+        host: str | None = None,
+    ) -> Claimed | None:
+        authz.require_worker(actor, pool_name)
+        pool = self._pool(pool_name)
+        self._mark_seen(pool, worker_id, worker_version)  # a claim is itself a sign of life
+        if claim_id is not None:
+            again = self._claimed_before(actor, pool, worker_id, claim_id)
+            if again is not None:
+                return again
+        ask = _Ask(worker_id, worker_version, lease_seconds, actor.token_id, claim_id, host)
+        give_up_at = self.clock.now_ms() + int(wait_seconds * 1000)
+        tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
+        # Bounded twice over: by the candidates a call may lose races for, and by the wait.
+        looks = MAX_CLAIM_TRIES + math.ceil(wait_seconds / CLAIM_POLL_SECONDS) + 1
+        for _ in range(looks):
+            fresh: list[str] = []
+            if not pool.paused:
+                seen = self.store.queue_candidates(pool.name, CLAIM_CANDIDATES + len(tried))
+                fresh = [lease_id for lease_id in seen if lease_id not in tried]
+                for lease_id in self.ids.shuffle(fresh[:CLAIM_CANDIDATES]):
+                    tried.add(lease_id)
+                    try:
+                        won = self._try_claim(lease_id, pool, ask)
+                    except CeilingReached:
+                        fresh = []  # full: nothing is claimable until a held lease ends
+                        break
+                    if won is not None:
+                        self.counters["claims"] += 1
+                        return won
+                    self.counters["lost_claim_races"] += 1
+                    if claim_id is not None:
+                        # The same claim_id may have just won elsewhere (a concurrent retry).
+                        again = self._claimed_before(actor, pool, worker_id, claim_id)
+                        if again is not None:
+                            return again
+            if fresh and len(tried) < MAX_CLAIM_TRIES:
+                continue  # a lost race is not an empty queue: look again at once
+            remaining = (give_up_at - self.clock.now_ms()) / 1000
+            if remaining <= 0:
+                break
+            self.clock.sleep(min(CLAIM_POLL_SECONDS, remaining))
+            tried.clear()
+        self.counters["empty_claims"] += 1
+        return None
+
+    def _claimed_before(
+        self, actor: Principal, pool: Pool, worker_id: str, claim_id: str
+    ) -> Claimed | None:
+        """A retried claim whose answer was lost: the same lease, under a fresh token (the
+        lost one dies with the old hash). None when the key took nothing still held."""
+        lease_id = self.store.find_claim(pool.name, actor.token_id, worker_id, claim_id)
+        if lease_id is None:
+            return None
+        lease = self.store.get_lease(lease_id)
+        if lease is None or lease.state not in REPORTABLE or lease.claimed_by != actor.token_id:
+            return None
+
+        def reissue(current: Lease) -> Claimed | None:
+            if current.state not in REPORTABLE or current.worker_id != worker_id:
+                return None
+            token = rules.mint_lease_token(current.id, self.ids.secret())
+            now = self.clock.now_ms()
+            new = replace(
+                current,
+                token_hash=rules.hash_token(token),
+                version=current.version + 1,
+                event_type="lease.claim_retried",
+                event_data={"worker_id": worker_id, "claim_id": claim_id},
+                updated_at=now,
+            )
+            self._write(current, new)
+            return Claimed(lease=new, token=token, pool=pool)
+
+        self.counters["claim_retries"] += 1
+        return self._settle(lease, reissue)
+
+    def _try_claim(self, lease_id: str, pool: Pool, ask: _Ask) -> Claimed | None:
+        lease = self.store.get_lease(lease_id, consistent=False)
+        if lease is None or lease.state is not LeaseState.PENDING:
+            return None
+        now = self.clock.now_ms()
+        token = rules.mint_lease_token(lease.id, self.ids.secret())
+        seconds = ask.lease_seconds or pool.toleration_seconds
+        deadline = rules.fresh_deadline(now, 1000 * seconds)
+        ceilings = self._ceilings(pool)
+        counted = tuple(f"{c.scope}:{c.name}" for c in ceilings) or None
+        to = move(lease.id, lease.state, lease.revoke, Action.CLAIM)
+        assert to is not None  # a pending lease is always claimable
+        new = self._apply(
+            lease,
+            to,
+            {"worker_id": ask.worker_id, "worker_version": ask.worker_version},
+            now,
+            worker_id=ask.worker_id,
+            worker_version=ask.worker_version,
+            host=ask.host,
+            token_hash=rules.hash_token(token),
+            claimed_by=ask.claimant,
+            lease_seconds=seconds,
+            renew_seconds=pool.renew_seconds,
+            claimed_at=now,
+            heartbeat_at=now,
+            deadline=deadline,
+            due_at=deadline,
+            counted=counted,
+        )
+        records = []
+        if ask.claim_id is not None:
+            keep = deadline // 1000 + CLAIM_ID_KEEP_SECONDS
+            records.append(
+                ClaimRecord(pool.name, ask.claimant, ask.worker_id, ask.claim_id, lease.id, keep)
+            )
+        try:
+            self._commit(Change(leases=[over(lease, new)], ceilings=ceilings, claims=records))
+        except CeilingReached:
+            raise
+        except Conflict:
+            return None
+        return Claimed(lease=new, token=token, pool=pool)
+
+    def _ceilings(self, pool: Pool) -> list[Ceiling]:
+        """The counters a claim in `pool` must stay under (DESIGN §4: unlimited unless set)."""
+        found = []
+        if pool.max_active is not None:
+            found.append(Ceiling("pool", pool.name, +1, pool.max_active))
+        space = self._space_cached(pool.space)
+        if space.max_active is not None:
+            found.append(Ceiling("space", space.key, +1, space.max_active))
+        return found
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """What the claiming worker asked for."""
+
+    worker_id: str
+    worker_version: str | None
+    lease_seconds: int | None
+    claimant: str  # the worker token's id: only it renews what it claimed
+    claim_id: str | None
+    host: str | None

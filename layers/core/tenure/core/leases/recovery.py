@@ -1,0 +1,71 @@
+"""Recovery: the sweeper's verdict on a silent lease — lost, requeued under fence + 1, or
+exhausted (DESIGN §4)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tenure.core.base import ServiceBase, over
+from tenure.core.errors import Conflict
+from tenure.core.model import Job, Lease, Pool
+from tenure.core.ports import Change, JobWrite, TaskWrite
+from tenure.core.states import OnExpiry
+from tenure.core.transitions import Action, move
+
+
+class RecoveryOps(ServiceBase):
+    def expire(self, lease: Lease, pool: Pool) -> Lease | None:
+        """End a held lease whose holder went silent.
+
+        Returns None when the lease moved on first (a report won the race): nothing expired.
+        """
+        try:
+            change = self._expiry_change(lease, pool, self.clock.now_ms())
+            self._commit(change)
+        except Conflict:
+            return None
+        return change.leases[0].new
+
+    def _expiry_change(self, lease: Lease, pool: Pool, now: int) -> Change:
+        action = Action.EXPIRE_FAIL if pool.on_expiry is OnExpiry.FAIL else Action.EXPIRE
+        to = move(lease.id, lease.state, lease.revoke, action)
+        assert to is not None  # a held lease always ends when it expires
+        if not to.requeue:
+            # Failed as worker_lost, or ended the way an operator's cancel or kill asked.
+            data: dict[str, object] = {"by": "sweeper", "on_expiry": pool.on_expiry.value}
+            return Change(leases=[over(lease, self._apply(lease, to, data, now))])
+        job = self.store.get_job(lease.job_id)
+        if job is None or job.fence != lease.fence:
+            raise Conflict(f"job {lease.job_id} moved on")
+        recovery = job.recovery_count + 1
+        exhausted = job.attempt + recovery >= job.max_attempts
+        requeued: dict[str, object] = {
+            "on_expiry": "requeue",
+            "recovery_count": recovery,
+            "exhausted": exhausted,
+        }
+        change = Change(leases=[over(lease, self._apply(lease, to, requeued, now))])
+        if exhausted:
+            return self._exhausted(change, job, recovery, now)
+        return self._with_successor(change, lease, recovered=True)
+
+    def _exhausted(self, change: Change, job: Job, recovery: int, now: int) -> Change:
+        jobs = [JobWrite(replace(job, recovery_count=recovery, exhausted=True), job.fence)]
+        tasks: list[TaskWrite] = []
+        if job.task_id is not None:
+            task = self._task(job.task_id)
+            flagged = replace(
+                task,
+                attention=True,
+                version=task.version + 1,
+                event_type="task.run.lease_recovery_exhausted",
+                event_data={
+                    "job_id": job.id,
+                    "attempt": job.attempt,
+                    "recovery_count": recovery,
+                    "max_attempts": job.max_attempts,
+                },
+                updated_at=now,
+            )
+            tasks.append(TaskWrite(flagged, expect_job_id=job.id))
+        return Change(leases=change.leases, jobs=jobs, tasks=tasks)

@@ -1,0 +1,68 @@
+"""The work bundle a holder reads (DESIGN §6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenure.core.base import ServiceBase
+from tenure.core.model import Event, Principal
+from tenure.core.states import SubjectKind
+
+ACTIVITY_IN_PAYLOAD = 20
+
+
+class PayloadOps(ServiceBase):
+    def payload(self, actor: Principal, lease_id: str) -> dict[str, Any]:
+        lease = self._own_lease(actor, lease_id)
+        self._refuse_if_stale(lease, "payload")
+        pool = self._pool(lease.pool)
+        events = self.store.timeline(lease.subject_kind, lease.subject_id, None)
+        recent = [_event_summary(e) for e in events[-ACTIVITY_IN_PAYLOAD:]]
+        subject: dict[str, Any]
+        if lease.subject_kind is SubjectKind.TASK:
+            task = self._task(lease.task_id or "")
+            subject = {
+                "kind": "task",
+                "key": task.key,
+                "title": task.title,
+                "body": task.body,
+                "properties": task.properties,
+                "dependencies": [],
+                "prior_attempts": _prior_attempts(events, lease.id),
+                "activity": recent,
+            }
+        elif lease.subject_kind is SubjectKind.WORKFLOW:
+            wf = self.store.get_workflow(lease.space, lease.workflow or "")
+            subject = {
+                "kind": "workflow",
+                "slug": lease.workflow,
+                "name": wf.name if wf else None,
+                "description": wf.description if wf else None,
+                "activity": recent,
+            }
+        else:
+            space = self._space(lease.space)
+            subject = {"kind": "space", "key": space.key, "name": space.name, "activity": recent}
+        return {"lease": lease, "subject": subject, "kind": pool.kind.value}
+
+
+def _event_summary(event: Event) -> dict[str, Any]:
+    return {"type": event.type, "at": event.at, "lease_id": event.lease_id, "fence": event.fence}
+
+
+_ENDINGS = {"lease.completed", "lease.failed", "lease.cancelled", "lease.killed", "lease.lost"}
+
+
+def _prior_attempts(events: list[Event], current_lease_id: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "lease_id": e.lease_id,
+            "fence": e.fence,
+            "ended": e.type.removeprefix("lease."),
+            "at": e.at,
+            "outcome": e.data.get("outcome"),
+            "error": e.data.get("error"),
+        }
+        for e in events
+        if e.type in _ENDINGS | {"lease.released"} and e.lease_id != current_lease_id
+    ]

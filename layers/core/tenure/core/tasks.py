@@ -1,0 +1,152 @@
+"""Tasks: filing them, opening a run (at most one open run per task), reading them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tenure.core import authz, rules
+from tenure.core.base import ServiceBase
+from tenure.core.errors import Conflict, InvalidTransition, NotFound
+from tenure.core.model import (
+    DEFAULT_MAX_ATTEMPTS,
+    Event,
+    Job,
+    Lease,
+    Pool,
+    Principal,
+    Task,
+    task_status,
+)
+from tenure.core.ports import Change, JobWrite, LeaseWrite, TaskWrite
+from tenure.core.states import LeaseState, SubjectKind, TaskStatus
+
+
+@dataclass(frozen=True)
+class TaskView:
+    task: Task
+    lease: Lease | None
+    status: TaskStatus
+
+
+class TaskOps(ServiceBase):
+    def create_task(
+        self,
+        actor: Principal,
+        space: str,
+        title: str,
+        workflow: str | None,
+        body: str | None,
+        properties: dict[str, Any],
+        pool: str | None,
+        max_attempts: int | None,
+    ) -> tuple[Task, Lease | None]:
+        authz.require_operator(actor, "member", space)
+        rules.refuse_tokens({"title": title, "body": body, "properties": properties}, "the task")
+        if workflow is not None and self.store.get_workflow(space, workflow) is None:
+            raise NotFound(f"workflow {workflow!r} does not exist in space {space!r}")
+        target = self._pool_in_space(pool, space) if pool is not None else None
+        number = self.store.next_task_number(space)
+        task = Task(
+            id=self.ids.new_id("task"),
+            key=f"{space}-{number}",
+            space=space,
+            title=title,
+            body=body,
+            properties=properties,
+            workflow=workflow,
+            max_attempts=max_attempts or DEFAULT_MAX_ATTEMPTS,
+            created_at=self.clock.now_ms(),
+        )
+        if target is None:
+            self._commit(Change(tasks=[TaskWrite(task, create=True)]))
+            return task, None
+        task, lease = self._open_run(task, target, create_task=True, expect_job_id=None)
+        return task, lease
+
+    def enqueue(self, actor: Principal, task_id: str, pool: str) -> Lease:
+        authz.require_role(actor, "member")
+        task = self._task(task_id)
+        authz.require_operator(actor, "member", task.space)
+        target = self._pool_in_space(pool, task.space)
+        current = self._newest_lease(task)
+        if current is not None and current.state.active:
+            raise InvalidTransition(f"task {task.key} already has an open run ({current.id})")
+        if task.attention:
+            raise InvalidTransition(f"task {task.key} needs attention; recover it first")
+        # The last run must still be the ended lease just read: a release or an expiry between
+        # the reads would have handed its job to a successor (an open run after all).
+        checks = [(task.job_id, current.id)] if task.job_id and current else []
+        try:
+            _, lease = self._open_run(
+                task, target, create_task=False, expect_job_id=task.job_id, job_checks=checks
+            )
+        except Conflict as lost:
+            raise InvalidTransition(f"task {task.key} already has an open run") from lost
+        return lease
+
+    def get_task(self, actor: Principal, task_id: str) -> TaskView:
+        authz.require_role(actor, "read")
+        task = self._task(task_id)
+        authz.require_operator(actor, "read", task.space)
+        lease = self._newest_lease(task)
+        status = task_status(task, lease)
+        return TaskView(
+            task=task, lease=lease if lease and lease.state.active else None, status=status
+        )
+
+    def activity(self, actor: Principal, task_id: str) -> list[Event]:
+        authz.require_role(actor, "read")
+        task = self._task(task_id)
+        authz.require_operator(actor, "read", task.space)
+        return self.store.timeline(SubjectKind.TASK, task.id, None)
+
+    def _open_run(
+        self,
+        task: Task,
+        pool: Pool,
+        create_task: bool,
+        expect_job_id: str | None,
+        job_checks: list[tuple[str, str]] | None = None,
+    ) -> tuple[Task, Lease]:
+        now = self.clock.now_ms()
+        job_id = self.ids.new_id("job")
+        lease = Lease(
+            event_type="lease.created",
+            event_data={"pool": pool.name},
+            updated_at=now,
+            id=self.ids.new_id("lease"),
+            job_id=job_id,
+            space=task.space,
+            pool=pool.name,
+            subject_kind=SubjectKind.TASK,
+            subject_id=task.id,
+            task_id=task.id,
+            task_key=task.key,
+            workflow=task.workflow,
+            state=LeaseState.PENDING,
+            fence=1,
+            attempt=1,
+            created_at=now,
+        )
+        job = Job(
+            id=job_id,
+            space=task.space,
+            pool=pool.name,
+            subject_kind=SubjectKind.TASK,
+            subject_id=task.id,
+            task_id=task.id,
+            lease_id=lease.id,
+            max_attempts=task.max_attempts,
+            created_at=now,
+        )
+        task = task.with_job(job_id)
+        self._commit(
+            Change(
+                leases=[LeaseWrite(lease)],
+                jobs=[JobWrite(job)],
+                tasks=[TaskWrite(task, expect_job_id=expect_job_id, create=create_task)],
+                job_checks=job_checks or [],
+            )
+        )
+        return task, lease

@@ -1,0 +1,77 @@
+"""Worker liveness: when a worker was last heard from, and whether it reads reachable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tenure.core import authz
+from tenure.core.base import ServiceBase
+from tenure.core.model import Lease, Pool, Principal, Worker
+from tenure.core.states import REPORTABLE
+
+# A worker's last_seen is written at most once per this share of its pool's grace: enough to
+# tell reachable from unreachable without a write on every heartbeat (DESIGN §9)…
+SEEN_WRITE_SHARE = 0.25
+# …or, when the same heartbeat already wrote the lease's deadline, only once it is this old
+# (one write per heartbeat at most).
+SEEN_URGENT_SHARE = 0.5
+# How many workers (and their held leases) one GET /workers reads at most.
+WORKERS_PAGE = 200
+HELD_PAGE = 1000
+
+
+def reachable(worker: Worker, pool: Pool, now: int) -> bool:
+    """Reachable unless not heard from for the pool's grace.
+
+    The stored last_seen lags the worker's real last contact by less than the write window
+    (SEEN_URGENT_SHARE of grace), so that lag is added before judging: a worker never reads
+    unreachable early. It reads unreachable between 1.0 and 1.5 graces after its last contact
+    (1.0 to 1.25 for a worker that renews through the worker heartbeat, as the SDK does)."""
+    return now - worker.last_seen <= pool.grace_seconds * 1000 * (1 + SEEN_URGENT_SHARE)
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    worker: Worker
+    reachable: bool
+    leases: list[Lease]
+
+
+class WorkerOps(ServiceBase):
+    def list_workers(self, actor: Principal, pool_name: str) -> list[WorkerView]:
+        authz.require_role(actor, "read")
+        pool = self._pool(pool_name)
+        authz.require_operator(actor, "read", pool.space)
+        now = self.clock.now_ms()
+        held = self.store.get_leases(self.store.due_leases(pool.name, None)[:HELD_PAGE])
+        by_worker: dict[str, list[Lease]] = {}
+        for lease in sorted(held.values(), key=lambda x: x.created_at):
+            if lease.worker_id and lease.state in REPORTABLE:
+                by_worker.setdefault(lease.worker_id, []).append(lease)
+        workers = self.store.list_workers(pool.name)[:WORKERS_PAGE]
+        return [
+            WorkerView(
+                worker=w,
+                reachable=reachable(w, pool, now),
+                leases=by_worker.get(w.worker_id, []),
+            )
+            for w in sorted(workers, key=lambda w: w.worker_id)
+        ]
+
+    def _mark_seen(
+        self, pool: Pool, worker_id: str, version: str | None, defer: bool = False
+    ) -> None:
+        now = self.clock.now_ms()
+        grace = pool.grace_seconds * 1000
+        window = int(grace * (SEEN_URGENT_SHARE if defer else SEEN_WRITE_SHARE))
+        key = (pool.name, worker_id)
+        cached = self._seen.get(key)
+        if cached is None:
+            known = self.store.get_worker(pool.name, worker_id)
+            cached = (known.last_seen, known.worker_version) if known else None
+        if cached is not None and now - cached[0] < window and cached[1] == version:
+            self._seen[key] = cached
+            return
+        worker = Worker(pool=pool.name, worker_id=worker_id, worker_version=version, last_seen=now)
+        self.store.put_worker(worker)
+        self._seen[key] = (now, version)

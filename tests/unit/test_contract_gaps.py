@@ -1,0 +1,58 @@
+"""Contract lines the first landing got wrong (issue 8), each at the core."""
+
+from __future__ import annotations
+
+import pytest
+from tenure.core.errors import Conflict, InvalidTransition, Unavailable
+from tenure.core.ports import Change
+from tenure.core.states import EndReason, LeaseState
+
+from tests.unit.support import MEMBER, Rig, as_lease
+
+
+@pytest.mark.parametrize("action", ["cancel", "kill"])
+def test_cancel_or_kill_of_a_pending_lease_ends_it_cancelled(rig: Rig, action: str) -> None:
+    _, lease = rig.task()
+    assert lease is not None
+    ended = getattr(rig.svc, action)(MEMBER, lease.id)
+    assert (ended.state, ended.end_reason) == (LeaseState.CANCELLED, EndReason.CANCELLED)
+    assert rig.types(lease.task_id or "")[-1] == "lease.cancelled"
+
+
+def test_complete_with_no_fields_and_with_the_default_outcome_are_the_same_report(
+    rig: Rig,
+) -> None:
+    won = rig.claimed()
+    first = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
+    again = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"outcome": "success"})
+    nulls = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"details": None})
+    assert first == again == nulls
+    assert first.state is LeaseState.COMPLETED
+    assert rig.types(won.lease.task_id or "").count("lease.completed") == 1
+
+
+def test_a_report_id_reused_by_another_kind_of_report_is_not_a_replay(rig: Rig) -> None:
+    won = rig.claimed()
+    me = as_lease(won.lease.id)
+    failed = rig.svc.fail(me, won.lease.id, {"error": "boom", "report_id": "r1"})
+    assert rig.svc.fail(me, won.lease.id, {"error": "other text", "report_id": "r1"}) == failed
+    with pytest.raises(InvalidTransition):
+        rig.svc.complete(me, won.lease.id, {"report_id": "r1"})
+    assert rig.lease(won.lease.id).state is LeaseState.FAILED
+
+
+def test_a_write_that_keeps_losing_is_bounded_and_answers_unavailable(rig: Rig) -> None:
+    won = rig.claimed()
+    tries: list[Change] = []
+
+    def always_lose(change: Change) -> None:
+        tries.append(change)
+        raise Conflict("a conditional write lost")
+
+    rig.store.commit = always_lose  # type: ignore[method-assign]
+    with pytest.raises(Unavailable) as refused:
+        rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
+    assert refused.value.retry_after >= 1
+    assert 1 < len(tries) <= 10
+    with pytest.raises(Unavailable):
+        rig.svc.cancel(MEMBER, won.lease.id)
