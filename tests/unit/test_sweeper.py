@@ -356,24 +356,24 @@ def test_a_mass_expiry_is_held_for_one_toleration_window_then_carried_out(rig: R
     assert sorted(held[0].data["lease_ids"]) == sorted(x.id for x in dead)
     hold_until = held[0].data["hold_until"]
     assert hold_until == rig.clock.now_ms() + TOLERATION_MS
-    assert rig.store.get_sweeper_state().hold_until == hold_until
+    assert rig.store.get_sweeper_state().holds == {POOL: hold_until}
     _run(rig, until_s=(hold_until - T0) / 1000 - EVERY, beat=live)
     assert _states(rig, dead) == {LeaseState.RUNNING}  # still inside the window
     reports = _run(rig, until_s=(hold_until - T0) / 1000, beat=live)
     assert sorted(reports[-1].expired) == sorted(x.id for x in dead)
     assert _states(rig, dead) == {LeaseState.LOST}
     assert _states(rig, live) == {LeaseState.RUNNING}
-    assert rig.store.get_sweeper_state().hold_until is None
+    assert rig.store.get_sweeper_state().holds == {}
     assert len([e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"]) == 1
 
 
 def test_the_brake_releases_when_the_silent_workers_come_back(rig: Rig) -> None:
     dead, live = _fleet(rig, silent=3, alive=1)
     _run(rig, until_s=390, beat=live)
-    assert rig.store.get_sweeper_state().hold_until is not None
+    assert POOL in rig.store.get_sweeper_state().holds
     _run(rig, until_s=480, beat=live + dead)
     assert _states(rig, dead) == {LeaseState.RUNNING}
-    assert rig.store.get_sweeper_state().hold_until is None
+    assert rig.store.get_sweeper_state().holds == {}
 
 
 @pytest.mark.parametrize(("silent", "alive"), [(3, 3), (2, 0), (1, 0), (10, 10)])
@@ -443,3 +443,26 @@ def test_a_release_landing_mid_expiry_is_a_lost_race_not_a_failed_pass(rig: Rig)
     job = rig.store.get_job(releasing.job_id)
     assert job is not None and job.fence == 2
     assert rig.lease(job.lease_id).state is LeaseState.PENDING
+
+
+def test_one_worker_dying_with_many_leases_is_an_ordinary_expiry(rig: Rig) -> None:
+    # The brake counts workers, not leases: one worker (--concurrency 4) dying is not a
+    # mass expiry, whatever share of the pool's leases it held.
+    rig.sweep()
+    dead = [rig.running("busy") for _ in range(4)]
+    live = [rig.running("calm")]
+    reports = _run(rig, until_s=390, beat=live)
+    assert sorted(x for r in reports for x in r.expired) == sorted(x.id for x in dead)
+    assert all(r.held == 0 for r in reports)
+    assert [e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"] == []
+
+
+def test_most_workers_falling_silent_together_holds_however_few_leases_each(rig: Rig) -> None:
+    rig.sweep()
+    dead = [rig.running(f"dead{i}") for i in range(3) for _ in range(2)]
+    live = [rig.running("live0")]
+    reports = _run(rig, until_s=390, beat=live)
+    assert reports[-1].held == 6 and reports[-1].expired == []
+    held = [e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"]
+    assert (held[0].data["silent_workers"], held[0].data["recent_workers"]) == (3, 4)
+    assert _states(rig, dead) == {LeaseState.RUNNING}

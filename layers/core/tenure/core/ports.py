@@ -108,7 +108,8 @@ class LeasePage:
 @dataclass(frozen=True)
 class SweeperState:
     last_pass_at: int | None = None
-    hold_until: int | None = None  # mass-expiry brake engaged until then
+    # Pools whose expiries the mass-expiry brake holds, each until then (epoch ms).
+    holds: dict[str, int] = field(default_factory=dict)
 
 
 class Store(Protocol):

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass, field, replace
 
 from tenure.core.errors import Conflict
 from tenure.core.model import Event, Lease, Pool
 from tenure.core.ports import SweeperState
+from tenure.core.rules import DEADLINE_SLACK, toleration_ms
 from tenure.core.service import LeaseService
 from tenure.core.states import REPORTABLE
+from tenure.core.workers import SEEN_URGENT_SHARE, reachable
 
 # Kubernetes' node lifecycle controller stops evicting when too much of a zone looks dead at
-# once; likewise, a pass that would expire at least this share of all held leases (and at
-# least MASS_EXPIRY_MIN of them) holds them for one more toleration window first.
+# once. Likewise, counted in *workers* (DESIGN §4): when in one pass at least this share of a
+# pool's recently reachable workers (and at least MASS_EXPIRY_MIN of them) has fallen silent
+# together, that pool's expiries are held for one toleration window. One worker dying with
+# many leases is an ordinary expiry.
 MASS_EXPIRY_SHARE = 0.55
 MASS_EXPIRY_MIN = 3
+# How many due leases of one pool one pass reads (and expires) at most; the rest wait a pass.
+DUE_PER_PASS = 500
 SYSTEM = ("system", "sweeper")
 
 
@@ -49,15 +54,15 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
     gap = now - state.last_pass_at if state.last_pass_at is not None else None
     report.gap_ms = gap
     absence = gap - int(interval_seconds * 1000) if gap is not None else None
-    due: list[tuple[Lease, Pool]] = []
-    pools = store.list_pools()
-    for pool in pools:
+    holds = dict(state.holds)
+    for pool in store.list_pools():
         if gap is not None and absence is not None and absence > pool.grace_seconds * 1000:
             # The sweeper itself was away: that is the service's absence, not the workers'.
             report.absent_pools.append(pool.name)
             report.pushed += _push_out(svc, pool, gap)
             continue
-        for lease_id in store.due_leases(pool.name, now):
+        due: list[Lease] = []
+        for lease_id in store.due_leases(pool.name, now)[:DUE_PER_PASS]:
             lease = store.get_lease(lease_id)
             if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
                 continue
@@ -65,62 +70,81 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
                 _reindex(svc, lease)
                 report.reindexed += 1
             else:
-                due.append((lease, pool))
+                due.append(lease)
+        if _brake(svc, pool, due, holds, now, interval_seconds):
+            report.held += len(due)
+            continue
+        for lease in due:
+            if svc.expire(lease, pool) is None:
+                report.raced += 1
+            else:
+                report.expired.append(lease.id)
     if report.absent_pools:
         _record(svc, now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools})
-    if _brake(svc, state, now, due, pools, report):
-        return report
-    for lease, pool in due:
-        if svc.expire(lease, pool) is None:
-            report.raced += 1
-        else:
-            report.expired.append(lease.id)
+    if holds != state.holds:
+        store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
     return report
 
 
 def _brake(
     svc: LeaseService,
-    state: SweeperState,
+    pool: Pool,
+    due: list[Lease],
+    holds: dict[str, int],
     now: int,
-    due: list[tuple[Lease, Pool]],
-    pools: list[Pool],
-    report: SweepReport,
+    interval_seconds: float,
 ) -> bool:
-    """True when this pass holds its expiries back (a mass expiry looks like our own fault)."""
-    store = svc.store
-    mass = False
-    if len(due) >= MASS_EXPIRY_MIN:
-        # Only whether held <= due/share matters, so no pool is counted past that bound.
-        bound = math.floor(len(due) / MASS_EXPIRY_SHARE) + 1
-        held = 0
-        for pool in pools:
-            held += store.count_held(pool.name, bound - held)
-            if held >= bound:
-                break
-        mass = len(due) >= MASS_EXPIRY_SHARE * held
+    """True when this pass holds `pool`'s expiries back (a mass expiry looks like our fault).
+    Updates `holds` (pool -> held until) in place."""
+    silent, recent = _silent_workers(svc, pool, due, now, interval_seconds)
+    mass = len(silent) >= MASS_EXPIRY_MIN and len(silent) >= MASS_EXPIRY_SHARE * len(recent)
+    hold_until = holds.get(pool.name)
     if not mass:
-        if state.hold_until is not None:
-            store.put_sweeper_state(SweeperState(last_pass_at=now), expect_last=now)
+        holds.pop(pool.name, None)
         return False
-    if state.hold_until is None:
-        window = max(1000 * (lease.lease_seconds or pool.toleration_seconds) for lease, pool in due)
-        hold_until = now + window
-        store.put_sweeper_state(SweeperState(now, hold_until), expect_last=now)
+    if hold_until is None:
+        hold_until = now + max(toleration_ms(lease, pool) for lease in due)
+        holds[pool.name] = hold_until
         _record(
             svc,
             now,
             "sweeper.mass_expiry_held",
-            {"due": len(due), "hold_until": hold_until, "lease_ids": [x.id for x, _ in due][:50]},
+            {
+                "pool": pool.name,
+                "due": len(due),
+                "silent_workers": len(silent),
+                "recent_workers": len(recent),
+                "hold_until": hold_until,
+                "lease_ids": [x.id for x in due][:50],
+            },
         )
-        report.held = len(due)
         return True
-    if now < state.hold_until:
-        store.put_sweeper_state(SweeperState(now, state.hold_until), expect_last=now)
-        report.held = len(due)
+    if now < hold_until:
         return True
     # The window passed and they are still silent: proceed, and release the brake.
-    store.put_sweeper_state(SweeperState(last_pass_at=now), expect_last=now)
+    holds.pop(pool.name, None)
     return False
+
+
+def _silent_workers(
+    svc: LeaseService, pool: Pool, due: list[Lease], now: int, interval_seconds: float
+) -> tuple[set[str], set[str]]:
+    """(workers whose due leases show them silent, workers reachable recently) of a pool.
+
+    A worker that still heartbeats other leases is not silent. "Recently" reaches back over
+    the longest time a due lease can have been silent (1.25 tolerations, a sweep period) plus
+    the lag of last_seen, so a fleet that died together still counts as recently reachable."""
+    holders = {lease.worker_id for lease in due if lease.worker_id}
+    if len(holders) < MASS_EXPIRY_MIN:
+        return holders, holders  # too few to be a mass expiry: no need to read the workers
+    longest = max(toleration_ms(lease, pool) for lease in due)
+    window = int(longest * (1 + DEADLINE_SLACK)) + int(interval_seconds * 1000)
+    window += int(pool.grace_seconds * 1000 * (1 + SEEN_URGENT_SHARE))
+    workers = {w.worker_id: w for w in svc.store.list_workers(pool.name)}
+    alive = {wid for wid, w in workers.items() if reachable(w, pool, now)}
+    recent = {wid for wid, w in workers.items() if now - w.last_seen <= window}
+    silent = holders - alive
+    return silent, recent | silent
 
 
 def _push_out(svc: LeaseService, pool: Pool, gap: int) -> int:
