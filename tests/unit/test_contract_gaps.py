@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core.errors import Conflict, InvalidTransition, Unavailable
+from tenure.core.errors import Conflict, InvalidTransition, Unauthenticated, Unavailable
 from tenure.core.ports import Change
 from tenure.core.states import EndReason, LeaseState
 
-from tests.unit.support import MEMBER, Rig, as_lease
+from tests.unit.support import MEMBER, POOL, WORKER, Rig, as_lease
 
 
 @pytest.mark.parametrize("action", ["cancel", "kill"])
@@ -56,3 +56,43 @@ def test_a_write_that_keeps_losing_is_bounded_and_answers_unavailable(rig: Rig) 
     assert 1 < len(tries) <= 10
     with pytest.raises(Unavailable):
         rig.svc.cancel(MEMBER, won.lease.id)
+
+
+def test_a_claim_retried_with_its_claim_id_gets_the_same_lease_under_a_new_token(
+    rig: Rig,
+) -> None:
+    rig.task()
+    rig.task()
+    first = rig.svc.claim(WORKER, POOL, "w1", "1.0", 0, None, claim_id="c-1", host="box")
+    assert first is not None
+    again = rig.svc.claim(WORKER, POOL, "w1", "1.0", 0, None, claim_id="c-1", host="box")
+    assert again is not None
+    assert again.lease.id == first.lease.id and again.lease.fence == first.lease.fence
+    assert again.token != first.token
+    held = [x for x in rig.store.list_leases("OPS", 10, None, None, None).leases if x.worker_id]
+    assert [x.id for x in held] == [first.lease.id]  # never a second lease
+    with pytest.raises(Unauthenticated):  # the lost token died with its hash
+        rig.svc.authenticate(first.token)
+    assert rig.svc.authenticate(again.token).lease_id == first.lease.id
+    assert rig.lease(first.lease.id).host == "box"
+    fresh = rig.svc.claim(WORKER, POOL, "w1", "1.0", 0, None, claim_id="c-2")
+    assert fresh is not None and fresh.lease.id != first.lease.id
+
+
+def test_a_claim_id_is_the_workers_own(rig: Rig) -> None:
+    rig.task()
+    rig.task()
+    mine = rig.svc.claim(WORKER, POOL, "w1", None, 0, None, claim_id="same")
+    theirs = rig.svc.claim(WORKER, POOL, "w2", None, 0, None, claim_id="same")
+    assert mine is not None and theirs is not None
+    assert mine.lease.id != theirs.lease.id
+
+
+def test_a_claim_id_whose_lease_has_ended_claims_afresh(rig: Rig) -> None:
+    rig.task()
+    rig.task()
+    first = rig.svc.claim(WORKER, POOL, "w1", None, 0, None, claim_id="c-1")
+    assert first is not None
+    rig.svc.complete(as_lease(first.lease.id), first.lease.id, {})
+    again = rig.svc.claim(WORKER, POOL, "w1", None, 0, None, claim_id="c-1")
+    assert again is not None and again.lease.id != first.lease.id

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from tenure.core.errors import InvalidTransition
-from tenure.core.transitions import Action, move
 from tenure.core.states import LeaseState, ReportKind
+from tenure.core.transitions import Action, move
 
 from tests.unit.support import MEMBER, POOL, SPACE, Rig, as_lease
 
