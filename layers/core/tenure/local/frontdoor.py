@@ -8,6 +8,7 @@ import multiprocessing
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -89,7 +90,14 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> 
 
 
 class FrontDoor:
-    def __init__(self, host: str, port: int, concurrency: int = MAX_CONCURRENCY) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        concurrency: int = MAX_CONCURRENCY,
+        invoke: Callable[[dict[str, Any]], dict[str, Any]] = lambda_host.invoke,
+    ) -> None:
+        self.invoke = invoke  # runs in a worker process: a module-level function
         # Binds now (an OSError when the port is taken); worker processes start on first use.
         self.server = ThreadingHTTPServer((host, port), self._handler_class())
         self.server.daemon_threads = True
@@ -144,7 +152,7 @@ class FrontDoor:
                 event = to_event(self.command, self.path, dict(self.headers.items()), body)
                 started = time.monotonic()
                 try:
-                    result = door.pool.submit(lambda_host.invoke, event).result(timeout=60)
+                    result = door.pool.submit(door.invoke, event).result(timeout=60)
                 except Exception as err:  # a crashed or timed-out invocation: Lambda's 500
                     self.log_error("invocation failed: %r", err)
                     body = error_body("internal_error", "the invocation failed")
