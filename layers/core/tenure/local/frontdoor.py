@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import base64
+import json
 import multiprocessing
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -22,6 +25,14 @@ MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 # The routes infra/template.yaml declares: the public ones, and one proxy for the rest.
 API_PREFIX = "/api/v1/"
 PROXY_ROUTE = "/api/v1/{proxy+}"
+# The methods the front door hands to the handlers; any other is answered 405 here.
+SERVED_METHODS = ("DELETE", "GET", "PATCH", "POST", "PUT")
+JSON = {"content-type": "application/json"}
+
+
+def error_body(code: str, message: str) -> bytes:
+    """DESIGN §5's error envelope, for the answers the front door gives itself."""
+    return json.dumps({"error": {"code": code, "message": message}}).encode()
 
 
 def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
@@ -79,12 +90,21 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> 
 
 
 class FrontDoor:
-    def __init__(self, host: str, port: int, concurrency: int = MAX_CONCURRENCY) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self.pool = ProcessPoolExecutor(max_workers=concurrency, mp_context=ctx)
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        concurrency: int = MAX_CONCURRENCY,
+        invoke: Callable[[dict[str, Any]], dict[str, Any]] = lambda_host.invoke,
+    ) -> None:
+        self.invoke = invoke  # runs in a worker process: a module-level function
+        # Binds now (an OSError when the port is taken); worker processes start on first use.
         self.server = ThreadingHTTPServer((host, port), self._handler_class())
         self.server.daemon_threads = True
+        ctx = multiprocessing.get_context("spawn")
+        self.pool = ProcessPoolExecutor(max_workers=concurrency, mp_context=ctx)
         self._thread: threading.Thread | None = None
+        self._stopped = False
 
     @property
     def port(self) -> int:
@@ -97,7 +117,13 @@ class FrontDoor:
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
+        """Free the port and end the workers; safe whether or not start() ran or finished."""
+        if self._stopped:
+            return
+        self._stopped = True
+        # shutdown() waits for serve_forever to notice: it would wait forever if it never ran.
+        if self._thread is not None:
+            self.server.shutdown()
         self.server.server_close()
         # shutdown() forgets the worker processes: take them first, to be sure they end.
         workers = list((getattr(self.pool, "_processes", None) or {}).values())
@@ -117,16 +143,20 @@ class FrontDoor:
             def _serve(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 if length > MAX_BODY_BYTES:
-                    self._reply(413, {}, b'{"message":"Request Entity Too Large"}')
+                    # The body stays unread: the connection cannot carry another request.
+                    self.close_connection = True
+                    message = f"the body exceeds {MAX_BODY_BYTES} bytes, API Gateway's limit"
+                    self._reply(413, JSON, error_body("payload_too_large", message))
                     return
                 body = self.rfile.read(length) if length else b""
                 event = to_event(self.command, self.path, dict(self.headers.items()), body)
                 started = time.monotonic()
                 try:
-                    result = door.pool.submit(lambda_host.invoke, event).result(timeout=60)
-                except Exception as err:
+                    result = door.pool.submit(door.invoke, event).result(timeout=60)
+                except Exception as err:  # a crashed or timed-out invocation: Lambda's 500
                     self.log_error("invocation failed: %r", err)
-                    self._reply(500, {}, b'{"message":"Internal Server Error"}')
+                    body = error_body("internal_error", "the invocation failed")
+                    self._reply(500, JSON, body)
                     return
                 payload = result.get("body") or ""
                 raw = (
@@ -151,11 +181,30 @@ class FrontDoor:
                         self.send_header(key, value)
                 if status != 204:
                     self.send_header("content-length", str(len(raw)))
+                if self.close_connection:
+                    self.send_header("connection", "close")
                 self.end_headers()
                 if status != 204 and self.command != "HEAD":
                     self.wfile.write(raw)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+            def send_error(
+                self, code: int, message: str | None = None, explain: str | None = None
+            ) -> None:
+                """http.server's own refusals (an unknown method, a malformed request line)
+                in the §5 envelope instead of its HTML page."""
+                self.close_connection = True
+                if code == HTTPStatus.NOT_IMPLEMENTED:  # what it answers a method without do_X
+                    text = f"{self.command} is not allowed; use one of {', '.join(SERVED_METHODS)}"
+                    headers = {**JSON, "allow": ", ".join(SERVED_METHODS)}
+                    self._reply(405, headers, error_body("method_not_allowed", text))
+                    return
+                status = HTTPStatus(code)
+                name = status.phrase.lower().replace(" ", "_").replace("-", "_")
+                if status == HTTPStatus.BAD_REQUEST:
+                    name = "invalid_request"  # §5's code for a request it cannot read
+                self._reply(status, JSON, error_body(name, message or status.phrase))
 
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
                 pass  # _serve logs each request once, with its latency

@@ -11,12 +11,40 @@ import boto3
 import yaml
 
 TEMPLATE = Path(__file__).resolve().parents[4] / "infra" / "template.yaml"
+# The local AWS side runs in one region whatever the caller's own AWS settings say (DESIGN §7).
+REGION = "us-east-1"
+# moto's default account: the one its ARNs carry.
+ACCOUNT_ID = "123456789012"
+PSEUDO_PARAMETERS = {"AWS::AccountId": ACCOUNT_ID, "AWS::Region": REGION, "AWS::Partition": "aws"}
 # Served in-process by the local stack rather than created anywhere.
 IN_PROCESS = {
     "AWS::Serverless::Function": "runs in the front door's worker processes or a local loop",
     "AWS::Serverless::HttpApi": "the local front door",
     "AWS::Serverless::LayerVersion": "the installed tenure package",
     "AWS::S3::BucketPolicy": "moto does not enforce bucket policies",
+    "AWS::SNS::TopicPolicy": "moto does not enforce topic policies",
+}
+# The order resources are made in: each only after what it refers to (a queue's dead-letter
+# queue, a subscription's topic and queue). Unlisted kinds come last.
+ORDER = [
+    "AWS::DynamoDB::Table",
+    "AWS::S3::Bucket",
+    "AWS::SNS::Topic",
+    "AWS::SQS::Queue",
+    "AWS::Logs::LogGroup",
+    "AWS::Events::EventBus",
+    "AWS::SNS::Subscription",
+    "AWS::SQS::QueuePolicy",
+]
+# stack.json's `aws.resources` (DESIGN §7): key -> the template resource whose Ref it holds.
+STACK_RESOURCES = {
+    "inbound_bucket": "InboundBucket",
+    "inbound_topic_arn": "InboundEmailTopic",
+    "inbound_queue_url": "InboundQueue",
+    "inbound_dlq_url": "InboundDeadLetterQueue",
+    "attachments_bucket": "AttachmentsBucket",
+    "log_group": "LeaseLogs",
+    "event_bus": "EventBus",
 }
 
 
@@ -66,7 +94,7 @@ class Provisioned:
 
 class Provisioner:
     def __init__(self, ddb_endpoint: str, aws_endpoint: str, table_name: str, prefix: str):
-        self.ddb = boto3.client("dynamodb", endpoint_url=ddb_endpoint)
+        self.ddb = boto3.client("dynamodb", endpoint_url=ddb_endpoint, region_name=REGION)
         self.aws_endpoint = aws_endpoint
         self.table_name = table_name
         self.prefix = prefix
@@ -77,13 +105,15 @@ class Provisioner:
 
     def _client(self, service: str) -> Any:
         make: Any = boto3.client
-        return make(service, endpoint_url=self.aws_endpoint)
+        return make(service, endpoint_url=self.aws_endpoint, region_name=REGION)
 
     def resolve(self, value: Any) -> Any:
         """The few intrinsic functions the template's provisioned properties use."""
         if isinstance(value, dict) and len(value) == 1:
             ((fn, arg),) = value.items()
             if fn == "Ref":
+                if arg in PSEUDO_PARAMETERS:
+                    return PSEUDO_PARAMETERS[arg]
                 return self.params.get(arg, self.names.get(arg, arg))
             if fn == "Fn::GetAtt":
                 logical, attr = arg
@@ -97,10 +127,13 @@ class Provisioner:
     def run(self) -> list[Provisioned]:
         done: list[Provisioned] = []
         resources = self.template["Resources"]
-        # Dead-letter queues before the queues that redrive to them.
         order = sorted(
             resources.items(),
-            key=lambda kv: "RedrivePolicy" in kv[1].get("Properties", {}),
+            key=lambda kv: (
+                ORDER.index(kv[1]["Type"]) if kv[1]["Type"] in ORDER else len(ORDER),
+                # Dead-letter queues before the queues that redrive to them.
+                "RedrivePolicy" in kv[1].get("Properties", {}),
+            ),
         )
         for logical, res in order:
             kind, props = res["Type"], res.get("Properties", {})
@@ -112,6 +145,14 @@ class Provisioner:
                 done.append(self._queue(logical, props))
             elif kind == "AWS::Logs::LogGroup":
                 done.append(self._log_group(logical, props))
+            elif kind == "AWS::SNS::Topic":
+                done.append(self._topic(logical, props))
+            elif kind == "AWS::SNS::Subscription":
+                done.append(self._subscription(logical, props))
+            elif kind == "AWS::SQS::QueuePolicy":
+                done.extend(self._queue_policy(logical, props))
+            elif kind == "AWS::Events::EventBus":
+                done.append(self._event_bus(logical, props))
             elif kind == "AWS::Serverless::Function":
                 done.append(Provisioned(logical, kind, IN_PROCESS[kind]))
                 done.extend(self._schedules(logical, props))
@@ -205,6 +246,53 @@ class Provisioner:
         self.names[logical] = url
         self.arns[logical] = {"Arn": arn, "QueueName": name}
         return Provisioned(logical, "AWS::SQS::Queue", url)
+
+    def stack_resources(self) -> dict[str, str]:
+        """stack.json's `aws.resources`: what each resource's Ref is in this run."""
+        missing = sorted(ref for ref in STACK_RESOURCES.values() if ref not in self.names)
+        if missing:
+            raise ValueError(f"infra/template.yaml lacks {', '.join(missing)}")
+        return {key: self.names[ref] for key, ref in STACK_RESOURCES.items()}
+
+    def _topic(self, logical: str, props: dict[str, Any]) -> Provisioned:
+        sns = self._client("sns")
+        name = f"{self.prefix}-{logical}"
+        attrs = {"DisplayName": props["DisplayName"]} if "DisplayName" in props else {}
+        arn = str(sns.create_topic(Name=name, Attributes=attrs)["TopicArn"])
+        self.names[logical] = arn  # a topic's Ref is its ARN
+        self.arns[logical] = {"TopicArn": arn, "TopicName": name}
+        return Provisioned(logical, "AWS::SNS::Topic", arn)
+
+    def _subscription(self, logical: str, props: dict[str, Any]) -> Provisioned:
+        sns = self._client("sns")
+        raw = str(props.get("RawMessageDelivery", False)).lower()
+        arn = sns.subscribe(
+            TopicArn=self.resolve(props["TopicArn"]),
+            Protocol=props["Protocol"],
+            Endpoint=self.resolve(props["Endpoint"]),
+            Attributes={"RawMessageDelivery": raw},
+            ReturnSubscriptionArn=True,
+        )["SubscriptionArn"]
+        self.names[logical] = arn
+        return Provisioned(logical, "AWS::SNS::Subscription", arn)
+
+    def _queue_policy(self, logical: str, props: dict[str, Any]) -> list[Provisioned]:
+        sqs = self._client("sqs")
+        policy = json.dumps(self.resolve(props["PolicyDocument"]))
+        made = []
+        for url in self.resolve(props["Queues"]):
+            sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy})
+            made.append(Provisioned(logical, "AWS::SQS::QueuePolicy", url))
+        return made
+
+    def _event_bus(self, logical: str, props: dict[str, Any]) -> Provisioned:
+        events = self._client("events")
+        # The template names the bus after the CloudFormation stack; locally the prefix does.
+        name = f"{self.prefix}-{logical}"
+        arn = events.create_event_bus(Name=name)["EventBusArn"]
+        self.names[logical] = name  # a bus's Ref is its name
+        self.arns[logical] = {"Arn": arn, "Name": name}
+        return Provisioned(logical, "AWS::Events::EventBus", name)
 
     def _log_group(self, logical: str, props: dict[str, Any]) -> Provisioned:
         logs = self._client("logs")

@@ -14,13 +14,30 @@ from typing import Any
 
 from tenure import wiring
 from tenure.config import export, local_settings
-from tenure.local.engines import DynamoDBLocal, EngineFailed, EngineUnavailable, MotoServer
+from tenure.local.engines import MOTO_SERVICES, DynamoDBLocal, EngineUnavailable, MotoServer
 from tenure.local.frontdoor import FrontDoor
-from tenure.local.provision import Provisioned, Provisioner
+from tenure.local.provision import REGION, Provisioned, Provisioner
 from tenure.local.streams import StreamPump
 
 TABLE = "tenure"
 STREAM_POLL_SECONDS = 0.2
+
+
+class StartFailed(RuntimeError):
+    """A start that cannot go on, with the cause in words a user can act on."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM while starting. A BaseException, like KeyboardInterrupt, so that no
+    `except Exception` on the way (an engine's readiness poll) can swallow it."""
+
+
+def one_line(err: BaseException) -> str:
+    """The cause of a failed start, on one line."""
+    text = " ".join(str(err).split())
+    if type(err).__module__.startswith("tenure."):  # ours already say what went wrong
+        return text or type(err).__name__
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 @dataclass
@@ -34,17 +51,32 @@ class Stack:
     stopping: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> dict[str, Any]:
+        """Everything up, or an exception; stop() then ends whatever had started."""
         cfg = local_settings()
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise StartFailed(f"the data dir {self.data_dir} is a file, not a directory")
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # A stack.json left by an earlier run names engines that are gone: it comes back only
+        # once this start has succeeded.
+        (self.data_dir / "stack.json").unlink(missing_ok=True)
         # Bind the API's port first: the engines pick free ports, and one could otherwise take
         # the very port a restart asks for in the moment it is free.
-        self.door = FrontDoor("127.0.0.1", self.port)
-        moto = MotoServer().start()
+        try:
+            self.door = FrontDoor("127.0.0.1", self.port)
+        except OSError as err:
+            raise StartFailed(
+                f"cannot listen on 127.0.0.1:{self.port}: {err.strerror or err} "
+                "(another tenure local? choose another --port)"
+            ) from err
+        # Each engine is listed before it starts, so that stop() ends one that failed halfway.
+        moto = MotoServer()
         self.engines.append(moto)
+        moto.start()
         engine = "dynamodb-local"
         try:
-            ddb = DynamoDBLocal(Path(cfg.cache_dir), self.data_dir / "dynamodb").start()
+            ddb = DynamoDBLocal(Path(cfg.cache_dir), self.data_dir / "dynamodb")
             self.engines.append(ddb)
+            ddb.start()
             endpoint = ddb.endpoint
         except EngineUnavailable as why:
             if cfg.require_engines:
@@ -59,7 +91,12 @@ class Stack:
         export("TENURE_TABLE", TABLE)
         export("TENURE_SWEEP_INTERVAL_SECONDS", str(self.sweep_interval))
         export("TENURE_DYNAMODB_ENDPOINT", endpoint)
-        self.provisioned = Provisioner(endpoint, moto.endpoint, TABLE, "tenure-local").run()
+        # The handlers talk to the region the resources were made in, whatever the shell says.
+        export("AWS_REGION", REGION)
+        export("AWS_DEFAULT_REGION", REGION)
+        provisioner = Provisioner(endpoint, moto.endpoint, TABLE, "tenure-local")
+        self.provisioned = provisioner.run()
+        resources = provisioner.stack_resources()
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
         wiring.build_service(store).bootstrap_admin(admin_token)
@@ -69,13 +106,18 @@ class Stack:
         info = {
             "api": f"http://127.0.0.1:{self.door.port}/api/v1",
             "dynamodb": {"engine": engine, "endpoint": endpoint},
-            "aws": {"endpoint": moto.endpoint, "services": "s3 sqs logs scheduler ses"},
+            "aws": {
+                "endpoint": moto.endpoint,
+                "region": REGION,
+                "resources": resources,
+                "services": " ".join(MOTO_SERVICES),
+            },
             "data_dir": str(self.data_dir),
             "admin_token_file": str(token_file) if token_file else None,
             "sweep_interval_seconds": self.sweep_interval,
             "pid": os.getpid(),
         }
-        (self.data_dir / "stack.json").write_text(json.dumps(info, indent=2))
+        _write_atomically(self.data_dir / "stack.json", json.dumps(info, indent=2) + "\n")
         return info
 
     def _admin_token(self) -> tuple[str, Path | None]:
@@ -86,8 +128,7 @@ class Stack:
         if path.exists():
             return path.read_text().strip(), path
         raw = "tnr_o_" + wiring.RandomIds().secret()
-        path.write_text(raw + "\n")
-        path.chmod(0o600)
+        _write_atomically(path, raw + "\n", mode=0o600)
         print(f"new admin token (kept in {path}): {raw}")
         return raw, path
 
@@ -110,48 +151,86 @@ class Stack:
             except Exception as err:
                 print(f"[reactor] stream read failed: {err!r}", file=sys.stderr, flush=True)
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
+        """End every part that started, each even when another fails; False if one did."""
         self.stopping.set()
-        if self.door is not None:
-            self.door.stop()
-        for engine in reversed(self.engines):
-            engine.stop()
+        parts: list[Any] = [self.door] if self.door is not None else []
+        parts += reversed(self.engines)
+        clean = True
+        for part in parts:
+            try:
+                part.stop()
+            except Exception as err:  # reported, and the next part is still stopped
+                print(f"error: stopping {type(part).__name__}: {one_line(err)}", file=sys.stderr)
+                clean = False
+        return clean
+
+
+def _write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+    """Readers (and the next start) see the whole file or none, even if this one dies."""
+    part = path.with_name(f".{path.name}.part")
+    part.write_text(text)
+    part.chmod(mode)
+    part.replace(path)
+
+
+def _reset(data_dir: Path) -> None:
+    if data_dir.is_dir():
+        shutil.rmtree(data_dir)
+    elif data_dir.exists():
+        raise StartFailed(f"--reset: {data_dir} is a file, not a data dir; not removing it")
+    else:
+        return
+    print(f"reset: removed {data_dir}")
 
 
 def run(port: int, data_dir: Path, sweep_interval: float, reset: bool) -> int:
-    if reset and data_dir.exists():
-        shutil.rmtree(data_dir)
-        print(f"reset: removed {data_dir}")
     stack = Stack(port=port, data_dir=data_dir, sweep_interval=sweep_interval)
     done = threading.Event()
+    starting = True
 
     def _stop(signum: int, _frame: Any) -> None:
+        if starting:
+            raise Interrupted(f"interrupted by {signal.Signals(signum).name} while starting")
         done.set()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     try:
-        try:
-            info = stack.start()
-        except EngineFailed as failed:
-            print(f"error: {failed}", file=sys.stderr)
-            return 1
-        print("tenure local is up")
-        print(f"  API            {info['api']}  (try {info['api']}/health)")
-        print(f"  DynamoDB       {info['dynamodb']['engine']} at {info['dynamodb']['endpoint']}")
-        print(f"  AWS (moto)     {info['aws']['endpoint']}  ({info['aws']['services']})")
-        print(f"  data           {info['data_dir']}")
-        if info["admin_token_file"]:
-            print(f"  admin token    in {info['admin_token_file']}")
-        else:
-            print("  admin token    the value of TENURE_ADMIN_TOKEN")
-        print(f"  sweeper        every {sweep_interval:g}s")
-        print("  from infra/template.yaml:")
-        for made in stack.provisioned:
-            print(f"    {made.logical_id:28s} {made.kind:30s} {made.local_name}")
-        print("Ctrl-C stops everything.", flush=True)
+        if reset:
+            _reset(data_dir)
+        info = stack.start()
+    except (Exception, Interrupted) as failed:  # the top level: one line, then clean up
+        starting = False
+        print(f"error: {one_line(failed)}", file=sys.stderr, flush=True)
+        stack.stop()
+        return 1
+    except BaseException:
+        starting = False
+        stack.stop()
+        raise
+    starting = False
+    try:
+        _banner(info, stack.provisioned)
         done.wait()
     finally:
         print("stopping…", flush=True)
-        stack.stop()
-    return 0
+        clean = stack.stop()
+    return 0 if clean else 1
+
+
+def _banner(info: dict[str, Any], provisioned: list[Provisioned]) -> None:
+    print("tenure local is up")
+    print(f"  API            {info['api']}  (try {info['api']}/health)")
+    print(f"  DynamoDB       {info['dynamodb']['engine']} at {info['dynamodb']['endpoint']}")
+    print(f"  AWS (moto)     {info['aws']['endpoint']}  ({info['aws']['services']})")
+    print(f"  data           {info['data_dir']}")
+    if info["admin_token_file"]:
+        print(f"  admin token    in {info['admin_token_file']}")
+    else:
+        print("  admin token    the value of TENURE_ADMIN_TOKEN")
+    print(f"  sweeper        every {info['sweep_interval_seconds']:g}s")
+    print("  from infra/template.yaml:")
+    for made in provisioned:
+        print(f"    {made.logical_id:28s} {made.kind:30s} {made.local_name}")
+    print("Ctrl-C stops everything.", flush=True)
