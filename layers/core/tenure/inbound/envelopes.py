@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from aws_lambda_powertools.utilities.parser.models import SnsNotificationModel
@@ -180,9 +180,12 @@ def _received_mail(document: dict[str, Any]) -> InboundMail:
         notification = SesReceivedNotification.model_validate(document)
     except ValidationError as exc:
         raise MissingField(f"SES notification: {_where(exc)}") from None
+    received = notification.mail.timestamp
+    # SES writes UTC with a "Z"; a time without an offset is read as UTC too, not local time.
+    received = received.astimezone(UTC) if received.tzinfo else received.replace(tzinfo=UTC)
     return InboundMail(
         message_id=notification.mail.messageId,
-        timestamp=notification.mail.timestamp,
+        timestamp=received,
         bucket=notification.receipt.action.bucketName,
         object_key=notification.receipt.action.objectKey,
         recipients=tuple(notification.receipt.recipients),

@@ -27,7 +27,6 @@ from email.errors import (
     InvalidBase64CharactersDefect,
     InvalidBase64LengthDefect,
     InvalidBase64PaddingDefect,
-    MessageDefect,
 )
 from email.headerregistry import Address
 from email.message import EmailMessage, Message
@@ -79,7 +78,7 @@ def parse_mail(raw: bytes) -> ParsedMail:
     plain = next((p for p in parts if _is_body(p, "text/plain")), None)
     html = next((p for p in parts if _is_body(p, "text/html")), None)
     if plain is not None:
-        body = _text(plain, "body", warnings)
+        body = _text(plain, "body", warnings).rstrip()
     elif html is not None:
         body = html_to_text(_text(html, "body", warnings))
     else:
@@ -124,8 +123,12 @@ def _header(message: Message, name: str, warnings: list[str]) -> Any:
     except Exception as exc:  # see docstring: recorded in warnings, never hidden
         warnings.append(f"{name} header could not be parsed ({type(exc).__name__})")
         return _raw_header(message, name)
-    defects: list[MessageDefect] = list(getattr(value, "defects", ()))
-    if any("charset" in str(d).lower() or "undecodable" in str(d).lower() for d in defects):
+    # An encoded-word in an unknown charset, or undecodable bytes, come back as U+FFFD.
+    if (
+        value is not None
+        and "\ufffd" in str(value)
+        and "\ufffd" not in (_raw_header(message, name) or "")
+    ):
         warnings.append(f"{name} header has undecodable text (replaced)")
     return value
 
@@ -150,9 +153,8 @@ def _address_list(message: Message, name: str, warnings: list[str]) -> list[tupl
     found: list[tuple[str, str]] = []
     addresses: tuple[Address, ...] = getattr(value, "addresses", ())
     for address in addresses:
-        spec = address.addr_spec.strip().lower()
-        if spec and spec != "<>":
-            found.append((address.display_name, spec))
+        if address.username and address.domain:
+            found.append((address.display_name, address.addr_spec.strip().lower()))
     if not found and str(value).strip():
         # Unparseable by the modern parser: fall back to the lenient RFC 2822 splitter.
         found = [
@@ -240,10 +242,12 @@ def _text(part: Message, what: str, warnings: list[str]) -> str:
         warnings.append(f"{what}: unknown charset {charset[:40]!r}; read as UTF-8")
         charset = "utf-8"
     try:
-        return data.decode(charset)
+        text = data.decode(charset)
     except UnicodeDecodeError:
         warnings.append(f"{what}: bytes not valid {charset}; replaced")
-        return data.decode(charset, errors="replace")
+        text = data.decode(charset, errors="replace")
+    # Mail travels with CRLF line ends; the text handed on uses plain newlines.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _attachment(part: Message, index: int, warnings: list[str]) -> MailAttachment:
