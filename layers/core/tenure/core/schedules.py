@@ -196,8 +196,15 @@ def validate(expression: Any, timezone: Any = "UTC") -> Schedule:
 
 @lru_cache(maxsize=1)
 def _known_zones() -> frozenset[str]:
-    # Only names in the tz database: ZoneInfo alone would also open "localtime" or "posixrules".
-    return frozenset(zoneinfo.available_timezones() | {"UTC"})
+    # Names of the tz database only. The system's zoneinfo directory also holds files that are
+    # not zone names (localtime, posixrules, the posix/ and right/ copies), which ZoneInfo opens.
+    names = zoneinfo.available_timezones() | {"UTC"}
+    return frozenset(
+        name
+        for name in names
+        if name not in ("localtime", "posixrules", "Factory")
+        and not name.startswith(("posix/", "right/"))
+    )
 
 
 def _parse_rate(text: str) -> RateSchedule:
@@ -251,7 +258,8 @@ _YEAR = _Field("year", MIN_YEAR, MAX_YEAR)
 
 def _parse_cron(text: str) -> CronSchedule:
     found = _CRON.fullmatch(text)
-    assert found is not None  # the caller checked the prefix; only the closing ")" can miss
+    if found is None:
+        raise InvalidSchedule("cron expression must be cron(fields), closed by )")
     fields = found.group(1).split()
     if len(fields) != 6:
         raise InvalidSchedule(
