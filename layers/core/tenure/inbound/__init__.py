@@ -1,0 +1,1 @@
+"""Inbound email, pure: SES/SNS envelopes, MIME parsing, rule matching."""

@@ -1,0 +1,337 @@
+"""Raw MIME → ParsedMail with the standard library's ``email`` package, never failing whole.
+
+A mail from the internet is hostile input. Parsing keeps going past every fault it can: a part
+that will not decode (bad base64, an unknown charset, a header the parser chokes on) is kept
+with what could be decoded, and ``warnings`` names what failed. Only the bounds below cut
+anything, and each cut is named in ``warnings`` too:
+
+* ``MAX_ATTACHMENTS`` (20) attachments are kept, in document order; the rest are dropped.
+* ``MAX_BODY_CHARS`` (100 000) characters of body text are kept.
+* ``MAX_PARTS`` (500) MIME parts are visited and ``MAX_DEPTH`` (20) levels of nesting are
+  entered, so a crafted mail cannot make the walk run long.
+
+The size of the raw mail itself is bounded before it gets here: SES refuses mail over 40 MB.
+"""
+
+from __future__ import annotations
+
+import codecs
+import email
+import email.policy
+import email.utils
+import mimetypes
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.errors import (
+    InvalidBase64CharactersDefect,
+    InvalidBase64LengthDefect,
+    InvalidBase64PaddingDefect,
+)
+from email.headerregistry import Address
+from email.message import EmailMessage, Message
+from html.parser import HTMLParser
+from typing import Any
+
+MAX_ATTACHMENTS = 20
+MAX_BODY_CHARS = 100_000
+MAX_PARTS = 500
+MAX_DEPTH = 20
+MAX_FILENAME_CHARS = 255
+
+_BASE64_DEFECTS = (
+    InvalidBase64CharactersDefect,
+    InvalidBase64LengthDefect,
+    InvalidBase64PaddingDefect,
+)
+
+
+@dataclass(frozen=True)
+class MailAttachment:
+    filename: str
+    content_type: str
+    byte_size: int
+    content: bytes
+
+
+@dataclass(frozen=True)
+class ParsedMail:
+    message_id: str | None  # the Message-ID header as written (with its angle brackets)
+    from_address: str  # lowercased addr-spec of the first From address; "" when unreadable
+    from_name: str  # its display name, decoded; "" when none
+    to: tuple[str, ...]  # lowercased addr-specs, in header order
+    cc: tuple[str, ...]
+    subject: str  # encoded-words decoded; "" when absent
+    body: str  # the text/plain part, else text made from the HTML part; "" when neither
+    attachments: tuple[MailAttachment, ...]
+    warnings: tuple[str, ...]  # what could not be decoded or was cut, one line each
+
+
+def parse_mail(raw: bytes) -> ParsedMail:
+    """Parse raw RFC 5322 bytes; never raises for content (see the module docstring)."""
+    warnings: list[str] = []
+    message = email.message_from_bytes(raw, policy=email.policy.default)
+    assert isinstance(message, EmailMessage)  # policy.default builds EmailMessage objects
+
+    from_name, from_address = _first_address(message, "from", warnings)
+    parts = list(_leaves(message, warnings))
+    plain = next((p for p in parts if _is_body(p, "text/plain")), None)
+    html = next((p for p in parts if _is_body(p, "text/html")), None)
+    if plain is not None:
+        body = _text(plain, "body", warnings).rstrip()
+    elif html is not None:
+        body = html_to_text(_text(html, "body", warnings))
+    else:
+        body = ""
+    if len(body) > MAX_BODY_CHARS:
+        warnings.append(f"body cut to {MAX_BODY_CHARS} characters from {len(body)}")
+        body = body[:MAX_BODY_CHARS]
+
+    attachments: list[MailAttachment] = []
+    candidates = [p for p in parts if p is not plain and p is not html and _is_attachment(p)]
+    for index, part in enumerate(candidates[:MAX_ATTACHMENTS], 1):
+        attachments.append(_attachment(part, index, warnings))
+    if len(candidates) > MAX_ATTACHMENTS:
+        warnings.append(
+            f"{len(candidates) - MAX_ATTACHMENTS} attachments beyond {MAX_ATTACHMENTS} dropped"
+        )
+
+    return ParsedMail(
+        message_id=_header_text(message, "message-id", warnings).strip() or None,
+        from_address=from_address,
+        from_name=from_name,
+        to=_addresses(message, "to", warnings),
+        cc=_addresses(message, "cc", warnings),
+        subject=_header_text(message, "subject", warnings),
+        body=body,
+        attachments=tuple(attachments),
+        warnings=tuple(warnings),
+    )
+
+
+# --- headers ----------------------------------------------------------------------------------
+
+
+def _header(message: Message, name: str, warnings: list[str]) -> Any:
+    """The parsed header, or its raw text when the stdlib parser fails on it.
+
+    The header parser has known crash bugs on malformed input (IndexError, AttributeError,
+    …); the mail is still worth reading, so the failure becomes a warning, not an exception.
+    """
+    try:
+        value = message.get(name)
+    except Exception as exc:  # see docstring: recorded in warnings, never hidden
+        warnings.append(f"{name} header could not be parsed ({type(exc).__name__})")
+        return _raw_header(message, name)
+    # An encoded-word in an unknown charset, or undecodable bytes, come back as U+FFFD.
+    if (
+        value is not None
+        and "\ufffd" in str(value)
+        and "\ufffd" not in (_raw_header(message, name) or "")
+    ):
+        warnings.append(f"{name} header has undecodable text (replaced)")
+    return value
+
+
+def _raw_header(message: Message, name: str) -> str | None:
+    for key, value in message.raw_items():
+        if key.lower() == name:
+            return str(value)
+    return None
+
+
+def _header_text(message: Message, name: str, warnings: list[str]) -> str:
+    value = _header(message, name, warnings)
+    return "" if value is None else " ".join(str(value).split())
+
+
+def _address_list(message: Message, name: str, warnings: list[str]) -> list[tuple[str, str]]:
+    """(display name, lowercased addr-spec) for each address of the header, in order."""
+    value = _header(message, name, warnings)
+    if value is None:
+        return []
+    found: list[tuple[str, str]] = []
+    addresses: tuple[Address, ...] = getattr(value, "addresses", ())
+    for address in addresses:
+        if address.username and address.domain:
+            found.append((address.display_name, address.addr_spec.strip().lower()))
+    if not found and str(value).strip():
+        # Unparseable by the modern parser: fall back to the lenient RFC 2822 splitter.
+        found = [
+            (name_part, spec.strip().lower())
+            for name_part, spec in email.utils.getaddresses([str(value)])
+            if "@" in spec
+        ]
+        if not found:
+            warnings.append(f"{name} header holds no readable address")
+    return found
+
+
+def _first_address(message: Message, name: str, warnings: list[str]) -> tuple[str, str]:
+    found = _address_list(message, name, warnings)
+    return found[0] if found else ("", "")
+
+
+def _addresses(message: Message, name: str, warnings: list[str]) -> tuple[str, ...]:
+    return tuple(spec for _, spec in _address_list(message, name, warnings))
+
+
+# --- parts ------------------------------------------------------------------------------------
+
+
+def _leaves(message: Message, warnings: list[str]) -> Iterator[Message]:
+    """Leaf parts in document order; a forwarded message (message/rfc822) counts as one leaf."""
+    visited = 0
+    stack: list[tuple[Message, int]] = [(message, 0)]
+    while stack:
+        part, depth = stack.pop()
+        visited += 1
+        if visited > MAX_PARTS:
+            warnings.append(f"parts beyond the first {MAX_PARTS} were not read")
+            return
+        if part.get_content_maintype() == "multipart" and isinstance(part.get_payload(), list):
+            if depth >= MAX_DEPTH:
+                warnings.append(f"parts nested deeper than {MAX_DEPTH} levels were not read")
+                continue
+            children = part.get_payload()
+            assert isinstance(children, list)
+            stack.extend(
+                (child, depth + 1) for child in reversed(children) if isinstance(child, Message)
+            )
+        else:
+            yield part
+
+
+def _is_body(part: Message, content_type: str) -> bool:
+    return (
+        part.get_content_type() == content_type
+        and part.get_content_disposition() != "attachment"
+        and not part.get_filename()
+    )
+
+
+def _is_attachment(part: Message) -> bool:
+    if part.get_content_disposition() == "attachment" or part.get_filename():
+        return True
+    # An unnamed inline text part beside the body (a signature, a second alternative) is text
+    # of the same mail, not a file; anything else (images, documents, messages) is a file.
+    return part.get_content_maintype() != "text"
+
+
+def _payload_bytes(part: Message, what: str, warnings: list[str]) -> bytes:
+    if part.get_content_type() == "message/rfc822" or part.get_content_maintype() == "message":
+        inner = part.get_payload()
+        if isinstance(inner, list) and inner and isinstance(inner[0], Message):
+            return bytes(inner[0].as_bytes(policy=email.policy.default))
+    before = len(part.defects)
+    payload = part.get_payload(decode=True)
+    if any(isinstance(d, _BASE64_DEFECTS) for d in part.defects[before:]):
+        warnings.append(f"{what}: base64 is damaged; kept what decoded")
+    if isinstance(payload, bytes):
+        return payload
+    text = part.get_payload()
+    return text.encode("utf-8", "surrogateescape") if isinstance(text, str) else b""
+
+
+def _text(part: Message, what: str, warnings: list[str]) -> str:
+    data = _payload_bytes(part, what, warnings)
+    charset = part.get_content_charset() or "us-ascii"
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        warnings.append(f"{what}: unknown charset {charset[:40]!r}; read as UTF-8")
+        charset = "utf-8"
+    try:
+        text = data.decode(charset)
+    except UnicodeDecodeError:
+        warnings.append(f"{what}: bytes not valid {charset}; replaced")
+        text = data.decode(charset, errors="replace")
+    # Mail travels with CRLF line ends; the text handed on uses plain newlines.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _attachment(part: Message, index: int, warnings: list[str]) -> MailAttachment:
+    content_type = part.get_content_type()
+    try:
+        filename = part.get_filename() or ""
+    except Exception as exc:  # a broken RFC 2231 parameter: keep the file, name it ourselves
+        warnings.append(f"attachment {index}: filename unreadable ({type(exc).__name__})")
+        filename = ""
+    filename = _safe_filename(filename)
+    if not filename:
+        extension = ".eml" if content_type == "message/rfc822" else ""
+        extension = extension or mimetypes.guess_extension(content_type) or ".bin"
+        filename = f"attachment-{index}{extension}"
+    content = _payload_bytes(part, f"attachment {filename}", warnings)
+    return MailAttachment(filename, content_type, len(content), content)
+
+
+def _safe_filename(name: str) -> str:
+    """The last path segment, without control characters, bounded in length."""
+    name = re.split(r"[/\\]", name)[-1]
+    name = "".join(ch for ch in name if ch.isprintable()).strip().strip(".")
+    return name[-MAX_FILENAME_CHARS:]
+
+
+# --- HTML to text -----------------------------------------------------------------------------
+
+_PARAGRAPH_TAGS = frozenset(
+    {
+        "p", "div", "section", "article", "header", "footer", "blockquote", "pre", "table",
+        "ul", "ol", "dl", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "address", "figure",
+    }
+)  # fmt: skip
+_LINE_TAGS = frozenset({"br", "li", "tr", "dt", "dd"})
+_HIDDEN_TAGS = frozenset({"script", "style", "head", "title", "template", "noscript"})
+
+
+class _TextMaker(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.chunks: list[str] = []
+        self.hidden = 0
+        self.pre = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _HIDDEN_TAGS:
+            self.hidden += 1
+        elif tag in _PARAGRAPH_TAGS:
+            self.chunks.append("\n\n")
+            self.pre += tag == "pre"
+        elif tag in _LINE_TAGS:
+            self.chunks.append("\n")
+        elif tag in ("td", "th"):
+            self.chunks.append(" ")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _LINE_TAGS:
+            self.chunks.append("\n")
+        elif tag in _PARAGRAPH_TAGS:
+            self.chunks.append("\n\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _HIDDEN_TAGS:
+            self.hidden = max(0, self.hidden - 1)
+        elif tag in _PARAGRAPH_TAGS:
+            self.chunks.append("\n\n")
+            if tag == "pre":
+                self.pre = max(0, self.pre - 1)
+
+    def handle_data(self, data: str) -> None:
+        if self.hidden:
+            return
+        # Outside <pre>, HTML collapses runs of white space (newlines included) to one space.
+        self.chunks.append(data if self.pre else re.sub(r"\s+", " ", data))
+
+
+def html_to_text(html: str) -> str:
+    """Readable text from HTML: tags, scripts and styles gone, entities unescaped, paragraphs
+    kept as blank lines."""
+    maker = _TextMaker()
+    maker.feed(html)
+    maker.close()
+    # convert_charrefs has already unescaped the entities; unescaping again would turn a
+    # written "&amp;lt;" into "<".
+    text = "".join(maker.chunks)
+    lines = [line.strip() for line in text.replace("\xa0", " ").split("\n")]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()

@@ -1,0 +1,231 @@
+"""Raw MIME into ParsedMail: each sample .eml, damaged parts, non-MIME input and the bounds."""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+from tenure.inbound import mime
+from tenure.inbound.mime import MAX_ATTACHMENTS, MAX_BODY_CHARS, html_to_text, parse_mail
+
+EMAIL = Path(__file__).resolve().parents[2] / "samplesources" / "email"
+
+
+def _sample(name: str) -> mime.ParsedMail:
+    return parse_mail((EMAIL / name).read_bytes())
+
+
+def test_plain_text_mail() -> None:
+    mail = _sample("plain-text.eml")
+    assert mail.message_id == "<20261130064150.8842.ops-alert@partners.example.com>"
+    assert mail.from_address == "maria.okafor@partners.example.com"  # lowercased
+    assert mail.from_name == "Maria Okafor"
+    assert mail.to == ("ops@inbound.tenure.example",)
+    assert mail.cc == ()
+    assert mail.subject == "Nightly export failed on host db-7"
+    assert mail.body.startswith("Hello,\n\nThe nightly export on db-7 stopped at 03:12")
+    assert mail.body.endswith("Thanks,\nMaria")
+    assert "\r" not in mail.body
+    assert mail.attachments == () and mail.warnings == ()
+
+
+def test_html_only_mail_becomes_text_without_tags_scripts_or_styles() -> None:
+    mail = _sample("html-only.eml")
+    assert mail.from_address == "noreply@status.vendor.example"
+    assert mail.from_name == "Vendor Status"
+    assert mail.cc == ("oncall@tenure.example",)
+    assert mail.body == (
+        "Incident resolved\n\n"
+        "Latency for API requests in eu-west-1 is back to normal & errors have stopped.\n\n"
+        "Impact window: 05:58\u201306:41 UTC.\nAffected: <5% of requests.\n\n"
+        "Root cause: a faulty cache node\nFix: node replaced"
+    )
+    assert (
+        "track" not in mail.body and "color" not in mail.body and "Status update" not in mail.body
+    )
+
+
+def test_multipart_mail_prefers_the_plain_part_and_keeps_both_attachments() -> None:
+    mail = _sample("multipart-attachments.eml")
+    assert mail.subject == "Invoice 2026-1184 and delivery photo"
+    assert mail.to == ("invoices@inbound.tenure.example", "accounts@tenure.example")
+    assert mail.body == (
+        "Please find invoice 2026-1184 attached, with a photo of the delivered pallet.\n"
+        "Payment is due within 30 days."
+    )
+    pdf, png = mail.attachments
+    assert (pdf.filename, pdf.content_type) == ("invoice-2026-1184.pdf", "application/pdf")
+    assert pdf.content.startswith(b"%PDF-1.4") and pdf.content.rstrip().endswith(b"%%EOF")
+    assert pdf.byte_size == len(pdf.content) == 592
+    assert (png.filename, png.content_type) == ("pallet.png", "image/png")
+    assert png.content.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = struct.unpack(">II", png.content[16:24])
+    assert (width, height, png.byte_size) == (4, 4, len(png.content))
+    assert mail.warnings == ()
+
+
+def test_encoded_word_subject_and_display_name_are_decoded() -> None:
+    mail = _sample("encoded-subject.eml")
+    assert mail.subject == "Lieferung verz\u00f6gert \u2013 Bestellung Nr. 4417"
+    assert mail.from_name == "J\u00fcrgen M\u00fcller"
+    assert mail.from_address == "jurgen@lieferant.example.de"
+    assert "die Lieferung f\u00fcr Bestellung Nr. 4417" in mail.body  # quoted-printable UTF-8
+    assert mail.body.endswith("Gr\u00fc\u00dfe\nJ\u00fcrgen")
+
+
+def test_reply_keeps_its_quoted_text() -> None:
+    mail = _sample("reply-quoted.eml")
+    assert mail.subject == "Re: Nightly export failed on host db-7"
+    assert mail.cc == ("maria.okafor@partners.example.com",)
+    assert mail.body.splitlines()[0] == "Quota raised to 2 TB; rerunning the export now."
+    assert '> The nightly export on db-7 stopped at 03:12 with "disk quota exceeded".' in mail.body
+
+
+def test_damaged_parts_are_kept_with_what_decoded_and_named_in_warnings() -> None:
+    mail = _sample("damaged-parts.eml")
+    assert mail.body == "Scan finished: 1 page."
+    (scan,) = mail.attachments
+    assert scan.filename == "scan-0042.bin"
+    assert scan.content.startswith(b"Hello wo")
+    assert mail.warnings == (
+        "body: unknown charset 'x-scanner-8'; read as UTF-8",
+        "attachment scan-0042.bin: base64 is damaged; kept what decoded",
+    )
+
+
+def test_bytes_invalid_in_the_declared_charset_are_replaced_and_warned() -> None:
+    raw = b"Subject: s\nContent-Type: text/plain; charset=utf-8\n\ncaf\xe9 ok\n"
+    mail = parse_mail(raw)
+    assert mail.body == "caf\ufffd ok"
+    assert mail.warnings == ("body: bytes not valid utf-8; replaced",)
+
+
+def test_an_unknown_charset_in_an_encoded_word_subject_is_kept_and_warned() -> None:
+    mail = parse_mail(b"Subject: =?x-bogus?Q?caf=E9?= menu\nFrom: a@b.example\n\nhi\n")
+    assert mail.subject.endswith("menu")
+    assert any(w.startswith("subject header") for w in mail.warnings)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"just some words, no headers at all\nsecond line\n",
+        b"",
+        b"\x00\xff\xfe garbage \r\n\r\n\x80",
+        b"From: nobody\n",
+    ],
+)
+def test_input_that_is_not_mime_still_parses(raw: bytes) -> None:
+    mail = parse_mail(raw)
+    assert isinstance(mail.body, str)
+    assert mail.attachments == ()
+
+
+def test_text_without_headers_becomes_the_body() -> None:
+    mail = parse_mail(b"just some words, no headers at all\nsecond line\n")
+    assert mail.body == "just some words, no headers at all\nsecond line"
+    assert (mail.subject, mail.from_address, mail.message_id) == ("", "", None)
+
+
+def test_an_unreadable_from_header_leaves_the_address_empty_with_a_warning() -> None:
+    mail = parse_mail(b"From: not an address at all\nSubject: x\n\nbody\n")
+    assert mail.from_address == ""
+    assert "from header holds no readable address" in mail.warnings
+
+
+def test_unnamed_attachment_gets_a_name_from_its_type_and_paths_are_stripped() -> None:
+    raw = (
+        b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nhi\n"
+        b"--b\nContent-Type: image/png\nContent-Transfer-Encoding: base64\n\n"
+        + base64.b64encode(b"\x89PNG fake")
+        + b"\n--b\nContent-Type: application/pdf\n"
+        b'Content-Disposition: attachment; filename="../../etc/passwd.pdf"\n\n%PDF-\n--b--\n'
+    )
+    first, second = parse_mail(raw).attachments
+    assert first.filename == "attachment-1.png" and first.content == b"\x89PNG fake"
+    assert second.filename == "passwd.pdf"
+
+
+def test_rfc2231_filename_is_decoded() -> None:
+    raw = (
+        b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nhi\n"
+        b"--b\nContent-Type: application/octet-stream\n"
+        b"Content-Disposition: attachment; filename*=UTF-8''Rechnung%20M%C3%A4rz.txt\n\nx\n--b--\n"
+    )
+    (attachment,) = parse_mail(raw).attachments
+    assert attachment.filename == "Rechnung M\u00e4rz.txt"
+
+
+def test_a_forwarded_message_is_one_attachment() -> None:
+    raw = (
+        b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nFYI\n"
+        b"--b\nContent-Type: message/rfc822\n\nSubject: inner\nFrom: x@y.example\n\ninner body\n"
+        b"--b--\n"
+    )
+    mail = parse_mail(raw)
+    assert mail.body == "FYI"
+    (forwarded,) = mail.attachments
+    assert forwarded.content_type == "message/rfc822"
+    assert forwarded.filename == "attachment-1.eml"
+    assert b"inner body" in forwarded.content
+
+
+def test_attachments_beyond_the_bound_are_dropped_and_counted() -> None:
+    parts = b"".join(
+        b"--b\nContent-Type: application/octet-stream\n"
+        b'Content-Disposition: attachment; filename="f%d.bin"\n\nx\n' % i
+        for i in range(MAX_ATTACHMENTS + 3)
+    )
+    mail = parse_mail(b"Content-Type: multipart/mixed; boundary=b\n\n" + parts + b"--b--\n")
+    assert len(mail.attachments) == MAX_ATTACHMENTS
+    assert mail.attachments[-1].filename == f"f{MAX_ATTACHMENTS - 1}.bin"
+    assert f"3 attachments beyond {MAX_ATTACHMENTS} dropped" in mail.warnings
+
+
+def test_a_body_beyond_the_bound_is_cut_and_warned() -> None:
+    raw = b"Subject: long\n\n" + b"a" * (MAX_BODY_CHARS + 10)
+    mail = parse_mail(raw)
+    assert len(mail.body) == MAX_BODY_CHARS
+    assert f"body cut to {MAX_BODY_CHARS} characters from {MAX_BODY_CHARS + 10}" in mail.warnings
+
+
+def test_deep_nesting_is_bounded() -> None:
+    depth = mime.MAX_DEPTH + 5
+    raw = b"".join(
+        b"Content-Type: multipart/mixed; boundary=b%d\n\n--b%d\n" % (i, i) for i in range(depth)
+    )
+    raw += b"Content-Type: text/plain\n\ndeep\n"
+    mail = parse_mail(raw)
+    assert mail.body == ""
+    assert f"parts nested deeper than {mime.MAX_DEPTH} levels were not read" in mail.warnings
+
+
+def test_compressed_looking_payloads_are_not_inflated() -> None:
+    # An attachment is carried as the bytes sent, whatever they claim to be.
+    blob = zlib.compress(b"0" * 10_000)
+    raw = (
+        b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: application/zip\n"
+        b"Content-Transfer-Encoding: base64\n\n" + base64.b64encode(blob) + b"\n--b--\n"
+    )
+    (attachment,) = parse_mail(raw).attachments
+    assert attachment.content == blob
+
+
+@pytest.mark.parametrize(
+    ("html", "text"),
+    [
+        ("<p>one</p><p>two</p>", "one\n\ntwo"),
+        ("a<br>b<br/>c", "a\nb\nc"),
+        ("<div>x &lt;y&gt; &amp;amp; &#233;</div>", "x <y> &amp; \u00e9"),
+        ("<style>p{}</style><script>alert(1)</script>visible", "visible"),
+        ("<p>  spaced \n\n  out  </p>", "spaced out"),
+        ("<table><tr><td>a</td><td>b</td></tr><tr><td>c</td></tr></table>", "a b\nc"),
+        ("<pre>keep\n  this</pre>", "keep\nthis"),
+        ("unclosed <b>bold", "unclosed bold"),
+    ],
+)
+def test_html_to_text(html: str, text: str) -> None:
+    assert html_to_text(html) == text
