@@ -146,7 +146,7 @@ class ReportOps(WorkerOps):
 
     def _started(self, old: Lease, lease: Lease, pool: Pool, by: str) -> Lease:
         now = self.clock.now_ms()
-        tol_ms = 1000 * (lease.lease_seconds or pool.toleration_seconds)
+        tol_ms = rules.toleration_ms(lease, pool)
         to = move(lease.id, old.state, old.revoke, Action.START)
         assert to is not None  # only a dispatched lease gets here
         return self._apply(
