@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core.errors import Conflict, InvalidTransition, Unauthenticated, Unavailable
+from tenure.core.errors import (
+    Conflict,
+    InvalidTransition,
+    StaleLease,
+    Unauthenticated,
+    Unavailable,
+)
 from tenure.core.ports import Change
 from tenure.core.states import EndReason, LeaseState
 
@@ -96,3 +102,31 @@ def test_a_claim_id_whose_lease_has_ended_claims_afresh(rig: Rig) -> None:
     rig.svc.complete(as_lease(first.lease.id), first.lease.id, {})
     again = rig.svc.claim(WORKER, POOL, "w1", None, 0, None, claim_id="c-1")
     assert again is not None and again.lease.id != first.lease.id
+
+
+def test_a_report_with_an_older_fence_on_an_ended_lease_is_stale_and_recorded(rig: Rig) -> None:
+    first = rig.claimed()
+    rig.svc.release(as_lease(first.lease.id), first.lease.id, {})
+    second = rig.claim("w2")
+    me = as_lease(second.lease.id)
+    done = rig.svc.complete(me, second.lease.id, {"fence": 2})
+    assert rig.svc.complete(me, second.lease.id, {"fence": 2}) == done  # a replay
+    with pytest.raises(StaleLease):
+        rig.svc.complete(me, second.lease.id, {"fence": 1})
+    stale = [e for e in rig.events(second.lease.task_id or "") if e.type == "lease.stale_report"]
+    assert [e.data["fence"] for e in stale] == [1]
+
+
+def test_a_worker_waiting_in_a_long_poll_stays_reachable(rig: Rig) -> None:
+    rig.make_pool("quick", renew_seconds=1, grace_seconds=4, toleration_seconds=60)
+    seen: list[bool] = []
+    real_sleep = rig.clock.sleep
+
+    def sleep_and_look(seconds: float) -> None:
+        real_sleep(seconds)
+        views = rig.svc.list_workers(MEMBER, "quick")
+        seen.append(all(v.reachable for v in views))
+
+    rig.clock.sleep = sleep_and_look  # type: ignore[method-assign]
+    assert rig.svc.claim(WORKER, "quick", "idle", None, 20, None) is None
+    assert len(seen) >= 39 and all(seen)

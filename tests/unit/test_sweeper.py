@@ -363,7 +363,8 @@ def test_a_mass_expiry_is_held_for_one_toleration_window_then_carried_out(rig: R
     assert sorted(reports[-1].expired) == sorted(x.id for x in dead)
     assert _states(rig, dead) == {LeaseState.LOST}
     assert _states(rig, live) == {LeaseState.RUNNING}
-    assert rig.store.get_sweeper_state().holds == {}
+    _run(rig, until_s=(hold_until - T0) / 1000 + EVERY, beat=live)
+    assert rig.store.get_sweeper_state().holds == {}  # released once nothing is held back
     assert len([e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"]) == 1
 
 
@@ -466,3 +467,26 @@ def test_most_workers_falling_silent_together_holds_however_few_leases_each(rig:
     held = [e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"]
     assert (held[0].data["silent_workers"], held[0].data["recent_workers"]) == (3, 4)
     assert _states(rig, dead) == {LeaseState.RUNNING}
+
+
+def test_a_mass_expiry_is_held_once_even_when_it_takes_several_passes(rig: Rig) -> None:
+    rig.sweep()
+    dead = [rig.running(f"dead{i}") for _ in range(3) for i in range(3)]
+    rig.make_pool("slow", toleration_seconds=600)
+    slow = [rig.running(f"dead{i}", pool="slow") for i in range(3)]
+    _run(rig, until_s=1500)
+    held = [e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"]
+    assert [e.data["pool"] for e in held] == [POOL, "slow"]  # once per pool, never again
+    assert _states(rig, dead + slow) == {LeaseState.LOST}
+
+
+def test_idle_workers_falling_silent_with_the_busy_ones_count_as_silent(rig: Rig) -> None:
+    rig.sweep()
+    busy = [rig.running(f"busy{i}") for i in range(3)]
+    for i in range(3):
+        assert rig.svc.claim(WORKER, POOL, f"idle{i}", "1.0", 0, None) is None
+    reports = _run(rig, until_s=390)
+    assert reports[-1].held == 3
+    held = [e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"]
+    assert (held[0].data["silent_workers"], held[0].data["recent_workers"]) == (6, 6)
+    assert _states(rig, busy) == {LeaseState.RUNNING}

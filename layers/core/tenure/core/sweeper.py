@@ -119,32 +119,30 @@ def _brake(
             },
         )
         return True
-    if now < hold_until:
-        return True
-    # The window passed and they are still silent: proceed, and release the brake.
-    holds.pop(pool.name, None)
-    return False
+    # Still held inside its window; once the window has passed the pass proceeds, and the
+    # entry stays until a pass sees no mass silence, so one outage is held only once.
+    return now < hold_until
 
 
 def _silent_workers(
     svc: LeaseService, pool: Pool, due: list[Lease], now: int, interval_seconds: float
 ) -> tuple[set[str], set[str]]:
-    """(workers whose due leases show them silent, workers reachable recently) of a pool.
+    """(recently reachable workers now silent, recently reachable workers) of a pool.
 
-    A worker that still heartbeats other leases is not silent. "Recently" reaches back over
-    the longest time a due lease can have been silent (1.25 tolerations, a sweep period) plus
-    the lag of last_seen, so a fleet that died together still counts as recently reachable."""
+    A worker that still heartbeats some leases is not silent; an idle worker (long-polling
+    claims) that went quiet in the same outage is. "Recently" reaches back over the longest
+    time a due lease can have been silent (1.25 tolerations and a sweep period) plus the lag
+    of last_seen, so a fleet that died together still counts as recently reachable."""
     holders = {lease.worker_id for lease in due if lease.worker_id}
-    if len(holders) < MASS_EXPIRY_MIN:
-        return holders, holders  # too few to be a mass expiry: no need to read the workers
+    if not holders:
+        return set(), set()
     longest = max(toleration_ms(lease, pool) for lease in due)
     window = int(longest * (1 + DEADLINE_SLACK)) + int(interval_seconds * 1000)
     window += int(pool.grace_seconds * 1000 * (1 + SEEN_URGENT_SHARE))
-    workers = {w.worker_id: w for w in svc.store.list_workers(pool.name)}
-    alive = {wid for wid, w in workers.items() if reachable(w, pool, now)}
-    recent = {wid for wid, w in workers.items() if now - w.last_seen <= window}
-    silent = holders - alive
-    return silent, recent | silent
+    workers = svc.store.list_workers(pool.name)
+    recent = {w.worker_id for w in workers if now - w.last_seen <= window} | holders
+    alive = {w.worker_id for w in workers if reachable(w, pool, now)}
+    return recent - alive, recent
 
 
 def _push_out(svc: LeaseService, pool: Pool, gap: int) -> int:

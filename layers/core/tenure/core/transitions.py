@@ -151,10 +151,6 @@ TABLE: dict[tuple[Stage, Action], Move | None] = {
 }
 
 
-def allowed(state: LeaseState, revoke: Revoke | None, action: Action) -> bool:
-    return (stage_of(state, revoke), action) in TABLE
-
-
 def move(lease_id: str, state: LeaseState, revoke: Revoke | None, action: Action) -> Move | None:
     """The move `action` makes from (state, revoke); None for a no-op.
 
@@ -163,6 +159,15 @@ def move(lease_id: str, state: LeaseState, revoke: Revoke | None, action: Action
     if key not in TABLE:
         raise InvalidTransition(f"lease {lease_id} is {state}; it cannot {_verb(action)}")
     return TABLE[key]
+
+
+def must_move(lease_id: str, state: LeaseState, revoke: Revoke | None, action: Action) -> Move:
+    """The move of a pair that always changes something (a claim of a pending lease, a final
+    report or an expiry of a held one); a no-op there would be a bug in the caller."""
+    to = move(lease_id, state, revoke, action)
+    if to is None:
+        raise InvalidTransition(f"lease {lease_id} is {state}; {action.value} changes nothing")
+    return to
 
 
 def _verb(action: Action) -> str:

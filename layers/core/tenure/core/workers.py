@@ -26,7 +26,8 @@ def reachable(worker: Worker, pool: Pool, now: int) -> bool:
     The stored last_seen lags the worker's real last contact by less than the write window
     (SEEN_URGENT_SHARE of grace), so that lag is added before judging: a worker never reads
     unreachable early. It reads unreachable between 1.0 and 1.5 graces after its last contact
-    (1.0 to 1.25 for a worker that renews through the worker heartbeat, as the SDK does)."""
+    (1.25 to 1.5 for a worker whose last_seen is written on the quarter-grace window: claims
+    and the worker heartbeat, as the SDK renews)."""
     return now - worker.last_seen <= pool.grace_seconds * 1000 * (1 + SEEN_URGENT_SHARE)
 
 

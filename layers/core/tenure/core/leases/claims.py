@@ -11,7 +11,7 @@ from tenure.core.errors import CeilingReached, Conflict
 from tenure.core.model import Lease, Pool, Principal
 from tenure.core.ports import Ceiling, Change, ClaimRecord
 from tenure.core.states import REPORTABLE, LeaseState
-from tenure.core.transitions import Action, move
+from tenure.core.transitions import Action, must_move
 from tenure.core.workers import WorkerOps
 
 # How many queue heads a claim looks at; claimers shuffle them so that concurrent workers
@@ -47,11 +47,17 @@ class ClaimOps(WorkerOps):
         authz.require_worker(actor, pool_name)
         pool = self._pool(pool_name)
         self._mark_seen(pool, worker_id, worker_version)  # a claim is itself a sign of life
-        if claim_id is not None:
-            again = self._claimed_before(actor, pool, worker_id, claim_id)
+        record_id = claim_id
+        if claim_id is not None and self.store.find_claim(
+            pool.name, actor.token_id, worker_id, claim_id
+        ):
+            again = self._retried(actor, pool, worker_id, claim_id)
             if again is not None:
                 return again
-        ask = _Ask(worker_id, worker_version, lease_seconds, actor.token_id, claim_id, host)
+            # The key's lease has ended: this is a new claim under an old key. Its record
+            # stays where it is (written once), so the new lease is taken without one.
+            record_id = None
+        ask = _Ask(worker_id, worker_version, lease_seconds, actor.token_id, record_id, host)
         give_up_at = self.clock.now_ms() + int(wait_seconds * 1000)
         tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
         # Bounded twice over: by the candidates a call may lose races for, and by the wait.
@@ -71,10 +77,9 @@ class ClaimOps(WorkerOps):
                     if won is not None:
                         self.counters["claims"] += 1
                         return won
-                    self.counters["lost_claim_races"] += 1
-                    if claim_id is not None:
+                    if record_id is not None:
                         # The same claim_id may have just won elsewhere (a concurrent retry).
-                        again = self._claimed_before(actor, pool, worker_id, claim_id)
+                        again = self._retried(actor, pool, worker_id, record_id)
                         if again is not None:
                             return again
             if fresh and len(tried) < MAX_CLAIM_TRIES:
@@ -83,18 +88,25 @@ class ClaimOps(WorkerOps):
             if remaining <= 0:
                 break
             self.clock.sleep(min(CLAIM_POLL_SECONDS, remaining))
+            # A worker waiting in a long poll is in contact all along (DESIGN §4).
+            self._mark_seen(pool, worker_id, worker_version)
             tried.clear()
         self.counters["empty_claims"] += 1
         return None
 
-    def _claimed_before(
+    def _retried(
         self, actor: Principal, pool: Pool, worker_id: str, claim_id: str
     ) -> Claimed | None:
-        """A retried claim whose answer was lost: the same lease, under a fresh token (the
-        lost one dies with the old hash). None when the key took nothing still held."""
-        lease_id = self.store.find_claim(pool.name, actor.token_id, worker_id, claim_id)
-        if lease_id is None:
+        taken = self.store.find_claim(pool.name, actor.token_id, worker_id, claim_id)
+        if taken is None:
             return None
+        return self._claimed_before(actor, pool, worker_id, claim_id, taken)
+
+    def _claimed_before(
+        self, actor: Principal, pool: Pool, worker_id: str, claim_id: str, lease_id: str
+    ) -> Claimed | None:
+        """A retried claim whose answer was lost: the same lease, under a fresh token (the
+        lost one dies with the old hash). None when that lease is no longer held."""
         lease = self.store.get_lease(lease_id)
         if lease is None or lease.state not in REPORTABLE or lease.claimed_by != actor.token_id:
             return None
@@ -128,11 +140,9 @@ class ClaimOps(WorkerOps):
         deadline = rules.fresh_deadline(now, 1000 * seconds)
         ceilings = self._ceilings(pool)
         counted = tuple(f"{c.scope}:{c.name}" for c in ceilings) or None
-        to = move(lease.id, lease.state, lease.revoke, Action.CLAIM)
-        assert to is not None  # a pending lease is always claimable
         new = self._apply(
             lease,
-            to,
+            must_move(lease.id, lease.state, lease.revoke, Action.CLAIM),
             {"worker_id": ask.worker_id, "worker_version": ask.worker_version},
             now,
             worker_id=ask.worker_id,
@@ -159,6 +169,7 @@ class ClaimOps(WorkerOps):
         except CeilingReached:
             raise
         except Conflict:
+            self.counters["lost_claim_races"] += 1  # paid for: DESIGN §9 counts these
             return None
         return Claimed(lease=new, token=token, pool=pool)
 

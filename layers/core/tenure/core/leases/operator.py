@@ -51,7 +51,7 @@ class OperatorOps(ServiceBase):
             if to is None:  # terminal, or already where the action leads: a no-op
                 return current
             now = self.clock.now_ms()
-            new = self._apply(current, to, {"by": actor.token_id, "action": action.value}, now)
+            new = self._apply(current, to, {"by": actor.token_id}, now)
             self._write(current, new)
             return new
 

@@ -9,8 +9,10 @@ from tenure.core.base import ServiceBase, over
 from tenure.core.errors import Conflict
 from tenure.core.model import Job, Lease, Pool
 from tenure.core.ports import Change, JobWrite, TaskWrite
-from tenure.core.states import OnExpiry
-from tenure.core.transitions import Action, move
+from tenure.core.states import EndReason, OnExpiry
+from tenure.core.transitions import Action, must_move
+
+_OPERATOR_ENDS = (EndReason.CANCELLED, EndReason.KILLED)
 
 
 class RecoveryOps(ServiceBase):
@@ -28,11 +30,12 @@ class RecoveryOps(ServiceBase):
 
     def _expiry_change(self, lease: Lease, pool: Pool, now: int) -> Change:
         action = Action.EXPIRE_FAIL if pool.on_expiry is OnExpiry.FAIL else Action.EXPIRE
-        to = move(lease.id, lease.state, lease.revoke, action)
-        assert to is not None  # a held lease always ends when it expires
+        to = must_move(lease.id, lease.state, lease.revoke, action)
         if not to.requeue:
-            # Failed as worker_lost, or ended the way an operator's cancel or kill asked.
-            data: dict[str, object] = {"by": "sweeper", "on_expiry": pool.on_expiry.value}
+            # Ended the way an operator's cancel or kill asked, or failed as worker_lost.
+            data: dict[str, object] = (
+                {"by": "sweeper"} if to.end_reason in _OPERATOR_ENDS else {"on_expiry": "fail"}
+            )
             return Change(leases=[over(lease, self._apply(lease, to, data, now))])
         job = self.store.get_job(lease.job_id)
         if job is None or job.fence != lease.fence:

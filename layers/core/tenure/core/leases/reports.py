@@ -16,7 +16,7 @@ from tenure.core.errors import (
 from tenure.core.model import Lease, Pool, Principal
 from tenure.core.ports import Change
 from tenure.core.states import REPORTABLE, LeaseState, ReportKind, Revoke
-from tenure.core.transitions import Action, move
+from tenure.core.transitions import Action, move, must_move
 from tenure.core.workers import WorkerOps
 
 # What an absent field of a final report means (DESIGN §5: every field of complete is
@@ -69,7 +69,9 @@ class ReportOps(WorkerOps):
             step_to = move(current.id, current.state, current.revoke, Action.START)
             if step_to is None:
                 return current  # already started: starting again changes nothing
-            new = self._started(current, current, self._pool(current.pool), "start")
+            pool = self._pool(current.pool)
+            seconds = current.lease_seconds or pool.toleration_seconds
+            new = self._started(current, seconds, pool, "start")
             self._write(current, new)
             return new
 
@@ -125,10 +127,8 @@ class ReportOps(WorkerOps):
             now = self.clock.now_ms()
             wanted = lease_seconds or current.lease_seconds or pool.toleration_seconds
             tol_ms = 1000 * wanted
-            if move(current.id, current.state, current.revoke, Action.HEARTBEAT) is not None:
-                new = self._started(
-                    current, replace(current, lease_seconds=wanted), pool, "heartbeat"
-                )
+            if current.state is LeaseState.DISPATCHED:  # the first heartbeat starts it (§3)
+                new = self._started(current, wanted, pool, "heartbeat")
                 self._write(current, new)
                 return Beat(lease=new, revoke=revoke_signal(new), wrote=True)
             if wanted != current.lease_seconds or rules.deadline_needs_write(current, now, tol_ms):
@@ -144,20 +144,18 @@ class ReportOps(WorkerOps):
 
         return self._settle(lease, step)
 
-    def _started(self, old: Lease, lease: Lease, pool: Pool, by: str) -> Lease:
+    def _started(self, lease: Lease, lease_seconds: int, pool: Pool, by: str) -> Lease:
+        """The dispatched lease running, its deadline one toleration (`lease_seconds`) out."""
         now = self.clock.now_ms()
-        tol_ms = rules.toleration_ms(lease, pool)
-        to = move(lease.id, old.state, old.revoke, Action.START)
-        assert to is not None  # only a dispatched lease gets here
         return self._apply(
-            old,
-            to,
+            lease,
+            must_move(lease.id, lease.state, lease.revoke, Action.START),
             {"by": by},
             now,
-            lease_seconds=lease.lease_seconds,
+            lease_seconds=lease_seconds,
             started_at=now,
             heartbeat_at=now,
-            deadline=rules.fresh_deadline(now, tol_ms),
+            deadline=rules.fresh_deadline(now, 1000 * lease_seconds),
         )
 
     # ------------------------------------------------------------------ final reports
@@ -182,6 +180,10 @@ class ReportOps(WorkerOps):
         fence = body.get("fence")
 
         def step(current: Lease) -> Lease:
+            if fence is not None and fence != current.fence:
+                # An older fence is stale whatever became of the lease (DESIGN §4).
+                self._record_stale(current, kind, fence)
+                raise StaleLease(f"fence {fence} of lease {current.id} is not current")
             if current.state.terminal:
                 # The same report again (same body, or same report_id *and* kind): the first
                 # answer, unchanged. Anything else on an ended lease is refused.
@@ -194,9 +196,6 @@ class ReportOps(WorkerOps):
                 raise InvalidTransition(f"lease {current.id} already ended {current.state}")
             if current.state not in REPORTABLE:
                 raise InvalidTransition(f"lease {current.id} is {current.state}; it has no holder")
-            if fence is not None and fence != current.fence:
-                self._record_stale(current, kind, fence)
-                raise StaleLease(f"fence {fence} of lease {current.id} is not current")
             change = self._final_change(current, kind, report, fp, report_id)
             self._commit(change)
             return change.leases[0].new
@@ -212,8 +211,7 @@ class ReportOps(WorkerOps):
         report_id: str | None,
     ) -> Change:
         now = self.clock.now_ms()
-        to = move(lease.id, lease.state, lease.revoke, report_action(kind, report))
-        assert to is not None  # a held lease always ends on a final report
+        to = must_move(lease.id, lease.state, lease.revoke, report_action(kind, report))
         ended = self._apply(
             lease,
             to,
