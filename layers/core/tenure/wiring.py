@@ -63,7 +63,11 @@ def dynamodb_client(endpoint: str | None = None) -> Any:
         "dynamodb",
         region_name=cfg.region,
         endpoint_url=endpoint or cfg.dynamodb_endpoint,
-        config=Config(retries={"max_attempts": 5, "mode": "standard"}, max_pool_connections=64),
+        # botocore retries nothing: the store's one bounded retry (store.calls) re-sends
+        # throttled calls, so the two bounds cannot multiply past a Lambda's time budget.
+        config=Config(
+            retries={"total_max_attempts": 1, "mode": "standard"}, max_pool_connections=64
+        ),
     )
 
 

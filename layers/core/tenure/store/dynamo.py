@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -19,13 +17,26 @@ from tenure.core.errors import (
     Conflict,
     NotFound,
     TenureError,
-    ValidationFailed,
 )
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
-from tenure.core.ports import Ceiling, Change, LeasePage, SweeperState
+from tenure.core.ports import (
+    LIST_SCAN_BUDGET,
+    TIMELINE_CAP,
+    WORKER_RETENTION_S,
+    WORKER_SCAN_BUDGET,
+    WORKERS_CAP,
+    Ceiling,
+    Change,
+    ClaimRecord,
+    EventPage,
+    LeasePage,
+    SweeperState,
+    WorkerPage,
+)
 from tenure.core.states import REPORTABLE, LeaseState
-from tenure.store import items
+from tenure.store import cursors, items
 from tenure.store import keys as k
+from tenure.store.calls import Retry, translate
 
 _ser = TypeSerializer()
 _de = TypeDeserializer()
@@ -106,44 +117,49 @@ def _values(**kw: Any) -> dict[str, Any]:
     return {f":{name}": _ser.serialize(_to_dynamo(v)) for name, v in kw.items()}
 
 
-# ClientError codes that mean "a condition did not hold" (STYLE: one table, never message
-# text). Each write names the domain error that failure is for it: AlreadyExists for a create,
-# NotFound for a counter on a missing row, Conflict for a fenced lease write.
-_CONDITION_FAILED = {
-    "ConditionalCheckFailedException",
-    "TransactionConflictException",
-    "TransactionCanceledException",
-}
-
-
-def _translate(err: ClientError, failed: TenureError) -> Exception:
-    """The domain error a failed call is; anything not in the table stays the ClientError."""
-    code = err.response["Error"]["Code"]
-    if code not in _CONDITION_FAILED:
-        return err
-    reasons = err.response.get("CancellationReasons") or []
-    if reasons:
-        failed.details["reasons"] = [r.get("Code") for r in reasons]
-        failed.details["old"] = [_load(dict(r["Item"])) if r.get("Item") else None for r in reasons]
-    return failed
+def _lost(err: ClientError, failed: TenureError) -> Exception:
+    """The domain error a failed write is (store.calls has the one table of codes). Each write
+    names what a lost condition means for it: AlreadyExists for a create, NotFound for a
+    counter on a missing row, Conflict for a fenced lease write."""
+    out = translate(err, failed)
+    if out is failed and err.response.get("CancellationReasons"):
+        failed.details["old"] = [
+            _load(dict(r["Item"])) if r.get("Item") else None
+            for r in err.response["CancellationReasons"]
+        ]
+    return out
 
 
 class DynamoStore:
-    def __init__(self, client: Any, table: str) -> None:
+    # Per-call page budgets (core.ports); instances may lower them (the contract tests do).
+    list_budget = LIST_SCAN_BUDGET
+    worker_budget = WORKER_SCAN_BUDGET
+
+    def __init__(self, client: Any, table: str, retry: Retry | None = None) -> None:
         self.client = client
         self.table = table
         self.meter = Meter()
+        self.retry = retry or Retry()
+
+    def _call(self, op: str, fn: Any, **request: Any) -> dict[str, Any]:
+        """One metered read, re-sent on a throttle; a malformed request is StoreRejected."""
+        try:
+            out = self.retry.call(op, fn, {**request, "ReturnConsumedCapacity": "INDEXES"})
+        except ClientError as err:
+            raise translate(err, None) from err
+        self.meter.add(op, out.get("ConsumedCapacity"))
+        return out
 
     # ------------------------------------------------------------------ primitives
 
     def _get(self, key: dict[str, str], consistent: bool = True) -> dict[str, Any] | None:
-        out = self.client.get_item(
+        out = self._call(
+            "get",
+            self.client.get_item,
             TableName=self.table,
             Key=_dump(key),
             ConsistentRead=consistent,
-            ReturnConsumedCapacity="INDEXES",
         )
-        self.meter.add("get", out.get("ConsumedCapacity"))
         if "Item" not in out:
             return None
         self.meter.items_read += 1
@@ -157,11 +173,11 @@ class DynamoStore:
             "transact": self.client.transact_write_items,
         }[op]
         try:
-            out = call(**request, ReturnConsumedCapacity="INDEXES")
+            out = self.retry.call(op, call, {**request, "ReturnConsumedCapacity": "INDEXES"})
         except ClientError as err:
-            raise _translate(err, failed) from err
+            raise _lost(err, failed) from err
         self.meter.add(op, out.get("ConsumedCapacity"))
-        return dict(out)
+        return out
 
     def _put_new(self, item: dict[str, Any], what: str) -> None:
         self._write(
@@ -176,10 +192,10 @@ class DynamoStore:
         self._write("transact", Conflict("a conditional write lost"), TransactItems=ops)
 
     def _query(self, **kwargs: Any) -> dict[str, Any]:
-        out = self.client.query(TableName=self.table, ReturnConsumedCapacity="INDEXES", **kwargs)
-        self.meter.add("query", out.get("ConsumedCapacity"))
-        self.meter.items_read += len(out.get("Items", []))
-        return dict(out)
+        out = self._call("query", self.client.query, TableName=self.table, **kwargs)
+        # Items the query read (a filter drops some after reading them: still paid for).
+        self.meter.items_read += int(out.get("ScannedCount", len(out.get("Items", []))))
+        return out
 
     def _query_all(self, **kwargs: Any) -> list[dict[str, Any]]:
         """Every row a query matches, page after page."""
@@ -196,21 +212,26 @@ class DynamoStore:
             KeyConditionExpression=f"{k.PK} = :pk", ExpressionAttributeValues=_values(pk=pk)
         )
 
-    def _batch_get(self, item_keys: list[dict[str, str]]) -> list[dict[str, Any]]:
+    def _batch_get(
+        self, item_keys: list[dict[str, str]], consistent: bool = True
+    ) -> list[dict[str, Any]]:
+        """The rows of these keys. Keys DynamoDB leaves unprocessed (throttled) are asked for
+        again with the same bounded backoff as a throttled call; still unprocessed after
+        `retry.tries` rounds, the read gives up as Unavailable rather than answer partly."""
         found: list[dict[str, Any]] = []
         pending = [_dump(key) for key in item_keys]
         while pending:
             chunk, pending = pending[:100], pending[100:]
-            request: dict[str, Any] = {self.table: {"Keys": chunk, "ConsistentRead": True}}
-            while request:
-                out = self.client.batch_get_item(
-                    RequestItems=request, ReturnConsumedCapacity="INDEXES"
-                )
-                self.meter.add("batch_get", out.get("ConsumedCapacity"))
+            request: dict[str, Any] = {self.table: {"Keys": chunk, "ConsistentRead": consistent}}
+            for attempt in range(1, self.retry.tries + 1):
+                out = self._call("batch_get", self.client.batch_get_item, RequestItems=request)
                 rows = out.get("Responses", {}).get(self.table, [])
                 self.meter.items_read += len(rows)
                 found.extend(_load(r) for r in rows)
                 request = out.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                self.retry.throttled("batch_get (unprocessed keys)", attempt)
         return found
 
     # -------------------------------------------------------------- set-up resources
@@ -249,7 +270,9 @@ class DynamoStore:
         self._put_new({**k.pool_key(pool.name), **items.pool_item(pool)}, f"pool {pool.name}")
 
     def get_pool(self, name: str) -> Pool | None:
-        row = self._get(k.pool_key(name), consistent=False)
+        # Consistent: a pool is used right after it is created (1 read unit, and the service
+        # caches pools, so this is paid once per pool per process).
+        row = self._get(k.pool_key(name))
         return items.pool_from(row) if row else None
 
     def list_pools(self) -> list[Pool]:
@@ -278,7 +301,8 @@ class DynamoStore:
             raise AlreadyExists(f"token {token.name} already exists") from lost
 
     def get_token(self, token_hash: str) -> Token | None:
-        row = self._get(k.token_key(token_hash), consistent=False)
+        # Consistent: a token is used right after it is handed out.
+        row = self._get(k.token_key(token_hash))
         return items.token_from(row) if row else None
 
     # ------------------------------------------------------------- tasks, jobs, leases
@@ -300,18 +324,59 @@ class DynamoStore:
         return {lease.id: lease for lease in map(items.lease_from, rows)}
 
     def put_worker(self, worker: Worker) -> None:
-        item = {**k.worker_key(worker.pool, worker.worker_id), **items.worker_item(worker)}
-        out = self.client.put_item(
-            TableName=self.table, Item=_dump(item), ReturnConsumedCapacity="INDEXES"
-        )
-        self.meter.add("put", out.get("ConsumedCapacity"))
+        item = {
+            **k.worker_key(worker.pool, worker.worker_id),
+            **items.worker_item(worker),
+            k.TTL_ATTRIBUTE: worker.last_seen // 1000 + WORKER_RETENTION_S,
+        }
+        self._call("put", self.client.put_item, TableName=self.table, Item=_dump(item))
 
     def get_worker(self, pool: str, worker_id: str) -> Worker | None:
         row = self._get(k.worker_key(pool, worker_id), consistent=False)
         return items.worker_from(row) if row else None
 
-    def list_workers(self, pool: str) -> list[Worker]:
-        return [items.worker_from(r) for r in self._partition(k.workers_pk(pool))]
+    def list_workers(
+        self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
+    ) -> list[Worker]:
+        return self.worker_page(pool, limit, None, now_ms).workers
+
+    def worker_page(
+        self, pool: str, limit: int, cursor: str | None, now_ms: int | None = None
+    ) -> WorkerPage:
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        kind, shape = k.WORKER_CURSOR
+        start = k.worker_start(pool, cursors.decode(cursor, kind, shape)) if cursor else None
+        now_s = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) // 1000
+        found: list[dict[str, Any]] = []
+        examined = 0
+        while True:
+            # One more than the page, to know whether anything follows it.
+            size = min(limit + 1 - len(found), self.worker_budget - examined)
+            request: dict[str, Any] = {
+                "KeyConditionExpression": f"{k.PK} = :pk",
+                "FilterExpression": k.NOT_EXPIRED,
+                "ExpressionAttributeValues": _values(pk=k.workers_pk(pool), now=now_s),
+                "Limit": size,
+            }
+            if start:
+                request["ExclusiveStartKey"] = _dump(start)
+            out = self._query(**request)
+            examined += int(out.get("ScannedCount", 0))
+            found.extend(_load(r) for r in out.get("Items", []))
+            end = out.get("LastEvaluatedKey")
+            if len(found) > limit:
+                return WorkerPage(
+                    [items.worker_from(r) for r in found[:limit]],
+                    cursors.encode(kind, str(found[limit - 1][k.SK])),
+                )
+            if not end:
+                return WorkerPage([items.worker_from(r) for r in found], None)
+            start = _load(end)
+            if examined >= self.worker_budget:
+                return WorkerPage(
+                    [items.worker_from(r) for r in found], cursors.encode(kind, str(start[k.SK]))
+                )
 
     def queue_candidates(self, pool: str, limit: int) -> list[str]:
         out = self._query(
@@ -330,46 +395,106 @@ class DynamoStore:
         state: LeaseState | None,
         pool: str | None,
     ) -> LeasePage:
-        start = _decode_cursor(space, cursor) if cursor else None
+        """Newest first, examining at most `list_budget` index entries (and reading at most as
+        many lease rows, eventually consistent like the index itself) per call.
+
+        The index is KEYS_ONLY, so a filter is applied to the rows read by key. The cursor
+        resumes right after the last entry examined: a filtered page may hold fewer than
+        `limit` leases (even none) and still carry a cursor; it is null only once the index
+        has nothing further.
+        """
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        kind, shape = k.LEASE_CURSOR
+        start = k.space_list_start(space, cursors.decode(cursor, kind, shape)) if cursor else None
+        filtered = state is not None or pool is not None
         found: list[Lease] = []
-        page_size = max(limit + 1, 25)
+        examined: str | None = None  # position of the last index entry looked at
+        read = 0
         while True:
-            kwargs: dict[str, Any] = {
+            want = limit - len(found)
+            # Unfiltered, every entry is a result: read one more than the page to learn
+            # whether anything follows. Filtered, read ahead in chunks, within the budget.
+            size = min(want + 1 if not filtered else max(want + 1, 50), self.list_budget - read)
+            request: dict[str, Any] = {
                 "IndexName": k.SPACE_INDEX,
                 "KeyConditionExpression": f"{k.SPACE_PK} = :s",
                 "ExpressionAttributeValues": _values(s=k.space_list_pk(space)),
                 "ScanIndexForward": False,
-                "Limit": page_size,
+                "Limit": size,
             }
             if start:
-                kwargs["ExclusiveStartKey"] = start
-            out = self._query(**kwargs)
-            ordered = [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
-            by_id = self.get_leases(ordered) if ordered else {}
-            for lease_id in ordered:
-                lease = by_id.get(lease_id)
+                request["ExclusiveStartKey"] = _dump(start)
+            out = self._query(**request)
+            entries = [_load(row) for row in out.get("Items", [])]
+            read += len(entries)
+            fetch = entries if filtered else entries[:want]
+            by_id = {
+                lease.id: lease
+                for lease in map(
+                    items.lease_from,
+                    self._batch_get([k.lease_key(k.lease_id_of(e)) for e in fetch], False),
+                )
+            }
+            for number, entry in enumerate(entries):
+                if len(found) == limit or number >= len(fetch):
+                    return LeasePage(found, cursors.encode(kind, examined or ""))
+                examined = str(entry[k.SPACE_SK])
+                lease = by_id.get(k.lease_id_of(entry))
                 if lease is None:
-                    continue
+                    continue  # not there to read any more
                 if (state is None or lease.state is state) and (pool is None or lease.pool == pool):
                     found.append(lease)
-                if len(found) > limit:
-                    last = found[limit - 1]
-                    return LeasePage(found[:limit], _encode_cursor(last))
-            start = out.get("LastEvaluatedKey")
-            if not start:
+            end = out.get("LastEvaluatedKey")
+            if not end:
                 return LeasePage(found, None)
+            if len(found) == limit or read >= self.list_budget:
+                return LeasePage(found, cursors.encode(kind, examined or ""))
+            start = _load(end)
 
     def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
+        """The newest `limit` events (None: the newest TIMELINE_CAP), oldest first."""
+        want = TIMELINE_CAP if limit is None else min(limit, TIMELINE_CAP)
+        newest: list[Event] = []
+        cursor: str | None = None
+        while len(newest) < want:
+            page = self.timeline_page(
+                subject_kind, subject_id, want - len(newest), cursor, newest_first=True
+            )
+            newest.extend(page.events)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return newest[::-1]
+
+    def timeline_page(
+        self,
+        subject_kind: str,
+        subject_id: str,
+        limit: int,
+        cursor: str | None,
+        newest_first: bool = False,
+    ) -> EventPage:
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        kind, shape = k.EVENT_CURSOR
         pk = k.timeline_pk(subject_kind, subject_id)
-        if limit is None:
-            return [items.event_from(r) for r in self._partition(pk)]
-        out = self._query(
-            KeyConditionExpression=f"{k.PK} = :pk",
-            ExpressionAttributeValues=_values(pk=pk),
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-        return [items.event_from(_load(r)) for r in reversed(out.get("Items", []))]
+        request: dict[str, Any] = {
+            "KeyConditionExpression": f"{k.PK} = :pk",
+            "ExpressionAttributeValues": _values(pk=pk),
+            "ScanIndexForward": not newest_first,
+            "Limit": limit + 1,  # one more, to know whether anything follows
+        }
+        if cursor:
+            request["ExclusiveStartKey"] = _dump(
+                {k.PK: pk, k.SK: cursors.decode(cursor, kind, shape)}
+            )
+        out = self._query(**request)
+        rows = [_load(r) for r in out.get("Items", [])]
+        events = [items.event_from(r) for r in rows[:limit]]
+        if len(rows) > limit or (rows and out.get("LastEvaluatedKey")):  # (1 MB cut a page)
+            return EventPage(events, cursors.encode(kind, str(rows[:limit][-1][k.SK])))
+        return EventPage(events, None)
 
     # ------------------------------------------------------------------------ writes
 
@@ -425,6 +550,8 @@ class DynamoStore:
                     }
                 }
             )
+        for claim in change.claims:
+            ops.append(self._put_op({**_claim_key(claim), **items.claim_item(claim)}, k.IS_NEW))
         first_ceiling = len(ops)
         for ceiling in change.ceilings:
             ops.append(self._ceiling_op(ceiling))
@@ -440,6 +567,13 @@ class DynamoStore:
             ):
                 raise CeilingReached("a ceiling is full", **lost.details) from lost
             raise
+
+    def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
+        # Consistent: the retry of a claim whose answer was lost may come at once. A record
+        # past its expires_at (TTL deletes lazily) still names its lease: that lease has ended
+        # by then, which the service sees when it reads it.
+        row = self._get(k.claim_key(pool, claimant, worker_id, claim_id))
+        return str(row["lease_id"]) if row else None
 
     def _ceiling_op(self, ceiling: Ceiling) -> dict[str, Any]:
         key = k.pool_key(ceiling.name) if ceiling.scope == "pool" else k.space_key(ceiling.name)
@@ -521,14 +655,20 @@ class DynamoStore:
             ),
         )
 
-    def due_leases(self, pool: str, now: int | None) -> list[str]:
+    def due_leases(self, pool: str, now: int | None, limit: int | None = None) -> list[str]:
         condition = f"{k.DUE_PK} = :p" + (f" AND {k.DUE_AT} <= :now" if now is not None else "")
         values = _values(p=k.due_pk(pool), **({"now": now} if now is not None else {}))
-        rows = self._query_all(
-            IndexName=k.DUE_INDEX,
-            KeyConditionExpression=condition,
-            ExpressionAttributeValues=values,
-        )
+        request: dict[str, Any] = {
+            "IndexName": k.DUE_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        if limit is None:
+            rows = self._query_all(**request)
+        else:
+            if limit < 1:
+                raise ValueError("a page needs a limit of at least 1")
+            rows = [_load(r) for r in self._query(**request, Limit=limit).get("Items", [])]
         return [k.lease_id_of(r) for r in rows]
 
     def count_held(self, pool: str, at_most: int) -> int:
@@ -581,6 +721,17 @@ class DynamoStore:
             if err.response["Error"]["Code"] != "ResourceInUseException":
                 raise
         self.client.get_waiter("table_exists").wait(TableName=self.table)
+        self.enable_ttl()
+
+    def enable_ttl(self) -> None:
+        """Turn on TTL (CreateTable cannot); the template's TimeToLiveSpecification says the
+        same. Reads never rely on it: TTL deletes lazily, they filter on expires_at."""
+        ttl = self.client.describe_time_to_live(TableName=self.table)["TimeToLiveDescription"]
+        if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
+            return
+        self.client.update_time_to_live(
+            TableName=self.table, TimeToLiveSpecification=k.TTL_SPECIFICATION
+        )
 
 
 def _lease_row(lease: Lease) -> dict[str, Any]:
@@ -595,22 +746,5 @@ def _lease_row(lease: Lease) -> dict[str, Any]:
     return row
 
 
-def _encode_cursor(last: Lease) -> str:
-    position = k.space_list_keys(last.space, last.created_at, last.id)[k.SPACE_SK]
-    return base64.urlsafe_b64encode(json.dumps({"p": position}).encode()).decode().rstrip("=")
-
-
-def _decode_cursor(space: str, cursor: str) -> dict[str, Any]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        position = json.loads(base64.urlsafe_b64decode(padded.encode()))["p"]
-        _, lease_id = str(position).split("#", 1)
-    except (ValueError, KeyError, TypeError, binascii.Error) as bad:
-        raise ValidationFailed("cursor: not a cursor this API handed out") from bad
-    return _dump(
-        {
-            **k.lease_key(lease_id),
-            k.SPACE_PK: k.space_list_pk(space),
-            k.SPACE_SK: position,
-        }
-    )
+def _claim_key(claim: ClaimRecord) -> dict[str, str]:
+    return k.claim_key(claim.pool, claim.claimant, claim.worker_id, claim.claim_id)
