@@ -42,6 +42,7 @@ class ContractStore(Store, Protocol):
     # The per-call page budgets, lowered by the tests that watch them bite.
     list_budget: int
     worker_budget: int
+    timeline_cap: int
 
 
 @dataclass
@@ -640,14 +641,16 @@ class StoreContract:
         assert r.store.timeline("task", "task_1", None) == events
 
     def test_timeline_without_a_limit_answers_at_most_the_cap_newest_oldest_first(
-        self, make_rig: MakeRig, monkeypatch: pytest.MonkeyPatch
+        self, make_rig: MakeRig
     ) -> None:
         r = make_rig()
         events = [_event("task_1", 1000 + i, f"ev_{i:02d}") for i in range(6)]
         for event in events:
             r.store.put_event(event)
-        monkeypatch.setattr(f"{type(r.store).__module__}.TIMELINE_CAP", 4)
+        r.store.timeline_cap = 4
         assert r.store.timeline("task", "task_1", None) == events[-4:]
+        assert r.store.timeline("task", "task_1", 5) == events[-4:]  # a limit is capped too
+        assert r.store.timeline("task", "task_1", 2) == events[-2:]
 
     def test_workers_past_their_retention_are_not_listed_and_the_list_pages(
         self, make_rig: MakeRig

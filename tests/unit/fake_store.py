@@ -98,6 +98,7 @@ class FakeStore:
     # Per-call page budgets (core.ports); instances may lower them (the contract tests do).
     list_budget = LIST_SCAN_BUDGET
     worker_budget = WORKER_SCAN_BUDGET
+    timeline_cap = TIMELINE_CAP
 
     def __init__(self, clock: Clock | None = None) -> None:
         # The wall clock DynamoDB's TTL runs on, for reads not given `now_ms`. Without one,
@@ -272,10 +273,10 @@ class FakeStore:
         return LeasePage(found, None)
 
     def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
-        _limit(TIMELINE_CAP if limit is None else limit)
+        want = self.timeline_cap if limit is None else min(limit, self.timeline_cap)
+        _limit(want)
         rows = self.timelines.get((str(subject_kind), subject_id), {})
-        ordered = [rows[sk] for sk in sorted(rows)]
-        return ordered[-min(TIMELINE_CAP if limit is None else limit, TIMELINE_CAP) :]
+        return [rows[sk] for sk in sorted(rows)][-want:]
 
     def timeline_page(
         self,

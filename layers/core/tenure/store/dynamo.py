@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from tenure.core.errors import (
@@ -20,101 +16,22 @@ from tenure.core.errors import (
 )
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
 from tenure.core.ports import (
-    LIST_SCAN_BUDGET,
-    TIMELINE_CAP,
     WORKER_RETENTION_S,
-    WORKER_SCAN_BUDGET,
-    WORKERS_CAP,
     Ceiling,
     Change,
     ClaimRecord,
-    EventPage,
-    LeasePage,
     SweeperState,
-    WorkerPage,
 )
 from tenure.core.states import REPORTABLE, LeaseState
-from tenure.store import cursors, items
+from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.calls import Retry, translate
-
-_ser = TypeSerializer()
-_de = TypeDeserializer()
-
-
-@dataclass
-class Meter:
-    """Capacity the store consumed, as DynamoDB reported it (indexes included)."""
-
-    read_units: float = 0.0
-    write_units: float = 0.0
-    items_read: int = 0
-    calls: list[str] = field(default_factory=list)
-
-    def add(self, op: str, consumed: dict[str, Any] | list[dict[str, Any]] | None) -> None:
-        self.calls.append(op)
-        for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
-            self.read_units += float(entry.get("ReadCapacityUnits", 0) or 0)
-            self.write_units += float(entry.get("WriteCapacityUnits", 0) or 0)
-            if "ReadCapacityUnits" not in entry and "WriteCapacityUnits" not in entry:
-                units = float(entry.get("CapacityUnits", 0) or 0)
-                if op in ("get", "query", "batch_get"):
-                    self.read_units += units
-                else:
-                    self.write_units += units
-
-    def snapshot(self) -> tuple[float, float, int]:
-        return self.read_units, self.write_units, self.items_read
-
-
-def _dump(item: dict[str, Any]) -> dict[str, Any]:
-    return {key: _ser.serialize(_to_dynamo(v)) for key, v in item.items() if v is not None}
-
-
-def _load(raw: dict[str, Any]) -> dict[str, Any]:
-    return {key: _from_dynamo(_de.deserialize(v)) for key, v in raw.items()}
-
-
-def load_image(raw: dict[str, Any]) -> dict[str, Any]:
-    """A stream record's image (DynamoDB JSON) as plain values."""
-    return _load({key: _typed(v) for key, v in raw.items()})
-
-
-def _typed(value: dict[str, Any]) -> dict[str, Any]:
-    # The streams API hands an empty map back as a bare {} (its type tag dropped).
-    if not value:
-        return {"M": {}}
-    if "M" in value:
-        return {"M": {key: _typed(v) for key, v in value["M"].items()}}
-    if "L" in value:
-        return {"L": [_typed(v) for v in value["L"]]}
-    return value
-
-
-def _to_dynamo(value: Any) -> Any:
-    if isinstance(value, float):
-        return Decimal(str(value))
-    if isinstance(value, dict):
-        return {key: _to_dynamo(v) for key, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_to_dynamo(v) for v in value]
-    return value
-
-
-def _from_dynamo(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {key: _from_dynamo(v) for key, v in value.items()}
-    if isinstance(value, list):
-        return [_from_dynamo(v) for v in value]
-    if isinstance(value, set):
-        return sorted(_from_dynamo(v) for v in value)
-    return value
-
-
-def _values(**kw: Any) -> dict[str, Any]:
-    return {f":{name}": _ser.serialize(_to_dynamo(v)) for name, v in kw.items()}
+from tenure.store.codec import Meter
+from tenure.store.codec import dump as _dump
+from tenure.store.codec import load as _load
+from tenure.store.codec import load_image as load_image  # the reactor reads stream images
+from tenure.store.codec import values as _values
+from tenure.store.reads import PagedReads
 
 
 def _lost(err: ClientError, failed: TenureError) -> Exception:
@@ -130,11 +47,7 @@ def _lost(err: ClientError, failed: TenureError) -> Exception:
     return out
 
 
-class DynamoStore:
-    # Per-call page budgets (core.ports); instances may lower them (the contract tests do).
-    list_budget = LIST_SCAN_BUDGET
-    worker_budget = WORKER_SCAN_BUDGET
-
+class DynamoStore(PagedReads):
     def __init__(self, client: Any, table: str, retry: Retry | None = None) -> None:
         self.client = client
         self.table = table
@@ -335,49 +248,6 @@ class DynamoStore:
         row = self._get(k.worker_key(pool, worker_id), consistent=False)
         return items.worker_from(row) if row else None
 
-    def list_workers(
-        self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
-    ) -> list[Worker]:
-        return self.worker_page(pool, limit, None, now_ms).workers
-
-    def worker_page(
-        self, pool: str, limit: int, cursor: str | None, now_ms: int | None = None
-    ) -> WorkerPage:
-        if limit < 1:
-            raise ValueError("a page needs a limit of at least 1")
-        kind, shape = k.WORKER_CURSOR
-        start = k.worker_start(pool, cursors.decode(cursor, kind, shape)) if cursor else None
-        now_s = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) // 1000
-        found: list[dict[str, Any]] = []
-        examined = 0
-        while True:
-            # One more than the page, to know whether anything follows it.
-            size = min(limit + 1 - len(found), self.worker_budget - examined)
-            request: dict[str, Any] = {
-                "KeyConditionExpression": f"{k.PK} = :pk",
-                "FilterExpression": k.NOT_EXPIRED,
-                "ExpressionAttributeValues": _values(pk=k.workers_pk(pool), now=now_s),
-                "Limit": size,
-            }
-            if start:
-                request["ExclusiveStartKey"] = _dump(start)
-            out = self._query(**request)
-            examined += int(out.get("ScannedCount", 0))
-            found.extend(_load(r) for r in out.get("Items", []))
-            end = out.get("LastEvaluatedKey")
-            if len(found) > limit:
-                return WorkerPage(
-                    [items.worker_from(r) for r in found[:limit]],
-                    cursors.encode(kind, str(found[limit - 1][k.SK])),
-                )
-            if not end:
-                return WorkerPage([items.worker_from(r) for r in found], None)
-            start = _load(end)
-            if examined >= self.worker_budget:
-                return WorkerPage(
-                    [items.worker_from(r) for r in found], cursors.encode(kind, str(start[k.SK]))
-                )
-
     def queue_candidates(self, pool: str, limit: int) -> list[str]:
         out = self._query(
             IndexName=k.QUEUE_INDEX,
@@ -386,115 +256,6 @@ class DynamoStore:
             Limit=limit,
         )
         return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
-
-    def list_leases(
-        self,
-        space: str,
-        limit: int,
-        cursor: str | None,
-        state: LeaseState | None,
-        pool: str | None,
-    ) -> LeasePage:
-        """Newest first, examining at most `list_budget` index entries (and reading at most as
-        many lease rows, eventually consistent like the index itself) per call.
-
-        The index is KEYS_ONLY, so a filter is applied to the rows read by key. The cursor
-        resumes right after the last entry examined: a filtered page may hold fewer than
-        `limit` leases (even none) and still carry a cursor; it is null only once the index
-        has nothing further.
-        """
-        if limit < 1:
-            raise ValueError("a page needs a limit of at least 1")
-        kind, shape = k.LEASE_CURSOR
-        start = k.space_list_start(space, cursors.decode(cursor, kind, shape)) if cursor else None
-        filtered = state is not None or pool is not None
-        found: list[Lease] = []
-        examined: str | None = None  # position of the last index entry looked at
-        read = 0
-        while True:
-            want = limit - len(found)
-            # Unfiltered, every entry is a result: read one more than the page to learn
-            # whether anything follows. Filtered, read ahead in chunks, within the budget.
-            size = min(want + 1 if not filtered else max(want + 1, 50), self.list_budget - read)
-            request: dict[str, Any] = {
-                "IndexName": k.SPACE_INDEX,
-                "KeyConditionExpression": f"{k.SPACE_PK} = :s",
-                "ExpressionAttributeValues": _values(s=k.space_list_pk(space)),
-                "ScanIndexForward": False,
-                "Limit": size,
-            }
-            if start:
-                request["ExclusiveStartKey"] = _dump(start)
-            out = self._query(**request)
-            entries = [_load(row) for row in out.get("Items", [])]
-            read += len(entries)
-            fetch = entries if filtered else entries[:want]
-            by_id = {
-                lease.id: lease
-                for lease in map(
-                    items.lease_from,
-                    self._batch_get([k.lease_key(k.lease_id_of(e)) for e in fetch], False),
-                )
-            }
-            for number, entry in enumerate(entries):
-                if len(found) == limit or number >= len(fetch):
-                    return LeasePage(found, cursors.encode(kind, examined or ""))
-                examined = str(entry[k.SPACE_SK])
-                lease = by_id.get(k.lease_id_of(entry))
-                if lease is None:
-                    continue  # not there to read any more
-                if (state is None or lease.state is state) and (pool is None or lease.pool == pool):
-                    found.append(lease)
-            end = out.get("LastEvaluatedKey")
-            if not end:
-                return LeasePage(found, None)
-            if len(found) == limit or read >= self.list_budget:
-                return LeasePage(found, cursors.encode(kind, examined or ""))
-            start = _load(end)
-
-    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
-        """The newest `limit` events (None: the newest TIMELINE_CAP), oldest first."""
-        want = TIMELINE_CAP if limit is None else min(limit, TIMELINE_CAP)
-        newest: list[Event] = []
-        cursor: str | None = None
-        while len(newest) < want:
-            page = self.timeline_page(
-                subject_kind, subject_id, want - len(newest), cursor, newest_first=True
-            )
-            newest.extend(page.events)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return newest[::-1]
-
-    def timeline_page(
-        self,
-        subject_kind: str,
-        subject_id: str,
-        limit: int,
-        cursor: str | None,
-        newest_first: bool = False,
-    ) -> EventPage:
-        if limit < 1:
-            raise ValueError("a page needs a limit of at least 1")
-        kind, shape = k.EVENT_CURSOR
-        pk = k.timeline_pk(subject_kind, subject_id)
-        request: dict[str, Any] = {
-            "KeyConditionExpression": f"{k.PK} = :pk",
-            "ExpressionAttributeValues": _values(pk=pk),
-            "ScanIndexForward": not newest_first,
-            "Limit": limit + 1,  # one more, to know whether anything follows
-        }
-        if cursor:
-            request["ExclusiveStartKey"] = _dump(
-                {k.PK: pk, k.SK: cursors.decode(cursor, kind, shape)}
-            )
-        out = self._query(**request)
-        rows = [_load(r) for r in out.get("Items", [])]
-        events = [items.event_from(r) for r in rows[:limit]]
-        if len(rows) > limit or (rows and out.get("LastEvaluatedKey")):  # (1 MB cut a page)
-            return EventPage(events, cursors.encode(kind, str(rows[:limit][-1][k.SK])))
-        return EventPage(events, None)
 
     # ------------------------------------------------------------------------ writes
 
