@@ -12,9 +12,10 @@ from typing import Any
 import boto3
 import pytest
 from botocore.config import Config
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
 from tenure.core.errors import AlreadyExists, CeilingReached, Conflict, Unavailable
-from tenure.core.model import Job, Space
+from tenure.core.model import Job, Space, Worker
 from tenure.core.ports import Ceiling, Change, JobWrite, LeaseWrite
 from tenure.core.states import SubjectKind
 from tenure.store.calls import BACKOFF_BASE_S, RETRY_AFTER_S, TRIES, Retry, StoreRejected
@@ -258,3 +259,49 @@ def test_keys_still_unprocessed_after_the_bound_make_the_read_unavailable(rig: R
         rig.store._batch_get([{"PK": "LEASE#a", "SK": "LEASE"}])
     assert raised.value.retry_after == RETRY_AFTER_S
     assert len(rig.slept) == TRIES - 1
+
+
+# ------------------------------------------------------------- connection failures
+
+
+class Flaky:
+    """A client whose calls fail with `errors` in turn, then answer `{}`."""
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors = list(errors)
+        self.sent = 0
+
+    def _answer(self, **_: Any) -> dict[str, Any]:
+        self.sent += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return {}
+
+    get_item = put_item = _answer
+
+
+def _flaky_store(*errors: Exception) -> tuple[DynamoStore, Flaky, list[float]]:
+    client, slept = Flaky(*errors), []
+    return DynamoStore(client, "t", Retry(sleep=slept.append, jitter=lambda: 1.0)), client, slept
+
+
+def test_a_request_that_never_reached_the_table_is_sent_again_within_the_bound() -> None:
+    refused = EndpointConnectionError(endpoint_url="http://ddb")
+    store, client, _ = _flaky_store(refused, refused)
+    store.put_worker(Worker(pool="p", worker_id="w", last_seen=T0))
+    assert client.sent == 3
+    store, client, slept = _flaky_store(*[refused] * TRIES)
+    with pytest.raises(Unavailable):
+        store.put_worker(Worker(pool="p", worker_id="w", last_seen=T0))
+    assert client.sent == TRIES and len(slept) == TRIES - 1
+
+
+def test_a_write_whose_answer_was_lost_is_not_sent_twice_but_a_read_is() -> None:
+    lost = ReadTimeoutError(endpoint_url="http://ddb")
+    store, client, _ = _flaky_store(lost)
+    with pytest.raises(ReadTimeoutError):  # it may have landed: the caller must find out
+        store.put_worker(Worker(pool="p", worker_id="w", last_seen=T0))
+    assert client.sent == 1
+    store, client, _ = _flaky_store(lost)
+    assert store.get_lease("lease_1") is None
+    assert client.sent == 2

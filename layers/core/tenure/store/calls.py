@@ -5,8 +5,10 @@ Retries live here and only here. The client is built with botocore's retries off
 multiply: a call is sent at most `TRIES` times, sleeping full-jitter exponential backoff
 between tries (at most 0.1 + 0.2 + 0.4 = 0.7 s in all), then a throttle surfaces as
 `Unavailable` (503 with Retry-After). A lost condition is never retried here: the service
-re-reads and decides. Connection-level failures (not a ClientError) are not retried either:
-a write that may have landed is not sent twice blind.
+re-reads and decides. Connection failures take the same bound, but only where sending again
+is safe: a request that never reached DynamoDB (could not connect), or a read. A write whose
+answer was lost mid-flight (connection closed, read timeout) may have landed, so it is not
+sent twice blind: it raises.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as NeverSent
 
 from tenure.core.errors import TenureError, Unavailable
 
@@ -86,15 +89,23 @@ class Retry:
     base_s: float = BACKOFF_BASE_S
     sleep: Callable[[float], None] = time.sleep
     jitter: Callable[[], float] = random.random
-    slept: list[float] = field(default_factory=list)  # what this store has slept, for tests
 
-    def call(self, what: str, fn: Callable[..., Any], request: dict[str, Any]) -> dict[str, Any]:
-        """Send `request`, re-sending it on a throttle; any other failure raises at once."""
+    def call(
+        self, what: str, fn: Callable[..., Any], request: dict[str, Any], read: bool = False
+    ) -> dict[str, Any]:
+        """Send `request`, re-sending it on a throttle (or a connection failure it is safe to
+        send again after); any other failure raises at once."""
         for attempt in range(1, self.tries + 1):
             try:
                 return dict(fn(**request))
             except ClientError as err:
                 if outcome_of(err) is not Outcome.THROTTLED:
+                    raise
+                self.throttled(what, attempt, err)
+            except NeverSent as err:
+                self.throttled(what, attempt, err)
+            except HTTPClientError as err:
+                if not read:
                     raise
                 self.throttled(what, attempt, err)
         raise AssertionError("unreachable: the last try raises")
@@ -103,13 +114,11 @@ class Retry:
         """Try `attempt` was throttled: back off, or give up as Unavailable at the bound."""
         if attempt >= self.tries:
             raise Unavailable(
-                f"the table is throttling {what}; try again shortly",
+                f"the table is throttling or unreachable for {what}; try again shortly",
                 retry_after=RETRY_AFTER_S,
                 tries=attempt,
             ) from cause
-        pause = self.jitter() * self.base_s * 2 ** (attempt - 1)
-        self.slept.append(pause)
-        self.sleep(pause)
+        self.sleep(self.jitter() * self.base_s * 2 ** (attempt - 1))
 
 
 def translate(err: ClientError, lost: TenureError | None) -> Exception:
