@@ -109,6 +109,8 @@ def test_table_keys_and_indexes_are_exactly_what_the_store_uses(template: dict[s
     assert table["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
     assert table["BillingMode"] == code["BillingMode"]
     assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    # The store's TTL attribute is the one the table expires rows by.
+    assert table["TimeToLiveSpecification"] == keys.TTL_SPECIFICATION
 
 
 def test_inbound_queue_redrives_to_its_dead_letter_queue(template: dict[str, Any]) -> None:

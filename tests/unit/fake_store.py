@@ -10,20 +10,32 @@ Not thread-safe: it exists to test service logic fast.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
 import dataclasses
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from tenure.core.errors import AlreadyExists, CeilingReached, Conflict, NotFound, ValidationFailed
+from tenure.core.errors import AlreadyExists, CeilingReached, Conflict, NotFound
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
-from tenure.core.ports import Change, LeasePage, SweeperState
+from tenure.core.ports import (
+    LIST_SCAN_BUDGET,
+    TIMELINE_CAP,
+    WORKER_RETENTION_S,
+    WORKER_SCAN_BUDGET,
+    WORKERS_CAP,
+    Change,
+    ClaimRecord,
+    Clock,
+    EventPage,
+    LeasePage,
+    SweeperState,
+    WorkerPage,
+)
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.core.timeline import lease_event, task_event
+from tenure.store import cursors
+from tenure.store import keys as k
 
 E = TypeVar("E")
 
@@ -58,22 +70,20 @@ def _stored_event(event: Event) -> Event:
 
 def _position(lease: Lease) -> str:
     # The per-space list's sort key: creation time, then id (store.keys.space_list_keys).
-    return f"{lease.created_at:013d}#{lease.id}"
+    return k.space_position(lease.created_at, lease.id)
 
 
-def _encode_cursor(last: Lease) -> str:
-    blob = json.dumps({"p": _position(last)}).encode()
-    return base64.urlsafe_b64encode(blob).decode().rstrip("=")
+def _worker_sk(worker_id: str) -> str:
+    return k.worker_key("", worker_id)[k.SK]
 
 
-def _decode_cursor(cursor: str) -> str:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        position = json.loads(base64.urlsafe_b64decode(padded.encode()))["p"]
-        _, _lease_id = str(position).split("#", 1)
-    except (ValueError, KeyError, TypeError, binascii.Error) as bad:
-        raise ValidationFailed("cursor: not a cursor this API handed out") from bad
-    return str(position)
+def _limit(limit: int) -> None:
+    if limit < 1:
+        raise ValueError("a page needs a limit of at least 1")
+
+
+def _claim_of(claim: ClaimRecord) -> tuple[str, str, str, str]:
+    return (claim.pool, claim.claimant, claim.worker_id, claim.claim_id)
 
 
 @dataclass
@@ -85,7 +95,15 @@ class _LeaseRow:
 
 
 class FakeStore:
-    def __init__(self) -> None:
+    # Per-call page budgets (core.ports); instances may lower them (the contract tests do).
+    list_budget = LIST_SCAN_BUDGET
+    worker_budget = WORKER_SCAN_BUDGET
+    timeline_cap = TIMELINE_CAP
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        # The wall clock DynamoDB's TTL runs on, for reads not given `now_ms`. Without one,
+        # the fake never expires a worker row (its unit tests run in 2026-01-01).
+        self.clock = clock
         self.spaces: dict[str, Space] = {}
         self.task_seq: dict[str, int] = {}
         self.workflows: dict[tuple[str, str], Workflow] = {}
@@ -97,6 +115,8 @@ class FakeStore:
         self.jobs: dict[str, Job] = {}
         self.lease_rows: dict[str, _LeaseRow] = {}
         self.workers: dict[tuple[str, str], Worker] = {}
+        self.worker_expiry: dict[tuple[str, str], int] = {}  # the rows' TTL (epoch seconds)
+        self.claims: dict[tuple[str, str, str, str], ClaimRecord] = {}
         self.timelines: dict[tuple[str, str], dict[str, Event]] = {}
         self.sweeper: SweeperState | None = None
         # Every write the service asked for, by method name (tests count writes per call).
@@ -178,12 +198,38 @@ class FakeStore:
     def put_worker(self, worker: Worker) -> None:
         self.writes.append("put_worker")
         self.workers[(worker.pool, worker.worker_id)] = _stored(worker)
+        expires = worker.last_seen // 1000 + WORKER_RETENTION_S
+        self.worker_expiry[(worker.pool, worker.worker_id)] = expires
 
     def get_worker(self, pool: str, worker_id: str) -> Worker | None:
         return self.workers.get((pool, worker_id))
 
-    def list_workers(self, pool: str) -> list[Worker]:
-        return [w for (p, _), w in sorted(self.workers.items()) if p == pool]
+    def list_workers(
+        self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
+    ) -> list[Worker]:
+        return self.worker_page(pool, limit, None, now_ms).workers
+
+    def worker_page(
+        self, pool: str, limit: int, cursor: str | None, now_ms: int | None = None
+    ) -> WorkerPage:
+        _limit(limit)
+        kind, shape = k.WORKER_CURSOR
+        start = cursors.decode(cursor, kind, shape) if cursor else None
+        now_ms = self.clock.now_ms() if now_ms is None and self.clock else now_ms
+        rows = sorted(
+            (_worker_sk(w), key)
+            for key, w in self.workers.items()
+            if key[0] == pool and (start is None or _worker_sk(w) > start)
+        )
+        found: list[tuple[str, Worker]] = []
+        for examined, (sk, key) in enumerate(rows, start=1):
+            if now_ms is None or self.worker_expiry[key] > now_ms // 1000:
+                found.append((sk, self.workers[key]))
+            if len(found) > limit:
+                return WorkerPage([w for _, w in found[:limit]], cursors.encode(kind, found[-2][0]))
+            if examined >= self.worker_budget and examined < len(rows):
+                return WorkerPage([w for _, w in found], cursors.encode(kind, sk))
+        return WorkerPage([w for _, w in found], None)
 
     def queue_candidates(self, pool: str, limit: int) -> list[str]:
         if limit < 1:
@@ -203,30 +249,57 @@ class FakeStore:
         state: LeaseState | None,
         pool: str | None,
     ) -> LeasePage:
-        start = _decode_cursor(cursor) if cursor else None
+        # As DynamoStore: at most `list_budget` index entries examined, the cursor after the
+        # last one examined, null only when the index holds nothing further.
+        _limit(limit)
+        kind, shape = k.LEASE_CURSOR
+        start = cursors.decode(cursor, kind, shape) if cursor else None
         newest_first = sorted(
-            (row.lease for row in self.lease_rows.values() if row.lease.space == space),
+            (
+                row.lease
+                for row in self.lease_rows.values()
+                if row.lease.space == space and (start is None or _position(row.lease) < start)
+            ),
             key=_position,
             reverse=True,
         )
         found: list[Lease] = []
-        for lease in newest_first:
-            if start is not None and _position(lease) >= start:
-                continue
+        for examined, lease in enumerate(newest_first, start=1):
             if (state is None or lease.state is state) and (pool is None or lease.pool == pool):
                 found.append(lease)
-            if len(found) > limit:
-                return LeasePage(found[:limit], _encode_cursor(found[limit - 1]))
+            more = examined < len(newest_first)
+            if more and (len(found) == limit or examined >= self.list_budget):
+                return LeasePage(found, cursors.encode(kind, _position(lease)))
         return LeasePage(found, None)
 
     def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
+        want = self.timeline_cap if limit is None else min(limit, self.timeline_cap)
+        _limit(want)
         rows = self.timelines.get((str(subject_kind), subject_id), {})
-        ordered = [rows[sk] for sk in sorted(rows)]
-        if limit is None:
-            return ordered
-        if limit < 1:
-            raise ValueError("a query's Limit must be at least 1")
-        return ordered[-limit:]
+        return [rows[sk] for sk in sorted(rows)][-want:]
+
+    def timeline_page(
+        self,
+        subject_kind: str,
+        subject_id: str,
+        limit: int,
+        cursor: str | None,
+        newest_first: bool = False,
+    ) -> EventPage:
+        _limit(limit)
+        kind, shape = k.EVENT_CURSOR
+        start = cursors.decode(cursor, kind, shape) if cursor else None
+        rows = self.timelines.get((str(subject_kind), subject_id), {})
+        after = [
+            sk
+            for sk in sorted(rows, reverse=newest_first)
+            if start is None or (sk < start if newest_first else sk > start)
+        ]
+        page = after[:limit]
+        more = len(after) > limit
+        return EventPage(
+            [rows[sk] for sk in page], cursors.encode(kind, page[-1]) if more else None
+        )
 
     # ------------------------------------------------------------------------ writes
 
@@ -236,6 +309,7 @@ class FakeStore:
             [("lease", w.new.id) for w in change.leases]
             + [("job", w.new.id) for w in change.jobs]
             + [("task", w.new.id) for w in change.tasks]
+            + [("claim", str(_claim_of(c))) for c in change.claims]
         )
         if not targets:
             raise ValueError("a transaction needs at least one item")
@@ -265,6 +339,8 @@ class FakeStore:
             self._react(lease_event(old_row.lease if old_row else None, new))
         for jw in change.jobs:
             self.jobs[jw.new.id] = _stored(jw.new)
+        for claim in change.claims:
+            self.claims[_claim_of(claim)] = claim
         for tw in change.tasks:
             old_task = self.tasks.get(tw.new.id)
             task = _stored(tw.new)
@@ -307,7 +383,14 @@ class FakeStore:
                     reasons.append(f"task {tw.new.id} exists")
             elif task is None or task.job_id != tw.expect_job_id:
                 reasons.append(f"task {tw.new.id} does not point at {tw.expect_job_id}")
+        for claim in change.claims:
+            if _claim_of(claim) in self.claims:
+                reasons.append(f"claim {claim.claim_id} was already made")
         return reasons
+
+    def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
+        found = self.claims.get((pool, claimant, worker_id, claim_id))
+        return found.lease_id if found else None
 
     def _react(self, event: Event | None) -> None:
         # The reactor: one event per (row, version); a redelivered record writes nothing.
@@ -349,12 +432,15 @@ class FakeStore:
         ]
         return sorted(held, key=lambda x: (x.due_at or 0, x.id))
 
-    def due_leases(self, pool: str, now: int | None) -> list[str]:
-        return [
+    def due_leases(self, pool: str, now: int | None, limit: int | None = None) -> list[str]:
+        if limit is not None:
+            _limit(limit)
+        due = [
             lease.id
             for lease in self._due_index(pool)
             if now is None or (lease.due_at is not None and lease.due_at <= now)
         ]
+        return due if limit is None else due[:limit]
 
     def count_held(self, pool: str, at_most: int) -> int:
         if at_most < 1:
@@ -400,6 +486,7 @@ class FakeStore:
                 self.jobs,
                 self.lease_rows,
                 self.workers,
+                self.claims,
                 self.timelines,
                 self.sweeper,
             ]

@@ -12,6 +12,7 @@ from tenure.core.errors import AlreadyExists, Conflict, NotFound, ValidationFail
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Workflow
 from tenure.core.ports import Change, JobWrite, LeaseWrite, Store, SweeperState, TaskWrite
 from tenure.core.states import LeaseState, PoolKind, SubjectKind
+from tenure.store.dynamo import DynamoStore
 
 from tests.unit.fake_store import FakeStore
 from tests.unit.support import T0
@@ -42,7 +43,8 @@ def _store_with(*leases: Lease) -> FakeStore:
     return store
 
 
-def test_fake_store_implements_every_store_method_with_the_same_parameters() -> None:
+@pytest.mark.parametrize("impl", [FakeStore, DynamoStore])
+def test_every_store_implements_every_store_method_with_the_same_parameters(impl: type) -> None:
     wanted = {
         name: inspect.signature(fn)
         for name, fn in vars(Store).items()
@@ -50,9 +52,14 @@ def test_fake_store_implements_every_store_method_with_the_same_parameters() -> 
     }
     assert wanted, "the Store protocol lists no methods?"
     for name, signature in wanted.items():
-        ours = getattr(FakeStore, name, None)
-        assert ours is not None, f"FakeStore lacks {name}"
-        assert list(inspect.signature(ours).parameters) == list(signature.parameters), name
+        ours = getattr(impl, name, None)
+        assert ours is not None, f"{impl.__name__} lacks {name}"
+        theirs = inspect.signature(ours).parameters
+        assert list(theirs) == list(signature.parameters), name
+        # Defaults too: a caller leaving a parameter out gets the same answer from either.
+        assert [p.default for p in theirs.values()] == [
+            p.default for p in signature.parameters.values()
+        ], name
 
 
 def test_commit_is_all_or_nothing_when_one_condition_fails() -> None:

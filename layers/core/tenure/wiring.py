@@ -63,7 +63,13 @@ def dynamodb_client(endpoint: str | None = None) -> Any:
         "dynamodb",
         region_name=cfg.region,
         endpoint_url=endpoint or cfg.dynamodb_endpoint,
-        config=Config(retries={"max_attempts": 5, "mode": "standard"}, max_pool_connections=64),
+        # botocore retries nothing: the store's one bounded retry (store.calls) re-sends
+        # throttled calls and the connection failures safe to re-send, so two bounds cannot
+        # multiply past a Lambda's time budget (botocore's own standard mode would sleep up
+        # to 1+2+4+8 s across its retries before the store even saw the throttle).
+        config=Config(
+            retries={"total_max_attempts": 1, "mode": "standard"}, max_pool_connections=64
+        ),
     )
 
 

@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
 from tenure.core.states import LeaseState
+
+# Bounds every implementation keeps (STYLE 14: every request reads a bounded number of items).
+# A filtered lease list examines at most this many by_space index entries per call (and reads
+# at most as many lease rows); fewer than `limit` may match, the cursor then resumes after the
+# last entry examined.
+LIST_SCAN_BUDGET = 200
+# A workers page examines at most this many worker rows (expired ones included: TTL is lazy).
+WORKER_SCAN_BUDGET = 1000
+# `list_workers` answers at most this many workers (one page; `worker_page` pages on).
+WORKERS_CAP = 500
+# A worker row is kept this long after the worker was last heard from, then TTL deletes it:
+# far beyond any pool's grace (so "unreachable" workers still show for a day), short enough
+# that a pool's worker partition holds only the day's workers.
+WORKER_RETENTION_S = 86_400
+# `timeline(..., limit=None)` answers at most the newest this-many events (oldest first).
+TIMELINE_CAP = 1000
 
 
 class Clock(Protocol):
@@ -105,6 +121,16 @@ class LeasePage:
     next_cursor: str | None
 
 
+class EventPage(NamedTuple):
+    events: list[Event]
+    next_cursor: str | None  # null when the timeline holds nothing further
+
+
+class WorkerPage(NamedTuple):
+    workers: list[Worker]  # by worker_id; rows past their retention are left out
+    next_cursor: str | None
+
+
 @dataclass(frozen=True)
 class SweeperState:
     last_pass_at: int | None = None
@@ -128,7 +154,19 @@ class Store(Protocol):
     def get_leases(self, lease_ids: list[str]) -> dict[str, Lease]: ...
     def put_worker(self, worker: Worker) -> None: ...
     def get_worker(self, pool: str, worker_id: str) -> Worker | None: ...
-    def list_workers(self, pool: str) -> list[Worker]: ...
+    def list_workers(
+        self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
+    ) -> list[Worker]:
+        """The first `limit` workers heard from within WORKER_RETENTION_S of `now_ms` (None:
+        the wall clock), by worker_id: one bounded page of `worker_page`."""
+        ...
+
+    def worker_page(
+        self, pool: str, limit: int, cursor: str | None, now_ms: int | None = None
+    ) -> WorkerPage:
+        """Up to `limit` unexpired workers after `cursor`, examining <= WORKER_SCAN_BUDGET rows."""
+        ...
+
     def queue_candidates(self, pool: str, limit: int) -> list[str]: ...
     def list_leases(
         self,
@@ -138,7 +176,21 @@ class Store(Protocol):
         state: LeaseState | None,
         pool: str | None,
     ) -> LeasePage: ...
-    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]: ...
+    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
+        """The newest `limit` events (None: TIMELINE_CAP), oldest first."""
+        ...
+
+    def timeline_page(
+        self,
+        subject_kind: str,
+        subject_id: str,
+        limit: int,
+        cursor: str | None,
+        newest_first: bool = False,
+    ) -> EventPage:
+        """Up to `limit` events after `cursor`, in the order asked for."""
+        ...
+
     def commit(self, change: Change) -> None: ...
     def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
         """The lease id a claim with this key took (consistent read), or None."""
@@ -147,8 +199,9 @@ class Store(Protocol):
     def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None: ...
     def put_event(self, event: Event) -> None: ...
     def list_pools(self) -> list[Pool]: ...
-    def due_leases(self, pool: str, now: int | None) -> list[str]:
-        """Held leases of `pool` whose indexed deadline is <= now (None: every held lease)."""
+    def due_leases(self, pool: str, now: int | None, limit: int | None = None) -> list[str]:
+        """Held leases of `pool` whose indexed deadline is <= now (None: every held lease),
+        earliest first; at most `limit` of them when set (a sweeper pass's bound)."""
         ...
 
     def count_held(self, pool: str, at_most: int) -> int: ...

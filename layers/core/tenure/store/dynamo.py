@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from tenure.core.errors import (
@@ -19,131 +13,70 @@ from tenure.core.errors import (
     Conflict,
     NotFound,
     TenureError,
-    ValidationFailed,
 )
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
-from tenure.core.ports import Ceiling, Change, LeasePage, SweeperState
+from tenure.core.ports import (
+    WORKER_RETENTION_S,
+    Ceiling,
+    Change,
+    ClaimRecord,
+    SweeperState,
+)
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.store import items
 from tenure.store import keys as k
+from tenure.store.calls import Retry, translate
+from tenure.store.codec import Meter
+from tenure.store.codec import dump as _dump
+from tenure.store.codec import load as _load
+from tenure.store.codec import load_image as load_image  # the reactor reads stream images
+from tenure.store.codec import values as _values
+from tenure.store.reads import PagedReads
 
-_ser = TypeSerializer()
-_de = TypeDeserializer()
-
-
-@dataclass
-class Meter:
-    """Capacity the store consumed, as DynamoDB reported it (indexes included)."""
-
-    read_units: float = 0.0
-    write_units: float = 0.0
-    items_read: int = 0
-    calls: list[str] = field(default_factory=list)
-
-    def add(self, op: str, consumed: dict[str, Any] | list[dict[str, Any]] | None) -> None:
-        self.calls.append(op)
-        for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
-            self.read_units += float(entry.get("ReadCapacityUnits", 0) or 0)
-            self.write_units += float(entry.get("WriteCapacityUnits", 0) or 0)
-            if "ReadCapacityUnits" not in entry and "WriteCapacityUnits" not in entry:
-                units = float(entry.get("CapacityUnits", 0) or 0)
-                if op in ("get", "query", "batch_get"):
-                    self.read_units += units
-                else:
-                    self.write_units += units
-
-    def snapshot(self) -> tuple[float, float, int]:
-        return self.read_units, self.write_units, self.items_read
+_READS = {"get", "query", "batch_get"}  # safe to send again whatever became of the first
 
 
-def _dump(item: dict[str, Any]) -> dict[str, Any]:
-    return {key: _ser.serialize(_to_dynamo(v)) for key, v in item.items() if v is not None}
+def _lost(err: ClientError, failed: TenureError) -> Exception:
+    """The domain error a failed write is (store.calls has the one table of codes). Each write
+    names what a lost condition means for it: AlreadyExists for a create, NotFound for a
+    counter on a missing row, Conflict for a fenced lease write."""
+    out = translate(err, failed)
+    if out is failed and err.response.get("CancellationReasons"):
+        failed.details["old"] = [
+            _load(dict(r["Item"])) if r.get("Item") else None
+            for r in err.response["CancellationReasons"]
+        ]
+    return out
 
 
-def _load(raw: dict[str, Any]) -> dict[str, Any]:
-    return {key: _from_dynamo(_de.deserialize(v)) for key, v in raw.items()}
-
-
-def load_image(raw: dict[str, Any]) -> dict[str, Any]:
-    """A stream record's image (DynamoDB JSON) as plain values."""
-    return _load({key: _typed(v) for key, v in raw.items()})
-
-
-def _typed(value: dict[str, Any]) -> dict[str, Any]:
-    # The streams API hands an empty map back as a bare {} (its type tag dropped).
-    if not value:
-        return {"M": {}}
-    if "M" in value:
-        return {"M": {key: _typed(v) for key, v in value["M"].items()}}
-    if "L" in value:
-        return {"L": [_typed(v) for v in value["L"]]}
-    return value
-
-
-def _to_dynamo(value: Any) -> Any:
-    if isinstance(value, float):
-        return Decimal(str(value))
-    if isinstance(value, dict):
-        return {key: _to_dynamo(v) for key, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_to_dynamo(v) for v in value]
-    return value
-
-
-def _from_dynamo(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {key: _from_dynamo(v) for key, v in value.items()}
-    if isinstance(value, list):
-        return [_from_dynamo(v) for v in value]
-    if isinstance(value, set):
-        return sorted(_from_dynamo(v) for v in value)
-    return value
-
-
-def _values(**kw: Any) -> dict[str, Any]:
-    return {f":{name}": _ser.serialize(_to_dynamo(v)) for name, v in kw.items()}
-
-
-# ClientError codes that mean "a condition did not hold" (STYLE: one table, never message
-# text). Each write names the domain error that failure is for it: AlreadyExists for a create,
-# NotFound for a counter on a missing row, Conflict for a fenced lease write.
-_CONDITION_FAILED = {
-    "ConditionalCheckFailedException",
-    "TransactionConflictException",
-    "TransactionCanceledException",
-}
-
-
-def _translate(err: ClientError, failed: TenureError) -> Exception:
-    """The domain error a failed call is; anything not in the table stays the ClientError."""
-    code = err.response["Error"]["Code"]
-    if code not in _CONDITION_FAILED:
-        return err
-    reasons = err.response.get("CancellationReasons") or []
-    if reasons:
-        failed.details["reasons"] = [r.get("Code") for r in reasons]
-        failed.details["old"] = [_load(dict(r["Item"])) if r.get("Item") else None for r in reasons]
-    return failed
-
-
-class DynamoStore:
-    def __init__(self, client: Any, table: str) -> None:
+class DynamoStore(PagedReads):
+    def __init__(self, client: Any, table: str, retry: Retry | None = None) -> None:
         self.client = client
         self.table = table
         self.meter = Meter()
+        self.retry = retry or Retry()
+
+    def _call(self, op: str, fn: Any, **request: Any) -> dict[str, Any]:
+        """One metered read, re-sent on a throttle; a malformed request is StoreRejected."""
+        try:
+            out = self.retry.call(
+                op, fn, {**request, "ReturnConsumedCapacity": "INDEXES"}, read=op in _READS
+            )
+        except ClientError as err:
+            raise translate(err, None) from err
+        self.meter.add(op, out.get("ConsumedCapacity"))
+        return out
 
     # ------------------------------------------------------------------ primitives
 
     def _get(self, key: dict[str, str], consistent: bool = True) -> dict[str, Any] | None:
-        out = self.client.get_item(
+        out = self._call(
+            "get",
+            self.client.get_item,
             TableName=self.table,
             Key=_dump(key),
             ConsistentRead=consistent,
-            ReturnConsumedCapacity="INDEXES",
         )
-        self.meter.add("get", out.get("ConsumedCapacity"))
         if "Item" not in out:
             return None
         self.meter.items_read += 1
@@ -157,11 +90,11 @@ class DynamoStore:
             "transact": self.client.transact_write_items,
         }[op]
         try:
-            out = call(**request, ReturnConsumedCapacity="INDEXES")
+            out = self.retry.call(op, call, {**request, "ReturnConsumedCapacity": "INDEXES"})
         except ClientError as err:
-            raise _translate(err, failed) from err
+            raise _lost(err, failed) from err
         self.meter.add(op, out.get("ConsumedCapacity"))
-        return dict(out)
+        return out
 
     def _put_new(self, item: dict[str, Any], what: str) -> None:
         self._write(
@@ -176,10 +109,10 @@ class DynamoStore:
         self._write("transact", Conflict("a conditional write lost"), TransactItems=ops)
 
     def _query(self, **kwargs: Any) -> dict[str, Any]:
-        out = self.client.query(TableName=self.table, ReturnConsumedCapacity="INDEXES", **kwargs)
-        self.meter.add("query", out.get("ConsumedCapacity"))
-        self.meter.items_read += len(out.get("Items", []))
-        return dict(out)
+        out = self._call("query", self.client.query, TableName=self.table, **kwargs)
+        # Items the query read (a filter drops some after reading them: still paid for).
+        self.meter.items_read += int(out.get("ScannedCount", len(out.get("Items", []))))
+        return out
 
     def _query_all(self, **kwargs: Any) -> list[dict[str, Any]]:
         """Every row a query matches, page after page."""
@@ -196,21 +129,28 @@ class DynamoStore:
             KeyConditionExpression=f"{k.PK} = :pk", ExpressionAttributeValues=_values(pk=pk)
         )
 
-    def _batch_get(self, item_keys: list[dict[str, str]]) -> list[dict[str, Any]]:
+    def _batch_get(
+        self, item_keys: list[dict[str, str]], consistent: bool = True
+    ) -> list[dict[str, Any]]:
+        """The rows of these keys. Keys DynamoDB leaves unprocessed (throttled) are asked for
+        again with the same bounded backoff as a throttled call; still unprocessed after
+        `retry.tries` rounds, the read gives up as Unavailable rather than answer partly.
+        (A round whose call is throttled outright is itself re-sent within its own bound:
+        at most tries x tries calls per 100 keys, in practice the first or second.)"""
         found: list[dict[str, Any]] = []
         pending = [_dump(key) for key in item_keys]
         while pending:
             chunk, pending = pending[:100], pending[100:]
-            request: dict[str, Any] = {self.table: {"Keys": chunk, "ConsistentRead": True}}
-            while request:
-                out = self.client.batch_get_item(
-                    RequestItems=request, ReturnConsumedCapacity="INDEXES"
-                )
-                self.meter.add("batch_get", out.get("ConsumedCapacity"))
+            request: dict[str, Any] = {self.table: {"Keys": chunk, "ConsistentRead": consistent}}
+            for attempt in range(1, self.retry.tries + 1):
+                out = self._call("batch_get", self.client.batch_get_item, RequestItems=request)
                 rows = out.get("Responses", {}).get(self.table, [])
                 self.meter.items_read += len(rows)
                 found.extend(_load(r) for r in rows)
                 request = out.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                self.retry.throttled("batch_get (unprocessed keys)", attempt)
         return found
 
     # -------------------------------------------------------------- set-up resources
@@ -249,7 +189,9 @@ class DynamoStore:
         self._put_new({**k.pool_key(pool.name), **items.pool_item(pool)}, f"pool {pool.name}")
 
     def get_pool(self, name: str) -> Pool | None:
-        row = self._get(k.pool_key(name), consistent=False)
+        # Consistent: a pool is used right after it is created (1 read unit, and the service
+        # caches pools, so this is paid once per pool per process).
+        row = self._get(k.pool_key(name))
         return items.pool_from(row) if row else None
 
     def list_pools(self) -> list[Pool]:
@@ -278,7 +220,8 @@ class DynamoStore:
             raise AlreadyExists(f"token {token.name} already exists") from lost
 
     def get_token(self, token_hash: str) -> Token | None:
-        row = self._get(k.token_key(token_hash), consistent=False)
+        # Consistent: a token is used right after it is handed out.
+        row = self._get(k.token_key(token_hash))
         return items.token_from(row) if row else None
 
     # ------------------------------------------------------------- tasks, jobs, leases
@@ -300,18 +243,16 @@ class DynamoStore:
         return {lease.id: lease for lease in map(items.lease_from, rows)}
 
     def put_worker(self, worker: Worker) -> None:
-        item = {**k.worker_key(worker.pool, worker.worker_id), **items.worker_item(worker)}
-        out = self.client.put_item(
-            TableName=self.table, Item=_dump(item), ReturnConsumedCapacity="INDEXES"
-        )
-        self.meter.add("put", out.get("ConsumedCapacity"))
+        item = {
+            **k.worker_key(worker.pool, worker.worker_id),
+            **items.worker_item(worker),
+            k.TTL_ATTRIBUTE: worker.last_seen // 1000 + WORKER_RETENTION_S,
+        }
+        self._call("put", self.client.put_item, TableName=self.table, Item=_dump(item))
 
     def get_worker(self, pool: str, worker_id: str) -> Worker | None:
         row = self._get(k.worker_key(pool, worker_id), consistent=False)
         return items.worker_from(row) if row else None
-
-    def list_workers(self, pool: str) -> list[Worker]:
-        return [items.worker_from(r) for r in self._partition(k.workers_pk(pool))]
 
     def queue_candidates(self, pool: str, limit: int) -> list[str]:
         out = self._query(
@@ -321,55 +262,6 @@ class DynamoStore:
             Limit=limit,
         )
         return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
-
-    def list_leases(
-        self,
-        space: str,
-        limit: int,
-        cursor: str | None,
-        state: LeaseState | None,
-        pool: str | None,
-    ) -> LeasePage:
-        start = _decode_cursor(space, cursor) if cursor else None
-        found: list[Lease] = []
-        page_size = max(limit + 1, 25)
-        while True:
-            kwargs: dict[str, Any] = {
-                "IndexName": k.SPACE_INDEX,
-                "KeyConditionExpression": f"{k.SPACE_PK} = :s",
-                "ExpressionAttributeValues": _values(s=k.space_list_pk(space)),
-                "ScanIndexForward": False,
-                "Limit": page_size,
-            }
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            out = self._query(**kwargs)
-            ordered = [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
-            by_id = self.get_leases(ordered) if ordered else {}
-            for lease_id in ordered:
-                lease = by_id.get(lease_id)
-                if lease is None:
-                    continue
-                if (state is None or lease.state is state) and (pool is None or lease.pool == pool):
-                    found.append(lease)
-                if len(found) > limit:
-                    last = found[limit - 1]
-                    return LeasePage(found[:limit], _encode_cursor(last))
-            start = out.get("LastEvaluatedKey")
-            if not start:
-                return LeasePage(found, None)
-
-    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
-        pk = k.timeline_pk(subject_kind, subject_id)
-        if limit is None:
-            return [items.event_from(r) for r in self._partition(pk)]
-        out = self._query(
-            KeyConditionExpression=f"{k.PK} = :pk",
-            ExpressionAttributeValues=_values(pk=pk),
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-        return [items.event_from(_load(r)) for r in reversed(out.get("Items", []))]
 
     # ------------------------------------------------------------------------ writes
 
@@ -425,6 +317,8 @@ class DynamoStore:
                     }
                 }
             )
+        for claim in change.claims:
+            ops.append(self._put_op({**_claim_key(claim), **items.claim_item(claim)}, k.IS_NEW))
         first_ceiling = len(ops)
         for ceiling in change.ceilings:
             ops.append(self._ceiling_op(ceiling))
@@ -440,6 +334,13 @@ class DynamoStore:
             ):
                 raise CeilingReached("a ceiling is full", **lost.details) from lost
             raise
+
+    def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
+        # Consistent: the retry of a claim whose answer was lost may come at once. A record
+        # past its expires_at (TTL deletes lazily) still names its lease: that lease has ended
+        # by then, which the service sees when it reads it.
+        row = self._get(k.claim_key(pool, claimant, worker_id, claim_id))
+        return str(row["lease_id"]) if row else None
 
     def _ceiling_op(self, ceiling: Ceiling) -> dict[str, Any]:
         key = k.pool_key(ceiling.name) if ceiling.scope == "pool" else k.space_key(ceiling.name)
@@ -521,14 +422,20 @@ class DynamoStore:
             ),
         )
 
-    def due_leases(self, pool: str, now: int | None) -> list[str]:
+    def due_leases(self, pool: str, now: int | None, limit: int | None = None) -> list[str]:
         condition = f"{k.DUE_PK} = :p" + (f" AND {k.DUE_AT} <= :now" if now is not None else "")
         values = _values(p=k.due_pk(pool), **({"now": now} if now is not None else {}))
-        rows = self._query_all(
-            IndexName=k.DUE_INDEX,
-            KeyConditionExpression=condition,
-            ExpressionAttributeValues=values,
-        )
+        request: dict[str, Any] = {
+            "IndexName": k.DUE_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        if limit is None:
+            rows = self._query_all(**request)
+        else:
+            if limit < 1:
+                raise ValueError("a page needs a limit of at least 1")
+            rows = [_load(r) for r in self._query(**request, Limit=limit).get("Items", [])]
         return [k.lease_id_of(r) for r in rows]
 
     def count_held(self, pool: str, at_most: int) -> int:
@@ -540,8 +447,7 @@ class DynamoStore:
             Select="COUNT",
             Limit=at_most,
         )
-        self.meter.items_read += int(out.get("ScannedCount", 0))
-        return int(out.get("Count", 0))
+        return int(out.get("Count", 0))  # (the meter counted ScannedCount)
 
     def move_deadline(self, lease: Lease, seen: Lease) -> None:
         self._set_on_lease(
@@ -581,6 +487,17 @@ class DynamoStore:
             if err.response["Error"]["Code"] != "ResourceInUseException":
                 raise
         self.client.get_waiter("table_exists").wait(TableName=self.table)
+        self.enable_ttl()
+
+    def enable_ttl(self) -> None:
+        """Turn on TTL (CreateTable cannot); the template's TimeToLiveSpecification says the
+        same. Reads never rely on it: TTL deletes lazily, they filter on expires_at."""
+        ttl = self.client.describe_time_to_live(TableName=self.table)["TimeToLiveDescription"]
+        if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
+            return
+        self.client.update_time_to_live(
+            TableName=self.table, TimeToLiveSpecification=k.TTL_SPECIFICATION
+        )
 
 
 def _lease_row(lease: Lease) -> dict[str, Any]:
@@ -595,22 +512,5 @@ def _lease_row(lease: Lease) -> dict[str, Any]:
     return row
 
 
-def _encode_cursor(last: Lease) -> str:
-    position = k.space_list_keys(last.space, last.created_at, last.id)[k.SPACE_SK]
-    return base64.urlsafe_b64encode(json.dumps({"p": position}).encode()).decode().rstrip("=")
-
-
-def _decode_cursor(space: str, cursor: str) -> dict[str, Any]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        position = json.loads(base64.urlsafe_b64decode(padded.encode()))["p"]
-        _, lease_id = str(position).split("#", 1)
-    except (ValueError, KeyError, TypeError, binascii.Error) as bad:
-        raise ValidationFailed("cursor: not a cursor this API handed out") from bad
-    return _dump(
-        {
-            **k.lease_key(lease_id),
-            k.SPACE_PK: k.space_list_pk(space),
-            k.SPACE_SK: position,
-        }
-    )
+def _claim_key(claim: ClaimRecord) -> dict[str, str]:
+    return k.claim_key(claim.pool, claim.claimant, claim.worker_id, claim.claim_id)

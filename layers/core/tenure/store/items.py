@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.core.ports import ClaimRecord
 from tenure.core.states import (
     EndReason,
     LeaseState,
@@ -133,3 +134,8 @@ def worker_item(worker: Worker) -> dict[str, Any]:
 
 def worker_from(row: dict[str, Any]) -> Worker:
     return _from(Worker, row)
+
+
+def claim_item(claim: ClaimRecord) -> dict[str, Any]:
+    # `expires_at` is the row's TTL attribute (store.keys.TTL_ATTRIBUTE).
+    return {"entity": "claim", **_row(claim)}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from typing import Any
 
 # ------------------------------------------------------------------ table and indexes
@@ -65,6 +68,13 @@ def table_definition(name: str) -> dict[str, Any]:
     }
 
 
+# Rows that only matter for a while (worker sightings, claim records) carry their end as epoch
+# seconds here, and DynamoDB's TTL deletes them some time after it (lazily: up to days late,
+# so every read of such rows also filters on it, see NOT_EXPIRED).
+TTL_ATTRIBUTE = "expires_at"
+TTL_SPECIFICATION = {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+
+
 # ------------------------------------------------------------------------ item keys
 
 
@@ -91,6 +101,19 @@ def worker_key(pool: str, worker_id: str) -> dict[str, str]:
 
 def workers_pk(pool: str) -> str:
     return f"WORKERS#{pool}"
+
+
+def worker_start(pool: str, position: str) -> dict[str, str]:
+    """The key a page of a pool's workers resumes after (`position` is a worker row's SK)."""
+    return {PK: workers_pk(pool), SK: position}
+
+
+def claim_key(pool: str, claimant: str, worker_id: str, claim_id: str) -> dict[str, str]:
+    """A claim record's key: a digest of its four parts, so no part's length (a claim_id is
+    the worker's own string) can push the key past DynamoDB's 2048-byte partition key limit,
+    and no two different tuples can collide by how they are joined."""
+    parts = json.dumps([pool, claimant, worker_id, claim_id], separators=(",", ":"))
+    return {PK: f"CLAIM#{hashlib.sha256(parts.encode()).hexdigest()}", SK: "CLAIM"}
 
 
 SWEEPER_KEY = {PK: "SWEEPER", SK: "STATE"}
@@ -125,7 +148,11 @@ def timeline_pk(subject_kind: str, subject_id: str) -> str:
 
 
 def event_key(subject_kind: str, subject_id: str, at: int, event_id: str) -> dict[str, str]:
-    return {PK: timeline_pk(subject_kind, subject_id), SK: f"EV#{at:013d}#{event_id}"}
+    return {PK: timeline_pk(subject_kind, subject_id), SK: event_sk(at, event_id)}
+
+
+def event_sk(at: int, event_id: str) -> str:
+    return f"EV#{at:013d}#{event_id}"
 
 
 def queue_keys(pool: str, created_at: int, lease_id: str) -> dict[str, str]:
@@ -137,7 +164,20 @@ def queue_pk(pool: str) -> str:
 
 
 def space_list_keys(space: str, created_at: int, lease_id: str) -> dict[str, str]:
-    return {SPACE_PK: f"SPACE#{space}", SPACE_SK: f"{created_at:013d}#{lease_id}"}
+    return {SPACE_PK: f"SPACE#{space}", SPACE_SK: space_position(created_at, lease_id)}
+
+
+def space_position(created_at: int, lease_id: str) -> str:
+    return f"{created_at:013d}#{lease_id}"
+
+
+def space_list_start(space: str, position: str) -> dict[str, str]:
+    """The by_space index key a page resumes after: the index key and the lease's own key."""
+    return {
+        **lease_key(position.split("#", 1)[1]),
+        SPACE_PK: space_list_pk(space),
+        SPACE_SK: position,
+    }
 
 
 def due_pk(pool: str) -> str:
@@ -146,6 +186,15 @@ def due_pk(pool: str) -> str:
 
 def space_list_pk(space: str) -> str:
     return f"SPACE#{space}"
+
+
+# --------------------------------------------------------------------- cursors
+
+# Each paged read's cursor names one sort-key position of its own kind (store.cursors); a
+# cursor of another kind, or a position of another shape, is refused as forged.
+LEASE_CURSOR = ("p", re.compile(r"\d{13}#.+"))  # by_space SK: created_at#lease_id
+EVENT_CURSOR = ("t", re.compile(r"EV#\d{13}#.+"))  # timeline SK
+WORKER_CURSOR = ("w", re.compile(r"WORKER#.+"))  # workers SK
 
 
 # ---------------------------------------------------------------------- conditions
@@ -161,7 +210,10 @@ NO_DEADLINE = "attribute_not_exists(deadline)"
 # writer saw (a release or expiry in between would have moved it to a successor).
 JOB_LEASE_IS = "lease_id = :expect_lease"
 # Creation: a key is written once; a second create loses (already_exists, or a lost race).
+# A claim record is written with this too: a second claim with the same claim_id loses.
 IS_NEW = "attribute_not_exists(PK)"
+# Filter (not a condition): TTL deletes lazily, so reads drop rows already past their end.
+NOT_EXPIRED = f"attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now"
 # The job's fence counter moves only from the fence the writer saw.
 JOB_FENCE_IS = "fence = :expect_fence"
 # At most one open run per task: the task must still point at the run the writer saw ended.

@@ -1,0 +1,194 @@
+"""The bounded, paged reads of the DynamoDB store: the operator's lease list, a pool's workers,
+a subject's timeline. Each call reads a bounded number of items and hands back one cursor
+codec's cursor (store.cursors); the contract tests hold the fake to the same pages."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tenure.core.model import Event, Lease, Worker
+from tenure.core.ports import (
+    LIST_SCAN_BUDGET,
+    TIMELINE_CAP,
+    WORKER_SCAN_BUDGET,
+    WORKERS_CAP,
+    EventPage,
+    LeasePage,
+    WorkerPage,
+)
+from tenure.core.states import LeaseState
+from tenure.store import cursors, items
+from tenure.store import keys as k
+from tenure.store.codec import dump as _dump
+from tenure.store.codec import load as _load
+from tenure.store.codec import values as _values
+
+
+class PagedReads:
+    """Mixed into DynamoStore, whose metered, retried primitives these reads stand on."""
+
+    # Per-call page budgets (core.ports); instances may lower them (the contract tests do).
+    list_budget = LIST_SCAN_BUDGET
+    worker_budget = WORKER_SCAN_BUDGET
+    timeline_cap = TIMELINE_CAP
+
+    def _query(self, **kwargs: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _batch_get(
+        self, item_keys: list[dict[str, str]], consistent: bool = True
+    ) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def list_workers(
+        self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
+    ) -> list[Worker]:
+        return self.worker_page(pool, limit, None, now_ms).workers
+
+    def worker_page(
+        self, pool: str, limit: int, cursor: str | None, now_ms: int | None = None
+    ) -> WorkerPage:
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        kind, shape = k.WORKER_CURSOR
+        start = k.worker_start(pool, cursors.decode(cursor, kind, shape)) if cursor else None
+        now_s = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) // 1000
+        found: list[dict[str, Any]] = []
+        examined = 0
+        while True:
+            # One more than the page, to know whether anything follows it.
+            size = min(limit + 1 - len(found), self.worker_budget - examined)
+            request: dict[str, Any] = {
+                "KeyConditionExpression": f"{k.PK} = :pk",
+                "FilterExpression": k.NOT_EXPIRED,
+                "ExpressionAttributeValues": _values(pk=k.workers_pk(pool), now=now_s),
+                "Limit": size,
+            }
+            if start:
+                request["ExclusiveStartKey"] = _dump(start)
+            out = self._query(**request)
+            examined += int(out.get("ScannedCount", 0))
+            found.extend(_load(r) for r in out.get("Items", []))
+            end = out.get("LastEvaluatedKey")
+            if len(found) > limit:
+                return WorkerPage(
+                    [items.worker_from(r) for r in found[:limit]],
+                    cursors.encode(kind, str(found[limit - 1][k.SK])),
+                )
+            if not end:
+                return WorkerPage([items.worker_from(r) for r in found], None)
+            start = _load(end)
+            if examined >= self.worker_budget:
+                return WorkerPage(
+                    [items.worker_from(r) for r in found], cursors.encode(kind, str(start[k.SK]))
+                )
+
+    def list_leases(
+        self,
+        space: str,
+        limit: int,
+        cursor: str | None,
+        state: LeaseState | None,
+        pool: str | None,
+    ) -> LeasePage:
+        """Newest first, examining at most `list_budget` index entries (and reading at most as
+        many lease rows, eventually consistent like the index itself) per call.
+
+        The index is KEYS_ONLY, so a filter is applied to the rows read by key. The cursor
+        resumes right after the last entry examined: a filtered page may hold fewer than
+        `limit` leases (even none) and still carry a cursor; it is null only once the index
+        has nothing further.
+        """
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        kind, shape = k.LEASE_CURSOR
+        start = k.space_list_start(space, cursors.decode(cursor, kind, shape)) if cursor else None
+        filtered = state is not None or pool is not None
+        found: list[Lease] = []
+        examined: str | None = None  # position of the last index entry looked at
+        read = 0
+        while True:
+            want = limit - len(found)
+            # Unfiltered, every entry is a result: read one more than the page to learn
+            # whether anything follows. Filtered, read ahead in chunks, within the budget.
+            size = min(want + 1 if not filtered else max(want + 1, 50), self.list_budget - read)
+            request: dict[str, Any] = {
+                "IndexName": k.SPACE_INDEX,
+                "KeyConditionExpression": f"{k.SPACE_PK} = :s",
+                "ExpressionAttributeValues": _values(s=k.space_list_pk(space)),
+                "ScanIndexForward": False,
+                "Limit": size,
+            }
+            if start:
+                request["ExclusiveStartKey"] = _dump(start)
+            out = self._query(**request)
+            entries = [_load(row) for row in out.get("Items", [])]
+            read += len(entries)
+            fetch = entries if filtered else entries[:want]
+            by_id = {
+                lease.id: lease
+                for lease in map(
+                    items.lease_from,
+                    self._batch_get([k.lease_key(k.lease_id_of(e)) for e in fetch], False),
+                )
+            }
+            for number, entry in enumerate(entries):
+                if len(found) == limit or number >= len(fetch):
+                    return LeasePage(found, cursors.encode(kind, examined or ""))
+                examined = str(entry[k.SPACE_SK])
+                lease = by_id.get(k.lease_id_of(entry))
+                if lease is None:
+                    continue  # not there to read any more
+                if (state is None or lease.state is state) and (pool is None or lease.pool == pool):
+                    found.append(lease)
+            end = out.get("LastEvaluatedKey")
+            if not end:
+                return LeasePage(found, None)
+            if len(found) == limit or read >= self.list_budget:
+                return LeasePage(found, cursors.encode(kind, examined or ""))
+            start = _load(end)
+
+    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
+        """The newest `limit` events (None: the newest TIMELINE_CAP), oldest first."""
+        want = self.timeline_cap if limit is None else min(limit, self.timeline_cap)
+        newest: list[Event] = []
+        cursor: str | None = None
+        while len(newest) < want:
+            page = self.timeline_page(
+                subject_kind, subject_id, want - len(newest), cursor, newest_first=True
+            )
+            newest.extend(page.events)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return newest[::-1]
+
+    def timeline_page(
+        self,
+        subject_kind: str,
+        subject_id: str,
+        limit: int,
+        cursor: str | None,
+        newest_first: bool = False,
+    ) -> EventPage:
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        kind, shape = k.EVENT_CURSOR
+        pk = k.timeline_pk(subject_kind, subject_id)
+        request: dict[str, Any] = {
+            "KeyConditionExpression": f"{k.PK} = :pk",
+            "ExpressionAttributeValues": _values(pk=pk),
+            "ScanIndexForward": not newest_first,
+            "Limit": limit + 1,  # one more, to know whether anything follows
+        }
+        if cursor:
+            request["ExclusiveStartKey"] = _dump(
+                {k.PK: pk, k.SK: cursors.decode(cursor, kind, shape)}
+            )
+        out = self._query(**request)
+        rows = [_load(r) for r in out.get("Items", [])]
+        events = [items.event_from(r) for r in rows[:limit]]
+        if len(rows) > limit or (rows and out.get("LastEvaluatedKey")):  # (1 MB cut a page)
+            return EventPage(events, cursors.encode(kind, str(rows[:limit][-1][k.SK])))
+        return EventPage(events, None)

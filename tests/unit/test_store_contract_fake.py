@@ -1,0 +1,30 @@
+"""The store contract (tests/conformance/contract.py) on the in-memory fake the unit tier uses."""
+
+from __future__ import annotations
+
+import pytest
+from tenure.core.service import LeaseService
+from tenure.wiring import ManualClock, RandomIds, SystemClock
+
+from tests.conformance.contract import ContractRig, MakeRig, StoreContract
+from tests.unit.fake_store import FakeStore
+
+
+@pytest.fixture
+def make_rig() -> MakeRig:
+    def make() -> ContractRig:
+        clock = ManualClock(SystemClock().now_ms())
+        store = FakeStore(clock)
+        return ContractRig(
+            store=store,
+            clock=clock,
+            svc=LeaseService(store, clock, RandomIds()),
+            drain=lambda: 0,  # the fake plays the reactor inside commit
+            records=None,
+        )
+
+    return make
+
+
+class TestStoreContractOnTheFake(StoreContract):
+    pass
