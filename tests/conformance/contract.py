@@ -23,6 +23,7 @@ from tenure.core.ports import (
     JobWrite,
     LeaseWrite,
     Store,
+    SweeperState,
 )
 from tenure.core.rules import hash_token
 from tenure.core.service import Claimed, LeaseService
@@ -781,3 +782,18 @@ def _event(subject_id: str, at: int, event_id: str) -> Event:
         fence=1,
         data={"n": at},
     )
+
+    def test_the_sweeper_state_keeps_its_pass_and_per_pool_holds(self, make_rig: MakeRig) -> None:
+        rig = make_rig()
+        store = rig.store
+        assert store.get_sweeper_state() == SweeperState()
+        store.put_sweeper_state(SweeperState(last_pass_at=1_000), expect_last=None)
+        with pytest.raises(Conflict):  # a second "first pass" loses
+            store.put_sweeper_state(SweeperState(last_pass_at=2_000), expect_last=None)
+        held = SweeperState(2_000, {ALPHA: 9_000, BETA: 12_000})
+        store.put_sweeper_state(held, expect_last=1_000)
+        assert store.get_sweeper_state() == held
+        with pytest.raises(Conflict):  # only from the pass it read
+            store.put_sweeper_state(SweeperState(3_000), expect_last=1_000)
+        store.put_sweeper_state(SweeperState(3_000), expect_last=2_000)
+        assert store.get_sweeper_state() == SweeperState(3_000, {})

@@ -277,8 +277,8 @@ def test_sweeper_state_is_claimed_only_from_the_last_pass_read() -> None:
         store.put_sweeper_state(SweeperState(last_pass_at=T0 + 1), expect_last=None)
     with pytest.raises(Conflict):
         store.put_sweeper_state(SweeperState(last_pass_at=T0 + 1), expect_last=T0 - 5)
-    store.put_sweeper_state(SweeperState(T0 + 1, hold_until=T0 + 9), expect_last=T0)
-    assert store.get_sweeper_state() == SweeperState(T0 + 1, T0 + 9)
+    store.put_sweeper_state(SweeperState(T0 + 1, holds={"builders": T0 + 9}), expect_last=T0)
+    assert store.get_sweeper_state() == SweeperState(T0 + 1, {"builders": T0 + 9})
 
 
 def _event(event_id: str, at: int) -> Event:

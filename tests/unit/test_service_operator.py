@@ -178,7 +178,7 @@ def test_activity_is_the_tasks_timeline_oldest_first(rig: Rig) -> None:
     rig.svc.heartbeat(as_lease(won.lease.id), won.lease.id, None)
     rig.advance(1)
     rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"outcome": "success"})
-    events = rig.svc.activity(READER, task.id)
+    events = rig.svc.activity(READER, task.id).events
     assert [e.type for e in events] == [
         "lease.created",
         "lease.claimed",
@@ -205,3 +205,15 @@ def test_activity_keeps_the_order_of_transitions_made_within_one_millisecond(rig
         *["lease.paused", "lease.resumed"] * 4,
         "lease.completed",
     ]
+
+
+def test_activity_pages_with_a_cursor_oldest_first(rig: Rig) -> None:
+    task, _ = rig.task()
+    won = rig.claim()
+    rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
+    first = rig.svc.activity(READER, task.id, limit=2)
+    assert [e.type for e in first.events] == ["lease.created", "lease.claimed"]
+    assert first.next_cursor is not None
+    rest = rig.svc.activity(READER, task.id, limit=2, cursor=first.next_cursor)
+    assert [e.type for e in rest.events] == ["lease.completed"]
+    assert rest.next_cursor is None

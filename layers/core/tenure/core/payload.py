@@ -9,6 +9,9 @@ from tenure.core.model import Event, Principal
 from tenure.core.states import SubjectKind
 
 ACTIVITY_IN_PAYLOAD = 20
+# The payload reads this many of the subject's newest events at most: its recent activity and
+# its prior attempts come from them (a long history is summarised by its newest part).
+HISTORY_IN_PAYLOAD = 200
 
 
 class PayloadOps(ServiceBase):
@@ -16,7 +19,7 @@ class PayloadOps(ServiceBase):
         lease = self._own_lease(actor, lease_id)
         self._refuse_if_stale(lease, "payload")
         pool = self._pool(lease.pool)
-        events = self.store.timeline(lease.subject_kind, lease.subject_id, None)
+        events = self.store.timeline(lease.subject_kind, lease.subject_id, HISTORY_IN_PAYLOAD)
         recent = [_event_summary(e) for e in events[-ACTIVITY_IN_PAYLOAD:]]
         subject: dict[str, Any]
         if lease.subject_kind is SubjectKind.TASK:

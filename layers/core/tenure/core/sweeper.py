@@ -62,7 +62,7 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
             report.pushed += _push_out(svc, pool, gap)
             continue
         due: list[Lease] = []
-        for lease_id in store.due_leases(pool.name, now)[:DUE_PER_PASS]:
+        for lease_id in store.due_leases(pool.name, now, limit=DUE_PER_PASS):
             lease = store.get_lease(lease_id)
             if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
                 continue
@@ -139,7 +139,7 @@ def _silent_workers(
     longest = max(toleration_ms(lease, pool) for lease in due)
     window = int(longest * (1 + DEADLINE_SLACK)) + int(interval_seconds * 1000)
     window += int(pool.grace_seconds * 1000 * (1 + SEEN_URGENT_SHARE))
-    workers = svc.store.list_workers(pool.name)
+    workers = svc.store.list_workers(pool.name, now_ms=now)
     recent = {w.worker_id for w in workers if now - w.last_seen <= window} | holders
     alive = {w.worker_id for w in workers if reachable(w, pool, now)}
     return recent - alive, recent

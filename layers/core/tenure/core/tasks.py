@@ -10,7 +10,6 @@ from tenure.core.base import ServiceBase
 from tenure.core.errors import Conflict, InvalidTransition, NotFound
 from tenure.core.model import (
     DEFAULT_MAX_ATTEMPTS,
-    Event,
     Job,
     Lease,
     Pool,
@@ -18,8 +17,11 @@ from tenure.core.model import (
     Task,
     task_status,
 )
-from tenure.core.ports import Change, JobWrite, LeaseWrite, TaskWrite
+from tenure.core.ports import Change, EventPage, JobWrite, LeaseWrite, TaskWrite
 from tenure.core.states import LeaseState, SubjectKind, TaskStatus
+
+# A page of a timeline, unless the caller asks for fewer.
+ACTIVITY_PAGE = 200
 
 
 @dataclass(frozen=True)
@@ -95,11 +97,14 @@ class TaskOps(ServiceBase):
             task=task, lease=lease if lease and lease.state.active else None, status=status
         )
 
-    def activity(self, actor: Principal, task_id: str) -> list[Event]:
+    def activity(
+        self, actor: Principal, task_id: str, limit: int = ACTIVITY_PAGE, cursor: str | None = None
+    ) -> EventPage:
+        """One page of the task's timeline, oldest first."""
         authz.require_role(actor, "read")
         task = self._task(task_id)
         authz.require_operator(actor, "read", task.space)
-        return self.store.timeline(SubjectKind.TASK, task.id, None)
+        return self.store.timeline_page(SubjectKind.TASK, task.id, limit, cursor)
 
     def _open_run(
         self,

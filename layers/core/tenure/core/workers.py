@@ -17,7 +17,7 @@ SEEN_WRITE_SHARE = 0.25
 SEEN_URGENT_SHARE = 0.5
 # How many workers (and their held leases) one GET /workers reads at most.
 WORKERS_PAGE = 200
-HELD_PAGE = 1000
+HELD_PAGE = 500
 
 
 def reachable(worker: Worker, pool: Pool, now: int) -> bool:
@@ -44,12 +44,12 @@ class WorkerOps(ServiceBase):
         pool = self._pool(pool_name)
         authz.require_operator(actor, "read", pool.space)
         now = self.clock.now_ms()
-        held = self.store.get_leases(self.store.due_leases(pool.name, None)[:HELD_PAGE])
+        held = self.store.get_leases(self.store.due_leases(pool.name, None, limit=HELD_PAGE))
         by_worker: dict[str, list[Lease]] = {}
         for lease in sorted(held.values(), key=lambda x: x.created_at):
             if lease.worker_id and lease.state in REPORTABLE:
                 by_worker.setdefault(lease.worker_id, []).append(lease)
-        workers = self.store.list_workers(pool.name)[:WORKERS_PAGE]
+        workers = self.store.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
         return [
             WorkerView(
                 worker=w,

@@ -180,6 +180,21 @@ class Provisioner:
         if self.table_name not in existing:
             self.ddb.create_table(**args)
             self.ddb.get_waiter("table_exists").wait(TableName=self.table_name)
+        ttl = props.get("TimeToLiveSpecification")
+        if ttl and ttl.get("Enabled"):
+            # CreateTable cannot turn TTL on; the template's specification is applied here.
+            state = self.ddb.describe_time_to_live(TableName=self.table_name)
+            if state["TimeToLiveDescription"].get("TimeToLiveStatus") not in (
+                "ENABLED",
+                "ENABLING",
+            ):
+                self.ddb.update_time_to_live(
+                    TableName=self.table_name,
+                    TimeToLiveSpecification={
+                        "Enabled": True,
+                        "AttributeName": ttl["AttributeName"],
+                    },
+                )
         desc = self.ddb.describe_table(TableName=self.table_name)["Table"]
         self.names[logical] = self.table_name
         self.arns[logical] = {

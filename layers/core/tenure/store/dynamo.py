@@ -464,10 +464,11 @@ class DynamoStore(PagedReads):
         row = self._get(k.SWEEPER_KEY)
         if row is None:
             return SweeperState()
-        return SweeperState(last_pass_at=row.get("last_pass_at"), hold_until=row.get("hold_until"))
+        holds = {str(pool): int(until) for pool, until in (row.get("holds") or {}).items()}
+        return SweeperState(last_pass_at=row.get("last_pass_at"), holds=holds)
 
     def put_sweeper_state(self, state: SweeperState, expect_last: int | None) -> None:
-        item = {**k.SWEEPER_KEY, "last_pass_at": state.last_pass_at, "hold_until": state.hold_until}
+        item = {**k.SWEEPER_KEY, "last_pass_at": state.last_pass_at, "holds": dict(state.holds)}
         if expect_last is None:
             put = self._put_op(item, k.IS_NEW)["Put"]
         else:
