@@ -366,3 +366,81 @@ class Blackhole:
             for sock in self.sockets:
                 with contextlib.suppress(OSError):
                     sock.close()
+
+
+def _read_http_message(sock: socket.socket) -> bytes:
+    """One HTTP/1.1 message (head and a Content-Length body) off `sock`; b"" on EOF first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+class LosesFirstClaimAnswer:
+    """A relay (127.0.0.1 only) that delivers the first claim request to the stack, waits for
+    the stack's answer, keeps it, and closes the worker's connection without it: a claim the
+    service applied whose answer was lost. Everything else passes through, one request per
+    connection (the SDK sends `Connection: close`)."""
+
+    def __init__(self, base: str) -> None:
+        target = httpx.URL(base)
+        self.upstream = (target.host, target.port or 80)
+        self.lost: list[bytes] = []  # the answers the worker never saw
+        self.claims = 0
+        self.lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.base = f"http://127.0.0.1:{self.port}{target.path}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, client: socket.socket) -> None:
+        with contextlib.ExitStack() as stack:
+            stack.callback(client.close)
+            request = _read_http_message(client)
+            if not request:
+                return
+            method, path = request.split(b" ", 2)[:2]
+            upstream = socket.create_connection(self.upstream, timeout=60)
+            stack.callback(upstream.close)
+            upstream.sendall(request)
+            answer = _read_http_message(upstream)
+            with self.lock:
+                is_claim = method == b"POST" and path.endswith(b"/claim")
+                self.claims += is_claim
+                drop = is_claim and not self.lost
+                if drop:
+                    self.lost.append(answer)
+            if not drop:
+                client.sendall(answer)
+
+    def lost_answer(self) -> tuple[int, dict[str, Any]]:
+        """The status and body of the claim answer the worker never saw."""
+        head, _, body = self.lost[0].partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        return status, json.loads(body) if body else {}
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.close()

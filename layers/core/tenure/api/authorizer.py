@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
+    APIGatewayAuthorizerEventV2,
+    APIGatewayAuthorizerResponseV2,
+)
 
 from tenure import wiring
 from tenure.core.errors import Unauthenticated
@@ -14,7 +19,7 @@ from tenure.core.errors import Unauthenticated
 logger = Logger(service="tenure-authorizer")
 
 
-def bearer(headers: dict[str, str] | None) -> str | None:
+def bearer(headers: Mapping[str, str] | None) -> str | None:
     for name, value in (headers or {}).items():
         if name.lower() == "authorization":
             scheme, _, token = value.strip().partition(" ")
@@ -22,16 +27,24 @@ def bearer(headers: dict[str, str] | None) -> str | None:
     return None
 
 
-def authorize(event: dict[str, Any]) -> dict[str, Any]:
+def verdict(event: APIGatewayAuthorizerEventV2) -> APIGatewayAuthorizerResponseV2:
     """Always lets the request through to the API function, which refuses a missing principal.
 
     API Gateway answers a refused authorization with its own body; passing the verdict on
     instead lets every refusal carry Tenure's error envelope (DESIGN §5).
     """
+    headers = event.headers if "headers" in event else None
     try:
-        principal = wiring.service().authenticate(bearer(event.get("headers")))
+        principal = wiring.service().authenticate(bearer(headers))
     except Unauthenticated as refused:
-        return {"isAuthorized": True, "context": {"principal": "", "reason": refused.message}}
+        return APIGatewayAuthorizerResponseV2(
+            authorize=True, context={"principal": "", "reason": refused.message}
+        )
     data = dataclasses.asdict(principal)
     logger.debug("authorized", extra={"kind": principal.kind, "token_id": principal.token_id})
-    return {"isAuthorized": True, "context": {"principal": json.dumps(data)}}
+    return APIGatewayAuthorizerResponseV2(authorize=True, context={"principal": json.dumps(data)})
+
+
+def authorize(event: dict[str, Any]) -> dict[str, Any]:
+    """The simple response to a raw payload 2.0 event (the local stack calls this)."""
+    return dict(verdict(APIGatewayAuthorizerEventV2(event)).asdict())

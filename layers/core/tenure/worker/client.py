@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import json
 import random
+import secrets
+import socket
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-# Connection errors and 5xx are retried with exponential backoff and full jitter; a 4xx
-# (409 above all: the lease moved on) is an answer, never retried.
+# Connection errors, 5xx and 429 are retried with exponential backoff and full jitter, or after
+# the answer's Retry-After when it gives one (capped); any other 4xx (409 above all: the lease
+# moved on) is an answer, never retried. Every call makes at most 1 + retries attempts.
 RETRIES = 4
 BACKOFF_BASE = 0.2
 BACKOFF_CAP = 3.0
+RETRY_AFTER_CAP = 10.0
+RETRYABLE = {429, 500, 502, 503, 504}
 
 
 class ApiError(Exception):
@@ -28,7 +34,65 @@ class ApiError(Exception):
 
 
 class Unreachable(Exception):
-    """No answer from the service after the retries (connection refused, timeouts, 5xx)."""
+    """No answer from the service after the retries (connection refused, timeouts, 5xx).
+
+    Never a verdict on a lease: whatever was sent may or may not have been applied."""
+
+
+class Unavailable(Unreachable):
+    """The service said 503/429 past the retries: come back after `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ClaimUnanswered(Unreachable):
+    """A claim whose outcome is unknown: retry it with the same `claim_id`, never a new one."""
+
+    def __init__(self, message: str, claim_id: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.claim_id = claim_id
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+# (method, url, headers, body, timeout) -> Answer; raises OSError (or URLError, TimeoutError)
+# when no answer came. Tests put a fake here.
+Transport = Callable[[str, str, dict[str, str], bytes | None, float], Answer]
+
+
+def urllib_transport(
+    method: str, url: str, headers: dict[str, str], data: bytes | None, timeout: float
+) -> Answer:
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            return Answer(resp.status, dict(resp.headers.items()), resp.read())
+    except urllib.error.HTTPError as err:
+        return Answer(err.code, dict(err.headers.items()) if err.headers else {}, err.read())
+
+
+def new_claim_id() -> str:
+    """One per claim intent: 128 random bits, reused by every retry of that intent."""
+    return secrets.token_hex(16)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Retry-After in seconds (the delta form; an HTTP date is ignored), capped."""
+    for name, value in headers.items():
+        if name.lower() == "retry-after":
+            try:
+                return min(RETRY_AFTER_CAP, max(0.0, float(value.strip())))
+            except ValueError:
+                return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -45,12 +109,22 @@ class Claim:
 
 
 class Client:
-    def __init__(self, api: str, token: str, timeout: float = 30.0, retries: int = RETRIES):
+    def __init__(
+        self,
+        api: str,
+        token: str,
+        timeout: float = 30.0,
+        retries: int = RETRIES,
+        transport: Transport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         base = api.rstrip("/")
         self.base = base if base.endswith("/api/v1") else f"{base}/api/v1"
         self.token = token
         self.timeout = timeout
         self.retries = retries
+        self.transport = transport or urllib_transport
+        self.sleep = sleep
 
     def call(
         self,
@@ -60,39 +134,46 @@ class Client:
         token: str | None = None,
         timeout: float | None = None,
         retries: int | None = None,
+        budget: float | None = None,
     ) -> tuple[int, Any]:
+        """One request, retried when no answer came or the service asked to come back later.
+
+        `budget` bounds the whole call, waits included: no retry starts after it ran out.
+        """
         data = json.dumps(body).encode() if body is not None else None
+        headers = {
+            "authorization": f"Bearer {token or self.token}",
+            "content-type": "application/json",
+        }
         attempts = 1 + (self.retries if retries is None else retries)
-        last: Exception | None = None
+        give_up_at = time.monotonic() + budget if budget is not None else None
+        last = "no attempt made"
+        wait_hint: float | None = None
         for attempt in range(attempts):
             if attempt:
-                delay = min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt)
-                time.sleep(random.uniform(0, delay))
-            request = urllib.request.Request(
-                self.base + path,
-                data=data,
-                method=method,
-                headers={
-                    "authorization": f"Bearer {token or self.token}",
-                    "content-type": "application/json",
-                },
-            )
+                delay = wait_hint
+                if delay is None:
+                    delay = random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
+                if give_up_at is not None and time.monotonic() + delay >= give_up_at:
+                    break
+                self.sleep(delay)
+            wait_hint = None
             try:
-                with urllib.request.urlopen(request, timeout=timeout or self.timeout) as resp:
-                    raw = resp.read()
-                    return resp.status, json.loads(raw) if raw else None
-            except urllib.error.HTTPError as err:
-                raw = err.read()
-                if err.code >= 500:
-                    last = err
-                    continue
-                try:
-                    envelope = json.loads(raw)["error"]
-                    raise ApiError(err.code, envelope["code"], envelope["message"]) from None
-                except (ValueError, KeyError, TypeError):
-                    raise ApiError(err.code, "http_error", raw.decode(errors="replace")) from None
+                answer = self.transport(
+                    method, self.base + path, headers, data, timeout or self.timeout
+                )
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
-                last = err
+                last = f"{type(err).__name__}: {err}"
+                continue
+            if answer.status in RETRYABLE:
+                wait_hint = retry_after(answer.headers)
+                last = f"HTTP {answer.status}"
+                continue
+            if answer.status >= 400:
+                raise _api_error(answer)
+            return answer.status, json.loads(answer.body) if answer.body else None
+        if wait_hint is not None:
+            raise Unavailable(f"{method} {path}: {last}", wait_hint)
         raise Unreachable(f"{method} {path}: {last}")
 
     # ------------------------------------------------------------------ worker routes
@@ -104,15 +185,36 @@ class Client:
         worker_version: str | None = None,
         wait_seconds: float = 0,
         lease_seconds: int | None = None,
+        claim_id: str | None = None,
+        budget: float | None = None,
     ) -> Claim | None:
-        body: dict[str, Any] = {"worker_id": worker_id, "wait_seconds": wait_seconds}
+        """Claim one lease, or None (204: nothing to claim; the next claim is a new intent).
+
+        Every retry of this claim carries the same `claim_id`, so a claim whose answer was lost
+        is answered with the lease it already won (and a fresh token), never a second lease
+        (DESIGN §4). Pass the `claim_id` of a `ClaimUnanswered` to go on with that intent.
+        """
+        claim_id = claim_id or new_claim_id()
+        body: dict[str, Any] = {
+            "worker_id": worker_id,
+            "wait_seconds": wait_seconds,
+            "claim_id": claim_id,
+            "host": socket.gethostname()[:255],
+        }
         if worker_version:
             body["worker_version"] = worker_version
         if lease_seconds:
             body["lease_seconds"] = lease_seconds
-        status, answer = self.call(
-            "POST", f"/pools/{pool}/claim", body, timeout=self.timeout + wait_seconds
-        )
+        path = f"/pools/{pool}/claim"
+        timeout = self.timeout + wait_seconds
+        if budget is not None:
+            timeout = max(0.5, min(timeout, budget))
+        try:
+            status, answer = self.call("POST", path, body, timeout=timeout, budget=budget)
+        except Unreachable as err:
+            # Whether the claim was applied is unknown (a 503 too): the intent stays open.
+            wait = err.retry_after if isinstance(err, Unavailable) else None
+            raise ClaimUnanswered(str(err), claim_id, wait) from err
         if status == 204 or answer is None:
             return None
         timing = answer["lease"]["timing"]
@@ -143,10 +245,14 @@ class Client:
         return dict(self.call("POST", f"/leases/{lease_id}/heartbeat", {}, lease_token)[1])
 
     def payload(
-        self, lease_id: str, lease_token: str, timeout: float | None = None
+        self,
+        lease_id: str,
+        lease_token: str,
+        timeout: float | None = None,
+        budget: float | None = None,
     ) -> dict[str, Any]:
         path = f"/leases/{lease_id}/payload"
-        return dict(self.call("GET", path, None, lease_token, timeout=timeout)[1])
+        return dict(self.call("GET", path, None, lease_token, timeout=timeout, budget=budget)[1])
 
     def complete(self, lease_id: str, lease_token: str, body: dict[str, Any], **opts: Any) -> Any:
         return self._report("complete", lease_id, lease_token, body, **opts)
@@ -169,3 +275,11 @@ class Client:
         # Safe to retry: the same final report is answered with the first answer.
         path = f"/leases/{lease_id}/{kind}"
         return dict(self.call("POST", path, body, lease_token, timeout=timeout, retries=retries)[1])
+
+
+def _api_error(answer: Answer) -> ApiError:
+    try:
+        envelope = json.loads(answer.body)["error"]
+        return ApiError(answer.status, envelope["code"], envelope["message"])
+    except (ValueError, KeyError, TypeError):
+        return ApiError(answer.status, "http_error", answer.body.decode(errors="replace"))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tenure.core.rules import TOKEN_SHAPE
-from tenure.worker.client import ApiError, Claim, Client, Unreachable
+from tenure.worker.client import ApiError, Claim, ClaimUnanswered, Client, Unavailable, Unreachable
 
 STDERR_TAIL_BYTES = 4000
 LOOP_SECONDS = 0.2
@@ -95,6 +95,12 @@ class Worker:
         self.worker_id = opts.worker_id or self._stored_worker_id()
         self.held: dict[str, Held] = {}
         self.unreported: dict[str, tuple[Held, str, dict[str, Any], float]] = {}
+        self.report_not_before: dict[str, float] = {}  # the service's Retry-After, per report
+        # The claim_id of a claim that got no answer: the next claim goes on with it, so a
+        # claim the service did apply comes back as that same lease (DESIGN §4).
+        self.claim_intent: str | None = None
+        self.claim_not_before = 0.0  # after a failed claim: waited out in the loop, which
+        # keeps heartbeating and fencing meanwhile
         self.finished = 0
         self.stopping = False
         self.next_beat = 0.0
@@ -144,11 +150,14 @@ class Worker:
     def _may_claim(self) -> bool:
         if self.stopping or len(self.held) >= self.opts.concurrency:
             return False
+        if time.monotonic() < self.claim_not_before:
+            return False
         return not (self.opts.once and (self.finished or self.held))
 
     def _claim(self) -> None:
         # Long-poll only when nothing needs heartbeating meanwhile.
         wait = 10.0 if not self.held else 0.0
+        budget = self._budget() if self.held else None
         sent = time.monotonic()  # the lease's clock starts no earlier than this
         try:
             claim = self.client.claim(
@@ -157,17 +166,23 @@ class Worker:
                 self.opts.worker_version,
                 wait,
                 self.opts.lease_seconds,
+                claim_id=self.claim_intent,
+                budget=budget,
             )
         except ApiError as err:
+            self.claim_intent = None  # an answer: that intent is settled
             if err.status in (401, 403, 404):  # a bad token or an unknown pool: say so and stop
                 raise
             log("claim failed", error=str(err))
-            time.sleep(1.0)
+            self.claim_not_before = time.monotonic() + 1.0
             return
-        except Unreachable as err:
-            log("claim failed", error=str(err))
-            time.sleep(1.0)
+        except ClaimUnanswered as err:
+            self.claim_intent = err.claim_id
+            log("claim not answered; it will be retried as the same claim", error=str(err))
+            delay = 1.0 if err.retry_after is None else err.retry_after
+            self.claim_not_before = time.monotonic() + delay
             return
+        self.claim_intent = None
         if claim is None:
             if self.held:
                 time.sleep(LOOP_SECONDS)
@@ -195,7 +210,10 @@ class Worker:
         )
         log("lease claimed", lease=claim.lease_id, fence=claim.fence)
         try:
-            payload = self.client.payload(claim.lease_id, claim.token, timeout=self._budget())
+            budget = self._budget()
+            payload = self.client.payload(
+                claim.lease_id, claim.token, timeout=budget, budget=budget
+            )
             Path(held.payload_file).write_text(json.dumps(payload))
         except (ApiError, Unreachable) as err:
             log("payload unavailable; releasing", lease=claim.lease_id, error=str(err))
@@ -267,6 +285,8 @@ class Worker:
                 self.worker_id, [(h.lease_id, h.fence) for h in live], timeout=self._budget()
             )
         except (Unreachable, ApiError) as err:
+            # A 503's Retry-After does not delay the next heartbeat: it is a new call, not a
+            # retry, and a skipped one brings the self-fence closer.
             log("heartbeat not answered", error=str(err))
             return
         for answer in answers:
@@ -377,7 +397,10 @@ class Worker:
         }
 
     def _send_reports(self) -> None:
+        now = time.monotonic()
         for lease_id, (held, kind, body, since) in list(self.unreported.items()):
+            if now < self.report_not_before.get(lease_id, 0.0):
+                continue
             try:
                 answer = getattr(self.client, kind)(
                     held.lease_id, held.token, body, timeout=self._budget(), retries=0
@@ -394,11 +417,15 @@ class Worker:
                 # A 4xx is an answer (409: the lease moved on, or the job reported already).
                 log("report refused", lease=lease_id, code=err.code)
             except Unreachable as err:
+                # Never a verdict on the lease (a 503 included): try again while it may stand.
                 if time.monotonic() - since < held.lease_seconds:
                     log("report not delivered yet; retrying", lease=lease_id, error=str(err))
+                    if isinstance(err, Unavailable):
+                        self.report_not_before[lease_id] = time.monotonic() + err.retry_after
                     continue
                 log("report given up: the lease has expired by now", lease=lease_id)
             self.unreported.pop(lease_id, None)
+            self.report_not_before.pop(lease_id, None)
             self._forget(held)
 
     def _signal(self, held: Held, sig: signal.Signals) -> None:

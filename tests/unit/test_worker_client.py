@@ -1,0 +1,216 @@
+"""The worker SDK's retries (DESIGN §4): a claim is retried only with its own claim_id, every
+retry loop is bounded, and a 503's Retry-After is honoured, never taken for a lost lease."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tenure.worker.client import (
+    RETRY_AFTER_CAP,
+    Answer,
+    ApiError,
+    ClaimUnanswered,
+    Client,
+    Unavailable,
+    Unreachable,
+)
+from tenure.worker.runner import Held, Worker, WorkerOptions
+
+LEASE = {"id": "L1", "timing": {"renew_seconds": 10, "lease_seconds": 300}}
+WON = Answer(200, {}, json.dumps({"lease": LEASE, "token": "tnr_l_x", "fence": 1}).encode())
+NOTHING = Answer(204, {}, b"")
+
+
+def busy(retry_after: str | None = None, status: int = 503) -> Answer:
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    body = {"error": {"code": "unavailable", "message": "the table is busy"}}
+    return Answer(status, headers, json.dumps(body).encode())
+
+
+class FakeTransport:
+    """Plays a script of answers (or raises the exceptions in it) and keeps every request."""
+
+    def __init__(self, *script: Answer | BaseException) -> None:
+        self.script: Iterator[Answer | BaseException] = iter(script)
+        self.requests: list[dict[str, Any]] = []
+
+    def __call__(
+        self, method: str, url: str, headers: dict[str, str], data: bytes | None, timeout: float
+    ) -> Answer:
+        self.requests.append(
+            {"method": method, "url": url, "body": json.loads(data) if data else None}
+        )
+        step = next(self.script)
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+    @property
+    def claim_ids(self) -> list[str]:
+        return [r["body"]["claim_id"] for r in self.requests]
+
+
+def client(transport: FakeTransport, sleeps: list[float], retries: int = 4) -> Client:
+    return Client(
+        "http://tenure.test", "tnr_w_x", retries=retries, transport=transport, sleep=sleeps.append
+    )
+
+
+def test_a_claim_whose_answer_was_lost_is_retried_with_the_same_claim_id() -> None:
+    fake = FakeTransport(TimeoutError("timed out"), ConnectionResetError("reset"), WON)
+    sleeps: list[float] = []
+    won = client(fake, sleeps).claim("p", "w1", "v1", 0)
+    assert won is not None and won.lease_id == "L1"
+    assert len(fake.requests) == 3
+    assert len(set(fake.claim_ids)) == 1 and len(fake.claim_ids[0]) >= 32
+    assert {r["body"]["host"] for r in fake.requests} == {socket.gethostname()}
+    assert len(sleeps) == 2  # backoff between the tries
+
+
+def test_each_new_claim_intent_carries_a_new_claim_id() -> None:
+    fake = FakeTransport(NOTHING, WON, TimeoutError(), WON, WON)
+    c = client(fake, [])
+    assert c.claim("p", "w1") is None  # 204: nothing to claim
+    assert c.claim("p", "w1") is not None  # a new intent after a 204
+    assert c.claim("p", "w1") is not None  # the same intent, retried once
+    assert c.claim("p", "w1") is not None  # a new intent after a success
+    ids = fake.claim_ids
+    assert ids[2] == ids[3]
+    assert len({ids[0], ids[1], ids[2], ids[4]}) == 4
+
+
+def test_a_204_is_an_answer_and_is_not_retried() -> None:
+    fake = FakeTransport(NOTHING)
+    assert client(fake, []).claim("p", "w1", wait_seconds=5) is None
+    assert len(fake.requests) == 1
+
+
+def test_claim_retries_are_bounded_and_the_intent_survives_them() -> None:
+    fake = FakeTransport(*[TimeoutError()] * 3, WON)
+    c = client(fake, [], retries=2)
+    with pytest.raises(ClaimUnanswered) as unanswered:
+        c.claim("p", "w1")
+    assert len(fake.requests) == 3  # 1 + retries, then it gives up
+    assert unanswered.value.claim_id == fake.claim_ids[0]
+    # The caller goes on with the same intent, so a claim the service applied comes back.
+    assert c.claim("p", "w1", claim_id=unanswered.value.claim_id) is not None
+    assert len(set(fake.claim_ids)) == 1
+
+
+def test_retry_after_is_honoured_and_capped() -> None:
+    fake = FakeTransport(busy("2"), busy("9999"), WON)
+    sleeps: list[float] = []
+    assert client(fake, sleeps).claim("p", "w1") is not None
+    assert sleeps == [2.0, RETRY_AFTER_CAP]
+    assert len(set(fake.claim_ids)) == 1
+
+
+def test_a_503_past_the_retries_is_unavailable_not_an_answer_about_the_lease() -> None:
+    fake = FakeTransport(busy("3"), busy("3"))
+    sleeps: list[float] = []
+    with pytest.raises(Unavailable) as unavailable:
+        client(fake, sleeps).complete("L1", "tnr_l_x", {}, retries=1)
+    assert not isinstance(unavailable.value, ApiError)
+    assert unavailable.value.retry_after == 3.0
+    assert sleeps == [3.0]
+
+
+def test_a_429_is_retried_like_a_503() -> None:
+    fake = FakeTransport(busy("1", status=429), Answer(200, {}, b'{"state": "running"}'))
+    sleeps: list[float] = []
+    assert client(fake, sleeps).heartbeat("L1", "tnr_l_x") == {"state": "running"}
+    assert sleeps == [1.0]
+
+
+def test_the_budget_bounds_the_waits_of_a_call() -> None:
+    fake = FakeTransport(busy("5"), WON)
+    sleeps: list[float] = []
+    with pytest.raises(ClaimUnanswered) as unanswered:
+        client(fake, sleeps).claim("p", "w1", budget=1.0)
+    assert sleeps == [] and len(fake.requests) == 1
+    assert unanswered.value.retry_after == 5.0
+
+
+def test_a_4xx_is_an_answer_and_is_never_retried() -> None:
+    body = {"error": {"code": "stale_lease", "message": "the lease moved on"}}
+    fake = FakeTransport(Answer(409, {}, json.dumps(body).encode()))
+    with pytest.raises(ApiError) as refused:
+        client(fake, []).complete("L1", "tnr_l_x", {})
+    assert (refused.value.status, refused.value.code) == (409, "stale_lease")
+    assert len(fake.requests) == 1
+
+
+def test_connection_failures_past_the_retries_are_unreachable() -> None:
+    fake = FakeTransport(ConnectionRefusedError(), ConnectionRefusedError())
+    with pytest.raises(Unreachable):
+        client(fake, [], retries=1).payload("L1", "tnr_l_x")
+    assert len(fake.requests) == 2
+
+
+# ------------------------------------------------------------------------ the runner
+
+
+def worker(tmp_path: Path, fake: FakeTransport) -> Worker:
+    opts = WorkerOptions(
+        api="http://tenure.test",
+        token="tnr_w_x",
+        pool="p",
+        command=["true"],
+        worker_id="w1",
+        state_dir=tmp_path / "state",
+    )
+    return Worker(opts, client(fake, [], retries=0))
+
+
+def test_the_runner_goes_on_with_an_unanswered_claim_and_starts_afresh_after_a_204(
+    tmp_path: Path,
+) -> None:
+    fake = FakeTransport(TimeoutError(), busy("2"), NOTHING, NOTHING)
+    w = worker(tmp_path, fake)
+    for _ in range(4):
+        w.claim_not_before = 0.0  # no waiting between the loop's tries in this test
+        w._claim()
+    ids = fake.claim_ids
+    assert ids[0] == ids[1] == ids[2], "every try of an unanswered claim is the same claim"
+    assert ids[3] != ids[0], "after a 204 the next claim is a new intent"
+    assert w.claim_intent is None
+
+
+def test_the_runner_waits_out_retry_after_before_claiming_again(tmp_path: Path) -> None:
+    fake = FakeTransport(busy("4"))
+    w = worker(tmp_path, fake)
+    w._claim()
+    assert not w._may_claim()  # held back in the loop, which goes on heartbeating
+    assert w.claim_intent == fake.claim_ids[0]
+
+
+def test_a_report_answered_503_is_kept_and_sent_again_only_after_retry_after(
+    tmp_path: Path,
+) -> None:
+    fake = FakeTransport(busy("3"))
+    w = worker(tmp_path, fake)
+    base = tmp_path / "L1"
+    files = {k: f"{base}.{k}" for k in ("exit", "err", "payload", "reported")}
+    held = Held(
+        lease_id="L1",
+        fence=1,
+        token="tnr_l_x",
+        renew_seconds=1.0,
+        lease_seconds=300.0,
+        pid=0,
+        exit_file=files["exit"],
+        err_file=files["err"],
+        payload_file=files["payload"],
+        marker_file=files["reported"],
+    )
+    w.unreported["L1"] = (held, "complete", {"outcome": "success"}, time.monotonic())
+    w._send_reports()
+    assert "L1" in w.unreported, "a 503 says nothing about the lease: the report is kept"
+    w._send_reports()
+    assert len(fake.requests) == 1, "not sent again before Retry-After"
