@@ -226,6 +226,16 @@ class Health(Out):
     status: Literal["ok"]
 
 
+class OpenAPIDocument(BaseModel):
+    """This document (OpenAPI 3.1)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    openapi: str
+    info: dict[str, Any]
+    paths: dict[str, Any]
+
+
 class TaskRef(Out):
     id: str
     key: str | None
