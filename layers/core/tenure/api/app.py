@@ -229,7 +229,7 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
     return _json(v.pool_view(_svc().create_pool(_actor(), pool)), 201)
 
 
-@_op("POST", f"{BASE}/tokens", 201, m.TokenOut, 409, 422)
+@_op("POST", f"{BASE}/tokens", 201, m.TokenOut, 404, 409, 422)
 def create_token(body: Annotated[m.TokenCreate, Body()]) -> Response[Any]:
     role = body.role or ("read" if body.kind == "operator" else None)
     spaces = tuple(body.spaces) if body.spaces is not None else None
