@@ -249,3 +249,26 @@ def test_a_throttled_table_is_a_503_with_retry_after(
     assert json.loads(out["body"]) == {
         "error": {"code": "unavailable", "message": "the table kept throttling"}
     }
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "actor"),
+    [
+        ("GET", "/leases?space=OPS&limt=5", READER),
+        ("GET", "/workers?pool=builders&limt=5", READER),
+        ("GET", "/leases/lease_1?limt=5", READER),
+        ("POST", "/pools/builders/claim?limt=5", WORKER),
+    ],
+)
+def test_an_unknown_query_parameter_is_validation_failed_naming_it(
+    http: Any, method: str, path: str, actor: Principal
+) -> None:
+    body = {"worker_id": "w1"} if method == "POST" else None
+    got = http(method, path, body, actor)
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert got.json()["error"]["message"] == "limt: is not a known query parameter"
+
+
+def test_a_lease_token_with_an_unknown_query_parameter_is_still_a_mismatch(http: Any) -> None:
+    got = http("GET", "/leases?limt=5", None, as_lease("lease_1"))
+    assert (got.status, got.code) == (403, "lease_token_mismatch")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, get_type_hints
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
@@ -79,8 +80,11 @@ _MEANING = {
     501: "unsupported_runtime",
     503: "unavailable: the table throttled past the bounded retries; see Retry-After",
 }
-# Every authenticated route can answer these, whatever it does.
-_ALWAYS = (400, 401, 403, 503)
+# Every authenticated route can answer these, whatever it does (422: an unknown query parameter).
+_ALWAYS = (400, 401, 403, 422, 503)
+# The query parameters each authenticated route declares; any other is refused like an unknown
+# body field, so a misspelt `limt=5` is not silently ignored.
+QUERY: dict[tuple[str, str], frozenset[str]] = {}
 
 
 def _answers(ok: int, model: type[BaseModel] | None, *codes: int) -> dict[int, OpenAPIResponse]:
@@ -114,12 +118,28 @@ def _op(
             "description": "nothing to claim once wait_seconds have passed",
             "content": {},
         }
-    return app.route(
+    register = app.route(
         rule,
         method,
         responses=answers,
         description=f"Who may call it: {audience}",
         security=None if public else BEARER,
+    )
+
+    def decorate(func: Callable[..., Any]) -> Any:
+        if not public:
+            QUERY[(method, rule)] = _query_names(func)
+        return register(func)
+
+    return decorate
+
+
+def _query_names(func: Callable[..., Any]) -> frozenset[str]:
+    hints = get_type_hints(func, include_extras=True)
+    return frozenset(
+        name
+        for name, hint in hints.items()
+        if any(isinstance(meta, Query) for meta in getattr(hint, "__metadata__", ()))
     )
 
 
@@ -461,6 +481,11 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     refused = _not_an_object(event)
     if refused is not None:
         return refused
+    if route is not None and (route.method, route.rule) in QUERY:
+        unknown = set(event.get("queryStringParameters") or {}) - QUERY[route.method, route.rule]
+        if unknown:
+            named = "; ".join(f"{name}: is not a known query parameter" for name in sorted(unknown))
+            return error_event(e.ValidationFailed(named))
     return app.resolve(event, context)
 
 
