@@ -21,6 +21,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    negative_data_rejection,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -52,6 +53,7 @@ CHECKS = [
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
+    negative_data_rejection,
     error_envelope,
 ]
 
@@ -99,7 +101,9 @@ def _fuzz(world: World, token: str, known: dict[str, str]) -> tuple[Counter[str]
                 except FailureGroup as group:
                     for failure in group.exceptions:
                         key = f"{name}: {failure.title}"
-                        failures.setdefault(key, f"{key} ({response.status_code}) {case.body!r}")
+                        failures.setdefault(
+                            key, f"{key} ({response.status_code}) {case.as_curl_command()}"
+                        )
 
             try:
                 run()
