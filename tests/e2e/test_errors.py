@@ -114,6 +114,33 @@ def test_a_lease_token_on_an_operator_route_or_another_lease_is_a_mismatch(world
     assert r.status_code == 200 and r.json()["state"] == "dispatched"
 
 
+def test_a_lease_token_is_refused_before_its_request_is_judged(world: World) -> None:
+    pool = world.pool()["name"]
+    held = world.held(pool, world.api.client(world.worker_token([pool])))
+    lease = held.lease
+    r = lease.get("/leases")  # no space: still the token's fault first
+    assert_error(r, 403, "lease_token_mismatch")
+    r = lease.get("/leases", params={"space": world.space, "limit": "many"})
+    assert_error(r, 403, "lease_token_mismatch")
+    r = lease.post("/spaces", content=b"{not json", headers=JSON)
+    assert_error(r, 403, "lease_token_mismatch")
+    r = lease.post(f"/tasks/{held.task['id']}/enqueue", json={"pool": 7})
+    assert_error(r, 403, "lease_token_mismatch")
+    r = lease.post(f"/pools/{pool}/claim", json={"wait_seconds": "soon"})
+    assert_error(r, 403, "lease_token_mismatch")
+    r = lease.get("/workers")
+    assert_error(r, 403, "lease_token_mismatch")
+
+    # Its own lease's routes judge the body as usual, and a report may come without one.
+    r = lease.post(f"/leases/{held.id}/heartbeat", json={"lease_seconds": "60"})
+    assert_error(r, 422, "validation_failed", mentions="lease_seconds")
+    r = lease.post(f"/leases/{held.id}/heartbeat", json={"lease_seconds": 60.0})
+    assert r.status_code == 200, r.text
+    r = lease.post(f"/leases/{held.id}/complete")
+    assert r.status_code == 200, r.text
+    assert (r.json()["lease"]["state"], r.json()["lease"]["outcome"]) == ("completed", "success")
+
+
 def test_a_valid_token_lacking_the_role_or_the_scope_is_forbidden(world: World) -> None:
     api, space = world.api, world.space
     pool = world.pool()["name"]

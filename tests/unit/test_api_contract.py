@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 from tenure.api import models as m
-from tenure.api.errors import STATUS, describe_validation, status_of
+from tenure.api.errors import STATUS, describe_validation, error_event, error_response, status_of
 from tenure.api.views import iso, lease_view
 from tenure.core import errors as e
 from tenure.core.conditions import QueuedCondition
@@ -33,6 +33,7 @@ DESIGN_ERRORS = [
     (e.MissingScope, 422, "missing_scope"),
     (e.ValidationFailed, 422, "validation_failed"),
     (e.UnsupportedRuntime, 501, "unsupported_runtime"),
+    (e.Unavailable, 503, "unavailable"),
 ]
 
 
@@ -54,6 +55,22 @@ def test_every_public_domain_error_has_a_status() -> None:
     }
     assert public == set(STATUS)
     assert public == {cls for cls, _, _ in DESIGN_ERRORS}
+
+
+def test_unavailable_is_a_503_that_says_when_to_come_back() -> None:
+    err = e.Unavailable("the table is throttling", retry_after=7)
+    answer = error_response(err)
+    assert (answer.status_code, answer.headers["Retry-After"]) == (503, "7")
+    assert json.loads(str(answer.body)) == {
+        "error": {"code": "unavailable", "message": "the table is throttling"}
+    }
+    early = error_event(err)
+    assert (early["statusCode"], early["headers"]["Retry-After"]) == (503, "7")
+    assert early["body"] == answer.body
+
+
+def test_other_errors_carry_no_retry_after() -> None:
+    assert "Retry-After" not in error_response(e.StaleLease("old")).headers
 
 
 def test_an_internal_conflict_or_unknown_error_is_a_500() -> None:
@@ -220,6 +237,61 @@ def test_request_models_reject_values_out_of_range(
 def test_the_json_the_api_receives_is_not_coerced_from_strings() -> None:
     assert _rejects(m.TaskCreate, max_attempts="3")
     assert _rejects(m.LeaseFence, fence="1")
+    assert _rejects(m.Claim, lease_seconds="40")
+
+
+def _int_fields() -> list[tuple[type[BaseModel], str]]:
+    """Every integer field of every request model (the JSON Schema says "integer")."""
+    found = []
+    for model in MINIMAL:
+        for name, prop in model.model_json_schema()["properties"].items():
+            kinds = [prop.get("type")] + [x.get("type") for x in prop.get("anyOf", [])]
+            if "integer" in kinds:
+                found.append((model, name))
+    return found
+
+
+def _valid(model: type[BaseModel], name: str, value: Any) -> dict[str, Any]:
+    body = {**MINIMAL[model], name: value}
+    if model is m.PoolCreate:  # keep the timings ordered
+        body = {**body, "renew_seconds": 5, "grace_seconds": 40, "toleration_seconds": 40}
+        body[name] = value
+    return body
+
+
+def test_integer_fields_are_found() -> None:
+    assert len(_int_fields()) >= 10
+
+
+@pytest.mark.parametrize(("model", "name"), _int_fields(), ids=lambda x: getattr(x, "__name__", x))
+def test_every_integer_field_takes_an_integral_float_and_refuses_others(
+    model: type[BaseModel], name: str
+) -> None:
+    got = model.model_validate(_valid(model, name, 40.0))
+    assert getattr(got, name) == 40 and type(getattr(got, name)) is int
+    for bad in (40.5, "40", True, float("inf")):
+        with pytest.raises(ValidationError):
+            model.model_validate(_valid(model, name, bad))
+
+
+def test_integer_bounds_stay_in_the_json_schema() -> None:
+    prop = m.Claim.model_json_schema()["properties"]["lease_seconds"]["anyOf"][0]
+    assert (prop["type"], prop["minimum"], prop["maximum"]) == ("integer", 5, 43200)
+
+
+@pytest.mark.parametrize(
+    ("fields", "ok"),
+    [
+        ({"claim_id": "c-1", "host": "box-7"}, True),
+        ({"claim_id": "x" * 128, "host": "h" * 255}, True),
+        ({"claim_id": ""}, False),
+        ({"claim_id": "x" * 129}, False),
+        ({"host": "h" * 256}, False),
+        ({"claim_id": 7}, False),
+    ],
+)
+def test_a_claim_may_carry_a_claim_id_and_a_host(fields: dict[str, Any], ok: bool) -> None:
+    assert _rejects(m.Claim, **fields) is not ok
 
 
 # ------------------------------------------------------------------------------ views

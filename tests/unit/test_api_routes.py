@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from tenure.api import app as api
+from tenure.core import errors as e
 from tenure.core.model import Principal
 from tenure.local.frontdoor import to_event
 
@@ -160,3 +161,114 @@ def test_unknown_ids_are_404_with_their_own_codes(http: Any) -> None:
     assert http("GET", "/leases/lease_nope").code == "lease_not_found"
     assert http("GET", "/tasks/task_nope").code == "task_not_found"
     assert http("GET", "/nowhere").status == 404
+
+
+@pytest.mark.parametrize("raw", [None, ""], ids=["absent", "empty"])
+def test_complete_with_an_absent_or_empty_body_is_a_success(
+    http: Any, rig: Rig, raw: str | None
+) -> None:
+    lease = rig.running()
+    got = http("POST", f"/leases/{lease.id}/complete", raw, as_lease(lease.id))
+    assert got.status == 200, got.body
+    assert (got.json()["lease"]["state"], got.json()["lease"]["outcome"]) == (
+        "completed",
+        "success",
+    )
+
+
+@pytest.mark.parametrize("raw", [None, ""], ids=["absent", "empty"])
+@pytest.mark.parametrize("route", ["heartbeat", "release"])
+def test_every_report_takes_an_absent_or_empty_body_as_the_empty_object(
+    http: Any, rig: Rig, raw: str | None, route: str
+) -> None:
+    lease = rig.running()
+    got = http("POST", f"/leases/{lease.id}/{route}", raw, as_lease(lease.id))
+    assert got.status == 200, got.body
+
+
+@pytest.mark.parametrize("raw", [None, ""], ids=["absent", "empty"])
+def test_fail_with_an_absent_body_names_the_missing_error(
+    http: Any, rig: Rig, raw: str | None
+) -> None:
+    lease = rig.running()
+    got = http("POST", f"/leases/{lease.id}/fail", raw, as_lease(lease.id))
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert got.json()["error"]["message"].startswith("error: ")
+
+
+def test_an_empty_body_elsewhere_is_still_not_an_object(http: Any) -> None:
+    got = http("POST", "/pools/builders/claim", "", WORKER)
+    assert (got.status, got.code) == (400, "invalid_request")
+
+
+@pytest.mark.parametrize(("limit", "status"), [("40.0", 200), ("40.5", 422)])
+def test_an_integral_limit_is_an_integer(http: Any, limit: str, status: int) -> None:
+    assert http("GET", f"/leases?space=OPS&limit={limit}").status == status
+
+
+def test_an_integral_float_in_a_body_is_an_integer(http: Any, rig: Rig) -> None:
+    lease = rig.running()
+    got = http("POST", f"/leases/{lease.id}/heartbeat", {"lease_seconds": 60.0}, as_lease(lease.id))
+    assert got.status == 200, got.body
+    got = http("POST", f"/leases/{lease.id}/heartbeat", {"lease_seconds": 60.5}, as_lease(lease.id))
+    assert (got.status, got.code) == (422, "validation_failed")
+
+
+def test_listing_workers_without_a_pool_is_validation_failed(http: Any) -> None:
+    for query in ("", "?pool="):
+        got = http("GET", f"/workers{query}")
+        assert (got.status, got.code) == (422, "validation_failed")
+        assert got.json()["error"]["message"].startswith("pool: ")
+
+
+@pytest.mark.parametrize(
+    "fields", [{"claim_id": ""}, {"claim_id": "c" * 129}, {"host": "h" * 256}, {"host": 7}]
+)
+def test_a_claim_id_or_host_out_of_shape_is_validation_failed(
+    http: Any, fields: dict[str, Any]
+) -> None:
+    got = http("POST", "/pools/builders/claim", {"worker_id": "w1", **fields}, WORKER)
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert next(iter(fields)) in got.json()["error"]["message"]
+
+
+def test_a_throttled_table_is_a_503_with_retry_after(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def throttled(*_: Any) -> Any:
+        raise e.Unavailable("the table kept throttling", retry_after=3)
+
+    monkeypatch.setattr(api, "_svc", lambda: rig.svc)
+    monkeypatch.setattr(rig.svc, "get_lease", throttled)
+    event = to_event("GET", "/api/v1/leases/lease_1", {"host": "unit"}, b"")
+    principal = json.dumps(dataclasses.asdict(READER))
+    event["requestContext"]["authorizer"] = {"lambda": {"principal": principal}}
+    out = api.handle(event, None)
+    assert out["statusCode"] == 503
+    assert {k.lower(): v for k, v in out["headers"].items()}["retry-after"] == "3"
+    assert json.loads(out["body"]) == {
+        "error": {"code": "unavailable", "message": "the table kept throttling"}
+    }
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "actor"),
+    [
+        ("GET", "/leases?space=OPS&limt=5", READER),
+        ("GET", "/workers?pool=builders&limt=5", READER),
+        ("GET", "/leases/lease_1?limt=5", READER),
+        ("POST", "/pools/builders/claim?limt=5", WORKER),
+    ],
+)
+def test_an_unknown_query_parameter_is_validation_failed_naming_it(
+    http: Any, method: str, path: str, actor: Principal
+) -> None:
+    body = {"worker_id": "w1"} if method == "POST" else None
+    got = http(method, path, body, actor)
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert got.json()["error"]["message"] == "limt: is not a known query parameter"
+
+
+def test_a_lease_token_with_an_unknown_query_parameter_is_still_a_mismatch(http: Any) -> None:
+    got = http("GET", "/leases?limt=5", None, as_lease("lease_1"))
+    assert (got.status, got.code) == (403, "lease_token_mismatch")

@@ -23,6 +23,7 @@ STATUS: dict[type[e.TenureError], int] = {
     e.MissingScope: 422,
     e.ValidationFailed: 422,
     e.UnsupportedRuntime: 501,
+    e.Unavailable: 503,
 }
 
 
@@ -33,16 +34,36 @@ def status_of(err: e.TenureError) -> int:
     return 500
 
 
-def envelope(status: int, code: str, message: str) -> Response[Any]:
+def headers_of(err: e.TenureError) -> dict[str, str]:
+    """Headers an error answers with besides its body: when to come back after a 503."""
+    if isinstance(err, e.Unavailable):
+        return {"Retry-After": str(max(1, int(err.retry_after)))}
+    return {}
+
+
+def envelope(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> Response[Any]:
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
         body=json.dumps({"error": {"code": code, "message": message}}),
+        headers=headers or {},
     )
 
 
 def error_response(err: e.TenureError) -> Response[Any]:
-    return envelope(status_of(err), err.code, err.message)
+    return envelope(status_of(err), err.code, err.message, headers_of(err))
+
+
+def error_event(err: e.TenureError) -> dict[str, Any]:
+    """The same answer as `error_response`, for a refusal made before the resolver runs."""
+    return {
+        "statusCode": status_of(err),
+        "headers": {"Content-Type": content_types.APPLICATION_JSON, **headers_of(err)},
+        "body": json.dumps({"error": {"code": err.code, "message": err.message}}),
+        "isBase64Encoded": False,
+    }
 
 
 # Whole-body failures that mean "this is not a JSON object", not "this object breaks the schema".
@@ -50,8 +71,11 @@ _NOT_AN_OBJECT = {"missing", "model_attributes_type", "model_type", "dict_type"}
 
 
 def describe_validation(errors: list[dict[str, Any]]) -> e.TenureError:
-    """Turn the resolver's validation errors into invalid_request or validation_failed."""
+    """Turn the resolver's validation errors into invalid_request, missing_scope or
+    validation_failed."""
     for err in errors:
+        if err.get("type") == "missing" and tuple(err.get("loc", ())) == ("query", "space"):
+            return e.MissingScope("space is required: list the leases of one space")
         loc = tuple(err.get("loc", ()))
         if err.get("type") in ("json_invalid", "unsupported_content_type"):
             return e.InvalidRequest("the body is not valid JSON")

@@ -1,4 +1,5 @@
-"""Request bodies: the schema every route validates against and the OpenAPI document shows."""
+"""Request and response bodies: what every route validates against and the OpenAPI document
+shows (the response models describe what api/views.py renders)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -16,6 +18,20 @@ from pydantic import (
 )
 
 from tenure.core.model import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+from tenure.core.states import EndReason, LeaseState, Revoke, SubjectKind, TaskStatus
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema counts 40.0 as an integer, so a client's encoder may send it: take it as 40.
+    40.5 stays a float and is refused; strings and booleans are untouched and refused."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# Every integer field carries this marker, last: a validator placed before the bounds would
+# leave pydantic unable to write the bounds into the JSON Schema as minimum/maximum.
+Integral = BeforeValidator(_integral)
 
 SpaceKey = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]{0,31}$")]
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
@@ -24,8 +40,13 @@ WorkerId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@
 Title = Annotated[str, StringConstraints(min_length=1, max_length=500, strip_whitespace=True)]
 Text = Annotated[str, StringConstraints(max_length=65536)]
 ReportId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
-LeaseSeconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS)]
-Seconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)]
+LeaseSeconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS), Integral]
+Seconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS), Integral]
+Positive = Annotated[int, Field(ge=1), Integral]
+Attempts = Annotated[int, Field(ge=1, le=100), Integral]
+Fence = Annotated[int, Field(ge=1), Integral]
+ClaimId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+Host = Annotated[str, StringConstraints(max_length=255)]
 
 # A JSON document a caller may attach (details, result, properties…) stays well inside an item.
 MAX_DOCUMENT_BYTES = 32 * 1024
@@ -65,7 +86,7 @@ class Strict(BaseModel):
 class SpaceCreate(Strict):
     key: SpaceKey
     name: Title
-    max_active: Annotated[int, Field(ge=1)] | None = None
+    max_active: Positive | None = None
 
 
 class WorkflowCreate(Strict):
@@ -79,7 +100,7 @@ class PoolCreate(Strict):
     name: Name
     space: SpaceKey
     kind: Literal["agent", "classifier", "command"]
-    max_active: Annotated[int, Field(ge=1)] | None = None
+    max_active: Positive | None = None
     renew_seconds: Seconds = 10
     grace_seconds: Seconds = 50
     toleration_seconds: Seconds = 300
@@ -118,7 +139,7 @@ class TaskCreate(Strict):
     body: Text | None = None
     properties: dict[str, Any] = Field(default_factory=dict)
     pool: Name | None = None
-    max_attempts: Annotated[int, Field(ge=1, le=100)] | None = None
+    max_attempts: Attempts | None = None
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
 
@@ -132,8 +153,8 @@ class Claim(Strict):
     worker_version: Annotated[str, StringConstraints(max_length=128)] | None = None
     wait_seconds: Annotated[float, Field(ge=0, le=20)] = 0
     lease_seconds: LeaseSeconds | None = None
-
-    model_config = ConfigDict(extra="forbid", strict=False)
+    claim_id: ClaimId | None = None
+    host: Host | None = None
 
 
 class Heartbeat(Strict):
@@ -142,7 +163,7 @@ class Heartbeat(Strict):
 
 class LeaseFence(Strict):
     id: Annotated[str, StringConstraints(min_length=1, max_length=128)]
-    fence: Annotated[int, Field(ge=1)]
+    fence: Fence
 
 
 class WorkerHeartbeat(Strict):
@@ -156,7 +177,7 @@ class Complete(Strict):
     usage: dict[str, Any] | None = None
     created_task_ids: Annotated[list[str], Field(max_length=100)] | None = None
     report_id: ReportId | None = None
-    fence: Annotated[int, Field(ge=1)] | None = None
+    fence: Fence | None = None
 
     _docs = field_validator("details", "result", "usage")(
         lambda v, info: _bounded(v, info.field_name)
@@ -167,7 +188,7 @@ class Fail(Strict):
     error: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
     metadata: dict[str, Any] | None = None
     report_id: ReportId | None = None
-    fence: Annotated[int, Field(ge=1)] | None = None
+    fence: Fence | None = None
 
     _docs = field_validator("metadata")(lambda v: _bounded(v, "metadata"))
 
@@ -175,4 +196,224 @@ class Fail(Strict):
 class Release(Strict):
     reason: Annotated[str, StringConstraints(max_length=500)] | None = None
     report_id: ReportId | None = None
-    fence: Annotated[int, Field(ge=1)] | None = None
+    fence: Fence | None = None
+
+
+# -------------------------------------------------------------------------- responses
+# What api/views.py renders, for the OpenAPI document. Closed (no unknown fields), so a view
+# that grows a field without its model fails the schema tests instead of drifting.
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+Stamp = str | None  # an ISO 8601 UTC time with milliseconds, or null
+
+
+class ErrorDetail(Out):
+    code: str
+    message: str
+
+
+class ErrorEnvelope(Out):
+    """Every error, whatever its status (DESIGN §5)."""
+
+    error: ErrorDetail
+
+
+class Health(Out):
+    status: Literal["ok"]
+
+
+class OpenAPIDocument(BaseModel):
+    """This document (OpenAPI 3.1)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    openapi: str
+    info: dict[str, Any]
+    paths: dict[str, Any]
+
+
+class TaskRef(Out):
+    id: str
+    key: str | None
+
+
+class WorkflowRef(Out):
+    slug: str
+
+
+class LeaseTiming(Out):
+    created_at: Stamp
+    claimed_at: Stamp
+    started_at: Stamp
+    last_heartbeat_at: Stamp
+    deadline: Stamp
+    ended_at: Stamp
+    renew_seconds: int | None
+    lease_seconds: int | None
+
+
+class LeaseOut(Out):
+    id: str
+    state: LeaseState
+    attempt: int
+    fence: int
+    space: str
+    pool: str
+    subject_kind: SubjectKind
+    task: TaskRef | None
+    workflow: WorkflowRef | None
+    job_id: str
+    worker_id: str | None
+    worker_version: str | None
+    queued_condition: str | None
+    revoke: Revoke | None
+    end_reason: EndReason | None
+    outcome: str | None
+    claim_token_hash_truncated: str | None
+    timing: LeaseTiming
+
+
+class LeaseAnswer(Out):
+    lease: LeaseOut
+
+
+class LeasePage(Out):
+    leases: list[LeaseOut]
+    next_cursor: str | None
+
+
+class TaskOut(Out):
+    id: str
+    key: str
+    space: str
+    title: str
+    body: str | None
+    properties: dict[str, Any]
+    workflow: WorkflowRef | None
+    max_attempts: int
+    status: TaskStatus
+    blocked_reasons: list[str]
+    created_at: Stamp
+
+
+class TaskAnswer(Out):
+    task: TaskOut
+    lease: LeaseOut | None
+
+
+class EventOut(Out):
+    type: str
+    at: Stamp
+    lease_id: str | None
+    fence: int | None
+    data: dict[str, Any]
+
+
+class Activity(Out):
+    events: list[EventOut]
+
+
+class SpaceOut(Out):
+    key: str
+    name: str
+    max_active: int | None
+    archived: bool
+    created_at: Stamp
+
+
+class WorkflowOut(Out):
+    space: str
+    slug: str
+    name: str
+    description: str | None
+    created_at: Stamp
+
+
+class PoolOut(Out):
+    name: str
+    space: str
+    kind: Literal["agent", "classifier", "command"]
+    max_active: int | None
+    renew_seconds: int
+    grace_seconds: int
+    toleration_seconds: int
+    on_expiry: Literal["requeue", "fail"]
+    keeps_logs: bool
+    paused: bool
+    created_at: Stamp
+
+
+class TokenOut(Out):
+    """The token itself is shown here once, and never again."""
+
+    id: str
+    name: str
+    kind: Literal["operator", "worker"]
+    role: Literal["read", "member", "admin"] | None
+    spaces: list[str] | None
+    pools: list[str] | None
+    created_at: Stamp
+    token: str
+
+
+class Claimed(Out):
+    lease: LeaseOut
+    token: str
+    fence: int
+    claim_token_hash: str | None
+    renew_seconds: int
+
+
+class Beat(Out):
+    state: LeaseState
+    deadline: Stamp
+    revoke: Revoke | None
+
+
+class BeatRow(Out):
+    """One lease of a worker's heartbeat: its beat, or the error that lease alone met."""
+
+    id: str
+    fence: int
+    state: LeaseState | None = None
+    deadline: Stamp = None
+    revoke: Revoke | None = None
+    error: ErrorDetail | None = None
+
+
+class WorkerBeat(Out):
+    leases: list[BeatRow]
+
+
+class HeldLease(Out):
+    id: str
+    state: LeaseState
+    fence: int
+    deadline: Stamp
+
+
+class WorkerOut(Out):
+    worker_id: str
+    worker_version: str | None
+    pool: str
+    last_seen: Stamp
+    status: Literal["reachable", "unreachable"]
+    leases: list[HeldLease]
+
+
+class Workers(Out):
+    workers: list[WorkerOut]
+
+
+class Payload(BaseModel):
+    """The work bundle (DESIGN §6): open, since each subject kind brings fields of its own."""
+
+    model_config = ConfigDict(extra="allow")
+
+    lease: LeaseOut
+    subject: dict[str, Any]
+    kind: str

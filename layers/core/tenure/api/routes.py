@@ -1,5 +1,75 @@
-"""Route facts shared by the API, the local front door and the template's checks."""
+"""Route facts shared by the API, the local front door and the template's checks: every route
+and who may call it (DESIGN §5), decided before anything about the request is validated."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 BASE = "/api/v1"
+
+# Audiences: "public" (no token), "operator:<role>" (that role or above), "worker" (a worker
+# token), "lease" (the lease token of the `<lease_id>` in the path), and alternatives joined
+# by "|" ("operator:member|lease": a member, or a worker delegating from its lease, §14).
+# Rules use the resolver's `<param>` syntax, so the app registers exactly these strings.
+ROUTES: dict[tuple[str, str], str] = {
+    ("GET", f"{BASE}/health"): "public",
+    ("GET", f"{BASE}/openapi.json"): "public",
+    ("POST", f"{BASE}/spaces"): "operator:admin",
+    ("POST", f"{BASE}/workflows"): "operator:admin",
+    ("POST", f"{BASE}/pools"): "operator:admin",
+    ("POST", f"{BASE}/tokens"): "operator:admin",
+    ("POST", f"{BASE}/tasks"): "operator:member|lease",
+    ("POST", f"{BASE}/tasks/<task_id>/enqueue"): "operator:member",
+    ("GET", f"{BASE}/tasks/<task_id>"): "operator:read",
+    ("GET", f"{BASE}/tasks/<task_id>/activity"): "operator:read",
+    ("GET", f"{BASE}/leases"): "operator:read",
+    ("GET", f"{BASE}/leases/<lease_id>"): "operator:read",
+    ("POST", f"{BASE}/leases/<lease_id>/cancel"): "operator:member",
+    ("POST", f"{BASE}/leases/<lease_id>/kill"): "operator:member",
+    ("POST", f"{BASE}/leases/<lease_id>/pause"): "operator:member",
+    ("POST", f"{BASE}/leases/<lease_id>/resume"): "operator:member",
+    ("GET", f"{BASE}/workers"): "operator:read",
+    ("POST", f"{BASE}/pools/<pool>/claim"): "worker",
+    ("POST", f"{BASE}/workers/<worker_id>/heartbeat"): "worker",
+    ("POST", f"{BASE}/leases/<lease_id>/start"): "lease",
+    ("POST", f"{BASE}/leases/<lease_id>/heartbeat"): "lease",
+    ("POST", f"{BASE}/leases/<lease_id>/complete"): "lease",
+    ("POST", f"{BASE}/leases/<lease_id>/fail"): "lease",
+    ("POST", f"{BASE}/leases/<lease_id>/release"): "lease",
+    ("GET", f"{BASE}/leases/<lease_id>/payload"): "lease",
+}
+
 # Served without the authorizer (infra/template.yaml declares the same two routes).
-PUBLIC_ROUTES = {("GET", f"{BASE}/health"), ("GET", f"{BASE}/openapi.json")}
+PUBLIC_ROUTES = {key for key, who in ROUTES.items() if who == "public"}
+
+# A worker's reports: an absent or empty body is the empty object (DESIGN §5, complete).
+REPORTS = {
+    ("POST", f"{BASE}/leases/<lease_id>/{kind}")
+    for kind in ("heartbeat", "complete", "fail", "release")
+}
+
+
+@dataclass(frozen=True)
+class Match:
+    method: str
+    rule: str
+    audience: str
+    params: dict[str, str]
+
+
+def _pattern(rule: str) -> re.Pattern[str]:
+    # A path parameter is one segment, as the resolver matches it.
+    return re.compile("^" + re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", re.escape(rule)) + "$")
+
+
+_COMPILED = [(method, rule, _pattern(rule)) for method, rule in ROUTES]
+
+
+def match(method: str, path: str) -> Match | None:
+    """The route a request is for, or None (the resolver then answers 404 `not_found`)."""
+    for route_method, rule, pattern in _COMPILED:
+        found = pattern.match(path)
+        if route_method == method and found:
+            return Match(method, rule, ROUTES[(method, rule)], found.groupdict())
+    return None

@@ -1,0 +1,101 @@
+"""The OpenAPI document is part of the contract: every status, required parameter and body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from openapi_spec_validator import validate
+from tenure.api import models as m
+from tenure.api import views as v
+from tenure.api.app import contract
+from tenure.api.routes import ROUTES
+from tenure.core.states import TaskStatus
+
+from tests.unit.support import Rig
+
+DOC = contract()
+ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
+CREATES = {
+    ("POST", "/api/v1/spaces"),
+    ("POST", "/api/v1/workflows"),
+    ("POST", "/api/v1/pools"),
+    ("POST", "/api/v1/tokens"),
+    ("POST", "/api/v1/tasks"),
+    ("POST", "/api/v1/tasks/{task_id}/enqueue"),
+}
+
+
+def _ops() -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (method.upper(), path, op)
+        for path, ops in DOC["paths"].items()
+        for method, op in ops.items()
+    ]
+
+
+def _audience(method: str, path: str) -> str:
+    return ROUTES[(method, path.replace("{", "<").replace("}", ">"))]
+
+
+def test_the_document_is_valid_openapi_with_a_bearer_scheme() -> None:
+    validate(DOC)
+    assert DOC["components"]["securitySchemes"] == {"bearer": {"type": "http", "scheme": "bearer"}}
+
+
+@pytest.mark.parametrize(("method", "path", "op"), _ops(), ids=lambda x: str(x)[:60])
+def test_every_operation_lists_what_it_answers(method: str, path: str, op: dict[str, Any]) -> None:
+    answers = op["responses"]
+    success = [int(code) for code in answers if code.startswith("2")]
+    assert success == ([201] if (method, path) in CREATES else [200]) + (
+        [204] if path.endswith("/claim") else []
+    )
+    for code in map(str, success):
+        if code != "204":
+            assert answers[code]["content"]["application/json"]["schema"], code
+    for code, answer in answers.items():
+        if not code.startswith("2"):
+            assert answer["content"]["application/json"]["schema"] == ENVELOPE, code
+    if _audience(method, path) == "public":
+        assert "security" not in op and set(answers) == {"200"}
+        return
+    assert op["security"] == [{"bearer": []}]
+    assert {"400", "401", "403", "422", "503"} <= set(answers)
+    assert "Retry-After" in answers["503"]["headers"]
+    if any(p["in"] == "path" for p in op.get("parameters", [])) or method == "POST":
+        assert "404" in answers or path == "/api/v1/spaces" or (path.startswith("/api/v1/workers/"))
+
+
+@pytest.mark.parametrize(
+    ("path", "name"), [("/api/v1/leases", "space"), ("/api/v1/workers", "pool")]
+)
+def test_the_scope_of_a_listing_is_a_required_parameter(path: str, name: str) -> None:
+    params = {p["name"]: p for p in DOC["paths"][path]["get"]["parameters"]}
+    assert params[name]["required"] is True
+    assert all(p["required"] is False for n, p in params.items() if n != name)
+
+
+def test_path_parameters_are_required_and_optional_bodies_are_not() -> None:
+    for _, _, op in _ops():
+        for param in op.get("parameters", []):
+            if param["in"] == "path":
+                assert param["required"] is True
+    reports = {r: DOC["paths"][f"/api/v1/leases/{{lease_id}}/{r}"]["post"] for r in ("complete",)}
+    assert not reports["complete"]["requestBody"].get("required")
+    assert DOC["paths"]["/api/v1/leases/{lease_id}/fail"]["post"]["requestBody"]["required"]
+
+
+def test_the_claim_body_names_claim_id_and_host() -> None:
+    claim = DOC["components"]["schemas"]["Claim"]["properties"]
+    assert claim["claim_id"]["anyOf"][0] == {"type": "string", "minLength": 1, "maxLength": 128}
+    assert claim["host"]["anyOf"][0] == {"type": "string", "maxLength": 255}
+
+
+def test_what_the_views_render_fits_the_response_models(rig: Rig) -> None:
+    won = rig.claimed()
+    lease = rig.lease(won.lease.id)
+    m.LeaseOut.model_validate(v.lease_view(lease))
+    task, _ = rig.task()
+    m.TaskOut.model_validate(v.task_view(task, TaskStatus.OPEN))
+    for event in rig.store.timeline(lease.subject_kind, lease.subject_id, None):
+        m.EventOut.model_validate(v.event_view(event))
