@@ -4,7 +4,6 @@ Bounded and derandomized, so a run is repeatable and takes about a minute on two
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections import Counter
 from typing import Any
@@ -130,17 +129,6 @@ def test_generated_requests_with_an_admin_token_meet_the_document(
     assert sum(statuses.values()) >= 25 * EXAMPLES, statuses
 
 
-def _claims_take_a_claim_id() -> bool:
-    from tenure.core.service import LeaseService
-
-    return "claim_id" in inspect.signature(LeaseService.claim).parameters
-
-
-@pytest.mark.xfail(
-    not _claims_take_a_claim_id(),
-    reason="the API passes claim_id and host on; the service takes them from the claim work on",
-    strict=True,
-)
 def test_generated_requests_with_a_worker_token_meet_the_document(
     world: World, known: dict[str, str]
 ) -> None:

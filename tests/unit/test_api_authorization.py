@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import pytest
+from tenure import wiring
 from tenure.api import app as api
 from tenure.api.routes import ROUTES
 from tenure.core.model import Principal
@@ -46,7 +47,7 @@ def _no_service(monkeypatch: pytest.MonkeyPatch) -> None:
     def unreachable() -> None:
         raise AssertionError("a refused request reached the service")
 
-    monkeypatch.setattr(api, "_svc", unreachable)
+    monkeypatch.setattr(wiring, "service", unreachable)
 
 
 def test_the_table_names_exactly_the_routes_the_app_serves() -> None:

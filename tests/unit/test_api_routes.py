@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from tenure import wiring
 from tenure.api import app as api
 from tenure.core import errors as e
 from tenure.core.model import Principal
@@ -31,7 +32,7 @@ class Answer:
 
 @pytest.fixture
 def http(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setattr(api, "_svc", lambda: rig.svc)
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
 
     def call(method: str, path: str, body: Any = None, actor: Principal | None = READER) -> Answer:
         raw = body if isinstance(body, str) else json.dumps(body) if body is not None else ""
@@ -238,7 +239,7 @@ def test_a_throttled_table_is_a_503_with_retry_after(
     def throttled(*_: Any) -> Any:
         raise e.Unavailable("the table kept throttling", retry_after=3)
 
-    monkeypatch.setattr(api, "_svc", lambda: rig.svc)
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
     monkeypatch.setattr(rig.svc, "get_lease", throttled)
     event = to_event("GET", "/api/v1/leases/lease_1", {"host": "unit"}, b"")
     principal = json.dumps(dataclasses.asdict(READER))
@@ -272,3 +273,18 @@ def test_an_unknown_query_parameter_is_validation_failed_naming_it(
 def test_a_lease_token_with_an_unknown_query_parameter_is_still_a_mismatch(http: Any) -> None:
     got = http("GET", "/leases?limt=5", None, as_lease("lease_1"))
     assert (got.status, got.code) == (403, "lease_token_mismatch")
+
+
+def test_claims_204s_and_stale_reports_become_metrics(http: Any, rig: Rig) -> None:
+    from tenure.api.surface import metrics
+
+    metrics.clear_metrics()
+    assert http("POST", "/pools/builders/claim", {"worker_id": "w1"}, WORKER).status == 204
+    rig.task()
+    won = http("POST", "/pools/builders/claim", {"worker_id": "w1"}, WORKER).json()
+    lease_id = won["lease"]["id"]
+    stale = http("POST", f"/leases/{lease_id}/complete", {"fence": 9}, as_lease(lease_id))
+    assert stale.code == "stale_lease"
+    counted = {name: sum(m["Value"]) for name, m in metrics.metric_set.items()}
+    assert counted == {"EmptyClaims": 1, "Claims": 1, "StaleReports": 1}
+    metrics.clear_metrics()

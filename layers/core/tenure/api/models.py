@@ -256,6 +256,23 @@ class LeaseTiming(Out):
     lease_seconds: int | None
 
 
+class QueuedConditionOut(Out):
+    code: Literal[
+        "pool_paused",
+        "space_archived",
+        "runtime_refusing",
+        "token_pool_unreachable",
+        "waiting_until",
+        "instance_full",
+        "space_full",
+        "pool_full",
+        "starting",
+        "awaiting_agent",
+    ]
+    label: str
+    needs_person: bool
+
+
 class LeaseOut(Out):
     id: str
     state: LeaseState
@@ -269,7 +286,7 @@ class LeaseOut(Out):
     job_id: str
     worker_id: str | None
     worker_version: str | None
-    queued_condition: str | None
+    queued_condition: QueuedConditionOut | None
     revoke: Revoke | None
     end_reason: EndReason | None
     outcome: str | None
@@ -315,6 +332,7 @@ class EventOut(Out):
 
 class Activity(Out):
     events: list[EventOut]
+    next_cursor: str | None
 
 
 class SpaceOut(Out):

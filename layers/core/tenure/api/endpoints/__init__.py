@@ -1,0 +1,1 @@
+"""One module of routes per resource; importing them registers them on the resolver."""

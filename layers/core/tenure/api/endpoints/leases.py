@@ -1,0 +1,55 @@
+"""Operators' lease routes: list, read, cancel, kill, pause, resume."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from tenure.api import models as m
+from tenure.api.routes import BASE
+from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
+from tenure.core import errors as e
+from tenure.core.states import LeaseState
+
+
+@op("GET", f"{BASE}/leases", 200, m.LeasePage, 404, 422)
+def list_leases(
+    # Required, yet checked by the route too: `space=` (empty) is missing_scope as well.
+    space: Annotated[str, Query()],
+    state: Annotated[LeaseState | None, Query()] = None,
+    pool: Annotated[str | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> Response[Any]:
+    caller = actor()
+    if not space:
+        raise e.MissingScope("space is required: list the leases of one space")
+    page = svc().list_leases(caller, space, limit, cursor, state, pool)
+    return json_answer({"leases": leases_out(page.leases), "next_cursor": page.next_cursor})
+
+
+@op("GET", f"{BASE}/leases/<lease_id>", 200, m.LeaseOut, 404)
+def get_lease(lease_id: str) -> Response[Any]:
+    return json_answer(lease_out(svc().get_lease(actor(), lease_id)))
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/cancel", 200, m.LeaseAnswer, 404)
+def cancel_lease(lease_id: str) -> Response[Any]:
+    return json_answer({"lease": lease_out(svc().cancel(actor(), lease_id))})
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/kill", 200, m.LeaseAnswer, 404, 409)
+def kill_lease(lease_id: str) -> Response[Any]:
+    return json_answer({"lease": lease_out(svc().kill(actor(), lease_id))})
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/pause", 200, m.LeaseAnswer, 404, 409)
+def pause_lease(lease_id: str) -> Response[Any]:
+    return json_answer({"lease": lease_out(svc().pause(actor(), lease_id))})
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/resume", 200, m.LeaseAnswer, 404, 409)
+def resume_lease(lease_id: str) -> Response[Any]:
+    return json_answer({"lease": lease_out(svc().resume(actor(), lease_id))})

@@ -1,0 +1,64 @@
+"""Public routes and setting up work: health, the OpenAPI document, spaces, workflows,
+pools, tokens."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body
+
+from tenure.api import models as m
+from tenure.api import views as v
+from tenure.api.routes import BASE
+from tenure.api.surface import actor, contract, json_answer, op, svc
+from tenure.core.model import Pool
+from tenure.core.states import OnExpiry, PoolKind
+
+
+@op("GET", f"{BASE}/health", 200, m.Health)
+def health() -> Response[Any]:
+    return json_answer({"status": "ok"})
+
+
+@op("GET", f"{BASE}/openapi.json", 200, m.OpenAPIDocument)
+def openapi() -> Response[Any]:
+    return json_answer(contract())
+
+
+@op("POST", f"{BASE}/spaces", 201, m.SpaceOut, 409, 422)
+def create_space(body: Annotated[m.SpaceCreate, Body()]) -> Response[Any]:
+    space = svc().create_space(actor(), body.key, body.name, body.max_active)
+    return json_answer(v.space_view(space), 201)
+
+
+@op("POST", f"{BASE}/workflows", 201, m.WorkflowOut, 404, 409, 422)
+def create_workflow(body: Annotated[m.WorkflowCreate, Body()]) -> Response[Any]:
+    wf = svc().create_workflow(actor(), body.space, body.slug, body.name, body.description)
+    return json_answer(v.workflow_view(wf), 201)
+
+
+@op("POST", f"{BASE}/pools", 201, m.PoolOut, 404, 409, 422)
+def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
+    pool = Pool(
+        name=body.name,
+        space=body.space,
+        kind=PoolKind(body.kind),
+        max_active=body.max_active,
+        renew_seconds=body.renew_seconds,
+        grace_seconds=body.grace_seconds,
+        toleration_seconds=body.toleration_seconds,
+        on_expiry=OnExpiry(body.on_expiry),
+        keeps_logs=body.keeps_logs,
+        created_at=0,
+    )
+    return json_answer(v.pool_view(svc().create_pool(actor(), pool)), 201)
+
+
+@op("POST", f"{BASE}/tokens", 201, m.TokenOut, 404, 409, 422)
+def create_token(body: Annotated[m.TokenCreate, Body()]) -> Response[Any]:
+    role = body.role or ("read" if body.kind == "operator" else None)
+    spaces = tuple(body.spaces) if body.spaces is not None else None
+    pools = tuple(body.pools) if body.pools is not None else None
+    token, raw = svc().create_token(actor(), body.name, body.kind, role, spaces, pools)
+    return json_answer({**v.token_view(token), "token": raw}, 201)

@@ -1,0 +1,66 @@
+"""Tasks: filing, enqueueing, reading, and their timeline."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+
+from tenure.api import models as m
+from tenure.api import views as v
+from tenure.api.routes import BASE
+from tenure.api.surface import actor, json_answer, lease_out, op, svc
+from tenure.core.states import TaskStatus
+from tenure.core.tasks import ACTIVITY_PAGE
+
+
+@op("POST", f"{BASE}/tasks", 201, m.TaskAnswer, 404, 409, 422)
+def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
+    task, lease = svc().create_task(
+        actor(),
+        body.space,
+        body.title,
+        body.workflow,
+        body.body,
+        body.properties,
+        body.pool,
+        body.max_attempts,
+    )
+    status = TaskStatus.QUEUED if lease else TaskStatus.OPEN
+    return json_answer(
+        {
+            "task": v.task_view(task, status),
+            "lease": lease_out(lease) if lease else None,
+        },
+        201,
+    )
+
+
+@op("POST", f"{BASE}/tasks/<task_id>/enqueue", 201, m.LeaseAnswer, 404, 409, 422)
+def enqueue(task_id: str, body: Annotated[m.Enqueue, Body()]) -> Response[Any]:
+    lease = svc().enqueue(actor(), task_id, body.pool)
+    return json_answer({"lease": lease_out(lease)}, 201)
+
+
+@op("GET", f"{BASE}/tasks/<task_id>", 200, m.TaskAnswer, 404)
+def get_task(task_id: str) -> Response[Any]:
+    seen = svc().get_task(actor(), task_id)
+    return json_answer(
+        {
+            "task": v.task_view(seen.task, seen.status),
+            "lease": lease_out(seen.lease) if seen.lease else None,
+        }
+    )
+
+
+@op("GET", f"{BASE}/tasks/<task_id>/activity", 200, m.Activity, 404)
+def task_activity(
+    task_id: str,
+    limit: Annotated[int, Query(ge=1, le=ACTIVITY_PAGE)] = ACTIVITY_PAGE,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> Response[Any]:
+    page = svc().activity(actor(), task_id, limit, cursor)
+    return json_answer(
+        {"events": [v.event_view(ev) for ev in page.events], "next_cursor": page.next_cursor}
+    )

@@ -1,0 +1,113 @@
+"""Workers' routes: claim, heartbeats, reports, payload; and the workers list."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+
+from tenure.api import models as m
+from tenure.api import views as v
+from tenure.api.routes import BASE
+from tenure.api.surface import actor, json_answer, lease_out, logger, op, svc
+from tenure.core import errors as e
+
+
+@op("POST", f"{BASE}/pools/<pool>/claim", 200, m.Claimed, 404, 422, extra=204)
+def claim(pool: str, body: Annotated[m.Claim, Body()]) -> Response[Any]:
+    won = svc().claim(
+        actor(),
+        pool,
+        body.worker_id,
+        body.worker_version,
+        body.wait_seconds,
+        body.lease_seconds,
+        claim_id=body.claim_id,
+        host=body.host,
+    )
+    if won is None:
+        return Response(status_code=204, content_type=None, body=None)
+    logger.info("lease claimed", extra={"lease_id": won.lease.id, "pool": pool})
+    return json_answer(
+        {
+            "lease": lease_out(won.lease),
+            "token": won.token,
+            "fence": won.lease.fence,
+            "claim_token_hash": won.lease.token_hash,
+            "renew_seconds": won.pool.renew_seconds,
+        }
+    )
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/start", 200, m.LeaseAnswer, 404, 409)
+def start(lease_id: str) -> Response[Any]:
+    return json_answer({"lease": lease_out(svc().start(actor(), lease_id))})
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/heartbeat", 200, m.Beat, 404, 409, 422)
+def heartbeat(lease_id: str, body: Annotated[m.Heartbeat | None, Body()] = None) -> Response[Any]:
+    beat = svc().heartbeat(actor(), lease_id, body.lease_seconds if body else None)
+    return json_answer(_beat_view(beat.lease, beat.revoke))
+
+
+@op("POST", f"{BASE}/workers/<worker_id>/heartbeat", 200, m.WorkerBeat, 422)
+def worker_heartbeat(worker_id: str, body: Annotated[m.WorkerHeartbeat, Body()]) -> Response[Any]:
+    answers = svc().worker_heartbeat(
+        actor(), worker_id, [(item.id, item.fence) for item in body.leases]
+    )
+    rows = []
+    for lease_id, fence, answer in answers:
+        if isinstance(answer, e.TenureError):
+            rows.append(
+                {
+                    "id": lease_id,
+                    "fence": fence,
+                    "error": {"code": answer.code, "message": answer.message},
+                }
+            )
+        else:
+            rows.append({"id": lease_id, "fence": fence, **_beat_view(answer.lease, answer.revoke)})
+    return json_answer({"leases": rows})
+
+
+@op("GET", f"{BASE}/workers", 200, m.Workers, 404, 422)
+def list_workers(pool: Annotated[str, Query(max_length=64)]) -> Response[Any]:
+    caller = actor()
+    if not pool:
+        raise e.ValidationFailed("pool: required (the workers of one pool are listed)")
+    views = svc().list_workers(caller, pool)
+    return json_answer({"workers": [v.worker_view(x.worker, x.reachable, x.leases) for x in views]})
+
+
+def _beat_view(lease: Any, revoke: Any) -> dict[str, Any]:
+    return {
+        "state": lease.state.value,
+        "deadline": v.iso(lease.deadline),
+        "revoke": revoke.value if revoke else None,
+    }
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/complete", 200, m.LeaseAnswer, 404, 409, 422)
+def complete(lease_id: str, body: Annotated[m.Complete | None, Body()] = None) -> Response[Any]:
+    raw = body.model_dump(exclude_unset=True) if body else {}
+    lease = svc().complete(actor(), lease_id, raw)
+    return json_answer({"lease": lease_out(lease)})
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/fail", 200, m.LeaseAnswer, 404, 409, 422)
+def fail(lease_id: str, body: Annotated[m.Fail, Body()]) -> Response[Any]:
+    lease = svc().fail(actor(), lease_id, body.model_dump(exclude_unset=True))
+    return json_answer({"lease": lease_out(lease)})
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/release", 200, m.LeaseAnswer, 404, 409, 422)
+def release(lease_id: str, body: Annotated[m.Release | None, Body()] = None) -> Response[Any]:
+    raw = body.model_dump(exclude_unset=True) if body else {}
+    return json_answer({"lease": lease_out(svc().release(actor(), lease_id, raw))})
+
+
+@op("GET", f"{BASE}/leases/<lease_id>/payload", 200, m.Payload, 404, 409)
+def payload(lease_id: str) -> Response[Any]:
+    bundle = svc().payload(actor(), lease_id)
+    return json_answer({**bundle, "lease": lease_out(bundle["lease"])})

@@ -1,0 +1,236 @@
+"""The HTTP surface every route module shares: the resolver, who the caller is, how a
+route registers with the statuses it answers, and how leases render."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any, get_type_hints
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import BaseModel
+
+from tenure import wiring
+from tenure.api import models as m
+from tenure.api import views as v
+from tenure.api.errors import describe_validation, envelope, error_response
+from tenure.api.routes import ROUTES
+from tenure.core import authz
+from tenure.core import errors as e
+from tenure.core.model import Lease, Principal
+from tenure.core.service import LeaseService
+
+logger = Logger(service="tenure-api")
+# Flushed by the Lambda entry (functions/api/app.py); locally they flush when the buffer fills.
+metrics = Metrics(namespace="Tenure", service="api")
+app = APIGatewayHttpResolver(enable_validation=True)
+# The service's counters, as metric names (DESIGN §9: claims, lost races, stale reports, 204s).
+METRICS = {
+    "claims": "Claims",
+    "empty_claims": "EmptyClaims",
+    "lost_claim_races": "LostClaimRaces",
+    "claim_retries": "ClaimRetries",
+    "stale_reports": "StaleReports",
+    "lost_writes": "LostWrites",
+}
+
+
+def svc() -> LeaseService:
+    return wiring.service()
+
+
+def actor() -> Principal:
+    """The caller as the authorizer described it (see functions/authorizer)."""
+    return principal(app.current_event.request_context.authorizer.get_lambda)
+
+
+def principal(ctx: dict[str, Any]) -> Principal:
+    raw = ctx.get("principal")
+    if not raw:
+        raise e.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
+    data = json.loads(raw)
+    for key in ("spaces", "pools"):
+        if data.get(key) is not None:
+            data[key] = tuple(data[key])
+    return Principal(**data)
+
+
+def authorize(actor: Principal, audience: str, params: dict[str, str]) -> None:
+    """Refuse a caller the route's audience (api/routes.py) does not admit: kind and role
+    only, so it runs before the request is validated; scopes need the row (the service)."""
+    allowed = audience.split("|")
+    if actor.kind == "lease" and "lease" in allowed:
+        if "lease_id" in params:
+            authz.require_lease(actor, params["lease_id"])
+        return  # otherwise it acts in its own lease's space, which the service checks
+    if allowed[0].startswith("operator:"):
+        authz.require_role(actor, allowed[0].removeprefix("operator:"))
+    elif allowed[0] == "worker":
+        authz.require_worker(actor, None)
+    elif allowed[0] == "lease":
+        authz.require_lease(actor, params.get("lease_id", ""))
+
+
+# ------------------------------------------------------------------------ the document
+
+BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
+_MEANING = {
+    400: "invalid_request: the body is not JSON, or not a JSON object",
+    401: "unauthenticated: no bearer token, or an unknown one",
+    403: "lease_token_mismatch or forbidden: the token may not use this route (or this id)",
+    404: "lease_not_found, task_not_found or not_found: an unknown id",
+    409: "stale_lease, invalid_transition or already_exists",
+    422: "missing_scope or validation_failed: the message names the field",
+    501: "unsupported_runtime",
+    503: "unavailable: the table throttled past the bounded retries; see Retry-After",
+}
+# Every authenticated route can answer these, whatever it does (422: an unknown query parameter).
+_ALWAYS = (400, 401, 403, 422, 503)
+# The query parameters each authenticated route declares; any other is refused like an unknown
+# body field, so a misspelt `limt=5` is not silently ignored.
+QUERY: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def _answers(ok: int, model: type[BaseModel] | None, *codes: int) -> dict[int, OpenAPIResponse]:
+    """The statuses one operation answers: its success, then each error in the envelope."""
+    answers: dict[int, OpenAPIResponse] = {
+        ok: {"description": "success", "content": {"application/json": {"model": model}}}
+        if model
+        else {"description": "success"}
+    }
+    for code in sorted(set(codes)):
+        answers[code] = {
+            "description": _MEANING[code],
+            "content": {"application/json": {"model": m.ErrorEnvelope}},
+        }
+    if 503 in answers:
+        answers[503]["headers"] = {
+            "Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}
+        }
+    return answers
+
+
+def op(
+    method: str, rule: str, ok: int, model: type[BaseModel] | None, *codes: int, extra: int = 0
+) -> Any:
+    """Register a route of the table in api/routes.py with the statuses it answers."""
+    audience = ROUTES[(method, rule)]
+    public = audience == "public"
+    answers = _answers(ok, model, *codes, *(() if public else _ALWAYS))
+    if extra:
+        answers[extra] = {
+            "description": "nothing to claim once wait_seconds have passed",
+            "content": {},
+        }
+    register = app.route(
+        rule,
+        method,
+        responses=answers,
+        description=f"Who may call it: {audience}",
+        security=None if public else BEARER,
+    )
+
+    def decorate(func: Callable[..., Any]) -> Any:
+        if not public:
+            QUERY[(method, rule)] = _query_names(func)
+        return register(func)
+
+    return decorate
+
+
+def _query_names(func: Callable[..., Any]) -> frozenset[str]:
+    hints = get_type_hints(func, include_extras=True)
+    return frozenset(
+        name
+        for name, hint in hints.items()
+        if any(isinstance(meta, Query) for meta in getattr(hint, "__metadata__", ()))
+    )
+
+
+def json_answer(body: Any, status: int = 200) -> Response[Any]:
+    return Response(
+        status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body)
+    )
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+@app.exception_handler(e.TenureError)
+def _domain_error(err: e.TenureError) -> Response[Any]:
+    return error_response(err)
+
+
+@app.exception_handler(RequestValidationError)
+def _invalid(err: RequestValidationError) -> Response[Any]:
+    return error_response(describe_validation(list(err.errors())))
+
+
+@app.not_found
+def _no_route(_: NotFoundError) -> Response[Any]:
+    return envelope(404, "not_found", "no such route")
+
+
+@app.exception_handler(Exception)
+def _unexpected(err: Exception) -> Response[Any]:
+    logger.exception("unhandled error", extra={"path": app.current_event.path})
+    return envelope(500, "internal_error", "the service failed; the request may be retried")
+
+
+def contract() -> dict[str, Any]:
+    """The OpenAPI document, from the same models the routes validate with."""
+    doc: dict[str, Any] = json.loads(
+        app.get_openapi_json_schema(
+            title="Tenure", version="1", security_schemes={"bearer": HTTPBearer()}
+        )
+    )
+    for ops in doc["paths"].values():
+        for op in ops.values():
+            # The resolver adds its own 422 body to every operation; ours are listed per route.
+            answer = op["responses"].get("422", {})
+            if "HTTPValidationError" in json.dumps(answer):
+                del op["responses"]["422"]
+            # An optional query parameter or body is left out, never sent as JSON null.
+            for param in op.get("parameters", []):
+                param["schema"] = _not_null(param["schema"])
+            for media in op.get("requestBody", {}).get("content", {}).values():
+                media["schema"] = _not_null(media["schema"])
+    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
+        doc.get("components", {}).get("schemas", {}).pop(name, None)
+    return doc
+
+
+def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    options = [x for x in schema.get("anyOf", []) if x != {"type": "null"}]
+    if len(options) != 1:
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    return {**options[0], **rest}
+
+
+def lease_out(lease: Lease) -> dict[str, Any]:
+    """A lease as every route shows it, with the queued condition the service judges."""
+    return v.lease_view(lease, svc().queued_condition_of(lease))
+
+
+def leases_out(leases: Iterable[Lease]) -> list[dict[str, Any]]:
+    """Many leases, each pool's facts read once for all of them."""
+    leases = list(leases)
+    conditions = svc().queued_conditions(leases)
+    return [v.lease_view(x, conditions[x.id]) for x in leases]
+
+
+def record_metrics(before: dict[str, int]) -> None:
+    """Add what the service counted during one request as metrics."""
+    now = svc().counters
+    for key, name in METRICS.items():
+        grew = now.get(key, 0) - before.get(key, 0)
+        if grew > 0:
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=grew)
