@@ -462,3 +462,25 @@ def test_the_same_final_report_sent_concurrently_is_answered_alike_and_lands_onc
     assert counting.won == leases
     queued = rig.store.queue_candidates(ALPHA, 100)
     assert len(queued) == (leases if kind == "release" else 0)
+
+
+def test_one_claim_retried_from_eight_threads_at_once_takes_one_lease(rig: Rig) -> None:
+    # A worker whose claim answer was lost retries with the same claim_id; here eight such
+    # retries land together. However they interleave, they take one lease between them, and
+    # only the last token minted for it authenticates (DESIGN §4).
+    make_world(rig.svc)
+    seed(rig, 20)
+    svc, _ = real_time_service(rig)
+
+    def retry(_: int) -> Claimed | None:
+        return svc.claim(WORKER, ALPHA, "w1", "1.0", 0, None, claim_id="lost-answer")
+
+    won = run_threads(THREADS, retry)
+    assert all(x is not None for x in won)
+    assert len({x.lease.id for x in won if x is not None}) == 1
+    lease = stored(rig, won[0].lease.id if won[0] else "")
+    assert lease.state is LeaseState.DISPATCHED
+    page = rig.store.list_leases(SPACE, 100, None, LeaseState.DISPATCHED, None)
+    assert [x.id for x in page.leases] == [lease.id]  # no orphan to expire later
+    live = [x for x in won if x is not None and hash_token(x.token) == lease.token_hash]
+    assert len(live) == 1
