@@ -56,6 +56,8 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if unknown:
             named = "; ".join(f"{name}: is not a known query parameter" for name in sorted(unknown))
             return error_event(e.ValidationFailed(named))
+    if route is None or route.audience == "public":
+        return app.resolve(event, context)  # builds no service (a cold /health stays cheap)
     before = dict(svc().counters)
     answer = app.resolve(event, context)
     record_metrics(before)

@@ -17,7 +17,7 @@ from tenure.core.errors import (
     Unavailable,
     ValidationFailed,
 )
-from tenure.core.model import Event, Lease, Pool, Principal, Space, Task
+from tenure.core.model import Event, Job, Lease, Pool, Principal, Space, Task
 from tenure.core.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite, Store
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.core.transitions import Move
@@ -93,9 +93,7 @@ class ServiceBase:
 
     def _with_successor(self, change: Change, lease: Lease, recovered: bool) -> Change:
         """Add to `change` the job's next pending lease under fence + 1 (same attempt)."""
-        job = self.store.get_job(lease.job_id)
-        if job is None or job.fence != lease.fence:
-            raise Conflict(f"job {lease.job_id} moved on")
+        job = self._job_at(lease)
         now = self.clock.now_ms()
         successor = Lease(
             event_type="lease.created",
@@ -136,6 +134,20 @@ class ServiceBase:
                 f"lease {lease.id} (fence {lease.fence}) was {lease.end_reason or lease.state}; "
                 "its job has moved on"
             )
+
+    def _refuse_old_fence(self, lease: Lease, fence: int | None, what: str) -> None:
+        """A report naming a fence other than the lease's is stale, whatever became of the
+        lease, and is recorded on its subject's timeline (DESIGN §4)."""
+        if fence is not None and fence != lease.fence:
+            self._record_stale(lease, what, fence)
+            raise StaleLease(f"fence {fence} of lease {lease.id} is not current")
+
+    def _job_at(self, lease: Lease) -> Job:
+        """The lease's job, still at the lease's fence (else the job moved on: Conflict)."""
+        job = self.store.get_job(lease.job_id)
+        if job is None or job.fence != lease.fence:
+            raise Conflict(f"job {lease.job_id} moved on")
+        return job
 
     def _record_stale(self, lease: Lease, what: str, fence: int) -> None:
         self.counters["stale_reports"] += 1

@@ -37,9 +37,7 @@ class RecoveryOps(ServiceBase):
                 {"by": "sweeper"} if to.end_reason in _OPERATOR_ENDS else {"on_expiry": "fail"}
             )
             return Change(leases=[over(lease, self._apply(lease, to, data, now))])
-        job = self.store.get_job(lease.job_id)
-        if job is None or job.fence != lease.fence:
-            raise Conflict(f"job {lease.job_id} moved on")
+        job = self._job_at(lease)
         recovery = job.recovery_count + 1
         exhausted = job.attempt + recovery >= job.max_attempts
         requeued: dict[str, object] = {

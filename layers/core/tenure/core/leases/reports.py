@@ -107,9 +107,7 @@ class ReportOps(WorkerOps):
                 authz.require_worker(actor, lease.pool)
                 if lease.worker_id != worker_id or lease.claimed_by != actor.token_id:
                     raise StaleLease(f"lease {lease_id} is not held by worker {worker_id}")
-                if fence != lease.fence:
-                    self._record_stale(lease, "heartbeat", fence)
-                    raise StaleLease(f"fence {fence} of lease {lease_id} is not current")
+                self._refuse_old_fence(lease, fence, "heartbeat")
                 answers.append((lease_id, fence, self._beat(lease, None)))
                 if lease.pool not in seen:
                     seen.add(lease.pool)
@@ -180,10 +178,7 @@ class ReportOps(WorkerOps):
         fence = body.get("fence")
 
         def step(current: Lease) -> Lease:
-            if fence is not None and fence != current.fence:
-                # An older fence is stale whatever became of the lease (DESIGN §4).
-                self._record_stale(current, kind, fence)
-                raise StaleLease(f"fence {fence} of lease {current.id} is not current")
+            self._refuse_old_fence(current, fence, kind)
             if current.state.terminal:
                 # The same report again (same body, or same report_id *and* kind): the first
                 # answer, unchanged. Anything else on an ended lease is refused.
