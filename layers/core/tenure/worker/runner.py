@@ -444,8 +444,11 @@ class Worker:
 
     def _write_fence(self, held: Held) -> None:
         """Tell the job's shim (and a restarted worker) when the job must be stopped if no
-        heartbeat is answered after this one: it fences the job even if this worker dies."""
-        stop_at = held.acked_at + held.lease_seconds - 2 * held.renew_seconds
+        heartbeat is answered after this one: it fences the job even if this worker dies.
+
+        Half a renew later than the worker's own fence: a live worker stops its job first
+        (and says so); the shim is the backstop, still 1.5 renews before the lease can expire."""
+        stop_at = held.acked_at + held.lease_seconds - 1.5 * held.renew_seconds
         tmp = f"{held.fence_file}.tmp"
         with open(tmp, "w") as out:
             out.write(f"{stop_at:.3f}")
