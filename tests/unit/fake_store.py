@@ -25,6 +25,8 @@ from tenure.core.ports import Change, LeasePage, SweeperState
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.core.timeline import lease_event, task_event
 
+from tests.unit.fake_rules import FakeRules
+
 E = TypeVar("E")
 
 
@@ -84,7 +86,7 @@ class _LeaseRow:
     due_indexed: bool
 
 
-class FakeStore:
+class FakeStore(FakeRules):
     def __init__(self) -> None:
         self.spaces: dict[str, Space] = {}
         self.task_seq: dict[str, int] = {}

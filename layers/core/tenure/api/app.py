@@ -375,3 +375,8 @@ def _envelope_dict(status: int, code: str, message: str) -> dict[str, Any]:
         "body": json.dumps({"error": {"code": code, "message": message}}),
         "isBase64Encoded": False,
     }
+
+
+from tenure.api.rules_routes import router as _rules_router  # noqa: E402
+
+app.include_router(_rules_router)  # /rules and /events (DESIGN §10)

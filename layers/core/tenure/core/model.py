@@ -126,6 +126,10 @@ class Job:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     task_id: str | None = None
     exhausted: bool = False
+    # Set when a rule minted the run (DESIGN §10): which rule, and for an inbound rule the
+    # `{topic, occurred_at, data}` its payload carries as `trigger`.
+    rule_id: str | None = None
+    trigger: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,22 @@ from tenure.core.leases.operator import OperatorOps
 from tenure.core.leases.recovery import RecoveryOps
 from tenure.core.leases.reports import Beat, ReportOps
 from tenure.core.payload import PayloadOps
+from tenure.core.rules_ops import RulesOps
 from tenure.core.setup import SetupOps
 from tenure.core.tasks import TaskOps, TaskView
 from tenure.core.workers import WorkerView
 
 
 class LeaseService(
-    SetupOps, TaskOps, ClaimOps, ReportOps, OperatorOps, RecoveryOps, ConditionOps, PayloadOps
+    SetupOps,
+    TaskOps,
+    ClaimOps,
+    ReportOps,
+    OperatorOps,
+    RecoveryOps,
+    ConditionOps,
+    PayloadOps,
+    RulesOps,
 ):
     """The one object handlers, the sweeper and the reactor call."""
 

@@ -1,0 +1,192 @@
+"""The /rules and /events routes over the fake store (DESIGN §5, §10)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from tenure.api import app as api
+from tenure.core.model import Principal
+from tenure.local.frontdoor import to_event
+
+from tests.unit.rules_support import NIGHTLY, TASK_SUBJECT, FakeSchedules, inbox_trigger
+from tests.unit.support import ADMIN, MEMBER, READER, Rig
+
+
+@dataclasses.dataclass
+class Answer:
+    status: int
+    body: str
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+    @property
+    def code(self) -> str | None:
+        data = self.json()
+        return data["error"]["code"] if isinstance(data, dict) and "error" in data else None
+
+    @property
+    def message(self) -> str:
+        return str(self.json()["error"]["message"])
+
+
+@pytest.fixture
+def http(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
+    rig.svc.schedules = FakeSchedules()
+    monkeypatch.setattr(api, "_svc", lambda: rig.svc)
+
+    def call(method: str, path: str, body: Any = None, actor: Principal | None = ADMIN) -> Answer:
+        raw = body if isinstance(body, str) else json.dumps(body) if body is not None else ""
+        event = to_event(method, f"/api/v1{path}", {"host": "unit"}, raw.encode())
+        principal = json.dumps(dataclasses.asdict(actor)) if actor else ""
+        event["requestContext"]["authorizer"] = {"lambda": {"principal": principal}}
+        out = api.handle(event, None)
+        return Answer(out["statusCode"], out.get("body") or "")
+
+    return call
+
+
+def rule_body(**kw: Any) -> dict[str, Any]:
+    return {
+        "space": "OPS",
+        "name": "inbox",
+        "pool": "builders",
+        "subject": TASK_SUBJECT,
+        "trigger": inbox_trigger(to="support@example.com"),
+        **kw,
+    }
+
+
+def test_create_answers_201_with_the_rule_as_section_10_shapes_it(http: Any) -> None:
+    got = http("POST", "/rules", rule_body())
+    assert got.status == 201
+    rule = got.json()["rule"]
+    assert set(rule) >= {
+        "id",
+        "space",
+        "name",
+        "kind",
+        "pool",
+        "subject",
+        "trigger",
+        "enabled",
+        "created_at",
+        "schedule_name",
+    }
+    assert (rule["kind"], rule["schedule_name"], rule["enabled"]) == ("inbound", None, True)
+    assert http("GET", f"/rules/{rule['id']}", actor=READER).json() == {"rule": rule}
+
+
+def test_a_scheduled_rule_names_its_schedule(http: Any) -> None:
+    rule = http("POST", "/rules", rule_body(name="nightly", trigger=NIGHTLY)).json()["rule"]
+    assert rule["kind"] == "scheduled" and rule["schedule_name"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"trigger": {"schedule": "cron(bad)"}}, "trigger.schedule"),
+        ({"trigger": {"schedule": "rate(1 hour)", "timezone": "Nowhere"}}, "trigger.timezone"),
+        ({"pool": "nope"}, "pool"),
+        ({"trigger": {"topic": "email.received", "match": {"from": 3}}}, "trigger.match.from"),
+        ({"subject": {"kind": "task"}}, "subject.title"),
+        ({"enabled": "yes"}, "enabled"),
+        ({"color": "red"}, "color"),
+    ],
+)
+def test_a_bad_rule_is_422_validation_failed_naming_the_field(
+    http: Any, change: dict[str, Any], field: str
+) -> None:
+    got = http("POST", "/rules", rule_body(**change))
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert got.message.startswith(f"{field}:") or got.message.startswith(f"{field} "), got.message
+
+
+def test_a_taken_name_is_409_already_exists(http: Any) -> None:
+    assert http("POST", "/rules", rule_body()).status == 201
+    got = http("POST", "/rules", rule_body())
+    assert (got.status, got.code) == (409, "already_exists")
+
+
+def test_unknown_rule_is_404_not_found_everywhere(http: Any) -> None:
+    for method, path, body in (
+        ("GET", "/rules/rule_nope", None),
+        ("PATCH", "/rules/rule_nope", {"enabled": False}),
+        ("DELETE", "/rules/rule_nope", None),
+        ("POST", "/rules/rule_nope/fire", None),
+    ):
+        got = http(method, path, body)
+        assert (got.status, got.code) == (404, "not_found"), (method, path)
+
+
+def test_listing_rules_needs_a_space(http: Any) -> None:
+    http("POST", "/rules", rule_body())
+    got = http("GET", "/rules", actor=READER)
+    assert (got.status, got.code) == (422, "missing_scope")
+    listed = http("GET", "/rules?space=OPS", actor=READER).json()["rules"]
+    assert [r["name"] for r in listed] == ["inbox"]
+
+
+def test_patch_changes_only_what_it_names_and_null_is_refused(http: Any) -> None:
+    rule = http("POST", "/rules", rule_body()).json()["rule"]
+    got = http("PATCH", f"/rules/{rule['id']}", {"enabled": False, "name": "paused-inbox"})
+    assert got.status == 200
+    assert {k: got.json()["rule"][k] for k in ("enabled", "name", "trigger")} == {
+        "enabled": False,
+        "name": "paused-inbox",
+        "trigger": rule["trigger"],
+    }
+    refused = http("PATCH", f"/rules/{rule['id']}", {"pool": None})
+    assert (refused.status, refused.code) == (422, "validation_failed")
+    assert refused.message.startswith("pool:")
+
+
+def test_delete_answers_204_and_the_rule_is_gone(http: Any) -> None:
+    rule = http("POST", "/rules", rule_body()).json()["rule"]
+    got = http("DELETE", f"/rules/{rule['id']}")
+    assert (got.status, got.body) == (204, "")
+    assert http("GET", f"/rules/{rule['id']}").status == 404
+
+
+def test_fire_answers_201_with_a_pending_lease(http: Any) -> None:
+    rule = http("POST", "/rules", rule_body()).json()["rule"]
+    got = http("POST", f"/rules/{rule['id']}/fire", actor=MEMBER)
+    assert got.status == 201
+    lease = got.json()["lease"]
+    assert (lease["state"], lease["subject_kind"], lease["pool"]) == ("pending", "task", "builders")
+
+
+def test_events_answer_202_and_the_same_event_id_the_same_leases(http: Any) -> None:
+    http("POST", "/rules", rule_body(trigger={"topic": "deploy.finished"}))
+    body = {"space": "OPS", "topic": "deploy.finished", "data": {"sha": "1"}, "event_id": "e1"}
+    first = http("POST", "/events", body, actor=MEMBER)
+    again = http("POST", "/events", body, actor=MEMBER)
+    assert (first.status, again.status) == (202, 202)
+    assert len(first.json()["leases"]) == 1
+    assert [x["id"] for x in again.json()["leases"]] == [x["id"] for x in first.json()["leases"]]
+    none = http("POST", "/events", {**body, "topic": "other", "event_id": "e2"}, actor=MEMBER)
+    assert none.json() == {"leases": []}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"topic": "t", "data": {}}, "space"),
+        ({"space": "OPS", "data": {}}, "topic"),
+        ({"space": "OPS", "topic": "t", "occurred_at": "yesterday"}, "occurred_at"),
+        ({"space": "OPS", "topic": "t", "data": []}, "data"),
+        ({"space": "OPS", "topic": "t", "extra": 1}, "extra"),
+    ],
+)
+def test_a_bad_event_is_422_naming_the_field(http: Any, body: dict[str, Any], field: str) -> None:
+    got = http("POST", "/events", body, actor=MEMBER)
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert got.message.startswith(f"{field}:"), got.message
+
+
+def test_rules_routes_are_in_the_openapi_document(http: Any) -> None:
+    doc = http("GET", "/openapi.json", actor=None).json()
+    assert {"/api/v1/rules", "/api/v1/rules/{rule_id}", "/api/v1/events"} <= set(doc["paths"])
