@@ -9,18 +9,22 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from tenure import wiring
-from tenure.config import export, local_settings
+from tenure.config import ENVIRONMENT, export, local_settings
 from tenure.local.engines import MOTO_SERVICES, DynamoDBLocal, EngineUnavailable, MotoServer
 from tenure.local.frontdoor import FrontDoor
 from tenure.local.provision import REGION, Provisioned, Provisioner
+from tenure.local.scheduler_loop import SchedulerLoop
 from tenure.local.streams import StreamPump
 
 TABLE = "tenure"
 STREAM_POLL_SECONDS = 0.2
+# Scheduler fires on whole minutes; a tick this often fires each time within seconds.
+SCHEDULER_TICK_SECONDS = 2.0
 
 
 class StartFailed(RuntimeError):
@@ -97,12 +101,14 @@ class Stack:
         provisioner = Provisioner(endpoint, moto.endpoint, TABLE, "tenure-local")
         self.provisioned = provisioner.run()
         resources = provisioner.stack_resources()
+        self._export_rules_settings(provisioner, moto.endpoint)
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
         wiring.build_service(store).bootstrap_admin(admin_token)
         self.door.start()
         threading.Thread(target=self._sweep_loop, daemon=True).start()
         threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()
+        threading.Thread(target=self._scheduler_loop, daemon=True).start()
         info = {
             "api": f"http://127.0.0.1:{self.door.port}/api/v1",
             "dynamodb": {"engine": engine, "endpoint": endpoint},
@@ -150,6 +156,30 @@ class Stack:
                 pump.pump_once()
             except Exception as err:
                 print(f"[reactor] stream read failed: {err!r}", file=sys.stderr, flush=True)
+
+    def _export_rules_settings(self, provisioner: Provisioner, aws_endpoint: str) -> None:
+        """The API function's schedule settings, as the template resolves them here."""
+        env = provisioner.function_environment("ApiFunction")
+        for variable, source in ENVIRONMENT.values():
+            if source == "template:ApiFunction":
+                export(variable, env[variable])
+        # Only the Scheduler client is pointed at moto this way (DynamoDB has its own endpoint).
+        export("AWS_ENDPOINT_URL_SCHEDULER", aws_endpoint)
+
+    def _scheduler_loop(self) -> None:
+        """Stands in for EventBridge Scheduler invoking the scheduler function (DESIGN §10)."""
+        from tenure.scheduler import handle
+
+        schedules = wiring.build_schedules()
+        if schedules is None:
+            print("[scheduler] no schedule settings; rules' schedules will not fire", flush=True)
+            return
+        loop = SchedulerLoop(schedules, lambda event: handle(event, None))
+        while not self.stopping.wait(SCHEDULER_TICK_SECONDS):
+            try:
+                loop.tick(datetime.now(UTC))
+            except Exception as err:
+                print(f"[scheduler] tick failed: {err!r}", file=sys.stderr, flush=True)
 
     def stop(self) -> bool:
         """End every part that started, each even when another fails; False if one did."""

@@ -1,0 +1,10 @@
+"""Lambda entry point of the scheduler function (the target of every rule's schedule)."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from tenure.scheduler import handle
+
+
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(event, context)
