@@ -62,3 +62,29 @@ def test_the_scheduler_function_is_the_schedules_target(resources: dict[str, Any
     fn = resources["SchedulerFunction"]["Properties"]
     assert (fn["CodeUri"], fn["Handler"]) == ("../functions/scheduler", "app.handler")
     assert resources["RuleScheduleGroup"]["Type"] == "AWS::Scheduler::ScheduleGroup"
+
+
+def test_the_inbound_function_reads_the_queue_reporting_item_failures(
+    resources: dict[str, Any],
+) -> None:
+    fn = resources["InboundFunction"]["Properties"]
+    (source,) = fn["Events"].values()
+    assert source["Type"] == "SQS"
+    assert source["Properties"]["Queue"] == {"Fn::GetAtt": ["InboundQueue", "Arn"]}
+    assert source["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    visibility = resources["InboundQueue"]["Properties"]["VisibilityTimeout"]
+    assert fn["Timeout"] < visibility, "a record must not reappear while it is being handled"
+
+
+def test_the_receipt_rule_stores_under_inbound_and_notifies_the_topic_only_with_a_domain(
+    resources: dict[str, Any],
+) -> None:
+    rule = resources["InboundReceiptRule"]
+    assert rule["Condition"] == "ReceivesEmail"
+    assert resources["InboundReceiptRuleSet"]["Condition"] == "ReceivesEmail"
+    (action,) = rule["Properties"]["Rule"]["Actions"]
+    assert action["S3Action"] == {
+        "BucketName": {"Ref": "InboundBucket"},
+        "ObjectKeyPrefix": "inbound/",
+        "TopicArn": {"Ref": "InboundEmailTopic"},
+    }

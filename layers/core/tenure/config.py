@@ -22,6 +22,8 @@ class Settings(BaseModel):
     schedule_group: str = "default"
     scheduler_target_arn: str | None = None
     scheduler_role_arn: str | None = None
+    # Where inbound email's attachments are stored (DESIGN §10).
+    attachments_bucket: str | None = None
 
 
 # Field -> (variable, who sets it). "template": infra/template.yaml must set it for every
@@ -36,6 +38,7 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "schedule_group": ("TENURE_SCHEDULE_GROUP", "template:ApiFunction"),
     "scheduler_target_arn": ("TENURE_SCHEDULER_TARGET_ARN", "template:ApiFunction"),
     "scheduler_role_arn": ("TENURE_SCHEDULER_ROLE_ARN", "template:ApiFunction"),
+    "attachments_bucket": ("TENURE_ATTACHMENTS_BUCKET", "template:InboundFunction"),
 }
 
 
@@ -58,6 +61,7 @@ def settings() -> Settings:
         schedule_group=env.get("TENURE_SCHEDULE_GROUP") or "default",
         scheduler_target_arn=env.get("TENURE_SCHEDULER_TARGET_ARN") or None,
         scheduler_role_arn=env.get("TENURE_SCHEDULER_ROLE_ARN") or None,
+        attachments_bucket=env.get("TENURE_ATTACHMENTS_BUCKET") or None,
     )
 
 

@@ -79,6 +79,7 @@ for _short, _long in {
     "!Join": "Fn::Join",
     "!If": "Fn::If",
     "!Equals": "Fn::Equals",
+    "!Not": "Fn::Not",
     "!Select": "Fn::Select",
 }.items():
     _CfnLoader.add_constructor(_short, _tag(_long))
@@ -129,6 +130,21 @@ class Provisioner:
             return [self.resolve(v) for v in value]
         return value
 
+    def condition(self, name: str) -> bool:
+        """A template condition, as its parameters' local defaults make it."""
+        return bool(self._evaluate(self.template.get("Conditions", {})[name]))
+
+    def _evaluate(self, expr: Any) -> Any:
+        if isinstance(expr, dict) and len(expr) == 1:
+            ((fn, arg),) = expr.items()
+            if fn == "Fn::Not":
+                return not self._evaluate(arg[0])
+            if fn == "Fn::Equals":
+                return self._evaluate(arg[0]) == self._evaluate(arg[1])
+            if fn == "Condition":
+                return self.condition(arg)
+        return self.resolve(expr)
+
     def run(self) -> list[Provisioned]:
         done: list[Provisioned] = []
         resources = self.template["Resources"]
@@ -142,6 +158,9 @@ class Provisioner:
         )
         for logical, res in order:
             kind, props = res["Type"], res.get("Properties", {})
+            if "Condition" in res and not self.condition(res["Condition"]):
+                done.append(Provisioned(logical, kind, f"skipped: {res['Condition']} is false"))
+                continue
             if kind == "AWS::DynamoDB::Table":
                 done.append(self._table(logical, props))
             elif kind == "AWS::S3::Bucket":

@@ -17,6 +17,7 @@ from tenure import wiring
 from tenure.config import ENVIRONMENT, export, local_settings
 from tenure.local.engines import MOTO_SERVICES, DynamoDBLocal, EngineUnavailable, MotoServer
 from tenure.local.frontdoor import FrontDoor
+from tenure.local.inbound_poller import InboundPoller
 from tenure.local.provision import REGION, Provisioned, Provisioner
 from tenure.local.scheduler_loop import SchedulerLoop
 from tenure.local.streams import StreamPump
@@ -101,7 +102,8 @@ class Stack:
         provisioner = Provisioner(endpoint, moto.endpoint, TABLE, "tenure-local")
         self.provisioned = provisioner.run()
         resources = provisioner.stack_resources()
-        self._export_rules_settings(provisioner, moto.endpoint)
+        self._export_function_settings(provisioner, moto.endpoint)
+        inbound_queue = (resources["inbound_queue_url"], provisioner.arns["InboundQueue"]["Arn"])
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
         wiring.build_service(store).bootstrap_admin(admin_token)
@@ -109,6 +111,7 @@ class Stack:
         threading.Thread(target=self._sweep_loop, daemon=True).start()
         threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()
         threading.Thread(target=self._scheduler_loop, daemon=True).start()
+        threading.Thread(target=self._inbound_loop, args=inbound_queue, daemon=True).start()
         info = {
             "api": f"http://127.0.0.1:{self.door.port}/api/v1",
             "dynamodb": {"engine": engine, "endpoint": endpoint},
@@ -157,14 +160,31 @@ class Stack:
             except Exception as err:
                 print(f"[reactor] stream read failed: {err!r}", file=sys.stderr, flush=True)
 
-    def _export_rules_settings(self, provisioner: Provisioner, aws_endpoint: str) -> None:
-        """The API function's schedule settings, as the template resolves them here."""
-        env = provisioner.function_environment("ApiFunction")
+    def _export_function_settings(self, provisioner: Provisioner, aws_endpoint: str) -> None:
+        """Settings the template sets on one function, as it resolves here (one process
+        plays every function, so each is exported once for all)."""
         for variable, source in ENVIRONMENT.values():
-            if source == "template:ApiFunction":
+            if source.startswith("template:"):
+                env = provisioner.function_environment(source.split(":", 1)[1])
                 export(variable, env[variable])
-        # Only the Scheduler client is pointed at moto this way (DynamoDB has its own endpoint).
-        export("AWS_ENDPOINT_URL_SCHEDULER", aws_endpoint)
+        # The AWS clients the functions make reach moto; DynamoDB keeps its own endpoint.
+        for service in ("SCHEDULER", "S3", "SQS", "SNS"):
+            export(f"AWS_ENDPOINT_URL_{service}", aws_endpoint)
+
+    def _inbound_loop(self, queue_url: str, queue_arn: str) -> None:
+        """Stands in for the inbound function's SQS event source (DESIGN §7, §10)."""
+        import boto3
+
+        from tenure.inbound.handler import handle
+
+        sqs = boto3.client("sqs", region_name=REGION)
+        poller = InboundPoller(sqs, queue_url, queue_arn, handle)
+        while not self.stopping.is_set():
+            try:
+                poller.poll_once(wait_seconds=1)
+            except Exception as err:
+                print(f"[inbound] poll failed: {err!r}", file=sys.stderr, flush=True)
+                self.stopping.wait(1.0)
 
     def _scheduler_loop(self) -> None:
         """Stands in for EventBridge Scheduler invoking the scheduler function (DESIGN §10)."""
