@@ -161,3 +161,20 @@ def test_rule_rows_follow_renames_disables_and_deletes(rig: Rig) -> None:
         and store.inbound_rules("email.received", [], None, 10) == []
     )
     svc.create_rule(ADMIN, "OPS", "helpdesk", "ops", {"kind": "space"}, inbox)
+
+
+def test_a_claim_reads_only_due_leases_from_the_queue_index(rig: Rig) -> None:
+    svc = _world(rig)
+    now = rig.clock.now_ms()
+    _, later = svc.create_task(ADMIN, "OPS", "later", None, None, {}, "ops", None, now + 60_000)
+    _, due = svc.create_task(ADMIN, "OPS", "now", None, None, {}, "ops", None, None)
+    assert later is not None and due is not None
+    assert rig.store.queue_candidates("ops", 10, due_by=now) == [due.id]
+    assert rig.store.queue_candidates("ops", 10) == [due.id, later.id]
+    worker = Principal(kind="worker", token_id="t-worker")
+    won = svc.claim(worker, "ops", "w1", None, 0, None)
+    assert won is not None and won.lease.id == due.id
+    assert svc.claim(worker, "ops", "w2", None, 0, None) is None
+    rig.clock.advance(60)
+    won = svc.claim(worker, "ops", "w2", None, 0, None)
+    assert won is not None and won.lease.id == later.id

@@ -24,6 +24,7 @@ from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worke
 from tenure.core.ports import Change, LeasePage, SweeperState
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.core.timeline import lease_event, task_event
+from tenure.store.keys import queue_at
 
 from tests.unit.fake_rules import FakeRules
 
@@ -61,6 +62,11 @@ def _stored_event(event: Event) -> Event:
 def _position(lease: Lease) -> str:
     # The per-space list's sort key: creation time, then id (store.keys.space_list_keys).
     return f"{lease.created_at:013d}#{lease.id}"
+
+
+def _queue_position(lease: Lease) -> str:
+    # The queue index's sort key: when the lease becomes claimable (store.keys.queue_at).
+    return f"{queue_at(lease.created_at, lease.not_before):013d}#{lease.id}"
 
 
 def _encode_cursor(last: Lease) -> str:
@@ -187,13 +193,15 @@ class FakeStore(FakeRules):
     def list_workers(self, pool: str) -> list[Worker]:
         return [w for (p, _), w in sorted(self.workers.items()) if p == pool]
 
-    def queue_candidates(self, pool: str, limit: int) -> list[str]:
+    def queue_candidates(self, pool: str, limit: int, due_by: int | None = None) -> list[str]:
         if limit < 1:
             raise ValueError("a query's Limit must be at least 1")
         queued = sorted(
-            _position(row.lease)
+            _queue_position(row.lease)
             for row in self.lease_rows.values()
-            if row.lease.state is LeaseState.PENDING and row.lease.pool == pool
+            if row.lease.state is LeaseState.PENDING
+            and row.lease.pool == pool
+            and (due_by is None or queue_at(row.lease.created_at, row.lease.not_before) <= due_by)
         )
         return [position.split("#", 1)[1] for position in queued[:limit]]
 

@@ -190,3 +190,38 @@ def test_a_bad_event_is_422_naming_the_field(http: Any, body: dict[str, Any], fi
 def test_rules_routes_are_in_the_openapi_document(http: Any) -> None:
     doc = http("GET", "/openapi.json", actor=None).json()
     assert {"/api/v1/rules", "/api/v1/rules/{rule_id}", "/api/v1/events"} <= set(doc["paths"])
+
+
+def test_post_tasks_with_not_before_answers_a_waiting_lease(http: Any) -> None:
+    body = {
+        "space": "OPS",
+        "title": "later",
+        "pool": "builders",
+        "not_before": "2026-01-01T09:30:00Z",
+    }
+    got = http("POST", "/tasks", body, actor=MEMBER)
+    assert got.status == 201, got.body
+    lease = got.json()["lease"]
+    assert lease["timing"]["not_before"] == "2026-01-01T09:30:00.000Z"
+    shown = http("GET", f"/leases/{lease['id']}", actor=READER).json()
+    assert shown["queued_condition"]["code"] == "waiting_until"
+
+
+@pytest.mark.parametrize("value", ["tomorrow", "2026-01-01T09:30:00", 5])
+def test_a_bad_not_before_is_422_naming_it(http: Any, value: Any) -> None:
+    body = {"space": "OPS", "title": "later", "pool": "builders", "not_before": value}
+    got = http("POST", "/tasks", body, actor=MEMBER)
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert got.message.startswith("not_before:"), got.message
+
+
+def test_enqueue_with_not_before_answers_its_waiting_condition(http: Any) -> None:
+    task = http("POST", "/tasks", {"space": "OPS", "title": "t"}, actor=MEMBER).json()["task"]
+    got = http(
+        "POST",
+        f"/tasks/{task['id']}/enqueue",
+        {"pool": "builders", "not_before": "2026-01-02T00:00:00+01:00"},
+        actor=MEMBER,
+    )
+    assert got.status == 201, got.body
+    assert got.json()["lease"]["queued_condition"]["code"] == "waiting_until"

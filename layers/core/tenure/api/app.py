@@ -145,6 +145,7 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
         body.properties,
         body.pool,
         body.max_attempts,
+        m.instant_ms(body.not_before) if body.not_before else None,
     )
     status = TaskStatus.QUEUED if lease else TaskStatus.OPEN
     return _json(
@@ -158,8 +159,10 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
 
 @app.post(f"{BASE}/tasks/<task_id>/enqueue")
 def enqueue(task_id: str, body: Annotated[m.Enqueue, Body()]) -> Response[Any]:
-    lease = _svc().enqueue(_actor(), task_id, body.pool)
-    return _json({"lease": v.lease_view(lease)}, 201)
+    not_before = m.instant_ms(body.not_before) if body.not_before else None
+    svc = _svc()
+    lease = svc.enqueue(_actor(), task_id, body.pool, not_before)
+    return _json({"lease": v.lease_view(lease, svc.queued_condition_of(lease))}, 201)
 
 
 @app.get(f"{BASE}/tasks/<task_id>")

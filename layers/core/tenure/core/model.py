@@ -170,6 +170,8 @@ class Lease:
     report: dict[str, Any] | None = None  # what the final report said (details, error, reason)
     # The ceilings ("pool:NAME", "space:KEY") this lease counts against while it is held.
     counted: tuple[str, ...] | None = None
+    # Deferred (DESIGN §10): not claimable before this instant (epoch ms); it orders the queue.
+    not_before: int | None = None
     # Every transition bumps `version` and names itself here; the reactor turns each new
     # version it sees on the table's stream into one timeline event with an idempotent id.
     version: int = 1

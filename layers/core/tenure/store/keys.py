@@ -136,6 +136,18 @@ def queue_pk(pool: str) -> str:
     return f"Q#{pool}"
 
 
+def queue_at(created_at: int, not_before: int | None) -> int:
+    """A pending lease's place in its pool's queue: when it becomes claimable. A deferred
+    lease sorts at its not-before instant, so a claim's Query bounded by `queue_due_bound`
+    reads only leases that are due (a deferred one costs no read until then)."""
+    return max(created_at, not_before or 0)
+
+
+def queue_due_bound(now: int) -> str:
+    # "~" sorts after "#", so every key of the instant `now` itself is inside the bound.
+    return f"{now:013d}~"
+
+
 def space_list_keys(space: str, created_at: int, lease_id: str) -> dict[str, str]:
     return {SPACE_PK: f"SPACE#{space}", SPACE_SK: f"{created_at:013d}#{lease_id}"}
 
