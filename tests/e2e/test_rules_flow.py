@@ -100,7 +100,17 @@ def test_an_event_mints_once_per_event_id_and_its_lease_carries_the_trigger(worl
     won = _claim_when_there(world, pool)
     with world.api.client(won["token"]) as holder:
         bundle = holder.get(f"/leases/{won['lease']['id']}/payload").json()
+        assert holder.post(f"/leases/{won['lease']['id']}/complete", json={}).status_code == 200
     assert bundle["subject"]["kind"] == "space" and bundle["trigger"]["data"] == {"sha": "abc"}
+    wanted = ["lease.created", "lease.claimed", "lease.completed"]
+
+    def timeline() -> list[str] | None:
+        r = world.admin.get(f"/spaces/{world.space}/activity")
+        assert r.status_code == 200, r.text
+        types = [ev["type"] for ev in r.json()["events"]]
+        return types if all(t in types for t in wanted) else None
+
+    wait_for(timeline, 30, "the space subject's timeline")
 
 
 def test_a_one_time_schedule_fires_once_through_the_local_scheduler(world: World) -> None:
@@ -121,4 +131,14 @@ def test_a_one_time_schedule_fires_once_through_the_local_scheduler(world: World
     assert won["lease"]["workflow"] == {"slug": "nightly"} and won["lease"]["task"] is None
     with world.api.client(won["token"]) as holder:
         bundle = holder.get(f"/leases/{won['lease']['id']}/payload").json()
+        done = holder.post(f"/leases/{won['lease']['id']}/complete", json={"outcome": "success"})
+        assert done.status_code == 200, done.text
     assert bundle["subject"]["slug"] == "nightly" and "trigger" not in bundle
+
+    def timeline() -> list[str] | None:
+        r = world.admin.get(f"/workflows/nightly/activity?space={world.space}")
+        assert r.status_code == 200, r.text
+        types = [ev["type"] for ev in r.json()["events"]]
+        return types if "lease.completed" in types else None
+
+    assert wait_for(timeline, 30, "the workflow subject's timeline")[0] == "lease.created"

@@ -225,3 +225,46 @@ def test_enqueue_with_not_before_answers_its_waiting_condition(http: Any) -> Non
     )
     assert got.status == 201, got.body
     assert got.json()["lease"]["queued_condition"]["code"] == "waiting_until"
+
+
+def _fire(http: Any, subject: dict[str, Any], name: str) -> dict[str, Any]:
+    rule = http("POST", "/rules", rule_body(name=name, subject=subject)).json()["rule"]
+    lease: dict[str, Any] = http("POST", f"/rules/{rule['id']}/fire", actor=MEMBER).json()["lease"]
+    return lease
+
+
+def test_workflow_and_space_leases_read_and_list_like_task_leases(http: Any) -> None:
+    http("POST", "/workflows", {"space": "OPS", "slug": "triage", "name": "Triage"})
+    wf = _fire(http, {"kind": "workflow", "slug": "triage"}, "wf")
+    sp = _fire(http, {"kind": "space"}, "sp")
+    assert (wf["subject_kind"], wf["task"], wf["workflow"]) == (
+        "workflow",
+        None,
+        {"slug": "triage"},
+    )
+    assert (sp["subject_kind"], sp["task"], sp["workflow"]) == ("space", None, None)
+    listed = {x["id"] for x in http("GET", "/leases?space=OPS", actor=READER).json()["leases"]}
+    assert {wf["id"], sp["id"]} <= listed
+    assert http("GET", f"/leases/{wf['id']}", actor=READER).json()["workflow"] == {"slug": "triage"}
+
+
+def test_workflow_and_space_activity_routes_answer_their_timelines(http: Any) -> None:
+    http("POST", "/workflows", {"space": "OPS", "slug": "triage", "name": "Triage"})
+    wf = _fire(http, {"kind": "workflow", "slug": "triage"}, "wf")
+    sp = _fire(http, {"kind": "space"}, "sp")
+    got = http("GET", "/workflows/triage/activity?space=OPS", actor=READER)
+    assert got.status == 200
+    assert [(ev["type"], ev["lease_id"]) for ev in got.json()["events"]] == [
+        ("lease.created", wf["id"])
+    ]
+    events = http("GET", "/spaces/OPS/activity", actor=READER).json()["events"]
+    assert [(ev["type"], ev["lease_id"]) for ev in events] == [("lease.created", sp["id"])]
+
+
+def test_activity_routes_refuse_a_missing_scope_and_unknown_subjects(http: Any) -> None:
+    got = http("GET", "/workflows/triage/activity", actor=READER)
+    assert (got.status, got.code) == (422, "missing_scope")
+    got = http("GET", "/workflows/nope/activity?space=OPS", actor=READER)
+    assert (got.status, got.code) == (404, "not_found")
+    got = http("GET", "/spaces/NOPE/activity", actor=READER)
+    assert (got.status, got.code) == (404, "not_found")

@@ -1,4 +1,5 @@
-"""Routes of rules and events (DESIGN §10), registered on the one resolver of api/app.py."""
+"""Routes of rules, events and the workflow and space subjects they mint leases for (DESIGN
+§10), included into the one resolver of api/app.py."""
 
 from __future__ import annotations
 
@@ -121,6 +122,28 @@ def post_event(body: Annotated[EventPost, Body()]) -> Response[Any]:
         api._actor(), body.space, body.topic, body.data, occurred, body.event_id
     )
     return api._json({"leases": [v.lease_view(lease) for lease in leases]}, 202)
+
+
+# --------------------------------------------------------- workflow and space subjects
+
+
+@router.get(f"{BASE}/workflows/<slug>/activity")
+def workflow_activity(
+    slug: str,
+    space: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> Response[Any]:
+    actor = api._actor()
+    if not space:
+        raise e.MissingScope("space is required: a workflow's slug is unique within its space")
+    events = api._svc().workflow_activity(actor, space, slug, limit)
+    return api._json({"events": [v.event_view(ev) for ev in events]})
+
+
+@router.get(f"{BASE}/spaces/<key>/activity")
+def space_activity(key: str, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
+    events = api._svc().space_activity(api._actor(), key, limit)
+    return api._json({"events": [v.event_view(ev) for ev in events]})
 
 
 def _ms(at: datetime) -> int:

@@ -15,6 +15,7 @@ from tenure.core.leases.reports import Beat, ReportOps
 from tenure.core.payload import PayloadOps
 from tenure.core.rules_ops import RulesOps
 from tenure.core.setup import SetupOps
+from tenure.core.subjects import SubjectOps
 from tenure.core.tasks import TaskOps, TaskView
 from tenure.core.workers import WorkerView
 
@@ -29,6 +30,7 @@ class LeaseService(
     ConditionOps,
     PayloadOps,
     RulesOps,
+    SubjectOps,
 ):
     """The one object handlers, the sweeper and the reactor call."""
 
