@@ -187,3 +187,57 @@ def test_an_sns_subscription_confirmation_is_acknowledged(aws: Aws) -> None:
         }
     )
     assert handler.handle({"Records": [record]}, None) == {"batchItemFailures": []}
+
+
+def _record(body: str, message_id: str = "sample-record") -> dict[str, Any]:
+    record = copy.deepcopy(batch()["Records"][0])
+    record["messageId"] = message_id
+    record["body"] = body
+    return record
+
+
+@pytest.mark.parametrize("name", ["ses-received-s3.json", "sns-envelope-ses-received.json"])
+def test_the_single_notification_samples_replay_through_the_handler(aws: Aws, name: str) -> None:
+    _inbox(aws, "FIN", "invoices", "invoices@inbound.tenure.example")
+    body = (ROOT / "events" / name).read_text()
+    assert handler.handle({"Records": [_record(body)]}, None) == {"batchItemFailures": []}
+    (lease,) = _leases(aws, "FIN")
+    assert _trigger(aws, lease)["data"]["subject"] == "Invoice 2026-1184 and delivery photo"
+
+
+EXPECTED = {
+    "plain-text.eml": ("Nightly export failed on host db-7", "disk quota exceeded", 0),
+    "html-only.eml": ("Incident resolved: API latency in eu-west-1", "", 0),
+    "multipart-attachments.eml": ("Invoice 2026-1184 and delivery photo", "", 2),
+    "encoded-subject.eml": ("Lieferung verzögert \u2013 Bestellung Nr. 4417", "", 0),
+    "reply-quoted.eml": ("Re: Nightly export failed on host db-7", "", 0),
+    "damaged-parts.eml": ("Scan 0042", "", None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_sample_eml_replays_from_s3_to_a_lease_with_its_trigger(aws: Aws, name: str) -> None:
+    from tenure.local.email_send import notification
+
+    _inbox(aws, "OPS", "triage", "intake@inbound.tenure.example")
+    raw = (ROOT / "email" / name).read_bytes()
+    ses_id = "sample-" + name.removesuffix(".eml")
+    note = notification(
+        raw,
+        ses_id,
+        BUCKET,
+        "arn:aws:sns:us-east-1:123456789012:t",
+        ["intake@inbound.tenure.example"],
+    )
+    aws.s3.put_object(Bucket=BUCKET, Key=note["receipt"]["action"]["objectKey"], Body=raw)
+    answer = handler.handle({"Records": [_record(json.dumps(note), name)]}, None)
+    assert answer == {"batchItemFailures": []}
+    (lease,) = _leases(aws, "OPS")
+    data = _trigger(aws, lease)["data"]
+    subject, in_body, attachments = EXPECTED[name]
+    assert data["subject"] == subject and data["message_id"] == ses_id
+    assert in_body in data["body"] and data["body"].strip()
+    if attachments is not None:
+        assert len(data["attachments"]) == attachments
+    task = aws.svc.store.get_task(lease.task_id)
+    assert task is not None and task.title.startswith(subject[:20])

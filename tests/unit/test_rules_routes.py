@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -268,3 +269,17 @@ def test_activity_routes_refuse_a_missing_scope_and_unknown_subjects(http: Any) 
     assert (got.status, got.code) == (404, "not_found")
     got = http("GET", "/spaces/NOPE/activity", actor=READER)
     assert (got.status, got.code) == (404, "not_found")
+
+
+RULE_SAMPLES = sorted(
+    (Path(__file__).resolve().parents[2] / "samplesources" / "rules").glob("*.json")
+)
+
+
+@pytest.mark.parametrize("sample", RULE_SAMPLES, ids=lambda p: p.stem)
+def test_the_sample_rule_set_is_accepted_as_written(http: Any, rig: Rig, sample: Path) -> None:
+    rig.make_pool("triage")
+    http("POST", "/workflows", {"space": "OPS", "slug": "nightly-report", "name": "Nightly report"})
+    got = http("POST", "/rules", json.loads(sample.read_text()))
+    assert got.status == 201, got.body
+    assert got.json()["rule"]["name"] == sample.stem
