@@ -88,3 +88,9 @@ def test_the_receipt_rule_stores_under_inbound_and_notifies_the_topic_only_with_
         "ObjectKeyPrefix": "inbound/",
         "TopicArn": {"Ref": "InboundEmailTopic"},
     }
+
+
+def test_raw_inbound_mail_expires_under_inbound(resources: dict[str, Any]) -> None:
+    (rule,) = resources["InboundBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert (rule["Prefix"], rule["Status"]) == ("inbound/", "Enabled")
+    assert rule["ExpirationInDays"] == {"Ref": "InboundRetentionDays"}

@@ -246,7 +246,7 @@ class Provisioner:
                 local: dict[str, Any] = {
                     "ID": rule["Id"],
                     "Status": rule["Status"],
-                    "Filter": {"Prefix": ""},
+                    "Filter": {"Prefix": rule.get("Prefix", "")},
                 }
                 if "ExpirationInDays" in rule:
                     local["Expiration"] = {"Days": int(rule["ExpirationInDays"])}
