@@ -140,3 +140,19 @@ def test_the_local_loop_fires_a_rate_rule_each_period_and_not_while_disabled(aws
     # Times missed while disabled are not made up; the next period fires.
     assert len(loop.tick(created + timedelta(seconds=361))) == 1
     assert len(aws.svc.list_leases(ADMIN, "OPS", 100, None, None, None).leases) == 3
+
+
+def test_resync_remakes_schedules_a_restarted_scheduler_forgot(aws: Aws) -> None:
+    on = _rule(aws, "cron(0 2 * * ? *)", "Europe/Paris", name="on")
+    off = _rule(aws, "rate(1 hour)", name="off")
+    aws.svc.update_rule(ADMIN, off, {"enabled": False})
+    for name in aws.schedules.names():
+        aws.schedules.delete(name)
+    assert aws.svc.resync_schedules() == 2
+    assert sorted(aws.schedules.names()) == sorted([on, off])
+    assert (aws.schedules.describe(off) or {})["State"] == "DISABLED"
+    held = aws.schedules.describe(on) or {}
+    assert (held["ScheduleExpression"], held["ScheduleExpressionTimezone"]) == (
+        "cron(0 2 * * ? *)",
+        "Europe/Paris",
+    )

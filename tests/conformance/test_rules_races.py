@@ -155,7 +155,11 @@ def test_rule_rows_follow_renames_disables_and_deletes(rig: Rig) -> None:
         rule.id
     ]
     assert [r.id for r in store.inbound_rules("email.received", [], "OPS", 10)] == [rule.id]
+    svc.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(1 day)"}})
+    assert store.inbound_rules("email.received", [], None, 10) == []
+    assert [r.id for r in store.scheduled_rules(10)] == [rule.id]
     svc.delete_rule(ADMIN, renamed.id)
+    assert store.scheduled_rules(10) == []
     assert (
         store.list_rules("OPS", 10) == []
         and store.inbound_rules("email.received", [], None, 10) == []

@@ -81,6 +81,11 @@ class FakeRules:
                     found.append(copy.deepcopy(rule))
         return found
 
+    def scheduled_rules(self, limit: int) -> list[Rule]:
+        rules = self.rule_tables.rules.values()
+        found = sorted((r for r in rules if r.kind == "scheduled"), key=lambda r: (r.space, r.id))
+        return [copy.deepcopy(r) for r in found[:limit]]
+
     def get_event_record(self, space: str, event_id: str) -> list[str] | None:
         record = self.rule_tables.event_records.get((space, event_id))
         return list(record) if record is not None else None

@@ -382,3 +382,42 @@ def test_both_rule_stores_implement_every_rule_store_method_with_the_same_parame
             ours = getattr(impl, name, None)
             assert ours is not None, f"{impl.__name__} lacks {name}"
             assert list(inspect.signature(ours).parameters) == list(signature.parameters)
+
+
+def test_resync_remakes_every_scheduled_rules_schedule_in_its_state(
+    rig: Rig, schedules: FakeSchedules
+) -> None:
+    nightly = make_rule(rig, "nightly", trigger=NIGHTLY)
+    paused = make_rule(rig, "paused", trigger={"schedule": "rate(1 hour)"})
+    rig.svc.update_rule(ADMIN, paused.id, {"enabled": False})
+    make_rule(rig, "inbox")
+    gone = make_rule(rig, "gone", trigger=NIGHTLY)
+    rig.svc.delete_rule(ADMIN, gone.id)
+    schedules.held.clear()  # what a restarted moto remembers
+    assert rig.svc.resync_schedules() == 2
+    assert {name: s["state"] for name, s in schedules.held.items()} == {
+        nightly.id: "ENABLED",
+        paused.id: "DISABLED",
+    }
+
+
+def test_a_delete_that_loses_to_a_concurrent_change_deletes_the_rule_as_it_now_is(
+    rig: Rig, schedules: FakeSchedules, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tenure.core.errors import Conflict
+
+    rule = make_rule(rig, "nightly", trigger=NIGHTLY)
+    real = rig.store.delete_rule
+    calls = []
+
+    def racing(seen: Rule) -> None:
+        calls.append(seen.version)
+        if len(calls) == 1:  # someone re-enabled it in between: its schedule is back
+            rig.svc.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(2 hours)"}})
+            raise Conflict("rule moved on")
+        real(seen)
+
+    monkeypatch.setattr(rig.store, "delete_rule", racing)
+    rig.svc.delete_rule(ADMIN, rule.id)
+    assert calls == [1, 2] and schedules.held == {}
+    assert rig.store.get_rule(rule.id) is None

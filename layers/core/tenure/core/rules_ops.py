@@ -41,6 +41,8 @@ from tenure.core.states import LeaseState, SubjectKind
 from tenure.inbound.matching import render_template
 
 PATCHABLE = ("name", "pool", "subject", "trigger", "enabled")
+# Schedules re-made by one resync (a group holds this many schedules in practice, far fewer).
+MAX_SCHEDULED_RULES = 1000
 # Addresses looked up in the inbound index per event (SES delivers to at most 50 recipients).
 MAX_RECIPIENTS = 100
 
@@ -151,13 +153,34 @@ class RulesOps(ServiceBase):
 
     def delete_rule(self, actor: Principal, rule_id: str) -> None:
         authz.require_role(actor, "admin")
-        rule = self._rule(rule_id)
-        authz.require_operator(actor, "admin", rule.space)
-        # The schedule goes first: a rule whose row outlived its schedule would be harmless
-        # (it just never fires), a schedule that outlived its rule fires at nothing.
-        if rule.schedule_name is not None:
-            self._require_schedules().delete(rule.schedule_name)
-        self._rules.delete_rule(rule)
+        for attempt in range(MAX_WRITE_TRIES):
+            rule = self._rules.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
+            if rule is None:
+                if attempt == 0:
+                    raise NotFound(f"rule {rule_id} does not exist")
+                return  # a concurrent delete got there first
+            authz.require_operator(actor, "admin", rule.space)
+            # The schedule goes first: a schedule that outlived its rule would fire at nothing.
+            if rule.schedule_name is not None:
+                self._require_schedules().delete(rule.schedule_name)
+            try:
+                self._rules.delete_rule(rule)
+                return
+            except Conflict:
+                # Changed meanwhile (and perhaps rescheduled): delete what it is now.
+                self.counters["lost_writes"] += 1
+        raise Unavailable(
+            f"rule {rule_id} kept changing during this request; try again",
+            retry_after=RETRY_AFTER_SECONDS,
+        )
+
+    def resync_schedules(self) -> int:
+        """Put every scheduled rule's schedule as the rule says (create, update or disable):
+        what a restarted local stack needs, and a repair after a schedule was lost."""
+        rules = self._rules.scheduled_rules(MAX_SCHEDULED_RULES)
+        for rule in rules:
+            self._sync_schedule(rule)
+        return len(rules)
 
     def _after_change(self, old: Rule, new: Rule) -> None:
         """Bring the schedule in line with the rule just written; undo the write if it can't."""

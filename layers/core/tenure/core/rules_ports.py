@@ -34,6 +34,10 @@ class RuleStore(Protocol):
         `recipients` as `to`, and those with no `to`; of one space, or of every space (None)."""
         ...
 
+    def scheduled_rules(self, limit: int) -> list[Rule]:
+        """Every scheduled rule, enabled or not, at most `limit` (one Query, no Scan)."""
+        ...
+
     def get_event_record(self, space: str, event_id: str) -> list[str] | None:
         """The lease ids an event already minted, or None when it was never recorded."""
         ...

@@ -107,6 +107,10 @@ class Stack:
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
         wiring.build_service(store).bootstrap_admin(admin_token)
+        # moto forgets schedules on restart; the rules in DynamoDB Local do not.
+        remade = wiring.build_service(store).resync_schedules()
+        if remade:
+            print(f"re-made the schedules of {remade} scheduled rules")
         self.door.start()
         threading.Thread(target=self._sweep_loop, daemon=True).start()
         threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()

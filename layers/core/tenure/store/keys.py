@@ -221,6 +221,15 @@ def inbound_key(topic: str, to: str | None, space: str, rule_id: str) -> dict[st
     return {PK: inbound_pk(topic, to), SK: f"{space}#{rule_id}"}
 
 
+# Every scheduled rule, enabled or not, in one partition: its schedule can be re-made from
+# the table (the local stack's moto forgets schedules on restart) without a Scan.
+SCHEDULED_RULES_PK = "SCHEDULED_RULES"
+
+
+def scheduled_rule_key(space: str, rule_id: str) -> dict[str, str]:
+    return {PK: SCHEDULED_RULES_PK, SK: f"{space}#{rule_id}"}
+
+
 def event_record_key(space: str, event_id: str) -> dict[str, str]:
     return {PK: f"EVENTID#{space}#{event_id}", SK: "EVENTID"}
 

@@ -22,7 +22,10 @@ def rule_from(row: dict[str, Any]) -> Rule:
 
 
 def index_keys(rule: Rule) -> list[dict[str, str]]:
-    """The inbound-index rows a rule has: one while it is an enabled inbound rule, else none."""
+    """The index rows a rule has: an enabled inbound rule one in the inbound index, a
+    scheduled rule (enabled or not) one in the scheduled-rules partition."""
+    if rule.schedule_name is not None:
+        return [k.scheduled_rule_key(rule.space, rule.id)]
     if not rule.enabled or rule.topic is None:
         return []
     return [k.inbound_key(rule.topic, rule.inbound_to, rule.space, rule.id)]
@@ -137,6 +140,20 @@ class DynamoRuleStore(DynamoStore):
             return []
         rows = self._batch_get([k.rule_key(i) for i in ids])
         by_id = {rule.id: rule for rule in map(rule_from, rows)}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def scheduled_rules(self, limit: int) -> list[Rule]:
+        out = self._query(
+            KeyConditionExpression=f"{k.PK} = :pk",
+            ExpressionAttributeValues=_values(pk=k.SCHEDULED_RULES_PK),
+            Limit=limit,
+        )
+        ids = [str(_load(row)["rule_id"]) for row in out.get("Items", [])]
+        if not ids:
+            return []
+        by_id = {
+            rule.id: rule for rule in map(rule_from, self._batch_get([k.rule_key(i) for i in ids]))
+        }
         return [by_id[i] for i in ids if i in by_id]
 
     def get_event_record(self, space: str, event_id: str) -> list[str] | None:
