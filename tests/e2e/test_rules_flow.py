@@ -4,6 +4,7 @@ an event to its leases, and a one-time schedule firing through the scheduler loo
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -142,3 +143,69 @@ def test_a_one_time_schedule_fires_once_through_the_local_scheduler(world: World
         return types if "lease.completed" in types else None
 
     assert wait_for(timeline, 30, "the workflow subject's timeline")[0] == "lease.created"
+
+
+def _tenure(local_stack: LocalStack, *args: str, stdin: str | None = None) -> str:
+    env = {**os.environ, "TENURE_API": local_stack.base.removesuffix("/api/v1")}
+    env["TENURE_TOKEN"] = local_stack.admin_token
+    done = subprocess.run(
+        [sys.executable, "-m", "tenure.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+def test_the_rules_cli_creates_lists_fires_disables_and_deletes(
+    world: World, local_stack: LocalStack
+) -> None:
+    pool = world.pool()["name"]
+    sample = json.loads((EMAIL.parent / "rules" / "support-inbox.json").read_text())
+    sample["pool"] = pool
+    created = json.loads(
+        _tenure(
+            local_stack,
+            "rules",
+            "create",
+            "-",
+            "--space",
+            world.space,
+            "-o",
+            "json",
+            stdin=json.dumps(sample),
+        )
+    )
+    assert (created["name"], created["space"], created["kind"]) == (
+        "support-inbox",
+        world.space,
+        "inbound",
+    )
+    listed = _tenure(local_stack, "rules", "list", "--space", world.space)
+    assert "support-inbox" in listed and "email.received" in listed
+    fired = json.loads(_tenure(local_stack, "rules", "fire", created["id"], "-o", "json"))
+    assert fired["lease"]["state"] == "pending" and fired["lease"]["pool"] == pool
+    off = json.loads(_tenure(local_stack, "rules", "disable", created["id"], "-o", "json"))
+    assert off["enabled"] is False
+    posted = _tenure(
+        local_stack,
+        "events",
+        "post",
+        "--space",
+        world.space,
+        "--topic",
+        "email.received",
+        "--data",
+        '{"to": ["support@inbound.example.com"]}',
+        "--event-id",
+        "cli-1",
+        "-o",
+        "json",
+    )
+    assert json.loads(posted) == []  # disabled: nothing minted
+    _tenure(local_stack, "rules", "delete", created["id"])
+    assert world.admin.get(f"/rules/{created['id']}").status_code == 404

@@ -81,6 +81,9 @@ def parser() -> argparse.ArgumentParser:
     from tenure.worker.commands import add_commands
 
     add_commands(sub)
+    from tenure.rules_cli import add_commands as add_rule_commands
+
+    add_rule_commands(sub)
     return p
 
 
