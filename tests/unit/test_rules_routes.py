@@ -225,7 +225,8 @@ def test_enqueue_with_not_before_answers_its_waiting_condition(http: Any) -> Non
         actor=MEMBER,
     )
     assert got.status == 201, got.body
-    assert got.json()["lease"]["queued_condition"]["code"] == "waiting_until"
+    lease = http("GET", f"/leases/{got.json()['lease']['id']}", actor=READER).json()
+    assert lease["queued_condition"]["code"] == "waiting_until"
 
 
 def _fire(http: Any, subject: dict[str, Any], name: str) -> dict[str, Any]:

@@ -160,9 +160,8 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
 @app.post(f"{BASE}/tasks/<task_id>/enqueue")
 def enqueue(task_id: str, body: Annotated[m.Enqueue, Body()]) -> Response[Any]:
     not_before = m.instant_ms(body.not_before) if body.not_before else None
-    svc = _svc()
-    lease = svc.enqueue(_actor(), task_id, body.pool, not_before)
-    return _json({"lease": v.lease_view(lease, svc.queued_condition_of(lease))}, 201)
+    lease = _svc().enqueue(_actor(), task_id, body.pool, not_before)
+    return _json({"lease": v.lease_view(lease)}, 201)
 
 
 @app.get(f"{BASE}/tasks/<task_id>")
