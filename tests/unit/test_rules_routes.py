@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tenure import wiring
 from tenure.api import app as api
 from tenure.core.model import Principal
 from tenure.local.frontdoor import to_event
@@ -38,6 +39,7 @@ class Answer:
 def http(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
     rig.svc.schedules = FakeSchedules()
     monkeypatch.setattr(api, "_svc", lambda: rig.svc)
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
 
     def call(method: str, path: str, body: Any = None, actor: Principal | None = ADMIN) -> Answer:
         raw = body if isinstance(body, str) else json.dumps(body) if body is not None else ""

@@ -3,24 +3,72 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import AwareDatetime, Field, StringConstraints, field_validator
 
-from tenure.api import app as api
+from tenure import wiring
 from tenure.api import views as v
 from tenure.api.models import SpaceKey, Strict, _bounded
 from tenure.api.routes import BASE
 from tenure.core import errors as e
+from tenure.core.model import Principal
 from tenure.core.rule import Rule
+from tenure.core.service import LeaseService
 
 Topic = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")]
-# Included by api/app.py (`app.include_router`), so these routes share its errors and auth.
+# Included by api/app.py (`app.include_router`), so these routes share its error table and
+# the authorizer's verdict; the module needs nothing else from app.py.
 router = APIGatewayHttpRouter()
+
+# Who may call each route (DESIGN §10), in the shape of the API's route table; the service
+# checks the same roles and the caller's spaces again (core/rules_ops.py).
+RULE_ROUTES: dict[tuple[str, str], str] = {
+    ("POST", f"{BASE}/rules"): "operator:admin",
+    ("GET", f"{BASE}/rules"): "operator:read",
+    ("GET", f"{BASE}/rules/<rule_id>"): "operator:read",
+    ("PATCH", f"{BASE}/rules/<rule_id>"): "operator:admin",
+    ("DELETE", f"{BASE}/rules/<rule_id>"): "operator:admin",
+    ("POST", f"{BASE}/rules/<rule_id>/fire"): "operator:member",
+    ("POST", f"{BASE}/events"): "operator:member",
+    ("GET", f"{BASE}/workflows/<slug>/activity"): "operator:read",
+    ("GET", f"{BASE}/spaces/<key>/activity"): "operator:read",
+}
+# The query parameters each GET route takes.
+RULE_QUERY: dict[tuple[str, str], set[str]] = {
+    ("GET", f"{BASE}/rules"): {"space"},
+    ("GET", f"{BASE}/workflows/<slug>/activity"): {"space", "limit"},
+    ("GET", f"{BASE}/spaces/<key>/activity"): {"limit"},
+}
+
+
+def _svc() -> LeaseService:
+    return wiring.service()
+
+
+def _actor() -> Principal:
+    """The caller as the authorizer described it (functions/authorizer)."""
+    ctx = router.current_event.request_context.authorizer.get_lambda
+    raw = ctx.get("principal")
+    if not raw:
+        raise e.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
+    data = json.loads(raw)
+    for key in ("spaces", "pools"):
+        if data.get(key) is not None:
+            data[key] = tuple(data[key])
+    return Principal(**data)
+
+
+def _json(body: Any, status: int = 200) -> Response[Any]:
+    return Response(
+        status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body)
+    )
+
 
 EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
@@ -75,23 +123,23 @@ def rule_view(rule: Rule) -> dict[str, Any]:
 
 @router.post(f"{BASE}/rules")
 def create_rule(body: Annotated[RuleCreate, Body()]) -> Response[Any]:
-    rule = api._svc().create_rule(
-        api._actor(), body.space, body.name, body.pool, body.subject, body.trigger, body.enabled
+    rule = _svc().create_rule(
+        _actor(), body.space, body.name, body.pool, body.subject, body.trigger, body.enabled
     )
-    return api._json({"rule": rule_view(rule)}, 201)
+    return _json({"rule": rule_view(rule)}, 201)
 
 
 @router.get(f"{BASE}/rules")
 def list_rules(space: Annotated[str | None, Query(max_length=64)] = None) -> Response[Any]:
-    actor = api._actor()
+    actor = _actor()
     if not space:
         raise e.MissingScope("space is required: list the rules of one space")
-    return api._json({"rules": [rule_view(rule) for rule in api._svc().list_rules(actor, space)]})
+    return _json({"rules": [rule_view(rule) for rule in _svc().list_rules(actor, space)]})
 
 
 @router.get(f"{BASE}/rules/<rule_id>")
 def get_rule(rule_id: str) -> Response[Any]:
-    return api._json({"rule": rule_view(api._svc().get_rule(api._actor(), rule_id))})
+    return _json({"rule": rule_view(_svc().get_rule(_actor(), rule_id))})
 
 
 @router.patch(f"{BASE}/rules/<rule_id>")
@@ -100,28 +148,26 @@ def update_rule(rule_id: str, body: Annotated[RulePatch, Body()]) -> Response[An
     nulls = sorted(name for name, value in changes.items() if value is None)
     if nulls:
         raise e.ValidationFailed(f"{nulls[0]}: cannot be null")
-    rule = api._svc().update_rule(api._actor(), rule_id, changes)
-    return api._json({"rule": rule_view(rule)})
+    rule = _svc().update_rule(_actor(), rule_id, changes)
+    return _json({"rule": rule_view(rule)})
 
 
 @router.delete(f"{BASE}/rules/<rule_id>")
 def delete_rule(rule_id: str) -> Response[Any]:
-    api._svc().delete_rule(api._actor(), rule_id)
+    _svc().delete_rule(_actor(), rule_id)
     return Response(status_code=204, content_type=None, body=None)
 
 
 @router.post(f"{BASE}/rules/<rule_id>/fire")
 def fire_rule(rule_id: str) -> Response[Any]:
-    return api._json({"lease": v.lease_view(api._svc().fire_rule(api._actor(), rule_id))}, 201)
+    return _json({"lease": v.lease_view(_svc().fire_rule(_actor(), rule_id))}, 201)
 
 
 @router.post(f"{BASE}/events")
 def post_event(body: Annotated[EventPost, Body()]) -> Response[Any]:
     occurred = _ms(body.occurred_at) if body.occurred_at else None
-    leases = api._svc().post_event(
-        api._actor(), body.space, body.topic, body.data, occurred, body.event_id
-    )
-    return api._json({"leases": [v.lease_view(lease) for lease in leases]}, 202)
+    leases = _svc().post_event(_actor(), body.space, body.topic, body.data, occurred, body.event_id)
+    return _json({"leases": [v.lease_view(lease) for lease in leases]}, 202)
 
 
 # --------------------------------------------------------- workflow and space subjects
@@ -133,17 +179,17 @@ def workflow_activity(
     space: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> Response[Any]:
-    actor = api._actor()
+    actor = _actor()
     if not space:
         raise e.MissingScope("space is required: a workflow's slug is unique within its space")
-    events = api._svc().workflow_activity(actor, space, slug, limit)
-    return api._json({"events": [v.event_view(ev) for ev in events]})
+    events = _svc().workflow_activity(actor, space, slug, limit)
+    return _json({"events": [v.event_view(ev) for ev in events]})
 
 
 @router.get(f"{BASE}/spaces/<key>/activity")
 def space_activity(key: str, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
-    events = api._svc().space_activity(api._actor(), key, limit)
-    return api._json({"events": [v.event_view(ev) for ev in events]})
+    events = _svc().space_activity(_actor(), key, limit)
+    return _json({"events": [v.event_view(ev) for ev in events]})
 
 
 def _ms(at: datetime) -> int:
