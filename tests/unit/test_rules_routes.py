@@ -38,7 +38,7 @@ class Answer:
 @pytest.fixture
 def http(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
     rig.svc.schedules = FakeSchedules()
-    monkeypatch.setattr(api, "_svc", lambda: rig.svc)
+    # Both the app's routes and the rules routes build the service through wiring.
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
 
     def call(method: str, path: str, body: Any = None, actor: Principal | None = ADMIN) -> Answer:
