@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import io
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -14,6 +17,8 @@ from tenure.core.errors import AlreadyExists, Conflict
 from tenure.core.model import Pool, Principal
 from tenure.core.service import LeaseService
 from tenure.core.states import PoolKind
+from tenure.inbound.service import InboundEmail
+from tenure.local.email_send import notification
 from tenure.store.rules_store import DynamoRuleStore
 from tenure.wiring import RandomIds, SystemClock
 
@@ -182,3 +187,47 @@ def test_a_claim_reads_only_due_leases_from_the_queue_index(rig: Rig) -> None:
     rig.clock.advance(60)
     won = svc.claim(worker, "ops", "w2", None, 0, None)
     assert won is not None and won.lease.id == later.id
+
+
+class MemoryS3:
+    """The two S3 calls the inbound service makes, in memory and thread-safe (S3 is not
+    what is raced here; DynamoDB Local is)."""
+
+    def __init__(self, objects: dict[tuple[str, str], bytes]) -> None:
+        self.objects = dict(objects)
+        self._lock = threading.Lock()
+
+    def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:
+        with self._lock:
+            return {"Body": io.BytesIO(self.objects[(Bucket, Key)])}
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes, **_: Any) -> None:
+        with self._lock:
+            self.objects[(Bucket, Key)] = Body
+
+
+def test_the_same_sqs_record_handled_by_8_threads_mints_one_lease_per_matching_rule(
+    rig: Rig,
+) -> None:
+    svc = _world(rig)
+    inbox = {"topic": "email.received", "match": {"to": "invoices@inbound.tenure.example"}}
+    svc.create_rule(ADMIN, "OPS", "ops-copy", "ops", {"kind": "task", "title": "{subject}"}, inbox)
+    svc.create_rule(ADMIN, "SALES", "sales-copy", "sales", {"kind": "space"}, inbox)
+    raw = (
+        Path(__file__).resolve().parents[2]
+        / "samplesources"
+        / "email"
+        / "multipart-attachments.eml"
+    ).read_bytes()
+    note = notification(raw, "race0000message", "inbound", "arn:aws:sns:us-east-1:1:t", None)
+    s3 = MemoryS3({("inbound", "inbound/race0000message"): raw})
+    body = json.dumps(note)
+
+    answers = _race(
+        rig, lambda s: sorted(x.id for x in InboundEmail(s, s3, "attachments").receive(body).leases)
+    )
+    assert not [a for a in answers if isinstance(a, Exception)], answers
+    assert len({tuple(a) for a in answers if isinstance(a, list)}) == 1
+    assert len(_leases(svc, "OPS")) == 1 and len(_leases(svc, "SALES")) == 1
+    stored = sorted(key for bucket, key in s3.objects if bucket == "attachments")
+    assert len(stored) == 2 and all(k.startswith("email/race0000message/att_") for k in stored)
