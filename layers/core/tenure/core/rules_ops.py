@@ -37,6 +37,7 @@ from tenure.core.rule import (
     firing_job_id,
 )
 from tenure.core.rules_ports import RuleStore, Schedules
+from tenure.core.schedules import next_fire_times
 from tenure.core.states import LeaseState, SubjectKind
 from tenure.inbound.matching import render_template
 
@@ -92,6 +93,7 @@ class RulesOps(ServiceBase):
             updated_at=now,
         )
         self._check_targets(rule)
+        self._check_fires(rule)
         if len(self._rules.list_rules(space, MAX_RULES_PER_SPACE)) >= MAX_RULES_PER_SPACE:
             raise ValidationFailed(f"space: {space!r} already has {MAX_RULES_PER_SPACE} rules")
         self._rules.put_rule(rule)
@@ -130,6 +132,7 @@ class RulesOps(ServiceBase):
             fields["subject"] = check_subject(changes["subject"])
         if "trigger" in changes:
             fields["trigger"] = check_trigger(changes["trigger"])
+            self._check_fires(replace(self._rule(rule_id), trigger=fields["trigger"]))
         if "enabled" in changes:
             if not isinstance(changes["enabled"], bool):
                 raise ValidationFailed("enabled: must be true or false")
@@ -218,6 +221,19 @@ class RulesOps(ServiceBase):
         if slug is not None and self.store.get_workflow(rule.space, slug) is None:
             where = "subject.slug" if rule.subject["kind"] == "workflow" else "subject.workflow"
             raise ValidationFailed(f"{where}: workflow {slug!r} does not exist in {rule.space!r}")
+
+    def _check_fires(self, rule: Rule) -> None:
+        """A schedule that can never fire again (an at() in the past, a cron whose years have
+        run out) is refused: Scheduler would keep it, silently idle, forever."""
+        if rule.kind != "scheduled":
+            return
+        now = datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=UTC)
+        trigger = rule.trigger
+        if not next_fire_times(trigger["schedule"], trigger.get("timezone", "UTC"), now, 1):
+            after = iso_utc(self.clock.now_ms())
+            raise ValidationFailed(
+                f"trigger.schedule: {trigger['schedule']} never fires after {after}"
+            )
 
     def _rule(self, rule_id: str) -> Rule:
         rule = self._rules.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
