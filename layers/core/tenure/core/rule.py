@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from tenure.core import rules as r
@@ -171,6 +172,13 @@ def check_trigger(trigger: Any) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------ firing identity
+def iso_utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def workflow_subject_id(space: str, slug: str) -> str:
+    """A workflow's timeline id: slugs are unique only within their space."""
+    return f"{space}/{slug}"
 
 
 def firing_job_id(rule_id: str, occasion: str) -> str:

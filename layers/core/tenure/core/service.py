@@ -8,12 +8,12 @@ Every state change goes through the §3 table in core/transitions.py.
 from __future__ import annotations
 
 from tenure.core.conditions import ConditionOps, QueuedCondition
+from tenure.core.firings import FiringOps
 from tenure.core.leases.claims import Claimed, ClaimOps
 from tenure.core.leases.operator import OperatorOps
 from tenure.core.leases.recovery import RecoveryOps
 from tenure.core.leases.reports import Beat, ReportOps
 from tenure.core.payload import PayloadOps
-from tenure.core.rules_ops import RulesOps
 from tenure.core.setup import SetupOps
 from tenure.core.subjects import SubjectOps
 from tenure.core.tasks import TaskOps, TaskView
@@ -29,7 +29,7 @@ class LeaseService(
     RecoveryOps,
     ConditionOps,
     PayloadOps,
-    RulesOps,
+    FiringOps,
     SubjectOps,
 ):
     """The one object handlers, the sweeper and the reactor call."""

@@ -6,7 +6,7 @@ from tenure.core import authz
 from tenure.core.base import ServiceBase
 from tenure.core.errors import NotFound
 from tenure.core.model import Event, Principal
-from tenure.core.rules_ops import workflow_subject_id
+from tenure.core.rule import workflow_subject_id
 from tenure.core.states import SubjectKind
 
 # A subject's timeline grows with every firing: a read returns at most this many, newest.
