@@ -36,6 +36,9 @@ from tenure.core.states import REPORTABLE, LeaseState
 from tenure.core.timeline import lease_event, task_event
 from tenure.store import cursors
 from tenure.store import keys as k
+from tenure.store.keys import queue_at
+
+from tests.unit.fake_rules import FakeRules
 
 E = TypeVar("E")
 
@@ -77,6 +80,11 @@ def _worker_sk(worker_id: str) -> str:
     return k.worker_key("", worker_id)[k.SK]
 
 
+def _queue_position(lease: Lease) -> str:
+    # The queue index's sort key: when the lease becomes claimable (store.keys.queue_at).
+    return f"{queue_at(lease.created_at, lease.not_before):013d}#{lease.id}"
+
+
 def _limit(limit: int) -> None:
     if limit < 1:
         raise ValueError("a page needs a limit of at least 1")
@@ -94,7 +102,7 @@ class _LeaseRow:
     due_indexed: bool
 
 
-class FakeStore:
+class FakeStore(FakeRules):
     # Per-call page budgets (core.ports); instances may lower them (the contract tests do).
     list_budget = LIST_SCAN_BUDGET
     worker_budget = WORKER_SCAN_BUDGET
@@ -231,13 +239,15 @@ class FakeStore:
                 return WorkerPage([w for _, w in found], cursors.encode(kind, sk))
         return WorkerPage([w for _, w in found], None)
 
-    def queue_candidates(self, pool: str, limit: int) -> list[str]:
+    def queue_candidates(self, pool: str, limit: int, due_by: int | None = None) -> list[str]:
         if limit < 1:
             raise ValueError("a query's Limit must be at least 1")
         queued = sorted(
-            _position(row.lease)
+            _queue_position(row.lease)
             for row in self.lease_rows.values()
-            if row.lease.state is LeaseState.PENDING and row.lease.pool == pool
+            if row.lease.state is LeaseState.PENDING
+            and row.lease.pool == pool
+            and (due_by is None or queue_at(row.lease.created_at, row.lease.not_before) <= due_by)
         )
         return [position.split("#", 1)[1] for position in queued[:limit]]
 

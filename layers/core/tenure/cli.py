@@ -32,6 +32,20 @@ def _bench_lifecycle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _email_send(args: argparse.Namespace) -> int:
+    from tenure.local.email_send import send
+    from tenure.local.engines import use_local_credentials
+
+    use_local_credentials()
+    try:
+        sent = send(Path(args.data_dir) / "stack.json", Path(args.file), args.to or None)
+    except (OSError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(sent))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tenure", description="Tenure: fenced leases on work.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -56,9 +70,20 @@ def parser() -> argparse.ArgumentParser:
     bench_sub.add_parser(
         "lifecycle", help="write and read units of each step of one lease's life"
     ).set_defaults(func=_bench_lifecycle)
+    mail = sub.add_parser("email", help="inbound email against the local stack")
+    mail_sub = mail.add_subparsers(dest="action", required=True)
+    send = mail_sub.add_parser("send", help="deliver a .eml file as SES would (S3 + SNS)")
+    send.add_argument("file", help="a raw RFC 5322 message (.eml)")
+    send.add_argument("--to", action="append", help="an envelope recipient (repeatable)")
+    send.add_argument("--data-dir", default=".tenure", help="the local stack's data dir")
+    send.set_defaults(func=_email_send)
+
     from tenure.worker.commands import add_commands
 
     add_commands(sub)
+    from tenure.rules_cli import add_commands as add_rule_commands
+
+    add_rule_commands(sub)
     return p
 
 

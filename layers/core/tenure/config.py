@@ -17,6 +17,13 @@ class Settings(BaseModel):
     log_level: str = "INFO"
     # How often the sweeper is scheduled; a gap beyond this is the service's own absence.
     sweep_interval_seconds: float = 60.0
+    # Rules' schedules (DESIGN §10): the group they live in, the function they invoke and the
+    # role Scheduler assumes to invoke it. Only the API function creates schedules.
+    schedule_group: str = "default"
+    scheduler_target_arn: str | None = None
+    scheduler_role_arn: str | None = None
+    # Where inbound email's attachments are stored (DESIGN §10).
+    attachments_bucket: str | None = None
 
 
 # Field -> (variable, who sets it). "template": infra/template.yaml must set it for every
@@ -27,6 +34,11 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "dynamodb_endpoint": ("TENURE_DYNAMODB_ENDPOINT", "local"),
     "log_level": ("POWERTOOLS_LOG_LEVEL", "template"),
     "sweep_interval_seconds": ("TENURE_SWEEP_INTERVAL_SECONDS", "template"),
+    # "template:<Function>": the template sets it on that function (tests/infra checks).
+    "schedule_group": ("TENURE_SCHEDULE_GROUP", "template:ApiFunction"),
+    "scheduler_target_arn": ("TENURE_SCHEDULER_TARGET_ARN", "template:ApiFunction"),
+    "scheduler_role_arn": ("TENURE_SCHEDULER_ROLE_ARN", "template:ApiFunction"),
+    "attachments_bucket": ("TENURE_ATTACHMENTS_BUCKET", "template:InboundFunction"),
 }
 
 
@@ -46,6 +58,10 @@ def settings() -> Settings:
         dynamodb_endpoint=env.get("TENURE_DYNAMODB_ENDPOINT") or None,
         log_level=env.get("POWERTOOLS_LOG_LEVEL", "INFO"),
         sweep_interval_seconds=float(env.get("TENURE_SWEEP_INTERVAL_SECONDS", "60")),
+        schedule_group=env.get("TENURE_SCHEDULE_GROUP") or "default",
+        scheduler_target_arn=env.get("TENURE_SCHEDULER_TARGET_ARN") or None,
+        scheduler_role_arn=env.get("TENURE_SCHEDULER_ROLE_ARN") or None,
+        attachments_bucket=env.get("TENURE_ATTACHMENTS_BUCKET") or None,
     )
 
 

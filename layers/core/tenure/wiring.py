@@ -14,6 +14,8 @@ from botocore.config import Config
 from tenure.config import settings
 from tenure.core.service import LeaseService
 from tenure.store.dynamo import DynamoStore
+from tenure.store.rules_store import DynamoRuleStore
+from tenure.store.schedules import EventBridgeSchedules
 
 
 class SystemClock:
@@ -74,11 +76,24 @@ def dynamodb_client(endpoint: str | None = None) -> Any:
 
 
 def build_store(endpoint: str | None = None, table: str | None = None) -> DynamoStore:
-    return DynamoStore(dynamodb_client(endpoint), table or settings().table_name)
+    return DynamoRuleStore(dynamodb_client(endpoint), table or settings().table_name)
+
+
+def build_schedules() -> EventBridgeSchedules | None:
+    """The rules' schedules adapter, where this function is configured to manage schedules."""
+    cfg = settings()
+    if cfg.scheduler_target_arn is None or cfg.scheduler_role_arn is None:
+        return None
+    client = boto3.client("scheduler", region_name=cfg.region)
+    return EventBridgeSchedules(
+        client, cfg.schedule_group, cfg.scheduler_target_arn, cfg.scheduler_role_arn
+    )
 
 
 def build_service(store: DynamoStore | None = None) -> LeaseService:
-    return LeaseService(store or build_store(), SystemClock(), RandomIds())
+    svc = LeaseService(store or build_store(), SystemClock(), RandomIds())
+    svc.schedules = build_schedules()
+    return svc
 
 
 @lru_cache(maxsize=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -132,6 +133,23 @@ class TokenCreate(Strict):
         return self
 
 
+def _instant(value: str | None) -> str | None:
+    """An ISO-8601 time with its offset (`Z` or `+hh:mm`), as `not_before` takes it."""
+    if value is None:
+        return value
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("must be an ISO-8601 time such as 2026-12-01T09:00:00Z") from None
+    if parsed.tzinfo is None:
+        raise ValueError("must carry its offset (Z or +hh:mm)")
+    return value
+
+
+def instant_ms(value: str) -> int:
+    return int(datetime.fromisoformat(value).timestamp() * 1000)
+
+
 class TaskCreate(Strict):
     space: SpaceKey
     title: Title
@@ -140,12 +158,18 @@ class TaskCreate(Strict):
     properties: dict[str, Any] = Field(default_factory=dict)
     pool: Name | None = None
     max_attempts: Attempts | None = None
+    # Deferred (DESIGN §10): the lease is pending and not claimable before this instant.
+    not_before: Annotated[str, StringConstraints(max_length=64)] | None = None
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
+    _not_before = field_validator("not_before")(_instant)
 
 
 class Enqueue(Strict):
     pool: Name
+    not_before: Annotated[str, StringConstraints(max_length=64)] | None = None
+
+    _not_before = field_validator("not_before")(_instant)
 
 
 class Claim(Strict):
@@ -251,6 +275,7 @@ class LeaseTiming(Out):
     started_at: Stamp
     last_heartbeat_at: Stamp
     deadline: Stamp
+    not_before: Stamp
     ended_at: Stamp
     renew_seconds: int | None
     lease_seconds: int | None

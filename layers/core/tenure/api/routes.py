@@ -38,6 +38,16 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/leases/<lease_id>/fail"): "lease",
     ("POST", f"{BASE}/leases/<lease_id>/release"): "lease",
     ("GET", f"{BASE}/leases/<lease_id>/payload"): "lease",
+    # Rules, events and the subjects they mint leases for (DESIGN §10; endpoints/rules.py).
+    ("POST", f"{BASE}/rules"): "operator:admin",
+    ("GET", f"{BASE}/rules"): "operator:read",
+    ("GET", f"{BASE}/rules/<rule_id>"): "operator:read",
+    ("PATCH", f"{BASE}/rules/<rule_id>"): "operator:admin",
+    ("DELETE", f"{BASE}/rules/<rule_id>"): "operator:admin",
+    ("POST", f"{BASE}/rules/<rule_id>/fire"): "operator:member",
+    ("POST", f"{BASE}/events"): "operator:member",
+    ("GET", f"{BASE}/workflows/<slug>/activity"): "operator:read",
+    ("GET", f"{BASE}/spaces/<key>/activity"): "operator:read",
 }
 
 # Served without the authorizer (infra/template.yaml declares the same two routes).

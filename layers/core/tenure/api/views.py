@@ -43,6 +43,7 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
             "started_at": iso(lease.started_at),
             "last_heartbeat_at": iso(lease.heartbeat_at),
             "deadline": iso(lease.deadline),
+            "not_before": iso(lease.not_before),
             "ended_at": iso(lease.ended_at),
             "renew_seconds": lease.renew_seconds,
             "lease_seconds": lease.lease_seconds,

@@ -84,7 +84,8 @@ class ConditionOps(ServiceBase):
                 continue
             if lease.pool not in facts:
                 facts[lease.pool] = self._pool_facts(self._pool(lease.pool))
-            found[lease.id] = queued_condition(lease, facts[lease.pool])
+            deferred = lease.not_before if (lease.not_before or 0) > self.clock.now_ms() else None
+            found[lease.id] = queued_condition(lease, facts[lease.pool], deferred)
         return found
 
     def queued_condition_of(self, lease: Lease) -> QueuedCondition | None:

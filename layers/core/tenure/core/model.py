@@ -126,6 +126,10 @@ class Job:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     task_id: str | None = None
     exhausted: bool = False
+    # Set when a rule minted the run (DESIGN §10): which rule, and for an inbound rule the
+    # `{topic, occurred_at, data}` its payload carries as `trigger`.
+    rule_id: str | None = None
+    trigger: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,8 @@ class Lease:
     report: dict[str, Any] | None = None  # what the final report said (details, error, reason)
     # The ceilings ("pool:NAME", "space:KEY") this lease counts against while it is held.
     counted: tuple[str, ...] | None = None
+    # Deferred (DESIGN §10): not claimable before this instant (epoch ms); it orders the queue.
+    not_before: int | None = None
     # Every transition bumps `version` and names itself here; the reactor turns each new
     # version it sees on the table's stream into one timeline event with an idempotent id.
     version: int = 1

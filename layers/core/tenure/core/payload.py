@@ -46,7 +46,12 @@ class PayloadOps(ServiceBase):
         else:
             space = self._space(lease.space)
             subject = {"kind": "space", "key": space.key, "name": space.name, "activity": recent}
-        return {"lease": lease, "subject": subject, "kind": pool.kind.value}
+        bundle: dict[str, Any] = {"lease": lease, "subject": subject, "kind": pool.kind.value}
+        # Only a lease an inbound rule minted carries its trigger (DESIGN §6, §10).
+        job = self.store.get_job(lease.job_id)
+        if job is not None and job.trigger is not None:
+            bundle["trigger"] = job.trigger
+        return bundle
 
 
 def _event_summary(event: Event) -> dict[str, Any]:

@@ -167,7 +167,10 @@ class Store(Protocol):
         """Up to `limit` unexpired workers after `cursor`, examining <= WORKER_SCAN_BUDGET rows."""
         ...
 
-    def queue_candidates(self, pool: str, limit: int) -> list[str]: ...
+    def queue_candidates(self, pool: str, limit: int, due_by: int | None = None) -> list[str]:
+        """Pending leases of `pool`, head first; with `due_by`, only those due by then."""
+        ...
+
     def list_leases(
         self,
         space: str,

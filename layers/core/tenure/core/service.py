@@ -8,18 +8,29 @@ Every state change goes through the §3 table in core/transitions.py.
 from __future__ import annotations
 
 from tenure.core.conditions import ConditionOps, QueuedCondition
+from tenure.core.firings import FiringOps
 from tenure.core.leases.claims import Claimed, ClaimOps
 from tenure.core.leases.operator import OperatorOps
 from tenure.core.leases.recovery import RecoveryOps
 from tenure.core.leases.reports import Beat, ReportOps
 from tenure.core.payload import PayloadOps
 from tenure.core.setup import SetupOps
+from tenure.core.subjects import SubjectOps
 from tenure.core.tasks import TaskOps, TaskView
 from tenure.core.workers import WorkerView
 
 
 class LeaseService(
-    SetupOps, TaskOps, ClaimOps, ReportOps, OperatorOps, RecoveryOps, ConditionOps, PayloadOps
+    SetupOps,
+    TaskOps,
+    ClaimOps,
+    ReportOps,
+    OperatorOps,
+    RecoveryOps,
+    ConditionOps,
+    PayloadOps,
+    FiringOps,
+    SubjectOps,
 ):
     """The one object handlers, the sweeper and the reactor call."""
 

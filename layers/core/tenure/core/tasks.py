@@ -42,6 +42,7 @@ class TaskOps(ServiceBase):
         properties: dict[str, Any],
         pool: str | None,
         max_attempts: int | None,
+        not_before: int | None = None,
     ) -> tuple[Task, Lease | None]:
         authz.require_operator(actor, "member", space)
         rules.refuse_tokens({"title": title, "body": body, "properties": properties}, "the task")
@@ -63,10 +64,14 @@ class TaskOps(ServiceBase):
         if target is None:
             self._commit(Change(tasks=[TaskWrite(task, create=True)]))
             return task, None
-        task, lease = self._open_run(task, target, create_task=True, expect_job_id=None)
+        task, lease = self._open_run(
+            task, target, create_task=True, expect_job_id=None, not_before=not_before
+        )
         return task, lease
 
-    def enqueue(self, actor: Principal, task_id: str, pool: str) -> Lease:
+    def enqueue(
+        self, actor: Principal, task_id: str, pool: str, not_before: int | None = None
+    ) -> Lease:
         authz.require_role(actor, "member")
         task = self._task(task_id)
         authz.require_operator(actor, "member", task.space)
@@ -81,7 +86,12 @@ class TaskOps(ServiceBase):
         checks = [(task.job_id, current.id)] if task.job_id and current else []
         try:
             _, lease = self._open_run(
-                task, target, create_task=False, expect_job_id=task.job_id, job_checks=checks
+                task,
+                target,
+                create_task=False,
+                expect_job_id=task.job_id,
+                job_checks=checks,
+                not_before=not_before,
             )
         except Conflict as lost:
             raise InvalidTransition(f"task {task.key} already has an open run") from lost
@@ -113,6 +123,7 @@ class TaskOps(ServiceBase):
         create_task: bool,
         expect_job_id: str | None,
         job_checks: list[tuple[str, str]] | None = None,
+        not_before: int | None = None,
     ) -> tuple[Task, Lease]:
         now = self.clock.now_ms()
         job_id = self.ids.new_id("job")
@@ -133,6 +144,8 @@ class TaskOps(ServiceBase):
             fence=1,
             attempt=1,
             created_at=now,
+            # A time already past defers nothing: the lease is claimable at once.
+            not_before=not_before if not_before is not None and not_before > now else None,
         )
         job = Job(
             id=job_id,

@@ -23,6 +23,7 @@ IN_PROCESS = {
     "AWS::Serverless::LayerVersion": "the installed tenure package",
     "AWS::S3::BucketPolicy": "moto does not enforce bucket policies",
     "AWS::SNS::TopicPolicy": "moto does not enforce topic policies",
+    "AWS::IAM::Role": "moto does not enforce IAM; the ARN is what the schedules name",
 }
 # The order resources are made in: each only after what it refers to (a queue's dead-letter
 # queue, a subscription's topic and queue). Unlisted kinds come last.
@@ -46,6 +47,10 @@ STACK_RESOURCES = {
     "log_group": "LeaseLogs",
     "event_bus": "EventBus",
 }
+
+
+def function_arn(prefix: str, logical: str) -> str:
+    return f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{prefix}-{logical}"
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -74,6 +79,7 @@ for _short, _long in {
     "!Join": "Fn::Join",
     "!If": "Fn::If",
     "!Equals": "Fn::Equals",
+    "!Not": "Fn::Not",
     "!Select": "Fn::Select",
 }.items():
     _CfnLoader.add_constructor(_short, _tag(_long))
@@ -124,6 +130,21 @@ class Provisioner:
             return [self.resolve(v) for v in value]
         return value
 
+    def condition(self, name: str) -> bool:
+        """A template condition, as its parameters' local defaults make it."""
+        return bool(self._evaluate(self.template.get("Conditions", {})[name]))
+
+    def _evaluate(self, expr: Any) -> Any:
+        if isinstance(expr, dict) and len(expr) == 1:
+            ((fn, arg),) = expr.items()
+            if fn == "Fn::Not":
+                return not self._evaluate(arg[0])
+            if fn == "Fn::Equals":
+                return self._evaluate(arg[0]) == self._evaluate(arg[1])
+            if fn == "Condition":
+                return self.condition(arg)
+        return self.resolve(expr)
+
     def run(self) -> list[Provisioned]:
         done: list[Provisioned] = []
         resources = self.template["Resources"]
@@ -137,6 +158,9 @@ class Provisioner:
         )
         for logical, res in order:
             kind, props = res["Type"], res.get("Properties", {})
+            if "Condition" in res and not self.condition(res["Condition"]):
+                done.append(Provisioned(logical, kind, f"skipped: {res['Condition']} is false"))
+                continue
             if kind == "AWS::DynamoDB::Table":
                 done.append(self._table(logical, props))
             elif kind == "AWS::S3::Bucket":
@@ -154,8 +178,16 @@ class Provisioner:
             elif kind == "AWS::Events::EventBus":
                 done.append(self._event_bus(logical, props))
             elif kind == "AWS::Serverless::Function":
+                # Its ARN is what a schedule targets; the local scheduler loop reads it back.
+                self.arns[logical] = {"Arn": function_arn(self.prefix, logical)}
                 done.append(Provisioned(logical, kind, IN_PROCESS[kind]))
                 done.extend(self._schedules(logical, props))
+            elif kind == "AWS::Scheduler::ScheduleGroup":
+                done.append(self._schedule_group(logical, props))
+            elif kind == "AWS::IAM::Role":
+                arn = f"arn:aws:iam::{ACCOUNT_ID}:role/{self.prefix}-{logical}"
+                self.arns[logical] = {"Arn": arn}
+                done.append(Provisioned(logical, kind, arn))
             elif kind in IN_PROCESS:
                 done.append(Provisioned(logical, kind, IN_PROCESS[kind]))
             else:
@@ -229,7 +261,7 @@ class Provisioner:
                 local: dict[str, Any] = {
                     "ID": rule["Id"],
                     "Status": rule["Status"],
-                    "Filter": {"Prefix": ""},
+                    "Filter": {"Prefix": rule.get("Prefix", "")},
                 }
                 if "ExpirationInDays" in rule:
                     local["Expiration"] = {"Days": int(rule["ExpirationInDays"])}
@@ -319,6 +351,21 @@ class Provisioner:
         logs.put_retention_policy(logGroupName=group, retentionInDays=int(days))
         self.names[logical] = group
         return Provisioned(logical, "AWS::Logs::LogGroup", group)
+
+    def _schedule_group(self, logical: str, props: dict[str, Any]) -> Provisioned:
+        scheduler = self._client("scheduler")
+        name = f"{self.prefix}-rules"
+        existing = scheduler.list_schedule_groups(NamePrefix=name)["ScheduleGroups"]
+        if not any(g["Name"] == name for g in existing):
+            scheduler.create_schedule_group(Name=name)
+        self.names[logical] = name  # a group's Ref is its name
+        return Provisioned(logical, "AWS::Scheduler::ScheduleGroup", name)
+
+    def function_environment(self, logical: str) -> dict[str, str]:
+        """A function's own Environment variables, resolved against what was provisioned."""
+        props = self.template["Resources"][logical]["Properties"]
+        variables = props.get("Environment", {}).get("Variables", {})
+        return {name: str(self.resolve(value)) for name, value in variables.items()}
 
     def _schedules(self, logical: str, props: dict[str, Any]) -> list[Provisioned]:
         made: list[Provisioned] = []

@@ -9,18 +9,23 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from tenure import wiring
-from tenure.config import export, local_settings
+from tenure.config import ENVIRONMENT, export, local_settings
 from tenure.local.engines import MOTO_SERVICES, DynamoDBLocal, EngineUnavailable, MotoServer
 from tenure.local.frontdoor import FrontDoor
+from tenure.local.inbound_poller import InboundPoller
 from tenure.local.provision import REGION, Provisioned, Provisioner
+from tenure.local.scheduler_loop import SchedulerLoop
 from tenure.local.streams import StreamPump
 
 TABLE = "tenure"
 STREAM_POLL_SECONDS = 0.2
+# Scheduler fires on whole minutes; a tick this often fires each time within seconds.
+SCHEDULER_TICK_SECONDS = 2.0
 
 
 class StartFailed(RuntimeError):
@@ -97,12 +102,20 @@ class Stack:
         provisioner = Provisioner(endpoint, moto.endpoint, TABLE, "tenure-local")
         self.provisioned = provisioner.run()
         resources = provisioner.stack_resources()
+        self._export_function_settings(provisioner, moto.endpoint)
+        inbound_queue = (resources["inbound_queue_url"], provisioner.arns["InboundQueue"]["Arn"])
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
         wiring.build_service(store).bootstrap_admin(admin_token)
+        # moto forgets schedules on restart; the rules in DynamoDB Local do not.
+        remade = wiring.build_service(store).resync_schedules()
+        if remade:
+            print(f"re-made the schedules of {remade} scheduled rules")
         self.door.start()
         threading.Thread(target=self._sweep_loop, daemon=True).start()
         threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()
+        threading.Thread(target=self._scheduler_loop, daemon=True).start()
+        threading.Thread(target=self._inbound_loop, args=inbound_queue, daemon=True).start()
         info = {
             "api": f"http://127.0.0.1:{self.door.port}/api/v1",
             "dynamodb": {"engine": engine, "endpoint": endpoint},
@@ -150,6 +163,47 @@ class Stack:
                 pump.pump_once()
             except Exception as err:
                 print(f"[reactor] stream read failed: {err!r}", file=sys.stderr, flush=True)
+
+    def _export_function_settings(self, provisioner: Provisioner, aws_endpoint: str) -> None:
+        """Settings the template sets on one function, as it resolves here (one process
+        plays every function, so each is exported once for all)."""
+        for variable, source in ENVIRONMENT.values():
+            if source.startswith("template:"):
+                env = provisioner.function_environment(source.split(":", 1)[1])
+                export(variable, env[variable])
+        # The AWS clients the functions make reach moto; DynamoDB keeps its own endpoint.
+        for service in ("SCHEDULER", "S3", "SQS", "SNS"):
+            export(f"AWS_ENDPOINT_URL_{service}", aws_endpoint)
+
+    def _inbound_loop(self, queue_url: str, queue_arn: str) -> None:
+        """Stands in for the inbound function's SQS event source (DESIGN §7, §10)."""
+        import boto3
+
+        from tenure.inbound.handler import handle
+
+        sqs = boto3.client("sqs", region_name=REGION)
+        poller = InboundPoller(sqs, queue_url, queue_arn, handle)
+        while not self.stopping.is_set():
+            try:
+                poller.poll_once(wait_seconds=1)
+            except Exception as err:
+                print(f"[inbound] poll failed: {err!r}", file=sys.stderr, flush=True)
+                self.stopping.wait(1.0)
+
+    def _scheduler_loop(self) -> None:
+        """Stands in for EventBridge Scheduler invoking the scheduler function (DESIGN §10)."""
+        from tenure.scheduler import handle
+
+        schedules = wiring.build_schedules()
+        if schedules is None:
+            print("[scheduler] no schedule settings; rules' schedules will not fire", flush=True)
+            return
+        loop = SchedulerLoop(schedules, lambda event: handle(event, None))
+        while not self.stopping.wait(SCHEDULER_TICK_SECONDS):
+            try:
+                loop.tick(datetime.now(UTC))
+            except Exception as err:
+                print(f"[scheduler] tick failed: {err!r}", file=sys.stderr, flush=True)
 
     def stop(self) -> bool:
         """End every part that started, each even when another fails; False if one did."""

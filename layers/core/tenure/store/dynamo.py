@@ -254,11 +254,15 @@ class DynamoStore(PagedReads):
         row = self._get(k.worker_key(pool, worker_id), consistent=False)
         return items.worker_from(row) if row else None
 
-    def queue_candidates(self, pool: str, limit: int) -> list[str]:
+    def queue_candidates(self, pool: str, limit: int, due_by: int | None = None) -> list[str]:
+        condition, values = f"{k.QUEUE_PK} = :q", {"q": k.queue_pk(pool)}
+        if due_by is not None:
+            condition += f" AND {k.QUEUE_SK} <= :due"
+            values["due"] = k.queue_due_bound(due_by)
         out = self._query(
             IndexName=k.QUEUE_INDEX,
-            KeyConditionExpression=f"{k.QUEUE_PK} = :q",
-            ExpressionAttributeValues=_values(q=k.queue_pk(pool)),
+            KeyConditionExpression=condition,
+            ExpressionAttributeValues=_values(**values),
             Limit=limit,
         )
         return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
@@ -505,7 +509,9 @@ def _lease_row(lease: Lease) -> dict[str, Any]:
     row = items.lease_item(lease)
     row.update(k.space_list_keys(lease.space, lease.created_at, lease.id))
     if lease.state is LeaseState.PENDING:
-        row.update(k.queue_keys(lease.pool, lease.created_at, lease.id))
+        row.update(
+            k.queue_keys(lease.pool, k.queue_at(lease.created_at, lease.not_before), lease.id)
+        )
     if lease.state in REPORTABLE and lease.due_at is not None:
         row[k.DUE_PK] = k.due_pk(lease.pool)
     else:

@@ -163,6 +163,18 @@ def queue_pk(pool: str) -> str:
     return f"Q#{pool}"
 
 
+def queue_at(created_at: int, not_before: int | None) -> int:
+    """A pending lease's place in its pool's queue: when it becomes claimable. A deferred
+    lease sorts at its not-before instant, so a claim's Query bounded by `queue_due_bound`
+    reads only leases that are due (a deferred one costs no read until then)."""
+    return max(created_at, not_before or 0)
+
+
+def queue_due_bound(now: int) -> str:
+    # "~" sorts after "#", so every key of the instant `now` itself is inside the bound.
+    return f"{now:013d}~"
+
+
 def space_list_keys(space: str, created_at: int, lease_id: str) -> dict[str, str]:
     return {SPACE_PK: f"SPACE#{space}", SPACE_SK: space_position(created_at, lease_id)}
 
@@ -229,3 +241,52 @@ ACTIVE = "active"
 BELOW_CEILING = "attribute_not_exists(active) OR active < :limit"
 # One sweeper pass at a time: a pass claims the slot only from the last pass it read.
 SWEEP_AFTER = "last_pass_at = :expect_last"
+
+
+# ------------------------------------------------------------------------------ rules
+
+
+def rule_key(rule_id: str) -> dict[str, str]:
+    return {PK: f"RULE#{rule_id}", SK: "RULE"}
+
+
+# A space's rules by name: the row reserves the name (written only if new) and lists the
+# space's rules with one Query on the space's partition (never a Scan).
+RULE_NAME_PREFIX = "RULENAME#"
+
+
+def rule_name_key(space: str, name: str) -> dict[str, str]:
+    return {PK: f"SPACE#{space}", SK: f"{RULE_NAME_PREFIX}{name}"}
+
+
+# Enabled inbound rules by (topic, required recipient), across spaces: an email is matched
+# by reading one partition per recipient plus the topic's "any recipient" partition, and an
+# event of one space by the same partitions narrowed to the space's sort-key prefix.
+ANY_RECIPIENT = "*"
+
+
+def inbound_pk(topic: str, to: str | None) -> str:
+    return f"INBOUND#{topic}#{to or ANY_RECIPIENT}"
+
+
+def inbound_key(topic: str, to: str | None, space: str, rule_id: str) -> dict[str, str]:
+    return {PK: inbound_pk(topic, to), SK: f"{space}#{rule_id}"}
+
+
+# Every scheduled rule, enabled or not, in one partition: its schedule can be re-made from
+# the table (the local stack's moto forgets schedules on restart) without a Scan.
+SCHEDULED_RULES_PK = "SCHEDULED_RULES"
+
+
+def scheduled_rule_key(space: str, rule_id: str) -> dict[str, str]:
+    return {PK: SCHEDULED_RULES_PK, SK: f"{space}#{rule_id}"}
+
+
+def event_record_key(space: str, event_id: str) -> dict[str, str]:
+    return {PK: f"EVENTID#{space}#{event_id}", SK: "EVENTID"}
+
+
+# A rule row is replaced only from the version the writer read (no lost PATCH).
+RULE_VERSION_IS = "version = :expect_version"
+# A name row is removed only while it still names the rule being changed.
+NAME_IS_RULE = "rule_id = :rule_id"

@@ -26,6 +26,7 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
         body.properties,
         body.pool,
         body.max_attempts,
+        m.instant_ms(body.not_before) if body.not_before else None,
     )
     status = TaskStatus.QUEUED if lease else TaskStatus.OPEN
     return json_answer(
@@ -39,7 +40,8 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
 
 @op("POST", f"{BASE}/tasks/<task_id>/enqueue", 201, m.LeaseAnswer, 404, 409, 422)
 def enqueue(task_id: str, body: Annotated[m.Enqueue, Body()]) -> Response[Any]:
-    lease = svc().enqueue(actor(), task_id, body.pool)
+    not_before = m.instant_ms(body.not_before) if body.not_before else None
+    lease = svc().enqueue(actor(), task_id, body.pool, not_before)
     return json_answer({"lease": lease_out(lease)}, 201)
 
 

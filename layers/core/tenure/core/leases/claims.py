@@ -65,7 +65,9 @@ class ClaimOps(WorkerOps):
         for _ in range(looks):
             fresh: list[str] = []
             if not pool.paused:
-                seen = self.store.queue_candidates(pool.name, CLAIM_CANDIDATES + len(tried))
+                seen = self.store.queue_candidates(
+                    pool.name, CLAIM_CANDIDATES + len(tried), due_by=self.clock.now_ms()
+                )
                 fresh = [lease_id for lease_id in seen if lease_id not in tried]
                 for lease_id in self.ids.shuffle(fresh[:CLAIM_CANDIDATES]):
                     tried.add(lease_id)
@@ -135,6 +137,8 @@ class ClaimOps(WorkerOps):
         if lease is None or lease.state is not LeaseState.PENDING:
             return None
         now = self.clock.now_ms()
+        if lease.not_before is not None and lease.not_before > now:
+            return None  # deferred (DESIGN §10): not before its instant, whatever the index says
         token = rules.mint_lease_token(lease.id, self.ids.secret())
         seconds = ask.lease_seconds or pool.toleration_seconds
         deadline = rules.fresh_deadline(now, 1000 * seconds)

@@ -1,0 +1,165 @@
+"""Rules, events, and the workflow and space subjects they mint leases for (DESIGN §10)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, field_validator
+
+from tenure.api import models as m
+from tenure.api import views as v
+from tenure.api.routes import BASE
+from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
+from tenure.core import errors as e
+from tenure.core.rule import Rule
+
+Topic = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")]
+EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class RuleCreate(m.Strict):
+    """`subject` and `trigger` are checked field by field by the service (core/rule.py), so a
+    failure names the very field (`trigger.schedule`, `trigger.match.from`, …)."""
+
+    space: m.SpaceKey
+    name: str
+    pool: str
+    subject: dict[str, Any]
+    trigger: dict[str, Any]
+    enabled: bool = True
+
+
+class RulePatch(m.Strict):
+    name: str | None = None
+    pool: str | None = None
+    subject: dict[str, Any] | None = None
+    trigger: dict[str, Any] | None = None
+    enabled: bool | None = None
+
+
+class EventPost(m.Strict):
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+    space: m.SpaceKey
+    topic: Topic
+    data: dict[str, Any] = Field(default_factory=dict)
+    occurred_at: AwareDatetime | None = None
+    event_id: EventId | None = None
+
+    _data = field_validator("data")(lambda value: m._bounded(value, "data"))
+
+
+class RuleOut(m.Out):
+    id: str
+    space: str
+    name: str
+    kind: str
+    pool: str
+    subject: dict[str, Any]
+    trigger: dict[str, Any]
+    enabled: bool
+    created_at: m.Stamp
+    updated_at: m.Stamp
+    schedule_name: str | None
+
+
+class RuleAnswer(m.Out):
+    rule: RuleOut
+
+
+class RuleList(m.Out):
+    rules: list[RuleOut]
+
+
+class EventAnswer(m.Out):
+    leases: list[m.LeaseOut]
+
+
+def rule_view(rule: Rule) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "space": rule.space,
+        "name": rule.name,
+        "kind": rule.kind,
+        "pool": rule.pool,
+        "subject": rule.subject,
+        "trigger": rule.trigger,
+        "enabled": rule.enabled,
+        "created_at": v.iso(rule.created_at),
+        "updated_at": v.iso(rule.updated_at),
+        "schedule_name": rule.schedule_name,
+    }
+
+
+@op("POST", f"{BASE}/rules", 201, RuleAnswer, 404, 409, 422)
+def create_rule(body: Annotated[RuleCreate, Body()]) -> Response[Any]:
+    rule = svc().create_rule(
+        actor(), body.space, body.name, body.pool, body.subject, body.trigger, body.enabled
+    )
+    return json_answer({"rule": rule_view(rule)}, 201)
+
+
+@op("GET", f"{BASE}/rules", 200, RuleList)
+def list_rules(space: Annotated[str | None, Query(max_length=64)] = None) -> Response[Any]:
+    caller = actor()
+    if not space:
+        raise e.MissingScope("space is required: list the rules of one space")
+    return json_answer({"rules": [rule_view(x) for x in svc().list_rules(caller, space)]})
+
+
+@op("GET", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404)
+def get_rule(rule_id: str) -> Response[Any]:
+    return json_answer({"rule": rule_view(svc().get_rule(actor(), rule_id))})
+
+
+@op("PATCH", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404, 409)
+def update_rule(rule_id: str, body: Annotated[RulePatch, Body()]) -> Response[Any]:
+    changes = body.model_dump(exclude_unset=True)
+    nulls = sorted(name for name, value in changes.items() if value is None)
+    if nulls:
+        raise e.ValidationFailed(f"{nulls[0]}: cannot be null")
+    return json_answer({"rule": rule_view(svc().update_rule(actor(), rule_id, changes))})
+
+
+@op("DELETE", f"{BASE}/rules/<rule_id>", 204, None, 404)
+def delete_rule(rule_id: str) -> Response[Any]:
+    svc().delete_rule(actor(), rule_id)
+    return Response(status_code=204, content_type=None, body=None)
+
+
+@op("POST", f"{BASE}/rules/<rule_id>/fire", 201, m.LeaseAnswer, 404)
+def fire_rule(rule_id: str) -> Response[Any]:
+    return json_answer({"lease": lease_out(svc().fire_rule(actor(), rule_id))}, 201)
+
+
+@op("POST", f"{BASE}/events", 202, EventAnswer, 404)
+def post_event(body: Annotated[EventPost, Body()]) -> Response[Any]:
+    occurred = _ms(body.occurred_at) if body.occurred_at else None
+    leases = svc().post_event(actor(), body.space, body.topic, body.data, occurred, body.event_id)
+    return json_answer({"leases": leases_out(leases)}, 202)
+
+
+@op("GET", f"{BASE}/workflows/<slug>/activity", 200, m.Activity, 404)
+def workflow_activity(
+    slug: str,
+    space: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> Response[Any]:
+    caller = actor()
+    if not space:
+        raise e.MissingScope("space is required: a workflow's slug is unique within its space")
+    events = svc().workflow_activity(caller, space, slug, limit)
+    return json_answer({"events": [v.event_view(ev) for ev in events], "next_cursor": None})
+
+
+@op("GET", f"{BASE}/spaces/<key>/activity", 200, m.Activity, 404)
+def space_activity(key: str, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
+    events = svc().space_activity(actor(), key, limit)
+    return json_answer({"events": [v.event_view(ev) for ev in events], "next_cursor": None})
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)

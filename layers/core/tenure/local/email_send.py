@@ -1,0 +1,115 @@
+"""`tenure email send FILE.eml`: what SES receiving does, against the local stack (DESIGN §10).
+
+It stores the raw file in the inbound bucket under `inbound/<messageId>` and publishes SES's
+`Received` notification (S3 action) to the inbound topic, so the inbound queue gets the SNS
+envelope exactly as it would on AWS and the local SQS poller carries it to the handler.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import email.utils
+import json
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+INBOUND_PREFIX = "inbound/"
+
+
+def ses_message_id() -> str:
+    # SES message ids are lowercase letters and digits; 40 of them here.
+    return secrets.token_hex(20)
+
+
+def notification(
+    raw: bytes, message_id: str, bucket: str, topic_arn: str, recipients: list[str] | None
+) -> dict[str, Any]:
+    """SES's Received notification for `raw`, stored at inbound/<message_id>."""
+    message = email.message_from_bytes(raw, policy=email.policy.compat32)
+    addresses = [
+        addr.lower()
+        for _, addr in email.utils.getaddresses(
+            [str(v) for name in ("to", "cc") for v in message.get_all(name, [])]
+        )
+        if addr
+    ]
+    destination = recipients or addresses
+    if not destination:
+        raise ValueError("the mail names no recipient; pass --to ADDRESS")
+    source = email.utils.parseaddr(str(message.get("from", "")))[1] or "unknown@localhost"
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + "000Z"
+    headers = [{"name": k, "value": str(v)} for k, v in message.items()]
+    common: dict[str, Any] = {
+        "returnPath": source,
+        "from": [str(v) for v in message.get_all("from", [])],
+        "to": [str(v) for v in message.get_all("to", [])],
+        "messageId": str(message.get("message-id", "")),
+        "subject": str(message.get("subject", "")),
+    }
+    if message.get("date"):
+        common["date"] = str(message["date"])
+    verdict = {"status": "PASS"}
+    return {
+        "notificationType": "Received",
+        "mail": {
+            "timestamp": now,
+            "source": source,
+            "messageId": message_id,
+            "destination": destination,
+            "headersTruncated": False,
+            "headers": headers,
+            "commonHeaders": common,
+        },
+        "receipt": {
+            "timestamp": now,
+            "processingTimeMillis": 1,
+            "recipients": destination,
+            "spamVerdict": verdict,
+            "virusVerdict": verdict,
+            "spfVerdict": verdict,
+            "dkimVerdict": verdict,
+            "dmarcVerdict": verdict,
+            "action": {
+                "type": "S3",
+                "topicArn": topic_arn,
+                "bucketName": bucket,
+                "objectKeyPrefix": INBOUND_PREFIX,
+                "objectKey": f"{INBOUND_PREFIX}{message_id}",
+            },
+        },
+    }
+
+
+def send(stack_file: Path, eml: Path, to: list[str] | None) -> dict[str, Any]:
+    """Deliver `eml` as SES would; returns what was stored and published."""
+    if not stack_file.exists():
+        raise FileNotFoundError(f"{stack_file} is missing: is `tenure local` running?")
+    stack = json.loads(stack_file.read_text())
+    aws = stack["aws"]
+    resources = aws["resources"]
+    raw = eml.read_bytes()
+    message_id = ses_message_id()
+    note = notification(
+        raw, message_id, resources["inbound_bucket"], resources["inbound_topic_arn"], to
+    )
+    kwargs = {"endpoint_url": aws["endpoint"], "region_name": aws["region"]}
+    s3 = boto3.client("s3", **kwargs)
+    s3.put_object(
+        Bucket=resources["inbound_bucket"], Key=note["receipt"]["action"]["objectKey"], Body=raw
+    )
+    sns = boto3.client("sns", **kwargs)
+    sns.publish(
+        TopicArn=resources["inbound_topic_arn"],
+        Subject="Amazon SES Email Receipt Notification",
+        Message=json.dumps(note),
+    )
+    return {
+        "message_id": message_id,
+        "object": f"s3://{resources['inbound_bucket']}/{note['receipt']['action']['objectKey']}",
+        "recipients": note["receipt"]["recipients"],
+    }

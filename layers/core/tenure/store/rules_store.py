@@ -1,0 +1,191 @@
+"""The rules part of the DynamoDB store (DESIGN §10): rule rows, name rows, the inbound index."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tenure.core.errors import AlreadyExists, Conflict
+from tenure.core.rule import Rule
+from tenure.store import keys as k
+from tenure.store.dynamo import DynamoStore, _dump, _load, _values
+
+
+def rule_item(rule: Rule) -> dict[str, Any]:
+    row = {f.name: getattr(rule, f.name) for f in dataclasses.fields(rule)}
+    return {"entity": "rule", **{key: v for key, v in row.items() if v is not None}}
+
+
+def rule_from(row: dict[str, Any]) -> Rule:
+    names = {f.name for f in dataclasses.fields(Rule)}
+    return Rule(**{key: v for key, v in row.items() if key in names})
+
+
+def index_keys(rule: Rule) -> list[dict[str, str]]:
+    """The index rows a rule has: an enabled inbound rule one in the inbound index, a
+    scheduled rule (enabled or not) one in the scheduled-rules partition."""
+    if rule.schedule_name is not None:
+        return [k.scheduled_rule_key(rule.space, rule.id)]
+    if not rule.enabled or rule.topic is None:
+        return []
+    return [k.inbound_key(rule.topic, rule.inbound_to, rule.space, rule.id)]
+
+
+def _key_id(key: dict[str, str]) -> tuple[str, str]:
+    return key[k.PK], key[k.SK]
+
+
+class DynamoRuleStore(DynamoStore):
+    """DynamoStore plus the RuleStore port (core/rules_ports.py)."""
+
+    def put_rule(self, rule: Rule) -> None:
+        ops = [
+            self._put_op({**k.rule_key(rule.id), **rule_item(rule)}, k.IS_NEW),
+            self._put_op({**k.rule_name_key(rule.space, rule.name), "rule_id": rule.id}, k.IS_NEW),
+            *(self._index_put(key, rule) for key in index_keys(rule)),
+        ]
+        try:
+            self._transact(ops)
+        except Conflict as lost:
+            raise AlreadyExists(
+                f"a rule named {rule.name!r} already exists in space {rule.space!r}"
+            ) from lost
+
+    def get_rule(self, rule_id: str) -> Rule | None:
+        row = self._get(k.rule_key(rule_id))
+        return rule_from(row) if row else None
+
+    def list_rules(self, space: str, limit: int) -> list[Rule]:
+        out = self._query(
+            KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
+            ExpressionAttributeValues=_values(
+                pk=k.rule_name_key(space, "")[k.PK], prefix=k.RULE_NAME_PREFIX
+            ),
+            Limit=limit,
+        )
+        ids = [str(_load(row)["rule_id"]) for row in out.get("Items", [])]
+        if not ids:
+            return []
+        rows = self._batch_get([k.rule_key(i) for i in ids])
+        by_id = {rule.id: rule for rule in map(rule_from, rows)}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def replace_rule(self, old: Rule, new: Rule) -> None:
+        ops: list[dict[str, Any]] = [
+            self._put_op(
+                {**k.rule_key(new.id), **rule_item(new)},
+                k.RULE_VERSION_IS,
+                values=_values(expect_version=old.version),
+            )
+        ]
+        renamed = (old.space, old.name) != (new.space, new.name)
+        if renamed:
+            ops.append(self._name_delete(old))
+            ops.append(
+                self._put_op({**k.rule_name_key(new.space, new.name), "rule_id": new.id}, k.IS_NEW)
+            )
+        before = {_key_id(key): key for key in index_keys(old)}
+        after = {_key_id(key): key for key in index_keys(new)}
+        ops += [self._plain_delete(key) for kid, key in before.items() if kid not in after]
+        ops += [self._index_put(key, new) for kid, key in after.items() if kid not in before]
+        try:
+            self._transact(ops)
+        except Conflict as lost:
+            # ops[0] is the rule's own row, ops[2] the new name: only the name lost means taken.
+            failed = [r == "ConditionalCheckFailed" for r in lost.details.get("reasons") or []]
+            if renamed and len(failed) > 2 and failed[2] and not failed[0]:
+                raise AlreadyExists(
+                    f"a rule named {new.name!r} already exists in space {new.space!r}"
+                ) from lost
+            raise
+
+    def delete_rule(self, rule: Rule) -> None:
+        ops = [
+            {
+                "Delete": {
+                    "TableName": self.table,
+                    "Key": _dump(k.rule_key(rule.id)),
+                    "ConditionExpression": k.RULE_VERSION_IS,
+                    "ExpressionAttributeValues": _values(expect_version=rule.version),
+                }
+            },
+            self._name_delete(rule),
+            *(self._plain_delete(key) for key in index_keys(rule)),
+        ]
+        self._transact(ops)
+
+    def inbound_rules(
+        self, topic: str, recipients: list[str], space: str | None, limit: int
+    ) -> list[Rule]:
+        ids: list[str] = []
+        for to in [None, *recipients]:
+            remaining = limit - len(ids)
+            if remaining <= 0:
+                break
+            condition = f"{k.PK} = :pk"
+            values: dict[str, Any] = {"pk": k.inbound_pk(topic, to)}
+            if space is not None:
+                condition += f" AND begins_with({k.SK}, :space)"
+                values["space"] = f"{space}#"
+            out = self._query(
+                KeyConditionExpression=condition,
+                ExpressionAttributeValues=_values(**values),
+                Limit=remaining,
+            )
+            for row in out.get("Items", []):
+                rule_id = str(_load(row)["rule_id"])
+                if rule_id not in ids:
+                    ids.append(rule_id)
+        if not ids:
+            return []
+        rows = self._batch_get([k.rule_key(i) for i in ids])
+        by_id = {rule.id: rule for rule in map(rule_from, rows)}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def scheduled_rules(self, limit: int) -> list[Rule]:
+        out = self._query(
+            KeyConditionExpression=f"{k.PK} = :pk",
+            ExpressionAttributeValues=_values(pk=k.SCHEDULED_RULES_PK),
+            Limit=limit,
+        )
+        ids = [str(_load(row)["rule_id"]) for row in out.get("Items", [])]
+        if not ids:
+            return []
+        by_id = {
+            rule.id: rule for rule in map(rule_from, self._batch_get([k.rule_key(i) for i in ids]))
+        }
+        return [by_id[i] for i in ids if i in by_id]
+
+    def get_event_record(self, space: str, event_id: str) -> list[str] | None:
+        row = self._get(k.event_record_key(space, event_id))
+        return [str(i) for i in row.get("lease_ids", [])] if row else None
+
+    def put_event_record(self, space: str, event_id: str, lease_ids: list[str]) -> None:
+        item = {**k.event_record_key(space, event_id), "lease_ids": lease_ids}
+        try:
+            self._put_single(self._put_op(item, k.IS_NEW)["Put"])
+        except Conflict as lost:
+            raise AlreadyExists(f"event {event_id} was already recorded") from lost
+
+    # -------------------------------------------------------------------- transaction ops
+
+    def _index_put(self, key: dict[str, str], rule: Rule) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": _dump({**key, "rule_id": rule.id, "space": rule.space}),
+            }
+        }
+
+    def _plain_delete(self, key: dict[str, str]) -> dict[str, Any]:
+        return {"Delete": {"TableName": self.table, "Key": _dump(key)}}
+
+    def _name_delete(self, rule: Rule) -> dict[str, Any]:
+        return {
+            "Delete": {
+                "TableName": self.table,
+                "Key": _dump(k.rule_name_key(rule.space, rule.name)),
+                "ConditionExpression": k.NAME_IS_RULE,
+                "ExpressionAttributeValues": _values(rule_id=rule.id),
+            }
+        }

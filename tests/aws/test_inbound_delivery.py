@@ -1,0 +1,124 @@
+"""SES → S3 + SNS → SQS → inbound handler on moto's real APIs (DESIGN §10): what
+`tenure email send` publishes arrives as an SNS envelope, the local poller hands it to the
+handler, and a record that keeps failing reaches the DLQ after maxReceiveCount."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from tenure import wiring
+from tenure.config import export
+from tenure.core.model import Pool, Principal
+from tenure.core.service import LeaseService
+from tenure.core.states import PoolKind
+from tenure.inbound import handler
+from tenure.local.email_send import send
+from tenure.local.engines import use_local_credentials
+from tenure.local.inbound_poller import InboundPoller
+from tenure.store.rules_store import DynamoRuleStore
+
+ADMIN = Principal(kind="operator", token_id="t-admin", role="admin")
+EMAIL = Path(__file__).resolve().parents[2] / "samplesources" / "email"
+INBOX = "ops@inbound.tenure.example"
+
+
+@dataclass
+class Wired:
+    svc: LeaseService
+    sqs: Any
+    queue_url: str
+    dlq_url: str
+    stack_file: Path
+    poller: InboundPoller
+
+
+@pytest.fixture
+def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wired]:
+    use_local_credentials()
+    with mock_aws():
+        export("TENURE_DYNAMODB_ENDPOINT", "")
+        export("TENURE_ATTACHMENTS_BUCKET", "attachments")
+        store = DynamoRuleStore(boto3.client("dynamodb", region_name="us-east-1"), "delivery")
+        store.create_table()
+        s3 = boto3.client("s3", region_name="us-east-1")
+        for bucket in ("inbound", "attachments"):
+            s3.create_bucket(Bucket=bucket)
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        dlq_url = sqs.create_queue(QueueName="inbound-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2})
+        queue_url = sqs.create_queue(
+            QueueName="inbound",
+            Attributes={"VisibilityTimeout": "0", "RedrivePolicy": redrive},
+        )["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        sns = boto3.client("sns", region_name="us-east-1")
+        topic = sns.create_topic(Name="inbound-mail")["TopicArn"]
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)  # raw delivery off
+        stack_file = tmp_path / "stack.json"
+        stack_file.write_text(
+            json.dumps(
+                {
+                    "aws": {
+                        "endpoint": None,
+                        "region": "us-east-1",
+                        "resources": {"inbound_bucket": "inbound", "inbound_topic_arn": topic},
+                    }
+                }
+            )
+        )
+        svc = wiring.build_service(store)
+        svc.create_space(ADMIN, "OPS", "Operations", None)
+        svc.create_pool(
+            ADMIN, Pool(name="triage", space="OPS", kind=PoolKind.COMMAND, created_at=0)
+        )
+        svc.create_rule(
+            ADMIN,
+            "OPS",
+            "inbox",
+            "triage",
+            {"kind": "task", "title": "{subject}"},
+            {"topic": "email.received", "match": {"to": INBOX}},
+        )
+        monkeypatch.setattr(wiring, "service", lambda: svc)
+        handler.inbound.cache_clear()
+        poller = InboundPoller(sqs, queue_url, queue_arn, handler.handle)
+        yield Wired(svc, sqs, queue_url, dlq_url, stack_file, poller)
+        handler.inbound.cache_clear()
+
+
+def _leases(w: Wired) -> list[Any]:
+    return w.svc.list_leases(ADMIN, "OPS", 100, None, None, None).leases
+
+
+def test_an_email_sent_like_ses_arrives_as_an_sns_envelope_and_mints_its_lease(
+    wired: Wired,
+) -> None:
+    sent = send(wired.stack_file, EMAIL / "plain-text.eml", None)
+    assert sent["recipients"] == [INBOX]
+    assert wired.poller.poll_once(wait_seconds=0) == 1
+    (lease,) = _leases(wired)
+    job = wired.svc.store.get_job(lease.job_id)
+    assert job is not None and job.trigger is not None
+    assert job.trigger["data"]["message_id"] == sent["message_id"]
+    assert wired.poller.poll_once(wait_seconds=0) == 0  # handled records were deleted
+
+
+def test_a_record_that_keeps_failing_reaches_the_dlq_after_max_receive_count(wired: Wired) -> None:
+    wired.sqs.send_message(QueueUrl=wired.queue_url, MessageBody="this is not an SNS envelope")
+    for _ in range(3):
+        wired.poller.poll_once(wait_seconds=0)
+    dead = wired.sqs.receive_message(QueueUrl=wired.dlq_url, MaxNumberOfMessages=10)["Messages"]
+    assert [m["Body"] for m in dead] == ["this is not an SNS envelope"]
+    assert _leases(wired) == []

@@ -1,0 +1,243 @@
+"""The inbound function on moto (DESIGN §10): the sample SQS batch, the SNS envelope and raw
+delivery, redelivery, unmatched mail and records that cannot be processed."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from tenure import wiring
+from tenure.config import export
+from tenure.core.model import Pool, Principal
+from tenure.core.service import LeaseService
+from tenure.core.states import PoolKind
+from tenure.inbound import handler
+from tenure.local.engines import use_local_credentials
+from tenure.store.rules_store import DynamoRuleStore
+
+ADMIN = Principal(kind="operator", token_id="t-admin", role="admin")
+ROOT = Path(__file__).resolve().parents[2] / "samplesources"
+BUCKET = "tenure-inbound-123456789012-us-east-1"  # the samples' receipt action names it
+ATTACHMENTS = "tenure-attachments"
+OPS_KEY = "inbound/4vq9ut1e7mp2hn8c1l5sd0r6kq3o7fjb2ig9ah01"
+INVOICE_KEY = "inbound/k2f1n7qv3o8d5s0c6h4b9t1m2e7r3u5a8p0l6g01"
+
+
+@dataclass
+class Aws:
+    svc: LeaseService
+    s3: Any
+
+
+def batch() -> dict[str, Any]:
+    return dict(json.loads((ROOT / "events" / "sqs-batch-inbound.json").read_text()))
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
+    use_local_credentials()
+    with mock_aws():
+        export("TENURE_DYNAMODB_ENDPOINT", "")
+        export("TENURE_ATTACHMENTS_BUCKET", ATTACHMENTS)
+        store = DynamoRuleStore(boto3.client("dynamodb", region_name="us-east-1"), "inbound")
+        store.create_table()
+        s3 = boto3.client("s3", region_name="us-east-1")
+        for bucket in (BUCKET, ATTACHMENTS):
+            s3.create_bucket(Bucket=bucket)
+        s3.put_object(
+            Bucket=BUCKET, Key=OPS_KEY, Body=(ROOT / "email" / "plain-text.eml").read_bytes()
+        )
+        s3.put_object(
+            Bucket=BUCKET,
+            Key=INVOICE_KEY,
+            Body=(ROOT / "email" / "multipart-attachments.eml").read_bytes(),
+        )
+        svc = wiring.build_service(store)
+        svc.create_space(ADMIN, "OPS", "Operations", None)
+        svc.create_space(ADMIN, "FIN", "Finance", None)
+        for name, space in (("triage", "OPS"), ("invoices", "FIN")):
+            svc.create_pool(
+                ADMIN, Pool(name=name, space=space, kind=PoolKind.COMMAND, created_at=0)
+            )
+        monkeypatch.setattr(wiring, "service", lambda: svc)
+        handler.inbound.cache_clear()
+        yield Aws(svc, s3)
+        handler.inbound.cache_clear()
+
+
+def _inbox(aws: Aws, space: str, pool: str, to: str, name: str = "inbox") -> None:
+    subject = {"kind": "task", "title": "{subject} (from {from})"}
+    trigger = {"topic": "email.received", "match": {"to": to}}
+    aws.svc.create_rule(ADMIN, space, name, pool, subject, trigger)
+
+
+def _leases(aws: Aws, space: str) -> list[Any]:
+    return aws.svc.list_leases(ADMIN, space, 100, None, None, None).leases
+
+
+def _trigger(aws: Aws, lease: Any) -> dict[str, Any]:
+    job = aws.svc.store.get_job(lease.job_id)
+    assert job is not None and job.trigger is not None
+    return job.trigger
+
+
+def test_the_sample_batch_mints_one_lease_per_matching_rule_across_spaces(aws: Aws) -> None:
+    _inbox(aws, "OPS", "triage", "ops@inbound.tenure.example")
+    _inbox(aws, "FIN", "invoices", "invoices@inbound.tenure.example")
+    assert handler.handle(batch(), None) == {"batchItemFailures": []}
+    (ops,) = _leases(aws, "OPS")
+    assert len(_leases(aws, "FIN")) == 1
+    task = aws.svc.store.get_task(ops.task_id)
+    assert task is not None
+    assert (
+        task.title == "Nightly export failed on host db-7 (from maria.okafor@partners.example.com)"
+    )
+    trigger = _trigger(aws, ops)
+    assert (trigger["topic"], trigger["occurred_at"]) == ("email.received", "2026-11-30T06:41:52Z")
+    data = trigger["data"]
+    assert data["message_id"] == "4vq9ut1e7mp2hn8c1l5sd0r6kq3o7fjb2ig9ah01"
+    assert (data["from"], data["to"], data["cc"]) == (
+        "maria.okafor@partners.example.com",
+        ["ops@inbound.tenure.example"],
+        [],
+    )
+    assert "disk quota exceeded" in data["body"] and data["attachments"] == []
+
+
+def test_email_attachments_are_stored_and_named_in_the_trigger(aws: Aws) -> None:
+    _inbox(aws, "FIN", "invoices", "invoices@inbound.tenure.example")
+    handler.handle(batch(), None)
+    (fin,) = _leases(aws, "FIN")
+    attachments = _trigger(aws, fin)["data"]["attachments"]
+    assert [(a["filename"], a["content_type"], a["byte_size"]) for a in attachments] == [
+        ("invoice-2026-1184.pdf", "application/pdf", 592),
+        ("pallet.png", "image/png", 81),
+    ]
+    for att in attachments:
+        key = f"email/k2f1n7qv3o8d5s0c6h4b9t1m2e7r3u5a8p0l6g01/{att['attachment_id']}"
+        body = aws.s3.get_object(Bucket=ATTACHMENTS, Key=key)["Body"].read()
+        assert len(body) == att["byte_size"]
+
+
+def test_a_redelivered_batch_mints_nothing_new(aws: Aws) -> None:
+    _inbox(aws, "OPS", "triage", "ops@inbound.tenure.example")
+    handler.handle(batch(), None)
+    first = [x.id for x in _leases(aws, "OPS")]
+    assert handler.handle(batch(), None) == {"batchItemFailures": []}
+    assert [x.id for x in _leases(aws, "OPS")] == first and len(first) == 1
+
+
+def test_an_email_no_rule_matches_is_acknowledged_not_retried(aws: Aws) -> None:
+    assert handler.handle(batch(), None) == {"batchItemFailures": []}
+    assert _leases(aws, "OPS") == [] and _leases(aws, "FIN") == []
+
+
+def test_raw_message_delivery_is_accepted_too(aws: Aws) -> None:
+    _inbox(aws, "OPS", "triage", "ops@inbound.tenure.example")
+    event = batch()
+    record = event["Records"][0]
+    record["body"] = json.loads(record["body"])["Message"]
+    assert handler.handle({"Records": [record]}, None) == {"batchItemFailures": []}
+    assert len(_leases(aws, "OPS")) == 1
+
+
+def test_a_missing_object_or_a_bad_body_fails_alone_and_the_rest_goes_through(aws: Aws) -> None:
+    _inbox(aws, "OPS", "triage", "ops@inbound.tenure.example")
+    _inbox(aws, "FIN", "invoices", "invoices@inbound.tenure.example")
+    aws.s3.delete_object(Bucket=BUCKET, Key=INVOICE_KEY)
+    event = batch()
+    garbage = copy.deepcopy(event["Records"][0])
+    garbage["messageId"] = "not-json"
+    garbage["body"] = "this is not JSON"
+    event["Records"].append(garbage)
+    answer = handler.handle(event, None)
+    failed = sorted(f["itemIdentifier"] for f in answer["batchItemFailures"])
+    assert failed == sorted([event["Records"][1]["messageId"], "not-json"])
+    assert len(_leases(aws, "OPS")) == 1 and _leases(aws, "FIN") == []
+
+
+def test_a_batch_whose_every_record_fails_reports_each_rather_than_crashing(aws: Aws) -> None:
+    aws.s3.delete_object(Bucket=BUCKET, Key=OPS_KEY)
+    aws.s3.delete_object(Bucket=BUCKET, Key=INVOICE_KEY)
+    answer = handler.handle(batch(), None)
+    assert len(answer["batchItemFailures"]) == 2
+
+
+def test_an_sns_subscription_confirmation_is_acknowledged(aws: Aws) -> None:
+    record = batch()["Records"][0]
+    record["body"] = json.dumps(
+        {
+            "Type": "SubscriptionConfirmation",
+            "MessageId": "m",
+            "TopicArn": "arn:aws:sns:us-east-1:1:t",
+            "Message": "You have chosen to subscribe",
+            "Timestamp": "2026-11-30T06:41:52.201Z",
+            "SignatureVersion": "1",
+            "Signature": "x",
+            "SigningCertURL": "https://example.com/c.pem",
+            "SubscribeURL": "https://example.com/s",
+            "Token": "t",
+        }
+    )
+    assert handler.handle({"Records": [record]}, None) == {"batchItemFailures": []}
+
+
+def _record(body: str, message_id: str = "sample-record") -> dict[str, Any]:
+    record = copy.deepcopy(batch()["Records"][0])
+    record["messageId"] = message_id
+    record["body"] = body
+    return record
+
+
+@pytest.mark.parametrize("name", ["ses-received-s3.json", "sns-envelope-ses-received.json"])
+def test_the_single_notification_samples_replay_through_the_handler(aws: Aws, name: str) -> None:
+    _inbox(aws, "FIN", "invoices", "invoices@inbound.tenure.example")
+    body = (ROOT / "events" / name).read_text()
+    assert handler.handle({"Records": [_record(body)]}, None) == {"batchItemFailures": []}
+    (lease,) = _leases(aws, "FIN")
+    assert _trigger(aws, lease)["data"]["subject"] == "Invoice 2026-1184 and delivery photo"
+
+
+EXPECTED = {
+    "plain-text.eml": ("Nightly export failed on host db-7", "disk quota exceeded", 0),
+    "html-only.eml": ("Incident resolved: API latency in eu-west-1", "", 0),
+    "multipart-attachments.eml": ("Invoice 2026-1184 and delivery photo", "", 2),
+    "encoded-subject.eml": ("Lieferung verzögert \u2013 Bestellung Nr. 4417", "", 0),
+    "reply-quoted.eml": ("Re: Nightly export failed on host db-7", "", 0),
+    "damaged-parts.eml": ("Scan 0042", "", None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_sample_eml_replays_from_s3_to_a_lease_with_its_trigger(aws: Aws, name: str) -> None:
+    from tenure.local.email_send import notification
+
+    _inbox(aws, "OPS", "triage", "intake@inbound.tenure.example")
+    raw = (ROOT / "email" / name).read_bytes()
+    ses_id = "sample-" + name.removesuffix(".eml")
+    note = notification(
+        raw,
+        ses_id,
+        BUCKET,
+        "arn:aws:sns:us-east-1:123456789012:t",
+        ["intake@inbound.tenure.example"],
+    )
+    aws.s3.put_object(Bucket=BUCKET, Key=note["receipt"]["action"]["objectKey"], Body=raw)
+    answer = handler.handle({"Records": [_record(json.dumps(note), name)]}, None)
+    assert answer == {"batchItemFailures": []}
+    (lease,) = _leases(aws, "OPS")
+    data = _trigger(aws, lease)["data"]
+    subject, in_body, attachments = EXPECTED[name]
+    assert data["subject"] == subject and data["message_id"] == ses_id
+    assert in_body in data["body"] and data["body"].strip()
+    if attachments is not None:
+        assert len(data["attachments"]) == attachments
+    task = aws.svc.store.get_task(lease.task_id)
+    assert task is not None and task.title.startswith(subject[:20])

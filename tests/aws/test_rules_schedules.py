@@ -1,0 +1,158 @@
+"""Scheduled rules on moto (DESIGN §10): the Scheduler adapter, the scheduler function's
+handler, and the local scheduler loop, with the real Scheduler and DynamoDB APIs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+from tenure import scheduler, wiring
+from tenure.config import export
+from tenure.core.model import Pool, Principal
+from tenure.core.service import LeaseService
+from tenure.core.states import PoolKind
+from tenure.local.engines import use_local_credentials
+from tenure.local.scheduler_loop import SchedulerLoop
+from tenure.store.rules_store import DynamoRuleStore
+from tenure.store.schedules import EventBridgeSchedules
+
+ADMIN = Principal(kind="operator", token_id="t-admin", role="admin")
+TARGET = "arn:aws:lambda:us-east-1:123456789012:function:tenure-SchedulerFunction"
+ROLE = "arn:aws:iam::123456789012:role/tenure-RuleSchedulerRole"
+SAMPLE = Path(__file__).resolve().parents[2] / "samplesources" / "events"
+
+
+@dataclass
+class Aws:
+    svc: LeaseService
+    store: DynamoRuleStore
+    schedules: EventBridgeSchedules
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
+    use_local_credentials()
+    with mock_aws():
+        export("TENURE_DYNAMODB_ENDPOINT", "")
+        store = DynamoRuleStore(boto3.client("dynamodb", region_name="us-east-1"), "rules")
+        store.create_table()
+        client = boto3.client("scheduler", region_name="us-east-1")
+        client.create_schedule_group(Name="tenure-rules")
+        schedules = EventBridgeSchedules(client, "tenure-rules", TARGET, ROLE)
+        svc = wiring.build_service(store)
+        svc.schedules = schedules
+        svc.create_space(ADMIN, "OPS", "Operations", None)
+        svc.create_pool(
+            ADMIN, Pool(name="nightly", space="OPS", kind=PoolKind.COMMAND, created_at=0)
+        )
+        monkeypatch.setattr(wiring, "service", lambda: svc)
+        yield Aws(svc, store, schedules)
+
+
+def _rule(aws: Aws, schedule: str, timezone: str = "UTC", name: str = "nightly") -> str:
+    trigger = {"schedule": schedule, "timezone": timezone}
+    rule = aws.svc.create_rule(ADMIN, "OPS", name, "nightly", {"kind": "space"}, trigger)
+    return rule.id
+
+
+def test_a_scheduled_rule_has_one_schedule_shaped_as_section_10_says(aws: Aws) -> None:
+    rule_id = _rule(aws, "cron(0 2 * * ? *)", "Europe/Paris")
+    held = aws.schedules.describe(rule_id)
+    assert held is not None
+    assert (held["ScheduleExpression"], held["ScheduleExpressionTimezone"], held["State"]) == (
+        "cron(0 2 * * ? *)",
+        "Europe/Paris",
+        "ENABLED",
+    )
+    assert held["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    assert (held["Target"]["Arn"], held["Target"]["RoleArn"]) == (TARGET, ROLE)
+    assert json.loads(held["Target"]["Input"]) == {
+        "rule_id": rule_id,
+        "scheduled_time": "<aws.scheduler.scheduled-time>",
+    }
+    assert aws.schedules.names() == [rule_id]
+
+
+def test_disable_update_and_delete_follow_the_rule_in_the_same_request(aws: Aws) -> None:
+    rule_id = _rule(aws, "rate(1 hour)")
+    aws.svc.update_rule(ADMIN, rule_id, {"enabled": False})
+    assert (aws.schedules.describe(rule_id) or {})["State"] == "DISABLED"
+    aws.svc.update_rule(ADMIN, rule_id, {"enabled": True, "trigger": {"schedule": "rate(2 hours)"}})
+    held = aws.schedules.describe(rule_id) or {}
+    assert (held["State"], held["ScheduleExpression"]) == ("ENABLED", "rate(2 hours)")
+    aws.svc.delete_rule(ADMIN, rule_id)
+    assert aws.schedules.describe(rule_id) is None and aws.schedules.names() == []
+    aws.schedules.delete(rule_id)  # deleting what is gone is not an error
+
+
+def test_the_handler_invoked_twice_with_the_same_input_mints_one_lease(aws: Aws) -> None:
+    rule_id = _rule(aws, "rate(1 hour)")
+    event = {"rule_id": rule_id, "scheduled_time": "2026-11-30T07:00:00Z"}
+    first = scheduler.handle(dict(event), None)
+    second = scheduler.handle(dict(event), None)
+    assert first["lease_id"] is not None and first == second
+    leases = aws.svc.list_leases(ADMIN, "OPS", 100, None, None, None).leases
+    assert [x.id for x in leases] == [first["lease_id"]]
+    other = scheduler.handle({**event, "scheduled_time": "2026-11-30T08:00:00+00:00"}, None)
+    assert other["lease_id"] not in (None, first["lease_id"])
+
+
+def test_the_sample_scheduler_invocation_replays_through_the_handler(aws: Aws) -> None:
+    event = json.loads((SAMPLE / "scheduler-invocation.json").read_text())
+    # The sample names a rule of some other stack: nothing to fire, nothing minted, no error.
+    assert scheduler.handle(event, None)["lease_id"] is None
+    rule_id = _rule(aws, "rate(1 hour)")
+    assert scheduler.handle({**event, "rule_id": rule_id}, None)["lease_id"] is not None
+
+
+def test_a_malformed_invocation_is_an_error_and_mints_nothing(aws: Aws) -> None:
+    with pytest.raises(ValueError, match="scheduled_time"):
+        scheduler.handle(
+            {"rule_id": "rule_x", "scheduled_time": "<aws.scheduler.scheduled-time>"}, None
+        )
+
+
+def test_the_local_loop_fires_an_at_rule_once_when_due(aws: Aws) -> None:
+    when = (datetime.now(UTC) + timedelta(minutes=3)).replace(second=0, microsecond=0)
+    rule_id = _rule(aws, f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})")
+    loop = SchedulerLoop(aws.schedules, lambda event: scheduler.handle(event, None))
+    assert loop.tick(when - timedelta(seconds=1)) == []
+    fired = loop.tick(when + timedelta(seconds=1))
+    assert fired == [{"rule_id": rule_id, "scheduled_time": when.strftime("%Y-%m-%dT%H:%M:%SZ")}]
+    assert loop.tick(when + timedelta(days=1)) == []
+    assert len(aws.svc.list_leases(ADMIN, "OPS", 100, None, None, None).leases) == 1
+
+
+def test_the_local_loop_fires_a_rate_rule_each_period_and_not_while_disabled(aws: Aws) -> None:
+    rule_id = _rule(aws, "rate(1 minute)")
+    created = aws.schedules.describe(rule_id)["CreationDate"].astimezone(UTC)  # type: ignore[index]
+    loop = SchedulerLoop(aws.schedules, lambda event: scheduler.handle(event, None))
+    assert len(loop.tick(created + timedelta(seconds=150))) == 2
+    aws.svc.update_rule(ADMIN, rule_id, {"enabled": False})
+    assert loop.tick(created + timedelta(seconds=300)) == []
+    aws.svc.update_rule(ADMIN, rule_id, {"enabled": True})
+    # Times missed while disabled are not made up; the next period fires.
+    assert len(loop.tick(created + timedelta(seconds=361))) == 1
+    assert len(aws.svc.list_leases(ADMIN, "OPS", 100, None, None, None).leases) == 3
+
+
+def test_resync_remakes_schedules_a_restarted_scheduler_forgot(aws: Aws) -> None:
+    on = _rule(aws, "cron(0 2 * * ? *)", "Europe/Paris", name="on")
+    off = _rule(aws, "rate(1 hour)", name="off")
+    aws.svc.update_rule(ADMIN, off, {"enabled": False})
+    for name in aws.schedules.names():
+        aws.schedules.delete(name)
+    assert aws.svc.resync_schedules() == 2
+    assert sorted(aws.schedules.names()) == sorted([on, off])
+    assert (aws.schedules.describe(off) or {})["State"] == "DISABLED"
+    held = aws.schedules.describe(on) or {}
+    assert (held["ScheduleExpression"], held["ScheduleExpressionTimezone"]) == (
+        "cron(0 2 * * ? *)",
+        "Europe/Paris",
+    )

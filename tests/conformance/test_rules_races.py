@@ -1,0 +1,233 @@
+"""Rules on DynamoDB Local (DESIGN §10): the rule store's conditions, and firings raced by
+8 threads at once minting exactly one lease per (rule, occasion)."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from tenure.core.errors import AlreadyExists, Conflict
+from tenure.core.model import Pool, Principal
+from tenure.core.service import LeaseService
+from tenure.core.states import PoolKind
+from tenure.inbound.service import InboundEmail
+from tenure.local.email_send import notification
+from tenure.store.rules_store import DynamoRuleStore
+from tenure.wiring import RandomIds, SystemClock
+
+from tests.conftest import ADMIN, Rig
+
+THREADS = 8
+MEMBER = Principal(kind="operator", token_id="t-member", role="member")
+T = TypeVar("T")
+
+
+class NoSchedules:
+    """Scheduler is not under test here (tests/aws covers it): accept every change."""
+
+    def put(self, name: str, expression: str, timezone: str, rule_id: str, enabled: bool) -> None:
+        return None
+
+    def delete(self, name: str) -> None:
+        return None
+
+
+def _world(rig: Rig) -> LeaseService:
+    rig.svc.schedules = NoSchedules()
+    rig.svc.create_space(ADMIN, "OPS", "Operations", None)
+    rig.svc.create_space(ADMIN, "SALES", "Sales", None)
+    for name, space in (("ops", "OPS"), ("sales", "SALES")):
+        rig.svc.create_pool(
+            ADMIN, Pool(name=name, space=space, kind=PoolKind.COMMAND, created_at=0)
+        )
+    return rig.svc
+
+
+def _race(rig: Rig, call: Callable[[LeaseService], T]) -> list[T | Exception]:
+    """`call` by THREADS threads at once, each on its own service (as concurrent Lambdas)."""
+    barrier = threading.Barrier(THREADS)
+    assert isinstance(rig.store, DynamoRuleStore)
+
+    def one(_: int) -> T | Exception:
+        store = DynamoRuleStore(rig.store.client, rig.store.table)
+        svc = LeaseService(store, SystemClock(), RandomIds())
+        barrier.wait()
+        try:
+            return call(svc)
+        except Exception as err:
+            return err
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        return list(pool.map(one, range(THREADS)))
+
+
+def _leases(svc: LeaseService, space: str = "OPS") -> list[Any]:
+    return svc.list_leases(ADMIN, space, 100, None, None, None).leases
+
+
+def test_the_same_scheduled_time_from_8_threads_mints_exactly_one_lease(rig: Rig) -> None:
+    svc = _world(rig)
+    subject = {"kind": "task", "title": "nightly report"}
+    rule = svc.create_rule(ADMIN, "OPS", "nightly", "ops", subject, {"schedule": "rate(1 day)"})
+    at = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+    answers = _race(rig, lambda s: s.fire_scheduled(rule.id, at))
+    ids = {a.id for a in answers if not isinstance(a, Exception) and a is not None}
+    assert len(ids) == 1 and not [a for a in answers if isinstance(a, Exception)], answers
+    assert [x.id for x in _leases(svc)] == list(ids)
+
+
+def test_the_same_email_from_8_threads_mints_one_lease_per_matching_rule(rig: Rig) -> None:
+    svc = _world(rig)
+    inbox = {"topic": "email.received", "match": {"to": "help@example.com"}}
+    svc.create_rule(ADMIN, "OPS", "help", "ops", {"kind": "space"}, inbox)
+    svc.create_rule(ADMIN, "SALES", "help", "sales", {"kind": "space"}, inbox)
+    svc.create_rule(
+        ADMIN,
+        "OPS",
+        "all",
+        "ops",
+        {"kind": "task", "title": "{subject}"},
+        {"topic": "email.received"},
+    )
+    svc.create_rule(
+        ADMIN,
+        "OPS",
+        "other",
+        "ops",
+        {"kind": "space"},
+        {"topic": "email.received", "match": {"to": "x@example.com"}},
+    )
+    data = {"from": "a@b.example", "to": ["help@example.com"], "cc": [], "subject": "Hi"}
+
+    def receive(s: LeaseService) -> list[str]:
+        leases = s.receive_inbound("email.received", "ses:msg-1", 0, data, [], None)
+        return sorted(x.id for x in leases)
+
+    answers = _race(rig, receive)
+    assert not [a for a in answers if isinstance(a, Exception)], answers
+    assert len({tuple(a) for a in answers if isinstance(a, list)}) == 1
+    assert len(_leases(svc, "OPS")) == 2 and len(_leases(svc, "SALES")) == 1
+
+
+def test_the_same_event_id_from_8_threads_answers_the_same_leases(rig: Rig) -> None:
+    svc = _world(rig)
+    svc.create_rule(ADMIN, "OPS", "deploys", "ops", {"kind": "space"}, {"topic": "deploy"})
+    answers = _race(
+        rig, lambda s: [x.id for x in s.post_event(MEMBER, "OPS", "deploy", {}, None, "ev-1")]
+    )
+    assert len({tuple(a) for a in answers if isinstance(a, list)}) == 1, answers
+    assert len(_leases(svc)) == 1
+
+
+def test_one_name_raced_by_8_creates_makes_one_rule(rig: Rig) -> None:
+    _world(rig)
+
+    def create(s: LeaseService) -> str:
+        s.schedules = NoSchedules()
+        return s.create_rule(ADMIN, "OPS", "inbox", "ops", {"kind": "space"}, {"topic": "t"}).id
+
+    answers = _race(rig, create)
+    assert sum(isinstance(a, str) for a in answers) == 1
+    assert all(isinstance(a, str | AlreadyExists) for a in answers), answers
+
+
+def test_rule_rows_follow_renames_disables_and_deletes(rig: Rig) -> None:
+    svc = _world(rig)
+    store = rig.store
+    assert isinstance(store, DynamoRuleStore)
+    inbox = {"topic": "email.received", "match": {"to": "Help@Example.com"}}
+    rule = svc.create_rule(ADMIN, "OPS", "help", "ops", {"kind": "space"}, inbox)
+    assert [
+        r.id for r in store.inbound_rules("email.received", ["help@example.com"], None, 10)
+    ] == [rule.id]
+    assert store.inbound_rules("email.received", ["help@example.com"], "SALES", 10) == []
+    renamed = svc.update_rule(ADMIN, rule.id, {"name": "helpdesk"})
+    assert [r.name for r in store.list_rules("OPS", 10)] == ["helpdesk"]
+    with pytest.raises(Conflict):
+        store.replace_rule(rule, rule)  # an old version cannot overwrite a newer one
+    svc.update_rule(ADMIN, rule.id, {"enabled": False})
+    assert store.inbound_rules("email.received", ["help@example.com"], None, 10) == []
+    svc.update_rule(ADMIN, rule.id, {"enabled": True, "trigger": {"topic": "email.received"}})
+    # No `to` any more: the rule is now a candidate for every recipient (its index row moved).
+    assert [r.id for r in store.inbound_rules("email.received", ["z@y.example"], None, 10)] == [
+        rule.id
+    ]
+    assert [r.id for r in store.inbound_rules("email.received", [], "OPS", 10)] == [rule.id]
+    svc.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(1 day)"}})
+    assert store.inbound_rules("email.received", [], None, 10) == []
+    assert [r.id for r in store.scheduled_rules(10)] == [rule.id]
+    svc.delete_rule(ADMIN, renamed.id)
+    assert store.scheduled_rules(10) == []
+    assert (
+        store.list_rules("OPS", 10) == []
+        and store.inbound_rules("email.received", [], None, 10) == []
+    )
+    svc.create_rule(ADMIN, "OPS", "helpdesk", "ops", {"kind": "space"}, inbox)
+
+
+def test_a_claim_reads_only_due_leases_from_the_queue_index(rig: Rig) -> None:
+    svc = _world(rig)
+    now = rig.clock.now_ms()
+    _, later = svc.create_task(ADMIN, "OPS", "later", None, None, {}, "ops", None, now + 60_000)
+    _, due = svc.create_task(ADMIN, "OPS", "now", None, None, {}, "ops", None, None)
+    assert later is not None and due is not None
+    assert rig.store.queue_candidates("ops", 10, due_by=now) == [due.id]
+    assert rig.store.queue_candidates("ops", 10) == [due.id, later.id]
+    worker = Principal(kind="worker", token_id="t-worker")
+    won = svc.claim(worker, "ops", "w1", None, 0, None)
+    assert won is not None and won.lease.id == due.id
+    assert svc.claim(worker, "ops", "w2", None, 0, None) is None
+    rig.clock.advance(60)
+    won = svc.claim(worker, "ops", "w2", None, 0, None)
+    assert won is not None and won.lease.id == later.id
+
+
+class MemoryS3:
+    """The two S3 calls the inbound service makes, in memory and thread-safe (S3 is not
+    what is raced here; DynamoDB Local is)."""
+
+    def __init__(self, objects: dict[tuple[str, str], bytes]) -> None:
+        self.objects = dict(objects)
+        self._lock = threading.Lock()
+
+    def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:
+        with self._lock:
+            return {"Body": io.BytesIO(self.objects[(Bucket, Key)])}
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes, **_: Any) -> None:
+        with self._lock:
+            self.objects[(Bucket, Key)] = Body
+
+
+def test_the_same_sqs_record_handled_by_8_threads_mints_one_lease_per_matching_rule(
+    rig: Rig,
+) -> None:
+    svc = _world(rig)
+    inbox = {"topic": "email.received", "match": {"to": "invoices@inbound.tenure.example"}}
+    svc.create_rule(ADMIN, "OPS", "ops-copy", "ops", {"kind": "task", "title": "{subject}"}, inbox)
+    svc.create_rule(ADMIN, "SALES", "sales-copy", "sales", {"kind": "space"}, inbox)
+    raw = (
+        Path(__file__).resolve().parents[2]
+        / "samplesources"
+        / "email"
+        / "multipart-attachments.eml"
+    ).read_bytes()
+    note = notification(raw, "race0000message", "inbound", "arn:aws:sns:us-east-1:1:t", None)
+    s3 = MemoryS3({("inbound", "inbound/race0000message"): raw})
+    body = json.dumps(note)
+
+    answers = _race(
+        rig, lambda s: sorted(x.id for x in InboundEmail(s, s3, "attachments").receive(body).leases)
+    )
+    assert not [a for a in answers if isinstance(a, Exception)], answers
+    assert len({tuple(a) for a in answers if isinstance(a, list)}) == 1
+    assert len(_leases(svc, "OPS")) == 1 and len(_leases(svc, "SALES")) == 1
+    stored = sorted(key for bucket, key in s3.objects if bucket == "attachments")
+    assert len(stored) == 2 and all(k.startswith("email/race0000message/att_") for k in stored)

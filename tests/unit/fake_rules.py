@@ -1,0 +1,97 @@
+"""The RuleStore part of the in-memory fake, with DynamoRuleStore's semantics."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from tenure.core.errors import AlreadyExists, Conflict
+from tenure.core.rule import Rule
+
+
+@dataclass
+class _RuleTables:
+    rules: dict[str, Rule] = field(default_factory=dict)
+    names: dict[tuple[str, str], str] = field(default_factory=dict)
+    event_records: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+
+def _index_key(rule: Rule) -> tuple[str, str | None] | None:
+    if not rule.enabled or rule.topic is None:
+        return None
+    return rule.topic, rule.inbound_to
+
+
+class FakeRules:
+    @property
+    def rule_tables(self) -> _RuleTables:
+        tables = self.__dict__.get("_rule_tables")
+        if tables is None:
+            tables = self.__dict__["_rule_tables"] = _RuleTables()
+        return tables
+
+    def put_rule(self, rule: Rule) -> None:
+        t = self.rule_tables
+        if (rule.space, rule.name) in t.names or rule.id in t.rules:
+            raise AlreadyExists(f"a rule named {rule.name!r} already exists in {rule.space!r}")
+        t.rules[rule.id] = copy.deepcopy(rule)
+        t.names[(rule.space, rule.name)] = rule.id
+
+    def get_rule(self, rule_id: str) -> Rule | None:
+        rule = self.rule_tables.rules.get(rule_id)
+        return copy.deepcopy(rule) if rule else None
+
+    def list_rules(self, space: str, limit: int) -> list[Rule]:
+        t = self.rule_tables
+        ids = [rule_id for (s, _), rule_id in sorted(t.names.items()) if s == space][:limit]
+        return [copy.deepcopy(t.rules[i]) for i in ids if i in t.rules]
+
+    def replace_rule(self, old: Rule, new: Rule) -> None:
+        t = self.rule_tables
+        row = t.rules.get(old.id)
+        if row is None or row.version != old.version:
+            raise Conflict("rule moved on")
+        renamed = (old.space, old.name) != (new.space, new.name)
+        if renamed and (new.space, new.name) in t.names:
+            raise AlreadyExists(f"a rule named {new.name!r} already exists in {new.space!r}")
+        if renamed:
+            del t.names[(old.space, old.name)]
+            t.names[(new.space, new.name)] = new.id
+        t.rules[new.id] = copy.deepcopy(new)
+
+    def delete_rule(self, rule: Rule) -> None:
+        t = self.rule_tables
+        row = t.rules.get(rule.id)
+        if row is None or row.version != rule.version:
+            raise Conflict("rule moved on")
+        del t.rules[rule.id]
+        t.names.pop((rule.space, rule.name), None)
+
+    def inbound_rules(
+        self, topic: str, recipients: list[str], space: str | None, limit: int
+    ) -> list[Rule]:
+        wanted = [None, *recipients]
+        found: list[Rule] = []
+        for to in wanted:
+            for rule_id in sorted(self.rule_tables.rules):
+                rule = self.rule_tables.rules[rule_id]
+                if _index_key(rule) != (topic, to) or (space is not None and rule.space != space):
+                    continue
+                if len(found) < limit and rule not in found:
+                    found.append(copy.deepcopy(rule))
+        return found
+
+    def scheduled_rules(self, limit: int) -> list[Rule]:
+        rules = self.rule_tables.rules.values()
+        found = sorted((r for r in rules if r.kind == "scheduled"), key=lambda r: (r.space, r.id))
+        return [copy.deepcopy(r) for r in found[:limit]]
+
+    def get_event_record(self, space: str, event_id: str) -> list[str] | None:
+        record = self.rule_tables.event_records.get((space, event_id))
+        return list(record) if record is not None else None
+
+    def put_event_record(self, space: str, event_id: str, lease_ids: list[str]) -> None:
+        records = self.rule_tables.event_records
+        if (space, event_id) in records:
+            raise AlreadyExists(f"event {event_id} was already recorded")
+        records[(space, event_id)] = list(lease_ids)

@@ -1,0 +1,36 @@
+"""Helpers of the rules tests: an in-memory Schedules, and rule bodies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class FakeSchedules:
+    """The Schedules port in memory: what Scheduler would hold, by schedule name."""
+
+    held: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fail_next: bool = False
+
+    def put(self, name: str, expression: str, timezone: str, rule_id: str, enabled: bool) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            raise RuntimeError("scheduler refused")
+        self.held[name] = {
+            "expression": expression,
+            "timezone": timezone,
+            "rule_id": rule_id,
+            "state": "ENABLED" if enabled else "DISABLED",
+        }
+
+    def delete(self, name: str) -> None:
+        self.held.pop(name, None)
+
+
+def inbox_trigger(**match: str) -> dict[str, Any]:
+    return {"topic": "email.received", "match": match} if match else {"topic": "email.received"}
+
+
+TASK_SUBJECT = {"kind": "task", "title": "Reply to {from}: {subject}", "body": "from the inbox"}
+NIGHTLY = {"schedule": "cron(0 2 * * ? *)", "timezone": "Europe/Paris"}

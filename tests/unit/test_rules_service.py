@@ -1,0 +1,423 @@
+"""Rules (DESIGN §10) on the fake store: managing them, schedules in step, firings once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from tenure.core.errors import AlreadyExists, Forbidden, NotFound, ValidationFailed
+from tenure.core.model import Pool
+from tenure.core.rule import Rule
+from tenure.core.states import LeaseState, PoolKind, SubjectKind
+
+from tests.unit.rules_support import NIGHTLY, TASK_SUBJECT, FakeSchedules, inbox_trigger
+from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, Rig, as_lease
+
+
+@pytest.fixture
+def schedules(rig: Rig) -> FakeSchedules:
+    fake = FakeSchedules()
+    rig.svc.schedules = fake
+    return fake
+
+
+def make_rule(rig: Rig, name: str = "inbox", **kw: Any) -> Rule:
+    args: dict[str, Any] = {
+        "pool": POOL,
+        "subject": TASK_SUBJECT,
+        "trigger": inbox_trigger(to="support@example.com"),
+        **kw,
+    }
+    return rig.svc.create_rule(ADMIN, SPACE, name, **args)
+
+
+# ------------------------------------------------------------------------------ manage
+
+
+def test_an_inbound_rule_is_stored_with_its_kind_and_no_schedule(rig: Rig) -> None:
+    rule = make_rule(rig)
+    assert (rule.kind, rule.schedule_name, rule.enabled) == ("inbound", None, True)
+    assert rig.svc.get_rule(READER, rule.id) == rule
+    assert rule.trigger == {"topic": "email.received", "match": {"to": "support@example.com"}}
+
+
+def test_a_scheduled_rule_gets_exactly_one_schedule(rig: Rig, schedules: FakeSchedules) -> None:
+    rule = make_rule(rig, "nightly", trigger=NIGHTLY)
+    assert rule.kind == "scheduled" and rule.schedule_name is not None
+    assert schedules.held == {
+        rule.schedule_name: {
+            "expression": "cron(0 2 * * ? *)",
+            "timezone": "Europe/Paris",
+            "rule_id": rule.id,
+            "state": "ENABLED",
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("trigger", "field"),
+    [
+        ({"schedule": "cron(0 2 * * *)"}, "trigger.schedule"),
+        ({"schedule": "rate(0 minutes)"}, "trigger.schedule"),
+        ({"schedule": "at(2026-13-01T00:00:00)"}, "trigger.schedule"),
+        ({"schedule": "rate(1 hour)", "timezone": "Mars/Olympus"}, "trigger.timezone"),
+        ({"schedule": "rate(1 hour)", "extra": 1}, "trigger.extra"),
+        ({"topic": "email.received", "match": {"from": "@"}}, "trigger.match.from"),
+        ({"topic": "email.received", "match": {"cc": "x@y"}}, "trigger.match"),
+        ({"topic": "email.received", "match": {"to": "nobody"}}, "trigger.match.to"),
+        ({"topic": ""}, "trigger.topic"),
+        ({}, "trigger"),
+    ],
+)
+def test_a_bad_trigger_is_validation_failed_naming_the_field(
+    rig: Rig, schedules: FakeSchedules, trigger: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ValidationFailed) as refused:
+        make_rule(rig, trigger=trigger)
+    assert refused.value.message.startswith(f"{field}:") or refused.value.message.startswith(
+        f"{field} "
+    )
+    assert rig.svc.list_rules(READER, SPACE) == [] and schedules.held == {}
+
+
+def test_an_unknown_pool_or_a_pool_of_another_space_is_validation_failed(rig: Rig) -> None:
+    with pytest.raises(ValidationFailed, match=r"^pool: 'nope' does not exist"):
+        make_rule(rig, pool="nope")
+    rig.svc.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.create_pool(
+        ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
+    )
+    with pytest.raises(ValidationFailed, match=r"^pool: 'theirs' belongs to space 'OTHER'"):
+        make_rule(rig, pool="theirs")
+
+
+@pytest.mark.parametrize(
+    ("subject", "field"),
+    [
+        ({"kind": "job"}, "subject.kind"),
+        ({"kind": "task"}, "subject.title"),
+        ({"kind": "workflow", "slug": "missing"}, "subject.slug"),
+        ({"kind": "task", "title": "t", "workflow": "missing"}, "subject.workflow"),
+        ({"kind": "space", "slug": "x"}, "subject.slug"),
+    ],
+)
+def test_a_bad_subject_is_validation_failed_naming_the_field(
+    rig: Rig, subject: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ValidationFailed, match=rf"^{field}:"):
+        make_rule(rig, subject=subject)
+
+
+def test_a_taken_name_in_the_space_is_already_exists_also_on_rename(rig: Rig) -> None:
+    make_rule(rig, "inbox")
+    with pytest.raises(AlreadyExists):
+        make_rule(rig, "inbox")
+    other = make_rule(rig, "other")
+    with pytest.raises(AlreadyExists):
+        rig.svc.update_rule(ADMIN, other.id, {"name": "inbox"})
+    renamed = rig.svc.update_rule(ADMIN, other.id, {"name": "renamed"})
+    assert [r.name for r in rig.svc.list_rules(READER, SPACE)] == ["inbox", "renamed"]
+    assert renamed.version == other.version + 1
+    make_rule(rig, "other")  # the old name is free again
+
+
+def test_the_same_name_in_another_space_is_fine(rig: Rig) -> None:
+    make_rule(rig, "inbox")
+    rig.svc.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.create_pool(
+        ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
+    )
+    rig.svc.create_rule(ADMIN, "OTHER", "inbox", "theirs", {"kind": "space"}, inbox_trigger())
+    assert [r.space for r in rig.svc.list_rules(READER, "OTHER")] == ["OTHER"]
+
+
+def test_unknown_rule_is_not_found(rig: Rig) -> None:
+    for call in (
+        lambda: rig.svc.get_rule(READER, "rule_missing"),
+        lambda: rig.svc.update_rule(ADMIN, "rule_missing", {"enabled": False}),
+        lambda: rig.svc.delete_rule(ADMIN, "rule_missing"),
+        lambda: rig.svc.fire_rule(MEMBER, "rule_missing"),
+    ):
+        with pytest.raises(NotFound):
+            call()
+
+
+def test_only_admins_manage_rules_and_members_fire_them(rig: Rig) -> None:
+    rule = make_rule(rig)
+    with pytest.raises(Forbidden):
+        rig.svc.create_rule(MEMBER, SPACE, "x", POOL, {"kind": "space"}, inbox_trigger())
+    with pytest.raises(Forbidden):
+        rig.svc.update_rule(MEMBER, rule.id, {"enabled": False})
+    with pytest.raises(Forbidden):
+        rig.svc.delete_rule(MEMBER, rule.id)
+    with pytest.raises(Forbidden):
+        rig.svc.fire_rule(READER, rule.id)
+    assert rig.svc.fire_rule(MEMBER, rule.id).state is LeaseState.PENDING
+
+
+def test_disabling_a_scheduled_rule_disables_its_schedule_and_enabling_restores_it(
+    rig: Rig, schedules: FakeSchedules
+) -> None:
+    rule = make_rule(rig, "nightly", trigger=NIGHTLY)
+    assert rule.schedule_name is not None
+    rig.svc.update_rule(ADMIN, rule.id, {"enabled": False})
+    assert schedules.held[rule.schedule_name]["state"] == "DISABLED"
+    rig.svc.update_rule(
+        ADMIN, rule.id, {"enabled": True, "trigger": {"schedule": "rate(5 minutes)"}}
+    )
+    assert schedules.held[rule.schedule_name] == {
+        "expression": "rate(5 minutes)",
+        "timezone": "UTC",
+        "rule_id": rule.id,
+        "state": "ENABLED",
+    }
+
+
+def test_turning_a_scheduled_rule_inbound_deletes_its_schedule_and_back_creates_one(
+    rig: Rig, schedules: FakeSchedules
+) -> None:
+    rule = make_rule(rig, "nightly", trigger=NIGHTLY)
+    inbound = rig.svc.update_rule(ADMIN, rule.id, {"trigger": inbox_trigger()})
+    assert (inbound.kind, inbound.schedule_name, schedules.held) == ("inbound", None, {})
+    again = rig.svc.update_rule(ADMIN, rule.id, {"trigger": NIGHTLY})
+    assert again.schedule_name in schedules.held
+
+
+def test_deleting_a_rule_deletes_its_schedule_and_frees_its_name(
+    rig: Rig, schedules: FakeSchedules
+) -> None:
+    rule = make_rule(rig, "nightly", trigger=NIGHTLY)
+    rig.svc.delete_rule(ADMIN, rule.id)
+    assert schedules.held == {}
+    with pytest.raises(NotFound):
+        rig.svc.get_rule(READER, rule.id)
+    make_rule(rig, "nightly", trigger=NIGHTLY)
+
+
+def test_a_schedule_that_cannot_be_made_leaves_no_rule_behind(
+    rig: Rig, schedules: FakeSchedules
+) -> None:
+    schedules.fail_next = True
+    with pytest.raises(RuntimeError):
+        make_rule(rig, "nightly", trigger=NIGHTLY)
+    assert rig.svc.list_rules(READER, SPACE) == []
+    make_rule(rig, "nightly", trigger=NIGHTLY)
+
+
+def test_a_schedule_update_that_fails_puts_the_rule_back(
+    rig: Rig, schedules: FakeSchedules
+) -> None:
+    rule = make_rule(rig, "nightly", trigger=NIGHTLY)
+    schedules.fail_next = True
+    with pytest.raises(RuntimeError):
+        rig.svc.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(1 hour)"}})
+    assert rig.svc.get_rule(READER, rule.id).trigger == NIGHTLY
+
+
+# -------------------------------------------------------------------------------- fire
+
+
+def test_fire_on_a_task_subject_files_a_new_task_each_time_without_a_trigger(rig: Rig) -> None:
+    rule = make_rule(rig)
+    first = rig.svc.fire_rule(MEMBER, rule.id)
+    second = rig.svc.fire_rule(MEMBER, rule.id)
+    assert first.task_id != second.task_id and first.subject_kind is SubjectKind.TASK
+    task = rig.store.get_task(first.task_id or "")
+    assert task is not None and task.title == "Reply to {from}: {subject}"
+    won = rig.claim()
+    bundle = rig.svc.payload(as_lease(won.lease.id), won.lease.id)
+    assert "trigger" not in bundle and bundle["subject"]["kind"] == "task"
+
+
+def test_fire_on_a_workflow_subject_mints_a_workflow_lease(rig: Rig) -> None:
+    rig.svc.create_workflow(ADMIN, SPACE, "triage", "Triage", "sort the inbox")
+    rule = make_rule(rig, subject={"kind": "workflow", "slug": "triage"})
+    lease = rig.svc.fire_rule(MEMBER, rule.id)
+    assert (lease.subject_kind, lease.task_id, lease.workflow) == (
+        SubjectKind.WORKFLOW,
+        None,
+        "triage",
+    )
+    won = rig.claim()
+    subject = rig.svc.payload(as_lease(won.lease.id), won.lease.id)["subject"]
+    assert subject["kind"] == "workflow" and subject["slug"] == "triage"
+    assert subject["description"] == "sort the inbox"
+
+
+def test_fire_on_a_space_subject_mints_a_space_lease(rig: Rig) -> None:
+    rule = make_rule(rig, subject={"kind": "space"})
+    lease = rig.svc.fire_rule(MEMBER, rule.id)
+    assert (lease.subject_kind, lease.subject_id, lease.task_id, lease.workflow) == (
+        SubjectKind.SPACE,
+        SPACE,
+        None,
+        None,
+    )
+    won = rig.claim()
+    assert rig.svc.payload(as_lease(won.lease.id), won.lease.id)["subject"] == {
+        "kind": "space",
+        "key": SPACE,
+        "name": "Operations",
+        "activity": rig.svc.payload(as_lease(won.lease.id), won.lease.id)["subject"]["activity"],
+    }
+
+
+def test_a_scheduled_time_mints_one_lease_however_often_it_is_delivered(
+    rig: Rig, schedules: FakeSchedules
+) -> None:
+    rule = make_rule(rig, "nightly", trigger=NIGHTLY, subject={"kind": "space"})
+    at = datetime(2026, 1, 2, 1, 0, tzinfo=UTC)
+    first = rig.svc.fire_scheduled(rule.id, at)
+    again = rig.svc.fire_scheduled(rule.id, at)
+    assert first is not None and again is not None and first.id == again.id
+    later = rig.svc.fire_scheduled(rule.id, datetime(2026, 1, 3, 1, 0, tzinfo=UTC))
+    assert later is not None and later.id != first.id
+    assert len(rig.store.lease_rows) == 2
+
+
+def test_a_scheduled_delivery_for_a_disabled_or_deleted_rule_mints_nothing(
+    rig: Rig, schedules: FakeSchedules
+) -> None:
+    rule = make_rule(rig, "nightly", trigger=NIGHTLY)
+    at = datetime(2026, 1, 2, 1, 0, tzinfo=UTC)
+    rig.svc.update_rule(ADMIN, rule.id, {"enabled": False})
+    assert rig.svc.fire_scheduled(rule.id, at) is None
+    rig.svc.delete_rule(ADMIN, rule.id)
+    assert rig.svc.fire_scheduled(rule.id, at) is None
+    assert rig.svc.fire_scheduled("x" * 300, at) is None
+    assert rig.store.lease_rows == {}
+
+
+# ------------------------------------------------------------------------------ events
+
+
+def _post(
+    rig: Rig, data: dict[str, Any], event_id: str | None = None, topic: str = "email.received"
+) -> list[Any]:
+    return rig.svc.post_event(MEMBER, SPACE, topic, data, None, event_id)
+
+
+def test_an_event_mints_one_lease_per_enabled_rule_whose_match_holds(rig: Rig) -> None:
+    make_rule(rig, "support", trigger=inbox_trigger(to="support@example.com"))
+    make_rule(rig, "vip", trigger=inbox_trigger(**{"from": "@vip.example"}))
+    make_rule(rig, "billing", trigger=inbox_trigger(to="billing@example.com"))
+    off = make_rule(rig, "off", trigger=inbox_trigger())
+    rig.svc.update_rule(ADMIN, off.id, {"enabled": False})
+    make_rule(rig, "deploys", trigger={"topic": "deploy.finished"})
+    data = {"from": "Ann <ann@vip.example>", "to": ["Support@Example.com"], "subject": "Help"}
+    leases = _post(rig, data)
+    names = sorted(rig.store.get_job(x.job_id).rule_id for x in leases)  # type: ignore[union-attr]
+    assert len(leases) == 2 and len(set(names)) == 2
+    task = rig.store.get_task(leases[0].task_id or "")
+    assert task is not None and task.title == "Reply to Ann <ann@vip.example>: Help"
+
+
+def test_the_same_event_id_answers_the_same_leases_and_mints_nothing(rig: Rig) -> None:
+    make_rule(rig, "support", trigger=inbox_trigger())
+    first = _post(rig, {"subject": "a"}, "ev-1")
+    make_rule(rig, "late", trigger=inbox_trigger())
+    again = _post(rig, {"subject": "a"}, "ev-1")
+    assert [x.id for x in again] == [x.id for x in first] and len(first) == 1
+    assert len(rig.store.lease_rows) == 1
+    assert len(_post(rig, {"subject": "a"}, "ev-2")) == 2
+
+
+def test_an_event_lease_carries_its_trigger_in_the_payload(rig: Rig) -> None:
+    make_rule(rig, "deploys", trigger={"topic": "deploy.finished"}, subject={"kind": "space"})
+    rig.svc.post_event(MEMBER, SPACE, "deploy.finished", {"sha": "abc"}, rig.clock.now_ms(), None)
+    won = rig.claim()
+    bundle = rig.svc.payload(as_lease(won.lease.id), won.lease.id)
+    assert bundle["trigger"] == {
+        "topic": "deploy.finished",
+        "occurred_at": "2026-01-01T00:00:00Z",
+        "data": {"sha": "abc"},
+    }
+
+
+def test_an_event_of_another_space_does_not_fire_this_space_rules(rig: Rig) -> None:
+    make_rule(rig, "support", trigger=inbox_trigger())
+    rig.svc.create_space(ADMIN, "OTHER", "Other", None)
+    assert rig.svc.post_event(MEMBER, "OTHER", "email.received", {}, None, None) == []
+
+
+def test_an_email_from_any_space_matches_rules_of_every_space_by_recipient(rig: Rig) -> None:
+    make_rule(rig, "support", trigger=inbox_trigger(to="support@example.com"))
+    rig.svc.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.create_pool(
+        ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
+    )
+    rig.svc.create_rule(
+        ADMIN, "OTHER", "sales", "theirs", {"kind": "space"}, inbox_trigger(to="sales@example.com")
+    )
+    data = {"from": "a@b.c", "to": ["sales@example.com"], "cc": [], "subject": "quote"}
+    leases = rig.svc.receive_inbound("email.received", "ses:m1", rig.clock.now_ms(), data, [], None)
+    assert [x.space for x in leases] == ["OTHER"]
+    again = rig.svc.receive_inbound("email.received", "ses:m1", rig.clock.now_ms(), data, [], None)
+    assert [x.id for x in again] == [x.id for x in leases]
+    bcc = rig.svc.receive_inbound(
+        "email.received",
+        "ses:m2",
+        rig.clock.now_ms(),
+        {**data, "to": []},
+        ["support@example.com"],
+        None,
+    )
+    assert [x.space for x in bcc] == [SPACE]
+
+
+def test_both_rule_stores_implement_every_rule_store_method_with_the_same_parameters() -> None:
+    import inspect
+
+    from tenure.core.rules_ports import RuleStore
+    from tenure.store.rules_store import DynamoRuleStore
+
+    from tests.unit.fake_store import FakeStore
+
+    wanted = {n: inspect.signature(f) for n, f in vars(RuleStore).items() if callable(f)}
+    wanted = {n: s for n, s in wanted.items() if not n.startswith("_")}
+    assert wanted
+    for impl in (FakeStore, DynamoRuleStore):
+        for name, signature in wanted.items():
+            ours = getattr(impl, name, None)
+            assert ours is not None, f"{impl.__name__} lacks {name}"
+            assert list(inspect.signature(ours).parameters) == list(signature.parameters)
+
+
+def test_resync_remakes_every_scheduled_rules_schedule_in_its_state(
+    rig: Rig, schedules: FakeSchedules
+) -> None:
+    nightly = make_rule(rig, "nightly", trigger=NIGHTLY)
+    paused = make_rule(rig, "paused", trigger={"schedule": "rate(1 hour)"})
+    rig.svc.update_rule(ADMIN, paused.id, {"enabled": False})
+    make_rule(rig, "inbox")
+    gone = make_rule(rig, "gone", trigger=NIGHTLY)
+    rig.svc.delete_rule(ADMIN, gone.id)
+    schedules.held.clear()  # what a restarted moto remembers
+    assert rig.svc.resync_schedules() == 2
+    assert {name: s["state"] for name, s in schedules.held.items()} == {
+        nightly.id: "ENABLED",
+        paused.id: "DISABLED",
+    }
+
+
+def test_a_delete_that_loses_to_a_concurrent_change_deletes_the_rule_as_it_now_is(
+    rig: Rig, schedules: FakeSchedules, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tenure.core.errors import Conflict
+
+    rule = make_rule(rig, "nightly", trigger=NIGHTLY)
+    real = rig.store.delete_rule
+    calls = []
+
+    def racing(seen: Rule) -> None:
+        calls.append(seen.version)
+        if len(calls) == 1:  # someone re-enabled it in between: its schedule is back
+            rig.svc.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(2 hours)"}})
+            raise Conflict("rule moved on")
+        real(seen)
+
+    monkeypatch.setattr(rig.store, "delete_rule", racing)
+    rig.svc.delete_rule(ADMIN, rule.id)
+    assert calls == [1, 2] and schedules.held == {}
+    assert rig.store.get_rule(rule.id) is None
