@@ -17,6 +17,11 @@ class Settings(BaseModel):
     log_level: str = "INFO"
     # How often the sweeper is scheduled; a gap beyond this is the service's own absence.
     sweep_interval_seconds: float = 60.0
+    # DESIGN §11: where attachments' bytes and lease logs live (None: this deployment has none).
+    attachments_bucket: str | None = None
+    log_group: str | None = None
+    # The local stack's moto server, standing in for S3 and CloudWatch Logs.
+    aws_endpoint: str | None = None
 
 
 # Field -> (variable, who sets it). "template": infra/template.yaml must set it for every
@@ -27,6 +32,9 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "dynamodb_endpoint": ("TENURE_DYNAMODB_ENDPOINT", "local"),
     "log_level": ("POWERTOOLS_LOG_LEVEL", "template"),
     "sweep_interval_seconds": ("TENURE_SWEEP_INTERVAL_SECONDS", "template"),
+    "attachments_bucket": ("TENURE_ATTACHMENTS_BUCKET", "template"),
+    "log_group": ("TENURE_LOG_GROUP", "template"),
+    "aws_endpoint": ("TENURE_AWS_ENDPOINT", "local"),
 }
 
 
@@ -46,6 +54,9 @@ def settings() -> Settings:
         dynamodb_endpoint=env.get("TENURE_DYNAMODB_ENDPOINT") or None,
         log_level=env.get("POWERTOOLS_LOG_LEVEL", "INFO"),
         sweep_interval_seconds=float(env.get("TENURE_SWEEP_INTERVAL_SECONDS", "60")),
+        attachments_bucket=env.get("TENURE_ATTACHMENTS_BUCKET") or None,
+        log_group=env.get("TENURE_LOG_GROUP") or None,
+        aws_endpoint=env.get("TENURE_AWS_ENDPOINT") or None,
     )
 
 
