@@ -36,6 +36,10 @@ class SweepReport:
     expired: list[str] = field(default_factory=list)
     held: int = 0
     raced: int = 0  # expiries lost to a report that landed first
+    # Retention reclaim (DESIGN §11): leases whose logs and attachments this pass deleted, and
+    # due ones it left for later passes (a lower bound: each pool's index is read bounded).
+    reclaimed: list[str] = field(default_factory=list)
+    reclaim_left: int = 0
 
 
 def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport:
@@ -83,6 +87,8 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
         _record(svc, now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools})
     if holds != state.holds:
         store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
+    reclaim = svc.reclaim_due()
+    report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
     return report
 
 

@@ -95,10 +95,12 @@ class CloudWatchLogSink:
             return self._tail(lease_id, container, since, tail)
         scope = f"{lease_id}/{container or ''}"
         request: dict[str, Any] = {"logGroupName": self.group, "limit": limit}
-        if container is None:
-            request["logStreamNamePrefix"] = f"{lease_id}/"
-        else:
-            request["logStreamNames"] = [stream_name(lease_id, container)]
+        # The lease's streams by name (not logStreamNamePrefix: moto ignores it there, and
+        # names keep a read inside the lease whatever the engine).
+        names = [stream_name(lease_id, container)] if container else self._streams(lease_id)
+        if not names:
+            return LogPage([], False, None)
+        request["logStreamNames"] = names
         if since is not None:
             request["startTime"] = since
         if cursor:
