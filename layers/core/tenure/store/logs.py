@@ -97,14 +97,14 @@ class CloudWatchLogSink:
         request: dict[str, Any] = {"logGroupName": self.group, "limit": limit}
         # The lease's streams by name (not logStreamNamePrefix: moto ignores it there, and
         # names keep a read inside the lease whatever the engine).
+        if cursor:
+            request["nextToken"] = _token_of(cursor, scope)
         names = [stream_name(lease_id, container)] if container else self._streams(lease_id)
         if not names:
             return LogPage([], False, None)
         request["logStreamNames"] = names
         if since is not None:
             request["startTime"] = since
-        if cursor:
-            request["nextToken"] = _token_of(cursor, scope)
         events: list[LogLine] = []
         token: str | None = None
         for _ in range(READ_CALLS):
@@ -183,8 +183,8 @@ def _encode(line: LogLine) -> str:
     reads the fields; a message too long for one event is cut, and says so."""
     message = line.message
     raw = message.encode()
-    if len(raw) > EVENT_BYTES:
-        cut = raw[:EVENT_BYTES].decode(errors="ignore")
+    if len(raw) > EVENT_BYTES - 100:  # room for the wrapping and the note
+        cut = raw[: EVENT_BYTES - 100].decode(errors="ignore")
         message = f"{cut} …[cut: {len(raw) - len(cut.encode())} more bytes]"
     text = json.dumps({"stream": line.stream, "message": message}, ensure_ascii=False)
     while len(text.encode()) > EVENT_BYTES:  # escapes grew it: cut further (bounded: halves)
@@ -214,11 +214,12 @@ def _batches(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 def _rejected(info: dict[str, Any], count: int) -> int:
-    """How many events of a batch CloudWatch refused (too old, expired, or too new)."""
+    """How many events of a batch CloudWatch refused (too old, expired, or too new); the
+    end indexes name the last refused event (inclusive), the start index the first."""
     refused: set[int] = set()
     for key in ("tooOldLogEventEndIndex", "expiredLogEventEndIndex"):
         if key in info:
-            refused.update(range(0, min(int(info[key]), count)))
+            refused.update(range(0, min(int(info[key]) + 1, count)))
     if "tooNewLogEventStartIndex" in info:
         refused.update(range(int(info["tooNewLogEventStartIndex"]), count))
     return len(refused)
