@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from tenure.core.base import moved
 from tenure.core.errors import Conflict
 from tenure.core.logs import ArtifactBase
-from tenure.core.model import Lease
+from tenure.core.model import Lease, Pool
 
 # Leases one sweeper pass reclaims at most (each is a few deletes: its objects, its streams).
 RECLAIM_PER_PASS = 50
@@ -25,12 +25,14 @@ class Reclaimed:
 
 
 class RetentionOps(ArtifactBase):
-    def reclaim_due(self, budget: int = RECLAIM_PER_PASS) -> Reclaimed:
+    def reclaim_due(
+        self, budget: int = RECLAIM_PER_PASS, pools: list[Pool] | None = None
+    ) -> Reclaimed:
         """Reclaim up to `budget` leases whose pool's retention has passed since they ended,
-        earliest first, from the ended index (never a Scan)."""
+        earliest first, from the ended index (never a Scan). `pools`: the pass's own list."""
         now = self.clock.now_ms()
         out = Reclaimed()
-        for pool in self.store.list_pools():
+        for pool in self.store.list_pools() if pools is None else pools:
             room = budget - len(out.leases)
             due = self.store.ended_leases(
                 pool.name, now - pool.retention_seconds * 1000, max(room, 0) + 1
