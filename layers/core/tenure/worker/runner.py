@@ -22,7 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from tenure.core.rules import TOKEN_SHAPE
-from tenure.worker.client import ApiError, Claim, ClaimUnanswered, Client, Unavailable, Unreachable
+from tenure.worker.client import (
+    ApiError,
+    Claim,
+    ClaimUnanswered,
+    Client,
+    Unavailable,
+    Unreachable,
+    post_logs,
+)
+from tenure.worker.shipping import LogShipper
 
 STDERR_TAIL_BYTES = 4000
 LOOP_SECONDS = 0.2
@@ -49,6 +58,8 @@ class Held:
     marker_file: str
     fence_file: str = ""
     acked_at: float = 0.0  # wall clock of the last answered heartbeat (survives a restart)
+    keeps_logs: bool = False  # ship the job's output to the lease's logs (DESIGN §11)
+    log_positions: dict[str, int] | None = None  # offsets of its output files shipped so far
     # runtime only (see _RUNTIME): never written to the state file
     last_ok: float = 0.0
     revoke: str | None = None
@@ -104,6 +115,7 @@ class Worker:
         self.finished = 0
         self.stopping = False
         self.next_beat = 0.0
+        self.shippers: dict[str, LogShipper] = {}
 
     # -------------------------------------------------------------------- identity
 
@@ -207,6 +219,7 @@ class Worker:
             fence_file=f"{base}.fence",
             last_ok=claimed_at,
             acked_at=time.time() - (time.monotonic() - claimed_at),
+            keeps_logs=claim.keeps_logs,
         )
         log("lease claimed", lease=claim.lease_id, fence=claim.fence)
         try:
@@ -304,6 +317,8 @@ class Worker:
             held.acked_at = time.time() - (time.monotonic() - sent)
             self._write_fence(held)
             self._apply_revoke(held, answer.get("revoke"))
+        for held in list(self.held.values()):
+            self._ship_logs(held)
 
     def _apply_revoke(self, held: Held, revoke: str | None) -> None:
         if revoke in ("cancel", "kill") and held.stop_reason is None:
@@ -367,6 +382,8 @@ class Worker:
     def _finish(self, held: Held, status: int) -> None:
         self.held.pop(held.lease_id, None)
         self.finished += 1
+        # The tail of its output, before the report ends the lease (a killed job's too).
+        self._ship_logs(held, final=True)
         report = self._report_for(held, status)
         if report is None:
             self._forget(held)
@@ -401,6 +418,7 @@ class Worker:
         for lease_id, (held, kind, body, since) in list(self.unreported.items()):
             if now < self.report_not_before.get(lease_id, 0.0):
                 continue
+            self._ship_logs(held, final=True)  # what a failed shipment left: try again first
             try:
                 answer = getattr(self.client, kind)(
                     held.lease_id, held.token, body, timeout=self._budget(), retries=0
@@ -452,7 +470,35 @@ class Worker:
         os.replace(tmp, held.fence_file)
         self._save(held)
 
+    def _ship_logs(self, held: Held, final: bool = False) -> None:
+        """Ship what the job printed since the last beat (all of it when `final`)."""
+        if not held.keeps_logs:
+            return
+        shipper = self.shippers.get(held.lease_id)
+        if shipper is None:
+            base = held.err_file.removesuffix(".err")
+            files = {"stdout": f"{base}.out", "stderr": held.err_file}
+            shipper = LogShipper(files, held.log_positions or {})
+            self.shippers[held.lease_id] = shipper
+        if not shipper.enabled:
+            return
+        shipper.collect(final=final)
+
+        def send(events: list[dict[str, Any]]) -> None:
+            post_logs(self.client, held.lease_id, held.token, events, self._budget())
+
+        try:
+            shipper.ship(send, max_posts=8 if final else 2)
+        except ApiError as err:
+            # An answer: this lease takes no logs (no longer kept, reclaimed, not ours).
+            log("logs refused; not shipping more", lease=held.lease_id, code=err.code)
+            shipper.enabled = False
+        except Unreachable as err:
+            log("logs not shipped yet; kept for the next beat", lease=held.lease_id, error=str(err))
+        held.log_positions = shipper.positions()
+
     def _forget(self, held: Held) -> None:
+        self.shippers.pop(held.lease_id, None)
         base = self.state_dir / held.lease_id
         for suffix in (".json", ".exit", ".payload.json", ".reported", ".err", ".out", ".fence"):
             with contextlib.suppress(FileNotFoundError):
