@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -486,8 +487,6 @@ class LogBatch(Strict):
 
 def parse_time(text: str) -> int | None:
     """Epoch ms of an ISO 8601 time (a time without a zone is UTC), or None."""
-    from datetime import UTC, datetime
-
     try:
         stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
