@@ -495,7 +495,10 @@ class Worker:
             shipper.enabled = False
         except Unreachable as err:
             log("logs not shipped yet; kept for the next beat", lease=held.lease_id, error=str(err))
-        held.log_positions = shipper.positions()
+        if shipper.positions() != held.log_positions:
+            held.log_positions = shipper.positions()
+            if held.lease_id in self.held:  # a restarted worker goes on from here
+                self._save(held)
 
     def _forget(self, held: Held) -> None:
         self.shippers.pop(held.lease_id, None)
