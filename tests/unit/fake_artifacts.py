@@ -33,8 +33,9 @@ class FakeBlobs:
         found = self.objects.get(key)
         return (len(found[0]), found[1]) if found else None
 
-    def get(self, key: str) -> bytes:
-        return self.objects[key][0]
+    def get(self, key: str) -> bytes | None:
+        found = self.objects.get(key)
+        return found[0] if found else None
 
     def presign_get(self, key: str, filename: str, content_type: str, expires_s: int) -> str:
         return f"https://bucket.example/{key}?download={filename}&X-Amz-Expires={expires_s}"

@@ -228,6 +228,16 @@ def test_a_large_attachment_is_fetched_through_a_presigned_url(rig: Rig) -> None
     assert got.data is None and got.url and "big.bin" in got.url
 
 
+def test_an_attachment_whose_object_expired_is_not_found_and_says_why(rig: Rig) -> None:
+    lease = rig.running()
+    att, _ = rig.svc.add_attachment(
+        as_lease(lease.id), lease.id, "o.txt", "text/plain", "file", None, b"hi"
+    )
+    blobs(rig).objects.clear()  # the bucket's lifecycle rule took it
+    with pytest.raises(NotFound, match="lifecycle"):
+        rig.svc.fetch_attachment(READER, lease.id, att.id)
+
+
 def test_an_unknown_attachment_is_not_found(rig: Rig) -> None:
     lease = rig.running()
     with pytest.raises(NotFound) as err:

@@ -133,7 +133,14 @@ class AttachmentOps(ArtifactBase):
             )
         blobs = self._bucket()
         if attachment.byte_size <= SERVE_INLINE_BYTES:
-            return Download(attachment, data=blobs.get(attachment.key))
+            data = blobs.get(attachment.key)
+            if data is None:
+                raise NotFound(
+                    f"attachment {attachment_id}'s bytes are gone from the bucket (its "
+                    "lifecycle rule expires objects older than the template's "
+                    "AttachmentRetentionDays)"
+                )
+            return Download(attachment, data=data)
         url = blobs.presign_get(
             attachment.key, attachment.filename, attachment.content_type, DOWNLOAD_EXPIRES_S
         )

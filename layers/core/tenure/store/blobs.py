@@ -57,8 +57,14 @@ class S3Blobs:
             raise translate(err, None) from err
         return int(out["ContentLength"]), str(out.get("ContentType") or "")
 
-    def get(self, key: str) -> bytes:
-        out = self._call("get_object", self.client.get_object, True, Key=key)
+    def get(self, key: str) -> bytes | None:
+        try:
+            request = {"Bucket": self.bucket, "Key": key}
+            out = self.retry.call("get_object", self.client.get_object, request, True)
+        except ClientError as err:
+            if str(err.response.get("Error", {}).get("Code")) in _MISSING:
+                return None
+            raise translate(err, None) from err
         return bytes(out["Body"].read())
 
     def presign_get(self, key: str, filename: str, content_type: str, expires_s: int) -> str:
