@@ -418,7 +418,6 @@ class Worker:
         for lease_id, (held, kind, body, since) in list(self.unreported.items()):
             if now < self.report_not_before.get(lease_id, 0.0):
                 continue
-            self._ship_logs(held, final=True)  # what a failed shipment left: try again first
             try:
                 answer = getattr(self.client, kind)(
                     held.lease_id, held.token, body, timeout=self._budget(), retries=0
@@ -442,6 +441,9 @@ class Worker:
                         self.report_not_before[lease_id] = time.monotonic() + err.retry_after
                     continue
                 log("report given up: the lease has expired by now", lease=lease_id)
+            # What a failed shipment at the job's end left (an ended lease still takes logs);
+            # tried here, once the service answered, so it never delays a report.
+            self._ship_logs(held, final=True)
             self.unreported.pop(lease_id, None)
             self.report_not_before.pop(lease_id, None)
             self._forget(held)
