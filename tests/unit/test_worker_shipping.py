@@ -121,3 +121,63 @@ def test_an_endless_line_is_cut_and_says_so(files: dict[str, str]) -> None:
     shipper.collect(final=True)
     shipper.ship(sink)
     assert "more bytes]" in sink.messages()[0][1]
+
+
+class Refused(Exception):
+    pass
+
+
+class Down(Exception):
+    pass
+
+
+def test_the_pump_ships_from_its_own_thread_and_drains_before_exit(files: dict[str, str]) -> None:
+    sent: list[tuple[str, str, list[dict[str, Any]]]] = []
+    refused: list[str] = []
+    pump = shipping.LogPump(
+        lambda lease, token, events: sent.append((lease, token, events)),
+        every=0.05,
+        on_refused=lambda lease, err: refused.append(lease),
+        refusals=(Refused,),
+        unreachable=(Down,),
+    )
+    shipper = LogShipper(files, {})
+    write(files["stdout"], b"a\nb")
+    shipper.collect(final=True)
+    pump.track("lease_1", shipper, "tok", finished=True)
+    assert pump.drain(5)
+    assert [(lease, [e["message"] for e in ev]) for lease, _, ev in sent] == [
+        ("lease_1", ["a", "b"])
+    ]
+    assert (refused == [] and "lease_1" not in pump.jobs) or shipper.idle
+
+
+def test_the_pump_keeps_lines_while_the_service_is_down_and_stops_when_refused(
+    files: dict[str, str],
+) -> None:
+    state = {"mode": "down"}
+    sent: list[str] = []
+
+    def send(lease: str, token: str, events: list[dict[str, Any]]) -> None:
+        if state["mode"] == "down":
+            raise Down()
+        if state["mode"] == "refused":
+            raise Refused()
+        sent.extend(e["message"] for e in events)
+
+    refused: list[str] = []
+    pump = shipping.LogPump(
+        send, 0.05, lambda lease, err: refused.append(lease), (Refused,), (Down,)
+    )
+    shipper = LogShipper(files, {})
+    write(files["stdout"], b"kept\n")
+    shipper.collect()
+    pump.track("lease_1", shipper, "tok", finished=False)
+    assert not pump.drain(0.3) and not shipper.idle
+    state["mode"] = "up"
+    assert pump.drain(5) and sent == ["kept"]
+    state["mode"] = "refused"
+    write(files["stdout"], b"never\n")
+    shipper.collect()
+    pump.drain(0.5)
+    assert refused == ["lease_1"] and not shipper.enabled and sent == ["kept"]

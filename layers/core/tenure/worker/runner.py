@@ -31,7 +31,10 @@ from tenure.worker.client import (
     Unreachable,
     post_logs,
 )
-from tenure.worker.shipping import LogShipper
+from tenure.worker.shipping import LogPump, LogShipper
+
+# How long a stopping worker waits for its jobs' last lines to be shipped.
+LOG_DRAIN_SECONDS = 10.0
 
 STDERR_TAIL_BYTES = 4000
 LOOP_SECONDS = 0.2
@@ -116,6 +119,7 @@ class Worker:
         self.stopping = False
         self.next_beat = 0.0
         self.shippers: dict[str, LogShipper] = {}
+        self.pump: LogPump | None = None  # started with the loop (run)
 
     # -------------------------------------------------------------------- identity
 
@@ -132,6 +136,15 @@ class Worker:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
+        self.pump = LogPump(
+            self._post_logs,
+            every=1.0,
+            on_refused=lambda lease_id, err: log(
+                "logs refused; not shipping more", lease=lease_id, error=str(err)
+            ),
+            refusals=(ApiError,),
+            unreachable=(Unreachable,),
+        )
         self._reattach()
         log("worker up", worker_id=self.worker_id, pool=self.opts.pool, held=len(self.held))
         while True:
@@ -143,6 +156,7 @@ class Worker:
             if self.unreported and now >= self.next_beat - 0.01:
                 self._send_reports()
             if self.opts.once and self.finished and not self.held and not self.unreported:
+                self._drain_logs()
                 return 0
             if self.stopping:
                 log(
@@ -150,6 +164,7 @@ class Worker:
                     "fence unless a worker re-attaches",
                     held=len(self.held),
                 )
+                self._drain_logs()
                 return 0
             if self._may_claim():
                 self._claim()
@@ -441,9 +456,6 @@ class Worker:
                         self.report_not_before[lease_id] = time.monotonic() + err.retry_after
                     continue
                 log("report given up: the lease has expired by now", lease=lease_id)
-            # What a failed shipment at the job's end left (an ended lease still takes logs);
-            # tried here, once the service answered, so it never delays a report.
-            self._ship_logs(held, final=True)
             self.unreported.pop(lease_id, None)
             self.report_not_before.pop(lease_id, None)
             self._forget(held)
@@ -473,8 +485,9 @@ class Worker:
         self._save(held)
 
     def _ship_logs(self, held: Held, final: bool = False) -> None:
-        """Ship what the job printed since the last beat (all of it when `final`)."""
-        if not held.keeps_logs:
+        """Read what the job printed since the last beat (all of it when `final`) for the log
+        pump to ship from its own thread: this loop never waits on the network for logs."""
+        if not held.keeps_logs or self.pump is None:
             return
         shipper = self.shippers.get(held.lease_id)
         if shipper is None:
@@ -485,24 +498,22 @@ class Worker:
         if not shipper.enabled:
             return
         shipper.collect(final=final)
-
-        def send(events: list[dict[str, Any]]) -> None:
-            post_logs(self.client, held.lease_id, held.token, events, self._budget())
-
-        try:
-            shipper.ship(send, max_posts=8 if final else 2)
-        except ApiError as err:
-            # An answer: this lease takes no logs (no longer kept, reclaimed, not ours).
-            log("logs refused; not shipping more", lease=held.lease_id, code=err.code)
-            shipper.enabled = False
-        except Unreachable as err:
-            log("logs not shipped yet; kept for the next beat", lease=held.lease_id, error=str(err))
-        if shipper.positions() != held.log_positions:
-            held.log_positions = shipper.positions()
+        self.pump.track(held.lease_id, shipper, held.token, finished=final)
+        positions = shipper.positions()
+        if positions != held.log_positions:
+            held.log_positions = positions
             if held.lease_id in self.held:  # a restarted worker goes on from here
                 self._save(held)
 
+    def _post_logs(self, lease_id: str, token: str, events: list[dict[str, Any]]) -> None:
+        post_logs(self.client, lease_id, token, events, min(self.client.timeout, 10.0))
+
+    def _drain_logs(self) -> None:
+        if self.pump is not None and not self.pump.drain(LOG_DRAIN_SECONDS):
+            log("some job output could not be shipped before the worker stopped")
+
     def _forget(self, held: Held) -> None:
+        # (its lines already read stay with the log pump until shipped)
         self.shippers.pop(held.lease_id, None)
         base = self.state_dir / held.lease_id
         for suffix in (".json", ".exit", ".payload.json", ".reported", ".err", ".out", ".fence"):

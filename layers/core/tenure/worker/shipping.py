@@ -9,7 +9,9 @@ and the next batch opens with a line saying how many; nothing is dropped silentl
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -38,12 +40,16 @@ class _Line:
     end: int  # the file offset just past this line: shipped up to here
     timestamp: int
     message: str
+    seq: int = 0  # order of reading: a batch in flight is popped by it, not by position
 
 
 class LogShipper:
     """One job's output files, read on from `positions` (offsets already shipped)."""
 
     def __init__(self, files: dict[str, str], positions: dict[str, int]) -> None:
+        # Read by the worker's loop, shipped by its LogPump thread: one lock for both.
+        self.lock = threading.RLock()
+        self.seq = itertools.count(1)
         self.files = files
         self.read_pos = {s: positions.get(s, 0) for s in STREAMS}
         self.shipped = dict(self.read_pos)
@@ -57,6 +63,10 @@ class LogShipper:
     def collect(self, final: bool = False) -> None:
         """Read what the job wrote since the last call; `final`: the job has ended, so read
         to the end (bounded) and ship a last line without its newline too."""
+        with self.lock:
+            self._collect(final)
+
+    def _collect(self, final: bool) -> None:
         for stream in STREAMS:
             for _ in range(FINAL_CHUNKS if final else 1):
                 if not self._read_chunk(stream):
@@ -116,7 +126,8 @@ class LogShipper:
         if len(raw) > MAX_LINE_BYTES:
             cut = raw[:MAX_LINE_BYTES].decode(errors="ignore")
             text = f"{cut} …[cut: {len(raw) - MAX_LINE_BYTES} more bytes]"
-        self.pending.append(_Line(stream, end, time.time_ns() // 1_000_000, text))
+        now = time.time_ns() // 1_000_000
+        self.pending.append(_Line(stream, end, now, text, next(self.seq)))
 
     def _bound(self) -> None:
         while len(self.pending) > MAX_PENDING_LINES:
@@ -128,29 +139,34 @@ class LogShipper:
 
     def ship(self, send: Callable[[list[dict[str, Any]]], None], max_posts: int = 2) -> int:
         """Send pending lines in at most `max_posts` batches; a failed send keeps them (and
-        raises). Answers how many lines were shipped."""
+        raises). Answers how many lines were shipped. The send runs outside the lock, so the
+        worker's loop goes on reading (and bounding) meanwhile."""
         shipped = 0
         for _ in range(max_posts):
-            if not self.pending and not self.dropped:
-                break
-            events, lines = self._batch()
+            with self.lock:
+                if not self.pending and not self.dropped:
+                    break
+                events, last_seq, noted = self._batch()
             send(events)
-            for _ in range(lines):
-                line = self.pending.popleft()
-                self.shipped[line.stream] = max(self.shipped[line.stream], line.end)
-            self.dropped = 0  # a batch opens with the count of what was dropped before it
-            shipped += lines
+            with self.lock:
+                while self.pending and self.pending[0].seq <= last_seq:
+                    line = self.pending.popleft()
+                    self.shipped[line.stream] = max(self.shipped[line.stream], line.end)
+                    shipped += 1
+                self.dropped -= noted  # what the batch's note counted; more may have come
         return shipped
 
-    def _batch(self) -> tuple[list[dict[str, Any]], int]:
+    def _batch(self) -> tuple[list[dict[str, Any]], int, int]:
+        """(events, the seq of the last line in them, the dropped count its note names)."""
         events: list[dict[str, Any]] = []
         size = 0
+        noted = self.dropped
         if self.dropped:
             note = f"[tenure worker] {self.dropped} lines dropped (the job printed faster "
             note += "than they could be shipped)"
             events.append({"stream": "stderr", "message": note, "timestamp": _now()})
             size += len(note)
-        lines = 0
+        last_seq = 0
         for line in self.pending:
             cost = len(line.message.encode()) + 1
             if len(events) >= BATCH_EVENTS or (events and size + cost > BATCH_BYTES):
@@ -159,15 +175,97 @@ class LogShipper:
                 {"stream": line.stream, "message": line.message, "timestamp": line.timestamp}
             )
             size += cost
-            lines += 1
-        return events, lines
+            last_seq = line.seq
+        return events, last_seq, noted
 
     def positions(self) -> dict[str, int]:
-        return dict(self.shipped)
+        with self.lock:
+            return dict(self.shipped)
 
     @property
     def idle(self) -> bool:
-        return not self.pending and not self.dropped
+        with self.lock:
+            return not self.pending and not self.dropped
+
+
+Send = Callable[[str, str, list[dict[str, Any]]], None]  # (lease id, lease token, events)
+
+
+@dataclass
+class _Job:
+    shipper: LogShipper
+    token: str
+    finished: bool = False  # the job ended: forget it once everything is shipped
+
+
+class LogPump:
+    """Ships every job's pending lines from a thread of its own, so a slow or unreachable
+    service never holds up the worker's heartbeats and fencing (its loop only reads files).
+    `on_refused` hears of a lease that refused its logs (an answer, not an outage)."""
+
+    def __init__(
+        self,
+        send: Send,
+        every: float,
+        on_refused: Callable[[str, Exception], None],
+        refusals: tuple[type[Exception], ...],
+        unreachable: tuple[type[Exception], ...],
+    ) -> None:
+        self.send = send
+        self.every = every
+        self.on_refused = on_refused
+        self.refusals = refusals
+        self.unreachable = unreachable
+        self.jobs: dict[str, _Job] = {}
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="tenure-log-pump", daemon=True)
+        self.thread.start()
+
+    def track(self, lease_id: str, shipper: LogShipper, token: str, finished: bool) -> None:
+        with self.lock:
+            job = self.jobs.setdefault(lease_id, _Job(shipper, token))
+            job.finished = job.finished or finished
+        if finished:
+            self.wake.set()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait (bounded) until every tracked job's lines are shipped; True when they are."""
+        give_up = time.monotonic() + timeout
+        while time.monotonic() < give_up:
+            with self.lock:
+                busy = [j for j in self.jobs.values() if j.shipper.enabled and not j.shipper.idle]
+            if not busy:
+                return True
+            self.wake.set()
+            time.sleep(0.05)
+        return False
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            self.wake.wait(self.every)
+            self.wake.clear()
+            with self.lock:
+                jobs = list(self.jobs.items())
+            for lease_id, job in jobs:
+                try:
+                    self._ship(lease_id, job)
+                except Exception as err:  # said out loud; the lines stay for the next round
+                    self.on_refused(lease_id, err)
+
+    def _ship(self, lease_id: str, job: _Job) -> None:
+        if job.shipper.enabled:
+            try:
+                job.shipper.ship(lambda events: self.send(lease_id, job.token, events), 8)
+            except self.unreachable:
+                return  # kept for the next round
+            except self.refusals as refused:  # an answer: this lease takes no logs
+                job.shipper.enabled = False
+                self.on_refused(lease_id, refused)
+        if job.finished and (job.shipper.idle or not job.shipper.enabled):
+            with self.lock:
+                self.jobs.pop(lease_id, None)
 
 
 def _now() -> int:
