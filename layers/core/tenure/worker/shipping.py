@@ -227,8 +227,9 @@ class LogPump:
         with self.lock:
             job = self.jobs.setdefault(lease_id, _Job(shipper, token))
             job.finished = job.finished or finished
-        if finished:
-            self.wake.set()
+        # Woken right after the loop's heartbeat was answered: a batch follows the beat
+        # instead of competing with it (a single-process front door serves them in turn).
+        self.wake.set()
 
     def drain(self, timeout: float) -> bool:
         """Wait (bounded) until every tracked job's lines are shipped; True when they are."""
