@@ -24,6 +24,7 @@ from tenure.core.ports import (
     WORKER_RETENTION_S,
     WORKER_SCAN_BUDGET,
     WORKERS_CAP,
+    Attachment,
     Change,
     ClaimRecord,
     Clock,
@@ -501,3 +502,82 @@ class FakeStore(FakeRules):
                 self.sweeper,
             ]
         )
+
+    # ------------------------------------------- attachments and retention (DESIGN §11)
+    # Kept beside the rows above (set up lazily, so __init__ stays as it is): attachments by
+    # lease, and the leases taken out of the ended index once their reclaim finished.
+
+    def _attachments(self, lease_id: str) -> dict[str, Attachment]:
+        every: dict[str, dict[str, Attachment]] = self.__dict__.setdefault("attachments", {})
+        return every.setdefault(lease_id, {})
+
+    def _unindexed(self) -> set[str]:
+        out: set[str] = self.__dict__.setdefault("ended_out", set())
+        return out
+
+    def put_attachment(self, attachment: Attachment, cap: int) -> None:
+        self.writes.append("put_attachment")
+        rows = self._attachments(attachment.lease_id)
+        counts: dict[str, int] = self.__dict__.setdefault("attachment_counts", {})
+        if counts.get(attachment.lease_id, 0) >= cap:
+            raise CeilingReached(f"a lease keeps at most {cap} attachments")
+        if attachment.id in rows:
+            raise Conflict("an attachment write lost")
+        counts[attachment.lease_id] = counts.get(attachment.lease_id, 0) + 1
+        rows[attachment.id] = attachment
+
+    def list_attachments(self, lease_id: str) -> list[Attachment]:
+        return sorted(self._attachments(lease_id).values(), key=lambda a: (a.created_at, a.id))
+
+    def get_attachment(self, lease_id: str, attachment_id: str) -> Attachment | None:
+        return self._attachments(lease_id).get(attachment_id)
+
+    def set_attachment_status(self, attachment: Attachment, status: str) -> None:
+        self.writes.append("set_attachment_status")
+        rows = self._attachments(attachment.lease_id)
+        if attachment.id not in rows:
+            raise Conflict("the attachment is gone")
+        rows[attachment.id] = replace(rows[attachment.id], status=status)
+
+    def delete_attachments(self, lease_id: str, attachment_ids: list[str]) -> None:
+        self.writes.append("delete_attachments")
+        rows = self._attachments(lease_id)
+        for attachment_id in attachment_ids:
+            rows.pop(attachment_id, None)
+
+    def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
+        _limit(limit)
+        out = self._unindexed()
+        ended = [
+            row.lease
+            for row in self.lease_rows.values()
+            if row.lease.pool == pool
+            and row.lease.state.terminal
+            and row.lease.ended_at is not None
+            and row.lease.ended_at <= ended_before
+            and row.lease.id not in out
+        ]
+        ended.sort(key=lambda x: (x.ended_at or 0, x.id))
+        return [x.id for x in ended[:limit]]
+
+    def mark_reclaimed(self, lease: Lease) -> None:
+        self.writes.append("mark_reclaimed")
+        row = self.lease_rows.get(lease.id)
+        if row is None or row.lease.reclaimed_at is not None:
+            raise Conflict(f"lease {lease.id} was reclaimed already")
+        old = row.lease
+        row.lease = replace(
+            old,
+            reclaimed_at=lease.reclaimed_at,
+            version=lease.version,
+            event_type=lease.event_type,
+            event_data=_plain(lease.event_data or {}),
+            updated_at=lease.updated_at,
+        )
+        self._react(lease_event(old, row.lease))
+
+    def unindex_ended(self, lease_id: str) -> None:
+        self.writes.append("unindex_ended")
+        if lease_id not in self.lease_rows:
+            raise Conflict("the lease is gone")
+        self._unindexed().add(lease_id)

@@ -146,6 +146,9 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.Complete: {},
     m.Fail: {"error": "boom"},
     m.Release: {},
+    m.LogEventIn: {"stream": "stdout", "message": "hello"},
+    m.LogBatch: {"events": [{"stream": "stdout", "message": "hello"}]},
+    m.AttachmentCreate: {"filename": "out.txt", "content_type": "text/plain", "byte_size": 5},
 }
 
 

@@ -22,8 +22,11 @@ class Settings(BaseModel):
     schedule_group: str = "default"
     scheduler_target_arn: str | None = None
     scheduler_role_arn: str | None = None
-    # Where inbound email's attachments are stored (DESIGN §10).
+    # DESIGN §11: where attachments' bytes and lease logs live (None: this deployment has none).
     attachments_bucket: str | None = None
+    log_group: str | None = None
+    # The local stack's moto server, standing in for S3 and CloudWatch Logs.
+    aws_endpoint: str | None = None
 
 
 # Field -> (variable, who sets it). "template": infra/template.yaml must set it for every
@@ -38,7 +41,9 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "schedule_group": ("TENURE_SCHEDULE_GROUP", "template:ApiFunction"),
     "scheduler_target_arn": ("TENURE_SCHEDULER_TARGET_ARN", "template:ApiFunction"),
     "scheduler_role_arn": ("TENURE_SCHEDULER_ROLE_ARN", "template:ApiFunction"),
-    "attachments_bucket": ("TENURE_ATTACHMENTS_BUCKET", "template:InboundFunction"),
+    "attachments_bucket": ("TENURE_ATTACHMENTS_BUCKET", "template"),
+    "log_group": ("TENURE_LOG_GROUP", "template"),
+    "aws_endpoint": ("TENURE_AWS_ENDPOINT", "local"),
 }
 
 
@@ -62,6 +67,8 @@ def settings() -> Settings:
         scheduler_target_arn=env.get("TENURE_SCHEDULER_TARGET_ARN") or None,
         scheduler_role_arn=env.get("TENURE_SCHEDULER_ROLE_ARN") or None,
         attachments_bucket=env.get("TENURE_ATTACHMENTS_BUCKET") or None,
+        log_group=env.get("TENURE_LOG_GROUP") or None,
+        aws_endpoint=env.get("TENURE_AWS_ENDPOINT") or None,
     )
 
 

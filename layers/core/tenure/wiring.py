@@ -13,7 +13,9 @@ from botocore.config import Config
 
 from tenure.config import settings
 from tenure.core.service import LeaseService
+from tenure.store.blobs import S3Blobs
 from tenure.store.dynamo import DynamoStore
+from tenure.store.logs import CloudWatchLogSink
 from tenure.store.rules_store import DynamoRuleStore
 from tenure.store.schedules import EventBridgeSchedules
 
@@ -90,8 +92,39 @@ def build_schedules() -> EventBridgeSchedules | None:
     )
 
 
+def aws_client(service: str) -> Any:
+    """An S3 or CloudWatch Logs client (the local stack points these at moto). S3 signs with
+    SigV4 so presigned URLs work in every region; path-style addressing for moto."""
+    cfg = settings()
+    options: dict[str, Any] = {"signature_version": "s3v4"} if service == "s3" else {}
+    if service == "s3" and cfg.aws_endpoint:
+        options["s3"] = {"addressing_style": "path"}
+    return boto3.client(
+        service,  # type: ignore[call-overload]
+        region_name=cfg.region,
+        endpoint_url=cfg.aws_endpoint,
+        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, **options),
+    )
+
+
+def build_blobs() -> S3Blobs | None:
+    bucket = settings().attachments_bucket
+    return S3Blobs(aws_client("s3"), bucket) if bucket else None
+
+
+def build_log_sink() -> CloudWatchLogSink | None:
+    group = settings().log_group
+    return CloudWatchLogSink(aws_client("logs"), group) if group else None
+
+
 def build_service(store: DynamoStore | None = None) -> LeaseService:
-    svc = LeaseService(store or build_store(), SystemClock(), RandomIds())
+    svc = LeaseService(
+        store or build_store(),
+        SystemClock(),
+        RandomIds(),
+        blobs=build_blobs(),
+        log_sink=build_log_sink(),
+    )
     svc.schedules = build_schedules()
     return svc
 

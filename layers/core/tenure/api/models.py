@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -18,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from tenure.core.model import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+from tenure.core.model import DEFAULT_RETENTION_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 from tenure.core.states import EndReason, LeaseState, Revoke, SubjectKind, TaskStatus
 
 
@@ -106,7 +106,10 @@ class PoolCreate(Strict):
     grace_seconds: Seconds = 50
     toleration_seconds: Seconds = 300
     on_expiry: Literal["requeue", "fail"] = "requeue"
-    keeps_logs: bool = False
+    keeps_logs: bool = True
+    retention_seconds: Annotated[int, Field(ge=1, le=10 * 365 * 86_400), Integral] = (
+        DEFAULT_RETENTION_SECONDS
+    )
 
     @model_validator(mode="after")
     def _timings_ordered(self) -> PoolCreate:
@@ -317,6 +320,9 @@ class LeaseOut(Out):
     outcome: str | None
     claim_token_hash_truncated: str | None
     timing: LeaseTiming
+    # DESIGN §11: its logs and attachments were reclaimed after the pool's retention.
+    reclaimed: bool
+    reclaimed_at: Stamp
 
 
 class LeaseAnswer(Out):
@@ -388,6 +394,7 @@ class PoolOut(Out):
     keeps_logs: bool
     paused: bool
     created_at: Stamp
+    retention_seconds: int
 
 
 class TokenOut(Out):
@@ -409,6 +416,7 @@ class Claimed(Out):
     fence: int
     claim_token_hash: str | None
     renew_seconds: int
+    keeps_logs: bool  # whether the worker should ship the job's output (DESIGN §11)
 
 
 class Beat(Out):
@@ -460,3 +468,125 @@ class Payload(BaseModel):
     lease: LeaseOut
     subject: dict[str, Any]
     kind: str
+
+
+# ------------------------------------------------- logs, attachments, coordinates (§11)
+
+Container = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+MAX_LOG_EVENTS = 1000
+MAX_LOG_BYTES = 256 * 1024
+
+
+class LogEventIn(Strict):
+    # ISO 8601 (as the logs read back) or epoch milliseconds; absent: when it arrived.
+    timestamp: str | Annotated[int, Field(ge=0, le=10**14), Integral] | None = None
+    container: Container = "main"
+    stream: Literal["stdout", "stderr"]
+    message: Annotated[str, StringConstraints(max_length=MAX_LOG_BYTES)]
+
+    @field_validator("timestamp")
+    @classmethod
+    def _as_ms(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            ms = parse_time(value)
+            if ms is None:
+                raise ValueError("is not an ISO 8601 time (or epoch milliseconds)")
+            return ms
+        return value
+
+
+class LogBatch(Strict):
+    events: Annotated[list[LogEventIn], Field(min_length=1, max_length=MAX_LOG_EVENTS)]
+
+    @model_validator(mode="after")
+    def _bounded_bytes(self) -> LogBatch:
+        size = sum(len(e.message.encode()) for e in self.events)
+        if size > MAX_LOG_BYTES:
+            raise ValueError(
+                f"events: the messages hold {size} bytes, more than the {MAX_LOG_BYTES} "
+                "(256 KB) one batch may carry"
+            )
+        return self
+
+
+def parse_time(text: str) -> int | None:
+    """Epoch ms of an ISO 8601 time (a time without a zone is UTC), or None."""
+    try:
+        stamp = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return int(stamp.timestamp() * 1000)
+
+
+class AttachmentCreate(Strict):
+    filename: Annotated[
+        str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f/\\]+$")
+    ]
+    content_type: Annotated[
+        str,
+        StringConstraints(
+            max_length=255, pattern=r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(;[ \w.+=\"-]*)*$"
+        ),
+    ]
+    kind: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,31}$")] = "file"
+    byte_size: Annotated[int, Field(ge=0), Integral] | None = None
+    # Small files inline (at most 1 MiB once decoded); leave out for an upload URL.
+    content_base64: str | None = None
+
+
+class LogEventOut(Out):
+    timestamp: Stamp
+    container: str
+    stream: Literal["stdout", "stderr"]
+    message: str
+
+
+class Logs(Out):
+    events: list[LogEventOut]
+    truncated: bool
+    next_cursor: str | None
+
+
+class LogsAccepted(Out):
+    accepted: int
+
+
+class AttachmentOut(Out):
+    id: str
+    kind: str
+    filename: str
+    content_type: str
+    byte_size: int
+    created_at: Stamp
+
+
+class UploadOut(Out):
+    """A presigned S3 PUT: send exactly `headers` and the declared bytes, within 15 minutes."""
+
+    url: str
+    method: Literal["PUT"]
+    headers: dict[str, str]
+
+
+class AttachmentAnswer(Out):
+    attachment: AttachmentOut
+    upload: UploadOut | None = None  # absent when the bytes came inline
+
+
+class Attachments(Out):
+    attachments: list[AttachmentOut]
+
+
+class ExecTarget(Out):
+    """Where a lease runs; never its payload, environment, token or token hash."""
+
+    lease_id: str
+    state: LeaseState
+    pool: str
+    kind: Literal["agent", "classifier", "command"]
+    worker_id: str | None
+    worker_version: str | None
+    claimed_at: Stamp
+    host: str | None

@@ -48,6 +48,14 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/events"): "operator:member",
     ("GET", f"{BASE}/workflows/<slug>/activity"): "operator:read",
     ("GET", f"{BASE}/spaces/<key>/activity"): "operator:read",
+    # DESIGN §11: runtime coordinates (operators only); logs and attachments, read by whoever
+    # sees the lease (the lease itself too), written by the lease's own token.
+    ("GET", f"{BASE}/leases/<lease_id>/exec_target"): "operator:read",
+    ("POST", f"{BASE}/leases/<lease_id>/logs"): "lease",
+    ("GET", f"{BASE}/leases/<lease_id>/logs"): "operator:read|lease",
+    ("POST", f"{BASE}/leases/<lease_id>/attachments"): "lease",
+    ("GET", f"{BASE}/leases/<lease_id>/attachments"): "operator:read|lease",
+    ("GET", f"{BASE}/leases/<lease_id>/attachments/<attachment_id>"): "operator:read|lease",
 }
 
 # Served without the authorizer (infra/template.yaml declares the same two routes).

@@ -91,6 +91,8 @@ _MEANING = {
     501: "unsupported_runtime",
     503: "unavailable: the table throttled past the bounded retries; see Retry-After",
 }
+# What an `extra` status means where a route answers one besides its success.
+_EXTRA = {302: "the bytes are at a presigned URL: see Location"}
 # Every authenticated route can answer these, whatever it does (422: an unknown query parameter).
 _ALWAYS = (400, 401, 403, 422, 503)
 # The query parameters each authenticated route declares; any other is refused like an unknown
@@ -126,7 +128,7 @@ def op(
     answers = _answers(ok, model, *codes, *(() if public else _ALWAYS))
     if extra:
         answers[extra] = {
-            "description": "nothing to claim once wait_seconds have passed",
+            "description": _EXTRA.get(extra, "nothing to claim once wait_seconds have passed"),
             "content": {},
         }
     register = app.route(

@@ -7,6 +7,7 @@ from typing import Any
 
 from tenure.core.conditions import QueuedCondition
 from tenure.core.model import Event, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.core.ports import Attachment, LogLine
 from tenure.core.states import TaskStatus
 
 
@@ -48,6 +49,8 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
             "renew_seconds": lease.renew_seconds,
             "lease_seconds": lease.lease_seconds,
         },
+        "reclaimed": lease.reclaimed_at is not None,
+        "reclaimed_at": iso(lease.reclaimed_at),
     }
 
 
@@ -110,6 +113,7 @@ def pool_view(pool: Pool) -> dict[str, Any]:
         "keeps_logs": pool.keeps_logs,
         "paused": pool.paused,
         "created_at": iso(pool.created_at),
+        "retention_seconds": pool.retention_seconds,
     }
 
 
@@ -141,4 +145,24 @@ def worker_view(worker: Worker, reachable: bool, leases: list[Lease]) -> dict[st
             }
             for lease in leases
         ],
+    }
+
+
+def attachment_view(attachment: Attachment) -> dict[str, Any]:
+    return {
+        "id": attachment.id,
+        "kind": attachment.kind,
+        "filename": attachment.filename,
+        "content_type": attachment.content_type,
+        "byte_size": attachment.byte_size,
+        "created_at": iso(attachment.created_at),
+    }
+
+
+def log_line_view(line: LogLine) -> dict[str, Any]:
+    return {
+        "timestamp": iso(line.timestamp),
+        "container": line.container,
+        "stream": line.stream,
+        "message": line.message,
     }

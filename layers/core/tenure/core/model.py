@@ -23,6 +23,8 @@ DEFAULT_TOLERATION_SECONDS = 300
 DEFAULT_MAX_ATTEMPTS = 3
 MIN_LEASE_SECONDS = 5
 MAX_LEASE_SECONDS = 43200
+# How long an ended lease keeps its logs and attachments (DESIGN §11), per pool.
+DEFAULT_RETENTION_SECONDS = 2_592_000
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,9 @@ class Pool:
     grace_seconds: int = DEFAULT_GRACE_SECONDS
     toleration_seconds: int = DEFAULT_TOLERATION_SECONDS
     on_expiry: OnExpiry = OnExpiry.REQUEUE
-    keeps_logs: bool = False
+    keeps_logs: bool = True
     paused: bool = False
+    retention_seconds: int = DEFAULT_RETENTION_SECONDS
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,8 @@ class Lease:
     event_type: str | None = None
     event_data: dict[str, Any] | None = None
     updated_at: int | None = None
+    # Set once, when the sweeper deleted the lease's logs and attachments (DESIGN §11).
+    reclaimed_at: int | None = None
 
     @property
     def superseded(self) -> bool:

@@ -222,3 +222,107 @@ class Store(Protocol):
         ...
 
     def put_sweeper_state(self, state: SweeperState, expect_last: int | None) -> None: ...
+
+    # ------------------------------------------- attachments and retention (DESIGN §11)
+
+    def put_attachment(self, attachment: Attachment, cap: int) -> None:
+        """Record a new attachment; CeilingReached once its lease has `cap` of them."""
+        ...
+
+    def list_attachments(self, lease_id: str) -> list[Attachment]:
+        """Every attachment recorded for the lease (at most the cap), oldest first."""
+        ...
+
+    def get_attachment(self, lease_id: str, attachment_id: str) -> Attachment | None: ...
+    def set_attachment_status(self, attachment: Attachment, status: str) -> None: ...
+    def delete_attachments(self, lease_id: str, attachment_ids: list[str]) -> None: ...
+    def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
+        """Ended, not yet fully reclaimed leases of `pool` that ended at or before
+        `ended_before`, earliest first, at most `limit` (the ended index: no Scan)."""
+        ...
+
+    def mark_reclaimed(self, lease: Lease) -> None:
+        """Write `lease` (reclaimed_at set, version bumped, naming `lease.reclaimed`) over the
+        stored row only while that row has no reclaimed_at: Conflict otherwise."""
+        ...
+
+    def unindex_ended(self, lease_id: str) -> None:
+        """Take a reclaimed lease out of the ended index (its reclaim is finished)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file a lease's job produced; its bytes live in the attachments bucket at `key`."""
+
+    id: str
+    lease_id: str
+    kind: str
+    filename: str
+    content_type: str
+    byte_size: int
+    created_at: int
+    key: str
+    # "pending" until the bytes are seen stored as declared; "stored"; or "rejected" (the
+    # object that arrived is not what was declared) / "abandoned" (nothing came in time).
+    status: str = "pending"
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line a job printed, as stored and as read back (timestamp in epoch ms)."""
+
+    timestamp: int
+    container: str
+    stream: str  # stdout | stderr
+    message: str
+
+
+class LogPage(NamedTuple):
+    events: list[LogLine]
+    truncated: bool
+    next_cursor: str | None
+
+
+class LogSink(Protocol):
+    """Where lease logs live (CloudWatch Logs: one stream per lease and container)."""
+
+    def append(self, lease_id: str, container: str, lines: list[LogLine]) -> int:
+        """Store `lines` (any order); answers how many were accepted."""
+        ...
+
+    def read(
+        self,
+        lease_id: str,
+        container: str | None,
+        since: int | None,
+        tail: int | None,
+        cursor: str | None,
+        limit: int,
+    ) -> LogPage: ...
+
+    def delete(self, lease_id: str) -> int:
+        """Delete every stream of the lease; answers how many there were."""
+        ...
+
+
+class BlobStore(Protocol):
+    """Where attachment bytes live (S3: private, encrypted)."""
+
+    def presign_put(
+        self, key: str, content_type: str, byte_size: int, expires_s: int
+    ) -> tuple[str, dict[str, str]]:
+        """A URL and the headers a PUT of exactly these bytes must carry."""
+        ...
+
+    def put(self, key: str, data: bytes, content_type: str) -> None: ...
+    def head(self, key: str) -> tuple[int, str] | None:
+        """(size, content type) of a stored object, or None when there is none."""
+        ...
+
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, or None when it is gone (the bucket's lifecycle rule)."""
+        ...
+
+    def presign_get(self, key: str, filename: str, content_type: str, expires_s: int) -> str: ...
+    def delete(self, keys: list[str]) -> None: ...

@@ -7,13 +7,17 @@ Every state change goes through the §3 table in core/transitions.py.
 
 from __future__ import annotations
 
+from tenure.core.attachments import AttachmentOps, Download, Upload
 from tenure.core.conditions import ConditionOps, QueuedCondition
 from tenure.core.firings import FiringOps
 from tenure.core.leases.claims import Claimed, ClaimOps
 from tenure.core.leases.operator import OperatorOps
 from tenure.core.leases.recovery import RecoveryOps
 from tenure.core.leases.reports import Beat, ReportOps
+from tenure.core.logs import LogOps
 from tenure.core.payload import PayloadOps
+from tenure.core.ports import BlobStore, Clock, Ids, LogSink, Store
+from tenure.core.retention import Reclaimed, RetentionOps
 from tenure.core.setup import SetupOps
 from tenure.core.subjects import SubjectOps
 from tenure.core.tasks import TaskOps, TaskView
@@ -31,8 +35,35 @@ class LeaseService(
     PayloadOps,
     FiringOps,
     SubjectOps,
+    LogOps,
+    AttachmentOps,
+    RetentionOps,
 ):
     """The one object handlers, the sweeper and the reactor call."""
 
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        ids: Ids,
+        blobs: BlobStore | None = None,
+        log_sink: LogSink | None = None,
+    ) -> None:
+        super().__init__(store, clock, ids)
+        # Where a lease's attachments and logs live (DESIGN §11); None: this deployment has
+        # none, and their routes say so.
+        self.blobs = blobs
+        self.log_sink = log_sink
 
-__all__ = ["Beat", "Claimed", "LeaseService", "QueuedCondition", "TaskView", "WorkerView"]
+
+__all__ = [
+    "Beat",
+    "Claimed",
+    "Download",
+    "LeaseService",
+    "QueuedCondition",
+    "Reclaimed",
+    "TaskView",
+    "Upload",
+    "WorkerView",
+]

@@ -36,6 +36,10 @@ class SweepReport:
     expired: list[str] = field(default_factory=list)
     held: int = 0
     raced: int = 0  # expiries lost to a report that landed first
+    # Retention reclaim (DESIGN §11): leases whose logs and attachments this pass deleted, and
+    # due ones it left for later passes (a lower bound: each pool's index is read bounded).
+    reclaimed: list[str] = field(default_factory=list)
+    reclaim_left: int = 0
 
 
 def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport:
@@ -55,7 +59,8 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
     report.gap_ms = gap
     absence = gap - int(interval_seconds * 1000) if gap is not None else None
     holds = dict(state.holds)
-    for pool in store.list_pools():
+    pools = store.list_pools()
+    for pool in pools:
         if gap is not None and absence is not None and absence > pool.grace_seconds * 1000:
             # The sweeper itself was away: that is the service's absence, not the workers'.
             report.absent_pools.append(pool.name)
@@ -83,6 +88,8 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
         _record(svc, now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools})
     if holds != state.holds:
         store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
+    reclaim = svc.reclaim_due(pools=pools)
+    report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
     return report
 
 

@@ -104,6 +104,10 @@ class Stack:
         resources = provisioner.stack_resources()
         self._export_function_settings(provisioner, moto.endpoint)
         inbound_queue = (resources["inbound_queue_url"], provisioner.arns["InboundQueue"]["Arn"])
+        # Attachments and lease logs (DESIGN §11) go to moto's S3 and CloudWatch Logs.
+        export("TENURE_ATTACHMENTS_BUCKET", resources["attachments_bucket"])
+        export("TENURE_LOG_GROUP", resources["log_group"])
+        export("TENURE_AWS_ENDPOINT", moto.endpoint)
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
         wiring.build_service(store).bootstrap_admin(admin_token)

@@ -32,6 +32,7 @@ from tenure.store.codec import load as _load
 from tenure.store.codec import load_image as load_image  # the reactor reads stream images
 from tenure.store.codec import values as _values
 from tenure.store.reads import PagedReads
+from tenure.store.retention import RetentionRows
 
 _READS = {"get", "query", "batch_get"}  # safe to send again whatever became of the first
 
@@ -49,7 +50,7 @@ def _lost(err: ClientError, failed: TenureError) -> Exception:
     return out
 
 
-class DynamoStore(PagedReads):
+class DynamoStore(PagedReads, RetentionRows):
     def __init__(self, client: Any, table: str, retry: Retry | None = None) -> None:
         self.client = client
         self.table = table
@@ -88,6 +89,7 @@ class DynamoStore(PagedReads):
             "put": self.client.put_item,
             "update": self.client.update_item,
             "transact": self.client.transact_write_items,
+            "delete": self.client.delete_item,
         }[op]
         try:
             out = self.retry.call(op, call, {**request, "ReturnConsumedCapacity": "INDEXES"})
@@ -516,6 +518,8 @@ def _lease_row(lease: Lease) -> dict[str, Any]:
         row[k.DUE_PK] = k.due_pk(lease.pool)
     else:
         row.pop(k.DUE_AT, None)
+    if lease.state.terminal and lease.ended_at is not None and lease.reclaimed_at is None:
+        row[k.ENDED_PK] = k.ended_pk(lease.pool)  # written once, by the write that ends it
     return row
 
 

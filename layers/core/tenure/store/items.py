@@ -7,7 +7,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
-from tenure.core.ports import ClaimRecord
+from tenure.core.ports import Attachment, ClaimRecord
 from tenure.core.states import (
     EndReason,
     LeaseState,
@@ -139,3 +139,12 @@ def worker_from(row: dict[str, Any]) -> Worker:
 def claim_item(claim: ClaimRecord) -> dict[str, Any]:
     # `expires_at` is the row's TTL attribute (store.keys.TTL_ATTRIBUTE).
     return {"entity": "claim", **_row(claim)}
+
+
+def attachment_item(attachment: Attachment) -> dict[str, Any]:
+    return {"entity": "attachment", **_row(attachment)}
+
+
+def attachment_from(row: dict[str, Any]) -> Attachment:
+    # An attachment's `kind` is the worker's own word ("file", "report"…), not a pool kind.
+    return _from(Attachment, row, enums={})

@@ -30,10 +30,18 @@ DUE_INDEX = "due"
 DUE_PK = "due_pk"
 DUE_AT = "due_at"
 
+# Sparse: ended leases per pool by end time, until their retention reclaim has finished. A
+# lease enters it once, with the write that ends it (no heartbeat ever touches it, DESIGN §9),
+# and leaves it when the sweeper has reclaimed it.
+ENDED_INDEX = "ended"
+ENDED_PK = "ended_pk"
+ENDED_AT = "ended_at"
+
 INDEXES: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
     QUEUE_INDEX: ((QUEUE_PK, "S"), (QUEUE_SK, "S")),
     SPACE_INDEX: ((SPACE_PK, "S"), (SPACE_SK, "S")),
     DUE_INDEX: ((DUE_PK, "S"), (DUE_AT, "N")),
+    ENDED_INDEX: ((ENDED_PK, "S"), (ENDED_AT, "N")),
 }
 
 
@@ -290,3 +298,33 @@ def event_record_key(space: str, event_id: str) -> dict[str, str]:
 RULE_VERSION_IS = "version = :expect_version"
 # A name row is removed only while it still names the rule being changed.
 NAME_IS_RULE = "rule_id = :rule_id"
+
+
+# ------------------------------------------------------- attachments and retention
+
+# A lease's attachments share its partition (one Query lists them), beside one counter row
+# that caps how many a lease may have.
+ATTACHMENT_PREFIX = "ATT#"
+ATTACHMENT_COUNT_SK = "ATTCOUNT"
+
+
+def attachment_key(lease_id: str, attachment_id: str) -> dict[str, str]:
+    return {PK: f"LEASE#{lease_id}", SK: f"{ATTACHMENT_PREFIX}{attachment_id}"}
+
+
+def attachment_count_key(lease_id: str) -> dict[str, str]:
+    return {PK: f"LEASE#{lease_id}", SK: ATTACHMENT_COUNT_SK}
+
+
+def lease_pk(lease_id: str) -> str:
+    return f"LEASE#{lease_id}"
+
+
+def ended_pk(pool: str) -> str:
+    return f"ENDED#{pool}"
+
+
+# One more attachment only while the lease has fewer than the cap.
+BELOW_ATTACHMENT_CAP = "attribute_not_exists(attachments) OR attachments < :cap"
+# Reclaim is written once: a second pass (retried or concurrent) loses here and deletes nothing.
+NOT_RECLAIMED = "attribute_exists(PK) AND attribute_not_exists(reclaimed_at)"

@@ -102,6 +102,7 @@ class Claim:
     fence: int
     renew_seconds: float
     lease_seconds: float
+    keeps_logs: bool = False  # the pool keeps logs: ship the job's output (DESIGN §11)
 
     @property
     def lease_id(self) -> str:
@@ -224,6 +225,7 @@ class Client:
             fence=int(answer["fence"]),
             renew_seconds=float(answer.get("renew_seconds") or timing["renew_seconds"]),
             lease_seconds=float(timing["lease_seconds"]),
+            keeps_logs=bool(answer.get("keeps_logs", False)),
         )
 
     def worker_heartbeat(
@@ -283,3 +285,12 @@ def _api_error(answer: Answer) -> ApiError:
         return ApiError(answer.status, envelope["code"], envelope["message"])
     except (ValueError, KeyError, TypeError):
         return ApiError(answer.status, "http_error", answer.body.decode(errors="replace"))
+
+
+def post_logs(
+    client: Client, lease_id: str, lease_token: str, events: list[dict[str, Any]], timeout: float
+) -> int:
+    """Ship one batch of the job's lines (one try: the next beat is the retry)."""
+    path = f"/leases/{lease_id}/logs"
+    _, answer = client.call("POST", path, {"events": events}, lease_token, timeout, retries=0)
+    return int(answer["accepted"])

@@ -334,3 +334,7 @@ def add_commands(sub: Any) -> None:
     kc.add_argument("--spaces", nargs="+")
     kc.add_argument("--pools", nargs="+")
     kc.set_defaults(func=guarded(tokens_create))
+
+    from tenure.worker.detail_commands import add_detail_commands
+
+    add_detail_commands(wsub, lsub, common)

@@ -22,7 +22,19 @@ from pathlib import Path
 from typing import Any
 
 from tenure.core.rules import TOKEN_SHAPE
-from tenure.worker.client import ApiError, Claim, ClaimUnanswered, Client, Unavailable, Unreachable
+from tenure.worker.client import (
+    ApiError,
+    Claim,
+    ClaimUnanswered,
+    Client,
+    Unavailable,
+    Unreachable,
+    post_logs,
+)
+from tenure.worker.shipping import LogPump, LogShipper
+
+# How long a stopping worker waits for its jobs' last lines to be shipped.
+LOG_DRAIN_SECONDS = 10.0
 
 STDERR_TAIL_BYTES = 4000
 LOOP_SECONDS = 0.2
@@ -49,6 +61,8 @@ class Held:
     marker_file: str
     fence_file: str = ""
     acked_at: float = 0.0  # wall clock of the last answered heartbeat (survives a restart)
+    keeps_logs: bool = False  # ship the job's output to the lease's logs (DESIGN §11)
+    log_positions: dict[str, int] | None = None  # offsets of its output files shipped so far
     # runtime only (see _RUNTIME): never written to the state file
     last_ok: float = 0.0
     revoke: str | None = None
@@ -104,6 +118,8 @@ class Worker:
         self.finished = 0
         self.stopping = False
         self.next_beat = 0.0
+        self.shippers: dict[str, LogShipper] = {}
+        self.pump: LogPump | None = None  # started with the loop (run)
 
     # -------------------------------------------------------------------- identity
 
@@ -120,6 +136,15 @@ class Worker:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
+        self.pump = LogPump(
+            self._post_logs,
+            every=5.0,  # a fallback: it is woken after each answered heartbeat
+            on_refused=lambda lease_id, err: log(
+                "logs refused; not shipping more", lease=lease_id, error=str(err)
+            ),
+            refusals=(ApiError,),
+            unreachable=(Unreachable,),
+        )
         self._reattach()
         log("worker up", worker_id=self.worker_id, pool=self.opts.pool, held=len(self.held))
         while True:
@@ -131,6 +156,7 @@ class Worker:
             if self.unreported and now >= self.next_beat - 0.01:
                 self._send_reports()
             if self.opts.once and self.finished and not self.held and not self.unreported:
+                self._drain_logs()
                 return 0
             if self.stopping:
                 log(
@@ -138,6 +164,7 @@ class Worker:
                     "fence unless a worker re-attaches",
                     held=len(self.held),
                 )
+                self._drain_logs()
                 return 0
             if self._may_claim():
                 self._claim()
@@ -207,6 +234,7 @@ class Worker:
             fence_file=f"{base}.fence",
             last_ok=claimed_at,
             acked_at=time.time() - (time.monotonic() - claimed_at),
+            keeps_logs=claim.keeps_logs,
         )
         log("lease claimed", lease=claim.lease_id, fence=claim.fence)
         try:
@@ -304,6 +332,8 @@ class Worker:
             held.acked_at = time.time() - (time.monotonic() - sent)
             self._write_fence(held)
             self._apply_revoke(held, answer.get("revoke"))
+        for held in list(self.held.values()):
+            self._ship_logs(held)
 
     def _apply_revoke(self, held: Held, revoke: str | None) -> None:
         if revoke in ("cancel", "kill") and held.stop_reason is None:
@@ -367,6 +397,8 @@ class Worker:
     def _finish(self, held: Held, status: int) -> None:
         self.held.pop(held.lease_id, None)
         self.finished += 1
+        # The tail of its output, before the report ends the lease (a killed job's too).
+        self._ship_logs(held, final=True)
         report = self._report_for(held, status)
         if report is None:
             self._forget(held)
@@ -455,7 +487,37 @@ class Worker:
         os.replace(tmp, held.fence_file)
         self._save(held)
 
+    def _ship_logs(self, held: Held, final: bool = False) -> None:
+        """Read what the job printed since the last beat (all of it when `final`) for the log
+        pump to ship from its own thread: this loop never waits on the network for logs."""
+        if not held.keeps_logs or self.pump is None:
+            return
+        shipper = self.shippers.get(held.lease_id)
+        if shipper is None:
+            base = held.err_file.removesuffix(".err")
+            files = {"stdout": f"{base}.out", "stderr": held.err_file}
+            shipper = LogShipper(files, held.log_positions or {})
+            self.shippers[held.lease_id] = shipper
+        if not shipper.enabled:
+            return
+        shipper.collect(final=final)
+        self.pump.track(held.lease_id, shipper, held.token, finished=final)
+        positions = shipper.positions()
+        if positions != held.log_positions:
+            held.log_positions = positions
+            if held.lease_id in self.held:  # a restarted worker goes on from here
+                self._save(held)
+
+    def _post_logs(self, lease_id: str, token: str, events: list[dict[str, Any]]) -> None:
+        post_logs(self.client, lease_id, token, events, min(self.client.timeout, 10.0))
+
+    def _drain_logs(self) -> None:
+        if self.pump is not None and not self.pump.drain(LOG_DRAIN_SECONDS):
+            log("some job output could not be shipped before the worker stopped")
+
     def _forget(self, held: Held) -> None:
+        # (its lines already read stay with the log pump until shipped)
+        self.shippers.pop(held.lease_id, None)
         base = self.state_dir / held.lease_id
         for suffix in (".json", ".exit", ".payload.json", ".reported", ".err", ".out", ".fence"):
             with contextlib.suppress(FileNotFoundError):

@@ -50,6 +50,7 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         toleration_seconds=body.toleration_seconds,
         on_expiry=OnExpiry(body.on_expiry),
         keeps_logs=body.keeps_logs,
+        retention_seconds=body.retention_seconds,
         created_at=0,
     )
     return json_answer(v.pool_view(svc().create_pool(actor(), pool)), 201)

@@ -36,6 +36,7 @@ def claim(pool: str, body: Annotated[m.Claim, Body()]) -> Response[Any]:
             "fence": won.lease.fence,
             "claim_token_hash": won.lease.token_hash,
             "renew_seconds": won.pool.renew_seconds,
+            "keeps_logs": won.pool.keeps_logs,
         }
     )
 

@@ -1,0 +1,103 @@
+"""A lease's detail (DESIGN §11): its logs, its attachments, where it runs."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+
+from tenure.api import models as m
+from tenure.api import views as v
+from tenure.api.routes import BASE
+from tenure.api.surface import actor, json_answer, op, svc
+from tenure.core import errors as e
+
+Cursor = Annotated[str | None, Query(max_length=4096)]
+
+
+@op("GET", f"{BASE}/leases/<lease_id>/exec_target", 200, m.ExecTarget, 404)
+def exec_target(lease_id: str) -> Response[Any]:
+    target = svc().exec_target(actor(), lease_id)
+    return json_answer({**target, "claimed_at": v.iso(target["claimed_at"])})
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/logs", 202, m.LogsAccepted, 404, 409, 501)
+def post_logs(lease_id: str, body: Annotated[m.LogBatch, Body()]) -> Response[Any]:
+    events = [event.model_dump() for event in body.events]
+    return json_answer({"accepted": svc().post_logs(actor(), lease_id, events)}, 202)
+
+
+@op("GET", f"{BASE}/leases/<lease_id>/logs", 200, m.Logs, 404, 501)
+def get_logs(
+    lease_id: str,
+    container: Annotated[str | None, Query(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")] = None,
+    tail: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+    since: Annotated[str | None, Query(max_length=64)] = None,
+    cursor: Cursor = None,
+) -> Response[Any]:
+    caller = actor()
+    since_ms = None
+    if since:
+        since_ms = m.parse_time(since)
+        if since_ms is None:
+            raise e.ValidationFailed("since: is not an ISO 8601 time")
+    page = svc().read_logs(caller, lease_id, container or None, tail, since_ms, cursor or None)
+    return json_answer(
+        {
+            "events": [v.log_line_view(line) for line in page.events],
+            "truncated": page.truncated,
+            "next_cursor": page.next_cursor,
+        }
+    )
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/attachments", 201, m.AttachmentAnswer, 404, 409, 501)
+def add_attachment(lease_id: str, body: Annotated[m.AttachmentCreate, Body()]) -> Response[Any]:
+    content = None
+    if body.content_base64 is not None:
+        try:
+            content = base64.b64decode(body.content_base64, validate=True)
+        except (binascii.Error, ValueError) as bad:
+            raise e.ValidationFailed("content_base64: is not valid base64") from bad
+    attachment, upload = svc().add_attachment(
+        actor(),
+        lease_id,
+        body.filename,
+        body.content_type,
+        body.kind,
+        body.byte_size,
+        content,
+    )
+    answer: dict[str, Any] = {"attachment": v.attachment_view(attachment)}
+    if upload is not None:
+        answer["upload"] = {"url": upload.url, "method": upload.method, "headers": upload.headers}
+    return json_answer(answer, 201)
+
+
+@op("GET", f"{BASE}/leases/<lease_id>/attachments", 200, m.Attachments, 404)
+def list_attachments(lease_id: str) -> Response[Any]:
+    found = svc().list_attachments(actor(), lease_id)
+    return json_answer({"attachments": [v.attachment_view(a) for a in found]})
+
+
+@op("GET", f"{BASE}/leases/<lease_id>/attachments/<attachment_id>", 200, None, 404, extra=302)
+def fetch_attachment(lease_id: str, attachment_id: str) -> Response[Any]:
+    got = svc().fetch_attachment(actor(), lease_id, attachment_id)
+    if got.url is not None:
+        return Response(
+            status_code=302, content_type=None, body=None, headers={"Location": got.url}
+        )
+    disposition = f'attachment; filename="{_ascii(got.attachment.filename)}"'
+    return Response(
+        status_code=200,
+        content_type=got.attachment.content_type,
+        body=got.data or b"",
+        headers={"Content-Disposition": disposition},
+    )
+
+
+def _ascii(name: str) -> str:
+    return "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else "_" for c in name)

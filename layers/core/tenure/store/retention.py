@@ -1,0 +1,139 @@
+"""The DynamoDB rows of DESIGN §11: a lease's attachments, the ended index, the reclaim mark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenure.core.errors import CeilingReached, Conflict, TenureError
+from tenure.core.model import Lease
+from tenure.core.ports import Attachment
+from tenure.store import items
+from tenure.store import keys as k
+from tenure.store.codec import dump as _dump
+from tenure.store.codec import load as _load
+from tenure.store.codec import values as _values
+
+
+class RetentionRows:
+    """Mixed into DynamoStore, whose metered, retried primitives these stand on."""
+
+    table: str
+    client: Any
+
+    def _write(self, op: str, failed: TenureError, **request: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _query(self, **kwargs: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _get(self, key: dict[str, str], consistent: bool = True) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ attachments
+
+    def put_attachment(self, attachment: Attachment, cap: int) -> None:
+        row = {
+            **k.attachment_key(attachment.lease_id, attachment.id),
+            **items.attachment_item(attachment),
+        }
+        ops = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _dump(k.attachment_count_key(attachment.lease_id)),
+                    "UpdateExpression": "ADD attachments :one",
+                    "ConditionExpression": k.BELOW_ATTACHMENT_CAP,
+                    "ExpressionAttributeValues": _values(one=1, cap=cap),
+                }
+            },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": _dump(row),
+                    "ConditionExpression": k.IS_NEW,
+                }
+            },
+        ]
+        try:
+            self._write("transact", Conflict("an attachment write lost"), TransactItems=ops)
+        except Conflict as lost:
+            if (lost.details.get("reasons") or [None])[0] == "ConditionalCheckFailed":
+                raise CeilingReached(f"a lease keeps at most {cap} attachments") from lost
+            raise
+
+    def list_attachments(self, lease_id: str) -> list[Attachment]:
+        # Bounded by the per-lease cap (put_attachment); one page of 1 MB holds far more.
+        out = self._query(
+            KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
+            ExpressionAttributeValues=_values(pk=k.lease_pk(lease_id), prefix=k.ATTACHMENT_PREFIX),
+            ConsistentRead=True,
+        )
+        rows = [_load(r) for r in out.get("Items", [])]
+        found = [items.attachment_from(r) for r in rows]
+        return sorted(found, key=lambda a: (a.created_at, a.id))
+
+    def get_attachment(self, lease_id: str, attachment_id: str) -> Attachment | None:
+        row = self._get(k.attachment_key(lease_id, attachment_id))
+        return items.attachment_from(row) if row else None
+
+    def set_attachment_status(self, attachment: Attachment, status: str) -> None:
+        self._write(
+            "update",
+            Conflict("the attachment is gone"),
+            TableName=self.table,
+            Key=_dump(k.attachment_key(attachment.lease_id, attachment.id)),
+            UpdateExpression="SET #status = :status",
+            ConditionExpression=k.EXISTS,
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues=_values(status=status),
+        )
+
+    def delete_attachments(self, lease_id: str, attachment_ids: list[str]) -> None:
+        for attachment_id in attachment_ids:
+            self._write(
+                "delete",
+                Conflict("unreachable: an unconditional delete"),
+                TableName=self.table,
+                Key=_dump(k.attachment_key(lease_id, attachment_id)),
+            )
+
+    # -------------------------------------------------------------------- retention
+
+    def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        out = self._query(
+            IndexName=k.ENDED_INDEX,
+            KeyConditionExpression=f"{k.ENDED_PK} = :p AND {k.ENDED_AT} <= :before",
+            ExpressionAttributeValues=_values(p=k.ended_pk(pool), before=ended_before),
+            Limit=limit,
+        )
+        return [k.lease_id_of(_load(r)) for r in out.get("Items", [])]
+
+    def mark_reclaimed(self, lease: Lease) -> None:
+        fields = {
+            "reclaimed_at": lease.reclaimed_at,
+            "version": lease.version,
+            "event_type": lease.event_type,
+            "event_data": lease.event_data or {},
+            "updated_at": lease.updated_at,
+        }
+        self._write(
+            "update",
+            Conflict(f"lease {lease.id} was reclaimed already"),
+            TableName=self.table,
+            Key=_dump(k.lease_key(lease.id)),
+            UpdateExpression="SET " + ", ".join(f"{name} = :{name}" for name in fields),
+            ConditionExpression=k.NOT_RECLAIMED,
+            ExpressionAttributeValues=_values(**fields),
+        )
+
+    def unindex_ended(self, lease_id: str) -> None:
+        self._write(
+            "update",
+            Conflict("the lease is gone"),
+            TableName=self.table,
+            Key=_dump(k.lease_key(lease_id)),
+            UpdateExpression=f"REMOVE {k.ENDED_PK}",
+            ConditionExpression=k.EXISTS,
+        )

@@ -1,0 +1,90 @@
+"""The store contract of DESIGN §11's rows (attachments, the ended index, the reclaim mark),
+run on the fake, moto and DynamoDB Local beside contract.py, so the three cannot drift."""
+
+from __future__ import annotations
+
+import pytest
+from tenure.core.errors import CeilingReached, Conflict
+from tenure.core.ports import Attachment
+
+from tests.conformance.contract import ALPHA, MakeRig, claim, enqueue, stored, timeline_of, world
+from tests.conftest import lease_principal
+
+
+def _attachment(lease_id: str, n: int, at: int) -> Attachment:
+    return Attachment(
+        id=f"att_{n:03d}",
+        lease_id=lease_id,
+        kind="file",
+        filename=f"f{n}.txt",
+        content_type="text/plain",
+        byte_size=n,
+        created_at=at + n,
+        key=f"leases/{lease_id}/att_{n:03d}",
+    )
+
+
+class DetailContract:
+    def test_attachments_are_recorded_listed_oldest_first_and_capped(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        now = r.clock.now_ms()
+        for n in (2, 1):
+            r.store.put_attachment(_attachment(lease.id, n, now), cap=2)
+        with pytest.raises(CeilingReached):
+            r.store.put_attachment(_attachment(lease.id, 3, now), cap=2)
+        listed = r.store.list_attachments(lease.id)
+        assert [a.id for a in listed] == ["att_001", "att_002"]
+        assert listed[0] == _attachment(lease.id, 1, now)  # a round trip keeps every field
+        assert r.store.get_attachment(lease.id, "att_003") is None
+        r.store.set_attachment_status(listed[0], "stored")
+        assert (r.store.get_attachment(lease.id, "att_001") or listed[1]).status == "stored"
+        r.store.delete_attachments(lease.id, ["att_001", "att_002"])
+        assert r.store.list_attachments(lease.id) == []
+        assert stored(r, lease.id).state == lease.state  # the lease row is untouched
+
+    def test_only_ended_leases_enter_the_ended_index_by_end_time(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        world(r)
+        ended = []
+        for _ in range(3):
+            enqueue(r)
+            won = claim(r)
+            r.clock.advance(1)
+            r.svc.complete(lease_principal(won.lease.id), won.lease.id, {})
+            ended.append(won.lease.id)
+        enqueue(r)
+        claim(r)  # held: not in the index
+        enqueue(r)  # pending: not in the index
+        now = r.clock.now_ms()
+        assert r.store.ended_leases(ALPHA, now, 10) == ended
+        assert r.store.ended_leases(ALPHA, now, 2) == ended[:2]
+        first_end = stored(r, ended[0]).ended_at or 0
+        assert r.store.ended_leases(ALPHA, first_end, 10) == ended[:1]
+        assert r.store.ended_leases(ALPHA, first_end - 1, 10) == []
+        r.store.unindex_ended(ended[0])
+        assert r.store.ended_leases(ALPHA, now, 10) == ended[1:]
+
+    def test_a_lease_is_marked_reclaimed_once_with_one_timeline_event(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        task, _ = enqueue(r)
+        won = claim(r)
+        r.svc.complete(lease_principal(won.lease.id), won.lease.id, {})
+        r.clock.advance(5)
+        assert r.svc.reclaim(won.lease.id) is True
+        assert r.svc.reclaim(won.lease.id) is False
+        lease = stored(r, won.lease.id)
+        with pytest.raises(Conflict):
+            r.store.mark_reclaimed(lease)
+        r.drain()
+        types = [t for _, t, _, _ in timeline_of(r, task)]
+        assert types.count("lease.reclaimed") == 1
+        assert types.index("lease.completed") < types.index("lease.reclaimed")
+        assert lease.reclaimed_at == r.clock.now_ms() and lease.state.value == "completed"
+        assert r.store.ended_leases(ALPHA, r.clock.now_ms(), 10) == []

@@ -1,0 +1,84 @@
+"""DESIGN §11 on DynamoDB Local: the detail store contract, and the reclaim race (two passes
+at once reclaim each lease once: one mark, one `lease.reclaimed`, nothing deleted twice)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+from tenure.core.ports import LogLine
+
+from tests.conformance.contract import ALPHA, make_world
+from tests.conformance.contract_detail import DetailContract
+from tests.conformance.test_store_contract import make_rig
+from tests.conftest import ADMIN, WORKER, Rig, lease_principal
+from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
+
+__all__ = ["make_rig"]
+LEASES = 12
+
+
+class TestDetailContractOnDynamoDBLocal(DetailContract):
+    pass
+
+
+class _Locked(FakeBlobs):
+    """The in-memory bucket, safe to delete from two threads at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+    def delete(self, keys: list[str]) -> None:
+        with self.lock:
+            super().delete(keys)
+
+
+class _LockedSink(FakeLogSink):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+    def delete(self, lease_id: str) -> int:
+        with self.lock:
+            return super().delete(lease_id)
+
+
+def test_two_passes_at_once_reclaim_each_lease_once(rig: Rig) -> None:
+    blobs, sink = _Locked(), _LockedSink()
+    rig.svc.blobs, rig.svc.log_sink = blobs, sink
+    make_world(rig.svc)
+    admin_task_ids = []
+    lease_ids = []
+    for _ in range(LEASES):
+        task, _ = rig.svc.create_task(ADMIN, "OPS", "w", None, None, {}, ALPHA, None)
+        admin_task_ids.append(task.id)
+        won = rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+        assert won is not None
+        me = lease_principal(won.lease.id)
+        rig.svc.add_attachment(me, won.lease.id, "o.txt", "text/plain", "file", None, b"bytes")
+        sink.append(won.lease.id, "main", [LogLine(rig.clock.now_ms(), "main", "stdout", "x")])
+        rig.svc.complete(me, won.lease.id, {})
+        lease_ids.append(won.lease.id)
+    rig.clock.advance(2_592_001)  # past the default retention
+    barrier = threading.Barrier(2)
+
+    def one_pass() -> list[str]:
+        barrier.wait()
+        won: list[str] = []
+        for lease_id in lease_ids:
+            if rig.svc.reclaim(lease_id):
+                won.append(lease_id)
+        return won
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first, second = pool.map(lambda _: one_pass(), range(2))
+    assert sorted(first + second) == sorted(lease_ids), "each lease reclaimed exactly once"
+    assert set(blobs.deleted.values()) == {1} and len(blobs.deleted) == LEASES
+    assert set(sink.deleted.values()) == {1} and len(sink.deleted) == LEASES
+    rig.pump.drain()
+    for task_id in admin_task_ids:
+        types = Counter(e.type for e in rig.store.timeline("task", task_id, None))
+        assert types["lease.reclaimed"] == 1 and types["lease.completed"] == 1
+    assert rig.store.ended_leases(ALPHA, rig.clock.now_ms(), 100) == []

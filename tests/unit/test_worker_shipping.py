@@ -1,0 +1,183 @@
+"""The worker's log shipping (worker/shipping.py): line by line, batched, bounded, resumable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tenure.worker import shipping
+from tenure.worker.shipping import LogShipper
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    out, err = tmp_path / "l.out", tmp_path / "l.err"
+    out.write_bytes(b"")
+    err.write_bytes(b"")
+    return {"stdout": str(out), "stderr": str(err)}
+
+
+def write(path: str, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.batches: list[list[dict[str, Any]]] = []
+        self.down = False
+
+    def __call__(self, events: list[dict[str, Any]]) -> None:
+        if self.down:
+            raise ConnectionError("service unreachable")
+        self.batches.append(events)
+
+    def messages(self) -> list[tuple[str, str]]:
+        return [(e["stream"], e["message"]) for b in self.batches for e in b]
+
+
+def test_complete_lines_are_shipped_and_a_partial_one_waits_for_the_end(
+    files: dict[str, str],
+) -> None:
+    shipper, sink = LogShipper(files, {}), Sink()
+    write(files["stdout"], b"one\ntwo\nhalf")
+    write(files["stderr"], b"oops\r\n")
+    shipper.collect()
+    shipper.ship(sink)
+    assert sorted(sink.messages()) == [("stderr", "oops"), ("stdout", "one"), ("stdout", "two")]
+    write(files["stdout"], b"-line")
+    shipper.collect(final=True)
+    shipper.ship(sink)
+    assert sink.messages()[-1] == ("stdout", "half-line")
+
+
+def test_a_failed_send_keeps_the_lines_for_the_next_beat(files: dict[str, str]) -> None:
+    shipper, sink = LogShipper(files, {}), Sink()
+    write(files["stdout"], b"a\nb\n")
+    shipper.collect()
+    sink.down = True
+    with pytest.raises(ConnectionError):
+        shipper.ship(sink)
+    sink.down = False
+    shipper.ship(sink)
+    assert sink.messages() == [("stdout", "a"), ("stdout", "b")]
+
+
+def test_a_restarted_worker_goes_on_from_what_was_shipped(files: dict[str, str]) -> None:
+    first, sink = LogShipper(files, {}), Sink()
+    write(files["stdout"], b"a\nb\n")
+    first.collect()
+    first.ship(sink)
+    write(files["stdout"], b"c\n")
+    again = LogShipper(files, first.positions())
+    again.collect()
+    again.ship(sink)
+    assert sink.messages() == [("stdout", "a"), ("stdout", "b"), ("stdout", "c")]
+
+
+def test_memory_is_bounded_and_what_was_dropped_is_counted(
+    files: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shipping, "MAX_PENDING_LINES", 10)
+    shipper, sink = LogShipper(files, {}), Sink()
+    write(files["stdout"], b"".join(b"line %d\n" % i for i in range(25)))
+    shipper.collect()
+    assert len(shipper.pending) == 10
+    shipper.ship(sink)
+    first = sink.batches[0]
+    assert first[0]["stream"] == "stderr" and "15 lines dropped" in first[0]["message"]
+    assert [e["message"] for e in first[1:]] == [f"line {i}" for i in range(15, 25)]
+    assert shipper.idle
+
+
+def test_a_flood_on_disk_is_skipped_over_and_counted(
+    files: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shipping, "MAX_BACKLOG_BYTES", 100)
+    shipper, sink = LogShipper(files, {}), Sink()
+    write(files["stdout"], b"".join(b"%09d\n" % i for i in range(50)))  # 500 bytes
+    shipper.collect(final=True)
+    shipper.ship(sink, max_posts=10)
+    messages = [m for _, m in sink.messages()]
+    assert "40 lines dropped" in messages[0]
+    assert messages[1:] == [f"{i:09d}" for i in range(40, 50)]
+
+
+def test_batches_respect_the_event_and_byte_limits(
+    files: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shipping, "BATCH_EVENTS", 3)
+    shipper, sink = LogShipper(files, {}), Sink()
+    write(files["stdout"], b"".join(b"l%d\n" % i for i in range(7)))
+    shipper.collect()
+    shipper.ship(sink, max_posts=10)
+    assert [len(b) for b in sink.batches] == [3, 3, 1]
+
+
+def test_an_endless_line_is_cut_and_says_so(files: dict[str, str]) -> None:
+    shipper, sink = LogShipper(files, {}), Sink()
+    write(files["stdout"], b"x" * (shipping.MAX_LINE_BYTES + 10) + b"\n")
+    shipper.collect(final=True)
+    shipper.ship(sink)
+    assert "more bytes]" in sink.messages()[0][1]
+
+
+class Refused(Exception):
+    pass
+
+
+class Down(Exception):
+    pass
+
+
+def test_the_pump_ships_from_its_own_thread_and_drains_before_exit(files: dict[str, str]) -> None:
+    sent: list[tuple[str, str, list[dict[str, Any]]]] = []
+    refused: list[str] = []
+    pump = shipping.LogPump(
+        lambda lease, token, events: sent.append((lease, token, events)),
+        every=0.05,
+        on_refused=lambda lease, err: refused.append(lease),
+        refusals=(Refused,),
+        unreachable=(Down,),
+    )
+    shipper = LogShipper(files, {})
+    write(files["stdout"], b"a\nb")
+    shipper.collect(final=True)
+    pump.track("lease_1", shipper, "tok", finished=True)
+    assert pump.drain(5)
+    assert [(lease, [e["message"] for e in ev]) for lease, _, ev in sent] == [
+        ("lease_1", ["a", "b"])
+    ]
+    assert (refused == [] and "lease_1" not in pump.jobs) or shipper.idle
+
+
+def test_the_pump_keeps_lines_while_the_service_is_down_and_stops_when_refused(
+    files: dict[str, str],
+) -> None:
+    state = {"mode": "down"}
+    sent: list[str] = []
+
+    def send(lease: str, token: str, events: list[dict[str, Any]]) -> None:
+        if state["mode"] == "down":
+            raise Down()
+        if state["mode"] == "refused":
+            raise Refused()
+        sent.extend(e["message"] for e in events)
+
+    refused: list[str] = []
+    pump = shipping.LogPump(
+        send, 0.05, lambda lease, err: refused.append(lease), (Refused,), (Down,)
+    )
+    shipper = LogShipper(files, {})
+    write(files["stdout"], b"kept\n")
+    shipper.collect()
+    pump.track("lease_1", shipper, "tok", finished=False)
+    assert not pump.drain(0.3) and not shipper.idle
+    state["mode"] = "up"
+    assert pump.drain(5) and sent == ["kept"]
+    state["mode"] = "refused"
+    write(files["stdout"], b"never\n")
+    shipper.collect()
+    pump.drain(0.5)
+    assert refused == ["lease_1"] and not shipper.enabled and sent == ["kept"]
