@@ -209,3 +209,17 @@ def test_the_rules_cli_creates_lists_fires_disables_and_deletes(
     assert json.loads(posted) == []  # disabled: nothing minted
     _tenure(local_stack, "rules", "delete", created["id"])
     assert world.admin.get(f"/rules/{created['id']}").status_code == 404
+    # The email's attachments list among the lease's own, kind "email", and download as sent.
+    lease_id = won["lease"]["id"]
+    r = world.admin.get(f"/leases/{lease_id}/attachments")
+    assert r.status_code == 200, r.text
+    listed = r.json()["attachments"]
+    assert [(a["kind"], a["filename"]) for a in listed] == [
+        ("email", "invoice-2026-1184.pdf"),
+        ("email", "pallet.png"),
+    ]
+    pdf = listed[0]
+    r = world.admin.get(f"/leases/{lease_id}/attachments/{pdf['id']}")
+    assert r.status_code == 200, r.text
+    assert r.content.startswith(b"%PDF") and len(r.content) == pdf["byte_size"]
+    assert r.headers["content-type"].startswith("application/pdf")

@@ -12,8 +12,9 @@ from tenure.core.errors import (
     ValidationFailed,
 )
 from tenure.core.logs import ArtifactBase
-from tenure.core.model import Principal
+from tenure.core.model import Lease, Principal
 from tenure.core.ports import Attachment, BlobStore
+from tenure.core.rule import EMAIL_TOPIC
 
 MAX_INLINE_BYTES = 1024 * 1024  # content_base64, decoded
 MAX_UPLOAD_BYTES = 5 * 1024**3  # one S3 PUT
@@ -28,6 +29,14 @@ SERVE_INLINE_BYTES = 1024 * 1024
 ABANDON_AFTER_MS = (UPLOAD_EXPIRES_S + 3600) * 1000
 
 PENDING, STORED, REJECTED, ABANDONED = "pending", "stored", "rejected", "abandoned"
+# An inbound email's attachments are stored once per message and shared by every lease its
+# rules minted; they list among each of those leases' attachments (DESIGN §10).
+EMAIL_KIND = "email"
+EMAIL_PREFIX = "email/"
+
+
+def email_attachment_key(message_id: str, attachment_id: str) -> str:
+    return f"{EMAIL_PREFIX}{message_id}/{attachment_id}"
 
 
 @dataclass(frozen=True)
@@ -116,13 +125,15 @@ class AttachmentOps(ArtifactBase):
         if lease.reclaimed_at is not None:
             return []
         found = [self._settled(a) for a in self.store.list_attachments(lease.id)]
-        return [a for a in found if a.status == STORED]
+        return self._from_email(lease) + [a for a in found if a.status == STORED]
 
     def fetch_attachment(self, actor: Principal, lease_id: str, attachment_id: str) -> Download:
         lease = self._visible_lease(actor, lease_id)
         attachment = None
         if lease.reclaimed_at is None and len(attachment_id) <= 128:
-            attachment = self.store.get_attachment(lease.id, attachment_id)
+            attachment = self.store.get_attachment(lease.id, attachment_id) or next(
+                (a for a in self._from_email(lease) if a.id == attachment_id), None
+            )
         if attachment is None:
             raise NotFound(f"attachment {attachment_id} of lease {lease_id} does not exist")
         attachment = self._settled(attachment)
@@ -145,6 +156,31 @@ class AttachmentOps(ArtifactBase):
             attachment.key, attachment.filename, attachment.content_type, DOWNLOAD_EXPIRES_S
         )
         return Download(attachment, url=url)
+
+    def _from_email(self, lease: Lease) -> list[Attachment]:
+        """The attachments of the email whose rule minted the lease, from its job's trigger
+        (one read of the job row; at most the MIME parser's 20 attachments)."""
+        job = self.store.get_job(lease.job_id)
+        trigger = (job.trigger if job else None) or {}
+        data = trigger.get("data") or {}
+        message_id = data.get("message_id")
+        if trigger.get("topic") != EMAIL_TOPIC or not isinstance(message_id, str):
+            return []
+        return [
+            Attachment(
+                id=str(item["attachment_id"]),
+                lease_id=lease.id,
+                kind=EMAIL_KIND,
+                filename=str(item.get("filename") or item["attachment_id"]),
+                content_type=str(item.get("content_type") or "application/octet-stream"),
+                byte_size=int(item.get("byte_size") or 0),
+                created_at=lease.created_at,
+                key=email_attachment_key(message_id, str(item["attachment_id"])),
+                status=STORED,
+            )
+            for item in data.get("attachments") or []
+            if isinstance(item, dict) and item.get("attachment_id")
+        ]
 
     def _settled(self, attachment: Attachment) -> Attachment:
         """A pending upload judged by a HEAD of its object: stored when the size and content

@@ -20,6 +20,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from tenure.core.attachments import email_attachment_key
 from tenure.core.model import Lease
 from tenure.core.rule import EMAIL_TOPIC
 from tenure.core.service import LeaseService
@@ -29,7 +30,6 @@ from tenure.inbound.mime import MailAttachment, ParsedMail, parse_mail
 # The trigger data rides on the job row (≤ 400 KB an item): the body is cut to this many
 # characters there, and `body_truncated` says so. The whole mail stays in the inbound bucket.
 MAX_TRIGGER_BODY_CHARS = 32_000
-EMAIL_PREFIX = "email/"
 
 
 class UnreadableMail(Exception):
@@ -62,7 +62,7 @@ def attachment_id(message_id: str, index: int) -> str:
 
 
 def attachment_key(message_id: str, att_id: str) -> str:
-    return f"{EMAIL_PREFIX}{message_id}/{att_id}"
+    return email_attachment_key(message_id, att_id)
 
 
 class InboundEmail:
