@@ -81,6 +81,20 @@ def test_an_eml_sent_like_ses_becomes_a_claimed_lease_with_its_trigger(
     assert data["from"] == "billing@supplier.example.org"
     assert [a["filename"] for a in data["attachments"]] == ["invoice-2026-1184.pdf", "pallet.png"]
     assert {"to", "cc", "subject", "body"} <= set(data)
+    # The email's attachments list among the lease's own, kind "email", and download as sent.
+    lease_id = won["lease"]["id"]
+    r = world.admin.get(f"/leases/{lease_id}/attachments")
+    assert r.status_code == 200, r.text
+    listed = r.json()["attachments"]
+    assert [(a["kind"], a["filename"]) for a in listed] == [
+        ("email", "invoice-2026-1184.pdf"),
+        ("email", "pallet.png"),
+    ]
+    pdf = listed[0]
+    r = world.admin.get(f"/leases/{lease_id}/attachments/{pdf['id']}")
+    assert r.status_code == 200, r.text
+    assert r.content.startswith(b"%PDF") and len(r.content) == pdf["byte_size"]
+    assert r.headers["content-type"].startswith("application/pdf")
 
 
 def test_an_event_mints_once_per_event_id_and_its_lease_carries_the_trigger(world: World) -> None:
@@ -209,17 +223,3 @@ def test_the_rules_cli_creates_lists_fires_disables_and_deletes(
     assert json.loads(posted) == []  # disabled: nothing minted
     _tenure(local_stack, "rules", "delete", created["id"])
     assert world.admin.get(f"/rules/{created['id']}").status_code == 404
-    # The email's attachments list among the lease's own, kind "email", and download as sent.
-    lease_id = won["lease"]["id"]
-    r = world.admin.get(f"/leases/{lease_id}/attachments")
-    assert r.status_code == 200, r.text
-    listed = r.json()["attachments"]
-    assert [(a["kind"], a["filename"]) for a in listed] == [
-        ("email", "invoice-2026-1184.pdf"),
-        ("email", "pallet.png"),
-    ]
-    pdf = listed[0]
-    r = world.admin.get(f"/leases/{lease_id}/attachments/{pdf['id']}")
-    assert r.status_code == 200, r.text
-    assert r.content.startswith(b"%PDF") and len(r.content) == pdf["byte_size"]
-    assert r.headers["content-type"].startswith("application/pdf")
