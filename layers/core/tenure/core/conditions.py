@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 
 from tenure.core.base import ServiceBase
 from tenure.core.model import Lease, Pool
+from tenure.core.ports import INSTANCE_CEILING
 from tenure.core.states import LeaseState
+from tenure.core.workers import WORKERS_PAGE, reachable
 
 # States in which a lease has a queued condition (every other state has none).
 QUEUED_STATES = frozenset({LeaseState.PENDING, LeaseState.DISPATCHING, LeaseState.DISPATCHED})
@@ -92,12 +94,40 @@ class ConditionOps(ServiceBase):
 
     def _pool_facts(self, pool: Pool) -> PoolFacts:
         space = self._space_cached(pool.space)
+        instance = self._instance()
         full = {
             f"{scope}_full": self.store.held_count(scope, name) >= limit
             for scope, name, limit in (
                 ("pool", pool.name, pool.max_active),
                 ("space", space.key, space.max_active),
+                (INSTANCE_CEILING, INSTANCE_CEILING, instance.max_active),
             )
             if limit is not None
         }
-        return PoolFacts(paused=pool.paused, space_archived=space.archived, **full)
+        return PoolFacts(
+            paused=pool.paused,
+            space_archived=space.archived,
+            **self._fleet_facts(pool),
+            **full,
+        )
+
+    def _fleet_facts(self, pool: Pool) -> dict[str, bool]:
+        """runtime_refusing / token_pool_unreachable: every reachable worker of the pool says
+        so in its worker heartbeat (and there is at least one). One bounded read of the pool's
+        worker rows (WORKERS_PAGE), only for a pool with a queued lease in view."""
+        now = self.clock.now_ms()
+        workers = [
+            w
+            for w in self.store.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
+            if reachable(w, pool, now)
+        ]
+
+        def everyone(attribute: str, state: str) -> bool:
+            return bool(workers) and all(
+                (getattr(w, attribute) or {}).get("state") == state for w in workers
+            )
+
+        return {
+            "runtime_refusing": everyone("runtime", "refusing"),
+            "token_pool_unreachable": everyone("credentials", "unreachable"),
+        }

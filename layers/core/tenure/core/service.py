@@ -1,7 +1,8 @@
 """The lease service: every use case, composed from one module per concern (no AWS, no clock).
 
 setup (spaces, pools, tokens) · tasks (filing, runs) · leases/claims · leases/reports ·
-leases/operator · leases/recovery (expiry) · workers (liveness) · conditions · payload.
+leases/operator · leases/recovery (expiry) · workers (liveness) · conditions · payload ·
+pools (pools, spaces, instance; DESIGN §12) · classifier (agent/classifier versions).
 Every state change goes through the §3 table in core/transitions.py.
 """
 
@@ -13,13 +14,22 @@ from tenure.core.leases.operator import OperatorOps
 from tenure.core.leases.recovery import RecoveryOps
 from tenure.core.leases.reports import Beat, ReportOps
 from tenure.core.payload import PayloadOps
+from tenure.core.pools import PoolOps
 from tenure.core.setup import SetupOps
 from tenure.core.tasks import TaskOps, TaskView
 from tenure.core.workers import WorkerView
 
 
 class LeaseService(
-    SetupOps, TaskOps, ClaimOps, ReportOps, OperatorOps, RecoveryOps, ConditionOps, PayloadOps
+    SetupOps,
+    TaskOps,
+    ClaimOps,
+    ReportOps,
+    OperatorOps,
+    RecoveryOps,
+    ConditionOps,
+    PayloadOps,
+    PoolOps,
 ):
     """The one object handlers, the sweeper and the reactor call."""
 

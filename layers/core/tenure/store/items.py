@@ -6,7 +6,19 @@ import dataclasses
 from enum import Enum
 from typing import Any, TypeVar
 
-from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.core.model import (
+    Event,
+    Instance,
+    Job,
+    Lease,
+    Pool,
+    PoolVersion,
+    Space,
+    Task,
+    Token,
+    Worker,
+    Workflow,
+)
 from tenure.core.ports import ClaimRecord
 from tenure.core.states import (
     EndReason,
@@ -139,3 +151,15 @@ def worker_from(row: dict[str, Any]) -> Worker:
 def claim_item(claim: ClaimRecord) -> dict[str, Any]:
     # `expires_at` is the row's TTL attribute (store.keys.TTL_ATTRIBUTE).
     return {"entity": "claim", **_row(claim)}
+
+
+def pool_version_item(version: PoolVersion) -> dict[str, Any]:
+    return {"entity": "pool_version", **_row(version)}
+
+
+def pool_version_from(row: dict[str, Any]) -> PoolVersion:
+    return _from(PoolVersion, row)
+
+
+def instance_from(row: dict[str, Any]) -> Instance:
+    return _from(Instance, row)
