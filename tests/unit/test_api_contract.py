@@ -146,6 +146,13 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.Complete: {},
     m.Fail: {"error": "boom"},
     m.Release: {},
+    m.AgentSettings: {"model": "claude-sonnet-5"},
+    m.ClassifierOutput: {},
+    m.ClassifierSettings: {},
+    m.PoolPatch: {},
+    m.InstancePatch: {},
+    m.RuntimeState: {"state": "ok"},
+    m.CredentialsState: {"state": "unreachable"},
 }
 
 

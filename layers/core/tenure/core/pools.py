@@ -11,7 +11,7 @@ from tenure.core.base import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS
 from tenure.core.classifier import VersionOps, check_settings
 from tenure.core.errors import Conflict, Unavailable, ValidationFailed
 from tenure.core.model import Event, Instance, Pool, Principal, Space
-from tenure.core.ports import Settings
+from tenure.core.ports import INSTANCE_CEILING, Settings
 
 # What PATCH /pools/{name} may change; a setting the Pool entity does not (yet) have is left
 # out of the API's model and refused here, so it is never silently dropped.
@@ -46,6 +46,14 @@ class PoolOps(VersionOps):
         pool = self._fresh_pool(name)
         authz.require_operator(actor, "read", pool.space)
         return pool
+
+    def held(self, pool: Pool) -> int:
+        """How many held leases the pool's ceiling counter shows (counted only while the pool
+        has a ceiling; see README, "Ceilings")."""
+        return self.store.held_count("pool", pool.name)
+
+    def instance_held(self) -> int:
+        return self.store.held_count(INSTANCE_CEILING, INSTANCE_CEILING)
 
     # --------------------------------------------------------------------- changing
 
