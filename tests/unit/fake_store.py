@@ -48,7 +48,7 @@ from tenure.core.ports import (
 )
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.core.timeline import lease_event, task_event
-from tenure.store import cursors
+from tenure.store import cursors, items
 from tenure.store import keys as k
 
 E = TypeVar("E")
@@ -499,10 +499,11 @@ class FakeStore:
 
     @staticmethod
     def _settled(entity: E, settings: Settings) -> E:
-        names = {f.name for f in dataclasses.fields(entity)}  # type: ignore[arg-type]
-        changes = {a: v for a, v in settings.set.items() if a in names}
-        changes.update({a: None for a in settings.remove if a in names})
-        return _stored(replace(entity, **changes))  # type: ignore[type-var]
+        # As a row read back after an UpdateItem: stored values, enums rebuilt (store.items).
+        row = {**items._row(entity), **settings.set}
+        for name in settings.remove:
+            row.pop(name, None)
+        return _stored(items._from(type(entity), row))
 
     def update_pool(
         self,
