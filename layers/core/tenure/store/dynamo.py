@@ -514,6 +514,7 @@ class DynamoStore(PagedReads):
         **expect: Any,
     ) -> dict[str, Any]:
         expression, names, values = self._settings_update(settings)
+        given = _values(**values, **expect)
         out = self._write(
             "update",
             failed,
@@ -522,7 +523,7 @@ class DynamoStore(PagedReads):
             UpdateExpression=expression,
             ConditionExpression=condition,
             ExpressionAttributeNames=names,
-            ExpressionAttributeValues=_values(**values, **expect),
+            **({"ExpressionAttributeValues": given} if given else {}),
             ReturnValues="ALL_NEW",
         )
         return _load(dict(out["Attributes"]))
