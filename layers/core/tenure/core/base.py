@@ -227,6 +227,10 @@ class ServiceBase:
         if self._fresh_space(key).archived:
             raise InvalidTransition(f"space {key!r} is archived; unarchive it first")
 
+    def _fresh_instance(self) -> Instance:
+        self._instance_at = None
+        return self._instance()
+
     def _instance(self) -> Instance:
         """The instance settings, cached like pools (its ceiling is judged on the row itself,
         see store.keys.BELOW_CEILING, so a stale copy never lets a claim past it)."""

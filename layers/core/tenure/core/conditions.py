@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from tenure.core.base import ServiceBase
-from tenure.core.model import Lease, Pool
+from tenure.core.model import Instance, Lease, Pool, Space
 from tenure.core.ports import INSTANCE_CEILING
 from tenure.core.states import LeaseState
 from tenure.core.workers import WORKERS_PAGE, reachable
@@ -76,25 +76,33 @@ def queued_condition(
 
 class ConditionOps(ServiceBase):
     def queued_conditions(self, leases: Iterable[Lease]) -> dict[str, QueuedCondition | None]:
-        """Each lease's condition; a pool's facts are read once per call, and only for pools
-        that have a queued lease among `leases` (the ceiling counters: one read each)."""
+        """Each lease's condition. What it rests on is read fresh once per call, and only for
+        pools with a queued lease among `leases`: the pool, its space and the instance rows
+        (consistent, so that every process answers alike the moment a pause, an archive or a
+        ceiling lands), the ceiling counters and the pool's worker rows."""
         facts: dict[str, PoolFacts] = {}
+        spaces: dict[str, Space] = {}
+        instance: list[Instance] = []
         found: dict[str, QueuedCondition | None] = {}
         for lease in leases:
             if lease.state not in QUEUED_STATES:
                 found[lease.id] = None
                 continue
             if lease.pool not in facts:
-                facts[lease.pool] = self._pool_facts(self._pool(lease.pool))
+                pool = self._fresh_pool(lease.pool)
+                if pool.space not in spaces:
+                    spaces[pool.space] = self._fresh_space(pool.space)
+                if not instance:
+                    instance.append(self.store.get_instance())
+                    self._instance_at = (self.clock.now_ms(), instance[0])
+                facts[lease.pool] = self._pool_facts(pool, spaces[pool.space], instance[0])
             found[lease.id] = queued_condition(lease, facts[lease.pool])
         return found
 
     def queued_condition_of(self, lease: Lease) -> QueuedCondition | None:
         return self.queued_conditions([lease])[lease.id]
 
-    def _pool_facts(self, pool: Pool) -> PoolFacts:
-        space = self._space_cached(pool.space)
-        instance = self._instance()
+    def _pool_facts(self, pool: Pool, space: Space, instance: Instance) -> PoolFacts:
         full = {
             f"{scope}_full": self.store.held_count(scope, name) >= limit
             for scope, name, limit in (

@@ -48,10 +48,10 @@ class ClaimOps(WorkerOps):
         host: str | None = None,
     ) -> Claimed | None:
         authz.require_worker(actor, pool_name)
-        # Fresh, not the 30 s cache: a paused pool or an archived space hands out nothing
-        # from the moment the pause or archive commits (two consistent reads, 1 RU each).
-        pool = self._fresh_pool(pool_name)
-        closed = pool.paused or self._fresh_space(pool.space).archived
+        # Fresh, not the 30 s cache: a paused pool or an archived space hands out nothing,
+        # and a ceiling just set counts, from the moment the change commits (three
+        # consistent reads of small rows, 1 RU each, per claim call and per refresh).
+        pool, closed = self._claim_settings(pool_name)
         looked_at = self.clock.now_ms()
         self._mark_seen(pool, worker_id, worker_version)  # a claim is itself a sign of life
         record_id = claim_id
@@ -96,14 +96,21 @@ class ClaimOps(WorkerOps):
                 break
             self.clock.sleep(min(CLAIM_POLL_SECONDS, remaining))
             if self.clock.now_ms() - looked_at >= POOL_REFRESH_MS:
-                pool = self._fresh_pool(pool_name)
-                closed = pool.paused or self._fresh_space(pool.space).archived
+                pool, closed = self._claim_settings(pool_name)
                 looked_at = self.clock.now_ms()
             # A worker waiting in a long poll is in contact all along (DESIGN §4).
             self._mark_seen(pool, worker_id, worker_version)
             tried.clear()
         self.counters["empty_claims"] += 1
         return None
+
+    def _claim_settings(self, pool_name: str) -> tuple[Pool, bool]:
+        """The pool as it is now, and whether it hands out nothing (paused, or its space
+        archived); the space and instance rows are refreshed with it (their ceilings)."""
+        pool = self._fresh_pool(pool_name)
+        closed = pool.paused or self._fresh_space(pool.space).archived
+        self._fresh_instance()
+        return pool, closed
 
     def _retried(
         self, actor: Principal, pool: Pool, worker_id: str, claim_id: str
