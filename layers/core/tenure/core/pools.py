@@ -27,6 +27,8 @@ POOL_SETTINGS = (
     "agent",
     "classifier",
 )
+# A pool's `active` in its view counts at most this many held leases (one bounded Query).
+HELD_SHOWN = 1000
 # Changing one of these makes a new pool version (a lease keeps the one it was created under).
 VERSIONED = ("agent", "classifier")
 INSTANCE_SETTINGS = ("max_active", "block_recurrence_limit", "allow_agent_force", "retry_chain_cap")
@@ -48,11 +50,12 @@ class PoolOps(VersionOps):
         return pool
 
     def held(self, pool: Pool) -> int:
-        """How many held leases the pool's ceiling counter shows (counted only while the pool
-        has a ceiling; see README, "Ceilings")."""
-        return self.store.held_count("pool", pool.name)
+        """How many leases the pool holds right now (at most HELD_SHOWN): its held-lease index,
+        counted, not the ceiling counter, which counts only while the pool has a ceiling."""
+        return self.store.count_held(pool.name, HELD_SHOWN)
 
     def instance_held(self) -> int:
+        """The instance ceiling's counter: leases claimed while the instance had a ceiling."""
         return self.store.held_count(INSTANCE_CEILING, INSTANCE_CEILING)
 
     # --------------------------------------------------------------------- changing
