@@ -85,7 +85,7 @@ def test_whole_flow_from_set_up_to_a_completed_task_and_its_timeline(world: Worl
     assert pending["subject_kind"] == "task" and pending["pool"] == pool_name
     assert pending["task"] == {"id": task["id"], "key": task["key"]}
     assert pending["workflow"] == {"slug": slug}
-    assert pending["queued_condition"] == "awaiting_agent"
+    assert pending["queued_condition"]["code"] == "awaiting_agent"
 
     # A worker claims it.
     r = worker.post(f"/pools/{pool_name}/claim", json={"worker_id": "w-1", "worker_version": "1.2"})

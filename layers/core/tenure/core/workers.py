@@ -106,8 +106,9 @@ class WorkerOps(ServiceBase):
     ) -> None:
         """A worker heartbeat naming a pool it holds nothing in: how its runtime and its
         credentials stand there (DESIGN §12), and a sign of life."""
-        known = self._seen.get((pool.name, worker_id)) or self.store.get_worker(
-            pool.name, worker_id
-        )
+        key = (pool.name, worker_id)
+        known = self._seen.get(key) or self.store.get_worker(pool.name, worker_id)
+        if known is not None:
+            self._seen[key] = known  # read once: _mark_seen judges from it
         version = known.worker_version if known else None
         self._mark_seen(pool, worker_id, version, runtime=runtime, credentials=credentials)
