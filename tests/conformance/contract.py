@@ -770,19 +770,6 @@ class StoreContract:
                 is None
             )
 
-
-def _event(subject_id: str, at: int, event_id: str) -> Event:
-    return Event(
-        id=event_id,
-        subject_kind="task",
-        subject_id=subject_id,
-        type="lease.created",
-        at=at,
-        lease_id="lease_1",
-        fence=1,
-        data={"n": at},
-    )
-
     def test_the_sweeper_state_keeps_its_pass_and_per_pool_holds(self, make_rig: MakeRig) -> None:
         rig = make_rig()
         store = rig.store
@@ -797,3 +784,16 @@ def _event(subject_id: str, at: int, event_id: str) -> Event:
             store.put_sweeper_state(SweeperState(3_000), expect_last=1_000)
         store.put_sweeper_state(SweeperState(3_000), expect_last=2_000)
         assert store.get_sweeper_state() == SweeperState(3_000, {})
+
+
+def _event(subject_id: str, at: int, event_id: str) -> Event:
+    return Event(
+        id=event_id,
+        subject_kind="task",
+        subject_id=subject_id,
+        type="lease.created",
+        at=at,
+        lease_id="lease_1",
+        fence=1,
+        data={"n": at},
+    )

@@ -17,8 +17,21 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from tenure.core.errors import AlreadyExists, CeilingReached, Conflict, NotFound
-from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.core.model import (
+    Event,
+    Instance,
+    Job,
+    Lease,
+    Pool,
+    PoolVersion,
+    Space,
+    Task,
+    Token,
+    Worker,
+    Workflow,
+)
 from tenure.core.ports import (
+    INSTANCE_CEILING,
     LIST_SCAN_BUDGET,
     TIMELINE_CAP,
     WORKER_RETENTION_S,
@@ -30,12 +43,13 @@ from tenure.core.ports import (
     Clock,
     EventPage,
     LeasePage,
+    Settings,
     SweeperState,
     WorkerPage,
 )
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.core.timeline import lease_event, task_event
-from tenure.store import cursors
+from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.keys import queue_at
 
@@ -128,6 +142,8 @@ class FakeStore(FakeRules):
         self.claims: dict[tuple[str, str, str, str], ClaimRecord] = {}
         self.timelines: dict[tuple[str, str], dict[str, Event]] = {}
         self.sweeper: SweeperState | None = None
+        self.pool_versions: dict[tuple[str, int], PoolVersion] = {}
+        self.instance = Instance()
         # Every write the service asked for, by method name (tests count writes per call).
         self.writes: list[str] = []
 
@@ -329,12 +345,14 @@ class FakeStore(FakeRules):
         reasons = self._failed_conditions(change)
         if reasons:
             raise Conflict("a conditional write lost", reasons=reasons)
+        # As keys.BELOW_CEILING: against the row's own max_active, not the claimer's copy.
         full = [
             f"{c.scope} {c.name} is full"
             for c in change.ceilings
             if c.delta > 0
             and c.limit is not None
-            and self.active.get((c.scope, c.name), 0) >= c.limit
+            and (limit := self._max_active(c.scope, c.name)) is not None
+            and self.active.get((c.scope, c.name), 0) >= limit
         ]
         if full:
             raise CeilingReached("a ceiling is full", reasons=full)
@@ -357,6 +375,12 @@ class FakeStore(FakeRules):
             task = _stored(tw.new)
             self.tasks[task.id] = task
             self._react(task_event(old_task, task))
+
+    def _max_active(self, scope: str, name: str) -> int | None:
+        if scope == INSTANCE_CEILING:
+            return self.instance.max_active
+        row = self.pools.get(name) if scope == "pool" else self.spaces.get(name)
+        return row.max_active if row is not None else None
 
     def held_count(self, scope: str, name: str) -> int:
         self.writes.append("read-held")
@@ -481,6 +505,57 @@ class FakeStore(FakeRules):
         elif self.sweeper is None or self.sweeper.last_pass_at != expect_last:
             raise Conflict("a conditional write lost")
         self.sweeper = state
+
+    # -------------------------------------------------- pools, spaces, instance (§12)
+
+    @staticmethod
+    def _settled(entity: E, settings: Settings) -> E:
+        # As a row read back after an UpdateItem: stored values, enums rebuilt (store.items).
+        row = {**items._row(entity), **settings.set}
+        for name in settings.remove:
+            row.pop(name, None)
+        return _stored(items._from(type(entity), row))
+
+    def update_pool(
+        self,
+        name: str,
+        settings: Settings,
+        expect_version: int | None = None,
+        superseded: PoolVersion | None = None,
+    ) -> Pool:
+        self.writes.append("update_pool")
+        pool = self.pools.get(name)
+        if expect_version is not None:
+            if superseded is None:
+                raise ValueError("a version change keeps the version it supersedes")
+            if pool is None or pool.version != expect_version:
+                raise Conflict("a conditional write lost")
+            if (name, superseded.version) in self.pool_versions:
+                raise Conflict("a conditional write lost")
+            self.pool_versions[(name, superseded.version)] = _stored(superseded)
+        if pool is None:
+            raise NotFound(f"pool {name!r} does not exist")
+        self.pools[name] = self._settled(pool, settings)
+        return self.pools[name]
+
+    def get_pool_version(self, pool: str, version: int) -> PoolVersion | None:
+        return self.pool_versions.get((pool, version))
+
+    def update_space(self, key: str, settings: Settings) -> Space:
+        self.writes.append("update_space")
+        space = self.spaces.get(key)
+        if space is None:
+            raise NotFound(f"space {key!r} does not exist")
+        self.spaces[key] = self._settled(space, settings)
+        return self.spaces[key]
+
+    def get_instance(self) -> Instance:
+        return self.instance
+
+    def update_instance(self, settings: Settings) -> Instance:
+        self.writes.append("update_instance")
+        self.instance = self._settled(self.instance, settings)
+        return self.instance
 
     # ------------------------------------------------------------------- for tests
 

@@ -149,6 +149,13 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.LogEventIn: {"stream": "stdout", "message": "hello"},
     m.LogBatch: {"events": [{"stream": "stdout", "message": "hello"}]},
     m.AttachmentCreate: {"filename": "out.txt", "content_type": "text/plain", "byte_size": 5},
+    m.AgentSettings: {"model": "claude-sonnet-5"},
+    m.ClassifierOutput: {},
+    m.ClassifierSettings: {},
+    m.PoolPatch: {},
+    m.InstancePatch: {},
+    m.RuntimeState: {"state": "ok"},
+    m.CredentialsState: {"state": "unreachable"},
 }
 
 

@@ -130,3 +130,13 @@ def test_a_worker_waiting_in_a_long_poll_stays_reachable(rig: Rig) -> None:
     rig.clock.sleep = sleep_and_look  # type: ignore[method-assign]
     assert rig.svc.claim(WORKER, "quick", "idle", None, 20, None) is None
     assert len(seen) >= 39 and all(seen)
+
+
+def test_a_pools_retention_can_be_patched_and_reset(rig: Rig) -> None:
+    from tenure.core.model import DEFAULT_RETENTION_SECONDS
+
+    from tests.unit.support import ADMIN
+
+    assert rig.svc.update_pool(ADMIN, POOL, {"retention_seconds": 60}).retention_seconds == 60
+    reset = rig.svc.update_pool(ADMIN, POOL, {"retention_seconds": None})
+    assert reset.retention_seconds == DEFAULT_RETENTION_SECONDS

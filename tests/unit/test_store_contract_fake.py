@@ -7,6 +7,7 @@ from tenure.core.service import LeaseService
 from tenure.wiring import ManualClock, RandomIds, SystemClock
 
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract
+from tests.conformance.pool_contract import PoolStoreContract
 from tests.unit.fake_store import FakeStore
 
 
@@ -27,4 +28,8 @@ def make_rig() -> MakeRig:
 
 
 class TestStoreContractOnTheFake(StoreContract):
+    pass
+
+
+class TestPoolStoreContractOnTheFake(PoolStoreContract):
     pass

@@ -97,10 +97,42 @@ class WorkflowCreate(Strict):
     description: Text | None = None
 
 
+class AgentSettings(Strict):
+    """What an agent pool's version hands its workers (DESIGN §12)."""
+
+    model: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    effort: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+
+
+Expressions = Annotated[
+    dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")], Text],
+    Field(max_length=100),
+]
+
+
+class ClassifierOutput(Strict):
+    """JMESPath expressions over the classifier's reported details, by the name they set."""
+
+    checks: Expressions | None = None
+    properties: Expressions | None = None
+
+
+class ClassifierSettings(Strict):
+    """The input document a classifier reads verbatim, and how its answers are rendered."""
+
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: ClassifierOutput = Field(default_factory=ClassifierOutput)
+
+    _input = field_validator("input")(lambda v: _bounded(v, "classifier.input"))
+
+
 class PoolCreate(Strict):
     name: Name
     space: SpaceKey
     kind: Literal["agent", "classifier", "command"]
+    display_name: Title | None = None
+    agent: AgentSettings | None = None
+    classifier: ClassifierSettings | None = None
     max_active: Positive | None = None
     renew_seconds: Seconds = 10
     grace_seconds: Seconds = 50
@@ -118,6 +150,42 @@ class PoolCreate(Strict):
         if self.toleration_seconds < self.grace_seconds:
             raise ValueError("toleration_seconds must be at least grace_seconds")
         return self
+
+
+class PoolPatch(Strict):
+    """Only the fields sent change; a null resets that setting to its default (max_active:
+    unlimited, display_name: the pool's name, agent/classifier: none)."""
+
+    display_name: Title | None = None
+    max_active: Positive | None = None
+    renew_seconds: Seconds | None = None
+    grace_seconds: Seconds | None = None
+    toleration_seconds: Seconds | None = None
+    on_expiry: Literal["requeue", "fail"] | None = None
+    keeps_logs: bool | None = None
+    retention_seconds: Annotated[int, Field(ge=1, le=10 * 365 * 86_400), Integral] | None = None
+    agent: AgentSettings | None = None
+    classifier: ClassifierSettings | None = None
+
+
+class InstancePatch(Strict):
+    """Only the fields sent change; a null max_active is unlimited, other nulls the default."""
+
+    max_active: Positive | None = None
+    # 0 turns the unblock-loop breaker off (DESIGN §14).
+    block_recurrence_limit: Annotated[int, Field(ge=0, le=100), Integral] | None = None
+    allow_agent_force: bool | None = None
+    retry_chain_cap: Annotated[int, Field(ge=1, le=100), Integral] | None = None
+
+
+class RuntimeState(Strict):
+    state: Literal["ok", "refusing"]
+    reason: Annotated[str, StringConstraints(max_length=500)] | None = None
+
+
+class CredentialsState(Strict):
+    state: Literal["ok", "unreachable"]
+    reason: Annotated[str, StringConstraints(max_length=500)] | None = None
 
 
 class TokenCreate(Strict):
@@ -195,6 +263,11 @@ class LeaseFence(Strict):
 
 class WorkerHeartbeat(Strict):
     leases: Annotated[list[LeaseFence], Field(max_length=100)]
+    # How the worker's runtime and credential source stand (DESIGN §12), noted for the pools
+    # of the leases above and for `pool` (a worker holding nothing names its pool here).
+    runtime: RuntimeState | None = None
+    credentials: CredentialsState | None = None
+    pool: Name | None = None
 
 
 class Complete(Strict):
@@ -346,6 +419,7 @@ class TaskOut(Out):
     status: TaskStatus
     blocked_reasons: list[str]
     created_at: Stamp
+    checks: dict[str, Any] = Field(default_factory=dict)
 
 
 class TaskAnswer(Out):
@@ -386,6 +460,11 @@ class PoolOut(Out):
     name: str
     space: str
     kind: Literal["agent", "classifier", "command"]
+    display_name: str
+    version: int
+    agent: dict[str, Any] | None
+    classifier: dict[str, Any] | None
+    active: int | None
     max_active: int | None
     renew_seconds: int
     grace_seconds: int
@@ -395,6 +474,26 @@ class PoolOut(Out):
     paused: bool
     created_at: Stamp
     retention_seconds: int
+
+
+class PoolAnswer(Out):
+    pool: PoolOut
+
+
+class Pools(Out):
+    pools: list[PoolOut]
+
+
+class SpaceAnswer(Out):
+    space: SpaceOut
+
+
+class InstanceOut(Out):
+    max_active: int | None
+    block_recurrence_limit: int
+    allow_agent_force: bool
+    retry_chain_cap: int
+    active: int
 
 
 class TokenOut(Out):
@@ -454,6 +553,8 @@ class WorkerOut(Out):
     last_seen: Stamp
     status: Literal["reachable", "unreachable"]
     leases: list[HeldLease]
+    runtime: dict[str, Any] | None = None
+    credentials: dict[str, Any] | None = None
 
 
 class Workers(Out):

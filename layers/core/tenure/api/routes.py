@@ -56,6 +56,16 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/leases/<lease_id>/attachments"): "lease",
     ("GET", f"{BASE}/leases/<lease_id>/attachments"): "operator:read|lease",
     ("GET", f"{BASE}/leases/<lease_id>/attachments/<attachment_id>"): "operator:read|lease",
+    # Pools, spaces and the instance (DESIGN §12).
+    ("GET", f"{BASE}/pools"): "operator:read",
+    ("GET", f"{BASE}/pools/<pool>"): "operator:read",
+    ("PATCH", f"{BASE}/pools/<pool>"): "operator:admin",
+    ("POST", f"{BASE}/pools/<pool>/pause"): "operator:admin",
+    ("POST", f"{BASE}/pools/<pool>/resume"): "operator:admin",
+    ("POST", f"{BASE}/spaces/<space>/archive"): "operator:admin",
+    ("POST", f"{BASE}/spaces/<space>/unarchive"): "operator:admin",
+    ("GET", f"{BASE}/instance"): "operator:admin",
+    ("PATCH", f"{BASE}/instance"): "operator:admin",
 }
 
 # Served without the authorizer (infra/template.yaml declares the same two routes).

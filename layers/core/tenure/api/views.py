@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tenure.core.conditions import QueuedCondition
-from tenure.core.model import Event, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.core.model import Event, Instance, Lease, Pool, Space, Task, Token, Worker, Workflow
 from tenure.core.ports import Attachment, LogLine
 from tenure.core.states import TaskStatus
 
@@ -67,6 +67,7 @@ def task_view(task: Task, status: TaskStatus) -> dict[str, Any]:
         "status": status.value,
         "blocked_reasons": [],
         "created_at": iso(task.created_at),
+        "checks": task.checks,
     }
 
 
@@ -100,11 +101,17 @@ def workflow_view(wf: Workflow) -> dict[str, Any]:
     }
 
 
-def pool_view(pool: Pool) -> dict[str, Any]:
+def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
+    """`active`: the held leases its ceiling counter shows (null where not read)."""
     return {
         "name": pool.name,
         "space": pool.space,
         "kind": pool.kind.value,
+        "display_name": pool.label,
+        "version": pool.version,
+        "agent": pool.agent,
+        "classifier": pool.classifier,
+        "active": active,
         "max_active": pool.max_active,
         "renew_seconds": pool.renew_seconds,
         "grace_seconds": pool.grace_seconds,
@@ -145,6 +152,18 @@ def worker_view(worker: Worker, reachable: bool, leases: list[Lease]) -> dict[st
             }
             for lease in leases
         ],
+        "runtime": worker.runtime,
+        "credentials": worker.credentials,
+    }
+
+
+def instance_view(instance: Instance, active: int) -> dict[str, Any]:
+    return {
+        "max_active": instance.max_active,
+        "block_recurrence_limit": instance.block_recurrence_limit,
+        "allow_agent_force": instance.allow_agent_force,
+        "retry_chain_cap": instance.retry_chain_cap,
+        "active": active,
     }
 
 

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from tenure.core import authz, rules
 from tenure.core.errors import (
     Conflict,
+    InvalidTransition,
     LeaseNotFound,
     NotFound,
     StaleLease,
@@ -17,7 +18,7 @@ from tenure.core.errors import (
     Unavailable,
     ValidationFailed,
 )
-from tenure.core.model import Event, Job, Lease, Pool, Principal, Space, Task
+from tenure.core.model import Event, Instance, Job, Lease, Pool, Principal, Space, Task, Worker
 from tenure.core.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite, Store
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.core.transitions import Move
@@ -41,7 +42,8 @@ class ServiceBase:
         self.ids = ids
         self._pools: dict[str, tuple[int, Pool]] = {}
         self._spaces: dict[str, tuple[int, Space]] = {}
-        self._seen: dict[tuple[str, str], tuple[int, str | None]] = {}
+        self._seen: dict[tuple[str, str], Worker] = {}
+        self._instance_at: tuple[int, Instance] | None = None
         # What the API reports as metrics after each request (claims, lost races, …).
         self.counters: Counter[str] = Counter()
 
@@ -112,6 +114,7 @@ class ServiceBase:
             fence=job.fence + 1,
             attempt=job.attempt,
             created_at=now,
+            pool_version=lease.pool_version,  # the job keeps the version it was created under
         )
         next_job = replace(
             job,
@@ -221,8 +224,37 @@ class ServiceBase:
         self._pools[name] = (now, pool)
         return pool
 
+    def _fresh_pool(self, name: str) -> Pool:
+        """The pool row as it is now (a consistent read), refreshing the cache: what a claim
+        and a new run go by, so a pause or a new version holds for them at once."""
+        self._pools.pop(name, None)
+        return self._pool(name)
+
+    def _fresh_space(self, key: str) -> Space:
+        self._spaces.pop(key, None)
+        return self._space_cached(key)
+
+    def _refuse_archived(self, key: str) -> None:
+        """An archived space takes no new work (DESIGN §12); read fresh, as a claim does."""
+        if self._fresh_space(key).archived:
+            raise InvalidTransition(f"space {key!r} is archived; unarchive it first")
+
+    def _fresh_instance(self) -> Instance:
+        self._instance_at = None
+        return self._instance()
+
+    def _instance(self) -> Instance:
+        """The instance settings, cached like pools (its ceiling is judged on the row itself,
+        see store.keys.BELOW_CEILING, so a stale copy never lets a claim past it)."""
+        now = self.clock.now_ms()
+        if self._instance_at is not None and now - self._instance_at[0] < POOL_CACHE_MS:
+            return self._instance_at[1]
+        instance = self.store.get_instance()
+        self._instance_at = (now, instance)
+        return instance
+
     def _pool_in_space(self, name: str, space: str) -> Pool:
-        pool = self._pool(name)
+        pool = self._fresh_pool(name)  # a new run pins the pool's version as it is now
         if pool.space != space:
             raise ValidationFailed(f"pool: {name!r} belongs to space {pool.space!r}, not {space!r}")
         return pool

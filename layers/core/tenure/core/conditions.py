@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from tenure.core.base import ServiceBase
-from tenure.core.model import Lease, Pool
+from tenure.core.model import Instance, Lease, Pool, Space
+from tenure.core.ports import INSTANCE_CEILING
 from tenure.core.states import LeaseState
+from tenure.core.workers import WORKERS_PAGE, reachable
 
 # States in which a lease has a queued condition (every other state has none).
 QUEUED_STATES = frozenset({LeaseState.PENDING, LeaseState.DISPATCHING, LeaseState.DISPATCHED})
@@ -74,16 +76,26 @@ def queued_condition(
 
 class ConditionOps(ServiceBase):
     def queued_conditions(self, leases: Iterable[Lease]) -> dict[str, QueuedCondition | None]:
-        """Each lease's condition; a pool's facts are read once per call, and only for pools
-        that have a queued lease among `leases` (the ceiling counters: one read each)."""
+        """Each lease's condition. What it rests on is read fresh once per call, and only for
+        pools with a queued lease among `leases`: the pool, its space and the instance rows
+        (consistent, so that every process answers alike the moment a pause, an archive or a
+        ceiling lands), the ceiling counters and the pool's worker rows."""
         facts: dict[str, PoolFacts] = {}
+        spaces: dict[str, Space] = {}
+        instance: list[Instance] = []
         found: dict[str, QueuedCondition | None] = {}
         for lease in leases:
             if lease.state not in QUEUED_STATES:
                 found[lease.id] = None
                 continue
             if lease.pool not in facts:
-                facts[lease.pool] = self._pool_facts(self._pool(lease.pool))
+                pool = self._fresh_pool(lease.pool)
+                if pool.space not in spaces:
+                    spaces[pool.space] = self._fresh_space(pool.space)
+                if not instance:
+                    instance.append(self.store.get_instance())
+                    self._instance_at = (self.clock.now_ms(), instance[0])
+                facts[lease.pool] = self._pool_facts(pool, spaces[pool.space], instance[0])
             deferred = lease.not_before if (lease.not_before or 0) > self.clock.now_ms() else None
             found[lease.id] = queued_condition(lease, facts[lease.pool], deferred)
         return found
@@ -91,14 +103,40 @@ class ConditionOps(ServiceBase):
     def queued_condition_of(self, lease: Lease) -> QueuedCondition | None:
         return self.queued_conditions([lease])[lease.id]
 
-    def _pool_facts(self, pool: Pool) -> PoolFacts:
-        space = self._space_cached(pool.space)
+    def _pool_facts(self, pool: Pool, space: Space, instance: Instance) -> PoolFacts:
         full = {
             f"{scope}_full": self.store.held_count(scope, name) >= limit
             for scope, name, limit in (
                 ("pool", pool.name, pool.max_active),
                 ("space", space.key, space.max_active),
+                (INSTANCE_CEILING, INSTANCE_CEILING, instance.max_active),
             )
             if limit is not None
         }
-        return PoolFacts(paused=pool.paused, space_archived=space.archived, **full)
+        return PoolFacts(
+            paused=pool.paused,
+            space_archived=space.archived,
+            **self._fleet_facts(pool),
+            **full,
+        )
+
+    def _fleet_facts(self, pool: Pool) -> dict[str, bool]:
+        """runtime_refusing / token_pool_unreachable: every reachable worker of the pool says
+        so in its worker heartbeat (and there is at least one). One bounded read of the pool's
+        worker rows (WORKERS_PAGE), only for a pool with a queued lease in view."""
+        now = self.clock.now_ms()
+        workers = [
+            w
+            for w in self.store.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
+            if reachable(w, pool, now)
+        ]
+
+        def everyone(attribute: str, state: str) -> bool:
+            return bool(workers) and all(
+                (getattr(w, attribute) or {}).get("state") == state for w in workers
+            )
+
+        return {
+            "runtime_refusing": everyone("runtime", "refusing"),
+            "token_pool_unreachable": everyone("credentials", "unreachable"),
+        }

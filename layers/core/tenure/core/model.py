@@ -59,6 +59,15 @@ class Pool:
     keeps_logs: bool = True
     paused: bool = False
     retention_seconds: int = DEFAULT_RETENTION_SECONDS
+    display_name: str | None = None  # what the board shows; the name when unset
+    # Agent and classifier settings (DESIGN §12); changing either makes a new `version`.
+    agent: dict[str, Any] | None = None  # {model, effort?}
+    classifier: dict[str, Any] | None = None  # {input, output: {checks?, properties?}}
+    version: int = 1
+
+    @property
+    def label(self) -> str:
+        return self.display_name or self.name
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,7 @@ class Task:
     event_type: str | None = None
     event_data: dict[str, Any] | None = None
     updated_at: int | None = None
+    checks: dict[str, Any] = field(default_factory=dict)  # set by a classifier's output
 
     def with_job(self, job_id: str) -> Task:
         return replace(self, job_id=job_id)
@@ -175,6 +185,8 @@ class Lease:
     counted: tuple[str, ...] | None = None
     # Deferred (DESIGN §10): not claimable before this instant (epoch ms); it orders the queue.
     not_before: int | None = None
+    # The pool version current when the lease (or its job's first lease) was created.
+    pool_version: int | None = None
     # Every transition bumps `version` and names itself here; the reactor turns each new
     # version it sees on the table's stream into one timeline event with an idempotent id.
     version: int = 1
@@ -198,6 +210,35 @@ class Worker:
     worker_id: str
     last_seen: int
     worker_version: str | None = None
+    # What the worker last said of its runtime and its credentials (DESIGN §12):
+    # {"state": "ok"|"refusing", "reason"?} and {"state": "ok"|"unreachable", "reason"?}.
+    runtime: dict[str, Any] | None = None
+    credentials: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PoolVersion:
+    """A pool's agent and classifier settings as they were at one version (kept readable)."""
+
+    pool: str
+    version: int
+    created_at: int
+    agent: dict[str, Any] | None = None
+    classifier: dict[str, Any] | None = None
+
+
+# Instance-wide settings (DESIGN §12), one row.
+DEFAULT_BLOCK_RECURRENCE_LIMIT = 2
+DEFAULT_RETRY_CHAIN_CAP = 5
+
+
+@dataclass(frozen=True)
+class Instance:
+    max_active: int | None = None
+    block_recurrence_limit: int = DEFAULT_BLOCK_RECURRENCE_LIMIT
+    allow_agent_force: bool = False
+    retry_chain_cap: int = DEFAULT_RETRY_CHAIN_CAP
+    updated_at: int | None = None
 
 
 @dataclass(frozen=True)

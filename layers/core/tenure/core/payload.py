@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.base import ServiceBase
+from tenure.core.classifier import VersionOps
 from tenure.core.model import Event, Principal
 from tenure.core.states import SubjectKind
 
@@ -14,7 +14,7 @@ ACTIVITY_IN_PAYLOAD = 20
 HISTORY_IN_PAYLOAD = 200
 
 
-class PayloadOps(ServiceBase):
+class PayloadOps(VersionOps):
     def payload(self, actor: Principal, lease_id: str) -> dict[str, Any]:
         lease = self._own_lease(actor, lease_id)
         self._refuse_if_stale(lease, "payload")
@@ -46,7 +46,12 @@ class PayloadOps(ServiceBase):
         else:
             space = self._space(lease.space)
             subject = {"kind": "space", "key": space.key, "name": space.name, "activity": recent}
-        bundle: dict[str, Any] = {"lease": lease, "subject": subject, "kind": pool.kind.value}
+        bundle: dict[str, Any] = {
+            "lease": lease,
+            "subject": subject,
+            "kind": pool.kind.value,
+            **self._kind_fields(lease, pool),
+        }
         # Only a lease an inbound rule minted carries its trigger (DESIGN §6, §10).
         job = self.store.get_job(lease.job_id)
         if job is not None and job.trigger is not None:

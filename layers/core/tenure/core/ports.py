@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.core.model import (
+    Event,
+    Instance,
+    Job,
+    Lease,
+    Pool,
+    PoolVersion,
+    Space,
+    Task,
+    Token,
+    Worker,
+    Workflow,
+)
 from tenure.core.states import LeaseState
 
 # Bounds every implementation keeps (STYLE 14: every request reads a bounded number of items).
@@ -75,10 +87,22 @@ class TaskWrite:
 class Ceiling:
     """Moves a pool's or space's count of held leases; +1 lands only while below `limit`."""
 
-    scope: str  # "pool" | "space"
+    scope: str  # "pool" | "space" | "instance" (INSTANCE_CEILING)
     name: str
     delta: int
     limit: int | None = None
+
+
+# The name of the one instance-wide ceiling counter (on the instance settings row).
+INSTANCE_CEILING = "instance"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A partial update of a settings row: SET these attributes, REMOVE those (a null)."""
+
+    set: dict[str, Any] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -249,6 +273,34 @@ class Store(Protocol):
     def unindex_ended(self, lease_id: str) -> None:
         """Take a reclaimed lease out of the ended index (its reclaim is finished)."""
         ...
+
+    # ------------------------------------------------- pools, spaces, instance (DESIGN §12)
+    def update_pool(
+        self,
+        name: str,
+        settings: Settings,
+        expect_version: int | None = None,
+        superseded: PoolVersion | None = None,
+    ) -> Pool:
+        """Change only the named attributes of a pool row (its ceiling counter is kept); with
+        `expect_version`, only while the row is still at that version, and `superseded` (the
+        settings that version had) is written in the same transaction. NotFound for an unknown
+        pool, Conflict when the version moved on."""
+        ...
+
+    def get_pool_version(self, pool: str, version: int) -> PoolVersion | None:
+        """A superseded version's settings (the current one lives on the pool row)."""
+        ...
+
+    def update_space(self, key: str, settings: Settings) -> Space:
+        """Change only the named attributes of a space row; NotFound for an unknown space."""
+        ...
+
+    def get_instance(self) -> Instance:
+        """The instance settings (defaults while never written)."""
+        ...
+
+    def update_instance(self, settings: Settings) -> Instance: ...
 
 
 @dataclass(frozen=True)

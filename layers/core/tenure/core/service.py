@@ -1,7 +1,8 @@
 """The lease service: every use case, composed from one module per concern (no AWS, no clock).
 
 setup (spaces, pools, tokens) · tasks (filing, runs) · leases/claims · leases/reports ·
-leases/operator · leases/recovery (expiry) · workers (liveness) · conditions · payload.
+leases/operator · leases/recovery (expiry) · workers (liveness) · conditions · payload ·
+pools (pools, spaces, instance; DESIGN §12) · classifier (agent/classifier versions).
 Every state change goes through the §3 table in core/transitions.py.
 """
 
@@ -16,6 +17,7 @@ from tenure.core.leases.recovery import RecoveryOps
 from tenure.core.leases.reports import Beat, ReportOps
 from tenure.core.logs import LogOps
 from tenure.core.payload import PayloadOps
+from tenure.core.pools import PoolOps
 from tenure.core.ports import BlobStore, Clock, Ids, LogSink, Store
 from tenure.core.retention import Reclaimed, RetentionOps
 from tenure.core.setup import SetupOps
@@ -38,6 +40,7 @@ class LeaseService(
     LogOps,
     AttachmentOps,
     RetentionOps,
+    PoolOps,
 ):
     """The one object handlers, the sweeper and the reactor call."""
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from tenure.core import authz, rules
 from tenure.core.base import ServiceBase
+from tenure.core.classifier import check_settings
 from tenure.core.errors import AlreadyExists, Unauthenticated
 from tenure.core.model import Pool, Principal, Space, Token, Workflow
 
@@ -35,6 +36,7 @@ class SetupOps(ServiceBase):
     def create_pool(self, actor: Principal, pool: Pool) -> Pool:
         authz.require_operator(actor, "admin", pool.space)
         self._space(pool.space)
+        check_settings(pool.kind, pool.agent, pool.classifier)
         pool = replace(pool, created_at=self.clock.now_ms())
         self.store.put_pool(pool)
         return pool

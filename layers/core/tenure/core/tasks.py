@@ -46,6 +46,7 @@ class TaskOps(ServiceBase):
     ) -> tuple[Task, Lease | None]:
         authz.require_operator(actor, "member", space)
         rules.refuse_tokens({"title": title, "body": body, "properties": properties}, "the task")
+        self._refuse_archived(space)
         if workflow is not None and self.store.get_workflow(space, workflow) is None:
             raise NotFound(f"workflow {workflow!r} does not exist in space {space!r}")
         target = self._pool_in_space(pool, space) if pool is not None else None
@@ -76,6 +77,7 @@ class TaskOps(ServiceBase):
         task = self._task(task_id)
         authz.require_operator(actor, "member", task.space)
         target = self._pool_in_space(pool, task.space)
+        self._refuse_archived(task.space)
         current = self._newest_lease(task)
         if current is not None and current.state.active:
             raise InvalidTransition(f"task {task.key} already has an open run ({current.id})")
@@ -146,6 +148,7 @@ class TaskOps(ServiceBase):
             created_at=now,
             # A time already past defers nothing: the lease is claimable at once.
             not_before=not_before if not_before is not None and not_before > now else None,
+            pool_version=pool.version,
         )
         job = Job(
             id=job_id,

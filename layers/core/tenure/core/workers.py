@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tenure.core import authz
 from tenure.core.base import ServiceBase
@@ -60,19 +61,54 @@ class WorkerOps(ServiceBase):
         ]
 
     def _mark_seen(
-        self, pool: Pool, worker_id: str, version: str | None, defer: bool = False
+        self,
+        pool: Pool,
+        worker_id: str,
+        version: str | None,
+        defer: bool = False,
+        runtime: dict[str, Any] | None = None,
+        credentials: dict[str, Any] | None = None,
     ) -> None:
+        """Note that the worker was heard from. `runtime` / `credentials` are what it says of
+        them (None: it said nothing, the stored word stands). A change of either is written
+        at once; otherwise the write waits for the last_seen window, so a heartbeat that says
+        the same as before costs nothing more (DESIGN §9)."""
         now = self.clock.now_ms()
         grace = pool.grace_seconds * 1000
         window = int(grace * (SEEN_URGENT_SHARE if defer else SEEN_WRITE_SHARE))
         key = (pool.name, worker_id)
-        cached = self._seen.get(key)
-        if cached is None:
-            known = self.store.get_worker(pool.name, worker_id)
-            cached = (known.last_seen, known.worker_version) if known else None
-        if cached is not None and now - cached[0] < window and cached[1] == version:
-            self._seen[key] = cached
+        known = self._seen.get(key) or self.store.get_worker(pool.name, worker_id)
+        said = {"runtime": runtime, "credentials": credentials}
+        kept = {
+            name: value if value is not None else (getattr(known, name) if known else None)
+            for name, value in said.items()
+        }
+        if (
+            known is not None
+            and now - known.last_seen < window
+            and known.worker_version == version
+            and all(getattr(known, name) == value for name, value in kept.items())
+        ):
+            self._seen[key] = known
             return
-        worker = Worker(pool=pool.name, worker_id=worker_id, worker_version=version, last_seen=now)
+        worker = Worker(
+            pool=pool.name, worker_id=worker_id, worker_version=version, last_seen=now, **kept
+        )
         self.store.put_worker(worker)
-        self._seen[key] = (now, version)
+        self._seen[key] = worker
+
+    def _worker_says(
+        self,
+        pool: Pool,
+        worker_id: str,
+        runtime: dict[str, Any] | None,
+        credentials: dict[str, Any] | None,
+    ) -> None:
+        """A worker heartbeat naming a pool it holds nothing in: how its runtime and its
+        credentials stand there (DESIGN §12), and a sign of life."""
+        key = (pool.name, worker_id)
+        known = self._seen.get(key) or self.store.get_worker(pool.name, worker_id)
+        if known is not None:
+            self._seen[key] = known  # read once: _mark_seen judges from it
+        version = known.worker_version if known else None
+        self._mark_seen(pool, worker_id, version, runtime=runtime, credentials=credentials)

@@ -14,12 +14,26 @@ from tenure.core.errors import (
     NotFound,
     TenureError,
 )
-from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.core.model import (
+    Event,
+    Instance,
+    Job,
+    Lease,
+    Pool,
+    PoolVersion,
+    Space,
+    Task,
+    Token,
+    Worker,
+    Workflow,
+)
 from tenure.core.ports import (
+    INSTANCE_CEILING,
     WORKER_RETENTION_S,
     Ceiling,
     Change,
     ClaimRecord,
+    Settings,
     SweeperState,
 )
 from tenure.core.states import REPORTABLE, LeaseState
@@ -349,21 +363,18 @@ class DynamoStore(PagedReads, RetentionRows):
         return str(row["lease_id"]) if row else None
 
     def _ceiling_op(self, ceiling: Ceiling) -> dict[str, Any]:
-        key = k.pool_key(ceiling.name) if ceiling.scope == "pool" else k.space_key(ceiling.name)
         update: dict[str, Any] = {
             "TableName": self.table,
-            "Key": _dump(key),
+            "Key": _dump(_ceiling_key(ceiling.scope, ceiling.name)),
             "UpdateExpression": f"ADD {k.ACTIVE} :delta",
             "ExpressionAttributeValues": _values(delta=ceiling.delta),
         }
         if ceiling.delta > 0 and ceiling.limit is not None:
             update["ConditionExpression"] = k.BELOW_CEILING
-            update["ExpressionAttributeValues"].update(_values(limit=ceiling.limit))
         return {"Update": update}
 
     def held_count(self, scope: str, name: str) -> int:
-        key = k.pool_key(name) if scope == "pool" else k.space_key(name)
-        row = self._get(key, consistent=False)
+        row = self._get(_ceiling_key(scope, name), consistent=False)
         return int((row or {}).get(k.ACTIVE, 0))
 
     def _put_op(
@@ -485,6 +496,108 @@ class DynamoStore(PagedReads, RetentionRows):
         key = k.event_key(event.subject_kind, event.subject_id, event.at, event.id)
         self._put_single(self._put_op({**key, **items.event_item(event)}, k.IS_NEW)["Put"])
 
+    # ------------------------------------------- pools, spaces, instance (DESIGN §12)
+
+    def _settings_update(self, settings: Settings) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """An UpdateExpression that SETs and REMOVEs only the named attributes (every name
+        goes through a placeholder: `name` and the like are reserved words)."""
+        names = {f"#a{i}": a for i, a in enumerate([*settings.set, *settings.remove])}
+        placeholders = {a: p for p, a in names.items()}
+        parts = []
+        if settings.set:
+            parts.append("SET " + ", ".join(f"{placeholders[a]} = :v_{a}" for a in settings.set))
+        if settings.remove:
+            parts.append("REMOVE " + ", ".join(placeholders[a] for a in settings.remove))
+        values = {f"v_{a}": v for a, v in settings.set.items()}
+        return " ".join(parts), names, values
+
+    def _update_row(
+        self,
+        key: dict[str, str],
+        settings: Settings,
+        failed: TenureError,
+        condition: str = k.EXISTS,
+        **expect: Any,
+    ) -> dict[str, Any]:
+        expression, names, values = self._settings_update(settings)
+        given = _values(**values, **expect)
+        out = self._write(
+            "update",
+            failed,
+            TableName=self.table,
+            Key=_dump(key),
+            UpdateExpression=expression,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            **({"ExpressionAttributeValues": given} if given else {}),
+            ReturnValues="ALL_NEW",
+        )
+        return _load(dict(out["Attributes"]))
+
+    def update_pool(
+        self,
+        name: str,
+        settings: Settings,
+        expect_version: int | None = None,
+        superseded: PoolVersion | None = None,
+    ) -> Pool:
+        missing = NotFound(f"pool {name!r} does not exist")
+        if expect_version is None:
+            return items.pool_from(self._update_row(k.pool_key(name), settings, missing))
+        if superseded is None:
+            raise ValueError("a version change keeps the version it supersedes")
+        expression, names, values = self._settings_update(settings)
+        row = {
+            **k.pool_version_key(name, superseded.version),
+            **items.pool_version_item(superseded),
+        }
+        ops = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _dump(k.pool_key(name)),
+                    "UpdateExpression": expression,
+                    "ConditionExpression": k.POOL_VERSION_IS,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": _values(**values, expect_version=expect_version),
+                }
+            },
+            self._put_op(row, k.IS_NEW),
+        ]
+        self._transact(ops)
+        pool = self.get_pool(name)
+        if pool is None:
+            raise missing
+        return pool
+
+    def get_pool_version(self, pool: str, version: int) -> PoolVersion | None:
+        # Eventually consistent: a superseded version never changes once written.
+        row = self._get(k.pool_version_key(pool, version), consistent=False)
+        return items.pool_version_from(row) if row else None
+
+    def update_space(self, key: str, settings: Settings) -> Space:
+        missing = NotFound(f"space {key!r} does not exist")
+        return items.space_from(self._update_row(k.space_key(key), settings, missing))
+
+    def get_instance(self) -> Instance:
+        row = self._get(k.INSTANCE_KEY)
+        return items.instance_from(row) if row else Instance()
+
+    def update_instance(self, settings: Settings) -> Instance:
+        # The row is made by its first update (no condition): it always exists in effect.
+        expression, names, values = self._settings_update(settings)
+        out = self._write(
+            "update",
+            Conflict("the instance settings could not be written"),
+            TableName=self.table,
+            Key=_dump(k.INSTANCE_KEY),
+            UpdateExpression=expression,
+            **({"ExpressionAttributeNames": names} if names else {}),
+            **({"ExpressionAttributeValues": _values(**values)} if values else {}),
+            ReturnValues="ALL_NEW",
+        )
+        return items.instance_from(_load(dict(out.get("Attributes", {}))))
+
     # ----------------------------------------------------------------- table set-up
 
     def create_table(self) -> None:
@@ -521,6 +634,12 @@ def _lease_row(lease: Lease) -> dict[str, Any]:
     if lease.state.terminal and lease.ended_at is not None and lease.reclaimed_at is None:
         row[k.ENDED_PK] = k.ended_pk(lease.pool)  # written once, by the write that ends it
     return row
+
+
+def _ceiling_key(scope: str, name: str) -> dict[str, str]:
+    if scope == INSTANCE_CEILING:
+        return k.INSTANCE_KEY
+    return k.pool_key(name) if scope == "pool" else k.space_key(name)
 
 
 def _claim_key(claim: ClaimRecord) -> dict[str, str]:

@@ -6,7 +6,19 @@ import dataclasses
 from enum import Enum
 from typing import Any, TypeVar
 
-from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.core.model import (
+    Event,
+    Instance,
+    Job,
+    Lease,
+    Pool,
+    PoolVersion,
+    Space,
+    Task,
+    Token,
+    Worker,
+    Workflow,
+)
 from tenure.core.ports import Attachment, ClaimRecord
 from tenure.core.states import (
     EndReason,
@@ -148,3 +160,15 @@ def attachment_item(attachment: Attachment) -> dict[str, Any]:
 def attachment_from(row: dict[str, Any]) -> Attachment:
     # An attachment's `kind` is the worker's own word ("file", "report"…), not a pool kind.
     return _from(Attachment, row, enums={})
+
+
+def pool_version_item(version: PoolVersion) -> dict[str, Any]:
+    return {"entity": "pool_version", **_row(version)}
+
+
+def pool_version_from(row: dict[str, Any]) -> PoolVersion:
+    return _from(PoolVersion, row)
+
+
+def instance_from(row: dict[str, Any]) -> Instance:
+    return _from(Instance, row)

@@ -103,6 +103,15 @@ def pool_key(name: str) -> dict[str, str]:
     return {PK: POOLS_PK, SK: f"POOL#{name}"}
 
 
+def pool_version_key(name: str, version: int) -> dict[str, str]:
+    """A superseded pool version's settings: a partition per pool, apart from the POOLS list."""
+    return {PK: f"POOL#{name}", SK: f"VERSION#{version:06d}"}
+
+
+# The instance settings and the instance-wide ceiling counter share one row.
+INSTANCE_KEY = {PK: "INSTANCE", SK: "SETTINGS"}
+
+
 def worker_key(pool: str, worker_id: str) -> dict[str, str]:
     return {PK: f"WORKERS#{pool}", SK: f"WORKER#{worker_id}"}
 
@@ -246,7 +255,14 @@ STATE_NAMES = {"#state": "state"}
 # Ceilings: a held-lease counter on the pool or space row; a claim may add one only below the
 # limit, in the same transaction as the lease it takes.
 ACTIVE = "active"
-BELOW_CEILING = "attribute_not_exists(active) OR active < :limit"
+# The limit is the row's own max_active, never the claimer's copy of it (pools, spaces and
+# the instance are cached in-process): a ceiling lowered a moment ago holds at once.
+BELOW_CEILING = (
+    "attribute_not_exists(max_active) OR attribute_not_exists(active) OR active < max_active"
+)
+# A settings update lands only on a row that exists (an unknown pool or space is NotFound).
+# A pool's agent/classifier change lands only on the version it was judged against.
+POOL_VERSION_IS = "attribute_exists(PK) AND version = :expect_version"
 # One sweeper pass at a time: a pass claims the slot only from the last pass it read.
 SWEEP_AFTER = "last_pass_at = :expect_last"
 

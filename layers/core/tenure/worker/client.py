@@ -229,9 +229,17 @@ class Client:
         )
 
     def worker_heartbeat(
-        self, worker_id: str, leases: list[tuple[str, int]], timeout: float | None = None
+        self,
+        worker_id: str,
+        leases: list[tuple[str, int]],
+        timeout: float | None = None,
+        **state: Any,
     ) -> list[Any]:
-        body = {"leases": [{"id": lease_id, "fence": fence} for lease_id, fence in leases]}
+        """`state`: optional `runtime`, `credentials` ({state, reason?}) and `pool` (DESIGN §12)."""
+        body: dict[str, Any] = {
+            "leases": [{"id": lease_id, "fence": fence} for lease_id, fence in leases]
+        }
+        body.update({k: v for k, v in state.items() if v is not None})
         # One try only: the caller's loop is the retry, and a late answer is a stale one.
         path = f"/workers/{worker_id}/heartbeat"
         _, answer = self.call("POST", path, body, timeout=timeout, retries=0)

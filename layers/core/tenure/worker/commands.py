@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tenure.worker.client import ApiError, Client, Unreachable
+from tenure.worker.pool_commands import add_pool_commands, condition_chip, display_names
 from tenure.worker.runner import Worker, WorkerOptions
 
 
@@ -119,11 +120,26 @@ def leases_list(args: argparse.Namespace) -> int:
         query += f"&state={args.state}"
     if args.pool:
         query += f"&pool={args.pool}"
-    _, answer = _operator(args).call("GET", f"/leases{query}")
+    client = _operator(args)
+    _, answer = client.call("GET", f"/leases{query}")
+    if args.output == "table":  # the board's chip: `<display_name> (<label>)`
+        names = display_names(client, args.space)
+        for lease in answer["leases"]:
+            lease["condition"] = condition_chip(lease, names)
     return _table(
         answer["leases"],
         args,
-        ["id", "state", "attempt", "fence", "pool", "task.key", "worker_id", "timing.deadline"],
+        [
+            "id",
+            "state",
+            "attempt",
+            "fence",
+            "pool",
+            "task.key",
+            "worker_id",
+            "timing.deadline",
+            "condition",
+        ],
     )
 
 
@@ -308,14 +324,16 @@ def add_commands(sub: Any) -> None:
     tg.set_defaults(func=guarded(tasks_get))
 
     spaces = sub.add_parser("spaces", help="admin: spaces")
-    sc = common(spaces.add_subparsers(dest="spaces_command", required=True).add_parser("create"))
+    ssub = spaces.add_subparsers(dest="spaces_command", required=True)
+    sc = common(ssub.add_parser("create"))
     sc.add_argument("--key", required=True)
     sc.add_argument("--name", required=True)
     sc.add_argument("--max-active", type=int)
     sc.set_defaults(func=guarded(spaces_create))
 
     pools = sub.add_parser("pools", help="admin: pools")
-    pc = common(pools.add_subparsers(dest="pools_command", required=True).add_parser("create"))
+    psub = pools.add_subparsers(dest="pools_command", required=True)
+    pc = common(psub.add_parser("create"))
     pc.add_argument("--name", required=True)
     pc.add_argument("--space", required=True)
     pc.add_argument("--kind", choices=["agent", "classifier", "command"], default="command")
@@ -325,6 +343,7 @@ def add_commands(sub: Any) -> None:
     pc.add_argument("--toleration-seconds", type=int)
     pc.add_argument("--on-expiry", choices=["requeue", "fail"])
     pc.set_defaults(func=guarded(pools_create))
+    add_pool_commands(psub, ssub, common)
 
     tokens = sub.add_parser("tokens", help="admin: tokens")
     kc = common(tokens.add_subparsers(dest="tokens_command", required=True).add_parser("create"))

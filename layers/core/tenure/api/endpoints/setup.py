@@ -52,6 +52,9 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         keeps_logs=body.keeps_logs,
         retention_seconds=body.retention_seconds,
         created_at=0,
+        display_name=body.display_name,
+        agent=body.agent.model_dump(exclude_none=True) if body.agent else None,
+        classifier=body.classifier.model_dump(exclude_none=True) if body.classifier else None,
     )
     return json_answer(v.pool_view(svc().create_pool(actor(), pool)), 201)
 

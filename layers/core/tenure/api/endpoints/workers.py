@@ -52,10 +52,15 @@ def heartbeat(lease_id: str, body: Annotated[m.Heartbeat | None, Body()] = None)
     return json_answer(_beat_view(beat.lease, beat.revoke))
 
 
-@op("POST", f"{BASE}/workers/<worker_id>/heartbeat", 200, m.WorkerBeat, 422)
+@op("POST", f"{BASE}/workers/<worker_id>/heartbeat", 200, m.WorkerBeat, 404, 422)
 def worker_heartbeat(worker_id: str, body: Annotated[m.WorkerHeartbeat, Body()]) -> Response[Any]:
     answers = svc().worker_heartbeat(
-        actor(), worker_id, [(item.id, item.fence) for item in body.leases]
+        actor(),
+        worker_id,
+        [(item.id, item.fence) for item in body.leases],
+        runtime=body.runtime.model_dump(exclude_none=True) if body.runtime else None,
+        credentials=body.credentials.model_dump(exclude_none=True) if body.credentials else None,
+        pool=body.pool,
     )
     rows = []
     for lease_id, fence, answer in answers:

@@ -9,7 +9,7 @@ from tenure.core import authz, rules
 from tenure.core.base import over
 from tenure.core.errors import CeilingReached, Conflict
 from tenure.core.model import Lease, Pool, Principal
-from tenure.core.ports import Ceiling, Change, ClaimRecord
+from tenure.core.ports import INSTANCE_CEILING, Ceiling, Change, ClaimRecord
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.core.transitions import Action, must_move
 from tenure.core.workers import WorkerOps
@@ -21,6 +21,9 @@ CLAIM_CANDIDATES = 16
 MAX_CLAIM_TRIES = 200
 # How long an idle long-poll waits between looks at the queue.
 CLAIM_POLL_SECONDS = 0.5
+# A long poll looks at its pool and space rows again this often, so a pause, a resume, an
+# archive or an unarchive reaches a waiting claim within this bound (DESIGN §12).
+POOL_REFRESH_MS = 2_000
 # A claim_id is remembered at least this long after its lease's deadline (DynamoDB TTL).
 CLAIM_ID_KEEP_SECONDS = 86_400
 
@@ -45,7 +48,11 @@ class ClaimOps(WorkerOps):
         host: str | None = None,
     ) -> Claimed | None:
         authz.require_worker(actor, pool_name)
-        pool = self._pool(pool_name)
+        # Fresh, not the 30 s cache: a paused pool or an archived space hands out nothing,
+        # and a ceiling just set counts, from the moment the change commits (three
+        # consistent reads of small rows, 1 RU each, per claim call and per refresh).
+        pool, closed = self._claim_settings(pool_name)
+        looked_at = self.clock.now_ms()
         self._mark_seen(pool, worker_id, worker_version)  # a claim is itself a sign of life
         record_id = claim_id
         if claim_id is not None and self.store.find_claim(
@@ -64,7 +71,7 @@ class ClaimOps(WorkerOps):
         looks = MAX_CLAIM_TRIES + math.ceil(wait_seconds / CLAIM_POLL_SECONDS) + 1
         for _ in range(looks):
             fresh: list[str] = []
-            if not pool.paused:
+            if not closed:
                 seen = self.store.queue_candidates(
                     pool.name, CLAIM_CANDIDATES + len(tried), due_by=self.clock.now_ms()
                 )
@@ -90,11 +97,22 @@ class ClaimOps(WorkerOps):
             if remaining <= 0:
                 break
             self.clock.sleep(min(CLAIM_POLL_SECONDS, remaining))
+            if self.clock.now_ms() - looked_at >= POOL_REFRESH_MS:
+                pool, closed = self._claim_settings(pool_name)
+                looked_at = self.clock.now_ms()
             # A worker waiting in a long poll is in contact all along (DESIGN §4).
             self._mark_seen(pool, worker_id, worker_version)
             tried.clear()
         self.counters["empty_claims"] += 1
         return None
+
+    def _claim_settings(self, pool_name: str) -> tuple[Pool, bool]:
+        """The pool as it is now, and whether it hands out nothing (paused, or its space
+        archived); the space and instance rows are refreshed with it (their ceilings)."""
+        pool = self._fresh_pool(pool_name)
+        closed = pool.paused or self._fresh_space(pool.space).archived
+        self._fresh_instance()
+        return pool, closed
 
     def _retried(
         self, actor: Principal, pool: Pool, worker_id: str, claim_id: str
@@ -185,6 +203,9 @@ class ClaimOps(WorkerOps):
         space = self._space_cached(pool.space)
         if space.max_active is not None:
             found.append(Ceiling("space", space.key, +1, space.max_active))
+        instance = self._instance()
+        if instance.max_active is not None:
+            found.append(Ceiling(INSTANCE_CEILING, INSTANCE_CEILING, +1, instance.max_active))
         return found
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from tenure.core import authz, rules
 from tenure.core.base import over
+from tenure.core.classifier import ClassifierOps
 from tenure.core.errors import (
     InvalidTransition,
     LeaseNotFound,
@@ -15,7 +16,7 @@ from tenure.core.errors import (
 )
 from tenure.core.model import Lease, Pool, Principal
 from tenure.core.ports import Change
-from tenure.core.states import REPORTABLE, LeaseState, ReportKind, Revoke
+from tenure.core.states import REPORTABLE, EndReason, LeaseState, ReportKind, Revoke
 from tenure.core.transitions import Action, move, must_move
 from tenure.core.workers import WorkerOps
 
@@ -60,7 +61,7 @@ def revoke_signal(lease: Lease) -> Revoke | None:
     return None
 
 
-class ReportOps(WorkerOps):
+class ReportOps(ClassifierOps, WorkerOps):
     def start(self, actor: Principal, lease_id: str) -> Lease:
         lease = self._own_lease(actor, lease_id)
 
@@ -92,10 +93,20 @@ class ReportOps(WorkerOps):
         return beat
 
     def worker_heartbeat(
-        self, actor: Principal, worker_id: str, leases: list[tuple[str, int]]
+        self,
+        actor: Principal,
+        worker_id: str,
+        leases: list[tuple[str, int]],
+        runtime: dict[str, Any] | None = None,
+        credentials: dict[str, Any] | None = None,
+        pool: str | None = None,
     ) -> list[tuple[str, int, Beat | TenureError]]:
-        """Renew every lease one worker holds in one call; one answer per lease."""
+        """Renew every lease one worker holds in one call; one answer per lease. `runtime` and
+        `credentials` (DESIGN §12) are noted for the pools of those leases, and for `pool`."""
         authz.require_worker(actor, None)
+        if pool is not None:
+            authz.require_worker(actor, pool)
+            self._pool(pool)  # an unknown pool is 404 before anything is renewed
         found = self.store.get_leases([lease_id for lease_id, _ in leases])
         answers: list[tuple[str, int, Beat | TenureError]] = []
         seen: set[str] = set()
@@ -111,9 +122,17 @@ class ReportOps(WorkerOps):
                 answers.append((lease_id, fence, self._beat(lease, None)))
                 if lease.pool not in seen:
                     seen.add(lease.pool)
-                    self._mark_seen(self._pool(lease.pool), worker_id, lease.worker_version)
+                    self._mark_seen(
+                        self._pool(lease.pool),
+                        worker_id,
+                        lease.worker_version,
+                        runtime=runtime,
+                        credentials=credentials,
+                    )
             except TenureError as refused:
                 answers.append((lease_id, fence, refused))
+        if pool is not None and pool not in seen:
+            self._worker_says(self._pool(pool), worker_id, runtime, credentials)
         return answers
 
     def _beat(self, lease: Lease, lease_seconds: int | None) -> Beat:
@@ -219,6 +238,8 @@ class ReportOps(WorkerOps):
             report={k: v for k, v in report.items() if k != "outcome"} or None,
         )
         change = Change(leases=[over(lease, ended)])
+        if to.end_reason is EndReason.COMPLETED and ended.outcome == "success":
+            change = self._with_classifier_output(change, lease, report)
         if to.requeue:
             return self._with_successor(change, lease, recovered=False)
         return change
