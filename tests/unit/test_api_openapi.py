@@ -96,6 +96,6 @@ def test_what_the_views_render_fits_the_response_models(rig: Rig) -> None:
     lease = rig.lease(won.lease.id)
     m.LeaseOut.model_validate(v.lease_view(lease))
     task, _ = rig.task()
-    m.TaskOut.model_validate(v.task_view(task, TaskStatus.OPEN))
+    m.TaskOut.model_validate(v.task_view(task, TaskStatus.READY))
     for event in rig.store.timeline(lease.subject_kind, lease.subject_id, None):
         m.EventOut.model_validate(v.event_view(event))

@@ -112,6 +112,8 @@ class ServiceBase:
             fence=job.fence + 1,
             attempt=job.attempt,
             created_at=now,
+            lineage=lease.lineage,
+            retry_depth=lease.retry_depth,
         )
         next_job = replace(
             job,

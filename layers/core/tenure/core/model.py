@@ -56,6 +56,10 @@ class Pool:
     on_expiry: OnExpiry = OnExpiry.REQUEUE
     keeps_logs: bool = False
     paused: bool = False
+    # Starvation (DESIGN §13): a claimable pending lease older than this with no reachable
+    # worker is starved; a further `starvation_escalation_seconds` parks its task.
+    min_queued_age_seconds: int = 600
+    starvation_escalation_seconds: int = 3600
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,16 @@ class Task:
     event_type: str | None = None
     event_data: dict[str, Any] | None = None
     updated_at: int | None = None
+    # The task graph (DESIGN §13; core/tasks_graph.py): its parent and every ancestor above it
+    # (root first), the tasks whose success it waits for, whether readiness enqueues it (on
+    # `pool`), and its own pause with who set it.
+    parent_id: str | None = None
+    ancestors: tuple[str, ...] | None = None
+    depends_on: tuple[str, ...] | None = None
+    auto_enqueue_on_ready: bool = False
+    pool: str | None = None
+    paused: bool = False
+    paused_by: str | None = None
 
     def with_job(self, job_id: str) -> Task:
         return replace(self, job_id=job_id)
@@ -126,6 +140,7 @@ class Job:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     task_id: str | None = None
     exhausted: bool = False
+    retry_depth: int = 0  # how many retries (DESIGN §13) stand between this run and the first
 
 
 @dataclass(frozen=True)
@@ -172,6 +187,12 @@ class Lease:
     event_type: str | None = None
     event_data: dict[str, Any] | None = None
     updated_at: int | None = None
+    # The task's ancestors (root first), so a claim can tell a paused subtree from one read of
+    # the scheduler row, without walking the tree (core/scheduler.py).
+    lineage: tuple[str, ...] | None = None
+    previous_lease_id: str | None = None  # the ended lease this one retries (DESIGN §13)
+    retry_depth: int = 0
+    failure_kind: str | None = None  # "operator_forced" when an operator force-failed it
 
     @property
     def superseded(self) -> bool:
@@ -203,12 +224,35 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TaskGraph:
+    """A task's side row in the graph: counters moved only by conditional updates (never by
+    listing children or blockers), and the instants it succeeded and rolled up."""
+
+    task_id: str
+    children_total: int = 0
+    children_done: int = 0
+    blockers_total: int = 0
+    blockers_done: int = 0
+    succeeded_at: int | None = None
+    rollup_at: int | None = None
+    auto_enqueued_at: int | None = None
+
+    @property
+    def children_outstanding(self) -> int:
+        return max(0, self.children_total - self.children_done)
+
+    @property
+    def blockers_outstanding(self) -> int:
+        return max(0, self.blockers_total - self.blockers_done)
+
+
 def task_status(task: Task, lease: Lease | None) -> TaskStatus:
     """A task's status is derived from its latest run's newest lease, never stored twice."""
     if task.attention:
         return TaskStatus.NEEDS_ATTENTION
     if lease is None:
-        return TaskStatus.OPEN
+        return TaskStatus.READY
     match lease.state:
         case LeaseState.PENDING | LeaseState.DISPATCHING | LeaseState.DISPATCHED:
             return TaskStatus.QUEUED

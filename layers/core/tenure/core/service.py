@@ -1,7 +1,9 @@
 """The lease service: every use case, composed from one module per concern (no AWS, no clock).
 
-setup (spaces, pools, tokens) · tasks (filing, runs) · leases/claims · leases/reports ·
-leases/operator · leases/recovery (expiry) · workers (liveness) · conditions · payload.
+setup (spaces, pools, tokens) · tasks (filing, runs) · tasks_graph (parents, dependencies,
+pause) · scheduler (pause, drain, status, backlog, starvation, the claim gate) ·
+leases/claims · leases/reports · leases/operator · leases/recovery (expiry) ·
+workers (liveness) · conditions · payload.
 Every state change goes through the §3 table in core/transitions.py.
 """
 
@@ -13,13 +15,21 @@ from tenure.core.leases.operator import OperatorOps
 from tenure.core.leases.recovery import RecoveryOps
 from tenure.core.leases.reports import Beat, ReportOps
 from tenure.core.payload import PayloadOps
+from tenure.core.scheduler import SchedulerOps
 from tenure.core.setup import SetupOps
-from tenure.core.tasks import TaskOps, TaskView
+from tenure.core.tasks import TaskView
 from tenure.core.workers import WorkerView
 
 
 class LeaseService(
-    SetupOps, TaskOps, ClaimOps, ReportOps, OperatorOps, RecoveryOps, ConditionOps, PayloadOps
+    SetupOps,
+    SchedulerOps,
+    ClaimOps,
+    ReportOps,
+    OperatorOps,
+    RecoveryOps,
+    ConditionOps,
+    PayloadOps,
 ):
     """The one object handlers, the sweeper and the reactor call."""
 

@@ -36,6 +36,7 @@ class SweepReport:
     expired: list[str] = field(default_factory=list)
     held: int = 0
     raced: int = 0  # expiries lost to a report that landed first
+    parked: list[str] = field(default_factory=list)  # tasks parked for starvation
 
 
 def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport:
@@ -81,6 +82,7 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
                 report.expired.append(lease.id)
     if report.absent_pools:
         _record(svc, now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools})
+    report.parked = svc.park_starved()  # long-starved work to needs_attention (DESIGN §13)
     if holds != state.holds:
         store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
     return report

@@ -6,7 +6,18 @@ import dataclasses
 from enum import Enum
 from typing import Any, TypeVar
 
-from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.core.model import (
+    Event,
+    Job,
+    Lease,
+    Pool,
+    Space,
+    Task,
+    TaskGraph,
+    Token,
+    Worker,
+    Workflow,
+)
 from tenure.core.ports import ClaimRecord
 from tenure.core.states import (
     EndReason,
@@ -31,7 +42,7 @@ _ENUMS: dict[str, type[Enum]] = {
     "report_kind": ReportKind,
 }
 # Attributes kept as tuples in entities (lists in rows).
-_TUPLES = {"spaces", "pools", "counted"}
+_TUPLES = {"spaces", "pools", "counted", "ancestors", "depends_on", "lineage"}
 
 
 def _row(entity: Any) -> dict[str, Any]:
@@ -139,3 +150,8 @@ def worker_from(row: dict[str, Any]) -> Worker:
 def claim_item(claim: ClaimRecord) -> dict[str, Any]:
     # `expires_at` is the row's TTL attribute (store.keys.TTL_ATTRIBUTE).
     return {"entity": "claim", **_row(claim)}
+
+
+def graph_from(task_id: str, row: dict[str, Any]) -> TaskGraph:
+    """A task's graph row (store.keys.task_graph_key); an absent row is all zeros."""
+    return _from(TaskGraph, {**row, "task_id": task_id})

@@ -27,7 +27,7 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
         body.pool,
         body.max_attempts,
     )
-    status = TaskStatus.QUEUED if lease else TaskStatus.OPEN
+    status = TaskStatus.QUEUED if lease else TaskStatus.READY
     return json_answer(
         {
             "task": v.task_view(task, status),
