@@ -77,17 +77,22 @@ def handle(
     svc = service
 
     def on_record(record: DynamoDBRecord) -> None:
-        react(target, record.raw_event)
-        # After the timeline: the graph's reactions (rollup, auto-enqueue), each conditional,
-        # so a replayed record changes nothing and a failed one is retried (DESIGN §13).
-        changed = rows_of(record.raw_event)
-        if changed is not None:
-            svc.react_to_rows([changed])
+        process(target, svc, record.raw_event)
 
     answer = process_partial_response(
         event=event, record_handler=on_record, processor=processor, context=context
     )
     return dict(answer)
+
+
+def process(store: Store, svc: LeaseService, record: dict[str, Any]) -> None:
+    """One stream record: its timeline event, then the graph's reactions (rollup,
+    auto-enqueue), each conditional, so a replayed record changes nothing and a failed one is
+    retried (DESIGN §13)."""
+    react(store, record)
+    changed = rows_of(record)
+    if changed is not None:
+        svc.react_to_rows([changed])
 
 
 def react(store: Store, record: dict[str, Any]) -> Event | None:
