@@ -109,9 +109,7 @@ def test_eight_blockers_completing_at_once_enqueue_their_dependent_once(rig: Rig
     _complete_at_once(rig, blockers)
     pump = TwiceAtOnce(rig)
     pump.drain()
-    created = [
-        e for e in rig.store.timeline("task", waiting.id, None) if e.type == "lease.created"
-    ]
+    created = [e for e in rig.store.timeline("task", waiting.id, None) if e.type == "lease.created"]
     assert len(created) == 1
     view = rig.svc.get_task(ADMIN, waiting.id)
     assert view.lease is not None and view.lease.state is LeaseState.PENDING
@@ -120,7 +118,5 @@ def test_eight_blockers_completing_at_once_enqueue_their_dependent_once(rig: Rig
     assert (graph.blockers_done, graph.blockers_total) == (THREADS, THREADS)
     # A second full replay of everything changes nothing.
     StreamPump._deliver(pump, pump.records)
-    created = [
-        e for e in rig.store.timeline("task", waiting.id, None) if e.type == "lease.created"
-    ]
+    created = [e for e in rig.store.timeline("task", waiting.id, None) if e.type == "lease.created"]
     assert len(created) == 1
