@@ -141,6 +141,7 @@ class FakeStore:
         # The reactor's graph half, played after each commit like the stream would (the rig
         # sets it to the service's `react_to_rows`); rows: (entity, old, new).
         self.reactor: Any = None
+        self.instance: dict[str, Any] | None = None  # the instance settings row
 
     # ------------------------------------------------------------------ set-up resources
 
@@ -611,6 +612,9 @@ class FakeStore:
     def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
         _limit(limit)
         return self._queued(pool, created_before)[:limit]
+
+    def get_instance_row(self) -> dict[str, Any] | None:
+        return dict(self.instance) if self.instance is not None else None
 
     # ------------------------------------------------------------------- for tests
 

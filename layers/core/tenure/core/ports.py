@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tenure.core.model import (
     Event,
@@ -307,4 +307,8 @@ class Store(Protocol):
 
     def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
         """The oldest pending lease ids of `pool` created before the instant, at most `limit`."""
+        ...
+
+    def get_instance_row(self) -> dict[str, Any] | None:
+        """The instance's settings row as stored (core/instance.py reads it), or None."""
         ...

@@ -17,7 +17,15 @@ from tenure.core.model import (
     Task,
     task_status,
 )
-from tenure.core.ports import Change, EventPage, GraphOp, JobWrite, LeaseWrite, TaskWrite
+from tenure.core.ports import (
+    Change,
+    EventPage,
+    GraphOp,
+    HoldOp,
+    JobWrite,
+    LeaseWrite,
+    TaskWrite,
+)
 from tenure.core.states import LeaseState, SubjectKind, TaskStatus
 
 # A page of a timeline, unless the caller asks for fewer.
@@ -56,6 +64,7 @@ class RunStart:
     retry_depth: int = 0
     previous_lease_id: str | None = None
     graph: tuple[GraphOp, ...] = field(default_factory=tuple)
+    holds: tuple[HoldOp, ...] = field(default_factory=tuple)
 
 
 class TaskOps(ServiceBase):
@@ -204,6 +213,7 @@ class TaskOps(ServiceBase):
                 tasks=[TaskWrite(task, expect_job_id=expect_job_id, create=create_task)],
                 job_checks=job_checks or [],
                 graph=list(run.graph),
+                holds=list(run.holds),
             )
         )
         return task, lease

@@ -676,6 +676,9 @@ class DynamoStore(PagedReads):
         out = self._query(**self._queue_request(pool, created_before), Limit=limit)
         return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
 
+    def get_instance_row(self) -> dict[str, Any] | None:
+        return self._get(k.INSTANCE_KEY, consistent=False)
+
 
 def _lease_row(lease: Lease) -> dict[str, Any]:
     row = items.lease_item(lease)

@@ -275,3 +275,6 @@ NOT_MARKED = "attribute_not_exists(#mark)"
 # The scheduler's one row: its pause, and string sets of task ids claims skip.
 SCHEDULER_KEY = {PK: "SCHEDULER", SK: "STATE"}
 HOLD_SETS = {"paused": "paused_tasks", "attention": "attention_tasks"}
+
+# The instance's settings (DESIGN §12: retry_chain_cap, allow_agent_force, …): one row.
+INSTANCE_KEY = {PK: "INSTANCE", SK: "SETTINGS"}
