@@ -146,6 +146,10 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.Complete: {},
     m.Fail: {"error": "boom"},
     m.Release: {},
+    m.TaskPatch: {"pool": "builders"},
+    m.Drain: {},
+    m.BulkRelease: {"lease_ids": ["lease_1"]},
+    m.BulkFail: {"lease_ids": ["lease_1"], "reason": "stuck"},
 }
 
 

@@ -23,6 +23,7 @@ CREATES = {
     ("POST", "/api/v1/tokens"),
     ("POST", "/api/v1/tasks"),
     ("POST", "/api/v1/tasks/{task_id}/enqueue"),
+    ("POST", "/api/v1/leases/{lease_id}/retry"),
 }
 
 

@@ -31,7 +31,7 @@ def test_retry_of_a_failed_lease_opens_the_next_attempt_in_its_chain(rig: Rig) -
 
 
 def test_retry_of_a_lease_still_open_or_completed_is_refused(rig: Rig) -> None:
-    task, pending = rig.task()
+    _, pending = rig.task()
     assert pending is not None
     with pytest.raises(InvalidTransition):
         rig.svc.retry(MEMBER, pending.id)

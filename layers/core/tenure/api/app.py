@@ -7,7 +7,7 @@ import base64
 import json
 from typing import Any
 
-from tenure.api.endpoints import leases, setup, tasks, workers
+from tenure.api.endpoints import graph, leases, scheduler, setup, tasks, workers
 from tenure.api.errors import error_event
 from tenure.api.routes import REPORTS, match
 from tenure.api.surface import (
@@ -24,7 +24,7 @@ from tenure.api.surface import (
 from tenure.core import errors as e
 
 # The route modules register themselves on import; named here so the registration is explicit.
-ENDPOINTS = (setup, tasks, leases, workers)
+ENDPOINTS = (setup, tasks, leases, workers, graph, scheduler)
 __all__ = ["app", "contract", "handle", "logger", "metrics"]
 
 

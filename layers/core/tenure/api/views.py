@@ -8,6 +8,7 @@ from typing import Any
 from tenure.core.conditions import QueuedCondition
 from tenure.core.model import Event, Lease, Pool, Space, Task, Token, Worker, Workflow
 from tenure.core.states import TaskStatus
+from tenure.core.tasks import TaskView
 
 
 def iso(ms: int | None) -> str | None:
@@ -50,7 +51,25 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
     }
 
 
-def task_view(task: Task, status: TaskStatus) -> dict[str, Any]:
+def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> dict[str, Any]:
+    """`seen` adds what a read derives (DESIGN §13: blocked reasons, effective pause)."""
+    return {
+        **_task_fields(task, status),
+        "blocked_reasons": [dict(r) for r in seen.blocked_reasons] if seen else [],
+        "parent_id": task.parent_id,
+        "depends_on": list(task.depends_on or ()),
+        "auto_enqueue_on_ready": task.auto_enqueue_on_ready,
+        "pool": task.pool,
+        "paused": task.paused,
+        "effective_paused": seen.effective_paused if seen else task.paused,
+        "paused_by_task_id": seen.paused_by_task_id if seen else (task.id if task.paused else None),
+        "children": {"total": seen.children_total, "completed": seen.children_done}
+        if seen and seen.children_total
+        else None,
+    }
+
+
+def _task_fields(task: Task, status: TaskStatus) -> dict[str, Any]:
     return {
         "id": task.id,
         "key": task.key,

@@ -139,15 +139,19 @@ class ForceOps(TaskOps, InstanceOps):
         if actor.kind == "operator":
             authz.require_role(actor, "member")
             return None
+        self.require_agent_force(actor)
+        if actor.kind == "lease":
+            return self._lease(actor.lease_id or "").space
+        return None
+
+    def require_agent_force(self, actor: Principal) -> None:
+        """A worker or lease token may force only while the instance allows agents to."""
+        if actor.kind not in ("worker", "lease"):
+            raise Forbidden("this route needs a member token")
         if not self._instance_settings().allow_agent_force:
             if actor.kind == "lease":
                 raise LeaseTokenMismatch("force operations need an operator token here")
             raise Forbidden("force operations by agents are off (instance allow_agent_force)")
-        if actor.kind == "lease":
-            return self._lease(actor.lease_id or "").space
-        if actor.kind != "worker":
-            raise Forbidden("this route needs a member token")
-        return None
 
     def _may_force_lease(self, actor: Principal, lease: Lease, own_space: str | None) -> None:
         if actor.kind == "operator":

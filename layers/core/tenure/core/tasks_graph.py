@@ -140,6 +140,10 @@ class GraphOps(TaskOps):
         seen = super().get_task(actor, task_id)
         return self._derived(seen.task, seen.lease)
 
+    def describe_task(self, task: Task, open_lease: Lease | None) -> TaskView:
+        """The task as a read shows it, for a caller that already holds its row."""
+        return self._derived(task, open_lease)
+
     def _derived(self, task: Task, open_lease: Lease | None) -> TaskView:
         newest = self._newest_lease(task)
         graph = self.store.get_graph(task.id)
