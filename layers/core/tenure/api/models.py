@@ -107,6 +107,9 @@ class PoolCreate(Strict):
     toleration_seconds: Seconds = 300
     on_expiry: Literal["requeue", "fail"] = "requeue"
     keeps_logs: bool = False
+    # Starvation (DESIGN §13).
+    min_queued_age_seconds: Annotated[int, Field(ge=1, le=31_536_000), Integral] = 600
+    starvation_escalation_seconds: Annotated[int, Field(ge=1, le=31_536_000), Integral] = 3600
 
     @model_validator(mode="after")
     def _timings_ordered(self) -> PoolCreate:
@@ -382,6 +385,8 @@ class PoolOut(Out):
     keeps_logs: bool
     paused: bool
     created_at: Stamp
+    min_queued_age_seconds: int = 600
+    starvation_escalation_seconds: int = 3600
 
 
 class TokenOut(Out):

@@ -128,6 +128,8 @@ def pool_view(pool: Pool) -> dict[str, Any]:
         "keeps_logs": pool.keeps_logs,
         "paused": pool.paused,
         "created_at": iso(pool.created_at),
+        "min_queued_age_seconds": pool.min_queued_age_seconds,
+        "starvation_escalation_seconds": pool.starvation_escalation_seconds,
     }
 
 

@@ -142,6 +142,9 @@ def tasks_create(args: argparse.Namespace) -> int:
     for key in ("body", "pool", "workflow", "max_attempts"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
+    for key in ("parent_id", "depends_on", "auto_enqueue_on_ready"):  # the task graph (§13)
+        if getattr(args, key, None) is not None:
+            body[key] = getattr(args, key)
     props = _json_arg(args.properties, "--properties")
     if props is not None:
         body["properties"] = props
@@ -334,3 +337,7 @@ def add_commands(sub: Any) -> None:
     kc.add_argument("--spaces", nargs="+")
     kc.add_argument("--pools", nargs="+")
     kc.set_defaults(func=guarded(tokens_create))
+
+    from tenure.worker.graph_commands import add_graph_commands
+
+    add_graph_commands(sub, lsub, tsub, tc, common)

@@ -51,6 +51,8 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         on_expiry=OnExpiry(body.on_expiry),
         keeps_logs=body.keeps_logs,
         created_at=0,
+        min_queued_age_seconds=body.min_queued_age_seconds,
+        starvation_escalation_seconds=body.starvation_escalation_seconds,
     )
     return json_answer(v.pool_view(svc().create_pool(actor(), pool)), 201)
 
