@@ -15,6 +15,7 @@ from tenure.store.dynamo import DynamoStore
 from tenure.wiring import ManualClock, RandomIds, SystemClock
 
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
+from tests.conformance.graph_contract import GraphContract
 
 REGION = "us-east-1"
 
@@ -48,4 +49,8 @@ def make_rig(monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeRig]:
 
 
 class TestStoreContractOnMoto(StoreContract):
+    pass
+
+
+class TestGraphContractOnMoto(GraphContract):
     pass

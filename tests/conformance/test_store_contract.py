@@ -7,6 +7,7 @@ import pytest
 from tenure.local.engines import DynamoDBLocal
 
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
+from tests.conformance.graph_contract import GraphContract
 from tests.conftest import Rig
 
 
@@ -30,4 +31,8 @@ def make_rig(rig: Rig, ddb_local: DynamoDBLocal) -> MakeRig:
 
 
 class TestStoreContractOnDynamoDBLocal(StoreContract):
+    pass
+
+
+class TestGraphContractOnDynamoDBLocal(GraphContract):
     pass

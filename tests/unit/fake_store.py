@@ -331,6 +331,13 @@ class FakeStore:
             + [("job", w.new.id) for w in change.jobs]
             + [("task", w.new.id) for w in change.tasks]
             + [("claim", str(_claim_of(c))) for c in change.claims]
+            + [
+                ("edge", f"{g.task_id}>{g.name}>{g.other}")
+                if g.op == "edge"
+                else ("graph", g.task_id)
+                for g in change.graph
+            ]
+            + [("scheduler", "") for _ in change.holds]
         )
         if not targets:
             raise ValueError("a transaction needs at least one item")
@@ -537,7 +544,9 @@ class FakeStore:
     def _apply_graph(self, g: GraphOp) -> list[tuple[str, Any, Any]]:
         graph = self._graph(g.task_id)
         if g.op == "add":
-            counts = {name: getattr(graph, name) + delta for name, delta in g.counts}
+            counts: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in g.counts}
+            if g.name:
+                counts[g.name] = g.at
             return [self._put_graph(replace(graph, **counts))]
         if g.op == "edge":
             self.edges[(g.task_id, g.name, g.other)] = g.at

@@ -113,7 +113,8 @@ class GraphOp:
     """One write on the task graph's side rows, inside a Change's transaction (store.keys has
     the rows and the named conditions). `op` is one of:
 
-    * "add": ADD `counts` to `task_id`'s graph row (creating it);
+    * "add": ADD `counts` to `task_id`'s graph row (creating it), and SET `name` = `at` when
+      named (a new task's auto-enqueue mark: one write per row in a transaction);
     * "edge": create the edge row `task_id` -[`name`: child|dependent]-> `other`, once;
       `at` set means it already counted (a blocker that had succeeded before the edge);
     * "met" / "unmet": require `task_id` to have (not to have) succeeded — the condition that

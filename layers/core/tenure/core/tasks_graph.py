@@ -107,9 +107,17 @@ class GraphOps(TaskOps):
                     "edge", blocker.id, name="dependent", other=task.id, at=now if met else None
                 )
             )
+        enqueue = unmet == 0
+        # Ready at once and opted in: this enqueue is the readiness's one auto-enqueue, marked
+        # on the new task's graph row (one write of that row: a transaction names it once).
+        mark = enqueue and pool is not None and links.auto_enqueue_on_ready
+        at = self.clock.now_ms() if mark else None
         if depends:
             counts = (("blockers_total", len(depends)), ("blockers_done", len(depends) - unmet))
-            ops.append(GraphOp("add", task.id, counts=counts))
+            name = "auto_enqueued_at" if mark else ""
+            ops.append(GraphOp("add", task.id, counts=counts, name=name, at=at))
+        elif mark:
+            ops.append(GraphOp("mark", task.id, name="auto_enqueued_at", at=at))
         task = replace(
             task,
             parent_id=links.parent_id,
@@ -118,10 +126,6 @@ class GraphOps(TaskOps):
             auto_enqueue_on_ready=links.auto_enqueue_on_ready,
             pool=pool.name if pool else None,
         )
-        enqueue = unmet == 0
-        if enqueue and pool is not None and links.auto_enqueue_on_ready:
-            # Ready at once: this enqueue is the readiness's one auto-enqueue.
-            ops.append(GraphOp("mark", task.id, name="auto_enqueued_at", at=self.clock.now_ms()))
         return task, ops, enqueue
 
     def _linked_task(self, task_id: str, space: str, field: str) -> Task:

@@ -522,13 +522,17 @@ class DynamoStore(PagedReads):
         graph = _dump(k.task_graph_key(g.task_id))
         if g.op == "add":
             names = {f"#c{i}": name for i, (name, _) in enumerate(g.counts)}
-            deltas = {f"c{i}": delta for i, (_, delta) in enumerate(g.counts)}
-            adds = ", ".join(f"#c{i} :c{i}" for i in range(len(names)))
+            deltas: dict[str, int | None] = {f"c{i}": d for i, (_, d) in enumerate(g.counts)}
+            expression = "ADD " + ", ".join(f"#c{i} :c{i}" for i in range(len(names)))
+            if g.name:
+                expression += " SET #mark = :at"
+                names["#mark"] = g.name
+                deltas["at"] = g.at
             return {
                 "Update": {
                     "TableName": self.table,
                     "Key": graph,
-                    "UpdateExpression": f"ADD {adds}",
+                    "UpdateExpression": expression,
                     "ExpressionAttributeNames": names,
                     "ExpressionAttributeValues": _values(**deltas),
                 }
