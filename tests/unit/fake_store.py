@@ -423,6 +423,8 @@ class FakeStore:
                     reasons.append(f"task {tw.new.id} exists")
             elif task is None or task.job_id != tw.expect_job_id:
                 reasons.append(f"task {tw.new.id} does not point at {tw.expect_job_id}")
+            elif tw.expect_version is not None and task.version != tw.expect_version:
+                reasons.append(f"task {tw.new.id} is not at version {tw.expect_version}")
         for claim in change.claims:
             if _claim_of(claim) in self.claims:
                 reasons.append(f"claim {claim.claim_id} was already made")

@@ -60,14 +60,12 @@ class InspectOps(SchedulerOps, ConditionOps):
         space = task.space if task is not None else lease.space if lease is not None else None
         authz.require_operator(actor, "read", space)
         now = self.clock.now_ms()
-        view = self._derived(task, None) if task is not None else None
         current = self._newest_lease(task) if task is not None else lease
         if current is not None and current.job_id and lease is not None and task is None:
             job = self.store.get_job(current.job_id)
             newest = self.store.get_lease(job.lease_id) if job else None
             current = newest or current
-        if view is not None and current is not None and current.state.active:
-            view = TaskView(**{**view.__dict__, "lease": current})
+        view = self.describe_task(task, current) if task is not None else None
         subject = (SubjectKind.TASK.value, task.id) if task else _subject(current)
         events = self.store.timeline_page(*subject, RECENT_EVENTS, None, newest_first=True).events
         recent = self._recent_leases(subject, current)

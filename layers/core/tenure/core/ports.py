@@ -80,6 +80,9 @@ class TaskWrite:
     new: Task
     expect_job_id: str | None = None
     create: bool = False
+    # ...and, when set, still be at this version (a writer that read the row and bumps it:
+    # pause, PATCH, parking — so that no flag written in between is put back).
+    expect_version: int | None = None
 
 
 @dataclass(frozen=True)

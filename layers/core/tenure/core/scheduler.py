@@ -241,7 +241,9 @@ class SchedulerOps(GraphOps, ClaimGate):
         try:
             self._commit(
                 Change(
-                    tasks=[TaskWrite(flagged, expect_job_id=task.job_id)],
+                    tasks=[
+                        TaskWrite(flagged, expect_job_id=task.job_id, expect_version=task.version)
+                    ],
                     holds=[HoldOp("attention", task.id, True)],
                 )
             )

@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from tenure.core import authz
-from tenure.core.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
+from tenure.core.errors import Conflict, Unavailable, ValidationFailed
 from tenure.core.model import Lease, Pool, Principal, Task, TaskGraph, task_status
 from tenure.core.ports import Change, GraphOp, HoldOp, TaskWrite
 from tenure.core.states import LeaseState, TaskStatus
@@ -141,15 +141,18 @@ class GraphOps(TaskOps):
     # ------------------------------------------------------------------ reading
 
     def get_task(self, actor: Principal, task_id: str) -> TaskView:
-        seen = super().get_task(actor, task_id)
-        return self._derived(seen.task, seen.lease)
+        authz.require_role(actor, "read")
+        task = self._task(task_id)
+        authz.require_operator(actor, "read", task.space)
+        return self._derived(task)
 
-    def describe_task(self, task: Task, open_lease: Lease | None) -> TaskView:
-        """The task as a read shows it, for a caller that already holds its row."""
-        return self._derived(task, open_lease)
+    def describe_task(self, task: Task, newest: Lease | None) -> TaskView:
+        """The task as a read shows it, for a caller that holds its row and newest lease."""
+        return self._derived(task, newest, known=True)
 
-    def _derived(self, task: Task, open_lease: Lease | None) -> TaskView:
-        newest = self._newest_lease(task)
+    def _derived(self, task: Task, newest: Lease | None = None, known: bool = False) -> TaskView:
+        newest = newest if known else self._newest_lease(task)
+        open_lease = newest if newest is not None and newest.state.active else None
         graph = self.store.get_graph(task.id)
         paused_by = self._paused_by(task)
         reasons: list[dict[str, Any]] = []
@@ -230,7 +233,13 @@ class GraphOps(TaskOps):
                 updated_at=now,
             )
             try:
-                self._commit(Change(tasks=[TaskWrite(want, expect_job_id=task.job_id)]))
+                self._commit(
+                    Change(
+                        tasks=[
+                            TaskWrite(want, expect_job_id=task.job_id, expect_version=task.version)
+                        ]
+                    )
+                )
             except Conflict:
                 task = self._task(task_id)
                 continue
@@ -271,7 +280,7 @@ class GraphOps(TaskOps):
             )
             # The task row and the scheduler row's set move together: claims read the set.
             change = Change(
-                tasks=[TaskWrite(new, expect_job_id=task.job_id)],
+                tasks=[TaskWrite(new, expect_job_id=task.job_id, expect_version=task.version)],
                 holds=[HoldOp("paused", task.id, paused)],
             )
             try:
@@ -370,8 +379,3 @@ class GraphOps(TaskOps):
             return None  # another reaction (or an operator) opened the run first
         self.counters["auto_enqueued"] += 1
         return lease
-
-    def _refuse_if_open(self, task: Task) -> None:
-        current = self._newest_lease(task)
-        if current is not None and current.state.active:
-            raise InvalidTransition(f"task {task.key} already has an open run ({current.id})")

@@ -314,6 +314,14 @@ class DynamoStore(PagedReads):
             item = {**k.task_key(tw.new.id), **items.task_item(tw.new)}
             if tw.create:
                 ops.append(self._put_op(item, k.IS_NEW))
+            elif tw.expect_version is not None:
+                job_is, job = (
+                    (k.TASK_HAS_NO_JOB, {})
+                    if tw.expect_job_id is None
+                    else (k.TASK_JOB_IS, {"expect_job": tw.expect_job_id})
+                )
+                values = _values(**job, expect_task_version=tw.expect_version)
+                ops.append(self._put_op(item, f"{job_is} AND {k.TASK_VERSION_IS}", values=values))
             elif tw.expect_job_id is None:
                 ops.append(self._put_op(item, k.TASK_HAS_NO_JOB))
             else:

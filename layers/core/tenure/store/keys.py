@@ -278,3 +278,5 @@ HOLD_SETS = {"paused": "paused_tasks", "attention": "attention_tasks"}
 
 # The instance's settings (DESIGN §12: retry_chain_cap, allow_agent_force, …): one row.
 INSTANCE_KEY = {PK: "INSTANCE", SK: "SETTINGS"}
+# A task write that bumps the row's version lands only on the version it read.
+TASK_VERSION_IS = "version = :expect_task_version"
