@@ -271,3 +271,14 @@ def test_drain_pauses_and_reports_what_is_still_held(rig: Rig) -> None:
     assert rig.svc.scheduler_status(READER).paused
     with pytest.raises(ValidationFailed, match="timeout_seconds"):
         rig.svc.drain(ADMIN, 21)
+
+
+def test_the_payload_names_the_tasks_a_task_waited_for(rig: Rig) -> None:
+    blocker = _task(rig)
+    _run_to(rig, blocker)
+    _task(rig, pool=POOL, depends_on=(blocker.id,))
+    won = rig.claim()
+    payload = rig.svc.payload(as_lease(won.lease.id), won.lease.id)
+    assert payload["subject"]["dependencies"] == [
+        {"id": blocker.id, "key": blocker.key, "title": "t"}
+    ]
