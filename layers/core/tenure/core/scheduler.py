@@ -201,18 +201,20 @@ class SchedulerOps(GraphOps, ClaimGate):
 
     # -------------------------------------------------------------- starvation
 
-    def park_starved(self) -> list[str]:
+    def park_starved(self, pools: list[Pool] | None = None) -> list[str]:
         """The sweeper's share: a claimable pending lease starved (no reachable worker) for
         longer than min_queued_age + starvation_escalation parks its task in needs_attention,
         where claims skip it. Bounded: PARK_PER_PASS per pool per pass."""
         now = self.clock.now_ms()
-        gate = self.store.get_scheduler()
+        gate: SchedulerState | None = None
         parked: list[str] = []
-        for pool in self.store.list_pools():
+        for pool in self.store.list_pools() if pools is None else pools:
             age = (pool.min_queued_age_seconds + pool.starvation_escalation_seconds) * 1000
+            # Keys only, and only entries that old: a pass with nothing starved reads no item.
             ids = self.store.queue_page(pool.name, now - age, GATE_SCAN)
             if not ids or self._staffed(pool, now):
                 continue
+            gate = gate or self.store.get_scheduler()
             cache = self._lineage_cache()
             fresh = [x for x in ids if not (x in cache and _holds(cache[x], gate))]
             for lease in self.store.get_leases(fresh[:PARK_PER_PASS]).values():

@@ -56,7 +56,8 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
     report.gap_ms = gap
     absence = gap - int(interval_seconds * 1000) if gap is not None else None
     holds = dict(state.holds)
-    for pool in store.list_pools():
+    pools = store.list_pools()
+    for pool in pools:
         if gap is not None and absence is not None and absence > pool.grace_seconds * 1000:
             # The sweeper itself was away: that is the service's absence, not the workers'.
             report.absent_pools.append(pool.name)
@@ -82,7 +83,7 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
                 report.expired.append(lease.id)
     if report.absent_pools:
         _record(svc, now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools})
-    report.parked = svc.park_starved()  # long-starved work to needs_attention (DESIGN §13)
+    report.parked = svc.park_starved(pools)  # long-starved work to needs_attention (DESIGN §13)
     if holds != state.holds:
         store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
     return report
