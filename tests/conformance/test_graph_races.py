@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tenure import reactor
+from tenure.core.errors import TenureError
 from tenure.core.model import Task
 from tenure.core.service import LeaseService
 from tenure.core.states import LeaseState, TaskStatus
@@ -120,3 +121,67 @@ def test_eight_blockers_completing_at_once_enqueue_their_dependent_once(rig: Rig
     StreamPump._deliver(pump, pump.records)
     created = [e for e in rig.store.timeline("task", waiting.id, None) if e.type == "lease.created"]
     assert len(created) == 1
+
+
+def test_eight_retries_of_one_failed_lease_open_one_run(rig: Rig) -> None:
+    make_world(rig.svc)
+    task = _file(rig, pool=ALPHA)
+    won = rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    assert won is not None
+    rig.svc.fail(lease_principal(won.lease.id), won.lease.id, {"error": "boom"})
+    start = threading.Barrier(THREADS, timeout=60)
+
+    def retry(_: int) -> str:
+        svc = LeaseService(rig.store, SystemClock(), RandomIds())
+        start.wait()
+        try:
+            return svc.retry(ADMIN, won.lease.id).id
+        except TenureError as refused:
+            return refused.code
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        answers = list(pool.map(retry, range(THREADS)))
+    opened = [a for a in answers if a.startswith("lease_")]
+    assert len(opened) == 1, answers
+    assert set(answers) - set(opened) <= {"invalid_transition"}
+    view = rig.svc.get_task(ADMIN, task.id)
+    assert view.lease is not None and view.lease.id == opened[0] and view.lease.attempt == 2
+
+
+def _force_against_complete(rig: Rig) -> tuple[bool, bool]:
+    """One held lease, force-failed and completed at the same instant: (forced, completed)."""
+    _file(rig, pool=ALPHA)
+    won = rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    assert won is not None
+    lease_id = won.lease.id
+    start = threading.Barrier(2, timeout=60)
+
+    def force() -> bool:
+        svc = LeaseService(rig.store, SystemClock(), RandomIds())
+        start.wait()
+        return svc.bulk_fail(ADMIN, [lease_id], "stuck")[0].ok
+
+    def complete() -> bool:
+        svc = LeaseService(rig.store, SystemClock(), RandomIds())
+        start.wait()
+        try:
+            svc.complete(lease_principal(lease_id), lease_id, {})
+        except TenureError:
+            return False
+        return True
+
+    with ThreadPoolExecutor(2) as pool:
+        forced, completed = pool.submit(force), pool.submit(complete)
+        results = (forced.result(60), completed.result(60))
+    ended = rig.store.get_lease(lease_id)
+    assert ended is not None
+    assert ended.state is (LeaseState.FAILED if results[0] else LeaseState.COMPLETED)
+    assert (ended.failure_kind == "operator_forced") is results[0]
+    return results
+
+
+def test_a_force_fail_racing_the_holders_completion_ends_the_lease_once(rig: Rig) -> None:
+    make_world(rig.svc)
+    for _ in range(4):
+        results = _force_against_complete(rig)
+        assert sum(results) == 1, results
