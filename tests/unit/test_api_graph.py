@@ -133,6 +133,9 @@ def test_retry_bulk_force_and_inspect(http: Any, rig: Rig) -> None:
     assert (empty.status, empty.code) == (422, "validation_failed")
     again = http("POST", f"/leases/{held.id}/retry")
     assert again.status == 201 and again.data["lease"]["attempt"] == 2
+    assert again.data["lease"]["previous_lease_id"] == held.id
+    assert again.data["lease"]["retry_depth"] == 1
+    assert first["lease"]["failure_kind"] == "operator_forced"
     shot = http("GET", f"/inspect/{held.id}", actor=READER)
     m.InspectOut.model_validate(shot.data)
     assert shot.data["next_action"] == "claim_available"  # w1 is still reachable

@@ -306,6 +306,9 @@ class LeaseOut(Out):
     outcome: str | None
     claim_token_hash_truncated: str | None
     timing: LeaseTiming
+    previous_lease_id: str | None = None
+    retry_depth: int = 0
+    failure_kind: Literal["operator_forced"] | None = None
 
 
 class LeaseAnswer(Out):

@@ -48,6 +48,10 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
             "renew_seconds": lease.renew_seconds,
             "lease_seconds": lease.lease_seconds,
         },
+        # Retry chains and operator recovery (DESIGN §13).
+        "previous_lease_id": lease.previous_lease_id,
+        "retry_depth": lease.retry_depth,
+        "failure_kind": lease.failure_kind,
     }
 
 
