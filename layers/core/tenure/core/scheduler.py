@@ -32,7 +32,6 @@ from tenure.core.workers import reachable
 # held back; beyond it, the held leases are older than anything it could claim anyway.
 GATE_SCAN = 1000
 LINEAGE_CACHE = 10_000
-GATE_CACHE_MS = 1000
 # How many pending leases one count reads (index keys, per pool): the counts say "at least"
 # beyond it.
 COUNT_BUDGET = 10_000
@@ -48,20 +47,7 @@ class ClaimGate(ServiceBase):
     """What a claim asks before it takes a candidate (claims.py)."""
 
     def _gate(self) -> SchedulerState:
-        """The scheduler row, read at most once per GATE_CACHE_MS per process: a long poll
-        looks twice a second and a busy worker claims back to back, and neither should pay a
-        read each time. A pause written by this process is seen at once (see _forget_gate);
-        on other warm instances within GATE_CACHE_MS (pool pause: POOL_CACHE_MS)."""
-        now = self.clock.now_ms()
-        cached: tuple[int, SchedulerState] | None = self.__dict__.get("_gate_cache")
-        if cached is not None and now - cached[0] < GATE_CACHE_MS:
-            return cached[1]
-        gate = self.store.get_scheduler(consistent=False)
-        self.__dict__["_gate_cache"] = (now, gate)
-        return gate
-
-    def _forget_gate(self) -> None:
-        self.__dict__.pop("_gate_cache", None)
+        return self.store.get_scheduler(consistent=False)
 
     def _lineage_cache(self) -> OrderedDict[str, tuple[str, ...]]:
         cache: OrderedDict[str, tuple[str, ...]] | None = self.__dict__.get("_lineages")
@@ -131,7 +117,6 @@ class SchedulerOps(GraphOps, ClaimGate):
         now = self.clock.now_ms()
         if self.store.get_scheduler().paused != paused:
             self.store.set_scheduler_paused(paused, actor.token_id, now)
-            self._forget_gate()
             self._record(
                 "scheduler.paused" if paused else "scheduler.resumed",
                 {"by": actor.token_id, "actor_kind": actor.kind},
@@ -266,7 +251,6 @@ class SchedulerOps(GraphOps, ClaimGate):
             )
         except Conflict:
             return False  # its run moved on meanwhile: judged again next pass
-        self._forget_gate()
         return True
 
     def _record(self, type_: str, data: dict[str, Any]) -> None:

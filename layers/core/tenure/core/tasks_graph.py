@@ -288,7 +288,6 @@ class GraphOps(TaskOps):
             except Conflict:
                 task = self._task(task_id)
                 continue
-            self.__dict__.pop("_gate_cache", None)  # this process's claims see it at once
             return self.get_task(actor, task_id)
         raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
 
