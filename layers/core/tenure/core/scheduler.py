@@ -47,6 +47,9 @@ class ClaimGate(ServiceBase):
     """What a claim asks before it takes a candidate (claims.py)."""
 
     def _gate(self) -> SchedulerState:
+        # Read afresh on every look (eventually consistent: half a read unit), not cached
+        # per process: API requests are served by many instances, and a resume answered by
+        # one must not leave another handing out nothing (or a pause, everything) meanwhile.
         return self.store.get_scheduler(consistent=False)
 
     def _lineage_cache(self) -> OrderedDict[str, tuple[str, ...]]:
