@@ -15,6 +15,7 @@ from tenure.store.dynamo import DynamoStore
 from tenure.wiring import ManualClock, RandomIds, SystemClock
 
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
+from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract
 
 REGION = "us-east-1"
@@ -53,4 +54,8 @@ class TestStoreContractOnMoto(StoreContract):
 
 
 class TestPoolStoreContractOnMoto(PoolStoreContract):
+    pass
+
+
+class TestGraphContractOnMoto(GraphContract):
     pass

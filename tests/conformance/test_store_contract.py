@@ -7,6 +7,7 @@ import pytest
 from tenure.local.engines import DynamoDBLocal
 
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
+from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract
 from tests.conftest import Rig
 
@@ -35,4 +36,8 @@ class TestStoreContractOnDynamoDBLocal(StoreContract):
 
 
 class TestPoolStoreContractOnDynamoDBLocal(PoolStoreContract):
+    pass
+
+
+class TestGraphContractOnDynamoDBLocal(GraphContract):
     pass

@@ -26,6 +26,7 @@ from tenure.core.model import (
     PoolVersion,
     Space,
     Task,
+    TaskGraph,
     Token,
     Worker,
     Workflow,
@@ -42,13 +43,15 @@ from tenure.core.ports import (
     ClaimRecord,
     Clock,
     EventPage,
+    GraphOp,
     LeasePage,
+    SchedulerState,
     Settings,
     SweeperState,
     WorkerPage,
 )
 from tenure.core.states import REPORTABLE, LeaseState
-from tenure.core.timeline import lease_event, task_event
+from tenure.core.timeline import graph_event, lease_event, task_event
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.keys import queue_at
@@ -146,6 +149,13 @@ class FakeStore(FakeRules):
         self.instance = Instance()
         # Every write the service asked for, by method name (tests count writes per call).
         self.writes: list[str] = []
+        # The task graph's side rows and the scheduler row (store.keys).
+        self.graphs: dict[str, TaskGraph] = {}
+        self.edges: dict[tuple[str, str, str], int | None] = {}  # (task, kind, other) -> counted
+        self.scheduler = SchedulerState()
+        # The reactor's graph half, played after each commit like the stream would (the rig
+        # sets it to the service's `react_to_rows`); rows: (entity, old, new).
+        self.reactor: Any = None
 
     # ------------------------------------------------------------------ set-up resources
 
@@ -337,6 +347,13 @@ class FakeStore(FakeRules):
             + [("job", w.new.id) for w in change.jobs]
             + [("task", w.new.id) for w in change.tasks]
             + [("claim", str(_claim_of(c))) for c in change.claims]
+            + [
+                ("edge", f"{g.task_id}>{g.name}>{g.other}")
+                if g.op == "edge"
+                else ("graph", g.task_id)
+                for g in change.graph
+            ]
+            + [("scheduler", "") for _ in change.holds]
         )
         if not targets:
             raise ValueError("a transaction needs at least one item")
@@ -358,6 +375,9 @@ class FakeStore(FakeRules):
             raise CeilingReached("a ceiling is full", reasons=full)
         for c in change.ceilings:
             self.active[(c.scope, c.name)] = self.active.get((c.scope, c.name), 0) + c.delta
+        olds = [
+            row.lease if (row := self.lease_rows.get(lw.new.id)) else None for lw in change.leases
+        ]
         for lw in change.leases:
             old_row = self.lease_rows.get(lw.new.id)
             new = _stored(lw.new)
@@ -375,6 +395,15 @@ class FakeStore(FakeRules):
             task = _stored(tw.new)
             self.tasks[task.id] = task
             self._react(task_event(old_task, task))
+        rows: list[tuple[str, Any, Any]] = [
+            ("lease", old, self.lease_rows[lw.new.id].lease)
+            for lw, old in zip(change.leases, olds, strict=True)
+        ]
+        for g in change.graph:
+            rows.extend(self._apply_graph(g))
+        for h in change.holds:
+            self._apply_hold(h.set_name, h.task_id, h.add)
+        self._after(rows)
 
     def _max_active(self, scope: str, name: str) -> int | None:
         if scope == INSTANCE_CEILING:
@@ -418,9 +447,14 @@ class FakeStore(FakeRules):
                     reasons.append(f"task {tw.new.id} exists")
             elif task is None or task.job_id != tw.expect_job_id:
                 reasons.append(f"task {tw.new.id} does not point at {tw.expect_job_id}")
+            elif tw.expect_version is not None and task.version != tw.expect_version:
+                reasons.append(f"task {tw.new.id} is not at version {tw.expect_version}")
         for claim in change.claims:
             if _claim_of(claim) in self.claims:
                 reasons.append(f"claim {claim.claim_id} was already made")
+        for g in change.graph:
+            if not self._graph_holds(g):
+                reasons.append(f"graph {g.op} on {g.task_id} does not hold")
         return reasons
 
     def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
@@ -556,6 +590,114 @@ class FakeStore(FakeRules):
         self.writes.append("update_instance")
         self.instance = self._settled(self.instance, settings)
         return self.instance
+
+    # ---------------------------------------------- the task graph and the scheduler
+
+    def _graph(self, task_id: str) -> TaskGraph:
+        return self.graphs.get(task_id) or TaskGraph(task_id)
+
+    def _graph_holds(self, g: GraphOp) -> bool:
+        graph = self.graphs.get(g.task_id)
+        if g.op == "edge":
+            return (g.task_id, g.name, g.other) not in self.edges
+        if g.op == "met":
+            return graph is not None and graph.succeeded_at is not None
+        if g.op == "unmet":
+            return graph is None or graph.succeeded_at is None
+        if g.op == "mark":
+            if getattr(graph, g.name, None) is not None:
+                return False
+            if g.name == "auto_enqueued_at" and graph is not None:
+                return graph.blockers_done == graph.blockers_total
+            return True
+        return True
+
+    def _put_graph(self, new: TaskGraph) -> tuple[str, Any, Any]:
+        old = self.graphs.get(new.task_id)
+        self.graphs[new.task_id] = new
+        self._react(graph_event(old, new))
+        return ("graph", old, new)
+
+    def _apply_graph(self, g: GraphOp) -> list[tuple[str, Any, Any]]:
+        graph = self._graph(g.task_id)
+        if g.op == "add":
+            counts: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in g.counts}
+            if g.name:
+                counts[g.name] = g.at
+            return [self._put_graph(replace(graph, **counts))]
+        if g.op == "edge":
+            self.edges[(g.task_id, g.name, g.other)] = g.at
+        if g.op == "mark":
+            return [self._put_graph(replace(graph, **{g.name: g.at}))]
+        return []
+
+    def _apply_hold(self, set_name: str, task_id: str, add: bool) -> None:
+        name = {"paused": "paused_tasks", "attention": "attention"}[set_name]
+        ids = set(getattr(self.scheduler, name))
+        ids = ids | {task_id} if add else ids - {task_id}
+        self.scheduler = replace(self.scheduler, **{name: frozenset(ids)})
+
+    def _after(self, rows: list[tuple[str, Any, Any]]) -> None:
+        if self.reactor is not None and rows:
+            self.reactor(rows)
+
+    def get_graph(self, task_id: str) -> TaskGraph:
+        return self._graph(task_id)
+
+    def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
+        _limit(limit)
+        others = sorted(o for (t, kd, o) in self.edges if t == task_id and kd == kind)
+        return others[:limit]
+
+    def count_edge(self, task_id: str, kind: str, other: str, counter: str, at: int) -> bool:
+        self.writes.append("count_edge")
+        key = (task_id, kind, other)
+        if key not in self.edges or self.edges[key] is not None:
+            return False
+        self.edges[key] = at
+        target = self._graph(task_id if kind == "child" else other)
+        self._after([self._put_graph(replace(target, **{counter: getattr(target, counter) + 1}))])
+        return True
+
+    def settle_graph(self, task_id: str, name: str, at: int) -> bool:
+        self.writes.append("settle_graph")
+        graph = self._graph(task_id)
+        if name == "rollup_at":
+            due = (
+                graph.rollup_at is None
+                and graph.children_total > 0
+                and graph.children_done == graph.children_total
+            )
+            new = replace(graph, rollup_at=at, succeeded_at=graph.succeeded_at or at)
+        else:
+            due = graph.succeeded_at is None and graph.children_done == graph.children_total
+            new = replace(graph, succeeded_at=at)
+        if not due:
+            return False
+        self._after([self._put_graph(new)])
+        return True
+
+    def get_scheduler(self, consistent: bool = True) -> SchedulerState:
+        return self.scheduler
+
+    def set_scheduler_paused(self, paused: bool, by: str, at: int) -> None:
+        self.writes.append("set_scheduler_paused")
+        self.scheduler = replace(self.scheduler, paused=paused, paused_by=by, paused_at=at)
+
+    def _queued(self, pool: str, created_before: int | None) -> list[str]:
+        return [
+            lease_id
+            for lease_id in self.queue_candidates(pool, max(1, len(self.lease_rows)))
+            if created_before is None or self.lease_rows[lease_id].lease.created_at < created_before
+        ]
+
+    def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
+        _limit(at_most)
+        return min(len(self._queued(pool, created_before)), at_most)
+
+    def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
+        _limit(limit)
+        return self._queued(pool, created_before)[:limit]
 
     # ------------------------------------------------------------------- for tests
 

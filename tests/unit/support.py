@@ -57,6 +57,7 @@ class Rig:
 
     def __post_init__(self) -> None:
         self.svc = LeaseService(self.store, self.clock, self.ids)
+        self.store.reactor = self.svc.react_to_rows  # the stream's graph reactions, in commit
         self.svc.create_space(ADMIN, SPACE, "Operations", None)
         self.make_pool(POOL)
 

@@ -61,6 +61,7 @@ def test_the_table_names_exactly_the_routes_the_app_serves() -> None:
 
 def test_every_audience_is_one_the_check_knows() -> None:
     known = {"public", "worker", "lease", "operator:read", "operator:member", "operator:admin"}
+    known.add("agent_force")  # worker and lease tokens while allow_agent_force is on (§13)
     assert {part for who in ROUTES.values() for part in who.split("|")} <= known
 
 
@@ -71,6 +72,8 @@ def test_a_lease_token_with_a_garbage_request_is_a_lease_token_mismatch(
     who = ROUTES[(method, rule)]
     if "lease" in who.split("|") and "<lease_id>" not in rule:
         pytest.skip("a lease token may use this route (it acts in its own lease's space)")
+    if "agent_force" in who.split("|"):
+        pytest.skip("decided by the instance's allow_agent_force: see the force tests below")
     out = _call(method, _path(rule), as_lease("lease_mine"), GARBAGE_BODY, GARBAGE_QUERY)
     assert _code(out) == (403, "lease_token_mismatch")
 
@@ -95,6 +98,8 @@ def test_an_operator_or_worker_token_on_a_lease_route_is_forbidden(method: str, 
     ids=lambda x: str(x),
 )
 def test_a_worker_token_on_an_operator_route_is_forbidden(method: str, rule: str) -> None:
+    if "agent_force" in ROUTES[(method, rule)].split("|"):
+        pytest.skip("decided by the instance's allow_agent_force: see the force tests below")
     out = _call(method, _path(rule), WORKER, GARBAGE_BODY, GARBAGE_QUERY)
     assert _code(out) == (403, "forbidden")
 
@@ -138,3 +143,46 @@ def test_no_token_is_unauthenticated_on_known_and_unknown_routes() -> None:
 def test_public_routes_need_no_token() -> None:
     assert _call("GET", "/api/v1/health", None)["statusCode"] == 200
     assert _call("GET", "/api/v1/openapi.json", None)["statusCode"] == 200
+
+
+# ------------------------------------------------------------- force (DESIGN §13)
+
+FORCE_ROUTES = [k for k in PRIVATE if "agent_force" in ROUTES[k].split("|")]
+
+
+class _Instance:
+    """Just enough of the service for the route check: the instance's allow_agent_force."""
+
+    def __init__(self, allow: bool) -> None:
+        from tenure.core.force import ForceOps
+        from tenure.core.instance import InstanceSettings
+
+        self.settings = InstanceSettings(allow_agent_force=allow)
+        self.check = ForceOps.require_agent_force
+        self.counters: dict[str, int] = {}
+
+    def _instance_settings(self) -> object:
+        return self.settings
+
+    def require_agent_force(self, actor: Principal) -> None:
+        self.check(self, actor)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("method", "rule"), FORCE_ROUTES, ids=lambda x: str(x))
+def test_agents_may_not_force_while_the_instance_does_not_allow_it(
+    monkeypatch: pytest.MonkeyPatch, method: str, rule: str
+) -> None:
+    monkeypatch.setattr(wiring, "service", lambda: _Instance(False))
+    out = _call(method, _path(rule), WORKER, GARBAGE_BODY)
+    assert _code(out) == (403, "forbidden")
+    out = _call(method, _path(rule), as_lease("lease_mine"), GARBAGE_BODY)
+    assert _code(out) == (403, "lease_token_mismatch")
+
+
+@pytest.mark.parametrize(("method", "rule"), FORCE_ROUTES, ids=lambda x: str(x))
+def test_agents_allowed_to_force_have_their_garbage_judged(
+    monkeypatch: pytest.MonkeyPatch, method: str, rule: str
+) -> None:
+    monkeypatch.setattr(wiring, "service", lambda: _Instance(True))
+    for actor in (WORKER, as_lease("lease_mine")):
+        assert _code(_call(method, _path(rule), actor, GARBAGE_BODY)) == (400, "invalid_request")

@@ -156,6 +156,10 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.InstancePatch: {},
     m.RuntimeState: {"state": "ok"},
     m.CredentialsState: {"state": "unreachable"},
+    m.TaskPatch: {"pool": "builders"},
+    m.Drain: {},
+    m.BulkRelease: {"lease_ids": ["lease_1"]},
+    m.BulkFail: {"lease_ids": ["lease_1"], "reason": "stuck"},
 }
 
 

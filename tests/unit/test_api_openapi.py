@@ -26,6 +26,7 @@ CREATES = {
     ("POST", "/api/v1/rules"),
     ("POST", "/api/v1/rules/{rule_id}/fire"),
     ("POST", "/api/v1/leases/{lease_id}/attachments"),
+    ("POST", "/api/v1/leases/{lease_id}/retry"),
 }
 # Answered with 202 (accepted: its leases) and 204 (deleted, no body).
 OTHER_SUCCESS = {("POST", "/api/v1/events"): 202, ("DELETE", "/api/v1/rules/{rule_id}"): 204}
@@ -106,6 +107,6 @@ def test_what_the_views_render_fits_the_response_models(rig: Rig) -> None:
     lease = rig.lease(won.lease.id)
     m.LeaseOut.model_validate(v.lease_view(lease))
     task, _ = rig.task()
-    m.TaskOut.model_validate(v.task_view(task, TaskStatus.OPEN))
+    m.TaskOut.model_validate(v.task_view(task, TaskStatus.READY))
     for event in rig.store.timeline(lease.subject_kind, lease.subject_id, None):
         m.EventOut.model_validate(v.event_view(event))

@@ -43,7 +43,7 @@ def test_lease_states_split_into_the_six_active_and_five_terminal_of_design() ->
 def test_task_status_follows_its_newest_lease(state: LeaseState, status: TaskStatus) -> None:
     task = Task(id="task_1", key="OPS-1", space="OPS", title="t", created_at=T0)
     assert task_status(task, make_lease("l", state=state)) is status
-    assert task_status(task, None) is TaskStatus.OPEN
+    assert task_status(task, None) is TaskStatus.READY
     flagged = Task(id="t", key="OPS-2", space="OPS", title="t", created_at=T0, attention=True)
     assert task_status(flagged, make_lease("l", state=state)) is TaskStatus.NEEDS_ATTENTION
 

@@ -125,7 +125,7 @@ def test_create_task_without_a_pool_opens_it_with_no_lease(rig: Rig) -> None:
     assert (task.key, task.space, task.job_id, task.max_attempts) == ("OPS-1", SPACE, None, 3)
     assert rig.store.get_task(task.id) == task
     seen = rig.svc.get_task(READER, task.id)
-    assert (seen.status, seen.lease) == (TaskStatus.OPEN, None)
+    assert (seen.status, seen.lease) == (TaskStatus.READY, None)
     assert rig.store.queue_candidates(POOL, 10) == []
 
 

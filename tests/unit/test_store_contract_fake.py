@@ -7,6 +7,7 @@ from tenure.core.service import LeaseService
 from tenure.wiring import ManualClock, RandomIds, SystemClock
 
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract
+from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract
 from tests.unit.fake_store import FakeStore
 
@@ -16,10 +17,12 @@ def make_rig() -> MakeRig:
     def make() -> ContractRig:
         clock = ManualClock(SystemClock().now_ms())
         store = FakeStore(clock)
+        svc = LeaseService(store, clock, RandomIds())
+        store.reactor = svc.react_to_rows  # the graph's reactions, played inside commit
         return ContractRig(
             store=store,
             clock=clock,
-            svc=LeaseService(store, clock, RandomIds()),
+            svc=svc,
             drain=lambda: 0,  # the fake plays the reactor inside commit
             records=None,
         )
@@ -32,4 +35,8 @@ class TestStoreContractOnTheFake(StoreContract):
 
 
 class TestPoolStoreContractOnTheFake(PoolStoreContract):
+    pass
+
+
+class TestGraphContractOnTheFake(GraphContract):
     pass

@@ -91,6 +91,29 @@ ROWS = [
         for st in (S.COMPLETED, S.FAILED, S.CANCELLED, S.LOST, S.KILLED)
         for act in (A.CANCEL, A.KILL)
     ],
+    # operator recovery (DESIGN §13): force release of a held lease requeues its job; force
+    # fail ends any open lease failed; an ended lease, or one asked to stop, is not released
+    *[
+        (
+            st,
+            None,
+            A.FORCE_RELEASE,
+            (S.CANCELLED, None, "lease.force_released", EndReason.RELEASED, True),
+        )
+        for st in (S.DISPATCHED, S.RUNNING, S.PAUSED)
+    ],
+    *[
+        (st, rv, A.FORCE_FAIL, (S.FAILED, None, "lease.force_failed", EndReason.FAILED, False))
+        for st, rv in (
+            (S.PENDING, None),
+            (S.DISPATCHING, None),
+            (S.DISPATCHED, None),
+            (S.RUNNING, None),
+            (S.PAUSED, None),
+            (S.CANCELLING, Revoke.CANCEL),
+            (S.CANCELLING, Revoke.KILL),
+        )
+    ],
 ]
 
 

@@ -7,7 +7,17 @@ import base64
 import json
 from typing import Any
 
-from tenure.api.endpoints import artifacts, leases, pools, rules, setup, tasks, workers
+from tenure.api.endpoints import (
+    artifacts,
+    graph,
+    leases,
+    pools,
+    rules,
+    scheduler,
+    setup,
+    tasks,
+    workers,
+)
 from tenure.api.errors import error_event
 from tenure.api.routes import REPORTS, match
 from tenure.api.surface import (
@@ -24,7 +34,7 @@ from tenure.api.surface import (
 from tenure.core import errors as e
 
 # The route modules register themselves on import; named here so the registration is explicit.
-ENDPOINTS = (setup, tasks, leases, workers, rules, artifacts, pools)
+ENDPOINTS = (setup, tasks, leases, workers, rules, artifacts, pools, graph, scheduler)
 __all__ = ["app", "contract", "handle", "logger", "metrics"]
 
 

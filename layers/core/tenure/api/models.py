@@ -47,6 +47,7 @@ Positive = Annotated[int, Field(ge=1), Integral]
 Attempts = Annotated[int, Field(ge=1, le=100), Integral]
 Fence = Annotated[int, Field(ge=1), Integral]
 ClaimId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+TaskId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Host = Annotated[str, StringConstraints(max_length=255)]
 
 # A JSON document a caller may attach (details, result, properties…) stays well inside an item.
@@ -142,6 +143,9 @@ class PoolCreate(Strict):
     retention_seconds: Annotated[int, Field(ge=1, le=10 * 365 * 86_400), Integral] = (
         DEFAULT_RETENTION_SECONDS
     )
+    # Starvation (DESIGN §13).
+    min_queued_age_seconds: Annotated[int, Field(ge=1, le=31_536_000), Integral] = 600
+    starvation_escalation_seconds: Annotated[int, Field(ge=1, le=31_536_000), Integral] = 3600
 
     @model_validator(mode="after")
     def _timings_ordered(self) -> PoolCreate:
@@ -231,9 +235,19 @@ class TaskCreate(Strict):
     max_attempts: Attempts | None = None
     # Deferred (DESIGN §10): the lease is pending and not claimable before this instant.
     not_before: Annotated[str, StringConstraints(max_length=64)] | None = None
+    # The task graph (DESIGN §13).
+    parent_id: TaskId | None = None
+    depends_on: Annotated[list[TaskId], Field(max_length=50)] = Field(default_factory=list)
+    auto_enqueue_on_ready: bool = False
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
     _not_before = field_validator("not_before")(_instant)
+
+    @model_validator(mode="after")
+    def _enqueue_needs_a_pool(self) -> TaskCreate:
+        if self.auto_enqueue_on_ready and self.pool is None:
+            raise ValueError("auto_enqueue_on_ready needs a pool to enqueue on (pool)")
+        return self
 
 
 class Enqueue(Strict):
@@ -396,6 +410,9 @@ class LeaseOut(Out):
     # DESIGN §11: its logs and attachments were reclaimed after the pool's retention.
     reclaimed: bool
     reclaimed_at: Stamp
+    previous_lease_id: str | None = None
+    retry_depth: int = 0
+    failure_kind: Literal["operator_forced"] | None = None
 
 
 class LeaseAnswer(Out):
@@ -417,9 +434,17 @@ class TaskOut(Out):
     workflow: WorkflowRef | None
     max_attempts: int
     status: TaskStatus
-    blocked_reasons: list[str]
+    blocked_reasons: list[BlockedReason]
     created_at: Stamp
     checks: dict[str, Any] = Field(default_factory=dict)
+    parent_id: str | None = None
+    depends_on: list[str] = []
+    auto_enqueue_on_ready: bool = False
+    pool: str | None = None
+    paused: bool = False
+    effective_paused: bool = False
+    paused_by_task_id: str | None = None
+    children: Children | None = None
 
 
 class TaskAnswer(Out):
@@ -474,6 +499,8 @@ class PoolOut(Out):
     paused: bool
     created_at: Stamp
     retention_seconds: int
+    min_queued_age_seconds: int = 600
+    starvation_escalation_seconds: int = 3600
 
 
 class PoolAnswer(Out):
@@ -691,3 +718,104 @@ class ExecTarget(Out):
     worker_version: str | None
     claimed_at: Stamp
     host: str | None
+
+
+# ------------------------------------------------ the task graph, the scheduler, recovery
+
+
+class TaskPatch(Strict):
+    auto_enqueue_on_ready: bool | None = None
+    pool: Name | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> TaskPatch:
+        if self.auto_enqueue_on_ready is None and self.pool is None:
+            raise ValueError("name auto_enqueue_on_ready or pool (auto_enqueue_on_ready)")
+        return self
+
+
+class Drain(Strict):
+    timeout_seconds: Annotated[float, Field(ge=0, le=20)] = 0
+
+
+class BulkRelease(Strict):
+    lease_ids: Annotated[list[TaskId], Field(min_length=1, max_length=100)]
+    reason: Annotated[str, StringConstraints(max_length=500)] | None = None
+
+
+class BulkFail(Strict):
+    lease_ids: Annotated[list[TaskId], Field(min_length=1, max_length=100)]
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=r"\S")]
+
+
+class BlockedReason(Out):
+    source: Literal["dependency", "paused", "block"]
+    depends_on_task_ids: list[str] | None = None
+    paused_by_task_id: str | None = None
+    block_id: str | None = None
+    kind: str | None = None
+    reason: str | None = None
+
+
+class Children(Out):
+    total: int
+    completed: int
+
+
+class SchedulerOut(Out):
+    paused: bool
+    queued_run_count: int
+    capacity_waiting_count: int
+    starved_run_count: int
+    needs_attention_run_count: int
+
+
+class BacklogLease(LeaseOut):
+    effective_paused: bool
+    paused_by_task_id: str | None
+
+
+class Backlog(Out):
+    leases: list[BacklogLease]
+    next_cursor: str | None
+
+
+class Drained(Out):
+    drained: bool
+    active: int
+
+
+class ForceRowOut(Out):
+    lease_id: str
+    ok: bool
+    code: str | None = None
+    message: str | None = None
+    lease: LeaseOut | None = None
+
+
+class ForceResults(Out):
+    results: list[ForceRowOut]
+
+
+class InspectOut(Out):
+    task: TaskOut | None
+    current_lease: LeaseOut | None
+    recent_leases: list[LeaseOut]
+    recent_events: list[EventOut]
+    scheduler: dict[str, Any]
+    diagnostics: dict[str, Any]
+    next_action: Literal[
+        "claim_available",
+        "waiting_for_session",
+        "stranded",
+        "running",
+        "recovery_required",
+        "terminal",
+    ]
+    as_of: Stamp
+
+
+# TaskOut names BlockedReason and Children, defined further down.
+TaskOut.model_rebuild()
+TaskAnswer.model_rebuild()
+InspectOut.model_rebuild()

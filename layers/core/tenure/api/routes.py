@@ -10,7 +10,8 @@ BASE = "/api/v1"
 
 # Audiences: "public" (no token), "operator:<role>" (that role or above), "worker" (a worker
 # token), "lease" (the lease token of the `<lease_id>` in the path), and alternatives joined
-# by "|" ("operator:member|lease": a member, or a worker delegating from its lease, §14).
+# by "|" ("operator:member|lease": a member, or a worker delegating from its lease, §14;
+# "agent_force": worker and lease tokens while the instance allows agents to force, §13).
 # Rules use the resolver's `<param>` syntax, so the app registers exactly these strings.
 ROUTES: dict[tuple[str, str], str] = {
     ("GET", f"{BASE}/health"): "public",
@@ -66,6 +67,20 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/spaces/<space>/unarchive"): "operator:admin",
     ("GET", f"{BASE}/instance"): "operator:admin",
     ("PATCH", f"{BASE}/instance"): "operator:admin",
+    # The task graph, the scheduler and operator recovery (DESIGN §13). "agent_force": a worker
+    # or lease token too, but only while the instance's allow_agent_force is on.
+    ("PATCH", f"{BASE}/tasks/<task_id>"): "operator:member",
+    ("POST", f"{BASE}/tasks/<task_id>/pause"): "operator:member",
+    ("POST", f"{BASE}/tasks/<task_id>/resume"): "operator:member",
+    ("GET", f"{BASE}/scheduler"): "operator:read",
+    ("POST", f"{BASE}/scheduler/pause"): "operator:admin",
+    ("POST", f"{BASE}/scheduler/resume"): "operator:admin",
+    ("GET", f"{BASE}/scheduler/backlog"): "operator:read",
+    ("POST", f"{BASE}/scheduler/drain"): "operator:admin",
+    ("POST", f"{BASE}/leases/<lease_id>/retry"): "operator:member",
+    ("POST", f"{BASE}/leases/bulk/release"): "operator:member|agent_force",
+    ("POST", f"{BASE}/leases/bulk/fail"): "operator:member|agent_force",
+    ("GET", f"{BASE}/inspect/<some_id>"): "operator:read",
 }
 
 # Served without the authorizer (infra/template.yaml declares the same two routes).
@@ -91,7 +106,11 @@ def _pattern(rule: str) -> re.Pattern[str]:
     return re.compile("^" + re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", re.escape(rule)) + "$")
 
 
-_COMPILED = [(method, rule, _pattern(rule)) for method, rule in ROUTES]
+# Literal routes first, as the resolver orders them: /leases/bulk/release is not the release
+# of a lease called "bulk".
+_COMPILED = sorted(
+    ((method, rule, _pattern(rule)) for method, rule in ROUTES), key=lambda r: "<" in r[1]
+)
 
 
 def match(method: str, path: str) -> Match | None:

@@ -70,6 +70,9 @@ def authorize(actor: Principal, audience: str, params: dict[str, str]) -> None:
         if "lease_id" in params:
             authz.require_lease(actor, params["lease_id"])
         return  # otherwise it acts in its own lease's space, which the service checks
+    if actor.kind in ("worker", "lease") and "agent_force" in allowed:
+        svc().require_agent_force(actor)  # the instance's allow_agent_force (DESIGN §13)
+        return
     if allowed[0].startswith("operator:"):
         authz.require_role(actor, allowed[0].removeprefix("operator:"))
     elif allowed[0] == "worker":

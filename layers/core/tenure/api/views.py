@@ -9,6 +9,7 @@ from tenure.core.conditions import QueuedCondition
 from tenure.core.model import Event, Instance, Lease, Pool, Space, Task, Token, Worker, Workflow
 from tenure.core.ports import Attachment, LogLine
 from tenure.core.states import TaskStatus
+from tenure.core.tasks import TaskView
 
 
 def iso(ms: int | None) -> str | None:
@@ -51,10 +52,32 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
         },
         "reclaimed": lease.reclaimed_at is not None,
         "reclaimed_at": iso(lease.reclaimed_at),
+        # Retry chains and operator recovery (DESIGN §13).
+        "previous_lease_id": lease.previous_lease_id,
+        "retry_depth": lease.retry_depth,
+        "failure_kind": lease.failure_kind,
     }
 
 
-def task_view(task: Task, status: TaskStatus) -> dict[str, Any]:
+def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> dict[str, Any]:
+    """`seen` adds what a read derives (DESIGN §13: blocked reasons, effective pause)."""
+    return {
+        **_task_fields(task, status),
+        "blocked_reasons": [dict(r) for r in seen.blocked_reasons] if seen else [],
+        "parent_id": task.parent_id,
+        "depends_on": list(task.depends_on or ()),
+        "auto_enqueue_on_ready": task.auto_enqueue_on_ready,
+        "pool": task.pool,
+        "paused": task.paused,
+        "effective_paused": seen.effective_paused if seen else task.paused,
+        "paused_by_task_id": seen.paused_by_task_id if seen else (task.id if task.paused else None),
+        "children": {"total": seen.children_total, "completed": seen.children_done}
+        if seen and seen.children_total
+        else None,
+    }
+
+
+def _task_fields(task: Task, status: TaskStatus) -> dict[str, Any]:
     return {
         "id": task.id,
         "key": task.key,
@@ -121,6 +144,8 @@ def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
         "paused": pool.paused,
         "created_at": iso(pool.created_at),
         "retention_seconds": pool.retention_seconds,
+        "min_queued_age_seconds": pool.min_queued_age_seconds,
+        "starvation_escalation_seconds": pool.starvation_escalation_seconds,
     }
 
 

@@ -115,6 +115,8 @@ class ServiceBase:
             attempt=job.attempt,
             created_at=now,
             pool_version=lease.pool_version,  # the job keeps the version it was created under
+            lineage=lease.lineage,
+            retry_depth=lease.retry_depth,
         )
         next_job = replace(
             job,

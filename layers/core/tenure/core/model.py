@@ -69,6 +69,11 @@ class Pool:
     def label(self) -> str:
         return self.display_name or self.name
 
+    # Starvation (DESIGN §13): a claimable pending lease older than this with no reachable
+    # worker is starved; a further `starvation_escalation_seconds` parks its task.
+    min_queued_age_seconds: int = 600
+    starvation_escalation_seconds: int = 3600
+
 
 @dataclass(frozen=True)
 class Principal:
@@ -117,6 +122,16 @@ class Task:
     event_data: dict[str, Any] | None = None
     updated_at: int | None = None
     checks: dict[str, Any] = field(default_factory=dict)  # set by a classifier's output
+    # The task graph (DESIGN §13; core/tasks_graph.py): its parent and every ancestor above it
+    # (root first), the tasks whose success it waits for, whether readiness enqueues it (on
+    # `pool`), and its own pause with who set it.
+    parent_id: str | None = None
+    ancestors: tuple[str, ...] | None = None
+    depends_on: tuple[str, ...] | None = None
+    auto_enqueue_on_ready: bool = False
+    pool: str | None = None
+    paused: bool = False
+    paused_by: str | None = None
 
     def with_job(self, job_id: str) -> Task:
         return replace(self, job_id=job_id)
@@ -143,6 +158,7 @@ class Job:
     # `{topic, occurred_at, data}` its payload carries as `trigger`.
     rule_id: str | None = None
     trigger: dict[str, Any] | None = None
+    retry_depth: int = 0  # how many retries (DESIGN §13) stand between this run and the first
 
 
 @dataclass(frozen=True)
@@ -195,6 +211,12 @@ class Lease:
     updated_at: int | None = None
     # Set once, when the sweeper deleted the lease's logs and attachments (DESIGN §11).
     reclaimed_at: int | None = None
+    # The task's ancestors (root first), so a claim can tell a paused subtree from one read of
+    # the scheduler row, without walking the tree (core/scheduler.py).
+    lineage: tuple[str, ...] | None = None
+    previous_lease_id: str | None = None  # the ended lease this one retries (DESIGN §13)
+    retry_depth: int = 0
+    failure_kind: str | None = None  # "operator_forced" when an operator force-failed it
 
     @property
     def superseded(self) -> bool:
@@ -255,12 +277,35 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TaskGraph:
+    """A task's side row in the graph: counters moved only by conditional updates (never by
+    listing children or blockers), and the instants it succeeded and rolled up."""
+
+    task_id: str
+    children_total: int = 0
+    children_done: int = 0
+    blockers_total: int = 0
+    blockers_done: int = 0
+    succeeded_at: int | None = None
+    rollup_at: int | None = None
+    auto_enqueued_at: int | None = None
+
+    @property
+    def children_outstanding(self) -> int:
+        return max(0, self.children_total - self.children_done)
+
+    @property
+    def blockers_outstanding(self) -> int:
+        return max(0, self.blockers_total - self.blockers_done)
+
+
 def task_status(task: Task, lease: Lease | None) -> TaskStatus:
     """A task's status is derived from its latest run's newest lease, never stored twice."""
     if task.attention:
         return TaskStatus.NEEDS_ATTENTION
     if lease is None:
-        return TaskStatus.OPEN
+        return TaskStatus.READY
     match lease.state:
         case LeaseState.PENDING | LeaseState.DISPATCHING | LeaseState.DISPATCHED:
             return TaskStatus.QUEUED

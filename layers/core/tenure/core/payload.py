@@ -6,6 +6,7 @@ from typing import Any
 
 from tenure.core.classifier import VersionOps
 from tenure.core.model import Event, Principal
+from tenure.core.ports import Store
 from tenure.core.states import SubjectKind
 
 ACTIVITY_IN_PAYLOAD = 20
@@ -30,7 +31,7 @@ class PayloadOps(VersionOps):
                 "title": task.title,
                 "body": task.body,
                 "properties": task.properties,
-                "dependencies": [],
+                "dependencies": _dependencies(self.store, task.depends_on or ()),
                 "prior_attempts": _prior_attempts(events, lease.id),
                 "activity": recent,
             }
@@ -79,3 +80,9 @@ def _prior_attempts(events: list[Event], current_lease_id: str) -> list[dict[str
         for e in events
         if e.type in _ENDINGS | {"lease.released"} and e.lease_id != current_lease_id
     ]
+
+
+def _dependencies(store: Store, ids: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The tasks this one waited for (DESIGN §13; at most 50): id, key and title."""
+    found = [store.get_task(task_id) for task_id in ids]
+    return [{"id": t.id, "key": t.key, "title": t.title} for t in found if t is not None]

@@ -93,7 +93,7 @@ class PoolOps(VersionOps):
                 pool = self._fresh_pool(name)
                 continue
             self._remember(updated)
-            self._record(updated, "pool.updated", {"changed": sorted(changes)})
+            self._record_pool(updated, "pool.updated", {"changed": sorted(changes)})
             return updated
         raise Unavailable(
             f"pool {name} kept changing during this request; try again",
@@ -114,7 +114,7 @@ class PoolOps(VersionOps):
             return pool  # already so: nothing written, nothing recorded
         updated = self.store.update_pool(name, Settings(set={"paused": paused}))
         self._remember(updated)
-        self._record(updated, "pool.paused" if paused else "pool.resumed", {})
+        self._record_pool(updated, "pool.paused" if paused else "pool.resumed", {})
         return updated
 
     def archive_space(self, actor: Principal, key: str) -> Space:
@@ -168,7 +168,7 @@ class PoolOps(VersionOps):
     def _remember(self, pool: Pool) -> None:
         self._pools[pool.name] = (self.clock.now_ms(), pool)
 
-    def _record(self, pool: Pool, type_: str, data: dict[str, Any]) -> None:
+    def _record_pool(self, pool: Pool, type_: str, data: dict[str, Any]) -> None:
         """A pool's own timeline (subject "pool"): who changed what, and which version."""
         self.store.put_event(
             Event(

@@ -14,6 +14,7 @@ from tenure.core.model import (
     PoolVersion,
     Space,
     Task,
+    TaskGraph,
     Token,
     Worker,
     Workflow,
@@ -81,6 +82,9 @@ class TaskWrite:
     new: Task
     expect_job_id: str | None = None
     create: bool = False
+    # ...and, when set, still be at this version (a writer that read the row and bumps it:
+    # pause, PATCH, parking — so that no flag written in between is put back).
+    expect_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,50 @@ class ClaimRecord:
 
 
 @dataclass(frozen=True)
+class GraphOp:
+    """One write on the task graph's side rows, inside a Change's transaction (store.keys has
+    the rows and the named conditions). `op` is one of:
+
+    * "add": ADD `counts` to `task_id`'s graph row (creating it), and SET `name` = `at` when
+      named (a new task's auto-enqueue mark: one write per row in a transaction);
+    * "edge": create the edge row `task_id` -[`name`: child|dependent]-> `other`, once;
+      `at` set means it already counted (a blocker that had succeeded before the edge);
+    * "met" / "unmet": require `task_id` to have (not to have) succeeded — the condition that
+      keeps a new edge and a blocker's concurrent success from missing each other;
+    * "mark": SET `name` = `at` on `task_id`'s graph row once; "auto_enqueued_at" also needs
+      every blocker met (one auto-enqueue per readiness, DESIGN §13).
+    """
+
+    op: str
+    task_id: str
+    name: str = ""
+    other: str = ""
+    counts: tuple[tuple[str, int], ...] = ()
+    at: int | None = None
+
+
+@dataclass(frozen=True)
+class HoldOp:
+    """Add or remove a task id in one of the scheduler row's sets ("paused": its own pause,
+    "attention": parked in needs_attention); claims skip leases under either."""
+
+    set_name: str
+    task_id: str
+    add: bool
+
+
+@dataclass(frozen=True)
+class SchedulerState:
+    """The instance's one scheduler row: its pause, and the task ids claims must skip."""
+
+    paused: bool = False
+    paused_by: str | None = None
+    paused_at: int | None = None
+    paused_tasks: frozenset[str] = frozenset()
+    attention: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class Change:
     """Everything one transition writes; committed all together or not at all.
 
@@ -137,6 +185,9 @@ class Change:
     job_checks: list[tuple[str, str]] = field(default_factory=list)
     # Written only when new (a second claim with the same key loses the whole change).
     claims: list[ClaimRecord] = field(default_factory=list)
+    # The task graph's side rows and the scheduler row's sets (core/tasks_graph.py).
+    graph: list[GraphOp] = field(default_factory=list)
+    holds: list[HoldOp] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -301,6 +352,38 @@ class Store(Protocol):
         ...
 
     def update_instance(self, settings: Settings) -> Instance: ...
+
+    # ------------------------------------------------ the task graph and the scheduler
+
+    def get_graph(self, task_id: str) -> TaskGraph:
+        """The task's graph row (zeros when it has none), read consistently."""
+        ...
+
+    def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
+        """Up to `limit` ids at the far end of `task_id`'s edges of `kind` (child, dependent)."""
+        ...
+
+    def count_edge(self, task_id: str, kind: str, other: str, counter: str, at: int) -> bool:
+        """Mark the edge counted and ADD 1 to `counter` on the graph row it counts toward (the
+        parent's for a child edge, the dependent's for a dependent edge), both at once and
+        only once: False when it had counted before (a replayed stream record)."""
+        ...
+
+    def settle_graph(self, task_id: str, name: str, at: int) -> bool:
+        """Set `succeeded_at` (only with no child outstanding) or `rollup_at` (only when every
+        child counted; it sets `succeeded_at` too) once; False when it was not due or set."""
+        ...
+
+    def get_scheduler(self, consistent: bool = True) -> SchedulerState: ...
+    def set_scheduler_paused(self, paused: bool, by: str, at: int) -> None: ...
+    def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
+        """How many pending leases of `pool` the queue index holds (created before the given
+        instant, when set), reading no more than `at_most` index entries."""
+        ...
+
+    def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
+        """The oldest pending lease ids of `pool` created before the instant, at most `limit`."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,12 @@
 """The lease service: every use case, composed from one module per concern (no AWS, no clock).
 
-setup (spaces, pools, tokens) · tasks (filing, runs) · leases/claims · leases/reports ·
-leases/operator · leases/recovery (expiry) · workers (liveness) · conditions · payload ·
-pools (pools, spaces, instance; DESIGN §12) · classifier (agent/classifier versions).
+setup (spaces, pools, tokens) · tasks (filing, runs) · tasks_graph (parents, dependencies,
+pause) · scheduler (pause, drain, status, backlog, starvation, the claim gate) ·
+force (retry chains, bulk force release / fail) · inspect (triage snapshots) ·
+leases/claims · leases/reports · leases/operator · leases/recovery (expiry) ·
+workers (liveness) · conditions · payload · firings and subjects (rules, DESIGN §10) ·
+logs, attachments, retention (DESIGN §11) · pools (pools, spaces, instance; DESIGN §12) ·
+classifier (agent/classifier versions).
 Every state change goes through the §3 table in core/transitions.py.
 """
 
@@ -11,6 +15,8 @@ from __future__ import annotations
 from tenure.core.attachments import AttachmentOps, Download, Upload
 from tenure.core.conditions import ConditionOps, QueuedCondition
 from tenure.core.firings import FiringOps
+from tenure.core.force import ForceOps
+from tenure.core.inspect import InspectOps
 from tenure.core.leases.claims import Claimed, ClaimOps
 from tenure.core.leases.operator import OperatorOps
 from tenure.core.leases.recovery import RecoveryOps
@@ -22,25 +28,29 @@ from tenure.core.ports import BlobStore, Clock, Ids, LogSink, Store
 from tenure.core.retention import Reclaimed, RetentionOps
 from tenure.core.setup import SetupOps
 from tenure.core.subjects import SubjectOps
-from tenure.core.tasks import TaskOps, TaskView
+from tenure.core.tasks import TaskView
 from tenure.core.workers import WorkerView
 
 
 class LeaseService(
-    SetupOps,
-    TaskOps,
-    ClaimOps,
+    # Most derived first, so Python can linearise the mixins (C3): the graph's task filing
+    # (InspectOps → SchedulerOps → GraphOps) overrides TaskOps' hooks, reports carry the
+    # classifier's rendering, claims carry the scheduler's gate.
+    InspectOps,
     ReportOps,
-    OperatorOps,
-    RecoveryOps,
-    ConditionOps,
+    ForceOps,
+    ClaimOps,
     PayloadOps,
     FiringOps,
-    SubjectOps,
     LogOps,
     AttachmentOps,
     RetentionOps,
     PoolOps,
+    SetupOps,
+    OperatorOps,
+    RecoveryOps,
+    ConditionOps,
+    SubjectOps,
 ):
     """The one object handlers, the sweeper and the reactor call."""
 

@@ -84,7 +84,8 @@ class EndReason(StrEnum):
 
 
 class TaskStatus(StrEnum):
-    OPEN = "open"
+    READY = "ready"
+    BLOCKED = "blocked"
     QUEUED = "queued"
     RUNNING = "running"
     COMPLETED = "completed"

@@ -40,6 +40,7 @@ class SweepReport:
     # due ones it left for later passes (a lower bound: each pool's index is read bounded).
     reclaimed: list[str] = field(default_factory=list)
     reclaim_left: int = 0
+    parked: list[str] = field(default_factory=list)  # tasks parked for starvation
 
 
 def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport:
@@ -86,6 +87,7 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
                 report.expired.append(lease.id)
     if report.absent_pools:
         _record(svc, now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools})
+    report.parked = svc.park_starved(pools)  # long-starved work to needs_attention (DESIGN §13)
     if holds != state.holds:
         store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
     reclaim = svc.reclaim_due(pools=pools)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tenure.core import authz, rules
@@ -17,7 +17,15 @@ from tenure.core.model import (
     Task,
     task_status,
 )
-from tenure.core.ports import Change, EventPage, JobWrite, LeaseWrite, TaskWrite
+from tenure.core.ports import (
+    Change,
+    EventPage,
+    GraphOp,
+    HoldOp,
+    JobWrite,
+    LeaseWrite,
+    TaskWrite,
+)
 from tenure.core.states import LeaseState, SubjectKind, TaskStatus
 
 # A page of a timeline, unless the caller asks for fewer.
@@ -29,6 +37,34 @@ class TaskView:
     task: Task
     lease: Lease | None
     status: TaskStatus
+    # Derived on every read, never stored (core/tasks_graph.py).
+    blocked_reasons: tuple[dict[str, Any], ...] = ()
+    effective_paused: bool = False
+    paused_by_task_id: str | None = None
+    children_total: int = 0
+    children_done: int = 0
+
+
+@dataclass(frozen=True)
+class TaskLinks:
+    """Where a new task sits in the graph (DESIGN §13)."""
+
+    parent_id: str | None = None
+    depends_on: tuple[str, ...] = ()
+    auto_enqueue_on_ready: bool = False
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """How a new run starts: a first run (attempt 1), or a retry of an ended lease (DESIGN §13),
+    with the graph writes that must land in the same transaction (e.g. auto-enqueue's mark)."""
+
+    attempt: int = 1
+    recovery_count: int = 0
+    retry_depth: int = 0
+    previous_lease_id: str | None = None
+    graph: tuple[GraphOp, ...] = field(default_factory=tuple)
+    holds: tuple[HoldOp, ...] = field(default_factory=tuple)
 
 
 class TaskOps(ServiceBase):
@@ -43,6 +79,7 @@ class TaskOps(ServiceBase):
         pool: str | None,
         max_attempts: int | None,
         not_before: int | None = None,
+        links: TaskLinks | None = None,
     ) -> tuple[Task, Lease | None]:
         authz.require_operator(actor, "member", space)
         rules.refuse_tokens({"title": title, "body": body, "properties": properties}, "the task")
@@ -62,13 +99,22 @@ class TaskOps(ServiceBase):
             max_attempts=max_attempts or DEFAULT_MAX_ATTEMPTS,
             created_at=self.clock.now_ms(),
         )
-        if target is None:
-            self._commit(Change(tasks=[TaskWrite(task, create=True)]))
+        task, graph, enqueue = self._link(task, links or TaskLinks(), target)
+        if target is None or not enqueue:
+            self._commit(Change(tasks=[TaskWrite(task, create=True)], graph=graph))
             return task, None
+        run = RunStart(graph=tuple(graph))
         task, lease = self._open_run(
-            task, target, create_task=True, expect_job_id=None, not_before=not_before
+            task, target, create_task=True, expect_job_id=None, run=run, not_before=not_before
         )
         return task, lease
+
+    def _link(
+        self, task: Task, links: TaskLinks, pool: Pool | None
+    ) -> tuple[Task, list[GraphOp], bool]:
+        """The task placed in the graph, the graph writes that file it, and whether it is
+        enqueued at once (core/tasks_graph.py fills this in; here: no graph)."""
+        return task, [], True
 
     def enqueue(
         self, actor: Principal, task_id: str, pool: str, not_before: int | None = None
@@ -126,7 +172,9 @@ class TaskOps(ServiceBase):
         expect_job_id: str | None,
         job_checks: list[tuple[str, str]] | None = None,
         not_before: int | None = None,
+        run: RunStart | None = None,
     ) -> tuple[Task, Lease]:
+        run = run or RunStart()
         now = self.clock.now_ms()
         job_id = self.ids.new_id("job")
         lease = Lease(
@@ -144,12 +192,21 @@ class TaskOps(ServiceBase):
             workflow=task.workflow,
             state=LeaseState.PENDING,
             fence=1,
-            attempt=1,
+            attempt=run.attempt,
             created_at=now,
             # A time already past defers nothing: the lease is claimable at once.
             not_before=not_before if not_before is not None and not_before > now else None,
             pool_version=pool.version,
+            lineage=task.ancestors,
+            previous_lease_id=run.previous_lease_id,
+            retry_depth=run.retry_depth,
         )
+        if run.previous_lease_id is not None:
+            lease = replace(
+                lease,
+                event_type="lease.retried",
+                event_data={"pool": pool.name, "previous_lease_id": run.previous_lease_id},
+            )
         job = Job(
             id=job_id,
             space=task.space,
@@ -160,6 +217,9 @@ class TaskOps(ServiceBase):
             lease_id=lease.id,
             max_attempts=task.max_attempts,
             created_at=now,
+            attempt=run.attempt,
+            recovery_count=run.recovery_count,
+            retry_depth=run.retry_depth,
         )
         task = task.with_job(job_id)
         self._commit(
@@ -168,6 +228,8 @@ class TaskOps(ServiceBase):
                 jobs=[JobWrite(job)],
                 tasks=[TaskWrite(task, expect_job_id=expect_job_id, create=create_task)],
                 job_checks=job_checks or [],
+                graph=list(run.graph),
+                holds=list(run.holds),
             )
         )
         return task, lease

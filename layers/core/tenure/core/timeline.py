@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.model import Event, Lease, Task
+from tenure.core.model import Event, Lease, Task, TaskGraph
 from tenure.core.states import SubjectKind
 
 
@@ -46,4 +46,18 @@ def task_event(old: Task | None, new: Task) -> Event | None:
         type=new.event_type,
         at=new.updated_at or new.created_at,
         data=dict(new.event_data or {}),
+    )
+
+
+def graph_event(old: TaskGraph | None, new: TaskGraph) -> Event | None:
+    """A parent rolled up by its last child's success: one event, whatever replays."""
+    if new.rollup_at is None or (old is not None and old.rollup_at is not None):
+        return None
+    return Event(
+        id=f"{new.task_id}.rollup",
+        subject_kind=SubjectKind.TASK,
+        subject_id=new.task_id,
+        type="task.rollup_completed",
+        at=new.rollup_at,
+        data={"children": new.children_total},
     )

@@ -25,6 +25,8 @@ class Action(StrEnum):
     KILL = "kill"
     PAUSE = "pause"
     RESUME = "resume"
+    FORCE_RELEASE = "force_release"  # an operator takes a held lease from its holder (§13)
+    FORCE_FAIL = "force_fail"  # an operator ends a lease as failed, operator_forced (§13)
 
 
 class Stage(StrEnum):
@@ -149,6 +151,35 @@ TABLE: dict[tuple[Stage, Action], Move | None] = {
         for a in (Action.CANCEL, Action.KILL)
     },
 }
+
+
+# Operator recovery (DESIGN §13). Force release takes a held lease from its holder like the
+# holder's own release (the job is requeued under fence + 1, no attempt used); a lease already
+# asked to stop is not handed on. Force fail ends any open lease as failed.
+_FORCE_RELEASED = Move(
+    LeaseState.CANCELLED, "lease.force_released", end_reason=EndReason.RELEASED, requeue=True
+)
+_FORCE_FAILED = Move(LeaseState.FAILED, "lease.force_failed", end_reason=EndReason.FAILED)
+TABLE.update(
+    {
+        **{
+            (stage, Action.FORCE_RELEASE): _FORCE_RELEASED
+            for stage in (Stage.DISPATCHED, Stage.RUNNING, Stage.PAUSED)
+        },
+        **{
+            (stage, Action.FORCE_FAIL): _FORCE_FAILED
+            for stage in (
+                Stage.PENDING,
+                Stage.DISPATCHING,
+                Stage.DISPATCHED,
+                Stage.RUNNING,
+                Stage.PAUSED,
+                Stage.CANCELLING,
+                Stage.KILLING,
+            )
+        },
+    }
+)
 
 
 def move(lease_id: str, state: LeaseState, revoke: Revoke | None, action: Action) -> Move | None:

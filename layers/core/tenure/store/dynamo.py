@@ -23,6 +23,7 @@ from tenure.core.model import (
     PoolVersion,
     Space,
     Task,
+    TaskGraph,
     Token,
     Worker,
     Workflow,
@@ -33,6 +34,9 @@ from tenure.core.ports import (
     Ceiling,
     Change,
     ClaimRecord,
+    GraphOp,
+    HoldOp,
+    SchedulerState,
     Settings,
     SweeperState,
 )
@@ -320,6 +324,14 @@ class DynamoStore(PagedReads, RetentionRows):
             item = {**k.task_key(tw.new.id), **items.task_item(tw.new)}
             if tw.create:
                 ops.append(self._put_op(item, k.IS_NEW))
+            elif tw.expect_version is not None:
+                job_is, job = (
+                    (k.TASK_HAS_NO_JOB, {})
+                    if tw.expect_job_id is None
+                    else (k.TASK_JOB_IS, {"expect_job": tw.expect_job_id})
+                )
+                values = _values(**job, expect_task_version=tw.expect_version)
+                ops.append(self._put_op(item, f"{job_is} AND {k.TASK_VERSION_IS}", values=values))
             elif tw.expect_job_id is None:
                 ops.append(self._put_op(item, k.TASK_HAS_NO_JOB))
             else:
@@ -339,10 +351,12 @@ class DynamoStore(PagedReads, RetentionRows):
             )
         for claim in change.claims:
             ops.append(self._put_op({**_claim_key(claim), **items.claim_item(claim)}, k.IS_NEW))
+        ops.extend(self._graph_op(g) for g in change.graph)
+        ops.extend(self._hold_op(h) for h in change.holds)
         first_ceiling = len(ops)
         for ceiling in change.ceilings:
             ops.append(self._ceiling_op(ceiling))
-        if len(ops) == 1:
+        if len(ops) == 1 and "Put" in ops[0]:
             self._put_single(ops[0]["Put"])
             return
         try:
@@ -618,6 +632,170 @@ class DynamoStore(PagedReads, RetentionRows):
         self.client.update_time_to_live(
             TableName=self.table, TimeToLiveSpecification=k.TTL_SPECIFICATION
         )
+
+    # ------------------------------------------------ the task graph and the scheduler
+
+    def _graph_op(self, g: GraphOp) -> dict[str, Any]:
+        graph = _dump(k.task_graph_key(g.task_id))
+        if g.op == "add":
+            names = {f"#c{i}": name for i, (name, _) in enumerate(g.counts)}
+            deltas: dict[str, int | None] = {f"c{i}": d for i, (_, d) in enumerate(g.counts)}
+            expression = "ADD " + ", ".join(f"#c{i} :c{i}" for i in range(len(names)))
+            if g.name:
+                expression += " SET #mark = :at"
+                names["#mark"] = g.name
+                deltas["at"] = g.at
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": graph,
+                    "UpdateExpression": expression,
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": _values(**deltas),
+                }
+            }
+        if g.op == "edge":
+            item: dict[str, Any] = {
+                **k.task_edge_key(g.task_id, g.name, g.other),
+                "entity": "edge",
+            }
+            if g.at is not None:
+                item["counted_at"] = g.at
+            return self._put_op(item, k.IS_NEW)
+        if g.op in ("met", "unmet"):
+            return {
+                "ConditionCheck": {
+                    "TableName": self.table,
+                    "Key": graph,
+                    "ConditionExpression": k.HAS_SUCCEEDED if g.op == "met" else k.NOT_SUCCEEDED,
+                }
+            }
+        if g.op == "mark":
+            condition = k.AUTO_ENQUEUE_DUE if g.name == "auto_enqueued_at" else k.NOT_MARKED
+            update: dict[str, Any] = {
+                "TableName": self.table,
+                "Key": graph,
+                "UpdateExpression": "SET #mark = :at",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#mark": g.name},
+                "ExpressionAttributeValues": _values(at=g.at),
+            }
+            return {"Update": update}
+        raise ValueError(f"unknown graph op {g.op!r}")
+
+    def _hold_op(self, h: HoldOp) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": _dump(k.SCHEDULER_KEY),
+                "UpdateExpression": f"{'ADD' if h.add else 'DELETE'} #set :ids",
+                "ExpressionAttributeNames": {"#set": k.HOLD_SETS[h.set_name]},
+                "ExpressionAttributeValues": {":ids": {"SS": [h.task_id]}},
+            }
+        }
+
+    def get_graph(self, task_id: str) -> TaskGraph:
+        row = self._get(k.task_graph_key(task_id))
+        return items.graph_from(task_id, row or {})
+
+    def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
+        prefix = k.EDGE_PREFIX[kind]
+        out = self._query(
+            KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
+            ExpressionAttributeValues=_values(pk=f"TASK#{task_id}", prefix=prefix),
+            Limit=limit,
+        )
+        return [str(_load(r)[k.SK]).removeprefix(prefix) for r in out.get("Items", [])]
+
+    def count_edge(self, task_id: str, kind: str, other: str, counter: str, at: int) -> bool:
+        target = task_id if kind == "child" else other
+        ops = [
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _dump(k.task_edge_key(task_id, kind, other)),
+                    "UpdateExpression": "SET counted_at = :at",
+                    "ConditionExpression": k.EDGE_NOT_COUNTED,
+                    "ExpressionAttributeValues": _values(at=at),
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _dump(k.task_graph_key(target)),
+                    "UpdateExpression": "ADD #counter :one",
+                    "ExpressionAttributeNames": {"#counter": counter},
+                    "ExpressionAttributeValues": _values(one=1),
+                }
+            },
+        ]
+        try:
+            self._transact(ops)
+        except Conflict:
+            return False
+        return True
+
+    def settle_graph(self, task_id: str, name: str, at: int) -> bool:
+        if name == "rollup_at":
+            expression = "SET rollup_at = :at, succeeded_at = if_not_exists(succeeded_at, :at)"
+            condition, values = k.ROLLUP_DUE, _values(at=at, zero=0)
+        else:
+            expression, condition, values = "SET succeeded_at = :at", k.SUCCESS_DUE, _values(at=at)
+        try:
+            self._write(
+                "update",
+                Conflict("not due"),
+                TableName=self.table,
+                Key=_dump(k.task_graph_key(task_id)),
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        except Conflict:
+            return False
+        return True
+
+    def get_scheduler(self, consistent: bool = True) -> SchedulerState:
+        row = self._get(k.SCHEDULER_KEY, consistent=consistent) or {}
+        return SchedulerState(
+            paused=bool(row.get("paused", False)),
+            paused_by=row.get("paused_by"),
+            paused_at=row.get("paused_at"),
+            paused_tasks=frozenset(row.get(k.HOLD_SETS["paused"]) or ()),
+            attention=frozenset(row.get(k.HOLD_SETS["attention"]) or ()),
+        )
+
+    def set_scheduler_paused(self, paused: bool, by: str, at: int) -> None:
+        self._call(
+            "update",
+            self.client.update_item,
+            TableName=self.table,
+            Key=_dump(k.SCHEDULER_KEY),
+            UpdateExpression="SET paused = :paused, paused_by = :by, paused_at = :at",
+            ExpressionAttributeValues=_values(paused=paused, by=by, at=at),
+        )
+
+    def _queue_request(self, pool: str, created_before: int | None) -> dict[str, Any]:
+        condition = f"{k.QUEUE_PK} = :q"
+        values: dict[str, Any] = {"q": k.queue_pk(pool)}
+        if created_before is not None:
+            condition += f" AND {k.QUEUE_SK} < :before"
+            values["before"] = f"{created_before:013d}"
+        return {
+            "IndexName": k.QUEUE_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": _values(**values),
+        }
+
+    def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
+        out = self._query(
+            **self._queue_request(pool, created_before), Select="COUNT", Limit=at_most
+        )
+        return int(out.get("Count", 0))
+
+    def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
+        out = self._query(**self._queue_request(pool, created_before), Limit=limit)
+        return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
 
 
 def _lease_row(lease: Lease) -> dict[str, Any]:

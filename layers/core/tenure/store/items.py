@@ -15,6 +15,7 @@ from tenure.core.model import (
     PoolVersion,
     Space,
     Task,
+    TaskGraph,
     Token,
     Worker,
     Workflow,
@@ -43,7 +44,7 @@ _ENUMS: dict[str, type[Enum]] = {
     "report_kind": ReportKind,
 }
 # Attributes kept as tuples in entities (lists in rows).
-_TUPLES = {"spaces", "pools", "counted"}
+_TUPLES = {"spaces", "pools", "counted", "ancestors", "depends_on", "lineage"}
 
 
 def _row(entity: Any) -> dict[str, Any]:
@@ -172,3 +173,8 @@ def pool_version_from(row: dict[str, Any]) -> PoolVersion:
 
 def instance_from(row: dict[str, Any]) -> Instance:
     return _from(Instance, row)
+
+
+def graph_from(task_id: str, row: dict[str, Any]) -> TaskGraph:
+    """A task's graph row (store.keys.task_graph_key); an absent row is all zeros."""
+    return _from(TaskGraph, {**row, "task_id": task_id})

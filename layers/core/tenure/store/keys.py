@@ -344,3 +344,53 @@ def ended_pk(pool: str) -> str:
 BELOW_ATTACHMENT_CAP = "attribute_not_exists(attachments) OR attachments < :cap"
 # Reclaim is written once: a second pass (retried or concurrent) loses here and deletes nothing.
 NOT_RECLAIMED = "attribute_exists(PK) AND attribute_not_exists(reclaimed_at)"
+
+
+# ------------------------------------------------------------------ the task graph
+
+# Each task may have a graph row beside its task row (same partition): counters of children and
+# blockers, moved only by conditional updates, and the instants it succeeded and rolled up. It
+# is a row of its own so that the counters never race a whole-row write of the task.
+GRAPH_SK = "GRAPH"
+# Edges live in the partition of the task they start from: TASK#parent / CHILD#child and
+# TASK#blocker / DEPENDENT#dependent, so a success reads its edges with one bounded Query.
+EDGE_PREFIX = {"child": "CHILD#", "dependent": "DEPENDENT#"}
+
+
+def task_graph_key(task_id: str) -> dict[str, str]:
+    return {PK: f"TASK#{task_id}", SK: GRAPH_SK}
+
+
+def task_edge_key(task_id: str, kind: str, other: str) -> dict[str, str]:
+    return {PK: f"TASK#{task_id}", SK: f"{EDGE_PREFIX[kind]}{other}"}
+
+
+# An edge counts toward its target once: a replayed stream record finds it counted.
+EDGE_NOT_COUNTED = "attribute_exists(PK) AND attribute_not_exists(counted_at)"
+# A blocker read as met (unmet) when a dependent was filed must still be so at commit.
+HAS_SUCCEEDED = "attribute_exists(succeeded_at)"
+NOT_SUCCEEDED = "attribute_not_exists(succeeded_at)"
+# A task's own success counts only once and only when no child is outstanding (a parent stays
+# open until its children have all succeeded).
+SUCCESS_DUE = (
+    "attribute_not_exists(succeeded_at) AND "
+    "(attribute_not_exists(children_total) OR children_done = children_total)"
+)
+# The last child's success rolls its parent up exactly once.
+ROLLUP_DUE = (
+    "attribute_not_exists(rollup_at) AND children_total > :zero AND children_done = children_total"
+)
+# One auto-enqueue per readiness: every blocker met, and not enqueued for it before.
+AUTO_ENQUEUE_DUE = (
+    "attribute_not_exists(auto_enqueued_at) AND "
+    "(attribute_not_exists(blockers_total) OR blockers_done = blockers_total)"
+)
+# A once-only mark on a graph row.
+NOT_MARKED = "attribute_not_exists(#mark)"
+
+# The scheduler's one row: its pause, and string sets of task ids claims skip.
+SCHEDULER_KEY = {PK: "SCHEDULER", SK: "STATE"}
+HOLD_SETS = {"paused": "paused_tasks", "attention": "attention_tasks"}
+
+# A task write that bumps the row's version lands only on the version it read.
+TASK_VERSION_IS = "version = :expect_task_version"

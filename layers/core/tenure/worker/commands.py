@@ -158,6 +158,9 @@ def tasks_create(args: argparse.Namespace) -> int:
     for key in ("body", "pool", "workflow", "max_attempts"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
+    for key in ("parent_id", "depends_on", "auto_enqueue_on_ready"):  # the task graph (§13)
+        if getattr(args, key, None) is not None:
+            body[key] = getattr(args, key)
     props = _json_arg(args.properties, "--properties")
     if props is not None:
         body["properties"] = props
@@ -357,3 +360,7 @@ def add_commands(sub: Any) -> None:
     from tenure.worker.detail_commands import add_detail_commands
 
     add_detail_commands(wsub, lsub, common)
+
+    from tenure.worker.graph_commands import add_graph_commands
+
+    add_graph_commands(sub, lsub, tsub, tc, common)

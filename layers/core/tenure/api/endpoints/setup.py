@@ -55,6 +55,8 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         display_name=body.display_name,
         agent=body.agent.model_dump(exclude_none=True) if body.agent else None,
         classifier=body.classifier.model_dump(exclude_none=True) if body.classifier else None,
+        min_queued_age_seconds=body.min_queued_age_seconds,
+        starvation_escalation_seconds=body.starvation_escalation_seconds,
     )
     return json_answer(v.pool_view(svc().create_pool(actor(), pool)), 201)
 

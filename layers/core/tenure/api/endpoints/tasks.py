@@ -11,8 +11,7 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, op, svc
-from tenure.core.states import TaskStatus
-from tenure.core.tasks import ACTIVITY_PAGE
+from tenure.core.tasks import ACTIVITY_PAGE, TaskLinks
 
 
 @op("POST", f"{BASE}/tasks", 201, m.TaskAnswer, 404, 409, 422)
@@ -27,11 +26,12 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
         body.pool,
         body.max_attempts,
         m.instant_ms(body.not_before) if body.not_before else None,
+        links=TaskLinks(body.parent_id, tuple(body.depends_on), body.auto_enqueue_on_ready),
     )
-    status = TaskStatus.QUEUED if lease else TaskStatus.OPEN
+    seen = svc().describe_task(task, lease)
     return json_answer(
         {
-            "task": v.task_view(task, status),
+            "task": v.task_view(task, seen.status, seen),
             "lease": lease_out(lease) if lease else None,
         },
         201,
@@ -50,7 +50,7 @@ def get_task(task_id: str) -> Response[Any]:
     seen = svc().get_task(actor(), task_id)
     return json_answer(
         {
-            "task": v.task_view(seen.task, seen.status),
+            "task": v.task_view(seen.task, seen.status, seen),
             "lease": lease_out(seen.lease) if seen.lease else None,
         }
     )

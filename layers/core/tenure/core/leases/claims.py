@@ -9,7 +9,8 @@ from tenure.core import authz, rules
 from tenure.core.base import over
 from tenure.core.errors import CeilingReached, Conflict
 from tenure.core.model import Lease, Pool, Principal
-from tenure.core.ports import INSTANCE_CEILING, Ceiling, Change, ClaimRecord
+from tenure.core.ports import INSTANCE_CEILING, Ceiling, Change, ClaimRecord, SchedulerState
+from tenure.core.scheduler import ClaimGate
 from tenure.core.states import REPORTABLE, LeaseState
 from tenure.core.transitions import Action, must_move
 from tenure.core.workers import WorkerOps
@@ -35,7 +36,7 @@ class Claimed:
     pool: Pool
 
 
-class ClaimOps(WorkerOps):
+class ClaimOps(WorkerOps, ClaimGate):
     def claim(
         self,
         actor: Principal,
@@ -71,15 +72,13 @@ class ClaimOps(WorkerOps):
         looks = MAX_CLAIM_TRIES + math.ceil(wait_seconds / CLAIM_POLL_SECONDS) + 1
         for _ in range(looks):
             fresh: list[str] = []
-            if not closed:
-                seen = self.store.queue_candidates(
-                    pool.name, CLAIM_CANDIDATES + len(tried), due_by=self.clock.now_ms()
-                )
-                fresh = [lease_id for lease_id in seen if lease_id not in tried]
+            gate = self._gate()  # scheduler pause, paused subtrees, parked tasks (§13)
+            if not closed and not gate.paused:
+                fresh = self._candidates(pool.name, tried, gate, CLAIM_CANDIDATES)
                 for lease_id in self.ids.shuffle(fresh[:CLAIM_CANDIDATES]):
                     tried.add(lease_id)
                     try:
-                        won = self._try_claim(lease_id, pool, ask)
+                        won = self._try_claim(lease_id, pool, ask, gate)
                     except CeilingReached:
                         fresh = []  # full: nothing is claimable until a held lease ends
                         break
@@ -150,9 +149,13 @@ class ClaimOps(WorkerOps):
         self.counters["claim_retries"] += 1
         return self._settle(lease, reissue)
 
-    def _try_claim(self, lease_id: str, pool: Pool, ask: _Ask) -> Claimed | None:
+    def _try_claim(
+        self, lease_id: str, pool: Pool, ask: _Ask, gate: SchedulerState | None = None
+    ) -> Claimed | None:
         lease = self.store.get_lease(lease_id, consistent=False)
         if lease is None or lease.state is not LeaseState.PENDING:
+            return None
+        if gate is not None and self._held_back(lease, gate):
             return None
         now = self.clock.now_ms()
         if lease.not_before is not None and lease.not_before > now:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from tenure.core.base import ServiceBase, over
 from tenure.core.errors import Conflict
 from tenure.core.model import Job, Lease, Pool
-from tenure.core.ports import Change, JobWrite, TaskWrite
+from tenure.core.ports import Change, HoldOp, JobWrite, TaskWrite
 from tenure.core.states import EndReason, OnExpiry
 from tenure.core.transitions import Action, must_move
 
@@ -69,4 +69,6 @@ class RecoveryOps(ServiceBase):
                 updated_at=now,
             )
             tasks.append(TaskWrite(flagged, expect_job_id=job.id))
-        return Change(leases=change.leases, jobs=jobs, tasks=tasks)
+        # Parked: claims skip it and the scheduler counts it (core/scheduler.py).
+        holds = [HoldOp("attention", job.task_id, True)] if job.task_id is not None else []
+        return Change(leases=change.leases, jobs=jobs, tasks=tasks, holds=holds)

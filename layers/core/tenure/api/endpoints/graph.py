@@ -1,0 +1,84 @@
+"""The task graph and operator recovery (DESIGN §13): PATCH and pause/resume of tasks, retry,
+bulk force release / fail, and inspect."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body
+
+from tenure.api import models as m
+from tenure.api import views as v
+from tenure.api.routes import BASE
+from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
+from tenure.core.force import ForceRow
+from tenure.core.tasks import TaskView
+
+
+def _task_answer(seen: TaskView) -> dict[str, Any]:
+    return {
+        "task": v.task_view(seen.task, seen.status, seen),
+        "lease": lease_out(seen.lease) if seen.lease else None,
+    }
+
+
+@op("PATCH", f"{BASE}/tasks/<task_id>", 200, m.TaskAnswer, 404, 409)
+def update_task(task_id: str, body: Annotated[m.TaskPatch, Body()]) -> Response[Any]:
+    seen = svc().update_task(actor(), task_id, body.auto_enqueue_on_ready, body.pool)
+    return json_answer(_task_answer(seen))
+
+
+@op("POST", f"{BASE}/tasks/<task_id>/pause", 200, m.TaskAnswer, 404, 409)
+def pause_task(task_id: str) -> Response[Any]:
+    return json_answer(_task_answer(svc().pause_task(actor(), task_id)))
+
+
+@op("POST", f"{BASE}/tasks/<task_id>/resume", 200, m.TaskAnswer, 404, 409)
+def resume_task(task_id: str) -> Response[Any]:
+    return json_answer(_task_answer(svc().resume_task(actor(), task_id)))
+
+
+@op("POST", f"{BASE}/leases/<lease_id>/retry", 201, m.LeaseAnswer, 404, 409)
+def retry_lease(lease_id: str) -> Response[Any]:
+    return json_answer({"lease": lease_out(svc().retry(actor(), lease_id))}, 201)
+
+
+def _rows(rows: list[ForceRow]) -> dict[str, Any]:
+    out = []
+    for row in rows:
+        entry: dict[str, Any] = {"lease_id": row.lease_id, "ok": row.ok}
+        if row.ok and row.lease is not None:
+            entry["lease"] = lease_out(row.lease)
+        else:
+            entry.update(code=row.code, message=row.message)
+        out.append(entry)
+    return {"results": out}
+
+
+@op("POST", f"{BASE}/leases/bulk/release", 200, m.ForceResults, 404)
+def bulk_release(body: Annotated[m.BulkRelease, Body()]) -> Response[Any]:
+    return json_answer(_rows(svc().bulk_release(actor(), body.lease_ids, body.reason)))
+
+
+@op("POST", f"{BASE}/leases/bulk/fail", 200, m.ForceResults, 404)
+def bulk_fail(body: Annotated[m.BulkFail, Body()]) -> Response[Any]:
+    return json_answer(_rows(svc().bulk_fail(actor(), body.lease_ids, body.reason)))
+
+
+@op("GET", f"{BASE}/inspect/<some_id>", 200, m.InspectOut, 404)
+def inspect(some_id: str) -> Response[Any]:
+    shot = svc().inspect(actor(), some_id)
+    task = shot.task
+    return json_answer(
+        {
+            "task": v.task_view(task.task, task.status, task) if task else None,
+            "current_lease": lease_out(shot.current_lease) if shot.current_lease else None,
+            "recent_leases": leases_out(shot.recent_leases),
+            "recent_events": [v.event_view(ev) for ev in shot.recent_events],
+            "scheduler": shot.scheduler,
+            "diagnostics": shot.diagnostics,
+            "next_action": shot.next_action.value,
+            "as_of": v.iso(shot.as_of),
+        }
+    )

@@ -1,0 +1,64 @@
+"""The scheduler (DESIGN §13): status, pause and resume, backlog, drain."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+
+from tenure.api import models as m
+from tenure.api.routes import BASE
+from tenure.api.surface import actor, json_answer, leases_out, op, svc
+from tenure.core import errors as e
+from tenure.core.scheduler import BACKLOG_PAGE, SchedulerStatus
+
+
+def _status(status: SchedulerStatus) -> dict[str, Any]:
+    return {
+        "paused": status.paused,
+        "queued_run_count": status.queued_run_count,
+        "capacity_waiting_count": status.capacity_waiting_count,
+        "starved_run_count": status.starved_run_count,
+        "needs_attention_run_count": status.needs_attention_run_count,
+    }
+
+
+@op("GET", f"{BASE}/scheduler", 200, m.SchedulerOut)
+def scheduler_status() -> Response[Any]:
+    return json_answer(_status(svc().scheduler_status(actor())))
+
+
+@op("POST", f"{BASE}/scheduler/pause", 200, m.SchedulerOut, 404)
+def pause_scheduler() -> Response[Any]:
+    return json_answer(_status(svc().pause_scheduler(actor())))
+
+
+@op("POST", f"{BASE}/scheduler/resume", 200, m.SchedulerOut, 404)
+def resume_scheduler() -> Response[Any]:
+    return json_answer(_status(svc().resume_scheduler(actor())))
+
+
+@op("GET", f"{BASE}/scheduler/backlog", 200, m.Backlog, 404)
+def backlog(
+    space: Annotated[str, Query()],
+    include_paused: Annotated[bool, Query()] = False,
+    limit: Annotated[int, Query(ge=1, le=100)] = BACKLOG_PAGE,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> Response[Any]:
+    caller = actor()
+    if not space:
+        raise e.MissingScope("space is required: the backlog of one space")
+    entries, next_cursor = svc().backlog(caller, space, include_paused, limit, cursor)
+    shown = leases_out(x.lease for x in entries)
+    rows = [
+        {**view, "effective_paused": x.effective_paused, "paused_by_task_id": x.paused_by_task_id}
+        for view, x in zip(shown, entries, strict=True)
+    ]
+    return json_answer({"leases": rows, "next_cursor": next_cursor})
+
+
+@op("POST", f"{BASE}/scheduler/drain", 200, m.Drained, 404)
+def drain(body: Annotated[m.Drain, Body()]) -> Response[Any]:
+    done = svc().drain(actor(), body.timeout_seconds)
+    return json_answer({"drained": done.drained, "active": done.active})
