@@ -30,7 +30,7 @@ from schemathesis.specs.openapi.checks import (
 from tests.e2e.support import World
 
 # Generated cases per operation and generation mode (TENURE_FUZZ_EXAMPLES raises it locally).
-EXAMPLES = int(os.environ.get("TENURE_FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("TENURE_FUZZ_EXAMPLES", "10"))
 # A claim may wait up to 20 s for work: keep generated claims from waiting on an empty pool.
 MAX_WAIT = 0.2
 
