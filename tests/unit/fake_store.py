@@ -632,7 +632,7 @@ class FakeStore(FakeRules):
         return []
 
     def _apply_hold(self, set_name: str, task_id: str, add: bool) -> None:
-        name = {"paused": "paused_tasks", "attention": "attention"}[set_name]
+        name = {"paused": "paused_tasks", "attention": "attention", "blocked": "blocked"}[set_name]
         ids = set(getattr(self.scheduler, name))
         ids = ids | {task_id} if add else ids - {task_id}
         self.scheduler = replace(self.scheduler, **{name: frozenset(ids)})

@@ -27,6 +27,7 @@ CREATES = {
     ("POST", "/api/v1/rules/{rule_id}/fire"),
     ("POST", "/api/v1/leases/{lease_id}/attachments"),
     ("POST", "/api/v1/leases/{lease_id}/retry"),
+    ("POST", "/api/v1/tasks/{task_id}/blocks"),
 }
 # Answered with 202 (accepted: its leases) and 204 (deleted, no body).
 OTHER_SUCCESS = {("POST", "/api/v1/events"): 202, ("DELETE", "/api/v1/rules/{rule_id}"): 204}

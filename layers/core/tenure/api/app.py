@@ -9,6 +9,7 @@ from typing import Any
 
 from tenure.api.endpoints import (
     artifacts,
+    blocks,
     graph,
     leases,
     pools,
@@ -34,7 +35,7 @@ from tenure.api.surface import (
 from tenure.core import errors as e
 
 # The route modules register themselves on import; named here so the registration is explicit.
-ENDPOINTS = (setup, tasks, leases, workers, rules, artifacts, pools, graph, scheduler)
+ENDPOINTS = (setup, tasks, leases, workers, rules, artifacts, pools, graph, scheduler, blocks)
 __all__ = ["app", "contract", "handle", "logger", "metrics"]
 
 

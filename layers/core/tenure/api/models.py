@@ -819,3 +819,41 @@ class InspectOut(Out):
 TaskOut.model_rebuild()
 TaskAnswer.model_rebuild()
 InspectOut.model_rebuild()
+
+
+# ---------------------------------------------------------------- typed blocks (DESIGN §14)
+
+
+class BlockCreate(Strict):
+    kind: Literal["transient", "dependency_external", "needs_input", "error"]
+    reason: str = Field(min_length=1, max_length=2000)
+    expires_in_seconds: int | None = Field(default=None, ge=1, le=2_592_000)
+
+
+class BlockClear(Strict):
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class TaskRecover(Strict):
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class BlockOut(Out):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    task_id: str
+    kind: str
+    reason: str
+    state: Literal["open", "cleared", "expired"]
+    created_at: int
+    expires_at: int | None = None
+    closed_at: int | None = None
+    closed_by: str | None = None
+
+
+class BlockAnswer(Out):
+    block: BlockOut
+
+
+class BlocksAnswer(Out):
+    blocks: list[BlockOut]

@@ -81,6 +81,11 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/leases/bulk/release"): "operator:member|agent_force",
     ("POST", f"{BASE}/leases/bulk/fail"): "operator:member|agent_force",
     ("GET", f"{BASE}/inspect/<some_id>"): "operator:read",
+    # Typed blocks and recover (DESIGN §14): a lease token only for a lease on that task.
+    ("POST", f"{BASE}/tasks/<task_id>/blocks"): "operator:member|lease",
+    ("GET", f"{BASE}/tasks/<task_id>/blocks"): "operator:read|lease",
+    ("POST", f"{BASE}/tasks/<task_id>/blocks/<block_id>/clear"): "operator:member|lease",
+    ("POST", f"{BASE}/tasks/<task_id>/recover"): "operator:member",
 }
 
 # Served without the authorizer (infra/template.yaml declares the same two routes).

@@ -132,6 +132,10 @@ class Task:
     pool: str | None = None
     paused: bool = False
     paused_by: str | None = None
+    # Typed blocks (DESIGN §14; core/blocks.py): block id → its record (open ones and the most
+    # recent closed ones, bounded), and how many blocks of each kind since the last success.
+    blocks: dict[str, dict[str, Any]] | None = None
+    block_counts: dict[str, int] | None = None
 
     def with_job(self, job_id: str) -> Task:
         return replace(self, job_id=job_id)

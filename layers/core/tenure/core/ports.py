@@ -167,6 +167,9 @@ class SchedulerState:
     paused_at: int | None = None
     paused_tasks: frozenset[str] = frozenset()
     attention: frozenset[str] = frozenset()
+    # Tasks holding an open typed block (DESIGN §14): a claim re-reads such a task's row,
+    # since a transient block stops counting the instant it expires.
+    blocked: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ Every state change goes through the §3 table in core/transitions.py.
 from __future__ import annotations
 
 from tenure.core.attachments import AttachmentOps, Download, Upload
+from tenure.core.blocks import BlockOps
 from tenure.core.conditions import ConditionOps, QueuedCondition
 from tenure.core.firings import FiringOps
 from tenure.core.force import ForceOps
@@ -35,7 +36,9 @@ from tenure.core.workers import WorkerView
 class LeaseService(
     # Most derived first, so Python can linearise the mixins (C3): the graph's task filing
     # (InspectOps → SchedulerOps → GraphOps) overrides TaskOps' hooks, reports carry the
-    # classifier's rendering, claims carry the scheduler's gate.
+    # classifier's rendering, claims carry the scheduler's gate. BlockOps (DESIGN §14) comes
+    # first: it adds typed blocks to the graph's reasons, the gate and auto-enqueue.
+    BlockOps,
     InspectOps,
     ReportOps,
     ForceOps,

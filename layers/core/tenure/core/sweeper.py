@@ -41,6 +41,7 @@ class SweepReport:
     reclaimed: list[str] = field(default_factory=list)
     reclaim_left: int = 0
     parked: list[str] = field(default_factory=list)  # tasks parked for starvation
+    unblocked: list[str] = field(default_factory=list)  # tasks whose transient blocks expired
 
 
 def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport:
@@ -88,6 +89,7 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
     if report.absent_pools:
         _record(svc, now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools})
     report.parked = svc.park_starved(pools)  # long-starved work to needs_attention (DESIGN §13)
+    report.unblocked = svc.finalize_expired_blocks()  # expired transient blocks (DESIGN §14)
     if holds != state.holds:
         store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
     reclaim = svc.reclaim_due(pools=pools)

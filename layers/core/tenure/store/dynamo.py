@@ -763,6 +763,7 @@ class DynamoStore(PagedReads, RetentionRows):
             paused_at=row.get("paused_at"),
             paused_tasks=frozenset(row.get(k.HOLD_SETS["paused"]) or ()),
             attention=frozenset(row.get(k.HOLD_SETS["attention"]) or ()),
+            blocked=frozenset(row.get(k.HOLD_SETS["blocked"]) or ()),
         )
 
     def set_scheduler_paused(self, paused: bool, by: str, at: int) -> None:

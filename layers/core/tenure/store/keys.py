@@ -390,7 +390,7 @@ NOT_MARKED = "attribute_not_exists(#mark)"
 
 # The scheduler's one row: its pause, and string sets of task ids claims skip.
 SCHEDULER_KEY = {PK: "SCHEDULER", SK: "STATE"}
-HOLD_SETS = {"paused": "paused_tasks", "attention": "attention_tasks"}
+HOLD_SETS = {"paused": "paused_tasks", "attention": "attention_tasks", "blocked": "blocked_tasks"}
 
 # A task write that bumps the row's version lands only on the version it read.
 TASK_VERSION_IS = "version = :expect_task_version"
