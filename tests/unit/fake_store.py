@@ -625,6 +625,10 @@ class FakeStore(FakeRules):
             if g.name:
                 counts[g.name] = g.at
             return [self._put_graph(replace(graph, **counts))]
+        if g.op == "usage":
+            moved: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in g.counts}
+            keys = tuple(sorted({*graph.usage_cost_keys, g.name}))
+            return [self._put_graph(replace(graph, **moved, usage_cost_keys=keys))]
         if g.op == "edge":
             self.edges[(g.task_id, g.name, g.other)] = g.at
         if g.op == "mark":

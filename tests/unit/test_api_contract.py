@@ -32,6 +32,7 @@ DESIGN_ERRORS = [
     (e.AlreadyExists, 409, "already_exists"),
     (e.MissingScope, 422, "missing_scope"),
     (e.ValidationFailed, 422, "validation_failed"),
+    (e.UnverifiedCreatedTasks, 422, "unverified_created_tasks"),  # DESIGN §14
     (e.UnsupportedRuntime, 501, "unsupported_runtime"),
     (e.Unavailable, 503, "unavailable"),
 ]
@@ -160,6 +161,9 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.Drain: {},
     m.BulkRelease: {"lease_ids": ["lease_1"]},
     m.BulkFail: {"lease_ids": ["lease_1"], "reason": "stuck"},
+    m.BlockCreate: {"kind": "needs_input", "reason": "which branch?"},
+    m.BlockClear: {},
+    m.TaskRecover: {},
 }
 
 

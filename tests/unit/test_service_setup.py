@@ -8,7 +8,7 @@ from tenure.core.errors import (
     AlreadyExists,
     Forbidden,
     InvalidTransition,
-    LeaseTokenMismatch,
+    LeaseNotFound,
     NotFound,
     TaskNotFound,
     Unauthenticated,
@@ -180,7 +180,8 @@ def test_create_task_needs_a_member_of_its_space(rig: Rig) -> None:
         rig.svc.create_task(elsewhere, SPACE, "t", None, None, {}, None, None)
     with pytest.raises(Forbidden):
         rig.svc.create_task(WORKER, SPACE, "t", None, None, {}, None, None)
-    with pytest.raises(LeaseTokenMismatch):
+    # A lease token files in its own lease's space (DESIGN §14; tests/unit/test_delegation.py).
+    with pytest.raises(LeaseNotFound):
         rig.svc.create_task(as_lease("l"), SPACE, "t", None, None, {}, None, None)
     assert rig.store.tasks == {}
 

@@ -22,6 +22,7 @@ STATUS: dict[type[e.TenureError], int] = {
     e.AlreadyExists: 409,
     e.MissingScope: 422,
     e.ValidationFailed: 422,
+    e.UnverifiedCreatedTasks: 422,
     e.UnsupportedRuntime: 501,
     e.Unavailable: 503,
 }

@@ -146,6 +146,8 @@ class PoolCreate(Strict):
     # Starvation (DESIGN §13).
     min_queued_age_seconds: Annotated[int, Field(ge=1, le=31_536_000), Integral] = 600
     starvation_escalation_seconds: Annotated[int, Field(ge=1, le=31_536_000), Integral] = 3600
+    # Per-million-token prices (DESIGN §14): {currency, input_tokens?, output_tokens?, …}.
+    rates: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _timings_ordered(self) -> PoolCreate:
@@ -170,6 +172,7 @@ class PoolPatch(Strict):
     retention_seconds: Annotated[int, Field(ge=1, le=10 * 365 * 86_400), Integral] | None = None
     agent: AgentSettings | None = None
     classifier: ClassifierSettings | None = None
+    rates: dict[str, Any] | None = None
 
 
 class InstancePatch(Strict):
@@ -239,6 +242,8 @@ class TaskCreate(Strict):
     parent_id: TaskId | None = None
     depends_on: Annotated[list[TaskId], Field(max_length=50)] = Field(default_factory=list)
     auto_enqueue_on_ready: bool = False
+    # DESIGN §14: filed with a lease token, its endings wake that lease (default true).
+    wake_creator: bool | None = None
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
     _not_before = field_validator("not_before")(_instant)
@@ -413,6 +418,7 @@ class LeaseOut(Out):
     previous_lease_id: str | None = None
     retry_depth: int = 0
     failure_kind: Literal["operator_forced"] | None = None
+    usage: dict[str, Any] | None = None  # what its completion reported, cost resolved (§14)
 
 
 class LeaseAnswer(Out):
@@ -445,6 +451,11 @@ class TaskOut(Out):
     effective_paused: bool = False
     paused_by_task_id: str | None = None
     children: Children | None = None
+    # DESIGN §14: usage summed over its leases; the lease that filed it, and whether its
+    # endings wake that lease.
+    usage: dict[str, Any] | None = None
+    created_by_lease_id: str | None = None
+    wake_creator: bool = False
 
 
 class TaskAnswer(Out):
@@ -501,6 +512,7 @@ class PoolOut(Out):
     retention_seconds: int
     min_queued_age_seconds: int = 600
     starvation_escalation_seconds: int = 3600
+    rates: dict[str, Any] | None = None
 
 
 class PoolAnswer(Out):
@@ -827,7 +839,7 @@ InspectOut.model_rebuild()
 class BlockCreate(Strict):
     kind: Literal["transient", "dependency_external", "needs_input", "error"]
     reason: str = Field(min_length=1, max_length=2000)
-    expires_in_seconds: int | None = Field(default=None, ge=1, le=2_592_000)
+    expires_in_seconds: Annotated[int, Field(ge=1, le=2_592_000), Integral] | None = None
 
 
 class BlockClear(Strict):

@@ -90,7 +90,8 @@ _MEANING = {
     403: "lease_token_mismatch or forbidden: the token may not use this route (or this id)",
     404: "lease_not_found, task_not_found or not_found: an unknown id",
     409: "stale_lease, invalid_transition or already_exists",
-    422: "missing_scope or validation_failed: the message names the field",
+    422: "missing_scope or validation_failed: the message names the field "
+    "(a completion: unverified_created_tasks, naming the ids)",
     501: "unsupported_runtime",
     503: "unavailable: the table throttled past the bounded retries; see Retry-After",
 }

@@ -10,6 +10,7 @@ from tenure.core.model import Event, Instance, Lease, Pool, Space, Task, Token, 
 from tenure.core.ports import Attachment, LogLine
 from tenure.core.states import TaskStatus
 from tenure.core.tasks import TaskView
+from tenure.core.usage import lease_usage
 
 
 def iso(ms: int | None) -> str | None:
@@ -56,6 +57,7 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
         "previous_lease_id": lease.previous_lease_id,
         "retry_depth": lease.retry_depth,
         "failure_kind": lease.failure_kind,
+        "usage": lease_usage(lease),
     }
 
 
@@ -74,6 +76,9 @@ def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> d
         "children": {"total": seen.children_total, "completed": seen.children_done}
         if seen and seen.children_total
         else None,
+        "usage": seen.usage if seen else None,
+        "created_by_lease_id": task.created_by_lease,
+        "wake_creator": task.wake_creator,
     }
 
 
@@ -134,6 +139,7 @@ def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
         "version": pool.version,
         "agent": pool.agent,
         "classifier": pool.classifier,
+        "rates": pool.rates,
         "active": active,
         "max_active": pool.max_active,
         "renew_seconds": pool.renew_seconds,

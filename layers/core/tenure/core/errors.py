@@ -56,6 +56,12 @@ class StaleLease(TenureError):
     code = "stale_lease"
 
 
+class UnverifiedCreatedTasks(TenureError):
+    """A completion named tasks it did not create (DESIGN §14): refused, the lease intact."""
+
+    code = "unverified_created_tasks"
+
+
 class InvalidTransition(TenureError):
     code = "invalid_transition"
 

@@ -73,6 +73,8 @@ class Pool:
     # worker is starved; a further `starvation_escalation_seconds` parks its task.
     min_queued_age_seconds: int = 600
     starvation_escalation_seconds: int = 3600
+    # Per-million-token prices (DESIGN §14): {currency, input_tokens?, output_tokens?, …}.
+    rates: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,10 @@ class Task:
     # recent closed ones, bounded), and how many blocks of each kind since the last success.
     blocks: dict[str, dict[str, Any]] | None = None
     block_counts: dict[str, int] | None = None
+    # Delegation (DESIGN §14; core/delegation.py): the lease whose token filed this task, and
+    # whether the task's endings wake that lease's worker (meaningless without one).
+    created_by_lease: str | None = None
+    wake_creator: bool = False
 
     def with_job(self, job_id: str) -> Task:
         return replace(self, job_id=job_id)
@@ -294,6 +300,16 @@ class TaskGraph:
     succeeded_at: int | None = None
     rollup_at: int | None = None
     auto_enqueued_at: int | None = None
+    # The usage accumulator (DESIGN §14; core/usage.py): moved in each completion's own
+    # transaction, so a task's usage is read from this one row.
+    usage_leases: int = 0
+    usage_input_tokens: int = 0
+    usage_output_tokens: int = 0
+    usage_cache_read_tokens: int = 0
+    usage_cache_write_tokens: int = 0
+    usage_reasoning_tokens: int = 0
+    usage_cost_micros: int = 0
+    usage_cost_keys: tuple[str, ...] = ()
 
     @property
     def children_outstanding(self) -> int:

@@ -12,6 +12,7 @@ from tenure.core.classifier import VersionOps, check_settings
 from tenure.core.errors import Conflict, Unavailable, ValidationFailed
 from tenure.core.model import Event, Instance, Pool, Principal, Space
 from tenure.core.ports import INSTANCE_CEILING, Settings
+from tenure.core.usage import check_rates
 
 # What PATCH /pools/{name} may change; a setting the Pool entity does not (yet) have is left
 # out of the API's model and refused here, so it is never silently dropped.
@@ -26,6 +27,7 @@ POOL_SETTINGS = (
     "retention_seconds",
     "agent",
     "classifier",
+    "rates",
 )
 # A pool's `active` in its view counts at most this many held leases (one bounded Query).
 HELD_SHOWN = 1000
@@ -73,6 +75,7 @@ class PoolOps(VersionOps):
         for _ in range(MAX_WRITE_TRIES):
             target = _changed(pool, changes)
             check_settings(target.kind, target.agent, target.classifier)
+            check_rates(target.rates)
             settings = _settings({k: getattr(target, k) for k in changes})
             versioned = any(getattr(target, k) != getattr(pool, k) for k in VERSIONED)
             try:

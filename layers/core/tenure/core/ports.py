@@ -137,7 +137,9 @@ class GraphOp:
     * "met" / "unmet": require `task_id` to have (not to have) succeeded — the condition that
       keeps a new edge and a blocker's concurrent success from missing each other;
     * "mark": SET `name` = `at` on `task_id`'s graph row once; "auto_enqueued_at" also needs
-      every blocker met (one auto-enqueue per readiness, DESIGN §13).
+      every blocker met (one auto-enqueue per readiness, DESIGN §13);
+    * "usage": ADD `counts` to `task_id`'s graph row and `name` (a cost key) to its
+      `usage_cost_keys` set — a completion's usage (DESIGN §14, core/usage.py).
     """
 
     op: str

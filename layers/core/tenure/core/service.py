@@ -15,6 +15,7 @@ from __future__ import annotations
 from tenure.core.attachments import AttachmentOps, Download, Upload
 from tenure.core.blocks import BlockOps
 from tenure.core.conditions import ConditionOps, QueuedCondition
+from tenure.core.delegation import DelegationOps
 from tenure.core.firings import FiringOps
 from tenure.core.force import ForceOps
 from tenure.core.inspect import InspectOps
@@ -30,6 +31,7 @@ from tenure.core.retention import Reclaimed, RetentionOps
 from tenure.core.setup import SetupOps
 from tenure.core.subjects import SubjectOps
 from tenure.core.tasks import TaskView
+from tenure.core.usage import UsageOps
 from tenure.core.workers import WorkerView
 
 
@@ -38,8 +40,10 @@ class LeaseService(
     # (InspectOps → SchedulerOps → GraphOps) overrides TaskOps' hooks, reports carry the
     # classifier's rendering, claims carry the scheduler's gate. BlockOps (DESIGN §14) comes
     # first: it adds typed blocks to the graph's reasons, the gate and auto-enqueue.
+    DelegationOps,
     BlockOps,
     InspectOps,
+    UsageOps,
     ReportOps,
     ForceOps,
     ClaimOps,

@@ -9,6 +9,7 @@ from tenure.core.base import ServiceBase
 from tenure.core.classifier import check_settings
 from tenure.core.errors import AlreadyExists, Unauthenticated
 from tenure.core.model import Pool, Principal, Space, Token, Workflow
+from tenure.core.usage import check_rates
 
 
 class SetupOps(ServiceBase):
@@ -37,6 +38,7 @@ class SetupOps(ServiceBase):
         authz.require_operator(actor, "admin", pool.space)
         self._space(pool.space)
         check_settings(pool.kind, pool.agent, pool.classifier)
+        check_rates(pool.rates)
         pool = replace(pool, created_at=self.clock.now_ms())
         self.store.put_pool(pool)
         return pool

@@ -43,6 +43,7 @@ class TaskView:
     paused_by_task_id: str | None = None
     children_total: int = 0
     children_done: int = 0
+    usage: dict[str, Any] | None = None  # summed over its leases (DESIGN §14, core/usage.py)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ class TaskLinks:
     parent_id: str | None = None
     depends_on: tuple[str, ...] = ()
     auto_enqueue_on_ready: bool = False
+    # Delegation (DESIGN §14): None means the default (true when filed with a lease token).
+    wake_creator: bool | None = None
+    creator_lease: str | None = None  # set by the service, never by a caller
 
 
 @dataclass(frozen=True)

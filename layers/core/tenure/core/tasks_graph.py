@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from tenure.core import authz
+from tenure.core import authz, usage
 from tenure.core.errors import Conflict, Unavailable, ValidationFailed
 from tenure.core.model import Lease, Pool, Principal, Task, TaskGraph, task_status
 from tenure.core.ports import Change, GraphOp, HoldOp, TaskWrite
@@ -173,6 +173,7 @@ class GraphOps(TaskOps):
             paused_by_task_id=paused_by,
             children_total=graph.children_total,
             children_done=graph.children_done,
+            usage=usage.summed(usage.totals_of(graph)),
         )
 
     def _block_reasons(self, task: Task) -> list[dict[str, Any]]:

@@ -654,6 +654,22 @@ class DynamoStore(PagedReads, RetentionRows):
                     "ExpressionAttributeValues": _values(**deltas),
                 }
             }
+        if g.op == "usage":
+            names = {f"#c{i}": name for i, (name, _) in enumerate(g.counts)}
+            adds: dict[str, Any] = {f"c{i}": d for i, (_, d) in enumerate(g.counts)}
+            expression = "ADD " + ", ".join(f"#c{i} :c{i}" for i in range(len(names)))
+            values = _values(**adds)
+            values[":keys"] = {"SS": [g.name]}
+            names["#keys"] = "usage_cost_keys"
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": graph,
+                    "UpdateExpression": expression + ", #keys :keys",
+                    "ExpressionAttributeNames": names,
+                    "ExpressionAttributeValues": values,
+                }
+            }
         if g.op == "edge":
             item: dict[str, Any] = {
                 **k.task_edge_key(g.task_id, g.name, g.other),

@@ -177,4 +177,5 @@ def instance_from(row: dict[str, Any]) -> Instance:
 
 def graph_from(task_id: str, row: dict[str, Any]) -> TaskGraph:
     """A task's graph row (store.keys.task_graph_key); an absent row is all zeros."""
-    return _from(TaskGraph, {**row, "task_id": task_id})
+    keys = tuple(sorted(row.get("usage_cost_keys") or ()))
+    return _from(TaskGraph, {**row, "task_id": task_id, "usage_cost_keys": keys})

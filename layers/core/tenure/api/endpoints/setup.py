@@ -57,6 +57,7 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         classifier=body.classifier.model_dump(exclude_none=True) if body.classifier else None,
         min_queued_age_seconds=body.min_queued_age_seconds,
         starvation_escalation_seconds=body.starvation_escalation_seconds,
+        rates=body.rates,
     )
     return json_answer(v.pool_view(svc().create_pool(actor(), pool)), 201)
 

@@ -26,7 +26,12 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
         body.pool,
         body.max_attempts,
         m.instant_ms(body.not_before) if body.not_before else None,
-        links=TaskLinks(body.parent_id, tuple(body.depends_on), body.auto_enqueue_on_ready),
+        links=TaskLinks(
+            body.parent_id,
+            tuple(body.depends_on),
+            body.auto_enqueue_on_ready,
+            wake_creator=body.wake_creator,
+        ),
     )
     seen = svc().describe_task(task, lease)
     return json_answer(

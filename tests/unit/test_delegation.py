@@ -1,0 +1,82 @@
+"""Delegation (DESIGN §14): tasks filed with a lease token and the completion claim gate."""
+
+from __future__ import annotations
+
+import pytest
+from tenure.core.errors import UnverifiedCreatedTasks, ValidationFailed
+from tenure.core.states import LeaseState
+
+from tests.unit.support import READER, SPACE, Rig, as_lease
+
+
+def _file(rig: Rig, lease_id: str, space: str = SPACE, **kw: object) -> str:
+    task, _ = rig.svc.create_task(
+        as_lease(lease_id), space, "sub", None, None, {}, None, None, **kw
+    )  # type: ignore[arg-type]
+    return task.id
+
+
+def test_a_lease_token_files_a_task_in_its_space_that_remembers_the_lease(rig: Rig) -> None:
+    won = rig.claimed()
+    child = rig.store.get_task(_file(rig, won.lease.id))
+    assert child is not None
+    assert (child.space, child.created_by_lease, child.wake_creator) == (
+        SPACE,
+        won.lease.id,
+        True,
+    )
+
+
+def test_an_operators_task_has_no_creator_and_no_wake(rig: Rig) -> None:
+    task, _ = rig.task()
+    assert (task.created_by_lease, task.wake_creator) == (None, False)
+
+
+def test_a_lease_token_cannot_file_in_another_space(rig: Rig) -> None:
+    won = rig.claimed()
+    with pytest.raises(ValidationFailed):
+        _file(rig, won.lease.id, space="elsewhere")
+
+
+def test_completion_naming_its_own_tasks_passes(rig: Rig) -> None:
+    won = rig.claimed()
+    mine = _file(rig, won.lease.id)
+    done = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"created_task_ids": [mine]})
+    assert done.state is LeaseState.COMPLETED
+
+
+def test_phantom_or_foreign_ids_are_refused_and_the_lease_stays_for_a_corrected_report(
+    rig: Rig,
+) -> None:
+    other = rig.claimed("w2")
+    theirs = _file(rig, other.lease.id)
+    won = rig.claimed("w1")
+    mine = _file(rig, won.lease.id)
+    operators, _ = rig.task(pool=None)
+    claimed = [mine, theirs, "task_deadbeef00", operators.id]
+    with pytest.raises(UnverifiedCreatedTasks) as refused:
+        rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"created_task_ids": claimed})
+    for bad in claimed[1:]:
+        assert bad in refused.value.message
+    assert mine not in refused.value.message
+    assert rig.lease(won.lease.id).state is won.lease.state
+    task_id = won.lease.task_id
+    assert task_id is not None
+    assert "task.completion.hallucination_blocked" in rig.types(task_id)
+    done = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"created_task_ids": [mine]})
+    assert done.state is LeaseState.COMPLETED
+
+
+def test_task_ids_in_the_result_that_name_nothing_are_recorded_not_refused(rig: Rig) -> None:
+    won = rig.claimed()
+    mine = _file(rig, won.lease.id)
+    result = f"made {mine} and task_0123456789abcdef"
+    done = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"result": result})
+    assert done.state is LeaseState.COMPLETED
+    task_id = won.lease.task_id
+    assert task_id is not None
+    suspected = [
+        e for e in rig.events(task_id) if e.type == "task.completion.hallucination_suspected"
+    ]
+    assert [e.data["task_ids"] for e in suspected] == [["task_0123456789abcdef"]]
+    assert rig.svc.get_task(READER, mine).task.created_by_lease == won.lease.id
