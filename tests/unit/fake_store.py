@@ -390,15 +390,18 @@ class FakeStore(FakeRules):
             self.jobs[jw.new.id] = _stored(jw.new)
         for claim in change.claims:
             self.claims[_claim_of(claim)] = claim
+        task_rows: list[tuple[str, Any, Any]] = []
         for tw in change.tasks:
             old_task = self.tasks.get(tw.new.id)
             task = _stored(tw.new)
             self.tasks[task.id] = task
             self._react(task_event(old_task, task))
+            task_rows.append(("task", old_task, task))
         rows: list[tuple[str, Any, Any]] = [
             ("lease", old, self.lease_rows[lw.new.id].lease)
             for lw, old in zip(change.leases, olds, strict=True)
         ]
+        rows.extend(task_rows)
         for g in change.graph:
             rows.extend(self._apply_graph(g))
         for h in change.holds:

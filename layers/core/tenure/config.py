@@ -27,6 +27,8 @@ class Settings(BaseModel):
     log_group: str | None = None
     # The local stack's moto server, standing in for S3 and CloudWatch Logs.
     aws_endpoint: str | None = None
+    # DESIGN §14: the bus the reactor publishes task.wake_creator on (None: not published).
+    event_bus: str | None = None
 
 
 # Field -> (variable, who sets it). "template": infra/template.yaml must set it for every
@@ -44,6 +46,7 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "attachments_bucket": ("TENURE_ATTACHMENTS_BUCKET", "template"),
     "log_group": ("TENURE_LOG_GROUP", "template"),
     "aws_endpoint": ("TENURE_AWS_ENDPOINT", "local"),
+    "event_bus": ("TENURE_EVENT_BUS", "template:ReactorFunction"),
 }
 
 
@@ -69,6 +72,7 @@ def settings() -> Settings:
         attachments_bucket=env.get("TENURE_ATTACHMENTS_BUCKET") or None,
         log_group=env.get("TENURE_LOG_GROUP") or None,
         aws_endpoint=env.get("TENURE_AWS_ENDPOINT") or None,
+        event_bus=env.get("TENURE_EVENT_BUS") or None,
     )
 
 

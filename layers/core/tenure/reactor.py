@@ -35,6 +35,8 @@ def rows_of(record: dict[str, Any]) -> tuple[str, Any, Any] | None:
         task_id = str(new[keys.PK]).removeprefix("TASK#")
         before = items.graph_from(task_id, old) if old else None
         return "graph", before, items.graph_from(task_id, new)
+    if new.get("entity") == "task":  # wake-creator (DESIGN §14) reacts to blocks, escalation
+        return "task", items.task_from(old) if old else None, items.task_from(new)
     return None
 
 

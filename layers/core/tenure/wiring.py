@@ -15,6 +15,7 @@ from tenure.config import settings
 from tenure.core.service import LeaseService
 from tenure.store.blobs import S3Blobs
 from tenure.store.dynamo import DynamoStore
+from tenure.store.events import EventBridgePublisher
 from tenure.store.logs import CloudWatchLogSink
 from tenure.store.rules_store import DynamoRuleStore
 from tenure.store.schedules import EventBridgeSchedules
@@ -117,6 +118,11 @@ def build_log_sink() -> CloudWatchLogSink | None:
     return CloudWatchLogSink(aws_client("logs"), group) if group else None
 
 
+def build_publisher() -> EventBridgePublisher | None:
+    bus = settings().event_bus
+    return EventBridgePublisher(aws_client("events"), bus) if bus else None
+
+
 def build_service(store: DynamoStore | None = None) -> LeaseService:
     svc = LeaseService(
         store or build_store(),
@@ -126,6 +132,7 @@ def build_service(store: DynamoStore | None = None) -> LeaseService:
         log_sink=build_log_sink(),
     )
     svc.schedules = build_schedules()
+    svc.publisher = build_publisher()
     return svc
 
 

@@ -108,11 +108,12 @@ class BlockOps(SchedulerOps):
         return sorted(shown, key=lambda b: (b["created_at"], b["id"]))
 
     def _blockable(self, actor: Principal, task_id: str, role: str) -> Task:
-        """Members (read for listing) of the task's space, or the token of a lease on it."""
+        """Members (read for listing) of the task's space, or the token of a lease on it —
+        or of the lease that filed it (a worker minding the work it delegated, DESIGN §14)."""
         if actor.kind == "lease":
             lease = self._lease(actor.lease_id or "")
             task = self._task(task_id)
-            if lease.task_id != task.id:
+            if task.id != lease.task_id and task.created_by_lease != lease.id:
                 raise LeaseTokenMismatch(f"this lease token is not for a lease on {task_id}")
             return task
         authz.require_role(actor, role)
@@ -185,6 +186,8 @@ class BlockOps(SchedulerOps):
                 "by": actor.token_id,
                 "count": counts[kind],
             }
+            if actor.kind == "lease":
+                data["by_lease"] = actor.lease_id  # wake-creator skips its creator's own block
             event = "task.blocked"
             change = Change()
             if held is not None:
@@ -234,7 +237,7 @@ class BlockOps(SchedulerOps):
         lease = self._lease(actor.lease_id or "")
         if lease.state.terminal:
             raise InvalidTransition(f"lease {lease.id} already ended {lease.state}")
-        if lease.state not in REPORTABLE:
+        if lease.task_id != task.id or lease.state not in REPORTABLE:
             return None
         job = self.store.get_job(lease.job_id)
         if job is None or job.lease_id != lease.id or task.job_id != job.id:

@@ -446,6 +446,14 @@ class LogSink(Protocol):
         ...
 
 
+class EventPublisher(Protocol):
+    """Where the service publishes its own events (EventBridge: the template's bus)."""
+
+    def publish(self, source: str, detail_type: str, detail: dict[str, Any]) -> None:
+        """Publish one event; raises when the bus refused it."""
+        ...
+
+
 class BlobStore(Protocol):
     """Where attachment bytes live (S3: private, encrypted)."""
 

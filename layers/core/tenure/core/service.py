@@ -32,6 +32,7 @@ from tenure.core.setup import SetupOps
 from tenure.core.subjects import SubjectOps
 from tenure.core.tasks import TaskView
 from tenure.core.usage import UsageOps
+from tenure.core.wake import WakeOps
 from tenure.core.workers import WorkerView
 
 
@@ -41,6 +42,7 @@ class LeaseService(
     # classifier's rendering, claims carry the scheduler's gate. BlockOps (DESIGN §14) comes
     # first: it adds typed blocks to the graph's reasons, the gate and auto-enqueue.
     DelegationOps,
+    WakeOps,
     BlockOps,
     InspectOps,
     UsageOps,

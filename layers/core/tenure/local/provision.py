@@ -34,6 +34,7 @@ ORDER = [
     "AWS::SQS::Queue",
     "AWS::Logs::LogGroup",
     "AWS::Events::EventBus",
+    "AWS::Events::Rule",
     "AWS::SNS::Subscription",
     "AWS::SQS::QueuePolicy",
 ]
@@ -46,6 +47,7 @@ STACK_RESOURCES = {
     "attachments_bucket": "AttachmentsBucket",
     "log_group": "LeaseLogs",
     "event_bus": "EventBus",
+    "wake_queue_url": "WakeQueue",
 }
 
 
@@ -177,6 +179,8 @@ class Provisioner:
                 done.extend(self._queue_policy(logical, props))
             elif kind == "AWS::Events::EventBus":
                 done.append(self._event_bus(logical, props))
+            elif kind == "AWS::Events::Rule":
+                done.append(self._event_rule(logical, props))
             elif kind == "AWS::Serverless::Function":
                 # Its ARN is what a schedule targets; the local scheduler loop reads it back.
                 self.arns[logical] = {"Arn": function_arn(self.prefix, logical)}
@@ -340,6 +344,25 @@ class Provisioner:
         self.names[logical] = name  # a bus's Ref is its name
         self.arns[logical] = {"Arn": arn, "Name": name}
         return Provisioned(logical, "AWS::Events::EventBus", name)
+
+    def _event_rule(self, logical: str, props: dict[str, Any]) -> Provisioned:
+        """A rule on one of the template's buses, with its targets (queues, locally)."""
+        events = self._client("events")
+        name = f"{self.prefix}-{logical}"
+        bus = self.resolve(props["EventBusName"])
+        arn = events.put_rule(
+            Name=name,
+            EventBusName=bus,
+            EventPattern=json.dumps(self.resolve(props["EventPattern"])),
+            State=props.get("State", "ENABLED"),
+            Description=props.get("Description", ""),
+        )["RuleArn"]
+        targets = [{"Id": t["Id"], "Arn": self.resolve(t["Arn"])} for t in props.get("Targets", [])]
+        if targets:
+            events.put_targets(Rule=name, EventBusName=bus, Targets=targets)
+        self.names[logical] = name
+        self.arns[logical] = {"Arn": arn}
+        return Provisioned(logical, "AWS::Events::Rule", name)
 
     def _log_group(self, logical: str, props: dict[str, Any]) -> Provisioned:
         logs = self._client("logs")

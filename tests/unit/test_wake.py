@@ -1,0 +1,88 @@
+"""Wake-creator (DESIGN §14): a delegated task's endings wake the lease that filed it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenure.core.model import Task
+
+from tests.unit.support import MEMBER, POOL, SPACE, Rig, as_lease
+
+
+class Bus:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, dict[str, Any]]] = []
+
+    def publish(self, source: str, detail_type: str, detail: dict[str, Any]) -> None:
+        self.sent.append((source, detail_type, detail))
+
+
+def _rig_with_bus(rig: Rig) -> Bus:
+    bus = Bus()
+    rig.svc.publisher = bus
+    return bus
+
+
+def _delegate(rig: Rig, creator_id: str, pool: str | None = POOL, **kw: Any) -> Task:
+    from tenure.core.tasks import TaskLinks
+
+    task, _ = rig.svc.create_task(
+        as_lease(creator_id), SPACE, "sub", None, None, {}, pool, None, links=TaskLinks(**kw)
+    )
+    return task
+
+
+def _wakes(rig: Rig, creator_task_id: str) -> list[dict[str, Any]]:
+    return [e.data for e in rig.events(creator_task_id) if e.type == "task.wake_creator"]
+
+
+def test_the_childs_completion_wakes_its_creator_once(rig: Rig) -> None:
+    bus = _rig_with_bus(rig)
+    creator = rig.claimed("w1").lease
+    child = _delegate(rig, creator.id)
+    won = rig.claim("w2")
+    assert won.lease.task_id == child.id
+    rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
+    assert [(s, t, d["child_task_id"], d["child_status"]) for s, t, d in bus.sent] == [
+        ("tenure", "task.wake_creator", child.id, "completed")
+    ]
+    detail = bus.sent[0][2]
+    assert detail["creator_lease_id"] == creator.id
+    assert not any("token" in key for key in detail)
+    assert creator.task_id is not None
+    assert len(_wakes(rig, creator.task_id)) == 1
+    # A redelivered stream record changes nothing.
+    ended = rig.lease(won.lease.id)
+    rig.svc.react_to_rows([("lease", won.lease, ended)])
+    assert len(bus.sent) == 1 and len(_wakes(rig, creator.task_id)) == 1
+
+
+def test_a_block_and_an_escalation_wake_the_creator(rig: Rig) -> None:
+    bus = _rig_with_bus(rig)
+    creator = rig.claimed("w1").lease
+    child = _delegate(rig, creator.id, pool=None)
+    first = rig.svc.block_task(MEMBER, child.id, "error", "x")
+    rig.svc.clear_block(MEMBER, child.id, first["id"])
+    rig.svc.block_task(MEMBER, child.id, "error", "again")
+    assert [d["child_status"] for _, _, d in bus.sent] == ["blocked", "needs_attention"]
+
+
+def test_no_wake_for_the_creators_own_block_an_ended_creator_or_an_opt_out(rig: Rig) -> None:
+    bus = _rig_with_bus(rig)
+    creator = rig.claimed("w1").lease
+    child = _delegate(rig, creator.id, pool=None)
+    rig.svc.block_task(as_lease(creator.id), child.id, "needs_input", "mine")
+    quiet = _delegate(rig, creator.id, pool=None, wake_creator=False)
+    rig.svc.block_task(MEMBER, quiet.id, "needs_input", "opted out")
+    assert bus.sent == []
+    rig.svc.complete(as_lease(creator.id), creator.id, {})
+    rig.svc.block_task(MEMBER, child.id, "error", "creator gone")
+    assert bus.sent == []
+
+
+def test_an_operators_task_wakes_nobody(rig: Rig) -> None:
+    bus = _rig_with_bus(rig)
+    rig.claimed("w1")
+    task, _ = rig.task(pool=None)
+    rig.svc.block_task(MEMBER, task.id, "error", "x")
+    assert bus.sent == []
