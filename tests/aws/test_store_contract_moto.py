@@ -14,6 +14,7 @@ from tenure.local.streams import StreamPump
 from tenure.store.dynamo import DynamoStore
 from tenure.wiring import ManualClock, RandomIds, SystemClock
 
+from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
 from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract
@@ -58,4 +59,8 @@ class TestPoolStoreContractOnMoto(PoolStoreContract):
 
 
 class TestGraphContractOnMoto(GraphContract):
+    pass
+
+
+class TestAutonomyContractOnMoto(AutonomyContract):
     pass

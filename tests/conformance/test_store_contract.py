@@ -6,6 +6,7 @@ import boto3
 import pytest
 from tenure.local.engines import DynamoDBLocal
 
+from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
 from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract
@@ -40,4 +41,8 @@ class TestPoolStoreContractOnDynamoDBLocal(PoolStoreContract):
 
 
 class TestGraphContractOnDynamoDBLocal(GraphContract):
+    pass
+
+
+class TestAutonomyContractOnDynamoDBLocal(AutonomyContract):
     pass

@@ -6,6 +6,7 @@ import pytest
 from tenure.core.service import LeaseService
 from tenure.wiring import ManualClock, RandomIds, SystemClock
 
+from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract
 from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract
@@ -39,4 +40,8 @@ class TestPoolStoreContractOnTheFake(PoolStoreContract):
 
 
 class TestGraphContractOnTheFake(GraphContract):
+    pass
+
+
+class TestAutonomyContractOnTheFake(AutonomyContract):
     pass
