@@ -70,11 +70,11 @@ def handle(
 ) -> dict[str, Any]:
     """One batch of stream records; a record that fails is reported back for a retry."""
     if service is None:
-        service = (
-            LeaseService(store, wiring.SystemClock(), wiring.RandomIds())
-            if store is not None
-            else wiring.service()
-        )
+        if store is not None:
+            service = LeaseService(store, wiring.SystemClock(), wiring.RandomIds())
+            service.publisher = wiring.publisher()  # wake-creator's bus (DESIGN §14)
+        else:
+            service = wiring.service()
     target = store or service.store
     svc = service
 

@@ -123,6 +123,12 @@ def build_publisher() -> EventBridgePublisher | None:
     return EventBridgePublisher(aws_client("events"), bus) if bus else None
 
 
+@lru_cache(maxsize=1)
+def publisher() -> EventBridgePublisher | None:
+    """The process's publisher (one client for every batch a warm reactor handles)."""
+    return build_publisher()
+
+
 def build_service(store: DynamoStore | None = None) -> LeaseService:
     svc = LeaseService(
         store or build_store(),

@@ -80,6 +80,16 @@ def worker_complete(args: argparse.Namespace) -> int:
         if not isinstance(details, dict):
             raise UsageError("--details must be a JSON object")
         body["details"] = details
+    if args.created_task:
+        body["created_task_ids"] = args.created_task
+    result = _json_arg(args.result, "--result")
+    if result is not None:
+        body["result"] = result
+    from tenure.worker.autonomy_commands import noted_usage
+
+    usage = _json_arg(args.usage, "--usage") if args.usage else noted_usage()
+    if usage is not None:
+        body["usage"] = usage
     answer = client.complete(lease_id, token, body)
     _mark_reported()
     return _print(answer, args)
@@ -283,6 +293,9 @@ def add_commands(sub: Any) -> None:
     done = wsub.add_parser("complete", help="inside a job: complete its lease")
     done.add_argument("--outcome", choices=["success", "failure"], default="success")
     done.add_argument("--details", help="a JSON object")
+    done.add_argument("--result", help="JSON: what the job produced")
+    done.add_argument("--created-task", nargs="+", metavar="ID", help="tasks this lease filed")
+    done.add_argument("--usage", help="a JSON object (default: what `worker usage` noted)")
     done.add_argument("-o", "--output", choices=["table", "json"], default="json")
     done.set_defaults(func=guarded(worker_complete))
     fail = wsub.add_parser("fail", help="inside a job: fail its lease")
@@ -364,3 +377,7 @@ def add_commands(sub: Any) -> None:
     from tenure.worker.graph_commands import add_graph_commands
 
     add_graph_commands(sub, lsub, tsub, tc, common)
+
+    from tenure.worker.autonomy_commands import add_autonomy_commands
+
+    add_autonomy_commands(wsub, tsub, common)

@@ -261,6 +261,8 @@ class Worker:
             "TENURE_LEASE_TOKEN": claim.token,
             "TENURE_PAYLOAD_FILE": held.payload_file,
             "TENURE_REPORT_MARKER": held.marker_file,
+            # `tenure worker usage` notes the job's usage here; the completion sends it.
+            "TENURE_USAGE_FILE": _usage_file(held),
         }
         env.pop("TENURE_TOKEN", None)  # the job gets its lease's token, not the worker's
         self._write_fence(held)
@@ -421,7 +423,11 @@ class Worker:
         if held.stop_reason == "self_fenced":
             return "fail", {"error": "worker lost contact with the service", "metadata": facts}
         if status == 0:
-            return "complete", {"outcome": "success", "details": facts}
+            body: dict[str, Any] = {"outcome": "success", "details": facts}
+            usage = _noted_usage(held)
+            if usage is not None:
+                body["usage"] = usage
+            return "complete", body
         tail = TOKEN_SHAPE.sub("[token redacted]", _tail(held.err_file))
         return "fail", {
             "error": f"exit status {status}",
@@ -519,7 +525,16 @@ class Worker:
         # (its lines already read stay with the log pump until shipped)
         self.shippers.pop(held.lease_id, None)
         base = self.state_dir / held.lease_id
-        for suffix in (".json", ".exit", ".payload.json", ".reported", ".err", ".out", ".fence"):
+        for suffix in (
+            ".json",
+            ".exit",
+            ".payload.json",
+            ".reported",
+            ".err",
+            ".out",
+            ".fence",
+            ".usage",
+        ):
             with contextlib.suppress(FileNotFoundError):
                 Path(f"{base}{suffix}").unlink()
 
@@ -582,3 +597,19 @@ def _tail(path: str) -> str:
             return err.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def _usage_file(held: Held) -> str:
+    return held.marker_file.removesuffix(".reported") + ".usage"
+
+
+def _noted_usage(held: Held) -> dict[str, Any] | None:
+    """What the job noted with `tenure worker usage` (DESIGN §14), if anything."""
+    path = Path(_usage_file(held))
+    if not path.exists():
+        return None
+    try:
+        found = json.loads(path.read_text())
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
