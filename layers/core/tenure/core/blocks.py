@@ -28,7 +28,7 @@ from tenure.core.leases.reports import normalized
 from tenure.core.model import Lease, Principal, Task
 from tenure.core.ports import Change, HoldOp, SchedulerState, TaskWrite
 from tenure.core.scheduler import SchedulerOps
-from tenure.core.states import REPORTABLE, ReportKind
+from tenure.core.states import HELD, ReportKind
 from tenure.core.tasks import RunStart, TaskView
 
 BLOCK_KINDS = ("transient", "dependency_external", "needs_input", "error")
@@ -237,7 +237,8 @@ class BlockOps(SchedulerOps):
         lease = self._lease(actor.lease_id or "")
         if lease.state.terminal:
             raise InvalidTransition(f"lease {lease.id} already ended {lease.state}")
-        if lease.task_id != task.id or lease.state not in REPORTABLE:
+        # A cancelling lease is on its way out: the block stands alone (nothing to release).
+        if lease.task_id != task.id or lease.state not in HELD:
             return None
         job = self.store.get_job(lease.job_id)
         if job is None or job.lease_id != lease.id or task.job_id != job.id:
