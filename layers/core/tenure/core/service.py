@@ -6,7 +6,9 @@ force (retry chains, bulk force release / fail) · inspect (triage snapshots) ·
 leases/claims · leases/reports · leases/operator · leases/recovery (expiry) ·
 workers (liveness) · conditions · payload · firings and subjects (rules, DESIGN §10) ·
 logs, attachments, retention (DESIGN §11) · pools (pools, spaces, instance; DESIGN §12) ·
-classifier (agent/classifier versions).
+classifier (agent/classifier versions) · autonomy (DESIGN §14): blocks (typed blocks, the
+breaker, recover), delegation (lease-token filing, the completion claim gate), wake
+(wake-creator from the stream), usage (usage and cost on completion).
 Every state change goes through the §3 table in core/transitions.py.
 """
 
@@ -39,8 +41,10 @@ from tenure.core.workers import WorkerView
 class LeaseService(
     # Most derived first, so Python can linearise the mixins (C3): the graph's task filing
     # (InspectOps → SchedulerOps → GraphOps) overrides TaskOps' hooks, reports carry the
-    # classifier's rendering, claims carry the scheduler's gate. BlockOps (DESIGN §14) comes
-    # first: it adds typed blocks to the graph's reasons, the gate and auto-enqueue.
+    # classifier's rendering, claims carry the scheduler's gate. The §14 mixins come first:
+    # Delegation overrides filing and complete, Wake and Blocks extend the stream's reactions
+    # (each calls super), Blocks adds typed blocks to the reasons, the gate and auto-enqueue;
+    # UsageOps wraps ReportOps' final change.
     DelegationOps,
     WakeOps,
     BlockOps,
