@@ -7,7 +7,7 @@ leases/claims · leases/reports · leases/operator · leases/recovery (expiry) �
 workers (liveness) · conditions · payload · firings and subjects (rules, DESIGN §10) ·
 logs, attachments, retention (DESIGN §11) · pools (pools, spaces, instance; DESIGN §12) ·
 classifier (agent/classifier versions) · autonomy (DESIGN §14): blocks (typed blocks, the
-breaker, recover), delegation (lease-token filing, the completion claim gate), wake
+breaker; breaker: recover, expiry), delegation (lease-token filing, the completion claim gate), wake
 (wake-creator from the stream), usage (usage and cost on completion).
 Every state change goes through the §3 table in core/transitions.py.
 """
@@ -15,7 +15,7 @@ Every state change goes through the §3 table in core/transitions.py.
 from __future__ import annotations
 
 from tenure.core.attachments import AttachmentOps, Download, Upload
-from tenure.core.blocks import BlockOps
+from tenure.core.breaker import BreakerOps
 from tenure.core.conditions import ConditionOps, QueuedCondition
 from tenure.core.delegation import DelegationOps
 from tenure.core.firings import FiringOps
@@ -42,12 +42,12 @@ class LeaseService(
     # Most derived first, so Python can linearise the mixins (C3): the graph's task filing
     # (InspectOps → SchedulerOps → GraphOps) overrides TaskOps' hooks, reports carry the
     # classifier's rendering, claims carry the scheduler's gate. The §14 mixins come first:
-    # Delegation overrides filing and complete, Wake and Blocks extend the stream's reactions
-    # (each calls super), Blocks adds typed blocks to the reasons, the gate and auto-enqueue;
-    # UsageOps wraps ReportOps' final change.
+    # Delegation overrides filing and complete; Wake and Breaker extend the stream's reactions
+    # (each calls super); Breaker (recover, expiry, reset) builds on Blocks, which adds typed
+    # blocks to the reasons, the gate and auto-enqueue; UsageOps wraps ReportOps' final change.
     DelegationOps,
     WakeOps,
-    BlockOps,
+    BreakerOps,
     InspectOps,
     UsageOps,
     ReportOps,
