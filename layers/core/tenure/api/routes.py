@@ -66,7 +66,12 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/spaces/<space>/unarchive"): "operator:admin",
     ("GET", f"{BASE}/instance"): "operator:admin",
     ("PATCH", f"{BASE}/instance"): "operator:admin",
+    # DESIGN §15: the MCP endpoint; the tools it offers depend on the token (api/mcp/tools.py).
+    ("POST", f"{BASE}/mcp"): "operator:read|lease",
 }
+
+# Its body is JSON-RPC (an array, another content type…): the MCP transport judges it.
+MCP_PATH = f"{BASE}/mcp"
 
 # Served without the authorizer (infra/template.yaml declares the same two routes).
 PUBLIC_ROUTES = {key for key, who in ROUTES.items() if who == "public"}
