@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -217,3 +219,33 @@ def test_the_bridge_hands_the_body_once_and_gathers_the_answer() -> None:
     assert seen["body"] == b"\x00\xff"
     assert seen["scope"]["path"] == "/api/v1/mcp" and seen["scope"]["query_string"] == b"x=1"
     assert (b"accept", b"a") in seen["scope"]["headers"]
+
+
+def test_the_api_loads_without_the_sdk_and_mcp_loads_it_on_demand() -> None:
+    code = (
+        "import sys; import tenure.api.app; "
+        "assert 'mcp' not in sys.modules and 'starlette' not in sys.modules, 'eager SDK'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status"),
+    [
+        ({"content-type": "application/json"}, b'{"jsonrpc":"2.0","id":1,"method":"ping"}', 406),
+        ({"content-type": "text/plain", "accept": ACCEPT}, b"{}", 400),
+        ({"content-type": "application/json", "accept": ACCEPT}, b"not json", 400),
+    ],
+)
+def test_the_transport_answers_what_the_document_lists(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, headers: dict[str, str], body: bytes, status: int
+) -> None:
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    event = to_event("POST", "/api/v1/mcp", {"host": "unit", **headers}, body)
+    principal = json.dumps(dataclasses.asdict(READER))
+    event["requestContext"]["authorizer"] = {"lambda": {"principal": principal}}
+    out = api.handle(event, None)
+    assert out["statusCode"] == status
+    documented = api.contract()["paths"]["/api/v1/mcp"]["post"]["responses"]
+    assert str(status) in documented

@@ -19,8 +19,9 @@ ANSWERS: dict[int, OpenAPIResponse] = {
     200: {"description": "the JSON-RPC response (a result or an error)", "content": _JSONRPC},
     202: {"description": "a notification or response accepted; no body"},
     400: {
-        "description": "a body that is not a JSON-RPC message (JSON-RPC error)",
-        "content": _JSONRPC,
+        "description": "a body that is not a JSON-RPC message (a JSON-RPC error), or a "
+        "Content-Type other than application/json (a plain-text reason)",
+        "content": {**_JSONRPC, "text/plain": {"schema": {"type": "string"}}},
     },
     401: {
         "description": "unauthenticated: no bearer token, or an unknown one",
@@ -32,10 +33,6 @@ ANSWERS: dict[int, OpenAPIResponse] = {
     },
     406: {
         "description": "Accept does not admit application/json (JSON-RPC error)",
-        "content": _JSONRPC,
-    },
-    415: {
-        "description": "Content-Type is not application/json (JSON-RPC error)",
         "content": _JSONRPC,
     },
 }
