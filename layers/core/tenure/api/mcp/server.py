@@ -8,6 +8,7 @@ nothing at the cold start of any other route.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import mcp_types as types
@@ -28,6 +29,9 @@ INSTRUCTIONS = (
     "and reports its lease complete, failed or released, and reads the leases of its own space."
 )
 UNKNOWN_LEASE = "unknown lease id"
+# The SDK notes each manager's start and stop at INFO: with one manager per request that is
+# two lines of noise per call. Its warnings and errors (a crashed exchange) still show.
+logging.getLogger("mcp").setLevel(logging.WARNING)
 
 
 def answer(event: dict[str, Any], svc: LeaseService, actor: Principal) -> dict[str, Any]:
