@@ -249,3 +249,23 @@ def test_the_transport_answers_what_the_document_lists(
     assert out["statusCode"] == status
     documented = api.contract()["paths"]["/api/v1/mcp"]["post"]["responses"]
     assert str(status) in documented
+
+
+def test_an_operator_limited_to_spaces_is_refused_elsewhere_as_over_http(
+    rpc: Any, rig: Rig
+) -> None:
+    lease = rig.running()
+    scoped = Principal(kind="operator", token_id="tok-scoped", role="admin", spaces=("OTHER",))
+    listed = tool(rpc, "leases_list", {"space_key": SPACE}, scoped)["result"]
+    assert listed["structuredContent"]["error"]["code"] == "forbidden"
+    got = tool(rpc, "leases_get", {"lease_id": lease.id}, scoped)["result"]
+    assert got["structuredContent"]["error"]["code"] == "forbidden"
+
+
+def test_a_cancel_over_mcp_reaches_the_workers_next_heartbeat_over_mcp(rpc: Any, rig: Rig) -> None:
+    lease = rig.running()
+    tool(rpc, "leases_cancel", {"lease_id": lease.id}, MEMBER)
+    beat = tool(rpc, "lease_heartbeat", {}, as_lease(lease.id))["result"]["structuredContent"]
+    assert beat["revoke"] == "cancel"
+    late = tool(rpc, "lease_fetch_payload", {}, as_lease("lease_gone"))["result"]
+    assert late["isError"] is True
