@@ -81,7 +81,12 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/leases/bulk/release"): "operator:member|agent_force",
     ("POST", f"{BASE}/leases/bulk/fail"): "operator:member|agent_force",
     ("GET", f"{BASE}/inspect/<some_id>"): "operator:read",
+    # DESIGN §15: the MCP endpoint; the tools it offers depend on the token (api/mcp/tools.py).
+    ("POST", f"{BASE}/mcp"): "operator:read|lease",
 }
+
+# Its body is JSON-RPC (an array, another content type…): the MCP transport judges it.
+MCP_PATH = f"{BASE}/mcp"
 
 # Served without the authorizer (infra/template.yaml declares the same two routes).
 PUBLIC_ROUTES = {key for key, who in ROUTES.items() if who == "public"}
