@@ -9,6 +9,7 @@ from typing import Any
 
 from tenure.api.endpoints import (
     artifacts,
+    board,
     graph,
     leases,
     mcp,
@@ -35,7 +36,7 @@ from tenure.api.surface import (
 from tenure.core import errors as e
 
 # The route modules register themselves on import; named here so the registration is explicit.
-ENDPOINTS = (setup, tasks, leases, workers, rules, artifacts, pools, graph, scheduler, mcp)
+ENDPOINTS = (setup, tasks, leases, workers, rules, artifacts, pools, graph, scheduler, mcp, board)
 __all__ = ["app", "contract", "handle", "logger", "metrics"]
 
 

@@ -16,6 +16,9 @@ BASE = "/api/v1"
 ROUTES: dict[tuple[str, str], str] = {
     ("GET", f"{BASE}/health"): "public",
     ("GET", f"{BASE}/openapi.json"): "public",
+    # The operator board (DESIGN §16): its page at the root, beside BASE, and who the caller is.
+    ("GET", "/board"): "public",
+    ("GET", f"{BASE}/whoami"): "operator:read",
     ("POST", f"{BASE}/spaces"): "operator:admin",
     ("POST", f"{BASE}/workflows"): "operator:admin",
     ("POST", f"{BASE}/pools"): "operator:admin",
