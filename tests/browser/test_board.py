@@ -39,7 +39,26 @@ def _pool(world: World, display: str, **fields: Any) -> str:
     return name
 
 
+TITLES = iter(
+    [
+        "Rebuild the search index",
+        "Rotate the signing keys",
+        "Deploy the billing service",
+        "Ship the March invoices",
+        "Nightly vacuum of the orders table",
+        "Build release 4.2 images",
+        "Re-run flaky integration suite",
+        "Export the audit trail",
+        "Review the on-call handbook",
+        "Summarise yesterday's incidents",
+        "Restore the archived ledger",
+        "Re-index the product catalogue",
+    ]
+)
+
+
 def _queued(world: World, pool: str, **fields: Any) -> str:
+    fields.setdefault("title", next(TITLES, f"task {suffix()}"))
     lease_id: str = world.task(pool=pool, **fields)["lease"]["id"]
     return lease_id
 
@@ -292,6 +311,49 @@ def test_the_keyboard_reaches_a_card_and_opens_its_lease(
     page.keyboard.press("Escape")
     wait_for(lambda: page.locator("#detail[open]").count() == 0, 5, "the detail to close")
     assert page.evaluate("document.activeElement.dataset.lease") == second
+    page.context.close()
+
+
+def test_a_refresh_updates_cards_in_place_and_moves_them_between_columns(
+    browser: Any, board_url: str, api: Api
+) -> None:
+    with api.admin() as admin:
+        world = _space(api, admin, "board refresh")
+        pool = _pool(world, "Refresh pool")
+        moving, still = _queued(world, pool), _queued(world, pool)
+        page = _open(browser, board_url, api.admin_token, world.space)
+        for lease_id in (moving, still):
+            _chip(page, lease_id).evaluate("c => { c.closest('.card').dataset.mark = 'kept'; }")
+        with api.client(world.worker_token([pool])) as worker:
+            won = world.claim(worker, pool, lease_seconds=3600)
+        assert won["lease"]["id"] == moving  # the oldest goes first
+        with api.client(won["token"]) as lease:
+            assert lease.post(f"/leases/{moving}/start", json={}).status_code == 200
+        running = page.locator(f'.column[data-status="running"] .card[data-lease="{moving}"]')
+        running.wait_for(timeout=15_000)
+        # The same elements, updated: nothing was torn down and rebuilt.
+        assert running.get_attribute("data-mark") == "kept"
+        assert running.locator(".chip").get_attribute("data-state") == "running"
+        kept = page.locator(f'.card[data-lease="{still}"]')
+        assert kept.get_attribute("data-mark") == "kept"
+        page.context.close()
+
+
+def test_filters_by_pool_and_by_what_needs_a_person(
+    browser: Any, board_url: str, gallery: Gallery
+) -> None:
+    page = _open(browser, board_url, gallery.world.api.admin_token, gallery.world.space)
+    _chip(page, gallery.conditions["pool_paused"])
+    page.locator("#state-filter").select_option("needs_person")
+    shown = page.locator("#columns .chip").evaluate_all(
+        "cs => cs.map(c => c.dataset.condition || c.dataset.state)"
+    )
+    assert sorted(shown) == ["pool_paused", "runtime_refusing", "token_pool_unreachable"]
+    page.locator("#state-filter").select_option("")
+    page.locator("#pool-filter").select_option(label="Nightly builds")
+    cards = page.locator("#columns .card")
+    assert cards.count() == 1
+    assert cards.first.get_attribute("data-lease") == gallery.conditions["pool_paused"]
     page.context.close()
 
 

@@ -350,6 +350,9 @@
     const wanted = cards();
     const byColumn = new Map(COLUMNS.map(([s]) => [s, []]));
     for (const card of wanted) (byColumn.get(card.status) || byColumn.get("cancelled")).push(card);
+    // What needs a person leads its column; otherwise newest first, as the API lists them.
+    const urgent = (card) => (card.lease.queued_condition && card.lease.queued_condition.needs_person ? 0 : 1);
+    for (const list of byColumn.values()) list.sort((a, b) => urgent(a) - urgent(b));
     const live = new Set(wanted.map((c) => c.key));
     for (const node of document.querySelectorAll("#columns .card")) {
       if (!live.has(node.dataset.key)) node.parentElement.remove();
