@@ -3,6 +3,7 @@ reduced motion, cancel by role, errors in words, keyboard navigation, and the sc
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -372,3 +373,49 @@ def test_screenshot_of_every_chip(
     page.screenshot(path=str(target), full_page=True)
     assert target.stat().st_size > 10_000
     page.context.close()
+
+
+def test_the_lease_detail_shows_timing_timeline_logs_and_downloads_an_attachment(
+    browser: Any, board_url: str, api: Api
+) -> None:
+    with api.admin() as admin:
+        world = _space(api, admin, "board detail")
+        pool = _pool(world, "Detail pool")
+        task = world.task(pool=pool, title="Collect the crash dumps")
+        with api.client(world.worker_token([pool])) as worker:
+            won = world.claim(worker, pool, worker_id="w-detail", lease_seconds=3600)
+        lease_id, won_token = task["lease"]["id"], won["token"]
+        assert won["lease"]["id"] == lease_id
+        with api.client(won_token) as lease:
+            assert lease.post(f"/leases/{lease_id}/start", json={}).status_code == 200
+            lines = [{"stream": "stdout", "message": f"step {n} done"} for n in range(3)]
+            lines.append({"stream": "stderr", "message": "disk nearly full"})
+            r = lease.post(f"/leases/{lease_id}/logs", json={"events": lines})
+            assert r.status_code == 202, r.text
+            body = {
+                "filename": "dump.txt",
+                "content_type": "text/plain",
+                "byte_size": 11,
+                "content_base64": base64.b64encode(b"crash dump\n").decode(),
+            }
+            r = lease.post(f"/leases/{lease_id}/attachments", json=body)
+            assert r.status_code == 201, r.text
+        page = _open(browser, board_url, api.admin_token, world.space)
+        page.locator(f'.card[data-lease="{lease_id}"]').click()
+        page.locator("#detail[open]").wait_for()
+        facts = page.locator("#lease-facts")
+        wait_for(lambda: "w-detail" in facts.inner_text(), 10, "the worker in the detail")
+        timing = page.locator("#lease-timing dd")  # created, not before, claimed, started, …
+        assert timing.nth(2).inner_text().endswith("UTC") and timing.nth(3).inner_text() != "—"
+        timeline = page.locator("#timeline")
+        wait_for(lambda: "lease.claimed" in timeline.inner_text(), 10, "the timeline")
+        logs = page.locator("#logs")
+        wait_for(lambda: "disk nearly full" in logs.inner_text(), 10, "the log lines")
+        assert "step 0 done" in logs.inner_text()
+        assert page.locator("#logs .stderr").count() == 1
+        with page.expect_download() as got:
+            page.get_by_role("button", name="Download dump.txt").click()
+        saved = got.value.path()
+        assert Path(saved).read_bytes() == b"crash dump\n"
+        assert got.value.suggested_filename == "dump.txt"
+        page.context.close()
