@@ -17,6 +17,7 @@
     ["failed", "Failed"],
     ["cancelled", "Cancelled"],
   ];
+  const COLUMN_NAMES = new Set(COLUMNS.map(([status]) => status));
   const QUEUED = new Set(["pending", "dispatching", "dispatched"]);
   const HELD = new Set(["running", "paused", "cancelling"]);
   const ENDED = new Set(["completed", "failed", "cancelled", "lost", "killed"]);
@@ -336,7 +337,8 @@
       out.push({
         key,
         lease,
-        status: current && task.status !== "open" ? task.status : derivedStatus(lease),
+        // The task's own status where it has a column (needs_attention is only on the task).
+        status: current && COLUMN_NAMES.has(task.status) ? task.status : derivedStatus(lease),
         ref: task ? task.key : lease.task ? lease.task.key : lease.subject_kind,
         title,
         chip: chipOf(lease),
