@@ -321,13 +321,14 @@ def test_a_refresh_updates_cards_in_place_and_moves_them_between_columns(
     with api.admin() as admin:
         world = _space(api, admin, "board refresh")
         pool = _pool(world, "Refresh pool")
-        moving, still = _queued(world, pool), _queued(world, pool)
+        queued = [_queued(world, pool), _queued(world, pool)]
         page = _open(browser, board_url, api.admin_token, world.space)
-        for lease_id in (moving, still):
+        for lease_id in queued:
             _chip(page, lease_id).evaluate("c => { c.closest('.card').dataset.mark = 'kept'; }")
         with api.client(world.worker_token([pool])) as worker:
             won = world.claim(worker, pool, lease_seconds=3600)
-        assert won["lease"]["id"] == moving  # the oldest goes first
+        moving = won["lease"]["id"]
+        [still] = [x for x in queued if x != moving]
         with api.client(won["token"]) as lease:
             assert lease.post(f"/leases/{moving}/start", json={}).status_code == 200
         running = page.locator(f'.column[data-status="running"] .card[data-lease="{moving}"]')
