@@ -128,6 +128,19 @@ def gallery(api: Api) -> Iterator[Gallery]:
         yield g
 
 
+# The contrast ratio of a chip's text on its own background (WCAG 2 relative luminance).
+CONTRAST = """c => {
+  const rgb = s => s.match(/\\d+/g).slice(0, 3).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map(v => {
+    v /= 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+  }).reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const style = getComputedStyle(c.querySelector('.label'));
+  const a = lum(rgb(style.color)), b = lum(rgb(getComputedStyle(c).backgroundColor));
+  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+}"""
+
+
 def _open(browser: Any, url: str, token: str, space: str, **context: Any) -> Any:
     ctx = browser.new_context(viewport={"width": 1600, "height": 1000}, **context)
     ctx.add_init_script(f"sessionStorage.setItem('tenure.board.token', {token!r})")
@@ -206,6 +219,10 @@ def test_every_queued_condition_and_held_state_has_its_chip(
         assert chip.get_attribute("data-state") == name
         assert chip.inner_text().strip() == name
         assert chip.get_attribute("data-condition") is None
+    for lease_id in [*gallery.conditions.values(), *gallery.states.values()]:
+        if page.locator(f'.card[data-lease="{lease_id}"]').count():
+            ratio = _chip(page, lease_id).evaluate(CONTRAST)
+            assert ratio >= 4.5, (lease_id, ratio)  # WCAG AA for text of this size
     amber = _chip(page, gallery.conditions["pool_paused"]).evaluate(
         "c => getComputedStyle(c).backgroundColor"
     )

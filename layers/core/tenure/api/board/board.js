@@ -218,7 +218,9 @@
       }
       notice(`The board could not be refreshed: ${err.words}`);
     }
-    if (space === state.space && state.token) state.timer = setTimeout(refresh, REFRESH_MS);
+    if (space === state.space && state.token && !document.hidden) {
+      state.timer = setTimeout(refresh, REFRESH_MS);
+    }
   }
 
   async function readLeases(space) {
@@ -655,6 +657,11 @@
   $("cancel-lease").addEventListener("click", cancelLease);
   $("log-follow").addEventListener("change", loadLogs);
   $("log-tail").addEventListener("change", loadLogs);
+
+  // A hidden tab stops reading the API; it catches up at once when it is looked at again.
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden && state.space && state.token && !state.timer) refresh();
+  });
 
   if (state.token) signIn(state.token);
   else showLogin("");
