@@ -33,6 +33,7 @@ OTHER_SUCCESS = {("POST", "/api/v1/events"): 202, ("DELETE", "/api/v1/rules/{rul
 # DESIGN §11: logs are accepted (202); an attachment's bytes come as themselves, or a 302.
 ACCEPTS = {("POST", "/api/v1/leases/{lease_id}/logs")}
 BYTES = {("GET", "/api/v1/leases/{lease_id}/attachments/{attachment_id}")}
+BYTES |= {("GET", "/board")}  # DESIGN §16: the board is a page, text/html
 # DESIGN §15: JSON-RPC in and out; the SDK's transport answers its own statuses (test below).
 PROTOCOL = {("POST", "/api/v1/mcp")}
 

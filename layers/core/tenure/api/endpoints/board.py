@@ -11,8 +11,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel
 
-from tenure.api.routes import BASE
-from tenure.api.surface import actor, json_answer, op
+from tenure.api.routes import BASE, ROUTES
+from tenure.api.surface import actor, app, json_answer, op
 
 # The page's stylesheet and script are inlined where these markers stand, so the board is one
 # response with nothing fetched from elsewhere; the policy admits exactly those two by hash.
@@ -26,7 +26,19 @@ class Whoami(BaseModel):
     spaces: list[str] | None
 
 
-@op("GET", "/board", 200, None)
+# Registered by hand rather than with `op`: its answer is a page, documented as text/html.
+@app.route(
+    "/board",
+    "GET",
+    responses={
+        200: {
+            "description": "the board's page, its stylesheet and script inlined",
+            "content": {"text/html": {"schema": {"type": "string"}}},
+        }
+    },
+    description=f"Who may call it: {ROUTES[('GET', '/board')]}",
+    security=None,
+)
 def board() -> Response[Any]:
     page, policy = _page()
     return Response(
