@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: local test lint typecheck unit aws conformance e2e bench install dynamodb-local clean
+.PHONY: local test lint typecheck unit aws conformance e2e browser chromium bench install dynamodb-local clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "python3 >= 3.11 is needed"'
@@ -41,10 +41,18 @@ conformance: dynamodb-local
 e2e: dynamodb-local
 	$(BIN)/pytest -q tests/e2e
 
+# The board's browser tier drives Debian's chromium (Playwright's own download may be blocked).
+CHROMIUM ?= /usr/bin/chromium
+chromium:
+	test -x $(CHROMIUM) || (apt-get update && apt-get install -y chromium)
+
+browser: dynamodb-local chromium
+	$(BIN)/pytest -q tests/browser
+
 bench: dynamodb-local
 	$(BIN)/tenure bench lifecycle
 
-test: $(STAMP) dynamodb-local lint typecheck
+test: $(STAMP) dynamodb-local chromium lint typecheck
 	TENURE_REQUIRE_ENGINES=1 $(BIN)/pytest -q -p no:cacheprovider tests
 
 clean:

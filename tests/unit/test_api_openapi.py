@@ -34,6 +34,9 @@ OTHER_SUCCESS = {("POST", "/api/v1/events"): 202, ("DELETE", "/api/v1/rules/{rul
 # DESIGN §11: logs are accepted (202); an attachment's bytes come as themselves, or a 302.
 ACCEPTS = {("POST", "/api/v1/leases/{lease_id}/logs")}
 BYTES = {("GET", "/api/v1/leases/{lease_id}/attachments/{attachment_id}")}
+BYTES |= {("GET", "/board")}  # DESIGN §16: the board is a page, text/html
+# DESIGN §15: JSON-RPC in and out; the SDK's transport answers its own statuses (test below).
+PROTOCOL = {("POST", "/api/v1/mcp")}
 
 
 def _ops() -> list[tuple[str, str, dict[str, Any]]]:
@@ -41,7 +44,17 @@ def _ops() -> list[tuple[str, str, dict[str, Any]]]:
         (method.upper(), path, op)
         for path, ops in DOC["paths"].items()
         for method, op in ops.items()
+        if (method.upper(), path) not in PROTOCOL
     ]
+
+
+def test_the_mcp_operation_lists_the_transports_answers_and_ours() -> None:
+    op = DOC["paths"]["/api/v1/mcp"]["post"]
+    answers = op["responses"]
+    assert op["security"] == [{"bearer": []}]
+    assert set(answers) == {"200", "202", "400", "401", "403", "406"}
+    for code in ("401", "403"):
+        assert answers[code]["content"]["application/json"]["schema"] == ENVELOPE, code
 
 
 def _audience(method: str, path: str) -> str:

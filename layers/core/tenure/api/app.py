@@ -10,8 +10,10 @@ from typing import Any
 from tenure.api.endpoints import (
     artifacts,
     blocks,
+    board,
     graph,
     leases,
+    mcp,
     pools,
     rules,
     scheduler,
@@ -20,7 +22,7 @@ from tenure.api.endpoints import (
     workers,
 )
 from tenure.api.errors import error_event
-from tenure.api.routes import REPORTS, match
+from tenure.api.routes import MCP_PATH, REPORTS, match
 from tenure.api.surface import (
     QUERY,
     app,
@@ -35,16 +37,26 @@ from tenure.api.surface import (
 from tenure.core import errors as e
 
 # The route modules register themselves on import; named here so the registration is explicit.
-ENDPOINTS = (setup, tasks, leases, workers, rules, artifacts, pools, graph, scheduler, blocks)
+ENDPOINTS = (
+    setup,
+    tasks,
+    leases,
+    workers,
+    rules,
+    artifacts,
+    pools,
+    graph,
+    scheduler,
+    mcp,
+    board,
+    blocks,
+)
 __all__ = ["app", "contract", "handle", "logger", "metrics"]
 
 
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Resolve one API Gateway event. Every body is read as JSON, whatever its content type
     says (`curl -d` sends form encoding), so a non-JSON body meets `invalid_request`."""
-    headers = event.setdefault("headers", {}) or {}
-    event["headers"] = {k: v for k, v in headers.items() if k.lower() != "content-type"}
-    event["headers"]["content-type"] = "application/json"
     http = event.get("requestContext", {}).get("http", {})
     route = match(str(http.get("method")), str(event.get("rawPath")))
     if route is None or route.audience != "public":
@@ -57,6 +69,11 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
                 authorize(actor, route.audience, route.params)
         except e.TenureError as refusal:
             return error_event(refusal)
+    if route is not None and route.rule == MCP_PATH:
+        return _resolved(event, context)  # JSON-RPC: the MCP transport reads its own body
+    headers = event.setdefault("headers", {}) or {}
+    event["headers"] = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+    event["headers"]["content-type"] = "application/json"
     if route is not None and (route.method, route.rule) in REPORTS and not event.get("body"):
         event["body"], event["isBase64Encoded"] = "{}", False
     refused = _not_an_object(event)
@@ -69,6 +86,10 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             return error_event(e.ValidationFailed(named))
     if route is None or route.audience == "public":
         return app.resolve(event, context)  # builds no service (a cold /health stays cheap)
+    return _resolved(event, context)
+
+
+def _resolved(event: dict[str, Any], context: Any) -> dict[str, Any]:
     before = dict(svc().counters)
     answer = app.resolve(event, context)
     record_metrics(before)

@@ -16,6 +16,9 @@ BASE = "/api/v1"
 ROUTES: dict[tuple[str, str], str] = {
     ("GET", f"{BASE}/health"): "public",
     ("GET", f"{BASE}/openapi.json"): "public",
+    # The operator board (DESIGN §16): its page at the root, beside BASE, and who the caller is.
+    ("GET", "/board"): "public",
+    ("GET", f"{BASE}/whoami"): "operator:read",
     ("POST", f"{BASE}/spaces"): "operator:admin",
     ("POST", f"{BASE}/workflows"): "operator:admin",
     ("POST", f"{BASE}/pools"): "operator:admin",
@@ -86,7 +89,12 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", f"{BASE}/tasks/<task_id>/blocks"): "operator:read|lease",
     ("POST", f"{BASE}/tasks/<task_id>/blocks/<block_id>/clear"): "operator:member|lease",
     ("POST", f"{BASE}/tasks/<task_id>/recover"): "operator:member",
+    # DESIGN §15: the MCP endpoint; the tools it offers depend on the token (api/mcp/tools.py).
+    ("POST", f"{BASE}/mcp"): "operator:read|lease",
 }
+
+# Its body is JSON-RPC (an array, another content type…): the MCP transport judges it.
+MCP_PATH = f"{BASE}/mcp"
 
 # Served without the authorizer (infra/template.yaml declares the same two routes).
 PUBLIC_ROUTES = {key for key, who in ROUTES.items() if who == "public"}

@@ -42,3 +42,12 @@ def require_lease(actor: Principal, lease_id: str) -> None:
         raise Forbidden("this route needs the lease's own token")
     if actor.lease_id != lease_id:
         raise LeaseTokenMismatch("this lease token belongs to another lease")
+
+
+def require_own_space(actor: Principal, space: str, own_space: str) -> None:
+    """A lease token reads the leases of its own lease's space and no other (the MCP tools
+    leases_list and leases_get, DESIGN §15); over HTTP the route table refuses it first."""
+    if actor.kind != "lease":
+        raise Forbidden("only a lease token is scoped by its own lease's space")
+    if space != own_space:
+        raise LeaseTokenMismatch("a lease token sees only the leases of its own lease's space")

@@ -29,6 +29,26 @@ class OperatorOps(ServiceBase):
         authz.require_operator(actor, "read", lease.space)
         return lease
 
+    def list_visible_leases(
+        self, actor: Principal, space: str, limit: int, state: LeaseState | None
+    ) -> LeasePage:
+        """One page for whoever may see the space: an operator as list_leases decides, or a
+        lease token in its own lease's space (MCP, DESIGN §15)."""
+        if actor.kind != "lease":
+            return self.list_leases(actor, space, limit, None, state, None)
+        authz.require_own_space(actor, space, self._own_lease(actor, actor.lease_id or "").space)
+        return self.store.list_leases(space, limit, None, state, None)
+
+    def get_visible_lease(self, actor: Principal, lease_id: str) -> Lease:
+        """A lease, for an operator as get_lease decides, or for a lease token when it is in
+        its own lease's space (MCP, DESIGN §15)."""
+        if actor.kind != "lease":
+            return self.get_lease(actor, lease_id)
+        own = self._own_lease(actor, actor.lease_id or "")
+        lease = own if lease_id == own.id else self._lease(lease_id)
+        authz.require_own_space(actor, lease.space, own.space)
+        return lease
+
     def cancel(self, actor: Principal, lease_id: str) -> Lease:
         return self._operator_move(actor, lease_id, Action.CANCEL)
 

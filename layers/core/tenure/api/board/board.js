@@ -1,0 +1,668 @@
+"use strict";
+// The operator board (DESIGN §16): reads the JSON API with the token kept in sessionStorage and
+// keeps the DOM in step by key, so a refresh only touches what changed.
+(() => {
+  const API = location.pathname.replace(/\/board\/?$/, "") + "/api/v1";
+  const TOKEN_KEY = "tenure.board.token";
+  const SPACE_KEY = "tenure.board.space";
+  const REFRESH_MS = 5000;
+  const FOLLOW_MS = 2000;
+  const LEASE_PAGES = 3; // at most 300 leases per refresh, newest first
+  const TASK_READS = 40; // task reads per refresh; the rest wait for the next one
+  const COLUMNS = [
+    ["queued", "Queued"],
+    ["running", "Running"],
+    ["needs_attention", "Needs attention"],
+    ["completed", "Completed"],
+    ["failed", "Failed"],
+    ["cancelled", "Cancelled"],
+  ];
+  const COLUMN_NAMES = new Set(COLUMNS.map(([status]) => status));
+  const QUEUED = new Set(["pending", "dispatching", "dispatched"]);
+  const HELD = new Set(["running", "paused", "cancelling"]);
+  const ENDED = new Set(["completed", "failed", "cancelled", "lost", "killed"]);
+  const ACTING_ROLES = new Set(["member", "admin"]);
+
+  const $ = (id) => document.getElementById(id);
+  const state = {
+    token: sessionStorage.getItem(TOKEN_KEY),
+    who: null,
+    space: null,
+    pools: new Map(),
+    leases: [],
+    tasks: new Map(), // task id -> {task, seen: "<lease id>/<state>"}
+    timer: null,
+    openLease: null,
+    detailTimer: null,
+    followTimer: null,
+    actionError: "", // what the last action on the open lease answered, until the next one
+  };
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+    get words() {
+      return this.status ? `${this.message} (${this.code}, HTTP ${this.status})` : this.message;
+    }
+  }
+
+  async function call(path, options = {}) {
+    let response;
+    try {
+      response = await fetch(API + path, {
+        ...options,
+        headers: { authorization: `Bearer ${state.token}`, ...(options.headers || {}) },
+        cache: "no-store",
+      });
+    } catch (err) {
+      throw new ApiError(0, "network", "The service could not be reached; it will be retried.");
+    }
+    if (response.ok) return response;
+    let code = "http_error";
+    let message = `The service answered HTTP ${response.status}.`;
+    try {
+      const body = await response.json();
+      if (body && body.error) ({ code, message } = body.error);
+      else if (body && body.message) message = body.message;
+    } catch (ignored) {
+      // Not the JSON envelope: the status line is all there is to say.
+    }
+    throw new ApiError(response.status, code, message);
+  }
+
+  const getJson = async (path, options) => (await call(path, options)).json();
+  const q = (params) => new URLSearchParams(Object.entries(params).filter(([, v]) => v != null && v !== "")).toString();
+
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs)) {
+      if (value == null || value === false) continue;
+      if (key === "class") node.className = value;
+      else if (key === "text") node.textContent = value;
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    for (const child of children) if (child != null) node.append(child);
+    return node;
+  }
+
+  function notice(text) {
+    const box = $("notice");
+    box.textContent = text || "";
+    box.hidden = !text;
+  }
+
+  function when(iso) {
+    if (!iso) return "—";
+    const d = new Date(iso);
+    return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+  }
+
+  // ------------------------------------------------------------------ signing in
+
+  function showLogin(message) {
+    stopRefresh();
+    $("login").hidden = false;
+    $("board").hidden = true;
+    $("space-form").hidden = true;
+    $("filters").hidden = true;
+    $("who").hidden = true;
+    $("sign-out").hidden = true;
+    const error = $("login-error");
+    error.textContent = message || "";
+    error.hidden = !message;
+    $("token-input").focus();
+  }
+
+  async function signIn(token) {
+    state.token = token;
+    try {
+      state.who = await getJson("/whoami");
+    } catch (err) {
+      sessionStorage.removeItem(TOKEN_KEY);
+      state.token = null;
+      showLogin(err.words);
+      return;
+    }
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $("login").hidden = true;
+    $("space-form").hidden = false;
+    $("sign-out").hidden = false;
+    const who = $("who");
+    const scope = state.who.spaces ? `spaces ${state.who.spaces.join(", ")}` : "every space";
+    who.textContent = `${state.who.role || state.who.kind} token · ${scope}`;
+    who.hidden = false;
+    const list = $("space-list");
+    list.replaceChildren(...(state.who.spaces || []).map((s) => el("option", { value: s })));
+    const fromHash = new URLSearchParams(location.hash.slice(1)).get("space");
+    const chosen = fromHash || sessionStorage.getItem(SPACE_KEY) ||
+      (state.who.spaces && state.who.spaces.length === 1 ? state.who.spaces[0] : null);
+    if (chosen) chooseSpace(chosen);
+    else $("space-input").focus();
+  }
+
+  function signOut() {
+    sessionStorage.removeItem(TOKEN_KEY);
+    state.token = null;
+    state.who = null;
+    $("columns").replaceChildren();
+    showLogin("");
+  }
+
+  function canAct() {
+    const who = state.who;
+    if (!who || who.kind !== "operator" || !ACTING_ROLES.has(who.role)) return false;
+    return !who.spaces || who.spaces.includes(state.space);
+  }
+
+  // ------------------------------------------------------------------ the board
+
+  function chooseSpace(space) {
+    state.space = space.trim();
+    state.leases = [];
+    state.tasks.clear();
+    sessionStorage.setItem(SPACE_KEY, state.space);
+    history.replaceState(null, "", "#" + q({ space: state.space }));
+    $("space-input").value = state.space;
+    $("board").hidden = false;
+    $("filters").hidden = false;
+    buildColumns();
+    refresh();
+  }
+
+  function buildColumns() {
+    const columns = $("columns");
+    columns.replaceChildren(
+      ...COLUMNS.map(([status, title]) =>
+        el(
+          "section",
+          { class: "column", "data-status": status, "aria-labelledby": `col-${status}` },
+          el("h2", { id: `col-${status}` }, el("span", { text: title }), el("span", { class: "count", text: "0" })),
+          el("ol", { "aria-labelledby": `col-${status}` }),
+          el("p", { class: "empty", text: "Nothing here." }),
+        ),
+      ),
+    );
+  }
+
+  function stopRefresh() {
+    clearTimeout(state.timer);
+    state.timer = null;
+  }
+
+  async function refresh() {
+    stopRefresh();
+    const space = state.space;
+    try {
+      const [leases, pools] = await Promise.all([readLeases(space), getJson("/pools?" + q({ space }))]);
+      if (space !== state.space) return;
+      state.pools = new Map(pools.pools.map((p) => [p.name, p]));
+      state.leases = leases.leases;
+      $("truncated").hidden = !leases.more;
+      $("truncated").textContent = leases.more
+        ? `Showing the newest ${leases.leases.length} leases of ${space}; older ones are not on the board.`
+        : "";
+      await readTasks();
+      if (space !== state.space) return;
+      fillPoolFilter();
+      render();
+      notice("");
+      $("updated").textContent = `Updated ${new Date().toLocaleTimeString()} · refreshes every ${REFRESH_MS / 1000} s`;
+    } catch (err) {
+      if (err.status === 401) {
+        sessionStorage.removeItem(TOKEN_KEY);
+        showLogin(err.words);
+        return;
+      }
+      notice(`The board could not be refreshed: ${err.words}`);
+    }
+    if (space === state.space && state.token && !document.hidden) {
+      state.timer = setTimeout(refresh, REFRESH_MS);
+    }
+  }
+
+  async function readLeases(space) {
+    const found = [];
+    let cursor = null;
+    for (let page = 0; page < LEASE_PAGES; page++) {
+      const body = await getJson("/leases?" + q({ space, limit: 100, cursor }));
+      found.push(...body.leases);
+      cursor = body.next_cursor;
+      if (!cursor) return { leases: found, more: false };
+    }
+    return { leases: found, more: true };
+  }
+
+  // The newest lease of each task stands for it; a lease with no task is a card of its own.
+  function newestPerSubject() {
+    const seen = new Map();
+    for (const lease of state.leases) {
+      const key = lease.task ? lease.task.id : lease.id;
+      if (!seen.has(key)) seen.set(key, lease);
+    }
+    return seen;
+  }
+
+  async function readTasks() {
+    const wanted = [];
+    for (const [key, lease] of newestPerSubject()) {
+      if (!lease.task) continue;
+      const known = state.tasks.get(key);
+      if (!known || known.seen !== `${lease.id}/${lease.state}`) wanted.push([key, lease]);
+    }
+    const batch = wanted.slice(0, TASK_READS);
+    let next = 0;
+    const worker = async () => {
+      while (next < batch.length) {
+        const [key, lease] = batch[next++];
+        try {
+          const body = await getJson(`/tasks/${encodeURIComponent(key)}`);
+          state.tasks.set(key, { task: body.task, seen: `${lease.id}/${lease.state}` });
+        } catch (err) {
+          if (err.status === 401) throw err;
+          state.tasks.set(key, { task: null, seen: "", error: err.words });
+        }
+      }
+    };
+    await Promise.all([worker(), worker(), worker(), worker()]);
+  }
+
+  function derivedStatus(lease) {
+    if (QUEUED.has(lease.state)) return "queued";
+    if (HELD.has(lease.state)) return "running";
+    if (lease.state === "completed") return "completed";
+    if (lease.state === "failed" || lease.state === "lost") return "failed";
+    return "cancelled";
+  }
+
+  function poolName(name) {
+    const pool = state.pools.get(name);
+    return (pool && pool.display_name) || name;
+  }
+
+  function chipOf(lease) {
+    const qc = lease.queued_condition;
+    if (qc) {
+      return {
+        kind: "condition",
+        text: `${poolName(lease.pool)} (${qc.label})`,
+        condition: qc.code,
+        needsPerson: qc.needs_person,
+      };
+    }
+    if (HELD.has(lease.state)) return { kind: "state", text: lease.state, state: lease.state };
+    return { kind: "ended", text: lease.state, state: lease.state };
+  }
+
+  function chipNode(chip) {
+    if (chip.kind === "condition") {
+      const needs = chip.needsPerson ? "true" : "false";
+      const mark = chip.needsPerson
+        ? el("span", { class: "dot", "aria-hidden": "true" })
+        : el("span", { class: "spin", "aria-hidden": "true" });
+      return el(
+        "span",
+        { class: "chip", "data-condition": chip.condition, "data-needs-person": needs },
+        mark,
+        el("span", { class: "label", text: chip.text }),
+      );
+    }
+    const cls = chip.kind === "state" ? "chip" : "chip ended";
+    return el(
+      "span",
+      { class: cls, "data-state": chip.state },
+      el("span", { class: "bar", "aria-hidden": "true" }),
+      el("span", { class: "label", text: chip.text }),
+    );
+  }
+
+  function cards() {
+    const poolFilter = $("pool-filter").value;
+    const stateFilter = $("state-filter").value;
+    const out = [];
+    for (const [key, lease] of newestPerSubject()) {
+      if (poolFilter && lease.pool !== poolFilter) continue;
+      const qc = lease.queued_condition;
+      if (stateFilter === "needs_person" && !(qc && qc.needs_person)) continue;
+      if (stateFilter === "waiting" && !(qc && !qc.needs_person)) continue;
+      if (stateFilter && !["needs_person", "waiting"].includes(stateFilter) && lease.state !== stateFilter) continue;
+      const known = state.tasks.get(key);
+      const task = known && known.task;
+      const current = task && known.seen === `${lease.id}/${lease.state}`;
+      let title;
+      if (task) title = task.title;
+      else if (lease.subject_kind === "workflow") title = `Workflow ${lease.workflow ? lease.workflow.slug : ""}`;
+      else if (lease.subject_kind === "space") title = `Space ${lease.space}`;
+      else title = (known && known.error) || "…";
+      out.push({
+        key,
+        lease,
+        // The task's own status where it has a column (needs_attention is only on the task).
+        status: current && COLUMN_NAMES.has(task.status) ? task.status : derivedStatus(lease),
+        ref: task ? task.key : lease.task ? lease.task.key : lease.subject_kind,
+        title,
+        chip: chipOf(lease),
+        meta: `${poolName(lease.pool)} · attempt ${lease.attempt}`,
+      });
+    }
+    return out;
+  }
+
+  function render() {
+    const wanted = cards();
+    const byColumn = new Map(COLUMNS.map(([s]) => [s, []]));
+    for (const card of wanted) (byColumn.get(card.status) || byColumn.get("cancelled")).push(card);
+    // What needs a person leads its column; otherwise newest first, as the API lists them.
+    const urgent = (card) => (card.lease.queued_condition && card.lease.queued_condition.needs_person ? 0 : 1);
+    for (const list of byColumn.values()) list.sort((a, b) => urgent(a) - urgent(b));
+    const live = new Set(wanted.map((c) => c.key));
+    for (const node of document.querySelectorAll("#columns .card")) {
+      if (!live.has(node.dataset.key)) node.parentElement.remove();
+    }
+    let needs = 0;
+    let waiting = 0;
+    let held = 0;
+    for (const [status, list] of byColumn) {
+      const column = document.querySelector(`.column[data-status="${status}"]`);
+      const ol = column.querySelector("ol");
+      let before = ol.firstElementChild;
+      for (const card of list) {
+        const item = placeCard(card);
+        if (item !== before) ol.insertBefore(item, before);
+        else before = before.nextElementSibling;
+        const qc = card.lease.queued_condition;
+        if (qc && qc.needs_person) needs++;
+        else if (qc) waiting++;
+        else if (HELD.has(card.lease.state)) held++;
+      }
+      column.querySelector(".count").textContent = String(list.length);
+      column.querySelector(".empty").hidden = list.length > 0;
+    }
+    const parts = [];
+    parts.push(`${needs} need${needs === 1 ? "s" : ""} a person`);
+    parts.push(`${waiting} waiting on their own`);
+    parts.push(`${held} held by workers`);
+    const summary = $("summary");
+    const text = parts.join(" · ");
+    if (summary.textContent !== text) summary.textContent = text;
+  }
+
+  // The card's <li>, made once per key; only what changed is written, so focus stays put.
+  function placeCard(card) {
+    const signature = JSON.stringify([card.ref, card.title, card.chip, card.meta, card.lease.id]);
+    let button = document.querySelector(`#columns .card[data-key="${CSS.escape(card.key)}"]`);
+    if (!button) {
+      button = el("button", { type: "button", class: "card", "data-key": card.key });
+      button.addEventListener("click", () => openDetail(button.dataset.lease));
+      el("li", {}, button);
+    }
+    button.dataset.lease = card.lease.id;
+    button.dataset.state = card.lease.state;
+    if (button.dataset.signature !== signature) {
+      button.dataset.signature = signature;
+      button.replaceChildren(
+        el("span", { class: "key", text: card.ref }),
+        el("span", { class: "title", text: card.title }),
+        chipNode(card.chip),
+        el("span", { class: "meta", text: card.meta }),
+      );
+      button.setAttribute("aria-label", `${card.ref}: ${card.title}. ${card.chip.text}. Open the lease.`);
+    }
+    return button.parentElement;
+  }
+
+  function fillPoolFilter() {
+    const select = $("pool-filter");
+    const names = [...state.pools.keys()].sort();
+    const have = [...select.options].slice(1).map((o) => o.value);
+    if (have.join("\n") === names.join("\n")) return;
+    const value = select.value;
+    select.replaceChildren(
+      el("option", { value: "", text: "every pool" }),
+      ...names.map((n) => el("option", { value: n, text: poolName(n) })),
+    );
+    select.value = names.includes(value) ? value : "";
+  }
+
+  // Arrow keys move between cards: up and down in a column, left and right across columns.
+  function onBoardKey(event) {
+    const card = event.target.closest && event.target.closest(".card");
+    if (!card) return;
+    const columns = [...document.querySelectorAll("#columns .column")];
+    const column = card.closest(".column");
+    const inColumn = [...column.querySelectorAll(".card")];
+    const at = inColumn.indexOf(card);
+    let target = null;
+    if (event.key === "ArrowDown") target = inColumn[at + 1];
+    else if (event.key === "ArrowUp") target = inColumn[at - 1];
+    else if (event.key === "Home") target = inColumn[0];
+    else if (event.key === "End") target = inColumn[inColumn.length - 1];
+    else if (event.key === "ArrowRight" || event.key === "ArrowLeft") {
+      const step = event.key === "ArrowRight" ? 1 : -1;
+      for (let i = columns.indexOf(column) + step; i >= 0 && i < columns.length; i += step) {
+        const others = [...columns[i].querySelectorAll(".card")];
+        if (others.length) {
+          target = others[Math.min(at, others.length - 1)];
+          break;
+        }
+      }
+    } else return;
+    event.preventDefault();
+    if (target) target.focus();
+  }
+
+  // ------------------------------------------------------------------ one lease
+
+  async function openDetail(leaseId) {
+    state.openLease = leaseId;
+    state.actionError = "";
+    const dialog = $("detail");
+    $("detail-title").textContent = `Lease ${leaseId}`;
+    $("detail-error").hidden = true;
+    for (const id of ["lease-facts", "lease-timing", "timeline", "attachments"]) $(id).replaceChildren();
+    $("logs").textContent = "Loading…";
+    $("log-follow").checked = false;
+    const listed = state.leases.find((l) => l.id === leaseId);
+    if (listed) showLease(listed);
+    if (!dialog.open) dialog.showModal();
+    await loadDetail(true);
+  }
+
+  function closeDetail() {
+    state.openLease = null;
+    clearTimeout(state.detailTimer);
+    clearTimeout(state.followTimer);
+    const dialog = $("detail");
+    if (dialog.open) dialog.close();
+  }
+
+  function detailError(text) {
+    const box = $("detail-error");
+    box.textContent = text || "";
+    box.hidden = !text;
+  }
+
+  async function loadDetail(everything) {
+    clearTimeout(state.detailTimer);
+    const id = state.openLease;
+    if (!id) return;
+    const problems = [];
+    let lease = null;
+    try {
+      lease = await getJson(`/leases/${encodeURIComponent(id)}`);
+      if (state.openLease !== id) return;
+      showLease(lease);
+    } catch (err) {
+      problems.push(`The lease could not be read: ${err.words}`);
+    }
+    if (lease) {
+      const jobs = [loadTimeline(lease).catch((err) => problems.push(`The timeline could not be read: ${err.words}`))];
+      if (everything) {
+        jobs.push(loadLogs().catch(() => null));
+        jobs.push(loadAttachments().catch((err) => problems.push(`The attachments could not be read: ${err.words}`)));
+      }
+      await Promise.all(jobs);
+    }
+    if (state.openLease !== id) return;
+    detailError([state.actionError, ...problems].filter(Boolean).join(" "));
+    state.detailTimer = setTimeout(() => loadDetail(false), REFRESH_MS);
+  }
+
+  function facts(target, rows) {
+    const nodes = [];
+    for (const [name, value] of rows) nodes.push(el("dt", { text: name }), el("dd", {}, value));
+    target.replaceChildren(...nodes);
+  }
+
+  function showLease(lease) {
+    const chip = chipNode(chipOf(lease));
+    const subject = lease.task ? `task ${lease.task.key}` : lease.workflow ? `workflow ${lease.workflow.slug}` : `space ${lease.space}`;
+    facts($("lease-facts"), [
+      ["State", chip],
+      ["Subject", subject],
+      ["Pool", `${poolName(lease.pool)} (${lease.pool})`],
+      ["Attempt", String(lease.attempt)],
+      ["Worker", lease.worker_id ? `${lease.worker_id}${lease.worker_version ? " · version " + lease.worker_version : ""}` : "not claimed yet"],
+      ["Outcome", lease.end_reason ? `${lease.outcome || lease.state} (${lease.end_reason})` : "—"],
+    ]);
+    const t = lease.timing || {};
+    facts($("lease-timing"), [
+      ["Created", when(t.created_at)],
+      ["Not before", when(t.not_before)],
+      ["Claimed", when(t.claimed_at)],
+      ["Started", when(t.started_at)],
+      ["Last heartbeat", when(t.last_heartbeat_at)],
+      ["Deadline", when(t.deadline)],
+      ["Ended", when(t.ended_at)],
+    ]);
+    const button = $("cancel-lease");
+    const why = $("cancel-why");
+    if (!canAct()) {
+      button.disabled = true;
+      why.textContent = "Cancelling needs a member token.";
+    } else if (ENDED.has(lease.state)) {
+      button.disabled = true;
+      why.textContent = `The lease has ended (${lease.state}).`;
+    } else if (lease.state === "cancelling") {
+      button.disabled = true;
+      why.textContent = "Cancelling: the worker has been asked to stop.";
+    } else {
+      button.disabled = false;
+      why.textContent = QUEUED.has(lease.state) ? "A queued lease is cancelled at once." : "The worker will be asked to stop.";
+    }
+  }
+
+  async function loadTimeline(lease) {
+    let path;
+    if (lease.task) path = `/tasks/${encodeURIComponent(lease.task.id)}/activity`;
+    else if (lease.workflow) path = `/workflows/${encodeURIComponent(lease.workflow.slug)}/activity?` + q({ space: lease.space });
+    else path = `/spaces/${encodeURIComponent(lease.space)}/activity`;
+    const body = await getJson(path);
+    const items = body.events.map((ev) =>
+      el("li", { class: ev.lease_id === lease.id ? "mine" : null },
+        el("time", { datetime: ev.at, text: when(ev.at) }), ` ${ev.type}` + (ev.fence != null ? ` (fence ${ev.fence})` : "")));
+    if (!items.length) items.push(el("li", { text: "No events yet." }));
+    $("timeline").replaceChildren(...items);
+  }
+
+  async function loadLogs() {
+    clearTimeout(state.followTimer);
+    const id = state.openLease;
+    if (!id) return;
+    const pre = $("logs");
+    try {
+      const body = await getJson(`/leases/${encodeURIComponent(id)}/logs?` + q({ tail: $("log-tail").value }));
+      if (state.openLease !== id) return;
+      const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      const lines = body.events.map((ev) =>
+        el("span", { class: ev.stream }, `${ev.timestamp} ${ev.container}/${ev.stream} ${ev.message}\n`));
+      if (!lines.length) lines.push("No log lines yet.");
+      if (body.truncated) lines.unshift(`(older lines left out: showing the last ${body.events.length})\n`);
+      pre.replaceChildren(...lines);
+      if ($("log-follow").checked || atEnd) pre.scrollTop = pre.scrollHeight;
+    } catch (err) {
+      pre.textContent = err.code === "unsupported_runtime" ? `No logs: ${err.words}` : `The logs could not be read: ${err.words}`;
+    }
+    if ($("log-follow").checked && state.openLease === id) state.followTimer = setTimeout(loadLogs, FOLLOW_MS);
+  }
+
+  async function loadAttachments() {
+    const id = state.openLease;
+    const body = await getJson(`/leases/${encodeURIComponent(id)}/attachments`);
+    if (state.openLease !== id) return;
+    const items = body.attachments.map((a) => {
+      const button = el("button", { type: "button", class: "quiet", text: `Download ${a.filename}` });
+      button.addEventListener("click", () => download(id, a));
+      return el("li", {}, button, ` ${a.kind} · ${a.content_type} · ${a.byte_size} bytes · ${when(a.created_at)}`);
+    });
+    if (!items.length) items.push(el("li", { text: "No attachments." }));
+    $("attachments").replaceChildren(...items);
+  }
+
+  // The API wants the bearer token, which a plain link cannot send: fetch, then save the blob.
+  async function download(leaseId, attachment) {
+    try {
+      const response = await call(`/leases/${encodeURIComponent(leaseId)}/attachments/${encodeURIComponent(attachment.id)}`);
+      const url = URL.createObjectURL(await response.blob());
+      const link = el("a", { href: url, download: attachment.filename });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (err) {
+      state.actionError = `${attachment.filename} could not be downloaded: ${err.words}`;
+      detailError(state.actionError);
+    }
+  }
+
+  async function cancelLease() {
+    const id = state.openLease;
+    if (!id || !window.confirm(`Cancel lease ${id}?`)) return;
+    const button = $("cancel-lease");
+    button.disabled = true;
+    try {
+      const body = await getJson(`/leases/${encodeURIComponent(id)}/cancel`, { method: "POST" });
+      state.actionError = "";
+      showLease(body.lease);
+      detailError("");
+      refresh();
+    } catch (err) {
+      state.actionError = `The lease could not be cancelled: ${err.words}`;
+      detailError(state.actionError);
+      button.disabled = false;
+    }
+  }
+
+  // ------------------------------------------------------------------ wiring
+
+  $("login").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const token = $("token-input").value.trim();
+    $("token-input").value = "";
+    if (token) signIn(token);
+  });
+  $("space-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const space = $("space-input").value.trim();
+    if (space) chooseSpace(space);
+  });
+  $("pool-filter").addEventListener("change", render);
+  $("state-filter").addEventListener("change", render);
+  $("sign-out").addEventListener("click", signOut);
+  $("columns").addEventListener("keydown", onBoardKey);
+  $("detail-close").addEventListener("click", closeDetail);
+  $("detail").addEventListener("close", closeDetail);
+  $("cancel-lease").addEventListener("click", cancelLease);
+  $("log-follow").addEventListener("change", loadLogs);
+  $("log-tail").addEventListener("change", loadLogs);
+
+  // A hidden tab stops reading the API; it catches up at once when it is looked at again.
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden && state.space && state.token && !state.timer) refresh();
+  });
+
+  if (state.token) signIn(state.token);
+  else showLogin("");
+})();

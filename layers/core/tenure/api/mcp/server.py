@@ -1,0 +1,118 @@
+"""The MCP server for one request: the official SDK's low-level server over its streamable
+HTTP transport (stateless, JSON responses), driven in-process by bridge.py.
+
+Imported only when /api/v1/mcp is called, so the SDK (pydantic models, starlette, anyio) costs
+nothing at the cold start of any other route.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+
+from tenure.api.mcp import bridge
+from tenure.api.mcp import tools as t
+from tenure.core import errors as e
+from tenure.core.model import Principal
+from tenure.core.service import LeaseService
+
+NAME = "tenure"
+INSTRUCTIONS = (
+    "Tenure leases. An operator token lists, reads and (member) cancels the leases of its "
+    "spaces and reads their logs and attachments. A lease token reads its payload, heartbeats, "
+    "and reports its lease complete, failed or released, and reads the leases of its own space."
+)
+UNKNOWN_LEASE = "unknown lease id"
+# The SDK notes each manager's start and stop at INFO: with one manager per request that is
+# two lines of noise per call. Its warnings and errors (a crashed exchange) still show.
+logging.getLogger("mcp").setLevel(logging.WARNING)
+
+
+def answer(event: dict[str, Any], svc: LeaseService, actor: Principal) -> dict[str, Any]:
+    """Serve one MCP POST from an API Gateway event for `actor`; a Lambda proxy result."""
+    server = build(svc, actor)
+    # A fresh manager per request: it runs once, and a stateless exchange keeps nothing.
+    # No DNS-rebinding check: callers come through API Gateway with a bearer token.
+    manager = StreamableHTTPSessionManager(app=server, json_response=True, stateless=True)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        async with manager.run():
+            await manager.handle_request(scope, receive, send)
+
+    return bridge.run(app, event)
+
+
+def build(svc: LeaseService, actor: Principal) -> Server[Any]:
+    async def list_tools(
+        _ctx: Any, _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[describe(tool) for tool in t.offered(actor)])
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return call(svc, actor, params.name, params.arguments)
+
+    return Server(
+        NAME,
+        version="1",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def describe(tool: t.Tool) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema(),
+        annotations=types.ToolAnnotations(
+            read_only_hint=tool.read_only,
+            destructive_hint=not tool.read_only,
+            idempotent_hint=tool.read_only or tool.name == "leases_cancel",
+            open_world_hint=False,
+        ),
+    )
+
+
+def call(
+    svc: LeaseService, actor: Principal, name: str, arguments: dict[str, Any] | None
+) -> types.CallToolResult:
+    """Run one tool. Refusals of the request itself (an unknown tool, a token in the input,
+    logs of a pool that keeps none) are JSON-RPC invalid-params errors; what the service
+    refuses about the lease is a tool error the agent reads, in the HTTP API's codes."""
+    tool = t.BY_NAME.get(name)
+    if tool is None:
+        raise MCPError(types.INVALID_PARAMS, f"unknown tool {name!r}")
+    try:
+        t.refuse_tokens(arguments or {})
+    except t.TokenInInput as refused:
+        raise MCPError(types.INVALID_PARAMS, refused.message) from None
+    try:
+        if not tool.offered_to(actor):
+            tool.refuse(actor)
+        result = tool.run(svc, actor, t.parse(tool, arguments))
+    except e.UnsupportedRuntime as none_kept:
+        raise MCPError(types.INVALID_PARAMS, none_kept.message) from None
+    except e.LeaseNotFound:
+        return failure("lease_not_found", UNKNOWN_LEASE)
+    except e.TenureError as refused:
+        return failure(refused.code, refused.message)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=t.redact(result))],
+        structured_content=json.loads(t.redact(result)),
+    )
+
+
+def failure(code: str, message: str) -> types.CallToolResult:
+    body = {"error": {"code": code, "message": message}}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)],
+        structured_content=body,
+        is_error=True,
+    )

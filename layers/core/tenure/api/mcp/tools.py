@@ -1,0 +1,346 @@
+"""The MCP tool table (DESIGN §15): each tool's name, input model, who it is offered to, and the
+one service call it makes. The token decides the tools (`offered`) and, through core/authz and
+the same service methods as the HTTP routes, what each may touch.
+
+Typed blocks (issue 13) add `task_block` and `task_unblock` here as one row each, offered to
+"lease", once the service has them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field, StringConstraints
+from pydantic import ValidationError as PydanticError
+
+from tenure.api import models as m
+from tenure.api import views as v
+from tenure.api.routes import BASE
+from tenure.core import authz
+from tenure.core import errors as e
+from tenure.core.model import Lease, Principal
+from tenure.core.rules import TOKEN_SHAPE
+from tenure.core.service import LeaseService
+from tenure.core.states import LeaseState
+
+# Over MCP one page answers (no cursor): 50 leases unless asked, never more than 200.
+LIST_DEFAULT = 50
+LIST_MAX = 200
+# One page of log lines: an agent's context is the reader, so the tail is bounded too.
+LOGS_TAIL_MAX = 1000
+
+LeaseId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class ListArgs(m.Strict):
+    space_key: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(
+        description="the space whose leases to list (a lease token: its own lease's space)"
+    )
+    state: LeaseState | None = Field(None, description="only leases in this state")
+    limit: Annotated[int, Field(ge=1, le=LIST_MAX)] = Field(
+        LIST_DEFAULT, description="how many leases, newest first (one page, no cursor)"
+    )
+
+
+class LeaseArgs(m.Strict):
+    lease_id: LeaseId = Field(description="the lease's id")
+
+
+class LogsArgs(m.Strict):
+    lease_id: LeaseId = Field(description="the lease's id")
+    container: (
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")] | None
+    ) = Field(None, description="one container's lines (default: every container)")
+    tail: Annotated[int, Field(ge=1, le=LOGS_TAIL_MAX)] | None = Field(
+        None, description="keep only the last N lines"
+    )
+    since: Annotated[str, StringConstraints(max_length=64)] | None = Field(
+        None, description="ISO-8601 lower bound on the lines' timestamps"
+    )
+
+
+class NoArgs(m.Strict):
+    pass
+
+
+Run = Callable[[LeaseService, Principal, Any], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    args: type[BaseModel]
+    # Who is offered the tool, in the route table's words: "operator:<role>" and/or "lease".
+    audience: tuple[str, ...]
+    run: Run
+    read_only: bool = True
+
+    def offered_to(self, actor: Principal) -> bool:
+        if actor.kind == "lease":
+            return "lease" in self.audience
+        roles = [a.removeprefix("operator:") for a in self.audience if a.startswith("operator:")]
+        rank = authz.ROLE_RANK.get(actor.role or "", -1)
+        return actor.kind == "operator" and any(rank >= authz.ROLE_RANK[r] for r in roles)
+
+    def refuse(self, actor: Principal) -> None:
+        """Raise what the HTTP route table would answer this caller (core/authz)."""
+        operator = [a for a in self.audience if a.startswith("operator:")]
+        if operator:
+            authz.require_role(actor, operator[0].removeprefix("operator:"))
+        authz.require_lease(actor, "")
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.args.model_json_schema()
+        schema.pop("title", None)
+        schema.setdefault("properties", {})
+        return schema
+
+
+# ----------------------------------------------------------------------------- views
+
+
+def subject_ref(lease: Lease) -> dict[str, Any]:
+    """What the lease answers for: its task, workflow or space, by id, slug or key."""
+    kind = lease.subject_kind.value
+    if kind == "task":
+        return {"kind": "task", "id": lease.task_id, "key": lease.task_key}
+    if kind == "workflow":
+        return {"kind": "workflow", "slug": lease.workflow}
+    return {"kind": "space", "key": lease.space}
+
+
+def lease_mcp(svc: LeaseService, lease: Lease, timing: bool = True) -> dict[str, Any]:
+    """A lease as MCP shows it: the HTTP view with a subject reference, without the worker
+    version or the workflow field (and without timing in a list)."""
+    return _mcp_view(v.lease_view(lease, svc.queued_condition_of(lease)), lease, timing)
+
+
+def _mcp_view(view: dict[str, Any], lease: Lease, timing: bool) -> dict[str, Any]:
+    view = {k: x for k, x in view.items() if k not in ("worker_version", "workflow")}
+    if not timing:
+        view.pop("timing")
+    return {**view, "subject": subject_ref(lease)}
+
+
+# ------------------------------------------------------------------------ operations
+
+
+def _list(svc: LeaseService, actor: Principal, args: ListArgs) -> dict[str, Any]:
+    page = svc.list_visible_leases(actor, args.space_key, args.limit, args.state)
+    conditions = svc.queued_conditions(page.leases)
+    views = [_mcp_view(v.lease_view(x, conditions[x.id]), x, False) for x in page.leases]
+    return {"leases": views}
+
+
+def _get(svc: LeaseService, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
+    return {"lease": lease_mcp(svc, svc.get_visible_lease(actor, args.lease_id))}
+
+
+def _cancel(svc: LeaseService, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
+    return {"lease": lease_mcp(svc, svc.cancel(actor, args.lease_id))}
+
+
+def _logs(svc: LeaseService, actor: Principal, args: LogsArgs) -> dict[str, Any]:
+    since = None
+    if args.since:
+        since = m.parse_time(args.since)
+        if since is None:
+            raise e.ValidationFailed("since: is not an ISO 8601 time")
+    page = svc.read_logs(actor, args.lease_id, args.container, args.tail, since, None)
+    return {
+        "events": [v.log_line_view(line) for line in page.events],
+        # No cursor over MCP: more lines than this page holds reads as truncated.
+        "truncated": page.truncated or page.next_cursor is not None,
+    }
+
+
+def _attachments(svc: LeaseService, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
+    found = svc.list_attachments(actor, args.lease_id)
+    return {
+        "attachments": [
+            {
+                **v.attachment_view(a),
+                "download_path": f"{BASE}/leases/{args.lease_id}/attachments/{a.id}",
+            }
+            for a in found
+        ]
+    }
+
+
+def _own(actor: Principal) -> str:
+    return actor.lease_id or ""
+
+
+def _payload(svc: LeaseService, actor: Principal, _: NoArgs) -> dict[str, Any]:
+    bundle = svc.payload(actor, _own(actor))
+    return {**bundle, "lease": lease_mcp(svc, bundle["lease"])}
+
+
+def _heartbeat(svc: LeaseService, actor: Principal, args: m.Heartbeat) -> dict[str, Any]:
+    beat = svc.heartbeat(actor, _own(actor), args.lease_seconds)
+    return {
+        "state": beat.lease.state.value,
+        "deadline": v.iso(beat.lease.deadline),
+        "revoke": beat.revoke.value if beat.revoke else None,
+    }
+
+
+def _complete(svc: LeaseService, actor: Principal, args: m.Complete) -> dict[str, Any]:
+    lease = svc.complete(actor, _own(actor), args.model_dump(exclude_unset=True))
+    return {"lease": lease_mcp(svc, lease)}
+
+
+def _fail(svc: LeaseService, actor: Principal, args: m.Fail) -> dict[str, Any]:
+    lease = svc.fail(actor, _own(actor), args.model_dump(exclude_unset=True))
+    return {"lease": lease_mcp(svc, lease)}
+
+
+def _release(svc: LeaseService, actor: Principal, args: m.Release) -> dict[str, Any]:
+    lease = svc.release(actor, _own(actor), args.model_dump(exclude_unset=True))
+    return {"lease": lease_mcp(svc, lease)}
+
+
+READ, MEMBER, LEASE = "operator:read", "operator:member", "lease"
+
+TOOLS: tuple[Tool, ...] = (
+    Tool(
+        "leases_list",
+        "List one space's leases, newest first: one page of at most `limit` (default 50, at "
+        "most 200), no cursor. Each carries its subject reference. A lease token lists only "
+        "its own lease's space.",
+        ListArgs,
+        (READ, LEASE),
+        _list,
+    ),
+    Tool(
+        "leases_get",
+        "Read one lease: state, attempt, pool, timing, subject reference. A lease token reads "
+        "only leases of its own lease's space.",
+        LeaseArgs,
+        (READ, LEASE),
+        _get,
+    ),
+    Tool(
+        "leases_cancel",
+        "Cancel a lease: a queued one is cancelled at once, a running or paused one moves to "
+        "cancelling while its worker is asked to stop; a terminal one is left as it is.",
+        LeaseArgs,
+        (MEMBER,),
+        _cancel,
+        read_only=False,
+    ),
+    Tool(
+        "leases_fetch_logs",
+        "Read a lease's log lines, oldest first (one page; `truncated` says there were more): "
+        "optionally one container, the last `tail` lines, lines since an ISO-8601 time.",
+        LogsArgs,
+        (READ,),
+        _logs,
+    ),
+    Tool(
+        "leases_list_attachments",
+        "List a lease's stored attachments; each `download_path` is the HTTP path that "
+        "fetches its bytes with the same bearer token.",
+        LeaseArgs,
+        (READ,),
+        _attachments,
+    ),
+    Tool(
+        "lease_fetch_payload",
+        "Read this lease's work bundle: the lease, its subject (task, workflow or space), "
+        "and the trigger when a rule minted it.",
+        NoArgs,
+        (LEASE,),
+        _payload,
+    ),
+    Tool(
+        "lease_heartbeat",
+        "Extend this lease's deadline (a first heartbeat also starts it); `revoke` says when "
+        "the operator asks the work to stop (cancel, kill or pause).",
+        m.Heartbeat,
+        (LEASE,),
+        _heartbeat,
+        read_only=False,
+    ),
+    Tool(
+        "lease_complete",
+        "Report this lease done: outcome (success by default), details, result, usage, the "
+        "ids of tasks it created.",
+        m.Complete,
+        (LEASE,),
+        _complete,
+        read_only=False,
+    ),
+    Tool(
+        "lease_fail",
+        "Report this lease failed with an error (and optional metadata); an attempt is used.",
+        m.Fail,
+        (LEASE,),
+        _fail,
+        read_only=False,
+    ),
+    Tool(
+        "lease_release",
+        "Hand this lease's work back to the queue without using an attempt.",
+        m.Release,
+        (LEASE,),
+        _release,
+        read_only=False,
+    ),
+)
+BY_NAME = {tool.name: tool for tool in TOOLS}
+
+
+def offered(actor: Principal) -> list[Tool]:
+    """The tools this caller sees (tools/list): its token's kind and role decide."""
+    return [tool for tool in TOOLS if tool.offered_to(actor)]
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+class TokenInInput(e.ValidationFailed):
+    """A tool input carried a raw token, or a field named like one."""
+
+
+# A field named like a credential: `token`, `lease_token`, `authorization`, `api_key`… but not
+# a count such as `input_tokens` (usage) or a digest such as `claim_token_hash_truncated`.
+TOKEN_NAME = re.compile(r"^(?:.*[_-])?(?:token|authorization|bearer|api[_-]?key|secret)$", re.I)
+
+
+def refuse_tokens(arguments: Any, where: str = "") -> None:
+    """Refuse an input with a token-named field or a token-shaped value, before anything runs:
+    such a value would travel into stored reports others read."""
+    if isinstance(arguments, dict):
+        for key, value in arguments.items():
+            field = f"{where}.{key}" if where else str(key)
+            if TOKEN_NAME.match(str(key)):
+                raise TokenInInput(f"{field}: a tool input never carries a token")
+            refuse_tokens(value, field)
+    elif isinstance(arguments, list):
+        for i, value in enumerate(arguments):
+            refuse_tokens(value, f"{where}[{i}]")
+    elif isinstance(arguments, str) and TOKEN_SHAPE.search(arguments):
+        raise TokenInInput(f"{where or 'arguments'}: carries a Tenure token; tools never take one")
+
+
+def parse(tool: Tool, arguments: dict[str, Any] | None) -> BaseModel:
+    """The tool's input, validated as the HTTP body models are (from JSON, strictly)."""
+    try:
+        return tool.args.model_validate_json(json.dumps(arguments or {}))
+    except PydanticError as bad:
+        problems = [
+            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+            for err in bad.errors()
+        ]
+        raise e.ValidationFailed("; ".join(problems)) from None
+
+
+def redact(result: dict[str, Any]) -> str:
+    """The result as JSON text; a token-shaped string, should one ever be stored, is masked."""
+    return TOKEN_SHAPE.sub("[redacted token]", json.dumps(result, separators=(",", ":")))

@@ -1,0 +1,271 @@
+"""The MCP endpoint over the fake store (DESIGN §15): the bridge, the tool table per token, the
+refusals, through `handle()` exactly as API Gateway and the front door call it."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from tenure import wiring
+from tenure.api import app as api
+from tenure.api.mcp import bridge
+from tenure.api.mcp import tools as t
+from tenure.core.model import Principal
+from tenure.local.frontdoor import to_event
+
+from tests.unit.support import ADMIN, MEMBER, READER, SPACE, WORKER, Rig, as_lease
+
+ACCEPT = "application/json, text/event-stream"
+HANDSHAKE = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "unit", "version": "0"},
+}
+
+
+@pytest.fixture
+def rpc(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+
+    def call(
+        method: str, params: Any = None, actor: Principal | None = READER, raw: Any = None
+    ) -> dict[str, Any]:
+        message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+        body = json.dumps(raw if raw is not None else message).encode()
+        headers = {
+            "host": "unit",
+            "content-type": "application/json",
+            "accept": ACCEPT,
+            "mcp-protocol-version": "2025-06-18",
+        }
+        event = to_event("POST", "/api/v1/mcp", headers, body)
+        principal = json.dumps(dataclasses.asdict(actor)) if actor else ""
+        event["requestContext"]["authorizer"] = {"lambda": {"principal": principal}}
+        out = api.handle(event, None)
+        text = out.get("body") or ""
+        if out.get("isBase64Encoded"):
+            text = base64.b64decode(text).decode()
+        return {"status": out["statusCode"], "body": json.loads(text) if text else None}
+
+    return call
+
+
+def tool(rpc: Any, name: str, arguments: dict[str, Any], actor: Principal) -> dict[str, Any]:
+    out = rpc("tools/call", {"name": name, "arguments": arguments}, actor)
+    assert out["status"] == 200, out
+    return out["body"]
+
+
+def names(rpc: Any, actor: Principal) -> list[str]:
+    out = rpc("tools/list", {}, actor)
+    assert out["status"] == 200, out
+    return [x["name"] for x in out["body"]["result"]["tools"]]
+
+
+def test_initialize_answers_json_with_the_servers_name(rpc: Any) -> None:
+    out = rpc("initialize", HANDSHAKE)
+    assert out["status"] == 200
+    assert out["body"]["result"]["serverInfo"]["name"] == "tenure"
+
+
+def test_the_token_decides_the_tools_it_sees(rpc: Any, rig: Rig) -> None:
+    lease = rig.running()
+    operator = [
+        "leases_list",
+        "leases_get",
+        "leases_cancel",
+        "leases_fetch_logs",
+        "leases_list_attachments",
+    ]
+    assert names(rpc, ADMIN) == operator
+    assert names(rpc, MEMBER) == operator
+    assert names(rpc, READER) == [n for n in operator if n != "leases_cancel"]
+    assert names(rpc, as_lease(lease.id)) == [
+        "leases_list",
+        "leases_get",
+        "lease_fetch_payload",
+        "lease_heartbeat",
+        "lease_complete",
+        "lease_fail",
+        "lease_release",
+    ]
+
+
+def test_a_worker_token_is_refused_before_the_protocol(rpc: Any) -> None:
+    out = rpc("tools/list", {}, WORKER)
+    assert out["status"] == 403 and out["body"]["error"]["code"] == "forbidden"
+    assert rpc("tools/list", {}, None)["status"] == 401
+
+
+def test_every_tool_has_an_object_input_schema_without_unknown_fields() -> None:
+    for item in t.TOOLS:
+        schema = item.input_schema()
+        assert schema["type"] == "object" and schema.get("additionalProperties") is False
+    limit = t.BY_NAME["leases_list"].input_schema()["properties"]["limit"]
+    assert (limit["default"], limit["maximum"]) == (50, 200)
+
+
+def test_leases_list_carries_subject_references_without_timing(rpc: Any, rig: Rig) -> None:
+    lease = rig.running()
+    body = tool(rpc, "leases_list", {"space_key": SPACE}, READER)
+    listed = body["result"]["structuredContent"]["leases"]
+    assert [x["id"] for x in listed] == [lease.id]
+    row = listed[0]
+    assert row["subject"] == {"kind": "task", "id": lease.task_id, "key": lease.task_key}
+    assert "timing" not in row and "worker_version" not in row
+    got = tool(rpc, "leases_get", {"lease_id": lease.id}, READER)["result"]
+    assert "timing" in got["structuredContent"]["lease"]
+    assert "worker_version" not in got["structuredContent"]["lease"]
+
+
+def test_an_unknown_lease_is_a_tool_error(rpc: Any) -> None:
+    result = tool(rpc, "leases_get", {"lease_id": "lease_nope"}, READER)["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == "unknown lease id"
+
+
+def test_a_read_operator_cannot_cancel(rpc: Any, rig: Rig) -> None:
+    lease = rig.running()
+    result = tool(rpc, "leases_cancel", {"lease_id": lease.id}, READER)["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["code"] == "forbidden"
+    done = tool(rpc, "leases_cancel", {"lease_id": lease.id}, MEMBER)["result"]
+    assert done["structuredContent"]["lease"]["state"] == "cancelling"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"lease_id": "x", "token": "abc"},
+        {"lease_id": "x", "lease_token": "abc"},
+        {"lease_id": "x", "Authorization": "Bearer abc"},
+        {"lease_id": "tnr_l_lease_1.abcdefghijklmnopqrstuvwxyz"},
+    ],
+)
+def test_a_token_in_the_input_is_refused_as_invalid_params(
+    rpc: Any, arguments: dict[str, Any]
+) -> None:
+    body = tool(rpc, "leases_get", arguments, READER)
+    assert body["error"]["code"] == -32602 and "token" in body["error"]["message"]
+
+
+def test_usage_counts_are_not_mistaken_for_tokens() -> None:
+    t.refuse_tokens({"usage": {"input_tokens": 1, "output_tokens": 2}})
+
+
+def test_a_lease_token_works_its_lease_and_sees_only_its_space(rpc: Any, rig: Rig) -> None:
+    lease = rig.running()
+    me = as_lease(lease.id)
+    payload = tool(rpc, "lease_fetch_payload", {}, me)["result"]["structuredContent"]
+    assert payload["subject"]["kind"] == "task" and payload["lease"]["id"] == lease.id
+    beat = tool(rpc, "lease_heartbeat", {}, me)["result"]["structuredContent"]
+    assert beat["state"] == "running" and beat["revoke"] is None
+    listed = tool(rpc, "leases_list", {"space_key": SPACE}, me)["result"]["structuredContent"]
+    assert lease.id in [x["id"] for x in listed["leases"]]
+    other = tool(rpc, "leases_list", {"space_key": "ELSEWHERE"}, me)["result"]
+    assert other["structuredContent"]["error"]["code"] == "lease_token_mismatch"
+    cancel = tool(rpc, "leases_cancel", {"lease_id": lease.id}, me)["result"]
+    assert cancel["isError"] is True
+    done = tool(rpc, "lease_complete", {"details": {"ok": True}}, me)["result"]
+    assert done["structuredContent"]["lease"]["state"] == "completed"
+    text = json.dumps(done)
+    assert "tnr_" not in text and (lease.token_hash or "x" * 64) not in text
+
+
+def test_logs_of_a_pool_keeping_none_are_invalid_params(rpc: Any, rig: Rig) -> None:
+    rig.make_pool("quiet", keeps_logs=False)
+    lease = rig.running(pool="quiet")
+    body = tool(rpc, "leases_fetch_logs", {"lease_id": lease.id}, READER)
+    assert body["error"]["code"] == -32602 and "keeps no logs" in body["error"]["message"]
+
+
+def test_a_bad_argument_is_a_tool_error_naming_the_field(rpc: Any) -> None:
+    result = tool(rpc, "leases_list", {"space_key": SPACE, "limit": 201}, READER)["result"]
+    assert result["isError"] is True and "limit" in result["content"][0]["text"]
+
+
+def test_an_unknown_tool_is_invalid_params(rpc: Any) -> None:
+    assert tool(rpc, "leases_nope", {}, READER)["error"]["code"] == -32602
+
+
+def test_a_notification_is_accepted_without_a_body(rpc: Any) -> None:
+    out = rpc("", raw={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert out["status"] == 202 and out["body"] is None
+
+
+def test_a_body_that_is_not_json_rpc_is_the_transports_400(rpc: Any) -> None:
+    out = rpc("", raw=[1, 2])
+    assert out["status"] == 400 and out["body"]["jsonrpc"] == "2.0"
+
+
+def test_the_bridge_hands_the_body_once_and_gathers_the_answer() -> None:
+    seen: dict[str, Any] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen["scope"] = scope
+        seen["body"] = (await receive())["body"]
+        await send({"type": "http.response.start", "status": 201, "headers": [(b"X-A", b"1")]})
+        await send({"type": "http.response.body", "body": b"he", "more_body": True})
+        await send({"type": "http.response.body", "body": b"llo"})
+
+    event = to_event("POST", "/api/v1/mcp?x=1", {"Host": "h", "Accept": "a"}, b"\x00\xff")
+    out = bridge.run(app, event)
+    assert out == {"statusCode": 201, "headers": {"x-a": "1"}, "body": "hello"}
+    assert seen["body"] == b"\x00\xff"
+    assert seen["scope"]["path"] == "/api/v1/mcp" and seen["scope"]["query_string"] == b"x=1"
+    assert (b"accept", b"a") in seen["scope"]["headers"]
+
+
+def test_the_api_loads_without_the_sdk_and_mcp_loads_it_on_demand() -> None:
+    code = (
+        "import sys; import tenure.api.app; "
+        "assert 'mcp' not in sys.modules and 'starlette' not in sys.modules, 'eager SDK'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status"),
+    [
+        ({"content-type": "application/json"}, b'{"jsonrpc":"2.0","id":1,"method":"ping"}', 406),
+        ({"content-type": "text/plain", "accept": ACCEPT}, b"{}", 400),
+        ({"content-type": "application/json", "accept": ACCEPT}, b"not json", 400),
+    ],
+)
+def test_the_transport_answers_what_the_document_lists(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, headers: dict[str, str], body: bytes, status: int
+) -> None:
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    event = to_event("POST", "/api/v1/mcp", {"host": "unit", **headers}, body)
+    principal = json.dumps(dataclasses.asdict(READER))
+    event["requestContext"]["authorizer"] = {"lambda": {"principal": principal}}
+    out = api.handle(event, None)
+    assert out["statusCode"] == status
+    documented = api.contract()["paths"]["/api/v1/mcp"]["post"]["responses"]
+    assert str(status) in documented
+
+
+def test_an_operator_limited_to_spaces_is_refused_elsewhere_as_over_http(
+    rpc: Any, rig: Rig
+) -> None:
+    lease = rig.running()
+    scoped = Principal(kind="operator", token_id="tok-scoped", role="admin", spaces=("OTHER",))
+    listed = tool(rpc, "leases_list", {"space_key": SPACE}, scoped)["result"]
+    assert listed["structuredContent"]["error"]["code"] == "forbidden"
+    got = tool(rpc, "leases_get", {"lease_id": lease.id}, scoped)["result"]
+    assert got["structuredContent"]["error"]["code"] == "forbidden"
+
+
+def test_a_cancel_over_mcp_reaches_the_workers_next_heartbeat_over_mcp(rpc: Any, rig: Rig) -> None:
+    lease = rig.running()
+    tool(rpc, "leases_cancel", {"lease_id": lease.id}, MEMBER)
+    beat = tool(rpc, "lease_heartbeat", {}, as_lease(lease.id))["result"]["structuredContent"]
+    assert beat["revoke"] == "cancel"
+    late = tool(rpc, "lease_fetch_payload", {}, as_lease("lease_gone"))["result"]
+    assert late["isError"] is True
