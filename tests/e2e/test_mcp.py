@@ -34,6 +34,8 @@ LEASE_TOOLS = {
     "lease_complete",
     "lease_fail",
     "lease_release",
+    "task_block",
+    "task_unblock",
 }
 
 
@@ -194,6 +196,15 @@ def test_a_lease_token_works_its_lease_over_mcp(world: World) -> None:
         "cancelled",
         "released",
     )
+
+    # A worker that cannot go on blocks its task: its lease is released in the same step.
+    blocking = world.held(pool, world.api.client(world.worker_token([pool])))
+    block = ok(world, _token(blocking), "task_block", {"kind": "error", "reason": "disk full"})
+    assert block["block"]["kind"] == "error"
+    gone = world.admin.get(f"/leases/{blocking.id}").json()
+    assert (gone["state"], gone["end_reason"]) == ("cancelled", "released")
+    cleared = ok(world, _token(blocking), "task_unblock", {"block_id": block["block"]["id"]})
+    assert cleared["block"]["state"] != "open"
 
 
 def test_a_lease_token_cannot_reach_another_spaces_lease(world: World) -> None:

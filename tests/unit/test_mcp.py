@@ -93,7 +93,26 @@ def test_the_token_decides_the_tools_it_sees(rpc: Any, rig: Rig) -> None:
         "lease_complete",
         "lease_fail",
         "lease_release",
+        "task_block",
+        "task_unblock",
     ]
+
+
+def test_a_worker_blocks_and_unblocks_its_own_task_over_mcp(rpc: Any, rig: Rig) -> None:
+    lease = rig.running()
+    me = as_lease(lease.id)
+    blocked = tool(rpc, "task_block", {"kind": "needs_input", "reason": "which region?"}, me)
+    block = blocked["result"]["structuredContent"]["block"]
+    assert (block["kind"], block["reason"]) == ("needs_input", "which region?")
+    # Blocking with the running lease's token released it (no attempt used).
+    assert rig.lease(lease.id).end_reason is not None
+    assert rig.lease(lease.id).end_reason.value == "released"
+    task = rig.svc.get_task(MEMBER, lease.task_id or "")
+    assert [r["source"] for r in task.blocked_reasons] == ["block"]
+    # The released lease's token can still clear what it placed on its own task.
+    cleared = tool(rpc, "task_unblock", {"block_id": block["id"], "note": "eu-west"}, me)
+    assert cleared["result"]["structuredContent"]["block"]["state"] != "open"
+    assert not rig.svc.get_task(MEMBER, lease.task_id or "").blocked_reasons
 
 
 def test_a_worker_token_is_refused_before_the_protocol(rpc: Any) -> None:

@@ -2,8 +2,8 @@
 one service call it makes. The token decides the tools (`offered`) and, through core/authz and
 the same service methods as the HTTP routes, what each may touch.
 
-Typed blocks (issue 13) add `task_block` and `task_unblock` here as one row each, offered to
-"lease", once the service has them.
+`task_block` and `task_unblock` act on the task of the caller's own lease (DESIGN §14): a
+block placed with the running lease's token also releases that lease, no attempt used.
 """
 
 from __future__ import annotations
@@ -205,6 +205,35 @@ def _release(svc: LeaseService, actor: Principal, args: m.Release) -> dict[str, 
     return {"lease": lease_mcp(svc, lease)}
 
 
+class TaskBlockArgs(m.BlockCreate):
+    """A block on this lease's own task."""
+
+
+class TaskUnblockArgs(m.BlockClear):
+    block_id: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+def _own_task(svc: LeaseService, actor: Principal) -> str:
+    lease = svc.get_visible_lease(actor, _own(actor))
+    if lease.task_id is None:
+        raise e.InvalidTransition(
+            f"lease {lease.id} answers for a {lease.subject_kind.value}, not a task: "
+            "only a task can be blocked"
+        )
+    return lease.task_id
+
+
+def _block(svc: LeaseService, actor: Principal, args: TaskBlockArgs) -> dict[str, Any]:
+    block = svc.block_task(
+        actor, _own_task(svc, actor), args.kind, args.reason, args.expires_in_seconds
+    )
+    return {"block": block}
+
+
+def _unblock(svc: LeaseService, actor: Principal, args: TaskUnblockArgs) -> dict[str, Any]:
+    return {"block": svc.clear_block(actor, _own_task(svc, actor), args.block_id, args.note)}
+
+
 READ, MEMBER, LEASE = "operator:read", "operator:member", "lease"
 
 TOOLS: tuple[Tool, ...] = (
@@ -290,6 +319,26 @@ TOOLS: tuple[Tool, ...] = (
         m.Release,
         (LEASE,),
         _release,
+        read_only=False,
+    ),
+    Tool(
+        "task_block",
+        "Say this lease's task cannot go on, and why: kind transient (with expires_in_seconds "
+        "it stops counting then), dependency_external, needs_input or error. The lease is "
+        "released in the same step (no attempt used) and its run waits behind the block; a "
+        "kind recurring past the instance's limit escalates the task to a person.",
+        TaskBlockArgs,
+        (LEASE,),
+        _block,
+        read_only=False,
+    ),
+    Tool(
+        "task_unblock",
+        "Clear one of this lease's task's blocks (by block_id), with an optional note; the "
+        "last blocking cause cleared makes the task ready again.",
+        TaskUnblockArgs,
+        (LEASE,),
+        _unblock,
         read_only=False,
     ),
 )
