@@ -31,7 +31,9 @@ def chromium_path() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# Module-scoped, not session-scoped: Playwright's sync API runs an asyncio loop on the main
+# thread while it is started, and later tiers (the MCP client, anyio) need that thread free.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     try:
         from playwright.sync_api import sync_playwright

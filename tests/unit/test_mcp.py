@@ -3,6 +3,7 @@ refusals, through `handle()` exactly as API Gateway and the front door call it."
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import json
@@ -238,6 +239,20 @@ def test_the_bridge_hands_the_body_once_and_gathers_the_answer() -> None:
     assert seen["body"] == b"\x00\xff"
     assert seen["scope"]["path"] == "/api/v1/mcp" and seen["scope"]["query_string"] == b"x=1"
     assert (b"accept", b"a") in seen["scope"]["headers"]
+
+
+def test_the_bridge_answers_even_when_its_thread_already_runs_an_event_loop() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    event = to_event("POST", "/api/v1/mcp", {"Host": "h"}, b"{}")
+
+    async def host() -> dict[str, Any]:  # e.g. a browser driver's loop on the main thread
+        return bridge.run(app, event)
+
+    assert asyncio.run(host())["body"] == "ok"
 
 
 def test_the_api_loads_without_the_sdk_and_mcp_loads_it_on_demand() -> None:

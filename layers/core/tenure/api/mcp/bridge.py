@@ -7,8 +7,10 @@ bridge only builds the scope, hands over the body once, and gathers what the app
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import anyio
@@ -51,8 +53,17 @@ def body_of(event: dict[str, Any]) -> bytes:
 
 
 def run(app: ASGIApp, event: dict[str, Any]) -> dict[str, Any]:
-    """Drive `app` for the one request in `event`; answers the Lambda proxy result."""
-    return anyio.run(_exchange, app, event)
+    """Drive `app` for the one request in `event`; answers the Lambda proxy result.
+
+    Lambda's Python runtime calls handlers on a thread with no event loop; a host that already
+    runs one on this thread (an async test harness, a browser driver) gets the exchange on a
+    thread of its own instead of "Already running asyncio in this thread"."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(_exchange, app, event)
+    with ThreadPoolExecutor(max_workers=1) as own:
+        return own.submit(anyio.run, _exchange, app, event).result()
 
 
 async def _exchange(app: ASGIApp, event: dict[str, Any]) -> dict[str, Any]:
