@@ -114,7 +114,7 @@ ROUTES = [
             "outcome": "success",
             "details": {"rotated": 3},
             "result": {"summary": "rotated 3 files"},
-            "usage": {"seconds": 12},
+            "usage": {"input_tokens": 1200, "output_tokens": 340},
             "report_id": "r-1",
         },
     ),

@@ -171,7 +171,9 @@ def test_passes_over_5000_live_leases_read_only_the_expired_ones_and_then_nothin
     assert report.expired == [] and report.reindexed == 0 and report.held == 0
     assert cost.items <= 1 + pools, cost
     assert cost.read_units <= 1 + pools, cost
-    assert cost.calls.count("get") <= 1 and "batch_get" not in cost.calls
+    # The sweeper's own row, and the scheduler's (the tasks whose transient blocks may have
+    # expired, DESIGN §14): two small rows, however many leases are live.
+    assert cost.calls.count("get") <= 2 and "batch_get" not in cost.calls
 
 
 def test_a_lease_whose_heartbeats_outran_its_due_at_is_read_once_then_left_alone(

@@ -320,7 +320,12 @@ def test_no_raw_lease_or_worker_token_appears_in_logs_or_other_responses(
 @pytest.mark.run_last
 def test_no_request_of_the_session_was_answered_with_a_server_error(recorder: Recorder) -> None:
     with recorder.lock:
-        failures = [(r.method, r.path, r.status) for r in recorder.seen if r.status >= 500]
+        # 501 on a lease's logs is the designed answer for a pool that keeps none (DESIGN §11).
+        failures = [
+            (r.method, r.path, r.status)
+            for r in recorder.seen
+            if r.status >= 500 and not (r.status == 501 and r.path.endswith("/logs"))
+        ]
     assert len(recorder.seen) > 0
     assert failures == []
 
