@@ -198,7 +198,8 @@ def test_a_lease_token_works_its_lease_over_mcp(world: World) -> None:
     )
 
     # A worker that cannot go on blocks its task: its lease is released in the same step.
-    blocking = world.held(pool, world.api.client(world.worker_token([pool])))
+    # On a pool of its own: the released job above waits first in line on `pool`.
+    blocking, _ = _held(world)
     block = ok(world, _token(blocking), "task_block", {"kind": "error", "reason": "disk full"})
     assert block["block"]["kind"] == "error"
     gone = world.admin.get(f"/leases/{blocking.id}").json()
