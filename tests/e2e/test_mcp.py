@@ -174,7 +174,7 @@ def test_operator_tools_list_read_logs_attachments_and_cancel(world: World) -> N
 
 
 def test_a_lease_token_works_its_lease_over_mcp(world: World) -> None:
-    held, pool = _held(world)
+    held, _ = _held(world)
     token = _token(held)
     payload = ok(world, token, "lease_fetch_payload", {})
     assert payload["lease"]["id"] == held.id and payload["subject"]["kind"] == "task"
@@ -186,10 +186,11 @@ def test_a_lease_token_works_its_lease_over_mcp(world: World) -> None:
     done = ok(world, token, "lease_complete", {"details": {"answer": 42}})
     assert done["lease"]["state"] == "completed"
 
-    failing = world.held(pool, world.api.client(world.worker_token([pool])))
+    # Each on a pool of its own: a failed job's retry and a released job wait in line again.
+    failing, _ = _held(world)
     failed = ok(world, _token(failing), "lease_fail", {"error": "it broke"})
     assert failed["lease"]["state"] == "failed"
-    releasing = world.held(pool, world.api.client(world.worker_token([pool])))
+    releasing, _ = _held(world)
     released = ok(world, _token(releasing), "lease_release", {"reason": "not mine"})
     # Released: this lease ends (cancelled, end_reason released) and its job is queued again.
     assert (released["lease"]["state"], released["lease"]["end_reason"]) == (
@@ -198,7 +199,6 @@ def test_a_lease_token_works_its_lease_over_mcp(world: World) -> None:
     )
 
     # A worker that cannot go on blocks its task: its lease is released in the same step.
-    # On a pool of its own: the released job above waits first in line on `pool`.
     blocking, _ = _held(world)
     block = ok(world, _token(blocking), "task_block", {"kind": "error", "reason": "disk full"})
     assert block["block"]["kind"] == "error"
