@@ -7,6 +7,7 @@ words; an empty list means the property held over the whole history.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -30,7 +31,7 @@ def fences_increase(ops: list[Op], truth: Truth) -> list[str]:
         by_job[lease.job_id].append(lease)
     for job_id, leases in by_job.items():
         leases.sort(key=lambda x: (x.created_at or 0.0, x.fence))
-        for before, after in zip(leases, leases[1:], strict=False):
+        for before, after in itertools.pairwise(leases):
             if after.fence <= before.fence:
                 found.append(
                     f"job {job_id}: lease {after.id} (fence {after.fence}) was created after "
@@ -38,7 +39,7 @@ def fences_increase(ops: list[Op], truth: Truth) -> list[str]:
                 )
     for task in truth.tasks.values():
         created = [ev for ev in task.events if ev["type"] == "lease.created"]
-        for before, after in zip(created, created[1:], strict=False):
+        for before, after in itertools.pairwise(created):
             if (after.get("fence") or 0) <= (before.get("fence") or 0):
                 found.append(
                     f"task {task.id}: the timeline creates fence {after.get('fence')} "
@@ -117,9 +118,7 @@ def tasks_end_once(truth: Truth, task_ids: Iterable[str]) -> list[str]:
         odd = [o for o in odd if o.split(":")[0] not in active]
         if odd:
             found.append(f"task {task_id}: leases ended in unexpected states {odd}")
-        exhausted = [
-            ev for ev in task.events if ev["type"] == "task.run.lease_recovery_exhausted"
-        ]
+        exhausted = [ev for ev in task.events if ev["type"] == "task.run.lease_recovery_exhausted"]
         endings = len(enders) + len(exhausted)
         if endings != 1:
             found.append(
@@ -129,10 +128,16 @@ def tasks_end_once(truth: Truth, task_ids: Iterable[str]) -> list[str]:
             continue
         if enders:
             lease = enders[0]
-            wanted = "completed" if lease.state == "completed" and lease.outcome in (
-                None,
-                "success",
-            ) else "failed"
+            wanted = (
+                "completed"
+                if lease.state == "completed"
+                and lease.outcome
+                in (
+                    None,
+                    "success",
+                )
+                else "failed"
+            )
             if task.status != wanted:
                 found.append(
                     f"task {task_id}: lease {lease.id} ended {lease.state}"
@@ -140,7 +145,9 @@ def tasks_end_once(truth: Truth, task_ids: Iterable[str]) -> list[str]:
                 )
         elif task.status != "needs_attention":
             found.append(f"task {task_id}: recoveries exhausted but the task is {task.status}")
-        on_timeline = [ev for ev in task.events if ev["type"] in ("lease.completed", "lease.failed")]
+        on_timeline = [
+            ev for ev in task.events if ev["type"] in ("lease.completed", "lease.failed")
+        ]
         if len(on_timeline) != len(enders):
             found.append(
                 f"task {task_id}: the timeline records {len(on_timeline)} report endings, "
@@ -178,12 +185,12 @@ def acknowledged_reports_kept(ops: list[Op], truth: Truth) -> list[str]:
                 )
         elif op.kind in ("heartbeat", "start"):
             handed_on = lease.state == "lost" or lease.end_reason == "released"
-            if handed_on and lease.ended_at is not None:
-                if lease.ended_at + CLOCK_EPSILON_S < op.start:
-                    found.append(
-                        f"{op.kind} by {op.worker} on lease {op.lease_id} was acknowledged "
-                        f"{op.start - lease.ended_at:.3f}s after the lease ended {lease.state}"
-                    )
+            ended = lease.ended_at
+            if handed_on and ended is not None and ended + CLOCK_EPSILON_S < op.start:
+                found.append(
+                    f"{op.kind} by {op.worker} on lease {op.lease_id} was acknowledged "
+                    f"{op.start - ended:.3f}s after the lease ended {lease.state}"
+                )
     return found
 
 

@@ -1,4 +1,4 @@
-"""What a reliability run recorded: operations as the wire saw them, holds, and the server's truth."""
+"""What a reliability run recorded: operations on the wire, holds, and the service's truth."""
 
 from __future__ import annotations
 

@@ -105,7 +105,11 @@ def test_a_claim_answer_with_an_older_fence_than_an_earlier_claim_is_a_violation
 def test_a_timeline_that_creates_fences_out_of_order_is_a_violation() -> None:
     bad = truth(
         list(CLEAN.leases.values()),
-        [TaskTruth("task_a", "completed", [ev("lease.created", "l2", 2), ev("lease.created", "l1", 1)])],
+        [
+            TaskTruth(
+                "task_a", "completed", [ev("lease.created", "l2", 2), ev("lease.created", "l1", 1)]
+            )
+        ],
     )
     assert any("timeline creates fence 1" in f for f in checker.fences_increase([], bad))
 
@@ -187,7 +191,9 @@ def test_a_stale_refusal_missing_from_the_timeline_is_a_violation() -> None:
         op("heartbeat", "l1", T0 + 13, 409, code="stale_lease"),
     ]
     found = checker.stale_reports_refused(ops, CLEAN)
-    assert found == ["lease l1: 2 reports refused as stale, 1 recorded on the timeline of task task_a"]
+    assert found == [
+        "lease l1: 2 reports refused as stale, 1 recorded on the timeline of task task_a"
+    ]
 
 
 def test_a_report_racing_the_expiry_or_unanswered_is_no_verdict() -> None:
