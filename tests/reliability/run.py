@@ -256,11 +256,12 @@ def _run(
     holds = journal.holds + read_job_holds(holds_dir)
     ops = derive(journal.exchanges, {x.id: x.task_id for x in truth.leases.values()})
     violations = checker.check(ops, holds, truth, task_ids)
-    if not ended:
-        violations.append(f"not every task ended within {profile.drain_seconds:.0f}s of drain")
+    # A task still open after the drain is a violation of tasks_end_once on the truth read
+    # after it; a drain that ran out of time only says the machine was slow, so it is a figure.
     figures = _figures(journal, ops, holds, truth, injected, switch, proxies, procs, threads)
     figures["seconds"] = round(time.time() - began, 1)
     figures["drain_seconds"] = round(drained, 1)
+    figures["drained_in_time"] = ended
     _print(seed, figures, violations)
     return Result(seed, ops, violations, figures)
 
