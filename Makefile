@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: local test lint typecheck unit aws conformance e2e browser chromium bench install dynamodb-local clean
+.PHONY: local test lint typecheck unit aws conformance e2e browser chromium bench soak install dynamodb-local clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "python3 >= 3.11 is needed"'
@@ -51,6 +51,12 @@ browser: dynamodb-local chromium
 
 bench: dynamodb-local
 	$(BIN)/tenure bench lifecycle
+
+# The long reliability run (tests/reliability): workers under injected faults, the history
+# checked. SOAK_SECONDS (default 600) and TENURE_RELIABILITY_SEED (default: random) configure it.
+SOAK_SECONDS ?= 600
+soak: dynamodb-local
+	SOAK_SECONDS=$(SOAK_SECONDS) TENURE_REQUIRE_ENGINES=1 PYTHONPATH=. $(BIN)/python -m tests.reliability.run
 
 test: $(STAMP) dynamodb-local chromium lint typecheck
 	TENURE_REQUIRE_ENGINES=1 $(BIN)/pytest -q -p no:cacheprovider tests

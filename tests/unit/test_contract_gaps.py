@@ -140,3 +140,26 @@ def test_a_pools_retention_can_be_patched_and_reset(rig: Rig) -> None:
     assert rig.svc.update_pool(ADMIN, POOL, {"retention_seconds": 60}).retention_seconds == 60
     reset = rig.svc.update_pool(ADMIN, POOL, {"retention_seconds": None})
     assert reset.retention_seconds == DEFAULT_RETENTION_SECONDS
+
+
+def test_a_retried_claim_counts_the_lease_from_the_retry_the_worker_heard(rig: Rig) -> None:
+    # The worker never heard the first answer; its lease clock (and its self-fence, DESIGN §4)
+    # starts at the retry it did hear. Found building tests/reliability's dropped-claim path:
+    # the retry kept the first claim's deadline, so the sweeper could expire the lease (and
+    # hand the job on) while its holder, counting from the retry, still acted.
+    rig.make_pool("quick", renew_seconds=1, grace_seconds=50, toleration_seconds=20)
+    rig.task(pool="quick")
+    rig.sweep()
+    first = rig.svc.claim(WORKER, "quick", "w1", None, 0, None, claim_id="c-1")
+    assert first is not None
+    rig.advance(15)
+    rig.sweep()
+    again = rig.svc.claim(WORKER, "quick", "w1", None, 0, None, claim_id="c-1")
+    assert again is not None and again.lease.id == first.lease.id
+    heard_at = rig.clock.now_ms()
+    held = rig.lease(first.lease.id)
+    assert held.deadline is not None and held.deadline >= heard_at + 20_000
+    # The holder may act until 2 renews before its toleration runs out, counted from the retry.
+    rig.advance(20 - 2 * 1)
+    assert rig.sweep().expired == []
+    assert rig.lease(first.lease.id).state is LeaseState.DISPATCHED

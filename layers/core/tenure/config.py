@@ -55,6 +55,10 @@ class LocalSettings(BaseModel):
     admin_token: str | None = None
     cache_dir: str = Field(default_factory=lambda: os.path.expanduser("~/.cache/tenure"))
     require_engines: bool = False
+    # Test-only fault hooks (tests/reliability): a JSON file the local stack's processes read
+    # for injected DynamoDB throttling and a paused sweeper. Unset (always, under `make local`):
+    # no hook is installed at all.
+    test_faults_file: str | None = None
 
 
 @lru_cache(maxsize=1)
@@ -83,6 +87,7 @@ def local_settings() -> LocalSettings:
         admin_token=env.get("TENURE_ADMIN_TOKEN") or None,
         cache_dir=env.get("TENURE_CACHE_DIR") or os.path.expanduser("~/.cache/tenure"),
         require_engines=env.get("TENURE_REQUIRE_ENGINES", "") not in ("", "0"),
+        test_faults_file=env.get("TENURE_TEST_FAULTS_FILE") or None,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from tenure.config import settings
+from tenure.config import local_settings, settings
 from tenure.core.service import LeaseService
 from tenure.store.blobs import S3Blobs
 from tenure.store.dynamo import DynamoStore
@@ -64,7 +64,7 @@ class RandomIds:
 
 def dynamodb_client(endpoint: str | None = None) -> Any:
     cfg = settings()
-    return boto3.client(
+    client = boto3.client(
         "dynamodb",
         region_name=cfg.region,
         endpoint_url=endpoint or cfg.dynamodb_endpoint,
@@ -76,6 +76,12 @@ def dynamodb_client(endpoint: str | None = None) -> Any:
             retries={"total_max_attempts": 1, "mode": "standard"}, max_pool_connections=64
         ),
     )
+    faults = local_settings().test_faults_file
+    if faults:  # a local stack started by tests/reliability; never set in AWS or `make local`
+        from tenure.local.faults import fault_file, install_throttle
+
+        install_throttle(client, fault_file(faults))
+    return client
 
 
 def build_store(endpoint: str | None = None, table: str | None = None) -> DynamoStore:

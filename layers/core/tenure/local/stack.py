@@ -16,6 +16,7 @@ from typing import Any
 from tenure import wiring
 from tenure.config import ENVIRONMENT, export, local_settings
 from tenure.local.engines import MOTO_SERVICES, DynamoDBLocal, EngineUnavailable, MotoServer
+from tenure.local.faults import fault_file
 from tenure.local.frontdoor import FrontDoor
 from tenure.local.inbound_poller import InboundPoller
 from tenure.local.provision import REGION, Provisioned, Provisioner
@@ -153,7 +154,11 @@ class Stack:
         """Stands in for the sweeper's rate(1 minute) schedule."""
         from tenure.sweeper import run_pass
 
+        faults_file = local_settings().test_faults_file
+        faults = fault_file(faults_file) if faults_file else None
         while not self.stopping.wait(self.sweep_interval):
+            if faults is not None and faults.sweeper_paused():
+                continue  # a test stands in for a sweeper outage (tenure.local.faults)
             try:
                 run_pass()
             except Exception as err:
@@ -288,6 +293,9 @@ def _banner(info: dict[str, Any], provisioned: list[Provisioned]) -> None:
     else:
         print("  admin token    the value of TENURE_ADMIN_TOKEN")
     print(f"  sweeper        every {info['sweep_interval_seconds']:g}s")
+    faults = local_settings().test_faults_file
+    if faults:
+        print(f"  TEST FAULTS    hooks read {faults} (throttling, sweeper pause)")
     print("  from infra/template.yaml:")
     for made in provisioned:
         print(f"    {made.logical_id:28s} {made.kind:30s} {made.local_name}")

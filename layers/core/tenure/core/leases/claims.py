@@ -135,8 +135,14 @@ class ClaimOps(WorkerOps, ClaimGate):
                 return None
             token = rules.mint_lease_token(current.id, self.ids.secret())
             now = self.clock.now_ms()
+            # The worker never heard the first answer: its lease (and its self-fence) counts
+            # from this one, so the deadline must too, never from the claim it missed. Like a
+            # heartbeat, it leaves `due_at` (an index write) to the sweeper's re-index.
+            seconds = current.lease_seconds or pool.toleration_seconds
+            deadline = max(current.deadline or 0, rules.fresh_deadline(now, 1000 * seconds))
             new = replace(
                 current,
+                deadline=deadline,
                 token_hash=rules.hash_token(token),
                 version=current.version + 1,
                 event_type="lease.claim_retried",
