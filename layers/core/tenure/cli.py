@@ -46,6 +46,13 @@ def _bench_claims(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_coldstart(args: argparse.Namespace) -> int:
+    from tenure.benches.coldstart import run
+
+    print(json.dumps(run(args.runs), indent=2))
+    return 0
+
+
 def _email_send(args: argparse.Namespace) -> int:
     from tenure.local.email_send import send
     from tenure.local.engines import use_local_credentials
@@ -97,6 +104,11 @@ def parser() -> argparse.ArgumentParser:
     claims.add_argument("--claimers", type=int, default=32, help="concurrent claimers")
     claims.add_argument("--leases", type=int, default=2000, help="pending leases to claim")
     claims.set_defaults(func=_bench_claims)
+    cold = bench_sub.add_parser(
+        "coldstart", help="the API function's imports and first client beside bare boto3's"
+    )
+    cold.add_argument("--runs", type=int, default=5, help="fresh interpreters of each kind")
+    cold.set_defaults(func=_bench_coldstart)
     mail = sub.add_parser("email", help="inbound email against the local stack")
     mail_sub = mail.add_subparsers(dest="action", required=True)
     send = mail_sub.add_parser("send", help="deliver a .eml file as SES would (S3 + SNS)")

@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import math
+import os
 import secrets
 import sys
 import time
@@ -26,9 +27,11 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
+import boto3
+
 from tenure import wiring
 from tenure.api.routes import PUBLIC_ROUTES, match
-from tenure.config import ENVIRONMENT, export, local_settings
+from tenure.config import ENVIRONMENT, export, local_settings, settings
 from tenure.local.email_send import INBOUND_PREFIX, notification, ses_message_id
 from tenure.local.engines import DynamoDBLocal, MotoServer, use_local_credentials
 from tenure.local.frontdoor import to_event
@@ -156,6 +159,11 @@ class Rig:
     # ------------------------------------------------------------------- stack
 
     def start(self) -> Rig:
+        # Everything changed here for the process is put back by stop(): settings, the
+        # default session, stdout and where loggers write.
+        self.saved_env = dict(os.environ)
+        self.saved_session = boto3.DEFAULT_SESSION
+        self.rebound: list[tuple[logging.StreamHandler[Any], Any]] = []
         use_local_credentials()
         self.meter.install()  # before any client is made
         moto = MotoServer()
@@ -199,7 +207,7 @@ class Rig:
                     self.real_stdout,
                     sys.__stdout__,
                 ):
-                    handler.setStream(self.tally)
+                    self.rebound.append((handler, handler.setStream(self.tally)))
         svc = wiring.service()
         svc.clock = self.clock  # every function of this process shares the one service
         self.pump = _ReactorPump(self, endpoint)
@@ -207,8 +215,15 @@ class Rig:
 
     def stop(self) -> None:
         sys.stdout = self.real_stdout
+        for handler, stream in getattr(self, "rebound", []):
+            handler.setStream(stream)
         for engine in reversed(self.engines):
             engine.stop()
+        if hasattr(self, "saved_env"):
+            os.environ.clear()
+            os.environ.update(self.saved_env)
+            boto3.DEFAULT_SESSION = self.saved_session
+        settings.cache_clear()
         self._fresh_caches()
 
     def _fresh_caches(self) -> None:
@@ -219,7 +234,11 @@ class Rig:
         inbound_handler.inbound.cache_clear()
 
     def __enter__(self) -> Rig:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()  # whatever had started ends with it
+            raise
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
@@ -278,7 +297,7 @@ class Rig:
         started = time.perf_counter()
         result = self.invoke("api", event)
         self._access_log(event, int(result.get("statusCode", 200)), started)
-        self.pump.drain(quiet_passes=1)
+        self.pump.pump_once()  # reads on until the stream has nothing new
         body = result.get("body") or ""
         raw = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
         return Answer(int(result.get("statusCode", 200)), dict(result.get("headers") or {}), raw)
@@ -326,8 +345,6 @@ class Rig:
                 Key=f"{INBOUND_PREFIX}{message_id}",
                 Body=raw,
             )
-            import boto3
-
             boto3.client("sns", region_name=REGION).publish(
                 TopicArn=self.resources["inbound_topic_arn"],
                 Subject="Amazon SES Email Receipt Notification",
@@ -339,8 +356,6 @@ class Rig:
 
     def poll_inbound(self) -> int:
         """Lambda's SQS event source: receive, invoke the inbound function, delete."""
-        import boto3
-
         with self.meter.acting("lambda-pollers"):
             sqs = boto3.client("sqs", region_name=REGION)
             poller = InboundPoller(
@@ -352,13 +367,13 @@ class Rig:
                 total += got
                 if not got:
                     break
-        self.pump.drain(quiet_passes=1)
+        self.pump.pump_once()  # reads on until the stream has nothing new
         return total
 
     def sweep(self) -> None:
         """One pass of the sweeper, as its one-minute schedule invokes it."""
         self.invoke("sweeper", {"source": "aws.scheduler", "detail-type": "Scheduled Event"})
-        self.pump.drain(quiet_passes=1)
+        self.pump.pump_once()  # reads on until the stream has nothing new
 
 
 class _ReactorPump(StreamPump):
