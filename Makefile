@@ -49,8 +49,13 @@ chromium:
 browser: dynamodb-local chromium
 	$(BIN)/pytest -q tests/browser
 
+# Not part of `make test`: the cost workload, 32 claimers on 2,000 leases and cold starts
+# take minutes. Each prints JSON on stdout (the cost bench its table on stderr).
 bench: dynamodb-local
 	$(BIN)/tenure bench lifecycle
+	$(BIN)/tenure bench cost
+	$(BIN)/tenure bench claims --claimers 32 --leases 2000
+	$(BIN)/tenure bench coldstart
 
 # The long reliability run (tests/reliability): workers under injected faults, the history
 # checked. SOAK_SECONDS (default 600) and TENURE_RELIABILITY_SEED (default: random) configure it.

@@ -32,6 +32,27 @@ def _bench_lifecycle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_cost(args: argparse.Namespace) -> int:
+    from tenure.benches.cost import main
+
+    print(json.dumps(main(args.leases, args.workers), indent=2))
+    return 0
+
+
+def _bench_claims(args: argparse.Namespace) -> int:
+    from tenure.benches.claims import run
+
+    print(json.dumps(run(args.claimers, args.leases), indent=2))
+    return 0
+
+
+def _bench_coldstart(args: argparse.Namespace) -> int:
+    from tenure.benches.coldstart import run
+
+    print(json.dumps(run(args.runs), indent=2))
+    return 0
+
+
 def _email_send(args: argparse.Namespace) -> int:
     from tenure.local.email_send import send
     from tenure.local.engines import use_local_credentials
@@ -65,11 +86,29 @@ def parser() -> argparse.ArgumentParser:
         func=_install_dynamodb_local
     )
 
-    bench = sub.add_parser("bench", help="measure DynamoDB capacity units")
+    bench = sub.add_parser("bench", help="measure capacity units, cost, contention, cold start")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     bench_sub.add_parser(
         "lifecycle", help="write and read units of each step of one lease's life"
     ).set_defaults(func=_bench_lifecycle)
+    cost = bench_sub.add_parser(
+        "cost",
+        help="all-in cost per lease on the reference workload, beside SQS and Step Functions",
+    )
+    cost.add_argument("--leases", type=int, default=240, help="leases in the workload")
+    cost.add_argument("--workers", type=int, default=None, help="default: 3 jobs per slot")
+    cost.set_defaults(func=_bench_cost)
+    claims = bench_sub.add_parser(
+        "claims", help="claims per second and lost conditional writes under contention"
+    )
+    claims.add_argument("--claimers", type=int, default=32, help="concurrent claimers")
+    claims.add_argument("--leases", type=int, default=2000, help="pending leases to claim")
+    claims.set_defaults(func=_bench_claims)
+    cold = bench_sub.add_parser(
+        "coldstart", help="the API function's imports and first client beside bare boto3's"
+    )
+    cold.add_argument("--runs", type=int, default=5, help="fresh interpreters of each kind")
+    cold.set_defaults(func=_bench_coldstart)
     mail = sub.add_parser("email", help="inbound email against the local stack")
     mail_sub = mail.add_subparsers(dest="action", required=True)
     send = mail_sub.add_parser("send", help="deliver a .eml file as SES would (S3 + SNS)")

@@ -17,7 +17,7 @@ from tenure.core.workers import WorkerOps
 
 # How many queue heads a claim looks at; claimers shuffle them so that concurrent workers
 # spread over candidates instead of all paying for a lost race on the head (DESIGN §9).
-CLAIM_CANDIDATES = 16
+CLAIM_CANDIDATES = 64
 # How many candidates one claim call may lose races for before it rests a poll interval.
 MAX_CLAIM_TRIES = 200
 # How long an idle long-poll waits between looks at the queue.

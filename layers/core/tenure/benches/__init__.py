@@ -1,0 +1,1 @@
+"""The benches behind `tenure bench …`: cost per lease, claim contention, cold start."""

@@ -1,0 +1,43 @@
+"""The cost bench's arithmetic (benches/prices.py), on hand-made usage."""
+
+from __future__ import annotations
+
+import pytest
+from tenure.benches import prices
+
+NOTHING = {
+    "http_requests": 0.0,
+    "lambda_invocations": 0.0,
+    "lambda_duration_usd": 0.0,
+    "dynamodb_write_units": 0.0,
+    "dynamodb_read_units": 0.0,
+    "sqs_requests": 0.0,
+    "sns_publishes": 0.0,
+    "s3_puts": 0.0,
+    "s3_gets": 0.0,
+    "log_bytes": 0.0,
+    "eventbridge_events": 0.0,
+    "scheduler_invocations": 0.0,
+}
+
+
+def test_each_line_is_its_count_times_its_list_price_per_million_leases() -> None:
+    lines = prices.tenure_breakdown(
+        {**NOTHING, "http_requests": 6, "dynamodb_write_units": 12, "dynamodb_read_units": 8}
+    )
+    assert lines["api_gateway"] == pytest.approx(6.00)
+    assert lines["dynamodb_writes"] == pytest.approx(7.50)
+    assert lines["dynamodb_reads"] == pytest.approx(1.00)
+    assert lines["sqs"] == 0 and lines["xray_sampled"] == 0
+
+
+def test_lambda_duration_is_billed_per_gb_second_at_the_arm64_price() -> None:
+    # 1,000 ms at 1,024 MB is one GB-second.
+    assert prices.lambda_duration_usd(1000, 1024) == prices.PRICES["lambda_arm64_gb_second"]
+    assert prices.lambda_duration_usd(10, 512) == pytest.approx(0.005 * 0.0000133334)
+
+
+def test_the_alternatives_price_the_same_counts() -> None:
+    # Send, receive, delete and three renewals: six SQS requests, $2.40 per million leases.
+    assert prices.sqs_alone(3, 0)["sqs"] == pytest.approx(2.40)
+    assert prices.step_functions_activities(0)["state_transitions"] == pytest.approx(50.0)
