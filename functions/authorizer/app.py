@@ -2,19 +2,16 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Tracer
 from aws_lambda_powertools.utilities.data_classes import event_source
 from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
     APIGatewayAuthorizerEventV2,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tenure.api.authorizer import verdict
-
-# As in the API function: off outside Lambda, botocore only, the verdict kept out of traces.
-tracer = Tracer(patch_modules=["botocore"])
+from tenure.tracing import traced
 
 
-@tracer.capture_lambda_handler(capture_response=False)
+@traced
 @event_source(data_class=APIGatewayAuthorizerEventV2)
 def handler(event: APIGatewayAuthorizerEventV2, context: LambdaContext) -> dict[str, Any]:
     return dict(verdict(event).asdict())

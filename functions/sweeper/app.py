@@ -2,13 +2,11 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tenure.sweeper import handle
+from tenure.tracing import traced
 
-tracer = Tracer(patch_modules=["botocore"])  # as in the API function
 
-
-@tracer.capture_lambda_handler(capture_response=False)
+@traced
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return handle(event, context)
