@@ -126,3 +126,27 @@ def test_attachments_bucket_is_private_and_encrypted(template: dict[str, Any]) -
     assert all(bucket["PublicAccessBlockConfiguration"].values())
     assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
     assert bucket["LifecycleConfiguration"]["Rules"]
+
+
+def test_functions_log_json_without_lambdas_own_lines_and_trace_only_when_asked(
+    template: dict[str, Any],
+) -> None:
+    functions = {
+        name: r["Properties"]
+        for name, r in template["Resources"].items()
+        if r["Type"] == "AWS::Serverless::Function"
+    }
+    assert functions
+    for name, props in functions.items():
+        config = props["LoggingConfig"]
+        assert (config["LogFormat"], config["SystemLogLevel"]) == ("JSON", "WARN"), name
+        # Powertools' level and Lambda's application level agree (else it warns, and filters).
+        assert config["ApplicationLogLevel"] == "INFO", name
+    tracing = template["Parameters"]["Tracing"]
+    assert tracing["Default"] == "PassThrough" and set(tracing["AllowedValues"]) == {
+        "Active",
+        "PassThrough",
+    }
+    glob = template["Globals"]["Function"]
+    assert glob["Tracing"] == {"Ref": "Tracing"}
+    assert glob["Environment"]["Variables"]["POWERTOOLS_LOG_LEVEL"] == "INFO"

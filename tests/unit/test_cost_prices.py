@@ -31,6 +31,16 @@ def test_each_line_is_its_count_times_its_list_price_per_million_leases() -> Non
     assert lines["sqs"] == 0 and lines["xray_sampled"] == 0
 
 
+def test_x_ray_is_priced_only_for_a_stack_deployed_with_tracing_on() -> None:
+    used = {**NOTHING, "lambda_invocations": 20}
+    assert prices.tenure_breakdown(used)["xray_sampled"] == 0
+    # 5 % of 20 invocations traced at $5 per million traces: $5 per million leases.
+    assert prices.tenure_breakdown(used, tracing=True)["xray_sampled"] == pytest.approx(5.0)
+    sweep = {"duration_usd": 0.0, "read_units": 0.0, "write_units": 0.0, "log_bytes": 0.0}
+    assert prices.fixed_monthly(sweep)["xray_reservoir"] == 0
+    assert prices.fixed_monthly(sweep, tracing=True)["xray_reservoir"] == pytest.approx(12.96)
+
+
 def test_lambda_duration_is_billed_per_gb_second_at_the_arm64_price() -> None:
     # 1,000 ms at 1,024 MB is one GB-second.
     assert prices.lambda_duration_usd(1000, 1024) == prices.PRICES["lambda_arm64_gb_second"]

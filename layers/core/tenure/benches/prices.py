@@ -50,9 +50,10 @@ def per_million(usd_per_lease: float) -> float:
     return round(usd_per_lease * 1e6, 4)
 
 
-def tenure_breakdown(lease: dict[str, Any]) -> dict[str, float]:
+def tenure_breakdown(lease: dict[str, Any], tracing: bool = False) -> dict[str, float]:
     """USD per million leases, per line, from one lease's measured usage (`lease` holds the
-    per-lease counts the cost bench measured: see benches/cost.py `per_lease`)."""
+    per-lease counts the cost bench measured: see benches/cost.py `per_lease`). X-Ray is
+    priced only for a stack deployed with the template's Tracing=Active (off by default)."""
     p = PRICES
     lines = {
         "api_gateway": lease["http_requests"] * p["api_gateway_http_request"],
@@ -66,12 +67,14 @@ def tenure_breakdown(lease: dict[str, Any]) -> dict[str, float]:
         "cloudwatch_logs": lease["log_bytes"] / 1e9 * p["logs_ingested_gb"],
         "eventbridge": lease["eventbridge_events"] * p["eventbridge_custom_event"]
         + lease["scheduler_invocations"] * p["eventbridge_scheduler_invocation"],
-        "xray_sampled": lease["lambda_invocations"] * XRAY_FIXED_RATE * p["xray_trace_recorded"],
+        "xray_sampled": lease["lambda_invocations"] * XRAY_FIXED_RATE * p["xray_trace_recorded"]
+        if tracing
+        else 0.0,
     }
     return {name: per_million(usd) for name, usd in lines.items()}
 
 
-def fixed_monthly(sweeper_pass: dict[str, float]) -> dict[str, float]:
+def fixed_monthly(sweeper_pass: dict[str, float], tracing: bool = False) -> dict[str, float]:
     """What runs whether or not leases do, per month: the sweeper's schedule, invocation and
     table reads once a minute, and X-Ray's reservoir (one trace a second while traffic runs)."""
     passes = SECONDS_PER_MONTH / 60
@@ -91,7 +94,9 @@ def fixed_monthly(sweeper_pass: dict[str, float]) -> dict[str, float]:
         ),
         "xray_reservoir": round(
             XRAY_RESERVOIR_PER_SECOND * SECONDS_PER_MONTH * p["xray_trace_recorded"], 4
-        ),
+        )
+        if tracing
+        else 0.0,
     }
 
 

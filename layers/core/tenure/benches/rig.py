@@ -135,6 +135,17 @@ def memory_sizes() -> dict[str, int]:
     }
 
 
+def platform_logged() -> dict[str, bool]:
+    """Whether Lambda writes its START/END/REPORT lines for each function: only where the
+    template's LoggingConfig leaves SystemLogLevel at INFO or below (they are INFO lines)."""
+    resources = load_template()["Resources"]
+    levels = {
+        name: str(resources[logical]["Properties"].get("LoggingConfig", {}).get("SystemLogLevel"))
+        for name, logical in FUNCTIONS.items()
+    }
+    return {name: level in ("None", "DEBUG", "INFO") for name, level in levels.items()}
+
+
 class Rig:
     def __init__(self, ddb_endpoint: str | None = None, table: str = TABLE) -> None:
         """`ddb_endpoint`: a DynamoDB Local already running (else one is started)."""
@@ -143,6 +154,7 @@ class Rig:
         self.meter = AwsMeter()
         self.clock = wiring.ManualClock(wiring.SystemClock().now_ms())
         self.memory = memory_sizes()
+        self.platform_logged = platform_logged()
         self.calls: dict[str, Invocations] = defaultdict(Invocations)
         self.routes: Counter[str] = Counter()
         # Per route: the write and read units its requests caused, the reactor's included.
@@ -261,6 +273,7 @@ class Rig:
         platform = [
             line.format(rid=ctx.aws_request_id, ms=ms, mb=self.memory[function])
             for line in PLATFORM_LINES
+            if self.platform_logged[function]
         ]
         calls.log_bytes += self.tally.bytes - bytes0 + sum(len(x) + 1 for x in platform)
         calls.log_events += self.tally.lines - lines0 + len(platform)
