@@ -103,6 +103,8 @@ class Claim:
     renew_seconds: float
     lease_seconds: float
     keeps_logs: bool = False  # the pool keeps logs: ship the job's output (DESIGN §11)
+    # The work bundle the claim answer carried (None: GET /leases/{id}/payload for it).
+    payload: dict[str, Any] | None = None
 
     @property
     def lease_id(self) -> str:
@@ -226,6 +228,7 @@ class Client:
             renew_seconds=float(answer.get("renew_seconds") or timing["renew_seconds"]),
             lease_seconds=float(timing["lease_seconds"]),
             keeps_logs=bool(answer.get("keeps_logs", False)),
+            payload=answer.get("payload"),
         )
 
     def worker_heartbeat(

@@ -238,10 +238,12 @@ class Worker:
         )
         log("lease claimed", lease=claim.lease_id, fence=claim.fence)
         try:
-            budget = self._budget()
-            payload = self.client.payload(
-                claim.lease_id, claim.token, timeout=budget, budget=budget
-            )
+            payload = claim.payload
+            if payload is None:  # the claim answer could not carry it: one more request
+                budget = self._budget()
+                payload = self.client.payload(
+                    claim.lease_id, claim.token, timeout=budget, budget=budget
+                )
             Path(held.payload_file).write_text(json.dumps(payload))
         except (ApiError, Unreachable) as err:
             log("payload unavailable; releasing", lease=claim.lease_id, error=str(err))
@@ -287,11 +289,10 @@ class Worker:
         held.pid, held.proc = proc.pid, proc
         self._save(held)
         self.held[held.lease_id] = held
-        try:
-            self.client.start(held.lease_id, held.token, timeout=self._budget())
-            held.last_ok = time.monotonic()
-        except (ApiError, Unreachable) as err:
-            log("start not acknowledged", lease=held.lease_id, error=str(err))
+        # No POST /start: the next worker heartbeat, which renews every held lease in one
+        # call, starts it (DESIGN §3, §5) -- one request per lease fewer (DESIGN §9). Until
+        # then the lease is `dispatched`, its deadline one toleration from the claim, and the
+        # job's fence counts from the claim: nothing is held longer than the claim allows.
 
     # ------------------------------------------------------------------ heartbeats
 
