@@ -28,7 +28,7 @@ def _install_dynamodb_local(_: argparse.Namespace) -> int:
 def _bench_lifecycle(args: argparse.Namespace) -> int:
     from tenure.bench import lifecycle
 
-    print(json.dumps(lifecycle(), indent=2))
+    print(json.dumps(lifecycle(worker_flow=args.worker_flow), indent=2))
     return 0
 
 
@@ -67,9 +67,16 @@ def parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="measure DynamoDB capacity units")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
-    bench_sub.add_parser(
+    life = bench_sub.add_parser(
         "lifecycle", help="write and read units of each step of one lease's life"
-    ).set_defaults(func=_bench_lifecycle)
+    )
+    life.add_argument(
+        "--worker-flow",
+        action="store_true",
+        help="also run one worker as the SDK does (claim with payload, batched heartbeats, "
+        "complete claiming the next lease) and report units and requests per lease",
+    )
+    life.set_defaults(func=_bench_lifecycle)
     mail = sub.add_parser("email", help="inbound email against the local stack")
     mail_sub = mail.add_subparsers(dest="action", required=True)
     send = mail_sub.add_parser("send", help="deliver a .eml file as SES would (S3 + SNS)")
