@@ -141,6 +141,7 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.TaskCreate: {"space": "OPS", "title": "Build"},
     m.Enqueue: {"pool": "builders"},
     m.Claim: {"worker_id": "w1"},
+    m.NextClaim: {"worker_id": "w1", "claim_id": "c-1"},
     m.Heartbeat: {},
     m.LeaseFence: {"id": "lease_1", "fence": 1},
     m.WorkerHeartbeat: {"leases": []},

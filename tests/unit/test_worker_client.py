@@ -214,3 +214,54 @@ def test_a_report_answered_503_is_kept_and_sent_again_only_after_retry_after(
     assert "L1" in w.unreported, "a 503 says nothing about the lease: the report is kept"
     w._send_reports()
     assert len(fake.requests) == 1, "not sent again before Retry-After"
+
+
+def _held(tmp_path: Path, lease_id: str = "L1") -> Held:
+    base = tmp_path / lease_id
+    return Held(
+        lease_id=lease_id,
+        fence=1,
+        token="tnr_l_x",
+        renew_seconds=1.0,
+        lease_seconds=300.0,
+        pid=0,
+        exit_file=f"{base}.exit",
+        err_file=f"{base}.err",
+        payload_file=f"{base}.payload",
+        marker_file=f"{base}.reported",
+    )
+
+
+def test_a_finished_job_reports_with_the_next_claim_and_a_retry_keeps_its_claim_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nxt = {
+        "lease": {"id": "L2", "timing": {"renew_seconds": 10, "lease_seconds": 300}},
+        "token": "tnr_l_y",
+        "fence": 1,
+        "payload": {"lease": {"id": "L2"}, "subject": {"kind": "task"}, "kind": "command"},
+    }
+    done = {"lease": {"id": "L1", "state": "completed"}, "next": nxt}
+    fake = FakeTransport(Unreachable("lost"), Answer(200, {}, json.dumps(done).encode()))
+    w = worker(tmp_path, fake)
+    launched: list[Any] = []
+    monkeypatch.setattr(w, "_launch", lambda claim, at: launched.append(claim))
+    w.opts.concurrency = 2
+    w._finish(_held(tmp_path), 0)  # exit status 0: complete, and room for one more lease
+    w._send_reports()  # the first answer is lost; the report (and its claim) is sent again
+    first, second = (r["body"] for r in fake.requests)
+    assert [r["url"].rsplit("/", 1)[1] for r in fake.requests] == ["complete", "complete"]
+    assert first["next"]["worker_id"] == "w1" and first["next"]["claim_id"]
+    assert second == first, "the same report, the same claim_id: the same next lease"
+    assert [c.lease_id for c in launched] == ["L2"]
+    assert launched[0].payload == nxt["payload"]  # no GET payload needed
+    assert "L1" not in w.unreported
+
+
+def test_a_worker_with_no_room_reports_without_a_next_claim(tmp_path: Path) -> None:
+    done = {"lease": {"id": "L1", "state": "completed"}}
+    fake = FakeTransport(Answer(200, {}, json.dumps(done).encode()))
+    w = worker(tmp_path, fake)
+    w.stopping = True
+    w._finish(_held(tmp_path), 0)
+    assert "next" not in fake.requests[0]["body"]

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tenure import wiring
 from tenure.config import local_settings
+from tenure.core.leases.handover import NextClaim
 from tenure.core.model import Pool, Principal
 from tenure.core.service import LeaseService
-from tenure.core.states import PoolKind
+from tenure.core.states import PoolKind, ReportKind
 from tenure.local.engines import DynamoDBLocal
 from tenure.local.streams import StreamPump
 
 BUDGET = {"heartbeat_write_units": 1.0, "lifecycle_write_units": 24.0}
 
 
-def lifecycle() -> dict[str, Any]:
+def lifecycle(worker_flow: bool = False) -> dict[str, Any]:
     cache = Path(local_settings().cache_dir)
     with DynamoDBLocal(cache) as engine:
         store = wiring.build_store(engine.endpoint, "tenure-bench")
@@ -57,6 +59,12 @@ def lifecycle() -> dict[str, Any]:
             svc.heartbeat(lease, won.lease.id, None)
             r1, w1, _ = store.meter.snapshot()
             worst, units, reads = max(worst, w1 - w0), units + w1 - w0, reads + r1 - r0
+        # What the stream reactor wrote for the hour's heartbeats (nothing, when no beat
+        # changes a lease's state), so it is not billed to the next step.
+        r0, w0, _ = store.meter.snapshot()
+        pump.drain(quiet_passes=1)
+        r1, w1, _ = store.meter.snapshot()
+        steps["heartbeat_hour_stream"] = {"write_units": round(w1 - w0, 2)}
         steps["heartbeat_worst_in_hour"] = {"write_units": round(worst, 2)}
         steps["heartbeat_hour_average"] = {
             "write_units": round(units / beats, 3),
@@ -71,6 +79,7 @@ def lifecycle() -> dict[str, Any]:
             )
             + worst_beat
         )
+        flow = _worker_flow(svc, store, pump, clock, admin, worker) if worker_flow else None
         return {
             "engine": "DynamoDB Local",
             "units": "DynamoDB capacity units (ReturnConsumedCapacity=INDEXES: table + indexes)",
@@ -80,4 +89,88 @@ def lifecycle() -> dict[str, Any]:
             "budget": BUDGET,
             "within_budget": worst_beat <= BUDGET["heartbeat_write_units"]
             and total <= BUDGET["lifecycle_write_units"],
+            **({"worker_flow": flow} if flow is not None else {}),
         }
+
+
+# The reference workload of issue 16: 2-minute jobs, a renewal every 10 s, 4 leases a worker.
+FLOW_JOB_S, FLOW_RENEW_S, FLOW_SLOTS, FLOW_LEASES = 120, 10, 4, 16
+
+
+def _worker_flow(
+    svc: LeaseService, store: Any, pump: StreamPump, clock: Any, admin: Principal, worker: Any
+) -> dict[str, Any]:
+    """One worker as the SDK runs it, in steady state: the claim answer carries the payload,
+    the batched worker heartbeat starts and renews every held lease, and each complete claims
+    the next lease. A producer files one task per completion. Everything the service and the
+    stream reactor write is metered, per lease completed; so are the HTTP requests the worker
+    and the producer would send (one per service call below)."""
+    calls: dict[str, int] = {}
+    units: dict[str, float] = {}
+
+    def call(route: str, fn: Any) -> Any:
+        calls[route] = calls.get(route, 0) + 1
+        _, before, _ = store.meter.snapshot()
+        out = fn()
+        pump.drain(quiet_passes=1)  # the reactor's writes belong to the call that caused them
+        units[route] = units.get(route, 0.0) + store.meter.snapshot()[1] - before
+        return out
+
+    def file_task() -> None:
+        svc.create_task(admin, "BENCH", "flow task", None, "x", {}, "bench", None)
+
+    held: dict[str, tuple[int, int]] = {}  # lease id -> (fence, claimed at)
+    for _ in range(FLOW_SLOTS):  # warm-up, not metered: the worker fills its slots
+        file_task()
+        won = svc.claim(worker, "bench", "w-flow", "1.0", 0, None)
+        assert won is not None and svc.claimed_payload(won.lease) is not None
+        held[won.lease.id] = (won.lease.fence, clock.now_ms())
+    pump.drain()
+    calls.clear()
+    units.clear()
+    r0, w0, _ = store.meter.snapshot()
+    done, n = 0, 0
+    while done < FLOW_LEASES:
+        clock.sleep(FLOW_RENEW_S)
+        beats = call(
+            "POST /workers/{id}/heartbeat",
+            partial(svc.worker_heartbeat, worker, "w-flow", [(i, f) for i, (f, _) in held.items()]),
+        )
+        assert all(not isinstance(b, Exception) for _, _, b in beats)
+        for lease_id, (_, at) in list(held.items()):
+            if clock.now_ms() - at < FLOW_JOB_S * 1000 or done >= FLOW_LEASES:
+                continue
+            call("POST /tasks", file_task)
+            n += 1
+            ask = NextClaim(worker_id="w-flow", claim_id=f"flow-{n}", worker_version="1.0")
+            token = Principal(kind="lease", token_id="bench-lease", lease_id=lease_id)
+            _, won = call(
+                "POST /leases/{id}/complete",
+                partial(
+                    svc.report_then_claim,
+                    token,
+                    lease_id,
+                    ReportKind.COMPLETE,
+                    {"outcome": "success"},
+                    ask,
+                ),
+            )
+            del held[lease_id]
+            done += 1
+            assert won is not None
+            held[won.lease.id] = (won.lease.fence, clock.now_ms())
+    r1, w1, _ = store.meter.snapshot()
+    requests = sum(calls.values())
+    return {
+        "workload": {
+            "job_seconds": FLOW_JOB_S,
+            "renew_seconds": FLOW_RENEW_S,
+            "leases_per_worker": FLOW_SLOTS,
+            "leases_completed": done,
+        },
+        "write_units_per_lease": round((w1 - w0) / done, 2),
+        "read_units_per_lease": round((r1 - r0) / done, 2),
+        "requests_per_lease": round(requests / done, 2),
+        "requests_by_route": {route: round(count / done, 2) for route, count in calls.items()},
+        "write_units_by_route": {route: round(u / done, 2) for route, u in units.items()},
+    }

@@ -28,7 +28,7 @@ def _install_dynamodb_local(_: argparse.Namespace) -> int:
 def _bench_lifecycle(args: argparse.Namespace) -> int:
     from tenure.bench import lifecycle
 
-    print(json.dumps(lifecycle(), indent=2))
+    print(json.dumps(lifecycle(worker_flow=args.worker_flow), indent=2))
     return 0
 
 
@@ -88,9 +88,16 @@ def parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="measure capacity units, cost, contention, cold start")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
-    bench_sub.add_parser(
+    life = bench_sub.add_parser(
         "lifecycle", help="write and read units of each step of one lease's life"
-    ).set_defaults(func=_bench_lifecycle)
+    )
+    life.add_argument(
+        "--worker-flow",
+        action="store_true",
+        help="also run one worker as the SDK does (claim with payload, batched heartbeats, "
+        "complete claiming the next lease) and report units and requests per lease",
+    )
+    life.set_defaults(func=_bench_lifecycle)
     cost = bench_sub.add_parser(
         "cost",
         help="all-in cost per lease on the reference workload, beside SQS and Step Functions",

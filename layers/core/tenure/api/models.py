@@ -289,6 +289,19 @@ class WorkerHeartbeat(Strict):
     pool: Name | None = None
 
 
+class NextClaim(Strict):
+    """The claim a final report may carry (DESIGN §9): the next lease of the same pool, for
+    the same worker, claimed in the same call. `claim_id` is required: a report retried
+    because its answer was lost carries the same claim and gets the same next lease back."""
+
+    worker_id: WorkerId
+    claim_id: ClaimId
+    worker_version: Annotated[str, StringConstraints(max_length=128)] | None = None
+    wait_seconds: Annotated[float, Field(ge=0, le=20)] = 0
+    lease_seconds: LeaseSeconds | None = None
+    host: Host | None = None
+
+
 class Complete(Strict):
     outcome: Literal["success", "failure"] = "success"
     details: dict[str, Any] | None = None
@@ -297,6 +310,7 @@ class Complete(Strict):
     created_task_ids: Annotated[list[str], Field(max_length=100)] | None = None
     report_id: ReportId | None = None
     fence: Fence | None = None
+    next: NextClaim | None = None  # claim the worker's next lease in the same call
 
     _docs = field_validator("details", "result", "usage")(
         lambda v, info: _bounded(v, info.field_name)
@@ -308,6 +322,7 @@ class Fail(Strict):
     metadata: dict[str, Any] | None = None
     report_id: ReportId | None = None
     fence: Fence | None = None
+    next: NextClaim | None = None  # claim the worker's next lease in the same call
 
     _docs = field_validator("metadata")(lambda v: _bounded(v, "metadata"))
 
@@ -423,6 +438,14 @@ class LeaseOut(Out):
 
 class LeaseAnswer(Out):
     lease: LeaseOut
+
+
+class ReportAnswer(Out):
+    """A final report's answer: `next` only when the report carried a claim (null: nothing
+    was claimable once its wait_seconds had passed)."""
+
+    lease: LeaseOut
+    next: Claimed | None = None
 
 
 class LeasePage(Out):
@@ -555,6 +578,9 @@ class Claimed(Out):
     claim_token_hash: str | None
     renew_seconds: int
     keeps_logs: bool  # whether the worker should ship the job's output (DESIGN §11)
+    # The work bundle (DESIGN §6) as GET /leases/{id}/payload answers it, so a worker needs no
+    # second request; null when it could not be read at claim time (then GET it).
+    payload: Payload | None = None
 
 
 class Beat(Out):
@@ -828,6 +854,8 @@ class InspectOut(Out):
 
 
 # TaskOut names BlockedReason and Children, defined further down.
+Claimed.model_rebuild()
+ReportAnswer.model_rebuild()
 TaskOut.model_rebuild()
 TaskAnswer.model_rebuild()
 InspectOut.model_rebuild()

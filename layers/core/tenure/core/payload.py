@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tenure.core.classifier import VersionOps
-from tenure.core.model import Event, Principal
+from tenure.core.errors import TenureError
+from tenure.core.model import Event, Lease, Principal
 from tenure.core.ports import Store
 from tenure.core.states import SubjectKind
 
@@ -19,6 +20,20 @@ class PayloadOps(VersionOps):
     def payload(self, actor: Principal, lease_id: str) -> dict[str, Any]:
         lease = self._own_lease(actor, lease_id)
         self._refuse_if_stale(lease, "payload")
+        return self._bundle(lease)
+
+    def claimed_payload(self, lease: Lease) -> dict[str, Any] | None:
+        """The bundle a claim answer carries, so a worker needs no GET payload (DESIGN §9).
+        The lease is already won when this runs: a bundle that cannot be read now (a throttled
+        read, a subject gone) must not lose the worker its token, so it answers None and the
+        worker falls back to GET /leases/{id}/payload."""
+        try:
+            return self._bundle(lease)
+        except TenureError:
+            self.counters["claim_payload_deferred"] += 1
+            return None
+
+    def _bundle(self, lease: Lease) -> dict[str, Any]:
         pool = self._pool(lease.pool)
         events = self.store.timeline(lease.subject_kind, lease.subject_id, HISTORY_IN_PAYLOAD)
         recent = [_event_summary(e) for e in events[-ACTIVITY_IN_PAYLOAD:]]

@@ -22,6 +22,7 @@ from tenure.core.firings import FiringOps
 from tenure.core.force import ForceOps
 from tenure.core.inspect import InspectOps
 from tenure.core.leases.claims import Claimed, ClaimOps
+from tenure.core.leases.handover import HandoverOps
 from tenure.core.leases.operator import OperatorOps
 from tenure.core.leases.recovery import RecoveryOps
 from tenure.core.leases.reports import Beat, ReportOps
@@ -52,6 +53,9 @@ class LeaseService(
     UsageOps,
     ReportOps,
     ForceOps,
+    # HandoverOps (a final report that claims the next lease) calls the public complete/fail,
+    # so Delegation's gate and Usage apply to it as to the plain routes.
+    HandoverOps,
     ClaimOps,
     PayloadOps,
     FiringOps,

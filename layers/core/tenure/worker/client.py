@@ -103,6 +103,8 @@ class Claim:
     renew_seconds: float
     lease_seconds: float
     keeps_logs: bool = False  # the pool keeps logs: ship the job's output (DESIGN §11)
+    # The work bundle the claim answer carried (None: GET /leases/{id}/payload for it).
+    payload: dict[str, Any] | None = None
 
     @property
     def lease_id(self) -> str:
@@ -218,15 +220,7 @@ class Client:
             raise ClaimUnanswered(str(err), claim_id, wait) from err
         if status == 204 or answer is None:
             return None
-        timing = answer["lease"]["timing"]
-        return Claim(
-            lease=answer["lease"],
-            token=answer["token"],
-            fence=int(answer["fence"]),
-            renew_seconds=float(answer.get("renew_seconds") or timing["renew_seconds"]),
-            lease_seconds=float(timing["lease_seconds"]),
-            keeps_logs=bool(answer.get("keeps_logs", False)),
-        )
+        return claim_of(answer)
 
     def worker_heartbeat(
         self,
@@ -285,6 +279,20 @@ class Client:
         # Safe to retry: the same final report is answered with the first answer.
         path = f"/leases/{lease_id}/{kind}"
         return dict(self.call("POST", path, body, lease_token, timeout=timeout, retries=retries)[1])
+
+
+def claim_of(answer: dict[str, Any]) -> Claim:
+    """A won claim, as the claim route answers it (and a final report's `next`)."""
+    timing = answer["lease"]["timing"]
+    return Claim(
+        lease=answer["lease"],
+        token=answer["token"],
+        fence=int(answer["fence"]),
+        renew_seconds=float(answer.get("renew_seconds") or timing["renew_seconds"]),
+        lease_seconds=float(timing["lease_seconds"]),
+        keeps_logs=bool(answer.get("keeps_logs", False)),
+        payload=answer.get("payload"),
+    )
 
 
 def _api_error(answer: Answer) -> ApiError:

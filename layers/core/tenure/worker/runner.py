@@ -29,6 +29,8 @@ from tenure.worker.client import (
     Client,
     Unavailable,
     Unreachable,
+    claim_of,
+    new_claim_id,
     post_logs,
 )
 from tenure.worker.shipping import LogPump, LogShipper
@@ -238,10 +240,12 @@ class Worker:
         )
         log("lease claimed", lease=claim.lease_id, fence=claim.fence)
         try:
-            budget = self._budget()
-            payload = self.client.payload(
-                claim.lease_id, claim.token, timeout=budget, budget=budget
-            )
+            payload = claim.payload
+            if payload is None:  # the claim answer could not carry it: one more request
+                budget = self._budget()
+                payload = self.client.payload(
+                    claim.lease_id, claim.token, timeout=budget, budget=budget
+                )
             Path(held.payload_file).write_text(json.dumps(payload))
         except (ApiError, Unreachable) as err:
             log("payload unavailable; releasing", lease=claim.lease_id, error=str(err))
@@ -287,11 +291,10 @@ class Worker:
         held.pid, held.proc = proc.pid, proc
         self._save(held)
         self.held[held.lease_id] = held
-        try:
-            self.client.start(held.lease_id, held.token, timeout=self._budget())
-            held.last_ok = time.monotonic()
-        except (ApiError, Unreachable) as err:
-            log("start not acknowledged", lease=held.lease_id, error=str(err))
+        # No POST /start: the next worker heartbeat, which renews every held lease in one
+        # call, starts it (DESIGN §3, §5) -- one request per lease fewer (DESIGN §9). Until
+        # then the lease is `dispatched`, its deadline one toleration from the claim, and the
+        # job's fence counts from the claim: nothing is held longer than the claim allows.
 
     # ------------------------------------------------------------------ heartbeats
 
@@ -405,9 +408,15 @@ class Worker:
         if report is None:
             self._forget(held)
             return
+        kind, body = report
+        if kind in ("complete", "fail") and self._may_claim() and self.claim_intent is None:
+            # The report claims this worker's next lease in the same call (DESIGN §9): one
+            # request per lease for a busy worker. The claim_id stays with the report, so a
+            # report sent again because its answer was lost gets that same lease back.
+            body = {**body, "next": self._next_claim()}
         # Kept (with the state files) until the service has it: a report is never dropped
         # while the lease could still take it, and a restarted worker would send it again.
-        self.unreported[held.lease_id] = (held, *report, time.monotonic())
+        self.unreported[held.lease_id] = (held, kind, body, time.monotonic())
         self._send_reports()
 
     def _report_for(self, held: Held, status: int) -> tuple[str, dict[str, Any]] | None:
@@ -439,6 +448,7 @@ class Worker:
         for lease_id, (held, kind, body, since) in list(self.unreported.items()):
             if now < self.report_not_before.get(lease_id, 0.0):
                 continue
+            sent, won = time.monotonic(), None
             try:
                 answer = getattr(self.client, kind)(
                     held.lease_id, held.token, body, timeout=self._budget(), retries=0
@@ -462,9 +472,25 @@ class Worker:
                         self.report_not_before[lease_id] = time.monotonic() + err.retry_after
                     continue
                 log("report given up: the lease has expired by now", lease=lease_id)
+            else:
+                won = claim_of(answer["next"]) if answer.get("next") else None
             self.unreported.pop(lease_id, None)
             self.report_not_before.pop(lease_id, None)
             self._forget(held)
+            if won is not None:
+                self._launch(won, sent)
+
+    def _next_claim(self) -> dict[str, Any]:
+        """The claim a final report carries: never a long poll (other leases need beats)."""
+        ask: dict[str, Any] = {
+            "worker_id": self.worker_id,
+            "claim_id": new_claim_id(),
+            "worker_version": self.opts.worker_version,
+            "host": socket.gethostname()[:255],
+        }
+        if self.opts.lease_seconds:
+            ask["lease_seconds"] = self.opts.lease_seconds
+        return ask
 
     def _signal(self, held: Held, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -12,6 +12,8 @@ from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, logger, op, svc
 from tenure.core import errors as e
+from tenure.core.leases.handover import NextClaim
+from tenure.core.states import ReportKind
 
 
 @op("POST", f"{BASE}/pools/<pool>/claim", 200, m.Claimed, 404, 422, extra=204)
@@ -29,16 +31,23 @@ def claim(pool: str, body: Annotated[m.Claim, Body()]) -> Response[Any]:
     if won is None:
         return Response(status_code=204, content_type=None, body=None)
     logger.info("lease claimed", extra={"lease_id": won.lease.id, "pool": pool})
-    return json_answer(
-        {
-            "lease": lease_out(won.lease),
-            "token": won.token,
-            "fence": won.lease.fence,
-            "claim_token_hash": won.lease.token_hash,
-            "renew_seconds": won.pool.renew_seconds,
-            "keeps_logs": won.pool.keeps_logs,
-        }
-    )
+    return json_answer(_claimed_view(won))
+
+
+def _claimed_view(won: Any) -> dict[str, Any]:
+    """A won claim: the lease, its token (shown this once) and the work bundle (DESIGN §6),
+    so the worker needs no GET payload; the bundle's lease is the one just won."""
+    lease = lease_out(won.lease)
+    bundle = svc().claimed_payload(won.lease)
+    return {
+        "lease": lease,
+        "token": won.token,
+        "fence": won.lease.fence,
+        "claim_token_hash": won.lease.token_hash,
+        "renew_seconds": won.pool.renew_seconds,
+        "keeps_logs": won.pool.keeps_logs,
+        "payload": {**bundle, "lease": lease} if bundle else None,
+    }
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/start", 200, m.LeaseAnswer, 404, 409)
@@ -94,17 +103,29 @@ def _beat_view(lease: Any, revoke: Any) -> dict[str, Any]:
     }
 
 
-@op("POST", f"{BASE}/leases/<lease_id>/complete", 200, m.LeaseAnswer, 404, 409, 422)
+@op("POST", f"{BASE}/leases/<lease_id>/complete", 200, m.ReportAnswer, 403, 404, 409, 422)
 def complete(lease_id: str, body: Annotated[m.Complete | None, Body()] = None) -> Response[Any]:
     raw = body.model_dump(exclude_unset=True) if body else {}
-    lease = svc().complete(actor(), lease_id, raw)
-    return json_answer({"lease": lease_out(lease)})
+    return _final(lease_id, ReportKind.COMPLETE, raw)
 
 
-@op("POST", f"{BASE}/leases/<lease_id>/fail", 200, m.LeaseAnswer, 404, 409, 422)
+@op("POST", f"{BASE}/leases/<lease_id>/fail", 200, m.ReportAnswer, 403, 404, 409, 422)
 def fail(lease_id: str, body: Annotated[m.Fail, Body()]) -> Response[Any]:
-    lease = svc().fail(actor(), lease_id, body.model_dump(exclude_unset=True))
-    return json_answer({"lease": lease_out(lease)})
+    return _final(lease_id, ReportKind.FAIL, body.model_dump(exclude_unset=True))
+
+
+def _final(lease_id: str, kind: ReportKind, raw: dict[str, Any]) -> Response[Any]:
+    """A final report; with `next`, the worker's next claim in the same call (DESIGN §9)."""
+    ask = raw.pop("next", None)
+    if ask is None:
+        report = svc().complete if kind is ReportKind.COMPLETE else svc().fail
+        return json_answer({"lease": lease_out(report(actor(), lease_id, raw))})
+    ended, won = svc().report_then_claim(actor(), lease_id, kind, raw, NextClaim(**ask))
+    if won is not None:
+        logger.info("lease claimed", extra={"lease_id": won.lease.id, "pool": won.pool.name})
+    return json_answer(
+        {"lease": lease_out(ended), "next": _claimed_view(won) if won is not None else None}
+    )
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/release", 200, m.LeaseAnswer, 404, 409, 422)
