@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure import wiring
-from tenure.worker.client import Client
+from tenure.worker.client import Claim, Client, claim_of, new_claim_id
 
 from . import prices
 from .meter import Usage
@@ -75,7 +75,10 @@ class BenchWorker:
         self.refused = 0
 
     def tick(self, queue: list[int]) -> None:
-        """One renewal period of the runner's loop: heartbeat, finish, claim."""
+        """One renewal period of the runner's loop (worker/runner.py), in its order: one
+        heartbeat for every lease held (the first one starts a lease: no start call), each
+        finished job's report claiming the next lease in the same call while work remains,
+        then plain claims for free slots. A claim's answer carries the payload."""
         now = self.rig.clock.now_ms()
         if self.held:
             answers = self.client.worker_heartbeat(
@@ -83,19 +86,29 @@ class BenchWorker:
             )
             self.refused += sum(1 for a in answers if "error" in a or a.get("revoke"))
         for held in [h for h in self.held if now - h.since >= JOB_SECONDS * 1000]:
-            self.client.complete(
-                held.lease_id, held.token, {"outcome": "success", "details": {"exit_status": 0}}
-            )
+            body: dict[str, Any] = {"outcome": "success", "details": {"exit_status": 0}}
+            if queue[0] > 0:
+                body["next"] = {
+                    "worker_id": self.worker_id,
+                    "claim_id": new_claim_id(),
+                    "worker_version": "tenure-worker/bench",
+                }
+            answer = self.client.complete(held.lease_id, held.token, body)
             self.held.remove(held)
             self.completed += 1
+            if answer.get("next"):
+                self._hold(claim_of(answer["next"]), queue, now)
         while len(self.held) < LEASES_PER_WORKER and queue[0] > 0:
             claim = self.client.claim(self.pool, self.worker_id, "tenure-worker/bench", 0)
             if claim is None:
                 raise RuntimeError("a claim came back empty while leases were pending")
-            queue[0] -= 1
+            self._hold(claim, queue, now)
+
+    def _hold(self, claim: Claim, queue: list[int], now: int) -> None:
+        queue[0] -= 1
+        if claim.payload is None:  # the answer could not carry it: the SDK fetches it
             self.client.payload(claim.lease_id, claim.token)
-            self.client.start(claim.lease_id, claim.token)
-            self.held.append(Held(claim.lease_id, claim.token, claim.fence, now))
+        self.held.append(Held(claim.lease_id, claim.token, claim.fence, now))
 
 
 def run(leases: int = 240, workers: int | None = None, rig: Rig | None = None) -> dict[str, Any]:
