@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from tests.e2e.support import World, assert_error
+from tests.e2e.worker_support import run_cli, service_url
 
 
 def _pages(world: World, **query: Any) -> list[dict[str, Any]]:
@@ -51,6 +52,14 @@ def test_tasks_page_newest_first_with_their_leases_and_filter_by_status(world: W
     assert by_id[blocked["id"]]["task"]["blocked_reasons"] == [
         {"source": "dependency", "depends_on_task_ids": [blocker["id"]]}
     ]
+
+    # The CLI reads the same page.
+    out = run_cli(
+        *("tasks", "list", "--space", world.space, "--status", "blocked", "-o", "json"),
+        *("--api", service_url(world.api.base), "--token", world.api.admin_token),
+    )
+    assert out.returncode == 0, out.stderr
+    assert [row["id"] for row in json.loads(out.stdout)] == [blocked["id"]]
 
     only_blocked = _pages(world, status="blocked")
     assert [e["task"]["id"] for p in only_blocked for e in p["tasks"]] == [blocked["id"]]
