@@ -18,6 +18,7 @@ from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
 from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract
+from tests.conformance.task_list_contract import TaskListContract
 
 REGION = "us-east-1"
 
@@ -63,4 +64,8 @@ class TestGraphContractOnMoto(GraphContract):
 
 
 class TestAutonomyContractOnMoto(AutonomyContract):
+    pass
+
+
+class TestTaskListContractOnMoto(TaskListContract):
     pass

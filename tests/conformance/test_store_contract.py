@@ -10,6 +10,7 @@ from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
 from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract
+from tests.conformance.task_list_contract import TaskListContract
 from tests.conftest import Rig
 
 
@@ -45,4 +46,8 @@ class TestGraphContractOnDynamoDBLocal(GraphContract):
 
 
 class TestAutonomyContractOnDynamoDBLocal(AutonomyContract):
+    pass
+
+
+class TestTaskListContractOnDynamoDBLocal(TaskListContract):
     pass

@@ -40,6 +40,9 @@ class FakeBlobs:
     def presign_get(self, key: str, filename: str, content_type: str, expires_s: int) -> str:
         return f"https://bucket.example/{key}?download={filename}&X-Amz-Expires={expires_s}"
 
+    def origin(self) -> str:
+        return "https://bucket.example"
+
     def delete(self, keys: list[str]) -> None:
         for key in keys:
             self.deleted[key] += 1

@@ -48,6 +48,8 @@ from tenure.core.ports import (
     SchedulerState,
     Settings,
     SweeperState,
+    TaskEntry,
+    TaskPage,
     WorkerPage,
 )
 from tenure.core.states import REPORTABLE, LeaseState
@@ -308,6 +310,36 @@ class FakeStore(FakeRules):
             if more and (len(found) == limit or examined >= self.list_budget):
                 return LeasePage(found, cursors.encode(kind, _position(lease)))
         return LeasePage(found, None)
+
+    def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
+        # As DynamoStore: newest first by (created_at, id) on tasks_by_space, `limit` a page.
+        _limit(limit)
+        kind, shape = k.TASK_CURSOR
+        start = cursors.decode(cursor, kind, shape) if cursor else None
+        newest_first = sorted(
+            (
+                (k.space_position(t.created_at, t.id), t)
+                for t in self.tasks.values()
+                if t.space == space
+            ),
+            key=lambda pair: pair[0],
+            reverse=True,
+        )
+        rest = [(p, t) for p, t in newest_first if start is None or p < start]
+        entries = []
+        for position, task in rest[:limit]:
+            job = self.jobs.get(task.job_id) if task.job_id else None
+            lease = self.lease_rows.get(job.lease_id) if job else None
+            entries.append(
+                TaskEntry(
+                    task=task,
+                    graph=self._graph(task.id),
+                    lease=lease.lease if lease else None,
+                    cursor=cursors.encode(kind, position),
+                )
+            )
+        more = len(rest) > limit
+        return TaskPage(entries, entries[-1].cursor if more else None)
 
     def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
         want = self.timeline_cap if limit is None else min(limit, self.timeline_cap)
@@ -650,6 +682,9 @@ class FakeStore(FakeRules):
 
     def get_graph(self, task_id: str) -> TaskGraph:
         return self._graph(task_id)
+
+    def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
+        return {t: self._graph(t) for t in task_ids}
 
     def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
         _limit(limit)

@@ -10,6 +10,7 @@ from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract
 from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract
+from tests.conformance.task_list_contract import TaskListContract
 from tests.unit.fake_store import FakeStore
 
 
@@ -44,4 +45,8 @@ class TestGraphContractOnTheFake(GraphContract):
 
 
 class TestAutonomyContractOnTheFake(AutonomyContract):
+    pass
+
+
+class TestTaskListContractOnTheFake(TaskListContract):
     pass

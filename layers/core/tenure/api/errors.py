@@ -76,7 +76,7 @@ def describe_validation(errors: list[dict[str, Any]]) -> e.TenureError:
     validation_failed."""
     for err in errors:
         if err.get("type") == "missing" and tuple(err.get("loc", ())) == ("query", "space"):
-            return e.MissingScope("space is required: list the leases of one space")
+            return e.MissingScope("space is required: list one space at a time")
         loc = tuple(err.get("loc", ()))
         if err.get("type") in ("json_invalid", "unsupported_content_type"):
             return e.InvalidRequest("the body is not valid JSON")

@@ -486,6 +486,14 @@ class TaskAnswer(Out):
     lease: LeaseOut | None
 
 
+class TaskList(Out):
+    """A page of a space's tasks, newest first; each with its open lease, or else its newest
+    (an ended one), or null when it never had one."""
+
+    tasks: list[TaskAnswer]
+    next_cursor: str | None
+
+
 class EventOut(Out):
     type: str
     at: Stamp

@@ -25,6 +25,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/tokens"): "operator:admin",
     ("POST", f"{BASE}/tasks"): "operator:member|lease",
     ("POST", f"{BASE}/tasks/<task_id>/enqueue"): "operator:member",
+    ("GET", f"{BASE}/tasks"): "operator:read",
     ("GET", f"{BASE}/tasks/<task_id>"): "operator:read",
     ("GET", f"{BASE}/tasks/<task_id>/activity"): "operator:read",
     ("GET", f"{BASE}/leases"): "operator:read",

@@ -201,6 +201,22 @@ class LeasePage:
     next_cursor: str | None
 
 
+@dataclass(frozen=True)
+class TaskEntry:
+    """One task of a space's task list, with what its read derives from: its graph row and
+    the newest lease of its latest run (None: never enqueued)."""
+
+    task: Task
+    graph: TaskGraph
+    lease: Lease | None
+    cursor: str  # resumes the list right after this task
+
+
+class TaskPage(NamedTuple):
+    entries: list[TaskEntry]  # newest first
+    next_cursor: str | None  # null when the space holds no older task
+
+
 class EventPage(NamedTuple):
     events: list[Event]
     next_cursor: str | None  # null when the timeline holds nothing further
@@ -364,6 +380,16 @@ class Store(Protocol):
         """The task's graph row (zeros when it has none), read consistently."""
         ...
 
+    def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
+        """Many tasks' graph rows at once (eventually consistent; zeros for those with none)."""
+        ...
+
+    def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
+        """The space's next `limit` tasks, newest first (by creation, then id), each with its
+        graph row and newest lease: one index Query and batched reads by key, eventually
+        consistent. A cursor of another kind or shape is ValidationFailed."""
+        ...
+
     def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
         """Up to `limit` ids at the far end of `task_id`'s edges of `kind` (child, dependent)."""
         ...
@@ -473,4 +499,8 @@ class BlobStore(Protocol):
         ...
 
     def presign_get(self, key: str, filename: str, content_type: str, expires_s: int) -> str: ...
+    def origin(self) -> str:
+        """scheme://host[:port] of the presigned URLs (the board's page may fetch from it)."""
+        ...
+
     def delete(self, keys: list[str]) -> None: ...

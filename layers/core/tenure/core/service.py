@@ -1,7 +1,8 @@
 """The lease service: every use case, composed from one module per concern (no AWS, no clock).
 
-setup (spaces, pools, tokens) · tasks (filing, runs) · tasks_graph (parents, dependencies,
-pause) · scheduler (pause, drain, status, backlog, starvation, the claim gate) ·
+setup (spaces, pools, tokens) · tasks (filing, runs) · task_list (a space's tasks) ·
+tasks_graph (parents, dependencies, pause) ·
+scheduler (pause, drain, status, backlog, starvation, the claim gate) ·
 force (retry chains, bulk force release / fail) · inspect (triage snapshots) ·
 leases/claims · leases/reports · leases/operator · leases/recovery (expiry) ·
 workers (liveness) · conditions · payload · firings and subjects (rules, DESIGN §10) ·
@@ -33,6 +34,7 @@ from tenure.core.ports import BlobStore, Clock, Ids, LogSink, Store
 from tenure.core.retention import Reclaimed, RetentionOps
 from tenure.core.setup import SetupOps
 from tenure.core.subjects import SubjectOps
+from tenure.core.task_list import TaskListOps
 from tenure.core.tasks import TaskView
 from tenure.core.usage import UsageOps
 from tenure.core.wake import WakeOps
@@ -50,6 +52,7 @@ class LeaseService(
     WakeOps,
     BreakerOps,
     InspectOps,
+    TaskListOps,
     UsageOps,
     ReportOps,
     ForceOps,

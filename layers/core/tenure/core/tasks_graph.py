@@ -152,14 +152,23 @@ class GraphOps(TaskOps):
 
     def _derived(self, task: Task, newest: Lease | None = None, known: bool = False) -> TaskView:
         newest = newest if known else self._newest_lease(task)
-        open_lease = newest if newest is not None and newest.state.active else None
         graph = self.store.get_graph(task.id)
-        paused_by = self._paused_by(task)
+        unmet = self._unmet_blockers(task) if graph.blockers_outstanding else []
+        return self._view(task, newest, graph, self._paused_by(task), unmet)
+
+    def _view(
+        self,
+        task: Task,
+        newest: Lease | None,
+        graph: TaskGraph,
+        paused_by: str | None,
+        unmet: list[str],
+    ) -> TaskView:
+        """The read's projection from rows already in hand (a single read or a list page)."""
+        open_lease = newest if newest is not None and newest.state.active else None
         reasons: list[dict[str, Any]] = []
         if graph.blockers_outstanding:
-            reasons.append(
-                {"source": "dependency", "depends_on_task_ids": self._unmet_blockers(task)}
-            )
+            reasons.append({"source": "dependency", "depends_on_task_ids": unmet})
         if paused_by is not None:
             reasons.append({"source": "paused", "paused_by_task_id": paused_by})
         reasons.extend(self._block_reasons(task))

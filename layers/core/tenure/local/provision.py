@@ -259,6 +259,20 @@ class Provisioner:
                 Bucket=name,
                 PublicAccessBlockConfiguration=props["PublicAccessBlockConfiguration"],
             )
+        if "CorsConfiguration" in props:
+            s3.put_bucket_cors(
+                Bucket=name,
+                CORSConfiguration={
+                    "CORSRules": [
+                        {
+                            "AllowedMethods": rule["AllowedMethods"],
+                            "AllowedOrigins": rule["AllowedOrigins"],
+                            "MaxAgeSeconds": int(rule.get("MaxAge", 0)),
+                        }
+                        for rule in props["CorsConfiguration"]["CorsRules"]
+                    ]
+                },
+            )
         if "LifecycleConfiguration" in props:
             rules = []
             for rule in self.resolve(props["LifecycleConfiguration"]["Rules"]):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from botocore.exceptions import ClientError
 
@@ -81,6 +81,12 @@ class S3Blobs:
                 ExpiresIn=expires_s,
             )
         )
+
+    def origin(self) -> str:
+        """Where presigned downloads point (scheme://host[:port]): the board's page lets its
+        script follow a redirect there and nowhere else."""
+        url = urlsplit(self.presign_get("origin", "origin", "text/plain", 60))
+        return f"{url.scheme}://{url.netloc}"
 
     def delete(self, keys: list[str]) -> None:
         for start in range(0, len(keys), DELETE_BATCH):

@@ -321,7 +321,7 @@ class DynamoStore(PagedReads, RetentionRows):
                     self._put_op(item, k.JOB_FENCE_IS, values=_values(expect_fence=jw.expect_fence))
                 )
         for tw in change.tasks:
-            item = {**k.task_key(tw.new.id), **items.task_item(tw.new)}
+            item = {**k.task_key(tw.new.id), **_task_row(tw.new)}
             if tw.create:
                 ops.append(self._put_op(item, k.IS_NEW))
             elif tw.expect_version is not None:
@@ -714,6 +714,12 @@ class DynamoStore(PagedReads, RetentionRows):
         row = self._get(k.task_graph_key(task_id))
         return items.graph_from(task_id, row or {})
 
+    def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
+        ids = list(dict.fromkeys(task_ids))
+        rows = self._batch_get([k.task_graph_key(t) for t in ids], False)
+        found = {k.task_id_of(r): r for r in rows}
+        return {t: items.graph_from(t, found.get(t, {})) for t in ids}
+
     def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
         prefix = k.EDGE_PREFIX[kind]
         out = self._query(
@@ -829,6 +835,13 @@ def _lease_row(lease: Lease) -> dict[str, Any]:
     if lease.state.terminal and lease.ended_at is not None and lease.reclaimed_at is None:
         row[k.ENDED_PK] = k.ended_pk(lease.pool)  # written once, by the write that ends it
     return row
+
+
+def _task_row(task: Task) -> dict[str, Any]:
+    # Every write of a task carries its list keys, unchanged from the first: the KEYS_ONLY
+    # index is written when the task is filed and never again. A task filed before the index
+    # existed joins the list with its next write.
+    return {**items.task_item(task), **k.task_list_keys(task.space, task.created_at, task.id)}
 
 
 def _ceiling_key(scope: str, name: str) -> dict[str, str]:

@@ -37,11 +37,19 @@ ENDED_INDEX = "ended"
 ENDED_PK = "ended_pk"
 ENDED_AT = "ended_at"
 
+# Every task, per space, newest first: the operator's task list (the board). Both keys are
+# fixed when the task is filed (space, creation time, id) and the index keeps keys only, so
+# filing a task writes it once and no later rewrite of the task row writes to it (DESIGN §9).
+TASKS_INDEX = "tasks_by_space"
+TASKS_PK = "tasks_pk"
+TASKS_SK = "tasks_sk"
+
 INDEXES: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
     QUEUE_INDEX: ((QUEUE_PK, "S"), (QUEUE_SK, "S")),
     SPACE_INDEX: ((SPACE_PK, "S"), (SPACE_SK, "S")),
     DUE_INDEX: ((DUE_PK, "S"), (DUE_AT, "N")),
     ENDED_INDEX: ((ENDED_PK, "S"), (ENDED_AT, "N")),
+    TASKS_INDEX: ((TASKS_PK, "S"), (TASKS_SK, "S")),
 }
 
 
@@ -209,6 +217,28 @@ def space_list_start(space: str, position: str) -> dict[str, str]:
     }
 
 
+def task_list_keys(space: str, created_at: int, task_id: str) -> dict[str, str]:
+    """The tasks_by_space keys every write of a task row carries (the same ones each time)."""
+    return {TASKS_PK: task_list_pk(space), TASKS_SK: space_position(created_at, task_id)}
+
+
+def task_list_pk(space: str) -> str:
+    return f"TASKS#{space}"
+
+
+def task_list_start(space: str, position: str) -> dict[str, str]:
+    """The tasks_by_space key a page resumes after: the index key and the task's own key."""
+    return {
+        **task_key(position.split("#", 1)[1]),
+        TASKS_PK: task_list_pk(space),
+        TASKS_SK: position,
+    }
+
+
+def task_id_of(item_key: dict[str, Any]) -> str:
+    return str(item_key[PK]).removeprefix("TASK#")
+
+
 def due_pk(pool: str) -> str:
     return f"DUE#{pool}"
 
@@ -224,6 +254,7 @@ def space_list_pk(space: str) -> str:
 LEASE_CURSOR = ("p", re.compile(r"\d{13}#.+"))  # by_space SK: created_at#lease_id
 EVENT_CURSOR = ("t", re.compile(r"EV#\d{13}#.+"))  # timeline SK
 WORKER_CURSOR = ("w", re.compile(r"WORKER#.+"))  # workers SK
+TASK_CURSOR = ("k", re.compile(r"\d{13}#[^#]+"))  # tasks_by_space SK: created_at#task_id
 
 
 # ---------------------------------------------------------------------- conditions

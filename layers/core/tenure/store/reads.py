@@ -15,6 +15,8 @@ from tenure.core.ports import (
     WORKERS_CAP,
     EventPage,
     LeasePage,
+    TaskEntry,
+    TaskPage,
     WorkerPage,
 )
 from tenure.core.states import LeaseState
@@ -148,6 +150,62 @@ class PagedReads:
             if len(found) == limit or read >= self.list_budget:
                 return LeasePage(found, cursors.encode(kind, examined or ""))
             start = _load(end)
+
+    def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
+        """One Query of `limit` + 1 tasks_by_space entries (KEYS_ONLY), then the rows by key in
+        three batched rounds: tasks with their graph rows, their latest jobs, those jobs'
+        leases. At most 4 x `limit` + 1 items, eventually consistent like the index."""
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        kind, shape = k.TASK_CURSOR
+        request: dict[str, Any] = {
+            "IndexName": k.TASKS_INDEX,
+            "KeyConditionExpression": f"{k.TASKS_PK} = :s",
+            "ExpressionAttributeValues": _values(s=k.task_list_pk(space)),
+            "ScanIndexForward": False,
+            "Limit": limit + 1,  # one more, to know whether anything follows
+        }
+        if cursor:
+            start = k.task_list_start(space, cursors.decode(cursor, kind, shape))
+            request["ExclusiveStartKey"] = _dump(start)
+        out = self._query(**request)
+        entries = [_load(row) for row in out.get("Items", [])]
+        more = len(entries) > limit or bool(entries and out.get("LastEvaluatedKey"))
+        entries = entries[:limit]
+        ids = [k.task_id_of(e) for e in entries]
+        rows = self._batch_get(
+            [key for t in ids for key in (k.task_key(t), k.task_graph_key(t))], False
+        )
+        graphs = {k.task_id_of(r): r for r in rows if r[k.SK] == k.GRAPH_SK}
+        tasks = {k.task_id_of(r): items.task_from(r) for r in rows if r[k.SK] != k.GRAPH_SK}
+        jobs = {
+            str(r["id"]): str(r["lease_id"])
+            for r in self._batch_get(
+                [k.job_key(t.job_id) for t in tasks.values() if t.job_id], False
+            )
+        }
+        leases = {
+            lease.id: lease
+            for lease in map(
+                items.lease_from, self._batch_get([k.lease_key(x) for x in jobs.values()], False)
+            )
+        }
+        found: list[TaskEntry] = []
+        for task_id, entry in zip(ids, entries, strict=True):
+            task = tasks.get(task_id)
+            if task is None:
+                continue  # not there to read any more
+            lease_id = jobs.get(task.job_id or "")
+            found.append(
+                TaskEntry(
+                    task=task,
+                    graph=items.graph_from(task_id, graphs.get(task_id, {})),
+                    lease=leases.get(lease_id) if lease_id else None,
+                    cursor=cursors.encode(kind, str(entry[k.TASKS_SK])),
+                )
+            )
+        last = cursors.encode(kind, str(entries[-1][k.TASKS_SK])) if entries else None
+        return TaskPage(found, last if more else None)
 
     def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
         """The newest `limit` events (None: the newest TIMELINE_CAP), oldest first."""

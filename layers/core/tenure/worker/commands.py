@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from tenure.worker.client import ApiError, Client, Unreachable
 from tenure.worker.pool_commands import add_pool_commands, condition_chip, display_names
@@ -178,6 +179,15 @@ def tasks_create(args: argparse.Namespace) -> int:
     return _print(answer, args)
 
 
+def tasks_list(args: argparse.Namespace) -> int:
+    params = {"space": args.space, "limit": args.limit}
+    if args.status:
+        params["status"] = args.status
+    _, answer = _operator(args).call("GET", f"/tasks?{urlencode(params)}")
+    rows = [{**entry["task"], "lease": entry["lease"]} for entry in answer["tasks"]]
+    return _table(rows, args, ["key", "status", "title", "lease.state", "lease.pool", "id"])
+
+
 def tasks_get(args: argparse.Namespace) -> int:
     _, answer = _operator(args).call("GET", f"/tasks/{args.id}")
     return _print(answer, args)
@@ -335,6 +345,11 @@ def add_commands(sub: Any) -> None:
     tc.add_argument("--max-attempts", type=int)
     tc.add_argument("--properties", help="a JSON object")
     tc.set_defaults(func=guarded(tasks_create))
+    tl = common(tsub.add_parser("list", help="a space's tasks, newest first (one page)"))
+    tl.add_argument("--space", required=True)
+    tl.add_argument("--status")
+    tl.add_argument("--limit", type=int, default=50)
+    tl.set_defaults(func=guarded(tasks_list))
     tg = common(tsub.add_parser("get"))
     tg.add_argument("id")
     tg.set_defaults(func=guarded(tasks_get))

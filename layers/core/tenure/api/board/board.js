@@ -7,9 +7,10 @@
   const SPACE_KEY = "tenure.board.space";
   const REFRESH_MS = 5000;
   const FOLLOW_MS = 2000;
-  const LEASE_PAGES = 3; // at most 300 leases per refresh, newest first
-  const TASK_READS = 40; // task reads per refresh; the rest wait for the next one
+  const TASK_PAGES = 5; // at most 500 tasks per refresh, newest first
   const COLUMNS = [
+    ["ready", "Ready"],
+    ["blocked", "Blocked"],
     ["queued", "Queued"],
     ["running", "Running"],
     ["needs_attention", "Needs attention"],
@@ -29,8 +30,8 @@
     who: null,
     space: null,
     pools: new Map(),
-    leases: [],
-    tasks: new Map(), // task id -> {task, seen: "<lease id>/<state>"}
+    leases: [], // every lease on the board: the tasks' own, then those of no task
+    tasks: [], // [{task, lease}] as GET /tasks lists them, newest first
     timer: null,
     openLease: null,
     detailTimer: null,
@@ -162,7 +163,7 @@
   function chooseSpace(space) {
     state.space = space.trim();
     state.leases = [];
-    state.tasks.clear();
+    state.tasks = [];
     sessionStorage.setItem(SPACE_KEY, state.space);
     history.replaceState(null, "", "#" + q({ space: state.space }));
     $("space-input").value = state.space;
@@ -196,16 +197,21 @@
     stopRefresh();
     const space = state.space;
     try {
-      const [leases, pools] = await Promise.all([readLeases(space), getJson("/pools?" + q({ space }))]);
+      const [tasks, loose, pools] = await Promise.all([
+        readTasks(space),
+        getJson("/leases?" + q({ space, limit: 100 })),
+        getJson("/pools?" + q({ space })),
+      ]);
       if (space !== state.space) return;
       state.pools = new Map(pools.pools.map((p) => [p.name, p]));
-      state.leases = leases.leases;
-      $("truncated").hidden = !leases.more;
-      $("truncated").textContent = leases.more
-        ? `Showing the newest ${leases.leases.length} leases of ${space}; older ones are not on the board.`
+      state.tasks = tasks.tasks;
+      // Rule-minted leases of a workflow or the space have no task: each is a card of its own.
+      const untasked = loose.leases.filter((lease) => !lease.task);
+      state.leases = [...tasks.tasks.map((t) => t.lease).filter(Boolean), ...untasked];
+      $("truncated").hidden = !tasks.more;
+      $("truncated").textContent = tasks.more
+        ? `Showing the newest ${tasks.tasks.length} tasks of ${space}; older ones are not on the board.`
         : "";
-      await readTasks();
-      if (space !== state.space) return;
       fillPoolFilter();
       render();
       notice("");
@@ -223,50 +229,18 @@
     }
   }
 
-  async function readLeases(space) {
+  // One request a page: each task with its open (or newest) lease, and the status a read of it
+  // derives, blocked reasons included.
+  async function readTasks(space) {
     const found = [];
     let cursor = null;
-    for (let page = 0; page < LEASE_PAGES; page++) {
-      const body = await getJson("/leases?" + q({ space, limit: 100, cursor }));
-      found.push(...body.leases);
+    for (let page = 0; page < TASK_PAGES; page++) {
+      const body = await getJson("/tasks?" + q({ space, limit: 100, cursor }));
+      found.push(...body.tasks);
       cursor = body.next_cursor;
-      if (!cursor) return { leases: found, more: false };
+      if (!cursor) return { tasks: found, more: false };
     }
-    return { leases: found, more: true };
-  }
-
-  // The newest lease of each task stands for it; a lease with no task is a card of its own.
-  function newestPerSubject() {
-    const seen = new Map();
-    for (const lease of state.leases) {
-      const key = lease.task ? lease.task.id : lease.id;
-      if (!seen.has(key)) seen.set(key, lease);
-    }
-    return seen;
-  }
-
-  async function readTasks() {
-    const wanted = [];
-    for (const [key, lease] of newestPerSubject()) {
-      if (!lease.task) continue;
-      const known = state.tasks.get(key);
-      if (!known || known.seen !== `${lease.id}/${lease.state}`) wanted.push([key, lease]);
-    }
-    const batch = wanted.slice(0, TASK_READS);
-    let next = 0;
-    const worker = async () => {
-      while (next < batch.length) {
-        const [key, lease] = batch[next++];
-        try {
-          const body = await getJson(`/tasks/${encodeURIComponent(key)}`);
-          state.tasks.set(key, { task: body.task, seen: `${lease.id}/${lease.state}` });
-        } catch (err) {
-          if (err.status === 401) throw err;
-          state.tasks.set(key, { task: null, seen: "", error: err.words });
-        }
-      }
-    };
-    await Promise.all([worker(), worker(), worker(), worker()]);
+    return { tasks: found, more: true };
   }
 
   function derivedStatus(lease) {
@@ -277,12 +251,33 @@
     return "cancelled";
   }
 
+  function taskKey(id) {
+    const found = state.tasks.find((t) => t.task.id === id);
+    return found ? found.task.key : id;
+  }
+
+  // A blocked reason in words (DESIGN §13): what the task waits for.
+  function reasonText(reason) {
+    if (reason.source === "dependency") {
+      const keys = (reason.depends_on_task_ids || []).map(taskKey);
+      return `waits on ${keys.join(", ") || "its dependencies"}`;
+    }
+    if (reason.source === "paused") {
+      return reason.paused_by_task_id === undefined ? "paused" : `paused by ${taskKey(reason.paused_by_task_id)}`;
+    }
+    return `${reason.kind || "blocked"}: ${reason.reason || ""}`.trim();
+  }
+
   function poolName(name) {
     const pool = state.pools.get(name);
     return (pool && pool.display_name) || name;
   }
 
-  function chipOf(lease) {
+  function chipOf(lease, task) {
+    if (!lease) {
+      const blocked = task.status === "blocked";
+      return { kind: "task", text: blocked ? "blocked" : "no lease yet", state: task.status };
+    }
     const qc = lease.queued_condition;
     if (qc) {
       return {
@@ -309,7 +304,7 @@
         el("span", { class: "label", text: chip.text }),
       );
     }
-    const cls = chip.kind === "state" ? "chip" : "chip ended";
+    const cls = chip.kind === "state" ? "chip" : chip.kind === "task" ? "chip task" : "chip ended";
     return el(
       "span",
       { class: cls, "data-state": chip.state },
@@ -322,27 +317,37 @@
     const poolFilter = $("pool-filter").value;
     const stateFilter = $("state-filter").value;
     const out = [];
-    for (const [key, lease] of newestPerSubject()) {
-      if (poolFilter && lease.pool !== poolFilter) continue;
-      const qc = lease.queued_condition;
-      if (stateFilter === "needs_person" && !(qc && qc.needs_person)) continue;
-      if (stateFilter === "waiting" && !(qc && !qc.needs_person)) continue;
-      if (stateFilter && !["needs_person", "waiting"].includes(stateFilter) && lease.state !== stateFilter) continue;
-      const known = state.tasks.get(key);
-      const task = known && known.task;
-      const current = task && known.seen === `${lease.id}/${lease.state}`;
-      let title;
-      if (task) title = task.title;
-      else if (lease.subject_kind === "workflow") title = `Workflow ${lease.workflow ? lease.workflow.slug : ""}`;
-      else if (lease.subject_kind === "space") title = `Space ${lease.space}`;
-      else title = (known && known.error) || "…";
+    const shown = (lease, pool) => {
+      if (poolFilter && pool !== poolFilter) return false;
+      if (!stateFilter) return true;
+      const qc = lease && lease.queued_condition;
+      if (stateFilter === "needs_person") return Boolean(qc && qc.needs_person);
+      if (stateFilter === "waiting") return Boolean(qc && !qc.needs_person);
+      return Boolean(lease) && lease.state === stateFilter;
+    };
+    for (const { task, lease } of state.tasks) {
+      if (!shown(lease, lease ? lease.pool : task.pool)) continue;
+      const reasons = (task.blocked_reasons || []).map(reasonText);
       out.push({
-        key,
+        key: task.id,
         lease,
-        // The task's own status where it has a column (needs_attention is only on the task).
-        status: current && COLUMN_NAMES.has(task.status) ? task.status : derivedStatus(lease),
-        ref: task ? task.key : lease.task ? lease.task.key : lease.subject_kind,
-        title,
+        status: COLUMN_NAMES.has(task.status) ? task.status : lease ? derivedStatus(lease) : "ready",
+        ref: task.key,
+        title: task.title,
+        chip: chipOf(lease, task),
+        meta: lease
+          ? [`${poolName(lease.pool)} · attempt ${lease.attempt}`, ...reasons].join(" · ")
+          : reasons.join(" · ") || (task.pool ? `enqueues on ${poolName(task.pool)}` : "not enqueued"),
+      });
+    }
+    for (const lease of state.leases) {
+      if (lease.task || !shown(lease, lease.pool)) continue;
+      out.push({
+        key: lease.id,
+        lease,
+        status: derivedStatus(lease),
+        ref: lease.subject_kind,
+        title: lease.subject_kind === "workflow" ? `Workflow ${lease.workflow ? lease.workflow.slug : ""}` : `Space ${lease.space}`,
         chip: chipOf(lease),
         meta: `${poolName(lease.pool)} · attempt ${lease.attempt}`,
       });
@@ -355,7 +360,7 @@
     const byColumn = new Map(COLUMNS.map(([s]) => [s, []]));
     for (const card of wanted) (byColumn.get(card.status) || byColumn.get("cancelled")).push(card);
     // What needs a person leads its column; otherwise newest first, as the API lists them.
-    const urgent = (card) => (card.lease.queued_condition && card.lease.queued_condition.needs_person ? 0 : 1);
+    const urgent = (card) => (card.lease && card.lease.queued_condition && card.lease.queued_condition.needs_person ? 0 : 1);
     for (const list of byColumn.values()) list.sort((a, b) => urgent(a) - urgent(b));
     const live = new Set(wanted.map((c) => c.key));
     for (const node of document.querySelectorAll("#columns .card")) {
@@ -372,10 +377,10 @@
         const item = placeCard(card);
         if (item !== before) ol.insertBefore(item, before);
         else before = before.nextElementSibling;
-        const qc = card.lease.queued_condition;
+        const qc = card.lease && card.lease.queued_condition;
         if (qc && qc.needs_person) needs++;
         else if (qc) waiting++;
-        else if (HELD.has(card.lease.state)) held++;
+        else if (card.lease && HELD.has(card.lease.state)) held++;
       }
       column.querySelector(".count").textContent = String(list.length);
       column.querySelector(".empty").hidden = list.length > 0;
@@ -391,15 +396,25 @@
 
   // The card's <li>, made once per key; only what changed is written, so focus stays put.
   function placeCard(card) {
-    const signature = JSON.stringify([card.ref, card.title, card.chip, card.meta, card.lease.id]);
+    const leaseId = card.lease ? card.lease.id : "";
+    const signature = JSON.stringify([card.ref, card.title, card.chip, card.meta, leaseId]);
     let button = document.querySelector(`#columns .card[data-key="${CSS.escape(card.key)}"]`);
     if (!button) {
       button = el("button", { type: "button", class: "card", "data-key": card.key });
-      button.addEventListener("click", () => openDetail(button.dataset.lease));
+      button.addEventListener("click", () => {
+        if (button.dataset.lease) openDetail(button.dataset.lease);
+      });
       el("li", {}, button);
     }
-    button.dataset.lease = card.lease.id;
-    button.dataset.state = card.lease.state;
+    if (card.lease) {
+      button.dataset.lease = leaseId;
+      button.dataset.state = card.lease.state;
+    } else {
+      delete button.dataset.lease;
+      delete button.dataset.state;
+    }
+    button.dataset.task = card.key;
+    button.setAttribute("aria-disabled", card.lease ? "false" : "true");
     if (button.dataset.signature !== signature) {
       button.dataset.signature = signature;
       button.replaceChildren(
@@ -408,7 +423,9 @@
         chipNode(card.chip),
         el("span", { class: "meta", text: card.meta }),
       );
-      button.setAttribute("aria-label", `${card.ref}: ${card.title}. ${card.chip.text}. Open the lease.`);
+      const action = card.lease ? "Open the lease." : "No lease yet.";
+      const more = card.lease ? "" : ` ${card.meta}.`;
+      button.setAttribute("aria-label", `${card.ref}: ${card.title}. ${card.chip.text}.${more} ${action}`);
     }
     return button.parentElement;
   }

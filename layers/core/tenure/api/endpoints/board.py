@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler import Response
 from pydantic import BaseModel
 
 from tenure.api.routes import BASE, ROUTES
-from tenure.api.surface import actor, app, json_answer, op
+from tenure.api.surface import actor, app, json_answer, op, svc
 
 # The page's stylesheet and script are inlined where these markers stand, so the board is one
 # response with nothing fetched from elsewhere; the policy admits exactly those two by hash.
@@ -41,6 +41,9 @@ class Whoami(BaseModel):
 )
 def board() -> Response[Any]:
     page, policy = _page()
+    blobs = svc().blobs
+    if blobs is not None:  # a large attachment's download follows the API's redirect there
+        policy = policy.replace("connect-src 'self'", f"connect-src 'self' {blobs.origin()}")
     return Response(
         status_code=200,
         content_type="text/html; charset=utf-8",

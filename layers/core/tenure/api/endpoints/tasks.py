@@ -10,7 +10,10 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
-from tenure.api.surface import actor, json_answer, lease_out, op, svc
+from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
+from tenure.core import errors as e
+from tenure.core.states import TaskStatus
+from tenure.core.task_list import TASK_PAGE_MAX
 from tenure.core.tasks import ACTIVITY_PAGE, TaskLinks
 
 
@@ -48,6 +51,34 @@ def enqueue(task_id: str, body: Annotated[m.Enqueue, Body()]) -> Response[Any]:
     not_before = m.instant_ms(body.not_before) if body.not_before else None
     lease = svc().enqueue(actor(), task_id, body.pool, not_before)
     return json_answer({"lease": lease_out(lease)}, 201)
+
+
+@op("GET", f"{BASE}/tasks", 200, m.TaskList, 404, 422)
+def list_tasks(
+    # Required, yet checked by the route too: `space=` (empty) is missing_scope as well.
+    space: Annotated[str, Query()],
+    status: Annotated[TaskStatus | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=TASK_PAGE_MAX)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512)] = None,
+) -> Response[Any]:
+    caller = actor()
+    if not space:
+        raise e.MissingScope("space is required: list the tasks of one space")
+    page = svc().list_tasks(caller, space, limit, cursor, status)
+    leases = leases_out(x.lease for x in page.tasks if x.lease is not None)
+    shown = iter(leases)
+    return json_answer(
+        {
+            "tasks": [
+                {
+                    "task": v.task_view(x.view.task, x.view.status, x.view),
+                    "lease": next(shown) if x.lease is not None else None,
+                }
+                for x in page.tasks
+            ],
+            "next_cursor": page.next_cursor,
+        }
+    )
 
 
 @op("GET", f"{BASE}/tasks/<task_id>", 200, m.TaskAnswer, 404)
