@@ -18,7 +18,10 @@ from tenure.benches import cost, prices
 from tenure.benches.rig import Rig
 from tenure.local.engines import DynamoDBLocal
 
-STILL_ABOVE = "issue 16: the cuts (branch h-costcut) have not landed yet; flip when they do"
+STILL_ABOVE = "issue 16: write units per lease are still above the target of 12 (see README, Cost)"
+# What the small run measures now, all in (the target above is not met yet): a ratchet, so a
+# change that raises the write units per lease fails here even before the target is reached.
+WRITE_UNITS_NOW = 33.0
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +35,12 @@ def test_lifecycle_write_units_stay_within_the_budget(measured: dict[str, Any]) 
     assert measured["lifecycle_write_units"] <= cost.BUDGET["lifecycle_write_units"]
 
 
-@pytest.mark.xfail(strict=True, reason=STILL_ABOVE)
+def test_write_units_per_lease_do_not_rise_above_what_they_are_now(
+    measured: dict[str, Any],
+) -> None:
+    assert measured["lifecycle_write_units"] <= WRITE_UNITS_NOW
+
+
 def test_http_requests_per_lease_stay_within_the_budget(measured: dict[str, Any]) -> None:
     assert measured["requests_per_lease"] <= cost.BUDGET["requests_per_lease"]
 
@@ -41,7 +49,11 @@ def test_the_workload_is_the_reference_one(measured: dict[str, Any]) -> None:
     routes = measured["requests_by_route"]
     # One worker heartbeat per renewal for all four leases: 120 s / 10 s / 4 per lease.
     assert routes["POST /api/v1/workers/<worker_id>/heartbeat"] == 3.0
-    assert routes["POST /api/v1/pools/<pool>/claim"] == 1.0  # the queue never ran dry
+    # Four claims fill the worker; each of the first four reports claims the next lease.
+    assert routes["POST /api/v1/pools/<pool>/claim"] == 4 / 8
+    assert routes["POST /api/v1/leases/<lease_id>/complete"] == 1.0
+    assert "POST /api/v1/leases/<lease_id>/start" not in routes  # a first heartbeat starts
+    assert "GET /api/v1/leases/<lease_id>/payload" not in routes  # the claim carried it
     assert routes["POST /api/v1/tasks"] == 7 / 8  # the eighth came by mail
     assert measured["workload"]["emails"] == 1
     assert measured["lambda"]["inbound"]["invocations_per_lease"] == 1 / 8

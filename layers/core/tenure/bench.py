@@ -15,7 +15,9 @@ from tenure.core.states import PoolKind, ReportKind
 from tenure.local.engines import DynamoDBLocal
 from tenure.local.streams import StreamPump
 
-BUDGET = {"heartbeat_write_units": 1.0, "lifecycle_write_units": 24.0}
+# DESIGN §9's heartbeat figure, and issue 16's target for one lifecycle (benches/cost.py
+# BUDGET): not met yet, so `within_budget` reads false (README, Cost).
+BUDGET = {"heartbeat_write_units": 1.0, "lifecycle_write_units": 12.0}
 
 
 def lifecycle(worker_flow: bool = False) -> dict[str, Any]:
