@@ -19,29 +19,9 @@ from tenure.api.routes import ROUTES
 from tenure.core.documents import MAX_DEPTH
 from tenure.local.frontdoor import MAX_EVENT_BYTES
 
+from tests.e2e.codes import DOCUMENTED
 from tests.e2e.support import Held, World, assert_error
 
-# DESIGN §5's codes (and §14's refused completion), plus the two the front door gives itself
-# standing in for API Gateway and Lambda (an unserved method, a payload over their limits).
-DOCUMENTED = {
-    "invalid_request",
-    "unauthenticated",
-    "lease_token_mismatch",
-    "forbidden",
-    "lease_not_found",
-    "task_not_found",
-    "not_found",
-    "stale_lease",
-    "invalid_transition",
-    "already_exists",
-    "missing_scope",
-    "validation_failed",
-    "unverified_created_tasks",
-    "unsupported_runtime",
-    "unavailable",
-    "payload_too_large",
-    "method_not_allowed",
-}
 # Ids a caller might send in any path parameter, already as they travel on the request line.
 HOSTILE_IDS = {
     "dot-dot": "..",

@@ -70,6 +70,11 @@ def parser() -> argparse.ArgumentParser:
     bench_sub.add_parser(
         "lifecycle", help="write and read units of each step of one lease's life"
     ).set_defaults(func=_bench_lifecycle)
+    from tenure.load import add_arguments as add_load_arguments
+
+    add_load_arguments(
+        bench_sub.add_parser("load", help="a steady worker and operator mix on a local stack")
+    )
     mail = sub.add_parser("email", help="inbound email against the local stack")
     mail_sub = mail.add_subparsers(dest="action", required=True)
     send = mail_sub.add_parser("send", help="deliver a .eml file as SES would (S3 + SNS)")
