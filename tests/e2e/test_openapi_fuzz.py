@@ -26,6 +26,7 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from tenure.api.models import InstancePatch
 from tenure.api.routes import ROUTES
 
 from tests.e2e.codes import DOCUMENTED
@@ -70,11 +71,13 @@ CHECKS = [
 def _prepared(case: Case, auth: dict[str, str]) -> Case:
     # The generator makes up bearer tokens of its own; 401s are covered in test_errors.py.
     case.headers = {**(case.headers or {}), **auth}
-    if isinstance(case.body, dict) and isinstance(case.body.get("wait_seconds"), int | float):
-        case.body["wait_seconds"] = min(case.body["wait_seconds"], MAX_WAIT)
-    # A drain waits up to its timeout for held leases (the session's ballast never ends).
-    if isinstance(case.body, dict) and isinstance(case.body.get("timeout_seconds"), int | float):
-        case.body["timeout_seconds"] = min(case.body["timeout_seconds"], MAX_WAIT)
+    # A claim waits up to wait_seconds for work, a drain up to timeout_seconds for held leases
+    # (the session's ballast never ends): shorten a valid wait. An invalid one (above 20, below
+    # 0, a boolean) stays as generated, or a negative case would turn into a valid request.
+    for name in ("wait_seconds", "timeout_seconds"):
+        value = case.body.get(name) if isinstance(case.body, dict) else None
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 20:
+            case.body[name] = min(value, MAX_WAIT)
     return case
 
 
@@ -138,7 +141,8 @@ def _scheduler_resumed(world: World) -> Iterator[None]:
     assert before.status_code == 200, before.text
     yield
     assert world.admin.post("/scheduler/resume").status_code == 200
-    restored = world.admin.patch("/instance", json=before.json())
+    settings = {k: v for k, v in before.json().items() if k in InstancePatch.model_fields}
+    restored = world.admin.patch("/instance", json=settings)
     assert restored.status_code == 200, restored.text
 
 

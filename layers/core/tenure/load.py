@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -50,17 +50,23 @@ class Tally:
     samples: list[str] = field(default_factory=list)
     completed: int = 0
     failed: int = 0
+    reported_in_all: int = 0  # warm-up and the requests in flight at the stop included
+    seen: Counter[str] = field(default_factory=Counter)  # answers per route, whole run
     lock: threading.Lock = field(default_factory=threading.Lock)
     # The measured window: requests that started after the warm-up (the front door starts its
     # worker processes, like Lambda's cold starts, on first use) and ended before the stop.
     window: tuple[float, float] = (0.0, float("inf"))
 
     def record(self, route: str, started: float, ended: float) -> None:
+        with self.lock:
+            self.seen[route] += 1
         if started >= self.window[0] and ended <= self.window[1]:
             with self.lock:
                 self.latencies[route].append(ended - started)
 
     def reported(self, failed: bool, at: float) -> None:
+        with self.lock:
+            self.reported_in_all += 1
         if self.window[0] <= at <= self.window[1]:
             with self.lock:
                 if failed:
@@ -282,6 +288,8 @@ def run(
         "leases_reported": tally.completed + tally.failed,
         "leases_per_second": round((tally.completed + tally.failed) / elapsed, 2),
         "completed": tally.completed,
+        "leases_reported_whole_run": tally.reported_in_all,
+        "requests_whole_run": dict(sorted(tally.seen.items())),
         "failed": tally.failed,
         "errors": sum(tally.errors.values()),
         "errors_by_route": dict(tally.errors),
