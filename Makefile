@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: local test lint typecheck unit aws conformance e2e browser chromium bench soak install dynamodb-local clean
+.PHONY: local test lint typecheck unit aws conformance e2e browser chromium bench soak load install dynamodb-local clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "python3 >= 3.11 is needed"'
@@ -62,6 +62,13 @@ bench: dynamodb-local
 SOAK_SECONDS ?= 600
 soak: dynamodb-local
 	SOAK_SECONDS=$(SOAK_SECONDS) TENURE_REQUIRE_ENGINES=1 PYTHONPATH=. $(BIN)/python -m tests.reliability.run
+
+# 64 simulated workers for 2 minutes on a scratch local stack (DynamoDB Local): latency per
+# route and throughput; non-zero on any error. `make test` runs a few-second smoke of it.
+LOAD_WORKERS  ?= 64
+LOAD_DURATION ?= 120
+load: dynamodb-local
+	$(BIN)/tenure bench load --start --workers $(LOAD_WORKERS) --duration $(LOAD_DURATION)
 
 test: $(STAMP) dynamodb-local chromium lint typecheck
 	TENURE_REQUIRE_ENGINES=1 $(BIN)/pytest -q -p no:cacheprovider tests

@@ -116,6 +116,11 @@ def parser() -> argparse.ArgumentParser:
     )
     cold.add_argument("--runs", type=int, default=5, help="fresh interpreters of each kind")
     cold.set_defaults(func=_bench_coldstart)
+    from tenure.load import add_arguments as add_load_arguments
+
+    add_load_arguments(
+        bench_sub.add_parser("load", help="a steady worker and operator mix on a local stack")
+    )
     mail = sub.add_parser("email", help="inbound email against the local stack")
     mail_sub = mail.add_subparsers(dest="action", required=True)
     send = mail_sub.add_parser("send", help="deliver a .eml file as SES would (S3 + SNS)")

@@ -111,6 +111,8 @@ def _not_an_object(event: dict[str, Any]) -> dict[str, Any] | None:
         parsed = json.loads(raw)
     except ValueError:
         return _invalid_request("the body is not valid JSON")
+    except RecursionError:  # the parser recurses per level: 10,000 `[` crashed the function
+        return _invalid_request("the body nests too deeply to be read")
     if not isinstance(parsed, dict):
         return _invalid_request("the body must be a JSON object")
     return None

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from tenure.core import documents
 from tenure.core.model import DEFAULT_RETENTION_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
 from tenure.core.states import EndReason, LeaseState, Revoke, SubjectKind, TaskStatus
 
@@ -57,6 +58,9 @@ MAX_DOCUMENT_BYTES = 32 * 1024
 def _bounded(value: Any, field: str) -> Any:
     if value is None:
         return value
+    wrong = documents.problem(value)  # first: the size below is measured by recursion
+    if wrong:
+        raise ValueError(wrong)
     if len(json.dumps(value)) > MAX_DOCUMENT_BYTES:
         raise ValueError(f"is larger than {MAX_DOCUMENT_BYTES} bytes of JSON")
     _storable_numbers(value, field)

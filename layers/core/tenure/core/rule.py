@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tenure.core import documents, schedules
 from tenure.core import rules as r
-from tenure.core import schedules
 from tenure.core.errors import ValidationFailed
 from tenure.inbound.matching import InvalidMatch, Match
 
@@ -113,6 +113,9 @@ def check_subject(subject: Any) -> dict[str, Any]:
         if properties is not None:
             if not isinstance(properties, dict):
                 raise ValidationFailed("subject.properties: must be an object")
+            wrong = documents.problem(properties)
+            if wrong:
+                raise ValidationFailed(f"subject.properties: {wrong}")
             if len(json.dumps(properties)) > MAX_DOCUMENT_BYTES:
                 raise ValidationFailed(
                     f"subject.properties: is larger than {MAX_DOCUMENT_BYTES} bytes of JSON"

@@ -22,6 +22,9 @@ from tenure.local import lambda_host
 # Powertools resolver keeps the current event on the class and is not safe across threads.
 MAX_CONCURRENCY = 32
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
+# Lambda's synchronous invocation payload limit: API Gateway passes a body up to 10 MB, but an
+# event larger than this never reaches the function (its base64 or JSON form counts).
+MAX_EVENT_BYTES = 6 * 1024 * 1024
 # The routes infra/template.yaml declares: the public ones, and one proxy for the rest.
 API_PREFIX = "/api/v1/"
 PROXY_ROUTE = "/api/v1/{proxy+}"
@@ -150,6 +153,10 @@ class FrontDoor:
                     return
                 body = self.rfile.read(length) if length else b""
                 event = to_event(self.command, self.path, dict(self.headers.items()), body)
+                if length > MAX_EVENT_BYTES // 2 and len(json.dumps(event)) > MAX_EVENT_BYTES:
+                    message = f"the request exceeds {MAX_EVENT_BYTES} bytes, Lambda's limit"
+                    self._reply(413, JSON, error_body("payload_too_large", message))
+                    return
                 started = time.monotonic()
                 try:
                     result = door.pool.submit(door.invoke, event).result(timeout=60)

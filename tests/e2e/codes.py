@@ -1,0 +1,28 @@
+"""The error codes a client may meet: DESIGN §5's table (and §14's refused completion), plus
+the two the local front door gives itself where API Gateway or Lambda would answer instead."""
+
+from __future__ import annotations
+
+DOCUMENTED = frozenset(
+    {
+        "invalid_request",
+        "unauthenticated",
+        "lease_token_mismatch",
+        "forbidden",
+        "lease_not_found",
+        "task_not_found",
+        "not_found",
+        "stale_lease",
+        "invalid_transition",
+        "already_exists",
+        "missing_scope",
+        "validation_failed",
+        "unverified_created_tasks",
+        "unsupported_runtime",
+        "unavailable",
+        # The front door: a method it does not serve, a request over API Gateway's or
+        # Lambda's payload limit.
+        "method_not_allowed",
+        "payload_too_large",
+    }
+)

@@ -1,0 +1,625 @@
+"""The authorization matrix (issue 17): every route of the API x every kind of caller, as one
+table. Each row names a route, the request that exercises it, and which callers DESIGN §5 and
+§10-§16 let through; every other caller must be refused with the exact status and code §5
+gives it. Allowed callers must get the route's own success, so a row cannot pass by refusing
+everybody. The requests go the whole way in process: the bearer token through the authorizer
+(real tokens, minted by the service on the fake store), then the API handler, as API Gateway
+chains them. A route the API serves but the table lacks fails the run."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from tenure import wiring
+from tenure.api import app as api
+from tenure.api.authorizer import authorize
+from tenure.api.routes import ROUTES
+from tenure.core.model import Pool
+from tenure.core.states import PoolKind
+from tenure.local.frontdoor import to_event
+
+from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
+from tests.unit.rules_support import FakeSchedules
+from tests.unit.support import ADMIN, POOL, SPACE, Rig
+
+# The kinds of caller, each a bearer token the scene mints (or none at all).
+CALLERS = (
+    "none",  # no Authorization header
+    "unknown",  # a well-formed token the service never issued
+    "read",
+    "member",
+    "admin",
+    "elsewhere",  # an admin operator limited to another space
+    "worker_other",  # a worker token limited to another space's pool
+    "worker",  # a worker token limited to this pool (it claimed both leases)
+    "lease",  # the lease token of the lease in the path (`mine`)
+    "lease_other",  # the lease token of another lease of the same pool and space
+)
+READ = frozenset({"read", "member", "admin"})
+MEMBER = frozenset({"member", "admin"})
+ADMIN_ONLY = frozenset({"admin"})
+EVERYONE = frozenset(CALLERS)
+OTHER_SPACE = "ELSE"
+OTHER_POOL = "others"
+ACCEPT = "application/json, text/event-stream"
+
+# What a cell expects: the route's own success, a refusal (status, code), or — for routes that
+# answer per item (bulk force, worker heartbeat, MCP tools) — 200 with that item refused.
+OK = "ok"
+INNER = "inner"
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+
+    @property
+    def code(self) -> str | None:
+        if isinstance(self.body, dict) and isinstance(self.body.get("error"), dict):
+            code: str = self.body["error"]["code"]
+            return code
+        return None
+
+
+@dataclass
+class Scene:
+    """A fresh fake-store service: space OPS with pool `builders`, space ELSE with pool
+    `others`, a token per caller kind, two leases of `builders` claimed by the worker token
+    (`mine` and `theirs`), a pending lease, a workflow, an inbound rule and a typed block."""
+
+    rig: Rig
+    tokens: dict[str, str | None] = field(default_factory=dict)
+    ids: dict[str, str] = field(default_factory=dict)
+
+    def send(
+        self, method: str, path: str, caller: str, body: Any = None, headers: Any = None
+    ) -> Answer:
+        raw = json.dumps(body).encode() if body is not None else b""
+        token = self.tokens[caller]
+        head = {"host": "unit", **(headers or {})}
+        if token is not None:
+            head["authorization"] = f"Bearer {token}"
+        event = to_event(method, f"/api/v1{path}", head, raw)
+        # The authorizer's verdict, as API Gateway hands it to the API function.
+        event["requestContext"]["authorizer"] = {"lambda": authorize(event)["context"]}
+        out = api.handle(event, None)
+        text = out.get("body") or ""
+        if out.get("isBase64Encoded"):
+            text = base64.b64decode(text).decode(errors="replace")
+        try:
+            parsed = json.loads(text) if text else None
+        except ValueError:
+            parsed = text
+        return Answer(out["statusCode"], parsed)
+
+    def must(self, method: str, path: str, caller: str, body: Any = None) -> Any:
+        got = self.send(method, path, caller, body)
+        assert 200 <= got.status < 300, (method, path, got)
+        return got.body
+
+
+def scene(rig: Rig) -> Scene:
+    rig.svc.blobs = FakeBlobs()
+    rig.svc.log_sink = FakeLogSink()
+    rig.svc.schedules = FakeSchedules()
+    s = Scene(rig)
+    svc = rig.svc
+    svc.create_space(ADMIN, OTHER_SPACE, "Elsewhere", None)
+    svc.create_pool(
+        ADMIN, Pool(name=OTHER_POOL, space=OTHER_SPACE, kind=PoolKind.COMMAND, created_at=0)
+    )
+    s.tokens = {"none": None, "unknown": "tnr_o_" + uuid.uuid4().hex}
+    for caller, kind, role, spaces, pools in (
+        ("read", "operator", "read", None, None),
+        ("member", "operator", "member", None, None),
+        ("admin", "operator", "admin", None, None),
+        ("elsewhere", "operator", "admin", (OTHER_SPACE,), None),
+        ("worker_other", "worker", None, None, (OTHER_POOL,)),
+        ("worker", "worker", None, None, (POOL,)),
+    ):
+        _, raw = svc.create_token(ADMIN, caller, kind, role, spaces, pools)
+        s.tokens[caller] = raw
+    for name in ("mine", "theirs"):
+        task = s.must("POST", "/tasks", "admin", {"space": SPACE, "title": name, "pool": POOL})
+        won = s.must("POST", f"/pools/{POOL}/claim", "worker", {"worker_id": f"w-{name}"})
+        assert won["lease"]["id"] == task["lease"]["id"]
+        s.ids[name] = won["lease"]["id"]
+        s.ids[f"{name}_task"] = task["task"]["id"]
+        s.tokens["lease" if name == "mine" else "lease_other"] = won["token"]
+    queued = s.must("POST", "/tasks", "admin", {"space": SPACE, "title": "queued", "pool": POOL})
+    s.ids["queued"] = queued["lease"]["id"]
+    s.ids["idle_task"] = s.must("POST", "/tasks", "admin", {"space": SPACE, "title": "idle"})[
+        "task"
+    ]["id"]
+    s.must("POST", "/workflows", "admin", {"space": SPACE, "slug": "wf", "name": "Flow"})
+    rule = {
+        "space": SPACE,
+        "name": "inbox",
+        "pool": POOL,
+        "subject": {"kind": "space"},
+        "trigger": {"topic": "ticket.opened"},
+    }
+    s.ids["rule"] = s.must("POST", "/rules", "admin", rule)["rule"]["id"]
+    block = {"kind": "needs_input", "reason": "which branch?"}
+    s.ids["block"] = s.must("POST", f"/tasks/{s.ids['idle_task']}/blocks", "admin", block)["block"][
+        "id"
+    ]
+    return s
+
+
+# -------------------------------------------------------------------- per-row set-ups
+
+
+def _started(s: Scene) -> None:
+    s.must("POST", f"/leases/{s.ids['mine']}/start", "lease")
+
+
+def _paused(s: Scene) -> None:
+    _started(s)
+    s.must("POST", f"/leases/{s.ids['mine']}/pause", "admin")
+
+
+def _attached(s: Scene) -> None:
+    body = {
+        "filename": "out.txt",
+        "content_type": "text/plain",
+        "byte_size": 2,
+        "content_base64": base64.b64encode(b"ok").decode(),
+    }
+    got = s.must("POST", f"/leases/{s.ids['mine']}/attachments", "lease", body)
+    s.ids["attachment"] = got["attachment"]["id"]
+
+
+def _failed(s: Scene) -> None:
+    s.must("POST", f"/leases/{s.ids['mine']}/fail", "lease", {"error": "boom"})
+
+
+def _escalated(s: Scene) -> None:
+    # The default breaker: the second block of a kind sends the task to needs_attention.
+    task = s.ids["idle_task"]
+    s.must("POST", f"/tasks/{task}/blocks/{s.ids['block']}/clear", "admin", {})
+    s.must("POST", f"/tasks/{task}/blocks", "admin", {"kind": "needs_input", "reason": "again"})
+
+
+def _task_paused(s: Scene) -> None:
+    s.must("POST", f"/tasks/{s.ids['idle_task']}/pause", "admin")
+
+
+def _pool_paused(s: Scene) -> None:
+    s.must("POST", f"/pools/{POOL}/pause", "admin")
+
+
+def _space_archived(s: Scene) -> None:
+    s.must("POST", f"/spaces/{SPACE}/archive", "admin")
+
+
+def _agents_may_force(s: Scene) -> None:
+    s.must("PATCH", "/instance", "admin", {"allow_agent_force": True})
+
+
+# ---------------------------------------------------------------- per-item refusals
+
+
+def _force_row(a: Answer) -> str | None:
+    row = a.body["results"][0]
+    return None if row["ok"] else str(row["code"])
+
+
+def _beat_row(a: Answer) -> str | None:
+    row = a.body["leases"][0]
+    return str(row["error"]["code"]) if row.get("error") else None
+
+
+def _tool_error(a: Answer) -> str | None:
+    result = a.body.get("result") or {}
+    return "tool_error" if result.get("isError") or "error" in a.body else None
+
+
+@dataclass(frozen=True)
+class Row:
+    """One route: the request (a path with {ids} of the scene, a query, a body), the callers
+    allowed, its success status, and where a caller's refusal is per item, not per request."""
+
+    method: str
+    rule: str  # as api/routes.py spells it, under /api/v1 unless it starts with //
+    allow: frozenset[str]
+    ok: int
+    path: str = ""  # defaults to the rule with the scene's ids put in
+    body: Any = None
+    prepare: Callable[[Scene], None] | None = None
+    inner: Callable[[Answer], str | None] | None = None
+    refused_inside: frozenset[str] = frozenset()  # allowed through, refused per item
+    headers: dict[str, str] | None = None
+    note: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        rule = self.rule[1:] if self.rule.startswith("//") else f"/api/v1{self.rule}"
+        return (self.method, rule)
+
+
+def R(method: str, rule: str, allow: frozenset[str], ok: int, **kw: Any) -> Row:
+    return Row(method, rule, allow, ok, **kw)
+
+
+LEASE = "/leases/<lease_id>"
+TASK = "/tasks/<task_id>"
+BOTH_LEASES = frozenset({"lease", "lease_other"})
+LEASE_SELF = frozenset({"lease"})
+WORKERS = frozenset({"worker", "worker_other"})
+FORCE_BODY = {"lease_ids": ["{mine}"], "reason": "stuck"}
+MCP_GET = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {"name": "leases_get", "arguments": {"lease_id": "{mine}"}},
+}
+
+TABLE: list[Row] = [
+    # Public (DESIGN §5, §16): no token needed, so no token is refused.
+    R("GET", "/health", EVERYONE, 200),
+    R("GET", "/openapi.json", EVERYONE, 200),
+    R("GET", "//board", EVERYONE, 200),
+    R("GET", "/whoami", READ | {"elsewhere"}, 200, note="who the caller is, for the board"),
+    # Setting up work (§5): admin; a token limited to spaces cannot act across all of them.
+    R("POST", "/spaces", ADMIN_ONLY, 201, body={"key": "NEW", "name": "New"}),
+    R("POST", "/workflows", ADMIN_ONLY, 201, body={"space": SPACE, "slug": "w2", "name": "W"}),
+    R(
+        "POST",
+        "/pools",
+        ADMIN_ONLY,
+        201,
+        body={"name": "p2", "space": SPACE, "kind": "command"},
+    ),
+    R("POST", "/tokens", ADMIN_ONLY, 201, body={"name": "t2", "kind": "operator"}),
+    R(
+        "POST",
+        "/tasks",
+        MEMBER | BOTH_LEASES,
+        201,
+        body={"space": SPACE, "title": "filed"},
+        note="a lease token files work in its own lease's space (§14)",
+    ),
+    R(
+        "POST",
+        f"{TASK}/enqueue",
+        MEMBER,
+        201,
+        path="/tasks/{idle_task}/enqueue",
+        body={"pool": POOL},
+    ),
+    R("GET", TASK, READ, 200, path="/tasks/{mine_task}"),
+    R("GET", f"{TASK}/activity", READ, 200, path="/tasks/{mine_task}/activity"),
+    R("GET", "/workers", READ, 200, path=f"/workers?pool={POOL}"),
+    # Reading and steering leases (§5).
+    R("GET", "/leases", READ, 200, path=f"/leases?space={SPACE}"),
+    R("GET", LEASE, READ, 200),
+    R("POST", f"{LEASE}/cancel", MEMBER, 200),
+    R("POST", f"{LEASE}/kill", MEMBER, 200),
+    R("POST", f"{LEASE}/pause", MEMBER, 200, prepare=_started),
+    R("POST", f"{LEASE}/resume", MEMBER, 200, prepare=_paused),
+    # The worker's side (§5): worker tokens claim and renew, lease tokens report.
+    R(
+        "POST",
+        "/pools/<pool>/claim",
+        frozenset({"worker"}),
+        200,
+        path=f"/pools/{POOL}/claim",
+        body={"worker_id": "w-new"},
+    ),
+    R(
+        "POST",
+        "/workers/<worker_id>/heartbeat",
+        WORKERS,
+        200,
+        path="/workers/w-mine/heartbeat",
+        body={"leases": [{"id": "{mine}", "fence": 1}]},
+        inner=_beat_row,
+        refused_inside=frozenset({"worker_other"}),
+        note="a worker of another pool is let in, but cannot renew this pool's lease",
+    ),
+    R("POST", f"{LEASE}/start", LEASE_SELF, 200),
+    R("POST", f"{LEASE}/heartbeat", LEASE_SELF, 200, body={}),
+    R("POST", f"{LEASE}/complete", LEASE_SELF, 200, body={}),
+    R("POST", f"{LEASE}/fail", LEASE_SELF, 200, body={"error": "boom"}),
+    R("POST", f"{LEASE}/release", LEASE_SELF, 200, body={}),
+    R("GET", f"{LEASE}/payload", LEASE_SELF, 200),
+    # Rules and events (§10).
+    R(
+        "POST",
+        "/rules",
+        ADMIN_ONLY,
+        201,
+        body={
+            "space": SPACE,
+            "name": "second",
+            "pool": POOL,
+            "subject": {"kind": "space"},
+            "trigger": {"topic": "other"},
+        },
+    ),
+    R("GET", "/rules", READ, 200, path=f"/rules?space={SPACE}"),
+    R("GET", "/rules/<rule_id>", READ, 200, path="/rules/{rule}"),
+    R("PATCH", "/rules/<rule_id>", ADMIN_ONLY, 200, path="/rules/{rule}", body={"enabled": False}),
+    R("DELETE", "/rules/<rule_id>", ADMIN_ONLY, 204, path="/rules/{rule}"),
+    R("POST", "/rules/<rule_id>/fire", MEMBER, 201, path="/rules/{rule}/fire"),
+    R("POST", "/events", MEMBER, 202, body={"space": SPACE, "topic": "ticket.opened"}),
+    R("GET", "/workflows/<slug>/activity", READ, 200, path=f"/workflows/wf/activity?space={SPACE}"),
+    R("GET", "/spaces/<key>/activity", READ, 200, path=f"/spaces/{SPACE}/activity"),
+    # Logs, attachments, runtime coordinates (§11).
+    R("GET", f"{LEASE}/exec_target", READ, 200),
+    R(
+        "POST",
+        f"{LEASE}/logs",
+        LEASE_SELF,
+        202,
+        body={"events": [{"stream": "stdout", "message": "hi"}]},
+    ),
+    R("GET", f"{LEASE}/logs", READ | LEASE_SELF, 200),
+    R(
+        "POST",
+        f"{LEASE}/attachments",
+        LEASE_SELF,
+        201,
+        body={"filename": "a.txt", "content_type": "text/plain", "byte_size": 1},
+    ),
+    R("GET", f"{LEASE}/attachments", READ | LEASE_SELF, 200),
+    R(
+        "GET",
+        f"{LEASE}/attachments/<attachment_id>",
+        READ | LEASE_SELF,
+        200,
+        path="/leases/{mine}/attachments/{attachment}",
+        prepare=_attached,
+    ),
+    # Pools, spaces, the instance (§12): admin, reads for read.
+    R("GET", "/pools", READ, 200, path=f"/pools?space={SPACE}"),
+    R("GET", "/pools/<pool>", READ, 200, path=f"/pools/{POOL}"),
+    R("PATCH", "/pools/<pool>", ADMIN_ONLY, 200, path=f"/pools/{POOL}", body={"display_name": "B"}),
+    R("POST", "/pools/<pool>/pause", ADMIN_ONLY, 200, path=f"/pools/{POOL}/pause"),
+    R(
+        "POST",
+        "/pools/<pool>/resume",
+        ADMIN_ONLY,
+        200,
+        path=f"/pools/{POOL}/resume",
+        prepare=_pool_paused,
+    ),
+    R("POST", "/spaces/<space>/archive", ADMIN_ONLY, 200, path=f"/spaces/{SPACE}/archive"),
+    R(
+        "POST",
+        "/spaces/<space>/unarchive",
+        ADMIN_ONLY,
+        200,
+        path=f"/spaces/{SPACE}/unarchive",
+        prepare=_space_archived,
+    ),
+    R("GET", "/instance", ADMIN_ONLY, 200),
+    R("PATCH", "/instance", ADMIN_ONLY, 200, body={"retry_chain_cap": 4}),
+    # The task graph, the scheduler, operator recovery (§13).
+    R(
+        "PATCH",
+        TASK,
+        MEMBER,
+        200,
+        path="/tasks/{idle_task}",
+        body={"auto_enqueue_on_ready": True, "pool": POOL},
+    ),
+    R("POST", f"{TASK}/pause", MEMBER, 200, path="/tasks/{idle_task}/pause"),
+    R(
+        "POST",
+        f"{TASK}/resume",
+        MEMBER,
+        200,
+        path="/tasks/{idle_task}/resume",
+        prepare=_task_paused,
+    ),
+    R("GET", "/scheduler", READ, 200),
+    R("POST", "/scheduler/pause", ADMIN_ONLY, 200),
+    R("POST", "/scheduler/resume", ADMIN_ONLY, 200),
+    R("GET", "/scheduler/backlog", READ, 200, path=f"/scheduler/backlog?space={SPACE}"),
+    R("POST", "/scheduler/drain", ADMIN_ONLY, 200, body={"timeout_seconds": 0}),
+    R("POST", f"{LEASE}/retry", MEMBER, 201, prepare=_failed),
+    R(
+        "POST",
+        "/leases/bulk/release",
+        MEMBER,
+        200,
+        body=FORCE_BODY,
+        inner=_force_row,
+        refused_inside=frozenset({"elsewhere"}),
+        note="each row is judged on its own lease: another space's operator is refused there",
+    ),
+    R(
+        "POST",
+        "/leases/bulk/fail",
+        MEMBER,
+        200,
+        body=FORCE_BODY,
+        inner=_force_row,
+        refused_inside=frozenset({"elsewhere"}),
+    ),
+    R(
+        "POST",
+        "/leases/bulk/release",
+        MEMBER | {"worker"} | BOTH_LEASES,
+        200,
+        body=FORCE_BODY,
+        prepare=_agents_may_force,
+        inner=_force_row,
+        refused_inside=frozenset({"worker_other", "elsewhere"}),
+        note="allow_agent_force on: a worker of the lease's pool, a lease token of its space",
+    ),
+    R(
+        "POST",
+        "/leases/bulk/fail",
+        MEMBER | {"worker"} | BOTH_LEASES,
+        200,
+        body=FORCE_BODY,
+        prepare=_agents_may_force,
+        inner=_force_row,
+        refused_inside=frozenset({"worker_other", "elsewhere"}),
+    ),
+    R("GET", "/inspect/<some_id>", READ, 200, path="/inspect/{mine}"),
+    # Typed blocks and recover (§14): a lease token only for a lease on that task.
+    R(
+        "POST",
+        f"{TASK}/blocks",
+        MEMBER | LEASE_SELF,
+        201,
+        path="/tasks/{mine_task}/blocks",
+        body={"kind": "error", "reason": "stuck"},
+    ),
+    R("GET", f"{TASK}/blocks", READ | LEASE_SELF, 200, path="/tasks/{mine_task}/blocks"),
+    R(
+        "POST",
+        f"{TASK}/blocks/<block_id>/clear",
+        MEMBER,
+        200,
+        path="/tasks/{idle_task}/blocks/{block}/clear",
+        body={},
+        note="a lease token may clear only blocks of its own lease's task (not this one)",
+    ),
+    R(
+        "POST",
+        f"{TASK}/recover",
+        MEMBER,
+        200,
+        path="/tasks/{idle_task}/recover",
+        body={},
+        prepare=_escalated,
+    ),
+    # MCP (§15): operators and lease tokens get in; what each tool may touch is its own
+    # check, so the other space's operator is refused inside (a tool error).
+    R(
+        "POST",
+        "/mcp",
+        READ | BOTH_LEASES | {"elsewhere"},
+        200,
+        body=MCP_GET,
+        headers={"accept": ACCEPT, "content-type": "application/json"},
+        inner=_tool_error,
+        refused_inside=frozenset({"elsewhere"}),
+    ),
+]
+
+
+def refusal(caller: str, row: Row) -> tuple[int, str]:
+    """How DESIGN §5 refuses a caller a route does not admit."""
+    if caller in ("none", "unknown"):
+        return 401, "unauthenticated"
+    if caller in ("lease", "lease_other"):
+        # A lease token on an operator or worker route, or on another lease's route.
+        return 403, "lease_token_mismatch"
+    # An operator or worker token on a lease's own route, the wrong kind of token, a role
+    # below the route's, or a scope (space, pool) that does not cover the row.
+    return 403, "forbidden"
+
+
+def expectation(caller: str, row: Row) -> tuple[str, Any]:
+    if caller in row.refused_inside:
+        return INNER, None
+    if caller in row.allow:
+        return OK, row.ok
+    return "refused", refusal(caller, row)
+
+
+def _fill(template: str, s: Scene) -> str:
+    for name, value in s.ids.items():
+        template = template.replace("{" + name + "}", value)
+    return template
+
+
+def _request(row: Row, s: Scene) -> tuple[str, Any]:
+    path = row.path or row.rule.replace("<lease_id>", "{mine}")
+    if path.startswith("//"):
+        path = path[1:]
+    body = json.loads(_fill(json.dumps(row.body), s)) if row.body is not None else None
+    return _fill(path, s), body
+
+
+def _id(row: Row) -> str:
+    extra = f"[{row.prepare.__name__.strip('_')}]" if row.prepare else ""
+    return f"{row.method} {row.rule}{extra}"
+
+
+CELLS = [(row, caller) for row in TABLE for caller in CALLERS]
+
+
+def test_the_table_has_a_row_for_every_route_the_api_serves() -> None:
+    served = {
+        (method.upper(), path.replace("{", "<").replace("}", ">"))
+        for path, ops in api.contract()["paths"].items()
+        for method in ops
+    }
+    assert served == set(ROUTES), "the route table and the served document differ"
+    rows = {row.key for row in TABLE}
+    assert set(ROUTES) - rows == set(), "routes missing from the authorization matrix"
+    assert rows - set(ROUTES) == set(), "rows for routes the API does not serve"
+
+
+@pytest.fixture(scope="module")
+def base_scene() -> Iterator[Scene]:
+    """Built once (through the API, so the service is wired in while it is); each cell gets a
+    deep copy, a world of its own, for a fraction of the cost of building it again."""
+    rig = Rig()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(wiring, "service", lambda: rig.svc)
+        yield scene(rig)
+
+
+@pytest.fixture
+def fresh(base_scene: Scene, monkeypatch: pytest.MonkeyPatch) -> Callable[[], Scene]:
+    def make() -> Scene:
+        s = copy.deepcopy(base_scene)
+        monkeypatch.setattr(wiring, "service", lambda: s.rig.svc)
+        return s
+
+    return make
+
+
+@pytest.mark.parametrize(("row", "caller"), CELLS, ids=[f"{_id(r)}-{c}" for r, c in CELLS])
+def test_who_may_call_each_route(fresh: Callable[[], Scene], row: Row, caller: str) -> None:
+    s = fresh()
+    if row.prepare is not None:
+        row.prepare(s)
+    path, body = _request(row, s)
+    got = _send(s, row.method, path, caller, body, row)
+    kind, wanted = expectation(caller, row)
+    if kind == "refused":
+        status, code = wanted
+        assert (got.status, got.code) == (status, code), got
+        assert set(got.body) == {"error"} and set(got.body["error"]) == {"code", "message"}
+        return
+    if kind == INNER:
+        assert got.status == row.ok, got
+        assert row.inner is not None and row.inner(got) in ("forbidden", "tool_error"), got
+        return
+    assert got.status == wanted, got
+    if row.inner is not None:
+        assert row.inner(got) is None, got
+
+
+def _send(s: Scene, method: str, path: str, caller: str, body: Any, row: Row) -> Answer:
+    if path.startswith("/board"):
+        return _board(s, caller)
+    return s.send(method, path, caller, body, row.headers)
+
+
+def _board(s: Scene, caller: str) -> Answer:
+    token = s.tokens[caller]
+    head = {"host": "unit"}
+    if token is not None:
+        head["authorization"] = f"Bearer {token}"
+    event = to_event("GET", "/board", head, b"")
+    event["requestContext"]["authorizer"] = {"lambda": authorize(event)["context"]}
+    out = api.handle(event, None)
+    return Answer(out["statusCode"], None)
