@@ -71,7 +71,7 @@ load: dynamodb-local
 	$(BIN)/tenure bench load --start --workers $(LOAD_WORKERS) --duration $(LOAD_DURATION)
 
 test: $(STAMP) dynamodb-local chromium lint typecheck
-	TENURE_REQUIRE_ENGINES=1 $(BIN)/pytest -q -p no:cacheprovider tests
+	TENURE_REQUIRE_ENGINES=1 $(BIN)/pytest -q -p no:cacheprovider --durations=15 tests
 
 clean:
 	rm -rf $(VENV) .tenure .mypy_cache .ruff_cache .pytest_cache

@@ -33,7 +33,7 @@ from tests.e2e.codes import DOCUMENTED
 from tests.e2e.support import World
 
 # Generated cases per operation and generation mode (TENURE_FUZZ_EXAMPLES raises it locally).
-EXAMPLES = int(os.environ.get("TENURE_FUZZ_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("TENURE_FUZZ_EXAMPLES", "6"))
 # A worker token is refused on most routes before its request is read, so fewer cases find
 # what there is to find (TENURE_FUZZ_WORKER_EXAMPLES raises it).
 WORKER_EXAMPLES = int(os.environ.get("TENURE_FUZZ_WORKER_EXAMPLES", str(max(2, EXAMPLES // 2))))

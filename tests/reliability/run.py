@@ -41,7 +41,7 @@ SWEEP_INTERVAL_S = 1.0
 
 @dataclass
 class Profile:
-    seconds: float = 20.0  # how long faults are injected
+    seconds: float = 14.0  # how long faults are injected
     drain_seconds: float = 45.0  # then, at most, for every task to end
     threads: int = 4
     processes: int = 2

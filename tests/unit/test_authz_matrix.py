@@ -296,6 +296,7 @@ TABLE: list[Row] = [
         path="/tasks/{idle_task}/enqueue",
         body={"pool": POOL},
     ),
+    R("GET", "/tasks", READ, 200, path=f"/tasks?space={SPACE}"),
     R("GET", TASK, READ, 200, path="/tasks/{mine_task}"),
     R("GET", f"{TASK}/activity", READ, 200, path="/tasks/{mine_task}/activity"),
     R("GET", "/workers", READ, 200, path=f"/workers?pool={POOL}"),

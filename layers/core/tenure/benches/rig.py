@@ -37,7 +37,7 @@ from tenure.local.engines import DynamoDBLocal, MotoServer, use_local_credential
 from tenure.local.frontdoor import to_event
 from tenure.local.inbound_poller import InboundPoller
 from tenure.local.provision import REGION, Provisioner, load_template
-from tenure.local.streams import StreamPump, _as_lambda_record
+from tenure.local.streams import StreamPump
 from tenure.worker.client import Answer
 
 from .meter import AwsMeter
@@ -404,26 +404,8 @@ class _ReactorPump(StreamPump):
         with self.rig.meter.acting("lambda-pollers"):
             if self.arn is None or all(it is None for it in self.iterators.values()):
                 self.arn = self._stream_arn()
-                shards = self.streams.describe_stream(StreamArn=self.arn)
-                for shard in shards["StreamDescription"]["Shards"]:
-                    sid = shard["ShardId"]
-                    if sid not in self.iterators:
-                        self.iterators[sid] = self.streams.get_shard_iterator(
-                            StreamArn=self.arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON"
-                        )["ShardIterator"]
-            read = 0
-            for sid, iterator in list(self.iterators.items()):
-                while iterator:
-                    out = self.streams.get_records(ShardIterator=iterator, Limit=1000)
-                    records = out.get("Records", [])
-                    if records:
-                        self._deliver([_as_lambda_record(r, self.arn) for r in records])
-                    read += len(records)
-                    iterator = out.get("NextShardIterator")
-                    self.iterators[sid] = iterator
-                    if not records:
-                        break
-            return read
+                self._open_shards(self.arn)
+            return self._drain(self.arn)
 
     def _deliver(self, batch: list[dict[str, Any]]) -> None:
         for start in range(0, len(batch), REACTOR_BATCH):

@@ -27,6 +27,10 @@ class StreamPump:
     def pump_once(self) -> int:
         """Deliver every record available now; returns how many were read."""
         arn = self._stream_arn()
+        self._open_shards(arn)
+        return self._drain(arn)
+
+    def _open_shards(self, arn: str) -> None:
         shards = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
         for shard in shards:
             sid = shard["ShardId"]
@@ -34,6 +38,8 @@ class StreamPump:
                 self.iterators[sid] = self.streams.get_shard_iterator(
                     StreamArn=arn, ShardId=sid, ShardIteratorType="TRIM_HORIZON"
                 )["ShardIterator"]
+
+    def _drain(self, arn: str) -> int:
         read = 0
         for sid, iterator in list(self.iterators.items()):
             while iterator:
