@@ -117,7 +117,10 @@ def start_stack(
         if proc.poll() is not None:
             raise RuntimeError(f"tenure local exited early:\n{log.read_text()}")
         try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+            # Up is the banner after a healthy answer: the front door serves a moment before
+            # the start has finished (a SIGTERM in that moment is "interrupted while starting").
+            healthy = httpx.get(f"{base}/health", timeout=2).status_code == 200
+            if healthy and "tenure local is up" in log.read_text(errors="replace"):
                 return LocalStack(base, admin_token, where / data_dir, proc, log)
         except httpx.HTTPError:
             pass
