@@ -288,3 +288,42 @@ def test_claims_204s_and_stale_reports_become_metrics(http: Any, rig: Rig) -> No
     counted = {name: sum(m["Value"]) for name, m in metrics.metric_set.items()}
     assert counted == {"EmptyClaims": 1, "Claims": 1, "StaleReports": 1}
     metrics.clear_metrics()
+
+
+def test_a_token_the_authorizer_could_not_read_is_read_again_by_the_api(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A throttle while the authorizer reads the token is neither API Gateway's 500 nor a
+    refusal: the verdict says so, and the API function reads the token itself — 503 with
+    Retry-After while the table still throttles, the route's answer once it does not."""
+    from tenure.api.authorizer import authorize
+
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    throttling = [True]
+
+    def authenticate(token: str | None) -> Principal:
+        if throttling[0]:
+            raise e.Unavailable("the table kept throttling", retry_after=2)
+        assert token == "tnr_o_reader"
+        return READER
+
+    monkeypatch.setattr(rig.svc, "authenticate", authenticate)
+    event = to_event(
+        "GET", "/api/v1/leases?space=OPS", {"authorization": "Bearer tnr_o_reader"}, b""
+    )
+    verdict = authorize(event)
+    assert verdict["isAuthorized"] is True
+    assert verdict["context"]["principal"] == "" and verdict["context"]["unavailable"]
+    event["requestContext"]["authorizer"] = {"lambda": dict(verdict["context"])}
+    out = api.handle(event, None)
+    assert out["statusCode"] == 503
+    assert {k.lower(): v for k, v in out["headers"].items()}["retry-after"] == "2"
+
+    throttling[0] = False  # the same cached verdict, the table answering again
+    event = to_event(
+        "GET", "/api/v1/leases?space=OPS", {"authorization": "Bearer tnr_o_reader"}, b""
+    )
+    event["requestContext"]["authorizer"] = {"lambda": dict(verdict["context"])}
+    out = api.handle(event, None)
+    assert out["statusCode"] == 200, out.get("body")
+    assert json.loads(out["body"])["leases"] == []

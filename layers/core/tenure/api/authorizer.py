@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 
 from tenure import wiring
-from tenure.core.errors import Unauthenticated
+from tenure.core.errors import Unauthenticated, Unavailable
 
 logger = Logger(service="tenure-authorizer")
 
@@ -39,6 +39,15 @@ def verdict(event: APIGatewayAuthorizerEventV2) -> APIGatewayAuthorizerResponseV
     except Unauthenticated as refused:
         return APIGatewayAuthorizerResponseV2(
             authorize=True, context={"principal": "", "reason": refused.message}
+        )
+    except Unavailable as busy:
+        # The token could not be read (the table throttled past the bounded retries). Not an
+        # error here: API Gateway would answer it 500 with its own body. The API function
+        # reads the token again itself, so this verdict, cached per token like any other,
+        # costs one read per request while it lasts, never a refusal of a valid token.
+        return APIGatewayAuthorizerResponseV2(
+            authorize=True,
+            context={"principal": "", "reason": busy.message, "unavailable": "true"},
         )
     data = dataclasses.asdict(principal)
     logger.debug("authorized", extra={"kind": principal.kind, "token_id": principal.token_id})

@@ -51,8 +51,12 @@ def actor() -> Principal:
     return principal(app.current_event.request_context.authorizer.get_lambda)
 
 
-def principal(ctx: dict[str, Any]) -> Principal:
+def principal(ctx: dict[str, Any], token: str | None = None) -> Principal:
+    """The caller the authorizer named; where it could not read the token (the table was
+    throttling), the token read again here: 503 `unavailable` if it still cannot be."""
     raw = ctx.get("principal")
+    if not raw and ctx.get("unavailable"):
+        return svc().authenticate(token)
     if not raw:
         raise e.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
     data = json.loads(raw)
