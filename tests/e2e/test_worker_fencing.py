@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LocalStack, start_stack, stop_stack
-from tests.e2e.support import SHORT, World, descendants, reap, suffix, wait_for
+from tests.e2e.support import World, descendants, reap, suffix, wait_for
 from tests.e2e.worker_support import (
     Blackhole,
     Site,
@@ -61,6 +61,11 @@ def own_stack(local_stack: LocalStack, tmp_path: Path) -> Iterator[OwnStack]:
         reap(own.children)  # engines a stopped stack may have left behind
 
 
+# Toleration 6 s, not SHORT's 4: the fence falls at the last answered heartbeat + 4 s, so a
+# heartbeat answered slowly on a loaded machine does not stop the job before the service does.
+TIMING = {"renew_seconds": 1, "grace_seconds": 3, "toleration_seconds": 6}
+
+
 def _stamp(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
@@ -73,7 +78,7 @@ def test_the_worker_stops_its_job_before_the_lease_could_expire_when_the_service
     space = f"F{suffix()}"
     assert admin.post("/spaces", json={"key": space, "name": "fence"}).status_code == 201
     pool = f"pool-{suffix().lower()}"
-    r = admin.post("/pools", json={"name": pool, "space": space, "kind": "command", **SHORT})
+    r = admin.post("/pools", json={"name": pool, "space": space, "kind": "command", **TIMING})
     assert r.status_code == 201, r.text
     r = admin.post("/tokens", json={"name": f"w-{suffix()}", "kind": "worker", "pools": [pool]})
     assert r.status_code == 201, r.text
@@ -89,7 +94,7 @@ def test_the_worker_stops_its_job_before_the_lease_could_expire_when_the_service
     run = workers.start(stack.base, token, pool, script)
     pid = int(wait_file_lines(out / "pid", 1, 15)[0])
     held = wait_lease(admin, lease_id, {"running"}, 15)
-    assert held["timing"]["lease_seconds"] == 4 and held["timing"]["renew_seconds"] == 1
+    assert held["timing"]["lease_seconds"] == 6 and held["timing"]["renew_seconds"] == 1
     wait_file_lines(out / "ticks", 5, 10)
     time.sleep(2.5)  # a few worker heartbeats answered
     assert wait_lease(admin, lease_id, {"running"}, 1)["state"] == "running"
@@ -110,10 +115,10 @@ def test_the_worker_stops_its_job_before_the_lease_could_expire_when_the_service
     )
     # It ran on while the lease was still safely held...
     assert last > stopping, "the job stopped before the service went away"
-    # ...and was stopped two heartbeats (2 x renew 1 s) before the 4 s toleration ran out,
+    # ...and was stopped two heartbeats (2 x renew 1 s) before the 6 s toleration ran out,
     # counted from the last answered heartbeat (at most one renew before the stop).
-    assert after_stop <= 3.5, f"the job ran {after_stop:.2f}s after the service went away"
-    assert after_stop >= 0.8, f"the job was stopped only {after_stop:.2f}s after the service"
+    assert after_stop <= 5.5, f"the job ran {after_stop:.2f}s after the service went away"
+    assert after_stop >= 2.8, f"the job was stopped only {after_stop:.2f}s after the service"
 
     log = run.stderr()
     assert "no word from the service: stopping the job" in log, log
@@ -127,7 +132,7 @@ def test_the_worker_stops_its_job_before_the_lease_could_expire_when_the_service
     seen = wait_lease(back.admin(), lease_id, {"running", "lost"}, 5)
     assert seen["state"] == "running", seen
     beat_at = _stamp(seen["timing"]["last_heartbeat_at"])
-    margin = beat_at + 4 - last
+    margin = beat_at + TIMING["toleration_seconds"] - last
     print(f"the job stopped {margin:.2f}s before last_heartbeat_at + toleration")
     assert margin >= 0.5, (seen["timing"], last)
 
