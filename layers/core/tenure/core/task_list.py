@@ -50,8 +50,10 @@ class TaskListOps(GraphOps):
         found: list[ListedTask] = []
         examined = 0
         while True:
-            size = limit - len(found) if status is None else TASK_PAGE_MAX
-            size = min(size, TASK_FILTER_BUDGET - examined) if status is not None else size
+            if status is None:
+                size = limit - len(found)
+            else:
+                size = min(TASK_PAGE_MAX, TASK_FILTER_BUDGET - examined)
             page = self.store.task_page(space, size, cursor)
             examined += size
             views = self._page_views(page.entries, paused)
@@ -74,7 +76,11 @@ class TaskListOps(GraphOps):
         views = []
         for e in entries:
             unmet = (
-                [b for b in e.task.depends_on or () if blockers[b].succeeded_at is None]
+                [
+                    b
+                    for b in e.task.depends_on or ()
+                    if b not in blockers or blockers[b].succeeded_at is None
+                ]
                 if e.graph.blockers_outstanding
                 else []
             )
