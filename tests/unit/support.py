@@ -45,6 +45,9 @@ class SeqIds:
     def shuffle(self, items: list[str]) -> list[str]:
         return list(items)
 
+    def jitter(self) -> float:
+        return 0.0  # no back-off: the fake clock stays where the test put it
+
 
 @dataclass
 class Rig:

@@ -64,6 +64,30 @@ def test_a_write_that_keeps_losing_is_bounded_and_answers_unavailable(rig: Rig) 
         rig.svc.cancel(MEMBER, won.lease.id)
 
 
+def test_rivals_that_lose_a_write_rest_a_growing_random_while_before_looking_again(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rivals that re-read at once collide again in lockstep; each lost write rests a random
+    # share of 10 ms · 2^try first, so the whole bounded retry rests at most 0.31 s.
+    won = rig.claimed()
+    rests: list[float] = []
+    monkeypatch.setattr(rig.ids, "jitter", lambda: 1.0)
+    monkeypatch.setattr(rig.clock, "sleep", rests.append)
+
+    def always_lose(change: Change) -> None:
+        raise Conflict("a conditional write lost")
+
+    rig.store.commit = always_lose  # type: ignore[method-assign]
+    with pytest.raises(Unavailable):
+        rig.svc.heartbeat(as_lease(won.lease.id), won.lease.id, None)
+    assert rests == pytest.approx([0.01, 0.02, 0.04, 0.08, 0.16])
+    rests.clear()
+    monkeypatch.setattr(rig.ids, "jitter", lambda: 0.25)
+    with pytest.raises(Unavailable):
+        rig.svc.cancel(MEMBER, won.lease.id)
+    assert rests == pytest.approx([0.0025, 0.005, 0.01, 0.02, 0.04])
+
+
 def test_a_claim_retried_with_its_claim_id_gets_the_same_lease_under_a_new_token(
     rig: Rig,
 ) -> None:

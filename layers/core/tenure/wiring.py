@@ -61,6 +61,9 @@ class RandomIds:
         self._rng.shuffle(out)
         return out
 
+    def jitter(self) -> float:
+        return self._rng.random()
+
 
 def dynamodb_client(endpoint: str | None = None) -> Any:
     cfg = settings()

@@ -29,6 +29,10 @@ T = TypeVar("T")
 # most; losing every time means the row is churning faster than the request can keep up, and
 # the caller hears 503 `unavailable` with a Retry-After instead of a request that never ends.
 MAX_WRITE_TRIES = 6
+# Rivals that lose to each other re-read at once and collide again in lockstep (n rivals:
+# the last loses n-1 times in a row); a full-jitter back-off of at most this times 2^try
+# spreads them out. Summed over every try it stays under a third of a second.
+SETTLE_BACKOFF_S = 0.01
 RETRY_AFTER_SECONDS = 1
 # Pools and spaces change rarely; a warm function keeps them this long instead of a read per
 # heartbeat. (Pause and archive take effect within this window on every warm instance.)
@@ -52,16 +56,22 @@ class ServiceBase:
     def _settle(self, lease: Lease, step: Callable[[Lease], T]) -> T:
         """Run `step` on the lease; when its conditional write loses, judge again from a
         fresh read, a bounded number of times (only a lost condition is retried)."""
-        for _ in range(MAX_WRITE_TRIES):
+        for attempt in range(MAX_WRITE_TRIES):
             try:
                 return step(lease)
             except Conflict:
                 self.counters["lost_writes"] += 1
-                lease = self._lease(lease.id)
+                if attempt + 1 < MAX_WRITE_TRIES:
+                    self._back_off(attempt)
+                    lease = self._lease(lease.id)
         raise Unavailable(
             f"lease {lease.id} kept changing during this request; try again",
             retry_after=RETRY_AFTER_SECONDS,
         )
+
+    def _back_off(self, attempt: int) -> None:
+        """Rest a random while before re-reading a row whose write was just lost."""
+        self.clock.sleep(self.ids.jitter() * SETTLE_BACKOFF_S * 2**attempt)
 
     # ------------------------------------------------------------------------ writes
 

@@ -72,7 +72,9 @@ class PoolOps(VersionOps):
         for setting in changes:
             if setting not in POOL_SETTINGS or setting not in known:
                 raise ValidationFailed(f"{setting}: not a setting a pool has")
-        for _ in range(MAX_WRITE_TRIES):
+        for attempt in range(MAX_WRITE_TRIES):
+            if attempt:
+                self._back_off(attempt - 1)
             target = _changed(pool, changes)
             check_settings(target.kind, target.agent, target.classifier)
             check_rates(target.rates)

@@ -53,6 +53,10 @@ class Ids(Protocol):
 
     def shuffle(self, items: list[str]) -> list[str]: ...
 
+    def jitter(self) -> float:
+        """A random fraction in [0, 1), for spreading out the retries of rivals."""
+        ...
+
 
 @dataclass(frozen=True)
 class LeaseWrite:

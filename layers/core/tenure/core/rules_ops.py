@@ -115,7 +115,9 @@ class RulesOps(ServiceBase):
             if not isinstance(changes["enabled"], bool):
                 raise ValidationFailed("enabled: must be true or false")
             fields["enabled"] = changes["enabled"]
-        for _ in range(MAX_WRITE_TRIES):
+        for attempt in range(MAX_WRITE_TRIES):
+            if attempt:
+                self._back_off(attempt - 1)
             old = self._rule(rule_id)
             authz.require_operator(actor, "admin", old.space)
             new = replace(old, **fields, version=old.version + 1, updated_at=self.clock.now_ms())
@@ -135,6 +137,8 @@ class RulesOps(ServiceBase):
     def delete_rule(self, actor: Principal, rule_id: str) -> None:
         authz.require_role(actor, "admin")
         for attempt in range(MAX_WRITE_TRIES):
+            if attempt:
+                self._back_off(attempt - 1)
             rule = self._rules.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
             if rule is None:
                 if attempt == 0:
