@@ -258,6 +258,15 @@ class StoreContract:
         assert r.store.get_workflow(SPACE, "triage") == wf
         assert {p.name for p in r.store.list_pools()} == {ALPHA, BETA, GAMMA}
 
+    def test_the_pool_list_never_reads_past_the_cap(
+        self, make_rig: MakeRig, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        r = make_rig()
+        world(r)  # three pools
+        for module in ("tenure.store.dynamo", "tests.unit.fake_store"):
+            monkeypatch.setattr(f"{module}.POOL_CAP", 2)
+        assert len(r.store.list_pools()) == 2  # three pools exist: the read stops at two
+
     def test_token_names_are_unique_and_a_refused_token_leaves_no_trace(
         self, make_rig: MakeRig
     ) -> None:

@@ -34,6 +34,7 @@ from tenure.core.model import (
 from tenure.core.ports import (
     INSTANCE_CEILING,
     LIST_SCAN_BUDGET,
+    POOL_CAP,
     TIMELINE_CAP,
     WORKER_RETENTION_S,
     WORKER_SCAN_BUDGET,
@@ -199,7 +200,7 @@ class FakeStore(FakeRules):
         return self.pools.get(name)
 
     def list_pools(self) -> list[Pool]:
-        return [self.pools[name] for name in sorted(self.pools)]
+        return [self.pools[name] for name in sorted(self.pools)][:POOL_CAP]
 
     def put_token(self, token: Token) -> None:
         self.writes.append("put_token")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core import rules
+from tenure.core import ports, rules
 from tenure.core.errors import (
     AlreadyExists,
     Forbidden,
@@ -55,6 +55,18 @@ def test_create_pool_keeps_its_timings_and_a_duplicate_name_already_exists(rig: 
         rig.make_pool("deployers")
     with pytest.raises(NotFound):
         rig.svc.create_pool(ADMIN, Pool(name="x", space="NOPE", kind=PoolKind.AGENT, created_at=0))
+
+
+def test_an_instance_holds_a_bounded_number_of_pools(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GET /pools, the sweeper and the scheduler read every pool: the cap bounds that read.
+    have = len(rig.store.list_pools())
+    monkeypatch.setattr(ports, "POOL_CAP", have + 1)
+    rig.make_pool("one-more")
+    with pytest.raises(ValidationFailed, match=f"already has {have + 1} pools"):
+        rig.make_pool("too-many")
+    assert rig.store.get_pool("too-many") is None
 
 
 def test_pool_timing_defaults_are_those_of_design(rig: Rig) -> None:

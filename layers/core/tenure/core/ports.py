@@ -34,6 +34,9 @@ WORKERS_CAP = 500
 # far beyond any pool's grace (so "unreachable" workers still show for a day), short enough
 # that a pool's worker partition holds only the day's workers.
 WORKER_RETENTION_S = 86_400
+# An instance holds at most this many pools: `list_pools` reads them all (GET /pools, the
+# sweeper, the scheduler), so the cap is what keeps that read bounded (1,000 rows ≈ 125 RU).
+POOL_CAP = 1000
 # `timeline(..., limit=None)` answers at most the newest this-many events (oldest first).
 TIMELINE_CAP = 1000
 
@@ -301,7 +304,10 @@ class Store(Protocol):
 
     def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None: ...
     def put_event(self, event: Event) -> None: ...
-    def list_pools(self) -> list[Pool]: ...
+    def list_pools(self) -> list[Pool]:
+        """Every pool, by name; never more than POOL_CAP rows are read."""
+        ...
+
     def due_leases(self, pool: str, now: int | None, limit: int | None = None) -> list[str]:
         """Held leases of `pool` whose indexed deadline is <= now (None: every held lease),
         earliest first; at most `limit` of them when set (a sweeper pass's bound)."""

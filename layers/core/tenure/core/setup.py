@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tenure.core import authz, rules
+from tenure.core import authz, ports, rules
 from tenure.core.base import ServiceBase
 from tenure.core.classifier import check_settings
-from tenure.core.errors import AlreadyExists, Unauthenticated
+from tenure.core.errors import AlreadyExists, Unauthenticated, ValidationFailed
 from tenure.core.model import Pool, Principal, Space, Token, Workflow
 from tenure.core.usage import check_rates
 
@@ -39,6 +39,8 @@ class SetupOps(ServiceBase):
         self._space(pool.space)
         check_settings(pool.kind, pool.agent, pool.classifier)
         check_rates(pool.rates)
+        if len(self.store.list_pools()) >= ports.POOL_CAP:
+            raise ValidationFailed(f"this instance already has {ports.POOL_CAP} pools")
         pool = replace(pool, created_at=self.clock.now_ms())
         self.store.put_pool(pool)
         return pool

@@ -30,6 +30,7 @@ from tenure.core.model import (
 )
 from tenure.core.ports import (
     INSTANCE_CEILING,
+    POOL_CAP,
     WORKER_RETENTION_S,
     Ceiling,
     Change,
@@ -134,19 +135,21 @@ class DynamoStore(PagedReads, RetentionRows):
         self.meter.items_read += int(out.get("ScannedCount", len(out.get("Items", []))))
         return out
 
-    def _query_all(self, **kwargs: Any) -> list[dict[str, Any]]:
-        """Every row a query matches, page after page."""
+    def _query_all(self, cap: int | None = None, **kwargs: Any) -> list[dict[str, Any]]:
+        """Every row a query matches, page after page; no more than `cap` rows when set."""
         rows: list[dict[str, Any]] = []
         while True:
+            if cap is not None:
+                kwargs["Limit"] = cap - len(rows)
             out = self._query(**kwargs)
             rows.extend(_load(r) for r in out.get("Items", []))
-            if not out.get("LastEvaluatedKey"):
+            if not out.get("LastEvaluatedKey") or (cap is not None and len(rows) >= cap):
                 return rows
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
 
-    def _partition(self, pk: str) -> list[dict[str, Any]]:
+    def _partition(self, pk: str, cap: int) -> list[dict[str, Any]]:
         return self._query_all(
-            KeyConditionExpression=f"{k.PK} = :pk", ExpressionAttributeValues=_values(pk=pk)
+            cap, KeyConditionExpression=f"{k.PK} = :pk", ExpressionAttributeValues=_values(pk=pk)
         )
 
     def _batch_get(
@@ -215,7 +218,7 @@ class DynamoStore(PagedReads, RetentionRows):
         return items.pool_from(row) if row else None
 
     def list_pools(self) -> list[Pool]:
-        return [items.pool_from(r) for r in self._partition(k.POOLS_PK)]
+        return [items.pool_from(r) for r in self._partition(k.POOLS_PK, POOL_CAP)]
 
     def put_token(self, token: Token) -> None:
         ops = [
