@@ -133,8 +133,13 @@ class FrontDoor:
         self.pool.shutdown(wait=False, cancel_futures=True)
         for proc in workers:
             proc.terminate()
+        give_up = time.monotonic() + 5
         for proc in workers:
-            proc.join(timeout=5)
+            proc.join(timeout=max(0.0, give_up - time.monotonic()))
+        for proc in workers:
+            if proc.is_alive():  # deaf to SIGTERM (stuck in a call): never left behind
+                proc.kill()
+                proc.join(timeout=2)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         door = self
