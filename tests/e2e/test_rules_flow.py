@@ -133,7 +133,9 @@ def test_a_one_time_schedule_fires_once_through_the_local_scheduler(world: World
     world.admin.post(
         "/workflows", json={"space": world.space, "slug": "nightly", "name": "Nightly"}
     )
-    at = (datetime.now(UTC) + timedelta(minutes=1)).replace(second=0, microsecond=0)
+    # Scheduler's at() takes seconds: 10 s ahead leaves the rule's creation time to land
+    # first without the test waiting for the next whole minute (up to 60 s).
+    at = (datetime.now(UTC) + timedelta(seconds=10)).replace(microsecond=0)
     rule = _rule(
         world,
         pool,
