@@ -79,3 +79,25 @@ def test_the_cost_json_carries_its_keys_and_the_dated_prices(measured: dict[str,
     assert date.fromisoformat(table["checked"]) <= date.today()
     assert table["usd_per_unit"] == prices.PRICES
     assert measured["budget"] == cost.BUDGET
+
+
+def test_the_lifecycle_bench_names_every_write_and_what_it_cost(ddb_local: DynamoDBLocal) -> None:
+    # `tenure bench lifecycle` lists each step's writes (rows touched, table and index units):
+    # the lines must add up to what the step consumed, so the breakdown the README quotes
+    # cannot drift from the figure it explains.
+    from tenure.bench import measure_lifecycle
+
+    steps = measure_lifecycle(ddb_local.endpoint, f"life-{uuid.uuid4().hex[:8]}")["steps"]
+    for name in ("create_and_enqueue", "claim", "start", "complete", "claim_with_claim_id"):
+        lines = steps[name]["writes"]
+        charged = [float(re.search(r": ([\d.]+) \(", line).group(1)) for line in lines]  # type: ignore[union-attr]
+        assert sum(charged) == steps[name]["write_units"], (name, lines)
+    assert any(
+        line.startswith("transact LEASE+JOB+TASK:")
+        for line in steps["create_and_enqueue"]["writes"]
+    )
+    # The SDK's claim (with claim_id) commits the lease and its record together (DESIGN §4).
+    assert any(
+        line.startswith("transact LEASE+CLAIM:") for line in steps["claim_with_claim_id"]["writes"]
+    )
+    assert not any(line.startswith("transact") for line in steps["claim"]["writes"])

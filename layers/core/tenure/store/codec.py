@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -14,16 +15,28 @@ _de = TypeDeserializer()
 
 @dataclass
 class Meter:
-    """Capacity the store consumed, as DynamoDB reported it (indexes included)."""
+    """Capacity the store consumed, as DynamoDB reported it (indexes included).
+
+    It lives as long as a warm function does, so it keeps totals and a count per kind of
+    call, never a list that grows with every call. `writes`, when a bench sets it to a list,
+    also gets one line per write: which rows it touched and what the table and each index
+    charged (`tenure bench lifecycle` prints them)."""
 
     read_units: float = 0.0
     write_units: float = 0.0
     items_read: int = 0
-    calls: list[str] = field(default_factory=list)
+    calls: Counter[str] = field(default_factory=Counter)
+    writes: list[dict[str, Any]] | None = None
 
-    def add(self, op: str, consumed: dict[str, Any] | list[dict[str, Any]] | None) -> None:
-        self.calls.append(op)
-        for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
+    def add(
+        self,
+        op: str,
+        consumed: dict[str, Any] | list[dict[str, Any]] | None,
+        rows: list[str] | None = None,
+    ) -> None:
+        self.calls[op] += 1
+        entries = consumed if isinstance(consumed, list) else [consumed] if consumed else []
+        for entry in entries:
             self.read_units += float(entry.get("ReadCapacityUnits", 0) or 0)
             self.write_units += float(entry.get("WriteCapacityUnits", 0) or 0)
             if "ReadCapacityUnits" not in entry and "WriteCapacityUnits" not in entry:
@@ -32,9 +45,22 @@ class Meter:
                     self.read_units += units
                 else:
                     self.write_units += units
+        if self.writes is not None and rows is not None:
+            self.writes.append(_write_line(op, rows, entries))
 
     def snapshot(self) -> tuple[float, float, int]:
         return self.read_units, self.write_units, self.items_read
+
+
+def _write_line(op: str, rows: list[str], entries: list[dict[str, Any]]) -> dict[str, Any]:
+    indexes: dict[str, float] = {}
+    table = 0.0
+    for entry in entries:
+        table += float((entry.get("Table") or {}).get("CapacityUnits", 0) or 0)
+        for name, used in (entry.get("GlobalSecondaryIndexes") or {}).items():
+            indexes[name] = indexes.get(name, 0.0) + float(used.get("CapacityUnits", 0) or 0)
+    total = sum(float(e.get("CapacityUnits", 0) or 0) for e in entries)
+    return {"op": op, "rows": rows, "write_units": total, "table": table, "indexes": indexes}
 
 
 def dump(item: dict[str, Any]) -> dict[str, Any]:

@@ -84,7 +84,8 @@ class DynamoStore(PagedReads, RetentionRows):
             )
         except ClientError as err:
             raise translate(err, None) from err
-        self.meter.add(op, out.get("ConsumedCapacity"))
+        noted = self.meter.writes is not None and op not in _READS
+        self.meter.add(op, out.get("ConsumedCapacity"), _rows_written(request) if noted else None)
         return out
 
     # ------------------------------------------------------------------ primitives
@@ -114,7 +115,8 @@ class DynamoStore(PagedReads, RetentionRows):
             out = self.retry.call(op, call, {**request, "ReturnConsumedCapacity": "INDEXES"})
         except ClientError as err:
             raise _lost(err, failed) from err
-        self.meter.add(op, out.get("ConsumedCapacity"))
+        rows = _rows_written(request) if self.meter.writes is not None else None
+        self.meter.add(op, out.get("ConsumedCapacity"), rows)
         return out
 
     def _put_new(self, item: dict[str, Any], what: str) -> None:
@@ -855,3 +857,13 @@ def _ceiling_key(scope: str, name: str) -> dict[str, str]:
 
 def _claim_key(claim: ClaimRecord) -> dict[str, str]:
     return k.claim_key(claim.pool, claim.claimant, claim.worker_id, claim.claim_id)
+
+
+def _rows_written(request: dict[str, Any]) -> list[str]:
+    """The kinds of row a write touched (the first part of each key), for the bench's lines."""
+    keys = [
+        body.get("Item") or body.get("Key") or {}
+        for entry in request.get("TransactItems", [])
+        for body in entry.values()
+    ] or [request.get("Item") or request.get("Key") or {}]
+    return [str(_load(key).get(k.PK, "?")).split("#")[0] for key in keys]
