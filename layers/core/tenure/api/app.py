@@ -8,7 +8,7 @@ import dataclasses
 import json
 from typing import Any
 
-from tenure.api.authorizer import bearer
+from tenure.api.bearer import bearer
 from tenure.api.endpoints import (
     artifacts,
     blocks,
