@@ -123,7 +123,7 @@ class LazyClient:
     """A boto3 client made when it is first used. The service holds an S3, a CloudWatch Logs
     and a Scheduler client, but only the attachment, log and rule routes call them: building
     all three on the first request of any route cost it ~40 ms of CPU (`tenure bench
-    coldstart`, `first_request_clients_ms`). Locked: the local stack serves from threads, and
+    coldstart`, `api_import_and_first_request_ms`). Locked: the local stack serves from threads, and
     boto3's default session must not make two clients at once."""
 
     def __init__(self, make: Callable[[], Any]) -> None:
