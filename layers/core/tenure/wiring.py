@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 import secrets
+import threading
 import time
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -96,7 +98,7 @@ def build_schedules() -> EventBridgeSchedules | None:
     cfg = settings()
     if cfg.scheduler_target_arn is None or cfg.scheduler_role_arn is None:
         return None
-    client = boto3.client("scheduler", region_name=cfg.region)
+    client = LazyClient(lambda: boto3.client("scheduler", region_name=cfg.region))
     return EventBridgeSchedules(
         client, cfg.schedule_group, cfg.scheduler_target_arn, cfg.scheduler_role_arn
     )
@@ -117,14 +119,36 @@ def aws_client(service: str) -> Any:
     )
 
 
+class LazyClient:
+    """A boto3 client made when it is first used. The service holds an S3, a CloudWatch Logs
+    and a Scheduler client, but only the attachment, log and rule routes call them: building
+    all three on the first request of any route cost it ~40 ms of CPU (`tenure bench
+    coldstart`, `api_import_and_first_request_ms`). Locked: the local stack serves from threads, and
+    boto3's default session must not make two clients at once."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # not the client's (and no recursion before __init__ ran)
+            raise AttributeError(name)
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._make()
+        return getattr(self._client, name)
+
+
 def build_blobs() -> S3Blobs | None:
     bucket = settings().attachments_bucket
-    return S3Blobs(aws_client("s3"), bucket) if bucket else None
+    return S3Blobs(LazyClient(lambda: aws_client("s3")), bucket) if bucket else None
 
 
 def build_log_sink() -> CloudWatchLogSink | None:
     group = settings().log_group
-    return CloudWatchLogSink(aws_client("logs"), group) if group else None
+    return CloudWatchLogSink(LazyClient(lambda: aws_client("logs")), group) if group else None
 
 
 def build_publisher() -> EventBridgePublisher | None:

@@ -8,7 +8,7 @@ import dataclasses
 import json
 from typing import Any
 
-from tenure.api.authorizer import bearer
+from tenure.api.bearer import bearer
 from tenure.api.endpoints import (
     artifacts,
     blocks,
@@ -26,10 +26,10 @@ from tenure.api.endpoints import (
 from tenure.api.errors import error_event
 from tenure.api.routes import MCP_PATH, REPORTS, match
 from tenure.api.surface import (
-    QUERY,
     app,
     authorize,
     contract,
+    known_query,
     logger,
     metrics,
     principal,
@@ -84,8 +84,9 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     refused = _not_an_object(event)
     if refused is not None:
         return refused
-    if route is not None and (route.method, route.rule) in QUERY:
-        unknown = set(event.get("queryStringParameters") or {}) - QUERY[route.method, route.rule]
+    known = None if route is None else known_query(route.method, route.rule)
+    if known is not None:
+        unknown = set(event.get("queryStringParameters") or {}) - known
         if unknown:
             named = "; ".join(f"{name}: is not a known query parameter" for name in sorted(unknown))
             return error_event(e.ValidationFailed(named))

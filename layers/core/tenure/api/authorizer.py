@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -14,17 +13,10 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 )
 
 from tenure import wiring
+from tenure.api.bearer import bearer
 from tenure.core.errors import Unauthenticated, Unavailable
 
 logger = Logger(service="tenure-authorizer")
-
-
-def bearer(headers: Mapping[str, str] | None) -> str | None:
-    for name, value in (headers or {}).items():
-        if name.lower() == "authorization":
-            scheme, _, token = value.strip().partition(" ")
-            return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-    return None
 
 
 def verdict(event: APIGatewayAuthorizerEventV2) -> APIGatewayAuthorizerResponseV2:

@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from tenure.api.routes import BASE, ROUTES
 from tenure.api.surface import actor, app, json_answer, op, svc
@@ -21,6 +21,8 @@ _SCRIPT_MARK = '<script src="board.js"></script>'
 
 
 class Whoami(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # documents the answer only (see api/models.py)
+
     kind: str
     role: str | None
     spaces: list[str] | None
