@@ -6,7 +6,7 @@ from typing import Any
 
 from tenure.core.model import Task
 
-from tests.unit.support import MEMBER, POOL, SPACE, Rig, as_lease
+from tests.unit.support import ADMIN, MEMBER, POOL, SPACE, Rig, as_lease
 
 
 class Bus:
@@ -86,3 +86,32 @@ def test_an_operators_task_wakes_nobody(rig: Rig) -> None:
     task, _ = rig.task(pool=None)
     rig.svc.block_task(MEMBER, task.id, "error", "x")
     assert bus.sent == []
+
+
+def test_a_second_block_on_a_blocked_child_is_no_new_transition(rig: Rig) -> None:
+    bus = _rig_with_bus(rig)
+    creator = rig.claimed("w1").lease
+    child = _delegate(rig, creator.id, pool=None)
+    rig.svc.block_task(MEMBER, child.id, "needs_input", "a question")
+    rig.svc.block_task(MEMBER, child.id, "dependency_external", "and a vendor")
+    assert [d["child_status"] for _, _, d in bus.sent] == ["blocked"]
+    assert creator.task_id is not None and len(_wakes(rig, creator.task_id)) == 1
+
+
+def test_the_creators_own_force_fail_of_its_childs_lease_wakes_nobody(rig: Rig) -> None:
+    bus = _rig_with_bus(rig)
+    rig.svc.update_instance(ADMIN, {"allow_agent_force": True})
+    creator = rig.claimed("w1").lease
+    child = _delegate(rig, creator.id)
+    assert child.job_id is not None
+    run = rig.svc.get_task(MEMBER, child.id).lease
+    assert run is not None
+    [row] = rig.svc.bulk_fail(as_lease(creator.id), [run.id], "the creator gave up on it")
+    assert row.ok and rig.lease(run.id).state.terminal
+    assert bus.sent == []
+    # The same force by an operator does wake the creator.
+    other = _delegate(rig, creator.id)
+    other_run = rig.svc.get_task(MEMBER, other.id).lease
+    assert other_run is not None
+    rig.svc.bulk_fail(MEMBER, [other_run.id], "an operator stopped it")
+    assert [d["child_status"] for _, _, d in bus.sent] == ["failed"]

@@ -167,6 +167,8 @@ class ForceOps(TaskOps, InstanceOps):
             raise InvalidTransition(f"lease {lease.id} is {lease.state}; nothing to force")
         now = self.clock.now_ms()
         data = {"by": actor.token_id, "actor_kind": actor.kind, "reason": reason}
+        if actor.lease_id is not None:
+            data["by_lease"] = actor.lease_id  # wake-creator skips its creator's own doing
         fields: dict[str, object] = {"report": {"reason": reason} if reason else None}
         if action is Action.FORCE_FAIL:
             fields["failure_kind"] = OPERATOR_FORCED

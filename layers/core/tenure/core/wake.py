@@ -12,13 +12,14 @@ redelivered stream record loses that write and publishes nothing. The price is t
 failing after the write is not retried — logged and counted (`wake_publish_failed`), never
 published twice. No wake when the creator lease has ended, or when the transition was made by
 the creator lease itself (its own block of the child). The detail names ids only, never a
-token.
+token. A second block on a task already blocked is no transition and wakes nobody.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tenure.core import blocks
 from tenure.core.errors import Conflict
 from tenure.core.model import Event, Lease, Task
 from tenure.core.ports import EventPublisher
@@ -71,11 +72,16 @@ class WakeOps(GraphOps):
         child = self.store.get_task(new.task_id)
         if child is None:
             return
-        self._wake(child, status, f"{new.id}.v{new.version:06d}", new.updated_at, None, new.id)
+        by_lease = (new.event_data or {}).get("by_lease")  # a force operation by a lease token
+        transition = f"{new.id}.v{new.version:06d}"
+        self._wake(child, status, transition, new.updated_at, by_lease, new.id)
 
     def _wake_on_task(self, old: Task | None, new: Task) -> None:
         if new.event_type not in _TASK_WAKES or (old is not None and old.version == new.version):
             return
+        already = old is not None and old.blocks and blocks.open_blocks(old, new.updated_at or 0)
+        if new.event_type == "task.blocked" and already:
+            return  # a second block on a task already blocked: no transition to tell
         data = new.event_data or {}
         by_lease = data.get("by_lease")
         self._wake(
