@@ -122,3 +122,22 @@ def test_a_record_that_keeps_failing_reaches_the_dlq_after_max_receive_count(wir
     dead = wired.sqs.receive_message(QueueUrl=wired.dlq_url, MaxNumberOfMessages=10)["Messages"]
     assert [m["Body"] for m in dead] == ["this is not an SNS envelope"]
     assert _leases(wired) == []
+
+
+def test_an_email_for_an_archived_spaces_rule_is_acknowledged_logged_and_mints_nothing(
+    wired: Wired, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (rule,) = wired.svc.list_rules(ADMIN, "OPS")
+    wired.svc.archive_space(ADMIN, "OPS")
+    said: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(handler.logger, "info", lambda msg, extra: said.append((msg, extra)))
+    send(wired.stack_file, EMAIL / "plain-text.eml", None)
+    assert wired.poller.poll_once(wait_seconds=0) == 1
+    assert _leases(wired) == [] and wired.svc.store.task_page("OPS", 10, None).entries == []
+    messages = [msg for msg, _ in said]
+    assert messages == [
+        "inbound email skipped rules of archived spaces",
+        "inbound email matched no rule; acknowledged",
+    ]
+    assert said[0][1]["rule_ids"] == [rule.id]
+    assert wired.poller.poll_once(wait_seconds=0) == 0  # acknowledged, not redelivered

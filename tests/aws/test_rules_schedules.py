@@ -156,3 +156,18 @@ def test_resync_remakes_schedules_a_restarted_scheduler_forgot(aws: Aws) -> None
         "cron(0 2 * * ? *)",
         "Europe/Paris",
     )
+
+
+def test_the_handler_skips_a_rule_of_an_archived_space_and_says_why(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rule_id = _rule(aws, "rate(1 hour)")
+    event = {"rule_id": rule_id, "scheduled_time": "2026-11-30T07:00:00Z"}
+    said: list[str] = []
+    monkeypatch.setattr(scheduler.logger, "info", lambda msg, extra: said.append(msg))
+    aws.svc.archive_space(ADMIN, "OPS")
+    assert scheduler.handle(dict(event), None)["lease_id"] is None
+    assert said == ["rule skipped: its space is archived"]
+    assert aws.svc.list_leases(ADMIN, "OPS", 100, None, None, None).leases == []
+    aws.svc.unarchive_space(ADMIN, "OPS")
+    assert scheduler.handle(dict(event), None)["lease_id"] is not None

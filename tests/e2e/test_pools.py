@@ -170,12 +170,26 @@ def test_space_archived_refuses_tasks_and_clears_on_unarchive(world: World) -> N
     pool = world.pool()["name"]
     worker = world.api.client(world.worker_token([pool]))
     lease_id = queued(world, pool)
+    rule = {
+        "space": world.space,
+        "name": f"arc-{suffix()}",
+        "pool": pool,
+        "subject": {"kind": "task", "title": "from a rule"},
+        "trigger": {"topic": "arc.test"},
+    }
+    made = world.admin.post("/rules", json=rule)
+    assert made.status_code == 201, made.text
     r = world.admin.post(f"/spaces/{world.space}/archive")
     assert r.status_code == 200 and r.json()["space"]["archived"] is True, r.text
     assert code(world, lease_id) == "space_archived"
     no_claim(worker, pool)
     refused = world.admin.post("/tasks", json={"space": world.space, "title": "more"})
     assert_error(refused, 409, "invalid_transition", "archived")
+    fired = world.admin.post(f"/rules/{made.json()['rule']['id']}/fire")
+    assert_error(fired, 409, "invalid_transition", "archived")
+    event = {"space": world.space, "topic": "arc.test", "data": {}}
+    posted = world.admin.post("/events", json=event)
+    assert posted.status_code == 202 and posted.json()["leases"] == [], posted.text
     assert world.admin.post(f"/spaces/{world.space}/unarchive").json()["space"]["archived"] is False
     assert code(world, lease_id) == "awaiting_agent"
     assert world.claim(worker, pool)["lease"]["id"] == lease_id

@@ -8,6 +8,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from tenure import wiring
+from tenure.core.firings import ARCHIVED_SKIPS
 from tenure.core.schedules import ScheduledFiring
 
 logger = Logger(service="tenure-scheduler")
@@ -22,11 +23,19 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     retry policy) and the error shows in the function's metrics; retrying cannot mint twice.
     """
     firing = ScheduledFiring.from_event(event)
-    lease = wiring.service().fire_scheduled(firing.rule_id, firing.scheduled_time)
+    svc = wiring.service()
+    archived_before = svc.counters[ARCHIVED_SKIPS]
+    lease = svc.fire_scheduled(firing.rule_id, firing.scheduled_time)
     at = firing.scheduled_time.strftime("%Y-%m-%dT%H:%M:%SZ")
     if lease is None:
-        logger.info("nothing to fire", extra={"rule_id": firing.rule_id, "scheduled_time": at})
+        archived = svc.counters[ARCHIVED_SKIPS] > archived_before
+        logger.info(
+            "rule skipped: its space is archived" if archived else "nothing to fire",
+            extra={"rule_id": firing.rule_id, "scheduled_time": at},
+        )
         metrics.add_metric(name="ScheduledFiringsSkipped", unit=MetricUnit.Count, value=1)
+        if archived:
+            metrics.add_metric(name="ScheduledArchivedSkips", unit=MetricUnit.Count, value=1)
         return {"rule_id": firing.rule_id, "scheduled_time": at, "lease_id": None}
     logger.info(
         "scheduled rule fired",

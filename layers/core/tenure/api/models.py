@@ -239,7 +239,8 @@ def instant_ms(value: str) -> int:
 
 
 class TaskCreate(Strict):
-    space: SpaceKey
+    # Required of operators; a lease token's task lands in its lease's space (DESIGN §5).
+    space: SpaceKey | None = None
     title: Title
     workflow: Slug | None = None
     body: Text | None = None

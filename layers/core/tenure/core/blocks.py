@@ -126,12 +126,14 @@ class BlockOps(SchedulerOps):
 
     # ---------------------------------------------------------------- the claim gate
 
-    def _held_back(self, lease: Lease, gate: SchedulerState) -> bool:
-        if super()._held_back(lease, gate):
+    def _chain_held(self, chain: tuple[str, ...], gate: SchedulerState) -> bool:
+        if super()._chain_held(chain, gate):
             return True
-        if lease.task_id is None or lease.task_id not in gate.blocked:
+        # The chain starts with the lease's own task (only task leases have one); blocks hold
+        # that task alone, not its descendants.
+        if not chain or chain[0] not in gate.blocked:
             return False
-        task = self.store.get_task(lease.task_id)
+        task = self.store.get_task(chain[0])
         return task is not None and bool(open_blocks(task, self.clock.now_ms()))
 
     # ---------------------------------------------------------------- blocking

@@ -13,6 +13,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from tenure.core import authz
 from tenure.core.errors import InvalidTransition, UnverifiedCreatedTasks, ValidationFailed
 from tenure.core.model import Lease, Principal, Task
 from tenure.core.tasks import TaskLinks
@@ -32,7 +33,7 @@ class DelegationOps(GraphOps):
     def create_task(
         self,
         actor: Principal,
-        space: str,
+        space: str | None,
         title: str,
         workflow: str | None,
         body: str | None,
@@ -42,8 +43,13 @@ class DelegationOps(GraphOps):
         not_before: int | None = None,
         links: TaskLinks | None = None,
     ) -> tuple[Task, Lease | None]:
+        """`space` may be left out by a lease token only: its task lands in its lease's space
+        (DESIGN §5, §14); an operator names the space (422 naming `space`)."""
         links = links or TaskLinks()
         if actor.kind != "lease":
+            if space is None:
+                authz.require_role(actor, "member")  # who may file at all, before the body
+                raise ValidationFailed("space: Field required (an operator names the space)")
             # `wake_creator` is meaningless without a creator lease: stored false.
             links = replace(links, wake_creator=False, creator_lease=None)
             return super().create_task(
@@ -53,6 +59,7 @@ class DelegationOps(GraphOps):
         lease = self._lease(actor.lease_id or "")
         if lease.state.terminal:
             raise InvalidTransition(f"lease {lease.id} already ended {lease.state}")
+        space = lease.space if space is None else space
         if space != lease.space:
             raise ValidationFailed(
                 f"space: a lease's tasks land in its own space {lease.space!r}, not {space!r}"

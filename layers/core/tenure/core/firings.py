@@ -10,6 +10,7 @@ occasion, however often and however concurrently it arrives.
 from __future__ import annotations
 
 import email.utils
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,17 @@ from tenure.inbound.matching import render_template
 
 # Addresses looked up in the inbound index per event (SES delivers to at most 50 recipients).
 MAX_RECIPIENTS = 100
+# The service counter of firings left out because the rule's space is archived (DESIGN §12).
+ARCHIVED_SKIPS = "archived_rule_skips"
+
+
+@dataclass(frozen=True)
+class Fired:
+    """What an inbound occasion minted, and the matching rules it skipped: their space is
+    archived, and an archived space takes no new work."""
+
+    leases: list[Lease]
+    skipped_archived: list[str]
 
 
 class FiringOps(RulesOps):
@@ -40,6 +52,7 @@ class FiringOps(RulesOps):
         authz.require_role(actor, "member")
         rule = self._rule(rule_id)
         authz.require_operator(actor, "member", rule.space)
+        self._refuse_archived(rule.space)
         return self._mint(rule, self.ids.new_id("job"), None, None)
 
     def fire_scheduled(self, rule_id: str, scheduled_at: datetime) -> Lease | None:
@@ -50,6 +63,9 @@ class FiringOps(RulesOps):
         """
         rule = self._rules.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
         if rule is None or not rule.enabled or rule.kind != "scheduled":
+            return None
+        if self._fresh_space(rule.space).archived:
+            self.counters[ARCHIVED_SKIPS] += 1
             return None
         occasion = "schedule:" + scheduled_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return self._mint(rule, firing_job_id(rule.id, occasion), None, None)
@@ -94,20 +110,40 @@ class FiringOps(RulesOps):
         recipients: list[str],
         space: str | None,
     ) -> list[Lease]:
+        return self.fire_inbound(topic, occasion, occurred_at, data, recipients, space).leases
+
+    def fire_inbound(
+        self,
+        topic: str,
+        occasion: str | None,
+        occurred_at: int,
+        data: dict[str, Any],
+        recipients: list[str],
+        space: str | None,
+    ) -> Fired:
         """Mint one lease per enabled inbound rule of `topic` (of `space`, or of every space
-        when None) whose match holds on `data`; per `occasion`, at most once per rule."""
+        when None) whose match holds on `data`; per `occasion`, at most once per rule. A rule
+        of an archived space (read fresh, once per space) is skipped and named."""
         addresses = _recipients(data, recipients)
         candidates = self._rules.inbound_rules(topic, addresses, space, MAX_RULES_PER_EVENT)
         trigger = {"topic": topic, "occurred_at": iso_utc(occurred_at), "data": data}
         leases: list[Lease] = []
+        archived: dict[str, bool] = {}
+        skipped: list[str] = []
         for rule in sorted(candidates, key=lambda x: (x.space, x.name)):
             if not rule.enabled or not rule.match.holds(data, recipients):
+                continue
+            if rule.space not in archived:
+                archived[rule.space] = self._fresh_space(rule.space).archived
+            if archived[rule.space]:
+                self.counters[ARCHIVED_SKIPS] += 1
+                skipped.append(rule.id)
                 continue
             job_id = (
                 firing_job_id(rule.id, occasion) if occasion is not None else self.ids.new_id("job")
             )
             leases.append(self._mint(rule, job_id, trigger, data))
-        return leases
+        return Fired(leases, skipped)
 
     def _leases_in_order(self, lease_ids: list[str]) -> list[Lease]:
         found = self.store.get_leases(lease_ids)

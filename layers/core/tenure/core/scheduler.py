@@ -35,6 +35,10 @@ LINEAGE_CACHE = 10_000
 # How many pending leases one count reads (index keys, per pool): the counts say "at least"
 # beyond it.
 COUNT_BUDGET = 10_000
+# While some task is held back (paused, parked, blocked), how many of a pool's oldest pending
+# leases one status read checks against the hold sets, reading each lease row at most once per
+# process (its lineage is then remembered); a lease beyond them is counted as claimable.
+HOLD_SCAN = 1000
 DRAIN_POLL_SECONDS = 0.5
 MAX_DRAIN_SECONDS = 20
 # How many starved leases one sweeper pass parks at most, per pool.
@@ -65,7 +69,33 @@ class ClaimGate(ServiceBase):
         cache[lease.id] = chain
         while len(cache) > LINEAGE_CACHE:
             cache.popitem(last=False)
+        return self._chain_held(chain, gate)
+
+    def _chain_held(self, chain: tuple[str, ...], gate: SchedulerState) -> bool:
+        """The hold rule on a lease's chain (its task first, then the task's ancestors);
+        core/blocks.py adds the task's open blocks."""
         return _holds(chain, gate)
+
+    def _held_in_queue(self, pool: str, count: int, gate: SchedulerState) -> list[bool]:
+        """For a pool's oldest pending leases (at most HOLD_SCAN), oldest first: whether the
+        claim gate would skip each. Empty when nothing is held anywhere, so an instance with
+        no paused, parked or blocked task reads nothing more than the counts."""
+        if not (gate.paused_tasks or gate.attention or gate.blocked) or count <= 0:
+            return []
+        ids = self.store.queue_page(pool, None, min(count, HOLD_SCAN))
+        cache = self._lineage_cache()
+        unknown = [x for x in ids if x not in cache]
+        leases = self.store.get_leases(unknown) if unknown else {}
+        held: list[bool] = []
+        for lease_id in ids:
+            if lease_id in cache:
+                held.append(self._chain_held(cache[lease_id], gate))
+            elif lease_id in leases:
+                lease = leases[lease_id]
+                held.append(lease.state is LeaseState.PENDING and self._held_back(lease, gate))
+            else:
+                held.append(False)  # gone since the index was read: the count had it
+        return held
 
     def _candidates(self, pool: str, tried: set[str], gate: SchedulerState, want: int) -> list[str]:
         """Up to `want` untried queue heads, past those known to be held back."""
@@ -133,21 +163,28 @@ class SchedulerOps(GraphOps, ClaimGate):
 
     def _status(self) -> SchedulerStatus:
         """Counts from the queue index (keys only, COUNT, bounded per pool) and the scheduler
-        row; no table scan. Capacity-waiting: pending in a pool with a reachable worker.
-        Starved: pending longer than the pool's min_queued_age_seconds with none."""
+        row; no table scan. Only claimable leases count as queued: one whose task (or an
+        ancestor) is paused, parked in needs_attention or blocked is held back by the same rule
+        the claim gate applies (a parked run counts once, in needs_attention_run_count).
+        Capacity-waiting: claimable in a pool with a reachable worker. Starved: claimable and
+        pending longer than the pool's min_queued_age_seconds with none."""
         gate = self.store.get_scheduler()
         now = self.clock.now_ms()
         queued = waiting = starved = 0
         for pool in self.store.list_pools():
             count = self.store.count_queue(pool.name, None, COUNT_BUDGET)
-            queued += count
-            if not count:
+            held = self._held_in_queue(pool.name, count, gate)
+            claimable = count - sum(held)
+            queued += claimable
+            if claimable <= 0:
                 continue
             if self._staffed(pool, now):
-                waiting += count
+                waiting += claimable
             else:
                 old = now - pool.min_queued_age_seconds * 1000
-                starved += self.store.count_queue(pool.name, old, COUNT_BUDGET)
+                # The queue is oldest first, so the old ones are a prefix of the checked ones.
+                aged = self.store.count_queue(pool.name, old, COUNT_BUDGET)
+                starved += max(0, aged - sum(held[:aged]))
         return SchedulerStatus(
             paused=gate.paused,
             queued_run_count=queued,

@@ -55,6 +55,14 @@ def record_handler(record: SQSRecord) -> str:
         metrics.add_metric(name="InboundUnreadable", unit=MetricUnit.Count, value=1)
         raise
     extra = {**where, "ses_message_id": received.message_id, "warnings": list(received.warnings)}
+    if received.skipped_archived:
+        logger.info(
+            "inbound email skipped rules of archived spaces",
+            extra={**extra, "rule_ids": list(received.skipped_archived)},
+        )
+        metrics.add_metric(
+            name="InboundArchivedSkips", unit=MetricUnit.Count, value=len(received.skipped_archived)
+        )
     if not received.matched:
         logger.info("inbound email matched no rule; acknowledged", extra=extra)
         metrics.add_metric(name="InboundUnmatched", unit=MetricUnit.Count, value=1)

@@ -49,6 +49,8 @@ class Received:
     message_id: str
     leases: list[Lease]
     warnings: tuple[str, ...]
+    # Rules whose match held but whose space is archived: nothing minted for them.
+    skipped_archived: tuple[str, ...] = ()
 
     @property
     def matched(self) -> bool:
@@ -77,7 +79,7 @@ class InboundEmail:
         parsed = parse_mail(self._raw(mail))
         stored = self._store_attachments(mail.message_id, parsed.attachments)
         data = trigger_data(mail, parsed, stored)
-        leases = self.svc.receive_inbound(
+        fired = self.svc.fire_inbound(
             EMAIL_TOPIC,
             f"ses:{mail.message_id}",
             int(mail.timestamp.timestamp() * 1000),
@@ -85,7 +87,9 @@ class InboundEmail:
             list(mail.recipients),
             None,
         )
-        return Received(mail.message_id, leases, parsed.warnings)
+        return Received(
+            mail.message_id, fired.leases, parsed.warnings, tuple(fired.skipped_archived)
+        )
 
     def _raw(self, mail: InboundMail) -> bytes:
         try:

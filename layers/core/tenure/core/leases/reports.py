@@ -13,6 +13,7 @@ from tenure.core.errors import (
     LeaseNotFound,
     StaleLease,
     TenureError,
+    ValidationFailed,
 )
 from tenure.core.model import Lease, Pool, Principal
 from tenure.core.ports import Change
@@ -102,8 +103,14 @@ class ReportOps(ClassifierOps, WorkerOps):
         pool: str | None = None,
     ) -> list[tuple[str, int, Beat | TenureError]]:
         """Renew every lease one worker holds in one call; one answer per lease. `runtime` and
-        `credentials` (DESIGN §12) are noted for the pools of those leases, and for `pool`."""
+        `credentials` (DESIGN §12) are noted for the pools of those leases, and for `pool` —
+        which a token limited to one pool may leave out. Never dropped: when no lease accepted
+        here tells the pool and the token covers several, the heartbeat is 422 naming `pool`
+        (nothing was renewed then: every lease it listed was refused)."""
         authz.require_worker(actor, None)
+        says = runtime is not None or credentials is not None
+        if pool is None and says and actor.pools is not None and len(actor.pools) == 1:
+            pool = actor.pools[0]
         if pool is not None:
             authz.require_worker(actor, pool)
             self._pool(pool)  # an unknown pool is 404 before anything is renewed
@@ -133,6 +140,11 @@ class ReportOps(ClassifierOps, WorkerOps):
                 answers.append((lease_id, fence, refused))
         if pool is not None and pool not in seen:
             self._worker_says(self._pool(pool), worker_id, runtime, credentials)
+        elif pool is None and says and not seen:
+            raise ValidationFailed(
+                "pool: name the pool that runtime and credentials are about"
+                " (the worker holds no lease here to tell it, and its token covers several pools)"
+            )
         return answers
 
     def _beat(self, lease: Lease, lease_seconds: int | None) -> Beat:
