@@ -21,6 +21,7 @@ from tenure import wiring
 from tenure.api import app as api
 from tenure.api.authorizer import authorize
 from tenure.api.routes import NAMED_SCOPES, ROUTES, UNSCOPED, scopes_of
+from tenure.api.surface import BodyShape, body_shape
 from tenure.core.model import Pool
 from tenure.core.states import PoolKind
 from tenure.local.frontdoor import to_event
@@ -735,3 +736,85 @@ def test_an_unscoped_token_reads_nothing_for_the_scope_check(
     assert got.status == 200, got
     got = base_scene.send("POST", f"/pools/{POOL}/claim", "worker", {"junk": 1})
     assert (got.status, got.code) == (422, "validation_failed"), got
+
+
+# ------------------------------------------------------ bodies (DESIGN §5: validation_failed)
+
+
+def _shape(row: Row) -> BodyShape:
+    shape = body_shape(*row.key)
+    assert shape is not None, row
+    return shape
+
+
+PRIVATE_ROWS = [r for r in TABLE if ROUTES[r.key] != "public" and not r.key[1].endswith("/mcp")]
+# One row per route, with the first caller it lets in.
+BY_ROUTE = list({r.key: r for r in reversed(PRIVATE_ROWS)}.values())
+NO_BODY = [r for r in BY_ROUTE if not _shape(r).takes]
+OPTIONAL = [r for r in PRIVATE_ROWS if _shape(r).takes and _shape(r).empty_is_object]
+REQUIRED = [r for r in BY_ROUTE if _shape(r).takes and not _shape(r).empty_is_object]
+
+
+def _caller(row: Row) -> str:
+    return next(c for c in CALLERS if c in row.allow and c not in row.refused_inside)
+
+
+@pytest.mark.parametrize("row", NO_BODY, ids=_id)
+def test_a_route_that_reads_no_body_refuses_a_field_in_one(base_scene: Scene, row: Row) -> None:
+    path, _ = _request(row, base_scene)
+    got = base_scene.send(row.method, path, _caller(row), {"bogus": 1, "also": 2})
+    assert (got.status, got.code) == (422, "validation_failed"), got
+    assert got.body["error"]["message"] == "also: is not a known field; bogus: is not a known field"
+
+
+@pytest.mark.parametrize(
+    "rule", ["/cancel", "/kill", "/pause", "/resume", "/start"], ids=lambda x: x.strip("/")
+)
+def test_lease_actions_take_an_absent_body_or_an_empty_object(
+    fresh: Callable[[], Scene], rule: str
+) -> None:
+    row = next(r for r in TABLE if r.key[1].endswith(f"/leases/<lease_id>{rule}"))
+    for body in (None, {}):
+        s = fresh()
+        if row.prepare is not None:
+            row.prepare(s)
+        path, _ = _request(row, s)
+        got = s.send(row.method, path, _caller(row), body)
+        assert got.status == row.ok, (body, got)
+
+
+@pytest.mark.parametrize("row", OPTIONAL, ids=_id)
+def test_an_absent_body_is_the_empty_object_where_every_field_is_optional(
+    fresh: Callable[[], Scene], row: Row
+) -> None:
+    s = fresh()
+    if row.prepare is not None:
+        row.prepare(s)
+    path, _ = _request(row, s)
+    got = s.send(row.method, path, _caller(row), None)
+    if row.key[1].endswith("/fail"):  # a report, whose `error` is required: it says so
+        assert (got.status, got.code) == (422, "validation_failed"), got
+        assert got.body["error"]["message"].startswith("error:"), got
+    elif row.method == "PATCH" and row.key[1].endswith("/tasks/<task_id>"):
+        # Every field optional, but one of them must be named: the model says which.
+        assert (got.status, got.code) == (422, "validation_failed"), got
+    else:
+        assert got.status == row.ok, got
+
+
+@pytest.mark.parametrize("row", REQUIRED, ids=_id)
+def test_an_absent_body_where_a_field_is_required_is_an_invalid_request(
+    base_scene: Scene, row: Row
+) -> None:
+    path, _ = _request(row, base_scene)
+    got = base_scene.send(row.method, path, _caller(row), None)
+    assert (got.status, got.code) == (400, "invalid_request"), got
+
+
+def test_the_body_rules_cover_the_routes_the_audit_named() -> None:
+    names = {r.key[1].removeprefix("/api/v1") for r in OPTIONAL}
+    assert {"/tasks/<task_id>/blocks/<block_id>/clear", "/scheduler/drain"} <= names
+    assert "/tasks/<task_id>/recover" in {r.key[1].removeprefix("/api/v1") for r in REQUIRED}
+    assert {f"/leases/<lease_id>/{x}" for x in ("cancel", "kill", "pause", "resume", "start")} <= {
+        r.key[1].removeprefix("/api/v1") for r in NO_BODY
+    }
