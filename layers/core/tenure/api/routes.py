@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 
 BASE = "/api/v1"
 
@@ -158,6 +159,7 @@ UNSCOPED = {
 }
 
 
+@cache
 def scopes_of(method: str, rule: str) -> tuple[Scope, ...]:
     """Every scope a request to this route names: its path's resources, then the rest."""
     path = tuple(
