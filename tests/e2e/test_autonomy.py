@@ -83,7 +83,7 @@ def test_a_worker_blocks_its_running_task_and_a_clear_makes_it_claimable(world: 
 
 def test_the_second_block_of_a_kind_escalates_and_recover_resumes(world: World) -> None:
     task = world.task()["task"]
-    r = world.admin.post(f"/tasks/{task['id']}/recover", json={})
+    r = world.admin.post(f"/tasks/{task['id']}/recover", json={"note": "nothing to recover"})
     assert_error(r, 409, "invalid_transition")
     first = world.admin.post(
         f"/tasks/{task['id']}/blocks", json={"kind": "error", "reason": "flaky"}
@@ -182,5 +182,5 @@ def test_operators_block_list_and_unblock_from_the_cli(world: World) -> None:
     cleared = run_cli("tasks", "unblock", task["id"], block["id"], "-o", "json", env=env)
     assert cleared.returncode == 0, cleared.stderr
     assert _view(world, task["id"])["task"]["status"] == "ready"
-    refused = run_cli("tasks", "recover", task["id"], env=env)
+    refused = run_cli("tasks", "recover", task["id"], "--note", "why", env=env)
     assert refused.returncode == 1 and "invalid_transition" in refused.stderr

@@ -127,6 +127,15 @@ def test_a_worker_token_is_refused_before_the_protocol(world: World) -> None:
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
 
 
+def test_no_server_stream_and_no_session_answer_405_over_the_local_front_door(
+    world: World,
+) -> None:
+    for method in ("GET", "DELETE"):
+        r = world.admin.request(method, "/mcp", headers={"Accept": "text/event-stream"})
+        assert r.status_code == 405 and r.headers["allow"] == "POST", r.text
+        assert r.json()["error"]["code"] == "method_not_allowed"
+
+
 def test_operator_tools_list_read_logs_attachments_and_cancel(world: World) -> None:
     held, pool = _held(world)
     assert held.lease.post(f"/leases/{held.id}/start").status_code == 200

@@ -186,3 +186,18 @@ def test_agents_allowed_to_force_have_their_garbage_judged(
     monkeypatch.setattr(wiring, "service", lambda: _Instance(True))
     for actor in (WORKER, as_lease("lease_mine")):
         assert _code(_call(method, _path(rule), actor, GARBAGE_BODY)) == (400, "invalid_request")
+
+
+# ------------------------------------------------------------------- MCP (DESIGN §15)
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_mcp_answers_a_method_it_does_not_offer_with_405_and_allow_post(method: str) -> None:
+    """The streamable-HTTP client GETs for a server stream and DELETEs its session: this
+    server has neither, and 405 (not 404) is how the transport expects to hear it."""
+    for actor in (READER, as_lease("lease_mine")):
+        out = _call(method, "/api/v1/mcp", actor)
+        assert _code(out) == (405, "method_not_allowed")
+        assert out["headers"]["Allow"] == "POST"
+        assert set(json.loads(out["body"])["error"]) == {"code", "message"}
+    assert _code(_call(method, "/api/v1/mcp", None)) == (401, "unauthenticated")

@@ -27,7 +27,7 @@ def test_block_list_clear_and_recover_answer_their_models(http: Any) -> None:  #
     assert m.TaskAnswer.model_validate(read.data).task.status == "blocked"
     cleared = http("POST", f"/tasks/{task['id']}/blocks/{block.id}/clear", {"note": "ok"})
     assert cleared.status == 200 and cleared.data["block"]["state"] == "cleared"
-    refused = http("POST", f"/tasks/{task['id']}/recover", {})
+    refused = http("POST", f"/tasks/{task['id']}/recover", {"note": "nothing to recover"})
     assert (refused.status, refused.code) == (409, "invalid_transition")
     missing = http("POST", f"/tasks/{task['id']}/blocks/blk_nope/clear", {})
     assert (missing.status, missing.code) == (404, "not_found")

@@ -164,7 +164,7 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.BulkFail: {"lease_ids": ["lease_1"], "reason": "stuck"},
     m.BlockCreate: {"kind": "needs_input", "reason": "which branch?"},
     m.BlockClear: {},
-    m.TaskRecover: {},
+    m.TaskRecover: {"note": "fixed"},
 }
 
 

@@ -20,7 +20,8 @@ import pytest
 from tenure import wiring
 from tenure.api import app as api
 from tenure.api.authorizer import authorize
-from tenure.api.routes import ROUTES
+from tenure.api.routes import NAMED_SCOPES, ROUTES, UNSCOPED, scopes_of
+from tenure.api.surface import BodyShape, body_shape
 from tenure.core.model import Pool
 from tenure.core.states import PoolKind
 from tenure.local.frontdoor import to_event
@@ -495,7 +496,7 @@ TABLE: list[Row] = [
         MEMBER,
         200,
         path="/tasks/{idle_task}/recover",
-        body={},
+        body={"note": "fixed the config"},
         prepare=_escalated,
     ),
     # MCP (§15): operators and lease tokens get in; what each tool may touch is its own
@@ -624,3 +625,196 @@ def _board(s: Scene, caller: str) -> Answer:
     event["requestContext"]["authorizer"] = {"lambda": authorize(event)["context"]}
     out = api.handle(event, None)
     return Answer(out["statusCode"], None)
+
+
+# ------------------------------------------- authorization before validation (DESIGN §5)
+
+REFUSED = [(row, caller) for row, caller in CELLS if expectation(caller, row)[0] == "refused"]
+
+
+def _malformed(path: str, body: Any) -> tuple[str, Any]:
+    """The same request made invalid twice over: a query parameter no route knows, and a
+    field no body has (the body keeps its own fields, so a `space` in it still names it)."""
+    path += ("&" if "?" in path else "?") + "bogus=1"
+    return path, {**body, "junk": 1} if isinstance(body, dict) else {"junk": 1}
+
+
+@pytest.mark.parametrize(("row", "caller"), REFUSED, ids=[f"{_id(r)}-{c}" for r, c in REFUSED])
+def test_a_refused_caller_is_refused_the_same_way_whatever_its_request_breaks(
+    base_scene: Scene, row: Row, caller: str
+) -> None:
+    """Every refusal of the table again with a malformed request: the role, the kind and the
+    scope (a space, a pool, a lease's task) are all decided before validation, so the answer
+    is the same refusal, never a 400 or 422 telling the caller about the schema. A refusal
+    writes nothing, so the one scene serves every cell."""
+    path, body = _malformed(*_request(row, base_scene))
+    if path.startswith("/board"):
+        pytest.skip("public: nobody is refused")
+    got = base_scene.send(row.method, path, caller, body, row.headers)
+    assert (got.status, got.code) == refusal(caller, row), got
+
+
+def test_every_private_route_names_its_scopes_or_says_why_it_has_none() -> None:
+    private = {key for key, who in ROUTES.items() if who != "public"}
+    scoped = {key for key in private if scopes_of(*key)}
+    assert set(UNSCOPED) <= private
+    assert scoped & set(UNSCOPED) == set(), "a route both scoped and declared unscoped"
+    assert private - scoped - set(UNSCOPED) == set(), "routes with no scope decision"
+    assert set(NAMED_SCOPES) <= set(ROUTES)
+
+
+# The audit's cases (space-scoped admin `elsewhere` on this space's resources, a worker of
+# another pool on this pool's claim): each malformed request is still a 403 `forbidden`.
+OUT_OF_SCOPE = [
+    ("elsewhere", "GET", f"/leases?space={SPACE}&limit=0", None),
+    ("elsewhere", "GET", "/leases/{mine}?bogus=1", None),
+    ("elsewhere", "POST", "/leases/{mine}/cancel", []),
+    ("elsewhere", "POST", "/leases/{mine}/cancel", "{not json"),
+    ("elsewhere", "GET", "/leases/{mine}/logs?tail=abc", None),
+    ("elsewhere", "GET", "/tasks/{mine_task}?x=1", None),
+    ("elsewhere", "POST", "/tasks/{idle_task}/enqueue", {}),
+    ("elsewhere", "GET", f"/workers?pool={POOL}&x=1", None),
+    ("elsewhere", "PATCH", f"/pools/{POOL}", {"junk": 1}),
+    ("elsewhere", "PATCH", "/rules/{rule}", {"junk": 1}),
+    ("elsewhere", "POST", "/rules", {"space": SPACE, "junk": 1}),
+    ("elsewhere", "POST", "/events", {"space": SPACE, "topic": "a", "junk": 1}),
+    ("elsewhere", "GET", "/inspect/{mine}?x=1", None),
+    ("elsewhere", "POST", "/spaces", {}),
+    ("elsewhere", "POST", "/scheduler/drain", {"timeout_seconds": 99}),
+    ("worker_other", "POST", f"/pools/{POOL}/claim", {}),
+    ("worker_other", "POST", f"/pools/{POOL}/claim", "{not json"),
+    ("worker_other", "POST", "/workers/w-new/heartbeat", {"pool": POOL}),
+    ("lease_other", "POST", "/tasks/{mine_task}/blocks", {"kind": "bogus"}),
+]
+
+
+@pytest.mark.parametrize(("caller", "method", "path", "body"), OUT_OF_SCOPE)
+def test_a_malformed_request_outside_the_tokens_scope_is_forbidden(
+    base_scene: Scene, caller: str, method: str, path: str, body: Any
+) -> None:
+    raw = body if isinstance(body, str) else json.dumps(body) if body is not None else ""
+    got = _send_raw(base_scene, method, _fill(path, base_scene), caller, raw)
+    code = "lease_token_mismatch" if caller.startswith("lease") else "forbidden"
+    assert (got.status, got.code) == (403, code), got
+
+
+def _send_raw(s: Scene, method: str, path: str, caller: str, raw: str) -> Answer:
+    head = {"host": "unit", "authorization": f"Bearer {s.tokens[caller]}"}
+    event = to_event(method, f"/api/v1{path}", head, raw.encode())
+    event["requestContext"]["authorizer"] = {"lambda": authorize(event)["context"]}
+    out = api.handle(event, None)
+    return Answer(out["statusCode"], json.loads(out["body"]) if out.get("body") else None)
+
+
+def test_an_unknown_id_answers_a_scoped_token_as_it_did_and_a_known_one_is_forbidden(
+    base_scene: Scene,
+) -> None:
+    """Nothing by that name: the check lets it through, so the route answers as before (its
+    validation, then the service's 404), the same for a token in scope or out of it."""
+    for caller in ("elsewhere", "admin"):
+        got = base_scene.send("GET", "/leases/lease_nope?bogus=1", caller)
+        assert (got.status, got.code) == (422, "validation_failed"), got
+        got = base_scene.send("GET", "/leases/lease_nope", caller)
+        assert (got.status, got.code) == (404, "lease_not_found"), got
+        got = base_scene.send("PATCH", "/rules/rule_nope", caller, {"enabled": False})
+        assert (got.status, got.code) == (404, "not_found"), got
+    got = base_scene.send("GET", _fill("/leases/{mine}", base_scene), "elsewhere")
+    assert (got.status, got.code) == (403, "forbidden"), got
+
+
+def test_an_unscoped_token_reads_nothing_for_the_scope_check(
+    base_scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unread(*_: Any) -> None:
+        raise AssertionError("the scope check read a row for a token without a scope")
+
+    monkeypatch.setattr(base_scene.rig.svc, "space_of", unread)
+    monkeypatch.setattr(base_scene.rig.svc, "lease_reaches_task", unread)
+    got = base_scene.send("GET", _fill("/leases/{mine}?bogus=1", base_scene), "admin")
+    assert (got.status, got.code) == (422, "validation_failed"), got
+    got = base_scene.send("GET", _fill("/leases/{mine}", base_scene), "read")
+    assert got.status == 200, got
+    got = base_scene.send("POST", f"/pools/{POOL}/claim", "worker", {"junk": 1})
+    assert (got.status, got.code) == (422, "validation_failed"), got
+
+
+# ------------------------------------------------------ bodies (DESIGN §5: validation_failed)
+
+
+def _shape(row: Row) -> BodyShape:
+    shape = body_shape(*row.key)
+    assert shape is not None, row
+    return shape
+
+
+PRIVATE_ROWS = [r for r in TABLE if ROUTES[r.key] != "public" and not r.key[1].endswith("/mcp")]
+# One row per route, with the first caller it lets in.
+BY_ROUTE = list({r.key: r for r in reversed(PRIVATE_ROWS)}.values())
+NO_BODY = [r for r in BY_ROUTE if not _shape(r).takes]
+OPTIONAL = [r for r in PRIVATE_ROWS if _shape(r).takes and _shape(r).empty_is_object]
+REQUIRED = [r for r in BY_ROUTE if _shape(r).takes and not _shape(r).empty_is_object]
+
+
+def _caller(row: Row) -> str:
+    return next(c for c in CALLERS if c in row.allow and c not in row.refused_inside)
+
+
+@pytest.mark.parametrize("row", NO_BODY, ids=_id)
+def test_a_route_that_reads_no_body_refuses_a_field_in_one(base_scene: Scene, row: Row) -> None:
+    path, _ = _request(row, base_scene)
+    got = base_scene.send(row.method, path, _caller(row), {"bogus": 1, "also": 2})
+    assert (got.status, got.code) == (422, "validation_failed"), got
+    assert got.body["error"]["message"] == "also: is not a known field; bogus: is not a known field"
+
+
+@pytest.mark.parametrize(
+    "rule", ["/cancel", "/kill", "/pause", "/resume", "/start"], ids=lambda x: x.strip("/")
+)
+def test_lease_actions_take_an_absent_body_or_an_empty_object(
+    fresh: Callable[[], Scene], rule: str
+) -> None:
+    row = next(r for r in TABLE if r.key[1].endswith(f"/leases/<lease_id>{rule}"))
+    for body in (None, {}):
+        s = fresh()
+        if row.prepare is not None:
+            row.prepare(s)
+        path, _ = _request(row, s)
+        got = s.send(row.method, path, _caller(row), body)
+        assert got.status == row.ok, (body, got)
+
+
+@pytest.mark.parametrize("row", OPTIONAL, ids=_id)
+def test_an_absent_body_is_the_empty_object_where_every_field_is_optional(
+    fresh: Callable[[], Scene], row: Row
+) -> None:
+    s = fresh()
+    if row.prepare is not None:
+        row.prepare(s)
+    path, _ = _request(row, s)
+    got = s.send(row.method, path, _caller(row), None)
+    if row.key[1].endswith("/fail"):  # a report, whose `error` is required: it says so
+        assert (got.status, got.code) == (422, "validation_failed"), got
+        assert got.body["error"]["message"].startswith("error:"), got
+    elif row.method == "PATCH" and row.key[1].endswith("/tasks/<task_id>"):
+        # Every field optional, but one of them must be named: the model says which.
+        assert (got.status, got.code) == (422, "validation_failed"), got
+    else:
+        assert got.status == row.ok, got
+
+
+@pytest.mark.parametrize("row", REQUIRED, ids=_id)
+def test_an_absent_body_where_a_field_is_required_is_an_invalid_request(
+    base_scene: Scene, row: Row
+) -> None:
+    path, _ = _request(row, base_scene)
+    got = base_scene.send(row.method, path, _caller(row), None)
+    assert (got.status, got.code) == (400, "invalid_request"), got
+
+
+def test_the_body_rules_cover_the_routes_the_audit_named() -> None:
+    names = {r.key[1].removeprefix("/api/v1") for r in OPTIONAL}
+    assert {"/tasks/<task_id>/blocks/<block_id>/clear", "/scheduler/drain"} <= names
+    assert "/tasks/<task_id>/recover" in {r.key[1].removeprefix("/api/v1") for r in REQUIRED}
+    assert {f"/leases/<lease_id>/{x}" for x in ("cancel", "kill", "pause", "resume", "start")} <= {
+        r.key[1].removeprefix("/api/v1") for r in NO_BODY
+    }

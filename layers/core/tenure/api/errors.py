@@ -67,6 +67,19 @@ def error_event(err: e.TenureError) -> dict[str, Any]:
     }
 
 
+def method_not_allowed(allow: str) -> dict[str, Any]:
+    """405 for a method the path does not answer, with `Allow` naming the one it does; not
+    one of §5's domain errors, so built here rather than raised."""
+    return {
+        "statusCode": 405,
+        "headers": {"Content-Type": content_types.APPLICATION_JSON, "Allow": allow},
+        "body": json.dumps(
+            {"error": {"code": "method_not_allowed", "message": f"this path answers {allow} only"}}
+        ),
+        "isBase64Encoded": False,
+    }
+
+
 # Whole-body failures that mean "this is not a JSON object", not "this object breaks the schema".
 _NOT_AN_OBJECT = {"missing", "model_attributes_type", "model_type", "dict_type"}
 

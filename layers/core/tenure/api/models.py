@@ -891,7 +891,8 @@ class BlockClear(Strict):
 
 
 class TaskRecover(Strict):
-    note: str | None = Field(default=None, max_length=2000)
+    # Required (DESIGN §14: `recover {note}`, where clear's is `{note?}`): why it is safe now.
+    note: str = Field(min_length=1, max_length=2000)
 
 
 class BlockOut(Out):

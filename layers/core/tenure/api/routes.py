@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 
 BASE = "/api/v1"
 
@@ -93,6 +94,81 @@ ROUTES: dict[tuple[str, str], str] = {
     # DESIGN §15: the MCP endpoint; the tools it offers depend on the token (api/mcp/tools.py).
     ("POST", f"{BASE}/mcp"): "operator:read|lease",
 }
+
+# Where a request names the scope it touches (DESIGN §5: 403 `forbidden` for "a valid token
+# lacking the scope", decided, like the role, before the request is validated; api/scopes.py).
+# A token limited to spaces (operator) or pools (worker) is checked against each scope its
+# request names; an unscoped token skips this, so the common case reads nothing more.
+#
+# A path parameter by its name: what it names (a lease, task or rule is read for its space;
+# a pool for its space, or, for a worker token, judged by its name alone).
+SCOPE_PARAMS = {
+    "lease_id": "lease",
+    "task_id": "task",
+    "pool": "pool",
+    "rule_id": "rule",
+    "space": "space",
+    "key": "space",
+    "some_id": "task_or_lease",  # inspect: a task id or a lease id
+}
+
+
+@dataclass(frozen=True)
+class Scope:
+    where: str  # "path", "query", "body" (a string field of a JSON object), or "all"
+    name: str  # the parameter or field ("" for "all")
+    kind: str  # what it names: space, pool, lease, task, rule, task_or_lease
+
+
+# The route acts across every space: a token limited to spaces may not use it.
+ALL_SPACES = Scope("all", "", "space")
+_QUERY_SPACE = Scope("query", "space", "space")
+_BODY_SPACE = Scope("body", "space", "space")
+# Scopes named outside the path, route by route (the path's come from SCOPE_PARAMS).
+NAMED_SCOPES: dict[tuple[str, str], tuple[Scope, ...]] = {
+    ("POST", f"{BASE}/spaces"): (ALL_SPACES,),
+    ("POST", f"{BASE}/tokens"): (ALL_SPACES,),
+    ("GET", f"{BASE}/instance"): (ALL_SPACES,),
+    ("PATCH", f"{BASE}/instance"): (ALL_SPACES,),
+    ("GET", f"{BASE}/scheduler"): (ALL_SPACES,),  # counts over every space
+    ("POST", f"{BASE}/scheduler/pause"): (ALL_SPACES,),
+    ("POST", f"{BASE}/scheduler/resume"): (ALL_SPACES,),
+    ("POST", f"{BASE}/scheduler/drain"): (ALL_SPACES,),
+    ("GET", f"{BASE}/leases"): (_QUERY_SPACE,),
+    ("GET", f"{BASE}/tasks"): (_QUERY_SPACE,),
+    ("GET", f"{BASE}/rules"): (_QUERY_SPACE,),
+    ("GET", f"{BASE}/pools"): (_QUERY_SPACE,),
+    ("GET", f"{BASE}/scheduler/backlog"): (_QUERY_SPACE,),
+    ("GET", f"{BASE}/workflows/<slug>/activity"): (_QUERY_SPACE,),
+    ("GET", f"{BASE}/workers"): (Scope("query", "pool", "pool"),),
+    ("POST", f"{BASE}/workflows"): (_BODY_SPACE,),
+    ("POST", f"{BASE}/pools"): (_BODY_SPACE,),
+    ("POST", f"{BASE}/tasks"): (_BODY_SPACE,),
+    ("POST", f"{BASE}/rules"): (_BODY_SPACE,),
+    ("POST", f"{BASE}/events"): (_BODY_SPACE,),
+    # A worker naming its pool (one holding no lease); each lease it renews is judged per item.
+    ("POST", f"{BASE}/workers/<worker_id>/heartbeat"): (Scope("body", "pool", "pool"),),
+}
+# Authenticated routes that name no one scope, and why (tests/unit/test_authz_matrix.py holds
+# every other route to a scope of its own).
+UNSCOPED = {
+    ("GET", f"{BASE}/whoami"): "who the caller is, whatever its scope",
+    ("POST", f"{BASE}/leases/bulk/release"): "each lease of the list is judged on its own row",
+    ("POST", f"{BASE}/leases/bulk/fail"): "each lease of the list is judged on its own row",
+    ("POST", f"{BASE}/mcp"): "each tool call is judged on what it touches",
+}
+
+
+@cache
+def scopes_of(method: str, rule: str) -> tuple[Scope, ...]:
+    """Every scope a request to this route names: its path's resources, then the rest."""
+    path = tuple(
+        Scope("path", name, SCOPE_PARAMS[name])
+        for name in re.findall(r"<(\w+)>", rule)
+        if name in SCOPE_PARAMS
+    )
+    return path + NAMED_SCOPES.get((method, rule), ())
+
 
 # Its body is JSON-RPC (an array, another content type…): the MCP transport judges it.
 MCP_PATH = f"{BASE}/mcp"

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import cache
-from typing import Any, get_type_hints
+from typing import Any, get_args, get_type_hints
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
@@ -21,7 +22,7 @@ from tenure import wiring
 from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.errors import describe_validation, envelope, error_response
-from tenure.api.routes import ROUTES
+from tenure.api.routes import REPORTS, ROUTES
 from tenure.core import authz
 from tenure.core import errors as e
 from tenure.core.model import Lease, Principal
@@ -170,6 +171,35 @@ def known_query(method: str, rule: str) -> frozenset[str] | None:
         for name, hint in hints.items()
         if any(isinstance(meta, Query) for meta in getattr(hint, "__metadata__", ()))
     )
+
+
+@dataclass(frozen=True)
+class BodyShape:
+    takes: bool  # the handler reads a body; if not, `{}` is the only object it accepts
+    empty_is_object: bool  # an absent or empty body is read as `{}`
+
+
+@cache
+def body_shape(method: str, rule: str) -> BodyShape | None:
+    """What an authenticated route makes of its body (None: not one of those routes), from
+    its handler's signature, read on the route's first call as `known_query` is. An absent
+    body is `{}` where every field of the body is optional (DESIGN §5 says so of complete),
+    and for the four reports; where a field is required it stays a 400 `invalid_request`."""
+    func = HANDLERS.get((method, rule))
+    if func is None:
+        return None
+    for hint in get_type_hints(func, include_extras=True).values():
+        if not any(isinstance(meta, Body) for meta in getattr(hint, "__metadata__", ())):
+            continue
+        declared = hint.__origin__  # `Model` or `Model | None`
+        models = [
+            x
+            for x in (get_args(declared) or (declared,))
+            if isinstance(x, type) and issubclass(x, BaseModel)
+        ]
+        optional = all(not f.is_required() for x in models for f in x.model_fields.values())
+        return BodyShape(takes=True, empty_is_object=optional or (method, rule) in REPORTS)
+    return BodyShape(takes=False, empty_is_object=False)
 
 
 def json_answer(body: Any, status: int = 200) -> Response[Any]:

@@ -10,6 +10,7 @@ logs, attachments, retention (DESIGN §11) · pools (pools, spaces, instance; DE
 classifier (agent/classifier versions) · autonomy (DESIGN §14): blocks (typed blocks, the
 breaker; breaker: recover, expiry), delegation (lease-token filing, the completion claim gate), wake
 (wake-creator from the stream), usage (usage and cost on completion).
+scopes: the space a resource named in a request is in (the API's scope check, DESIGN §5).
 Every state change goes through the §3 table in core/transitions.py.
 """
 
@@ -32,6 +33,7 @@ from tenure.core.payload import PayloadOps
 from tenure.core.pools import PoolOps
 from tenure.core.ports import BlobStore, Clock, Ids, LogSink, Store
 from tenure.core.retention import Reclaimed, RetentionOps
+from tenure.core.scopes import ScopeOps
 from tenure.core.setup import SetupOps
 from tenure.core.subjects import SubjectOps
 from tenure.core.task_list import TaskListOps
@@ -71,6 +73,7 @@ class LeaseService(
     RecoveryOps,
     ConditionOps,
     SubjectOps,
+    ScopeOps,
 ):
     """The one object handlers, the sweeper and the reactor call."""
 

@@ -169,7 +169,7 @@ def tasks_unblock(args: argparse.Namespace) -> int:
 
 
 def tasks_recover(args: argparse.Namespace) -> int:
-    body = {"note": args.note} if args.note else {}
+    body = {"note": args.note}
     _, answer = _operator(args).call("POST", f"/tasks/{args.id}/recover", body)
     return _print(answer, args)
 
@@ -221,7 +221,7 @@ def add_autonomy_commands(wsub: Any, tsub: Any, common: Any) -> None:
     tu.set_defaults(func=guarded(tasks_unblock))
     tr = common(tsub.add_parser("recover", help="an escalated task back to ready"))
     tr.add_argument("id")
-    tr.add_argument("--note")
+    tr.add_argument("--note", required=True, help="why the task may go on (the API needs one)")
     tr.set_defaults(func=guarded(tasks_recover))
 
 
