@@ -40,6 +40,7 @@ METRICS = {
     "claim_retries": "ClaimRetries",
     "stale_reports": "StaleReports",
     "lost_writes": "LostWrites",
+    "archived_rule_skips": "ArchivedRuleSkips",
 }
 
 
