@@ -39,6 +39,7 @@ METRICS = {
     "claim_retries": "ClaimRetries",
     "stale_reports": "StaleReports",
     "lost_writes": "LostWrites",
+    "log_tokens_redacted": "LogTokensRedacted",
 }
 
 

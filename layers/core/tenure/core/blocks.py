@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tenure.core import authz
+from tenure.core import authz, rules
 from tenure.core.errors import (
     Conflict,
     InvalidTransition,
@@ -148,6 +148,7 @@ class BlockOps(SchedulerOps):
         same transaction (no attempt used). The block that brings its kind's count to the
         instance's `block_recurrence_limit` escalates the task to needs_attention."""
         task = self._blockable(actor, task_id, "member")
+        rules.refuse_token_fields({"reason": reason})
         if kind not in BLOCK_KINDS:
             raise ValidationFailed(f"kind: one of {', '.join(BLOCK_KINDS)}")
         if not reason.strip() or len(reason) > MAX_REASON_CHARS:
@@ -259,6 +260,7 @@ class BlockOps(SchedulerOps):
         self, actor: Principal, task_id: str, block_id: str, note: str | None = None
     ) -> dict[str, Any]:
         task = self._blockable(actor, task_id, "member")
+        rules.refuse_token_fields({"note": note})
         if note is not None and len(note) > MAX_REASON_CHARS:
             raise ValidationFailed(f"note: at most {MAX_REASON_CHARS} characters")
         for _ in range(BLOCK_TRIES):

@@ -104,6 +104,13 @@ class ReportOps(ClassifierOps, WorkerOps):
         """Renew every lease one worker holds in one call; one answer per lease. `runtime` and
         `credentials` (DESIGN §12) are noted for the pools of those leases, and for `pool`."""
         authz.require_worker(actor, None)
+        rules.refuse_token_fields(
+            {
+                "worker_id": worker_id,
+                "runtime.reason": (runtime or {}).get("reason"),
+                "credentials.reason": (credentials or {}).get("reason"),
+            }
+        )
         if pool is not None:
             authz.require_worker(actor, pool)
             self._pool(pool)  # an unknown pool is 404 before anything is renewed
