@@ -1,0 +1,31 @@
+"""`tenure local`'s flags: a value that cannot work is refused by argparse (exit 2, one line
+naming the flag) before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+from tenure.cli import parser
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "-0.5", "abc", "nan", "inf"])
+def test_a_sweep_interval_that_is_not_a_positive_number_is_refused(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        parser().parse_args(["local", f"--sweep-interval={value}"])
+    assert ended.value.code == 2
+    (error,) = [x for x in capsys.readouterr().err.splitlines() if "error:" in x]
+    assert "argument --sweep-interval" in error
+
+
+def test_a_positive_sweep_interval_and_the_default_are_kept() -> None:
+    assert parser().parse_args(["local", "--sweep-interval", "0.5"]).sweep_interval == 0.5
+    assert parser().parse_args(["local"]).sweep_interval == 60.0
+
+
+def test_a_port_that_is_not_a_number_is_refused_the_same_way(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        parser().parse_args(["local", "--port", "abc"])
+    assert ended.value.code == 2 and "argument --port" in capsys.readouterr().err
