@@ -29,3 +29,17 @@ def test_a_port_that_is_not_a_number_is_refused_the_same_way(
     with pytest.raises(SystemExit) as ended:
         parser().parse_args(["local", "--port", "abc"])
     assert ended.value.code == 2 and "argument --port" in capsys.readouterr().err
+
+
+def test_pools_create_carries_the_agent_or_classifier_settings_a_pool_of_that_kind_needs() -> None:
+    from tenure.worker.pool_commands import kind_settings
+
+    args = parser().parse_args(
+        ["pools", "create", "--name", "a", "--space", "OPS", "--kind", "agent", "--model", "m-1"]
+    )
+    assert kind_settings(args) == {"agent": {"model": "m-1"}}
+    args = parser().parse_args(
+        ["pools", "create", "--name", "c", "--space", "OPS", "--kind", "classifier",
+         "--classifier", '{"input": {"q": 1}}']
+    )  # fmt: skip
+    assert kind_settings(args) == {"classifier": {"input": {"q": 1}}}
