@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from tenure.core.errors import ValidationFailed
@@ -53,6 +54,14 @@ def redact_tokens(text: str) -> tuple[str, int]:
     For what a job printed: refusing the line would lose the job's log with the token."""
     # A token never ends with a dot: one the run swallowed (the end of a sentence) is kept.
     return TOKEN_SHAPE.subn(lambda m: REDACTED_TOKEN + m[0][len(m[0].rstrip(".")) :], text)
+
+
+def iso_ms(ms: int | None) -> str | None:
+    """A time as every API answer shows it: ISO 8601, UTC, to the millisecond."""
+    if ms is None:
+        return None
+    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def hash_token(raw: str) -> str:
