@@ -82,6 +82,31 @@ def test_containers_are_streams_of_their_own(sink: CloudWatchLogSink) -> None:
     assert [x.message for x in sink.read("lease_a", "side", None, None, None, 100).events] == ["s"]
 
 
+def test_containers_interleave_oldest_first_on_every_page_and_a_container_filters(
+    sink: CloudWatchLogSink,
+) -> None:
+    # 1,150 lines, main on even milliseconds and side on odd ones, each container shipped in
+    # one call after the other: read back by time, never one stream after the other.
+    sink.append("lease_a", "main", lines(*[(2 * i, "stdout", f"m{i}") for i in range(575)]))
+    side = [(2 * i + 1, "stderr", f"s{i}") for i in range(575)]
+    sink.append("lease_a", "side", lines(*side, container="side"))
+    pages: list[list[LogLine]] = []
+    cursor = None
+    for _ in range(5):
+        page = sink.read("lease_a", None, None, None, cursor, 1000)
+        pages.append(page.events)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert [len(p) for p in pages] == [1000, 150] and cursor is None
+    seen = [x for p in pages for x in p]
+    assert [x.timestamp for x in seen] == [T0 + n for n in range(1150)]
+    assert [x.container for x in seen[:4]] == ["main", "side", "main", "side"]
+    only = sink.read("lease_a", "side", None, None, None, 1000)
+    assert [x.message for x in only.events] == [f"s{i}" for i in range(575)]
+    assert only.next_cursor is None
+
+
 def test_tail_and_since(sink: CloudWatchLogSink) -> None:
     sink.append("lease_a", "main", lines(*[(i, "stdout", f"l{i}") for i in range(6)]))
     tail = sink.read("lease_a", None, None, 2, None, 100)

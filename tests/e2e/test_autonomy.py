@@ -5,6 +5,7 @@ queue the template's rule fills on moto, usage summed on the task; the operator 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
@@ -175,7 +176,8 @@ def test_operators_block_list_and_unblock_from_the_cli(world: World) -> None:
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     block = json.loads(made.stdout)["block"]
-    assert block["expires_at"] - block["created_at"] == 300_000
+    placed, expires = (datetime.fromisoformat(block[k]) for k in ("created_at", "expires_at"))
+    assert expires - placed == timedelta(minutes=5)  # ISO 8601, like every API time
     listed = run_cli("tasks", "blocks", task["id"], "-o", "json", env=env)
     assert listed.returncode == 0, listed.stderr
     assert [b["id"] for b in json.loads(listed.stdout)] == [block["id"]]

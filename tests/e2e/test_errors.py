@@ -299,7 +299,8 @@ def test_creating_a_name_that_exists_is_already_exists(world: World) -> None:
     assert_error(r, 409, "already_exists")
 
     pool = world.pool()
-    r = admin.post("/pools", json={"name": pool["name"], "space": space, "kind": "agent"})
+    agents = {"name": pool["name"], "space": space, "kind": "agent", "agent": {"model": "m-1"}}
+    r = admin.post("/pools", json=agents)
     assert_error(r, 409, "already_exists")
 
     name = f"tok-{suffix().lower()}"

@@ -91,7 +91,7 @@ def test_pool_routes_refuse_bad_input_with_stable_codes(world: World) -> None:
         "validation_failed",
         "toleration_seconds",
     )
-    classifier = world.pool(kind="classifier")["name"]
+    classifier = world.pool(kind="classifier", classifier={"input": {}})["name"]
     broken = {"classifier": {"input": {}, "output": {"checks": {"ok": "a ||"}}}}
     assert_error(
         world.admin.patch(f"/pools/{classifier}", json=broken),

@@ -353,7 +353,7 @@ TABLE: list[Row] = [
     R("PATCH", "/rules/<rule_id>", ADMIN_ONLY, 200, path="/rules/{rule}", body={"enabled": False}),
     R("DELETE", "/rules/<rule_id>", ADMIN_ONLY, 204, path="/rules/{rule}"),
     R("POST", "/rules/<rule_id>/fire", MEMBER, 201, path="/rules/{rule}/fire"),
-    R("POST", "/events", MEMBER, 202, body={"space": SPACE, "topic": "ticket.opened"}),
+    R("POST", "/events", MEMBER, 202, body={"space": SPACE, "topic": "ticket.opened", "data": {}}),
     R("GET", "/workflows/<slug>/activity", READ, 200, path=f"/workflows/wf/activity?space={SPACE}"),
     R("GET", "/spaces/<key>/activity", READ, 200, path=f"/spaces/{SPACE}/activity"),
     # Logs, attachments, runtime coordinates (§11).

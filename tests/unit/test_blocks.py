@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from tenure.api.models import BlockOut
+from tenure.api.views import iso
 from tenure.core.errors import InvalidTransition, LeaseTokenMismatch, ValidationFailed
 from tenure.core.model import Task
 from tenure.core.states import EndReason, LeaseState, TaskStatus
 from tenure.core.tasks import TaskLinks
 
-from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, WORKER, Rig, as_lease
+from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, T0, WORKER, Rig, as_lease
 
 
 def _task(rig: Rig, pool: str | None = None, auto: bool = False) -> Task:
@@ -72,6 +74,21 @@ def test_a_transient_block_stops_counting_the_instant_it_expires(rig: Rig) -> No
     assert report.unblocked == [task.id]
     assert [b["state"] for b in rig.svc.list_blocks(READER, task.id, all=True)] == ["expired"]
     assert task.id not in rig.store.get_scheduler().blocked
+
+
+def test_block_times_read_as_iso_8601_like_every_other_api_time(rig: Rig) -> None:
+    task = _task(rig)
+    placed = rig.svc.block_task(MEMBER, task.id, "transient", "wait", expires_in_seconds=60)
+    assert (placed["created_at"], placed["expires_at"]) == (iso(T0), iso(T0 + 60_000))
+    other = rig.svc.block_task(MEMBER, task.id, "error", "x")
+    rig.advance(5)
+    cleared = rig.svc.clear_block(MEMBER, task.id, other["id"])
+    assert cleared["closed_at"] == iso(T0 + 5_000) == "2026-01-01T00:00:05.000Z"
+    rig.advance(60)  # the transient one reads as expired, closed when it expired
+    shown = {b["id"]: b for b in rig.svc.list_blocks(READER, task.id, all=True)}
+    assert shown[placed["id"]]["closed_at"] == iso(T0 + 60_000)
+    for block in shown.values():
+        BlockOut.model_validate(block)  # the OpenAPI model holds what is served
 
 
 def test_only_a_transient_block_expires(rig: Rig) -> None:

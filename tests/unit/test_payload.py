@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from tenure.api.views import event_view, iso
 from tenure.core.errors import Forbidden, LeaseTokenMismatch
 from tenure.core.ports import Change, LeaseWrite
 from tenure.core.states import LeaseState, SubjectKind
 
-from tests.unit.support import ADMIN, MEMBER, SPACE, Rig, as_lease, make_lease
+from tests.unit.support import ADMIN, MEMBER, SPACE, T0, Rig, as_lease, make_lease
 
 
 def test_a_task_payload_carries_the_task_fields_of_design(rig: Rig) -> None:
@@ -51,6 +52,7 @@ def test_a_payload_after_a_release_lists_the_prior_attempt(rig: Rig) -> None:
     second = rig.claim("w2").lease
     prior = rig.svc.payload(as_lease(second.id), second.id)["subject"]["prior_attempts"]
     assert [(p["lease_id"], p["fence"], p["ended"]) for p in prior] == [(first.id, 1, "released")]
+    assert prior[0]["at"] == iso(T0 + 1000)  # when it ended, ISO 8601 like every API time
 
 
 def test_a_payload_after_a_failed_run_carries_its_error(rig: Rig) -> None:
@@ -76,7 +78,9 @@ def test_activity_in_a_payload_is_the_most_recent_twenty_oldest_first(rig: Rig) 
     activity = rig.svc.payload(as_lease(lease.id), lease.id)["subject"]["activity"]
     everything = rig.events(lease.task_id or "")
     assert len(everything) == 27
-    assert [(a["type"], a["at"]) for a in activity] == [(e.type, e.at) for e in everything[-20:]]
+    # Each entry as GET /tasks/{id}/activity shows it: ISO 8601 `at`, and its `data`.
+    assert activity == [event_view(e) for e in everything[-20:]]
+    assert activity[0]["at"] == "2026-01-01T00:00:05.000Z" and "data" in activity[0]
 
 
 def test_only_the_lease_itself_reads_its_payload(rig: Rig) -> None:

@@ -220,8 +220,43 @@ def test_settings_belong_to_their_kind_and_expressions_must_compile(rig: Rig) ->
     with pytest.raises(ValidationFailed, match="classifier"):
         rig.make_pool("c0", classifier={"input": {}})
     bad = {"input": {}, "output": {"checks": {"ok": "score >"}}}
-    classifier = Pool(name="c1", space=SPACE, kind=PoolKind.CLASSIFIER, created_at=0)
+    classifier = Pool(
+        name="c1", space=SPACE, kind=PoolKind.CLASSIFIER, created_at=0, classifier={"input": {}}
+    )
     rig.svc.create_pool(ADMIN, classifier)
     with pytest.raises(ValidationFailed, match=r"classifier\.output\.checks\.ok"):
         rig.svc.update_pool(ADMIN, "c1", {"classifier": bad})
     assert rig.svc.get_pool(READER, "c1").version == 1
+
+
+def test_an_agent_or_classifier_pool_needs_its_settings_and_a_patch_cannot_remove_them(
+    rig: Rig,
+) -> None:
+    for kind, field, settings in (
+        (PoolKind.AGENT, "agent", {"effort": "high"}),  # no model
+        (PoolKind.AGENT, "agent", None),
+        (PoolKind.CLASSIFIER, "classifier", None),
+    ):
+        pool = Pool(name="x", space=SPACE, kind=kind, created_at=0, **{field: settings})
+        with pytest.raises(ValidationFailed, match=rf"^{field}: an? \w+ pool needs its settings"):
+            rig.svc.create_pool(ADMIN, pool)
+    assert rig.store.get_pool("x") is None
+    _agent_pool(rig, model="m-1")
+    classifier = Pool(
+        name="c1", space=SPACE, kind=PoolKind.CLASSIFIER, created_at=0, classifier={"input": {}}
+    )
+    rig.svc.create_pool(ADMIN, classifier)
+    with pytest.raises(ValidationFailed, match=r"^agent: "):
+        rig.svc.update_pool(ADMIN, "agents", {"agent": None})
+    with pytest.raises(ValidationFailed, match=r"^classifier: "):
+        rig.svc.update_pool(ADMIN, "c1", {"classifier": None})
+    assert rig.svc.get_pool(READER, "agents").agent == {"model": "m-1"}
+    assert rig.svc.get_pool(READER, "c1").classifier == {"input": {}}
+
+
+def test_a_pool_stored_before_settings_were_required_still_takes_other_changes(rig: Rig) -> None:
+    rig.store.put_pool(Pool(name="old", space=SPACE, kind=PoolKind.AGENT, created_at=0))
+    assert rig.svc.update_pool(ADMIN, "old", {"max_active": 2}).max_active == 2
+    with pytest.raises(ValidationFailed, match=r"^agent: "):
+        rig.svc.update_pool(ADMIN, "old", {"agent": None})
+    assert rig.svc.update_pool(ADMIN, "old", {"agent": {"model": "m"}}).version == 2

@@ -179,9 +179,10 @@ def test_events_answer_202_and_the_same_event_id_the_same_leases(http: Any) -> N
     [
         ({"topic": "t", "data": {}}, "space"),
         ({"space": "OPS", "data": {}}, "topic"),
-        ({"space": "OPS", "topic": "t", "occurred_at": "yesterday"}, "occurred_at"),
+        ({"space": "OPS", "topic": "t", "data": {}, "occurred_at": "yesterday"}, "occurred_at"),
         ({"space": "OPS", "topic": "t", "data": []}, "data"),
-        ({"space": "OPS", "topic": "t", "extra": 1}, "extra"),
+        ({"space": "OPS", "topic": "t"}, "data"),  # required, `{}` when there is nothing
+        ({"space": "OPS", "topic": "t", "data": {}, "extra": 1}, "extra"),
     ],
 )
 def test_a_bad_event_is_422_naming_the_field(http: Any, body: dict[str, Any], field: str) -> None:

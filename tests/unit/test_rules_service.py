@@ -224,10 +224,25 @@ def test_fire_on_a_task_subject_files_a_new_task_each_time_without_a_trigger(rig
     second = rig.svc.fire_rule(MEMBER, rule.id)
     assert first.task_id != second.task_id and first.subject_kind is SubjectKind.TASK
     task = rig.store.get_task(first.task_id or "")
-    assert task is not None and task.title == "Reply to {from}: {subject}"
+    assert task is not None and task.title == "Reply to :"  # an event without data's fill
     won = rig.claim()
     bundle = rig.svc.payload(as_lease(won.lease.id), won.lease.id)
     assert "trigger" not in bundle and bundle["subject"]["kind"] == "task"
+
+
+def test_fire_on_an_inbound_rule_fills_subject_and_from_as_an_event_without_them(
+    rig: Rig, schedules: FakeSchedules
+) -> None:
+    subject = {"kind": "task", "title": "Mail: {subject} from {from}", "body": "{from} wrote"}
+    rule = make_rule(rig, "deploys", subject=subject, trigger={"topic": "deploy.finished"})
+    fired = rig.svc.fire_rule(MEMBER, rule.id)
+    (posted,) = rig.svc.post_event(MEMBER, SPACE, "deploy.finished", {"sha": "1"}, None, None)
+    tasks = [rig.store.get_task(x.task_id or "") for x in (fired, posted)]
+    assert [(t.title, t.body) for t in tasks if t] == [("Mail:  from", "wrote")] * 2
+    # A scheduled rule fired by hand reads as its schedule's firing: no data, as written.
+    nightly = make_rule(rig, "nightly", subject=subject, trigger=NIGHTLY)
+    task = rig.store.get_task(rig.svc.fire_rule(MEMBER, nightly.id).task_id or "")
+    assert task is not None and task.title == "Mail: {subject} from {from}"
 
 
 def test_fire_on_a_workflow_subject_mints_a_workflow_lease(rig: Rig) -> None:

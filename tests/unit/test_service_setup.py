@@ -167,7 +167,10 @@ def test_create_task_with_a_pool_enqueues_a_pending_lease_at_once(rig: Rig) -> N
 
 def test_create_task_refuses_a_pool_of_another_space_and_a_missing_workflow(rig: Rig) -> None:
     rig.svc.create_space(ADMIN, "DEV", "Dev", None)
-    rig.svc.create_pool(ADMIN, Pool(name="devpool", space="DEV", kind=PoolKind.AGENT, created_at=0))
+    agents = Pool(
+        name="devpool", space="DEV", kind=PoolKind.AGENT, created_at=0, agent={"model": "m-1"}
+    )
+    rig.svc.create_pool(ADMIN, agents)
     with pytest.raises(ValidationFailed):
         rig.task(pool="devpool")
     with pytest.raises(NotFound):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -67,6 +68,17 @@ def _email_send(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds: 0 or less would run the sweeper back to back."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text!r}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tenure", description="Tenure: fenced leases on work.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -75,7 +87,7 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument("--port", type=int, default=int(os.environ.get("TENURE_PORT", "8787")))
     local.add_argument("--data-dir", default=".tenure", help="where data survives restarts")
     local.add_argument(
-        "--sweep-interval", type=float, default=60.0, help="seconds between sweeper passes"
+        "--sweep-interval", type=_seconds, default=60.0, help="seconds between sweeper passes"
     )
     local.add_argument("--reset", action="store_true", help="wipe the data dir first")
     local.set_defaults(func=_local)

@@ -54,10 +54,9 @@ def rules_delete(args: argparse.Namespace) -> int:
 
 
 def events_post(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"space": args.space, "topic": args.topic}
     data = _json_arg(args.data, "--data")
-    if data is not None:
-        body["data"] = data
+    # `data` is required by the API (DESIGN §10); leaving --data out posts an empty one.
+    body: dict[str, Any] = {"space": args.space, "topic": args.topic, "data": data or {}}
     if args.event_id:
         body["event_id"] = args.event_id
     # Retried only with an event_id, which makes a repeat mint nothing new.

@@ -902,9 +902,9 @@ class BlockOut(Out):
     kind: str
     reason: str
     state: Literal["open", "cleared", "expired"]
-    created_at: int
-    expires_at: int | None = None
-    closed_at: int | None = None
+    created_at: str  # ISO 8601, as every time the API shows
+    expires_at: Stamp = None
+    closed_at: Stamp = None
     closed_by: str | None = None
 
 

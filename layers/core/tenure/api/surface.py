@@ -41,6 +41,7 @@ METRICS = {
     "stale_reports": "StaleReports",
     "lost_writes": "LostWrites",
     "archived_rule_skips": "ArchivedRuleSkips",
+    "log_tokens_redacted": "LogTokensRedacted",
 }
 
 

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from tenure.core.conditions import QueuedCondition
 from tenure.core.model import Event, Instance, Lease, Pool, Space, Task, Token, Worker, Workflow
 from tenure.core.ports import Attachment, LogLine
+from tenure.core.rules import iso_ms
 from tenure.core.states import TaskStatus
 from tenure.core.tasks import TaskView
 from tenure.core.usage import lease_usage
 
-
-def iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+iso = iso_ms  # one form for every time the API shows (the payload's too)
 
 
 def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[str, Any]:

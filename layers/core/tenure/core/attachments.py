@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from tenure.core import rules
 from tenure.core.errors import (
     CeilingReached,
     InvalidTransition,
@@ -72,6 +73,9 @@ class AttachmentOps(ArtifactBase):
         """Record an attachment: stored at once (`content`), or with an upload URL for a PUT
         of exactly `byte_size` bytes of `content_type`."""
         lease = self._own_lease(actor, lease_id)
+        rules.refuse_token_fields(
+            {"filename": filename, "content_type": content_type, "kind": kind}
+        )
         if lease.reclaimed_at is not None:
             raise InvalidTransition(f"lease {lease_id} was reclaimed; it takes no attachments")
         if content is not None:

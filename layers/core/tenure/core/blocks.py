@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tenure.core import authz
+from tenure.core import authz, rules
 from tenure.core.errors import (
     Conflict,
     InvalidTransition,
@@ -68,7 +68,8 @@ def _kept(blocks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def block_out(block: dict[str, Any], now: int) -> dict[str, Any]:
-    """A block as the API shows it; an expired open transient block reads as `expired`."""
+    """A block as the API shows it (its times ISO 8601, as every API time); an expired open
+    transient block reads as `expired`."""
     shown = dict(block)
     if shown.get("state") == "open" and not counting(shown, now):
         shown["state"] = "expired"
@@ -76,7 +77,7 @@ def block_out(block: dict[str, Any], now: int) -> dict[str, Any]:
         shown["closed_by"] = "expiry"
     for key in ("created_at", "expires_at", "closed_at"):
         if shown.get(key) is not None:
-            shown[key] = int(shown[key])
+            shown[key] = rules.iso_ms(int(shown[key]))
     return shown
 
 
@@ -105,10 +106,9 @@ class BlockOps(SchedulerOps):
     ) -> list[dict[str, Any]]:
         task = self._blockable(actor, task_id, "read")
         now = self.clock.now_ms()
-        shown = [block_out(b, now) for b in (task.blocks or {}).values()]
-        if not all:
-            shown = [b for b in shown if b["state"] == "open"]
-        return sorted(shown, key=lambda b: (b["created_at"], b["id"]))
+        kept = sorted((task.blocks or {}).values(), key=lambda b: (int(b["created_at"]), b["id"]))
+        shown = [block_out(b, now) for b in kept]
+        return shown if all else [b for b in shown if b["state"] == "open"]
 
     def _blockable(self, actor: Principal, task_id: str, role: str) -> Task:
         """Members (read for listing) of the task's space, or the token of a lease on it —
@@ -150,6 +150,7 @@ class BlockOps(SchedulerOps):
         same transaction (no attempt used). The block that brings its kind's count to the
         instance's `block_recurrence_limit` escalates the task to needs_attention."""
         task = self._blockable(actor, task_id, "member")
+        rules.refuse_token_fields({"reason": reason})
         if kind not in BLOCK_KINDS:
             raise ValidationFailed(f"kind: one of {', '.join(BLOCK_KINDS)}")
         if not reason.strip() or len(reason) > MAX_REASON_CHARS:
@@ -261,6 +262,7 @@ class BlockOps(SchedulerOps):
         self, actor: Principal, task_id: str, block_id: str, note: str | None = None
     ) -> dict[str, Any]:
         task = self._blockable(actor, task_id, "member")
+        rules.refuse_token_fields({"note": note})
         if note is not None and len(note) > MAX_REASON_CHARS:
             raise ValidationFailed(f"note: at most {MAX_REASON_CHARS} characters")
         for _ in range(BLOCK_TRIES):

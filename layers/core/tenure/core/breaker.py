@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tenure.core import authz
+from tenure.core import authz, rules
 from tenure.core.blocks import BLOCK_TRIES, EXPIRY_PER_PASS, BlockOps, counting, open_blocks
 from tenure.core.errors import Conflict, InvalidTransition, Unavailable
 from tenure.core.model import Lease, Principal
@@ -23,6 +23,7 @@ class BreakerOps(BlockOps):
         authz.require_role(actor, "member")
         task = self._task(task_id)
         authz.require_operator(actor, "member", task.space)
+        rules.refuse_token_fields({"note": note})
         for _ in range(BLOCK_TRIES):
             if not task.attention:
                 raise InvalidTransition(f"task {task.key} is not in needs_attention")

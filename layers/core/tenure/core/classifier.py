@@ -47,6 +47,17 @@ def check_settings(
                 ) from bad
 
 
+def require_settings(
+    kind: PoolKind, agent: dict[str, Any] | None, classifier: dict[str, Any] | None
+) -> None:
+    """An agent pool hands its workers a model and a classifier pool an input document
+    (DESIGN §6, §12): neither kind exists without its settings."""
+    if kind is PoolKind.AGENT and not (agent or {}).get("model"):
+        raise ValidationFailed("agent: an agent pool needs its settings {model, effort?}")
+    if kind is PoolKind.CLASSIFIER and classifier is None:
+        raise ValidationFailed("classifier: a classifier pool needs its settings {input, output}")
+
+
 @dataclass(frozen=True)
 class Rendered:
     checks: dict[str, Any]

@@ -53,7 +53,10 @@ class FiringOps(RulesOps):
         rule = self._rule(rule_id)
         authz.require_operator(actor, "member", rule.space)
         self._refuse_archived(rule.space)
-        return self._mint(rule, self.ids.new_id("job"), None, None)
+        # An inbound rule fired by hand reads as an event that carried no data: `{subject}`
+        # and `{from}` become empty, as in POST /events without them.
+        data: dict[str, Any] | None = {} if rule.kind == "inbound" else None
+        return self._mint(rule, self.ids.new_id("job"), None, data)
 
     def fire_scheduled(self, rule_id: str, scheduled_at: datetime) -> Lease | None:
         """The scheduler function's one call: mint the firing of (rule, scheduled time) once.
@@ -237,7 +240,7 @@ class FiringOps(RulesOps):
 
 def _render(template: str | None, data: dict[str, Any] | None, limit: int | None) -> str | None:
     """A task subject's title or body: `{subject}` and `{from}` from the event's data; a
-    firing without data (schedule, fire now) keeps the template as written."""
+    firing without data (a schedule's) keeps the template as written."""
     if template is None or data is None:
         return template
     subject = data.get("subject")

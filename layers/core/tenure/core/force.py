@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tenure.core import authz
+from tenure.core import authz, rules
 from tenure.core.base import over
 from tenure.core.errors import (
     Conflict,
@@ -120,6 +120,7 @@ class ForceOps(TaskOps, InstanceOps):
         if not 1 <= len(lease_ids) <= MAX_BULK:
             raise ValidationFailed(f"lease_ids: between 1 and {MAX_BULK} ids")
         own_space = self._may_force(actor)
+        rules.refuse_token_fields({"reason": reason})
         found = self.store.get_leases(lease_ids)
         rows = []
         for lease_id in lease_ids:

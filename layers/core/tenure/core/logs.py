@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core import authz
+from tenure.core import authz, rules
 from tenure.core.base import ServiceBase
 from tenure.core.errors import InvalidTransition, UnsupportedRuntime, ValidationFailed
 from tenure.core.model import Lease, Principal
@@ -57,6 +57,7 @@ class LogOps(ArtifactBase):
             raise InvalidTransition(f"lease {lease_id} was reclaimed; it keeps no more logs")
         now = self.clock.now_ms()
         by_container: dict[str, list[LogLine]] = {}
+        redacted = 0
         for i, event in enumerate(events):
             at = event.get("timestamp")
             at = now if at is None else int(at)
@@ -65,10 +66,18 @@ class LogOps(ArtifactBase):
             if at > now + MAX_LOG_AHEAD_MS:
                 raise ValidationFailed(f"events[{i}].timestamp: is more than 2 hours ahead")
             container = str(event.get("container") or "main")
-            line = LogLine(at, container, str(event["stream"]), str(event["message"]))
+            # A container names a log stream: refused like any other stored name. A message is
+            # what the job printed: its tokens are masked, so the rest of the line is kept.
+            rules.refuse_token_fields({f"events[{i}].container": container})
+            message, masked = rules.redact_tokens(str(event["message"]))
+            redacted += masked
+            line = LogLine(at, container, str(event["stream"]), message)
             by_container.setdefault(container, []).append(line)
         sink = self._sink()
-        return sum(sink.append(lease.id, c, lines) for c, lines in by_container.items())
+        accepted = sum(sink.append(lease.id, c, lines) for c, lines in by_container.items())
+        if redacted:
+            self.counters["log_tokens_redacted"] += redacted
+        return accepted
 
     def read_logs(
         self,

@@ -8,6 +8,7 @@ from tenure.core.classifier import VersionOps
 from tenure.core.errors import TenureError
 from tenure.core.model import Event, Lease, Principal
 from tenure.core.ports import Store
+from tenure.core.rules import iso_ms
 from tenure.core.states import SubjectKind
 
 ACTIVITY_IN_PAYLOAD = 20
@@ -76,7 +77,14 @@ class PayloadOps(VersionOps):
 
 
 def _event_summary(event: Event) -> dict[str, Any]:
-    return {"type": event.type, "at": event.at, "lease_id": event.lease_id, "fence": event.fence}
+    """An entry of the subject's recent activity, as GET /tasks/{id}/activity shows it."""
+    return {
+        "type": event.type,
+        "at": iso_ms(event.at),
+        "lease_id": event.lease_id,
+        "fence": event.fence,
+        "data": event.data,
+    }
 
 
 _ENDINGS = {"lease.completed", "lease.failed", "lease.cancelled", "lease.killed", "lease.lost"}
@@ -88,7 +96,7 @@ def _prior_attempts(events: list[Event], current_lease_id: str) -> list[dict[str
             "lease_id": e.lease_id,
             "fence": e.fence,
             "ended": e.type.removeprefix("lease."),
-            "at": e.at,
+            "at": iso_ms(e.at),
             "outcome": e.data.get("outcome"),
             "error": e.data.get("error"),
         }

@@ -8,7 +8,7 @@ from typing import Any
 
 from tenure.core import authz
 from tenure.core.base import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS
-from tenure.core.classifier import VersionOps, check_settings
+from tenure.core.classifier import VersionOps, check_settings, require_settings
 from tenure.core.errors import Conflict, Unavailable, ValidationFailed
 from tenure.core.model import Event, Instance, Pool, Principal, Space
 from tenure.core.ports import INSTANCE_CEILING, Settings
@@ -77,6 +77,8 @@ class PoolOps(VersionOps):
                 self._back_off(attempt - 1)
             target = _changed(pool, changes)
             check_settings(target.kind, target.agent, target.classifier)
+            if set(changes) & set(VERSIONED):  # a pool made before they were required still patches
+                require_settings(target.kind, target.agent, target.classifier)
             check_rates(target.rates)
             settings = _settings({k: getattr(target, k) for k in changes})
             versioned = any(getattr(target, k) != getattr(pool, k) for k in VERSIONED)

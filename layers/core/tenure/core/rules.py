@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from tenure.core.errors import ValidationFailed
@@ -29,10 +30,38 @@ TOKEN_PREFIX = {"operator": "tnr_o_", "worker": "tnr_w_", "lease": "tnr_l_"}
 TOKEN_SHAPE = re.compile(r"tnr_[owl]_[A-Za-z0-9_.\-]{16,}")
 
 
+# What stands in a log line for a token it carried: one form for every kind of token, and
+# not itself token-shaped (a redacted line redacts to itself).
+REDACTED_TOKEN = "tnr_[redacted]"
+
+
 def refuse_tokens(document: Any, what: str) -> None:
     """Refuse a document that carries a raw token: it would be stored and shown to others."""
     if TOKEN_SHAPE.search(json.dumps(document)):
         raise ValidationFailed(f"{what} carries a Tenure token; tokens are never stored")
+
+
+def refuse_token_fields(fields: dict[str, str | None]) -> None:
+    """Refuse the first free-text field (by its name) whose value carries a raw token: one
+    rule for every text a caller stores and an operator reads back (a name, a reason, a host)."""
+    for name, value in fields.items():
+        if value and TOKEN_SHAPE.search(value):
+            raise ValidationFailed(f"{name}: carries a Tenure token; tokens are never stored")
+
+
+def redact_tokens(text: str) -> tuple[str, int]:
+    """The text with every token-shaped run replaced by REDACTED_TOKEN, and how many were.
+    For what a job printed: refusing the line would lose the job's log with the token."""
+    # A token never ends with a dot: one the run swallowed (the end of a sentence) is kept.
+    return TOKEN_SHAPE.subn(lambda m: REDACTED_TOKEN + m[0][len(m[0].rstrip(".")) :], text)
+
+
+def iso_ms(ms: int | None) -> str | None:
+    """A time as every API answer shows it: ISO 8601, UTC, to the millisecond."""
+    if ms is None:
+        return None
+    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def hash_token(raw: str) -> str:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from tenure.core import authz, ports, rules
 from tenure.core.base import ServiceBase
-from tenure.core.classifier import check_settings
+from tenure.core.classifier import check_settings, require_settings
 from tenure.core.errors import AlreadyExists, Unauthenticated, ValidationFailed
 from tenure.core.model import Pool, Principal, Space, Token, Workflow
 from tenure.core.usage import check_rates
@@ -38,6 +38,7 @@ class SetupOps(ServiceBase):
         authz.require_operator(actor, "admin", pool.space)
         self._space(pool.space)
         check_settings(pool.kind, pool.agent, pool.classifier)
+        require_settings(pool.kind, pool.agent, pool.classifier)
         check_rates(pool.rates)
         if len(self.store.list_pools()) >= ports.POOL_CAP:
             raise ValidationFailed(f"this instance already has {ports.POOL_CAP} pools")

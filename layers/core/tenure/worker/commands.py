@@ -12,7 +12,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 from tenure.worker.client import ApiError, Client, Unreachable
-from tenure.worker.pool_commands import add_pool_commands, condition_chip, display_names
+from tenure.worker.pool_commands import (
+    add_pool_commands,
+    condition_chip,
+    display_names,
+    kind_settings,
+)
 from tenure.worker.runner import Worker, WorkerOptions
 
 
@@ -206,6 +211,7 @@ def pools_create(args: argparse.Namespace) -> int:
     for key in ("max_active", "renew_seconds", "grace_seconds", "toleration_seconds", "on_expiry"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
+    body.update(kind_settings(args))
     _, answer = _operator(args).call("POST", "/pools", body)
     return _print(answer, args)
 
@@ -373,6 +379,9 @@ def add_commands(sub: Any) -> None:
     pc.add_argument("--grace-seconds", type=int)
     pc.add_argument("--toleration-seconds", type=int)
     pc.add_argument("--on-expiry", choices=["requeue", "fail"])
+    pc.add_argument("--model", help="agent pools (required there): the model")
+    pc.add_argument("--effort", help="agent pools: the effort")
+    pc.add_argument("--classifier", help="classifier pools (required there): {input, output}")
     pc.set_defaults(func=guarded(pools_create))
     add_pool_commands(psub, ssub, common)
 

@@ -37,10 +37,27 @@ def _pool_path(name: str, action: str = "") -> str:
     return f"/pools/{quote(name, safe='')}{action}"
 
 
+def kind_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """`agent` from --model/--effort and `classifier` from --classifier, as the body carries
+    them (an agent pool needs a model, a classifier pool its settings: DESIGN §12)."""
+    from tenure.worker.commands import UsageError, _json_arg
+
+    body: dict[str, Any] = {}
+    if args.model is not None or args.effort is not None:
+        if args.model is None:
+            raise UsageError("--effort needs --model (the agent settings go together)")
+        body["agent"] = {"model": args.model}
+        if args.effort is not None:
+            body["agent"]["effort"] = args.effort
+    if args.classifier is not None:
+        body["classifier"] = _json_arg(args.classifier, "--classifier")
+    return body
+
+
 def add_pool_commands(pools: Any, spaces: Any, common: Common) -> None:
     """Register the commands on the `pools` and `spaces` subparsers of worker.commands (whose
     helpers are imported here, at registration, once that module has loaded)."""
-    from tenure.worker.commands import UsageError, _json_arg, _operator, _table, guarded
+    from tenure.worker.commands import _operator, _table, guarded
     from tenure.worker.commands import _print as show
 
     operator, table = _operator, _table
@@ -70,14 +87,7 @@ def add_pool_commands(pools: Any, spaces: Any, common: Common) -> None:
             body["max_active"] = None
         if args.keeps_logs is not None:
             body["keeps_logs"] = args.keeps_logs == "yes"
-        if args.model is not None or args.effort is not None:
-            if args.model is None:
-                raise UsageError("--effort needs --model (the agent settings go together)")
-            body["agent"] = {"model": args.model}
-            if args.effort is not None:
-                body["agent"]["effort"] = args.effort
-        if args.classifier is not None:
-            body["classifier"] = _json_arg(args.classifier, "--classifier")
+        body.update(kind_settings(args))
         _, answer = operator(args).call("PATCH", _pool_path(args.name), body)
         return int(show(answer["pool"], args))
 

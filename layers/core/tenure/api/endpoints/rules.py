@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
-from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import AwareDatetime, ConfigDict, StringConstraints, field_validator
 
 from tenure.api import models as m
 from tenure.api import views as v
@@ -45,7 +45,7 @@ class EventPost(m.Strict):
 
     space: m.SpaceKey
     topic: Topic
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any]  # required (DESIGN §10): `{}` when the event carries nothing
     occurred_at: AwareDatetime | None = None
     event_id: EventId | None = None
 

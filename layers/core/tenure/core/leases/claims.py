@@ -49,6 +49,15 @@ class ClaimOps(WorkerOps, ClaimGate):
         host: str | None = None,
     ) -> Claimed | None:
         authz.require_worker(actor, pool_name)
+        # Each is stored and shown to operators (the worker list, exec_target, the timeline).
+        rules.refuse_token_fields(
+            {
+                "worker_id": worker_id,
+                "worker_version": worker_version,
+                "claim_id": claim_id,
+                "host": host,
+            }
+        )
         # Fresh, not the 30 s cache: a paused pool or an archived space hands out nothing,
         # and a ceiling just set counts, from the moment the change commits (three
         # consistent reads of small rows, 1 RU each, per claim call and per refresh).

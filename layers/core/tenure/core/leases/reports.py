@@ -108,6 +108,13 @@ class ReportOps(ClassifierOps, WorkerOps):
         here tells the pool and the token covers several, the heartbeat is 422 naming `pool`
         (nothing was renewed then: every lease it listed was refused)."""
         authz.require_worker(actor, None)
+        rules.refuse_token_fields(
+            {
+                "worker_id": worker_id,
+                "runtime.reason": (runtime or {}).get("reason"),
+                "credentials.reason": (credentials or {}).get("reason"),
+            }
+        )
         says = runtime is not None or credentials is not None
         if pool is None and says and actor.pools is not None and len(actor.pools) == 1:
             pool = actor.pools[0]

@@ -1,0 +1,45 @@
+"""`tenure local`'s flags: a value that cannot work is refused by argparse (exit 2, one line
+naming the flag) before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+from tenure.cli import parser
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "-0.5", "abc", "nan", "inf"])
+def test_a_sweep_interval_that_is_not_a_positive_number_is_refused(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        parser().parse_args(["local", f"--sweep-interval={value}"])
+    assert ended.value.code == 2
+    (error,) = [x for x in capsys.readouterr().err.splitlines() if "error:" in x]
+    assert "argument --sweep-interval" in error
+
+
+def test_a_positive_sweep_interval_and_the_default_are_kept() -> None:
+    assert parser().parse_args(["local", "--sweep-interval", "0.5"]).sweep_interval == 0.5
+    assert parser().parse_args(["local"]).sweep_interval == 60.0
+
+
+def test_a_port_that_is_not_a_number_is_refused_the_same_way(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as ended:
+        parser().parse_args(["local", "--port", "abc"])
+    assert ended.value.code == 2 and "argument --port" in capsys.readouterr().err
+
+
+def test_pools_create_carries_the_agent_or_classifier_settings_a_pool_of_that_kind_needs() -> None:
+    from tenure.worker.pool_commands import kind_settings
+
+    args = parser().parse_args(
+        ["pools", "create", "--name", "a", "--space", "OPS", "--kind", "agent", "--model", "m-1"]
+    )
+    assert kind_settings(args) == {"agent": {"model": "m-1"}}
+    args = parser().parse_args(
+        ["pools", "create", "--name", "c", "--space", "OPS", "--kind", "classifier",
+         "--classifier", '{"input": {"q": 1}}']
+    )  # fmt: skip
+    assert kind_settings(args) == {"classifier": {"input": {"q": 1}}}
