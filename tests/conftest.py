@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -129,9 +131,27 @@ def start_stack(
     raise RuntimeError(f"tenure local did not come up:\n{log.read_text()}")
 
 
-def stop_stack(stack: LocalStack) -> int:
-    stack.proc.send_signal(signal.SIGTERM)
+def stop_stack(stack: LocalStack, *, to_a_thread: bool = False) -> int:
+    """SIGTERM the stack and wait for it. `to_a_thread` hands the signal to one of its other
+    threads rather than letting the kernel pick (a stop must not depend on which thread the
+    kernel picks)."""
+    if to_a_thread:
+        _signal_a_thread(stack.proc.pid, signal.SIGTERM)
+    else:
+        stack.proc.send_signal(signal.SIGTERM)
     return stack.proc.wait(timeout=60)
+
+
+# tgkill(2): a signal for one thread of a process. The syscall's number by machine.
+_TGKILL = {"x86_64": 234, "aarch64": 131}
+
+
+def _signal_a_thread(pid: int, sig: int) -> None:
+    others = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
+    assert others, "the stack has only its main thread"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(_TGKILL[platform.machine()], pid, others[0], int(sig)) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill failed")
 
 
 @pytest.fixture(scope="session")

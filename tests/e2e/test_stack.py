@@ -193,8 +193,11 @@ def test_a_restarted_stack_finds_its_data_and_honours_the_tokens_it_issued(
         assert r.status_code == 200 and r.json()["lease"]["state"] == "completed", r.text
     finally:
         children.update(descendants(stack.proc.pid))
-        stop_stack(stack)
+        # This stop's SIGTERM goes to a thread other than the main one: the stack must stop
+        # all the same (it once slept through such a signal in an untimed wait).
+        exit_code = stop_stack(stack, to_a_thread=True)
         reap(children)
+    assert exit_code == 0
     secrets = {stopped.held.won["token"], stopped.worker_token, stopped.done.won["token"]}
     logs = [*stopped.data_dir.parent.glob("stack-*.log"), *stopped.data_dir.glob("*.log")]
     assert len(logs) >= 3, logs  # two runs of the stack, and DynamoDB Local's own

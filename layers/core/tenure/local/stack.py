@@ -27,6 +27,8 @@ TABLE = "tenure"
 STREAM_POLL_SECONDS = 0.2
 # Scheduler fires on whole minutes; a tick this often fires each time within seconds.
 SCHEDULER_TICK_SECONDS = 2.0
+# How often the main thread wakes to run a pending SIGTERM or SIGINT handler.
+SIGNAL_POLL_SECONDS = 0.5
 
 
 class StartFailed(RuntimeError):
@@ -275,7 +277,12 @@ def run(port: int, data_dir: Path, sweep_interval: float, reset: bool) -> int:
     starting = False
     try:
         _banner(info, stack.provisioned)
-        done.wait()
+        # A timed wait: CPython runs a signal's handler only in the main thread, and a SIGTERM
+        # the kernel hands to another thread does not wake a main thread blocked in an untimed
+        # wait, so the stack could sleep through its stop (seen: a stack alive minutes after
+        # SIGTERM, its main thread still in done.wait()).
+        while not done.wait(SIGNAL_POLL_SECONDS):
+            pass
     finally:
         print("stopping…", flush=True)
         clean = stack.stop()
