@@ -38,7 +38,10 @@ def stack_children() -> Iterator[dict[int, str]]:
     yield children
     left = reap(children)
     if left:
-        warnings.warn(f"the session stack left {len(left)} child processes running", stacklevel=1)
+        names = sorted({cmd.split(" -c ")[-1][:60] for cmd in left.values()})
+        warnings.warn(
+            f"the session stack left {len(left)} child processes running: {names}", stacklevel=1
+        )
 
 
 @pytest.fixture(scope="session")
