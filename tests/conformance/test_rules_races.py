@@ -107,7 +107,7 @@ def test_the_same_email_from_8_threads_mints_one_lease_per_matching_rule(rig: Ri
     data = {"from": "a@b.example", "to": ["help@example.com"], "cc": [], "subject": "Hi"}
 
     def receive(s: LeaseService) -> list[str]:
-        leases = s.receive_inbound("email.received", "ses:msg-1", 0, data, [], None)
+        leases = s.fire_inbound("email.received", "ses:msg-1", 0, data, [], None).leases
         return sorted(x.id for x in leases)
 
     answers = _race(rig, receive)

@@ -366,18 +366,22 @@ def test_an_email_from_any_space_matches_rules_of_every_space_by_recipient(rig: 
         ADMIN, "OTHER", "sales", "theirs", {"kind": "space"}, inbox_trigger(to="sales@example.com")
     )
     data = {"from": "a@b.c", "to": ["sales@example.com"], "cc": [], "subject": "quote"}
-    leases = rig.svc.receive_inbound("email.received", "ses:m1", rig.clock.now_ms(), data, [], None)
+    leases = rig.svc.fire_inbound(
+        "email.received", "ses:m1", rig.clock.now_ms(), data, [], None
+    ).leases
     assert [x.space for x in leases] == ["OTHER"]
-    again = rig.svc.receive_inbound("email.received", "ses:m1", rig.clock.now_ms(), data, [], None)
+    again = rig.svc.fire_inbound(
+        "email.received", "ses:m1", rig.clock.now_ms(), data, [], None
+    ).leases
     assert [x.id for x in again] == [x.id for x in leases]
-    bcc = rig.svc.receive_inbound(
+    bcc = rig.svc.fire_inbound(
         "email.received",
         "ses:m2",
         rig.clock.now_ms(),
         {**data, "to": []},
         ["support@example.com"],
         None,
-    )
+    ).leases
     assert [x.space for x in bcc] == [SPACE]
 
 

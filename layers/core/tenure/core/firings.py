@@ -92,9 +92,9 @@ class FiringOps(RulesOps):
             if seen is not None:
                 return self._leases_in_order(seen)
         occasion = f"event:{space}:{event_id}" if event_id is not None else None
-        leases = self.receive_inbound(
+        leases = self.fire_inbound(
             topic, occasion, occurred_at or self.clock.now_ms(), data, [], space
-        )
+        ).leases
         if event_id is None:
             return leases
         try:
@@ -103,17 +103,6 @@ class FiringOps(RulesOps):
             seen = self._rules.get_event_record(space, event_id) or []
             return self._leases_in_order(seen)
         return leases
-
-    def receive_inbound(
-        self,
-        topic: str,
-        occasion: str | None,
-        occurred_at: int,
-        data: dict[str, Any],
-        recipients: list[str],
-        space: str | None,
-    ) -> list[Lease]:
-        return self.fire_inbound(topic, occasion, occurred_at, data, recipients, space).leases
 
     def fire_inbound(
         self,
