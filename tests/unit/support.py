@@ -137,3 +137,25 @@ def make_lease(lease_id: str, at: int = T0, **kw: Any) -> Lease:
     }
     base.update(kw)
     return Lease(**base)
+
+
+def queued(rig: Rig) -> Lease:
+    """A new task's pending lease."""
+    _, lease = rig.task()
+    assert lease is not None
+    return lease
+
+
+def queued_code(rig: Rig, lease: Lease) -> str | None:
+    """The queued condition's code the lease reads now (None when it has none)."""
+    found = rig.svc.queued_condition_of(rig.lease(lease.id))
+    return found.code if found else None
+
+
+def with_artifacts(rig: Rig) -> Rig:
+    """The rig with in-memory attachments and logs (fake S3 and CloudWatch Logs)."""
+    from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
+
+    rig.svc.blobs = FakeBlobs()
+    rig.svc.log_sink = FakeLogSink()
+    return rig

@@ -9,22 +9,25 @@ from tenure.core.conditions import PoolFacts, queued_condition
 from tenure.core.model import Lease, Space
 from tenure.core.states import LeaseState
 
-from tests.unit.support import ADMIN, POOL, SPACE, WORKER, Rig, as_lease, make_lease
+from tests.unit.support import (
+    ADMIN,
+    POOL,
+    SPACE,
+    WORKER,
+    Rig,
+    as_lease,
+    make_lease,
+    queued,
+    queued_code,
+)
 
 REFUSING = {"state": "refusing", "reason": "docker daemon down"}
 UNREACHABLE = {"state": "unreachable", "reason": "vault sealed"}
 OK = {"state": "ok"}
 
 
-def _code(rig: Rig, lease: Lease) -> str | None:
-    found = rig.svc.queued_condition_of(rig.lease(lease.id))
-    return found.code if found else None
-
-
-def _queued(rig: Rig) -> Lease:
-    _, lease = rig.task()
-    assert lease is not None
-    return lease
+_code = queued_code
+_queued = queued
 
 
 def _say(rig: Rig, worker_id: str, **state: Any) -> None:

@@ -20,7 +20,7 @@ from tenure.core.retention import RECLAIM_STALL_MS
 from tenure.core.service import LeaseService
 
 from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
-from tests.unit.support import ADMIN, POOL, READER, SPACE, T0, WORKER, Rig, as_lease
+from tests.unit.support import ADMIN, POOL, READER, SPACE, T0, WORKER, Rig, as_lease, with_artifacts
 
 OTHER_SPACE_READER = Principal(kind="operator", token_id="tok-sec", role="read", spaces=("SEC",))
 OPS_READER = Principal(kind="operator", token_id="tok-ops", role="read", spaces=(SPACE,))
@@ -28,10 +28,7 @@ OPS_READER = Principal(kind="operator", token_id="tok-ops", role="read", spaces=
 
 @pytest.fixture
 def rig() -> Rig:
-    r = Rig()
-    r.svc.blobs = FakeBlobs()
-    r.svc.log_sink = FakeLogSink()
-    return r
+    return with_artifacts(Rig())
 
 
 def blobs(r: Rig) -> FakeBlobs:

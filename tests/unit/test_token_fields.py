@@ -11,8 +11,7 @@ from tenure.core import rules
 from tenure.core.errors import ValidationFailed
 from tenure.core.model import Principal
 
-from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
-from tests.unit.support import MEMBER, POOL, READER, WORKER, Rig, as_lease
+from tests.unit.support import MEMBER, POOL, READER, WORKER, Rig, as_lease, with_artifacts
 
 # One of each kind, shaped as the service mints them.
 OPERATOR_TOKEN = "tnr_o_Zx81bq0wLr5VJd2mH7eKcT4a"
@@ -22,10 +21,7 @@ COST = {"amount": 1, "currency": "USD", "status": "final"}
 
 @pytest.fixture
 def rig() -> Rig:
-    r = Rig()
-    r.svc.blobs = FakeBlobs()
-    r.svc.log_sink = FakeLogSink()
-    return r
+    return with_artifacts(Rig())
 
 
 def refused(field: str, call: Any, *args: Any, **kw: Any) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from tenure.core.errors import ValidationFailed
-from tenure.core.model import Lease, Principal
+from tenure.core.model import Principal
 
-from tests.unit.support import POOL, WORKER, Rig
+from tests.unit.support import POOL, WORKER, Rig, queued, queued_code
 from tests.unit.test_api_graph import http  # noqa: F401  (the fixture)
 
 REFUSING = {"state": "refusing", "reason": "docker daemon down"}
@@ -19,15 +19,8 @@ ONE_POOL = Principal(kind="worker", token_id="tok-worker", pools=(POOL,))
 TWO_POOLS = Principal(kind="worker", token_id="tok-worker", pools=(POOL, "other"))
 
 
-def _code(rig: Rig, lease: Lease) -> str | None:
-    found = rig.svc.queued_condition_of(rig.lease(lease.id))
-    return found.code if found else None
-
-
-def _queued(rig: Rig) -> Lease:
-    _, lease = rig.task()
-    assert lease is not None
-    return lease
+_code = queued_code
+_queued = queued
 
 
 def test_a_one_pool_token_holding_nothing_is_heard_for_its_pool(rig: Rig) -> None:
