@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,4 +169,16 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
     root = tmp_path_factory.mktemp("stack")
     stack = start_stack(root / "data", "tnr_o_e2e-" + uuid.uuid4().hex)
     yield stack
+    # The children are taken just before the stop and ended only after it: a reap before the
+    # stop (as this tier once did, its fixtures torn down in another order) kills a live
+    # stack's DynamoDB Local and workers and blames the stack for leaving them.
+    from tests.e2e.support import descendants, reap
+
+    children = descendants(stack.proc.pid)
     stop_stack(stack)
+    left = reap(children)
+    if left:
+        names = sorted({cmd.split(" -c ")[-1][:60] for cmd in left.values()})
+        warnings.warn(
+            f"the session stack left {len(left)} processes running: {names}", stacklevel=1
+        )

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import LocalStack
-from tests.e2e.support import Api, Recorder, World, descendants, reap, suffix
+from tests.e2e.support import Api, Recorder, World, suffix
 
 # Held leases that stay healthy all session. The sweeper holds back a pass that would expire
 # most of the held leases at once (it looks like the service's own fault, not the workers'),
@@ -31,23 +30,7 @@ def recorder() -> Recorder:
 
 
 @pytest.fixture(scope="session")
-def stack_children() -> Iterator[dict[int, str]]:
-    """The session stack's child processes, ended after the stack was stopped if they outlive
-    it (so a stack that leaks DynamoDB Local on SIGTERM does not leak it from this tier)."""
-    children: dict[int, str] = {}
-    yield children
-    left = reap(children)
-    if left:
-        names = sorted({cmd.split(" -c ")[-1][:60] for cmd in left.values()})
-        warnings.warn(
-            f"the session stack left {len(left)} child processes running: {names}", stacklevel=1
-        )
-
-
-@pytest.fixture(scope="session")
-def api(
-    stack_children: dict[int, str], local_stack: LocalStack, recorder: Recorder
-) -> Iterator[Api]:
+def api(local_stack: LocalStack, recorder: Recorder) -> Iterator[Api]:
     api = Api(local_stack.base, local_stack.admin_token, recorder)
     with api.admin() as admin:
         world = World(api, admin, f"BALLAST_{suffix()}")
@@ -58,9 +41,7 @@ def api(
             for n in range(BALLAST_LEASES):
                 world.task(pool=pool)
                 world.claim(worker, pool, worker_id=f"ballast-{n}")
-    stack_children.update(descendants(local_stack.proc.pid))
     yield api
-    stack_children.update(descendants(local_stack.proc.pid))
 
 
 @pytest.fixture
