@@ -3,6 +3,7 @@ route registers with the statuses it answers, and how leases render."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -132,9 +133,18 @@ def _answers(ok: int, model: type[BaseModel] | None, *codes: int) -> dict[int, O
 
 
 def op(
-    method: str, rule: str, ok: int, model: type[BaseModel] | None, *codes: int, extra: int = 0
+    method: str,
+    rule: str,
+    ok: int,
+    model: type[BaseModel] | None,
+    *codes: int,
+    extra: int = 0,
+    raw: bool = False,
 ) -> Any:
-    """Register a route of the table in api/routes.py with the statuses it answers."""
+    """Register a route of the table in api/routes.py with the statuses it answers. A `raw`
+    route answers stored bytes as they are: Powertools' response validation would otherwise
+    run them through its JSON encoder, which reads bytes as UTF-8 (a binary attachment was a
+    500), so its handler's return type is hidden from the resolver."""
     audience = ROUTES[(method, rule)]
     public = audience == "public"
     answers = _answers(ok, model, *codes, *(() if public else _ALWAYS))
@@ -154,6 +164,9 @@ def op(
     def decorate(func: Callable[..., Any]) -> Any:
         if not public:
             HANDLERS[(method, rule)] = func
+        if raw:
+            shown = inspect.signature(func).replace(return_annotation=inspect.Signature.empty)
+            func.__signature__ = shown  # type: ignore[attr-defined]
         return register(func)
 
     return decorate

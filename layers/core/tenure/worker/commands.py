@@ -254,9 +254,14 @@ def _print(answer: Any, args: argparse.Namespace) -> int:
     if getattr(args, "output", "table") == "json" or not isinstance(answer, dict):
         print(json.dumps(answer, indent=2))
         return 0
-    record = answer.get("lease") or answer.get("task") or answer
-    if "lease" in answer and "task" in answer and answer["task"]:
-        record = answer["task"]
+    # An answer wrapping a lease or a task prints that record (the task when it has both);
+    # a field that merely has one of those names (inspect's "task": "OPS-1 ready") is a field.
+    lease, task = answer.get("lease"), answer.get("task")
+    record = answer
+    if isinstance(task, dict) and task and ("lease" in answer or not lease):
+        record = task
+    elif isinstance(lease, dict) and lease:
+        record = lease
     width = max((len(k) for k in record), default=0)
     for key, value in record.items():
         if key == "token":

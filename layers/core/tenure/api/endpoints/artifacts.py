@@ -83,7 +83,15 @@ def list_attachments(lease_id: str) -> Response[Any]:
     return json_answer({"attachments": [v.attachment_view(a) for a in found]})
 
 
-@op("GET", f"{BASE}/leases/<lease_id>/attachments/<attachment_id>", 200, None, 404, extra=302)
+@op(
+    "GET",
+    f"{BASE}/leases/<lease_id>/attachments/<attachment_id>",
+    200,
+    None,
+    404,
+    extra=302,
+    raw=True,
+)
 def fetch_attachment(lease_id: str, attachment_id: str) -> Response[Any]:
     got = svc().fetch_attachment(actor(), lease_id, attachment_id)
     if got.url is not None:

@@ -1,0 +1,48 @@
+"""The CLI's table output: an answer wrapping a lease or a task prints that record; a field
+that merely has one of those names is printed as a field (`tenure inspect` crashed on its
+`task` line)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import pytest
+from tenure.worker import graph_commands
+from tenure.worker.commands import _print
+
+TABLE = argparse.Namespace(output="table")
+
+
+def test_a_wrapped_task_or_lease_is_the_record_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    _print({"task": {"key": "OPS-1", "status": "ready"}, "lease": None}, TABLE)
+    assert capsys.readouterr().out.split() == ["key", "OPS-1", "status", "ready"]
+    _print({"lease": {"id": "lease_1", "state": "pending"}}, TABLE)
+    assert capsys.readouterr().out.split() == ["id", "lease_1", "state", "pending"]
+    _print({"task": {"key": "OPS-2"}, "lease": {"id": "lease_2"}}, TABLE)
+    assert capsys.readouterr().out.split() == ["key", "OPS-2"]
+
+
+def test_inspect_prints_its_lines_as_a_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answer: dict[str, Any] = {
+        "task": {"key": "OPS-7", "status": "queued"},
+        "current_lease": {"id": "lease_7", "state": "pending"},
+        "next_action": "claim_available",
+        "scheduler": {"paused": False},
+        "diagnostics": {"reachable_workers": 1},
+        "recent_events": [{"type": "lease.created"}],
+        "as_of": "2026-11-30T00:00:00Z",
+    }
+
+    class Operator:
+        def call(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
+            return 200, answer
+
+    monkeypatch.setattr(graph_commands, "_operator", lambda args: Operator())
+    assert graph_commands.inspect(argparse.Namespace(id="OPS-7", output="table")) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any(line.split() == ["task", "OPS-7", "queued"] for line in out), out
+    assert any(line.split() == ["current_lease", "lease_7", "pending"] for line in out), out
+    assert any(line.startswith("next_action") and "claim_available" in line for line in out)
