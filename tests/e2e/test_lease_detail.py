@@ -169,6 +169,17 @@ def test_inline_attachments_and_their_limit(world: World) -> None:
     att_id = r.json()["attachment"]["id"]
     got = world.admin.get(f"/leases/{held.id}/attachments/{att_id}")
     assert got.content == b"hello" and got.headers["content-type"].startswith("text/plain")
+    binary = bytes(range(256)) * 4  # not UTF-8: once a 500 from the response validation
+    r = held.lease.post(
+        f"/leases/{held.id}/attachments",
+        json={
+            "filename": "blob.bin",
+            "content_type": "application/octet-stream",
+            "content_base64": base64.b64encode(binary).decode(),
+        },
+    )
+    got = world.admin.get(f"/leases/{held.id}/attachments/{r.json()['attachment']['id']}")
+    assert got.status_code == 200 and got.content == binary, got.text[:200]
     big = base64.b64encode(b"x" * (1024 * 1024 + 1)).decode()
     r = held.lease.post(
         f"/leases/{held.id}/attachments",
