@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.rules_support import FakeSchedules
 from tests.unit.support import Rig
 
 
 @pytest.fixture
 def rig() -> Rig:
     return Rig()
+
+
+@pytest.fixture
+def schedules(rig: Rig) -> FakeSchedules:
+    """The rig's service with an in-memory EventBridge Scheduler."""
+    fake = FakeSchedules()
+    rig.svc.schedules = fake
+    return fake

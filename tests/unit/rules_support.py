@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenure.core.rule import Rule
+
+from tests.unit.support import ADMIN, POOL, SPACE, Rig
+
 
 @dataclass
 class FakeSchedules:
@@ -34,3 +38,14 @@ def inbox_trigger(**match: str) -> dict[str, Any]:
 
 TASK_SUBJECT = {"kind": "task", "title": "Reply to {from}: {subject}", "body": "from the inbox"}
 NIGHTLY = {"schedule": "cron(0 2 * * ? *)", "timezone": "Europe/Paris"}
+
+
+def make_rule(rig: Rig, name: str = "inbox", **kw: Any) -> Rule:
+    """An inbound rule of OPS minting a task in `builders` for mail to support@ (kw overrides)."""
+    args: dict[str, Any] = {
+        "pool": POOL,
+        "subject": TASK_SUBJECT,
+        "trigger": inbox_trigger(to="support@example.com"),
+        **kw,
+    }
+    return rig.svc.create_rule(ADMIN, SPACE, name, **args)

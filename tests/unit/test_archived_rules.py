@@ -5,36 +5,17 @@ rules fire again."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 from tenure.core.errors import InvalidTransition
 from tenure.core.firings import ARCHIVED_SKIPS
 from tenure.core.model import Pool
-from tenure.core.rule import Rule
 from tenure.core.states import PoolKind
 
-from tests.unit.rules_support import TASK_SUBJECT, FakeSchedules, inbox_trigger
-from tests.unit.support import ADMIN, MEMBER, POOL, SPACE, Rig
+from tests.unit.rules_support import FakeSchedules, inbox_trigger, make_rule
+from tests.unit.support import ADMIN, MEMBER, SPACE, Rig
 
 AT = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def schedules(rig: Rig) -> FakeSchedules:
-    fake = FakeSchedules()
-    rig.svc.schedules = fake
-    return fake
-
-
-def _rule(rig: Rig, name: str = "inbox", **kw: Any) -> Rule:
-    args: dict[str, Any] = {
-        "pool": POOL,
-        "subject": TASK_SUBJECT,
-        "trigger": inbox_trigger(to="support@example.com"),
-        **kw,
-    }
-    return rig.svc.create_rule(ADMIN, SPACE, name, **args)
 
 
 def _nothing_minted(rig: Rig) -> bool:
@@ -42,7 +23,7 @@ def _nothing_minted(rig: Rig) -> bool:
 
 
 def test_fire_in_an_archived_space_is_an_invalid_transition_and_mints_nothing(rig: Rig) -> None:
-    rule = _rule(rig)
+    rule = make_rule(rig)
     rig.svc.archive_space(ADMIN, SPACE)
     with pytest.raises(InvalidTransition, match="archived"):
         rig.svc.fire_rule(MEMBER, rule.id)
@@ -52,7 +33,7 @@ def test_fire_in_an_archived_space_is_an_invalid_transition_and_mints_nothing(ri
 
 
 def test_an_event_skips_the_rules_of_an_archived_space(rig: Rig) -> None:
-    _rule(rig, trigger={"topic": "deploy.finished"})
+    make_rule(rig, trigger={"topic": "deploy.finished"})
     rig.svc.archive_space(ADMIN, SPACE)
     assert rig.svc.post_event(MEMBER, SPACE, "deploy.finished", {}, None, None) == []
     assert _nothing_minted(rig) and rig.svc.counters[ARCHIVED_SKIPS] == 1
@@ -61,7 +42,7 @@ def test_an_event_skips_the_rules_of_an_archived_space(rig: Rig) -> None:
 
 
 def test_an_email_fires_the_live_spaces_rules_and_names_the_archived_ones(rig: Rig) -> None:
-    live = _rule(rig)
+    live = make_rule(rig)
     rig.svc.create_space(ADMIN, "OLD", "Old", None)
     rig.svc.create_pool(ADMIN, Pool(name="old", space="OLD", kind=PoolKind.COMMAND, created_at=0))
     old = rig.svc.create_rule(
@@ -87,7 +68,7 @@ def test_an_email_fires_the_live_spaces_rules_and_names_the_archived_ones(rig: R
 def test_a_schedule_of_an_archived_space_fires_nothing_until_unarchived(
     rig: Rig, schedules: FakeSchedules
 ) -> None:
-    rule = _rule(rig, "nightly", trigger={"schedule": "rate(1 hour)"})
+    rule = make_rule(rig, "nightly", trigger={"schedule": "rate(1 hour)"})
     rig.svc.archive_space(ADMIN, SPACE)
     assert rig.svc.fire_scheduled(rule.id, AT) is None
     assert _nothing_minted(rig) and rig.svc.counters[ARCHIVED_SKIPS] == 1
@@ -100,7 +81,7 @@ def test_a_rule_can_still_be_made_in_an_archived_space_and_fires_once_unarchived
 ) -> None:
     # A rule is configuration, not work: the space refuses what it would mint, not the rule.
     rig.svc.archive_space(ADMIN, SPACE)
-    rule = _rule(rig)
+    rule = make_rule(rig)
     with pytest.raises(InvalidTransition):
         rig.svc.fire_rule(MEMBER, rule.id)
     rig.svc.unarchive_space(ADMIN, SPACE)

@@ -11,26 +11,8 @@ from tenure.core.model import Pool
 from tenure.core.rule import Rule
 from tenure.core.states import LeaseState, PoolKind, SubjectKind
 
-from tests.unit.rules_support import NIGHTLY, TASK_SUBJECT, FakeSchedules, inbox_trigger
+from tests.unit.rules_support import NIGHTLY, FakeSchedules, inbox_trigger, make_rule
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, Rig, as_lease
-
-
-@pytest.fixture
-def schedules(rig: Rig) -> FakeSchedules:
-    fake = FakeSchedules()
-    rig.svc.schedules = fake
-    return fake
-
-
-def make_rule(rig: Rig, name: str = "inbox", **kw: Any) -> Rule:
-    args: dict[str, Any] = {
-        "pool": POOL,
-        "subject": TASK_SUBJECT,
-        "trigger": inbox_trigger(to="support@example.com"),
-        **kw,
-    }
-    return rig.svc.create_rule(ADMIN, SPACE, name, **args)
-
 
 # ------------------------------------------------------------------------------ manage
 
