@@ -27,7 +27,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy layers/core/tenure functions
+	$(BIN)/mypy layers/core/tenure packages/worker/tenure_worker packages/cli/tenure_cli functions
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

@@ -18,12 +18,17 @@ from pathlib import Path
 import httpx
 import pytest
 from tenure import wiring
+from tenure.app.tenure import LeaseService
 from tenure.config import local_settings
-from tenure.core.model import Principal
-from tenure.core.service import LeaseService
-from tenure.local.engines import DynamoDBLocal, EngineUnavailable, free_port, use_local_credentials
-from tenure.local.streams import StreamPump
+from tenure.domain.model import Principal
 from tenure.store.dynamo import DynamoStore
+from tenure_cli.local.engines import (
+    DynamoDBLocal,
+    EngineUnavailable,
+    free_port,
+    use_local_credentials,
+)
+from tenure_cli.local.streams import StreamPump
 
 ADMIN = Principal(kind="operator", token_id="test-admin", role="admin")
 WORKER = Principal(kind="worker", token_id="test-worker")
@@ -108,7 +113,7 @@ def start_stack(
     args += ["--sweep-interval", str(sweep_interval), *extra]
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tenure.cli", *args],
+            [sys.executable, "-m", "tenure_cli", *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=environ,
@@ -159,7 +164,7 @@ def _signal_a_thread(pid: int, sig: int) -> None:
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     use_local_credentials()
     try:
-        from tenure.local.engines import install_dynamodb_local, java_available
+        from tenure_cli.local.engines import install_dynamodb_local, java_available
 
         if not java_available():
             raise EngineUnavailable("java is not installed")

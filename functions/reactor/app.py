@@ -3,8 +3,8 @@
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from tenure.reactor import handle
 from tenure.tracing import traced
+from tenure.triggers.stream import handle
 
 
 @traced

@@ -7,7 +7,7 @@ tests/aws/test_samples.py. Run: .venv/bin/python samplesources/api/regenerate.py
 import json
 from pathlib import Path
 
-from tenure.local.frontdoor import to_event
+from tenure_cli.local.frontdoor import to_event
 
 HERE = Path(__file__).parent
 ROUTES = [

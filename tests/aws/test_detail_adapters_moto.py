@@ -11,11 +11,11 @@ import boto3
 import pytest
 from moto import mock_aws
 from tenure import wiring
-from tenure.core.errors import ValidationFailed
-from tenure.core.ports import LogLine
-from tenure.local.engines import use_local_credentials
+from tenure.app.ports import LogLine
+from tenure.domain.errors import ValidationFailed
 from tenure.store.blobs import S3Blobs
 from tenure.store.logs import EVENT_BYTES, CloudWatchLogSink
+from tenure_cli.local.engines import use_local_credentials
 
 REGION = "us-east-1"
 GROUP = "/tenure/test/LeaseLogs"

@@ -18,8 +18,8 @@ import pytest
 from moto import mock_aws
 from tenure import wiring
 from tenure.config import export
-from tenure.local.engines import use_local_credentials
-from tenure.local.lambda_host import _Context
+from tenure_cli.local.engines import use_local_credentials
+from tenure_cli.local.lambda_host import _Context
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = sorted(p.parent.name for p in (ROOT / "functions").glob("*/app.py"))

@@ -14,15 +14,15 @@ import boto3
 import pytest
 from moto import mock_aws
 from tenure import wiring
+from tenure.app.tenure import LeaseService
 from tenure.config import export
-from tenure.core.model import Pool, Principal
-from tenure.core.service import LeaseService
-from tenure.core.states import PoolKind
-from tenure.inbound import handler
-from tenure.local.email_send import send
-from tenure.local.engines import use_local_credentials
-from tenure.local.inbound_poller import InboundPoller
+from tenure.domain.model import Pool, Principal
+from tenure.domain.states import PoolKind
 from tenure.store.rules_store import DynamoRuleStore
+from tenure.triggers.inbound import handler
+from tenure_cli.local.email_send import send
+from tenure_cli.local.engines import use_local_credentials
+from tenure_cli.local.inbound_poller import InboundPoller
 
 ADMIN = Principal(kind="operator", token_id="t-admin", role="admin")
 EMAIL = Path(__file__).resolve().parents[2] / "samplesources" / "email"

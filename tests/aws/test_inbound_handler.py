@@ -14,13 +14,13 @@ import boto3
 import pytest
 from moto import mock_aws
 from tenure import wiring
+from tenure.app.tenure import LeaseService
 from tenure.config import export
-from tenure.core.model import Pool, Principal
-from tenure.core.service import LeaseService
-from tenure.core.states import PoolKind
-from tenure.inbound import handler
-from tenure.local.engines import use_local_credentials
+from tenure.domain.model import Pool, Principal
+from tenure.domain.states import PoolKind
 from tenure.store.rules_store import DynamoRuleStore
+from tenure.triggers.inbound import handler
+from tenure_cli.local.engines import use_local_credentials
 
 ADMIN = Principal(kind="operator", token_id="t-admin", role="admin")
 ROOT = Path(__file__).resolve().parents[2] / "samplesources"
@@ -217,7 +217,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_every_sample_eml_replays_from_s3_to_a_lease_with_its_trigger(aws: Aws, name: str) -> None:
-    from tenure.local.email_send import notification
+    from tenure_cli.local.email_send import notification
 
     _inbox(aws, "OPS", "triage", "intake@inbound.tenure.example")
     raw = (ROOT / "email" / name).read_bytes()

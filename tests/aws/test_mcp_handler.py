@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tenure.local.frontdoor import to_event
-from tenure.local.lambda_host import _Context
+from tenure_cli.local.frontdoor import to_event
+from tenure_cli.local.lambda_host import _Context
 
 from tests.aws.test_function_handlers import ADMIN_TOKEN, authorizer_event, load, service
 

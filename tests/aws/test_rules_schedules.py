@@ -12,15 +12,16 @@ from pathlib import Path
 import boto3
 import pytest
 from moto import mock_aws
-from tenure import scheduler, wiring
+from tenure import wiring
+from tenure.app.tenure import LeaseService
 from tenure.config import export
-from tenure.core.model import Pool, Principal
-from tenure.core.service import LeaseService
-from tenure.core.states import PoolKind
-from tenure.local.engines import use_local_credentials
-from tenure.local.scheduler_loop import SchedulerLoop
+from tenure.domain.model import Pool, Principal
+from tenure.domain.states import PoolKind
 from tenure.store.rules_store import DynamoRuleStore
 from tenure.store.schedules import EventBridgeSchedules
+from tenure.triggers import schedule as scheduler
+from tenure_cli.local.engines import use_local_credentials
+from tenure_cli.local.scheduler_loop import SchedulerLoop
 
 ADMIN = Principal(kind="operator", token_id="t-admin", role="admin")
 TARGET = "arn:aws:lambda:us-east-1:123456789012:function:tenure-SchedulerFunction"

@@ -13,9 +13,9 @@ import pytest
 from moto import mock_aws
 from tenure import wiring
 from tenure.config import export
-from tenure.local.engines import use_local_credentials
-from tenure.local.lambda_host import invoke
-from tenure.local.streams import StreamPump
+from tenure_cli.local.engines import use_local_credentials
+from tenure_cli.local.lambda_host import invoke
+from tenure_cli.local.streams import StreamPump
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samplesources" / "api"
 ADMIN_TOKEN = "tnr_o_sample-admin-" + uuid.uuid4().hex

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from moto import mock_aws
-from tenure.core.service import LeaseService
-from tenure.local.engines import use_local_credentials
-from tenure.local.streams import StreamPump
+from tenure.app.tenure import LeaseService
 from tenure.store.dynamo import DynamoStore
 from tenure.wiring import ManualClock, RandomIds, SystemClock
+from tenure_cli.local.engines import use_local_credentials
+from tenure_cli.local.streams import StreamPump
 
 from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream

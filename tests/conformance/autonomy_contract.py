@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure.core.model import Task
-from tenure.core.ports import Change, GraphOp
-from tenure.core.states import EndReason, LeaseState, TaskStatus
-from tenure.core.tasks import TaskLinks
+from tenure.app.ports import Change, GraphOp
+from tenure.app.tasks.filing import TaskLinks
+from tenure.domain.model import Task
+from tenure.domain.states import EndReason, LeaseState, TaskStatus
 
 from tests.conformance.contract import ALPHA, SPACE, ContractRig, MakeRig, make_world
 from tests.conftest import ADMIN, WORKER, lease_principal

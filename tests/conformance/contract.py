@@ -14,9 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import pytest
-from tenure.core.errors import AlreadyExists, Conflict, NotFound, StaleLease, ValidationFailed
-from tenure.core.model import Event, Lease, Pool, Task, Token, Worker, Workflow
-from tenure.core.ports import (
+from tenure.app.ports import (
     WORKER_RETENTION_S,
     Change,
     ClaimRecord,
@@ -25,10 +23,12 @@ from tenure.core.ports import (
     Store,
     SweeperState,
 )
-from tenure.core.rules import hash_token
-from tenure.core.service import Claimed, LeaseService
-from tenure.core.states import LeaseState, PoolKind
-from tenure.reactor import react
+from tenure.app.tenure import Claimed, LeaseService
+from tenure.domain.errors import AlreadyExists, Conflict, NotFound, StaleLease, ValidationFailed
+from tenure.domain.fencing import hash_token
+from tenure.domain.model import Event, Lease, Pool, Task, Token, Worker, Workflow
+from tenure.domain.states import LeaseState, PoolKind
+from tenure.triggers.stream import react
 from tenure.wiring import ManualClock
 
 from tests.conftest import ADMIN, WORKER, lease_principal

@@ -4,8 +4,8 @@ run on the fake, moto and DynamoDB Local beside contract.py, so the three cannot
 from __future__ import annotations
 
 import pytest
-from tenure.core.errors import CeilingReached, Conflict
-from tenure.core.ports import Attachment
+from tenure.app.ports import Attachment
+from tenure.domain.errors import CeilingReached, Conflict
 
 from tests.conformance.contract import ALPHA, MakeRig, claim, enqueue, stored, timeline_of, world
 from tests.conftest import lease_principal

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure import reactor
-from tenure.core.errors import Conflict
-from tenure.core.model import Task
-from tenure.core.ports import Change, GraphOp
-from tenure.core.tasks import TaskLinks
+from tenure.app.ports import Change, GraphOp
+from tenure.app.tasks.filing import TaskLinks
+from tenure.domain.errors import Conflict
+from tenure.domain.model import Task
+from tenure.triggers import stream as reactor
 
 from tests.conformance.contract import ALPHA, SPACE, ContractRig, MakeRig, make_world
 from tests.conftest import ADMIN, WORKER, lease_principal

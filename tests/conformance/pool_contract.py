@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tenure.core.errors import CeilingReached, Conflict, NotFound
-from tenure.core.model import Instance, PoolVersion
-from tenure.core.ports import INSTANCE_CEILING, Ceiling, Change, LeaseWrite, Settings
-from tenure.core.states import OnExpiry
+from tenure.app.ports import INSTANCE_CEILING, Ceiling, Change, LeaseWrite, Settings
+from tenure.domain.errors import CeilingReached, Conflict, NotFound
+from tenure.domain.model import Instance, PoolVersion
+from tenure.domain.states import OnExpiry
 
 from tests.conformance.contract import ALPHA, SPACE, MakeRig, claim, enqueue, world
 

@@ -4,11 +4,11 @@ fake, moto and DynamoDB Local by the same modules that run contract.py."""
 from __future__ import annotations
 
 import pytest
-from tenure.core.errors import ValidationFailed
-from tenure.core.model import Task
-from tenure.core.ports import TaskPage
-from tenure.core.states import LeaseState, TaskStatus
-from tenure.core.tasks import TaskLinks
+from tenure.app.ports import TaskPage
+from tenure.app.tasks.filing import TaskLinks
+from tenure.domain.errors import ValidationFailed
+from tenure.domain.model import Task
+from tenure.domain.states import LeaseState, TaskStatus
 
 from tests.conformance.contract import (
     ALPHA,

@@ -10,9 +10,9 @@ import time
 from collections import Counter
 from typing import Any
 
-from tenure.core.model import Lease
-from tenure.core.service import Claimed, LeaseService
-from tenure.core.states import LeaseState
+from tenure.app.tenure import Claimed, LeaseService
+from tenure.domain.model import Lease
+from tenure.domain.states import LeaseState
 
 from tests.conformance.contract import ALPHA, BETA, SPACE, TOLERATION_MS, make_world
 from tests.conformance.test_races import real_time_service, run_threads, seed

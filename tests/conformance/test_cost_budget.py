@@ -14,9 +14,9 @@ from datetime import date
 from typing import Any
 
 import pytest
-from tenure.benches import cost, prices
-from tenure.benches.rig import Rig
-from tenure.local.engines import DynamoDBLocal
+from tenure_cli.bench import cost, prices
+from tenure_cli.bench.rig import Rig
+from tenure_cli.local.engines import DynamoDBLocal
 
 STILL_ABOVE = "issue 16: write units per lease are still above the target of 12 (see README, Cost)"
 # What the small run measures now, all in (the target above is not met yet): a ratchet, so a
@@ -85,7 +85,7 @@ def test_the_lifecycle_bench_names_every_write_and_what_it_cost(ddb_local: Dynam
     # `tenure bench lifecycle` lists each step's writes (rows touched, table and index units):
     # the lines must add up to what the step consumed, so the breakdown the README quotes
     # cannot drift from the figure it explains.
-    from tenure.bench import measure_lifecycle
+    from tenure_cli.bench.command import measure_lifecycle
 
     steps = measure_lifecycle(ddb_local.endpoint, f"life-{uuid.uuid4().hex[:8]}")["steps"]
     for name in ("create_and_enqueue", "claim", "start", "complete", "claim_with_claim_id"):

@@ -8,15 +8,15 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tenure import reactor
-from tenure.core.errors import TenureError
-from tenure.core.model import Task
-from tenure.core.service import LeaseService
-from tenure.core.states import LeaseState, TaskStatus
-from tenure.core.tasks import TaskLinks
-from tenure.local.streams import StreamPump
+from tenure.app.tasks.filing import TaskLinks
+from tenure.app.tenure import LeaseService
+from tenure.domain.errors import TenureError
+from tenure.domain.model import Task
+from tenure.domain.states import LeaseState, TaskStatus
 from tenure.store.dynamo import load_image
+from tenure.triggers import stream as reactor
 from tenure.wiring import RandomIds, SystemClock
+from tenure_cli.local.streams import StreamPump
 
 from tests.conformance.contract import ALPHA, SPACE, make_world
 from tests.conftest import ADMIN, WORKER, Rig, lease_principal

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 from tenure.api.views import lease_view
-from tenure.core.errors import Conflict, StaleLease, TenureError
-from tenure.core.model import Lease
-from tenure.core.ports import Change
-from tenure.core.rules import hash_token
-from tenure.core.service import Claimed, LeaseService
-from tenure.core.states import REPORTABLE, EndReason, LeaseState
+from tenure.app.ports import Change
+from tenure.app.tenure import Claimed, LeaseService
+from tenure.domain.errors import Conflict, StaleLease, TenureError
+from tenure.domain.fencing import hash_token
+from tenure.domain.model import Lease
+from tenure.domain.states import REPORTABLE, EndReason, LeaseState
 from tenure.store.dynamo import DynamoStore
 from tenure.wiring import RandomIds, SystemClock
 

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from tenure.core.errors import AlreadyExists, Conflict
-from tenure.core.model import Pool, Principal
-from tenure.core.service import LeaseService
-from tenure.core.states import PoolKind
-from tenure.inbound.service import InboundEmail
-from tenure.local.email_send import notification
+from tenure.app.tenure import LeaseService
+from tenure.domain.errors import AlreadyExists, Conflict
+from tenure.domain.model import Pool, Principal
+from tenure.domain.states import PoolKind
 from tenure.store.rules_store import DynamoRuleStore
+from tenure.triggers.inbound.service import InboundEmail
 from tenure.wiring import RandomIds, SystemClock
+from tenure_cli.local.email_send import notification
 
 from tests.conftest import ADMIN, Rig
 

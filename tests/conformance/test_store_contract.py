@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import boto3
 import pytest
-from tenure.local.engines import DynamoDBLocal
+from tenure_cli.local.engines import DynamoDBLocal
 
 from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream

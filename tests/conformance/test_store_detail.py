@@ -7,7 +7,7 @@ import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from tenure.core.ports import LogLine
+from tenure.app.ports import LogLine
 
 from tests.conformance.contract import ALPHA, make_world
 from tests.conformance.contract_detail import DetailContract

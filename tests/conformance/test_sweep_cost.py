@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from boto3.dynamodb.types import TypeSerializer
-from tenure.core.model import Lease
-from tenure.core.states import LeaseState, SubjectKind
-from tenure.core.sweeper import SweepReport, sweep_once
+from tenure.app.sweep import SweepReport, sweep_once
+from tenure.domain.model import Lease
+from tenure.domain.states import LeaseState, SubjectKind
 from tenure.store import keys
 from tenure.store.dynamo import DynamoStore, _lease_row
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
-from tenure.local.engines import use_local_credentials
+from tenure_cli.local.engines import use_local_credentials
 
 from tests.conftest import LocalStack
 from tests.e2e.support import (

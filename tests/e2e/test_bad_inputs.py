@@ -16,8 +16,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import pytest
 from tenure.api.routes import ROUTES
-from tenure.core.documents import MAX_DEPTH
-from tenure.local.frontdoor import MAX_EVENT_BYTES
+from tenure.domain.documents import MAX_DEPTH
+from tenure_cli.local.frontdoor import MAX_EVENT_BYTES
 
 from tests.e2e.codes import DOCUMENTED
 from tests.e2e.support import Held, World, assert_error

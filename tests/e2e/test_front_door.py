@@ -9,8 +9,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from tenure.local.engines import free_port
-from tenure.local.frontdoor import MAX_BODY_BYTES, FrontDoor
+from tenure_cli.local.engines import free_port
+from tenure_cli.local.frontdoor import MAX_BODY_BYTES, FrontDoor
 
 from tests.conftest import LocalStack
 

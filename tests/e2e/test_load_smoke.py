@@ -4,7 +4,7 @@ with no error. The two-minute, 64-worker run is `make load`; its figures are in 
 
 from __future__ import annotations
 
-from tenure import load
+from tenure_cli.bench import load
 
 from tests.e2e.support import Api
 

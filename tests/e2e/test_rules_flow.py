@@ -51,7 +51,7 @@ def test_an_eml_sent_like_ses_becomes_a_claimed_lease_with_its_trigger(
         [
             sys.executable,
             "-m",
-            "tenure.cli",
+            "tenure_cli.main",
             "email",
             "send",
             str(EMAIL / "multipart-attachments.eml"),
@@ -165,7 +165,7 @@ def _tenure(local_stack: LocalStack, *args: str, stdin: str | None = None) -> st
     env = {**os.environ, "TENURE_API": local_stack.base.removesuffix("/api/v1")}
     env["TENURE_TOKEN"] = local_stack.admin_token
     done = subprocess.run(
-        [sys.executable, "-m", "tenure.cli", *args],
+        [sys.executable, "-m", "tenure_cli", *args],
         input=stdin,
         capture_output=True,
         text=True,

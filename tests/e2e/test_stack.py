@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 import boto3
 import pytest
-from tenure.local.engines import use_local_credentials
-from tenure.local.provision import STACK_RESOURCES
+from tenure_cli.local.engines import use_local_credentials
+from tenure_cli.local.provision import STACK_RESOURCES
 
 from tests.conftest import LocalStack, start_stack, stop_stack
 from tests.e2e.support import (

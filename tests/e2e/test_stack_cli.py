@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 import httpx
-from tenure.local.engines import free_port
+from tenure_cli.local.engines import free_port
 
 from tests.conftest import start_stack, stop_stack
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 from tenure.config import local_settings
-from tenure.local.engines import find_jar, free_port, java_available
+from tenure_cli.local.engines import find_jar, free_port, java_available
 
 from tests.conftest import start_stack, stop_stack
 
@@ -115,7 +115,7 @@ def start_failing(
     tmp_path: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> Outcome:
     out, err = tmp_path / f"out-{uuid.uuid4().hex}", tmp_path / f"err-{uuid.uuid4().hex}"
-    cmd = [sys.executable, "-m", "tenure.cli", "local", *args]
+    cmd = [sys.executable, "-m", "tenure_cli", "local", *args]
     environ = {**(env or os.environ), "PYTHONUNBUFFERED": "1"}
     environ.setdefault("TENURE_ADMIN_TOKEN", "tnr_o_failing-" + uuid.uuid4().hex)
     ran = subprocess.run(

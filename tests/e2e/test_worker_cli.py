@@ -9,7 +9,7 @@ import subprocess
 from typing import Any
 
 import pytest
-from tenure.local.engines import free_port
+from tenure_cli.local.engines import free_port
 
 from tests.e2e.support import Api, suffix
 from tests.e2e.worker_support import clean_env, run_cli, service_url

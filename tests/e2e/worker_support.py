@@ -29,7 +29,7 @@ from tests.e2e.support import SHORT, TIMELINE_WAIT, World, wait_for
 TAG_VAR = "TENURE_E2E_WORKER_TAG"
 BIN = Path(sys.executable).parent
 CLI: list[str] = (
-    [str(BIN / "tenure")] if (BIN / "tenure").exists() else [sys.executable, "-m", "tenure.cli"]
+    [str(BIN / "tenure")] if (BIN / "tenure").exists() else [sys.executable, "-m", "tenure_cli"]
 )
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tenure.local.engines import use_local_credentials
+from tenure_cli.local.engines import use_local_credentials
 
 from tests.conftest import LocalStack, start_stack, stop_stack
 from tests.reliability import checker
@@ -97,7 +97,7 @@ def schedule(seed: int, profile: Profile, threads: list[str], processes: list[st
 
 
 class FaultSwitch:
-    """Writes the stack's fault file (tenure.local.faults): throttling and the sweeper pause."""
+    """Writes the stack's fault file (tenure_cli.local.faults): throttling and the sweeper pause."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -1,4 +1,4 @@
-"""The local stack's test-only fault hooks (tenure.local.faults) do what the runs rely on."""
+"""The local stack's test-only fault hooks (tenure_cli.local.faults) do what the runs rely on."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, EndpointConnectionError
 from tenure import wiring
 from tenure.config import local_settings
-from tenure.core.errors import Unavailable
-from tenure.local.faults import FaultFile, install_throttle
+from tenure.domain.errors import Unavailable
 from tenure.store.calls import TRIES, Retry
+from tenure_cli.local.faults import FaultFile, install_throttle
 
 
 def _client() -> object:

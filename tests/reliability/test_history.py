@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from tenure.config import local_settings
-from tenure.local.engines import EngineUnavailable, install_dynamodb_local, java_available
+from tenure_cli.local.engines import EngineUnavailable, install_dynamodb_local, java_available
 
 from tests.reliability.history import Journal
 from tests.reliability.proxy import FaultProxy, ProxyFaults

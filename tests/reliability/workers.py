@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tenure.worker.client import ApiError, ClaimUnanswered, Client, Unreachable
+from tenure_worker.client import ApiError, ClaimUnanswered, Client, Unreachable
 
 from tests.reliability.history import Hold, Journal
 
@@ -202,7 +202,7 @@ class ProcessWorker:
 
     def start(self) -> ProcessWorker:
         env = {**os.environ, "TENURE_TOKEN": self.token, "RELIABILITY_WORKER": self.name}
-        command = [sys.executable, "-m", "tenure.cli", "worker", "run", "--api", self.api]
+        command = [sys.executable, "-m", "tenure_cli", "worker", "run", "--api", self.api]
         command += ["--pool", self.pool, "--worker-id", self.name]
         command += ["--state-dir", str(self.state_dir), "--kill-grace", "1"]
         command += ["--", sys.executable, "-m", "tests.reliability.job"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from tenure.core.errors import ValidationFailed
-from tenure.core.ports import LogLine, LogPage
+from tenure.app.ports import LogLine, LogPage
+from tenure.domain.errors import ValidationFailed
 from tenure.store import cursors
 
 _SHAPE = re.compile(r"[^|]+/[^|]*\|\d+")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from tenure.core.errors import AlreadyExists, Conflict
-from tenure.core.rule import Rule
+from tenure.domain.errors import AlreadyExists, Conflict
+from tenure.domain.rules.rule import Rule
 
 
 @dataclass

@@ -16,22 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from tenure.core.errors import AlreadyExists, CeilingReached, Conflict, NotFound
-from tenure.core.model import (
-    Event,
-    Instance,
-    Job,
-    Lease,
-    Pool,
-    PoolVersion,
-    Space,
-    Task,
-    TaskGraph,
-    Token,
-    Worker,
-    Workflow,
-)
-from tenure.core.ports import (
+from tenure.app.ports import (
     INSTANCE_CEILING,
     LIST_SCAN_BUDGET,
     POOL_CAP,
@@ -53,8 +38,23 @@ from tenure.core.ports import (
     TaskPage,
     WorkerPage,
 )
-from tenure.core.states import REPORTABLE, LeaseState
-from tenure.core.timeline import graph_event, lease_event, task_event
+from tenure.domain.errors import AlreadyExists, CeilingReached, Conflict, NotFound
+from tenure.domain.model import (
+    Event,
+    Instance,
+    Job,
+    Lease,
+    Pool,
+    PoolVersion,
+    Space,
+    Task,
+    TaskGraph,
+    Token,
+    Worker,
+    Workflow,
+)
+from tenure.domain.states import REPORTABLE, LeaseState
+from tenure.domain.timeline import graph_event, lease_event, task_event
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.keys import queue_at

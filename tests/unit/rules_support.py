@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenure.core.rule import Rule
+from tenure.domain.rules.rule import Rule
 
 from tests.unit.support import ADMIN, POOL, SPACE, Rig
 

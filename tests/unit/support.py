@@ -6,10 +6,10 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenure.core.model import Event, Lease, Pool, Principal, Task
-from tenure.core.service import Claimed, LeaseService
-from tenure.core.states import LeaseState, PoolKind, SubjectKind
-from tenure.core.sweeper import SweepReport, sweep_once
+from tenure.app.sweep import SweepReport, sweep_once
+from tenure.app.tenure import Claimed, LeaseService
+from tenure.domain.model import Event, Lease, Pool, Principal, Task
+from tenure.domain.states import LeaseState, PoolKind, SubjectKind
 from tenure.wiring import ManualClock
 
 from tests.unit.fake_store import FakeStore

@@ -10,7 +10,7 @@ import pytest
 from tenure import wiring
 from tenure.api import app as api
 from tenure.api.authorizer import authorize
-from tenure.local.frontdoor import to_event
+from tenure_cli.local.frontdoor import to_event
 
 from tests.unit.support import Rig
 from tests.unit.test_authz_matrix import scene

@@ -12,8 +12,8 @@ import pytest
 from tenure import wiring
 from tenure.api import app as api
 from tenure.api.routes import ROUTES
-from tenure.core.model import Principal
-from tenure.local.frontdoor import to_event
+from tenure.domain.model import Principal
+from tenure_cli.local.frontdoor import to_event
 
 from tests.unit.support import ADMIN, MEMBER, READER, WORKER, as_lease
 
@@ -154,8 +154,8 @@ class _Instance:
     """Just enough of the service for the route check: the instance's allow_agent_force."""
 
     def __init__(self, allow: bool) -> None:
-        from tenure.core.force import ForceOps
-        from tenure.core.instance import InstanceSettings
+        from tenure.app.leases.force import ForceOps
+        from tenure.app.setup.instance import InstanceSettings
 
         self.settings = InstanceSettings(allow_agent_force=allow)
         self.check = ForceOps.require_agent_force

@@ -12,9 +12,9 @@ from pydantic import BaseModel, ValidationError
 from tenure.api import models as m
 from tenure.api.errors import STATUS, describe_validation, error_event, error_response, status_of
 from tenure.api.views import iso, lease_view
-from tenure.core import errors as e
-from tenure.core.conditions import QueuedCondition
-from tenure.core.states import EndReason, LeaseState, Revoke, SubjectKind
+from tenure.app.conditions import QueuedCondition
+from tenure.domain import errors as e
+from tenure.domain.states import EndReason, LeaseState, Revoke, SubjectKind
 
 from tests.unit.support import T0, Rig, make_lease
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.model import Principal
+from tenure.domain.model import Principal
 
 from tests.unit.support import READER, SPACE, Rig, as_lease
 from tests.unit.test_api_graph import http  # noqa: F401  (the fixture)

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 from tenure.api import models as m
 from tenure.api.errors import describe_validation
-from tenure.core import errors as e
+from tenure.domain import errors as e
 
 
 def _refusal(model: type[m.Strict], body: dict[str, object]) -> str:

@@ -10,8 +10,8 @@ import pytest
 from tenure import wiring
 from tenure.api import app as api
 from tenure.api import models as m
-from tenure.core.model import Principal
-from tenure.local.frontdoor import to_event
+from tenure.domain.model import Principal
+from tenure_cli.local.frontdoor import to_event
 
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, Rig, as_lease
 

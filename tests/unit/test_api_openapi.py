@@ -10,7 +10,7 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.app import contract
 from tenure.api.routes import ROUTES
-from tenure.core.states import TaskStatus
+from tenure.domain.states import TaskStatus
 
 from tests.unit.support import Rig
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from tenure import wiring
 from tenure.api import app as api
-from tenure.core import errors as e
-from tenure.core.model import Principal
-from tenure.local.frontdoor import to_event
+from tenure.domain import errors as e
+from tenure.domain.model import Principal
+from tenure_cli.local.frontdoor import to_event
 
 from tests.unit.support import ADMIN, MEMBER, READER, WORKER, Rig, as_lease
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from tenure.core.errors import InvalidTransition
-from tenure.core.firings import ARCHIVED_SKIPS
-from tenure.core.model import Pool
-from tenure.core.states import PoolKind
+from tenure.app.rules.firings import ARCHIVED_SKIPS
+from tenure.domain.errors import InvalidTransition
+from tenure.domain.model import Pool
+from tenure.domain.states import PoolKind
 
 from tests.unit.rules_support import FakeSchedules, inbox_trigger, make_rule
 from tests.unit.support import ADMIN, MEMBER, SPACE, Rig

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core import authz
-from tenure.core.errors import Forbidden, LeaseTokenMismatch
-from tenure.core.model import Principal, Task, task_status
-from tenure.core.states import HELD, QUEUED, REPORTABLE, TERMINAL, LeaseState, TaskStatus
+from tenure.domain import authz
+from tenure.domain.errors import Forbidden, LeaseTokenMismatch
+from tenure.domain.model import Principal, Task, task_status
+from tenure.domain.states import HELD, QUEUED, REPORTABLE, TERMINAL, LeaseState, TaskStatus
 
 from tests.unit.support import T0, as_lease, make_lease
 

@@ -22,9 +22,9 @@ from tenure.api import app as api
 from tenure.api.authorizer import authorize
 from tenure.api.routes import NAMED_SCOPES, ROUTES, UNSCOPED, scopes_of
 from tenure.api.surface import BodyShape, body_shape
-from tenure.core.model import Pool
-from tenure.core.states import PoolKind
-from tenure.local.frontdoor import to_event
+from tenure.domain.model import Pool
+from tenure.domain.states import PoolKind
+from tenure_cli.local.frontdoor import to_event
 
 from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
 from tests.unit.rules_support import FakeSchedules

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from tenure.api.models import BlockOut
 from tenure.api.views import iso
-from tenure.core.errors import InvalidTransition, LeaseTokenMismatch, ValidationFailed
-from tenure.core.model import Task
-from tenure.core.states import EndReason, LeaseState, TaskStatus
-from tenure.core.tasks import TaskLinks
+from tenure.app.tasks.filing import TaskLinks
+from tenure.domain.errors import InvalidTransition, LeaseTokenMismatch, ValidationFailed
+from tenure.domain.model import Task
+from tenure.domain.states import EndReason, LeaseState, TaskStatus
 
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, T0, WORKER, Rig, as_lease
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from tenure.api import app as api
-from tenure.core.model import Principal
-from tenure.local.frontdoor import to_event
+from tenure.domain.model import Principal
+from tenure_cli.local.frontdoor import to_event
 
 from tests.unit.support import MEMBER, READER, WORKER, as_lease
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenure.core.model import Space
+from tenure.domain.model import Space
 
 from tests.unit.support import ADMIN, WORKER, Rig, as_lease
 
@@ -23,8 +23,8 @@ def test_a_pool_ceiling_stops_claims_until_a_held_lease_ends(rig: Rig) -> None:
 
 def test_a_space_ceiling_counts_every_pool_of_the_space(rig: Rig) -> None:
     rig.svc.create_space(ADMIN, "TIGHT", "Tight", 1)
-    from tenure.core.model import Pool
-    from tenure.core.states import PoolKind
+    from tenure.domain.model import Pool
+    from tenure.domain.states import PoolKind
 
     for name in ("a", "b"):
         rig.svc.create_pool(

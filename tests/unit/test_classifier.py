@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.classifier import OUTPUT_FAILED, render
-from tenure.core.model import Pool
-from tenure.core.states import LeaseState, PoolKind
+from tenure.app.setup.versions import OUTPUT_FAILED, render
+from tenure.domain.model import Pool
+from tenure.domain.states import LeaseState, PoolKind
 
 from tests.unit.support import ADMIN, MEMBER, SPACE, Rig, as_lease
 

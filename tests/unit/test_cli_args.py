@@ -4,7 +4,7 @@ naming the flag) before anything starts."""
 from __future__ import annotations
 
 import pytest
-from tenure.cli import parser
+from tenure_cli.main import parser
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "-0.5", "abc", "nan", "inf"])
@@ -32,7 +32,7 @@ def test_a_port_that_is_not_a_number_is_refused_the_same_way(
 
 
 def test_pools_create_carries_the_agent_or_classifier_settings_a_pool_of_that_kind_needs() -> None:
-    from tenure.worker.pool_commands import kind_settings
+    from tenure_cli.commands.pools import kind_settings
 
     args = parser().parse_args(
         ["pools", "create", "--name", "a", "--space", "OPS", "--kind", "agent", "--model", "m-1"]

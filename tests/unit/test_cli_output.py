@@ -8,8 +8,8 @@ import argparse
 from typing import Any
 
 import pytest
-from tenure.worker import graph_commands
-from tenure.worker.commands import _print
+from tenure_cli.commands import graph as graph_commands
+from tenure_cli.commands.worker import _print
 
 TABLE = argparse.Namespace(output="table")
 

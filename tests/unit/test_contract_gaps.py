@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core.errors import (
+from tenure.app.ports import Change
+from tenure.domain.errors import (
     Conflict,
     InvalidTransition,
     StaleLease,
     Unauthenticated,
     Unavailable,
 )
-from tenure.core.ports import Change
-from tenure.core.states import EndReason, LeaseState
+from tenure.domain.states import EndReason, LeaseState
 
 from tests.unit.support import MEMBER, POOL, WORKER, Rig, as_lease
 
@@ -157,7 +157,7 @@ def test_a_worker_waiting_in_a_long_poll_stays_reachable(rig: Rig) -> None:
 
 
 def test_a_pools_retention_can_be_patched_and_reset(rig: Rig) -> None:
-    from tenure.core.model import DEFAULT_RETENTION_SECONDS
+    from tenure.domain.model import DEFAULT_RETENTION_SECONDS
 
     from tests.unit.support import ADMIN
 

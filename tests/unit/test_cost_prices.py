@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tenure.benches import prices
+from tenure_cli.bench import prices
 
 NOTHING = {
     "http_requests": 0.0,

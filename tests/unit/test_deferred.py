@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.states import LeaseState
+from tenure.domain.states import LeaseState
 
 from tests.unit.support import MEMBER, POOL, T0, WORKER, Rig
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core.errors import UnverifiedCreatedTasks, ValidationFailed
-from tenure.core.states import LeaseState
+from tenure.domain.errors import UnverifiedCreatedTasks, ValidationFailed
+from tenure.domain.states import LeaseState
 
 from tests.unit.support import READER, SPACE, Rig, as_lease
 

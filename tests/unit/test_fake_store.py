@@ -8,10 +8,10 @@ import json
 from dataclasses import replace
 
 import pytest
-from tenure.core.errors import AlreadyExists, Conflict, NotFound, ValidationFailed
-from tenure.core.model import Event, Job, Lease, Pool, Space, Task, Token, Workflow
-from tenure.core.ports import Change, JobWrite, LeaseWrite, Store, SweeperState, TaskWrite
-from tenure.core.states import LeaseState, PoolKind, SubjectKind
+from tenure.app.ports import Change, JobWrite, LeaseWrite, Store, SweeperState, TaskWrite
+from tenure.domain.errors import AlreadyExists, Conflict, NotFound, ValidationFailed
+from tenure.domain.model import Event, Job, Lease, Pool, Space, Task, Token, Workflow
+from tenure.domain.states import LeaseState, PoolKind, SubjectKind
 from tenure.store.dynamo import DynamoStore
 
 from tests.unit.fake_store import FakeStore

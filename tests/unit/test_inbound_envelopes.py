@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from aws_lambda_powertools.utilities.parser.models import SqsModel
-from tenure.inbound.envelopes import (
+from tenure.triggers.inbound.envelopes import (
     EnvelopeError,
     InboundMail,
     MissingField,

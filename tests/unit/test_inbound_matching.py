@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure.inbound.matching import InvalidMatch, Match, match_holds, render_template
+from tenure.domain.rules.matching import InvalidMatch, Match, match_holds, render_template
 
 MAIL: dict[str, Any] = {
     "from": "Maria.Okafor@Partners.Example.com",

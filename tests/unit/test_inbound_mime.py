@@ -8,8 +8,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from tenure.inbound import mime
-from tenure.inbound.mime import MAX_ATTACHMENTS, MAX_BODY_CHARS, html_to_text, parse_mail
+from tenure.triggers.inbound import mime
+from tenure.triggers.inbound.mime import MAX_ATTACHMENTS, MAX_BODY_CHARS, html_to_text, parse_mail
 
 EMAIL = Path(__file__).resolve().parents[2] / "samplesources" / "email"
 

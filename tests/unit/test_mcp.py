@@ -16,8 +16,8 @@ from tenure import wiring
 from tenure.api import app as api
 from tenure.api.mcp import bridge
 from tenure.api.mcp import tools as t
-from tenure.core.model import Principal
-from tenure.local.frontdoor import to_event
+from tenure.domain.model import Principal
+from tenure_cli.local.frontdoor import to_event
 
 from tests.unit.support import ADMIN, MEMBER, READER, SPACE, WORKER, Rig, as_lease
 

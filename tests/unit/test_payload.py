@@ -6,9 +6,9 @@ import json
 
 import pytest
 from tenure.api.views import event_view, iso
-from tenure.core.errors import Forbidden, LeaseTokenMismatch
-from tenure.core.ports import Change, LeaseWrite
-from tenure.core.states import LeaseState, SubjectKind
+from tenure.app.ports import Change, LeaseWrite
+from tenure.domain.errors import Forbidden, LeaseTokenMismatch
+from tenure.domain.states import LeaseState, SubjectKind
 
 from tests.unit.support import ADMIN, MEMBER, SPACE, T0, Rig, as_lease, make_lease
 

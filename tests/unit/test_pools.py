@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tenure.core.errors import Forbidden, InvalidTransition, NotFound, ValidationFailed
-from tenure.core.leases.claims import POOL_REFRESH_MS
-from tenure.core.model import Pool
-from tenure.core.states import LeaseState, OnExpiry, PoolKind
+from tenure.app.leases.claims import POOL_REFRESH_MS
+from tenure.domain.errors import Forbidden, InvalidTransition, NotFound, ValidationFailed
+from tenure.domain.model import Pool
+from tenure.domain.states import LeaseState, OnExpiry, PoolKind
 from tenure.wiring import ManualClock
 
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, WORKER, Rig, as_lease

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.conditions import PoolFacts, queued_condition
-from tenure.core.model import Lease, Space
-from tenure.core.states import LeaseState
+from tenure.app.conditions import PoolFacts, queued_condition
+from tenure.domain.model import Lease, Space
+from tenure.domain.states import LeaseState
 
 from tests.unit.support import (
     ADMIN,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core.errors import Forbidden, InvalidTransition, LeaseTokenMismatch, ValidationFailed
-from tenure.core.inspect import NextAction
-from tenure.core.model import Lease
-from tenure.core.states import EndReason, LeaseState, TaskStatus
-from tenure.core.tasks import TaskLinks
+from tenure.app.inspect import NextAction
+from tenure.app.tasks.filing import TaskLinks
+from tenure.domain.errors import Forbidden, InvalidTransition, LeaseTokenMismatch, ValidationFailed
+from tenure.domain.model import Lease
+from tenure.domain.states import EndReason, LeaseState, TaskStatus
 
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, WORKER, Rig, as_lease
 

@@ -8,9 +8,9 @@ import random
 from dataclasses import replace
 
 import pytest
-from tenure.core import rules
-from tenure.core.model import Lease, Pool
-from tenure.core.states import LeaseState, PoolKind, SubjectKind
+from tenure.domain import fencing as rules
+from tenure.domain.model import Lease, Pool
+from tenure.domain.states import LeaseState, PoolKind, SubjectKind
 
 from tests.unit.support import T0
 

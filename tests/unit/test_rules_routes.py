@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from tenure import wiring
 from tenure.api import app as api
-from tenure.core.model import Principal
-from tenure.local.frontdoor import to_event
+from tenure.domain.model import Principal
+from tenure_cli.local.frontdoor import to_event
 
 from tests.unit.rules_support import NIGHTLY, TASK_SUBJECT, FakeSchedules, inbox_trigger
 from tests.unit.support import ADMIN, MEMBER, READER, Rig

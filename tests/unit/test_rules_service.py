@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tenure.core.errors import AlreadyExists, Forbidden, NotFound, ValidationFailed
-from tenure.core.model import Pool
-from tenure.core.rule import Rule
-from tenure.core.states import LeaseState, PoolKind, SubjectKind
+from tenure.domain.errors import AlreadyExists, Forbidden, NotFound, ValidationFailed
+from tenure.domain.model import Pool
+from tenure.domain.rules.rule import Rule
+from tenure.domain.states import LeaseState, PoolKind, SubjectKind
 
 from tests.unit.rules_support import NIGHTLY, FakeSchedules, inbox_trigger, make_rule
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, Rig, as_lease
@@ -370,7 +370,7 @@ def test_an_email_from_any_space_matches_rules_of_every_space_by_recipient(rig: 
 def test_both_rule_stores_implement_every_rule_store_method_with_the_same_parameters() -> None:
     import inspect
 
-    from tenure.core.rules_ports import RuleStore
+    from tenure.app.rules.ports import RuleStore
     from tenure.store.rules_store import DynamoRuleStore
 
     from tests.unit.fake_store import FakeStore
@@ -405,7 +405,7 @@ def test_resync_remakes_every_scheduled_rules_schedule_in_its_state(
 def test_a_delete_that_loses_to_a_concurrent_change_deletes_the_rule_as_it_now_is(
     rig: Rig, schedules: FakeSchedules, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tenure.core.errors import Conflict
+    from tenure.domain.errors import Conflict
 
     rule = make_rule(rig, "nightly", trigger=NIGHTLY)
     real = rig.store.delete_rule

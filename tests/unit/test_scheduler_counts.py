@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure.core import scheduler
-from tenure.core.model import Task
-from tenure.core.scheduler import SchedulerStatus
-from tenure.core.service import LeaseService
-from tenure.core.states import TaskStatus
-from tenure.core.tasks import TaskLinks
+from tenure.app import scheduler
+from tenure.app.scheduler import SchedulerStatus
+from tenure.app.tasks.filing import TaskLinks
+from tenure.app.tenure import LeaseService
+from tenure.domain.model import Task
+from tenure.domain.states import TaskStatus
 
 from tests.unit.support import MEMBER, POOL, READER, SPACE, WORKER, Rig
 

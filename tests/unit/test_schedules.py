@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from tenure.core.schedules import (
+from tenure.domain.rules.schedules import (
     AtSchedule,
     CronSchedule,
     InvalidSchedule,

@@ -6,8 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tenure.core.attachments import ATTACHMENTS_PER_LEASE, MAX_INLINE_BYTES, SERVE_INLINE_BYTES
-from tenure.core.errors import (
+from tenure.app.artifacts.attachments import (
+    ATTACHMENTS_PER_LEASE,
+    MAX_INLINE_BYTES,
+    SERVE_INLINE_BYTES,
+)
+from tenure.app.artifacts.retention import RECLAIM_STALL_MS
+from tenure.app.tenure import LeaseService
+from tenure.domain.errors import (
     Forbidden,
     InvalidTransition,
     LeaseTokenMismatch,
@@ -15,9 +21,7 @@ from tenure.core.errors import (
     UnsupportedRuntime,
     ValidationFailed,
 )
-from tenure.core.model import Principal
-from tenure.core.retention import RECLAIM_STALL_MS
-from tenure.core.service import LeaseService
+from tenure.domain.model import Principal
 
 from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
 from tests.unit.support import ADMIN, POOL, READER, SPACE, T0, WORKER, Rig, as_lease, with_artifacts

@@ -8,7 +8,9 @@ import json
 from dataclasses import replace
 
 import pytest
-from tenure.core.errors import (
+from tenure.app.ports import Change, LeaseWrite
+from tenure.app.tenure import Beat
+from tenure.domain.errors import (
     Forbidden,
     InvalidTransition,
     LeaseNotFound,
@@ -16,10 +18,8 @@ from tenure.core.errors import (
     NotFound,
     StaleLease,
 )
-from tenure.core.model import Principal
-from tenure.core.ports import Change, LeaseWrite
-from tenure.core.service import Beat
-from tenure.core.states import LeaseState, Revoke, TaskStatus
+from tenure.domain.model import Principal
+from tenure.domain.states import LeaseState, Revoke, TaskStatus
 from tenure.wiring import ManualClock
 
 from tests.unit.support import MEMBER, POOL, READER, T0, WORKER, Rig, as_lease

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core.errors import (
+from tenure.domain.errors import (
     Forbidden,
     InvalidTransition,
     LeaseNotFound,
     LeaseTokenMismatch,
     TaskNotFound,
 )
-from tenure.core.model import Lease, Principal
-from tenure.core.states import EndReason, LeaseState, Revoke, TaskStatus
+from tenure.domain.model import Lease, Principal
+from tenure.domain.states import EndReason, LeaseState, Revoke, TaskStatus
 
 from tests.unit.support import MEMBER, POOL, READER, SPACE, WORKER, Rig, as_lease
 

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 from tenure.api.views import lease_view
-from tenure.core.errors import (
+from tenure.domain.errors import (
     Forbidden,
     InvalidTransition,
     LeaseTokenMismatch,
     StaleLease,
     ValidationFailed,
 )
-from tenure.core.model import Job, Lease
-from tenure.core.states import EndReason, LeaseState, ReportKind, TaskStatus
+from tenure.domain.model import Job, Lease
+from tenure.domain.states import EndReason, LeaseState, ReportKind, TaskStatus
 
 from tests.unit.support import MEMBER, POOL, READER, Rig, as_lease
 

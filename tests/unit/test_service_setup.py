@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core import ports, rules
-from tenure.core.errors import (
+from tenure.app import ports
+from tenure.domain import fencing as rules
+from tenure.domain.errors import (
     AlreadyExists,
     Forbidden,
     InvalidTransition,
@@ -14,8 +15,8 @@ from tenure.core.errors import (
     Unauthenticated,
     ValidationFailed,
 )
-from tenure.core.model import Pool, Principal
-from tenure.core.states import LeaseState, PoolKind, SubjectKind, TaskStatus
+from tenure.domain.model import Pool, Principal
+from tenure.domain.states import LeaseState, PoolKind, SubjectKind, TaskStatus
 
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, T0, WORKER, Rig, as_lease
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core.errors import InvalidTransition
-from tenure.core.states import LeaseState, ReportKind
-from tenure.core.transitions import Action, move
+from tenure.domain.errors import InvalidTransition
+from tenure.domain.states import LeaseState, ReportKind
+from tenure.domain.transitions import Action, move
 
 from tests.unit.support import MEMBER, POOL, SPACE, Rig, as_lease
 

@@ -14,10 +14,10 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
-from tenure.core.errors import AlreadyExists, CeilingReached, Conflict, Unavailable
-from tenure.core.model import Job, Space, Worker
-from tenure.core.ports import Ceiling, Change, JobWrite, LeaseWrite
-from tenure.core.states import SubjectKind
+from tenure.app.ports import Ceiling, Change, JobWrite, LeaseWrite
+from tenure.domain.errors import AlreadyExists, CeilingReached, Conflict, Unavailable
+from tenure.domain.model import Job, Space, Worker
+from tenure.domain.states import SubjectKind
 from tenure.store.calls import BACKOFF_BASE_S, RETRY_AFTER_S, TRIES, Retry, StoreRejected
 from tenure.store.dynamo import DynamoStore
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core.service import LeaseService
+from tenure.app.tenure import LeaseService
 from tenure.wiring import ManualClock, RandomIds, SystemClock
 
 from tests.conformance.autonomy_contract import AutonomyContract

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from tenure.core.errors import InvalidTransition, StaleLease
-from tenure.core.model import Job, Lease
-from tenure.core.ports import SweeperState
-from tenure.core.service import LeaseService
-from tenure.core.states import EndReason, LeaseState, OnExpiry, TaskStatus
-from tenure.core.sweeper import SweepReport, sweep_once
+from tenure.app.ports import SweeperState
+from tenure.app.sweep import SweepReport, sweep_once
+from tenure.app.tenure import LeaseService
+from tenure.domain.errors import InvalidTransition, StaleLease
+from tenure.domain.model import Job, Lease
+from tenure.domain.states import EndReason, LeaseState, OnExpiry, TaskStatus
 
 from tests.unit.support import MEMBER, POOL, READER, T0, WORKER, Rig, as_lease
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core.errors import Forbidden, ValidationFailed
-from tenure.core.model import Task
-from tenure.core.states import LeaseState, TaskStatus
-from tenure.core.tasks import TaskLinks
+from tenure.app.tasks.filing import TaskLinks
+from tenure.domain.errors import Forbidden, ValidationFailed
+from tenure.domain.model import Task
+from tenure.domain.states import LeaseState, TaskStatus
 
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, WORKER, Rig, as_lease
 

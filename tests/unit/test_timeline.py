@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tenure.core.model import Task
-from tenure.core.states import EndReason, LeaseState
-from tenure.core.timeline import lease_event, task_event
+from tenure.domain.model import Task
+from tenure.domain.states import EndReason, LeaseState
+from tenure.domain.timeline import lease_event, task_event
 
 from tests.unit.support import T0, make_lease
 

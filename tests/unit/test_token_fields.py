@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure.core import rules
-from tenure.core.errors import ValidationFailed
-from tenure.core.model import Principal
+from tenure.domain import fencing as rules
+from tenure.domain.errors import ValidationFailed
+from tenure.domain.model import Principal
 
 from tests.unit.support import MEMBER, POOL, READER, WORKER, Rig, as_lease, with_artifacts
 

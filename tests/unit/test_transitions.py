@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tenure.core.errors import InvalidTransition
-from tenure.core.states import EndReason, LeaseState, Revoke
-from tenure.core.transitions import TABLE, Action, Stage, move, stage_of
+from tenure.domain.errors import InvalidTransition
+from tenure.domain.states import EndReason, LeaseState, Revoke
+from tenure.domain.transitions import TABLE, Action, Stage, move, stage_of
 
 S, A = LeaseState, Action
 ENDINGS = (A.COMPLETE, A.COMPLETE_FAILURE, A.FAIL, A.RELEASE, A.EXPIRE, A.EXPIRE_FAIL)

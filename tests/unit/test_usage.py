@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure.core.errors import ValidationFailed
-from tenure.core.states import LeaseState
-from tenure.core.usage import BUCKETS, MICROS, Totals, cost_key, counts_of, resolve, summed
+from tenure.app.usage import BUCKETS, MICROS, Totals, cost_key, counts_of, resolve, summed
+from tenure.domain.errors import ValidationFailed
+from tenure.domain.states import LeaseState
 
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, Rig, as_lease
 

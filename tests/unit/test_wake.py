@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.model import Task
+from tenure.domain.model import Task
 
 from tests.unit.support import ADMIN, MEMBER, POOL, SPACE, Rig, as_lease
 
@@ -24,7 +24,7 @@ def _rig_with_bus(rig: Rig) -> Bus:
 
 
 def _delegate(rig: Rig, creator_id: str, pool: str | None = POOL, **kw: Any) -> Task:
-    from tenure.core.tasks import TaskLinks
+    from tenure.app.tasks.filing import TaskLinks
 
     task, _ = rig.svc.create_task(
         as_lease(creator_id), SPACE, "sub", None, None, {}, pool, None, links=TaskLinks(**kw)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tenure.worker.client import (
+from tenure_worker.client import (
     RETRY_AFTER_CAP,
     Answer,
     ApiError,
@@ -20,7 +20,7 @@ from tenure.worker.client import (
     Unavailable,
     Unreachable,
 )
-from tenure.worker.runner import Held, Worker, WorkerOptions
+from tenure_worker.runner import Held, Worker, WorkerOptions
 
 LEASE = {"id": "L1", "timing": {"renew_seconds": 10, "lease_seconds": 300}}
 WON = Answer(200, {}, json.dumps({"lease": LEASE, "token": "tnr_l_x", "fence": 1}).encode())

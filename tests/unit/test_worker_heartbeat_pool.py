@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure.core.errors import ValidationFailed
-from tenure.core.model import Principal
+from tenure.domain.errors import ValidationFailed
+from tenure.domain.model import Principal
 
 from tests.unit.support import POOL, WORKER, Rig, queued, queued_code
 from tests.unit.test_api_graph import http  # noqa: F401  (the fixture)

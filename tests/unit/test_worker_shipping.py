@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tenure.worker import shipping
-from tenure.worker.shipping import LogShipper
+from tenure_worker import shipping
+from tenure_worker.shipping import LogShipper
 
 
 @pytest.fixture

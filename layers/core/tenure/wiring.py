@@ -13,14 +13,18 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from tenure.config import local_settings, settings
-from tenure.core.service import LeaseService
+from tenure.app.tenure import LeaseService
+from tenure.config import settings
 from tenure.store.blobs import S3Blobs
 from tenure.store.dynamo import DynamoStore
 from tenure.store.events import EventBridgePublisher
 from tenure.store.logs import CloudWatchLogSink
 from tenure.store.rules_store import DynamoRuleStore
 from tenure.store.schedules import EventBridgeSchedules
+
+# Functions run on every DynamoDB client this process builds, in order. Empty on AWS; the local
+# stack adds its fault injection here when a reliability test asks for throttling.
+DYNAMODB_CLIENT_HOOKS: list[Callable[[Any], None]] = []
 
 
 class SystemClock:
@@ -81,11 +85,8 @@ def dynamodb_client(endpoint: str | None = None) -> Any:
             retries={"total_max_attempts": 1, "mode": "standard"}, max_pool_connections=64
         ),
     )
-    faults = local_settings().test_faults_file
-    if faults:  # a local stack started by tests/reliability; never set in AWS or `make local`
-        from tenure.local.faults import fault_file, install_throttle
-
-        install_throttle(client, fault_file(faults))
+    for hook in DYNAMODB_CLIENT_HOOKS:
+        hook(client)
     return client
 
 

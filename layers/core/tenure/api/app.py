@@ -38,7 +38,7 @@ from tenure.api.surface import (
     record_metrics,
     svc,
 )
-from tenure.core import errors as e
+from tenure.domain import errors as e
 
 # The route modules register themselves on import; named here so the registration is explicit.
 ENDPOINTS = (

@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 
 from tenure import wiring
 from tenure.api.bearer import bearer
-from tenure.core.errors import Unauthenticated, Unavailable
+from tenure.domain.errors import Unauthenticated, Unavailable
 
 logger = Logger(service="tenure-authorizer")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
-from tenure.core import errors as e
+from tenure.domain import errors as e
 
 STATUS: dict[type[e.TenureError], int] = {
     e.InvalidRequest: 400,

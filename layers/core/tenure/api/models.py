@@ -19,9 +19,9 @@ from pydantic import (
     model_validator,
 )
 
-from tenure.core import documents
-from tenure.core.model import DEFAULT_RETENTION_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
-from tenure.core.states import EndReason, LeaseState, Revoke, SubjectKind, TaskStatus
+from tenure.domain import documents
+from tenure.domain.model import DEFAULT_RETENTION_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+from tenure.domain.states import EndReason, LeaseState, Revoke, SubjectKind, TaskStatus
 
 
 def _integral(value: Any) -> Any:

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from tenure.api.routes import Match, scopes_of
-from tenure.core import authz
-from tenure.core.errors import LeaseTokenMismatch
-from tenure.core.model import Principal
+from tenure.domain import authz
+from tenure.domain.errors import LeaseTokenMismatch
+from tenure.domain.model import Principal
 
 
 class Reader(Protocol):

@@ -24,10 +24,10 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.errors import describe_validation, envelope, error_response
 from tenure.api.routes import REPORTS, ROUTES
-from tenure.core import authz
-from tenure.core import errors as e
-from tenure.core.model import Lease, Principal
-from tenure.core.service import LeaseService
+from tenure.app.tenure import LeaseService
+from tenure.domain import authz
+from tenure.domain import errors as e
+from tenure.domain.model import Lease, Principal
 
 logger = Logger(service="tenure-api")
 # Flushed by the Lambda entry (functions/api/app.py); locally they flush when the buffer fills.

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.conditions import QueuedCondition
-from tenure.core.model import Event, Instance, Lease, Pool, Space, Task, Token, Worker, Workflow
-from tenure.core.ports import Attachment, LogLine
-from tenure.core.rules import iso_ms
-from tenure.core.states import TaskStatus
-from tenure.core.tasks import TaskView
-from tenure.core.usage import lease_usage
+from tenure.app.conditions import QueuedCondition
+from tenure.app.ports import Attachment, LogLine
+from tenure.app.tasks.filing import TaskView
+from tenure.app.usage import lease_usage
+from tenure.domain.fencing import iso_ms
+from tenure.domain.model import Event, Instance, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.domain.states import TaskStatus
 
 iso = iso_ms  # one form for every time the API shows (the payload's too)
 

@@ -23,7 +23,7 @@ from typing import Any
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as NeverSent
 
-from tenure.core.errors import TenureError, Unavailable
+from tenure.domain.errors import TenureError, Unavailable
 
 
 class Outcome(Enum):

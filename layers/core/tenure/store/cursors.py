@@ -7,7 +7,7 @@ import binascii
 import json
 import re
 
-from tenure.core.errors import ValidationFailed
+from tenure.domain.errors import ValidationFailed
 
 _FORGED = "cursor: not a cursor this API handed out"
 

@@ -7,14 +7,27 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from tenure.core.errors import (
+from tenure.app.ports import (
+    INSTANCE_CEILING,
+    POOL_CAP,
+    WORKER_RETENTION_S,
+    Ceiling,
+    Change,
+    ClaimRecord,
+    GraphOp,
+    HoldOp,
+    SchedulerState,
+    Settings,
+    SweeperState,
+)
+from tenure.domain.errors import (
     AlreadyExists,
     CeilingReached,
     Conflict,
     NotFound,
     TenureError,
 )
-from tenure.core.model import (
+from tenure.domain.model import (
     Event,
     Instance,
     Job,
@@ -28,20 +41,7 @@ from tenure.core.model import (
     Worker,
     Workflow,
 )
-from tenure.core.ports import (
-    INSTANCE_CEILING,
-    POOL_CAP,
-    WORKER_RETENTION_S,
-    Ceiling,
-    Change,
-    ClaimRecord,
-    GraphOp,
-    HoldOp,
-    SchedulerState,
-    Settings,
-    SweeperState,
-)
-from tenure.core.states import REPORTABLE, LeaseState
+from tenure.domain.states import REPORTABLE, LeaseState
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.calls import Retry, translate

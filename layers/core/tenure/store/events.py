@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tenure.core.errors import Unavailable
+from tenure.domain.errors import Unavailable
 
 
 class EventBridgePublisher:

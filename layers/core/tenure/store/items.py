@@ -6,7 +6,8 @@ import dataclasses
 from enum import Enum
 from typing import Any, TypeVar
 
-from tenure.core.model import (
+from tenure.app.ports import Attachment, ClaimRecord
+from tenure.domain.model import (
     Event,
     Instance,
     Job,
@@ -20,8 +21,7 @@ from tenure.core.model import (
     Worker,
     Workflow,
 )
-from tenure.core.ports import Attachment, ClaimRecord
-from tenure.core.states import (
+from tenure.domain.states import (
     EndReason,
     LeaseState,
     OnExpiry,

@@ -8,8 +8,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from tenure.core.errors import ValidationFailed
-from tenure.core.ports import LogLine, LogPage
+from tenure.app.ports import LogLine, LogPage
+from tenure.domain.errors import ValidationFailed
 from tenure.store import cursors
 from tenure.store.calls import Retry, translate
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tenure.core.model import Event, Lease, Worker
-from tenure.core.ports import (
+from tenure.app.ports import (
     LIST_SCAN_BUDGET,
     TIMELINE_CAP,
     WORKER_SCAN_BUDGET,
@@ -19,7 +18,8 @@ from tenure.core.ports import (
     TaskPage,
     WorkerPage,
 )
-from tenure.core.states import LeaseState
+from tenure.domain.model import Event, Lease, Worker
+from tenure.domain.states import LeaseState
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump

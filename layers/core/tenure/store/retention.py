@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.core.errors import CeilingReached, Conflict, TenureError
-from tenure.core.model import Lease
-from tenure.core.ports import Attachment
+from tenure.app.ports import Attachment
+from tenure.domain.errors import CeilingReached, Conflict, TenureError
+from tenure.domain.model import Lease
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump

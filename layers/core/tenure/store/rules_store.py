@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tenure.core.errors import AlreadyExists, Conflict
-from tenure.core.rule import Rule
+from tenure.domain.errors import AlreadyExists, Conflict
+from tenure.domain.rules.rule import Rule
 from tenure.store import keys as k
 from tenure.store.dynamo import DynamoStore, _dump, _load, _values
 

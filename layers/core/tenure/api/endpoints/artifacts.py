@@ -13,7 +13,7 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, op, svc
-from tenure.core import errors as e
+from tenure.domain import errors as e
 
 Cursor = Annotated[str | None, Query(max_length=4096)]
 

@@ -12,8 +12,8 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
-from tenure.core.force import ForceRow
-from tenure.core.tasks import TaskView
+from tenure.app.leases.force import ForceRow
+from tenure.app.tasks.filing import TaskView
 
 
 def _task_answer(seen: TaskView) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from tenure.api import models as m
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
-from tenure.core import errors as e
-from tenure.core.states import LeaseState
+from tenure.domain import errors as e
+from tenure.domain.states import LeaseState
 
 
 @op("GET", f"{BASE}/leases", 200, m.LeasePage, 404, 422)

@@ -12,9 +12,9 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, op, svc
-from tenure.core import errors as e
-from tenure.core.model import Pool
-from tenure.core.states import OnExpiry
+from tenure.domain import errors as e
+from tenure.domain.model import Pool
+from tenure.domain.states import OnExpiry
 
 
 def _pool_out(pool: Pool) -> dict[str, Any]:

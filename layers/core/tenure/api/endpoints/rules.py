@@ -13,8 +13,8 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
-from tenure.core import errors as e
-from tenure.core.rule import Rule
+from tenure.domain import errors as e
+from tenure.domain.rules.rule import Rule
 
 Topic = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")]
 EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]

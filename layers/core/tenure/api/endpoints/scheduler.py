@@ -10,8 +10,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from tenure.api import models as m
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, leases_out, op, svc
-from tenure.core import errors as e
-from tenure.core.scheduler import BACKLOG_PAGE, SchedulerStatus
+from tenure.app.scheduler import BACKLOG_PAGE, SchedulerStatus
+from tenure.domain import errors as e
 
 
 def _status(status: SchedulerStatus) -> dict[str, Any]:

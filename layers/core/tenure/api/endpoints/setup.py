@@ -12,8 +12,8 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, contract, json_answer, op, svc
-from tenure.core.model import Pool
-from tenure.core.states import OnExpiry, PoolKind
+from tenure.domain.model import Pool
+from tenure.domain.states import OnExpiry, PoolKind
 
 
 @op("GET", f"{BASE}/health", 200, m.Health)

@@ -11,10 +11,10 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
-from tenure.core import errors as e
-from tenure.core.states import TaskStatus
-from tenure.core.task_list import TASK_PAGE_MAX
-from tenure.core.tasks import ACTIVITY_PAGE, TaskLinks
+from tenure.app.tasks.filing import ACTIVITY_PAGE, TaskLinks
+from tenure.app.tasks.listing import TASK_PAGE_MAX
+from tenure.domain import errors as e
+from tenure.domain.states import TaskStatus
 
 
 @op("POST", f"{BASE}/tasks", 201, m.TaskAnswer, 404, 409, 422)

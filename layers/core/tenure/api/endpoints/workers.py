@@ -11,9 +11,9 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, logger, op, svc
-from tenure.core import errors as e
-from tenure.core.leases.handover import NextClaim
-from tenure.core.states import ReportKind
+from tenure.app.leases.handover import NextClaim
+from tenure.domain import errors as e
+from tenure.domain.states import ReportKind
 
 
 @op("POST", f"{BASE}/pools/<pool>/claim", 200, m.Claimed, 404, 422, extra=204)

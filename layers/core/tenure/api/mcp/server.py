@@ -18,9 +18,9 @@ from mcp.shared.exceptions import MCPError
 
 from tenure.api.mcp import bridge
 from tenure.api.mcp import tools as t
-from tenure.core import errors as e
-from tenure.core.model import Principal
-from tenure.core.service import LeaseService
+from tenure.app.tenure import LeaseService
+from tenure.domain import errors as e
+from tenure.domain.model import Principal
 
 NAME = "tenure"
 INSTRUCTIONS = (

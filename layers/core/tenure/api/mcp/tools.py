@@ -20,12 +20,12 @@ from pydantic import ValidationError as PydanticError
 from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
-from tenure.core import authz
-from tenure.core import errors as e
-from tenure.core.model import Lease, Principal
-from tenure.core.rules import TOKEN_SHAPE
-from tenure.core.service import LeaseService
-from tenure.core.states import LeaseState
+from tenure.app.tenure import LeaseService
+from tenure.domain import authz
+from tenure.domain import errors as e
+from tenure.domain.fencing import TOKEN_SHAPE
+from tenure.domain.model import Lease, Principal
+from tenure.domain.states import LeaseState
 
 # Over MCP one page answers (no cursor): 50 leases unless asked, never more than 200.
 LIST_DEFAULT = 50

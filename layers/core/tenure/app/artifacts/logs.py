@@ -1,0 +1,114 @@
+"""A lease's logs and runtime coordinates (DESIGN §11): what the job printed, where it runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenure.app.kernel import ServiceBase
+from tenure.app.ports import BlobStore, LogLine, LogPage, LogSink
+from tenure.domain import authz
+from tenure.domain import fencing as rules
+from tenure.domain.errors import InvalidTransition, UnsupportedRuntime, ValidationFailed
+from tenure.domain.model import Lease, Principal
+
+# What one POST of logs may carry (DESIGN §11).
+MAX_LOG_EVENTS = 1000
+MAX_LOG_BYTES = 256 * 1024
+# CloudWatch Logs refuses events older than 14 days or more than 2 hours ahead: a timestamp
+# outside that window is refused here, by name, rather than dropped there without a word.
+MAX_LOG_AGE_MS = 14 * 86_400_000 - 60_000
+MAX_LOG_AHEAD_MS = 2 * 3_600_000 - 60_000
+# One read answers at most this many events (the next page follows with next_cursor).
+LOG_PAGE = 1000
+
+
+class ArtifactBase(ServiceBase):
+    """The outside stores a lease's detail lives in; set by the composition root."""
+
+    blobs: BlobStore | None = None
+    log_sink: LogSink | None = None
+
+    def _visible_lease(self, actor: Principal, lease_id: str) -> Lease:
+        """The lease, for whoever may see it: an operator with its space in scope, or the
+        lease's own token (another lease's token: lease_token_mismatch)."""
+        if actor.kind == "lease":
+            authz.require_lease(actor, lease_id)
+            return self._lease(lease_id)
+        authz.require_role(actor, "read")
+        lease = self._lease(lease_id)
+        authz.require_operator(actor, "read", lease.space)
+        return lease
+
+    def _sink(self) -> LogSink:
+        if self.log_sink is None:
+            raise UnsupportedRuntime("this deployment keeps no logs (no log group configured)")
+        return self.log_sink
+
+    def _keeps_logs(self, lease: Lease) -> None:
+        if not self._pool(lease.pool).keeps_logs:
+            raise UnsupportedRuntime(f"pool {lease.pool!r} keeps no logs (keeps_logs is false)")
+
+
+class LogOps(ArtifactBase):
+    def post_logs(self, actor: Principal, lease_id: str, events: list[dict[str, Any]]) -> int:
+        """Store a batch of the job's lines; answers how many were accepted."""
+        lease = self._own_lease(actor, lease_id)
+        self._keeps_logs(lease)
+        if lease.reclaimed_at is not None:
+            raise InvalidTransition(f"lease {lease_id} was reclaimed; it keeps no more logs")
+        now = self.clock.now_ms()
+        by_container: dict[str, list[LogLine]] = {}
+        redacted = 0
+        for i, event in enumerate(events):
+            at = event.get("timestamp")
+            at = now if at is None else int(at)
+            if at < now - MAX_LOG_AGE_MS:
+                raise ValidationFailed(f"events[{i}].timestamp: is more than 14 days old")
+            if at > now + MAX_LOG_AHEAD_MS:
+                raise ValidationFailed(f"events[{i}].timestamp: is more than 2 hours ahead")
+            container = str(event.get("container") or "main")
+            # A container names a log stream: refused like any other stored name. A message is
+            # what the job printed: its tokens are masked, so the rest of the line is kept.
+            rules.refuse_token_fields({f"events[{i}].container": container})
+            message, masked = rules.redact_tokens(str(event["message"]))
+            redacted += masked
+            line = LogLine(at, container, str(event["stream"]), message)
+            by_container.setdefault(container, []).append(line)
+        sink = self._sink()
+        accepted = sum(sink.append(lease.id, c, lines) for c, lines in by_container.items())
+        if redacted:
+            self.counters["log_tokens_redacted"] += redacted
+        return accepted
+
+    def read_logs(
+        self,
+        actor: Principal,
+        lease_id: str,
+        container: str | None = None,
+        tail: int | None = None,
+        since: int | None = None,
+        cursor: str | None = None,
+    ) -> LogPage:
+        lease = self._visible_lease(actor, lease_id)
+        self._keeps_logs(lease)
+        if tail is not None and cursor is not None:
+            raise ValidationFailed("cursor: a tail is one page; it cannot be paged on")
+        if lease.reclaimed_at is not None:
+            return LogPage([], False, None)
+        return self._sink().read(lease.id, container, since, tail, cursor, LOG_PAGE)
+
+    def exec_target(self, actor: Principal, lease_id: str) -> dict[str, Any]:
+        """Where a lease runs, and nothing else: no payload, environment, token or hash."""
+        authz.require_role(actor, "read")
+        lease = self._lease(lease_id)
+        authz.require_operator(actor, "read", lease.space)
+        return {
+            "lease_id": lease.id,
+            "state": lease.state.value,
+            "pool": lease.pool,
+            "kind": self._pool(lease.pool).kind.value,
+            "worker_id": lease.worker_id,
+            "worker_version": lease.worker_version,
+            "claimed_at": lease.claimed_at,
+            "host": lease.host,
+        }

@@ -1,0 +1,79 @@
+"""Retention reclaim (DESIGN §11): an ended lease's logs and attachments go after its pool's
+retention; the lease itself, and its subject's timeline, stay."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from tenure.app.artifacts.logs import ArtifactBase
+from tenure.app.kernel import moved
+from tenure.domain.errors import Conflict
+from tenure.domain.model import Lease, Pool
+
+# Leases one sweeper pass reclaims at most (each is a few deletes: its objects, its streams).
+RECLAIM_PER_PASS = 50
+# A lease marked reclaimed whose clean-up did not finish (the pass died midway) is finished
+# by a later pass once the mark is this old, so no live pass is raced for its deletes.
+RECLAIM_STALL_MS = 10 * 60_000
+
+
+@dataclass
+class Reclaimed:
+    leases: list[str] = field(default_factory=list)
+    finished: int = 0  # stalled reclaims of earlier passes, finished by this one
+    left: int = 0  # due leases seen but left for a later pass (a lower bound)
+
+
+class RetentionOps(ArtifactBase):
+    def reclaim_due(
+        self, budget: int = RECLAIM_PER_PASS, pools: list[Pool] | None = None
+    ) -> Reclaimed:
+        """Reclaim up to `budget` leases whose pool's retention has passed since they ended,
+        earliest first, from the ended index (never a Scan). `pools`: the pass's own list."""
+        now = self.clock.now_ms()
+        out = Reclaimed()
+        for pool in self.store.list_pools() if pools is None else pools:
+            room = budget - len(out.leases)
+            due = self.store.ended_leases(
+                pool.name, now - pool.retention_seconds * 1000, max(room, 0) + 1
+            )
+            out.left += max(0, len(due) - max(room, 0))
+            for lease_id in due[: max(room, 0)]:
+                done = self._reclaim(lease_id, now)
+                if done == "reclaimed":
+                    out.leases.append(lease_id)
+                elif done == "finished":
+                    out.finished += 1
+        return out
+
+    def reclaim(self, lease_id: str) -> bool:
+        """Reclaim one ended lease now; True when this call did it."""
+        return self._reclaim(lease_id, self.clock.now_ms()) == "reclaimed"
+
+    def _reclaim(self, lease_id: str, now: int) -> str:
+        """A conditional write marks the lease first, so of two passes (retried, or
+        concurrent) only one deletes anything and the timeline gets one `lease.reclaimed`."""
+        lease = self.store.get_lease(lease_id)
+        if lease is None or not lease.state.terminal:
+            return "skipped"
+        if lease.reclaimed_at is not None:
+            if now - lease.reclaimed_at < RECLAIM_STALL_MS:
+                return "skipped"  # another pass is on it, or has just finished
+            self._purge(lease)
+            return "finished"
+        mark = moved(lease, replace(lease, reclaimed_at=now), "lease.reclaimed", {}, now)
+        try:
+            self.store.mark_reclaimed(mark)
+        except Conflict:
+            return "skipped"  # another pass has it
+        self._purge(lease)
+        return "reclaimed"
+
+    def _purge(self, lease: Lease) -> None:
+        attachments = self.store.list_attachments(lease.id)
+        if attachments and self.blobs is not None:
+            self.blobs.delete([a.key for a in attachments])
+        self.store.delete_attachments(lease.id, [a.id for a in attachments])
+        if self.log_sink is not None:
+            self.log_sink.delete(lease.id)
+        self.store.unindex_ended(lease.id)

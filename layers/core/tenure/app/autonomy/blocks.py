@@ -1,0 +1,377 @@
+"""Typed blocks and the breaker's escalation (DESIGN §14); recover and expiry: breaker.py.
+
+A task's blocks live on its own row (`Task.blocks`: id → record, bounded), so placing,
+clearing and escalating are each one conditional write of that row (on its version), and
+blocking with the running lease's token adds that lease's release to the same transaction.
+The scheduler row's `blocked` set names the tasks that hold an open block; it is a hint for
+the claim gate, not the truth: a claim that meets a candidate of such a task re-reads the
+task's row (one item) and skips it only while an open block still counts — so a transient
+block stops counting the instant it expires, and a stale entry costs one read, never a
+wrongly parked run. The sweeper finalizes expired blocks later (bounded per pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from tenure.app.leases.reports import normalized
+from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
+from tenure.app.scheduler import SchedulerOps
+from tenure.app.tasks.filing import RunStart
+from tenure.domain import authz
+from tenure.domain import fencing as rules
+from tenure.domain.errors import (
+    Conflict,
+    InvalidTransition,
+    LeaseTokenMismatch,
+    NotFound,
+    Unavailable,
+    ValidationFailed,
+)
+from tenure.domain.model import Lease, Principal, Task
+from tenure.domain.states import HELD, ReportKind
+
+BLOCK_KINDS = ("transient", "dependency_external", "needs_input", "error")
+MAX_OPEN_BLOCKS = 20
+# Closed blocks kept on the row for `?all=true` (oldest dropped first); open ones never are.
+MAX_KEPT_BLOCKS = 50
+MAX_REASON_CHARS = 2000
+MAX_EXPIRES_IN_SECONDS = 30 * 86_400
+# A block write loses its condition only to another write of the same task row that landed; ten
+# tries outlast a burst of that many writers on one task (the race test clears eight at once),
+# and past them the caller gets 503 `unavailable` with Retry-After, never an endless loop.
+BLOCK_TRIES = 10
+# How many blocked tasks one sweeper pass looks at for expired transient blocks.
+EXPIRY_PER_PASS = 100
+
+
+def counting(block: dict[str, Any], now: int) -> bool:
+    """An open block counts until it is cleared or, for a transient one, until it expires."""
+    if block.get("state") != "open":
+        return False
+    expires = block.get("expires_at")
+    return expires is None or int(expires) > now
+
+
+def open_blocks(task: Task, now: int) -> list[dict[str, Any]]:
+    blocks = [b for b in (task.blocks or {}).values() if counting(b, now)]
+    return sorted(blocks, key=lambda b: (int(b["created_at"]), str(b["id"])))
+
+
+def _kept(blocks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    closed = sorted(
+        (b for b in blocks.values() if b.get("state") != "open"),
+        key=lambda b: int(b.get("closed_at") or b["created_at"]),
+    )
+    drop = {b["id"] for b in closed[: max(0, len(blocks) - MAX_KEPT_BLOCKS)]}
+    return {k: v for k, v in blocks.items() if k not in drop}
+
+
+def block_out(block: dict[str, Any], now: int) -> dict[str, Any]:
+    """A block as the API shows it (its times ISO 8601, as every API time); an expired open
+    transient block reads as `expired`."""
+    shown = dict(block)
+    if shown.get("state") == "open" and not counting(shown, now):
+        shown["state"] = "expired"
+        shown["closed_at"] = shown.get("expires_at")
+        shown["closed_by"] = "expiry"
+    for key in ("created_at", "expires_at", "closed_at"):
+        if shown.get(key) is not None:
+            shown[key] = rules.iso_ms(int(shown[key]))
+    return shown
+
+
+class BlockOps(SchedulerOps):
+    if TYPE_CHECKING:  # composed with ReportOps in core/service.py (the release's change)
+
+        def _final_change(
+            self,
+            lease: Lease,
+            kind: ReportKind,
+            report: dict[str, Any],
+            fp: str,
+            report_id: str | None,
+        ) -> Change: ...
+
+    # ------------------------------------------------------------------ reading
+
+    def _block_reasons(self, task: Task) -> list[dict[str, Any]]:
+        return [
+            {"source": "block", "block_id": b["id"], "kind": b["kind"], "reason": b["reason"]}
+            for b in open_blocks(task, self.clock.now_ms())
+        ]
+
+    def list_blocks(
+        self, actor: Principal, task_id: str, all: bool = False
+    ) -> list[dict[str, Any]]:
+        task = self._blockable(actor, task_id, "read")
+        now = self.clock.now_ms()
+        kept = sorted((task.blocks or {}).values(), key=lambda b: (int(b["created_at"]), b["id"]))
+        shown = [block_out(b, now) for b in kept]
+        return shown if all else [b for b in shown if b["state"] == "open"]
+
+    def _blockable(self, actor: Principal, task_id: str, role: str) -> Task:
+        """Members (read for listing) of the task's space, or the token of a lease on it —
+        or of the lease that filed it (a worker minding the work it delegated, DESIGN §14)."""
+        if actor.kind == "lease":
+            lease = self._lease(actor.lease_id or "")
+            task = self._task(task_id)
+            if task.id != lease.task_id and task.created_by_lease != lease.id:
+                raise LeaseTokenMismatch(f"this lease token is not for a lease on {task_id}")
+            return task
+        authz.require_role(actor, role)
+        task = self._task(task_id)
+        authz.require_operator(actor, role, task.space)
+        return task
+
+    # ---------------------------------------------------------------- the claim gate
+
+    def _chain_held(self, chain: tuple[str, ...], gate: SchedulerState) -> bool:
+        if super()._chain_held(chain, gate):
+            return True
+        # The chain starts with the lease's own task (only task leases have one); blocks hold
+        # that task alone, not its descendants.
+        if not chain or chain[0] not in gate.blocked:
+            return False
+        task = self.store.get_task(chain[0])
+        return task is not None and bool(open_blocks(task, self.clock.now_ms()))
+
+    # ---------------------------------------------------------------- blocking
+
+    def block_task(
+        self,
+        actor: Principal,
+        task_id: str,
+        kind: str,
+        reason: str,
+        expires_in_seconds: int | None = None,
+    ) -> dict[str, Any]:
+        """Place a block; with the token of the task's held lease, release that lease in the
+        same transaction (no attempt used). The block that brings its kind's count to the
+        instance's `block_recurrence_limit` escalates the task to needs_attention."""
+        task = self._blockable(actor, task_id, "member")
+        rules.refuse_token_fields({"reason": reason})
+        if kind not in BLOCK_KINDS:
+            raise ValidationFailed(f"kind: one of {', '.join(BLOCK_KINDS)}")
+        if not reason.strip() or len(reason) > MAX_REASON_CHARS:
+            raise ValidationFailed(f"reason: 1 to {MAX_REASON_CHARS} characters")
+        if expires_in_seconds is not None:
+            if kind != "transient":
+                raise ValidationFailed("expires_in_seconds: only a transient block expires")
+            if not 1 <= expires_in_seconds <= MAX_EXPIRES_IN_SECONDS:
+                raise ValidationFailed(
+                    f"expires_in_seconds: between 1 and {MAX_EXPIRES_IN_SECONDS}"
+                )
+        limit = self._instance().block_recurrence_limit
+        for _ in range(BLOCK_TRIES):
+            now = self.clock.now_ms()
+            if len(open_blocks(task, now)) >= MAX_OPEN_BLOCKS:
+                raise ValidationFailed(f"kind: a task holds at most {MAX_OPEN_BLOCKS} open blocks")
+            held = self._held_lease(actor, task)
+            block: dict[str, Any] = {
+                "id": self.ids.new_id("blk"),
+                "task_id": task.id,
+                "kind": kind,
+                "reason": reason,
+                "state": "open",
+                "created_at": now,
+                "created_by": actor.token_id,
+                "actor_kind": actor.kind,
+            }
+            if actor.kind == "lease":
+                block["lease_id"] = actor.lease_id
+            if expires_in_seconds is not None:
+                block["expires_at"] = now + expires_in_seconds * 1000
+            counts = dict(task.block_counts or {})
+            counts[kind] = int(counts.get(kind, 0)) + 1
+            escalate = limit > 0 and counts[kind] >= limit and not task.attention
+            data: dict[str, Any] = {
+                "block_id": block["id"],
+                "kind": kind,
+                "reason": reason,
+                "by": actor.token_id,
+                "count": counts[kind],
+            }
+            if actor.kind == "lease":
+                data["by_lease"] = actor.lease_id  # wake-creator skips its creator's own block
+            event = "task.blocked"
+            change = Change()
+            if held is not None:
+                change = self._release_for_block(held, block["id"])
+                data["released_lease_id"] = held.id
+                event = "task.run_released"
+            if escalate:
+                data["block_recurrence_limit"] = limit
+                event = "task.escalated"
+            new = replace(
+                task,
+                blocks=_kept({**(task.blocks or {}), block["id"]: block}),
+                block_counts=counts,
+                attention=task.attention or escalate,
+                version=task.version + 1,
+                event_type=event,
+                event_data=data,
+                updated_at=now,
+            )
+            # One op on the scheduler row per transaction: an escalated task is held by the
+            # attention set (recover closes its blocks), any other by the blocked set.
+            hold = (
+                HoldOp("attention", task.id, True) if escalate else HoldOp("blocked", task.id, True)
+            )
+            change = replace(
+                change,
+                tasks=[
+                    *change.tasks,
+                    TaskWrite(new, expect_job_id=task.job_id, expect_version=task.version),
+                ],
+                holds=[hold],
+            )
+            try:
+                self._commit(change)
+            except Conflict:
+                self.counters["lost_writes"] += 1
+                task = self._task(task_id)
+                continue
+            self.counters["blocks_placed"] += 1
+            return block_out(block, now)
+        raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
+
+    def _held_lease(self, actor: Principal, task: Task) -> Lease | None:
+        """The lease to release: the caller's own, when it is the task's held run."""
+        if actor.kind != "lease":
+            return None
+        lease = self._lease(actor.lease_id or "")
+        if lease.state.terminal:
+            raise InvalidTransition(f"lease {lease.id} already ended {lease.state}")
+        # A cancelling lease is on its way out: the block stands alone (nothing to release).
+        if lease.task_id != task.id or lease.state not in HELD:
+            return None
+        job = self.store.get_job(lease.job_id)
+        if job is None or job.lease_id != lease.id or task.job_id != job.id:
+            raise InvalidTransition(f"lease {lease.id} is not the task's current run")
+        return lease
+
+    def _release_for_block(self, lease: Lease, block_id: str) -> Change:
+        report = normalized(ReportKind.RELEASE, {"reason": f"blocked: {block_id}"})
+        fp = f"block:{block_id}"
+        return self._final_change(lease, ReportKind.RELEASE, report, fp, None)
+
+    # ---------------------------------------------------------------- clearing
+
+    def clear_block(
+        self, actor: Principal, task_id: str, block_id: str, note: str | None = None
+    ) -> dict[str, Any]:
+        task = self._blockable(actor, task_id, "member")
+        rules.refuse_token_fields({"note": note})
+        if note is not None and len(note) > MAX_REASON_CHARS:
+            raise ValidationFailed(f"note: at most {MAX_REASON_CHARS} characters")
+        for _ in range(BLOCK_TRIES):
+            now = self.clock.now_ms()
+            block = (task.blocks or {}).get(block_id)
+            if block is None:
+                raise NotFound(f"block {block_id} does not exist on task {task_id}")
+            if block.get("state") != "open":
+                return block_out(block, now)  # already closed: as it is (no-op)
+            closed = {
+                **block,
+                "state": "cleared",
+                "closed_at": now,
+                "closed_by": "clear",
+                "cleared_by": actor.token_id,
+            }
+            if note:
+                closed["note"] = note
+            try:
+                task = self._close(task, [closed], "task.block_cleared", actor.token_id, note)
+            except Conflict:
+                self.counters["lost_writes"] += 1
+                task = self._task(task_id)
+                continue
+            self._resume_if_ready(task)
+            return block_out(closed, now)
+        raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
+
+    def _close(
+        self,
+        task: Task,
+        closed: list[dict[str, Any]],
+        event: str,
+        by: str,
+        note: str | None,
+        **fields: Any,
+    ) -> Task:
+        now = self.clock.now_ms()
+        blocks = {**(task.blocks or {}), **{b["id"]: b for b in closed}}
+        new = replace(
+            task,
+            blocks=_kept(blocks),
+            version=task.version + 1,
+            event_type=event,
+            event_data={
+                "block_ids": [b["id"] for b in closed],
+                "by": by,
+                **({"note": note} if note else {}),
+            },
+            updated_at=now,
+            **fields,
+        )
+        still = bool(open_blocks(new, now))
+        holds = [] if still else [HoldOp("blocked", task.id, False)]
+        if fields.get("attention") is False and task.attention:
+            holds = [HoldOp("attention", task.id, False)]
+        self._commit(
+            Change(
+                tasks=[TaskWrite(new, expect_job_id=task.job_id, expect_version=task.version)],
+                holds=holds,
+            )
+        )
+        if fields.get("attention") is False and not still:
+            # A transaction names the scheduler row once; a stale `blocked` entry costs one
+            # read per claim look until removed, never a wrongly held run.
+            self.store.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
+        return new
+
+    def _resume_if_ready(self, task: Task) -> Lease | None:
+        """Auto-resume: no blocking cause left → an opted-in task with no open run gets one
+        pending lease, through the at-most-one-open-run path (the task row must still name
+        the run read, so concurrent clears converge on one run). A parked pending lease needs
+        nothing: the claim gate stops skipping it."""
+        now = self.clock.now_ms()
+        if task.attention or open_blocks(task, now):
+            return None
+        if not task.auto_enqueue_on_ready or task.pool is None:
+            return None
+        if self.store.get_graph(task.id).blockers_outstanding:
+            return None
+        held = self.store.get_scheduler()
+        if self._paused_by(task, held.paused_tasks) is not None:
+            return None
+        current = self._newest_lease(task)
+        if current is not None and current.state.active:
+            return None
+        if current is not None and current.outcome == "success":
+            return None  # done: nothing to resume
+        fresh = self.store.get_task(task.id)
+        if fresh is None or fresh.job_id != task.job_id:
+            return None
+        checks = [(fresh.job_id, current.id)] if fresh.job_id and current else []
+        try:
+            _, lease = self._open_run(
+                fresh,
+                self._pool(task.pool),
+                create_task=False,
+                expect_job_id=fresh.job_id,
+                job_checks=checks,
+                run=RunStart(),
+            )
+        except Conflict:
+            return None  # another clear (or an operator) opened the run first
+        self.counters["auto_enqueued"] += 1
+        return lease
+
+    def auto_enqueue(self, task_id: str) -> Lease | None:
+        task = self.store.get_task(task_id)
+        if task is not None and open_blocks(task, self.clock.now_ms()):
+            return None  # the block's clear (or expiry) resumes it
+        return super().auto_enqueue(task_id)

@@ -1,0 +1,121 @@
+"""The unblock-loop breaker's other half and the blocks' lifecycle (DESIGN §14): recover of an
+escalated task, the sweeper's finalizing of expired transient blocks, and the reset of the
+block counts on a successful completion (from the stream). Placing blocks and escalating:
+core/blocks.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tenure.app.autonomy.blocks import BLOCK_TRIES, EXPIRY_PER_PASS, BlockOps, counting, open_blocks
+from tenure.app.ports import Change, HoldOp, TaskWrite
+from tenure.app.tasks.filing import TaskView
+from tenure.domain import authz
+from tenure.domain import fencing as rules
+from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
+from tenure.domain.model import Lease, Principal
+
+
+class BreakerOps(BlockOps):
+    # ---------------------------------------------------------------- recover
+
+    def recover_task(self, actor: Principal, task_id: str, note: str | None) -> TaskView:
+        authz.require_role(actor, "member")
+        task = self._task(task_id)
+        authz.require_operator(actor, "member", task.space)
+        rules.refuse_token_fields({"note": note})
+        for _ in range(BLOCK_TRIES):
+            if not task.attention:
+                raise InvalidTransition(f"task {task.key} is not in needs_attention")
+            now = self.clock.now_ms()
+            closed = [
+                {
+                    **b,
+                    "state": "cleared",
+                    "closed_at": now,
+                    "closed_by": "recover",
+                    "cleared_by": actor.token_id,
+                    **({"note": note} if note else {}),
+                }
+                for b in (task.blocks or {}).values()
+                if b.get("state") == "open"
+            ]
+            try:
+                task = self._close(
+                    task, closed, "task.recovered", actor.token_id, note, attention=False
+                )
+            except Conflict:
+                self.counters["lost_writes"] += 1
+                task = self._task(task_id)
+                continue
+            self._resume_if_ready(task)
+            return self.get_task(actor, task_id)
+        raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
+
+    # ---------------------------------------------------------------- expiry (sweeper)
+
+    def finalize_expired_blocks(self, limit: int = EXPIRY_PER_PASS) -> list[str]:
+        """Close transient blocks that have expired (they stopped counting already) and
+        resume their tasks; at most `limit` blocked tasks per pass."""
+        done: list[str] = []
+        for task_id in sorted(self.store.get_scheduler().blocked)[:limit]:
+            task = self.store.get_task(task_id)
+            if task is None:
+                continue
+            now = self.clock.now_ms()
+            expired = [
+                {**b, "state": "expired", "closed_at": int(b["expires_at"]), "closed_by": "expiry"}
+                for b in (task.blocks or {}).values()
+                if b.get("state") == "open" and not counting(b, now)
+            ]
+            if not expired:
+                if not open_blocks(task, now):
+                    self.store.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
+                continue
+            try:
+                task = self._close(task, expired, "task.block_expired", "sweeper", None)
+            except Conflict:
+                continue  # changed meanwhile: next pass
+            self._resume_if_ready(task)
+            done.append(task_id)
+        return done
+
+    # ------------------------------------------------------------- reactions
+
+    def react_to_rows(self, rows: Any) -> None:
+        rows = list(rows)
+        super().react_to_rows(rows)
+        for entity, old, new in rows:
+            if entity == "lease":
+                self._reset_breaker(old, new)
+
+    def _reset_breaker(self, old: Lease | None, new: Lease) -> None:
+        """A successful completion resets the task's block counts (the breaker's memory)."""
+        if new.task_id is None or new.outcome != "success" or not new.state.terminal:
+            return
+        if old is not None and old.state.terminal:
+            return
+        for _ in range(BLOCK_TRIES):
+            task = self.store.get_task(new.task_id)
+            if task is None or not task.block_counts:
+                return
+            reset = replace(
+                task,
+                block_counts=None,
+                version=task.version + 1,
+                event_type="task.block_counts_reset",
+                event_data={"lease_id": new.id},
+                updated_at=self.clock.now_ms(),
+            )
+            try:
+                self._commit(
+                    Change(
+                        tasks=[
+                            TaskWrite(reset, expect_job_id=task.job_id, expect_version=task.version)
+                        ]
+                    )
+                )
+            except Conflict:
+                continue
+            return

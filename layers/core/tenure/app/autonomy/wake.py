@@ -1,0 +1,145 @@
+"""Wake-creator (DESIGN §14): a delegated task's endings wake the lease that filed it.
+
+From the table's stream (reactor.py → `react_to_rows`), a child task filed with a lease token
+(`created_by_lease`, `wake_creator` on) that reaches a terminal status (its run completed,
+failed, cancelled or killed), `blocked` (a block placed) or `needs_attention` (escalated or
+exhausted) publishes one EventBridge event (`source: "tenure"`, `detail-type:
+"task.wake_creator"`) and records `task.wake_creator` on the creator lease's subject timeline.
+
+At most once per transition: the timeline event's id and instant are derived from the row
+version that made the transition, and it is written first, conditionally (a new id only); a
+redelivered stream record loses that write and publishes nothing. The price is that a publish
+failing after the write is not retried — logged and counted (`wake_publish_failed`), never
+published twice. No wake when the creator lease has ended, or when the transition was made by
+the creator lease itself (its own block of the child). The detail names ids only, never a
+token. A second block on a task already blocked is no transition and wakes nobody.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenure.app.autonomy import blocks
+from tenure.app.ports import EventPublisher
+from tenure.app.tasks.graph import GraphOps
+from tenure.domain.errors import Conflict
+from tenure.domain.model import Event, Lease, Task
+from tenure.domain.states import EndReason, LeaseState
+
+WAKE_SOURCE = "tenure"
+WAKE_DETAIL_TYPE = "task.wake_creator"
+# Task-row transitions that wake: the event each row names → the child's new status.
+_TASK_WAKES = {
+    "task.blocked": "blocked",
+    "task.run_released": "blocked",
+    "task.escalated": "needs_attention",
+    "task.starvation_escalated": "needs_attention",
+    "task.run.lease_recovery_exhausted": "needs_attention",
+}
+_TERMINAL = {
+    LeaseState.COMPLETED: "completed",
+    LeaseState.FAILED: "failed",
+    LeaseState.CANCELLED: "cancelled",
+    LeaseState.KILLED: "cancelled",
+}
+
+
+class WakeOps(GraphOps):
+    # Set by the composition root (wiring.py) where the bus is configured.
+    publisher: EventPublisher | None = None
+
+    def react_to_rows(self, rows: Any) -> None:
+        rows = list(rows)
+        super().react_to_rows(rows)
+        for entity, old, new in rows:
+            if entity == "lease":
+                self._wake_on_lease(old, new)
+            elif entity == "task":
+                self._wake_on_task(old, new)
+
+    def _wake_on_lease(self, old: Lease | None, new: Lease) -> None:
+        if new.task_id is None or not new.state.terminal:
+            return
+        if old is not None and old.state.terminal:
+            return
+        if new.end_reason is EndReason.RELEASED or new.state is LeaseState.LOST:
+            return  # handed on (a new pending lease), or exhausted: the task row says so
+        status = _TERMINAL.get(new.state)
+        if status == "completed" and new.outcome != "success":
+            status = "failed"
+        if status is None:
+            return
+        child = self.store.get_task(new.task_id)
+        if child is None:
+            return
+        by_lease = (new.event_data or {}).get("by_lease")  # a force operation by a lease token
+        transition = f"{new.id}.v{new.version:06d}"
+        self._wake(child, status, transition, new.updated_at, by_lease, new.id)
+
+    def _wake_on_task(self, old: Task | None, new: Task) -> None:
+        if new.event_type not in _TASK_WAKES or (old is not None and old.version == new.version):
+            return
+        already = old is not None and old.blocks and blocks.open_blocks(old, new.updated_at or 0)
+        if new.event_type == "task.blocked" and already:
+            return  # a second block on a task already blocked: no transition to tell
+        data = new.event_data or {}
+        by_lease = data.get("by_lease")
+        self._wake(
+            new,
+            _TASK_WAKES[new.event_type],
+            f"{new.id}.v{new.version:06d}",
+            new.updated_at,
+            by_lease,
+            None,
+        )
+
+    def _wake(
+        self,
+        child: Task,
+        status: str,
+        transition: str,
+        at: int | None,
+        by_lease: str | None,
+        child_lease_id: str | None,
+    ) -> bool:
+        if not child.wake_creator or child.created_by_lease is None:
+            return False
+        if by_lease is not None and by_lease == child.created_by_lease:
+            return False  # the creator did this itself: nothing to tell it
+        creator = self.store.get_lease(child.created_by_lease)
+        if creator is None or creator.state.terminal:
+            return False  # nobody is left to wake
+        detail = {
+            "child_task_id": child.id,
+            "child_task_key": child.key,
+            "child_status": status,
+            "child_lease_id": child_lease_id,
+            "creator_lease_id": creator.id,
+            "creator_task_id": creator.task_id,
+            "space": child.space,
+            "transition": transition,
+        }
+        event = Event(
+            id=f"wake.{transition}",
+            subject_kind=creator.subject_kind,
+            subject_id=creator.subject_id,
+            type=WAKE_DETAIL_TYPE,
+            at=at or self.clock.now_ms(),
+            lease_id=creator.id,
+            fence=creator.fence,
+            data=detail,
+        )
+        try:
+            self.store.put_event(event)
+        except Conflict:
+            return False  # this transition already woke it (a redelivered record)
+        if self.publisher is None:
+            self.counters["wake_unpublished"] += 1
+            return True
+        try:
+            self.publisher.publish(WAKE_SOURCE, WAKE_DETAIL_TYPE, detail)
+        except Exception:  # the timeline has it; a second publish would break at-most-once
+            self.counters["wake_publish_failed"] += 1
+            raise
+        self.counters["wakes_published"] += 1
+        return True

@@ -1,0 +1,142 @@
+"""Why a queued lease is still queued (DESIGN §12): one rule, read by every view of a lease."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from tenure.app.kernel import ServiceBase
+from tenure.app.ports import INSTANCE_CEILING
+from tenure.app.workers import WORKERS_PAGE, reachable
+from tenure.domain.model import Instance, Lease, Pool, Space
+from tenure.domain.states import LeaseState
+
+# States in which a lease has a queued condition (every other state has none).
+QUEUED_STATES = frozenset({LeaseState.PENDING, LeaseState.DISPATCHING, LeaseState.DISPATCHED})
+
+
+@dataclass(frozen=True)
+class QueuedCondition:
+    code: str
+    label: str
+    needs_person: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {"code": self.code, "label": self.label, "needs_person": self.needs_person}
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """What holds for a pool right now, as far as its queued leases are concerned."""
+
+    paused: bool = False
+    space_archived: bool = False
+    runtime_refusing: bool = False
+    token_pool_unreachable: bool = False
+    instance_full: bool = False
+    space_full: bool = False
+    pool_full: bool = False
+
+
+# Conditions that only a person can clear, in precedence order (DESIGN §12).
+_NEEDS_PERSON = (
+    ("pool_paused", "paused"),
+    ("space_archived", "space_archived"),
+    ("runtime_refusing", "runtime_refusing"),
+    ("token_pool_unreachable", "token_pool_unreachable"),
+)
+# Conditions that clear on their own, after waiting_until, in precedence order.
+_CAPACITY = (
+    ("instance_full", "instance_full"),
+    ("space_full", "space_full"),
+    ("pool_full", "pool_full"),
+)
+
+
+def queued_condition(
+    lease: Lease, facts: PoolFacts, not_before: int | None = None
+) -> QueuedCondition | None:
+    """The condition a lease in pending, dispatching or dispatched reads; None otherwise."""
+    if lease.state not in QUEUED_STATES:
+        return None
+    for code, fact in _NEEDS_PERSON:
+        if getattr(facts, fact):
+            return QueuedCondition(code, code.replace("_", " "), True)
+    if lease.state is LeaseState.PENDING and not_before is not None:
+        at = datetime.fromtimestamp(not_before / 1000, tz=UTC).strftime("%H:%M")
+        return QueuedCondition("waiting_until", f"waiting until {at}", False)
+    for code, fact in _CAPACITY:
+        if getattr(facts, fact):
+            return QueuedCondition(code, code.replace("_", " "), False)
+    if lease.state is LeaseState.PENDING:
+        return QueuedCondition("awaiting_agent", "awaiting agent", False)
+    return QueuedCondition("starting", "starting", False)
+
+
+class ConditionOps(ServiceBase):
+    def queued_conditions(self, leases: Iterable[Lease]) -> dict[str, QueuedCondition | None]:
+        """Each lease's condition. What it rests on is read fresh once per call, and only for
+        pools with a queued lease among `leases`: the pool, its space and the instance rows
+        (consistent, so that every process answers alike the moment a pause, an archive or a
+        ceiling lands), the ceiling counters and the pool's worker rows."""
+        facts: dict[str, PoolFacts] = {}
+        spaces: dict[str, Space] = {}
+        instance: list[Instance] = []
+        found: dict[str, QueuedCondition | None] = {}
+        for lease in leases:
+            if lease.state not in QUEUED_STATES:
+                found[lease.id] = None
+                continue
+            if lease.pool not in facts:
+                pool = self._fresh_pool(lease.pool)
+                if pool.space not in spaces:
+                    spaces[pool.space] = self._fresh_space(pool.space)
+                if not instance:
+                    instance.append(self.store.get_instance())
+                    self._instance_at = (self.clock.now_ms(), instance[0])
+                facts[lease.pool] = self._pool_facts(pool, spaces[pool.space], instance[0])
+            deferred = lease.not_before if (lease.not_before or 0) > self.clock.now_ms() else None
+            found[lease.id] = queued_condition(lease, facts[lease.pool], deferred)
+        return found
+
+    def queued_condition_of(self, lease: Lease) -> QueuedCondition | None:
+        return self.queued_conditions([lease])[lease.id]
+
+    def _pool_facts(self, pool: Pool, space: Space, instance: Instance) -> PoolFacts:
+        full = {
+            f"{scope}_full": self.store.held_count(scope, name) >= limit
+            for scope, name, limit in (
+                ("pool", pool.name, pool.max_active),
+                ("space", space.key, space.max_active),
+                (INSTANCE_CEILING, INSTANCE_CEILING, instance.max_active),
+            )
+            if limit is not None
+        }
+        return PoolFacts(
+            paused=pool.paused,
+            space_archived=space.archived,
+            **self._fleet_facts(pool),
+            **full,
+        )
+
+    def _fleet_facts(self, pool: Pool) -> dict[str, bool]:
+        """runtime_refusing / token_pool_unreachable: every reachable worker of the pool says
+        so in its worker heartbeat (and there is at least one). One bounded read of the pool's
+        worker rows (WORKERS_PAGE), only for a pool with a queued lease in view."""
+        now = self.clock.now_ms()
+        workers = [
+            w
+            for w in self.store.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
+            if reachable(w, pool, now)
+        ]
+
+        def everyone(attribute: str, state: str) -> bool:
+            return bool(workers) and all(
+                (getattr(w, attribute) or {}).get("state") == state for w in workers
+            )
+
+        return {
+            "runtime_refusing": everyone("runtime", "refusing"),
+            "token_pool_unreachable": everyone("credentials", "unreachable"),
+        }

@@ -1,0 +1,172 @@
+"""Inspect (DESIGN §13): a read-only triage snapshot of a task or a lease, and the next action
+an operator or an agent should take. It reads a bounded number of rows and never a token:
+claim evidence is the first 8 hex characters of the claim token's hash, nothing more."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from tenure.app.conditions import ConditionOps
+from tenure.app.scheduler import SchedulerOps
+from tenure.app.tasks.filing import TaskView
+from tenure.app.workers import reachable
+from tenure.domain import authz
+from tenure.domain.errors import NotFound
+from tenure.domain.model import Event, Lease, Principal, Task
+from tenure.domain.states import REPORTABLE, LeaseState, SubjectKind, TaskStatus
+
+RECENT_EVENTS = 20
+RECENT_LEASES = 10
+# The timeline is read this far back (newest first) to find the recent leases.
+LEASE_EVENTS_SCAN = 100
+
+
+class NextAction(StrEnum):
+    CLAIM_AVAILABLE = "claim_available"  # pending, nothing holds it back, a worker is there
+    WAITING_FOR_SESSION = "waiting_for_session"  # pending or unstarted; no worker yet, or held
+    STRANDED = "stranded"  # a holder silent past its deadline, or pending work starved
+    RUNNING = "running"  # held, heard from within its deadline
+    RECOVERY_REQUIRED = "recovery_required"  # needs attention, or its last run failed
+    TERMINAL = "terminal"  # completed or cancelled, nothing open
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    task: TaskView | None
+    current_lease: Lease | None
+    recent_leases: list[Lease]
+    recent_events: list[Event]
+    scheduler: dict[str, Any]
+    diagnostics: dict[str, Any]
+    next_action: NextAction
+    as_of: int
+
+
+class InspectOps(SchedulerOps, ConditionOps):
+    def inspect(self, actor: Principal, some_id: str) -> Snapshot:
+        """A task id or a lease id: the snapshot of that task (a lease's own task), or of the
+        lease alone when it answers for a workflow or a space."""
+        authz.require_role(actor, "read")
+        task = self.store.get_task(some_id) if len(some_id) <= 128 else None
+        lease: Lease | None = None
+        if task is None:
+            lease = self.store.get_lease(some_id) if len(some_id) <= 128 else None
+            if lease is None:
+                raise NotFound(f"no task or lease {some_id}")
+            if lease.task_id is not None:
+                task = self.store.get_task(lease.task_id)
+        space = task.space if task is not None else lease.space if lease is not None else None
+        authz.require_operator(actor, "read", space)
+        now = self.clock.now_ms()
+        current = self._newest_lease(task) if task is not None else lease
+        if current is not None and current.job_id and lease is not None and task is None:
+            job = self.store.get_job(current.job_id)
+            newest = self.store.get_lease(job.lease_id) if job else None
+            current = newest or current
+        view = self.describe_task(task, current) if task is not None else None
+        subject = (SubjectKind.TASK.value, task.id) if task else _subject(current)
+        events = self.store.timeline_page(*subject, RECENT_EVENTS, None, newest_first=True).events
+        recent = self._recent_leases(subject, current)
+        gate = self.store.get_scheduler()
+        scheduler = {
+            "paused": gate.paused,
+            "effective_paused": bool(view and view.effective_paused),
+            "paused_by_task_id": view.paused_by_task_id if view else None,
+            "parked": bool(task and task.id in gate.attention),
+        }
+        diagnostics = self._diagnose(task, view, current, now)
+        action = self._next_action(view, current, diagnostics, gate.paused)
+        return Snapshot(view, current, recent, events, scheduler, diagnostics, action, now)
+
+    def _recent_leases(self, subject: tuple[str, str], current: Lease | None) -> list[Lease]:
+        page = self.store.timeline_page(*subject, LEASE_EVENTS_SCAN, None, newest_first=True)
+        ids = list(dict.fromkeys(e.lease_id for e in page.events if e.lease_id))
+        if current is not None and current.id not in ids:
+            ids.insert(0, current.id)
+        found = self.store.get_leases(ids[:RECENT_LEASES])
+        return sorted(found.values(), key=lambda x: (x.created_at, x.id), reverse=True)
+
+    def _diagnose(
+        self, task: Task | None, view: TaskView | None, lease: Lease | None, now: int
+    ) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "status": view.status.value if view else None,
+            "blocked_reasons": list(view.blocked_reasons) if view else [],
+            "needs_attention": bool(task and task.attention),
+            "pool": None,
+            "pool_paused": None,
+            "reachable_workers": None,
+            "queued_condition": None,
+            "queued_for_ms": None,
+            "starved": False,
+            "deadline_passed": False,
+            "heard_from_ms_ago": None,
+            "claim_token_hash_truncated": None,
+            "attempt": None,
+            "retry_depth": None,
+        }
+        if lease is None:
+            return found
+        pool = self._pool(lease.pool)
+        workers = self.store.list_workers(pool.name, now_ms=now)
+        reachable_now = sum(1 for w in workers if reachable(w, pool, now))
+        condition = self.queued_condition_of(lease)
+        found.update(
+            pool=pool.name,
+            pool_paused=pool.paused,
+            reachable_workers=reachable_now,
+            queued_condition=condition.as_dict() if condition else None,
+            claim_token_hash_truncated=lease.token_hash[:8] if lease.token_hash else None,
+            attempt=lease.attempt,
+            retry_depth=lease.retry_depth,
+        )
+        if lease.state is LeaseState.PENDING:
+            age = now - lease.created_at
+            found["queued_for_ms"] = age
+            found["starved"] = reachable_now == 0 and age > pool.min_queued_age_seconds * 1000
+        if lease.state in REPORTABLE:
+            found["deadline_passed"] = lease.deadline is not None and lease.deadline <= now
+            if lease.heartbeat_at is not None:
+                found["heard_from_ms_ago"] = now - lease.heartbeat_at
+        return found
+
+    def _next_action(
+        self,
+        view: TaskView | None,
+        lease: Lease | None,
+        found: dict[str, Any],
+        scheduler_paused: bool,
+    ) -> NextAction:
+        if view is not None and view.status is TaskStatus.NEEDS_ATTENTION:
+            return NextAction.RECOVERY_REQUIRED
+        if lease is not None and lease.state in REPORTABLE:
+            return NextAction.STRANDED if found["deadline_passed"] else NextAction.RUNNING
+        if lease is not None and lease.state.active:  # pending, dispatching
+            if found["starved"]:
+                return NextAction.STRANDED
+            held = (
+                scheduler_paused
+                or found["pool_paused"]
+                or bool(view and view.blocked_reasons)
+                or not found["reachable_workers"]
+            )
+            return NextAction.WAITING_FOR_SESSION if held else NextAction.CLAIM_AVAILABLE
+        if view is not None and view.status is TaskStatus.COMPLETED:
+            return NextAction.TERMINAL
+        if lease is not None and lease.state in (
+            LeaseState.FAILED,
+            LeaseState.LOST,
+            LeaseState.KILLED,
+        ):
+            return NextAction.RECOVERY_REQUIRED  # retry (or enqueue) is the way on
+        if lease is not None:
+            return NextAction.TERMINAL  # completed or cancelled
+        return NextAction.WAITING_FOR_SESSION  # never enqueued: waits for a run to be opened
+
+
+def _subject(lease: Lease | None) -> tuple[str, str]:
+    if lease is None:
+        raise NotFound("nothing to inspect")
+    return lease.subject_kind.value, lease.subject_id

@@ -1,0 +1,188 @@
+"""Operator recovery on leases (DESIGN §13): retry chains and bulk force release / fail.
+
+Every force row is its own conditional write on the state it read (no retry: a row whose
+lease moved meanwhile answers invalid_transition and the caller retries only that row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tenure.app.kernel import over
+from tenure.app.ports import Change, HoldOp
+from tenure.app.setup.instance import InstanceOps
+from tenure.app.tasks.filing import RunStart, TaskOps
+from tenure.domain import authz
+from tenure.domain import fencing as rules
+from tenure.domain.errors import (
+    Conflict,
+    Forbidden,
+    InvalidTransition,
+    LeaseTokenMismatch,
+    TenureError,
+    ValidationFailed,
+)
+from tenure.domain.model import Lease, Principal
+from tenure.domain.states import LeaseState, SubjectKind
+from tenure.domain.transitions import Action, move
+
+# Ended leases a retry may follow (DESIGN §13).
+RETRYABLE = frozenset({LeaseState.FAILED, LeaseState.LOST, LeaseState.KILLED, LeaseState.CANCELLED})
+MAX_BULK = 100
+OPERATOR_FORCED = "operator_forced"
+
+
+@dataclass(frozen=True)
+class ForceRow:
+    lease_id: str
+    ok: bool
+    code: str | None = None
+    message: str | None = None
+    lease: Lease | None = None
+
+
+class ForceOps(TaskOps, InstanceOps):
+    # ------------------------------------------------------------------- retry
+
+    def retry(self, actor: Principal, lease_id: str) -> Lease:
+        """A new pending lease after an ended one: a new run of the same task, linked by
+        `previous_lease_id`, attempt + 1 and retry_depth + 1; at most one open run."""
+        authz.require_role(actor, "member")
+        lease = self._lease(lease_id)
+        authz.require_operator(actor, "member", lease.space)
+        if lease.state not in RETRYABLE:
+            raise InvalidTransition(
+                f"lease {lease.id} is {lease.state}; only a failed, lost, killed or cancelled "
+                "lease can be retried"
+            )
+        if lease.subject_kind is not SubjectKind.TASK or lease.task_id is None:
+            raise InvalidTransition(f"lease {lease.id} answers for no task; there is no run")
+        cap = self._instance_settings().retry_chain_cap
+        if lease.retry_depth + 1 > cap:
+            raise InvalidTransition(
+                f"lease {lease.id} is retry {lease.retry_depth} of its chain; the instance's "
+                f"retry_chain_cap is {cap}"
+            )
+        task = self._task(lease.task_id)
+        newest = self._newest_lease(task)
+        if newest is not None and newest.state.active:
+            raise InvalidTransition(f"task {task.key} already has an open run ({newest.id})")
+        job = self.store.get_job(lease.job_id)
+        if job is None or task.job_id != job.id or job.lease_id != lease.id:
+            raise InvalidTransition(
+                f"task {task.key} has a newer run than lease {lease.id}; retry its newest lease"
+            )
+        pool = self._pool(lease.pool)
+        now = self.clock.now_ms()
+        # A retry is an operator's recovery: an escalated task leaves needs_attention with it.
+        recovered = replace(
+            task,
+            attention=False,
+            version=task.version + 1,
+            event_type="task.retried",
+            event_data={"by": actor.token_id, "previous_lease_id": lease.id},
+            updated_at=now,
+        )
+        run = RunStart(
+            attempt=lease.attempt + 1,
+            recovery_count=job.recovery_count,
+            retry_depth=lease.retry_depth + 1,
+            previous_lease_id=lease.id,
+            holds=(HoldOp("attention", task.id, False),) if task.attention else (),
+        )
+        try:
+            _, new = self._open_run(
+                recovered,
+                pool,
+                create_task=False,
+                expect_job_id=job.id,
+                job_checks=[(job.id, lease.id)],
+                run=run,
+            )
+        except Conflict as lost:
+            raise InvalidTransition(f"task {task.key} already has an open run") from lost
+        return new
+
+    # -------------------------------------------------------------- bulk force
+
+    def bulk_release(
+        self, actor: Principal, lease_ids: list[str], reason: str | None
+    ) -> list[ForceRow]:
+        return self._bulk(actor, lease_ids, Action.FORCE_RELEASE, reason)
+
+    def bulk_fail(self, actor: Principal, lease_ids: list[str], reason: str) -> list[ForceRow]:
+        if not reason or not reason.strip():
+            raise ValidationFailed("reason: a force fail needs a non-empty reason")
+        return self._bulk(actor, lease_ids, Action.FORCE_FAIL, reason)
+
+    def _bulk(
+        self, actor: Principal, lease_ids: list[str], action: Action, reason: str | None
+    ) -> list[ForceRow]:
+        if not 1 <= len(lease_ids) <= MAX_BULK:
+            raise ValidationFailed(f"lease_ids: between 1 and {MAX_BULK} ids")
+        own_space = self._may_force(actor)
+        rules.refuse_token_fields({"reason": reason})
+        found = self.store.get_leases(lease_ids)
+        rows = []
+        for lease_id in lease_ids:
+            try:
+                lease = found.get(lease_id) or self._lease(lease_id)
+                self._may_force_lease(actor, lease, own_space)
+                rows.append(
+                    ForceRow(lease_id, True, lease=self._force(actor, lease, action, reason))
+                )
+            except TenureError as refused:
+                rows.append(ForceRow(lease_id, False, code=refused.code, message=str(refused)))
+        return rows
+
+    def _may_force(self, actor: Principal) -> str | None:
+        """Members may force; worker and lease tokens only when the instance allows agents
+        to. Returns the space a lease token is confined to (its own lease's)."""
+        if actor.kind == "operator":
+            authz.require_role(actor, "member")
+            return None
+        self.require_agent_force(actor)
+        if actor.kind == "lease":
+            return self._lease(actor.lease_id or "").space
+        return None
+
+    def require_agent_force(self, actor: Principal) -> None:
+        """A worker or lease token may force only while the instance allows agents to."""
+        if actor.kind not in ("worker", "lease"):
+            raise Forbidden("this route needs a member token")
+        if not self._instance_settings().allow_agent_force:
+            if actor.kind == "lease":
+                raise LeaseTokenMismatch("force operations need an operator token here")
+            raise Forbidden("force operations by agents are off (instance allow_agent_force)")
+
+    def _may_force_lease(self, actor: Principal, lease: Lease, own_space: str | None) -> None:
+        if actor.kind == "operator":
+            authz.require_operator(actor, "member", lease.space)
+        elif actor.kind == "worker":
+            authz.require_worker(actor, lease.pool)
+        elif lease.space != own_space:
+            raise Forbidden(f"the lease token may not act in space {lease.space!r}")
+
+    def _force(self, actor: Principal, lease: Lease, action: Action, reason: str | None) -> Lease:
+        to = move(lease.id, lease.state, lease.revoke, action)
+        if to is None:
+            raise InvalidTransition(f"lease {lease.id} is {lease.state}; nothing to force")
+        now = self.clock.now_ms()
+        data = {"by": actor.token_id, "actor_kind": actor.kind, "reason": reason}
+        if actor.lease_id is not None:
+            data["by_lease"] = actor.lease_id  # wake-creator skips its creator's own doing
+        fields: dict[str, object] = {"report": {"reason": reason} if reason else None}
+        if action is Action.FORCE_FAIL:
+            fields["failure_kind"] = OPERATOR_FORCED
+            data["failure_kind"] = OPERATOR_FORCED
+        ended = self._apply(lease, to, data, now, **fields)
+        change = Change(leases=[over(lease, ended)])
+        try:
+            if to.requeue:
+                change = self._with_successor(change, lease, recovered=False)
+            self._commit(change)
+        except Conflict as lost:
+            raise InvalidTransition(
+                f"lease {lease.id} changed while it was being forced; try this row again"
+            ) from lost
+        return ended

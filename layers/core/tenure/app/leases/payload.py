@@ -1,0 +1,111 @@
+"""The work bundle a holder reads (DESIGN §6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenure.app.ports import Store
+from tenure.app.setup.versions import VersionOps
+from tenure.domain.errors import TenureError
+from tenure.domain.fencing import iso_ms
+from tenure.domain.model import Event, Lease, Principal
+from tenure.domain.states import SubjectKind
+
+ACTIVITY_IN_PAYLOAD = 20
+# The payload reads this many of the subject's newest events at most: its recent activity and
+# its prior attempts come from them (a long history is summarised by its newest part).
+HISTORY_IN_PAYLOAD = 200
+
+
+class PayloadOps(VersionOps):
+    def payload(self, actor: Principal, lease_id: str) -> dict[str, Any]:
+        lease = self._own_lease(actor, lease_id)
+        self._refuse_if_stale(lease, "payload")
+        return self._bundle(lease)
+
+    def claimed_payload(self, lease: Lease) -> dict[str, Any] | None:
+        """The bundle a claim answer carries, so a worker needs no GET payload (DESIGN §9).
+        The lease is already won when this runs: a bundle that cannot be read now (a throttled
+        read, a subject gone) must not lose the worker its token, so it answers None and the
+        worker falls back to GET /leases/{id}/payload."""
+        try:
+            return self._bundle(lease)
+        except TenureError:
+            self.counters["claim_payload_deferred"] += 1
+            return None
+
+    def _bundle(self, lease: Lease) -> dict[str, Any]:
+        pool = self._pool(lease.pool)
+        events = self.store.timeline(lease.subject_kind, lease.subject_id, HISTORY_IN_PAYLOAD)
+        recent = [_event_summary(e) for e in events[-ACTIVITY_IN_PAYLOAD:]]
+        subject: dict[str, Any]
+        if lease.subject_kind is SubjectKind.TASK:
+            task = self._task(lease.task_id or "")
+            subject = {
+                "kind": "task",
+                "key": task.key,
+                "title": task.title,
+                "body": task.body,
+                "properties": task.properties,
+                "dependencies": _dependencies(self.store, task.depends_on or ()),
+                "prior_attempts": _prior_attempts(events, lease.id),
+                "activity": recent,
+            }
+        elif lease.subject_kind is SubjectKind.WORKFLOW:
+            wf = self.store.get_workflow(lease.space, lease.workflow or "")
+            subject = {
+                "kind": "workflow",
+                "slug": lease.workflow,
+                "name": wf.name if wf else None,
+                "description": wf.description if wf else None,
+                "activity": recent,
+            }
+        else:
+            space = self._space(lease.space)
+            subject = {"kind": "space", "key": space.key, "name": space.name, "activity": recent}
+        bundle: dict[str, Any] = {
+            "lease": lease,
+            "subject": subject,
+            "kind": pool.kind.value,
+            **self._kind_fields(lease, pool),
+        }
+        # Only a lease an inbound rule minted carries its trigger (DESIGN §6, §10).
+        job = self.store.get_job(lease.job_id)
+        if job is not None and job.trigger is not None:
+            bundle["trigger"] = job.trigger
+        return bundle
+
+
+def _event_summary(event: Event) -> dict[str, Any]:
+    """An entry of the subject's recent activity, as GET /tasks/{id}/activity shows it."""
+    return {
+        "type": event.type,
+        "at": iso_ms(event.at),
+        "lease_id": event.lease_id,
+        "fence": event.fence,
+        "data": event.data,
+    }
+
+
+_ENDINGS = {"lease.completed", "lease.failed", "lease.cancelled", "lease.killed", "lease.lost"}
+
+
+def _prior_attempts(events: list[Event], current_lease_id: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "lease_id": e.lease_id,
+            "fence": e.fence,
+            "ended": e.type.removeprefix("lease."),
+            "at": iso_ms(e.at),
+            "outcome": e.data.get("outcome"),
+            "error": e.data.get("error"),
+        }
+        for e in events
+        if e.type in _ENDINGS | {"lease.released"} and e.lease_id != current_lease_id
+    ]
+
+
+def _dependencies(store: Store, ids: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The tasks this one waited for (DESIGN §13; at most 50): id, key and title."""
+    found = [store.get_task(task_id) for task_id in ids]
+    return [{"id": t.id, "key": t.key, "title": t.title} for t in found if t is not None]

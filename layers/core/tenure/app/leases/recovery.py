@@ -1,0 +1,74 @@
+"""Recovery: the sweeper's verdict on a silent lease — lost, requeued under fence + 1, or
+exhausted (DESIGN §4)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tenure.app.kernel import ServiceBase, over
+from tenure.app.ports import Change, HoldOp, JobWrite, TaskWrite
+from tenure.domain.errors import Conflict
+from tenure.domain.model import Job, Lease, Pool
+from tenure.domain.states import EndReason, OnExpiry
+from tenure.domain.transitions import Action, must_move
+
+_OPERATOR_ENDS = (EndReason.CANCELLED, EndReason.KILLED)
+
+
+class RecoveryOps(ServiceBase):
+    def expire(self, lease: Lease, pool: Pool) -> Lease | None:
+        """End a held lease whose holder went silent.
+
+        Returns None when the lease moved on first (a report won the race): nothing expired.
+        """
+        try:
+            change = self._expiry_change(lease, pool, self.clock.now_ms())
+            self._commit(change)
+        except Conflict:
+            return None
+        return change.leases[0].new
+
+    def _expiry_change(self, lease: Lease, pool: Pool, now: int) -> Change:
+        action = Action.EXPIRE_FAIL if pool.on_expiry is OnExpiry.FAIL else Action.EXPIRE
+        to = must_move(lease.id, lease.state, lease.revoke, action)
+        if not to.requeue:
+            # Ended the way an operator's cancel or kill asked, or failed as worker_lost.
+            data: dict[str, object] = (
+                {"by": "sweeper"} if to.end_reason in _OPERATOR_ENDS else {"on_expiry": "fail"}
+            )
+            return Change(leases=[over(lease, self._apply(lease, to, data, now))])
+        job = self._job_at(lease)
+        recovery = job.recovery_count + 1
+        exhausted = job.attempt + recovery >= job.max_attempts
+        requeued: dict[str, object] = {
+            "on_expiry": "requeue",
+            "recovery_count": recovery,
+            "exhausted": exhausted,
+        }
+        change = Change(leases=[over(lease, self._apply(lease, to, requeued, now))])
+        if exhausted:
+            return self._exhausted(change, job, recovery, now)
+        return self._with_successor(change, lease, recovered=True)
+
+    def _exhausted(self, change: Change, job: Job, recovery: int, now: int) -> Change:
+        jobs = [JobWrite(replace(job, recovery_count=recovery, exhausted=True), job.fence)]
+        tasks: list[TaskWrite] = []
+        if job.task_id is not None:
+            task = self._task(job.task_id)
+            flagged = replace(
+                task,
+                attention=True,
+                version=task.version + 1,
+                event_type="task.run.lease_recovery_exhausted",
+                event_data={
+                    "job_id": job.id,
+                    "attempt": job.attempt,
+                    "recovery_count": recovery,
+                    "max_attempts": job.max_attempts,
+                },
+                updated_at=now,
+            )
+            tasks.append(TaskWrite(flagged, expect_job_id=job.id))
+        # Parked: claims skip it and the scheduler counts it (core/scheduler.py).
+        holds = [HoldOp("attention", job.task_id, True)] if job.task_id is not None else []
+        return Change(leases=change.leases, jobs=jobs, tasks=tasks, holds=holds)

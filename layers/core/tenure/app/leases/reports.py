@@ -1,0 +1,265 @@
+"""Reports from the holder: start, heartbeats, and the final complete / fail / release."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tenure.app.kernel import over
+from tenure.app.ports import Change
+from tenure.app.setup.versions import ClassifierOps
+from tenure.app.workers import WorkerOps
+from tenure.domain import authz
+from tenure.domain import fencing as rules
+from tenure.domain.errors import (
+    InvalidTransition,
+    LeaseNotFound,
+    StaleLease,
+    TenureError,
+    ValidationFailed,
+)
+from tenure.domain.model import Lease, Pool, Principal
+from tenure.domain.states import REPORTABLE, EndReason, LeaseState, ReportKind, Revoke
+from tenure.domain.transitions import Action, move, must_move
+
+# What an absent field of a final report means (DESIGN §5: every field of complete is
+# optional, outcome defaults to success); two reports are the same when equal after these.
+_DEFAULTS: dict[ReportKind, dict[str, Any]] = {
+    ReportKind.COMPLETE: {"outcome": "success"},
+    ReportKind.FAIL: {},
+    ReportKind.RELEASE: {},
+}
+# Transport fields: they say which report this is, not what it reports.
+_NOT_REPORTED = ("report_id", "fence")
+
+
+@dataclass(frozen=True)
+class Beat:
+    lease: Lease
+    revoke: Revoke | None
+    wrote: bool = False
+
+
+def normalized(kind: ReportKind, body: dict[str, Any]) -> dict[str, Any]:
+    """The report with its defaults applied and its nulls dropped (a null is an absence)."""
+    merged = {**_DEFAULTS[kind], **body}
+    return {k: v for k, v in merged.items() if v is not None and k not in _NOT_REPORTED}
+
+
+def report_action(kind: ReportKind, report: dict[str, Any]) -> Action:
+    if kind is ReportKind.RELEASE:
+        return Action.RELEASE
+    if kind is ReportKind.FAIL:
+        return Action.FAIL
+    return Action.COMPLETE if report.get("outcome") == "success" else Action.COMPLETE_FAILURE
+
+
+def revoke_signal(lease: Lease) -> Revoke | None:
+    """What the heartbeat tells the holder (DESIGN §3)."""
+    if lease.state is LeaseState.PAUSED:
+        return Revoke.PAUSE
+    if lease.state is LeaseState.CANCELLING:
+        return lease.revoke or Revoke.CANCEL
+    return None
+
+
+class ReportOps(ClassifierOps, WorkerOps):
+    def start(self, actor: Principal, lease_id: str) -> Lease:
+        lease = self._own_lease(actor, lease_id)
+
+        def step(current: Lease) -> Lease:
+            self._refuse_if_stale(current, "start")
+            step_to = move(current.id, current.state, current.revoke, Action.START)
+            if step_to is None:
+                return current  # already started: starting again changes nothing
+            pool = self._pool(current.pool)
+            seconds = current.lease_seconds or pool.toleration_seconds
+            new = self._started(current, seconds, pool, "start")
+            self._write(current, new)
+            return new
+
+        return self._settle(lease, step)
+
+    def heartbeat(self, actor: Principal, lease_id: str, lease_seconds: int | None) -> Beat:
+        authz.require_lease(actor, lease_id)
+        # Consistent (1 read unit): a heartbeat on a lease the sweeper just expired must be
+        # refused as stale, not answered with an old "running".
+        lease = self._lease(lease_id)
+        beat = self._beat(lease, lease_seconds)
+        if lease.worker_id:
+            # One write per heartbeat at most: the worker's last_seen waits a beat when the
+            # lease's deadline was just written, unless it is getting old.
+            self._mark_seen(
+                self._pool(lease.pool), lease.worker_id, lease.worker_version, beat.wrote
+            )
+        return beat
+
+    def worker_heartbeat(
+        self,
+        actor: Principal,
+        worker_id: str,
+        leases: list[tuple[str, int]],
+        runtime: dict[str, Any] | None = None,
+        credentials: dict[str, Any] | None = None,
+        pool: str | None = None,
+    ) -> list[tuple[str, int, Beat | TenureError]]:
+        """Renew every lease one worker holds in one call; one answer per lease. `runtime` and
+        `credentials` (DESIGN §12) are noted for the pools of those leases, and for `pool` —
+        which a token limited to one pool may leave out. Never dropped: when no lease accepted
+        here tells the pool and the token covers several, the heartbeat is 422 naming `pool`
+        (nothing was renewed then: every lease it listed was refused)."""
+        authz.require_worker(actor, None)
+        rules.refuse_token_fields(
+            {
+                "worker_id": worker_id,
+                "runtime.reason": (runtime or {}).get("reason"),
+                "credentials.reason": (credentials or {}).get("reason"),
+            }
+        )
+        says = runtime is not None or credentials is not None
+        if pool is None and says and actor.pools is not None and len(actor.pools) == 1:
+            pool = actor.pools[0]
+        if pool is not None:
+            authz.require_worker(actor, pool)
+            self._pool(pool)  # an unknown pool is 404 before anything is renewed
+        found = self.store.get_leases([lease_id for lease_id, _ in leases])
+        answers: list[tuple[str, int, Beat | TenureError]] = []
+        seen: set[str] = set()
+        for lease_id, fence in leases:
+            try:
+                lease = found.get(lease_id)
+                if lease is None:
+                    raise LeaseNotFound(f"lease {lease_id} does not exist")
+                authz.require_worker(actor, lease.pool)
+                if lease.worker_id != worker_id or lease.claimed_by != actor.token_id:
+                    raise StaleLease(f"lease {lease_id} is not held by worker {worker_id}")
+                self._refuse_old_fence(lease, fence, "heartbeat")
+                answers.append((lease_id, fence, self._beat(lease, None)))
+                if lease.pool not in seen:
+                    seen.add(lease.pool)
+                    self._mark_seen(
+                        self._pool(lease.pool),
+                        worker_id,
+                        lease.worker_version,
+                        runtime=runtime,
+                        credentials=credentials,
+                    )
+            except TenureError as refused:
+                answers.append((lease_id, fence, refused))
+        if pool is not None and pool not in seen:
+            self._worker_says(self._pool(pool), worker_id, runtime, credentials)
+        elif pool is None and says and not seen:
+            raise ValidationFailed(
+                "pool: name the pool that runtime and credentials are about"
+                " (the worker holds no lease here to tell it, and its token covers several pools)"
+            )
+        return answers
+
+    def _beat(self, lease: Lease, lease_seconds: int | None) -> Beat:
+        def step(current: Lease) -> Beat:
+            self._refuse_if_stale(current, "heartbeat")
+            if current.state not in REPORTABLE:
+                raise InvalidTransition(f"lease {current.id} is {current.state}; nothing to renew")
+            pool = self._pool(current.pool)
+            now = self.clock.now_ms()
+            wanted = lease_seconds or current.lease_seconds or pool.toleration_seconds
+            tol_ms = 1000 * wanted
+            if current.state is LeaseState.DISPATCHED:  # the first heartbeat starts it (§3)
+                new = self._started(current, wanted, pool, "heartbeat")
+                self._write(current, new)
+                return Beat(lease=new, revoke=revoke_signal(new), wrote=True)
+            if wanted != current.lease_seconds or rules.deadline_needs_write(current, now, tol_ms):
+                new = replace(
+                    current,
+                    lease_seconds=wanted,
+                    heartbeat_at=now,
+                    deadline=rules.fresh_deadline(now, tol_ms),
+                )
+                self.store.renew(new, expect=(current.state, current.fence))
+                return Beat(lease=new, revoke=revoke_signal(new), wrote=True)
+            return Beat(lease=current, revoke=revoke_signal(current))
+
+        return self._settle(lease, step)
+
+    def _started(self, lease: Lease, lease_seconds: int, pool: Pool, by: str) -> Lease:
+        """The dispatched lease running, its deadline one toleration (`lease_seconds`) out."""
+        now = self.clock.now_ms()
+        return self._apply(
+            lease,
+            must_move(lease.id, lease.state, lease.revoke, Action.START),
+            {"by": by},
+            now,
+            lease_seconds=lease_seconds,
+            started_at=now,
+            heartbeat_at=now,
+            deadline=rules.fresh_deadline(now, 1000 * lease_seconds),
+        )
+
+    # ------------------------------------------------------------------ final reports
+
+    def complete(self, actor: Principal, lease_id: str, body: dict[str, Any]) -> Lease:
+        return self._report(actor, lease_id, ReportKind.COMPLETE, body)
+
+    def fail(self, actor: Principal, lease_id: str, body: dict[str, Any]) -> Lease:
+        return self._report(actor, lease_id, ReportKind.FAIL, body)
+
+    def release(self, actor: Principal, lease_id: str, body: dict[str, Any]) -> Lease:
+        return self._report(actor, lease_id, ReportKind.RELEASE, body)
+
+    def _report(
+        self, actor: Principal, lease_id: str, kind: ReportKind, body: dict[str, Any]
+    ) -> Lease:
+        lease = self._own_lease(actor, lease_id)
+        rules.refuse_tokens(body, "the report")
+        report = normalized(kind, body)
+        fp = rules.fingerprint(kind, report)
+        report_id = body.get("report_id")
+        fence = body.get("fence")
+
+        def step(current: Lease) -> Lease:
+            self._refuse_old_fence(current, fence, kind)
+            if current.state.terminal:
+                # The same report again (same body, or same report_id *and* kind): the first
+                # answer, unchanged. Anything else on an ended lease is refused.
+                if current.report_kind is kind and (
+                    current.report_fingerprint == fp
+                    or (report_id is not None and current.report_id == report_id)
+                ):
+                    return current
+                self._refuse_if_stale(current, kind)
+                raise InvalidTransition(f"lease {current.id} already ended {current.state}")
+            if current.state not in REPORTABLE:
+                raise InvalidTransition(f"lease {current.id} is {current.state}; it has no holder")
+            change = self._final_change(current, kind, report, fp, report_id)
+            self._commit(change)
+            return change.leases[0].new
+
+        return self._settle(lease, step)
+
+    def _final_change(
+        self,
+        lease: Lease,
+        kind: ReportKind,
+        report: dict[str, Any],
+        fp: str,
+        report_id: str | None,
+    ) -> Change:
+        now = self.clock.now_ms()
+        to = must_move(lease.id, lease.state, lease.revoke, report_action(kind, report))
+        ended = self._apply(
+            lease,
+            to,
+            {"report": kind.value},
+            now,
+            outcome=report.get("outcome") if kind is ReportKind.COMPLETE else None,
+            report_kind=kind,
+            report_fingerprint=fp,
+            report_id=report_id,
+            report={k: v for k, v in report.items() if k != "outcome"} or None,
+        )
+        change = Change(leases=[over(lease, ended)])
+        if to.end_reason is EndReason.COMPLETED and ended.outcome == "success":
+            change = self._with_classifier_output(change, lease, report)
+        if to.requeue:
+            return self._with_successor(change, lease, recovered=False)
+        return change

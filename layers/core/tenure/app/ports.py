@@ -1,0 +1,516 @@
+"""Ports: what the core needs from the outside world, as Protocols."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from tenure.domain.model import (
+    Event,
+    Instance,
+    Job,
+    Lease,
+    Pool,
+    PoolVersion,
+    Space,
+    Task,
+    TaskGraph,
+    Token,
+    Worker,
+    Workflow,
+)
+from tenure.domain.states import LeaseState
+
+# Bounds every implementation keeps (STYLE 14: every request reads a bounded number of items).
+# A filtered lease list examines at most this many by_space index entries per call (and reads
+# at most as many lease rows); fewer than `limit` may match, the cursor then resumes after the
+# last entry examined.
+LIST_SCAN_BUDGET = 200
+# A workers page examines at most this many worker rows (expired ones included: TTL is lazy).
+WORKER_SCAN_BUDGET = 1000
+# `list_workers` answers at most this many workers (one page; `worker_page` pages on).
+WORKERS_CAP = 500
+# A worker row is kept this long after the worker was last heard from, then TTL deletes it:
+# far beyond any pool's grace (so "unreachable" workers still show for a day), short enough
+# that a pool's worker partition holds only the day's workers.
+WORKER_RETENTION_S = 86_400
+# An instance holds at most this many pools: `list_pools` reads them all (GET /pools, the
+# sweeper, the scheduler), so the cap is what keeps that read bounded (1,000 rows ≈ 125 RU).
+POOL_CAP = 1000
+# `timeline(..., limit=None)` answers at most the newest this-many events (oldest first).
+TIMELINE_CAP = 1000
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class Ids(Protocol):
+    def new_id(self, prefix: str) -> str: ...
+
+    def secret(self) -> str:
+        """A URL-safe random string of at least 128 bits."""
+        ...
+
+    def shuffle(self, items: list[str]) -> list[str]: ...
+
+    def jitter(self) -> float:
+        """A random fraction in [0, 1), for spreading out the retries of rivals."""
+        ...
+
+
+@dataclass(frozen=True)
+class LeaseWrite:
+    """Write `new`; when `expect` is set the row must still hold that (state, fence).
+
+    `seen` is the row as the writer read it: the write then also requires its version and
+    deadline, so no transition and no heartbeat that landed in between is overwritten.
+    """
+
+    new: Lease
+    expect: tuple[LeaseState, int] | None = None
+    seen: Lease | None = None
+
+
+@dataclass(frozen=True)
+class JobWrite:
+    """Write `new`; when `expect_fence` is set the row must still hold that fence."""
+
+    new: Job
+    expect_fence: int | None = None
+
+
+@dataclass(frozen=True)
+class TaskWrite:
+    """Write `new`; the row must still point at `expect_job_id` (None: at no job)."""
+
+    new: Task
+    expect_job_id: str | None = None
+    create: bool = False
+    # ...and, when set, still be at this version (a writer that read the row and bumps it:
+    # pause, PATCH, parking — so that no flag written in between is put back).
+    expect_version: int | None = None
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """Moves a pool's or space's count of held leases; +1 lands only while below `limit`."""
+
+    scope: str  # "pool" | "space" | "instance" (INSTANCE_CEILING)
+    name: str
+    delta: int
+    limit: int | None = None
+
+
+# The name of the one instance-wide ceiling counter (on the instance settings row).
+INSTANCE_CEILING = "instance"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A partial update of a settings row: SET these attributes, REMOVE those (a null)."""
+
+    set: dict[str, Any] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    """A claim's `claim_id` (the worker's idempotency key, DESIGN §4), written with the claim.
+
+    Keyed by (pool, claimant token id, worker_id, claim_id); a retried claim finds the lease
+    its lost answer handed out instead of taking a second one.
+    """
+
+    pool: str
+    claimant: str
+    worker_id: str
+    claim_id: str
+    lease_id: str
+    expires_at: int  # epoch seconds: the row is kept (TTL) at least as long as the lease
+
+
+@dataclass(frozen=True)
+class GraphOp:
+    """One write on the task graph's side rows, inside a Change's transaction (store.keys has
+    the rows and the named conditions). `op` is one of:
+
+    * "add": ADD `counts` to `task_id`'s graph row (creating it), and SET `name` = `at` when
+      named (a new task's auto-enqueue mark: one write per row in a transaction);
+    * "edge": create the edge row `task_id` -[`name`: child|dependent]-> `other`, once;
+      `at` set means it already counted (a blocker that had succeeded before the edge);
+    * "met" / "unmet": require `task_id` to have (not to have) succeeded — the condition that
+      keeps a new edge and a blocker's concurrent success from missing each other;
+    * "mark": SET `name` = `at` on `task_id`'s graph row once; "auto_enqueued_at" also needs
+      every blocker met (one auto-enqueue per readiness, DESIGN §13);
+    * "usage": ADD `counts` to `task_id`'s graph row and `name` (a cost key) to its
+      `usage_cost_keys` set — a completion's usage (DESIGN §14, core/usage.py).
+    """
+
+    op: str
+    task_id: str
+    name: str = ""
+    other: str = ""
+    counts: tuple[tuple[str, int], ...] = ()
+    at: int | None = None
+
+
+@dataclass(frozen=True)
+class HoldOp:
+    """Add or remove a task id in one of the scheduler row's sets ("paused": its own pause,
+    "attention": parked in needs_attention); claims skip leases under either."""
+
+    set_name: str
+    task_id: str
+    add: bool
+
+
+@dataclass(frozen=True)
+class SchedulerState:
+    """The instance's one scheduler row: its pause, and the task ids claims must skip."""
+
+    paused: bool = False
+    paused_by: str | None = None
+    paused_at: int | None = None
+    paused_tasks: frozenset[str] = frozenset()
+    attention: frozenset[str] = frozenset()
+    # Tasks holding an open typed block (DESIGN §14): a claim re-reads such a task's row,
+    # since a transient block stops counting the instant it expires.
+    blocked: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Change:
+    """Everything one transition writes; committed all together or not at all.
+
+    Timeline events are not written here: each row names its own transition and the reactor
+    derives the event from the table's stream, so state and event cannot part (DESIGN §4).
+    """
+
+    leases: list[LeaseWrite] = field(default_factory=list)
+    jobs: list[JobWrite] = field(default_factory=list)
+    tasks: list[TaskWrite] = field(default_factory=list)
+    ceilings: list[Ceiling] = field(default_factory=list)
+    # (job id, lease id): the job must still point at that lease (see keys.JOB_LEASE_IS).
+    job_checks: list[tuple[str, str]] = field(default_factory=list)
+    # Written only when new (a second claim with the same key loses the whole change).
+    claims: list[ClaimRecord] = field(default_factory=list)
+    # The task graph's side rows and the scheduler row's sets (core/tasks_graph.py).
+    graph: list[GraphOp] = field(default_factory=list)
+    holds: list[HoldOp] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LeasePage:
+    leases: list[Lease]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    """One task of a space's task list, with what its read derives from: its graph row and
+    the newest lease of its latest run (None: never enqueued)."""
+
+    task: Task
+    graph: TaskGraph
+    lease: Lease | None
+    cursor: str  # resumes the list right after this task
+
+
+class TaskPage(NamedTuple):
+    entries: list[TaskEntry]  # newest first
+    next_cursor: str | None  # null when the space holds no older task
+
+
+class EventPage(NamedTuple):
+    events: list[Event]
+    next_cursor: str | None  # null when the timeline holds nothing further
+
+
+class WorkerPage(NamedTuple):
+    workers: list[Worker]  # by worker_id; rows past their retention are left out
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class SweeperState:
+    last_pass_at: int | None = None
+    # Pools whose expiries the mass-expiry brake holds, each until then (epoch ms).
+    holds: dict[str, int] = field(default_factory=dict)
+
+
+class Store(Protocol):
+    def put_space(self, space: Space) -> None: ...
+    def get_space(self, key: str) -> Space | None: ...
+    def next_task_number(self, space: str) -> int: ...
+    def put_workflow(self, workflow: Workflow) -> None: ...
+    def get_workflow(self, space: str, slug: str) -> Workflow | None: ...
+    def put_pool(self, pool: Pool) -> None: ...
+    def get_pool(self, name: str) -> Pool | None: ...
+    def put_token(self, token: Token) -> None: ...
+    def get_token(self, token_hash: str) -> Token | None: ...
+    def get_task(self, task_id: str) -> Task | None: ...
+    def get_job(self, job_id: str) -> Job | None: ...
+    def get_lease(self, lease_id: str, consistent: bool = True) -> Lease | None: ...
+    def get_leases(self, lease_ids: list[str]) -> dict[str, Lease]: ...
+    def put_worker(self, worker: Worker) -> None: ...
+    def get_worker(self, pool: str, worker_id: str) -> Worker | None: ...
+    def list_workers(
+        self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
+    ) -> list[Worker]:
+        """The first `limit` workers heard from within WORKER_RETENTION_S of `now_ms` (None:
+        the wall clock), by worker_id: one bounded page of `worker_page`."""
+        ...
+
+    def worker_page(
+        self, pool: str, limit: int, cursor: str | None, now_ms: int | None = None
+    ) -> WorkerPage:
+        """Up to `limit` unexpired workers after `cursor`, examining <= WORKER_SCAN_BUDGET rows."""
+        ...
+
+    def queue_candidates(self, pool: str, limit: int, due_by: int | None = None) -> list[str]:
+        """Pending leases of `pool`, head first; with `due_by`, only those due by then."""
+        ...
+
+    def list_leases(
+        self,
+        space: str,
+        limit: int,
+        cursor: str | None,
+        state: LeaseState | None,
+        pool: str | None,
+    ) -> LeasePage: ...
+    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
+        """The newest `limit` events (None: TIMELINE_CAP), oldest first."""
+        ...
+
+    def timeline_page(
+        self,
+        subject_kind: str,
+        subject_id: str,
+        limit: int,
+        cursor: str | None,
+        newest_first: bool = False,
+    ) -> EventPage:
+        """Up to `limit` events after `cursor`, in the order asked for."""
+        ...
+
+    def commit(self, change: Change) -> None: ...
+    def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
+        """The lease id a claim with this key took (consistent read), or None."""
+        ...
+
+    def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None: ...
+    def put_event(self, event: Event) -> None: ...
+    def list_pools(self) -> list[Pool]:
+        """Every pool, by name; never more than POOL_CAP rows are read."""
+        ...
+
+    def due_leases(self, pool: str, now: int | None, limit: int | None = None) -> list[str]:
+        """Held leases of `pool` whose indexed deadline is <= now (None: every held lease),
+        earliest first; at most `limit` of them when set (a sweeper pass's bound)."""
+        ...
+
+    def count_held(self, pool: str, at_most: int) -> int: ...
+    def move_deadline(self, lease: Lease, seen: Lease) -> None:
+        """Write deadline and due_at together, only over the deadline `seen` (absence push)."""
+        ...
+
+    def reindex(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+        """Move only due_at (the sweeper's index entry) to the lease's deadline."""
+        ...
+
+    def get_sweeper_state(self) -> SweeperState: ...
+    def held_count(self, scope: str, name: str) -> int:
+        """How many held leases a ceiling's counter says the pool or space has."""
+        ...
+
+    def put_sweeper_state(self, state: SweeperState, expect_last: int | None) -> None: ...
+
+    # ------------------------------------------- attachments and retention (DESIGN §11)
+
+    def put_attachment(self, attachment: Attachment, cap: int) -> None:
+        """Record a new attachment; CeilingReached once its lease has `cap` of them."""
+        ...
+
+    def list_attachments(self, lease_id: str) -> list[Attachment]:
+        """Every attachment recorded for the lease (at most the cap), oldest first."""
+        ...
+
+    def get_attachment(self, lease_id: str, attachment_id: str) -> Attachment | None: ...
+    def set_attachment_status(self, attachment: Attachment, status: str) -> None: ...
+    def delete_attachments(self, lease_id: str, attachment_ids: list[str]) -> None: ...
+    def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
+        """Ended, not yet fully reclaimed leases of `pool` that ended at or before
+        `ended_before`, earliest first, at most `limit` (the ended index: no Scan)."""
+        ...
+
+    def mark_reclaimed(self, lease: Lease) -> None:
+        """Write `lease` (reclaimed_at set, version bumped, naming `lease.reclaimed`) over the
+        stored row only while that row has no reclaimed_at: Conflict otherwise."""
+        ...
+
+    def unindex_ended(self, lease_id: str) -> None:
+        """Take a reclaimed lease out of the ended index (its reclaim is finished)."""
+        ...
+
+    # ------------------------------------------------- pools, spaces, instance (DESIGN §12)
+    def update_pool(
+        self,
+        name: str,
+        settings: Settings,
+        expect_version: int | None = None,
+        superseded: PoolVersion | None = None,
+    ) -> Pool:
+        """Change only the named attributes of a pool row (its ceiling counter is kept); with
+        `expect_version`, only while the row is still at that version, and `superseded` (the
+        settings that version had) is written in the same transaction. NotFound for an unknown
+        pool, Conflict when the version moved on."""
+        ...
+
+    def get_pool_version(self, pool: str, version: int) -> PoolVersion | None:
+        """A superseded version's settings (the current one lives on the pool row)."""
+        ...
+
+    def update_space(self, key: str, settings: Settings) -> Space:
+        """Change only the named attributes of a space row; NotFound for an unknown space."""
+        ...
+
+    def get_instance(self) -> Instance:
+        """The instance settings (defaults while never written)."""
+        ...
+
+    def update_instance(self, settings: Settings) -> Instance: ...
+
+    # ------------------------------------------------ the task graph and the scheduler
+
+    def get_graph(self, task_id: str) -> TaskGraph:
+        """The task's graph row (zeros when it has none), read consistently."""
+        ...
+
+    def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
+        """Many tasks' graph rows at once (eventually consistent; zeros for those with none)."""
+        ...
+
+    def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
+        """The space's next `limit` tasks, newest first (by creation, then id), each with its
+        graph row and newest lease: one index Query and batched reads by key, eventually
+        consistent. A cursor of another kind or shape is ValidationFailed."""
+        ...
+
+    def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
+        """Up to `limit` ids at the far end of `task_id`'s edges of `kind` (child, dependent)."""
+        ...
+
+    def count_edge(self, task_id: str, kind: str, other: str, counter: str, at: int) -> bool:
+        """Mark the edge counted and ADD 1 to `counter` on the graph row it counts toward (the
+        parent's for a child edge, the dependent's for a dependent edge), both at once and
+        only once: False when it had counted before (a replayed stream record)."""
+        ...
+
+    def settle_graph(self, task_id: str, name: str, at: int) -> bool:
+        """Set `succeeded_at` (only with no child outstanding) or `rollup_at` (only when every
+        child counted; it sets `succeeded_at` too) once; False when it was not due or set."""
+        ...
+
+    def get_scheduler(self, consistent: bool = True) -> SchedulerState: ...
+    def set_scheduler_paused(self, paused: bool, by: str, at: int) -> None: ...
+    def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
+        """How many pending leases of `pool` the queue index holds (created before the given
+        instant, when set), reading no more than `at_most` index entries."""
+        ...
+
+    def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
+        """The oldest pending lease ids of `pool` created before the instant, at most `limit`."""
+        ...
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file a lease's job produced; its bytes live in the attachments bucket at `key`."""
+
+    id: str
+    lease_id: str
+    kind: str
+    filename: str
+    content_type: str
+    byte_size: int
+    created_at: int
+    key: str
+    # "pending" until the bytes are seen stored as declared; "stored"; or "rejected" (the
+    # object that arrived is not what was declared) / "abandoned" (nothing came in time).
+    status: str = "pending"
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line a job printed, as stored and as read back (timestamp in epoch ms)."""
+
+    timestamp: int
+    container: str
+    stream: str  # stdout | stderr
+    message: str
+
+
+class LogPage(NamedTuple):
+    events: list[LogLine]
+    truncated: bool
+    next_cursor: str | None
+
+
+class LogSink(Protocol):
+    """Where lease logs live (CloudWatch Logs: one stream per lease and container)."""
+
+    def append(self, lease_id: str, container: str, lines: list[LogLine]) -> int:
+        """Store `lines` (any order); answers how many were accepted."""
+        ...
+
+    def read(
+        self,
+        lease_id: str,
+        container: str | None,
+        since: int | None,
+        tail: int | None,
+        cursor: str | None,
+        limit: int,
+    ) -> LogPage: ...
+
+    def delete(self, lease_id: str) -> int:
+        """Delete every stream of the lease; answers how many there were."""
+        ...
+
+
+class EventPublisher(Protocol):
+    """Where the service publishes its own events (EventBridge: the template's bus)."""
+
+    def publish(self, source: str, detail_type: str, detail: dict[str, Any]) -> None:
+        """Publish one event; raises when the bus refused it."""
+        ...
+
+
+class BlobStore(Protocol):
+    """Where attachment bytes live (S3: private, encrypted)."""
+
+    def presign_put(
+        self, key: str, content_type: str, byte_size: int, expires_s: int
+    ) -> tuple[str, dict[str, str]]:
+        """A URL and the headers a PUT of exactly these bytes must carry."""
+        ...
+
+    def put(self, key: str, data: bytes, content_type: str) -> None: ...
+    def head(self, key: str) -> tuple[int, str] | None:
+        """(size, content type) of a stored object, or None when there is none."""
+        ...
+
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, or None when it is gone (the bucket's lifecycle rule)."""
+        ...
+
+    def presign_get(self, key: str, filename: str, content_type: str, expires_s: int) -> str: ...
+    def origin(self) -> str:
+        """scheme://host[:port] of the presigned URLs (the board's page may fetch from it)."""
+        ...
+
+    def delete(self, keys: list[str]) -> None: ...

@@ -1,0 +1,255 @@
+"""Rules firing (DESIGN §10): fire now, a scheduled time, an event, an inbound email.
+
+A firing on an *occasion* (a scheduled time, an SES message id, an event id) mints its job
+under an id derived from (rule, occasion); the job row is written only if new, in the same
+transaction as the lease (and the task, for a task subject). A redelivered occasion loses
+that condition and answers the lease the first delivery minted: at most one lease per
+occasion, however often and however concurrently it arrives.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
+from tenure.app.rules.rules import RulesOps
+from tenure.domain import authz
+from tenure.domain import fencing as r
+from tenure.domain.errors import AlreadyExists, Conflict
+from tenure.domain.model import DEFAULT_MAX_ATTEMPTS, Job, Lease, Principal, Task
+from tenure.domain.rules.matching import render_template
+from tenure.domain.rules.rule import (
+    MAX_RULES_PER_EVENT,
+    MAX_TITLE,
+    Rule,
+    firing_job_id,
+    iso_utc,
+    workflow_subject_id,
+)
+from tenure.domain.states import LeaseState, SubjectKind
+
+# Addresses looked up in the inbound index per event (SES delivers to at most 50 recipients).
+MAX_RECIPIENTS = 100
+# The service counter of firings left out because the rule's space is archived (DESIGN §12).
+ARCHIVED_SKIPS = "archived_rule_skips"
+
+
+@dataclass(frozen=True)
+class Fired:
+    """What an inbound occasion minted, and the matching rules it skipped: their space is
+    archived, and an archived space takes no new work."""
+
+    leases: list[Lease]
+    skipped_archived: list[str]
+
+
+class FiringOps(RulesOps):
+    def fire_rule(self, actor: Principal, rule_id: str) -> Lease:
+        """Fire now, whatever the rule's kind or state; no trigger block (DESIGN §10)."""
+        authz.require_role(actor, "member")
+        rule = self._rule(rule_id)
+        authz.require_operator(actor, "member", rule.space)
+        self._refuse_archived(rule.space)
+        # An inbound rule fired by hand reads as an event that carried no data: `{subject}`
+        # and `{from}` become empty, as in POST /events without them.
+        data: dict[str, Any] | None = {} if rule.kind == "inbound" else None
+        return self._mint(rule, self.ids.new_id("job"), None, data)
+
+    def fire_scheduled(self, rule_id: str, scheduled_at: datetime) -> Lease | None:
+        """The scheduler function's one call: mint the firing of (rule, scheduled time) once.
+
+        None when there is nothing to fire: the rule is gone, disabled or no longer scheduled
+        (a schedule that was being changed can still deliver one late invocation).
+        """
+        rule = self._rules.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
+        if rule is None or not rule.enabled or rule.kind != "scheduled":
+            return None
+        if self._fresh_space(rule.space).archived:
+            self.counters[ARCHIVED_SKIPS] += 1
+            return None
+        occasion = "schedule:" + scheduled_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self._mint(rule, firing_job_id(rule.id, occasion), None, None)
+
+    def post_event(
+        self,
+        actor: Principal,
+        space: str,
+        topic: str,
+        data: dict[str, Any],
+        occurred_at: int | None,
+        event_id: str | None,
+    ) -> list[Lease]:
+        """One lease per enabled inbound rule of (space, topic) whose match holds; the same
+        event_id again answers the same leases and mints nothing."""
+        authz.require_operator(actor, "member", space)
+        self._space(space)
+        r.refuse_tokens(data, "the event's data")
+        if event_id is not None:
+            seen = self._rules.get_event_record(space, event_id)
+            if seen is not None:
+                return self._leases_in_order(seen)
+        occasion = f"event:{space}:{event_id}" if event_id is not None else None
+        leases = self.fire_inbound(
+            topic, occasion, occurred_at or self.clock.now_ms(), data, [], space
+        ).leases
+        if event_id is None:
+            return leases
+        try:
+            self._rules.put_event_record(space, event_id, [lease.id for lease in leases])
+        except AlreadyExists:
+            seen = self._rules.get_event_record(space, event_id) or []
+            return self._leases_in_order(seen)
+        return leases
+
+    def fire_inbound(
+        self,
+        topic: str,
+        occasion: str | None,
+        occurred_at: int,
+        data: dict[str, Any],
+        recipients: list[str],
+        space: str | None,
+    ) -> Fired:
+        """Mint one lease per enabled inbound rule of `topic` (of `space`, or of every space
+        when None) whose match holds on `data`; per `occasion`, at most once per rule. A rule
+        of an archived space (read fresh, once per space) is skipped and named."""
+        addresses = _recipients(data, recipients)
+        candidates = self._rules.inbound_rules(topic, addresses, space, MAX_RULES_PER_EVENT)
+        trigger = {"topic": topic, "occurred_at": iso_utc(occurred_at), "data": data}
+        leases: list[Lease] = []
+        archived: dict[str, bool] = {}
+        skipped: list[str] = []
+        for rule in sorted(candidates, key=lambda x: (x.space, x.name)):
+            if not rule.enabled or not rule.match.holds(data, recipients):
+                continue
+            if rule.space not in archived:
+                archived[rule.space] = self._fresh_space(rule.space).archived
+            if archived[rule.space]:
+                self.counters[ARCHIVED_SKIPS] += 1
+                skipped.append(rule.id)
+                continue
+            job_id = (
+                firing_job_id(rule.id, occasion) if occasion is not None else self.ids.new_id("job")
+            )
+            leases.append(self._mint(rule, job_id, trigger, data))
+        return Fired(leases, skipped)
+
+    def _leases_in_order(self, lease_ids: list[str]) -> list[Lease]:
+        found = self.store.get_leases(lease_ids)
+        return [found[i] for i in lease_ids if i in found]
+
+    def _mint(
+        self,
+        rule: Rule,
+        job_id: str,
+        trigger: dict[str, Any] | None,
+        data: dict[str, Any] | None,
+    ) -> Lease:
+        """A new pending lease (and task, for a task subject) of `rule`, under `job_id`; the
+        lease already minted under that job id when there is one."""
+        existing = self.store.get_job(job_id)
+        if existing is not None:
+            return self._lease(existing.lease_id)
+        pool = self._pool_in_space(rule.pool, rule.space)
+        now = self.clock.now_ms()
+        kind = SubjectKind(rule.subject["kind"])
+        task: Task | None = None
+        workflow: str | None = None
+        if kind is SubjectKind.TASK:
+            workflow = rule.subject.get("workflow")
+            number = self.store.next_task_number(rule.space)
+            task = Task(
+                id=self.ids.new_id("task"),
+                key=f"{rule.space}-{number}",
+                space=rule.space,
+                title=_render(rule.subject["title"], data, MAX_TITLE) or rule.name,
+                body=_render(rule.subject.get("body"), data, None),
+                properties=dict(rule.subject.get("properties") or {}),
+                workflow=workflow,
+                created_at=now,
+                job_id=job_id,
+            )
+            subject_id = task.id
+        elif kind is SubjectKind.WORKFLOW:
+            workflow = rule.subject["slug"]
+            subject_id = workflow_subject_id(rule.space, rule.subject["slug"])
+        else:
+            subject_id = rule.space
+        lease = Lease(
+            event_type="lease.created",
+            event_data={"pool": pool.name, "rule_id": rule.id, "rule": rule.name},
+            updated_at=now,
+            id=self.ids.new_id("lease"),
+            job_id=job_id,
+            space=rule.space,
+            pool=pool.name,
+            subject_kind=kind,
+            subject_id=subject_id,
+            task_id=task.id if task else None,
+            task_key=task.key if task else None,
+            workflow=workflow,
+            state=LeaseState.PENDING,
+            fence=1,
+            attempt=1,
+            created_at=now,
+        )
+        job = Job(
+            id=job_id,
+            space=rule.space,
+            pool=pool.name,
+            subject_kind=kind,
+            subject_id=subject_id,
+            task_id=task.id if task else None,
+            lease_id=lease.id,
+            max_attempts=task.max_attempts if task else DEFAULT_MAX_ATTEMPTS,
+            created_at=now,
+            rule_id=rule.id,
+            trigger=trigger,
+        )
+        change = Change(
+            leases=[LeaseWrite(lease)],
+            jobs=[JobWrite(job)],
+            tasks=[TaskWrite(task, create=True)] if task else [],
+        )
+        try:
+            self._commit(change)
+        except Conflict:
+            # Another delivery of the same occasion got there first: answer its lease.
+            won = self.store.get_job(job_id)
+            if won is None:
+                raise
+            self.counters["duplicate_firings"] += 1
+            return self._lease(won.lease_id)
+        self.counters["rule_firings"] += 1
+        return lease
+
+
+def _render(template: str | None, data: dict[str, Any] | None, limit: int | None) -> str | None:
+    """A task subject's title or body: `{subject}` and `{from}` from the event's data; a
+    firing without data (a schedule's) keeps the template as written."""
+    if template is None or data is None:
+        return template
+    subject = data.get("subject")
+    sender = data.get("from")
+    text = render_template(
+        template,
+        subject=subject if isinstance(subject, str) else "",
+        sender=sender if isinstance(sender, str) else "",
+    ).strip()
+    return text[:limit] if limit is not None else text
+
+
+def _recipients(data: dict[str, Any], extra: list[str]) -> list[str]:
+    """Every address an event names (to, cc, envelope recipients), lowercased, bounded."""
+    found: list[str] = []
+    for value in (data.get("to"), data.get("cc"), extra):
+        items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        for item in items:
+            if isinstance(item, str):
+                address = email.utils.parseaddr(item)[1].strip().lower()
+                if address and address not in found:
+                    found.append(address)
+    return found[:MAX_RECIPIENTS]

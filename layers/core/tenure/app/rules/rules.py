@@ -1,0 +1,224 @@
+"""Rules (DESIGN §10): creating, reading, changing and deleting them, with their schedules.
+
+A scheduled rule's schedule follows the rule in the same request (core/rules_ports.Schedules);
+what a rule does when it fires is in core/firings.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, ServiceBase
+from tenure.app.rules.ports import RuleStore, Schedules
+from tenure.domain import authz
+from tenure.domain import fencing as r
+from tenure.domain.errors import (
+    Conflict,
+    NotFound,
+    Unavailable,
+    ValidationFailed,
+)
+from tenure.domain.model import Principal
+from tenure.domain.rules.rule import (
+    MAX_RULES_PER_SPACE,
+    Rule,
+    check_name,
+    check_subject,
+    check_trigger,
+    iso_utc,
+)
+from tenure.domain.rules.schedules import next_fire_times
+
+PATCHABLE = ("name", "pool", "subject", "trigger", "enabled")
+# Schedules re-made by one resync (a group holds this many schedules in practice, far fewer).
+MAX_SCHEDULED_RULES = 1000
+
+
+class RulesOps(ServiceBase):
+    # Set by the composition root of the API (wiring); functions that only fire rules
+    # (scheduler, inbound) never change a schedule and leave it unset.
+    schedules: Schedules | None = None
+
+    @property
+    def _rules(self) -> RuleStore:
+        return cast(RuleStore, self.store)
+
+    # ------------------------------------------------------------------------- manage
+
+    def create_rule(
+        self,
+        actor: Principal,
+        space: str,
+        name: str,
+        pool: str,
+        subject: Any,
+        trigger: Any,
+        enabled: bool = True,
+    ) -> Rule:
+        authz.require_operator(actor, "admin", space)
+        self._space(space)
+        now = self.clock.now_ms()
+        rule = Rule(
+            id=self.ids.new_id("rule"),
+            space=space,
+            name=check_name(name),
+            pool=pool,
+            subject=check_subject(subject),
+            trigger=check_trigger(trigger),
+            enabled=enabled,
+            created_at=now,
+            updated_at=now,
+        )
+        self._check_targets(rule)
+        self._check_fires(rule)
+        if len(self._rules.list_rules(space, MAX_RULES_PER_SPACE)) >= MAX_RULES_PER_SPACE:
+            raise ValidationFailed(f"space: {space!r} already has {MAX_RULES_PER_SPACE} rules")
+        self._rules.put_rule(rule)
+        if rule.schedule_name is not None:
+            try:
+                self._sync_schedule(rule)
+            except Exception:
+                # The rule must not outlive a schedule that could not be made (nothing half done).
+                self._rules.delete_rule(rule)
+                raise
+        return rule
+
+    def list_rules(self, actor: Principal, space: str) -> list[Rule]:
+        authz.require_operator(actor, "read", space)
+        return self._rules.list_rules(space, MAX_RULES_PER_SPACE)
+
+    def get_rule(self, actor: Principal, rule_id: str) -> Rule:
+        authz.require_role(actor, "read")
+        rule = self._rule(rule_id)
+        authz.require_operator(actor, "read", rule.space)
+        return rule
+
+    def update_rule(self, actor: Principal, rule_id: str, changes: dict[str, Any]) -> Rule:
+        authz.require_role(actor, "admin")
+        unknown = sorted(set(changes) - set(PATCHABLE))
+        if unknown:
+            raise ValidationFailed(f"{unknown[0]}: is not a field a rule can change")
+        fields: dict[str, Any] = {}
+        if "name" in changes:
+            fields["name"] = check_name(changes["name"])
+        if "pool" in changes:
+            if not isinstance(changes["pool"], str):
+                raise ValidationFailed("pool: must be a pool name")
+            fields["pool"] = changes["pool"]
+        if "subject" in changes:
+            fields["subject"] = check_subject(changes["subject"])
+        if "trigger" in changes:
+            fields["trigger"] = check_trigger(changes["trigger"])
+            self._check_fires(replace(self._rule(rule_id), trigger=fields["trigger"]))
+        if "enabled" in changes:
+            if not isinstance(changes["enabled"], bool):
+                raise ValidationFailed("enabled: must be true or false")
+            fields["enabled"] = changes["enabled"]
+        for attempt in range(MAX_WRITE_TRIES):
+            if attempt:
+                self._back_off(attempt - 1)
+            old = self._rule(rule_id)
+            authz.require_operator(actor, "admin", old.space)
+            new = replace(old, **fields, version=old.version + 1, updated_at=self.clock.now_ms())
+            self._check_targets(new)
+            try:
+                self._rules.replace_rule(old, new)
+            except Conflict:
+                self.counters["lost_writes"] += 1
+                continue
+            self._after_change(old, new)
+            return new
+        raise Unavailable(
+            f"rule {rule_id} kept changing during this request; try again",
+            retry_after=RETRY_AFTER_SECONDS,
+        )
+
+    def delete_rule(self, actor: Principal, rule_id: str) -> None:
+        authz.require_role(actor, "admin")
+        for attempt in range(MAX_WRITE_TRIES):
+            if attempt:
+                self._back_off(attempt - 1)
+            rule = self._rules.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
+            if rule is None:
+                if attempt == 0:
+                    raise NotFound(f"rule {rule_id} does not exist")
+                return  # a concurrent delete got there first
+            authz.require_operator(actor, "admin", rule.space)
+            # The schedule goes first: a schedule that outlived its rule would fire at nothing.
+            if rule.schedule_name is not None:
+                self._require_schedules().delete(rule.schedule_name)
+            try:
+                self._rules.delete_rule(rule)
+                return
+            except Conflict:
+                # Changed meanwhile (and perhaps rescheduled): delete what it is now.
+                self.counters["lost_writes"] += 1
+        raise Unavailable(
+            f"rule {rule_id} kept changing during this request; try again",
+            retry_after=RETRY_AFTER_SECONDS,
+        )
+
+    def resync_schedules(self) -> int:
+        """Put every scheduled rule's schedule as the rule says (create, update or disable):
+        what a restarted local stack needs, and a repair after a schedule was lost."""
+        rules = self._rules.scheduled_rules(MAX_SCHEDULED_RULES)
+        for rule in rules:
+            self._sync_schedule(rule)
+        return len(rules)
+
+    def _after_change(self, old: Rule, new: Rule) -> None:
+        """Bring the schedule in line with the rule just written; undo the write if it can't."""
+        try:
+            if new.schedule_name is not None:
+                self._sync_schedule(new)
+            elif old.schedule_name is not None:
+                self._require_schedules().delete(old.schedule_name)
+        except Exception:
+            self._rules.replace_rule(new, replace(old, version=new.version + 1))
+            raise
+
+    def _sync_schedule(self, rule: Rule) -> None:
+        assert rule.schedule_name is not None
+        self._require_schedules().put(
+            rule.schedule_name,
+            rule.trigger["schedule"],
+            rule.trigger.get("timezone", "UTC"),
+            rule.id,
+            rule.enabled,
+        )
+
+    def _require_schedules(self) -> Schedules:
+        if self.schedules is None:
+            raise RuntimeError("this service was built without a schedules adapter")
+        return self.schedules
+
+    def _check_targets(self, rule: Rule) -> None:
+        """The pool and any workflow a rule names must exist in the rule's space (422)."""
+        try:
+            self._pool_in_space(rule.pool, rule.space)
+        except NotFound:
+            raise ValidationFailed(f"pool: {rule.pool!r} does not exist") from None
+        slug = rule.subject.get("slug") or rule.subject.get("workflow")
+        if slug is not None and self.store.get_workflow(rule.space, slug) is None:
+            where = "subject.slug" if rule.subject["kind"] == "workflow" else "subject.workflow"
+            raise ValidationFailed(f"{where}: workflow {slug!r} does not exist in {rule.space!r}")
+
+    def _check_fires(self, rule: Rule) -> None:
+        """A schedule that can never fire again (an at() in the past, a cron whose years have
+        run out) is refused: Scheduler would keep it, silently idle, forever."""
+        if rule.kind != "scheduled":
+            return
+        now = datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=UTC)
+        trigger = rule.trigger
+        if not next_fire_times(trigger["schedule"], trigger.get("timezone", "UTC"), now, 1):
+            after = iso_utc(self.clock.now_ms())
+            raise ValidationFailed(
+                f"trigger.schedule: {trigger['schedule']} never fires after {after}"
+            )
+
+    def _rule(self, rule_id: str) -> Rule:
+        rule = self._rules.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
+        if rule is None:
+            raise NotFound(f"rule {rule_id} does not exist")
+        return rule

@@ -1,0 +1,319 @@
+"""The scheduler (DESIGN §13): its pause and drain, its status and backlog, starvation, and
+the gate every claim passes.
+
+How a claim learns that a lease's task is effectively paused without walking the tree: every
+task carries its ancestors (root first) and every lease copies them (`lineage`). Task pause
+adds the task's id to a string set on the one scheduler row, in the same transaction as the
+task's own row; so one read of that row per claim look tells, for any candidate, whether its
+task or an ancestor is paused — `{task_id, *lineage}` against the set, no tree walk. Tasks
+parked in needs_attention (exhausted, starved) sit in a second set, skipped the same way.
+A lease's lineage never changes, so each process remembers it for the lease ids it has read,
+and a later claim skips a held candidate from the queue index's keys alone, without
+re-reading its row. The set's size is bounded by DynamoDB's 400 KB item (about 10,000
+paused subtree roots), far beyond what an operator pauses at once.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tenure.app.kernel import ServiceBase
+from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
+from tenure.app.tasks.graph import GraphOps
+from tenure.app.workers import reachable
+from tenure.domain import authz
+from tenure.domain.errors import Conflict, ValidationFailed
+from tenure.domain.model import Event, Lease, Pool, Principal, Task
+from tenure.domain.states import LeaseState
+
+# A claim looks this far down a pool's queue (index keys only) past candidates it knows are
+# held back; beyond it, the held leases are older than anything it could claim anyway.
+GATE_SCAN = 1000
+LINEAGE_CACHE = 10_000
+# How many pending leases one count reads (index keys, per pool): the counts say "at least"
+# beyond it.
+COUNT_BUDGET = 10_000
+# While some task is held back (paused, parked, blocked), how many of a pool's oldest pending
+# leases one status read checks against the hold sets, reading each lease row at most once per
+# process (its lineage is then remembered); a lease beyond them is counted as claimable.
+HOLD_SCAN = 1000
+DRAIN_POLL_SECONDS = 0.5
+MAX_DRAIN_SECONDS = 20
+# How many starved leases one sweeper pass parks at most, per pool.
+PARK_PER_PASS = 50
+BACKLOG_PAGE = 50
+SCHEDULER_TIMELINE = ("system", "scheduler")
+
+
+class ClaimGate(ServiceBase):
+    """What a claim asks before it takes a candidate (claims.py)."""
+
+    def _gate(self) -> SchedulerState:
+        # Read afresh on every look (eventually consistent: half a read unit), not cached
+        # per process: API requests are served by many instances, and a resume answered by
+        # one must not leave another handing out nothing (or a pause, everything) meanwhile.
+        return self.store.get_scheduler(consistent=False)
+
+    def _lineage_cache(self) -> OrderedDict[str, tuple[str, ...]]:
+        cache: OrderedDict[str, tuple[str, ...]] | None = self.__dict__.get("_lineages")
+        if cache is None:
+            cache = self.__dict__["_lineages"] = OrderedDict()
+        return cache
+
+    def _held_back(self, lease: Lease, gate: SchedulerState) -> bool:
+        """True when the lease's task or an ancestor is paused or parked; remembers its chain."""
+        chain = tuple(x for x in (lease.task_id, *(lease.lineage or ())) if x)
+        cache = self._lineage_cache()
+        cache[lease.id] = chain
+        while len(cache) > LINEAGE_CACHE:
+            cache.popitem(last=False)
+        return self._chain_held(chain, gate)
+
+    def _chain_held(self, chain: tuple[str, ...], gate: SchedulerState) -> bool:
+        """The hold rule on a lease's chain (its task first, then the task's ancestors);
+        core/blocks.py adds the task's open blocks."""
+        return _holds(chain, gate)
+
+    def _held_in_queue(self, pool: str, count: int, gate: SchedulerState) -> list[bool]:
+        """For a pool's oldest pending leases (at most HOLD_SCAN), oldest first: whether the
+        claim gate would skip each. Empty when nothing is held anywhere, so an instance with
+        no paused, parked or blocked task reads nothing more than the counts."""
+        if not (gate.paused_tasks or gate.attention or gate.blocked) or count <= 0:
+            return []
+        ids = self.store.queue_page(pool, None, min(count, HOLD_SCAN))
+        cache = self._lineage_cache()
+        unknown = [x for x in ids if x not in cache]
+        leases = self.store.get_leases(unknown) if unknown else {}
+        held: list[bool] = []
+        for lease_id in ids:
+            if lease_id in cache:
+                held.append(self._chain_held(cache[lease_id], gate))
+            elif lease_id in leases:
+                lease = leases[lease_id]
+                held.append(lease.state is LeaseState.PENDING and self._held_back(lease, gate))
+            else:
+                held.append(False)  # gone since the index was read: the count had it
+        return held
+
+    def _candidates(self, pool: str, tried: set[str], gate: SchedulerState, want: int) -> list[str]:
+        """Up to `want` untried queue heads, past those known to be held back."""
+        cache = self._lineage_cache()
+        limit = want + len(tried)
+        fresh: list[str] = []
+        while True:
+            seen = self.store.queue_candidates(pool, limit, due_by=self.clock.now_ms())
+            held = [x for x in seen if x in cache and _holds(cache[x], gate)]
+            fresh = [x for x in seen if x not in tried and x not in held]
+            if len(fresh) >= want or len(seen) < limit or limit >= GATE_SCAN:
+                return fresh[:want]
+            limit = min(GATE_SCAN, limit + len(held) + want)
+
+
+def _holds(chain: tuple[str, ...], gate: SchedulerState) -> bool:
+    return any(x in gate.paused_tasks or x in gate.attention for x in chain)
+
+
+@dataclass(frozen=True)
+class SchedulerStatus:
+    paused: bool
+    queued_run_count: int
+    capacity_waiting_count: int
+    starved_run_count: int
+    needs_attention_run_count: int
+    paused_by: str | None = None
+
+
+@dataclass(frozen=True)
+class BacklogEntry:
+    lease: Lease
+    effective_paused: bool
+    paused_by_task_id: str | None
+
+
+@dataclass(frozen=True)
+class Drained:
+    drained: bool
+    active: int
+
+
+class SchedulerOps(GraphOps, ClaimGate):
+    def pause_scheduler(self, actor: Principal) -> SchedulerStatus:
+        return self._set_scheduler(actor, True)
+
+    def resume_scheduler(self, actor: Principal) -> SchedulerStatus:
+        return self._set_scheduler(actor, False)
+
+    def _set_scheduler(self, actor: Principal, paused: bool) -> SchedulerStatus:
+        authz.require_operator(actor, "admin")
+        now = self.clock.now_ms()
+        if self.store.get_scheduler().paused != paused:
+            self.store.set_scheduler_paused(paused, actor.token_id, now)
+            self._record(
+                "scheduler.paused" if paused else "scheduler.resumed",
+                {"by": actor.token_id, "actor_kind": actor.kind},
+            )
+        return self._status()
+
+    def scheduler_status(self, actor: Principal) -> SchedulerStatus:
+        # Counts over every space: a token limited to some spaces may not read them.
+        authz.require_operator(actor, "read")
+        return self._status()
+
+    def _status(self) -> SchedulerStatus:
+        """Counts from the queue index (keys only, COUNT, bounded per pool) and the scheduler
+        row; no table scan. Only claimable leases count as queued: one whose task (or an
+        ancestor) is paused, parked in needs_attention or blocked is held back by the same rule
+        the claim gate applies (a parked run counts once, in needs_attention_run_count).
+        Capacity-waiting: claimable in a pool with a reachable worker. Starved: claimable and
+        pending longer than the pool's min_queued_age_seconds with none."""
+        gate = self.store.get_scheduler()
+        now = self.clock.now_ms()
+        queued = waiting = starved = 0
+        for pool in self.store.list_pools():
+            count = self.store.count_queue(pool.name, None, COUNT_BUDGET)
+            held = self._held_in_queue(pool.name, count, gate)
+            claimable = count - sum(held)
+            queued += claimable
+            if claimable <= 0:
+                continue
+            if self._staffed(pool, now):
+                waiting += claimable
+            else:
+                old = now - pool.min_queued_age_seconds * 1000
+                # The queue is oldest first, so the old ones are a prefix of the checked ones.
+                aged = self.store.count_queue(pool.name, old, COUNT_BUDGET)
+                starved += max(0, aged - sum(held[:aged]))
+        return SchedulerStatus(
+            paused=gate.paused,
+            queued_run_count=queued,
+            capacity_waiting_count=waiting,
+            starved_run_count=starved,
+            needs_attention_run_count=len(gate.attention),
+            paused_by=gate.paused_by if gate.paused else None,
+        )
+
+    def _staffed(self, pool: Pool, now: int) -> bool:
+        return any(reachable(w, pool, now) for w in self.store.list_workers(pool.name, now_ms=now))
+
+    def backlog(
+        self,
+        actor: Principal,
+        space: str,
+        include_paused: bool,
+        limit: int = BACKLOG_PAGE,
+        cursor: str | None = None,
+    ) -> tuple[list[BacklogEntry], str | None]:
+        """One page of a space's pending leases, newest first, each with its effective pause;
+        paused ones only when asked for (a page may then hold fewer than `limit`)."""
+        authz.require_operator(actor, "read", space)
+        page = self.store.list_leases(space, limit, cursor, LeaseState.PENDING, None)
+        gate = self.store.get_scheduler()
+        found = []
+        for lease in page.leases:
+            by = next(
+                (
+                    x
+                    for x in (lease.task_id, *reversed(lease.lineage or ()))
+                    if x and x in gate.paused_tasks
+                ),
+                None,
+            )
+            if by is None or include_paused:
+                found.append(BacklogEntry(lease, by is not None, by))
+        return found, page.next_cursor
+
+    def drain(self, actor: Principal, timeout_seconds: float) -> Drained:
+        """Pause the scheduler, then wait (bounded) until no lease is held."""
+        authz.require_operator(actor, "admin")
+        if not 0 <= timeout_seconds <= MAX_DRAIN_SECONDS:
+            raise ValidationFailed(f"timeout_seconds: between 0 and {MAX_DRAIN_SECONDS}")
+        self._set_scheduler(actor, True)
+        give_up = self.clock.now_ms() + int(timeout_seconds * 1000)
+        while True:
+            active = sum(
+                self.store.count_held(p.name, COUNT_BUDGET) for p in self.store.list_pools()
+            )
+            left = give_up - self.clock.now_ms()
+            if active == 0 or left <= 0:
+                return Drained(drained=active == 0, active=active)
+            self.clock.sleep(min(DRAIN_POLL_SECONDS, left / 1000))
+
+    # -------------------------------------------------------------- starvation
+
+    def park_starved(self, pools: list[Pool] | None = None) -> list[str]:
+        """The sweeper's share: a claimable pending lease starved (no reachable worker) for
+        longer than min_queued_age + starvation_escalation parks its task in needs_attention,
+        where claims skip it. Bounded: PARK_PER_PASS per pool per pass."""
+        now = self.clock.now_ms()
+        gate: SchedulerState | None = None
+        parked: list[str] = []
+        for pool in self.store.list_pools() if pools is None else pools:
+            age = (pool.min_queued_age_seconds + pool.starvation_escalation_seconds) * 1000
+            # Keys only, and only entries that old: a pass with nothing starved reads no item.
+            ids = self.store.queue_page(pool.name, now - age, GATE_SCAN)
+            if not ids or self._staffed(pool, now):
+                continue
+            gate = gate or self.store.get_scheduler()
+            cache = self._lineage_cache()
+            fresh = [x for x in ids if not (x in cache and _holds(cache[x], gate))]
+            for lease in self.store.get_leases(fresh[:PARK_PER_PASS]).values():
+                if lease.state is not LeaseState.PENDING or self._held_back(lease, gate):
+                    continue
+                if lease.task_id and self._park(lease, now):
+                    parked.append(lease.task_id)
+        return parked
+
+    def _park(self, lease: Lease, now: int) -> bool:
+        task = self.store.get_task(lease.task_id or "")
+        if task is None or task.attention:
+            return False
+        flagged = _versioned(
+            task,
+            "task.starvation_escalated",
+            {
+                "lease_id": lease.id,
+                "pool": lease.pool,
+                "queued_since": lease.created_at,
+                "starved_ms": now - lease.created_at,
+            },
+            now,
+            attention=True,
+        )
+        try:
+            self._commit(
+                Change(
+                    tasks=[
+                        TaskWrite(flagged, expect_job_id=task.job_id, expect_version=task.version)
+                    ],
+                    holds=[HoldOp("attention", task.id, True)],
+                )
+            )
+        except Conflict:
+            return False  # its run moved on meanwhile: judged again next pass
+        return True
+
+    def _record(self, type_: str, data: dict[str, Any]) -> None:
+        now = self.clock.now_ms()
+        self.store.put_event(
+            Event(
+                id=self.ids.new_id("ev"),
+                subject_kind=SCHEDULER_TIMELINE[0],
+                subject_id=SCHEDULER_TIMELINE[1],
+                type=type_,
+                at=now,
+                data=data,
+            )
+        )
+
+
+def _versioned(task: Task, event: str, data: dict[str, Any], now: int, **fields: Any) -> Task:
+    return replace(
+        task,
+        version=task.version + 1,
+        event_type=event,
+        event_data=data,
+        updated_at=now,
+        **fields,
+    )

@@ -1,0 +1,25 @@
+"""The instance's settings this service reads (DESIGN §12), through one function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tenure.app.kernel import ServiceBase
+from tenure.domain.model import DEFAULT_RETRY_CHAIN_CAP
+
+
+@dataclass(frozen=True)
+class InstanceSettings:
+    retry_chain_cap: int = DEFAULT_RETRY_CHAIN_CAP
+    allow_agent_force: bool = False
+
+
+class InstanceOps(ServiceBase):
+    def _instance_settings(self) -> InstanceSettings:
+        """The settings row when one exists, else the defaults. (`GET/PATCH /instance` own the
+        row; this is the only place the task graph and force operations read it.)"""
+        instance = self.store.get_instance()
+        return InstanceSettings(
+            retry_chain_cap=instance.retry_chain_cap,
+            allow_agent_force=instance.allow_agent_force,
+        )

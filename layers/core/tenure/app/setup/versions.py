@@ -1,0 +1,172 @@
+"""Agent and classifier versions (DESIGN §12): what a pool's version says, what a lease pinned,
+what its payload carries, and how a classifier's reported details become task checks and
+properties through the version's JMESPath output document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import jmespath
+from jmespath.exceptions import JMESPathError
+
+from tenure.app.kernel import ServiceBase
+from tenure.app.ports import Change, TaskWrite
+from tenure.domain.errors import ValidationFailed
+from tenure.domain.model import Lease, Pool, PoolVersion
+from tenure.domain.states import PoolKind
+
+# The two documents a classifier's output may render, each {name: expression}.
+OUTPUT_PARTS = ("checks", "properties")
+# The event a task's timeline records when an output expression fails (the lease completes).
+OUTPUT_FAILED = "classifier.output_failed"
+# The event a task's timeline records when a classifier's output was applied without fault.
+CLASSIFIED = "task.classified"
+
+
+def check_settings(
+    kind: PoolKind, agent: dict[str, Any] | None, classifier: dict[str, Any] | None
+) -> None:
+    """Agent settings belong to agent pools, classifier settings to classifier pools, and
+    every output expression compiles; otherwise ValidationFailed naming the field."""
+    if agent is not None and kind is not PoolKind.AGENT:
+        raise ValidationFailed(f"agent: only an agent pool has agent settings (this is {kind})")
+    if classifier is not None and kind is not PoolKind.CLASSIFIER:
+        raise ValidationFailed(
+            f"classifier: only a classifier pool has classifier settings (this is {kind})"
+        )
+    output = (classifier or {}).get("output") or {}
+    for part in OUTPUT_PARTS:
+        for name, expression in (output.get(part) or {}).items():
+            try:
+                jmespath.compile(expression)
+            except JMESPathError as bad:
+                raise ValidationFailed(
+                    f"classifier.output.{part}.{name}: not a JMESPath expression "
+                    f"({type(bad).__name__})"
+                ) from bad
+
+
+def require_settings(
+    kind: PoolKind, agent: dict[str, Any] | None, classifier: dict[str, Any] | None
+) -> None:
+    """An agent pool hands its workers a model and a classifier pool an input document
+    (DESIGN §6, §12): neither kind exists without its settings."""
+    if kind is PoolKind.AGENT and not (agent or {}).get("model"):
+        raise ValidationFailed("agent: an agent pool needs its settings {model, effort?}")
+    if kind is PoolKind.CLASSIFIER and classifier is None:
+        raise ValidationFailed("classifier: a classifier pool needs its settings {input, output}")
+
+
+@dataclass(frozen=True)
+class Rendered:
+    checks: dict[str, Any]
+    properties: dict[str, Any]
+    failed: list[dict[str, str]]  # {field, expression, error}, one per expression that failed
+
+
+def render(output: dict[str, Any] | None, details: Any) -> Rendered:
+    """Every output expression evaluated over `details`. Never raises: an expression that
+    fails (or no longer compiles) is named in `failed` and sets nothing."""
+    found: dict[str, dict[str, Any]] = {part: {} for part in OUTPUT_PARTS}
+    failed: list[dict[str, str]] = []
+    for part in OUTPUT_PARTS:
+        for name, expression in ((output or {}).get(part) or {}).items():
+            try:
+                found[part][name] = jmespath.search(str(expression), details)
+            except (JMESPathError, TypeError, ValueError) as bad:
+                failed.append(
+                    {
+                        "field": f"{part}.{name}",
+                        "expression": str(expression),
+                        "error": f"{type(bad).__name__}: {bad}"[:500],
+                    }
+                )
+    return Rendered(found["checks"], found["properties"], failed)
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """The agent and classifier settings of the version a lease pinned."""
+
+    version: int
+    agent: dict[str, Any] | None
+    classifier: dict[str, Any] | None
+
+
+class VersionOps(ServiceBase):
+    def _pinned(self, lease: Lease) -> Pinned:
+        """The settings of the version the lease pinned: the pool row's while it is still the
+        current one, else the superseded version's own row (a lease made before versions were
+        pinned reads the current one)."""
+        pool = self._pool(lease.pool)
+        wanted = lease.pool_version or pool.version
+        if wanted == pool.version:
+            return Pinned(pool.version, pool.agent, pool.classifier)
+        past = self.store.get_pool_version(pool.name, wanted)
+        if past is not None:
+            return Pinned(past.version, past.agent, past.classifier)
+        fresh = self._fresh_pool(pool.name)  # the cached pool was behind the lease's version
+        return Pinned(fresh.version, fresh.agent, fresh.classifier)
+
+    def _kind_fields(self, lease: Lease, pool: Pool) -> dict[str, Any]:
+        """What the payload adds for an agent or a classifier lease (DESIGN §6, §12)."""
+        if pool.kind is PoolKind.AGENT:
+            agent = self._pinned(lease).agent or {}
+            fields: dict[str, Any] = {"model": agent.get("model")}
+            if agent.get("effort") is not None:
+                fields["effort"] = agent["effort"]
+            return fields
+        if pool.kind is PoolKind.CLASSIFIER:
+            classifier = self._pinned(lease).classifier or {}
+            return {"input": classifier.get("input", {})}
+        return {}
+
+    @staticmethod
+    def _superseded(pool: Pool, now: int) -> PoolVersion:
+        return PoolVersion(
+            pool=pool.name,
+            version=pool.version,
+            created_at=now,
+            agent=pool.agent,
+            classifier=pool.classifier,
+        )
+
+
+class ClassifierOps(VersionOps):
+    def _with_classifier_output(
+        self, change: Change, lease: Lease, report: dict[str, Any]
+    ) -> Change:
+        """Add to a successful completion's change the task's checks and properties, rendered
+        from the reported details by the pinned version's output. Evaluating cannot fail (see
+        `render`), and the task write only asks that the task still be on this run, which it
+        is while the run's lease is held: the completion commits with it or not at all, and
+        a lost race is judged again like any other (bounded, core.base._settle)."""
+        if lease.task_id is None or self._pool(lease.pool).kind is not PoolKind.CLASSIFIER:
+            return change
+        output = (self._pinned(lease).classifier or {}).get("output")
+        if not output:
+            return change
+        task = self.store.get_task(lease.task_id)
+        if task is None or task.job_id != lease.job_id:
+            return change
+        done = render(output, report.get("details") or {})
+        now = self.clock.now_ms()
+        data: dict[str, Any] = {
+            "lease_id": lease.id,
+            "pool_version": lease.pool_version,
+            "checks": sorted(done.checks),
+            "properties": sorted(done.properties),
+        }
+        if done.failed:
+            data["failed"] = done.failed
+        new = replace(
+            task,
+            checks={**task.checks, **done.checks},
+            properties={**task.properties, **done.properties},
+            version=task.version + 1,
+            event_type=OUTPUT_FAILED if done.failed else CLASSIFIED,
+            event_data=data,
+            updated_at=now,
+        )
+        return replace(change, tasks=[*change.tasks, TaskWrite(new, expect_job_id=task.job_id)])

@@ -1,0 +1,189 @@
+"""The sweeper: expiry, recovery, and the service's own absence (DESIGN §4)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, replace
+
+from tenure.app.ports import SweeperState
+from tenure.app.tenure import LeaseService
+from tenure.app.workers import SEEN_URGENT_SHARE, reachable
+from tenure.domain.errors import Conflict
+from tenure.domain.fencing import DEADLINE_SLACK, toleration_ms
+from tenure.domain.model import Event, Lease, Pool
+from tenure.domain.states import REPORTABLE
+
+# Kubernetes' node lifecycle controller stops evicting when too much of a zone looks dead at
+# once. Likewise, counted in *workers* (DESIGN §4): when in one pass at least this share of a
+# pool's recently reachable workers (and at least MASS_EXPIRY_MIN of them) has fallen silent
+# together, that pool's expiries are held for one toleration window. One worker dying with
+# many leases is an ordinary expiry.
+MASS_EXPIRY_SHARE = 0.55
+MASS_EXPIRY_MIN = 3
+# How many due leases of one pool one pass reads (and expires) at most; the rest wait a pass.
+DUE_PER_PASS = 500
+SYSTEM = ("system", "sweeper")
+
+
+@dataclass
+class SweepReport:
+    at: int
+    gap_ms: int | None = None
+    skipped: bool = False  # another pass was running
+    absent_pools: list[str] = field(default_factory=list)
+    pushed: int = 0
+    reindexed: int = 0
+    expired: list[str] = field(default_factory=list)
+    held: int = 0
+    raced: int = 0  # expiries lost to a report that landed first
+    # Retention reclaim (DESIGN §11): leases whose logs and attachments this pass deleted, and
+    # due ones it left for later passes (a lower bound: each pool's index is read bounded).
+    reclaimed: list[str] = field(default_factory=list)
+    reclaim_left: int = 0
+    parked: list[str] = field(default_factory=list)  # tasks parked for starvation
+    unblocked: list[str] = field(default_factory=list)  # tasks whose transient blocks expired
+
+
+def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport:
+    """One pass. `interval_seconds` is the schedule's period: only time beyond it since the
+    last pass counts as the service's own absence (a one-minute schedule against a 50 s
+    grace must not read every ordinary gap as an outage)."""
+    store, clock = svc.store, svc.clock
+    now = clock.now_ms()
+    state = store.get_sweeper_state()
+    report = SweepReport(at=now)
+    try:
+        store.put_sweeper_state(replace(state, last_pass_at=now), expect_last=state.last_pass_at)
+    except Conflict:
+        report.skipped = True
+        return report
+    gap = now - state.last_pass_at if state.last_pass_at is not None else None
+    report.gap_ms = gap
+    absence = gap - int(interval_seconds * 1000) if gap is not None else None
+    holds = dict(state.holds)
+    pools = store.list_pools()
+    for pool in pools:
+        if gap is not None and absence is not None and absence > pool.grace_seconds * 1000:
+            # The sweeper itself was away: that is the service's absence, not the workers'.
+            report.absent_pools.append(pool.name)
+            report.pushed += _push_out(svc, pool, gap)
+            continue
+        due: list[Lease] = []
+        for lease_id in store.due_leases(pool.name, now, limit=DUE_PER_PASS):
+            lease = store.get_lease(lease_id)
+            if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
+                continue
+            if lease.deadline > now:
+                _reindex(svc, lease)
+                report.reindexed += 1
+            else:
+                due.append(lease)
+        if _brake(svc, pool, due, holds, now, interval_seconds):
+            report.held += len(due)
+            continue
+        for lease in due:
+            if svc.expire(lease, pool) is None:
+                report.raced += 1
+            else:
+                report.expired.append(lease.id)
+    if report.absent_pools:
+        _record(svc, now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools})
+    report.parked = svc.park_starved(pools)  # long-starved work to needs_attention (DESIGN §13)
+    report.unblocked = svc.finalize_expired_blocks()  # expired transient blocks (DESIGN §14)
+    if holds != state.holds:
+        store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
+    reclaim = svc.reclaim_due(pools=pools)
+    report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
+    return report
+
+
+def _brake(
+    svc: LeaseService,
+    pool: Pool,
+    due: list[Lease],
+    holds: dict[str, int],
+    now: int,
+    interval_seconds: float,
+) -> bool:
+    """True when this pass holds `pool`'s expiries back (a mass expiry looks like our fault).
+    Updates `holds` (pool -> held until) in place."""
+    silent, recent = _silent_workers(svc, pool, due, now, interval_seconds)
+    mass = len(silent) >= MASS_EXPIRY_MIN and len(silent) >= MASS_EXPIRY_SHARE * len(recent)
+    hold_until = holds.get(pool.name)
+    if not mass:
+        holds.pop(pool.name, None)
+        return False
+    if hold_until is None:
+        hold_until = now + max(toleration_ms(lease, pool) for lease in due)
+        holds[pool.name] = hold_until
+        _record(
+            svc,
+            now,
+            "sweeper.mass_expiry_held",
+            {
+                "pool": pool.name,
+                "due": len(due),
+                "silent_workers": len(silent),
+                "recent_workers": len(recent),
+                "hold_until": hold_until,
+                "lease_ids": [x.id for x in due][:50],
+            },
+        )
+        return True
+    # Still held inside its window; once the window has passed the pass proceeds, and the
+    # entry stays until a pass sees no mass silence, so one outage is held only once.
+    return now < hold_until
+
+
+def _silent_workers(
+    svc: LeaseService, pool: Pool, due: list[Lease], now: int, interval_seconds: float
+) -> tuple[set[str], set[str]]:
+    """(recently reachable workers now silent, recently reachable workers) of a pool.
+
+    A worker that still heartbeats some leases is not silent; an idle worker (long-polling
+    claims) that went quiet in the same outage is. "Recently" reaches back over the longest
+    time a due lease can have been silent (1.25 tolerations and a sweep period) plus the lag
+    of last_seen, so a fleet that died together still counts as recently reachable."""
+    holders = {lease.worker_id for lease in due if lease.worker_id}
+    if not holders:
+        return set(), set()
+    longest = max(toleration_ms(lease, pool) for lease in due)
+    window = int(longest * (1 + DEADLINE_SLACK)) + int(interval_seconds * 1000)
+    window += int(pool.grace_seconds * 1000 * (1 + SEEN_URGENT_SHARE))
+    workers = svc.store.list_workers(pool.name, now_ms=now)
+    recent = {w.worker_id for w in workers if now - w.last_seen <= window} | holders
+    alive = {w.worker_id for w in workers if reachable(w, pool, now)}
+    return recent - alive, recent
+
+
+def _push_out(svc: LeaseService, pool: Pool, gap: int) -> int:
+    pushed = 0
+    for lease_id in svc.store.due_leases(pool.name, None):
+        lease = svc.store.get_lease(lease_id)
+        if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
+            continue
+        moved = replace(lease, deadline=lease.deadline + gap, due_at=lease.deadline + gap)
+        try:
+            svc.store.move_deadline(moved, seen=lease)
+            pushed += 1
+        except Conflict:
+            pass  # it moved on by itself (a report or a transition): nothing to push
+    return pushed
+
+
+def _reindex(svc: LeaseService, lease: Lease) -> None:
+    with contextlib.suppress(Conflict):  # moved on; the next pass sees its new row
+        svc.store.reindex(replace(lease, due_at=lease.deadline), (lease.state, lease.fence))
+
+
+def _record(svc: LeaseService, now: int, type_: str, data: dict[str, object]) -> None:
+    svc.store.put_event(
+        Event(
+            id=svc.ids.new_id("ev"),
+            subject_kind=SYSTEM[0],
+            subject_id=SYSTEM[1],
+            type=type_,
+            at=now,
+            data=dict(data),
+        )
+    )

@@ -1,0 +1,392 @@
+"""The task graph (DESIGN §13): parents and their rollup, dependencies and auto-enqueue on
+ready, task pause inherited by descendants, and the status and blocked reasons every read
+derives.
+
+Counting is done with counters on each task's graph row (store.keys.task_graph_key), moved by
+conditional updates, never by listing children. The reactions run after the commit, from the
+table's stream (reactor.py calls `react_to_rows`): a completion never fails because of them,
+and each reaction is conditional, so a replayed stream record changes nothing:
+
+  lease completed with success ─► the task's `succeeded_at` (only with no child outstanding)
+  `succeeded_at` appears ─► its child edge counts in the parent (once), each dependent edge
+                            counts in the dependent (once)
+  parent's children_done reaches children_total ─► `rollup_at` once (`task.rollup_completed`)
+  dependent's blockers_done reaches blockers_total ─► one pending lease when opted in and not
+                            effectively paused (the at-most-one-open-run path of core/tasks.py)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from tenure.app import usage
+from tenure.app.ports import Change, GraphOp, HoldOp, TaskWrite
+from tenure.app.tasks.filing import RunStart, TaskLinks, TaskOps, TaskView
+from tenure.domain import authz
+from tenure.domain.errors import Conflict, Unavailable, ValidationFailed
+from tenure.domain.model import Lease, Pool, Principal, Task, TaskGraph, task_status
+from tenure.domain.states import LeaseState, TaskStatus
+
+# How deep a tree may grow: every task carries its ancestors, and a read or a claim checks
+# them against the scheduler row in one pass.
+MAX_DEPTH = 16
+MAX_DEPENDS_ON = 50
+# How many edges one success reads and counts (children of a parent, dependents of a
+# blocker). A success with more dependents than this counts the first ones only; filing more
+# is refused on the blocker's side (see _link).
+MAX_FANOUT = 1000
+# How many descendants a resume looks at for auto-enqueue (bounded work per request).
+RESUME_FANOUT = 200
+# A task write that keeps losing its condition is retried this many times at most.
+GRAPH_TRIES = 6
+
+_HELD = frozenset(
+    {LeaseState.DISPATCHED, LeaseState.RUNNING, LeaseState.PAUSED, LeaseState.CANCELLING}
+)
+
+
+def derive_status(task: Task, lease: Lease | None, graph: TaskGraph, blocked: bool) -> TaskStatus:
+    """§13's status. needs_attention first; a held run is running (or queued while it is only
+    dispatched); a queued run, or none, that something blocks is blocked; a success (its own,
+    or its children's rollup) is completed unless a newer run was opened; otherwise the run's
+    own ending. A parent whose own run succeeded with children outstanding stays running."""
+    if task.attention:
+        return TaskStatus.NEEDS_ATTENTION
+    if lease is not None and lease.state in _HELD:
+        return task_status(task, lease)
+    if blocked and (lease is None or lease.state.active):
+        return TaskStatus.BLOCKED
+    if lease is not None and lease.state.active:
+        return task_status(task, lease)
+    if graph.succeeded_at is not None:
+        return TaskStatus.COMPLETED
+    if lease is not None and lease.state is LeaseState.COMPLETED and graph.children_outstanding:
+        return TaskStatus.RUNNING
+    return task_status(task, lease)
+
+
+class GraphOps(TaskOps):
+    # ------------------------------------------------------------------- filing
+
+    def _link(
+        self, task: Task, links: TaskLinks, pool: Pool | None
+    ) -> tuple[Task, list[GraphOp], bool]:
+        ops: list[GraphOp] = []
+        ancestors: tuple[str, ...] = ()
+        if links.parent_id is not None:
+            parent = self._linked_task(links.parent_id, task.space, "parent_id")
+            ancestors = (*(parent.ancestors or ()), parent.id)
+            if len(ancestors) > MAX_DEPTH:
+                raise ValidationFailed(f"parent_id: a tree is at most {MAX_DEPTH} levels deep")
+            ops.append(
+                GraphOp("add", parent.id, counts=(("children_total", 1), ("children_done", 0)))
+            )
+            ops.append(GraphOp("edge", parent.id, name="child", other=task.id))
+        depends = tuple(dict.fromkeys(links.depends_on))
+        if len(depends) != len(links.depends_on):
+            raise ValidationFailed("depends_on: names a task more than once")
+        if len(depends) > MAX_DEPENDS_ON:
+            raise ValidationFailed(f"depends_on: at most {MAX_DEPENDS_ON} tasks")
+        unmet = 0
+        for blocker_id in depends:
+            if blocker_id in ancestors:
+                # The ancestor completes only when this task has: waiting on it never ends.
+                raise ValidationFailed(
+                    f"depends_on: {blocker_id} is an ancestor of the task; that is a cycle"
+                )
+            blocker = self._linked_task(blocker_id, task.space, "depends_on")
+            met = self.store.get_graph(blocker.id).succeeded_at is not None
+            unmet += 0 if met else 1
+            # The blocker must still be as read when this commits, so that its success and
+            # this edge cannot miss each other (one counts the other, exactly once).
+            ops.append(GraphOp("met" if met else "unmet", blocker.id))
+            now = self.clock.now_ms()
+            ops.append(
+                GraphOp(
+                    "edge", blocker.id, name="dependent", other=task.id, at=now if met else None
+                )
+            )
+        enqueue = unmet == 0
+        # Ready at once and opted in: this enqueue is the readiness's one auto-enqueue, marked
+        # on the new task's graph row (one write of that row: a transaction names it once).
+        mark = enqueue and pool is not None and links.auto_enqueue_on_ready
+        at = self.clock.now_ms() if mark else None
+        if depends:
+            counts = (("blockers_total", len(depends)), ("blockers_done", len(depends) - unmet))
+            name = "auto_enqueued_at" if mark else ""
+            ops.append(GraphOp("add", task.id, counts=counts, name=name, at=at))
+        elif mark:
+            ops.append(GraphOp("mark", task.id, name="auto_enqueued_at", at=at))
+        task = replace(
+            task,
+            parent_id=links.parent_id,
+            ancestors=ancestors or None,
+            depends_on=depends or None,
+            auto_enqueue_on_ready=links.auto_enqueue_on_ready,
+            pool=pool.name if pool else None,
+        )
+        return task, ops, enqueue
+
+    def _linked_task(self, task_id: str, space: str, field: str) -> Task:
+        found = self.store.get_task(task_id) if len(task_id) <= 128 else None
+        if found is None:
+            raise ValidationFailed(f"{field}: task {task_id} does not exist")
+        if found.space != space:
+            raise ValidationFailed(
+                f"{field}: task {task_id} is in space {found.space!r}, not {space!r}"
+            )
+        return found
+
+    # ------------------------------------------------------------------ reading
+
+    def get_task(self, actor: Principal, task_id: str) -> TaskView:
+        authz.require_role(actor, "read")
+        task = self._task(task_id)
+        authz.require_operator(actor, "read", task.space)
+        return self._derived(task)
+
+    def describe_task(self, task: Task, newest: Lease | None) -> TaskView:
+        """The task as a read shows it, for a caller that holds its row and newest lease."""
+        return self._derived(task, newest, known=True)
+
+    def _derived(self, task: Task, newest: Lease | None = None, known: bool = False) -> TaskView:
+        newest = newest if known else self._newest_lease(task)
+        graph = self.store.get_graph(task.id)
+        unmet = self._unmet_blockers(task) if graph.blockers_outstanding else []
+        return self._view(task, newest, graph, self._paused_by(task), unmet)
+
+    def _view(
+        self,
+        task: Task,
+        newest: Lease | None,
+        graph: TaskGraph,
+        paused_by: str | None,
+        unmet: list[str],
+    ) -> TaskView:
+        """The read's projection from rows already in hand (a single read or a list page)."""
+        open_lease = newest if newest is not None and newest.state.active else None
+        reasons: list[dict[str, Any]] = []
+        if graph.blockers_outstanding:
+            reasons.append({"source": "dependency", "depends_on_task_ids": unmet})
+        if paused_by is not None:
+            reasons.append({"source": "paused", "paused_by_task_id": paused_by})
+        reasons.extend(self._block_reasons(task))
+        status = derive_status(task, newest, graph, bool(reasons))
+        return TaskView(
+            task=task,
+            lease=open_lease,
+            status=status,
+            blocked_reasons=tuple(reasons),
+            effective_paused=paused_by is not None,
+            paused_by_task_id=paused_by,
+            children_total=graph.children_total,
+            children_done=graph.children_done,
+            usage=usage.summed(usage.totals_of(graph)),
+        )
+
+    def _block_reasons(self, task: Task) -> list[dict[str, Any]]:
+        """`{source: "block", block_id, kind, reason}` entries: typed blocks (DESIGN §14) come
+        with their own issue; this is the one place they join the projection."""
+        return []
+
+    def _unmet_blockers(self, task: Task) -> list[str]:
+        blockers = list(task.depends_on or ())
+        return [b for b in blockers if self.store.get_graph(b).succeeded_at is None]
+
+    def _paused_by(self, task: Task, paused: Iterable[str] | None = None) -> str | None:
+        """The nearest task (itself first, then its parent, upwards) whose pause holds it."""
+        held = set(self.store.get_scheduler().paused_tasks if paused is None else paused)
+        for candidate in (task.id, *reversed(task.ancestors or ())):
+            if candidate in held:
+                return candidate
+        return None
+
+    # ---------------------------------------------------------------- changing
+
+    def update_task(
+        self,
+        actor: Principal,
+        task_id: str,
+        auto_enqueue_on_ready: bool | None,
+        pool: str | None,
+    ) -> TaskView:
+        """PATCH: turn auto-enqueue on or off, or change its pool. Turning it on for a task
+        that is ready with no run enqueues it at once (the same once-per-readiness path)."""
+        authz.require_role(actor, "member")
+        task = self._task(task_id)
+        authz.require_operator(actor, "member", task.space)
+        if pool is not None:
+            self._pool_in_space(pool, task.space)
+        for _ in range(GRAPH_TRIES):
+            want = replace(
+                task,
+                auto_enqueue_on_ready=task.auto_enqueue_on_ready
+                if auto_enqueue_on_ready is None
+                else auto_enqueue_on_ready,
+                pool=pool if pool is not None else task.pool,
+            )
+            if want.auto_enqueue_on_ready and want.pool is None:
+                raise ValidationFailed("pool: auto_enqueue_on_ready needs a pool to enqueue on")
+            if (want.auto_enqueue_on_ready, want.pool) == (task.auto_enqueue_on_ready, task.pool):
+                break
+            now = self.clock.now_ms()
+            want = replace(
+                want,
+                version=task.version + 1,
+                event_type="task.updated",
+                event_data={
+                    "by": actor.token_id,
+                    "auto_enqueue_on_ready": want.auto_enqueue_on_ready,
+                    "pool": want.pool,
+                },
+                updated_at=now,
+            )
+            try:
+                self._commit(
+                    Change(
+                        tasks=[
+                            TaskWrite(want, expect_job_id=task.job_id, expect_version=task.version)
+                        ]
+                    )
+                )
+            except Conflict:
+                task = self._task(task_id)
+                continue
+            task = want
+            break
+        else:
+            raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
+        if task.auto_enqueue_on_ready:
+            self.auto_enqueue(task.id)
+        return self.get_task(actor, task.id)
+
+    def pause_task(self, actor: Principal, task_id: str) -> TaskView:
+        return self._set_pause(actor, task_id, True)
+
+    def resume_task(self, actor: Principal, task_id: str) -> TaskView:
+        view = self._set_pause(actor, task_id, False)
+        # Dependents skipped while paused get their run now (each once per readiness).
+        for waiting in [view.task.id, *self._descendants(view.task.id, RESUME_FANOUT)]:
+            self.auto_enqueue(waiting)
+        return self.get_task(actor, task_id)
+
+    def _set_pause(self, actor: Principal, task_id: str, paused: bool) -> TaskView:
+        authz.require_role(actor, "member")
+        task = self._task(task_id)
+        authz.require_operator(actor, "member", task.space)
+        for _ in range(GRAPH_TRIES):
+            if task.paused == paused:
+                return self.get_task(actor, task_id)  # already so: nothing to record
+            now = self.clock.now_ms()
+            new = replace(
+                task,
+                paused=paused,
+                paused_by=actor.token_id if paused else None,
+                version=task.version + 1,
+                event_type="task.paused" if paused else "task.resumed",
+                event_data={"by": actor.token_id, "actor_kind": actor.kind},
+                updated_at=now,
+            )
+            # The task row and the scheduler row's set move together: claims read the set.
+            change = Change(
+                tasks=[TaskWrite(new, expect_job_id=task.job_id, expect_version=task.version)],
+                holds=[HoldOp("paused", task.id, paused)],
+            )
+            try:
+                self._commit(change)
+            except Conflict:
+                task = self._task(task_id)
+                continue
+            return self.get_task(actor, task_id)
+        raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
+
+    def _descendants(self, task_id: str, limit: int) -> list[str]:
+        """Up to `limit` descendants, breadth first (bounded reads: one Query per task)."""
+        found: list[str] = []
+        frontier = [task_id]
+        while frontier and len(found) < limit:
+            below = self.store.graph_edges(frontier.pop(0), "child", limit)
+            below = below[: limit - len(found)]
+            found.extend(below)
+            frontier.extend(below)
+        return found
+
+    # ---------------------------------------------------- reactions (the stream)
+
+    def react_to_rows(self, rows: Iterable[tuple[str, Any, Any]]) -> None:
+        """What the reactor does after a commit, for each changed row (entity, old, new)."""
+        for entity, old, new in rows:
+            if entity == "lease":
+                self._after_lease(old, new)
+            elif entity == "graph":
+                self._after_graph(old, new)
+
+    def _after_lease(self, old: Lease | None, new: Lease) -> None:
+        if new.task_id is None or new.state is not LeaseState.COMPLETED:
+            return
+        if new.outcome != "success" or (old is not None and old.state is LeaseState.COMPLETED):
+            return
+        # Only with no child outstanding (a parent stays open until its children succeed).
+        self.store.settle_graph(new.task_id, "succeeded_at", new.ended_at or self.clock.now_ms())
+
+    def _after_graph(self, old: TaskGraph | None, new: TaskGraph) -> None:
+        was = old or TaskGraph(new.task_id)
+        now = self.clock.now_ms()
+        if new.succeeded_at is not None and was.succeeded_at is None:
+            self._count_success(new.task_id, now)
+        if (
+            new.children_total > 0
+            and new.children_done == new.children_total
+            and was.children_done != new.children_done
+        ):
+            self.store.settle_graph(new.task_id, "rollup_at", now)
+        if (
+            new.blockers_total > 0
+            and new.blockers_done == new.blockers_total
+            and was.blockers_done != new.blockers_done
+        ):
+            self.auto_enqueue(new.task_id)
+
+    def _count_success(self, task_id: str, now: int) -> None:
+        task = self.store.get_task(task_id)
+        if task is None:
+            return
+        if task.parent_id is not None:
+            self.store.count_edge(task.parent_id, "child", task.id, "children_done", now)
+        for dependent in self.store.graph_edges(task.id, "dependent", MAX_FANOUT):
+            self.store.count_edge(task.id, "dependent", dependent, "blockers_done", now)
+
+    def auto_enqueue(self, task_id: str) -> Lease | None:
+        """One pending lease for an opted-in task whose blockers all succeeded, unless it is
+        effectively paused or parked, or has an open run. The open-run path refuses a second
+        run and the graph row's once-per-readiness mark refuses a second enqueue, so
+        concurrent blocker completions and replays converge on one run."""
+        task = self.store.get_task(task_id)
+        if task is None or not task.auto_enqueue_on_ready or task.pool is None or task.attention:
+            return None
+        if self.store.get_graph(task.id).blockers_outstanding:
+            return None
+        held = self.store.get_scheduler()
+        if task.id in held.attention or self._paused_by(task, held.paused_tasks) is not None:
+            return None  # skipped until resumed (resume looks again)
+        current = self._newest_lease(task)
+        if current is not None and current.state.active:
+            return None
+        pool = self._pool(task.pool)
+        checks = [(task.job_id, current.id)] if task.job_id and current else []
+        mark = GraphOp("mark", task.id, name="auto_enqueued_at", at=self.clock.now_ms())
+        try:
+            _, lease = self._open_run(
+                task,
+                pool,
+                create_task=False,
+                expect_job_id=task.job_id,
+                job_checks=checks,
+                run=RunStart(graph=(mark,)),
+            )
+        except Conflict:
+            return None  # another reaction (or an operator) opened the run first
+        self.counters["auto_enqueued"] += 1
+        return lease

@@ -1,0 +1,90 @@
+"""A space's task list, newest first (the board's columns): every task, whether or not it has
+ever had a lease, with the status and blocked reasons a single read derives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from tenure.app.ports import TaskEntry
+from tenure.app.tasks.filing import TaskView
+from tenure.app.tasks.graph import GraphOps
+from tenure.domain import authz
+from tenure.domain.model import Lease, Principal, TaskGraph
+from tenure.domain.states import TaskStatus
+
+# One store page holds at most this many tasks (a caller's limit is at most this too).
+TASK_PAGE_MAX = 100
+# A status-filtered request examines at most this many tasks (two store pages): fewer than
+# `limit` may match, and the answer then carries a cursor resuming after the last examined.
+TASK_FILTER_BUDGET = 200
+
+
+@dataclass(frozen=True)
+class ListedTask:
+    view: TaskView
+    lease: Lease | None  # the newest lease of its latest run, open or ended (None: never run)
+
+
+class TaskList(NamedTuple):
+    tasks: list[ListedTask]
+    next_cursor: str | None
+
+
+class TaskListOps(GraphOps):
+    def list_tasks(
+        self,
+        actor: Principal,
+        space: str,
+        limit: int,
+        cursor: str | None,
+        status: TaskStatus | None = None,
+    ) -> TaskList:
+        """One page of the space's tasks. Reads are bounded: per store page one index Query,
+        batched rows by key, the blockers' graph rows of tasks still waiting on some (at most
+        MAX_DEPENDS_ON each), and one read of the scheduler row per request."""
+        authz.require_operator(actor, "read", space)
+        if not 1 <= limit <= TASK_PAGE_MAX:
+            raise ValueError(f"a task page holds 1 to {TASK_PAGE_MAX} tasks")
+        paused = self.store.get_scheduler(consistent=False).paused_tasks
+        found: list[ListedTask] = []
+        examined = 0
+        while True:
+            if status is None:
+                size = limit - len(found)
+            else:
+                size = min(TASK_PAGE_MAX, TASK_FILTER_BUDGET - examined)
+            page = self.store.task_page(space, size, cursor)
+            examined += size
+            views = self._page_views(page.entries, paused)
+            for number, (entry, view) in enumerate(zip(page.entries, views, strict=True)):
+                if status is not None and view.status is not status:
+                    continue
+                found.append(ListedTask(view, entry.lease))
+                if len(found) == limit:
+                    last = number == len(page.entries) - 1
+                    return TaskList(found, page.next_cursor if last else entry.cursor)
+            cursor = page.next_cursor
+            if cursor is None or status is None or examined >= TASK_FILTER_BUDGET:
+                return TaskList(found, cursor)
+
+    def _page_views(self, entries: list[TaskEntry], paused: frozenset[str]) -> list[TaskView]:
+        waiting = {
+            b for e in entries if e.graph.blockers_outstanding for b in e.task.depends_on or ()
+        }
+        blockers: dict[str, TaskGraph] = self.store.get_graphs(sorted(waiting)) if waiting else {}
+        views = []
+        for e in entries:
+            unmet = (
+                [
+                    b
+                    for b in e.task.depends_on or ()
+                    if b not in blockers or blockers[b].succeeded_at is None
+                ]
+                if e.graph.blockers_outstanding
+                else []
+            )
+            views.append(
+                self._view(e.task, e.lease, e.graph, self._paused_by(e.task, paused), unmet)
+            )
+        return views

@@ -1,0 +1,114 @@
+"""Worker liveness: when a worker was last heard from, and whether it reads reachable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tenure.app.kernel import ServiceBase
+from tenure.domain import authz
+from tenure.domain.model import Lease, Pool, Principal, Worker
+from tenure.domain.states import REPORTABLE
+
+# A worker's last_seen is written at most once per this share of its pool's grace: enough to
+# tell reachable from unreachable without a write on every heartbeat (DESIGN §9)…
+SEEN_WRITE_SHARE = 0.25
+# …or, when the same heartbeat already wrote the lease's deadline, only once it is this old
+# (one write per heartbeat at most).
+SEEN_URGENT_SHARE = 0.5
+# How many workers (and their held leases) one GET /workers reads at most.
+WORKERS_PAGE = 200
+HELD_PAGE = 500
+
+
+def reachable(worker: Worker, pool: Pool, now: int) -> bool:
+    """Reachable unless not heard from for the pool's grace.
+
+    The stored last_seen lags the worker's real last contact by less than the write window
+    (SEEN_URGENT_SHARE of grace), so that lag is added before judging: a worker never reads
+    unreachable early. It reads unreachable between 1.0 and 1.5 graces after its last contact
+    (1.25 to 1.5 for a worker whose last_seen is written on the quarter-grace window: claims
+    and the worker heartbeat, as the SDK renews)."""
+    return now - worker.last_seen <= pool.grace_seconds * 1000 * (1 + SEEN_URGENT_SHARE)
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    worker: Worker
+    reachable: bool
+    leases: list[Lease]
+
+
+class WorkerOps(ServiceBase):
+    def list_workers(self, actor: Principal, pool_name: str) -> list[WorkerView]:
+        authz.require_role(actor, "read")
+        pool = self._pool(pool_name)
+        authz.require_operator(actor, "read", pool.space)
+        now = self.clock.now_ms()
+        held = self.store.get_leases(self.store.due_leases(pool.name, None, limit=HELD_PAGE))
+        by_worker: dict[str, list[Lease]] = {}
+        for lease in sorted(held.values(), key=lambda x: x.created_at):
+            if lease.worker_id and lease.state in REPORTABLE:
+                by_worker.setdefault(lease.worker_id, []).append(lease)
+        workers = self.store.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
+        return [
+            WorkerView(
+                worker=w,
+                reachable=reachable(w, pool, now),
+                leases=by_worker.get(w.worker_id, []),
+            )
+            for w in sorted(workers, key=lambda w: w.worker_id)
+        ]
+
+    def _mark_seen(
+        self,
+        pool: Pool,
+        worker_id: str,
+        version: str | None,
+        defer: bool = False,
+        runtime: dict[str, Any] | None = None,
+        credentials: dict[str, Any] | None = None,
+    ) -> None:
+        """Note that the worker was heard from. `runtime` / `credentials` are what it says of
+        them (None: it said nothing, the stored word stands). A change of either is written
+        at once; otherwise the write waits for the last_seen window, so a heartbeat that says
+        the same as before costs nothing more (DESIGN §9)."""
+        now = self.clock.now_ms()
+        grace = pool.grace_seconds * 1000
+        window = int(grace * (SEEN_URGENT_SHARE if defer else SEEN_WRITE_SHARE))
+        key = (pool.name, worker_id)
+        known = self._seen.get(key) or self.store.get_worker(pool.name, worker_id)
+        said = {"runtime": runtime, "credentials": credentials}
+        kept = {
+            name: value if value is not None else (getattr(known, name) if known else None)
+            for name, value in said.items()
+        }
+        if (
+            known is not None
+            and now - known.last_seen < window
+            and known.worker_version == version
+            and all(getattr(known, name) == value for name, value in kept.items())
+        ):
+            self._seen[key] = known
+            return
+        worker = Worker(
+            pool=pool.name, worker_id=worker_id, worker_version=version, last_seen=now, **kept
+        )
+        self.store.put_worker(worker)
+        self._seen[key] = worker
+
+    def _worker_says(
+        self,
+        pool: Pool,
+        worker_id: str,
+        runtime: dict[str, Any] | None,
+        credentials: dict[str, Any] | None,
+    ) -> None:
+        """A worker heartbeat naming a pool it holds nothing in: how its runtime and its
+        credentials stand there (DESIGN §12), and a sign of life."""
+        key = (pool.name, worker_id)
+        known = self._seen.get(key) or self.store.get_worker(pool.name, worker_id)
+        if known is not None:
+            self._seen[key] = known  # read once: _mark_seen judges from it
+        version = known.worker_version if known else None
+        self._mark_seen(pool, worker_id, version, runtime=runtime, credentials=credentials)

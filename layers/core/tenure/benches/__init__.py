@@ -1,1 +1,0 @@
-"""The benches behind `tenure bench …`: cost per lease, claim contention, cold start."""

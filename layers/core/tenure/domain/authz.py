@@ -1,0 +1,53 @@
+"""Who may do what: roles, scopes, and the lease-token rule (DESIGN §5)."""
+
+from __future__ import annotations
+
+from tenure.domain.errors import Forbidden, LeaseTokenMismatch
+from tenure.domain.model import Principal
+
+ROLE_RANK = {"read": 0, "member": 1, "admin": 2}
+
+
+def require_role(actor: Principal, role: str) -> None:
+    """Kind and role only: checked before a row is looked up, so that a token that may not
+    use a route learns nothing about which ids exist."""
+    if actor.kind == "lease":
+        raise LeaseTokenMismatch("a lease token cannot be used on an operator route")
+    if actor.kind != "operator":
+        raise Forbidden("this route needs an operator token")
+    if ROLE_RANK.get(actor.role or "", -1) < ROLE_RANK[role]:
+        raise Forbidden(f"this route needs the {role!r} role; the token has {actor.role!r}")
+
+
+def require_operator(actor: Principal, role: str, space: str | None = None) -> None:
+    require_role(actor, role)
+    if actor.spaces is not None:
+        if space is None:
+            raise Forbidden("a token limited to spaces cannot act across all spaces")
+        if space not in actor.spaces:
+            raise Forbidden(f"the token is not allowed in space {space!r}")
+
+
+def require_worker(actor: Principal, pool: str | None) -> None:
+    if actor.kind == "lease":
+        raise LeaseTokenMismatch("a lease token cannot claim; use a worker token")
+    if actor.kind != "worker":
+        raise Forbidden("this route needs a worker token")
+    if pool is not None and actor.pools is not None and pool not in actor.pools:
+        raise Forbidden(f"the token is not allowed in pool {pool!r}")
+
+
+def require_lease(actor: Principal, lease_id: str) -> None:
+    if actor.kind != "lease":
+        raise Forbidden("this route needs the lease's own token")
+    if actor.lease_id != lease_id:
+        raise LeaseTokenMismatch("this lease token belongs to another lease")
+
+
+def require_own_space(actor: Principal, space: str, own_space: str) -> None:
+    """A lease token reads the leases of its own lease's space and no other (the MCP tools
+    leases_list and leases_get, DESIGN §15); over HTTP the route table refuses it first."""
+    if actor.kind != "lease":
+        raise Forbidden("only a lease token is scoped by its own lease's space")
+    if space != own_space:
+        raise LeaseTokenMismatch("a lease token sees only the leases of its own lease's space")

@@ -1,0 +1,339 @@
+"""Domain entities: frozen, built from and turned into store rows by the store alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from tenure.domain.states import (
+    EndReason,
+    LeaseState,
+    OnExpiry,
+    PoolKind,
+    ReportKind,
+    Revoke,
+    SubjectKind,
+    TaskStatus,
+)
+
+# Timing defaults (DESIGN §4), configurable per pool.
+DEFAULT_RENEW_SECONDS = 10
+DEFAULT_GRACE_SECONDS = 50
+DEFAULT_TOLERATION_SECONDS = 300
+DEFAULT_MAX_ATTEMPTS = 3
+MIN_LEASE_SECONDS = 5
+MAX_LEASE_SECONDS = 43200
+# How long an ended lease keeps its logs and attachments (DESIGN §11), per pool.
+DEFAULT_RETENTION_SECONDS = 2_592_000
+
+
+@dataclass(frozen=True)
+class Space:
+    key: str
+    name: str
+    created_at: int
+    max_active: int | None = None
+    archived: bool = False
+
+
+@dataclass(frozen=True)
+class Workflow:
+    space: str
+    slug: str
+    name: str
+    created_at: int
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    space: str
+    kind: PoolKind
+    created_at: int
+    max_active: int | None = None
+    renew_seconds: int = DEFAULT_RENEW_SECONDS
+    grace_seconds: int = DEFAULT_GRACE_SECONDS
+    toleration_seconds: int = DEFAULT_TOLERATION_SECONDS
+    on_expiry: OnExpiry = OnExpiry.REQUEUE
+    keeps_logs: bool = True
+    paused: bool = False
+    retention_seconds: int = DEFAULT_RETENTION_SECONDS
+    display_name: str | None = None  # what the board shows; the name when unset
+    # Agent and classifier settings (DESIGN §12); changing either makes a new `version`.
+    agent: dict[str, Any] | None = None  # {model, effort?}
+    classifier: dict[str, Any] | None = None  # {input, output: {checks?, properties?}}
+    version: int = 1
+
+    @property
+    def label(self) -> str:
+        return self.display_name or self.name
+
+    # Starvation (DESIGN §13): a claimable pending lease older than this with no reachable
+    # worker is starved; a further `starvation_escalation_seconds` parks its task.
+    min_queued_age_seconds: int = 600
+    starvation_escalation_seconds: int = 3600
+    # Per-million-token prices (DESIGN §14): {currency, input_tokens?, output_tokens?, …}.
+    rates: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling, as the authorizer established it."""
+
+    kind: str  # "operator" | "worker" | "lease"
+    token_id: str
+    role: str | None = None  # operator: read | member | admin
+    spaces: tuple[str, ...] | None = None  # operator: None means every space
+    pools: tuple[str, ...] | None = None  # worker: None means every pool
+    lease_id: str | None = None  # lease: the one lease it may act on
+
+
+@dataclass(frozen=True)
+class Token:
+    id: str
+    name: str
+    kind: str  # operator | worker
+    token_hash: str
+    created_at: int
+    role: str | None = None
+    spaces: tuple[str, ...] | None = None
+    pools: tuple[str, ...] | None = None
+
+    def principal(self) -> Principal:
+        return Principal(
+            kind=self.kind, token_id=self.id, role=self.role, spaces=self.spaces, pools=self.pools
+        )
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    key: str
+    space: str
+    title: str
+    created_at: int
+    body: str | None = None
+    properties: dict[str, Any] = field(default_factory=dict)
+    workflow: str | None = None
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    job_id: str | None = None  # the task's latest run, open or ended
+    attention: bool = False  # escalated: recovery exhausted, needs a person
+    version: int = 1
+    event_type: str | None = None
+    event_data: dict[str, Any] | None = None
+    updated_at: int | None = None
+    checks: dict[str, Any] = field(default_factory=dict)  # set by a classifier's output
+    # The task graph (DESIGN §13; core/tasks_graph.py): its parent and every ancestor above it
+    # (root first), the tasks whose success it waits for, whether readiness enqueues it (on
+    # `pool`), and its own pause with who set it.
+    parent_id: str | None = None
+    ancestors: tuple[str, ...] | None = None
+    depends_on: tuple[str, ...] | None = None
+    auto_enqueue_on_ready: bool = False
+    pool: str | None = None
+    paused: bool = False
+    paused_by: str | None = None
+    # Typed blocks (DESIGN §14; core/blocks.py): block id → its record (open ones and the most
+    # recent closed ones, bounded), and how many blocks of each kind since the last success.
+    blocks: dict[str, dict[str, Any]] | None = None
+    block_counts: dict[str, int] | None = None
+    # Delegation (DESIGN §14; core/delegation.py): the lease whose token filed this task, and
+    # whether the task's endings wake that lease's worker (meaningless without one).
+    created_by_lease: str | None = None
+    wake_creator: bool = False
+
+    def with_job(self, job_id: str) -> Task:
+        return replace(self, job_id=job_id)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of a subject; the fence counter and the attempt counts live here."""
+
+    id: str
+    space: str
+    pool: str
+    subject_kind: SubjectKind
+    subject_id: str
+    created_at: int
+    lease_id: str  # the job's newest lease
+    fence: int = 1
+    attempt: int = 1
+    recovery_count: int = 0
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    task_id: str | None = None
+    exhausted: bool = False
+    # Set when a rule minted the run (DESIGN §10): which rule, and for an inbound rule the
+    # `{topic, occurred_at, data}` its payload carries as `trigger`.
+    rule_id: str | None = None
+    trigger: dict[str, Any] | None = None
+    retry_depth: int = 0  # how many retries (DESIGN §13) stand between this run and the first
+
+
+@dataclass(frozen=True)
+class Lease:
+    id: str
+    job_id: str
+    space: str
+    pool: str
+    subject_kind: SubjectKind
+    subject_id: str
+    state: LeaseState
+    fence: int
+    attempt: int
+    created_at: int
+    task_id: str | None = None
+    task_key: str | None = None
+    workflow: str | None = None
+    worker_id: str | None = None
+    worker_version: str | None = None
+    token_hash: str | None = None
+    claimed_by: str | None = None  # the worker token that claimed it (renews only for that one)
+    host: str | None = None  # where the claiming worker runs, as it declared it
+    lease_seconds: int | None = None
+    renew_seconds: int | None = None
+    claimed_at: int | None = None
+    started_at: int | None = None
+    heartbeat_at: int | None = None  # the last heartbeat that was written
+    deadline: int | None = None
+    # The deadline as the sweeper's index last saw it (<= deadline); see store.keys.DUE_INDEX.
+    due_at: int | None = None
+    ended_at: int | None = None
+    end_reason: EndReason | None = None
+    outcome: str | None = None
+    revoke: Revoke | None = None
+    report_kind: ReportKind | None = None
+    report_fingerprint: str | None = None
+    report_id: str | None = None
+    report: dict[str, Any] | None = None  # what the final report said (details, error, reason)
+    # The ceilings ("pool:NAME", "space:KEY") this lease counts against while it is held.
+    counted: tuple[str, ...] | None = None
+    # Deferred (DESIGN §10): not claimable before this instant (epoch ms); it orders the queue.
+    not_before: int | None = None
+    # The pool version current when the lease (or its job's first lease) was created.
+    pool_version: int | None = None
+    # Every transition bumps `version` and names itself here; the reactor turns each new
+    # version it sees on the table's stream into one timeline event with an idempotent id.
+    version: int = 1
+    event_type: str | None = None
+    event_data: dict[str, Any] | None = None
+    updated_at: int | None = None
+    # Set once, when the sweeper deleted the lease's logs and attachments (DESIGN §11).
+    reclaimed_at: int | None = None
+    # The task's ancestors (root first), so a claim can tell a paused subtree from one read of
+    # the scheduler row, without walking the tree (core/scheduler.py).
+    lineage: tuple[str, ...] | None = None
+    previous_lease_id: str | None = None  # the ended lease this one retries (DESIGN §13)
+    retry_depth: int = 0
+    failure_kind: str | None = None  # "operator_forced" when an operator force-failed it
+
+    @property
+    def superseded(self) -> bool:
+        """True when the job was handed on under a newer fence (expiry or release)."""
+        return self.state is LeaseState.LOST or self.end_reason is EndReason.RELEASED
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A process that claims from a pool, known by the last time it was heard from."""
+
+    pool: str
+    worker_id: str
+    last_seen: int
+    worker_version: str | None = None
+    # What the worker last said of its runtime and its credentials (DESIGN §12):
+    # {"state": "ok"|"refusing", "reason"?} and {"state": "ok"|"unreachable", "reason"?}.
+    runtime: dict[str, Any] | None = None
+    credentials: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PoolVersion:
+    """A pool's agent and classifier settings as they were at one version (kept readable)."""
+
+    pool: str
+    version: int
+    created_at: int
+    agent: dict[str, Any] | None = None
+    classifier: dict[str, Any] | None = None
+
+
+# Instance-wide settings (DESIGN §12), one row.
+DEFAULT_BLOCK_RECURRENCE_LIMIT = 2
+DEFAULT_RETRY_CHAIN_CAP = 5
+
+
+@dataclass(frozen=True)
+class Instance:
+    max_active: int | None = None
+    block_recurrence_limit: int = DEFAULT_BLOCK_RECURRENCE_LIMIT
+    allow_agent_force: bool = False
+    retry_chain_cap: int = DEFAULT_RETRY_CHAIN_CAP
+    updated_at: int | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """One entry on a subject's timeline (a lease's subject, or the "system" timeline)."""
+
+    id: str
+    subject_kind: str
+    subject_id: str
+    type: str
+    at: int
+    lease_id: str | None = None
+    fence: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskGraph:
+    """A task's side row in the graph: counters moved only by conditional updates (never by
+    listing children or blockers), and the instants it succeeded and rolled up."""
+
+    task_id: str
+    children_total: int = 0
+    children_done: int = 0
+    blockers_total: int = 0
+    blockers_done: int = 0
+    succeeded_at: int | None = None
+    rollup_at: int | None = None
+    auto_enqueued_at: int | None = None
+    # The usage accumulator (DESIGN §14; core/usage.py): moved in each completion's own
+    # transaction, so a task's usage is read from this one row.
+    usage_leases: int = 0
+    usage_input_tokens: int = 0
+    usage_output_tokens: int = 0
+    usage_cache_read_tokens: int = 0
+    usage_cache_write_tokens: int = 0
+    usage_reasoning_tokens: int = 0
+    usage_cost_micros: int = 0
+    usage_cost_keys: tuple[str, ...] = ()
+
+    @property
+    def children_outstanding(self) -> int:
+        return max(0, self.children_total - self.children_done)
+
+    @property
+    def blockers_outstanding(self) -> int:
+        return max(0, self.blockers_total - self.blockers_done)
+
+
+def task_status(task: Task, lease: Lease | None) -> TaskStatus:
+    """A task's status is derived from its latest run's newest lease, never stored twice."""
+    if task.attention:
+        return TaskStatus.NEEDS_ATTENTION
+    if lease is None:
+        return TaskStatus.READY
+    match lease.state:
+        case LeaseState.PENDING | LeaseState.DISPATCHING | LeaseState.DISPATCHED:
+            return TaskStatus.QUEUED
+        case LeaseState.RUNNING | LeaseState.PAUSED | LeaseState.CANCELLING:
+            return TaskStatus.RUNNING
+        case LeaseState.COMPLETED:
+            return TaskStatus.COMPLETED
+        case LeaseState.FAILED | LeaseState.LOST:
+            return TaskStatus.FAILED
+        case _:
+            return TaskStatus.CANCELLED

@@ -1,0 +1,193 @@
+"""Rules (DESIGN §10): the entity, its validation, and the ids that make a firing idempotent."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tenure.domain import documents
+from tenure.domain import fencing as r
+from tenure.domain.errors import ValidationFailed
+from tenure.domain.rules import schedules
+from tenure.domain.rules.matching import InvalidMatch, Match
+
+EMAIL_TOPIC = "email.received"
+# A space holds at most this many rules: listing them is one bounded Query, and an event's
+# rules are read from that list (DESIGN §9: every request reads a bounded number of items).
+MAX_RULES_PER_SPACE = 200
+# An inbound event mints at most this many leases (one per matching rule).
+MAX_RULES_PER_EVENT = 100
+
+TOPIC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
+RULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,63}$")
+SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+MAX_TITLE = 500
+MAX_TEXT = 65536
+MAX_DOCUMENT_BYTES = 32 * 1024
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    space: str
+    name: str
+    pool: str
+    subject: dict[str, Any]
+    trigger: dict[str, Any]
+    enabled: bool
+    created_at: int
+    version: int = 1
+    updated_at: int | None = None
+
+    @property
+    def kind(self) -> str:
+        return "scheduled" if "schedule" in self.trigger else "inbound"
+
+    @property
+    def schedule_name(self) -> str | None:
+        # The schedule lives in the stack's own group, so the rule id alone names it.
+        return self.id if self.kind == "scheduled" else None
+
+    @property
+    def topic(self) -> str | None:
+        return self.trigger.get("topic") if self.kind == "inbound" else None
+
+    @property
+    def match(self) -> Match:
+        return Match.from_dict(self.trigger.get("match"))
+
+    @property
+    def inbound_to(self) -> str | None:
+        """The recipient the rule's match requires (lowercased), which indexes it."""
+        to = self.match.to
+        return to.lower() if to else None
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def check_name(name: Any) -> str:
+    if not isinstance(name, str) or not RULE_NAME.match(name):
+        raise ValidationFailed(
+            "name: 1-64 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit"
+        )
+    return name
+
+
+def check_subject(subject: Any) -> dict[str, Any]:
+    """The subject as stored: a task (title, body…), a workflow (slug) or the space."""
+    if not isinstance(subject, Mapping):
+        raise ValidationFailed("subject: must be an object with a kind")
+    kind = subject.get("kind")
+    allowed = {
+        "task": {"kind", "title", "body", "properties", "workflow"},
+        "workflow": {"kind", "slug"},
+        "space": {"kind"},
+    }
+    if kind not in allowed:
+        raise ValidationFailed("subject.kind: must be one of task, workflow, space")
+    unknown = sorted(set(subject) - allowed[kind])
+    if unknown:
+        raise ValidationFailed(f"subject.{unknown[0]}: is not a known field for a {kind} subject")
+    out: dict[str, Any] = {"kind": kind}
+    if kind == "workflow":
+        slug = subject.get("slug")
+        if not isinstance(slug, str) or not SLUG.match(slug):
+            raise ValidationFailed("subject.slug: must be a workflow slug")
+        out["slug"] = slug
+    if kind == "task":
+        title = subject.get("title")
+        if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE:
+            raise ValidationFailed(f"subject.title: must be a string of 1-{MAX_TITLE} characters")
+        out["title"] = title.strip()
+        body = subject.get("body")
+        if body is not None:
+            if not isinstance(body, str) or len(body) > MAX_TEXT:
+                raise ValidationFailed(f"subject.body: must be a string of at most {MAX_TEXT}")
+            out["body"] = body
+        properties = subject.get("properties")
+        if properties is not None:
+            if not isinstance(properties, dict):
+                raise ValidationFailed("subject.properties: must be an object")
+            wrong = documents.problem(properties)
+            if wrong:
+                raise ValidationFailed(f"subject.properties: {wrong}")
+            if len(json.dumps(properties)) > MAX_DOCUMENT_BYTES:
+                raise ValidationFailed(
+                    f"subject.properties: is larger than {MAX_DOCUMENT_BYTES} bytes of JSON"
+                )
+            out["properties"] = properties
+        workflow = subject.get("workflow")
+        if workflow is not None:
+            if not isinstance(workflow, str) or not SLUG.match(workflow):
+                raise ValidationFailed("subject.workflow: must be a workflow slug")
+            out["workflow"] = workflow
+    r.refuse_tokens(out, "subject")
+    return out
+
+
+def check_trigger(trigger: Any) -> dict[str, Any]:
+    """An inbound `{topic, match?}` or a scheduled `{schedule, timezone?}` trigger, as stored."""
+    if not isinstance(trigger, Mapping):
+        raise ValidationFailed("trigger: must be an object with a topic or a schedule")
+    if "schedule" in trigger:
+        unknown = sorted(set(trigger) - {"schedule", "timezone"})
+        if unknown:
+            raise ValidationFailed(f"trigger.{unknown[0]}: is not a known field of a schedule")
+        timezone = trigger.get("timezone", "UTC")
+        try:
+            schedules.validate(trigger["schedule"], timezone)
+        except schedules.InvalidSchedule as bad:
+            raise ValidationFailed(f"trigger.{bad.field}: {bad.message}") from None
+        return {"schedule": str(trigger["schedule"]).strip(), "timezone": timezone}
+    if "topic" not in trigger:
+        raise ValidationFailed("trigger: needs a topic (inbound) or a schedule (scheduled)")
+    unknown = sorted(set(trigger) - {"topic", "match"})
+    if unknown:
+        raise ValidationFailed(f"trigger.{unknown[0]}: is not a known field of an inbound trigger")
+    topic = trigger["topic"]
+    if not isinstance(topic, str) or not TOPIC.match(topic):
+        raise ValidationFailed("trigger.topic: 1-128 letters, digits, '.', '_', ':', '/' or '-'")
+    out: dict[str, Any] = {"topic": topic}
+    raw_match = trigger.get("match")
+    try:
+        match = Match.from_dict(raw_match)
+    except InvalidMatch as bad:
+        raise ValidationFailed(f"{bad.field}: {bad.message}") from None
+    if match.to is not None and "@" not in match.to:
+        raise ValidationFailed("trigger.match.to: must be an email address")
+    given = {
+        key: value
+        for key, value in (
+            ("to", match.to),
+            ("from", match.sender),
+            ("subject_contains", match.subject_contains),
+        )
+        if value is not None
+    }
+    if given:
+        out["match"] = given
+    return out
+
+
+# ------------------------------------------------------------------------ firing identity
+def iso_utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def workflow_subject_id(space: str, slug: str) -> str:
+    """A workflow's timeline id: slugs are unique only within their space."""
+    return f"{space}/{slug}"
+
+
+def firing_job_id(rule_id: str, occasion: str) -> str:
+    """The job id of a rule's firing on one occasion (a scheduled time, an SES message id, an
+    event id). The job row is created with a condition that it is new, in the same transaction
+    as the lease, so one occasion mints at most one lease however often it is delivered."""
+    digest = hashlib.sha256(f"{rule_id}\x00{occasion}".encode()).hexdigest()[:32]
+    return f"job_f{digest}"

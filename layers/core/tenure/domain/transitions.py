@@ -1,0 +1,209 @@
+"""The lease state machine of DESIGN §3 as data: the only place a lease's state changes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tenure.domain.errors import InvalidTransition
+from tenure.domain.states import EndReason, LeaseState, Revoke
+
+
+class Action(StrEnum):
+    """What can happen to a lease: a worker's report, an operator's act, the sweeper's verdict."""
+
+    CLAIM = "claim"
+    START = "start"
+    HEARTBEAT = "heartbeat"
+    COMPLETE = "complete"  # outcome success
+    COMPLETE_FAILURE = "complete_failure"  # complete with outcome failure
+    FAIL = "fail"
+    RELEASE = "release"
+    EXPIRE = "expire"  # silent past toleration, pool on_expiry requeue
+    EXPIRE_FAIL = "expire_fail"  # silent past toleration, pool on_expiry fail
+    CANCEL = "cancel"
+    KILL = "kill"
+    PAUSE = "pause"
+    RESUME = "resume"
+    FORCE_RELEASE = "force_release"  # an operator takes a held lease from its holder (§13)
+    FORCE_FAIL = "force_fail"  # an operator ends a lease as failed, operator_forced (§13)
+
+
+class Stage(StrEnum):
+    """A lease's state, with `cancelling` split by what the operator asked for (the report or
+    the silence that ends it ends it `cancelled` or `killed`)."""
+
+    PENDING = "pending"
+    DISPATCHING = "dispatching"
+    DISPATCHED = "dispatched"
+    RUNNING = "running"
+    PAUSED = "paused"
+    CANCELLING = "cancelling"
+    KILLING = "killing"  # cancelling, with revoke "kill"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+    KILLED = "killed"
+
+
+def stage_of(state: LeaseState, revoke: Revoke | None) -> Stage:
+    if state is LeaseState.CANCELLING and revoke is Revoke.KILL:
+        return Stage.KILLING
+    return Stage(state.value)
+
+
+@dataclass(frozen=True)
+class Move:
+    """Where an action takes a lease: its next state and revoke, the timeline event it records,
+    its end reason when it ends, and whether its job gets a new pending lease (fence + 1)."""
+
+    to: LeaseState
+    event: str
+    revoke: Revoke | None = None
+    end_reason: EndReason | None = None
+    requeue: bool = False
+
+
+# Marks a (stage, action) pair that changes nothing and answers the lease as it is.
+NOOP = None
+
+_STARTED = Move(LeaseState.RUNNING, "lease.started")
+_COMPLETED = Move(LeaseState.COMPLETED, "lease.completed", end_reason=EndReason.COMPLETED)
+_FAILED = Move(LeaseState.FAILED, "lease.failed", end_reason=EndReason.FAILED)
+_RELEASED = Move(
+    LeaseState.CANCELLED, "lease.released", end_reason=EndReason.RELEASED, requeue=True
+)
+_EXPIRED = Move(LeaseState.LOST, "lease.lost", end_reason=EndReason.EXPIRED, requeue=True)
+_WORKER_LOST = Move(LeaseState.LOST, "lease.lost", end_reason=EndReason.WORKER_LOST)
+_CANCELLED = Move(LeaseState.CANCELLED, "lease.cancelled", end_reason=EndReason.CANCELLED)
+_KILLED = Move(LeaseState.KILLED, "lease.killed", end_reason=EndReason.KILLED)
+_TO_CANCELLING = Move(LeaseState.CANCELLING, "lease.cancelling", revoke=Revoke.CANCEL)
+_TO_KILLING = Move(LeaseState.CANCELLING, "lease.killing", revoke=Revoke.KILL)
+
+# Every report that ends a held lease, and the sweeper's verdict on a silent one.
+_ENDINGS_HELD = {
+    Action.COMPLETE: _COMPLETED,
+    Action.COMPLETE_FAILURE: _FAILED,
+    Action.FAIL: _FAILED,
+    Action.RELEASE: _RELEASED,
+    Action.EXPIRE: _EXPIRED,
+    Action.EXPIRE_FAIL: _WORKER_LOST,
+    Action.CANCEL: _TO_CANCELLING,
+    Action.KILL: _TO_KILLING,
+}
+# A lease asked to stop ends the way the operator asked, whatever the worker reports.
+_ENDS_AS = {Stage.CANCELLING: _CANCELLED, Stage.KILLING: _KILLED}
+_REPORTS = (
+    Action.COMPLETE,
+    Action.COMPLETE_FAILURE,
+    Action.FAIL,
+    Action.RELEASE,
+    Action.EXPIRE,
+    Action.EXPIRE_FAIL,
+)
+
+# (stage, action) -> Move, or NOOP; a pair that is absent is a forbidden transition.
+TABLE: dict[tuple[Stage, Action], Move | None] = {
+    # Not yet held: a claim takes it; cancel and kill end it at once (nobody holds it).
+    (Stage.PENDING, Action.CLAIM): Move(LeaseState.DISPATCHED, "lease.claimed"),
+    (Stage.PENDING, Action.CANCEL): _CANCELLED,
+    (Stage.PENDING, Action.KILL): _CANCELLED,
+    (Stage.DISPATCHING, Action.CLAIM): Move(LeaseState.DISPATCHED, "lease.claimed"),
+    (Stage.DISPATCHING, Action.CANCEL): _CANCELLED,
+    (Stage.DISPATCHING, Action.KILL): _CANCELLED,
+    # Held: the first heartbeat or an explicit start makes it running.
+    (Stage.DISPATCHED, Action.START): _STARTED,
+    (Stage.DISPATCHED, Action.HEARTBEAT): _STARTED,
+    **{(Stage.DISPATCHED, a): m for a, m in _ENDINGS_HELD.items()},
+    (Stage.RUNNING, Action.START): NOOP,
+    (Stage.RUNNING, Action.HEARTBEAT): NOOP,
+    (Stage.RUNNING, Action.PAUSE): Move(LeaseState.PAUSED, "lease.paused", revoke=Revoke.PAUSE),
+    (Stage.RUNNING, Action.RESUME): NOOP,
+    **{(Stage.RUNNING, a): m for a, m in _ENDINGS_HELD.items()},
+    (Stage.PAUSED, Action.START): NOOP,
+    (Stage.PAUSED, Action.HEARTBEAT): NOOP,
+    (Stage.PAUSED, Action.PAUSE): NOOP,
+    (Stage.PAUSED, Action.RESUME): Move(LeaseState.RUNNING, "lease.resumed"),
+    **{(Stage.PAUSED, a): m for a, m in _ENDINGS_HELD.items()},
+    # Asked to stop: the worker still heartbeats (and hears the revoke) until it reports.
+    **{
+        (stage, a): _ENDS_AS[stage] for stage in (Stage.CANCELLING, Stage.KILLING) for a in _REPORTS
+    },
+    (Stage.CANCELLING, Action.START): NOOP,
+    (Stage.CANCELLING, Action.HEARTBEAT): NOOP,
+    (Stage.CANCELLING, Action.CANCEL): NOOP,
+    (Stage.CANCELLING, Action.KILL): _TO_KILLING,
+    (Stage.KILLING, Action.START): NOOP,
+    (Stage.KILLING, Action.HEARTBEAT): NOOP,
+    (Stage.KILLING, Action.CANCEL): NOOP,
+    (Stage.KILLING, Action.KILL): NOOP,
+    # Ended: cancelling or killing an ended lease is a no-op; nothing else applies.
+    **{
+        (stage, a): NOOP
+        for stage in (
+            Stage.COMPLETED,
+            Stage.FAILED,
+            Stage.CANCELLED,
+            Stage.LOST,
+            Stage.KILLED,
+        )
+        for a in (Action.CANCEL, Action.KILL)
+    },
+}
+
+
+# Operator recovery (DESIGN §13). Force release takes a held lease from its holder like the
+# holder's own release (the job is requeued under fence + 1, no attempt used); a lease already
+# asked to stop is not handed on. Force fail ends any open lease as failed.
+_FORCE_RELEASED = Move(
+    LeaseState.CANCELLED, "lease.force_released", end_reason=EndReason.RELEASED, requeue=True
+)
+_FORCE_FAILED = Move(LeaseState.FAILED, "lease.force_failed", end_reason=EndReason.FAILED)
+TABLE.update(
+    {
+        **{
+            (stage, Action.FORCE_RELEASE): _FORCE_RELEASED
+            for stage in (Stage.DISPATCHED, Stage.RUNNING, Stage.PAUSED)
+        },
+        **{
+            (stage, Action.FORCE_FAIL): _FORCE_FAILED
+            for stage in (
+                Stage.PENDING,
+                Stage.DISPATCHING,
+                Stage.DISPATCHED,
+                Stage.RUNNING,
+                Stage.PAUSED,
+                Stage.CANCELLING,
+                Stage.KILLING,
+            )
+        },
+    }
+)
+
+
+def move(lease_id: str, state: LeaseState, revoke: Revoke | None, action: Action) -> Move | None:
+    """The move `action` makes from (state, revoke); None for a no-op.
+
+    Raises InvalidTransition for a pair §3 does not allow."""
+    key = (stage_of(state, revoke), action)
+    if key not in TABLE:
+        raise InvalidTransition(f"lease {lease_id} is {state}; it cannot {_verb(action)}")
+    return TABLE[key]
+
+
+def must_move(lease_id: str, state: LeaseState, revoke: Revoke | None, action: Action) -> Move:
+    """The move of a pair that always changes something (a claim of a pending lease, a final
+    report or an expiry of a held one); a no-op there would be a bug in the caller."""
+    to = move(lease_id, state, revoke, action)
+    if to is None:
+        raise InvalidTransition(f"lease {lease_id} is {state}; {action.value} changes nothing")
+    return to
+
+
+def _verb(action: Action) -> str:
+    return {
+        Action.COMPLETE_FAILURE: "complete",
+        Action.EXPIRE: "expire",
+        Action.EXPIRE_FAIL: "expire",
+    }.get(action, action.value)

@@ -1,1 +1,0 @@
-"""Inbound email, pure: SES/SNS envelopes, MIME parsing, rule matching."""

@@ -1,0 +1,84 @@
+"""The inbound function's handler (SQS, partial batch failures), shared by the Lambda and the
+local stack's SQS poller."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from tenure import wiring
+from tenure.config import settings
+from tenure.triggers.inbound.envelopes import EnvelopeError
+from tenure.triggers.inbound.service import InboundEmail, UnreadableMail
+
+logger = Logger(service="tenure-inbound")
+metrics = Metrics(namespace="Tenure", service="inbound")
+# A batch whose every record fails is answered with every record as a failure, like any
+# other: the batch is not crashed, and each record reaches the DLQ on its own count.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+@lru_cache(maxsize=1)
+def inbound() -> InboundEmail:
+    cfg = settings()
+    if not cfg.attachments_bucket:
+        raise RuntimeError("TENURE_ATTACHMENTS_BUCKET is not set")
+    s3 = boto3.client("s3", region_name=cfg.region)
+    return InboundEmail(wiring.service(), s3, cfg.attachments_bucket)
+
+
+def record_handler(record: SQSRecord) -> str:
+    """One record: minted (or already minted), acknowledged, or raised as a batch failure."""
+    where = {"sqs_message_id": record.message_id}
+    try:
+        received = inbound().receive(record.body)
+    except EnvelopeError as err:
+        if err.acknowledge:
+            logger.info("not an inbound email; acknowledged", extra={**where, "reason": err.reason})
+            metrics.add_metric(name="InboundIgnored", unit=MetricUnit.Count, value=1)
+            return "ignored"
+        logger.error("inbound record refused", extra={**where, "reason": err.reason})
+        metrics.add_metric(name="InboundRefused", unit=MetricUnit.Count, value=1)
+        raise
+    except UnreadableMail as err:
+        logger.error("inbound email unreadable", extra={**where, "reason": err.reason})
+        metrics.add_metric(name="InboundUnreadable", unit=MetricUnit.Count, value=1)
+        raise
+    extra = {**where, "ses_message_id": received.message_id, "warnings": list(received.warnings)}
+    if received.skipped_archived:
+        logger.info(
+            "inbound email skipped rules of archived spaces",
+            extra={**extra, "rule_ids": list(received.skipped_archived)},
+        )
+        metrics.add_metric(
+            name="InboundArchivedSkips", unit=MetricUnit.Count, value=len(received.skipped_archived)
+        )
+    if not received.matched:
+        logger.info("inbound email matched no rule; acknowledged", extra=extra)
+        metrics.add_metric(name="InboundUnmatched", unit=MetricUnit.Count, value=1)
+        return "unmatched"
+    logger.info(
+        "inbound email minted leases",
+        extra={**extra, "lease_ids": [lease.id for lease in received.leases]},
+    )
+    metrics.add_metric(name="InboundLeases", unit=MetricUnit.Count, value=len(received.leases))
+    return "minted"
+
+
+@metrics.log_metrics
+def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return dict(
+        process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    )

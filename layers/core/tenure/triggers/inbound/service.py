@@ -1,0 +1,146 @@
+"""One inbound email, from its SQS record to its leases (DESIGN §10).
+
+record body → InboundMail (envelopes) → the raw MIME from the inbound bucket → ParsedMail
+(mime) → attachments into the attachments bucket → the trigger's data → one lease per enabled
+`email.received` rule, of any space, whose match holds — at most once per (SES messageId,
+rule), however often SQS redelivers the record (core/firings.py).
+
+Where an email's attachments live: each is stored once per message at
+`email/<SES messageId>/<attachment_id>` in the attachments bucket (a redelivery overwrites the
+same objects), and its metadata — attachment_id, filename, content_type, byte_size — is in
+the trigger data every lease of that email carries on its job row. A lease's attachments
+listing reads them from there with `kind: "email"`; no row per (lease, attachment) is needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from tenure.app.artifacts.attachments import email_attachment_key
+from tenure.app.tenure import LeaseService
+from tenure.domain.model import Lease
+from tenure.domain.rules.rule import EMAIL_TOPIC
+from tenure.triggers.inbound.envelopes import InboundMail, parse_record_body
+from tenure.triggers.inbound.mime import MailAttachment, ParsedMail, parse_mail
+
+# The trigger data rides on the job row (≤ 400 KB an item): the body is cut to this many
+# characters there, and `body_truncated` says so. The whole mail stays in the inbound bucket.
+MAX_TRIGGER_BODY_CHARS = 32_000
+
+
+class UnreadableMail(Exception):
+    """The notification names an object that cannot be read (missing, or access refused).
+
+    Reported as a batch item failure: SQS retries it and after `maxReceiveCount` it reaches
+    the DLQ with its message id, so no email is silently lost.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Received:
+    message_id: str
+    leases: list[Lease]
+    warnings: tuple[str, ...]
+    # Rules whose match held but whose space is archived: nothing minted for them.
+    skipped_archived: tuple[str, ...] = ()
+
+    @property
+    def matched(self) -> bool:
+        return bool(self.leases)
+
+
+def attachment_id(message_id: str, index: int) -> str:
+    """Stable per (message, position): a redelivered email names the same attachments."""
+    digest = hashlib.sha256(f"{message_id}\x00{index}".encode()).hexdigest()[:24]
+    return f"att_{digest}"
+
+
+def attachment_key(message_id: str, att_id: str) -> str:
+    return email_attachment_key(message_id, att_id)
+
+
+class InboundEmail:
+    def __init__(self, svc: LeaseService, s3: Any, attachments_bucket: str) -> None:
+        self.svc = svc
+        self.s3 = s3
+        self.attachments_bucket = attachments_bucket
+
+    def receive(self, body: str) -> Received:
+        """Raises EnvelopeError (see its `acknowledge`) or UnreadableMail."""
+        mail = parse_record_body(body)
+        parsed = parse_mail(self._raw(mail))
+        stored = self._store_attachments(mail.message_id, parsed.attachments)
+        data = trigger_data(mail, parsed, stored)
+        fired = self.svc.fire_inbound(
+            EMAIL_TOPIC,
+            f"ses:{mail.message_id}",
+            int(mail.timestamp.timestamp() * 1000),
+            data,
+            list(mail.recipients),
+            None,
+        )
+        return Received(
+            mail.message_id, fired.leases, parsed.warnings, tuple(fired.skipped_archived)
+        )
+
+    def _raw(self, mail: InboundMail) -> bytes:
+        try:
+            out = self.s3.get_object(Bucket=mail.bucket, Key=mail.object_key)
+        except ClientError as err:
+            code = err.response["Error"]["Code"]
+            raise UnreadableMail(
+                f"s3://{mail.bucket}/{mail.object_key} cannot be read ({code})"
+            ) from err
+        return bytes(out["Body"].read())
+
+    def _store_attachments(
+        self, message_id: str, attachments: tuple[MailAttachment, ...]
+    ) -> list[dict[str, Any]]:
+        stored: list[dict[str, Any]] = []
+        for index, att in enumerate(attachments, 1):
+            att_id = attachment_id(message_id, index)
+            self.s3.put_object(
+                Bucket=self.attachments_bucket,
+                Key=attachment_key(message_id, att_id),
+                Body=att.content,
+                ContentType=att.content_type,
+                Metadata={"filename": att.filename.encode("ascii", "replace").decode()},
+            )
+            stored.append(
+                {
+                    "attachment_id": att_id,
+                    "filename": att.filename,
+                    "content_type": att.content_type,
+                    "byte_size": att.byte_size,
+                }
+            )
+        return stored
+
+
+def trigger_data(
+    mail: InboundMail, parsed: ParsedMail, attachments: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The `data` of an email's trigger (DESIGN §10)."""
+    body = parsed.body
+    data: dict[str, Any] = {
+        "message_id": mail.message_id,
+        "from": parsed.from_address or mail.source.lower(),
+        "from_name": parsed.from_name,
+        "to": list(parsed.to),
+        "cc": list(parsed.cc),
+        "subject": parsed.subject,
+        "body": body[:MAX_TRIGGER_BODY_CHARS],
+        "attachments": attachments,
+        "header_message_id": parsed.message_id,
+    }
+    if len(body) > MAX_TRIGGER_BODY_CHARS:
+        data["body_truncated"] = True
+    return data

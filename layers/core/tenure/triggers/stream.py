@@ -1,0 +1,106 @@
+"""The reactor: turns table stream records into timeline events (idempotently)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+
+from tenure import wiring
+from tenure.app.ports import Store
+from tenure.app.tenure import LeaseService
+from tenure.domain.errors import Conflict
+from tenure.domain.model import Event
+from tenure.domain.timeline import graph_event, lease_event, task_event
+from tenure.store import items, keys
+from tenure.store.dynamo import load_image
+
+
+def rows_of(record: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """The (entity, old, new) a stream record changed, for the graph's reactions."""
+    change = record.get("dynamodb", {})
+    if "NewImage" not in change:
+        return None
+    new = load_image(change["NewImage"])
+    old = load_image(change["OldImage"]) if "OldImage" in change else None
+    if new.get("entity") == "lease":
+        return "lease", items.lease_from(old) if old else None, items.lease_from(new)
+    if new.get(keys.SK) == keys.GRAPH_SK:
+        task_id = str(new[keys.PK]).removeprefix("TASK#")
+        before = items.graph_from(task_id, old) if old else None
+        return "graph", before, items.graph_from(task_id, new)
+    if new.get("entity") == "task":  # wake-creator (DESIGN §14) reacts to blocks, escalation
+        return "task", items.task_from(old) if old else None, items.task_from(new)
+    return None
+
+
+def event_of(record: dict[str, Any]) -> Event | None:
+    """The timeline event one stream record stands for, if any."""
+    change = record.get("dynamodb", {})
+    if "NewImage" not in change:
+        return None  # a delete: nothing on the timeline
+    new = load_image(change["NewImage"])
+    old = load_image(change["OldImage"]) if "OldImage" in change else None
+    if new.get(keys.SK) == keys.GRAPH_SK:
+        task_id = str(new[keys.PK]).removeprefix("TASK#")
+        before = items.graph_from(task_id, old) if old else None
+        return graph_event(before, items.graph_from(task_id, new))
+    entity = new.get("entity")
+    if entity == "lease":
+        return lease_event(items.lease_from(old) if old else None, items.lease_from(new))
+    if entity == "task":
+        return task_event(items.task_from(old) if old else None, items.task_from(new))
+    return None
+
+
+processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+
+
+def handle(
+    event: dict[str, Any],
+    context: Any,
+    store: Store | None = None,
+    service: LeaseService | None = None,
+) -> dict[str, Any]:
+    """One batch of stream records; a record that fails is reported back for a retry."""
+    if service is None:
+        if store is not None:
+            service = LeaseService(store, wiring.SystemClock(), wiring.RandomIds())
+            service.publisher = wiring.publisher()  # wake-creator's bus (DESIGN §14)
+        else:
+            service = wiring.service()
+    target = store or service.store
+    svc = service
+
+    def on_record(record: DynamoDBRecord) -> None:
+        process(target, svc, record.raw_event)
+
+    answer = process_partial_response(
+        event=event, record_handler=on_record, processor=processor, context=context
+    )
+    return dict(answer)
+
+
+def process(store: Store, svc: LeaseService, record: dict[str, Any]) -> None:
+    """One stream record: its timeline event, then the graph's reactions (rollup,
+    auto-enqueue), each conditional, so a replayed record changes nothing and a failed one is
+    retried (DESIGN §13)."""
+    react(store, record)
+    changed = rows_of(record)
+    if changed is not None:
+        svc.react_to_rows([changed])
+
+
+def react(store: Store, record: dict[str, Any]) -> Event | None:
+    event = event_of(record)
+    if event is None:
+        return None
+    with contextlib.suppress(Conflict):  # already written: the stream delivered it before
+        store.put_event(event)
+    return event

@@ -1,0 +1,418 @@
+"""`tenure bench cost`: what one lease costs, all in, on the reference workload.
+
+The workload (issue 16): jobs of 2 minutes, renewed every 10 s, 4 leases held per worker; 10 %
+of the leases minted by one `email.received` rule from inbound mail, the rest filed with
+POST /tasks. It runs on the metered in-process stack (benches/rig.py) on DynamoDB Local, with
+the service's clock moved 10 s per tick instead of waiting: every request, invocation and
+capacity unit is real, only the waiting is skipped.
+
+Workers behave as the worker SDK's runner does (worker/runner.py): a claim, then the payload,
+then start; one POST /workers/{id}/heartbeat per renewal for all the leases a worker holds;
+complete when the job ends; claim again while below 4. The queue never runs dry, so no claim
+comes back empty (the idle polling of a dry queue is not in the figures).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from tenure import wiring
+from tenure_worker.client import Claim, Client, claim_of, new_claim_id
+
+from . import prices
+from .meter import Usage
+from .rig import Rig
+
+# Issue 16's targets, in one place: the budget test and the report both read these.
+BUDGET = {"lifecycle_write_units": 12.0, "requests_per_lease": 6.0, "usd_per_million_leases": 12.0}
+
+JOB_SECONDS = 120
+RENEW_SECONDS = 10
+LEASES_PER_WORKER = 4
+EMAIL_SHARE = 0.10
+# The volume the fixed monthly costs are spread over in `usd_per_million_leases_with_fixed`.
+LEASES_PER_MONTH = 1_000_000
+INBOX = "intake@inbound.bench.example"
+WARMUP_INBOX = "warmup@inbound.bench.example"
+MAIL = (
+    "From: Dana <dana@customer.example>\r\n"
+    f"To: {INBOX}\r\n"
+    "Subject: Please re-run the nightly export\r\n"
+    "Message-ID: <{n}@customer.example>\r\n"
+    "Date: Mon, 1 Jun 2026 09:00:00 +0000\r\n"
+    "Content-Type: text/plain; charset=utf-8\r\n"
+    "\r\n"
+    "The export of last night stopped halfway; could you run it again?\r\n"
+)
+# Whose AWS requests are Tenure's per-lease cost: its functions, SES's delivery of mail, and
+# Lambda's pollers (SQS receives and deletes; the stream reads of a DynamoDB trigger are free).
+PER_LEASE_ACTORS = ["api", "authorizer", "reactor", "inbound", "ses", "lambda-pollers"]
+PER_LEASE_FUNCTIONS = ["api", "authorizer", "reactor", "inbound"]
+
+
+@dataclass
+class Held:
+    lease_id: str
+    token: str
+    fence: int
+    since: int  # the clock's ms when its job started
+
+
+class BenchWorker:
+    """One worker host: a worker token, up to 4 leases, the runner's order of calls."""
+
+    def __init__(self, rig: Rig, token: str, worker_id: str, pool: str) -> None:
+        self.client = Client("http://bench.local", token, transport=rig.transport, retries=0)
+        self.rig = rig
+        self.worker_id = worker_id
+        self.pool = pool
+        self.held: list[Held] = []
+        self.completed = 0
+        self.refused = 0
+
+    def tick(self, queue: list[int]) -> None:
+        """One renewal period of the runner's loop (worker/runner.py), in its order: one
+        heartbeat for every lease held (the first one starts a lease: no start call), each
+        finished job's report claiming the next lease in the same call while work remains,
+        then plain claims for free slots. A claim's answer carries the payload."""
+        now = self.rig.clock.now_ms()
+        if self.held:
+            answers = self.client.worker_heartbeat(
+                self.worker_id, [(h.lease_id, h.fence) for h in self.held]
+            )
+            self.refused += sum(1 for a in answers if "error" in a or a.get("revoke"))
+        for held in [h for h in self.held if now - h.since >= JOB_SECONDS * 1000]:
+            body: dict[str, Any] = {"outcome": "success", "details": {"exit_status": 0}}
+            if queue[0] > 0:
+                body["next"] = {
+                    "worker_id": self.worker_id,
+                    "claim_id": new_claim_id(),
+                    "worker_version": "tenure-worker/bench",
+                }
+            answer = self.client.complete(held.lease_id, held.token, body)
+            self.held.remove(held)
+            self.completed += 1
+            if answer.get("next"):
+                self._hold(claim_of(answer["next"]), queue, now)
+        while len(self.held) < LEASES_PER_WORKER and queue[0] > 0:
+            claim = self.client.claim(self.pool, self.worker_id, "tenure-worker/bench", 0)
+            if claim is None:
+                raise RuntimeError("a claim came back empty while leases were pending")
+            self._hold(claim, queue, now)
+
+    def _hold(self, claim: Claim, queue: list[int], now: int) -> None:
+        queue[0] -= 1
+        if claim.payload is None:  # the answer could not carry it: the SDK fetches it
+            self.client.payload(claim.lease_id, claim.token)
+        self.held.append(Held(claim.lease_id, claim.token, claim.fence, now))
+
+
+def run(leases: int = 240, workers: int | None = None, rig: Rig | None = None) -> dict[str, Any]:
+    """The reference workload on `leases` leases; by default a worker runs 3 jobs in a row
+    per slot, so most renewals are steady-state ones."""
+    workers = workers or max(1, math.ceil(leases / (3 * LEASES_PER_WORKER)))
+    emails = round(leases * EMAIL_SHARE)
+    with rig or Rig() as rig:
+        admin_raw = "tnr_o_" + wiring.RandomIds().secret()
+        with rig.meter.acting("setup"):
+            wiring.service().bootstrap_admin(admin_raw)
+        admin = Client("http://bench.local", admin_raw, transport=rig.transport, retries=0)
+        admin.call("POST", "/spaces", {"key": "BENCH", "name": "Cost bench"})
+        admin.call("POST", "/pools", {"name": "bench", "space": "BENCH", "kind": "command"})
+        admin.call(
+            "POST",
+            "/rules",
+            {
+                "space": "BENCH",
+                "name": "intake",
+                "pool": "bench",
+                "subject": {"kind": "task", "title": "{subject}", "body": "from {from}"},
+                "trigger": {"topic": "email.received", "match": {"to": INBOX}},
+            },
+        )
+        tokens = [
+            admin.call("POST", "/tokens", {"name": f"w{i}", "kind": "worker", "pools": ["bench"]})[
+                1
+            ]["token"]
+            for i in range(workers)
+        ]
+        # Every function once before measuring (its cold start is not a lease's cost): one mail
+        # minting a lease on a pool of its own, which no worker claims, and a sweeper pass.
+        admin.call("POST", "/pools", {"name": "warmup", "space": "BENCH", "kind": "command"})
+        admin.call(
+            "POST",
+            "/rules",
+            {
+                "space": "BENCH",
+                "name": "warmup",
+                "pool": "warmup",
+                "subject": {"kind": "task", "title": "{subject}"},
+                "trigger": {"topic": "email.received", "match": {"to": WARMUP_INBOX}},
+            },
+        )
+        rig.receive_email(MAIL.replace(INBOX, WARMUP_INBOX).encode(), WARMUP_INBOX)
+        rig.poll_inbound()
+        rig.sweep()
+        rig.pump.drain()
+        rig.meter.reset()
+        rig.calls.clear()
+        rig.routes.clear()
+        rig.route_units.clear()
+        rig.access_log_bytes = 0
+        rig.auth_cache.clear()
+        # ------------------------------------------------------------ the workload
+        for n in range(emails):
+            rig.receive_email(MAIL.replace("{n}", str(n)).encode(), INBOX)
+        minted = 0
+        while minted < emails:
+            got = rig.poll_inbound()
+            if not got:
+                raise RuntimeError(f"only {minted} of {emails} mails reached the inbound queue")
+            minted += got
+        for n in range(leases - emails):
+            admin.call(
+                "POST",
+                "/tasks",
+                {"space": "BENCH", "title": f"job {n}", "body": "run it", "pool": "bench"},
+            )
+        queue = [leases]
+        crew = [BenchWorker(rig, t, f"bench-host-{i}", "bench") for i, t in enumerate(tokens)]
+        sweeps: list[Usage] = []
+        sweep_calls = rig.calls["sweeper"]
+        ticks = 0
+        while any(w.held for w in crew) or queue[0] > 0:
+            for worker in crew:
+                worker.tick(queue)
+            if ticks % (60 // RENEW_SECONDS) == 0:
+                before = rig.meter.snapshot().get("sweeper", Usage())
+                rig.sweep()
+                after = rig.meter.usage("sweeper")
+                one = Usage()
+                one.add(after)
+                one.read_units -= before.read_units
+                one.write_units -= before.write_units
+                sweeps.append(one)
+            rig.clock.advance(RENEW_SECONDS)
+            ticks += 1
+            if ticks > 10_000:
+                raise RuntimeError("the workload did not finish")
+        done = sum(w.completed for w in crew)
+        if done != leases:
+            raise RuntimeError(f"{done} of {leases} leases completed")
+        refused = sum(w.refused for w in crew)
+        return report(rig, leases, emails, workers, ticks, sweeps, sweep_calls.count, refused)
+
+
+def report(
+    rig: Rig,
+    leases: int,
+    emails: int,
+    workers: int,
+    ticks: int,
+    sweeps: list[Usage],
+    sweep_passes: int,
+    refused: int,
+) -> dict[str, Any]:
+    used = rig.meter.total(PER_LEASE_ACTORS)
+    per = 1.0 / leases
+    http = sum(rig.routes.values())
+    lambdas: dict[str, Any] = {}
+    duration_usd = 0.0
+    invocations = 0
+    log_bytes = 0.0
+    log_events = 0
+    for name in PER_LEASE_FUNCTIONS:
+        calls = rig.calls.get(name)
+        if calls is None or not calls.count:
+            continue
+        billed = sum(calls.billed_ms)
+        usd = prices.lambda_duration_usd(billed, rig.memory[name])
+        duration_usd += usd
+        invocations += calls.count
+        log_bytes += calls.log_bytes
+        log_events += calls.log_events
+        lambdas[name] = {
+            "invocations_per_lease": round(calls.count * per, 3),
+            "billed_ms_per_invocation": round(billed / calls.count, 1),
+            "cpu_ms_per_invocation": round(calls.cpu_ms / calls.count, 1),
+            "memory_mb": rig.memory[name],
+            "log_bytes_per_invocation": round(calls.log_bytes / calls.count),
+            "duration_usd_per_million_leases": prices.per_million(usd * per),
+        }
+    log_bytes += rig.access_log_bytes + prices.LOG_EVENT_OVERHEAD_BYTES * (log_events + http)
+    dynamo_writes = used.write_units + used.lost_write_units
+    lease = {
+        "http_requests": http * per,
+        "lambda_invocations": invocations * per,
+        "lambda_duration_usd": duration_usd * per,
+        "dynamodb_write_units": dynamo_writes * per,
+        "dynamodb_read_units": used.read_units * per,
+        "sqs_requests": used.count("sqs") * per,
+        "sns_publishes": used.count("sns", {"Publish"}) * per,
+        "s3_puts": used.count("s3", {"PutObject", "CopyObject", "ListObjectsV2"}) * per,
+        "s3_gets": used.count("s3", {"GetObject", "HeadObject"}) * per,
+        "log_bytes": log_bytes * per,
+        "eventbridge_events": used.count("events", {"PutEvents"}) * per,
+        "scheduler_invocations": 0.0,  # the sweeper's schedule is fixed: see fixed_usd_per_month
+    }
+    breakdown = prices.tenure_breakdown(lease)
+    total = round(sum(breakdown.values()), 4)
+    sweep_calls = rig.calls["sweeper"]
+    passes = max(1, sweep_passes)
+    sweep_pass = {
+        "duration_usd": prices.lambda_duration_usd(
+            sum(sweep_calls.billed_ms) / passes, rig.memory["sweeper"]
+        ),
+        "read_units": sum(s.read_units for s in sweeps) / passes,
+        "write_units": sum(s.write_units for s in sweeps) / passes,
+        "log_bytes": sweep_calls.log_bytes / passes,
+    }
+    fixed = prices.fixed_monthly(sweep_pass)
+    beats = rig.routes.get("POST /api/v1/workers/<worker_id>/heartbeat", 0) * per
+    sqs = prices.sqs_alone(beats, emails * per)
+    sfn = prices.step_functions_activities(emails * per)
+    by_actor = {
+        name: {
+            "write_units_per_lease": round((u.write_units + u.lost_write_units) * per, 3),
+            "read_units_per_lease": round(u.read_units * per, 3),
+            "lost_writes_per_lease": round(u.lost_writes * per, 3),
+        }
+        for name, u in sorted(rig.meter.by_actor.items())
+        if name in PER_LEASE_ACTORS and (u.write_units or u.read_units or u.lost_writes)
+    }
+    lifecycle = round(dynamo_writes * per, 2)
+    requests = round(http * per, 3)
+    return {
+        "bench": "cost",
+        "engine": "DynamoDB Local (table, stream) + moto (S3, SQS, SNS, Logs, EventBridge)",
+        "workload": {
+            "leases": leases,
+            "workers": workers,
+            "job_seconds": JOB_SECONDS,
+            "renew_seconds": RENEW_SECONDS,
+            "leases_per_worker": LEASES_PER_WORKER,
+            "email_received_share": EMAIL_SHARE,
+            "emails": emails,
+            "virtual_seconds": ticks * RENEW_SECONDS,
+            "how": "the stack in one process (benches/rig.py): the template's resources, the "
+            "deployed entry points functions/*/app.py, the worker SDK's Client; the service's "
+            "clock moves 10 s per tick instead of waiting. Every HTTP request passes an "
+            "authorizer cached 60 s per token (ReauthorizeEvery), each request's stream "
+            "records reach the reactor as one trigger batch (the quiet-traffic case: an upper "
+            "bound on reactor invocations), the sweeper runs every virtual minute. Lambda "
+            "durations are this machine's, against DynamoDB Local.",
+        },
+        "requests_per_lease": requests,
+        "requests_by_route": {k: round(v * per, 3) for k, v in sorted(rig.routes.items())},
+        "units_per_request_by_route": {
+            route: {
+                "write_units": round(rig.route_units[route][0] / n, 2),
+                "read_units": round(rig.route_units[route][1] / n, 2),
+            }
+            for route, n in sorted(rig.routes.items())
+        },
+        "lifecycle_write_units": lifecycle,
+        "lifecycle_write_units_means": "every DynamoDB write unit the workload consumed, per "
+        "lease: filing or minting, claim, payload, start, its share of the heartbeats, "
+        "completion, the reactor's timeline rows, and lost conditional writes at their minimum",
+        "read_units_per_lease": round(used.read_units * per, 2),
+        "lost_writes_per_lease": round(used.lost_writes * per, 3),
+        "dynamodb_by_function": by_actor,
+        "lambda": lambdas,
+        "lambda_invocations_per_lease": round(invocations * per, 3),
+        "aws_requests_per_lease": {
+            "sqs": round(lease["sqs_requests"], 3),
+            "sns": round(lease["sns_publishes"], 3),
+            "s3_put": round(lease["s3_puts"], 3),
+            "s3_get": round(lease["s3_gets"], 3),
+            "eventbridge_put_events": round(lease["eventbridge_events"], 3),
+            "logs_bytes_ingested": round(lease["log_bytes"], 1),
+        },
+        "heartbeat_refusals": refused,
+        "usd_per_million_leases": total,
+        "breakdown": breakdown,
+        "fixed_usd_per_month": fixed,
+        "usd_per_million_leases_with_fixed": round(
+            total + sum(fixed.values()) * 1e6 / LEASES_PER_MONTH, 4
+        ),
+        "fixed_spread_over_leases_per_month": LEASES_PER_MONTH,
+        "alternatives": {
+            "sqs_alone": {
+                "usd_per_million_leases": round(sum(sqs.values()), 4),
+                "breakdown": sqs,
+                "note": "no fencing, no audit trail, no HTTP front door: the floor",
+            },
+            "step_functions_activities": {
+                "usd_per_million_leases": round(sum(sfn.values()), 4),
+                "breakdown": sfn,
+                "note": f"Standard workflow, {prices.SFN_TRANSITIONS_PER_EXECUTION} state "
+                "transitions per lease; activity polls and heartbeats are not billed",
+            },
+        },
+        "not_included": {
+            "ses_receiving_usd_per_million_leases": prices.per_million(
+                emails * per * prices.PRICES["ses_email_received"]
+            ),
+            "storage": "table, log and bucket storage (per GB-month, depends on retention)",
+        },
+        "prices": prices.table(),
+        "budget": BUDGET,
+        "within_budget": lifecycle <= BUDGET["lifecycle_write_units"]
+        and requests <= BUDGET["requests_per_lease"]
+        and total <= BUDGET["usd_per_million_leases"],
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    """The report as a table for people (the JSON is for machines)."""
+    w = result["workload"]
+    lines = [
+        f"tenure bench cost: {w['leases']} leases, {w['workers']} workers, jobs of "
+        f"{w['job_seconds']} s renewed every {w['renew_seconds']} s, {w['leases_per_worker']} "
+        f"per worker, {w['email_received_share']:.0%} by email ({w['virtual_seconds']} s "
+        "of the service's clock)",
+        "",
+        f"{'per lease':44s}{'':>12s}",
+        f"  {'HTTP requests':42s}{result['requests_per_lease']:>12.3f}",
+    ]
+    for route, n in result["requests_by_route"].items():
+        lines.append(f"    {route:40s}{n:>12.3f}")
+    lines.append(f"  {'Lambda invocations':42s}{result['lambda_invocations_per_lease']:>12.3f}")
+    for name, fn in result["lambda"].items():
+        text = f"{name} ({fn['memory_mb']} MB, {fn['billed_ms_per_invocation']} ms billed avg)"
+        lines.append(f"    {text:40s}{fn['invocations_per_lease']:>12.3f}")
+    lines += [
+        f"  {'DynamoDB write units (all in)':42s}{result['lifecycle_write_units']:>12.2f}",
+        f"  {'DynamoDB read units':42s}{result['read_units_per_lease']:>12.2f}",
+        f"  {'lost conditional writes':42s}{result['lost_writes_per_lease']:>12.3f}",
+    ]
+    for name, n in result["aws_requests_per_lease"].items():
+        lines.append(f"  {name:42s}{n:>12.3f}")
+    lines += ["", f"{'USD per million leases (us-east-1)':44s}{'':>12s}"]
+    for name, usd in result["breakdown"].items():
+        lines.append(f"  {name:42s}{usd:>12.4f}")
+    lines.append(f"  {'Tenure, all in':42s}{result['usd_per_million_leases']:>12.4f}")
+    for name, alt in result["alternatives"].items():
+        lines.append(f"  {name + ' (same workload)':42s}{alt['usd_per_million_leases']:>12.4f}")
+    fixed = result["fixed_usd_per_month"]
+    lines += [
+        "",
+        "fixed per month: " + ", ".join(f"{k} ${v:.2f}" for k, v in fixed.items()),
+        f"with the fixed part spread over {result['fixed_spread_over_leases_per_month']:,} "
+        f"leases a month: ${result['usd_per_million_leases_with_fixed']:.2f} per million",
+        f"prices checked {result['prices']['checked']} ({result['prices']['region']}); "
+        f"budget {result['budget']}: {'within' if result['within_budget'] else 'OVER'}",
+    ]
+    return "\n".join(lines)
+
+
+def main(leases: int, workers: int | None) -> dict[str, Any]:
+    # Powertools warns on every invocation that flushes no metric: not the bench's news.
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+    result = run(leases, workers)
+    print(render(result), file=sys.stderr)
+    return result

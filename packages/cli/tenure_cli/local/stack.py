@@ -1,0 +1,314 @@
+"""`tenure local`: the whole service on 127.0.0.1, on DynamoDB Local and moto."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tenure import wiring
+from tenure.config import ENVIRONMENT, export, local_settings
+
+from tenure_cli.local.engines import MOTO_SERVICES, DynamoDBLocal, EngineUnavailable, MotoServer
+from tenure_cli.local.faults import fault_file
+from tenure_cli.local.frontdoor import FrontDoor
+from tenure_cli.local.inbound_poller import InboundPoller
+from tenure_cli.local.provision import REGION, Provisioned, Provisioner
+from tenure_cli.local.scheduler_loop import SchedulerLoop
+from tenure_cli.local.streams import StreamPump
+
+TABLE = "tenure"
+STREAM_POLL_SECONDS = 0.2
+# Scheduler fires on whole minutes; a tick this often fires each time within seconds.
+SCHEDULER_TICK_SECONDS = 2.0
+# How often the main thread wakes to run a pending SIGTERM or SIGINT handler.
+SIGNAL_POLL_SECONDS = 0.5
+
+
+class StartFailed(RuntimeError):
+    """A start that cannot go on, with the cause in words a user can act on."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM while starting. A BaseException, like KeyboardInterrupt, so that no
+    `except Exception` on the way (an engine's readiness poll) can swallow it."""
+
+
+def one_line(err: BaseException) -> str:
+    """The cause of a failed start, on one line."""
+    text = " ".join(str(err).split())
+    if type(err).__module__.startswith("tenure."):  # ours already say what went wrong
+        return text or type(err).__name__
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+@dataclass
+class Stack:
+    port: int
+    data_dir: Path
+    sweep_interval: float
+    engines: list[Any] = field(default_factory=list)
+    provisioned: list[Provisioned] = field(default_factory=list)
+    door: FrontDoor | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> dict[str, Any]:
+        """Everything up, or an exception; stop() then ends whatever had started."""
+        cfg = local_settings()
+        if cfg.test_faults_file:  # a stack started by the reliability tests: throttle on cue
+            from tenure_cli.local.faults import install_throttle
+
+            faults = fault_file(cfg.test_faults_file)
+            wiring.DYNAMODB_CLIENT_HOOKS.append(lambda client: install_throttle(client, faults))
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise StartFailed(f"the data dir {self.data_dir} is a file, not a directory")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # A stack.json left by an earlier run names engines that are gone: it comes back only
+        # once this start has succeeded.
+        (self.data_dir / "stack.json").unlink(missing_ok=True)
+        # Bind the API's port first: the engines pick free ports, and one could otherwise take
+        # the very port a restart asks for in the moment it is free.
+        try:
+            self.door = FrontDoor("127.0.0.1", self.port)
+        except OSError as err:
+            raise StartFailed(
+                f"cannot listen on 127.0.0.1:{self.port}: {err.strerror or err} "
+                "(another tenure local? choose another --port)"
+            ) from err
+        # Each engine is listed before it starts, so that stop() ends one that failed halfway.
+        moto = MotoServer()
+        self.engines.append(moto)
+        moto.start()
+        engine = "dynamodb-local"
+        try:
+            ddb = DynamoDBLocal(Path(cfg.cache_dir), self.data_dir / "dynamodb")
+            self.engines.append(ddb)
+            ddb.start()
+            endpoint = ddb.endpoint
+        except EngineUnavailable as why:
+            if cfg.require_engines:
+                raise
+            print(f"WARNING: {why}", file=sys.stderr)
+            print(
+                "WARNING: falling back to moto for DynamoDB: data is lost on restart and "
+                "conditional writes are not atomic across threads",
+                file=sys.stderr,
+            )
+            endpoint, engine = moto.endpoint, "moto"
+        export("TENURE_TABLE", TABLE)
+        export("TENURE_SWEEP_INTERVAL_SECONDS", str(self.sweep_interval))
+        export("TENURE_DYNAMODB_ENDPOINT", endpoint)
+        # The handlers talk to the region the resources were made in, whatever the shell says.
+        export("AWS_REGION", REGION)
+        export("AWS_DEFAULT_REGION", REGION)
+        provisioner = Provisioner(endpoint, moto.endpoint, TABLE, "tenure-local")
+        self.provisioned = provisioner.run()
+        resources = provisioner.stack_resources()
+        self._export_function_settings(provisioner, moto.endpoint)
+        inbound_queue = (resources["inbound_queue_url"], provisioner.arns["InboundQueue"]["Arn"])
+        # Attachments and lease logs (DESIGN §11) go to moto's S3 and CloudWatch Logs.
+        export("TENURE_ATTACHMENTS_BUCKET", resources["attachments_bucket"])
+        export("TENURE_LOG_GROUP", resources["log_group"])
+        export("TENURE_AWS_ENDPOINT", moto.endpoint)
+        store = wiring.build_store()
+        admin_token, token_file = self._admin_token()
+        wiring.build_service(store).bootstrap_admin(admin_token)
+        # moto forgets schedules on restart; the rules in DynamoDB Local do not.
+        remade = wiring.build_service(store).resync_schedules()
+        if remade:
+            print(f"re-made the schedules of {remade} scheduled rules")
+        self.door.start()
+        threading.Thread(target=self._sweep_loop, daemon=True).start()
+        threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()
+        threading.Thread(target=self._scheduler_loop, daemon=True).start()
+        threading.Thread(target=self._inbound_loop, args=inbound_queue, daemon=True).start()
+        info = {
+            "api": f"http://127.0.0.1:{self.door.port}/api/v1",
+            "dynamodb": {"engine": engine, "endpoint": endpoint},
+            "aws": {
+                "endpoint": moto.endpoint,
+                "region": REGION,
+                "resources": resources,
+                "services": " ".join(MOTO_SERVICES),
+            },
+            "data_dir": str(self.data_dir),
+            "admin_token_file": str(token_file) if token_file else None,
+            "sweep_interval_seconds": self.sweep_interval,
+            "pid": os.getpid(),
+        }
+        _write_atomically(self.data_dir / "stack.json", json.dumps(info, indent=2) + "\n")
+        return info
+
+    def _admin_token(self) -> tuple[str, Path | None]:
+        given = local_settings().admin_token
+        if given:
+            return given, None
+        path = self.data_dir / "admin-token"
+        if path.exists():
+            return path.read_text().strip(), path
+        raw = "tnr_o_" + wiring.RandomIds().secret()
+        _write_atomically(path, raw + "\n", mode=0o600)
+        print(f"new admin token (kept in {path}): {raw}")
+        return raw, path
+
+    def _sweep_loop(self) -> None:
+        """Stands in for the sweeper's rate(1 minute) schedule."""
+        from tenure.triggers.sweep import run_pass
+
+        faults_file = local_settings().test_faults_file
+        faults = fault_file(faults_file) if faults_file else None
+        while not self.stopping.wait(self.sweep_interval):
+            if faults is not None and faults.sweeper_paused():
+                continue  # a test stands in for a sweeper outage (tenure_cli.local.faults)
+            try:
+                run_pass()
+            except Exception as err:
+                print(f"[sweeper] pass failed: {err!r}", file=sys.stderr, flush=True)
+
+    def _stream_loop(self, endpoint: str) -> None:
+        """Stands in for the reactor's DynamoDB stream trigger."""
+        pump = StreamPump(endpoint, TABLE, wiring.build_store())
+        while not self.stopping.wait(STREAM_POLL_SECONDS):
+            try:
+                pump.pump_once()
+            except Exception as err:
+                print(f"[reactor] stream read failed: {err!r}", file=sys.stderr, flush=True)
+
+    def _export_function_settings(self, provisioner: Provisioner, aws_endpoint: str) -> None:
+        """Settings the template sets on one function, as it resolves here (one process
+        plays every function, so each is exported once for all)."""
+        for variable, source in ENVIRONMENT.values():
+            if source.startswith("template:"):
+                env = provisioner.function_environment(source.split(":", 1)[1])
+                export(variable, env[variable])
+        # The AWS clients the functions make reach moto; DynamoDB keeps its own endpoint.
+        for service in ("SCHEDULER", "S3", "SQS", "SNS"):
+            export(f"AWS_ENDPOINT_URL_{service}", aws_endpoint)
+
+    def _inbound_loop(self, queue_url: str, queue_arn: str) -> None:
+        """Stands in for the inbound function's SQS event source (DESIGN §7, §10)."""
+        import boto3
+        from tenure.triggers.inbound.handler import handle
+
+        sqs = boto3.client("sqs", region_name=REGION)
+        poller = InboundPoller(sqs, queue_url, queue_arn, handle)
+        while not self.stopping.is_set():
+            try:
+                poller.poll_once(wait_seconds=1)
+            except Exception as err:
+                print(f"[inbound] poll failed: {err!r}", file=sys.stderr, flush=True)
+                self.stopping.wait(1.0)
+
+    def _scheduler_loop(self) -> None:
+        """Stands in for EventBridge Scheduler invoking the scheduler function (DESIGN §10)."""
+        from tenure.triggers.schedule import handle
+
+        schedules = wiring.build_schedules()
+        if schedules is None:
+            print("[scheduler] no schedule settings; rules' schedules will not fire", flush=True)
+            return
+        loop = SchedulerLoop(schedules, lambda event: handle(event, None))
+        while not self.stopping.wait(SCHEDULER_TICK_SECONDS):
+            try:
+                loop.tick(datetime.now(UTC))
+            except Exception as err:
+                print(f"[scheduler] tick failed: {err!r}", file=sys.stderr, flush=True)
+
+    def stop(self) -> bool:
+        """End every part that started, each even when another fails; False if one did."""
+        self.stopping.set()
+        parts: list[Any] = [self.door] if self.door is not None else []
+        parts += reversed(self.engines)
+        clean = True
+        for part in parts:
+            try:
+                part.stop()
+            except Exception as err:  # reported, and the next part is still stopped
+                print(f"error: stopping {type(part).__name__}: {one_line(err)}", file=sys.stderr)
+                clean = False
+        return clean
+
+
+def _write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+    """Readers (and the next start) see the whole file or none, even if this one dies."""
+    part = path.with_name(f".{path.name}.part")
+    part.write_text(text)
+    part.chmod(mode)
+    part.replace(path)
+
+
+def _reset(data_dir: Path) -> None:
+    if data_dir.is_dir():
+        shutil.rmtree(data_dir)
+    elif data_dir.exists():
+        raise StartFailed(f"--reset: {data_dir} is a file, not a data dir; not removing it")
+    else:
+        return
+    print(f"reset: removed {data_dir}")
+
+
+def run(port: int, data_dir: Path, sweep_interval: float, reset: bool) -> int:
+    stack = Stack(port=port, data_dir=data_dir, sweep_interval=sweep_interval)
+    done = threading.Event()
+    starting = True
+
+    def _stop(signum: int, _frame: Any) -> None:
+        if starting:
+            raise Interrupted(f"interrupted by {signal.Signals(signum).name} while starting")
+        done.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        if reset:
+            _reset(data_dir)
+        info = stack.start()
+    except (Exception, Interrupted) as failed:  # the top level: one line, then clean up
+        starting = False
+        print(f"error: {one_line(failed)}", file=sys.stderr, flush=True)
+        stack.stop()
+        return 1
+    except BaseException:
+        starting = False
+        stack.stop()
+        raise
+    starting = False
+    try:
+        _banner(info, stack.provisioned)
+        # A timed wait: CPython runs a signal's handler only in the main thread, and a SIGTERM
+        # the kernel hands to another thread does not wake a main thread blocked in an untimed
+        # wait, so the stack could sleep through its stop (seen: a stack alive minutes after
+        # SIGTERM, its main thread still in done.wait()).
+        while not done.wait(SIGNAL_POLL_SECONDS):
+            pass
+    finally:
+        print("stopping…", flush=True)
+        clean = stack.stop()
+    return 0 if clean else 1
+
+
+def _banner(info: dict[str, Any], provisioned: list[Provisioned]) -> None:
+    print("tenure local is up")
+    print(f"  API            {info['api']}  (try {info['api']}/health)")
+    print(f"  DynamoDB       {info['dynamodb']['engine']} at {info['dynamodb']['endpoint']}")
+    print(f"  AWS (moto)     {info['aws']['endpoint']}  ({info['aws']['services']})")
+    print(f"  data           {info['data_dir']}")
+    if info["admin_token_file"]:
+        print(f"  admin token    in {info['admin_token_file']}")
+    else:
+        print("  admin token    the value of TENURE_ADMIN_TOKEN")
+    print(f"  sweeper        every {info['sweep_interval_seconds']:g}s")
+    faults = local_settings().test_faults_file
+    if faults:
+        print(f"  TEST FAULTS    hooks read {faults} (throttling, sweeper pause)")
+    print("  from infra/template.yaml:")
+    for made in provisioned:
+        print(f"    {made.logical_id:28s} {made.kind:30s} {made.local_name}")
+    print("Ctrl-C stops everything.", flush=True)

@@ -1,0 +1,645 @@
+"""`tenure worker run`: claims leases from a pool and runs a command under each, safely.
+
+Safety rules (DESIGN §4): one worker-level heartbeat renews every held lease; a revoke stops
+the job (SIGTERM, then SIGKILL after a grace period) and then reports; a job is stopped two
+heartbeats before its lease could expire whenever the worker has heard nothing back, so it can
+never run on after the lease was handed to someone else; jobs run in sessions of their own and
+survive the worker, which re-attaches to them from its state directory after a restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from tenure_worker.client import (
+    ApiError,
+    Claim,
+    ClaimUnanswered,
+    Client,
+    Unavailable,
+    Unreachable,
+    claim_of,
+    new_claim_id,
+    post_logs,
+)
+from tenure_worker.shipping import LogPump, LogShipper
+
+# The shape of a Tenure token (`tnr_` + kind letter + secret): the SDK strips any it finds in
+# a job's last output before reporting it, so no token reaches the service's records.
+TOKEN_SHAPE = re.compile(r"tnr_[owl]_[A-Za-z0-9_.\-]{16,}")
+
+# How long a stopping worker waits for its jobs' last lines to be shipped.
+LOG_DRAIN_SECONDS = 10.0
+
+STDERR_TAIL_BYTES = 4000
+LOOP_SECONDS = 0.2
+
+
+def log(message: str, **fields: Any) -> None:
+    extra = " ".join(f"{k}={v}" for k, v in fields.items())
+    print(f"[tenure worker] {message} {extra}".rstrip(), file=sys.stderr, flush=True)
+
+
+@dataclass
+class Held:
+    """One lease this worker holds and the job running under it (persisted as JSON)."""
+
+    lease_id: str
+    fence: int
+    token: str  # the lease's own token: kept only in the 0600 state file, to re-attach
+    renew_seconds: float
+    lease_seconds: float
+    pid: int
+    exit_file: str
+    err_file: str
+    payload_file: str
+    marker_file: str
+    fence_file: str = ""
+    acked_at: float = 0.0  # wall clock of the last answered heartbeat (survives a restart)
+    keeps_logs: bool = False  # ship the job's output to the lease's logs (DESIGN §11)
+    log_positions: dict[str, int] | None = None  # offsets of its output files shipped so far
+    # runtime only (see _RUNTIME): never written to the state file
+    last_ok: float = 0.0
+    revoke: str | None = None
+    paused: bool = False
+    stop_reason: str | None = None
+    kill_at: float | None = None
+    killed: bool = False
+    proc: subprocess.Popen[bytes] | None = None
+
+    def persisted(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _RUNTIME}
+
+    @property
+    def fence_at(self) -> float:
+        """When the job must be stopped if nothing is heard: two heartbeats before expiry."""
+        return self.last_ok + self.lease_seconds - 2 * self.renew_seconds
+
+
+_RUNTIME = {"last_ok", "revoke", "paused", "stop_reason", "kill_at", "killed", "proc"}
+
+
+@dataclass
+class WorkerOptions:
+    api: str
+    token: str
+    pool: str
+    command: list[str]
+    worker_id: str | None = None
+    state_dir: Path = Path(".tenure-worker")
+    concurrency: int = 1
+    once: bool = False
+    kill_grace: float = 10.0
+    worker_version: str = "tenure-worker/0.1"
+    lease_seconds: int | None = None
+
+
+class Worker:
+    def __init__(self, opts: WorkerOptions, client: Client | None = None) -> None:
+        self.opts = opts
+        self.client = client or Client(opts.api, opts.token)
+        self.state_dir = opts.state_dir
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.state_dir, 0o700)
+        self.worker_id = opts.worker_id or self._stored_worker_id()
+        self.held: dict[str, Held] = {}
+        self.unreported: dict[str, tuple[Held, str, dict[str, Any], float]] = {}
+        self.report_not_before: dict[str, float] = {}  # the service's Retry-After, per report
+        # The claim_id of a claim that got no answer: the next claim goes on with it, so a
+        # claim the service did apply comes back as that same lease (DESIGN §4).
+        self.claim_intent: str | None = None
+        self.claim_not_before = 0.0  # after a failed claim: waited out in the loop, which
+        # keeps heartbeating and fencing meanwhile
+        self.finished = 0
+        self.stopping = False
+        self.next_beat = 0.0
+        self.shippers: dict[str, LogShipper] = {}
+        self.pump: LogPump | None = None  # started with the loop (run)
+
+    # -------------------------------------------------------------------- identity
+
+    def _stored_worker_id(self) -> str:
+        path = self.state_dir / "worker-id"
+        if path.exists():
+            return path.read_text().strip()
+        worker_id = f"{socket.gethostname()}-{os.getpid()}"
+        path.write_text(worker_id)
+        return worker_id
+
+    # ------------------------------------------------------------------------ loop
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        self.pump = LogPump(
+            self._post_logs,
+            every=5.0,  # a fallback: it is woken after each answered heartbeat
+            on_refused=lambda lease_id, err: log(
+                "logs refused; not shipping more", lease=lease_id, error=str(err)
+            ),
+            refusals=(ApiError,),
+            unreachable=(Unreachable,),
+        )
+        self._reattach()
+        log("worker up", worker_id=self.worker_id, pool=self.opts.pool, held=len(self.held))
+        while True:
+            now = time.monotonic()
+            if self.held and now >= self.next_beat:
+                self._heartbeat()
+            for held in list(self.held.values()):
+                self._tend(held)
+            if self.unreported and now >= self.next_beat - 0.01:
+                self._send_reports()
+            if self.opts.once and self.finished and not self.held and not self.unreported:
+                self._drain_logs()
+                return 0
+            if self.stopping:
+                log(
+                    "stopping; running jobs keep their sessions and stop themselves at their "
+                    "fence unless a worker re-attaches",
+                    held=len(self.held),
+                )
+                self._drain_logs()
+                return 0
+            if self._may_claim():
+                self._claim()
+            else:
+                time.sleep(LOOP_SECONDS)
+
+    def _stop(self, signum: int, _frame: Any) -> None:
+        self.stopping = True
+
+    def _may_claim(self) -> bool:
+        if self.stopping or len(self.held) >= self.opts.concurrency:
+            return False
+        if time.monotonic() < self.claim_not_before:
+            return False
+        return not (self.opts.once and (self.finished or self.held))
+
+    def _claim(self) -> None:
+        # Long-poll only when nothing needs heartbeating meanwhile.
+        wait = 10.0 if not self.held else 0.0
+        budget = self._budget() if self.held else None
+        sent = time.monotonic()  # the lease's clock starts no earlier than this
+        try:
+            claim = self.client.claim(
+                self.opts.pool,
+                self.worker_id,
+                self.opts.worker_version,
+                wait,
+                self.opts.lease_seconds,
+                claim_id=self.claim_intent,
+                budget=budget,
+            )
+        except ApiError as err:
+            self.claim_intent = None  # an answer: that intent is settled
+            if err.status in (401, 403, 404):  # a bad token or an unknown pool: say so and stop
+                raise
+            log("claim failed", error=str(err))
+            self.claim_not_before = time.monotonic() + 1.0
+            return
+        except ClaimUnanswered as err:
+            self.claim_intent = err.claim_id
+            log("claim not answered; it will be retried as the same claim", error=str(err))
+            delay = 1.0 if err.retry_after is None else err.retry_after
+            self.claim_not_before = time.monotonic() + delay
+            return
+        self.claim_intent = None
+        if claim is None:
+            if self.held:
+                time.sleep(LOOP_SECONDS)
+            return
+        self._launch(claim, sent)
+
+    # ------------------------------------------------------------------- launching
+
+    def _launch(self, claim: Claim, claimed_at: float) -> None:
+        base = self.state_dir / claim.lease_id
+        held = Held(
+            lease_id=claim.lease_id,
+            fence=claim.fence,
+            token=claim.token,
+            renew_seconds=claim.renew_seconds,
+            lease_seconds=claim.lease_seconds,
+            pid=0,
+            exit_file=f"{base}.exit",
+            err_file=f"{base}.err",
+            payload_file=f"{base}.payload.json",
+            marker_file=f"{base}.reported",
+            fence_file=f"{base}.fence",
+            last_ok=claimed_at,
+            acked_at=time.time() - (time.monotonic() - claimed_at),
+            keeps_logs=claim.keeps_logs,
+        )
+        log("lease claimed", lease=claim.lease_id, fence=claim.fence)
+        try:
+            payload = claim.payload
+            if payload is None:  # the claim answer could not carry it: one more request
+                budget = self._budget()
+                payload = self.client.payload(
+                    claim.lease_id, claim.token, timeout=budget, budget=budget
+                )
+            Path(held.payload_file).write_text(json.dumps(payload))
+        except (ApiError, Unreachable) as err:
+            log("payload unavailable; releasing", lease=claim.lease_id, error=str(err))
+            with contextlib.suppress(ApiError, Unreachable):
+                self.client.release(
+                    claim.lease_id,
+                    claim.token,
+                    {"reason": "payload_unavailable"},
+                    timeout=self._budget(),
+                    retries=0,
+                )
+            return
+        env = {
+            **os.environ,
+            "TENURE_API": self.opts.api,
+            "TENURE_LEASE_ID": claim.lease_id,
+            "TENURE_LEASE_TOKEN": claim.token,
+            "TENURE_PAYLOAD_FILE": held.payload_file,
+            "TENURE_REPORT_MARKER": held.marker_file,
+            # `tenure worker usage` notes the job's usage here; the completion sends it.
+            "TENURE_USAGE_FILE": _usage_file(held),
+        }
+        env.pop("TENURE_TOKEN", None)  # the job gets its lease's token, not the worker's
+        self._write_fence(held)
+        shim = [
+            sys.executable,
+            "-m",
+            "tenure_worker.shim",
+            held.exit_file,
+            held.fence_file,
+            str(_fence_grace(self.opts.kill_grace, held.renew_seconds)),
+            "--",
+        ]
+        with open(f"{base}.out", "ab") as out, open(held.err_file, "ab") as errors:
+            proc = subprocess.Popen(
+                [*shim, *self.opts.command],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=errors,
+                start_new_session=True,
+            )
+        held.pid, held.proc = proc.pid, proc
+        self._save(held)
+        self.held[held.lease_id] = held
+        # No POST /start: the next worker heartbeat, which renews every held lease in one
+        # call, starts it (DESIGN §3, §5) -- one request per lease fewer (DESIGN §9). Until
+        # then the lease is `dispatched`, its deadline one toleration from the claim, and the
+        # job's fence counts from the claim: nothing is held longer than the claim allows.
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def _budget(self) -> float:
+        """How long a call may block: never past the nearest moment a job must be fenced,
+        since nothing checks the fences while the loop waits on the network."""
+        if not self.held:
+            return self.client.timeout
+        nearest = min(h.fence_at for h in self.held.values()) - time.monotonic()
+        return max(0.5, min(self.client.timeout, nearest))
+
+    def _heartbeat(self) -> None:
+        renew = min(h.renew_seconds for h in self.held.values())
+        self.next_beat = time.monotonic() + renew
+        live = [h for h in self.held.values() if h.stop_reason != "stale"]
+        if not live:
+            return
+        sent = time.monotonic()
+        try:
+            answers = self.client.worker_heartbeat(
+                self.worker_id, [(h.lease_id, h.fence) for h in live], timeout=self._budget()
+            )
+        except (Unreachable, ApiError) as err:
+            # A 503's Retry-After does not delay the next heartbeat: it is a new call, not a
+            # retry, and a skipped one brings the self-fence closer.
+            log("heartbeat not answered", error=str(err))
+            return
+        for answer in answers:
+            held = self.held.get(answer["id"])
+            if held is None:
+                continue
+            if "error" in answer:
+                code = answer["error"]["code"]
+                if os.path.exists(held.marker_file):
+                    continue  # the job reported itself; it is on its way out
+                log("lease refused by the service", lease=held.lease_id, code=code)
+                self._begin_stop(held, "stale")
+                continue
+            held.last_ok = sent
+            held.acked_at = time.time() - (time.monotonic() - sent)
+            self._write_fence(held)
+            self._apply_revoke(held, answer.get("revoke"))
+        for held in list(self.held.values()):
+            self._ship_logs(held)
+
+    def _apply_revoke(self, held: Held, revoke: str | None) -> None:
+        if revoke in ("cancel", "kill") and held.stop_reason is None:
+            held.revoke = revoke
+            log("revoked", lease=held.lease_id, revoke=revoke)
+            self._begin_stop(held, revoke)
+        elif revoke == "pause" and not held.paused:
+            self._signal(held, signal.SIGSTOP)
+            held.paused = True
+            log("paused", lease=held.lease_id)
+        elif revoke is None and held.paused:
+            self._signal(held, signal.SIGCONT)
+            held.paused = False
+            log("resumed", lease=held.lease_id)
+
+    # -------------------------------------------------------------- job lifecycle
+
+    def _tend(self, held: Held) -> None:
+        now = time.monotonic()
+        status = self._exit_status(held)
+        if status is not None:
+            self._finish(held, status)
+            return
+        if held.stop_reason is None and now >= held.fence_at:
+            log(
+                "no word from the service: stopping the job before its lease can expire",
+                lease=held.lease_id,
+            )
+            self._begin_stop(held, "self_fenced")
+        if held.kill_at is not None and now >= held.kill_at and not held.killed:
+            log("job ignored SIGTERM: killing it", lease=held.lease_id)
+            self._signal(held, signal.SIGKILL)
+            held.killed = True
+
+    def _begin_stop(self, held: Held, reason: str) -> None:
+        if held.stop_reason is not None:
+            return
+        held.stop_reason = reason
+        self._signal(held, signal.SIGTERM)
+        if held.paused:
+            self._signal(held, signal.SIGCONT)
+        # A self-fenced job must be gone before the lease can expire, whatever the grace.
+        grace = self.opts.kill_grace
+        if reason == "self_fenced":
+            grace = _fence_grace(grace, held.renew_seconds)
+        held.kill_at = time.monotonic() + grace
+
+    def _exit_status(self, held: Held) -> int | None:
+        if held.proc is not None:
+            code = held.proc.poll()
+            if code is None:
+                return None
+        elif _alive(held.pid):
+            return None
+        try:
+            return int(Path(held.exit_file).read_text().strip())
+        except (OSError, ValueError):
+            # No status written: the shim itself was killed (SIGKILL to the group).
+            return -9 if held.killed else -1
+
+    def _finish(self, held: Held, status: int) -> None:
+        self.held.pop(held.lease_id, None)
+        self.finished += 1
+        # The tail of its output, before the report ends the lease (a killed job's too).
+        self._ship_logs(held, final=True)
+        report = self._report_for(held, status)
+        if report is None:
+            self._forget(held)
+            return
+        kind, body = report
+        if kind in ("complete", "fail") and self._may_claim() and self.claim_intent is None:
+            # The report claims this worker's next lease in the same call (DESIGN §9): one
+            # request per lease for a busy worker. The claim_id stays with the report, so a
+            # report sent again because its answer was lost gets that same lease back.
+            body = {**body, "next": self._next_claim()}
+        # Kept (with the state files) until the service has it: a report is never dropped
+        # while the lease could still take it, and a restarted worker would send it again.
+        self.unreported[held.lease_id] = (held, kind, body, time.monotonic())
+        self._send_reports()
+
+    def _report_for(self, held: Held, status: int) -> tuple[str, dict[str, Any]] | None:
+        if held.stop_reason == "stale":
+            log("job stopped; its lease had moved on, nothing to report", lease=held.lease_id)
+            return None
+        if os.path.exists(held.marker_file):
+            log("job reported itself", lease=held.lease_id, exit_status=status)
+            return None
+        facts = {"exit_status": status}
+        if held.stop_reason in ("cancel", "kill"):
+            return "fail", {"error": f"revoked: {held.stop_reason}", "metadata": facts}
+        if held.stop_reason == "self_fenced":
+            return "fail", {"error": "worker lost contact with the service", "metadata": facts}
+        if status == 0:
+            body: dict[str, Any] = {"outcome": "success", "details": facts}
+            usage = _noted_usage(held)
+            if usage is not None:
+                body["usage"] = usage
+            return "complete", body
+        tail = TOKEN_SHAPE.sub("[token redacted]", _tail(held.err_file))
+        return "fail", {
+            "error": f"exit status {status}",
+            "metadata": {**facts, "stderr_tail": tail},
+        }
+
+    def _send_reports(self) -> None:
+        now = time.monotonic()
+        for lease_id, (held, kind, body, since) in list(self.unreported.items()):
+            if now < self.report_not_before.get(lease_id, 0.0):
+                continue
+            sent, won = time.monotonic(), None
+            try:
+                answer = getattr(self.client, kind)(
+                    held.lease_id, held.token, body, timeout=self._budget(), retries=0
+                )
+                facts = body.get("metadata") or body.get("details") or {}
+                log(
+                    "reported",
+                    lease=lease_id,
+                    report=kind,
+                    state=answer["lease"]["state"],
+                    exit_status=facts.get("exit_status"),
+                )
+            except ApiError as err:
+                # A 4xx is an answer (409: the lease moved on, or the job reported already).
+                log("report refused", lease=lease_id, code=err.code)
+            except Unreachable as err:
+                # Never a verdict on the lease (a 503 included): try again while it may stand.
+                if time.monotonic() - since < held.lease_seconds:
+                    log("report not delivered yet; retrying", lease=lease_id, error=str(err))
+                    if isinstance(err, Unavailable):
+                        self.report_not_before[lease_id] = time.monotonic() + err.retry_after
+                    continue
+                log("report given up: the lease has expired by now", lease=lease_id)
+            else:
+                won = claim_of(answer["next"]) if answer.get("next") else None
+            self.unreported.pop(lease_id, None)
+            self.report_not_before.pop(lease_id, None)
+            self._forget(held)
+            if won is not None:
+                self._launch(won, sent)
+
+    def _next_claim(self) -> dict[str, Any]:
+        """The claim a final report carries: never a long poll (other leases need beats)."""
+        ask: dict[str, Any] = {
+            "worker_id": self.worker_id,
+            "claim_id": new_claim_id(),
+            "worker_version": self.opts.worker_version,
+            "host": socket.gethostname()[:255],
+        }
+        if self.opts.lease_seconds:
+            ask["lease_seconds"] = self.opts.lease_seconds
+        return ask
+
+    def _signal(self, held: Held, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(held.pid, sig)
+
+    # -------------------------------------------------------------- state directory
+
+    def _save(self, held: Held) -> None:
+        path = self.state_dir / f"{held.lease_id}.json"
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(held.persisted(), out)
+        os.replace(tmp, path)
+
+    def _write_fence(self, held: Held) -> None:
+        """Tell the job's shim (and a restarted worker) when the job must be stopped if no
+        heartbeat is answered after this one: it fences the job even if this worker dies.
+
+        Half a renew later than the worker's own fence: a live worker stops its job first
+        (and says so); the shim is the backstop, still 1.5 renews before the lease can expire."""
+        stop_at = held.acked_at + held.lease_seconds - 1.5 * held.renew_seconds
+        tmp = f"{held.fence_file}.tmp"
+        with open(tmp, "w") as out:
+            out.write(f"{stop_at:.3f}")
+        os.replace(tmp, held.fence_file)
+        self._save(held)
+
+    def _ship_logs(self, held: Held, final: bool = False) -> None:
+        """Read what the job printed since the last beat (all of it when `final`) for the log
+        pump to ship from its own thread: this loop never waits on the network for logs."""
+        if not held.keeps_logs or self.pump is None:
+            return
+        shipper = self.shippers.get(held.lease_id)
+        if shipper is None:
+            base = held.err_file.removesuffix(".err")
+            files = {"stdout": f"{base}.out", "stderr": held.err_file}
+            shipper = LogShipper(files, held.log_positions or {})
+            self.shippers[held.lease_id] = shipper
+        if not shipper.enabled:
+            return
+        shipper.collect(final=final)
+        self.pump.track(held.lease_id, shipper, held.token, finished=final)
+        positions = shipper.positions()
+        if positions != held.log_positions:
+            held.log_positions = positions
+            if held.lease_id in self.held:  # a restarted worker goes on from here
+                self._save(held)
+
+    def _post_logs(self, lease_id: str, token: str, events: list[dict[str, Any]]) -> None:
+        post_logs(self.client, lease_id, token, events, min(self.client.timeout, 10.0))
+
+    def _drain_logs(self) -> None:
+        if self.pump is not None and not self.pump.drain(LOG_DRAIN_SECONDS):
+            log("some job output could not be shipped before the worker stopped")
+
+    def _forget(self, held: Held) -> None:
+        # (its lines already read stay with the log pump until shipped)
+        self.shippers.pop(held.lease_id, None)
+        base = self.state_dir / held.lease_id
+        for suffix in (
+            ".json",
+            ".exit",
+            ".payload.json",
+            ".reported",
+            ".err",
+            ".out",
+            ".fence",
+            ".usage",
+        ):
+            with contextlib.suppress(FileNotFoundError):
+                Path(f"{base}{suffix}").unlink()
+
+    def _reattach(self) -> None:
+        for path in sorted(self.state_dir.glob("*.json")):
+            if path.name.endswith(".payload.json"):
+                continue
+            try:
+                held = Held(**json.loads(path.read_text()))
+            except (ValueError, TypeError) as err:
+                log("unreadable state file left alone", file=str(path), error=str(err))
+                continue
+            # The fence counts from the last answered heartbeat, across the restart.
+            held.last_ok = time.monotonic() - max(0.0, time.time() - held.acked_at)
+            if _alive(held.pid) and not os.path.exists(held.exit_file):
+                log("re-attached", lease=held.lease_id, pid=held.pid)
+                # It may have been paused before and resumed while the worker was away: the
+                # first heartbeat without a pause revoke sends SIGCONT (a no-op if running).
+                held.paused = True
+                self.held[held.lease_id] = held
+            elif os.path.exists(held.exit_file):
+                log("job ended while the worker was away", lease=held.lease_id)
+                self._finish(held, int(Path(held.exit_file).read_text().strip() or -1))
+            else:
+                log("job gone after a restart", lease=held.lease_id)
+                self.finished += 1
+                report = ("fail", {"error": "worker_restarted"}, time.monotonic())
+                self.unreported[held.lease_id] = (held, *report)
+
+
+def _fence_grace(kill_grace: float, renew_seconds: float) -> float:
+    """SIGTERM → SIGKILL time for a fenced job: it must be gone before the lease can expire,
+    two heartbeats after the fence, whatever --kill-grace says."""
+    return min(kill_grace, max(0.5, renew_seconds))
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (ended, not yet reaped) counts as ended.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as err:
+            err.seek(0, os.SEEK_END)
+            size = err.tell()
+            err.seek(max(0, size - STDERR_TAIL_BYTES))
+            return err.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _usage_file(held: Held) -> str:
+    return held.marker_file.removesuffix(".reported") + ".usage"
+
+
+def _noted_usage(held: Held) -> dict[str, Any] | None:
+    """What the job noted with `tenure worker usage` (DESIGN §14), if anything."""
+    path = Path(_usage_file(held))
+    if not path.exists():
+        return None
+    try:
+        found = json.loads(path.read_text())
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
