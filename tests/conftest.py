@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from tenure import wiring
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure, compose
 from tenure.config import local_settings
 from tenure.domain.model import Principal
 from tenure.store.dynamo import DynamoStore
@@ -63,7 +63,7 @@ class Rig:
 
     store: DynamoStore
     clock: wiring.ManualClock
-    svc: LeaseService
+    svc: Tenure
     pump: StreamPump
 
 
@@ -73,7 +73,7 @@ def rig(ddb_local: DynamoDBLocal) -> Rig:
     store = wiring.build_store(ddb_local.endpoint, table)
     store.create_table()
     clock = wiring.ManualClock(wiring.SystemClock().now_ms())
-    svc = LeaseService(store, clock, wiring.RandomIds())
+    svc = compose(store, clock, wiring.RandomIds())
     return Rig(store=store, clock=clock, svc=svc, pump=StreamPump(ddb_local.endpoint, table, store))
 
 

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 from tenure import wiring
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure
 from tenure.config import export
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
@@ -31,7 +31,7 @@ INBOX = "ops@inbound.tenure.example"
 
 @dataclass
 class Wired:
-    svc: LeaseService
+    svc: Tenure
     sqs: Any
     queue_url: str
     dlq_url: str
@@ -79,11 +79,11 @@ def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wired]:
             )
         )
         svc = wiring.build_service(store)
-        svc.create_space(ADMIN, "OPS", "Operations", None)
-        svc.create_pool(
+        svc.setup.create_space(ADMIN, "OPS", "Operations", None)
+        svc.setup.create_pool(
             ADMIN, Pool(name="triage", space="OPS", kind=PoolKind.COMMAND, created_at=0)
         )
-        svc.create_rule(
+        svc.rules.create_rule(
             ADMIN,
             "OPS",
             "inbox",
@@ -99,7 +99,7 @@ def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wired]:
 
 
 def _leases(w: Wired) -> list[Any]:
-    return w.svc.list_leases(ADMIN, "OPS", 100, None, None, None).leases
+    return w.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases
 
 
 def test_an_email_sent_like_ses_arrives_as_an_sns_envelope_and_mints_its_lease(
@@ -127,8 +127,8 @@ def test_a_record_that_keeps_failing_reaches_the_dlq_after_max_receive_count(wir
 def test_an_email_for_an_archived_spaces_rule_is_acknowledged_logged_and_mints_nothing(
     wired: Wired, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (rule,) = wired.svc.list_rules(ADMIN, "OPS")
-    wired.svc.archive_space(ADMIN, "OPS")
+    (rule,) = wired.svc.rules.list_rules(ADMIN, "OPS")
+    wired.svc.pools.archive_space(ADMIN, "OPS")
     said: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr(handler.logger, "info", lambda msg, extra: said.append((msg, extra)))
     send(wired.stack_file, EMAIL / "plain-text.eml", None)

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 from tenure import wiring
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure
 from tenure.config import export
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
@@ -32,7 +32,7 @@ INVOICE_KEY = "inbound/k2f1n7qv3o8d5s0c6h4b9t1m2e7r3u5a8p0l6g01"
 
 @dataclass
 class Aws:
-    svc: LeaseService
+    svc: Tenure
     s3: Any
 
 
@@ -60,10 +60,10 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
             Body=(ROOT / "email" / "multipart-attachments.eml").read_bytes(),
         )
         svc = wiring.build_service(store)
-        svc.create_space(ADMIN, "OPS", "Operations", None)
-        svc.create_space(ADMIN, "FIN", "Finance", None)
+        svc.setup.create_space(ADMIN, "OPS", "Operations", None)
+        svc.setup.create_space(ADMIN, "FIN", "Finance", None)
         for name, space in (("triage", "OPS"), ("invoices", "FIN")):
-            svc.create_pool(
+            svc.setup.create_pool(
                 ADMIN, Pool(name=name, space=space, kind=PoolKind.COMMAND, created_at=0)
             )
         monkeypatch.setattr(wiring, "service", lambda: svc)
@@ -75,11 +75,11 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
 def _inbox(aws: Aws, space: str, pool: str, to: str, name: str = "inbox") -> None:
     subject = {"kind": "task", "title": "{subject} (from {from})"}
     trigger = {"topic": "email.received", "match": {"to": to}}
-    aws.svc.create_rule(ADMIN, space, name, pool, subject, trigger)
+    aws.svc.rules.create_rule(ADMIN, space, name, pool, subject, trigger)
 
 
 def _leases(aws: Aws, space: str) -> list[Any]:
-    return aws.svc.list_leases(ADMIN, space, 100, None, None, None).leases
+    return aws.svc.operator.list_leases(ADMIN, space, 100, None, None, None).leases
 
 
 def _trigger(aws: Aws, lease: Any) -> dict[str, Any]:

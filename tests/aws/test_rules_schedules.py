@@ -13,7 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 from tenure import wiring
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure
 from tenure.config import export
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
@@ -31,7 +31,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "samplesources" / "events"
 
 @dataclass
 class Aws:
-    svc: LeaseService
+    svc: Tenure
     store: DynamoRuleStore
     schedules: EventBridgeSchedules
 
@@ -47,9 +47,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
         client.create_schedule_group(Name="tenure-rules")
         schedules = EventBridgeSchedules(client, "tenure-rules", TARGET, ROLE)
         svc = wiring.build_service(store)
-        svc.schedules = schedules
-        svc.create_space(ADMIN, "OPS", "Operations", None)
-        svc.create_pool(
+        svc.rules.schedules = schedules
+        svc.setup.create_space(ADMIN, "OPS", "Operations", None)
+        svc.setup.create_pool(
             ADMIN, Pool(name="nightly", space="OPS", kind=PoolKind.COMMAND, created_at=0)
         )
         monkeypatch.setattr(wiring, "service", lambda: svc)
@@ -58,7 +58,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
 
 def _rule(aws: Aws, schedule: str, timezone: str = "UTC", name: str = "nightly") -> str:
     trigger = {"schedule": schedule, "timezone": timezone}
-    rule = aws.svc.create_rule(ADMIN, "OPS", name, "nightly", {"kind": "space"}, trigger)
+    rule = aws.svc.rules.create_rule(ADMIN, "OPS", name, "nightly", {"kind": "space"}, trigger)
     return rule.id
 
 
@@ -82,12 +82,14 @@ def test_a_scheduled_rule_has_one_schedule_shaped_as_section_10_says(aws: Aws) -
 
 def test_disable_update_and_delete_follow_the_rule_in_the_same_request(aws: Aws) -> None:
     rule_id = _rule(aws, "rate(1 hour)")
-    aws.svc.update_rule(ADMIN, rule_id, {"enabled": False})
+    aws.svc.rules.update_rule(ADMIN, rule_id, {"enabled": False})
     assert (aws.schedules.describe(rule_id) or {})["State"] == "DISABLED"
-    aws.svc.update_rule(ADMIN, rule_id, {"enabled": True, "trigger": {"schedule": "rate(2 hours)"}})
+    aws.svc.rules.update_rule(
+        ADMIN, rule_id, {"enabled": True, "trigger": {"schedule": "rate(2 hours)"}}
+    )
     held = aws.schedules.describe(rule_id) or {}
     assert (held["State"], held["ScheduleExpression"]) == ("ENABLED", "rate(2 hours)")
-    aws.svc.delete_rule(ADMIN, rule_id)
+    aws.svc.rules.delete_rule(ADMIN, rule_id)
     assert aws.schedules.describe(rule_id) is None and aws.schedules.names() == []
     aws.schedules.delete(rule_id)  # deleting what is gone is not an error
 
@@ -98,7 +100,7 @@ def test_the_handler_invoked_twice_with_the_same_input_mints_one_lease(aws: Aws)
     first = scheduler.handle(dict(event), None)
     second = scheduler.handle(dict(event), None)
     assert first["lease_id"] is not None and first == second
-    leases = aws.svc.list_leases(ADMIN, "OPS", 100, None, None, None).leases
+    leases = aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases
     assert [x.id for x in leases] == [first["lease_id"]]
     other = scheduler.handle({**event, "scheduled_time": "2026-11-30T08:00:00+00:00"}, None)
     assert other["lease_id"] not in (None, first["lease_id"])
@@ -127,7 +129,7 @@ def test_the_local_loop_fires_an_at_rule_once_when_due(aws: Aws) -> None:
     fired = loop.tick(when + timedelta(seconds=1))
     assert fired == [{"rule_id": rule_id, "scheduled_time": when.strftime("%Y-%m-%dT%H:%M:%SZ")}]
     assert loop.tick(when + timedelta(days=1)) == []
-    assert len(aws.svc.list_leases(ADMIN, "OPS", 100, None, None, None).leases) == 1
+    assert len(aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases) == 1
 
 
 def test_the_local_loop_fires_a_rate_rule_each_period_and_not_while_disabled(aws: Aws) -> None:
@@ -135,21 +137,21 @@ def test_the_local_loop_fires_a_rate_rule_each_period_and_not_while_disabled(aws
     created = aws.schedules.describe(rule_id)["CreationDate"].astimezone(UTC)  # type: ignore[index]
     loop = SchedulerLoop(aws.schedules, lambda event: scheduler.handle(event, None))
     assert len(loop.tick(created + timedelta(seconds=150))) == 2
-    aws.svc.update_rule(ADMIN, rule_id, {"enabled": False})
+    aws.svc.rules.update_rule(ADMIN, rule_id, {"enabled": False})
     assert loop.tick(created + timedelta(seconds=300)) == []
-    aws.svc.update_rule(ADMIN, rule_id, {"enabled": True})
+    aws.svc.rules.update_rule(ADMIN, rule_id, {"enabled": True})
     # Times missed while disabled are not made up; the next period fires.
     assert len(loop.tick(created + timedelta(seconds=361))) == 1
-    assert len(aws.svc.list_leases(ADMIN, "OPS", 100, None, None, None).leases) == 3
+    assert len(aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases) == 3
 
 
 def test_resync_remakes_schedules_a_restarted_scheduler_forgot(aws: Aws) -> None:
     on = _rule(aws, "cron(0 2 * * ? *)", "Europe/Paris", name="on")
     off = _rule(aws, "rate(1 hour)", name="off")
-    aws.svc.update_rule(ADMIN, off, {"enabled": False})
+    aws.svc.rules.update_rule(ADMIN, off, {"enabled": False})
     for name in aws.schedules.names():
         aws.schedules.delete(name)
-    assert aws.svc.resync_schedules() == 2
+    assert aws.svc.rules.resync_schedules() == 2
     assert sorted(aws.schedules.names()) == sorted([on, off])
     assert (aws.schedules.describe(off) or {})["State"] == "DISABLED"
     held = aws.schedules.describe(on) or {}
@@ -166,9 +168,9 @@ def test_the_handler_skips_a_rule_of_an_archived_space_and_says_why(
     event = {"rule_id": rule_id, "scheduled_time": "2026-11-30T07:00:00Z"}
     said: list[str] = []
     monkeypatch.setattr(scheduler.logger, "info", lambda msg, extra: said.append(msg))
-    aws.svc.archive_space(ADMIN, "OPS")
+    aws.svc.pools.archive_space(ADMIN, "OPS")
     assert scheduler.handle(dict(event), None)["lease_id"] is None
     assert said == ["rule skipped: its space is archived"]
-    assert aws.svc.list_leases(ADMIN, "OPS", 100, None, None, None).leases == []
-    aws.svc.unarchive_space(ADMIN, "OPS")
+    assert aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases == []
+    aws.svc.pools.unarchive_space(ADMIN, "OPS")
     assert scheduler.handle(dict(event), None)["lease_id"] is not None

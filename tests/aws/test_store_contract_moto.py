@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from moto import mock_aws
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import compose
 from tenure.store.dynamo import DynamoStore
 from tenure.wiring import ManualClock, RandomIds, SystemClock
 from tenure_cli.local.engines import use_local_credentials
@@ -43,7 +43,7 @@ def make_rig(monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeRig]:
             return ContractRig(
                 store=store,
                 clock=clock,
-                svc=LeaseService(store, clock, RandomIds()),
+                svc=compose(store, clock, RandomIds()),
                 drain=pump.drain,
                 records=lambda: read_stream(ddb, streams, table),
             )

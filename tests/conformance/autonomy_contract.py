@@ -17,7 +17,7 @@ from tests.conftest import ADMIN, WORKER, lease_principal
 
 
 def _file(r: ContractRig, pool: str | None = None, **links: Any) -> Task:
-    task, _ = r.svc.create_task(
+    task, _ = r.svc.filing.create_task(
         ADMIN, SPACE, "a", None, None, {}, pool, None, links=TaskLinks(**links)
     )
     return task
@@ -32,31 +32,31 @@ class AutonomyContract:
 
     def test_a_block_lands_on_the_task_row_and_the_blocked_set(self, r: ContractRig) -> None:
         task = _file(r)
-        block = r.svc.block_task(ADMIN, task.id, "needs_input", "which one?")
+        block = r.svc.blocks.block_task(ADMIN, task.id, "needs_input", "which one?")
         stored = r.store.get_task(task.id)
         assert stored is not None and stored.blocks is not None
         assert stored.blocks[block["id"]]["reason"] == "which one?"
         assert stored.block_counts == {"needs_input": 1}
         assert task.id in r.store.get_scheduler().blocked
-        r.svc.clear_block(ADMIN, task.id, block["id"])
+        r.svc.blocks.clear_block(ADMIN, task.id, block["id"])
         assert task.id not in r.store.get_scheduler().blocked
-        assert r.svc.get_task(ADMIN, task.id).status is TaskStatus.READY
+        assert r.svc.graph.get_task(ADMIN, task.id).status is TaskStatus.READY
 
     def test_blocking_with_the_running_lease_releases_it_in_the_same_commit(
         self, r: ContractRig
     ) -> None:
         task = _file(r, pool=ALPHA)
-        won = r.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+        won = r.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
         assert won is not None
-        r.svc.start(lease_principal(won.lease.id), won.lease.id)
-        r.svc.block_task(lease_principal(won.lease.id), task.id, "error", "broken input")
+        r.svc.reports.start(lease_principal(won.lease.id), won.lease.id)
+        r.svc.blocks.block_task(lease_principal(won.lease.id), task.id, "error", "broken input")
         ended = r.store.get_lease(won.lease.id)
         assert ended is not None
         assert (ended.state, ended.end_reason) == (LeaseState.CANCELLED, EndReason.RELEASED)
-        view = r.svc.get_task(ADMIN, task.id)
+        view = r.svc.graph.get_task(ADMIN, task.id)
         assert view.status is TaskStatus.BLOCKED
         assert view.lease is not None and view.lease.fence == won.lease.fence + 1
-        assert r.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None) is None
+        assert r.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None) is None
 
     def test_the_usage_accumulator_adds_counts_and_keeps_the_cost_keys(
         self, r: ContractRig
@@ -76,12 +76,12 @@ class AutonomyContract:
 
     def test_a_completion_with_usage_sums_on_the_task(self, r: ContractRig) -> None:
         task = _file(r, pool=ALPHA)
-        won = r.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+        won = r.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
         assert won is not None
         cost = {"amount": 0.25, "currency": "USD", "status": "actual", "source": "invoice"}
         usage = {"input_tokens": 100, "output_tokens": 20, "cost": cost}
-        r.svc.complete(lease_principal(won.lease.id), won.lease.id, {"usage": usage})
-        summed = r.svc.get_task(ADMIN, task.id).usage
+        r.svc.reports.complete(lease_principal(won.lease.id), won.lease.id, {"usage": usage})
+        summed = r.svc.graph.get_task(ADMIN, task.id).usage
         assert summed is not None
         assert (summed["input_tokens"], summed["output_tokens"]) == (100, 20)
         assert (summed["total_cost"], summed["cost_status"]) == (0.25, "actual")

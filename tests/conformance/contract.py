@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import pytest
+from tenure.app.leases.claims import Claimed
 from tenure.app.ports import (
     WORKER_RETENTION_S,
     Change,
@@ -23,7 +24,7 @@ from tenure.app.ports import (
     Store,
     SweeperState,
 )
-from tenure.app.tenure import Claimed, LeaseService
+from tenure.app.tenure import Tenure
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound, StaleLease, ValidationFailed
 from tenure.domain.fencing import hash_token
 from tenure.domain.model import Event, Lease, Pool, Task, Token, Worker, Workflow
@@ -50,7 +51,7 @@ class ContractStore(Store, Protocol):
 class ContractRig:
     store: ContractStore
     clock: ManualClock
-    svc: LeaseService
+    svc: Tenure
     drain: Callable[[], int]  # deliver the table's stream to the reactor (timeline events)
     # Every stream record so far, for re-delivery; None where there is no stream (the fake
     # plays its reactor inside commit).
@@ -85,22 +86,26 @@ def world(r: ContractRig) -> None:
     make_world(r.svc)
 
 
-def make_world(svc: LeaseService) -> None:
+def make_world(svc: Tenure) -> None:
     """Spaces OPS and SEC; pools alpha and beta in OPS, gamma in SEC (pool defaults)."""
-    svc.create_space(ADMIN, SPACE, "Operations", None)
-    svc.create_space(ADMIN, OTHER_SPACE, "Security", None)
+    svc.setup.create_space(ADMIN, SPACE, "Operations", None)
+    svc.setup.create_space(ADMIN, OTHER_SPACE, "Security", None)
     for name, space in ((ALPHA, SPACE), (BETA, SPACE), (GAMMA, OTHER_SPACE)):
-        svc.create_pool(ADMIN, Pool(name=name, space=space, kind=PoolKind.COMMAND, created_at=0))
+        svc.setup.create_pool(
+            ADMIN, Pool(name=name, space=space, kind=PoolKind.COMMAND, created_at=0)
+        )
 
 
 def enqueue(r: ContractRig, pool: str = ALPHA, space: str = SPACE) -> tuple[Task, Lease]:
-    task, lease = r.svc.create_task(ADMIN, space, f"work for {pool}", None, None, {}, pool, None)
+    task, lease = r.svc.filing.create_task(
+        ADMIN, space, f"work for {pool}", None, None, {}, pool, None
+    )
     assert lease is not None
     return task, lease
 
 
 def claim(r: ContractRig, pool: str = ALPHA, worker: str = "w-1") -> Claimed:
-    won = r.svc.claim(WORKER, pool, worker, "1.0", 0, None)
+    won = r.svc.claims.claim(WORKER, pool, worker, "1.0", 0, None)
     assert won is not None, f"nothing to claim in {pool}"
     return won
 
@@ -321,7 +326,7 @@ class StoreContract:
         # A held lease and a cancelled one leave it; the order of the rest is kept.
         won = claim(r, ALPHA)
         cancelled = next(i for i in alpha_ids if i != won.lease.id)
-        r.svc.cancel(ADMIN, cancelled)
+        r.svc.operator.cancel(ADMIN, cancelled)
         rest = [i for i in alpha_ids if i not in (won.lease.id, cancelled)]
         assert r.store.queue_candidates(ALPHA, 16) == rest
         assert stored(r, won.lease.id).state is LeaseState.DISPATCHED
@@ -337,7 +342,7 @@ class StoreContract:
         won = claim(r)
         assert won.lease.id == lease.id
         assert r.store.queue_candidates(ALPHA, 16) == []
-        assert r.svc.claim(WORKER, ALPHA, "w-2", None, 0, None) is None
+        assert r.svc.claims.claim(WORKER, ALPHA, "w-2", None, 0, None) is None
         row = stored(r, lease.id)
         assert row.state is LeaseState.DISPATCHED
         assert row.worker_id == "w-1"
@@ -363,7 +368,7 @@ class StoreContract:
             claim(r, BETA)
         pending = r.store.queue_candidates(ALPHA, 3)
         for lease_id in pending:
-            r.svc.cancel(ADMIN, lease_id)
+            r.svc.operator.cancel(ADMIN, lease_id)
         leases = [stored(r, i) for i in created]
         return sorted(leases, key=lambda x: (x.created_at, x.id), reverse=True)
 
@@ -459,14 +464,14 @@ class StoreContract:
         claim(r)
         expected.append((now(), "lease.claimed", first.id, 1))
         r.clock.advance(1)
-        r.svc.start(lease_principal(first.id), first.id)
+        r.svc.reports.start(lease_principal(first.id), first.id)
         expected.append((now(), "lease.started", first.id, 1))
         r.clock.advance(120)  # this heartbeat writes the deadline: not a transition, no event
         before_beat = stored(r, first.id)
-        r.svc.heartbeat(lease_principal(first.id), first.id, None)
+        r.svc.reports.heartbeat(lease_principal(first.id), first.id, None)
         assert stored(r, first.id).deadline != before_beat.deadline
         r.clock.advance(1)
-        r.svc.release(lease_principal(first.id), first.id, {"reason": "shutting down"})
+        r.svc.reports.release(lease_principal(first.id), first.id, {"reason": "shutting down"})
         second_id = r.store.queue_candidates(ALPHA, 1)[0]
         expected += [
             (now(), "lease.released", first.id, 1),
@@ -476,7 +481,7 @@ class StoreContract:
         claim(r)
         expected.append((now(), "lease.claimed", second_id, 2))
         r.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)
-        lost = r.svc.expire(stored(r, second_id), pool)
+        lost = r.svc.recovery.expire(stored(r, second_id), pool)
         assert lost is not None and lost.state is LeaseState.LOST
         third_id = r.store.queue_candidates(ALPHA, 1)[0]
         expected += [
@@ -485,18 +490,18 @@ class StoreContract:
         ]
         r.clock.advance(1)
         with pytest.raises(StaleLease):
-            r.svc.complete(lease_principal(second_id), second_id, {"outcome": "success"})
+            r.svc.reports.complete(lease_principal(second_id), second_id, {"outcome": "success"})
         expected.append((now(), "lease.stale_report", second_id, 2))
         r.clock.advance(1)
         claim(r)
         expected.append((now(), "lease.claimed", third_id, 3))
         r.clock.advance(1)
-        r.svc.complete(lease_principal(third_id), third_id, {"outcome": "success"})
+        r.svc.reports.complete(lease_principal(third_id), third_id, {"outcome": "success"})
         expected.append((now(), "lease.completed", third_id, 3))
 
         other_task, other = enqueue(r)
         r.clock.advance(1)
-        r.svc.cancel(ADMIN, other.id)
+        r.svc.operator.cancel(ADMIN, other.id)
 
         events = timeline_of(r, task)
         assert sorted(events) == sorted(expected)
@@ -516,7 +521,7 @@ class StoreContract:
         r.clock.advance(1)
         claim(r)
         r.clock.advance(1)
-        r.svc.complete(lease_principal(lease.id), lease.id, {"outcome": "success"})
+        r.svc.reports.complete(lease_principal(lease.id), lease.id, {"outcome": "success"})
         r.drain()
         before = r.store.timeline("task", task.id, None)
         assert [e.type for e in before] == ["lease.created", "lease.claimed", "lease.completed"]
@@ -549,17 +554,17 @@ class StoreContract:
         claim(r, worker="w-b")
         assert sorted(r.store.due_leases(ALPHA, None)) == sorted([a.id, b.id])
         assert r.store.due_leases(BETA, None) == []
-        r.svc.start(lease_principal(a.id), a.id)
-        r.svc.pause(ADMIN, a.id)
-        r.svc.cancel(ADMIN, b.id)  # cancelling: still held until its worker answers
+        r.svc.reports.start(lease_principal(a.id), a.id)
+        r.svc.operator.pause(ADMIN, a.id)
+        r.svc.operator.cancel(ADMIN, b.id)  # cancelling: still held until its worker answers
         assert stored(r, a.id).state is LeaseState.PAUSED
         assert stored(r, b.id).state is LeaseState.CANCELLING
         assert sorted(r.store.due_leases(ALPHA, None)) == sorted([a.id, b.id])
-        r.svc.complete(lease_principal(b.id), b.id, {"outcome": "success"})
+        r.svc.reports.complete(lease_principal(b.id), b.id, {"outcome": "success"})
         assert stored(r, b.id).state is LeaseState.CANCELLED
         assert r.store.due_leases(ALPHA, None) == [a.id]
         r.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)
-        assert r.svc.expire(stored(r, a.id), pool) is not None
+        assert r.svc.recovery.expire(stored(r, a.id), pool) is not None
         assert stored(r, a.id).state is LeaseState.LOST
         # The lost lease left; its pending successor is not held, so it is not there either.
         assert r.store.due_leases(ALPHA, None) == []
@@ -576,7 +581,7 @@ class StoreContract:
         assert r.store.due_leases(ALPHA, held.due_at) == [lease.id]
         # A heartbeat moves the deadline but never the indexed due_at (DESIGN §9).
         r.clock.advance(120)
-        r.svc.heartbeat(lease_principal(lease.id), lease.id, None)
+        r.svc.reports.heartbeat(lease_principal(lease.id), lease.id, None)
         beat = stored(r, lease.id)
         assert beat.deadline is not None and beat.deadline > held.deadline
         assert beat.due_at == held.due_at

@@ -54,7 +54,7 @@ class DetailContract:
             enqueue(r)
             won = claim(r)
             r.clock.advance(1)
-            r.svc.complete(lease_principal(won.lease.id), won.lease.id, {})
+            r.svc.reports.complete(lease_principal(won.lease.id), won.lease.id, {})
             ended.append(won.lease.id)
         enqueue(r)
         claim(r)  # held: not in the index
@@ -75,10 +75,10 @@ class DetailContract:
         world(r)
         task, _ = enqueue(r)
         won = claim(r)
-        r.svc.complete(lease_principal(won.lease.id), won.lease.id, {})
+        r.svc.reports.complete(lease_principal(won.lease.id), won.lease.id, {})
         r.clock.advance(5)
-        assert r.svc.reclaim(won.lease.id) is True
-        assert r.svc.reclaim(won.lease.id) is False
+        assert r.svc.retention.reclaim(won.lease.id) is True
+        assert r.svc.retention.reclaim(won.lease.id) is False
         lease = stored(r, won.lease.id)
         with pytest.raises(Conflict):
             r.store.mark_reclaimed(lease)

@@ -17,17 +17,17 @@ from tests.conftest import ADMIN, WORKER, lease_principal
 
 
 def _file(r: ContractRig, pool: str | None = None, **links: Any) -> Task:
-    task, _ = r.svc.create_task(
+    task, _ = r.svc.filing.create_task(
         ADMIN, SPACE, "g", None, None, {}, pool, None, links=TaskLinks(**links)
     )
     return task
 
 
 def _run(r: ContractRig, task: Task) -> None:
-    r.svc.enqueue(ADMIN, task.id, ALPHA)
-    won = r.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    r.svc.filing.enqueue(ADMIN, task.id, ALPHA)
+    won = r.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
     assert won is not None and won.lease.task_id == task.id
-    r.svc.complete(lease_principal(won.lease.id), won.lease.id, {})
+    r.svc.reports.complete(lease_principal(won.lease.id), won.lease.id, {})
     r.drain()
 
 
@@ -105,18 +105,18 @@ class GraphContract:
 
     def test_the_scheduler_row_keeps_its_pause_and_its_sets(self, r: ContractRig) -> None:
         task = _file(r)
-        r.svc.pause_task(ADMIN, task.id)
+        r.svc.graph.pause_task(ADMIN, task.id)
         assert r.store.get_scheduler().paused_tasks == frozenset({task.id})
-        r.svc.resume_task(ADMIN, task.id)
+        r.svc.graph.resume_task(ADMIN, task.id)
         assert r.store.get_scheduler().paused_tasks == frozenset()
         r.store.set_scheduler_paused(True, "tok", r.clock.now_ms())
         state = r.store.get_scheduler()
         assert (state.paused, state.paused_by) == (True, "tok")
 
     def test_the_queue_counts_and_pages_by_age(self, r: ContractRig) -> None:
-        _, first = r.svc.create_task(ADMIN, SPACE, "a", None, None, {}, ALPHA, None)
+        _, first = r.svc.filing.create_task(ADMIN, SPACE, "a", None, None, {}, ALPHA, None)
         r.clock.advance(10)
-        r.svc.create_task(ADMIN, SPACE, "b", None, None, {}, ALPHA, None)
+        r.svc.filing.create_task(ADMIN, SPACE, "b", None, None, {}, ALPHA, None)
         assert first is not None
         assert r.store.count_queue(ALPHA, None, 100) == 2
         assert r.store.count_queue(ALPHA, first.created_at + 1, 100) == 1
@@ -127,7 +127,7 @@ class GraphContract:
     ) -> None:
         blocker = _file(r)
         _run(r, blocker)
-        task, lease = r.svc.create_task(
+        task, lease = r.svc.filing.create_task(
             ADMIN,
             SPACE,
             "late",

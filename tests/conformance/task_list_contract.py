@@ -26,7 +26,7 @@ from tests.conftest import ADMIN, lease_principal
 
 def _file(r: ContractRig, title: str, pool: str | None = None, space: str = SPACE) -> Task:
     r.clock.advance(0.01)  # a distinct creation instant each: newest first is then title order
-    task, _ = r.svc.create_task(ADMIN, space, title, None, None, {}, pool, None)
+    task, _ = r.svc.filing.create_task(ADMIN, space, title, None, None, {}, pool, None)
     return task
 
 
@@ -53,7 +53,7 @@ class TaskListContract:
         plain = _file(r, "never enqueued")
         done = _file(r, "completed", ALPHA)
         won = claim(r)
-        r.svc.complete(lease_principal(won.lease.id), won.lease.id, {})
+        r.svc.reports.complete(lease_principal(won.lease.id), won.lease.id, {})
         queued = _file(r, "queued", ALPHA)
         _file(r, "elsewhere", GAMMA, space=OTHER_SPACE)
         r.drain()
@@ -75,8 +75,8 @@ class TaskListContract:
         # Whole-row rewrites of a task (a pause, then its first run) keep it listed once, in
         # the place its filing gave it.
         r.clock.advance(5)
-        r.svc.pause_task(ADMIN, plain.id)
-        r.svc.enqueue(ADMIN, plain.id, ALPHA)
+        r.svc.graph.pause_task(ADMIN, plain.id)
+        r.svc.filing.enqueue(ADMIN, plain.id, ALPHA)
         again = r.store.task_page(SPACE, 10, None).entries
         assert [e.task.id for e in again] == [queued.id, done.id, plain.id]
         assert again[2].task.paused and again[2].lease is not None
@@ -118,7 +118,7 @@ class TaskListContract:
         world(r)
         blocker = _file(r, "blocker", ALPHA)
         r.clock.advance(0.01)
-        waiting, _ = r.svc.create_task(
+        waiting, _ = r.svc.filing.create_task(
             ADMIN,
             SPACE,
             "waits",
@@ -132,12 +132,12 @@ class TaskListContract:
         ready = _file(r, "ready")
         r.drain()
 
-        listed = r.svc.list_tasks(ADMIN, SPACE, 10, None)
-        blocked = r.svc.list_tasks(ADMIN, SPACE, 10, None, TaskStatus.BLOCKED)
+        listed = r.svc.listing.list_tasks(ADMIN, SPACE, 10, None)
+        blocked = r.svc.listing.list_tasks(ADMIN, SPACE, 10, None, TaskStatus.BLOCKED)
 
         assert [t.view.task.id for t in listed.tasks] == [ready.id, waiting.id, blocker.id]
         for item in listed.tasks:
-            single = r.svc.get_task(ADMIN, item.view.task.id)
+            single = r.svc.graph.get_task(ADMIN, item.view.task.id)
             assert (item.view.status, item.view.blocked_reasons) == (
                 single.status,
                 single.blocked_reasons,

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tenure.app.tasks.filing import TaskLinks
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import compose
 from tenure.domain.errors import TenureError
 from tenure.domain.model import Task
 from tenure.domain.states import EndReason, LeaseState
@@ -25,7 +25,7 @@ THREADS = 8
 
 
 def _file(rig: Rig, pool: str | None = None, **links: Any) -> Task:
-    task, _ = rig.svc.create_task(
+    task, _ = rig.svc.filing.create_task(
         ADMIN, SPACE, "autonomy", None, None, {}, pool, None, links=TaskLinks(**links)
     )
     return task
@@ -33,26 +33,26 @@ def _file(rig: Rig, pool: str | None = None, **links: Any) -> Task:
 
 def _block_against_complete(rig: Rig) -> tuple[bool, bool]:
     task = _file(rig, pool=ALPHA)
-    won = rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
     assert won is not None and won.lease.task_id == task.id
     lease_id = won.lease.id
     start = threading.Barrier(2, timeout=60)
 
     def block() -> bool:
-        svc = LeaseService(rig.store, SystemClock(), RandomIds())
+        svc = compose(rig.store, SystemClock(), RandomIds())
         start.wait()
         try:
-            svc.block_task(lease_principal(lease_id), task.id, "needs_input", "a question")
+            svc.blocks.block_task(lease_principal(lease_id), task.id, "needs_input", "a question")
         except TenureError as refused:
             assert refused.code == "invalid_transition", refused.code
             return False
         return True
 
     def complete() -> bool:
-        svc = LeaseService(rig.store, SystemClock(), RandomIds())
+        svc = compose(rig.store, SystemClock(), RandomIds())
         start.wait()
         try:
-            svc.complete(lease_principal(lease_id), lease_id, {})
+            svc.reports.complete(lease_principal(lease_id), lease_id, {})
         except TenureError as refused:
             # The block released it: its job moved on under a new fence (DESIGN §4).
             assert refused.code in ("stale_lease", "invalid_transition"), refused.code
@@ -82,25 +82,25 @@ def test_a_block_racing_the_holders_completion_ends_the_lease_once(rig: Rig) -> 
 
 def test_eight_clears_at_once_resume_the_task_with_one_run(rig: Rig) -> None:
     make_world(rig.svc)
-    rig.svc.update_instance(ADMIN, {"block_recurrence_limit": 0})
+    rig.svc.pools.update_instance(ADMIN, {"block_recurrence_limit": 0})
     task = _file(rig, pool=ALPHA, auto_enqueue_on_ready=True)
-    first = rig.svc.get_task(ADMIN, task.id).lease
+    first = rig.svc.graph.get_task(ADMIN, task.id).lease
     assert first is not None
-    rig.svc.cancel(ADMIN, first.id)
-    blocks = [rig.svc.block_task(ADMIN, task.id, "error", f"b{n}") for n in range(THREADS)]
+    rig.svc.operator.cancel(ADMIN, first.id)
+    blocks = [rig.svc.blocks.block_task(ADMIN, task.id, "error", f"b{n}") for n in range(THREADS)]
     start = threading.Barrier(THREADS, timeout=60)
 
     def clear(n: int) -> None:
-        svc = LeaseService(rig.store, SystemClock(), RandomIds())
+        svc = compose(rig.store, SystemClock(), RandomIds())
         start.wait()
-        svc.clear_block(ADMIN, task.id, blocks[n]["id"])
+        svc.blocks.clear_block(ADMIN, task.id, blocks[n]["id"])
 
     with ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(clear, range(THREADS)))
     rig.pump.drain()
     created = [e for e in rig.store.timeline("task", task.id, None) if e.type == "lease.created"]
     assert len(created) == 2  # the first run (cancelled) and the one resume
-    view = rig.svc.get_task(ADMIN, task.id)
+    view = rig.svc.graph.get_task(ADMIN, task.id)
     assert view.blocked_reasons == ()
     assert view.lease is not None and view.lease.state is LeaseState.PENDING
 
@@ -124,8 +124,8 @@ class TwiceAtOnceWithBus(StreamPump):
         start = threading.Barrier(2, timeout=30)
 
         def one(_: int) -> None:
-            svc = LeaseService(self.store, SystemClock(), RandomIds())
-            svc.publisher = self.bus
+            svc = compose(self.store, SystemClock(), RandomIds())
+            svc.wake.publisher = self.bus
             start.wait()
             for record in batch:
                 reactor.process(self.store, svc, record)
@@ -137,14 +137,14 @@ class TwiceAtOnceWithBus(StreamPump):
 def test_a_wake_is_published_once_under_stream_redelivery(rig: Rig) -> None:
     make_world(rig.svc)
     _file(rig, pool=ALPHA)
-    creator = rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    creator = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
     assert creator is not None
-    child, _ = rig.svc.create_task(
+    child, _ = rig.svc.filing.create_task(
         lease_principal(creator.lease.id), SPACE, "child", None, None, {}, ALPHA, None
     )
-    won = rig.svc.claim(WORKER, ALPHA, "w-2", "1.0", 0, None)
+    won = rig.svc.claims.claim(WORKER, ALPHA, "w-2", "1.0", 0, None)
     assert won is not None and won.lease.task_id == child.id
-    rig.svc.complete(lease_principal(won.lease.id), won.lease.id, {})
+    rig.svc.reports.complete(lease_principal(won.lease.id), won.lease.id, {})
     bus = Bus()
     TwiceAtOnceWithBus(rig, bus).drain()
     assert [(d["child_task_id"], d["child_status"]) for d in bus.sent] == [(child.id, "completed")]

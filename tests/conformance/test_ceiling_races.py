@@ -10,7 +10,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from tenure.app.tenure import Claimed, LeaseService
+from tenure.app.leases.claims import Claimed
+from tenure.app.tenure import Tenure, compose
 from tenure.domain.model import Lease
 from tenure.domain.states import LeaseState
 
@@ -24,18 +25,18 @@ CLAIMS = 60  # claims taken in all, over every thread
 ENDINGS = ("complete", "fail", "release", "cancel", "kill")
 
 
-def _end(svc: LeaseService, won: Claimed, how: str) -> LeaseState:
+def _end(svc: Tenure, won: Claimed, how: str) -> LeaseState:
     me = lease_principal(won.lease.id)
     lease_id = won.lease.id
     if how == "complete":
-        return svc.complete(me, lease_id, {"outcome": "success"}).state
+        return svc.reports.complete(me, lease_id, {"outcome": "success"}).state
     if how == "fail":
-        return svc.fail(me, lease_id, {"error": "boom"}).state
+        return svc.reports.fail(me, lease_id, {"error": "boom"}).state
     if how == "release":
-        return svc.release(me, lease_id, {"reason": "busy"}).state
+        return svc.reports.release(me, lease_id, {"reason": "busy"}).state
     # An operator stops a held lease: it stays held (cancelling) until its worker reports.
-    (svc.cancel if how == "cancel" else svc.kill)(ADMIN, lease_id)
-    return svc.complete(me, lease_id, {"outcome": "success"}).state
+    (svc.operator.cancel if how == "cancel" else svc.operator.kill)(ADMIN, lease_id)
+    return svc.reports.complete(me, lease_id, {"outcome": "success"}).state
 
 
 class Sampler(threading.Thread):
@@ -57,7 +58,7 @@ class Sampler(threading.Thread):
 
 def test_sixteen_workers_never_hold_more_than_the_pool_ceiling(rig: Rig) -> None:
     make_world(rig.svc)
-    rig.svc.update_pool(ADMIN, ALPHA, {"max_active": CEILING})
+    rig.svc.pools.update_pool(ADMIN, ALPHA, {"max_active": CEILING})
     seed(rig, CLAIMS)  # enough jobs for every claim, whatever the endings
     svc, counting = real_time_service(rig)
     taken = itertools.count()
@@ -72,7 +73,7 @@ def test_sixteen_workers_never_hold_more_than_the_pool_ceiling(rig: Rig) -> None
     def worker(n: int) -> None:
         start.wait()
         while not enough.is_set() and time.monotonic() < give_up:
-            won = svc.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0.5, None)
+            won = svc.claims.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0.5, None)
             if won is None:
                 continue  # full (or briefly empty): look again
             number = next(taken)
@@ -110,47 +111,47 @@ def test_sixteen_workers_never_hold_more_than_the_pool_ceiling(rig: Rig) -> None
 
 def test_an_expiry_gives_its_slot_back_once(rig: Rig) -> None:
     make_world(rig.svc)
-    rig.svc.update_pool(ADMIN, ALPHA, {"max_active": 2})
+    rig.svc.pools.update_pool(ADMIN, ALPHA, {"max_active": 2})
     seed(rig, 4)
-    held = [rig.svc.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None) for n in range(2)]
-    assert all(held) and rig.svc.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is None
+    held = [rig.svc.claims.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None) for n in range(2)]
+    assert all(held) and rig.svc.claims.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is None
     assert rig.store.held_count("pool", ALPHA) == 2
     rig.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)
-    pool = rig.svc._pool(ALPHA)
+    pool = rig.svc.kernel.pool(ALPHA)
     leases = [w.lease for w in held if w is not None]
-    expired = [rig.svc.expire(lease, pool) for lease in leases]
+    expired = [rig.svc.recovery.expire(lease, pool) for lease in leases]
     assert [x.state if x else None for x in expired] == [LeaseState.LOST] * 2
     # A second expiry of the same lease (a sweeper pass that read it before) loses its
     # condition and frees nothing more.
-    assert [rig.svc.expire(lease, pool) for lease in leases] == [None, None]
+    assert [rig.svc.recovery.expire(lease, pool) for lease in leases] == [None, None]
     assert rig.store.held_count("pool", ALPHA) == 0
-    assert rig.svc.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is not None
+    assert rig.svc.claims.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is not None
 
 
 def test_lowering_the_ceiling_makes_claims_wait_until_the_count_drops(rig: Rig) -> None:
     make_world(rig.svc)
-    rig.svc.update_pool(ADMIN, ALPHA, {"max_active": 3})
+    rig.svc.pools.update_pool(ADMIN, ALPHA, {"max_active": 3})
     seed(rig, 5)
-    held = [rig.svc.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None) for n in range(3)]
-    other = LeaseService(rig.store, rig.clock, rig.svc.ids)  # a warm instance, cache and all
-    other._pool(ALPHA)
-    rig.svc.update_pool(ADMIN, ALPHA, {"max_active": 1})
-    assert other.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is None
+    held = [rig.svc.claims.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None) for n in range(3)]
+    other = compose(rig.store, rig.clock, rig.svc.ids)  # a warm instance, cache and all
+    other.kernel.pool(ALPHA)
+    rig.svc.pools.update_pool(ADMIN, ALPHA, {"max_active": 1})
+    assert other.claims.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is None
     for won in held[:2]:
         assert won is not None
-        rig.svc.complete(lease_principal(won.lease.id), won.lease.id, {})
-        assert other.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is None
+        rig.svc.reports.complete(lease_principal(won.lease.id), won.lease.id, {})
+        assert other.claims.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is None
     assert held[2] is not None
-    rig.svc.complete(lease_principal(held[2].lease.id), held[2].lease.id, {})
-    assert other.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is not None
+    rig.svc.reports.complete(lease_principal(held[2].lease.id), held[2].lease.id, {})
+    assert other.claims.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is not None
 
 
 def test_the_instance_ceiling_holds_across_pools_under_concurrency(rig: Rig) -> None:
     make_world(rig.svc)
-    rig.svc.update_instance(ADMIN, {"max_active": 2})
+    rig.svc.pools.update_instance(ADMIN, {"max_active": 2})
     for pool in (ALPHA, BETA):
         for _ in range(6):
-            rig.svc.create_task(ADMIN, SPACE, "race", None, None, {}, pool, None)
+            rig.svc.filing.create_task(ADMIN, SPACE, "race", None, None, {}, pool, None)
     svc, _ = real_time_service(rig)
     peak = Counter[int]()  # the instance counter, read over and over
     holding = Counter[int]()  # leases the workers knew they held at once (a lower bound)
@@ -167,7 +168,7 @@ def test_the_instance_ceiling_holds_across_pools_under_concurrency(rig: Rig) -> 
     def worker(n: int) -> list[Lease]:
         mine = []
         for _ in range(3):
-            won = svc.claim(WORKER, (ALPHA, BETA)[n % 2], f"w-{n}", "1.0", 0.5, None)
+            won = svc.claims.claim(WORKER, (ALPHA, BETA)[n % 2], f"w-{n}", "1.0", 0.5, None)
             if won is not None:
                 with lock:
                     now_held[0] += 1
@@ -175,7 +176,7 @@ def test_the_instance_ceiling_holds_across_pools_under_concurrency(rig: Rig) -> 
                 time.sleep(0.02)
                 with lock:
                     now_held[0] -= 1
-                svc.complete(lease_principal(won.lease.id), won.lease.id, {})
+                svc.reports.complete(lease_principal(won.lease.id), won.lease.id, {})
                 mine.append(won.lease)
         return mine
 
@@ -187,4 +188,4 @@ def test_the_instance_ceiling_holds_across_pools_under_concurrency(rig: Rig) -> 
     assert sum(len(x) for x in done) > 0
     assert max(peak) <= 2 and max(holding) <= 2, (peak, holding)
     assert rig.store.held_count("instance", "instance") == 0
-    rig.svc.update_instance(ADMIN, {"max_active": None})
+    rig.svc.pools.update_instance(ADMIN, {"max_active": None})

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tenure.app.tasks.filing import TaskLinks
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import compose
 from tenure.domain.errors import TenureError
 from tenure.domain.model import Task
 from tenure.domain.states import LeaseState, TaskStatus
@@ -37,7 +37,7 @@ class TwiceAtOnce(StreamPump):
         start = threading.Barrier(2, timeout=30)
 
         def one(_: int) -> None:
-            svc = LeaseService(self.store, SystemClock(), RandomIds())
+            svc = compose(self.store, SystemClock(), RandomIds())
             start.wait()
             for record in batch:
                 reactor.process(self.store, svc, record)
@@ -47,7 +47,7 @@ class TwiceAtOnce(StreamPump):
 
 
 def _file(rig: Rig, pool: str | None = None, **links: Any) -> Task:
-    task, _ = rig.svc.create_task(
+    task, _ = rig.svc.filing.create_task(
         ADMIN, SPACE, "graph", None, None, {}, pool, None, links=TaskLinks(**links)
     )
     return task
@@ -57,17 +57,17 @@ def _complete_at_once(rig: Rig, tasks: list[Task]) -> None:
     """Enqueue and claim each task, then complete them all from THREADS threads at once."""
     held = []
     for task in tasks:
-        rig.svc.enqueue(ADMIN, task.id, ALPHA)
-        won = rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+        rig.svc.filing.enqueue(ADMIN, task.id, ALPHA)
+        won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
         assert won is not None
         held.append(won.lease)
     start = threading.Barrier(len(held), timeout=60)
-    svc = LeaseService(rig.store, SystemClock(), RandomIds())
+    svc = compose(rig.store, SystemClock(), RandomIds())
 
     def complete(n: int) -> None:
         start.wait()
         lease = held[n]
-        svc.complete(lease_principal(lease.id), lease.id, {"outcome": "success"})
+        svc.reports.complete(lease_principal(lease.id), lease.id, {"outcome": "success"})
 
     with ThreadPoolExecutor(len(held)) as pool:
         list(pool.map(complete, range(len(held))))
@@ -94,7 +94,7 @@ def test_eight_children_completing_at_once_roll_the_parent_up_once(rig: Rig) -> 
         if new.get("PK") == f"TASK#{parent.id}" and new.get("SK") == "GRAPH":
             appeared += int("rollup_at" in new and "rollup_at" not in old)
     assert appeared == 1
-    assert rig.svc.get_task(ADMIN, parent.id).status is TaskStatus.COMPLETED
+    assert rig.svc.graph.get_task(ADMIN, parent.id).status is TaskStatus.COMPLETED
 
 
 def test_eight_blockers_completing_at_once_enqueue_their_dependent_once(rig: Rig) -> None:
@@ -106,13 +106,13 @@ def test_eight_blockers_completing_at_once_enqueue_their_dependent_once(rig: Rig
         depends_on=tuple(b.id for b in blockers),
         auto_enqueue_on_ready=True,
     )
-    assert rig.svc.get_task(ADMIN, waiting.id).status is TaskStatus.BLOCKED
+    assert rig.svc.graph.get_task(ADMIN, waiting.id).status is TaskStatus.BLOCKED
     _complete_at_once(rig, blockers)
     pump = TwiceAtOnce(rig)
     pump.drain()
     created = [e for e in rig.store.timeline("task", waiting.id, None) if e.type == "lease.created"]
     assert len(created) == 1
-    view = rig.svc.get_task(ADMIN, waiting.id)
+    view = rig.svc.graph.get_task(ADMIN, waiting.id)
     assert view.lease is not None and view.lease.state is LeaseState.PENDING
     assert view.status is TaskStatus.QUEUED
     graph = rig.store.get_graph(waiting.id)
@@ -126,16 +126,16 @@ def test_eight_blockers_completing_at_once_enqueue_their_dependent_once(rig: Rig
 def test_eight_retries_of_one_failed_lease_open_one_run(rig: Rig) -> None:
     make_world(rig.svc)
     task = _file(rig, pool=ALPHA)
-    won = rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
     assert won is not None
-    rig.svc.fail(lease_principal(won.lease.id), won.lease.id, {"error": "boom"})
+    rig.svc.reports.fail(lease_principal(won.lease.id), won.lease.id, {"error": "boom"})
     start = threading.Barrier(THREADS, timeout=60)
 
     def retry(_: int) -> str:
-        svc = LeaseService(rig.store, SystemClock(), RandomIds())
+        svc = compose(rig.store, SystemClock(), RandomIds())
         start.wait()
         try:
-            return svc.retry(ADMIN, won.lease.id).id
+            return svc.force.retry(ADMIN, won.lease.id).id
         except TenureError as refused:
             return refused.code
 
@@ -144,28 +144,28 @@ def test_eight_retries_of_one_failed_lease_open_one_run(rig: Rig) -> None:
     opened = [a for a in answers if a.startswith("lease_")]
     assert len(opened) == 1, answers
     assert set(answers) - set(opened) <= {"invalid_transition"}
-    view = rig.svc.get_task(ADMIN, task.id)
+    view = rig.svc.graph.get_task(ADMIN, task.id)
     assert view.lease is not None and view.lease.id == opened[0] and view.lease.attempt == 2
 
 
 def _force_against_complete(rig: Rig) -> tuple[bool, bool]:
     """One held lease, force-failed and completed at the same instant: (forced, completed)."""
     _file(rig, pool=ALPHA)
-    won = rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
     assert won is not None
     lease_id = won.lease.id
     start = threading.Barrier(2, timeout=60)
 
     def force() -> bool:
-        svc = LeaseService(rig.store, SystemClock(), RandomIds())
+        svc = compose(rig.store, SystemClock(), RandomIds())
         start.wait()
-        return svc.bulk_fail(ADMIN, [lease_id], "stuck")[0].ok
+        return svc.force.bulk_fail(ADMIN, [lease_id], "stuck")[0].ok
 
     def complete() -> bool:
-        svc = LeaseService(rig.store, SystemClock(), RandomIds())
+        svc = compose(rig.store, SystemClock(), RandomIds())
         start.wait()
         try:
-            svc.complete(lease_principal(lease_id), lease_id, {})
+            svc.reports.complete(lease_principal(lease_id), lease_id, {})
         except TenureError:
             return False
         return True

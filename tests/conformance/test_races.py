@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from tenure.api.views import lease_view
+from tenure.app.leases.claims import Claimed
 from tenure.app.ports import Change
-from tenure.app.tenure import Claimed, LeaseService
+from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import Conflict, StaleLease, TenureError
 from tenure.domain.fencing import hash_token
 from tenure.domain.model import Lease
@@ -53,16 +54,16 @@ class CountingStore:
             self.won += 1
 
 
-def real_time_service(rig: Rig) -> tuple[LeaseService, CountingStore]:
+def real_time_service(rig: Rig) -> tuple[Tenure, CountingStore]:
     counting = CountingStore(rig.store)
-    return LeaseService(counting, SystemClock(), RandomIds()), counting  # type: ignore[arg-type]
+    return compose(counting, SystemClock(), RandomIds()), counting  # type: ignore[arg-type]
 
 
 def seed(rig: Rig, n: int) -> list[Lease]:
     """n pending leases in pool alpha, one task each (created on two threads to save time)."""
 
     def one(_: int) -> Lease:
-        _, lease = rig.svc.create_task(ADMIN, SPACE, "race", None, None, {}, ALPHA, None)
+        _, lease = rig.svc.filing.create_task(ADMIN, SPACE, "race", None, None, {}, ALPHA, None)
         assert lease is not None
         return lease
 
@@ -105,7 +106,7 @@ def test_eight_workers_racing_for_200_queued_leases_claim_each_exactly_once(rig:
         mine: list[Claimed] = []
         start.wait()
         while True:
-            won = svc.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None)
+            won = svc.claims.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None)
             if won is None:  # only when the queue was seen empty
                 return mine
             mine.append(won)
@@ -157,7 +158,7 @@ def test_fences_grow_by_one_per_job_while_released_leases_are_reclaimed_concurre
                 if len(done) == jobs:
                     return
             assert time.monotonic() < give_up, "the jobs never all completed"
-            won = svc.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None)
+            won = svc.claims.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None)
             if won is None:  # every job is held right now; a release will requeue one
                 time.sleep(0.005)
                 continue
@@ -166,9 +167,9 @@ def test_fences_grow_by_one_per_job_while_released_leases_are_reclaimed_concurre
                 claimed[lease.job_id].append((lease.fence, lease.id))
             me = lease_principal(lease.id)
             if lease.fence < rounds:
-                svc.release(me, lease.id, {"reason": f"w-{n} is busy"})
+                svc.reports.release(me, lease.id, {"reason": f"w-{n} is busy"})
             else:
-                svc.complete(me, lease.id, {"outcome": "success"})
+                svc.reports.complete(me, lease.id, {"outcome": "success"})
                 with lock:
                     done.append(lease.job_id)
 
@@ -233,26 +234,29 @@ class Interleaved:
 def _held(rig: Rig) -> Lease:
     make_world(rig.svc)
     seed(rig, 1)
-    won = rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
     assert won is not None
     rig.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)
     return stored(rig, won.lease.id)
 
 
-def _service_over(rig: Rig, store: Interleaved) -> LeaseService:
-    return LeaseService(store, rig.clock, RandomIds())  # type: ignore[arg-type]
+def _service_over(rig: Rig, store: Interleaved) -> Tenure:
+    return compose(store, rig.clock, RandomIds())  # type: ignore[arg-type]
 
 
 def test_expiry_losing_to_a_release_between_its_job_reads_expires_nothing(rig: Rig) -> None:
     lease = _held(rig)
     pool = rig.store.get_pool(ALPHA)
     assert pool is not None
-    release = lambda: rig.svc.release(lease_principal(lease.id), lease.id, {"reason": "bye"})  # noqa: E731
+
+    def release() -> object:
+        return rig.svc.reports.release(lease_principal(lease.id), lease.id, {"reason": "bye"})
+
     # expire() reads the job (fence 1), then reads it again to mint the successor: the
     # worker's release lands in between.
     sweeper = _service_over(rig, Interleaved(rig.store, at=2, hook=release))
     try:
-        answer: Lease | TenureError | None = sweeper.expire(lease, pool)
+        answer: Lease | TenureError | None = sweeper.recovery.expire(lease, pool)
     except TenureError as leaked:
         answer = leaked
     assert answer is None, f"expire answered {answer!r}; a lost race must answer None"
@@ -266,12 +270,12 @@ def test_release_losing_to_an_expiry_between_its_reads_is_refused_as_stale(rig: 
     lease = _held(rig)
     pool = rig.store.get_pool(ALPHA)
     assert pool is not None
-    expire = lambda: rig.svc.expire(stored(rig, lease.id), pool)  # noqa: E731
+    expire = lambda: rig.svc.recovery.expire(stored(rig, lease.id), pool)  # noqa: E731
     # release() reads the lease (held), then the job to mint the successor: the sweeper's
     # expiry lands in between.
     worker = _service_over(rig, Interleaved(rig.store, at=1, hook=expire))
     try:
-        answer: Lease | TenureError = worker.release(
+        answer: Lease | TenureError = worker.reports.release(
             lease_principal(lease.id), lease.id, {"reason": "bye"}
         )
     except TenureError as refused:
@@ -288,13 +292,15 @@ def test_a_repeated_release_landing_after_the_first_answers_the_first_answer(rig
     first: list[Lease] = []
 
     def first_sender() -> None:
-        first.append(rig.svc.release(lease_principal(lease.id), lease.id, dict(body)))
+        first.append(rig.svc.reports.release(lease_principal(lease.id), lease.id, dict(body)))
 
     # The second sender read the lease while it was held; the first sender's release lands
     # before the second one reads the job.
     second = _service_over(rig, Interleaved(rig.store, at=1, hook=first_sender))
     try:
-        answer: Lease | TenureError = second.release(lease_principal(lease.id), lease.id, body)
+        answer: Lease | TenureError = second.reports.release(
+            lease_principal(lease.id), lease.id, body
+        )
     except TenureError as refused:
         answer = refused
     assert isinstance(answer, Lease), f"the repeated release answered {answer!r}"
@@ -312,7 +318,7 @@ def test_final_report_racing_expiry_ends_each_lease_exactly_one_way(rig: Rig, ki
     make_world(rig.svc)
     seeded = seed(rig, n)
     for _ in seeded:
-        assert rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None) is not None
+        assert rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None) is not None
     rig.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)  # every deadline has passed
     pool = rig.store.get_pool(ALPHA)
     assert pool is not None
@@ -325,7 +331,7 @@ def test_final_report_racing_expiry_ends_each_lease_exactly_one_way(rig: Rig, ki
     head_start = [(i // 2 % 10) * 0.002 for i in range(n)]
     report_waits = [d if i % 2 == 0 else 0.0 for i, d in enumerate(head_start)]
     expiry_waits = [d if i % 2 == 1 else 0.0 for i, d in enumerate(head_start)]
-    report = rig.svc.complete if kind == "complete" else rig.svc.release
+    report = rig.svc.reports.complete if kind == "complete" else rig.svc.reports.release
     body = {"outcome": "success"} if kind == "complete" else {"reason": "shutting down"}
 
     def reporter() -> None:
@@ -344,7 +350,7 @@ def test_final_report_racing_expiry_ends_each_lease_exactly_one_way(rig: Rig, ki
             both.wait()
             time.sleep(delay)
             try:
-                expiries[lease_id] = rig.svc.expire(lease, pool)
+                expiries[lease_id] = rig.svc.recovery.expire(lease, pool)
             except TenureError as failed:  # expire answers None when it loses; never raises
                 expiries[lease_id] = failed
 
@@ -404,9 +410,9 @@ def test_the_same_final_report_sent_concurrently_is_answered_alike_and_lands_onc
     leases, senders = 8, 6
     make_world(rig.svc)
     seeded = seed(rig, leases)
-    held = [rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None) for _ in seeded]
+    held = [rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None) for _ in seeded]
     svc, counting = real_time_service(rig)  # real time: two writes could not look alike
-    report = svc.complete if kind == "complete" else svc.release
+    report = svc.reports.complete if kind == "complete" else svc.reports.release
     answers: dict[str, list[Lease | TenureError]] = defaultdict(list)
     lock = threading.Lock()
 
@@ -473,7 +479,7 @@ def test_one_claim_retried_from_eight_threads_at_once_takes_one_lease(rig: Rig) 
     svc, _ = real_time_service(rig)
 
     def retry(_: int) -> Claimed | None:
-        return svc.claim(WORKER, ALPHA, "w1", "1.0", 0, None, claim_id="lost-answer")
+        return svc.claims.claim(WORKER, ALPHA, "w1", "1.0", 0, None, claim_id="lost-answer")
 
     won = run_threads(THREADS, retry)
     assert all(x is not None for x in won)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import AlreadyExists, Conflict
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
@@ -39,25 +39,25 @@ class NoSchedules:
         return None
 
 
-def _world(rig: Rig) -> LeaseService:
-    rig.svc.schedules = NoSchedules()
-    rig.svc.create_space(ADMIN, "OPS", "Operations", None)
-    rig.svc.create_space(ADMIN, "SALES", "Sales", None)
+def _world(rig: Rig) -> Tenure:
+    rig.svc.rules.schedules = NoSchedules()
+    rig.svc.setup.create_space(ADMIN, "OPS", "Operations", None)
+    rig.svc.setup.create_space(ADMIN, "SALES", "Sales", None)
     for name, space in (("ops", "OPS"), ("sales", "SALES")):
-        rig.svc.create_pool(
+        rig.svc.setup.create_pool(
             ADMIN, Pool(name=name, space=space, kind=PoolKind.COMMAND, created_at=0)
         )
     return rig.svc
 
 
-def _race(rig: Rig, call: Callable[[LeaseService], T]) -> list[T | Exception]:
+def _race(rig: Rig, call: Callable[[Tenure], T]) -> list[T | Exception]:
     """`call` by THREADS threads at once, each on its own service (as concurrent Lambdas)."""
     barrier = threading.Barrier(THREADS)
     assert isinstance(rig.store, DynamoRuleStore)
 
     def one(_: int) -> T | Exception:
         store = DynamoRuleStore(rig.store.client, rig.store.table)
-        svc = LeaseService(store, SystemClock(), RandomIds())
+        svc = compose(store, SystemClock(), RandomIds())
         barrier.wait()
         try:
             return call(svc)
@@ -68,14 +68,16 @@ def _race(rig: Rig, call: Callable[[LeaseService], T]) -> list[T | Exception]:
         return list(pool.map(one, range(THREADS)))
 
 
-def _leases(svc: LeaseService, space: str = "OPS") -> list[Any]:
-    return svc.list_leases(ADMIN, space, 100, None, None, None).leases
+def _leases(svc: Tenure, space: str = "OPS") -> list[Any]:
+    return svc.operator.list_leases(ADMIN, space, 100, None, None, None).leases
 
 
 def test_the_same_scheduled_time_from_8_threads_mints_exactly_one_lease(rig: Rig) -> None:
     svc = _world(rig)
     subject = {"kind": "task", "title": "nightly report"}
-    rule = svc.create_rule(ADMIN, "OPS", "nightly", "ops", subject, {"schedule": "rate(1 day)"})
+    rule = svc.rules.create_rule(
+        ADMIN, "OPS", "nightly", "ops", subject, {"schedule": "rate(1 day)"}
+    )
     at = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
     answers = _race(rig, lambda s: s.fire_scheduled(rule.id, at))
     ids = {a.id for a in answers if not isinstance(a, Exception) and a is not None}
@@ -86,9 +88,9 @@ def test_the_same_scheduled_time_from_8_threads_mints_exactly_one_lease(rig: Rig
 def test_the_same_email_from_8_threads_mints_one_lease_per_matching_rule(rig: Rig) -> None:
     svc = _world(rig)
     inbox = {"topic": "email.received", "match": {"to": "help@example.com"}}
-    svc.create_rule(ADMIN, "OPS", "help", "ops", {"kind": "space"}, inbox)
-    svc.create_rule(ADMIN, "SALES", "help", "sales", {"kind": "space"}, inbox)
-    svc.create_rule(
+    svc.rules.create_rule(ADMIN, "OPS", "help", "ops", {"kind": "space"}, inbox)
+    svc.rules.create_rule(ADMIN, "SALES", "help", "sales", {"kind": "space"}, inbox)
+    svc.rules.create_rule(
         ADMIN,
         "OPS",
         "all",
@@ -96,7 +98,7 @@ def test_the_same_email_from_8_threads_mints_one_lease_per_matching_rule(rig: Ri
         {"kind": "task", "title": "{subject}"},
         {"topic": "email.received"},
     )
-    svc.create_rule(
+    svc.rules.create_rule(
         ADMIN,
         "OPS",
         "other",
@@ -106,7 +108,7 @@ def test_the_same_email_from_8_threads_mints_one_lease_per_matching_rule(rig: Ri
     )
     data = {"from": "a@b.example", "to": ["help@example.com"], "cc": [], "subject": "Hi"}
 
-    def receive(s: LeaseService) -> list[str]:
+    def receive(s: Tenure) -> list[str]:
         leases = s.fire_inbound("email.received", "ses:msg-1", 0, data, [], None).leases
         return sorted(x.id for x in leases)
 
@@ -118,7 +120,7 @@ def test_the_same_email_from_8_threads_mints_one_lease_per_matching_rule(rig: Ri
 
 def test_the_same_event_id_from_8_threads_answers_the_same_leases(rig: Rig) -> None:
     svc = _world(rig)
-    svc.create_rule(ADMIN, "OPS", "deploys", "ops", {"kind": "space"}, {"topic": "deploy"})
+    svc.rules.create_rule(ADMIN, "OPS", "deploys", "ops", {"kind": "space"}, {"topic": "deploy"})
     answers = _race(
         rig, lambda s: [x.id for x in s.post_event(MEMBER, "OPS", "deploy", {}, None, "ev-1")]
     )
@@ -129,7 +131,7 @@ def test_the_same_event_id_from_8_threads_answers_the_same_leases(rig: Rig) -> N
 def test_one_name_raced_by_8_creates_makes_one_rule(rig: Rig) -> None:
     _world(rig)
 
-    def create(s: LeaseService) -> str:
+    def create(s: Tenure) -> str:
         s.schedules = NoSchedules()
         return s.create_rule(ADMIN, "OPS", "inbox", "ops", {"kind": "space"}, {"topic": "t"}).id
 
@@ -143,49 +145,51 @@ def test_rule_rows_follow_renames_disables_and_deletes(rig: Rig) -> None:
     store = rig.store
     assert isinstance(store, DynamoRuleStore)
     inbox = {"topic": "email.received", "match": {"to": "Help@Example.com"}}
-    rule = svc.create_rule(ADMIN, "OPS", "help", "ops", {"kind": "space"}, inbox)
+    rule = svc.rules.create_rule(ADMIN, "OPS", "help", "ops", {"kind": "space"}, inbox)
     assert [
         r.id for r in store.inbound_rules("email.received", ["help@example.com"], None, 10)
     ] == [rule.id]
     assert store.inbound_rules("email.received", ["help@example.com"], "SALES", 10) == []
-    renamed = svc.update_rule(ADMIN, rule.id, {"name": "helpdesk"})
+    renamed = svc.rules.update_rule(ADMIN, rule.id, {"name": "helpdesk"})
     assert [r.name for r in store.list_rules("OPS", 10)] == ["helpdesk"]
     with pytest.raises(Conflict):
         store.replace_rule(rule, rule)  # an old version cannot overwrite a newer one
-    svc.update_rule(ADMIN, rule.id, {"enabled": False})
+    svc.rules.update_rule(ADMIN, rule.id, {"enabled": False})
     assert store.inbound_rules("email.received", ["help@example.com"], None, 10) == []
-    svc.update_rule(ADMIN, rule.id, {"enabled": True, "trigger": {"topic": "email.received"}})
+    svc.rules.update_rule(ADMIN, rule.id, {"enabled": True, "trigger": {"topic": "email.received"}})
     # No `to` any more: the rule is now a candidate for every recipient (its index row moved).
     assert [r.id for r in store.inbound_rules("email.received", ["z@y.example"], None, 10)] == [
         rule.id
     ]
     assert [r.id for r in store.inbound_rules("email.received", [], "OPS", 10)] == [rule.id]
-    svc.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(1 day)"}})
+    svc.rules.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(1 day)"}})
     assert store.inbound_rules("email.received", [], None, 10) == []
     assert [r.id for r in store.scheduled_rules(10)] == [rule.id]
-    svc.delete_rule(ADMIN, renamed.id)
+    svc.rules.delete_rule(ADMIN, renamed.id)
     assert store.scheduled_rules(10) == []
     assert (
         store.list_rules("OPS", 10) == []
         and store.inbound_rules("email.received", [], None, 10) == []
     )
-    svc.create_rule(ADMIN, "OPS", "helpdesk", "ops", {"kind": "space"}, inbox)
+    svc.rules.create_rule(ADMIN, "OPS", "helpdesk", "ops", {"kind": "space"}, inbox)
 
 
 def test_a_claim_reads_only_due_leases_from_the_queue_index(rig: Rig) -> None:
     svc = _world(rig)
     now = rig.clock.now_ms()
-    _, later = svc.create_task(ADMIN, "OPS", "later", None, None, {}, "ops", None, now + 60_000)
-    _, due = svc.create_task(ADMIN, "OPS", "now", None, None, {}, "ops", None, None)
+    _, later = svc.filing.create_task(
+        ADMIN, "OPS", "later", None, None, {}, "ops", None, now + 60_000
+    )
+    _, due = svc.filing.create_task(ADMIN, "OPS", "now", None, None, {}, "ops", None, None)
     assert later is not None and due is not None
     assert rig.store.queue_candidates("ops", 10, due_by=now) == [due.id]
     assert rig.store.queue_candidates("ops", 10) == [due.id, later.id]
     worker = Principal(kind="worker", token_id="t-worker")
-    won = svc.claim(worker, "ops", "w1", None, 0, None)
+    won = svc.claims.claim(worker, "ops", "w1", None, 0, None)
     assert won is not None and won.lease.id == due.id
-    assert svc.claim(worker, "ops", "w2", None, 0, None) is None
+    assert svc.claims.claim(worker, "ops", "w2", None, 0, None) is None
     rig.clock.advance(60)
-    won = svc.claim(worker, "ops", "w2", None, 0, None)
+    won = svc.claims.claim(worker, "ops", "w2", None, 0, None)
     assert won is not None and won.lease.id == later.id
 
 
@@ -211,8 +215,10 @@ def test_the_same_sqs_record_handled_by_8_threads_mints_one_lease_per_matching_r
 ) -> None:
     svc = _world(rig)
     inbox = {"topic": "email.received", "match": {"to": "invoices@inbound.tenure.example"}}
-    svc.create_rule(ADMIN, "OPS", "ops-copy", "ops", {"kind": "task", "title": "{subject}"}, inbox)
-    svc.create_rule(ADMIN, "SALES", "sales-copy", "sales", {"kind": "space"}, inbox)
+    svc.rules.create_rule(
+        ADMIN, "OPS", "ops-copy", "ops", {"kind": "task", "title": "{subject}"}, inbox
+    )
+    svc.rules.create_rule(ADMIN, "SALES", "sales-copy", "sales", {"kind": "space"}, inbox)
     raw = (
         Path(__file__).resolve().parents[2]
         / "samplesources"

@@ -47,19 +47,21 @@ class _LockedSink(FakeLogSink):
 
 def test_two_passes_at_once_reclaim_each_lease_once(rig: Rig) -> None:
     blobs, sink = _Locked(), _LockedSink()
-    rig.svc.blobs, rig.svc.log_sink = blobs, sink
+    rig.svc.artifacts.blobs, rig.svc.artifacts.log_sink = blobs, sink
     make_world(rig.svc)
     admin_task_ids = []
     lease_ids = []
     for _ in range(LEASES):
-        task, _ = rig.svc.create_task(ADMIN, "OPS", "w", None, None, {}, ALPHA, None)
+        task, _ = rig.svc.filing.create_task(ADMIN, "OPS", "w", None, None, {}, ALPHA, None)
         admin_task_ids.append(task.id)
-        won = rig.svc.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+        won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
         assert won is not None
         me = lease_principal(won.lease.id)
-        rig.svc.add_attachment(me, won.lease.id, "o.txt", "text/plain", "file", None, b"bytes")
+        rig.svc.attachments.add_attachment(
+            me, won.lease.id, "o.txt", "text/plain", "file", None, b"bytes"
+        )
         sink.append(won.lease.id, "main", [LogLine(rig.clock.now_ms(), "main", "stdout", "x")])
-        rig.svc.complete(me, won.lease.id, {})
+        rig.svc.reports.complete(me, won.lease.id, {})
         lease_ids.append(won.lease.id)
     rig.clock.advance(2_592_001)  # past the default retention
     barrier = threading.Barrier(2)
@@ -68,7 +70,7 @@ def test_two_passes_at_once_reclaim_each_lease_once(rig: Rig) -> None:
         barrier.wait()
         won: list[str] = []
         for lease_id in lease_ids:
-            if rig.svc.reclaim(lease_id):
+            if rig.svc.retention.reclaim(lease_id):
                 won.append(lease_id)
         return won
 

@@ -108,9 +108,9 @@ def held(rig: Rig, n: int) -> list[Lease]:
     """n leases created and claimed through the service, at the rig's clock."""
     out = []
     for _ in range(n):
-        _, lease = rig.svc.create_task(ADMIN, SPACE, "sweep me", None, None, {}, ALPHA, None)
+        _, lease = rig.svc.filing.create_task(ADMIN, SPACE, "sweep me", None, None, {}, ALPHA, None)
         assert lease is not None
-        won = rig.svc.claim(WORKER, ALPHA, "w-x", "1.0", 0, None)
+        won = rig.svc.claims.claim(WORKER, ALPHA, "w-x", "1.0", 0, None)
         assert won is not None
         out.append(won.lease)
     return out
@@ -185,7 +185,7 @@ def test_a_lease_whose_heartbeats_outran_its_due_at_is_read_once_then_left_alone
     claimed_due = {x.id: x.due_at for x in leases}
     rig.clock.advance(120)  # heartbeats now write a later deadline, never the due index
     for lease in leases:
-        rig.svc.heartbeat(lease_principal(lease.id), lease.id, None)
+        rig.svc.reports.heartbeat(lease_principal(lease.id), lease.id, None)
     beat = rig.store.get_leases(claimed_due)
     assert all(beat[i].due_at == claimed_due[i] for i in claimed_due)
     assert all((beat[i].deadline or 0) > (claimed_due[i] or 0) for i in claimed_due)

@@ -17,5 +17,5 @@ def rig() -> Rig:
 def schedules(rig: Rig) -> FakeSchedules:
     """The rig's service with an in-memory EventBridge Scheduler."""
     fake = FakeSchedules()
-    rig.svc.schedules = fake
+    rig.svc.rules.schedules = fake
     return fake

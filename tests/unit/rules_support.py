@@ -48,4 +48,4 @@ def make_rule(rig: Rig, name: str = "inbox", **kw: Any) -> Rule:
         "trigger": inbox_trigger(to="support@example.com"),
         **kw,
     }
-    return rig.svc.create_rule(ADMIN, SPACE, name, **args)
+    return rig.svc.rules.create_rule(ADMIN, SPACE, name, **args)

@@ -6,8 +6,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenure.app.leases.claims import Claimed
 from tenure.app.sweep import SweepReport, sweep_once
-from tenure.app.tenure import Claimed, LeaseService
+from tenure.app.tenure import Tenure, compose
 from tenure.domain.model import Event, Lease, Pool, Principal, Task
 from tenure.domain.states import LeaseState, PoolKind, SubjectKind
 from tenure.wiring import ManualClock
@@ -56,17 +57,19 @@ class Rig:
     store: FakeStore = field(default_factory=FakeStore)
     clock: ManualClock = field(default_factory=lambda: ManualClock(T0))
     ids: SeqIds = field(default_factory=SeqIds)
-    svc: LeaseService = field(init=False)
+    svc: Tenure = field(init=False)
 
     def __post_init__(self) -> None:
-        self.svc = LeaseService(self.store, self.clock, self.ids)
-        self.store.reactor = self.svc.react_to_rows  # the stream's graph reactions, in commit
-        self.svc.create_space(ADMIN, SPACE, "Operations", None)
+        self.svc = compose(self.store, self.clock, self.ids)
+        self.store.reactor = (
+            self.svc.reactions.react_to_rows
+        )  # the stream's graph reactions, in commit
+        self.svc.setup.create_space(ADMIN, SPACE, "Operations", None)
         self.make_pool(POOL)
 
     def make_pool(self, name: str, **settings: Any) -> Pool:
         pool = Pool(name=name, space=SPACE, kind=PoolKind.COMMAND, created_at=0, **settings)
-        return self.svc.create_pool(ADMIN, pool)
+        return self.svc.setup.create_pool(ADMIN, pool)
 
     def task(self, pool: str | None = POOL, **kw: Any) -> tuple[Task, Lease | None]:
         args: dict[str, Any] = {
@@ -77,7 +80,7 @@ class Rig:
             "max_attempts": None,
             **kw,
         }
-        return self.svc.create_task(MEMBER, SPACE, pool=pool, **args)
+        return self.svc.filing.create_task(MEMBER, SPACE, pool=pool, **args)
 
     def claim(
         self,
@@ -86,7 +89,7 @@ class Rig:
         lease_seconds: int | None = None,
         wait_seconds: float = 0,
     ) -> Claimed:
-        won = self.svc.claim(WORKER, pool, worker_id, "1.0", wait_seconds, lease_seconds)
+        won = self.svc.claims.claim(WORKER, pool, worker_id, "1.0", wait_seconds, lease_seconds)
         assert won is not None, "expected a claimable lease"
         return won
 
@@ -97,7 +100,7 @@ class Rig:
 
     def running(self, worker_id: str = "w1", pool: str = POOL, **task: Any) -> Lease:
         won = self.claimed(worker_id, pool, **task)
-        return self.svc.start(as_lease(won.lease.id), won.lease.id)
+        return self.svc.reports.start(as_lease(won.lease.id), won.lease.id)
 
     def lease(self, lease_id: str) -> Lease:
         found = self.store.get_lease(lease_id)
@@ -148,7 +151,7 @@ def queued(rig: Rig) -> Lease:
 
 def queued_code(rig: Rig, lease: Lease) -> str | None:
     """The queued condition's code the lease reads now (None when it has none)."""
-    found = rig.svc.queued_condition_of(rig.lease(lease.id))
+    found = rig.svc.conditions.queued_condition_of(rig.lease(lease.id))
     return found.code if found else None
 
 
@@ -156,6 +159,6 @@ def with_artifacts(rig: Rig) -> Rig:
     """The rig with in-memory attachments and logs (fake S3 and CloudWatch Logs)."""
     from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
 
-    rig.svc.blobs = FakeBlobs()
-    rig.svc.log_sink = FakeLogSink()
+    rig.svc.artifacts.blobs = FakeBlobs()
+    rig.svc.artifacts.log_sink = FakeLogSink()
     return rig

@@ -154,18 +154,14 @@ class _Instance:
     """Just enough of the service for the route check: the instance's allow_agent_force."""
 
     def __init__(self, allow: bool) -> None:
-        from tenure.app.leases.force import ForceOps
-        from tenure.app.setup.instance import InstanceSettings
+        from types import SimpleNamespace
 
-        self.settings = InstanceSettings(allow_agent_force=allow)
-        self.check = ForceOps.require_agent_force
+        from tenure.app.leases.force import Force
+        from tenure.domain.model import Instance
+
+        store = SimpleNamespace(get_instance=lambda: Instance(allow_agent_force=allow))
+        self.force = Force(SimpleNamespace(store=store), None)  # type: ignore[arg-type]
         self.counters: dict[str, int] = {}
-
-    def _instance_settings(self) -> object:
-        return self.settings
-
-    def require_agent_force(self, actor: Principal) -> None:
-        self.check(self, actor)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("method", "rule"), FORCE_ROUTES, ids=lambda x: str(x))

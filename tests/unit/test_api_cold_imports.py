@@ -107,10 +107,10 @@ def test_the_service_makes_its_s3_logs_and_scheduler_clients_on_first_use(
     settings.cache_clear()
     try:
         svc = wiring.build_service(store=object())  # type: ignore[arg-type]
-        assert svc.blobs is not None and svc.log_sink is not None
-        assert svc.schedules is not None
+        assert svc.artifacts.blobs is not None and svc.artifacts.log_sink is not None
+        assert svc.rules.schedules is not None
         assert made == []
-        assert svc.blobs.client.generate_presigned_url == "s3 client's"  # its first use
+        assert svc.artifacts.blobs.client.generate_presigned_url == "s3 client's"  # its first use
         assert made == ["s3"]
     finally:
         settings.cache_clear()

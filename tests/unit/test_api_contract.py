@@ -319,7 +319,7 @@ def test_a_claim_may_carry_a_claim_id_and_a_host(fields: dict[str, Any], ok: boo
 def _claimed_lease(rig: Rig) -> tuple[dict[str, Any], str]:
     won = rig.claimed()
     lease = rig.lease(won.lease.id)
-    return lease_view(lease, rig.svc.queued_condition_of(lease)), won.token
+    return lease_view(lease, rig.svc.conditions.queued_condition_of(lease)), won.token
 
 
 def test_lease_view_is_deterministic_and_json(rig: Rig) -> None:

@@ -97,7 +97,7 @@ def test_complete_with_next_ends_the_lease_and_claims_the_next_one(http: Any, ri
     assert second.token_hash == won["claim_token_hash"] and won["token"]
     assert rig.lease(first).report_fingerprint is not None
     assert "next" not in json.dumps(rig.lease(first).report)  # not part of the report
-    beats = rig.svc.worker_heartbeat(WORKER, "w1", [(second.id, second.fence)])
+    beats = rig.svc.reports.worker_heartbeat(WORKER, "w1", [(second.id, second.fence)])
     assert not isinstance(beats[0][2], e.TenureError)
 
 
@@ -113,8 +113,8 @@ def test_the_same_complete_with_next_sent_again_claims_nothing_more(http: Any, r
     assert two["next"]["token"] != one["next"]["token"]  # the lost token is dead (DESIGN §4)
     assert rig.lease(one["next"]["lease"]["id"]).token_hash == two["next"]["claim_token_hash"]
     # Of three tasks, the first and the one claimed by `next` are out: exactly one is left.
-    assert rig.svc.claim(WORKER, "builders", "w9", None, 0, None) is not None
-    assert rig.svc.claim(WORKER, "builders", "w9", None, 0, None) is None
+    assert rig.svc.claims.claim(WORKER, "builders", "w9", None, 0, None) is not None
+    assert rig.svc.claims.claim(WORKER, "builders", "w9", None, 0, None) is None
 
 
 def test_fail_with_next_claims_too_and_an_empty_queue_answers_next_null(
@@ -198,4 +198,4 @@ def test_a_stale_complete_with_next_claims_nothing(http: Any, rig: Rig) -> None:
     body = {"fence": 7, "next": nxt()}
     status, data = http("POST", f"/leases/{first}/complete", body, as_lease(first))
     assert (status, data["error"]["code"]) == (409, "stale_lease")
-    assert rig.svc.claim(WORKER, "builders", "w9", None, 0, None) is not None  # still queued
+    assert rig.svc.claims.claim(WORKER, "builders", "w9", None, 0, None) is not None  # still queued

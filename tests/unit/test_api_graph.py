@@ -68,7 +68,7 @@ def test_a_tree_with_a_dependency_reads_blocked_then_rolls_up(http: Any, rig: Ri
     ]
     for _ in range(2):
         won = rig.claim()
-        rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
+        rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
     got = http("GET", f"/tasks/{parent['id']}", actor=READER)
     assert got.data["task"]["status"] == "completed"
     assert got.data["task"]["children"] == {"total": 2, "completed": 2}

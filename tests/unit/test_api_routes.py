@@ -240,7 +240,7 @@ def test_a_throttled_table_is_a_503_with_retry_after(
         raise e.Unavailable("the table kept throttling", retry_after=3)
 
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
-    monkeypatch.setattr(rig.svc, "get_lease", throttled)
+    monkeypatch.setattr(rig.svc.operator, "get_lease", throttled)
     event = to_event("GET", "/api/v1/leases/lease_1", {"host": "unit"}, b"")
     principal = json.dumps(dataclasses.asdict(READER))
     event["requestContext"]["authorizer"] = {"lambda": {"principal": principal}}
@@ -307,7 +307,7 @@ def test_a_token_the_authorizer_could_not_read_is_read_again_by_the_api(
         assert token == "tnr_o_reader"
         return READER
 
-    monkeypatch.setattr(rig.svc, "authenticate", authenticate)
+    monkeypatch.setattr(rig.svc.setup, "authenticate", authenticate)
     event = to_event(
         "GET", "/api/v1/leases?space=OPS", {"authorization": "Bearer tnr_o_reader"}, b""
     )

@@ -24,33 +24,37 @@ def _nothing_minted(rig: Rig) -> bool:
 
 def test_fire_in_an_archived_space_is_an_invalid_transition_and_mints_nothing(rig: Rig) -> None:
     rule = make_rule(rig)
-    rig.svc.archive_space(ADMIN, SPACE)
+    rig.svc.pools.archive_space(ADMIN, SPACE)
     with pytest.raises(InvalidTransition, match="archived"):
-        rig.svc.fire_rule(MEMBER, rule.id)
+        rig.svc.firings.fire_rule(MEMBER, rule.id)
     assert _nothing_minted(rig)
-    rig.svc.unarchive_space(ADMIN, SPACE)
-    assert rig.svc.fire_rule(MEMBER, rule.id).space == SPACE
+    rig.svc.pools.unarchive_space(ADMIN, SPACE)
+    assert rig.svc.firings.fire_rule(MEMBER, rule.id).space == SPACE
 
 
 def test_an_event_skips_the_rules_of_an_archived_space(rig: Rig) -> None:
     make_rule(rig, trigger={"topic": "deploy.finished"})
-    rig.svc.archive_space(ADMIN, SPACE)
-    assert rig.svc.post_event(MEMBER, SPACE, "deploy.finished", {}, None, None) == []
+    rig.svc.pools.archive_space(ADMIN, SPACE)
+    assert rig.svc.firings.post_event(MEMBER, SPACE, "deploy.finished", {}, None, None) == []
     assert _nothing_minted(rig) and rig.svc.counters[ARCHIVED_SKIPS] == 1
-    rig.svc.unarchive_space(ADMIN, SPACE)
-    assert len(rig.svc.post_event(MEMBER, SPACE, "deploy.finished", {}, None, None)) == 1
+    rig.svc.pools.unarchive_space(ADMIN, SPACE)
+    assert len(rig.svc.firings.post_event(MEMBER, SPACE, "deploy.finished", {}, None, None)) == 1
 
 
 def test_an_email_fires_the_live_spaces_rules_and_names_the_archived_ones(rig: Rig) -> None:
     live = make_rule(rig)
-    rig.svc.create_space(ADMIN, "OLD", "Old", None)
-    rig.svc.create_pool(ADMIN, Pool(name="old", space="OLD", kind=PoolKind.COMMAND, created_at=0))
-    old = rig.svc.create_rule(
+    rig.svc.setup.create_space(ADMIN, "OLD", "Old", None)
+    rig.svc.setup.create_pool(
+        ADMIN, Pool(name="old", space="OLD", kind=PoolKind.COMMAND, created_at=0)
+    )
+    old = rig.svc.rules.create_rule(
         ADMIN, "OLD", "inbox", "old", {"kind": "space"}, inbox_trigger(to="support@example.com")
     )
-    rig.svc.archive_space(ADMIN, "OLD")
+    rig.svc.pools.archive_space(ADMIN, "OLD")
     data = {"from": "a@b.c", "to": ["support@example.com"], "subject": "help"}
-    fired = rig.svc.fire_inbound("email.received", "ses:m1", rig.clock.now_ms(), data, [], None)
+    fired = rig.svc.firings.fire_inbound(
+        "email.received", "ses:m1", rig.clock.now_ms(), data, [], None
+    )
     assert [x.space for x in fired.leases] == [SPACE]
     assert fired.skipped_archived == [old.id]
     job = rig.store.get_job(fired.leases[0].job_id)
@@ -58,8 +62,10 @@ def test_an_email_fires_the_live_spaces_rules_and_names_the_archived_ones(rig: R
     assert len(rig.store.lease_rows) == 1
     # Redelivered after the unarchive: the live rule's lease is answered again, the other
     # rule fires now (its occasion was never minted).
-    rig.svc.unarchive_space(ADMIN, "OLD")
-    again = rig.svc.fire_inbound("email.received", "ses:m1", rig.clock.now_ms(), data, [], None)
+    rig.svc.pools.unarchive_space(ADMIN, "OLD")
+    again = rig.svc.firings.fire_inbound(
+        "email.received", "ses:m1", rig.clock.now_ms(), data, [], None
+    )
     assert again.skipped_archived == []
     assert [x.space for x in again.leases] == ["OLD", SPACE]
     assert again.leases[1].id == fired.leases[0].id
@@ -69,20 +75,20 @@ def test_a_schedule_of_an_archived_space_fires_nothing_until_unarchived(
     rig: Rig, schedules: FakeSchedules
 ) -> None:
     rule = make_rule(rig, "nightly", trigger={"schedule": "rate(1 hour)"})
-    rig.svc.archive_space(ADMIN, SPACE)
-    assert rig.svc.fire_scheduled(rule.id, AT) is None
+    rig.svc.pools.archive_space(ADMIN, SPACE)
+    assert rig.svc.firings.fire_scheduled(rule.id, AT) is None
     assert _nothing_minted(rig) and rig.svc.counters[ARCHIVED_SKIPS] == 1
-    rig.svc.unarchive_space(ADMIN, SPACE)
-    assert rig.svc.fire_scheduled(rule.id, AT) is not None
+    rig.svc.pools.unarchive_space(ADMIN, SPACE)
+    assert rig.svc.firings.fire_scheduled(rule.id, AT) is not None
 
 
 def test_a_rule_can_still_be_made_in_an_archived_space_and_fires_once_unarchived(
     rig: Rig,
 ) -> None:
     # A rule is configuration, not work: the space refuses what it would mint, not the rule.
-    rig.svc.archive_space(ADMIN, SPACE)
+    rig.svc.pools.archive_space(ADMIN, SPACE)
     rule = make_rule(rig)
     with pytest.raises(InvalidTransition):
-        rig.svc.fire_rule(MEMBER, rule.id)
-    rig.svc.unarchive_space(ADMIN, SPACE)
-    assert rig.svc.fire_rule(MEMBER, rule.id) is not None
+        rig.svc.firings.fire_rule(MEMBER, rule.id)
+    rig.svc.pools.unarchive_space(ADMIN, SPACE)
+    assert rig.svc.firings.fire_rule(MEMBER, rule.id) is not None

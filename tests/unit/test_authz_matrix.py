@@ -108,13 +108,13 @@ class Scene:
 
 
 def scene(rig: Rig) -> Scene:
-    rig.svc.blobs = FakeBlobs()
-    rig.svc.log_sink = FakeLogSink()
-    rig.svc.schedules = FakeSchedules()
+    rig.svc.artifacts.blobs = FakeBlobs()
+    rig.svc.artifacts.log_sink = FakeLogSink()
+    rig.svc.rules.schedules = FakeSchedules()
     s = Scene(rig)
     svc = rig.svc
-    svc.create_space(ADMIN, OTHER_SPACE, "Elsewhere", None)
-    svc.create_pool(
+    svc.setup.create_space(ADMIN, OTHER_SPACE, "Elsewhere", None)
+    svc.setup.create_pool(
         ADMIN, Pool(name=OTHER_POOL, space=OTHER_SPACE, kind=PoolKind.COMMAND, created_at=0)
     )
     s.tokens = {"none": None, "unknown": "tnr_o_" + uuid.uuid4().hex}
@@ -126,7 +126,7 @@ def scene(rig: Rig) -> Scene:
         ("worker_other", "worker", None, None, (OTHER_POOL,)),
         ("worker", "worker", None, None, (POOL,)),
     ):
-        _, raw = svc.create_token(ADMIN, caller, kind, role, spaces, pools)
+        _, raw = svc.setup.create_token(ADMIN, caller, kind, role, spaces, pools)
         s.tokens[caller] = raw
     for name in ("mine", "theirs"):
         task = s.must("POST", "/tasks", "admin", {"space": SPACE, "title": name, "pool": POOL})
@@ -728,8 +728,8 @@ def test_an_unscoped_token_reads_nothing_for_the_scope_check(
     def unread(*_: Any) -> None:
         raise AssertionError("the scope check read a row for a token without a scope")
 
-    monkeypatch.setattr(base_scene.rig.svc, "space_of", unread)
-    monkeypatch.setattr(base_scene.rig.svc, "lease_reaches_task", unread)
+    monkeypatch.setattr(base_scene.rig.svc.scopes, "space_of", unread)
+    monkeypatch.setattr(base_scene.rig.svc.scopes, "lease_reaches_task", unread)
     got = base_scene.send("GET", _fill("/leases/{mine}?bogus=1", base_scene), "admin")
     assert (got.status, got.code) == (422, "validation_failed"), got
     got = base_scene.send("GET", _fill("/leases/{mine}", base_scene), "read")

@@ -14,19 +14,19 @@ from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, T0, WORKER, R
 
 
 def _task(rig: Rig, pool: str | None = None, auto: bool = False) -> Task:
-    task, _ = rig.svc.create_task(
+    task, _ = rig.svc.filing.create_task(
         MEMBER, SPACE, "t", None, None, {}, pool, None, links=TaskLinks(auto_enqueue_on_ready=auto)
     )
     return task
 
 
 def _view(rig: Rig, task: Task):  # type: ignore[no-untyped-def]
-    return rig.svc.get_task(READER, task.id)
+    return rig.svc.graph.get_task(READER, task.id)
 
 
 def test_a_block_shows_as_a_reason_and_the_task_is_blocked(rig: Rig) -> None:
     task = _task(rig)
-    block = rig.svc.block_task(MEMBER, task.id, "needs_input", "which branch?")
+    block = rig.svc.blocks.block_task(MEMBER, task.id, "needs_input", "which branch?")
     view = _view(rig, task)
     assert view.status is TaskStatus.BLOCKED
     assert view.blocked_reasons == (
@@ -42,50 +42,52 @@ def test_a_block_shows_as_a_reason_and_the_task_is_blocked(rig: Rig) -> None:
 
 def test_several_open_blocks_and_the_list_with_all(rig: Rig) -> None:
     task = _task(rig)
-    a = rig.svc.block_task(MEMBER, task.id, "needs_input", "a")
-    b = rig.svc.block_task(MEMBER, task.id, "error", "b")
-    assert [x["id"] for x in rig.svc.list_blocks(READER, task.id)] == [a["id"], b["id"]]
-    rig.svc.clear_block(MEMBER, task.id, a["id"], "answered")
-    assert [x["id"] for x in rig.svc.list_blocks(READER, task.id)] == [b["id"]]
-    every = rig.svc.list_blocks(READER, task.id, all=True)
+    a = rig.svc.blocks.block_task(MEMBER, task.id, "needs_input", "a")
+    b = rig.svc.blocks.block_task(MEMBER, task.id, "error", "b")
+    assert [x["id"] for x in rig.svc.blocks.list_blocks(READER, task.id)] == [a["id"], b["id"]]
+    rig.svc.blocks.clear_block(MEMBER, task.id, a["id"], "answered")
+    assert [x["id"] for x in rig.svc.blocks.list_blocks(READER, task.id)] == [b["id"]]
+    every = rig.svc.blocks.list_blocks(READER, task.id, all=True)
     assert [(x["id"], x["state"]) for x in every] == [(a["id"], "cleared"), (b["id"], "open")]
     assert _view(rig, task).status is TaskStatus.BLOCKED
 
 
 def test_a_blocked_tasks_pending_lease_is_not_claimed_until_the_block_clears(rig: Rig) -> None:
     task = _task(rig)
-    lease = rig.svc.enqueue(MEMBER, task.id, POOL)
-    block = rig.svc.block_task(MEMBER, task.id, "dependency_external", "vendor down")
-    assert rig.svc.claim(WORKER, POOL, "w1", "1", 0, None) is None
-    rig.svc.clear_block(MEMBER, task.id, block["id"])
+    lease = rig.svc.filing.enqueue(MEMBER, task.id, POOL)
+    block = rig.svc.blocks.block_task(MEMBER, task.id, "dependency_external", "vendor down")
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", "1", 0, None) is None
+    rig.svc.blocks.clear_block(MEMBER, task.id, block["id"])
     assert rig.claim().lease.id == lease.id
 
 
 def test_a_transient_block_stops_counting_the_instant_it_expires(rig: Rig) -> None:
     task = _task(rig)
-    lease = rig.svc.enqueue(MEMBER, task.id, POOL)
-    rig.svc.block_task(MEMBER, task.id, "transient", "rate limited", expires_in_seconds=60)
-    assert rig.svc.claim(WORKER, POOL, "w1", "1", 0, None) is None
+    lease = rig.svc.filing.enqueue(MEMBER, task.id, POOL)
+    rig.svc.blocks.block_task(MEMBER, task.id, "transient", "rate limited", expires_in_seconds=60)
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", "1", 0, None) is None
     rig.advance(61)
     assert _view(rig, task).blocked_reasons == ()
     assert rig.claim().lease.id == lease.id
     # The sweeper finalizes it later.
     report = rig.sweep()
     assert report.unblocked == [task.id]
-    assert [b["state"] for b in rig.svc.list_blocks(READER, task.id, all=True)] == ["expired"]
+    assert [b["state"] for b in rig.svc.blocks.list_blocks(READER, task.id, all=True)] == [
+        "expired"
+    ]
     assert task.id not in rig.store.get_scheduler().blocked
 
 
 def test_block_times_read_as_iso_8601_like_every_other_api_time(rig: Rig) -> None:
     task = _task(rig)
-    placed = rig.svc.block_task(MEMBER, task.id, "transient", "wait", expires_in_seconds=60)
+    placed = rig.svc.blocks.block_task(MEMBER, task.id, "transient", "wait", expires_in_seconds=60)
     assert (placed["created_at"], placed["expires_at"]) == (iso(T0), iso(T0 + 60_000))
-    other = rig.svc.block_task(MEMBER, task.id, "error", "x")
+    other = rig.svc.blocks.block_task(MEMBER, task.id, "error", "x")
     rig.advance(5)
-    cleared = rig.svc.clear_block(MEMBER, task.id, other["id"])
+    cleared = rig.svc.blocks.clear_block(MEMBER, task.id, other["id"])
     assert cleared["closed_at"] == iso(T0 + 5_000) == "2026-01-01T00:00:05.000Z"
     rig.advance(60)  # the transient one reads as expired, closed when it expired
-    shown = {b["id"]: b for b in rig.svc.list_blocks(READER, task.id, all=True)}
+    shown = {b["id"]: b for b in rig.svc.blocks.list_blocks(READER, task.id, all=True)}
     assert shown[placed["id"]]["closed_at"] == iso(T0 + 60_000)
     for block in shown.values():
         BlockOut.model_validate(block)  # the OpenAPI model holds what is served
@@ -94,24 +96,24 @@ def test_block_times_read_as_iso_8601_like_every_other_api_time(rig: Rig) -> Non
 def test_only_a_transient_block_expires(rig: Rig) -> None:
     task = _task(rig)
     with pytest.raises(ValidationFailed):
-        rig.svc.block_task(MEMBER, task.id, "error", "x", expires_in_seconds=60)
+        rig.svc.blocks.block_task(MEMBER, task.id, "error", "x", expires_in_seconds=60)
 
 
 def test_blocking_with_the_running_leases_token_releases_it_in_the_same_change(rig: Rig) -> None:
     running = rig.running()
     task_id = running.task_id
     assert task_id is not None
-    block = rig.svc.block_task(as_lease(running.id), task_id, "needs_input", "need a key")
+    block = rig.svc.blocks.block_task(as_lease(running.id), task_id, "needs_input", "need a key")
     released = rig.lease(running.id)
     assert (released.state, released.end_reason) == (LeaseState.CANCELLED, EndReason.RELEASED)
-    view = rig.svc.get_task(READER, task_id)
+    view = rig.svc.graph.get_task(READER, task_id)
     assert view.status is TaskStatus.BLOCKED
     parked = view.lease
     assert parked is not None and parked.state is LeaseState.PENDING
     assert parked.attempt == running.attempt  # no attempt used
     assert "task.run_released" in rig.types(task_id)
-    assert rig.svc.claim(WORKER, POOL, "w1", "1", 0, None) is None
-    rig.svc.clear_block(MEMBER, task_id, block["id"])
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", "1", 0, None) is None
+    rig.svc.blocks.clear_block(MEMBER, task_id, block["id"])
     assert rig.claim().lease.id == parked.id
 
 
@@ -119,42 +121,42 @@ def test_a_lease_token_may_block_only_its_own_task(rig: Rig) -> None:
     running = rig.running()
     other = _task(rig)
     with pytest.raises(LeaseTokenMismatch):
-        rig.svc.block_task(as_lease(running.id), other.id, "error", "x")
+        rig.svc.blocks.block_task(as_lease(running.id), other.id, "error", "x")
 
 
 def test_clearing_the_last_block_auto_enqueues_an_opted_in_task_once(rig: Rig) -> None:
     task = _task(rig, pool=None, auto=True)
-    rig.svc.update_task(MEMBER, task.id, True, POOL)
+    rig.svc.graph.update_task(MEMBER, task.id, True, POOL)
     first = _view(rig, task).lease
     assert first is not None  # enqueued at once (ready and opted in)
-    rig.svc.cancel(MEMBER, first.id)
-    a = rig.svc.block_task(MEMBER, task.id, "needs_input", "a")
-    b = rig.svc.block_task(MEMBER, task.id, "error", "b")
-    rig.svc.clear_block(MEMBER, task.id, a["id"])
+    rig.svc.operator.cancel(MEMBER, first.id)
+    a = rig.svc.blocks.block_task(MEMBER, task.id, "needs_input", "a")
+    b = rig.svc.blocks.block_task(MEMBER, task.id, "error", "b")
+    rig.svc.blocks.clear_block(MEMBER, task.id, a["id"])
     assert _view(rig, task).lease is None
-    rig.svc.clear_block(MEMBER, task.id, b["id"])
+    rig.svc.blocks.clear_block(MEMBER, task.id, b["id"])
     resumed = _view(rig, task).lease
     assert resumed is not None and resumed.state is LeaseState.PENDING
     # Clearing again is a no-op: still one open run.
-    rig.svc.clear_block(MEMBER, task.id, b["id"])
+    rig.svc.blocks.clear_block(MEMBER, task.id, b["id"])
     assert _view(rig, task).lease == resumed
 
 
 def test_the_second_block_of_a_kind_escalates_and_recover_resumes(rig: Rig) -> None:
     task = _task(rig)
-    lease = rig.svc.enqueue(MEMBER, task.id, POOL)
-    first = rig.svc.block_task(MEMBER, task.id, "error", "flaky")
-    rig.svc.clear_block(MEMBER, task.id, first["id"])
-    rig.svc.block_task(MEMBER, task.id, "needs_input", "other kind does not count")
+    lease = rig.svc.filing.enqueue(MEMBER, task.id, POOL)
+    first = rig.svc.blocks.block_task(MEMBER, task.id, "error", "flaky")
+    rig.svc.blocks.clear_block(MEMBER, task.id, first["id"])
+    rig.svc.blocks.block_task(MEMBER, task.id, "needs_input", "other kind does not count")
     assert _view(rig, task).status is TaskStatus.BLOCKED
-    rig.svc.block_task(MEMBER, task.id, "error", "flaky again")
+    rig.svc.blocks.block_task(MEMBER, task.id, "error", "flaky again")
     assert _view(rig, task).status is TaskStatus.NEEDS_ATTENTION
     assert "task.escalated" in rig.types(task.id)
-    assert rig.svc.claim(WORKER, POOL, "w1", "1", 0, None) is None
-    view = rig.svc.recover_task(MEMBER, task.id, "fixed the config")
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", "1", 0, None) is None
+    view = rig.svc.breaker.recover_task(MEMBER, task.id, "fixed the config")
     assert view.status is TaskStatus.QUEUED
     assert view.blocked_reasons == ()
-    closed = rig.svc.list_blocks(READER, task.id, all=True)
+    closed = rig.svc.blocks.list_blocks(READER, task.id, all=True)
     assert {b["closed_by"] for b in closed if b["id"] != first["id"]} == {"recover"}
     scheduler = rig.store.get_scheduler()
     assert task.id not in scheduler.attention and task.id not in scheduler.blocked
@@ -164,25 +166,25 @@ def test_the_second_block_of_a_kind_escalates_and_recover_resumes(rig: Rig) -> N
 def test_recover_on_a_task_not_escalated_is_an_invalid_transition(rig: Rig) -> None:
     task = _task(rig)
     with pytest.raises(InvalidTransition):
-        rig.svc.recover_task(MEMBER, task.id, None)
+        rig.svc.breaker.recover_task(MEMBER, task.id, None)
 
 
 def test_a_zero_limit_disables_the_breaker(rig: Rig) -> None:
-    rig.svc.update_instance(ADMIN, {"block_recurrence_limit": 0})
+    rig.svc.pools.update_instance(ADMIN, {"block_recurrence_limit": 0})
     rig.advance(60)  # past the instance's in-process cache
     task = _task(rig)
     for _ in range(3):
-        rig.svc.block_task(MEMBER, task.id, "error", "again")
+        rig.svc.blocks.block_task(MEMBER, task.id, "error", "again")
     assert _view(rig, task).status is TaskStatus.BLOCKED
 
 
 def test_a_success_resets_the_count(rig: Rig) -> None:
     task = _task(rig)
-    block = rig.svc.block_task(MEMBER, task.id, "error", "once")
-    rig.svc.clear_block(MEMBER, task.id, block["id"])
-    rig.svc.enqueue(MEMBER, task.id, POOL)
+    block = rig.svc.blocks.block_task(MEMBER, task.id, "error", "once")
+    rig.svc.blocks.clear_block(MEMBER, task.id, block["id"])
+    rig.svc.filing.enqueue(MEMBER, task.id, POOL)
     won = rig.claim()
-    rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
+    rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
     assert rig.store.get_task(task.id).block_counts is None  # type: ignore[union-attr]
-    rig.svc.block_task(MEMBER, task.id, "error", "a new first")
+    rig.svc.blocks.block_task(MEMBER, task.id, "error", "a new first")
     assert _view(rig, task).status is not TaskStatus.NEEDS_ATTENTION

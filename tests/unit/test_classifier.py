@@ -23,13 +23,13 @@ def _classifier(rig: Rig, output: dict[str, Any] | None = None) -> None:
     pool = Pool(
         name="judges", space=SPACE, kind=PoolKind.CLASSIFIER, created_at=0, classifier=settings
     )
-    rig.svc.create_pool(ADMIN, pool)
+    rig.svc.setup.create_pool(ADMIN, pool)
 
 
 def test_the_payload_carries_the_input_verbatim_and_no_agent_fields(rig: Rig) -> None:
     _classifier(rig)
     won = rig.claimed(pool="judges")
-    bundle = rig.svc.payload(as_lease(won.lease.id), won.lease.id)
+    bundle = rig.svc.payloads.payload(as_lease(won.lease.id), won.lease.id)
     assert bundle["kind"] == "classifier"
     assert bundle["input"] == INPUT
     assert "model" not in bundle and "effort" not in bundle
@@ -39,9 +39,9 @@ def test_success_sets_checks_and_properties_from_the_reported_details(rig: Rig) 
     _classifier(rig)
     won = rig.claimed(pool="judges", properties={"team": "web"})
     details = {"answers": {"q1": "yes"}, "score": 0.9, "tags": ["ui", "css"]}
-    done = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"details": details})
+    done = rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {"details": details})
     assert done.state is LeaseState.COMPLETED
-    task = rig.svc.get_task(MEMBER, won.lease.task_id or "").task
+    task = rig.svc.graph.get_task(MEMBER, won.lease.task_id or "").task
     assert task.checks == {"looks_right": True}
     assert task.properties == {"team": "web", "score": 0.9, "first_tag": "ui"}
     assert "task.classified" in rig.types(task.id)
@@ -50,9 +50,9 @@ def test_success_sets_checks_and_properties_from_the_reported_details(rig: Rig) 
 def test_a_failing_expression_is_recorded_and_the_lease_still_completes(rig: Rig) -> None:
     _classifier(rig, {"checks": {"long": "length(score) > `3`"}, "properties": {"s": "score"}})
     won = rig.claimed(pool="judges")
-    done = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"details": {"score": 7}})
+    done = rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {"details": {"score": 7}})
     assert done.state is LeaseState.COMPLETED
-    task = rig.svc.get_task(MEMBER, won.lease.task_id or "").task
+    task = rig.svc.graph.get_task(MEMBER, won.lease.task_id or "").task
     assert task.properties == {"s": 7} and task.checks == {}
     failed = [e for e in rig.events(task.id) if e.type == OUTPUT_FAILED]
     assert len(failed) == 1
@@ -63,19 +63,19 @@ def test_a_failure_outcome_or_a_failed_report_renders_nothing(rig: Rig) -> None:
     _classifier(rig)
     won = rig.claimed(pool="judges", max_attempts=1)
     details = {"details": {"score": 1}, "outcome": "failure"}
-    rig.svc.complete(as_lease(won.lease.id), won.lease.id, details)
-    task = rig.svc.get_task(MEMBER, won.lease.task_id or "").task
+    rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, details)
+    task = rig.svc.graph.get_task(MEMBER, won.lease.task_id or "").task
     assert task.properties == {} and task.checks == {}
 
 
 def test_a_lease_renders_with_the_output_of_the_version_it_pinned(rig: Rig) -> None:
     _classifier(rig, {"properties": {"old": "score"}})
     won = rig.claimed(pool="judges")
-    rig.svc.update_pool(
+    rig.svc.pools.update_pool(
         ADMIN, "judges", {"classifier": {"input": {}, "output": {"properties": {"new": "score"}}}}
     )
-    rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"details": {"score": 3}})
-    task = rig.svc.get_task(MEMBER, won.lease.task_id or "").task
+    rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {"details": {"score": 3}})
+    task = rig.svc.graph.get_task(MEMBER, won.lease.task_id or "").task
     assert task.properties == {"old": 3}
 
 

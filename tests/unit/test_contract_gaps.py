@@ -20,7 +20,7 @@ from tests.unit.support import MEMBER, POOL, WORKER, Rig, as_lease
 def test_cancel_or_kill_of_a_pending_lease_ends_it_cancelled(rig: Rig, action: str) -> None:
     _, lease = rig.task()
     assert lease is not None
-    ended = getattr(rig.svc, action)(MEMBER, lease.id)
+    ended = getattr(rig.svc.operator, action)(MEMBER, lease.id)
     assert (ended.state, ended.end_reason) == (LeaseState.CANCELLED, EndReason.CANCELLED)
     assert rig.types(lease.task_id or "")[-1] == "lease.cancelled"
 
@@ -29,9 +29,9 @@ def test_complete_with_no_fields_and_with_the_default_outcome_are_the_same_repor
     rig: Rig,
 ) -> None:
     won = rig.claimed()
-    first = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
-    again = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"outcome": "success"})
-    nulls = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"details": None})
+    first = rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
+    again = rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {"outcome": "success"})
+    nulls = rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {"details": None})
     assert first == again == nulls
     assert first.state is LeaseState.COMPLETED
     assert rig.types(won.lease.task_id or "").count("lease.completed") == 1
@@ -40,10 +40,12 @@ def test_complete_with_no_fields_and_with_the_default_outcome_are_the_same_repor
 def test_a_report_id_reused_by_another_kind_of_report_is_not_a_replay(rig: Rig) -> None:
     won = rig.claimed()
     me = as_lease(won.lease.id)
-    failed = rig.svc.fail(me, won.lease.id, {"error": "boom", "report_id": "r1"})
-    assert rig.svc.fail(me, won.lease.id, {"error": "other text", "report_id": "r1"}) == failed
+    failed = rig.svc.reports.fail(me, won.lease.id, {"error": "boom", "report_id": "r1"})
+    assert (
+        rig.svc.reports.fail(me, won.lease.id, {"error": "other text", "report_id": "r1"}) == failed
+    )
     with pytest.raises(InvalidTransition):
-        rig.svc.complete(me, won.lease.id, {"report_id": "r1"})
+        rig.svc.reports.complete(me, won.lease.id, {"report_id": "r1"})
     assert rig.lease(won.lease.id).state is LeaseState.FAILED
 
 
@@ -57,11 +59,11 @@ def test_a_write_that_keeps_losing_is_bounded_and_answers_unavailable(rig: Rig) 
 
     rig.store.commit = always_lose  # type: ignore[method-assign]
     with pytest.raises(Unavailable) as refused:
-        rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
+        rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
     assert refused.value.retry_after >= 1
     assert 1 < len(tries) <= 10
     with pytest.raises(Unavailable):
-        rig.svc.cancel(MEMBER, won.lease.id)
+        rig.svc.operator.cancel(MEMBER, won.lease.id)
 
 
 def test_rivals_that_lose_a_write_rest_a_growing_random_while_before_looking_again(
@@ -79,12 +81,12 @@ def test_rivals_that_lose_a_write_rest_a_growing_random_while_before_looking_aga
 
     rig.store.commit = always_lose  # type: ignore[method-assign]
     with pytest.raises(Unavailable):
-        rig.svc.heartbeat(as_lease(won.lease.id), won.lease.id, None)
+        rig.svc.reports.heartbeat(as_lease(won.lease.id), won.lease.id, None)
     assert rests == pytest.approx([0.01, 0.02, 0.04, 0.08, 0.16])
     rests.clear()
     monkeypatch.setattr(rig.ids, "jitter", lambda: 0.25)
     with pytest.raises(Unavailable):
-        rig.svc.cancel(MEMBER, won.lease.id)
+        rig.svc.operator.cancel(MEMBER, won.lease.id)
     assert rests == pytest.approx([0.0025, 0.005, 0.01, 0.02, 0.04])
 
 
@@ -93,27 +95,27 @@ def test_a_claim_retried_with_its_claim_id_gets_the_same_lease_under_a_new_token
 ) -> None:
     rig.task()
     rig.task()
-    first = rig.svc.claim(WORKER, POOL, "w1", "1.0", 0, None, claim_id="c-1", host="box")
+    first = rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 0, None, claim_id="c-1", host="box")
     assert first is not None
-    again = rig.svc.claim(WORKER, POOL, "w1", "1.0", 0, None, claim_id="c-1", host="box")
+    again = rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 0, None, claim_id="c-1", host="box")
     assert again is not None
     assert again.lease.id == first.lease.id and again.lease.fence == first.lease.fence
     assert again.token != first.token
     held = [x for x in rig.store.list_leases("OPS", 10, None, None, None).leases if x.worker_id]
     assert [x.id for x in held] == [first.lease.id]  # never a second lease
     with pytest.raises(Unauthenticated):  # the lost token died with its hash
-        rig.svc.authenticate(first.token)
-    assert rig.svc.authenticate(again.token).lease_id == first.lease.id
+        rig.svc.setup.authenticate(first.token)
+    assert rig.svc.setup.authenticate(again.token).lease_id == first.lease.id
     assert rig.lease(first.lease.id).host == "box"
-    fresh = rig.svc.claim(WORKER, POOL, "w1", "1.0", 0, None, claim_id="c-2")
+    fresh = rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 0, None, claim_id="c-2")
     assert fresh is not None and fresh.lease.id != first.lease.id
 
 
 def test_a_claim_id_is_the_workers_own(rig: Rig) -> None:
     rig.task()
     rig.task()
-    mine = rig.svc.claim(WORKER, POOL, "w1", None, 0, None, claim_id="same")
-    theirs = rig.svc.claim(WORKER, POOL, "w2", None, 0, None, claim_id="same")
+    mine = rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None, claim_id="same")
+    theirs = rig.svc.claims.claim(WORKER, POOL, "w2", None, 0, None, claim_id="same")
     assert mine is not None and theirs is not None
     assert mine.lease.id != theirs.lease.id
 
@@ -121,22 +123,22 @@ def test_a_claim_id_is_the_workers_own(rig: Rig) -> None:
 def test_a_claim_id_whose_lease_has_ended_claims_afresh(rig: Rig) -> None:
     rig.task()
     rig.task()
-    first = rig.svc.claim(WORKER, POOL, "w1", None, 0, None, claim_id="c-1")
+    first = rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None, claim_id="c-1")
     assert first is not None
-    rig.svc.complete(as_lease(first.lease.id), first.lease.id, {})
-    again = rig.svc.claim(WORKER, POOL, "w1", None, 0, None, claim_id="c-1")
+    rig.svc.reports.complete(as_lease(first.lease.id), first.lease.id, {})
+    again = rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None, claim_id="c-1")
     assert again is not None and again.lease.id != first.lease.id
 
 
 def test_a_report_with_an_older_fence_on_an_ended_lease_is_stale_and_recorded(rig: Rig) -> None:
     first = rig.claimed()
-    rig.svc.release(as_lease(first.lease.id), first.lease.id, {})
+    rig.svc.reports.release(as_lease(first.lease.id), first.lease.id, {})
     second = rig.claim("w2")
     me = as_lease(second.lease.id)
-    done = rig.svc.complete(me, second.lease.id, {"fence": 2})
-    assert rig.svc.complete(me, second.lease.id, {"fence": 2}) == done  # a replay
+    done = rig.svc.reports.complete(me, second.lease.id, {"fence": 2})
+    assert rig.svc.reports.complete(me, second.lease.id, {"fence": 2}) == done  # a replay
     with pytest.raises(StaleLease):
-        rig.svc.complete(me, second.lease.id, {"fence": 1})
+        rig.svc.reports.complete(me, second.lease.id, {"fence": 1})
     stale = [e for e in rig.events(second.lease.task_id or "") if e.type == "lease.stale_report"]
     assert [e.data["fence"] for e in stale] == [1]
 
@@ -148,11 +150,11 @@ def test_a_worker_waiting_in_a_long_poll_stays_reachable(rig: Rig) -> None:
 
     def sleep_and_look(seconds: float) -> None:
         real_sleep(seconds)
-        views = rig.svc.list_workers(MEMBER, "quick")
+        views = rig.svc.workers.list_workers(MEMBER, "quick")
         seen.append(all(v.reachable for v in views))
 
     rig.clock.sleep = sleep_and_look  # type: ignore[method-assign]
-    assert rig.svc.claim(WORKER, "quick", "idle", None, 20, None) is None
+    assert rig.svc.claims.claim(WORKER, "quick", "idle", None, 20, None) is None
     assert len(seen) >= 39 and all(seen)
 
 
@@ -161,8 +163,8 @@ def test_a_pools_retention_can_be_patched_and_reset(rig: Rig) -> None:
 
     from tests.unit.support import ADMIN
 
-    assert rig.svc.update_pool(ADMIN, POOL, {"retention_seconds": 60}).retention_seconds == 60
-    reset = rig.svc.update_pool(ADMIN, POOL, {"retention_seconds": None})
+    assert rig.svc.pools.update_pool(ADMIN, POOL, {"retention_seconds": 60}).retention_seconds == 60
+    reset = rig.svc.pools.update_pool(ADMIN, POOL, {"retention_seconds": None})
     assert reset.retention_seconds == DEFAULT_RETENTION_SECONDS
 
 
@@ -174,11 +176,11 @@ def test_a_retried_claim_counts_the_lease_from_the_retry_the_worker_heard(rig: R
     rig.make_pool("quick", renew_seconds=1, grace_seconds=50, toleration_seconds=20)
     rig.task(pool="quick")
     rig.sweep()
-    first = rig.svc.claim(WORKER, "quick", "w1", None, 0, None, claim_id="c-1")
+    first = rig.svc.claims.claim(WORKER, "quick", "w1", None, 0, None, claim_id="c-1")
     assert first is not None
     rig.advance(15)
     rig.sweep()
-    again = rig.svc.claim(WORKER, "quick", "w1", None, 0, None, claim_id="c-1")
+    again = rig.svc.claims.claim(WORKER, "quick", "w1", None, 0, None, claim_id="c-1")
     assert again is not None and again.lease.id == first.lease.id
     heard_at = rig.clock.now_ms()
     held = rig.lease(first.lease.id)

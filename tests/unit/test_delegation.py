@@ -10,7 +10,7 @@ from tests.unit.support import READER, SPACE, Rig, as_lease
 
 
 def _file(rig: Rig, lease_id: str, space: str = SPACE, **kw: object) -> str:
-    task, _ = rig.svc.create_task(
+    task, _ = rig.svc.filing.create_task(
         as_lease(lease_id), space, "sub", None, None, {}, None, None, **kw
     )  # type: ignore[arg-type]
     return task.id
@@ -41,7 +41,9 @@ def test_a_lease_token_cannot_file_in_another_space(rig: Rig) -> None:
 def test_completion_naming_its_own_tasks_passes(rig: Rig) -> None:
     won = rig.claimed()
     mine = _file(rig, won.lease.id)
-    done = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"created_task_ids": [mine]})
+    done = rig.svc.reports.complete(
+        as_lease(won.lease.id), won.lease.id, {"created_task_ids": [mine]}
+    )
     assert done.state is LeaseState.COMPLETED
 
 
@@ -55,7 +57,9 @@ def test_phantom_or_foreign_ids_are_refused_and_the_lease_stays_for_a_corrected_
     operators, _ = rig.task(pool=None)
     claimed = [mine, theirs, "task_deadbeef00", operators.id]
     with pytest.raises(UnverifiedCreatedTasks) as refused:
-        rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"created_task_ids": claimed})
+        rig.svc.reports.complete(
+            as_lease(won.lease.id), won.lease.id, {"created_task_ids": claimed}
+        )
     for bad in claimed[1:]:
         assert bad in refused.value.message
     assert mine not in refused.value.message
@@ -63,7 +67,9 @@ def test_phantom_or_foreign_ids_are_refused_and_the_lease_stays_for_a_corrected_
     task_id = won.lease.task_id
     assert task_id is not None
     assert "task.completion.hallucination_blocked" in rig.types(task_id)
-    done = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"created_task_ids": [mine]})
+    done = rig.svc.reports.complete(
+        as_lease(won.lease.id), won.lease.id, {"created_task_ids": [mine]}
+    )
     assert done.state is LeaseState.COMPLETED
 
 
@@ -71,7 +77,7 @@ def test_task_ids_in_the_result_that_name_nothing_are_recorded_not_refused(rig: 
     won = rig.claimed()
     mine = _file(rig, won.lease.id)
     result = f"made {mine} and task_0123456789abcdef"
-    done = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"result": result})
+    done = rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {"result": result})
     assert done.state is LeaseState.COMPLETED
     task_id = won.lease.task_id
     assert task_id is not None
@@ -79,4 +85,4 @@ def test_task_ids_in_the_result_that_name_nothing_are_recorded_not_refused(rig: 
         e for e in rig.events(task_id) if e.type == "task.completion.hallucination_suspected"
     ]
     assert [e.data["task_ids"] for e in suspected] == [["task_0123456789abcdef"]]
-    assert rig.svc.get_task(READER, mine).task.created_by_lease == won.lease.id
+    assert rig.svc.graph.get_task(READER, mine).task.created_by_lease == won.lease.id

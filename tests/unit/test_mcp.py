@@ -108,12 +108,12 @@ def test_a_worker_blocks_and_unblocks_its_own_task_over_mcp(rpc: Any, rig: Rig) 
     # Blocking with the running lease's token released it (no attempt used).
     assert rig.lease(lease.id).end_reason is not None
     assert rig.lease(lease.id).end_reason.value == "released"
-    task = rig.svc.get_task(MEMBER, lease.task_id or "")
+    task = rig.svc.graph.get_task(MEMBER, lease.task_id or "")
     assert [r["source"] for r in task.blocked_reasons] == ["block"]
     # The released lease's token can still clear what it placed on its own task.
     cleared = tool(rpc, "task_unblock", {"block_id": block["id"], "note": "eu-west"}, me)
     assert cleared["result"]["structuredContent"]["block"]["state"] != "open"
-    assert not rig.svc.get_task(MEMBER, lease.task_id or "").blocked_reasons
+    assert not rig.svc.graph.get_task(MEMBER, lease.task_id or "").blocked_reasons
 
 
 def test_a_worker_token_is_refused_before_the_protocol(rpc: Any) -> None:

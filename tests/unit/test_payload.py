@@ -16,7 +16,7 @@ from tests.unit.support import ADMIN, MEMBER, SPACE, T0, Rig, as_lease, make_lea
 def test_a_task_payload_carries_the_task_fields_of_design(rig: Rig) -> None:
     rig.task(title="Deploy", body="ship it", properties={"env": "prod"})
     won = rig.claim()
-    bundle = rig.svc.payload(as_lease(won.lease.id), won.lease.id)
+    bundle = rig.svc.payloads.payload(as_lease(won.lease.id), won.lease.id)
     assert bundle["lease"] == rig.lease(won.lease.id)
     assert bundle["kind"] == "command"
     subject = bundle["subject"]
@@ -47,10 +47,10 @@ def test_a_payload_after_a_release_lists_the_prior_attempt(rig: Rig) -> None:
     rig.task()
     first = rig.claim("w1").lease
     rig.advance(1)
-    rig.svc.release(as_lease(first.id), first.id, {"reason": "handoff"})
+    rig.svc.reports.release(as_lease(first.id), first.id, {"reason": "handoff"})
     rig.advance(1)
     second = rig.claim("w2").lease
-    prior = rig.svc.payload(as_lease(second.id), second.id)["subject"]["prior_attempts"]
+    prior = rig.svc.payloads.payload(as_lease(second.id), second.id)["subject"]["prior_attempts"]
     assert [(p["lease_id"], p["fence"], p["ended"]) for p in prior] == [(first.id, 1, "released")]
     assert prior[0]["at"] == iso(T0 + 1000)  # when it ended, ISO 8601 like every API time
 
@@ -58,11 +58,11 @@ def test_a_payload_after_a_release_lists_the_prior_attempt(rig: Rig) -> None:
 def test_a_payload_after_a_failed_run_carries_its_error(rig: Rig) -> None:
     task, _ = rig.task()
     first = rig.claim().lease
-    rig.svc.fail(as_lease(first.id), first.id, {"error": "disk full"})
+    rig.svc.reports.fail(as_lease(first.id), first.id, {"error": "disk full"})
     rig.advance(1)
-    rig.svc.enqueue(MEMBER, task.id, "builders")
+    rig.svc.filing.enqueue(MEMBER, task.id, "builders")
     second = rig.claim().lease
-    prior = rig.svc.payload(as_lease(second.id), second.id)["subject"]["prior_attempts"]
+    prior = rig.svc.payloads.payload(as_lease(second.id), second.id)["subject"]["prior_attempts"]
     assert [(p["lease_id"], p["ended"], p["error"]) for p in prior] == [
         (first.id, "failed", "disk full")
     ]
@@ -72,10 +72,10 @@ def test_activity_in_a_payload_is_the_most_recent_twenty_oldest_first(rig: Rig) 
     lease = rig.running()
     for _ in range(12):  # 24 more events: paused, resumed, ...
         rig.advance(1)
-        rig.svc.pause(MEMBER, lease.id)
+        rig.svc.operator.pause(MEMBER, lease.id)
         rig.advance(1)
-        rig.svc.resume(MEMBER, lease.id)
-    activity = rig.svc.payload(as_lease(lease.id), lease.id)["subject"]["activity"]
+        rig.svc.operator.resume(MEMBER, lease.id)
+    activity = rig.svc.payloads.payload(as_lease(lease.id), lease.id)["subject"]["activity"]
     everything = rig.events(lease.task_id or "")
     assert len(everything) == 27
     # Each entry as GET /tasks/{id}/activity shows it: ISO 8601 `at`, and its `data`.
@@ -86,9 +86,9 @@ def test_activity_in_a_payload_is_the_most_recent_twenty_oldest_first(rig: Rig) 
 def test_only_the_lease_itself_reads_its_payload(rig: Rig) -> None:
     first, second = rig.claimed("w1").lease, rig.claimed("w2").lease
     with pytest.raises(LeaseTokenMismatch):
-        rig.svc.payload(as_lease(first.id), second.id)
+        rig.svc.payloads.payload(as_lease(first.id), second.id)
     with pytest.raises(Forbidden):
-        rig.svc.payload(MEMBER, second.id)
+        rig.svc.payloads.payload(MEMBER, second.id)
 
 
 def _held_lease_on(rig: Rig, kind: SubjectKind, subject_id: str, workflow: str | None) -> str:
@@ -106,9 +106,9 @@ def _held_lease_on(rig: Rig, kind: SubjectKind, subject_id: str, workflow: str |
 
 
 def test_a_workflow_payload_carries_slug_name_description_and_activity(rig: Rig) -> None:
-    rig.svc.create_workflow(ADMIN, SPACE, "nightly", "Nightly sweep", "every night")
+    rig.svc.setup.create_workflow(ADMIN, SPACE, "nightly", "Nightly sweep", "every night")
     lease_id = _held_lease_on(rig, SubjectKind.WORKFLOW, "nightly", "nightly")
-    subject = rig.svc.payload(as_lease(lease_id), lease_id)["subject"]
+    subject = rig.svc.payloads.payload(as_lease(lease_id), lease_id)["subject"]
     assert set(subject) == {"kind", "slug", "name", "description", "activity"}
     assert (subject["kind"], subject["slug"], subject["name"], subject["description"]) == (
         "workflow",
@@ -120,5 +120,5 @@ def test_a_workflow_payload_carries_slug_name_description_and_activity(rig: Rig)
 
 def test_a_space_payload_carries_key_and_name_and_no_slug_or_description(rig: Rig) -> None:
     lease_id = _held_lease_on(rig, SubjectKind.SPACE, SPACE, None)
-    subject = rig.svc.payload(as_lease(lease_id), lease_id)["subject"]
+    subject = rig.svc.payloads.payload(as_lease(lease_id), lease_id)["subject"]
     assert subject == {"kind": "space", "key": SPACE, "name": "Operations", "activity": []}

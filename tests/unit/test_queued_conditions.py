@@ -31,7 +31,7 @@ _queued = queued
 
 
 def _say(rig: Rig, worker_id: str, **state: Any) -> None:
-    rig.svc.worker_heartbeat(WORKER, worker_id, [], pool=POOL, **state)
+    rig.svc.reports.worker_heartbeat(WORKER, worker_id, [], pool=POOL, **state)
 
 
 def test_awaiting_agent_then_starting_then_none(rig: Rig) -> None:
@@ -39,25 +39,25 @@ def test_awaiting_agent_then_starting_then_none(rig: Rig) -> None:
     assert _code(rig, lease) == "awaiting_agent"
     won = rig.claim()
     assert _code(rig, lease) == "starting"
-    rig.svc.start(as_lease(won.lease.id), won.lease.id)
+    rig.svc.reports.start(as_lease(won.lease.id), won.lease.id)
     assert _code(rig, lease) is None
 
 
 def test_pool_paused_needs_a_person_and_clears_on_resume(rig: Rig) -> None:
     lease = _queued(rig)
-    rig.svc.pause_pool(ADMIN, POOL)
-    found = rig.svc.queued_condition_of(rig.lease(lease.id))
+    rig.svc.pools.pause_pool(ADMIN, POOL)
+    found = rig.svc.conditions.queued_condition_of(rig.lease(lease.id))
     assert found is not None
     assert (found.code, found.label, found.needs_person) == ("pool_paused", "pool paused", True)
-    rig.svc.resume_pool(ADMIN, POOL)
+    rig.svc.pools.resume_pool(ADMIN, POOL)
     assert _code(rig, lease) == "awaiting_agent"
 
 
 def test_space_archived_clears_on_unarchive(rig: Rig) -> None:
     lease = _queued(rig)
-    rig.svc.archive_space(ADMIN, SPACE)
+    rig.svc.pools.archive_space(ADMIN, SPACE)
     assert _code(rig, lease) == "space_archived"
-    rig.svc.unarchive_space(ADMIN, SPACE)
+    rig.svc.pools.unarchive_space(ADMIN, SPACE)
     assert _code(rig, lease) == "awaiting_agent"
 
 
@@ -97,27 +97,27 @@ def test_a_heartbeat_that_says_the_same_writes_nothing_more(rig: Rig) -> None:
 
 def test_the_capacity_codes_clear_when_a_held_lease_ends(rig: Rig) -> None:
     for scope, setup in (
-        ("pool", lambda: rig.svc.update_pool(ADMIN, POOL, {"max_active": 1})),
-        ("instance", lambda: rig.svc.update_instance(ADMIN, {"max_active": 1})),
+        ("pool", lambda: rig.svc.pools.update_pool(ADMIN, POOL, {"max_active": 1})),
+        ("instance", lambda: rig.svc.pools.update_instance(ADMIN, {"max_active": 1})),
     ):
         setup()
         won = rig.claimed(f"w-{scope}")
         lease = _queued(rig)
         assert _code(rig, lease) == f"{scope}_full"
-        rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
+        rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
         assert _code(rig, lease) == "awaiting_agent"
-        rig.svc.cancel(ADMIN, lease.id)
-        rig.svc.update_pool(ADMIN, POOL, {"max_active": None})
-        rig.svc.update_instance(ADMIN, {"max_active": None})
+        rig.svc.operator.cancel(ADMIN, lease.id)
+        rig.svc.pools.update_pool(ADMIN, POOL, {"max_active": None})
+        rig.svc.pools.update_instance(ADMIN, {"max_active": None})
 
 
 def test_space_full(rig: Rig) -> None:
     rig.store.spaces[SPACE] = Space(key=SPACE, name="Ops", created_at=0, max_active=1)
-    rig.svc._spaces.clear()
+    rig.svc.kernel._spaces.clear()
     won = rig.claimed()
     lease = _queued(rig)
     assert _code(rig, lease) == "space_full"
-    rig.svc.release(as_lease(won.lease.id), won.lease.id, {})
+    rig.svc.reports.release(as_lease(won.lease.id), won.lease.id, {})
     assert _code(rig, lease) == "awaiting_agent"
 
 

@@ -14,7 +14,7 @@ from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, WORKER, Rig, 
 
 def _failed(rig: Rig) -> Lease:
     lease = rig.running()
-    return rig.svc.fail(as_lease(lease.id), lease.id, {"error": "boom"})
+    return rig.svc.reports.fail(as_lease(lease.id), lease.id, {"error": "boom"})
 
 
 # ------------------------------------------------------------------------------- retry
@@ -22,49 +22,49 @@ def _failed(rig: Rig) -> Lease:
 
 def test_retry_of_a_failed_lease_opens_the_next_attempt_in_its_chain(rig: Rig) -> None:
     failed = _failed(rig)
-    again = rig.svc.retry(MEMBER, failed.id)
+    again = rig.svc.force.retry(MEMBER, failed.id)
     assert (again.state, again.attempt, again.retry_depth) == (LeaseState.PENDING, 2, 1)
     assert again.previous_lease_id == failed.id and again.job_id != failed.job_id
     assert "lease.retried" in rig.types(failed.task_id or "")
     with pytest.raises(InvalidTransition, match="open run"):
-        rig.svc.retry(MEMBER, failed.id)
+        rig.svc.force.retry(MEMBER, failed.id)
 
 
 def test_retry_of_a_lease_still_open_or_completed_is_refused(rig: Rig) -> None:
     _, pending = rig.task()
     assert pending is not None
     with pytest.raises(InvalidTransition):
-        rig.svc.retry(MEMBER, pending.id)
+        rig.svc.force.retry(MEMBER, pending.id)
     won = rig.claim()
-    done = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
+    done = rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
     with pytest.raises(InvalidTransition):
-        rig.svc.retry(MEMBER, done.id)
+        rig.svc.force.retry(MEMBER, done.id)
     with pytest.raises(Forbidden):
-        rig.svc.retry(READER, done.id)
+        rig.svc.force.retry(READER, done.id)
 
 
 def test_a_retry_chain_deeper_than_the_instance_cap_is_refused(rig: Rig) -> None:
-    rig.svc.update_instance(ADMIN, {"retry_chain_cap": 2})
+    rig.svc.pools.update_instance(ADMIN, {"retry_chain_cap": 2})
     lease = _failed(rig)
     for depth in (1, 2):
-        lease = rig.svc.retry(MEMBER, lease.id)
+        lease = rig.svc.force.retry(MEMBER, lease.id)
         assert lease.retry_depth == depth
         won = rig.claim()
-        lease = rig.svc.fail(as_lease(won.lease.id), won.lease.id, {"error": "again"})
+        lease = rig.svc.reports.fail(as_lease(won.lease.id), won.lease.id, {"error": "again"})
     with pytest.raises(InvalidTransition, match="retry_chain_cap"):
-        rig.svc.retry(MEMBER, lease.id)
+        rig.svc.force.retry(MEMBER, lease.id)
 
 
 def test_a_retried_run_is_exhausted_sooner_since_retries_use_attempts(rig: Rig) -> None:
     failed = _failed(rig)  # attempt 1 of 3
-    rig.svc.retry(MEMBER, failed.id)  # attempt 2
+    rig.svc.force.retry(MEMBER, failed.id)  # attempt 2
     rig.claim()
     rig.advance(600)
     rig.sweep()  # recovery 1: 2 + 1 >= 3, exhausted
-    task = rig.svc.get_task(READER, failed.task_id or "")
+    task = rig.svc.graph.get_task(READER, failed.task_id or "")
     assert task.status is TaskStatus.NEEDS_ATTENTION
     assert "task.run.lease_recovery_exhausted" in rig.types(task.task.id)
-    assert rig.svc.scheduler_status(READER).needs_attention_run_count == 1
+    assert rig.svc.scheduler.scheduler_status(READER).needs_attention_run_count == 1
 
 
 def test_retry_recovers_an_exhausted_task(rig: Rig) -> None:
@@ -72,10 +72,10 @@ def test_retry_recovers_an_exhausted_task(rig: Rig) -> None:
     rig.advance(600)
     rig.sweep()
     lost = next(x.lease for x in rig.store.lease_rows.values())
-    again = rig.svc.retry(MEMBER, lost.id)
-    view = rig.svc.get_task(READER, lost.task_id or "")
+    again = rig.svc.force.retry(MEMBER, lost.id)
+    view = rig.svc.graph.get_task(READER, lost.task_id or "")
     assert view.status is TaskStatus.QUEUED and again.previous_lease_id == lost.id
-    assert rig.svc.scheduler_status(READER).needs_attention_run_count == 0
+    assert rig.svc.scheduler.scheduler_status(READER).needs_attention_run_count == 0
     assert rig.claim().lease.id == again.id
 
 
@@ -86,7 +86,7 @@ def test_bulk_force_release_answers_one_row_per_id_in_order(rig: Rig) -> None:
     held = rig.running()
     _, pending = rig.task()
     assert pending is not None
-    rows = rig.svc.bulk_release(MEMBER, [held.id, "lease_nope", pending.id], "handoff")
+    rows = rig.svc.force.bulk_release(MEMBER, [held.id, "lease_nope", pending.id], "handoff")
     assert [(r.lease_id, r.ok, r.code) for r in rows] == [
         (held.id, True, None),
         ("lease_nope", False, "lease_not_found"),
@@ -106,8 +106,8 @@ def test_bulk_force_release_answers_one_row_per_id_in_order(rig: Rig) -> None:
 def test_bulk_force_fail_records_operator_forced_and_needs_a_reason(rig: Rig) -> None:
     held = rig.running()
     with pytest.raises(ValidationFailed, match="reason"):
-        rig.svc.bulk_fail(MEMBER, [held.id], " ")
-    rows = rig.svc.bulk_fail(MEMBER, [held.id, held.id], "credentials revoked")
+        rig.svc.force.bulk_fail(MEMBER, [held.id], " ")
+    rows = rig.svc.force.bulk_fail(MEMBER, [held.id, held.id], "credentials revoked")
     assert [(r.ok, r.code) for r in rows] == [(True, None), (False, "invalid_transition")]
     failed = rig.lease(held.id)
     assert (failed.state, failed.failure_kind) == (LeaseState.FAILED, "operator_forced")
@@ -115,46 +115,46 @@ def test_bulk_force_fail_records_operator_forced_and_needs_a_reason(rig: Rig) ->
     assert event.data["by"] == MEMBER.token_id and event.data["reason"] == "credentials revoked"
     # The holder's own report afterwards is refused; the lease stays failed.
     with pytest.raises(InvalidTransition):
-        rig.svc.complete(as_lease(held.id), held.id, {})
+        rig.svc.reports.complete(as_lease(held.id), held.id, {})
 
 
 def test_agents_force_only_when_the_instance_allows_it(rig: Rig) -> None:
     held = rig.running()
     with pytest.raises(Forbidden):
-        rig.svc.bulk_release(WORKER, [held.id], None)
+        rig.svc.force.bulk_release(WORKER, [held.id], None)
     with pytest.raises(LeaseTokenMismatch):
-        rig.svc.bulk_release(as_lease(held.id), [held.id], None)
+        rig.svc.force.bulk_release(as_lease(held.id), [held.id], None)
     with pytest.raises(Forbidden):
-        rig.svc.bulk_release(READER, [held.id], None)
-    rig.svc.update_instance(ADMIN, {"allow_agent_force": True})
-    rows = rig.svc.bulk_release(WORKER, [held.id], "stuck")
+        rig.svc.force.bulk_release(READER, [held.id], None)
+    rig.svc.pools.update_instance(ADMIN, {"allow_agent_force": True})
+    rows = rig.svc.force.bulk_release(WORKER, [held.id], "stuck")
     assert rows[0].ok
     with pytest.raises(ValidationFailed, match="lease_ids"):
-        rig.svc.bulk_fail(MEMBER, [], "x")
+        rig.svc.force.bulk_fail(MEMBER, [], "x")
 
 
 # ------------------------------------------------------------------------------ inspect
 
 
 def test_inspect_of_a_queued_task_with_a_worker_says_claim_available(rig: Rig) -> None:
-    rig.svc.claim(WORKER, POOL, "w1", None, 0, None)  # a worker seen (nothing to claim yet)
+    rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None)  # a worker seen (nothing to claim yet)
     task, lease = rig.task()
     assert lease is not None
-    shot = rig.svc.inspect(READER, task.id)
+    shot = rig.svc.inspection.inspect(READER, task.id)
     assert shot.next_action is NextAction.CLAIM_AVAILABLE
     assert shot.current_lease is not None and shot.current_lease.id == lease.id
-    assert rig.svc.inspect(READER, lease.id).next_action is NextAction.CLAIM_AVAILABLE
+    assert rig.svc.inspection.inspect(READER, lease.id).next_action is NextAction.CLAIM_AVAILABLE
 
 
 def test_inspect_of_queued_work_with_no_worker_waits_for_a_session(rig: Rig) -> None:
     task, _ = rig.task()
-    assert rig.svc.inspect(READER, task.id).next_action is NextAction.WAITING_FOR_SESSION
+    assert rig.svc.inspection.inspect(READER, task.id).next_action is NextAction.WAITING_FOR_SESSION
 
 
 def test_inspect_of_a_held_lease_past_its_deadline_says_stranded(rig: Rig) -> None:
     lease = rig.running()
     rig.advance(600)
-    shot = rig.svc.inspect(READER, lease.id)
+    shot = rig.svc.inspection.inspect(READER, lease.id)
     assert shot.next_action is NextAction.STRANDED
     assert shot.diagnostics["deadline_passed"] is True
     truncated = shot.diagnostics["claim_token_hash_truncated"]
@@ -163,7 +163,7 @@ def test_inspect_of_a_held_lease_past_its_deadline_says_stranded(rig: Rig) -> No
 
 def test_inspect_of_a_running_lease_says_running(rig: Rig) -> None:
     lease = rig.running()
-    shot = rig.svc.inspect(READER, lease.task_id or "")
+    shot = rig.svc.inspection.inspect(READER, lease.task_id or "")
     assert shot.next_action is NextAction.RUNNING
     assert [x.id for x in shot.recent_leases] == [lease.id]
     assert shot.recent_events and shot.recent_events[0].type == "lease.started"
@@ -171,23 +171,23 @@ def test_inspect_of_a_running_lease_says_running(rig: Rig) -> None:
 
 def test_inspect_of_a_failed_run_says_recovery_required(rig: Rig) -> None:
     failed = _failed(rig)
-    assert rig.svc.inspect(READER, failed.id).next_action is NextAction.RECOVERY_REQUIRED
+    assert rig.svc.inspection.inspect(READER, failed.id).next_action is NextAction.RECOVERY_REQUIRED
 
 
 def test_inspect_of_a_completed_task_says_terminal(rig: Rig) -> None:
     lease = rig.running()
-    rig.svc.complete(as_lease(lease.id), lease.id, {})
-    shot = rig.svc.inspect(READER, lease.task_id or "")
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
+    shot = rig.svc.inspection.inspect(READER, lease.task_id or "")
     assert shot.next_action is NextAction.TERMINAL
     assert shot.task is not None and shot.task.status is TaskStatus.COMPLETED
 
 
 def test_inspect_shows_the_pause_that_holds_a_task(rig: Rig) -> None:
-    parent, _ = rig.svc.create_task(MEMBER, SPACE, "p", None, None, {}, None, None)
-    kid, _ = rig.svc.create_task(
+    parent, _ = rig.svc.filing.create_task(MEMBER, SPACE, "p", None, None, {}, None, None)
+    kid, _ = rig.svc.filing.create_task(
         MEMBER, SPACE, "k", None, None, {}, POOL, None, links=TaskLinks(parent_id=parent.id)
     )
-    rig.svc.pause_task(MEMBER, parent.id)
-    shot = rig.svc.inspect(READER, kid.id)
+    rig.svc.graph.pause_task(MEMBER, parent.id)
+    shot = rig.svc.inspection.inspect(READER, kid.id)
     assert shot.scheduler["paused_by_task_id"] == parent.id
     assert shot.next_action is NextAction.WAITING_FOR_SESSION

@@ -37,7 +37,7 @@ class Answer:
 
 @pytest.fixture
 def http(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
-    rig.svc.schedules = FakeSchedules()
+    rig.svc.rules.schedules = FakeSchedules()
     # Both the app's routes and the rules routes build the service through wiring.
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
 

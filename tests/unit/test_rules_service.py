@@ -20,7 +20,7 @@ from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, Rig, as_lease
 def test_an_inbound_rule_is_stored_with_its_kind_and_no_schedule(rig: Rig) -> None:
     rule = make_rule(rig)
     assert (rule.kind, rule.schedule_name, rule.enabled) == ("inbound", None, True)
-    assert rig.svc.get_rule(READER, rule.id) == rule
+    assert rig.svc.rules.get_rule(READER, rule.id) == rule
     assert rule.trigger == {"topic": "email.received", "match": {"to": "support@example.com"}}
 
 
@@ -60,14 +60,14 @@ def test_a_bad_trigger_is_validation_failed_naming_the_field(
     assert refused.value.message.startswith(f"{field}:") or refused.value.message.startswith(
         f"{field} "
     )
-    assert rig.svc.list_rules(READER, SPACE) == [] and schedules.held == {}
+    assert rig.svc.rules.list_rules(READER, SPACE) == [] and schedules.held == {}
 
 
 def test_an_unknown_pool_or_a_pool_of_another_space_is_validation_failed(rig: Rig) -> None:
     with pytest.raises(ValidationFailed, match=r"^pool: 'nope' does not exist"):
         make_rule(rig, pool="nope")
-    rig.svc.create_space(ADMIN, "OTHER", "Other", None)
-    rig.svc.create_pool(
+    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.setup.create_pool(
         ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
     )
     with pytest.raises(ValidationFailed, match=r"^pool: 'theirs' belongs to space 'OTHER'"):
@@ -97,29 +97,29 @@ def test_a_taken_name_in_the_space_is_already_exists_also_on_rename(rig: Rig) ->
         make_rule(rig, "inbox")
     other = make_rule(rig, "other")
     with pytest.raises(AlreadyExists):
-        rig.svc.update_rule(ADMIN, other.id, {"name": "inbox"})
-    renamed = rig.svc.update_rule(ADMIN, other.id, {"name": "renamed"})
-    assert [r.name for r in rig.svc.list_rules(READER, SPACE)] == ["inbox", "renamed"]
+        rig.svc.rules.update_rule(ADMIN, other.id, {"name": "inbox"})
+    renamed = rig.svc.rules.update_rule(ADMIN, other.id, {"name": "renamed"})
+    assert [r.name for r in rig.svc.rules.list_rules(READER, SPACE)] == ["inbox", "renamed"]
     assert renamed.version == other.version + 1
     make_rule(rig, "other")  # the old name is free again
 
 
 def test_the_same_name_in_another_space_is_fine(rig: Rig) -> None:
     make_rule(rig, "inbox")
-    rig.svc.create_space(ADMIN, "OTHER", "Other", None)
-    rig.svc.create_pool(
+    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.setup.create_pool(
         ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
     )
-    rig.svc.create_rule(ADMIN, "OTHER", "inbox", "theirs", {"kind": "space"}, inbox_trigger())
-    assert [r.space for r in rig.svc.list_rules(READER, "OTHER")] == ["OTHER"]
+    rig.svc.rules.create_rule(ADMIN, "OTHER", "inbox", "theirs", {"kind": "space"}, inbox_trigger())
+    assert [r.space for r in rig.svc.rules.list_rules(READER, "OTHER")] == ["OTHER"]
 
 
 def test_unknown_rule_is_not_found(rig: Rig) -> None:
     for call in (
-        lambda: rig.svc.get_rule(READER, "rule_missing"),
-        lambda: rig.svc.update_rule(ADMIN, "rule_missing", {"enabled": False}),
-        lambda: rig.svc.delete_rule(ADMIN, "rule_missing"),
-        lambda: rig.svc.fire_rule(MEMBER, "rule_missing"),
+        lambda: rig.svc.rules.get_rule(READER, "rule_missing"),
+        lambda: rig.svc.rules.update_rule(ADMIN, "rule_missing", {"enabled": False}),
+        lambda: rig.svc.rules.delete_rule(ADMIN, "rule_missing"),
+        lambda: rig.svc.firings.fire_rule(MEMBER, "rule_missing"),
     ):
         with pytest.raises(NotFound):
             call()
@@ -128,14 +128,14 @@ def test_unknown_rule_is_not_found(rig: Rig) -> None:
 def test_only_admins_manage_rules_and_members_fire_them(rig: Rig) -> None:
     rule = make_rule(rig)
     with pytest.raises(Forbidden):
-        rig.svc.create_rule(MEMBER, SPACE, "x", POOL, {"kind": "space"}, inbox_trigger())
+        rig.svc.rules.create_rule(MEMBER, SPACE, "x", POOL, {"kind": "space"}, inbox_trigger())
     with pytest.raises(Forbidden):
-        rig.svc.update_rule(MEMBER, rule.id, {"enabled": False})
+        rig.svc.rules.update_rule(MEMBER, rule.id, {"enabled": False})
     with pytest.raises(Forbidden):
-        rig.svc.delete_rule(MEMBER, rule.id)
+        rig.svc.rules.delete_rule(MEMBER, rule.id)
     with pytest.raises(Forbidden):
-        rig.svc.fire_rule(READER, rule.id)
-    assert rig.svc.fire_rule(MEMBER, rule.id).state is LeaseState.PENDING
+        rig.svc.firings.fire_rule(READER, rule.id)
+    assert rig.svc.firings.fire_rule(MEMBER, rule.id).state is LeaseState.PENDING
 
 
 def test_disabling_a_scheduled_rule_disables_its_schedule_and_enabling_restores_it(
@@ -143,9 +143,9 @@ def test_disabling_a_scheduled_rule_disables_its_schedule_and_enabling_restores_
 ) -> None:
     rule = make_rule(rig, "nightly", trigger=NIGHTLY)
     assert rule.schedule_name is not None
-    rig.svc.update_rule(ADMIN, rule.id, {"enabled": False})
+    rig.svc.rules.update_rule(ADMIN, rule.id, {"enabled": False})
     assert schedules.held[rule.schedule_name]["state"] == "DISABLED"
-    rig.svc.update_rule(
+    rig.svc.rules.update_rule(
         ADMIN, rule.id, {"enabled": True, "trigger": {"schedule": "rate(5 minutes)"}}
     )
     assert schedules.held[rule.schedule_name] == {
@@ -160,9 +160,9 @@ def test_turning_a_scheduled_rule_inbound_deletes_its_schedule_and_back_creates_
     rig: Rig, schedules: FakeSchedules
 ) -> None:
     rule = make_rule(rig, "nightly", trigger=NIGHTLY)
-    inbound = rig.svc.update_rule(ADMIN, rule.id, {"trigger": inbox_trigger()})
+    inbound = rig.svc.rules.update_rule(ADMIN, rule.id, {"trigger": inbox_trigger()})
     assert (inbound.kind, inbound.schedule_name, schedules.held) == ("inbound", None, {})
-    again = rig.svc.update_rule(ADMIN, rule.id, {"trigger": NIGHTLY})
+    again = rig.svc.rules.update_rule(ADMIN, rule.id, {"trigger": NIGHTLY})
     assert again.schedule_name in schedules.held
 
 
@@ -170,10 +170,10 @@ def test_deleting_a_rule_deletes_its_schedule_and_frees_its_name(
     rig: Rig, schedules: FakeSchedules
 ) -> None:
     rule = make_rule(rig, "nightly", trigger=NIGHTLY)
-    rig.svc.delete_rule(ADMIN, rule.id)
+    rig.svc.rules.delete_rule(ADMIN, rule.id)
     assert schedules.held == {}
     with pytest.raises(NotFound):
-        rig.svc.get_rule(READER, rule.id)
+        rig.svc.rules.get_rule(READER, rule.id)
     make_rule(rig, "nightly", trigger=NIGHTLY)
 
 
@@ -183,7 +183,7 @@ def test_a_schedule_that_cannot_be_made_leaves_no_rule_behind(
     schedules.fail_next = True
     with pytest.raises(RuntimeError):
         make_rule(rig, "nightly", trigger=NIGHTLY)
-    assert rig.svc.list_rules(READER, SPACE) == []
+    assert rig.svc.rules.list_rules(READER, SPACE) == []
     make_rule(rig, "nightly", trigger=NIGHTLY)
 
 
@@ -193,8 +193,8 @@ def test_a_schedule_update_that_fails_puts_the_rule_back(
     rule = make_rule(rig, "nightly", trigger=NIGHTLY)
     schedules.fail_next = True
     with pytest.raises(RuntimeError):
-        rig.svc.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(1 hour)"}})
-    assert rig.svc.get_rule(READER, rule.id).trigger == NIGHTLY
+        rig.svc.rules.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(1 hour)"}})
+    assert rig.svc.rules.get_rule(READER, rule.id).trigger == NIGHTLY
 
 
 # -------------------------------------------------------------------------------- fire
@@ -202,13 +202,13 @@ def test_a_schedule_update_that_fails_puts_the_rule_back(
 
 def test_fire_on_a_task_subject_files_a_new_task_each_time_without_a_trigger(rig: Rig) -> None:
     rule = make_rule(rig)
-    first = rig.svc.fire_rule(MEMBER, rule.id)
-    second = rig.svc.fire_rule(MEMBER, rule.id)
+    first = rig.svc.firings.fire_rule(MEMBER, rule.id)
+    second = rig.svc.firings.fire_rule(MEMBER, rule.id)
     assert first.task_id != second.task_id and first.subject_kind is SubjectKind.TASK
     task = rig.store.get_task(first.task_id or "")
     assert task is not None and task.title == "Reply to :"  # an event without data's fill
     won = rig.claim()
-    bundle = rig.svc.payload(as_lease(won.lease.id), won.lease.id)
+    bundle = rig.svc.payloads.payload(as_lease(won.lease.id), won.lease.id)
     assert "trigger" not in bundle and bundle["subject"]["kind"] == "task"
 
 
@@ -217,34 +217,36 @@ def test_fire_on_an_inbound_rule_fills_subject_and_from_as_an_event_without_them
 ) -> None:
     subject = {"kind": "task", "title": "Mail: {subject} from {from}", "body": "{from} wrote"}
     rule = make_rule(rig, "deploys", subject=subject, trigger={"topic": "deploy.finished"})
-    fired = rig.svc.fire_rule(MEMBER, rule.id)
-    (posted,) = rig.svc.post_event(MEMBER, SPACE, "deploy.finished", {"sha": "1"}, None, None)
+    fired = rig.svc.firings.fire_rule(MEMBER, rule.id)
+    (posted,) = rig.svc.firings.post_event(
+        MEMBER, SPACE, "deploy.finished", {"sha": "1"}, None, None
+    )
     tasks = [rig.store.get_task(x.task_id or "") for x in (fired, posted)]
     assert [(t.title, t.body) for t in tasks if t] == [("Mail:  from", "wrote")] * 2
     # A scheduled rule fired by hand reads as its schedule's firing: no data, as written.
     nightly = make_rule(rig, "nightly", subject=subject, trigger=NIGHTLY)
-    task = rig.store.get_task(rig.svc.fire_rule(MEMBER, nightly.id).task_id or "")
+    task = rig.store.get_task(rig.svc.firings.fire_rule(MEMBER, nightly.id).task_id or "")
     assert task is not None and task.title == "Mail: {subject} from {from}"
 
 
 def test_fire_on_a_workflow_subject_mints_a_workflow_lease(rig: Rig) -> None:
-    rig.svc.create_workflow(ADMIN, SPACE, "triage", "Triage", "sort the inbox")
+    rig.svc.setup.create_workflow(ADMIN, SPACE, "triage", "Triage", "sort the inbox")
     rule = make_rule(rig, subject={"kind": "workflow", "slug": "triage"})
-    lease = rig.svc.fire_rule(MEMBER, rule.id)
+    lease = rig.svc.firings.fire_rule(MEMBER, rule.id)
     assert (lease.subject_kind, lease.task_id, lease.workflow) == (
         SubjectKind.WORKFLOW,
         None,
         "triage",
     )
     won = rig.claim()
-    subject = rig.svc.payload(as_lease(won.lease.id), won.lease.id)["subject"]
+    subject = rig.svc.payloads.payload(as_lease(won.lease.id), won.lease.id)["subject"]
     assert subject["kind"] == "workflow" and subject["slug"] == "triage"
     assert subject["description"] == "sort the inbox"
 
 
 def test_fire_on_a_space_subject_mints_a_space_lease(rig: Rig) -> None:
     rule = make_rule(rig, subject={"kind": "space"})
-    lease = rig.svc.fire_rule(MEMBER, rule.id)
+    lease = rig.svc.firings.fire_rule(MEMBER, rule.id)
     assert (lease.subject_kind, lease.subject_id, lease.task_id, lease.workflow) == (
         SubjectKind.SPACE,
         SPACE,
@@ -252,11 +254,13 @@ def test_fire_on_a_space_subject_mints_a_space_lease(rig: Rig) -> None:
         None,
     )
     won = rig.claim()
-    assert rig.svc.payload(as_lease(won.lease.id), won.lease.id)["subject"] == {
+    assert rig.svc.payloads.payload(as_lease(won.lease.id), won.lease.id)["subject"] == {
         "kind": "space",
         "key": SPACE,
         "name": "Operations",
-        "activity": rig.svc.payload(as_lease(won.lease.id), won.lease.id)["subject"]["activity"],
+        "activity": rig.svc.payloads.payload(as_lease(won.lease.id), won.lease.id)["subject"][
+            "activity"
+        ],
     }
 
 
@@ -265,10 +269,10 @@ def test_a_scheduled_time_mints_one_lease_however_often_it_is_delivered(
 ) -> None:
     rule = make_rule(rig, "nightly", trigger=NIGHTLY, subject={"kind": "space"})
     at = datetime(2026, 1, 2, 1, 0, tzinfo=UTC)
-    first = rig.svc.fire_scheduled(rule.id, at)
-    again = rig.svc.fire_scheduled(rule.id, at)
+    first = rig.svc.firings.fire_scheduled(rule.id, at)
+    again = rig.svc.firings.fire_scheduled(rule.id, at)
     assert first is not None and again is not None and first.id == again.id
-    later = rig.svc.fire_scheduled(rule.id, datetime(2026, 1, 3, 1, 0, tzinfo=UTC))
+    later = rig.svc.firings.fire_scheduled(rule.id, datetime(2026, 1, 3, 1, 0, tzinfo=UTC))
     assert later is not None and later.id != first.id
     assert len(rig.store.lease_rows) == 2
 
@@ -278,11 +282,11 @@ def test_a_scheduled_delivery_for_a_disabled_or_deleted_rule_mints_nothing(
 ) -> None:
     rule = make_rule(rig, "nightly", trigger=NIGHTLY)
     at = datetime(2026, 1, 2, 1, 0, tzinfo=UTC)
-    rig.svc.update_rule(ADMIN, rule.id, {"enabled": False})
-    assert rig.svc.fire_scheduled(rule.id, at) is None
-    rig.svc.delete_rule(ADMIN, rule.id)
-    assert rig.svc.fire_scheduled(rule.id, at) is None
-    assert rig.svc.fire_scheduled("x" * 300, at) is None
+    rig.svc.rules.update_rule(ADMIN, rule.id, {"enabled": False})
+    assert rig.svc.firings.fire_scheduled(rule.id, at) is None
+    rig.svc.rules.delete_rule(ADMIN, rule.id)
+    assert rig.svc.firings.fire_scheduled(rule.id, at) is None
+    assert rig.svc.firings.fire_scheduled("x" * 300, at) is None
     assert rig.store.lease_rows == {}
 
 
@@ -292,7 +296,7 @@ def test_a_scheduled_delivery_for_a_disabled_or_deleted_rule_mints_nothing(
 def _post(
     rig: Rig, data: dict[str, Any], event_id: str | None = None, topic: str = "email.received"
 ) -> list[Any]:
-    return rig.svc.post_event(MEMBER, SPACE, topic, data, None, event_id)
+    return rig.svc.firings.post_event(MEMBER, SPACE, topic, data, None, event_id)
 
 
 def test_an_event_mints_one_lease_per_enabled_rule_whose_match_holds(rig: Rig) -> None:
@@ -300,7 +304,7 @@ def test_an_event_mints_one_lease_per_enabled_rule_whose_match_holds(rig: Rig) -
     make_rule(rig, "vip", trigger=inbox_trigger(**{"from": "@vip.example"}))
     make_rule(rig, "billing", trigger=inbox_trigger(to="billing@example.com"))
     off = make_rule(rig, "off", trigger=inbox_trigger())
-    rig.svc.update_rule(ADMIN, off.id, {"enabled": False})
+    rig.svc.rules.update_rule(ADMIN, off.id, {"enabled": False})
     make_rule(rig, "deploys", trigger={"topic": "deploy.finished"})
     data = {"from": "Ann <ann@vip.example>", "to": ["Support@Example.com"], "subject": "Help"}
     leases = _post(rig, data)
@@ -322,9 +326,11 @@ def test_the_same_event_id_answers_the_same_leases_and_mints_nothing(rig: Rig) -
 
 def test_an_event_lease_carries_its_trigger_in_the_payload(rig: Rig) -> None:
     make_rule(rig, "deploys", trigger={"topic": "deploy.finished"}, subject={"kind": "space"})
-    rig.svc.post_event(MEMBER, SPACE, "deploy.finished", {"sha": "abc"}, rig.clock.now_ms(), None)
+    rig.svc.firings.post_event(
+        MEMBER, SPACE, "deploy.finished", {"sha": "abc"}, rig.clock.now_ms(), None
+    )
     won = rig.claim()
-    bundle = rig.svc.payload(as_lease(won.lease.id), won.lease.id)
+    bundle = rig.svc.payloads.payload(as_lease(won.lease.id), won.lease.id)
     assert bundle["trigger"] == {
         "topic": "deploy.finished",
         "occurred_at": "2026-01-01T00:00:00Z",
@@ -334,29 +340,29 @@ def test_an_event_lease_carries_its_trigger_in_the_payload(rig: Rig) -> None:
 
 def test_an_event_of_another_space_does_not_fire_this_space_rules(rig: Rig) -> None:
     make_rule(rig, "support", trigger=inbox_trigger())
-    rig.svc.create_space(ADMIN, "OTHER", "Other", None)
-    assert rig.svc.post_event(MEMBER, "OTHER", "email.received", {}, None, None) == []
+    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
+    assert rig.svc.firings.post_event(MEMBER, "OTHER", "email.received", {}, None, None) == []
 
 
 def test_an_email_from_any_space_matches_rules_of_every_space_by_recipient(rig: Rig) -> None:
     make_rule(rig, "support", trigger=inbox_trigger(to="support@example.com"))
-    rig.svc.create_space(ADMIN, "OTHER", "Other", None)
-    rig.svc.create_pool(
+    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.setup.create_pool(
         ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
     )
-    rig.svc.create_rule(
+    rig.svc.rules.create_rule(
         ADMIN, "OTHER", "sales", "theirs", {"kind": "space"}, inbox_trigger(to="sales@example.com")
     )
     data = {"from": "a@b.c", "to": ["sales@example.com"], "cc": [], "subject": "quote"}
-    leases = rig.svc.fire_inbound(
+    leases = rig.svc.firings.fire_inbound(
         "email.received", "ses:m1", rig.clock.now_ms(), data, [], None
     ).leases
     assert [x.space for x in leases] == ["OTHER"]
-    again = rig.svc.fire_inbound(
+    again = rig.svc.firings.fire_inbound(
         "email.received", "ses:m1", rig.clock.now_ms(), data, [], None
     ).leases
     assert [x.id for x in again] == [x.id for x in leases]
-    bcc = rig.svc.fire_inbound(
+    bcc = rig.svc.firings.fire_inbound(
         "email.received",
         "ses:m2",
         rig.clock.now_ms(),
@@ -390,12 +396,12 @@ def test_resync_remakes_every_scheduled_rules_schedule_in_its_state(
 ) -> None:
     nightly = make_rule(rig, "nightly", trigger=NIGHTLY)
     paused = make_rule(rig, "paused", trigger={"schedule": "rate(1 hour)"})
-    rig.svc.update_rule(ADMIN, paused.id, {"enabled": False})
+    rig.svc.rules.update_rule(ADMIN, paused.id, {"enabled": False})
     make_rule(rig, "inbox")
     gone = make_rule(rig, "gone", trigger=NIGHTLY)
-    rig.svc.delete_rule(ADMIN, gone.id)
+    rig.svc.rules.delete_rule(ADMIN, gone.id)
     schedules.held.clear()  # what a restarted moto remembers
-    assert rig.svc.resync_schedules() == 2
+    assert rig.svc.rules.resync_schedules() == 2
     assert {name: s["state"] for name, s in schedules.held.items()} == {
         nightly.id: "ENABLED",
         paused.id: "DISABLED",
@@ -414,11 +420,11 @@ def test_a_delete_that_loses_to_a_concurrent_change_deletes_the_rule_as_it_now_i
     def racing(seen: Rule) -> None:
         calls.append(seen.version)
         if len(calls) == 1:  # someone re-enabled it in between: its schedule is back
-            rig.svc.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(2 hours)"}})
+            rig.svc.rules.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(2 hours)"}})
             raise Conflict("rule moved on")
         real(seen)
 
     monkeypatch.setattr(rig.store, "delete_rule", racing)
-    rig.svc.delete_rule(ADMIN, rule.id)
+    rig.svc.rules.delete_rule(ADMIN, rule.id)
     assert calls == [1, 2] and schedules.held == {}
     assert rig.store.get_rule(rule.id) is None

@@ -10,7 +10,7 @@ import pytest
 from tenure.app import scheduler
 from tenure.app.scheduler import SchedulerStatus
 from tenure.app.tasks.filing import TaskLinks
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure, compose
 from tenure.domain.model import Task
 from tenure.domain.states import TaskStatus
 
@@ -21,14 +21,14 @@ PARKED_AFTER = 600 + 3600 + 1  # past it and the default starvation_escalation_s
 
 
 def _task(rig: Rig, pool: str | None = POOL, **links: Any) -> Task:
-    task, _ = rig.svc.create_task(
+    task, _ = rig.svc.filing.create_task(
         MEMBER, SPACE, "t", None, None, {}, pool, None, links=TaskLinks(**links)
     )
     return task
 
 
-def _counts(rig: Rig, svc: LeaseService | None = None) -> tuple[int, int, int, int]:
-    s: SchedulerStatus = (svc or rig.svc).scheduler_status(READER)
+def _counts(rig: Rig, svc: Tenure | None = None) -> tuple[int, int, int, int]:
+    s: SchedulerStatus = (svc or rig.svc).scheduler.scheduler_status(READER)
     return (
         s.queued_run_count,
         s.capacity_waiting_count,
@@ -41,12 +41,12 @@ def _held_and_free(rig: Rig) -> dict[str, Task]:
     """One claimable task and one of each way a pending lease is held back."""
     free = _task(rig)
     paused = _task(rig)
-    rig.svc.pause_task(MEMBER, paused.id)
+    rig.svc.graph.pause_task(MEMBER, paused.id)
     root = _task(rig, pool=None)
     kid = _task(rig, parent_id=root.id)
-    rig.svc.pause_task(MEMBER, root.id)
+    rig.svc.graph.pause_task(MEMBER, root.id)
     blocked = _task(rig)
-    rig.svc.block_task(MEMBER, blocked.id, "needs_input", "which branch?")
+    rig.svc.blocks.block_task(MEMBER, blocked.id, "needs_input", "which branch?")
     return {"free": free, "paused": paused, "kid": kid, "blocked": blocked}
 
 
@@ -59,21 +59,21 @@ def test_held_back_leases_are_neither_queued_nor_starved(rig: Rig) -> None:
 def test_a_fresh_process_counts_the_same_without_a_remembered_lineage(rig: Rig) -> None:
     _held_and_free(rig)
     rig.advance(STARVED_AFTER)
-    cold = LeaseService(rig.store, rig.clock, rig.ids)
+    cold = compose(rig.store, rig.clock, rig.ids)
     assert _counts(rig, cold) == (1, 0, 1, 0)
     assert _counts(rig, cold) == (1, 0, 1, 0)  # and again, from its lineage cache
 
 
 def test_held_back_leases_are_not_capacity_waiting(rig: Rig) -> None:
     _held_and_free(rig)
-    rig.svc.claim(WORKER, POOL, "w-idle", None, 0, None)  # takes `free`; w-idle reachable
+    rig.svc.claims.claim(WORKER, POOL, "w-idle", None, 0, None)  # takes `free`; w-idle reachable
     _task(rig)  # a second claimable one, behind the reachable worker
     assert _counts(rig) == (1, 1, 0, 0)
 
 
 def test_an_expired_transient_block_counts_as_claimable_again(rig: Rig) -> None:
     task = _task(rig)
-    rig.svc.block_task(MEMBER, task.id, "transient", "rate limited", expires_in_seconds=60)
+    rig.svc.blocks.block_task(MEMBER, task.id, "transient", "rate limited", expires_in_seconds=60)
     rig.advance(30)
     assert _counts(rig)[0] == 0
     rig.advance(STARVED_AFTER)  # the block expired; the sweeper has not finalized it
@@ -86,7 +86,7 @@ def test_a_parked_run_counts_once_in_needs_attention(rig: Rig) -> None:
     assert _counts(rig) == (1, 0, 1, 0)
     rig.advance(3600)
     assert rig.sweep().parked == [task.id]
-    assert rig.svc.get_task(READER, task.id).status is TaskStatus.NEEDS_ATTENTION
+    assert rig.svc.graph.get_task(READER, task.id).status is TaskStatus.NEEDS_ATTENTION
     assert _counts(rig) == (0, 0, 0, 1)
 
 
@@ -94,11 +94,11 @@ def test_the_sweeper_parks_no_paused_or_blocked_tasks_run(rig: Rig) -> None:
     tasks = _held_and_free(rig)
     rig.advance(PARKED_AFTER)
     # A sweeper process that has read none of these leases before.
-    cold = LeaseService(rig.store, rig.clock, rig.ids)
-    assert cold.park_starved() == [tasks["free"].id]
+    cold = compose(rig.store, rig.clock, rig.ids)
+    assert cold.scheduler.park_starved() == [tasks["free"].id]
     for name in ("paused", "kid", "blocked"):
         task = tasks[name]
-        assert rig.svc.get_task(READER, task.id).status is TaskStatus.BLOCKED, name
+        assert rig.svc.graph.get_task(READER, task.id).status is TaskStatus.BLOCKED, name
         assert "task.starvation_escalated" not in rig.types(task.id), name
 
 
@@ -120,13 +120,13 @@ def test_the_hold_check_reads_a_bounded_number_of_leases_per_pool(
 ) -> None:
     monkeypatch.setattr(scheduler, "HOLD_SCAN", 3)
     paused = _task(rig)
-    rig.svc.pause_task(MEMBER, paused.id)
+    rig.svc.graph.pause_task(MEMBER, paused.id)
     late = [_task(rig) for _ in range(4)]
-    rig.svc.pause_task(MEMBER, late[-1].id)  # beyond the scan: counted as claimable
+    rig.svc.graph.pause_task(MEMBER, late[-1].id)  # beyond the scan: counted as claimable
     rig.advance(STARVED_AFTER)
     read: list[list[str]] = []
     real = rig.store.get_leases
     monkeypatch.setattr(rig.store, "get_leases", lambda ids: read.append(list(ids)) or real(ids))
-    cold = LeaseService(rig.store, rig.clock, rig.ids)
+    cold = compose(rig.store, rig.clock, rig.ids)
     assert _counts(rig, cold) == (4, 0, 4, 0)
     assert [len(x) for x in read] == [3]

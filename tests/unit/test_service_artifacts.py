@@ -12,7 +12,7 @@ from tenure.app.artifacts.attachments import (
     SERVE_INLINE_BYTES,
 )
 from tenure.app.artifacts.retention import RECLAIM_STALL_MS
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import compose
 from tenure.domain.errors import (
     Forbidden,
     InvalidTransition,
@@ -36,13 +36,13 @@ def rig() -> Rig:
 
 
 def blobs(r: Rig) -> FakeBlobs:
-    assert isinstance(r.svc.blobs, FakeBlobs)
-    return r.svc.blobs
+    assert isinstance(r.svc.artifacts.blobs, FakeBlobs)
+    return r.svc.artifacts.blobs
 
 
 def sink(r: Rig) -> FakeLogSink:
-    assert isinstance(r.svc.log_sink, FakeLogSink)
-    return r.svc.log_sink
+    assert isinstance(r.svc.artifacts.log_sink, FakeLogSink)
+    return r.svc.artifacts.log_sink
 
 
 def line(message: str, stream: str = "stdout", **kw: object) -> dict[str, object]:
@@ -55,10 +55,10 @@ def line(message: str, stream: str = "stdout", **kw: object) -> dict[str, object
 def test_the_lease_ships_logs_and_whoever_sees_the_lease_reads_them_oldest_first(rig: Rig) -> None:
     lease = rig.running()
     me = as_lease(lease.id)
-    assert rig.svc.post_logs(me, lease.id, [line("second", timestamp=T0 + 2)]) == 1
-    assert rig.svc.post_logs(me, lease.id, [line("first", "stderr", timestamp=T0 + 1)]) == 1
+    assert rig.svc.logs.post_logs(me, lease.id, [line("second", timestamp=T0 + 2)]) == 1
+    assert rig.svc.logs.post_logs(me, lease.id, [line("first", "stderr", timestamp=T0 + 1)]) == 1
     for reader in (READER, OPS_READER, me):
-        page = rig.svc.read_logs(reader, lease.id)
+        page = rig.svc.logs.read_logs(reader, lease.id)
         assert [(x.message, x.stream) for x in page.events] == [
             ("first", "stderr"),
             ("second", "stdout"),
@@ -69,23 +69,26 @@ def test_the_lease_ships_logs_and_whoever_sees_the_lease_reads_them_oldest_first
 def test_tail_keeps_the_last_lines_and_says_it_cut(rig: Rig) -> None:
     lease = rig.running()
     events = [line(f"l{i}", timestamp=T0 + i) for i in range(5)]
-    rig.svc.post_logs(as_lease(lease.id), lease.id, events)
-    page = rig.svc.read_logs(READER, lease.id, tail=2)
+    rig.svc.logs.post_logs(as_lease(lease.id), lease.id, events)
+    page = rig.svc.logs.read_logs(READER, lease.id, tail=2)
     assert [x.message for x in page.events] == ["l3", "l4"] and page.truncated
-    assert not rig.svc.read_logs(READER, lease.id, tail=5).truncated
-    since = rig.svc.read_logs(READER, lease.id, since=T0 + 3)
+    assert not rig.svc.logs.read_logs(READER, lease.id, tail=5).truncated
+    since = rig.svc.logs.read_logs(READER, lease.id, since=T0 + 3)
     assert [x.message for x in since.events] == ["l3", "l4"]
 
 
 def test_containers_are_read_together_or_one_at_a_time(rig: Rig) -> None:
     lease = rig.running()
-    rig.svc.post_logs(
+    rig.svc.logs.post_logs(
         as_lease(lease.id),
         lease.id,
         [line("a", timestamp=T0 + 1), {**line("b", timestamp=T0 + 2), "container": "sidecar"}],
     )
-    assert [x.container for x in rig.svc.read_logs(READER, lease.id).events] == ["main", "sidecar"]
-    only = rig.svc.read_logs(READER, lease.id, container="sidecar").events
+    assert [x.container for x in rig.svc.logs.read_logs(READER, lease.id).events] == [
+        "main",
+        "sidecar",
+    ]
+    only = rig.svc.logs.read_logs(READER, lease.id, container="sidecar").events
     assert [x.message for x in only] == ["b"]
 
 
@@ -93,62 +96,64 @@ def test_another_leases_token_cannot_read_or_write_these_logs(rig: Rig) -> None:
     lease = rig.running("w1")
     other = rig.running("w2")
     with pytest.raises(LeaseTokenMismatch):
-        rig.svc.read_logs(as_lease(other.id), lease.id)
+        rig.svc.logs.read_logs(as_lease(other.id), lease.id)
     with pytest.raises(LeaseTokenMismatch):
-        rig.svc.post_logs(as_lease(other.id), lease.id, [line("x")])
+        rig.svc.logs.post_logs(as_lease(other.id), lease.id, [line("x")])
     with pytest.raises(Forbidden):
-        rig.svc.post_logs(ADMIN, lease.id, [line("x")])
+        rig.svc.logs.post_logs(ADMIN, lease.id, [line("x")])
 
 
 def test_an_operator_scoped_to_another_space_or_a_worker_token_is_forbidden(rig: Rig) -> None:
     lease = rig.running()
     with pytest.raises(Forbidden):
-        rig.svc.read_logs(OTHER_SPACE_READER, lease.id)
+        rig.svc.logs.read_logs(OTHER_SPACE_READER, lease.id)
     with pytest.raises(Forbidden):
-        rig.svc.read_logs(WORKER, lease.id)
+        rig.svc.logs.read_logs(WORKER, lease.id)
     with pytest.raises(Forbidden):
-        rig.svc.list_attachments(OTHER_SPACE_READER, lease.id)
+        rig.svc.attachments.list_attachments(OTHER_SPACE_READER, lease.id)
 
 
 def test_a_pool_that_keeps_no_logs_answers_unsupported_runtime_both_ways(rig: Rig) -> None:
     rig.make_pool("quiet", keeps_logs=False)
     lease = rig.running(pool="quiet")
     with pytest.raises(UnsupportedRuntime):
-        rig.svc.post_logs(as_lease(lease.id), lease.id, [line("x")])
+        rig.svc.logs.post_logs(as_lease(lease.id), lease.id, [line("x")])
     with pytest.raises(UnsupportedRuntime):
-        rig.svc.read_logs(READER, lease.id)
+        rig.svc.logs.read_logs(READER, lease.id)
 
 
 def test_pools_keep_logs_by_default(rig: Rig) -> None:
-    assert rig.svc._pool(POOL).keeps_logs is True
-    assert rig.svc._pool(POOL).retention_seconds == 2_592_000
+    assert rig.svc.kernel.pool(POOL).keeps_logs is True
+    assert rig.svc.kernel.pool(POOL).retention_seconds == 2_592_000
 
 
 def test_a_timestamp_cloudwatch_would_drop_is_refused_by_name(rig: Rig) -> None:
     lease = rig.running()
     me = as_lease(lease.id)
     with pytest.raises(ValidationFailed, match=r"events\[1\].timestamp"):
-        rig.svc.post_logs(me, lease.id, [line("ok"), line("old", timestamp=T0 - 15 * 86_400_000)])
+        rig.svc.logs.post_logs(
+            me, lease.id, [line("ok"), line("old", timestamp=T0 - 15 * 86_400_000)]
+        )
     with pytest.raises(ValidationFailed, match="ahead"):
-        rig.svc.post_logs(me, lease.id, [line("future", timestamp=T0 + 3 * 3_600_000)])
-    assert rig.svc.read_logs(READER, lease.id).events == []  # nothing half-stored
+        rig.svc.logs.post_logs(me, lease.id, [line("future", timestamp=T0 + 3 * 3_600_000)])
+    assert rig.svc.logs.read_logs(READER, lease.id).events == []  # nothing half-stored
 
 
 def test_a_tail_cannot_be_paged(rig: Rig) -> None:
     lease = rig.running()
     with pytest.raises(ValidationFailed, match="cursor"):
-        rig.svc.read_logs(READER, lease.id, tail=3, cursor="abc")
+        rig.svc.logs.read_logs(READER, lease.id, tail=3, cursor="abc")
 
 
 def test_logs_page_on_with_a_cursor_that_ends_null(rig: Rig) -> None:
     lease = rig.running()
-    rig.svc.post_logs(
+    rig.svc.logs.post_logs(
         as_lease(lease.id), lease.id, [line(f"l{i}", timestamp=T0 + i) for i in range(5)]
     )
-    assert isinstance(rig.svc.log_sink, FakeLogSink)
-    page = rig.svc.log_sink.read(lease.id, None, None, None, None, 3)
+    assert isinstance(rig.svc.artifacts.log_sink, FakeLogSink)
+    page = rig.svc.artifacts.log_sink.read(lease.id, None, None, None, None, 3)
     assert [x.message for x in page.events] == ["l0", "l1", "l2"] and page.next_cursor
-    rest = rig.svc.read_logs(READER, lease.id, cursor=page.next_cursor)
+    rest = rig.svc.logs.read_logs(READER, lease.id, cursor=page.next_cursor)
     assert [x.message for x in rest.events] == ["l3", "l4"] and rest.next_cursor is None
 
 
@@ -157,20 +162,20 @@ def test_logs_page_on_with_a_cursor_that_ends_null(rig: Rig) -> None:
 
 def test_an_inline_attachment_is_stored_at_once_listed_and_fetched_as_bytes(rig: Rig) -> None:
     lease = rig.running()
-    att, upload = rig.svc.add_attachment(
+    att, upload = rig.svc.attachments.add_attachment(
         as_lease(lease.id), lease.id, "out.txt", "text/plain", "file", None, b"hello"
     )
     assert upload is None and att.byte_size == 5
     for reader in (READER, as_lease(lease.id)):
-        assert [a.id for a in rig.svc.list_attachments(reader, lease.id)] == [att.id]
-    got = rig.svc.fetch_attachment(READER, lease.id, att.id)
+        assert [a.id for a in rig.svc.attachments.list_attachments(reader, lease.id)] == [att.id]
+    got = rig.svc.attachments.fetch_attachment(READER, lease.id, att.id)
     assert got.data == b"hello" and got.url is None
 
 
 def test_an_inline_body_past_one_mib_is_refused_naming_the_limit(rig: Rig) -> None:
     lease = rig.running()
     with pytest.raises(ValidationFailed, match=r"content_base64.*1048576 bytes \(1 MiB\)"):
-        rig.svc.add_attachment(
+        rig.svc.attachments.add_attachment(
             as_lease(lease.id),
             lease.id,
             "big.bin",
@@ -185,64 +190,66 @@ def test_an_inline_body_past_one_mib_is_refused_naming_the_limit(rig: Rig) -> No
 def test_a_presigned_upload_is_listed_only_once_its_bytes_arrived_as_declared(rig: Rig) -> None:
     lease = rig.running()
     me = as_lease(lease.id)
-    att, upload = rig.svc.add_attachment(
+    att, upload = rig.svc.attachments.add_attachment(
         me, lease.id, "r.json", "application/json", "report", 4, None
     )
     assert upload is not None and upload.method == "PUT"
     assert upload.headers == {"Content-Type": "application/json", "Content-Length": "4"}
-    assert rig.svc.list_attachments(READER, lease.id) == []
+    assert rig.svc.attachments.list_attachments(READER, lease.id) == []
     with pytest.raises(NotFound):
-        rig.svc.fetch_attachment(READER, lease.id, att.id)
+        rig.svc.attachments.fetch_attachment(READER, lease.id, att.id)
     blobs(rig).put(att.key, b"{}{}", "application/json")
-    listed = rig.svc.list_attachments(READER, lease.id)
+    listed = rig.svc.attachments.list_attachments(READER, lease.id)
     assert [(a.id, a.kind, a.status) for a in listed] == [(att.id, "report", "stored")]
 
 
 def test_an_upload_of_other_bytes_than_declared_is_never_listed(rig: Rig) -> None:
     lease = rig.running()
     me = as_lease(lease.id)
-    size, _ = rig.svc.add_attachment(me, lease.id, "a", "text/plain", "file", 4, None)
-    kind, _ = rig.svc.add_attachment(me, lease.id, "b", "text/plain", "file", 2, None)
+    size, _ = rig.svc.attachments.add_attachment(me, lease.id, "a", "text/plain", "file", 4, None)
+    kind, _ = rig.svc.attachments.add_attachment(me, lease.id, "b", "text/plain", "file", 2, None)
     blobs(rig).put(size.key, b"12345", "text/plain")
     blobs(rig).put(kind.key, b"12", "image/png")
-    assert rig.svc.list_attachments(READER, lease.id) == []
+    assert rig.svc.attachments.list_attachments(READER, lease.id) == []
     assert size.key not in blobs(rig).objects and kind.key not in blobs(rig).objects
     assert {a.status for a in rig.store.list_attachments(lease.id)} == {"rejected"}
 
 
 def test_an_upload_that_never_came_is_abandoned_and_no_longer_checked(rig: Rig) -> None:
     lease = rig.running()
-    rig.svc.add_attachment(as_lease(lease.id), lease.id, "a", "text/plain", "file", 4, None)
+    rig.svc.attachments.add_attachment(
+        as_lease(lease.id), lease.id, "a", "text/plain", "file", 4, None
+    )
     rig.advance(2 * 3600)
-    assert rig.svc.list_attachments(READER, lease.id) == []
+    assert rig.svc.attachments.list_attachments(READER, lease.id) == []
     assert [a.status for a in rig.store.list_attachments(lease.id)] == ["abandoned"]
 
 
 def test_a_large_attachment_is_fetched_through_a_presigned_url(rig: Rig) -> None:
     lease = rig.running()
     size = SERVE_INLINE_BYTES + 1
-    att, _ = rig.svc.add_attachment(
+    att, _ = rig.svc.attachments.add_attachment(
         as_lease(lease.id), lease.id, "big.bin", "application/octet-stream", "file", size, None
     )
     blobs(rig).put(att.key, b"x" * size, "application/octet-stream")
-    got = rig.svc.fetch_attachment(READER, lease.id, att.id)
+    got = rig.svc.attachments.fetch_attachment(READER, lease.id, att.id)
     assert got.data is None and got.url and "big.bin" in got.url
 
 
 def test_an_attachment_whose_object_expired_is_not_found_and_says_why(rig: Rig) -> None:
     lease = rig.running()
-    att, _ = rig.svc.add_attachment(
+    att, _ = rig.svc.attachments.add_attachment(
         as_lease(lease.id), lease.id, "o.txt", "text/plain", "file", None, b"hi"
     )
     blobs(rig).objects.clear()  # the bucket's lifecycle rule took it
     with pytest.raises(NotFound, match="lifecycle"):
-        rig.svc.fetch_attachment(READER, lease.id, att.id)
+        rig.svc.attachments.fetch_attachment(READER, lease.id, att.id)
 
 
 def test_an_unknown_attachment_is_not_found(rig: Rig) -> None:
     lease = rig.running()
     with pytest.raises(NotFound) as err:
-        rig.svc.fetch_attachment(READER, lease.id, "att_nope")
+        rig.svc.attachments.fetch_attachment(READER, lease.id, "att_nope")
     assert err.value.code == "not_found"
 
 
@@ -250,9 +257,11 @@ def test_a_lease_keeps_a_bounded_number_of_attachments(rig: Rig) -> None:
     lease = rig.running()
     me = as_lease(lease.id)
     for i in range(ATTACHMENTS_PER_LEASE):
-        rig.svc.add_attachment(me, lease.id, f"f{i}", "text/plain", "file", None, b"x")
+        rig.svc.attachments.add_attachment(me, lease.id, f"f{i}", "text/plain", "file", None, b"x")
     with pytest.raises(ValidationFailed, match="attachments"):
-        rig.svc.add_attachment(me, lease.id, "one-more", "text/plain", "file", None, b"x")
+        rig.svc.attachments.add_attachment(
+            me, lease.id, "one-more", "text/plain", "file", None, b"x"
+        )
     assert len(blobs(rig).objects) == ATTACHMENTS_PER_LEASE  # the refused bytes did not stay
 
 
@@ -260,18 +269,24 @@ def test_only_the_leases_own_token_attaches(rig: Rig) -> None:
     lease = rig.running("w1")
     other = rig.running("w2")
     with pytest.raises(LeaseTokenMismatch):
-        rig.svc.add_attachment(as_lease(other.id), lease.id, "a", "text/plain", "file", 1, None)
+        rig.svc.attachments.add_attachment(
+            as_lease(other.id), lease.id, "a", "text/plain", "file", 1, None
+        )
     with pytest.raises(Forbidden):
-        rig.svc.add_attachment(ADMIN, lease.id, "a", "text/plain", "file", 1, None)
+        rig.svc.attachments.add_attachment(ADMIN, lease.id, "a", "text/plain", "file", 1, None)
 
 
 # --------------------------------------------------------------- exec target
 
 
 def test_exec_target_names_where_the_lease_runs_and_nothing_secret(rig: Rig) -> None:
-    won = rig.svc.claim(WORKER, POOL, "w1", "2.1", 0, None, host="box-7") if rig.task() else None
+    won = (
+        rig.svc.claims.claim(WORKER, POOL, "w1", "2.1", 0, None, host="box-7")
+        if rig.task()
+        else None
+    )
     assert won is not None
-    target = rig.svc.exec_target(READER, won.lease.id)
+    target = rig.svc.logs.exec_target(READER, won.lease.id)
     assert target == {
         "lease_id": won.lease.id,
         "state": "dispatched",
@@ -284,15 +299,15 @@ def test_exec_target_names_where_the_lease_runs_and_nothing_secret(rig: Rig) -> 
     }
     assert won.token not in repr(target) and str(won.lease.token_hash) not in repr(target)
     with pytest.raises(LeaseTokenMismatch):
-        rig.svc.exec_target(as_lease(won.lease.id), won.lease.id)
+        rig.svc.logs.exec_target(as_lease(won.lease.id), won.lease.id)
     with pytest.raises(Forbidden):
-        rig.svc.exec_target(OTHER_SPACE_READER, won.lease.id)
+        rig.svc.logs.exec_target(OTHER_SPACE_READER, won.lease.id)
 
 
 def test_exec_target_before_a_claim_has_no_worker(rig: Rig) -> None:
     _, lease = rig.task()
     assert lease is not None
-    target = rig.svc.exec_target(READER, lease.id)
+    target = rig.svc.logs.exec_target(READER, lease.id)
     assert target["worker_id"] is None and target["host"] is None and target["claimed_at"] is None
 
 
@@ -303,9 +318,11 @@ def ended_with_detail(rig: Rig, retention: int = 60) -> str:
     rig.make_pool("short", retention_seconds=retention)
     lease = rig.running(pool="short")
     me = as_lease(lease.id)
-    rig.svc.post_logs(me, lease.id, [line("hello")])
-    rig.svc.add_attachment(me, lease.id, "out.txt", "text/plain", "file", None, b"hello")
-    rig.svc.complete(me, lease.id, {})
+    rig.svc.logs.post_logs(me, lease.id, [line("hello")])
+    rig.svc.attachments.add_attachment(
+        me, lease.id, "out.txt", "text/plain", "file", None, b"hello"
+    )
+    rig.svc.reports.complete(me, lease.id, {})
     return lease.id
 
 
@@ -331,24 +348,24 @@ def test_a_reclaimed_lease_still_reads_with_empty_detail_and_its_timeline_whole(
         before.subject_kind,
         before.ended_at,
     )
-    assert rig.svc.get_lease(READER, lease_id).reclaimed_at is not None
-    assert rig.svc.list_attachments(READER, lease_id) == []
-    assert rig.svc.read_logs(READER, lease_id) == ([], False, None)
+    assert rig.svc.operator.get_lease(READER, lease_id).reclaimed_at is not None
+    assert rig.svc.attachments.list_attachments(READER, lease_id) == []
+    assert rig.svc.logs.read_logs(READER, lease_id) == ([], False, None)
     assert blobs(rig).objects == {} and sink(rig).streams == {}
     assert rig.store.list_attachments(lease_id) == []
     types = rig.types(before.task_id or "")
     assert types[-2:] == ["lease.completed", "lease.reclaimed"]
     with pytest.raises(NotFound):
-        rig.svc.fetch_attachment(READER, lease_id, "att_any")
+        rig.svc.attachments.fetch_attachment(READER, lease_id, "att_any")
     with pytest.raises(InvalidTransition):
-        rig.svc.post_logs(as_lease(lease_id), lease_id, [line("late")])
+        rig.svc.logs.post_logs(as_lease(lease_id), lease_id, [line("late")])
 
 
 def test_reclaiming_twice_deletes_nothing_twice_and_records_one_event(rig: Rig) -> None:
     lease_id = ended_with_detail(rig)
     rig.advance(61)
-    assert rig.svc.reclaim(lease_id) is True
-    assert rig.svc.reclaim(lease_id) is False
+    assert rig.svc.retention.reclaim(lease_id) is True
+    assert rig.svc.retention.reclaim(lease_id) is False
     rig.sweep()
     assert set(blobs(rig).deleted.values()) == {1}
     assert set(sink(rig).deleted.values()) == {1}
@@ -376,12 +393,12 @@ def test_a_pass_reclaims_a_bounded_number_and_counts_what_is_left(rig: Rig) -> N
     ids = []
     for _ in range(4):
         lease = rig.running(pool="short")
-        rig.svc.complete(as_lease(lease.id), lease.id, {})
+        rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
         ids.append(lease.id)
     rig.advance(2)
-    first = rig.svc.reclaim_due(budget=3)
+    first = rig.svc.retention.reclaim_due(budget=3)
     assert first.leases == ids[:3] and first.left >= 1
-    second = rig.svc.reclaim_due(budget=3)
+    second = rig.svc.retention.reclaim_due(budget=3)
     assert second.leases == ids[3:] and second.left == 0
 
 
@@ -390,15 +407,17 @@ def test_held_and_queued_leases_are_never_reclaimed(rig: Rig) -> None:
     held = rig.running(pool="short")
     _, queued = rig.task(pool="short")
     rig.advance(3600)
-    rig.svc.heartbeat(as_lease(held.id), held.id, None)
+    rig.svc.reports.heartbeat(as_lease(held.id), held.id, None)
     assert rig.sweep().reclaimed == []
     assert queued is not None and rig.lease(queued.id).reclaimed_at is None
 
 
 def test_a_service_without_a_bucket_or_log_group_says_so(rig: Rig) -> None:
-    bare = LeaseService(rig.store, rig.clock, rig.ids)
+    bare = compose(rig.store, rig.clock, rig.ids)
     lease = rig.running()
     with pytest.raises(UnsupportedRuntime):
-        bare.read_logs(READER, lease.id)
+        bare.logs.read_logs(READER, lease.id)
     with pytest.raises(UnsupportedRuntime):
-        bare.add_attachment(as_lease(lease.id), lease.id, "a", "text/plain", "file", 1, None)
+        bare.attachments.add_attachment(
+            as_lease(lease.id), lease.id, "a", "text/plain", "file", 1, None
+        )

@@ -8,8 +8,8 @@ import json
 from dataclasses import replace
 
 import pytest
+from tenure.app.leases.reports import Beat
 from tenure.app.ports import Change, LeaseWrite
-from tenure.app.tenure import Beat
 from tenure.domain.errors import (
     Forbidden,
     InvalidTransition,
@@ -26,12 +26,12 @@ from tests.unit.support import MEMBER, POOL, READER, T0, WORKER, Rig, as_lease
 
 
 def test_claim_on_an_empty_queue_answers_none_once_wait_seconds_have_passed(rig: Rig) -> None:
-    assert rig.svc.claim(WORKER, POOL, "w1", "1.0", 5, None) is None
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 5, None) is None
     assert T0 + 5000 <= rig.clock.now_ms() <= T0 + 5500
 
 
 def test_claim_without_wait_answers_none_at_once(rig: Rig) -> None:
-    assert rig.svc.claim(WORKER, POOL, "w1", None, 0, None) is None
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None) is None
     assert rig.clock.now_ms() == T0
 
 
@@ -52,8 +52,8 @@ class _EnqueueWhileWaiting(ManualClock):
 
 def test_claim_with_wait_takes_a_lease_that_arrives_during_the_wait(rig: Rig) -> None:
     clock = _EnqueueWhileWaiting(rig, after=3)
-    rig.svc.clock = clock
-    won = rig.svc.claim(WORKER, POOL, "w1", "1.0", 20, None)
+    rig.svc.kernel.clock = clock
+    won = rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 20, None)
     assert won is not None
     assert won.lease.state is LeaseState.DISPATCHED
     assert T0 + 3000 <= clock.now_ms() < T0 + 4000
@@ -63,7 +63,7 @@ def test_claim_dispatches_the_lease_and_shows_the_token_once(rig: Rig) -> None:
     task, lease = rig.task()
     assert lease is not None
     rig.advance(2)
-    won = rig.svc.claim(WORKER, POOL, "w1", "1.2.3", 0, None)
+    won = rig.svc.claims.claim(WORKER, POOL, "w1", "1.2.3", 0, None)
     assert won is not None
     got = won.lease
     assert (got.id, got.state, got.fence, got.attempt) == (lease.id, LeaseState.DISPATCHED, 1, 1)
@@ -75,7 +75,7 @@ def test_claim_dispatches_the_lease_and_shows_the_token_once(rig: Rig) -> None:
     assert stored.token_hash == got.token_hash
     assert won.token not in rig.store.everything()
     assert rig.store.queue_candidates(POOL, 10) == []
-    assert rig.svc.get_task(READER, task.id).status is TaskStatus.QUEUED
+    assert rig.svc.graph.get_task(READER, task.id).status is TaskStatus.QUEUED
     claimed = rig.events(task.id)[-1]
     assert (claimed.type, claimed.lease_id, claimed.fence) == ("lease.claimed", lease.id, 1)
     assert claimed.data["worker_id"] == "w1"
@@ -109,7 +109,7 @@ def test_claim_takes_the_oldest_pending_lease_first(rig: Rig) -> None:
     assert first is not None and second is not None
     assert rig.claim("w1").lease.id == first.id
     assert rig.claim("w2").lease.id == second.id
-    assert rig.svc.claim(WORKER, POOL, "w3", None, 0, None) is None
+    assert rig.svc.claims.claim(WORKER, POOL, "w3", None, 0, None) is None
 
 
 def test_claim_looks_past_a_head_it_cannot_take(rig: Rig) -> None:
@@ -138,17 +138,17 @@ def test_claim_looks_past_a_head_it_cannot_take(rig: Rig) -> None:
                 rig.store.commit(Change(leases=[write]))
             return lease
 
-    rig.svc.store = HeadAlreadyTaken()  # type: ignore[assignment]
-    won = rig.svc.claim(WORKER, POOL, "w1", None, 0, None)
+    rig.svc.kernel.store = HeadAlreadyTaken()  # type: ignore[assignment]
+    won = rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None)
     assert won is not None and won.lease.id == second.id
     assert rig.lease(first.id).worker_id == "rival"
 
 
 def test_claim_from_a_paused_pool_finds_nothing(rig: Rig) -> None:
     rig.store.pools[POOL] = replace(rig.store.pools[POOL], paused=True)
-    rig.svc._pools.clear()
+    rig.svc.kernel._pools.clear()
     rig.task()
-    assert rig.svc.claim(WORKER, POOL, "w1", None, 1, None) is None
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", None, 1, None) is None
     assert len(rig.store.queue_candidates(POOL, 10)) == 1
 
 
@@ -156,25 +156,25 @@ def test_claim_needs_a_worker_token_allowed_in_the_pool(rig: Rig) -> None:
     rig.task()
     other = Principal(kind="worker", token_id="w", pools=("deployers",))
     with pytest.raises(Forbidden):
-        rig.svc.claim(other, POOL, "w1", None, 0, None)
+        rig.svc.claims.claim(other, POOL, "w1", None, 0, None)
     with pytest.raises(Forbidden):
-        rig.svc.claim(MEMBER, POOL, "w1", None, 0, None)
+        rig.svc.claims.claim(MEMBER, POOL, "w1", None, 0, None)
     with pytest.raises(LeaseTokenMismatch):
-        rig.svc.claim(as_lease("x"), POOL, "w1", None, 0, None)
+        rig.svc.claims.claim(as_lease("x"), POOL, "w1", None, 0, None)
     with pytest.raises(NotFound):
-        rig.svc.claim(WORKER, "nope", "w1", None, 0, None)
+        rig.svc.claims.claim(WORKER, "nope", "w1", None, 0, None)
     assert len(rig.store.queue_candidates(POOL, 10)) == 1
 
 
 def test_start_moves_a_dispatched_lease_to_running_and_again_changes_nothing(rig: Rig) -> None:
     won = rig.claimed()
     rig.advance(4)
-    started = rig.svc.start(as_lease(won.lease.id), won.lease.id)
+    started = rig.svc.reports.start(as_lease(won.lease.id), won.lease.id)
     assert (started.state, started.started_at) == (LeaseState.RUNNING, T0 + 4000)
     assert started.deadline == T0 + 4000 + 375_000
     assert rig.lease(won.lease.id).state is LeaseState.RUNNING
     rig.advance(4)
-    again = rig.svc.start(as_lease(won.lease.id), won.lease.id)
+    again = rig.svc.reports.start(as_lease(won.lease.id), won.lease.id)
     assert again == rig.lease(won.lease.id)
     assert again.started_at == T0 + 4000
     assert rig.types(won.lease.task_id or "").count("lease.started") == 1
@@ -184,13 +184,13 @@ def test_start_of_a_pending_lease_is_an_invalid_transition(rig: Rig) -> None:
     _, lease = rig.task()
     assert lease is not None
     with pytest.raises(InvalidTransition):
-        rig.svc.start(as_lease(lease.id), lease.id)
+        rig.svc.reports.start(as_lease(lease.id), lease.id)
 
 
 def test_first_heartbeat_starts_a_dispatched_lease(rig: Rig) -> None:
     won = rig.claimed()
     rig.advance(10)
-    beat = rig.svc.heartbeat(as_lease(won.lease.id), won.lease.id, None)
+    beat = rig.svc.reports.heartbeat(as_lease(won.lease.id), won.lease.id, None)
     assert (beat.lease.state, beat.revoke) == (LeaseState.RUNNING, None)
     stored = rig.lease(won.lease.id)
     assert (stored.state, stored.started_at) == (LeaseState.RUNNING, T0 + 10_000)
@@ -202,12 +202,12 @@ def test_first_heartbeat_starts_a_dispatched_lease(rig: Rig) -> None:
 def test_steady_heartbeats_write_the_lease_at_most_once_per_quarter_toleration(rig: Rig) -> None:
     won = rig.claimed()
     me, lid = as_lease(won.lease.id), won.lease.id
-    rig.svc.start(me, lid)
+    rig.svc.reports.start(me, lid)
     lease_writes: list[int] = []
     for _ in range(90):  # 15 minutes of 10 s heartbeats on a 300 s toleration
         rig.advance(10)
         before = len(rig.store.writes)
-        beat = rig.svc.heartbeat(me, lid, None)
+        beat = rig.svc.reports.heartbeat(me, lid, None)
         new = rig.store.writes[before:]
         assert new.count("renew") + new.count("commit") <= 1
         assert len(new) <= 1, f"one heartbeat wrote {new}"
@@ -223,9 +223,9 @@ def test_steady_heartbeats_write_the_lease_at_most_once_per_quarter_toleration(r
 def test_heartbeat_with_lease_seconds_resets_the_toleration_of_that_lease(rig: Rig) -> None:
     won = rig.claimed()
     me, lid = as_lease(won.lease.id), won.lease.id
-    rig.svc.start(me, lid)
+    rig.svc.reports.start(me, lid)
     rig.advance(10)
-    beat = rig.svc.heartbeat(me, lid, 3600)
+    beat = rig.svc.reports.heartbeat(me, lid, 3600)
     stored = rig.lease(lid)
     assert stored.lease_seconds == 3600
     assert stored.deadline == rig.clock.now_ms() + 4500_000
@@ -236,11 +236,11 @@ def test_heartbeat_answers_the_revoke_signal_of_each_state(rig: Rig) -> None:
     paused = rig.running("w1")
     cancelled = rig.running("w2")
     killed = rig.running("w3")
-    rig.svc.pause(MEMBER, paused.id)
-    rig.svc.cancel(MEMBER, cancelled.id)
-    rig.svc.kill(MEMBER, killed.id)
+    rig.svc.operator.pause(MEMBER, paused.id)
+    rig.svc.operator.cancel(MEMBER, cancelled.id)
+    rig.svc.operator.kill(MEMBER, killed.id)
     answers = {
-        lease.id: rig.svc.heartbeat(as_lease(lease.id), lease.id, None).revoke
+        lease.id: rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None).revoke
         for lease in (paused, cancelled, killed)
     }
     assert answers == {
@@ -248,23 +248,23 @@ def test_heartbeat_answers_the_revoke_signal_of_each_state(rig: Rig) -> None:
         cancelled.id: Revoke.CANCEL,
         killed.id: Revoke.KILL,
     }
-    rig.svc.resume(MEMBER, paused.id)
-    assert rig.svc.heartbeat(as_lease(paused.id), paused.id, None).revoke is None
+    rig.svc.operator.resume(MEMBER, paused.id)
+    assert rig.svc.reports.heartbeat(as_lease(paused.id), paused.id, None).revoke is None
 
 
 def test_heartbeat_on_a_finished_lease_is_an_invalid_transition(rig: Rig) -> None:
     lease = rig.running()
-    rig.svc.complete(as_lease(lease.id), lease.id, {"outcome": "success"})
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {"outcome": "success"})
     with pytest.raises(InvalidTransition):
-        rig.svc.heartbeat(as_lease(lease.id), lease.id, None)
+        rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None)
 
 
 def test_heartbeat_on_another_lease_is_a_lease_token_mismatch(rig: Rig) -> None:
     one, two = rig.running("w1"), rig.running("w2")
     with pytest.raises(LeaseTokenMismatch):
-        rig.svc.heartbeat(as_lease(one.id), two.id, None)
+        rig.svc.reports.heartbeat(as_lease(one.id), two.id, None)
     with pytest.raises(Forbidden):
-        rig.svc.heartbeat(MEMBER, two.id, None)
+        rig.svc.reports.heartbeat(MEMBER, two.id, None)
 
 
 def test_claim_and_heartbeat_mark_the_worker_seen(rig: Rig) -> None:
@@ -272,15 +272,18 @@ def test_claim_and_heartbeat_mark_the_worker_seen(rig: Rig) -> None:
     seen = rig.store.get_worker(POOL, "w1")
     assert seen is not None and (seen.last_seen, seen.worker_version) == (T0, "1.0")
     rig.advance(40)
-    rig.svc.heartbeat(as_lease(won.lease.id), won.lease.id, None)
+    rig.svc.reports.heartbeat(as_lease(won.lease.id), won.lease.id, None)
     rig.advance(40)
-    rig.svc.heartbeat(as_lease(won.lease.id), won.lease.id, None)
+    rig.svc.reports.heartbeat(as_lease(won.lease.id), won.lease.id, None)
     seen = rig.store.get_worker(POOL, "w1")
     assert seen is not None and seen.last_seen >= T0 + 40_000
 
 
 def _answers(rig: Rig, worker_id: str, leases: list[tuple[str, int]]) -> dict[str, object]:
-    return {lid: answer for lid, _, answer in rig.svc.worker_heartbeat(WORKER, worker_id, leases)}
+    return {
+        lid: answer
+        for lid, _, answer in rig.svc.reports.worker_heartbeat(WORKER, worker_id, leases)
+    }
 
 
 def test_worker_heartbeat_renews_every_lease_it_holds(rig: Rig) -> None:
@@ -321,7 +324,7 @@ def test_worker_heartbeat_refuses_leases_of_another_worker_and_unknown_ones(rig:
 
 def test_worker_heartbeat_answers_revoke_signals(rig: Rig) -> None:
     one, two = rig.running("w1"), rig.running("w1")
-    rig.svc.kill(MEMBER, one.id)
+    rig.svc.operator.kill(MEMBER, one.id)
     answers = _answers(rig, "w1", [(one.id, 1), (two.id, 1)])
     killed, running = answers[one.id], answers[two.id]
     assert isinstance(killed, Beat) and isinstance(running, Beat)
@@ -331,7 +334,7 @@ def test_worker_heartbeat_answers_revoke_signals(rig: Rig) -> None:
 def _workers(rig: Rig) -> dict[str, tuple[bool, list[str]]]:
     return {
         view.worker.worker_id: (view.reachable, [x.id for x in view.leases])
-        for view in rig.svc.list_workers(READER, POOL)
+        for view in rig.svc.workers.list_workers(READER, POOL)
     }
 
 
@@ -342,10 +345,10 @@ def test_a_worker_heartbeating_every_renew_is_always_reachable_and_shows_its_lea
     for step in range(60):
         rig.advance(10)
         if step % 2:
-            rig.svc.heartbeat(as_lease(one.id), one.id, None)
-            rig.svc.heartbeat(as_lease(two.id), two.id, None)
+            rig.svc.reports.heartbeat(as_lease(one.id), one.id, None)
+            rig.svc.reports.heartbeat(as_lease(two.id), two.id, None)
         else:
-            rig.svc.worker_heartbeat(WORKER, "w1", [(one.id, 1), (two.id, 1)])
+            rig.svc.reports.worker_heartbeat(WORKER, "w1", [(one.id, 1), (two.id, 1)])
         assert _workers(rig) == {"w1": (True, [one.id, two.id])}
 
 
@@ -353,18 +356,20 @@ def test_a_worker_not_heard_from_for_longer_than_grace_is_unreachable(rig: Rig) 
     # Grace 50 s; last_seen may lag the last contact by up to half a grace (coalesced
     # writes), so a worker reads unreachable 50-75 s after its last contact, never earlier.
     lease = rig.running("w1")
-    assert rig.svc.claim(WORKER, POOL, "idle", None, 0, None) is None  # a claim is a sign of life
+    assert (
+        rig.svc.claims.claim(WORKER, POOL, "idle", None, 0, None) is None
+    )  # a claim is a sign of life
     rig.advance(75)
     assert _workers(rig) == {"idle": (True, []), "w1": (True, [lease.id])}
     rig.advance(1)
     assert _workers(rig) == {"idle": (False, []), "w1": (False, [lease.id])}
-    rig.svc.heartbeat(as_lease(lease.id), lease.id, None)
+    rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None)
     assert _workers(rig)["w1"] == (True, [lease.id])
 
 
 def test_a_finished_lease_is_no_longer_listed_under_its_worker(rig: Rig) -> None:
     lease = rig.running("w1")
-    rig.svc.complete(as_lease(lease.id), lease.id, {})
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
     assert _workers(rig) == {"w1": (True, [])}
 
 
@@ -372,7 +377,7 @@ def test_worker_heartbeat_refuses_a_lease_of_a_pool_the_token_may_not_use(rig: R
     lease = rig.running("w1")
     narrow = Principal(kind="worker", token_id="w", pools=("deployers",))
     rig.advance(200)
-    [(_, _, answer)] = rig.svc.worker_heartbeat(narrow, "w1", [(lease.id, 1)])
+    [(_, _, answer)] = rig.svc.reports.worker_heartbeat(narrow, "w1", [(lease.id, 1)])
     assert isinstance(answer, Forbidden)
     assert rig.lease(lease.id).deadline == lease.deadline
 
@@ -401,6 +406,6 @@ def test_a_claim_that_finds_nothing_claimable_does_not_spin_on_a_stale_queue_ind
 ) -> None:
     ghost = rig.claimed("w1").lease.id  # claimed: no longer claimable, but still indexed
     stale = _StaleQueueIndex(rig, ghost, reads_until_converged=1000)
-    rig.svc.store = stale  # type: ignore[assignment]
-    assert rig.svc.claim(WORKER, POOL, "w2", None, 0, None) is None
+    rig.svc.kernel.store = stale  # type: ignore[assignment]
+    assert rig.svc.claims.claim(WORKER, POOL, "w2", None, 0, None) is None
     assert stale.reads <= 5, f"a claim with wait_seconds=0 read the queue {stale.reads} times"

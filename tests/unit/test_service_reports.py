@@ -26,7 +26,7 @@ def _answer(lease: Lease) -> str:
 
 
 def _report(rig: Rig, kind: str, lease: Lease, body: dict[str, Any]) -> Lease:
-    ended: Lease = getattr(rig.svc, kind)(as_lease(lease.id), lease.id, body)
+    ended: Lease = getattr(rig.svc.reports, kind)(as_lease(lease.id), lease.id, body)
     return ended
 
 
@@ -41,7 +41,7 @@ def _stale_reports(rig: Rig, lease: Lease) -> list[dict[str, Any]]:
 def test_complete_with_success_ends_the_lease_completed(rig: Rig) -> None:
     lease = rig.running()
     rig.advance(30)
-    done = rig.svc.complete(
+    done = rig.svc.reports.complete(
         as_lease(lease.id), lease.id, {"outcome": "success", "result": {"summary": "ok"}}
     )
     assert (done.state, done.end_reason, done.outcome) == (
@@ -51,7 +51,7 @@ def test_complete_with_success_ends_the_lease_completed(rig: Rig) -> None:
     )
     assert done.ended_at == rig.clock.now_ms()
     assert rig.lease(lease.id).state is LeaseState.COMPLETED
-    assert rig.svc.get_task(READER, lease.task_id or "").status is TaskStatus.COMPLETED
+    assert rig.svc.graph.get_task(READER, lease.task_id or "").status is TaskStatus.COMPLETED
     ended = rig.events(lease.task_id or "")[-1]
     assert ended.type == "lease.completed"
     assert (ended.data["outcome"], ended.data["result"]) == ("success", {"summary": "ok"})
@@ -60,19 +60,21 @@ def test_complete_with_success_ends_the_lease_completed(rig: Rig) -> None:
 
 def test_complete_with_failure_ends_the_lease_failed(rig: Rig) -> None:
     lease = rig.running()
-    done = rig.svc.complete(as_lease(lease.id), lease.id, {"outcome": "failure"})
+    done = rig.svc.reports.complete(as_lease(lease.id), lease.id, {"outcome": "failure"})
     assert (done.state, done.end_reason, done.outcome) == (
         LeaseState.FAILED,
         EndReason.FAILED,
         "failure",
     )
-    assert rig.svc.get_task(READER, lease.task_id or "").status is TaskStatus.FAILED
+    assert rig.svc.graph.get_task(READER, lease.task_id or "").status is TaskStatus.FAILED
     assert rig.types(lease.task_id or "")[-1] == "lease.failed"
 
 
 def test_fail_ends_the_lease_failed_and_records_the_error(rig: Rig) -> None:
     lease = rig.running()
-    done = rig.svc.fail(as_lease(lease.id), lease.id, {"error": "tests failed", "metadata": {}})
+    done = rig.svc.reports.fail(
+        as_lease(lease.id), lease.id, {"error": "tests failed", "metadata": {}}
+    )
     assert (done.state, done.end_reason) == (LeaseState.FAILED, EndReason.FAILED)
     assert done.report_kind is ReportKind.FAIL
     assert rig.lease(lease.id).report == {"error": "tests failed", "metadata": {}}
@@ -86,8 +88,8 @@ def test_a_held_lease_completes_from_dispatched_and_from_paused(rig: Rig, how: s
         lease = rig.claimed().lease
     else:
         lease = rig.running()
-        rig.svc.pause(MEMBER, lease.id)
-    done = rig.svc.complete(as_lease(lease.id), lease.id, {"outcome": "success"})
+        rig.svc.operator.pause(MEMBER, lease.id)
+    done = rig.svc.reports.complete(as_lease(lease.id), lease.id, {"outcome": "success"})
     assert done.state is LeaseState.COMPLETED
     assert rig.lease(lease.id).state is LeaseState.COMPLETED
 
@@ -95,7 +97,7 @@ def test_a_held_lease_completes_from_dispatched_and_from_paused(rig: Rig, how: s
 def test_release_cancels_the_lease_and_requeues_its_job_under_fence_plus_one(rig: Rig) -> None:
     lease = rig.running()
     rig.advance(5)
-    done = rig.svc.release(as_lease(lease.id), lease.id, {"reason": "handoff"})
+    done = rig.svc.reports.release(as_lease(lease.id), lease.id, {"reason": "handoff"})
     assert (done.state, done.end_reason) == (LeaseState.CANCELLED, EndReason.RELEASED)
     job = rig.store.get_job(lease.job_id)
     assert job is not None
@@ -109,7 +111,7 @@ def test_release_cancels_the_lease_and_requeues_its_job_under_fence_plus_one(rig
         lease.job_id,
     )
     assert rig.store.queue_candidates(POOL, 10) == [successor.id]
-    seen = rig.svc.get_task(READER, lease.task_id or "")
+    seen = rig.svc.graph.get_task(READER, lease.task_id or "")
     assert (seen.status, seen.lease) == (TaskStatus.QUEUED, successor)
     tail = rig.events(lease.task_id or "")[-2:]
     assert [(e.type, e.lease_id, e.fence) for e in tail] == [
@@ -122,7 +124,7 @@ def test_release_cancels_the_lease_and_requeues_its_job_under_fence_plus_one(rig
 
 def test_a_released_job_is_claimed_again_without_using_an_attempt(rig: Rig) -> None:
     lease = rig.running("w1")
-    rig.svc.release(as_lease(lease.id), lease.id, {})
+    rig.svc.reports.release(as_lease(lease.id), lease.id, {})
     again = rig.claim("w2").lease
     assert (again.fence, again.attempt, again.worker_id) == (2, 1, "w2")
 
@@ -157,10 +159,10 @@ def test_the_same_final_report_twice_returns_the_first_answer_and_changes_nothin
 
 def test_the_same_report_id_with_another_body_returns_the_first_answer(rig: Rig) -> None:
     lease = rig.running()
-    first = rig.svc.complete(
+    first = rig.svc.reports.complete(
         as_lease(lease.id), lease.id, {"outcome": "success", "report_id": "r-1"}
     )
-    again = rig.svc.complete(
+    again = rig.svc.reports.complete(
         as_lease(lease.id), lease.id, {"outcome": "failure", "report_id": "r-1"}
     )
     assert _answer(again) == _answer(first)
@@ -170,27 +172,31 @@ def test_the_same_report_id_with_another_body_returns_the_first_answer(rig: Rig)
 
 def test_a_different_final_report_on_an_ended_lease_is_an_invalid_transition(rig: Rig) -> None:
     lease = rig.running()
-    rig.svc.complete(as_lease(lease.id), lease.id, {"outcome": "success"})
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {"outcome": "success"})
     stored = rig.lease(lease.id)
     with pytest.raises(InvalidTransition):
-        rig.svc.fail(as_lease(lease.id), lease.id, {"error": "late"})
+        rig.svc.reports.fail(as_lease(lease.id), lease.id, {"error": "late"})
     with pytest.raises(InvalidTransition):
-        rig.svc.complete(as_lease(lease.id), lease.id, {"outcome": "failure"})
+        rig.svc.reports.complete(as_lease(lease.id), lease.id, {"outcome": "failure"})
     with pytest.raises(InvalidTransition):
-        rig.svc.release(as_lease(lease.id), lease.id, {})
+        rig.svc.reports.release(as_lease(lease.id), lease.id, {})
     assert rig.lease(lease.id) == stored
 
 
 def test_complete_with_old_fence_is_refused_and_recorded(rig: Rig) -> None:
     first = rig.running("w1")
-    rig.svc.release(as_lease(first.id), first.id, {})
+    rig.svc.reports.release(as_lease(first.id), first.id, {})
     current = rig.claim("w2").lease
     assert current.fence == 2
     with pytest.raises(StaleLease):
-        rig.svc.complete(as_lease(current.id), current.id, {"outcome": "success", "fence": 1})
+        rig.svc.reports.complete(
+            as_lease(current.id), current.id, {"outcome": "success", "fence": 1}
+        )
     assert rig.lease(current.id).state is LeaseState.DISPATCHED
     assert _stale_reports(rig, current) == [{"report": "complete", "fence": 1}]
-    ok = rig.svc.complete(as_lease(current.id), current.id, {"outcome": "success", "fence": 2})
+    ok = rig.svc.reports.complete(
+        as_lease(current.id), current.id, {"outcome": "success", "fence": 2}
+    )
     assert ok.state is LeaseState.COMPLETED
 
 
@@ -206,7 +212,7 @@ def test_any_final_report_on_a_released_lease_other_than_its_replay_is_stale(
     rig: Rig, kind: str, body: dict[str, Any]
 ) -> None:
     lease = rig.running()
-    rig.svc.release(as_lease(lease.id), lease.id, {"reason": "handoff"})
+    rig.svc.reports.release(as_lease(lease.id), lease.id, {"reason": "handoff"})
     stored = rig.lease(lease.id)
     with pytest.raises(StaleLease):
         _report(rig, kind, lease, body)
@@ -217,23 +223,23 @@ def test_any_final_report_on_a_released_lease_other_than_its_replay_is_stale(
 @pytest.mark.parametrize("what", ["heartbeat", "start", "payload"])
 def test_heartbeat_start_and_payload_on_a_released_lease_are_stale(rig: Rig, what: str) -> None:
     lease = rig.running()
-    rig.svc.release(as_lease(lease.id), lease.id, {})
+    rig.svc.reports.release(as_lease(lease.id), lease.id, {})
     with pytest.raises(StaleLease):
         if what == "heartbeat":
-            rig.svc.heartbeat(as_lease(lease.id), lease.id, None)
+            rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None)
         elif what == "start":
-            rig.svc.start(as_lease(lease.id), lease.id)
+            rig.svc.reports.start(as_lease(lease.id), lease.id)
         else:
-            rig.svc.payload(as_lease(lease.id), lease.id)
+            rig.svc.payloads.payload(as_lease(lease.id), lease.id)
     assert [d["report"] for d in _stale_reports(rig, lease)] == [what]
 
 
 def test_a_report_on_a_revoked_lease_ends_it_as_the_operator_asked(rig: Rig) -> None:
     cancelled, killed = rig.running("w1"), rig.running("w2")
-    rig.svc.cancel(MEMBER, cancelled.id)
-    rig.svc.kill(MEMBER, killed.id)
-    one = rig.svc.complete(as_lease(cancelled.id), cancelled.id, {"outcome": "success"})
-    two = rig.svc.release(as_lease(killed.id), killed.id, {})
+    rig.svc.operator.cancel(MEMBER, cancelled.id)
+    rig.svc.operator.kill(MEMBER, killed.id)
+    one = rig.svc.reports.complete(as_lease(cancelled.id), cancelled.id, {"outcome": "success"})
+    two = rig.svc.reports.release(as_lease(killed.id), killed.id, {})
     assert (one.state, one.end_reason) == (LeaseState.CANCELLED, EndReason.CANCELLED)
     assert (two.state, two.end_reason) == (LeaseState.KILLED, EndReason.KILLED)
     assert rig.store.queue_candidates(POOL, 10) == []  # a revoked release does not requeue
@@ -245,16 +251,16 @@ def test_a_report_on_a_lease_nobody_holds_is_an_invalid_transition(rig: Rig) -> 
     _, pending = rig.task()
     assert pending is not None
     with pytest.raises(InvalidTransition):
-        rig.svc.complete(as_lease(pending.id), pending.id, {"outcome": "success"})
+        rig.svc.reports.complete(as_lease(pending.id), pending.id, {"outcome": "success"})
     assert rig.lease(pending.id).state is LeaseState.PENDING
 
 
 def test_reports_need_the_leases_own_token(rig: Rig) -> None:
     one, two = rig.running("w1"), rig.running("w2")
     with pytest.raises(LeaseTokenMismatch):
-        rig.svc.complete(as_lease(one.id), two.id, {"outcome": "success"})
+        rig.svc.reports.complete(as_lease(one.id), two.id, {"outcome": "success"})
     with pytest.raises(Forbidden):
-        rig.svc.fail(MEMBER, two.id, {"error": "x"})
+        rig.svc.reports.fail(MEMBER, two.id, {"error": "x"})
     assert rig.lease(two.id).state is LeaseState.RUNNING
 
 
@@ -266,11 +272,13 @@ def test_a_report_carrying_the_raw_lease_token_never_stores_it(rig: Rig, where: 
     me, lid = as_lease(won.lease.id), won.lease.id
     try:
         if where == "complete.result":
-            rig.svc.complete(me, lid, {"outcome": "success", "result": {"auth": won.token}})
+            rig.svc.reports.complete(me, lid, {"outcome": "success", "result": {"auth": won.token}})
         elif where == "complete.details":
-            rig.svc.complete(me, lid, {"outcome": "success", "details": {"log": f"t={won.token}"}})
+            rig.svc.reports.complete(
+                me, lid, {"outcome": "success", "details": {"log": f"t={won.token}"}}
+            )
         else:
-            rig.svc.fail(me, lid, {"error": f"could not use {won.token}"})
+            rig.svc.reports.fail(me, lid, {"error": f"could not use {won.token}"})
     except ValidationFailed:
         assert rig.lease(lid).state is LeaseState.DISPATCHED
     assert won.token not in rig.store.everything()
@@ -293,6 +301,6 @@ def test_a_release_that_loses_the_race_to_an_expiry_is_a_stale_lease(rig: Rig) -
 
     rig.store.get_job = sweeper_first  # type: ignore[method-assign]
     with pytest.raises(StaleLease):
-        rig.svc.release(as_lease(lease.id), lease.id, {"reason": "handoff"})
+        rig.svc.reports.release(as_lease(lease.id), lease.id, {"reason": "handoff"})
     assert rig.lease(lease.id).state is LeaseState.LOST
     assert "lease.stale_report" in rig.types(lease.task_id or "")

@@ -22,27 +22,27 @@ from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, T0, WORKER, R
 
 
 def test_create_space_stores_it_and_a_duplicate_key_already_exists(rig: Rig) -> None:
-    space = rig.svc.create_space(ADMIN, "DEV", "Development", 5)
+    space = rig.svc.setup.create_space(ADMIN, "DEV", "Development", 5)
     assert rig.store.get_space("DEV") == space
     assert (space.name, space.max_active, space.created_at) == ("Development", 5, T0)
     with pytest.raises(AlreadyExists):
-        rig.svc.create_space(ADMIN, "DEV", "Again", None)
+        rig.svc.setup.create_space(ADMIN, "DEV", "Again", None)
     assert rig.store.get_space("DEV") == space
 
 
 def test_only_an_admin_creates_spaces(rig: Rig) -> None:
     with pytest.raises(Forbidden):
-        rig.svc.create_space(MEMBER, "DEV", "Development", None)
+        rig.svc.setup.create_space(MEMBER, "DEV", "Development", None)
     assert rig.store.get_space("DEV") is None
 
 
 def test_create_workflow_needs_its_space_and_a_new_slug(rig: Rig) -> None:
-    wf = rig.svc.create_workflow(ADMIN, SPACE, "nightly", "Nightly", "runs at night")
+    wf = rig.svc.setup.create_workflow(ADMIN, SPACE, "nightly", "Nightly", "runs at night")
     assert rig.store.get_workflow(SPACE, "nightly") == wf
     with pytest.raises(AlreadyExists):
-        rig.svc.create_workflow(ADMIN, SPACE, "nightly", "Nightly 2", None)
+        rig.svc.setup.create_workflow(ADMIN, SPACE, "nightly", "Nightly 2", None)
     with pytest.raises(NotFound):
-        rig.svc.create_workflow(ADMIN, "NOPE", "nightly", "Nightly", None)
+        rig.svc.setup.create_workflow(ADMIN, "NOPE", "nightly", "Nightly", None)
 
 
 def test_create_pool_keeps_its_timings_and_a_duplicate_name_already_exists(rig: Rig) -> None:
@@ -55,7 +55,9 @@ def test_create_pool_keeps_its_timings_and_a_duplicate_name_already_exists(rig: 
     with pytest.raises(AlreadyExists):
         rig.make_pool("deployers")
     with pytest.raises(NotFound):
-        rig.svc.create_pool(ADMIN, Pool(name="x", space="NOPE", kind=PoolKind.AGENT, created_at=0))
+        rig.svc.setup.create_pool(
+            ADMIN, Pool(name="x", space="NOPE", kind=PoolKind.AGENT, created_at=0)
+        )
 
 
 def test_an_instance_holds_a_bounded_number_of_pools(
@@ -78,35 +80,35 @@ def test_pool_timing_defaults_are_those_of_design(rig: Rig) -> None:
 
 
 def test_create_token_shows_the_token_once_and_stores_only_its_sha256(rig: Rig) -> None:
-    token, raw = rig.svc.create_token(ADMIN, "ci", "operator", "member", (SPACE,), None)
+    token, raw = rig.svc.setup.create_token(ADMIN, "ci", "operator", "member", (SPACE,), None)
     assert raw.startswith("tnr_o_")
     assert len(raw) - len("tnr_o_") >= 22  # at least 128 bits of url-safe base64
     assert token.token_hash == rules.hash_token(raw)
     assert rig.store.get_token(token.token_hash) == token
     assert raw not in rig.store.everything()
-    assert rig.svc.authenticate(raw) == Principal(
+    assert rig.svc.setup.authenticate(raw) == Principal(
         kind="operator", token_id=token.id, role="member", spaces=(SPACE,)
     )
 
 
 def test_a_worker_token_carries_pools_and_no_role(rig: Rig) -> None:
-    token, raw = rig.svc.create_token(ADMIN, "fleet", "worker", "admin", (SPACE,), (POOL,))
+    token, raw = rig.svc.setup.create_token(ADMIN, "fleet", "worker", "admin", (SPACE,), (POOL,))
     assert raw.startswith("tnr_w_")
     assert (token.role, token.spaces, token.pools) == (None, None, (POOL,))
-    assert rig.svc.authenticate(raw).kind == "worker"
+    assert rig.svc.setup.authenticate(raw).kind == "worker"
 
 
 def test_a_duplicate_token_name_already_exists(rig: Rig) -> None:
-    rig.svc.create_token(ADMIN, "ci", "operator", "read", None, None)
+    rig.svc.setup.create_token(ADMIN, "ci", "operator", "read", None, None)
     with pytest.raises(AlreadyExists):
-        rig.svc.create_token(ADMIN, "ci", "worker", None, None, None)
+        rig.svc.setup.create_token(ADMIN, "ci", "worker", None, None, None)
 
 
 def test_a_token_for_an_unknown_space_or_pool_is_refused(rig: Rig) -> None:
     with pytest.raises(NotFound):
-        rig.svc.create_token(ADMIN, "a", "operator", "read", ("NOPE",), None)
+        rig.svc.setup.create_token(ADMIN, "a", "operator", "read", ("NOPE",), None)
     with pytest.raises(NotFound):
-        rig.svc.create_token(ADMIN, "b", "worker", None, None, ("nope",))
+        rig.svc.setup.create_token(ADMIN, "b", "worker", None, None, ("nope",))
     assert rig.store.tokens == {}
 
 
@@ -115,21 +117,21 @@ def test_authenticate_refuses_missing_or_unknown_tokens(rig: Rig, raw: str | Non
     rig.task()
     rig.claim()
     with pytest.raises(Unauthenticated):
-        rig.svc.authenticate(raw)
+        rig.svc.setup.authenticate(raw)
 
 
 def test_authenticate_knows_a_lease_token_as_its_own_lease(rig: Rig) -> None:
     won = rig.claimed()
-    actor = rig.svc.authenticate(won.token)
+    actor = rig.svc.setup.authenticate(won.token)
     assert (actor.kind, actor.lease_id) == ("lease", won.lease.id)
     assert won.token not in repr(actor)
 
 
 def test_bootstrap_admin_is_idempotent(rig: Rig) -> None:
-    first = rig.svc.bootstrap_admin("tnr_o_bootstrap")
-    again = rig.svc.bootstrap_admin("tnr_o_bootstrap")
+    first = rig.svc.setup.bootstrap_admin("tnr_o_bootstrap")
+    again = rig.svc.setup.bootstrap_admin("tnr_o_bootstrap")
     assert first == again
-    assert rig.svc.authenticate("tnr_o_bootstrap").role == "admin"
+    assert rig.svc.setup.authenticate("tnr_o_bootstrap").role == "admin"
 
 
 def test_create_task_without_a_pool_opens_it_with_no_lease(rig: Rig) -> None:
@@ -137,7 +139,7 @@ def test_create_task_without_a_pool_opens_it_with_no_lease(rig: Rig) -> None:
     assert lease is None
     assert (task.key, task.space, task.job_id, task.max_attempts) == ("OPS-1", SPACE, None, 3)
     assert rig.store.get_task(task.id) == task
-    seen = rig.svc.get_task(READER, task.id)
+    seen = rig.svc.graph.get_task(READER, task.id)
     assert (seen.status, seen.lease) == (TaskStatus.READY, None)
     assert rig.store.queue_candidates(POOL, 10) == []
 
@@ -161,17 +163,17 @@ def test_create_task_with_a_pool_enqueues_a_pending_lease_at_once(rig: Rig) -> N
     assert (job.fence, job.lease_id, job.max_attempts, job.recovery_count) == (1, lease.id, 5, 0)
     assert rig.store.get_task(task.id).job_id == job.id  # type: ignore[union-attr]
     assert rig.store.queue_candidates(POOL, 10) == [lease.id]
-    seen = rig.svc.get_task(READER, task.id)
+    seen = rig.svc.graph.get_task(READER, task.id)
     assert (seen.status, seen.lease) == (TaskStatus.QUEUED, lease)
     assert rig.types(task.id) == ["lease.created"]
 
 
 def test_create_task_refuses_a_pool_of_another_space_and_a_missing_workflow(rig: Rig) -> None:
-    rig.svc.create_space(ADMIN, "DEV", "Dev", None)
+    rig.svc.setup.create_space(ADMIN, "DEV", "Dev", None)
     agents = Pool(
         name="devpool", space="DEV", kind=PoolKind.AGENT, created_at=0, agent={"model": "m-1"}
     )
-    rig.svc.create_pool(ADMIN, agents)
+    rig.svc.setup.create_pool(ADMIN, agents)
     with pytest.raises(ValidationFailed):
         rig.task(pool="devpool")
     with pytest.raises(NotFound):
@@ -182,7 +184,7 @@ def test_create_task_refuses_a_pool_of_another_space_and_a_missing_workflow(rig:
 
 
 def test_create_task_in_a_workflow_records_its_slug_on_the_lease(rig: Rig) -> None:
-    rig.svc.create_workflow(ADMIN, SPACE, "nightly", "Nightly", None)
+    rig.svc.setup.create_workflow(ADMIN, SPACE, "nightly", "Nightly", None)
     task, lease = rig.task(workflow="nightly")
     assert task.workflow == "nightly"
     assert lease is not None and lease.workflow == "nightly"
@@ -190,21 +192,21 @@ def test_create_task_in_a_workflow_records_its_slug_on_the_lease(rig: Rig) -> No
 
 def test_create_task_needs_a_member_of_its_space(rig: Rig) -> None:
     with pytest.raises(Forbidden):
-        rig.svc.create_task(READER, SPACE, "t", None, None, {}, None, None)
+        rig.svc.filing.create_task(READER, SPACE, "t", None, None, {}, None, None)
     elsewhere = Principal(kind="operator", token_id="o", role="admin", spaces=("DEV",))
     with pytest.raises(Forbidden):
-        rig.svc.create_task(elsewhere, SPACE, "t", None, None, {}, None, None)
+        rig.svc.filing.create_task(elsewhere, SPACE, "t", None, None, {}, None, None)
     with pytest.raises(Forbidden):
-        rig.svc.create_task(WORKER, SPACE, "t", None, None, {}, None, None)
+        rig.svc.filing.create_task(WORKER, SPACE, "t", None, None, {}, None, None)
     # A lease token files in its own lease's space (DESIGN §14; tests/unit/test_delegation.py).
     with pytest.raises(LeaseNotFound):
-        rig.svc.create_task(as_lease("l"), SPACE, "t", None, None, {}, None, None)
+        rig.svc.filing.create_task(as_lease("l"), SPACE, "t", None, None, {}, None, None)
     assert rig.store.tasks == {}
 
 
 def test_enqueue_opens_a_run_for_a_task_that_has_none(rig: Rig) -> None:
     task, _ = rig.task(pool=None)
-    lease = rig.svc.enqueue(MEMBER, task.id, POOL)
+    lease = rig.svc.filing.enqueue(MEMBER, task.id, POOL)
     assert (lease.state, lease.fence, lease.attempt, lease.task_id) == (
         LeaseState.PENDING,
         1,
@@ -212,16 +214,16 @@ def test_enqueue_opens_a_run_for_a_task_that_has_none(rig: Rig) -> None:
         task.id,
     )
     assert rig.store.get_task(task.id).job_id == lease.job_id  # type: ignore[union-attr]
-    assert rig.svc.get_task(READER, task.id).status is TaskStatus.QUEUED
+    assert rig.svc.graph.get_task(READER, task.id).status is TaskStatus.QUEUED
 
 
 def test_enqueue_refuses_a_second_open_run(rig: Rig) -> None:
     task, _ = rig.task()
     with pytest.raises(InvalidTransition):
-        rig.svc.enqueue(MEMBER, task.id, POOL)
+        rig.svc.filing.enqueue(MEMBER, task.id, POOL)
     rig.claim()
     with pytest.raises(InvalidTransition):
-        rig.svc.enqueue(MEMBER, task.id, POOL)
+        rig.svc.filing.enqueue(MEMBER, task.id, POOL)
     assert rig.store.queue_candidates(POOL, 10) == []
     assert len(rig.store.jobs) == 1
 
@@ -229,13 +231,13 @@ def test_enqueue_refuses_a_second_open_run(rig: Rig) -> None:
 def test_enqueue_after_a_finished_run_opens_a_new_one(rig: Rig) -> None:
     task, _ = rig.task()
     won = rig.claim()
-    rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"outcome": "success"})
-    again = rig.svc.enqueue(MEMBER, task.id, POOL)
+    rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {"outcome": "success"})
+    again = rig.svc.filing.enqueue(MEMBER, task.id, POOL)
     assert again.job_id != won.lease.job_id
     assert (again.state, again.fence) == (LeaseState.PENDING, 1)
-    assert rig.svc.get_task(READER, task.id).status is TaskStatus.QUEUED
+    assert rig.svc.graph.get_task(READER, task.id).status is TaskStatus.QUEUED
 
 
 def test_enqueue_an_unknown_task_is_task_not_found(rig: Rig) -> None:
     with pytest.raises(TaskNotFound):
-        rig.svc.enqueue(MEMBER, "task_nope", POOL)
+        rig.svc.filing.enqueue(MEMBER, "task_nope", POOL)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import compose
 from tenure.wiring import ManualClock, RandomIds, SystemClock
 
 from tests.conformance.autonomy_contract import AutonomyContract
@@ -19,8 +19,8 @@ def make_rig() -> MakeRig:
     def make() -> ContractRig:
         clock = ManualClock(SystemClock().now_ms())
         store = FakeStore(clock)
-        svc = LeaseService(store, clock, RandomIds())
-        store.reactor = svc.react_to_rows  # the graph's reactions, played inside commit
+        svc = compose(store, clock, RandomIds())
+        store.reactor = svc.reactions.react_to_rows  # the graph's reactions, played inside commit
         return ContractRig(
             store=store,
             clock=clock,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from tenure.app.ports import SweeperState
 from tenure.app.sweep import SweepReport, sweep_once
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import compose
 from tenure.domain.errors import InvalidTransition, StaleLease
 from tenure.domain.model import Job, Lease
 from tenure.domain.states import EndReason, LeaseState, OnExpiry, TaskStatus
@@ -30,7 +30,7 @@ def _run(
     while rig.clock.now_ms() < T0 + until_s * 1000:
         rig.advance(every)
         for lease in beat or []:
-            rig.svc.heartbeat(as_lease(lease.id), lease.id, None)
+            rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None)
         reports.append(rig.sweep())
         if stop is not None and stop():
             break
@@ -58,7 +58,7 @@ def test_a_silent_lease_past_its_deadline_is_lost_and_its_job_requeued_under_fen
     successor = rig.lease(job.lease_id)
     assert (successor.state, successor.fence, successor.attempt) == (LeaseState.PENDING, 2, 1)
     assert rig.store.queue_candidates(POOL, 10) == [successor.id]
-    assert rig.svc.get_task(READER, lease.task_id or "").status is TaskStatus.QUEUED
+    assert rig.svc.graph.get_task(READER, lease.task_id or "").status is TaskStatus.QUEUED
     tail = rig.events(lease.task_id or "")[-2:]
     assert [(e.type, e.lease_id, e.fence) for e in tail] == [
         ("lease.lost", lease.id, 1),
@@ -82,7 +82,7 @@ def test_a_silent_running_or_paused_lease_is_lost(rig: Rig, state: str) -> None:
     rig.sweep()
     lease = rig.running()
     if state == "paused":
-        rig.svc.pause(MEMBER, lease.id)
+        rig.svc.operator.pause(MEMBER, lease.id)
     _run(rig, until_s=420)
     assert rig.lease(lease.id).state is LeaseState.LOST
 
@@ -105,7 +105,7 @@ def test_a_lease_never_expires_sooner_than_one_toleration_after_its_last_heartbe
     for gap in [10, 10, 80, 200, 290, 5, 299, 120]:  # seconds between heartbeats
         _run(rig, until_s=(rig.clock.now_ms() - T0) / 1000 + gap, every=gap)
         assert rig.lease(lease.id).state is LeaseState.RUNNING
-        rig.svc.heartbeat(as_lease(lease.id), lease.id, None)
+        rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None)
         last_beat = rig.clock.now_ms()
     lost_at = _lost_at(rig, lease, until_s=(last_beat - T0) / 1000 + 1000, every=10)
     assert lost_at is not None
@@ -117,7 +117,7 @@ def test_only_the_sweeper_expires_a_report_past_the_deadline_is_still_accepted(r
     rig.sweep()
     lease = rig.running()
     rig.advance(1000)  # far past the deadline, but no pass has run
-    done = rig.svc.complete(as_lease(lease.id), lease.id, {"outcome": "success"})
+    done = rig.svc.reports.complete(as_lease(lease.id), lease.id, {"outcome": "success"})
     assert done.state is LeaseState.COMPLETED
     rig.advance(10)
     rig.sweep()
@@ -131,7 +131,7 @@ def test_a_heartbeat_past_the_deadline_but_before_the_pass_keeps_the_lease(rig: 
     _run(rig, until_s=360)
     rig.advance(20)  # T0 + 380 s: past the deadline of T0 + 375 s; no pass since T0 + 360 s
     assert rig.clock.now_ms() > (rig.lease(lease.id).deadline or 0)
-    beat = rig.svc.heartbeat(as_lease(lease.id), lease.id, None)
+    beat = rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None)
     assert beat.lease.state is LeaseState.RUNNING
     rig.advance(10)
     assert rig.sweep().expired == []
@@ -163,12 +163,12 @@ def test_recovery_is_exhausted_when_attempt_plus_recovery_count_reaches_max_atte
     assert job is not None
     assert (job.exhausted, job.recovery_count, job.attempt) == (True, leases, 1)
     assert job.attempt + job.recovery_count >= max_attempts
-    assert rig.svc.get_task(READER, task_id).status is TaskStatus.NEEDS_ATTENTION
+    assert rig.svc.graph.get_task(READER, task_id).status is TaskStatus.NEEDS_ATTENTION
 
 
 def test_exhaustion_moves_the_task_to_needs_attention_and_records_it(rig: Rig) -> None:
     task_id, made = _recover_until_exhausted(rig, 3)
-    seen = rig.svc.get_task(READER, task_id)
+    seen = rig.svc.graph.get_task(READER, task_id)
     assert (seen.status, seen.lease) == (TaskStatus.NEEDS_ATTENTION, None)
     assert rig.store.get_task(task_id).attention  # type: ignore[union-attr]
     exhausted = [e for e in rig.events(task_id) if e.type == "task.run.lease_recovery_exhausted"]
@@ -183,7 +183,7 @@ def test_exhaustion_moves_the_task_to_needs_attention_and_records_it(rig: Rig) -
     assert (last.lease_id, last.data["exhausted"]) == (made[-1].id, True)
     assert rig.store.queue_candidates(POOL, 10) == []
     with pytest.raises(InvalidTransition):
-        rig.svc.enqueue(MEMBER, task_id, POOL)
+        rig.svc.filing.enqueue(MEMBER, task_id, POOL)
 
 
 def test_on_expiry_fail_ends_the_lease_lost_as_worker_lost_with_no_requeue(rig: Rig) -> None:
@@ -197,7 +197,7 @@ def test_on_expiry_fail_ends_the_lease_lost_as_worker_lost_with_no_requeue(rig: 
     assert job is not None
     assert (job.fence, job.lease_id, job.attempt, job.recovery_count) == (1, lease.id, 1, 0)
     assert rig.store.queue_candidates("strict", 10) == []
-    assert rig.svc.get_task(READER, lease.task_id or "").status is TaskStatus.FAILED
+    assert rig.svc.graph.get_task(READER, lease.task_id or "").status is TaskStatus.FAILED
     assert rig.events(lease.task_id or "")[-1].data["end_reason"] == "worker_lost"
 
 
@@ -213,7 +213,7 @@ def test_a_revoked_lease_that_goes_silent_ends_as_the_operator_asked(
 ) -> None:
     rig.sweep()
     lease = rig.running()
-    getattr(rig.svc, action)(MEMBER, lease.id)
+    getattr(rig.svc.operator, action)(MEMBER, lease.id)
     _run(rig, until_s=420)
     ended = rig.lease(lease.id)
     assert (ended.state, ended.end_reason) == (state, reason)
@@ -228,19 +228,19 @@ def test_any_report_on_a_lost_lease_is_stale_and_recorded_on_the_task(rig: Rig, 
     lease = rig.running("w1")
     _run(rig, until_s=420)
     successor = rig.claim("w2").lease
-    rig.svc.complete(as_lease(successor.id), successor.id, {"outcome": "success"})
+    rig.svc.reports.complete(as_lease(successor.id), successor.id, {"outcome": "success"})
     me = as_lease(lease.id)
     with pytest.raises(StaleLease):
         if what == "complete":
-            rig.svc.complete(me, lease.id, {"outcome": "success"})
+            rig.svc.reports.complete(me, lease.id, {"outcome": "success"})
         elif what == "fail":
-            rig.svc.fail(me, lease.id, {"error": "late"})
+            rig.svc.reports.fail(me, lease.id, {"error": "late"})
         elif what == "release":
-            rig.svc.release(me, lease.id, {})
+            rig.svc.reports.release(me, lease.id, {})
         elif what == "heartbeat":
-            rig.svc.heartbeat(me, lease.id, None)
+            rig.svc.reports.heartbeat(me, lease.id, None)
         else:
-            rig.svc.start(me, lease.id)
+            rig.svc.reports.start(me, lease.id)
     assert rig.lease(lease.id).state is LeaseState.LOST
     assert rig.lease(successor.id).state is LeaseState.COMPLETED
     stale = [e for e in rig.events(lease.task_id or "") if e.type == "lease.stale_report"]
@@ -251,7 +251,7 @@ def test_worker_heartbeat_on_a_lost_lease_is_stale_and_recorded(rig: Rig) -> Non
     rig.sweep()
     lease = rig.running("w1")
     _run(rig, until_s=420)
-    answers = rig.svc.worker_heartbeat(WORKER, "w1", [(lease.id, 1)])
+    answers = rig.svc.reports.worker_heartbeat(WORKER, "w1", [(lease.id, 1)])
     assert isinstance(answers[0][2], StaleLease)
     assert "lease.stale_report" in rig.types(lease.task_id or "")
 
@@ -298,7 +298,7 @@ def test_the_time_of_the_last_pass_survives_a_restart(rig: Rig) -> None:
     lease = rig.running()
     _run(rig, until_s=300)
     rig.advance(400)
-    restarted = LeaseService(rig.store, rig.clock, rig.ids)  # a cold start: no memory
+    restarted = compose(rig.store, rig.clock, rig.ids)  # a cold start: no memory
     report = sweep_once(restarted)
     assert report.absent_pools == [POOL]
     assert rig.lease(lease.id).state is LeaseState.RUNNING
@@ -406,7 +406,7 @@ def test_an_expiry_that_loses_to_a_report_changes_nothing(rig: Rig) -> None:
     def report_lands_first(job_id: str) -> Job | None:
         # The worker's complete commits between the sweeper's read and its write.
         del rig.store.get_job
-        rig.svc.complete(as_lease(lease.id), lease.id, {"outcome": "success"})
+        rig.svc.reports.complete(as_lease(lease.id), lease.id, {"outcome": "success"})
         return read_job(job_id)
 
     rig.store.get_job = report_lands_first  # type: ignore[method-assign]
@@ -433,7 +433,7 @@ def test_a_release_landing_mid_expiry_is_a_lost_race_not_a_failed_pass(rig: Rig)
             calls["n"] += 1
             if calls["n"] == 2:
                 del rig.store.get_job
-                rig.svc.release(as_lease(releasing.id), releasing.id, {"reason": "handoff"})
+                rig.svc.reports.release(as_lease(releasing.id), releasing.id, {"reason": "handoff"})
         return read_job(job_id)
 
     rig.store.get_job = release_between_reads  # type: ignore[method-assign]
@@ -484,7 +484,7 @@ def test_idle_workers_falling_silent_with_the_busy_ones_count_as_silent(rig: Rig
     rig.sweep()
     busy = [rig.running(f"busy{i}") for i in range(3)]
     for i in range(3):
-        assert rig.svc.claim(WORKER, POOL, f"idle{i}", "1.0", 0, None) is None
+        assert rig.svc.claims.claim(WORKER, POOL, f"idle{i}", "1.0", 0, None) is None
     reports = _run(rig, until_s=390)
     assert reports[-1].held == 3
     held = [e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"]

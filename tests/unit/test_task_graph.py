@@ -12,7 +12,7 @@ from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, WORKER, Rig, 
 
 
 def _task(rig: Rig, pool: str | None = None, **links: object) -> Task:
-    task, _ = rig.svc.create_task(
+    task, _ = rig.svc.filing.create_task(
         MEMBER, SPACE, "t", None, None, {}, pool, None, links=TaskLinks(**links)
     )
     return task
@@ -20,18 +20,18 @@ def _task(rig: Rig, pool: str | None = None, **links: object) -> Task:
 
 def _run_to(rig: Rig, task: Task, outcome: str = "success") -> None:
     """Enqueue the task, claim it and report `outcome` (success, failure, or cancel)."""
-    lease = rig.svc.enqueue(MEMBER, task.id, POOL)
+    lease = rig.svc.filing.enqueue(MEMBER, task.id, POOL)
     won = rig.claim()
     assert won.lease.id == lease.id
     if outcome == "cancel":
-        rig.svc.cancel(MEMBER, lease.id)
-        rig.svc.complete(as_lease(lease.id), lease.id, {})
+        rig.svc.operator.cancel(MEMBER, lease.id)
+        rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
     else:
-        rig.svc.complete(as_lease(lease.id), lease.id, {"outcome": outcome})
+        rig.svc.reports.complete(as_lease(lease.id), lease.id, {"outcome": outcome})
 
 
 def _status(rig: Rig, task: Task) -> TaskStatus:
-    return rig.svc.get_task(READER, task.id).status
+    return rig.svc.graph.get_task(READER, task.id).status
 
 
 # ------------------------------------------------------------------------------ statuses
@@ -39,14 +39,14 @@ def _status(rig: Rig, task: Task) -> TaskStatus:
 
 def test_a_new_task_with_nothing_in_its_way_is_ready(rig: Rig) -> None:
     task = _task(rig)
-    view = rig.svc.get_task(READER, task.id)
+    view = rig.svc.graph.get_task(READER, task.id)
     assert (view.status, view.blocked_reasons) == (TaskStatus.READY, ())
 
 
 def test_a_task_waiting_on_a_blocker_is_blocked_with_its_reason(rig: Rig) -> None:
     blocker = _task(rig)
     waiting = _task(rig, depends_on=(blocker.id,))
-    view = rig.svc.get_task(READER, waiting.id)
+    view = rig.svc.graph.get_task(READER, waiting.id)
     assert view.status is TaskStatus.BLOCKED
     assert view.blocked_reasons == ({"source": "dependency", "depends_on_task_ids": [blocker.id]},)
 
@@ -67,7 +67,7 @@ def test_the_last_childs_success_completes_the_parent_once(rig: Rig) -> None:
     graph = rig.store.get_graph(parent.id)
     assert (graph.children_total, graph.children_done) == (3, 3)
     # A replayed reaction changes nothing.
-    rig.svc.react_to_rows([("graph", None, graph)])
+    rig.svc.reactions.react_to_rows([("graph", None, graph)])
     assert rig.types(parent.id).count("task.rollup_completed") == 1
 
 
@@ -88,7 +88,7 @@ def test_rollup_cascades_to_the_grandparent(rig: Rig) -> None:
     _run_to(rig, leaf)
     assert _status(rig, middle) is TaskStatus.COMPLETED
     assert _status(rig, root) is TaskStatus.COMPLETED
-    assert rig.svc.get_task(READER, leaf.id).task.ancestors == (root.id, middle.id)
+    assert rig.svc.graph.get_task(READER, leaf.id).task.ancestors == (root.id, middle.id)
 
 
 def test_a_parent_whose_own_run_succeeded_stays_open_until_its_children_do(rig: Rig) -> None:
@@ -102,8 +102,8 @@ def test_a_parent_whose_own_run_succeeded_stays_open_until_its_children_do(rig: 
 
 
 def test_a_parent_in_another_space_is_refused_naming_the_field(rig: Rig) -> None:
-    rig.svc.create_space(ADMIN, "ELSE", "Elsewhere", None)
-    other, _ = rig.svc.create_task(MEMBER, "ELSE", "x", None, None, {}, None, None)
+    rig.svc.setup.create_space(ADMIN, "ELSE", "Elsewhere", None)
+    other, _ = rig.svc.filing.create_task(MEMBER, "ELSE", "x", None, None, {}, None, None)
     with pytest.raises(ValidationFailed, match="parent_id"):
         _task(rig, parent_id=other.id)
     with pytest.raises(ValidationFailed, match="parent_id"):
@@ -116,19 +116,19 @@ def test_a_parent_in_another_space_is_refused_naming_the_field(rig: Rig) -> None
 def test_only_a_success_of_every_blocker_enqueues_an_opted_in_task_once(rig: Rig) -> None:
     a, b = _task(rig), _task(rig)
     waiting = _task(rig, pool=POOL, depends_on=(a.id, b.id), auto_enqueue_on_ready=True)
-    assert rig.svc.get_task(READER, waiting.id).lease is None  # blocked: not enqueued at once
+    assert rig.svc.graph.get_task(READER, waiting.id).lease is None  # blocked: not enqueued at once
     _run_to(rig, a)
-    assert rig.svc.get_task(READER, waiting.id).lease is None
+    assert rig.svc.graph.get_task(READER, waiting.id).lease is None
     _run_to(rig, b, "failure")
-    assert rig.svc.get_task(READER, waiting.id).status is TaskStatus.BLOCKED
+    assert rig.svc.graph.get_task(READER, waiting.id).status is TaskStatus.BLOCKED
     _run_to(rig, b)
-    view = rig.svc.get_task(READER, waiting.id)
+    view = rig.svc.graph.get_task(READER, waiting.id)
     assert view.lease is not None and view.lease.state is LeaseState.PENDING
     assert view.status is TaskStatus.QUEUED
     # Replays and a second readiness signal open no second run.
-    rig.svc.auto_enqueue(waiting.id)
+    rig.svc.graph.auto_enqueue(waiting.id)
     graph = rig.store.get_graph(waiting.id)
-    rig.svc.react_to_rows([("graph", None, graph)])
+    rig.svc.reactions.react_to_rows([("graph", None, graph)])
     leases = [e for e in rig.events(waiting.id) if e.type == "lease.created"]
     assert len(leases) == 1
 
@@ -137,7 +137,7 @@ def test_a_task_not_opted_in_becomes_ready_without_a_run(rig: Rig) -> None:
     a = _task(rig)
     waiting = _task(rig, pool=POOL, depends_on=(a.id,))
     _run_to(rig, a)
-    view = rig.svc.get_task(READER, waiting.id)
+    view = rig.svc.graph.get_task(READER, waiting.id)
     assert (view.status, view.lease) == (TaskStatus.READY, None)
 
 
@@ -145,7 +145,7 @@ def test_a_blocker_that_already_succeeded_counts_at_once(rig: Rig) -> None:
     a = _task(rig)
     _run_to(rig, a)
     waiting = _task(rig, pool=POOL, depends_on=(a.id,), auto_enqueue_on_ready=True)
-    view = rig.svc.get_task(READER, waiting.id)
+    view = rig.svc.graph.get_task(READER, waiting.id)
     assert view.status is TaskStatus.QUEUED and view.lease is not None
 
 
@@ -156,8 +156,8 @@ def test_dependency_on_an_ancestor_is_a_cycle(rig: Rig) -> None:
 
 
 def test_cross_space_and_repeated_dependencies_are_refused(rig: Rig) -> None:
-    rig.svc.create_space(ADMIN, "ELSE", "Elsewhere", None)
-    other, _ = rig.svc.create_task(MEMBER, "ELSE", "x", None, None, {}, None, None)
+    rig.svc.setup.create_space(ADMIN, "ELSE", "Elsewhere", None)
+    other, _ = rig.svc.filing.create_task(MEMBER, "ELSE", "x", None, None, {}, None, None)
     with pytest.raises(ValidationFailed, match="depends_on"):
         _task(rig, depends_on=(other.id,))
     a = _task(rig)
@@ -167,14 +167,14 @@ def test_cross_space_and_repeated_dependencies_are_refused(rig: Rig) -> None:
 
 def test_patch_turns_auto_enqueue_on_and_enqueues_a_ready_task(rig: Rig) -> None:
     task = _task(rig)
-    view = rig.svc.update_task(MEMBER, task.id, True, POOL)
+    view = rig.svc.graph.update_task(MEMBER, task.id, True, POOL)
     assert view.task.auto_enqueue_on_ready and view.task.pool == POOL
     assert view.lease is not None and view.status is TaskStatus.QUEUED
-    off = rig.svc.update_task(MEMBER, task.id, False, None)
+    off = rig.svc.graph.update_task(MEMBER, task.id, False, None)
     assert not off.task.auto_enqueue_on_ready
     assert "task.updated" in rig.types(task.id)
     with pytest.raises(Forbidden):
-        rig.svc.update_task(READER, task.id, True, None)
+        rig.svc.graph.update_task(READER, task.id, True, None)
 
 
 # --------------------------------------------------------------------------------- pause
@@ -183,16 +183,16 @@ def test_patch_turns_auto_enqueue_on_and_enqueues_a_ready_task(rig: Rig) -> None
 def test_pause_is_inherited_and_claims_skip_the_subtree(rig: Rig) -> None:
     root = _task(rig)
     kid = _task(rig, pool=POOL, parent_id=root.id)
-    rig.svc.pause_task(MEMBER, root.id)
-    view = rig.svc.get_task(READER, kid.id)
+    rig.svc.graph.pause_task(MEMBER, root.id)
+    view = rig.svc.graph.get_task(READER, kid.id)
     assert (view.effective_paused, view.paused_by_task_id) == (True, root.id)
     assert {"source": "paused", "paused_by_task_id": root.id} in view.blocked_reasons
     assert view.status is TaskStatus.BLOCKED
-    assert rig.svc.claim(WORKER, POOL, "w1", None, 0, None) is None
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None) is None
     events = [e for e in rig.events(root.id) if e.type == "task.paused"]
     assert events and events[0].data["by"] == MEMBER.token_id
-    rig.svc.resume_task(MEMBER, root.id)
-    assert rig.svc.get_task(READER, kid.id).effective_paused is False
+    rig.svc.graph.resume_task(MEMBER, root.id)
+    assert rig.svc.graph.get_task(READER, kid.id).effective_paused is False
     assert rig.claim().lease.task_id == kid.id
     assert "task.resumed" in rig.types(root.id)
 
@@ -200,20 +200,20 @@ def test_pause_is_inherited_and_claims_skip_the_subtree(rig: Rig) -> None:
 def test_a_lease_already_out_keeps_reporting_while_its_task_is_paused(rig: Rig) -> None:
     task, _ = rig.task()
     won = rig.claim()
-    rig.svc.pause_task(MEMBER, task.id)
-    beat = rig.svc.heartbeat(as_lease(won.lease.id), won.lease.id, None)
+    rig.svc.graph.pause_task(MEMBER, task.id)
+    beat = rig.svc.reports.heartbeat(as_lease(won.lease.id), won.lease.id, None)
     assert beat.lease.state is LeaseState.RUNNING
-    done = rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
+    done = rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
     assert done.state is LeaseState.COMPLETED
 
 
 def test_a_paused_dependent_is_skipped_until_it_resumes(rig: Rig) -> None:
     a = _task(rig)
     waiting = _task(rig, pool=POOL, depends_on=(a.id,), auto_enqueue_on_ready=True)
-    rig.svc.pause_task(MEMBER, waiting.id)
+    rig.svc.graph.pause_task(MEMBER, waiting.id)
     _run_to(rig, a)
-    assert rig.svc.get_task(READER, waiting.id).lease is None
-    resumed = rig.svc.resume_task(MEMBER, waiting.id)
+    assert rig.svc.graph.get_task(READER, waiting.id).lease is None
+    resumed = rig.svc.graph.resume_task(MEMBER, waiting.id)
     assert resumed.lease is not None and resumed.status is TaskStatus.QUEUED
 
 
@@ -222,12 +222,12 @@ def test_a_paused_dependent_is_skipped_until_it_resumes(rig: Rig) -> None:
 
 def test_scheduler_pause_stops_every_claim_and_resume_restarts_them(rig: Rig) -> None:
     rig.task()
-    status = rig.svc.pause_scheduler(ADMIN)
+    status = rig.svc.scheduler.pause_scheduler(ADMIN)
     assert status.paused and status.queued_run_count == 1
-    assert rig.svc.claim(WORKER, POOL, "w1", None, 0, None) is None
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None) is None
     with pytest.raises(Forbidden):
-        rig.svc.pause_scheduler(MEMBER)
-    assert not rig.svc.resume_scheduler(ADMIN).paused
+        rig.svc.scheduler.pause_scheduler(MEMBER)
+    assert not rig.svc.scheduler.resume_scheduler(ADMIN).paused
     assert rig.claim() is not None
     types = [e.type for e in rig.store.timeline("system", "scheduler", None)]
     assert types == ["scheduler.paused", "scheduler.resumed"]
@@ -236,41 +236,41 @@ def test_scheduler_pause_stops_every_claim_and_resume_restarts_them(rig: Rig) ->
 def test_backlog_shows_paused_leases_only_when_asked(rig: Rig) -> None:
     paused, _ = rig.task()
     free, _ = rig.task()
-    rig.svc.pause_task(MEMBER, paused.id)
-    shown, cursor = rig.svc.backlog(READER, SPACE, include_paused=False)
+    rig.svc.graph.pause_task(MEMBER, paused.id)
+    shown, cursor = rig.svc.scheduler.backlog(READER, SPACE, include_paused=False)
     assert [e.lease.task_id for e in shown] == [free.id] and cursor is None
-    every, _ = rig.svc.backlog(READER, SPACE, include_paused=True)
+    every, _ = rig.svc.scheduler.backlog(READER, SPACE, include_paused=True)
     flags = {e.lease.task_id: (e.effective_paused, e.paused_by_task_id) for e in every}
     assert flags == {paused.id: (True, paused.id), free.id: (False, None)}
 
 
 def test_capacity_waiting_is_not_starved_and_starved_work_is_parked(rig: Rig) -> None:
     rig.task()
-    rig.svc.claim(WORKER, "builders", "w-idle", None, 0, None)  # claims it: none left
+    rig.svc.claims.claim(WORKER, "builders", "w-idle", None, 0, None)  # claims it: none left
     rig.task()  # queued behind a reachable worker: capacity-waiting
-    status = rig.svc.scheduler_status(READER)
+    status = rig.svc.scheduler.scheduler_status(READER)
     assert (status.capacity_waiting_count, status.starved_run_count) == (1, 0)
     rig.advance(601)  # the worker fell silent past grace; the lease is older than 600 s
-    status = rig.svc.scheduler_status(READER)
+    status = rig.svc.scheduler.scheduler_status(READER)
     assert (status.capacity_waiting_count, status.starved_run_count) == (0, 1)
     rig.advance(3600)
     report = rig.sweep()
     assert len(report.parked) == 1
     parked = report.parked[0]
-    assert rig.svc.get_task(READER, parked).status is TaskStatus.NEEDS_ATTENTION
+    assert rig.svc.graph.get_task(READER, parked).status is TaskStatus.NEEDS_ATTENTION
     assert "task.starvation_escalated" in rig.types(parked)
-    status = rig.svc.scheduler_status(READER)
+    status = rig.svc.scheduler.scheduler_status(READER)
     assert status.needs_attention_run_count == 1
     assert rig.sweep().parked == []  # parked once
 
 
 def test_drain_pauses_and_reports_what_is_still_held(rig: Rig) -> None:
     rig.running()
-    drained = rig.svc.drain(ADMIN, 1)
+    drained = rig.svc.scheduler.drain(ADMIN, 1)
     assert (drained.drained, drained.active) == (False, 1)
-    assert rig.svc.scheduler_status(READER).paused
+    assert rig.svc.scheduler.scheduler_status(READER).paused
     with pytest.raises(ValidationFailed, match="timeout_seconds"):
-        rig.svc.drain(ADMIN, 21)
+        rig.svc.scheduler.drain(ADMIN, 21)
 
 
 def test_the_payload_names_the_tasks_a_task_waited_for(rig: Rig) -> None:
@@ -278,7 +278,7 @@ def test_the_payload_names_the_tasks_a_task_waited_for(rig: Rig) -> None:
     _run_to(rig, blocker)
     _task(rig, pool=POOL, depends_on=(blocker.id,))
     won = rig.claim()
-    payload = rig.svc.payload(as_lease(won.lease.id), won.lease.id)
+    payload = rig.svc.payloads.payload(as_lease(won.lease.id), won.lease.id)
     assert payload["subject"]["dependencies"] == [
         {"id": blocker.id, "key": blocker.key, "title": "t"}
     ]

@@ -52,21 +52,21 @@ def test_a_log_line_keeps_its_text_with_each_token_masked_and_the_mask_is_counte
     won = rig.claimed()
     lease_id = won.lease.id
     me = as_lease(lease_id)
-    rig.svc.start(me, lease_id)
+    rig.svc.reports.start(me, lease_id)
     events = [
         {"stream": "stdout", "message": f"TENURE_LEASE_TOKEN={won.token}", "container": "main"},
         {"stream": "stderr", "message": f"{WORKER_TOKEN} {OPERATOR_TOKEN}", "container": "side"},
         {"stream": "stdout", "message": "plain", "container": "main"},
     ]
-    assert rig.svc.post_logs(me, lease_id, events) == 3
-    read = [(x.container, x.message) for x in rig.svc.read_logs(READER, lease_id).events]
+    assert rig.svc.logs.post_logs(me, lease_id, events) == 3
+    read = [(x.container, x.message) for x in rig.svc.logs.read_logs(READER, lease_id).events]
     assert sorted(read) == [
         ("main", "TENURE_LEASE_TOKEN=tnr_[redacted]"),
         ("main", "plain"),
         ("side", "tnr_[redacted] tnr_[redacted]"),
     ]
     assert rig.svc.counters["log_tokens_redacted"] == 3
-    assert won.token not in repr(rig.svc.log_sink.streams)  # type: ignore[union-attr]
+    assert won.token not in repr(rig.svc.artifacts.log_sink.streams)  # type: ignore[union-attr]
 
 
 def test_a_container_named_with_a_token_refuses_the_batch_by_name(rig: Rig) -> None:
@@ -75,8 +75,8 @@ def test_a_container_named_with_a_token_refuses_the_batch_by_name(rig: Rig) -> N
         {"stream": "stdout", "message": "kept?", "container": "main"},
         {"stream": "stdout", "message": "x", "container": WORKER_TOKEN},
     ]
-    refused("events[1].container", rig.svc.post_logs, as_lease(lease.id), lease.id, events)
-    assert rig.svc.read_logs(READER, lease.id).events == []
+    refused("events[1].container", rig.svc.logs.post_logs, as_lease(lease.id), lease.id, events)
+    assert rig.svc.logs.read_logs(READER, lease.id).events == []
 
 
 # ----------------------------------------------------------------------- attachments
@@ -98,9 +98,9 @@ def test_an_attachment_naming_a_token_is_refused_by_field_and_nothing_is_kept(
     me = as_lease(lease.id)
     content, size = (b"hi", None) if inline else (None, 2)
     args = (me, lease.id, filename, content_type, kind, size, content)
-    refused(field, rig.svc.add_attachment, *args)
-    assert rig.svc.list_attachments(READER, lease.id) == []
-    assert rig.svc.blobs.objects == {} and rig.svc.blobs.presigned == []  # type: ignore[union-attr]
+    refused(field, rig.svc.attachments.add_attachment, *args)
+    assert rig.svc.attachments.list_attachments(READER, lease.id) == []
+    assert rig.svc.artifacts.blobs.objects == {} and rig.svc.artifacts.blobs.presigned == []  # type: ignore[union-attr]
 
 
 def test_an_attachment_named_with_the_leases_own_token_is_refused(rig: Rig) -> None:
@@ -108,7 +108,7 @@ def test_an_attachment_named_with_the_leases_own_token_is_refused(rig: Rig) -> N
     me = as_lease(won.lease.id)
     refused(
         "filename",
-        rig.svc.add_attachment,
+        rig.svc.attachments.add_attachment,
         me,
         won.lease.id,
         f"{won.token}.txt",
@@ -139,7 +139,7 @@ def test_a_claim_carrying_a_token_is_refused_by_field_before_anything_is_written
     args: dict[str, Any] = {"worker_id": "w1", "worker_version": "1.0", **kw}
     refused(
         field,
-        rig.svc.claim,
+        rig.svc.claims.claim,
         WORKER,
         POOL,
         args.pop("worker_id"),
@@ -149,7 +149,7 @@ def test_a_claim_carrying_a_token_is_refused_by_field_before_anything_is_written
         **args,
     )
     assert rig.lease(lease.id).state == "pending"
-    assert rig.svc.list_workers(READER, POOL) == []  # not even marked seen
+    assert rig.svc.workers.list_workers(READER, POOL) == []  # not even marked seen
 
 
 @pytest.mark.parametrize("part", ["runtime", "credentials"])
@@ -158,12 +158,12 @@ def test_a_worker_heartbeat_reason_carrying_a_token_is_refused_by_field(
 ) -> None:
     state = {"runtime": "refusing", "credentials": "unreachable"}[part]
     says = {part: {"state": state, "reason": f"login failed for {WORKER_TOKEN}"}}
-    refused(f"{part}.reason", rig.svc.worker_heartbeat, WORKER, "w1", [], pool=POOL, **says)
-    assert rig.svc.list_workers(READER, POOL) == []
+    refused(f"{part}.reason", rig.svc.reports.worker_heartbeat, WORKER, "w1", [], pool=POOL, **says)
+    assert rig.svc.workers.list_workers(READER, POOL) == []
     # Without the token the same heartbeat is noted.
     says[part]["reason"] = "login failed"
-    rig.svc.worker_heartbeat(WORKER, "w1", [], pool=POOL, **says)
-    (seen,) = rig.svc.list_workers(READER, POOL)
+    rig.svc.reports.worker_heartbeat(WORKER, "w1", [], pool=POOL, **says)
+    (seen,) = rig.svc.workers.list_workers(READER, POOL)
     assert getattr(seen.worker, part) is not None
 
 
@@ -175,21 +175,23 @@ def test_block_reasons_and_notes_carrying_a_token_are_refused_by_field(rig: Rig)
     running = rig.running()
     assert running.task_id is not None
     lease_actor = as_lease(running.id)
-    refused("reason", rig.svc.block_task, MEMBER, task.id, "error", f"see {OPERATOR_TOKEN}")
-    refused("reason", rig.svc.block_task, lease_actor, running.task_id, "error", WORKER_TOKEN)
-    assert rig.svc.list_blocks(MEMBER, task.id) == []
-    block = rig.svc.block_task(MEMBER, task.id, "error", "broken")
-    refused("note", rig.svc.clear_block, MEMBER, task.id, block["id"], OPERATOR_TOKEN)
-    assert [b["state"] for b in rig.svc.list_blocks(MEMBER, task.id)] == ["open"]
-    refused("note", rig.svc.recover_task, MEMBER, task.id, f"fixed {OPERATOR_TOKEN}")
+    refused("reason", rig.svc.blocks.block_task, MEMBER, task.id, "error", f"see {OPERATOR_TOKEN}")
+    refused(
+        "reason", rig.svc.blocks.block_task, lease_actor, running.task_id, "error", WORKER_TOKEN
+    )
+    assert rig.svc.blocks.list_blocks(MEMBER, task.id) == []
+    block = rig.svc.blocks.block_task(MEMBER, task.id, "error", "broken")
+    refused("note", rig.svc.blocks.clear_block, MEMBER, task.id, block["id"], OPERATOR_TOKEN)
+    assert [b["state"] for b in rig.svc.blocks.list_blocks(MEMBER, task.id)] == ["open"]
+    refused("note", rig.svc.breaker.recover_task, MEMBER, task.id, f"fixed {OPERATOR_TOKEN}")
 
 
 def test_force_reasons_carrying_a_token_are_refused_and_the_leases_are_untouched(
     rig: Rig,
 ) -> None:
     lease = rig.running()
-    refused("reason", rig.svc.bulk_release, MEMBER, [lease.id], f"by {OPERATOR_TOKEN}")
-    refused("reason", rig.svc.bulk_fail, MEMBER, [lease.id], WORKER_TOKEN)
+    refused("reason", rig.svc.force.bulk_release, MEMBER, [lease.id], f"by {OPERATOR_TOKEN}")
+    refused("reason", rig.svc.force.bulk_fail, MEMBER, [lease.id], WORKER_TOKEN)
     assert rig.lease(lease.id).state == "running"
 
 
@@ -208,5 +210,5 @@ def test_reports_carrying_a_token_anywhere_stay_refused(
     lease = rig.running()
     me: Principal = as_lease(lease.id)
     with pytest.raises(ValidationFailed, match="carries a Tenure token"):
-        getattr(rig.svc, report)(me, lease.id, body)
+        getattr(rig.svc.reports, report)(me, lease.id, body)
     assert rig.lease(lease.id).state == "running"

@@ -121,18 +121,18 @@ def test_micros_make_the_sum_exact() -> None:
 
 
 def test_completions_accumulate_on_the_task_and_show_on_the_lease(rig: Rig) -> None:
-    rig.svc.update_pool(ADMIN, POOL, {"rates": RATES})
+    rig.svc.pools.update_pool(ADMIN, POOL, {"rates": RATES})
     task, _ = rig.task()
     won = rig.claim()
-    rig.svc.release(as_lease(won.lease.id), won.lease.id, {})
+    rig.svc.reports.release(as_lease(won.lease.id), won.lease.id, {})
     second = rig.claim()
-    rig.svc.complete(
+    rig.svc.reports.complete(
         as_lease(second.lease.id), second.lease.id, {"usage": {"input_tokens": 1_000_000}}
     )
     lease = rig.lease(second.lease.id)
     assert lease.state is LeaseState.COMPLETED
     assert lease.report is not None and lease.report["usage"]["cost"]["status"] == "estimated"
-    usage = rig.svc.get_task(READER, task.id).usage
+    usage = rig.svc.graph.get_task(READER, task.id).usage
     assert usage is not None
     assert (usage["input_tokens"], usage["total_cost"], usage["cost_status"]) == (
         1_000_000,
@@ -140,15 +140,17 @@ def test_completions_accumulate_on_the_task_and_show_on_the_lease(rig: Rig) -> N
         "estimated",
     )
     # A replayed completion adds nothing.
-    rig.svc.complete(
+    rig.svc.reports.complete(
         as_lease(second.lease.id), second.lease.id, {"usage": {"input_tokens": 1_000_000}}
     )
-    assert rig.svc.get_task(MEMBER, task.id).usage == usage
+    assert rig.svc.graph.get_task(MEMBER, task.id).usage == usage
 
 
 def test_a_completion_with_malformed_usage_leaves_the_lease_as_it_was(rig: Rig) -> None:
     rig.task()
     won = rig.claim()
     with pytest.raises(ValidationFailed):
-        rig.svc.complete(as_lease(won.lease.id), won.lease.id, {"usage": {"input_tokens": -5}})
+        rig.svc.reports.complete(
+            as_lease(won.lease.id), won.lease.id, {"usage": {"input_tokens": -5}}
+        )
     assert rig.lease(won.lease.id).state is won.lease.state

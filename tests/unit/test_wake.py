@@ -19,14 +19,14 @@ class Bus:
 
 def _rig_with_bus(rig: Rig) -> Bus:
     bus = Bus()
-    rig.svc.publisher = bus
+    rig.svc.wake.publisher = bus
     return bus
 
 
 def _delegate(rig: Rig, creator_id: str, pool: str | None = POOL, **kw: Any) -> Task:
     from tenure.app.tasks.filing import TaskLinks
 
-    task, _ = rig.svc.create_task(
+    task, _ = rig.svc.filing.create_task(
         as_lease(creator_id), SPACE, "sub", None, None, {}, pool, None, links=TaskLinks(**kw)
     )
     return task
@@ -42,7 +42,7 @@ def test_the_childs_completion_wakes_its_creator_once(rig: Rig) -> None:
     child = _delegate(rig, creator.id)
     won = rig.claim("w2")
     assert won.lease.task_id == child.id
-    rig.svc.complete(as_lease(won.lease.id), won.lease.id, {})
+    rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
     assert [(s, t, d["child_task_id"], d["child_status"]) for s, t, d in bus.sent] == [
         ("tenure", "task.wake_creator", child.id, "completed")
     ]
@@ -53,7 +53,7 @@ def test_the_childs_completion_wakes_its_creator_once(rig: Rig) -> None:
     assert len(_wakes(rig, creator.task_id)) == 1
     # A redelivered stream record changes nothing.
     ended = rig.lease(won.lease.id)
-    rig.svc.react_to_rows([("lease", won.lease, ended)])
+    rig.svc.reactions.react_to_rows([("lease", won.lease, ended)])
     assert len(bus.sent) == 1 and len(_wakes(rig, creator.task_id)) == 1
 
 
@@ -61,9 +61,9 @@ def test_a_block_and_an_escalation_wake_the_creator(rig: Rig) -> None:
     bus = _rig_with_bus(rig)
     creator = rig.claimed("w1").lease
     child = _delegate(rig, creator.id, pool=None)
-    first = rig.svc.block_task(MEMBER, child.id, "error", "x")
-    rig.svc.clear_block(MEMBER, child.id, first["id"])
-    rig.svc.block_task(MEMBER, child.id, "error", "again")
+    first = rig.svc.blocks.block_task(MEMBER, child.id, "error", "x")
+    rig.svc.blocks.clear_block(MEMBER, child.id, first["id"])
+    rig.svc.blocks.block_task(MEMBER, child.id, "error", "again")
     assert [d["child_status"] for _, _, d in bus.sent] == ["blocked", "needs_attention"]
 
 
@@ -71,12 +71,12 @@ def test_no_wake_for_the_creators_own_block_an_ended_creator_or_an_opt_out(rig: 
     bus = _rig_with_bus(rig)
     creator = rig.claimed("w1").lease
     child = _delegate(rig, creator.id, pool=None)
-    rig.svc.block_task(as_lease(creator.id), child.id, "needs_input", "mine")
+    rig.svc.blocks.block_task(as_lease(creator.id), child.id, "needs_input", "mine")
     quiet = _delegate(rig, creator.id, pool=None, wake_creator=False)
-    rig.svc.block_task(MEMBER, quiet.id, "needs_input", "opted out")
+    rig.svc.blocks.block_task(MEMBER, quiet.id, "needs_input", "opted out")
     assert bus.sent == []
-    rig.svc.complete(as_lease(creator.id), creator.id, {})
-    rig.svc.block_task(MEMBER, child.id, "error", "creator gone")
+    rig.svc.reports.complete(as_lease(creator.id), creator.id, {})
+    rig.svc.blocks.block_task(MEMBER, child.id, "error", "creator gone")
     assert bus.sent == []
 
 
@@ -84,7 +84,7 @@ def test_an_operators_task_wakes_nobody(rig: Rig) -> None:
     bus = _rig_with_bus(rig)
     rig.claimed("w1")
     task, _ = rig.task(pool=None)
-    rig.svc.block_task(MEMBER, task.id, "error", "x")
+    rig.svc.blocks.block_task(MEMBER, task.id, "error", "x")
     assert bus.sent == []
 
 
@@ -92,26 +92,26 @@ def test_a_second_block_on_a_blocked_child_is_no_new_transition(rig: Rig) -> Non
     bus = _rig_with_bus(rig)
     creator = rig.claimed("w1").lease
     child = _delegate(rig, creator.id, pool=None)
-    rig.svc.block_task(MEMBER, child.id, "needs_input", "a question")
-    rig.svc.block_task(MEMBER, child.id, "dependency_external", "and a vendor")
+    rig.svc.blocks.block_task(MEMBER, child.id, "needs_input", "a question")
+    rig.svc.blocks.block_task(MEMBER, child.id, "dependency_external", "and a vendor")
     assert [d["child_status"] for _, _, d in bus.sent] == ["blocked"]
     assert creator.task_id is not None and len(_wakes(rig, creator.task_id)) == 1
 
 
 def test_the_creators_own_force_fail_of_its_childs_lease_wakes_nobody(rig: Rig) -> None:
     bus = _rig_with_bus(rig)
-    rig.svc.update_instance(ADMIN, {"allow_agent_force": True})
+    rig.svc.pools.update_instance(ADMIN, {"allow_agent_force": True})
     creator = rig.claimed("w1").lease
     child = _delegate(rig, creator.id)
     assert child.job_id is not None
-    run = rig.svc.get_task(MEMBER, child.id).lease
+    run = rig.svc.graph.get_task(MEMBER, child.id).lease
     assert run is not None
-    [row] = rig.svc.bulk_fail(as_lease(creator.id), [run.id], "the creator gave up on it")
+    [row] = rig.svc.force.bulk_fail(as_lease(creator.id), [run.id], "the creator gave up on it")
     assert row.ok and rig.lease(run.id).state.terminal
     assert bus.sent == []
     # The same force by an operator does wake the creator.
     other = _delegate(rig, creator.id)
-    other_run = rig.svc.get_task(MEMBER, other.id).lease
+    other_run = rig.svc.graph.get_task(MEMBER, other.id).lease
     assert other_run is not None
-    rig.svc.bulk_fail(MEMBER, [other_run.id], "an operator stopped it")
+    rig.svc.force.bulk_fail(MEMBER, [other_run.id], "an operator stopped it")
     assert [d["child_status"] for _, _, d in bus.sent] == ["failed"]

@@ -25,9 +25,11 @@ _queued = queued
 
 def test_a_one_pool_token_holding_nothing_is_heard_for_its_pool(rig: Rig) -> None:
     lease = _queued(rig)
-    assert rig.svc.worker_heartbeat(ONE_POOL, "w1", [], runtime=REFUSING) == []
+    assert rig.svc.reports.worker_heartbeat(ONE_POOL, "w1", [], runtime=REFUSING) == []
     assert _code(rig, lease) == "runtime_refusing"
-    rig.svc.worker_heartbeat(ONE_POOL, "w1", [], credentials=UNREACHABLE, runtime={"state": "ok"})
+    rig.svc.reports.worker_heartbeat(
+        ONE_POOL, "w1", [], credentials=UNREACHABLE, runtime={"state": "ok"}
+    )
     assert _code(rig, lease) == "token_pool_unreachable"
     seen = rig.store.get_worker(POOL, "w1")
     assert seen is not None and seen.credentials == UNREACHABLE
@@ -40,29 +42,29 @@ def test_a_token_of_several_pools_holding_nothing_must_name_the_pool(
 ) -> None:
     lease = _queued(rig)
     with pytest.raises(ValidationFailed, match=r"^pool:"):
-        rig.svc.worker_heartbeat(token, "w1", [], **said)
+        rig.svc.reports.worker_heartbeat(token, "w1", [], **said)
     assert rig.store.get_worker(POOL, "w1") is None and _code(rig, lease) == "awaiting_agent"
-    rig.svc.worker_heartbeat(token, "w1", [], pool=POOL, **said)
+    rig.svc.reports.worker_heartbeat(token, "w1", [], pool=POOL, **said)
     assert _code(rig, lease) != "awaiting_agent"
 
 
 def test_only_refused_leases_do_not_tell_the_pool_either(rig: Rig) -> None:
     won = rig.claimed()
     with pytest.raises(ValidationFailed, match=r"^pool:"):
-        rig.svc.worker_heartbeat(WORKER, "w1", [(won.lease.id, 99)], runtime=REFUSING)
+        rig.svc.reports.worker_heartbeat(WORKER, "w1", [(won.lease.id, 99)], runtime=REFUSING)
     assert rig.lease(won.lease.id).fence == won.lease.fence  # nothing renewed or moved
 
 
 def test_a_held_lease_still_tells_the_pool(rig: Rig) -> None:
     won = rig.claimed()
     waiting = _queued(rig)
-    answers = rig.svc.worker_heartbeat(WORKER, "w1", [(won.lease.id, 1)], runtime=REFUSING)
+    answers = rig.svc.reports.worker_heartbeat(WORKER, "w1", [(won.lease.id, 1)], runtime=REFUSING)
     assert [a[0] for a in answers] == [won.lease.id]
     assert _code(rig, waiting) == "runtime_refusing"
 
 
 def test_a_plain_heartbeat_holding_nothing_is_still_fine(rig: Rig) -> None:
-    assert rig.svc.worker_heartbeat(WORKER, "w1", []) == []
+    assert rig.svc.reports.worker_heartbeat(WORKER, "w1", []) == []
 
 
 def test_over_http_the_missing_pool_is_422_naming_it(http: Any, rig: Rig) -> None:  # noqa: F811

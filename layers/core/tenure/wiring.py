@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure, compose
 from tenure.config import settings
 from tenure.store.blobs import S3Blobs
 from tenure.store.dynamo import DynamoStore
@@ -163,20 +163,20 @@ def publisher() -> EventBridgePublisher | None:
     return build_publisher()
 
 
-def build_service(store: DynamoStore | None = None) -> LeaseService:
-    svc = LeaseService(
+def build_service(store: DynamoStore | None = None) -> Tenure:
+    svc = compose(
         store or build_store(),
         SystemClock(),
         RandomIds(),
         blobs=build_blobs(),
         log_sink=build_log_sink(),
+        schedules=build_schedules(),
+        publisher=build_publisher(),
     )
-    svc.schedules = build_schedules()
-    svc.publisher = build_publisher()
     return svc
 
 
 @lru_cache(maxsize=1)
-def service() -> LeaseService:
+def service() -> Tenure:
     """The process's service, built on first use (a Lambda's warm start reuses it)."""
     return build_service()

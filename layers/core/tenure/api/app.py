@@ -76,7 +76,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             if route is not None:
                 authorize(actor, route.audience, route.params)
                 query = event.get("queryStringParameters") or {}
-                scopes.check(actor, route, query, body.lenient, svc)
+                scopes.check(actor, route, query, body.lenient, lambda: svc().scopes)
         except e.TenureError as refusal:
             return error_event(refusal)
         if route is None and event.get("rawPath") == MCP_PATH:

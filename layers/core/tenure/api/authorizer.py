@@ -27,7 +27,7 @@ def verdict(event: APIGatewayAuthorizerEventV2) -> APIGatewayAuthorizerResponseV
     """
     headers = event.headers if "headers" in event else None
     try:
-        principal = wiring.service().authenticate(bearer(headers))
+        principal = wiring.service().setup.authenticate(bearer(headers))
     except Unauthenticated as refused:
         return APIGatewayAuthorizerResponseV2(
             authorize=True, context={"principal": "", "reason": refused.message}

@@ -24,7 +24,7 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.errors import describe_validation, envelope, error_response
 from tenure.api.routes import REPORTS, ROUTES
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure
 from tenure.domain import authz
 from tenure.domain import errors as e
 from tenure.domain.model import Lease, Principal
@@ -46,7 +46,7 @@ METRICS = {
 }
 
 
-def svc() -> LeaseService:
+def svc() -> Tenure:
     return wiring.service()
 
 
@@ -60,7 +60,7 @@ def principal(ctx: dict[str, Any], token: str | None = None) -> Principal:
     throttling), the token read again here: 503 `unavailable` if it still cannot be."""
     raw = ctx.get("principal")
     if not raw and ctx.get("unavailable"):
-        return svc().authenticate(token)
+        return svc().setup.authenticate(token)
     if not raw:
         raise e.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
     data = json.loads(raw)
@@ -79,7 +79,7 @@ def authorize(actor: Principal, audience: str, params: dict[str, str]) -> None:
             authz.require_lease(actor, params["lease_id"])
         return  # otherwise it acts in its own lease's space, which the service checks
     if actor.kind in ("worker", "lease") and "agent_force" in allowed:
-        svc().require_agent_force(actor)  # the instance's allow_agent_force (DESIGN §13)
+        svc().force.require_agent_force(actor)  # the instance's allow_agent_force (DESIGN §13)
         return
     if allowed[0].startswith("operator:"):
         authz.require_role(actor, allowed[0].removeprefix("operator:"))
@@ -284,13 +284,13 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
 
 def lease_out(lease: Lease) -> dict[str, Any]:
     """A lease as every route shows it, with the queued condition the service judges."""
-    return v.lease_view(lease, svc().queued_condition_of(lease))
+    return v.lease_view(lease, svc().conditions.queued_condition_of(lease))
 
 
 def leases_out(leases: Iterable[Lease]) -> list[dict[str, Any]]:
     """Many leases, each pool's facts read once for all of them."""
     leases = list(leases)
-    conditions = svc().queued_conditions(leases)
+    conditions = svc().conditions.queued_conditions(leases)
     return [v.lease_view(x, conditions[x.id]) for x in leases]
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from tenure.app.kernel import ServiceBase
 from tenure.app.ports import INSTANCE_CEILING
 from tenure.app.workers import WORKERS_PAGE, reachable
 from tenure.domain.model import Instance, Lease, Pool, Space
 from tenure.domain.states import LeaseState
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
 
 # States in which a lease has a queued condition (every other state has none).
 QUEUED_STATES = frozenset({LeaseState.PENDING, LeaseState.DISPATCHING, LeaseState.DISPATCHED})
@@ -74,7 +77,10 @@ def queued_condition(
     return QueuedCondition("starting", "starting", False)
 
 
-class ConditionOps(ServiceBase):
+class Conditions:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
     def queued_conditions(self, leases: Iterable[Lease]) -> dict[str, QueuedCondition | None]:
         """Each lease's condition. What it rests on is read fresh once per call, and only for
         pools with a queued lease among `leases`: the pool, its space and the instance rows
@@ -89,14 +95,16 @@ class ConditionOps(ServiceBase):
                 found[lease.id] = None
                 continue
             if lease.pool not in facts:
-                pool = self._fresh_pool(lease.pool)
+                pool = self.kernel.fresh_pool(lease.pool)
                 if pool.space not in spaces:
-                    spaces[pool.space] = self._fresh_space(pool.space)
+                    spaces[pool.space] = self.kernel.fresh_space(pool.space)
                 if not instance:
-                    instance.append(self.store.get_instance())
-                    self._instance_at = (self.clock.now_ms(), instance[0])
+                    instance.append(self.kernel.store.get_instance())
+                    self.kernel.remember_instance(instance[0])
                 facts[lease.pool] = self._pool_facts(pool, spaces[pool.space], instance[0])
-            deferred = lease.not_before if (lease.not_before or 0) > self.clock.now_ms() else None
+            deferred = (
+                lease.not_before if (lease.not_before or 0) > self.kernel.clock.now_ms() else None
+            )
             found[lease.id] = queued_condition(lease, facts[lease.pool], deferred)
         return found
 
@@ -105,7 +113,7 @@ class ConditionOps(ServiceBase):
 
     def _pool_facts(self, pool: Pool, space: Space, instance: Instance) -> PoolFacts:
         full = {
-            f"{scope}_full": self.store.held_count(scope, name) >= limit
+            f"{scope}_full": self.kernel.store.held_count(scope, name) >= limit
             for scope, name, limit in (
                 ("pool", pool.name, pool.max_active),
                 ("space", space.key, space.max_active),
@@ -124,10 +132,10 @@ class ConditionOps(ServiceBase):
         """runtime_refusing / token_pool_unreachable: every reachable worker of the pool says
         so in its worker heartbeat (and there is at least one). One bounded read of the pool's
         worker rows (WORKERS_PAGE), only for a pool with a queued lease in view."""
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         workers = [
             w
-            for w in self.store.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
+            for w in self.kernel.store.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
             if reachable(w, pool, now)
         ]
 

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tenure.app.conditions import ConditionOps
-from tenure.app.scheduler import SchedulerOps
 from tenure.app.tasks.filing import TaskView
 from tenure.app.workers import reachable
 from tenure.domain import authz
 from tenure.domain.errors import NotFound
 from tenure.domain.model import Event, Lease, Principal, Task
 from tenure.domain.states import REPORTABLE, LeaseState, SubjectKind, TaskStatus
+
+if TYPE_CHECKING:
+    from tenure.app.conditions import Conditions
+    from tenure.app.kernel import Kernel
+    from tenure.app.tasks.graph import Graph
 
 RECENT_EVENTS = 20
 RECENT_LEASES = 10
@@ -44,32 +47,39 @@ class Snapshot:
     as_of: int
 
 
-class InspectOps(SchedulerOps, ConditionOps):
+class Inspection:
+    def __init__(self, kernel: Kernel, conditions: Conditions, graph: Graph) -> None:
+        self.conditions = conditions
+        self.graph = graph
+        self.kernel = kernel
+
     def inspect(self, actor: Principal, some_id: str) -> Snapshot:
         """A task id or a lease id: the snapshot of that task (a lease's own task), or of the
         lease alone when it answers for a workflow or a space."""
         authz.require_role(actor, "read")
-        task = self.store.get_task(some_id) if len(some_id) <= 128 else None
+        task = self.kernel.store.get_task(some_id) if len(some_id) <= 128 else None
         lease: Lease | None = None
         if task is None:
-            lease = self.store.get_lease(some_id) if len(some_id) <= 128 else None
+            lease = self.kernel.store.get_lease(some_id) if len(some_id) <= 128 else None
             if lease is None:
                 raise NotFound(f"no task or lease {some_id}")
             if lease.task_id is not None:
-                task = self.store.get_task(lease.task_id)
+                task = self.kernel.store.get_task(lease.task_id)
         space = task.space if task is not None else lease.space if lease is not None else None
         authz.require_operator(actor, "read", space)
-        now = self.clock.now_ms()
-        current = self._newest_lease(task) if task is not None else lease
+        now = self.kernel.clock.now_ms()
+        current = self.kernel.newest_lease(task) if task is not None else lease
         if current is not None and current.job_id and lease is not None and task is None:
-            job = self.store.get_job(current.job_id)
-            newest = self.store.get_lease(job.lease_id) if job else None
+            job = self.kernel.store.get_job(current.job_id)
+            newest = self.kernel.store.get_lease(job.lease_id) if job else None
             current = newest or current
-        view = self.describe_task(task, current) if task is not None else None
+        view = self.graph.describe_task(task, current) if task is not None else None
         subject = (SubjectKind.TASK.value, task.id) if task else _subject(current)
-        events = self.store.timeline_page(*subject, RECENT_EVENTS, None, newest_first=True).events
+        events = self.kernel.store.timeline_page(
+            *subject, RECENT_EVENTS, None, newest_first=True
+        ).events
         recent = self._recent_leases(subject, current)
-        gate = self.store.get_scheduler()
+        gate = self.kernel.store.get_scheduler()
         scheduler = {
             "paused": gate.paused,
             "effective_paused": bool(view and view.effective_paused),
@@ -81,11 +91,11 @@ class InspectOps(SchedulerOps, ConditionOps):
         return Snapshot(view, current, recent, events, scheduler, diagnostics, action, now)
 
     def _recent_leases(self, subject: tuple[str, str], current: Lease | None) -> list[Lease]:
-        page = self.store.timeline_page(*subject, LEASE_EVENTS_SCAN, None, newest_first=True)
+        page = self.kernel.store.timeline_page(*subject, LEASE_EVENTS_SCAN, None, newest_first=True)
         ids = list(dict.fromkeys(e.lease_id for e in page.events if e.lease_id))
         if current is not None and current.id not in ids:
             ids.insert(0, current.id)
-        found = self.store.get_leases(ids[:RECENT_LEASES])
+        found = self.kernel.store.get_leases(ids[:RECENT_LEASES])
         return sorted(found.values(), key=lambda x: (x.created_at, x.id), reverse=True)
 
     def _diagnose(
@@ -109,10 +119,10 @@ class InspectOps(SchedulerOps, ConditionOps):
         }
         if lease is None:
             return found
-        pool = self._pool(lease.pool)
-        workers = self.store.list_workers(pool.name, now_ms=now)
+        pool = self.kernel.pool(lease.pool)
+        workers = self.kernel.store.list_workers(pool.name, now_ms=now)
         reachable_now = sum(1 for w in workers if reachable(w, pool, now))
-        condition = self.queued_condition_of(lease)
+        condition = self.conditions.queued_condition_of(lease)
         found.update(
             pool=pool.name,
             pool_paused=pool.paused,

@@ -20,7 +20,7 @@ from tenure.domain.errors import (
     Unavailable,
     ValidationFailed,
 )
-from tenure.domain.model import Event, Instance, Job, Lease, Pool, Principal, Space, Task, Worker
+from tenure.domain.model import Event, Instance, Job, Lease, Pool, Principal, Space, Task
 from tenure.domain.states import REPORTABLE, LeaseState
 from tenure.domain.transitions import Move
 
@@ -40,21 +40,20 @@ RETRY_AFTER_SECONDS = 1
 POOL_CACHE_MS = 30_000
 
 
-class ServiceBase:
+class Kernel:
     def __init__(self, store: Store, clock: Clock, ids: Ids) -> None:
         self.store = store
         self.clock = clock
         self.ids = ids
         self._pools: dict[str, tuple[int, Pool]] = {}
         self._spaces: dict[str, tuple[int, Space]] = {}
-        self._seen: dict[tuple[str, str], Worker] = {}
         self._instance_at: tuple[int, Instance] | None = None
         # What the API reports as metrics after each request (claims, lost races, …).
         self.counters: Counter[str] = Counter()
 
     # ----------------------------------------------------------------- bounded retries
 
-    def _settle(self, lease: Lease, step: Callable[[Lease], T]) -> T:
+    def settle(self, lease: Lease, step: Callable[[Lease], T]) -> T:
         """Run `step` on the lease; when its conditional write loses, judge again from a
         fresh read, a bounded number of times (only a lost condition is retried)."""
         for attempt in range(MAX_WRITE_TRIES):
@@ -63,20 +62,20 @@ class ServiceBase:
             except Conflict:
                 self.counters["lost_writes"] += 1
                 if attempt + 1 < MAX_WRITE_TRIES:
-                    self._back_off(attempt)
-                    lease = self._lease(lease.id)
+                    self.back_off(attempt)
+                    lease = self.lease(lease.id)
         raise Unavailable(
             f"lease {lease.id} kept changing during this request; try again",
             retry_after=RETRY_AFTER_SECONDS,
         )
 
-    def _back_off(self, attempt: int) -> None:
+    def back_off(self, attempt: int) -> None:
         """Rest a random while before re-reading a row whose write was just lost."""
         self.clock.sleep(self.ids.jitter() * SETTLE_BACKOFF_S * 2**attempt)
 
     # ------------------------------------------------------------------------ writes
 
-    def _apply(
+    def apply(
         self, lease: Lease, move: Move, data: dict[str, Any], now: int, **fields: Any
     ) -> Lease:
         """The lease after `move` (DESIGN §3 table), as the next version of the row read."""
@@ -85,11 +84,11 @@ class ServiceBase:
             new = replace(new, end_reason=move.end_reason, ended_at=now)
         return moved(lease, new, move.event, data, now)
 
-    def _write(self, old: Lease, new: Lease) -> None:
+    def write(self, old: Lease, new: Lease) -> None:
         """One conditional write: `new` lands only if the row still is the `old` it read."""
-        self._commit(Change(leases=[over(old, new)]))
+        self.commit(Change(leases=[over(old, new)]))
 
-    def _commit(self, change: Change) -> None:
+    def commit(self, change: Change) -> None:
         """Commit, giving back the ceiling slots of every counted lease that ends here."""
         freed = [
             Ceiling(scope, name, -1)
@@ -104,9 +103,9 @@ class ServiceBase:
             change = replace(change, ceilings=[*change.ceilings, *freed])
         self.store.commit(change)
 
-    def _with_successor(self, change: Change, lease: Lease, recovered: bool) -> Change:
+    def with_successor(self, change: Change, lease: Lease, recovered: bool) -> Change:
         """Add to `change` the job's next pending lease under fence + 1 (same attempt)."""
-        job = self._job_at(lease)
+        job = self.job_at(lease)
         now = self.clock.now_ms()
         successor = Lease(
             event_type="lease.created",
@@ -143,35 +142,35 @@ class ServiceBase:
 
     # ---------------------------------------------------------------- stale reports
 
-    def _refuse_if_stale(self, lease: Lease, what: str) -> None:
+    def refuse_if_stale(self, lease: Lease, what: str) -> None:
         if lease.superseded:
-            self._record_stale(lease, what, lease.fence)
+            self.record_stale(lease, what, lease.fence)
             raise StaleLease(
                 f"lease {lease.id} (fence {lease.fence}) was {lease.end_reason or lease.state}; "
                 "its job has moved on"
             )
 
-    def _refuse_old_fence(self, lease: Lease, fence: int | None, what: str) -> None:
+    def refuse_old_fence(self, lease: Lease, fence: int | None, what: str) -> None:
         """A report naming a fence other than the lease's is stale, whatever became of the
         lease, and is recorded on its subject's timeline (DESIGN §4)."""
         if fence is not None and fence != lease.fence:
-            self._record_stale(lease, what, fence)
+            self.record_stale(lease, what, fence)
             raise StaleLease(f"fence {fence} of lease {lease.id} is not current")
 
-    def _job_at(self, lease: Lease) -> Job:
+    def job_at(self, lease: Lease) -> Job:
         """The lease's job, still at the lease's fence (else the job moved on: Conflict)."""
         job = self.store.get_job(lease.job_id)
         if job is None or job.fence != lease.fence:
             raise Conflict(f"job {lease.job_id} moved on")
         return job
 
-    def _record_stale(self, lease: Lease, what: str, fence: int) -> None:
+    def record_stale(self, lease: Lease, what: str, fence: int) -> None:
         self.counters["stale_reports"] += 1
         self.store.put_event(
-            self._event(lease, "lease.stale_report", {"report": str(what), "fence": fence})
+            self.event(lease, "lease.stale_report", {"report": str(what), "fence": fence})
         )
 
-    def _event(self, lease: Lease, type_: str, data: dict[str, Any]) -> Event:
+    def event(self, lease: Lease, type_: str, data: dict[str, Any]) -> Event:
         return Event(
             id=self.ids.new_id("ev"),
             subject_kind=lease.subject_kind,
@@ -185,17 +184,17 @@ class ServiceBase:
 
     # ----------------------------------------------------------------------- lookups
 
-    def _own_lease(self, actor: Principal, lease_id: str) -> Lease:
+    def own_lease(self, actor: Principal, lease_id: str) -> Lease:
         authz.require_lease(actor, lease_id)
-        return self._lease(lease_id)
+        return self.lease(lease_id)
 
-    def _newest_lease(self, task: Task) -> Lease | None:
+    def newest_lease(self, task: Task) -> Lease | None:
         if task.job_id is None:
             return None
         job = self.store.get_job(task.job_id)
         return self.store.get_lease(job.lease_id) if job else None
 
-    def _lease(self, lease_id: str, consistent: bool = True) -> Lease:
+    def lease(self, lease_id: str, consistent: bool = True) -> Lease:
         lease = (
             self.store.get_lease(lease_id, consistent=consistent)
             if len(lease_id) <= rules.MAX_ID_LENGTH
@@ -205,28 +204,28 @@ class ServiceBase:
             raise LeaseNotFound(f"lease {lease_id} does not exist")
         return lease
 
-    def _task(self, task_id: str) -> Task:
+    def task(self, task_id: str) -> Task:
         task = self.store.get_task(task_id) if len(task_id) <= rules.MAX_ID_LENGTH else None
         if task is None:
             raise TaskNotFound(f"task {task_id} does not exist")
         return task
 
-    def _space(self, key: str) -> Space:
+    def space(self, key: str) -> Space:
         space = self.store.get_space(key) if len(key) <= rules.MAX_ID_LENGTH else None
         if space is None:
             raise NotFound(f"space {key!r} does not exist")
         return space
 
-    def _space_cached(self, key: str) -> Space:
+    def space_cached(self, key: str) -> Space:
         now = self.clock.now_ms()
         cached = self._spaces.get(key)
         if cached is not None and now - cached[0] < POOL_CACHE_MS:
             return cached[1]
-        space = self._space(key)
+        space = self.space(key)
         self._spaces[key] = (now, space)
         return space
 
-    def _pool(self, name: str) -> Pool:
+    def pool(self, name: str) -> Pool:
         now = self.clock.now_ms()
         cached = self._pools.get(name)
         if cached is not None and now - cached[0] < POOL_CACHE_MS:
@@ -237,26 +236,26 @@ class ServiceBase:
         self._pools[name] = (now, pool)
         return pool
 
-    def _fresh_pool(self, name: str) -> Pool:
+    def fresh_pool(self, name: str) -> Pool:
         """The pool row as it is now (a consistent read), refreshing the cache: what a claim
         and a new run go by, so a pause or a new version holds for them at once."""
         self._pools.pop(name, None)
-        return self._pool(name)
+        return self.pool(name)
 
-    def _fresh_space(self, key: str) -> Space:
+    def fresh_space(self, key: str) -> Space:
         self._spaces.pop(key, None)
-        return self._space_cached(key)
+        return self.space_cached(key)
 
-    def _refuse_archived(self, key: str) -> None:
+    def refuse_archived(self, key: str) -> None:
         """An archived space takes no new work (DESIGN §12); read fresh, as a claim does."""
-        if self._fresh_space(key).archived:
+        if self.fresh_space(key).archived:
             raise InvalidTransition(f"space {key!r} is archived; unarchive it first")
 
-    def _fresh_instance(self) -> Instance:
+    def fresh_instance(self) -> Instance:
         self._instance_at = None
-        return self._instance()
+        return self.instance()
 
-    def _instance(self) -> Instance:
+    def instance(self) -> Instance:
         """The instance settings, cached like pools (its ceiling is judged on the row itself,
         see store.keys.BELOW_CEILING, so a stale copy never lets a claim past it)."""
         now = self.clock.now_ms()
@@ -266,8 +265,18 @@ class ServiceBase:
         self._instance_at = (now, instance)
         return instance
 
-    def _pool_in_space(self, name: str, space: str) -> Pool:
-        pool = self._fresh_pool(name)  # a new run pins the pool's version as it is now
+    def remember_pool(self, pool: Pool) -> None:
+        """Keep the pool row this request just wrote, so this instance reads it at once."""
+        self._pools[pool.name] = (self.clock.now_ms(), pool)
+
+    def remember_space(self, space: Space) -> None:
+        self._spaces[space.key] = (self.clock.now_ms(), space)
+
+    def remember_instance(self, instance: Instance) -> None:
+        self._instance_at = (self.clock.now_ms(), instance)
+
+    def pool_in_space(self, name: str, space: str) -> Pool:
+        pool = self.fresh_pool(name)  # a new run pins the pool's version as it is now
         if pool.space != space:
             raise ValidationFailed(f"pool: {name!r} belongs to space {pool.space!r}, not {space!r}")
         return pool

@@ -16,17 +16,19 @@ paused subtree roots), far beyond what an operator pauses at once.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tenure.app.kernel import ServiceBase
 from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
-from tenure.app.tasks.graph import GraphOps
 from tenure.app.workers import reachable
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, ValidationFailed
 from tenure.domain.model import Event, Lease, Pool, Principal, Task
 from tenure.domain.states import LeaseState
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
 
 # A claim looks this far down a pool's queue (index keys only) past candidates it knows are
 # held back; beyond it, the held leases are older than anything it could claim anyway.
@@ -47,63 +49,72 @@ BACKLOG_PAGE = 50
 SCHEDULER_TIMELINE = ("system", "scheduler")
 
 
-class ClaimGate(ServiceBase):
-    """What a claim asks before it takes a candidate (claims.py)."""
+# A hold on a lease's chain (its task first, then the task's ancestors): true when a claim
+# must skip it. The gate's own rule (paused or parked) comes first; wiring adds the others.
+Hold = Callable[[tuple[str, ...], SchedulerState], bool]
 
-    def _gate(self) -> SchedulerState:
+
+class ClaimGate:
+    """What a claim asks before it takes a candidate (claims.py): the scheduler row, and
+    whether a lease is held back by any of `holds`, in order."""
+
+    def __init__(self, kernel: Kernel, holds: tuple[Hold, ...] = ()) -> None:
+        self.kernel = kernel
+        self.holds = holds
+        self._lineages: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+
+    def read(self) -> SchedulerState:
         # Read afresh on every look (eventually consistent: half a read unit), not cached
         # per process: API requests are served by many instances, and a resume answered by
         # one must not leave another handing out nothing (or a pause, everything) meanwhile.
-        return self.store.get_scheduler(consistent=False)
+        return self.kernel.store.get_scheduler(consistent=False)
 
-    def _lineage_cache(self) -> OrderedDict[str, tuple[str, ...]]:
-        cache: OrderedDict[str, tuple[str, ...]] | None = self.__dict__.get("_lineages")
-        if cache is None:
-            cache = self.__dict__["_lineages"] = OrderedDict()
-        return cache
+    def lineage_cache(self) -> OrderedDict[str, tuple[str, ...]]:
+        return self._lineages
 
-    def _held_back(self, lease: Lease, gate: SchedulerState) -> bool:
+    def held_back(self, lease: Lease, gate: SchedulerState) -> bool:
         """True when the lease's task or an ancestor is paused or parked; remembers its chain."""
         chain = tuple(x for x in (lease.task_id, *(lease.lineage or ())) if x)
-        cache = self._lineage_cache()
+        cache = self.lineage_cache()
         cache[lease.id] = chain
         while len(cache) > LINEAGE_CACHE:
             cache.popitem(last=False)
-        return self._chain_held(chain, gate)
+        return self.chain_held(chain, gate)
 
-    def _chain_held(self, chain: tuple[str, ...], gate: SchedulerState) -> bool:
-        """The hold rule on a lease's chain (its task first, then the task's ancestors);
-        core/blocks.py adds the task's open blocks."""
-        return _holds(chain, gate)
+    def chain_held(self, chain: tuple[str, ...], gate: SchedulerState) -> bool:
+        """Whether anything holds a lease with this chain: pause or parking, then `holds`."""
+        return _holds(chain, gate) or any(hold(chain, gate) for hold in self.holds)
 
-    def _held_in_queue(self, pool: str, count: int, gate: SchedulerState) -> list[bool]:
+    def held_in_queue(self, pool: str, count: int, gate: SchedulerState) -> list[bool]:
         """For a pool's oldest pending leases (at most HOLD_SCAN), oldest first: whether the
         claim gate would skip each. Empty when nothing is held anywhere, so an instance with
         no paused, parked or blocked task reads nothing more than the counts."""
         if not (gate.paused_tasks or gate.attention or gate.blocked) or count <= 0:
             return []
-        ids = self.store.queue_page(pool, None, min(count, HOLD_SCAN))
-        cache = self._lineage_cache()
+        ids = self.kernel.store.queue_page(pool, None, min(count, HOLD_SCAN))
+        cache = self.lineage_cache()
         unknown = [x for x in ids if x not in cache]
-        leases = self.store.get_leases(unknown) if unknown else {}
+        leases = self.kernel.store.get_leases(unknown) if unknown else {}
         held: list[bool] = []
         for lease_id in ids:
             if lease_id in cache:
-                held.append(self._chain_held(cache[lease_id], gate))
+                held.append(self.chain_held(cache[lease_id], gate))
             elif lease_id in leases:
                 lease = leases[lease_id]
-                held.append(lease.state is LeaseState.PENDING and self._held_back(lease, gate))
+                held.append(lease.state is LeaseState.PENDING and self.held_back(lease, gate))
             else:
                 held.append(False)  # gone since the index was read: the count had it
         return held
 
-    def _candidates(self, pool: str, tried: set[str], gate: SchedulerState, want: int) -> list[str]:
+    def candidates(self, pool: str, tried: set[str], gate: SchedulerState, want: int) -> list[str]:
         """Up to `want` untried queue heads, past those known to be held back."""
-        cache = self._lineage_cache()
+        cache = self.lineage_cache()
         limit = want + len(tried)
         fresh: list[str] = []
         while True:
-            seen = self.store.queue_candidates(pool, limit, due_by=self.clock.now_ms())
+            seen = self.kernel.store.queue_candidates(
+                pool, limit, due_by=self.kernel.clock.now_ms()
+            )
             held = [x for x in seen if x in cache and _holds(cache[x], gate)]
             fresh = [x for x in seen if x not in tried and x not in held]
             if len(fresh) >= want or len(seen) < limit or limit >= GATE_SCAN:
@@ -138,7 +149,11 @@ class Drained:
     active: int
 
 
-class SchedulerOps(GraphOps, ClaimGate):
+class Scheduler:
+    def __init__(self, kernel: Kernel, gate: ClaimGate) -> None:
+        self.gate = gate
+        self.kernel = kernel
+
     def pause_scheduler(self, actor: Principal) -> SchedulerStatus:
         return self._set_scheduler(actor, True)
 
@@ -147,9 +162,9 @@ class SchedulerOps(GraphOps, ClaimGate):
 
     def _set_scheduler(self, actor: Principal, paused: bool) -> SchedulerStatus:
         authz.require_operator(actor, "admin")
-        now = self.clock.now_ms()
-        if self.store.get_scheduler().paused != paused:
-            self.store.set_scheduler_paused(paused, actor.token_id, now)
+        now = self.kernel.clock.now_ms()
+        if self.kernel.store.get_scheduler().paused != paused:
+            self.kernel.store.set_scheduler_paused(paused, actor.token_id, now)
             self._record(
                 "scheduler.paused" if paused else "scheduler.resumed",
                 {"by": actor.token_id, "actor_kind": actor.kind},
@@ -168,12 +183,12 @@ class SchedulerOps(GraphOps, ClaimGate):
         the claim gate applies (a parked run counts once, in needs_attention_run_count).
         Capacity-waiting: claimable in a pool with a reachable worker. Starved: claimable and
         pending longer than the pool's min_queued_age_seconds with none."""
-        gate = self.store.get_scheduler()
-        now = self.clock.now_ms()
+        gate = self.kernel.store.get_scheduler()
+        now = self.kernel.clock.now_ms()
         queued = waiting = starved = 0
-        for pool in self.store.list_pools():
-            count = self.store.count_queue(pool.name, None, COUNT_BUDGET)
-            held = self._held_in_queue(pool.name, count, gate)
+        for pool in self.kernel.store.list_pools():
+            count = self.kernel.store.count_queue(pool.name, None, COUNT_BUDGET)
+            held = self.gate.held_in_queue(pool.name, count, gate)
             claimable = count - sum(held)
             queued += claimable
             if claimable <= 0:
@@ -183,7 +198,7 @@ class SchedulerOps(GraphOps, ClaimGate):
             else:
                 old = now - pool.min_queued_age_seconds * 1000
                 # The queue is oldest first, so the old ones are a prefix of the checked ones.
-                aged = self.store.count_queue(pool.name, old, COUNT_BUDGET)
+                aged = self.kernel.store.count_queue(pool.name, old, COUNT_BUDGET)
                 starved += max(0, aged - sum(held[:aged]))
         return SchedulerStatus(
             paused=gate.paused,
@@ -195,7 +210,9 @@ class SchedulerOps(GraphOps, ClaimGate):
         )
 
     def _staffed(self, pool: Pool, now: int) -> bool:
-        return any(reachable(w, pool, now) for w in self.store.list_workers(pool.name, now_ms=now))
+        return any(
+            reachable(w, pool, now) for w in self.kernel.store.list_workers(pool.name, now_ms=now)
+        )
 
     def backlog(
         self,
@@ -208,8 +225,8 @@ class SchedulerOps(GraphOps, ClaimGate):
         """One page of a space's pending leases, newest first, each with its effective pause;
         paused ones only when asked for (a page may then hold fewer than `limit`)."""
         authz.require_operator(actor, "read", space)
-        page = self.store.list_leases(space, limit, cursor, LeaseState.PENDING, None)
-        gate = self.store.get_scheduler()
+        page = self.kernel.store.list_leases(space, limit, cursor, LeaseState.PENDING, None)
+        gate = self.kernel.store.get_scheduler()
         found = []
         for lease in page.leases:
             by = next(
@@ -230,15 +247,16 @@ class SchedulerOps(GraphOps, ClaimGate):
         if not 0 <= timeout_seconds <= MAX_DRAIN_SECONDS:
             raise ValidationFailed(f"timeout_seconds: between 0 and {MAX_DRAIN_SECONDS}")
         self._set_scheduler(actor, True)
-        give_up = self.clock.now_ms() + int(timeout_seconds * 1000)
+        give_up = self.kernel.clock.now_ms() + int(timeout_seconds * 1000)
         while True:
             active = sum(
-                self.store.count_held(p.name, COUNT_BUDGET) for p in self.store.list_pools()
+                self.kernel.store.count_held(p.name, COUNT_BUDGET)
+                for p in self.kernel.store.list_pools()
             )
-            left = give_up - self.clock.now_ms()
+            left = give_up - self.kernel.clock.now_ms()
             if active == 0 or left <= 0:
                 return Drained(drained=active == 0, active=active)
-            self.clock.sleep(min(DRAIN_POLL_SECONDS, left / 1000))
+            self.kernel.clock.sleep(min(DRAIN_POLL_SECONDS, left / 1000))
 
     # -------------------------------------------------------------- starvation
 
@@ -246,27 +264,27 @@ class SchedulerOps(GraphOps, ClaimGate):
         """The sweeper's share: a claimable pending lease starved (no reachable worker) for
         longer than min_queued_age + starvation_escalation parks its task in needs_attention,
         where claims skip it. Bounded: PARK_PER_PASS per pool per pass."""
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         gate: SchedulerState | None = None
         parked: list[str] = []
-        for pool in self.store.list_pools() if pools is None else pools:
+        for pool in self.kernel.store.list_pools() if pools is None else pools:
             age = (pool.min_queued_age_seconds + pool.starvation_escalation_seconds) * 1000
             # Keys only, and only entries that old: a pass with nothing starved reads no item.
-            ids = self.store.queue_page(pool.name, now - age, GATE_SCAN)
+            ids = self.kernel.store.queue_page(pool.name, now - age, GATE_SCAN)
             if not ids or self._staffed(pool, now):
                 continue
-            gate = gate or self.store.get_scheduler()
-            cache = self._lineage_cache()
+            gate = gate or self.kernel.store.get_scheduler()
+            cache = self.gate.lineage_cache()
             fresh = [x for x in ids if not (x in cache and _holds(cache[x], gate))]
-            for lease in self.store.get_leases(fresh[:PARK_PER_PASS]).values():
-                if lease.state is not LeaseState.PENDING or self._held_back(lease, gate):
+            for lease in self.kernel.store.get_leases(fresh[:PARK_PER_PASS]).values():
+                if lease.state is not LeaseState.PENDING or self.gate.held_back(lease, gate):
                     continue
                 if lease.task_id and self._park(lease, now):
                     parked.append(lease.task_id)
         return parked
 
     def _park(self, lease: Lease, now: int) -> bool:
-        task = self.store.get_task(lease.task_id or "")
+        task = self.kernel.store.get_task(lease.task_id or "")
         if task is None or task.attention:
             return False
         flagged = _versioned(
@@ -282,7 +300,7 @@ class SchedulerOps(GraphOps, ClaimGate):
             attention=True,
         )
         try:
-            self._commit(
+            self.kernel.commit(
                 Change(
                     tasks=[
                         TaskWrite(flagged, expect_job_id=task.job_id, expect_version=task.version)
@@ -295,10 +313,10 @@ class SchedulerOps(GraphOps, ClaimGate):
         return True
 
     def _record(self, type_: str, data: dict[str, Any]) -> None:
-        now = self.clock.now_ms()
-        self.store.put_event(
+        now = self.kernel.clock.now_ms()
+        self.kernel.store.put_event(
             Event(
-                id=self.ids.new_id("ev"),
+                id=self.kernel.ids.new_id("ev"),
                 subject_kind=SCHEDULER_TIMELINE[0],
                 subject_id=SCHEDULER_TIMELINE[1],
                 type=type_,

@@ -3,15 +3,20 @@ request is validated (DESIGN §5; api/scopes.py decides, this only reads)."""
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from tenure.app.kernel import ServiceBase
 from tenure.app.rules.ports import RuleStore
 from tenure.domain import fencing as rules
 from tenure.domain.errors import NotFound
 
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
 
-class ScopeOps(ServiceBase):
+
+class Scopes:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
     def space_of(self, kind: str, ident: str) -> str | None:
         """The space of the `kind` (space, pool, lease, task, rule, task_or_lease) named
         `ident`; None when nothing has that name, so the route answers as it always has (the
@@ -24,17 +29,17 @@ class ScopeOps(ServiceBase):
             return ident
         if kind == "pool":
             try:
-                return self._pool(ident).space
+                return self.kernel.pool(ident).space
             except NotFound:
                 return None
         if kind == "rule":
-            rule = cast(RuleStore, self.store).get_rule(ident)
+            rule = cast(RuleStore, self.kernel.store).get_rule(ident)
             return rule.space if rule is not None else None
-        task = self.store.get_task(ident) if kind in ("task", "task_or_lease") else None
+        task = self.kernel.store.get_task(ident) if kind in ("task", "task_or_lease") else None
         if task is not None:
             return task.space
         if kind in ("lease", "task_or_lease"):
-            lease = self.store.get_lease(ident, consistent=False)
+            lease = self.kernel.store.get_lease(ident, consistent=False)
             return lease.space if lease is not None else None
         return None
 
@@ -44,8 +49,8 @@ class ScopeOps(ServiceBase):
         unknown, left to the service to answer."""
         if max(len(lease_id), len(task_id)) > rules.MAX_ID_LENGTH:
             return None
-        lease = self.store.get_lease(lease_id, consistent=False)
-        task = self.store.get_task(task_id) if lease is not None else None
+        lease = self.kernel.store.get_lease(lease_id, consistent=False)
+        task = self.kernel.store.get_task(task_id) if lease is not None else None
         if lease is None or task is None:
             return None
         return task.id == lease.task_id or task.created_by_lease == lease.id

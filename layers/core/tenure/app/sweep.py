@@ -6,7 +6,7 @@ import contextlib
 from dataclasses import dataclass, field, replace
 
 from tenure.app.ports import SweeperState
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure
 from tenure.app.workers import SEEN_URGENT_SHARE, reachable
 from tenure.domain.errors import Conflict
 from tenure.domain.fencing import DEADLINE_SLACK, toleration_ms
@@ -44,7 +44,7 @@ class SweepReport:
     unblocked: list[str] = field(default_factory=list)  # tasks whose transient blocks expired
 
 
-def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport:
+def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
     """One pass. `interval_seconds` is the schedule's period: only time beyond it since the
     last pass counts as the service's own absence (a one-minute schedule against a 50 s
     grace must not read every ordinary gap as an outage)."""
@@ -82,23 +82,27 @@ def sweep_once(svc: LeaseService, interval_seconds: float = 60.0) -> SweepReport
             report.held += len(due)
             continue
         for lease in due:
-            if svc.expire(lease, pool) is None:
+            if svc.recovery.expire(lease, pool) is None:
                 report.raced += 1
             else:
                 report.expired.append(lease.id)
     if report.absent_pools:
         _record(svc, now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools})
-    report.parked = svc.park_starved(pools)  # long-starved work to needs_attention (DESIGN §13)
-    report.unblocked = svc.finalize_expired_blocks()  # expired transient blocks (DESIGN §14)
+    report.parked = svc.scheduler.park_starved(
+        pools
+    )  # long-starved work to needs_attention (DESIGN §13)
+    report.unblocked = (
+        svc.breaker.finalize_expired_blocks()
+    )  # expired transient blocks (DESIGN §14)
     if holds != state.holds:
         store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
-    reclaim = svc.reclaim_due(pools=pools)
+    reclaim = svc.retention.reclaim_due(pools=pools)
     report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
     return report
 
 
 def _brake(
-    svc: LeaseService,
+    svc: Tenure,
     pool: Pool,
     due: list[Lease],
     holds: dict[str, int],
@@ -136,7 +140,7 @@ def _brake(
 
 
 def _silent_workers(
-    svc: LeaseService, pool: Pool, due: list[Lease], now: int, interval_seconds: float
+    svc: Tenure, pool: Pool, due: list[Lease], now: int, interval_seconds: float
 ) -> tuple[set[str], set[str]]:
     """(recently reachable workers now silent, recently reachable workers) of a pool.
 
@@ -156,7 +160,7 @@ def _silent_workers(
     return recent - alive, recent
 
 
-def _push_out(svc: LeaseService, pool: Pool, gap: int) -> int:
+def _push_out(svc: Tenure, pool: Pool, gap: int) -> int:
     pushed = 0
     for lease_id in svc.store.due_leases(pool.name, None):
         lease = svc.store.get_lease(lease_id)
@@ -171,12 +175,12 @@ def _push_out(svc: LeaseService, pool: Pool, gap: int) -> int:
     return pushed
 
 
-def _reindex(svc: LeaseService, lease: Lease) -> None:
+def _reindex(svc: Tenure, lease: Lease) -> None:
     with contextlib.suppress(Conflict):  # moved on; the next pass sees its new row
         svc.store.reindex(replace(lease, due_at=lease.deadline), (lease.state, lease.fence))
 
 
-def _record(svc: LeaseService, now: int, type_: str, data: dict[str, object]) -> None:
+def _record(svc: Tenure, now: int, type_: str, data: dict[str, object]) -> None:
     svc.store.put_event(
         Event(
             id=svc.ids.new_id("ev"),

@@ -1,105 +1,201 @@
-"""The lease service: every use case, composed from one module per concern (no AWS, no clock).
+"""Tenure's use cases, composed: each takes the kernel and the use cases it needs as
+constructor arguments, and every extension point is a named, ordered tuple built here.
 
-setup (spaces, pools, tokens) · tasks (filing, runs) · task_list (a space's tasks) ·
-tasks_graph (parents, dependencies, pause) ·
-scheduler (pause, drain, status, backlog, starvation, the claim gate) ·
-force (retry chains, bulk force release / fail) · inspect (triage snapshots) ·
-leases/claims · leases/reports · leases/operator · leases/recovery (expiry) ·
-workers (liveness) · conditions · payload · firings and subjects (rules, DESIGN §10) ·
-logs, attachments, retention (DESIGN §11) · pools (pools, spaces, instance; DESIGN §12) ·
-classifier (agent/classifier versions) · autonomy (DESIGN §14): blocks (typed blocks, the
-breaker; breaker: recover, expiry), delegation (lease-token filing, the completion claim gate), wake
-(wake-creator from the stream), usage (usage and cost on completion).
-scopes: the space a resource named in a request is in (the API's scope check, DESIGN §5).
-Every state change goes through the §3 table in core/transitions.py.
-"""
+The order of each tuple is the behaviour: a task's blocked reasons list the graph's own, then
+its typed blocks; a claim skips a lease held by pause or parking, then by an open block; a
+final report runs the completion claim gate before its write, resolves usage before the
+lease row is built, adds the classifier's output and the usage totals to the one commit, then
+scans the result; a changed lease row counts the task's success (graph), resets the breaker,
+then wakes the creator."""
 
 from __future__ import annotations
 
-from tenure.app.artifacts.attachments import AttachmentOps, Download, Upload
-from tenure.app.artifacts.logs import LogOps
-from tenure.app.artifacts.retention import Reclaimed, RetentionOps
-from tenure.app.autonomy.breaker import BreakerOps
-from tenure.app.autonomy.delegation import DelegationOps
-from tenure.app.autonomy.wake import WakeOps
-from tenure.app.conditions import ConditionOps, QueuedCondition
-from tenure.app.inspect import InspectOps
-from tenure.app.leases.claims import Claimed, ClaimOps
-from tenure.app.leases.force import ForceOps
-from tenure.app.leases.handover import HandoverOps
-from tenure.app.leases.operator import OperatorOps
-from tenure.app.leases.payload import PayloadOps
-from tenure.app.leases.recovery import RecoveryOps
-from tenure.app.leases.reports import Beat, ReportOps
-from tenure.app.ports import BlobStore, Clock, Ids, LogSink, Store
-from tenure.app.rules.firings import FiringOps
-from tenure.app.rules.subjects import SubjectOps
-from tenure.app.scopes import ScopeOps
-from tenure.app.setup.pools import PoolOps
-from tenure.app.setup.spaces import SetupOps
-from tenure.app.tasks.filing import TaskView
-from tenure.app.tasks.listing import TaskListOps
-from tenure.app.usage import UsageOps
-from tenure.app.workers import WorkerView
+from collections import Counter
+from dataclasses import dataclass
+
+from tenure.app.artifacts.attachments import Attachments
+from tenure.app.artifacts.logs import Artifacts, Logs
+from tenure.app.artifacts.retention import Retention
+from tenure.app.autonomy import blocks as block_rules
+from tenure.app.autonomy.blocks import Blocks
+from tenure.app.autonomy.breaker import Breaker
+from tenure.app.autonomy.delegation import Delegation
+from tenure.app.autonomy.wake import Wake
+from tenure.app.conditions import Conditions
+from tenure.app.inspect import Inspection
+from tenure.app.kernel import Kernel
+from tenure.app.leases.claims import Claims
+from tenure.app.leases.force import Force
+from tenure.app.leases.handover import Handover
+from tenure.app.leases.operator import Operator
+from tenure.app.leases.payload import Payloads
+from tenure.app.leases.recovery import Recovery
+from tenure.app.leases.reports import Completion, Reports
+from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink, Store
+from tenure.app.reactions import Reactions
+from tenure.app.rules.firings import Firings
+from tenure.app.rules.ports import Schedules
+from tenure.app.rules.rules import Rules
+from tenure.app.rules.subjects import Subjects
+from tenure.app.runs import Runs
+from tenure.app.scheduler import ClaimGate, Scheduler
+from tenure.app.scopes import Scopes
+from tenure.app.setup.pools import Pools
+from tenure.app.setup.spaces import Setup
+from tenure.app.setup.versions import Classifier, Versions
+from tenure.app.tasks.filing import Filing
+from tenure.app.tasks.graph import Graph
+from tenure.app.tasks.listing import TaskListing
+from tenure.app.usage import Usage
+from tenure.app.workers import Workers
 
 
-class LeaseService(
-    # Most derived first, so Python can linearise the mixins (C3): the graph's task filing
-    # (InspectOps → SchedulerOps → GraphOps) overrides TaskOps' hooks, reports carry the
-    # classifier's rendering, claims carry the scheduler's gate. The §14 mixins come first:
-    # Delegation overrides filing and complete; Wake and Breaker extend the stream's reactions
-    # (each calls super); Breaker (recover, expiry, reset) builds on Blocks, which adds typed
-    # blocks to the reasons, the gate and auto-enqueue; UsageOps wraps ReportOps' final change.
-    DelegationOps,
-    WakeOps,
-    BreakerOps,
-    InspectOps,
-    TaskListOps,
-    UsageOps,
-    ReportOps,
-    ForceOps,
-    # HandoverOps (a final report that claims the next lease) calls the public complete/fail,
-    # so Delegation's gate and Usage apply to it as to the plain routes.
-    HandoverOps,
-    ClaimOps,
-    PayloadOps,
-    FiringOps,
-    LogOps,
-    AttachmentOps,
-    RetentionOps,
-    PoolOps,
-    SetupOps,
-    OperatorOps,
-    RecoveryOps,
-    ConditionOps,
-    SubjectOps,
-    ScopeOps,
-):
-    """The one object handlers, the sweeper and the reactor call."""
+@dataclass(frozen=True)
+class Tenure:
+    """The one object handlers, the sweeper and the reactor call: its use cases by name."""
 
-    def __init__(
-        self,
-        store: Store,
-        clock: Clock,
-        ids: Ids,
-        blobs: BlobStore | None = None,
-        log_sink: LogSink | None = None,
-    ) -> None:
-        super().__init__(store, clock, ids)
-        # Where a lease's attachments and logs live (DESIGN §11); None: this deployment has
-        # none, and their routes say so.
-        self.blobs = blobs
-        self.log_sink = log_sink
+    kernel: Kernel
+    setup: Setup
+    versions: Versions
+    pools: Pools
+    workers: Workers
+    conditions: Conditions
+    gate: ClaimGate
+    claims: Claims
+    reports: Reports
+    handover: Handover
+    operator: Operator
+    recovery: Recovery
+    payloads: Payloads
+    runs: Runs
+    graph: Graph
+    filing: Filing
+    listing: TaskListing
+    scheduler: Scheduler
+    inspection: Inspection
+    blocks: Blocks
+    breaker: Breaker
+    delegation: Delegation
+    wake: Wake
+    usage: Usage
+    classifier: Classifier
+    force: Force
+    rules: Rules
+    firings: Firings
+    subjects: Subjects
+    artifacts: Artifacts
+    logs: Logs
+    attachments: Attachments
+    retention: Retention
+    scopes: Scopes
+    reactions: Reactions
+
+    @property
+    def store(self) -> Store:
+        return self.kernel.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.kernel.clock
+
+    @property
+    def ids(self) -> Ids:
+        return self.kernel.ids
+
+    @property
+    def counters(self) -> Counter[str]:
+        """What the API reports as metrics after each request (claims, lost races, …)."""
+        return self.kernel.counters
 
 
-__all__ = [
-    "Beat",
-    "Claimed",
-    "Download",
-    "LeaseService",
-    "QueuedCondition",
-    "Reclaimed",
-    "TaskView",
-    "Upload",
-    "WorkerView",
-]
+def compose(
+    store: Store,
+    clock: Clock,
+    ids: Ids,
+    blobs: BlobStore | None = None,
+    log_sink: LogSink | None = None,
+    schedules: Schedules | None = None,
+    publisher: EventPublisher | None = None,
+) -> Tenure:
+    """Build every use case on one store, clock and id source; the adapters a deployment
+    lacks (attachments, logs, schedules, the event bus) are None, and their routes say so."""
+    kernel = Kernel(store, clock, ids)
+    versions = Versions(kernel)
+    workers = Workers(kernel)
+    runs = Runs(kernel)
+    delegation = Delegation(kernel)
+    usage = Usage(kernel)
+    classifier = Classifier(kernel, versions)
+    graph = Graph(
+        kernel,
+        runs,
+        reasons=(block_rules.block_reasons,),
+        skips=(block_rules.has_open_block,),
+    )
+    gate = ClaimGate(kernel, holds=(block_rules.held_by_block(kernel),))
+    claims = Claims(kernel, gate, workers)
+    reports = Reports(
+        kernel,
+        workers,
+        Completion(
+            prepare=(delegation.gate_created,),
+            resolve=(usage.resolve,),
+            contribute=(classifier.with_classifier_output, usage.contribute),
+            after=(delegation.scan_after,),
+        ),
+    )
+    blocks = Blocks(kernel, runs, graph, reports)
+    breaker = Breaker(kernel, graph, blocks)
+    wake = Wake(kernel, publisher)
+    rules = Rules(kernel, schedules)
+    artifacts = Artifacts(kernel, blobs, log_sink)
+    conditions = Conditions(kernel)
+    scheduler = Scheduler(kernel, gate)
+    return Tenure(
+        kernel=kernel,
+        setup=Setup(kernel),
+        versions=versions,
+        pools=Pools(kernel, versions),
+        workers=workers,
+        conditions=conditions,
+        gate=gate,
+        claims=claims,
+        reports=reports,
+        handover=Handover(kernel, reports, claims),
+        operator=Operator(kernel),
+        recovery=Recovery(kernel),
+        payloads=Payloads(kernel, versions),
+        runs=runs,
+        graph=graph,
+        filing=Filing(
+            kernel,
+            runs,
+            filers=(delegation.lease_files,),
+            links=(graph.link, delegation.mark_creator),
+        ),
+        listing=TaskListing(kernel, graph),
+        scheduler=scheduler,
+        inspection=Inspection(kernel, conditions, graph),
+        blocks=blocks,
+        breaker=breaker,
+        delegation=delegation,
+        wake=wake,
+        usage=usage,
+        classifier=classifier,
+        force=Force(kernel, runs),
+        rules=rules,
+        firings=Firings(kernel, rules),
+        subjects=Subjects(kernel),
+        artifacts=artifacts,
+        logs=Logs(kernel, artifacts),
+        attachments=Attachments(kernel, artifacts),
+        retention=Retention(kernel, artifacts),
+        scopes=Scopes(kernel),
+        reactions=Reactions(
+            {
+                "lease": (graph.after_lease, breaker.reset_breaker, wake.on_lease),
+                "graph": (graph.after_graph,),
+                "task": (wake.on_task,),
+            }
+        ),
+    )

@@ -14,13 +14,15 @@ millionths of the currency unit, so the sum is exact whatever the order.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tenure.app.kernel import ServiceBase
 from tenure.app.ports import Change, GraphOp
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import Lease, TaskGraph
 from tenure.domain.states import ReportKind
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
 
 BUCKETS = (
     "input_tokens",
@@ -185,29 +187,27 @@ def summed(totals: Totals) -> dict[str, Any] | None:
     return out
 
 
-class UsageOps(ServiceBase):
-    """A completion's usage: resolved (cost estimated from the pool's rates when none was
-    reported), kept in the lease's report, and added to the task's accumulator in the same
-    transaction. Composed before ReportOps (core/service.py)."""
+class Usage:
+    """A completion's usage as two report stages: `resolve` fills in the cost (estimated from
+    the pool's rates when none was reported) before the report is stored, and `contribute`
+    adds it to the task's accumulator in the same commit."""
 
-    def _final_change(
-        self,
-        lease: Lease,
-        kind: ReportKind,
-        report: dict[str, Any],
-        fp: str,
-        report_id: str | None,
-    ) -> Change:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    def resolve(self, lease: Lease, kind: ReportKind, report: dict[str, Any]) -> dict[str, Any]:
         reported = report.get("usage") if kind is ReportKind.COMPLETE else None
         if reported is None:
-            return super()._final_change(lease, kind, report, fp, report_id)  # type: ignore[misc]
+            return report
         if not isinstance(reported, dict):
             raise ValidationFailed("usage: an object")
-        resolved = resolve(reported, self._pool(lease.pool).rates)
-        change: Change = super()._final_change(  # type: ignore[misc]
-            lease, kind, {**report, "usage": resolved}, fp, report_id
-        )
-        if lease.task_id is None:
+        return {**report, "usage": resolve(reported, self.kernel.pool(lease.pool).rates)}
+
+    def contribute(
+        self, change: Change, lease: Lease, kind: ReportKind, report: dict[str, Any]
+    ) -> Change:
+        resolved = report.get("usage") if kind is ReportKind.COMPLETE else None
+        if resolved is None or lease.task_id is None:
             return change
         op = GraphOp(
             "usage", lease.task_id, name=cost_key(resolved["cost"]), counts=counts_of(resolved)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tenure.app.kernel import ServiceBase
 from tenure.domain import authz
 from tenure.domain.model import Lease, Pool, Principal, Worker
 from tenure.domain.states import REPORTABLE
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
 
 # A worker's last_seen is written at most once per this share of its pool's grace: enough to
 # tell reachable from unreachable without a write on every heartbeat (DESIGN §9)…
@@ -39,18 +41,28 @@ class WorkerView:
     leases: list[Lease]
 
 
-class WorkerOps(ServiceBase):
+class Workers:
+    """Worker liveness: the last-seen rows (written at most once per grace), what a worker
+    says about its runtime and credentials, and the worker list."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        # The rows this process last read or wrote, so a heartbeat judges without a read.
+        self._seen: dict[tuple[str, str], Worker] = {}
+
     def list_workers(self, actor: Principal, pool_name: str) -> list[WorkerView]:
         authz.require_role(actor, "read")
-        pool = self._pool(pool_name)
+        pool = self.kernel.pool(pool_name)
         authz.require_operator(actor, "read", pool.space)
-        now = self.clock.now_ms()
-        held = self.store.get_leases(self.store.due_leases(pool.name, None, limit=HELD_PAGE))
+        now = self.kernel.clock.now_ms()
+        held = self.kernel.store.get_leases(
+            self.kernel.store.due_leases(pool.name, None, limit=HELD_PAGE)
+        )
         by_worker: dict[str, list[Lease]] = {}
         for lease in sorted(held.values(), key=lambda x: x.created_at):
             if lease.worker_id and lease.state in REPORTABLE:
                 by_worker.setdefault(lease.worker_id, []).append(lease)
-        workers = self.store.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
+        workers = self.kernel.store.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
         return [
             WorkerView(
                 worker=w,
@@ -60,7 +72,7 @@ class WorkerOps(ServiceBase):
             for w in sorted(workers, key=lambda w: w.worker_id)
         ]
 
-    def _mark_seen(
+    def mark_seen(
         self,
         pool: Pool,
         worker_id: str,
@@ -73,11 +85,11 @@ class WorkerOps(ServiceBase):
         them (None: it said nothing, the stored word stands). A change of either is written
         at once; otherwise the write waits for the last_seen window, so a heartbeat that says
         the same as before costs nothing more (DESIGN §9)."""
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         grace = pool.grace_seconds * 1000
         window = int(grace * (SEEN_URGENT_SHARE if defer else SEEN_WRITE_SHARE))
         key = (pool.name, worker_id)
-        known = self._seen.get(key) or self.store.get_worker(pool.name, worker_id)
+        known = self._seen.get(key) or self.kernel.store.get_worker(pool.name, worker_id)
         said = {"runtime": runtime, "credentials": credentials}
         kept = {
             name: value if value is not None else (getattr(known, name) if known else None)
@@ -94,10 +106,10 @@ class WorkerOps(ServiceBase):
         worker = Worker(
             pool=pool.name, worker_id=worker_id, worker_version=version, last_seen=now, **kept
         )
-        self.store.put_worker(worker)
+        self.kernel.store.put_worker(worker)
         self._seen[key] = worker
 
-    def _worker_says(
+    def worker_says(
         self,
         pool: Pool,
         worker_id: str,
@@ -107,8 +119,8 @@ class WorkerOps(ServiceBase):
         """A worker heartbeat naming a pool it holds nothing in: how its runtime and its
         credentials stand there (DESIGN §12), and a sign of life."""
         key = (pool.name, worker_id)
-        known = self._seen.get(key) or self.store.get_worker(pool.name, worker_id)
+        known = self._seen.get(key) or self.kernel.store.get_worker(pool.name, worker_id)
         if known is not None:
             self._seen[key] = known  # read once: _mark_seen judges from it
         version = known.worker_version if known else None
-        self._mark_seen(pool, worker_id, version, runtime=runtime, credentials=credentials)
+        self.mark_seen(pool, worker_id, version, runtime=runtime, credentials=credentials)

@@ -25,7 +25,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     firing = ScheduledFiring.from_event(event)
     svc = wiring.service()
     archived_before = svc.counters[ARCHIVED_SKIPS]
-    lease = svc.fire_scheduled(firing.rule_id, firing.scheduled_time)
+    lease = svc.firings.fire_scheduled(firing.rule_id, firing.scheduled_time)
     at = firing.scheduled_time.strftime("%Y-%m-%dT%H:%M:%SZ")
     if lease is None:
         archived = svc.counters[ARCHIVED_SKIPS] > archived_before

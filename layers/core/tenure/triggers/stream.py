@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from tenure import wiring
 from tenure.app.ports import Store
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Event
 from tenure.domain.timeline import graph_event, lease_event, task_event
@@ -66,13 +66,14 @@ def handle(
     event: dict[str, Any],
     context: Any,
     store: Store | None = None,
-    service: LeaseService | None = None,
+    service: Tenure | None = None,
 ) -> dict[str, Any]:
     """One batch of stream records; a record that fails is reported back for a retry."""
     if service is None:
         if store is not None:
-            service = LeaseService(store, wiring.SystemClock(), wiring.RandomIds())
-            service.publisher = wiring.publisher()  # wake-creator's bus (DESIGN §14)
+            service = compose(
+                store, wiring.SystemClock(), wiring.RandomIds(), publisher=wiring.publisher()
+            )
         else:
             service = wiring.service()
     target = store or service.store
@@ -87,14 +88,14 @@ def handle(
     return dict(answer)
 
 
-def process(store: Store, svc: LeaseService, record: dict[str, Any]) -> None:
+def process(store: Store, svc: Tenure, record: dict[str, Any]) -> None:
     """One stream record: its timeline event, then the graph's reactions (rollup,
     auto-enqueue), each conditional, so a replayed record changes nothing and a failed one is
     retried (DESIGN §13)."""
     react(store, record)
     changed = rows_of(record)
     if changed is not None:
-        svc.react_to_rows([changed])
+        svc.reactions.react_to_rows([changed])
 
 
 def react(store: Store, record: dict[str, Any]) -> Event | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tenure import wiring
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure, compose
 from tenure.config import local_settings
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import LeaseState, PoolKind
@@ -32,10 +32,8 @@ TARGET_LOST_WRITES_PER_CLAIM = 0.25
 FILERS = 8
 
 
-def _service(endpoint: str, table: str) -> LeaseService:
-    return LeaseService(
-        wiring.build_store(endpoint, table), wiring.SystemClock(), wiring.RandomIds()
-    )
+def _service(endpoint: str, table: str) -> Tenure:
+    return compose(wiring.build_store(endpoint, table), wiring.SystemClock(), wiring.RandomIds())
 
 
 def run(claimers: int = 32, leases: int = 2000, endpoint: str | None = None) -> dict[str, Any]:
@@ -56,13 +54,15 @@ def _run(meter: AwsMeter, endpoint: str, claimers: int, leases: int) -> dict[str
     table = f"claims-{uuid.uuid4().hex[:8]}"
     setup = _service(endpoint, table)
     setup.store.create_table()  # type: ignore[attr-defined]
-    setup.create_space(ADMIN, "BENCH", "Claims bench", None)
-    setup.create_pool(ADMIN, Pool(name="race", space="BENCH", kind=PoolKind.COMMAND, created_at=0))
+    setup.setup.create_space(ADMIN, "BENCH", "Claims bench", None)
+    setup.setup.create_pool(
+        ADMIN, Pool(name="race", space="BENCH", kind=PoolKind.COMMAND, created_at=0)
+    )
 
     def file(n: int) -> None:
         svc = _service(endpoint, table)
         for i in range(n, leases, FILERS):
-            svc.create_task(ADMIN, "BENCH", f"job {i}", None, None, {}, "race", None)
+            svc.filing.create_task(ADMIN, "BENCH", f"job {i}", None, None, {}, "race", None)
 
     with ThreadPoolExecutor(FILERS) as pool:
         list(pool.map(file, range(FILERS)))
@@ -80,7 +80,7 @@ def _run(meter: AwsMeter, endpoint: str, claimers: int, leases: int) -> dict[str
         start.wait()
         empty = 0
         while empty < 2:  # a None can be a run of lost races: one more look before leaving
-            got = svc.claim(actor, "race", worker_id, "bench", 0, None)
+            got = svc.claims.claim(actor, "race", worker_id, "bench", 0, None)
             if got is None:
                 empty += 1
                 continue
@@ -124,7 +124,7 @@ def _run(meter: AwsMeter, endpoint: str, claimers: int, leases: int) -> dict[str
     }
 
 
-def _audit(svc: LeaseService, won: list[tuple[str, str, int]], leases: int) -> tuple[int, int]:
+def _audit(svc: Tenure, won: list[tuple[str, str, int]], leases: int) -> tuple[int, int]:
     """(double claims, pending leases left), from the claimers' answers and the table."""
     double = sum(n - 1 for n in Counter(lease_id for lease_id, _, _ in won).values() if n > 1)
     ids = sorted({lease_id for lease_id, _, _ in won})

@@ -8,7 +8,7 @@ from typing import Any
 
 from tenure import wiring
 from tenure.app.leases.handover import NextClaim
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure, compose
 from tenure.config import local_settings
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind, ReportKind
@@ -33,11 +33,13 @@ def measure_lifecycle(endpoint: str, table: str, worker_flow: bool = False) -> d
     store.create_table()
     pump = StreamPump(endpoint, table, store)
     clock = wiring.ManualClock(wiring.SystemClock().now_ms())
-    svc = LeaseService(store, clock, wiring.RandomIds())
+    svc = compose(store, clock, wiring.RandomIds())
     admin = Principal(kind="operator", token_id="bench", role="admin")
     worker = Principal(kind="worker", token_id="bench-worker")
-    svc.create_space(admin, "BENCH", "Bench", None)
-    svc.create_pool(admin, Pool(name="bench", space="BENCH", kind=PoolKind.COMMAND, created_at=0))
+    svc.setup.create_space(admin, "BENCH", "Bench", None)
+    svc.setup.create_pool(
+        admin, Pool(name="bench", space="BENCH", kind=PoolKind.COMMAND, created_at=0)
+    )
     pump.drain()
     steps: dict[str, dict[str, Any]] = {}
 
@@ -59,18 +61,18 @@ def measure_lifecycle(endpoint: str, table: str, worker_flow: bool = False) -> d
 
     measure(
         "create_and_enqueue",
-        lambda: svc.create_task(admin, "BENCH", "bench task", None, "x", {}, "bench", None),
+        lambda: svc.filing.create_task(admin, "BENCH", "bench task", None, "x", {}, "bench", None),
     )
-    won = measure("claim", lambda: svc.claim(worker, "bench", "w-1", "1.0", 0, None))
+    won = measure("claim", lambda: svc.claims.claim(worker, "bench", "w-1", "1.0", 0, None))
     lease = Principal(kind="lease", token_id="bench-lease", lease_id=won.lease.id)
-    measure("start", lambda: svc.start(lease, won.lease.id))
+    measure("start", lambda: svc.reports.start(lease, won.lease.id))
     clock.sleep(10)
-    measure("heartbeat", lambda: svc.heartbeat(lease, won.lease.id, None))
+    measure("heartbeat", lambda: svc.reports.heartbeat(lease, won.lease.id, None))
     beats, worst, units, reads = 360, 0.0, 0.0, 0.0  # one hour at renew_seconds 10
     for _ in range(beats):
         clock.sleep(10)
         r0, w0, _ = store.meter.snapshot()
-        svc.heartbeat(lease, won.lease.id, None)
+        svc.reports.heartbeat(lease, won.lease.id, None)
         r1, w1, _ = store.meter.snapshot()
         worst, units, reads = max(worst, w1 - w0), units + w1 - w0, reads + r1 - r0
     # What the stream reactor wrote for the hour's heartbeats (nothing, when no beat
@@ -84,15 +86,15 @@ def measure_lifecycle(endpoint: str, table: str, worker_flow: bool = False) -> d
         "write_units": round(units / beats, 3),
         "read_units": round(reads / beats, 3),
     }
-    measure("complete", lambda: svc.complete(lease, won.lease.id, {"outcome": "success"}))
+    measure("complete", lambda: svc.reports.complete(lease, won.lease.id, {"outcome": "success"}))
     # The worker SDK's claims carry a claim_id (DESIGN §4): the lease and the claim's
     # record then commit in one transaction. Not in the classic sum below; the cost bench
     # (`tenure bench cost`) runs the SDK's flow.
-    svc.create_task(admin, "BENCH", "bench task 2", None, "x", {}, "bench", None)
+    svc.filing.create_task(admin, "BENCH", "bench task 2", None, "x", {}, "bench", None)
     pump.drain()
     measure(
         "claim_with_claim_id",
-        lambda: svc.claim(worker, "bench", "w-2", "1.0", 0, None, claim_id="bench-claim"),
+        lambda: svc.claims.claim(worker, "bench", "w-2", "1.0", 0, None, claim_id="bench-claim"),
     )
     worst_beat = steps["heartbeat_worst_in_hour"]["write_units"]
     total = (
@@ -127,7 +129,7 @@ FLOW_JOB_S, FLOW_RENEW_S, FLOW_SLOTS, FLOW_LEASES = 120, 10, 4, 16
 
 
 def _worker_flow(
-    svc: LeaseService, store: Any, pump: StreamPump, clock: Any, admin: Principal, worker: Any
+    svc: Tenure, store: Any, pump: StreamPump, clock: Any, admin: Principal, worker: Any
 ) -> dict[str, Any]:
     """One worker as the SDK runs it, in steady state: the claim answer carries the payload,
     the batched worker heartbeat starts and renews every held lease, and each complete claims
@@ -146,13 +148,13 @@ def _worker_flow(
         return out
 
     def file_task() -> None:
-        svc.create_task(admin, "BENCH", "flow task", None, "x", {}, "bench", None)
+        svc.filing.create_task(admin, "BENCH", "flow task", None, "x", {}, "bench", None)
 
     held: dict[str, tuple[int, int]] = {}  # lease id -> (fence, claimed at)
     for _ in range(FLOW_SLOTS):  # warm-up, not metered: the worker fills its slots
         file_task()
-        won = svc.claim(worker, "bench", "w-flow", "1.0", 0, None)
-        assert won is not None and svc.claimed_payload(won.lease) is not None
+        won = svc.claims.claim(worker, "bench", "w-flow", "1.0", 0, None)
+        assert won is not None and svc.payloads.claimed_payload(won.lease) is not None
         held[won.lease.id] = (won.lease.fence, clock.now_ms())
     pump.drain()
     calls.clear()
@@ -163,7 +165,12 @@ def _worker_flow(
         clock.sleep(FLOW_RENEW_S)
         beats = call(
             "POST /workers/{id}/heartbeat",
-            partial(svc.worker_heartbeat, worker, "w-flow", [(i, f) for i, (f, _) in held.items()]),
+            partial(
+                svc.reports.worker_heartbeat,
+                worker,
+                "w-flow",
+                [(i, f) for i, (f, _) in held.items()],
+            ),
         )
         assert all(not isinstance(b, Exception) for _, _, b in beats)
         for lease_id, (_, at) in list(held.items()):
@@ -176,7 +183,7 @@ def _worker_flow(
             _, won = call(
                 "POST /leases/{id}/complete",
                 partial(
-                    svc.report_then_claim,
+                    svc.handover.report_then_claim,
                     token,
                     lease_id,
                     ReportKind.COMPLETE,

@@ -119,7 +119,7 @@ def run(leases: int = 240, workers: int | None = None, rig: Rig | None = None) -
     with rig or Rig() as rig:
         admin_raw = "tnr_o_" + wiring.RandomIds().secret()
         with rig.meter.acting("setup"):
-            wiring.service().bootstrap_admin(admin_raw)
+            wiring.service().setup.bootstrap_admin(admin_raw)
         admin = Client("http://bench.local", admin_raw, transport=rig.transport, retries=0)
         admin.call("POST", "/spaces", {"key": "BENCH", "name": "Cost bench"})
         admin.call("POST", "/pools", {"name": "bench", "space": "BENCH", "kind": "command"})

@@ -221,7 +221,7 @@ class Rig:
                 ):
                     self.rebound.append((handler, handler.setStream(self.tally)))
         svc = wiring.service()
-        svc.clock = self.clock  # every function of this process shares the one service
+        svc.kernel.clock = self.clock  # every function of this process shares the one service
         self.pump = _ReactorPump(self, endpoint)
         return self
 

@@ -119,9 +119,9 @@ class Stack:
         export("TENURE_AWS_ENDPOINT", moto.endpoint)
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
-        wiring.build_service(store).bootstrap_admin(admin_token)
+        wiring.build_service(store).setup.bootstrap_admin(admin_token)
         # moto forgets schedules on restart; the rules in DynamoDB Local do not.
-        remade = wiring.build_service(store).resync_schedules()
+        remade = wiring.build_service(store).rules.resync_schedules()
         if remade:
             print(f"re-made the schedules of {remade} scheduled rules")
         self.door.start()

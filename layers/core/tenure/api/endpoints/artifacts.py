@@ -20,14 +20,14 @@ Cursor = Annotated[str | None, Query(max_length=4096)]
 
 @op("GET", f"{BASE}/leases/<lease_id>/exec_target", 200, m.ExecTarget, 404)
 def exec_target(lease_id: str) -> Response[Any]:
-    target = svc().exec_target(actor(), lease_id)
+    target = svc().logs.exec_target(actor(), lease_id)
     return json_answer({**target, "claimed_at": v.iso(target["claimed_at"])})
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/logs", 202, m.LogsAccepted, 404, 409, 501)
 def post_logs(lease_id: str, body: Annotated[m.LogBatch, Body()]) -> Response[Any]:
     events = [event.model_dump() for event in body.events]
-    return json_answer({"accepted": svc().post_logs(actor(), lease_id, events)}, 202)
+    return json_answer({"accepted": svc().logs.post_logs(actor(), lease_id, events)}, 202)
 
 
 @op("GET", f"{BASE}/leases/<lease_id>/logs", 200, m.Logs, 404, 501)
@@ -44,7 +44,7 @@ def get_logs(
         since_ms = m.parse_time(since)
         if since_ms is None:
             raise e.ValidationFailed("since: is not an ISO 8601 time")
-    page = svc().read_logs(caller, lease_id, container or None, tail, since_ms, cursor or None)
+    page = svc().logs.read_logs(caller, lease_id, container or None, tail, since_ms, cursor or None)
     return json_answer(
         {
             "events": [v.log_line_view(line) for line in page.events],
@@ -62,7 +62,7 @@ def add_attachment(lease_id: str, body: Annotated[m.AttachmentCreate, Body()]) -
             content = base64.b64decode(body.content_base64, validate=True)
         except (binascii.Error, ValueError) as bad:
             raise e.ValidationFailed("content_base64: is not valid base64") from bad
-    attachment, upload = svc().add_attachment(
+    attachment, upload = svc().attachments.add_attachment(
         actor(),
         lease_id,
         body.filename,
@@ -79,7 +79,7 @@ def add_attachment(lease_id: str, body: Annotated[m.AttachmentCreate, Body()]) -
 
 @op("GET", f"{BASE}/leases/<lease_id>/attachments", 200, m.Attachments, 404)
 def list_attachments(lease_id: str) -> Response[Any]:
-    found = svc().list_attachments(actor(), lease_id)
+    found = svc().attachments.list_attachments(actor(), lease_id)
     return json_answer({"attachments": [v.attachment_view(a) for a in found]})
 
 
@@ -93,7 +93,7 @@ def list_attachments(lease_id: str) -> Response[Any]:
     raw=True,
 )
 def fetch_attachment(lease_id: str, attachment_id: str) -> Response[Any]:
-    got = svc().fetch_attachment(actor(), lease_id, attachment_id)
+    got = svc().attachments.fetch_attachment(actor(), lease_id, attachment_id)
     if got.url is not None:
         return Response(
             status_code=302, content_type=None, body=None, headers={"Location": got.url}

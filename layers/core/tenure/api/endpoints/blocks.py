@@ -15,25 +15,27 @@ from tenure.api.surface import actor, json_answer, lease_out, op, svc
 
 @op("POST", f"{BASE}/tasks/<task_id>/blocks", 201, m.BlockAnswer, 404, 409, 422)
 def block_task(task_id: str, body: Annotated[m.BlockCreate, Body()]) -> Response[Any]:
-    block = svc().block_task(actor(), task_id, body.kind, body.reason, body.expires_in_seconds)
+    block = svc().blocks.block_task(
+        actor(), task_id, body.kind, body.reason, body.expires_in_seconds
+    )
     return json_answer({"block": block}, 201)
 
 
 @op("GET", f"{BASE}/tasks/<task_id>/blocks", 200, m.BlocksAnswer, 404)
 def list_blocks(task_id: str, all: Annotated[bool, Query()] = False) -> Response[Any]:
-    return json_answer({"blocks": svc().list_blocks(actor(), task_id, all)})
+    return json_answer({"blocks": svc().blocks.list_blocks(actor(), task_id, all)})
 
 
 @op("POST", f"{BASE}/tasks/<task_id>/blocks/<block_id>/clear", 200, m.BlockAnswer, 404, 409)
 def clear_block(
     task_id: str, block_id: str, body: Annotated[m.BlockClear, Body()]
 ) -> Response[Any]:
-    return json_answer({"block": svc().clear_block(actor(), task_id, block_id, body.note)})
+    return json_answer({"block": svc().blocks.clear_block(actor(), task_id, block_id, body.note)})
 
 
 @op("POST", f"{BASE}/tasks/<task_id>/recover", 200, m.TaskAnswer, 404, 409)
 def recover_task(task_id: str, body: Annotated[m.TaskRecover, Body()]) -> Response[Any]:
-    seen = svc().recover_task(actor(), task_id, body.note)
+    seen = svc().breaker.recover_task(actor(), task_id, body.note)
     return json_answer(
         {
             "task": v.task_view(seen.task, seen.status, seen),

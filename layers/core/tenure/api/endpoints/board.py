@@ -43,7 +43,7 @@ class Whoami(BaseModel):
 )
 def board() -> Response[Any]:
     page, policy = _page()
-    blobs = svc().blobs
+    blobs = svc().artifacts.blobs
     if blobs is not None:  # a large attachment's download follows the API's redirect there
         policy = policy.replace("connect-src 'self'", f"connect-src 'self' {blobs.origin()}")
     return Response(

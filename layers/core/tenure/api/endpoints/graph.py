@@ -25,23 +25,23 @@ def _task_answer(seen: TaskView) -> dict[str, Any]:
 
 @op("PATCH", f"{BASE}/tasks/<task_id>", 200, m.TaskAnswer, 404, 409)
 def update_task(task_id: str, body: Annotated[m.TaskPatch, Body()]) -> Response[Any]:
-    seen = svc().update_task(actor(), task_id, body.auto_enqueue_on_ready, body.pool)
+    seen = svc().graph.update_task(actor(), task_id, body.auto_enqueue_on_ready, body.pool)
     return json_answer(_task_answer(seen))
 
 
 @op("POST", f"{BASE}/tasks/<task_id>/pause", 200, m.TaskAnswer, 404, 409)
 def pause_task(task_id: str) -> Response[Any]:
-    return json_answer(_task_answer(svc().pause_task(actor(), task_id)))
+    return json_answer(_task_answer(svc().graph.pause_task(actor(), task_id)))
 
 
 @op("POST", f"{BASE}/tasks/<task_id>/resume", 200, m.TaskAnswer, 404, 409)
 def resume_task(task_id: str) -> Response[Any]:
-    return json_answer(_task_answer(svc().resume_task(actor(), task_id)))
+    return json_answer(_task_answer(svc().graph.resume_task(actor(), task_id)))
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/retry", 201, m.LeaseAnswer, 404, 409)
 def retry_lease(lease_id: str) -> Response[Any]:
-    return json_answer({"lease": lease_out(svc().retry(actor(), lease_id))}, 201)
+    return json_answer({"lease": lease_out(svc().force.retry(actor(), lease_id))}, 201)
 
 
 def _rows(rows: list[ForceRow]) -> dict[str, Any]:
@@ -58,17 +58,17 @@ def _rows(rows: list[ForceRow]) -> dict[str, Any]:
 
 @op("POST", f"{BASE}/leases/bulk/release", 200, m.ForceResults, 404)
 def bulk_release(body: Annotated[m.BulkRelease, Body()]) -> Response[Any]:
-    return json_answer(_rows(svc().bulk_release(actor(), body.lease_ids, body.reason)))
+    return json_answer(_rows(svc().force.bulk_release(actor(), body.lease_ids, body.reason)))
 
 
 @op("POST", f"{BASE}/leases/bulk/fail", 200, m.ForceResults, 404)
 def bulk_fail(body: Annotated[m.BulkFail, Body()]) -> Response[Any]:
-    return json_answer(_rows(svc().bulk_fail(actor(), body.lease_ids, body.reason)))
+    return json_answer(_rows(svc().force.bulk_fail(actor(), body.lease_ids, body.reason)))
 
 
 @op("GET", f"{BASE}/inspect/<some_id>", 200, m.InspectOut, 404)
 def inspect(some_id: str) -> Response[Any]:
-    shot = svc().inspect(actor(), some_id)
+    shot = svc().inspection.inspect(actor(), some_id)
     task = shot.task
     return json_answer(
         {

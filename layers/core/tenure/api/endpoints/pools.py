@@ -18,7 +18,7 @@ from tenure.domain.states import OnExpiry
 
 
 def _pool_out(pool: Pool) -> dict[str, Any]:
-    return v.pool_view(pool, svc().held(pool))
+    return v.pool_view(pool, svc().pools.held(pool))
 
 
 @op("GET", f"{BASE}/pools", 200, m.Pools, 404, 422)
@@ -26,13 +26,13 @@ def list_pools(space: Annotated[str, Query(max_length=32)] = "") -> Response[Any
     caller = actor()
     if not space:
         raise e.MissingScope("space: required (the pools of one space are listed)")
-    pools = svc().list_pools_of(caller, space)
+    pools = svc().pools.list_pools_of(caller, space)
     return json_answer({"pools": [_pool_out(p) for p in pools]})
 
 
 @op("GET", f"{BASE}/pools/<pool>", 200, m.PoolAnswer, 404)
 def get_pool(pool: str) -> Response[Any]:
-    return json_answer({"pool": _pool_out(svc().get_pool(actor(), pool))})
+    return json_answer({"pool": _pool_out(svc().pools.get_pool(actor(), pool))})
 
 
 @op("PATCH", f"{BASE}/pools/<pool>", 200, m.PoolAnswer, 404, 422)
@@ -44,37 +44,37 @@ def update_pool(pool: str, body: Annotated[m.PoolPatch, Body()]) -> Response[Any
         if changes.get(versioned) is not None:
             # As sent: an effort left out stays out (the payload then has no effort key).
             changes[versioned] = getattr(body, versioned).model_dump(exclude_none=True)
-    updated = svc().update_pool(actor(), pool, changes)
+    updated = svc().pools.update_pool(actor(), pool, changes)
     return json_answer({"pool": _pool_out(updated)})
 
 
 @op("POST", f"{BASE}/pools/<pool>/pause", 200, m.PoolAnswer, 404)
 def pause_pool(pool: str) -> Response[Any]:
-    return json_answer({"pool": _pool_out(svc().pause_pool(actor(), pool))})
+    return json_answer({"pool": _pool_out(svc().pools.pause_pool(actor(), pool))})
 
 
 @op("POST", f"{BASE}/pools/<pool>/resume", 200, m.PoolAnswer, 404)
 def resume_pool(pool: str) -> Response[Any]:
-    return json_answer({"pool": _pool_out(svc().resume_pool(actor(), pool))})
+    return json_answer({"pool": _pool_out(svc().pools.resume_pool(actor(), pool))})
 
 
 @op("POST", f"{BASE}/spaces/<space>/archive", 200, m.SpaceAnswer, 404)
 def archive_space(space: str) -> Response[Any]:
-    return json_answer({"space": v.space_view(svc().archive_space(actor(), space))})
+    return json_answer({"space": v.space_view(svc().pools.archive_space(actor(), space))})
 
 
 @op("POST", f"{BASE}/spaces/<space>/unarchive", 200, m.SpaceAnswer, 404)
 def unarchive_space(space: str) -> Response[Any]:
-    return json_answer({"space": v.space_view(svc().unarchive_space(actor(), space))})
+    return json_answer({"space": v.space_view(svc().pools.unarchive_space(actor(), space))})
 
 
 @op("GET", f"{BASE}/instance", 200, m.InstanceOut)
 def get_instance() -> Response[Any]:
-    instance = svc().get_instance(actor())
-    return json_answer(v.instance_view(instance, svc().instance_held()))
+    instance = svc().pools.get_instance(actor())
+    return json_answer(v.instance_view(instance, svc().pools.instance_held()))
 
 
 @op("PATCH", f"{BASE}/instance", 200, m.InstanceOut, 422)
 def update_instance(body: Annotated[m.InstancePatch, Body()]) -> Response[Any]:
-    instance = svc().update_instance(actor(), body.model_dump(exclude_unset=True))
-    return json_answer(v.instance_view(instance, svc().instance_held()))
+    instance = svc().pools.update_instance(actor(), body.model_dump(exclude_unset=True))
+    return json_answer(v.instance_view(instance, svc().pools.instance_held()))

@@ -96,7 +96,7 @@ def rule_view(rule: Rule) -> dict[str, Any]:
 
 @op("POST", f"{BASE}/rules", 201, RuleAnswer, 404, 409, 422)
 def create_rule(body: Annotated[RuleCreate, Body()]) -> Response[Any]:
-    rule = svc().create_rule(
+    rule = svc().rules.create_rule(
         actor(), body.space, body.name, body.pool, body.subject, body.trigger, body.enabled
     )
     return json_answer({"rule": rule_view(rule)}, 201)
@@ -107,12 +107,12 @@ def list_rules(space: Annotated[str | None, Query(max_length=64)] = None) -> Res
     caller = actor()
     if not space:
         raise e.MissingScope("space is required: list the rules of one space")
-    return json_answer({"rules": [rule_view(x) for x in svc().list_rules(caller, space)]})
+    return json_answer({"rules": [rule_view(x) for x in svc().rules.list_rules(caller, space)]})
 
 
 @op("GET", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404)
 def get_rule(rule_id: str) -> Response[Any]:
-    return json_answer({"rule": rule_view(svc().get_rule(actor(), rule_id))})
+    return json_answer({"rule": rule_view(svc().rules.get_rule(actor(), rule_id))})
 
 
 @op("PATCH", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404, 409)
@@ -121,24 +121,26 @@ def update_rule(rule_id: str, body: Annotated[RulePatch, Body()]) -> Response[An
     nulls = sorted(name for name, value in changes.items() if value is None)
     if nulls:
         raise e.ValidationFailed(f"{nulls[0]}: cannot be null")
-    return json_answer({"rule": rule_view(svc().update_rule(actor(), rule_id, changes))})
+    return json_answer({"rule": rule_view(svc().rules.update_rule(actor(), rule_id, changes))})
 
 
 @op("DELETE", f"{BASE}/rules/<rule_id>", 204, None, 404)
 def delete_rule(rule_id: str) -> Response[Any]:
-    svc().delete_rule(actor(), rule_id)
+    svc().rules.delete_rule(actor(), rule_id)
     return Response(status_code=204, content_type=None, body=None)
 
 
 @op("POST", f"{BASE}/rules/<rule_id>/fire", 201, m.LeaseAnswer, 404)
 def fire_rule(rule_id: str) -> Response[Any]:
-    return json_answer({"lease": lease_out(svc().fire_rule(actor(), rule_id))}, 201)
+    return json_answer({"lease": lease_out(svc().firings.fire_rule(actor(), rule_id))}, 201)
 
 
 @op("POST", f"{BASE}/events", 202, EventAnswer, 404)
 def post_event(body: Annotated[EventPost, Body()]) -> Response[Any]:
     occurred = _ms(body.occurred_at) if body.occurred_at else None
-    leases = svc().post_event(actor(), body.space, body.topic, body.data, occurred, body.event_id)
+    leases = svc().firings.post_event(
+        actor(), body.space, body.topic, body.data, occurred, body.event_id
+    )
     return json_answer({"leases": leases_out(leases)}, 202)
 
 
@@ -151,13 +153,13 @@ def workflow_activity(
     caller = actor()
     if not space:
         raise e.MissingScope("space is required: a workflow's slug is unique within its space")
-    events = svc().workflow_activity(caller, space, slug, limit)
+    events = svc().subjects.workflow_activity(caller, space, slug, limit)
     return json_answer({"events": [v.event_view(ev) for ev in events], "next_cursor": None})
 
 
 @op("GET", f"{BASE}/spaces/<key>/activity", 200, m.Activity, 404)
 def space_activity(key: str, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
-    events = svc().space_activity(actor(), key, limit)
+    events = svc().subjects.space_activity(actor(), key, limit)
     return json_answer({"events": [v.event_view(ev) for ev in events], "next_cursor": None})
 
 

@@ -26,17 +26,17 @@ def _status(status: SchedulerStatus) -> dict[str, Any]:
 
 @op("GET", f"{BASE}/scheduler", 200, m.SchedulerOut)
 def scheduler_status() -> Response[Any]:
-    return json_answer(_status(svc().scheduler_status(actor())))
+    return json_answer(_status(svc().scheduler.scheduler_status(actor())))
 
 
 @op("POST", f"{BASE}/scheduler/pause", 200, m.SchedulerOut, 404)
 def pause_scheduler() -> Response[Any]:
-    return json_answer(_status(svc().pause_scheduler(actor())))
+    return json_answer(_status(svc().scheduler.pause_scheduler(actor())))
 
 
 @op("POST", f"{BASE}/scheduler/resume", 200, m.SchedulerOut, 404)
 def resume_scheduler() -> Response[Any]:
-    return json_answer(_status(svc().resume_scheduler(actor())))
+    return json_answer(_status(svc().scheduler.resume_scheduler(actor())))
 
 
 @op("GET", f"{BASE}/scheduler/backlog", 200, m.Backlog, 404)
@@ -49,7 +49,7 @@ def backlog(
     caller = actor()
     if not space:
         raise e.MissingScope("space is required: the backlog of one space")
-    entries, next_cursor = svc().backlog(caller, space, include_paused, limit, cursor)
+    entries, next_cursor = svc().scheduler.backlog(caller, space, include_paused, limit, cursor)
     shown = leases_out(x.lease for x in entries)
     rows = [
         {**view, "effective_paused": x.effective_paused, "paused_by_task_id": x.paused_by_task_id}
@@ -60,5 +60,5 @@ def backlog(
 
 @op("POST", f"{BASE}/scheduler/drain", 200, m.Drained, 404)
 def drain(body: Annotated[m.Drain, Body()]) -> Response[Any]:
-    done = svc().drain(actor(), body.timeout_seconds)
+    done = svc().scheduler.drain(actor(), body.timeout_seconds)
     return json_answer({"drained": done.drained, "active": done.active})

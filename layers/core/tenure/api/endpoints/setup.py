@@ -28,13 +28,13 @@ def openapi() -> Response[Any]:
 
 @op("POST", f"{BASE}/spaces", 201, m.SpaceOut, 409, 422)
 def create_space(body: Annotated[m.SpaceCreate, Body()]) -> Response[Any]:
-    space = svc().create_space(actor(), body.key, body.name, body.max_active)
+    space = svc().setup.create_space(actor(), body.key, body.name, body.max_active)
     return json_answer(v.space_view(space), 201)
 
 
 @op("POST", f"{BASE}/workflows", 201, m.WorkflowOut, 404, 409, 422)
 def create_workflow(body: Annotated[m.WorkflowCreate, Body()]) -> Response[Any]:
-    wf = svc().create_workflow(actor(), body.space, body.slug, body.name, body.description)
+    wf = svc().setup.create_workflow(actor(), body.space, body.slug, body.name, body.description)
     return json_answer(v.workflow_view(wf), 201)
 
 
@@ -59,7 +59,7 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         starvation_escalation_seconds=body.starvation_escalation_seconds,
         rates=body.rates,
     )
-    return json_answer(v.pool_view(svc().create_pool(actor(), pool)), 201)
+    return json_answer(v.pool_view(svc().setup.create_pool(actor(), pool)), 201)
 
 
 @op("POST", f"{BASE}/tokens", 201, m.TokenOut, 404, 409, 422)
@@ -67,5 +67,5 @@ def create_token(body: Annotated[m.TokenCreate, Body()]) -> Response[Any]:
     role = body.role or ("read" if body.kind == "operator" else None)
     spaces = tuple(body.spaces) if body.spaces is not None else None
     pools = tuple(body.pools) if body.pools is not None else None
-    token, raw = svc().create_token(actor(), body.name, body.kind, role, spaces, pools)
+    token, raw = svc().setup.create_token(actor(), body.name, body.kind, role, spaces, pools)
     return json_answer({**v.token_view(token), "token": raw}, 201)

@@ -19,7 +19,7 @@ from tenure.domain.states import TaskStatus
 
 @op("POST", f"{BASE}/tasks", 201, m.TaskAnswer, 404, 409, 422)
 def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
-    task, lease = svc().create_task(
+    task, lease = svc().filing.create_task(
         actor(),
         body.space,
         body.title,
@@ -36,7 +36,7 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
             wake_creator=body.wake_creator,
         ),
     )
-    seen = svc().describe_task(task, lease)
+    seen = svc().graph.describe_task(task, lease)
     return json_answer(
         {
             "task": v.task_view(task, seen.status, seen),
@@ -49,7 +49,7 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
 @op("POST", f"{BASE}/tasks/<task_id>/enqueue", 201, m.LeaseAnswer, 404, 409, 422)
 def enqueue(task_id: str, body: Annotated[m.Enqueue, Body()]) -> Response[Any]:
     not_before = m.instant_ms(body.not_before) if body.not_before else None
-    lease = svc().enqueue(actor(), task_id, body.pool, not_before)
+    lease = svc().filing.enqueue(actor(), task_id, body.pool, not_before)
     return json_answer({"lease": lease_out(lease)}, 201)
 
 
@@ -64,7 +64,7 @@ def list_tasks(
     caller = actor()
     if not space:
         raise e.MissingScope("space is required: list the tasks of one space")
-    page = svc().list_tasks(caller, space, limit, cursor, status)
+    page = svc().listing.list_tasks(caller, space, limit, cursor, status)
     leases = leases_out(x.lease for x in page.tasks if x.lease is not None)
     shown = iter(leases)
     return json_answer(
@@ -83,7 +83,7 @@ def list_tasks(
 
 @op("GET", f"{BASE}/tasks/<task_id>", 200, m.TaskAnswer, 404)
 def get_task(task_id: str) -> Response[Any]:
-    seen = svc().get_task(actor(), task_id)
+    seen = svc().graph.get_task(actor(), task_id)
     return json_answer(
         {
             "task": v.task_view(seen.task, seen.status, seen),
@@ -98,7 +98,7 @@ def task_activity(
     limit: Annotated[int, Query(ge=1, le=ACTIVITY_PAGE)] = ACTIVITY_PAGE,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> Response[Any]:
-    page = svc().activity(actor(), task_id, limit, cursor)
+    page = svc().filing.activity(actor(), task_id, limit, cursor)
     return json_answer(
         {"events": [v.event_view(ev) for ev in page.events], "next_cursor": page.next_cursor}
     )

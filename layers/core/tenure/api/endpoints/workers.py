@@ -18,7 +18,7 @@ from tenure.domain.states import ReportKind
 
 @op("POST", f"{BASE}/pools/<pool>/claim", 200, m.Claimed, 404, 422, extra=204)
 def claim(pool: str, body: Annotated[m.Claim, Body()]) -> Response[Any]:
-    won = svc().claim(
+    won = svc().claims.claim(
         actor(),
         pool,
         body.worker_id,
@@ -38,7 +38,7 @@ def _claimed_view(won: Any) -> dict[str, Any]:
     """A won claim: the lease, its token (shown this once) and the work bundle (DESIGN §6),
     so the worker needs no GET payload; the bundle's lease is the one just won."""
     lease = lease_out(won.lease)
-    bundle = svc().claimed_payload(won.lease)
+    bundle = svc().payloads.claimed_payload(won.lease)
     return {
         "lease": lease,
         "token": won.token,
@@ -52,18 +52,18 @@ def _claimed_view(won: Any) -> dict[str, Any]:
 
 @op("POST", f"{BASE}/leases/<lease_id>/start", 200, m.LeaseAnswer, 404, 409)
 def start(lease_id: str) -> Response[Any]:
-    return json_answer({"lease": lease_out(svc().start(actor(), lease_id))})
+    return json_answer({"lease": lease_out(svc().reports.start(actor(), lease_id))})
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/heartbeat", 200, m.Beat, 404, 409, 422)
 def heartbeat(lease_id: str, body: Annotated[m.Heartbeat | None, Body()] = None) -> Response[Any]:
-    beat = svc().heartbeat(actor(), lease_id, body.lease_seconds if body else None)
+    beat = svc().reports.heartbeat(actor(), lease_id, body.lease_seconds if body else None)
     return json_answer(_beat_view(beat.lease, beat.revoke))
 
 
 @op("POST", f"{BASE}/workers/<worker_id>/heartbeat", 200, m.WorkerBeat, 404, 422)
 def worker_heartbeat(worker_id: str, body: Annotated[m.WorkerHeartbeat, Body()]) -> Response[Any]:
-    answers = svc().worker_heartbeat(
+    answers = svc().reports.worker_heartbeat(
         actor(),
         worker_id,
         [(item.id, item.fence) for item in body.leases],
@@ -91,7 +91,7 @@ def list_workers(pool: Annotated[str, Query(max_length=64)]) -> Response[Any]:
     caller = actor()
     if not pool:
         raise e.ValidationFailed("pool: required (the workers of one pool are listed)")
-    views = svc().list_workers(caller, pool)
+    views = svc().workers.list_workers(caller, pool)
     return json_answer({"workers": [v.worker_view(x.worker, x.reachable, x.leases) for x in views]})
 
 
@@ -118,9 +118,9 @@ def _final(lease_id: str, kind: ReportKind, raw: dict[str, Any]) -> Response[Any
     """A final report; with `next`, the worker's next claim in the same call (DESIGN §9)."""
     ask = raw.pop("next", None)
     if ask is None:
-        report = svc().complete if kind is ReportKind.COMPLETE else svc().fail
+        report = svc().reports.complete if kind is ReportKind.COMPLETE else svc().reports.fail
         return json_answer({"lease": lease_out(report(actor(), lease_id, raw))})
-    ended, won = svc().report_then_claim(actor(), lease_id, kind, raw, NextClaim(**ask))
+    ended, won = svc().handover.report_then_claim(actor(), lease_id, kind, raw, NextClaim(**ask))
     if won is not None:
         logger.info("lease claimed", extra={"lease_id": won.lease.id, "pool": won.pool.name})
     return json_answer(
@@ -131,10 +131,10 @@ def _final(lease_id: str, kind: ReportKind, raw: dict[str, Any]) -> Response[Any
 @op("POST", f"{BASE}/leases/<lease_id>/release", 200, m.LeaseAnswer, 404, 409, 422)
 def release(lease_id: str, body: Annotated[m.Release | None, Body()] = None) -> Response[Any]:
     raw = body.model_dump(exclude_unset=True) if body else {}
-    return json_answer({"lease": lease_out(svc().release(actor(), lease_id, raw))})
+    return json_answer({"lease": lease_out(svc().reports.release(actor(), lease_id, raw))})
 
 
 @op("GET", f"{BASE}/leases/<lease_id>/payload", 200, m.Payload, 404, 409)
 def payload(lease_id: str) -> Response[Any]:
-    bundle = svc().payload(actor(), lease_id)
+    bundle = svc().payloads.payload(actor(), lease_id)
     return json_answer({**bundle, "lease": lease_out(bundle["lease"])})

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from tenure.api.mcp import bridge
 from tenure.api.mcp import tools as t
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure
 from tenure.domain import errors as e
 from tenure.domain.model import Principal
 
@@ -34,7 +34,7 @@ UNKNOWN_LEASE = "unknown lease id"
 logging.getLogger("mcp").setLevel(logging.WARNING)
 
 
-def answer(event: dict[str, Any], svc: LeaseService, actor: Principal) -> dict[str, Any]:
+def answer(event: dict[str, Any], svc: Tenure, actor: Principal) -> dict[str, Any]:
     """Serve one MCP POST from an API Gateway event for `actor`; a Lambda proxy result."""
     server = build(svc, actor)
     # A fresh manager per request: it runs once, and a stateless exchange keeps nothing.
@@ -48,7 +48,7 @@ def answer(event: dict[str, Any], svc: LeaseService, actor: Principal) -> dict[s
     return bridge.run(app, event)
 
 
-def build(svc: LeaseService, actor: Principal) -> Server[Any]:
+def build(svc: Tenure, actor: Principal) -> Server[Any]:
     async def list_tools(
         _ctx: Any, _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
@@ -81,7 +81,7 @@ def describe(tool: t.Tool) -> types.Tool:
 
 
 def call(
-    svc: LeaseService, actor: Principal, name: str, arguments: dict[str, Any] | None
+    svc: Tenure, actor: Principal, name: str, arguments: dict[str, Any] | None
 ) -> types.CallToolResult:
     """Run one tool. Refusals of the request itself (an unknown tool, a token in the input,
     logs of a pool that keeps none) are JSON-RPC invalid-params errors; what the service

@@ -20,7 +20,7 @@ from pydantic import ValidationError as PydanticError
 from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure
 from tenure.domain import authz
 from tenure.domain import errors as e
 from tenure.domain.fencing import TOKEN_SHAPE
@@ -67,7 +67,7 @@ class NoArgs(m.Strict):
     pass
 
 
-Run = Callable[[LeaseService, Principal, Any], dict[str, Any]]
+Run = Callable[[Tenure, Principal, Any], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -114,10 +114,10 @@ def subject_ref(lease: Lease) -> dict[str, Any]:
     return {"kind": "space", "key": lease.space}
 
 
-def lease_mcp(svc: LeaseService, lease: Lease, timing: bool = True) -> dict[str, Any]:
+def lease_mcp(svc: Tenure, lease: Lease, timing: bool = True) -> dict[str, Any]:
     """A lease as MCP shows it: the HTTP view with a subject reference, without the worker
     version or the workflow field (and without timing in a list)."""
-    return _mcp_view(v.lease_view(lease, svc.queued_condition_of(lease)), lease, timing)
+    return _mcp_view(v.lease_view(lease, svc.conditions.queued_condition_of(lease)), lease, timing)
 
 
 def _mcp_view(view: dict[str, Any], lease: Lease, timing: bool) -> dict[str, Any]:
@@ -130,28 +130,28 @@ def _mcp_view(view: dict[str, Any], lease: Lease, timing: bool) -> dict[str, Any
 # ------------------------------------------------------------------------ operations
 
 
-def _list(svc: LeaseService, actor: Principal, args: ListArgs) -> dict[str, Any]:
-    page = svc.list_visible_leases(actor, args.space_key, args.limit, args.state)
-    conditions = svc.queued_conditions(page.leases)
+def _list(svc: Tenure, actor: Principal, args: ListArgs) -> dict[str, Any]:
+    page = svc.operator.list_visible_leases(actor, args.space_key, args.limit, args.state)
+    conditions = svc.conditions.queued_conditions(page.leases)
     views = [_mcp_view(v.lease_view(x, conditions[x.id]), x, False) for x in page.leases]
     return {"leases": views}
 
 
-def _get(svc: LeaseService, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
-    return {"lease": lease_mcp(svc, svc.get_visible_lease(actor, args.lease_id))}
+def _get(svc: Tenure, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
+    return {"lease": lease_mcp(svc, svc.operator.get_visible_lease(actor, args.lease_id))}
 
 
-def _cancel(svc: LeaseService, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
-    return {"lease": lease_mcp(svc, svc.cancel(actor, args.lease_id))}
+def _cancel(svc: Tenure, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
+    return {"lease": lease_mcp(svc, svc.operator.cancel(actor, args.lease_id))}
 
 
-def _logs(svc: LeaseService, actor: Principal, args: LogsArgs) -> dict[str, Any]:
+def _logs(svc: Tenure, actor: Principal, args: LogsArgs) -> dict[str, Any]:
     since = None
     if args.since:
         since = m.parse_time(args.since)
         if since is None:
             raise e.ValidationFailed("since: is not an ISO 8601 time")
-    page = svc.read_logs(actor, args.lease_id, args.container, args.tail, since, None)
+    page = svc.logs.read_logs(actor, args.lease_id, args.container, args.tail, since, None)
     return {
         "events": [v.log_line_view(line) for line in page.events],
         # No cursor over MCP: more lines than this page holds reads as truncated.
@@ -159,8 +159,8 @@ def _logs(svc: LeaseService, actor: Principal, args: LogsArgs) -> dict[str, Any]
     }
 
 
-def _attachments(svc: LeaseService, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
-    found = svc.list_attachments(actor, args.lease_id)
+def _attachments(svc: Tenure, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
+    found = svc.attachments.list_attachments(actor, args.lease_id)
     return {
         "attachments": [
             {
@@ -176,13 +176,13 @@ def _own(actor: Principal) -> str:
     return actor.lease_id or ""
 
 
-def _payload(svc: LeaseService, actor: Principal, _: NoArgs) -> dict[str, Any]:
-    bundle = svc.payload(actor, _own(actor))
+def _payload(svc: Tenure, actor: Principal, _: NoArgs) -> dict[str, Any]:
+    bundle = svc.payloads.payload(actor, _own(actor))
     return {**bundle, "lease": lease_mcp(svc, bundle["lease"])}
 
 
-def _heartbeat(svc: LeaseService, actor: Principal, args: m.Heartbeat) -> dict[str, Any]:
-    beat = svc.heartbeat(actor, _own(actor), args.lease_seconds)
+def _heartbeat(svc: Tenure, actor: Principal, args: m.Heartbeat) -> dict[str, Any]:
+    beat = svc.reports.heartbeat(actor, _own(actor), args.lease_seconds)
     return {
         "state": beat.lease.state.value,
         "deadline": v.iso(beat.lease.deadline),
@@ -190,18 +190,18 @@ def _heartbeat(svc: LeaseService, actor: Principal, args: m.Heartbeat) -> dict[s
     }
 
 
-def _complete(svc: LeaseService, actor: Principal, args: m.Complete) -> dict[str, Any]:
-    lease = svc.complete(actor, _own(actor), args.model_dump(exclude_unset=True))
+def _complete(svc: Tenure, actor: Principal, args: m.Complete) -> dict[str, Any]:
+    lease = svc.reports.complete(actor, _own(actor), args.model_dump(exclude_unset=True))
     return {"lease": lease_mcp(svc, lease)}
 
 
-def _fail(svc: LeaseService, actor: Principal, args: m.Fail) -> dict[str, Any]:
-    lease = svc.fail(actor, _own(actor), args.model_dump(exclude_unset=True))
+def _fail(svc: Tenure, actor: Principal, args: m.Fail) -> dict[str, Any]:
+    lease = svc.reports.fail(actor, _own(actor), args.model_dump(exclude_unset=True))
     return {"lease": lease_mcp(svc, lease)}
 
 
-def _release(svc: LeaseService, actor: Principal, args: m.Release) -> dict[str, Any]:
-    lease = svc.release(actor, _own(actor), args.model_dump(exclude_unset=True))
+def _release(svc: Tenure, actor: Principal, args: m.Release) -> dict[str, Any]:
+    lease = svc.reports.release(actor, _own(actor), args.model_dump(exclude_unset=True))
     return {"lease": lease_mcp(svc, lease)}
 
 
@@ -213,8 +213,8 @@ class TaskUnblockArgs(m.BlockClear):
     block_id: Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
-def _own_task(svc: LeaseService, actor: Principal) -> str:
-    lease = svc.get_visible_lease(actor, _own(actor))
+def _own_task(svc: Tenure, actor: Principal) -> str:
+    lease = svc.operator.get_visible_lease(actor, _own(actor))
     if lease.task_id is None:
         raise e.InvalidTransition(
             f"lease {lease.id} answers for a {lease.subject_kind.value}, not a task: "
@@ -223,15 +223,15 @@ def _own_task(svc: LeaseService, actor: Principal) -> str:
     return lease.task_id
 
 
-def _block(svc: LeaseService, actor: Principal, args: TaskBlockArgs) -> dict[str, Any]:
-    block = svc.block_task(
+def _block(svc: Tenure, actor: Principal, args: TaskBlockArgs) -> dict[str, Any]:
+    block = svc.blocks.block_task(
         actor, _own_task(svc, actor), args.kind, args.reason, args.expires_in_seconds
     )
     return {"block": block}
 
 
-def _unblock(svc: LeaseService, actor: Principal, args: TaskUnblockArgs) -> dict[str, Any]:
-    return {"block": svc.clear_block(actor, _own_task(svc, actor), args.block_id, args.note)}
+def _unblock(svc: Tenure, actor: Principal, args: TaskUnblockArgs) -> dict[str, Any]:
+    return {"block": svc.blocks.clear_block(actor, _own_task(svc, actor), args.block_id, args.note)}
 
 
 READ, MEMBER, LEASE = "operator:read", "operator:member", "lease"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from tenure.app.artifacts.logs import ArtifactBase
 from tenure.app.ports import Attachment, BlobStore
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -16,6 +16,10 @@ from tenure.domain.errors import (
 )
 from tenure.domain.model import Lease, Principal
 from tenure.domain.rules.rule import EMAIL_TOPIC
+
+if TYPE_CHECKING:
+    from tenure.app.artifacts.logs import Artifacts
+    from tenure.app.kernel import Kernel
 
 MAX_INLINE_BYTES = 1024 * 1024  # content_base64, decoded
 MAX_UPLOAD_BYTES = 5 * 1024**3  # one S3 PUT
@@ -54,11 +58,15 @@ class Download:
     url: str | None = None  # a presigned GET to redirect to
 
 
-class AttachmentOps(ArtifactBase):
+class Attachments:
+    def __init__(self, kernel: Kernel, artifacts: Artifacts) -> None:
+        self.artifacts = artifacts
+        self.kernel = kernel
+
     def _bucket(self) -> BlobStore:
-        if self.blobs is None:
+        if self.artifacts.blobs is None:
             raise UnsupportedRuntime("this deployment has no attachments bucket configured")
-        return self.blobs
+        return self.artifacts.blobs
 
     def add_attachment(
         self,
@@ -72,7 +80,7 @@ class AttachmentOps(ArtifactBase):
     ) -> tuple[Attachment, Upload | None]:
         """Record an attachment: stored at once (`content`), or with an upload URL for a PUT
         of exactly `byte_size` bytes of `content_type`."""
-        lease = self._own_lease(actor, lease_id)
+        lease = self.kernel.own_lease(actor, lease_id)
         rules.refuse_token_fields(
             {"filename": filename, "content_type": content_type, "kind": kind}
         )
@@ -95,7 +103,7 @@ class AttachmentOps(ArtifactBase):
         if byte_size > MAX_UPLOAD_BYTES:
             raise ValidationFailed(f"byte_size: is more than {MAX_UPLOAD_BYTES} bytes")
         blobs = self._bucket()
-        att_id = self.ids.new_id("att")
+        att_id = self.kernel.ids.new_id("att")
         attachment = Attachment(
             id=att_id,
             lease_id=lease.id,
@@ -103,14 +111,14 @@ class AttachmentOps(ArtifactBase):
             filename=filename,
             content_type=content_type,
             byte_size=byte_size,
-            created_at=self.clock.now_ms(),
+            created_at=self.kernel.clock.now_ms(),
             key=f"leases/{lease.id}/{att_id}",
             status=STORED if content is not None else PENDING,
         )
         if content is not None:
             blobs.put(attachment.key, content, content_type)
         try:
-            self.store.put_attachment(attachment, ATTACHMENTS_PER_LEASE)
+            self.kernel.store.put_attachment(attachment, ATTACHMENTS_PER_LEASE)
         except CeilingReached as full:
             if content is not None:
                 blobs.delete([attachment.key])
@@ -125,17 +133,17 @@ class AttachmentOps(ArtifactBase):
 
     def list_attachments(self, actor: Principal, lease_id: str) -> list[Attachment]:
         """The lease's attachments whose bytes are stored as declared, oldest first."""
-        lease = self._visible_lease(actor, lease_id)
+        lease = self.artifacts.visible_lease(actor, lease_id)
         if lease.reclaimed_at is not None:
             return []
-        found = [self._settled(a) for a in self.store.list_attachments(lease.id)]
+        found = [self._settled(a) for a in self.kernel.store.list_attachments(lease.id)]
         return self._from_email(lease) + [a for a in found if a.status == STORED]
 
     def fetch_attachment(self, actor: Principal, lease_id: str, attachment_id: str) -> Download:
-        lease = self._visible_lease(actor, lease_id)
+        lease = self.artifacts.visible_lease(actor, lease_id)
         attachment = None
         if lease.reclaimed_at is None and len(attachment_id) <= 128:
-            attachment = self.store.get_attachment(lease.id, attachment_id) or next(
+            attachment = self.kernel.store.get_attachment(lease.id, attachment_id) or next(
                 (a for a in self._from_email(lease) if a.id == attachment_id), None
             )
         if attachment is None:
@@ -164,7 +172,7 @@ class AttachmentOps(ArtifactBase):
     def _from_email(self, lease: Lease) -> list[Attachment]:
         """The attachments of the email whose rule minted the lease, from its job's trigger
         (one read of the job row; at most the MIME parser's 20 attachments)."""
-        job = self.store.get_job(lease.job_id)
+        job = self.kernel.store.get_job(lease.job_id)
         trigger = (job.trigger if job else None) or {}
         data = trigger.get("data") or {}
         message_id = data.get("message_id")
@@ -190,17 +198,17 @@ class AttachmentOps(ArtifactBase):
         """A pending upload judged by a HEAD of its object: stored when the size and content
         type are what was declared, rejected (and its object deleted) when not, abandoned
         when nothing came long after its URL expired; otherwise still pending."""
-        if attachment.status != PENDING or self.blobs is None:
+        if attachment.status != PENDING or self.artifacts.blobs is None:
             return attachment
-        seen = self.blobs.head(attachment.key)
+        seen = self.artifacts.blobs.head(attachment.key)
         if seen is None:
-            if self.clock.now_ms() - attachment.created_at < ABANDON_AFTER_MS:
+            if self.kernel.clock.now_ms() - attachment.created_at < ABANDON_AFTER_MS:
                 return attachment
             status = ABANDONED
         elif seen == (attachment.byte_size, attachment.content_type):
             status = STORED
         else:
             status = REJECTED
-            self.blobs.delete([attachment.key])
-        self.store.set_attachment_status(attachment, status)
+            self.artifacts.blobs.delete([attachment.key])
+        self.kernel.store.set_attachment_status(attachment, status)
         return replace(attachment, status=status)

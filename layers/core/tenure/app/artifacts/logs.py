@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tenure.app.kernel import ServiceBase
 from tenure.app.ports import BlobStore, LogLine, LogPage, LogSink
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import InvalidTransition, UnsupportedRuntime, ValidationFailed
 from tenure.domain.model import Lease, Principal
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
 
 # What one POST of logs may carry (DESIGN §11).
 MAX_LOG_EVENTS = 1000
@@ -22,41 +24,50 @@ MAX_LOG_AHEAD_MS = 2 * 3_600_000 - 60_000
 LOG_PAGE = 1000
 
 
-class ArtifactBase(ServiceBase):
-    """The outside stores a lease's detail lives in; set by the composition root."""
+class Artifacts:
+    """The outside stores a lease's detail lives in (None: this deployment keeps none, and
+    their routes say so), and who may see a lease's detail."""
 
-    blobs: BlobStore | None = None
-    log_sink: LogSink | None = None
+    def __init__(
+        self, kernel: Kernel, blobs: BlobStore | None = None, log_sink: LogSink | None = None
+    ) -> None:
+        self.kernel = kernel
+        self.blobs = blobs
+        self.log_sink = log_sink
 
-    def _visible_lease(self, actor: Principal, lease_id: str) -> Lease:
+    def visible_lease(self, actor: Principal, lease_id: str) -> Lease:
         """The lease, for whoever may see it: an operator with its space in scope, or the
         lease's own token (another lease's token: lease_token_mismatch)."""
         if actor.kind == "lease":
             authz.require_lease(actor, lease_id)
-            return self._lease(lease_id)
+            return self.kernel.lease(lease_id)
         authz.require_role(actor, "read")
-        lease = self._lease(lease_id)
+        lease = self.kernel.lease(lease_id)
         authz.require_operator(actor, "read", lease.space)
         return lease
 
-    def _sink(self) -> LogSink:
+    def sink(self) -> LogSink:
         if self.log_sink is None:
             raise UnsupportedRuntime("this deployment keeps no logs (no log group configured)")
         return self.log_sink
 
-    def _keeps_logs(self, lease: Lease) -> None:
-        if not self._pool(lease.pool).keeps_logs:
+    def keeps_logs(self, lease: Lease) -> None:
+        if not self.kernel.pool(lease.pool).keeps_logs:
             raise UnsupportedRuntime(f"pool {lease.pool!r} keeps no logs (keeps_logs is false)")
 
 
-class LogOps(ArtifactBase):
+class Logs:
+    def __init__(self, kernel: Kernel, artifacts: Artifacts) -> None:
+        self.artifacts = artifacts
+        self.kernel = kernel
+
     def post_logs(self, actor: Principal, lease_id: str, events: list[dict[str, Any]]) -> int:
         """Store a batch of the job's lines; answers how many were accepted."""
-        lease = self._own_lease(actor, lease_id)
-        self._keeps_logs(lease)
+        lease = self.kernel.own_lease(actor, lease_id)
+        self.artifacts.keeps_logs(lease)
         if lease.reclaimed_at is not None:
             raise InvalidTransition(f"lease {lease_id} was reclaimed; it keeps no more logs")
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         by_container: dict[str, list[LogLine]] = {}
         redacted = 0
         for i, event in enumerate(events):
@@ -74,10 +85,10 @@ class LogOps(ArtifactBase):
             redacted += masked
             line = LogLine(at, container, str(event["stream"]), message)
             by_container.setdefault(container, []).append(line)
-        sink = self._sink()
+        sink = self.artifacts.sink()
         accepted = sum(sink.append(lease.id, c, lines) for c, lines in by_container.items())
         if redacted:
-            self.counters["log_tokens_redacted"] += redacted
+            self.kernel.counters["log_tokens_redacted"] += redacted
         return accepted
 
     def read_logs(
@@ -89,24 +100,24 @@ class LogOps(ArtifactBase):
         since: int | None = None,
         cursor: str | None = None,
     ) -> LogPage:
-        lease = self._visible_lease(actor, lease_id)
-        self._keeps_logs(lease)
+        lease = self.artifacts.visible_lease(actor, lease_id)
+        self.artifacts.keeps_logs(lease)
         if tail is not None and cursor is not None:
             raise ValidationFailed("cursor: a tail is one page; it cannot be paged on")
         if lease.reclaimed_at is not None:
             return LogPage([], False, None)
-        return self._sink().read(lease.id, container, since, tail, cursor, LOG_PAGE)
+        return self.artifacts.sink().read(lease.id, container, since, tail, cursor, LOG_PAGE)
 
     def exec_target(self, actor: Principal, lease_id: str) -> dict[str, Any]:
         """Where a lease runs, and nothing else: no payload, environment, token or hash."""
         authz.require_role(actor, "read")
-        lease = self._lease(lease_id)
+        lease = self.kernel.lease(lease_id)
         authz.require_operator(actor, "read", lease.space)
         return {
             "lease_id": lease.id,
             "state": lease.state.value,
             "pool": lease.pool,
-            "kind": self._pool(lease.pool).kind.value,
+            "kind": self.kernel.pool(lease.pool).kind.value,
             "worker_id": lease.worker_id,
             "worker_version": lease.worker_version,
             "claimed_at": lease.claimed_at,

@@ -4,11 +4,15 @@ retention; the lease itself, and its subject's timeline, stay."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from tenure.app.artifacts.logs import ArtifactBase
 from tenure.app.kernel import moved
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Lease, Pool
+
+if TYPE_CHECKING:
+    from tenure.app.artifacts.logs import Artifacts
+    from tenure.app.kernel import Kernel
 
 # Leases one sweeper pass reclaims at most (each is a few deletes: its objects, its streams).
 RECLAIM_PER_PASS = 50
@@ -24,17 +28,21 @@ class Reclaimed:
     left: int = 0  # due leases seen but left for a later pass (a lower bound)
 
 
-class RetentionOps(ArtifactBase):
+class Retention:
+    def __init__(self, kernel: Kernel, artifacts: Artifacts) -> None:
+        self.artifacts = artifacts
+        self.kernel = kernel
+
     def reclaim_due(
         self, budget: int = RECLAIM_PER_PASS, pools: list[Pool] | None = None
     ) -> Reclaimed:
         """Reclaim up to `budget` leases whose pool's retention has passed since they ended,
         earliest first, from the ended index (never a Scan). `pools`: the pass's own list."""
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         out = Reclaimed()
-        for pool in self.store.list_pools() if pools is None else pools:
+        for pool in self.kernel.store.list_pools() if pools is None else pools:
             room = budget - len(out.leases)
-            due = self.store.ended_leases(
+            due = self.kernel.store.ended_leases(
                 pool.name, now - pool.retention_seconds * 1000, max(room, 0) + 1
             )
             out.left += max(0, len(due) - max(room, 0))
@@ -48,12 +56,12 @@ class RetentionOps(ArtifactBase):
 
     def reclaim(self, lease_id: str) -> bool:
         """Reclaim one ended lease now; True when this call did it."""
-        return self._reclaim(lease_id, self.clock.now_ms()) == "reclaimed"
+        return self._reclaim(lease_id, self.kernel.clock.now_ms()) == "reclaimed"
 
     def _reclaim(self, lease_id: str, now: int) -> str:
         """A conditional write marks the lease first, so of two passes (retried, or
         concurrent) only one deletes anything and the timeline gets one `lease.reclaimed`."""
-        lease = self.store.get_lease(lease_id)
+        lease = self.kernel.store.get_lease(lease_id)
         if lease is None or not lease.state.terminal:
             return "skipped"
         if lease.reclaimed_at is not None:
@@ -63,17 +71,17 @@ class RetentionOps(ArtifactBase):
             return "finished"
         mark = moved(lease, replace(lease, reclaimed_at=now), "lease.reclaimed", {}, now)
         try:
-            self.store.mark_reclaimed(mark)
+            self.kernel.store.mark_reclaimed(mark)
         except Conflict:
             return "skipped"  # another pass has it
         self._purge(lease)
         return "reclaimed"
 
     def _purge(self, lease: Lease) -> None:
-        attachments = self.store.list_attachments(lease.id)
-        if attachments and self.blobs is not None:
-            self.blobs.delete([a.key for a in attachments])
-        self.store.delete_attachments(lease.id, [a.id for a in attachments])
-        if self.log_sink is not None:
-            self.log_sink.delete(lease.id)
-        self.store.unindex_ended(lease.id)
+        attachments = self.kernel.store.list_attachments(lease.id)
+        if attachments and self.artifacts.blobs is not None:
+            self.artifacts.blobs.delete([a.key for a in attachments])
+        self.kernel.store.delete_attachments(lease.id, [a.id for a in attachments])
+        if self.artifacts.log_sink is not None:
+            self.artifacts.log_sink.delete(lease.id)
+        self.kernel.store.unindex_ended(lease.id)

@@ -12,13 +12,13 @@ wrongly parked run. The sweeper finalizes expired blocks later (bounded per pass
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.leases.reports import normalized
 from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
-from tenure.app.scheduler import SchedulerOps
-from tenure.app.tasks.filing import RunStart
+from tenure.app.runs import RunStart
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -31,6 +31,12 @@ from tenure.domain.errors import (
 )
 from tenure.domain.model import Lease, Principal, Task
 from tenure.domain.states import HELD, ReportKind
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.leases.reports import Reports
+    from tenure.app.runs import Runs
+    from tenure.app.tasks.graph import Graph
 
 BLOCK_KINDS = ("transient", "dependency_external", "needs_input", "error")
 MAX_OPEN_BLOCKS = 20
@@ -82,31 +88,50 @@ def block_out(block: dict[str, Any], now: int) -> dict[str, Any]:
     return shown
 
 
-class BlockOps(SchedulerOps):
-    if TYPE_CHECKING:  # composed with ReportOps in core/service.py (the release's change)
+def block_reasons(task: Task, now: int) -> list[dict[str, Any]]:
+    """A read's `blocked_reasons` entries for the task's counting blocks."""
+    return [
+        {"source": "block", "block_id": b["id"], "kind": b["kind"], "reason": b["reason"]}
+        for b in open_blocks(task, now)
+    ]
 
-        def _final_change(
-            self,
-            lease: Lease,
-            kind: ReportKind,
-            report: dict[str, Any],
-            fp: str,
-            report_id: str | None,
-        ) -> Change: ...
+
+def has_open_block(task: Task, now: int) -> bool:
+    """Auto-enqueue waits while a block counts: its clear (or expiry) resumes the task."""
+    return bool(open_blocks(task, now))
+
+
+def held_by_block(kernel: Kernel) -> Callable[[tuple[str, ...], SchedulerState], bool]:
+    """The claim gate's block hold. The chain starts with the lease's own task (only task
+    leases have one); blocks hold that task alone, not its descendants. The scheduler row's
+    `blocked` set is the hint; the task row (one read) is the truth."""
+
+    def held(chain: tuple[str, ...], gate: SchedulerState) -> bool:
+        if not chain or chain[0] not in gate.blocked:
+            return False
+        task = kernel.store.get_task(chain[0])
+        return task is not None and bool(open_blocks(task, kernel.clock.now_ms()))
+
+    return held
+
+
+class Blocks:
+    """Placing, listing, clearing and closing a task's typed blocks; the breaker's
+    escalation; auto-resume when the last cause clears."""
+
+    def __init__(self, kernel: Kernel, runs: Runs, graph: Graph, reports: Reports) -> None:
+        self.graph = graph
+        self.kernel = kernel
+        self.reports = reports
+        self.runs = runs
 
     # ------------------------------------------------------------------ reading
-
-    def _block_reasons(self, task: Task) -> list[dict[str, Any]]:
-        return [
-            {"source": "block", "block_id": b["id"], "kind": b["kind"], "reason": b["reason"]}
-            for b in open_blocks(task, self.clock.now_ms())
-        ]
 
     def list_blocks(
         self, actor: Principal, task_id: str, all: bool = False
     ) -> list[dict[str, Any]]:
         task = self._blockable(actor, task_id, "read")
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         kept = sorted((task.blocks or {}).values(), key=lambda b: (int(b["created_at"]), b["id"]))
         shown = [block_out(b, now) for b in kept]
         return shown if all else [b for b in shown if b["state"] == "open"]
@@ -115,27 +140,15 @@ class BlockOps(SchedulerOps):
         """Members (read for listing) of the task's space, or the token of a lease on it —
         or of the lease that filed it (a worker minding the work it delegated, DESIGN §14)."""
         if actor.kind == "lease":
-            lease = self._lease(actor.lease_id or "")
-            task = self._task(task_id)
+            lease = self.kernel.lease(actor.lease_id or "")
+            task = self.kernel.task(task_id)
             if task.id != lease.task_id and task.created_by_lease != lease.id:
                 raise LeaseTokenMismatch(f"this lease token is not for a lease on {task_id}")
             return task
         authz.require_role(actor, role)
-        task = self._task(task_id)
+        task = self.kernel.task(task_id)
         authz.require_operator(actor, role, task.space)
         return task
-
-    # ---------------------------------------------------------------- the claim gate
-
-    def _chain_held(self, chain: tuple[str, ...], gate: SchedulerState) -> bool:
-        if super()._chain_held(chain, gate):
-            return True
-        # The chain starts with the lease's own task (only task leases have one); blocks hold
-        # that task alone, not its descendants.
-        if not chain or chain[0] not in gate.blocked:
-            return False
-        task = self.store.get_task(chain[0])
-        return task is not None and bool(open_blocks(task, self.clock.now_ms()))
 
     # ---------------------------------------------------------------- blocking
 
@@ -163,14 +176,14 @@ class BlockOps(SchedulerOps):
                 raise ValidationFailed(
                     f"expires_in_seconds: between 1 and {MAX_EXPIRES_IN_SECONDS}"
                 )
-        limit = self._instance().block_recurrence_limit
+        limit = self.kernel.instance().block_recurrence_limit
         for _ in range(BLOCK_TRIES):
-            now = self.clock.now_ms()
+            now = self.kernel.clock.now_ms()
             if len(open_blocks(task, now)) >= MAX_OPEN_BLOCKS:
                 raise ValidationFailed(f"kind: a task holds at most {MAX_OPEN_BLOCKS} open blocks")
             held = self._held_lease(actor, task)
             block: dict[str, Any] = {
-                "id": self.ids.new_id("blk"),
+                "id": self.kernel.ids.new_id("blk"),
                 "task_id": task.id,
                 "kind": kind,
                 "reason": reason,
@@ -228,12 +241,12 @@ class BlockOps(SchedulerOps):
                 holds=[hold],
             )
             try:
-                self._commit(change)
+                self.kernel.commit(change)
             except Conflict:
-                self.counters["lost_writes"] += 1
-                task = self._task(task_id)
+                self.kernel.counters["lost_writes"] += 1
+                task = self.kernel.task(task_id)
                 continue
-            self.counters["blocks_placed"] += 1
+            self.kernel.counters["blocks_placed"] += 1
             return block_out(block, now)
         raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
 
@@ -241,13 +254,13 @@ class BlockOps(SchedulerOps):
         """The lease to release: the caller's own, when it is the task's held run."""
         if actor.kind != "lease":
             return None
-        lease = self._lease(actor.lease_id or "")
+        lease = self.kernel.lease(actor.lease_id or "")
         if lease.state.terminal:
             raise InvalidTransition(f"lease {lease.id} already ended {lease.state}")
         # A cancelling lease is on its way out: the block stands alone (nothing to release).
         if lease.task_id != task.id or lease.state not in HELD:
             return None
-        job = self.store.get_job(lease.job_id)
+        job = self.kernel.store.get_job(lease.job_id)
         if job is None or job.lease_id != lease.id or task.job_id != job.id:
             raise InvalidTransition(f"lease {lease.id} is not the task's current run")
         return lease
@@ -255,7 +268,7 @@ class BlockOps(SchedulerOps):
     def _release_for_block(self, lease: Lease, block_id: str) -> Change:
         report = normalized(ReportKind.RELEASE, {"reason": f"blocked: {block_id}"})
         fp = f"block:{block_id}"
-        return self._final_change(lease, ReportKind.RELEASE, report, fp, None)
+        return self.reports.final_change(lease, ReportKind.RELEASE, report, fp, None)
 
     # ---------------------------------------------------------------- clearing
 
@@ -267,7 +280,7 @@ class BlockOps(SchedulerOps):
         if note is not None and len(note) > MAX_REASON_CHARS:
             raise ValidationFailed(f"note: at most {MAX_REASON_CHARS} characters")
         for _ in range(BLOCK_TRIES):
-            now = self.clock.now_ms()
+            now = self.kernel.clock.now_ms()
             block = (task.blocks or {}).get(block_id)
             if block is None:
                 raise NotFound(f"block {block_id} does not exist on task {task_id}")
@@ -283,16 +296,16 @@ class BlockOps(SchedulerOps):
             if note:
                 closed["note"] = note
             try:
-                task = self._close(task, [closed], "task.block_cleared", actor.token_id, note)
+                task = self.close(task, [closed], "task.block_cleared", actor.token_id, note)
             except Conflict:
-                self.counters["lost_writes"] += 1
-                task = self._task(task_id)
+                self.kernel.counters["lost_writes"] += 1
+                task = self.kernel.task(task_id)
                 continue
-            self._resume_if_ready(task)
+            self.resume_if_ready(task)
             return block_out(closed, now)
         raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
 
-    def _close(
+    def close(
         self,
         task: Task,
         closed: list[dict[str, Any]],
@@ -301,7 +314,7 @@ class BlockOps(SchedulerOps):
         note: str | None,
         **fields: Any,
     ) -> Task:
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         blocks = {**(task.blocks or {}), **{b["id"]: b for b in closed}}
         new = replace(
             task,
@@ -320,7 +333,7 @@ class BlockOps(SchedulerOps):
         holds = [] if still else [HoldOp("blocked", task.id, False)]
         if fields.get("attention") is False and task.attention:
             holds = [HoldOp("attention", task.id, False)]
-        self._commit(
+        self.kernel.commit(
             Change(
                 tasks=[TaskWrite(new, expect_job_id=task.job_id, expect_version=task.version)],
                 holds=holds,
@@ -329,37 +342,37 @@ class BlockOps(SchedulerOps):
         if fields.get("attention") is False and not still:
             # A transaction names the scheduler row once; a stale `blocked` entry costs one
             # read per claim look until removed, never a wrongly held run.
-            self.store.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
+            self.kernel.store.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
         return new
 
-    def _resume_if_ready(self, task: Task) -> Lease | None:
+    def resume_if_ready(self, task: Task) -> Lease | None:
         """Auto-resume: no blocking cause left → an opted-in task with no open run gets one
         pending lease, through the at-most-one-open-run path (the task row must still name
         the run read, so concurrent clears converge on one run). A parked pending lease needs
         nothing: the claim gate stops skipping it."""
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         if task.attention or open_blocks(task, now):
             return None
         if not task.auto_enqueue_on_ready or task.pool is None:
             return None
-        if self.store.get_graph(task.id).blockers_outstanding:
+        if self.kernel.store.get_graph(task.id).blockers_outstanding:
             return None
-        held = self.store.get_scheduler()
-        if self._paused_by(task, held.paused_tasks) is not None:
+        held = self.kernel.store.get_scheduler()
+        if self.graph.paused_by(task, held.paused_tasks) is not None:
             return None
-        current = self._newest_lease(task)
+        current = self.kernel.newest_lease(task)
         if current is not None and current.state.active:
             return None
         if current is not None and current.outcome == "success":
             return None  # done: nothing to resume
-        fresh = self.store.get_task(task.id)
+        fresh = self.kernel.store.get_task(task.id)
         if fresh is None or fresh.job_id != task.job_id:
             return None
         checks = [(fresh.job_id, current.id)] if fresh.job_id and current else []
         try:
-            _, lease = self._open_run(
+            _, lease = self.runs.open_run(
                 fresh,
-                self._pool(task.pool),
+                self.kernel.pool(task.pool),
                 create_task=False,
                 expect_job_id=fresh.job_id,
                 job_checks=checks,
@@ -367,11 +380,5 @@ class BlockOps(SchedulerOps):
             )
         except Conflict:
             return None  # another clear (or an operator) opened the run first
-        self.counters["auto_enqueued"] += 1
+        self.kernel.counters["auto_enqueued"] += 1
         return lease
-
-    def auto_enqueue(self, task_id: str) -> Lease | None:
-        task = self.store.get_task(task_id)
-        if task is not None and open_blocks(task, self.clock.now_ms()):
-            return None  # the block's clear (or expiry) resumes it
-        return super().auto_enqueue(task_id)

@@ -6,9 +6,9 @@ core/blocks.py."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
-from tenure.app.autonomy.blocks import BLOCK_TRIES, EXPIRY_PER_PASS, BlockOps, counting, open_blocks
+from tenure.app.autonomy.blocks import BLOCK_TRIES, EXPIRY_PER_PASS, counting, open_blocks
 from tenure.app.ports import Change, HoldOp, TaskWrite
 from tenure.app.tasks.filing import TaskView
 from tenure.domain import authz
@@ -16,19 +16,32 @@ from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
 from tenure.domain.model import Lease, Principal
 
+if TYPE_CHECKING:
+    from tenure.app.autonomy.blocks import Blocks
+    from tenure.app.kernel import Kernel
+    from tenure.app.tasks.graph import Graph
 
-class BreakerOps(BlockOps):
+
+class Breaker:
+    """Recover of an escalated task, the sweeper's finalizing of expired transient blocks,
+    and the reset of the block counts on a successful completion (a stream reaction)."""
+
+    def __init__(self, kernel: Kernel, graph: Graph, blocks: Blocks) -> None:
+        self.kernel = kernel
+        self.graph = graph
+        self.blocks = blocks
+
     # ---------------------------------------------------------------- recover
 
     def recover_task(self, actor: Principal, task_id: str, note: str | None) -> TaskView:
         authz.require_role(actor, "member")
-        task = self._task(task_id)
+        task = self.kernel.task(task_id)
         authz.require_operator(actor, "member", task.space)
         rules.refuse_token_fields({"note": note})
         for _ in range(BLOCK_TRIES):
             if not task.attention:
                 raise InvalidTransition(f"task {task.key} is not in needs_attention")
-            now = self.clock.now_ms()
+            now = self.kernel.clock.now_ms()
             closed = [
                 {
                     **b,
@@ -42,15 +55,15 @@ class BreakerOps(BlockOps):
                 if b.get("state") == "open"
             ]
             try:
-                task = self._close(
+                task = self.blocks.close(
                     task, closed, "task.recovered", actor.token_id, note, attention=False
                 )
             except Conflict:
-                self.counters["lost_writes"] += 1
-                task = self._task(task_id)
+                self.kernel.counters["lost_writes"] += 1
+                task = self.kernel.task(task_id)
                 continue
-            self._resume_if_ready(task)
-            return self.get_task(actor, task_id)
+            self.blocks.resume_if_ready(task)
+            return self.graph.get_task(actor, task_id)
         raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
 
     # ---------------------------------------------------------------- expiry (sweeper)
@@ -59,11 +72,11 @@ class BreakerOps(BlockOps):
         """Close transient blocks that have expired (they stopped counting already) and
         resume their tasks; at most `limit` blocked tasks per pass."""
         done: list[str] = []
-        for task_id in sorted(self.store.get_scheduler().blocked)[:limit]:
-            task = self.store.get_task(task_id)
+        for task_id in sorted(self.kernel.store.get_scheduler().blocked)[:limit]:
+            task = self.kernel.store.get_task(task_id)
             if task is None:
                 continue
-            now = self.clock.now_ms()
+            now = self.kernel.clock.now_ms()
             expired = [
                 {**b, "state": "expired", "closed_at": int(b["expires_at"]), "closed_by": "expiry"}
                 for b in (task.blocks or {}).values()
@@ -71,33 +84,26 @@ class BreakerOps(BlockOps):
             ]
             if not expired:
                 if not open_blocks(task, now):
-                    self.store.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
+                    self.kernel.store.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
                 continue
             try:
-                task = self._close(task, expired, "task.block_expired", "sweeper", None)
+                task = self.blocks.close(task, expired, "task.block_expired", "sweeper", None)
             except Conflict:
                 continue  # changed meanwhile: next pass
-            self._resume_if_ready(task)
+            self.blocks.resume_if_ready(task)
             done.append(task_id)
         return done
 
     # ------------------------------------------------------------- reactions
 
-    def react_to_rows(self, rows: Any) -> None:
-        rows = list(rows)
-        super().react_to_rows(rows)
-        for entity, old, new in rows:
-            if entity == "lease":
-                self._reset_breaker(old, new)
-
-    def _reset_breaker(self, old: Lease | None, new: Lease) -> None:
+    def reset_breaker(self, old: Lease | None, new: Lease) -> None:
         """A successful completion resets the task's block counts (the breaker's memory)."""
         if new.task_id is None or new.outcome != "success" or not new.state.terminal:
             return
         if old is not None and old.state.terminal:
             return
         for _ in range(BLOCK_TRIES):
-            task = self.store.get_task(new.task_id)
+            task = self.kernel.store.get_task(new.task_id)
             if task is None or not task.block_counts:
                 return
             reset = replace(
@@ -106,10 +112,10 @@ class BreakerOps(BlockOps):
                 version=task.version + 1,
                 event_type="task.block_counts_reset",
                 event_data={"lease_id": new.id},
-                updated_at=self.clock.now_ms(),
+                updated_at=self.kernel.clock.now_ms(),
             )
             try:
-                self._commit(
+                self.kernel.commit(
                     Change(
                         tasks=[
                             TaskWrite(reset, expect_job_id=task.job_id, expect_version=task.version)

@@ -17,14 +17,16 @@ token. A second block on a task already blocked is no transition and wakes nobod
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tenure.app.autonomy import blocks
 from tenure.app.ports import EventPublisher
-from tenure.app.tasks.graph import GraphOps
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Event, Lease, Task
 from tenure.domain.states import EndReason, LeaseState
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
 
 WAKE_SOURCE = "tenure"
 WAKE_DETAIL_TYPE = "task.wake_creator"
@@ -44,20 +46,15 @@ _TERMINAL = {
 }
 
 
-class WakeOps(GraphOps):
-    # Set by the composition root (wiring.py) where the bus is configured.
-    publisher: EventPublisher | None = None
+class Wake:
+    """Two stream reactions: a child's lease ending and a child's task row moving to blocked
+    or needs_attention wake the creator. `publisher` is the bus (None: recorded only)."""
 
-    def react_to_rows(self, rows: Any) -> None:
-        rows = list(rows)
-        super().react_to_rows(rows)
-        for entity, old, new in rows:
-            if entity == "lease":
-                self._wake_on_lease(old, new)
-            elif entity == "task":
-                self._wake_on_task(old, new)
+    def __init__(self, kernel: Kernel, publisher: EventPublisher | None = None) -> None:
+        self.kernel = kernel
+        self.publisher = publisher
 
-    def _wake_on_lease(self, old: Lease | None, new: Lease) -> None:
+    def on_lease(self, old: Lease | None, new: Lease) -> None:
         if new.task_id is None or not new.state.terminal:
             return
         if old is not None and old.state.terminal:
@@ -69,14 +66,14 @@ class WakeOps(GraphOps):
             status = "failed"
         if status is None:
             return
-        child = self.store.get_task(new.task_id)
+        child = self.kernel.store.get_task(new.task_id)
         if child is None:
             return
         by_lease = (new.event_data or {}).get("by_lease")  # a force operation by a lease token
         transition = f"{new.id}.v{new.version:06d}"
         self._wake(child, status, transition, new.updated_at, by_lease, new.id)
 
-    def _wake_on_task(self, old: Task | None, new: Task) -> None:
+    def on_task(self, old: Task | None, new: Task) -> None:
         if new.event_type not in _TASK_WAKES or (old is not None and old.version == new.version):
             return
         already = old is not None and old.blocks and blocks.open_blocks(old, new.updated_at or 0)
@@ -106,7 +103,7 @@ class WakeOps(GraphOps):
             return False
         if by_lease is not None and by_lease == child.created_by_lease:
             return False  # the creator did this itself: nothing to tell it
-        creator = self.store.get_lease(child.created_by_lease)
+        creator = self.kernel.store.get_lease(child.created_by_lease)
         if creator is None or creator.state.terminal:
             return False  # nobody is left to wake
         detail = {
@@ -124,22 +121,22 @@ class WakeOps(GraphOps):
             subject_kind=creator.subject_kind,
             subject_id=creator.subject_id,
             type=WAKE_DETAIL_TYPE,
-            at=at or self.clock.now_ms(),
+            at=at or self.kernel.clock.now_ms(),
             lease_id=creator.id,
             fence=creator.fence,
             data=detail,
         )
         try:
-            self.store.put_event(event)
+            self.kernel.store.put_event(event)
         except Conflict:
             return False  # this transition already woke it (a redelivered record)
         if self.publisher is None:
-            self.counters["wake_unpublished"] += 1
+            self.kernel.counters["wake_unpublished"] += 1
             return True
         try:
             self.publisher.publish(WAKE_SOURCE, WAKE_DETAIL_TYPE, detail)
         except Exception:  # the timeline has it; a second publish would break at-most-once
-            self.counters["wake_publish_failed"] += 1
+            self.kernel.counters["wake_publish_failed"] += 1
             raise
-        self.counters["wakes_published"] += 1
+        self.kernel.counters["wakes_published"] += 1
         return True

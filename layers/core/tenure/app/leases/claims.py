@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
 from tenure.app.ports import INSTANCE_CEILING, Ceiling, Change, ClaimRecord, SchedulerState
 from tenure.app.scheduler import ClaimGate
-from tenure.app.workers import WorkerOps
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import CeilingReached, Conflict
 from tenure.domain.model import Lease, Pool, Principal
 from tenure.domain.states import REPORTABLE, LeaseState
 from tenure.domain.transitions import Action, must_move
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.workers import Workers
 
 # How many queue heads a claim looks at; claimers shuffle them so that concurrent workers
 # spread over candidates instead of all paying for a lost race on the head (DESIGN §9).
@@ -37,7 +41,12 @@ class Claimed:
     pool: Pool
 
 
-class ClaimOps(WorkerOps, ClaimGate):
+class Claims:
+    def __init__(self, kernel: Kernel, gate: ClaimGate, workers: Workers) -> None:
+        self.gate = gate
+        self.kernel = kernel
+        self.workers = workers
+
     def claim(
         self,
         actor: Principal,
@@ -63,10 +72,10 @@ class ClaimOps(WorkerOps, ClaimGate):
         # and a ceiling just set counts, from the moment the change commits (three
         # consistent reads of small rows, 1 RU each, per claim call and per refresh).
         pool, closed = self._claim_settings(pool_name)
-        looked_at = self.clock.now_ms()
-        self._mark_seen(pool, worker_id, worker_version)  # a claim is itself a sign of life
+        looked_at = self.kernel.clock.now_ms()
+        self.workers.mark_seen(pool, worker_id, worker_version)  # a claim is itself a sign of life
         record_id = claim_id
-        if claim_id is not None and self.store.find_claim(
+        if claim_id is not None and self.kernel.store.find_claim(
             pool.name, actor.token_id, worker_id, claim_id
         ):
             again = self._retried(actor, pool, worker_id, claim_id)
@@ -76,16 +85,16 @@ class ClaimOps(WorkerOps, ClaimGate):
             # stays where it is (written once), so the new lease is taken without one.
             record_id = None
         ask = _Ask(worker_id, worker_version, lease_seconds, actor.token_id, record_id, host)
-        give_up_at = self.clock.now_ms() + int(wait_seconds * 1000)
+        give_up_at = self.kernel.clock.now_ms() + int(wait_seconds * 1000)
         tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
         # Bounded twice over: by the candidates a call may lose races for, and by the wait.
         looks = MAX_CLAIM_TRIES + math.ceil(wait_seconds / CLAIM_POLL_SECONDS) + 1
         for _ in range(looks):
             fresh: list[str] = []
-            gate = self._gate()  # scheduler pause, paused subtrees, parked tasks (§13)
+            gate = self.gate.read()  # scheduler pause, paused subtrees, parked tasks (§13)
             if not closed and not gate.paused:
-                fresh = self._candidates(pool.name, tried, gate, CLAIM_CANDIDATES)
-                for lease_id in self.ids.shuffle(fresh[:CLAIM_CANDIDATES]):
+                fresh = self.gate.candidates(pool.name, tried, gate, CLAIM_CANDIDATES)
+                for lease_id in self.kernel.ids.shuffle(fresh[:CLAIM_CANDIDATES]):
                     tried.add(lease_id)
                     try:
                         won = self._try_claim(lease_id, pool, ask, gate)
@@ -93,7 +102,7 @@ class ClaimOps(WorkerOps, ClaimGate):
                         fresh = []  # full: nothing is claimable until a held lease ends
                         break
                     if won is not None:
-                        self.counters["claims"] += 1
+                        self.kernel.counters["claims"] += 1
                         return won
                     if record_id is not None:
                         # The same claim_id may have just won elsewhere (a concurrent retry).
@@ -102,31 +111,31 @@ class ClaimOps(WorkerOps, ClaimGate):
                             return again
             if fresh and len(tried) < MAX_CLAIM_TRIES:
                 continue  # a lost race is not an empty queue: look again at once
-            remaining = (give_up_at - self.clock.now_ms()) / 1000
+            remaining = (give_up_at - self.kernel.clock.now_ms()) / 1000
             if remaining <= 0:
                 break
-            self.clock.sleep(min(CLAIM_POLL_SECONDS, remaining))
-            if self.clock.now_ms() - looked_at >= POOL_REFRESH_MS:
+            self.kernel.clock.sleep(min(CLAIM_POLL_SECONDS, remaining))
+            if self.kernel.clock.now_ms() - looked_at >= POOL_REFRESH_MS:
                 pool, closed = self._claim_settings(pool_name)
-                looked_at = self.clock.now_ms()
+                looked_at = self.kernel.clock.now_ms()
             # A worker waiting in a long poll is in contact all along (DESIGN §4).
-            self._mark_seen(pool, worker_id, worker_version)
+            self.workers.mark_seen(pool, worker_id, worker_version)
             tried.clear()
-        self.counters["empty_claims"] += 1
+        self.kernel.counters["empty_claims"] += 1
         return None
 
     def _claim_settings(self, pool_name: str) -> tuple[Pool, bool]:
         """The pool as it is now, and whether it hands out nothing (paused, or its space
         archived); the space and instance rows are refreshed with it (their ceilings)."""
-        pool = self._fresh_pool(pool_name)
-        closed = pool.paused or self._fresh_space(pool.space).archived
-        self._fresh_instance()
+        pool = self.kernel.fresh_pool(pool_name)
+        closed = pool.paused or self.kernel.fresh_space(pool.space).archived
+        self.kernel.fresh_instance()
         return pool, closed
 
     def _retried(
         self, actor: Principal, pool: Pool, worker_id: str, claim_id: str
     ) -> Claimed | None:
-        taken = self.store.find_claim(pool.name, actor.token_id, worker_id, claim_id)
+        taken = self.kernel.store.find_claim(pool.name, actor.token_id, worker_id, claim_id)
         if taken is None:
             return None
         return self._claimed_before(actor, pool, worker_id, claim_id, taken)
@@ -136,15 +145,15 @@ class ClaimOps(WorkerOps, ClaimGate):
     ) -> Claimed | None:
         """A retried claim whose answer was lost: the same lease, under a fresh token (the
         lost one dies with the old hash). None when that lease is no longer held."""
-        lease = self.store.get_lease(lease_id)
+        lease = self.kernel.store.get_lease(lease_id)
         if lease is None or lease.state not in REPORTABLE or lease.claimed_by != actor.token_id:
             return None
 
         def reissue(current: Lease) -> Claimed | None:
             if current.state not in REPORTABLE or current.worker_id != worker_id:
                 return None
-            token = rules.mint_lease_token(current.id, self.ids.secret())
-            now = self.clock.now_ms()
+            token = rules.mint_lease_token(current.id, self.kernel.ids.secret())
+            now = self.kernel.clock.now_ms()
             # The worker never heard the first answer: its lease (and its self-fence) counts
             # from this one, so the deadline must too, never from the claim it missed. Like a
             # heartbeat, it leaves `due_at` (an index write) to the sweeper's re-index.
@@ -159,29 +168,29 @@ class ClaimOps(WorkerOps, ClaimGate):
                 event_data={"worker_id": worker_id, "claim_id": claim_id},
                 updated_at=now,
             )
-            self._write(current, new)
+            self.kernel.write(current, new)
             return Claimed(lease=new, token=token, pool=pool)
 
-        self.counters["claim_retries"] += 1
-        return self._settle(lease, reissue)
+        self.kernel.counters["claim_retries"] += 1
+        return self.kernel.settle(lease, reissue)
 
     def _try_claim(
         self, lease_id: str, pool: Pool, ask: _Ask, gate: SchedulerState | None = None
     ) -> Claimed | None:
-        lease = self.store.get_lease(lease_id, consistent=False)
+        lease = self.kernel.store.get_lease(lease_id, consistent=False)
         if lease is None or lease.state is not LeaseState.PENDING:
             return None
-        if gate is not None and self._held_back(lease, gate):
+        if gate is not None and self.gate.held_back(lease, gate):
             return None
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         if lease.not_before is not None and lease.not_before > now:
             return None  # deferred (DESIGN §10): not before its instant, whatever the index says
-        token = rules.mint_lease_token(lease.id, self.ids.secret())
+        token = rules.mint_lease_token(lease.id, self.kernel.ids.secret())
         seconds = ask.lease_seconds or pool.toleration_seconds
         deadline = rules.fresh_deadline(now, 1000 * seconds)
         ceilings = self._ceilings(pool)
         counted = tuple(f"{c.scope}:{c.name}" for c in ceilings) or None
-        new = self._apply(
+        new = self.kernel.apply(
             lease,
             must_move(lease.id, lease.state, lease.revoke, Action.CLAIM),
             {"worker_id": ask.worker_id, "worker_version": ask.worker_version},
@@ -206,11 +215,11 @@ class ClaimOps(WorkerOps, ClaimGate):
                 ClaimRecord(pool.name, ask.claimant, ask.worker_id, ask.claim_id, lease.id, keep)
             )
         try:
-            self._commit(Change(leases=[over(lease, new)], ceilings=ceilings, claims=records))
+            self.kernel.commit(Change(leases=[over(lease, new)], ceilings=ceilings, claims=records))
         except CeilingReached:
             raise
         except Conflict:
-            self.counters["lost_claim_races"] += 1  # paid for: DESIGN §9 counts these
+            self.kernel.counters["lost_claim_races"] += 1  # paid for: DESIGN §9 counts these
             return None
         return Claimed(lease=new, token=token, pool=pool)
 
@@ -219,10 +228,10 @@ class ClaimOps(WorkerOps, ClaimGate):
         found = []
         if pool.max_active is not None:
             found.append(Ceiling("pool", pool.name, +1, pool.max_active))
-        space = self._space_cached(pool.space)
+        space = self.kernel.space_cached(pool.space)
         if space.max_active is not None:
             found.append(Ceiling("space", space.key, +1, space.max_active))
-        instance = self._instance()
+        instance = self.kernel.instance()
         if instance.max_active is not None:
             found.append(Ceiling(INSTANCE_CEILING, INSTANCE_CEILING, +1, instance.max_active))
         return found

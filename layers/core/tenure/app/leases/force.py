@@ -7,11 +7,12 @@ lease moved meanwhile answers invalid_transition and the caller retries only tha
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
 from tenure.app.ports import Change, HoldOp
-from tenure.app.setup.instance import InstanceOps
-from tenure.app.tasks.filing import RunStart, TaskOps
+from tenure.app.runs import RunStart
+from tenure.app.setup.instance import instance_settings
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -25,6 +26,10 @@ from tenure.domain.errors import (
 from tenure.domain.model import Lease, Principal
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.transitions import Action, move
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.runs import Runs
 
 # Ended leases a retry may follow (DESIGN §13).
 RETRYABLE = frozenset({LeaseState.FAILED, LeaseState.LOST, LeaseState.KILLED, LeaseState.CANCELLED})
@@ -41,14 +46,18 @@ class ForceRow:
     lease: Lease | None = None
 
 
-class ForceOps(TaskOps, InstanceOps):
+class Force:
+    def __init__(self, kernel: Kernel, runs: Runs) -> None:
+        self.kernel = kernel
+        self.runs = runs
+
     # ------------------------------------------------------------------- retry
 
     def retry(self, actor: Principal, lease_id: str) -> Lease:
         """A new pending lease after an ended one: a new run of the same task, linked by
         `previous_lease_id`, attempt + 1 and retry_depth + 1; at most one open run."""
         authz.require_role(actor, "member")
-        lease = self._lease(lease_id)
+        lease = self.kernel.lease(lease_id)
         authz.require_operator(actor, "member", lease.space)
         if lease.state not in RETRYABLE:
             raise InvalidTransition(
@@ -57,23 +66,23 @@ class ForceOps(TaskOps, InstanceOps):
             )
         if lease.subject_kind is not SubjectKind.TASK or lease.task_id is None:
             raise InvalidTransition(f"lease {lease.id} answers for no task; there is no run")
-        cap = self._instance_settings().retry_chain_cap
+        cap = instance_settings(self.kernel.store).retry_chain_cap
         if lease.retry_depth + 1 > cap:
             raise InvalidTransition(
                 f"lease {lease.id} is retry {lease.retry_depth} of its chain; the instance's "
                 f"retry_chain_cap is {cap}"
             )
-        task = self._task(lease.task_id)
-        newest = self._newest_lease(task)
+        task = self.kernel.task(lease.task_id)
+        newest = self.kernel.newest_lease(task)
         if newest is not None and newest.state.active:
             raise InvalidTransition(f"task {task.key} already has an open run ({newest.id})")
-        job = self.store.get_job(lease.job_id)
+        job = self.kernel.store.get_job(lease.job_id)
         if job is None or task.job_id != job.id or job.lease_id != lease.id:
             raise InvalidTransition(
                 f"task {task.key} has a newer run than lease {lease.id}; retry its newest lease"
             )
-        pool = self._pool(lease.pool)
-        now = self.clock.now_ms()
+        pool = self.kernel.pool(lease.pool)
+        now = self.kernel.clock.now_ms()
         # A retry is an operator's recovery: an escalated task leaves needs_attention with it.
         recovered = replace(
             task,
@@ -91,7 +100,7 @@ class ForceOps(TaskOps, InstanceOps):
             holds=(HoldOp("attention", task.id, False),) if task.attention else (),
         )
         try:
-            _, new = self._open_run(
+            _, new = self.runs.open_run(
                 recovered,
                 pool,
                 create_task=False,
@@ -122,11 +131,11 @@ class ForceOps(TaskOps, InstanceOps):
             raise ValidationFailed(f"lease_ids: between 1 and {MAX_BULK} ids")
         own_space = self._may_force(actor)
         rules.refuse_token_fields({"reason": reason})
-        found = self.store.get_leases(lease_ids)
+        found = self.kernel.store.get_leases(lease_ids)
         rows = []
         for lease_id in lease_ids:
             try:
-                lease = found.get(lease_id) or self._lease(lease_id)
+                lease = found.get(lease_id) or self.kernel.lease(lease_id)
                 self._may_force_lease(actor, lease, own_space)
                 rows.append(
                     ForceRow(lease_id, True, lease=self._force(actor, lease, action, reason))
@@ -143,14 +152,14 @@ class ForceOps(TaskOps, InstanceOps):
             return None
         self.require_agent_force(actor)
         if actor.kind == "lease":
-            return self._lease(actor.lease_id or "").space
+            return self.kernel.lease(actor.lease_id or "").space
         return None
 
     def require_agent_force(self, actor: Principal) -> None:
         """A worker or lease token may force only while the instance allows agents to."""
         if actor.kind not in ("worker", "lease"):
             raise Forbidden("this route needs a member token")
-        if not self._instance_settings().allow_agent_force:
+        if not instance_settings(self.kernel.store).allow_agent_force:
             if actor.kind == "lease":
                 raise LeaseTokenMismatch("force operations need an operator token here")
             raise Forbidden("force operations by agents are off (instance allow_agent_force)")
@@ -167,7 +176,7 @@ class ForceOps(TaskOps, InstanceOps):
         to = move(lease.id, lease.state, lease.revoke, action)
         if to is None:
             raise InvalidTransition(f"lease {lease.id} is {lease.state}; nothing to force")
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         data = {"by": actor.token_id, "actor_kind": actor.kind, "reason": reason}
         if actor.lease_id is not None:
             data["by_lease"] = actor.lease_id  # wake-creator skips its creator's own doing
@@ -175,12 +184,12 @@ class ForceOps(TaskOps, InstanceOps):
         if action is Action.FORCE_FAIL:
             fields["failure_kind"] = OPERATOR_FORCED
             data["failure_kind"] = OPERATOR_FORCED
-        ended = self._apply(lease, to, data, now, **fields)
+        ended = self.kernel.apply(lease, to, data, now, **fields)
         change = Change(leases=[over(lease, ended)])
         try:
             if to.requeue:
-                change = self._with_successor(change, lease, recovered=False)
-            self._commit(change)
+                change = self.kernel.with_successor(change, lease, recovered=False)
+            self.kernel.commit(change)
         except Conflict as lost:
             raise InvalidTransition(
                 f"lease {lease.id} changed while it was being forced; try this row again"

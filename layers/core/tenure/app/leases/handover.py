@@ -18,12 +18,17 @@ fresh token (DESIGN §4), never a second one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any
 
-from tenure.app.leases.claims import Claimed, ClaimOps
+from tenure.app.leases.claims import Claimed
 from tenure.domain.errors import Forbidden
 from tenure.domain.model import Lease, Principal
 from tenure.domain.states import ReportKind
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.leases.claims import Claims
+    from tenure.app.leases.reports import Reports
 
 
 @dataclass(frozen=True)
@@ -38,15 +43,15 @@ class NextClaim:
     host: str | None = None
 
 
-class _Reports(Protocol):
-    """The final reports as the composed service has them (Delegation's gate, Usage)."""
+class Handover:
+    """A final report that claims the next lease for the same worker: through the public
+    reports (every completion stage applies) and the public claim."""
 
-    def complete(self, actor: Principal, lease_id: str, body: dict[str, Any]) -> Lease: ...
+    def __init__(self, kernel: Kernel, reports: Reports, claims: Claims) -> None:
+        self.kernel = kernel
+        self.reports = reports
+        self.claims = claims
 
-    def fail(self, actor: Principal, lease_id: str, body: dict[str, Any]) -> Lease: ...
-
-
-class HandoverOps(ClaimOps):
     def report_then_claim(
         self,
         actor: Principal,
@@ -56,7 +61,7 @@ class HandoverOps(ClaimOps):
         ask: NextClaim,
     ) -> tuple[Lease, Claimed | None]:
         """End the lease with `kind`, then claim the next lease of its pool for its worker."""
-        held = self._own_lease(actor, lease_id)  # authorized before anything is written
+        held = self.kernel.own_lease(actor, lease_id)  # authorized before anything is written
         if held.claimed_by is None or held.worker_id is None:
             raise Forbidden(f"lease {lease_id} was not claimed by a worker: it claims nothing")
         if ask.worker_id != held.worker_id:
@@ -64,11 +69,10 @@ class HandoverOps(ClaimOps):
                 f"lease {lease_id} is held by worker {held.worker_id!r}; "
                 "it claims the next lease for that worker only"
             )
-        reports = cast(_Reports, self)
-        report = reports.complete if kind is ReportKind.COMPLETE else reports.fail
+        report = self.reports.complete if kind is ReportKind.COMPLETE else self.reports.fail
         ended = report(actor, lease_id, body)
         claimant = Principal(kind="worker", token_id=held.claimed_by, pools=(held.pool,))
-        won = self.claim(
+        won = self.claims.claim(
             claimant,
             held.pool,
             ask.worker_id,

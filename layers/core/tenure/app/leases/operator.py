@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from tenure.app.kernel import ServiceBase
+from typing import TYPE_CHECKING
+
 from tenure.app.ports import LeasePage
 from tenure.domain import authz
 from tenure.domain.model import Lease, Principal
 from tenure.domain.states import LeaseState
 from tenure.domain.transitions import Action, move
 
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
 
-class OperatorOps(ServiceBase):
+
+class Operator:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
     def list_leases(
         self,
         actor: Principal,
@@ -21,11 +28,11 @@ class OperatorOps(ServiceBase):
         pool: str | None,
     ) -> LeasePage:
         authz.require_operator(actor, "read", space)
-        return self.store.list_leases(space, limit, cursor, state, pool)
+        return self.kernel.store.list_leases(space, limit, cursor, state, pool)
 
     def get_lease(self, actor: Principal, lease_id: str) -> Lease:
         authz.require_role(actor, "read")
-        lease = self._lease(lease_id)
+        lease = self.kernel.lease(lease_id)
         authz.require_operator(actor, "read", lease.space)
         return lease
 
@@ -36,16 +43,18 @@ class OperatorOps(ServiceBase):
         lease token in its own lease's space (MCP, DESIGN §15)."""
         if actor.kind != "lease":
             return self.list_leases(actor, space, limit, None, state, None)
-        authz.require_own_space(actor, space, self._own_lease(actor, actor.lease_id or "").space)
-        return self.store.list_leases(space, limit, None, state, None)
+        authz.require_own_space(
+            actor, space, self.kernel.own_lease(actor, actor.lease_id or "").space
+        )
+        return self.kernel.store.list_leases(space, limit, None, state, None)
 
     def get_visible_lease(self, actor: Principal, lease_id: str) -> Lease:
         """A lease, for an operator as get_lease decides, or for a lease token when it is in
         its own lease's space (MCP, DESIGN §15)."""
         if actor.kind != "lease":
             return self.get_lease(actor, lease_id)
-        own = self._own_lease(actor, actor.lease_id or "")
-        lease = own if lease_id == own.id else self._lease(lease_id)
+        own = self.kernel.own_lease(actor, actor.lease_id or "")
+        lease = own if lease_id == own.id else self.kernel.lease(lease_id)
         authz.require_own_space(actor, lease.space, own.space)
         return lease
 
@@ -63,16 +72,16 @@ class OperatorOps(ServiceBase):
 
     def _operator_move(self, actor: Principal, lease_id: str, action: Action) -> Lease:
         authz.require_role(actor, "member")
-        lease = self._lease(lease_id)
+        lease = self.kernel.lease(lease_id)
         authz.require_operator(actor, "member", lease.space)
 
         def step(current: Lease) -> Lease:
             to = move(current.id, current.state, current.revoke, action)
             if to is None:  # terminal, or already where the action leads: a no-op
                 return current
-            now = self.clock.now_ms()
-            new = self._apply(current, to, {"by": actor.token_id}, now)
-            self._write(current, new)
+            now = self.kernel.clock.now_ms()
+            new = self.kernel.apply(current, to, {"by": actor.token_id}, now)
+            self.kernel.write(current, new)
             return new
 
-        return self._settle(lease, step)
+        return self.kernel.settle(lease, step)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Store
-from tenure.app.setup.versions import VersionOps
 from tenure.domain.errors import TenureError
 from tenure.domain.fencing import iso_ms
 from tenure.domain.model import Event, Lease, Principal
 from tenure.domain.states import SubjectKind
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.setup.versions import Versions
 
 ACTIVITY_IN_PAYLOAD = 20
 # The payload reads this many of the subject's newest events at most: its recent activity and
@@ -17,10 +20,14 @@ ACTIVITY_IN_PAYLOAD = 20
 HISTORY_IN_PAYLOAD = 200
 
 
-class PayloadOps(VersionOps):
+class Payloads:
+    def __init__(self, kernel: Kernel, versions: Versions) -> None:
+        self.kernel = kernel
+        self.versions = versions
+
     def payload(self, actor: Principal, lease_id: str) -> dict[str, Any]:
-        lease = self._own_lease(actor, lease_id)
-        self._refuse_if_stale(lease, "payload")
+        lease = self.kernel.own_lease(actor, lease_id)
+        self.kernel.refuse_if_stale(lease, "payload")
         return self._bundle(lease)
 
     def claimed_payload(self, lease: Lease) -> dict[str, Any] | None:
@@ -31,28 +38,30 @@ class PayloadOps(VersionOps):
         try:
             return self._bundle(lease)
         except TenureError:
-            self.counters["claim_payload_deferred"] += 1
+            self.kernel.counters["claim_payload_deferred"] += 1
             return None
 
     def _bundle(self, lease: Lease) -> dict[str, Any]:
-        pool = self._pool(lease.pool)
-        events = self.store.timeline(lease.subject_kind, lease.subject_id, HISTORY_IN_PAYLOAD)
+        pool = self.kernel.pool(lease.pool)
+        events = self.kernel.store.timeline(
+            lease.subject_kind, lease.subject_id, HISTORY_IN_PAYLOAD
+        )
         recent = [_event_summary(e) for e in events[-ACTIVITY_IN_PAYLOAD:]]
         subject: dict[str, Any]
         if lease.subject_kind is SubjectKind.TASK:
-            task = self._task(lease.task_id or "")
+            task = self.kernel.task(lease.task_id or "")
             subject = {
                 "kind": "task",
                 "key": task.key,
                 "title": task.title,
                 "body": task.body,
                 "properties": task.properties,
-                "dependencies": _dependencies(self.store, task.depends_on or ()),
+                "dependencies": _dependencies(self.kernel.store, task.depends_on or ()),
                 "prior_attempts": _prior_attempts(events, lease.id),
                 "activity": recent,
             }
         elif lease.subject_kind is SubjectKind.WORKFLOW:
-            wf = self.store.get_workflow(lease.space, lease.workflow or "")
+            wf = self.kernel.store.get_workflow(lease.space, lease.workflow or "")
             subject = {
                 "kind": "workflow",
                 "slug": lease.workflow,
@@ -61,16 +70,16 @@ class PayloadOps(VersionOps):
                 "activity": recent,
             }
         else:
-            space = self._space(lease.space)
+            space = self.kernel.space(lease.space)
             subject = {"kind": "space", "key": space.key, "name": space.name, "activity": recent}
         bundle: dict[str, Any] = {
             "lease": lease,
             "subject": subject,
             "kind": pool.kind.value,
-            **self._kind_fields(lease, pool),
+            **self.versions.kind_fields(lease, pool),
         }
         # Only a lease an inbound rule minted carries its trigger (DESIGN §6, §10).
-        job = self.store.get_job(lease.job_id)
+        job = self.kernel.store.get_job(lease.job_id)
         if job is not None and job.trigger is not None:
             bundle["trigger"] = job.trigger
         return bundle

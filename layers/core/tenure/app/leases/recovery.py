@@ -4,26 +4,33 @@ exhausted (DESIGN §4)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from tenure.app.kernel import ServiceBase, over
+from tenure.app.kernel import over
 from tenure.app.ports import Change, HoldOp, JobWrite, TaskWrite
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Job, Lease, Pool
 from tenure.domain.states import EndReason, OnExpiry
 from tenure.domain.transitions import Action, must_move
 
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+
 _OPERATOR_ENDS = (EndReason.CANCELLED, EndReason.KILLED)
 
 
-class RecoveryOps(ServiceBase):
+class Recovery:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
     def expire(self, lease: Lease, pool: Pool) -> Lease | None:
         """End a held lease whose holder went silent.
 
         Returns None when the lease moved on first (a report won the race): nothing expired.
         """
         try:
-            change = self._expiry_change(lease, pool, self.clock.now_ms())
-            self._commit(change)
+            change = self._expiry_change(lease, pool, self.kernel.clock.now_ms())
+            self.kernel.commit(change)
         except Conflict:
             return None
         return change.leases[0].new
@@ -36,8 +43,8 @@ class RecoveryOps(ServiceBase):
             data: dict[str, object] = (
                 {"by": "sweeper"} if to.end_reason in _OPERATOR_ENDS else {"on_expiry": "fail"}
             )
-            return Change(leases=[over(lease, self._apply(lease, to, data, now))])
-        job = self._job_at(lease)
+            return Change(leases=[over(lease, self.kernel.apply(lease, to, data, now))])
+        job = self.kernel.job_at(lease)
         recovery = job.recovery_count + 1
         exhausted = job.attempt + recovery >= job.max_attempts
         requeued: dict[str, object] = {
@@ -45,16 +52,16 @@ class RecoveryOps(ServiceBase):
             "recovery_count": recovery,
             "exhausted": exhausted,
         }
-        change = Change(leases=[over(lease, self._apply(lease, to, requeued, now))])
+        change = Change(leases=[over(lease, self.kernel.apply(lease, to, requeued, now))])
         if exhausted:
             return self._exhausted(change, job, recovery, now)
-        return self._with_successor(change, lease, recovered=True)
+        return self.kernel.with_successor(change, lease, recovered=True)
 
     def _exhausted(self, change: Change, job: Job, recovery: int, now: int) -> Change:
         jobs = [JobWrite(replace(job, recovery_count=recovery, exhausted=True), job.fence)]
         tasks: list[TaskWrite] = []
         if job.task_id is not None:
-            task = self._task(job.task_id)
+            task = self.kernel.task(job.task_id)
             flagged = replace(
                 task,
                 attention=True,

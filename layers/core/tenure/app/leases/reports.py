@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
 from tenure.app.ports import Change
-from tenure.app.setup.versions import ClassifierOps
-from tenure.app.workers import WorkerOps
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -19,8 +18,12 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Lease, Pool, Principal
-from tenure.domain.states import REPORTABLE, EndReason, LeaseState, ReportKind, Revoke
+from tenure.domain.states import REPORTABLE, LeaseState, ReportKind, Revoke
 from tenure.domain.transitions import Action, move, must_move
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.workers import Workers
 
 # What an absent field of a final report means (DESIGN §5: every field of complete is
 # optional, outcome defaults to success); two reports are the same when equal after these.
@@ -63,34 +66,61 @@ def revoke_signal(lease: Lease) -> Revoke | None:
     return None
 
 
-class ReportOps(ClassifierOps, WorkerOps):
+# The stages of a final report (complete, fail, release), each a named, ordered tuple built
+# by the composition root. `prepare` runs before the write, on the lease as read and the body
+# as sent, and may refuse the report (the lease stays as it was); `resolve` rewrites the report
+# as it will be stored (before the lease row is built); `contribute` adds rows to the one
+# conditional commit; `after` runs once the report has landed and never fails it.
+Prepare = Callable[[Lease, ReportKind, dict[str, Any]], None]
+Resolve = Callable[[Lease, ReportKind, dict[str, Any]], dict[str, Any]]
+Contribute = Callable[[Change, Lease, ReportKind, dict[str, Any]], Change]
+After = Callable[[Lease, Lease, ReportKind, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Completion:
+    prepare: tuple[Prepare, ...] = ()
+    resolve: tuple[Resolve, ...] = ()
+    contribute: tuple[Contribute, ...] = ()
+    after: tuple[After, ...] = ()
+
+
+class Reports:
+    """A holder's reports: start, heartbeats (its own and a worker's for all its leases) and
+    the final reports, each one conditional write judged by the transition table."""
+
+    def __init__(self, kernel: Kernel, workers: Workers, completion: Completion) -> None:
+        self.kernel = kernel
+        self.workers = workers
+        self.completion = completion
+
     def start(self, actor: Principal, lease_id: str) -> Lease:
-        lease = self._own_lease(actor, lease_id)
+        lease = self.kernel.own_lease(actor, lease_id)
 
         def step(current: Lease) -> Lease:
-            self._refuse_if_stale(current, "start")
+            self.kernel.refuse_if_stale(current, "start")
             step_to = move(current.id, current.state, current.revoke, Action.START)
             if step_to is None:
                 return current  # already started: starting again changes nothing
-            pool = self._pool(current.pool)
+            pool = self.kernel.pool(current.pool)
             seconds = current.lease_seconds or pool.toleration_seconds
             new = self._started(current, seconds, pool, "start")
-            self._write(current, new)
+            self.kernel.write(current, new)
             return new
 
-        return self._settle(lease, step)
+        return self.kernel.settle(lease, step)
 
     def heartbeat(self, actor: Principal, lease_id: str, lease_seconds: int | None) -> Beat:
         authz.require_lease(actor, lease_id)
         # Consistent (1 read unit): a heartbeat on a lease the sweeper just expired must be
         # refused as stale, not answered with an old "running".
-        lease = self._lease(lease_id)
+        lease = self.kernel.lease(lease_id)
         beat = self._beat(lease, lease_seconds)
         if lease.worker_id:
             # One write per heartbeat at most: the worker's last_seen waits a beat when the
             # lease's deadline was just written, unless it is getting old.
-            self._mark_seen(
-                self._pool(lease.pool), lease.worker_id, lease.worker_version, beat.wrote
+            self.workers.mark_seen(
+                self.kernel.pool(lease.pool), lease.worker_id, lease.worker_version, beat.wrote
             )
         return beat
 
@@ -121,8 +151,8 @@ class ReportOps(ClassifierOps, WorkerOps):
             pool = actor.pools[0]
         if pool is not None:
             authz.require_worker(actor, pool)
-            self._pool(pool)  # an unknown pool is 404 before anything is renewed
-        found = self.store.get_leases([lease_id for lease_id, _ in leases])
+            self.kernel.pool(pool)  # an unknown pool is 404 before anything is renewed
+        found = self.kernel.store.get_leases([lease_id for lease_id, _ in leases])
         answers: list[tuple[str, int, Beat | TenureError]] = []
         seen: set[str] = set()
         for lease_id, fence in leases:
@@ -133,12 +163,12 @@ class ReportOps(ClassifierOps, WorkerOps):
                 authz.require_worker(actor, lease.pool)
                 if lease.worker_id != worker_id or lease.claimed_by != actor.token_id:
                     raise StaleLease(f"lease {lease_id} is not held by worker {worker_id}")
-                self._refuse_old_fence(lease, fence, "heartbeat")
+                self.kernel.refuse_old_fence(lease, fence, "heartbeat")
                 answers.append((lease_id, fence, self._beat(lease, None)))
                 if lease.pool not in seen:
                     seen.add(lease.pool)
-                    self._mark_seen(
-                        self._pool(lease.pool),
+                    self.workers.mark_seen(
+                        self.kernel.pool(lease.pool),
                         worker_id,
                         lease.worker_version,
                         runtime=runtime,
@@ -147,7 +177,7 @@ class ReportOps(ClassifierOps, WorkerOps):
             except TenureError as refused:
                 answers.append((lease_id, fence, refused))
         if pool is not None and pool not in seen:
-            self._worker_says(self._pool(pool), worker_id, runtime, credentials)
+            self.workers.worker_says(self.kernel.pool(pool), worker_id, runtime, credentials)
         elif pool is None and says and not seen:
             raise ValidationFailed(
                 "pool: name the pool that runtime and credentials are about"
@@ -157,16 +187,16 @@ class ReportOps(ClassifierOps, WorkerOps):
 
     def _beat(self, lease: Lease, lease_seconds: int | None) -> Beat:
         def step(current: Lease) -> Beat:
-            self._refuse_if_stale(current, "heartbeat")
+            self.kernel.refuse_if_stale(current, "heartbeat")
             if current.state not in REPORTABLE:
                 raise InvalidTransition(f"lease {current.id} is {current.state}; nothing to renew")
-            pool = self._pool(current.pool)
-            now = self.clock.now_ms()
+            pool = self.kernel.pool(current.pool)
+            now = self.kernel.clock.now_ms()
             wanted = lease_seconds or current.lease_seconds or pool.toleration_seconds
             tol_ms = 1000 * wanted
             if current.state is LeaseState.DISPATCHED:  # the first heartbeat starts it (§3)
                 new = self._started(current, wanted, pool, "heartbeat")
-                self._write(current, new)
+                self.kernel.write(current, new)
                 return Beat(lease=new, revoke=revoke_signal(new), wrote=True)
             if wanted != current.lease_seconds or rules.deadline_needs_write(current, now, tol_ms):
                 new = replace(
@@ -175,16 +205,16 @@ class ReportOps(ClassifierOps, WorkerOps):
                     heartbeat_at=now,
                     deadline=rules.fresh_deadline(now, tol_ms),
                 )
-                self.store.renew(new, expect=(current.state, current.fence))
+                self.kernel.store.renew(new, expect=(current.state, current.fence))
                 return Beat(lease=new, revoke=revoke_signal(new), wrote=True)
             return Beat(lease=current, revoke=revoke_signal(current))
 
-        return self._settle(lease, step)
+        return self.kernel.settle(lease, step)
 
     def _started(self, lease: Lease, lease_seconds: int, pool: Pool, by: str) -> Lease:
         """The dispatched lease running, its deadline one toleration (`lease_seconds`) out."""
-        now = self.clock.now_ms()
-        return self._apply(
+        now = self.kernel.clock.now_ms()
+        return self.kernel.apply(
             lease,
             must_move(lease.id, lease.state, lease.revoke, Action.START),
             {"by": by},
@@ -209,7 +239,9 @@ class ReportOps(ClassifierOps, WorkerOps):
     def _report(
         self, actor: Principal, lease_id: str, kind: ReportKind, body: dict[str, Any]
     ) -> Lease:
-        lease = self._own_lease(actor, lease_id)
+        lease = self.kernel.own_lease(actor, lease_id)
+        for prepare in self.completion.prepare:
+            prepare(lease, kind, body)
         rules.refuse_tokens(body, "the report")
         report = normalized(kind, body)
         fp = rules.fingerprint(kind, report)
@@ -217,7 +249,7 @@ class ReportOps(ClassifierOps, WorkerOps):
         fence = body.get("fence")
 
         def step(current: Lease) -> Lease:
-            self._refuse_old_fence(current, fence, kind)
+            self.kernel.refuse_old_fence(current, fence, kind)
             if current.state.terminal:
                 # The same report again (same body, or same report_id *and* kind): the first
                 # answer, unchanged. Anything else on an ended lease is refused.
@@ -226,17 +258,20 @@ class ReportOps(ClassifierOps, WorkerOps):
                     or (report_id is not None and current.report_id == report_id)
                 ):
                     return current
-                self._refuse_if_stale(current, kind)
+                self.kernel.refuse_if_stale(current, kind)
                 raise InvalidTransition(f"lease {current.id} already ended {current.state}")
             if current.state not in REPORTABLE:
                 raise InvalidTransition(f"lease {current.id} is {current.state}; it has no holder")
-            change = self._final_change(current, kind, report, fp, report_id)
-            self._commit(change)
+            change = self.final_change(current, kind, report, fp, report_id)
+            self.kernel.commit(change)
             return change.leases[0].new
 
-        return self._settle(lease, step)
+        done = self.kernel.settle(lease, step)
+        for after in self.completion.after:
+            after(lease, done, kind, body)
+        return done
 
-    def _final_change(
+    def final_change(
         self,
         lease: Lease,
         kind: ReportKind,
@@ -244,9 +279,11 @@ class ReportOps(ClassifierOps, WorkerOps):
         fp: str,
         report_id: str | None,
     ) -> Change:
-        now = self.clock.now_ms()
+        for resolve in self.completion.resolve:
+            report = resolve(lease, kind, report)
+        now = self.kernel.clock.now_ms()
         to = must_move(lease.id, lease.state, lease.revoke, report_action(kind, report))
-        ended = self._apply(
+        ended = self.kernel.apply(
             lease,
             to,
             {"report": kind.value},
@@ -258,8 +295,8 @@ class ReportOps(ClassifierOps, WorkerOps):
             report={k: v for k, v in report.items() if k != "outcome"} or None,
         )
         change = Change(leases=[over(lease, ended)])
-        if to.end_reason is EndReason.COMPLETED and ended.outcome == "success":
-            change = self._with_classifier_output(change, lease, report)
+        for contribute in self.completion.contribute:
+            change = contribute(change, lease, kind, report)
         if to.requeue:
-            return self._with_successor(change, lease, recovered=False)
+            return self.kernel.with_successor(change, lease, recovered=False)
         return change

@@ -12,10 +12,9 @@ from __future__ import annotations
 import email.utils
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
-from tenure.app.rules.rules import RulesOps
 from tenure.domain import authz
 from tenure.domain import fencing as r
 from tenure.domain.errors import AlreadyExists, Conflict
@@ -30,6 +29,10 @@ from tenure.domain.rules.rule import (
     workflow_subject_id,
 )
 from tenure.domain.states import LeaseState, SubjectKind
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.rules.rules import Rules
 
 # Addresses looked up in the inbound index per event (SES delivers to at most 50 recipients).
 MAX_RECIPIENTS = 100
@@ -46,17 +49,21 @@ class Fired:
     skipped_archived: list[str]
 
 
-class FiringOps(RulesOps):
+class Firings:
+    def __init__(self, kernel: Kernel, rules: Rules) -> None:
+        self.kernel = kernel
+        self.rules = rules
+
     def fire_rule(self, actor: Principal, rule_id: str) -> Lease:
         """Fire now, whatever the rule's kind or state; no trigger block (DESIGN §10)."""
         authz.require_role(actor, "member")
-        rule = self._rule(rule_id)
+        rule = self.rules.rule(rule_id)
         authz.require_operator(actor, "member", rule.space)
-        self._refuse_archived(rule.space)
+        self.kernel.refuse_archived(rule.space)
         # An inbound rule fired by hand reads as an event that carried no data: `{subject}`
         # and `{from}` become empty, as in POST /events without them.
         data: dict[str, Any] | None = {} if rule.kind == "inbound" else None
-        return self._mint(rule, self.ids.new_id("job"), None, data)
+        return self._mint(rule, self.kernel.ids.new_id("job"), None, data)
 
     def fire_scheduled(self, rule_id: str, scheduled_at: datetime) -> Lease | None:
         """The scheduler function's one call: mint the firing of (rule, scheduled time) once.
@@ -64,11 +71,11 @@ class FiringOps(RulesOps):
         None when there is nothing to fire: the rule is gone, disabled or no longer scheduled
         (a schedule that was being changed can still deliver one late invocation).
         """
-        rule = self._rules.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
+        rule = self.rules.rule_store.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
         if rule is None or not rule.enabled or rule.kind != "scheduled":
             return None
-        if self._fresh_space(rule.space).archived:
-            self.counters[ARCHIVED_SKIPS] += 1
+        if self.kernel.fresh_space(rule.space).archived:
+            self.kernel.counters[ARCHIVED_SKIPS] += 1
             return None
         occasion = "schedule:" + scheduled_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return self._mint(rule, firing_job_id(rule.id, occasion), None, None)
@@ -85,22 +92,22 @@ class FiringOps(RulesOps):
         """One lease per enabled inbound rule of (space, topic) whose match holds; the same
         event_id again answers the same leases and mints nothing."""
         authz.require_operator(actor, "member", space)
-        self._space(space)
+        self.kernel.space(space)
         r.refuse_tokens(data, "the event's data")
         if event_id is not None:
-            seen = self._rules.get_event_record(space, event_id)
+            seen = self.rules.rule_store.get_event_record(space, event_id)
             if seen is not None:
                 return self._leases_in_order(seen)
         occasion = f"event:{space}:{event_id}" if event_id is not None else None
         leases = self.fire_inbound(
-            topic, occasion, occurred_at or self.clock.now_ms(), data, [], space
+            topic, occasion, occurred_at or self.kernel.clock.now_ms(), data, [], space
         ).leases
         if event_id is None:
             return leases
         try:
-            self._rules.put_event_record(space, event_id, [lease.id for lease in leases])
+            self.rules.rule_store.put_event_record(space, event_id, [lease.id for lease in leases])
         except AlreadyExists:
-            seen = self._rules.get_event_record(space, event_id) or []
+            seen = self.rules.rule_store.get_event_record(space, event_id) or []
             return self._leases_in_order(seen)
         return leases
 
@@ -117,7 +124,9 @@ class FiringOps(RulesOps):
         when None) whose match holds on `data`; per `occasion`, at most once per rule. A rule
         of an archived space (read fresh, once per space) is skipped and named."""
         addresses = _recipients(data, recipients)
-        candidates = self._rules.inbound_rules(topic, addresses, space, MAX_RULES_PER_EVENT)
+        candidates = self.rules.rule_store.inbound_rules(
+            topic, addresses, space, MAX_RULES_PER_EVENT
+        )
         trigger = {"topic": topic, "occurred_at": iso_utc(occurred_at), "data": data}
         leases: list[Lease] = []
         archived: dict[str, bool] = {}
@@ -126,19 +135,21 @@ class FiringOps(RulesOps):
             if not rule.enabled or not rule.match.holds(data, recipients):
                 continue
             if rule.space not in archived:
-                archived[rule.space] = self._fresh_space(rule.space).archived
+                archived[rule.space] = self.kernel.fresh_space(rule.space).archived
             if archived[rule.space]:
-                self.counters[ARCHIVED_SKIPS] += 1
+                self.kernel.counters[ARCHIVED_SKIPS] += 1
                 skipped.append(rule.id)
                 continue
             job_id = (
-                firing_job_id(rule.id, occasion) if occasion is not None else self.ids.new_id("job")
+                firing_job_id(rule.id, occasion)
+                if occasion is not None
+                else self.kernel.ids.new_id("job")
             )
             leases.append(self._mint(rule, job_id, trigger, data))
         return Fired(leases, skipped)
 
     def _leases_in_order(self, lease_ids: list[str]) -> list[Lease]:
-        found = self.store.get_leases(lease_ids)
+        found = self.kernel.store.get_leases(lease_ids)
         return [found[i] for i in lease_ids if i in found]
 
     def _mint(
@@ -150,19 +161,19 @@ class FiringOps(RulesOps):
     ) -> Lease:
         """A new pending lease (and task, for a task subject) of `rule`, under `job_id`; the
         lease already minted under that job id when there is one."""
-        existing = self.store.get_job(job_id)
+        existing = self.kernel.store.get_job(job_id)
         if existing is not None:
-            return self._lease(existing.lease_id)
-        pool = self._pool_in_space(rule.pool, rule.space)
-        now = self.clock.now_ms()
+            return self.kernel.lease(existing.lease_id)
+        pool = self.kernel.pool_in_space(rule.pool, rule.space)
+        now = self.kernel.clock.now_ms()
         kind = SubjectKind(rule.subject["kind"])
         task: Task | None = None
         workflow: str | None = None
         if kind is SubjectKind.TASK:
             workflow = rule.subject.get("workflow")
-            number = self.store.next_task_number(rule.space)
+            number = self.kernel.store.next_task_number(rule.space)
             task = Task(
-                id=self.ids.new_id("task"),
+                id=self.kernel.ids.new_id("task"),
                 key=f"{rule.space}-{number}",
                 space=rule.space,
                 title=_render(rule.subject["title"], data, MAX_TITLE) or rule.name,
@@ -182,7 +193,7 @@ class FiringOps(RulesOps):
             event_type="lease.created",
             event_data={"pool": pool.name, "rule_id": rule.id, "rule": rule.name},
             updated_at=now,
-            id=self.ids.new_id("lease"),
+            id=self.kernel.ids.new_id("lease"),
             job_id=job_id,
             space=rule.space,
             pool=pool.name,
@@ -215,15 +226,15 @@ class FiringOps(RulesOps):
             tasks=[TaskWrite(task, create=True)] if task else [],
         )
         try:
-            self._commit(change)
+            self.kernel.commit(change)
         except Conflict:
             # Another delivery of the same occasion got there first: answer its lease.
-            won = self.store.get_job(job_id)
+            won = self.kernel.store.get_job(job_id)
             if won is None:
                 raise
-            self.counters["duplicate_firings"] += 1
-            return self._lease(won.lease_id)
-        self.counters["rule_firings"] += 1
+            self.kernel.counters["duplicate_firings"] += 1
+            return self.kernel.lease(won.lease_id)
+        self.kernel.counters["rule_firings"] += 1
         return lease
 
 

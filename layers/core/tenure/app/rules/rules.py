@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, ServiceBase
+from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS
 from tenure.app.rules.ports import RuleStore, Schedules
 from tenure.domain import authz
 from tenure.domain import fencing as r
@@ -30,19 +30,25 @@ from tenure.domain.rules.rule import (
 )
 from tenure.domain.rules.schedules import next_fire_times
 
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+
 PATCHABLE = ("name", "pool", "subject", "trigger", "enabled")
 # Schedules re-made by one resync (a group holds this many schedules in practice, far fewer).
 MAX_SCHEDULED_RULES = 1000
 
 
-class RulesOps(ServiceBase):
-    # Set by the composition root of the API (wiring); functions that only fire rules
-    # (scheduler, inbound) never change a schedule and leave it unset.
-    schedules: Schedules | None = None
+class Rules:
+    """Creating, reading, changing and deleting rules, each with its schedule. `schedules` is
+    None in functions that only fire rules (scheduler, inbound): they never change one."""
+
+    def __init__(self, kernel: Kernel, schedules: Schedules | None = None) -> None:
+        self.kernel = kernel
+        self.schedules = schedules
 
     @property
-    def _rules(self) -> RuleStore:
-        return cast(RuleStore, self.store)
+    def rule_store(self) -> RuleStore:
+        return cast(RuleStore, self.kernel.store)
 
     # ------------------------------------------------------------------------- manage
 
@@ -57,10 +63,10 @@ class RulesOps(ServiceBase):
         enabled: bool = True,
     ) -> Rule:
         authz.require_operator(actor, "admin", space)
-        self._space(space)
-        now = self.clock.now_ms()
+        self.kernel.space(space)
+        now = self.kernel.clock.now_ms()
         rule = Rule(
-            id=self.ids.new_id("rule"),
+            id=self.kernel.ids.new_id("rule"),
             space=space,
             name=check_name(name),
             pool=pool,
@@ -72,25 +78,25 @@ class RulesOps(ServiceBase):
         )
         self._check_targets(rule)
         self._check_fires(rule)
-        if len(self._rules.list_rules(space, MAX_RULES_PER_SPACE)) >= MAX_RULES_PER_SPACE:
+        if len(self.rule_store.list_rules(space, MAX_RULES_PER_SPACE)) >= MAX_RULES_PER_SPACE:
             raise ValidationFailed(f"space: {space!r} already has {MAX_RULES_PER_SPACE} rules")
-        self._rules.put_rule(rule)
+        self.rule_store.put_rule(rule)
         if rule.schedule_name is not None:
             try:
                 self._sync_schedule(rule)
             except Exception:
                 # The rule must not outlive a schedule that could not be made (nothing half done).
-                self._rules.delete_rule(rule)
+                self.rule_store.delete_rule(rule)
                 raise
         return rule
 
     def list_rules(self, actor: Principal, space: str) -> list[Rule]:
         authz.require_operator(actor, "read", space)
-        return self._rules.list_rules(space, MAX_RULES_PER_SPACE)
+        return self.rule_store.list_rules(space, MAX_RULES_PER_SPACE)
 
     def get_rule(self, actor: Principal, rule_id: str) -> Rule:
         authz.require_role(actor, "read")
-        rule = self._rule(rule_id)
+        rule = self.rule(rule_id)
         authz.require_operator(actor, "read", rule.space)
         return rule
 
@@ -110,22 +116,24 @@ class RulesOps(ServiceBase):
             fields["subject"] = check_subject(changes["subject"])
         if "trigger" in changes:
             fields["trigger"] = check_trigger(changes["trigger"])
-            self._check_fires(replace(self._rule(rule_id), trigger=fields["trigger"]))
+            self._check_fires(replace(self.rule(rule_id), trigger=fields["trigger"]))
         if "enabled" in changes:
             if not isinstance(changes["enabled"], bool):
                 raise ValidationFailed("enabled: must be true or false")
             fields["enabled"] = changes["enabled"]
         for attempt in range(MAX_WRITE_TRIES):
             if attempt:
-                self._back_off(attempt - 1)
-            old = self._rule(rule_id)
+                self.kernel.back_off(attempt - 1)
+            old = self.rule(rule_id)
             authz.require_operator(actor, "admin", old.space)
-            new = replace(old, **fields, version=old.version + 1, updated_at=self.clock.now_ms())
+            new = replace(
+                old, **fields, version=old.version + 1, updated_at=self.kernel.clock.now_ms()
+            )
             self._check_targets(new)
             try:
-                self._rules.replace_rule(old, new)
+                self.rule_store.replace_rule(old, new)
             except Conflict:
-                self.counters["lost_writes"] += 1
+                self.kernel.counters["lost_writes"] += 1
                 continue
             self._after_change(old, new)
             return new
@@ -138,8 +146,8 @@ class RulesOps(ServiceBase):
         authz.require_role(actor, "admin")
         for attempt in range(MAX_WRITE_TRIES):
             if attempt:
-                self._back_off(attempt - 1)
-            rule = self._rules.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
+                self.kernel.back_off(attempt - 1)
+            rule = self.rule_store.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
             if rule is None:
                 if attempt == 0:
                     raise NotFound(f"rule {rule_id} does not exist")
@@ -149,11 +157,11 @@ class RulesOps(ServiceBase):
             if rule.schedule_name is not None:
                 self._require_schedules().delete(rule.schedule_name)
             try:
-                self._rules.delete_rule(rule)
+                self.rule_store.delete_rule(rule)
                 return
             except Conflict:
                 # Changed meanwhile (and perhaps rescheduled): delete what it is now.
-                self.counters["lost_writes"] += 1
+                self.kernel.counters["lost_writes"] += 1
         raise Unavailable(
             f"rule {rule_id} kept changing during this request; try again",
             retry_after=RETRY_AFTER_SECONDS,
@@ -162,7 +170,7 @@ class RulesOps(ServiceBase):
     def resync_schedules(self) -> int:
         """Put every scheduled rule's schedule as the rule says (create, update or disable):
         what a restarted local stack needs, and a repair after a schedule was lost."""
-        rules = self._rules.scheduled_rules(MAX_SCHEDULED_RULES)
+        rules = self.rule_store.scheduled_rules(MAX_SCHEDULED_RULES)
         for rule in rules:
             self._sync_schedule(rule)
         return len(rules)
@@ -175,7 +183,7 @@ class RulesOps(ServiceBase):
             elif old.schedule_name is not None:
                 self._require_schedules().delete(old.schedule_name)
         except Exception:
-            self._rules.replace_rule(new, replace(old, version=new.version + 1))
+            self.rule_store.replace_rule(new, replace(old, version=new.version + 1))
             raise
 
     def _sync_schedule(self, rule: Rule) -> None:
@@ -196,11 +204,11 @@ class RulesOps(ServiceBase):
     def _check_targets(self, rule: Rule) -> None:
         """The pool and any workflow a rule names must exist in the rule's space (422)."""
         try:
-            self._pool_in_space(rule.pool, rule.space)
+            self.kernel.pool_in_space(rule.pool, rule.space)
         except NotFound:
             raise ValidationFailed(f"pool: {rule.pool!r} does not exist") from None
         slug = rule.subject.get("slug") or rule.subject.get("workflow")
-        if slug is not None and self.store.get_workflow(rule.space, slug) is None:
+        if slug is not None and self.kernel.store.get_workflow(rule.space, slug) is None:
             where = "subject.slug" if rule.subject["kind"] == "workflow" else "subject.workflow"
             raise ValidationFailed(f"{where}: workflow {slug!r} does not exist in {rule.space!r}")
 
@@ -209,16 +217,16 @@ class RulesOps(ServiceBase):
         run out) is refused: Scheduler would keep it, silently idle, forever."""
         if rule.kind != "scheduled":
             return
-        now = datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=UTC)
+        now = datetime.fromtimestamp(self.kernel.clock.now_ms() / 1000, tz=UTC)
         trigger = rule.trigger
         if not next_fire_times(trigger["schedule"], trigger.get("timezone", "UTC"), now, 1):
-            after = iso_utc(self.clock.now_ms())
+            after = iso_utc(self.kernel.clock.now_ms())
             raise ValidationFailed(
                 f"trigger.schedule: {trigger['schedule']} never fires after {after}"
             )
 
-    def _rule(self, rule_id: str) -> Rule:
-        rule = self._rules.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
+    def rule(self, rule_id: str) -> Rule:
+        rule = self.rule_store.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
         if rule is None:
             raise NotFound(f"rule {rule_id} does not exist")
         return rule

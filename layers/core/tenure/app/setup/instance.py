@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenure.app.kernel import ServiceBase
+from tenure.app.ports import Store
 from tenure.domain.model import DEFAULT_RETRY_CHAIN_CAP
 
 
@@ -14,12 +14,11 @@ class InstanceSettings:
     allow_agent_force: bool = False
 
 
-class InstanceOps(ServiceBase):
-    def _instance_settings(self) -> InstanceSettings:
-        """The settings row when one exists, else the defaults. (`GET/PATCH /instance` own the
-        row; this is the only place the task graph and force operations read it.)"""
-        instance = self.store.get_instance()
-        return InstanceSettings(
-            retry_chain_cap=instance.retry_chain_cap,
-            allow_agent_force=instance.allow_agent_force,
-        )
+def instance_settings(store: Store) -> InstanceSettings:
+    """The settings row when one exists, else the defaults. (`GET/PATCH /instance` own the
+    row; this is the only place the task graph and force operations read it.)"""
+    instance = store.get_instance()
+    return InstanceSettings(
+        retry_chain_cap=instance.retry_chain_cap,
+        allow_agent_force=instance.allow_agent_force,
+    )

@@ -4,15 +4,19 @@ them, archive and unarchive spaces, and the instance settings."""
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS
 from tenure.app.ports import INSTANCE_CEILING, Settings
-from tenure.app.setup.versions import VersionOps, check_settings, require_settings
+from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, Unavailable, ValidationFailed
 from tenure.domain.model import Event, Instance, Pool, Principal, Space
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.setup.versions import Versions
 
 # What PATCH /pools/{name} may change; a setting the Pool entity does not (yet) have is left
 # out of the API's model and refused here, so it is never silently dropped.
@@ -36,29 +40,33 @@ VERSIONED = ("agent", "classifier")
 INSTANCE_SETTINGS = ("max_active", "block_recurrence_limit", "allow_agent_force", "retry_chain_cap")
 
 
-class PoolOps(VersionOps):
+class Pools:
+    def __init__(self, kernel: Kernel, versions: Versions) -> None:
+        self.kernel = kernel
+        self.versions = versions
+
     # ---------------------------------------------------------------------- reading
 
     def list_pools_of(self, actor: Principal, space: str) -> list[Pool]:
         """Every pool of one space, by name (pools share one partition and are few)."""
         authz.require_operator(actor, "read", space)
-        self._space(space)
-        return sorted((p for p in self.store.list_pools() if p.space == space), key=_by_name)
+        self.kernel.space(space)
+        return sorted((p for p in self.kernel.store.list_pools() if p.space == space), key=_by_name)
 
     def get_pool(self, actor: Principal, name: str) -> Pool:
         authz.require_role(actor, "read")
-        pool = self._fresh_pool(name)
+        pool = self.kernel.fresh_pool(name)
         authz.require_operator(actor, "read", pool.space)
         return pool
 
     def held(self, pool: Pool) -> int:
         """How many leases the pool holds right now (at most HELD_SHOWN): its held-lease index,
         counted, not the ceiling counter, which counts only while the pool has a ceiling."""
-        return self.store.count_held(pool.name, HELD_SHOWN)
+        return self.kernel.store.count_held(pool.name, HELD_SHOWN)
 
     def instance_held(self) -> int:
         """The instance ceiling's counter: leases claimed while the instance had a ceiling."""
-        return self.store.held_count(INSTANCE_CEILING, INSTANCE_CEILING)
+        return self.kernel.store.held_count(INSTANCE_CEILING, INSTANCE_CEILING)
 
     # --------------------------------------------------------------------- changing
 
@@ -66,7 +74,7 @@ class PoolOps(VersionOps):
         """Change the named settings (a null resets one to its default). A change of the agent
         or classifier settings makes a new version, the old one kept readable."""
         authz.require_role(actor, "admin")
-        pool = self._fresh_pool(name)
+        pool = self.kernel.fresh_pool(name)
         authz.require_operator(actor, "admin", pool.space)
         known = {f.name for f in fields(Pool)}
         for setting in changes:
@@ -74,7 +82,7 @@ class PoolOps(VersionOps):
                 raise ValidationFailed(f"{setting}: not a setting a pool has")
         for attempt in range(MAX_WRITE_TRIES):
             if attempt:
-                self._back_off(attempt - 1)
+                self.kernel.back_off(attempt - 1)
             target = _changed(pool, changes)
             check_settings(target.kind, target.agent, target.classifier)
             if set(changes) & set(VERSIONED):  # a pool made before they were required still patches
@@ -84,20 +92,20 @@ class PoolOps(VersionOps):
             versioned = any(getattr(target, k) != getattr(pool, k) for k in VERSIONED)
             try:
                 if versioned:
-                    now = self.clock.now_ms()
+                    now = self.kernel.clock.now_ms()
                     bumped = Settings(
                         set={**settings.set, "version": pool.version + 1}, remove=settings.remove
                     )
-                    updated = self.store.update_pool(
-                        name, bumped, pool.version, self._superseded(pool, now)
+                    updated = self.kernel.store.update_pool(
+                        name, bumped, pool.version, self.versions.superseded(pool, now)
                     )
                 elif changes:
-                    updated = self.store.update_pool(name, settings)
+                    updated = self.kernel.store.update_pool(name, settings)
                 else:
                     updated = pool
             except Conflict:
-                self.counters["lost_writes"] += 1
-                pool = self._fresh_pool(name)
+                self.kernel.counters["lost_writes"] += 1
+                pool = self.kernel.fresh_pool(name)
                 continue
             self._remember(updated)
             self._record_pool(updated, "pool.updated", {"changed": sorted(changes)})
@@ -115,11 +123,11 @@ class PoolOps(VersionOps):
 
     def _set_paused(self, actor: Principal, name: str, paused: bool) -> Pool:
         authz.require_role(actor, "admin")
-        pool = self._fresh_pool(name)
+        pool = self.kernel.fresh_pool(name)
         authz.require_operator(actor, "admin", pool.space)
         if pool.paused == paused:
             return pool  # already so: nothing written, nothing recorded
-        updated = self.store.update_pool(name, Settings(set={"paused": paused}))
+        updated = self.kernel.store.update_pool(name, Settings(set={"paused": paused}))
         self._remember(updated)
         self._record_pool(updated, "pool.paused" if paused else "pool.resumed", {})
         return updated
@@ -132,18 +140,18 @@ class PoolOps(VersionOps):
 
     def _set_archived(self, actor: Principal, key: str, archived: bool) -> Space:
         authz.require_operator(actor, "admin", key)
-        space = self._fresh_space(key)
+        space = self.kernel.fresh_space(key)
         if space.archived == archived:
             return space
-        updated = self.store.update_space(key, Settings(set={"archived": archived}))
-        self._spaces[key] = (self.clock.now_ms(), updated)
-        self.store.put_event(
+        updated = self.kernel.store.update_space(key, Settings(set={"archived": archived}))
+        self.kernel.remember_space(updated)
+        self.kernel.store.put_event(
             Event(
-                id=self.ids.new_id("ev"),
+                id=self.kernel.ids.new_id("ev"),
                 subject_kind="space",
                 subject_id=key,
                 type="space.archived" if archived else "space.unarchived",
-                at=self.clock.now_ms(),
+                at=self.kernel.clock.now_ms(),
             )
         )
         return updated
@@ -152,8 +160,8 @@ class PoolOps(VersionOps):
 
     def get_instance(self, actor: Principal) -> Instance:
         authz.require_operator(actor, "admin")
-        instance = self.store.get_instance()
-        self._instance_at = (self.clock.now_ms(), instance)
+        instance = self.kernel.store.get_instance()
+        self.kernel.remember_instance(instance)
         return instance
 
     def update_instance(self, actor: Principal, changes: dict[str, Any]) -> Instance:
@@ -165,25 +173,25 @@ class PoolOps(VersionOps):
                 raise ValidationFailed(f"{setting}: not an instance setting")
         defaults = Instance()
         values = {k: v if v is not None else getattr(defaults, k) for k, v in changes.items()}
-        values["updated_at"] = self.clock.now_ms()
-        instance = self.store.update_instance(_settings(values))
-        self._instance_at = (self.clock.now_ms(), instance)
+        values["updated_at"] = self.kernel.clock.now_ms()
+        instance = self.kernel.store.update_instance(_settings(values))
+        self.kernel.remember_instance(instance)
         return instance
 
     # ---------------------------------------------------------------------- helpers
 
     def _remember(self, pool: Pool) -> None:
-        self._pools[pool.name] = (self.clock.now_ms(), pool)
+        self.kernel.remember_pool(pool)
 
     def _record_pool(self, pool: Pool, type_: str, data: dict[str, Any]) -> None:
         """A pool's own timeline (subject "pool"): who changed what, and which version."""
-        self.store.put_event(
+        self.kernel.store.put_event(
             Event(
-                id=self.ids.new_id("ev"),
+                id=self.kernel.ids.new_id("ev"),
                 subject_kind="pool",
                 subject_id=pool.name,
                 type=type_,
-                at=self.clock.now_ms(),
+                at=self.kernel.clock.now_ms(),
                 data={**data, "version": pool.version},
             )
         )

@@ -5,16 +5,18 @@ properties through the version's JMESPath output document."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jmespath
 from jmespath.exceptions import JMESPathError
 
-from tenure.app.kernel import ServiceBase
 from tenure.app.ports import Change, TaskWrite
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import Lease, Pool, PoolVersion
-from tenure.domain.states import PoolKind
+from tenure.domain.states import EndReason, PoolKind, ReportKind
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
 
 # The two documents a classifier's output may render, each {name: expression}.
 OUTPUT_PARTS = ("checks", "properties")
@@ -94,36 +96,39 @@ class Pinned:
     classifier: dict[str, Any] | None
 
 
-class VersionOps(ServiceBase):
-    def _pinned(self, lease: Lease) -> Pinned:
+class Versions:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    def pinned(self, lease: Lease) -> Pinned:
         """The settings of the version the lease pinned: the pool row's while it is still the
         current one, else the superseded version's own row (a lease made before versions were
         pinned reads the current one)."""
-        pool = self._pool(lease.pool)
+        pool = self.kernel.pool(lease.pool)
         wanted = lease.pool_version or pool.version
         if wanted == pool.version:
             return Pinned(pool.version, pool.agent, pool.classifier)
-        past = self.store.get_pool_version(pool.name, wanted)
+        past = self.kernel.store.get_pool_version(pool.name, wanted)
         if past is not None:
             return Pinned(past.version, past.agent, past.classifier)
-        fresh = self._fresh_pool(pool.name)  # the cached pool was behind the lease's version
+        fresh = self.kernel.fresh_pool(pool.name)  # the cached pool was behind the lease's version
         return Pinned(fresh.version, fresh.agent, fresh.classifier)
 
-    def _kind_fields(self, lease: Lease, pool: Pool) -> dict[str, Any]:
+    def kind_fields(self, lease: Lease, pool: Pool) -> dict[str, Any]:
         """What the payload adds for an agent or a classifier lease (DESIGN §6, §12)."""
         if pool.kind is PoolKind.AGENT:
-            agent = self._pinned(lease).agent or {}
+            agent = self.pinned(lease).agent or {}
             fields: dict[str, Any] = {"model": agent.get("model")}
             if agent.get("effort") is not None:
                 fields["effort"] = agent["effort"]
             return fields
         if pool.kind is PoolKind.CLASSIFIER:
-            classifier = self._pinned(lease).classifier or {}
+            classifier = self.pinned(lease).classifier or {}
             return {"input": classifier.get("input", {})}
         return {}
 
     @staticmethod
-    def _superseded(pool: Pool, now: int) -> PoolVersion:
+    def superseded(pool: Pool, now: int) -> PoolVersion:
         return PoolVersion(
             pool=pool.name,
             version=pool.version,
@@ -133,25 +138,32 @@ class VersionOps(ServiceBase):
         )
 
 
-class ClassifierOps(VersionOps):
-    def _with_classifier_output(
-        self, change: Change, lease: Lease, report: dict[str, Any]
+class Classifier:
+    def __init__(self, kernel: Kernel, versions: Versions) -> None:
+        self.kernel = kernel
+        self.versions = versions
+
+    def with_classifier_output(
+        self, change: Change, lease: Lease, kind: ReportKind, report: dict[str, Any]
     ) -> Change:
         """Add to a successful completion's change the task's checks and properties, rendered
         from the reported details by the pinned version's output. Evaluating cannot fail (see
         `render`), and the task write only asks that the task still be on this run, which it
         is while the run's lease is held: the completion commits with it or not at all, and
         a lost race is judged again like any other (bounded, core.base._settle)."""
-        if lease.task_id is None or self._pool(lease.pool).kind is not PoolKind.CLASSIFIER:
+        ended = change.leases[0].new
+        if ended.end_reason is not EndReason.COMPLETED or ended.outcome != "success":
             return change
-        output = (self._pinned(lease).classifier or {}).get("output")
+        if lease.task_id is None or self.kernel.pool(lease.pool).kind is not PoolKind.CLASSIFIER:
+            return change
+        output = (self.versions.pinned(lease).classifier or {}).get("output")
         if not output:
             return change
-        task = self.store.get_task(lease.task_id)
+        task = self.kernel.store.get_task(lease.task_id)
         if task is None or task.job_id != lease.job_id:
             return change
         done = render(output, report.get("details") or {})
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         data: dict[str, Any] = {
             "lease_id": lease.id,
             "pool_version": lease.pool_version,

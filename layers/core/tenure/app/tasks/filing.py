@@ -2,32 +2,32 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from tenure.app.kernel import ServiceBase
 from tenure.app.ports import (
     Change,
     EventPage,
     GraphOp,
-    HoldOp,
-    JobWrite,
-    LeaseWrite,
     TaskWrite,
 )
+from tenure.app.runs import RunStart
 from tenure.domain import authz
 from tenure.domain import fencing as rules
-from tenure.domain.errors import Conflict, InvalidTransition, NotFound
+from tenure.domain.errors import Conflict, InvalidTransition, NotFound, ValidationFailed
 from tenure.domain.model import (
     DEFAULT_MAX_ATTEMPTS,
-    Job,
     Lease,
     Pool,
     Principal,
     Task,
-    task_status,
 )
-from tenure.domain.states import LeaseState, SubjectKind, TaskStatus
+from tenure.domain.states import SubjectKind, TaskStatus
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.runs import Runs
 
 # A page of a timeline, unless the caller asks for fewer.
 ACTIVITY_PAGE = 200
@@ -59,24 +59,48 @@ class TaskLinks:
     creator_lease: str | None = None  # set by the service, never by a caller
 
 
-@dataclass(frozen=True)
-class RunStart:
-    """How a new run starts: a first run (attempt 1), or a retry of an ended lease (DESIGN §13),
-    with the graph writes that must land in the same transaction (e.g. auto-enqueue's mark)."""
+# Who files, where, and with which links: a stage may refuse the filing or return them
+# changed (a lease token files as a member of its lease's space).
+Filer = Callable[
+    [Principal, "str | None", "TaskLinks"], tuple[Principal, "str | None", "TaskLinks"]
+]
+# Places the new task: given the task, its links, the pool it is enqueued on and the graph
+# writes and enqueue-at-once so far, returns them extended.
+Link = Callable[
+    [Task, "TaskLinks", "Pool | None", list[GraphOp], bool], tuple[Task, list[GraphOp], bool]
+]
 
-    attempt: int = 1
-    recovery_count: int = 0
-    retry_depth: int = 0
-    previous_lease_id: str | None = None
-    graph: tuple[GraphOp, ...] = field(default_factory=tuple)
-    holds: tuple[HoldOp, ...] = field(default_factory=tuple)
+
+def operator_files(
+    actor: Principal, space: str | None, links: TaskLinks
+) -> tuple[Principal, str, TaskLinks]:
+    """The filer when no stage claims the filing: an operator names the space."""
+    if space is None:
+        authz.require_role(actor, "member")  # who may file at all, before the body
+        raise ValidationFailed("space: Field required (an operator names the space)")
+    return actor, space, links
 
 
-class TaskOps(ServiceBase):
+class Filing:
+    """Filing tasks and enqueueing them: `filers` decide who files where (the first that
+    answers wins, `operator_files` last), `links` place the task in the graph, in order."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        runs: Runs,
+        filers: tuple[Filer, ...] = (),
+        links: tuple[Link, ...] = (),
+    ) -> None:
+        self.kernel = kernel
+        self.runs = runs
+        self.filers = filers
+        self.links = links
+
     def create_task(
         self,
         actor: Principal,
-        space: str,
+        space: str | None,
         title: str,
         workflow: str | None,
         body: str | None,
@@ -86,15 +110,19 @@ class TaskOps(ServiceBase):
         not_before: int | None = None,
         links: TaskLinks | None = None,
     ) -> tuple[Task, Lease | None]:
+        links = links or TaskLinks()
+        for filer in self.filers:
+            actor, space, links = filer(actor, space, links)
+        actor, space, links = operator_files(actor, space, links)
         authz.require_operator(actor, "member", space)
         rules.refuse_tokens({"title": title, "body": body, "properties": properties}, "the task")
-        self._refuse_archived(space)
-        if workflow is not None and self.store.get_workflow(space, workflow) is None:
+        self.kernel.refuse_archived(space)
+        if workflow is not None and self.kernel.store.get_workflow(space, workflow) is None:
             raise NotFound(f"workflow {workflow!r} does not exist in space {space!r}")
-        target = self._pool_in_space(pool, space) if pool is not None else None
-        number = self.store.next_task_number(space)
+        target = self.kernel.pool_in_space(pool, space) if pool is not None else None
+        number = self.kernel.store.next_task_number(space)
         task = Task(
-            id=self.ids.new_id("task"),
+            id=self.kernel.ids.new_id("task"),
             key=f"{space}-{number}",
             space=space,
             title=title,
@@ -102,34 +130,30 @@ class TaskOps(ServiceBase):
             properties=properties,
             workflow=workflow,
             max_attempts=max_attempts or DEFAULT_MAX_ATTEMPTS,
-            created_at=self.clock.now_ms(),
+            created_at=self.kernel.clock.now_ms(),
         )
-        task, graph, enqueue = self._link(task, links or TaskLinks(), target)
+        graph: list[GraphOp] = []
+        enqueue = True
+        for link in self.links:
+            task, graph, enqueue = link(task, links, target, graph, enqueue)
         if target is None or not enqueue:
-            self._commit(Change(tasks=[TaskWrite(task, create=True)], graph=graph))
+            self.kernel.commit(Change(tasks=[TaskWrite(task, create=True)], graph=graph))
             return task, None
         run = RunStart(graph=tuple(graph))
-        task, lease = self._open_run(
+        task, lease = self.runs.open_run(
             task, target, create_task=True, expect_job_id=None, run=run, not_before=not_before
         )
         return task, lease
-
-    def _link(
-        self, task: Task, links: TaskLinks, pool: Pool | None
-    ) -> tuple[Task, list[GraphOp], bool]:
-        """The task placed in the graph, the graph writes that file it, and whether it is
-        enqueued at once (core/tasks_graph.py fills this in; here: no graph)."""
-        return task, [], True
 
     def enqueue(
         self, actor: Principal, task_id: str, pool: str, not_before: int | None = None
     ) -> Lease:
         authz.require_role(actor, "member")
-        task = self._task(task_id)
+        task = self.kernel.task(task_id)
         authz.require_operator(actor, "member", task.space)
-        target = self._pool_in_space(pool, task.space)
-        self._refuse_archived(task.space)
-        current = self._newest_lease(task)
+        target = self.kernel.pool_in_space(pool, task.space)
+        self.kernel.refuse_archived(task.space)
+        current = self.kernel.newest_lease(task)
         if current is not None and current.state.active:
             raise InvalidTransition(f"task {task.key} already has an open run ({current.id})")
         if task.attention:
@@ -138,7 +162,7 @@ class TaskOps(ServiceBase):
         # the reads would have handed its job to a successor (an open run after all).
         checks = [(task.job_id, current.id)] if task.job_id and current else []
         try:
-            _, lease = self._open_run(
+            _, lease = self.runs.open_run(
                 task,
                 target,
                 create_task=False,
@@ -150,91 +174,11 @@ class TaskOps(ServiceBase):
             raise InvalidTransition(f"task {task.key} already has an open run") from lost
         return lease
 
-    def get_task(self, actor: Principal, task_id: str) -> TaskView:
-        authz.require_role(actor, "read")
-        task = self._task(task_id)
-        authz.require_operator(actor, "read", task.space)
-        lease = self._newest_lease(task)
-        status = task_status(task, lease)
-        return TaskView(
-            task=task, lease=lease if lease and lease.state.active else None, status=status
-        )
-
     def activity(
         self, actor: Principal, task_id: str, limit: int = ACTIVITY_PAGE, cursor: str | None = None
     ) -> EventPage:
         """One page of the task's timeline, oldest first."""
         authz.require_role(actor, "read")
-        task = self._task(task_id)
+        task = self.kernel.task(task_id)
         authz.require_operator(actor, "read", task.space)
-        return self.store.timeline_page(SubjectKind.TASK, task.id, limit, cursor)
-
-    def _open_run(
-        self,
-        task: Task,
-        pool: Pool,
-        create_task: bool,
-        expect_job_id: str | None,
-        job_checks: list[tuple[str, str]] | None = None,
-        not_before: int | None = None,
-        run: RunStart | None = None,
-    ) -> tuple[Task, Lease]:
-        run = run or RunStart()
-        now = self.clock.now_ms()
-        job_id = self.ids.new_id("job")
-        lease = Lease(
-            event_type="lease.created",
-            event_data={"pool": pool.name},
-            updated_at=now,
-            id=self.ids.new_id("lease"),
-            job_id=job_id,
-            space=task.space,
-            pool=pool.name,
-            subject_kind=SubjectKind.TASK,
-            subject_id=task.id,
-            task_id=task.id,
-            task_key=task.key,
-            workflow=task.workflow,
-            state=LeaseState.PENDING,
-            fence=1,
-            attempt=run.attempt,
-            created_at=now,
-            # A time already past defers nothing: the lease is claimable at once.
-            not_before=not_before if not_before is not None and not_before > now else None,
-            pool_version=pool.version,
-            lineage=task.ancestors,
-            previous_lease_id=run.previous_lease_id,
-            retry_depth=run.retry_depth,
-        )
-        if run.previous_lease_id is not None:
-            lease = replace(
-                lease,
-                event_type="lease.retried",
-                event_data={"pool": pool.name, "previous_lease_id": run.previous_lease_id},
-            )
-        job = Job(
-            id=job_id,
-            space=task.space,
-            pool=pool.name,
-            subject_kind=SubjectKind.TASK,
-            subject_id=task.id,
-            task_id=task.id,
-            lease_id=lease.id,
-            max_attempts=task.max_attempts,
-            created_at=now,
-            attempt=run.attempt,
-            recovery_count=run.recovery_count,
-            retry_depth=run.retry_depth,
-        )
-        task = task.with_job(job_id)
-        self._commit(
-            Change(
-                leases=[LeaseWrite(lease)],
-                jobs=[JobWrite(job)],
-                tasks=[TaskWrite(task, expect_job_id=expect_job_id, create=create_task)],
-                job_checks=job_checks or [],
-                graph=list(run.graph),
-                holds=list(run.holds),
-            )
-        )
-        return task, lease
+        return self.kernel.store.timeline_page(SubjectKind.TASK, task.id, limit, cursor)

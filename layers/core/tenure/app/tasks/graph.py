@@ -17,17 +17,22 @@ and each reaction is conditional, so a replayed stream record changes nothing:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tenure.app import usage
 from tenure.app.ports import Change, GraphOp, HoldOp, TaskWrite
-from tenure.app.tasks.filing import RunStart, TaskLinks, TaskOps, TaskView
+from tenure.app.runs import RunStart
+from tenure.app.tasks.filing import TaskLinks, TaskView
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, Unavailable, ValidationFailed
 from tenure.domain.model import Lease, Pool, Principal, Task, TaskGraph, task_status
 from tenure.domain.states import LeaseState, TaskStatus
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.runs import Runs
 
 # How deep a tree may grow: every task carries its ancestors, and a read or a claim checks
 # them against the scheduler row in one pass.
@@ -67,13 +72,43 @@ def derive_status(task: Task, lease: Lease | None, graph: TaskGraph, blocked: bo
     return task_status(task, lease)
 
 
-class GraphOps(TaskOps):
+# A source of `blocked_reasons` entries beyond the graph's own (dependency, paused): given the
+# task and the time of the read, its entries.
+Reasons = Callable[[Task, int], list[dict[str, Any]]]
+# A reason auto-enqueue holds off: given the task and the time, true when it must wait.
+Skip = Callable[[Task, int], bool]
+
+
+class Graph:
+    """Parents, dependencies and pause: filing's graph writes, the derived task view, the
+    reactions that count successes, and auto-enqueue. `reasons` add blocked reasons to every
+    read; `skips` hold auto-enqueue back (each in order)."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        runs: Runs,
+        reasons: tuple[Reasons, ...] = (),
+        skips: tuple[Skip, ...] = (),
+    ) -> None:
+        self.kernel = kernel
+        self.runs = runs
+        self.reasons = reasons
+        self.skips = skips
+
     # ------------------------------------------------------------------- filing
 
-    def _link(
-        self, task: Task, links: TaskLinks, pool: Pool | None
+    def link(
+        self,
+        task: Task,
+        links: TaskLinks,
+        pool: Pool | None,
+        ops: list[GraphOp],
+        enqueue: bool,
     ) -> tuple[Task, list[GraphOp], bool]:
-        ops: list[GraphOp] = []
+        """Filing's graph writes: the parent's child count and edge, each blocker's edge (met
+        or not), and whether the task is ready to enqueue at once."""
+        ops = list(ops)
         ancestors: tuple[str, ...] = ()
         if links.parent_id is not None:
             parent = self._linked_task(links.parent_id, task.space, "parent_id")
@@ -97,22 +132,22 @@ class GraphOps(TaskOps):
                     f"depends_on: {blocker_id} is an ancestor of the task; that is a cycle"
                 )
             blocker = self._linked_task(blocker_id, task.space, "depends_on")
-            met = self.store.get_graph(blocker.id).succeeded_at is not None
+            met = self.kernel.store.get_graph(blocker.id).succeeded_at is not None
             unmet += 0 if met else 1
             # The blocker must still be as read when this commits, so that its success and
             # this edge cannot miss each other (one counts the other, exactly once).
             ops.append(GraphOp("met" if met else "unmet", blocker.id))
-            now = self.clock.now_ms()
+            now = self.kernel.clock.now_ms()
             ops.append(
                 GraphOp(
                     "edge", blocker.id, name="dependent", other=task.id, at=now if met else None
                 )
             )
-        enqueue = unmet == 0
+        enqueue = enqueue and unmet == 0
         # Ready at once and opted in: this enqueue is the readiness's one auto-enqueue, marked
         # on the new task's graph row (one write of that row: a transaction names it once).
         mark = enqueue and pool is not None and links.auto_enqueue_on_ready
-        at = self.clock.now_ms() if mark else None
+        at = self.kernel.clock.now_ms() if mark else None
         if depends:
             counts = (("blockers_total", len(depends)), ("blockers_done", len(depends) - unmet))
             name = "auto_enqueued_at" if mark else ""
@@ -130,7 +165,7 @@ class GraphOps(TaskOps):
         return task, ops, enqueue
 
     def _linked_task(self, task_id: str, space: str, field: str) -> Task:
-        found = self.store.get_task(task_id) if len(task_id) <= 128 else None
+        found = self.kernel.store.get_task(task_id) if len(task_id) <= 128 else None
         if found is None:
             raise ValidationFailed(f"{field}: task {task_id} does not exist")
         if found.space != space:
@@ -143,7 +178,7 @@ class GraphOps(TaskOps):
 
     def get_task(self, actor: Principal, task_id: str) -> TaskView:
         authz.require_role(actor, "read")
-        task = self._task(task_id)
+        task = self.kernel.task(task_id)
         authz.require_operator(actor, "read", task.space)
         return self._derived(task)
 
@@ -152,12 +187,12 @@ class GraphOps(TaskOps):
         return self._derived(task, newest, known=True)
 
     def _derived(self, task: Task, newest: Lease | None = None, known: bool = False) -> TaskView:
-        newest = newest if known else self._newest_lease(task)
-        graph = self.store.get_graph(task.id)
+        newest = newest if known else self.kernel.newest_lease(task)
+        graph = self.kernel.store.get_graph(task.id)
         unmet = self._unmet_blockers(task) if graph.blockers_outstanding else []
-        return self._view(task, newest, graph, self._paused_by(task), unmet)
+        return self.view(task, newest, graph, self.paused_by(task), unmet)
 
-    def _view(
+    def view(
         self,
         task: Task,
         newest: Lease | None,
@@ -172,7 +207,9 @@ class GraphOps(TaskOps):
             reasons.append({"source": "dependency", "depends_on_task_ids": unmet})
         if paused_by is not None:
             reasons.append({"source": "paused", "paused_by_task_id": paused_by})
-        reasons.extend(self._block_reasons(task))
+        now = self.kernel.clock.now_ms()
+        for source in self.reasons:
+            reasons.extend(source(task, now))
         status = derive_status(task, newest, graph, bool(reasons))
         return TaskView(
             task=task,
@@ -186,18 +223,13 @@ class GraphOps(TaskOps):
             usage=usage.summed(usage.totals_of(graph)),
         )
 
-    def _block_reasons(self, task: Task) -> list[dict[str, Any]]:
-        """`{source: "block", block_id, kind, reason}` entries: typed blocks (DESIGN §14) come
-        with their own issue; this is the one place they join the projection."""
-        return []
-
     def _unmet_blockers(self, task: Task) -> list[str]:
         blockers = list(task.depends_on or ())
-        return [b for b in blockers if self.store.get_graph(b).succeeded_at is None]
+        return [b for b in blockers if self.kernel.store.get_graph(b).succeeded_at is None]
 
-    def _paused_by(self, task: Task, paused: Iterable[str] | None = None) -> str | None:
+    def paused_by(self, task: Task, paused: Iterable[str] | None = None) -> str | None:
         """The nearest task (itself first, then its parent, upwards) whose pause holds it."""
-        held = set(self.store.get_scheduler().paused_tasks if paused is None else paused)
+        held = set(self.kernel.store.get_scheduler().paused_tasks if paused is None else paused)
         for candidate in (task.id, *reversed(task.ancestors or ())):
             if candidate in held:
                 return candidate
@@ -215,10 +247,10 @@ class GraphOps(TaskOps):
         """PATCH: turn auto-enqueue on or off, or change its pool. Turning it on for a task
         that is ready with no run enqueues it at once (the same once-per-readiness path)."""
         authz.require_role(actor, "member")
-        task = self._task(task_id)
+        task = self.kernel.task(task_id)
         authz.require_operator(actor, "member", task.space)
         if pool is not None:
-            self._pool_in_space(pool, task.space)
+            self.kernel.pool_in_space(pool, task.space)
         for _ in range(GRAPH_TRIES):
             want = replace(
                 task,
@@ -231,7 +263,7 @@ class GraphOps(TaskOps):
                 raise ValidationFailed("pool: auto_enqueue_on_ready needs a pool to enqueue on")
             if (want.auto_enqueue_on_ready, want.pool) == (task.auto_enqueue_on_ready, task.pool):
                 break
-            now = self.clock.now_ms()
+            now = self.kernel.clock.now_ms()
             want = replace(
                 want,
                 version=task.version + 1,
@@ -244,7 +276,7 @@ class GraphOps(TaskOps):
                 updated_at=now,
             )
             try:
-                self._commit(
+                self.kernel.commit(
                     Change(
                         tasks=[
                             TaskWrite(want, expect_job_id=task.job_id, expect_version=task.version)
@@ -252,7 +284,7 @@ class GraphOps(TaskOps):
                     )
                 )
             except Conflict:
-                task = self._task(task_id)
+                task = self.kernel.task(task_id)
                 continue
             task = want
             break
@@ -274,12 +306,12 @@ class GraphOps(TaskOps):
 
     def _set_pause(self, actor: Principal, task_id: str, paused: bool) -> TaskView:
         authz.require_role(actor, "member")
-        task = self._task(task_id)
+        task = self.kernel.task(task_id)
         authz.require_operator(actor, "member", task.space)
         for _ in range(GRAPH_TRIES):
             if task.paused == paused:
                 return self.get_task(actor, task_id)  # already so: nothing to record
-            now = self.clock.now_ms()
+            now = self.kernel.clock.now_ms()
             new = replace(
                 task,
                 paused=paused,
@@ -295,9 +327,9 @@ class GraphOps(TaskOps):
                 holds=[HoldOp("paused", task.id, paused)],
             )
             try:
-                self._commit(change)
+                self.kernel.commit(change)
             except Conflict:
-                task = self._task(task_id)
+                task = self.kernel.task(task_id)
                 continue
             return self.get_task(actor, task_id)
         raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
@@ -307,7 +339,7 @@ class GraphOps(TaskOps):
         found: list[str] = []
         frontier = [task_id]
         while frontier and len(found) < limit:
-            below = self.store.graph_edges(frontier.pop(0), "child", limit)
+            below = self.kernel.store.graph_edges(frontier.pop(0), "child", limit)
             below = below[: limit - len(found)]
             found.extend(below)
             frontier.extend(below)
@@ -315,25 +347,19 @@ class GraphOps(TaskOps):
 
     # ---------------------------------------------------- reactions (the stream)
 
-    def react_to_rows(self, rows: Iterable[tuple[str, Any, Any]]) -> None:
-        """What the reactor does after a commit, for each changed row (entity, old, new)."""
-        for entity, old, new in rows:
-            if entity == "lease":
-                self._after_lease(old, new)
-            elif entity == "graph":
-                self._after_graph(old, new)
-
-    def _after_lease(self, old: Lease | None, new: Lease) -> None:
+    def after_lease(self, old: Lease | None, new: Lease) -> None:
         if new.task_id is None or new.state is not LeaseState.COMPLETED:
             return
         if new.outcome != "success" or (old is not None and old.state is LeaseState.COMPLETED):
             return
         # Only with no child outstanding (a parent stays open until its children succeed).
-        self.store.settle_graph(new.task_id, "succeeded_at", new.ended_at or self.clock.now_ms())
+        self.kernel.store.settle_graph(
+            new.task_id, "succeeded_at", new.ended_at or self.kernel.clock.now_ms()
+        )
 
-    def _after_graph(self, old: TaskGraph | None, new: TaskGraph) -> None:
+    def after_graph(self, old: TaskGraph | None, new: TaskGraph) -> None:
         was = old or TaskGraph(new.task_id)
-        now = self.clock.now_ms()
+        now = self.kernel.clock.now_ms()
         if new.succeeded_at is not None and was.succeeded_at is None:
             self._count_success(new.task_id, now)
         if (
@@ -341,7 +367,7 @@ class GraphOps(TaskOps):
             and new.children_done == new.children_total
             and was.children_done != new.children_done
         ):
-            self.store.settle_graph(new.task_id, "rollup_at", now)
+            self.kernel.store.settle_graph(new.task_id, "rollup_at", now)
         if (
             new.blockers_total > 0
             and new.blockers_done == new.blockers_total
@@ -350,35 +376,38 @@ class GraphOps(TaskOps):
             self.auto_enqueue(new.task_id)
 
     def _count_success(self, task_id: str, now: int) -> None:
-        task = self.store.get_task(task_id)
+        task = self.kernel.store.get_task(task_id)
         if task is None:
             return
         if task.parent_id is not None:
-            self.store.count_edge(task.parent_id, "child", task.id, "children_done", now)
-        for dependent in self.store.graph_edges(task.id, "dependent", MAX_FANOUT):
-            self.store.count_edge(task.id, "dependent", dependent, "blockers_done", now)
+            self.kernel.store.count_edge(task.parent_id, "child", task.id, "children_done", now)
+        for dependent in self.kernel.store.graph_edges(task.id, "dependent", MAX_FANOUT):
+            self.kernel.store.count_edge(task.id, "dependent", dependent, "blockers_done", now)
 
     def auto_enqueue(self, task_id: str) -> Lease | None:
         """One pending lease for an opted-in task whose blockers all succeeded, unless it is
         effectively paused or parked, or has an open run. The open-run path refuses a second
         run and the graph row's once-per-readiness mark refuses a second enqueue, so
         concurrent blocker completions and replays converge on one run."""
-        task = self.store.get_task(task_id)
+        task = self.kernel.store.get_task(task_id)
         if task is None or not task.auto_enqueue_on_ready or task.pool is None or task.attention:
             return None
-        if self.store.get_graph(task.id).blockers_outstanding:
+        if self.kernel.store.get_graph(task.id).blockers_outstanding:
             return None
-        held = self.store.get_scheduler()
-        if task.id in held.attention or self._paused_by(task, held.paused_tasks) is not None:
+        held = self.kernel.store.get_scheduler()
+        if task.id in held.attention or self.paused_by(task, held.paused_tasks) is not None:
             return None  # skipped until resumed (resume looks again)
-        current = self._newest_lease(task)
+        now = self.kernel.clock.now_ms()
+        if any(skip(task, now) for skip in self.skips):
+            return None  # held by another cause; clearing it enqueues (once per readiness)
+        current = self.kernel.newest_lease(task)
         if current is not None and current.state.active:
             return None
-        pool = self._pool(task.pool)
+        pool = self.kernel.pool(task.pool)
         checks = [(task.job_id, current.id)] if task.job_id and current else []
-        mark = GraphOp("mark", task.id, name="auto_enqueued_at", at=self.clock.now_ms())
+        mark = GraphOp("mark", task.id, name="auto_enqueued_at", at=self.kernel.clock.now_ms())
         try:
-            _, lease = self._open_run(
+            _, lease = self.runs.open_run(
                 task,
                 pool,
                 create_task=False,
@@ -388,5 +417,5 @@ class GraphOps(TaskOps):
             )
         except Conflict:
             return None  # another reaction (or an operator) opened the run first
-        self.counters["auto_enqueued"] += 1
+        self.kernel.counters["auto_enqueued"] += 1
         return lease

@@ -4,14 +4,17 @@ ever had a lease, with the status and blocked reasons a single read derives."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from tenure.app.ports import TaskEntry
 from tenure.app.tasks.filing import TaskView
-from tenure.app.tasks.graph import GraphOps
 from tenure.domain import authz
 from tenure.domain.model import Lease, Principal, TaskGraph
 from tenure.domain.states import TaskStatus
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.tasks.graph import Graph
 
 # One store page holds at most this many tasks (a caller's limit is at most this too).
 TASK_PAGE_MAX = 100
@@ -31,7 +34,11 @@ class TaskList(NamedTuple):
     next_cursor: str | None
 
 
-class TaskListOps(GraphOps):
+class TaskListing:
+    def __init__(self, kernel: Kernel, graph: Graph) -> None:
+        self.graph = graph
+        self.kernel = kernel
+
     def list_tasks(
         self,
         actor: Principal,
@@ -46,7 +53,7 @@ class TaskListOps(GraphOps):
         authz.require_operator(actor, "read", space)
         if not 1 <= limit <= TASK_PAGE_MAX:
             raise ValueError(f"a task page holds 1 to {TASK_PAGE_MAX} tasks")
-        paused = self.store.get_scheduler(consistent=False).paused_tasks
+        paused = self.kernel.store.get_scheduler(consistent=False).paused_tasks
         found: list[ListedTask] = []
         examined = 0
         while True:
@@ -54,7 +61,7 @@ class TaskListOps(GraphOps):
                 size = limit - len(found)
             else:
                 size = min(TASK_PAGE_MAX, TASK_FILTER_BUDGET - examined)
-            page = self.store.task_page(space, size, cursor)
+            page = self.kernel.store.task_page(space, size, cursor)
             examined += size
             views = self._page_views(page.entries, paused)
             for number, (entry, view) in enumerate(zip(page.entries, views, strict=True)):
@@ -72,7 +79,9 @@ class TaskListOps(GraphOps):
         waiting = {
             b for e in entries if e.graph.blockers_outstanding for b in e.task.depends_on or ()
         }
-        blockers: dict[str, TaskGraph] = self.store.get_graphs(sorted(waiting)) if waiting else {}
+        blockers: dict[str, TaskGraph] = (
+            self.kernel.store.get_graphs(sorted(waiting)) if waiting else {}
+        )
         views = []
         for e in entries:
             unmet = (
@@ -85,6 +94,8 @@ class TaskListOps(GraphOps):
                 else []
             )
             views.append(
-                self._view(e.task, e.lease, e.graph, self._paused_by(e.task, paused), unmet)
+                self.graph.view(
+                    e.task, e.lease, e.graph, self.graph.paused_by(e.task, paused), unmet
+                )
             )
         return views

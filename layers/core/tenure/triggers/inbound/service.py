@@ -21,7 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from tenure.app.artifacts.attachments import email_attachment_key
-from tenure.app.tenure import LeaseService
+from tenure.app.tenure import Tenure
 from tenure.domain.model import Lease
 from tenure.domain.rules.rule import EMAIL_TOPIC
 from tenure.triggers.inbound.envelopes import InboundMail, parse_record_body
@@ -68,7 +68,7 @@ def attachment_key(message_id: str, att_id: str) -> str:
 
 
 class InboundEmail:
-    def __init__(self, svc: LeaseService, s3: Any, attachments_bucket: str) -> None:
+    def __init__(self, svc: Tenure, s3: Any, attachments_bucket: str) -> None:
         self.svc = svc
         self.s3 = s3
         self.attachments_bucket = attachments_bucket
@@ -79,7 +79,7 @@ class InboundEmail:
         parsed = parse_mail(self._raw(mail))
         stored = self._store_attachments(mail.message_id, parsed.attachments)
         data = trigger_data(mail, parsed, stored)
-        fired = self.svc.fire_inbound(
+        fired = self.svc.firings.fire_inbound(
             EMAIL_TOPIC,
             f"ses:{mail.message_id}",
             int(mail.timestamp.timestamp() * 1000),

@@ -1,0 +1,103 @@
+"""The one path that opens a run of a task: a new job and its first pending lease, committed
+with the task's pointer to the job, so a task never has two open runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from tenure.app.ports import Change, GraphOp, HoldOp, JobWrite, LeaseWrite, TaskWrite
+from tenure.domain.model import Job, Lease, Pool, Task
+from tenure.domain.states import LeaseState, SubjectKind
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """How a new run starts: a first run (attempt 1), or a retry of an ended lease (DESIGN §13),
+    with the graph writes that must land in the same transaction (e.g. auto-enqueue's mark)."""
+
+    attempt: int = 1
+    recovery_count: int = 0
+    retry_depth: int = 0
+    previous_lease_id: str | None = None
+    graph: tuple[GraphOp, ...] = field(default_factory=tuple)
+    holds: tuple[HoldOp, ...] = field(default_factory=tuple)
+
+
+class Runs:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    def open_run(
+        self,
+        task: Task,
+        pool: Pool,
+        create_task: bool,
+        expect_job_id: str | None,
+        job_checks: list[tuple[str, str]] | None = None,
+        not_before: int | None = None,
+        run: RunStart | None = None,
+    ) -> tuple[Task, Lease]:
+        if run is None:
+            run = RunStart()
+        now = self.kernel.clock.now_ms()
+        job_id = self.kernel.ids.new_id("job")
+        lease = Lease(
+            event_type="lease.created",
+            event_data={"pool": pool.name},
+            updated_at=now,
+            id=self.kernel.ids.new_id("lease"),
+            job_id=job_id,
+            space=task.space,
+            pool=pool.name,
+            subject_kind=SubjectKind.TASK,
+            subject_id=task.id,
+            task_id=task.id,
+            task_key=task.key,
+            workflow=task.workflow,
+            state=LeaseState.PENDING,
+            fence=1,
+            attempt=run.attempt,
+            created_at=now,
+            # A time already past defers nothing: the lease is claimable at once.
+            not_before=not_before if not_before is not None and not_before > now else None,
+            pool_version=pool.version,
+            lineage=task.ancestors,
+            previous_lease_id=run.previous_lease_id,
+            retry_depth=run.retry_depth,
+        )
+        if run.previous_lease_id is not None:
+            lease = replace(
+                lease,
+                event_type="lease.retried",
+                event_data={"pool": pool.name, "previous_lease_id": run.previous_lease_id},
+            )
+        job = Job(
+            id=job_id,
+            space=task.space,
+            pool=pool.name,
+            subject_kind=SubjectKind.TASK,
+            subject_id=task.id,
+            task_id=task.id,
+            lease_id=lease.id,
+            max_attempts=task.max_attempts,
+            created_at=now,
+            attempt=run.attempt,
+            recovery_count=run.recovery_count,
+            retry_depth=run.retry_depth,
+        )
+        task = task.with_job(job_id)
+        self.kernel.commit(
+            Change(
+                leases=[LeaseWrite(lease)],
+                jobs=[JobWrite(job)],
+                tasks=[TaskWrite(task, expect_job_id=expect_job_id, create=create_task)],
+                job_checks=job_checks or [],
+                graph=list(run.graph),
+                holds=list(run.holds),
+            )
+        )
+        return task, lease
