@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A sample classifier job for `tenure worker run` on a classifier pool (DESIGN §6, §12).
+"""A sample classifier job for `tenure worker run` on a classifier pool.
 
     tenure worker run --pool judges -- python3 samplesources/workers/classify-job.py
 

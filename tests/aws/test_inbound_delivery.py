@@ -1,4 +1,4 @@
-"""SES → S3 + SNS → SQS → inbound handler on moto's real APIs (DESIGN §10): what
+"""SES → S3 + SNS → SQS → inbound handler on moto's real APIs: what
 `tenure email send` publishes arrives as an SNS envelope, the local poller hands it to the
 handler, and a record that keeps failing reaches the DLQ after maxReceiveCount."""
 

@@ -1,4 +1,4 @@
-"""The inbound function on moto (DESIGN §10): the sample SQS batch, the SNS envelope and raw
+"""The inbound function on moto: the sample SQS batch, the SNS envelope and raw
 delivery, redelivery, unmatched mail and records that cannot be processed."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""DESIGN §15 through the real Lambda entry points on moto: the authorizer admits the token, and
-functions/api answers an API Gateway v2 event for POST /api/v1/mcp with the SDK's JSON-RPC."""
+"""The MCP endpoint through the real Lambda entry points on moto: the authorizer admits the
+token, and functions/api answers an API Gateway v2 event for POST /api/v1/mcp with the SDK's
+JSON-RPC."""
 
 from __future__ import annotations
 

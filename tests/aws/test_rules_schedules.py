@@ -1,4 +1,4 @@
-"""Scheduled rules on moto (DESIGN §10): the Scheduler adapter, the scheduler function's
+"""Scheduled rules on moto: the Scheduler adapter, the scheduler function's
 handler, and the local scheduler loop, with the real Scheduler and DynamoDB APIs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DESIGN §11's store contract (tests/conformance/contract_detail.py) on moto."""
+"""The detail store contract (tests/conformance/contract_detail.py) on moto."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The operator board in a real browser (DESIGN §16): every chip kind produced through the API,
+"""The operator board in a real browser: every chip kind produced through the API,
 reduced motion, cancel by role, errors in words, keyboard navigation, and the screenshot."""
 
 from __future__ import annotations

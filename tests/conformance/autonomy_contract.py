@@ -1,4 +1,4 @@
-"""Autonomy's part of the store contract (DESIGN §14): the scheduler row's `blocked` set, a
+"""Autonomy's part of the store contract: the scheduler row's `blocked` set, a
 block's release in one transaction, and the usage accumulator — run on the fake, moto and
 DynamoDB Local by the same modules that run contract.py."""
 

@@ -37,7 +37,7 @@ from tests.conftest import ADMIN, WORKER, lease_principal
 SPACE = "OPS"
 OTHER_SPACE = "SEC"
 ALPHA, BETA, GAMMA = "alpha", "beta", "gamma"  # alpha and beta in OPS, gamma in SEC
-TOLERATION_MS = 300_000  # the pool default (DESIGN §4)
+TOLERATION_MS = 300_000  # the pool default toleration (300 s)
 
 
 class ContractStore(Store, Protocol):
@@ -579,7 +579,7 @@ class StoreContract:
         assert held.due_at is not None and held.due_at == held.deadline
         assert r.store.due_leases(ALPHA, held.due_at - 1) == []
         assert r.store.due_leases(ALPHA, held.due_at) == [lease.id]
-        # A heartbeat moves the deadline but never the indexed due_at (DESIGN §9).
+        # A heartbeat moves the deadline but never the indexed due_at (no index write).
         r.clock.advance(120)
         r.svc.reports.heartbeat(lease_principal(lease.id), lease.id, None)
         beat = stored(r, lease.id)

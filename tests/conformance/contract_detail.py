@@ -1,4 +1,4 @@
-"""The store contract of DESIGN §11's rows (attachments, the ended index, the reclaim mark),
+"""The store contract of a lease's detail rows (attachments, the ended index, the reclaim mark),
 run on the fake, moto and DynamoDB Local beside contract.py, so the three cannot drift."""
 
 from __future__ import annotations

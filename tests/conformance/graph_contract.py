@@ -1,4 +1,4 @@
-"""The task graph's part of the store contract (DESIGN §13), run on the fake, moto and
+"""The task graph's part of the store contract, run on the fake, moto and
 DynamoDB Local by the same modules that run contract.py."""
 
 from __future__ import annotations

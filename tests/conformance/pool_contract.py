@@ -1,5 +1,6 @@
-"""The store contract of DESIGN §12's rows (pool settings and versions, space archive, the
-instance settings and its ceiling), run like contract.py on the fake, moto and DynamoDB Local.
+"""The store contract of the pool, space and instance rows (pool settings and versions, space
+archive, the instance settings and its ceiling), run like contract.py on the fake, moto and
+DynamoDB Local.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Autonomy under concurrency on DynamoDB Local (DESIGN §14): a block with the running lease's
+"""Autonomy under concurrency on DynamoDB Local: a block with the running lease's
 token racing that lease's own completion ends the lease once; eight clears at once resume the
 task with one run; a wake is published once when every stream record is delivered twice, by
 two reactors at the same time."""
@@ -54,7 +54,7 @@ def _block_against_complete(rig: Rig) -> tuple[bool, bool]:
         try:
             svc.reports.complete(lease_principal(lease_id), lease_id, {})
         except TenureError as refused:
-            # The block released it: its job moved on under a new fence (DESIGN §4).
+            # The block released it: its job moved on under a new fence.
             assert refused.code in ("stale_lease", "invalid_transition"), refused.code
             return False
         return True

@@ -1,4 +1,4 @@
-"""Ceilings under real concurrency, on DynamoDB Local only (DESIGN §12): sixteen workers
+"""Ceilings under real concurrency, on DynamoDB Local only: sixteen workers
 claiming from a pool with max_active 3 never hold a fourth lease, and every kind of ending
 gives its slot back exactly once."""
 

@@ -1,5 +1,5 @@
 """The price of a lease cannot rise quietly: the reference workload of `tenure bench cost`
-(benches/cost.py), small, on DynamoDB Local, against issue 16's budget (cost.BUDGET).
+(benches/cost.py), small, on DynamoDB Local, against the cost budget (cost.BUDGET).
 
 Eight leases for one worker (two rounds of four jobs: every renewal after the first round is a
 steady-state one); one of them minted from inbound mail.
@@ -18,7 +18,7 @@ from tenure_cli.bench import cost, prices
 from tenure_cli.bench.rig import Rig
 from tenure_cli.local.engines import DynamoDBLocal
 
-STILL_ABOVE = "issue 16: write units per lease are still above the target of 12 (see README, Cost)"
+STILL_ABOVE = "write units per lease are still above the target of 12 (see README, Cost)"
 # What the small run measures now, all in (the target above is not met yet): a ratchet, so a
 # change that raises the write units per lease fails here even before the target is reached.
 WRITE_UNITS_NOW = 33.0
@@ -96,7 +96,7 @@ def test_the_lifecycle_bench_names_every_write_and_what_it_cost(ddb_local: Dynam
         line.startswith("transact LEASE+JOB+TASK:")
         for line in steps["create_and_enqueue"]["writes"]
     )
-    # The SDK's claim (with claim_id) commits the lease and its record together (DESIGN §4).
+    # The SDK's claim (with claim_id) commits the lease and its record together.
     assert any(
         line.startswith("transact LEASE+CLAIM:") for line in steps["claim_with_claim_id"]["writes"]
     )

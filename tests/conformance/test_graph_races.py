@@ -1,4 +1,4 @@
-"""The task graph under concurrency on DynamoDB Local (DESIGN §13): children completing on
+"""The task graph under concurrency on DynamoDB Local: children completing on
 eight threads roll their parent up once; blockers completing on eight threads enqueue their
 dependent once; every stream record is delivered twice, by two reactors at the same time."""
 

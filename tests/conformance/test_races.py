@@ -1,4 +1,4 @@
-"""Claim, report and expiry races with real threads, on DynamoDB Local only (DESIGN §7).
+"""Claim, report and expiry races with real threads, on DynamoDB Local only.
 
 moto does not apply conditional writes atomically across threads, so none of this runs there.
 """
@@ -473,7 +473,8 @@ def test_the_same_final_report_sent_concurrently_is_answered_alike_and_lands_onc
 def test_one_claim_retried_from_eight_threads_at_once_takes_one_lease(rig: Rig) -> None:
     # A worker whose claim answer was lost retries with the same claim_id; here eight such
     # retries land together. However they interleave, they take one lease between them, and
-    # only the last token minted for it authenticates (DESIGN §4).
+    # only the last token minted for it authenticates (each retry's new hash replaces the one
+    # before, so a lost token is dead).
     make_world(rig.svc)
     seed(rig, 20)
     svc, _ = real_time_service(rig)

@@ -1,4 +1,4 @@
-"""Rules on DynamoDB Local (DESIGN §10): the rule store's conditions, and firings raced by
+"""Rules on DynamoDB Local: the rule store's conditions, and firings raced by
 8 threads at once minting exactly one lease per (rule, occasion)."""
 
 from __future__ import annotations

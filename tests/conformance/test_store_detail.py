@@ -1,4 +1,4 @@
-"""DESIGN §11 on DynamoDB Local: the detail store contract, and the reclaim race (two passes
+"""A lease's detail on DynamoDB Local: the detail store contract, and the reclaim race (two passes
 at once reclaim each lease once: one mark, one `lease.reclaimed`, nothing deleted twice)."""
 
 from __future__ import annotations

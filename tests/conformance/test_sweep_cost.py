@@ -1,4 +1,5 @@
-"""What one sweeper pass reads: only what is due, however many leases are live (DESIGN §9).
+"""What one sweeper pass reads: only what is due, however many leases are live (a pass is
+paid for every minute, so it must not grow with them).
 
 Measured with the store's meter (items DynamoDB returned, and the read units it reported) on
 DynamoDB Local, before and after one `sweep_once`.
@@ -173,7 +174,7 @@ def test_passes_over_5000_live_leases_read_only_the_expired_ones_and_then_nothin
     assert cost.items <= 1 + pools, cost
     assert cost.read_units <= 1 + pools, cost
     # The sweeper's own row, and the scheduler's (the tasks whose transient blocks may have
-    # expired, DESIGN §14): two small rows, however many leases are live.
+    # expired): two small rows, however many leases are live.
     assert cost.calls["get"] <= 2 and "batch_get" not in cost.calls
 
 

@@ -1,5 +1,6 @@
-"""The error codes a client may meet: DESIGN §5's table (and §14's refused completion), plus
-the two the local front door gives itself where API Gateway or Lambda would answer instead."""
+"""The error codes a client may meet: the API's error table (and the refused completion's
+`unverified_created_tasks`), plus the two the local front door gives itself where API Gateway
+or Lambda would answer instead."""
 
 from __future__ import annotations
 

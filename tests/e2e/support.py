@@ -91,7 +91,7 @@ def sha256_hex(raw: str) -> str:
 
 
 def assert_error(r: httpx.Response, status: int, code: str, mentions: str | None = None) -> str:
-    """The exact error envelope of DESIGN §5; returns the message."""
+    """The exact error envelope, `{"error": {"code", "message"}}`; returns the message."""
     assert r.status_code == status, (r.status_code, r.text)
     assert r.headers.get("content-type", "").startswith("application/json"), r.headers
     body = r.json()

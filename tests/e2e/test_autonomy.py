@@ -1,4 +1,4 @@
-"""Autonomy over HTTP against the local stack (DESIGN §14): blocks and their release, the
+"""Autonomy over HTTP against the local stack: blocks and their release, the
 breaker and recover, delegation with the claim gate, wake-creator events read from the wake
 queue the template's rule fills on moto, usage summed on the task; the operator CLI."""
 

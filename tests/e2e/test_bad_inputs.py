@@ -1,6 +1,6 @@
 """Hand-made hostile requests against the local stack: huge and deeply nested bodies, invalid
 UTF-8, absurd limits, forged cursors and ids full of path characters. Whatever arrives, the
-answer is never a 5xx and every refusal is DESIGN §5's envelope with a documented code. The
+answer is never a 5xx and every refusal is the API's error envelope with a documented code. The
 routes that take a cursor, a limit or a path id are read from the served OpenAPI document, so
 a route added later is covered without editing this file."""
 

@@ -1,4 +1,4 @@
-"""Every error code of DESIGN §5 this slice can produce, each in the exact envelope."""
+"""Every documented error code this slice can produce, each in the exact envelope."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ def test_a_silent_lease_is_lost_and_its_task_gets_a_pending_lease_with_the_next_
 def test_the_expiry_that_reaches_max_attempts_moves_the_task_to_needs_attention(
     world: World,
 ) -> None:
-    # attempt + recovery_count >= max_attempts exhausts the job (DESIGN §4): with
+    # attempt + recovery_count >= max_attempts exhausts the job (counted before this expiry): with
     # max_attempts 3 the first expiry requeues and the second one exhausts.
     pool = world.pool(**SHORT)["name"]
     worker = world.api.client(world.worker_token([pool]))

@@ -121,7 +121,7 @@ def test_whole_flow_from_set_up_to_a_completed_task_and_its_timeline(world: Worl
     assert r.json()["task"]["status"] == "running"
     assert r.json()["lease"]["id"] == lease_id and r.json()["lease"]["state"] == "running"
 
-    # The work bundle (DESIGN §6), subject kind task.
+    # The work bundle (payload), subject kind task.
     r = holder.get(f"/leases/{lease_id}/payload")
     assert r.status_code == 200, r.text
     bundle = r.json()

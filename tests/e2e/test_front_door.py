@@ -1,4 +1,4 @@
-"""The local front door's own answers (405, 413, 500) are DESIGN §5 error envelopes."""
+"""The local front door's own answers (405, 413, 500) are the API's error envelopes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""DESIGN §11 over HTTP against `tenure local`: logs, attachments (presigned URLs really used),
-runtime coordinates, and retention reclaim with a one-second window."""
+"""A lease's detail over HTTP against `tenure local`: logs, attachments (presigned URLs really
+used), runtime coordinates, and retention reclaim with a one-second window."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DESIGN §15 against `tenure local` with the official `mcp` client (streamable HTTP +
+"""The MCP endpoint against `tenure local` with the official `mcp` client (streamable HTTP +
 ClientSession): what each token sees, every tool, and the refusals."""
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def test_a_lease_token_cannot_reach_another_spaces_lease(world: World) -> None:
     assert cancel.structured_content["error"]["code"] == "lease_token_mismatch"
 
 
-def test_the_refusals_read_as_the_design_says(world: World) -> None:
+def test_the_refusals_read_as_documented(world: World) -> None:
     admin = world.api.admin_token
     unknown = call(world, admin, "leases_get", {"lease_id": "lease_nope"})
     assert unknown.is_error and unknown.content[0].text == "unknown lease id"

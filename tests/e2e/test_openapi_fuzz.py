@@ -39,14 +39,14 @@ EXAMPLES = int(os.environ.get("TENURE_FUZZ_EXAMPLES", "6"))
 WORKER_EXAMPLES = int(os.environ.get("TENURE_FUZZ_WORKER_EXAMPLES", str(max(2, EXAMPLES // 2))))
 # A claim may wait up to 20 s for work: keep generated claims from waiting on an empty pool.
 MAX_WAIT = 0.2
-# Not fuzzed: POST /api/v1/mcp speaks JSON-RPC (DESIGN §15), whose bodies and errors the MCP
+# Not fuzzed: POST /api/v1/mcp speaks JSON-RPC, whose bodies and errors the MCP
 # specification defines, not this API's envelope; the official client checks it (test_mcp.py).
 PROTOCOL = {("POST", "/api/v1/mcp")}
 
 
 @schemathesis.check
 def error_envelope(ctx: Any, response: schemathesis.Response, case: Case) -> bool | None:
-    """Every error is exactly {"error": {"code", "message"}} (DESIGN §5)."""
+    """Every error is exactly {"error": {"code", "message"}}."""
     if response.status_code < 400:
         return None
     body = response.json()
@@ -171,7 +171,7 @@ def test_generated_requests_with_a_worker_token_meet_the_document(
     statuses, failures = _fuzz(world, token, known, WORKER_EXAMPLES)
     assert not failures, "\n".join(failures)
     assert any(key.endswith(" 403") for key in statuses), statuses
-    # No route lets a worker token do more than DESIGN §5 gives it: a success only where the
+    # No route lets a worker token do more than the route table gives it: a success only where the
     # route table names workers (or no token at all).
     overreach = sorted(
         key

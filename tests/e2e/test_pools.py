@@ -1,4 +1,4 @@
-"""Pools, spaces and the instance over HTTP (DESIGN §12): management routes, every queued
+"""Pools, spaces and the instance over HTTP: management routes, every queued
 condition produced and cleared through the API, pinned versions in payloads, a classifier
 worker's answers rendered into its task, and the CLI's condition column."""
 

@@ -1,4 +1,4 @@
-"""Rules through the local stack (DESIGN §10): an .eml file to a claimed lease with its trigger,
+"""Rules through the local stack: an .eml file to a claimed lease with its trigger,
 an event to its leases, and a one-time schedule firing through the scheduler loop."""
 
 from __future__ import annotations

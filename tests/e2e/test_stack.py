@@ -31,7 +31,7 @@ from tests.e2e.support import (
     wait_for_activity,
 )
 
-# Every route this slice serves (DESIGN §5), as the OpenAPI document names them.
+# Every route this slice serves, as the OpenAPI document names them.
 ROUTES = {
     "/api/v1/health": {"get"},
     "/api/v1/spaces": {"post"},
@@ -323,7 +323,7 @@ def test_no_raw_lease_or_worker_token_appears_in_logs_or_other_responses(
 @pytest.mark.run_last
 def test_no_request_of_the_session_was_answered_with_a_server_error(recorder: Recorder) -> None:
     with recorder.lock:
-        # 501 on a lease's logs is the designed answer for a pool that keeps none (DESIGN §11).
+        # 501 on a lease's logs is the documented answer for a pool that keeps none.
         failures = [
             (r.method, r.path, r.status)
             for r in recorder.seen

@@ -26,7 +26,7 @@ from tenure_cli.local.engines import find_jar, free_port, java_available
 
 from tests.conftest import start_stack, stop_stack
 
-# A failed start must end within seconds of its failure (DESIGN §7); slack for 2 shared cores.
+# A failed start must end within seconds of its failure, never hang; slack for 2 shared cores.
 EXIT_WITHIN = 15.0
 # A start that gets as far as DynamoDB Local pays for its JVM first.
 HUNG_AFTER = 90.0

@@ -1,5 +1,5 @@
-"""The task graph, the scheduler and operator recovery over HTTP against the local stack
-(DESIGN §13): the stack's own stream pump runs the reactions; the CLI forces and inspects."""
+"""The task graph, the scheduler and operator recovery over HTTP against the local stack:
+the stack's own stream pump runs the reactions; the CLI forces and inspects."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """GET /api/v1/tasks over HTTP against the local stack: a space's tasks newest first, each with
-its lease, paged by an opaque cursor; the status filter; the refusals (DESIGN §5 style)."""
+its lease, paged by an opaque cursor; the status filter; the refusals in the API's error
+envelope."""
 
 from __future__ import annotations
 

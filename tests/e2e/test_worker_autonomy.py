@@ -1,5 +1,5 @@
 """`tenure worker block|usage|delegate|complete --created-task` from inside a job run by
-`tenure worker run --once` (DESIGN §14)."""
+`tenure worker run --once`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A claim whose answer was lost (DESIGN §4): the worker SDK retries it with the same
+"""A claim whose answer was lost: the worker SDK retries it with the same
 claim_id and gets the lease it already won, with a fresh token; never a second lease."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The worker SDK and the CLI of DESIGN §11 against `tenure local`: a job's output reaches its
+"""The worker SDK and the CLI of a lease's detail against `tenure local`: a job's output reaches its
 lease's logs (the tail too, after an exit or a kill), `tenure worker attach` from inside a job,
 and `tenure leases logs|attachments|download|exec-target` for the operator."""
 

@@ -1,4 +1,4 @@
-"""Self-fencing (DESIGN §4, last bullet): a worker that hears nothing back from the service
+"""Self-fencing: a worker that hears nothing back from the service
 stops its job two heartbeats before the lease could expire, so the job never runs on after
 its lease could have been handed to someone else. The test needs a stack it may stop."""
 

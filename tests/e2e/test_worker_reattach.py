@@ -1,6 +1,6 @@
 """A worker restarted on the same `--state-dir` re-attaches to the jobs it left running (they
 run in sessions of their own) and keeps their leases alive; a job that died meanwhile has its
-lease failed with `worker_restarted` (DESIGN §4, last bullet)."""
+lease failed with `worker_restarted`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Operator revokes reach a running job through the worker's heartbeat: cancel → SIGTERM (then
-SIGKILL after `--kill-grace`), kill, pause → SIGSTOP, resume → SIGCONT (DESIGN §3)."""
+SIGKILL after `--kill-grace`), kill, pause → SIGSTOP, resume → SIGCONT."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`tenure worker run --once`: a job's exit status becomes its lease's report; a job may also
-report for itself with `tenure worker complete|fail|heartbeat|payload` (DESIGN §3, §6)."""
+report for itself with `tenure worker complete|fail|heartbeat|payload`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The template's part of rules (DESIGN §10): schedules' group, target and role."""
+"""The template's part of rules: schedules' group, target and role."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The properties a whole history must have (DESIGN §3, §4), as plain functions.
+"""The properties a whole history must have (lease states, fencing), as plain functions.
 
 Each check takes what was recorded (operations as the wire saw them, holds as the workers
 lived them, and the server's truth read afterwards) and returns the violations it found, in

@@ -13,7 +13,7 @@ from typing import Any
 REPORTS = ("start", "heartbeat", "complete", "fail", "release")
 FINAL = ("complete", "fail", "release")
 
-# The status a refusal inside a batched heartbeat's answer would have had on its own (§5).
+# The status a refusal inside a batched heartbeat's answer would have had on its own.
 BATCHED_STATUS = {
     "stale_lease": 409,
     "invalid_transition": 409,

@@ -1,11 +1,12 @@
 """The workers of a reliability run: threads on the SDK's client, and `tenure worker run` processes.
 
-A thread worker claims (retrying a claim whose answer was lost under the same claim_id, as
-DESIGN §4 asks), starts or heartbeats (per lease or batched), works, and ends the lease by
-complete, fail or release; or it crashes (abandons the lease), or stalls past its lease and
-reports late. It follows the SDK's self-fence rule: it stops acting once its last answered
-heartbeat (or claim) is `lease_seconds - 2 * renew_seconds` old. Every instant it acts is
-journalled as a Hold. A process worker is the real SDK runner, whose jobs note their own holds.
+A thread worker claims (retrying a claim whose answer was lost under the same claim_id, the
+only way a claim may be retried), starts or heartbeats (per lease or batched), works, and ends
+the lease by complete, fail or release; or it crashes (abandons the lease), or stalls past its
+lease and reports late. It follows the SDK's self-fence rule: it stops acting once its last
+answered heartbeat (or claim) is `lease_seconds - 2 * renew_seconds` old. Every instant it acts
+is journalled as a Hold. A process worker is the real SDK runner, whose jobs note their own
+holds.
 """
 
 from __future__ import annotations

@@ -576,7 +576,7 @@ class FakeStore(FakeRules):
             raise Conflict("a conditional write lost")
         self.sweeper = state
 
-    # -------------------------------------------------- pools, spaces, instance (§12)
+    # -------------------------------------------------------- pools, spaces, instance
 
     @staticmethod
     def _settled(entity: E, settings: Settings) -> E:
@@ -763,7 +763,7 @@ class FakeStore(FakeRules):
             ]
         )
 
-    # ------------------------------------------- attachments and retention (DESIGN §11)
+    # ------------------------------------------------------ attachments and retention
     # Kept beside the rows above (set up lazily, so __init__ stays as it is): attachments by
     # lease, and the leases taken out of the ended index once their reclaim finished.
 

@@ -1,5 +1,5 @@
 """An attachment downloads byte for byte through the API function, whatever its bytes are
-(DESIGN §11: "the bytes (200, the stored content type)")."""
+(a 200 with the bytes as stored and the content type they were stored with)."""
 
 from __future__ import annotations
 

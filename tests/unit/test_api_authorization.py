@@ -1,4 +1,4 @@
-"""Who may call each route, decided before the request is validated (DESIGN §5), route by
+"""Who may call each route, decided before the request is validated, route by
 route from the table in api/routes.py, through `handle()` with a stub principal."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_the_table_names_exactly_the_routes_the_app_serves() -> None:
 
 def test_every_audience_is_one_the_check_knows() -> None:
     known = {"public", "worker", "lease", "operator:read", "operator:member", "operator:admin"}
-    known.add("agent_force")  # worker and lease tokens while allow_agent_force is on (§13)
+    known.add("agent_force")  # worker and lease tokens while allow_agent_force is on
     assert {part for who in ROUTES.values() for part in who.split("|")} <= known
 
 
@@ -145,7 +145,7 @@ def test_public_routes_need_no_token() -> None:
     assert _call("GET", "/api/v1/openapi.json", None)["statusCode"] == 200
 
 
-# ------------------------------------------------------------- force (DESIGN §13)
+# ------------------------------------------------------------------------ force
 
 FORCE_ROUTES = [k for k in PRIVATE if "agent_force" in ROUTES[k].split("|")]
 
@@ -184,7 +184,7 @@ def test_agents_allowed_to_force_have_their_garbage_judged(
         assert _code(_call(method, _path(rule), actor, GARBAGE_BODY)) == (400, "invalid_request")
 
 
-# ------------------------------------------------------------------- MCP (DESIGN §15)
+# -------------------------------------------------------------------------- MCP
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE"])

@@ -1,4 +1,5 @@
-"""The §14 routes over the fake store: bodies, statuses, envelopes and who may call them."""
+"""The autonomy routes (blocks, recover) over the fake store: bodies, statuses, envelopes and
+who may call them."""
 
 from __future__ import annotations
 

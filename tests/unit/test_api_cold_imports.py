@@ -1,4 +1,4 @@
-"""What the API function leaves for later when it starts (issue 16, cold start): each module
+"""What the API function leaves for later when it starts (its cold start is measured): each module
 or model named here was made lazy on purpose, and loading it again at import would cost the
 cold start again (`tenure bench coldstart`)."""
 

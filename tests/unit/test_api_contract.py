@@ -18,8 +18,8 @@ from tenure.domain.states import EndReason, LeaseState, Revoke, SubjectKind
 
 from tests.unit.support import T0, Rig, make_lease
 
-# DESIGN §5, row by row.
-DESIGN_ERRORS = [
+# The API's error table (docs/api.md), row by row.
+DOCUMENTED_ERRORS = [
     (e.InvalidRequest, 400, "invalid_request"),
     (e.Unauthenticated, 401, "unauthenticated"),
     (e.LeaseTokenMismatch, 403, "lease_token_mismatch"),
@@ -32,14 +32,14 @@ DESIGN_ERRORS = [
     (e.AlreadyExists, 409, "already_exists"),
     (e.MissingScope, 422, "missing_scope"),
     (e.ValidationFailed, 422, "validation_failed"),
-    (e.UnverifiedCreatedTasks, 422, "unverified_created_tasks"),  # DESIGN §14
+    (e.UnverifiedCreatedTasks, 422, "unverified_created_tasks"),  # a refused completion
     (e.UnsupportedRuntime, 501, "unsupported_runtime"),
     (e.Unavailable, 503, "unavailable"),
 ]
 
 
-@pytest.mark.parametrize(("cls", "status", "code"), DESIGN_ERRORS)
-def test_every_domain_error_maps_to_the_status_and_code_of_design(
+@pytest.mark.parametrize(("cls", "status", "code"), DOCUMENTED_ERRORS)
+def test_every_domain_error_maps_to_its_documented_status_and_code(
     cls: type[e.TenureError], status: int, code: str
 ) -> None:
     err = cls("something")
@@ -55,7 +55,7 @@ def test_every_public_domain_error_has_a_status() -> None:
         and not issubclass(cls, e.Conflict)  # Conflict and CeilingReached stay internal
     }
     assert public == set(STATUS)
-    assert public == {cls for cls, _, _ in DESIGN_ERRORS}
+    assert public == {cls for cls, _, _ in DOCUMENTED_ERRORS}
 
 
 def test_unavailable_is_a_503_that_says_when_to_come_back() -> None:
@@ -340,7 +340,7 @@ def test_lease_view_never_contains_the_raw_token(rig: Rig) -> None:
     assert lease.token_hash not in text
 
 
-def test_lease_view_shows_the_fields_design_names(rig: Rig) -> None:
+def test_lease_view_shows_the_documented_fields(rig: Rig) -> None:
     view, _ = _claimed_lease(rig)
     for name in ["id", "state", "attempt", "pool", "subject_kind", "task", "workflow", "timing"]:
         assert name in view

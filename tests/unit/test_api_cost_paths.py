@@ -1,4 +1,4 @@
-"""The request-saving paths of the worker routes (DESIGN §9): the claim answer carries the
+"""The request-saving paths of the worker routes: the claim answer carries the
 payload, and a final report may claim the worker's next lease in the same call."""
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def test_the_same_complete_with_next_sent_again_claims_nothing_more(http: Any, r
     status, two = http("POST", f"/leases/{first}/complete", body, as_lease(first))
     assert status == 200 and two["lease"] == one["lease"]
     assert two["next"]["lease"]["id"] == one["next"]["lease"]["id"]
-    assert two["next"]["token"] != one["next"]["token"]  # the lost token is dead (DESIGN §4)
+    assert two["next"]["token"] != one["next"]["token"]  # the lost token is dead
     assert rig.lease(one["next"]["lease"]["id"]).token_hash == two["next"]["claim_token_hash"]
     # Of three tasks, the first and the one claimed by `next` are out: exactly one is left.
     assert rig.svc.claims.claim(WORKER, "builders", "w9", None, 0, None) is not None

@@ -1,4 +1,4 @@
-"""POST /tasks with a lease token (DESIGN §5, §14): the task lands in its lease's space, so
+"""POST /tasks with a lease token: the task lands in its lease's space, so
 `space` may be left out; another space is refused by name, and operators still name it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The request bodies of DESIGN §11: what a batch of logs and an attachment may carry."""
+"""The request bodies of a lease's detail: what a batch of logs and an attachment may carry."""
 
 from __future__ import annotations
 

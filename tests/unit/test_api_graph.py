@@ -1,4 +1,5 @@
-"""The §13 routes over the fake store: bodies, statuses and envelopes, no network."""
+"""The task graph, scheduler and recovery routes over the fake store: bodies, statuses and
+envelopes, no network."""
 
 from __future__ import annotations
 

@@ -31,11 +31,11 @@ CREATES = {
 }
 # Answered with 202 (accepted: its leases) and 204 (deleted, no body).
 OTHER_SUCCESS = {("POST", "/api/v1/events"): 202, ("DELETE", "/api/v1/rules/{rule_id}"): 204}
-# DESIGN §11: logs are accepted (202); an attachment's bytes come as themselves, or a 302.
+# Logs are accepted (202); an attachment's bytes come as themselves, or a 302.
 ACCEPTS = {("POST", "/api/v1/leases/{lease_id}/logs")}
 BYTES = {("GET", "/api/v1/leases/{lease_id}/attachments/{attachment_id}")}
-BYTES |= {("GET", "/board")}  # DESIGN §16: the board is a page, text/html
-# DESIGN §15: JSON-RPC in and out; the SDK's transport answers its own statuses (test below).
+BYTES |= {("GET", "/board")}  # the board is a page, text/html
+# MCP: JSON-RPC in and out; the SDK's transport answers its own statuses (test below).
 PROTOCOL = {("POST", "/api/v1/mcp")}
 
 

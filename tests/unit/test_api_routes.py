@@ -1,4 +1,4 @@
-"""The HTTP routes over the fake store: statuses, envelopes and bytes (DESIGN §5), no network."""
+"""The HTTP routes over the fake store: statuses, envelopes and bytes, no network."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An archived space takes no new work through its rules either (DESIGN §12, §10): fire now is
+"""An archived space takes no new work through its rules either: fire now is
 refused, events, emails and schedules skip the space's rules and say so; unarchived, the same
 rules fire again."""
 

@@ -1,4 +1,4 @@
-"""States (DESIGN §3) and who may do what (DESIGN §5): roles, scopes, lease tokens."""
+"""Lease states and who may do what: roles, scopes, lease tokens."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.unit.support import T0, as_lease, make_lease
 ROLES = ["read", "member", "admin"]
 
 
-def test_lease_states_split_into_the_six_active_and_five_terminal_of_design() -> None:
+def test_lease_states_split_into_six_active_and_five_terminal() -> None:
     active = {s.value for s in LeaseState if s.active}
     terminal = {s.value for s in LeaseState if s.terminal}
     assert active == {"pending", "dispatching", "dispatched", "running", "paused", "cancelling"}

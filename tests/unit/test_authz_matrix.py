@@ -1,10 +1,11 @@
-"""The authorization matrix (issue 17): every route of the API x every kind of caller, as one
-table. Each row names a route, the request that exercises it, and which callers DESIGN §5 and
-§10-§16 let through; every other caller must be refused with the exact status and code §5
-gives it. Allowed callers must get the route's own success, so a row cannot pass by refusing
-everybody. The requests go the whole way in process: the bearer token through the authorizer
-(real tokens, minted by the service on the fake store), then the API handler, as API Gateway
-chains them. A route the API serves but the table lacks fails the run."""
+"""The authorization matrix: every route of the API x every kind of caller, as one table. Each
+row names a route, the request that exercises it, and which callers the route admits (the "who"
+of docs/api.md); every other caller must be refused with the exact status and code the API
+gives it (401 `unauthenticated`, 403 `lease_token_mismatch` or 403 `forbidden`). Allowed
+callers must get the route's own success, so a row cannot pass by refusing everybody. The
+requests go the whole way in process: the bearer token through the authorizer (real tokens,
+minted by the service on the fake store), then the API handler, as API Gateway chains them. A
+route the API serves but the table lacks fails the run."""
 
 from __future__ import annotations
 
@@ -265,12 +266,12 @@ MCP_GET = {
 }
 
 TABLE: list[Row] = [
-    # Public (DESIGN §5, §16): no token needed, so no token is refused.
+    # Public (health, the OpenAPI document, the board): no token needed, so none is refused.
     R("GET", "/health", EVERYONE, 200),
     R("GET", "/openapi.json", EVERYONE, 200),
     R("GET", "//board", EVERYONE, 200),
     R("GET", "/whoami", READ | {"elsewhere"}, 200, note="who the caller is, for the board"),
-    # Setting up work (§5): admin; a token limited to spaces cannot act across all of them.
+    # Setting up work: admin; a token limited to spaces cannot act across all of them.
     R("POST", "/spaces", ADMIN_ONLY, 201, body={"key": "NEW", "name": "New"}),
     R("POST", "/workflows", ADMIN_ONLY, 201, body={"space": SPACE, "slug": "w2", "name": "W"}),
     R(
@@ -287,7 +288,7 @@ TABLE: list[Row] = [
         MEMBER | BOTH_LEASES,
         201,
         body={"space": SPACE, "title": "filed"},
-        note="a lease token files work in its own lease's space (§14)",
+        note="a lease token files work in its own lease's space",
     ),
     R(
         "POST",
@@ -301,14 +302,14 @@ TABLE: list[Row] = [
     R("GET", TASK, READ, 200, path="/tasks/{mine_task}"),
     R("GET", f"{TASK}/activity", READ, 200, path="/tasks/{mine_task}/activity"),
     R("GET", "/workers", READ, 200, path=f"/workers?pool={POOL}"),
-    # Reading and steering leases (§5).
+    # Reading and steering leases.
     R("GET", "/leases", READ, 200, path=f"/leases?space={SPACE}"),
     R("GET", LEASE, READ, 200),
     R("POST", f"{LEASE}/cancel", MEMBER, 200),
     R("POST", f"{LEASE}/kill", MEMBER, 200),
     R("POST", f"{LEASE}/pause", MEMBER, 200, prepare=_started),
     R("POST", f"{LEASE}/resume", MEMBER, 200, prepare=_paused),
-    # The worker's side (§5): worker tokens claim and renew, lease tokens report.
+    # The worker's side: worker tokens claim and renew, lease tokens report.
     R(
         "POST",
         "/pools/<pool>/claim",
@@ -334,7 +335,7 @@ TABLE: list[Row] = [
     R("POST", f"{LEASE}/fail", LEASE_SELF, 200, body={"error": "boom"}),
     R("POST", f"{LEASE}/release", LEASE_SELF, 200, body={}),
     R("GET", f"{LEASE}/payload", LEASE_SELF, 200),
-    # Rules and events (§10).
+    # Rules and events.
     R(
         "POST",
         "/rules",
@@ -356,7 +357,7 @@ TABLE: list[Row] = [
     R("POST", "/events", MEMBER, 202, body={"space": SPACE, "topic": "ticket.opened", "data": {}}),
     R("GET", "/workflows/<slug>/activity", READ, 200, path=f"/workflows/wf/activity?space={SPACE}"),
     R("GET", "/spaces/<key>/activity", READ, 200, path=f"/spaces/{SPACE}/activity"),
-    # Logs, attachments, runtime coordinates (§11).
+    # Logs, attachments, runtime coordinates.
     R("GET", f"{LEASE}/exec_target", READ, 200),
     R(
         "POST",
@@ -382,7 +383,7 @@ TABLE: list[Row] = [
         path="/leases/{mine}/attachments/{attachment}",
         prepare=_attached,
     ),
-    # Pools, spaces, the instance (§12): admin, reads for read.
+    # Pools, spaces, the instance: admin, reads for read.
     R("GET", "/pools", READ, 200, path=f"/pools?space={SPACE}"),
     R("GET", "/pools/<pool>", READ, 200, path=f"/pools/{POOL}"),
     R("PATCH", "/pools/<pool>", ADMIN_ONLY, 200, path=f"/pools/{POOL}", body={"display_name": "B"}),
@@ -406,7 +407,7 @@ TABLE: list[Row] = [
     ),
     R("GET", "/instance", ADMIN_ONLY, 200),
     R("PATCH", "/instance", ADMIN_ONLY, 200, body={"retry_chain_cap": 4}),
-    # The task graph, the scheduler, operator recovery (§13).
+    # The task graph, the scheduler, operator recovery.
     R(
         "PATCH",
         TASK,
@@ -471,7 +472,7 @@ TABLE: list[Row] = [
         refused_inside=frozenset({"worker_other", "elsewhere"}),
     ),
     R("GET", "/inspect/<some_id>", READ, 200, path="/inspect/{mine}"),
-    # Typed blocks and recover (§14): a lease token only for a lease on that task.
+    # Typed blocks and recover: a lease token only for a lease on that task.
     R(
         "POST",
         f"{TASK}/blocks",
@@ -499,7 +500,7 @@ TABLE: list[Row] = [
         body={"note": "fixed the config"},
         prepare=_escalated,
     ),
-    # MCP (§15): operators and lease tokens get in; what each tool may touch is its own
+    # MCP: operators and lease tokens get in; what each tool may touch is its own
     # check, so the other space's operator is refused inside (a tool error).
     R(
         "POST",
@@ -515,7 +516,7 @@ TABLE: list[Row] = [
 
 
 def refusal(caller: str, row: Row) -> tuple[int, str]:
-    """How DESIGN §5 refuses a caller a route does not admit."""
+    """How the API refuses a caller a route does not admit."""
     if caller in ("none", "unknown"):
         return 401, "unauthenticated"
     if caller in ("lease", "lease_other"):
@@ -627,7 +628,7 @@ def _board(s: Scene, caller: str) -> Answer:
     return Answer(out["statusCode"], None)
 
 
-# ------------------------------------------- authorization before validation (DESIGN §5)
+# ---------------------------------------------------- authorization before validation
 
 REFUSED = [(row, caller) for row, caller in CELLS if expectation(caller, row)[0] == "refused"]
 
@@ -738,7 +739,7 @@ def test_an_unscoped_token_reads_nothing_for_the_scope_check(
     assert (got.status, got.code) == (422, "validation_failed"), got
 
 
-# ------------------------------------------------------ bodies (DESIGN §5: validation_failed)
+# ------------------------------------------------------------ bodies (validation_failed)
 
 
 def _shape(row: Row) -> BodyShape:

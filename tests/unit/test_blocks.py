@@ -1,4 +1,4 @@
-"""Typed blocks, the breaker and recover (DESIGN §14), on the fake store."""
+"""Typed blocks, the breaker and recover, on the fake store."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The board's page and `whoami` through `handle()` (DESIGN §16): the page needs no token and
+"""The board's page and `whoami` through `handle()`: the page needs no token and
 admits only its own inlined script and style; whoami tells an operator its role and spaces."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Classifier pools (DESIGN §6, §12): the payload carries the pinned input verbatim, and a
+"""Classifier pools: the payload carries the pinned input verbatim, and a
 successful completion renders the output expressions into the task's checks and properties."""
 
 from __future__ import annotations

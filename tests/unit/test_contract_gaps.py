@@ -1,4 +1,4 @@
-"""Contract lines the first landing got wrong (issue 8), each at the core."""
+"""Contract lines the first landing got wrong, each pinned at the core."""
 
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def test_a_pools_retention_can_be_patched_and_reset(rig: Rig) -> None:
 
 
 def test_a_retried_claim_counts_the_lease_from_the_retry_the_worker_heard(rig: Rig) -> None:
-    # The worker never heard the first answer; its lease clock (and its self-fence, DESIGN §4)
+    # The worker never heard the first answer; its lease clock (and its self-fence)
     # starts at the retry it did hear. Found building tests/reliability's dropped-claim path:
     # the retry kept the first claim's deadline, so the sweeper could expire the lease (and
     # hand the job on) while its holder, counting from the retry, still acted.

@@ -1,4 +1,4 @@
-"""Deferred leases (DESIGN §10): `not_before` keeps a pending lease out of every claim until
+"""Deferred leases: `not_before` keeps a pending lease out of every claim until
 its instant, and its queued condition says `waiting_until`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Delegation (DESIGN §14): tasks filed with a lease token and the completion claim gate."""
+"""Delegation: tasks filed with a lease token and the completion claim gate."""
 
 from __future__ import annotations
 

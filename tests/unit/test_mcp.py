@@ -1,4 +1,4 @@
-"""The MCP endpoint over the fake store (DESIGN §15): the bridge, the tool table per token, the
+"""The MCP endpoint over the fake store: the bridge, the tool table per token, the
 refusals, through `handle()` exactly as API Gateway and the front door call it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The worker's payload (DESIGN §6): shape by subject, prior attempts, recent activity."""
+"""The worker's payload: shape by subject, prior attempts, recent activity."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tenure.domain.states import LeaseState, SubjectKind
 from tests.unit.support import ADMIN, MEMBER, SPACE, T0, Rig, as_lease, make_lease
 
 
-def test_a_task_payload_carries_the_task_fields_of_design(rig: Rig) -> None:
+def test_a_task_payload_carries_the_documented_task_fields(rig: Rig) -> None:
     rig.task(title="Deploy", body="ship it", properties={"env": "prod"})
     won = rig.claim()
     bundle = rig.svc.payloads.payload(as_lease(won.lease.id), won.lease.id)

@@ -1,4 +1,4 @@
-"""Pool, space and instance management (DESIGN §12): pause, archive, patches, the instance
+"""Pool, space and instance management: pause, archive, patches, the instance
 ceiling, and the pool versions a lease pins."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every queued condition (DESIGN §12), produced through the service and cleared again, and
+"""Every queued condition, produced through the service and cleared again, and
 the precedence when several hold."""
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ def test_space_full(rig: Rig) -> None:
 
 
 # Each fact and the code it gives, in precedence order (waiting_until sits after the four
-# that need a person and before the ceilings; issue 9 wires its not_before).
+# that need a person and before the ceilings; a deferred lease's not_before
+# sets it, tests/unit/test_deferred.py).
 PRECEDENCE = [
     ("paused", "pool_paused"),
     ("space_archived", "space_archived"),

@@ -1,4 +1,4 @@
-"""Operator recovery (DESIGN §13): retry chains, attempts, bulk force release / fail, inspect."""
+"""Operator recovery: retry chains, attempts, bulk force release / fail, inspect."""
 
 from __future__ import annotations
 

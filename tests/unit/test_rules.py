@@ -1,4 +1,4 @@
-"""Pure rules: token hashing and minting, deadlines, report fingerprints (DESIGN §4, §9)."""
+"""Pure rules: token hashing and minting, deadlines, report fingerprints."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The /rules and /events routes over the fake store (DESIGN §5, §10)."""
+"""The /rules and /events routes over the fake store."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rules (DESIGN §10) on the fake store: managing them, schedules in step, firings once."""
+"""Rules on the fake store: managing them, schedules in step, firings once."""
 
 from __future__ import annotations
 

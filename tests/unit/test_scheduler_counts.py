@@ -1,4 +1,4 @@
-"""GET /scheduler's counts and the sweeper's starvation (DESIGN §13): only a lease a claim could
+"""GET /scheduler's counts and the sweeper's starvation: only a lease a claim could
 take is queued, capacity-waiting or starved — one held back by a paused subtree, an open block
 or a parked task is not, by the same rule the claim gate applies."""
 

@@ -1,5 +1,5 @@
-"""DESIGN §11 in the core: logs, attachments, runtime coordinates and retention reclaim, on the
-fake store with the in-memory bucket and log group."""
+"""A lease's detail in the core: logs, attachments, runtime coordinates and retention reclaim,
+on the fake store with the in-memory bucket and log group."""
 
 from __future__ import annotations
 

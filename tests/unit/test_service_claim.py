@@ -1,4 +1,4 @@
-"""Claim, start and heartbeats: tokens, deadlines and revoke signals (DESIGN §3, §4)."""
+"""Claim, start and heartbeats: tokens, deadlines and revoke signals."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Operator controls: cancel, kill, pause, resume; reading and listing (DESIGN §3, §5)."""
+"""Operator controls: cancel, kill, pause, resume; reading and listing."""
 
 from __future__ import annotations
 

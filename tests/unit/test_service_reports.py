@@ -1,4 +1,4 @@
-"""Final reports: complete, fail, release; replays and stale reports (DESIGN §3, §4)."""
+"""Final reports: complete, fail, release; replays and stale reports."""
 
 from __future__ import annotations
 
@@ -266,7 +266,7 @@ def test_reports_need_the_leases_own_token(rig: Rig) -> None:
 
 @pytest.mark.parametrize("where", ["complete.result", "complete.details", "fail.error"])
 def test_a_report_carrying_the_raw_lease_token_never_stores_it(rig: Rig, where: str) -> None:
-    # DESIGN §4: no raw token ever appears in an event or a result. A worker that echoes its
+    # No raw token ever appears in an event or a result. A worker that echoes its
     # own token into a report must be refused, or the token must not reach the table.
     won = rig.claimed()
     me, lid = as_lease(won.lease.id), won.lease.id

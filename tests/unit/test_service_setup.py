@@ -1,4 +1,4 @@
-"""Setting up work: spaces, workflows, pools, tokens, tasks and enqueue (DESIGN §5)."""
+"""Setting up work: spaces, workflows, pools, tokens, tasks and enqueue."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_an_instance_holds_a_bounded_number_of_pools(
     assert rig.store.get_pool("too-many") is None
 
 
-def test_pool_timing_defaults_are_those_of_design(rig: Rig) -> None:
+def test_pool_timing_defaults_are_renew_10_grace_50_toleration_300(rig: Rig) -> None:
     pool = rig.store.get_pool(POOL)
     assert pool is not None
     assert (pool.renew_seconds, pool.grace_seconds, pool.toleration_seconds) == (10, 50, 300)
@@ -198,7 +198,7 @@ def test_create_task_needs_a_member_of_its_space(rig: Rig) -> None:
         rig.svc.filing.create_task(elsewhere, SPACE, "t", None, None, {}, None, None)
     with pytest.raises(Forbidden):
         rig.svc.filing.create_task(WORKER, SPACE, "t", None, None, {}, None, None)
-    # A lease token files in its own lease's space (DESIGN §14; tests/unit/test_delegation.py).
+    # A lease token files in its own lease's space (tests/unit/test_delegation.py).
     with pytest.raises(LeaseNotFound):
         rig.svc.filing.create_task(as_lease("l"), SPACE, "t", None, None, {}, None, None)
     assert rig.store.tasks == {}

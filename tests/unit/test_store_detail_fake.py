@@ -1,4 +1,4 @@
-"""DESIGN §11's store contract (tests/conformance/contract_detail.py) on the in-memory fake."""
+"""The detail store contract (tests/conformance/contract_detail.py) on the in-memory fake."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sweeper (DESIGN §4): expiry, recovery, exhaustion, the service's absence, the brake."""
+"""The sweeper: expiry, recovery, exhaustion, the service's absence, the brake."""
 
 from __future__ import annotations
 
@@ -322,8 +322,9 @@ def test_a_pass_that_loses_the_race_for_the_sweeper_slot_does_nothing(rig: Rig) 
 def test_silent_leases_expire_with_default_timings_and_the_default_one_minute_sweeps(
     rig: Rig,
 ) -> None:
-    # DESIGN §1/§7: the sweeper runs every minute; §4: pool defaults renew 10, grace 50,
-    # toleration 300. A worker that dies must still lose its lease in that setting.
+    # The deployed sweeper runs every minute (and `tenure local`'s by default); pools default
+    # to renew 10, grace 50, toleration 300. A worker that dies must still lose its lease in
+    # that setting.
     rig.sweep()
     lease = rig.running()
     lost_at = _lost_at(rig, lease, until_s=3600, every=60)

@@ -1,4 +1,4 @@
-"""The task graph (DESIGN §13): rollup, dependencies, auto-enqueue, pause, derived status."""
+"""The task graph: rollup, dependencies, auto-enqueue, pause, derived status."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DESIGN §4: no raw token in a log line, event, result or error. What a lease or worker token
+"""No raw token in a log line, event, result or error. What a lease or worker token
 may store and an operator reads back follows one rule: a free-text field carrying a token is
 refused by name (422), and a log line has its tokens masked instead (the rest is kept)."""
 

@@ -1,4 +1,4 @@
-"""The §3 table, row by row, and every pair it forbids (DESIGN §3)."""
+"""The lease transition table (docs/states.md), row by row, and every pair it forbids."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ S, A = LeaseState, Action
 ENDINGS = (A.COMPLETE, A.COMPLETE_FAILURE, A.FAIL, A.RELEASE, A.EXPIRE, A.EXPIRE_FAIL)
 
 # (state, revoke held, action) -> (next state, revoke after, event, end reason, requeue);
-# None: a no-op that answers the lease as it is. Written from DESIGN §3, not from the table.
+# None: a no-op that answers the lease as it is. Written from the documented states, not from
+# the code's table.
 ROWS: list[tuple[S, Revoke | None, A, tuple[S, Revoke | None, str, EndReason | None, bool] | None]]
 ROWS = [
     # pending / dispatching: claimed, or cancelled at once by cancel *and* kill
@@ -91,7 +92,7 @@ ROWS = [
         for st in (S.COMPLETED, S.FAILED, S.CANCELLED, S.LOST, S.KILLED)
         for act in (A.CANCEL, A.KILL)
     ],
-    # operator recovery (DESIGN §13): force release of a held lease requeues its job; force
+    # operator recovery: force release of a held lease requeues its job; force
     # fail ends any open lease failed; an ended lease, or one asked to stop, is not released
     *[
         (
@@ -118,7 +119,7 @@ ROWS = [
 
 
 @pytest.mark.parametrize(("state", "revoke", "action", "expected"), ROWS)
-def test_every_row_of_design_3(
+def test_every_documented_transition(
     state: S,
     revoke: Revoke | None,
     action: A,
@@ -136,7 +137,7 @@ def _allowed() -> set[tuple[Stage, A]]:
     return {(stage_of(state, revoke), action) for state, revoke, action, _ in ROWS}
 
 
-def test_the_table_has_exactly_the_rows_of_design_3() -> None:
+def test_the_table_has_exactly_the_documented_transitions() -> None:
     assert set(TABLE) == _allowed()
 
 

@@ -1,4 +1,4 @@
-"""Usage and cost (DESIGN §14): resolution from pool rates and the sum's agreement rules."""
+"""Usage and cost: resolution from pool rates and the sum's agreement rules."""
 
 from __future__ import annotations
 

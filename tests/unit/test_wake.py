@@ -1,4 +1,4 @@
-"""Wake-creator (DESIGN §14): a delegated task's endings wake the lease that filed it."""
+"""Wake-creator: a delegated task's endings wake the lease that filed it."""
 
 from __future__ import annotations
 

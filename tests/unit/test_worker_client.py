@@ -1,4 +1,4 @@
-"""The worker SDK's retries (DESIGN §4): a claim is retried only with its own claim_id, every
+"""The worker SDK's retries: a claim is retried only with its own claim_id, every
 retry loop is bounded, and a 503's Retry-After is honoured, never taken for a lost lease."""
 
 from __future__ import annotations

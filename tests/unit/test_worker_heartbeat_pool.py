@@ -1,4 +1,4 @@
-"""A worker heartbeat's `runtime` and `credentials` (DESIGN §12) are never dropped: a worker
+"""A worker heartbeat's `runtime` and `credentials` are never dropped: a worker
 holding no lease need not name the pool when its token is limited to one, and is told to
 (422 naming `pool`) when its token covers several."""
 

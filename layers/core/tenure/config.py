@@ -17,17 +17,17 @@ class Settings(BaseModel):
     log_level: str = "INFO"
     # How often the sweeper is scheduled; a gap beyond this is the service's own absence.
     sweep_interval_seconds: float = 60.0
-    # Rules' schedules (DESIGN §10): the group they live in, the function they invoke and the
+    # Rules' schedules: the group they live in, the function they invoke and the
     # role Scheduler assumes to invoke it. Only the API function creates schedules.
     schedule_group: str = "default"
     scheduler_target_arn: str | None = None
     scheduler_role_arn: str | None = None
-    # DESIGN §11: where attachments' bytes and lease logs live (None: this deployment has none).
+    # Where attachments' bytes and lease logs live (None: this deployment has none).
     attachments_bucket: str | None = None
     log_group: str | None = None
     # The local stack's moto server, standing in for S3 and CloudWatch Logs.
     aws_endpoint: str | None = None
-    # DESIGN §14: the bus the reactor publishes task.wake_creator on (None: not published).
+    # The bus the reactor publishes task.wake_creator on (None: not published).
     event_bus: str | None = None
 
 

@@ -102,7 +102,7 @@ class Claim:
     fence: int
     renew_seconds: float
     lease_seconds: float
-    keeps_logs: bool = False  # the pool keeps logs: ship the job's output (DESIGN §11)
+    keeps_logs: bool = False  # the pool keeps logs: ship the job's output
     # The work bundle the claim answer carried (None: GET /leases/{id}/payload for it).
     payload: dict[str, Any] | None = None
 
@@ -194,8 +194,8 @@ class Client:
         """Claim one lease, or None (204: nothing to claim; the next claim is a new intent).
 
         Every retry of this claim carries the same `claim_id`, so a claim whose answer was lost
-        is answered with the lease it already won (and a fresh token), never a second lease
-        (DESIGN §4). Pass the `claim_id` of a `ClaimUnanswered` to go on with that intent.
+        is answered with the lease it already won (and a fresh token), never a second lease.
+        Pass the `claim_id` of a `ClaimUnanswered` to go on with that intent.
         """
         claim_id = claim_id or new_claim_id()
         body: dict[str, Any] = {
@@ -229,7 +229,7 @@ class Client:
         timeout: float | None = None,
         **state: Any,
     ) -> list[Any]:
-        """`state`: optional `runtime`, `credentials` ({state, reason?}) and `pool` (DESIGN §12)."""
+        """`state`: optional `runtime`, `credentials` ({state, reason?}) and `pool`."""
         body: dict[str, Any] = {
             "leases": [{"id": lease_id, "fence": fence} for lease_id, fence in leases]
         }

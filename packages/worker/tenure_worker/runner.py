@@ -1,10 +1,11 @@
 """`tenure worker run`: claims leases from a pool and runs a command under each, safely.
 
-Safety rules (DESIGN §4): one worker-level heartbeat renews every held lease; a revoke stops
-the job (SIGTERM, then SIGKILL after a grace period) and then reports; a job is stopped two
-heartbeats before its lease could expire whenever the worker has heard nothing back, so it can
-never run on after the lease was handed to someone else; jobs run in sessions of their own and
-survive the worker, which re-attaches to them from its state directory after a restart.
+Safety rules (the worker's side of docs/fencing-and-timing.md): one worker-level heartbeat
+renews every held lease; a revoke stops the job (SIGTERM, then SIGKILL after a grace period)
+and then reports; a job is stopped two heartbeats before its lease could expire whenever the
+worker has heard nothing back, so it can never run on after the lease was handed to someone
+else; jobs run in sessions of their own and survive the worker, which re-attaches to them from
+its state directory after a restart.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class Held:
     marker_file: str
     fence_file: str = ""
     acked_at: float = 0.0  # wall clock of the last answered heartbeat (survives a restart)
-    keeps_logs: bool = False  # ship the job's output to the lease's logs (DESIGN §11)
+    keeps_logs: bool = False  # ship the job's output to the lease's logs
     log_positions: dict[str, int] | None = None  # offsets of its output files shipped so far
     # runtime only (see _RUNTIME): never written to the state file
     last_ok: float = 0.0
@@ -117,7 +118,7 @@ class Worker:
         self.unreported: dict[str, tuple[Held, str, dict[str, Any], float]] = {}
         self.report_not_before: dict[str, float] = {}  # the service's Retry-After, per report
         # The claim_id of a claim that got no answer: the next claim goes on with it, so a
-        # claim the service did apply comes back as that same lease (DESIGN §4).
+        # claim the service did apply comes back as that same lease, never a second one.
         self.claim_intent: str | None = None
         self.claim_not_before = 0.0  # after a failed claim: waited out in the loop, which
         # keeps heartbeating and fencing meanwhile
@@ -296,7 +297,7 @@ class Worker:
         self._save(held)
         self.held[held.lease_id] = held
         # No POST /start: the next worker heartbeat, which renews every held lease in one
-        # call, starts it (DESIGN §3, §5) -- one request per lease fewer (DESIGN §9). Until
+        # call, starts it, as a first heartbeat does -- one request per lease fewer. Until
         # then the lease is `dispatched`, its deadline one toleration from the claim, and the
         # job's fence counts from the claim: nothing is held longer than the claim allows.
 
@@ -414,7 +415,7 @@ class Worker:
             return
         kind, body = report
         if kind in ("complete", "fail") and self._may_claim() and self.claim_intent is None:
-            # The report claims this worker's next lease in the same call (DESIGN §9): one
+            # The report claims this worker's next lease in the same call: one
             # request per lease for a busy worker. The claim_id stays with the report, so a
             # report sent again because its answer was lost gets that same lease back.
             body = {**body, "next": self._next_claim()}
@@ -634,7 +635,7 @@ def _usage_file(held: Held) -> str:
 
 
 def _noted_usage(held: Held) -> dict[str, Any] | None:
-    """What the job noted with `tenure worker usage` (DESIGN §14), if anything."""
+    """What the job noted with `tenure worker usage`, if anything."""
     path = Path(_usage_file(held))
     if not path.exists():
         return None

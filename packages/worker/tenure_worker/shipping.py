@@ -1,4 +1,4 @@
-"""Ships a job's stdout and stderr to its lease's logs (DESIGN §11), line by line, batched on
+"""Ships a job's stdout and stderr to its lease's logs, line by line, batched on
 the worker's renew beat, in bounded memory.
 
 The job writes its output to files in the worker's state directory (so it survives the worker
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# A POST of logs carries at most 1,000 events and 256 KB (DESIGN §11): batches stay under.
+# A POST of logs carries at most 1,000 events and 256 KB: batches stay under.
 BATCH_EVENTS = 1000
 BATCH_BYTES = 240 * 1024
 # Bounded memory per job: lines waiting to be shipped, and bytes read per file per beat.

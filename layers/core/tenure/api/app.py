@@ -68,7 +68,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
         ctx = (event["requestContext"].get("authorizer") or {}).get("lambda") or {}
         try:
             # Who may call the route, with what scope, is decided before its body or query is
-            # looked at, so a caller that may not use it learns nothing about its schema (§5).
+            # looked at, so a caller that may not use it learns nothing about its schema.
             actor = principal(ctx, bearer(event.get("headers")))
             if not ctx.get("principal"):
                 # Read here because the authorizer could not: kept for the route's actor().

@@ -23,7 +23,8 @@ def verdict(event: APIGatewayAuthorizerEventV2) -> APIGatewayAuthorizerResponseV
     """Always lets the request through to the API function, which refuses a missing principal.
 
     API Gateway answers a refused authorization with its own body; passing the verdict on
-    instead lets every refusal carry Tenure's error envelope (DESIGN §5).
+    instead lets every refusal carry Tenure's error envelope
+    (`{"error": {"code", "message"}}`).
     """
     headers = event.headers if "headers" in event else None
     try:

@@ -69,7 +69,7 @@ def error_event(err: e.TenureError) -> dict[str, Any]:
 
 def method_not_allowed(allow: str) -> dict[str, Any]:
     """405 for a method the path does not answer, with `Allow` naming the one it does; not
-    one of §5's domain errors, so built here rather than raised."""
+    one of the API's documented domain errors (docs/api.md), so built here rather than raised."""
     return {
         "statusCode": 405,
         "headers": {"Content-Type": content_types.APPLICATION_JSON, "Allow": allow},

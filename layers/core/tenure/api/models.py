@@ -109,7 +109,7 @@ class WorkflowCreate(Strict):
 
 
 class AgentSettings(Strict):
-    """What an agent pool's version hands its workers (DESIGN §12)."""
+    """What an agent pool's version hands its workers."""
 
     model: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     effort: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
@@ -153,10 +153,11 @@ class PoolCreate(Strict):
     retention_seconds: Annotated[int, Field(ge=1, le=10 * 365 * 86_400), Integral] = (
         DEFAULT_RETENTION_SECONDS
     )
-    # Starvation (DESIGN §13).
+    # Starvation: queued this long with no reachable worker, a claimable lease is starved;
+    # starved this much longer, the sweeper parks its task in needs_attention.
     min_queued_age_seconds: Annotated[int, Field(ge=1, le=31_536_000), Integral] = 600
     starvation_escalation_seconds: Annotated[int, Field(ge=1, le=31_536_000), Integral] = 3600
-    # Per-million-token prices (DESIGN §14): {currency, input_tokens?, output_tokens?, …}.
+    # Per-million-token prices: {currency, input_tokens?, output_tokens?, …}.
     rates: dict[str, Any] | None = None
 
     @model_validator(mode="after")
@@ -189,7 +190,8 @@ class InstancePatch(Strict):
     """Only the fields sent change; a null max_active is unlimited, other nulls the default."""
 
     max_active: Positive | None = None
-    # 0 turns the unblock-loop breaker off (DESIGN §14).
+    # The breaker: the block that brings its kind's count on a task to this escalates the
+    # task to needs_attention; 0 turns it off.
     block_recurrence_limit: Annotated[int, Field(ge=0, le=100), Integral] | None = None
     allow_agent_force: bool | None = None
     retry_chain_cap: Annotated[int, Field(ge=1, le=100), Integral] | None = None
@@ -239,7 +241,7 @@ def instant_ms(value: str) -> int:
 
 
 class TaskCreate(Strict):
-    # Required of operators; a lease token's task lands in its lease's space (DESIGN §5).
+    # Required of operators; a lease token's task lands in its lease's space.
     space: SpaceKey | None = None
     title: Title
     workflow: Slug | None = None
@@ -247,13 +249,14 @@ class TaskCreate(Strict):
     properties: dict[str, Any] = Field(default_factory=dict)
     pool: Name | None = None
     max_attempts: Attempts | None = None
-    # Deferred (DESIGN §10): the lease is pending and not claimable before this instant.
+    # Deferred: the lease is pending and not claimable before this instant.
     not_before: Annotated[str, StringConstraints(max_length=64)] | None = None
-    # The task graph (DESIGN §13).
+    # The task graph: a parent, the blockers whose success it waits for, and whether the
+    # last of them enqueues it on `pool`.
     parent_id: TaskId | None = None
     depends_on: Annotated[list[TaskId], Field(max_length=50)] = Field(default_factory=list)
     auto_enqueue_on_ready: bool = False
-    # DESIGN §14: filed with a lease token, its endings wake that lease (default true).
+    # Filed with a lease token, its endings wake that lease (default true).
     wake_creator: bool | None = None
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
@@ -293,7 +296,7 @@ class LeaseFence(Strict):
 
 class WorkerHeartbeat(Strict):
     leases: Annotated[list[LeaseFence], Field(max_length=100)]
-    # How the worker's runtime and credential source stand (DESIGN §12), noted for the pools
+    # How the worker's runtime and credential source stand, noted for the pools
     # of the leases above and for `pool` (a worker holding nothing names its pool here).
     runtime: RuntimeState | None = None
     credentials: CredentialsState | None = None
@@ -301,7 +304,7 @@ class WorkerHeartbeat(Strict):
 
 
 class NextClaim(Strict):
-    """The claim a final report may carry (DESIGN §9): the next lease of the same pool, for
+    """The claim a final report may carry (a request saved): the next lease of the same pool, for
     the same worker, claimed in the same call. `claim_id` is required: a report retried
     because its answer was lost carries the same claim and gets the same next lease back."""
 
@@ -362,7 +365,7 @@ class ErrorDetail(Out):
 
 
 class ErrorEnvelope(Out):
-    """Every error, whatever its status (DESIGN §5)."""
+    """Every error, whatever its status."""
 
     error: ErrorDetail
 
@@ -438,13 +441,13 @@ class LeaseOut(Out):
     outcome: str | None
     claim_token_hash_truncated: str | None
     timing: LeaseTiming
-    # DESIGN §11: its logs and attachments were reclaimed after the pool's retention.
+    # Its logs and attachments were reclaimed after the pool's retention.
     reclaimed: bool
     reclaimed_at: Stamp
     previous_lease_id: str | None = None
     retry_depth: int = 0
     failure_kind: Literal["operator_forced"] | None = None
-    usage: dict[str, Any] | None = None  # what its completion reported, cost resolved (§14)
+    usage: dict[str, Any] | None = None  # what its completion reported, cost resolved
 
 
 class LeaseAnswer(Out):
@@ -485,7 +488,7 @@ class TaskOut(Out):
     effective_paused: bool = False
     paused_by_task_id: str | None = None
     children: "Children | None" = None
-    # DESIGN §14: usage summed over its leases; the lease that filed it, and whether its
+    # Usage summed over its leases; the lease that filed it, and whether its
     # endings wake that lease.
     usage: dict[str, Any] | None = None
     created_by_lease_id: str | None = None
@@ -596,8 +599,8 @@ class Claimed(Out):
     fence: int
     claim_token_hash: str | None
     renew_seconds: int
-    keeps_logs: bool  # whether the worker should ship the job's output (DESIGN §11)
-    # The work bundle (DESIGN §6) as GET /leases/{id}/payload answers it, so a worker needs no
+    keeps_logs: bool  # whether the worker should ship the job's output
+    # The work bundle as GET /leases/{id}/payload answers it, so a worker needs no
     # second request; null when it could not be read at claim time (then GET it).
     payload: "Payload | None" = None
 
@@ -646,7 +649,7 @@ class Workers(Out):
 
 
 class Payload(BaseModel):
-    """The work bundle (DESIGN §6): open, since each subject kind brings fields of its own."""
+    """The work bundle: open, since each subject kind brings fields of its own."""
 
     model_config = ConfigDict(extra="allow", defer_build=True)
 
@@ -655,7 +658,7 @@ class Payload(BaseModel):
     kind: str
 
 
-# ------------------------------------------------- logs, attachments, coordinates (§11)
+# ------------------------------------------------------ logs, attachments, coordinates
 
 Container = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 MAX_LOG_EVENTS = 1000
@@ -877,7 +880,7 @@ class InspectOut(Out):
 # (it would build these five at import, deferred or not).
 
 
-# ---------------------------------------------------------------- typed blocks (DESIGN §14)
+# ---------------------------------------------------------------------------- typed blocks
 
 
 class BlockCreate(Strict):
@@ -891,7 +894,7 @@ class BlockClear(Strict):
 
 
 class TaskRecover(Strict):
-    # Required (DESIGN §14: `recover {note}`, where clear's is `{note?}`): why it is safe now.
+    # Required, where a clear's note is optional: why it is safe to go on now.
     note: str = Field(min_length=1, max_length=2000)
 
 

@@ -1,5 +1,5 @@
 """Route facts shared by the API, the local front door and the template's checks: every route
-and who may call it (DESIGN §5), decided before anything about the request is validated."""
+and who may call it, decided before anything about the request is validated."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ BASE = "/api/v1"
 
 # Audiences: "public" (no token), "operator:<role>" (that role or above), "worker" (a worker
 # token), "lease" (the lease token of the `<lease_id>` in the path), and alternatives joined
-# by "|" ("operator:member|lease": a member, or a worker delegating from its lease, §14;
-# "agent_force": worker and lease tokens while the instance allows agents to force, §13).
+# by "|" ("operator:member|lease": a member, or a worker delegating from its lease;
+# "agent_force": worker and lease tokens while the instance allows agents to force).
 # Rules use the resolver's `<param>` syntax, so the app registers exactly these strings.
 ROUTES: dict[tuple[str, str], str] = {
     ("GET", f"{BASE}/health"): "public",
     ("GET", f"{BASE}/openapi.json"): "public",
-    # The operator board (DESIGN §16): its page at the root, beside BASE, and who the caller is.
+    # The operator board: its page at the root, beside BASE, and who the caller is.
     ("GET", "/board"): "public",
     ("GET", f"{BASE}/whoami"): "operator:read",
     ("POST", f"{BASE}/spaces"): "operator:admin",
@@ -44,7 +44,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/leases/<lease_id>/fail"): "lease",
     ("POST", f"{BASE}/leases/<lease_id>/release"): "lease",
     ("GET", f"{BASE}/leases/<lease_id>/payload"): "lease",
-    # Rules, events and the subjects they mint leases for (DESIGN §10; endpoints/rules.py).
+    # Rules, events and the subjects they mint leases for (endpoints/rules.py).
     ("POST", f"{BASE}/rules"): "operator:admin",
     ("GET", f"{BASE}/rules"): "operator:read",
     ("GET", f"{BASE}/rules/<rule_id>"): "operator:read",
@@ -54,7 +54,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/events"): "operator:member",
     ("GET", f"{BASE}/workflows/<slug>/activity"): "operator:read",
     ("GET", f"{BASE}/spaces/<key>/activity"): "operator:read",
-    # DESIGN §11: runtime coordinates (operators only); logs and attachments, read by whoever
+    # Runtime coordinates (operators only); logs and attachments, read by whoever
     # sees the lease (the lease itself too), written by the lease's own token.
     ("GET", f"{BASE}/leases/<lease_id>/exec_target"): "operator:read",
     ("POST", f"{BASE}/leases/<lease_id>/logs"): "lease",
@@ -62,7 +62,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/leases/<lease_id>/attachments"): "lease",
     ("GET", f"{BASE}/leases/<lease_id>/attachments"): "operator:read|lease",
     ("GET", f"{BASE}/leases/<lease_id>/attachments/<attachment_id>"): "operator:read|lease",
-    # Pools, spaces and the instance (DESIGN §12).
+    # Pools, spaces and the instance.
     ("GET", f"{BASE}/pools"): "operator:read",
     ("GET", f"{BASE}/pools/<pool>"): "operator:read",
     ("PATCH", f"{BASE}/pools/<pool>"): "operator:admin",
@@ -72,7 +72,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/spaces/<space>/unarchive"): "operator:admin",
     ("GET", f"{BASE}/instance"): "operator:admin",
     ("PATCH", f"{BASE}/instance"): "operator:admin",
-    # The task graph, the scheduler and operator recovery (DESIGN §13). "agent_force": a worker
+    # The task graph, the scheduler and operator recovery. "agent_force": a worker
     # or lease token too, but only while the instance's allow_agent_force is on.
     ("PATCH", f"{BASE}/tasks/<task_id>"): "operator:member",
     ("POST", f"{BASE}/tasks/<task_id>/pause"): "operator:member",
@@ -86,17 +86,17 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/leases/bulk/release"): "operator:member|agent_force",
     ("POST", f"{BASE}/leases/bulk/fail"): "operator:member|agent_force",
     ("GET", f"{BASE}/inspect/<some_id>"): "operator:read",
-    # Typed blocks and recover (DESIGN §14): a lease token only for a lease on that task.
+    # Typed blocks and recover: a lease token only for a lease on that task.
     ("POST", f"{BASE}/tasks/<task_id>/blocks"): "operator:member|lease",
     ("GET", f"{BASE}/tasks/<task_id>/blocks"): "operator:read|lease",
     ("POST", f"{BASE}/tasks/<task_id>/blocks/<block_id>/clear"): "operator:member|lease",
     ("POST", f"{BASE}/tasks/<task_id>/recover"): "operator:member",
-    # DESIGN §15: the MCP endpoint; the tools it offers depend on the token (api/mcp/tools.py).
+    # The MCP endpoint; the tools it offers depend on the token (api/mcp/tools.py).
     ("POST", f"{BASE}/mcp"): "operator:read|lease",
 }
 
-# Where a request names the scope it touches (DESIGN §5: 403 `forbidden` for "a valid token
-# lacking the scope", decided, like the role, before the request is validated; api/scopes.py).
+# Where a request names the scope it touches (a token without that scope gets 403
+# `forbidden`, decided, like the role, before the request is validated; api/scopes.py).
 # A token limited to spaces (operator) or pools (worker) is checked against each scope its
 # request names; an unscoped token skips this, so the common case reads nothing more.
 #
@@ -176,7 +176,8 @@ MCP_PATH = f"{BASE}/mcp"
 # Served without the authorizer (infra/template.yaml declares the same two routes).
 PUBLIC_ROUTES = {key for key, who in ROUTES.items() if who == "public"}
 
-# A worker's reports: an absent or empty body is the empty object (DESIGN §5, complete).
+# A worker's reports: an absent or empty body is the empty object, as the API
+# documents for complete.
 REPORTS = {
     ("POST", f"{BASE}/leases/<lease_id>/{kind}")
     for kind in ("heartbeat", "complete", "fail", "release")

@@ -1,4 +1,4 @@
-"""The scope check (DESIGN §5): a token limited to spaces or pools, or a lease token, is
+"""The scope check: a token limited to spaces or pools, or a lease token, is
 refused a resource outside its scope before anything about the request is validated, as a
 role below the route's is. Which scopes a request names is the table in api/routes.py; the
 service still checks each one again when it acts."""
@@ -50,7 +50,7 @@ def check(
                 authz.require_worker(actor, name)  # a worker's scope is its pools' names
     elif actor.kind == "lease":
         # Its own lease is the route table's check (<lease_id>); a task is one its lease runs
-        # or filed (the blocks routes, DESIGN §14).
+        # or filed (the blocks routes).
         for scope in scoped:
             name = _named(scope.where, scope.name, route, query, body)
             if scope.kind != "task" or not name:

@@ -33,7 +33,7 @@ logger = Logger(service="tenure-api")
 # Flushed by the Lambda entry (functions/api/app.py); locally they flush when the buffer fills.
 metrics = Metrics(namespace="Tenure", service="api")
 app = APIGatewayHttpResolver(enable_validation=True)
-# The service's counters, as metric names (DESIGN §9: claims, lost races, stale reports, 204s).
+# The service's counters, as metric names (claims, lost races, stale reports, 204s).
 METRICS = {
     "claims": "Claims",
     "empty_claims": "EmptyClaims",
@@ -79,7 +79,7 @@ def authorize(actor: Principal, audience: str, params: dict[str, str]) -> None:
             authz.require_lease(actor, params["lease_id"])
         return  # otherwise it acts in its own lease's space, which the service checks
     if actor.kind in ("worker", "lease") and "agent_force" in allowed:
-        svc().force.require_agent_force(actor)  # the instance's allow_agent_force (DESIGN §13)
+        svc().force.require_agent_force(actor)  # the instance's allow_agent_force
         return
     if allowed[0].startswith("operator:"):
         authz.require_role(actor, allowed[0].removeprefix("operator:"))
@@ -198,7 +198,7 @@ class BodyShape:
 def body_shape(method: str, rule: str) -> BodyShape | None:
     """What an authenticated route makes of its body (None: not one of those routes), from
     its handler's signature, read on the route's first call as `known_query` is. An absent
-    body is `{}` where every field of the body is optional (DESIGN §5 says so of complete),
+    body is `{}` where every field of the body is optional (docs/api.md says so of complete),
     and for the four reports; where a field is required it stays a 400 `invalid_request`."""
     func = HANDLERS.get((method, rule))
     if func is None:

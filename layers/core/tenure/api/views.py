@@ -16,7 +16,7 @@ iso = iso_ms  # one form for every time the API shows (the payload's too)
 
 
 def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[str, Any]:
-    """`condition` is the lease's queued condition as the service judged it (DESIGN §12)."""
+    """`condition` is the lease's queued condition as the service judged it."""
     return {
         "id": lease.id,
         "state": lease.state.value,
@@ -48,7 +48,7 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
         },
         "reclaimed": lease.reclaimed_at is not None,
         "reclaimed_at": iso(lease.reclaimed_at),
-        # Retry chains and operator recovery (DESIGN §13).
+        # Retry chains and operator recovery.
         "previous_lease_id": lease.previous_lease_id,
         "retry_depth": lease.retry_depth,
         "failure_kind": lease.failure_kind,
@@ -57,7 +57,7 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
 
 
 def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> dict[str, Any]:
-    """`seen` adds what a read derives (DESIGN §13: blocked reasons, effective pause)."""
+    """`seen` adds what a read derives and never stores: blocked reasons, effective pause."""
     return {
         **_task_fields(task, status),
         "blocked_reasons": [dict(r) for r in seen.blocked_reasons] if seen else [],

@@ -515,7 +515,7 @@ class DynamoStore(PagedReads, RetentionRows):
         key = k.event_key(event.subject_kind, event.subject_id, event.at, event.id)
         self._put_single(self._put_op({**key, **items.event_item(event)}, k.IS_NEW)["Put"])
 
-    # ------------------------------------------- pools, spaces, instance (DESIGN §12)
+    # ---------------------------------------------------------- pools, spaces, instance
 
     def _settings_update(self, settings: Settings) -> tuple[str, dict[str, str], dict[str, Any]]:
         """An UpdateExpression that SETs and REMOVEs only the named attributes (every name

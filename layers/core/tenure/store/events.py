@@ -1,4 +1,4 @@
-"""EventBridge: the service's own events (DESIGN §14's task.wake_creator) on the template's bus."""
+"""EventBridge: the service's own events (task.wake_creator) on the template's bus."""
 
 from __future__ import annotations
 

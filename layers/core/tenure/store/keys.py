@@ -24,14 +24,15 @@ SPACE_SK = "space_sk"
 
 # Sparse: held leases per pool, by the deadline they were last indexed at. The sweeper reads
 # only what is due; the workers list reads a pool's held leases. Heartbeats move `deadline`
-# but never `due_at`, so no heartbeat writes to an index (DESIGN §9); the sweeper re-indexes
-# a lease whose `due_at` passed while its real deadline did not.
+# but never `due_at`, so no heartbeat writes to an index (each index write is billed, and
+# heartbeats are the commonest write); the sweeper re-indexes a lease whose `due_at` passed
+# while its real deadline did not.
 DUE_INDEX = "due"
 DUE_PK = "due_pk"
 DUE_AT = "due_at"
 
 # Sparse: ended leases per pool by end time, until their retention reclaim has finished. A
-# lease enters it once, with the write that ends it (no heartbeat ever touches it, DESIGN §9),
+# lease enters it once, with the write that ends it (no heartbeat ever touches it),
 # and leaves it when the sweeper has reclaimed it.
 ENDED_INDEX = "ended"
 ENDED_PK = "ended_pk"
@@ -39,7 +40,8 @@ ENDED_AT = "ended_at"
 
 # Every task, per space, newest first: the operator's task list (the board). Both keys are
 # fixed when the task is filed (space, creation time, id) and the index keeps keys only, so
-# filing a task writes it once and no later rewrite of the task row writes to it (DESIGN §9).
+# filing a task writes it once and no later rewrite of the task row writes to it
+# (an index write costs a write unit of its own).
 TASKS_INDEX = "tasks_by_space"
 TASKS_PK = "tasks_pk"
 TASKS_SK = "tasks_sk"

@@ -94,10 +94,11 @@ class CloudWatchLogSink:
         if tail is not None:
             return self._tail(lease_id, container, since, tail)
         scope = f"{lease_id}/{container or ''}"
-        # Oldest first across every container (DESIGN §11). FilterLogEvents on AWS sorts what
-        # it returns by event time, then ingestion time, across the streams it searched, and
-        # has since 2019 ignored `interleaved` (documented as assumed true). moto still reads
-        # it: without it, moto returns one stream after another. So it is sent, for both.
+        # Oldest first across every container, as the logs route answers. FilterLogEvents on
+        # AWS sorts what it returns by event time, then ingestion time, across the streams it
+        # searched, and has since 2019 ignored `interleaved` (documented as assumed true). moto
+        # still reads it: without it, moto returns one stream after another. So it is sent,
+        # for both.
         request: dict[str, Any] = {"logGroupName": self.group, "limit": limit, "interleaved": True}
         # The lease's streams by name (not logStreamNamePrefix: moto ignores it there, and
         # names keep a read inside the lease whatever the engine).

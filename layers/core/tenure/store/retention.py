@@ -1,4 +1,4 @@
-"""The DynamoDB rows of DESIGN §11: a lease's attachments, the ended index, the reclaim mark."""
+"""The DynamoDB rows of a lease's detail: its attachments, the ended index, the reclaim mark."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The rules part of the DynamoDB store (DESIGN §10): rule rows, name rows, the inbound index."""
+"""The rules part of the DynamoDB store: rule rows, name rows, the inbound index."""
 
 from __future__ import annotations
 

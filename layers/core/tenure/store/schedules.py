@@ -7,7 +7,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-# Scheduler substitutes this with the instant the invocation was due (DESIGN §10).
+# Scheduler substitutes this with the instant the invocation was due, so a rule
+# mints at most one lease per (rule_id, scheduled_time) however often it is invoked.
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 
 

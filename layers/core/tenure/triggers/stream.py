@@ -35,7 +35,7 @@ def rows_of(record: dict[str, Any]) -> tuple[str, Any, Any] | None:
         task_id = str(new[keys.PK]).removeprefix("TASK#")
         before = items.graph_from(task_id, old) if old else None
         return "graph", before, items.graph_from(task_id, new)
-    if new.get("entity") == "task":  # wake-creator (DESIGN §14) reacts to blocks, escalation
+    if new.get("entity") == "task":  # wake-creator reacts to blocks, escalation
         return "task", items.task_from(old) if old else None, items.task_from(new)
     return None
 
@@ -91,7 +91,7 @@ def handle(
 def process(store: Store, svc: Tenure, record: dict[str, Any]) -> None:
     """One stream record: its timeline event, then the graph's reactions (rollup,
     auto-enqueue), each conditional, so a replayed record changes nothing and a failed one is
-    retried (DESIGN §13)."""
+    retried, never failing the report that caused it."""
     react(store, record)
     changed = rows_of(record)
     if changed is not None:

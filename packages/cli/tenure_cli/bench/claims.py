@@ -1,9 +1,9 @@
 """`tenure bench claims`: many workers claiming from one pool at once, on DynamoDB Local.
 
-Every lost race is a conditional write DynamoDB bills (DESIGN §9), so the figure that matters
-is lost conditional writes (failed conditions and cancelled transactions, counted on the wire
-by benches/meter.py) per successful claim. Double claims are counted from what the table
-holds after the run, never assumed: every lease won must have been won by exactly one
+Every lost race is a conditional write DynamoDB bills (at least one write unit), so the figure
+that matters is lost conditional writes (failed conditions and cancelled transactions, counted
+on the wire by benches/meter.py) per successful claim. Double claims are counted from what the
+table holds after the run, never assumed: every lease won must have been won by exactly one
 claimer, and its row must still carry that claimer and the version its claim wrote.
 """
 

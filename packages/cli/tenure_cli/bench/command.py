@@ -16,8 +16,8 @@ from tenure.domain.states import PoolKind, ReportKind
 from tenure_cli.local.engines import DynamoDBLocal
 from tenure_cli.local.streams import StreamPump
 
-# DESIGN §9's heartbeat figure, and issue 16's target for one lifecycle (benches/cost.py
-# BUDGET): not met yet, so `within_budget` reads false (README, Cost).
+# The budget: a heartbeat at most 1 write unit (met), one lifecycle at most the cost bench's
+# target (benches/cost.py BUDGET), not met yet, so `within_budget` reads false (README, Cost).
 BUDGET = {"heartbeat_write_units": 1.0, "lifecycle_write_units": 12.0}
 
 
@@ -87,7 +87,7 @@ def measure_lifecycle(endpoint: str, table: str, worker_flow: bool = False) -> d
         "read_units": round(reads / beats, 3),
     }
     measure("complete", lambda: svc.reports.complete(lease, won.lease.id, {"outcome": "success"}))
-    # The worker SDK's claims carry a claim_id (DESIGN §4): the lease and the claim's
+    # The worker SDK's claims carry a claim_id (its idempotency key): the lease and the claim's
     # record then commit in one transaction. Not in the classic sum below; the cost bench
     # (`tenure bench cost`) runs the SDK's flow.
     svc.filing.create_task(admin, "BENCH", "bench task 2", None, "x", {}, "bench", None)
@@ -124,7 +124,8 @@ def _line(write: dict[str, Any]) -> str:
     return f"{write['op']} {rows}: {write['write_units']:g} ({', '.join(parts)})"
 
 
-# The reference workload of issue 16: 2-minute jobs, a renewal every 10 s, 4 leases a worker.
+# The cost bench's reference workload (benches/cost.py): 2-minute jobs, a renewal every 10 s,
+# 4 leases a worker.
 FLOW_JOB_S, FLOW_RENEW_S, FLOW_SLOTS, FLOW_LEASES = 120, 10, 4, 16
 
 

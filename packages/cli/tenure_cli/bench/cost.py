@@ -1,6 +1,6 @@
 """`tenure bench cost`: what one lease costs, all in, on the reference workload.
 
-The workload (issue 16): jobs of 2 minutes, renewed every 10 s, 4 leases held per worker; 10 %
+The reference workload: jobs of 2 minutes, renewed every 10 s, 4 leases held per worker; 10 %
 of the leases minted by one `email.received` rule from inbound mail, the rest filed with
 POST /tasks. It runs on the metered in-process stack (benches/rig.py) on DynamoDB Local, with
 the service's clock moved 10 s per tick instead of waiting: every request, invocation and
@@ -27,7 +27,7 @@ from . import prices
 from .meter import Usage
 from .rig import Rig
 
-# Issue 16's targets, in one place: the budget test and the report both read these.
+# The cost budget's targets, in one place: the budget test and the report both read these.
 BUDGET = {"lifecycle_write_units": 12.0, "requests_per_lease": 6.0, "usd_per_million_leases": 12.0}
 
 JOB_SECONDS = 120

@@ -341,7 +341,7 @@ class Rig:
     # ------------------------------------------------------- SES, SQS, sweeper
 
     def receive_email(self, raw: bytes, to: str) -> None:
-        """What SES receiving does (DESIGN §10): the raw mail into the inbound bucket, its
+        """What SES receiving does: the raw mail into the inbound bucket, its
         notification onto the topic (SNS → the inbound queue), then Lambda's SQS poller."""
         message_id = ses_message_id()
         note = notification(

@@ -1,4 +1,4 @@
-"""Commands for DESIGN §14: a job blocks its task, delegates work, notes its usage; operators
+"""Commands for autonomy: a job blocks its task, delegates work, notes its usage; operators
 block, list, unblock and recover tasks."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The CLI of DESIGN §11: `tenure worker attach` from inside a job; `tenure leases logs`,
+"""The CLI of a lease's detail: `tenure worker attach` from inside a job; `tenure leases logs`,
 `attachments`, `download` and `exec-target` for an operator."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Operator commands for the task graph, the scheduler and recovery (DESIGN §13)."""
+"""Operator commands for the task graph, the scheduler and recovery."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`tenure pools …` and `tenure spaces archive|unarchive` (DESIGN §12), and the condition
+"""`tenure pools …` and `tenure spaces archive|unarchive`, and the condition
 column of `tenure leases list`: thin front ends over the client."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _pool_path(name: str, action: str = "") -> str:
 
 def kind_settings(args: argparse.Namespace) -> dict[str, Any]:
     """`agent` from --model/--effort and `classifier` from --classifier, as the body carries
-    them (an agent pool needs a model, a classifier pool its settings: DESIGN §12)."""
+    them (an agent pool needs a model, a classifier pool its settings)."""
     from tenure_cli.commands.worker import UsageError, _json_arg
 
     body: dict[str, Any] = {}

@@ -1,4 +1,4 @@
-"""`tenure rules …` and `tenure events post`: the operator's commands for DESIGN §10."""
+"""`tenure rules …` and `tenure events post`: the operator's commands for rules and events."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def rules_delete(args: argparse.Namespace) -> int:
 
 def events_post(args: argparse.Namespace) -> int:
     data = _json_arg(args.data, "--data")
-    # `data` is required by the API (DESIGN §10); leaving --data out posts an empty one.
+    # `data` is required by the API; leaving --data out posts an empty one.
     body: dict[str, Any] = {"space": args.space, "topic": args.topic, "data": data or {}}
     if args.event_id:
         body["event_id"] = args.event_id

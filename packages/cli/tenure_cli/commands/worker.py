@@ -175,7 +175,7 @@ def tasks_create(args: argparse.Namespace) -> int:
     for key in ("body", "pool", "workflow", "max_attempts"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
-    for key in ("parent_id", "depends_on", "auto_enqueue_on_ready"):  # the task graph (§13)
+    for key in ("parent_id", "depends_on", "auto_enqueue_on_ready"):  # the task graph
         if getattr(args, key, None) is not None:
             body[key] = getattr(args, key)
     props = _json_arg(args.properties, "--properties")

@@ -1,4 +1,4 @@
-"""`tenure email send FILE.eml`: what SES receiving does, against the local stack (DESIGN §10).
+"""`tenure email send FILE.eml`: what SES receiving does, against the local stack.
 
 It stores the raw file in the inbound bucket under `inbound/<messageId>` and publishes SES's
 `Received` notification (S3 action) to the inbound topic, so the inbound queue gets the SNS

@@ -34,7 +34,7 @@ JSON = {"content-type": "application/json"}
 
 
 def error_body(code: str, message: str) -> bytes:
-    """DESIGN §5's error envelope, for the answers the front door gives itself."""
+    """The API's error envelope, for the answers the front door gives itself."""
     return json.dumps({"error": {"code": code, "message": message}}).encode()
 
 
@@ -205,7 +205,7 @@ class FrontDoor:
                 self, code: int, message: str | None = None, explain: str | None = None
             ) -> None:
                 """http.server's own refusals (an unknown method, a malformed request line)
-                in the §5 envelope instead of its HTML page."""
+                in the API's error envelope instead of its HTML page."""
                 self.close_connection = True
                 if code == HTTPStatus.NOT_IMPLEMENTED:  # what it answers a method without do_X
                     text = f"{self.command} is not allowed; use one of {', '.join(SERVED_METHODS)}"
@@ -215,7 +215,7 @@ class FrontDoor:
                 status = HTTPStatus(code)
                 name = status.phrase.lower().replace(" ", "_").replace("-", "_")
                 if status == HTTPStatus.BAD_REQUEST:
-                    name = "invalid_request"  # §5's code for a request it cannot read
+                    name = "invalid_request"  # the API's code for a request it cannot read
                 self._reply(status, JSON, error_body(name, message or status.phrase))
 
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:

@@ -11,7 +11,8 @@ import boto3
 import yaml
 
 TEMPLATE = Path(__file__).resolve().parents[4] / "infra" / "template.yaml"
-# The local AWS side runs in one region whatever the caller's own AWS settings say (DESIGN §7).
+# The local AWS side runs in one region (stack.json's `aws.region`) whatever the caller's own
+# AWS settings say.
 REGION = "us-east-1"
 # moto's default account: the one its ARNs carry.
 ACCOUNT_ID = "123456789012"
@@ -38,7 +39,7 @@ ORDER = [
     "AWS::SNS::Subscription",
     "AWS::SQS::QueuePolicy",
 ]
-# stack.json's `aws.resources` (DESIGN §7): key -> the template resource whose Ref it holds.
+# stack.json's `aws.resources`: key -> the template resource whose Ref it holds.
 STACK_RESOURCES = {
     "inbound_bucket": "InboundBucket",
     "inbound_topic_arn": "InboundEmailTopic",

@@ -113,7 +113,7 @@ class Stack:
         resources = provisioner.stack_resources()
         self._export_function_settings(provisioner, moto.endpoint)
         inbound_queue = (resources["inbound_queue_url"], provisioner.arns["InboundQueue"]["Arn"])
-        # Attachments and lease logs (DESIGN §11) go to moto's S3 and CloudWatch Logs.
+        # Attachments and lease logs go to moto's S3 and CloudWatch Logs.
         export("TENURE_ATTACHMENTS_BUCKET", resources["attachments_bucket"])
         export("TENURE_LOG_GROUP", resources["log_group"])
         export("TENURE_AWS_ENDPOINT", moto.endpoint)
@@ -193,7 +193,7 @@ class Stack:
             export(f"AWS_ENDPOINT_URL_{service}", aws_endpoint)
 
     def _inbound_loop(self, queue_url: str, queue_arn: str) -> None:
-        """Stands in for the inbound function's SQS event source (DESIGN §7, §10)."""
+        """Stands in for the inbound function's SQS event source."""
         import boto3
         from tenure.triggers.inbound.handler import handle
 
@@ -207,7 +207,7 @@ class Stack:
                 self.stopping.wait(1.0)
 
     def _scheduler_loop(self) -> None:
-        """Stands in for EventBridge Scheduler invoking the scheduler function (DESIGN §10)."""
+        """Stands in for EventBridge Scheduler invoking the scheduler function."""
         from tenure.triggers.schedule import handle
 
         schedules = wiring.build_schedules()

@@ -1,5 +1,5 @@
 "use strict";
-// The operator board (DESIGN §16): reads the JSON API with the token kept in sessionStorage and
+// The operator board: reads the JSON API with the token kept in sessionStorage and
 // keeps the DOM in step by key, so a refresh only touches what changed.
 (() => {
   const API = location.pathname.replace(/\/board\/?$/, "") + "/api/v1";
@@ -256,7 +256,7 @@
     return found ? found.task.key : id;
   }
 
-  // A blocked reason in words (DESIGN §13): what the task waits for.
+  // A blocked reason in words: what the task waits for.
   function reasonText(reason) {
     if (reason.source === "dependency") {
       const keys = (reason.depends_on_task_ids || []).map(taskKey);

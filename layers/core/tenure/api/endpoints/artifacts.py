@@ -1,4 +1,4 @@
-"""A lease's detail (DESIGN §11): its logs, its attachments, where it runs."""
+"""A lease's detail: its logs, its attachments, where it runs."""
 
 from __future__ import annotations
 

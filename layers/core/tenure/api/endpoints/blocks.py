@@ -1,4 +1,4 @@
-"""Typed blocks and recover (DESIGN §14): place, list, clear, and recover an escalated task."""
+"""Typed blocks and recover: place, list, clear, and recover an escalated task."""
 
 from __future__ import annotations
 

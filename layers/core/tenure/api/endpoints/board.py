@@ -1,4 +1,4 @@
-"""The operator board (DESIGN §16): one page at `/board`, and who the caller is."""
+"""The operator board: one page at `/board`, and who the caller is."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The task graph and operator recovery (DESIGN §13): PATCH and pause/resume of tasks, retry,
+"""The task graph and operator recovery: PATCH and pause/resume of tasks, retry,
 bulk force release / fail, and inspect."""
 
 from __future__ import annotations

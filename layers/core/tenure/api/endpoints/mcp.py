@@ -1,4 +1,4 @@
-"""`POST /api/v1/mcp` (DESIGN §15): the Model Context Protocol, answered by the SDK's streamable
+"""`POST /api/v1/mcp`: the Model Context Protocol, answered by the SDK's streamable
 HTTP transport in api/mcp/. The route is documented here; its body and most of its answers
 are JSON-RPC, the protocol's own, not this API's error envelope."""
 

@@ -1,4 +1,4 @@
-"""Pools, spaces and the instance (DESIGN §12): read and change pools, pause and resume them,
+"""Pools, spaces and the instance: read and change pools, pause and resume them,
 archive and unarchive spaces, the instance settings."""
 
 from __future__ import annotations

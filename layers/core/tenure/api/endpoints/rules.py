@@ -1,4 +1,4 @@
-"""Rules, events, and the workflow and space subjects they mint leases for (DESIGN §10)."""
+"""Rules, events, and the workflow and space subjects they mint leases for."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class EventPost(m.Strict):
 
     space: m.SpaceKey
     topic: Topic
-    data: dict[str, Any]  # required (DESIGN §10): `{}` when the event carries nothing
+    data: dict[str, Any]  # required: `{}` when the event carries nothing
     occurred_at: AwareDatetime | None = None
     event_id: EventId | None = None
 

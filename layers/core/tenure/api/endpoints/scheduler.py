@@ -1,4 +1,4 @@
-"""The scheduler (DESIGN §13): status, pause and resume, backlog, drain."""
+"""The scheduler: status, pause and resume, backlog, drain."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def claim(pool: str, body: Annotated[m.Claim, Body()]) -> Response[Any]:
 
 
 def _claimed_view(won: Any) -> dict[str, Any]:
-    """A won claim: the lease, its token (shown this once) and the work bundle (DESIGN §6),
+    """A won claim: the lease, its token (shown this once) and the work bundle (payload),
     so the worker needs no GET payload; the bundle's lease is the one just won."""
     lease = lease_out(won.lease)
     bundle = svc().payloads.claimed_payload(won.lease)
@@ -115,7 +115,8 @@ def fail(lease_id: str, body: Annotated[m.Fail, Body()]) -> Response[Any]:
 
 
 def _final(lease_id: str, kind: ReportKind, raw: dict[str, Any]) -> Response[Any]:
-    """A final report; with `next`, the worker's next claim in the same call (DESIGN §9)."""
+    """A final report; with `next`, the worker's next claim in the same call (one
+    request fewer per lease)."""
     ask = raw.pop("next", None)
     if ask is None:
         report = svc().reports.complete if kind is ReportKind.COMPLETE else svc().reports.fail

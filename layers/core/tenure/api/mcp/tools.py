@@ -1,8 +1,8 @@
-"""The MCP tool table (DESIGN §15): each tool's name, input model, who it is offered to, and the
+"""The MCP tool table: each tool's name, input model, who it is offered to, and the
 one service call it makes. The token decides the tools (`offered`) and, through core/authz and
 the same service methods as the HTTP routes, what each may touch.
 
-`task_block` and `task_unblock` act on the task of the caller's own lease (DESIGN §14): a
+`task_block` and `task_unblock` act on the task of the caller's own lease: a
 block placed with the running lease's token also releases that lease, no attempt used.
 """
 

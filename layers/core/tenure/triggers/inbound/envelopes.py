@@ -1,6 +1,6 @@
 """SQS record bodies of inbound email, as SES → SNS → SQS delivers them, read into InboundMail.
 
-Two body shapes are accepted (DESIGN §10): the SNS envelope (``{"Type": "Notification",
+Two body shapes are accepted: the SNS envelope (``{"Type": "Notification",
 "Message": "<SES notification JSON>", …}``, the default subscription) and raw message delivery
 (the body *is* the SES notification). Only a ``Received`` notification whose receipt action
 is ``S3`` names a stored message; everything else is refused with a typed error.
@@ -34,7 +34,7 @@ class EnvelopeError(ValueError):
       complaint notification): acknowledge it and count it; it carries nothing to mint from.
     * False — malformed or misrouted (not JSON, fields missing, a receipt action that stored
       nothing in S3): report it as a batch item failure so it reaches the DLQ after the
-      queue's ``maxReceiveCount`` and someone looks at it (DESIGN §10), rather than losing mail.
+      queue's ``maxReceiveCount`` and someone looks at it, rather than losing mail.
     """
 
     acknowledge: ClassVar[bool] = False
@@ -73,7 +73,7 @@ class MissingField(EnvelopeError):
 class InboundMail:
     """Where one received email is stored, and who SES received it for."""
 
-    message_id: str  # SES's mail.messageId: the idempotency key per rule (DESIGN §10)
+    message_id: str  # SES's mail.messageId: the idempotency key per rule (SQS redelivers)
     timestamp: datetime  # mail.timestamp, when SES received it (aware, UTC)
     bucket: str
     object_key: str

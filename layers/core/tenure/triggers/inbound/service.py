@@ -1,4 +1,4 @@
-"""One inbound email, from its SQS record to its leases (DESIGN §10).
+"""One inbound email, from its SQS record to its leases.
 
 record body → InboundMail (envelopes) → the raw MIME from the inbound bucket → ParsedMail
 (mime) → attachments into the attachments bucket → the trigger's data → one lease per enabled
@@ -128,7 +128,7 @@ class InboundEmail:
 def trigger_data(
     mail: InboundMail, parsed: ParsedMail, attachments: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """The `data` of an email's trigger (DESIGN §10)."""
+    """The `data` of an email's trigger, as a lease's payload carries it."""
     body = parsed.body
     data: dict[str, Any] = {
         "message_id": mail.message_id,
