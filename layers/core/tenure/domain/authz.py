@@ -1,4 +1,5 @@
-"""Who may do what: roles, scopes, and the lease-token rule (DESIGN §5)."""
+"""Who may do what: roles (read < member < admin), scopes, and the lease-token rule (a lease
+token acts on its own lease only, for as long as its lease lasts; docs/api.md)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def require_lease(actor: Principal, lease_id: str) -> None:
 
 def require_own_space(actor: Principal, space: str, own_space: str) -> None:
     """A lease token reads the leases of its own lease's space and no other (the MCP tools
-    leases_list and leases_get, DESIGN §15); over HTTP the route table refuses it first."""
+    leases_list and leases_get); over HTTP the route table refuses it first."""
     if actor.kind != "lease":
         raise Forbidden("only a lease token is scoped by its own lease's space")
     if space != own_space:

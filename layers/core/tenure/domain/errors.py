@@ -57,7 +57,8 @@ class StaleLease(TenureError):
 
 
 class UnverifiedCreatedTasks(TenureError):
-    """A completion named tasks it did not create (DESIGN §14): refused, the lease intact."""
+    """A completion named tasks that do not exist, sit in another space, or were not filed
+    with this lease's token: refused (422), the lease intact for a corrected report."""
 
     code = "unverified_created_tasks"
 

@@ -13,9 +13,10 @@ from tenure.domain.model import Lease, Pool
 
 # A held lease's stored deadline is written only when a heartbeat would otherwise leave it
 # less than one toleration ahead; each write sets it (1 + SLACK) tolerations ahead. So a
-# steady heartbeat writes once per SLACK of a toleration (DESIGN §9: "a fraction of that
-# lease's own toleration"), and a lease still never expires sooner than one full toleration
-# after its last heartbeat (it expires between 1.0 and 1.25 tolerations of silence).
+# steady heartbeat writes once per SLACK of a toleration (the write rate follows the lease's
+# own toleration, not a fixed number of seconds, and most heartbeats write nothing), and a
+# lease still never expires sooner than one full toleration after its last heartbeat (it
+# expires between 1.0 and 1.25 tolerations of silence; docs/fencing-and-timing.md).
 DEADLINE_SLACK = 0.25
 
 # Ids and names are far shorter than this; a longer one cannot exist (and a DynamoDB key of

@@ -16,14 +16,15 @@ from tenure.domain.states import (
     TaskStatus,
 )
 
-# Timing defaults (DESIGN §4), configurable per pool.
+# Timing defaults, configurable per pool (docs/fencing-and-timing.md).
 DEFAULT_RENEW_SECONDS = 10
 DEFAULT_GRACE_SECONDS = 50
 DEFAULT_TOLERATION_SECONDS = 300
 DEFAULT_MAX_ATTEMPTS = 3
 MIN_LEASE_SECONDS = 5
 MAX_LEASE_SECONDS = 43200
-# How long an ended lease keeps its logs and attachments (DESIGN §11), per pool.
+# How long an ended lease keeps its logs and attachments (30 days), per pool; the sweeper
+# reclaims them after that.
 DEFAULT_RETENTION_SECONDS = 2_592_000
 
 
@@ -60,7 +61,8 @@ class Pool:
     paused: bool = False
     retention_seconds: int = DEFAULT_RETENTION_SECONDS
     display_name: str | None = None  # what the board shows; the name when unset
-    # Agent and classifier settings (DESIGN §12); changing either makes a new `version`.
+    # Agent and classifier settings (what an agent or classifier lease's payload adds);
+    # changing either makes a new `version`, and a lease pins the one current at its creation.
     agent: dict[str, Any] | None = None  # {model, effort?}
     classifier: dict[str, Any] | None = None  # {input, output: {checks?, properties?}}
     version: int = 1
@@ -69,11 +71,12 @@ class Pool:
     def label(self) -> str:
         return self.display_name or self.name
 
-    # Starvation (DESIGN §13): a claimable pending lease older than this with no reachable
-    # worker is starved; a further `starvation_escalation_seconds` parks its task.
+    # Starvation: a claimable pending lease older than this with no reachable worker is
+    # starved; a further `starvation_escalation_seconds` parks its task in needs_attention.
     min_queued_age_seconds: int = 600
     starvation_escalation_seconds: int = 3600
-    # Per-million-token prices (DESIGN §14): {currency, input_tokens?, output_tokens?, …}.
+    # Per-million-token prices that estimate a completion's cost when it reports none:
+    # {currency, input_tokens?, output_tokens?, …}.
     rates: dict[str, Any] | None = None
 
 
@@ -124,7 +127,7 @@ class Task:
     event_data: dict[str, Any] | None = None
     updated_at: int | None = None
     checks: dict[str, Any] = field(default_factory=dict)  # set by a classifier's output
-    # The task graph (DESIGN §13; core/tasks_graph.py): its parent and every ancestor above it
+    # The task graph (app/tasks/graph.py): its parent and every ancestor above it
     # (root first), the tasks whose success it waits for, whether readiness enqueues it (on
     # `pool`), and its own pause with who set it.
     parent_id: str | None = None
@@ -134,11 +137,11 @@ class Task:
     pool: str | None = None
     paused: bool = False
     paused_by: str | None = None
-    # Typed blocks (DESIGN §14; core/blocks.py): block id → its record (open ones and the most
+    # Typed blocks (app/autonomy/blocks.py): block id → its record (open ones and the most
     # recent closed ones, bounded), and how many blocks of each kind since the last success.
     blocks: dict[str, dict[str, Any]] | None = None
     block_counts: dict[str, int] | None = None
-    # Delegation (DESIGN §14; core/delegation.py): the lease whose token filed this task, and
+    # Delegation (app/autonomy/delegation.py): the lease whose token filed this task, and
     # whether the task's endings wake that lease's worker (meaningless without one).
     created_by_lease: str | None = None
     wake_creator: bool = False
@@ -164,11 +167,11 @@ class Job:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     task_id: str | None = None
     exhausted: bool = False
-    # Set when a rule minted the run (DESIGN §10): which rule, and for an inbound rule the
+    # Set when a rule minted the run: which rule, and for an inbound rule the
     # `{topic, occurred_at, data}` its payload carries as `trigger`.
     rule_id: str | None = None
     trigger: dict[str, Any] | None = None
-    retry_depth: int = 0  # how many retries (DESIGN §13) stand between this run and the first
+    retry_depth: int = 0  # how many operator retries stand between this run and the first
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,7 @@ class Lease:
     report: dict[str, Any] | None = None  # what the final report said (details, error, reason)
     # The ceilings ("pool:NAME", "space:KEY") this lease counts against while it is held.
     counted: tuple[str, ...] | None = None
-    # Deferred (DESIGN §10): not claimable before this instant (epoch ms); it orders the queue.
+    # Deferred (`not_before`): not claimable before this instant (epoch ms); it orders the queue.
     not_before: int | None = None
     # The pool version current when the lease (or its job's first lease) was created.
     pool_version: int | None = None
@@ -219,12 +222,12 @@ class Lease:
     event_type: str | None = None
     event_data: dict[str, Any] | None = None
     updated_at: int | None = None
-    # Set once, when the sweeper deleted the lease's logs and attachments (DESIGN §11).
+    # Set once, when the sweeper deleted the lease's logs and attachments (retention reclaim).
     reclaimed_at: int | None = None
     # The task's ancestors (root first), so a claim can tell a paused subtree from one read of
-    # the scheduler row, without walking the tree (core/scheduler.py).
+    # the scheduler row, without walking the tree (ClaimGate, app/scheduler.py).
     lineage: tuple[str, ...] | None = None
-    previous_lease_id: str | None = None  # the ended lease this one retries (DESIGN §13)
+    previous_lease_id: str | None = None  # the ended lease this one retries (POST …/retry)
     retry_depth: int = 0
     failure_kind: str | None = None  # "operator_forced" when an operator force-failed it
 
@@ -242,7 +245,8 @@ class Worker:
     worker_id: str
     last_seen: int
     worker_version: str | None = None
-    # What the worker last said of its runtime and its credentials (DESIGN §12):
+    # What the worker last said of its runtime and its credentials in its worker heartbeat
+    # (when every reachable worker of a pool refuses, its queued leases say so):
     # {"state": "ok"|"refusing", "reason"?} and {"state": "ok"|"unreachable", "reason"?}.
     runtime: dict[str, Any] | None = None
     credentials: dict[str, Any] | None = None
@@ -259,7 +263,7 @@ class PoolVersion:
     classifier: dict[str, Any] | None = None
 
 
-# Instance-wide settings (DESIGN §12), one row.
+# Instance-wide settings (ceiling, breaker limit, agent force, retry chain cap), one row.
 DEFAULT_BLOCK_RECURRENCE_LIMIT = 2
 DEFAULT_RETRY_CHAIN_CAP = 5
 
@@ -300,7 +304,7 @@ class TaskGraph:
     succeeded_at: int | None = None
     rollup_at: int | None = None
     auto_enqueued_at: int | None = None
-    # The usage accumulator (DESIGN §14; core/usage.py): moved in each completion's own
+    # The usage accumulator (app/usage.py): moved in each completion's own
     # transaction, so a task's usage is read from this one row.
     usage_leases: int = 0
     usage_input_tokens: int = 0

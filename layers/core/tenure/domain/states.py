@@ -1,4 +1,6 @@
-"""Lease states and the transitions between them (DESIGN §3)."""
+"""Lease states and their groups, revoke signals, end reasons, and the other closed sets of
+words (subject, pool and report kinds, task statuses). The moves between lease states are a
+table in transitions.py; docs/states.md walks it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The lease state machine of DESIGN §3 as data: the only place a lease's state changes."""
+"""The lease state machine as data (docs/states.md): the only place a lease's state changes."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ class Action(StrEnum):
     KILL = "kill"
     PAUSE = "pause"
     RESUME = "resume"
-    FORCE_RELEASE = "force_release"  # an operator takes a held lease from its holder (§13)
-    FORCE_FAIL = "force_fail"  # an operator ends a lease as failed, operator_forced (§13)
+    FORCE_RELEASE = "force_release"  # an operator takes a held lease from its holder
+    FORCE_FAIL = "force_fail"  # an operator ends a lease as failed, operator_forced
 
 
 class Stage(StrEnum):
@@ -153,7 +153,7 @@ TABLE: dict[tuple[Stage, Action], Move | None] = {
 }
 
 
-# Operator recovery (DESIGN §13). Force release takes a held lease from its holder like the
+# Operator recovery (bulk force). Force release takes a held lease from its holder like the
 # holder's own release (the job is requeued under fence + 1, no attempt used); a lease already
 # asked to stop is not handed on. Force fail ends any open lease as failed.
 _FORCE_RELEASED = Move(
@@ -185,7 +185,8 @@ TABLE.update(
 def move(lease_id: str, state: LeaseState, revoke: Revoke | None, action: Action) -> Move | None:
     """The move `action` makes from (state, revoke); None for a no-op.
 
-    Raises InvalidTransition for a pair §3 does not allow."""
+    Raises InvalidTransition for a pair the table does not list (a move the lease's state
+    does not allow)."""
     key = (stage_of(state, revoke), action)
     if key not in TABLE:
         raise InvalidTransition(f"lease {lease_id} is {state}; it cannot {_verb(action)}")

@@ -1,10 +1,11 @@
 """An inbound rule's ``match`` against an event, and the {subject}/{from} title templating.
 
-DESIGN §10: ``to`` matches any recipient exactly, case-insensitive; ``from`` matches the sender
-address exactly or, when it starts with ``@``, its domain; ``subject_contains`` is a
-case-insensitive substring; every key given must hold, and an empty or absent match holds for
-everything. The same match applies to any topic: it reads the event's ``data`` fields
-``from``, ``to``, ``cc`` and ``subject``, which is the shape of an email's trigger data.
+Every key given must hold: ``to`` when one recipient equals it, ignoring case; ``from`` when
+the sender address equals it or, for a value starting with ``@``, when the sender's domain
+does; ``subject_contains`` when the subject contains it, ignoring case. An empty or absent
+match holds for everything. The same match applies to any topic: it reads the event's
+``data`` fields ``from``, ``to``, ``cc`` and ``subject``, which is the shape of an email's
+trigger data.
 """
 
 from __future__ import annotations

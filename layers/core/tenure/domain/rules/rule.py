@@ -1,4 +1,5 @@
-"""Rules (DESIGN §10): the entity, its validation, and the ids that make a firing idempotent."""
+"""Rules (what mints leases without a person): the entity, its validation, and the ids that
+make a firing idempotent."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tenure.domain.rules.matching import InvalidMatch, Match
 
 EMAIL_TOPIC = "email.received"
 # A space holds at most this many rules: listing them is one bounded Query, and an event's
-# rules are read from that list (DESIGN §9: every request reads a bounded number of items).
+# rules are read from that list (no request reads an unbounded number of items).
 MAX_RULES_PER_SPACE = 200
 # An inbound event mints at most this many leases (one per matching rule).
 MAX_RULES_PER_EVENT = 100

@@ -1,9 +1,10 @@
 """EventBridge Scheduler expressions: validation and next fire times, pure (no boto3, no clock).
 
-The syntax is Scheduler's own (DESIGN §10): ``rate(value unit)``, the six-field
-``cron(minutes hours day-of-month month day-of-week year)`` and ``at(yyyy-mm-ddThh:mm:ss)``,
-each evaluated in an IANA time zone. The validator is deliberately no looser than Scheduler:
-an expression accepted here must not be refused later by ``CreateSchedule``.
+The syntax is Scheduler's own, so a rule's schedule means here what it means on AWS:
+``rate(value unit)``, the six-field ``cron(minutes hours day-of-month month day-of-week
+year)`` and ``at(yyyy-mm-ddThh:mm:ss)``, each evaluated in an IANA time zone. The validator
+is deliberately no looser than Scheduler: an expression accepted here must not be refused
+later by ``CreateSchedule``.
 
 How fire times are computed, and why:
 
