@@ -1,4 +1,5 @@
-"""Why a queued lease is still queued (DESIGN §12): one rule, read by every view of a lease."""
+"""Why a queued lease is still queued: one rule, read by every view of a lease, so the list
+and the single read always agree."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ class PoolFacts:
     pool_full: bool = False
 
 
-# Conditions that only a person can clear, in precedence order (DESIGN §12).
+# Conditions that only a person can clear, in precedence order (when several hold, the first
+# is shown; all of these come before the ones that clear by themselves).
 _NEEDS_PERSON = (
     ("pool_paused", "paused"),
     ("space_archived", "space_archived"),

@@ -1,4 +1,4 @@
-"""Inspect (DESIGN §13): a read-only triage snapshot of a task or a lease, and the next action
+"""Inspect: a read-only triage snapshot of a task or a lease, and the next action
 an operator or an agent should take. It reads a bounded number of rows and never a token:
 claim evidence is the first 8 hex characters of the claim token's hash, nothing more."""
 

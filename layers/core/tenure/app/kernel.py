@@ -78,7 +78,8 @@ class Kernel:
     def apply(
         self, lease: Lease, move: Move, data: dict[str, Any], now: int, **fields: Any
     ) -> Lease:
-        """The lease after `move` (DESIGN §3 table), as the next version of the row read."""
+        """The lease after `move` (a row of the table in domain/transitions.py), as the next
+        version of the row read."""
         new = replace(lease, state=move.to, revoke=move.revoke, **fields)
         if move.end_reason is not None:
             new = replace(new, end_reason=move.end_reason, ended_at=now)
@@ -152,7 +153,7 @@ class Kernel:
 
     def refuse_old_fence(self, lease: Lease, fence: int | None, what: str) -> None:
         """A report naming a fence other than the lease's is stale, whatever became of the
-        lease, and is recorded on its subject's timeline (DESIGN §4)."""
+        lease, and is recorded on its subject's timeline (`lease.stale_report`)."""
         if fence is not None and fence != lease.fence:
             self.record_stale(lease, what, fence)
             raise StaleLease(f"fence {fence} of lease {lease.id} is not current")
@@ -247,7 +248,8 @@ class Kernel:
         return self.space_cached(key)
 
     def refuse_archived(self, key: str) -> None:
-        """An archived space takes no new work (DESIGN §12); read fresh, as a claim does."""
+        """An archived space takes no new work (409 until it is unarchived); read fresh, as a
+        claim does."""
         if self.fresh_space(key).archived:
             raise InvalidTransition(f"space {key!r} is archived; unarchive it first")
 

@@ -118,7 +118,7 @@ class Settings:
 
 @dataclass(frozen=True)
 class ClaimRecord:
-    """A claim's `claim_id` (the worker's idempotency key, DESIGN §4), written with the claim.
+    """A claim's `claim_id` (the worker's idempotency key), written with the claim.
 
     Keyed by (pool, claimant token id, worker_id, claim_id); a retried claim finds the lease
     its lost answer handed out instead of taking a second one.
@@ -144,9 +144,9 @@ class GraphOp:
     * "met" / "unmet": require `task_id` to have (not to have) succeeded — the condition that
       keeps a new edge and a blocker's concurrent success from missing each other;
     * "mark": SET `name` = `at` on `task_id`'s graph row once; "auto_enqueued_at" also needs
-      every blocker met (one auto-enqueue per readiness, DESIGN §13);
+      every blocker met (one auto-enqueue per readiness, however many blockers finish at once);
     * "usage": ADD `counts` to `task_id`'s graph row and `name` (a cost key) to its
-      `usage_cost_keys` set — a completion's usage (DESIGN §14, core/usage.py).
+      `usage_cost_keys` set — a completion's usage (app/usage.py).
     """
 
     op: str
@@ -176,7 +176,7 @@ class SchedulerState:
     paused_at: int | None = None
     paused_tasks: frozenset[str] = frozenset()
     attention: frozenset[str] = frozenset()
-    # Tasks holding an open typed block (DESIGN §14): a claim re-reads such a task's row,
+    # Tasks holding an open typed block: a claim re-reads such a task's row,
     # since a transient block stops counting the instant it expires.
     blocked: frozenset[str] = frozenset()
 
@@ -185,8 +185,9 @@ class SchedulerState:
 class Change:
     """Everything one transition writes; committed all together or not at all.
 
-    Timeline events are not written here: each row names its own transition and the reactor
-    derives the event from the table's stream, so state and event cannot part (DESIGN §4).
+    Timeline events are not written here: each row names its own transition and the stream
+    (triggers/stream.py) derives the event from it with an idempotent id, so a state change
+    and its event commit together or not at all.
     """
 
     leases: list[LeaseWrite] = field(default_factory=list)
@@ -197,7 +198,7 @@ class Change:
     job_checks: list[tuple[str, str]] = field(default_factory=list)
     # Written only when new (a second claim with the same key loses the whole change).
     claims: list[ClaimRecord] = field(default_factory=list)
-    # The task graph's side rows and the scheduler row's sets (core/tasks_graph.py).
+    # The task graph's side rows (app/tasks/graph.py) and the scheduler row's sets.
     graph: list[GraphOp] = field(default_factory=list)
     holds: list[HoldOp] = field(default_factory=list)
 
@@ -329,7 +330,7 @@ class Store(Protocol):
 
     def put_sweeper_state(self, state: SweeperState, expect_last: int | None) -> None: ...
 
-    # ------------------------------------------- attachments and retention (DESIGN §11)
+    # ------------------------------------------------------- attachments and retention
 
     def put_attachment(self, attachment: Attachment, cap: int) -> None:
         """Record a new attachment; CeilingReached once its lease has `cap` of them."""
@@ -356,7 +357,7 @@ class Store(Protocol):
         """Take a reclaimed lease out of the ended index (its reclaim is finished)."""
         ...
 
-    # ------------------------------------------------- pools, spaces, instance (DESIGN §12)
+    # --------------------------------------------------------- pools, spaces, instance
     def update_pool(
         self,
         name: str,

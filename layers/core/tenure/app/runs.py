@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunStart:
-    """How a new run starts: a first run (attempt 1), or a retry of an ended lease (DESIGN §13),
-    with the graph writes that must land in the same transaction (e.g. auto-enqueue's mark)."""
+    """How a new run starts: a first run (attempt 1), or an operator's retry of an ended lease
+    (attempt + 1, `previous_lease_id`, `retry_depth` + 1), with the graph writes that must land
+    in the same transaction (e.g. auto-enqueue's mark)."""
 
     attempt: int = 1
     recovery_count: int = 0

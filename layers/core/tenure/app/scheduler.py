@@ -1,5 +1,5 @@
-"""The scheduler (DESIGN §13): its pause and drain, its status and backlog, starvation, and
-the gate every claim passes.
+"""The scheduler: its pause and drain, its status and backlog, starvation, and the gate
+every claim passes (ClaimGate).
 
 How a claim learns that a lease's task is effectively paused without walking the tree: every
 task carries its ancestors (root first) and every lease copies them (`lineage`). Task pause

@@ -1,5 +1,6 @@
 """The space a resource named in a request lives in, for the scope check made before the
-request is validated (DESIGN §5; api/scopes.py decides, this only reads)."""
+request is validated (so a token that may not touch the resource hears 403 whatever its body
+says; api/scopes.py decides, this only reads)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ class Scopes:
 
     def lease_reaches_task(self, lease_id: str, task_id: str) -> bool | None:
         """Whether a lease's token may touch the task's blocks: the lease is a run of that
-        task, or filed it (DESIGN §14, the rule core/blocks.py applies); None when either is
+        task, or filed it (the rule Blocks applies, app/autonomy/blocks.py); None when either is
         unknown, left to the service to answer."""
         if max(len(lease_id), len(task_id)) > rules.MAX_ID_LENGTH:
             return None

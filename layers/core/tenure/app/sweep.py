@@ -1,4 +1,7 @@
-"""The sweeper: expiry, recovery, and the service's own absence (DESIGN §4)."""
+"""The sweeper: expiry, recovery, and the service's own absence (a pass that comes more than
+a pool's grace after its schedule means the service was away, not the workers: it expires
+none of that pool's leases and pushes their deadlines out by the gap;
+docs/fencing-and-timing.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from tenure.domain.model import Event, Lease, Pool
 from tenure.domain.states import REPORTABLE
 
 # Kubernetes' node lifecycle controller stops evicting when too much of a zone looks dead at
-# once. Likewise, counted in *workers* (DESIGN §4): when in one pass at least this share of a
+# once. Likewise, counted in *workers*, not leases: when in one pass at least this share of a
 # pool's recently reachable workers (and at least MASS_EXPIRY_MIN of them) has fallen silent
 # together, that pool's expiries are held for one toleration window. One worker dying with
 # many leases is an ordinary expiry.
@@ -36,8 +39,8 @@ class SweepReport:
     expired: list[str] = field(default_factory=list)
     held: int = 0
     raced: int = 0  # expiries lost to a report that landed first
-    # Retention reclaim (DESIGN §11): leases whose logs and attachments this pass deleted, and
-    # due ones it left for later passes (a lower bound: each pool's index is read bounded).
+    # Retention reclaim: leases whose logs and attachments this pass deleted, and due ones it
+    # left for later passes (a lower bound: each pool's index is read bounded).
     reclaimed: list[str] = field(default_factory=list)
     reclaim_left: int = 0
     parked: list[str] = field(default_factory=list)  # tasks parked for starvation
@@ -88,12 +91,9 @@ def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
                 report.expired.append(lease.id)
     if report.absent_pools:
         _record(svc, now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools})
-    report.parked = svc.scheduler.park_starved(
-        pools
-    )  # long-starved work to needs_attention (DESIGN §13)
-    report.unblocked = (
-        svc.breaker.finalize_expired_blocks()
-    )  # expired transient blocks (DESIGN §14)
+    # Long-starved work goes to needs_attention; transient blocks past their expiry are closed.
+    report.parked = svc.scheduler.park_starved(pools)
+    report.unblocked = svc.breaker.finalize_expired_blocks()
     if holds != state.holds:
         store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
     reclaim = svc.retention.reclaim_due(pools=pools)

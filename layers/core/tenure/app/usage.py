@@ -1,4 +1,4 @@
-"""Usage and cost (DESIGN §14): what a completion reports, the cost estimated from the pool's
+"""Usage and cost: what a completion reports, the cost estimated from the pool's
 per-million-token rates, and the task's sum over its leases.
 
 The sum is an accumulator on the task's graph row, moved by one unconditional ADD inside the

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
 
 # A worker's last_seen is written at most once per this share of its pool's grace: enough to
-# tell reachable from unreachable without a write on every heartbeat (DESIGN §9)…
+# tell reachable from unreachable without a write on every heartbeat (heartbeats are the
+# bulk of a long job's writes)…
 SEEN_WRITE_SHARE = 0.25
 # …or, when the same heartbeat already wrote the lease's deadline, only once it is this old
 # (one write per heartbeat at most).
@@ -84,7 +85,7 @@ class Workers:
         """Note that the worker was heard from. `runtime` / `credentials` are what it says of
         them (None: it said nothing, the stored word stands). A change of either is written
         at once; otherwise the write waits for the last_seen window, so a heartbeat that says
-        the same as before costs nothing more (DESIGN §9)."""
+        the same as before costs nothing more."""
         now = self.kernel.clock.now_ms()
         grace = pool.grace_seconds * 1000
         window = int(grace * (SEEN_URGENT_SHARE if defer else SEEN_WRITE_SHARE))
@@ -117,10 +118,11 @@ class Workers:
         credentials: dict[str, Any] | None,
     ) -> None:
         """A worker heartbeat naming a pool it holds nothing in: how its runtime and its
-        credentials stand there (DESIGN §12), and a sign of life."""
+        credentials stand there (when every reachable worker of a pool refuses, its queued
+        leases say so), and a sign of life."""
         key = (pool.name, worker_id)
         known = self._seen.get(key) or self.kernel.store.get_worker(pool.name, worker_id)
         if known is not None:
-            self._seen[key] = known  # read once: _mark_seen judges from it
+            self._seen[key] = known  # read once: mark_seen judges from it
         version = known.worker_version if known else None
         self.mark_seen(pool, worker_id, version, runtime=runtime, credentials=credentials)

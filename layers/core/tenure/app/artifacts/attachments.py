@@ -1,4 +1,4 @@
-"""A lease's attachments (DESIGN §11): recorded in the table, bytes in the private bucket."""
+"""A lease's attachments: recorded in the table, bytes in the private bucket."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ ABANDON_AFTER_MS = (UPLOAD_EXPIRES_S + 3600) * 1000
 
 PENDING, STORED, REJECTED, ABANDONED = "pending", "stored", "rejected", "abandoned"
 # An inbound email's attachments are stored once per message and shared by every lease its
-# rules minted; they list among each of those leases' attachments (DESIGN §10).
+# rules minted; they list among each of those leases' attachments (kind "email"), and only
+# among theirs.
 EMAIL_KIND = "email"
 EMAIL_PREFIX = "email/"
 

@@ -1,4 +1,4 @@
-"""A lease's logs and runtime coordinates (DESIGN §11): what the job printed, where it runs."""
+"""A lease's logs and runtime coordinates: what the job printed, where it runs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from tenure.domain.model import Lease, Principal
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
 
-# What one POST of logs may carry (DESIGN §11).
+# What one POST of logs may carry; a bigger batch is refused whole (the worker SDK's batches
+# stay under both bounds).
 MAX_LOG_EVENTS = 1000
 MAX_LOG_BYTES = 256 * 1024
 # CloudWatch Logs refuses events older than 14 days or more than 2 hours ahead: a timestamp

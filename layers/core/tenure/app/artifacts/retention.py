@@ -1,5 +1,5 @@
-"""Retention reclaim (DESIGN §11): an ended lease's logs and attachments go after its pool's
-retention; the lease itself, and its subject's timeline, stay."""
+"""Retention reclaim: an ended lease's logs and attachments go after its pool's retention;
+the lease itself, and its subject's timeline, stay."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Typed blocks and the breaker's escalation (DESIGN §14); recover and expiry: breaker.py.
+"""Typed blocks and the breaker's escalation (the block that brings its kind's count on a task
+to the instance's `block_recurrence_limit` sends the task to needs_attention); recover and
+expiry: breaker.py.
 
 A task's blocks live on its own row (`Task.blocks`: id → record, bounded), so placing,
 clearing and escalating are each one conditional write of that row (on its version), and
@@ -138,7 +140,7 @@ class Blocks:
 
     def _blockable(self, actor: Principal, task_id: str, role: str) -> Task:
         """Members (read for listing) of the task's space, or the token of a lease on it —
-        or of the lease that filed it (a worker minding the work it delegated, DESIGN §14)."""
+        or of the lease that filed it (a worker minding the work it delegated)."""
         if actor.kind == "lease":
             lease = self.kernel.lease(actor.lease_id or "")
             task = self.kernel.task(task_id)

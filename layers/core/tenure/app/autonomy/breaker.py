@@ -1,7 +1,7 @@
-"""The unblock-loop breaker's other half and the blocks' lifecycle (DESIGN §14): recover of an
-escalated task, the sweeper's finalizing of expired transient blocks, and the reset of the
-block counts on a successful completion (from the stream). Placing blocks and escalating:
-core/blocks.py."""
+"""The unblock-loop breaker's other half and the blocks' lifecycle: recover of an escalated
+task, the sweeper's finalizing of expired transient blocks, and the reset of the block counts
+on a successful completion (from the stream). Placing blocks and escalating: Blocks, in
+app/autonomy/blocks.py."""
 
 from __future__ import annotations
 

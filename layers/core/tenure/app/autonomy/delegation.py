@@ -1,4 +1,4 @@
-"""Delegation (DESIGN §14): tasks filed with a lease token, and the completion claim gate.
+"""Delegation: tasks filed with a lease token, and the completion claim gate.
 
 A worker holding a lease may file tasks: they land in its lease's space and remember that
 lease (`created_by_lease`), which is what the claim gate checks when the lease's completion

@@ -1,10 +1,12 @@
-"""Wake-creator (DESIGN §14): a delegated task's endings wake the lease that filed it.
+"""Wake-creator: a delegated task's endings wake the lease that filed it.
 
-From the table's stream (reactor.py → `react_to_rows`), a child task filed with a lease token
-(`created_by_lease`, `wake_creator` on) that reaches a terminal status (its run completed,
-failed, cancelled or killed), `blocked` (a block placed) or `needs_attention` (escalated or
-exhausted) publishes one EventBridge event (`source: "tenure"`, `detail-type:
-"task.wake_creator"`) and records `task.wake_creator` on the creator lease's subject timeline.
+From the table's stream (triggers/stream.py plays each changed row through the reactions
+table compose() builds in tenure.py: `on_lease` for a lease row, `on_task` for a task row), a
+child task filed with a lease token (`created_by_lease`, `wake_creator` on) that reaches a
+terminal status (its run completed, failed, cancelled or killed), `blocked` (a block placed)
+or `needs_attention` (escalated or exhausted) publishes one EventBridge event (`source:
+"tenure"`, `detail-type: "task.wake_creator"`) and records `task.wake_creator` on the creator
+lease's subject timeline.
 
 At most once per transition: the timeline event's id and instant are derived from the row
 version that made the transition, and it is written first, conditionally (a new id only); a

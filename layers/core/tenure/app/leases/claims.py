@@ -1,4 +1,5 @@
-"""Claims: a worker takes a pending lease, fenced, within the ceilings (DESIGN §4, §12)."""
+"""Claims: a worker takes a pending lease, fenced, within the ceilings (pool, space and
+instance `max_active`, enforced atomically by the claim's own write)."""
 
 from __future__ import annotations
 
@@ -21,14 +22,15 @@ if TYPE_CHECKING:
     from tenure.app.workers import Workers
 
 # How many queue heads a claim looks at; claimers shuffle them so that concurrent workers
-# spread over candidates instead of all paying for a lost race on the head (DESIGN §9).
+# spread over candidates instead of all paying for a lost race on the head (every losing
+# conditional write is billed).
 CLAIM_CANDIDATES = 64
 # How many candidates one claim call may lose races for before it rests a poll interval.
 MAX_CLAIM_TRIES = 200
 # How long an idle long-poll waits between looks at the queue.
 CLAIM_POLL_SECONDS = 0.5
 # A long poll looks at its pool and space rows again this often, so a pause, a resume, an
-# archive or an unarchive reaches a waiting claim within this bound (DESIGN §12).
+# archive or an unarchive reaches a waiting claim within this bound.
 POOL_REFRESH_MS = 2_000
 # A claim_id is remembered at least this long after its lease's deadline (DynamoDB TTL).
 CLAIM_ID_KEEP_SECONDS = 86_400
@@ -91,7 +93,7 @@ class Claims:
         looks = MAX_CLAIM_TRIES + math.ceil(wait_seconds / CLAIM_POLL_SECONDS) + 1
         for _ in range(looks):
             fresh: list[str] = []
-            gate = self.gate.read()  # scheduler pause, paused subtrees, parked tasks (§13)
+            gate = self.gate.read()  # scheduler pause, paused subtrees, parked tasks
             if not closed and not gate.paused:
                 fresh = self.gate.candidates(pool.name, tried, gate, CLAIM_CANDIDATES)
                 for lease_id in self.kernel.ids.shuffle(fresh[:CLAIM_CANDIDATES]):
@@ -118,7 +120,8 @@ class Claims:
             if self.kernel.clock.now_ms() - looked_at >= POOL_REFRESH_MS:
                 pool, closed = self._claim_settings(pool_name)
                 looked_at = self.kernel.clock.now_ms()
-            # A worker waiting in a long poll is in contact all along (DESIGN §4).
+            # A worker waiting in a long poll is in contact all along (a claim is a sign of
+            # life).
             self.workers.mark_seen(pool, worker_id, worker_version)
             tried.clear()
         self.kernel.counters["empty_claims"] += 1
@@ -184,7 +187,7 @@ class Claims:
             return None
         now = self.kernel.clock.now_ms()
         if lease.not_before is not None and lease.not_before > now:
-            return None  # deferred (DESIGN §10): not before its instant, whatever the index says
+            return None  # deferred: not before its instant, whatever the index says
         token = rules.mint_lease_token(lease.id, self.kernel.ids.secret())
         seconds = ask.lease_seconds or pool.toleration_seconds
         deadline = rules.fresh_deadline(now, 1000 * seconds)
@@ -219,12 +222,12 @@ class Claims:
         except CeilingReached:
             raise
         except Conflict:
-            self.kernel.counters["lost_claim_races"] += 1  # paid for: DESIGN §9 counts these
+            self.kernel.counters["lost_claim_races"] += 1  # paid for: the cost bench counts these
             return None
         return Claimed(lease=new, token=token, pool=pool)
 
     def _ceilings(self, pool: Pool) -> list[Ceiling]:
-        """The counters a claim in `pool` must stay under (DESIGN §4: unlimited unless set)."""
+        """The counters a claim in `pool` must stay under (a ceiling is unlimited unless set)."""
         found = []
         if pool.max_active is not None:
             found.append(Ceiling("pool", pool.name, +1, pool.max_active))

@@ -1,4 +1,4 @@
-"""Operator recovery on leases (DESIGN §13): retry chains and bulk force release / fail.
+"""Operator recovery on leases: retry chains and bulk force release / fail.
 
 Every force row is its own conditional write on the state it read (no retry: a row whose
 lease moved meanwhile answers invalid_transition and the caller retries only that row).
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
     from tenure.app.runs import Runs
 
-# Ended leases a retry may follow (DESIGN §13).
+# Ended leases a retry may follow (a completed one is done: there is nothing to retry).
 RETRYABLE = frozenset({LeaseState.FAILED, LeaseState.LOST, LeaseState.KILLED, LeaseState.CANCELLED})
 MAX_BULK = 100
 OPERATOR_FORCED = "operator_forced"

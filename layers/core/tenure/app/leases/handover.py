@@ -1,4 +1,5 @@
-"""A final report that claims the worker's next lease in the same call (DESIGN §9).
+"""A final report that claims the worker's next lease in the same call (one request fewer
+per lease).
 
 A busy worker otherwise pays two requests per lease at its end: the report, then a claim.
 Here `complete` (or `fail`) carries `next`, the claim the worker would have sent, and answers
@@ -12,7 +13,7 @@ to exactly that pool and that worker id: a lease token can claim nothing its wor
 nowhere else, and for no other worker. A lease won any other way (`claimed_by` unset) claims
 nothing. `claim_id` is required, so a report retried because its answer was lost (the same
 report answers as the first) carries the same claim, which answers the same next lease under a
-fresh token (DESIGN §4), never a second one.
+fresh token (the lost one is dead), never a second one.
 """
 
 from __future__ import annotations

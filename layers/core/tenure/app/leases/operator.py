@@ -40,7 +40,7 @@ class Operator:
         self, actor: Principal, space: str, limit: int, state: LeaseState | None
     ) -> LeasePage:
         """One page for whoever may see the space: an operator as list_leases decides, or a
-        lease token in its own lease's space (MCP, DESIGN §15)."""
+        lease token in its own lease's space (the MCP tool leases_list)."""
         if actor.kind != "lease":
             return self.list_leases(actor, space, limit, None, state, None)
         authz.require_own_space(
@@ -50,7 +50,7 @@ class Operator:
 
     def get_visible_lease(self, actor: Principal, lease_id: str) -> Lease:
         """A lease, for an operator as get_lease decides, or for a lease token when it is in
-        its own lease's space (MCP, DESIGN §15)."""
+        its own lease's space (the MCP tool leases_get)."""
         if actor.kind != "lease":
             return self.get_lease(actor, lease_id)
         own = self.kernel.own_lease(actor, actor.lease_id or "")

@@ -1,4 +1,5 @@
-"""The work bundle a holder reads (DESIGN §6)."""
+"""The work bundle a holder reads: the lease, its subject (task, workflow or space), the
+trigger of an inbound rule's lease, and what the pool's kind adds (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ class Payloads:
         return self._bundle(lease)
 
     def claimed_payload(self, lease: Lease) -> dict[str, Any] | None:
-        """The bundle a claim answer carries, so a worker needs no GET payload (DESIGN §9).
+        """The bundle a claim answer carries, so a worker needs no GET payload (one request
+        fewer per lease).
         The lease is already won when this runs: a bundle that cannot be read now (a throttled
         read, a subject gone) must not lose the worker its token, so it answers None and the
         worker falls back to GET /leases/{id}/payload."""
@@ -78,7 +80,8 @@ class Payloads:
             "kind": pool.kind.value,
             **self.versions.kind_fields(lease, pool),
         }
-        # Only a lease an inbound rule minted carries its trigger (DESIGN §6, §10).
+        # Only a lease an inbound rule minted carries its trigger ({topic, occurred_at, data});
+        # a lease a schedule or a manual fire minted carries none.
         job = self.kernel.store.get_job(lease.job_id)
         if job is not None and job.trigger is not None:
             bundle["trigger"] = job.trigger
@@ -115,6 +118,6 @@ def _prior_attempts(events: list[Event], current_lease_id: str) -> list[dict[str
 
 
 def _dependencies(store: Store, ids: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The tasks this one waited for (DESIGN §13; at most 50): id, key and title."""
+    """The tasks this one waited for (at most 50): id, key and title."""
     found = [store.get_task(task_id) for task_id in ids]
     return [{"id": t.id, "key": t.key, "title": t.title} for t in found if t is not None]

@@ -1,5 +1,6 @@
 """Recovery: the sweeper's verdict on a silent lease — lost, requeued under fence + 1, or
-exhausted (DESIGN §4)."""
+exhausted once its claims have used up the job's max_attempts (the task then needs attention;
+docs/fencing-and-timing.md)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,6 @@ class Recovery:
                 updated_at=now,
             )
             tasks.append(TaskWrite(flagged, expect_job_id=job.id))
-        # Parked: claims skip it and the scheduler counts it (core/scheduler.py).
+        # Parked: claims skip it and the scheduler counts it (ClaimGate, app/scheduler.py).
         holds = [HoldOp("attention", job.task_id, True)] if job.task_id is not None else []
         return Change(leases=change.leases, jobs=jobs, tasks=tasks, holds=holds)

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
     from tenure.app.workers import Workers
 
-# What an absent field of a final report means (DESIGN §5: every field of complete is
-# optional, outcome defaults to success); two reports are the same when equal after these.
+# What an absent field of a final report means (every field of complete is optional, and
+# outcome defaults to success); two reports are the same when equal after these.
 _DEFAULTS: dict[ReportKind, dict[str, Any]] = {
     ReportKind.COMPLETE: {"outcome": "success"},
     ReportKind.FAIL: {},
@@ -58,7 +58,8 @@ def report_action(kind: ReportKind, report: dict[str, Any]) -> Action:
 
 
 def revoke_signal(lease: Lease) -> Revoke | None:
-    """What the heartbeat tells the holder (DESIGN §3)."""
+    """What the heartbeat tells the holder: pause while paused, cancel or kill while an
+    operator is stopping it, nothing otherwise."""
     if lease.state is LeaseState.PAUSED:
         return Revoke.PAUSE
     if lease.state is LeaseState.CANCELLING:
@@ -134,7 +135,7 @@ class Reports:
         pool: str | None = None,
     ) -> list[tuple[str, int, Beat | TenureError]]:
         """Renew every lease one worker holds in one call; one answer per lease. `runtime` and
-        `credentials` (DESIGN §12) are noted for the pools of those leases, and for `pool` —
+        `credentials` are noted for the pools of those leases, and for `pool` —
         which a token limited to one pool may leave out. Never dropped: when no lease accepted
         here tells the pool and the token covers several, the heartbeat is 422 naming `pool`
         (nothing was renewed then: every lease it listed was refused)."""
@@ -194,7 +195,7 @@ class Reports:
             now = self.kernel.clock.now_ms()
             wanted = lease_seconds or current.lease_seconds or pool.toleration_seconds
             tol_ms = 1000 * wanted
-            if current.state is LeaseState.DISPATCHED:  # the first heartbeat starts it (§3)
+            if current.state is LeaseState.DISPATCHED:  # the first heartbeat starts it
                 new = self._started(current, wanted, pool, "heartbeat")
                 self.kernel.write(current, new)
                 return Beat(lease=new, revoke=revoke_signal(new), wrote=True)

@@ -1,4 +1,4 @@
-"""Rules firing (DESIGN §10): fire now, a scheduled time, an event, an inbound email.
+"""Rules firing: fire now, a scheduled time, an event, an inbound email.
 
 A firing on an *occasion* (a scheduled time, an SES message id, an event id) mints its job
 under an id derived from (rule, occasion); the job row is written only if new, in the same
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 # Addresses looked up in the inbound index per event (SES delivers to at most 50 recipients).
 MAX_RECIPIENTS = 100
-# The service counter of firings left out because the rule's space is archived (DESIGN §12).
+# The service counter of firings left out because the rule's space is archived (an archived
+# space takes no new work).
 ARCHIVED_SKIPS = "archived_rule_skips"
 
 
@@ -55,7 +56,8 @@ class Firings:
         self.rules = rules
 
     def fire_rule(self, actor: Principal, rule_id: str) -> Lease:
-        """Fire now, whatever the rule's kind or state; no trigger block (DESIGN §10)."""
+        """Fire now, whatever the rule's kind or state; the lease carries no trigger, even
+        for an inbound rule."""
         authz.require_role(actor, "member")
         rule = self.rules.rule(rule_id)
         authz.require_operator(actor, "member", rule.space)

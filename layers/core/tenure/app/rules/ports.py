@@ -48,7 +48,8 @@ class RuleStore(Protocol):
 
 
 class Schedules(Protocol):
-    """One EventBridge Scheduler schedule per scheduled rule (DESIGN §10)."""
+    """One EventBridge Scheduler schedule per scheduled rule, created, updated, disabled and
+    deleted in the same request as its rule."""
 
     def put(self, name: str, expression: str, timezone: str, rule_id: str, enabled: bool) -> None:
         """Create the schedule, or update it when it exists."""

@@ -1,7 +1,7 @@
-"""Rules (DESIGN §10): creating, reading, changing and deleting them, with their schedules.
+"""Rules: creating, reading, changing and deleting them, with their schedules.
 
-A scheduled rule's schedule follows the rule in the same request (core/rules_ports.Schedules);
-what a rule does when it fires is in core/firings.py."""
+A scheduled rule's schedule follows the rule in the same request (the Schedules port,
+app/rules/ports.py); what a rule does when it fires is in Firings (app/rules/firings.py)."""
 
 from __future__ import annotations
 

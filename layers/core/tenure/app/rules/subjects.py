@@ -1,4 +1,4 @@
-"""Timelines of workflow and space subjects (DESIGN §10): leases a rule minted for them."""
+"""Timelines of workflow and space subjects: the leases rules minted for them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The instance's settings this service reads (DESIGN §12), through one function."""
+"""The instance's settings this service reads, through one function that reads the row on
+every call (no cached copy, so a change holds for the very next request)."""
 
 from __future__ import annotations
 

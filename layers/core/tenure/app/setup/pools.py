@@ -1,5 +1,5 @@
-"""Pool, space and instance management (DESIGN §12): read and change pools, pause and resume
-them, archive and unarchive spaces, and the instance settings."""
+"""Pool, space and instance management: read and change pools, pause and resume them,
+archive and unarchive spaces, and the instance settings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Agent and classifier versions (DESIGN §12): what a pool's version says, what a lease pinned,
+"""Agent and classifier versions: what a pool's version says, what a lease pinned,
 what its payload carries, and how a classifier's reported details become task checks and
 properties through the version's JMESPath output document."""
 
@@ -53,7 +53,7 @@ def require_settings(
     kind: PoolKind, agent: dict[str, Any] | None, classifier: dict[str, Any] | None
 ) -> None:
     """An agent pool hands its workers a model and a classifier pool an input document
-    (DESIGN §6, §12): neither kind exists without its settings."""
+    in its payload: neither kind exists without its settings."""
     if kind is PoolKind.AGENT and not (agent or {}).get("model"):
         raise ValidationFailed("agent: an agent pool needs its settings {model, effort?}")
     if kind is PoolKind.CLASSIFIER and classifier is None:
@@ -115,7 +115,8 @@ class Versions:
         return Pinned(fresh.version, fresh.agent, fresh.classifier)
 
     def kind_fields(self, lease: Lease, pool: Pool) -> dict[str, Any]:
-        """What the payload adds for an agent or a classifier lease (DESIGN §6, §12)."""
+        """What the payload adds for an agent or a classifier lease: `model` (and `effort`
+        only when the version sets one), or the version's `input` document verbatim."""
         if pool.kind is PoolKind.AGENT:
             agent = self.pinned(lease).agent or {}
             fields: dict[str, Any] = {"model": agent.get("model")}
@@ -150,7 +151,7 @@ class Classifier:
         from the reported details by the pinned version's output. Evaluating cannot fail (see
         `render`), and the task write only asks that the task still be on this run, which it
         is while the run's lease is held: the completion commits with it or not at all, and
-        a lost race is judged again like any other (bounded, core.base._settle)."""
+        a lost race is judged again like any other (bounded, Kernel.settle)."""
         ended = change.leases[0].new
         if ended.end_reason is not EndReason.COMPLETED or ended.outcome != "success":
             return change

@@ -38,23 +38,24 @@ class TaskView:
     task: Task
     lease: Lease | None
     status: TaskStatus
-    # Derived on every read, never stored (core/tasks_graph.py).
+    # Derived on every read, never stored (Graph.view, app/tasks/graph.py).
     blocked_reasons: tuple[dict[str, Any], ...] = ()
     effective_paused: bool = False
     paused_by_task_id: str | None = None
     children_total: int = 0
     children_done: int = 0
-    usage: dict[str, Any] | None = None  # summed over its leases (DESIGN §14, core/usage.py)
+    usage: dict[str, Any] | None = None  # summed over its leases (app/usage.py)
 
 
 @dataclass(frozen=True)
 class TaskLinks:
-    """Where a new task sits in the graph (DESIGN §13)."""
+    """Where a new task sits in the graph: its parent, the tasks it waits for, and whether
+    their success enqueues it."""
 
     parent_id: str | None = None
     depends_on: tuple[str, ...] = ()
     auto_enqueue_on_ready: bool = False
-    # Delegation (DESIGN §14): None means the default (true when filed with a lease token).
+    # Delegation: None means the default (true when filed with a lease token).
     wake_creator: bool | None = None
     creator_lease: str | None = None  # set by the service, never by a caller
 

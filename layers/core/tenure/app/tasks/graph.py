@@ -1,18 +1,18 @@
-"""The task graph (DESIGN §13): parents and their rollup, dependencies and auto-enqueue on
-ready, task pause inherited by descendants, and the status and blocked reasons every read
-derives.
+"""The task graph: parents and their rollup, dependencies and auto-enqueue on ready, task
+pause inherited by descendants, and the status and blocked reasons every read derives.
 
 Counting is done with counters on each task's graph row (store.keys.task_graph_key), moved by
 conditional updates, never by listing children. The reactions run after the commit, from the
-table's stream (reactor.py calls `react_to_rows`): a completion never fails because of them,
-and each reaction is conditional, so a replayed stream record changes nothing:
+table's stream (triggers/stream.py hands each changed row to the reactions table, which calls
+`after_lease` and `after_graph` here): a completion never fails because of them, and each
+reaction is conditional, so a replayed stream record changes nothing:
 
   lease completed with success ─► the task's `succeeded_at` (only with no child outstanding)
   `succeeded_at` appears ─► its child edge counts in the parent (once), each dependent edge
                             counts in the dependent (once)
   parent's children_done reaches children_total ─► `rollup_at` once (`task.rollup_completed`)
   dependent's blockers_done reaches blockers_total ─► one pending lease when opted in and not
-                            effectively paused (the at-most-one-open-run path of core/tasks.py)
+                            effectively paused (the at-most-one-open-run path, Runs.open_run)
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 MAX_DEPTH = 16
 MAX_DEPENDS_ON = 50
 # How many edges one success reads and counts (children of a parent, dependents of a
-# blocker). A success with more dependents than this counts the first ones only; filing more
-# is refused on the blocker's side (see _link).
+# blocker). A success with more dependents than this counts the first ones only. Nothing
+# refuses filing more: link bounds a task's own depends_on, not a blocker's dependents.
 MAX_FANOUT = 1000
 # How many descendants a resume looks at for auto-enqueue (bounded work per request).
 RESUME_FANOUT = 200
@@ -53,10 +53,11 @@ _HELD = frozenset(
 
 
 def derive_status(task: Task, lease: Lease | None, graph: TaskGraph, blocked: bool) -> TaskStatus:
-    """§13's status. needs_attention first; a held run is running (or queued while it is only
-    dispatched); a queued run, or none, that something blocks is blocked; a success (its own,
-    or its children's rollup) is completed unless a newer run was opened; otherwise the run's
-    own ending. A parent whose own run succeeded with children outstanding stays running."""
+    """A task's status, derived on every read. needs_attention first; a held run is running
+    (or queued while it is only dispatched); a queued run, or none, that something blocks is
+    blocked; a success (its own, or its children's rollup) is completed unless a newer run was
+    opened; otherwise the run's own ending. A parent whose own run succeeded with children
+    outstanding stays running."""
     if task.attention:
         return TaskStatus.NEEDS_ATTENTION
     if lease is not None and lease.state in _HELD:
