@@ -124,7 +124,7 @@ class _LeaseRow:
 
 
 class FakeStore(FakeRules):
-    # Per-call page budgets (core.ports); instances may lower them (the contract tests do).
+    # Per-call page budgets (app/ports.py); instances may lower them (the contract tests do).
     list_budget = LIST_SCAN_BUDGET
     worker_budget = WORKER_SCAN_BUDGET
     timeline_cap = TIMELINE_CAP
@@ -156,8 +156,8 @@ class FakeStore(FakeRules):
         self.graphs: dict[str, TaskGraph] = {}
         self.edges: dict[tuple[str, str, str], int | None] = {}  # (task, kind, other) -> counted
         self.scheduler = SchedulerState()
-        # The reactor's graph half, played after each commit like the stream would (the rig
-        # sets it to the service's `react_to_rows`); rows: (entity, old, new).
+        # The stream's reactions, played after each commit like the stream would (the rig
+        # sets it to the reactions table's `react_to_rows`); rows: (entity, old, new).
         self.reactor: Any = None
 
     # ------------------------------------------------------------------ set-up resources

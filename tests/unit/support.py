@@ -61,9 +61,8 @@ class Rig:
 
     def __post_init__(self) -> None:
         self.svc = compose(self.store, self.clock, self.ids)
-        self.store.reactor = (
-            self.svc.reactions.react_to_rows
-        )  # the stream's graph reactions, in commit
+        # The stream's reactions (the whole table), played inside each commit.
+        self.store.reactor = self.svc.reactions.react_to_rows
         self.svc.setup.create_space(ADMIN, SPACE, "Operations", None)
         self.make_pool(POOL)
 

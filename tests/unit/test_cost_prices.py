@@ -1,4 +1,4 @@
-"""The cost bench's arithmetic (benches/prices.py), on hand-made usage."""
+"""The cost bench's arithmetic (bench/prices.py), on hand-made usage."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ def make_rig() -> MakeRig:
         clock = ManualClock(SystemClock().now_ms())
         store = FakeStore(clock)
         svc = compose(store, clock, RandomIds())
-        store.reactor = svc.reactions.react_to_rows  # the graph's reactions, played inside commit
+        store.reactor = svc.reactions.react_to_rows  # the stream's reactions, inside commit
         return ContractRig(
             store=store,
             clock=clock,

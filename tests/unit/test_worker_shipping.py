@@ -1,4 +1,5 @@
-"""The worker's log shipping (worker/shipping.py): line by line, batched, bounded, resumable."""
+"""The worker's log shipping (tenure_worker/shipping.py): line by line, batched, bounded,
+resumable."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from tenure.domain.model import Principal
 
 
 class Reader(Protocol):
-    """What the check reads (the service: core/scopes.py)."""
+    """What the check reads (the service: Scopes, app/scopes.py)."""
 
     def space_of(self, kind: str, ident: str) -> str | None: ...
 

@@ -30,7 +30,7 @@ from tenure.store.codec import values as _values
 class PagedReads:
     """Mixed into DynamoStore, whose metered, retried primitives these reads stand on."""
 
-    # Per-call page budgets (core.ports); instances may lower them (the contract tests do).
+    # Per-call page budgets (app/ports.py); instances may lower them (the contract tests do).
     list_budget = LIST_SCAN_BUDGET
     worker_budget = WORKER_SCAN_BUDGET
     timeline_cap = TIMELINE_CAP

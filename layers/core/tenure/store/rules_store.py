@@ -36,7 +36,7 @@ def _key_id(key: dict[str, str]) -> tuple[str, str]:
 
 
 class DynamoRuleStore(DynamoStore):
-    """DynamoStore plus the RuleStore port (core/rules_ports.py)."""
+    """DynamoStore plus the RuleStore port (app/rules/ports.py)."""
 
     def put_rule(self, rule: Rule) -> None:
         ops = [

@@ -1,4 +1,5 @@
-"""The reactor: turns table stream records into timeline events (idempotently)."""
+"""The reactor: turns table stream records into timeline events (idempotently), and hands
+each changed row to the reactions table (app/reactions.py, filled in by compose())."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from tenure.store.dynamo import load_image
 
 
 def rows_of(record: dict[str, Any]) -> tuple[str, Any, Any] | None:
-    """The (entity, old, new) a stream record changed, for the graph's reactions."""
+    """The (entity, old, new) a stream record changed, for the reactions table."""
     change = record.get("dynamodb", {})
     if "NewImage" not in change:
         return None
@@ -89,9 +90,10 @@ def handle(
 
 
 def process(store: Store, svc: Tenure, record: dict[str, Any]) -> None:
-    """One stream record: its timeline event, then the graph's reactions (rollup,
-    auto-enqueue), each conditional, so a replayed record changes nothing and a failed one is
-    retried, never failing the report that caused it."""
+    """One stream record: its timeline event, then the reactions to the changed row (the
+    graph's rollup and auto-enqueue, the breaker's reset, the wake-creator), each
+    conditional, so a replayed record changes nothing and a failed one is retried, never
+    failing the report that caused it."""
     react(store, record)
     changed = rows_of(record)
     if changed is not None:

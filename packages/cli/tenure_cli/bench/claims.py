@@ -2,7 +2,7 @@
 
 Every lost race is a conditional write DynamoDB bills (at least one write unit), so the figure
 that matters is lost conditional writes (failed conditions and cancelled transactions, counted
-on the wire by benches/meter.py) per successful claim. Double claims are counted from what the
+on the wire by bench/meter.py) per successful claim. Double claims are counted from what the
 table holds after the run, never assumed: every lease won must have been won by exactly one
 claimer, and its row must still carry that claimer and the version its claim wrote.
 """

@@ -17,7 +17,7 @@ from tenure_cli.local.engines import DynamoDBLocal
 from tenure_cli.local.streams import StreamPump
 
 # The budget: a heartbeat at most 1 write unit (met), one lifecycle at most the cost bench's
-# target (benches/cost.py BUDGET), not met yet, so `within_budget` reads false (README, Cost).
+# target (bench/cost.py BUDGET), not met yet, so `within_budget` reads false (README, Cost).
 BUDGET = {"heartbeat_write_units": 1.0, "lifecycle_write_units": 12.0}
 
 
@@ -124,7 +124,7 @@ def _line(write: dict[str, Any]) -> str:
     return f"{write['op']} {rows}: {write['write_units']:g} ({', '.join(parts)})"
 
 
-# The cost bench's reference workload (benches/cost.py): 2-minute jobs, a renewal every 10 s,
+# The cost bench's reference workload (bench/cost.py): 2-minute jobs, a renewal every 10 s,
 # 4 leases a worker.
 FLOW_JOB_S, FLOW_RENEW_S, FLOW_SLOTS, FLOW_LEASES = 120, 10, 4, 16
 

@@ -2,14 +2,14 @@
 
 The reference workload: jobs of 2 minutes, renewed every 10 s, 4 leases held per worker; 10 %
 of the leases minted by one `email.received` rule from inbound mail, the rest filed with
-POST /tasks. It runs on the metered in-process stack (benches/rig.py) on DynamoDB Local, with
+POST /tasks. It runs on the metered in-process stack (bench/rig.py) on DynamoDB Local, with
 the service's clock moved 10 s per tick instead of waiting: every request, invocation and
 capacity unit is real, only the waiting is skipped.
 
-Workers behave as the worker SDK's runner does (worker/runner.py): a claim, then the payload,
-then start; one POST /workers/{id}/heartbeat per renewal for all the leases a worker holds;
-complete when the job ends; claim again while below 4. The queue never runs dry, so no claim
-comes back empty (the idle polling of a dry queue is not in the figures).
+Workers behave as the worker SDK's runner does (tenure_worker/runner.py): a claim, then the
+payload, then start; one POST /workers/{id}/heartbeat per renewal for all the leases a worker
+holds; complete when the job ends; claim again while below 4. The queue never runs dry, so no
+claim comes back empty (the idle polling of a dry queue is not in the figures).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class BenchWorker:
         self.refused = 0
 
     def tick(self, queue: list[int]) -> None:
-        """One renewal period of the runner's loop (worker/runner.py), in its order: one
+        """One renewal period of the runner's loop (tenure_worker/runner.py), in its order: one
         heartbeat for every lease held (the first one starts a lease: no start call), each
         finished job's report claiming the next lease in the same call while work remains,
         then plain claims for free slots. A claim's answer carries the payload."""
@@ -298,7 +298,7 @@ def report(
             "email_received_share": EMAIL_SHARE,
             "emails": emails,
             "virtual_seconds": ticks * RENEW_SECONDS,
-            "how": "the stack in one process (benches/rig.py): the template's resources, the "
+            "how": "the stack in one process (bench/rig.py): the template's resources, the "
             "deployed entry points functions/*/app.py, the worker SDK's Client; the service's "
             "clock moves 10 s per tick instead of waiting. Every HTTP request passes an "
             "authorizer cached 60 s per token (ReauthorizeEvery), each request's stream "

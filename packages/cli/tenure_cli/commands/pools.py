@@ -55,7 +55,7 @@ def kind_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_pool_commands(pools: Any, spaces: Any, common: Common) -> None:
-    """Register the commands on the `pools` and `spaces` subparsers of worker.commands (whose
+    """Register the commands on the `pools` and `spaces` subparsers of commands/worker.py (whose
     helpers are imported here, at registration, once that module has loaded)."""
     from tenure_cli.commands.worker import _operator, _table, guarded
     from tenure_cli.commands.worker import _print as show

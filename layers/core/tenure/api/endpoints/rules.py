@@ -21,8 +21,8 @@ EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
 class RuleCreate(m.Strict):
-    """`subject` and `trigger` are checked field by field by the service (core/rule.py), so a
-    failure names the very field (`trigger.schedule`, `trigger.match.from`, …)."""
+    """`subject` and `trigger` are checked field by field by the service (domain/rules/rule.py),
+    so a failure names the very field (`trigger.schedule`, `trigger.match.from`, …)."""
 
     space: m.SpaceKey
     name: str

@@ -3,7 +3,7 @@
 record body → InboundMail (envelopes) → the raw MIME from the inbound bucket → ParsedMail
 (mime) → attachments into the attachments bucket → the trigger's data → one lease per enabled
 `email.received` rule, of any space, whose match holds — at most once per (SES messageId,
-rule), however often SQS redelivers the record (core/firings.py).
+rule), however often SQS redelivers the record (Firings, app/rules/firings.py).
 
 Where an email's attachments live: each is stored once per message at
 `email/<SES messageId>/<attachment_id>` in the attachments bucket (a redelivery overwrites the
