@@ -79,7 +79,7 @@ def test_the_same_scheduled_time_from_8_threads_mints_exactly_one_lease(rig: Rig
         ADMIN, "OPS", "nightly", "ops", subject, {"schedule": "rate(1 day)"}
     )
     at = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
-    answers = _race(rig, lambda s: s.fire_scheduled(rule.id, at))
+    answers = _race(rig, lambda s: s.firings.fire_scheduled(rule.id, at))
     ids = {a.id for a in answers if not isinstance(a, Exception) and a is not None}
     assert len(ids) == 1 and not [a for a in answers if isinstance(a, Exception)], answers
     assert [x.id for x in _leases(svc)] == list(ids)
@@ -109,7 +109,7 @@ def test_the_same_email_from_8_threads_mints_one_lease_per_matching_rule(rig: Ri
     data = {"from": "a@b.example", "to": ["help@example.com"], "cc": [], "subject": "Hi"}
 
     def receive(s: Tenure) -> list[str]:
-        leases = s.fire_inbound("email.received", "ses:msg-1", 0, data, [], None).leases
+        leases = s.firings.fire_inbound("email.received", "ses:msg-1", 0, data, [], None).leases
         return sorted(x.id for x in leases)
 
     answers = _race(rig, receive)
@@ -122,7 +122,8 @@ def test_the_same_event_id_from_8_threads_answers_the_same_leases(rig: Rig) -> N
     svc = _world(rig)
     svc.rules.create_rule(ADMIN, "OPS", "deploys", "ops", {"kind": "space"}, {"topic": "deploy"})
     answers = _race(
-        rig, lambda s: [x.id for x in s.post_event(MEMBER, "OPS", "deploy", {}, None, "ev-1")]
+        rig,
+        lambda s: [x.id for x in s.firings.post_event(MEMBER, "OPS", "deploy", {}, None, "ev-1")],
     )
     assert len({tuple(a) for a in answers if isinstance(a, list)}) == 1, answers
     assert len(_leases(svc)) == 1
@@ -132,8 +133,10 @@ def test_one_name_raced_by_8_creates_makes_one_rule(rig: Rig) -> None:
     _world(rig)
 
     def create(s: Tenure) -> str:
-        s.schedules = NoSchedules()
-        return s.create_rule(ADMIN, "OPS", "inbox", "ops", {"kind": "space"}, {"topic": "t"}).id
+        s.rules.schedules = NoSchedules()
+        return s.rules.create_rule(
+            ADMIN, "OPS", "inbox", "ops", {"kind": "space"}, {"topic": "t"}
+        ).id
 
     answers = _race(rig, create)
     assert sum(isinstance(a, str) for a in answers) == 1
