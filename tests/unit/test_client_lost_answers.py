@@ -1,6 +1,7 @@
 """A request whose answer is lost is sent again only when a repeat cannot do it twice: GETs and
-the routes safe to repeat by design are retried; a task or a token is never filed twice.
-Against a real HTTP server on 127.0.0.1 that delays or drops its first answer."""
+the routes safe to repeat by design are retried; a task or a token is never filed twice, and
+the CLI says that the outcome is unknown and how to check. Against a real HTTP server on
+127.0.0.1 that delays or drops its first answer."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from tenure_cli import common
+from tenure_cli.main import main
 from tenure_worker import client as sdk
 from tenure_worker.client import Client, OutcomeUnknown, Unavailable, Unreachable
 
@@ -196,3 +199,65 @@ def test_a_503_past_the_retries_of_a_post_is_unavailable(serve: Any) -> None:
     with pytest.raises(Unavailable):
         _client(server).call("POST", "/tasks", {"space": "OPS", "title": "t"})
     assert len(server.paths("POST")) == 3
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def _tenure(monkeypatch: pytest.MonkeyPatch, server: Server, *argv: str) -> int:
+    """`tenure …` in this process, its client on the short timeout."""
+
+    def short(api: str, token: str) -> Client:
+        return Client(api, token, timeout=TIMEOUT)
+
+    monkeypatch.setattr(common, "Client", short)
+    return main([*argv, "--api", server.api, "--token", "tnr_o_x"])
+
+
+@pytest.mark.parametrize("lost", ["delay", "drop"])
+def test_tasks_create_with_a_lost_answer_files_once_and_says_how_to_check(
+    serve: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], lost: Step
+) -> None:
+    server = serve(lost)
+    code = _tenure(monkeypatch, server, "tasks", "create", "--space", "OPS", "--title", "t")
+    assert code == common.OUTCOME_UNKNOWN == 4
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: outcome unknown: POST /tasks")
+    assert "tenure tasks list --space OPS" in line
+    assert server.paths("POST") == ["/api/v1/tasks"]
+
+
+def test_tokens_create_with_a_lost_answer_is_not_sent_again(
+    serve: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve("drop")
+    argv = ["tokens", "create", "--name", "ci", "--kind", "worker", "--pools", "builds"]
+    assert _tenure(monkeypatch, server, *argv) == common.OUTCOME_UNKNOWN
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "error: outcome unknown: POST /tokens" in line and "--name" in line
+    assert server.paths("POST") == ["/api/v1/tokens"]
+
+
+def test_a_read_with_a_lost_answer_is_retried_by_the_cli(
+    serve: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve("drop", 200)
+    assert _tenure(monkeypatch, server, "tasks", "list", "--space", "OPS") == common.OK
+    assert len(server.paths("GET")) == 2
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["tasks", "create", "--space", "OPS", "--title", "t"], common.UNREACHABLE),
+        (["leases", "list", "--space", "OPS"], common.UNREACHABLE),
+    ],
+)
+def test_nothing_listening_is_unreachable_for_every_kind_of_request(
+    capsys: pytest.CaptureFixture[str], argv: list[str], code: int
+) -> None:
+    api = f"http://127.0.0.1:{_closed_port()}"
+    assert main([*argv, "--api", api, "--token", "tnr_o_x"]) == code == 3
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: unreachable: ")
