@@ -63,7 +63,8 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
             assert isinstance(step, int)
             answer: dict[str, Any] = {"ok": True, "leases": [], "tasks": []}
             if step >= 400:
-                answer = {"error": {"code": "unavailable", "message": f"scripted {step}"}}
+                code = "unavailable" if step >= 500 or step == 429 else "invalid_transition"
+                answer = {"error": {"code": code, "message": f"scripted {step}"}}
             data = json.dumps(answer).encode()
             self.send_response(step)
             if step in (429, 503):
@@ -261,3 +262,13 @@ def test_nothing_listening_is_unreachable_for_every_kind_of_request(
     assert main([*argv, "--api", api, "--token", "tnr_o_x"]) == code == 3
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("error: unreachable: ")
+
+
+def test_a_refusal_is_an_answer_exit_1_with_its_code_and_never_retried(
+    serve: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve(409)
+    assert _tenure(monkeypatch, server, "leases", "cancel", "L1") == common.FAILED == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == "error: invalid_transition: scripted 409"
+    assert server.paths("POST") == ["/api/v1/leases/L1/cancel"]
