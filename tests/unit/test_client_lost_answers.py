@@ -1,5 +1,5 @@
 """A request whose answer is lost is sent again only when a repeat cannot do it twice: GETs and
-the routes safe to repeat by design are retried; a task or a token is never filed twice, and
+the routes built to be repeated are retried; a task or a token is never filed twice, and
 the CLI says that the outcome is unknown and how to check. Against a real HTTP server on
 127.0.0.1 that delays or drops its first answer."""
 
