@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 from tenure_cli.commands import graph as graph_commands
-from tenure_cli.commands.worker import _print
+from tenure_cli.common import show
 
 TABLE = argparse.Namespace(output="table")
 
 
 def test_a_wrapped_task_or_lease_is_the_record_printed(capsys: pytest.CaptureFixture[str]) -> None:
-    _print({"task": {"key": "OPS-1", "status": "ready"}, "lease": None}, TABLE)
+    show({"task": {"key": "OPS-1", "status": "ready"}, "lease": None}, TABLE)
     assert capsys.readouterr().out.split() == ["key", "OPS-1", "status", "ready"]
-    _print({"lease": {"id": "lease_1", "state": "pending"}}, TABLE)
+    show({"lease": {"id": "lease_1", "state": "pending"}}, TABLE)
     assert capsys.readouterr().out.split() == ["id", "lease_1", "state", "pending"]
-    _print({"task": {"key": "OPS-2"}, "lease": {"id": "lease_2"}}, TABLE)
+    show({"task": {"key": "OPS-2"}, "lease": {"id": "lease_2"}}, TABLE)
     assert capsys.readouterr().out.split() == ["key", "OPS-2"]
 
 
@@ -40,7 +40,7 @@ def test_inspect_prints_its_lines_as_a_table(
         def call(self, method: str, path: str) -> tuple[int, dict[str, Any]]:
             return 200, answer
 
-    monkeypatch.setattr(graph_commands, "_operator", lambda args: Operator())
+    monkeypatch.setattr(graph_commands, "operator_client", lambda args: Operator())
     assert graph_commands.inspect(argparse.Namespace(id="OPS-7", output="table")) == 0
     out = capsys.readouterr().out.splitlines()
     assert any(line.split() == ["task", "OPS-7", "queued"] for line in out), out

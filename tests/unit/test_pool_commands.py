@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenure_cli.commands.pools import condition_chip
+from tenure_cli.commands.leases import condition_chip
 
 
 def _lease(condition: dict[str, object] | None, pool: str = "builds") -> dict[str, object]:

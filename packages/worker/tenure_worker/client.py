@@ -21,6 +21,15 @@ BACKOFF_BASE = 0.2
 BACKOFF_CAP = 3.0
 RETRY_AFTER_CAP = 10.0
 RETRYABLE = {429, 500, 502, 503, 504}
+# A request not safe to repeat is retried only when it cannot have been applied: it never
+# reached the service (`NotDelivered`), or the service turned it away before doing anything
+# (429 and 503: come back later). A timeout, a dropped connection or a 500/502/504 may follow
+# a write that was made, so such a request ends there with `OutcomeUnknown` instead.
+REFUSED = {429, 503}
+# Methods whose repeat changes nothing more than the first did (RFC 9110, section 9.2.2). A POST is
+# safe to repeat only when its route says so (a claim with its claim_id, a heartbeat, a final
+# report that the service answers again with its first answer): `call(idempotent=True)`.
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 
 
 class ApiError(Exception):
@@ -56,6 +65,16 @@ class ClaimUnanswered(Unreachable):
         self.retry_after = retry_after
 
 
+class OutcomeUnknown(Unreachable):
+    """A request not safe to repeat reached the service and its answer was lost: it may or may
+    not have been applied, so it was not sent again. Look at the service before a new try."""
+
+
+class NotDelivered(ConnectionError):
+    """The request did not reach the service whole (connection refused, no route, no such
+    host, a failure while it was being sent): it cannot have been applied."""
+
+
 @dataclass(frozen=True)
 class Answer:
     status: int
@@ -63,8 +82,10 @@ class Answer:
     body: bytes
 
 
-# (method, url, headers, body, timeout) -> Answer; raises OSError (or URLError, TimeoutError)
-# when no answer came. Tests put a fake here.
+# (method, url, headers, body, timeout) -> Answer; raises NotDelivered (or
+# ConnectionRefusedError) when the request never reached the service, and any other OSError
+# (TimeoutError, ConnectionResetError, …) when it may have but no answer came. Tests put a
+# fake here.
 Transport = Callable[[str, str, dict[str, str], bytes | None, float], Answer]
 
 
@@ -77,6 +98,12 @@ def urllib_transport(
             return Answer(resp.status, dict(resp.headers.items()), resp.read())
     except urllib.error.HTTPError as err:
         return Answer(err.code, dict(err.headers.items()) if err.headers else {}, err.read())
+    except urllib.error.URLError as err:
+        # urlopen wraps only what fails while it connects and sends the request; a timeout or
+        # a reset while it waits for the answer comes through unwrapped, as that error.
+        reason = err.reason
+        text = f"{type(reason).__name__}: {reason}" if isinstance(reason, OSError) else reason
+        raise NotDelivered(str(text)) from err
 
 
 def new_claim_id() -> str:
@@ -138,11 +165,17 @@ class Client:
         timeout: float | None = None,
         retries: int | None = None,
         budget: float | None = None,
+        idempotent: bool | None = None,
     ) -> tuple[int, Any]:
         """One request, retried when no answer came or the service asked to come back later.
 
         `budget` bounds the whole call, waits included: no retry starts after it ran out.
+        `idempotent` (default: by method, see IDEMPOTENT_METHODS) says whether the request may
+        be sent again after it may have been applied; when it may not, a lost answer raises
+        `OutcomeUnknown` at once.
         """
+        if idempotent is None:
+            idempotent = method in IDEMPOTENT_METHODS
         data = json.dumps(body).encode() if body is not None else None
         headers = {
             "authorization": f"Bearer {token or self.token}",
@@ -165,12 +198,19 @@ class Client:
                 answer = self.transport(
                     method, self.base + path, headers, data, timeout or self.timeout
                 )
+            except (NotDelivered, ConnectionRefusedError) as err:
+                last = f"{type(err).__name__}: {err}"
+                continue
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
                 last = f"{type(err).__name__}: {err}"
+                if not idempotent:
+                    raise OutcomeUnknown(f"{method} {path}: {last}") from err
                 continue
             if answer.status in RETRYABLE:
                 wait_hint = retry_after(answer.headers)
                 last = f"HTTP {answer.status}"
+                if not idempotent and answer.status not in REFUSED:
+                    raise OutcomeUnknown(f"{method} {path}: {last}")
                 continue
             if answer.status >= 400:
                 raise _api_error(answer)
@@ -213,7 +253,9 @@ class Client:
         if budget is not None:
             timeout = max(0.5, min(timeout, budget))
         try:
-            status, answer = self.call("POST", path, body, timeout=timeout, budget=budget)
+            status, answer = self.call(
+                "POST", path, body, timeout=timeout, budget=budget, idempotent=True
+            )
         except Unreachable as err:
             # Whether the claim was applied is unknown (a 503 too): the intent stays open.
             wait = err.retry_after if isinstance(err, Unavailable) else None
@@ -236,7 +278,7 @@ class Client:
         body.update({k: v for k, v in state.items() if v is not None})
         # One try only: the caller's loop is the retry, and a late answer is a stale one.
         path = f"/workers/{worker_id}/heartbeat"
-        _, answer = self.call("POST", path, body, timeout=timeout, retries=0)
+        _, answer = self.call("POST", path, body, timeout=timeout, retries=0, idempotent=True)
         return list(answer["leases"])
 
     def start(
@@ -246,7 +288,9 @@ class Client:
         return dict(self.call("POST", path, None, lease_token, timeout=timeout, retries=0)[1])
 
     def heartbeat(self, lease_id: str, lease_token: str) -> dict[str, Any]:
-        return dict(self.call("POST", f"/leases/{lease_id}/heartbeat", {}, lease_token)[1])
+        # A repeated heartbeat renews the same lease again: safe to retry.
+        path = f"/leases/{lease_id}/heartbeat"
+        return dict(self.call("POST", path, {}, lease_token, idempotent=True)[1])
 
     def payload(
         self,
@@ -278,7 +322,10 @@ class Client:
     ) -> dict[str, Any]:
         # Safe to retry: the same final report is answered with the first answer.
         path = f"/leases/{lease_id}/{kind}"
-        return dict(self.call("POST", path, body, lease_token, timeout=timeout, retries=retries)[1])
+        answer = self.call(
+            "POST", path, body, lease_token, timeout=timeout, retries=retries, idempotent=True
+        )
+        return dict(answer[1])
 
 
 def claim_of(answer: dict[str, Any]) -> Claim:

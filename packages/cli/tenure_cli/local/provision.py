@@ -10,9 +10,11 @@ from typing import Any
 import boto3
 import yaml
 
-TEMPLATE = Path(__file__).resolve().parents[4] / "infra" / "template.yaml"
-# The local AWS side runs in one region (stack.json's `aws.region`) whatever the caller's own
-# AWS settings say.
+# The template itself when this runs from a checkout; an installed wheel carries a copy beside
+# this module instead (setup.py puts it there), since infra/ is not a package.
+CHECKOUT_TEMPLATE = Path(__file__).resolve().parents[4] / "infra" / "template.yaml"
+SHIPPED_TEMPLATE = Path(__file__).resolve().with_name("template.yaml")
+# The local AWS side runs in one region whatever the caller's own AWS settings say.
 REGION = "us-east-1"
 # moto's default account: the one its ARNs carry.
 ACCOUNT_ID = "123456789012"
@@ -88,10 +90,20 @@ for _short, _long in {
     _CfnLoader.add_constructor(_short, _tag(_long))
 
 
-def load_template(path: Path = TEMPLATE) -> dict[str, Any]:
-    if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: the local stack is built from the template")
-    return dict(yaml.load(path.read_text(), Loader=_CfnLoader))
+def template_path() -> Path:
+    """infra/template.yaml of the checkout, else the copy the installed package carries."""
+    for path in (CHECKOUT_TEMPLATE, SHIPPED_TEMPLATE):
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        f"neither {CHECKOUT_TEMPLATE} nor {SHIPPED_TEMPLATE} exists: the local stack is built "
+        "from infra/template.yaml (run it from a checkout, or reinstall the package)"
+    )
+
+
+def load_template(path: Path | None = None) -> dict[str, Any]:
+    text = (path or template_path()).read_text()
+    return dict(yaml.load(text, Loader=_CfnLoader))
 
 
 @dataclass

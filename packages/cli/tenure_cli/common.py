@@ -1,0 +1,222 @@
+"""What every `tenure` command shares: exit codes, clients, one-line errors, and output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tenure_worker.client import ApiError, Client, OutcomeUnknown, Unreachable
+
+# What `tenure` exits with; `tenure --help` prints this table and docs/cli.md repeats it.
+OK = 0
+FAILED = 1
+USAGE = 2
+UNREACHABLE = 3
+OUTCOME_UNKNOWN = 4
+INTERRUPTED = 130
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (OK, "done"),
+    (FAILED, "the service refused the request (its error code is printed), or the command failed"),
+    (USAGE, "a usage error: a missing or invalid option, a missing variable, invalid JSON"),
+    (UNREACHABLE, "no answer from the service: nothing was applied, or it is safe to run again"),
+    (
+        OUTCOME_UNKNOWN,
+        "a request not safe to repeat was sent and its answer lost: check before running again",
+    ),
+    (INTERRUPTED, "interrupted (Ctrl-C)"),
+)
+
+# The `tenure` command groups, in the order `tenure --help` lists them.
+GROUPS: tuple[tuple[str, str], ...] = (
+    ("worker", "run commands under leases; report from inside a job"),
+    ("leases", "operator: watch and control leases"),
+    ("tasks", "operator: file work"),
+    ("spaces", "admin: spaces"),
+    ("pools", "admin: pools"),
+    ("tokens", "admin: tokens"),
+    ("scheduler", "the scheduler: status, pause, drain"),
+    ("rules", "admin: rules that mint leases (email, events, schedules)"),
+    ("events", "member: post an event for inbound rules"),
+)
+
+Command = Callable[[argparse.Namespace], int]
+
+
+class UsageError(Exception):
+    """The command was given something it cannot use; exits with USAGE."""
+
+
+class Groups:
+    """The command groups' subparsers, so that each command module adds its commands to a
+    group (`tenure leases logs`, `tenure leases release`) without importing another."""
+
+    def __init__(self, sub: Any) -> None:
+        self.top = sub
+        self._groups: dict[str, Any] = {}
+        for name, help_ in GROUPS:
+            group = sub.add_parser(name, help=help_, description=help_)
+            self._groups[name] = group.add_subparsers(dest=f"{name}_command", required=True)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._groups[name]
+
+
+def service_options(p: argparse.ArgumentParser, output: str = "table") -> argparse.ArgumentParser:
+    """--api, --token and -o: what every command that calls the service takes."""
+    p.add_argument("--api", help="service address (or TENURE_API), e.g. http://127.0.0.1:8787")
+    p.add_argument("--token", help="bearer token (or TENURE_TOKEN)")
+    output_option(p, output)
+    return p
+
+
+def output_option(p: argparse.ArgumentParser, default: str = "json") -> argparse.ArgumentParser:
+    p.add_argument(
+        "-o", "--output", choices=["table", "json"], default=default, help="how to print it"
+    )
+    return p
+
+
+# ------------------------------------------------------------------------ inputs
+
+
+def env(name: str, given: str | None) -> str:
+    value = given or os.environ.get(name)
+    if not value:
+        raise UsageError(f"{name} is not set (and no option gave it)")
+    return value
+
+
+def json_arg(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise UsageError(f"{what} is not valid JSON: {err}") from err
+
+
+def operator_client(args: argparse.Namespace) -> Client:
+    return Client(env("TENURE_API", args.api), env("TENURE_TOKEN", args.token))
+
+
+def lease_client() -> tuple[Client, str, str]:
+    """Inside a job: a client on the job's own lease token, the lease's id and that token."""
+    api = env("TENURE_API", None)
+    lease_id = env("TENURE_LEASE_ID", None)
+    token = env("TENURE_LEASE_TOKEN", None)
+    return Client(api, token), lease_id, token
+
+
+def mark_reported() -> None:
+    """Tell the runner the job reported its lease itself, so it sends no report of its own."""
+    marker = os.environ.get("TENURE_REPORT_MARKER")
+    if marker:
+        Path(marker).write_text("reported\n")
+
+
+def usage_file() -> Path:
+    """Where `worker usage` keeps the job's usage until its completion sends it."""
+    given = os.environ.get("TENURE_USAGE_FILE")
+    if given:
+        return Path(given)
+    marker = os.environ.get("TENURE_REPORT_MARKER")
+    if marker:
+        return Path(marker.removesuffix(".reported") + ".usage")
+    raise UsageError("no usage file: run inside a job, or set TENURE_USAGE_FILE")
+
+
+def noted_usage() -> dict[str, Any] | None:
+    """The usage noted so far by `worker usage`, or None."""
+    try:
+        path = usage_file()
+    except UsageError:
+        return None
+    if not path.exists():
+        return None
+    found = json.loads(path.read_text())
+    return found if isinstance(found, dict) else None
+
+
+# ------------------------------------------------------------------------ output
+
+
+def _dig(row: dict[str, Any], path: str) -> Any:
+    value: Any = row
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def table(rows: list[dict[str, Any]], args: argparse.Namespace, cols: list[str]) -> int:
+    if args.output == "json":
+        print(json.dumps(rows, indent=2))
+        return OK
+    cells = [[("" if _dig(r, c) is None else str(_dig(r, c))) for c in cols] for r in rows]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(cols)]
+    print("  ".join(c.upper().ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return OK
+
+
+def show(answer: Any, args: argparse.Namespace) -> int:
+    if getattr(args, "output", "table") == "json" or not isinstance(answer, dict):
+        print(json.dumps(answer, indent=2))
+        return OK
+    # An answer wrapping a lease or a task prints that record (the task when it has both);
+    # a field that merely has one of those names (inspect's "task": "OPS-1 ready") is a field.
+    lease, task = answer.get("lease"), answer.get("task")
+    record = answer
+    if isinstance(task, dict) and task and ("lease" in answer or not lease):
+        record = task
+    elif isinstance(lease, dict) and lease:
+        record = lease
+    width = max((len(k) for k in record), default=0)
+    for key, value in record.items():
+        if key == "token":
+            continue  # printed once below, with its warning
+        shown = json.dumps(value) if isinstance(value, dict | list) else value
+        print(f"{key.ljust(width)}  {'' if shown is None else shown}")
+    if "token" in answer and isinstance(answer["token"], str):
+        print(f"{'token'.ljust(width)}  {answer['token']}   (shown once: keep it now)")
+    return OK
+
+
+# ------------------------------------------------------------------------ errors
+
+CHECK_BEFORE_RETRYING = "look at the service's state before running it again"
+
+
+def guarded(fn: Command, check: str = CHECK_BEFORE_RETRYING) -> Command:
+    """Errors as one line on stderr and an exit code from EXIT_CODES, never a traceback.
+
+    `check` says how to find out whether a request whose answer was lost was applied; it is
+    formatted with the command's arguments (`{space}`)."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except ApiError as err:
+            print(f"error: {err.code}: {err.message}", file=sys.stderr)
+            return FAILED
+        except OutcomeUnknown as err:
+            hint = check.format(**vars(args))
+            print(
+                f"error: outcome unknown: {err} (the request was sent and may have been "
+                f"applied; it was not sent again): {hint}",
+                file=sys.stderr,
+            )
+            return OUTCOME_UNKNOWN
+        except Unreachable as err:
+            print(f"error: unreachable: {err}", file=sys.stderr)
+            return UNREACHABLE
+        except UsageError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return USAGE
+
+    return run
