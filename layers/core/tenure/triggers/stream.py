@@ -4,6 +4,7 @@ each changed row to the reactions table (app/reactions.py, filled in by compose(
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import (
@@ -24,40 +25,37 @@ from tenure.store.dynamo import load_image
 
 
 def rows_of(record: dict[str, Any]) -> tuple[str, Any, Any] | None:
-    """The (entity, old, new) a stream record changed, for the reactions table."""
+    """The (entity, old, new) a stream record changed — lease, task or graph row — decoded
+    once for both the timeline event and the reactions; None for any other row or a delete."""
     change = record.get("dynamodb", {})
     if "NewImage" not in change:
-        return None
+        return None  # a delete: nothing on the timeline, nothing to react to
     new = load_image(change["NewImage"])
     old = load_image(change["OldImage"]) if "OldImage" in change else None
-    if new.get("entity") == "lease":
-        return "lease", items.lease_from(old) if old else None, items.lease_from(new)
     if new.get(keys.SK) == keys.GRAPH_SK:
         task_id = str(new[keys.PK]).removeprefix("TASK#")
         before = items.graph_from(task_id, old) if old else None
         return "graph", before, items.graph_from(task_id, new)
-    if new.get("entity") == "task":  # wake-creator reacts to blocks, escalation
+    entity = new.get("entity")
+    if entity == "lease":
+        return "lease", items.lease_from(old) if old else None, items.lease_from(new)
+    if entity == "task":
         return "task", items.task_from(old) if old else None, items.task_from(new)
     return None
 
 
+# The timeline event each kind of row change stands for.
+EVENTS: dict[str, Callable[[Any, Any], Event | None]] = {
+    "lease": lease_event,
+    "task": task_event,
+    "graph": graph_event,
+}
+
+
 def event_of(record: dict[str, Any]) -> Event | None:
     """The timeline event one stream record stands for, if any."""
-    change = record.get("dynamodb", {})
-    if "NewImage" not in change:
-        return None  # a delete: nothing on the timeline
-    new = load_image(change["NewImage"])
-    old = load_image(change["OldImage"]) if "OldImage" in change else None
-    if new.get(keys.SK) == keys.GRAPH_SK:
-        task_id = str(new[keys.PK]).removeprefix("TASK#")
-        before = items.graph_from(task_id, old) if old else None
-        return graph_event(before, items.graph_from(task_id, new))
-    entity = new.get("entity")
-    if entity == "lease":
-        return lease_event(items.lease_from(old) if old else None, items.lease_from(new))
-    if entity == "task":
-        return task_event(items.task_from(old) if old else None, items.task_from(new))
-    return None
+    changed = rows_of(record)
+    return EVENTS[changed[0]](changed[1], changed[2]) if changed is not None else None
 
 
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
@@ -90,17 +88,22 @@ def handle(
 
 
 def process(store: Store, svc: Tenure, record: dict[str, Any]) -> None:
-    """One stream record: its timeline event, then the reactions to the changed row (the
-    graph's rollup and auto-enqueue, the breaker's reset, the wake-creator), each
-    conditional, so a replayed record changes nothing and a failed one is retried, never
-    failing the report that caused it."""
-    react(store, record)
+    """One stream record, decoded once: its timeline event, then its reactions (rollup,
+    auto-enqueue, the breaker, wake-creator), each conditional, so a replayed record changes
+    nothing and a failed one is retried."""
     changed = rows_of(record)
-    if changed is not None:
-        svc.reactions.react_to_rows([changed])
+    if changed is None:
+        return
+    entity, old, new = changed
+    event = EVENTS[entity](old, new)
+    if event is not None:
+        with contextlib.suppress(Conflict):  # already written: the stream delivered it before
+            store.put_event(event)
+    svc.reactions.react(entity, old, new)
 
 
 def react(store: Store, record: dict[str, Any]) -> Event | None:
+    """The timeline event of one record, written (idempotently)."""
     event = event_of(record)
     if event is None:
         return None
