@@ -509,7 +509,7 @@ class FakeStore(FakeRules):
             raise Conflict("lease moved on")
         return row
 
-    def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+    def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
         self.writes.append("renew")
         row = self._held_at(lease.id, expect)
         row.lease = replace(
@@ -517,6 +517,7 @@ class FakeStore(FakeRules):
             deadline=lease.deadline,
             heartbeat_at=lease.heartbeat_at,
             lease_seconds=lease.lease_seconds,
+            due_at=lease.due_at if move_due else row.lease.due_at,
         )
 
     def put_event(self, event: Event) -> None:
