@@ -33,6 +33,8 @@ DYNAMODB_DATA = {
     "TransactGetItems",
 }
 LOST = {"ConditionalCheckFailedException", "TransactionCanceledException"}
+# The pseudo-operation counting PutEvents entries (each one a billed event).
+EVENT_ENTRY = "PutEventsEntry"
 
 
 @dataclass
@@ -114,6 +116,9 @@ class AwsMeter:
         if service == "dynamodb" and op not in DYNAMODB_DATA:
             return
         used.requests[f"{service}:{op}"] += 1
+        if service == "events" and op == "PutEvents":
+            # EventBridge bills each entry, and the reactor sends up to ten a call.
+            used.requests[f"{service}:{EVENT_ENTRY}"] += len(parsed.get("Entries") or [])
         if service != "dynamodb":
             return
         consumed = parsed.get("ConsumedCapacity")
