@@ -69,6 +69,7 @@ def layer() -> None:
                 "install",
                 "--quiet",
                 "--disable-pip-version-check",
+                "--no-warn-conflicts",
                 *PLATFORM,
                 "--only-binary=:all:",
                 "--target",
