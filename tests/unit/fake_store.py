@@ -732,7 +732,8 @@ class FakeStore(FakeRules):
         return [
             lease_id
             for lease_id in self.queue_candidates(pool, max(1, len(self.lease_rows)))
-            if created_before is None or self.lease_rows[lease_id].lease.created_at < created_before
+            if created_before is None
+            or _queued_at(self.lease_rows[lease_id].lease) < created_before
         ]
 
     def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
@@ -842,3 +843,8 @@ class FakeStore(FakeRules):
         if lease_id not in self.lease_rows:
             raise Conflict("the lease is gone")
         self._unindexed().add(lease_id)
+
+
+def _queued_at(lease: Lease) -> int:
+    # The real index sorts on when a lease becomes claimable (a deferred one at its not-before).
+    return queue_at(lease.created_at, lease.not_before)

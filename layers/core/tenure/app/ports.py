@@ -495,6 +495,15 @@ class EventPublisher(Protocol):
         ...
 
 
+class EventBatchPublisher(Protocol):
+    """The bus as the reactor's outbound events use it: many events, as few calls as it takes."""
+
+    def publish_batch(self, source: str, events: list[tuple[str, dict[str, Any]]]) -> set[int]:
+        """Publish (detail_type, detail) pairs; the positions of those the bus did not take
+        (refused entries, or every entry of a call that failed)."""
+        ...
+
+
 class BlobStore(Protocol):
     """Where attachment bytes live (S3: private, encrypted)."""
 
