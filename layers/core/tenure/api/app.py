@@ -25,7 +25,7 @@ from tenure.api.endpoints import (
     workers,
 )
 from tenure.api.errors import error_event, method_not_allowed
-from tenure.api.routes import MCP_PATH, match
+from tenure.api.routes import MCP_PATH, lease_use, match, request_path
 from tenure.api.surface import (
     app,
     authorize,
@@ -38,6 +38,7 @@ from tenure.api.surface import (
     record_metrics,
     svc,
 )
+from tenure.domain import authz
 from tenure.domain import errors as e
 
 # The route modules register themselves on import; named here so the registration is explicit.
@@ -62,7 +63,8 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Resolve one API Gateway event. Every body is read as JSON, whatever its content type
     says (`curl -d` sends form encoding), so a non-JSON body meets `invalid_request`."""
     http = event.get("requestContext", {}).get("http", {})
-    route = match(str(http.get("method")), str(event.get("rawPath")))
+    path = request_path(event)
+    route = match(str(http.get("method")), path)
     body = _Body(event)
     if route is None or route.audience != "public":
         ctx = (event["requestContext"].get("authorizer") or {}).get("lambda") or {}
@@ -73,16 +75,26 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             if not ctx.get("principal"):
                 # Read here because the authorizer could not: kept for the route's actor().
                 ctx["principal"] = json.dumps(dataclasses.asdict(actor))
-            if route is not None:
-                authorize(actor, route.audience, route.params)
-                query = event.get("queryStringParameters") or {}
-                scopes.check(actor, route, query, body.lenient, lambda: svc().scopes)
+            if route is None:
+                if path == MCP_PATH:
+                    # The streamable-HTTP transport GETs for a stream and DELETEs a session:
+                    # it offers neither, and says so as the MCP client expects (405).
+                    return method_not_allowed("POST")
+                # Refused here, not by the resolver: nothing the table does not name runs.
+                raise e.NotFound("no such route")
+            if actor.kind == "lease" and actor.lease_ended_at is not None:
+                # The principal says its lease had ended when its token was read (a cached
+                # principal may not know yet: the use cases check the row as they read it).
+                authz.require_lease_power(
+                    actor.lease_ended_at,
+                    svc().clock.now_ms(),
+                    lease_use(route.method, route.rule),
+                )
+            authorize(actor, route.audience, route.params)
+            query = event.get("queryStringParameters") or {}
+            scopes.check(actor, route, query, body.lenient, lambda: svc().scopes)
         except e.TenureError as refusal:
             return error_event(refusal)
-        if route is None and event.get("rawPath") == MCP_PATH:
-            # The streamable-HTTP transport GETs for a stream and DELETEs a session: it
-            # offers neither, and says so as the MCP client expects (405, not 404).
-            return method_not_allowed("POST")
     if route is not None and route.rule == MCP_PATH:
         return _resolved(event, context)  # JSON-RPC: the MCP transport reads its own body
     headers = event.setdefault("headers", {}) or {}

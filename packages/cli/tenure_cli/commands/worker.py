@@ -152,6 +152,8 @@ def tokens_create(args: argparse.Namespace) -> int:
         body["spaces"] = args.spaces
     if args.pools:
         body["pools"] = args.pools
+    if args.expires_in_seconds:
+        body["expires_in_seconds"] = args.expires_in_seconds
     _, answer = operator_client(args).call("POST", "/tokens", body)
     return show(answer, args)
 
@@ -249,5 +251,8 @@ def add_commands(groups: Groups) -> None:
     )
     kc.add_argument(
         "--pools", nargs="+", metavar="POOL", help="worker tokens: the pools it may claim from"
+    )
+    kc.add_argument(
+        "--expires-in-seconds", type=int, help="the token answers 401 after this (default never)"
     )
     kc.set_defaults(func=guarded(tokens_create, TOKEN_CHECK))
