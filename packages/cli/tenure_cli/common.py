@@ -106,7 +106,8 @@ def operator_client(args: argparse.Namespace) -> Client:
 
 def lease_client() -> tuple[Client, str, str]:
     """Inside a job: a client on the job's own lease token, the lease's id and that token."""
-    api = env("TENURE_API", None)
+    # The worker endpoint when the worker runs on one (it serves the lease's own reports).
+    api = os.environ.get("TENURE_WORKER_API") or env("TENURE_API", None)
     lease_id = env("TENURE_LEASE_ID", None)
     token = env("TENURE_LEASE_TOKEN", None)
     return Client(api, token), lease_id, token
