@@ -86,3 +86,19 @@ def test_the_worker_function_registers_every_worker_route(started: dict[str, Any
     assert registered >= WORKER_ROUTES
     # Only the two route modules the worker routes live in (their few read routes come along).
     assert len(registered) <= len(WORKER_ROUTES) + 5
+
+
+def test_the_cold_start_bench_times_the_worker_entry_in_lambda_s_environment() -> None:
+    from tenure_cli.bench import coldstart
+
+    # The sample prints what it timed; one that imported another entry would fail its check.
+    probe = coldstart.API.replace(
+        "print((time.perf_counter()",
+        "assert 'tenure.api.worker' in sys.modules and 'tenure.api.app' not in sys.modules\n"
+        "print((time.perf_counter()",
+    )
+    wall, cpu = coldstart._sample(
+        probe, str(ROOT / "functions" / "worker" / "app.py"), function="worker"
+    )
+    assert wall > 0 and cpu > 0
+    assert "worker" in coldstart.KINDS and coldstart.WORKER_TARGET_RATIO == 1.5
