@@ -4,7 +4,6 @@ API (authorizer, then the API function) answers, serves the worker routes, and n
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -177,7 +176,7 @@ class Checks:
         self.reads = 0
         self.answer: Principal | e.TenureError = Principal(kind="worker", token_id="t1")
 
-    def __call__(self, headers: Mapping[str, str] | None) -> Principal:
+    def __call__(self, raw: str | None) -> Principal:
         self.reads += 1
         if isinstance(self.answer, e.TenureError):
             raise self.answer

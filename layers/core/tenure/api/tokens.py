@@ -24,10 +24,10 @@ VERDICT_SECONDS = 60.0
 MAX_VERDICTS = 4096
 
 
-def principal_of(headers: Mapping[str, str] | None) -> Principal:
-    """The caller a request's bearer token names: `Unauthenticated` for no or an unknown
-    token, `Unavailable` when the table could not be read."""
-    return wiring.service().setup.authenticate(bearer(headers))
+def principal_of(raw: str | None) -> Principal:
+    """The caller a bearer token names: `Unauthenticated` for no or an unknown token,
+    `Unavailable` when the table could not be read."""
+    return wiring.service().setup.authenticate(raw)
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Verdicts:
 
     def __init__(
         self,
-        check: Callable[[Mapping[str, str] | None], Principal] = principal_of,
+        check: Callable[[str | None], Principal] = principal_of,
         clock: Callable[[], float] = time.monotonic,
         seconds: float = VERDICT_SECONDS,
         size: int = MAX_VERDICTS,
@@ -56,14 +56,14 @@ class Verdicts:
     def principal(self, headers: Mapping[str, str] | None) -> Principal:
         raw = bearer(headers)
         if raw is None:
-            return self._check(headers)  # refused without reading anything
+            return self._check(raw)  # refused without reading anything
         # Kept by digest: the function holds no token it was shown.
         key = hashlib.sha256(raw.encode()).hexdigest()
         now = self._clock()
         with self._lock:
             kept = self._kept.get(key)
         if kept is None or kept.until <= now:
-            kept = self._decide(headers, now)
+            kept = self._decide(raw, now)
             with self._lock:
                 self._kept[key] = kept
                 self._kept.move_to_end(key)
@@ -73,10 +73,10 @@ class Verdicts:
             raise Unauthenticated(kept.reason)
         return kept.principal
 
-    def _decide(self, headers: Mapping[str, str] | None, now: float) -> _Verdict:
+    def _decide(self, raw: str, now: float) -> _Verdict:
         until = now + self._seconds
         try:
-            return _Verdict(until, self._check(headers), "")
+            return _Verdict(until, self._check(raw), "")
         except Unauthenticated as refused:
             return _Verdict(until, None, refused.message)
 
