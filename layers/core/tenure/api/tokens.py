@@ -79,7 +79,3 @@ class Verdicts:
             return _Verdict(until, self._check(raw), "")
         except Unauthenticated as refused:
             return _Verdict(until, None, refused.message)
-
-    def forget(self) -> None:
-        with self._lock:
-            self._kept.clear()
