@@ -230,3 +230,43 @@ def test_each_token_has_its_own_verdict_and_the_oldest_go_past_the_bound() -> No
     assert checks.reads == 4  # "a" was dropped when "c" came
     verdicts.principal({"authorization": "Bearer tnr_w_c"})
     assert checks.reads == 4
+
+
+WORKER_CALLS = [
+    ("POST", "start", None),
+    ("POST", "heartbeat", {}),
+    ("POST", "complete", {}),
+    ("POST", "fail", {"error": "it broke"}),
+    ("POST", "release", {"reason": "shutting down"}),
+    ("GET", "payload", None),
+    ("POST", "logs", {"events": [{"message": "hello", "stream": "stdout"}]}),
+    ("POST", "attachments", {"filename": "a.txt", "content_type": "text/plain", "byte_size": 3}),
+]
+
+
+@pytest.mark.parametrize(("method", "kind", "body"), WORKER_CALLS, ids=[c[1] for c in WORKER_CALLS])
+def test_every_lease_route_of_a_worker_is_served_on_the_worker_endpoint(
+    rig: Rig, url: Call, http_api: Call, method: str, kind: str, body: Any
+) -> None:
+    first, second = rig.claimed("w1"), rig.claimed("w2")
+    got = url(method, f"/leases/{first.lease.id}/{kind}", first.token, body)
+    same = http_api(method, f"/leases/{second.lease.id}/{kind}", second.token, body)
+    # The route ran (whatever this deployment answers it: no bucket or log group is 501).
+    assert got[0] == same[0] and got[0] != 404, (got, same)
+    assert got[0] in (200, 201, 202, 501), got
+
+
+def test_the_worker_s_own_heartbeat_renews_its_leases_on_the_worker_endpoint(
+    rig: Rig, url: Call
+) -> None:
+    token = _token(rig, "worker")
+    rig.task()
+    status, won = url("POST", "/pools/builders/claim", token, {"worker_id": "w1"})
+    assert status == 200
+    body = {"leases": [{"id": won["lease"]["id"], "fence": won["fence"]}]}
+    status, answer = url("POST", "/workers/w1/heartbeat", token, body)
+    assert status == 200
+    assert [(row["id"], row["state"]) for row in answer["leases"]] == [
+        (won["lease"]["id"], "running")
+    ]
+    assert rig.lease(won["lease"]["id"]).state is LeaseState.RUNNING
