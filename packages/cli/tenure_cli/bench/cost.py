@@ -24,7 +24,7 @@ from tenure import wiring
 from tenure_worker.client import Claim, Client, claim_of, new_claim_id
 
 from . import prices
-from .meter import Usage
+from .meter import EVENT_ENTRY, Usage
 from .rig import Rig
 
 # The worker routes: on the template's default WorkerEndpoint (a Lambda function URL) they
@@ -283,7 +283,7 @@ def report(
         "s3_puts": used.count("s3", {"PutObject", "CopyObject", "ListObjectsV2"}) * per,
         "s3_gets": used.count("s3", {"GetObject", "HeadObject"}) * per,
         "log_bytes": log_bytes * per,
-        "eventbridge_events": used.count("events", {"PutEvents"}) * per,
+        "eventbridge_events": used.count("events", {EVENT_ENTRY}) * per,
         "scheduler_invocations": 0.0,  # the sweeper's schedule is fixed: see fixed_usd_per_month
     }
     breakdown_http_api = prices.tenure_breakdown(lease)
@@ -299,6 +299,14 @@ def report(
     )
     breakdown = prices.tenure_breakdown(on_url)
     total = round(sum(breakdown.values()), 4)
+    provisioned = prices.provisioned_breakdown(lease)
+    total_provisioned = round(
+        total
+        - breakdown["dynamodb_writes"]
+        - breakdown["dynamodb_reads"]
+        + sum(provisioned.values()),
+        4,
+    )
     sweep_calls = rig.calls["sweeper"]
     passes = max(1, sweep_passes)
     sweep_pass = {
@@ -390,6 +398,17 @@ def report(
         "them), every other route on the HTTP API",
         "usd_per_million_leases_http_api": total_http_api,
         "breakdown": breakdown,
+        "usd_per_million_leases_provisioned": total_provisioned,
+        "provisioned": {
+            "dynamodb_usd_per_million_leases": provisioned,
+            "minimum_usd_per_month": prices.provisioned_minimum_monthly(),
+            "assumption": "BillingMode PROVISIONED under a steady load at this workload's "
+            f"rate: auto scaling holds {prices.PROVISIONED_UTILISATION:.0%} utilisation, so "
+            "each consumed unit pays for 1/0.7 unit-seconds of capacity at the WCU-hour and "
+            "RCU-hour prices; the same read and write units as on demand (table and indexes). "
+            "Bursts above the scaled capacity throttle instead of costing more; the template's "
+            "minimum units (table and each index) are paid even when idle.",
+        },
         "breakdown_http_api": breakdown_http_api,
         "fixed_usd_per_month": fixed,
         "usd_per_million_leases_with_fixed": round(
@@ -454,6 +473,8 @@ def render(result: dict[str, Any]) -> str:
     for name, usd in result["breakdown"].items():
         lines.append(f"  {name:42s}{usd:>12.4f}")
     lines.append(f"  {'Tenure, all in':42s}{result['usd_per_million_leases']:>12.4f}")
+    text = "Tenure, table PROVISIONED at 70 %"
+    lines.append(f"  {text:42s}{result['usd_per_million_leases_provisioned']:>12.4f}")
     for name, alt in result["alternatives"].items():
         lines.append(f"  {name + ' (same workload)':42s}{alt['usd_per_million_leases']:>12.4f}")
     fixed = result["fixed_usd_per_month"]

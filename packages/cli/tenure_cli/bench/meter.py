@@ -35,6 +35,8 @@ DYNAMODB_DATA = {
     "TransactGetItems",
 }
 LOST = {"ConditionalCheckFailedException", "TransactionCanceledException"}
+# The pseudo-operation counting PutEvents entries (each one a billed event).
+EVENT_ENTRY = "PutEventsEntry"
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
 SINGLE_ITEM_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
 
@@ -223,6 +225,9 @@ class AwsMeter:
         if service == "dynamodb" and op not in DYNAMODB_DATA:
             return
         used.requests[f"{service}:{op}"] += 1
+        if service == "events" and op == "PutEvents":
+            # EventBridge bills each entry, and the reactor sends up to ten a call.
+            used.requests[f"{service}:{EVENT_ENTRY}"] += len(parsed.get("Entries") or [])
         if service != "dynamodb":
             return
         consumed = parsed.get("ConsumedCapacity")

@@ -138,7 +138,10 @@ class Pools:
         authz.require_operator(actor, "admin", pool.space)
         if pool.paused == paused:
             return pool  # already so: nothing written, nothing recorded
-        updated = self.kernel.store.update_pool(name, Settings(set={"paused": paused}))
+        now = self.kernel.clock.now_ms()
+        updated = self.kernel.store.update_pool(
+            name, Settings(set={"paused": paused, "paused_changed_at": now})
+        )
         self._remember(updated)
         self._record_pool(updated, "pool.paused" if paused else "pool.resumed", {})
         return updated
@@ -154,7 +157,10 @@ class Pools:
         space = self.kernel.fresh_space(key)
         if space.archived == archived:
             return space
-        updated = self.kernel.store.update_space(key, Settings(set={"archived": archived}))
+        updated = self.kernel.store.update_space(
+            key,
+            Settings(set={"archived": archived, "archived_changed_at": self.kernel.clock.now_ms()}),
+        )
         self.kernel.remember_space(updated)
         self.kernel.store.put_event(
             Event(
