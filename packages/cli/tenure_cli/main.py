@@ -168,7 +168,8 @@ def _add_bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     claims.add_argument("--leases", type=int, default=2000, help="pending leases to claim")
     claims.set_defaults(func=_bench("claims", _bench_claims))
     cold = bench_sub.add_parser(
-        "coldstart", help="the API function's imports and first client beside bare boto3's"
+        "coldstart",
+        help="the API and worker functions' imports and first client beside bare boto3's",
     )
     cold.add_argument("--runs", type=int, default=5, help="fresh interpreters of each kind")
     cold.set_defaults(func=_bench("coldstart", _bench_coldstart, from_checkout=True))

@@ -12,25 +12,11 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
     APIGatewayAuthorizerResponseV2,
 )
 
-from tenure import wiring
 from tenure.api.bearer import bearer
+from tenure.api.tokens import principal_of
 from tenure.domain.errors import Unauthenticated, Unavailable
-from tenure.domain.fencing import could_be_token
-from tenure.domain.model import Principal
 
 logger = Logger(service="tenure-authorizer")
-
-
-def principal_of(raw: str | None) -> Principal:
-    """The bearer check every endpoint shares (this authorizer, and a function that checks
-    its own bearer): a value that cannot be a Tenure token (its shape and length) is refused
-    before the service is built or the table read, so garbage costs no read; then the token's
-    one key read (a revoked or expired token is unknown)."""
-    if not raw:
-        raise Unauthenticated("a bearer token is required")
-    if not could_be_token(raw):
-        raise Unauthenticated("unknown token")
-    return wiring.service().setup.authenticate(raw)
 
 
 def verdict(event: APIGatewayAuthorizerEventV2) -> APIGatewayAuthorizerResponseV2:

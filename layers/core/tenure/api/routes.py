@@ -183,6 +183,23 @@ MCP_PATH = f"{BASE}/mcp"
 # Served without the authorizer (infra/template.yaml declares the same two routes).
 PUBLIC_ROUTES = {key for key, who in ROUTES.items() if who == "public"}
 
+# The routes a worker host calls, also served by the worker function on its own function URL
+# (tenure.api.worker): claim, start, both heartbeats, the reports, the payload, and its own
+# logs and attachments. Every one answers a worker or a lease token, never an operator alone.
+WORKER_ROUTES = frozenset(
+    {
+        ("POST", f"{BASE}/pools/<pool>/claim"),
+        ("POST", f"{BASE}/workers/<worker_id>/heartbeat"),
+        ("GET", f"{BASE}/leases/<lease_id>/payload"),
+        ("POST", f"{BASE}/leases/<lease_id>/logs"),
+        ("POST", f"{BASE}/leases/<lease_id>/attachments"),
+    }
+    | {
+        ("POST", f"{BASE}/leases/<lease_id>/{kind}")
+        for kind in ("start", "heartbeat", "complete", "fail", "release")
+    }
+)
+
 # A worker's reports: an absent or empty body is the empty object, as the API
 # documents for complete.
 REPORTS = {
