@@ -159,6 +159,9 @@ class PoolCreate(Strict):
     starvation_escalation_seconds: Annotated[int, Field(ge=1, le=31_536_000), Integral] = 3600
     # Per-million-token prices: {currency, input_tokens?, output_tokens?, …}.
     rates: dict[str, Any] | None = None
+    accepts_delegation_from: Annotated[list[Name], Field(max_length=50)] = Field(
+        default_factory=list
+    )
 
     @model_validator(mode="after")
     def _timings_ordered(self) -> Self:
@@ -184,6 +187,7 @@ class PoolPatch(Strict):
     agent: AgentSettings | None = None
     classifier: ClassifierSettings | None = None
     rates: dict[str, Any] | None = None
+    accepts_delegation_from: Annotated[list[Name], Field(max_length=50)] | None = None
 
 
 class InstancePatch(Strict):
@@ -258,6 +262,8 @@ class TaskCreate(Strict):
     auto_enqueue_on_ready: bool = False
     # Filed with a lease token, its endings wake that lease (default true).
     wake_creator: bool | None = None
+    # Held for a member's approval (POST /tasks/{id}/approve) before any run.
+    requires_approval: bool = False
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
     _not_before = field_validator("not_before")(_instant)
@@ -493,6 +499,16 @@ class TaskOut(Out):
     usage: dict[str, Any] | None = None
     created_by_lease_id: str | None = None
     wake_creator: bool = False
+    approval: "ApprovalOut | None" = None
+
+
+class ApprovalOut(Out):
+    state: Literal["requested", "approved", "rejected"]
+    requested_at: Stamp
+    pool: str | None = None
+    by: str | None = None
+    at: Stamp = None
+    note: str | None = None
 
 
 class TaskAnswer(Out):
@@ -558,6 +574,7 @@ class PoolOut(Out):
     min_queued_age_seconds: int = 600
     starvation_escalation_seconds: int = 3600
     rates: dict[str, Any] | None = None
+    accepts_delegation_from: list[str] = []
 
 
 class PoolAnswer(Out):
@@ -786,11 +803,15 @@ class ExecTarget(Out):
 class TaskPatch(Strict):
     auto_enqueue_on_ready: bool | None = None
     pool: Name | None = None
+    # Replaces the task's blockers with these ([] removes them all).
+    depends_on: Annotated[list[TaskId], Field(max_length=50)] | None = None
 
     @model_validator(mode="after")
     def _something(self) -> Self:
-        if self.auto_enqueue_on_ready is None and self.pool is None:
-            raise ValueError("name auto_enqueue_on_ready or pool (auto_enqueue_on_ready)")
+        if self.auto_enqueue_on_ready is None and self.pool is None and self.depends_on is None:
+            raise ValueError(
+                "name auto_enqueue_on_ready, pool or depends_on (auto_enqueue_on_ready)"
+            )
         return self
 
 
@@ -809,8 +830,9 @@ class BulkFail(Strict):
 
 
 class BlockedReason(Out):
-    source: Literal["dependency", "paused", "block"]
+    source: Literal["dependency", "approval", "paused", "block"]
     depends_on_task_ids: list[str] | None = None
+    requested_at: Stamp = None
     paused_by_task_id: str | None = None
     block_id: str | None = None
     kind: str | None = None
@@ -891,6 +913,15 @@ class BlockCreate(Strict):
 
 class BlockClear(Strict):
     note: str | None = Field(default=None, max_length=2000)
+
+
+class TaskApprove(Strict):
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class TaskReject(Strict):
+    # Required: why the work is not to be done.
+    note: str = Field(min_length=1, max_length=2000)
 
 
 class TaskRecover(Strict):

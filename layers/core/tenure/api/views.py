@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.app.conditions import QueuedCondition
+from tenure.app.conditions import Conditions, QueuedCondition
+from tenure.app.inspect import Snapshot
 from tenure.app.ports import Attachment, LogLine
 from tenure.app.tasks.filing import TaskView
 from tenure.app.usage import lease_usage
@@ -74,7 +75,16 @@ def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> d
         "usage": seen.usage if seen else None,
         "created_by_lease_id": task.created_by_lease,
         "wake_creator": task.wake_creator,
+        "approval": approval_view(task.approval) if task.approval else None,
     }
+
+
+def approval_view(approval: dict[str, Any]) -> dict[str, Any]:
+    shown = {k: approval.get(k) for k in ("state", "requested_at", "pool", "by", "at", "note")}
+    for key in ("requested_at", "at"):
+        if shown[key] is not None:
+            shown[key] = iso(int(shown[key]))
+    return shown
 
 
 def _task_fields(task: Task, status: TaskStatus) -> dict[str, Any]:
@@ -147,6 +157,7 @@ def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
         "retention_seconds": pool.retention_seconds,
         "min_queued_age_seconds": pool.min_queued_age_seconds,
         "starvation_escalation_seconds": pool.starvation_escalation_seconds,
+        "accepts_delegation_from": list(pool.accepts_delegation_from or ()),
     }
 
 
@@ -210,4 +221,23 @@ def log_line_view(line: LogLine) -> dict[str, Any]:
         "container": line.container,
         "stream": line.stream,
         "message": line.message,
+    }
+
+
+def inspect_view(shot: Snapshot, conditions: Conditions) -> dict[str, Any]:
+    """`GET /inspect/{id}`'s answer (MCP's task_inspect answers the same)."""
+    task = shot.task
+    current = shot.current_lease
+    recent = conditions.queued_conditions(shot.recent_leases)
+    return {
+        "task": task_view(task.task, task.status, task) if task else None,
+        "current_lease": lease_view(current, conditions.queued_condition_of(current))
+        if current
+        else None,
+        "recent_leases": [lease_view(x, recent[x.id]) for x in shot.recent_leases],
+        "recent_events": [event_view(ev) for ev in shot.recent_events],
+        "scheduler": shot.scheduler,
+        "diagnostics": shot.diagnostics,
+        "next_action": shot.next_action.value,
+        "as_of": iso(shot.as_of),
     }
