@@ -340,11 +340,12 @@ class Complete(Strict):
 class Fail(Strict):
     error: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
     metadata: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None  # what the failed work used, as on complete
     report_id: ReportId | None = None
     fence: Fence | None = None
     next: NextClaim | None = None  # claim the worker's next lease in the same call
 
-    _docs = field_validator("metadata")(lambda v: _bounded(v, "metadata"))
+    _docs = field_validator("metadata", "usage")(lambda v, info: _bounded(v, info.field_name))
 
 
 class Release(Strict):

@@ -82,8 +82,8 @@ def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> d
 def approval_view(approval: dict[str, Any]) -> dict[str, Any]:
     shown = {k: approval.get(k) for k in ("state", "requested_at", "pool", "by", "at", "note")}
     for key in ("requested_at", "at"):
-        if shown[key] is not None:
-            shown[key] = iso(int(shown[key]))
+        stamp = approval.get(key)
+        shown[key] = iso(int(stamp)) if stamp is not None else None
     return shown
 
 
