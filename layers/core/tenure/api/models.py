@@ -446,6 +446,11 @@ class LeaseOut(Out):
     revoke: Revoke | None
     end_reason: EndReason | None
     outcome: str | None
+    # Once ended, as the final report said (null before): result and details of a
+    # completion, the error of a failure.
+    result: Any = None
+    details: dict[str, Any] | None = None
+    error: str | None = None
     claim_token_hash_truncated: str | None
     timing: LeaseTiming
     # Its logs and attachments were reclaimed after the pool's retention.

@@ -35,6 +35,7 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
         "revoke": lease.revoke.value if lease.revoke else None,
         "end_reason": lease.end_reason.value if lease.end_reason else None,
         "outcome": lease.outcome,
+        **_reported(lease),
         "claim_token_hash_truncated": lease.token_hash[:8] if lease.token_hash else None,
         "timing": {
             "created_at": iso(lease.created_at),
@@ -54,6 +55,17 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
         "retry_depth": lease.retry_depth,
         "failure_kind": lease.failure_kind,
         "usage": lease_usage(lease),
+    }
+
+
+def _reported(lease: Lease) -> dict[str, Any]:
+    """What the final report said, once the lease has ended (null before, and for what it
+    did not say): a completion's result and details, a failure's error."""
+    report = (lease.report or {}) if lease.state.terminal else {}
+    return {
+        "result": report.get("result"),
+        "details": report.get("details"),
+        "error": report.get("error"),
     }
 
 
