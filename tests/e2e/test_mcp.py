@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import anyio
-import httpx
 import httpx2
 import pytest
 from mcp import ClientSession
