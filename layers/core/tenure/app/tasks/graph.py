@@ -487,6 +487,33 @@ class Graph:
             and was.blockers_done != new.blockers_done
         ):
             self.auto_enqueue(new.task_id)
+        if new.rollup_at is not None and was.rollup_at is None:
+            self._settle_parked(new.task_id)
+
+    def _settle_parked(self, task_id: str) -> None:
+        """A parent its children completed is done, even if its own run was parked in
+        needs_attention meanwhile: the parking is lifted (once; a replay finds it lifted)."""
+        for _ in range(GRAPH_TRIES):
+            task = self.kernel.store.get_task(task_id)
+            if task is None or not task.attention:
+                return
+            now = self.kernel.clock.now_ms()
+            settled = replace(
+                task,
+                attention=False,
+                version=task.version + 1,
+                event_type="task.rollup_settled",
+                event_data={"was": "needs_attention"},
+                updated_at=now,
+            )
+            write = TaskWrite(settled, expect_job_id=task.job_id, expect_version=task.version)
+            try:
+                self.kernel.commit(
+                    Change(tasks=[write], holds=[HoldOp("attention", task.id, False)])
+                )
+            except Conflict:
+                continue
+            return
 
     def _count_success(self, task_id: str, now: int) -> None:
         task = self.kernel.store.get_task(task_id)
