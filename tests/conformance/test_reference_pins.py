@@ -3,10 +3,15 @@ the sweeper."""
 
 from __future__ import annotations
 
+import threading
+
+from tenure.app.leases.claims import Claimed
 from tenure.app.sweep import sweep_once
+from tenure.domain.errors import InvalidTransition
 from tenure.domain.states import LeaseState
 
 from tests.conformance.contract import ALPHA, enqueue, make_world
+from tests.conformance.test_races import real_time_service
 from tests.conftest import ADMIN, WORKER, Rig, lease_principal
 
 
@@ -41,3 +46,45 @@ def test_work_in_a_paused_pool_is_not_parked_by_the_sweeper_until_it_starves_aft
     assert sweep_once(rig.svc).parked == []  # 4,000 s since the resume: not yet 600 + 3,600
     rig.clock.advance(300)
     assert sweep_once(rig.svc).parked == [task.id]
+
+
+def test_an_exact_claim_racing_claim_next_for_one_lease_has_exactly_one_winner(
+    rig: Rig,
+) -> None:
+    make_world(rig.svc)
+    _, lease = enqueue(rig)  # type: ignore[arg-type]
+    svc, _ = real_time_service(rig)
+    outcomes: list[object] = []
+    lock = threading.Lock()
+    go = threading.Event()
+
+    def exact(n: int) -> None:
+        go.wait()
+        try:
+            got: object = svc.claims.claim(
+                WORKER, ALPHA, f"exact-{n}", "1.0", 0, None, lease_id=lease.id
+            )
+        except InvalidTransition as refused:
+            got = refused
+        with lock:
+            outcomes.append(got)
+
+    def next_one(n: int) -> None:
+        go.wait()
+        got = svc.claims.claim(WORKER, ALPHA, f"next-{n}", "1.0", 0, None)
+        with lock:
+            outcomes.append(got)
+
+    threads = [threading.Thread(target=exact, args=(n,)) for n in range(8)]
+    threads += [threading.Thread(target=next_one, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    go.set()
+    for t in threads:
+        t.join()
+    won = [x for x in outcomes if isinstance(x, Claimed)]
+    assert len(won) == 1 and won[0].lease.id == lease.id
+    assert all(x is None or isinstance(x, InvalidTransition | Claimed) for x in outcomes)
+    held = rig.store.get_lease(lease.id)
+    assert held is not None and held.state is LeaseState.DISPATCHED
+    assert held.worker_id == won[0].lease.worker_id and held.fence == 1

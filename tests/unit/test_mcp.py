@@ -106,6 +106,7 @@ def test_the_token_decides_the_tools_it_sees(rpc: Any, rig: Rig) -> None:
     ]
     assert names(rpc, WORKER) == [
         "task_run_claim_next",
+        "task_run_claim",
         "task_run_heartbeat",
         "task_run_complete",
         "task_run_fail",

@@ -163,3 +163,18 @@ def test_a_lease_token_reads_its_own_logs_and_attachments_over_mcp(rpc: Any, rig
     for answer in (listed, logs):
         text = json.dumps(answer)
         assert "forbidden" not in text and "lease_token_mismatch" not in text
+
+
+def test_task_run_claim_takes_the_named_run_or_says_why_not(rpc: Any, rig: Rig) -> None:
+    _, first = rig.task()
+    _, second = rig.task()
+    assert first is not None and second is not None
+    got = tool(rpc, "task_run_claim", {"run_id": second.id, "worker_id": "agent-1"}, WORKER)
+    run = got["result"]["structuredContent"]["run"]
+    assert run["run_id"] == second.id and run["fence"] == 1
+    assert "token" not in json.dumps(got["result"]["structuredContent"]).replace(
+        "claim_token_hash", ""
+    )
+    again = tool(rpc, "task_run_claim", {"run_id": second.id, "worker_id": "agent-2"}, WORKER)
+    assert again["result"]["isError"] is True
+    assert "invalid_transition" in json.dumps(again["result"])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 from tenure.app.tenure import compose
+from tenure.domain.errors import InvalidTransition, LeaseNotFound
 from tenure.domain.states import LeaseState, TaskStatus
 
-from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, Rig, as_lease
+from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, WORKER, Rig, as_lease
 
 
 def test_a_heartbeat_that_shortens_lease_seconds_shortens_the_expiry_too(rig: Rig) -> None:
@@ -63,3 +64,49 @@ def test_an_instance_change_holds_at_once_on_another_warm_instance(rig: Rig) -> 
     rig.svc.pools.update_instance(ADMIN, {"block_recurrence_limit": 1})
     other.blocks.block_task(MEMBER, task.id, "needs_input", "which region?")
     assert other.graph.get_task(READER, task.id).status is TaskStatus.NEEDS_ATTENTION
+
+
+def _claim_exact(rig: Rig, lease_id: str, worker: str = "w9", wait: float = 0) -> object:
+    return rig.svc.claims.claim(WORKER, POOL, worker, "1.0", wait, None, lease_id=lease_id)
+
+
+def test_an_exact_claim_takes_that_lease_not_the_head_of_the_queue(rig: Rig) -> None:
+    _, first = rig.task()
+    _, second = rig.task()
+    assert first is not None and second is not None
+    won = _claim_exact(rig, second.id)
+    assert won is not None and won.lease.id == second.id  # type: ignore[attr-defined]
+    assert rig.lease(first.id).state is LeaseState.PENDING
+
+
+def test_an_exact_claim_of_a_held_or_ended_lease_is_invalid_and_of_an_unknown_one_not_found(
+    rig: Rig,
+) -> None:
+    held = rig.running()
+    with pytest.raises(InvalidTransition):
+        _claim_exact(rig, held.id)
+    rig.svc.reports.complete(as_lease(held.id), held.id, {})
+    with pytest.raises(InvalidTransition):
+        _claim_exact(rig, held.id)
+    with pytest.raises(LeaseNotFound):
+        _claim_exact(rig, "lease_nope")
+
+
+def test_an_exact_claim_passes_every_gate_a_claim_next_does(rig: Rig) -> None:
+    _, lease = rig.task()
+    assert lease is not None
+    rig.svc.pools.pause_pool(ADMIN, POOL)
+    assert _claim_exact(rig, lease.id) is None
+    rig.svc.pools.resume_pool(ADMIN, POOL)
+    rig.svc.graph.pause_task(MEMBER, lease.task_id or "")
+    assert _claim_exact(rig, lease.id) is None
+    rig.svc.graph.resume_task(MEMBER, lease.task_id or "")
+    assert _claim_exact(rig, lease.id) is not None
+
+
+def test_an_exact_claim_names_only_a_lease_of_its_pool(rig: Rig) -> None:
+    rig.make_pool("other")
+    _, lease = rig.task(pool="other")
+    assert lease is not None
+    with pytest.raises(LeaseNotFound):
+        _claim_exact(rig, lease.id)

@@ -230,8 +230,10 @@ class Client:
         lease_seconds: int | None = None,
         claim_id: str | None = None,
         budget: float | None = None,
+        lease_id: str | None = None,
     ) -> Claim | None:
         """Claim one lease, or None (204: nothing to claim; the next claim is a new intent).
+        With `lease_id`, that lease or nothing (an `ApiError` 409 when it is held or ended).
 
         Every retry of this claim carries the same `claim_id`, so a claim whose answer was lost
         is answered with the lease it already won (and a fresh token), never a second lease.
@@ -248,6 +250,8 @@ class Client:
             body["worker_version"] = worker_version
         if lease_seconds:
             body["lease_seconds"] = lease_seconds
+        if lease_id:
+            body["lease_id"] = lease_id
         path = f"/pools/{pool}/claim"
         timeout = self.timeout + wait_seconds
         if budget is not None:

@@ -291,6 +291,8 @@ class Claim(Strict):
     lease_seconds: LeaseSeconds | None = None
     claim_id: ClaimId | None = None
     host: Host | None = None
+    # That pending lease or nothing (204); 409 when it is held or has ended.
+    lease_id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
 
 
 class Heartbeat(Strict):

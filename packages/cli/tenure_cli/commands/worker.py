@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from tenure_worker.client import Client
 from tenure_worker.runner import Worker, WorkerOptions
 
 from tenure_cli.common import (
@@ -61,6 +64,24 @@ def worker_run(args: argparse.Namespace) -> int:
         lease_seconds=args.lease_seconds,
     )
     return Worker(opts).run()
+
+
+def worker_claim(args: argparse.Namespace) -> int:
+    """One claim, printed: the lease, its fence and its token (shown this once). Exit 0 with
+    nothing printed but a line on stderr when nothing could be claimed."""
+    api, _ = worker_endpoints(args.api, Path(args.data_dir))
+    client = Client(api, env("TENURE_TOKEN", args.token))
+    won = client.claim(
+        args.pool,
+        args.worker_id or f"{socket.gethostname()}-{os.getpid()}",
+        wait_seconds=args.wait,
+        lease_seconds=args.lease_seconds,
+        lease_id=args.lease,
+    )
+    if won is None:
+        print("nothing to claim", file=sys.stderr)
+        return 0
+    return show({"lease": won.lease, "fence": won.fence, "token": won.token}, args)
 
 
 def worker_endpoints(given: str | None, data_dir: Path) -> tuple[str, str | None]:
@@ -212,6 +233,18 @@ def add_commands(groups: Groups) -> None:
     )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
     run.set_defaults(func=guarded(worker_run))
+    claim = service_options(
+        wsub.add_parser("claim", help="claim one lease (the next, or --lease ID) and print it")
+    )
+    claim.add_argument("--pool", required=True, help="the pool to claim from")
+    claim.add_argument("--lease", metavar="ID", help="that pending lease or nothing")
+    claim.add_argument("--worker-id", help="who holds it (default: host-pid)")
+    claim.add_argument("--wait", type=float, default=0, help="seconds to wait (at most 20)")
+    claim.add_argument("--lease-seconds", type=int, help="ask for a lease this long")
+    claim.add_argument(
+        "--data-dir", default=".tenure", help="a local stack's data dir (its worker endpoint)"
+    )
+    claim.set_defaults(func=guarded(worker_claim))
     done = wsub.add_parser("complete", help="inside a job: complete its lease")
     done.add_argument(
         "--outcome", choices=["success", "failure"], default="success", help="how the job went"

@@ -16,7 +16,7 @@ from tenure.domain import errors as e
 from tenure.domain.states import ReportKind
 
 
-@op("POST", f"{BASE}/pools/<pool>/claim", 200, m.Claimed, 404, 422, extra=204)
+@op("POST", f"{BASE}/pools/<pool>/claim", 200, m.Claimed, 404, 409, 422, extra=204)
 def claim(pool: str, body: Annotated[m.Claim, Body()]) -> Response[Any]:
     won = svc().claims.claim(
         actor(),
@@ -27,6 +27,7 @@ def claim(pool: str, body: Annotated[m.Claim, Body()]) -> Response[Any]:
         body.lease_seconds,
         claim_id=body.claim_id,
         host=body.host,
+        lease_id=body.lease_id,
     )
     if won is None:
         return Response(status_code=204, content_type=None, body=None)

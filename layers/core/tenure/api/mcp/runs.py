@@ -40,6 +40,12 @@ class ClaimNextArgs(m.Strict):
     )
 
 
+class ClaimArgs(m.Strict):
+    run_id: RunId = Field(description="the queued run (its lease id) to claim")
+    worker_id: m.WorkerId = Field(description="this worker's id, the same on every later call")
+    lease_seconds: m.LeaseSeconds | None = Field(None, description="this run's toleration")
+
+
 class RunArgs(m.Strict):
     run_id: RunId = Field(description="the run (its lease id) from task_run_claim_next")
     worker_id: m.WorkerId = Field(description="the worker_id the run was claimed with")
@@ -120,6 +126,15 @@ def _claim_next(svc: Tenure, actor: Principal, args: ClaimNextArgs) -> dict[str,
     won = svc.bound.claim_next(
         actor, args.pool, args.worker_id, args.wait, args.lease_seconds, args.claim_id
     )
+    return _claimed(svc, won)
+
+
+def _claim(svc: Tenure, actor: Principal, args: ClaimArgs) -> dict[str, Any]:
+    won = svc.bound.claim_exact(actor, args.run_id, args.worker_id, args.lease_seconds)
+    return _claimed(svc, won)
+
+
+def _claimed(svc: Tenure, won: Any) -> dict[str, Any]:
     if won is None:
         return {"run": None}
     lease = won.lease
@@ -210,6 +225,16 @@ RUN_TOOLS: tuple[Tool, ...] = (
         ClaimNextArgs,
         (WORKER,),
         _claim_next,
+        read_only=False,
+    ),
+    Tool(
+        "task_run_claim",
+        "Claim one named queued run for this worker: that run or nothing (run null while a "
+        "pause, a ceiling or its not_before holds it); invalid_transition when it is held or "
+        "has ended.",
+        ClaimArgs,
+        (WORKER,),
+        _claim,
         read_only=False,
     ),
     Tool(

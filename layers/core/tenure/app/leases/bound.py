@@ -65,6 +65,19 @@ class Bound:
             actor, name, worker_id, None, wait_seconds, lease_seconds, claim_id=claim_id
         )
 
+    def claim_exact(
+        self, actor: Principal, run_id: str, worker_id: str, lease_seconds: int | None
+    ) -> Claimed | None:
+        """That run or nothing, as an exact claim over HTTP (409 when it is held or ended);
+        a lease outside the token's pools reads as unknown."""
+        authz.require_worker(actor, None)
+        lease = self.kernel.lease(run_id)
+        if actor.pools is not None and lease.pool not in actor.pools:
+            raise LeaseNotFound(f"lease {run_id} does not exist")
+        return self.claims.claim(
+            actor, lease.pool, worker_id, None, 0.0, lease_seconds, lease_id=run_id
+        )
+
     def resolve(self, actor: Principal, run_id: str, worker_id: str) -> BoundRun:
         """The run `run_id`, held by this worker token and `worker_id`, and its holder.
 

@@ -12,7 +12,7 @@ from tenure.app.ports import INSTANCE_CEILING, Ceiling, Change, ClaimRecord, Sch
 from tenure.app.scheduler import ClaimGate
 from tenure.domain import authz
 from tenure.domain import fencing as rules
-from tenure.domain.errors import CeilingReached, Conflict
+from tenure.domain.errors import CeilingReached, Conflict, InvalidTransition, LeaseNotFound
 from tenure.domain.model import Lease, Pool, Principal
 from tenure.domain.states import REPORTABLE, LeaseState
 from tenure.domain.transitions import Action, must_move
@@ -59,7 +59,11 @@ class Claims:
         lease_seconds: int | None,
         claim_id: str | None = None,
         host: str | None = None,
+        lease_id: str | None = None,
     ) -> Claimed | None:
+        """The next claimable lease of the pool, or with `lease_id` that one lease or
+        nothing: None when nothing could be taken once `wait_seconds` have passed; an exact
+        claim of a lease that is held or has ended is 409 invalid_transition."""
         authz.require_worker(actor, pool_name)
         # Each is stored and shown to operators (the worker list, exec_target, the timeline).
         rules.refuse_token_fields(
@@ -88,6 +92,8 @@ class Claims:
             record_id = None
         ask = _Ask(worker_id, worker_version, lease_seconds, actor.token_id, record_id, host)
         give_up_at = self.kernel.clock.now_ms() + int(wait_seconds * 1000)
+        if lease_id is not None:
+            return self._claim_exact(lease_id, pool_name, pool, closed, ask, give_up_at)
         tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
         # Bounded twice over: by the candidates a call may lose races for, and by the wait.
         looks = MAX_CLAIM_TRIES + math.ceil(wait_seconds / CLAIM_POLL_SECONDS) + 1
@@ -124,6 +130,49 @@ class Claims:
             # life).
             self.workers.mark_seen(pool, worker_id, worker_version)
             tried.clear()
+        self.kernel.counters["empty_claims"] += 1
+        return None
+
+    def _claim_exact(
+        self,
+        lease_id: str,
+        pool_name: str,
+        pool: Pool,
+        closed: bool,
+        ask: _Ask,
+        give_up_at: int,
+    ) -> Claimed | None:
+        """That lease or nothing, through every gate a claim-next passes (pause, archive,
+        the scheduler, held-back tasks, not_before, ceilings), with the same single-owner
+        condition; a lease held or ended (a rival's claim included) is 409."""
+        looked_at = self.kernel.clock.now_ms()
+        looks = math.ceil(max(0, give_up_at - looked_at) / 1000 / CLAIM_POLL_SECONDS) + 1
+        for _ in range(looks):
+            lease = self.kernel.lease(lease_id)  # consistent: who holds it now
+            if lease.pool != pool.name:
+                raise LeaseNotFound(f"lease {lease_id} is not in pool {pool.name}")
+            if lease.state is not LeaseState.PENDING:
+                raise InvalidTransition(f"lease {lease_id} is {lease.state}; it is not queued")
+            gate = self.gate.read()
+            if not closed and not gate.paused:
+                try:
+                    won = self._try_claim(lease_id, pool, ask, gate)
+                except CeilingReached:
+                    won = None  # full: it waits like any claim until a held lease ends
+                if won is not None:
+                    self.kernel.counters["claims"] += 1
+                    return won
+                again = self.kernel.lease(lease_id)
+                if again.state is not LeaseState.PENDING:
+                    raise InvalidTransition(f"lease {lease_id} was claimed by another worker")
+            remaining = (give_up_at - self.kernel.clock.now_ms()) / 1000
+            if remaining <= 0:
+                break
+            self.kernel.clock.sleep(min(CLAIM_POLL_SECONDS, remaining))
+            if self.kernel.clock.now_ms() - looked_at >= POOL_REFRESH_MS:
+                pool, closed = self._claim_settings(pool_name)
+                looked_at = self.kernel.clock.now_ms()
+            self.workers.mark_seen(pool, ask.worker_id, ask.worker_version)
         self.kernel.counters["empty_claims"] += 1
         return None
 
