@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from tenure_cli.commands import graph as graph_commands
-from tenure_cli.common import show
+from tenure_cli.common import guarded, show, table
+from tenure_worker.client import ApiError
 
 TABLE = argparse.Namespace(output="table")
 
@@ -46,3 +47,24 @@ def test_inspect_prints_its_lines_as_a_table(
     assert any(line.split() == ["task", "OPS-7", "queued"] for line in out), out
     assert any(line.split() == ["current_lease", "lease_7", "pending"] for line in out), out
     assert any(line.startswith("next_action") and "claim_available" in line for line in out)
+
+
+def test_terminal_control_characters_never_reach_the_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    hostile = "Invoice\x1b]52;c;ZXZpbA==\x07 due\x1b[2J\x9b31m\x7f\r\nline two\tend"
+    show({"task": {"key": "OPS-1", "title": hostile}}, TABLE)
+    table([{"title": hostile}], TABLE, ["title"])
+    out = capsys.readouterr().out
+    assert not any(ch in out for ch in "\x1b\x07\x9b\x7f\r")
+    assert "Invoice]52;c;ZXZpbA== due[2J31m\nline two\tend" in out
+
+
+def test_an_error_message_is_printed_without_control_characters(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def refused(args: argparse.Namespace) -> int:
+        raise ApiError(422, "validation_failed", "title: \x1b[31mred\x1b[0m")
+
+    assert guarded(refused)(TABLE) != 0
+    assert capsys.readouterr().err == "error: validation_failed: title: [31mred[0m\n"
