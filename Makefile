@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: local test lint typecheck unit aws conformance e2e browser chromium bench soak load install dynamodb-local clean
+.PHONY: deploy-check local test lint typecheck unit aws conformance e2e browser chromium bench soak load install dynamodb-local clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "python3 >= 3.11 is needed"'
@@ -69,6 +69,23 @@ LOAD_WORKERS  ?= 64
 LOAD_DURATION ?= 120
 load: dynamodb-local
 	$(BIN)/tenure bench load --start --workers $(LOAD_WORKERS) --duration $(LOAD_DURATION)
+
+# What can be checked of a deploy without an account: cfn-lint, the SAM transform with packaged
+# code locations, and the layer built for arm64 / Python 3.13 (from PyPI, hence not part of
+# `make test`) held to Lambda's 250 MB unzipped limit and to the service's modules only.
+# `sam validate --lint` needs the SAM CLI: a `sam` on the PATH is used; SAM_CLI=1 installs
+# aws-sam-cli from PyPI into a venv of its own (its pins clash with the dev extra's; about 5
+# minutes on a busy machine, so not by default). Without either it is skipped, and says so.
+SAM_VENV := .tenure/sam-venv
+deploy-check: $(STAMP)
+	$(BIN)/python infra/deploy_check.py
+	if [ "$(SAM_CLI)" = 1 ] && [ ! -x $(SAM_VENV)/bin/sam ]; then \
+	  $(PYTHON) -m venv $(SAM_VENV) && $(SAM_VENV)/bin/pip install --quiet aws-sam-cli; fi
+	if [ -x $(SAM_VENV)/bin/sam ]; then $(SAM_VENV)/bin/sam validate --lint --region us-east-1 \
+	  --template infra/template.yaml; \
+	elif command -v sam >/dev/null; then sam validate --lint --region us-east-1 \
+	  --template infra/template.yaml; \
+	else echo "sam validate --lint: skipped (no SAM CLI; make deploy-check SAM_CLI=1)"; fi
 
 test: $(STAMP) dynamodb-local chromium lint typecheck
 	TENURE_REQUIRE_ENGINES=1 $(BIN)/pytest -q -p no:cacheprovider --durations=15 tests

@@ -189,3 +189,39 @@ def test_the_instance_ceiling_holds_across_pools_under_concurrency(rig: Rig) -> 
     assert max(peak) <= 2 and max(holding) <= 2, (peak, holding)
     assert rig.store.held_count("instance", "instance") == 0
     rig.svc.pools.update_instance(ADMIN, {"max_active": None})
+
+
+def test_a_ceiling_set_while_leases_are_held_counts_them_and_holds_back_claims(rig: Rig) -> None:
+    # Claimed with no ceiling, the leases were never counted; setting one counts them at once,
+    # while sixteen workers keep trying to claim from the moment it is set.
+    make_world(rig.svc)
+    seed(rig, 2 + THREADS + 2)  # every claimer could land before the ceiling: work is left
+    held = [rig.svc.claims.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None) for n in range(2)]
+    svc, _ = real_time_service(rig)
+    won: list[Claimed] = []
+    lock = threading.Lock()
+    go = threading.Event()
+
+    def claimer(n: int) -> None:
+        go.wait()
+        got = svc.claims.claim(WORKER, ALPHA, f"late-{n}", "1.0", 0, None)
+        if got is not None:
+            with lock:
+                won.append(got)
+
+    threads = [threading.Thread(target=claimer, args=(n,)) for n in range(THREADS)]
+    for t in threads:
+        t.start()
+    go.set()
+    svc.pools.update_pool(ADMIN, ALPHA, {"max_active": 2})
+    for t in threads:
+        t.join()
+    for got in won:  # claims that landed before the ceiling did: counted by the second pass
+        assert f"pool:{ALPHA}" in (rig.store.get_lease(got.lease.id).counted or ())  # type: ignore[union-attr]
+    assert rig.store.held_count("pool", ALPHA) == 2 + len(won)
+    assert svc.claims.claim(WORKER, ALPHA, "after", "1.0", 0, None) is None
+    for done in [*held, *won]:
+        assert done is not None
+        svc.reports.complete(lease_principal(done.lease.id), done.lease.id, {})
+    assert rig.store.held_count("pool", ALPHA) == 0
+    assert svc.claims.claim(WORKER, ALPHA, "after", "1.0", 0, None) is not None

@@ -18,10 +18,11 @@ from tenure_cli.bench import cost, prices
 from tenure_cli.bench.rig import Rig
 from tenure_cli.local.engines import DynamoDBLocal
 
-STILL_ABOVE = "write units per lease are still above the target of 12 (see README, Cost)"
-# What the small run measures now, all in (the target above is not met yet): a ratchet, so a
-# change that raises the write units per lease fails here even before the target is reached.
-WRITE_UNITS_NOW = 33.0
+STILL_ABOVE = "the lease item of today is still above this target (docs/cost.md)"
+# What the small run measures now, priced by AWS's rules (the targets are not met yet): a
+# ratchet, so a change that raises the write units per lease fails here even before the
+# target is reached.
+WRITE_UNITS_NOW = 28.0
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,35 @@ def measured(ddb_local: DynamoDBLocal) -> Iterator[dict[str, Any]]:
 @pytest.mark.xfail(strict=True, reason=STILL_ABOVE)
 def test_lifecycle_write_units_stay_within_the_budget(measured: dict[str, Any]) -> None:
     assert measured["lifecycle_write_units"] <= cost.BUDGET["lifecycle_write_units"]
+
+
+@pytest.mark.xfail(strict=True, reason=STILL_ABOVE)
+def test_read_units_per_lease_stay_within_the_budget(measured: dict[str, Any]) -> None:
+    assert measured["read_units_per_lease"] <= cost.BUDGET["read_units_per_lease"]
+
+
+@pytest.mark.xfail(strict=True, reason=STILL_ABOVE)
+def test_usd_per_million_leases_stay_within_the_budget(measured: dict[str, Any]) -> None:
+    assert measured["usd_per_million_leases"] <= cost.BUDGET["usd_per_million_leases"]
+
+
+def test_the_billing_model_agrees_with_dynamodb_local_on_every_single_item_write(
+    measured: dict[str, Any],
+) -> None:
+    check = measured["billing_model_check"]
+    assert check["single_item_writes_agreeing_with_dynamodb_local"] > 20
+    assert check["single_item_writes_disagreeing"] == 0
+    # Local over-reports transactions (sums and doubled index writes): the AWS price is lower.
+    assert measured["lifecycle_write_units"] < measured["lifecycle_write_units_reported"]
+
+
+def test_the_function_url_endpoint_costs_less_than_every_route_on_the_http_api(
+    measured: dict[str, Any],
+) -> None:
+    assert measured["usd_per_million_leases"] < measured["usd_per_million_leases_http_api"]
+    assert sum(measured["breakdown_http_api"].values()) == pytest.approx(
+        measured["usd_per_million_leases_http_api"], abs=1e-3
+    )
 
 
 def test_write_units_per_lease_do_not_rise_above_what_they_are_now(

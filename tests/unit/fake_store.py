@@ -509,7 +509,7 @@ class FakeStore(FakeRules):
             raise Conflict("lease moved on")
         return row
 
-    def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+    def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
         self.writes.append("renew")
         row = self._held_at(lease.id, expect)
         row.lease = replace(
@@ -517,6 +517,7 @@ class FakeStore(FakeRules):
             deadline=lease.deadline,
             heartbeat_at=lease.heartbeat_at,
             lease_seconds=lease.lease_seconds,
+            due_at=lease.due_at if move_due else row.lease.due_at,
         )
 
     def put_event(self, event: Event) -> None:
@@ -731,7 +732,8 @@ class FakeStore(FakeRules):
         return [
             lease_id
             for lease_id in self.queue_candidates(pool, max(1, len(self.lease_rows)))
-            if created_before is None or self.lease_rows[lease_id].lease.created_at < created_before
+            if created_before is None
+            or _queued_at(self.lease_rows[lease_id].lease) < created_before
         ]
 
     def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
@@ -845,3 +847,8 @@ class FakeStore(FakeRules):
         if lease_id not in self.lease_rows:
             raise Conflict("the lease is gone")
         self._unindexed().add(lease_id)
+
+
+def _queued_at(lease: Lease) -> int:
+    # The real index sorts on when a lease becomes claimable (a deferred one at its not-before).
+    return queue_at(lease.created_at, lease.not_before)

@@ -51,3 +51,15 @@ def test_the_alternatives_price_the_same_counts() -> None:
     # Send, receive, delete and three renewals: six SQS requests, $2.40 per million leases.
     assert prices.sqs_alone(3, 0)["sqs"] == pytest.approx(2.40)
     assert prices.step_functions_activities(0)["state_transitions"] == pytest.approx(50.0)
+
+
+def test_provisioned_capacity_prices_each_unit_at_the_hourly_rate_over_70_percent() -> None:
+    used = {**NOTHING, "dynamodb_write_units": 12, "dynamodb_read_units": 8}
+    lines = prices.provisioned_breakdown(used)
+    # A WCU-hour carries 3,600 writes; at 70 % each write pays for 1/0.7 of one.
+    assert lines["dynamodb_writes"] == pytest.approx(12e6 * 0.00065 / 3600 / 0.7, abs=1e-4)
+    assert lines["dynamodb_reads"] == pytest.approx(8e6 * 0.00013 / 3600 / 0.7, abs=1e-4)
+    on_demand = prices.tenure_breakdown(used)
+    assert lines["dynamodb_writes"] < on_demand["dynamodb_writes"]
+    # Five read and five write units on the table and each of its five indexes, all month.
+    assert prices.provisioned_minimum_monthly() == pytest.approx(30 * 720 * 0.00078, abs=0.01)

@@ -303,7 +303,11 @@ class Store(Protocol):
         """The lease id a claim with this key took (consistent read), or None."""
         ...
 
-    def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None: ...
+    def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
+        """Write a held lease's deadline, heartbeat time and lease_seconds; with `move_due`,
+        its due_at (the sweeper's index entry) too — a heartbeat that shortens the lease."""
+        ...
+
     def put_event(self, event: Event) -> None: ...
     def list_pools(self) -> list[Pool]:
         """Every pool, by name; never more than POOL_CAP rows are read."""
@@ -490,6 +494,15 @@ class EventPublisher(Protocol):
 
     def publish(self, source: str, detail_type: str, detail: dict[str, Any]) -> None:
         """Publish one event; raises when the bus refused it."""
+        ...
+
+
+class EventBatchPublisher(Protocol):
+    """The bus as the reactor's outbound events use it: many events, as few calls as it takes."""
+
+    def publish_batch(self, source: str, events: list[tuple[str, dict[str, Any]]]) -> set[int]:
+        """Publish (detail_type, detail) pairs; the positions of those the bus did not take
+        (refused entries, or every entry of a call that failed)."""
         ...
 
 

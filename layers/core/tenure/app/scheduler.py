@@ -24,7 +24,7 @@ from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
 from tenure.app.workers import reachable
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, ValidationFailed
-from tenure.domain.model import Event, Lease, Pool, Principal, Task
+from tenure.domain.model import Event, Lease, Pool, Principal, Space, Task
 from tenure.domain.states import LeaseState
 
 if TYPE_CHECKING:
@@ -186,6 +186,7 @@ class Scheduler:
         gate = self.kernel.store.get_scheduler()
         now = self.kernel.clock.now_ms()
         queued = waiting = starved = 0
+        spaces: dict[str, Space] = {}
         for pool in self.kernel.store.list_pools():
             count = self.kernel.store.count_queue(pool.name, None, COUNT_BUDGET)
             held = self.gate.held_in_queue(pool.name, count, gate)
@@ -195,11 +196,14 @@ class Scheduler:
                 continue
             if self._staffed(pool, now):
                 waiting += claimable
-            else:
-                old = now - pool.min_queued_age_seconds * 1000
-                # The queue is oldest first, so the old ones are a prefix of the checked ones.
-                aged = self.kernel.store.count_queue(pool.name, old, COUNT_BUDGET)
-                starved += max(0, aged - sum(held[:aged]))
+                continue
+            since = self._starving_since(pool, gate, spaces)
+            old = now - pool.min_queued_age_seconds * 1000
+            if since is None or since > old:
+                continue  # nothing could claim it (paused, archived), or not for long enough
+            # The queue is oldest first, so the old ones are a prefix of the checked ones.
+            aged = self.kernel.store.count_queue(pool.name, old, COUNT_BUDGET)
+            starved += max(0, aged - sum(held[:aged]))
         return SchedulerStatus(
             paused=gate.paused,
             queued_run_count=queued,
@@ -208,6 +212,20 @@ class Scheduler:
             needs_attention_run_count=len(gate.attention),
             paused_by=gate.paused_by if gate.paused else None,
         )
+
+    def _starving_since(
+        self, pool: Pool, gate: SchedulerState, spaces: dict[str, Space]
+    ) -> int | None:
+        """Since when the pool's work could have been claimed, for starvation's age; None
+        while nothing can claim it (its pool paused, its space archived, the scheduler
+        paused). The age restarts when such a pause ends."""
+        if pool.space not in spaces:
+            spaces[pool.space] = self.kernel.space_cached(pool.space)
+        space = spaces[pool.space]
+        if pool.paused or space.archived or gate.paused:
+            return None
+        ends = (pool.paused_changed_at, space.archived_changed_at, gate.paused_at)
+        return max((t for t in ends if t is not None), default=0)
 
     def _staffed(self, pool: Pool, now: int) -> bool:
         return any(
@@ -267,6 +285,7 @@ class Scheduler:
         now = self.kernel.clock.now_ms()
         gate: SchedulerState | None = None
         parked: list[str] = []
+        spaces: dict[str, Space] = {}
         for pool in self.kernel.store.list_pools() if pools is None else pools:
             age = (pool.min_queued_age_seconds + pool.starvation_escalation_seconds) * 1000
             # Keys only, and only entries that old: a pass with nothing starved reads no item.
@@ -274,6 +293,9 @@ class Scheduler:
             if not ids or self._staffed(pool, now):
                 continue
             gate = gate or self.kernel.store.get_scheduler()
+            since = self._starving_since(pool, gate, spaces)
+            if since is None or now - since < age:
+                continue  # held by a pause, or one ended too lately: not starved that long
             cache = self.gate.lineage_cache()
             fresh = [x for x in ids if not (x in cache and _holds(cache[x], gate))]
             for lease in self.kernel.store.get_leases(fresh[:PARK_PER_PASS]).values():

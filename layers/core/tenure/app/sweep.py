@@ -25,7 +25,20 @@ MASS_EXPIRY_SHARE = 0.55
 MASS_EXPIRY_MIN = 3
 # How many due leases of one pool one pass reads (and expires) at most; the rest wait a pass.
 DUE_PER_PASS = 500
+# How many index entries one pool's depth gauges read at most per pass (a count at the budget
+# reads "at least this many"): a deep queue costs a bounded read a minute, never a Scan.
+GAUGE_BUDGET = 10_000
 SYSTEM = ("system", "sweeper")
+
+
+@dataclass(frozen=True)
+class PoolDepth:
+    """One pool's gauges after a pass: what a worker fleet autoscales on."""
+
+    pool: str
+    queued: int  # pending leases claimable now (a deferred one counts from its not-before)
+    held: int  # dispatched, running or paused leases
+    oldest_queued_age_s: float  # how long the head of the queue has been claimable (0: none)
 
 
 @dataclass
@@ -45,6 +58,8 @@ class SweepReport:
     reclaim_left: int = 0
     parked: list[str] = field(default_factory=list)  # tasks parked for starvation
     unblocked: list[str] = field(default_factory=list)  # tasks whose transient blocks expired
+    mass_holds: list[str] = field(default_factory=list)  # pools whose expiries a new hold stopped
+    depths: list[PoolDepth] = field(default_factory=list)
 
 
 def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
@@ -83,6 +98,8 @@ def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
                 due.append(lease)
         if _brake(svc, pool, due, holds, now, interval_seconds):
             report.held += len(due)
+            if pool.name not in state.holds:
+                report.mass_holds.append(pool.name)
             continue
         for lease in due:
             if svc.recovery.expire(lease, pool) is None:
@@ -98,7 +115,22 @@ def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
         store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
     reclaim = svc.retention.reclaim_due(pools=pools)
     report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
+    report.depths = [pool_depth(svc, pool.name, clock.now_ms()) for pool in pools]
     return report
+
+
+def pool_depth(svc: Tenure, pool: str, now: int) -> PoolDepth:
+    """A pool's gauges from its indexes, bounded: a COUNT of the queue index up to now, a COUNT
+    of the held index, and the queue's head entry (one eventually consistent read)."""
+    store = svc.store
+    queued = store.count_queue(pool, now + 1, GAUGE_BUDGET)
+    held = store.count_held(pool, GAUGE_BUDGET)
+    age = 0.0
+    head = store.queue_candidates(pool, 1, due_by=now) if queued else []
+    lease = store.get_lease(head[0], consistent=False) if head else None
+    if lease is not None:  # its place in the queue is when it became claimable
+        age = max(0, now - max(lease.created_at, lease.not_before or 0)) / 1000
+    return PoolDepth(pool=pool, queued=queued, held=held, oldest_queued_age_s=age)
 
 
 def _brake(

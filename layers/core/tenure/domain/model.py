@@ -37,6 +37,7 @@ class Space:
     created_at: int
     max_active: int | None = None
     archived: bool = False
+    archived_changed_at: int | None = None  # when it was last archived or unarchived
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Pool:
     on_expiry: OnExpiry = OnExpiry.REQUEUE
     keeps_logs: bool = True
     paused: bool = False
+    paused_changed_at: int | None = None  # when it was last paused or resumed
     retention_seconds: int = DEFAULT_RETENTION_SECONDS
     display_name: str | None = None  # what the board shows; the name when unset
     attachment_quota_bytes: int = DEFAULT_ATTACHMENT_QUOTA_BYTES

@@ -418,17 +418,17 @@ class DynamoStore(PagedReads, RetentionRows):
     def _put_single(self, put: dict[str, Any]) -> None:
         self._write("put", Conflict("a conditional write lost"), **put)
 
-    def renew(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
-        """Move a held lease's deadline; touches no index key (see keys.DUE_INDEX)."""
-        self._set_on_lease(
-            lease.id,
-            expect,
-            {
-                "deadline": lease.deadline,
-                "heartbeat_at": lease.heartbeat_at,
-                "lease_seconds": lease.lease_seconds,
-            },
-        )
+    def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
+        """Move a held lease's deadline; touches no index key (see keys.DUE_INDEX) unless
+        `move_due`: a shortened lease moves its due_at entry earlier in the same write."""
+        fields: dict[str, Any] = {
+            "deadline": lease.deadline,
+            "heartbeat_at": lease.heartbeat_at,
+            "lease_seconds": lease.lease_seconds,
+        }
+        if move_due:
+            fields[k.DUE_AT] = lease.due_at
+        self._set_on_lease(lease.id, expect, fields)
 
     def _set_on_lease(
         self,

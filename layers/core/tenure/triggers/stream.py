@@ -1,12 +1,16 @@
-"""The reactor: turns table stream records into timeline events (idempotently), and hands
-each changed row to the reactions table (app/reactions.py, filled in by compose())."""
+"""The reactor: turns table stream records into timeline events (idempotently), hands each
+changed row to the reactions table (app/reactions.py, filled in by compose()), and publishes
+each timeline event of a lease or task on the stack's bus (domain/outbound.py)."""
 
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
@@ -15,10 +19,11 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from tenure import wiring
-from tenure.app.ports import Store
+from tenure.app.ports import EventBatchPublisher, Store
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Event
+from tenure.domain.outbound import SOURCE, Outbound, outbound_of
 from tenure.domain.timeline import graph_event, lease_event, task_event
 from tenure.store import items, keys
 from tenure.store.dynamo import load_image
@@ -59,6 +64,34 @@ def event_of(record: dict[str, Any]) -> Event | None:
 
 
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+metrics = Metrics(namespace="Tenure", service="reactor")
+# Transitions counted as metrics (the dashboard's claims, completions, failures), whichever
+# endpoint or trigger made them. A redelivered record counts again: a dashboard figure, not a
+# ledger.
+TRANSITION_METRICS = {
+    "lease.claimed": "LeasesClaimed",
+    "lease.completed": "LeasesCompleted",
+    "lease.failed": "LeasesFailed",
+    "lease.force_failed": "LeasesFailed",
+    "lease.lost": "LeasesLost",
+    "lease.killed": "LeasesKilled",
+    "lease.cancelled": "LeasesCancelled",
+    "lease.released": "LeasesReleased",
+}
+
+
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The reactor function: one batch, then its transitions as metrics."""
+    tally: Counter[str] = Counter()
+    answer = handle(event, context, tally=tally)
+    named: Counter[str] = Counter()
+    for event_type, count in tally.items():
+        if event_type in TRANSITION_METRICS:
+            named[TRANSITION_METRICS[event_type]] += count
+    for name, count in sorted(named.items()):
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
+    return answer
 
 
 def handle(
@@ -66,40 +99,63 @@ def handle(
     context: Any,
     store: Store | None = None,
     service: Tenure | None = None,
+    outbound: EventBatchPublisher | None = None,
+    tally: Counter[str] | None = None,
 ) -> dict[str, Any]:
-    """One batch of stream records; a record that fails is reported back for a retry."""
+    """One batch of stream records; a record that fails is reported back for a retry. The
+    batch's bus events go out together once every record is processed (PutEvents takes ten a
+    call); a record whose event the bus did not take is failed too, so the stream delivers it
+    again: at least once, the consumer de-duplicating on the detail's `id`."""
     if service is None:
+        bus = wiring.publisher()
+        outbound = outbound or bus
         if store is not None:
-            service = compose(
-                store, wiring.SystemClock(), wiring.RandomIds(), publisher=wiring.publisher()
-            )
+            service = compose(store, wiring.SystemClock(), wiring.RandomIds(), publisher=bus)
         else:
             service = wiring.service()
     target = store or service.store
     svc = service
+    published: list[tuple[str, Outbound]] = []  # (the record's sequence number, its bus event)
 
     def on_record(record: DynamoDBRecord) -> None:
-        process(target, svc, record.raw_event)
+        out = process(target, svc, record.raw_event)
+        if out is not None:
+            published.append((record.raw_event["dynamodb"]["SequenceNumber"], out))
 
-    answer = process_partial_response(
-        event=event, record_handler=on_record, processor=processor, context=context
+    answer: dict[str, Any] = dict(
+        process_partial_response(
+            event=event, record_handler=on_record, processor=processor, context=context
+        )
     )
-    return dict(answer)
+    if outbound is not None and published:
+        refused = outbound.publish_batch(SOURCE, [(o.detail_type, o.detail) for _, o in published])
+        failures: list[dict[str, str]] = answer.setdefault("batchItemFailures", [])
+        known = {f["itemIdentifier"] for f in failures}
+        for position in sorted(refused):
+            sequence = published[position][0]
+            if sequence not in known:
+                failures.append({"itemIdentifier": sequence})
+                known.add(sequence)
+    if tally is not None:
+        failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
+        tally.update(o.detail_type for seq, o in published if seq not in failed)
+    return answer
 
 
-def process(store: Store, svc: Tenure, record: dict[str, Any]) -> None:
+def process(store: Store, svc: Tenure, record: dict[str, Any]) -> Outbound | None:
     """One stream record, decoded once: its timeline event, then its reactions (rollup,
     auto-enqueue, the breaker, wake-creator), each conditional, so a replayed record changes
-    nothing and a failed one is retried."""
+    nothing and a failed one is retried. Returns the bus event of its timeline event."""
     changed = rows_of(record)
     if changed is None:
-        return
+        return None
     entity, old, new = changed
     event = EVENTS[entity](old, new)
     if event is not None:
         with contextlib.suppress(Conflict):  # already written: the stream delivered it before
             store.put_event(event)
     svc.reactions.react(entity, old, new)
+    return outbound_of(entity, new, event) if event is not None else None
 
 
 def react(store: Store, record: dict[str, Any]) -> Event | None:

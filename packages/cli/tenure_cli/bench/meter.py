@@ -18,6 +18,8 @@ from typing import Any
 
 import boto3
 
+from .billing import Bill, Index, failed_write, item_write
+
 # DynamoDB's data-plane calls: billed in capacity units. Every other DynamoDB call (describe,
 # create, the streams API that Lambda's trigger reads for free) is not billed per request.
 DYNAMODB_DATA = {
@@ -33,6 +35,10 @@ DYNAMODB_DATA = {
     "TransactGetItems",
 }
 LOST = {"ConditionalCheckFailedException", "TransactionCanceledException"}
+# The pseudo-operation counting PutEvents entries (each one a billed event).
+EVENT_ENTRY = "PutEventsEntry"
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
+SINGLE_ITEM_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
 
 
 @dataclass
@@ -44,6 +50,12 @@ class Usage:
     lost_writes: int = 0  # failed conditions and cancelled transactions
     lost_write_units: float = 0.0  # what those cost at least (not reported by DynamoDB)
     requests: Counter[str] = field(default_factory=Counter)  # "service:Operation" -> n
+    # The same writes priced by AWS's rules (bench/billing.py), lost ones included, and how
+    # the model compared with DynamoDB Local on the single-item writes Local reports faithfully.
+    billed_write_units: float = 0.0
+    billed_by_index: Counter[str] = field(default_factory=Counter)
+    model_agreed: int = 0
+    model_disagreed: int = 0
 
     def add(self, other: Usage) -> None:
         self.read_units += other.read_units
@@ -51,6 +63,10 @@ class Usage:
         self.lost_writes += other.lost_writes
         self.lost_write_units += other.lost_write_units
         self.requests.update(other.requests)
+        self.billed_write_units += other.billed_write_units
+        self.billed_by_index.update(other.billed_by_index)
+        self.model_agreed += other.model_agreed
+        self.model_disagreed += other.model_disagreed
 
     def count(self, service: str, operations: set[str] | None = None) -> int:
         return sum(
@@ -61,18 +77,113 @@ class Usage:
         )
 
 
+class Pricer:
+    """Prices DynamoDB writes by AWS's rules: reads each written item just before and just
+    after the call (with a client of its own, so its reads are never metered) and hands the
+    images to bench/billing.py. Writes to one item racing from several threads may see each
+    other's images; the lifecycle and cost benches write one item at a time."""
+
+    def __init__(self, endpoint: str | None, region: str) -> None:
+        self.client = boto3.session.Session().client(
+            "dynamodb", endpoint_url=endpoint, region_name=region
+        )
+        self.schemas: dict[str, tuple[tuple[str, ...], tuple[Index, ...]]] = {}
+        self.pending = threading.local()
+
+    def schema(self, table: str) -> tuple[tuple[str, ...], tuple[Index, ...]]:
+        if table not in self.schemas:
+            described = self.client.describe_table(TableName=table)["Table"]
+            keys = tuple(k["AttributeName"] for k in described["KeySchema"])
+            indexes = tuple(
+                Index(
+                    name=ix["IndexName"],
+                    keys=tuple(k["AttributeName"] for k in ix["KeySchema"]),
+                    projection=ix["Projection"]["ProjectionType"],
+                    included=tuple(ix["Projection"].get("NonKeyAttributes", ())),
+                )
+                for ix in [
+                    *described.get("GlobalSecondaryIndexes", []),
+                    *described.get("LocalSecondaryIndexes", []),
+                ]
+            )
+            self.schemas[table] = (keys, indexes)
+        return self.schemas[table]
+
+    def targets(self, op: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """(table, key) of every item the call writes or checks."""
+        if op in SINGLE_ITEM_WRITES:
+            table = params["TableName"]
+            keys, _ = self.schema(table)
+            key = params.get("Key") or {k: params["Item"][k] for k in keys}
+            return [(table, key)]
+        found: list[tuple[str, dict[str, Any]]] = []
+        if op == "TransactWriteItems":
+            for entry in params.get("TransactItems", []):
+                ((_, spec),) = entry.items()
+                table = spec["TableName"]
+                keys, _ = self.schema(table)
+                found.append((table, spec.get("Key") or {k: spec["Item"][k] for k in keys}))
+        elif op == "BatchWriteItem":
+            for table, requests in params.get("RequestItems", {}).items():
+                keys, _ = self.schema(table)
+                for request in requests:
+                    put = request.get("PutRequest")
+                    key = (
+                        {k: put["Item"][k] for k in keys}
+                        if put
+                        else request["DeleteRequest"]["Key"]
+                    )
+                    found.append((table, key))
+        return found
+
+    def image(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
+        out = self.client.get_item(TableName=table, Key=key, ConsistentRead=True)
+        item: dict[str, Any] | None = out.get("Item")
+        return item
+
+    def before(self, op: str, params: dict[str, Any]) -> None:
+        targets = self.targets(op, params)
+        self.pending.call = (op, targets, [self.image(t, k) for t, k in targets])
+
+    def bill(self, op: str, failed: bool) -> Bill | None:
+        pending = getattr(self.pending, "call", None)
+        self.pending.call = None
+        if pending is None or pending[0] != op:
+            return None
+        _, targets, befores = pending
+        transactional = op == "TransactWriteItems"
+        bill = Bill()
+        for (table, key), before in zip(targets, befores, strict=True):
+            keys, indexes = self.schema(table)
+            if failed:
+                bill.add(failed_write(before, transactional))
+            else:
+                bill.add(item_write(before, self.image(table, key), indexes, keys, transactional))
+        return bill
+
+
 class AwsMeter:
     def __init__(self) -> None:
         self.by_actor: dict[str, Usage] = {}
         self.actor = "unattributed"
         self.lock = threading.Lock()  # claimers call from many threads
+        self.pricer: Pricer | None = None
 
     def install(self) -> AwsMeter:
-        """A fresh default session with the hook; clients made from now on are metered."""
+        """A fresh default session with the hooks; clients made from now on are metered."""
         boto3.setup_default_session()
         assert boto3.DEFAULT_SESSION is not None
         boto3.DEFAULT_SESSION.events.register("after-call", self._after_call)
+        boto3.DEFAULT_SESSION.events.register("before-parameter-build.dynamodb", self._before_write)
         return self
+
+    def price_writes(self, endpoint: str | None, region: str) -> None:
+        """From now on, price every DynamoDB write by AWS's rules as well."""
+        self.pricer = Pricer(endpoint, region)
+
+    def _before_write(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if self.pricer is not None and model.name in WRITES:
+            self.pricer.before(model.name, params)
 
     @contextlib.contextmanager
     def acting(self, actor: str) -> Iterator[None]:
@@ -114,6 +225,9 @@ class AwsMeter:
         if service == "dynamodb" and op not in DYNAMODB_DATA:
             return
         used.requests[f"{service}:{op}"] += 1
+        if service == "events" and op == "PutEvents":
+            # EventBridge bills each entry, and the reactor sends up to ten a call.
+            used.requests[f"{service}:{EVENT_ENTRY}"] += len(parsed.get("Entries") or [])
         if service != "dynamodb":
             return
         consumed = parsed.get("ConsumedCapacity")
@@ -131,7 +245,19 @@ class AwsMeter:
                 used.read_units += float(reads or 0)
                 used.write_units += float(writes or 0)
         code = (parsed.get("Error") or {}).get("Code", "")
-        if http_response.status_code >= 300 and code in LOST:
+        lost = http_response.status_code >= 300 and code in LOST
+        if self.pricer is not None and op in WRITES:
+            bill = self.pricer.bill(op, failed=lost)
+            if bill is not None and (lost or http_response.status_code < 300):
+                used.billed_write_units += bill.total
+                used.billed_by_index.update({"table": bill.table, **bill.indexes})
+                if op in SINGLE_ITEM_WRITES and not lost and entries:
+                    reported = sum(float(e.get("CapacityUnits", 0) or 0) for e in entries)
+                    if abs(reported - bill.total) < 1e-9:
+                        used.model_agreed += 1
+                    else:
+                        used.model_disagreed += 1
+        if lost:
             used.lost_writes += 1
             # DynamoDB bills a failed conditional write at least 1 unit, and reports none of
             # it; a cancelled transaction at least 2 per item it carried (a transactional

@@ -18,6 +18,8 @@ PRICES: dict[str, float] = {
     "lambda_arm64_gb_second": 0.0000133334,  # first 7.5B GB-s/month
     "dynamodb_write_unit": 0.625 / 1e6,  # on-demand WRU (since the Nov 2024 cut)
     "dynamodb_read_unit": 0.125 / 1e6,  # on-demand RRU
+    "dynamodb_wcu_hour": 0.00065,  # provisioned write capacity unit, per hour
+    "dynamodb_rcu_hour": 0.00013,  # provisioned read capacity unit, per hour
     "sqs_request": 0.40 / 1e6,  # standard queue, per 64 KB chunk of a request
     "sns_publish": 0.50 / 1e6,  # SES's notification onto the inbound topic (SQS delivery free)
     "s3_put": 0.005 / 1000,  # PUT, COPY, POST, LIST (S3 Standard)
@@ -36,6 +38,11 @@ LOG_EVENT_OVERHEAD_BYTES = 26
 XRAY_RESERVOIR_PER_SECOND = 1
 XRAY_FIXED_RATE = 0.05
 SECONDS_PER_MONTH = 30 * 24 * 3600
+# BillingMode PROVISIONED: the template's auto scaling target, and its default minimum units
+# on the table and each of its five indexes (ReadCapacityMin, WriteCapacityMin).
+PROVISIONED_UTILISATION = 0.70
+PROVISIONED_MIN_UNITS = 5
+PROVISIONED_TABLES_AND_INDEXES = 6
 # A Standard workflow of one activity Task state then a Succeed state: entering each is one
 # transition. Activity calls (GetActivityTask, SendTaskHeartbeat, SendTaskSuccess) and
 # StartExecution are not billed apart from the transitions.
@@ -98,6 +105,27 @@ def fixed_monthly(sweeper_pass: dict[str, float], tracing: bool = False) -> dict
         if tracing
         else 0.0,
     }
+
+
+def provisioned_breakdown(lease: dict[str, Any]) -> dict[str, float]:
+    """The table's reads and writes per million leases with BillingMode PROVISIONED, under a
+    steady load: a unit consumed each second needs 1/utilisation units provisioned, billed by
+    the hour (one WCU-hour carries 3,600 write units; an RCU the same read units as on-demand
+    read request units: one strongly consistent 4 KB read, or two eventually consistent)."""
+    p = PRICES
+    per_write = p["dynamodb_wcu_hour"] / 3600 / PROVISIONED_UTILISATION
+    per_read = p["dynamodb_rcu_hour"] / 3600 / PROVISIONED_UTILISATION
+    return {
+        "dynamodb_writes": per_million(lease["dynamodb_write_units"] * per_write),
+        "dynamodb_reads": per_million(lease["dynamodb_read_units"] * per_read),
+    }
+
+
+def provisioned_minimum_monthly() -> float:
+    """What the minimum units cost a month when nothing runs (table and every index)."""
+    units = PROVISIONED_MIN_UNITS * PROVISIONED_TABLES_AND_INDEXES
+    hours = SECONDS_PER_MONTH / 3600
+    return round(units * hours * (PRICES["dynamodb_wcu_hour"] + PRICES["dynamodb_rcu_hour"]), 2)
 
 
 def sqs_alone(beats_per_lease: float, emails_per_lease: float) -> dict[str, float]:

@@ -187,6 +187,7 @@ class Rig:
             self.engines.append(ddb)
             ddb.start()
             endpoint = ddb.endpoint
+        self.meter.price_writes(endpoint, REGION)
         export("TENURE_TABLE", self.table)
         export("TENURE_DYNAMODB_ENDPOINT", endpoint)
         export("AWS_REGION", REGION)

@@ -18,7 +18,15 @@ SHIPPED_TEMPLATE = Path(__file__).resolve().with_name("template.yaml")
 REGION = "us-east-1"
 # moto's default account: the one its ARNs carry.
 ACCOUNT_ID = "123456789012"
-PSEUDO_PARAMETERS = {"AWS::AccountId": ACCOUNT_ID, "AWS::Region": REGION, "AWS::Partition": "aws"}
+# AWS::NoValue resolves to this marker, and a property holding it is dropped (as CloudFormation
+# drops it).
+NO_VALUE = "\x00AWS::NoValue"
+PSEUDO_PARAMETERS = {
+    "AWS::AccountId": ACCOUNT_ID,
+    "AWS::Region": REGION,
+    "AWS::Partition": "aws",
+    "AWS::NoValue": NO_VALUE,
+}
 # Served in-process by the local stack rather than created anywhere.
 IN_PROCESS = {
     "AWS::Serverless::Function": "runs in the front door's worker processes or a local loop",
@@ -27,6 +35,13 @@ IN_PROCESS = {
     "AWS::S3::BucketPolicy": "moto does not enforce bucket policies",
     "AWS::SNS::TopicPolicy": "moto does not enforce topic policies",
     "AWS::IAM::Role": "moto does not enforce IAM; the ARN is what the schedules name",
+}
+# Made on AWS only: nothing local emits their metrics or would scale on them.
+AWS_ONLY = {
+    "AWS::CloudWatch::Alarm": "not made locally (no CloudWatch metrics here)",
+    "AWS::CloudWatch::Dashboard": "not made locally (no CloudWatch metrics here)",
+    "AWS::ApplicationAutoScaling::ScalableTarget": "not made locally (no capacity scaling)",
+    "AWS::ApplicationAutoScaling::ScalingPolicy": "not made locally (no capacity scaling)",
 }
 # The order resources are made in: each only after what it refers to (a queue's dead-letter
 # queue, a subscription's topic and queue). Unlisted kinds come last.
@@ -56,6 +71,10 @@ STACK_RESOURCES = {
 
 def function_arn(prefix: str, logical: str) -> str:
     return f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:function:{prefix}-{logical}"
+
+
+def _units(throughput: dict[str, Any]) -> dict[str, int]:
+    return {key: int(value) for key, value in throughput.items()}
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -139,10 +158,14 @@ class Provisioner:
             if fn == "Fn::GetAtt":
                 logical, attr = arg
                 return self.arns.get(logical, {}).get(attr, f"{logical}.{attr}")
+            if fn == "Fn::If":
+                name, then, otherwise = arg
+                return self.resolve(then if self.condition(name) else otherwise)
         if isinstance(value, dict):
-            return {k: self.resolve(v) for k, v in value.items()}
+            resolved = {k: self.resolve(v) for k, v in value.items()}
+            return {k: v for k, v in resolved.items() if v != NO_VALUE}
         if isinstance(value, list):
-            return [self.resolve(v) for v in value]
+            return [v for v in (self.resolve(v) for v in value) if v != NO_VALUE]
         return value
 
     def condition(self, name: str) -> bool:
@@ -207,19 +230,31 @@ class Provisioner:
                 done.append(Provisioned(logical, kind, arn))
             elif kind in IN_PROCESS:
                 done.append(Provisioned(logical, kind, IN_PROCESS[kind]))
+            elif kind in AWS_ONLY:
+                done.append(Provisioned(logical, kind, AWS_ONLY[kind]))
             else:
                 raise ValueError(f"{logical}: the local stack cannot provision {kind}")
         return done
 
     def _table(self, logical: str, props: dict[str, Any]) -> Provisioned:
+        # The capacity mode and, when PROVISIONED, the table's and indexes' units come from the
+        # parameters (DynamoDB Local takes either mode).
+        props = self.resolve(props)
         args: dict[str, Any] = {
             "TableName": self.table_name,
             "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
             "AttributeDefinitions": props["AttributeDefinitions"],
             "KeySchema": props["KeySchema"],
         }
+        if "ProvisionedThroughput" in props:
+            args["ProvisionedThroughput"] = _units(props["ProvisionedThroughput"])
         if props.get("GlobalSecondaryIndexes"):
-            args["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+            args["GlobalSecondaryIndexes"] = [
+                {**gsi, "ProvisionedThroughput": _units(gsi["ProvisionedThroughput"])}
+                if "ProvisionedThroughput" in gsi
+                else gsi
+                for gsi in props["GlobalSecondaryIndexes"]
+            ]
         if "StreamSpecification" in props:
             args["StreamSpecification"] = {
                 "StreamEnabled": True,

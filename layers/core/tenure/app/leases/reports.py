@@ -206,7 +206,17 @@ class Reports:
                     heartbeat_at=now,
                     deadline=rules.fresh_deadline(now, tol_ms),
                 )
-                self.kernel.store.renew(new, expect=(current.state, current.fence))
+                # A shorter lease_seconds brings the deadline before the sweeper's index entry:
+                # move the entry too (2 index writes, only on the heartbeat that shortens it),
+                # or the sweeper would not look at the lease until the old, later bound.
+                shortened = new.deadline is not None and (
+                    current.due_at is None or new.deadline < current.due_at
+                )
+                if shortened:
+                    new = replace(new, due_at=new.deadline)
+                self.kernel.store.renew(
+                    new, expect=(current.state, current.fence), move_due=shortened
+                )
                 return Beat(lease=new, revoke=revoke_signal(new), wrote=True)
             return Beat(lease=current, revoke=revoke_signal(current))
 

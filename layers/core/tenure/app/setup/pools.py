@@ -6,13 +6,15 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
-from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS
-from tenure.app.ports import INSTANCE_CEILING, Settings
+from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, moved, over
+from tenure.app.leases.claims import POOL_REFRESH_MS
+from tenure.app.ports import INSTANCE_CEILING, Ceiling, Change, Settings
 from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, Unavailable, ValidationFailed
 from tenure.domain.model import Event, Instance, Pool, Principal, Space
+from tenure.domain.states import REPORTABLE
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -36,6 +38,13 @@ POOL_SETTINGS = (
 )
 # A pool's `active` in its view counts at most this many held leases (one bounded Query).
 HELD_SHOWN = 1000
+# A ceiling set while leases are held counts at most this many of each pool's held leases
+# (the held-lease index, read bounded); past it the counter under-counts, which the docs say.
+SEED_PER_POOL = 10_000
+# How long after the first count a second one runs: a long-polling claim refreshes its pool,
+# space and instance rows this often, so one that read them before the ceiling was set has
+# landed (and is counted) by then.
+SETTLE_AFTER_CEILING_S = POOL_REFRESH_MS / 1000 + 0.5
 # Changing one of these makes a new pool version (a lease keeps the one it was created under).
 VERSIONED = ("agent", "classifier")
 INSTANCE_SETTINGS = ("max_active", "block_recurrence_limit", "allow_agent_force", "retry_chain_cap")
@@ -110,6 +119,8 @@ class Pools:
                 continue
             self._remember(updated)
             self._record_pool(updated, "pool.updated", {"changed": sorted(changes)})
+            if pool.max_active is None and updated.max_active is not None:
+                self.count_held("pool", name, [name])
             return updated
         raise Unavailable(
             f"pool {name} kept changing during this request; try again",
@@ -128,7 +139,10 @@ class Pools:
         authz.require_operator(actor, "admin", pool.space)
         if pool.paused == paused:
             return pool  # already so: nothing written, nothing recorded
-        updated = self.kernel.store.update_pool(name, Settings(set={"paused": paused}))
+        now = self.kernel.clock.now_ms()
+        updated = self.kernel.store.update_pool(
+            name, Settings(set={"paused": paused, "paused_changed_at": now})
+        )
         self._remember(updated)
         self._record_pool(updated, "pool.paused" if paused else "pool.resumed", {})
         return updated
@@ -144,7 +158,10 @@ class Pools:
         space = self.kernel.fresh_space(key)
         if space.archived == archived:
             return space
-        updated = self.kernel.store.update_space(key, Settings(set={"archived": archived}))
+        updated = self.kernel.store.update_space(
+            key,
+            Settings(set={"archived": archived, "archived_changed_at": self.kernel.clock.now_ms()}),
+        )
         self.kernel.remember_space(updated)
         self.kernel.store.put_event(
             Event(
@@ -175,9 +192,58 @@ class Pools:
         defaults = Instance()
         values = {k: v if v is not None else getattr(defaults, k) for k, v in changes.items()}
         values["updated_at"] = self.kernel.clock.now_ms()
+        before = self.kernel.store.get_instance()
         instance = self.kernel.store.update_instance(_settings(values))
         self.kernel.remember_instance(instance)
+        if before.max_active is None and instance.max_active is not None:
+            pools = [p.name for p in self.kernel.store.list_pools()]
+            self.count_held(INSTANCE_CEILING, INSTANCE_CEILING, pools)
         return instance
+
+    # ----------------------------------------------------------- ceilings set late
+
+    def count_held(self, scope: str, name: str, pools: list[str]) -> int:
+        """Make a ceiling just set count the leases already held. A claim counts itself
+        toward a scope only while that scope has a ceiling, so the leases held when one is
+        set were never counted: each of them (held in `pools`, not yet counted for this
+        scope) is marked counted and the scope's counter moved, in one conditional write per
+        lease. Then once more after a claim's settings refresh (POOL_REFRESH_MS): a claim
+        that read the pool before the ceiling was set and lands a moment later is counted
+        too. Returns how many leases were counted."""
+        counted = self._count_held_once(scope, name, pools)
+        self.kernel.clock.sleep(SETTLE_AFTER_CEILING_S)
+        return counted + self._count_held_once(scope, name, pools)
+
+    def _count_held_once(self, scope: str, name: str, pools: list[str]) -> int:
+        entry = f"{scope}:{name}"
+        counted = 0
+        for pool in pools:
+            ids = self.kernel.store.due_leases(pool, None, limit=SEED_PER_POOL)
+            for lease in self.kernel.store.get_leases(ids).values():
+                for _ in range(MAX_WRITE_TRIES):
+                    if lease.state not in REPORTABLE or entry in (lease.counted or ()):
+                        break
+                    marked = moved(
+                        lease,
+                        replace(lease, counted=(*(lease.counted or ()), entry)),
+                        "lease.counted",
+                        {"scope": scope, "name": name},
+                        self.kernel.clock.now_ms(),
+                    )
+                    try:
+                        self.kernel.commit(
+                            Change(
+                                leases=[over(lease, marked)],
+                                ceilings=[Ceiling(scope, name, +1, None)],
+                            )
+                        )
+                    except Conflict:  # it moved meanwhile (a heartbeat, an end): judge again
+                        self.kernel.counters["lost_writes"] += 1
+                        lease = self.kernel.lease(lease.id)
+                        continue
+                    counted += 1
+                    break
+        return counted
 
     # ---------------------------------------------------------------------- helpers
 
