@@ -75,3 +75,27 @@ def test_posting_the_email_received_topic_is_422_naming_topic(http: Any) -> None
     got = http("POST", "/events", body, actor=MEMBER)
     assert (got.status, got.code) == (422, "validation_failed")
     assert got.message.startswith("topic:")
+
+
+def test_a_refusal_never_names_the_space_of_a_resource_the_caller_may_not_see(
+    http: Any,  # noqa: F811
+    rig: Rig,
+) -> None:
+    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
+    body = {
+        "space": "OPS",
+        "name": "ops-only",
+        "pool": "builders",
+        "subject": {"kind": "space"},
+        "trigger": {"topic": "ticket.opened"},
+    }
+    rule = http("POST", "/rules", body).json()["rule"]
+    for method, path in (
+        ("GET", f"/rules/{rule['id']}"),
+        ("PATCH", f"/rules/{rule['id']}"),
+        ("DELETE", f"/rules/{rule['id']}"),
+        ("POST", f"/rules/{rule['id']}/fire"),
+    ):
+        got = http(method, path, {"enabled": False} if method == "PATCH" else None, OTHER_ADMIN)
+        assert (got.status, got.code) == (403, "forbidden"), (method, got.body)
+        assert "OPS" not in got.message and "builders" not in got.message
