@@ -68,3 +68,29 @@ def test_an_error_message_is_printed_without_control_characters(
 
     assert guarded(refused)(TABLE) != 0
     assert capsys.readouterr().err == "error: validation_failed: title: [31mred[0m\n"
+
+
+def test_the_address_commands_call_the_addresses_routes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tenure_cli.commands import rules as rules_commands
+
+    calls: list[tuple[str, str, Any]] = []
+
+    class Recording:
+        def call(self, method: str, path: str, body: Any = None, **kw: Any) -> tuple[int, Any]:
+            calls.append((method, path, body))
+            row = {"address": "a@in.example", "space": "OPS", "created_at": "2026-01-01T00:00:00Z"}
+            return 200, {"addresses": [row]} if method == "GET" else row
+
+    monkeypatch.setattr(rules_commands, "operator_client", lambda args: Recording())
+    args = argparse.Namespace(output="table", space="OPS", address="a+b@in.example")
+    assert rules_commands.address_add(args) == 0
+    assert rules_commands.addresses_list(args) == 0
+    assert rules_commands.address_remove(args) == 0
+    assert calls == [
+        ("POST", "/spaces/OPS/addresses", {"address": "a+b@in.example"}),
+        ("GET", "/spaces/OPS/addresses", None),
+        ("DELETE", "/spaces/OPS/addresses/a%2Bb%40in.example", None),
+    ]
+    assert "a@in.example" in capsys.readouterr().out
