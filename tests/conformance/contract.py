@@ -291,6 +291,41 @@ class StoreContract:
         stored_token = r.store.get_token("h4")
         assert stored_token is not None and stored_token.name == "deploy"
 
+    def test_tokens_are_listed_by_id_in_pages_revoked_once_and_touched_once_a_minute(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        for i in range(3):
+            kind = "worker" if i == 1 else "operator"
+            r.store.put_token(
+                Token(
+                    id=f"tok_{i}",
+                    name=f"t{i}",
+                    kind=kind,
+                    token_hash=f"h{i}",
+                    created_at=1,
+                    expires_at=10_000 if i == 2 else None,
+                )
+            )
+        first = r.store.list_tokens(None, 2, None)
+        assert [t.id for t in first.tokens] == ["tok_0", "tok_1"]
+        assert first.next_cursor is not None
+        rest = r.store.list_tokens(None, 2, first.next_cursor)
+        assert [t.id for t in rest.tokens] == ["tok_2"] and rest.tokens[0].expires_at == 10_000
+        assert [t.id for t in r.store.list_tokens("worker", 10, None).tokens] == ["tok_1"]
+        assert r.store.revoke_token("h0", 50) is True
+        assert r.store.revoke_token("h0", 60) is False
+        found = r.store.get_token_by_id("tok_0")
+        assert found is not None and found.revoked_at == 50
+        assert r.store.get_token_by_id("tok_nope") is None
+        r.store.touch_token("h1", 1_000, 0)
+        r.store.touch_token("h1", 2_000, 1_000)  # noted at 1_000, not before 1_000: kept
+        touched = r.store.get_token("h1")
+        assert touched is not None and touched.last_used_at == 1_000
+        r.store.touch_token("h1", 70_000, 10_000)
+        again = r.store.get_token("h1")
+        assert again is not None and again.last_used_at == 70_000
+
     def test_task_numbers_count_up_per_space_and_need_an_existing_space(
         self, make_rig: MakeRig
     ) -> None:

@@ -36,6 +36,7 @@ from tenure.app.ports import (
     SweeperState,
     TaskEntry,
     TaskPage,
+    TokenPage,
     WorkerPage,
 )
 from tenure.domain.errors import AlreadyExists, CeilingReached, Conflict, NotFound
@@ -212,6 +213,34 @@ class FakeStore(FakeRules):
 
     def get_token(self, token_hash: str) -> Token | None:
         return self.tokens.get(token_hash)
+
+    def get_token_by_id(self, token_id: str) -> Token | None:
+        found = [t for t in self.tokens.values() if t.id == token_id]
+        return found[0] if found else None
+
+    def list_tokens(self, kind: str | None, limit: int, cursor: str | None) -> TokenPage:
+        position = cursors.decode(cursor, "tokens", k.TOKEN_ID_SHAPE) if cursor else ""
+        listed = sorted(
+            (t for t in self.tokens.values() if f"TOKEN#{t.id}" > position), key=lambda t: t.id
+        )
+        page, more = listed[:limit], len(listed) > limit
+        after = cursors.encode("tokens", f"TOKEN#{page[-1].id}") if more else None
+        return TokenPage(tuple(t for t in page if kind is None or t.kind == kind), after)
+
+    def revoke_token(self, token_hash: str, at: int) -> bool:
+        token = self.tokens.get(token_hash)
+        if token is None or token.revoked_at is not None:
+            return False
+        self.writes.append("revoke_token")
+        self.tokens[token_hash] = replace(token, revoked_at=at)
+        return True
+
+    def touch_token(self, token_hash: str, at: int, before: int) -> None:
+        token = self.tokens.get(token_hash)
+        if token is None or (token.last_used_at is not None and token.last_used_at >= before):
+            return
+        self.writes.append("touch_token")
+        self.tokens[token_hash] = replace(token, last_used_at=at)
 
     # ------------------------------------------------------------ tasks, jobs, leases
 

@@ -35,6 +35,7 @@ OTHER_SUCCESS = {
     ("POST", "/api/v1/events"): 202,
     ("DELETE", "/api/v1/rules/{rule_id}"): 204,
     ("DELETE", "/api/v1/spaces/{key}/addresses/{address}"): 204,
+    ("DELETE", "/api/v1/tokens/{token_id}"): 204,
 }
 # Logs are accepted (202); an attachment's bytes come as themselves, or a 302.
 ACCEPTS = {("POST", "/api/v1/leases/{lease_id}/logs")}

@@ -21,7 +21,7 @@ import pytest
 from tenure import wiring
 from tenure.api import app as api
 from tenure.api.authorizer import authorize
-from tenure.api.routes import NAMED_SCOPES, ROUTES, UNSCOPED, scopes_of
+from tenure.api.routes import MCP_PATH, NAMED_SCOPES, ROUTES, UNSCOPED, lease_use, scopes_of
 from tenure.api.surface import BodyShape, body_shape
 from tenure.domain.model import Pool
 from tenure.domain.states import PoolKind
@@ -43,7 +43,16 @@ CALLERS = (
     "worker",  # a worker token limited to this pool (it claimed both leases)
     "lease",  # the lease token of the lease in the path (`mine`)
     "lease_other",  # the lease token of another lease of the same pool and space
+    "expired",  # an admin operator token past its expires_in_seconds
+    "revoked",  # an admin operator token revoked by DELETE /tokens/{id}
+    "lease_grace",  # the token of a lease of the same pool that ended a minute ago
+    "lease_spent",  # the token of a lease of the same pool that ended 11 minutes ago
 )
+# Tokens that are no one any more: 401 everywhere but the public routes.
+DEAD = ("none", "unknown", "expired", "revoked")
+# Tokens of ended leases: their reports (and, within the grace, their uploads and reads)
+# still get as far as the lease check; everything else is 401.
+ENDED = ("lease_grace", "lease_spent")
 READ = frozenset({"read", "member", "admin"})
 MEMBER = frozenset({"member", "admin"})
 ADMIN_ONLY = frozenset({"admin"})
@@ -127,8 +136,16 @@ def scene(rig: Rig) -> Scene:
         ("worker_other", "worker", None, None, (OTHER_POOL,)),
         ("worker", "worker", None, None, (POOL,)),
     ):
-        _, raw = svc.setup.create_token(ADMIN, caller, kind, role, spaces, pools)
+        made, raw = svc.setup.create_token(ADMIN, caller, kind, role, spaces, pools)
         s.tokens[caller] = raw
+        s.ids[f"{caller}_token"] = made.id
+    _, s.tokens["expired"] = svc.setup.create_token(
+        ADMIN, "expired", "operator", "admin", None, None, expires_in_seconds=60
+    )
+    revoked, s.tokens["revoked"] = svc.setup.create_token(
+        ADMIN, "revoked", "operator", "admin", None, None
+    )
+    svc.setup.revoke_token(ADMIN, revoked.id)
     for name in ("mine", "theirs"):
         task = s.must("POST", "/tasks", "admin", {"space": SPACE, "title": name, "pool": POOL})
         won = s.must("POST", f"/pools/{POOL}/claim", "worker", {"worker_id": f"w-{name}"})
@@ -136,6 +153,12 @@ def scene(rig: Rig) -> Scene:
         s.ids[name] = won["lease"]["id"]
         s.ids[f"{name}_task"] = task["task"]["id"]
         s.tokens["lease" if name == "mine" else "lease_other"] = won["token"]
+    for caller in reversed(ENDED):
+        s.must("POST", "/tasks", "admin", {"space": SPACE, "title": caller, "pool": POOL})
+        won = s.must("POST", f"/pools/{POOL}/claim", "worker", {"worker_id": f"w-{caller}"})
+        s.tokens[caller] = won["token"]
+        s.must("POST", f"/leases/{won['lease']['id']}/complete", caller, {})
+        rig.clock.advance(600 if caller == "lease_spent" else 60)
     queued = s.must("POST", "/tasks", "admin", {"space": SPACE, "title": "queued", "pool": POOL})
     s.ids["queued"] = queued["lease"]["id"]
     s.ids["idle_task"] = s.must("POST", "/tasks", "admin", {"space": SPACE, "title": "idle"})[
@@ -240,6 +263,7 @@ class Row:
     inner: Callable[[Answer], str | None] | None = None
     refused_inside: frozenset[str] = frozenset()  # allowed through, refused per item
     headers: dict[str, str] | None = None
+    refused_as: dict[str, tuple[int, str]] = field(default_factory=dict)
     note: str = ""
 
     @property
@@ -282,6 +306,31 @@ TABLE: list[Row] = [
         body={"name": "p2", "space": SPACE, "kind": "command"},
     ),
     R("POST", "/tokens", ADMIN_ONLY, 201, body={"name": "t2", "kind": "operator"}),
+    R(
+        "POST",
+        "/tokens",
+        ADMIN_ONLY,
+        201,
+        body={"name": "t3", "kind": "worker", "expires_in_seconds": 3600},
+        note="a token that expires",
+    ),
+    R(
+        "GET",
+        "/tokens",
+        ADMIN_ONLY | {"elsewhere"},
+        200,
+        note="an admin limited to spaces sees only tokens limited to spaces it holds",
+    ),
+    R(
+        "DELETE",
+        "/tokens/<token_id>",
+        ADMIN_ONLY,
+        204,
+        path="/tokens/{member_token}",
+        refused_as={"elsewhere": (404, "not_found")},
+        note="a token outside a scoped admin's spaces is one it does not know",
+    ),
+    R("GET", "/instance/activity", ADMIN_ONLY, 200),
     R(
         "POST",
         "/tasks",
@@ -448,7 +497,15 @@ TABLE: list[Row] = [
     R("POST", "/scheduler/resume", ADMIN_ONLY, 200),
     R("GET", "/scheduler/backlog", READ, 200, path=f"/scheduler/backlog?space={SPACE}"),
     R("POST", "/scheduler/drain", ADMIN_ONLY, 200, body={"timeout_seconds": 0}),
-    R("POST", f"{LEASE}/retry", MEMBER, 201, prepare=_failed),
+    R(
+        "POST",
+        f"{LEASE}/retry",
+        MEMBER,
+        201,
+        prepare=_failed,
+        refused_as={"lease": (401, "unauthenticated")},
+        note="the failed lease's own token: its powers ended with it",
+    ),
     R(
         "POST",
         "/leases/bulk/release",
@@ -535,7 +592,15 @@ TABLE: list[Row] = [
 
 def refusal(caller: str, row: Row) -> tuple[int, str]:
     """How the API refuses a caller a route does not admit."""
-    if caller in ("none", "unknown"):
+    if caller in DEAD:
+        return 401, "unauthenticated"
+    if caller in row.refused_as:
+        return row.refused_as[caller]
+    if caller in ENDED:
+        # Every route here is on another lease (`mine`) or acts beyond its own lease.
+        use = lease_use(*row.key)
+        if use == "report" or (use == "ship" and caller == "lease_grace"):
+            return 403, "lease_token_mismatch"
         return 401, "unauthenticated"
     if caller in ("lease", "lease_other"):
         # A lease token on an operator or worker route, or on another lease's route.
@@ -546,8 +611,8 @@ def refusal(caller: str, row: Row) -> tuple[int, str]:
 
 
 def expectation(caller: str, row: Row) -> tuple[str, Any]:
-    if caller in row.refused_inside:
-        return INNER, None
+    if caller in row.refused_inside or (caller in ENDED and row.key[1] == MCP_PATH):
+        return INNER, None  # over MCP, the tool answers unauthenticated
     if caller in row.allow:
         return OK, row.ok
     return "refused", refusal(caller, row)
@@ -648,7 +713,13 @@ def _board(s: Scene, caller: str) -> Answer:
 
 # ---------------------------------------------------- authorization before validation
 
-REFUSED = [(row, caller) for row, caller in CELLS if expectation(caller, row)[0] == "refused"]
+# A row's own refusals (`refused_as`) depend on its set-up or on the row the service reads,
+# so they are not part of this check.
+REFUSED = [
+    (row, caller)
+    for row, caller in CELLS
+    if expectation(caller, row)[0] == "refused" and caller not in row.refused_as
+]
 
 
 def _malformed(path: str, body: Any) -> tuple[str, Any]:

@@ -110,9 +110,11 @@ def test_a_worker_blocks_and_unblocks_its_own_task_over_mcp(rpc: Any, rig: Rig) 
     assert rig.lease(lease.id).end_reason.value == "released"
     task = rig.svc.graph.get_task(MEMBER, lease.task_id or "")
     assert [r["source"] for r in task.blocked_reasons] == ["block"]
-    # The released lease's token can still clear what it placed on its own task.
-    cleared = tool(rpc, "task_unblock", {"block_id": block["id"], "note": "eu-west"}, me)
-    assert cleared["result"]["structuredContent"]["block"]["state"] != "open"
+    # The released lease's powers ended with it: clearing the block is a person's job now.
+    refused = tool(rpc, "task_unblock", {"block_id": block["id"], "note": "eu-west"}, me)
+    assert refused["result"]["isError"]
+    assert refused["result"]["structuredContent"]["error"]["code"] == "unauthenticated"
+    rig.svc.blocks.clear_block(MEMBER, lease.task_id or "", block["id"], "eu-west")
     assert not rig.svc.graph.get_task(MEMBER, lease.task_id or "").blocked_reasons
 
 

@@ -40,6 +40,7 @@ GROUPS: tuple[tuple[str, str], ...] = (
     ("spaces", "admin: spaces"),
     ("pools", "admin: pools"),
     ("tokens", "admin: tokens"),
+    ("admin", "set up an instance with your AWS credentials (bootstrap)"),
     ("scheduler", "the scheduler: status, pause, drain"),
     ("rules", "admin: rules that mint leases (email, events, schedules)"),
     ("events", "member: post an event for inbound rules"),
@@ -105,9 +106,13 @@ def operator_client(args: argparse.Namespace) -> Client:
     return Client(env("TENURE_API", args.api), env("TENURE_TOKEN", args.token))
 
 
-def lease_client() -> tuple[Client, str, str]:
-    """Inside a job: a client on the job's own lease token, the lease's id and that token."""
-    api = env("TENURE_API", None)
+def lease_client(worker_routes: bool = True) -> tuple[Client, str, str]:
+    """Inside a job: a client on the job's own lease token, the lease's id and that token.
+    For the worker routes (reports, payload, attachments) the worker endpoint when the worker
+    runs on one (TENURE_WORKER_API); for any other route (`worker_routes=False`: filing a
+    task, blocking one) the API, which the worker endpoint does not stand in for."""
+    chosen = os.environ.get("TENURE_WORKER_API") if worker_routes else None
+    api = chosen or env("TENURE_API", None)
     lease_id = env("TENURE_LEASE_ID", None)
     token = env("TENURE_LEASE_TOKEN", None)
     return Client(api, token), lease_id, token

@@ -11,13 +11,14 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from tenure_cli.commands import autonomy, detail, graph, leases, pools, rules, worker
+from tenure_cli import admin
+from tenure_cli.commands import autonomy, detail, graph, leases, pools, rules, tokens, worker
 from tenure_cli.common import EXIT_CODES, FAILED, INTERRUPTED, OK, Command, Groups
 from tenure_cli.extras import missing_local_extra
 
 # The repository this module sits in when it runs from a checkout rather than an install.
 CHECKOUT = Path(__file__).resolve().parents[3]
-COMMAND_MODULES = (worker, leases, detail, graph, pools, autonomy, rules)
+COMMAND_MODULES = (worker, leases, detail, graph, pools, autonomy, rules, tokens, admin)
 
 
 def _version() -> str:
@@ -167,7 +168,8 @@ def _add_bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     claims.add_argument("--leases", type=int, default=2000, help="pending leases to claim")
     claims.set_defaults(func=_bench("claims", _bench_claims))
     cold = bench_sub.add_parser(
-        "coldstart", help="the API function's imports and first client beside bare boto3's"
+        "coldstart",
+        help="the API and worker functions' imports and first client beside bare boto3's",
     )
     cold.add_argument("--runs", type=int, default=5, help="fresh interpreters of each kind")
     cold.set_defaults(func=_bench("coldstart", _bench_coldstart, from_checkout=True))

@@ -93,7 +93,7 @@ _RUNTIME = {"last_ok", "revoke", "paused", "stop_reason", "kill_at", "killed", "
 
 @dataclass
 class WorkerOptions:
-    api: str
+    api: str  # where it claims, heartbeats and reports: the worker endpoint or the HTTP API
     token: str
     pool: str
     command: list[str]
@@ -104,6 +104,9 @@ class WorkerOptions:
     kill_grace: float = 10.0
     worker_version: str = "tenure-worker/0.1"
     lease_seconds: int | None = None
+    # The API a job is given as TENURE_API (to file tasks, block, call MCP: routes the worker
+    # endpoint does not serve); None: `api`. The job reports on `api` (TENURE_WORKER_API).
+    job_api: str | None = None
 
 
 class Worker:
@@ -265,7 +268,8 @@ class Worker:
             return
         env = {
             **os.environ,
-            "TENURE_API": self.opts.api,
+            "TENURE_API": self.opts.job_api or self.opts.api,
+            "TENURE_WORKER_API": self.opts.api,
             "TENURE_LEASE_ID": claim.lease_id,
             "TENURE_LEASE_TOKEN": claim.token,
             "TENURE_PAYLOAD_FILE": held.payload_file,

@@ -3,13 +3,7 @@ the resolver run it. The routes live in api/endpoints/, one module per resource.
 
 from __future__ import annotations
 
-import base64
-import dataclasses
-import json
-from typing import Any
-
-from tenure.api import scopes
-from tenure.api.bearer import bearer
+from tenure.api.dispatch import handle
 from tenure.api.endpoints import (
     artifacts,
     blocks,
@@ -24,21 +18,7 @@ from tenure.api.endpoints import (
     tasks,
     workers,
 )
-from tenure.api.errors import error_event, method_not_allowed
-from tenure.api.routes import MCP_PATH, match
-from tenure.api.surface import (
-    app,
-    authorize,
-    body_shape,
-    contract,
-    known_query,
-    logger,
-    metrics,
-    principal,
-    record_metrics,
-    svc,
-)
-from tenure.domain import errors as e
+from tenure.api.surface import app, contract, logger, metrics
 
 # The route modules register themselves on import; named here so the registration is explicit.
 ENDPOINTS = (
@@ -56,108 +36,3 @@ ENDPOINTS = (
     blocks,
 )
 __all__ = ["app", "contract", "handle", "logger", "metrics"]
-
-
-def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Resolve one API Gateway event. Every body is read as JSON, whatever its content type
-    says (`curl -d` sends form encoding), so a non-JSON body meets `invalid_request`."""
-    http = event.get("requestContext", {}).get("http", {})
-    route = match(str(http.get("method")), str(event.get("rawPath")))
-    body = _Body(event)
-    if route is None or route.audience != "public":
-        ctx = (event["requestContext"].get("authorizer") or {}).get("lambda") or {}
-        try:
-            # Who may call the route, with what scope, is decided before its body or query is
-            # looked at, so a caller that may not use it learns nothing about its schema.
-            actor = principal(ctx, bearer(event.get("headers")))
-            if not ctx.get("principal"):
-                # Read here because the authorizer could not: kept for the route's actor().
-                ctx["principal"] = json.dumps(dataclasses.asdict(actor))
-            if route is not None:
-                authorize(actor, route.audience, route.params)
-                query = event.get("queryStringParameters") or {}
-                scopes.check(actor, route, query, body.lenient, lambda: svc().scopes)
-        except e.TenureError as refusal:
-            return error_event(refusal)
-        if route is None and event.get("rawPath") == MCP_PATH:
-            # The streamable-HTTP transport GETs for a stream and DELETEs a session: it
-            # offers neither, and says so as the MCP client expects (405, not 404).
-            return method_not_allowed("POST")
-    if route is not None and route.rule == MCP_PATH:
-        return _resolved(event, context)  # JSON-RPC: the MCP transport reads its own body
-    headers = event.setdefault("headers", {}) or {}
-    event["headers"] = {k: v for k, v in headers.items() if k.lower() != "content-type"}
-    event["headers"]["content-type"] = "application/json"
-    refused = body.refusal()
-    if refused is not None:
-        return refused
-    shape = None if route is None else body_shape(route.method, route.rule)
-    if shape is not None and not event.get("body") and shape.empty_is_object:
-        event["body"], event["isBase64Encoded"] = "{}", False
-    if shape is not None and not shape.takes and isinstance(body.lenient(), dict):
-        # A route that reads no body: `{}` is fine, a field in it is one it does not know.
-        fields = sorted(body.lenient())
-        if fields:
-            named = "; ".join(f"{name}: is not a known field" for name in fields)
-            return error_event(e.ValidationFailed(named))
-    known = None if route is None else known_query(route.method, route.rule)
-    if known is not None:
-        unknown = set(event.get("queryStringParameters") or {}) - known
-        if unknown:
-            named = "; ".join(f"{name}: is not a known query parameter" for name in sorted(unknown))
-            return error_event(e.ValidationFailed(named))
-    if route is None or route.audience == "public":
-        return app.resolve(event, context)  # builds no service (a cold /health stays cheap)
-    return _resolved(event, context)
-
-
-def _resolved(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    before = dict(svc().counters)
-    answer = app.resolve(event, context)
-    record_metrics(before)
-    return answer
-
-
-class _Body:
-    """The request's body, parsed once: as any JSON value for the scope check, which reads a
-    field only from an object, and judged for the 400 `invalid_request`."""
-
-    def __init__(self, event: dict[str, Any]) -> None:
-        self._event = event
-        self._read: tuple[Any, str | None] | None = None
-
-    def _parse(self) -> tuple[Any, str | None]:
-        if self._read is None:
-            self._read = _parse(self._event)
-        return self._read
-
-    def lenient(self) -> Any:
-        """The parsed body, or None where there is none or it is not JSON."""
-        return self._parse()[0]
-
-    def refusal(self) -> dict[str, Any] | None:
-        """400 for a body that is not one JSON object. Checked here because the resolver
-        reads a JSON array of objects as its first element, which would act on half a
-        request."""
-        parsed, problem = self._parse()
-        if problem is None and parsed is not None and not isinstance(parsed, dict):
-            problem = "the body must be a JSON object"
-        return None if problem is None else error_event(e.InvalidRequest(problem))
-
-
-def _parse(event: dict[str, Any]) -> tuple[Any, str | None]:
-    """(the JSON value, None), (None, None) for no body, or (None, why it cannot be read)."""
-    raw = event.get("body")
-    if not raw:
-        return None, None
-    if event.get("isBase64Encoded"):
-        try:
-            raw = base64.b64decode(raw).decode()
-        except (ValueError, UnicodeDecodeError):
-            return None, "the body is not valid JSON"
-    try:
-        return json.loads(raw), None
-    except ValueError:
-        return None, "the body is not valid JSON"
-    except RecursionError:  # the parser recurses per level: 10,000 `[` crashed the function
-        return None, "the body nests too deeply to be read"

@@ -12,8 +12,8 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
     APIGatewayAuthorizerResponseV2,
 )
 
-from tenure import wiring
 from tenure.api.bearer import bearer
+from tenure.api.tokens import principal_of
 from tenure.domain.errors import Unauthenticated, Unavailable
 
 logger = Logger(service="tenure-authorizer")
@@ -28,7 +28,7 @@ def verdict(event: APIGatewayAuthorizerEventV2) -> APIGatewayAuthorizerResponseV
     """
     headers = event.headers if "headers" in event else None
     try:
-        principal = wiring.service().setup.authenticate(bearer(headers))
+        principal = principal_of(bearer(headers))
     except Unauthenticated as refused:
         return APIGatewayAuthorizerResponseV2(
             authorize=True, context={"principal": "", "reason": refused.message}

@@ -222,6 +222,8 @@ class TokenCreate(Strict):
     role: Literal["read", "member", "admin"] | None = None
     spaces: Annotated[list[SpaceKey], Field(min_length=1, max_length=100)] | None = None
     pools: Annotated[list[Name], Field(min_length=1, max_length=100)] | None = None
+    # At most ten years; none: the token lasts until it is revoked.
+    expires_in_seconds: Annotated[int, Field(ge=1, le=10 * 366 * 24 * 3600), Integral] | None = None
 
     @model_validator(mode="after")
     def _fits_kind(self) -> Self:
@@ -600,7 +602,28 @@ class TokenOut(Out):
     spaces: list[str] | None
     pools: list[str] | None
     created_at: Stamp
+    expires_at: Stamp
     token: str
+
+
+class TokenInfo(Out):
+    """A token as the list shows it: never the token, never its hash."""
+
+    id: str
+    name: str
+    kind: Literal["operator", "worker"]
+    role: Literal["read", "member", "admin"] | None
+    spaces: list[str] | None
+    pools: list[str] | None
+    created_at: Stamp
+    expires_at: Stamp
+    last_used_at: Stamp  # may lag by up to a minute
+    revoked_at: Stamp
+
+
+class TokenList(Out):
+    tokens: list[TokenInfo]
+    next_cursor: str | None  # null on the last page
 
 
 class Claimed(Out):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 BASE = "/api/v1"
 
@@ -24,6 +25,8 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/workflows"): "operator:admin",
     ("POST", f"{BASE}/pools"): "operator:admin",
     ("POST", f"{BASE}/tokens"): "operator:admin",
+    ("GET", f"{BASE}/tokens"): "operator:admin",
+    ("DELETE", f"{BASE}/tokens/<token_id>"): "operator:admin",
     ("POST", f"{BASE}/tasks"): "operator:member|lease",
     ("POST", f"{BASE}/tasks/<task_id>/enqueue"): "operator:member",
     ("GET", f"{BASE}/tasks"): "operator:read",
@@ -76,6 +79,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/spaces/<space>/unarchive"): "operator:admin",
     ("GET", f"{BASE}/instance"): "operator:admin",
     ("PATCH", f"{BASE}/instance"): "operator:admin",
+    ("GET", f"{BASE}/instance/activity"): "operator:admin",
     # The task graph, the scheduler and operator recovery. "agent_force": a worker
     # or lease token too, but only while the instance's allow_agent_force is on.
     ("PATCH", f"{BASE}/tasks/<task_id>"): "operator:member",
@@ -134,6 +138,7 @@ NAMED_SCOPES: dict[tuple[str, str], tuple[Scope, ...]] = {
     ("POST", f"{BASE}/tokens"): (ALL_SPACES,),
     ("GET", f"{BASE}/instance"): (ALL_SPACES,),
     ("PATCH", f"{BASE}/instance"): (ALL_SPACES,),
+    ("GET", f"{BASE}/instance/activity"): (ALL_SPACES,),
     ("GET", f"{BASE}/scheduler"): (ALL_SPACES,),  # counts over every space
     ("POST", f"{BASE}/scheduler/pause"): (ALL_SPACES,),
     ("POST", f"{BASE}/scheduler/resume"): (ALL_SPACES,),
@@ -163,6 +168,8 @@ UNSCOPED = {
     ("POST", f"{BASE}/leases/bulk/release"): "each lease of the list is judged on its own row",
     ("POST", f"{BASE}/leases/bulk/fail"): "each lease of the list is judged on its own row",
     ("POST", f"{BASE}/mcp"): "each tool call is judged on what it touches",
+    ("GET", f"{BASE}/tokens"): "each token is shown by its own spaces",
+    ("DELETE", f"{BASE}/tokens/<token_id>"): "the token is judged by its own spaces",
 }
 
 
@@ -183,12 +190,50 @@ MCP_PATH = f"{BASE}/mcp"
 # Served without the authorizer (infra/template.yaml declares the same two routes).
 PUBLIC_ROUTES = {key for key, who in ROUTES.items() if who == "public"}
 
+# The routes a worker host calls, also served by the worker function on its own function URL
+# (tenure.api.worker): claim, start, both heartbeats, the reports, the payload, and its own
+# logs and attachments. Every one answers a worker or a lease token, never an operator alone.
+WORKER_ROUTES = frozenset(
+    {
+        ("POST", f"{BASE}/pools/<pool>/claim"),
+        ("POST", f"{BASE}/workers/<worker_id>/heartbeat"),
+        ("GET", f"{BASE}/leases/<lease_id>/payload"),
+        ("POST", f"{BASE}/leases/<lease_id>/logs"),
+        ("POST", f"{BASE}/leases/<lease_id>/attachments"),
+    }
+    | {
+        ("POST", f"{BASE}/leases/<lease_id>/{kind}")
+        for kind in ("start", "heartbeat", "complete", "fail", "release")
+    }
+)
+
 # A worker's reports: an absent or empty body is the empty object, as the API
 # documents for complete.
 REPORTS = {
     ("POST", f"{BASE}/leases/<lease_id>/{kind}")
     for kind in ("heartbeat", "complete", "fail", "release")
 }
+
+
+# What a lease token's use of a route is once its lease has ended (domain/authz.py): its
+# reports answer as ever; these ship its last logs and attachments and read its own work for
+# a while; any other route it may use (filing tasks, blocks, force) only while it is active.
+# The MCP endpoint judges each tool (api/mcp/tools.py).
+LEASE_REPORTS = REPORTS | {("POST", f"{BASE}/leases/<lease_id>/start")}
+LEASE_SHIPS = {
+    ("POST", f"{BASE}/leases/<lease_id>/logs"),
+    ("POST", f"{BASE}/leases/<lease_id>/attachments"),
+    ("GET", f"{BASE}/leases/<lease_id>/payload"),
+    ("GET", f"{BASE}/leases/<lease_id>/logs"),
+    ("GET", f"{BASE}/leases/<lease_id>/attachments"),
+    ("GET", f"{BASE}/leases/<lease_id>/attachments/<attachment_id>"),
+}
+
+
+def lease_use(method: str, rule: str) -> str:
+    if (method, rule) in LEASE_REPORTS or rule == MCP_PATH:
+        return "report"  # the MCP endpoint: judged per tool
+    return "ship" if (method, rule) in LEASE_SHIPS else "act"
 
 
 @dataclass(frozen=True)
@@ -211,8 +256,19 @@ _COMPILED = sorted(
 )
 
 
+def request_path(event: dict[str, Any]) -> str:
+    """The path the resolver routes on: API Gateway's raw path without a named stage's
+    prefix (`/prod/api/v1/…` on stage `prod`), cut exactly as Powertools cuts it (whether
+    or not the path starts with it), so both always route the same path. Matched on the raw
+    path instead, a request through a named stage matched no route here, skipped the checks
+    below, and still reached its route in the resolver."""
+    raw = str(event.get("rawPath") or "")
+    stage = str(((event.get("requestContext") or {}).get("stage")) or "$default")
+    return raw[len(stage) + 1 :] if stage != "$default" else raw
+
+
 def match(method: str, path: str) -> Match | None:
-    """The route a request is for, or None (the resolver then answers 404 `not_found`)."""
+    """The route a request is for, or None (refused 404 `not_found` before the resolver)."""
     for route_method, rule, pattern in _COMPILED:
         found = pattern.match(path)
         if route_method == method and found:

@@ -274,6 +274,13 @@ def contract() -> dict[str, Any]:
     return doc
 
 
+@cache
+def contract_json() -> str:
+    """The document as served: built on the first GET of a warm instance, then kept (it is
+    ~100 ms of CPU, and the routes cannot change while the process lives)."""
+    return json.dumps(contract())
+
+
 def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     options = [x for x in schema.get("anyOf", []) if x != {"type": "null"}]
     if len(options) != 1:

@@ -160,6 +160,15 @@ def token_view(token: Token) -> dict[str, Any]:
         "spaces": list(token.spaces) if token.spaces is not None else None,
         "pools": list(token.pools) if token.pools is not None else None,
         "created_at": iso(token.created_at),
+        "expires_at": iso(token.expires_at),
+    }
+
+
+def token_info_view(token: Token) -> dict[str, Any]:
+    return {
+        **token_view(token),
+        "last_used_at": iso(token.last_used_at),
+        "revoked_at": iso(token.revoked_at),
     }
 
 

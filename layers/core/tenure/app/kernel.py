@@ -185,9 +185,18 @@ class Kernel:
 
     # ----------------------------------------------------------------------- lookups
 
-    def own_lease(self, actor: Principal, lease_id: str) -> Lease:
+    def own_lease(self, actor: Principal, lease_id: str, use: str = authz.ACT) -> Lease:
+        """The lease of this lease token, read once, and refused for a `use` its end has
+        taken away (authz.require_lease_power): the one check on the row itself, so a
+        principal cached from before the end is caught here."""
         authz.require_lease(actor, lease_id)
-        return self.lease(lease_id)
+        lease = self.lease(lease_id)
+        authz.require_lease_power(authz.lease_ended_at(lease), self.clock.now_ms(), use)
+        return lease
+
+    def acting_lease(self, actor: Principal) -> Lease:
+        """The lease a lease token acts from (its space, its task), while it is active."""
+        return self.own_lease(actor, actor.lease_id or "")
 
     def newest_lease(self, task: Task) -> Lease | None:
         if task.job_id is None:

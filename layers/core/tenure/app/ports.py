@@ -225,6 +225,11 @@ class TaskPage(NamedTuple):
     next_cursor: str | None  # null when the space holds no older task
 
 
+class TokenPage(NamedTuple):
+    tokens: tuple[Token, ...]  # by id
+    next_cursor: str | None
+
+
 class EventPage(NamedTuple):
     events: list[Event]
     next_cursor: str | None  # null when the timeline holds nothing further
@@ -252,6 +257,23 @@ class Store(Protocol):
     def get_pool(self, name: str) -> Pool | None: ...
     def put_token(self, token: Token) -> None: ...
     def get_token(self, token_hash: str) -> Token | None: ...
+    def get_token_by_id(self, token_id: str) -> Token | None:
+        """The token of this id, as its own row has it now (two key reads), or None."""
+        ...
+
+    def list_tokens(self, kind: str | None, limit: int, cursor: str | None) -> TokenPage:
+        """Up to `limit` tokens by id after `cursor`, of `kind` when given: one Query of the
+        tokens' partition and one batch read of their rows."""
+        ...
+
+    def revoke_token(self, token_hash: str, at: int) -> bool:
+        """Mark the token revoked at `at`; False when it already was."""
+        ...
+
+    def touch_token(self, token_hash: str, at: int, before: int) -> None:
+        """Note the token's use at `at` unless already noted at or after `before`."""
+        ...
+
     def get_task(self, task_id: str) -> Task | None: ...
     def get_job(self, job_id: str) -> Job | None: ...
     def get_lease(self, lease_id: str, consistent: bool = True) -> Lease | None: ...

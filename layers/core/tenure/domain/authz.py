@@ -3,10 +3,20 @@ token acts on its own lease only, for as long as its lease lasts; docs/api.md)."
 
 from __future__ import annotations
 
-from tenure.domain.errors import Forbidden, LeaseTokenMismatch
-from tenure.domain.model import Principal
+from tenure.domain.errors import Forbidden, LeaseTokenMismatch, Unauthenticated
+from tenure.domain.model import Lease, Principal
 
 ROLE_RANK = {"read": 0, "member": 1, "admin": 2}
+
+# What a lease token is used for, as far as its lease's end matters:
+# REPORT: heartbeat, start, complete, fail, release: answered as ever, ended or not (a replay
+#   gets its first answer, a lost lease 409 stale_lease), so the evidence is kept.
+# SHIP: upload the job's last logs and attachments, read its own payload, logs and
+#   attachments: for LEASE_GRACE_MS after the end.
+# ACT: everything else (list or read other leases, file tasks, blocks, force, other MCP
+#   tools): only while the lease is active.
+REPORT, SHIP, ACT = "report", "ship", "act"
+LEASE_GRACE_MS = 10 * 60 * 1000
 
 
 def require_role(actor: Principal, role: str) -> None:
@@ -51,6 +61,26 @@ def require_lease(actor: Principal, lease_id: str) -> None:
         raise Forbidden("this route needs the lease's own token")
     if actor.lease_id != lease_id:
         raise LeaseTokenMismatch("this lease token belongs to another lease")
+
+
+def require_lease_power(ended_at: int | None, now: int, use: str) -> None:
+    """A lease token's powers end with its lease: refused 401 `unauthenticated` (as an
+    unknown token is) for any use its lease's end has taken away."""
+    if use == REPORT or ended_at is None:
+        return
+    if use == SHIP and now < ended_at + LEASE_GRACE_MS:
+        return
+    if use == SHIP:
+        raise Unauthenticated("this lease ended over 10 minutes ago; its token is spent")
+    raise Unauthenticated("this lease has ended; its token acts on nothing but its reports")
+
+
+def lease_ended_at(lease: Lease) -> int | None:
+    """When the lease ended (None while it is active). An ended row without its stamp counts
+    as long ended: refusing is the safe side."""
+    if not lease.state.terminal:
+        return None
+    return lease.ended_at if lease.ended_at is not None else 0
 
 
 def require_own_space(actor: Principal, space: str, own_space: str) -> None:

@@ -31,6 +31,16 @@ TOKEN_PREFIX = {"operator": "tnr_o_", "worker": "tnr_w_", "lease": "tnr_l_"}
 TOKEN_SHAPE = re.compile(r"tnr_[owl]_[A-Za-z0-9_.\-]{16,}")
 
 
+# What a bearer value must look like to be read from the table at all: a kind's prefix, then
+# URL-safe characters (a lease token's `<lease id>.<secret>` included), within the length
+# limit. Anything else is refused before a read, so garbage costs the table nothing.
+TOKEN_FORM = re.compile(rf"tnr_[owl]_[A-Za-z0-9_.\-]{{4,{MAX_TOKEN_LENGTH - 6}}}")
+
+
+def could_be_token(raw: str) -> bool:
+    return len(raw) <= MAX_TOKEN_LENGTH and TOKEN_FORM.fullmatch(raw) is not None
+
+
 # What stands in a log line for a token it carried: one form for every kind of token, and
 # not itself token-shaped (a redacted line redacts to itself).
 REDACTED_TOKEN = "tnr_[redacted]"

@@ -95,6 +95,10 @@ class Principal:
     spaces: tuple[str, ...] | None = None  # operator: None means every space
     pools: tuple[str, ...] | None = None  # worker: None means every pool
     lease_id: str | None = None  # lease: the one lease it may act on
+    # lease: when its lease ended, as the token's check read it (None: it had not). A
+    # principal cached from before the end says None; each use case that reads the lease
+    # applies the same rule to the row (domain/authz.py require_lease_power).
+    lease_ended_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,9 @@ class Token:
     role: str | None = None
     spaces: tuple[str, ...] | None = None
     pools: tuple[str, ...] | None = None
+    expires_at: int | None = None  # ms; from then on the token answers 401
+    revoked_at: int | None = None
+    last_used_at: int | None = None  # written at most once a minute (TOKEN_TOUCH_MS)
 
     def principal(self) -> Principal:
         return Principal(

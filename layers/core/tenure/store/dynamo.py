@@ -19,6 +19,7 @@ from tenure.app.ports import (
     SchedulerState,
     Settings,
     SweeperState,
+    TokenPage,
 )
 from tenure.domain.errors import (
     AlreadyExists,
@@ -42,7 +43,7 @@ from tenure.domain.model import (
     Workflow,
 )
 from tenure.domain.states import REPORTABLE, LeaseState
-from tenure.store import items
+from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.calls import Retry, translate
 from tenure.store.codec import Meter
@@ -238,6 +239,13 @@ class DynamoStore(PagedReads, RetentionRows):
                     "ConditionExpression": k.IS_NEW,
                 }
             },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": _dump({**k.token_id_key(token.id), **items.token_item(token)}),
+                    "ConditionExpression": k.IS_NEW,
+                }
+            },
         ]
         try:
             self._transact(ops)
@@ -248,6 +256,62 @@ class DynamoStore(PagedReads, RetentionRows):
         # Consistent: a token is used right after it is handed out.
         row = self._get(k.token_key(token_hash))
         return items.token_from(row) if row else None
+
+    def get_token_by_id(self, token_id: str) -> Token | None:
+        listed = self._get(k.token_id_key(token_id))
+        return self.get_token(str(listed["token_hash"])) if listed else None
+
+    def list_tokens(self, kind: str | None, limit: int, cursor: str | None) -> TokenPage:
+        request: dict[str, Any] = {
+            "KeyConditionExpression": f"{k.PK} = :pk",
+            "ExpressionAttributeValues": _values(pk=k.TOKENS_PK),
+            "Limit": limit,
+        }
+        if cursor:
+            position = cursors.decode(cursor, "tokens", k.TOKEN_ID_SHAPE)
+            request["ExclusiveStartKey"] = _dump({k.PK: k.TOKENS_PK, k.SK: position})
+        out = self._query(**request)
+        listed = [_load(r) for r in out.get("Items", [])]
+        # The listed rows are write-once; revocation and last use are on the token rows.
+        rows = self._batch_get([k.token_key(str(r["token_hash"])) for r in listed], False)
+        by_hash = {str(r["token_hash"]): items.token_from(r) for r in rows}
+        tokens = tuple(
+            by_hash[h]
+            for h in (str(r["token_hash"]) for r in listed)
+            if h in by_hash and (kind is None or by_hash[h].kind == kind)
+        )
+        last = out.get("LastEvaluatedKey")
+        after = cursors.encode("tokens", str(_load(last)[k.SK])) if last and listed else None
+        return TokenPage(tokens, after)
+
+    def revoke_token(self, token_hash: str, at: int) -> bool:
+        try:
+            self._write(
+                "update",
+                Conflict("the token was revoked already"),
+                TableName=self.table,
+                Key=_dump(k.token_key(token_hash)),
+                UpdateExpression="SET revoked_at = :at",
+                ConditionExpression=k.TOKEN_NOT_REVOKED,
+                ExpressionAttributeValues=_values(at=at),
+            )
+        except Conflict:
+            return False
+        return True
+
+    def touch_token(self, token_hash: str, at: int, before: int) -> None:
+        try:
+            self._write(
+                "update",
+                Conflict("the token's use was noted already"),
+                TableName=self.table,
+                Key=_dump(k.token_key(token_hash)),
+                UpdateExpression="SET last_used_at = :at",
+                ConditionExpression=k.TOKEN_USE_IS_OLD,
+                ExpressionAttributeValues=_values(at=at, before=before),
+            )
+        except Conflict:
+            return
 
     # ------------------------------------------------------------- tasks, jobs, leases
 

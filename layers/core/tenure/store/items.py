@@ -101,11 +101,19 @@ def pool_from(row: dict[str, Any]) -> Pool:
 
 
 def token_item(token: Token) -> dict[str, Any]:
-    return {"entity": "token", **_row(token)}
+    row = _row(token)
+    # `expires_at` is the table's TTL attribute (epoch seconds); a token's end, in ms, is
+    # kept under its own name so TTL never deletes a token (its listing shows it expired).
+    if "expires_at" in row:
+        row["token_expires_at"] = row.pop("expires_at")
+    return {"entity": "token", **row}
 
 
 def token_from(row: dict[str, Any]) -> Token:
     # A token's `kind` is operator/worker, not a pool kind.
+    row = {k: v for k, v in row.items() if k != "expires_at"}
+    if "token_expires_at" in row:
+        row["expires_at"] = row.pop("token_expires_at")
     return _from(Token, row, enums={})
 
 

@@ -154,6 +154,17 @@ def token_name_key(name: str) -> dict[str, str]:
     return {PK: f"TOKENNAME#{name}", SK: "TOKENNAME"}
 
 
+# Every token also has a write-once row in one partition, by id: GET /tokens is one Query of
+# it (paged, never a Scan) and DELETE /tokens/{id} finds the token's hash by key. Revocation
+# and last use live on the token's own row (the one the authorizer reads).
+TOKENS_PK = "TOKENS"
+TOKEN_ID_SHAPE = re.compile(r"TOKEN#[A-Za-z0-9_\-]{1,200}")
+
+
+def token_id_key(token_id: str) -> dict[str, str]:
+    return {PK: TOKENS_PK, SK: f"TOKEN#{token_id}"}
+
+
 def task_key(task_id: str) -> dict[str, str]:
     return {PK: f"TASK#{task_id}", SK: "TASK"}
 
@@ -281,6 +292,12 @@ JOB_FENCE_IS = "fence = :expect_fence"
 # At most one open run per task: the task must still point at the run the writer saw ended.
 TASK_JOB_IS = "job_id = :expect_job"
 TASK_HAS_NO_JOB = "attribute_exists(PK) AND attribute_not_exists(job_id)"
+# A token is revoked once: the first revocation's time stands.
+TOKEN_NOT_REVOKED = "attribute_exists(PK) AND attribute_not_exists(revoked_at)"
+# A token's use is noted only when the note is a minute old: at most one write a minute.
+TOKEN_USE_IS_OLD = (
+    "attribute_exists(PK) AND (attribute_not_exists(last_used_at) OR last_used_at < :before)"
+)
 # Task numbers are handed out only by spaces that exist.
 EXISTS = "attribute_exists(PK)"
 

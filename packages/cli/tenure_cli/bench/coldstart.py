@@ -1,5 +1,6 @@
 """`tenure bench coldstart`: what a cold API function pays before its first request, and up to
-its first answer, beside what any Python function talking to DynamoDB pays.
+its first answer, and what the worker function (the worker routes on a function URL) pays,
+beside what any Python function talking to DynamoDB pays.
 
 Each sample is a fresh interpreter (a new Lambda environment is one): it times, from its
 first line, the imports and the first client (or the first request), and prints the
@@ -21,6 +22,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[4]
 TARGET_RATIO = 1.3
+# The worker function imports only what the worker routes need: held to a bound of its own.
+WORKER_TARGET_RATIO = 1.5
 
 # Every sample prints "<wall ms> <cpu ms>" last.
 BARE = """
@@ -127,7 +130,9 @@ print((time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000)
 """
 
 
-def _sample(code: str, *args: str, traced: bool = False) -> tuple[float, float]:
+def _sample(
+    code: str, *args: str, traced: bool = False, function: str = "api"
+) -> tuple[float, float]:
     env = {
         **os.environ,
         "AWS_ACCESS_KEY_ID": "bench",
@@ -143,8 +148,11 @@ def _sample(code: str, *args: str, traced: bool = False) -> tuple[float, float]:
         "POWERTOOLS_METRICS_NAMESPACE": "Tenure",
         "POWERTOOLS_LOG_LEVEL": "WARNING",  # the sample's own stdout carries its figures
     }
-    env["AWS_LAMBDA_FUNCTION_NAME"] = "tenure-api"
-    env["LAMBDA_TASK_ROOT"] = str(ROOT / "functions" / "api")
+    env["AWS_LAMBDA_FUNCTION_NAME"] = f"tenure-{function}"
+    env["LAMBDA_TASK_ROOT"] = str(ROOT / "functions" / function)
+    if function == "worker":  # the template gives the worker function no scheduler settings
+        env.pop("TENURE_SCHEDULER_TARGET_ARN")
+        env.pop("TENURE_SCHEDULER_ROLE_ARN")
     if traced:  # deployed with the template's Tracing=Active: the X-Ray SDK is loaded
         env["TENURE_TRACING"] = "on"
     else:  # the template's default (PassThrough)
@@ -161,13 +169,15 @@ def _sample(code: str, *args: str, traced: bool = False) -> tuple[float, float]:
     return float(wall), float(cpu)
 
 
-KINDS = ("bare", "api", "traced", "request", "floor")
+KINDS = ("bare", "api", "traced", "request", "floor", "worker")
 
 
 def run(runs: int = 5) -> dict[str, Any]:
     handler = ROOT / "functions" / "api" / "app.py"
-    if not handler.exists():
-        raise FileNotFoundError(f"{handler} is missing: run the benches from a Tenure checkout")
+    worker = ROOT / "functions" / "worker" / "app.py"
+    for entry in (handler, worker):
+        if not entry.exists():
+            raise FileNotFoundError(f"{entry} is missing: run the benches from a Tenure checkout")
     samples: dict[str, list[tuple[float, float]]] = {kind: [] for kind in KINDS}
 
     def one(kind: str) -> tuple[float, float]:
@@ -177,6 +187,8 @@ def run(runs: int = 5) -> dict[str, Any]:
             return _sample(FLOOR)
         if kind == "request":
             return _sample(REQUEST, str(handler))
+        if kind == "worker":  # the same sample as the API's, on the worker function's entry
+            return _sample(API, str(worker), function="worker")
         return _sample(API, str(handler), traced=kind == "traced")
 
     for kind in KINDS:  # the first run of each warms the OS's file cache, like a reused host
@@ -201,7 +213,12 @@ def run(runs: int = 5) -> dict[str, Any]:
         "ratio_first_request": round(wall["request"] / b, 3),
         "powertools_floor_ms": _figure(samples["floor"]),
         "ratio_floor": round(wall["floor"] / b, 3),
+        "worker_handler_import_and_first_client_ms": _figure(samples["worker"]),
+        "ratio_worker": round(wall["worker"] / b, 3),
+        "worker_target_ratio": WORKER_TARGET_RATIO,
+        "worker_within_target": wall["worker"] / b <= WORKER_TARGET_RATIO,
         "cpu_ratio": round(cpu["api"] / cpu["bare"], 3),
+        "cpu_ratio_worker": round(cpu["worker"] / cpu["bare"], 3),
         "cpu_ratio_tracing_on": round(cpu["traced"] / cpu["bare"], 3),
         "cpu_ratio_first_request": round(cpu["request"] / cpu["bare"], 3),
         "cpu_ratio_floor": round(cpu["floor"] / cpu["bare"], 3),
@@ -214,7 +231,9 @@ def run(runs: int = 5) -> dict[str, Any]:
         "handler up to its answer, the service and its client made inside it as in Lambda, "
         "DynamoDB's answer canned (no network; 404 lease_not_found). "
         "`powertools_floor_ms`: boto3's client plus Powertools' logger, metrics and "
-        "validating resolver and one pydantic model, what any such function pays. Each "
+        "validating resolver and one pydantic model, what any such function pays. "
+        "`ratio_worker`: the API's sample on functions/worker/app.py, the worker function's "
+        "entry (the worker routes alone). Each "
         "figure is wall-clock milliseconds, `cpu_ms` its CPU time; ratios are to the bare "
         "client's median, `cpu_ratio*` of CPU times. The kinds alternate, medians compared",
     }

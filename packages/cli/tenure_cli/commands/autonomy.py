@@ -64,7 +64,7 @@ def _own_task(client: Any, lease_id: str, token: str) -> str:
 
 
 def worker_block(args: argparse.Namespace) -> int:
-    client, lease_id, token = lease_client()
+    client, lease_id, token = lease_client(worker_routes=False)
     own = _own_task(client, lease_id, token)
     task_id = args.task or own
     body: dict[str, Any] = {"kind": args.kind, "reason": args.reason}
@@ -78,7 +78,7 @@ def worker_block(args: argparse.Namespace) -> int:
 
 
 def worker_delegate(args: argparse.Namespace) -> int:
-    client, lease_id, token = lease_client()
+    client, lease_id, token = lease_client(worker_routes=False)
     payload_lease = _payload_lease(client, lease_id, token)
     body: dict[str, Any] = {"space": payload_lease["space"], "title": args.title}
     for name in ("body", "pool"):

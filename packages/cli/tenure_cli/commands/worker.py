@@ -46,8 +46,10 @@ def worker_run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise UsageError("give the command to run after --, e.g. tenure worker run … -- ./job.sh")
+    api, job_api = worker_endpoints(args.api, Path(args.data_dir))
     opts = WorkerOptions(
-        api=env("TENURE_API", args.api),
+        api=api,
+        job_api=job_api,
         token=env("TENURE_TOKEN", args.token),
         pool=args.pool,
         command=command,
@@ -59,6 +61,32 @@ def worker_run(args: argparse.Namespace) -> int:
         lease_seconds=args.lease_seconds,
     )
     return Worker(opts).run()
+
+
+def worker_endpoints(given: str | None, data_dir: Path) -> tuple[str, str | None]:
+    """Where `worker run` claims and reports, and the API its jobs are given: `--api`, else
+    TENURE_WORKER_API, else TENURE_API, else the local stack's worker endpoint (`worker_api`
+    in `<data-dir>/stack.json`), its jobs then given the stack's `api`."""
+    chosen = given or os.environ.get("TENURE_WORKER_API") or os.environ.get("TENURE_API")
+    if chosen:
+        return chosen, os.environ.get("TENURE_API")
+    stack = _stack_file(data_dir)
+    if isinstance(stack.get("worker_api"), str):
+        return stack["worker_api"], stack.get("api")
+    if isinstance(stack.get("api"), str):
+        return stack["api"], None
+    raise UsageError(
+        "no service address: give --api, set TENURE_WORKER_API or TENURE_API, "
+        f"or start `tenure local` (its {data_dir / 'stack.json'} names one)"
+    )
+
+
+def _stack_file(data_dir: Path) -> dict[str, Any]:
+    try:
+        found = json.loads((data_dir / "stack.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def worker_complete(args: argparse.Namespace) -> int:
@@ -152,6 +180,8 @@ def tokens_create(args: argparse.Namespace) -> int:
         body["spaces"] = args.spaces
     if args.pools:
         body["pools"] = args.pools
+    if args.expires_in_seconds:
+        body["expires_in_seconds"] = args.expires_in_seconds
     _, answer = operator_client(args).call("POST", "/tokens", body)
     return show(answer, args)
 
@@ -173,6 +203,12 @@ def add_commands(groups: Groups) -> None:
     run.add_argument("--once", action="store_true", help="run at most one lease, then exit")
     run.add_argument("--kill-grace", type=float, default=10.0, help="SIGTERM → SIGKILL seconds")
     run.add_argument("--lease-seconds", type=int, help="ask for leases this long")
+    run.add_argument(
+        "--data-dir",
+        default=".tenure",
+        help="a local stack's data dir: its stack.json names the worker endpoint when no "
+        "--api, TENURE_WORKER_API or TENURE_API does",
+    )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
     run.set_defaults(func=guarded(worker_run))
     done = wsub.add_parser("complete", help="inside a job: complete its lease")
@@ -249,5 +285,8 @@ def add_commands(groups: Groups) -> None:
     )
     kc.add_argument(
         "--pools", nargs="+", metavar="POOL", help="worker tokens: the pools it may claim from"
+    )
+    kc.add_argument(
+        "--expires-in-seconds", type=int, help="the token answers 401 after this (default never)"
     )
     kc.set_defaults(func=guarded(tokens_create, TOKEN_CHECK))

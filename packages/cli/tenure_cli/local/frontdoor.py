@@ -99,8 +99,10 @@ class FrontDoor:
         port: int,
         concurrency: int = MAX_CONCURRENCY,
         invoke: Callable[[dict[str, Any]], dict[str, Any]] = lambda_host.invoke,
+        warm: Callable[[], bool] = lambda_host.warm,
     ) -> None:
         self.invoke = invoke  # runs in a worker process: a module-level function
+        self.warm = warm  # likewise: what the first worker process imports before serving
         # Binds now (an OSError when the port is taken); worker processes start on first use.
         self.server = ThreadingHTTPServer((host, port), self._handler_class())
         self.server.daemon_threads = True
@@ -114,7 +116,7 @@ class FrontDoor:
         return int(self.server.server_address[1])
 
     def start(self) -> FrontDoor:
-        self.pool.submit(lambda_host.warm).result(timeout=120)
+        self.pool.submit(self.warm).result(timeout=120)
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
         return self

@@ -36,9 +36,30 @@ def invoke(event: dict[str, Any]) -> dict[str, Any]:
     return handle(event, ctx)
 
 
+def invoke_worker(event: dict[str, Any]) -> dict[str, Any]:
+    """The worker function, as its function URL calls it: no authorizer in front (it checks
+    the bearer itself), and the event a function URL sends, which has no route of its own."""
+    from tenure.api.worker import handle
+
+    event["routeKey"] = event["requestContext"]["routeKey"] = "$default"
+    event.pop("pathParameters", None)
+    event["requestContext"].pop("authorizer", None)
+    ctx = _Context()
+    ctx.function_name = "tenure-worker-local"
+    ctx.aws_request_id = event["requestContext"]["requestId"]
+    return handle(event, ctx)
+
+
 def warm() -> bool:
     """Import the handlers ahead of the first request (a cold start paid at boot)."""
     import tenure.api.app
     import tenure.api.authorizer  # noqa: F401
+
+    return True
+
+
+def warm_worker() -> bool:
+    """Import the worker function's handler ahead of its first request."""
+    import tenure.api.worker  # noqa: F401
 
     return True

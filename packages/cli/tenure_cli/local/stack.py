@@ -16,6 +16,7 @@ from typing import Any
 from tenure import wiring
 from tenure.config import ENVIRONMENT, export, local_settings
 
+from tenure_cli.local import lambda_host
 from tenure_cli.local.engines import MOTO_SERVICES, DynamoDBLocal, EngineUnavailable, MotoServer
 from tenure_cli.local.faults import fault_file
 from tenure_cli.local.frontdoor import FrontDoor
@@ -57,6 +58,7 @@ class Stack:
     engines: list[Any] = field(default_factory=list)
     provisioned: list[Provisioned] = field(default_factory=list)
     door: FrontDoor | None = None
+    worker_door: FrontDoor | None = None  # the worker function's URL
     stopping: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> dict[str, Any]:
@@ -82,6 +84,11 @@ class Stack:
                 f"cannot listen on 127.0.0.1:{self.port}: {err.strerror or err} "
                 "(another tenure local? choose another --port)"
             ) from err
+        # The worker endpoint, as a function URL: the worker function's own handler, no
+        # authorizer in front, on a free port (stack.json names it), so stacks run side by side.
+        self.worker_door = FrontDoor(
+            "127.0.0.1", 0, invoke=lambda_host.invoke_worker, warm=lambda_host.warm_worker
+        )
         # Each engine is listed before it starts, so that stop() ends one that failed halfway.
         moto = MotoServer()
         self.engines.append(moto)
@@ -125,12 +132,14 @@ class Stack:
         if remade:
             print(f"re-made the schedules of {remade} scheduled rules")
         self.door.start()
+        self.worker_door.start()
         threading.Thread(target=self._sweep_loop, daemon=True).start()
         threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()
         threading.Thread(target=self._scheduler_loop, daemon=True).start()
         threading.Thread(target=self._inbound_loop, args=inbound_queue, daemon=True).start()
         info = {
             "api": f"http://127.0.0.1:{self.door.port}/api/v1",
+            "worker_api": f"http://127.0.0.1:{self.worker_door.port}/api/v1",
             "dynamodb": {"engine": engine, "endpoint": endpoint},
             "aws": {
                 "endpoint": moto.endpoint,
@@ -224,7 +233,7 @@ class Stack:
     def stop(self) -> bool:
         """End every part that started, each even when another fails; False if one did."""
         self.stopping.set()
-        parts: list[Any] = [self.door] if self.door is not None else []
+        parts: list[Any] = [door for door in (self.door, self.worker_door) if door is not None]
         parts += reversed(self.engines)
         clean = True
         for part in parts:
@@ -297,6 +306,7 @@ def run(port: int, data_dir: Path, sweep_interval: float, reset: bool) -> int:
 def _banner(info: dict[str, Any], provisioned: list[Provisioned]) -> None:
     print("tenure local is up")
     print(f"  API            {info['api']}  (try {info['api']}/health)")
+    print(f"  worker API     {info['worker_api']}  (the worker routes alone)")
     print(f"  DynamoDB       {info['dynamodb']['engine']} at {info['dynamodb']['endpoint']}")
     print(f"  AWS (moto)     {info['aws']['endpoint']}  ({info['aws']['services']})")
     print(f"  data           {info['data_dir']}")

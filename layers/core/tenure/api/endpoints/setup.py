@@ -3,15 +3,15 @@ pools, tokens."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
-from tenure.api.surface import actor, contract, json_answer, op, svc
+from tenure.api.surface import actor, contract_json, json_answer, op, svc
 from tenure.domain.model import Pool
 from tenure.domain.states import OnExpiry, PoolKind
 
@@ -23,7 +23,9 @@ def health() -> Response[Any]:
 
 @op("GET", f"{BASE}/openapi.json", 200, m.OpenAPIDocument)
 def openapi() -> Response[Any]:
-    return json_answer(contract())
+    return Response(
+        status_code=200, content_type=content_types.APPLICATION_JSON, body=contract_json()
+    )
 
 
 @op("POST", f"{BASE}/spaces", 201, m.SpaceOut, 409, 422)
@@ -68,5 +70,30 @@ def create_token(body: Annotated[m.TokenCreate, Body()]) -> Response[Any]:
     role = body.role or ("read" if body.kind == "operator" else None)
     spaces = tuple(body.spaces) if body.spaces is not None else None
     pools = tuple(body.pools) if body.pools is not None else None
-    token, raw = svc().setup.create_token(actor(), body.name, body.kind, role, spaces, pools)
+    token, raw = svc().setup.create_token(
+        actor(), body.name, body.kind, role, spaces, pools, body.expires_in_seconds
+    )
     return json_answer({**v.token_view(token), "token": raw}, 201)
+
+
+@op("GET", f"{BASE}/tokens", 200, m.TokenList)
+def list_tokens(
+    kind: Annotated[Literal["operator", "worker"] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 100,
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+) -> Response[Any]:
+    page = svc().setup.list_tokens(actor(), kind, limit, cursor)
+    tokens = [v.token_info_view(t) for t in page.tokens]
+    return json_answer({"tokens": tokens, "next_cursor": page.next_cursor})
+
+
+@op("DELETE", f"{BASE}/tokens/<token_id>", 204, None, 404)
+def revoke_token(token_id: str) -> Response[Any]:
+    svc().setup.revoke_token(actor(), token_id)
+    return Response(status_code=204, content_type=None, body=None)
+
+
+@op("GET", f"{BASE}/instance/activity", 200, m.Activity)
+def instance_activity(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
+    events = svc().setup.instance_activity(actor(), limit)
+    return json_answer({"events": [v.event_view(ev) for ev in events], "next_cursor": None})

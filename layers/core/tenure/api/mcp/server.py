@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 from tenure.api.mcp import bridge
 from tenure.api.mcp import tools as t
 from tenure.app.tenure import Tenure
+from tenure.domain import authz
 from tenure.domain import errors as e
 from tenure.domain.model import Principal
 
@@ -96,6 +97,8 @@ def call(
     try:
         if not tool.offered_to(actor):
             tool.refuse(actor)
+        if actor.kind == "lease":
+            authz.require_lease_power(actor.lease_ended_at, svc.clock.now_ms(), tool.use)
         result = tool.run(svc, actor, t.parse(tool, arguments))
     except e.UnsupportedRuntime as none_kept:
         raise MCPError(types.INVALID_PARAMS, none_kept.message) from None

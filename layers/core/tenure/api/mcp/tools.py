@@ -79,6 +79,9 @@ class Tool:
     audience: tuple[str, ...]
     run: Run
     read_only: bool = True
+    # What a lease token's call is once its lease has ended (domain/authz.py): by default a
+    # use that ends with the lease.
+    use: str = authz.ACT
 
     def offered_to(self, actor: Principal) -> bool:
         if actor.kind == "lease":
@@ -286,6 +289,7 @@ TOOLS: tuple[Tool, ...] = (
         NoArgs,
         (LEASE,),
         _payload,
+        use=authz.SHIP,
     ),
     Tool(
         "lease_heartbeat",
@@ -295,6 +299,7 @@ TOOLS: tuple[Tool, ...] = (
         (LEASE,),
         _heartbeat,
         read_only=False,
+        use=authz.REPORT,
     ),
     Tool(
         "lease_complete",
@@ -304,6 +309,7 @@ TOOLS: tuple[Tool, ...] = (
         (LEASE,),
         _complete,
         read_only=False,
+        use=authz.REPORT,
     ),
     Tool(
         "lease_fail",
@@ -312,6 +318,7 @@ TOOLS: tuple[Tool, ...] = (
         (LEASE,),
         _fail,
         read_only=False,
+        use=authz.REPORT,
     ),
     Tool(
         "lease_release",
@@ -320,6 +327,7 @@ TOOLS: tuple[Tool, ...] = (
         (LEASE,),
         _release,
         read_only=False,
+        use=authz.REPORT,
     ),
     Tool(
         "task_block",

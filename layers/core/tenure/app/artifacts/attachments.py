@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tenure.app.ports import Attachment, BlobStore
+from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
     CeilingReached,
@@ -91,7 +92,7 @@ class Attachments:
     ) -> tuple[Attachment, Upload | None]:
         """Record an attachment: stored at once (`content`), or with an upload URL for a PUT
         of exactly `byte_size` bytes of `content_type`."""
-        lease = self.kernel.own_lease(actor, lease_id)
+        lease = self.kernel.own_lease(actor, lease_id, authz.SHIP)
         rules.refuse_token_fields(
             {"filename": filename, "content_type": content_type, "kind": kind}
         )

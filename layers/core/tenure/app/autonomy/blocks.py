@@ -155,7 +155,7 @@ class Blocks:
         """Members (read for listing) of the task's space, or the token of a lease on it —
         or of the lease that filed it (a worker minding the work it delegated)."""
         if actor.kind == "lease":
-            lease = self.kernel.lease(actor.lease_id or "")
+            lease = self.kernel.acting_lease(actor)
             task = self.kernel.task(task_id)
             if task.id != lease.task_id and task.created_by_lease != lease.id:
                 raise LeaseTokenMismatch(f"this lease token is not for a lease on {task_id}")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import GraphOp
 from tenure.app.tasks.filing import TaskLinks
-from tenure.domain.errors import InvalidTransition, UnverifiedCreatedTasks, ValidationFailed
+from tenure.domain.errors import UnverifiedCreatedTasks, ValidationFailed
 from tenure.domain.model import Lease, Pool, Principal, Task
 from tenure.domain.states import ReportKind
 
@@ -49,9 +49,7 @@ class Delegation:
         creator. An operator's filing gets no creator (`wake_creator` is meaningless then)."""
         if actor.kind != "lease":
             return actor, space, replace(links, wake_creator=False, creator_lease=None)
-        lease = self.kernel.lease(actor.lease_id or "")
-        if lease.state.terminal:
-            raise InvalidTransition(f"lease {lease.id} already ended {lease.state}")
+        lease = self.kernel.acting_lease(actor)
         space = lease.space if space is None else space
         if space != lease.space:
             raise ValidationFailed(

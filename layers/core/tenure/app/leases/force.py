@@ -152,7 +152,7 @@ class Force:
             return None
         self.require_agent_force(actor)
         if actor.kind == "lease":
-            return self.kernel.lease(actor.lease_id or "").space
+            return self.kernel.acting_lease(actor).space
         return None
 
     def require_agent_force(self, actor: Principal) -> None:

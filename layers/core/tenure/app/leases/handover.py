@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.leases.claims import Claimed
+from tenure.domain import authz
 from tenure.domain.errors import Forbidden
 from tenure.domain.model import Lease, Principal
 from tenure.domain.states import ReportKind
@@ -62,7 +63,9 @@ class Handover:
         ask: NextClaim,
     ) -> tuple[Lease, Claimed | None]:
         """End the lease with `kind`, then claim the next lease of its pool for its worker."""
-        held = self.kernel.own_lease(actor, lease_id)  # authorized before anything is written
+        held = self.kernel.own_lease(
+            actor, lease_id, authz.REPORT
+        )  # authorized before anything is written
         if held.claimed_by is None or held.worker_id is None:
             raise Forbidden(f"lease {lease_id} was not claimed by a worker: it claims nothing")
         if ask.worker_id != held.worker_id:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Store
+from tenure.domain import authz
 from tenure.domain.errors import TenureError
 from tenure.domain.fencing import iso_ms
 from tenure.domain.model import Event, Lease, Principal
@@ -27,7 +28,7 @@ class Payloads:
         self.versions = versions
 
     def payload(self, actor: Principal, lease_id: str) -> dict[str, Any]:
-        lease = self.kernel.own_lease(actor, lease_id)
+        lease = self.kernel.own_lease(actor, lease_id, authz.SHIP)
         self.kernel.refuse_if_stale(lease, "payload")
         return self._bundle(lease)
 

@@ -96,7 +96,7 @@ class Reports:
         self.completion = completion
 
     def start(self, actor: Principal, lease_id: str) -> Lease:
-        lease = self.kernel.own_lease(actor, lease_id)
+        lease = self.kernel.own_lease(actor, lease_id, authz.REPORT)
 
         def step(current: Lease) -> Lease:
             self.kernel.refuse_if_stale(current, "start")
@@ -250,7 +250,7 @@ class Reports:
     def _report(
         self, actor: Principal, lease_id: str, kind: ReportKind, body: dict[str, Any]
     ) -> Lease:
-        lease = self.kernel.own_lease(actor, lease_id)
+        lease = self.kernel.own_lease(actor, lease_id, authz.REPORT)
         for prepare in self.completion.prepare:
             prepare(lease, kind, body)
         rules.refuse_tokens(body, "the report")

@@ -2,19 +2,40 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tenure.app import ports
+from tenure.app.ports import TokenPage
 from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
 from tenure.domain import fencing as rules
-from tenure.domain.errors import AlreadyExists, Unauthenticated, ValidationFailed
-from tenure.domain.model import Pool, Principal, Space, Token, Workflow
+from tenure.domain.errors import (
+    AlreadyExists,
+    Conflict,
+    NotFound,
+    Unauthenticated,
+    Unavailable,
+    ValidationFailed,
+)
+from tenure.domain.model import Event, Pool, Principal, Space, Token, Workflow
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+
+# A token lives at most ten years (`expires_in_seconds`).
+MAX_TOKEN_LIFE_S = 10 * 366 * 24 * 3600
+# `last_used_at` is written at most once a minute per token.
+TOKEN_TOUCH_MS = 60_000
+# GET /tokens reads at most this many tokens a page.
+MAX_TOKEN_PAGE = 100
+MAX_ACTIVITY = 500
+# The instance's own timeline: tokens made and revoked.
+INSTANCE_TIMELINE = ("instance", "instance")
+# Who made a token written with AWS credentials rather than a Tenure token.
+BOOTSTRAP_ACTOR = "aws-credentials"
 
 
 class Setup:
@@ -64,13 +85,66 @@ class Setup:
         role: str | None,
         spaces: tuple[str, ...] | None,
         pools: tuple[str, ...] | None,
+        expires_in_seconds: int | None = None,
     ) -> tuple[Token, str]:
         authz.require_operator(actor, "admin")
         for key in spaces or ():
             self.kernel.space(key)
         for pool in pools or ():
             self.kernel.pool(pool)
+        if expires_in_seconds is not None and not 1 <= expires_in_seconds <= MAX_TOKEN_LIFE_S:
+            raise ValidationFailed(f"expires_in_seconds: between 1 and {MAX_TOKEN_LIFE_S}")
+        token, raw = self._mint(name, kind, role, spaces, pools, expires_in_seconds)
+        self.kernel.store.put_token(token)
+        self._record("token.created", actor.token_id, token)
+        return token, raw
+
+    def bootstrap_operator(self, name: str) -> tuple[Token, str]:
+        """The first admin token of an instance, made by whoever can write its table (the
+        `tenure admin bootstrap` command, with the caller's own AWS credentials; the API never
+        mints a token for an unauthenticated caller). A token of that name is refused."""
+        token, raw = self._mint(name, "operator", "admin", None, None, None)
+        self.kernel.store.put_token(token)
+        self._record("token.created", BOOTSTRAP_ACTOR, token)
+        return token, raw
+
+    def list_tokens(
+        self, actor: Principal, kind: str | None, limit: int, cursor: str | None
+    ) -> TokenPage:
+        """One page of tokens by id (each page reads at most `limit` list rows and their
+        token rows). A token limited to spaces sees only tokens limited to spaces it holds, so
+        a page may show fewer than `limit`: follow `next_cursor`."""
+        authz.require_role(actor, "admin")
+        page = self.kernel.store.list_tokens(kind, min(limit, MAX_TOKEN_PAGE), cursor)
+        shown = tuple(t for t in page.tokens if _within(actor, t))
+        return TokenPage(shown, page.next_cursor)
+
+    def revoke_token(self, actor: Principal, token_id: str) -> Token:
+        """From now on the token answers 401 (the authorizer's cache holds a verdict for at
+        most 60 s). Revoking a revoked token changes nothing and records nothing again."""
+        authz.require_role(actor, "admin")
+        token = self.kernel.store.get_token_by_id(token_id) if len(token_id) <= 200 else None
+        if token is None or not _within(actor, token):
+            # A scoped admin learns nothing of a token outside its spaces.
+            raise NotFound(f"token {token_id} does not exist")
+        if token.revoked_at is not None:
+            return token
+        at = self.kernel.clock.now_ms()
+        if self.kernel.store.revoke_token(token.token_hash, at):
+            self._record("token.revoked", actor.token_id, token)
+        return replace(token, revoked_at=at)
+
+    def _mint(
+        self,
+        name: str,
+        kind: str,
+        role: str | None,
+        spaces: tuple[str, ...] | None,
+        pools: tuple[str, ...] | None,
+        expires_in_seconds: int | None,
+    ) -> tuple[Token, str]:
         raw = f"{rules.TOKEN_PREFIX[kind]}{self.kernel.ids.secret()}"
+        now = self.kernel.clock.now_ms()
         token = Token(
             id=self.kernel.ids.new_id("tok"),
             name=name,
@@ -79,13 +153,34 @@ class Setup:
             spaces=spaces if kind == "operator" else None,
             pools=pools if kind == "worker" else None,
             token_hash=rules.hash_token(raw),
-            created_at=self.kernel.clock.now_ms(),
+            created_at=now,
+            expires_at=now + 1000 * expires_in_seconds if expires_in_seconds else None,
         )
-        self.kernel.store.put_token(token)
         return token, raw
+
+    def _record(self, type_: str, by: str, token: Token) -> None:
+        data = {"by": by, "token_id": token.id, "name": token.name, "kind": token.kind}
+        self.kernel.store.put_event(
+            Event(
+                id=self.kernel.ids.new_id("ev"),
+                subject_kind=INSTANCE_TIMELINE[0],
+                subject_id=INSTANCE_TIMELINE[1],
+                type=type_,
+                at=self.kernel.clock.now_ms(),
+                data=data,
+            )
+        )
+
+    def instance_activity(self, actor: Principal, limit: int) -> list[Event]:
+        """The instance's timeline (tokens made and revoked), oldest first: its newest
+        `limit` events."""
+        authz.require_operator(actor, "admin")
+        return self.kernel.store.timeline(*INSTANCE_TIMELINE, min(limit, MAX_ACTIVITY))
 
     def bootstrap_admin(self, raw: str) -> Token:
         """Make sure `raw` is an admin operator token (the local stack's first token)."""
+        if not rules.could_be_token(raw):
+            raise ValidationFailed("the admin token must look like tnr_o_<secret>")
         digest = rules.hash_token(raw)
         existing = self.kernel.store.get_token(digest)
         if existing is not None:
@@ -108,20 +203,48 @@ class Setup:
         return token
 
     def authenticate(self, raw: str | None) -> Principal:
+        """Who a bearer value is. The reusable token check (the authorizer, and any endpoint
+        that checks its own bearer): a value that cannot be a Tenure token is refused before
+        the table is read; then one key read; a revoked or expired token is unknown."""
         if not raw:
             raise Unauthenticated("a bearer token is required")
+        if not rules.could_be_token(raw):
+            raise Unauthenticated("unknown token")
         lease_id = rules.lease_id_of_token(raw)
         digest = rules.hash_token(raw)
-        if len(raw) > rules.MAX_TOKEN_LENGTH:
-            raise Unauthenticated("unknown token")
         if lease_id is not None:
             # Consistent: a token used right after its claim must see the claim (and API
             # Gateway would cache a wrong "unknown" verdict for a minute).
             lease = self.kernel.store.get_lease(lease_id, consistent=True)
             if lease is None or lease.token_hash != digest:
                 raise Unauthenticated("unknown token")
-            return Principal(kind="lease", token_id=digest[:8], lease_id=lease.id)
+            return Principal(
+                kind="lease",
+                token_id=digest[:8],
+                lease_id=lease.id,
+                lease_ended_at=authz.lease_ended_at(lease),
+            )
         token = self.kernel.store.get_token(digest)
-        if token is None:
+        if token is None or token.revoked_at is not None:
             raise Unauthenticated("unknown token")
+        now = self.kernel.clock.now_ms()
+        if token.expires_at is not None and now >= token.expires_at:
+            raise Unauthenticated("the token has expired")
+        if token.last_used_at is None or now - token.last_used_at >= TOKEN_TOUCH_MS:
+            self._touch(token, now)
         return token.principal()
+
+    def _touch(self, token: Token, now: int) -> None:
+        """Note the token's use: one conditional write, which only the first use in a minute
+        makes (a concurrent one loses its condition, quietly). Best effort: a throttled note
+        never refuses a valid token."""
+        with contextlib.suppress(Conflict, Unavailable):
+            self.kernel.store.touch_token(token.token_hash, now, now - TOKEN_TOUCH_MS)
+
+
+def _within(actor: Principal, token: Token) -> bool:
+    """Whether an admin may see this token: every admin an unscoped one's; a token limited
+    to spaces only those limited to spaces it holds."""
+    if actor.spaces is None:
+        return True
+    return token.spaces is not None and set(token.spaces) <= set(actor.spaces)

@@ -1,0 +1,88 @@
+"""Who a bearer token names: the one check the HTTP API's authorizer and the worker function
+both run, and the worker function's verdicts, kept as long as API Gateway keeps the
+authorizer's."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from tenure import wiring
+from tenure.api.bearer import bearer
+from tenure.domain.errors import Unauthenticated
+from tenure.domain.fencing import could_be_token
+from tenure.domain.model import Principal
+
+# The HTTP API's authorizer is cached this long per Authorization header (infra/template.yaml
+# ReauthorizeEvery): a revoked token is refused everywhere within it, on either endpoint.
+VERDICT_SECONDS = 60.0
+# Verdicts one warm function keeps; past it the oldest go first. A verdict is a digest and a
+# principal (~1 kB): bounded so a stream of made-up tokens cannot grow the function's memory.
+MAX_VERDICTS = 4096
+
+
+def principal_of(raw: str | None) -> Principal:
+    """The caller a bearer token names: `Unauthenticated` for no or an unknown token,
+    `Unavailable` when the table could not be read. A value that cannot be a Tenure token
+    (its shape and length) is refused before the service is built or the table read, so
+    garbage costs no read; a revoked or expired token is unknown."""
+    if not raw:
+        raise Unauthenticated("a bearer token is required")
+    if not could_be_token(raw):
+        raise Unauthenticated("unknown token")
+    return wiring.service().setup.authenticate(raw)
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    until: float
+    principal: Principal | None
+    reason: str  # why the token was refused, when principal is None
+
+
+class Verdicts:
+    """`principal_of`, each token's answer kept `VERDICT_SECONDS` like API Gateway keeps the
+    authorizer's: a refusal too (a made-up token costs one read a minute, not one a request);
+    never a table that could not be read, which is asked again on the next request."""
+
+    def __init__(
+        self,
+        check: Callable[[str | None], Principal] = principal_of,
+        clock: Callable[[], float] = time.monotonic,
+        seconds: float = VERDICT_SECONDS,
+        size: int = MAX_VERDICTS,
+    ) -> None:
+        self._check, self._clock, self._seconds, self._size = check, clock, seconds, size
+        self._kept: OrderedDict[str, _Verdict] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def principal(self, headers: Mapping[str, str] | None) -> Principal:
+        raw = bearer(headers)
+        if raw is None:
+            return self._check(raw)  # refused without reading anything
+        # Kept by digest: the function holds no token it was shown.
+        key = hashlib.sha256(raw.encode()).hexdigest()
+        now = self._clock()
+        with self._lock:
+            kept = self._kept.get(key)
+        if kept is None or kept.until <= now:
+            kept = self._decide(raw, now)
+            with self._lock:
+                self._kept[key] = kept
+                self._kept.move_to_end(key)
+                while len(self._kept) > self._size:
+                    self._kept.popitem(last=False)
+        if kept.principal is None:
+            raise Unauthenticated(kept.reason)
+        return kept.principal
+
+    def _decide(self, raw: str, now: float) -> _Verdict:
+        until = now + self._seconds
+        try:
+            return _Verdict(until, self._check(raw), "")
+        except Unauthenticated as refused:
+            return _Verdict(until, None, refused.message)

@@ -1,0 +1,104 @@
+"""What the worker function loads when it starts (its cold start is measured, `tenure bench
+coldstart`, ratio_worker): the worker routes' own modules, and none of the operators' routes,
+the board, MCP or the HTTP API's authorizer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tenure.api.routes import WORKER_ROUTES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("worker_app", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+from tenure.api import surface
+print(json.dumps({"modules": sorted(sys.modules), "routes": sorted(surface.HANDLERS)}))
+"""
+
+# Each of these serves routes or clients the worker routes never use.
+NOT_LOADED = (
+    "mcp",  # the MCP SDK
+    "tenure.api.mcp",
+    "tenure.api.board",
+    "tenure.api.app",  # the HTTP API's entry: every route module
+    "tenure.api.authorizer",  # the HTTP API's authorizer and its event classes
+    "aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event",
+    "aws_lambda_powertools.event_handler.openapi.models",  # the OpenAPI document
+    "aws_xray_sdk",  # tracing is opt-in
+    *(
+        f"tenure.api.endpoints.{name}"
+        for name in (
+            "setup",
+            "tasks",
+            "leases",
+            "rules",
+            "pools",
+            "graph",
+            "scheduler",
+            "mcp",
+            "board",
+            "blocks",
+        )
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def started() -> dict[str, Any]:
+    env = {**os.environ, "AWS_REGION": "us-east-1", "AWS_LAMBDA_FUNCTION_NAME": "tenure-worker"}
+    env.pop("TENURE_TRACING", None)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ROOT / "functions" / "worker" / "app.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    got: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return got
+
+
+def test_the_worker_function_loads_none_of_the_operator_routes_the_board_or_mcp(
+    started: dict[str, Any],
+) -> None:
+    assert "tenure.api.worker" in started["modules"]  # the probe did import the entry
+    loaded = [
+        name
+        for name in NOT_LOADED
+        if any(m == name or m.startswith(name + ".") for m in started["modules"])
+    ]
+    assert loaded == []
+
+
+def test_the_worker_function_registers_every_worker_route(started: dict[str, Any]) -> None:
+    registered = {tuple(key) for key in started["routes"]}
+    assert registered >= WORKER_ROUTES
+    # Only the two route modules the worker routes live in (their few read routes come along).
+    assert len(registered) <= len(WORKER_ROUTES) + 5
+
+
+def test_the_cold_start_bench_times_the_worker_entry_in_lambda_s_environment() -> None:
+    from tenure_cli.bench import coldstart
+
+    # The sample prints what it timed; one that imported another entry would fail its check.
+    probe = coldstart.API.replace(
+        "print((time.perf_counter()",
+        "assert 'tenure.api.worker' in sys.modules and 'tenure.api.app' not in sys.modules\n"
+        "print((time.perf_counter()",
+    )
+    wall, cpu = coldstart._sample(
+        probe, str(ROOT / "functions" / "worker" / "app.py"), function="worker"
+    )
+    assert wall > 0 and cpu > 0
+    assert "worker" in coldstart.KINDS and coldstart.WORKER_TARGET_RATIO == 1.5
