@@ -210,21 +210,26 @@ def test_a_lease_token_cannot_clear_an_operators_block_and_requeue_its_task(rig:
     running = rig.running()
     task_id = running.task_id
     assert task_id is not None
-    me = as_lease(running.id)
-    mine = rig.svc.blocks.block_task(me, task_id, "transient", "rate limited")  # parks the run
     held = rig.svc.blocks.block_task(MEMBER, task_id, "needs_input", "wait for legal")
-    rig.svc.blocks.clear_block(me, task_id, mine["id"])
     with pytest.raises(Forbidden):
-        rig.svc.blocks.clear_block(me, task_id, held["id"])
+        rig.svc.blocks.clear_block(as_lease(running.id), task_id, held["id"])
+    (block,) = rig.svc.blocks.list_blocks(READER, task_id)
+    assert block["state"] == "open"
+    # Its run, released, waits behind the operator's block: nothing requeued it.
+    rig.svc.reports.release(as_lease(running.id), running.id, {})
     assert rig.svc.graph.get_task(READER, task_id).status is TaskStatus.BLOCKED
-    assert [b["id"] for b in rig.svc.blocks.list_blocks(READER, task_id)] == [held["id"]]
     assert rig.svc.claims.claim(WORKER, POOL, "w2", "c2", 0, None) is None
 
 
-def test_a_lease_token_clears_a_block_a_lease_of_the_same_task_placed(rig: Rig) -> None:
-    running = rig.running()
-    task_id = running.task_id
+def test_a_lease_token_clears_a_block_an_earlier_run_of_its_task_placed(rig: Rig) -> None:
+    first = rig.running()
+    task_id = first.task_id
     assert task_id is not None
-    mine = rig.svc.blocks.block_task(as_lease(running.id), task_id, "transient", "rate limited")
-    cleared = rig.svc.blocks.clear_block(as_lease(running.id), task_id, mine["id"])
+    earlier = rig.svc.blocks.block_task(
+        as_lease(first.id), task_id, "transient", "rate limited", expires_in_seconds=60
+    )
+    rig.advance(61)
+    second = rig.claim("w2").lease
+    assert second.task_id == task_id and second.id != first.id
+    cleared = rig.svc.blocks.clear_block(as_lease(second.id), task_id, earlier["id"])
     assert cleared["state"] == "cleared"

@@ -305,7 +305,7 @@ class Blocks:
             if block is None:
                 raise NotFound(f"block {block_id} does not exist on task {task_id}")
             if actor.kind == "lease":
-                self._may_clear(block, task)
+                self._may_clear(actor, block, task)
             if block.get("state") != "open":
                 return block_out(block, now)  # already closed: as it is (no-op)
             closed = {
@@ -327,12 +327,15 @@ class Blocks:
             return block_out(closed, now)
         raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
 
-    def _may_clear(self, block: dict[str, Any], task: Task) -> None:
-        """A lease token clears only what a lease of this task placed: an operator's block
-        (or one a creator lease placed from elsewhere) waits for a person, or a worker could
-        lift the very hold put on it and send its task back to the queue."""
+    def _may_clear(self, actor: Principal, block: dict[str, Any], task: Task) -> None:
+        """A lease token clears only what a lease placed: one of this task (an earlier run's
+        block, say), or the clearing lease itself (a creator minding the task it filed). An
+        operator's block waits for a person, or a worker could lift the very hold put on it
+        and send its task back to the queue."""
         placer = placed_by(block)
         if placer["kind"] == "lease":
+            if placer["id"] == actor.lease_id:
+                return
             lease = self.kernel.store.get_lease(placer["id"])
             if lease is not None and lease.task_id == task.id:
                 return
