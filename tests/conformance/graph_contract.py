@@ -143,3 +143,24 @@ class GraphContract:
         assert (graph.blockers_done, graph.auto_enqueued_at is not None) == (1, True)
         _replay(r)
         assert _types(r, task).count("lease.created") == 1
+
+    def test_a_patched_depends_on_moves_edges_and_counters_and_a_dropped_edge_never_counts(
+        self, r: ContractRig
+    ) -> None:
+        done, kept, fresh = _file(r), _file(r), _file(r)
+        task = _file(r, depends_on=(done.id, kept.id))
+        _run(r, done)
+        assert r.store.edges_counted(done.id, "dependent", [task.id]) == {task.id: True}
+        r.svc.graph.update_task(ADMIN, task.id, None, None, depends_on=(kept.id, fresh.id))
+        r.drain()
+        graph = r.store.get_graph(task.id)
+        assert (graph.blockers_total, graph.blockers_done) == (2, 0)
+        assert r.store.edges_counted(done.id, "dependent", [task.id]) == {}
+        assert r.store.edges_counted(fresh.id, "dependent", [task.id]) == {task.id: False}
+        # Deleted as read: a second delete of the same edge loses its condition.
+        drop = GraphOp("unedge", fresh.id, name="dependent", other=task.id)
+        r.store.commit(Change(graph=[drop]))
+        with pytest.raises(Conflict):
+            r.store.commit(Change(graph=[drop]))
+        # A success counting toward the dropped edge finds nothing to count.
+        assert not r.store.count_edge(fresh.id, "dependent", task.id, "blockers_done", 1)

@@ -62,7 +62,7 @@ def test_the_expiry_that_reaches_max_attempts_moves_the_task_to_needs_attention(
     world: World,
 ) -> None:
     # attempt + recovery_count >= max_attempts exhausts the job (counted before this expiry): with
-    # max_attempts 3 the first expiry requeues and the second one exhausts.
+    # max_attempts 3 the first two expiries requeue and the third one exhausts: three claims.
     pool = world.pool(**SHORT)["name"]
     worker = world.api.client(world.worker_token([pool]))
     held = world.held(pool, worker, max_attempts=3)
@@ -72,7 +72,11 @@ def test_the_expiry_that_reaches_max_attempts_moves_the_task_to_needs_attention(
     second = world.claim(worker, pool, worker_id="w-2")
     assert second["fence"] == 2 and second["lease"]["attempt"] == 1
 
-    lost = wait_for_lease_state(world.admin, second["lease"]["id"], {"lost"}, EXPIRY_WAIT)
+    wait_for_lease_state(world.admin, second["lease"]["id"], {"lost"}, EXPIRY_WAIT)
+    third = world.claim(worker, pool, worker_id="w-3")
+    assert third["fence"] == 3 and third["lease"]["attempt"] == 1
+
+    lost = wait_for_lease_state(world.admin, third["lease"]["id"], {"lost"}, EXPIRY_WAIT)
     assert lost["end_reason"] == "expired"
 
     def escalated() -> dict[str, Any] | None:
@@ -83,21 +87,21 @@ def test_the_expiry_that_reaches_max_attempts_moves_the_task_to_needs_attention(
     assert view["lease"] is None
     events = wait_for_activity(world.admin, held.task["id"], ["task.run.lease_recovery_exhausted"])
     exhausted = next(ev for ev in events if ev["type"] == "task.run.lease_recovery_exhausted")
-    assert exhausted["data"]["recovery_count"] == 2
+    assert exhausted["data"]["recovery_count"] == 3
     assert exhausted["data"]["max_attempts"] == 3
-    assert [ev["type"] for ev in events].count("lease.lost") == 2
+    assert [ev["type"] for ev in events].count("lease.lost") == 3
 
-    # No third lease was minted, and the task cannot simply be enqueued again.
-    r = worker.post(f"/pools/{pool}/claim", json={"worker_id": "w-3"})
+    # No fourth lease was minted, and the task cannot simply be enqueued again.
+    r = worker.post(f"/pools/{pool}/claim", json={"worker_id": "w-4"})
     assert r.status_code == 204
     r = world.admin.post(f"/tasks/{held.task['id']}/enqueue", json={"pool": pool})
     assert_error(r, 409, "invalid_transition")
 
 
-def test_with_max_attempts_2_the_first_expiry_exhausts_the_task(world: World) -> None:
+def test_with_max_attempts_1_the_first_expiry_exhausts_the_task(world: World) -> None:
     pool = world.pool(**SHORT)["name"]
     worker = world.api.client(world.worker_token([pool]))
-    held = world.held(pool, worker, max_attempts=2)
+    held = world.held(pool, worker, max_attempts=1)
 
     lost = wait_for_lease_state(world.admin, held.id, {"lost"}, EXPIRY_WAIT)
     assert lost["end_reason"] == "expired"

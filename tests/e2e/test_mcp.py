@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import anyio
-import httpx
 import httpx2
 import pytest
 from mcp import ClientSession
@@ -25,10 +24,16 @@ OPERATOR_TOOLS = {
     "leases_cancel",
     "leases_fetch_logs",
     "leases_list_attachments",
+    "task_recover",
+    "task_inspect",
+    "task_approve",
 }
+MEMBER_ONLY = {"leases_cancel", "task_recover", "task_approve"}
 LEASE_TOOLS = {
     "leases_list",
     "leases_get",
+    "leases_fetch_logs",
+    "leases_list_attachments",
     "lease_fetch_payload",
     "lease_heartbeat",
     "lease_complete",
@@ -36,6 +41,15 @@ LEASE_TOOLS = {
     "lease_release",
     "task_block",
     "task_unblock",
+}
+WORKER_TOOLS = {
+    "task_run_claim_next",
+    "task_run_heartbeat",
+    "task_run_complete",
+    "task_run_fail",
+    "task_run_release",
+    "task_run_block",
+    "task_run_payload",
 }
 
 
@@ -110,21 +124,73 @@ def test_initialize_answers_with_tenure_and_each_token_sees_its_tools(world: Wor
     assert over_mcp(world, world.api.admin_token, info) == "tenure"
     assert tools_of(world, world.api.admin_token) == OPERATOR_TOOLS
     reader = world.operator_token("read", spaces=[world.space])
-    assert tools_of(world, reader) == OPERATOR_TOOLS - {"leases_cancel"}
+    assert tools_of(world, reader) == OPERATOR_TOOLS - MEMBER_ONLY
     held, _ = _held(world)
     seen = tools_of(world, _token(held))
     assert seen == LEASE_TOOLS and "leases_cancel" not in seen
+    assert tools_of(world, world.worker_token(None)) == WORKER_TOOLS
 
 
-def test_a_worker_token_is_refused_before_the_protocol(world: World) -> None:
-    worker = world.worker_token(None)
-    r = httpx.post(
-        f"{world.api.base}/mcp",
-        headers={"Authorization": f"Bearer {worker}", "Accept": "application/json"},
-        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-        timeout=30,
+def test_a_worker_token_runs_the_whole_loop_over_mcp_without_a_lease_token(
+    world: World,
+) -> None:
+    pool = world.pool()["name"]
+    worker = world.worker_token([pool])
+    task = world.task(pool)["task"]
+    me = {"worker_id": f"agent-{suffix()}"}
+    claimed = ok(world, worker, "task_run_claim_next", {**me, "claim_id": "c-1"})
+    run = claimed["run"]
+    assert claimed["task"]["id"] == task["id"] and run["fence"] == 1
+    assert len(claimed["claim_token_hash"]) == 8
+    # The answer was lost: the same claim_id answers the same run at the same fence.
+    again = ok(world, worker, "task_run_claim_next", {**me, "claim_id": "c-1"})
+    assert (again["run"]["run_id"], again["run"]["fence"]) == (run["run_id"], 1)
+    ids = {**me, "run_id": run["run_id"]}
+    assert ok(world, worker, "task_run_heartbeat", ids)["run"]["state"] == "running"
+    assert ok(world, worker, "task_run_payload", ids)["subject"]["kind"] == "task"
+    report = {**ids, "result": {"answer": 42}, "report_id": "r-1"}
+    first = ok(world, worker, "task_run_complete", report)
+    assert first["run"]["state"] == "completed"
+    assert ok(world, worker, "task_run_complete", report) == first
+    shown = world.admin.get(f"/leases/{run['run_id']}").json()
+    assert (shown["outcome"], shown["result"]) == ("success", {"answer": 42})
+    assert ok(world, worker, "task_run_claim_next", me) == {"run": None}
+
+    # Another worker token, or another worker_id, does not hold the run.
+    other = world.worker_token([pool])
+    stolen = call(world, other, "task_run_heartbeat", ids)
+    assert stolen.is_error and stolen.structured_content["error"]["code"] == "stale_lease"
+    late = call(world, worker, "task_run_fail", {**ids, "error": "late"})
+    assert late.is_error and late.structured_content["error"]["code"] == "invalid_transition"
+    unknown = call(world, worker, "task_run_release", {**me, "run_id": "lease_nope"})
+    assert unknown.is_error
+    assert unknown.structured_content["error"]["code"] == "lease_not_found"
+
+
+def test_operators_inspect_and_approve_over_mcp(world: World) -> None:
+    pool = world.pool()["name"]
+    task = world.task(pool, requires_approval=True)
+    assert task["lease"] is None
+    reader = world.operator_token("read", spaces=[world.space])
+    shot = ok(world, reader, "task_inspect", {"id": task["task"]["id"]})
+    assert shot["task"]["blocked_reasons"][0]["source"] == "approval"
+    member = world.operator_token("member", spaces=[world.space])
+    approved = ok(world, member, "task_approve", {"task_id": task["task"]["id"], "note": "ok"})
+    assert approved["lease"]["state"] == "pending"
+    recover = call(world, member, "task_recover", {"task_id": task["task"]["id"], "note": "x"})
+    assert recover.structured_content["error"]["code"] == "invalid_transition"
+
+
+def test_a_lease_token_reads_its_own_logs_and_attachments_over_mcp(world: World) -> None:
+    held, _ = _held(world)
+    r = held.lease.post(
+        f"/leases/{held.id}/logs", json={"events": [{"stream": "stdout", "message": "own"}]}
     )
-    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+    assert r.status_code == 202, r.text
+    token = _token(held)
+    logs = ok(world, token, "leases_fetch_logs", {"lease_id": held.id})
+    assert [e["message"] for e in logs["events"]] == ["own"]
+    assert ok(world, token, "leases_list_attachments", {"lease_id": held.id}) == {"attachments": []}
 
 
 def test_no_server_stream_and_no_session_answer_405_over_the_local_front_door(

@@ -411,7 +411,7 @@ class FakeStore(FakeRules):
             + [("claim", str(_claim_of(c))) for c in change.claims]
             + [
                 ("edge", f"{g.task_id}>{g.name}>{g.other}")
-                if g.op == "edge"
+                if g.op in ("edge", "unedge")
                 else ("graph", g.task_id)
                 for g in change.graph
             ]
@@ -666,6 +666,9 @@ class FakeStore(FakeRules):
         graph = self.graphs.get(g.task_id)
         if g.op == "edge":
             return (g.task_id, g.name, g.other) not in self.edges
+        if g.op == "unedge":
+            key = (g.task_id, g.name, g.other)
+            return key in self.edges and (self.edges[key] is not None) == (g.at is not None)
         if g.op == "met":
             return graph is not None and graph.succeeded_at is not None
         if g.op == "unmet":
@@ -697,6 +700,8 @@ class FakeStore(FakeRules):
             return [self._put_graph(replace(graph, **moved, usage_cost_keys=keys))]
         if g.op == "edge":
             self.edges[(g.task_id, g.name, g.other)] = g.at
+        if g.op == "unedge":
+            del self.edges[(g.task_id, g.name, g.other)]
         if g.op == "mark":
             return [self._put_graph(replace(graph, **{g.name: g.at}))]
         return []
@@ -721,6 +726,13 @@ class FakeStore(FakeRules):
         _limit(limit)
         others = sorted(o for (t, kd, o) in self.edges if t == task_id and kd == kind)
         return others[:limit]
+
+    def edges_counted(self, task_id: str, kind: str, others: list[str]) -> dict[str, bool]:
+        _limit(len(others) or 1)
+        found = {
+            o: self.edges[(task_id, kind, o)] for o in others if (task_id, kind, o) in self.edges
+        }
+        return {o: at is not None for o, at in found.items()}
 
     def count_edge(self, task_id: str, kind: str, other: str, counter: str, at: int) -> bool:
         self.writes.append("count_edge")

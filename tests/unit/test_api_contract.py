@@ -165,6 +165,8 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.BlockCreate: {"kind": "needs_input", "reason": "which branch?"},
     m.BlockClear: {},
     m.TaskRecover: {"note": "fixed"},
+    m.TaskApprove: {},
+    m.TaskReject: {"note": "not now"},
 }
 
 

@@ -164,6 +164,8 @@ def scene(rig: Rig) -> Scene:
     s.ids["idle_task"] = s.must("POST", "/tasks", "admin", {"space": SPACE, "title": "idle"})[
         "task"
     ]["id"]
+    waiting = {"space": SPACE, "title": "wait", "requires_approval": True}
+    s.ids["waiting_task"] = s.must("POST", "/tasks", "admin", waiting)["task"]["id"]
     s.must("POST", "/workflows", "admin", {"space": SPACE, "slug": "wf", "name": "Flow"})
     rule = {
         "space": SPACE,
@@ -575,17 +577,35 @@ TABLE: list[Row] = [
         body={"note": "fixed the config"},
         prepare=_escalated,
     ),
-    # MCP: operators and lease tokens get in; what each tool may touch is its own
-    # check, so the other space's operator is refused inside (a tool error).
+    # Approval: a member's decision; agents (worker and lease tokens) are refused.
+    R(
+        "POST",
+        f"{TASK}/approve",
+        MEMBER,
+        200,
+        path="/tasks/{waiting_task}/approve",
+        body={},
+    ),
+    R(
+        "POST",
+        f"{TASK}/reject",
+        MEMBER,
+        200,
+        path="/tasks/{waiting_task}/reject",
+        body={"note": "not this quarter"},
+    ),
+    # MCP: every token kind gets in; what each tool may touch is its own check, so the
+    # other space's operator and the worker tokens (leases_get is not theirs) are refused
+    # inside (a tool error).
     R(
         "POST",
         "/mcp",
-        READ | BOTH_LEASES | {"elsewhere"},
+        READ | BOTH_LEASES | WORKERS | {"elsewhere"},
         200,
         body=MCP_GET,
         headers={"accept": ACCEPT, "content-type": "application/json"},
         inner=_tool_error,
-        refused_inside=frozenset({"elsewhere"}),
+        refused_inside=frozenset({"elsewhere"}) | WORKERS,
     ),
 ]
 

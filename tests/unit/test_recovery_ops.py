@@ -60,7 +60,13 @@ def test_a_retried_run_is_exhausted_sooner_since_retries_use_attempts(rig: Rig) 
     rig.svc.force.retry(MEMBER, failed.id)  # attempt 2
     rig.claim()
     rig.advance(600)
-    rig.sweep()  # recovery 1: 2 + 1 >= 3, exhausted
+    rig.sweep()  # claims so far 2 + 0 < 3: requeued
+    task = rig.svc.graph.get_task(READER, failed.task_id or "")
+    assert task.status is TaskStatus.QUEUED
+    rig.claim()  # the third claim in all
+    for _ in range(10):  # the sweeper's minute by minute (a longer gap is its own absence)
+        rig.advance(60)
+        rig.sweep()  # then 2 + 1 >= 3: exhausted
     task = rig.svc.graph.get_task(READER, failed.task_id or "")
     assert task.status is TaskStatus.NEEDS_ATTENTION
     assert "task.run.lease_recovery_exhausted" in rig.types(task.task.id)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from tenure.domain.states import LeaseState
+from tenure.app.tenure import compose
+from tenure.domain.states import LeaseState, TaskStatus
 
-from tests.unit.support import ADMIN, POOL, READER, SPACE, Rig, as_lease
+from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, Rig, as_lease
 
 
 def test_a_heartbeat_that_shortens_lease_seconds_shortens_the_expiry_too(rig: Rig) -> None:
@@ -53,3 +54,12 @@ def test_work_nothing_could_claim_is_never_starved_nor_parked_and_its_age_restar
     assert _starved(rig) == 1
     rig.advance(3600)
     assert rig.sweep().parked == [lease.task_id]  # type: ignore[union-attr]
+
+
+def test_an_instance_change_holds_at_once_on_another_warm_instance(rig: Rig) -> None:
+    other = compose(rig.store, rig.clock, rig.ids)  # a second warm API instance
+    task, _ = rig.task()
+    other.kernel.instance()  # its cached copy: block_recurrence_limit 2
+    rig.svc.pools.update_instance(ADMIN, {"block_recurrence_limit": 1})
+    other.blocks.block_task(MEMBER, task.id, "needs_input", "which region?")
+    assert other.graph.get_task(READER, task.id).status is TaskStatus.NEEDS_ATTENTION

@@ -152,8 +152,8 @@ def _recover_until_exhausted(rig: Rig, max_attempts: int) -> tuple[str, list[Lea
     raise AssertionError("never exhausted")
 
 
-@pytest.mark.parametrize(("max_attempts", "leases"), [(1, 1), (2, 1), (3, 2), (4, 3)])
-def test_recovery_is_exhausted_when_attempt_plus_recovery_count_reaches_max_attempts(
+@pytest.mark.parametrize(("max_attempts", "leases"), [(1, 1), (2, 2), (3, 3), (4, 4)])
+def test_max_attempts_counts_every_claim_so_three_allow_three_claims_in_all(
     rig: Rig, max_attempts: int, leases: int
 ) -> None:
     task_id, made = _recover_until_exhausted(rig, max_attempts)
@@ -162,7 +162,8 @@ def test_recovery_is_exhausted_when_attempt_plus_recovery_count_reaches_max_atte
     job = rig.store.get_job(made[0].job_id)
     assert job is not None
     assert (job.exhausted, job.recovery_count, job.attempt) == (True, leases, 1)
-    assert job.attempt + job.recovery_count >= max_attempts
+    # Counted before the exhausting expiry: the claims so far had reached max_attempts.
+    assert job.attempt + job.recovery_count - 1 == max_attempts
     assert rig.svc.graph.get_task(READER, task_id).status is TaskStatus.NEEDS_ATTENTION
 
 
@@ -176,7 +177,7 @@ def test_exhaustion_moves_the_task_to_needs_attention_and_records_it(rig: Rig) -
     assert exhausted[0].data == {
         "job_id": made[0].job_id,
         "attempt": 1,
-        "recovery_count": 2,
+        "recovery_count": 3,
         "max_attempts": 3,
     }
     last = [e for e in rig.events(task_id) if e.type == "lease.lost"][-1]

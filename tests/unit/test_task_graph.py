@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from tenure.app.tasks.filing import TaskLinks
 from tenure.domain.errors import Forbidden, ValidationFailed
@@ -282,3 +284,23 @@ def test_the_payload_names_the_tasks_a_task_waited_for(rig: Rig) -> None:
     assert payload["subject"]["dependencies"] == [
         {"id": blocker.id, "key": blocker.key, "title": "t"}
     ]
+
+
+def test_the_rollup_settles_a_parent_parked_in_needs_attention_once(rig: Rig) -> None:
+    parent = _task(rig)
+    kid = _task(rig, parent_id=parent.id)
+    rig.svc.filing.enqueue(MEMBER, kid.id, POOL)
+    won = rig.claim()
+    # Meanwhile the parent's own run used up its attempts: parked in needs_attention.
+    parked = replace(rig.store.get_task(parent.id), attention=True)  # type: ignore[arg-type]
+    rig.store.tasks[parent.id] = parked
+    rig.store.scheduler = replace(rig.store.scheduler, attention=frozenset({parent.id}))
+    assert _status(rig, parent) is TaskStatus.NEEDS_ATTENTION
+    rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
+    assert _status(rig, parent) is TaskStatus.COMPLETED
+    assert parent.id not in rig.store.get_scheduler().attention
+    assert rig.types(parent.id).count("task.rollup_completed") == 1
+    assert rig.types(parent.id).count("task.rollup_settled") == 1
+    graph = rig.store.get_graph(parent.id)
+    rig.svc.reactions.react_to_rows([("graph", None, graph)])
+    assert rig.types(parent.id).count("task.rollup_settled") == 1

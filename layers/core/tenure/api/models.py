@@ -167,6 +167,9 @@ class PoolCreate(Strict):
     starvation_escalation_seconds: Annotated[int, Field(ge=1, le=31_536_000), Integral] = 3600
     # Per-million-token prices: {currency, input_tokens?, output_tokens?, …}.
     rates: dict[str, Any] | None = None
+    accepts_delegation_from: Annotated[list[Name], Field(max_length=50)] = Field(
+        default_factory=list
+    )
 
     @model_validator(mode="after")
     def _timings_ordered(self) -> Self:
@@ -193,6 +196,7 @@ class PoolPatch(Strict):
     agent: AgentSettings | None = None
     classifier: ClassifierSettings | None = None
     rates: dict[str, Any] | None = None
+    accepts_delegation_from: Annotated[list[Name], Field(max_length=50)] | None = None
 
 
 class InstancePatch(Strict):
@@ -269,6 +273,8 @@ class TaskCreate(Strict):
     auto_enqueue_on_ready: bool = False
     # Filed with a lease token, its endings wake that lease (default true).
     wake_creator: bool | None = None
+    # Held for a member's approval (POST /tasks/{id}/approve) before any run.
+    requires_approval: bool = False
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
     _not_before = field_validator("not_before")(_instant)
@@ -345,11 +351,12 @@ class Complete(Strict):
 class Fail(Strict):
     error: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
     metadata: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None  # what the failed work used, as on complete
     report_id: ReportId | None = None
     fence: Fence | None = None
     next: NextClaim | None = None  # claim the worker's next lease in the same call
 
-    _docs = field_validator("metadata")(lambda v: _bounded(v, "metadata"))
+    _docs = field_validator("metadata", "usage")(lambda v, info: _bounded(v, info.field_name))
 
 
 class Release(Strict):
@@ -450,6 +457,11 @@ class LeaseOut(Out):
     revoke: Revoke | None
     end_reason: EndReason | None
     outcome: str | None
+    # Once ended, as the final report said (null before): result and details of a
+    # completion, the error of a failure.
+    result: Any = None
+    details: dict[str, Any] | None = None
+    error: str | None = None
     claim_token_hash_truncated: str | None
     timing: LeaseTiming
     # Its logs and attachments were reclaimed after the pool's retention.
@@ -504,6 +516,16 @@ class TaskOut(Out):
     usage: dict[str, Any] | None = None
     created_by_lease_id: str | None = None
     wake_creator: bool = False
+    approval: "ApprovalOut | None" = None
+
+
+class ApprovalOut(Out):
+    state: Literal["requested", "approved", "rejected"]
+    requested_at: Stamp
+    pool: str | None = None
+    by: str | None = None
+    at: Stamp = None
+    note: str | None = None
 
 
 class TaskAnswer(Out):
@@ -570,6 +592,7 @@ class PoolOut(Out):
     min_queued_age_seconds: int = 600
     starvation_escalation_seconds: int = 3600
     rates: dict[str, Any] | None = None
+    accepts_delegation_from: list[str] = []
 
 
 class PoolAnswer(Out):
@@ -819,11 +842,15 @@ class ExecTarget(Out):
 class TaskPatch(Strict):
     auto_enqueue_on_ready: bool | None = None
     pool: Name | None = None
+    # Replaces the task's blockers with these ([] removes them all).
+    depends_on: Annotated[list[TaskId], Field(max_length=50)] | None = None
 
     @model_validator(mode="after")
     def _something(self) -> Self:
-        if self.auto_enqueue_on_ready is None and self.pool is None:
-            raise ValueError("name auto_enqueue_on_ready or pool (auto_enqueue_on_ready)")
+        if self.auto_enqueue_on_ready is None and self.pool is None and self.depends_on is None:
+            raise ValueError(
+                "name auto_enqueue_on_ready, pool or depends_on (auto_enqueue_on_ready)"
+            )
         return self
 
 
@@ -842,8 +869,9 @@ class BulkFail(Strict):
 
 
 class BlockedReason(Out):
-    source: Literal["dependency", "paused", "block"]
+    source: Literal["dependency", "approval", "paused", "block"]
     depends_on_task_ids: list[str] | None = None
+    requested_at: Stamp = None
     paused_by_task_id: str | None = None
     block_id: str | None = None
     kind: str | None = None
@@ -924,6 +952,15 @@ class BlockCreate(Strict):
 
 class BlockClear(Strict):
     note: str | None = Field(default=None, max_length=2000)
+
+
+class TaskApprove(Strict):
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class TaskReject(Strict):
+    # Required: why the work is not to be done.
+    note: str = Field(min_length=1, max_length=2000)
 
 
 class TaskRecover(Strict):

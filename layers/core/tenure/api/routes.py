@@ -99,8 +99,11 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", f"{BASE}/tasks/<task_id>/blocks"): "operator:read|lease",
     ("POST", f"{BASE}/tasks/<task_id>/blocks/<block_id>/clear"): "operator:member|lease",
     ("POST", f"{BASE}/tasks/<task_id>/recover"): "operator:member",
+    # Approval: a person's decision, never an agent's.
+    ("POST", f"{BASE}/tasks/<task_id>/approve"): "operator:member",
+    ("POST", f"{BASE}/tasks/<task_id>/reject"): "operator:member",
     # The MCP endpoint; the tools it offers depend on the token (api/mcp/tools.py).
-    ("POST", f"{BASE}/mcp"): "operator:read|lease",
+    ("POST", f"{BASE}/mcp"): "operator:read|lease|worker",
 }
 
 # Where a request names the scope it touches (a token without that scope gets 403

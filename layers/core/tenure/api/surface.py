@@ -78,6 +78,9 @@ def authorize(actor: Principal, audience: str, params: dict[str, str]) -> None:
         if "lease_id" in params:
             authz.require_lease(actor, params["lease_id"])
         return  # otherwise it acts in its own lease's space, which the service checks
+    if actor.kind == "worker" and "worker" in allowed:
+        authz.require_worker(actor, None)
+        return
     if actor.kind in ("worker", "lease") and "agent_force" in allowed:
         svc().force.require_agent_force(actor)  # the instance's allow_agent_force
         return

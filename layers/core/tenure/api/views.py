@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.app.conditions import QueuedCondition
+from tenure.app.conditions import Conditions, QueuedCondition
+from tenure.app.inspect import Snapshot
 from tenure.app.ports import Attachment, LogLine
 from tenure.app.tasks.filing import TaskView
 from tenure.app.usage import lease_usage
@@ -34,6 +35,7 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
         "revoke": lease.revoke.value if lease.revoke else None,
         "end_reason": lease.end_reason.value if lease.end_reason else None,
         "outcome": lease.outcome,
+        **_reported(lease),
         "claim_token_hash_truncated": lease.token_hash[:8] if lease.token_hash else None,
         "timing": {
             "created_at": iso(lease.created_at),
@@ -56,6 +58,17 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
     }
 
 
+def _reported(lease: Lease) -> dict[str, Any]:
+    """What the final report said, once the lease has ended (null before, and for what it
+    did not say): a completion's result and details, a failure's error."""
+    report = (lease.report or {}) if lease.state.terminal else {}
+    return {
+        "result": report.get("result"),
+        "details": report.get("details"),
+        "error": report.get("error"),
+    }
+
+
 def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> dict[str, Any]:
     """`seen` adds what a read derives and never stores: blocked reasons, effective pause."""
     return {
@@ -74,7 +87,16 @@ def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> d
         "usage": seen.usage if seen else None,
         "created_by_lease_id": task.created_by_lease,
         "wake_creator": task.wake_creator,
+        "approval": approval_view(task.approval) if task.approval else None,
     }
+
+
+def approval_view(approval: dict[str, Any]) -> dict[str, Any]:
+    shown = {k: approval.get(k) for k in ("state", "requested_at", "pool", "by", "at", "note")}
+    for key in ("requested_at", "at"):
+        stamp = approval.get(key)
+        shown[key] = iso(int(stamp)) if stamp is not None else None
+    return shown
 
 
 def _task_fields(task: Task, status: TaskStatus) -> dict[str, Any]:
@@ -148,6 +170,7 @@ def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
         "attachment_quota_bytes": pool.attachment_quota_bytes,
         "min_queued_age_seconds": pool.min_queued_age_seconds,
         "starvation_escalation_seconds": pool.starvation_escalation_seconds,
+        "accepts_delegation_from": list(pool.accepts_delegation_from or ()),
     }
 
 
@@ -220,4 +243,23 @@ def log_line_view(line: LogLine) -> dict[str, Any]:
         "container": line.container,
         "stream": line.stream,
         "message": line.message,
+    }
+
+
+def inspect_view(shot: Snapshot, conditions: Conditions) -> dict[str, Any]:
+    """`GET /inspect/{id}`'s answer (MCP's task_inspect answers the same)."""
+    task = shot.task
+    current = shot.current_lease
+    recent = conditions.queued_conditions(shot.recent_leases)
+    return {
+        "task": task_view(task.task, task.status, task) if task else None,
+        "current_lease": lease_view(current, conditions.queued_condition_of(current))
+        if current
+        else None,
+        "recent_leases": [lease_view(x, recent[x.id]) for x in shot.recent_leases],
+        "recent_events": [event_view(ev) for ev in shot.recent_events],
+        "scheduler": shot.scheduler,
+        "diagnostics": shot.diagnostics,
+        "next_action": shot.next_action.value,
+        "as_of": iso(shot.as_of),
     }

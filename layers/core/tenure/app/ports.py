@@ -141,6 +141,8 @@ class GraphOp:
       named (a new task's auto-enqueue mark: one write per row in a transaction);
     * "edge": create the edge row `task_id` -[`name`: child|dependent]-> `other`, once;
       `at` set means it already counted (a blocker that had succeeded before the edge);
+    * "unedge": delete that edge row, which must still be as read: counted when `at` is set,
+      not counted otherwise (a dependency dropped by PATCH; its counts move with it);
     * "met" / "unmet": require `task_id` to have (not to have) succeeded — the condition that
       keeps a new edge and a blocker's concurrent success from missing each other;
     * "mark": SET `name` = `at` on `task_id`'s graph row once; "auto_enqueued_at" also needs
@@ -431,6 +433,11 @@ class Store(Protocol):
 
     def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
         """Up to `limit` ids at the far end of `task_id`'s edges of `kind` (child, dependent)."""
+        ...
+
+    def edges_counted(self, task_id: str, kind: str, others: list[str]) -> dict[str, bool]:
+        """For each of `task_id`'s edges of `kind` to `others` that exists: whether it counted
+        (one batch read; an edge that does not exist is left out)."""
         ...
 
     def count_edge(self, task_id: str, kind: str, other: str, counter: str, at: int) -> bool:

@@ -2,7 +2,9 @@
 constructor arguments, and every extension point is a named, ordered tuple built here.
 
 The order of each tuple is the behaviour: a task's blocked reasons list the graph's own, then
-its typed blocks; a claim skips a lease held by pause or parking, then by an open block; a
+a pending approval, then its typed blocks; a claim skips a lease held by pause or parking, then
+by a pending approval, then by an open block; filing asks for approval before it links the
+task into the graph (so a waiting task is never enqueued at once); a
 final report runs the completion claim gate before its write, resolves usage before the
 lease row is built, adds the classifier's output and the usage totals to the one commit, then
 scans the result; a changed lease row counts the task's success (graph), resets the breaker,
@@ -24,6 +26,7 @@ from tenure.app.autonomy.wake import Wake
 from tenure.app.conditions import Conditions
 from tenure.app.inspect import Inspection
 from tenure.app.kernel import Kernel
+from tenure.app.leases.bound import Bound
 from tenure.app.leases.claims import Claims
 from tenure.app.leases.force import Force
 from tenure.app.leases.handover import Handover
@@ -44,6 +47,8 @@ from tenure.app.scopes import Scopes
 from tenure.app.setup.pools import Pools
 from tenure.app.setup.spaces import Setup
 from tenure.app.setup.versions import Classifier, Versions
+from tenure.app.tasks import approval as approval_rules
+from tenure.app.tasks.approval import Approval
 from tenure.app.tasks.filing import Filing
 from tenure.app.tasks.graph import Graph
 from tenure.app.tasks.listing import TaskListing
@@ -63,6 +68,7 @@ class Tenure:
     conditions: Conditions
     gate: ClaimGate
     claims: Claims
+    bound: Bound
     reports: Reports
     handover: Handover
     operator: Operator
@@ -70,6 +76,7 @@ class Tenure:
     payloads: Payloads
     runs: Runs
     graph: Graph
+    approval: Approval
     filing: Filing
     listing: TaskListing
     scheduler: Scheduler
@@ -131,10 +138,13 @@ def compose(
     graph = Graph(
         kernel,
         runs,
-        reasons=(block_rules.block_reasons,),
-        skips=(block_rules.has_open_block,),
+        reasons=(approval_rules.approval_reasons, block_rules.block_reasons),
+        skips=(approval_rules.awaits_approval, block_rules.has_open_block),
     )
-    gate = ClaimGate(kernel, holds=(block_rules.held_by_block(kernel),))
+    gate = ClaimGate(
+        kernel,
+        holds=(approval_rules.held_for_approval(kernel), block_rules.held_by_block(kernel)),
+    )
     claims = Claims(kernel, gate, workers)
     reports = Reports(
         kernel,
@@ -153,6 +163,8 @@ def compose(
     artifacts = Artifacts(kernel, blobs, log_sink)
     conditions = Conditions(kernel)
     scheduler = Scheduler(kernel, gate)
+    operator = Operator(kernel)
+    approval = Approval(kernel, graph, operator)
     return Tenure(
         kernel=kernel,
         setup=Setup(kernel),
@@ -162,18 +174,20 @@ def compose(
         conditions=conditions,
         gate=gate,
         claims=claims,
+        bound=Bound(kernel, claims),
         reports=reports,
         handover=Handover(kernel, reports, claims),
-        operator=Operator(kernel),
+        operator=operator,
         recovery=Recovery(kernel),
         payloads=Payloads(kernel, versions),
         runs=runs,
         graph=graph,
+        approval=approval,
         filing=Filing(
             kernel,
             runs,
             filers=(delegation.lease_files,),
-            links=(graph.link, delegation.mark_creator),
+            links=(approval.ask, graph.link, delegation.mark_creator),
         ),
         listing=TaskListing(kernel, graph),
         scheduler=scheduler,

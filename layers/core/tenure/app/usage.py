@@ -24,6 +24,8 @@ from tenure.domain.states import ReportKind
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
 
+# The final reports that may say what the work used: a failed run spent tokens too.
+USAGE_REPORTS = frozenset({ReportKind.COMPLETE, ReportKind.FAIL})
 BUCKETS = (
     "input_tokens",
     "output_tokens",
@@ -196,7 +198,7 @@ class Usage:
         self.kernel = kernel
 
     def resolve(self, lease: Lease, kind: ReportKind, report: dict[str, Any]) -> dict[str, Any]:
-        reported = report.get("usage") if kind is ReportKind.COMPLETE else None
+        reported = report.get("usage") if kind in USAGE_REPORTS else None
         if reported is None:
             return report
         if not isinstance(reported, dict):
@@ -206,7 +208,7 @@ class Usage:
     def contribute(
         self, change: Change, lease: Lease, kind: ReportKind, report: dict[str, Any]
     ) -> Change:
-        resolved = report.get("usage") if kind is ReportKind.COMPLETE else None
+        resolved = report.get("usage") if kind in USAGE_REPORTS else None
         if resolved is None or lease.task_id is None:
             return change
         op = GraphOp(
@@ -216,7 +218,8 @@ class Usage:
 
 
 def lease_usage(lease: Lease) -> dict[str, Any] | None:
-    """`GET /leases/{id}`'s `usage`: what its completion reported, with the resolved cost."""
+    """`GET /leases/{id}`'s `usage`: what its completion (or failure) reported, with the
+    resolved cost."""
     report = lease.report or {}
-    found = report.get("usage") if lease.report_kind is ReportKind.COMPLETE else None
+    found = report.get("usage") if lease.report_kind in USAGE_REPORTS else None
     return found if isinstance(found, dict) else None

@@ -83,6 +83,8 @@ class Pool:
     # Per-million-token prices that estimate a completion's cost when it reports none:
     # {currency, input_tokens?, output_tokens?, …}.
     rates: dict[str, Any] | None = None
+    # Delegation: the pools whose leases may file tasks here without a person's approval.
+    accepts_delegation_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,9 +159,20 @@ class Task:
     # whether the task's endings wake that lease's worker (meaningless without one).
     created_by_lease: str | None = None
     wake_creator: bool = False
+    # Approval (app/tasks/approval.py): {state: requested | approved | rejected, requested_at,
+    # pool?, by?, at?, note?}; None for a task filed without it.
+    approval: dict[str, Any] | None = None
 
     def with_job(self, job_id: str) -> Task:
         return replace(self, job_id=job_id)
+
+    @property
+    def awaiting_approval(self) -> bool:
+        return self.approval is not None and self.approval.get("state") == "requested"
+
+    @property
+    def rejected(self) -> bool:
+        return self.approval is not None and self.approval.get("state") == "rejected"
 
 
 @dataclass(frozen=True)
@@ -340,6 +353,8 @@ def task_status(task: Task, lease: Lease | None) -> TaskStatus:
     """A task's status is derived from its latest run's newest lease, never stored twice."""
     if task.attention:
         return TaskStatus.NEEDS_ATTENTION
+    if task.rejected and (lease is None or lease.state.terminal):
+        return TaskStatus.CANCELLED
     if lease is None:
         return TaskStatus.READY
     match lease.state:

@@ -747,6 +747,16 @@ class DynamoStore(PagedReads, RetentionRows):
             if g.at is not None:
                 item["counted_at"] = g.at
             return self._put_op(item, k.IS_NEW)
+        if g.op == "unedge":
+            return {
+                "Delete": {
+                    "TableName": self.table,
+                    "Key": _dump(k.task_edge_key(g.task_id, g.name, g.other)),
+                    "ConditionExpression": k.EDGE_COUNTED
+                    if g.at is not None
+                    else k.EDGE_NOT_COUNTED,
+                }
+            }
         if g.op in ("met", "unmet"):
             return {
                 "ConditionCheck": {
@@ -797,6 +807,16 @@ class DynamoStore(PagedReads, RetentionRows):
             Limit=limit,
         )
         return [str(_load(r)[k.SK]).removeprefix(prefix) for r in out.get("Items", [])]
+
+    def edges_counted(self, task_id: str, kind: str, others: list[str]) -> dict[str, bool]:
+        if not others:
+            return {}
+        keys = [k.task_edge_key(task_id, kind, o) for o in dict.fromkeys(others)]
+        rows = self._batch_get(keys, True)
+        prefix = k.EDGE_PREFIX[kind]
+        return {
+            str(row[k.SK]).removeprefix(prefix): row.get("counted_at") is not None for row in rows
+        }
 
     def count_edge(self, task_id: str, kind: str, other: str, counter: str, at: int) -> bool:
         target = task_id if kind == "child" else other

@@ -44,7 +44,15 @@ _ENUMS: dict[str, type[Enum]] = {
     "report_kind": ReportKind,
 }
 # Attributes kept as tuples in entities (lists in rows).
-_TUPLES = {"spaces", "pools", "counted", "ancestors", "depends_on", "lineage"}
+_TUPLES = {
+    "spaces",
+    "pools",
+    "counted",
+    "ancestors",
+    "depends_on",
+    "lineage",
+    "accepts_delegation_from",
+}
 
 
 def _row(entity: Any) -> dict[str, Any]:

@@ -454,6 +454,8 @@ def task_edge_key(task_id: str, kind: str, other: str) -> dict[str, str]:
 
 # An edge counts toward its target once: a replayed stream record finds it counted.
 EDGE_NOT_COUNTED = "attribute_exists(PK) AND attribute_not_exists(counted_at)"
+# A dropped edge is deleted as it was read, so the counts that move with it stay exact.
+EDGE_COUNTED = "attribute_exists(PK) AND attribute_exists(counted_at)"
 # A blocker read as met (unmet) when a dependent was filed must still be so at commit.
 HAS_SUCCEEDED = "attribute_exists(succeeded_at)"
 NOT_SUCCEEDED = "attribute_not_exists(succeeded_at)"

@@ -1,5 +1,6 @@
 """Autonomy: a job blocks its task, delegates work, notes its usage (`tenure worker
-block|delegate|usage`); operators block, list, unblock and recover tasks (`tenure tasks …`)."""
+block|delegate|usage`); operators block, list, unblock, recover, approve and reject tasks
+(`tenure tasks …`)."""
 
 from __future__ import annotations
 
@@ -158,6 +159,18 @@ def tasks_recover(args: argparse.Namespace) -> int:
     return show(answer, args)
 
 
+def tasks_approve(args: argparse.Namespace) -> int:
+    body = {"note": args.note} if args.note else {}
+    _, answer = operator_client(args).call("POST", f"/tasks/{args.id}/approve", body)
+    return show(answer, args)
+
+
+def tasks_reject(args: argparse.Namespace) -> int:
+    body = {"note": args.note}
+    _, answer = operator_client(args).call("POST", f"/tasks/{args.id}/reject", body)
+    return show(answer, args)
+
+
 KINDS = ["transient", "dependency_external", "needs_input", "error"]
 
 
@@ -217,3 +230,11 @@ def add_commands(groups: Groups) -> None:
     tr.add_argument("id", help="the task's id or key")
     tr.add_argument("--note", required=True, help="why the task may go on (the API needs one)")
     tr.set_defaults(func=guarded(tasks_recover, RECOVER_CHECK))
+    ta = service_options(tsub.add_parser("approve", help="let a task awaiting approval run"))
+    ta.add_argument("id", help="the task's id or key")
+    ta.add_argument("--note", help="why it may run")
+    ta.set_defaults(func=guarded(tasks_approve, RECOVER_CHECK))
+    tj = service_options(tsub.add_parser("reject", help="cancel a task awaiting approval"))
+    tj.add_argument("id", help="the task's id or key")
+    tj.add_argument("--note", required=True, help="why it is not to run (the API needs one)")
+    tj.set_defaults(func=guarded(tasks_reject, RECOVER_CHECK))

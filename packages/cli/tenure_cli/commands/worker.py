@@ -140,7 +140,8 @@ def tasks_create(args: argparse.Namespace) -> int:
     for key in ("body", "pool", "workflow", "max_attempts"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
-    for key in ("parent_id", "depends_on", "auto_enqueue_on_ready"):  # the task graph
+    # The task graph, and a person's approval before any run.
+    for key in ("parent_id", "depends_on", "auto_enqueue_on_ready", "requires_approval"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
     props = json_arg(args.properties, "--properties")
@@ -250,6 +251,12 @@ def add_commands(groups: Groups) -> None:
         action="store_true",
         default=None,
         help="enqueue it on its pool once its dependencies complete",
+    )
+    tc.add_argument(
+        "--requires-approval",
+        action="store_true",
+        default=None,
+        help="hold it until a member approves it (`tenure tasks approve`)",
     )
     tc.set_defaults(func=guarded(tasks_create, TASK_CHECK))
     tl = service_options(tsub.add_parser("list", help="a space's tasks, newest first (one page)"))

@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
-from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
+from tenure.api.surface import actor, json_answer, lease_out, op, svc
 from tenure.app.leases.force import ForceRow
 from tenure.app.tasks.filing import TaskView
 
@@ -25,7 +25,10 @@ def _task_answer(seen: TaskView) -> dict[str, Any]:
 
 @op("PATCH", f"{BASE}/tasks/<task_id>", 200, m.TaskAnswer, 404, 409)
 def update_task(task_id: str, body: Annotated[m.TaskPatch, Body()]) -> Response[Any]:
-    seen = svc().graph.update_task(actor(), task_id, body.auto_enqueue_on_ready, body.pool)
+    depends = tuple(body.depends_on) if body.depends_on is not None else None
+    seen = svc().graph.update_task(
+        actor(), task_id, body.auto_enqueue_on_ready, body.pool, depends_on=depends
+    )
     return json_answer(_task_answer(seen))
 
 
@@ -69,16 +72,4 @@ def bulk_fail(body: Annotated[m.BulkFail, Body()]) -> Response[Any]:
 @op("GET", f"{BASE}/inspect/<some_id>", 200, m.InspectOut, 404)
 def inspect(some_id: str) -> Response[Any]:
     shot = svc().inspection.inspect(actor(), some_id)
-    task = shot.task
-    return json_answer(
-        {
-            "task": v.task_view(task.task, task.status, task) if task else None,
-            "current_lease": lease_out(shot.current_lease) if shot.current_lease else None,
-            "recent_leases": leases_out(shot.recent_leases),
-            "recent_events": [v.event_view(ev) for ev in shot.recent_events],
-            "scheduler": shot.scheduler,
-            "diagnostics": shot.diagnostics,
-            "next_action": shot.next_action.value,
-            "as_of": v.iso(shot.as_of),
-        }
-    )
+    return json_answer(v.inspect_view(shot, svc().conditions))

@@ -27,10 +27,6 @@ ANSWERS: dict[int, OpenAPIResponse] = {
         "description": "unauthenticated: no bearer token, or an unknown one",
         "content": _ENVELOPE,
     },
-    403: {
-        "description": "forbidden: a worker token (it claims over HTTP; MCP has no tools for it)",
-        "content": _ENVELOPE,
-    },
     406: {
         "description": "Accept does not admit application/json (JSON-RPC error)",
         "content": _JSONRPC,
@@ -42,7 +38,8 @@ ANSWERS: dict[int, OpenAPIResponse] = {
     MCP_PATH,
     "POST",
     responses=ANSWERS,
-    description="Who may call it: an operator token (read and up) or a lease token. "
+    description="Who may call it: an operator token (read and up), a lease token, or a "
+    "worker token (its runs are worked by id, bound to the token). "
     "Streamable HTTP, stateless, JSON responses; the token decides the tools offered.",
     security=BEARER,
 )

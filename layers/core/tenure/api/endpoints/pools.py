@@ -44,6 +44,8 @@ def update_pool(pool: str, body: Annotated[m.PoolPatch, Body()]) -> Response[Any
         if changes.get(versioned) is not None:
             # As sent: an effort left out stays out (the payload then has no effort key).
             changes[versioned] = getattr(body, versioned).model_dump(exclude_none=True)
+    if changes.get("accepts_delegation_from") is not None:
+        changes["accepts_delegation_from"] = tuple(changes["accepts_delegation_from"])
     updated = svc().pools.update_pool(actor(), pool, changes)
     return json_answer({"pool": _pool_out(updated)})
 

@@ -61,6 +61,7 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         min_queued_age_seconds=body.min_queued_age_seconds,
         starvation_escalation_seconds=body.starvation_escalation_seconds,
         rates=body.rates,
+        accepts_delegation_from=tuple(body.accepts_delegation_from),
     )
     return json_answer(v.pool_view(svc().setup.create_pool(actor(), pool)), 201)
 

@@ -11,7 +11,7 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
-from tenure.app.tasks.filing import ACTIVITY_PAGE, TaskLinks
+from tenure.app.tasks.filing import ACTIVITY_PAGE, TaskLinks, TaskView
 from tenure.app.tasks.listing import TASK_PAGE_MAX
 from tenure.domain import errors as e
 from tenure.domain.states import TaskStatus
@@ -34,6 +34,7 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
             tuple(body.depends_on),
             body.auto_enqueue_on_ready,
             wake_creator=body.wake_creator,
+            requires_approval=body.requires_approval,
         ),
     )
     seen = svc().graph.describe_task(task, lease)
@@ -51,6 +52,26 @@ def enqueue(task_id: str, body: Annotated[m.Enqueue, Body()]) -> Response[Any]:
     not_before = m.instant_ms(body.not_before) if body.not_before else None
     lease = svc().filing.enqueue(actor(), task_id, body.pool, not_before)
     return json_answer({"lease": lease_out(lease)}, 201)
+
+
+@op("POST", f"{BASE}/tasks/<task_id>/approve", 200, m.TaskAnswer, 404, 409)
+def approve_task(
+    task_id: str, body: Annotated[m.TaskApprove | None, Body()] = None
+) -> Response[Any]:
+    seen = svc().approval.approve(actor(), task_id, body.note if body else None)
+    return json_answer(_task_answer(seen))
+
+
+@op("POST", f"{BASE}/tasks/<task_id>/reject", 200, m.TaskAnswer, 404, 409)
+def reject_task(task_id: str, body: Annotated[m.TaskReject, Body()]) -> Response[Any]:
+    return json_answer(_task_answer(svc().approval.reject(actor(), task_id, body.note)))
+
+
+def _task_answer(seen: TaskView) -> dict[str, Any]:
+    return {
+        "task": v.task_view(seen.task, seen.status, seen),
+        "lease": lease_out(seen.lease) if seen.lease else None,
+    }
 
 
 @op("GET", f"{BASE}/tasks", 200, m.TaskList, 404, 422)

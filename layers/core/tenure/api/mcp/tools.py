@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, StringConstraints
@@ -19,12 +17,14 @@ from pydantic import ValidationError as PydanticError
 
 from tenure.api import models as m
 from tenure.api import views as v
+from tenure.api.mcp.runs import RUN_TOOLS
+from tenure.api.mcp.tool import Tool, lease_mcp, mcp_view
 from tenure.api.routes import BASE
 from tenure.app.tenure import Tenure
 from tenure.domain import authz
 from tenure.domain import errors as e
 from tenure.domain.fencing import TOKEN_SHAPE
-from tenure.domain.model import Lease, Principal
+from tenure.domain.model import Principal
 from tenure.domain.states import LeaseState
 
 # Over MCP one page answers (no cursor): 50 leases unless asked, never more than 200.
@@ -67,76 +67,13 @@ class NoArgs(m.Strict):
     pass
 
 
-Run = Callable[[Tenure, Principal, Any], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str
-    args: type[BaseModel]
-    # Who is offered the tool, in the route table's words: "operator:<role>" and/or "lease".
-    audience: tuple[str, ...]
-    run: Run
-    read_only: bool = True
-    # What a lease token's call is once its lease has ended (domain/authz.py): by default a
-    # use that ends with the lease.
-    use: str = authz.ACT
-
-    def offered_to(self, actor: Principal) -> bool:
-        if actor.kind == "lease":
-            return "lease" in self.audience
-        roles = [a.removeprefix("operator:") for a in self.audience if a.startswith("operator:")]
-        rank = authz.ROLE_RANK.get(actor.role or "", -1)
-        return actor.kind == "operator" and any(rank >= authz.ROLE_RANK[r] for r in roles)
-
-    def refuse(self, actor: Principal) -> None:
-        """Raise what the HTTP route table would answer this caller (core/authz)."""
-        operator = [a for a in self.audience if a.startswith("operator:")]
-        if operator:
-            authz.require_role(actor, operator[0].removeprefix("operator:"))
-        authz.require_lease(actor, "")
-
-    def input_schema(self) -> dict[str, Any]:
-        schema = self.args.model_json_schema()
-        schema.pop("title", None)
-        schema.setdefault("properties", {})
-        return schema
-
-
-# ----------------------------------------------------------------------------- views
-
-
-def subject_ref(lease: Lease) -> dict[str, Any]:
-    """What the lease answers for: its task, workflow or space, by id, slug or key."""
-    kind = lease.subject_kind.value
-    if kind == "task":
-        return {"kind": "task", "id": lease.task_id, "key": lease.task_key}
-    if kind == "workflow":
-        return {"kind": "workflow", "slug": lease.workflow}
-    return {"kind": "space", "key": lease.space}
-
-
-def lease_mcp(svc: Tenure, lease: Lease, timing: bool = True) -> dict[str, Any]:
-    """A lease as MCP shows it: the HTTP view with a subject reference, without the worker
-    version or the workflow field (and without timing in a list)."""
-    return _mcp_view(v.lease_view(lease, svc.conditions.queued_condition_of(lease)), lease, timing)
-
-
-def _mcp_view(view: dict[str, Any], lease: Lease, timing: bool) -> dict[str, Any]:
-    view = {k: x for k, x in view.items() if k not in ("worker_version", "workflow")}
-    if not timing:
-        view.pop("timing")
-    return {**view, "subject": subject_ref(lease)}
-
-
 # ------------------------------------------------------------------------ operations
 
 
 def _list(svc: Tenure, actor: Principal, args: ListArgs) -> dict[str, Any]:
     page = svc.operator.list_visible_leases(actor, args.space_key, args.limit, args.state)
     conditions = svc.conditions.queued_conditions(page.leases)
-    views = [_mcp_view(v.lease_view(x, conditions[x.id]), x, False) for x in page.leases]
+    views = [mcp_view(v.lease_view(x, conditions[x.id]), x, False) for x in page.leases]
     return {"leases": views}
 
 
@@ -269,18 +206,21 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "leases_fetch_logs",
         "Read a lease's log lines, oldest first (one page; `truncated` says there were more): "
-        "optionally one container, the last `tail` lines, lines since an ISO-8601 time.",
+        "optionally one container, the last `tail` lines, lines since an ISO-8601 time. A lease "
+        "token reads its own lease's.",
         LogsArgs,
-        (READ,),
+        (READ, LEASE),
         _logs,
+        use=authz.SHIP,  # a lease's own last logs stay readable for a while after its end
     ),
     Tool(
         "leases_list_attachments",
         "List a lease's stored attachments; each `download_path` is the HTTP path that "
-        "fetches its bytes with the same bearer token.",
+        "fetches its bytes with the same bearer token. A lease token lists its own lease's.",
         LeaseArgs,
-        (READ,),
+        (READ, LEASE),
         _attachments,
+        use=authz.SHIP,
     ),
     Tool(
         "lease_fetch_payload",
@@ -349,6 +289,7 @@ TOOLS: tuple[Tool, ...] = (
         _unblock,
         read_only=False,
     ),
+    *RUN_TOOLS,
 )
 BY_NAME = {tool.name: tool for tool in TOOLS}
 

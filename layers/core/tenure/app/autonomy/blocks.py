@@ -191,7 +191,9 @@ class Blocks:
                 raise ValidationFailed(
                     f"expires_in_seconds: between 1 and {MAX_EXPIRES_IN_SECONDS}"
                 )
-        limit = self.kernel.instance().block_recurrence_limit
+        # Read fresh (one small row): a PATCH /instance answered by another warm instance
+        # holds for this very block, not after this instance's cache runs out.
+        limit = self.kernel.fresh_instance().block_recurrence_limit
         for _ in range(BLOCK_TRIES):
             now = self.kernel.clock.now_ms()
             if len(open_blocks(task, now)) >= MAX_OPEN_BLOCKS:

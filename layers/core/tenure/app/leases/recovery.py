@@ -47,7 +47,9 @@ class Recovery:
             return Change(leases=[over(lease, self.kernel.apply(lease, to, data, now))])
         job = self.kernel.job_at(lease)
         recovery = job.recovery_count + 1
-        exhausted = job.attempt + recovery >= job.max_attempts
+        # Counted before this expiry is added: the claims so far are attempt + recovery_count
+        # (each expiry minted one more), so max_attempts 3 allows three claims in all.
+        exhausted = job.attempt + job.recovery_count >= job.max_attempts
         requeued: dict[str, object] = {
             "on_expiry": "requeue",
             "recovery_count": recovery,

@@ -35,6 +35,7 @@ POOL_SETTINGS = (
     "agent",
     "classifier",
     "rates",
+    "accepts_delegation_from",
 )
 # A pool's `active` in its view counts at most this many held leases (one bounded Query).
 HELD_SHOWN = 1000

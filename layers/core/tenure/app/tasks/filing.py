@@ -58,6 +58,8 @@ class TaskLinks:
     # Delegation: None means the default (true when filed with a lease token).
     wake_creator: bool | None = None
     creator_lease: str | None = None  # set by the service, never by a caller
+    # Held for a person's approval before any run (app/tasks/approval.py).
+    requires_approval: bool = False
 
 
 # Who files, where, and with which links: a stage may refuse the filing or return them
@@ -159,6 +161,10 @@ class Filing:
             raise InvalidTransition(f"task {task.key} already has an open run ({current.id})")
         if task.attention:
             raise InvalidTransition(f"task {task.key} needs attention; recover it first")
+        if task.awaiting_approval:
+            raise InvalidTransition(f"task {task.key} is awaiting approval; approve it first")
+        if task.rejected:
+            raise InvalidTransition(f"task {task.key} was rejected; it takes no run")
         # The last run must still be the ended lease just read: a release or an expiry between
         # the reads would have handed its job to a successor (an open run after all).
         checks = [(task.job_id, current.id)] if task.job_id and current else []

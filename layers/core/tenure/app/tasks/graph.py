@@ -46,6 +46,8 @@ MAX_FANOUT = 1000
 RESUME_FANOUT = 200
 # A task write that keeps losing its condition is retried this many times at most.
 GRAPH_TRIES = 6
+# How many task rows a PATCH of depends_on reads at most looking for a cycle.
+CYCLE_READS = 500
 
 _HELD = frozenset(
     {LeaseState.DISPATCHED, LeaseState.RUNNING, LeaseState.PAUSED, LeaseState.CANCELLING}
@@ -244,14 +246,18 @@ class Graph:
         task_id: str,
         auto_enqueue_on_ready: bool | None,
         pool: str | None,
+        depends_on: tuple[str, ...] | None = None,
     ) -> TaskView:
-        """PATCH: turn auto-enqueue on or off, or change its pool. Turning it on for a task
-        that is ready with no run enqueues it at once (the same once-per-readiness path)."""
+        """PATCH: turn auto-enqueue on or off, change its pool, or replace the blockers
+        (`depends_on`, `()` for none). The task row and the graph's edges and counters move in
+        one transaction, conditional on what was read; a task left ready with no run and
+        opted in is enqueued at once (the same once-per-readiness path)."""
         authz.require_role(actor, "member")
         task = self.kernel.task(task_id)
         authz.require_operator(actor, "member", task.space)
         if pool is not None:
             self.kernel.pool_in_space(pool, task.space)
+        wanted = None if depends_on is None else self._checked_blockers(task, depends_on)
         for _ in range(GRAPH_TRIES):
             want = replace(
                 task,
@@ -259,31 +265,32 @@ class Graph:
                 if auto_enqueue_on_ready is None
                 else auto_enqueue_on_ready,
                 pool=pool if pool is not None else task.pool,
+                depends_on=(wanted or None) if wanted is not None else task.depends_on,
             )
             if want.auto_enqueue_on_ready and want.pool is None:
                 raise ValidationFailed("pool: auto_enqueue_on_ready needs a pool to enqueue on")
-            if (want.auto_enqueue_on_ready, want.pool) == (task.auto_enqueue_on_ready, task.pool):
+            before = (task.auto_enqueue_on_ready, task.pool, task.depends_on or ())
+            if (want.auto_enqueue_on_ready, want.pool, want.depends_on or ()) == before:
                 break
+            ops = self._edge_changes(task, want.depends_on or ())
             now = self.kernel.clock.now_ms()
+            data: dict[str, Any] = {
+                "by": actor.token_id,
+                "auto_enqueue_on_ready": want.auto_enqueue_on_ready,
+                "pool": want.pool,
+            }
+            if wanted is not None:
+                data["depends_on"] = list(wanted)
             want = replace(
                 want,
                 version=task.version + 1,
                 event_type="task.updated",
-                event_data={
-                    "by": actor.token_id,
-                    "auto_enqueue_on_ready": want.auto_enqueue_on_ready,
-                    "pool": want.pool,
-                },
+                event_data=data,
                 updated_at=now,
             )
+            write = TaskWrite(want, expect_job_id=task.job_id, expect_version=task.version)
             try:
-                self.kernel.commit(
-                    Change(
-                        tasks=[
-                            TaskWrite(want, expect_job_id=task.job_id, expect_version=task.version)
-                        ]
-                    )
-                )
+                self.kernel.commit(Change(tasks=[write], graph=ops))
             except Conflict:
                 task = self.kernel.task(task_id)
                 continue
@@ -294,6 +301,111 @@ class Graph:
         if task.auto_enqueue_on_ready:
             self.auto_enqueue(task.id)
         return self.get_task(actor, task.id)
+
+    def _checked_blockers(self, task: Task, depends_on: tuple[str, ...]) -> tuple[str, ...]:
+        """The new blockers, refused (422 naming depends_on) when one is unknown, in another
+        space, the task itself, or would close a cycle; nothing has been written then."""
+        depends = tuple(dict.fromkeys(depends_on))
+        if len(depends) != len(depends_on):
+            raise ValidationFailed("depends_on: names a task more than once")
+        if len(depends) > MAX_DEPENDS_ON:
+            raise ValidationFailed(f"depends_on: at most {MAX_DEPENDS_ON} tasks")
+        blockers = []
+        for blocker_id in depends:
+            if blocker_id == task.id:
+                raise ValidationFailed(f"depends_on: {blocker_id} is the task itself")
+            blockers.append(self._linked_task(blocker_id, task.space, "depends_on"))
+        added = [b for b in blockers if b.id not in (task.depends_on or ())]
+        if added:
+            self._refuse_cycles(task, added)
+        return depends
+
+    def _refuse_cycles(self, task: Task, added: list[Task]) -> None:
+        """A new blocker closes a cycle when its own success waits for the task: the task is
+        among what the blocker needs (its blockers and its descendants, transitively). Walked
+        at most MAX_DEPTH levels and CYCLE_READS rows; a graph too large to walk is refused."""
+        reads = 0
+        frontier = [(b, 0) for b in added]
+        seen: set[str] = set()
+        while frontier:
+            node, depth = frontier.pop()
+            if node.id == task.id or node.id in (task.ancestors or ()):
+                raise ValidationFailed(
+                    f"depends_on: {node.id} waits for {task.id} already; that would close a cycle"
+                )
+            if node.id in seen:
+                continue
+            seen.add(node.id)
+            if depth >= MAX_DEPTH:
+                raise ValidationFailed(
+                    f"depends_on: the graph is deeper than {MAX_DEPTH} levels; cannot check it"
+                )
+            needs = [*(node.depends_on or ()), *self.kernel.store.graph_edges(node.id, "child", 50)]
+            for next_id in needs:
+                if next_id == task.id:
+                    raise ValidationFailed(
+                        f"depends_on: {node.id} waits for {task.id} already; "
+                        "that would close a cycle"
+                    )
+                if next_id in seen:
+                    continue
+                reads += 1
+                if reads > CYCLE_READS:
+                    raise ValidationFailed(
+                        f"depends_on: more than {CYCLE_READS} tasks to check for a cycle"
+                    )
+                found = self.kernel.store.get_task(next_id)
+                if found is not None:
+                    frontier.append((found, depth + 1))
+
+    def _edge_changes(self, task: Task, depends: tuple[str, ...]) -> list[GraphOp]:
+        """The graph writes that take the task from its blockers to `depends`: each dropped
+        edge deleted as read (and its counts taken back), each new one placed as filing
+        places it (met or not), the task's counters moved by one ADD."""
+        old = tuple(task.depends_on or ())
+        if old == depends:
+            return []
+        dropped = [b for b in old if b not in depends]
+        added = [b for b in depends if b not in old]
+        counted = self._dependent_edges(dropped, task.id)
+        ops: list[GraphOp] = []
+        total = done = 0
+        now = self.kernel.clock.now_ms()
+        for blocker_id in dropped:
+            if blocker_id not in counted:
+                continue  # no edge to drop (never placed): nothing counted either
+            was = counted[blocker_id]
+            ops.append(
+                GraphOp(
+                    "unedge", blocker_id, name="dependent", other=task.id, at=now if was else None
+                )
+            )
+            total -= 1
+            done -= 1 if was else 0
+        for blocker_id in added:
+            met = self.kernel.store.get_graph(blocker_id).succeeded_at is not None
+            ops.append(GraphOp("met" if met else "unmet", blocker_id))
+            ops.append(
+                GraphOp(
+                    "edge", blocker_id, name="dependent", other=task.id, at=now if met else None
+                )
+            )
+            total += 1
+            done += 1 if met else 0
+        if total or done:
+            ops.append(
+                GraphOp("add", task.id, counts=(("blockers_total", total), ("blockers_done", done)))
+            )
+        return ops
+
+    def _dependent_edges(self, blockers: list[str], task_id: str) -> dict[str, bool]:
+        """Whether each blocker's edge to the task counted (edges live on the blocker's side)."""
+        found: dict[str, bool] = {}
+        for blocker_id in blockers:
+            edge = self.kernel.store.edges_counted(blocker_id, "dependent", [task_id])
+            if task_id in edge:
+                found[blocker_id] = edge[task_id]
+        return found
 
     def pause_task(self, actor: Principal, task_id: str) -> TaskView:
         return self._set_pause(actor, task_id, True)
@@ -375,6 +487,33 @@ class Graph:
             and was.blockers_done != new.blockers_done
         ):
             self.auto_enqueue(new.task_id)
+        if new.rollup_at is not None and was.rollup_at is None:
+            self._settle_parked(new.task_id)
+
+    def _settle_parked(self, task_id: str) -> None:
+        """A parent its children completed is done, even if its own run was parked in
+        needs_attention meanwhile: the parking is lifted (once; a replay finds it lifted)."""
+        for _ in range(GRAPH_TRIES):
+            task = self.kernel.store.get_task(task_id)
+            if task is None or not task.attention:
+                return
+            now = self.kernel.clock.now_ms()
+            settled = replace(
+                task,
+                attention=False,
+                version=task.version + 1,
+                event_type="task.rollup_settled",
+                event_data={"was": "needs_attention"},
+                updated_at=now,
+            )
+            write = TaskWrite(settled, expect_job_id=task.job_id, expect_version=task.version)
+            try:
+                self.kernel.commit(
+                    Change(tasks=[write], holds=[HoldOp("attention", task.id, False)])
+                )
+            except Conflict:
+                continue
+            return
 
     def _count_success(self, task_id: str, now: int) -> None:
         task = self.kernel.store.get_task(task_id)
@@ -385,13 +524,17 @@ class Graph:
         for dependent in self.kernel.store.graph_edges(task.id, "dependent", MAX_FANOUT):
             self.kernel.store.count_edge(task.id, "dependent", dependent, "blockers_done", now)
 
-    def auto_enqueue(self, task_id: str) -> Lease | None:
+    def auto_enqueue(self, task_id: str, pool: str | None = None) -> Lease | None:
         """One pending lease for an opted-in task whose blockers all succeeded, unless it is
         effectively paused or parked, or has an open run. The open-run path refuses a second
         run and the graph row's once-per-readiness mark refuses a second enqueue, so
-        concurrent blocker completions and replays converge on one run."""
+        concurrent blocker completions and replays converge on one run. `pool` enqueues a
+        task that did not opt in there, on the same path (an approval of a task filed for it)."""
         task = self.kernel.store.get_task(task_id)
-        if task is None or not task.auto_enqueue_on_ready or task.pool is None or task.attention:
+        if task is None or task.attention:
+            return None
+        target = pool if pool is not None else task.pool if task.auto_enqueue_on_ready else None
+        if target is None:
             return None
         if self.kernel.store.get_graph(task.id).blockers_outstanding:
             return None
@@ -404,13 +547,13 @@ class Graph:
         current = self.kernel.newest_lease(task)
         if current is not None and current.state.active:
             return None
-        pool = self.kernel.pool(task.pool)
+        on = self.kernel.pool(target)
         checks = [(task.job_id, current.id)] if task.job_id and current else []
         mark = GraphOp("mark", task.id, name="auto_enqueued_at", at=self.kernel.clock.now_ms())
         try:
             _, lease = self.runs.open_run(
                 task,
-                pool,
+                on,
                 create_task=False,
                 expect_job_id=task.job_id,
                 job_checks=checks,

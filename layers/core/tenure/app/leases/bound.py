@@ -1,0 +1,85 @@
+"""Runs bound to the caller: a worker token works its leases by id, never holding their tokens.
+
+An agent reached over MCP claims, heartbeats and reports with its worker token alone. The
+lease a call names is resolved here, in one place, from the caller: it must have been claimed
+with this worker token, by the same `worker_id`. The call then runs as the lease's holder
+(the same Reports, Payloads and Blocks paths a lease token takes, so fencing, replay and
+timing are exactly those of HTTP). A check that should hold for every bound call (for one,
+what a worker may still do on a run that ended) belongs in `resolve`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tenure.domain import authz
+from tenure.domain import fencing as rules
+from tenure.domain.errors import InvalidTransition, LeaseNotFound, StaleLease, ValidationFailed
+from tenure.domain.model import Lease, Principal
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.leases.claims import Claimed, Claims
+
+# A bound claim's long poll waits as long as the HTTP claim's `wait_seconds` may.
+BOUND_WAIT_SECONDS = 20
+
+
+@dataclass(frozen=True)
+class BoundRun:
+    """A lease the caller holds, and the principal its reports run under."""
+
+    lease: Lease
+    holder: Principal
+
+
+class Bound:
+    def __init__(self, kernel: Kernel, claims: Claims) -> None:
+        self.kernel = kernel
+        self.claims = claims
+
+    def pool_of(self, actor: Principal, pool: str | None) -> str:
+        """The pool a claim is for: the one named, or the token's only pool."""
+        authz.require_worker(actor, pool)
+        if pool is not None:
+            return pool
+        if actor.pools is not None and len(actor.pools) == 1:
+            return actor.pools[0]
+        raise ValidationFailed("pool: name the pool (the token is not limited to one pool)")
+
+    def claim_next(
+        self,
+        actor: Principal,
+        pool: str | None,
+        worker_id: str,
+        wait: bool,
+        lease_seconds: int | None,
+        claim_id: str | None,
+    ) -> Claimed | None:
+        """Claim-next as over HTTP; with `claim_id` a retried call gets the same lease back.
+        The fresh token the claim mints is dropped here: the run is worked by id."""
+        name = self.pool_of(actor, pool)
+        wait_seconds = float(BOUND_WAIT_SECONDS) if wait else 0.0
+        return self.claims.claim(
+            actor, name, worker_id, None, wait_seconds, lease_seconds, claim_id=claim_id
+        )
+
+    def resolve(self, actor: Principal, run_id: str, worker_id: str) -> BoundRun:
+        """The run `run_id`, held by this worker token and `worker_id`, and its holder.
+
+        A lease outside the token's pools reads as unknown (nothing is told of it); one held
+        by another token or worker is `stale_lease`; one nobody has claimed yet
+        `invalid_transition`. An ended or superseded run still resolves, so its reports get
+        the answers HTTP gives them (the first answer again, or the refusal recorded)."""
+        authz.require_worker(actor, None)
+        rules.refuse_token_fields({"worker_id": worker_id})
+        lease = self.kernel.lease(run_id)
+        if actor.pools is not None and lease.pool not in actor.pools:
+            raise LeaseNotFound(f"lease {run_id} does not exist")
+        if lease.claimed_by is None:
+            raise InvalidTransition(f"lease {lease.id} is {lease.state}; nobody holds it")
+        if lease.claimed_by != actor.token_id or lease.worker_id != worker_id:
+            raise StaleLease(f"lease {lease.id} is not held by worker {worker_id}")
+        holder = Principal(kind="lease", token_id=actor.token_id, lease_id=lease.id)
+        return BoundRun(lease=lease, holder=holder)
