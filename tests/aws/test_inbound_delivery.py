@@ -83,6 +83,7 @@ def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wired]:
         svc.setup.create_pool(
             ADMIN, Pool(name="triage", space="OPS", kind=PoolKind.COMMAND, created_at=0)
         )
+        svc.addresses.add_address(ADMIN, "OPS", INBOX)
         svc.rules.create_rule(
             ADMIN,
             "OPS",

@@ -75,6 +75,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
 def _inbox(aws: Aws, space: str, pool: str, to: str, name: str = "inbox") -> None:
     subject = {"kind": "task", "title": "{subject} (from {from})"}
     trigger = {"topic": "email.received", "match": {"to": to}}
+    aws.svc.addresses.add_address(ADMIN, space, to)
     aws.svc.rules.create_rule(ADMIN, space, name, pool, subject, trigger)
 
 
@@ -241,3 +242,67 @@ def test_every_sample_eml_replays_from_s3_to_a_lease_with_its_trigger(aws: Aws, 
         assert len(data["attachments"]) == attachments
     task = aws.svc.store.get_task(lease.task_id)
     assert task is not None and task.title.startswith(subject[:20])
+
+
+def _eml_record(
+    aws: Aws, name: str, recipients: list[str], **verdicts: str
+) -> tuple[dict[str, Any], str]:
+    from tenure_cli.local.email_send import notification
+
+    raw = (ROOT / "email" / name).read_bytes()
+    ses_id = "verdict-" + name.removesuffix(".eml")
+    note = notification(raw, ses_id, BUCKET, "arn:aws:sns:us-east-1:123456789012:t", recipients)
+    for verdict, status in verdicts.items():
+        note["receipt"][f"{verdict}Verdict"] = {"status": status}
+    key = note["receipt"]["action"]["objectKey"]
+    aws.s3.put_object(Bucket=BUCKET, Key=key, Body=raw)
+    return {"Records": [_record(json.dumps(note), ses_id)]}, key
+
+
+def test_a_virus_is_acknowledged_and_mints_nothing_and_its_object_stays(aws: Aws) -> None:
+    _inbox(aws, "OPS", "triage", "intake@inbound.tenure.example")
+    event, key = _eml_record(
+        aws, "multipart-attachments.eml", ["intake@inbound.tenure.example"], virus="FAIL"
+    )
+    assert handler.handle(event, None) == {"batchItemFailures": []}
+    assert _leases(aws, "OPS") == []
+    assert aws.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    stored = aws.s3.list_objects_v2(Bucket=ATTACHMENTS).get("Contents", [])
+    assert stored == []  # nothing of it was parsed out and stored
+
+
+def test_spam_fires_only_rules_that_accept_it_and_the_trigger_carries_the_verdicts(
+    aws: Aws,
+) -> None:
+    _inbox(aws, "OPS", "triage", "intake@inbound.tenure.example")
+    aws.svc.rules.create_rule(
+        ADMIN,
+        "OPS",
+        "spam-ok",
+        "triage",
+        {"kind": "space"},
+        {"topic": "email.received", "match": {"to": "intake@inbound.tenure.example"}},
+        accept_spam=True,
+    )
+    event, _ = _eml_record(aws, "plain-text.eml", ["Intake@inbound.tenure.example"], spam="FAIL")
+    assert handler.handle(event, None) == {"batchItemFailures": []}
+    (lease,) = _leases(aws, "OPS")
+    data = _trigger(aws, lease)["data"]
+    assert data["recipients"] == ["intake@inbound.tenure.example"]
+    assert data["verdicts"] == {
+        "spam": "FAIL",
+        "virus": "PASS",
+        "spf": "PASS",
+        "dkim": "PASS",
+        "dmarc": "PASS",
+    }
+
+
+def test_a_mail_whose_to_header_names_an_address_ses_did_not_receive_it_for_matches_nothing(
+    aws: Aws,
+) -> None:
+    # plain-text.eml's To header names ops@inbound.tenure.example; SES received it for another.
+    _inbox(aws, "OPS", "triage", "ops@inbound.tenure.example")
+    event, _ = _eml_record(aws, "plain-text.eml", ["elsewhere@inbound.tenure.example"])
+    assert handler.handle(event, None) == {"batchItemFailures": []}
+    assert _leases(aws, "OPS") == []

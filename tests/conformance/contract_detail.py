@@ -33,9 +33,9 @@ class DetailContract:
         _, lease = enqueue(r)
         now = r.clock.now_ms()
         for n in (2, 1):
-            r.store.put_attachment(_attachment(lease.id, n, now), cap=2)
+            r.store.put_attachment(_attachment(lease.id, n, now), cap=2, quota_bytes=10**9)
         with pytest.raises(CeilingReached):
-            r.store.put_attachment(_attachment(lease.id, 3, now), cap=2)
+            r.store.put_attachment(_attachment(lease.id, 3, now), cap=2, quota_bytes=10**9)
         listed = r.store.list_attachments(lease.id)
         assert [a.id for a in listed] == ["att_001", "att_002"]
         assert listed[0] == _attachment(lease.id, 1, now)  # a round trip keeps every field
@@ -45,6 +45,20 @@ class DetailContract:
         r.store.delete_attachments(lease.id, ["att_001", "att_002"])
         assert r.store.list_attachments(lease.id) == []
         assert stored(r, lease.id).state == lease.state  # the lease row is untouched
+
+    def test_attachment_bytes_are_counted_against_the_quota_in_the_same_write(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        now = r.clock.now_ms()
+        r.store.put_attachment(_attachment(lease.id, 3, now), cap=10, quota_bytes=5)
+        with pytest.raises(CeilingReached) as over:
+            r.store.put_attachment(_attachment(lease.id, 4, now), cap=10, quota_bytes=5)
+        assert over.value.details.get("quota") is True
+        r.store.put_attachment(_attachment(lease.id, 2, now), cap=10, quota_bytes=5)
+        assert [a.id for a in r.store.list_attachments(lease.id)] == ["att_002", "att_003"]
 
     def test_only_ended_leases_enter_the_ended_index_by_end_time(self, make_rig: MakeRig) -> None:
         r = make_rig()

@@ -87,17 +87,14 @@ def test_the_same_scheduled_time_from_8_threads_mints_exactly_one_lease(rig: Rig
 
 def test_the_same_email_from_8_threads_mints_one_lease_per_matching_rule(rig: Rig) -> None:
     svc = _world(rig)
+    for space, address in (("OPS", "help@example.com"), ("OPS", "x@example.com")):
+        svc.addresses.add_address(ADMIN, space, address)
+    svc.addresses.add_address(ADMIN, "SALES", "sales@example.com")
     inbox = {"topic": "email.received", "match": {"to": "help@example.com"}}
+    sales = {"topic": "email.received", "match": {"to": "sales@example.com"}}
     svc.rules.create_rule(ADMIN, "OPS", "help", "ops", {"kind": "space"}, inbox)
-    svc.rules.create_rule(ADMIN, "SALES", "help", "sales", {"kind": "space"}, inbox)
-    svc.rules.create_rule(
-        ADMIN,
-        "OPS",
-        "all",
-        "ops",
-        {"kind": "task", "title": "{subject}"},
-        {"topic": "email.received"},
-    )
+    svc.rules.create_rule(ADMIN, "SALES", "help", "sales", {"kind": "space"}, sales)
+    svc.rules.create_rule(ADMIN, "OPS", "all", "ops", {"kind": "task", "title": "{subject}"}, inbox)
     svc.rules.create_rule(
         ADMIN,
         "OPS",
@@ -106,10 +103,17 @@ def test_the_same_email_from_8_threads_mints_one_lease_per_matching_rule(rig: Ri
         {"kind": "space"},
         {"topic": "email.received", "match": {"to": "x@example.com"}},
     )
-    data = {"from": "a@b.example", "to": ["help@example.com"], "cc": [], "subject": "Hi"}
+    data = {
+        "message_id": "msg-1",
+        "from": "a@b.example",
+        "to": ["help@example.com"],
+        "cc": [],
+        "recipients": ["help@example.com", "sales@example.com"],
+        "subject": "Hi",
+    }
 
     def receive(s: Tenure) -> list[str]:
-        leases = s.firings.fire_inbound("email.received", "ses:msg-1", 0, data, [], None).leases
+        leases = s.firings.fire_email(0, data).leases
         return sorted(x.id for x in leases)
 
     answers = _race(rig, receive)
@@ -148,6 +152,7 @@ def test_rule_rows_follow_renames_disables_and_deletes(rig: Rig) -> None:
     store = rig.store
     assert isinstance(store, DynamoRuleStore)
     inbox = {"topic": "email.received", "match": {"to": "Help@Example.com"}}
+    svc.addresses.add_address(ADMIN, "OPS", "help@example.com")
     rule = svc.rules.create_rule(ADMIN, "OPS", "help", "ops", {"kind": "space"}, inbox)
     assert [
         r.id for r in store.inbound_rules("email.received", ["help@example.com"], None, 10)
@@ -159,14 +164,13 @@ def test_rule_rows_follow_renames_disables_and_deletes(rig: Rig) -> None:
         store.replace_rule(rule, rule)  # an old version cannot overwrite a newer one
     svc.rules.update_rule(ADMIN, rule.id, {"enabled": False})
     assert store.inbound_rules("email.received", ["help@example.com"], None, 10) == []
-    svc.rules.update_rule(ADMIN, rule.id, {"enabled": True, "trigger": {"topic": "email.received"}})
+    svc.rules.update_rule(ADMIN, rule.id, {"enabled": True, "trigger": {"topic": "mail.fwd"}})
     # No `to` any more: the rule is now a candidate for every recipient (its index row moved).
-    assert [r.id for r in store.inbound_rules("email.received", ["z@y.example"], None, 10)] == [
-        rule.id
-    ]
-    assert [r.id for r in store.inbound_rules("email.received", [], "OPS", 10)] == [rule.id]
+    assert store.inbound_rules("email.received", ["help@example.com"], None, 10) == []
+    assert [r.id for r in store.inbound_rules("mail.fwd", ["z@y.example"], None, 10)] == [rule.id]
+    assert [r.id for r in store.inbound_rules("mail.fwd", [], "OPS", 10)] == [rule.id]
     svc.rules.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(1 day)"}})
-    assert store.inbound_rules("email.received", [], None, 10) == []
+    assert store.inbound_rules("mail.fwd", [], None, 10) == []
     assert [r.id for r in store.scheduled_rules(10)] == [rule.id]
     svc.rules.delete_rule(ADMIN, renamed.id)
     assert store.scheduled_rules(10) == []
@@ -175,6 +179,37 @@ def test_rule_rows_follow_renames_disables_and_deletes(rig: Rig) -> None:
         and store.inbound_rules("email.received", [], None, 10) == []
     )
     svc.rules.create_rule(ADMIN, "OPS", "helpdesk", "ops", {"kind": "space"}, inbox)
+
+
+def test_two_spaces_racing_for_one_address_leave_it_to_exactly_one(rig: Rig) -> None:
+    _world(rig)
+
+    def claim(svc: Tenure) -> str:
+        space = "OPS" if threading.get_ident() % 2 else "SALES"
+        return svc.addresses.add_address(ADMIN, space, "Shared@In.Example").space
+
+    answers = _race(rig, claim)
+    winners = {a for a in answers if isinstance(a, str)}
+    assert len(winners) == 1, answers
+    assert all(isinstance(a, str | AlreadyExists) for a in answers), answers
+    (owner,) = winners
+    store = rig.store
+    assert isinstance(store, DynamoRuleStore)
+    assert store.address_owners(["shared@in.example", "none@in.example"]) == {
+        "shared@in.example": owner
+    }
+    assert [a.address for a in store.list_addresses(owner, 10)] == ["shared@in.example"]
+    store.delete_address(owner, "shared@in.example")
+    assert store.get_address("shared@in.example") is None
+    assert store.list_addresses(owner, 10) == []
+
+
+def test_an_hours_firing_counter_lets_exactly_its_cap_through_8_threads(rig: Rig) -> None:
+    store = rig.store
+    assert isinstance(store, DynamoRuleStore)
+    answers = _race(rig, lambda svc: svc.rules.rule_store.count_firing("rule_x", "h", 3, 0))
+    assert sorted(map(str, answers)) == ["counted"] * 3 + ["limited"] * 4 + ["limited_first"]
+    assert store.count_firing("rule_x", "h2", 3, 0) == "counted"
 
 
 def test_a_claim_reads_only_due_leases_from_the_queue_index(rig: Rig) -> None:
@@ -217,18 +252,22 @@ def test_the_same_sqs_record_handled_by_8_threads_mints_one_lease_per_matching_r
     rig: Rig,
 ) -> None:
     svc = _world(rig)
+    svc.addresses.add_address(ADMIN, "OPS", "invoices@inbound.tenure.example")
+    svc.addresses.add_address(ADMIN, "SALES", "sales@inbound.tenure.example")
     inbox = {"topic": "email.received", "match": {"to": "invoices@inbound.tenure.example"}}
+    sales = {"topic": "email.received", "match": {"to": "sales@inbound.tenure.example"}}
     svc.rules.create_rule(
         ADMIN, "OPS", "ops-copy", "ops", {"kind": "task", "title": "{subject}"}, inbox
     )
-    svc.rules.create_rule(ADMIN, "SALES", "sales-copy", "sales", {"kind": "space"}, inbox)
+    svc.rules.create_rule(ADMIN, "SALES", "sales-copy", "sales", {"kind": "space"}, sales)
     raw = (
         Path(__file__).resolve().parents[2]
         / "samplesources"
         / "email"
         / "multipart-attachments.eml"
     ).read_bytes()
-    note = notification(raw, "race0000message", "inbound", "arn:aws:sns:us-east-1:1:t", None)
+    recipients = ["invoices@inbound.tenure.example", "sales@inbound.tenure.example"]
+    note = notification(raw, "race0000message", "inbound", "arn:aws:sns:us-east-1:1:t", recipients)
     s3 = MemoryS3({("inbound", "inbound/race0000message"): raw})
     body = json.dumps(note)
 

@@ -41,6 +41,8 @@ def test_an_eml_sent_like_ses_becomes_a_claimed_lease_with_its_trigger(
 ) -> None:
     pool = world.pool()["name"]
     inbox = f"intake-{suffix().lower()}@inbound.tenure.example"
+    r = world.admin.post(f"/spaces/{world.space}/addresses", json={"address": inbox})
+    assert r.status_code == 201, r.text
     _rule(
         world,
         pool,
@@ -183,6 +185,11 @@ def test_the_rules_cli_creates_lists_fires_disables_and_deletes(
     pool = world.pool()["name"]
     sample = json.loads((EMAIL.parent / "rules" / "support-inbox.json").read_text())
     sample["pool"] = pool
+    # Each space owns its addresses: this test's space gets one of its own.
+    address = f"support-{suffix().lower()}@inbound.example.com"
+    sample["trigger"]["match"]["to"] = address
+    r = world.admin.post(f"/spaces/{world.space}/addresses", json={"address": address})
+    assert r.status_code == 201, r.text
     created = json.loads(
         _tenure(
             local_stack,
@@ -214,7 +221,7 @@ def test_the_rules_cli_creates_lists_fires_disables_and_deletes(
         "--space",
         world.space,
         "--topic",
-        "email.received",
+        "ticket.opened",
         "--data",
         '{"to": ["support@inbound.example.com"]}',
         "--event-id",

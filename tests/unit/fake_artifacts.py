@@ -43,6 +43,9 @@ class FakeBlobs:
     def origin(self) -> str:
         return "https://bucket.example"
 
+    def copy(self, source: str, target: str) -> None:
+        self.objects[target] = self.objects[source]
+
     def delete(self, keys: list[str]) -> None:
         for key in keys:
             self.deleted[key] += 1

@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from tenure.domain.errors import AlreadyExists, Conflict
+from tenure.domain.errors import AlreadyExists, Conflict, NotFound
+from tenure.domain.rules.addresses import Address
 from tenure.domain.rules.rule import Rule
 
 
@@ -14,12 +15,15 @@ class _RuleTables:
     rules: dict[str, Rule] = field(default_factory=dict)
     names: dict[tuple[str, str], str] = field(default_factory=dict)
     event_records: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    addresses: dict[str, Address] = field(default_factory=dict)
+    # (rule id, hour) → [firings counted, first refusal recorded]
+    hours: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
 
-def _index_key(rule: Rule) -> tuple[str, str | None] | None:
+def _index_keys(rule: Rule) -> list[tuple[str, str | None]]:
     if not rule.enabled or rule.topic is None:
-        return None
-    return rule.topic, rule.inbound_to
+        return []
+    return [(rule.topic, to) for to in rule.inbound_tos]
 
 
 class FakeRules:
@@ -75,7 +79,9 @@ class FakeRules:
         for to in wanted:
             for rule_id in sorted(self.rule_tables.rules):
                 rule = self.rule_tables.rules[rule_id]
-                if _index_key(rule) != (topic, to) or (space is not None and rule.space != space):
+                if (topic, to) not in _index_keys(rule) or (
+                    space is not None and rule.space != space
+                ):
                     continue
                 if len(found) < limit and rule not in found:
                     found.append(copy.deepcopy(rule))
@@ -95,3 +101,39 @@ class FakeRules:
         if (space, event_id) in records:
             raise AlreadyExists(f"event {event_id} was already recorded")
         records[(space, event_id)] = list(lease_ids)
+
+    def put_address(self, address: Address) -> Address:
+        held = self.rule_tables.addresses.get(address.address)
+        if held is not None:
+            if held.space == address.space:
+                return held
+            raise AlreadyExists(f"address {address.address} belongs to another space")
+        self.rule_tables.addresses[address.address] = address
+        return address
+
+    def get_address(self, address: str) -> Address | None:
+        return self.rule_tables.addresses.get(address)
+
+    def address_owners(self, addresses: list[str]) -> dict[str, str]:
+        held = self.rule_tables.addresses
+        return {a: held[a].space for a in addresses if a in held}
+
+    def list_addresses(self, space: str, limit: int) -> list[Address]:
+        held = sorted(self.rule_tables.addresses.values(), key=lambda a: a.address)
+        return [a for a in held if a.space == space][:limit]
+
+    def delete_address(self, space: str, address: str) -> None:
+        held = self.rule_tables.addresses.get(address)
+        if held is None or held.space != space:
+            raise NotFound(f"address {address} is not an address of space {space!r}")
+        del self.rule_tables.addresses[address]
+
+    def count_firing(self, rule_id: str, hour: str, cap: int, expires_at: int) -> str:
+        row = self.rule_tables.hours.setdefault((rule_id, hour), [0, 0])
+        if row[0] < cap:
+            row[0] += 1
+            return "counted"
+        if row[1]:
+            return "limited"
+        row[1] = 1
+        return "limited_first"

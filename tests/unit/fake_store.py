@@ -818,15 +818,19 @@ class FakeStore(FakeRules):
         out: set[str] = self.__dict__.setdefault("ended_out", set())
         return out
 
-    def put_attachment(self, attachment: Attachment, cap: int) -> None:
+    def put_attachment(self, attachment: Attachment, cap: int, quota_bytes: int) -> None:
         self.writes.append("put_attachment")
         rows = self._attachments(attachment.lease_id)
         counts: dict[str, int] = self.__dict__.setdefault("attachment_counts", {})
+        sizes: dict[str, int] = self.__dict__.setdefault("attachment_bytes", {})
         if counts.get(attachment.lease_id, 0) >= cap:
             raise CeilingReached(f"a lease keeps at most {cap} attachments")
+        if sizes.get(attachment.lease_id, 0) + attachment.byte_size > quota_bytes:
+            raise CeilingReached(f"a lease adds at most {quota_bytes} bytes", quota=True)
         if attachment.id in rows:
             raise Conflict("an attachment write lost")
         counts[attachment.lease_id] = counts.get(attachment.lease_id, 0) + 1
+        sizes[attachment.lease_id] = sizes.get(attachment.lease_id, 0) + attachment.byte_size
         rows[attachment.id] = attachment
 
     def list_attachments(self, lease_id: str) -> list[Attachment]:

@@ -32,8 +32,16 @@ class FakeSchedules:
         self.held.pop(name, None)
 
 
-def inbox_trigger(**match: str) -> dict[str, Any]:
+SUPPORT = "support@example.com"
+
+
+def inbox_trigger(**match: Any) -> dict[str, Any]:
     return {"topic": "email.received", "match": match} if match else {"topic": "email.received"}
+
+
+def event_trigger(**match: Any) -> dict[str, Any]:
+    """A posted topic that carries an email's shape of data (a forwarded mail)."""
+    return {"topic": "mail.forwarded", "match": match} if match else {"topic": "mail.forwarded"}
 
 
 TASK_SUBJECT = {"kind": "task", "title": "Reply to {from}: {subject}", "body": "from the inbox"}
@@ -41,11 +49,13 @@ NIGHTLY = {"schedule": "cron(0 2 * * ? *)", "timezone": "Europe/Paris"}
 
 
 def make_rule(rig: Rig, name: str = "inbox", **kw: Any) -> Rule:
-    """An inbound rule of OPS minting a task in `builders` for mail to support@ (kw overrides)."""
+    """An inbound rule of OPS minting a task in `builders` for mail to support@ (kw overrides);
+    OPS owns support@ (an email rule receives only its space's addresses)."""
+    rig.svc.addresses.add_address(ADMIN, SPACE, SUPPORT)
     args: dict[str, Any] = {
         "pool": POOL,
         "subject": TASK_SUBJECT,
-        "trigger": inbox_trigger(to="support@example.com"),
+        "trigger": inbox_trigger(to=SUPPORT),
         **kw,
     }
     return rig.svc.rules.create_rule(ADMIN, SPACE, name, **args)

@@ -28,11 +28,13 @@ CREATES = {
     ("POST", "/api/v1/leases/{lease_id}/attachments"),
     ("POST", "/api/v1/leases/{lease_id}/retry"),
     ("POST", "/api/v1/tasks/{task_id}/blocks"),
+    ("POST", "/api/v1/spaces/{key}/addresses"),
 }
 # Answered with 202 (accepted: its leases) and 204 (deleted, no body).
 OTHER_SUCCESS = {
     ("POST", "/api/v1/events"): 202,
     ("DELETE", "/api/v1/rules/{rule_id}"): 204,
+    ("DELETE", "/api/v1/spaces/{key}/addresses/{address}"): 204,
     ("DELETE", "/api/v1/tokens/{token_id}"): 204,
 }
 # Logs are accepted (202); an attachment's bytes come as themselves, or a 302.

@@ -47,14 +47,19 @@ def test_an_email_fires_the_live_spaces_rules_and_names_the_archived_ones(rig: R
     rig.svc.setup.create_pool(
         ADMIN, Pool(name="old", space="OLD", kind=PoolKind.COMMAND, created_at=0)
     )
+    rig.svc.addresses.add_address(ADMIN, "OLD", "old@example.com")
     old = rig.svc.rules.create_rule(
-        ADMIN, "OLD", "inbox", "old", {"kind": "space"}, inbox_trigger(to="support@example.com")
+        ADMIN, "OLD", "inbox", "old", {"kind": "space"}, inbox_trigger(to="old@example.com")
     )
     rig.svc.pools.archive_space(ADMIN, "OLD")
-    data = {"from": "a@b.c", "to": ["support@example.com"], "subject": "help"}
-    fired = rig.svc.firings.fire_inbound(
-        "email.received", "ses:m1", rig.clock.now_ms(), data, [], None
-    )
+    data = {
+        "message_id": "m1",
+        "from": "a@b.c",
+        "to": ["support@example.com"],
+        "recipients": ["support@example.com", "old@example.com"],
+        "subject": "help",
+    }
+    fired = rig.svc.firings.fire_email(rig.clock.now_ms(), data)
     assert [x.space for x in fired.leases] == [SPACE]
     assert fired.skipped_archived == [old.id]
     job = rig.store.get_job(fired.leases[0].job_id)
@@ -63,9 +68,7 @@ def test_an_email_fires_the_live_spaces_rules_and_names_the_archived_ones(rig: R
     # Redelivered after the unarchive: the live rule's lease is answered again, the other
     # rule fires now (its occasion was never minted).
     rig.svc.pools.unarchive_space(ADMIN, "OLD")
-    again = rig.svc.firings.fire_inbound(
-        "email.received", "ses:m1", rig.clock.now_ms(), data, [], None
-    )
+    again = rig.svc.firings.fire_email(rig.clock.now_ms(), data)
     assert again.skipped_archived == []
     assert [x.space for x in again.leases] == ["OLD", SPACE]
     assert again.leases[1].id == fired.leases[0].id

@@ -408,6 +408,24 @@ TABLE: list[Row] = [
     R("POST", "/events", MEMBER, 202, body={"space": SPACE, "topic": "ticket.opened", "data": {}}),
     R("GET", "/workflows/<slug>/activity", READ, 200, path=f"/workflows/wf/activity?space={SPACE}"),
     R("GET", "/spaces/<key>/activity", READ, 200, path=f"/spaces/{SPACE}/activity"),
+    # Inbound addresses: an admin of every space gives and takes them (never "elsewhere").
+    R(
+        "POST",
+        "/spaces/<key>/addresses",
+        ADMIN_ONLY,
+        201,
+        path=f"/spaces/{SPACE}/addresses",
+        body={"address": "help@in.example.com"},
+    ),
+    R("GET", "/spaces/<key>/addresses", READ, 200, path=f"/spaces/{SPACE}/addresses"),
+    R(
+        "DELETE",
+        "/spaces/<key>/addresses/<address>",
+        ADMIN_ONLY,
+        204,
+        path=f"/spaces/{SPACE}/addresses/help@in.example.com",
+        prepare=lambda s: s.rig.svc.addresses.add_address(ADMIN, SPACE, "help@in.example.com"),
+    ),
     # Logs, attachments, runtime coordinates.
     R("GET", f"{LEASE}/exec_target", READ, 200),
     R(

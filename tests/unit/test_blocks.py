@@ -6,7 +6,12 @@ import pytest
 from tenure.api.models import BlockOut
 from tenure.api.views import iso
 from tenure.app.tasks.filing import TaskLinks
-from tenure.domain.errors import InvalidTransition, LeaseTokenMismatch, ValidationFailed
+from tenure.domain.errors import (
+    Forbidden,
+    InvalidTransition,
+    LeaseTokenMismatch,
+    ValidationFailed,
+)
 from tenure.domain.model import Task
 from tenure.domain.states import EndReason, LeaseState, TaskStatus
 
@@ -188,3 +193,43 @@ def test_a_success_resets_the_count(rig: Rig) -> None:
     assert rig.store.get_task(task.id).block_counts is None  # type: ignore[union-attr]
     rig.svc.blocks.block_task(MEMBER, task.id, "error", "a new first")
     assert _view(rig, task).status is not TaskStatus.NEEDS_ATTENTION
+
+
+def test_a_block_records_who_placed_it(rig: Rig) -> None:
+    running = rig.running()
+    task_id = running.task_id
+    assert task_id is not None
+    by_operator = rig.svc.blocks.block_task(MEMBER, task_id, "error", "look at it")
+    by_lease = rig.svc.blocks.block_task(as_lease(running.id), task_id, "needs_input", "a key")
+    assert by_operator["placed_by"] == {"kind": "operator", "id": MEMBER.token_id}
+    assert by_lease["placed_by"] == {"kind": "lease", "id": running.id}
+    BlockOut.model_validate(by_lease)
+
+
+def test_a_lease_token_cannot_clear_an_operators_block_and_requeue_its_task(rig: Rig) -> None:
+    running = rig.running()
+    task_id = running.task_id
+    assert task_id is not None
+    held = rig.svc.blocks.block_task(MEMBER, task_id, "needs_input", "wait for legal")
+    with pytest.raises(Forbidden):
+        rig.svc.blocks.clear_block(as_lease(running.id), task_id, held["id"])
+    (block,) = rig.svc.blocks.list_blocks(READER, task_id)
+    assert block["state"] == "open"
+    # Its run, released, waits behind the operator's block: nothing requeued it.
+    rig.svc.reports.release(as_lease(running.id), running.id, {})
+    assert rig.svc.graph.get_task(READER, task_id).status is TaskStatus.BLOCKED
+    assert rig.svc.claims.claim(WORKER, POOL, "w2", "c2", 0, None) is None
+
+
+def test_a_lease_token_clears_a_block_an_earlier_run_of_its_task_placed(rig: Rig) -> None:
+    first = rig.running()
+    task_id = first.task_id
+    assert task_id is not None
+    earlier = rig.svc.blocks.block_task(
+        as_lease(first.id), task_id, "transient", "rate limited", expires_in_seconds=60
+    )
+    rig.advance(61)
+    second = rig.claim("w2").lease
+    assert second.task_id == task_id and second.id != first.id
+    cleared = rig.svc.blocks.clear_block(as_lease(second.id), task_id, earlier["id"])
+    assert cleared["state"] == "cleared"

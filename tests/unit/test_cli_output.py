@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from tenure_cli.commands import graph as graph_commands
-from tenure_cli.common import show
+from tenure_cli.common import guarded, show, table
+from tenure_worker.client import ApiError
 
 TABLE = argparse.Namespace(output="table")
 
@@ -46,3 +47,50 @@ def test_inspect_prints_its_lines_as_a_table(
     assert any(line.split() == ["task", "OPS-7", "queued"] for line in out), out
     assert any(line.split() == ["current_lease", "lease_7", "pending"] for line in out), out
     assert any(line.startswith("next_action") and "claim_available" in line for line in out)
+
+
+def test_terminal_control_characters_never_reach_the_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    hostile = "Invoice\x1b]52;c;ZXZpbA==\x07 due\x1b[2J\x9b31m\x7f\r\nline two\tend"
+    show({"task": {"key": "OPS-1", "title": hostile}}, TABLE)
+    table([{"title": hostile}], TABLE, ["title"])
+    out = capsys.readouterr().out
+    assert not any(ch in out for ch in "\x1b\x07\x9b\x7f\r")
+    assert "Invoice]52;c;ZXZpbA== due[2J31m\nline two\tend" in out
+
+
+def test_an_error_message_is_printed_without_control_characters(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def refused(args: argparse.Namespace) -> int:
+        raise ApiError(422, "validation_failed", "title: \x1b[31mred\x1b[0m")
+
+    assert guarded(refused)(TABLE) != 0
+    assert capsys.readouterr().err == "error: validation_failed: title: [31mred[0m\n"
+
+
+def test_the_address_commands_call_the_addresses_routes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tenure_cli.commands import rules as rules_commands
+
+    calls: list[tuple[str, str, Any]] = []
+
+    class Recording:
+        def call(self, method: str, path: str, body: Any = None, **kw: Any) -> tuple[int, Any]:
+            calls.append((method, path, body))
+            row = {"address": "a@in.example", "space": "OPS", "created_at": "2026-01-01T00:00:00Z"}
+            return 200, {"addresses": [row]} if method == "GET" else row
+
+    monkeypatch.setattr(rules_commands, "operator_client", lambda args: Recording())
+    args = argparse.Namespace(output="table", space="OPS", address="a+b@in.example")
+    assert rules_commands.address_add(args) == 0
+    assert rules_commands.addresses_list(args) == 0
+    assert rules_commands.address_remove(args) == 0
+    assert calls == [
+        ("POST", "/spaces/OPS/addresses", {"address": "a+b@in.example"}),
+        ("GET", "/spaces/OPS/addresses", None),
+        ("DELETE", "/spaces/OPS/addresses/a%2Bb%40in.example", None),
+    ]
+    assert "a@in.example" in capsys.readouterr().out

@@ -47,6 +47,7 @@ INVOICE = InboundMail(
     object_key=f"inbound/{INVOICE_ID}",
     recipients=("invoices@inbound.tenure.example",),
     source="billing@supplier.example.org",
+    verdicts={"spam": "PASS", "virus": "PASS", "spf": "PASS", "dkim": "PASS", "dmarc": "PASS"},
 )
 
 

@@ -40,6 +40,7 @@ def http(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
     rig.svc.rules.schedules = FakeSchedules()
     # Both the app's routes and the rules routes build the service through wiring.
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    rig.svc.addresses.add_address(ADMIN, "OPS", "support@example.com")
 
     def call(method: str, path: str, body: Any = None, actor: Principal | None = ADMIN) -> Answer:
         raw = body if isinstance(body, str) else json.dumps(body) if body is not None else ""
@@ -283,6 +284,7 @@ RULE_SAMPLES = sorted(
 @pytest.mark.parametrize("sample", RULE_SAMPLES, ids=lambda p: p.stem)
 def test_the_sample_rule_set_is_accepted_as_written(http: Any, rig: Rig, sample: Path) -> None:
     rig.make_pool("triage")
+    http("POST", "/spaces/OPS/addresses", {"address": "support@inbound.example.com"})
     http("POST", "/workflows", {"space": "OPS", "slug": "nightly-report", "name": "Nightly report"})
     got = http("POST", "/rules", json.loads(sample.read_text()))
     assert got.status == 201, got.body

@@ -11,7 +11,7 @@ from tenure.domain.model import Pool
 from tenure.domain.rules.rule import Rule
 from tenure.domain.states import LeaseState, PoolKind, SubjectKind
 
-from tests.unit.rules_support import NIGHTLY, FakeSchedules, inbox_trigger, make_rule
+from tests.unit.rules_support import NIGHTLY, FakeSchedules, event_trigger, inbox_trigger, make_rule
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, Rig, as_lease
 
 # ------------------------------------------------------------------------------ manage
@@ -110,7 +110,7 @@ def test_the_same_name_in_another_space_is_fine(rig: Rig) -> None:
     rig.svc.setup.create_pool(
         ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
     )
-    rig.svc.rules.create_rule(ADMIN, "OTHER", "inbox", "theirs", {"kind": "space"}, inbox_trigger())
+    rig.svc.rules.create_rule(ADMIN, "OTHER", "inbox", "theirs", {"kind": "space"}, event_trigger())
     assert [r.space for r in rig.svc.rules.list_rules(READER, "OTHER")] == ["OTHER"]
 
 
@@ -160,7 +160,7 @@ def test_turning_a_scheduled_rule_inbound_deletes_its_schedule_and_back_creates_
     rig: Rig, schedules: FakeSchedules
 ) -> None:
     rule = make_rule(rig, "nightly", trigger=NIGHTLY)
-    inbound = rig.svc.rules.update_rule(ADMIN, rule.id, {"trigger": inbox_trigger()})
+    inbound = rig.svc.rules.update_rule(ADMIN, rule.id, {"trigger": event_trigger()})
     assert (inbound.kind, inbound.schedule_name, schedules.held) == ("inbound", None, {})
     again = rig.svc.rules.update_rule(ADMIN, rule.id, {"trigger": NIGHTLY})
     assert again.schedule_name in schedules.held
@@ -294,16 +294,16 @@ def test_a_scheduled_delivery_for_a_disabled_or_deleted_rule_mints_nothing(
 
 
 def _post(
-    rig: Rig, data: dict[str, Any], event_id: str | None = None, topic: str = "email.received"
+    rig: Rig, data: dict[str, Any], event_id: str | None = None, topic: str = "mail.forwarded"
 ) -> list[Any]:
     return rig.svc.firings.post_event(MEMBER, SPACE, topic, data, None, event_id)
 
 
 def test_an_event_mints_one_lease_per_enabled_rule_whose_match_holds(rig: Rig) -> None:
-    make_rule(rig, "support", trigger=inbox_trigger(to="support@example.com"))
-    make_rule(rig, "vip", trigger=inbox_trigger(**{"from": "@vip.example"}))
-    make_rule(rig, "billing", trigger=inbox_trigger(to="billing@example.com"))
-    off = make_rule(rig, "off", trigger=inbox_trigger())
+    make_rule(rig, "support", trigger=event_trigger(to="support@example.com"))
+    make_rule(rig, "vip", trigger=event_trigger(**{"from": "@vip.example"}))
+    make_rule(rig, "billing", trigger=event_trigger(to="billing@example.com"))
+    off = make_rule(rig, "off", trigger=event_trigger())
     rig.svc.rules.update_rule(ADMIN, off.id, {"enabled": False})
     make_rule(rig, "deploys", trigger={"topic": "deploy.finished"})
     data = {"from": "Ann <ann@vip.example>", "to": ["Support@Example.com"], "subject": "Help"}
@@ -315,9 +315,9 @@ def test_an_event_mints_one_lease_per_enabled_rule_whose_match_holds(rig: Rig) -
 
 
 def test_the_same_event_id_answers_the_same_leases_and_mints_nothing(rig: Rig) -> None:
-    make_rule(rig, "support", trigger=inbox_trigger())
+    make_rule(rig, "support", trigger=event_trigger())
     first = _post(rig, {"subject": "a"}, "ev-1")
-    make_rule(rig, "late", trigger=inbox_trigger())
+    make_rule(rig, "late", trigger=event_trigger())
     again = _post(rig, {"subject": "a"}, "ev-1")
     assert [x.id for x in again] == [x.id for x in first] and len(first) == 1
     assert len(rig.store.lease_rows) == 1
@@ -339,38 +339,36 @@ def test_an_event_lease_carries_its_trigger_in_the_payload(rig: Rig) -> None:
 
 
 def test_an_event_of_another_space_does_not_fire_this_space_rules(rig: Rig) -> None:
-    make_rule(rig, "support", trigger=inbox_trigger())
+    make_rule(rig, "support", trigger=event_trigger())
     rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
-    assert rig.svc.firings.post_event(MEMBER, "OTHER", "email.received", {}, None, None) == []
+    assert rig.svc.firings.post_event(MEMBER, "OTHER", "mail.forwarded", {}, None, None) == []
 
 
-def test_an_email_from_any_space_matches_rules_of_every_space_by_recipient(rig: Rig) -> None:
+def test_an_email_matches_rules_of_the_space_that_owns_each_recipient(rig: Rig) -> None:
     make_rule(rig, "support", trigger=inbox_trigger(to="support@example.com"))
     rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
     rig.svc.setup.create_pool(
         ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
     )
+    rig.svc.addresses.add_address(ADMIN, "OTHER", "sales@example.com")
     rig.svc.rules.create_rule(
         ADMIN, "OTHER", "sales", "theirs", {"kind": "space"}, inbox_trigger(to="sales@example.com")
     )
-    data = {"from": "a@b.c", "to": ["sales@example.com"], "cc": [], "subject": "quote"}
-    leases = rig.svc.firings.fire_inbound(
-        "email.received", "ses:m1", rig.clock.now_ms(), data, [], None
-    ).leases
+    data = {
+        "message_id": "m1",
+        "from": "a@b.c",
+        "to": ["sales@example.com"],
+        "cc": [],
+        "recipients": ["sales@example.com"],
+        "subject": "quote",
+        "verdicts": {},
+    }
+    leases = rig.svc.firings.fire_email(rig.clock.now_ms(), data).leases
     assert [x.space for x in leases] == ["OTHER"]
-    again = rig.svc.firings.fire_inbound(
-        "email.received", "ses:m1", rig.clock.now_ms(), data, [], None
-    ).leases
+    again = rig.svc.firings.fire_email(rig.clock.now_ms(), data).leases
     assert [x.id for x in again] == [x.id for x in leases]
-    bcc = rig.svc.firings.fire_inbound(
-        "email.received",
-        "ses:m2",
-        rig.clock.now_ms(),
-        {**data, "to": []},
-        ["support@example.com"],
-        None,
-    ).leases
-    assert [x.space for x in bcc] == [SPACE]
+    bcc = {**data, "message_id": "m2", "to": [], "recipients": ["support@example.com"]}
+    assert [x.space for x in rig.svc.firings.fire_email(rig.clock.now_ms(), bcc).leases] == [SPACE]
 
 
 def test_both_rule_stores_implement_every_rule_store_method_with_the_same_parameters() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -149,6 +150,21 @@ def noted_usage() -> dict[str, Any] | None:
 
 # ------------------------------------------------------------------------ output
 
+# What a terminal would act on rather than show: C0 controls but tab and newline (ESC starts
+# the sequences that move the cursor, retitle the window or write the clipboard), DEL, and
+# the C1 controls (U+0080-U+009F; U+009B is a one-character CSI). Anything a service answers
+# may hold them — a task title, an email's subject — so they never reach the terminal.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` without the terminal control characters (tab and newline kept)."""
+    return _CONTROLS.sub("", text)
+
+
+def say(text: str, err: bool = False) -> None:
+    print(printable(text), file=sys.stderr if err else sys.stdout)
+
 
 def _dig(row: dict[str, Any], path: str) -> Any:
     value: Any = row
@@ -159,13 +175,16 @@ def _dig(row: dict[str, Any], path: str) -> Any:
 
 def table(rows: list[dict[str, Any]], args: argparse.Namespace, cols: list[str]) -> int:
     if args.output == "json":
+        # ensure_ascii writes every control character as a \u escape.
         print(json.dumps(rows, indent=2))
         return OK
-    cells = [[("" if _dig(r, c) is None else str(_dig(r, c))) for c in cols] for r in rows]
+    cells = [
+        [("" if _dig(r, c) is None else printable(str(_dig(r, c)))) for c in cols] for r in rows
+    ]
     widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(cols)]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
+    say("  ".join(c.upper().ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
     for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+        say("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     return OK
 
 
@@ -186,9 +205,9 @@ def show(answer: Any, args: argparse.Namespace) -> int:
         if key == "token":
             continue  # printed once below, with its warning
         shown = json.dumps(value) if isinstance(value, dict | list) else value
-        print(f"{key.ljust(width)}  {'' if shown is None else shown}")
+        say(f"{key.ljust(width)}  {'' if shown is None else shown}")
     if "token" in answer and isinstance(answer["token"], str):
-        print(f"{'token'.ljust(width)}  {answer['token']}   (shown once: keep it now)")
+        say(f"{'token'.ljust(width)}  {answer['token']}   (shown once: keep it now)")
     return OK
 
 
@@ -207,21 +226,21 @@ def guarded(fn: Command, check: str = CHECK_BEFORE_RETRYING) -> Command:
         try:
             return fn(args)
         except ApiError as err:
-            print(f"error: {err.code}: {err.message}", file=sys.stderr)
+            say(f"error: {err.code}: {err.message}", err=True)
             return FAILED
         except OutcomeUnknown as err:
             hint = check.format(**vars(args))
-            print(
+            say(
                 f"error: outcome unknown: {err} (the request was sent and may have been "
                 f"applied; it was not sent again): {hint}",
-                file=sys.stderr,
+                err=True,
             )
             return OUTCOME_UNKNOWN
         except Unreachable as err:
-            print(f"error: unreachable: {err}", file=sys.stderr)
+            say(f"error: unreachable: {err}", err=True)
             return UNREACHABLE
         except UsageError as err:
-            print(f"error: {err}", file=sys.stderr)
+            say(f"error: {err}", err=True)
             return USAGE
 
     return run

@@ -20,7 +20,12 @@ from pydantic import (
 )
 
 from tenure.domain import documents
-from tenure.domain.model import DEFAULT_RETENTION_SECONDS, MAX_LEASE_SECONDS, MIN_LEASE_SECONDS
+from tenure.domain.model import (
+    DEFAULT_ATTACHMENT_QUOTA_BYTES,
+    DEFAULT_RETENTION_SECONDS,
+    MAX_LEASE_SECONDS,
+    MIN_LEASE_SECONDS,
+)
 from tenure.domain.states import EndReason, LeaseState, Revoke, SubjectKind, TaskStatus
 
 
@@ -46,6 +51,8 @@ ReportId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 LeaseSeconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS), Integral]
 Seconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS), Integral]
 Positive = Annotated[int, Field(ge=1), Integral]
+# Bytes of attachments one lease may add: at least one byte, at most 1 TiB.
+AttachmentQuota = Annotated[int, Field(ge=1, le=1024**4), Integral]
 Attempts = Annotated[int, Field(ge=1, le=100), Integral]
 Fence = Annotated[int, Field(ge=1), Integral]
 ClaimId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -153,6 +160,7 @@ class PoolCreate(Strict):
     retention_seconds: Annotated[int, Field(ge=1, le=10 * 365 * 86_400), Integral] = (
         DEFAULT_RETENTION_SECONDS
     )
+    attachment_quota_bytes: AttachmentQuota = DEFAULT_ATTACHMENT_QUOTA_BYTES
     # Starvation: queued this long with no reachable worker, a claimable lease is starved;
     # starved this much longer, the sweeper parks its task in needs_attention.
     min_queued_age_seconds: Annotated[int, Field(ge=1, le=31_536_000), Integral] = 600
@@ -184,6 +192,7 @@ class PoolPatch(Strict):
     on_expiry: Literal["requeue", "fail"] | None = None
     keeps_logs: bool | None = None
     retention_seconds: Annotated[int, Field(ge=1, le=10 * 365 * 86_400), Integral] | None = None
+    attachment_quota_bytes: AttachmentQuota | None = None
     agent: AgentSettings | None = None
     classifier: ClassifierSettings | None = None
     rates: dict[str, Any] | None = None
@@ -581,6 +590,7 @@ class PoolOut(Out):
     paused: bool
     created_at: Stamp
     retention_seconds: int
+    attachment_quota_bytes: int
     min_queued_age_seconds: int = 600
     starvation_escalation_seconds: int = 3600
     rates: dict[str, Any] | None = None
@@ -968,9 +978,17 @@ class BlockOut(Out):
     reason: str
     state: Literal["open", "cleared", "expired"]
     created_at: str  # ISO 8601, as every time the API shows
+    placed_by: "PlacedBy"
     expires_at: Stamp = None
     closed_at: Stamp = None
     closed_by: str | None = None
+
+
+class PlacedBy(Out):
+    """Who placed a block: an operator (its token id) or a lease (its id)."""
+
+    kind: Literal["operator", "lease"]
+    id: str
 
 
 class BlockAnswer(Out):

@@ -57,6 +57,10 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/events"): "operator:member",
     ("GET", f"{BASE}/workflows/<slug>/activity"): "operator:read",
     ("GET", f"{BASE}/spaces/<key>/activity"): "operator:read",
+    # Inbound addresses: given and taken by an admin of every space (NAMED_SCOPES).
+    ("POST", f"{BASE}/spaces/<key>/addresses"): "operator:admin",
+    ("GET", f"{BASE}/spaces/<key>/addresses"): "operator:read",
+    ("DELETE", f"{BASE}/spaces/<key>/addresses/<address>"): "operator:admin",
     # Runtime coordinates (operators only); logs and attachments, read by whoever
     # sees the lease (the lease itself too), written by the lease's own token.
     ("GET", f"{BASE}/leases/<lease_id>/exec_target"): "operator:read",
@@ -142,6 +146,9 @@ NAMED_SCOPES: dict[tuple[str, str], tuple[Scope, ...]] = {
     ("POST", f"{BASE}/scheduler/pause"): (ALL_SPACES,),
     ("POST", f"{BASE}/scheduler/resume"): (ALL_SPACES,),
     ("POST", f"{BASE}/scheduler/drain"): (ALL_SPACES,),
+    # Which space receives an address's mail is decided across spaces.
+    ("POST", f"{BASE}/spaces/<key>/addresses"): (ALL_SPACES,),
+    ("DELETE", f"{BASE}/spaces/<key>/addresses/<address>"): (ALL_SPACES,),
     ("GET", f"{BASE}/leases"): (_QUERY_SPACE,),
     ("GET", f"{BASE}/tasks"): (_QUERY_SPACE,),
     ("GET", f"{BASE}/rules"): (_QUERY_SPACE,),

@@ -167,6 +167,7 @@ def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
         "paused": pool.paused,
         "created_at": iso(pool.created_at),
         "retention_seconds": pool.retention_seconds,
+        "attachment_quota_bytes": pool.attachment_quota_bytes,
         "min_queued_age_seconds": pool.min_queued_age_seconds,
         "starvation_escalation_seconds": pool.starvation_escalation_seconds,
         "accepts_delegation_from": list(pool.accepts_delegation_from or ()),

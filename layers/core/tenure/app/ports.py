@@ -360,8 +360,10 @@ class Store(Protocol):
 
     # ------------------------------------------------------- attachments and retention
 
-    def put_attachment(self, attachment: Attachment, cap: int) -> None:
-        """Record a new attachment; CeilingReached once its lease has `cap` of them."""
+    def put_attachment(self, attachment: Attachment, cap: int, quota_bytes: int) -> None:
+        """Record a new attachment, counting it and its bytes on the lease's counter row in
+        the same transaction; CeilingReached once its lease has `cap` of them, or when its
+        bytes would take the lease past `quota_bytes` (`details["quota"]` is then True)."""
         ...
 
     def list_attachments(self, lease_id: str) -> list[Attachment]:
@@ -554,6 +556,10 @@ class BlobStore(Protocol):
     def presign_get(self, key: str, filename: str, content_type: str, expires_s: int) -> str: ...
     def origin(self) -> str:
         """scheme://host[:port] of the presigned URLs (the board's page may fetch from it)."""
+        ...
+
+    def copy(self, source: str, target: str) -> None:
+        """Copy one object within the bucket (its content type with it)."""
         ...
 
     def delete(self, keys: list[str]) -> None: ...

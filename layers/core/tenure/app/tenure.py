@@ -36,6 +36,7 @@ from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.reports import Completion, Reports
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink, Store
 from tenure.app.reactions import Reactions
+from tenure.app.rules.addresses import Addresses
 from tenure.app.rules.firings import Firings
 from tenure.app.rules.ports import Schedules
 from tenure.app.rules.rules import Rules
@@ -89,6 +90,7 @@ class Tenure:
     force: Force
     rules: Rules
     firings: Firings
+    addresses: Addresses
     subjects: Subjects
     artifacts: Artifacts
     logs: Logs
@@ -199,6 +201,7 @@ def compose(
         force=Force(kernel, runs),
         rules=rules,
         firings=Firings(kernel, rules),
+        addresses=Addresses(kernel),
         subjects=Subjects(kernel),
         artifacts=artifacts,
         logs=Logs(kernel, artifacts),

@@ -36,7 +36,12 @@ def require_operator(actor: Principal, role: str, space: str | None = None) -> N
         if space is None:
             raise Forbidden("a token limited to spaces cannot act across all spaces")
         if space not in actor.spaces:
-            raise Forbidden(f"the token is not allowed in space {space!r}")
+            # The space is not named: it may be another space's, read from an id the caller
+            # gave (a rule's, a lease's), and a refusal must not tell one space about another.
+            raise Forbidden(
+                "the token is not allowed there; it is limited to the spaces "
+                + ", ".join(actor.spaces)
+            )
 
 
 def require_worker(actor: Principal, pool: str | None) -> None:
@@ -45,7 +50,10 @@ def require_worker(actor: Principal, pool: str | None) -> None:
     if actor.kind != "worker":
         raise Forbidden("this route needs a worker token")
     if pool is not None and actor.pools is not None and pool not in actor.pools:
-        raise Forbidden(f"the token is not allowed in pool {pool!r}")
+        raise Forbidden(
+            "the token is not allowed in that pool; it is limited to the pools "
+            + ", ".join(actor.pools)
+        )
 
 
 def require_lease(actor: Principal, lease_id: str) -> None:

@@ -26,6 +26,8 @@ MAX_LEASE_SECONDS = 43200
 # How long an ended lease keeps its logs and attachments (30 days), per pool; the sweeper
 # reclaims them after that.
 DEFAULT_RETENTION_SECONDS = 2_592_000
+# Bytes of attachments one lease may add (1 GiB): a worker cannot fill the bucket.
+DEFAULT_ATTACHMENT_QUOTA_BYTES = 1024**3
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class Pool:
     paused_changed_at: int | None = None  # when it was last paused or resumed
     retention_seconds: int = DEFAULT_RETENTION_SECONDS
     display_name: str | None = None  # what the board shows; the name when unset
+    attachment_quota_bytes: int = DEFAULT_ATTACHMENT_QUOTA_BYTES
     # Agent and classifier settings (what an agent or classifier lease's payload adds);
     # changing either makes a new `version`, and a lease pins the one current at its creation.
     agent: dict[str, Any] | None = None  # {model, effort?}

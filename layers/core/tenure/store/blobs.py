@@ -88,6 +88,15 @@ class S3Blobs:
         url = urlsplit(self.presign_get("origin", "origin", "text/plain", 60))
         return f"{url.scheme}://{url.netloc}"
 
+    def copy(self, source: str, target: str) -> None:
+        self._call(
+            "copy_object",
+            self.client.copy_object,
+            Key=target,
+            CopySource={"Bucket": self.bucket, "Key": source},
+            MetadataDirective="COPY",
+        )
+
     def delete(self, keys: list[str]) -> None:
         for start in range(0, len(keys), DELETE_BATCH):
             chunk = keys[start : start + DELETE_BATCH]

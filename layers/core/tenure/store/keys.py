@@ -360,6 +360,37 @@ def event_record_key(space: str, event_id: str) -> dict[str, str]:
     return {PK: f"EVENTID#{space}#{event_id}", SK: "EVENTID"}
 
 
+# Inbound addresses: one row per address says which space owns it (so ownership is one
+# conditional put: two spaces racing for an address cannot both win), and one row per
+# (space, address) lists a space's addresses with one bounded Query.
+ADDRESS_PREFIX = "ADDR#"
+
+
+def address_key(address: str) -> dict[str, str]:
+    return {PK: f"ADDRESS#{address}", SK: "ADDRESS"}
+
+
+def space_address_key(space: str, address: str) -> dict[str, str]:
+    return {PK: f"SPACE#{space}", SK: f"{ADDRESS_PREFIX}{address}"}
+
+
+# An address row is deleted only by the space that owns it.
+ADDRESS_IS_OURS = "#space = :space"
+SPACE_NAMES = {"#space": "space"}
+
+
+# A rule's firings in one clock hour: the counter row a rule's max_firings_per_hour is
+# enforced on, one conditional ADD per firing; it expires (TTL) a day after its hour.
+def rule_hour_key(rule_id: str, hour: str) -> dict[str, str]:
+    return {PK: f"RULE#{rule_id}", SK: f"HOUR#{hour}"}
+
+
+# Counted only while under the cap: concurrent firings cannot go past it together.
+BELOW_HOURLY_CAP = "attribute_not_exists(firings) OR firings < :cap"
+# The first refusal of the hour marks the row, so `rule.rate_limited` is recorded once.
+NOT_YET_LIMITED = "attribute_not_exists(limited_at)"
+
+
 # A rule row is replaced only from the version the writer read (no lost PATCH).
 RULE_VERSION_IS = "version = :expect_version"
 # A name row is removed only while it still names the rule being changed.
@@ -392,6 +423,12 @@ def ended_pk(pool: str) -> str:
 
 # One more attachment only while the lease has fewer than the cap.
 BELOW_ATTACHMENT_CAP = "attribute_not_exists(attachments) OR attachments < :cap"
+# ... and only while its bytes stay within the pool's attachment_quota_bytes (:room is the
+# quota less the new attachment's size, so the check and the ADD are one conditional write).
+WITHIN_ATTACHMENT_QUOTA = (
+    f"({BELOW_ATTACHMENT_CAP}) AND "
+    "(attribute_not_exists(attached_bytes) OR attached_bytes <= :room)"
+)
 # Reclaim is written once: a second pass (retried or concurrent) loses here and deletes nothing.
 NOT_RECLAIMED = "attribute_exists(PK) AND attribute_not_exists(reclaimed_at)"
 

@@ -31,7 +31,7 @@ class RetentionRows:
 
     # ------------------------------------------------------------------ attachments
 
-    def put_attachment(self, attachment: Attachment, cap: int) -> None:
+    def put_attachment(self, attachment: Attachment, cap: int, quota_bytes: int) -> None:
         row = {
             **k.attachment_key(attachment.lease_id, attachment.id),
             **items.attachment_item(attachment),
@@ -41,9 +41,15 @@ class RetentionRows:
                 "Update": {
                     "TableName": self.table,
                     "Key": _dump(k.attachment_count_key(attachment.lease_id)),
-                    "UpdateExpression": "ADD attachments :one",
-                    "ConditionExpression": k.BELOW_ATTACHMENT_CAP,
-                    "ExpressionAttributeValues": _values(one=1, cap=cap),
+                    "UpdateExpression": "ADD attachments :one, attached_bytes :size",
+                    "ConditionExpression": k.WITHIN_ATTACHMENT_QUOTA,
+                    "ExpressionAttributeValues": _values(
+                        one=1,
+                        cap=cap,
+                        size=attachment.byte_size,
+                        room=quota_bytes - attachment.byte_size,
+                    ),
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             },
             {
@@ -58,6 +64,11 @@ class RetentionRows:
             self._write("transact", Conflict("an attachment write lost"), TransactItems=ops)
         except Conflict as lost:
             if (lost.details.get("reasons") or [None])[0] == "ConditionalCheckFailed":
+                old = (lost.details.get("old") or [None])[0] or {}
+                if int(old.get("attachments", 0)) < cap:
+                    raise CeilingReached(
+                        f"a lease adds at most {quota_bytes} bytes of attachments", quota=True
+                    ) from lost
                 raise CeilingReached(f"a lease keeps at most {cap} attachments") from lost
             raise
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tenure.domain.errors import AlreadyExists, Conflict
+from tenure.domain.errors import AlreadyExists, Conflict, NotFound
+from tenure.domain.rules.addresses import Address
 from tenure.domain.rules.rule import Rule
 from tenure.store import keys as k
 from tenure.store.dynamo import DynamoStore, _dump, _load, _values
@@ -28,7 +29,7 @@ def index_keys(rule: Rule) -> list[dict[str, str]]:
         return [k.scheduled_rule_key(rule.space, rule.id)]
     if not rule.enabled or rule.topic is None:
         return []
-    return [k.inbound_key(rule.topic, rule.inbound_to, rule.space, rule.id)]
+    return [k.inbound_key(rule.topic, to, rule.space, rule.id) for to in rule.inbound_tos]
 
 
 def _key_id(key: dict[str, str]) -> tuple[str, str]:
@@ -167,6 +168,103 @@ class DynamoRuleStore(DynamoStore):
         except Conflict as lost:
             raise AlreadyExists(f"event {event_id} was already recorded") from lost
 
+    # ------------------------------------------------------------------ inbound addresses
+
+    def put_address(self, address: Address) -> Address:
+        row = {"address": address.address, "space": address.space}
+        owner = {**k.address_key(address.address), **row, "created_at": address.created_at}
+        listed = {**k.space_address_key(address.space, address.address), **row}
+        try:
+            self._transact(
+                [
+                    self._put_op(owner, k.IS_NEW),
+                    {"Put": {"TableName": self.table, "Item": _dump(listed)}},
+                ]
+            )
+        except Conflict as lost:
+            old = (lost.details.get("old") or [None])[0]
+            # Already this space's: adding it again answers the row as it was first written.
+            if old and old.get("space") == address.space:
+                return _address_from(old)
+            # The message names the address the caller gave, never the space that owns it.
+            raise AlreadyExists(f"address {address.address} belongs to another space") from lost
+        return address
+
+    def get_address(self, address: str) -> Address | None:
+        row = self._get(k.address_key(address))
+        return _address_from(row) if row else None
+
+    def address_owners(self, addresses: list[str]) -> dict[str, str]:
+        if not addresses:
+            return {}
+        rows = self._batch_get([k.address_key(a) for a in dict.fromkeys(addresses)])
+        return {str(row["address"]): str(row["space"]) for row in rows}
+
+    def list_addresses(self, space: str, limit: int) -> list[Address]:
+        out = self._query(
+            KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
+            ExpressionAttributeValues=_values(
+                pk=k.space_address_key(space, "")[k.PK], prefix=k.ADDRESS_PREFIX
+            ),
+            Limit=limit,
+        )
+        names = [str(_load(row)["address"]) for row in out.get("Items", [])]
+        if not names:
+            return []
+        rows = self._batch_get([k.address_key(a) for a in names])
+        by_name = {row["address"]: _address_from(row) for row in rows if row["space"] == space}
+        return [by_name[a] for a in names if a in by_name]
+
+    def delete_address(self, space: str, address: str) -> None:
+        try:
+            self._transact(
+                [
+                    {
+                        "Delete": {
+                            "TableName": self.table,
+                            "Key": _dump(k.address_key(address)),
+                            "ConditionExpression": k.ADDRESS_IS_OURS,
+                            "ExpressionAttributeNames": k.SPACE_NAMES,
+                            "ExpressionAttributeValues": _values(space=space),
+                        }
+                    },
+                    self._plain_delete(k.space_address_key(space, address)),
+                ]
+            )
+        except Conflict as lost:
+            raise NotFound(f"address {address} is not an address of space {space!r}") from lost
+
+    # ------------------------------------------------------------------- firing counters
+
+    def count_firing(self, rule_id: str, hour: str, cap: int, expires_at: int) -> str:
+        key = _dump(k.rule_hour_key(rule_id, hour))
+        try:
+            self._write(
+                "update",
+                Conflict("the hour's cap is reached"),
+                TableName=self.table,
+                Key=key,
+                UpdateExpression=f"ADD firings :one SET {k.TTL_ATTRIBUTE} = :expires",
+                ConditionExpression=k.BELOW_HOURLY_CAP,
+                ExpressionAttributeValues=_values(one=1, cap=cap, expires=expires_at),
+            )
+            return "counted"
+        except Conflict:
+            pass
+        try:
+            self._write(
+                "update",
+                Conflict("the hour's refusal is already recorded"),
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="SET limited_at = :hour",
+                ConditionExpression=k.NOT_YET_LIMITED,
+                ExpressionAttributeValues=_values(hour=hour),
+            )
+        except Conflict:
+            return "limited"
+        return "limited_first"
+
     # -------------------------------------------------------------------- transaction ops
 
     def _index_put(self, key: dict[str, str], rule: Rule) -> dict[str, Any]:
@@ -189,3 +287,9 @@ class DynamoRuleStore(DynamoStore):
                 "ExpressionAttributeValues": _values(rule_id=rule.id),
             }
         }
+
+
+def _address_from(row: dict[str, Any]) -> Address:
+    return Address(
+        address=str(row["address"]), space=str(row["space"]), created_at=int(row["created_at"])
+    )

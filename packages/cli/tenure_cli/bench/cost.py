@@ -149,6 +149,8 @@ def run(leases: int = 240, workers: int | None = None, rig: Rig | None = None) -
         admin = Client("http://bench.local", admin_raw, transport=rig.transport, retries=0)
         admin.call("POST", "/spaces", {"key": "BENCH", "name": "Cost bench"})
         admin.call("POST", "/pools", {"name": "bench", "space": "BENCH", "kind": "command"})
+        for address in (INBOX, WARMUP_INBOX):
+            admin.call("POST", "/spaces/BENCH/addresses", {"address": address})
         admin.call(
             "POST",
             "/rules",

@@ -24,6 +24,7 @@ from tenure_cli.common import (
     lease_client,
     operator_client,
     output_option,
+    printable,
     service_options,
     show,
     table,
@@ -125,7 +126,7 @@ def _print_line(event: dict[str, Any], args: argparse.Namespace) -> None:
         print(json.dumps(event), flush=True)
         return
     where = event["container"] + ("!" if event["stream"] == "stderr" else "")
-    print(f"{event['timestamp']} {where:<8} {event['message']}", flush=True)
+    print(printable(f"{event['timestamp']} {where:<8} {event['message']}"), flush=True)
 
 
 def leases_attachments(args: argparse.Namespace) -> int:
@@ -150,7 +151,7 @@ def leases_download(args: argparse.Namespace) -> int:
         return 0
     target = Path(args.to or _filename(client, args.id, args.aid))
     target.write_bytes(data)
-    print(f"{target} ({len(data)} bytes)")
+    print(printable(f"{target} ({len(data)} bytes)"))
     return 0
 
 

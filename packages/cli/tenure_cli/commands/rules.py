@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from tenure_cli.common import (
     Groups,
@@ -22,6 +23,7 @@ from tenure_cli.common import (
 RULE_CHECK = "see what it holds now with `tenure rules get {id}`"
 CREATE_CHECK = "look for it with `tenure rules list --space SPACE` before creating it again"
 FIRE_CHECK = "look for the lease it minted with `tenure leases list --space SPACE`"
+ADDRESS_CHECK = "see the space's addresses with `tenure spaces addresses {space}`"
 EVENT_CHECK = (
     "look for the leases it minted with `tenure leases list --space {space}` (with an "
     "--event-id, posting it again is safe)"
@@ -71,6 +73,26 @@ def rules_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def address_add(args: argparse.Namespace) -> int:
+    # Giving an address is safe to repeat: the space that owns it gets it again, as it is.
+    client = operator_client(args)
+    _, answer = client.call(
+        "POST", f"/spaces/{args.space}/addresses", {"address": args.address}, idempotent=True
+    )
+    return show(answer, args)
+
+
+def addresses_list(args: argparse.Namespace) -> int:
+    _, answer = operator_client(args).call("GET", f"/spaces/{args.space}/addresses")
+    return table(answer["addresses"], args, ["address", "space", "created_at"])
+
+
+def address_remove(args: argparse.Namespace) -> int:
+    path = f"/spaces/{args.space}/addresses/{quote(args.address, safe='')}"
+    operator_client(args).call("DELETE", path)
+    return 0
+
+
 def events_post(args: argparse.Namespace) -> int:
     data = json_arg(args.data, "--data")
     # `data` is required by the API; leaving --data out posts an empty one.
@@ -104,6 +126,19 @@ def add_commands(groups: Groups) -> None:
         cmd = service_options(rsub.add_parser(name, help=help_))
         cmd.add_argument("id", help="the rule's id")
         cmd.set_defaults(func=guarded(fn, check))
+
+    spaces = groups["spaces"]
+    for name, fn, help_ in (
+        ("address-add", address_add, "give the space an inbound email address (admin of all)"),
+        ("address-remove", address_remove, "take an inbound address back (admin of all)"),
+    ):
+        cmd = service_options(spaces.add_parser(name, help=help_))
+        cmd.add_argument("space", help="the space's key")
+        cmd.add_argument("address", help="the address, e.g. support@inbound.example.com")
+        cmd.set_defaults(func=guarded(fn, ADDRESS_CHECK))
+    ls_addresses = service_options(spaces.add_parser("addresses", help="a space's addresses"))
+    ls_addresses.add_argument("space", help="the space's key")
+    ls_addresses.set_defaults(func=guarded(addresses_list))
 
     post = service_options(groups["events"].add_parser("post", help="post one event"))
     post.add_argument("--space", required=True, help="the space whose rules hear it")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
@@ -14,6 +15,7 @@ from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
 from tenure.domain import errors as e
+from tenure.domain.rules.addresses import Address
 from tenure.domain.rules.rule import Rule
 
 Topic = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")]
@@ -30,6 +32,8 @@ class RuleCreate(m.Strict):
     subject: dict[str, Any]
     trigger: dict[str, Any]
     enabled: bool = True
+    accept_spam: bool = False
+    max_firings_per_hour: int | None = None
 
 
 class RulePatch(m.Strict):
@@ -38,6 +42,22 @@ class RulePatch(m.Strict):
     subject: dict[str, Any] | None = None
     trigger: dict[str, Any] | None = None
     enabled: bool | None = None
+    accept_spam: bool | None = None
+    max_firings_per_hour: int | None = None  # null: no limit any more
+
+
+class AddressCreate(m.Strict):
+    address: Annotated[str, StringConstraints(min_length=3, max_length=254)]
+
+
+class AddressOut(m.Out):
+    address: str
+    space: str
+    created_at: m.Stamp
+
+
+class AddressList(m.Out):
+    addresses: list[AddressOut]
 
 
 class EventPost(m.Strict):
@@ -64,6 +84,8 @@ class RuleOut(m.Out):
     created_at: m.Stamp
     updated_at: m.Stamp
     schedule_name: str | None
+    accept_spam: bool
+    max_firings_per_hour: int | None
 
 
 class RuleAnswer(m.Out):
@@ -91,13 +113,31 @@ def rule_view(rule: Rule) -> dict[str, Any]:
         "created_at": v.iso(rule.created_at),
         "updated_at": v.iso(rule.updated_at),
         "schedule_name": rule.schedule_name,
+        "accept_spam": rule.spam_accepted,
+        "max_firings_per_hour": rule.hourly_cap,
+    }
+
+
+def address_view(address: Address) -> dict[str, Any]:
+    return {
+        "address": address.address,
+        "space": address.space,
+        "created_at": v.iso(address.created_at),
     }
 
 
 @op("POST", f"{BASE}/rules", 201, RuleAnswer, 404, 409, 422)
 def create_rule(body: Annotated[RuleCreate, Body()]) -> Response[Any]:
     rule = svc().rules.create_rule(
-        actor(), body.space, body.name, body.pool, body.subject, body.trigger, body.enabled
+        actor(),
+        body.space,
+        body.name,
+        body.pool,
+        body.subject,
+        body.trigger,
+        body.enabled,
+        body.accept_spam,
+        body.max_firings_per_hour,
     )
     return json_answer({"rule": rule_view(rule)}, 201)
 
@@ -115,10 +155,12 @@ def get_rule(rule_id: str) -> Response[Any]:
     return json_answer({"rule": rule_view(svc().rules.get_rule(actor(), rule_id))})
 
 
-@op("PATCH", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404, 409)
+@op("PATCH", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404, 409, 422)
 def update_rule(rule_id: str, body: Annotated[RulePatch, Body()]) -> Response[Any]:
     changes = body.model_dump(exclude_unset=True)
-    nulls = sorted(name for name, value in changes.items() if value is None)
+    nulls = sorted(
+        name for name, value in changes.items() if value is None and name != "max_firings_per_hour"
+    )
     if nulls:
         raise e.ValidationFailed(f"{nulls[0]}: cannot be null")
     return json_answer({"rule": rule_view(svc().rules.update_rule(actor(), rule_id, changes))})
@@ -135,7 +177,7 @@ def fire_rule(rule_id: str) -> Response[Any]:
     return json_answer({"lease": lease_out(svc().firings.fire_rule(actor(), rule_id))}, 201)
 
 
-@op("POST", f"{BASE}/events", 202, EventAnswer, 404)
+@op("POST", f"{BASE}/events", 202, EventAnswer, 404, 422)
 def post_event(body: Annotated[EventPost, Body()]) -> Response[Any]:
     occurred = _ms(body.occurred_at) if body.occurred_at else None
     leases = svc().firings.post_event(
@@ -161,6 +203,24 @@ def workflow_activity(
 def space_activity(key: str, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
     events = svc().subjects.space_activity(actor(), key, limit)
     return json_answer({"events": [v.event_view(ev) for ev in events], "next_cursor": None})
+
+
+@op("POST", f"{BASE}/spaces/<key>/addresses", 201, AddressOut, 404, 409, 422)
+def add_address(key: str, body: Annotated[AddressCreate, Body()]) -> Response[Any]:
+    address = svc().addresses.add_address(actor(), key, body.address)
+    return json_answer(address_view(address), 201)
+
+
+@op("GET", f"{BASE}/spaces/<key>/addresses", 200, AddressList, 404)
+def list_addresses(key: str) -> Response[Any]:
+    found = svc().addresses.list_addresses(actor(), key)
+    return json_answer({"addresses": [address_view(a) for a in found]})
+
+
+@op("DELETE", f"{BASE}/spaces/<key>/addresses/<address>", 204, None, 404)
+def delete_address(key: str, address: str) -> Response[Any]:
+    svc().addresses.remove_address(actor(), key, unquote(address))
+    return Response(status_code=204, content_type=None, body=None)
 
 
 def _ms(at: datetime) -> int:

@@ -53,6 +53,7 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         on_expiry=OnExpiry(body.on_expiry),
         keeps_logs=body.keeps_logs,
         retention_seconds=body.retention_seconds,
+        attachment_quota_bytes=body.attachment_quota_bytes,
         created_at=0,
         display_name=body.display_name,
         agent=body.agent.model_dump(exclude_none=True) if body.agent else None,

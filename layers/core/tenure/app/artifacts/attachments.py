@@ -16,7 +16,7 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Lease, Principal
-from tenure.domain.rules.rule import EMAIL_TOPIC
+from tenure.domain.rules.rule import EMAIL_TOPIC, email_occasion, firing_job_id
 
 if TYPE_CHECKING:
     from tenure.app.artifacts.logs import Artifacts
@@ -40,6 +40,16 @@ PENDING, STORED, REJECTED, ABANDONED = "pending", "stored", "rejected", "abandon
 # among theirs.
 EMAIL_KIND = "email"
 EMAIL_PREFIX = "email/"
+UPLOAD_PREFIX = "uploads/"
+# The MIME parser keeps at most 20 attachments a mail; a trigger listing more is not one it made.
+MAX_EMAIL_ATTACHMENTS = 20
+
+
+def upload_key(key: str) -> str:
+    """Where a presigned PUT writes. The bytes served are at `key`, copied there once checked,
+    which no presigned URL can write: a PUT repeated after the check (the URL lives 15
+    minutes) changes nothing anyone is served."""
+    return f"{UPLOAD_PREFIX}{key}"
 
 
 def email_attachment_key(message_id: str, attachment_id: str) -> str:
@@ -104,6 +114,12 @@ class Attachments:
             raise ValidationFailed("byte_size: required when content_base64 is not given")
         if byte_size > MAX_UPLOAD_BYTES:
             raise ValidationFailed(f"byte_size: is more than {MAX_UPLOAD_BYTES} bytes")
+        quota = self.kernel.pool(lease.pool).attachment_quota_bytes
+        if byte_size > quota:
+            raise ValidationFailed(
+                f"byte_size: {byte_size} is more than the {quota} bytes of attachments a lease "
+                "of this pool may add (its attachment_quota_bytes)"
+            )
         blobs = self._bucket()
         att_id = self.kernel.ids.new_id("att")
         attachment = Attachment(
@@ -120,17 +136,24 @@ class Attachments:
         if content is not None:
             blobs.put(attachment.key, content, content_type)
         try:
-            self.kernel.store.put_attachment(attachment, ATTACHMENTS_PER_LEASE)
+            self.kernel.store.put_attachment(attachment, ATTACHMENTS_PER_LEASE, quota)
         except CeilingReached as full:
             if content is not None:
                 blobs.delete([attachment.key])
+            if full.details.get("quota"):
+                raise ValidationFailed(
+                    f"byte_size: lease {lease_id}'s attachments would pass the {quota} bytes "
+                    "a lease of its pool may add (attachment_quota_bytes)"
+                ) from full
             raise ValidationFailed(
                 f"attachments: lease {lease_id} has {ATTACHMENTS_PER_LEASE} already, the most "
                 "one lease may keep"
             ) from full
         if content is not None:
             return attachment, None
-        url, headers = blobs.presign_put(attachment.key, content_type, byte_size, UPLOAD_EXPIRES_S)
+        url, headers = blobs.presign_put(
+            upload_key(attachment.key), content_type, byte_size, UPLOAD_EXPIRES_S
+        )
         return attachment, Upload(url, "PUT", headers)
 
     def list_attachments(self, actor: Principal, lease_id: str) -> list[Attachment]:
@@ -146,7 +169,7 @@ class Attachments:
         attachment = None
         if lease.reclaimed_at is None and len(attachment_id) <= 128:
             attachment = self.kernel.store.get_attachment(lease.id, attachment_id) or next(
-                (a for a in self._from_email(lease) if a.id == attachment_id), None
+                iter(self._from_email(lease, only=attachment_id)), None
             )
         if attachment is None:
             raise NotFound(f"attachment {attachment_id} of lease {lease_id} does not exist")
@@ -171,46 +194,71 @@ class Attachments:
         )
         return Download(attachment, url=url)
 
-    def _from_email(self, lease: Lease) -> list[Attachment]:
+    def _from_email(self, lease: Lease, only: str | None = None) -> list[Attachment]:
         """The attachments of the email whose rule minted the lease, from its job's trigger
-        (one read of the job row; at most the MIME parser's 20 attachments)."""
+        (one read of the job row; at most the MIME parser's 20 attachments, `only` one).
+
+        The trigger data is believed only as far as it is bound to the mail: the job must be
+        the rule's firing on that very SES messageId (its id derives from rule and occasion),
+        so no lease reaches another mail's objects by naming its message id. Each size is
+        the stored object's (a HEAD), never the trigger's: the size decides whether the bytes
+        are read into the answer. An object that is gone is not listed."""
         job = self.kernel.store.get_job(lease.job_id)
         trigger = (job.trigger if job else None) or {}
         data = trigger.get("data") or {}
         message_id = data.get("message_id")
-        if trigger.get("topic") != EMAIL_TOPIC or not isinstance(message_id, str):
+        if job is None or trigger.get("topic") != EMAIL_TOPIC or not isinstance(message_id, str):
             return []
-        return [
-            Attachment(
-                id=str(item["attachment_id"]),
-                lease_id=lease.id,
-                kind=EMAIL_KIND,
-                filename=str(item.get("filename") or item["attachment_id"]),
-                content_type=str(item.get("content_type") or "application/octet-stream"),
-                byte_size=int(item.get("byte_size") or 0),
-                created_at=lease.created_at,
-                key=email_attachment_key(message_id, str(item["attachment_id"])),
-                status=STORED,
+        if job.rule_id is None or job.id != firing_job_id(job.rule_id, email_occasion(message_id)):
+            self.kernel.counters["email_attachments_unbound"] += 1
+            return []
+        blobs = self.artifacts.blobs
+        found: list[Attachment] = []
+        for item in (data.get("attachments") or [])[:MAX_EMAIL_ATTACHMENTS]:
+            if not isinstance(item, dict) or not isinstance(item.get("attachment_id"), str):
+                continue
+            att_id = item["attachment_id"]
+            if only is not None and att_id != only:
+                continue
+            key = email_attachment_key(message_id, att_id)
+            seen = blobs.head(key) if blobs is not None else None
+            if seen is None:
+                continue
+            found.append(
+                Attachment(
+                    id=att_id,
+                    lease_id=lease.id,
+                    kind=EMAIL_KIND,
+                    filename=str(item.get("filename") or att_id),
+                    content_type=seen[1] or "application/octet-stream",
+                    byte_size=seen[0],
+                    created_at=lease.created_at,
+                    key=key,
+                    status=STORED,
+                )
             )
-            for item in data.get("attachments") or []
-            if isinstance(item, dict) and item.get("attachment_id")
-        ]
+        return found
 
     def _settled(self, attachment: Attachment) -> Attachment:
-        """A pending upload judged by a HEAD of its object: stored when the size and content
-        type are what was declared, rejected (and its object deleted) when not, abandoned
-        when nothing came long after its URL expired; otherwise still pending."""
-        if attachment.status != PENDING or self.artifacts.blobs is None:
+        """A pending upload judged by a HEAD of its upload object: stored (copied to the key
+        it is served from) when the size and content type are what was declared, rejected
+        (and its object deleted) when not, abandoned when nothing came long after its URL
+        expired; otherwise still pending."""
+        blobs = self.artifacts.blobs
+        if attachment.status != PENDING or blobs is None:
             return attachment
-        seen = self.artifacts.blobs.head(attachment.key)
+        uploaded = upload_key(attachment.key)
+        seen = blobs.head(uploaded)
         if seen is None:
             if self.kernel.clock.now_ms() - attachment.created_at < ABANDON_AFTER_MS:
                 return attachment
             status = ABANDONED
         elif seen == (attachment.byte_size, attachment.content_type):
             status = STORED
+            blobs.copy(uploaded, attachment.key)
+            blobs.delete([uploaded])
         else:
             status = REJECTED
-            self.artifacts.blobs.delete([attachment.key])
+            blobs.delete([uploaded])
         self.kernel.store.set_attachment_status(attachment, status)
         return replace(attachment, status=status)

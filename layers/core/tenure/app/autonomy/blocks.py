@@ -25,6 +25,7 @@ from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
     Conflict,
+    Forbidden,
     InvalidTransition,
     LeaseTokenMismatch,
     NotFound,
@@ -76,10 +77,22 @@ def _kept(blocks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in blocks.items() if k not in drop}
 
 
+def placed_by(block: dict[str, Any]) -> dict[str, str]:
+    """Who placed the block: `{kind: "lease", id: <lease id>}` or `{kind: "operator", id:
+    <token id>}` (a block written before placed_by was recorded says so by its lease_id)."""
+    recorded = block.get("placed_by")
+    if isinstance(recorded, dict):
+        return {"kind": str(recorded["kind"]), "id": str(recorded["id"])}
+    if block.get("lease_id"):
+        return {"kind": "lease", "id": str(block["lease_id"])}
+    return {"kind": "operator", "id": str(block.get("created_by") or "")}
+
+
 def block_out(block: dict[str, Any], now: int) -> dict[str, Any]:
     """A block as the API shows it (its times ISO 8601, as every API time); an expired open
     transient block reads as `expired`."""
     shown = dict(block)
+    shown["placed_by"] = placed_by(block)
     if shown.get("state") == "open" and not counting(shown, now):
         shown["state"] = "expired"
         shown["closed_at"] = shown.get("expires_at")
@@ -198,6 +211,11 @@ class Blocks:
             }
             if actor.kind == "lease":
                 block["lease_id"] = actor.lease_id
+            block["placed_by"] = (
+                {"kind": "lease", "id": str(actor.lease_id)}
+                if actor.kind == "lease"
+                else {"kind": "operator", "id": str(actor.token_id)}
+            )
             if expires_in_seconds is not None:
                 block["expires_at"] = now + expires_in_seconds * 1000
             counts = dict(task.block_counts or {})
@@ -288,6 +306,8 @@ class Blocks:
             block = (task.blocks or {}).get(block_id)
             if block is None:
                 raise NotFound(f"block {block_id} does not exist on task {task_id}")
+            if actor.kind == "lease":
+                self._may_clear(actor, block, task)
             if block.get("state") != "open":
                 return block_out(block, now)  # already closed: as it is (no-op)
             closed = {
@@ -308,6 +328,22 @@ class Blocks:
             self.resume_if_ready(task)
             return block_out(closed, now)
         raise Unavailable(f"task {task_id} kept changing; try again", retry_after=1)
+
+    def _may_clear(self, actor: Principal, block: dict[str, Any], task: Task) -> None:
+        """A lease token clears only what a lease placed: one of this task (an earlier run's
+        block, say), or the clearing lease itself (a creator minding the task it filed). An
+        operator's block waits for a person, or a worker could lift the very hold put on it
+        and send its task back to the queue."""
+        placer = placed_by(block)
+        if placer["kind"] == "lease":
+            if placer["id"] == actor.lease_id:
+                return
+            lease = self.kernel.store.get_lease(placer["id"])
+            if lease is not None and lease.task_id == task.id:
+                return
+        raise Forbidden(
+            "a lease token clears only blocks a lease of this task placed; this one takes a member"
+        )
 
     def close(
         self,

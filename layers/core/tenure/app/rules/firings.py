@@ -10,21 +10,24 @@ occasion, however often and however concurrently it arrives.
 from __future__ import annotations
 
 import email.utils
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
 from tenure.domain import authz
 from tenure.domain import fencing as r
-from tenure.domain.errors import AlreadyExists, Conflict
-from tenure.domain.model import DEFAULT_MAX_ATTEMPTS, Job, Lease, Principal, Task
+from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
+from tenure.domain.model import DEFAULT_MAX_ATTEMPTS, Event, Job, Lease, Principal, Task
 from tenure.domain.rules.matching import render_template
 from tenure.domain.rules.rule import (
+    EMAIL_TOPIC,
     MAX_RULES_PER_EVENT,
     MAX_TITLE,
     Rule,
+    email_occasion,
     firing_job_id,
+    hour_of,
     iso_utc,
     workflow_subject_id,
 )
@@ -39,15 +42,27 @@ MAX_RECIPIENTS = 100
 # The service counter of firings left out because the rule's space is archived (an archived
 # space takes no new work).
 ARCHIVED_SKIPS = "archived_rule_skips"
+# Firings a rule's max_firings_per_hour left out; emails refused for SES's verdicts.
+RATE_LIMITED = "rule_rate_limited"
+SPAM_SKIPS = "email_spam_skips"
+VIRUS_REFUSALS = "email_virus_refusals"
+FAIL = "FAIL"
+# An hour's firing counter is kept this long past its hour (DynamoDB's TTL deletes it).
+HOUR_COUNTER_KEEP_S = 2 * 86_400
 
 
 @dataclass(frozen=True)
 class Fired:
-    """What an inbound occasion minted, and the matching rules it skipped: their space is
-    archived, and an archived space takes no new work."""
+    """What an inbound occasion minted, and the matching rules it minted nothing for: their
+    space is archived (an archived space takes no new work), their hourly cap is reached, or
+    (an email) SES judged the mail spam and the rule does not accept spam."""
 
     leases: list[Lease]
     skipped_archived: list[str]
+    rate_limited: list[str] = field(default_factory=list)
+    skipped_spam: list[str] = field(default_factory=list)
+    # Why nothing at all was minted for the occasion ("virus"), or None.
+    refused: str | None = None
 
 
 class Firings:
@@ -80,7 +95,7 @@ class Firings:
             self.kernel.counters[ARCHIVED_SKIPS] += 1
             return None
         occasion = "schedule:" + scheduled_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return self._mint(rule, firing_job_id(rule.id, occasion), None, None)
+        return self._once(rule, firing_job_id(rule.id, occasion), None, None)
 
     def post_event(
         self,
@@ -94,6 +109,12 @@ class Firings:
         """One lease per enabled inbound rule of (space, topic) whose match holds; the same
         event_id again answers the same leases and mints nothing."""
         authz.require_operator(actor, "member", space)
+        if topic == EMAIL_TOPIC:
+            # Only the inbound function fires it, from what SES received: a posted one could
+            # claim any mail's recipients, verdicts and attachments.
+            raise ValidationFailed(
+                f"topic: {EMAIL_TOPIC} is fired only by inbound email; post another topic"
+            )
         self.kernel.space(space)
         r.refuse_tokens(data, "the event's data")
         if event_id is not None:
@@ -125,17 +146,66 @@ class Firings:
         """Mint one lease per enabled inbound rule of `topic` (of `space`, or of every space
         when None) whose match holds on `data`; per `occasion`, at most once per rule. A rule
         of an archived space (read fresh, once per space) is skipped and named."""
+        if topic == EMAIL_TOPIC:
+            raise ValueError("an email is fired with fire_email, from what SES reported")
         addresses = _recipients(data, recipients)
         candidates = self.rules.rule_store.inbound_rules(
             topic, addresses, space, MAX_RULES_PER_EVENT
         )
+        matching = [
+            rule for rule in candidates if rule.enabled and rule.match.holds(data, recipients)
+        ]
+        return self._fire_all(matching, topic, occasion, occurred_at, data)
+
+    def fire_email(self, occurred_at: int, data: dict[str, Any]) -> Fired:
+        """Mint one lease per enabled email rule whose match holds on an inbound email, at
+        most once per (SES messageId, rule). `data` is the trigger data the inbound function
+        built from SES's notification: its `recipients` are the ones SES received the mail
+        for, and a rule receives only those its own space owns (one batch read of the
+        address rows); its `verdicts` are SES's. A virus mints nothing; spam mints only for
+        rules that accept it; `from` counts only under a DMARC PASS (Match.holds_email)."""
+        verdicts = data.get("verdicts") or {}
+        if verdicts.get("virus") == FAIL:
+            self.kernel.counters[VIRUS_REFUSALS] += 1
+            return Fired([], [], refused="virus")
+        recipients = _recipients({}, list(data.get("recipients") or []))
+        owners = self.rules.rule_store.address_owners(recipients)
+        owned = [a for a in recipients if a in owners]
+        if not owned:
+            return Fired([], [])
+        candidates = self.rules.rule_store.inbound_rules(
+            EMAIL_TOPIC, owned, None, MAX_RULES_PER_EVENT
+        )
+        spam = verdicts.get("spam") == FAIL
+        matching: list[Rule] = []
+        skipped_spam: list[str] = []
+        for rule in candidates:
+            theirs = [a for a in owned if owners[a] == rule.space]
+            if not rule.enabled or not rule.match.holds_email(data, theirs, verdicts.get("dmarc")):
+                continue
+            if spam and not rule.spam_accepted:
+                self.kernel.counters[SPAM_SKIPS] += 1
+                skipped_spam.append(rule.id)
+                continue
+            matching.append(rule)
+        message_id = str(data["message_id"])
+        fired = self._fire_all(matching, EMAIL_TOPIC, email_occasion(message_id), occurred_at, data)
+        return Fired(fired.leases, fired.skipped_archived, fired.rate_limited, skipped_spam)
+
+    def _fire_all(
+        self,
+        matching: list[Rule],
+        topic: str,
+        occasion: str | None,
+        occurred_at: int,
+        data: dict[str, Any],
+    ) -> Fired:
         trigger = {"topic": topic, "occurred_at": iso_utc(occurred_at), "data": data}
         leases: list[Lease] = []
         archived: dict[str, bool] = {}
         skipped: list[str] = []
-        for rule in sorted(candidates, key=lambda x: (x.space, x.name)):
-            if not rule.enabled or not rule.match.holds(data, recipients):
-                continue
+        limited: list[str] = []
+        for rule in sorted(matching, key=lambda x: (x.space, x.name)):
             if rule.space not in archived:
                 archived[rule.space] = self.kernel.fresh_space(rule.space).archived
             if archived[rule.space]:
@@ -147,8 +217,61 @@ class Firings:
                 if occasion is not None
                 else self.kernel.ids.new_id("job")
             )
-            leases.append(self._mint(rule, job_id, trigger, data))
-        return Fired(leases, skipped)
+            lease = self._once(rule, job_id, trigger, data)
+            if lease is None:
+                limited.append(rule.id)
+            else:
+                leases.append(lease)
+        return Fired(leases, skipped, limited)
+
+    def _once(
+        self,
+        rule: Rule,
+        job_id: str,
+        trigger: dict[str, Any] | None,
+        data: dict[str, Any] | None,
+    ) -> Lease | None:
+        """The lease already minted under `job_id` (a redelivery, not counted again), else a
+        new one unless the rule's hourly cap is reached (None)."""
+        existing = self.kernel.store.get_job(job_id)
+        if existing is not None:
+            return self.kernel.lease(existing.lease_id)
+        if not self._within_cap(rule):
+            return None
+        return self._mint(rule, job_id, trigger, data)
+
+    def _within_cap(self, rule: Rule) -> bool:
+        """Count this firing against the rule's max_firings_per_hour (one conditional update
+        of the hour's counter row, so concurrent firings cannot pass the cap together); the
+        hour's first refusal records `rule.rate_limited` on the space's timeline."""
+        cap = rule.hourly_cap
+        if cap is None:
+            return True
+        now = self.kernel.clock.now_ms()
+        hour = hour_of(now)
+        outcome = self.rules.rule_store.count_firing(
+            rule.id, hour, cap, now // 1000 + HOUR_COUNTER_KEEP_S
+        )
+        if outcome == "counted":
+            return True
+        self.kernel.counters[RATE_LIMITED] += 1
+        if outcome == "limited_first":
+            self.kernel.store.put_event(
+                Event(
+                    id=self.kernel.ids.new_id("ev"),
+                    subject_kind=SubjectKind.SPACE.value,
+                    subject_id=rule.space,
+                    type="rule.rate_limited",
+                    at=now,
+                    data={
+                        "rule_id": rule.id,
+                        "rule": rule.name,
+                        "hour": hour,
+                        "max_firings_per_hour": cap,
+                    },
+                )
+            )
+        return False
 
     def _leases_in_order(self, lease_ids: list[str]) -> list[Lease]:
         found = self.kernel.store.get_leases(lease_ids)
@@ -162,10 +285,7 @@ class Firings:
         data: dict[str, Any] | None,
     ) -> Lease:
         """A new pending lease (and task, for a task subject) of `rule`, under `job_id`; the
-        lease already minted under that job id when there is one."""
-        existing = self.kernel.store.get_job(job_id)
-        if existing is not None:
-            return self.kernel.lease(existing.lease_id)
+        lease a concurrent delivery minted under that job id when it got there first."""
         pool = self.kernel.pool_in_space(rule.pool, rule.space)
         now = self.kernel.clock.now_ms()
         kind = SubjectKind(rule.subject["kind"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from tenure.domain.rules.addresses import Address
 from tenure.domain.rules.rule import Rule
 
 
@@ -44,6 +45,31 @@ class RuleStore(Protocol):
 
     def put_event_record(self, space: str, event_id: str, lease_ids: list[str]) -> None:
         """Record an event's leases once; AlreadyExists when it already was."""
+        ...
+
+    def put_address(self, address: Address) -> Address:
+        """Give the address to its space (one row per address, written only if new): the row
+        as it is when the space already owns it; AlreadyExists when another space does."""
+        ...
+
+    def get_address(self, address: str) -> Address | None: ...
+
+    def address_owners(self, addresses: list[str]) -> dict[str, str]:
+        """The owning space of each of `addresses` that has one (one batch read)."""
+        ...
+
+    def list_addresses(self, space: str, limit: int) -> list[Address]:
+        """The space's addresses by address (one Query, at most `limit`)."""
+        ...
+
+    def delete_address(self, space: str, address: str) -> None:
+        """Take the address from the space; NotFound unless the space owns it."""
+        ...
+
+    def count_firing(self, rule_id: str, hour: str, cap: int, expires_at: int) -> str:
+        """Count one firing of the rule in `hour` unless `cap` are counted already (one
+        conditional update): "counted", "limited_first" for the hour's first refusal, or
+        "limited"."""
         ...
 
 

@@ -21,8 +21,11 @@ from tenure.domain.errors import (
 )
 from tenure.domain.model import Principal
 from tenure.domain.rules.rule import (
+    EMAIL_TOPIC,
     MAX_RULES_PER_SPACE,
     Rule,
+    check_accept_spam,
+    check_hourly_cap,
     check_name,
     check_subject,
     check_trigger,
@@ -33,7 +36,15 @@ from tenure.domain.rules.schedules import next_fire_times
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
 
-PATCHABLE = ("name", "pool", "subject", "trigger", "enabled")
+PATCHABLE = (
+    "name",
+    "pool",
+    "subject",
+    "trigger",
+    "enabled",
+    "accept_spam",
+    "max_firings_per_hour",
+)
 # Schedules re-made by one resync (a group holds this many schedules in practice, far fewer).
 MAX_SCHEDULED_RULES = 1000
 
@@ -61,6 +72,8 @@ class Rules:
         subject: Any,
         trigger: Any,
         enabled: bool = True,
+        accept_spam: bool = False,
+        max_firings_per_hour: int | None = None,
     ) -> Rule:
         authz.require_operator(actor, "admin", space)
         self.kernel.space(space)
@@ -75,6 +88,8 @@ class Rules:
             enabled=enabled,
             created_at=now,
             updated_at=now,
+            accept_spam=check_accept_spam(accept_spam),
+            max_firings_per_hour=check_hourly_cap(max_firings_per_hour),
         )
         self._check_targets(rule)
         self._check_fires(rule)
@@ -121,6 +136,10 @@ class Rules:
             if not isinstance(changes["enabled"], bool):
                 raise ValidationFailed("enabled: must be true or false")
             fields["enabled"] = changes["enabled"]
+        if "accept_spam" in changes:
+            fields["accept_spam"] = check_accept_spam(changes["accept_spam"])
+        if "max_firings_per_hour" in changes:
+            fields["max_firings_per_hour"] = check_hourly_cap(changes["max_firings_per_hour"])
         for attempt in range(MAX_WRITE_TRIES):
             if attempt:
                 self.kernel.back_off(attempt - 1)
@@ -211,6 +230,24 @@ class Rules:
         if slug is not None and self.kernel.store.get_workflow(rule.space, slug) is None:
             where = "subject.slug" if rule.subject["kind"] == "workflow" else "subject.workflow"
             raise ValidationFailed(f"{where}: workflow {slug!r} does not exist in {rule.space!r}")
+        self._check_addresses(rule)
+
+    def _check_addresses(self, rule: Rule) -> None:
+        """An email rule receives only mail to its own space's addresses: each address its
+        `match.to` names must belong to the rule's space (one batch read). The message never
+        says whether another space owns it."""
+        if rule.topic != EMAIL_TOPIC:
+            return
+        addresses = rule.match.to or ()
+        if not addresses:
+            raise ValidationFailed("trigger.match.to: an email.received rule must name one")
+        owners = self.rule_store.address_owners(list(addresses))
+        foreign = [a for a in addresses if owners.get(a) != rule.space]
+        if foreign:
+            raise ValidationFailed(
+                f"trigger.match.to: {foreign[0]} is not an inbound address of space "
+                f"{rule.space!r} (POST /spaces/{rule.space}/addresses gives it one)"
+            )
 
     def _check_fires(self, rule: Rule) -> None:
         """A schedule that can never fire again (an at() in the past, a cron whose years have

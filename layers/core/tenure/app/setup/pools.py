@@ -31,6 +31,7 @@ POOL_SETTINGS = (
     "on_expiry",
     "keeps_logs",
     "retention_seconds",
+    "attachment_quota_bytes",
     "agent",
     "classifier",
     "rates",

@@ -1,11 +1,14 @@
 """An inbound rule's ``match`` against an event, and the {subject}/{from} title templating.
 
-Every key given must hold: ``to`` when one recipient equals it, ignoring case; ``from`` when
-the sender address equals it or, for a value starting with ``@``, when the sender's domain
-does; ``subject_contains`` when the subject contains it, ignoring case. An empty or absent
-match holds for everything. The same match applies to any topic: it reads the event's
-``data`` fields ``from``, ``to``, ``cc`` and ``subject``, which is the shape of an email's
-trigger data.
+Every key given must hold: ``to`` (one address or a list) when one recipient equals one of
+them, ignoring case; ``from`` when the sender address equals it or, for a value starting with
+``@``, when the sender's domain does; ``subject_contains`` when the subject contains it,
+ignoring case. An empty or absent match holds for everything.
+
+A posted event is matched on its ``data`` fields ``from``, ``to``, ``cc`` and ``subject``. An
+email is matched differently (``holds_email``): its recipients are the ones SES reports and
+the space owns, never the To or Cc headers a sender writes, and its sender counts only when
+SES's DMARC verdict is PASS, since the From header is the sender's own claim.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 MATCH_KEYS = ("to", "from", "subject_contains")
+# Addresses one rule's `to` may list (each is a row in the inbound index).
+MAX_TO = 10
 
 
 class InvalidMatch(ValueError):
@@ -28,9 +33,12 @@ class InvalidMatch(ValueError):
         self.message = message
 
 
+PASS = "PASS"
+
+
 @dataclass(frozen=True)
 class Match:
-    to: str | None = None
+    to: tuple[str, ...] | None = None  # lowercased
     sender: str | None = None  # the "from" key
     subject_contains: str | None = None
 
@@ -45,7 +53,8 @@ class Match:
         if unknown:
             raise InvalidMatch(f"match has unknown keys: {', '.join(map(str, unknown))}")
         values: dict[str, str | None] = {}
-        for key in MATCH_KEYS:
+        to = _to_list(raw.get("to"))
+        for key in MATCH_KEYS[1:]:
             value = raw.get(key)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise InvalidMatch(
@@ -58,7 +67,7 @@ class Match:
             and len(values["from"]) < 2
         ):
             raise InvalidMatch("match.from '@' needs a domain", field="trigger.match.from")
-        return cls(values["to"], values["from"], values["subject_contains"])
+        return cls(to, values["from"], values["subject_contains"])
 
     def holds(self, data: Mapping[str, Any], recipients: Iterable[str] = ()) -> bool:
         """Whether the event's data satisfies every given key.
@@ -67,18 +76,33 @@ class Match:
         envelope recipients, so a rule on ``to`` also catches a copy sent by Bcc.
         """
         if self.to is not None:
-            wanted = self.to.lower()
             everyone = [*_strings(data.get("to")), *_strings(data.get("cc")), *recipients]
-            if not any(_address(candidate) == wanted for candidate in everyone):
+            if not any(_address(candidate) in self.to for candidate in everyone):
                 return False
-        if self.sender is not None:
-            sender = _address(data.get("from"))
-            pattern = self.sender.lower()
-            if pattern.startswith("@"):
-                if sender.rpartition("@")[2] != pattern[1:] or "@" not in sender:
-                    return False
-            elif sender != pattern:
-                return False
+        if self.sender is not None and not self._sender_holds(data):
+            return False
+        return self._subject_holds(data)
+
+    def holds_email(
+        self, data: Mapping[str, Any], recipients: Iterable[str], dmarc: str | None
+    ) -> bool:
+        """Whether an email satisfies every given key. `recipients` are the addresses SES
+        received it for that the rule's space owns; a rule naming no `to` holds for none."""
+        if not self.to or not any(_address(r) in self.to for r in recipients):
+            return False
+        if self.sender is not None and (dmarc != PASS or not self._sender_holds(data)):
+            return False
+        return self._subject_holds(data)
+
+    def _sender_holds(self, data: Mapping[str, Any]) -> bool:
+        assert self.sender is not None
+        sender = _address(data.get("from"))
+        pattern = self.sender.lower()
+        if pattern.startswith("@"):
+            return "@" in sender and sender.rpartition("@")[2] == pattern[1:]
+        return sender == pattern
+
+    def _subject_holds(self, data: Mapping[str, Any]) -> bool:
         if self.subject_contains is not None:
             subject = data.get("subject")
             if not isinstance(subject, str):
@@ -93,6 +117,26 @@ def match_holds(
 ) -> bool:
     """``Match.from_dict(match).holds(data, recipients)``: the one-call form for stored rules."""
     return Match.from_dict(match).holds(data, recipients)
+
+
+def _to_list(value: Any) -> tuple[str, ...] | None:
+    """`to` as one address or a non-empty list of them, lowercased, each once."""
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or len(items) > MAX_TO:
+        raise InvalidMatch(
+            f"match.to must be an address or a list of 1-{MAX_TO} addresses",
+            field="trigger.match.to",
+        )
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise InvalidMatch("match.to must be a non-empty string", field="trigger.match.to")
+        address = item.strip().lower()
+        if address not in out:
+            out.append(address)
+    return tuple(out)
 
 
 def _strings(value: Any) -> list[str]:

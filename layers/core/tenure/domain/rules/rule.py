@@ -15,6 +15,7 @@ from tenure.domain import documents
 from tenure.domain import fencing as r
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.rules import schedules
+from tenure.domain.rules.addresses import check_address
 from tenure.domain.rules.matching import InvalidMatch, Match
 
 EMAIL_TOPIC = "email.received"
@@ -30,6 +31,9 @@ SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 MAX_TITLE = 500
 MAX_TEXT = 65536
 MAX_DOCUMENT_BYTES = 32 * 1024
+MAX_HOURLY_CAP = 100_000
+# Also accepted inside an inbound trigger, beside topic and match.
+INBOUND_LIMITS = ("accept_spam", "max_firings_per_hour")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,10 @@ class Rule:
     created_at: int
     version: int = 1
     updated_at: int | None = None
+    # An email SES judged spam (spamVerdict FAIL) fires this rule only when it accepts spam.
+    accept_spam: bool = False
+    # Firings past this many in one clock hour mint nothing (None: no limit).
+    max_firings_per_hour: int | None = None
 
     @property
     def kind(self) -> str:
@@ -63,10 +71,19 @@ class Rule:
         return Match.from_dict(self.trigger.get("match"))
 
     @property
-    def inbound_to(self) -> str | None:
-        """The recipient the rule's match requires (lowercased), which indexes it."""
-        to = self.match.to
-        return to.lower() if to else None
+    def inbound_tos(self) -> tuple[str | None, ...]:
+        """The recipients the rule's match names (lowercased), each indexing it; (None,) for a
+        rule that names none."""
+        return self.match.to or (None,)
+
+    @property
+    def spam_accepted(self) -> bool:
+        return self.accept_spam or self.trigger.get("accept_spam") is True
+
+    @property
+    def hourly_cap(self) -> int | None:
+        cap = self.max_firings_per_hour
+        return cap if cap is not None else self.trigger.get("max_firings_per_hour")
 
 
 # ----------------------------------------------------------------------------- validation
@@ -148,7 +165,7 @@ def check_trigger(trigger: Any) -> dict[str, Any]:
         return {"schedule": str(trigger["schedule"]).strip(), "timezone": timezone}
     if "topic" not in trigger:
         raise ValidationFailed("trigger: needs a topic (inbound) or a schedule (scheduled)")
-    unknown = sorted(set(trigger) - {"topic", "match"})
+    unknown = sorted(set(trigger) - {"topic", "match", *INBOUND_LIMITS})
     if unknown:
         raise ValidationFailed(f"trigger.{unknown[0]}: is not a known field of an inbound trigger")
     topic = trigger["topic"]
@@ -160,12 +177,21 @@ def check_trigger(trigger: Any) -> dict[str, Any]:
         match = Match.from_dict(raw_match)
     except InvalidMatch as bad:
         raise ValidationFailed(f"{bad.field}: {bad.message}") from None
-    if match.to is not None and "@" not in match.to:
-        raise ValidationFailed("trigger.match.to: must be an email address")
+    if topic == EMAIL_TOPIC and not match.to:
+        raise ValidationFailed(
+            "trigger.match.to: an email.received rule must name the inbound address(es) of "
+            "its space it receives for"
+        )
+    to: str | list[str] | None = None
+    if match.to is not None:
+        for address in match.to:
+            check_address(address, "trigger.match.to")
+        written = raw_match.get("to") if isinstance(raw_match, Mapping) else None
+        to = match.to[0] if isinstance(written, str) else list(match.to)
     given = {
         key: value
         for key, value in (
-            ("to", match.to),
+            ("to", to),
             ("from", match.sender),
             ("subject_contains", match.subject_contains),
         )
@@ -173,7 +199,32 @@ def check_trigger(trigger: Any) -> dict[str, Any]:
     }
     if given:
         out["match"] = given
+    if "accept_spam" in trigger:
+        out["accept_spam"] = check_accept_spam(trigger["accept_spam"], "trigger.accept_spam")
+    if "max_firings_per_hour" in trigger:
+        out["max_firings_per_hour"] = check_hourly_cap(
+            trigger["max_firings_per_hour"], "trigger.max_firings_per_hour"
+        )
     return out
+
+
+def check_accept_spam(value: Any, field: str = "accept_spam") -> bool:
+    if not isinstance(value, bool):
+        raise ValidationFailed(f"{field}: must be true or false")
+    return value
+
+
+def check_hourly_cap(value: Any, field: str = "max_firings_per_hour") -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_HOURLY_CAP:
+        raise ValidationFailed(f"{field}: must be an integer from 1 to {MAX_HOURLY_CAP}")
+    return value
+
+
+def hour_of(ms: int) -> str:
+    """The clock hour a firing counts in (UTC), e.g. 2025-01-31T09."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H")
 
 
 # ------------------------------------------------------------------------ firing identity
@@ -184,6 +235,11 @@ def iso_utc(ms: int) -> str:
 def workflow_subject_id(space: str, slug: str) -> str:
     """A workflow's timeline id: slugs are unique only within their space."""
     return f"{space}/{slug}"
+
+
+def email_occasion(message_id: str) -> str:
+    """The occasion of an inbound email: its SES messageId (SQS redelivers, SES does not)."""
+    return f"ses:{message_id}"
 
 
 def firing_job_id(rule_id: str, occasion: str) -> str:

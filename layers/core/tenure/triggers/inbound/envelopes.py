@@ -16,7 +16,7 @@ without a Subject or To header) would not validate against it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -79,6 +79,9 @@ class InboundMail:
     object_key: str
     recipients: tuple[str, ...]  # receipt.recipients: the addresses the receipt rule matched
     source: str  # mail.source, the envelope sender (MAIL FROM)
+    # SES's verdicts as it reported them (status strings: PASS, FAIL, GRAY, PROCESSING_FAILED,
+    # DISABLED), None where the notification has none.
+    verdicts: dict[str, str | None] = field(default_factory=dict)
 
 
 # --- the SES notification (only what Tenure reads; other fields are allowed and ignored) ------
@@ -190,6 +193,16 @@ def _received_mail(document: dict[str, Any]) -> InboundMail:
         object_key=notification.receipt.action.objectKey,
         recipients=tuple(notification.receipt.recipients),
         source=notification.mail.source,
+        verdicts={
+            name: verdict.status if verdict is not None else None
+            for name, verdict in (
+                ("spam", notification.receipt.spamVerdict),
+                ("virus", notification.receipt.virusVerdict),
+                ("spf", notification.receipt.spfVerdict),
+                ("dkim", notification.receipt.dkimVerdict),
+                ("dmarc", notification.receipt.dmarcVerdict),
+            )
+        },
     )
 
 

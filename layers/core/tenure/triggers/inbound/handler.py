@@ -55,6 +55,27 @@ def record_handler(record: SQSRecord) -> str:
         metrics.add_metric(name="InboundUnreadable", unit=MetricUnit.Count, value=1)
         raise
     extra = {**where, "ses_message_id": received.message_id, "warnings": list(received.warnings)}
+    if received.refused:
+        # Acknowledged, not retried: the verdict will not change. The object stays put.
+        logger.warning("inbound email refused: SES found a virus; acknowledged", extra=extra)
+        metrics.add_metric(name="InboundVirusRefused", unit=MetricUnit.Count, value=1)
+        return "refused"
+    if received.skipped_spam:
+        logger.info(
+            "inbound email judged spam by SES: rules not accepting spam minted nothing",
+            extra={**extra, "rule_ids": list(received.skipped_spam)},
+        )
+        metrics.add_metric(
+            name="InboundSpamSkips", unit=MetricUnit.Count, value=len(received.skipped_spam)
+        )
+    if received.rate_limited:
+        logger.info(
+            "inbound email past rules' max_firings_per_hour: nothing minted for them",
+            extra={**extra, "rule_ids": list(received.rate_limited)},
+        )
+        metrics.add_metric(
+            name="RuleRateLimited", unit=MetricUnit.Count, value=len(received.rate_limited)
+        )
     if received.skipped_archived:
         logger.info(
             "inbound email skipped rules of archived spaces",

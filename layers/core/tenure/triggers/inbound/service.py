@@ -2,8 +2,10 @@
 
 record body → InboundMail (envelopes) → the raw MIME from the inbound bucket → ParsedMail
 (mime) → attachments into the attachments bucket → the trigger's data → one lease per enabled
-`email.received` rule, of any space, whose match holds — at most once per (SES messageId,
-rule), however often SQS redelivers the record (Firings, app/rules/firings.py).
+`email.received` rule whose match holds on a recipient SES reported and the rule's space owns
+— at most once per (SES messageId, rule), however often SQS redelivers the record (Firings,
+app/rules/firings.py). A mail SES found a virus in goes no further than its envelope: nothing
+is parsed, stored or minted, and its object stays in the inbound bucket for whoever looks.
 
 Where an email's attachments live: each is stored once per message at
 `email/<SES messageId>/<attachment_id>` in the attachments bucket (a redelivery overwrites the
@@ -21,9 +23,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from tenure.app.artifacts.attachments import email_attachment_key
+from tenure.app.rules.firings import FAIL
 from tenure.app.tenure import Tenure
 from tenure.domain.model import Lease
-from tenure.domain.rules.rule import EMAIL_TOPIC
 from tenure.triggers.inbound.envelopes import InboundMail, parse_record_body
 from tenure.triggers.inbound.mime import MailAttachment, ParsedMail, parse_mail
 
@@ -51,6 +53,11 @@ class Received:
     warnings: tuple[str, ...]
     # Rules whose match held but whose space is archived: nothing minted for them.
     skipped_archived: tuple[str, ...] = ()
+    # Rules whose hourly cap was reached, and rules left out because SES judged it spam.
+    rate_limited: tuple[str, ...] = ()
+    skipped_spam: tuple[str, ...] = ()
+    # "virus" when SES's virus verdict is FAIL: nothing read, stored or minted.
+    refused: str | None = None
 
     @property
     def matched(self) -> bool:
@@ -76,19 +83,20 @@ class InboundEmail:
     def receive(self, body: str) -> Received:
         """Raises EnvelopeError (see its `acknowledge`) or UnreadableMail."""
         mail = parse_record_body(body)
+        if mail.verdicts.get("virus") == FAIL:
+            return Received(mail.message_id, [], (), refused="virus")
         parsed = parse_mail(self._raw(mail))
         stored = self._store_attachments(mail.message_id, parsed.attachments)
         data = trigger_data(mail, parsed, stored)
-        fired = self.svc.firings.fire_inbound(
-            EMAIL_TOPIC,
-            f"ses:{mail.message_id}",
-            int(mail.timestamp.timestamp() * 1000),
-            data,
-            list(mail.recipients),
-            None,
-        )
+        fired = self.svc.firings.fire_email(int(mail.timestamp.timestamp() * 1000), data)
         return Received(
-            mail.message_id, fired.leases, parsed.warnings, tuple(fired.skipped_archived)
+            mail.message_id,
+            fired.leases,
+            parsed.warnings,
+            tuple(fired.skipped_archived),
+            tuple(fired.rate_limited),
+            tuple(fired.skipped_spam),
+            fired.refused,
         )
 
     def _raw(self, mail: InboundMail) -> bytes:
@@ -136,6 +144,10 @@ def trigger_data(
         "from_name": parsed.from_name,
         "to": list(parsed.to),
         "cc": list(parsed.cc),
+        # Who SES received it for: what rules match on (the To and Cc headers are the
+        # sender's say).
+        "recipients": [r.lower() for r in mail.recipients],
+        "verdicts": dict(mail.verdicts),
         "subject": parsed.subject,
         "body": body[:MAX_TRIGGER_BODY_CHARS],
         "attachments": attachments,
