@@ -237,7 +237,7 @@ class FakeStore(FakeRules):
 
     def touch_token(self, token_hash: str, at: int, before: int) -> None:
         token = self.tokens.get(token_hash)
-        if token is None or (token.last_used_at is not None and token.last_used_at >= before):
+        if token is None or (token.last_used_at is not None and token.last_used_at > before):
             return
         self.writes.append("touch_token")
         self.tokens[token_hash] = replace(token, last_used_at=at)

@@ -294,9 +294,11 @@ TASK_JOB_IS = "job_id = :expect_job"
 TASK_HAS_NO_JOB = "attribute_exists(PK) AND attribute_not_exists(job_id)"
 # A token is revoked once: the first revocation's time stands.
 TOKEN_NOT_REVOKED = "attribute_exists(PK) AND attribute_not_exists(revoked_at)"
-# A token's use is noted only when the note is a minute old: at most one write a minute.
+# A token's use is noted only when the note is a minute old or more (the same bound the
+# service judges by, so a note it decides to write does not lose its condition at the edge):
+# at most one write a minute.
 TOKEN_USE_IS_OLD = (
-    "attribute_exists(PK) AND (attribute_not_exists(last_used_at) OR last_used_at < :before)"
+    "attribute_exists(PK) AND (attribute_not_exists(last_used_at) OR last_used_at <= :before)"
 )
 # Task numbers are handed out only by spaces that exist.
 EXISTS = "attribute_exists(PK)"

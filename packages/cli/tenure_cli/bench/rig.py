@@ -222,6 +222,9 @@ class Rig:
                 ):
                     self.rebound.append((handler, handler.setStream(self.tally)))
         svc = wiring.service()
+        # The start-up wrote rows on the real clock (the first admin token, its first use):
+        # the bench's clock takes over from now, never from before them.
+        self.clock.now = max(self.clock.now, wiring.SystemClock().now_ms())
         svc.kernel.clock = self.clock  # every function of this process shares the one service
         self.pump = _ReactorPump(self, endpoint)
         return self

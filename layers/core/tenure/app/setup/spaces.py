@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 # A token lives at most ten years (`expires_in_seconds`).
 MAX_TOKEN_LIFE_S = 10 * 366 * 24 * 3600
 # `last_used_at` is written at most once a minute per token.
+MAX_TOUCHES_KEPT = 10_000
 TOKEN_TOUCH_MS = 60_000
 # GET /tokens reads at most this many tokens a page.
 MAX_TOKEN_PAGE = 100
@@ -39,8 +40,15 @@ BOOTSTRAP_ACTOR = "aws-credentials"
 
 
 class Setup:
+    """Spaces, workflows, pools and tokens: making them, and who a bearer token is."""
+
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
+        # When this process last noted each token's use (by hash): the token row is read
+        # eventually consistent, so a note just written can read as old, and a second note's
+        # condition would fail — a lost write that is billed. At most one note per token per
+        # minute per warm instance.
+        self._touched: dict[str, int] = {}
 
     def create_space(self, actor: Principal, key: str, name: str, max_active: int | None) -> Space:
         authz.require_operator(actor, "admin")
@@ -230,7 +238,8 @@ class Setup:
         now = self.kernel.clock.now_ms()
         if token.expires_at is not None and now >= token.expires_at:
             raise Unauthenticated("the token has expired")
-        if token.last_used_at is None or now - token.last_used_at >= TOKEN_TOUCH_MS:
+        noted = max(token.last_used_at or 0, self._touched.get(token.token_hash, 0))
+        if now - noted >= TOKEN_TOUCH_MS:
             self._touch(token, now)
         return token.principal()
 
@@ -238,6 +247,9 @@ class Setup:
         """Note the token's use: one conditional write, which only the first use in a minute
         makes (a concurrent one loses its condition, quietly). Best effort: a throttled note
         never refuses a valid token."""
+        if len(self._touched) >= MAX_TOUCHES_KEPT:
+            self._touched.clear()  # bounded: forgetting costs at most one more note each
+        self._touched[token.token_hash] = now
         with contextlib.suppress(Conflict, Unavailable):
             self.kernel.store.touch_token(token.token_hash, now, now - TOKEN_TOUCH_MS)
 
