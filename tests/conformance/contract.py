@@ -319,7 +319,7 @@ class StoreContract:
         assert found is not None and found.revoked_at == 50
         assert r.store.get_token_by_id("tok_nope") is None
         r.store.touch_token("h1", 1_000, 0)
-        r.store.touch_token("h1", 2_000, 1_000)  # noted at 1_000, not before 1_000: kept
+        r.store.touch_token("h1", 2_000, 999)  # noted at 1_000, after 999: kept
         touched = r.store.get_token("h1")
         assert touched is not None and touched.last_used_at == 1_000
         r.store.touch_token("h1", 70_000, 10_000)
