@@ -110,3 +110,22 @@ def test_an_exact_claim_names_only_a_lease_of_its_pool(rig: Rig) -> None:
     assert lease is not None
     with pytest.raises(LeaseNotFound):
         _claim_exact(rig, lease.id)
+
+
+def test_an_enqueue_after_failures_used_up_the_attempts_is_refused(rig: Rig) -> None:
+    lease = rig.running(max_attempts=1)
+    rig.svc.reports.fail(as_lease(lease.id), lease.id, {"error": "boom"})
+    with pytest.raises(InvalidTransition, match="attempts are used up"):
+        rig.svc.filing.enqueue(MEMBER, lease.task_id or "", POOL)
+    # With attempts left, a failed task may be enqueued again.
+    other = rig.running(max_attempts=3)
+    rig.svc.reports.fail(as_lease(other.id), other.id, {"error": "boom"})
+    assert rig.svc.filing.enqueue(MEMBER, other.task_id or "", POOL).state is LeaseState.PENDING
+
+
+@pytest.mark.parametrize("action", ["pause_task", "resume_task"])
+def test_pause_or_resume_of_a_terminal_task_is_refused(rig: Rig, action: str) -> None:
+    lease = rig.running()
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
+    with pytest.raises(InvalidTransition, match="nothing to pause"):
+        getattr(rig.svc.graph, action)(MEMBER, lease.task_id or "")

@@ -23,7 +23,7 @@ from tenure.domain.model import (
     Principal,
     Task,
 )
-from tenure.domain.states import SubjectKind, TaskStatus
+from tenure.domain.states import LeaseState, SubjectKind, TaskStatus
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -165,6 +165,17 @@ class Filing:
             raise InvalidTransition(f"task {task.key} is awaiting approval; approve it first")
         if task.rejected:
             raise InvalidTransition(f"task {task.key} was rejected; it takes no run")
+        if (
+            current is not None
+            and current.state is LeaseState.FAILED
+            and current.attempt >= task.max_attempts
+        ):
+            # Its failures used up its attempts: a new run would start the count over. A
+            # person decides that with a retry (which counts on) or a new task.
+            raise InvalidTransition(
+                f"task {task.key} failed on attempt {current.attempt} of {task.max_attempts}; "
+                "its attempts are used up (retry its lease to go on counting)"
+            )
         # The last run must still be the ended lease just read: a release or an expiry between
         # the reads would have handed its job to a successor (an open run after all).
         checks = [(task.job_id, current.id)] if task.job_id and current else []

@@ -26,7 +26,7 @@ from tenure.app.ports import Change, GraphOp, HoldOp, TaskWrite
 from tenure.app.runs import RunStart
 from tenure.app.tasks.filing import TaskLinks, TaskView
 from tenure.domain import authz
-from tenure.domain.errors import Conflict, Unavailable, ValidationFailed
+from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
 from tenure.domain.model import Lease, Pool, Principal, Task, TaskGraph, task_status
 from tenure.domain.states import LeaseState, TaskStatus
 
@@ -49,6 +49,7 @@ GRAPH_TRIES = 6
 # How many task rows a PATCH of depends_on reads at most looking for a cycle.
 CYCLE_READS = 500
 
+TERMINAL_TASK = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED})
 _HELD = frozenset(
     {LeaseState.DISPATCHED, LeaseState.RUNNING, LeaseState.PAUSED, LeaseState.CANCELLING}
 )
@@ -421,6 +422,9 @@ class Graph:
         authz.require_role(actor, "member")
         task = self.kernel.task(task_id)
         authz.require_operator(actor, "member", task.space)
+        status = self._derived(task).status
+        if status in TERMINAL_TASK:
+            raise InvalidTransition(f"task {task.key} is {status}; there is nothing to pause")
         for _ in range(GRAPH_TRIES):
             if task.paused == paused:
                 return self.get_task(actor, task_id)  # already so: nothing to record
