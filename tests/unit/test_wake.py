@@ -115,3 +115,24 @@ def test_the_creators_own_force_fail_of_its_childs_lease_wakes_nobody(rig: Rig) 
     assert other_run is not None
     rig.svc.force.bulk_fail(MEMBER, [other_run.id], "an operator stopped it")
     assert [d["child_status"] for _, _, d in bus.sent] == ["failed"]
+
+
+def test_a_wake_for_a_failed_child_says_its_run_is_final(rig: Rig) -> None:
+    bus = _rig_with_bus(rig)
+    creator = rig.running("w-creator")
+    child = _delegate(rig, creator.id)
+    won = rig.claim("w-child")
+    assert won.lease.task_id == child.id
+    rig.svc.reports.fail(as_lease(won.lease.id), won.lease.id, {"error": "boom"})
+    wakes = _wakes(rig, creator.task_id or "")
+    assert [(w["child_status"], w["final"]) for w in wakes] == [("failed", True)]
+    assert bus.sent[-1][2]["final"] is True
+
+
+def test_a_block_wake_says_nothing_of_finality(rig: Rig) -> None:
+    bus = _rig_with_bus(rig)
+    creator = rig.running("w-creator")
+    child = _delegate(rig, creator.id)
+    rig.svc.blocks.block_task(MEMBER, child.id, "needs_input", "which region?")
+    assert [d["child_status"] for (_, _, d) in bus.sent] == ["blocked"]
+    assert "final" not in bus.sent[0][2]

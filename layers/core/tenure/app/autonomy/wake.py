@@ -73,7 +73,10 @@ class Wake:
             return
         by_lease = (new.event_data or {}).get("by_lease")  # a force operation by a lease token
         transition = f"{new.id}.v{new.version:06d}"
-        self._wake(child, status, transition, new.updated_at, by_lease, new.id)
+        # Whether the child's run goes on: an ending that hands the job a successor (a retry
+        # the service schedules) is not final; every other terminal ending is.
+        final = not (new.event_data or {}).get("retry_scheduled")
+        self._wake(child, status, transition, new.updated_at, by_lease, new.id, final=final)
 
     def on_task(self, old: Task | None, new: Task) -> None:
         if new.event_type not in _TASK_WAKES or (old is not None and old.version == new.version):
@@ -100,6 +103,7 @@ class Wake:
         at: int | None,
         by_lease: str | None,
         child_lease_id: str | None,
+        final: bool | None = None,
     ) -> bool:
         if not child.wake_creator or child.created_by_lease is None:
             return False
@@ -117,6 +121,8 @@ class Wake:
             "creator_task_id": creator.task_id,
             "space": child.space,
             "transition": transition,
+            # On a terminal status: whether the run is over (true) or will be retried.
+            **({"final": final} if final is not None else {}),
         }
         event = Event(
             id=f"wake.{transition}",
