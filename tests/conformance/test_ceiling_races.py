@@ -148,11 +148,12 @@ def test_lowering_the_ceiling_makes_claims_wait_until_the_count_drops(rig: Rig) 
 
 def test_the_instance_ceiling_holds_across_pools_under_concurrency(rig: Rig) -> None:
     make_world(rig.svc)
-    rig.svc.pools.update_instance(ADMIN, {"max_active": 2})
+    svc, _ = real_time_service(rig)
+    # On the real clock: setting a ceiling waits a claim's settings refresh for late claims.
+    svc.pools.update_instance(ADMIN, {"max_active": 2})
     for pool in (ALPHA, BETA):
         for _ in range(6):
             rig.svc.filing.create_task(ADMIN, SPACE, "race", None, None, {}, pool, None)
-    svc, _ = real_time_service(rig)
     peak = Counter[int]()  # the instance counter, read over and over
     holding = Counter[int]()  # leases the workers knew they held at once (a lower bound)
     now_held = [0]

@@ -162,8 +162,8 @@ def test_inspect_of_a_held_lease_past_its_deadline_says_stranded(rig: Rig) -> No
     rig.advance(600)
     shot = rig.svc.inspection.inspect(READER, lease.id)
     assert shot.next_action is NextAction.STRANDED
-    assert shot.diagnostics["deadline_passed"] is True
-    truncated = shot.diagnostics["claim_token_hash_truncated"]
+    assert shot.facts["deadline_passed"] is True
+    truncated = shot.facts["claim_token_hash_truncated"]
     assert isinstance(truncated, str) and len(truncated) == 8
 
 

@@ -920,13 +920,20 @@ class ForceResults(Out):
     results: list[ForceRowOut]
 
 
+class DiagnosticOut(Out):
+    code: Literal["stuck", "stale_lease", "orphan", "stranded", "crashed"]
+    message: str
+    since: Stamp
+
+
 class InspectOut(Out):
     task: TaskOut | None
     current_lease: LeaseOut | None
     recent_leases: list[LeaseOut]
     recent_events: list[EventOut]
     scheduler: dict[str, Any]
-    diagnostics: dict[str, Any]
+    diagnostics: list[DiagnosticOut]
+    facts: dict[str, Any]
     next_action: Literal[
         "claim_available",
         "waiting_for_session",

@@ -259,7 +259,10 @@ def inspect_view(shot: Snapshot, conditions: Conditions) -> dict[str, Any]:
         "recent_leases": [lease_view(x, recent[x.id]) for x in shot.recent_leases],
         "recent_events": [event_view(ev) for ev in shot.recent_events],
         "scheduler": shot.scheduler,
-        "diagnostics": shot.diagnostics,
+        "diagnostics": [
+            {"code": d.code, "message": d.message, "since": iso(d.since)} for d in shot.diagnostics
+        ],
+        "facts": shot.facts,
         "next_action": shot.next_action.value,
         "as_of": iso(shot.as_of),
     }

@@ -36,15 +36,26 @@ class NextAction(StrEnum):
 
 
 @dataclass(frozen=True)
+class Diagnostic:
+    """One thing inspect found wrong, by rule (docs/task-graph.md, Inspect): its code, in
+    words, and since when it holds (epoch ms)."""
+
+    code: str
+    message: str
+    since: int
+
+
+@dataclass(frozen=True)
 class Snapshot:
     task: TaskView | None
     current_lease: Lease | None
     recent_leases: list[Lease]
     recent_events: list[Event]
     scheduler: dict[str, Any]
-    diagnostics: dict[str, Any]
+    diagnostics: list[Diagnostic]
     next_action: NextAction
     as_of: int
+    facts: dict[str, Any]  # what the rules were judged on (pool, workers, ages, condition…)
 
 
 class Inspection:
@@ -86,9 +97,12 @@ class Inspection:
             "paused_by_task_id": view.paused_by_task_id if view else None,
             "parked": bool(task and task.id in gate.attention),
         }
-        diagnostics = self._diagnose(task, view, current, now)
-        action = self._next_action(view, current, diagnostics, gate.paused)
-        return Snapshot(view, current, recent, events, scheduler, diagnostics, action, now)
+        facts = self._diagnose(task, view, current, now)
+        action = self._next_action(view, current, facts, gate.paused)
+        paused = gate.paused or bool(facts.get("pool_paused")) or bool(facts.get("space_archived"))
+        paused = paused or bool(view and (view.effective_paused or view.blocked_reasons))
+        found = diagnostics(current, facts, events, recent, paused, now)
+        return Snapshot(view, current, recent, events, scheduler, found, action, now, facts)
 
     def _recent_leases(self, subject: tuple[str, str], current: Lease | None) -> list[Lease]:
         page = self.kernel.store.timeline_page(*subject, LEASE_EVENTS_SCAN, None, newest_first=True)
@@ -132,6 +146,12 @@ class Inspection:
             attempt=lease.attempt,
             retry_depth=lease.retry_depth,
         )
+        found["grace_ms"] = pool.grace_seconds * 1000
+        found["space_archived"] = self.kernel.space_cached(pool.space).archived
+        if lease.worker_id is not None and lease.state in REPORTABLE:
+            worker = self.kernel.store.get_worker(pool.name, lease.worker_id)
+            found["holder_reachable"] = worker is not None and reachable(worker, pool, now)
+            found["holder_last_seen"] = worker.last_seen if worker is not None else None
         if lease.state is LeaseState.PENDING:
             age = now - lease.created_at
             found["queued_for_ms"] = age
@@ -174,6 +194,79 @@ class Inspection:
         if lease is not None:
             return NextAction.TERMINAL  # completed or cancelled
         return NextAction.WAITING_FOR_SESSION  # never enqueued: waits for a run to be opened
+
+
+def diagnostics(
+    lease: Lease | None,
+    facts: dict[str, Any],
+    events: list[Event],
+    recent: list[Lease],
+    paused: bool,
+    now: int,
+) -> list[Diagnostic]:
+    """The rules, each on what inspect read (a held run is never an orphan or stuck once it
+    has ended: the rules look only at the current run's own state):
+
+    * `stuck`: the run is running and has sent no heartbeat for its pool's grace;
+    * `orphan`: the run is held by a worker that is no longer reachable;
+    * `stranded`: the run is pending, no worker of its pool is reachable, and nothing pauses
+      it (pool, space, scheduler, the task or an ancestor, a blocking reason);
+    * `crashed`: the run was lost (its holder went silent past toleration) and no later run
+      of the task exists;
+    * `stale_lease`: a late report on one of the task's runs was refused (the newest such).
+    """
+    found: list[Diagnostic] = []
+    if lease is not None:
+        grace = int(facts.get("grace_ms") or 0)
+        beat = lease.heartbeat_at
+        if lease.state is LeaseState.RUNNING and beat is not None and now - beat > grace:
+            found.append(
+                Diagnostic(
+                    "stuck",
+                    f"running, and no heartbeat for {(now - beat) // 1000} s "
+                    f"(its pool's grace is {grace // 1000} s)",
+                    beat + grace,
+                )
+            )
+        if lease.state in REPORTABLE and facts.get("holder_reachable") is False:
+            seen = facts.get("holder_last_seen")
+            found.append(
+                Diagnostic(
+                    "orphan",
+                    f"held by worker {lease.worker_id}, which is no longer reachable",
+                    int(seen) + grace if seen is not None else lease.claimed_at or now,
+                )
+            )
+        if lease.state is LeaseState.PENDING and facts.get("reachable_workers") == 0 and not paused:
+            found.append(
+                Diagnostic(
+                    "stranded",
+                    f"queued with no reachable worker in pool {lease.pool}",
+                    lease.created_at,
+                )
+            )
+        newest = max(recent, key=lambda x: (x.created_at, x.id), default=lease)
+        if lease.state is LeaseState.LOST and newest.id == lease.id:
+            found.append(
+                Diagnostic(
+                    "crashed",
+                    "its last run was lost (the holder went silent past toleration) and no "
+                    "later run exists",
+                    lease.ended_at or now,
+                )
+            )
+    stale = [e for e in events if e.type == "lease.stale_report"]
+    if stale:
+        last = max(stale, key=lambda e: e.at)
+        found.append(
+            Diagnostic(
+                "stale_lease",
+                f"a late report on lease {last.lease_id} (fence "
+                f"{(last.data or {}).get('fence', last.fence)}) was refused",
+                last.at,
+            )
+        )
+    return found
 
 
 def _subject(lease: Lease | None) -> tuple[str, str]:

@@ -1,0 +1,89 @@
+"""Inspect's diagnostics and next_action, one rule at a time (docs/task-graph.md, Inspect)."""
+
+from __future__ import annotations
+
+import pytest
+from tenure.app.inspect import NextAction
+from tenure.domain.errors import StaleLease
+
+from tests.unit.support import ADMIN, POOL, READER, WORKER, Rig, as_lease
+
+
+def _codes(rig: Rig, some_id: str) -> list[str]:
+    return [d.code for d in rig.svc.inspection.inspect(READER, some_id).diagnostics]
+
+
+def _action(rig: Rig, some_id: str) -> NextAction:
+    return rig.svc.inspection.inspect(READER, some_id).next_action
+
+
+def test_stuck_is_a_running_run_silent_for_a_grace_and_never_an_ended_one(rig: Rig) -> None:
+    lease = rig.running()
+    assert "stuck" not in _codes(rig, lease.id)
+    rig.advance(51)  # the pool's grace is 50 s
+    assert "stuck" in _codes(rig, lease.id)
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
+    assert "stuck" not in _codes(rig, lease.id)
+
+
+def test_orphan_is_a_held_run_whose_worker_is_unreachable_and_never_an_ended_one(
+    rig: Rig,
+) -> None:
+    lease = rig.running("w1")
+    assert "orphan" not in _codes(rig, lease.id)
+    rig.advance(80)  # w1 silent past 1.5 graces: unreachable
+    assert "orphan" in _codes(rig, lease.id)
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
+    assert "orphan" not in _codes(rig, lease.id)
+
+
+def test_stranded_is_pending_with_no_reachable_worker_unless_something_pauses_it(
+    rig: Rig,
+) -> None:
+    _, lease = rig.task()
+    assert lease is not None
+    assert "stranded" in _codes(rig, lease.id)
+    rig.svc.pools.pause_pool(ADMIN, POOL)
+    assert "stranded" not in _codes(rig, lease.id)
+    rig.svc.pools.resume_pool(ADMIN, POOL)
+    rig.svc.claims.claim(WORKER, POOL, "w-idle", None, 0, None)  # takes it: a worker is there
+    assert "stranded" not in _codes(rig, lease.id)
+
+
+def test_crashed_is_a_lost_last_run_and_not_one_a_later_run_followed(rig: Rig) -> None:
+    once = rig.running("w1", max_attempts=1)
+    twice = rig.running("w2", max_attempts=3)
+    for _ in range(8):  # minute by minute past the 300 s toleration
+        rig.advance(60)
+        rig.sweep()
+    assert "crashed" in _codes(rig, once.task_id or "")  # exhausted: nothing after it
+    assert "crashed" not in _codes(rig, twice.task_id or "")  # requeued: a later run exists
+
+
+def test_stale_lease_is_a_refused_late_report(rig: Rig) -> None:
+    lease = rig.running()
+    assert "stale_lease" not in _codes(rig, lease.id)
+    with pytest.raises(StaleLease):
+        rig.svc.reports.complete(as_lease(lease.id), lease.id, {"fence": 7})
+    shot = rig.svc.inspection.inspect(READER, lease.id)
+    stale = [d for d in shot.diagnostics if d.code == "stale_lease"]
+    assert len(stale) == 1 and "fence 7" in stale[0].message
+
+
+def test_next_action_for_each_situation(rig: Rig) -> None:
+    _, waiting = rig.task()
+    assert waiting is not None
+    assert _action(rig, waiting.id) is NextAction.WAITING_FOR_SESSION  # no worker yet
+    rig.svc.workers.mark_seen(rig.store.get_pool(POOL), "w-on", None)  # type: ignore[arg-type]
+    assert _action(rig, waiting.id) is NextAction.CLAIM_AVAILABLE
+    held = rig.svc.claims.claim(WORKER, POOL, "w-on", None, 0, None)
+    assert held is not None
+    rig.svc.reports.start(as_lease(held.lease.id), held.lease.id)
+    assert _action(rig, held.lease.id) is NextAction.RUNNING
+    rig.advance(400)  # past its deadline, not yet swept
+    assert _action(rig, held.lease.id) is NextAction.STRANDED
+    rig.svc.reports.complete(as_lease(held.lease.id), held.lease.id, {})
+    assert _action(rig, held.lease.id) is NextAction.TERMINAL
+    failed = rig.running("w-f", max_attempts=1)
+    rig.svc.reports.fail(as_lease(failed.id), failed.id, {"error": "boom"})
+    assert _action(rig, failed.id) is NextAction.RECOVERY_REQUIRED
