@@ -221,3 +221,31 @@ def test_cli_usage_errors_are_clear_not_tracebacks(api: Api) -> None:
     )  # fmt: skip
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     assert "--properties" in done.stderr, done.stderr
+
+
+def test_a_worker_claims_one_named_lease_with_the_cli_and_not_one_held(
+    api: Api, admin_args: list[str]
+) -> None:
+    space = f"X{suffix()}"
+    _ok(run_cli("spaces", "create", *admin_args, "--key", space, "--name", "exact"))
+    pool = f"pool-{suffix().lower()}"
+    _ok(run_cli("pools", "create", *admin_args, "--name", pool, "--space", space))
+    worker = _json(
+        run_cli(
+            "tokens", "create", *admin_args, "--name", f"w-{suffix()}", "--kind", "worker",
+            "--pools", pool, "-o", "json",
+        )
+    )  # fmt: skip
+    made = []
+    for n in range(2):
+        args = ["--space", space, "--title", f"t{n}", "--pool", pool, "-o", "json"]
+        made.append(_json(run_cli("tasks", "create", *admin_args, *args)))
+    second = made[1]["lease"]["id"]
+    me = ["--api", service_url(api.base), "--token", worker["token"]]
+    won = _json(run_cli("worker", "claim", *me, "--pool", pool, "--lease", second, "-o", "json"))
+    assert won["lease"]["id"] == second and won["fence"] == 1
+    assert won["token"].startswith("tnr_l_")
+    with api.admin() as admin:
+        assert read_lease(admin, made[0]["lease"]["id"])["state"] == "pending"  # the head stayed
+    again = run_cli("worker", "claim", *me, "--pool", pool, "--lease", second, "-o", "json")
+    _refused(again, "invalid_transition")
