@@ -155,6 +155,8 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.ClassifierOutput: {},
     m.ClassifierSettings: {},
     m.PoolPatch: {},
+    m.RetrySettings: {},
+    m.RetryBackoff: {},
     m.InstancePatch: {},
     m.RuntimeState: {"state": "ok"},
     m.CredentialsState: {"state": "unreachable"},

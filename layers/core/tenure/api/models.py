@@ -144,6 +144,27 @@ class ClassifierSettings(Strict):
     _input = field_validator("input")(lambda v: _bounded(v, "classifier.input"))
 
 
+class RetryBackoff(Strict):
+    initial_seconds: Annotated[int, Field(ge=1, le=86_400), Integral] = 10
+    multiplier: Annotated[float, Field(ge=1, le=10)] = 2
+    max_seconds: Annotated[int, Field(ge=1, le=86_400), Integral] = 600
+    jitter: bool = True
+
+    @model_validator(mode="after")
+    def _bounded_by_max(self) -> Self:
+        if self.max_seconds < self.initial_seconds:
+            raise ValueError("retry.backoff.max_seconds must be at least initial_seconds")
+        return self
+
+
+class RetrySettings(Strict):
+    """With on_failure, a failed lease with attempts left gets its next attempt at once,
+    claimable after the backoff."""
+
+    on_failure: bool = False
+    backoff: RetryBackoff = Field(default_factory=RetryBackoff)
+
+
 class PoolCreate(Strict):
     name: Name
     space: SpaceKey
@@ -170,6 +191,7 @@ class PoolCreate(Strict):
     accepts_delegation_from: Annotated[list[Name], Field(max_length=50)] = Field(
         default_factory=list
     )
+    retry: RetrySettings = Field(default_factory=RetrySettings)
 
     @model_validator(mode="after")
     def _timings_ordered(self) -> Self:
@@ -197,6 +219,7 @@ class PoolPatch(Strict):
     classifier: ClassifierSettings | None = None
     rates: dict[str, Any] | None = None
     accepts_delegation_from: Annotated[list[Name], Field(max_length=50)] | None = None
+    retry: RetrySettings | None = None
 
 
 class InstancePatch(Strict):
@@ -357,6 +380,8 @@ class Fail(Strict):
     report_id: ReportId | None = None
     fence: Fence | None = None
     next: NextClaim | None = None  # claim the worker's next lease in the same call
+    # False: the failure is final, even where the pool retries failures.
+    retryable: bool | None = None
 
     _docs = field_validator("metadata", "usage")(lambda v, info: _bounded(v, info.field_name))
 
@@ -595,6 +620,7 @@ class PoolOut(Out):
     starvation_escalation_seconds: int = 3600
     rates: dict[str, Any] | None = None
     accepts_delegation_from: list[str] = []
+    retry: RetrySettings = Field(default_factory=RetrySettings)
 
 
 class PoolAnswer(Out):

@@ -11,6 +11,7 @@ from tenure.app.tasks.filing import TaskView
 from tenure.app.usage import lease_usage
 from tenure.domain.fencing import iso_ms
 from tenure.domain.model import Event, Instance, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.domain.retry import RetryPolicy
 from tenure.domain.states import TaskStatus
 
 iso = iso_ms  # one form for every time the API shows (the payload's too)
@@ -171,6 +172,7 @@ def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
         "min_queued_age_seconds": pool.min_queued_age_seconds,
         "starvation_escalation_seconds": pool.starvation_escalation_seconds,
         "accepts_delegation_from": list(pool.accepts_delegation_from or ()),
+        "retry": RetryPolicy.of(pool.retry).view(),
     }
 
 

@@ -26,6 +26,10 @@ class RunStart:
     previous_lease_id: str | None = None
     graph: tuple[GraphOp, ...] = field(default_factory=tuple)
     holds: tuple[HoldOp, ...] = field(default_factory=tuple)
+    # What the new lease's timeline entry is called when it follows a previous lease, and
+    # what it adds to the entry's data.
+    follows_as: str = "lease.retried"
+    follows_data: dict[str, object] = field(default_factory=dict)
 
 
 class Runs:
@@ -42,6 +46,23 @@ class Runs:
         not_before: int | None = None,
         run: RunStart | None = None,
     ) -> tuple[Task, Lease]:
+        task, lease, change = self.run_change(
+            task, pool, create_task, expect_job_id, job_checks, not_before, run
+        )
+        self.kernel.commit(change)
+        return task, lease
+
+    def run_change(
+        self,
+        task: Task,
+        pool: Pool,
+        create_task: bool,
+        expect_job_id: str | None,
+        job_checks: list[tuple[str, str]] | None = None,
+        not_before: int | None = None,
+        run: RunStart | None = None,
+    ) -> tuple[Task, Lease, Change]:
+        """The run as one change, not yet committed (a caller may add it to its own)."""
         if run is None:
             run = RunStart()
         now = self.kernel.clock.now_ms()
@@ -73,8 +94,12 @@ class Runs:
         if run.previous_lease_id is not None:
             lease = replace(
                 lease,
-                event_type="lease.retried",
-                event_data={"pool": pool.name, "previous_lease_id": run.previous_lease_id},
+                event_type=run.follows_as,
+                event_data={
+                    "pool": pool.name,
+                    "previous_lease_id": run.previous_lease_id,
+                    **run.follows_data,
+                },
             )
         job = Job(
             id=job_id,
@@ -91,14 +116,12 @@ class Runs:
             retry_depth=run.retry_depth,
         )
         task = task.with_job(job_id)
-        self.kernel.commit(
-            Change(
-                leases=[LeaseWrite(lease)],
-                jobs=[JobWrite(job)],
-                tasks=[TaskWrite(task, expect_job_id=expect_job_id, create=create_task)],
-                job_checks=job_checks or [],
-                graph=list(run.graph),
-                holds=list(run.holds),
-            )
+        change = Change(
+            leases=[LeaseWrite(lease)],
+            jobs=[JobWrite(job)],
+            tasks=[TaskWrite(task, expect_job_id=expect_job_id, create=create_task)],
+            job_checks=job_checks or [],
+            graph=list(run.graph),
+            holds=list(run.holds),
         )
-        return task, lease
+        return task, lease, change

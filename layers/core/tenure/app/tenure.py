@@ -6,9 +6,9 @@ a pending approval, then its typed blocks; a claim skips a lease held by pause o
 by a pending approval, then by an open block; filing asks for approval before it links the
 task into the graph (so a waiting task is never enqueued at once); a
 final report runs the completion claim gate before its write, resolves usage before the
-lease row is built, adds the classifier's output and the usage totals to the one commit, then
-scans the result; a changed lease row counts the task's success (graph), resets the breaker,
-then wakes the creator."""
+lease row is built, adds the classifier's output, the usage totals and (on a pool that
+retries failures) the next run to the one commit, then scans the result; a changed lease row
+counts the task's success (graph), resets the breaker, then wakes the creator."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from tenure.app.leases.operator import Operator
 from tenure.app.leases.payload import Payloads
 from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.reports import Completion, Reports
+from tenure.app.leases.retry import Retries
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink, Store
 from tenure.app.reactions import Reactions
 from tenure.app.rules.addresses import Addresses
@@ -146,13 +147,15 @@ def compose(
         holds=(approval_rules.held_for_approval(kernel), block_rules.held_by_block(kernel)),
     )
     claims = Claims(kernel, gate, workers)
+    retries = Retries(kernel, runs)
     reports = Reports(
         kernel,
         workers,
         Completion(
             prepare=(delegation.gate_created,),
             resolve=(usage.resolve,),
-            contribute=(classifier.with_classifier_output, usage.contribute),
+            # Last: the retry marks the ended lease row as the stages before left it.
+            contribute=(classifier.with_classifier_output, usage.contribute, retries.on_failure),
             after=(delegation.scan_after,),
         ),
     )

@@ -85,6 +85,9 @@ class Pool:
     rates: dict[str, Any] | None = None
     # Delegation: the pools whose leases may file tasks here without a person's approval.
     accepts_delegation_from: tuple[str, ...] = ()
+    # Retry on failure: {on_failure, backoff: {initial_seconds, multiplier, max_seconds,
+    # jitter}}; None reads as RetryPolicy's defaults (off).
+    retry: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

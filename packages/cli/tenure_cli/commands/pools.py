@@ -42,12 +42,31 @@ def kind_settings(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
+def retry_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """`retry` from --retry-on-failure and the --retry-* backoff options (left out: the
+    service's defaults)."""
+    backoff = {
+        key: getattr(args, f"retry_{key}")
+        for key in ("initial_seconds", "multiplier", "max_seconds")
+        if getattr(args, f"retry_{key}") is not None
+    }
+    if args.retry_jitter is not None:
+        backoff["jitter"] = args.retry_jitter == "yes"
+    if not args.retry_on_failure and not backoff:
+        return {}
+    retry: dict[str, Any] = {"on_failure": bool(args.retry_on_failure)}
+    if backoff:
+        retry["backoff"] = backoff
+    return {"retry": retry}
+
+
 def pools_create(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"name": args.name, "space": args.space, "kind": args.kind}
     for key in ("max_active", "renew_seconds", "grace_seconds", "toleration_seconds", "on_expiry"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
     body.update(kind_settings(args))
+    body.update(retry_settings(args))
     _, answer = operator_client(args).call("POST", "/pools", body)
     return show(answer, args)
 
@@ -116,6 +135,20 @@ def _timing_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _retry_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--retry-on-failure",
+        action="store_true",
+        help="a failed lease with attempts left gets its next attempt after a backoff",
+    )
+    p.add_argument("--retry-initial-seconds", type=int, help="the first backoff (default 10)")
+    p.add_argument("--retry-multiplier", type=float, help="each backoff this times the last (2)")
+    p.add_argument("--retry-max-seconds", type=int, help="no backoff longer (default 600)")
+    p.add_argument(
+        "--retry-jitter", choices=["yes", "no"], help="wait a random part of the backoff (yes)"
+    )
+
+
 def add_commands(groups: Groups) -> None:
     pools = groups["pools"]
     pc = service_options(pools.add_parser("create", help="make a pool in a space"))
@@ -128,6 +161,7 @@ def add_commands(groups: Groups) -> None:
         help="what its workers run",
     )
     _timing_options(pc)
+    _retry_options(pc)
     pc.add_argument("--model", help="agent pools (required there): the model")
     pc.add_argument("--effort", help="agent pools: the effort")
     pc.add_argument("--classifier", help="classifier pools (required there): {input, output}")

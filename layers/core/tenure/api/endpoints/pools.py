@@ -46,6 +46,8 @@ def update_pool(pool: str, body: Annotated[m.PoolPatch, Body()]) -> Response[Any
             changes[versioned] = getattr(body, versioned).model_dump(exclude_none=True)
     if changes.get("accepts_delegation_from") is not None:
         changes["accepts_delegation_from"] = tuple(changes["accepts_delegation_from"])
+    if changes.get("retry") is not None:
+        changes["retry"] = body.retry.model_dump() if body.retry else None
     updated = svc().pools.update_pool(actor(), pool, changes)
     return json_answer({"pool": _pool_out(updated)})
 

@@ -73,6 +73,7 @@ class RunFailArgs(RunArgs):
     metadata: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
     report_id: m.ReportId | None = None
+    retryable: bool | None = None
 
     _docs = field_validator("metadata", "usage")(lambda v, info: m._bounded(v, info.field_name))
 

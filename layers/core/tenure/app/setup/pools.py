@@ -36,6 +36,7 @@ POOL_SETTINGS = (
     "classifier",
     "rates",
     "accepts_delegation_from",
+    "retry",
 )
 # A pool's `active` in its view counts at most this many held leases (one bounded Query).
 HELD_SHOWN = 1000
