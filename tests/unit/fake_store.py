@@ -29,6 +29,7 @@ from tenure.app.ports import (
     ClaimRecord,
     Clock,
     EventPage,
+    Filed,
     GraphOp,
     LeasePage,
     SchedulerState,
@@ -147,6 +148,7 @@ class FakeStore(FakeRules):
         self.workers: dict[tuple[str, str], Worker] = {}
         self.worker_expiry: dict[tuple[str, str], int] = {}  # the rows' TTL (epoch seconds)
         self.claims: dict[tuple[str, str, str, str], ClaimRecord] = {}
+        self.requests: dict[str, Filed] = {}
         self.timelines: dict[tuple[str, str], dict[str, Event]] = {}
         self.sweeper: SweeperState | None = None
         self.pool_versions: dict[tuple[str, int], PoolVersion] = {}
@@ -525,6 +527,25 @@ class FakeStore(FakeRules):
     def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
         found = self.claims.get((pool, claimant, worker_id, claim_id))
         return found.lease_id if found else None
+
+    def take_request(self, record: Filed, now_ms: int) -> Filed | None:
+        held = self.requests.get(record.key)
+        if held is None or held.expires_at < now_ms // 1000:
+            self.requests[record.key] = record
+            return None
+        if held.answer is None and held.locked_until < now_ms:
+            self.requests[record.key] = record
+            return None
+        return held
+
+    def finish_request(self, key: str, status: int, answer: str) -> None:
+        held = self.requests.get(key)
+        if held is None:
+            raise Conflict("the request's record is gone")
+        self.requests[key] = replace(held, status=status, answer=answer)
+
+    def drop_request(self, key: str) -> None:
+        self.requests.pop(key, None)
 
     def _react(self, event: Event | None) -> None:
         # The reactor: one event per (row, version); a redelivered record writes nothing.

@@ -133,6 +133,23 @@ class ClaimRecord:
 
 
 @dataclass(frozen=True)
+class Filed:
+    """An idempotent request's record: the caller's key (a digest scoped by its token), the
+    digest of the body it came with, and once the request has answered, that answer.
+
+    Until then `locked_until` says how long the request that took the key may take to answer;
+    past it (that request died) the key may be taken again.
+    """
+
+    key: str
+    body_hash: str
+    expires_at: int  # epoch seconds: the record is kept (TTL) this long
+    locked_until: int  # epoch ms
+    status: int | None = None
+    answer: str | None = None  # the answer's JSON, as sent
+
+
+@dataclass(frozen=True)
 class GraphOp:
     """One write on the task graph's side rows, inside a Change's transaction (store.keys has
     the rows and the named conditions). `op` is one of:
@@ -325,6 +342,19 @@ class Store(Protocol):
     def commit(self, change: Change) -> None: ...
     def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
         """The lease id a claim with this key took (consistent read), or None."""
+        ...
+
+    def take_request(self, record: Filed, now_ms: int) -> Filed | None:
+        """Write `record` unless its key is held (answered and not expired, or taken and still
+        locked); None when written, else the record that holds it (consistent read)."""
+        ...
+
+    def finish_request(self, key: str, status: int, answer: str) -> None:
+        """Store the answer of the request that took `key`."""
+        ...
+
+    def drop_request(self, key: str) -> None:
+        """Let `key` go (its request failed: the same key may be sent again)."""
         ...
 
     def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:

@@ -52,6 +52,7 @@ from tenure.app.tasks import approval as approval_rules
 from tenure.app.tasks.approval import Approval
 from tenure.app.tasks.filing import Filing
 from tenure.app.tasks.graph import Graph
+from tenure.app.tasks.idempotency import Idempotency
 from tenure.app.tasks.listing import TaskListing
 from tenure.app.usage import Usage
 from tenure.app.workers import Workers
@@ -79,6 +80,7 @@ class Tenure:
     graph: Graph
     approval: Approval
     filing: Filing
+    idempotency: Idempotency
     listing: TaskListing
     scheduler: Scheduler
     inspection: Inspection
@@ -192,6 +194,7 @@ def compose(
             filers=(delegation.lease_files,),
             links=(approval.ask, graph.link, delegation.mark_creator),
         ),
+        idempotency=Idempotency(kernel),
         listing=TaskListing(kernel, graph),
         scheduler=scheduler,
         inspection=Inspection(kernel, conditions, graph),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -14,6 +15,7 @@ from tenure.app.ports import (
     Ceiling,
     Change,
     ClaimRecord,
+    Filed,
     GraphOp,
     HoldOp,
     SchedulerState,
@@ -444,6 +446,49 @@ class DynamoStore(PagedReads, RetentionRows):
         # by then, which the service sees when it reads it.
         row = self._get(k.claim_key(pool, claimant, worker_id, claim_id))
         return str(row["lease_id"]) if row else None
+
+    def take_request(self, record: Filed, now_ms: int) -> Filed | None:
+        key = k.request_key(record.key)
+        row = {**key, "entity": "request", **dataclasses.asdict(record)}
+        put = self._put_op(
+            {k2: v for k2, v in row.items() if v is not None},
+            k.TAKE_REQUEST,
+            values=_values(now_s=now_ms // 1000, now_ms=now_ms),
+        )
+        try:
+            self._put_single(put["Put"])
+            return None
+        except Conflict:
+            held = self._get(key)
+        if held is None:  # dropped between the write and the read: the caller tries again
+            raise Conflict("the idempotency record moved")
+        return Filed(
+            key=record.key,
+            body_hash=str(held["body_hash"]),
+            expires_at=int(held[k.TTL_ATTRIBUTE]),
+            locked_until=int(held["locked_until"]),
+            status=int(held["status"]) if "status" in held else None,
+            answer=str(held["answer"]) if "answer" in held else None,
+        )
+
+    def finish_request(self, key: str, status: int, answer: str) -> None:
+        self._write(
+            "update",
+            Conflict("the request's record is gone"),
+            TableName=self.table,
+            Key=_dump(k.request_key(key)),
+            UpdateExpression="SET #s = :status, answer = :answer",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=_values(status=status, answer=answer),
+        )
+
+    def drop_request(self, key: str) -> None:
+        self._write(
+            "delete",
+            Conflict("unreachable: the delete is unconditional"),
+            TableName=self.table,
+            Key=_dump(k.request_key(key)),
+        )
 
     def _ceiling_op(self, ceiling: Ceiling) -> dict[str, Any]:
         update: dict[str, Any] = {

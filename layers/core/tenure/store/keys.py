@@ -143,6 +143,11 @@ def claim_key(pool: str, claimant: str, worker_id: str, claim_id: str) -> dict[s
     return {PK: f"CLAIM#{hashlib.sha256(parts.encode()).hexdigest()}", SK: "CLAIM"}
 
 
+def request_key(key: str) -> dict[str, str]:
+    """An idempotent request's record (`key` is already a digest of the caller and its key)."""
+    return {PK: f"IDEM#{key}", SK: "IDEM"}
+
+
 SWEEPER_KEY = {PK: "SWEEPER", SK: "STATE"}
 
 
@@ -285,6 +290,12 @@ JOB_LEASE_IS = "lease_id = :expect_lease"
 # Creation: a key is written once; a second create loses (already_exists, or a lost race).
 # A claim record is written with this too: a second claim with the same claim_id loses.
 IS_NEW = "attribute_not_exists(PK)"
+# An idempotency key is taken when new, when its record has expired (TTL deletes lazily), or
+# when the request that took it never answered and its lock has passed.
+TAKE_REQUEST = (
+    f"attribute_not_exists(PK) OR {TTL_ATTRIBUTE} < :now_s"
+    " OR (attribute_not_exists(answer) AND locked_until < :now_ms)"
+)
 # Filter (not a condition): TTL deletes lazily, so reads drop rows already past their end.
 NOT_EXPIRED = f"attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now"
 # The job's fence counter moves only from the fence the writer saw.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
 
 from tenure.api import models as m
 from tenure.api import views as v
@@ -16,11 +16,35 @@ from tenure.app.tasks.listing import TASK_PAGE_MAX
 from tenure.domain import errors as e
 from tenure.domain.states import TaskStatus
 
+# The same key and body within a day answer the first answer; another body is 422.
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="idempotency-key",
+        description="the same key and body within 24 h answer the first answer (same status "
+        "and body); the same key with another body is 422 validation_failed",
+    ),
+]
+
 
 @op("POST", f"{BASE}/tasks", 201, m.TaskAnswer, 404, 409, 422)
-def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
+def create_task(
+    body: Annotated[m.TaskCreate, Body()], idempotency_key: IdempotencyKey = None
+) -> Response[Any]:
+    caller = actor()
+    status, answer = svc().idempotency.once(
+        caller,
+        "POST /tasks",
+        idempotency_key,
+        body.model_dump(mode="json", exclude_unset=True),
+        lambda: (201, _file(caller, body)),
+    )
+    return json_answer(answer, status)
+
+
+def _file(caller: Any, body: m.TaskCreate) -> dict[str, Any]:
     task, lease = svc().filing.create_task(
-        actor(),
+        caller,
         body.space,
         body.title,
         body.workflow,
@@ -38,20 +62,31 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
         ),
     )
     seen = svc().graph.describe_task(task, lease)
-    return json_answer(
-        {
-            "task": v.task_view(task, seen.status, seen),
-            "lease": lease_out(lease) if lease else None,
-        },
-        201,
-    )
+    return {
+        "task": v.task_view(task, seen.status, seen),
+        "lease": lease_out(lease) if lease else None,
+    }
 
 
 @op("POST", f"{BASE}/tasks/<task_id>/enqueue", 201, m.LeaseAnswer, 404, 409, 422)
-def enqueue(task_id: str, body: Annotated[m.Enqueue, Body()]) -> Response[Any]:
+def enqueue(
+    task_id: str, body: Annotated[m.Enqueue, Body()], idempotency_key: IdempotencyKey = None
+) -> Response[Any]:
+    caller = actor()
     not_before = m.instant_ms(body.not_before) if body.not_before else None
-    lease = svc().filing.enqueue(actor(), task_id, body.pool, not_before)
-    return json_answer({"lease": lease_out(lease)}, 201)
+
+    def run() -> tuple[int, dict[str, Any]]:
+        lease = svc().filing.enqueue(caller, task_id, body.pool, not_before)
+        return 201, {"lease": lease_out(lease)}
+
+    status, answer = svc().idempotency.once(
+        caller,
+        f"POST /tasks/{task_id}/enqueue",
+        idempotency_key,
+        body.model_dump(mode="json", exclude_unset=True),
+        run,
+    )
+    return json_answer(answer, status)
 
 
 @op("POST", f"{BASE}/tasks/<task_id>/approve", 200, m.TaskAnswer, 404, 409)
