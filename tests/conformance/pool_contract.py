@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tenure.app.ports import INSTANCE_CEILING, Ceiling, Change, LeaseWrite, Settings
+from tenure.app.ports import INSTANCE_CEILING, Ceiling, Change, Filed, LeaseWrite, Settings
 from tenure.domain.errors import CeilingReached, Conflict, NotFound
 from tenure.domain.model import Instance, PoolVersion
+from tenure.domain.retry import RetryPolicy
 from tenure.domain.states import OnExpiry
 
 from tests.conformance.contract import ALPHA, SPACE, MakeRig, claim, enqueue, world
@@ -91,3 +92,46 @@ class PoolStoreContract:
         r.store.update_instance(Settings(set={"max_active": 2}))
         r.store.commit(Change(leases=[LeaseWrite(replace(second, id="x2"))], ceilings=[up]))
         assert r.store.held_count(INSTANCE_CEILING, INSTANCE_CEILING) == 2
+
+    def test_a_retry_policy_is_kept_as_set_and_a_null_removes_it(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        world(r)
+        policy = {
+            "on_failure": True,
+            "backoff": {
+                "initial_seconds": 5,
+                "multiplier": 1.5,
+                "max_seconds": 90,
+                "jitter": False,
+            },
+        }
+        pool = r.store.update_pool(ALPHA, Settings(set={"retry": policy}))
+        assert RetryPolicy.of(pool.retry) == RetryPolicy(True, 5, 1.5, 90, False)
+        assert RetryPolicy.of(r.store.get_pool(ALPHA).retry) == RetryPolicy.of(pool.retry)  # type: ignore[union-attr]
+        pool = r.store.update_pool(ALPHA, Settings(remove=("retry",)))
+        assert pool.retry is None and RetryPolicy.of(pool.retry).on_failure is False
+
+
+class RequestStoreContract:
+    """The idempotency record of a filing request: taken once, answered, dropped, expired."""
+
+    def test_a_key_is_taken_once_until_its_lock_or_its_day_passes(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        now = r.clock.now_ms()
+        first = Filed("k", "b1", now // 1000 + 86_400, now + 30_000)
+        assert r.store.take_request(first, now) is None
+        held = r.store.take_request(replace(first, body_hash="b2"), now)
+        assert held is not None and (held.body_hash, held.answer) == ("b1", None)
+        # A lock that has passed with no answer lets another take the key.
+        later = now + 31_000
+        assert r.store.take_request(replace(first, locked_until=later + 30_000), later) is None
+        r.store.finish_request("k", 201, '{"task":1}')
+        held = r.store.take_request(first, later + 60_000)
+        assert held is not None and (held.status, held.answer) == (201, '{"task":1}')
+        # An answered key is kept for its day, then may be taken again.
+        expired = (first.expires_at + 1) * 1000
+        assert (
+            r.store.take_request(replace(first, expires_at=first.expires_at * 2), expired) is None
+        )
+        r.store.drop_request("k")
+        assert r.store.take_request(first, now) is None

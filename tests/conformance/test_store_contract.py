@@ -9,7 +9,7 @@ from tenure_cli.local.engines import DynamoDBLocal
 from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
 from tests.conformance.graph_contract import GraphContract
-from tests.conformance.pool_contract import PoolStoreContract
+from tests.conformance.pool_contract import PoolStoreContract, RequestStoreContract
 from tests.conformance.task_list_contract import TaskListContract
 from tests.conftest import Rig
 
@@ -50,4 +50,8 @@ class TestAutonomyContractOnDynamoDBLocal(AutonomyContract):
 
 
 class TestTaskListContractOnDynamoDBLocal(TaskListContract):
+    pass
+
+
+class TestRequestStoreContractOnDynamoDBLocal(RequestStoreContract):
     pass

@@ -43,3 +43,19 @@ def test_pools_create_carries_the_agent_or_classifier_settings_a_pool_of_that_ki
          "--classifier", '{"input": {"q": 1}}']
     )  # fmt: skip
     assert kind_settings(args) == {"classifier": {"input": {"q": 1}}}
+
+
+def test_pools_create_carries_the_retry_policy_only_when_asked() -> None:
+    from tenure.api import models as m
+    from tenure_cli.commands.pools import retry_settings
+
+    base = ["pools", "create", "--name", "p", "--space", "OPS"]
+    assert retry_settings(parser().parse_args(base)) == {}
+    asked = parser().parse_args(
+        [*base, "--retry-on-failure", "--retry-max-seconds", "60", "--retry-jitter", "no"]
+    )
+    body = retry_settings(asked)
+    assert body == {"retry": {"on_failure": True, "backoff": {"max_seconds": 60, "jitter": False}}}
+    # The body the CLI sends is one the API takes.
+    settings = m.RetrySettings.model_validate(body["retry"])
+    assert (settings.backoff.initial_seconds, settings.backoff.max_seconds) == (10, 60)

@@ -9,7 +9,7 @@ from tenure.wiring import ManualClock, RandomIds, SystemClock
 from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract
 from tests.conformance.graph_contract import GraphContract
-from tests.conformance.pool_contract import PoolStoreContract
+from tests.conformance.pool_contract import PoolStoreContract, RequestStoreContract
 from tests.conformance.task_list_contract import TaskListContract
 from tests.unit.fake_store import FakeStore
 
@@ -49,4 +49,8 @@ class TestAutonomyContractOnTheFake(AutonomyContract):
 
 
 class TestTaskListContractOnTheFake(TaskListContract):
+    pass
+
+
+class TestRequestStoreContractOnTheFake(RequestStoreContract):
     pass
