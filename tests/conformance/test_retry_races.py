@@ -137,3 +137,30 @@ def test_the_same_failing_report_from_eight_threads_schedules_one_retry(rig: Rig
     job = rig.store.get_job(task.job_id)
     assert job is not None and job.lease_id == row.event_data["retry_lease_id"]
     assert _retries_of(rig, task.id) == 1
+
+
+def _fail_metered(rig: Rig, pool: str) -> tuple[float, float, dict[str, int]]:
+    _, lease = rig.svc.filing.create_task(ADMIN, SPACE, "m", None, None, {}, pool, 3)
+    assert lease is not None
+    assert rig.svc.claims.claim(WORKER, pool, "w-1", "1.0", 0, None) is not None
+    meter = rig.store.meter
+    reads, writes, _ = meter.snapshot()
+    calls = Counter(meter.calls)
+    rig.svc.reports.fail(lease_principal(lease.id), lease.id, {"error": "boom"})
+    after_reads, after_writes, _ = meter.snapshot()
+    return after_reads - reads, after_writes - writes, dict(Counter(meter.calls) - calls)
+
+
+def test_a_pool_that_does_not_retry_writes_a_failure_as_one_item_and_a_retrying_one_adds_a_run(
+    rig: Rig,
+) -> None:
+    make_world(rig.svc)
+    rig.svc.pools.update_pool(ADMIN, "beta", {"retry": RETRY})
+    off_reads, off_writes, off_calls = _fail_metered(rig, ALPHA)
+    on_reads, on_writes, on_calls = _fail_metered(rig, "beta")
+    # Off: the lease row alone, one single-item write, and the lease read (the pool's policy
+    # is on its cached row). On: the job and the task read, and one transaction with the run.
+    assert off_calls == {"get": 1, "put": 1}
+    assert on_calls == {"get": 3, "transact": 1}
+    assert (off_reads, on_reads) == (1, 3)
+    assert on_writes > off_writes
