@@ -261,8 +261,12 @@ def test_space_full_clears_when_the_held_lease_is_released(world: World) -> None
 def test_instance_full_clears_when_the_held_lease_is_killed(world: World) -> None:
     pool = world.pool()["name"]
     worker = world.api.client(world.worker_token([pool]))
-    counted = world.admin.get("/instance").json()["active"]
     try:
+        # Setting a ceiling counts every lease already held (other tests' too); lowering it
+        # then leaves room for exactly one more.
+        r = world.admin.patch("/instance", json={"max_active": 100_000})
+        assert r.status_code == 200, r.text
+        counted = world.admin.get("/instance").json()["active"]
         r = world.admin.patch("/instance", json={"max_active": counted + 1})
         assert r.status_code == 200, r.text
         held = world.held(pool, worker)
