@@ -3,10 +3,10 @@
 From the table's stream (triggers/stream.py plays each changed row through the reactions
 table compose() builds in tenure.py: `on_lease` for a lease row, `on_task` for a task row), a
 child task filed with a lease token (`created_by_lease`, `wake_creator` on) that reaches a
-terminal status (its run completed, failed, cancelled or killed), `blocked` (a block placed)
-or `needs_attention` (escalated or exhausted) publishes one EventBridge event (`source:
-"tenure"`, `detail-type: "task.wake_creator"`) and records `task.wake_creator` on the creator
-lease's subject timeline.
+terminal status (its run completed, failed, cancelled, killed or lost as worker_lost),
+`blocked` (a block placed) or `needs_attention` (escalated or exhausted) publishes one
+EventBridge event (`source: "tenure"`, `detail-type: "task.wake_creator"`) and records
+`task.wake_creator` on the creator lease's subject timeline.
 
 At most once per transition: the timeline event's id and instant are derived from the row
 version that made the transition, and it is written first, conditionally (a new id only); a
@@ -45,7 +45,11 @@ _TERMINAL = {
     LeaseState.FAILED: "failed",
     LeaseState.CANCELLED: "cancelled",
     LeaseState.KILLED: "cancelled",
+    # Only a lost lease that is not requeued (pool on_expiry fail) reaches here: its run failed.
+    LeaseState.LOST: "failed",
 }
+# Endings that hand the job on (a successor lease) or leave the task row to tell it (exhausted).
+_HANDED_ON = (EndReason.RELEASED, EndReason.EXPIRED)
 
 
 class Wake:
@@ -61,7 +65,7 @@ class Wake:
             return
         if old is not None and old.state.terminal:
             return
-        if new.end_reason is EndReason.RELEASED or new.state is LeaseState.LOST:
+        if new.end_reason in _HANDED_ON:
             return  # handed on (a new pending lease), or exhausted: the task row says so
         status = _TERMINAL.get(new.state)
         if status == "completed" and new.outcome != "success":
