@@ -8,7 +8,7 @@ task into the graph (so a waiting task is never enqueued at once); a
 final report runs the completion claim gate before its write, resolves usage before the
 lease row is built, adds the classifier's output and the usage totals to the one commit, then
 scans the result; a changed lease row counts the task's success (graph), resets the breaker,
-then wakes the creator."""
+then wakes the creator; a changed graph row rolls up first, then wakes a parent's creator."""
 
 from __future__ import annotations
 
@@ -211,7 +211,7 @@ def compose(
         reactions=Reactions(
             {
                 "lease": (graph.after_lease, breaker.reset_breaker, wake.on_lease),
-                "graph": (graph.after_graph,),
+                "graph": (graph.after_graph, wake.on_graph),
                 "task": (wake.on_task,),
             }
         ),
