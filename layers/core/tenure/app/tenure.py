@@ -210,7 +210,12 @@ def compose(
         scopes=Scopes(kernel),
         reactions=Reactions(
             {
-                "lease": (graph.after_lease, breaker.reset_breaker, wake.on_lease),
+                "lease": (
+                    graph.after_lease,
+                    breaker.reset_breaker,
+                    wake.on_lease,
+                    delegation.stop_children,
+                ),
                 "graph": (graph.after_graph, wake.on_graph),
                 "task": (wake.on_task,),
             }

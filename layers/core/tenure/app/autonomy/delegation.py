@@ -13,11 +13,13 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tenure.app.ports import GraphOp
+from tenure.app.kernel import over
+from tenure.app.ports import Change, GraphOp
 from tenure.app.tasks.filing import TaskLinks
-from tenure.domain.errors import UnverifiedCreatedTasks, ValidationFailed
+from tenure.domain.errors import Conflict, UnverifiedCreatedTasks, ValidationFailed
 from tenure.domain.model import Lease, Pool, Principal, Task
-from tenure.domain.states import ReportKind
+from tenure.domain.states import EndReason, ReportKind
+from tenure.domain.transitions import Action, must_move
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -30,6 +32,16 @@ TASK_ID_SHAPE = re.compile(r"\btask_[0-9a-f]{6,40}\b")
 MAX_SCANNED_IDS = 20
 # How much of a result's text the scan reads.
 MAX_SCANNED_CHARS = 100_000
+# A stopped creator stops at most this many delegated children, each tried this many times.
+MAX_STOPPED = 200
+STOP_TRIES = 3
+# The creator's endings that stop its children: stopped by an operator, or lost.
+_CREATOR_STOPS = (
+    EndReason.CANCELLED,
+    EndReason.KILLED,
+    EndReason.EXPIRED,
+    EndReason.WORKER_LOST,
+)
 
 
 class Delegation:
@@ -71,7 +83,38 @@ class Delegation:
         marked = replace(
             task, created_by_lease=creator, wake_creator=bool(creator and links.wake_creator)
         )
+        if creator is not None:  # found again when the creator is stopped (stop_children)
+            ops = [*ops, GraphOp("edge", creator, name="delegated", other=task.id)]
         return marked, ops, enqueue
+
+    # ------------------------------------------------- the creator stopped
+
+    def stop_children(self, old: Lease | None, new: Lease) -> None:
+        """A stream reaction: a lease that ends cancelled, killed or lost stops the open runs
+        of the tasks it delegated (`parent_stopped`). Its children are read from its
+        delegation edges (one Query, at most MAX_STOPPED); each stop is a conditional write
+        on the run as read, retried a bounded number of times; a replay finds them ended."""
+        if new.end_reason not in _CREATOR_STOPS or (old is not None and old.state.terminal):
+            return
+        for child_id in self.kernel.store.graph_edges(new.id, "delegated", MAX_STOPPED):
+            self._stop_child(child_id, new)
+
+    def _stop_child(self, child_id: str, creator: Lease) -> None:
+        for _ in range(STOP_TRIES):
+            task = self.kernel.store.get_task(child_id)
+            run = self.kernel.newest_lease(task) if task is not None else None
+            if run is None or run.state.terminal:
+                return
+            to = must_move(run.id, run.state, run.revoke, Action.PARENT_STOP)
+            now = self.kernel.clock.now_ms()
+            data = {"creator_lease_id": creator.id, "creator_end_reason": str(creator.end_reason)}
+            ended = self.kernel.apply(run, to, data, now)
+            try:
+                self.kernel.commit(Change(leases=[over(run, ended)]))
+            except Conflict:
+                continue  # the run moved meanwhile: judged again on what it is now
+            self.kernel.counters["children_stopped"] += 1
+            return
 
     # ------------------------------------------------------------ the claim gate
 
