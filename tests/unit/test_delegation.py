@@ -126,3 +126,63 @@ def test_a_creator_that_completes_leaves_its_children_running(rig: Rig) -> None:
     rig.svc.reports.complete(as_lease(creator.id), creator.id, {})
     assert rig.lease(run.id).state is LeaseState.DISPATCHED
     assert run.task_id == child
+
+
+def _child_with_ttl(rig: Rig, creator_id: str, ttl: int) -> str:
+    from tenure.app.tasks.filing import TaskLinks
+
+    task, _ = rig.svc.filing.create_task(
+        as_lease(creator_id),
+        SPACE,
+        "sub",
+        None,
+        None,
+        {},
+        POOL,
+        None,
+        links=TaskLinks(ttl_seconds=ttl),
+    )
+    return task.id
+
+
+def _run_of(rig: Rig, task_id: str):  # type: ignore[no-untyped-def]
+    task = rig.store.get_task(task_id)
+    job = rig.store.get_job(task.job_id) if task and task.job_id else None
+    assert job is not None
+    return rig.lease(job.lease_id)
+
+
+def test_a_childs_runs_end_as_ttl_expired_once_its_ttl_passes(rig: Rig) -> None:
+    rig.sweep()
+    creator = rig.running("w-creator")
+    short = _child_with_ttl(rig, creator.id, 150)
+    held = rig.claim("w-child").lease
+    assert held.task_id == short
+    lasting = _child_with_ttl(rig, creator.id, 3600)
+    ended_at = None
+    for minute in range(1, 6):
+        rig.advance(60)
+        for lease_id in (creator.id, held.id):
+            if not rig.lease(lease_id).state.terminal:
+                rig.svc.reports.heartbeat(as_lease(lease_id), lease_id, None)
+        if rig.sweep().ttl_expired and ended_at is None:
+            ended_at = minute
+    run = _run_of(rig, short)
+    assert (run.state, run.end_reason) == (LeaseState.CANCELLED, EndReason.TTL_EXPIRED)
+    assert ended_at is not None and 150 <= ended_at * 60 <= 150 + 120
+    assert rig.events(short)[-1].type == "lease.ttl_expired"
+    assert _run_of(rig, lasting).state is LeaseState.PENDING
+    assert rig.lease(creator.id).state is LeaseState.RUNNING
+
+
+def test_ttl_seconds_must_be_positive_bounded_and_delegated(rig: Rig) -> None:
+    from tenure.app.tasks.filing import TaskLinks
+
+    creator = rig.running("w-creator")
+    for bad in (0, 7 * 86_400 + 1):
+        with pytest.raises(ValidationFailed):
+            _child_with_ttl(rig, creator.id, bad)
+    with pytest.raises(ValidationFailed):
+        rig.svc.filing.create_task(
+            MEMBER, SPACE, "t", None, None, {}, POOL, None, links=TaskLinks(ttl_seconds=60)
+        )

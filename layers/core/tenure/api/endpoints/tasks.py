@@ -35,6 +35,7 @@ def create_task(body: Annotated[m.TaskCreate, Body()]) -> Response[Any]:
             body.auto_enqueue_on_ready,
             wake_creator=body.wake_creator,
             requires_approval=body.requires_approval,
+            ttl_seconds=body.ttl_seconds,
         ),
     )
     seen = svc().graph.describe_task(task, lease)
