@@ -28,6 +28,23 @@ metrics = Metrics(namespace="Tenure", service="inbound")
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
+# Rules a mail matched but did not fire, by why: (the received answer's attribute, the log
+# line, the metric counting them).
+SKIPPED = (
+    (
+        "skipped_spam",
+        "inbound email judged spam by SES: rules not accepting spam minted nothing",
+        "InboundSpamSkips",
+    ),
+    (
+        "rate_limited",
+        "inbound email past rules' max_firings_per_hour: nothing minted for them",
+        "RuleRateLimited",
+    ),
+    ("skipped_archived", "inbound email skipped rules of archived spaces", "InboundArchivedSkips"),
+)
+
+
 @lru_cache(maxsize=1)
 def inbound() -> InboundEmail:
     cfg = settings()
@@ -60,30 +77,11 @@ def record_handler(record: SQSRecord) -> str:
         logger.warning("inbound email refused: SES found a virus; acknowledged", extra=extra)
         metrics.add_metric(name="InboundVirusRefused", unit=MetricUnit.Count, value=1)
         return "refused"
-    if received.skipped_spam:
-        logger.info(
-            "inbound email judged spam by SES: rules not accepting spam minted nothing",
-            extra={**extra, "rule_ids": list(received.skipped_spam)},
-        )
-        metrics.add_metric(
-            name="InboundSpamSkips", unit=MetricUnit.Count, value=len(received.skipped_spam)
-        )
-    if received.rate_limited:
-        logger.info(
-            "inbound email past rules' max_firings_per_hour: nothing minted for them",
-            extra={**extra, "rule_ids": list(received.rate_limited)},
-        )
-        metrics.add_metric(
-            name="RuleRateLimited", unit=MetricUnit.Count, value=len(received.rate_limited)
-        )
-    if received.skipped_archived:
-        logger.info(
-            "inbound email skipped rules of archived spaces",
-            extra={**extra, "rule_ids": list(received.skipped_archived)},
-        )
-        metrics.add_metric(
-            name="InboundArchivedSkips", unit=MetricUnit.Count, value=len(received.skipped_archived)
-        )
+    for attribute, message, metric in SKIPPED:
+        rule_ids = getattr(received, attribute)
+        if rule_ids:
+            logger.info(message, extra={**extra, "rule_ids": list(rule_ids)})
+            metrics.add_metric(name=metric, unit=MetricUnit.Count, value=len(rule_ids))
     if not received.matched:
         logger.info("inbound email matched no rule; acknowledged", extra=extra)
         metrics.add_metric(name="InboundUnmatched", unit=MetricUnit.Count, value=1)
