@@ -56,7 +56,7 @@ from tenure.domain.model import (
     Workflow,
 )
 from tenure.domain.states import REPORTABLE, LeaseState
-from tenure.domain.timeline import graph_event, lease_event, task_event
+from tenure.domain.timeline import graph_event, lease_event, task_event, task_side_events
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.keys import queue_at
@@ -460,6 +460,8 @@ class FakeStore(FakeRules):
             task = _stored(tw.new)
             self.tasks[task.id] = task
             self._react(task_event(old_task, task))
+            for side in task_side_events(old_task, task):
+                self._react(side)
             task_rows.append(("task", old_task, task))
         rows: list[tuple[str, Any, Any]] = [
             ("lease", old, self.lease_rows[lw.new.id].lease)

@@ -74,3 +74,21 @@ def test_a_completion_naming_a_task_it_did_not_file_is_422_with_the_ids(
     assert other["id"] in refused.data["error"]["message"]
     read = http("GET", f"/leases/{won.lease.id}", actor=READER)
     assert read.data["state"] == "dispatched"
+
+
+def test_post_tasks_takes_a_bounded_ttl_from_a_lease_token_only(
+    http: Any,  # noqa: F811
+    rig: Rig,
+) -> None:
+    won = rig.claimed()
+    lease = as_lease(won.lease.id)
+    body = {"title": "sub", "pool": "builders"}
+    for bad in (0, -5, 7 * 86_400 + 1, "soon"):
+        refused = http("POST", "/tasks", {**body, "ttl_seconds": bad}, actor=lease)
+        assert (refused.status, refused.code) == (422, "validation_failed"), bad
+    operator = http("POST", "/tasks", {**body, "space": "OPS", "ttl_seconds": 60})
+    assert (operator.status, operator.code) == (422, "validation_failed")
+    made = http("POST", "/tasks", {**body, "ttl_seconds": 60}, actor=lease)
+    assert made.status == 201, made.data
+    reasons = m.LeaseOut.model_json_schema()
+    assert "ttl_expired" in str(reasons) and "parent_stopped" in str(reasons)

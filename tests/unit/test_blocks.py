@@ -14,7 +14,11 @@ from tenure.domain.errors import (
 )
 from tenure.domain.model import Task
 from tenure.domain.states import EndReason, LeaseState, TaskStatus
+from tenure.store import items
+from tenure.store.codec import dump
+from tenure.triggers.stream import process
 
+from tests.unit.fake_store import FakeStore
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, T0, WORKER, Rig, as_lease
 
 
@@ -233,3 +237,32 @@ def test_a_lease_token_clears_a_block_an_earlier_run_of_its_task_placed(rig: Rig
     assert second.task_id == task_id and second.id != first.id
     cleared = rig.svc.blocks.clear_block(as_lease(second.id), task_id, earlier["id"])
     assert cleared["state"] == "cleared"
+
+
+def test_a_block_by_the_running_lease_that_escalates_records_the_release_and_the_escalation(
+    rig: Rig,
+) -> None:
+    rig.svc.pools.update_instance(ADMIN, {"block_recurrence_limit": 1})
+    running = rig.running()
+    task_id = running.task_id
+    assert task_id is not None
+    rig.svc.blocks.block_task(as_lease(running.id), task_id, "needs_input", "need a key")
+    assert rig.lease(running.id).end_reason is EndReason.RELEASED
+    assert rig.svc.graph.get_task(READER, task_id).status is TaskStatus.NEEDS_ATTENTION
+    types = rig.types(task_id)
+    assert types.count("task.run_released") == 1 and types.count("task.escalated") == 1
+    [released] = [e for e in rig.events(task_id) if e.type == "task.run_released"]
+    assert released.data["released_lease_id"] == running.id
+    # The reactor, from the task row's stream record, writes both, and a replay neither again.
+    task = rig.store.get_task(task_id)
+    assert task is not None
+    record = {
+        "eventName": "MODIFY",
+        "eventSource": "aws:dynamodb",
+        "dynamodb": {"SequenceNumber": "1", "NewImage": dump(items.task_item(task))},
+    }
+    reactor_store = FakeStore()
+    for _ in range(2):
+        process(reactor_store, rig.svc, record)
+    written = [e.type for e in reactor_store.timeline("task", task_id, None)]
+    assert sorted(written) == ["task.escalated", "task.run_released"]

@@ -115,6 +115,24 @@ ROWS = [
             (S.CANCELLING, Revoke.KILL),
         )
     ],
+    # a delegated child's open run ends, never handed on, when its ttl passes or its creator
+    # lease is stopped or lost
+    *[
+        (st, rv, act, (S.CANCELLED, None, event, reason, False))
+        for act, event, reason in (
+            (A.TTL_EXPIRE, "lease.ttl_expired", EndReason.TTL_EXPIRED),
+            (A.PARENT_STOP, "lease.parent_stopped", EndReason.PARENT_STOPPED),
+        )
+        for st, rv in (
+            (S.PENDING, None),
+            (S.DISPATCHING, None),
+            (S.DISPATCHED, None),
+            (S.RUNNING, None),
+            (S.PAUSED, None),
+            (S.CANCELLING, Revoke.CANCEL),
+            (S.CANCELLING, Revoke.KILL),
+        )
+    ],
 ]
 
 

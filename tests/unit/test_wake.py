@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenure.domain.model import Task
+from tenure.domain.states import EndReason, LeaseState, OnExpiry
 
 from tests.unit.support import ADMIN, MEMBER, POOL, SPACE, Rig, as_lease
 
@@ -136,3 +137,84 @@ def test_a_block_wake_says_nothing_of_finality(rig: Rig) -> None:
     rig.svc.blocks.block_task(MEMBER, child.id, "needs_input", "which region?")
     assert [d["child_status"] for (_, _, d) in bus.sent] == ["blocked"]
     assert "final" not in bus.sent[0][2]
+
+
+def _sweep_until(rig: Rig, seconds: int, beat: str) -> None:
+    """Sweep once a minute for `seconds`, the creator heartbeating before each pass."""
+    rig.sweep()
+    for _ in range(seconds // 60):
+        rig.advance(60)
+        rig.svc.reports.heartbeat(as_lease(beat), beat, None)
+        rig.sweep()
+
+
+def test_a_child_lost_as_worker_lost_wakes_its_creator_as_a_final_failure(rig: Rig) -> None:
+    bus = _rig_with_bus(rig)
+    rig.make_pool("strict", on_expiry=OnExpiry.FAIL)
+    creator = rig.running("w-creator", pool="strict")
+    child = _delegate(rig, creator.id, pool="strict")
+    won = rig.claim("w-child", pool="strict")
+    assert won.lease.task_id == child.id
+    _sweep_until(rig, 480, beat=creator.id)
+    lost = rig.lease(won.lease.id)
+    assert (lost.state, lost.end_reason) == (LeaseState.LOST, EndReason.WORKER_LOST)
+    wakes = _wakes(rig, creator.task_id or "")
+    assert [(w["child_status"], w["final"], w["child_lease_id"]) for w in wakes] == [
+        ("failed", True, won.lease.id)
+    ]
+    assert len(bus.sent) == 1
+
+
+def test_a_requeued_lost_child_wakes_nobody(rig: Rig) -> None:
+    bus = _rig_with_bus(rig)
+    creator = rig.running("w-creator")
+    child = _delegate(rig, creator.id)
+    won = rig.claim("w-child")
+    assert won.lease.task_id == child.id
+    _sweep_until(rig, 480, beat=creator.id)
+    assert rig.lease(won.lease.id).end_reason is EndReason.EXPIRED
+    assert bus.sent == [] and _wakes(rig, creator.task_id or "") == []
+
+
+def test_a_parent_wakes_its_creator_once_when_its_children_roll_it_up(rig: Rig) -> None:
+    from tenure.app.tasks.filing import TaskLinks
+
+    bus = _rig_with_bus(rig)
+    creator = rig.running("w-creator")
+    parent = _delegate(rig, creator.id)
+    own = rig.claim("w-parent")
+    assert own.lease.task_id == parent.id
+    kid, _ = rig.svc.filing.create_task(
+        MEMBER, SPACE, "kid", None, None, {}, POOL, None, links=TaskLinks(parent_id=parent.id)
+    )
+    rig.svc.reports.complete(as_lease(own.lease.id), own.lease.id, {})
+    assert bus.sent == []  # its own run succeeded, but a child is still open
+    run = rig.claim("w-kid")
+    assert run.lease.task_id == kid.id
+    rig.svc.reports.complete(as_lease(run.lease.id), run.lease.id, {})
+    wakes = _wakes(rig, creator.task_id or "")
+    assert [(w["child_task_id"], w["child_status"], w["final"]) for w in wakes] == [
+        (parent.id, "completed", True)
+    ]
+    assert len(bus.sent) == 1
+    # A replayed graph record wakes nobody again.
+    graph = rig.store.get_graph(parent.id)
+    rig.svc.reactions.react_to_rows([("graph", None, graph)])
+    assert len(bus.sent) == 1
+
+
+def test_a_parent_with_no_run_of_its_own_wakes_once_at_rollup(rig: Rig) -> None:
+    from tenure.app.tasks.filing import TaskLinks
+
+    bus = _rig_with_bus(rig)
+    creator = rig.running("w-creator")
+    parent = _delegate(rig, creator.id, pool=None)
+    kid, _ = rig.svc.filing.create_task(
+        MEMBER, SPACE, "kid", None, None, {}, POOL, None, links=TaskLinks(parent_id=parent.id)
+    )
+    run = rig.claim("w-kid")
+    rig.svc.reports.complete(as_lease(run.lease.id), run.lease.id, {})
+    assert [(d["child_task_id"], d["child_status"]) for _, _, d in bus.sent] == [
+        (parent.id, "completed")
+    ]
+    assert kid.id == run.lease.task_id

@@ -278,6 +278,10 @@ def instant_ms(value: str) -> int:
     return int(datetime.fromisoformat(value).timestamp() * 1000)
 
 
+# The longest ttl_seconds a delegated task may ask for (a week).
+MAX_TTL_SECONDS = 7 * 86_400
+
+
 class TaskCreate(Strict):
     # Required of operators; a lease token's task lands in its lease's space.
     space: SpaceKey | None = None
@@ -298,6 +302,8 @@ class TaskCreate(Strict):
     wake_creator: bool | None = None
     # Held for a member's approval (POST /tasks/{id}/approve) before any run.
     requires_approval: bool = False
+    # Filed with a lease token: its open runs end (ttl_expired) this long after filing.
+    ttl_seconds: Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS), Integral] | None = None
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
     _not_before = field_validator("not_before")(_instant)

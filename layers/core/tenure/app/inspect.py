@@ -98,6 +98,7 @@ class Inspection:
             "parked": bool(task and task.id in gate.attention),
         }
         facts = self._diagnose(task, view, current, now)
+        facts["capacity_waiting"] = _capacity_waiting(current, events)
         action = self._next_action(view, current, facts, gate.paused)
         paused = gate.paused or bool(facts.get("pool_paused")) or bool(facts.get("space_archived"))
         paused = paused or bool(view and (view.effective_paused or view.blocked_reasons))
@@ -267,6 +268,17 @@ def diagnostics(
             )
         )
     return found
+
+
+def _capacity_waiting(lease: Lease | None, events: list[Event]) -> dict[str, Any] | None:
+    """The sweeper's word that this pending run waits on a full ceiling with workers
+    reachable (`scheduler.capacity_waiting`, newest first in `events`), or None."""
+    if lease is None or lease.state is not LeaseState.PENDING:
+        return None
+    for event in events:
+        if event.type == "scheduler.capacity_waiting" and event.lease_id == lease.id:
+            return {k: event.data.get(k) for k in ("pool", "held", "max_active", "since")}
+    return None
 
 
 def _subject(lease: Lease | None) -> tuple[str, str]:

@@ -264,6 +264,10 @@ class SweeperState:
     last_pass_at: int | None = None
     # Pools whose expiries the mass-expiry brake holds, each until then (epoch ms).
     holds: dict[str, int] = field(default_factory=dict)
+    # Pools in a capacity-waiting episode, each since then (epoch ms): told once an episode.
+    capacity_waiting: dict[str, int] = field(default_factory=dict)
+    # The last minute whose delegated tasks' ttls the sweeper has drained (epoch minutes).
+    ttl_cursor: int | None = None
 
 
 class Store(Protocol):

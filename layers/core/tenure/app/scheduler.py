@@ -15,6 +15,7 @@ paused subtree roots), far beyond what an operator pauses at once.
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -25,7 +26,7 @@ from tenure.app.workers import reachable
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, ValidationFailed
 from tenure.domain.model import Event, Lease, Pool, Principal, Space, Task
-from tenure.domain.states import LeaseState
+from tenure.domain.states import LeaseState, SubjectKind
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -45,6 +46,10 @@ DRAIN_POLL_SECONDS = 0.5
 MAX_DRAIN_SECONDS = 20
 # How many starved leases one sweeper pass parks at most, per pool.
 PARK_PER_PASS = 50
+# How many queue-head leases of one pool a capacity-waiting episode is told on (each on its
+# task's timeline), and how many pools' episodes the sweeper remembers at most.
+CAPACITY_TELL = 10
+CAPACITY_EPISODES = 500
 BACKLOG_PAGE = 50
 SCHEDULER_TIMELINE = ("system", "scheduler")
 
@@ -304,6 +309,61 @@ class Scheduler:
                 if lease.task_id and self._park(lease, now):
                     parked.append(lease.task_id)
         return parked
+
+    # -------------------------------------------------------- capacity waiting
+
+    def note_capacity_waiting(self, pools: list[Pool], episodes: dict[str, int]) -> dict[str, int]:
+        """The sweeper's share: a pool whose claimable work waits on a full ceiling (a
+        reachable worker, its held count at `max_active`) is in a capacity-waiting episode.
+        Its start records `scheduler.capacity_waiting` once, on the scheduler's timeline and
+        on the tasks of the queue's head (at most CAPACITY_TELL); later passes of the same
+        episode record nothing. `episodes` (pool -> since) is what the previous pass
+        remembered; the answer is what this one leaves (an episode ends when the pool stops
+        waiting). Bounded: a ceiling count and a queue-head read per pool with a ceiling."""
+        now = self.kernel.clock.now_ms()
+        gate: SchedulerState | None = None
+        kept: dict[str, int] = {}
+        for pool in pools:
+            if pool.max_active is None or pool.paused:
+                continue
+            held = self.kernel.store.held_count("pool", pool.name)
+            if held < pool.max_active:
+                continue
+            ids = self.kernel.store.queue_candidates(pool.name, CAPACITY_TELL, due_by=now)
+            if not ids or not self._staffed(pool, now):
+                continue
+            gate = gate or self.kernel.store.get_scheduler()
+            waiting = [
+                lease
+                for lease in self.kernel.store.get_leases(ids).values()
+                if lease.state is LeaseState.PENDING and not self.gate.held_back(lease, gate)
+            ]
+            if not waiting:
+                continue
+            if pool.name in episodes:
+                kept[pool.name] = episodes[pool.name]
+                continue
+            if len(kept) >= CAPACITY_EPISODES:
+                continue
+            kept[pool.name] = now
+            data = {"pool": pool.name, "held": held, "max_active": pool.max_active, "since": now}
+            self._record("scheduler.capacity_waiting", {**data, "waiting": len(waiting)})
+            for lease in sorted(waiting, key=lambda x: (x.created_at, x.id)):
+                if lease.task_id is None:
+                    continue
+                event = Event(
+                    id=f"capacity.{lease.id}.{now}",
+                    subject_kind=SubjectKind.TASK,
+                    subject_id=lease.task_id,
+                    type="scheduler.capacity_waiting",
+                    at=now,
+                    lease_id=lease.id,
+                    fence=lease.fence,
+                    data=data,
+                )
+                with contextlib.suppress(Conflict):  # a pass retried: told already
+                    self.kernel.store.put_event(event)
+        return kept
 
     def _park(self, lease: Lease, now: int) -> bool:
         task = self.kernel.store.get_task(lease.task_id or "")

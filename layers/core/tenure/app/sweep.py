@@ -59,6 +59,8 @@ class SweepReport:
     parked: list[str] = field(default_factory=list)  # tasks parked for starvation
     unblocked: list[str] = field(default_factory=list)  # tasks whose transient blocks expired
     mass_holds: list[str] = field(default_factory=list)  # pools whose expiries a new hold stopped
+    capacity_waiting: list[str] = field(default_factory=list)  # pools a waiting episode began
+    ttl_expired: list[str] = field(default_factory=list)  # tasks whose run a ttl ended
     depths: list[PoolDepth] = field(default_factory=list)
 
 
@@ -111,8 +113,11 @@ def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
     # Long-starved work goes to needs_attention; transient blocks past their expiry are closed.
     report.parked = svc.scheduler.park_starved(pools)
     report.unblocked = svc.breaker.finalize_expired_blocks()
-    if holds != state.holds:
-        store.put_sweeper_state(SweeperState(now, holds), expect_last=now)
+    waiting = svc.scheduler.note_capacity_waiting(pools, state.capacity_waiting)
+    report.capacity_waiting = sorted(set(waiting) - set(state.capacity_waiting))
+    ttl_cursor, report.ttl_expired = svc.delegation.expire_ttls(state.ttl_cursor)
+    if holds != state.holds or waiting != state.capacity_waiting or ttl_cursor != state.ttl_cursor:
+        store.put_sweeper_state(SweeperState(now, holds, waiting, ttl_cursor), expect_last=now)
     reclaim = svc.retention.reclaim_due(pools=pools)
     report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
     report.depths = [pool_depth(svc, pool.name, clock.now_ms()) for pool in pools]

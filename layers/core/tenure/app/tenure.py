@@ -8,7 +8,8 @@ task into the graph (so a waiting task is never enqueued at once); a
 final report runs the completion claim gate before its write, resolves usage before the
 lease row is built, adds the classifier's output, the usage totals and (on a pool that
 retries failures) the next run to the one commit, then scans the result; a changed lease row
-counts the task's success (graph), resets the breaker, then wakes the creator."""
+counts the task's success (graph), resets the breaker, wakes the creator, then stops a stopped
+creator's children; a changed graph row rolls up first, then wakes a parent's creator."""
 
 from __future__ import annotations
 
@@ -216,8 +217,13 @@ def compose(
         scopes=Scopes(kernel),
         reactions=Reactions(
             {
-                "lease": (graph.after_lease, breaker.reset_breaker, wake.on_lease),
-                "graph": (graph.after_graph,),
+                "lease": (
+                    graph.after_lease,
+                    breaker.reset_breaker,
+                    wake.on_lease,
+                    delegation.stop_children,
+                ),
+                "graph": (graph.after_graph, wake.on_graph),
                 "task": (wake.on_task,),
             }
         ),

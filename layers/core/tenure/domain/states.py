@@ -83,6 +83,8 @@ class EndReason(StrEnum):
     KILLED = "killed"
     EXPIRED = "expired"
     WORKER_LOST = "worker_lost"
+    TTL_EXPIRED = "ttl_expired"  # a delegated child's ttl_seconds passed
+    PARENT_STOPPED = "parent_stopped"  # a delegated child's creator lease was stopped or lost
 
 
 class TaskStatus(StrEnum):

@@ -49,6 +49,29 @@ def task_event(old: Task | None, new: Task) -> Event | None:
     )
 
 
+def task_side_events(old: Task | None, new: Task) -> list[Event]:
+    """The further events one task row change stands for, beyond task_event's: a block
+    that released the caller's run and escalated in one write is both transitions, so the
+    release is an event of its own (its id derived from the same row version, so a replayed
+    record writes it once)."""
+    if new.event_type != "task.escalated" or (old is not None and old.version == new.version):
+        return []
+    data = dict(new.event_data or {})
+    if "released_lease_id" not in data:
+        return []
+    data.pop("block_recurrence_limit", None)
+    return [
+        Event(
+            id=f"{new.id}.v{new.version:06d}.released",
+            subject_kind=SubjectKind.TASK,
+            subject_id=new.id,
+            type="task.run_released",
+            at=new.updated_at or new.created_at,
+            data=data,
+        )
+    ]
+
+
 def graph_event(old: TaskGraph | None, new: TaskGraph) -> Event | None:
     """A parent rolled up by its last child's success: one event, whatever replays."""
     if new.rollup_at is None or (old is not None and old.rollup_at is not None):

@@ -27,6 +27,8 @@ class Action(StrEnum):
     RESUME = "resume"
     FORCE_RELEASE = "force_release"  # an operator takes a held lease from its holder
     FORCE_FAIL = "force_fail"  # an operator ends a lease as failed, operator_forced
+    TTL_EXPIRE = "ttl_expire"  # a delegated child's ttl passed (the sweeper)
+    PARENT_STOP = "parent_stop"  # a delegated child's creator lease ended cancelled/killed/lost
 
 
 class Stage(StrEnum):
@@ -178,6 +180,28 @@ TABLE.update(
                 Stage.KILLING,
             )
         },
+    }
+)
+
+# A delegated child's open run is ended, not handed on, when its ttl passes or its creator
+# lease is stopped or lost: nobody is left to want its result.
+_OPEN = (
+    Stage.PENDING,
+    Stage.DISPATCHING,
+    Stage.DISPATCHED,
+    Stage.RUNNING,
+    Stage.PAUSED,
+    Stage.CANCELLING,
+    Stage.KILLING,
+)
+_TTL_EXPIRED = Move(LeaseState.CANCELLED, "lease.ttl_expired", end_reason=EndReason.TTL_EXPIRED)
+_PARENT_STOPPED = Move(
+    LeaseState.CANCELLED, "lease.parent_stopped", end_reason=EndReason.PARENT_STOPPED
+)
+TABLE.update(
+    {
+        **{(stage, Action.TTL_EXPIRE): _TTL_EXPIRED for stage in _OPEN},
+        **{(stage, Action.PARENT_STOP): _PARENT_STOPPED for stage in _OPEN},
     }
 )
 

@@ -610,10 +610,22 @@ class DynamoStore(PagedReads, RetentionRows):
         if row is None:
             return SweeperState()
         holds = {str(pool): int(until) for pool, until in (row.get("holds") or {}).items()}
-        return SweeperState(last_pass_at=row.get("last_pass_at"), holds=holds)
+        waiting = {str(p): int(t) for p, t in (row.get("capacity_waiting") or {}).items()}
+        return SweeperState(
+            last_pass_at=row.get("last_pass_at"),
+            holds=holds,
+            capacity_waiting=waiting,
+            ttl_cursor=int(row["ttl_cursor"]) if row.get("ttl_cursor") is not None else None,
+        )
 
     def put_sweeper_state(self, state: SweeperState, expect_last: int | None) -> None:
-        item = {**k.SWEEPER_KEY, "last_pass_at": state.last_pass_at, "holds": dict(state.holds)}
+        item = {
+            **k.SWEEPER_KEY,
+            "last_pass_at": state.last_pass_at,
+            "holds": dict(state.holds),
+            "capacity_waiting": dict(state.capacity_waiting),
+            "ttl_cursor": state.ttl_cursor,
+        }
         if expect_last is None:
             put = self._put_op(item, k.IS_NEW)["Put"]
         else:

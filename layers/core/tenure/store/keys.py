@@ -454,7 +454,16 @@ NOT_RECLAIMED = "attribute_exists(PK) AND attribute_not_exists(reclaimed_at)"
 GRAPH_SK = "GRAPH"
 # Edges live in the partition of the task they start from: TASK#parent / CHILD#child and
 # TASK#blocker / DEPENDENT#dependent, so a success reads its edges with one bounded Query.
-EDGE_PREFIX = {"child": "CHILD#", "dependent": "DEPENDENT#"}
+# A lease that delegates tasks gets TASK#lease / DELEGATED#child edges (its own partition, keyed
+# by the lease id), so its children are found with one bounded Query when it is stopped.
+# A delegated task with a ttl gets TASK#ttl.<minute> / TTL#task, in the partition of the minute
+# its ttl passes, so the sweeper reads each minute's due tasks with one bounded Query.
+EDGE_PREFIX = {
+    "child": "CHILD#",
+    "dependent": "DEPENDENT#",
+    "delegated": "DELEGATED#",
+    "ttl": "TTL#",
+}
 
 
 def task_graph_key(task_id: str) -> dict[str, str]:

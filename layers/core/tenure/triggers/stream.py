@@ -24,7 +24,7 @@ from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Event
 from tenure.domain.outbound import SOURCE, Outbound, outbound_of
-from tenure.domain.timeline import graph_event, lease_event, task_event
+from tenure.domain.timeline import graph_event, lease_event, task_event, task_side_events
 from tenure.store import items, keys
 from tenure.store.dynamo import load_image
 
@@ -151,9 +151,10 @@ def process(store: Store, svc: Tenure, record: dict[str, Any]) -> Outbound | Non
         return None
     entity, old, new = changed
     event = EVENTS[entity](old, new)
-    if event is not None:
+    side = task_side_events(old, new) if entity == "task" else []
+    for written in [event, *side] if event is not None else side:
         with contextlib.suppress(Conflict):  # already written: the stream delivered it before
-            store.put_event(event)
+            store.put_event(written)
     svc.reactions.react(entity, old, new)
     return outbound_of(entity, new, event) if event is not None else None
 

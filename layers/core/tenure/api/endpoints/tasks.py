@@ -59,6 +59,7 @@ def _file(caller: Any, body: m.TaskCreate) -> dict[str, Any]:
             body.auto_enqueue_on_ready,
             wake_creator=body.wake_creator,
             requires_approval=body.requires_approval,
+            ttl_seconds=body.ttl_seconds,
         ),
     )
     seen = svc().graph.describe_task(task, lease)

@@ -9,15 +9,18 @@ conditional write, so a refused completion leaves the lease exactly as it was.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tenure.app.ports import GraphOp
+from tenure.app.kernel import over
+from tenure.app.ports import Change, GraphOp
 from tenure.app.tasks.filing import TaskLinks
-from tenure.domain.errors import UnverifiedCreatedTasks, ValidationFailed
+from tenure.domain.errors import Conflict, UnverifiedCreatedTasks, ValidationFailed
 from tenure.domain.model import Lease, Pool, Principal, Task
-from tenure.domain.states import ReportKind
+from tenure.domain.states import EndReason, ReportKind
+from tenure.domain.transitions import Action, must_move
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -30,6 +33,30 @@ TASK_ID_SHAPE = re.compile(r"\btask_[0-9a-f]{6,40}\b")
 MAX_SCANNED_IDS = 20
 # How much of a result's text the scan reads.
 MAX_SCANNED_CHARS = 100_000
+# A stopped creator stops at most this many delegated children, each tried this many times.
+MAX_STOPPED = 200
+STOP_TRIES = 3
+# The longest ttl a delegated task may ask for (a week; the API model says the same).
+MAX_TTL_SECONDS = 7 * 86_400
+# How many minutes of ttl edges one sweeper pass drains at most, and how many tasks.
+TTL_MINUTES_PER_PASS = 60
+TTL_PER_PASS = 100
+# The creator's endings that stop its children: stopped by an operator, or lost.
+_CREATOR_STOPS = (
+    EndReason.CANCELLED,
+    EndReason.KILLED,
+    EndReason.EXPIRED,
+    EndReason.WORKER_LOST,
+)
+
+
+def ttl_minute(at_ms: int) -> int:
+    """The minute a ttl falls due in (rounded up: a run is never ended before its ttl)."""
+    return -(-at_ms // 60_000)
+
+
+def ttl_bucket(minute: int) -> str:
+    return f"ttl.{minute}"
 
 
 class Delegation:
@@ -48,7 +75,11 @@ class Delegation:
         be left out (the task lands in that space); the task remembers the lease as its
         creator. An operator's filing gets no creator (`wake_creator` is meaningless then)."""
         if actor.kind != "lease":
+            if links.ttl_seconds is not None:
+                raise ValidationFailed("ttl_seconds: only a task filed with a lease token has one")
             return actor, space, replace(links, wake_creator=False, creator_lease=None)
+        if links.ttl_seconds is not None and not 1 <= links.ttl_seconds <= MAX_TTL_SECONDS:
+            raise ValidationFailed(f"ttl_seconds: between 1 and {MAX_TTL_SECONDS}")
         lease = self.kernel.acting_lease(actor)
         space = lease.space if space is None else space
         if space != lease.space:
@@ -71,7 +102,82 @@ class Delegation:
         marked = replace(
             task, created_by_lease=creator, wake_creator=bool(creator and links.wake_creator)
         )
+        if creator is not None:  # found again when the creator is stopped (stop_children)
+            ops = [*ops, GraphOp("edge", creator, name="delegated", other=task.id)]
+        if creator is not None and links.ttl_seconds is not None:
+            due = ttl_minute(task.created_at + links.ttl_seconds * 1000)
+            ops = [*ops, GraphOp("edge", ttl_bucket(due), name="ttl", other=task.id)]
         return marked, ops, enqueue
+
+    # ------------------------------------------------------------ ttl (the sweeper)
+
+    def expire_ttls(self, cursor: int | None) -> tuple[int, list[str]]:
+        """The sweeper's share: each minute whose ttls have passed, from the one after
+        `cursor` (the last minute drained), at most TTL_MINUTES_PER_PASS minutes and
+        TTL_PER_PASS tasks a pass: each task's open run is ended `ttl_expired` and its ttl
+        edge deleted, in one conditional write. Returns the new cursor (a minute that may
+        still hold tasks is left undrained) and the tasks whose run it ended."""
+        due = self.kernel.clock.now_ms() // 60_000  # minutes up to this one have passed
+        at = due - TTL_MINUTES_PER_PASS if cursor is None else cursor
+        ended: list[str] = []
+        budget = TTL_PER_PASS
+        for minute in range(at + 1, min(due, at + TTL_MINUTES_PER_PASS) + 1):
+            bucket = ttl_bucket(minute)
+            ids = self.kernel.store.graph_edges(bucket, "ttl", budget)
+            ended.extend(t for t in ids if self._expire_ttl(bucket, t, minute))
+            budget -= len(ids)
+            if budget <= 0:
+                break  # this minute may hold more: the next pass reads it again
+            at = minute
+        return at, ended
+
+    def _expire_ttl(self, bucket: str, task_id: str, minute: int) -> bool:
+        unedge = GraphOp("unedge", bucket, name="ttl", other=task_id)
+        for _ in range(STOP_TRIES):
+            task = self.kernel.store.get_task(task_id)
+            run = self.kernel.newest_lease(task) if task is not None else None
+            if run is None or run.state.terminal:
+                with contextlib.suppress(Conflict):  # gone already: a pass that raced
+                    self.kernel.commit(Change(graph=[unedge]))
+                return False
+            to = must_move(run.id, run.state, run.revoke, Action.TTL_EXPIRE)
+            now = self.kernel.clock.now_ms()
+            ended = self.kernel.apply(run, to, {"ttl_due_at": minute * 60_000}, now)
+            try:
+                self.kernel.commit(Change(leases=[over(run, ended)], graph=[unedge]))
+            except Conflict:
+                continue
+            return True
+        return False
+
+    # ------------------------------------------------- the creator stopped
+
+    def stop_children(self, old: Lease | None, new: Lease) -> None:
+        """A stream reaction: a lease that ends cancelled, killed or lost stops the open runs
+        of the tasks it delegated (`parent_stopped`). Its children are read from its
+        delegation edges (one Query, at most MAX_STOPPED); each stop is a conditional write
+        on the run as read, retried a bounded number of times; a replay finds them ended."""
+        if new.end_reason not in _CREATOR_STOPS or (old is not None and old.state.terminal):
+            return
+        for child_id in self.kernel.store.graph_edges(new.id, "delegated", MAX_STOPPED):
+            self._stop_child(child_id, new)
+
+    def _stop_child(self, child_id: str, creator: Lease) -> None:
+        for _ in range(STOP_TRIES):
+            task = self.kernel.store.get_task(child_id)
+            run = self.kernel.newest_lease(task) if task is not None else None
+            if run is None or run.state.terminal:
+                return
+            to = must_move(run.id, run.state, run.revoke, Action.PARENT_STOP)
+            now = self.kernel.clock.now_ms()
+            data = {"creator_lease_id": creator.id, "creator_end_reason": str(creator.end_reason)}
+            ended = self.kernel.apply(run, to, data, now)
+            try:
+                self.kernel.commit(Change(leases=[over(run, ended)]))
+            except Conflict:
+                continue  # the run moved meanwhile: judged again on what it is now
+            self.kernel.counters["children_stopped"] += 1
+            return
 
     # ------------------------------------------------------------ the claim gate
 

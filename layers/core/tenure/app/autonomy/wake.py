@@ -3,10 +3,12 @@
 From the table's stream (triggers/stream.py plays each changed row through the reactions
 table compose() builds in tenure.py: `on_lease` for a lease row, `on_task` for a task row), a
 child task filed with a lease token (`created_by_lease`, `wake_creator` on) that reaches a
-terminal status (its run completed, failed, cancelled or killed), `blocked` (a block placed)
-or `needs_attention` (escalated or exhausted) publishes one EventBridge event (`source:
-"tenure"`, `detail-type: "task.wake_creator"`) and records `task.wake_creator` on the creator
-lease's subject timeline.
+terminal status (its run completed, failed, cancelled, killed or lost as worker_lost),
+`blocked` (a block placed) or `needs_attention` (escalated or exhausted) publishes one
+EventBridge event (`source: "tenure"`, `detail-type: "task.wake_creator"`) and records
+`task.wake_creator` on the creator lease's subject timeline. A parent (a task with children)
+is completed when its graph row's `succeeded_at` appears (`on_graph`: its own success with no
+child outstanding, or its children's rollup), never when its own run alone succeeds.
 
 At most once per transition: the timeline event's id and instant are derived from the row
 version that made the transition, and it is written first, conditionally (a new id only); a
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING
 from tenure.app.autonomy import blocks
 from tenure.app.ports import EventPublisher
 from tenure.domain.errors import Conflict
-from tenure.domain.model import Event, Lease, Task
+from tenure.domain.model import Event, Lease, Task, TaskGraph
 from tenure.domain.states import EndReason, LeaseState
 
 if TYPE_CHECKING:
@@ -45,7 +47,11 @@ _TERMINAL = {
     LeaseState.FAILED: "failed",
     LeaseState.CANCELLED: "cancelled",
     LeaseState.KILLED: "cancelled",
+    # Only a lost lease that is not requeued (pool on_expiry fail) reaches here: its run failed.
+    LeaseState.LOST: "failed",
 }
+# Endings that hand the job on (a successor lease) or leave the task row to tell it (exhausted).
+_HANDED_ON = (EndReason.RELEASED, EndReason.EXPIRED)
 
 
 class Wake:
@@ -61,7 +67,7 @@ class Wake:
             return
         if old is not None and old.state.terminal:
             return
-        if new.end_reason is EndReason.RELEASED or new.state is LeaseState.LOST:
+        if new.end_reason in _HANDED_ON:
             return  # handed on (a new pending lease), or exhausted: the task row says so
         status = _TERMINAL.get(new.state)
         if status == "completed" and new.outcome != "success":
@@ -71,12 +77,28 @@ class Wake:
         child = self.kernel.store.get_task(new.task_id)
         if child is None:
             return
+        if status == "completed" and self.kernel.store.get_graph(child.id).children_total:
+            return  # a parent: its success is told when its graph row says it (on_graph)
         by_lease = (new.event_data or {}).get("by_lease")  # a force operation by a lease token
         transition = f"{new.id}.v{new.version:06d}"
         # Whether the child's run goes on: an ending that hands the job a successor (a retry
         # the service schedules) is not final; every other terminal ending is.
         final = not (new.event_data or {}).get("retry_scheduled")
         self._wake(child, status, transition, new.updated_at, by_lease, new.id, final=final)
+
+    def on_graph(self, old: TaskGraph | None, new: TaskGraph) -> None:
+        """A parent's real completion: `succeeded_at` appearing on its graph row (its own
+        success with no child outstanding, or the rollup of its children). A leaf's success
+        is told by its lease (on_lease); a parent's own run succeeding early tells nothing."""
+        if new.succeeded_at is None or new.children_total == 0:
+            return
+        if old is not None and old.succeeded_at is not None:
+            return
+        parent = self.kernel.store.get_task(new.task_id)
+        if parent is None:
+            return
+        transition = f"{parent.id}.succeeded.{new.succeeded_at}"
+        self._wake(parent, "completed", transition, new.succeeded_at, None, None, final=True)
 
     def on_task(self, old: Task | None, new: Task) -> None:
         if new.event_type not in _TASK_WAKES or (old is not None and old.version == new.version):

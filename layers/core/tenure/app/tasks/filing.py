@@ -60,6 +60,8 @@ class TaskLinks:
     creator_lease: str | None = None  # set by the service, never by a caller
     # Held for a person's approval before any run (app/tasks/approval.py).
     requires_approval: bool = False
+    # Delegation: the child's open runs are ended this long after filing (lease tokens only).
+    ttl_seconds: int | None = None
 
 
 # Who files, where, and with which links: a stage may refuse the filing or return them
