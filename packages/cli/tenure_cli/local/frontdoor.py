@@ -92,6 +92,23 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> 
     return event
 
 
+# Connections the kernel has completed and holds until the accepting thread takes them. The
+# standard library's default is 5: when the accepting thread fell behind (it shares the
+# interpreter with every connection's thread, moto's server and the stack's loops, and a busy
+# machine gives it little time), the kernel dropped handshakes past those 5, and a client saw
+# its connect stall, or its connection reset before the front door had ever seen it, so there
+# was nothing to log. 64 clients may all be opening a connection at once: the queue holds them
+# with room to spare (the kernel caps it at net.core.somaxconn).
+LISTEN_BACKLOG = 256
+
+
+class Server(ThreadingHTTPServer):
+    """The standard library's threading server, listening with a backlog for 64 clients."""
+
+    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
+
+
 class FrontDoor:
     def __init__(
         self,
@@ -104,8 +121,7 @@ class FrontDoor:
         self.invoke = invoke  # runs in a worker process: a module-level function
         self.warm = warm  # likewise: what the first worker process imports before serving
         # Binds now (an OSError when the port is taken); worker processes start on first use.
-        self.server = ThreadingHTTPServer((host, port), self._handler_class())
-        self.server.daemon_threads = True
+        self.server = Server((host, port), self._handler_class())
         ctx = multiprocessing.get_context("spawn")
         self.pool = ProcessPoolExecutor(max_workers=concurrency, mp_context=ctx)
         self._thread: threading.Thread | None = None
