@@ -81,7 +81,7 @@ def holders_do_not_overlap(holds: list[Hold], bound: float = OVERLAP_BOUND_S) ->
             for second in held[i + 1 :]:
                 if second.lease_id == first.lease_id:
                     continue
-                overlap = min(first.end, second.end) - second.reports.start
+                overlap = min(first.end, second.end) - second.start
                 if overlap > bound:
                     found.append(
                         f"task {task_id}: {first.worker} (lease {first.lease_id}, fence "

@@ -296,7 +296,7 @@ def _inject(
             injected[fault.kind] += 1
             if fault.kind == "kill_worker":
                 worker = procs[fault.target]
-                worker.operator.kill()
+                worker.kill()
                 restarts.append((time.time() + fault.seconds, worker))
             elif fault.kind == "crash_thread":
                 threads[fault.target].crash_now.set()

@@ -13,7 +13,7 @@ from tenure import wiring
 from tenure.config import local_settings
 from tenure.domain.errors import Unavailable
 from tenure.store.calls import TRIES, Retry
-from tenure_cli.local.faults import FaultFile, install_throttle
+from tenure_cli.local.faults import FaultFile, hook_faults, install_throttle
 
 
 def _client() -> object:
@@ -60,10 +60,11 @@ def test_the_hook_is_installed_only_when_the_stack_is_started_for_tests(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
     monkeypatch.delenv("TENURE_TEST_FAULTS_FILE", raising=False)
+    monkeypatch.setattr(wiring, "DYNAMODB_CLIENT_HOOKS", [])
     assert local_settings().test_faults_file is None
     with pytest.raises(EndpointConnectionError):  # sent: nothing hooked it
         wiring.dynamodb_client("http://127.0.0.1:9").get_item(**key)
-    monkeypatch.setenv("TENURE_TEST_FAULTS_FILE", str(path))
+    hook_faults(str(path))  # what the stack's start does when the variable names a file
     with pytest.raises(ClientError) as throttled:
         wiring.dynamodb_client("http://127.0.0.1:9").get_item(**key)
     assert throttled.value.response["Error"]["Code"] == "ProvisionedThroughputExceededException"

@@ -99,3 +99,12 @@ def fault_file(path: str) -> FaultFile:
     if found is None:
         found = _FILES[path] = FaultFile(path)
     return found
+
+
+def hook_faults(path: str) -> None:
+    """Make every DynamoDB client the service builds from now on throttle as the fault file
+    says (what `tenure local` does when a reliability test starts it with a fault file)."""
+    from tenure import wiring
+
+    faults = fault_file(path)
+    wiring.DYNAMODB_CLIENT_HOOKS.append(lambda client: install_throttle(client, faults))

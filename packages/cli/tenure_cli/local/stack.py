@@ -65,10 +65,9 @@ class Stack:
         """Everything up, or an exception; stop() then ends whatever had started."""
         cfg = local_settings()
         if cfg.test_faults_file:  # a stack started by the reliability tests: throttle on cue
-            from tenure_cli.local.faults import install_throttle
+            from tenure_cli.local.faults import hook_faults
 
-            faults = fault_file(cfg.test_faults_file)
-            wiring.DYNAMODB_CLIENT_HOOKS.append(lambda client: install_throttle(client, faults))
+            hook_faults(cfg.test_faults_file)
         if self.data_dir.exists() and not self.data_dir.is_dir():
             raise StartFailed(f"the data dir {self.data_dir} is a file, not a directory")
         self.data_dir.mkdir(parents=True, exist_ok=True)
