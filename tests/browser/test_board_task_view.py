@@ -19,8 +19,8 @@ def _task_card(page: Any, task_id: str) -> Any:
 def _open_task(page: Any, task_id: str) -> Any:
     _task_card(page, task_id).click()
     view = page.locator("#task-detail[open]")
-    view.wait_for(timeout=10_000)
-    page.locator("#task-next[data-next-action]").wait_for(timeout=10_000)
+    view.wait_for(timeout=20_000)
+    page.locator("#task-next[data-next-action]").wait_for(timeout=20_000)
     return view
 
 
@@ -39,7 +39,8 @@ def test_a_lease_less_card_opens_the_task_view_with_its_reasons_and_member_actio
         reader = _open(browser, board_url, world.operator_token("read", [world.space]), world.space)
         _open_task(reader, blocked["id"])
         chips = reader.locator("#task-reasons .chip")
-        assert chips.count() == 1 and chips.first.get_attribute("data-source") == "dependency"
+        wait_for(lambda: chips.count() == 1, 20, "the task's one blocked reason")
+        assert chips.first.get_attribute("data-source") == "dependency"
         assert f"waits on {blocker['key']}" in chips.first.inner_text()
         assert "member token" in reader.locator("#task-actions-why").inner_text()
         assert reader.locator("#task-actions button").count() == 0
@@ -53,30 +54,31 @@ def test_a_lease_less_card_opens_the_task_view_with_its_reasons_and_member_actio
         task = waiting["task"]
         _open_task(member, task["id"])
         chip = member.locator('#task-reasons .chip[data-source="approval"]')
+        chip.wait_for(timeout=20_000)
         assert "awaiting approval since" in chip.inner_text()
         assert member.locator("#task-next").get_attribute("data-next-action") in (
             "waiting_for_session",
             "claim_available",
         )
         assert member.locator("#task-next").inner_text().endswith(".")
-        assert member.locator("#task-events li").count() >= 1
+        wait_for(lambda: member.locator("#task-events li").count() >= 1, 20, "its events")
         assert member.locator('#task-actions [data-action="enqueue"]').count() == 0
 
         # Approved elsewhere meanwhile: the board's approve is refused, and says so in words.
         assert admin.post(f"/tasks/{task['id']}/approve", json={}).status_code == 200
         member.locator('#task-actions [data-action="approve"]').click()
         error = member.locator("#task-error")
-        wait_for(lambda: error.is_visible(), 10, "the refusal to show")
+        wait_for(lambda: error.is_visible(), 20, "the refusal to show")
         text = error.inner_text()
         assert "could not be approved" in text and "invalid_transition" in text and "409" in text
         assert any("Approve" in a for a in answers)
         # The view follows the task: queued now, its run listed.
         wait_for(
             lambda: member.locator('#task-actions [data-action="approve"]').count() == 0,
-            10,
+            20,
             "approve to go",
         )
-        member.locator("#task-runs li").first.wait_for(timeout=10_000)
+        member.locator("#task-runs li").first.wait_for(timeout=20_000)
         assert "pending" in member.locator("#task-runs").inner_text()
         member.locator("#task-close").click()
 
