@@ -93,8 +93,18 @@ def test_a_lease_less_card_opens_the_task_view_with_its_reasons_and_member_actio
             10,
             "the task to be rejected",
         )
-        activity = admin.get(f"/tasks/{rejected['task']['id']}/activity").json()["events"]
-        assert "task.rejected" in [e["type"] for e in activity]
+        # The timeline is written from the table's stream, a moment after the write.
+        wait_for(
+            lambda: (
+                "task.rejected"
+                in [
+                    e["type"]
+                    for e in admin.get(f"/tasks/{rejected['task']['id']}/activity").json()["events"]
+                ]
+            ),
+            20,
+            "task.rejected on the timeline",
+        )
         member.locator("#task-close").click()
 
         # A ready task: pause (confirmed), then enqueue on a pool.
