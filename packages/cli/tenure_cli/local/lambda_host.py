@@ -6,6 +6,9 @@ from typing import Any
 
 from tenure.api.routes import PUBLIC_ROUTES
 
+# What the front door's fork server imports before it forks a worker: all of warm()'s.
+PRELOAD = ("tenure_cli.local.lambda_host", "tenure.api.app", "tenure.api.authorizer")
+
 
 class _Context:
     function_name = "tenure-api-local"
