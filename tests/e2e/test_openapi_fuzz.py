@@ -1,8 +1,8 @@
 """The served OpenAPI document against the running stack: schemathesis generates requests for
 every operation, POST /api/v1/mcp included, and checks each answer's status and content type
 are documented and each error is the envelope. 40 generated requests an operation (half valid,
-half not), derandomized so a run is repeatable, about a minute and a half on two cores. One
-operation at a time: Hypothesis's caches are not safe across threads."""
+half not), derandomized so a run is repeatable: about a minute and a half for both tokens on
+a shared two-core machine."""
 
 from __future__ import annotations
 
@@ -91,27 +91,42 @@ def _fuzz(
     world: World, token: str, known: dict[str, str], examples: int = EXAMPLES
 ) -> tuple[Counter[str], list[str]]:
     """Run every operation; return the statuses seen and one line per distinct failure."""
-    root = "{0.scheme}://{0.netloc}".format(urlsplit(world.api.base))
     doc = httpx.get(f"{world.api.base}/openapi.json", timeout=30).json()
+    everything = [f"{m.upper()} {path}" for path, ops in doc["paths"].items() for m in ops]
+    statuses, failures = _fuzz_each(world.api.base, doc, token, known, examples)
+    called = {key.rsplit(" ", 1)[0] for key in statuses}
+    missed = sorted(set(everything) - called)
+    assert not missed, f"operations never called: {missed}"
+    by_status = Counter(key.rsplit(" ", 1)[1] for key in statuses.elements())
+    print(f"fuzz: {sum(statuses.values())} requests, by status {dict(sorted(by_status.items()))}")
+    return statuses, sorted(failures.values())
+
+
+def _fuzz_each(
+    base: str, doc: dict[str, Any], token: str, known: dict[str, str], examples: int
+) -> tuple[Counter[str], dict[str, str]]:
+    """Every operation of `doc`, one after the other: Hypothesis's caches are not safe across
+    threads (its lambda-source cache raced when operations ran on threads of their own)."""
+    root = "{0.scheme}://{0.netloc}".format(urlsplit(base))
     schema = schemathesis.openapi.from_dict(doc, config=CONFIG)
     auth = {"Authorization": f"Bearer {token}"}
     statuses: Counter[str] = Counter()
     failures: dict[str, str] = {}
-
-    def operation_fuzzed(operation: Any) -> None:
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        name = f"{operation.method.upper()} {operation.path}"
         names = {p.name for p in operation.path_parameters}
         real = {name: value for name, value in known.items() if name in names}
-        name = f"{operation.method.upper()} {operation.path}"
-        ran = Counter[str]()
         # Invalid cases first: where there is nothing to get wrong, valid ones take their share.
         for mode in (GenerationMode.NEGATIVE, GenerationMode.POSITIVE):
             cases = [operation.as_strategy(generation_mode=mode)]
             if real and mode is GenerationMode.POSITIVE:
                 cases.append(operation.as_strategy(generation_mode=mode, path_parameters=real))
-            share = examples // 2 if mode is GenerationMode.NEGATIVE else examples - ran[name]
+            done = sum(n for key, n in statuses.items() if key.rsplit(" ", 1)[0] == name)
+            take = examples // 2 if mode is GenerationMode.NEGATIVE else examples - done
 
             @settings(
-                max_examples=share,
+                max_examples=take,
                 derandomize=True,
                 database=None,
                 deadline=None,
@@ -121,31 +136,22 @@ def _fuzz(
             @given(case=st.one_of(cases).map(lambda case: _prepared(case, auth)))
             def run(case: Case) -> None:
                 response = case.call(base_url=root, headers=auth, timeout=30)
-                ran[name] += 1
-                statuses[f"{name} {response.status_code}"] += 1
+                key = f"{case.operation.method.upper()} {case.operation.path}"
+                statuses[f"{key} {response.status_code}"] += 1
                 try:
                     case.validate_response(response, checks=CHECKS, headers=auth)
                 except FailureGroup as group:
                     for failure in group.exceptions:
-                        key = f"{name}: {failure.title}"
+                        title = f"{key}: {failure.title}"
                         failures.setdefault(
-                            key, f"{key} ({response.status_code}) {case.as_curl_command()}"
+                            title, f"{title} ({response.status_code}) {case.as_curl_command()}"
                         )
 
             try:
                 run()
             except Unsatisfiable:
                 assert mode is GenerationMode.NEGATIVE, operation.path  # nothing to get wrong
-
-    operations = [result.ok() for result in schema.get_all_operations()]
-    for operation in operations:
-        operation_fuzzed(operation)
-    called = {key.rsplit(" ", 1)[0] for key in statuses}
-    missed = sorted({f"{op.method.upper()} {op.path}" for op in operations} - called)
-    assert not missed, f"operations never called: {missed}"
-    by_status = Counter(key.rsplit(" ", 1)[1] for key in statuses.elements())
-    print(f"fuzz: {sum(statuses.values())} requests, by status {dict(sorted(by_status.items()))}")
-    return statuses, sorted(failures.values())
+    return statuses, failures
 
 
 @pytest.fixture(autouse=True)
