@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from tenure_cli.local import frontdoor
 from tenure_cli.local.engines import free_port
 from tenure_cli.local.frontdoor import MAX_BODY_BYTES, FrontDoor
 
@@ -26,6 +29,12 @@ def crash(event: dict[str, Any]) -> dict[str, Any]:
 def echo(event: dict[str, Any]) -> dict[str, Any]:
     """The request's body back, as the handlers would see it (runs in a worker)."""
     return {"statusCode": 200, "headers": {"content-type": "text/plain"}, "body": event["body"]}
+
+
+def whose(event: dict[str, Any]) -> dict[str, Any]:
+    """The worker's pid, after the pause the query asks for (runs in a worker)."""
+    time.sleep(float((event.get("queryStringParameters") or {}).get("sleep", 0)))
+    return {"statusCode": 200, "headers": {"content-type": "text/plain"}, "body": str(os.getpid())}
 
 
 def _connect(base: str) -> http.client.HTTPConnection:
@@ -241,3 +250,56 @@ def test_a_connection_past_the_limit_is_503_unavailable_and_the_next_is_served(
     assert again.getresponse().status == 200
     again.close()
     held.pop().close()
+
+
+def _get(door: FrontDoor, target: str) -> tuple[int, bytes]:
+    conn = _connect(f"http://127.0.0.1:{door.port}")
+    try:
+        conn.request("GET", target)
+        answer = conn.getresponse()
+        return answer.status, answer.read()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def pid_door() -> Iterator[FrontDoor]:
+    door = FrontDoor("127.0.0.1", free_port(), concurrency=4, invoke=whose)
+    try:
+        yield door.start()
+    finally:
+        door.stop()
+
+
+def test_after_a_burst_one_request_at_a_time_keeps_to_the_warmest_process(
+    pid_door: FrontDoor,
+) -> None:
+    with ThreadPoolExecutor(max_workers=4) as burst:
+        answers = list(burst.map(lambda _: _get(pid_door, "/api/v1/x?sleep=1"), range(4)))
+    assert {status for status, _ in answers} == {200}
+    assert len({pid for _, pid in answers}) == 4, "four at once took four processes"
+    # Spread over all four, each request would meet a process cold to it.
+    one_by_one = {_get(pid_door, "/api/v1/x")[1] for _ in range(12)}
+    assert len(one_by_one) == 1, one_by_one
+
+
+def test_an_invocation_that_finds_every_process_busy_is_503_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(frontdoor, "INVOCATION_TIMEOUT_SECONDS", 1.0)
+    door = FrontDoor("127.0.0.1", free_port(), concurrency=1, invoke=whose).start()
+    try:
+        with ThreadPoolExecutor(max_workers=1) as other:
+            slow = other.submit(_get, door, "/api/v1/x?sleep=3")
+            time.sleep(0.3)  # the one process is now in the slow invocation
+            conn = _connect(f"http://127.0.0.1:{door.port}")
+            conn.request("GET", "/api/v1/x")
+            answer = conn.getresponse()
+            _envelope(answer, 503, "unavailable")
+            assert answer.getheader("retry-after") == "1"
+            conn.close()
+            status, body = slow.result(timeout=30)
+        assert status == 500, "the slow one outlived its budget: Lambda's timeout"
+        assert json.loads(body)["error"]["code"] == "internal_error"
+    finally:
+        door.stop()

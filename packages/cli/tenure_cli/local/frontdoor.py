@@ -9,29 +9,26 @@ from __future__ import annotations
 
 import base64
 import json
-import multiprocessing
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as InvocationTimeout
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from multiprocessing import forkserver
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from tenure_cli.local import lambda_host
+from tenure_cli.local.workers import Busy, Workers
 
 # Concurrent invocations, like Lambda's concurrency: each runs in its own process because the
 # Powertools resolver keeps the current event on the class and is not safe across threads.
 # 64, so that 64 clients all in a claim's long-poll keep no other request waiting for a
 # process (a heartbeat queued behind them could lose its lease). A process is forked on first
-# use (a cold start, made cheap by the fork server below) and stays; past 64, invocations wait
-# their turn.
+# use (a cold start, made cheap by a fork server: workers.py) and stays; past 64 at once, an
+# invocation waits for a free one within its budget, then is 503 `unavailable`.
 MAX_CONCURRENCY = 64
 # Open connections served at once, each on its own thread: 64 clients with a pool of up to four
 # keep-alive connections each. A connection past this is answered 503 `unavailable` (with
@@ -199,13 +196,7 @@ class FrontDoor:
         # Binds and listens now (an OSError when the port is taken): from here the kernel
         # completes handshakes into the backlog; worker processes start on first use.
         self.server = Server((host, port), self._handler_class(), max_connections)
-        # Each worker forks from one process that imported the handlers once, when it
-        # started: a cold start costs a fork, not an import (64 processes each importing the
-        # handlers took minutes of two busy cores), and the stack's own threads, which a plain
-        # fork would copy mid-flight, are never forked.
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(list(lambda_host.PRELOAD))
-        self.pool = ProcessPoolExecutor(max_workers=concurrency, mp_context=ctx)
+        self.workers = Workers(concurrency)
         self._thread: threading.Thread | None = None
         self._stopped = False
 
@@ -214,7 +205,7 @@ class FrontDoor:
         return int(self.server.server_address[1])
 
     def start(self) -> FrontDoor:
-        self.pool.submit(lambda_host.warm).result(timeout=120)
+        self.workers.submit(lambda_host.warm, wait=0).result(timeout=120)
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
         return self
@@ -228,27 +219,14 @@ class FrontDoor:
         if self._thread is not None:
             self.server.shutdown()
         self.server.server_close()
-        # shutdown() forgets the worker processes: take them first, to be sure they end.
-        workers = list((getattr(self.pool, "_processes", None) or {}).values())
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        for proc in workers:
-            proc.terminate()
-        give_up = time.monotonic() + 5
-        for proc in workers:
-            proc.join(timeout=max(0.0, give_up - time.monotonic()))
-        for proc in workers:
-            if proc.is_alive():  # deaf to SIGTERM (stuck in a call): never left behind
-                proc.kill()
-                proc.join(timeout=2)
-        _stop_fork_server()
+        self.workers.stop()
 
     def _invoke(self, event: dict[str, Any]) -> dict[str, Any]:
-        future = self.pool.submit(self.invoke, event)
-        try:
-            return future.result(timeout=INVOCATION_TIMEOUT_SECONDS)
-        except InvocationTimeout:
-            future.cancel()  # still queued: it must not run after its client was answered
-            raise
+        """One invocation, waiting for a free process and running within one budget."""
+        give_up = time.monotonic() + INVOCATION_TIMEOUT_SECONDS
+        future = self.workers.submit(self.invoke, event, wait=INVOCATION_TIMEOUT_SECONDS)
+        result: dict[str, Any] = future.result(timeout=max(0.0, give_up - time.monotonic()))
+        return result
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         door = self
@@ -279,6 +257,12 @@ class FrontDoor:
                 started = time.monotonic()
                 try:
                     result = door._invoke(event)
+                except Busy as busy:  # as Lambda throttles past its concurrency
+                    self.log_error("refused: %s", busy)
+                    message = "every worker process is busy; try again shortly"
+                    headers = {**JSON, "retry-after": "1"}
+                    self._reply(503, headers, error_body("unavailable", message))
+                    return
                 except Exception as err:  # a crashed or timed-out invocation: Lambda's 500
                     self.log_error("invocation failed: %r", err)
                     body = error_body("internal_error", "the invocation failed")
@@ -383,15 +367,6 @@ class FrontDoor:
                 print(f"[front door] {format % args}", flush=True)
 
         return Handler
-
-
-def _stop_fork_server() -> None:
-    """The fork server would otherwise outlive the workers until this process exits, and a
-    stopped stack must leave no process behind. The standard library offers this stop to its
-    own tests only: if it ever goes, the server still ends with this process."""
-    stop = getattr(forkserver._forkserver, "_stop", None)
-    if callable(stop):
-        stop()
 
 
 def _too_large() -> str:
