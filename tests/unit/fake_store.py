@@ -260,7 +260,7 @@ class FakeStore(FakeRules):
         if self.schema != expect:
             return False
         self.writes.append("save_schema")
-        self.schema = new
+        self.schema = replace(new, step=expect.step + 1)
         return True
 
     def scan_tokens(self, cursor: str | None, limit: int) -> tuple[list[Token], str | None]:
