@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import pytest
 from tenure.app.leases.claims import Claimed
+from tenure.app.migrations import SchemaState
 from tenure.app.ports import (
     WORKER_RETENTION_S,
     Change,
@@ -325,6 +326,52 @@ class StoreContract:
         r.store.touch_token("h1", 70_000, 10_000)
         again = r.store.get_token("h1")
         assert again is not None and again.last_used_at == 70_000
+
+    def test_a_token_and_its_event_are_one_write_and_a_refused_one_writes_neither(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        token = Token(id="tok_1", name="ci", kind="operator", token_hash="h1", created_at=1)
+        made = replace(_event("instance", 1, "ev_1"), subject_kind="instance", type="t.made")
+        r.store.put_token(token, made)
+        with pytest.raises(AlreadyExists):
+            r.store.put_token(replace(token, id="tok_2", token_hash="h2"), _event("x", 2, "ev_2"))
+        assert r.store.timeline("task", "x", 10) == []
+        revoked = replace(made, id="ev_3", at=3, type="t.revoked")
+        assert r.store.revoke_token("h1", 3, revoked) is True
+        assert r.store.revoke_token("h1", 4, replace(revoked, id="ev_4", at=4)) is False
+        events = r.store.timeline("instance", "instance", 10)
+        assert [e.id for e in events] == ["ev_1", "ev_3"]
+
+    def test_the_migration_reads_tokens_in_pages_and_writes_only_what_is_missing(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        store: Any = r.store
+        for i in range(3):
+            token = Token(
+                id=f"tok_{i}", name=f"t{i}", kind="operator", token_hash=f"h{i}", created_at=1
+            )
+            r.store.put_token(token)
+        seen: list[str] = []
+        cursor: str | None = None
+        for _ in range(1000):  # a Scan page may hold no token at all: follow the cursor
+            tokens, cursor = store.scan_tokens(cursor, 2)
+            seen.extend(t.id for t in tokens)
+            if cursor is None:
+                break
+        assert sorted(seen) == ["tok_0", "tok_1", "tok_2"]
+        assert store.listed_token_ids(["tok_0", "tok_2", "tok_nope"]) == {"tok_0", "tok_2"}
+        got = r.store.get_token("h0")
+        assert got is not None and store.list_token(got) is False  # listed already
+
+        assert store.schema_state() == SchemaState()
+        first = SchemaState(version=0, migration="m", cursor="c1", step=1)
+        assert store.save_schema(SchemaState(), first) is True
+        assert store.save_schema(SchemaState(), first) is False  # another run moved it
+        assert store.schema_state() == first
+        done = SchemaState(version=1, step=2)
+        assert store.save_schema(first, done) is True and store.schema_state() == done
 
     def test_task_numbers_count_up_per_space_and_need_an_existing_space(
         self, make_rig: MakeRig

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from tenure.app.migrations import SchemaState
 from tenure.app.ports import (
     INSTANCE_CEILING,
     LIST_SCAN_BUDGET,
@@ -142,6 +143,11 @@ class FakeStore(FakeRules):
         self.active: dict[tuple[str, str], int] = {}  # ceiling counters (pool/space rows)
         self.tokens: dict[str, Token] = {}
         self.token_names: dict[str, str] = {}
+        # The tokens' list rows, by id: the token's hash. A token written by a release older
+        # than the list has none until `tenure admin migrate` writes it.
+        self.token_list: dict[str, str] = {}
+        # The schema version the data is at, and a migration's saved position.
+        self.schema: SchemaState = SchemaState()
         self.tasks: dict[str, Task] = {}
         self.jobs: dict[str, Job] = {}
         self.lease_rows: dict[str, _LeaseRow] = {}
@@ -205,36 +211,72 @@ class FakeStore(FakeRules):
     def list_pools(self) -> list[Pool]:
         return [self.pools[name] for name in sorted(self.pools)][:POOL_CAP]
 
-    def put_token(self, token: Token) -> None:
+    def put_token(self, token: Token, event: Event | None = None) -> None:
         self.writes.append("put_token")
-        # Two puts in one transaction, each only if new: the name and the hash.
+        # One transaction, each put only if new: the name, the hash, the list row, the event.
         if token.name in self.token_names or token.token_hash in self.tokens:
             raise AlreadyExists(f"token {token.name} already exists")
+        self._event_is_new(event)
         self.token_names[token.name] = token.id
         self.tokens[token.token_hash] = _stored(token)
+        self.token_list[token.id] = token.token_hash
+        if event is not None:
+            self._add_event(event)
 
     def get_token(self, token_hash: str) -> Token | None:
         return self.tokens.get(token_hash)
 
     def get_token_by_id(self, token_id: str) -> Token | None:
-        found = [t for t in self.tokens.values() if t.id == token_id]
-        return found[0] if found else None
+        token_hash = self.token_list.get(token_id)
+        return self.tokens.get(token_hash) if token_hash else None
 
     def list_tokens(self, kind: str | None, limit: int, cursor: str | None) -> TokenPage:
         position = cursors.decode(cursor, "tokens", k.TOKEN_ID_SHAPE) if cursor else ""
         listed = sorted(
-            (t for t in self.tokens.values() if f"TOKEN#{t.id}" > position), key=lambda t: t.id
+            (self.tokens[h] for i, h in self.token_list.items() if f"TOKEN#{i}" > position),
+            key=lambda t: t.id,
         )
         page, more = listed[:limit], len(listed) > limit
         after = cursors.encode("tokens", f"TOKEN#{page[-1].id}") if more else None
         return TokenPage(tuple(t for t in page if kind is None or t.kind == kind), after)
 
-    def revoke_token(self, token_hash: str, at: int) -> bool:
+    def revoke_token(self, token_hash: str, at: int, event: Event | None = None) -> bool:
         token = self.tokens.get(token_hash)
         if token is None or token.revoked_at is not None:
             return False
+        self._event_is_new(event)
         self.writes.append("revoke_token")
         self.tokens[token_hash] = replace(token, revoked_at=at)
+        if event is not None:
+            self._add_event(event)
+        return True
+
+    # ------------------------------------------------------- schema and migrations
+
+    def schema_state(self) -> SchemaState:
+        return self.schema
+
+    def save_schema(self, expect: SchemaState, new: SchemaState) -> bool:
+        if self.schema != expect:
+            return False
+        self.writes.append("save_schema")
+        self.schema = replace(new, step=expect.step + 1)
+        return True
+
+    def scan_tokens(self, cursor: str | None, limit: int) -> tuple[list[Token], str | None]:
+        hashes = sorted(h for h in self.tokens if cursor is None or h > cursor)
+        page = hashes[:limit]
+        after = page[-1] if len(hashes) > limit else None
+        return [self.tokens[h] for h in page], after
+
+    def listed_token_ids(self, token_ids: list[str]) -> set[str]:
+        return {i for i in token_ids if i in self.token_list}
+
+    def list_token(self, token: Token) -> bool:
+        if token.id in self.token_list or token.token_hash not in self.tokens:
+            return False
+        self.writes.append("list_token")
+        self.token_list[token.id] = token.token_hash
         return True
 
     def touch_token(self, token_hash: str, at: int, before: int) -> None:
@@ -574,11 +616,19 @@ class FakeStore(FakeRules):
 
     def put_event(self, event: Event) -> None:
         self.writes.append("put_event")
-        timeline = self.timelines.setdefault((str(event.subject_kind), event.subject_id), {})
-        sk = f"EV#{event.at:013d}#{event.id}"
-        if sk in timeline:
+        self._event_is_new(event)
+        self._add_event(event)
+
+    def _event_is_new(self, event: Event | None) -> None:
+        if event is None:
+            return
+        timeline = self.timelines.get((str(event.subject_kind), event.subject_id), {})
+        if f"EV#{event.at:013d}#{event.id}" in timeline:
             raise Conflict("a conditional write lost")
-        timeline[sk] = _stored_event(event)
+
+    def _add_event(self, event: Event) -> None:
+        timeline = self.timelines.setdefault((str(event.subject_kind), event.subject_id), {})
+        timeline[f"EV#{event.at:013d}#{event.id}"] = _stored_event(event)
 
     # ----------------------------------------------------------------------- sweeper
 

@@ -1,6 +1,6 @@
-"""`tenure admin bootstrap`: an instance's first admin token, written straight into its table
-with the caller's own AWS credentials (it is the one command that needs no Tenure token, so
-it talks to AWS, not to the API)."""
+"""`tenure admin bootstrap` and `tenure admin migrate`: an instance's first admin token, and its
+data brought to this release's schema, both written straight into its table with the caller's
+own AWS credentials (they need no Tenure token, so they talk to AWS, not to the API)."""
 
 from __future__ import annotations
 
@@ -44,16 +44,58 @@ def admin_bootstrap(args: argparse.Namespace) -> int:
     return OK
 
 
+def admin_migrate(args: argparse.Namespace) -> int:
+    """Run the migrations the table's data has not had, in order, printing what each did. It
+    may Scan the table: it is an operator's command, never a request path."""
+    from tenure import wiring
+    from tenure.app.migrations import SchemaTooNew, migrate
+    from tenure.domain.errors import Conflict
+
+    store = wiring.build_store(args.endpoint, table_name(args))
+    try:
+        outcomes = migrate(store, dry_run=args.dry_run, page_size=args.page_size)
+    except (SchemaTooNew, Conflict) as refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return FAILED
+    verb = {"applied": "applied", "already": "already applied", "would_apply": "would apply"}
+    for outcome in outcomes:
+        counts = ", ".join(f"{name} {n}" for name, n in outcome.counts.items())
+        said = verb.get(outcome.status, "stopped part-way (run again to go on)")
+        line = f"{outcome.version} {outcome.name}: {said}"
+        if outcome.pages:
+            line += f" ({outcome.pages} page{'s' if outcome.pages != 1 else ''}: {counts})"
+        print(line)
+    if args.dry_run:
+        print("dry run: nothing was written")
+    stopped = any(o.status == "stopped" for o in outcomes)
+    return FAILED if stopped else OK
+
+
+def _where(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--stack", help="the deployed stack's name (its table is looked up)")
+    where.add_argument("--table", help="the lease table's name")
+    parser.add_argument("--region", default=None, help="the AWS region (default: your own)")
+    parser.add_argument(
+        "--endpoint", default=None, help="an AWS endpoint URL (DynamoDB Local, moto) for tests"
+    )
+
+
 def add_commands(groups: Groups) -> None:
     bootstrap = groups["admin"].add_parser(
         "bootstrap", help="write the first admin token with your AWS credentials"
     )
-    where = bootstrap.add_mutually_exclusive_group(required=True)
-    where.add_argument("--stack", help="the deployed stack's name (its table is looked up)")
-    where.add_argument("--table", help="the lease table's name")
+    _where(bootstrap)
     bootstrap.add_argument("--name", default="admin", help="the token's name (default admin)")
-    bootstrap.add_argument("--region", default=None, help="the AWS region (default: your own)")
-    bootstrap.add_argument(
-        "--endpoint", default=None, help="an AWS endpoint URL (DynamoDB Local, moto) for tests"
-    )
     bootstrap.set_defaults(func=guarded(admin_bootstrap))
+    migrate = groups["admin"].add_parser(
+        "migrate", help="bring the table's data to this release's schema (idempotent)"
+    )
+    _where(migrate)
+    migrate.add_argument(
+        "--dry-run", action="store_true", help="say what each migration would do; write nothing"
+    )
+    migrate.add_argument(
+        "--page-size", type=int, default=500, help="rows each Scan page reads (default 500)"
+    )
+    migrate.set_defaults(func=guarded(admin_migrate))

@@ -40,7 +40,7 @@ GROUPS: tuple[tuple[str, str], ...] = (
     ("spaces", "admin: spaces"),
     ("pools", "admin: pools"),
     ("tokens", "admin: tokens"),
-    ("admin", "set up an instance with your AWS credentials (bootstrap)"),
+    ("admin", "set up and upgrade an instance with your AWS credentials (bootstrap, migrate)"),
     ("scheduler", "the scheduler: status, pause, drain"),
     ("rules", "admin: rules that mint leases (email, events, schedules)"),
     ("events", "member: post an event for inbound rules"),

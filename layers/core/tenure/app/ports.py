@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from tenure.domain.model import (
     Event,
@@ -20,6 +20,9 @@ from tenure.domain.model import (
     Workflow,
 )
 from tenure.domain.states import LeaseState
+
+if TYPE_CHECKING:
+    from tenure.app.migrations import SchemaState
 
 # Bounds every implementation keeps (STYLE 14: every request reads a bounded number of items).
 # A filtered lease list examines at most this many by_space index entries per call (and reads
@@ -247,6 +250,9 @@ class TaskPage(NamedTuple):
 class TokenPage(NamedTuple):
     tokens: tuple[Token, ...]  # by id
     next_cursor: str | None
+    # The table's data is older than this release: tokens made before the list may be
+    # missing from it until `tenure admin migrate` runs.
+    schema_behind: bool = False
 
 
 class EventPage(NamedTuple):
@@ -278,7 +284,11 @@ class Store(Protocol):
     def get_workflow(self, space: str, slug: str) -> Workflow | None: ...
     def put_pool(self, pool: Pool) -> None: ...
     def get_pool(self, name: str) -> Pool | None: ...
-    def put_token(self, token: Token) -> None: ...
+    def put_token(self, token: Token, event: Event | None = None) -> None:
+        """The token's row, its name, its list row and `event` (who made it), in one
+        transaction: all of them land or none does."""
+        ...
+
     def get_token(self, token_hash: str) -> Token | None: ...
     def get_token_by_id(self, token_id: str) -> Token | None:
         """The token of this id, as its own row has it now (two key reads), or None."""
@@ -289,12 +299,17 @@ class Store(Protocol):
         tokens' partition and one batch read of their rows."""
         ...
 
-    def revoke_token(self, token_hash: str, at: int) -> bool:
-        """Mark the token revoked at `at`; False when it already was."""
+    def revoke_token(self, token_hash: str, at: int, event: Event | None = None) -> bool:
+        """Mark the token revoked at `at`, with `event` (who revoked it) in the same
+        transaction; False, and nothing written, when it already was."""
         ...
 
     def touch_token(self, token_hash: str, at: int, before: int) -> None:
         """Note the token's use at `at` unless already noted at or after `before`."""
+        ...
+
+    def schema_state(self) -> SchemaState:
+        """The schema version the table's data is at (one key read of the meta row)."""
         ...
 
     def get_task(self, task_id: str) -> Task | None: ...

@@ -41,7 +41,7 @@ class Meter:
             self.write_units += float(entry.get("WriteCapacityUnits", 0) or 0)
             if "ReadCapacityUnits" not in entry and "WriteCapacityUnits" not in entry:
                 units = float(entry.get("CapacityUnits", 0) or 0)
-                if op in ("get", "query", "batch_get"):
+                if op in ("get", "query", "batch_get", "scan"):
                     self.read_units += units
                 else:
                     self.write_units += units

@@ -55,8 +55,9 @@ from tenure.store.codec import load_image as load_image  # the reactor reads str
 from tenure.store.codec import values as _values
 from tenure.store.reads import PagedReads
 from tenure.store.retention import RetentionRows
+from tenure.store.schema import SchemaRows
 
-_READS = {"get", "query", "batch_get"}  # safe to send again whatever became of the first
+_READS = {"get", "query", "batch_get", "scan"}  # safe to send again whatever became of the first
 
 
 def _lost(err: ClientError, failed: TenureError) -> Exception:
@@ -72,7 +73,7 @@ def _lost(err: ClientError, failed: TenureError) -> Exception:
     return out
 
 
-class DynamoStore(PagedReads, RetentionRows):
+class DynamoStore(PagedReads, RetentionRows, SchemaRows):
     def __init__(self, client: Any, table: str, retry: Retry | None = None) -> None:
         self.client = client
         self.table = table
@@ -225,7 +226,7 @@ class DynamoStore(PagedReads, RetentionRows):
     def list_pools(self) -> list[Pool]:
         return [items.pool_from(r) for r in self._partition(k.POOLS_PK, POOL_CAP)]
 
-    def put_token(self, token: Token) -> None:
+    def put_token(self, token: Token, event: Event | None = None) -> None:
         ops = [
             {
                 "Put": {
@@ -249,6 +250,8 @@ class DynamoStore(PagedReads, RetentionRows):
                 }
             },
         ]
+        if event is not None:
+            ops.append(self._event_put(event))
         try:
             self._transact(ops)
         except Conflict as lost:
@@ -286,17 +289,20 @@ class DynamoStore(PagedReads, RetentionRows):
         after = cursors.encode("tokens", str(_load(last)[k.SK])) if last and listed else None
         return TokenPage(tokens, after)
 
-    def revoke_token(self, token_hash: str, at: int) -> bool:
+    def revoke_token(self, token_hash: str, at: int, event: Event | None = None) -> bool:
+        update = {
+            "TableName": self.table,
+            "Key": _dump(k.token_key(token_hash)),
+            "UpdateExpression": "SET revoked_at = :at",
+            "ConditionExpression": k.TOKEN_NOT_REVOKED,
+            "ExpressionAttributeValues": _values(at=at),
+        }
         try:
-            self._write(
-                "update",
-                Conflict("the token was revoked already"),
-                TableName=self.table,
-                Key=_dump(k.token_key(token_hash)),
-                UpdateExpression="SET revoked_at = :at",
-                ConditionExpression=k.TOKEN_NOT_REVOKED,
-                ExpressionAttributeValues=_values(at=at),
-            )
+            if event is None:
+                self._write("update", Conflict("the token was revoked already"), **update)
+            else:
+                # The event's id is new, so only the token's condition can lose.
+                self._transact([{"Update": update}, self._event_put(event)])
         except Conflict:
             return False
         return True
@@ -633,8 +639,12 @@ class DynamoStore(PagedReads, RetentionRows):
         self._put_single(put)
 
     def put_event(self, event: Event) -> None:
+        self._put_single(self._event_put(event)["Put"])
+
+    def _event_put(self, event: Event) -> dict[str, Any]:
+        """A timeline event's put, only if new, alone or as one item of a transaction."""
         key = k.event_key(event.subject_kind, event.subject_id, event.at, event.id)
-        self._put_single(self._put_op({**key, **items.event_item(event)}, k.IS_NEW)["Put"])
+        return self._put_op({**key, **items.event_item(event)}, k.IS_NEW)
 
     # ---------------------------------------------------------- pools, spaces, instance
 

@@ -149,6 +149,8 @@ def request_key(key: str) -> dict[str, str]:
 
 
 SWEEPER_KEY = {PK: "SWEEPER", SK: "STATE"}
+# The schema version the table's data is at (`tenure admin migrate` moves it).
+SCHEMA_KEY = {PK: "META", SK: "SCHEMA"}
 
 
 def token_key(token_hash: str) -> dict[str, str]:
@@ -313,6 +315,8 @@ TOKEN_USE_IS_OLD = (
 )
 # Task numbers are handed out only by spaces that exist.
 EXISTS = "attribute_exists(PK)"
+# The schema row moves only from the write its writer read.
+SCHEMA_STEP_IS = "step = :step"
 
 STATE_NAMES = {"#state": "state"}
 # Ceilings: a held-lease counter on the pool or space row; a claim may add one only below the

@@ -126,6 +126,7 @@ class Stack:
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
         wiring.build_service(store).setup.bootstrap_admin(admin_token)
+        self._migrate(store)
         # moto forgets schedules on restart; the rules in DynamoDB Local do not.
         remade = wiring.build_service(store).rules.resync_schedules()
         if remade:
@@ -153,6 +154,22 @@ class Stack:
         }
         _write_atomically(self.data_dir / "stack.json", json.dumps(info, indent=2) + "\n")
         return info
+
+    @staticmethod
+    def _migrate(store: Any) -> None:
+        """The local table is migrated at every start, as `tenure admin migrate` does a
+        deployed one (a data directory kept from an older release is brought up to date; a
+        fresh table only records its version)."""
+        from tenure.app.migrations import SchemaTooNew, migrate
+
+        try:
+            outcomes = migrate(store)
+        except SchemaTooNew as newer:
+            print(f"WARNING: {newer}", file=sys.stderr)
+            return
+        for outcome in outcomes:
+            if outcome.status == "applied" and outcome.counts.get("listed"):
+                print(f"migrated: {outcome.name} {outcome.counts}")
 
     def _admin_token(self) -> tuple[str, Path | None]:
         given = local_settings().admin_token

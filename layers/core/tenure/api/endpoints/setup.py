@@ -12,6 +12,7 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, contract_json, json_answer, op, svc
+from tenure.app.migrations import BEHIND_NOTICE
 from tenure.domain.model import Pool
 from tenure.domain.states import OnExpiry, PoolKind
 
@@ -78,6 +79,11 @@ def create_token(body: Annotated[m.TokenCreate, Body()]) -> Response[Any]:
     return json_answer({**v.token_view(token), "token": raw}, 201)
 
 
+# Set on GET /tokens when the table's data is older than this release (the list may miss
+# tokens made before it had list rows).
+SCHEMA_HEADER = "Tenure-Schema"
+
+
 @op("GET", f"{BASE}/tokens", 200, m.TokenList)
 def list_tokens(
     kind: Annotated[Literal["operator", "worker"] | None, Query()] = None,
@@ -86,7 +92,10 @@ def list_tokens(
 ) -> Response[Any]:
     page = svc().setup.list_tokens(actor(), kind, limit, cursor)
     tokens = [v.token_info_view(t) for t in page.tokens]
-    return json_answer({"tokens": tokens, "next_cursor": page.next_cursor})
+    answer = json_answer({"tokens": tokens, "next_cursor": page.next_cursor})
+    if page.schema_behind:
+        answer.headers[SCHEMA_HEADER] = BEHIND_NOTICE
+    return answer
 
 
 @op("DELETE", f"{BASE}/tokens/<token_id>", 204, None, 404)

@@ -1,0 +1,180 @@
+"""Migrations of the table's data: a named, ordered list, run by `tenure admin migrate`.
+
+The table records the schema version its data is at (one meta row). Each migration moves the
+data from the version before it to its own, page by page; each page is idempotent (a row
+already in the new shape is counted and left alone, and every write is conditional, so a
+concurrent request's write is never overwritten), and the position of the next page is saved
+after each one, so a migrate that stopped part-way goes on from there. A later change to the
+data model adds its migration at the end of `MIGRATIONS` and raises `SCHEMA_VERSION`.
+
+Migrations may Scan: they are an operator's command, never a request path.
+
+What the service does with data older than `SCHEMA_VERSION`: it keeps serving. Every change
+so far only adds rows that a reader can do without (the token list rows: a token without one
+still authenticates, it is only missing from `GET /tokens`), so refusing requests would take
+an instance down for what costs it nothing but an incomplete list. The one answer that can be
+incomplete, `GET /tokens`, says so (a `Tenure-Schema` header naming `tenure admin migrate`).
+A migration that the service could not do without must make the service refuse instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple, Protocol
+
+from tenure.domain.errors import Conflict
+from tenure.domain.model import Token
+
+# The schema version this release writes and understands.
+SCHEMA_VERSION = 1
+# What an answer built on older data says about it.
+BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
+# Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
+# with 500 rows a page it is 50 million rows).
+MAX_PAGES = 100_000
+PAGE_SIZE = 500
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """The meta row: the version the data is at, and, while a migration is under way, its
+    name and where its next page starts. `step` counts the row's writes: each write expects
+    the step it read, so two migrates at once cannot both move it."""
+
+    version: int = 0
+    migration: str | None = None
+    cursor: str | None = None
+    step: int = 0
+
+
+class MigrationStore(Protocol):
+    def schema_state(self) -> SchemaState: ...
+
+    def save_schema(self, expect: SchemaState, new: SchemaState) -> bool:
+        """Write `new` (with the next step) only if the row is still `expect`."""
+        ...
+
+    def scan_tokens(self, cursor: str | None, limit: int) -> tuple[list[Token], str | None]:
+        """One page of token rows (a Scan reading at most `limit` rows) and the next page's
+        position, None after the last."""
+        ...
+
+    def listed_token_ids(self, token_ids: list[str]) -> set[str]:
+        """Which of these tokens have their list row (one batch read)."""
+        ...
+
+    def list_token(self, token: Token) -> bool:
+        """Write the token's list row only if it has none; False when it had one."""
+        ...
+
+
+class Page(NamedTuple):
+    counts: dict[str, int]
+    cursor: str | None
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int  # the version the data is at once it has run
+    name: str
+    does: str
+    page: Callable[[MigrationStore, str | None, int, bool], Page]
+
+
+def list_tokens_made_before_the_list(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """A token written before tokens had list rows is missing from `GET /tokens`, and so
+    cannot be found to be revoked: write its list row. Only the list row is written, only if
+    it is missing: the token's own row (its revocation, expiry and last use) is not touched."""
+    tokens, after = store.scan_tokens(cursor, limit)
+    listed = store.listed_token_ids([t.id for t in tokens]) if tokens else set()
+    wrote = "would_list" if dry_run else "listed"
+    counts = {"tokens": len(tokens), "already_listed": 0, wrote: 0}
+    for token in tokens:
+        if token.id in listed:
+            counts["already_listed"] += 1
+        elif dry_run or store.list_token(replace(token, revoked_at=None, last_used_at=None)):
+            counts[wrote] += 1
+        else:  # listed between the read and the write (a concurrent create)
+            counts["already_listed"] += 1
+    return Page(counts, after)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        version=1,
+        name="token-list-rows",
+        does="write the list row of each token made before tokens were listed",
+        page=list_tokens_made_before_the_list,
+    ),
+)
+
+
+@dataclass
+class Outcome:
+    """What one migration did in this run: `applied`, `already` (the data was past it),
+    `would_apply` (a dry run), or `stopped` (the page bound was reached: run again)."""
+
+    name: str
+    version: int
+    status: str
+    pages: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class SchemaTooNew(Exception):
+    """The data is at a version this release does not know (written by a newer one)."""
+
+
+def migrate(
+    store: MigrationStore,
+    dry_run: bool = False,
+    page_size: int = PAGE_SIZE,
+    max_pages: int = MAX_PAGES,
+    migrations: tuple[Migration, ...] = MIGRATIONS,
+) -> list[Outcome]:
+    """Run every migration the data has not had, in order, each from where a stopped run
+    left it. A dry run reads what each would do and writes nothing."""
+    state = store.schema_state()
+    newest = max((m.version for m in migrations), default=0)
+    if state.version > newest:
+        raise SchemaTooNew(
+            f"the data is at schema version {state.version}; this release knows {newest}"
+        )
+    outcomes: list[Outcome] = []
+    for migration in migrations:
+        if migration.version <= state.version:
+            outcomes.append(Outcome(migration.name, migration.version, "already"))
+            continue
+        if dry_run and outcomes and outcomes[-1].status == "would_apply":
+            # A later migration may need the earlier one's rows: say it is pending.
+            outcomes.append(Outcome(migration.name, migration.version, "would_apply"))
+            continue
+        outcome = Outcome(migration.name, migration.version, "stopped")
+        outcomes.append(outcome)
+        cursor = state.cursor if state.migration == migration.name else None
+        for _ in range(max_pages):
+            page = migration.page(store, cursor, page_size, dry_run)
+            outcome.pages += 1
+            for name, count in page.counts.items():
+                outcome.counts[name] = outcome.counts.get(name, 0) + count
+            cursor = page.cursor
+            if not dry_run:
+                done = cursor is None
+                new = SchemaState(
+                    version=migration.version if done else state.version,
+                    migration=None if done else migration.name,
+                    cursor=cursor,
+                    step=state.step + 1,
+                )
+                if not store.save_schema(state, new):
+                    raise Conflict("another `tenure admin migrate` moved the schema row: rerun")
+                state = new
+            if cursor is None:
+                outcome.status = "would_apply" if dry_run else "applied"
+                break
+        if outcome.status == "stopped":
+            return outcomes
+    return outcomes

@@ -1,0 +1,107 @@
+"""The DynamoDB side of `tenure admin migrate`: the schema meta row, and the reads and writes
+the migrations make. The Scan here runs only from that operator command, never on a request
+path."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from tenure.app.migrations import SchemaState
+from tenure.domain.errors import Conflict, TenureError
+from tenure.domain.model import Token
+from tenure.store import items
+from tenure.store import keys as k
+from tenure.store.codec import dump as _dump
+from tenure.store.codec import load as _load
+from tenure.store.codec import values as _values
+
+
+class SchemaRows:
+    """Mixed into DynamoStore, whose metered, retried primitives these stand on."""
+
+    table: str
+    client: Any
+
+    def _write(self, op: str, failed: TenureError, **request: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _get(self, key: dict[str, str], consistent: bool = True) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _call(self, op: str, fn: Any, **request: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _batch_get(
+        self, item_keys: list[dict[str, str]], consistent: bool = True
+    ) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def schema_state(self) -> SchemaState:
+        row = self._get(k.SCHEMA_KEY)
+        if row is None:
+            return SchemaState()
+        return SchemaState(
+            version=int(row.get("version", 0)),
+            migration=row.get("migration"),
+            cursor=row.get("cursor"),
+            step=int(row.get("step", 0)),
+        )
+
+    def save_schema(self, expect: SchemaState, new: SchemaState) -> bool:
+        row: dict[str, Any] = {**k.SCHEMA_KEY, "entity": "schema", "version": new.version}
+        row["step"] = expect.step + 1
+        if new.migration is not None:
+            row["migration"] = new.migration
+        if new.cursor is not None:
+            row["cursor"] = new.cursor
+        request: dict[str, Any] = {"TableName": self.table, "Item": _dump(row)}
+        if expect.step == 0:
+            request["ConditionExpression"] = k.IS_NEW
+        else:
+            request["ConditionExpression"] = k.SCHEMA_STEP_IS
+            request["ExpressionAttributeValues"] = _values(step=expect.step)
+        try:
+            self._write("put", Conflict("the schema row moved"), **request)
+        except Conflict:
+            return False
+        return True
+
+    def scan_tokens(self, cursor: str | None, limit: int) -> tuple[list[Token], str | None]:
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "Limit": limit,
+            "FilterExpression": "#entity = :token AND #sk = :sk",
+            "ExpressionAttributeNames": {"#entity": "entity", "#sk": k.SK},
+            "ExpressionAttributeValues": _values(token="token", sk="TOKEN"),
+            # Consistent: a token made just before the migrate is seen by it.
+            "ConsistentRead": True,
+        }
+        if cursor:
+            request["ExclusiveStartKey"] = _dump(json.loads(cursor))
+        out = self._call("scan", self.client.scan, **request)
+        tokens = [items.token_from(_load(r)) for r in out.get("Items", [])]
+        last = out.get("LastEvaluatedKey")
+        return tokens, json.dumps(_load(last), sort_keys=True) if last else None
+
+    def listed_token_ids(self, token_ids: list[str]) -> set[str]:
+        found: set[str] = set()
+        for start in range(0, len(token_ids), 100):  # BatchGetItem takes 100 keys a call
+            keys = [k.token_id_key(i) for i in token_ids[start : start + 100]]
+            found.update(str(r[k.SK]).removeprefix("TOKEN#") for r in self._batch_get(keys))
+        return found
+
+    def list_token(self, token: Token) -> bool:
+        row = {**k.token_id_key(token.id), **items.token_item(replace(token, revoked_at=None))}
+        try:
+            self._write(
+                "put",
+                Conflict("the token is listed already"),
+                TableName=self.table,
+                Item=_dump(row),
+                ConditionExpression=k.IS_NEW,
+            )
+        except Conflict:
+            return False
+        return True

@@ -1,0 +1,139 @@
+"""`tenure admin migrate` against moto: a token written the way a release before the token list
+wrote it (its own row and its name, no list row) is missing from GET /tokens until migrate
+writes its list row; then it can be revoked; a second migrate changes nothing. And on the
+same table, a token's creation and revocation land with their events or not at all."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from tenure import wiring
+from tenure.app.migrations import SCHEMA_VERSION
+from tenure.app.setup.spaces import INSTANCE_TIMELINE
+from tenure.domain import fencing
+from tenure.domain.errors import Unavailable
+from tenure.domain.model import Principal, Token
+from tenure.store import items
+from tenure.store import keys as k
+from tenure.store.codec import dump
+from tenure_cli.main import main
+
+from tests.aws.test_function_handlers import export, use_local_credentials
+
+TABLE = "migrate-table"
+ADMIN = Principal(kind="operator", token_id="tok-admin", role="admin")
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    use_local_credentials()
+    with mock_aws():
+        export("TENURE_DYNAMODB_ENDPOINT", "")
+        wiring.service.cache_clear()
+        yield
+        wiring.service.cache_clear()
+
+
+def client() -> Any:
+    return boto3.client("dynamodb", region_name="us-east-1")
+
+
+def rows() -> list[dict[str, Any]]:
+    return list(client().scan(TableName=TABLE, ConsistentRead=True)["Items"])
+
+
+def write_old_token(name: str) -> tuple[Token, str]:
+    """The rows an older release wrote for a token: its name and its own row, no list row."""
+    raw = f"tnr_o_{name}secret0123456789abcdef"
+    token = Token(
+        id=f"tok_old_{name}",
+        name=name,
+        kind="operator",
+        role="read",
+        token_hash=fencing.hash_token(raw),
+        created_at=1_700_000_000_000,
+    )
+    db = client()
+    db.put_item(TableName=TABLE, Item=dump({**k.token_name_key(name), "token_id": token.id}))
+    db.put_item(
+        TableName=TABLE, Item=dump({**k.token_key(token.token_hash), **items.token_item(token)})
+    )
+    return token, raw
+
+
+def test_migrate_lists_an_old_token_which_can_then_be_revoked_and_a_rerun_changes_nothing(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = wiring.build_store(None, TABLE)
+    store.create_table()
+    svc = wiring.build_service(store)
+    svc.setup.create_token(ADMIN, "new", "operator", "read", None, None)
+    old, raw = write_old_token("old")
+    before = svc.setup.list_tokens(ADMIN, None, 100, None)
+    assert [t.name for t in before.tokens] == ["new"] and before.schema_behind
+    assert svc.setup.authenticate(raw).token_id == old.id  # an old token still works
+
+    assert main(["admin", "migrate", "--table", TABLE, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would apply" in out and "would_list 1" in out and "nothing was written" in out
+    assert [t.name for t in svc.setup.list_tokens(ADMIN, None, 100, None).tokens] == ["new"]
+
+    assert main(["admin", "migrate", "--table", TABLE]) == 0
+    out = capsys.readouterr().out
+    assert "1 token-list-rows: applied" in out and "listed 1" in out
+    assert "already_listed 1" in out and raw not in out
+    after = svc.setup.list_tokens(ADMIN, None, 100, None)
+    assert {t.name for t in after.tokens} == {"new", "old"} and not after.schema_behind
+    assert store.schema_state().version == SCHEMA_VERSION
+
+    svc.setup.revoke_token(ADMIN, old.id)
+    with pytest.raises(Exception, match="unknown token"):
+        svc.setup.authenticate(raw)
+    shown = {t.name: t for t in svc.setup.list_tokens(ADMIN, None, 100, None).tokens}
+    assert shown["old"].revoked_at is not None
+
+    table_before = rows()
+    assert main(["admin", "migrate", "--table", TABLE]) == 0
+    assert "already applied" in capsys.readouterr().out
+    assert rows() == table_before
+    assert raw not in str(table_before)
+
+
+def _fail_transactions(store: Any) -> None:
+    def refuse(**kwargs: Any) -> None:
+        error = {"Error": {"Code": "InternalServerError", "Message": "the process died"}}
+        raise ClientError(error, "TransactWriteItems")
+
+    store.client.meta.events.register("before-call.dynamodb.TransactWriteItems", refuse)
+
+
+def test_a_token_and_its_event_land_together_or_not_at_all(aws: None) -> None:
+    store = wiring.build_store(None, TABLE)
+    store.create_table()
+    svc = wiring.build_service(store)
+    token, _ = svc.setup.create_token(ADMIN, "ci", "operator", "read", None, None)
+    events = store.timeline(*INSTANCE_TIMELINE, None)
+    assert [(e.type, e.data["token_id"]) for e in events] == [("token.created", token.id)]
+
+    broken = wiring.build_store(None, TABLE)
+    _fail_transactions(broken)
+    failing = wiring.build_service(broken)
+    with pytest.raises(Unavailable):
+        failing.setup.create_token(ADMIN, "lost", "operator", "read", None, None)
+    with pytest.raises(Unavailable):
+        failing.setup.revoke_token(ADMIN, token.id)
+    assert {t.name for t in svc.setup.list_tokens(ADMIN, None, 100, None).tokens} == {"ci"}
+    assert store.get_token(token.token_hash).revoked_at is None  # type: ignore[union-attr]
+    assert [e.type for e in store.timeline(*INSTANCE_TIMELINE, None)] == ["token.created"]
+
+    svc.setup.revoke_token(ADMIN, token.id)
+    assert store.get_token(token.token_hash).revoked_at is not None  # type: ignore[union-attr]
+    assert [e.type for e in store.timeline(*INSTANCE_TIMELINE, None)] == [
+        "token.created",
+        "token.revoked",
+    ]
