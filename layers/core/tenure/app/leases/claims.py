@@ -19,6 +19,7 @@ from tenure.app.ports import (
     SchedulerState,
     key_ceiling,
     rate_ceiling,
+    split_ceiling,
 )
 from tenure.app.scheduler import ClaimGate
 from tenure.domain import authz
@@ -124,7 +125,8 @@ class Claims:
                         if full.details.get("scope") == KEY_CEILING:
                             continue  # that key is full; other keys may still be claimable
                         if full.details.get("scope") == RATE_CEILING:
-                            held.rate_full_in = self._minute()
+                            # The minute whose counter was full, not the clock's now.
+                            held.rate_full_in = int(split_ceiling(str(full.details["name"]))[1])
                         fresh = []  # full: nothing is claimable until a held lease ends
                         break
                     if won is not None:
@@ -305,9 +307,6 @@ class Claims:
             self.kernel.counters["lost_claim_races"] += 1  # paid for: the cost bench counts these
             return None
         return Claimed(lease=new, token=token, pool=pool)
-
-    def _minute(self) -> int:
-        return self.kernel.clock.now_ms() // 60_000
 
     def _ceilings(self, pool: Pool, lease: Lease, now: int) -> list[Ceiling]:
         """The counters a claim of `lease` in `pool` must stay under (each is unlimited unless
