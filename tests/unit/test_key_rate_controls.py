@@ -235,3 +235,27 @@ def test_precedence_pool_full_before_key_full_before_rate_limited(rig: Rig) -> N
     assert keyed is not None and keyed.code == "key_full"
     limited = queued_condition(lease, PoolFacts(rate_limited=True), None, False)
     assert limited is not None and limited.code == "rate_limited"
+
+
+def test_an_exact_claim_of_a_lease_whose_key_is_full_waits_without_writing_again(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig.svc.pools.update_pool(ADMIN, POOL, {"max_active_per_key": 1})
+    rig.task(concurrency_key="k")
+    _, waiting = rig.task(concurrency_key="k")
+    assert waiting is not None
+    held = _claim(rig, "w1")
+    commits: list[Change] = []
+    real = rig.store.commit
+
+    def spy(change: Change) -> None:
+        commits.append(change)
+        real(change)
+
+    monkeypatch.setattr(rig.store, "commit", spy)
+    got = rig.svc.claims.claim(WORKER, POOL, "w2", "1.0", 5, None, lease_id=waiting.id)
+    assert got is None
+    assert len([c for c in commits if c.leases]) == 1  # one losing write, then counter reads
+    rig.svc.reports.complete(as_lease(held.lease.id), held.lease.id, {})
+    won = rig.svc.claims.claim(WORKER, POOL, "w2", "1.0", 5, None, lease_id=waiting.id)
+    assert won is not None and won.lease.id == waiting.id

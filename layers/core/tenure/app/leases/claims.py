@@ -124,9 +124,6 @@ class Claims:
                     except CeilingReached as full:
                         if full.details.get("scope") == KEY_CEILING:
                             continue  # that key is full; other keys may still be claimable
-                        if full.details.get("scope") == RATE_CEILING:
-                            # The minute whose counter was full, not the clock's now.
-                            held.rate_full_in = int(split_ceiling(str(full.details["name"]))[1])
                         fresh = []  # full: nothing is claimable until a held lease ends
                         break
                     if won is not None:
@@ -168,6 +165,7 @@ class Claims:
         condition; a lease held or ended (a rival's claim included) is 409."""
         looked_at = self.kernel.clock.now_ms()
         looks = math.ceil(max(0, give_up_at - looked_at) / 1000 / CLAIM_POLL_SECONDS) + 1
+        held = _HeldBack()
         for _ in range(looks):
             lease = self.kernel.lease(lease_id)  # consistent: who holds it now
             if lease.pool != pool.name:
@@ -175,9 +173,9 @@ class Claims:
             if lease.state is not LeaseState.PENDING:
                 raise InvalidTransition(f"lease {lease_id} is {lease.state}; it is not queued")
             gate = self.gate.read()
-            if not closed and not gate.paused:
+            if not closed and not gate.paused and not held.rate_limited(self.kernel, pool):
                 try:
-                    won = self._try_claim(lease_id, pool, ask, gate)
+                    won = self._try_claim(lease_id, pool, ask, gate, held)
                 except CeilingReached:
                     won = None  # full (a ceiling, its key, the minute's claims): it waits
                 if won is not None:
@@ -194,6 +192,7 @@ class Claims:
                 pool, closed = self._claim_settings(pool_name)
                 looked_at = self.kernel.clock.now_ms()
             self.workers.mark_seen(pool, ask.worker_id, ask.worker_version)
+            held.recheck_keys(self.kernel, pool)
         self.kernel.counters["empty_claims"] += 1
         return None
 
@@ -300,8 +299,8 @@ class Claims:
         try:
             self.kernel.commit(Change(leases=[over(lease, new)], ceilings=ceilings, claims=records))
         except CeilingReached as full:
-            if held is not None and full.details.get("scope") == KEY_CEILING:
-                held.full_keys.add(str(lease.concurrency_key))
+            if held is not None:
+                held.note(full, lease)
             raise
         except Conflict:
             self.kernel.counters["lost_claim_races"] += 1  # paid for: the cost bench counts these
@@ -350,6 +349,15 @@ class _HeldBack:
     full_keys: set[str] = field(default_factory=set)
     key_of: dict[str, str] = field(default_factory=dict)
     rate_full_in: int | None = None
+
+    def note(self, full: CeilingReached, lease: Lease) -> None:
+        """What a claim's lost write says was full: the lease's key, or the minute whose
+        counter was (not the clock's minute when the answer came)."""
+        scope = full.details.get("scope")
+        if scope == KEY_CEILING and lease.concurrency_key is not None:
+            self.full_keys.add(lease.concurrency_key)
+        elif scope == RATE_CEILING:
+            self.rate_full_in = int(split_ceiling(str(full.details["name"]))[1])
 
     def rate_limited(self, kernel: Kernel, pool: Pool) -> bool:
         """The pool's claims for this minute are used up (a fixed window: the next minute
