@@ -115,6 +115,13 @@ def gallery(api: Api) -> Iterator[Gallery]:
             g.conditions["starting"] = _claimed(world, worker, farm, start=False)
             g.states["paused"] = _claimed(world, worker, farm, start=True)
             g.states["cancelling"] = _claimed(world, worker, farm, start=True)
+        # One key held in a pool that allows one per key: the next task of that key waits.
+        # (rate_limited is left out: it clears when the minute turns, within this module.)
+        keyed = _pool(world, "Tenant exports", max_active_per_key=1)
+        with api.client(world.worker_token([keyed])) as worker:
+            _queued(world, keyed, concurrency_key="acme")
+            world.claim(worker, keyed, worker_id=f"w-{suffix().lower()}", lease_seconds=3600)
+        g.conditions["key_full"] = _queued(world, keyed, concurrency_key="acme")
         assert admin.post(f"/leases/{g.states['paused']}/pause").status_code == 200
         assert admin.post(f"/leases/{g.states['cancelling']}/cancel").status_code == 200
 

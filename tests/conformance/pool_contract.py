@@ -8,7 +8,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tenure.app.ports import INSTANCE_CEILING, Ceiling, Change, Filed, LeaseWrite, Settings
+from tenure.app.ports import (
+    INSTANCE_CEILING,
+    KEY_CEILING,
+    RATE_CEILING,
+    Ceiling,
+    Change,
+    Filed,
+    LeaseWrite,
+    Settings,
+    key_ceiling,
+    rate_ceiling,
+)
 from tenure.domain.errors import CeilingReached, Conflict, NotFound
 from tenure.domain.model import Instance, PoolVersion
 from tenure.domain.retry import RetryPolicy
@@ -92,6 +103,40 @@ class PoolStoreContract:
         r.store.update_instance(Settings(set={"max_active": 2}))
         r.store.commit(Change(leases=[LeaseWrite(replace(second, id="x2"))], ceilings=[up]))
         assert r.store.held_count(INSTANCE_CEILING, INSTANCE_CEILING) == 2
+
+    def test_a_key_or_minute_counter_is_judged_on_the_limit_sent_and_says_which_is_full(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        _, first = enqueue(r)
+        _, second = enqueue(r)
+        pool_up = Ceiling("pool", ALPHA, +1, limit=5)
+        key_up = Ceiling(KEY_CEILING, key_ceiling(ALPHA, "tenant:7#a"), +1, limit=1)
+        rate_up = Ceiling(RATE_CEILING, rate_ceiling(ALPHA, 29_000_000), +1, limit=1)
+        r.store.commit(
+            Change(leases=[LeaseWrite(replace(first, id="k1"))], ceilings=[pool_up, key_up])
+        )
+        with pytest.raises(CeilingReached) as full:
+            r.store.commit(
+                Change(leases=[LeaseWrite(replace(second, id="k2"))], ceilings=[pool_up, key_up])
+            )
+        assert (full.value.details["scope"], full.value.details["name"]) == (
+            KEY_CEILING,
+            key_ceiling(ALPHA, "tenant:7#a"),
+        )
+        assert r.store.get_lease("k2") is None and r.store.held_count("pool", ALPHA) == 1
+        assert r.store.held_count(KEY_CEILING, key_ceiling(ALPHA, "tenant:7#a")) == 1
+        r.store.commit(Change(leases=[LeaseWrite(replace(second, id="k3"))], ceilings=[rate_up]))
+        with pytest.raises(CeilingReached) as full:
+            r.store.commit(
+                Change(leases=[LeaseWrite(replace(second, id="k4"))], ceilings=[rate_up])
+            )
+        assert full.value.details["scope"] == RATE_CEILING
+        assert r.store.held_count(RATE_CEILING, rate_ceiling(ALPHA, 29_000_000)) == 1
+        down = Ceiling(KEY_CEILING, key_ceiling(ALPHA, "tenant:7#a"), -1)
+        r.store.commit(Change(leases=[LeaseWrite(replace(second, id="k5"))], ceilings=[down]))
+        assert r.store.held_count(KEY_CEILING, key_ceiling(ALPHA, "tenant:7#a")) == 0
 
     def test_a_retry_policy_is_kept_as_set_and_a_null_removes_it(self, make_rig: MakeRig) -> None:
         r = make_rig()

@@ -243,6 +243,40 @@ def test_pool_full_clears_when_the_held_lease_completes(world: World) -> None:
     assert code(world, lease_id) == "awaiting_agent"
 
 
+def test_key_full_holds_one_key_back_while_other_keys_are_claimed(world: World) -> None:
+    pool = world.pool(max_active_per_key=1)["name"]
+    worker = world.api.client(world.worker_token([pool]))
+    held = world.held(pool, worker, concurrency_key="tenant-7")
+    waiting = world.task(pool=pool, concurrency_key="tenant-7")["lease"]["id"]
+    other = world.task(pool=pool, concurrency_key="tenant-8")["lease"]["id"]
+    assert condition(world, waiting) == {
+        "code": "key_full",
+        "label": "waiting for tenant-7",
+        "needs_person": False,
+    }
+    assert world.claim(worker, pool)["lease"]["id"] == other  # a full key is not a full pool
+    no_claim(worker, pool)
+    assert held.lease.post(f"/leases/{held.id}/complete", json={}).status_code == 200
+    assert code(world, waiting) == "awaiting_agent"
+    assert world.claim(worker, pool)["lease"]["id"] == waiting
+
+
+def test_rate_limited_once_the_minutes_claims_are_used_up(world: World) -> None:
+    pool = world.pool(max_claims_per_minute=1)["name"]
+    worker = world.api.client(world.worker_token([pool]))
+    first = world.task(pool=pool)["lease"]["id"]
+    second = world.task(pool=pool)["lease"]["id"]
+    won = world.claim(worker, pool)["lease"]["id"]
+    waiting = second if won == first else first
+    # A minute's boundary between the claim and the read clears it: only then may it differ.
+    found = condition(world, waiting)
+    assert found is not None and found["code"] in ("rate_limited", "awaiting_agent")
+    if found["code"] == "rate_limited":
+        assert found == {"code": "rate_limited", "label": "rate limited", "needs_person": False}
+    r = world.admin.patch(f"/pools/{pool}", json={"max_claims_per_minute": 0})
+    assert_error(r, 422, "validation_failed")
+
+
 def test_space_full_clears_when_the_held_lease_is_released(world: World) -> None:
     key = f"F{suffix()}"
     r = world.admin.post("/spaces", json={"key": key, "name": "tight", "max_active": 1})

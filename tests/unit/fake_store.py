@@ -19,13 +19,16 @@ from typing import Any, TypeVar
 from tenure.app.migrations import SchemaState
 from tenure.app.ports import (
     INSTANCE_CEILING,
+    KEY_CEILING,
     LIST_SCAN_BUDGET,
     POOL_CAP,
+    RATE_CEILING,
     TIMELINE_CAP,
     WORKER_RETENTION_S,
     WORKER_SCAN_BUDGET,
     WORKERS_CAP,
     Attachment,
+    Ceiling,
     Change,
     ClaimRecord,
     Clock,
@@ -468,17 +471,23 @@ class FakeStore(FakeRules):
         reasons = self._failed_conditions(change)
         if reasons:
             raise Conflict("a conditional write lost", reasons=reasons)
-        # As keys.BELOW_CEILING: against the row's own max_active, not the claimer's copy.
+        # As keys.BELOW_CEILING: against the row's own max_active, not the claimer's copy
+        # (keys.BELOW_LIMIT: a key's or a minute's counter against the limit the claim sends).
         full = [
-            f"{c.scope} {c.name} is full"
+            c
             for c in change.ceilings
             if c.delta > 0
             and c.limit is not None
-            and (limit := self._max_active(c.scope, c.name)) is not None
+            and (limit := self._max_active(c)) is not None
             and self.active.get((c.scope, c.name), 0) >= limit
         ]
         if full:
-            raise CeilingReached("a ceiling is full", reasons=full)
+            raise CeilingReached(
+                "a ceiling is full",
+                scope=full[0].scope,
+                name=full[0].name,
+                reasons=[f"{c.scope} {c.name} is full" for c in full],
+            )
         for c in change.ceilings:
             self.active[(c.scope, c.name)] = self.active.get((c.scope, c.name), 0) + c.delta
         olds = [
@@ -516,7 +525,10 @@ class FakeStore(FakeRules):
             self._apply_hold(h.set_name, h.task_id, h.add)
         self._after(rows)
 
-    def _max_active(self, scope: str, name: str) -> int | None:
+    def _max_active(self, ceiling: Ceiling) -> int | None:
+        scope, name = ceiling.scope, ceiling.name
+        if scope in (KEY_CEILING, RATE_CEILING):
+            return ceiling.limit
         if scope == INSTANCE_CEILING:
             return self.instance.max_active
         row = self.pools.get(name) if scope == "pool" else self.spaces.get(name)

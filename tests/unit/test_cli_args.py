@@ -59,3 +59,27 @@ def test_pools_create_carries_the_retry_policy_only_when_asked() -> None:
     # The body the CLI sends is one the API takes.
     settings = m.RetrySettings.model_validate(body["retry"])
     assert (settings.backoff.initial_seconds, settings.backoff.max_seconds) == (10, 60)
+
+
+def test_pools_create_and_update_carry_the_key_and_rate_controls_only_when_asked() -> None:
+    from tenure.api import models as m
+    from tenure_cli.commands.pools import control_settings
+
+    base = ["pools", "create", "--name", "p", "--space", "OPS"]
+    assert control_settings(parser().parse_args(base)) == {}
+    asked = parser().parse_args(
+        [*base, "--max-active-per-key", "2", "--max-claims-per-minute", "30"]
+    )
+    body = control_settings(asked)
+    assert body == {"max_active_per_key": 2, "max_claims_per_minute": 30}
+    m.PoolCreate.model_validate({"name": "p", "space": "OPS", "kind": "command", **body})
+    lifted = parser().parse_args(
+        ["pools", "update", "p", "--per-key-unlimited", "--rate-unlimited"]
+    )
+    assert control_settings(lifted) == {"max_active_per_key": None, "max_claims_per_minute": None}
+    m.PoolPatch.model_validate(control_settings(lifted))
+
+
+def test_worker_delegate_takes_a_concurrency_key() -> None:
+    args = parser().parse_args(["worker", "delegate", "--title", "t", "--concurrency-key", "k"])
+    assert args.concurrency_key == "k"

@@ -70,6 +70,13 @@ Fence = Annotated[int, Field(ge=1), Integral]
 ClaimId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 TaskId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Host = Annotated[str, StringConstraints(max_length=255)]
+# Keyed concurrency: 1 to 128 characters, none of them a control character.
+ConcurrencyKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")
+]
+# Keyed concurrency and the rate limit: null (or left out) is unlimited.
+PerKey = Annotated[int, Field(ge=1, le=10_000), Integral]
+PerMinute = Annotated[int, Field(ge=1, le=1_000_000), Integral]
 
 # A JSON document a caller may attach (details, result, properties…) stays well inside an item.
 MAX_DOCUMENT_BYTES = 32 * 1024
@@ -204,6 +211,10 @@ class PoolCreate(Strict):
         default_factory=list
     )
     retry: RetrySettings = Field(default_factory=RetrySettings)
+    # At most this many held leases per task concurrency_key; at most this many claims in a
+    # UTC minute (null: unlimited).
+    max_active_per_key: PerKey | None = None
+    max_claims_per_minute: PerMinute | None = None
 
     @model_validator(mode="after")
     def _timings_ordered(self) -> Self:
@@ -232,6 +243,8 @@ class PoolPatch(Strict):
     rates: dict[str, Any] | None = None
     accepts_delegation_from: Annotated[list[Name], Field(max_length=50)] | None = None
     retry: RetrySettings | None = None
+    max_active_per_key: PerKey | None = None
+    max_claims_per_minute: PerMinute | None = None
 
 
 class InstancePatch(Strict):
@@ -316,6 +329,8 @@ class TaskCreate(Strict):
     requires_approval: bool = False
     # Filed with a lease token: its open runs end (ttl_expired) this long after filing.
     ttl_seconds: Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS), Integral] | None = None
+    # Its runs count against their pool's max_active_per_key under this key.
+    concurrency_key: ConcurrencyKey | None = None
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
     _not_before = field_validator("not_before")(_instant)
@@ -330,6 +345,8 @@ class TaskCreate(Strict):
 class Enqueue(Strict):
     pool: Name
     not_before: Annotated[str, StringConstraints(max_length=64)] | None = None
+    # Becomes the task's concurrency key (this run and later ones); left out: the task's own.
+    concurrency_key: ConcurrencyKey | None = None
 
     _not_before = field_validator("not_before")(_instant)
 
@@ -478,6 +495,8 @@ class QueuedConditionOut(Out):
         "instance_full",
         "space_full",
         "pool_full",
+        "key_full",
+        "rate_limited",
         "starting",
         "awaiting_agent",
     ]
@@ -516,6 +535,7 @@ class LeaseOut(Out):
     retry_depth: int = 0
     failure_kind: Literal["operator_forced"] | None = None
     usage: dict[str, Any] | None = None  # what its completion reported, cost resolved
+    concurrency_key: str | None = None
 
 
 class LeaseAnswer(Out):
@@ -562,6 +582,7 @@ class TaskOut(Out):
     created_by_lease_id: str | None = None
     wake_creator: bool = False
     approval: "ApprovalOut | None" = None
+    concurrency_key: str | None = None
 
 
 class ApprovalOut(Out):
@@ -639,6 +660,8 @@ class PoolOut(Out):
     rates: dict[str, Any] | None = None
     accepts_delegation_from: list[str] = []
     retry: RetrySettings = Field(default_factory=RetrySettings)
+    max_active_per_key: int | None = None
+    max_claims_per_minute: int | None = None
 
 
 class PoolAnswer(Out):

@@ -55,6 +55,7 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
         "previous_lease_id": lease.previous_lease_id,
         "retry_depth": lease.retry_depth,
         "failure_kind": lease.failure_kind,
+        "concurrency_key": lease.concurrency_key,
         "usage": lease_usage(lease),
     }
 
@@ -89,6 +90,7 @@ def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> d
         "created_by_lease_id": task.created_by_lease,
         "wake_creator": task.wake_creator,
         "approval": approval_view(task.approval) if task.approval else None,
+        "concurrency_key": task.concurrency_key,
     }
 
 
@@ -173,6 +175,8 @@ def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
         "starvation_escalation_seconds": pool.starvation_escalation_seconds,
         "accepts_delegation_from": list(pool.accepts_delegation_from or ()),
         "retry": RetryPolicy.of(pool.retry).view(),
+        "max_active_per_key": pool.max_active_per_key,
+        "max_claims_per_minute": pool.max_claims_per_minute,
     }
 
 

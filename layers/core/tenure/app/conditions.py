@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from tenure.app.ports import INSTANCE_CEILING
+from tenure.app.ports import INSTANCE_CEILING, KEY_CEILING, RATE_CEILING, key_ceiling, rate_ceiling
 from tenure.app.workers import WORKERS_PAGE, reachable
 from tenure.domain.model import Instance, Lease, Pool, Space
 from tenure.domain.states import LeaseState
@@ -41,6 +41,8 @@ class PoolFacts:
     instance_full: bool = False
     space_full: bool = False
     pool_full: bool = False
+    # The pool's claims for the current minute are used up (max_claims_per_minute).
+    rate_limited: bool = False
 
 
 # Conditions that only a person can clear, in precedence order (when several hold, the first
@@ -60,9 +62,10 @@ _CAPACITY = (
 
 
 def queued_condition(
-    lease: Lease, facts: PoolFacts, not_before: int | None = None
+    lease: Lease, facts: PoolFacts, not_before: int | None = None, key_full: bool = False
 ) -> QueuedCondition | None:
-    """The condition a lease in pending, dispatching or dispatched reads; None otherwise."""
+    """The condition a lease in pending, dispatching or dispatched reads; None otherwise.
+    `key_full`: its concurrency key already has the pool's max_active_per_key held."""
     if lease.state not in QUEUED_STATES:
         return None
     for code, fact in _NEEDS_PERSON:
@@ -75,6 +78,11 @@ def queued_condition(
         if getattr(facts, fact):
             return QueuedCondition(code, code.replace("_", " "), False)
     if lease.state is LeaseState.PENDING:
+        # Only a claim is held back by these two: a lease already claimed is past them.
+        if key_full:
+            return QueuedCondition("key_full", f"waiting for {lease.concurrency_key}", False)
+        if facts.rate_limited:
+            return QueuedCondition("rate_limited", "rate limited", False)
         return QueuedCondition("awaiting_agent", "awaiting agent", False)
     return QueuedCondition("starting", "starting", False)
 
@@ -89,15 +97,17 @@ class Conditions:
         (consistent, so that every process answers alike the moment a pause, an archive or a
         ceiling lands), the ceiling counters and the pool's worker rows."""
         facts: dict[str, PoolFacts] = {}
+        pools: dict[str, Pool] = {}
         spaces: dict[str, Space] = {}
         instance: list[Instance] = []
+        keys_full: dict[tuple[str, str], bool] = {}
         found: dict[str, QueuedCondition | None] = {}
         for lease in leases:
             if lease.state not in QUEUED_STATES:
                 found[lease.id] = None
                 continue
             if lease.pool not in facts:
-                pool = self.kernel.fresh_pool(lease.pool)
+                pool = pools[lease.pool] = self.kernel.fresh_pool(lease.pool)
                 if pool.space not in spaces:
                     spaces[pool.space] = self.kernel.fresh_space(pool.space)
                 if not instance:
@@ -107,7 +117,15 @@ class Conditions:
             deferred = (
                 lease.not_before if (lease.not_before or 0) > self.kernel.clock.now_ms() else None
             )
-            found[lease.id] = queued_condition(lease, facts[lease.pool], deferred)
+            key_full = False
+            limit = pools[lease.pool].max_active_per_key
+            key = lease.concurrency_key
+            if lease.state is LeaseState.PENDING and key is not None and limit is not None:
+                if (lease.pool, key) not in keys_full:  # one small read per key and call
+                    held = self.kernel.store.held_count(KEY_CEILING, key_ceiling(lease.pool, key))
+                    keys_full[(lease.pool, key)] = held >= limit
+                key_full = keys_full[(lease.pool, key)]
+            found[lease.id] = queued_condition(lease, facts[lease.pool], deferred, key_full)
         return found
 
     def queued_condition_of(self, lease: Lease) -> QueuedCondition | None:
@@ -123,9 +141,15 @@ class Conditions:
             )
             if limit is not None
         }
+        rate_limited = False
+        if pool.max_claims_per_minute is not None:
+            minute = rate_ceiling(pool.name, self.kernel.clock.now_ms() // 60_000)
+            claimed = self.kernel.store.held_count(RATE_CEILING, minute)
+            rate_limited = claimed >= pool.max_claims_per_minute
         return PoolFacts(
             paused=pool.paused,
             space_archived=space.archived,
+            rate_limited=rate_limited,
             **self._fleet_facts(pool),
             **full,
         )

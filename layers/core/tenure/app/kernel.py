@@ -128,6 +128,7 @@ class Kernel:
             pool_version=lease.pool_version,  # the job keeps the version it was created under
             lineage=lease.lineage,
             retry_depth=lease.retry_depth,
+            concurrency_key=lease.concurrency_key,
         )
         next_job = replace(
             job,

@@ -99,9 +99,13 @@ class TaskWrite:
 
 @dataclass(frozen=True)
 class Ceiling:
-    """Moves a pool's or space's count of held leases; +1 lands only while below `limit`."""
+    """Moves a pool's or space's count of held leases; +1 lands only while below `limit`.
 
-    scope: str  # "pool" | "space" | "instance" (INSTANCE_CEILING)
+    Two scopes judge `limit` itself rather than a row's own setting: KEY_CEILING (held leases
+    of one concurrency key in one pool, `key_ceiling(pool, key)`) and RATE_CEILING (claims in
+    one pool during one minute, `rate_ceiling(pool, minute)`; never given back)."""
+
+    scope: str  # "pool" | "space" | "instance" (INSTANCE_CEILING) | KEY_CEILING | RATE_CEILING
     name: str
     delta: int
     limit: int | None = None
@@ -109,6 +113,25 @@ class Ceiling:
 
 # The name of the one instance-wide ceiling counter (on the instance settings row).
 INSTANCE_CEILING = "instance"
+# Held leases per (pool, concurrency key), and claims per (pool, minute).
+KEY_CEILING = "key"
+RATE_CEILING = "rate"
+# Joins a pool's name to the key or minute in a ceiling's name; pool names never contain it.
+CEILING_JOIN = "#"
+
+
+def key_ceiling(pool: str, key: str) -> str:
+    return f"{pool}{CEILING_JOIN}{key}"
+
+
+def rate_ceiling(pool: str, minute: int) -> str:
+    return f"{pool}{CEILING_JOIN}{minute}"
+
+
+def split_ceiling(name: str) -> tuple[str, str]:
+    """(pool, key or minute) of a KEY_CEILING or RATE_CEILING name."""
+    pool, _, rest = name.partition(CEILING_JOIN)
+    return pool, rest
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ class Runs:
             lineage=task.ancestors,
             previous_lease_id=run.previous_lease_id,
             retry_depth=run.retry_depth,
+            concurrency_key=task.concurrency_key,
         )
         if run.previous_lease_id is not None:
             lease = replace(

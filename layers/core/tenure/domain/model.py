@@ -88,6 +88,10 @@ class Pool:
     # Retry on failure: {on_failure, backoff: {initial_seconds, multiplier, max_seconds,
     # jitter}}; None reads as RetryPolicy's defaults (off).
     retry: dict[str, Any] | None = None
+    # Keyed concurrency: at most this many held leases per concurrency_key (None: unlimited).
+    max_active_per_key: int | None = None
+    # Rate limit: at most this many claims per minute, a fixed UTC-minute window (None: none).
+    max_claims_per_minute: int | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,8 @@ class Task:
     # Approval (app/tasks/approval.py): {state: requested | approved | rejected, requested_at,
     # pool?, by?, at?, note?}; None for a task filed without it.
     approval: dict[str, Any] | None = None
+    # Keyed concurrency: its runs count against their pool's max_active_per_key under this key.
+    concurrency_key: str | None = None
 
     def with_job(self, job_id: str) -> Task:
         return replace(self, job_id=job_id)
@@ -258,6 +264,8 @@ class Lease:
     previous_lease_id: str | None = None  # the ended lease this one retries (POST …/retry)
     retry_depth: int = 0
     failure_kind: str | None = None  # "operator_forced" when an operator force-failed it
+    # Its task's concurrency_key when the run was opened (a claim counts it per key).
+    concurrency_key: str | None = None
 
     @property
     def superseded(self) -> bool:

@@ -10,7 +10,9 @@ from botocore.exceptions import ClientError
 
 from tenure.app.ports import (
     INSTANCE_CEILING,
+    KEY_CEILING,
     POOL_CAP,
+    RATE_CEILING,
     WORKER_RETENTION_S,
     Ceiling,
     Change,
@@ -22,6 +24,7 @@ from tenure.app.ports import (
     Settings,
     SweeperState,
     TokenPage,
+    split_ceiling,
 )
 from tenure.domain.errors import (
     AlreadyExists,
@@ -443,7 +446,15 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             if any(r == "ConditionalCheckFailed" for r in reasons[first_ceiling:]) and not any(
                 r == "ConditionalCheckFailed" for r in reasons[:first_ceiling]
             ):
-                raise CeilingReached("a ceiling is full", **lost.details) from lost
+                # Which one: a full key lets a claim move on to other keys, the rest do not.
+                full = [
+                    c
+                    for c, r in zip(change.ceilings, reasons[first_ceiling:], strict=False)
+                    if r == "ConditionalCheckFailed"
+                ]
+                raise CeilingReached(
+                    "a ceiling is full", scope=full[0].scope, name=full[0].name, **lost.details
+                ) from lost
             raise
 
     def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
@@ -503,8 +514,21 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             "UpdateExpression": f"ADD {k.ACTIVE} :delta",
             "ExpressionAttributeValues": _values(delta=ceiling.delta),
         }
+        own_limit = ceiling.scope in (KEY_CEILING, RATE_CEILING)
         if ceiling.delta > 0 and ceiling.limit is not None:
-            update["ConditionExpression"] = k.BELOW_CEILING
+            update["ConditionExpression"] = k.BELOW_LIMIT if own_limit else k.BELOW_CEILING
+            if own_limit:
+                update["ExpressionAttributeValues"] = _values(
+                    delta=ceiling.delta, limit=ceiling.limit
+                )
+        if ceiling.scope == RATE_CEILING:
+            _, minute = split_ceiling(ceiling.name)
+            keep = (int(minute) + 1) * 60 + k.RATE_COUNTER_KEEP_SECONDS
+            update["UpdateExpression"] += f" SET {k.TTL_ATTRIBUTE} = :keep"
+            update["ExpressionAttributeValues"] = {
+                **update["ExpressionAttributeValues"],
+                **_values(keep=keep),
+            }
         return {"Update": update}
 
     def held_count(self, scope: str, name: str) -> int:
@@ -1003,6 +1027,11 @@ def _task_row(task: Task) -> dict[str, Any]:
 def _ceiling_key(scope: str, name: str) -> dict[str, str]:
     if scope == INSTANCE_CEILING:
         return k.INSTANCE_KEY
+    if scope == KEY_CEILING:
+        return k.key_counter_key(*split_ceiling(name))
+    if scope == RATE_CEILING:
+        pool, minute = split_ceiling(name)
+        return k.rate_counter_key(pool, int(minute))
     return k.pool_key(name) if scope == "pool" else k.space_key(name)
 
 

@@ -118,6 +118,22 @@ def pool_version_key(name: str, version: int) -> dict[str, str]:
     return {PK: f"POOL#{name}", SK: f"VERSION#{version:06d}"}
 
 
+def key_counter_key(pool: str, key: str) -> dict[str, str]:
+    """Held leases of one concurrency key in one pool: a row per (pool, key), in the pool's
+    own partition of keys, so that no key's counter contends with another's."""
+    return {PK: f"KEYS#{pool}", SK: f"KEY#{key}"}
+
+
+def rate_counter_key(pool: str, minute: int) -> dict[str, str]:
+    """Claims of one pool in one UTC minute (epoch seconds // 60), deleted by TTL after."""
+    return {PK: f"RATE#{pool}", SK: f"MINUTE#{minute}"}
+
+
+# A rate counter outlives its minute by this much before TTL may delete it (the views read
+# the current minute's row only).
+RATE_COUNTER_KEEP_SECONDS = 120
+
+
 # The instance settings and the instance-wide ceiling counter share one row.
 INSTANCE_KEY = {PK: "INSTANCE", SK: "SETTINGS"}
 
@@ -327,6 +343,9 @@ ACTIVE = "active"
 BELOW_CEILING = (
     "attribute_not_exists(max_active) OR attribute_not_exists(active) OR active < max_active"
 )
+# A key's or a minute's counter has no setting of its own on its row: the limit is the pool's,
+# as the claim read it fresh (at its start and every POOL_REFRESH_MS of a long poll).
+BELOW_LIMIT = "attribute_not_exists(active) OR active < :limit"
 # A settings update lands only on a row that exists (an unknown pool or space is NotFound).
 # A pool's agent/classifier change lands only on the version it was judged against.
 POOL_VERSION_IS = "attribute_exists(PK) AND version = :expect_version"

@@ -82,7 +82,7 @@ def worker_delegate(args: argparse.Namespace) -> int:
     client, lease_id, token = lease_client(worker_routes=False)
     payload_lease = _payload_lease(client, lease_id, token)
     body: dict[str, Any] = {"space": payload_lease["space"], "title": args.title}
-    for name in ("body", "pool"):
+    for name in ("body", "pool", "concurrency_key"):
         if getattr(args, name) is not None:
             body[name] = getattr(args, name)
     if args.no_wake_creator:
@@ -188,6 +188,9 @@ def add_commands(groups: Groups) -> None:
     delegate.add_argument("--title", required=True, help="one line")
     delegate.add_argument("--body", help="what the task is about")
     delegate.add_argument("--pool", help="enqueue at once on this pool")
+    delegate.add_argument(
+        "--concurrency-key", help="its runs count against the pool's max_active_per_key by this"
+    )
     delegate.add_argument(
         "--no-wake-creator", action="store_true", help="do not wake this lease when it ends"
     )

@@ -60,11 +60,28 @@ def retry_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"retry": retry}
 
 
+# Keyed concurrency and the rate limit (create and update; null: unlimited).
+CONTROLS = ("max_active_per_key", "max_claims_per_minute")
+
+
+def control_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """`max_active_per_key` / `max_claims_per_minute` from their options; on update,
+    --per-key-unlimited and --rate-unlimited send a null (unlimited again)."""
+    body = {key: getattr(args, key) for key in CONTROLS if getattr(args, key) is not None}
+    for flag, key in (("per_key_unlimited", CONTROLS[0]), ("rate_unlimited", CONTROLS[1])):
+        if getattr(args, flag, False):
+            if key in body:
+                raise UsageError(f"--{key.replace('_', '-')} and --{flag.replace('_', '-')} clash")
+            body[key] = None
+    return body
+
+
 def pools_create(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"name": args.name, "space": args.space, "kind": args.kind}
     for key in ("max_active", "renew_seconds", "grace_seconds", "toleration_seconds", "on_expiry"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
+    body.update(control_settings(args))
     body.update(kind_settings(args))
     body.update(retry_settings(args))
     _, answer = operator_client(args).call("POST", "/pools", body)
@@ -74,6 +91,7 @@ def pools_create(args: argparse.Namespace) -> int:
 def pools_list(args: argparse.Namespace) -> int:
     _, answer = operator_client(args).call("GET", f"/pools?space={quote(args.space)}")
     cols = ["name", "display_name", "kind", "version", "paused", "max_active", "active"]
+    cols += ["max_active_per_key", "max_claims_per_minute"]
     return table(answer["pools"], args, cols)
 
 
@@ -98,6 +116,7 @@ def pools_update(args: argparse.Namespace) -> int:
         body["max_active"] = None
     if args.keeps_logs is not None:
         body["keeps_logs"] = args.keeps_logs == "yes"
+    body.update(control_settings(args))
     body.update(kind_settings(args))
     _, answer = operator_client(args).call("PATCH", _pool_path(args.name), body)
     return show(answer["pool"], args)
@@ -132,6 +151,12 @@ def _timing_options(p: argparse.ArgumentParser) -> None:
         "--on-expiry",
         choices=["requeue", "fail"],
         help="an expired lease runs again (requeue) or ends failed (fail)",
+    )
+    p.add_argument(
+        "--max-active-per-key", type=int, help="leases held at once per task concurrency key"
+    )
+    p.add_argument(
+        "--max-claims-per-minute", type=int, help="claims per UTC minute; more wait or get 204"
     )
 
 
@@ -178,6 +203,8 @@ def add_commands(groups: Groups) -> None:
     pu.add_argument("--display-name", help="the name the board shows")
     _timing_options(pu)
     pu.add_argument("--unlimited", action="store_true", help="remove the pool's ceiling")
+    pu.add_argument("--per-key-unlimited", action="store_true", help="remove the per-key ceiling")
+    pu.add_argument("--rate-unlimited", action="store_true", help="remove the rate limit")
     pu.add_argument("--keeps-logs", choices=["yes", "no"], help="keep its jobs' output")
     pu.add_argument("--model", help="agent pools: the model (a new version)")
     pu.add_argument("--effort", help="agent pools: the effort (a new version)")

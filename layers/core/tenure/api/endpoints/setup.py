@@ -64,6 +64,8 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         rates=body.rates,
         accepts_delegation_from=tuple(body.accepts_delegation_from),
         retry=body.retry.model_dump() if "retry" in body.model_fields_set else None,
+        max_active_per_key=body.max_active_per_key,
+        max_claims_per_minute=body.max_claims_per_minute,
     )
     return json_answer(v.pool_view(svc().setup.create_pool(actor(), pool)), 201)
 

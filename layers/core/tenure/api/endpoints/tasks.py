@@ -61,6 +61,7 @@ def _file(caller: Any, body: m.TaskCreate) -> dict[str, Any]:
             requires_approval=body.requires_approval,
             ttl_seconds=body.ttl_seconds,
         ),
+        concurrency_key=body.concurrency_key,
     )
     seen = svc().graph.describe_task(task, lease)
     return {
@@ -77,7 +78,9 @@ def enqueue(
     not_before = m.instant_ms(body.not_before) if body.not_before else None
 
     def run() -> tuple[int, dict[str, Any]]:
-        lease = svc().filing.enqueue(caller, task_id, body.pool, not_before)
+        lease = svc().filing.enqueue(
+            caller, task_id, body.pool, not_before, concurrency_key=body.concurrency_key
+        )
         return 201, {"lease": lease_out(lease)}
 
     status, answer = svc().idempotency.once(

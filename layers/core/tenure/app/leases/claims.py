@@ -1,14 +1,26 @@
 """Claims: a worker takes a pending lease, fenced, within the ceilings (pool, space and
-instance `max_active`, enforced atomically by the claim's own write)."""
+instance `max_active`, the pool's `max_active_per_key` and `max_claims_per_minute`, all
+enforced atomically by the claim's own write)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
-from tenure.app.ports import INSTANCE_CEILING, Ceiling, Change, ClaimRecord, SchedulerState
+from tenure.app.ports import (
+    INSTANCE_CEILING,
+    KEY_CEILING,
+    RATE_CEILING,
+    Ceiling,
+    Change,
+    ClaimRecord,
+    SchedulerState,
+    key_ceiling,
+    rate_ceiling,
+    split_ceiling,
+)
 from tenure.app.scheduler import ClaimGate
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -95,18 +107,23 @@ class Claims:
         if lease_id is not None:
             return self._claim_exact(lease_id, pool_name, pool, closed, ask, give_up_at)
         tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
+        held = _HeldBack()
         # Bounded twice over: by the candidates a call may lose races for, and by the wait.
         looks = MAX_CLAIM_TRIES + math.ceil(wait_seconds / CLAIM_POLL_SECONDS) + 1
         for _ in range(looks):
             fresh: list[str] = []
             gate = self.gate.read()  # scheduler pause, paused subtrees, parked tasks
-            if not closed and not gate.paused:
+            if not closed and not gate.paused and not held.rate_limited(self.kernel, pool):
                 fresh = self.gate.candidates(pool.name, tried, gate, CLAIM_CANDIDATES)
                 for lease_id in self.kernel.ids.shuffle(fresh[:CLAIM_CANDIDATES]):
                     tried.add(lease_id)
+                    if held.key_of.get(lease_id) in held.full_keys:
+                        continue  # its key is full (known from an earlier look): no read
                     try:
-                        won = self._try_claim(lease_id, pool, ask, gate)
-                    except CeilingReached:
+                        won = self._try_claim(lease_id, pool, ask, gate, held)
+                    except CeilingReached as full:
+                        if full.details.get("scope") == KEY_CEILING:
+                            continue  # that key is full; other keys may still be claimable
                         fresh = []  # full: nothing is claimable until a held lease ends
                         break
                     if won is not None:
@@ -130,6 +147,7 @@ class Claims:
             # life).
             self.workers.mark_seen(pool, worker_id, worker_version)
             tried.clear()
+            held.recheck_keys(self.kernel, pool)
         self.kernel.counters["empty_claims"] += 1
         return None
 
@@ -147,6 +165,7 @@ class Claims:
         condition; a lease held or ended (a rival's claim included) is 409."""
         looked_at = self.kernel.clock.now_ms()
         looks = math.ceil(max(0, give_up_at - looked_at) / 1000 / CLAIM_POLL_SECONDS) + 1
+        held = _HeldBack()
         for _ in range(looks):
             lease = self.kernel.lease(lease_id)  # consistent: who holds it now
             if lease.pool != pool.name:
@@ -154,11 +173,11 @@ class Claims:
             if lease.state is not LeaseState.PENDING:
                 raise InvalidTransition(f"lease {lease_id} is {lease.state}; it is not queued")
             gate = self.gate.read()
-            if not closed and not gate.paused:
+            if not closed and not gate.paused and not held.rate_limited(self.kernel, pool):
                 try:
-                    won = self._try_claim(lease_id, pool, ask, gate)
+                    won = self._try_claim(lease_id, pool, ask, gate, held)
                 except CeilingReached:
-                    won = None  # full: it waits like any claim until a held lease ends
+                    won = None  # full (a ceiling, its key, the minute's claims): it waits
                 if won is not None:
                     self.kernel.counters["claims"] += 1
                     return won
@@ -173,6 +192,7 @@ class Claims:
                 pool, closed = self._claim_settings(pool_name)
                 looked_at = self.kernel.clock.now_ms()
             self.workers.mark_seen(pool, ask.worker_id, ask.worker_version)
+            held.recheck_keys(self.kernel, pool)
         self.kernel.counters["empty_claims"] += 1
         return None
 
@@ -227,11 +247,20 @@ class Claims:
         return self.kernel.settle(lease, reissue)
 
     def _try_claim(
-        self, lease_id: str, pool: Pool, ask: _Ask, gate: SchedulerState | None = None
+        self,
+        lease_id: str,
+        pool: Pool,
+        ask: _Ask,
+        gate: SchedulerState | None = None,
+        held: _HeldBack | None = None,
     ) -> Claimed | None:
         lease = self.kernel.store.get_lease(lease_id, consistent=False)
         if lease is None or lease.state is not LeaseState.PENDING:
             return None
+        if held is not None and lease.concurrency_key is not None:
+            held.key_of[lease.id] = lease.concurrency_key
+            if lease.concurrency_key in held.full_keys:
+                return None  # its key is full: not worth a write that would lose
         if gate is not None and self.gate.held_back(lease, gate):
             return None
         now = self.kernel.clock.now_ms()
@@ -240,8 +269,9 @@ class Claims:
         token = rules.mint_lease_token(lease.id, self.kernel.ids.secret())
         seconds = ask.lease_seconds or pool.toleration_seconds
         deadline = rules.fresh_deadline(now, 1000 * seconds)
-        ceilings = self._ceilings(pool)
-        counted = tuple(f"{c.scope}:{c.name}" for c in ceilings) or None
+        ceilings = self._ceilings(pool, lease, now)
+        # The minute's claim count is never given back; every other counter is, at the end.
+        counted = tuple(f"{c.scope}:{c.name}" for c in ceilings if c.scope != RATE_CEILING)
         new = self.kernel.apply(
             lease,
             must_move(lease.id, lease.state, lease.revoke, Action.CLAIM),
@@ -258,7 +288,7 @@ class Claims:
             heartbeat_at=now,
             deadline=deadline,
             due_at=deadline,
-            counted=counted,
+            counted=counted or None,
         )
         records = []
         if ask.claim_id is not None:
@@ -268,18 +298,27 @@ class Claims:
             )
         try:
             self.kernel.commit(Change(leases=[over(lease, new)], ceilings=ceilings, claims=records))
-        except CeilingReached:
+        except CeilingReached as full:
+            if held is not None:
+                held.note(full, lease)
             raise
         except Conflict:
             self.kernel.counters["lost_claim_races"] += 1  # paid for: the cost bench counts these
             return None
         return Claimed(lease=new, token=token, pool=pool)
 
-    def _ceilings(self, pool: Pool) -> list[Ceiling]:
-        """The counters a claim in `pool` must stay under (a ceiling is unlimited unless set)."""
+    def _ceilings(self, pool: Pool, lease: Lease, now: int) -> list[Ceiling]:
+        """The counters a claim of `lease` in `pool` must stay under (each is unlimited unless
+        set, and then adds nothing to the claim's write)."""
         found = []
         if pool.max_active is not None:
             found.append(Ceiling("pool", pool.name, +1, pool.max_active))
+        if pool.max_active_per_key is not None and lease.concurrency_key is not None:
+            name = key_ceiling(pool.name, lease.concurrency_key)
+            found.append(Ceiling(KEY_CEILING, name, +1, pool.max_active_per_key))
+        if pool.max_claims_per_minute is not None:
+            name = rate_ceiling(pool.name, now // 60_000)
+            found.append(Ceiling(RATE_CEILING, name, +1, pool.max_claims_per_minute))
         space = self.kernel.space_cached(pool.space)
         if space.max_active is not None:
             found.append(Ceiling("space", space.key, +1, space.max_active))
@@ -299,3 +338,46 @@ class _Ask:
     claimant: str  # the worker token's id: only it renews what it claimed
     claim_id: str | None
     host: str | None
+
+
+@dataclass
+class _HeldBack:
+    """What one claim call has learnt is full, so that it does not pay again for writes that
+    would lose: the concurrency keys found full (re-read after each poll interval, one small
+    read per key) with the key of each lease read, and the minute whose claims ran out."""
+
+    full_keys: set[str] = field(default_factory=set)
+    key_of: dict[str, str] = field(default_factory=dict)
+    rate_full_in: int | None = None
+
+    def note(self, full: CeilingReached, lease: Lease) -> None:
+        """What a claim's lost write says was full: the lease's key, or the minute whose
+        counter was (not the clock's minute when the answer came)."""
+        scope = full.details.get("scope")
+        if scope == KEY_CEILING and lease.concurrency_key is not None:
+            self.full_keys.add(lease.concurrency_key)
+        elif scope == RATE_CEILING:
+            self.rate_full_in = int(split_ceiling(str(full.details["name"]))[1])
+
+    def rate_limited(self, kernel: Kernel, pool: Pool) -> bool:
+        """The pool's claims for this minute are used up (a fixed window: the next minute
+        starts afresh, and so does a pool whose limit was lifted)."""
+        if self.rate_full_in is None:
+            return False
+        if (
+            pool.max_claims_per_minute is None
+            or kernel.clock.now_ms() // 60_000 != self.rate_full_in
+        ):
+            self.rate_full_in = None
+        return self.rate_full_in is not None
+
+    def recheck_keys(self, kernel: Kernel, pool: Pool) -> None:
+        if pool.max_active_per_key is None:
+            self.full_keys.clear()
+            return
+        limit = pool.max_active_per_key
+        self.full_keys = {
+            key
+            for key in self.full_keys
+            if kernel.store.held_count(KEY_CEILING, key_ceiling(pool.name, key)) >= limit
+        }

@@ -3,17 +3,18 @@ archive and unarchive spaces, and the instance settings."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, moved, over
 from tenure.app.leases.claims import POOL_REFRESH_MS
-from tenure.app.ports import INSTANCE_CEILING, Ceiling, Change, Settings
+from tenure.app.ports import INSTANCE_CEILING, KEY_CEILING, Ceiling, Change, Settings, key_ceiling
 from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, Unavailable, ValidationFailed
-from tenure.domain.model import Event, Instance, Pool, Principal, Space
+from tenure.domain.model import Event, Instance, Lease, Pool, Principal, Space
 from tenure.domain.states import REPORTABLE
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ POOL_SETTINGS = (
     "rates",
     "accepts_delegation_from",
     "retry",
+    "max_active_per_key",
+    "max_claims_per_minute",
 )
 # A pool's `active` in its view counts at most this many held leases (one bounded Query).
 HELD_SHOWN = 1000
@@ -123,6 +126,8 @@ class Pools:
             self._record_pool(updated, "pool.updated", {"changed": sorted(changes)})
             if pool.max_active is None and updated.max_active is not None:
                 self.count_held("pool", name, [name])
+            if pool.max_active_per_key is None and updated.max_active_per_key is not None:
+                self.count_held_keys(name)
             return updated
         raise Unavailable(
             f"pool {name} kept changing during this request; try again",
@@ -212,16 +217,34 @@ class Pools:
         lease. Then once more after a claim's settings refresh (POOL_REFRESH_MS): a claim
         that read the pool before the ceiling was set and lands a moment later is counted
         too. Returns how many leases were counted."""
-        counted = self._count_held_once(scope, name, pools)
-        self.kernel.clock.sleep(SETTLE_AFTER_CEILING_S)
-        return counted + self._count_held_once(scope, name, pools)
+        return self._count_twice(lambda _lease: (scope, name), pools)
 
-    def _count_held_once(self, scope: str, name: str, pools: list[str]) -> int:
-        entry = f"{scope}:{name}"
+    def count_held_keys(self, pool: str) -> int:
+        """The same for a pool's max_active_per_key just set: each held lease with a
+        concurrency key counts toward its own key's counter."""
+
+        def key_of(lease: Lease) -> tuple[str, str] | None:
+            if lease.concurrency_key is None:
+                return None
+            return KEY_CEILING, key_ceiling(pool, lease.concurrency_key)
+
+        return self._count_twice(key_of, [pool])
+
+    def _count_twice(self, scope_of: _ScopeOf, pools: list[str]) -> int:
+        counted = self._count_held_once(scope_of, pools)
+        self.kernel.clock.sleep(SETTLE_AFTER_CEILING_S)
+        return counted + self._count_held_once(scope_of, pools)
+
+    def _count_held_once(self, scope_of: _ScopeOf, pools: list[str]) -> int:
         counted = 0
         for pool in pools:
             ids = self.kernel.store.due_leases(pool, None, limit=SEED_PER_POOL)
             for lease in self.kernel.store.get_leases(ids).values():
+                found = scope_of(lease)
+                if found is None:
+                    continue
+                scope, name = found
+                entry = f"{scope}:{name}"
                 for _ in range(MAX_WRITE_TRIES):
                     if lease.state not in REPORTABLE or entry in (lease.counted or ()):
                         break
@@ -264,6 +287,10 @@ class Pools:
                 data={**data, "version": pool.version},
             )
         )
+
+
+# Which counter a held lease counts toward for the ceiling being set (None: none).
+_ScopeOf = Callable[[Lease], "tuple[str, str] | None"]
 
 
 def _by_name(pool: Pool) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import (
@@ -114,6 +114,7 @@ class Filing:
         max_attempts: int | None,
         not_before: int | None = None,
         links: TaskLinks | None = None,
+        concurrency_key: str | None = None,
     ) -> tuple[Task, Lease | None]:
         links = links or TaskLinks()
         for filer in self.filers:
@@ -136,6 +137,7 @@ class Filing:
             workflow=workflow,
             max_attempts=max_attempts or DEFAULT_MAX_ATTEMPTS,
             created_at=self.kernel.clock.now_ms(),
+            concurrency_key=check_concurrency_key(concurrency_key),
         )
         graph: list[GraphOp] = []
         enqueue = True
@@ -151,10 +153,19 @@ class Filing:
         return task, lease
 
     def enqueue(
-        self, actor: Principal, task_id: str, pool: str, not_before: int | None = None
+        self,
+        actor: Principal,
+        task_id: str,
+        pool: str,
+        not_before: int | None = None,
+        concurrency_key: str | None = None,
     ) -> Lease:
+        """A new run of the task on `pool`; a `concurrency_key` given here becomes the task's
+        (this run and the later ones count under it), none keeps the task's own."""
         authz.require_role(actor, "member")
         task = self.kernel.task(task_id)
+        if concurrency_key is not None:
+            task = replace(task, concurrency_key=check_concurrency_key(concurrency_key))
         authz.require_operator(actor, "member", task.space)
         target = self.kernel.pool_in_space(pool, task.space)
         self.kernel.refuse_archived(task.space)
@@ -202,3 +213,19 @@ class Filing:
         task = self.kernel.task(task_id)
         authz.require_operator(actor, "read", task.space)
         return self.kernel.store.timeline_page(SubjectKind.TASK, task.id, limit, cursor)
+
+
+# A concurrency key is shown on the board and in labels (`waiting for <key>`) and is part of
+# a counter row's key.
+MAX_CONCURRENCY_KEY = 128
+
+
+def check_concurrency_key(key: str | None) -> str | None:
+    """The key as stored, or ValidationFailed: 1 to 128 characters, no control characters."""
+    if key is None:
+        return None
+    if not 1 <= len(key) <= MAX_CONCURRENCY_KEY:
+        raise ValidationFailed(f"concurrency_key: must be 1 to {MAX_CONCURRENCY_KEY} characters")
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in key):
+        raise ValidationFailed("concurrency_key: must not contain control characters")
+    return key
