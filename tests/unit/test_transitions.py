@@ -133,6 +133,16 @@ ROWS = [
             (S.CANCELLING, Revoke.KILL),
         )
     ],
+    # a queued lease nobody claimed before its queue timeout ends, no successor
+    *[
+        (
+            st,
+            None,
+            A.QUEUE_TIMEOUT,
+            (S.CANCELLED, None, "lease.queue_timed_out", EndReason.QUEUE_TIMEOUT, False),
+        )
+        for st in (S.PENDING, S.DISPATCHING)
+    ],
 ]
 
 

@@ -22,9 +22,12 @@ from pydantic import (
 from tenure.domain import documents
 from tenure.domain.model import (
     DEFAULT_ATTACHMENT_QUOTA_BYTES,
+    DEFAULT_PRIORITY,
     DEFAULT_RETENTION_SECONDS,
     MAX_LEASE_SECONDS,
+    MAX_PRIORITY,
     MIN_LEASE_SECONDS,
+    MIN_PRIORITY,
 )
 from tenure.domain.states import EndReason, LeaseState, Revoke, SubjectKind, TaskStatus
 
@@ -282,6 +285,14 @@ def instant_ms(value: str) -> int:
 MAX_TTL_SECONDS = 7 * 86_400
 
 
+# Claim priority: higher first; a lease filed without one is at the default.
+Priority = Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY), Integral]
+# Queue timeout: a pending lease not claimed this many seconds after it became claimable
+# ends cancelled (queue_timeout). At most a year.
+MAX_QUEUE_TIMEOUT_SECONDS = 366 * 86_400
+ExpiresIn = Annotated[int, Field(ge=1, le=MAX_QUEUE_TIMEOUT_SECONDS), Integral]
+
+
 class TaskCreate(Strict):
     # Required of operators; a lease token's task lands in its lease's space.
     space: SpaceKey | None = None
@@ -304,6 +315,9 @@ class TaskCreate(Strict):
     requires_approval: bool = False
     # Filed with a lease token: its open runs end (ttl_expired) this long after filing.
     ttl_seconds: Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS), Integral] | None = None
+    # Scheduling controls its runs take (an enqueue may name its own for that run).
+    priority: Priority | None = None
+    expires_in_seconds: ExpiresIn | None = None
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
     _not_before = field_validator("not_before")(_instant)
@@ -318,6 +332,9 @@ class TaskCreate(Strict):
 class Enqueue(Strict):
     pool: Name
     not_before: Annotated[str, StringConstraints(max_length=64)] | None = None
+    # This run's controls; left out, the task's own (what it was filed with).
+    priority: Priority | None = None
+    expires_in_seconds: ExpiresIn | None = None
 
     _not_before = field_validator("not_before")(_instant)
 
@@ -454,6 +471,8 @@ class LeaseTiming(Out):
     ended_at: Stamp
     renew_seconds: int | None
     lease_seconds: int | None
+    # Its queue timeout: pending past this instant, it ends queue_timeout (null: none).
+    queue_expires_at: Stamp = None
 
 
 class QueuedConditionOut(Out):
@@ -484,6 +503,8 @@ class LeaseOut(Out):
     task: TaskRef | None
     workflow: WorkflowRef | None
     job_id: str
+    # Claim order, 0-9: higher first, oldest first within a priority.
+    priority: int = DEFAULT_PRIORITY
     worker_id: str | None
     worker_version: str | None
     queued_condition: QueuedConditionOut | None

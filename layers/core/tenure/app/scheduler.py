@@ -111,14 +111,22 @@ class ClaimGate:
                 held.append(False)  # gone since the index was read: the count had it
         return held
 
-    def candidates(self, pool: str, tried: set[str], gate: SchedulerState, want: int) -> list[str]:
-        """Up to `want` untried queue heads, past those known to be held back."""
+    def candidates(
+        self,
+        pool: str,
+        tried: set[str],
+        gate: SchedulerState,
+        want: int,
+        priority: int | None = None,
+    ) -> list[str]:
+        """Up to `want` untried queue heads of one priority's partition (None: the default),
+        oldest first, past those known to be held back."""
         cache = self.lineage_cache()
         limit = want + len(tried)
         fresh: list[str] = []
         while True:
             seen = self.kernel.store.queue_candidates(
-                pool, limit, due_by=self.kernel.clock.now_ms()
+                pool, limit, due_by=self.kernel.clock.now_ms(), priority=priority
             )
             held = [x for x in seen if x in cache and _holds(cache[x], gate)]
             fresh = [x for x in seen if x not in tried and x not in held]

@@ -61,6 +61,8 @@ class SweepReport:
     mass_holds: list[str] = field(default_factory=list)  # pools whose expiries a new hold stopped
     capacity_waiting: list[str] = field(default_factory=list)  # pools a waiting episode began
     ttl_expired: list[str] = field(default_factory=list)  # tasks whose run a ttl ended
+    queue_timed_out: list[str] = field(default_factory=list)  # pending leases past their expiry
+    marks_dropped: list[str] = field(default_factory=list)  # "pool:mark" no longer read for
     depths: list[PoolDepth] = field(default_factory=list)
 
 
@@ -116,6 +118,9 @@ def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
     waiting = svc.scheduler.note_capacity_waiting(pools, state.capacity_waiting)
     report.capacity_waiting = sorted(set(waiting) - set(state.capacity_waiting))
     ttl_cursor, report.ttl_expired = svc.delegation.expire_ttls(state.ttl_cursor)
+    report.queue_timed_out, queue_raced = svc.timeouts.expire_queued(pools)
+    report.raced += queue_raced
+    report.marks_dropped = svc.timeouts.drop_stale_marks(pools)
     if holds != state.holds or waiting != state.capacity_waiting or ttl_cursor != state.ttl_cursor:
         store.put_sweeper_state(SweeperState(now, holds, waiting, ttl_cursor), expect_last=now)
     reclaim = svc.retention.reclaim_due(pools=pools)

@@ -23,6 +23,18 @@ DEFAULT_TOLERATION_SECONDS = 300
 DEFAULT_MAX_ATTEMPTS = 3
 MIN_LEASE_SECONDS = 5
 MAX_LEASE_SECONDS = 43200
+# Claim priority: 0-9, higher claimed first; the default needs no stored value.
+DEFAULT_PRIORITY = 5
+MIN_PRIORITY = 0
+MAX_PRIORITY = 9
+# A marked priority partition is dropped from the pool row only when no lease was filed at
+# that priority for this long: it covers the index's lag behind a filing, so the sweeper's
+# look at an empty partition can never miss a lease filed just before it looked.
+PRIORITY_MARK_GRACE_MS = 10 * 60 * 1000
+# Marks (`Pool.queue_marks`) are refreshed by a filing only when older than this.
+PRIORITY_MARK_REFRESH_MS = PRIORITY_MARK_GRACE_MS // 2
+# The pool row's mark for pending leases with a queue timeout (beside the priorities' "0"-"9").
+QUEUE_EXPIRY_MARK = "expiry"
 # How long an ended lease keeps its logs and attachments (30 days), per pool; the sweeper
 # reclaims them after that.
 DEFAULT_RETENTION_SECONDS = 2_592_000
@@ -88,6 +100,12 @@ class Pool:
     # Retry on failure: {on_failure, backoff: {initial_seconds, multiplier, max_seconds,
     # jitter}}; None reads as RetryPolicy's defaults (off).
     retry: dict[str, Any] | None = None
+    # Kinds of pending lease only some pools have, each with when one was last filed (epoch
+    # ms): priorities other than the default ("0"-"9", each its own queue partition, which a
+    # claim reads only while marked) and queue timeouts (QUEUE_EXPIRY_MARK, which the sweeper
+    # reads only while marked). The sweeper drops a mark when nothing it stands for is
+    # pending and none was filed for PRIORITY_MARK_GRACE_MS.
+    queue_marks: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +157,10 @@ class Task:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     job_id: str | None = None  # the task's latest run, open or ended
     attention: bool = False  # escalated: recovery exhausted, needs a person
+    # Scheduling controls its runs take unless an enqueue names its own: claim priority
+    # (None: the default) and the queue timeout of each run's pending lease.
+    priority: int | None = None
+    expires_in_seconds: int | None = None
     version: int = 1
     event_type: str | None = None
     event_data: dict[str, Any] | None = None
@@ -258,6 +280,16 @@ class Lease:
     previous_lease_id: str | None = None  # the ended lease this one retries (POST …/retry)
     retry_depth: int = 0
     failure_kind: str | None = None  # "operator_forced" when an operator force-failed it
+    # Claim order: 0-9, higher first; None is the default (5) and is not stored, so a lease
+    # at the default priority has the row and the queue key it always had.
+    priority: int | None = None
+    # Queue timeout (epoch ms): a pending lease not claimed by then ends queue_timeout. Not
+    # named expires_at: that is the table's TTL attribute.
+    queue_expires_at: int | None = None
+
+    @property
+    def claim_priority(self) -> int:
+        return DEFAULT_PRIORITY if self.priority is None else self.priority
 
     @property
     def superseded(self) -> bool:

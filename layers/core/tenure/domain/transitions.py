@@ -29,6 +29,7 @@ class Action(StrEnum):
     FORCE_FAIL = "force_fail"  # an operator ends a lease as failed, operator_forced
     TTL_EXPIRE = "ttl_expire"  # a delegated child's ttl passed (the sweeper)
     PARENT_STOP = "parent_stop"  # a delegated child's creator lease ended cancelled/killed/lost
+    QUEUE_TIMEOUT = "queue_timeout"  # a pending lease not claimed before its expiry (the sweeper)
 
 
 class Stage(StrEnum):
@@ -204,6 +205,13 @@ TABLE.update(
         **{(stage, Action.PARENT_STOP): _PARENT_STOPPED for stage in _OPEN},
     }
 )
+
+# A pending lease nobody claimed before its queue expiry ends cancelled, no successor: whoever
+# filed it said it is worth nothing later. Only a queued lease times out this way.
+_QUEUE_TIMED_OUT = Move(
+    LeaseState.CANCELLED, "lease.queue_timed_out", end_reason=EndReason.QUEUE_TIMEOUT
+)
+TABLE.update({(stage, Action.QUEUE_TIMEOUT): _QUEUE_TIMED_OUT for stage in _OPEN[:2]})
 
 
 def move(lease_id: str, state: LeaseState, revoke: Revoke | None, action: Action) -> Move | None:

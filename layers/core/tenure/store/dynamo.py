@@ -345,8 +345,10 @@ class DynamoStore(PagedReads, RetentionRows):
         row = self._get(k.worker_key(pool, worker_id), consistent=False)
         return items.worker_from(row) if row else None
 
-    def queue_candidates(self, pool: str, limit: int, due_by: int | None = None) -> list[str]:
-        condition, values = f"{k.QUEUE_PK} = :q", {"q": k.queue_pk(pool)}
+    def queue_candidates(
+        self, pool: str, limit: int, due_by: int | None = None, priority: int | None = None
+    ) -> list[str]:
+        condition, values = f"{k.QUEUE_PK} = :q", {"q": k.queue_pk(pool, priority)}
         if due_by is not None:
             condition += f" AND {k.QUEUE_SK} <= :due"
             values["due"] = k.queue_due_bound(due_by)
@@ -357,6 +359,67 @@ class DynamoStore(PagedReads, RetentionRows):
             Limit=limit,
         )
         return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
+
+    def queue_expiring(self, pool: str, now: int, limit: int) -> list[str]:
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        out = self._query(
+            IndexName=k.DUE_INDEX,
+            KeyConditionExpression=f"{k.DUE_PK} = :p AND {k.DUE_AT} <= :now",
+            ExpressionAttributeValues=_values(p=k.queue_expiry_pk(pool), now=now),
+            Limit=limit,
+        )
+        return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
+
+    def mark_queue(self, pool: str, mark: str, now: int) -> None:
+        # A map attribute's entry can only be set once the map exists: set the entry, or
+        # (the first mark) the whole map, each conditioned so neither overwrites the other.
+        key = _dump(k.pool_key(pool))
+        for _ in range(3):
+            try:
+                self._call(
+                    "update",
+                    self.client.update_item,
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="SET queue_marks.#p = :now",
+                    ConditionExpression=k.QUEUE_MARKS_EXIST,
+                    ExpressionAttributeNames={"#p": mark},
+                    ExpressionAttributeValues=_values(now=now),
+                )
+                return
+            except Conflict:
+                pass
+            try:
+                self._call(
+                    "update",
+                    self.client.update_item,
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="SET queue_marks = :marks",
+                    ConditionExpression=k.FIRST_QUEUE_MARK,
+                    ExpressionAttributeValues=_values(marks={mark: now}),
+                )
+                return
+            except Conflict:
+                pass
+        raise Conflict(f"pool {pool!r} could not be marked {mark!r}")
+
+    def unmark_queue(self, pool: str, mark: str, marked_before: int) -> bool:
+        try:
+            self._call(
+                "update",
+                self.client.update_item,
+                TableName=self.table,
+                Key=_dump(k.pool_key(pool)),
+                UpdateExpression="REMOVE queue_marks.#p",
+                ConditionExpression=k.QUEUE_MARK_OLDER,
+                ExpressionAttributeNames={"#p": mark},
+                ExpressionAttributeValues=_values(before=marked_before),
+            )
+        except Conflict:
+            return False
+        return True
 
     # ------------------------------------------------------------------------ writes
 
@@ -971,10 +1034,13 @@ def _lease_row(lease: Lease) -> dict[str, Any]:
     row = items.lease_item(lease)
     row.update(k.space_list_keys(lease.space, lease.created_at, lease.id))
     if lease.state is LeaseState.PENDING:
-        row.update(
-            k.queue_keys(lease.pool, k.queue_at(lease.created_at, lease.not_before), lease.id)
-        )
-    if lease.state in REPORTABLE and lease.due_at is not None:
+        at = k.queue_at(lease.created_at, lease.not_before)
+        row.update(k.queue_keys(lease.pool, at, lease.id, lease.priority))
+    if lease.state is LeaseState.PENDING and lease.queue_expires_at is not None:
+        # The sweeper finds it by its expiry, in a partition of its own (app/leases/timeouts).
+        row[k.DUE_PK] = k.queue_expiry_pk(lease.pool)
+        row[k.DUE_AT] = lease.queue_expires_at
+    elif lease.state in REPORTABLE and lease.due_at is not None:
         row[k.DUE_PK] = k.due_pk(lease.pool)
     else:
         row.pop(k.DUE_AT, None)

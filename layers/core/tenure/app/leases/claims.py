@@ -13,7 +13,7 @@ from tenure.app.scheduler import ClaimGate
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import CeilingReached, Conflict, InvalidTransition, LeaseNotFound
-from tenure.domain.model import Lease, Pool, Principal
+from tenure.domain.model import DEFAULT_PRIORITY, Lease, Pool, Principal
 from tenure.domain.states import REPORTABLE, LeaseState
 from tenure.domain.transitions import Action, must_move
 
@@ -21,10 +21,13 @@ if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
     from tenure.app.workers import Workers
 
-# How many queue heads a claim looks at; claimers shuffle them so that concurrent workers
-# spread over candidates instead of all paying for a lost race on the head (every losing
-# conditional write is billed).
+# How many queue heads of one priority a claim looks at. It tries them oldest first, so one
+# claimer at a time gets strict order; once it loses a race in a pool (a rival took the head
+# it was writing to), it shuffles the rest, and so does every claim this process makes in
+# that pool for CONTENDED_MS after, so concurrent workers spread over candidates instead of
+# all paying for a lost race on the head (every losing conditional write is billed).
 CLAIM_CANDIDATES = 64
+CONTENDED_MS = 5_000
 # How many candidates one claim call may lose races for before it rests a poll interval.
 MAX_CLAIM_TRIES = 200
 # How long an idle long-poll waits between looks at the queue.
@@ -48,6 +51,8 @@ class Claims:
         self.gate = gate
         self.kernel = kernel
         self.workers = workers
+        # Per pool: until when this process's claims spread (shuffle) rather than go in order.
+        self._contended: dict[str, int] = {}
 
     def claim(
         self,
@@ -101,9 +106,21 @@ class Claims:
             fresh: list[str] = []
             gate = self.gate.read()  # scheduler pause, paused subtrees, parked tasks
             if not closed and not gate.paused:
-                fresh = self.gate.candidates(pool.name, tried, gate, CLAIM_CANDIDATES)
-                for lease_id in self.kernel.ids.shuffle(fresh[:CLAIM_CANDIDATES]):
+                # Highest priority first: the first partition with an untried due head is the
+                # one this look takes from (a pool with no marked priority reads one).
+                for priority in queue_tiers(pool):
+                    fresh = self.gate.candidates(
+                        pool.name, tried, gate, CLAIM_CANDIDATES, priority=priority
+                    )
+                    if fresh:
+                        break
+                order = fresh[:CLAIM_CANDIDATES]
+                if self._spreading(pool.name):
+                    order = self.kernel.ids.shuffle(order)
+                while order:
+                    lease_id = order.pop(0)
                     tried.add(lease_id)
+                    lost_before = self.kernel.counters["lost_claim_races"]
                     try:
                         won = self._try_claim(lease_id, pool, ask, gate)
                     except CeilingReached:
@@ -112,6 +129,11 @@ class Claims:
                     if won is not None:
                         self.kernel.counters["claims"] += 1
                         return won
+                    if self.kernel.counters["lost_claim_races"] > lost_before:
+                        # A rival is claiming here too: spread from now on.
+                        if not self._spreading(pool.name):
+                            order = self.kernel.ids.shuffle(order)
+                        self._contended[pool.name] = self.kernel.clock.now_ms() + CONTENDED_MS
                     if record_id is not None:
                         # The same claim_id may have just won elsewhere (a concurrent retry).
                         again = self._retried(actor, pool, worker_id, record_id)
@@ -132,6 +154,15 @@ class Claims:
             tried.clear()
         self.kernel.counters["empty_claims"] += 1
         return None
+
+    def _spreading(self, pool: str) -> bool:
+        until = self._contended.get(pool)
+        if until is None:
+            return False
+        if until <= self.kernel.clock.now_ms():
+            del self._contended[pool]
+            return False
+        return True
 
     def _claim_exact(
         self,
@@ -237,6 +268,8 @@ class Claims:
         now = self.kernel.clock.now_ms()
         if lease.not_before is not None and lease.not_before > now:
             return None  # deferred: not before its instant, whatever the index says
+        if lease.queue_expires_at is not None and lease.queue_expires_at <= now:
+            return None  # past its queue timeout: the sweeper ends it, nobody runs it
         token = rules.mint_lease_token(lease.id, self.kernel.ids.secret())
         seconds = ask.lease_seconds or pool.toleration_seconds
         deadline = rules.fresh_deadline(now, 1000 * seconds)
@@ -287,6 +320,17 @@ class Claims:
         if instance.max_active is not None:
             found.append(Ceiling(INSTANCE_CEILING, INSTANCE_CEILING, +1, instance.max_active))
         return found
+
+
+def queue_tiers(pool: Pool) -> list[int | None]:
+    """The pool's queue partitions in claim order: the marked priorities above the default,
+    the default partition (None), then the marked ones below it."""
+    marked = sorted({int(p) for p in (pool.queue_marks or {}) if p.isdigit()}, reverse=True)
+    return [
+        *(p for p in marked if p > DEFAULT_PRIORITY),
+        None,
+        *(p for p in marked if p < DEFAULT_PRIORITY),
+    ]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from tenure.app.ports import (
     GraphOp,
     TaskWrite,
 )
-from tenure.app.runs import RunStart
+from tenure.app.runs import RunControls, RunStart, stored_priority
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, NotFound, ValidationFailed
@@ -114,7 +114,9 @@ class Filing:
         max_attempts: int | None,
         not_before: int | None = None,
         links: TaskLinks | None = None,
+        controls: RunControls | None = None,
     ) -> tuple[Task, Lease | None]:
+        controls = controls or RunControls()
         links = links or TaskLinks()
         for filer in self.filers:
             actor, space, links = filer(actor, space, links)
@@ -136,6 +138,8 @@ class Filing:
             workflow=workflow,
             max_attempts=max_attempts or DEFAULT_MAX_ATTEMPTS,
             created_at=self.kernel.clock.now_ms(),
+            priority=stored_priority(controls.priority),
+            expires_in_seconds=controls.expires_in_seconds,
         )
         graph: list[GraphOp] = []
         enqueue = True
@@ -151,8 +155,14 @@ class Filing:
         return task, lease
 
     def enqueue(
-        self, actor: Principal, task_id: str, pool: str, not_before: int | None = None
+        self,
+        actor: Principal,
+        task_id: str,
+        pool: str,
+        not_before: int | None = None,
+        controls: RunControls | None = None,
     ) -> Lease:
+        controls = controls or RunControls()
         authz.require_role(actor, "member")
         task = self.kernel.task(task_id)
         authz.require_operator(actor, "member", task.space)
@@ -189,6 +199,9 @@ class Filing:
                 expect_job_id=task.job_id,
                 job_checks=checks,
                 not_before=not_before,
+                run=RunStart(
+                    priority=controls.priority, expires_in_seconds=controls.expires_in_seconds
+                ),
             )
         except Conflict as lost:
             raise InvalidTransition(f"task {task.key} already has an open run") from lost
