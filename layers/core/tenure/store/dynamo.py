@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterable
 from typing import Any
@@ -376,10 +377,10 @@ class DynamoStore(PagedReads, RetentionRows):
         # (the first mark) the whole map, each conditioned so neither overwrites the other.
         key = _dump(k.pool_key(pool))
         for _ in range(3):
-            try:
-                self._call(
+            with contextlib.suppress(Conflict):
+                self._write(
                     "update",
-                    self.client.update_item,
+                    Conflict("no marks yet"),
                     TableName=self.table,
                     Key=key,
                     UpdateExpression="SET queue_marks.#p = :now",
@@ -388,12 +389,10 @@ class DynamoStore(PagedReads, RetentionRows):
                     ExpressionAttributeValues=_values(now=now),
                 )
                 return
-            except Conflict:
-                pass
-            try:
-                self._call(
+            with contextlib.suppress(Conflict):
+                self._write(
                     "update",
-                    self.client.update_item,
+                    Conflict("marked meanwhile"),
                     TableName=self.table,
                     Key=key,
                     UpdateExpression="SET queue_marks = :marks",
@@ -401,15 +400,13 @@ class DynamoStore(PagedReads, RetentionRows):
                     ExpressionAttributeValues=_values(marks={mark: now}),
                 )
                 return
-            except Conflict:
-                pass
         raise Conflict(f"pool {pool!r} could not be marked {mark!r}")
 
     def unmark_queue(self, pool: str, mark: str, marked_before: int) -> bool:
         try:
-            self._call(
+            self._write(
                 "update",
-                self.client.update_item,
+                Conflict("marked since"),
                 TableName=self.table,
                 Key=_dump(k.pool_key(pool)),
                 UpdateExpression="REMOVE queue_marks.#p",

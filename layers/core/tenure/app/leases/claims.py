@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # that pool for CONTENDED_MS after, so concurrent workers spread over candidates instead of
 # all paying for a lost race on the head (every losing conditional write is billed).
 CLAIM_CANDIDATES = 64
-CONTENDED_MS = 5_000
+CONTENDED_MS = 10_000
 # How many candidates one claim call may lose races for before it rests a poll interval.
 MAX_CLAIM_TRIES = 200
 # How long an idle long-poll waits between looks at the queue.
@@ -120,7 +120,7 @@ class Claims:
                 while order:
                     lease_id = order.pop(0)
                     tried.add(lease_id)
-                    lost_before = self.kernel.counters["lost_claim_races"]
+                    lost_before = self._rivalry()
                     try:
                         won = self._try_claim(lease_id, pool, ask, gate)
                     except CeilingReached:
@@ -129,8 +129,9 @@ class Claims:
                     if won is not None:
                         self.kernel.counters["claims"] += 1
                         return won
-                    if self.kernel.counters["lost_claim_races"] > lost_before:
-                        # A rival is claiming here too: spread from now on.
+                    if self._rivalry() > lost_before:
+                        # A rival is claiming here too (it won the write, or took the head
+                        # since the index was read): spread from now on.
                         if not self._spreading(pool.name):
                             order = self.kernel.ids.shuffle(order)
                         self._contended[pool.name] = self.kernel.clock.now_ms() + CONTENDED_MS
@@ -154,6 +155,10 @@ class Claims:
             tried.clear()
         self.kernel.counters["empty_claims"] += 1
         return None
+
+    def _rivalry(self) -> int:
+        """Signs of a rival claimer so far: races lost, and heads found taken already."""
+        return self.kernel.counters["lost_claim_races"] + self.kernel.counters["heads_taken"]
 
     def _spreading(self, pool: str) -> bool:
         until = self._contended.get(pool)
@@ -262,6 +267,7 @@ class Claims:
     ) -> Claimed | None:
         lease = self.kernel.store.get_lease(lease_id, consistent=False)
         if lease is None or lease.state is not LeaseState.PENDING:
+            self.kernel.counters["heads_taken"] += 1  # the index lagged a claim (or an end)
             return None
         if gate is not None and self.gate.held_back(lease, gate):
             return None
