@@ -59,3 +59,24 @@ def test_pools_create_carries_the_retry_policy_only_when_asked() -> None:
     # The body the CLI sends is one the API takes.
     settings = m.RetrySettings.model_validate(body["retry"])
     assert (settings.backoff.initial_seconds, settings.backoff.max_seconds) == (10, 60)
+
+
+def test_tasks_create_sends_priority_and_the_queue_timeout_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tenure_cli.commands import worker
+
+    sent: list[dict[str, object]] = []
+
+    class _Client:
+        def call(self, method: str, path: str, body: dict[str, object]) -> tuple[int, dict]:
+            sent.append(body)
+            return 201, {"task": {}, "lease": None}
+
+    monkeypatch.setattr(worker, "operator_client", lambda args: _Client())
+    monkeypatch.setattr(worker, "show", lambda answer, args: 0)
+    base = ["tasks", "create", "--space", "OPS", "--title", "t"]
+    worker.tasks_create(parser().parse_args([*base, "--priority", "8", "--expires-in", "10m"]))
+    worker.tasks_create(parser().parse_args(base))
+    assert sent[0]["priority"] == 8 and sent[0]["expires_in_seconds"] == 600
+    assert "priority" not in sent[1] and "expires_in_seconds" not in sent[1]
