@@ -143,6 +143,17 @@ ROWS = [
         )
         for st in (S.PENDING, S.DISPATCHING)
     ],
+    # a held lease past its run timeout is asked to stop as a kill asks; a kill stands
+    *[
+        (st, rv, A.TIME_OUT, (S.CANCELLING, Revoke.KILL, "lease.timing_out", None, False))
+        for st, rv in (
+            (S.DISPATCHED, None),
+            (S.RUNNING, None),
+            (S.PAUSED, None),
+            (S.CANCELLING, Revoke.CANCEL),
+        )
+    ],
+    (S.CANCELLING, Revoke.KILL, A.TIME_OUT, None),
 ]
 
 

@@ -168,6 +168,10 @@ class RetrySettings(Strict):
     backoff: RetryBackoff = Field(default_factory=RetryBackoff)
 
 
+# A run timeout: at most 30 days.
+RunSeconds = Annotated[int, Field(ge=1, le=30 * 86_400), Integral]
+
+
 class PoolCreate(Strict):
     name: Name
     space: SpaceKey
@@ -195,6 +199,8 @@ class PoolCreate(Strict):
         default_factory=list
     )
     retry: RetrySettings = Field(default_factory=RetrySettings)
+    # Run timeout: a lease held longer is asked to stop and ends timed_out (null: none).
+    max_run_seconds: RunSeconds | None = None
 
     @model_validator(mode="after")
     def _timings_ordered(self) -> Self:
@@ -223,6 +229,7 @@ class PoolPatch(Strict):
     rates: dict[str, Any] | None = None
     accepts_delegation_from: Annotated[list[Name], Field(max_length=50)] | None = None
     retry: RetrySettings | None = None
+    max_run_seconds: RunSeconds | None = None
 
 
 class InstancePatch(Strict):
@@ -318,6 +325,8 @@ class TaskCreate(Strict):
     # Scheduling controls its runs take (an enqueue may name its own for that run).
     priority: Priority | None = None
     expires_in_seconds: ExpiresIn | None = None
+    # Run timeout of its runs; the pool's, if smaller, wins.
+    max_run_seconds: RunSeconds | None = None
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
     _not_before = field_validator("not_before")(_instant)
@@ -335,6 +344,7 @@ class Enqueue(Strict):
     # This run's controls; left out, the task's own (what it was filed with).
     priority: Priority | None = None
     expires_in_seconds: ExpiresIn | None = None
+    max_run_seconds: RunSeconds | None = None
 
     _not_before = field_validator("not_before")(_instant)
 
@@ -473,6 +483,8 @@ class LeaseTiming(Out):
     lease_seconds: int | None
     # Its queue timeout: pending past this instant, it ends queue_timeout (null: none).
     queue_expires_at: Stamp = None
+    # Its run timeout runs out at this instant (null: none, or not claimed yet).
+    run_deadline: Stamp = None
 
 
 class QueuedConditionOut(Out):
@@ -505,6 +517,8 @@ class LeaseOut(Out):
     job_id: str
     # Claim order, 0-9: higher first, oldest first within a priority.
     priority: int = DEFAULT_PRIORITY
+    # Its run timeout: once claimed, the smaller of its run's and its pool's (null: none).
+    max_run_seconds: int | None = None
     worker_id: str | None
     worker_version: str | None
     queued_condition: QueuedConditionOut | None
@@ -648,6 +662,7 @@ class PoolOut(Out):
     rates: dict[str, Any] | None = None
     accepts_delegation_from: list[str] = []
     retry: RetrySettings = Field(default_factory=RetrySettings)
+    max_run_seconds: int | None = None
 
 
 class PoolAnswer(Out):

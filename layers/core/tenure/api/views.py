@@ -31,6 +31,9 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
         "workflow": {"slug": lease.workflow} if lease.workflow else None,
         "job_id": lease.job_id,
         "priority": lease.claim_priority,
+        "max_run_seconds": (
+            lease.run_limit_seconds if lease.claimed_at is not None else lease.max_run_seconds
+        ),
         "worker_id": lease.worker_id,
         "worker_version": lease.worker_version,
         "queued_condition": condition.as_dict() if condition else None,
@@ -50,6 +53,7 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
             "renew_seconds": lease.renew_seconds,
             "lease_seconds": lease.lease_seconds,
             "queue_expires_at": iso(lease.queue_expires_at),
+            "run_deadline": iso(lease.run_deadline),
         },
         "reclaimed": lease.reclaimed_at is not None,
         "reclaimed_at": iso(lease.reclaimed_at),
@@ -175,6 +179,7 @@ def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
         "starvation_escalation_seconds": pool.starvation_escalation_seconds,
         "accepts_delegation_from": list(pool.accepts_delegation_from or ()),
         "retry": RetryPolicy.of(pool.retry).view(),
+        "max_run_seconds": pool.max_run_seconds,
     }
 
 

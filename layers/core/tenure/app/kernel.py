@@ -33,7 +33,7 @@ from tenure.domain.model import (
     Space,
     Task,
 )
-from tenure.domain.states import REPORTABLE, LeaseState
+from tenure.domain.states import REPORTABLE, EndReason, LeaseState
 from tenure.domain.transitions import Move
 
 T = TypeVar("T")
@@ -94,7 +94,10 @@ class Kernel:
         version of the row read."""
         new = replace(lease, state=move.to, revoke=move.revoke, **fields)
         if move.end_reason is not None:
-            new = replace(new, end_reason=move.end_reason, ended_at=now)
+            reason = move.end_reason
+            if reason is EndReason.KILLED and lease.timed_out_at is not None:
+                reason = EndReason.TIMED_OUT  # the kill its run timeout asked for
+            new = replace(new, end_reason=reason, ended_at=now)
         return moved(lease, new, move.event, data, now)
 
     def write(self, old: Lease, new: Lease) -> None:
@@ -168,6 +171,7 @@ class Kernel:
             lineage=lease.lineage,
             retry_depth=lease.retry_depth,
             priority=lease.priority,  # the job keeps its place in line
+            max_run_seconds=lease.max_run_seconds,  # what its run asked for
         )
         next_job = replace(
             job,

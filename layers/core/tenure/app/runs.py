@@ -30,8 +30,18 @@ class RunControls:
 
     priority: int | None = None
     expires_in_seconds: int | None = None
+    max_run_seconds: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_run_seconds is not None and (
+            isinstance(self.max_run_seconds, bool)
+            or not isinstance(self.max_run_seconds, int)
+            or self.max_run_seconds < 1
+        ):
+            raise ValidationFailed(
+                "max_run_seconds must be a whole number of seconds, at least 1",
+                field="max_run_seconds",
+            )
         if self.priority is not None and (
             isinstance(self.priority, bool)
             or not isinstance(self.priority, int)
@@ -67,6 +77,7 @@ class RunStart:
     # Scheduling controls for this run; None takes the task's own (what it was filed with).
     priority: int | None = None
     expires_in_seconds: int | None = None
+    max_run_seconds: int | None = None
     # What the new lease's timeline entry is called when it follows a previous lease, and
     # what it adds to the entry's data.
     follows_as: str = "lease.retried"
@@ -138,6 +149,9 @@ class Runs:
                 run.expires_in_seconds
                 if run.expires_in_seconds is not None
                 else task.expires_in_seconds,
+            ),
+            max_run_seconds=(
+                run.max_run_seconds if run.max_run_seconds is not None else task.max_run_seconds
             ),
         )
         if run.previous_lease_id is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field, replace
 
+from tenure.app.leases.timeouts import index_at
 from tenure.app.ports import SweeperState
 from tenure.app.tenure import Tenure
 from tenure.app.workers import SEEN_URGENT_SHARE, reachable
@@ -62,6 +63,7 @@ class SweepReport:
     capacity_waiting: list[str] = field(default_factory=list)  # pools a waiting episode began
     ttl_expired: list[str] = field(default_factory=list)  # tasks whose run a ttl ended
     queue_timed_out: list[str] = field(default_factory=list)  # pending leases past their expiry
+    timed_out: list[str] = field(default_factory=list)  # held leases asked to stop (run timeout)
     marks_dropped: list[str] = field(default_factory=list)  # "pool:mark" no longer read for
     depths: list[PoolDepth] = field(default_factory=list)
 
@@ -94,6 +96,18 @@ def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
         for lease_id in store.due_leases(pool.name, now, limit=DUE_PER_PASS):
             lease = store.get_lease(lease_id)
             if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
+                continue
+            if (
+                lease.run_deadline is not None
+                and lease.timed_out_at is None
+                and lease.run_deadline <= now
+            ):
+                # Ran past its run timeout: asked to stop now; ended by its report or, if
+                # its worker stays silent, by a later pass once its deadline passes.
+                if svc.timeouts.time_out(lease) is None:
+                    report.raced += 1
+                else:
+                    report.timed_out.append(lease.id)
                 continue
             if lease.deadline > now:
                 _reindex(svc, lease)
@@ -208,7 +222,8 @@ def _push_out(svc: Tenure, pool: Pool, gap: int) -> int:
         lease = svc.store.get_lease(lease_id)
         if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
             continue
-        moved = replace(lease, deadline=lease.deadline + gap, due_at=lease.deadline + gap)
+        pushed_to = lease.deadline + gap
+        moved = replace(lease, deadline=pushed_to, due_at=index_at(lease, pushed_to))
         try:
             svc.store.move_deadline(moved, seen=lease)
             pushed += 1
@@ -219,7 +234,8 @@ def _push_out(svc: Tenure, pool: Pool, gap: int) -> int:
 
 def _reindex(svc: Tenure, lease: Lease) -> None:
     with contextlib.suppress(Conflict):  # moved on; the next pass sees its new row
-        svc.store.reindex(replace(lease, due_at=lease.deadline), (lease.state, lease.fence))
+        due_at = index_at(lease, lease.deadline or 0)
+        svc.store.reindex(replace(lease, due_at=due_at), (lease.state, lease.fence))
 
 
 def _record(svc: Tenure, now: int, type_: str, data: dict[str, object]) -> None:

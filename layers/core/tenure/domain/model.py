@@ -100,6 +100,9 @@ class Pool:
     # Retry on failure: {on_failure, backoff: {initial_seconds, multiplier, max_seconds,
     # jitter}}; None reads as RetryPolicy's defaults (off).
     retry: dict[str, Any] | None = None
+    # Run timeout: a lease held longer is asked to stop and ends timed_out (None: no limit;
+    # a task's own max_run_seconds, if smaller, wins).
+    max_run_seconds: int | None = None
     # Kinds of pending lease only some pools have, each with when one was last filed (epoch
     # ms): priorities other than the default ("0"-"9", each its own queue partition, which a
     # claim reads only while marked) and queue timeouts (QUEUE_EXPIRY_MARK, which the sweeper
@@ -161,6 +164,7 @@ class Task:
     # (None: the default) and the queue timeout of each run's pending lease.
     priority: int | None = None
     expires_in_seconds: int | None = None
+    max_run_seconds: int | None = None
     version: int = 1
     event_type: str | None = None
     event_data: dict[str, Any] | None = None
@@ -286,6 +290,14 @@ class Lease:
     # Queue timeout (epoch ms): a pending lease not claimed by then ends queue_timeout. Not
     # named expires_at: that is the table's TTL attribute.
     queue_expires_at: int | None = None
+    # Run timeout: what its run asked for (seconds; a successor keeps it); from its claim,
+    # `run_limit_seconds` is the smaller of that and its pool's, and `run_deadline` the
+    # instant it runs out (epoch ms). `timed_out_at`: when the sweeper asked it to stop for
+    # running past it (its kill then ends timed_out).
+    max_run_seconds: int | None = None
+    run_limit_seconds: int | None = None
+    run_deadline: int | None = None
+    timed_out_at: int | None = None
 
     @property
     def claim_priority(self) -> int:

@@ -30,6 +30,7 @@ class Action(StrEnum):
     TTL_EXPIRE = "ttl_expire"  # a delegated child's ttl passed (the sweeper)
     PARENT_STOP = "parent_stop"  # a delegated child's creator lease ended cancelled/killed/lost
     QUEUE_TIMEOUT = "queue_timeout"  # a pending lease not claimed before its expiry (the sweeper)
+    TIME_OUT = "time_out"  # a held lease ran past its max_run_seconds (the sweeper)
 
 
 class Stage(StrEnum):
@@ -212,6 +213,20 @@ _QUEUE_TIMED_OUT = Move(
     LeaseState.CANCELLED, "lease.queue_timed_out", end_reason=EndReason.QUEUE_TIMEOUT
 )
 TABLE.update({(stage, Action.QUEUE_TIMEOUT): _QUEUE_TIMED_OUT for stage in _OPEN[:2]})
+
+# A held lease past its run timeout is asked to stop the way a kill asks (its holder hears
+# revoke "kill"); it ends killed, with end_reason timed_out (Kernel.apply), when its worker
+# reports or its toleration passes. One asked to kill already is left as it is.
+_TIMING_OUT = Move(LeaseState.CANCELLING, "lease.timing_out", revoke=Revoke.KILL)
+TABLE.update(
+    {
+        **{
+            (stage, Action.TIME_OUT): _TIMING_OUT
+            for stage in (Stage.DISPATCHED, Stage.RUNNING, Stage.PAUSED, Stage.CANCELLING)
+        },
+        (Stage.KILLING, Action.TIME_OUT): None,
+    }
+)
 
 
 def move(lease_id: str, state: LeaseState, revoke: Revoke | None, action: Action) -> Move | None:

@@ -168,6 +168,8 @@ def tasks_create(args: argparse.Namespace) -> int:
     # Scheduling controls: claim priority, and how long its pending lease may wait.
     if args.priority is not None:
         body["priority"] = args.priority
+    if args.max_run_seconds is not None:
+        body["max_run_seconds"] = args.max_run_seconds
     if args.expires_in is not None:
         from tenure_cli.commands.autonomy import duration_seconds
 
@@ -287,6 +289,11 @@ def add_commands(groups: Groups) -> None:
         "--expires-in",
         metavar="DURATION",
         help="cancel its pending lease (queue_timeout) if not claimed within this (90s, 10m)",
+    )
+    tc.add_argument(
+        "--max-run-seconds",
+        type=int,
+        help="a run held longer is asked to stop and ends timed_out (the pool's, if smaller, wins)",
     )
     tc.add_argument("--parent", dest="parent_id", metavar="TASK_ID", help="its parent task")
     tc.add_argument(

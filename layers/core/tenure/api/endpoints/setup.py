@@ -63,6 +63,7 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         rates=body.rates,
         accepts_delegation_from=tuple(body.accepts_delegation_from),
         retry=body.retry.model_dump() if "retry" in body.model_fields_set else None,
+        max_run_seconds=body.max_run_seconds,
     )
     return json_answer(v.pool_view(svc().setup.create_pool(actor(), pool)), 201)
 

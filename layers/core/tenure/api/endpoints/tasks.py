@@ -62,7 +62,7 @@ def _file(caller: Any, body: m.TaskCreate) -> dict[str, Any]:
             requires_approval=body.requires_approval,
             ttl_seconds=body.ttl_seconds,
         ),
-        controls=RunControls(body.priority, body.expires_in_seconds),
+        controls=RunControls(body.priority, body.expires_in_seconds, body.max_run_seconds),
     )
     seen = svc().graph.describe_task(task, lease)
     return {
@@ -79,7 +79,7 @@ def enqueue(
     not_before = m.instant_ms(body.not_before) if body.not_before else None
 
     def run() -> tuple[int, dict[str, Any]]:
-        controls = RunControls(body.priority, body.expires_in_seconds)
+        controls = RunControls(body.priority, body.expires_in_seconds, body.max_run_seconds)
         lease = svc().filing.enqueue(caller, task_id, body.pool, not_before, controls)
         return 201, {"lease": lease_out(lease)}
 

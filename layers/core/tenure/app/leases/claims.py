@@ -281,6 +281,11 @@ class Claims:
         deadline = rules.fresh_deadline(now, 1000 * seconds)
         ceilings = self._ceilings(pool)
         counted = tuple(f"{c.scope}:{c.name}" for c in ceilings) or None
+        # The run timeout: the smaller of the run's own and the pool's, from this claim. The
+        # sweeper's index entry comes due at whichever is first, it or the deadline.
+        limits = [x for x in (lease.max_run_seconds, pool.max_run_seconds) if x is not None]
+        run_limit = min(limits) if limits else None
+        run_deadline = now + 1000 * run_limit if run_limit is not None else None
         new = self.kernel.apply(
             lease,
             must_move(lease.id, lease.state, lease.revoke, Action.CLAIM),
@@ -296,8 +301,10 @@ class Claims:
             claimed_at=now,
             heartbeat_at=now,
             deadline=deadline,
-            due_at=deadline,
+            due_at=min(deadline, run_deadline) if run_deadline is not None else deadline,
             counted=counted,
+            run_limit_seconds=run_limit,
+            run_deadline=run_deadline,
         )
         records = []
         if ask.claim_id is not None:

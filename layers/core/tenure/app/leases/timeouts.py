@@ -1,8 +1,17 @@
-"""Queue timeouts: a pending lease its filer gave `expires_in_seconds` ends cancelled with
+"""Queue and run timeouts.
+
+Queue timeouts: a pending lease its filer gave `expires_in_seconds` ends cancelled with
 `queue_timeout` once that passes unclaimed. The sweeper finds such leases through the due
 index, in a partition of their own per pool (store.keys.queue_expiry_pk), by their expiry
 instant, so a pass reads only what is due; each ending is one conditional write on the
 lease's state, fence and version, so a claim landing at the same moment wins or loses whole.
+
+Run timeouts: a claim records the smaller of the run's and the pool's max_run_seconds and
+files the lease in the due index at whichever comes first, its deadline or its run deadline
+(`index_at`), so the sweeper's one due read (app/sweep.py) finds it with no read of its own.
+Past its run deadline it is asked to stop as a kill asks (revoke "kill", one conditional
+write), and its index entry goes back to its deadline; it ends killed with end_reason
+timed_out when its worker reports, or when its toleration passes unheard.
 """
 
 from __future__ import annotations
@@ -12,9 +21,9 @@ from typing import TYPE_CHECKING
 from tenure.app.kernel import over
 from tenure.app.ports import Change
 from tenure.domain.errors import Conflict
-from tenure.domain.model import PRIORITY_MARK_GRACE_MS, QUEUE_EXPIRY_MARK, Pool
+from tenure.domain.model import PRIORITY_MARK_GRACE_MS, QUEUE_EXPIRY_MARK, Lease, Pool
 from tenure.domain.states import LeaseState
-from tenure.domain.transitions import Action, must_move
+from tenure.domain.transitions import Action, move, must_move
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -78,6 +87,29 @@ class QueueTimeouts:
                 if not left and self.kernel.store.unmark_queue(pool.name, mark, cutoff):
                     dropped.append(f"{pool.name}:{mark}")
         return dropped
+
+    def time_out(self, lease: Lease) -> Lease | None:
+        """Ask a held lease past its run deadline to stop (revoke kill); None when it moved
+        on first (a report, a heartbeat, an operator) — the next pass looks again."""
+        now = self.kernel.clock.now_ms()
+        to = move(lease.id, lease.state, lease.revoke, Action.TIME_OUT)
+        if to is None:
+            return None  # asked to kill already: that kill stands
+        data = {"by": "sweeper", "max_run_seconds": lease.run_limit_seconds}
+        new = self.kernel.apply(lease, to, data, now, timed_out_at=now, due_at=lease.deadline)
+        try:
+            self.kernel.commit(Change(leases=[over(lease, new)]))
+        except Conflict:
+            return None
+        return new
+
+
+def index_at(lease: Lease, deadline: int) -> int:
+    """Where a held lease sits in the due index: its deadline, or its run deadline if that
+    comes first and the sweeper has not yet acted on it."""
+    if lease.run_deadline is not None and lease.timed_out_at is None:
+        return min(deadline, lease.run_deadline)
+    return deadline
 
 
 _END_OF_TIME = 10**13 - 1  # the largest 13-digit epoch ms: every expiry is before it

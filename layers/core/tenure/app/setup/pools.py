@@ -37,6 +37,7 @@ POOL_SETTINGS = (
     "rates",
     "accepts_delegation_from",
     "retry",
+    "max_run_seconds",
 )
 # A pool's `active` in its view counts at most this many held leases (one bounded Query).
 HELD_SHOWN = 1000

@@ -140,6 +140,7 @@ class Filing:
             created_at=self.kernel.clock.now_ms(),
             priority=stored_priority(controls.priority),
             expires_in_seconds=controls.expires_in_seconds,
+            max_run_seconds=controls.max_run_seconds,
         )
         graph: list[GraphOp] = []
         enqueue = True
@@ -200,7 +201,9 @@ class Filing:
                 job_checks=checks,
                 not_before=not_before,
                 run=RunStart(
-                    priority=controls.priority, expires_in_seconds=controls.expires_in_seconds
+                    priority=controls.priority,
+                    expires_in_seconds=controls.expires_in_seconds,
+                    max_run_seconds=controls.max_run_seconds,
                 ),
             )
         except Conflict as lost:
