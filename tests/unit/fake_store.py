@@ -825,21 +825,29 @@ class FakeStore(FakeRules):
         self.writes.append("set_scheduler_paused")
         self.scheduler = replace(self.scheduler, paused=paused, paused_by=by, paused_at=at)
 
-    def _queued(self, pool: str, created_before: int | None) -> list[str]:
+    def _queued(
+        self, pool: str, created_before: int | None, priority: int | None = None
+    ) -> list[str]:
         return [
             lease_id
-            for lease_id in self.queue_candidates(pool, max(1, len(self.lease_rows)))
+            for lease_id in self.queue_candidates(
+                pool, max(1, len(self.lease_rows)), priority=priority
+            )
             if created_before is None
             or _queued_at(self.lease_rows[lease_id].lease) < created_before
         ]
 
-    def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
+    def count_queue(
+        self, pool: str, created_before: int | None, at_most: int, priority: int | None = None
+    ) -> int:
         _limit(at_most)
-        return min(len(self._queued(pool, created_before)), at_most)
+        return min(len(self._queued(pool, created_before, priority)), at_most)
 
-    def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
+    def queue_page(
+        self, pool: str, created_before: int | None, limit: int, priority: int | None = None
+    ) -> list[str]:
         _limit(limit)
-        return self._queued(pool, created_before)[:limit]
+        return self._queued(pool, created_before, priority)[:limit]
 
     # ------------------------------------------------------------------- for tests
 

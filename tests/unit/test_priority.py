@@ -9,7 +9,7 @@ from tenure.app.runs import RunControls
 from tenure.domain.errors import Conflict, ValidationFailed
 from tenure.domain.model import PRIORITY_MARK_GRACE_MS
 
-from tests.unit.support import MEMBER, POOL, Rig, as_lease
+from tests.unit.support import ADMIN, MEMBER, POOL, Rig, as_lease
 
 
 def _file(rig: Rig, priority: int | None, title: str) -> str:
@@ -148,3 +148,13 @@ def test_after_a_lost_race_a_claimer_spreads_over_the_rest_and_keeps_spreading_a
     assert rig.claim().lease.id == ids[2]
     rig.advance(CONTENDED_MS / 1000 + 1)
     assert rig.claim().lease.id == ids[0]  # quiet again: strict order
+
+
+def test_the_scheduler_status_and_the_depth_gauges_count_every_priority(rig: Rig) -> None:
+    _file(rig, 9, "a")
+    _file(rig, None, "b")
+    _file(rig, 1, "c")
+    status = rig.svc.scheduler.scheduler_status(ADMIN)
+    assert status.queued_run_count == 3
+    (depth,) = [d for d in rig.sweep().depths if d.pool == POOL]
+    assert depth.queued == 3

@@ -504,13 +504,18 @@ class Store(Protocol):
 
     def get_scheduler(self, consistent: bool = True) -> SchedulerState: ...
     def set_scheduler_paused(self, paused: bool, by: str, at: int) -> None: ...
-    def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
-        """How many pending leases of `pool` the queue index holds (created before the given
-        instant, when set), reading no more than `at_most` index entries."""
+    def count_queue(
+        self, pool: str, created_before: int | None, at_most: int, priority: int | None = None
+    ) -> int:
+        """How many pending leases of `pool` at `priority` (None: the default) the queue index
+        holds (created before the given instant, when set), reading at most `at_most`."""
         ...
 
-    def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
-        """The oldest pending lease ids of `pool` created before the instant, at most `limit`."""
+    def queue_page(
+        self, pool: str, created_before: int | None, limit: int, priority: int | None = None
+    ) -> list[str]:
+        """The oldest pending lease ids of `pool` at `priority` (None: the default) created
+        before the instant, at most `limit`."""
         ...
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from tenure.app.leases.timeouts import index_at
 from tenure.app.ports import SweeperState
+from tenure.app.scheduler import queue_tiers
 from tenure.app.tenure import Tenure
 from tenure.app.workers import SEEN_URGENT_SHARE, reachable
 from tenure.domain.errors import Conflict
@@ -139,21 +140,29 @@ def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
         store.put_sweeper_state(SweeperState(now, holds, waiting, ttl_cursor), expect_last=now)
     reclaim = svc.retention.reclaim_due(pools=pools)
     report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
-    report.depths = [pool_depth(svc, pool.name, clock.now_ms()) for pool in pools]
+    report.depths = [
+        pool_depth(svc, pool.name, clock.now_ms(), queue_tiers(pool)) for pool in pools
+    ]
     return report
 
 
-def pool_depth(svc: Tenure, pool: str, now: int) -> PoolDepth:
-    """A pool's gauges from its indexes, bounded: a COUNT of the queue index up to now, a COUNT
-    of the held index, and the queue's head entry (one eventually consistent read)."""
+def pool_depth(
+    svc: Tenure, pool: str, now: int, tiers: list[int | None] | None = None
+) -> PoolDepth:
+    """A pool's gauges from its indexes, bounded: a COUNT of the queue index up to now (each
+    priority partition the pool marks, `tiers`, and the default one), a COUNT of the held
+    index, and each partition's head entry (one eventually consistent read each)."""
     store = svc.store
-    queued = store.count_queue(pool, now + 1, GAUGE_BUDGET)
-    held = store.count_held(pool, GAUGE_BUDGET)
+    queued = held = 0
     age = 0.0
-    head = store.queue_candidates(pool, 1, due_by=now) if queued else []
-    lease = store.get_lease(head[0], consistent=False) if head else None
-    if lease is not None:  # its place in the queue is when it became claimable
-        age = max(0, now - max(lease.created_at, lease.not_before or 0)) / 1000
+    for tier in tiers or [None]:
+        here = store.count_queue(pool, now + 1, GAUGE_BUDGET, tier)
+        queued += here
+        head = store.queue_candidates(pool, 1, due_by=now, priority=tier) if here else []
+        lease = store.get_lease(head[0], consistent=False) if head else None
+        if lease is not None:  # its place in the queue is when it became claimable
+            age = max(age, max(0, now - max(lease.created_at, lease.not_before or 0)) / 1000)
+    held = store.count_held(pool, GAUGE_BUDGET)
     return PoolDepth(pool=pool, queued=queued, held=held, oldest_queued_age_s=age)
 
 

@@ -1004,9 +1004,11 @@ class DynamoStore(PagedReads, RetentionRows):
             ExpressionAttributeValues=_values(paused=paused, by=by, at=at),
         )
 
-    def _queue_request(self, pool: str, created_before: int | None) -> dict[str, Any]:
+    def _queue_request(
+        self, pool: str, created_before: int | None, priority: int | None = None
+    ) -> dict[str, Any]:
         condition = f"{k.QUEUE_PK} = :q"
-        values: dict[str, Any] = {"q": k.queue_pk(pool)}
+        values: dict[str, Any] = {"q": k.queue_pk(pool, priority)}
         if created_before is not None:
             condition += f" AND {k.QUEUE_SK} < :before"
             values["before"] = f"{created_before:013d}"
@@ -1016,14 +1018,18 @@ class DynamoStore(PagedReads, RetentionRows):
             "ExpressionAttributeValues": _values(**values),
         }
 
-    def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
+    def count_queue(
+        self, pool: str, created_before: int | None, at_most: int, priority: int | None = None
+    ) -> int:
         out = self._query(
-            **self._queue_request(pool, created_before), Select="COUNT", Limit=at_most
+            **self._queue_request(pool, created_before, priority), Select="COUNT", Limit=at_most
         )
         return int(out.get("Count", 0))
 
-    def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
-        out = self._query(**self._queue_request(pool, created_before), Limit=limit)
+    def queue_page(
+        self, pool: str, created_before: int | None, limit: int, priority: int | None = None
+    ) -> list[str]:
+        out = self._query(**self._queue_request(pool, created_before, priority), Limit=limit)
         return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
 
 

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
 from tenure.app.ports import INSTANCE_CEILING, Ceiling, Change, ClaimRecord, SchedulerState
-from tenure.app.scheduler import ClaimGate
+from tenure.app.scheduler import ClaimGate, queue_tiers
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import CeilingReached, Conflict, InvalidTransition, LeaseNotFound
-from tenure.domain.model import DEFAULT_PRIORITY, Lease, Pool, Principal
+from tenure.domain.model import Lease, Pool, Principal
 from tenure.domain.states import REPORTABLE, LeaseState
 from tenure.domain.transitions import Action, must_move
 
@@ -333,17 +333,6 @@ class Claims:
         if instance.max_active is not None:
             found.append(Ceiling(INSTANCE_CEILING, INSTANCE_CEILING, +1, instance.max_active))
         return found
-
-
-def queue_tiers(pool: Pool) -> list[int | None]:
-    """The pool's queue partitions in claim order: the marked priorities above the default,
-    the default partition (None), then the marked ones below it."""
-    marked = sorted({int(p) for p in (pool.queue_marks or {}) if p.isdigit()}, reverse=True)
-    return [
-        *(p for p in marked if p > DEFAULT_PRIORITY),
-        None,
-        *(p for p in marked if p < DEFAULT_PRIORITY),
-    ]
 
 
 @dataclass(frozen=True)
