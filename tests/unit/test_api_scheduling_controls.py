@@ -7,7 +7,7 @@ from typing import Any
 
 from tenure.api import models as m
 
-from tests.unit.support import READER, WORKER, Rig
+from tests.unit.support import ADMIN, READER, WORKER, Rig
 from tests.unit.test_api_graph import Answer, http  # noqa: F401  (the fixture)
 
 BODY = {"space": "OPS", "title": "t", "pool": "builders"}
@@ -59,3 +59,15 @@ def test_the_openapi_document_names_the_controls_and_the_new_end_reason() -> Non
     assert "priority" in schema and "expires_in_seconds" in schema
     assert "priority" in str(m.Enqueue.model_json_schema())
     assert "queue_timeout" in str(m.LeaseOut.model_json_schema())
+
+
+def test_pools_take_a_run_timeout_of_a_second_or_more_and_show_it(http: Any) -> None:  # noqa: F811
+    for bad in (0, -1, "60", 1.5):
+        refused = http("PATCH", "/pools/builders", {"max_run_seconds": bad}, actor=ADMIN)
+        assert (refused.status, refused.code) == (422, "validation_failed"), bad
+    patched = http("PATCH", "/pools/builders", {"max_run_seconds": 90}, actor=ADMIN)
+    assert patched.status == 200 and patched.data["pool"]["max_run_seconds"] == 90
+    made = http("POST", "/tasks", {**BODY, "max_run_seconds": 30})
+    assert made.status == 201 and made.data["lease"]["max_run_seconds"] == 30
+    cleared = http("PATCH", "/pools/builders", {"max_run_seconds": None}, actor=ADMIN)
+    assert cleared.data["pool"]["max_run_seconds"] is None

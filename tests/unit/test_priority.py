@@ -158,3 +158,15 @@ def test_the_scheduler_status_and_the_depth_gauges_count_every_priority(rig: Rig
     assert status.queued_run_count == 3
     (depth,) = [d for d in rig.sweep().depths if d.pool == POOL]
     assert depth.queued == 3
+
+
+def test_a_deferred_high_priority_lease_waits_and_the_due_default_one_is_claimed(
+    rig: Rig,
+) -> None:
+    now = rig.clock.now_ms()
+    _, later = rig.task(title="later", not_before=now + 60_000, controls=RunControls(priority=9))
+    plain = _file(rig, None, "plain")
+    assert later is not None
+    assert rig.claim().lease.id == plain
+    rig.advance(61)
+    assert rig.claim().lease.id == later.id
