@@ -71,3 +71,15 @@ def test_pools_take_a_run_timeout_of_a_second_or_more_and_show_it(http: Any) -> 
     assert made.status == 201 and made.data["lease"]["max_run_seconds"] == 30
     cleared = http("PATCH", "/pools/builders", {"max_run_seconds": None}, actor=ADMIN)
     assert cleared.data["pool"]["max_run_seconds"] is None
+
+
+def test_the_task_read_shows_the_controls_it_was_filed_with(http: Any) -> None:  # noqa: F811
+    made = http(
+        "POST",
+        "/tasks",
+        {**BODY, "priority": 7, "expires_in_seconds": 300, "max_run_seconds": 60},
+    )
+    task = m.TaskOut.model_validate(made.data["task"])
+    assert (task.priority, task.expires_in_seconds, task.max_run_seconds) == (7, 300, 60)
+    plain = m.TaskOut.model_validate(http("POST", "/tasks", BODY).data["task"])
+    assert (plain.priority, plain.expires_in_seconds, plain.max_run_seconds) == (5, None, None)

@@ -571,6 +571,10 @@ class TaskOut(Out):
     blocked_reasons: list["BlockedReason"]
     created_at: Stamp
     checks: dict[str, Any] = Field(default_factory=dict)
+    # The scheduling controls its runs take unless an enqueue names its own.
+    priority: int = DEFAULT_PRIORITY
+    expires_in_seconds: int | None = None
+    max_run_seconds: int | None = None
     parent_id: str | None = None
     depends_on: list[str] = []
     auto_enqueue_on_ready: bool = False

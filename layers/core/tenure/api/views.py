@@ -10,7 +10,18 @@ from tenure.app.ports import Attachment, LogLine
 from tenure.app.tasks.filing import TaskView
 from tenure.app.usage import lease_usage
 from tenure.domain.fencing import iso_ms
-from tenure.domain.model import Event, Instance, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.domain.model import (
+    DEFAULT_PRIORITY,
+    Event,
+    Instance,
+    Lease,
+    Pool,
+    Space,
+    Task,
+    Token,
+    Worker,
+    Workflow,
+)
 from tenure.domain.retry import RetryPolicy
 from tenure.domain.states import TaskStatus
 
@@ -120,6 +131,9 @@ def _task_fields(task: Task, status: TaskStatus) -> dict[str, Any]:
         "blocked_reasons": [],
         "created_at": iso(task.created_at),
         "checks": task.checks,
+        "priority": DEFAULT_PRIORITY if task.priority is None else task.priority,
+        "expires_in_seconds": task.expires_in_seconds,
+        "max_run_seconds": task.max_run_seconds,
     }
 
 
