@@ -177,10 +177,15 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
     # The children are taken just before the stop and ended only after it: a reap before the
     # stop (as this tier once did, its fixtures torn down in another order) kills a live
     # stack's DynamoDB Local and workers and blames the stack for leaving them.
-    from tests.e2e.support import descendants, reap
+    from tests.e2e.support import alive, descendants, reap
 
     children = descendants(stack.proc.pid)
     stop_stack(stack)
+    # multiprocessing's resource tracker ends on its own once the stack has exited (it reads
+    # the end of its pipe), a moment later: only what is still running after that was left.
+    give_up = time.monotonic() + 5
+    while alive(children) and time.monotonic() < give_up:
+        time.sleep(0.1)
     left = reap(children)
     if left:
         names = sorted({cmd.split(" -c ")[-1][:60] for cmd in left.values()})

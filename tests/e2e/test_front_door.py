@@ -1,14 +1,20 @@
-"""The local front door's own answers (405, 413, 500) are the API's error envelopes."""
+"""The local front door: its own answers (400, 405, 413, 500, 503) are the API's error envelope,
+and how it holds connections: many at once, bodies read whole, none reset."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
+import socket
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from tenure_cli.local import frontdoor
 from tenure_cli.local.engines import free_port
 from tenure_cli.local.frontdoor import MAX_BODY_BYTES, FrontDoor
 
@@ -18,6 +24,17 @@ from tests.conftest import LocalStack
 def crash(event: dict[str, Any]) -> dict[str, Any]:
     """An invocation that fails, as a handler with an uncaught error would (runs in a worker)."""
     raise RuntimeError("the handler blew up")
+
+
+def echo(event: dict[str, Any]) -> dict[str, Any]:
+    """The request's body back, as the handlers would see it (runs in a worker)."""
+    return {"statusCode": 200, "headers": {"content-type": "text/plain"}, "body": event["body"]}
+
+
+def whose(event: dict[str, Any]) -> dict[str, Any]:
+    """The worker's pid, after the pause the query asks for (runs in a worker)."""
+    time.sleep(float((event.get("queryStringParameters") or {}).get("sleep", 0)))
+    return {"statusCode": 200, "headers": {"content-type": "text/plain"}, "body": str(os.getpid())}
 
 
 def _connect(base: str) -> http.client.HTTPConnection:
@@ -93,3 +110,196 @@ def test_stopping_a_front_door_that_never_served_returns_at_once() -> None:
     door.stop()
     again = FrontDoor("127.0.0.1", door.port, concurrency=1)  # the port was freed
     again.stop()
+
+
+# Clients a stack is sized for, all opening a connection at the same moment.
+CLIENTS = 64
+# Well under the kernel's first SYN retransmission (1 s): longer, and the handshake was dropped.
+HANDSHAKE = 0.9
+
+
+def _door(**kwargs: Any) -> Iterator[FrontDoor]:
+    door = FrontDoor("127.0.0.1", free_port(), concurrency=2, invoke=echo, **kwargs)
+    try:
+        yield door.start()
+    finally:
+        door.stop()
+
+
+@pytest.fixture
+def echo_door() -> Iterator[FrontDoor]:
+    yield from _door()
+
+
+@pytest.mark.parametrize(
+    "request_head",
+    [
+        b"GET /api/v1/health HTTP/9.9\r\n\r\n",  # a version it does not speak
+        b"GET /api/v1/health HTTP/1.1\r\nx-long: " + b"a" * 70_000 + b"\r\n\r\n",
+        b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n",
+    ],
+    ids=["version", "header", "request-line"],
+)
+def test_a_request_it_cannot_read_is_400_invalid_request(
+    echo_door: FrontDoor, request_head: bytes
+) -> None:
+    sock = _raw(echo_door)
+    sock.sendall(request_head)
+    answer = _answer(sock)
+    _envelope(answer, 400, "invalid_request")
+    assert answer.getheader("connection", "").lower() == "close"
+    sock.close()
+
+
+@pytest.fixture
+def small_door() -> Iterator[FrontDoor]:
+    yield from _door(max_connections=2)
+
+
+def _raw(door: FrontDoor) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", door.port), timeout=30)
+
+
+def _answer(sock: socket.socket) -> http.client.HTTPResponse:
+    answer = http.client.HTTPResponse(sock)
+    answer.begin()
+    return answer
+
+
+def test_64_clients_connecting_while_the_door_accepts_none_are_all_served() -> None:
+    # Listening but not yet accepting: the kernel alone completes the handshakes, as it must
+    # while the accepting thread has fallen behind on a busy machine.
+    door = FrontDoor("127.0.0.1", free_port(), concurrency=2, invoke=echo)
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(CLIENTS):
+            sock = socket.socket()
+            sock.settimeout(HANDSHAKE)
+            sock.connect(("127.0.0.1", door.port))  # TimeoutError: the handshake was dropped
+            sock.settimeout(30)
+            sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nhost: local\r\n\r\n")
+            socks.append(sock)
+        door.start()
+        statuses = [_answer(sock).status for sock in socks]
+        assert statuses == [200] * CLIENTS
+    finally:
+        for sock in socks:
+            sock.close()
+        door.stop()
+
+
+def test_a_body_over_the_limit_sent_whole_still_reads_its_413(echo_door: FrontDoor) -> None:
+    # The answer comes before the body is read; closing on the unread rest would reset the
+    # connection and the client would read the reset, not the answer.
+    sock = _raw(echo_door)
+    size = MAX_BODY_BYTES + 1
+    head = f"POST /api/v1/spaces HTTP/1.1\r\nhost: local\r\ncontent-length: {size}\r\n\r\n"
+    sock.sendall(head.encode() + b"x" * size)
+    answer = _answer(sock)
+    _envelope(answer, 413, "payload_too_large")
+    assert answer.getheader("connection", "").lower() == "close"
+    sock.close()
+
+
+def test_a_chunked_body_reaches_the_handler_whole_and_the_connection_goes_on(
+    echo_door: FrontDoor,
+) -> None:
+    conn = _connect(f"http://127.0.0.1:{echo_door.port}")
+    body = [b'{"name": ', b'"chunked"}']
+    conn.request("POST", "/api/v1/spaces", body=iter(body), encode_chunked=True)
+    answer = conn.getresponse()
+    assert (answer.status, answer.read()) == (200, b"".join(body))
+    conn.request("POST", "/api/v1/spaces", body=b"again")  # the same connection, still in step
+    answer = conn.getresponse()
+    assert (answer.status, answer.read()) == (200, b"again")
+    conn.close()
+
+
+def test_a_content_length_that_is_not_a_number_is_400_invalid_request(
+    echo_door: FrontDoor,
+) -> None:
+    sock = _raw(echo_door)
+    sock.sendall(b"POST /api/v1/spaces HTTP/1.1\r\nhost: local\r\ncontent-length: ten\r\n\r\n")
+    answer = _answer(sock)
+    _envelope(answer, 400, "invalid_request")
+    assert answer.getheader("connection", "").lower() == "close"
+    sock.close()
+
+
+def test_a_connection_past_the_limit_is_503_unavailable_and_the_next_is_served(
+    small_door: FrontDoor,
+) -> None:
+    base = f"http://127.0.0.1:{small_door.port}"
+    held = [_connect(base) for _ in range(2)]
+    for conn in held:
+        conn.request("GET", "/api/v1/health")
+        assert conn.getresponse().status == 200  # served, and kept open
+    extra = _connect(base)
+    extra.request("POST", "/api/v1/spaces", body=b"{}")
+    answer = extra.getresponse()
+    _envelope(answer, 503, "unavailable")
+    assert answer.getheader("retry-after") == "1"
+    assert answer.getheader("connection", "").lower() == "close"
+    extra.close()
+    held.pop().close()
+    give_up = time.monotonic() + 10
+    while small_door.server.open_connections > 1 and time.monotonic() < give_up:
+        time.sleep(0.05)
+    again = _connect(base)
+    again.request("GET", "/api/v1/health")
+    assert again.getresponse().status == 200
+    again.close()
+    held.pop().close()
+
+
+def _get(door: FrontDoor, target: str) -> tuple[int, bytes]:
+    conn = _connect(f"http://127.0.0.1:{door.port}")
+    try:
+        conn.request("GET", target)
+        answer = conn.getresponse()
+        return answer.status, answer.read()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def pid_door() -> Iterator[FrontDoor]:
+    door = FrontDoor("127.0.0.1", free_port(), concurrency=4, invoke=whose)
+    try:
+        yield door.start()
+    finally:
+        door.stop()
+
+
+def test_after_a_burst_one_request_at_a_time_keeps_to_the_warmest_process(
+    pid_door: FrontDoor,
+) -> None:
+    with ThreadPoolExecutor(max_workers=4) as burst:
+        answers = list(burst.map(lambda _: _get(pid_door, "/api/v1/x?sleep=1"), range(4)))
+    assert {status for status, _ in answers} == {200}
+    assert len({pid for _, pid in answers}) == 4, "four at once took four processes"
+    # Spread over all four, each request would meet a process cold to it.
+    one_by_one = {_get(pid_door, "/api/v1/x")[1] for _ in range(12)}
+    assert len(one_by_one) == 1, one_by_one
+
+
+def test_an_invocation_that_finds_every_process_busy_is_503_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(frontdoor, "INVOCATION_TIMEOUT_SECONDS", 1.0)
+    door = FrontDoor("127.0.0.1", free_port(), concurrency=1, invoke=whose).start()
+    try:
+        with ThreadPoolExecutor(max_workers=1) as other:
+            slow = other.submit(_get, door, "/api/v1/x?sleep=3")
+            time.sleep(0.3)  # the one process is now in the slow invocation
+            conn = _connect(f"http://127.0.0.1:{door.port}")
+            conn.request("GET", "/api/v1/x")
+            answer = conn.getresponse()
+            _envelope(answer, 503, "unavailable")
+            assert answer.getheader("retry-after") == "1"
+            conn.close()
+            status, body = slow.result(timeout=30)
+        assert status == 500, "the slow one outlived its budget: Lambda's timeout"
+        assert json.loads(body)["error"]["code"] == "internal_error"
+    finally:
+        door.stop()

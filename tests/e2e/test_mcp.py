@@ -15,7 +15,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.support import Held, World, suffix
+from tests.e2e.support import Held, World, assert_error, suffix
 
 T = TypeVar("T")
 OPERATOR_TOOLS = {
@@ -192,6 +192,30 @@ def test_a_lease_token_reads_its_own_logs_and_attachments_over_mcp(world: World)
     logs = ok(world, token, "leases_fetch_logs", {"lease_id": held.id})
     assert [e["message"] for e in logs["events"]] == ["own"]
     assert ok(world, token, "leases_list_attachments", {"lease_id": held.id}) == {"attachments": []}
+
+
+PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status", "code"),
+    [
+        ({"Accept": "application/json"}, PING, 415, "unsupported_media_type"),
+        ({"Content-Type": "application/json", "Accept": "text/html"}, PING, 406, "not_acceptable"),
+        (
+            {"Content-Type": "application/json", "Accept": "application/json"},
+            b"{",
+            400,
+            "invalid_request",
+        ),
+    ],
+    ids=["no-content-type", "accepts-no-json", "not-json"],
+)
+def test_a_request_the_transport_cannot_read_is_refused_in_the_envelope(
+    world: World, headers: dict[str, str], body: bytes, status: int, code: str
+) -> None:
+    r = world.admin.post("/mcp", content=body, headers=headers)
+    assert_error(r, status, code)
 
 
 def test_no_server_stream_and_no_session_answer_405_over_the_local_front_door(

@@ -231,6 +231,9 @@ def test_pool_timings_must_be_ordered_renew_grace_toleration() -> None:
     [
         (m.SpaceCreate, {"key": "ops"}),
         (m.SpaceCreate, {"name": "   "}),
+        # The document's maxLength counts every character: blanks that trimming would drop too.
+        (m.SpaceCreate, {"name": "\x85" + "a" * 500}),
+        (m.TaskCreate, {"title": "a" * 500 + " "}),
         (m.SpaceCreate, {"max_active": 0}),
         (m.TaskCreate, {"title": ""}),
         (m.TaskCreate, {"max_attempts": 0}),
@@ -425,3 +428,8 @@ def test_lease_view_of_an_ended_lease_shows_how_it_ended() -> None:
         "cancel",
     )
     assert view["timing"]["ended_at"] == "2026-01-01T00:00:00.001Z"
+
+
+def test_a_title_is_stored_without_the_blanks_around_it() -> None:
+    created = m.TaskCreate.model_validate({"space": "OPS", "title": "  deploy  "})
+    assert created.title == "deploy"

@@ -59,9 +59,17 @@ def test_the_mcp_operation_lists_the_transports_answers_and_ours() -> None:
     answers = op["responses"]
     assert op["security"] == [{"bearer": []}]
     # Every token kind may call it (each tool judges its caller), so no 403 before the protocol.
-    assert set(answers) == {"200", "202", "400", "401", "406"}
-    for code in ("401",):
+    assert set(answers) == {"200", "202", "400", "401", "404", "406", "413", "415", "500", "503"}
+    assert answers["202"]["content"] == {}
+    # Refused before there was a request to answer: the envelope, as everywhere else.
+    for code in ("401", "406", "413", "415", "500", "503"):
         assert answers[code]["content"]["application/json"]["schema"] == ENVELOPE, code
+    # A JSON-RPC error answering a request (the protocol's 2026-07-28 revision) may share 400.
+    schemas = DOC["components"]["schemas"]
+    refusal = answers["400"]["content"]["application/json"]["schema"]["$ref"].rsplit("/")[-1]
+    assert {"$ref": ENVELOPE["$ref"]} in schemas[refusal]["anyOf"]
+    body = op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/")[-1]
+    assert set(schemas[body]["required"]) == {"jsonrpc", "method"}
 
 
 def _audience(method: str, path: str) -> str:
@@ -88,8 +96,12 @@ def test_every_operation_lists_what_it_answers(method: str, path: str, op: dict[
     for code, answer in answers.items():
         if not code.startswith("2") and not (code == "302" and (method, path) in BYTES):
             assert answer["content"]["application/json"]["schema"] == ENVELOPE, code
+    # Any route may fail (500), and the local front door may hold as many connections as it
+    # serves (503); a route that takes a body may get one over the payload limits (413).
+    assert {"500", "503"} <= set(answers)
+    assert ("413" in answers) == ("requestBody" in op)
     if _audience(method, path) == "public":
-        assert "security" not in op and set(answers) == {"200"}
+        assert "security" not in op and set(answers) == {"200", "500", "503"}
         return
     assert op["security"] == [{"bearer": []}]
     assert {"400", "401", "403", "422", "503"} <= set(answers)

@@ -235,9 +235,9 @@ def test_a_notification_is_accepted_without_a_body(rpc: Any) -> None:
     assert out["status"] == 202 and out["body"] is None
 
 
-def test_a_body_that_is_not_json_rpc_is_the_transports_400(rpc: Any) -> None:
+def test_a_body_that_is_not_json_rpc_is_400_invalid_request_in_the_envelope(rpc: Any) -> None:
     out = rpc("", raw=[1, 2])
-    assert out["status"] == 400 and out["body"]["jsonrpc"] == "2.0"
+    assert out["status"] == 400 and out["body"]["error"]["code"] == "invalid_request"
 
 
 def test_the_bridge_hands_the_body_once_and_gathers_the_answer() -> None:
@@ -281,25 +281,90 @@ def test_the_api_loads_without_the_sdk_and_mcp_loads_it_on_demand() -> None:
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize(
-    ("headers", "body", "status"),
-    [
-        ({"content-type": "application/json"}, b'{"jsonrpc":"2.0","id":1,"method":"ping"}', 406),
-        ({"content-type": "text/plain", "accept": ACCEPT}, b"{}", 400),
-        ({"content-type": "application/json", "accept": ACCEPT}, b"not json", 400),
-    ],
-)
-def test_the_transport_answers_what_the_document_lists(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch, headers: dict[str, str], body: bytes, status: int
-) -> None:
+def _post(rig: Rig, monkeypatch: pytest.MonkeyPatch, headers: dict[str, str], body: bytes) -> Any:
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
     event = to_event("POST", "/api/v1/mcp", {"host": "unit", **headers}, body)
     principal = json.dumps(dataclasses.asdict(READER))
     event["requestContext"]["authorizer"] = {"lambda": {"principal": principal}}
-    out = api.handle(event, None)
-    assert out["statusCode"] == status
+    return api.handle(event, None)
+
+
+PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+JSON = "application/json"
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status", "code"),
+    [
+        ({"content-type": JSON}, PING, 406, "not_acceptable"),
+        ({"content-type": JSON, "accept": "text/html"}, PING, 406, "not_acceptable"),
+        ({"accept": ACCEPT}, PING, 415, "unsupported_media_type"),
+        ({"content-type": "text/plain", "accept": ACCEPT}, PING, 415, "unsupported_media_type"),
+        (
+            {"content-type": "application/jsonx", "accept": ACCEPT},
+            PING,
+            415,
+            "unsupported_media_type",
+        ),
+        ({"content-type": JSON, "accept": ACCEPT}, b"not json", 400, "invalid_request"),
+        ({"content-type": JSON, "accept": ACCEPT}, b'{"a": 1}', 400, "invalid_request"),
+        ({"content-type": JSON, "accept": ACCEPT}, b"[1, 2]", 400, "invalid_request"),
+        ({"content-type": JSON, "accept": ACCEPT}, b"x" * (5 * 2**20), 413, "payload_too_large"),
+        # The protocol's 2026-07-28 revision, which the SDK serves in its own module.
+        (
+            {"content-type": JSON, "accept": "text/html", "mcp-protocol-version": "2026-07-28"},
+            PING,
+            406,
+            "not_acceptable",
+        ),
+        (
+            {"content-type": JSON, "accept": ACCEPT, "mcp-protocol-version": "2026-07-28"},
+            b"{nope",
+            400,
+            "invalid_request",
+        ),
+    ],
+)
+def test_a_request_the_transport_cannot_read_is_refused_in_the_envelope_it_documents(
+    rig: Rig,
+    monkeypatch: pytest.MonkeyPatch,
+    headers: dict[str, str],
+    body: bytes,
+    status: int,
+    code: str,
+) -> None:
+    out = _post(rig, monkeypatch, headers, body)
+    assert out["statusCode"] == status, out
+    assert out["headers"]["Content-Type"] == JSON, out
+    refused = json.loads(out["body"])
+    assert set(refused) == {"error"} and refused["error"]["code"] == code, refused
+    assert refused["error"]["message"].strip(), refused
     documented = api.contract()["paths"]["/api/v1/mcp"]["post"]["responses"]
     assert str(status) in documented
+
+
+def test_a_json_rpc_error_answering_a_request_stays_the_protocols_own(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under the 2026-07-28 revision the SDK answers a request it refuses at a 4xx status with
+    # a JSON-RPC error bearing the request's id; the official client reads that error.
+    headers = {"content-type": JSON, "accept": ACCEPT, "mcp-protocol-version": "2026-07-28"}
+    out = _post(rig, monkeypatch, headers, b'{"jsonrpc":"2.0","id":7,"method":"tools/list"}')
+    assert out["statusCode"] == 400, out
+    answer = json.loads(out["body"])
+    assert answer["id"] == 7 and isinstance(answer["error"]["code"], int), answer
+    documented = api.contract()["paths"]["/api/v1/mcp"]["post"]["responses"]["400"]
+    assert documented["content"][JSON]["schema"] == {"$ref": "#/components/schemas/McpRefusal"}
+
+
+def test_a_notification_is_202_with_no_body(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    headers = {"content-type": JSON, "accept": ACCEPT}
+    out = _post(rig, monkeypatch, headers, b'{"jsonrpc":"2.0","method":"notifications/x"}')
+    assert out["statusCode"] == 202, out
+    assert not out["body"], out
+    assert "Content-Type" not in out.get("headers", {}) and "content-type" not in out.get(
+        "headers", {}
+    ), out
 
 
 def test_an_operator_limited_to_spaces_is_refused_elsewhere_as_over_http(

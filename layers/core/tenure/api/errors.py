@@ -67,17 +67,35 @@ def error_event(err: e.TenureError) -> dict[str, Any]:
     }
 
 
-def method_not_allowed(allow: str) -> dict[str, Any]:
-    """405 for a method the path does not answer, with `Allow` naming the one it does; not
-    one of the API's documented domain errors (docs/api.md), so built here rather than raised."""
+def refusal_event(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A refusal that is not one of the domain's errors (an HTTP matter: a method, a media
+    type), in the same envelope, as a Lambda result."""
     return {
-        "statusCode": 405,
-        "headers": {"Content-Type": content_types.APPLICATION_JSON, "Allow": allow},
-        "body": json.dumps(
-            {"error": {"code": "method_not_allowed", "message": f"this path answers {allow} only"}}
-        ),
+        "statusCode": status,
+        "headers": {"Content-Type": content_types.APPLICATION_JSON, **(headers or {})},
+        "body": json.dumps({"error": {"code": code, "message": message}}),
         "isBase64Encoded": False,
     }
+
+
+def method_not_allowed(allow: str) -> dict[str, Any]:
+    """405 for a method the path does not answer, with `Allow` naming the one it does."""
+    message = f"this path answers {allow} only"
+    return refusal_event(405, "method_not_allowed", message, {"Allow": allow})
+
+
+# What the MCP transport's refusals of a request it could not read (no JSON-RPC id to answer)
+# become: the HTTP status the SDK chose, with this code and message in the envelope. A status
+# not listed keeps its status, as `invalid_request` (4xx) or `internal_error` (5xx).
+MCP_REFUSALS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request", "the body is not a JSON-RPC message"),
+    406: ("not_acceptable", "the answer is JSON: Accept must admit application/json"),
+    413: ("payload_too_large", "the body is larger than the MCP transport reads"),
+    415: ("unsupported_media_type", "a JSON-RPC message: Content-Type must be application/json"),
+    500: ("internal_error", "the MCP exchange failed; the request may be retried"),
+}
 
 
 # Whole-body failures that mean "this is not a JSON object", not "this object breaks the schema".

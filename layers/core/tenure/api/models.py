@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -48,7 +49,18 @@ SpaceKey = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]{0,31}$")]
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")]
 WorkerId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
-Title = Annotated[str, StringConstraints(min_length=1, max_length=500, strip_whitespace=True)]
+
+
+def _trimmed(value: str) -> str:
+    """A title less the blanks around it; all blank is no title. Trimmed after the length is
+    checked, so 501 characters stay refused as the document's maxLength says, blanks or not."""
+    value = value.strip()
+    if not value:
+        raise ValueError("must not be blank")
+    return value
+
+
+Title = Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_trimmed)]
 Text = Annotated[str, StringConstraints(max_length=65536)]
 ReportId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 LeaseSeconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS), Integral]

@@ -103,13 +103,24 @@ _MEANING = {
     409: "stale_lease, invalid_transition or already_exists",
     422: "missing_scope or validation_failed: the message names the field "
     "(a completion: unverified_created_tasks, naming the ids)",
+    413: "payload_too_large: a body over API Gateway's 10 MB, or an event over Lambda's 6 MB "
+    "(the local stack's answer; deployed, AWS gives it with a body of its own)",
+    500: "internal_error: the service failed; the request may be retried",
     501: "unsupported_runtime",
-    503: "unavailable: the table throttled past the bounded retries; see Retry-After",
+    503: "unavailable: the table throttled past the bounded retries, or the local stack holds "
+    "as many connections as it serves; see Retry-After",
 }
+# What any operation may answer besides its own statuses, whatever its route: listed by the
+# document (not each registration, which would spend a cold start on them). 413 only where
+# the operation takes a body.
+_ANY_ROUTE = (500, 503)
 # What an `extra` status means where a route answers one besides its success.
 _EXTRA = {302: "the bytes are at a presigned URL: see Location"}
 # Every authenticated route can answer these, whatever it does (422: an unknown query parameter).
 _ALWAYS = (400, 401, 403, 422, 503)
+# Operations whose body the resolver never reads (the MCP transport reads its own), by
+# (method, path as the document spells it): the model the document shows for that body.
+UNREAD_BODIES: dict[tuple[str, str], type[BaseModel]] = {}
 # Each authenticated route's handler, whose declared query parameters (`known_query`) are the
 # only ones it takes: any other is refused like an unknown body field, so a misspelt `limt=5`
 # is not silently ignored.
@@ -124,15 +135,19 @@ def _answers(ok: int, model: type[BaseModel] | None, *codes: int) -> dict[int, O
         else {"description": "success"}
     }
     for code in sorted(set(codes)):
-        answers[code] = {
-            "description": _MEANING[code],
-            "content": {"application/json": {"model": m.ErrorEnvelope}},
-        }
-    if 503 in answers:
-        answers[503]["headers"] = {
+        answers[code] = _refusal(code, {"model": m.ErrorEnvelope})
+    return answers
+
+
+def _refusal(code: int, media: Any) -> OpenAPIResponse:
+    """A status in the error envelope, `media` naming its schema (a model, or a reference)."""
+    content = {"application/json": media}
+    answer: OpenAPIResponse = {"description": _MEANING[code], "content": content}
+    if code == 503:
+        answer["headers"] = {
             "Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}
         }
-    return answers
+    return answer
 
 
 def op(
@@ -274,6 +289,18 @@ def contract() -> dict[str, Any]:
                 media["schema"] = _not_null(media["schema"])
     for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
         doc.get("components", {}).get("schemas", {}).pop(name, None)
+    for (method, path), model in UNREAD_BODIES.items():
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        doc.setdefault("components", {}).setdefault("schemas", {}).update(schema.pop("$defs", {}))
+        doc["components"]["schemas"][model.__name__] = schema
+        ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+        body = {"required": True, "content": {"application/json": {"schema": ref}}}
+        doc["paths"][path][method.lower()]["requestBody"] = body
+    envelope = {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}
+    for ops in doc["paths"].values():
+        for op in ops.values():
+            for code in (*_ANY_ROUTE, *((413,) if "requestBody" in op else ())):
+                op["responses"].setdefault(str(code), _refusal(code, envelope))
     return doc
 
 

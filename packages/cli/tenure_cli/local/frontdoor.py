@@ -1,15 +1,19 @@
-"""An HTTP front door that turns requests into API Gateway HTTP API (v2) events."""
+"""An HTTP front door that turns requests into API Gateway HTTP API (v2) events.
+
+It is sized for 64 clients at once, each perhaps holding a claim's long-poll (up to 20 s) open:
+the three limits below (connections, concurrent invocations, listen backlog) say how, and
+docs/local-stack.md says what a client meets at each.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
-import multiprocessing
+import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,14 +21,39 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from tenure_cli.local import lambda_host
+from tenure_cli.local.workers import Busy, Workers
 
 # Concurrent invocations, like Lambda's concurrency: each runs in its own process because the
 # Powertools resolver keeps the current event on the class and is not safe across threads.
-MAX_CONCURRENCY = 32
+# 64, so that 64 clients all in a claim's long-poll keep no other request waiting for a
+# process (a heartbeat queued behind them could lose its lease). A process is forked on first
+# use (a cold start, made cheap by a fork server: workers.py) and stays; past 64 at once, an
+# invocation waits for a free one within its budget, then is 503 `unavailable`.
+MAX_CONCURRENCY = 64
+# Open connections served at once, each on its own thread: 64 clients with a pool of up to four
+# keep-alive connections each. A connection past this is answered 503 `unavailable` (with
+# Retry-After) once its request is read, and closed: a client that leaks connections meets an
+# answer it can read, not a stack that slows down for everyone.
+MAX_CONNECTIONS = 256
+# Connections the kernel has completed and holds until the accepting thread takes them. The
+# standard library's default is 5: when the accepting thread fell behind (it shares the
+# interpreter with every connection's thread, moto's server and the stack's loops, and a busy
+# machine gives it little time), the kernel dropped handshakes past those 5, and a client saw
+# its connect stall for a second or more, or its connection reset before the front door had
+# ever seen it, so there was nothing to log. Every client may be opening a connection at the same
+# moment (threads sharing a pool smaller than their number open one for most requests), so the
+# queue holds all of them with room to spare; the kernel caps it at net.core.somaxconn.
+LISTEN_BACKLOG = 256
+# An invocation that has not answered in this long is Lambda's 500 (the function's timeout).
+INVOCATION_TIMEOUT_SECONDS = 60
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
 # Lambda's synchronous invocation payload limit: API Gateway passes a body up to 10 MB, but an
 # event larger than this never reaches the function (its base64 or JSON form counts).
 MAX_EVENT_BYTES = 6 * 1024 * 1024
+# Closing a socket with unread bytes makes the kernel send a reset, which can reach the client
+# before the answer it was sent: a connection the front door ends after answering early (a body
+# over the limit, a request it cannot read) is first drained, for this long at most.
+DRAIN_SECONDS = 5.0
 # The routes infra/template.yaml declares: the public ones, and one proxy for the rest.
 API_PREFIX = "/api/v1/"
 PROXY_ROUTE = "/api/v1/{proxy+}"
@@ -92,21 +121,66 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> 
     return event
 
 
-# Connections the kernel has completed and holds until the accepting thread takes them. The
-# standard library's default is 5: when the accepting thread fell behind (it shares the
-# interpreter with every connection's thread, moto's server and the stack's loops, and a busy
-# machine gives it little time), the kernel dropped handshakes past those 5, and a client saw
-# its connect stall, or its connection reset before the front door had ever seen it, so there
-# was nothing to log. 64 clients may all be opening a connection at once: the queue holds them
-# with room to spare (the kernel caps it at net.core.somaxconn).
-LISTEN_BACKLOG = 256
+class Refused(Exception):
+    """An answer the front door gives itself, in the API's envelope, before any invocation."""
+
+    def __init__(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.headers = headers or {}
 
 
 class Server(ThreadingHTTPServer):
-    """The standard library's threading server, listening with a backlog for 64 clients."""
+    """The standard library's threading server with the limits above, and a drain before each
+    close so that a client reads its answer rather than a reset."""
 
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
+        super().__init__(address, handler)
+        self.max_connections = max_connections
+        self.open_connections = 0
+        self._count = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._count:
+            self.open_connections += 1
+        super().process_request(request, client_address)
+
+    def over_capacity(self) -> bool:
+        with self._count:
+            return self.open_connections > self.max_connections
+
+    def shutdown_request(self, request: Any) -> None:
+        try:
+            drain(request)
+        finally:
+            super().shutdown_request(request)
+            with self._count:
+                self.open_connections -= 1
+
+
+def drain(sock: socket.socket) -> None:
+    """Send FIN after the answer, then read what the client still sends until it closes too,
+    for DRAIN_SECONDS at most: a close with unread bytes would reset the connection. A client
+    that closed first makes this one read of nothing."""
+    give_up = time.monotonic() + DRAIN_SECONDS
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        while (left := give_up - time.monotonic()) > 0:
+            sock.settimeout(left)
+            if not sock.recv(65536):
+                return
+    except OSError:  # reset or timed out: nothing more to wait for
+        return
 
 
 class FrontDoor:
@@ -117,13 +191,14 @@ class FrontDoor:
         concurrency: int = MAX_CONCURRENCY,
         invoke: Callable[[dict[str, Any]], dict[str, Any]] = lambda_host.invoke,
         warm: Callable[[], bool] = lambda_host.warm,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.invoke = invoke  # runs in a worker process: a module-level function
         self.warm = warm  # likewise: what the first worker process imports before serving
-        # Binds now (an OSError when the port is taken); worker processes start on first use.
-        self.server = Server((host, port), self._handler_class())
-        ctx = multiprocessing.get_context("spawn")
-        self.pool = ProcessPoolExecutor(max_workers=concurrency, mp_context=ctx)
+        # Binds and listens now (an OSError when the port is taken): from here the kernel
+        # completes handshakes into the backlog; worker processes start on first use.
+        self.server = Server((host, port), self._handler_class(), max_connections)
+        self.workers = Workers(concurrency)
         self._thread: threading.Thread | None = None
         self._stopped = False
 
@@ -132,7 +207,7 @@ class FrontDoor:
         return int(self.server.server_address[1])
 
     def start(self) -> FrontDoor:
-        self.pool.submit(self.warm).result(timeout=120)
+        self.workers.submit(self.warm, wait=0).result(timeout=120)
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
         return self
@@ -146,18 +221,14 @@ class FrontDoor:
         if self._thread is not None:
             self.server.shutdown()
         self.server.server_close()
-        # shutdown() forgets the worker processes: take them first, to be sure they end.
-        workers = list((getattr(self.pool, "_processes", None) or {}).values())
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        for proc in workers:
-            proc.terminate()
-        give_up = time.monotonic() + 5
-        for proc in workers:
-            proc.join(timeout=max(0.0, give_up - time.monotonic()))
-        for proc in workers:
-            if proc.is_alive():  # deaf to SIGTERM (stuck in a call): never left behind
-                proc.kill()
-                proc.join(timeout=2)
+        self.workers.stop()
+
+    def _invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        """One invocation, waiting for a free process and running within one budget."""
+        give_up = time.monotonic() + INVOCATION_TIMEOUT_SECONDS
+        future = self.workers.submit(self.invoke, event, wait=INVOCATION_TIMEOUT_SECONDS)
+        result: dict[str, Any] = future.result(timeout=max(0.0, give_up - time.monotonic()))
+        return result
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         door = self
@@ -167,22 +238,33 @@ class FrontDoor:
             server_version = "tenure-local"
 
             def _serve(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                if length > MAX_BODY_BYTES:
-                    # The body stays unread: the connection cannot carry another request.
-                    self.close_connection = True
-                    message = f"the body exceeds {MAX_BODY_BYTES} bytes, API Gateway's limit"
-                    self._reply(413, JSON, error_body("payload_too_large", message))
+                try:
+                    body = self._body()
+                    if door.server.over_capacity():
+                        self.close_connection = True
+                        message = f"more than {door.server.max_connections} open connections"
+                        raise Refused(503, "unavailable", message, {"retry-after": "1"})
+                except Refused as refused:
+                    self.log_message(
+                        "%s %s refused: %s", self.command, urlsplit(self.path).path, refused
+                    )
+                    headers = {**JSON, **refused.headers}
+                    self._reply(refused.status, headers, error_body(refused.code, refused.message))
                     return
-                body = self.rfile.read(length) if length else b""
                 event = to_event(self.command, self.path, dict(self.headers.items()), body)
-                if length > MAX_EVENT_BYTES // 2 and len(json.dumps(event)) > MAX_EVENT_BYTES:
+                if len(body) > MAX_EVENT_BYTES // 2 and len(json.dumps(event)) > MAX_EVENT_BYTES:
                     message = f"the request exceeds {MAX_EVENT_BYTES} bytes, Lambda's limit"
                     self._reply(413, JSON, error_body("payload_too_large", message))
                     return
                 started = time.monotonic()
                 try:
-                    result = door.pool.submit(door.invoke, event).result(timeout=60)
+                    result = door._invoke(event)
+                except Busy as busy:  # as Lambda throttles past its concurrency
+                    self.log_error("refused: %s", busy)
+                    message = "every worker process is busy; try again shortly"
+                    headers = {**JSON, "retry-after": "1"}
+                    self._reply(503, headers, error_body("unavailable", message))
+                    return
                 except Exception as err:  # a crashed or timed-out invocation: Lambda's 500
                     self.log_error("invocation failed: %r", err)
                     body = error_body("internal_error", "the invocation failed")
@@ -204,10 +286,47 @@ class FrontDoor:
                     (time.monotonic() - started) * 1000,
                 )
 
+            def _body(self) -> bytes:
+                """The whole request body, by Content-Length or chunked; a Refused (and the
+                connection ends, drained) when it is too large or cannot be read."""
+                if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+                    return self._chunked()
+                declared = (self.headers.get("content-length") or "0").strip()
+                if not declared.isdigit():
+                    self.close_connection = True  # where this request ends is unknown
+                    raise Refused(400, "invalid_request", "Content-Length is not a number")
+                length = int(declared)
+                if length > MAX_BODY_BYTES:
+                    self.close_connection = True  # the body stays unread: nothing can follow
+                    raise Refused(413, "payload_too_large", _too_large())
+                return self.rfile.read(length) if length else b""
+
+            def _chunked(self) -> bytes:
+                chunks: list[bytes] = []
+                size = 0
+                while True:
+                    line = self.rfile.readline(1024).split(b";", 1)[0].strip()
+                    try:
+                        chunk = int(line, 16)
+                    except ValueError:
+                        self.close_connection = True
+                        raise Refused(400, "invalid_request", "a malformed chunked body") from None
+                    if chunk == 0:
+                        break
+                    size += chunk
+                    if size > MAX_BODY_BYTES:
+                        self.close_connection = True
+                        raise Refused(413, "payload_too_large", _too_large())
+                    chunks.append(self.rfile.read(chunk))
+                    self.rfile.readline(1024)  # the CRLF that ends the chunk
+                while self.rfile.readline(65537).strip():
+                    pass  # trailer fields, up to the empty line that ends the message
+                return b"".join(chunks)
+
             def _reply(self, status: int, headers: dict[str, str], raw: bytes) -> None:
                 self.send_response(status)
                 for key, value in headers.items():
-                    if key.lower() not in ("content-length", "connection"):
+                    if key.lower() not in ("content-length", "connection", "transfer-encoding"):
                         self.send_header(key, value)
                 if status != 204:
                     self.send_header("content-length", str(len(raw)))
@@ -223,18 +342,25 @@ class FrontDoor:
                 self, code: int, message: str | None = None, explain: str | None = None
             ) -> None:
                 """http.server's own refusals (an unknown method, a malformed request line)
-                in the API's error envelope instead of its HTML page."""
+                in the API's envelope instead of its HTML page."""
                 self.close_connection = True
+                # A request line it could not read leaves HTTP/0.9, whose answers have no
+                # status line or headers: answer in the version it speaks instead.
+                self.request_version = self.protocol_version
+                self.log_message("%r refused: %s %s", self.requestline, code, message or "")
                 if code == HTTPStatus.NOT_IMPLEMENTED:  # what it answers a method without do_X
                     text = f"{self.command} is not allowed; use one of {', '.join(SERVED_METHODS)}"
                     headers = {**JSON, "allow": ", ".join(SERVED_METHODS)}
                     self._reply(405, headers, error_body("method_not_allowed", text))
                     return
-                status = HTTPStatus(code)
-                name = status.phrase.lower().replace(" ", "_").replace("-", "_")
-                if status == HTTPStatus.BAD_REQUEST:
-                    name = "invalid_request"  # the API's code for a request it cannot read
-                self._reply(status, JSON, error_body(name, message or status.phrase))
+                # Anything else it cannot read (a request line or headers too long or
+                # malformed, an HTTP version it does not speak) is the API's 400.
+                reason = message or HTTPStatus(code).phrase
+                self._reply(
+                    400,
+                    JSON,
+                    error_body("invalid_request", f"the request cannot be read: {reason}"),
+                )
 
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
                 pass  # _serve logs each request once, with its latency
@@ -243,3 +369,7 @@ class FrontDoor:
                 print(f"[front door] {format % args}", flush=True)
 
         return Handler
+
+
+def _too_large() -> str:
+    return f"the body exceeds {MAX_BODY_BYTES} bytes, API Gateway's limit"

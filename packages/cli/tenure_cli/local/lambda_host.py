@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenure.api.errors import refusal_event
 from tenure.api.routes import PUBLIC_ROUTES
+
+# What the fork server imports once for every worker process it forks, for both listeners
+# (the API and the worker function URL): it is one server, started by the first of them.
+PRELOAD = (
+    "tenure_cli.local.lambda_host",
+    "tenure.api.app",
+    "tenure.api.authorizer",
+    "tenure.api.worker",
+)
 
 
 class _Context:
@@ -29,7 +39,9 @@ def invoke(event: dict[str, Any]) -> dict[str, Any]:
     if (http["method"], event["rawPath"]) not in PUBLIC_ROUTES:
         verdict = authorize(event)
         if not verdict.get("isAuthorized"):
-            return {"statusCode": 403, "body": '{"message":"Forbidden"}'}
+            # API Gateway's own answer has a body of its own; the authorizer admits every
+            # request (the API refuses in the envelope), so here too it is the envelope.
+            return refusal_event(403, "forbidden", "the authorizer refused the request")
         event["requestContext"]["authorizer"] = {"lambda": verdict.get("context", {})}
     ctx = _Context()
     ctx.aws_request_id = event["requestContext"]["requestId"]

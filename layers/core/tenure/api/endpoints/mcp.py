@@ -1,37 +1,62 @@
-"""`POST /api/v1/mcp`: the Model Context Protocol, answered by the SDK's streamable
-HTTP transport in api/mcp/. The route is documented here; its body and most of its answers
-are JSON-RPC, the protocol's own, not this API's error envelope."""
+"""`POST /api/v1/mcp`: the Model Context Protocol, answered by the SDK's streamable HTTP transport
+in api/mcp/. Its body and its answers are JSON-RPC, the protocol's own; a request refused
+before it could be read is refused in this API's error envelope, as every other route's."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.event_handler.openapi.types import (
+    OpenAPIResponse,
+    OpenAPIResponseHeader,
+)
 
 from tenure.api import models as m
+from tenure.api.mcp import wire as w
 from tenure.api.routes import MCP_PATH
-from tenure.api.surface import BEARER, actor, app, svc
+from tenure.api.surface import BEARER, UNREAD_BODIES, actor, app, svc
 
-_JSONRPC: dict[str, Any] = {"application/json": {"schema": {"type": "object"}}}
-_ENVELOPE: dict[str, Any] = {"application/json": {"model": m.ErrorEnvelope}}
+
+def _envelope(description: str) -> OpenAPIResponse:
+    return {"description": description, "content": {"application/json": {"model": m.ErrorEnvelope}}}
+
+
+RETRY_AFTER: OpenAPIResponseHeader = {
+    "description": "seconds to wait",
+    "schema": {"type": "integer"},
+}
 ANSWERS: dict[int, OpenAPIResponse] = {
-    200: {"description": "the JSON-RPC response (a result or an error)", "content": _JSONRPC},
-    202: {"description": "a notification or response accepted; no body"},
+    200: {
+        "description": "the JSON-RPC answer to the request: a result, or a JSON-RPC error",
+        "content": {"application/json": {"model": w.JsonRpcAnswer}},
+    },
+    202: {"description": "a notification (or a response) accepted; no body", "content": {}},
     400: {
-        "description": "a body that is not a JSON-RPC message (a JSON-RPC error), or a "
-        "Content-Type other than application/json (a plain-text reason)",
-        "content": {**_JSONRPC, "text/plain": {"schema": {"type": "string"}}},
+        "description": "invalid_request: the body is not JSON, or not a JSON-RPC message. Under "
+        "the protocol's 2026-07-28 revision (an MCP-Protocol-Version header naming it), a "
+        "JSON-RPC error answering the request instead, as that revision requires",
+        "content": {"application/json": {"model": w.McpRefusal}},
     },
-    401: {
-        "description": "unauthenticated: no bearer token, or an unknown one",
-        "content": _ENVELOPE,
+    401: _envelope("unauthenticated: no bearer token, or an unknown one"),
+    404: {
+        "description": "under the protocol's 2026-07-28 revision only: a JSON-RPC error, "
+        "method not found, answering the request",
+        "content": {"application/json": {"model": w.JsonRpcError}},
     },
-    406: {
-        "description": "Accept does not admit application/json (JSON-RPC error)",
-        "content": _JSONRPC,
+    406: _envelope("not_acceptable: Accept does not admit application/json"),
+    413: _envelope("payload_too_large: a body larger than the transport reads (4 MiB)"),
+    415: _envelope("unsupported_media_type: a Content-Type other than application/json"),
+    500: _envelope("internal_error: the service failed; the request may be retried"),
+    503: {
+        **_envelope(
+            "unavailable: the token could not be read (the table throttled past the bounded "
+            "retries); see Retry-After"
+        ),
+        "headers": {"Retry-After": RETRY_AFTER},
     },
 }
+UNREAD_BODIES[("POST", MCP_PATH)] = w.JsonRpcRequest
 
 
 @app.route(
@@ -48,10 +73,11 @@ def mcp() -> Response[Any]:
 
     answer = server.answer(app.current_event.raw_event, svc(), actor())
     headers = dict(answer.get("headers") or {})
-    content_type = headers.pop("content-type", None)
+    content_type = headers.pop("content-type", None) or headers.pop("Content-Type", None)
+    body = answer.get("body") or ""
     return Response(
         status_code=answer["statusCode"],
-        content_type=content_type,
-        body=answer.get("body") or None,
+        content_type=content_type if body else None,  # a 202 carries nothing, not `null`
+        body=body,
         headers=headers,
     )

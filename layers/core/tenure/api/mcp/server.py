@@ -16,6 +16,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
+from tenure.api.errors import MCP_REFUSALS, refusal_event
 from tenure.api.mcp import bridge
 from tenure.api.mcp import tools as t
 from tenure.app.tenure import Tenure
@@ -36,7 +37,13 @@ logging.getLogger("mcp").setLevel(logging.WARNING)
 
 
 def answer(event: dict[str, Any], svc: Tenure, actor: Principal) -> dict[str, Any]:
-    """Serve one MCP POST from an API Gateway event for `actor`; a Lambda proxy result."""
+    """Serve one MCP POST from an API Gateway event for `actor`; a Lambda proxy result.
+    What the transport refuses before it has a request to answer is this API's refusal, in
+    its envelope; a JSON-RPC error answering a request stays the protocol's own."""
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    # The transport's own test, made first: it answers a plain-text 400 otherwise.
+    if not headers.get("content-type", "").lower().startswith("application/json"):
+        return _refused(415)
     server = build(svc, actor)
     # A fresh manager per request: it runs once, and a stateless exchange keeps nothing.
     # No DNS-rebinding check: callers come through API Gateway with a bearer token.
@@ -46,7 +53,37 @@ def answer(event: dict[str, Any], svc: Tenure, actor: Principal) -> dict[str, An
         async with manager.run():
             await manager.handle_request(scope, receive, send)
 
-    return bridge.run(app, event)
+    return enveloped(bridge.run(app, event))
+
+
+def enveloped(result: dict[str, Any]) -> dict[str, Any]:
+    """The transport's answer, unless it refused a request it could not read: that becomes
+    the envelope, at the status the transport chose (a parse error is a body that is not JSON)."""
+    status = int(result.get("statusCode", 200))
+    if status < 400:
+        return result
+    try:
+        message = json.loads(result.get("body") or "null")
+    except ValueError:
+        message = None
+    if not isinstance(message, dict):
+        return _refused(status)
+    error = message.get("error")
+    if message.get("id") is not None and isinstance(error, dict):
+        return result  # answers the request with that id: the protocol's, read by the client
+    if isinstance(error, dict) and error.get("code") == types.PARSE_ERROR:
+        return refusal_event(400, "invalid_request", "the body is not valid JSON")
+    return _refused(status)
+
+
+def _refused(status: int) -> dict[str, Any]:
+    code, message = MCP_REFUSALS.get(
+        status,
+        ("invalid_request", "the request was refused")
+        if status < 500
+        else ("internal_error", "the MCP exchange failed"),
+    )
+    return refusal_event(status, code, message)
 
 
 def build(svc: Tenure, actor: Principal) -> Server[Any]:
