@@ -13,7 +13,6 @@ from typing import Any
 
 from tenure_cli.local import lambda_host
 
-
 # Every Workers shares the one fork server (the API's listener and the worker function's). The
 # fork server ends only once every process it forked has ended, so the last Workers to stop
 # stops it: stopped by the first, it would wait on the other's live processes.
