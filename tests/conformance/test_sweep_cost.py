@@ -61,8 +61,8 @@ def metered_pass(rig: Rig) -> tuple[SweepReport, Cost]:
     leases by design, bounded by the gauges' budget, and judged apart."""
     GAUGES.clear()
 
-    def gauged(svc: Any, pool: str, now: int) -> Any:
-        depth, cost = _metered(rig, lambda: real_pool_depth(svc, pool, now))
+    def gauged(svc: Any, pool: str, now: int, tiers: Any = None) -> Any:
+        depth, cost = _metered(rig, lambda: real_pool_depth(svc, pool, now, tiers))
         GAUGES.append(cost)
         return depth
 

@@ -164,6 +164,7 @@ class FakeStore(FakeRules):
         self.instance = Instance()
         # Every write the service asked for, by method name (tests count writes per call).
         self.writes: list[str] = []
+        self.queue_reads: list[tuple[str, int | None]] = []  # (pool, priority) per queue read
         # The task graph's side rows and the scheduler row (store.keys).
         self.graphs: dict[str, TaskGraph] = {}
         self.edges: dict[tuple[str, str, str], int | None] = {}  # (task, kind, other) -> counted
@@ -345,17 +346,49 @@ class FakeStore(FakeRules):
                 return WorkerPage([w for _, w in found], cursors.encode(kind, sk))
         return WorkerPage([w for _, w in found], None)
 
-    def queue_candidates(self, pool: str, limit: int, due_by: int | None = None) -> list[str]:
+    def queue_candidates(
+        self, pool: str, limit: int, due_by: int | None = None, priority: int | None = None
+    ) -> list[str]:
         if limit < 1:
             raise ValueError("a query's Limit must be at least 1")
+        self.queue_reads.append((pool, priority))
+        partition = k.queue_pk(pool, priority)
         queued = sorted(
             _queue_position(row.lease)
             for row in self.lease_rows.values()
             if row.lease.state is LeaseState.PENDING
-            and row.lease.pool == pool
+            and k.queue_pk(row.lease.pool, row.lease.priority) == partition
             and (due_by is None or queue_at(row.lease.created_at, row.lease.not_before) <= due_by)
         )
         return [position.split("#", 1)[1] for position in queued[:limit]]
+
+    def queue_expiring(self, pool: str, now: int, limit: int) -> list[str]:
+        _limit(limit)
+        due = sorted(
+            (row.lease.queue_expires_at, row.lease.id)
+            for row in self.lease_rows.values()
+            if row.lease.state is LeaseState.PENDING
+            and row.lease.pool == pool
+            and row.lease.queue_expires_at is not None
+            and row.lease.queue_expires_at <= now
+        )
+        return [lease_id for _, lease_id in due[:limit]]
+
+    def mark_queue(self, pool: str, mark: str, now: int) -> None:
+        self.writes.append("mark_queue")
+        current = self.pools[pool]
+        marks = {**(current.queue_marks or {}), mark: now}
+        self.pools[pool] = replace(current, queue_marks=marks)
+
+    def unmark_queue(self, pool: str, mark: str, marked_before: int) -> bool:
+        current = self.pools[pool]
+        marks = dict(current.queue_marks or {})
+        if marks.get(mark, marked_before) >= marked_before:
+            return False
+        self.writes.append("unmark_queue")
+        del marks[mark]
+        self.pools[pool] = replace(current, queue_marks=marks or None)
+        return True
 
     def list_leases(
         self,
@@ -854,21 +887,29 @@ class FakeStore(FakeRules):
         self.writes.append("set_scheduler_paused")
         self.scheduler = replace(self.scheduler, paused=paused, paused_by=by, paused_at=at)
 
-    def _queued(self, pool: str, created_before: int | None) -> list[str]:
+    def _queued(
+        self, pool: str, created_before: int | None, priority: int | None = None
+    ) -> list[str]:
         return [
             lease_id
-            for lease_id in self.queue_candidates(pool, max(1, len(self.lease_rows)))
+            for lease_id in self.queue_candidates(
+                pool, max(1, len(self.lease_rows)), priority=priority
+            )
             if created_before is None
             or _queued_at(self.lease_rows[lease_id].lease) < created_before
         ]
 
-    def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
+    def count_queue(
+        self, pool: str, created_before: int | None, at_most: int, priority: int | None = None
+    ) -> int:
         _limit(at_most)
-        return min(len(self._queued(pool, created_before)), at_most)
+        return min(len(self._queued(pool, created_before, priority)), at_most)
 
-    def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
+    def queue_page(
+        self, pool: str, created_before: int | None, limit: int, priority: int | None = None
+    ) -> list[str]:
         _limit(limit)
-        return self._queued(pool, created_before)[:limit]
+        return self._queued(pool, created_before, priority)[:limit]
 
     # ------------------------------------------------------------------- for tests
 

@@ -83,3 +83,24 @@ def test_pools_create_and_update_carry_the_key_and_rate_controls_only_when_asked
 def test_worker_delegate_takes_a_concurrency_key() -> None:
     args = parser().parse_args(["worker", "delegate", "--title", "t", "--concurrency-key", "k"])
     assert args.concurrency_key == "k"
+
+
+def test_tasks_create_sends_priority_and_the_queue_timeout_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tenure_cli.commands import worker
+
+    sent: list[dict[str, object]] = []
+
+    class _Client:
+        def call(self, method: str, path: str, body: dict[str, object]) -> tuple[int, dict]:
+            sent.append(body)
+            return 201, {"task": {}, "lease": None}
+
+    monkeypatch.setattr(worker, "operator_client", lambda args: _Client())
+    monkeypatch.setattr(worker, "show", lambda answer, args: 0)
+    base = ["tasks", "create", "--space", "OPS", "--title", "t"]
+    worker.tasks_create(parser().parse_args([*base, "--priority", "8", "--expires-in", "10m"]))
+    worker.tasks_create(parser().parse_args(base))
+    assert sent[0]["priority"] == 8 and sent[0]["expires_in_seconds"] == 600
+    assert "priority" not in sent[1] and "expires_in_seconds" not in sent[1]

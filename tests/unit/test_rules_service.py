@@ -82,6 +82,8 @@ def test_an_unknown_pool_or_a_pool_of_another_space_is_validation_failed(rig: Ri
         ({"kind": "workflow", "slug": "missing"}, "subject.slug"),
         ({"kind": "task", "title": "t", "workflow": "missing"}, "subject.workflow"),
         ({"kind": "space", "slug": "x"}, "subject.slug"),
+        ({"kind": "task", "title": "t", "priority": 10}, "subject.priority"),
+        ({"kind": "space", "priority": "9"}, "subject.priority"),
     ],
 )
 def test_a_bad_subject_is_validation_failed_naming_the_field(
@@ -210,6 +212,14 @@ def test_fire_on_a_task_subject_files_a_new_task_each_time_without_a_trigger(rig
     won = rig.claim()
     bundle = rig.svc.payloads.payload(as_lease(won.lease.id), won.lease.id)
     assert "trigger" not in bundle and bundle["subject"]["kind"] == "task"
+
+
+def test_a_rule_with_a_priority_mints_leases_claimed_before_the_default(rig: Rig) -> None:
+    plain = rig.svc.firings.fire_rule(MEMBER, make_rule(rig, "plain").id)
+    urgent_rule = make_rule(rig, "urgent", subject={"kind": "task", "title": "t", "priority": 9})
+    urgent = rig.svc.firings.fire_rule(MEMBER, urgent_rule.id)
+    assert urgent.priority == 9 and plain.priority is None
+    assert [rig.claim().lease.id, rig.claim().lease.id] == [urgent.id, plain.id]
 
 
 def test_fire_on_an_inbound_rule_fills_subject_and_from_as_an_event_without_them(

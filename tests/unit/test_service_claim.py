@@ -392,9 +392,11 @@ class _StaleQueueIndex:
     def __getattr__(self, name: str) -> object:
         return getattr(self.rig.store, name)
 
-    def queue_candidates(self, pool: str, limit: int, due_by: int | None = None) -> list[str]:
+    def queue_candidates(
+        self, pool: str, limit: int, due_by: int | None = None, priority: int | None = None
+    ) -> list[str]:
         self.reads += 1
-        fresh = self.rig.store.queue_candidates(pool, limit, due_by)
+        fresh = self.rig.store.queue_candidates(pool, limit, due_by, priority)
         if self.left > 0:
             self.left -= 1
             return [self.ghost, *fresh][:limit]

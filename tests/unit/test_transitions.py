@@ -133,6 +133,27 @@ ROWS = [
             (S.CANCELLING, Revoke.KILL),
         )
     ],
+    # a queued lease nobody claimed before its queue timeout ends, no successor
+    *[
+        (
+            st,
+            None,
+            A.QUEUE_TIMEOUT,
+            (S.CANCELLED, None, "lease.queue_timed_out", EndReason.QUEUE_TIMEOUT, False),
+        )
+        for st in (S.PENDING, S.DISPATCHING)
+    ],
+    # a held lease past its run timeout is asked to stop as a kill asks; a kill stands
+    *[
+        (st, rv, A.TIME_OUT, (S.CANCELLING, Revoke.KILL, "lease.timing_out", None, False))
+        for st, rv in (
+            (S.DISPATCHED, None),
+            (S.RUNNING, None),
+            (S.PAUSED, None),
+            (S.CANCELLING, Revoke.CANCEL),
+        )
+    ],
+    (S.CANCELLING, Revoke.KILL, A.TIME_OUT, None),
 ]
 
 

@@ -23,9 +23,12 @@ from pydantic import (
 from tenure.domain import documents
 from tenure.domain.model import (
     DEFAULT_ATTACHMENT_QUOTA_BYTES,
+    DEFAULT_PRIORITY,
     DEFAULT_RETENTION_SECONDS,
     MAX_LEASE_SECONDS,
+    MAX_PRIORITY,
     MIN_LEASE_SECONDS,
+    MIN_PRIORITY,
 )
 from tenure.domain.states import EndReason, LeaseState, Revoke, SubjectKind, TaskStatus
 
@@ -184,6 +187,10 @@ class RetrySettings(Strict):
     backoff: RetryBackoff = Field(default_factory=RetryBackoff)
 
 
+# A run timeout: at most 30 days.
+RunSeconds = Annotated[int, Field(ge=1, le=30 * 86_400), Integral]
+
+
 class PoolCreate(Strict):
     name: Name
     space: SpaceKey
@@ -215,6 +222,8 @@ class PoolCreate(Strict):
     # UTC minute (null: unlimited).
     max_active_per_key: PerKey | None = None
     max_claims_per_minute: PerMinute | None = None
+    # Run timeout: a lease held longer is asked to stop and ends timed_out (null: none).
+    max_run_seconds: RunSeconds | None = None
 
     @model_validator(mode="after")
     def _timings_ordered(self) -> Self:
@@ -245,6 +254,7 @@ class PoolPatch(Strict):
     retry: RetrySettings | None = None
     max_active_per_key: PerKey | None = None
     max_claims_per_minute: PerMinute | None = None
+    max_run_seconds: RunSeconds | None = None
 
 
 class InstancePatch(Strict):
@@ -307,6 +317,14 @@ def instant_ms(value: str) -> int:
 MAX_TTL_SECONDS = 7 * 86_400
 
 
+# Claim priority: higher first; a lease filed without one is at the default.
+Priority = Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY), Integral]
+# Queue timeout: a pending lease not claimed this many seconds after it became claimable
+# ends cancelled (queue_timeout). At most a year.
+MAX_QUEUE_TIMEOUT_SECONDS = 366 * 86_400
+ExpiresIn = Annotated[int, Field(ge=1, le=MAX_QUEUE_TIMEOUT_SECONDS), Integral]
+
+
 class TaskCreate(Strict):
     # Required of operators; a lease token's task lands in its lease's space.
     space: SpaceKey | None = None
@@ -331,6 +349,11 @@ class TaskCreate(Strict):
     ttl_seconds: Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS), Integral] | None = None
     # Its runs count against their pool's max_active_per_key under this key.
     concurrency_key: ConcurrencyKey | None = None
+    # Scheduling controls its runs take (an enqueue may name its own for that run).
+    priority: Priority | None = None
+    expires_in_seconds: ExpiresIn | None = None
+    # Run timeout of its runs; the pool's, if smaller, wins.
+    max_run_seconds: RunSeconds | None = None
 
     _properties = field_validator("properties")(lambda v: _bounded(v, "properties"))
     _not_before = field_validator("not_before")(_instant)
@@ -347,6 +370,10 @@ class Enqueue(Strict):
     not_before: Annotated[str, StringConstraints(max_length=64)] | None = None
     # Becomes the task's concurrency key (this run and later ones); left out: the task's own.
     concurrency_key: ConcurrencyKey | None = None
+    # This run's controls; left out, the task's own (what it was filed with).
+    priority: Priority | None = None
+    expires_in_seconds: ExpiresIn | None = None
+    max_run_seconds: RunSeconds | None = None
 
     _not_before = field_validator("not_before")(_instant)
 
@@ -483,6 +510,10 @@ class LeaseTiming(Out):
     ended_at: Stamp
     renew_seconds: int | None
     lease_seconds: int | None
+    # Its queue timeout: pending past this instant, it ends queue_timeout (null: none).
+    queue_expires_at: Stamp = None
+    # Its run timeout runs out at this instant (null: none, or not claimed yet).
+    run_deadline: Stamp = None
 
 
 class QueuedConditionOut(Out):
@@ -515,6 +546,10 @@ class LeaseOut(Out):
     task: TaskRef | None
     workflow: WorkflowRef | None
     job_id: str
+    # Claim order, 0-9: higher first, oldest first within a priority.
+    priority: int = DEFAULT_PRIORITY
+    # Its run timeout: once claimed, the smaller of its run's and its pool's (null: none).
+    max_run_seconds: int | None = None
     worker_id: str | None
     worker_version: str | None
     queued_condition: QueuedConditionOut | None
@@ -568,6 +603,10 @@ class TaskOut(Out):
     blocked_reasons: list["BlockedReason"]
     created_at: Stamp
     checks: dict[str, Any] = Field(default_factory=dict)
+    # The scheduling controls its runs take unless an enqueue names its own.
+    priority: int = DEFAULT_PRIORITY
+    expires_in_seconds: int | None = None
+    max_run_seconds: int | None = None
     parent_id: str | None = None
     depends_on: list[str] = []
     auto_enqueue_on_ready: bool = False
@@ -662,6 +701,7 @@ class PoolOut(Out):
     retry: RetrySettings = Field(default_factory=RetrySettings)
     max_active_per_key: int | None = None
     max_claims_per_minute: int | None = None
+    max_run_seconds: int | None = None
 
 
 class PoolAnswer(Out):

@@ -10,7 +10,18 @@ from tenure.app.ports import Attachment, LogLine
 from tenure.app.tasks.filing import TaskView
 from tenure.app.usage import lease_usage
 from tenure.domain.fencing import iso_ms
-from tenure.domain.model import Event, Instance, Lease, Pool, Space, Task, Token, Worker, Workflow
+from tenure.domain.model import (
+    DEFAULT_PRIORITY,
+    Event,
+    Instance,
+    Lease,
+    Pool,
+    Space,
+    Task,
+    Token,
+    Worker,
+    Workflow,
+)
 from tenure.domain.retry import RetryPolicy
 from tenure.domain.states import TaskStatus
 
@@ -30,6 +41,10 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
         "task": {"id": lease.task_id, "key": lease.task_key} if lease.task_id else None,
         "workflow": {"slug": lease.workflow} if lease.workflow else None,
         "job_id": lease.job_id,
+        "priority": lease.claim_priority,
+        "max_run_seconds": (
+            lease.run_limit_seconds if lease.claimed_at is not None else lease.max_run_seconds
+        ),
         "worker_id": lease.worker_id,
         "worker_version": lease.worker_version,
         "queued_condition": condition.as_dict() if condition else None,
@@ -48,6 +63,8 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
             "ended_at": iso(lease.ended_at),
             "renew_seconds": lease.renew_seconds,
             "lease_seconds": lease.lease_seconds,
+            "queue_expires_at": iso(lease.queue_expires_at),
+            "run_deadline": iso(lease.run_deadline),
         },
         "reclaimed": lease.reclaimed_at is not None,
         "reclaimed_at": iso(lease.reclaimed_at),
@@ -116,6 +133,9 @@ def _task_fields(task: Task, status: TaskStatus) -> dict[str, Any]:
         "blocked_reasons": [],
         "created_at": iso(task.created_at),
         "checks": task.checks,
+        "priority": DEFAULT_PRIORITY if task.priority is None else task.priority,
+        "expires_in_seconds": task.expires_in_seconds,
+        "max_run_seconds": task.max_run_seconds,
     }
 
 
@@ -177,6 +197,7 @@ def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
         "retry": RetryPolicy.of(pool.retry).view(),
         "max_active_per_key": pool.max_active_per_key,
         "max_claims_per_minute": pool.max_claims_per_minute,
+        "max_run_seconds": pool.max_run_seconds,
     }
 
 

@@ -20,8 +20,20 @@ from tenure.domain.errors import (
     Unavailable,
     ValidationFailed,
 )
-from tenure.domain.model import Event, Instance, Job, Lease, Pool, Principal, Space, Task
-from tenure.domain.states import REPORTABLE, LeaseState
+from tenure.domain.model import (
+    DEFAULT_PRIORITY,
+    PRIORITY_MARK_REFRESH_MS,
+    QUEUE_EXPIRY_MARK,
+    Event,
+    Instance,
+    Job,
+    Lease,
+    Pool,
+    Principal,
+    Space,
+    Task,
+)
+from tenure.domain.states import REPORTABLE, EndReason, LeaseState
 from tenure.domain.transitions import Move
 
 T = TypeVar("T")
@@ -82,7 +94,10 @@ class Kernel:
         version of the row read."""
         new = replace(lease, state=move.to, revoke=move.revoke, **fields)
         if move.end_reason is not None:
-            new = replace(new, end_reason=move.end_reason, ended_at=now)
+            reason = move.end_reason
+            if reason is EndReason.KILLED and lease.timed_out_at is not None:
+                reason = EndReason.TIMED_OUT  # the kill its run timeout asked for
+            new = replace(new, end_reason=reason, ended_at=now)
         return moved(lease, new, move.event, data, now)
 
     def write(self, old: Lease, new: Lease) -> None:
@@ -102,7 +117,34 @@ class Kernel:
         ]
         if freed:
             change = replace(change, ceilings=[*change.ceilings, *freed])
+        self.mark_priorities(change)
         self.store.commit(change)
+
+    def mark_priorities(self, change: Change) -> None:
+        """Before a new pending lease at a priority other than the default, or with a queue
+        timeout, is written, mark the pool row (`queue_marks`), so claims read that priority's
+        partition (app/leases/claims.py queue_tiers) and the sweeper reads the pool's queue
+        timeouts (app/leases/timeouts.py); a pool with neither reads neither. Marked first and
+        on its own: a mark without its lease (a commit that then fails) costs an empty read
+        until the sweeper drops it; a lease without its mark could be missed. A mark newer
+        than PRIORITY_MARK_REFRESH_MS is left as it is: the sweeper drops only marks older
+        than PRIORITY_MARK_GRACE_MS whose partition it finds empty."""
+        wanted: set[tuple[str, str]] = set()
+        for write in change.leases:
+            new = write.new
+            if new.state is not LeaseState.PENDING or write.expect is not None:
+                continue
+            if new.priority is not None and new.priority != DEFAULT_PRIORITY:
+                wanted.add((new.pool, str(new.priority)))
+            if new.queue_expires_at is not None:
+                wanted.add((new.pool, QUEUE_EXPIRY_MARK))
+        now = self.clock.now_ms()
+        for pool_name, mark in sorted(wanted):
+            marked = (self.pool(pool_name).queue_marks or {}).get(mark)
+            if marked is not None and now - marked < PRIORITY_MARK_REFRESH_MS:
+                continue
+            self.store.mark_queue(pool_name, mark, now)
+            self._pools.pop(pool_name, None)
 
     def with_successor(self, change: Change, lease: Lease, recovered: bool) -> Change:
         """Add to `change` the job's next pending lease under fence + 1 (same attempt)."""
@@ -129,6 +171,8 @@ class Kernel:
             lineage=lease.lineage,
             retry_depth=lease.retry_depth,
             concurrency_key=lease.concurrency_key,
+            priority=lease.priority,  # the job keeps its place in line
+            max_run_seconds=lease.max_run_seconds,  # what its run asked for
         )
         next_job = replace(
             job,

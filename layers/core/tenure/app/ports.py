@@ -354,8 +354,25 @@ class Store(Protocol):
         """Up to `limit` unexpired workers after `cursor`, examining <= WORKER_SCAN_BUDGET rows."""
         ...
 
-    def queue_candidates(self, pool: str, limit: int, due_by: int | None = None) -> list[str]:
-        """Pending leases of `pool`, head first; with `due_by`, only those due by then."""
+    def queue_candidates(
+        self, pool: str, limit: int, due_by: int | None = None, priority: int | None = None
+    ) -> list[str]:
+        """Pending leases of `pool` at `priority` (None: the default), head first; with
+        `due_by`, only those due by then."""
+        ...
+
+    def queue_expiring(self, pool: str, now: int, limit: int) -> list[str]:
+        """Up to `limit` pending leases of `pool` whose queue timeout is at or before `now`."""
+        ...
+
+    def mark_queue(self, pool: str, mark: str, now: int) -> None:
+        """Note on the pool row (`queue_marks`) that leases of a kind only some pools have may
+        be pending there: a priority's partition ("0"-"9") or queue timeouts (QUEUE_EXPIRY_MARK)."""
+        ...
+
+    def unmark_queue(self, pool: str, mark: str, marked_before: int) -> bool:
+        """Drop the pool's `mark` if it was last set before `marked_before`; False when a newer
+        mark stands (or none)."""
         ...
 
     def list_leases(
@@ -525,13 +542,18 @@ class Store(Protocol):
 
     def get_scheduler(self, consistent: bool = True) -> SchedulerState: ...
     def set_scheduler_paused(self, paused: bool, by: str, at: int) -> None: ...
-    def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
-        """How many pending leases of `pool` the queue index holds (created before the given
-        instant, when set), reading no more than `at_most` index entries."""
+    def count_queue(
+        self, pool: str, created_before: int | None, at_most: int, priority: int | None = None
+    ) -> int:
+        """How many pending leases of `pool` at `priority` (None: the default) the queue index
+        holds (created before the given instant, when set), reading at most `at_most`."""
         ...
 
-    def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
-        """The oldest pending lease ids of `pool` created before the instant, at most `limit`."""
+    def queue_page(
+        self, pool: str, created_before: int | None, limit: int, priority: int | None = None
+    ) -> list[str]:
+        """The oldest pending lease ids of `pool` at `priority` (None: the default) created
+        before the instant, at most `limit`."""
         ...
 
 

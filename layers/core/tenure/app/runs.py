@@ -7,11 +7,59 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from tenure.app.ports import Change, GraphOp, HoldOp, JobWrite, LeaseWrite, TaskWrite
-from tenure.domain.model import Job, Lease, Pool, Task
+from tenure.domain.errors import ValidationFailed
+from tenure.domain.model import (
+    DEFAULT_PRIORITY,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    Job,
+    Lease,
+    Pool,
+    Task,
+)
 from tenure.domain.states import LeaseState, SubjectKind
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+
+
+@dataclass(frozen=True)
+class RunControls:
+    """The scheduling controls a filing or an enqueue names: claim priority (0-9, higher
+    first; None is the default) and a queue timeout in seconds (>= 1; None: none)."""
+
+    priority: int | None = None
+    expires_in_seconds: int | None = None
+    max_run_seconds: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_run_seconds is not None and (
+            isinstance(self.max_run_seconds, bool)
+            or not isinstance(self.max_run_seconds, int)
+            or self.max_run_seconds < 1
+        ):
+            raise ValidationFailed(
+                "max_run_seconds must be a whole number of seconds, at least 1",
+                field="max_run_seconds",
+            )
+        if self.priority is not None and (
+            isinstance(self.priority, bool)
+            or not isinstance(self.priority, int)
+            or not MIN_PRIORITY <= self.priority <= MAX_PRIORITY
+        ):
+            raise ValidationFailed(
+                f"priority must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}",
+                field="priority",
+            )
+        if self.expires_in_seconds is not None and (
+            isinstance(self.expires_in_seconds, bool)
+            or not isinstance(self.expires_in_seconds, int)
+            or self.expires_in_seconds < 1
+        ):
+            raise ValidationFailed(
+                "expires_in_seconds must be a whole number of seconds, at least 1",
+                field="expires_in_seconds",
+            )
 
 
 @dataclass(frozen=True)
@@ -26,6 +74,10 @@ class RunStart:
     previous_lease_id: str | None = None
     graph: tuple[GraphOp, ...] = field(default_factory=tuple)
     holds: tuple[HoldOp, ...] = field(default_factory=tuple)
+    # Scheduling controls for this run; None takes the task's own (what it was filed with).
+    priority: int | None = None
+    expires_in_seconds: int | None = None
+    max_run_seconds: int | None = None
     # What the new lease's timeline entry is called when it follows a previous lease, and
     # what it adds to the entry's data.
     follows_as: str = "lease.retried"
@@ -91,6 +143,17 @@ class Runs:
             previous_lease_id=run.previous_lease_id,
             retry_depth=run.retry_depth,
             concurrency_key=task.concurrency_key,
+            priority=stored_priority(run.priority if run.priority is not None else task.priority),
+            queue_expires_at=queue_expiry(
+                now,
+                not_before,
+                run.expires_in_seconds
+                if run.expires_in_seconds is not None
+                else task.expires_in_seconds,
+            ),
+            max_run_seconds=(
+                run.max_run_seconds if run.max_run_seconds is not None else task.max_run_seconds
+            ),
         )
         if run.previous_lease_id is not None:
             lease = replace(
@@ -126,3 +189,16 @@ class Runs:
             holds=list(run.holds),
         )
         return task, lease, change
+
+
+def stored_priority(priority: int | None) -> int | None:
+    """What a lease stores: nothing for the default priority (its row stays as it was)."""
+    return None if priority is None or priority == DEFAULT_PRIORITY else priority
+
+
+def queue_expiry(now: int, not_before: int | None, seconds: int | None) -> int | None:
+    """When a pending lease filed now stops waiting: `seconds` after it becomes claimable (a
+    deferred lease's wait starts at its not-before)."""
+    if seconds is None:
+        return None
+    return max(now, not_before or 0) + 1000 * seconds

@@ -25,7 +25,7 @@ from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
 from tenure.app.workers import reachable
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, ValidationFailed
-from tenure.domain.model import Event, Lease, Pool, Principal, Space, Task
+from tenure.domain.model import DEFAULT_PRIORITY, Event, Lease, Pool, Principal, Space, Task
 from tenure.domain.states import LeaseState, SubjectKind
 
 if TYPE_CHECKING:
@@ -90,13 +90,15 @@ class ClaimGate:
         """Whether anything holds a lease with this chain: pause or parking, then `holds`."""
         return _holds(chain, gate) or any(hold(chain, gate) for hold in self.holds)
 
-    def held_in_queue(self, pool: str, count: int, gate: SchedulerState) -> list[bool]:
+    def held_in_queue(
+        self, pool: str, count: int, gate: SchedulerState, priority: int | None = None
+    ) -> list[bool]:
         """For a pool's oldest pending leases (at most HOLD_SCAN), oldest first: whether the
         claim gate would skip each. Empty when nothing is held anywhere, so an instance with
         no paused, parked or blocked task reads nothing more than the counts."""
         if not (gate.paused_tasks or gate.attention or gate.blocked) or count <= 0:
             return []
-        ids = self.kernel.store.queue_page(pool, None, min(count, HOLD_SCAN))
+        ids = self.kernel.store.queue_page(pool, None, min(count, HOLD_SCAN), priority)
         cache = self.lineage_cache()
         unknown = [x for x in ids if x not in cache]
         leases = self.kernel.store.get_leases(unknown) if unknown else {}
@@ -111,20 +113,39 @@ class ClaimGate:
                 held.append(False)  # gone since the index was read: the count had it
         return held
 
-    def candidates(self, pool: str, tried: set[str], gate: SchedulerState, want: int) -> list[str]:
-        """Up to `want` untried queue heads, past those known to be held back."""
+    def candidates(
+        self,
+        pool: str,
+        tried: set[str],
+        gate: SchedulerState,
+        want: int,
+        priority: int | None = None,
+    ) -> list[str]:
+        """Up to `want` untried queue heads of one priority's partition (None: the default),
+        oldest first, past those known to be held back."""
         cache = self.lineage_cache()
         limit = want + len(tried)
         fresh: list[str] = []
         while True:
             seen = self.kernel.store.queue_candidates(
-                pool, limit, due_by=self.kernel.clock.now_ms()
+                pool, limit, due_by=self.kernel.clock.now_ms(), priority=priority
             )
             held = [x for x in seen if x in cache and _holds(cache[x], gate)]
             fresh = [x for x in seen if x not in tried and x not in held]
             if len(fresh) >= want or len(seen) < limit or limit >= GATE_SCAN:
                 return fresh[:want]
             limit = min(GATE_SCAN, limit + len(held) + want)
+
+
+def queue_tiers(pool: Pool) -> list[int | None]:
+    """The pool's queue partitions in claim order: the marked priorities above the default,
+    the default partition (None), then the marked ones below it."""
+    marked = sorted({int(p) for p in (pool.queue_marks or {}) if p.isdigit()}, reverse=True)
+    return [
+        *(p for p in marked if p > DEFAULT_PRIORITY),
+        None,
+        *(p for p in marked if p < DEFAULT_PRIORITY),
+    ]
 
 
 def _holds(chain: tuple[str, ...], gate: SchedulerState) -> bool:
@@ -193,9 +214,13 @@ class Scheduler:
         queued = waiting = starved = 0
         spaces: dict[str, Space] = {}
         for pool in self.kernel.store.list_pools():
-            count = self.kernel.store.count_queue(pool.name, None, COUNT_BUDGET)
-            held = self.gate.held_in_queue(pool.name, count, gate)
-            claimable = count - sum(held)
+            # Each priority's partition the pool marks, then the default one (queue_tiers).
+            tiers = []
+            for tier in queue_tiers(pool):
+                count = self.kernel.store.count_queue(pool.name, None, COUNT_BUDGET, tier)
+                held = self.gate.held_in_queue(pool.name, count, gate, tier)
+                tiers.append((tier, count - sum(held), held))
+            claimable = sum(c for _, c, _ in tiers)
             queued += claimable
             if claimable <= 0:
                 continue
@@ -206,9 +231,10 @@ class Scheduler:
             old = now - pool.min_queued_age_seconds * 1000
             if since is None or since > old:
                 continue  # nothing could claim it (paused, archived), or not for long enough
-            # The queue is oldest first, so the old ones are a prefix of the checked ones.
-            aged = self.kernel.store.count_queue(pool.name, old, COUNT_BUDGET)
-            starved += max(0, aged - sum(held[:aged]))
+            for tier, _, held in tiers:
+                # Each partition is oldest first, so its old ones are a prefix of those checked.
+                aged = self.kernel.store.count_queue(pool.name, old, COUNT_BUDGET, tier)
+                starved += max(0, aged - sum(held[:aged]))
         return SchedulerStatus(
             paused=gate.paused,
             queued_run_count=queued,
@@ -294,7 +320,11 @@ class Scheduler:
         for pool in self.kernel.store.list_pools() if pools is None else pools:
             age = (pool.min_queued_age_seconds + pool.starvation_escalation_seconds) * 1000
             # Keys only, and only entries that old: a pass with nothing starved reads no item.
-            ids = self.kernel.store.queue_page(pool.name, now - age, GATE_SCAN)
+            ids = [
+                lease_id
+                for tier in queue_tiers(pool)
+                for lease_id in self.kernel.store.queue_page(pool.name, now - age, GATE_SCAN, tier)
+            ][:GATE_SCAN]
             if not ids or self._staffed(pool, now):
                 continue
             gate = gate or self.kernel.store.get_scheduler()
@@ -329,7 +359,13 @@ class Scheduler:
             held = self.kernel.store.held_count("pool", pool.name)
             if held < pool.max_active:
                 continue
-            ids = self.kernel.store.queue_candidates(pool.name, CAPACITY_TELL, due_by=now)
+            ids = []
+            for tier in queue_tiers(pool):  # the heads a claim would take first
+                ids = self.kernel.store.queue_candidates(
+                    pool.name, CAPACITY_TELL, due_by=now, priority=tier
+                )
+                if ids:
+                    break
             if not ids or not self._staffed(pool, now):
                 continue
             gate = gate or self.kernel.store.get_scheduler()

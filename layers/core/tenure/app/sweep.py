@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field, replace
 
+from tenure.app.leases.timeouts import index_at
 from tenure.app.ports import SweeperState
+from tenure.app.scheduler import queue_tiers
 from tenure.app.tenure import Tenure
 from tenure.app.workers import SEEN_URGENT_SHARE, reachable
 from tenure.domain.errors import Conflict
@@ -61,6 +63,9 @@ class SweepReport:
     mass_holds: list[str] = field(default_factory=list)  # pools whose expiries a new hold stopped
     capacity_waiting: list[str] = field(default_factory=list)  # pools a waiting episode began
     ttl_expired: list[str] = field(default_factory=list)  # tasks whose run a ttl ended
+    queue_timed_out: list[str] = field(default_factory=list)  # pending leases past their expiry
+    timed_out: list[str] = field(default_factory=list)  # held leases asked to stop (run timeout)
+    marks_dropped: list[str] = field(default_factory=list)  # "pool:mark" no longer read for
     depths: list[PoolDepth] = field(default_factory=list)
 
 
@@ -93,6 +98,18 @@ def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
             lease = store.get_lease(lease_id)
             if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
                 continue
+            if (
+                lease.run_deadline is not None
+                and lease.timed_out_at is None
+                and lease.run_deadline <= now
+            ):
+                # Ran past its run timeout: asked to stop now; ended by its report or, if
+                # its worker stays silent, by a later pass once its deadline passes.
+                if svc.timeouts.time_out(lease) is None:
+                    report.raced += 1
+                else:
+                    report.timed_out.append(lease.id)
+                continue
             if lease.deadline > now:
                 _reindex(svc, lease)
                 report.reindexed += 1
@@ -116,25 +133,36 @@ def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
     waiting = svc.scheduler.note_capacity_waiting(pools, state.capacity_waiting)
     report.capacity_waiting = sorted(set(waiting) - set(state.capacity_waiting))
     ttl_cursor, report.ttl_expired = svc.delegation.expire_ttls(state.ttl_cursor)
+    report.queue_timed_out, queue_raced = svc.timeouts.expire_queued(pools)
+    report.raced += queue_raced
+    report.marks_dropped = svc.timeouts.drop_stale_marks(pools)
     if holds != state.holds or waiting != state.capacity_waiting or ttl_cursor != state.ttl_cursor:
         store.put_sweeper_state(SweeperState(now, holds, waiting, ttl_cursor), expect_last=now)
     reclaim = svc.retention.reclaim_due(pools=pools)
     report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
-    report.depths = [pool_depth(svc, pool.name, clock.now_ms()) for pool in pools]
+    report.depths = [
+        pool_depth(svc, pool.name, clock.now_ms(), queue_tiers(pool)) for pool in pools
+    ]
     return report
 
 
-def pool_depth(svc: Tenure, pool: str, now: int) -> PoolDepth:
-    """A pool's gauges from its indexes, bounded: a COUNT of the queue index up to now, a COUNT
-    of the held index, and the queue's head entry (one eventually consistent read)."""
+def pool_depth(
+    svc: Tenure, pool: str, now: int, tiers: list[int | None] | None = None
+) -> PoolDepth:
+    """A pool's gauges from its indexes, bounded: a COUNT of the queue index up to now (each
+    priority partition the pool marks, `tiers`, and the default one), a COUNT of the held
+    index, and each partition's head entry (one eventually consistent read each)."""
     store = svc.store
-    queued = store.count_queue(pool, now + 1, GAUGE_BUDGET)
-    held = store.count_held(pool, GAUGE_BUDGET)
+    queued = held = 0
     age = 0.0
-    head = store.queue_candidates(pool, 1, due_by=now) if queued else []
-    lease = store.get_lease(head[0], consistent=False) if head else None
-    if lease is not None:  # its place in the queue is when it became claimable
-        age = max(0, now - max(lease.created_at, lease.not_before or 0)) / 1000
+    for tier in tiers or [None]:
+        here = store.count_queue(pool, now + 1, GAUGE_BUDGET, tier)
+        queued += here
+        head = store.queue_candidates(pool, 1, due_by=now, priority=tier) if here else []
+        lease = store.get_lease(head[0], consistent=False) if head else None
+        if lease is not None:  # its place in the queue is when it became claimable
+            age = max(age, max(0, now - max(lease.created_at, lease.not_before or 0)) / 1000)
+    held = store.count_held(pool, GAUGE_BUDGET)
     return PoolDepth(pool=pool, queued=queued, held=held, oldest_queued_age_s=age)
 
 
@@ -203,7 +231,8 @@ def _push_out(svc: Tenure, pool: Pool, gap: int) -> int:
         lease = svc.store.get_lease(lease_id)
         if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
             continue
-        moved = replace(lease, deadline=lease.deadline + gap, due_at=lease.deadline + gap)
+        pushed_to = lease.deadline + gap
+        moved = replace(lease, deadline=pushed_to, due_at=index_at(lease, pushed_to))
         try:
             svc.store.move_deadline(moved, seen=lease)
             pushed += 1
@@ -214,7 +243,8 @@ def _push_out(svc: Tenure, pool: Pool, gap: int) -> int:
 
 def _reindex(svc: Tenure, lease: Lease) -> None:
     with contextlib.suppress(Conflict):  # moved on; the next pass sees its new row
-        svc.store.reindex(replace(lease, due_at=lease.deadline), (lease.state, lease.fence))
+        due_at = index_at(lease, lease.deadline or 0)
+        svc.store.reindex(replace(lease, due_at=due_at), (lease.state, lease.fence))
 
 
 def _record(svc: Tenure, now: int, type_: str, data: dict[str, object]) -> None:

@@ -36,6 +36,7 @@ from tenure.app.leases.payload import Payloads
 from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.reports import Completion, Reports
 from tenure.app.leases.retry import Retries
+from tenure.app.leases.timeouts import QueueTimeouts
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink, Store
 from tenure.app.reactions import Reactions
 from tenure.app.rules.addresses import Addresses
@@ -102,6 +103,7 @@ class Tenure:
     retention: Retention
     scopes: Scopes
     reactions: Reactions
+    timeouts: QueueTimeouts
 
     @property
     def store(self) -> Store:
@@ -215,6 +217,7 @@ def compose(
         attachments=Attachments(kernel, artifacts),
         retention=Retention(kernel, artifacts),
         scopes=Scopes(kernel),
+        timeouts=QueueTimeouts(kernel),
         reactions=Reactions(
             {
                 "lease": (

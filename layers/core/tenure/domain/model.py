@@ -23,6 +23,18 @@ DEFAULT_TOLERATION_SECONDS = 300
 DEFAULT_MAX_ATTEMPTS = 3
 MIN_LEASE_SECONDS = 5
 MAX_LEASE_SECONDS = 43200
+# Claim priority: 0-9, higher claimed first; the default needs no stored value.
+DEFAULT_PRIORITY = 5
+MIN_PRIORITY = 0
+MAX_PRIORITY = 9
+# A marked priority partition is dropped from the pool row only when no lease was filed at
+# that priority for this long: it covers the index's lag behind a filing, so the sweeper's
+# look at an empty partition can never miss a lease filed just before it looked.
+PRIORITY_MARK_GRACE_MS = 10 * 60 * 1000
+# Marks (`Pool.queue_marks`) are refreshed by a filing only when older than this.
+PRIORITY_MARK_REFRESH_MS = PRIORITY_MARK_GRACE_MS // 2
+# The pool row's mark for pending leases with a queue timeout (beside the priorities' "0"-"9").
+QUEUE_EXPIRY_MARK = "expiry"
 # How long an ended lease keeps its logs and attachments (30 days), per pool; the sweeper
 # reclaims them after that.
 DEFAULT_RETENTION_SECONDS = 2_592_000
@@ -92,6 +104,15 @@ class Pool:
     max_active_per_key: int | None = None
     # Rate limit: at most this many claims per minute, a fixed UTC-minute window (None: none).
     max_claims_per_minute: int | None = None
+    # Run timeout: a lease held longer is asked to stop and ends timed_out (None: no limit;
+    # a task's own max_run_seconds, if smaller, wins).
+    max_run_seconds: int | None = None
+    # Kinds of pending lease only some pools have, each with when one was last filed (epoch
+    # ms): priorities other than the default ("0"-"9", each its own queue partition, which a
+    # claim reads only while marked) and queue timeouts (QUEUE_EXPIRY_MARK, which the sweeper
+    # reads only while marked). The sweeper drops a mark when nothing it stands for is
+    # pending and none was filed for PRIORITY_MARK_GRACE_MS.
+    queue_marks: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +164,11 @@ class Task:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     job_id: str | None = None  # the task's latest run, open or ended
     attention: bool = False  # escalated: recovery exhausted, needs a person
+    # Scheduling controls its runs take unless an enqueue names its own: claim priority
+    # (None: the default) and the queue timeout of each run's pending lease.
+    priority: int | None = None
+    expires_in_seconds: int | None = None
+    max_run_seconds: int | None = None
     version: int = 1
     event_type: str | None = None
     event_data: dict[str, Any] | None = None
@@ -266,6 +292,24 @@ class Lease:
     failure_kind: str | None = None  # "operator_forced" when an operator force-failed it
     # Its task's concurrency_key when the run was opened (a claim counts it per key).
     concurrency_key: str | None = None
+    # Claim order: 0-9, higher first; None is the default (5) and is not stored, so a lease
+    # at the default priority has the row and the queue key it always had.
+    priority: int | None = None
+    # Queue timeout (epoch ms): a pending lease not claimed by then ends queue_timeout. Not
+    # named expires_at: that is the table's TTL attribute.
+    queue_expires_at: int | None = None
+    # Run timeout: what its run asked for (seconds; a successor keeps it); from its claim,
+    # `run_limit_seconds` is the smaller of that and its pool's, and `run_deadline` the
+    # instant it runs out (epoch ms). `timed_out_at`: when the sweeper asked it to stop for
+    # running past it (its kill then ends timed_out).
+    max_run_seconds: int | None = None
+    run_limit_seconds: int | None = None
+    run_deadline: int | None = None
+    timed_out_at: int | None = None
+
+    @property
+    def claim_priority(self) -> int:
+        return DEFAULT_PRIORITY if self.priority is None else self.priority
 
     @property
     def superseded(self) -> bool:

@@ -85,6 +85,8 @@ class EndReason(StrEnum):
     WORKER_LOST = "worker_lost"
     TTL_EXPIRED = "ttl_expired"  # a delegated child's ttl_seconds passed
     PARENT_STOPPED = "parent_stopped"  # a delegated child's creator lease was stopped or lost
+    QUEUE_TIMEOUT = "queue_timeout"  # pending past its expires_in_seconds, never claimed
+    TIMED_OUT = "timed_out"  # ran past its max_run_seconds: asked to stop, then killed
 
 
 class TaskStatus(StrEnum):

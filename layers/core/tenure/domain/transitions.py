@@ -29,6 +29,8 @@ class Action(StrEnum):
     FORCE_FAIL = "force_fail"  # an operator ends a lease as failed, operator_forced
     TTL_EXPIRE = "ttl_expire"  # a delegated child's ttl passed (the sweeper)
     PARENT_STOP = "parent_stop"  # a delegated child's creator lease ended cancelled/killed/lost
+    QUEUE_TIMEOUT = "queue_timeout"  # a pending lease not claimed before its expiry (the sweeper)
+    TIME_OUT = "time_out"  # a held lease ran past its max_run_seconds (the sweeper)
 
 
 class Stage(StrEnum):
@@ -202,6 +204,27 @@ TABLE.update(
     {
         **{(stage, Action.TTL_EXPIRE): _TTL_EXPIRED for stage in _OPEN},
         **{(stage, Action.PARENT_STOP): _PARENT_STOPPED for stage in _OPEN},
+    }
+)
+
+# A pending lease nobody claimed before its queue expiry ends cancelled, no successor: whoever
+# filed it said it is worth nothing later. Only a queued lease times out this way.
+_QUEUE_TIMED_OUT = Move(
+    LeaseState.CANCELLED, "lease.queue_timed_out", end_reason=EndReason.QUEUE_TIMEOUT
+)
+TABLE.update({(stage, Action.QUEUE_TIMEOUT): _QUEUE_TIMED_OUT for stage in _OPEN[:2]})
+
+# A held lease past its run timeout is asked to stop the way a kill asks (its holder hears
+# revoke "kill"); it ends killed, with end_reason timed_out (Kernel.apply), when its worker
+# reports or its toleration passes. One asked to kill already is left as it is.
+_TIMING_OUT = Move(LeaseState.CANCELLING, "lease.timing_out", revoke=Revoke.KILL)
+TABLE.update(
+    {
+        **{
+            (stage, Action.TIME_OUT): _TIMING_OUT
+            for stage in (Stage.DISPATCHED, Stage.RUNNING, Stage.PAUSED, Stage.CANCELLING)
+        },
+        (Stage.KILLING, Action.TIME_OUT): None,
     }
 )
 

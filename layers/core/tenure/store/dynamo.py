@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterable
 from typing import Any
@@ -354,8 +355,10 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         row = self._get(k.worker_key(pool, worker_id), consistent=False)
         return items.worker_from(row) if row else None
 
-    def queue_candidates(self, pool: str, limit: int, due_by: int | None = None) -> list[str]:
-        condition, values = f"{k.QUEUE_PK} = :q", {"q": k.queue_pk(pool)}
+    def queue_candidates(
+        self, pool: str, limit: int, due_by: int | None = None, priority: int | None = None
+    ) -> list[str]:
+        condition, values = f"{k.QUEUE_PK} = :q", {"q": k.queue_pk(pool, priority)}
         if due_by is not None:
             condition += f" AND {k.QUEUE_SK} <= :due"
             values["due"] = k.queue_due_bound(due_by)
@@ -366,6 +369,63 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             Limit=limit,
         )
         return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
+
+    def queue_expiring(self, pool: str, now: int, limit: int) -> list[str]:
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        out = self._query(
+            IndexName=k.DUE_INDEX,
+            KeyConditionExpression=f"{k.DUE_PK} = :p AND {k.DUE_AT} <= :now",
+            ExpressionAttributeValues=_values(p=k.queue_expiry_pk(pool), now=now),
+            Limit=limit,
+        )
+        return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
+
+    def mark_queue(self, pool: str, mark: str, now: int) -> None:
+        # A map attribute's entry can only be set once the map exists: set the entry, or
+        # (the first mark) the whole map, each conditioned so neither overwrites the other.
+        key = _dump(k.pool_key(pool))
+        for _ in range(3):
+            with contextlib.suppress(Conflict):
+                self._write(
+                    "update",
+                    Conflict("no marks yet"),
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="SET queue_marks.#p = :now",
+                    ConditionExpression=k.QUEUE_MARKS_EXIST,
+                    ExpressionAttributeNames={"#p": mark},
+                    ExpressionAttributeValues=_values(now=now),
+                )
+                return
+            with contextlib.suppress(Conflict):
+                self._write(
+                    "update",
+                    Conflict("marked meanwhile"),
+                    TableName=self.table,
+                    Key=key,
+                    UpdateExpression="SET queue_marks = :marks",
+                    ConditionExpression=k.FIRST_QUEUE_MARK,
+                    ExpressionAttributeValues=_values(marks={mark: now}),
+                )
+                return
+        raise Conflict(f"pool {pool!r} could not be marked {mark!r}")
+
+    def unmark_queue(self, pool: str, mark: str, marked_before: int) -> bool:
+        try:
+            self._write(
+                "update",
+                Conflict("marked since"),
+                TableName=self.table,
+                Key=_dump(k.pool_key(pool)),
+                UpdateExpression="REMOVE queue_marks.#p",
+                ConditionExpression=k.QUEUE_MARK_OLDER,
+                ExpressionAttributeNames={"#p": mark},
+                ExpressionAttributeValues=_values(before=marked_before),
+            )
+        except Conflict:
+            return False
+        return True
 
     # ------------------------------------------------------------------------ writes
 
@@ -978,9 +1038,11 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             ExpressionAttributeValues=_values(paused=paused, by=by, at=at),
         )
 
-    def _queue_request(self, pool: str, created_before: int | None) -> dict[str, Any]:
+    def _queue_request(
+        self, pool: str, created_before: int | None, priority: int | None = None
+    ) -> dict[str, Any]:
         condition = f"{k.QUEUE_PK} = :q"
-        values: dict[str, Any] = {"q": k.queue_pk(pool)}
+        values: dict[str, Any] = {"q": k.queue_pk(pool, priority)}
         if created_before is not None:
             condition += f" AND {k.QUEUE_SK} < :before"
             values["before"] = f"{created_before:013d}"
@@ -990,14 +1052,18 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             "ExpressionAttributeValues": _values(**values),
         }
 
-    def count_queue(self, pool: str, created_before: int | None, at_most: int) -> int:
+    def count_queue(
+        self, pool: str, created_before: int | None, at_most: int, priority: int | None = None
+    ) -> int:
         out = self._query(
-            **self._queue_request(pool, created_before), Select="COUNT", Limit=at_most
+            **self._queue_request(pool, created_before, priority), Select="COUNT", Limit=at_most
         )
         return int(out.get("Count", 0))
 
-    def queue_page(self, pool: str, created_before: int | None, limit: int) -> list[str]:
-        out = self._query(**self._queue_request(pool, created_before), Limit=limit)
+    def queue_page(
+        self, pool: str, created_before: int | None, limit: int, priority: int | None = None
+    ) -> list[str]:
+        out = self._query(**self._queue_request(pool, created_before, priority), Limit=limit)
         return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
 
 
@@ -1005,10 +1071,13 @@ def _lease_row(lease: Lease) -> dict[str, Any]:
     row = items.lease_item(lease)
     row.update(k.space_list_keys(lease.space, lease.created_at, lease.id))
     if lease.state is LeaseState.PENDING:
-        row.update(
-            k.queue_keys(lease.pool, k.queue_at(lease.created_at, lease.not_before), lease.id)
-        )
-    if lease.state in REPORTABLE and lease.due_at is not None:
+        at = k.queue_at(lease.created_at, lease.not_before)
+        row.update(k.queue_keys(lease.pool, at, lease.id, lease.priority))
+    if lease.state is LeaseState.PENDING and lease.queue_expires_at is not None:
+        # The sweeper finds it by its expiry, in a partition of its own (app/leases/timeouts).
+        row[k.DUE_PK] = k.queue_expiry_pk(lease.pool)
+        row[k.DUE_AT] = lease.queue_expires_at
+    elif lease.state in REPORTABLE and lease.due_at is not None:
         row[k.DUE_PK] = k.due_pk(lease.pool)
     else:
         row.pop(k.DUE_AT, None)

@@ -7,6 +7,8 @@ import json
 import re
 from typing import Any
 
+from tenure.domain.model import DEFAULT_PRIORITY
+
 # ------------------------------------------------------------------ table and indexes
 
 PK = "PK"
@@ -216,12 +218,26 @@ def event_sk(at: int, event_id: str) -> str:
     return f"EV#{at:013d}#{event_id}"
 
 
-def queue_keys(pool: str, created_at: int, lease_id: str) -> dict[str, str]:
-    return {QUEUE_PK: f"Q#{pool}", QUEUE_SK: f"{created_at:013d}#{lease_id}"}
+def queue_keys(
+    pool: str, created_at: int, lease_id: str, priority: int | None = None
+) -> dict[str, str]:
+    return {QUEUE_PK: queue_pk(pool, priority), QUEUE_SK: f"{created_at:013d}#{lease_id}"}
 
 
-def queue_pk(pool: str) -> str:
-    return f"Q#{pool}"
+def queue_pk(pool: str, priority: int | None = None) -> str:
+    """A pool's queue partition for one priority. The default priority keeps the partition
+    it always had (`Q#pool`), so a pool that never uses priorities reads and writes exactly
+    what it did before; each other priority has its own (`Q#pool#p9`), read by a claim only
+    while the pool row marks it (`queue_marks`), highest first."""
+    if priority is None or priority == DEFAULT_PRIORITY:
+        return f"Q#{pool}"
+    return f"Q#{pool}#p{priority}"
+
+
+def queue_expiry_pk(pool: str) -> str:
+    """The due index's partition of a pool's pending leases that have a queue timeout, by
+    their expiry instant (held leases use `due_pk`, so neither read sees the other's)."""
+    return f"QEXP#{pool}"
 
 
 def queue_at(created_at: int, not_before: int | None) -> int:
@@ -314,6 +330,12 @@ TAKE_REQUEST = (
     f"attribute_not_exists(PK) OR {TTL_ATTRIBUTE} < :now_s"
     " OR (attribute_not_exists(answer) AND locked_until < :now_ms)"
 )
+# A pool row's `queue_marks` map: an entry is set only once the map exists, the map itself
+# only on a pool that exists and has none yet; an entry is dropped only while still older
+# than the sweeper's cutoff (a filing that refreshed it meanwhile keeps it).
+QUEUE_MARKS_EXIST = "attribute_exists(queue_marks)"
+FIRST_QUEUE_MARK = "attribute_exists(PK) AND attribute_not_exists(queue_marks)"
+QUEUE_MARK_OLDER = "queue_marks.#p < :before"
 # Filter (not a condition): TTL deletes lazily, so reads drop rows already past their end.
 NOT_EXPIRED = f"attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now"
 # The job's fence counter moves only from the fence the writer saw.

@@ -20,6 +20,7 @@ metrics = Metrics(namespace=NAMESPACE, service="sweeper")
 def run_pass() -> SweepReport:
     report = sweep_once(wiring.service(), settings().sweep_interval_seconds)
     busy = report.expired or report.held or report.pushed or report.raced or report.skipped
+    busy = busy or report.queue_timed_out or report.timed_out or report.marks_dropped
     if busy or report.reclaimed or report.reclaim_left:
         logger.info("sweeper pass", extra={"report": asdict(report)})
     return report
@@ -44,6 +45,8 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
         "pushed": report.pushed,
         "reclaimed": len(report.reclaimed),
         "reclaim_left": report.reclaim_left,
+        "queue_timed_out": len(report.queue_timed_out),
+        "timed_out": len(report.timed_out),
     }
 
 

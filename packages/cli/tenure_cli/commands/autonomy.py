@@ -87,6 +87,10 @@ def worker_delegate(args: argparse.Namespace) -> int:
             body[name] = getattr(args, name)
     if args.no_wake_creator:
         body["wake_creator"] = False
+    if args.priority is not None:
+        body["priority"] = args.priority
+    if args.expires_in is not None:
+        body["expires_in_seconds"] = duration_seconds(args.expires_in)
     _, answer = client.call("POST", "/tasks", body, token)
     return show(answer, args)
 
@@ -193,6 +197,12 @@ def add_commands(groups: Groups) -> None:
     )
     delegate.add_argument(
         "--no-wake-creator", action="store_true", help="do not wake this lease when it ends"
+    )
+    delegate.add_argument("--priority", type=int, help="0-9, higher claimed first (default 5)")
+    delegate.add_argument(
+        "--expires-in",
+        metavar="DURATION",
+        help="cancel its pending lease (queue_timeout) if not claimed within this (90s, 10m)",
     )
     output_option(delegate)
     delegate.set_defaults(func=guarded(worker_delegate, DELEGATE_CHECK))

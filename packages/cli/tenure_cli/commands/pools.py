@@ -78,7 +78,14 @@ def control_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def pools_create(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"name": args.name, "space": args.space, "kind": args.kind}
-    for key in ("max_active", "renew_seconds", "grace_seconds", "toleration_seconds", "on_expiry"):
+    for key in (
+        "max_active",
+        "renew_seconds",
+        "grace_seconds",
+        "toleration_seconds",
+        "on_expiry",
+        "max_run_seconds",
+    ):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
     body.update(control_settings(args))
@@ -109,11 +116,14 @@ def pools_update(args: argparse.Namespace) -> int:
         "grace_seconds",
         "toleration_seconds",
         "on_expiry",
+        "max_run_seconds",
     ):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
     if args.unlimited:
         body["max_active"] = None
+    if args.no_run_timeout:
+        body["max_run_seconds"] = None
     if args.keeps_logs is not None:
         body["keeps_logs"] = args.keeps_logs == "yes"
     body.update(control_settings(args))
@@ -157,6 +167,11 @@ def _timing_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-claims-per-minute", type=int, help="claims per UTC minute; more wait or get 204"
+    )
+    p.add_argument(
+        "--max-run-seconds",
+        type=int,
+        help="a lease held longer is asked to stop and ends timed_out (a task's, if smaller, wins)",
     )
 
 
@@ -205,6 +220,7 @@ def add_commands(groups: Groups) -> None:
     pu.add_argument("--unlimited", action="store_true", help="remove the pool's ceiling")
     pu.add_argument("--per-key-unlimited", action="store_true", help="remove the per-key ceiling")
     pu.add_argument("--rate-unlimited", action="store_true", help="remove the rate limit")
+    pu.add_argument("--no-run-timeout", action="store_true", help="remove its run timeout")
     pu.add_argument("--keeps-logs", choices=["yes", "no"], help="keep its jobs' output")
     pu.add_argument("--model", help="agent pools: the model (a new version)")
     pu.add_argument("--effort", help="agent pools: the effort (a new version)")

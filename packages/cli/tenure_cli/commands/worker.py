@@ -165,6 +165,15 @@ def tasks_create(args: argparse.Namespace) -> int:
     for key in ("parent_id", "depends_on", "auto_enqueue_on_ready", "requires_approval"):
         if getattr(args, key) is not None:
             body[key] = getattr(args, key)
+    # Scheduling controls: claim priority, and how long its pending lease may wait.
+    if args.priority is not None:
+        body["priority"] = args.priority
+    if args.max_run_seconds is not None:
+        body["max_run_seconds"] = args.max_run_seconds
+    if args.expires_in is not None:
+        from tenure_cli.commands.autonomy import duration_seconds
+
+        body["expires_in_seconds"] = duration_seconds(args.expires_in)
     props = json_arg(args.properties, "--properties")
     if props is not None:
         body["properties"] = props
@@ -275,6 +284,17 @@ def add_commands(groups: Groups) -> None:
     tc.add_argument("--workflow", help="a workflow's slug")
     tc.add_argument("--max-attempts", type=int, help="runs before it fails for good")
     tc.add_argument("--properties", help="a JSON object")
+    tc.add_argument("--priority", type=int, help="0-9, higher claimed first (default 5)")
+    tc.add_argument(
+        "--expires-in",
+        metavar="DURATION",
+        help="cancel its pending lease (queue_timeout) if not claimed within this (90s, 10m)",
+    )
+    tc.add_argument(
+        "--max-run-seconds",
+        type=int,
+        help="a run held longer is asked to stop and ends timed_out (the pool's, if smaller, wins)",
+    )
     tc.add_argument("--parent", dest="parent_id", metavar="TASK_ID", help="its parent task")
     tc.add_argument(
         "--depends-on", nargs="+", metavar="TASK_ID", help="tasks that must complete first"

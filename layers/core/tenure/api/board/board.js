@@ -547,6 +547,8 @@
       ["Subject", subject],
       ["Pool", `${poolName(lease.pool)} (${lease.pool})`],
       ["Attempt", String(lease.attempt)],
+      ["Priority", String(lease.priority ?? 5)],
+      ["Run timeout", lease.max_run_seconds ? `${lease.max_run_seconds} s` : "none"],
       ["Worker", lease.worker_id ? `${lease.worker_id}${lease.worker_version ? " · version " + lease.worker_version : ""}` : "not claimed yet"],
       ["Outcome", lease.end_reason ? `${lease.outcome || lease.state} (${lease.end_reason})` : "—"],
     ]);
@@ -558,6 +560,8 @@
       ["Started", when(t.started_at)],
       ["Last heartbeat", when(t.last_heartbeat_at)],
       ["Deadline", when(t.deadline)],
+      ["Queue timeout", when(t.queue_expires_at)],
+      ["Run deadline", when(t.run_deadline)],
       ["Ended", when(t.ended_at)],
     ]);
     const button = $("cancel-lease");

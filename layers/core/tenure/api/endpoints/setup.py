@@ -66,6 +66,7 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         retry=body.retry.model_dump() if "retry" in body.model_fields_set else None,
         max_active_per_key=body.max_active_per_key,
         max_claims_per_minute=body.max_claims_per_minute,
+        max_run_seconds=body.max_run_seconds,
     )
     return json_answer(v.pool_view(svc().setup.create_pool(actor(), pool)), 201)
 

@@ -11,6 +11,7 @@ from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
+from tenure.app.runs import RunControls
 from tenure.app.tasks.filing import ACTIVITY_PAGE, TaskLinks, TaskView
 from tenure.app.tasks.listing import TASK_PAGE_MAX
 from tenure.domain import errors as e
@@ -62,6 +63,7 @@ def _file(caller: Any, body: m.TaskCreate) -> dict[str, Any]:
             ttl_seconds=body.ttl_seconds,
         ),
         concurrency_key=body.concurrency_key,
+        controls=RunControls(body.priority, body.expires_in_seconds, body.max_run_seconds),
     )
     seen = svc().graph.describe_task(task, lease)
     return {
@@ -78,8 +80,14 @@ def enqueue(
     not_before = m.instant_ms(body.not_before) if body.not_before else None
 
     def run() -> tuple[int, dict[str, Any]]:
+        controls = RunControls(body.priority, body.expires_in_seconds, body.max_run_seconds)
         lease = svc().filing.enqueue(
-            caller, task_id, body.pool, not_before, concurrency_key=body.concurrency_key
+            caller,
+            task_id,
+            body.pool,
+            not_before,
+            concurrency_key=body.concurrency_key,
+            controls=controls,
         )
         return 201, {"lease": lease_out(lease)}
 

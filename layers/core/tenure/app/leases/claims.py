@@ -21,7 +21,7 @@ from tenure.app.ports import (
     rate_ceiling,
     split_ceiling,
 )
-from tenure.app.scheduler import ClaimGate
+from tenure.app.scheduler import ClaimGate, queue_tiers
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import CeilingReached, Conflict, InvalidTransition, LeaseNotFound
@@ -33,10 +33,13 @@ if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
     from tenure.app.workers import Workers
 
-# How many queue heads a claim looks at; claimers shuffle them so that concurrent workers
-# spread over candidates instead of all paying for a lost race on the head (every losing
-# conditional write is billed).
+# How many queue heads of one priority a claim looks at. It tries them oldest first, so one
+# claimer at a time gets strict order; once it loses a race in a pool (a rival took the head
+# it was writing to), it shuffles the rest, and so does every claim this process makes in
+# that pool for CONTENDED_MS after, so concurrent workers spread over candidates instead of
+# all paying for a lost race on the head (every losing conditional write is billed).
 CLAIM_CANDIDATES = 64
+CONTENDED_MS = 10_000
 # How many candidates one claim call may lose races for before it rests a poll interval.
 MAX_CLAIM_TRIES = 200
 # How long an idle long-poll waits between looks at the queue.
@@ -60,6 +63,8 @@ class Claims:
         self.gate = gate
         self.kernel = kernel
         self.workers = workers
+        # Per pool: until when this process's claims spread (shuffle) rather than go in order.
+        self._contended: dict[str, int] = {}
 
     def claim(
         self,
@@ -114,11 +119,23 @@ class Claims:
             fresh: list[str] = []
             gate = self.gate.read()  # scheduler pause, paused subtrees, parked tasks
             if not closed and not gate.paused and not held.rate_limited(self.kernel, pool):
-                fresh = self.gate.candidates(pool.name, tried, gate, CLAIM_CANDIDATES)
-                for lease_id in self.kernel.ids.shuffle(fresh[:CLAIM_CANDIDATES]):
+                # Highest priority first: the first partition with an untried due head is the
+                # one this look takes from (a pool with no marked priority reads one).
+                for priority in queue_tiers(pool):
+                    fresh = self.gate.candidates(
+                        pool.name, tried, gate, CLAIM_CANDIDATES, priority=priority
+                    )
+                    if fresh:
+                        break
+                order = fresh[:CLAIM_CANDIDATES]
+                if self._spreading(pool.name):
+                    order = self.kernel.ids.shuffle(order)
+                while order:
+                    lease_id = order.pop(0)
                     tried.add(lease_id)
                     if held.key_of.get(lease_id) in held.full_keys:
                         continue  # its key is full (known from an earlier look): no read
+                    lost_before = self._rivalry()
                     try:
                         won = self._try_claim(lease_id, pool, ask, gate, held)
                     except CeilingReached as full:
@@ -129,6 +146,12 @@ class Claims:
                     if won is not None:
                         self.kernel.counters["claims"] += 1
                         return won
+                    if self._rivalry() > lost_before:
+                        # A rival is claiming here too (it won the write, or took the head
+                        # since the index was read): spread from now on.
+                        if not self._spreading(pool.name):
+                            order = self.kernel.ids.shuffle(order)
+                        self._contended[pool.name] = self.kernel.clock.now_ms() + CONTENDED_MS
                     if record_id is not None:
                         # The same claim_id may have just won elsewhere (a concurrent retry).
                         again = self._retried(actor, pool, worker_id, record_id)
@@ -150,6 +173,19 @@ class Claims:
             held.recheck_keys(self.kernel, pool)
         self.kernel.counters["empty_claims"] += 1
         return None
+
+    def _rivalry(self) -> int:
+        """Signs of a rival claimer so far: races lost, and heads found taken already."""
+        return self.kernel.counters["lost_claim_races"] + self.kernel.counters["heads_taken"]
+
+    def _spreading(self, pool: str) -> bool:
+        until = self._contended.get(pool)
+        if until is None:
+            return False
+        if until <= self.kernel.clock.now_ms():
+            del self._contended[pool]
+            return False
+        return True
 
     def _claim_exact(
         self,
@@ -256,6 +292,7 @@ class Claims:
     ) -> Claimed | None:
         lease = self.kernel.store.get_lease(lease_id, consistent=False)
         if lease is None or lease.state is not LeaseState.PENDING:
+            self.kernel.counters["heads_taken"] += 1  # the index lagged a claim (or an end)
             return None
         if held is not None and lease.concurrency_key is not None:
             held.key_of[lease.id] = lease.concurrency_key
@@ -266,12 +303,19 @@ class Claims:
         now = self.kernel.clock.now_ms()
         if lease.not_before is not None and lease.not_before > now:
             return None  # deferred: not before its instant, whatever the index says
+        if lease.queue_expires_at is not None and lease.queue_expires_at <= now:
+            return None  # past its queue timeout: the sweeper ends it, nobody runs it
         token = rules.mint_lease_token(lease.id, self.kernel.ids.secret())
         seconds = ask.lease_seconds or pool.toleration_seconds
         deadline = rules.fresh_deadline(now, 1000 * seconds)
         ceilings = self._ceilings(pool, lease, now)
         # The minute's claim count is never given back; every other counter is, at the end.
         counted = tuple(f"{c.scope}:{c.name}" for c in ceilings if c.scope != RATE_CEILING)
+        # The run timeout: the smaller of the run's own and the pool's, from this claim. The
+        # sweeper's index entry comes due at whichever is first, it or the deadline.
+        limits = [x for x in (lease.max_run_seconds, pool.max_run_seconds) if x is not None]
+        run_limit = min(limits) if limits else None
+        run_deadline = now + 1000 * run_limit if run_limit is not None else None
         new = self.kernel.apply(
             lease,
             must_move(lease.id, lease.state, lease.revoke, Action.CLAIM),
@@ -287,8 +331,10 @@ class Claims:
             claimed_at=now,
             heartbeat_at=now,
             deadline=deadline,
-            due_at=deadline,
+            due_at=min(deadline, run_deadline) if run_deadline is not None else deadline,
             counted=counted or None,
+            run_limit_seconds=run_limit,
+            run_deadline=run_deadline,
         )
         records = []
         if ask.claim_id is not None:

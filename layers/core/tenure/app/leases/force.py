@@ -98,6 +98,7 @@ class Force:
             retry_depth=lease.retry_depth + 1,
             previous_lease_id=lease.id,
             holds=(HoldOp("attention", task.id, False),) if task.attention else (),
+            priority=lease.claim_priority,
         )
         try:
             _, new = self.runs.open_run(

@@ -56,6 +56,7 @@ class Retries:
             previous_lease_id=lease.id,
             follows_as=RETRY_SCHEDULED,
             follows_data={"attempt": lease.attempt + 1, "not_before": not_before},
+            priority=lease.claim_priority,
         )
         _, new, opened = self.runs.run_change(
             task,

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
+from tenure.app.runs import stored_priority
 from tenure.domain import authz
 from tenure.domain import fencing as r
 from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
@@ -304,6 +305,7 @@ class Firings:
                 workflow=workflow,
                 created_at=now,
                 job_id=job_id,
+                priority=stored_priority(rule.subject.get("priority")),
             )
             subject_id = task.id
         elif kind is SubjectKind.WORKFLOW:
@@ -328,6 +330,7 @@ class Firings:
             fence=1,
             attempt=1,
             created_at=now,
+            priority=stored_priority(rule.subject.get("priority")),
         )
         job = Job(
             id=job_id,

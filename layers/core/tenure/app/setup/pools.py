@@ -40,6 +40,7 @@ POOL_SETTINGS = (
     "retry",
     "max_active_per_key",
     "max_claims_per_minute",
+    "max_run_seconds",
 )
 # A pool's `active` in its view counts at most this many held leases (one bounded Query).
 HELD_SHOWN = 1000

@@ -12,7 +12,7 @@ from tenure.app.ports import (
     GraphOp,
     TaskWrite,
 )
-from tenure.app.runs import RunStart
+from tenure.app.runs import RunControls, RunStart, stored_priority
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, NotFound, ValidationFailed
@@ -114,8 +114,10 @@ class Filing:
         max_attempts: int | None,
         not_before: int | None = None,
         links: TaskLinks | None = None,
+        controls: RunControls | None = None,
         concurrency_key: str | None = None,
     ) -> tuple[Task, Lease | None]:
+        controls = controls or RunControls()
         links = links or TaskLinks()
         for filer in self.filers:
             actor, space, links = filer(actor, space, links)
@@ -138,6 +140,9 @@ class Filing:
             max_attempts=max_attempts or DEFAULT_MAX_ATTEMPTS,
             created_at=self.kernel.clock.now_ms(),
             concurrency_key=check_concurrency_key(concurrency_key),
+            priority=stored_priority(controls.priority),
+            expires_in_seconds=controls.expires_in_seconds,
+            max_run_seconds=controls.max_run_seconds,
         )
         graph: list[GraphOp] = []
         enqueue = True
@@ -158,10 +163,13 @@ class Filing:
         task_id: str,
         pool: str,
         not_before: int | None = None,
+        controls: RunControls | None = None,
         concurrency_key: str | None = None,
     ) -> Lease:
         """A new run of the task on `pool`; a `concurrency_key` given here becomes the task's
-        (this run and the later ones count under it), none keeps the task's own."""
+        (this run and the later ones count under it), none keeps the task's own; `controls`
+        are this run's priority and timeouts, the task's own where left out."""
+        controls = controls or RunControls()
         authz.require_role(actor, "member")
         task = self.kernel.task(task_id)
         if concurrency_key is not None:
@@ -200,6 +208,11 @@ class Filing:
                 expect_job_id=task.job_id,
                 job_checks=checks,
                 not_before=not_before,
+                run=RunStart(
+                    priority=controls.priority,
+                    expires_in_seconds=controls.expires_in_seconds,
+                    max_run_seconds=controls.max_run_seconds,
+                ),
             )
         except Conflict as lost:
             raise InvalidTransition(f"task {task.key} already has an open run") from lost

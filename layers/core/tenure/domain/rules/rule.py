@@ -14,6 +14,7 @@ from typing import Any
 from tenure.domain import documents
 from tenure.domain import fencing as r
 from tenure.domain.errors import ValidationFailed
+from tenure.domain.model import MAX_PRIORITY, MIN_PRIORITY
 from tenure.domain.rules import schedules
 from tenure.domain.rules.addresses import check_address
 from tenure.domain.rules.matching import InvalidMatch, Match
@@ -102,10 +103,11 @@ def check_subject(subject: Any) -> dict[str, Any]:
     if not isinstance(subject, Mapping):
         raise ValidationFailed("subject: must be an object with a kind")
     kind = subject.get("kind")
+    # Every kind may say the claim priority of the leases it mints (0-9, default 5).
     allowed = {
-        "task": {"kind", "title", "body", "properties", "workflow"},
-        "workflow": {"kind", "slug"},
-        "space": {"kind"},
+        "task": {"kind", "title", "body", "properties", "workflow", "priority"},
+        "workflow": {"kind", "slug", "priority"},
+        "space": {"kind", "priority"},
     }
     if kind not in allowed:
         raise ValidationFailed("subject.kind: must be one of task, workflow, space")
@@ -113,6 +115,17 @@ def check_subject(subject: Any) -> dict[str, Any]:
     if unknown:
         raise ValidationFailed(f"subject.{unknown[0]}: is not a known field for a {kind} subject")
     out: dict[str, Any] = {"kind": kind}
+    priority = subject.get("priority")
+    if priority is not None:
+        if (
+            isinstance(priority, bool)
+            or not isinstance(priority, int)
+            or not MIN_PRIORITY <= priority <= MAX_PRIORITY
+        ):
+            raise ValidationFailed(
+                f"subject.priority: must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}"
+            )
+        out["priority"] = priority
     if kind == "workflow":
         slug = subject.get("slug")
         if not isinstance(slug, str) or not SLUG.match(slug):

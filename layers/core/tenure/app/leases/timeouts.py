@@ -1,0 +1,115 @@
+"""Queue and run timeouts.
+
+Queue timeouts: a pending lease its filer gave `expires_in_seconds` ends cancelled with
+`queue_timeout` once that passes unclaimed. The sweeper finds such leases through the due
+index, in a partition of their own per pool (store.keys.queue_expiry_pk), by their expiry
+instant, so a pass reads only what is due; each ending is one conditional write on the
+lease's state, fence and version, so a claim landing at the same moment wins or loses whole.
+
+Run timeouts: a claim records the smaller of the run's and the pool's max_run_seconds and
+files the lease in the due index at whichever comes first, its deadline or its run deadline
+(`index_at`), so the sweeper's one due read (app/sweep.py) finds it with no read of its own.
+Past its run deadline it is asked to stop as a kill asks (revoke "kill", one conditional
+write), and its index entry goes back to its deadline; it ends killed with end_reason
+timed_out when its worker reports, or when its toleration passes unheard.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tenure.app.kernel import over
+from tenure.app.ports import Change
+from tenure.domain.errors import Conflict
+from tenure.domain.model import PRIORITY_MARK_GRACE_MS, QUEUE_EXPIRY_MARK, Lease, Pool
+from tenure.domain.states import LeaseState
+from tenure.domain.transitions import Action, move, must_move
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+
+# How many timed-out pending leases of one pool one pass ends at most; the rest wait a pass.
+QUEUE_TIMEOUTS_PER_PASS = 200
+
+
+class QueueTimeouts:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    def expire_queued(self, pools: list[Pool]) -> tuple[list[str], int]:
+        """End the pending leases past their queue timeout: (ended lease ids, lost races)."""
+        ended: list[str] = []
+        raced = 0
+        now = self.kernel.clock.now_ms()
+        for pool in pools:
+            if QUEUE_EXPIRY_MARK not in (pool.queue_marks or {}):
+                continue  # no lease with a queue timeout was filed here: nothing to read
+            for lease_id in self.kernel.store.queue_expiring(
+                pool.name, now, QUEUE_TIMEOUTS_PER_PASS
+            ):
+                lease = self.kernel.store.get_lease(lease_id)  # consistent: is it still queued
+                if (
+                    lease is None
+                    or lease.state is not LeaseState.PENDING
+                    or lease.queue_expires_at is None
+                    or lease.queue_expires_at > now
+                ):
+                    continue  # claimed or ended since the index was read
+                to = must_move(lease.id, lease.state, lease.revoke, Action.QUEUE_TIMEOUT)
+                data = {"by": "sweeper", "queue_expires_at": lease.queue_expires_at}
+                new = self.kernel.apply(lease, to, data, now)
+                try:
+                    self.kernel.commit(Change(leases=[over(lease, new)]))
+                except Conflict:
+                    raced += 1  # a claim (or a cancel) landed first: that one stands
+                    continue
+                ended.append(lease.id)
+        return ended, raced
+
+    def drop_stale_marks(self, pools: list[Pool]) -> list[str]:
+        """Drop the pool-row marks (`queue_marks`) whose kind of lease is no longer pending
+        and none was filed for PRIORITY_MARK_GRACE_MS, so claims and passes stop reading
+        for them; conditioned on the mark still being that old, so a filing landing
+        meanwhile keeps it (the grace covers the index's lag behind a filing)."""
+        dropped: list[str] = []
+        now = self.kernel.clock.now_ms()
+        cutoff = now - PRIORITY_MARK_GRACE_MS
+        for pool in pools:
+            for mark, at in sorted((pool.queue_marks or {}).items()):
+                if at >= cutoff:
+                    continue
+                if mark == QUEUE_EXPIRY_MARK:
+                    left = self.kernel.store.queue_expiring(pool.name, _END_OF_TIME, 1)
+                elif mark.isdigit():
+                    left = self.kernel.store.queue_candidates(pool.name, 1, priority=int(mark))
+                else:
+                    left = []  # a mark this code does not know: nothing reads for it
+                if not left and self.kernel.store.unmark_queue(pool.name, mark, cutoff):
+                    dropped.append(f"{pool.name}:{mark}")
+        return dropped
+
+    def time_out(self, lease: Lease) -> Lease | None:
+        """Ask a held lease past its run deadline to stop (revoke kill); None when it moved
+        on first (a report, a heartbeat, an operator) — the next pass looks again."""
+        now = self.kernel.clock.now_ms()
+        to = move(lease.id, lease.state, lease.revoke, Action.TIME_OUT)
+        if to is None:
+            return None  # asked to kill already: that kill stands
+        data = {"by": "sweeper", "max_run_seconds": lease.run_limit_seconds}
+        new = self.kernel.apply(lease, to, data, now, timed_out_at=now, due_at=lease.deadline)
+        try:
+            self.kernel.commit(Change(leases=[over(lease, new)]))
+        except Conflict:
+            return None
+        return new
+
+
+def index_at(lease: Lease, deadline: int) -> int:
+    """Where a held lease sits in the due index: its deadline, or its run deadline if that
+    comes first and the sweeper has not yet acted on it."""
+    if lease.run_deadline is not None and lease.timed_out_at is None:
+        return min(deadline, lease.run_deadline)
+    return deadline
+
+
+_END_OF_TIME = 10**13 - 1  # the largest 13-digit epoch ms: every expiry is before it
