@@ -10,16 +10,15 @@ import itertools
 import threading
 import time
 from collections import Counter, defaultdict
-from typing import Any
 
 from tenure.app.leases.claims import Claimed
 from tenure.app.ports import RATE_CEILING, rate_ceiling
 from tenure.app.tenure import Tenure
 from tenure.domain.model import Lease
 from tenure.store.keys import key_counter_key
-from tenure_cli.bench.meter import WRITES, Pricer
 from tenure_cli.local.engines import DynamoDBLocal
 
+from tests.conformance.bills import Bills
 from tests.conformance.contract import ALPHA, SPACE, make_world
 from tests.conformance.test_ceiling_races import ENDINGS, _end
 from tests.conformance.test_races import real_time_service, run_threads
@@ -163,30 +162,7 @@ def test_a_per_key_ceiling_set_while_leases_are_held_counts_them(rig: Rig) -> No
     assert svc.claims.claim(WORKER, ALPHA, "after", "1.0", 0, None) is not None
 
 
-class _Bills:
-    """The billed write units of each DynamoDB write the store's client makes."""
-
-    def __init__(self, rig: Rig, endpoint: str) -> None:
-        client = rig.store.client
-        self.pricer = Pricer(endpoint, client.meta.region_name)
-        self.writes: list[tuple[str, float]] = []
-        self.parts: list[dict[str, float]] = []  # each write's table and index units
-        client.meta.events.register("before-parameter-build.dynamodb", self._before)
-        client.meta.events.register("after-call.dynamodb", self._after)
-
-    def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        if model.name in WRITES:
-            self.pricer.before(model.name, params)
-
-    def _after(self, http_response: Any, model: Any, **_: Any) -> None:
-        if model.name in WRITES:
-            bill = self.pricer.bill(model.name, failed=http_response.status_code >= 300)
-            if bill is not None:
-                self.writes.append((model.name, bill.total))
-                self.parts.append({"table": bill.table, **bill.indexes})
-
-
-def _claim_units(rig: Rig, bills: _Bills, svc: Tenure) -> tuple[str, float, float]:
+def _claim_units(rig: Rig, bills: Bills, svc: Tenure) -> tuple[str, float, float]:
     """The claim's own write (the worker is seen already, so its row is not written), and
     what the completion that ends the lease writes."""
     bills.writes.clear()
@@ -202,7 +178,7 @@ def _claim_units(rig: Rig, bills: _Bills, svc: Tenure) -> tuple[str, float, floa
 def test_what_each_control_adds_to_a_claims_write(rig: Rig, ddb_local: DynamoDBLocal) -> None:
     make_world(rig.svc)
     _seed(rig, 8, keys=("k",))
-    bills = _Bills(rig, ddb_local.endpoint)
+    bills = Bills(rig, ddb_local.endpoint)
     first = rig.svc.claims.claim(WORKER, ALPHA, "meter", "1.0", 0, None)  # the worker's row
     assert first is not None
     measured = {"off": _claim_units(rig, bills, rig.svc)}
