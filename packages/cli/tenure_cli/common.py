@@ -244,3 +244,14 @@ def guarded(fn: Command, check: str = CHECK_BEFORE_RETRYING) -> Command:
             return USAGE
 
     return run
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+
+
+def duration_seconds(text: str) -> int:
+    """`90`, `90s`, `5m`, `2h`, `1d` → seconds (what every `--expires-in` takes)."""
+    found = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", text)
+    if not found:
+        raise UsageError(f"--expires-in: {text!r} is not a duration like 90s, 5m, 2h or 1d")
+    return int(found.group(1)) * _UNITS[found.group(2) or "s"]

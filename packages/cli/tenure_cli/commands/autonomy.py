@@ -7,13 +7,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from tenure_cli.common import (
     Groups,
     UsageError,
+    duration_seconds,
     guarded,
     lease_client,
     mark_reported,
@@ -33,19 +33,10 @@ BUCKETS = (
     "cache_write_tokens",
     "reasoning_tokens",
 )
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 BLOCK_COLUMNS = ["id", "kind", "state", "reason", "created_at", "expires_at", "closed_by"]
 BLOCK_CHECK = "see the task's blocks with `tenure tasks blocks TASK` before trying again"
 DELEGATE_CHECK = "look for the task with `tenure tasks list` before delegating it again"
 RECOVER_CHECK = "see where the task is with `tenure tasks get {id}`"
-
-
-def duration_seconds(text: str) -> int:
-    """`90`, `90s`, `5m`, `2h`, `1d` → seconds."""
-    found = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", text)
-    if not found:
-        raise UsageError(f"--expires-in: {text!r} is not a duration like 90s, 5m, 2h or 1d")
-    return int(found.group(1)) * _UNITS[found.group(2) or "s"]
 
 
 def _own_task(client: Any, lease_id: str, token: str) -> str:

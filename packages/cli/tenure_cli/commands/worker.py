@@ -18,6 +18,7 @@ from tenure_worker.runner import Worker, WorkerOptions
 from tenure_cli.common import (
     Groups,
     UsageError,
+    duration_seconds,
     env,
     guarded,
     json_arg,
@@ -171,8 +172,6 @@ def tasks_create(args: argparse.Namespace) -> int:
     if args.max_run_seconds is not None:
         body["max_run_seconds"] = args.max_run_seconds
     if args.expires_in is not None:
-        from tenure_cli.commands.autonomy import duration_seconds
-
         body["expires_in_seconds"] = duration_seconds(args.expires_in)
     props = json_arg(args.properties, "--properties")
     if props is not None:
