@@ -26,40 +26,41 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class RunControls:
     """The scheduling controls a filing or an enqueue names: claim priority (0-9, higher
-    first; None is the default) and a queue timeout in seconds (>= 1; None: none)."""
+    first; None is the default), a queue timeout and a run timeout, in whole seconds (>= 1;
+    None: none)."""
 
     priority: int | None = None
     expires_in_seconds: int | None = None
     max_run_seconds: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_run_seconds is not None and (
-            isinstance(self.max_run_seconds, bool)
-            or not isinstance(self.max_run_seconds, int)
-            or self.max_run_seconds < 1
-        ):
-            raise ValidationFailed(
-                "max_run_seconds must be a whole number of seconds, at least 1",
-                field="max_run_seconds",
-            )
-        if self.priority is not None and (
-            isinstance(self.priority, bool)
-            or not isinstance(self.priority, int)
-            or not MIN_PRIORITY <= self.priority <= MAX_PRIORITY
-        ):
-            raise ValidationFailed(
-                f"priority must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}",
-                field="priority",
-            )
-        if self.expires_in_seconds is not None and (
-            isinstance(self.expires_in_seconds, bool)
-            or not isinstance(self.expires_in_seconds, int)
-            or self.expires_in_seconds < 1
-        ):
-            raise ValidationFailed(
-                "expires_in_seconds must be a whole number of seconds, at least 1",
-                field="expires_in_seconds",
-            )
+        _whole("max_run_seconds", self.max_run_seconds, "a whole number of seconds, at least 1")
+        _whole(
+            "expires_in_seconds",
+            self.expires_in_seconds,
+            "a whole number of seconds, at least 1",
+        )
+        _whole(
+            "priority",
+            self.priority,
+            f"an integer from {MIN_PRIORITY} to {MAX_PRIORITY}",
+            low=MIN_PRIORITY,
+            high=MAX_PRIORITY,
+        )
+
+
+def _whole(name: str, value: object, what: str, low: int = 1, high: int | None = None) -> None:
+    """ValidationFailed naming `name` unless `value` is None or an int (not a bool) within
+    [low, high]."""
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        raise ValidationFailed(f"{name} must be {what}", field=name)
 
 
 @dataclass(frozen=True)

@@ -371,15 +371,9 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
 
     def queue_expiring(self, pool: str, now: int, limit: int) -> list[str]:
-        if limit < 1:
-            raise ValueError("a page needs a limit of at least 1")
-        out = self._query(
-            IndexName=k.DUE_INDEX,
-            KeyConditionExpression=f"{k.DUE_PK} = :p AND {k.DUE_AT} <= :now",
-            ExpressionAttributeValues=_values(p=k.queue_expiry_pk(pool), now=now),
-            Limit=limit,
-        )
-        return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
+        # The pool's pending leases with a queue timeout sit in the due index under a key of
+        # their own, at their expiry: the same read as the sweeper's deadlines.
+        return self._due(k.queue_expiry_pk(pool), now, limit)
 
     def mark_queue(self, pool: str, mark: str, now: int) -> None:
         # A map attribute's entry can only be set once the map exists: set the entry, or
@@ -658,8 +652,13 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         )
 
     def due_leases(self, pool: str, now: int | None, limit: int | None = None) -> list[str]:
+        return self._due(k.due_pk(pool), now, limit)
+
+    def _due(self, pk: str, now: int | None, limit: int | None) -> list[str]:
+        """The lease ids under `pk` in the due index, due by `now` (all of them when None):
+        one page of `limit`, or every page when no limit is given."""
         condition = f"{k.DUE_PK} = :p" + (f" AND {k.DUE_AT} <= :now" if now is not None else "")
-        values = _values(p=k.due_pk(pool), **({"now": now} if now is not None else {}))
+        values = _values(p=pk, **({"now": now} if now is not None else {}))
         request: dict[str, Any] = {
             "IndexName": k.DUE_INDEX,
             "KeyConditionExpression": condition,
