@@ -4,6 +4,7 @@ asked to stop (revoke kill) and ends killed with end_reason timed_out."""
 from __future__ import annotations
 
 import pytest
+from tenure.app.ports import KEY_CEILING, key_ceiling
 from tenure.app.runs import RunControls
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import Lease
@@ -105,3 +106,29 @@ def test_a_run_timeout_below_a_second_is_refused_naming_the_field(bad: object) -
     with pytest.raises(ValidationFailed) as refused:
         RunControls(max_run_seconds=bad)  # type: ignore[arg-type]
     assert refused.value.details == {"field": "max_run_seconds"}
+
+
+def test_an_operator_kill_before_the_run_timeout_still_ends_when_the_worker_goes_silent(
+    rig: Rig,
+) -> None:
+    # Killed by an operator while its run deadline is still ahead, the lease is past the
+    # sweeper's reach for a run timeout (the kill stands): it must still end at its toleration
+    # and give back what it held, rather than come due at its run deadline on every pass.
+    rig.svc.pools.update_pool(ADMIN, POOL, {"max_run_seconds": 120, "max_active_per_key": 1})
+    rig.task(concurrency_key="k")
+    won = rig.claim()
+    lease = rig.svc.reports.start(as_lease(won.lease.id), won.lease.id)
+    rig.advance(10)
+    rig.svc.operator.kill(MEMBER, lease.id)
+    raced = 0
+    for _ in range(30):  # half an hour of silence, swept minute by minute
+        rig.advance(60)
+        report = rig.sweep()
+        raced += report.raced
+        assert lease.id not in report.timed_out
+    ended = rig.lease(lease.id)
+    assert ended.state is LeaseState.KILLED
+    assert raced == 0
+    assert rig.store.held_count(KEY_CEILING, key_ceiling(POOL, "k")) == 0
+    rig.task(concurrency_key="k")
+    assert rig.claim() is not None  # the key's slot was given back

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field, replace
 
-from tenure.app.leases.timeouts import index_at
+from tenure.app.leases.timeouts import index_at, may_time_out
 from tenure.app.ports import SweeperState
 from tenure.app.scheduler import queue_tiers
 from tenure.app.tenure import Tenure
@@ -98,11 +98,7 @@ def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
             lease = store.get_lease(lease_id)
             if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
                 continue
-            if (
-                lease.run_deadline is not None
-                and lease.timed_out_at is None
-                and lease.run_deadline <= now
-            ):
+            if lease.run_deadline is not None and lease.run_deadline <= now and may_time_out(lease):
                 # Ran past its run timeout: asked to stop now; ended by its report or, if
                 # its worker stays silent, by a later pass once its deadline passes.
                 if svc.timeouts.time_out(lease) is None:

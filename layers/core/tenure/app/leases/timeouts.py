@@ -104,10 +104,21 @@ class QueueTimeouts:
         return new
 
 
+def may_time_out(lease: Lease) -> bool:
+    """Whether the sweeper may still ask this lease to stop for its run timeout: it has one,
+    has not been asked yet, and is not being killed already (an operator's kill stands; the
+    lease then ends when its worker reports or its toleration passes, like any kill)."""
+    return (
+        lease.run_deadline is not None
+        and lease.timed_out_at is None
+        and move(lease.id, lease.state, lease.revoke, Action.TIME_OUT) is not None
+    )
+
+
 def index_at(lease: Lease, deadline: int) -> int:
     """Where a held lease sits in the due index: its deadline, or its run deadline if that
-    comes first and the sweeper has not yet acted on it."""
-    if lease.run_deadline is not None and lease.timed_out_at is None:
+    comes first and the sweeper may still act on it."""
+    if lease.run_deadline is not None and may_time_out(lease):
         return min(deadline, lease.run_deadline)
     return deadline
 
