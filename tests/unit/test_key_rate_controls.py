@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from tenure.api import models as m
 from tenure.app.ports import KEY_CEILING, RATE_CEILING, Change, key_ceiling, rate_ceiling
+from tenure.app.runs import RunControls
 from tenure.domain.errors import ValidationFailed
 
 from tests.unit.support import ADMIN, MEMBER, POOL, WORKER, Rig, as_lease
@@ -259,3 +260,20 @@ def test_an_exact_claim_of_a_lease_whose_key_is_full_waits_without_writing_again
     rig.svc.reports.complete(as_lease(held.lease.id), held.lease.id, {})
     won = rig.svc.claims.claim(WORKER, POOL, "w2", "1.0", 5, None, lease_id=waiting.id)
     assert won is not None and won.lease.id == waiting.id
+
+
+@pytest.mark.parametrize("priority", [9, None])
+def test_a_full_key_ahead_in_the_queue_does_not_hide_a_claimable_lease_behind_it(
+    rig: Rig, priority: int | None
+) -> None:
+    # More leases of a full key than a claim call may try, ahead of (or above) a lease with
+    # no key: the claim passes over the ones it knows are held back and takes the free one.
+    rig.svc.pools.update_pool(ADMIN, POOL, {"max_active_per_key": 1})
+    rig.task(concurrency_key="hot")
+    assert _claim(rig, "holder") is not None
+    for _ in range(300):
+        rig.task(concurrency_key="hot", controls=RunControls(priority=priority))
+    _, free = rig.task()
+    assert free is not None
+    won = rig.svc.claims.claim(WORKER, POOL, "w2", "1.0", 5, None)
+    assert won is not None and won.lease.id == free.id

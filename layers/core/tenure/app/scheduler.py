@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -120,9 +120,12 @@ class ClaimGate:
         gate: SchedulerState,
         want: int,
         priority: int | None = None,
+        skip: Set[str] = frozenset(),
     ) -> list[str]:
         """Up to `want` untried queue heads of one priority's partition (None: the default),
-        oldest first, past those known to be held back."""
+        oldest first, past those known to be held back and those in `skip` (the claim knows
+        they cannot be taken now, e.g. their concurrency key is full): the scan reaches past
+        them, up to GATE_SCAN heads, so they do not hide what can be claimed."""
         cache = self.lineage_cache()
         limit = want + len(tried)
         fresh: list[str] = []
@@ -130,7 +133,7 @@ class ClaimGate:
             seen = self.kernel.store.queue_candidates(
                 pool, limit, due_by=self.kernel.clock.now_ms(), priority=priority
             )
-            held = [x for x in seen if x in cache and _holds(cache[x], gate)]
+            held = [x for x in seen if x in skip or (x in cache and _holds(cache[x], gate))]
             fresh = [x for x in seen if x not in tried and x not in held]
             if len(fresh) >= want or len(seen) < limit or limit >= GATE_SCAN:
                 return fresh[:want]

@@ -121,9 +121,12 @@ class Claims:
             if not closed and not gate.paused and not held.rate_limited(self.kernel, pool):
                 # Highest priority first: the first partition with an untried due head is the
                 # one this look takes from (a pool with no marked priority reads one).
+                # Leases whose key is known full are passed over, not counted as tries, so
+                # they hide neither the rest of their partition nor a lower priority's.
+                skip = held.known_full()
                 for priority in queue_tiers(pool):
                     fresh = self.gate.candidates(
-                        pool.name, tried, gate, CLAIM_CANDIDATES, priority=priority
+                        pool.name, tried, gate, CLAIM_CANDIDATES, priority=priority, skip=skip
                     )
                     if fresh:
                         break
@@ -132,9 +135,9 @@ class Claims:
                     order = self.kernel.ids.shuffle(order)
                 while order:
                     lease_id = order.pop(0)
-                    tried.add(lease_id)
                     if held.key_of.get(lease_id) in held.full_keys:
-                        continue  # its key is full (known from an earlier look): no read
+                        continue  # its key was found full in this look: no read
+                    tried.add(lease_id)
                     lost_before = self._rivalry()
                     try:
                         won = self._try_claim(lease_id, pool, ask, gate, held)
@@ -404,6 +407,10 @@ class _HeldBack:
             self.full_keys.add(lease.concurrency_key)
         elif scope == RATE_CEILING:
             self.rate_full_in = int(split_ceiling(str(full.details["name"]))[1])
+
+    def known_full(self) -> set[str]:
+        """The leases read so far whose key is full now."""
+        return {lease_id for lease_id, key in self.key_of.items() if key in self.full_keys}
 
     def rate_limited(self, kernel: Kernel, pool: Pool) -> bool:
         """The pool's claims for this minute are used up (a fixed window: the next minute
