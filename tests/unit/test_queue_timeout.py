@@ -11,7 +11,7 @@ from tenure.domain.model import PRIORITY_MARK_GRACE_MS, QUEUE_EXPIRY_MARK, Lease
 from tenure.domain.states import EndReason, LeaseState
 from tenure.domain.transitions import Action, must_move
 
-from tests.unit.support import MEMBER, POOL, WORKER, Rig
+from tests.unit.support import ADMIN, MEMBER, POOL, WORKER, Rig, as_lease
 
 
 def _file(rig: Rig, seconds: int | None, **kw: object) -> str:
@@ -124,3 +124,36 @@ def test_a_queue_timeout_below_a_second_is_refused_naming_the_field(bad: object)
     with pytest.raises(ValidationFailed) as refused:
         RunControls(expires_in_seconds=bad)  # type: ignore[arg-type]
     assert refused.value.details == {"field": "expires_in_seconds"}
+
+
+def test_a_lease_requeued_after_a_release_waits_its_runs_queue_timeout_again(rig: Rig) -> None:
+    first = _file(rig, 90)
+    won = rig.claim()
+    assert won.lease.id == first
+    rig.advance(600)  # well past the first lease's own expiry: it was claimed in time
+    rig.svc.reports.release(as_lease(first), first, {})
+    successor = rig.svc.kernel.newest_lease(rig.svc.kernel.task(won.lease.task_id or ""))
+    assert successor is not None and successor.state is LeaseState.PENDING
+    assert successor.expires_in_seconds == 90
+    assert successor.queue_expires_at == rig.clock.now_ms() + 90_000
+    assert _sweep_minutes(rig, 1) == []
+    assert _sweep_minutes(rig, 1) == [successor.id]
+    assert rig.lease(successor.id).end_reason is EndReason.QUEUE_TIMEOUT
+
+
+def test_a_retry_keeps_the_controls_its_run_was_enqueued_with(rig: Rig) -> None:
+    rig.svc.pools.update_pool(
+        ADMIN,
+        POOL,
+        {"retry": {"on_failure": True, "backoff": {"initial_seconds": 10, "jitter": False}}},
+    )
+    task, _ = rig.task(pool=None)
+    controls = RunControls(priority=8, expires_in_seconds=600, max_run_seconds=30)
+    rig.svc.filing.enqueue(MEMBER, task.id, POOL, None, controls)
+    won = rig.claim()
+    rig.svc.reports.fail(as_lease(won.lease.id), won.lease.id, {"reason": "flaky"})
+    retry = rig.svc.kernel.newest_lease(rig.svc.kernel.task(task.id))
+    assert retry is not None and retry.id != won.lease.id
+    assert (retry.priority, retry.expires_in_seconds, retry.max_run_seconds) == (8, 600, 30)
+    assert retry.queue_expires_at is not None and retry.not_before is not None
+    assert retry.queue_expires_at == retry.not_before + 600_000

@@ -173,6 +173,13 @@ class Kernel:
             concurrency_key=lease.concurrency_key,
             priority=lease.priority,  # the job keeps its place in line
             max_run_seconds=lease.max_run_seconds,  # what its run asked for
+            # Pending again: it waits at most its run's queue timeout, from now.
+            expires_in_seconds=lease.expires_in_seconds,
+            queue_expires_at=(
+                now + 1000 * lease.expires_in_seconds
+                if lease.expires_in_seconds is not None
+                else None
+            ),
         )
         next_job = replace(
             job,

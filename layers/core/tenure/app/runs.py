@@ -120,6 +120,11 @@ class Runs:
             run = RunStart()
         now = self.kernel.clock.now_ms()
         job_id = self.kernel.ids.new_id("job")
+        expires_in = (
+            run.expires_in_seconds
+            if run.expires_in_seconds is not None
+            else task.expires_in_seconds
+        )
         lease = Lease(
             event_type="lease.created",
             event_data={"pool": pool.name},
@@ -145,13 +150,8 @@ class Runs:
             retry_depth=run.retry_depth,
             concurrency_key=task.concurrency_key,
             priority=stored_priority(run.priority if run.priority is not None else task.priority),
-            queue_expires_at=queue_expiry(
-                now,
-                not_before,
-                run.expires_in_seconds
-                if run.expires_in_seconds is not None
-                else task.expires_in_seconds,
-            ),
+            queue_expires_at=queue_expiry(now, not_before, expires_in),
+            expires_in_seconds=expires_in,
             max_run_seconds=(
                 run.max_run_seconds if run.max_run_seconds is not None else task.max_run_seconds
             ),

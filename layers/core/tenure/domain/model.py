@@ -298,6 +298,9 @@ class Lease:
     # Queue timeout (epoch ms): a pending lease not claimed by then ends queue_timeout. Not
     # named expires_at: that is the table's TTL attribute.
     queue_expires_at: int | None = None
+    # The queue timeout its run asked for (seconds): every pending lease of the run (its
+    # first, and each requeued after a release or an expiry) waits at most this long.
+    expires_in_seconds: int | None = None
     # Run timeout: what its run asked for (seconds; a successor keeps it); from its claim,
     # `run_limit_seconds` is the smaller of that and its pool's, and `run_deadline` the
     # instant it runs out (epoch ms). `timed_out_at`: when the sweeper asked it to stop for

@@ -99,6 +99,9 @@ class Force:
             previous_lease_id=lease.id,
             holds=(HoldOp("attention", task.id, False),) if task.attention else (),
             priority=lease.claim_priority,
+            # The run's own controls, where it named them (else the task's, as at filing).
+            expires_in_seconds=lease.expires_in_seconds,
+            max_run_seconds=lease.max_run_seconds,
         )
         try:
             _, new = self.runs.open_run(

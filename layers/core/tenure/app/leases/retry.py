@@ -57,6 +57,9 @@ class Retries:
             follows_as=RETRY_SCHEDULED,
             follows_data={"attempt": lease.attempt + 1, "not_before": not_before},
             priority=lease.claim_priority,
+            # The run's own controls, where it named them (else the task's, as at filing).
+            expires_in_seconds=lease.expires_in_seconds,
+            max_run_seconds=lease.max_run_seconds,
         )
         _, new, opened = self.runs.run_change(
             task,
