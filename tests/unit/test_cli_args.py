@@ -100,7 +100,9 @@ def test_tasks_create_sends_priority_and_the_queue_timeout_only_when_asked(
     monkeypatch.setattr(worker, "operator_client", lambda args: _Client())
     monkeypatch.setattr(worker, "show", lambda answer, args: 0)
     base = ["tasks", "create", "--space", "OPS", "--title", "t"]
-    worker.tasks_create(parser().parse_args([*base, "--priority", "8", "--expires-in", "10m"]))
+    asked = [*base, "--priority", "8", "--expires-in", "10m", "--concurrency-key", "acme"]
+    worker.tasks_create(parser().parse_args(asked))
     worker.tasks_create(parser().parse_args(base))
     assert sent[0]["priority"] == 8 and sent[0]["expires_in_seconds"] == 600
-    assert "priority" not in sent[1] and "expires_in_seconds" not in sent[1]
+    assert sent[0]["concurrency_key"] == "acme"
+    assert not {"priority", "expires_in_seconds", "concurrency_key"} & set(sent[1])

@@ -173,6 +173,8 @@ def tasks_create(args: argparse.Namespace) -> int:
         body["max_run_seconds"] = args.max_run_seconds
     if args.expires_in is not None:
         body["expires_in_seconds"] = duration_seconds(args.expires_in)
+    if args.concurrency_key is not None:
+        body["concurrency_key"] = args.concurrency_key
     props = json_arg(args.properties, "--properties")
     if props is not None:
         body["properties"] = props
@@ -293,6 +295,11 @@ def add_commands(groups: Groups) -> None:
         "--max-run-seconds",
         type=int,
         help="a run held longer is asked to stop and ends timed_out (the pool's, if smaller, wins)",
+    )
+    tc.add_argument(
+        "--concurrency-key",
+        metavar="KEY",
+        help="count its runs under this key against the pool's max_active_per_key",
     )
     tc.add_argument("--parent", dest="parent_id", metavar="TASK_ID", help="its parent task")
     tc.add_argument(
