@@ -143,3 +143,9 @@ def test_what_the_views_render_fits_the_response_models(rig: Rig) -> None:
     m.TaskOut.model_validate(v.task_view(task, TaskStatus.READY))
     for event in rig.store.timeline(lease.subject_kind, lease.subject_id, None):
         m.EventOut.model_validate(v.event_view(event))
+
+
+def test_the_token_list_documents_the_header_that_says_the_data_is_behind() -> None:
+    answer = DOC["paths"]["/api/v1/tokens"]["get"]["responses"]["200"]
+    assert set(answer["headers"]) == {"Tenure-Schema"}
+    assert answer["headers"]["Tenure-Schema"]["schema"] == {"type": "string"}

@@ -158,14 +158,18 @@ def op(
     *codes: int,
     extra: int = 0,
     raw: bool = False,
+    ok_headers: dict[str, Any] | None = None,
 ) -> Any:
-    """Register a route of the table in api/routes.py with the statuses it answers. A `raw`
+    """Register a route of the table in api/routes.py with the statuses it answers (and the
+    headers its success may carry, `ok_headers`: name → OpenAPI header object). A `raw`
     route answers stored bytes as they are: Powertools' response validation would otherwise
     run them through its JSON encoder, which reads bytes as UTF-8 (a binary attachment was a
     500), so its handler's return type is hidden from the resolver."""
     audience = ROUTES[(method, rule)]
     public = audience == "public"
     answers = _answers(ok, model, *codes, *(() if public else _ALWAYS))
+    if ok_headers:
+        answers[ok] = {**answers[ok], "headers": ok_headers}
     if extra:
         answers[extra] = {
             "description": _EXTRA.get(extra, "nothing to claim once wait_seconds have passed"),

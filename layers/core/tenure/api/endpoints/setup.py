@@ -87,7 +87,19 @@ def create_token(body: Annotated[m.TokenCreate, Body()]) -> Response[Any]:
 SCHEMA_HEADER = "Tenure-Schema"
 
 
-@op("GET", f"{BASE}/tokens", 200, m.TokenList)
+@op(
+    "GET",
+    f"{BASE}/tokens",
+    200,
+    m.TokenList,
+    ok_headers={
+        SCHEMA_HEADER: {
+            "description": "present only while the table's data is older than this release: "
+            "run `tenure admin migrate` to list every token",
+            "schema": {"type": "string"},
+        }
+    },
+)
 def list_tokens(
     kind: Annotated[Literal["operator", "worker"] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 100,
