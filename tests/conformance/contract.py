@@ -824,13 +824,11 @@ class StoreContract:
 
     # -------------------------------------------------------------- claim records
 
-    def test_a_claim_record_lands_with_its_claim_and_a_second_one_loses_it_all(
+    def test_a_claim_record_is_written_once_and_moves_on_only_from_the_lease_it_names(
         self, make_rig: MakeRig
     ) -> None:
         r = make_rig()
         world(r)
-        _, lease = enqueue(r)
-        base = stored(r, lease.id)
         # A worker's claim_id is its own string: far longer than a key may be, hashed.
         claim_id = "retry-" + "x" * 3000
         record = ClaimRecord(
@@ -842,18 +840,20 @@ class StoreContract:
             expires_at=r.clock.now_ms() // 1000 + 3600,
         )
         assert r.store.find_claim(ALPHA, "tok_worker", "w-1", claim_id) is None
-        first = replace(base, id="lease_first")
-        r.store.commit(Change(leases=[LeaseWrite(first)], claims=[record]))
-        assert r.store.find_claim(ALPHA, "tok_worker", "w-1", claim_id) == "lease_first"
-        second = replace(base, id="lease_second")
+        r.store.point_claim(record, previous=None)
+        assert r.store.find_claim(ALPHA, "tok_worker", "w-1", claim_id) == record
+        # A second new record under the same key loses: two calls with one claim_id meet here.
         with pytest.raises(Conflict):
-            r.store.commit(
-                Change(
-                    leases=[LeaseWrite(second)], claims=[replace(record, lease_id="lease_second")]
-                )
-            )
-        assert r.store.get_lease("lease_second") is None
-        assert r.store.find_claim(ALPHA, "tok_worker", "w-1", claim_id) == "lease_first"
+            r.store.point_claim(replace(record, lease_id="lease_other"), previous=None)
+        # Moved on only from the lease it names now.
+        second = replace(record, lease_id="lease_second", expires_at=record.expires_at + 60)
+        with pytest.raises(Conflict):
+            r.store.point_claim(second, previous="lease_other")
+        assert r.store.find_claim(ALPHA, "tok_worker", "w-1", claim_id) == record
+        r.store.point_claim(second, previous="lease_first")
+        assert r.store.find_claim(ALPHA, "tok_worker", "w-1", claim_id) == second
+        with pytest.raises(Conflict):  # a rival that read the first lease comes too late
+            r.store.point_claim(replace(record, lease_id="lease_third"), previous="lease_first")
         # Every part of the key counts: another pool, claimant, worker or claim_id is free.
         for other in (
             replace(record, pool=BETA),

@@ -488,7 +488,6 @@ class FakeStore(FakeRules):
             [("lease", w.new.id) for w in change.leases]
             + [("job", w.new.id) for w in change.jobs]
             + [("task", w.new.id) for w in change.tasks]
-            + [("claim", str(_claim_of(c))) for c in change.claims]
             + [
                 ("edge", f"{g.task_id}>{g.name}>{g.other}")
                 if g.op in ("edge", "unedge")
@@ -536,8 +535,6 @@ class FakeStore(FakeRules):
             self._react(lease_event(old_row.lease if old_row else None, new))
         for jw in change.jobs:
             self.jobs[jw.new.id] = _stored(jw.new)
-        for claim in change.claims:
-            self.claims[_claim_of(claim)] = claim
         task_rows: list[tuple[str, Any, Any]] = []
         for tw in change.tasks:
             old_task = self.tasks.get(tw.new.id)
@@ -605,17 +602,24 @@ class FakeStore(FakeRules):
                 reasons.append(f"task {tw.new.id} does not point at {tw.expect_job_id}")
             elif tw.expect_version is not None and task.version != tw.expect_version:
                 reasons.append(f"task {tw.new.id} is not at version {tw.expect_version}")
-        for claim in change.claims:
-            if _claim_of(claim) in self.claims:
-                reasons.append(f"claim {claim.claim_id} was already made")
         for g in change.graph:
             if not self._graph_holds(g):
                 reasons.append(f"graph {g.op} on {g.task_id} does not hold")
         return reasons
 
-    def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
-        found = self.claims.get((pool, claimant, worker_id, claim_id))
-        return found.lease_id if found else None
+    def find_claim(
+        self, pool: str, claimant: str, worker_id: str, claim_id: str
+    ) -> ClaimRecord | None:
+        return self.claims.get((pool, claimant, worker_id, claim_id))
+
+    def point_claim(self, record: ClaimRecord, previous: str | None) -> None:
+        self.writes.append("point_claim")
+        held = self.claims.get(_claim_of(record))
+        if previous is None and held is not None:
+            raise Conflict("a claim with this claim_id is under way")
+        if previous is not None and (held is None or held.lease_id != previous):
+            raise Conflict("the claim's record was moved on by another call")
+        self.claims[_claim_of(record)] = record
 
     def take_request(self, record: Filed, now_ms: int) -> Filed | None:
         held = self.requests.get(record.key)

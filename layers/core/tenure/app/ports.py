@@ -144,10 +144,16 @@ class Settings:
 
 @dataclass(frozen=True)
 class ClaimRecord:
-    """A claim's `claim_id` (the worker's idempotency key), written with the claim.
+    """A claim's `claim_id` (the worker's idempotency key): the lease that claim is taking,
+    or took.
 
-    Keyed by (pool, claimant token id, worker_id, claim_id); a retried claim finds the lease
-    its lost answer handed out instead of taking a second one.
+    Keyed by (pool, claimant token id, worker_id, claim_id). Written before the claim's own
+    write and naming the lease about to be claimed, so no transaction is needed: when that
+    lease goes to someone else the record is moved on, conditionally from the lease it names,
+    to the next candidate. A retried claim follows it — to its lease under a fresh token when
+    that lease carries this claim's `claim_ref`, or on to claim it while it is still pending —
+    so a retry never takes a second lease. `intent` is False on the records earlier releases
+    wrote inside the claim's own transaction: their lease is the claim's by construction.
     """
 
     pool: str
@@ -156,6 +162,7 @@ class ClaimRecord:
     claim_id: str
     lease_id: str
     expires_at: int  # epoch seconds: the row is kept (TTL) at least as long as the lease
+    intent: bool = True
 
 
 @dataclass(frozen=True)
@@ -242,7 +249,6 @@ class Change:
     # (job id, lease id): the job must still point at that lease (see keys.JOB_LEASE_IS).
     job_checks: list[tuple[str, str]] = field(default_factory=list)
     # Written only when new (a second claim with the same key loses the whole change).
-    claims: list[ClaimRecord] = field(default_factory=list)
     # The task graph's side rows (app/tasks/graph.py) and the scheduler row's sets.
     graph: list[GraphOp] = field(default_factory=list)
     holds: list[HoldOp] = field(default_factory=list)
@@ -399,8 +405,16 @@ class Store(Protocol):
         ...
 
     def commit(self, change: Change) -> None: ...
-    def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
-        """The lease id a claim with this key took (consistent read), or None."""
+    def find_claim(
+        self, pool: str, claimant: str, worker_id: str, claim_id: str
+    ) -> ClaimRecord | None:
+        """The record of the claim with this key (consistent read), or None."""
+        ...
+
+    def point_claim(self, record: ClaimRecord, previous: str | None) -> None:
+        """Write `record`, naming its lease: a new record when `previous` is None, else the
+        record moved on from the lease `previous`. Conflict when another call with the same
+        key wrote first (the record exists, or names another lease by now)."""
         ...
 
     def take_request(self, record: Filed, now_ms: int) -> Filed | None:

@@ -94,6 +94,14 @@ def lease_id_of_token(raw: str) -> str | None:
     return lease_id if dot and lease_id and secret else None
 
 
+def claim_ref(pool: str, claimant: str, worker_id: str, claim_id: str) -> str:
+    """What a lease keeps of the claim that took it: a digest of the claim's key (pool,
+    worker token id, worker_id, claim_id), 96 bits — short, since every lease write pays for
+    its size, and no two of one worker's claims share it."""
+    parts = json.dumps([pool, claimant, worker_id, claim_id], separators=(",", ":"))
+    return hashlib.sha256(parts.encode()).hexdigest()[:24]
+
+
 def toleration_ms(lease: Lease, pool: Pool) -> int:
     return 1000 * (lease.lease_seconds or pool.toleration_seconds)
 

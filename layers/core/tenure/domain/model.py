@@ -253,6 +253,11 @@ class Lease:
     worker_version: str | None = None
     token_hash: str | None = None
     claimed_by: str | None = None  # the worker token that claimed it (renews only for that one)
+    # The claim that took it, when that claim carried a claim_id (fencing.claim_ref): how a
+    # retried claim recognises its own lease. `shunned`: claims (by ref) whose record moved on
+    # from this lease while it was still pending; none of them may take it any more.
+    claim_ref: str | None = None
+    shunned: tuple[str, ...] | None = None
     host: str | None = None  # where the claiming worker runs, as it declared it
     lease_seconds: int | None = None
     renew_seconds: int | None = None

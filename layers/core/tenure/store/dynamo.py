@@ -483,8 +483,6 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
                     }
                 }
             )
-        for claim in change.claims:
-            ops.append(self._put_op({**_claim_key(claim), **items.claim_item(claim)}, k.IS_NEW))
         ops.extend(self._graph_op(g) for g in change.graph)
         ops.extend(self._hold_op(h) for h in change.holds)
         first_ceiling = len(ops)
@@ -511,12 +509,38 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
                 ) from lost
             raise
 
-    def find_claim(self, pool: str, claimant: str, worker_id: str, claim_id: str) -> str | None:
+    def find_claim(
+        self, pool: str, claimant: str, worker_id: str, claim_id: str
+    ) -> ClaimRecord | None:
         # Consistent: the retry of a claim whose answer was lost may come at once. A record
         # past its expires_at (TTL deletes lazily) still names its lease: that lease has ended
         # by then, which the service sees when it reads it.
         row = self._get(k.claim_key(pool, claimant, worker_id, claim_id))
-        return str(row["lease_id"]) if row else None
+        return items.claim_from(row) if row else None
+
+    def point_claim(self, record: ClaimRecord, previous: str | None) -> None:
+        key = _claim_key(record)
+        if previous is None:
+            self._write(
+                "put",
+                Conflict("a claim with this claim_id is under way"),
+                TableName=self.table,
+                Item=_dump({**key, **items.claim_item(record)}),
+                ConditionExpression=k.IS_NEW,
+            )
+            return
+        # Only the lease and the row's lifetime move; the key's parts stay as written.
+        self._write(
+            "update",
+            Conflict("the claim's record was moved on by another call"),
+            TableName=self.table,
+            Key=_dump(key),
+            UpdateExpression=f"SET lease_id = :lease, {k.TTL_ATTRIBUTE} = :keep",
+            ConditionExpression=k.CLAIM_NAMES,
+            ExpressionAttributeValues=_values(
+                lease=record.lease_id, keep=record.expires_at, expect_lease=previous
+            ),
+        )
 
     def take_request(self, record: Filed, now_ms: int) -> Filed | None:
         key = k.request_key(record.key)

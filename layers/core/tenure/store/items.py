@@ -52,6 +52,7 @@ _TUPLES = {
     "depends_on",
     "lineage",
     "accepts_delegation_from",
+    "shunned",
 }
 
 
@@ -168,6 +169,11 @@ def worker_from(row: dict[str, Any]) -> Worker:
 def claim_item(claim: ClaimRecord) -> dict[str, Any]:
     # `expires_at` is the row's TTL attribute (store.keys.TTL_ATTRIBUTE).
     return {"entity": "claim", **_row(claim)}
+
+
+def claim_from(row: dict[str, Any]) -> ClaimRecord:
+    # A record written inside its claim's transaction (earlier releases) has no `intent`.
+    return _from(ClaimRecord, {"intent": False, **row}, enums={})
 
 
 def attachment_item(attachment: Attachment) -> dict[str, Any]:

@@ -321,6 +321,8 @@ NO_DEADLINE = "attribute_not_exists(deadline)"
 # An enqueue opens a run only while the task's last job still points at the ended lease the
 # writer saw (a release or expiry in between would have moved it to a successor).
 JOB_LEASE_IS = "lease_id = :expect_lease"
+# A claim record still names the lease the call moving it on last saw it name.
+CLAIM_NAMES = "lease_id = :expect_lease"
 # Creation: a key is written once; a second create loses (already_exists, or a lost race).
 # A claim record is written with this too: a second claim with the same claim_id loses.
 IS_NEW = "attribute_not_exists(PK)"

@@ -97,22 +97,30 @@ class Claims:
         pool, closed = self._claim_settings(pool_name)
         looked_at = self.kernel.clock.now_ms()
         self.workers.mark_seen(pool, worker_id, worker_version)  # a claim is itself a sign of life
-        record_id = claim_id
-        if claim_id is not None and self.kernel.store.find_claim(
-            pool.name, actor.token_id, worker_id, claim_id
-        ):
-            again = self._retried(actor, pool, worker_id, claim_id)
+        intent = None
+        if claim_id is not None:
+            key = ClaimRecord(pool.name, actor.token_id, worker_id, claim_id, "", 0)
+            intent = _Intent(key, rules.claim_ref(pool.name, actor.token_id, worker_id, claim_id))
+            again = self._follow(intent, pool)
             if again is not None:
                 return again
-            # The key's lease has ended: this is a new claim under an old key. Its record
-            # stays where it is (written once), so the new lease is taken without one.
-            record_id = None
-        ask = _Ask(worker_id, worker_version, lease_seconds, actor.token_id, record_id, host)
+        ask = _Ask(worker_id, worker_version, lease_seconds, actor.token_id, intent, host)
         give_up_at = self.kernel.clock.now_ms() + int(wait_seconds * 1000)
         if lease_id is not None:
             return self._claim_exact(lease_id, pool_name, pool, closed, ask, give_up_at)
         tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
         held = _HeldBack()
+        if intent is not None and intent.pending is not None:
+            # A retry whose record names a lease still pending takes that one first: it is
+            # the only lease this claim_id may take until the record moves on from it.
+            tried.add(intent.pending)
+            try:
+                won = self._try_claim(intent.pending, pool, ask, self.gate.read(), held)
+            except CeilingReached:
+                won = None  # full: the look below meets the same ceiling and waits
+            if won is not None:
+                self.kernel.counters["claims"] += 1
+                return won
         # Bounded twice over: by the candidates a call may lose races for, and by the wait.
         looks = MAX_CLAIM_TRIES + math.ceil(wait_seconds / CLAIM_POLL_SECONDS) + 1
         for _ in range(looks):
@@ -155,11 +163,6 @@ class Claims:
                         if not self._spreading(pool.name):
                             order = self.kernel.ids.shuffle(order)
                         self._contended[pool.name] = self.kernel.clock.now_ms() + CONTENDED_MS
-                    if record_id is not None:
-                        # The same claim_id may have just won elsewhere (a concurrent retry).
-                        again = self._retried(actor, pool, worker_id, record_id)
-                        if again is not None:
-                            return again
             if fresh and len(tried) < MAX_CLAIM_TRIES:
                 continue  # a lost race is not an empty queue: look again at once
             remaining = (give_up_at - self.kernel.clock.now_ms()) / 1000
@@ -174,6 +177,12 @@ class Claims:
             self.workers.mark_seen(pool, worker_id, worker_version)
             tried.clear()
             held.recheck_keys(self.kernel, pool)
+        if intent is not None and intent.names is not None and not intent.spent:
+            # A concurrent retry of this claim_id may have won the lease this record names
+            # meanwhile: it is this claim's lease, never "nothing to claim".
+            again = self._follow(intent, pool)
+            if again is not None:
+                return again
         self.kernel.counters["empty_claims"] += 1
         return None
 
@@ -243,22 +252,39 @@ class Claims:
         self.kernel.fresh_instance()
         return pool, closed
 
-    def _retried(
-        self, actor: Principal, pool: Pool, worker_id: str, claim_id: str
-    ) -> Claimed | None:
-        taken = self.kernel.store.find_claim(pool.name, actor.token_id, worker_id, claim_id)
-        if taken is None:
+    def _follow(self, intent: _Intent, pool: Pool) -> Claimed | None:
+        """Read the claim's record and learn where it stands: its lease again under a fresh
+        token when that lease is this claim's own and still held (a retry whose answer was
+        lost); else None, with `intent` saying which lease the record names, whether the call
+        may still take it (`pending`), or whether the claim_id is spent (`spent`)."""
+        key = intent.record
+        found = self.kernel.store.find_claim(key.pool, key.claimant, key.worker_id, key.claim_id)
+        intent.names = intent.pending = None
+        if found is None:
             return None
-        return self._claimed_before(actor, pool, worker_id, claim_id, taken)
+        intent.names = found.lease_id
+        lease = self.kernel.store.get_lease(found.lease_id)
+        if lease is None:
+            return None
+        ours = lease.claim_ref == intent.ref if found.intent else lease.claimed_by is not None
+        if ours and lease.claimed_by == key.claimant and lease.worker_id == key.worker_id:
+            again = self._claimed_before(lease, pool, intent)
+            if again is not None:
+                return again
+            # The key's lease has ended: this is a new claim under an old key. Its record
+            # stays where it is, so the new lease is taken without one.
+            intent.spent = True
+            return None
+        if not found.intent:
+            intent.spent = True  # a record of the old kind is written once, never moved on
+        elif lease.state is LeaseState.PENDING and intent.ref not in (lease.shunned or ()):
+            intent.pending = lease.id
+        return None
 
-    def _claimed_before(
-        self, actor: Principal, pool: Pool, worker_id: str, claim_id: str, lease_id: str
-    ) -> Claimed | None:
+    def _claimed_before(self, lease: Lease, pool: Pool, intent: _Intent) -> Claimed | None:
         """A retried claim whose answer was lost: the same lease, under a fresh token (the
         lost one dies with the old hash). None when that lease is no longer held."""
-        lease = self.kernel.store.get_lease(lease_id)
-        if lease is None or lease.state not in REPORTABLE or lease.claimed_by != actor.token_id:
-            return None
+        worker_id, claim_id = intent.record.worker_id, intent.record.claim_id
 
         def reissue(current: Lease) -> Claimed | None:
             if current.state not in REPORTABLE or current.worker_id != worker_id:
@@ -282,8 +308,54 @@ class Claims:
             self.kernel.write(current, new)
             return Claimed(lease=new, token=token, pool=pool)
 
+        if lease.state not in REPORTABLE:
+            return None
         self.kernel.counters["claim_retries"] += 1
         return self.kernel.settle(lease, reissue)
+
+    def _aim(self, intent: _Intent, lease: Lease, pool: Pool, keep: int) -> Claimed | bool:
+        """Point the claim's record at `lease`, just before the claim writes it, so that a
+        crash between the two leaves a record naming a lease the retry can still take. True:
+        pointed. False: another call with this claim_id wrote the record first (the caller
+        follows it). A Claimed: the lease the record named is this claim's own after all (a
+        concurrent retry won it), under a fresh token.
+
+        The record moves on only from a lease this claim can no longer take: one held or
+        ended, or one still pending that first gets this claim's ref in its `shunned` (a
+        fenced write), so a concurrent retry that read the old record cannot take it too."""
+        if intent.names == lease.id:
+            return True
+        if intent.names is not None:
+            before = self.kernel.store.get_lease(intent.names)
+            if before is not None and before.claim_ref == intent.ref:
+                again = self._follow(intent, pool)
+                return again if again is not None else False
+            if (
+                before is not None
+                and before.state is LeaseState.PENDING
+                and intent.ref not in (before.shunned or ())
+            ):
+                shunned = replace(
+                    before,
+                    shunned=(*(before.shunned or ()), intent.ref),
+                    version=before.version + 1,
+                    event_type=None,  # no transition: nothing for the timeline
+                    event_data=None,
+                    updated_at=self.kernel.clock.now_ms(),
+                )
+                try:
+                    self.kernel.write(before, shunned)
+                except Conflict:
+                    self.kernel.counters["lost_claim_races"] += 1
+                    return False
+        record = replace(intent.record, lease_id=lease.id, expires_at=keep)
+        try:
+            self.kernel.store.point_claim(record, intent.names)
+        except Conflict:
+            self.kernel.counters["lost_claim_races"] += 1
+            return False
+        intent.names = lease.id
+        return True
 
     def _try_claim(
         self,
@@ -339,14 +411,18 @@ class Claims:
             run_limit_seconds=run_limit,
             run_deadline=run_deadline,
         )
-        records = []
-        if ask.claim_id is not None:
-            keep = deadline // 1000 + CLAIM_ID_KEEP_SECONDS
-            records.append(
-                ClaimRecord(pool.name, ask.claimant, ask.worker_id, ask.claim_id, lease.id, keep)
-            )
+        intent = ask.intent if ask.intent is not None and not ask.intent.spent else None
+        if intent is not None:
+            if intent.ref in (lease.shunned or ()):
+                return None  # this claim's record moved on from it: never this claim's lease
+            aimed = self._aim(intent, lease, pool, deadline // 1000 + CLAIM_ID_KEEP_SECONDS)
+            if isinstance(aimed, Claimed):
+                return aimed
+            if not aimed:
+                return self._follow(intent, pool)  # a concurrent call with this claim_id won
+            new = replace(new, claim_ref=intent.ref)
         try:
-            self.kernel.commit(Change(leases=[over(lease, new)], ceilings=ceilings, claims=records))
+            self.kernel.commit(Change(leases=[over(lease, new)], ceilings=ceilings))
         except CeilingReached as full:
             if held is not None:
                 held.note(full, lease)
@@ -385,8 +461,22 @@ class _Ask:
     worker_version: str | None
     lease_seconds: int | None
     claimant: str  # the worker token's id: only it renews what it claimed
-    claim_id: str | None
+    intent: _Intent | None  # with a claim_id: where its record stands
     host: str | None
+
+
+@dataclass
+class _Intent:
+    """One claim call's claim_id: its record's key, the ref its lease will carry, the lease
+    the record names now (None: no record yet), whether that lease may still be taken by
+    this claim (`pending`), and whether the claim_id is spent (its lease ended: the call
+    claims without a record, as a new claim under an old key)."""
+
+    record: ClaimRecord
+    ref: str
+    names: str | None = None
+    pending: str | None = None
+    spent: bool = False
 
 
 @dataclass

@@ -1,0 +1,156 @@
+"""A claim_id's record is written before the claim and moved on after a lost race, with no
+transaction between them: these prove on DynamoDB Local that however retries of one claim_id
+interleave with each other and with rival workers, and wherever a call dies between its
+writes, the claim_id takes one lease at most and its retry always finds it.
+
+moto does not apply conditional writes atomically across threads, so none of this runs there.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from tenure.app.kernel import over
+from tenure.app.leases.claims import Claimed
+from tenure.app.ports import Change, ClaimRecord
+from tenure.app.tenure import Tenure, compose
+from tenure.domain.fencing import claim_ref, hash_token
+from tenure.domain.model import Lease
+from tenure.domain.states import LeaseState
+from tenure.store.dynamo import DynamoStore
+from tenure.wiring import RandomIds, SystemClock
+
+from tests.conformance.contract import ALPHA, SPACE, make_world
+from tests.conformance.test_races import run_threads, seed, stored
+from tests.conftest import WORKER, Rig
+
+REF = claim_ref(ALPHA, WORKER.token_id, "w1", "lost-answer")
+
+
+class Crash(Exception):
+    """The process died here: nothing after this write ran."""
+
+
+class CrashingStore:
+    """The real store, which dies right after the `n`th write of the kind named (the write
+    itself lands), as a Lambda killed between two of a claim's writes would."""
+
+    def __init__(self, inner: DynamoStore, kind: str, n: int = 1) -> None:
+        self.inner = inner
+        self.kind = kind
+        self.left = n
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _after(self, kind: str, write: Callable[[], None]) -> None:
+        write()
+        if kind == self.kind:
+            self.left -= 1
+            if self.left == 0:
+                raise Crash(kind)
+
+    def point_claim(self, record: ClaimRecord, previous: str | None) -> None:
+        self._after("record", lambda: self.inner.point_claim(record, previous))
+
+    def commit(self, change: Any) -> None:
+        shun = any(w.new.state is LeaseState.PENDING for w in change.leases)
+        kind = "shun" if shun else "claim"
+        self._after(kind, lambda: self.inner.commit(change))
+
+
+def service(store: Any) -> Tenure:
+    return compose(store, SystemClock(), RandomIds())
+
+
+def claim(svc: Tenure, worker: str = "w1", claim_id: str | None = "lost-answer") -> Claimed | None:
+    return svc.claims.claim(WORKER, ALPHA, worker, "1.0", 0, None, claim_id=claim_id)
+
+
+def held_by(rig: Rig, ref: str) -> list[Lease]:
+    page = rig.store.list_leases(SPACE, 100, None, LeaseState.DISPATCHED, None)
+    return [lease for lease in page.leases if lease.claim_ref == ref]
+
+
+@pytest.mark.parametrize("kind", ["record", "claim"])
+def test_a_claim_that_dies_between_its_writes_is_found_by_its_retry(rig: Rig, kind: str) -> None:
+    # Dead after the record (nothing claimed yet) or after the claim (the answer never sent):
+    # the retry follows the record to the one lease, claiming it or re-minting its token.
+    make_world(rig.svc)
+    seed(rig, 3)
+    with pytest.raises(Crash):
+        claim(service(CrashingStore(rig.store, kind)))
+    again = claim(service(rig.store))
+    assert again is not None
+    assert [x.id for x in held_by(rig, REF)] == [again.lease.id]
+    assert stored(rig, again.lease.id).token_hash == hash_token(again.token)
+    record = rig.store.find_claim(ALPHA, WORKER.token_id, "w1", "lost-answer")
+    assert record is not None and record.lease_id == again.lease.id
+
+
+class BumpedFirst(CrashingStore):
+    """As CrashingStore, and the first claim write it sees loses to a write that bumps the
+    lease's version (an operator's change to a queued lease), so that lease stays pending."""
+
+    bumped = False
+
+    def commit(self, change: Any) -> None:
+        row = change.leases[0].new
+        if not self.bumped and row.state is LeaseState.DISPATCHED:
+            self.bumped = True
+            seen = self.inner.get_lease(row.id)
+            bumped = replace(seen, version=seen.version + 1, event_type=None)
+            self.inner.commit(Change(leases=[over(seen, bumped)]))
+        super().commit(change)
+
+
+def test_a_claim_that_dies_after_shunning_a_pending_lease_moves_on_when_retried(
+    rig: Rig,
+) -> None:
+    # The claim's write on the lease its record names loses while that lease stays pending,
+    # so before moving its record on the claim shuns that lease, and dies right there. The
+    # retry must not take the shunned lease (a concurrent retry that read the old record
+    # would take it too): it moves the record on and claims another.
+    make_world(rig.svc)
+    seed(rig, 3)
+    with pytest.raises(Crash):
+        claim(service(BumpedFirst(rig.store, "shun")))
+    record = rig.store.find_claim(ALPHA, WORKER.token_id, "w1", "lost-answer")
+    assert record is not None
+    first = stored(rig, record.lease_id)
+    assert (first.state, first.shunned) == (LeaseState.PENDING, (REF,))
+    again = claim(service(rig.store))
+    assert again is not None and again.lease.id != first.id
+    assert stored(rig, first.id).state is LeaseState.PENDING  # still there for anyone else
+    assert [x.id for x in held_by(rig, REF)] == [again.lease.id]
+    other = service(rig.store).claims.claim(WORKER, ALPHA, "w2", "1.0", 0, None, lease_id=first.id)
+    assert other is not None  # shunned by that one claim only: anyone else may take it
+
+
+def test_retries_of_one_claim_id_racing_rival_workers_take_one_lease(rig: Rig) -> None:
+    # Eight retries of one claim_id and eight rivals on three leases: the record moves on
+    # from every lease a rival wins, and concurrent retries meet on the record or on the
+    # lease, so the claim_id ends up with one lease at most, and every retry that got a lease
+    # got that one.
+    make_world(rig.svc)
+    seed(rig, 3)
+    svc = service(rig.store)
+    start = threading.Barrier(16)
+
+    def go(n: int) -> Claimed | None:
+        start.wait()
+        if n % 2:
+            return claim(svc, worker=f"rival-{n}", claim_id=None)
+        return claim(svc)
+
+    won = run_threads(16, go)
+    ours = {x.lease.id for n, x in enumerate(won) if x is not None and n % 2 == 0}
+    assert len(ours) <= 1
+    assert [x.id for x in held_by(rig, REF)] == sorted(ours)
+    rivals = [x.lease.id for n, x in enumerate(won) if x is not None and n % 2]
+    assert len(rivals) == len(set(rivals))  # one holder per lease
+    assert not ours & set(rivals)
