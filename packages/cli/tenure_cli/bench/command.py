@@ -1,4 +1,6 @@
-"""`tenure bench lifecycle`: DynamoDB capacity units per step of one lease's life."""
+"""`tenure bench lifecycle`: DynamoDB write and read units per step of one lease's life, each
+step's writes priced as AWS bills them (bench/billing.py) beside what DynamoDB Local reported,
+and each write named with the rows it touched."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from tenure.domain.states import PoolKind, ReportKind
 from tenure_cli.local.engines import DynamoDBLocal
 from tenure_cli.local.streams import StreamPump
 
+from .meter import AwsMeter
+
 # The budget: a heartbeat at most 1 write unit (met), one lifecycle at most the cost bench's
 # target (bench/cost.py BUDGET), not met yet, so `within_budget` reads false (README, Cost).
 BUDGET = {"heartbeat_write_units": 1.0, "lifecycle_write_units": 12.0}
@@ -29,6 +33,8 @@ def lifecycle(worker_flow: bool = False) -> dict[str, Any]:
 
 def measure_lifecycle(endpoint: str, table: str, worker_flow: bool = False) -> dict[str, Any]:
     """The lifecycle's steps on a fresh table of the DynamoDB Local at `endpoint`."""
+    aws = AwsMeter().install()  # before the store's client is made, so its calls are priced
+    aws.price_writes(endpoint, wiring.settings().region)
     store = wiring.build_store(endpoint, table)
     store.create_table()
     pump = StreamPump(endpoint, table, store)
@@ -47,13 +53,15 @@ def measure_lifecycle(endpoint: str, table: str, worker_flow: bool = False) -> d
 
     def measure(name: str, fn: Any) -> Any:
         r0, w0, _ = store.meter.snapshot()
+        billed = aws.total().billed_write_units
         assert store.meter.writes is not None
         first = len(store.meter.writes)
         out = fn()
         pump.drain(quiet_passes=1)  # the reactor's timeline writes belong to the step
         r1, w1, _ = store.meter.snapshot()
         steps[name] = {
-            "write_units": round(w1 - w0, 2),
+            "write_units": round(aws.total().billed_write_units - billed, 2),
+            "write_units_reported": round(w1 - w0, 2),
             "read_units": round(r1 - r0, 2),
             "writes": [_line(w) for w in store.meter.writes[first:]],
         }
@@ -71,25 +79,26 @@ def measure_lifecycle(endpoint: str, table: str, worker_flow: bool = False) -> d
     beats, worst, units, reads = 360, 0.0, 0.0, 0.0  # one hour at renew_seconds 10
     for _ in range(beats):
         clock.sleep(10)
-        r0, w0, _ = store.meter.snapshot()
+        r0, _, _ = store.meter.snapshot()
+        w0 = aws.total().billed_write_units
         svc.reports.heartbeat(lease, won.lease.id, None)
-        r1, w1, _ = store.meter.snapshot()
+        r1, _, _ = store.meter.snapshot()
+        w1 = aws.total().billed_write_units
         worst, units, reads = max(worst, w1 - w0), units + w1 - w0, reads + r1 - r0
     # What the stream reactor wrote for the hour's heartbeats (nothing, when no beat
     # changes a lease's state), so it is not billed to the next step.
-    r0, w0, _ = store.meter.snapshot()
+    w0 = aws.total().billed_write_units
     pump.drain(quiet_passes=1)
-    r1, w1, _ = store.meter.snapshot()
-    steps["heartbeat_hour_stream"] = {"write_units": round(w1 - w0, 2)}
+    steps["heartbeat_hour_stream"] = {"write_units": round(aws.total().billed_write_units - w0, 2)}
     steps["heartbeat_worst_in_hour"] = {"write_units": round(worst, 2)}
     steps["heartbeat_hour_average"] = {
         "write_units": round(units / beats, 3),
         "read_units": round(reads / beats, 3),
     }
     measure("complete", lambda: svc.reports.complete(lease, won.lease.id, {"outcome": "success"}))
-    # The worker SDK's claims carry a claim_id (its idempotency key): the lease and the claim's
-    # record then commit in one transaction. Not in the classic sum below; the cost bench
-    # (`tenure bench cost`) runs the SDK's flow.
+    # The worker SDK's claims carry a claim_id (its idempotency key): the claim's record is
+    # written first, naming the lease, then the lease. Not in the classic sum below; the cost
+    # bench (`tenure bench cost`) runs the SDK's flow.
     svc.filing.create_task(admin, "BENCH", "bench task 2", None, "x", {}, "bench", None)
     pump.drain()
     measure(
@@ -97,16 +106,20 @@ def measure_lifecycle(endpoint: str, table: str, worker_flow: bool = False) -> d
         lambda: svc.claims.claim(worker, "bench", "w-2", "1.0", 0, None, claim_id="bench-claim"),
     )
     worst_beat = steps["heartbeat_worst_in_hour"]["write_units"]
-    total = (
-        sum(steps[s]["write_units"] for s in ("create_and_enqueue", "claim", "start", "complete"))
-        + worst_beat
-    )
+    classic = ("create_and_enqueue", "claim", "start", "complete")
+    total = sum(steps[s]["write_units"] for s in classic) + worst_beat
+    reported = sum(steps[s]["write_units_reported"] for s in classic) + worst_beat
     flow = _worker_flow(svc, store, pump, clock, admin, worker) if worker_flow else None
     return {
         "engine": "DynamoDB Local",
-        "units": "DynamoDB capacity units (ReturnConsumedCapacity=INDEXES: table + indexes)",
+        "units": (
+            "write_units: as AWS bills each write (item sizes before and after, index entries, "
+            "transactions twice); write_units_reported and each write's line: what DynamoDB "
+            "Local reported (ReturnConsumedCapacity=INDEXES)"
+        ),
         "steps": steps,
         "lifecycle_write_units": round(total, 2),
+        "lifecycle_write_units_reported": round(reported, 2),
         "lifecycle": "create_and_enqueue + claim + start + heartbeat_worst_in_hour + complete",
         "budget": BUDGET,
         "within_budget": worst_beat <= BUDGET["heartbeat_write_units"]
