@@ -78,9 +78,14 @@ def _run(meter: AwsMeter, endpoint: str, claimers: int, leases: int) -> dict[str
         actor = Principal(kind="worker", token_id=f"bench-worker-{n}")
         worker_id = f"claimer-{n}"
         start.wait()
-        empty = 0
+        empty, n_claims = 0, 0
         while empty < 2:  # a None can be a run of lost races: one more look before leaving
-            got = svc.claims.claim(actor, "race", worker_id, "bench", 0, None)
+            # Each claim carries its own claim_id, as the worker SDK's do: its record moves
+            # with every race the claim loses, and that is part of what a claim costs here.
+            n_claims += 1
+            got = svc.claims.claim(
+                actor, "race", worker_id, "bench", 0, None, claim_id=f"{worker_id}-{n_claims}"
+            )
             if got is None:
                 empty += 1
                 continue

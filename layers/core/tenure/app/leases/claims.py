@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 # all paying for a lost race on the head (every losing conditional write is billed).
 CLAIM_CANDIDATES = 64
 CONTENDED_MS = 10_000
+# While spreading, a claim reads twice the heads: rivals picking at random among more of them
+# collide half as often, and a lost write (1 write unit and more, with the claim_id record
+# moved on) costs more than the wider read of keys (about half a read unit more).
+CONTENDED_CANDIDATES = 128
 # How many candidates one claim call may lose races for before it rests a poll interval.
 MAX_CLAIM_TRIES = 200
 # How long an idle long-poll waits between looks at the queue.
@@ -132,13 +136,14 @@ class Claims:
                 # Leases whose key is known full are passed over, not counted as tries, so
                 # they hide neither the rest of their partition nor a lower priority's.
                 skip = held.known_full()
+                want = CONTENDED_CANDIDATES if self._spreading(pool.name) else CLAIM_CANDIDATES
                 for priority in queue_tiers(pool):
                     fresh = self.gate.candidates(
-                        pool.name, tried, gate, CLAIM_CANDIDATES, priority=priority, skip=skip
+                        pool.name, tried, gate, want, priority=priority, skip=skip
                     )
                     if fresh:
                         break
-                order = fresh[:CLAIM_CANDIDATES]
+                order = fresh[:want]
                 if self._spreading(pool.name):
                     order = self.kernel.ids.shuffle(order)
                 while order:
