@@ -79,10 +79,17 @@ class LeaseWrite:
 
 @dataclass(frozen=True)
 class JobWrite:
-    """Write `new`; when `expect_fence` is set the row must still hold that fence."""
+    """Write `new`; when `expect_fence` is set the row must still hold that fence.
+
+    `ahead`: a new job under a fresh random id, which nothing names until the rest of the
+    change commits the lease and task that point at it. The store may write it on its own
+    before the rest (a crash in between leaves an unreachable row, never a dangling
+    reference), sparing it the transaction. Never for a job whose creation is the change's
+    guard (a rule's firing, keyed by its occasion): that one must commit with the rest."""
 
     new: Job
     expect_fence: int | None = None
+    ahead: bool = False
 
 
 @dataclass(frozen=True)

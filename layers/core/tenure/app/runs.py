@@ -183,7 +183,7 @@ class Runs:
         task = task.with_job(job_id)
         change = Change(
             leases=[LeaseWrite(lease)],
-            jobs=[JobWrite(job)],
+            jobs=[JobWrite(job, ahead=True)],  # a fresh id: nothing names it until this commits
             tasks=[TaskWrite(task, expect_job_id=expect_job_id, create=create_task)],
             job_checks=job_checks or [],
             graph=list(run.graph),
