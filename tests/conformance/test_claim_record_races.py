@@ -154,3 +154,36 @@ def test_retries_of_one_claim_id_racing_rival_workers_take_one_lease(rig: Rig) -
     rivals = [x.lease.id for n, x in enumerate(won) if x is not None and n % 2]
     assert len(rivals) == len(set(rivals))  # one holder per lease
     assert not ours & set(rivals)
+
+
+class SiblingFirst:
+    """The real store, before whose first queue read a sibling call with the same claim_id
+    runs to the end: this call read no record, and then finds the queue empty."""
+
+    def __init__(self, inner: DynamoStore, sibling: Callable[[], Claimed | None]) -> None:
+        self.inner = inner
+        self.sibling = sibling
+        self.won: list[Claimed | None] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def queue_candidates(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.won:
+            self.won.append(self.sibling())
+        return self.inner.queue_candidates(*args, **kwargs)
+
+
+def test_a_call_that_finds_the_queue_empty_answers_its_siblings_lease(rig: Rig) -> None:
+    # One pending lease and two calls of one claim_id: the second read no record, then its
+    # sibling took the lease, so the queue is empty by the time it looks. It must not answer
+    # "nothing to claim" while that lease is held under its claim_id: it reads the record
+    # before answering, and follows it to the lease.
+    make_world(rig.svc)
+    seed(rig, 1)
+    store = SiblingFirst(rig.store, lambda: claim(service(rig.store)))
+    second = claim(service(store))
+    [first] = store.won
+    assert first is not None
+    assert second is not None and second.lease.id == first.lease.id
+    assert stored(rig, first.lease.id).token_hash == hash_token(second.token)

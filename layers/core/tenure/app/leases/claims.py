@@ -182,9 +182,10 @@ class Claims:
             self.workers.mark_seen(pool, worker_id, worker_version)
             tried.clear()
             held.recheck_keys(self.kernel, pool)
-        if intent is not None and intent.names is not None and not intent.spent:
-            # A concurrent retry of this claim_id may have won the lease this record names
-            # meanwhile: it is this claim's lease, never "nothing to claim".
+        if intent is not None and not intent.spent:
+            # A concurrent call with this claim_id may have pointed the record and won its
+            # lease meanwhile (even when this call found no candidate to point it at): that
+            # lease is this claim's, never "nothing to claim".
             again = self._follow(intent, pool)
             if again is not None:
                 return again
