@@ -27,7 +27,7 @@ from tenure.app.ports import (
 )
 from tenure.app.tenure import Tenure
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound, StaleLease, ValidationFailed
-from tenure.domain.fencing import hash_token
+from tenure.domain.fencing import DEADLINE_SLACK, hash_token
 from tenure.domain.model import Event, Lease, Pool, Task, Token, Worker, Workflow
 from tenure.domain.states import LeaseState, PoolKind
 from tenure.triggers.stream import react
@@ -548,7 +548,8 @@ class StoreContract:
         r.clock.advance(1)
         r.svc.reports.start(lease_principal(first.id), first.id)
         expected.append((now(), "lease.started", first.id, 1))
-        r.clock.advance(120)  # this heartbeat writes the deadline: not a transition, no event
+        # Past the slack, this heartbeat writes the deadline: not a transition, no event.
+        r.clock.advance(TOLERATION_MS * DEADLINE_SLACK / 1000 + 30)
         before_beat = stored(r, first.id)
         r.svc.reports.heartbeat(lease_principal(first.id), first.id, None)
         assert stored(r, first.id).deadline != before_beat.deadline
@@ -562,7 +563,7 @@ class StoreContract:
         r.clock.advance(1)
         claim(r)
         expected.append((now(), "lease.claimed", second_id, 2))
-        r.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)
+        r.clock.advance(TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000 + 1)
         lost = r.svc.recovery.expire(stored(r, second_id), pool)
         assert lost is not None and lost.state is LeaseState.LOST
         third_id = r.store.queue_candidates(ALPHA, 1)[0]
@@ -645,7 +646,7 @@ class StoreContract:
         r.svc.reports.complete(lease_principal(b.id), b.id, {"outcome": "success"})
         assert stored(r, b.id).state is LeaseState.CANCELLED
         assert r.store.due_leases(ALPHA, None) == [a.id]
-        r.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)
+        r.clock.advance(TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000 + 1)
         assert r.svc.recovery.expire(stored(r, a.id), pool) is not None
         assert stored(r, a.id).state is LeaseState.LOST
         # The lost lease left; its pending successor is not held, so it is not there either.

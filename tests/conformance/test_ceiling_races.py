@@ -12,6 +12,7 @@ from typing import Any
 
 from tenure.app.leases.claims import Claimed
 from tenure.app.tenure import Tenure, compose
+from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.model import Lease
 from tenure.domain.states import LeaseState
 
@@ -116,7 +117,7 @@ def test_an_expiry_gives_its_slot_back_once(rig: Rig) -> None:
     held = [rig.svc.claims.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None) for n in range(2)]
     assert all(held) and rig.svc.claims.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is None
     assert rig.store.held_count("pool", ALPHA) == 2
-    rig.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)
+    rig.clock.advance(TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000 + 1)
     pool = rig.svc.kernel.pool(ALPHA)
     leases = [w.lease for w in held if w is not None]
     expired = [rig.svc.recovery.expire(lease, pool) for lease in leases]

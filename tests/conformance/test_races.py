@@ -19,7 +19,7 @@ from tenure.app.leases.claims import Claimed
 from tenure.app.ports import Change
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import Conflict, StaleLease, TenureError
-from tenure.domain.fencing import hash_token
+from tenure.domain.fencing import DEADLINE_SLACK, hash_token
 from tenure.domain.model import Lease
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState
 from tenure.store.dynamo import DynamoStore
@@ -236,7 +236,7 @@ def _held(rig: Rig) -> Lease:
     seed(rig, 1)
     won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
     assert won is not None
-    rig.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)
+    rig.clock.advance(TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000 + 1)
     return stored(rig, won.lease.id)
 
 
@@ -319,7 +319,7 @@ def test_final_report_racing_expiry_ends_each_lease_exactly_one_way(rig: Rig, ki
     seeded = seed(rig, n)
     for _ in seeded:
         assert rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None) is not None
-    rig.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)  # every deadline has passed
+    rig.clock.advance(TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000 + 1)  # every deadline has passed
     pool = rig.store.get_pool(ALPHA)
     assert pool is not None
     ids = [x.id for x in seeded]

@@ -10,6 +10,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 from tenure.domain.errors import StaleLease, TenureError
+from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.model import Lease
 from tenure.domain.states import REPORTABLE, LeaseState
 
@@ -50,7 +51,7 @@ def test_a_failing_report_racing_an_expiry_schedules_at_most_one_retry(rig: Rig)
     seeded = _file(rig, n)
     for _ in seeded:
         assert rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None) is not None
-    rig.clock.advance(TOLERATION_MS * 1.25 / 1000 + 1)
+    rig.clock.advance(TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000 + 1)
     pool = rig.store.get_pool(ALPHA)
     assert pool is not None
     ids = [x.id for x in seeded]

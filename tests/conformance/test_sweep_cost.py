@@ -20,6 +20,7 @@ from boto3.dynamodb.types import TypeSerializer
 from tenure.app import sweep as sweep_module
 from tenure.app.sweep import SweepReport, sweep_once
 from tenure.app.sweep import pool_depth as real_pool_depth
+from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.model import Lease
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.store import keys
@@ -156,14 +157,14 @@ def held(rig: Rig, n: int) -> list[Lease]:
 def crowded(rig: Rig) -> tuple[Rig, list[Lease], list[Lease]]:
     """5,000 live leases and 5 whose holders went silent, with a pass just before they expired."""
     make_world(rig.svc)
-    silent = held(rig, EXPIRED)  # their deadline: now + 1.25 tolerations
+    silent = held(rig, EXPIRED)  # their deadline: now + (1 + DEADLINE_SLACK) tolerations
     began = time.monotonic()
     live = [live_lease(i, rig.clock.now_ms()) for i in range(LIVE)]
     batch_put(rig.store, live)
     print(f"\nseeded {LIVE} live leases in {time.monotonic() - began:.1f}s")
     assert len(rig.store.due_leases(ALPHA, None)) == LIVE + EXPIRED
     # The sweeper ran a minute before the silent leases' deadlines, and found nothing due.
-    rig.clock.advance(TOLERATION_MS * 1.25 / 1000 - SWEEP_EVERY_S + 1)
+    rig.clock.advance(TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000 - SWEEP_EVERY_S + 1)
     first, _ = metered_pass(rig)
     assert first.expired == [] and first.reindexed == 0
     rig.clock.advance(SWEEP_EVERY_S)
@@ -230,7 +231,7 @@ def test_a_lease_whose_heartbeats_outran_its_due_at_is_read_once_then_left_alone
     beat = rig.store.get_leases(claimed_due)
     assert all(beat[i].due_at == claimed_due[i] for i in claimed_due)
     assert all((beat[i].deadline or 0) > (claimed_due[i] or 0) for i in claimed_due)
-    rig.clock.advance(TOLERATION_MS * 1.25 / 1000 - 120 - SWEEP_EVERY_S + 1)
+    rig.clock.advance(TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000 - 120 - SWEEP_EVERY_S + 1)
     sweep_once(rig.svc, SWEEP_EVERY_S)  # a minute before the old due_at: nothing to do
     rig.clock.advance(SWEEP_EVERY_S)  # the indexed due_at has passed, the deadline has not
 

@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from tenure.domain.fencing import DEADLINE_SLACK
 
 from tests.e2e.support import World, wait_for
 from tests.e2e.worker_support import (
@@ -32,7 +33,11 @@ from tests.e2e.worker_support import (
 TOLERATION = 4.0
 # The jobs' leases are claimed for 12 s, so a job survives the few seconds a restart takes:
 # with the pool's 4 s its shim would fence it 2 s after the last answered heartbeat.
-LONG_LEASE = ["--lease-seconds", "12"]
+LONG_LEASE_S = 12
+LONG_LEASE = ["--lease-seconds", str(LONG_LEASE_S)]
+# A heartbeat rewrites the lease (its deadline and its recorded last heartbeat) only once the
+# deadline is less than a lease ahead: DEADLINE_SLACK x 12 s (6 s) after the start.
+RENEWED_AFTER_S = LONG_LEASE_S * DEADLINE_SLACK
 
 
 @pytest.fixture
@@ -60,8 +65,10 @@ def test_a_restarted_worker_reattaches_keeps_the_lease_alive_and_reports_the_job
     task_id, lease_id, _ = site.task()
     out, state = tmp_path / "job", tmp_path / "state"
     out.mkdir()
+    job_s = RENEWED_AFTER_S + 3  # it runs on past the re-attached worker's first renewal
+    job = _job(out, job_s)
     first = workers.start(
-        site.world.api.base, site.token, site.pool, _job(out, 7), state_dir=state, extra=LONG_LEASE
+        site.world.api.base, site.token, site.pool, job, state_dir=state, extra=LONG_LEASE
     )
     job_pid = int(wait_file_lines(out / "pid", 1, 15)[0])
     held = wait_lease(site.admin, lease_id, {"running"})
@@ -81,17 +88,16 @@ def test_a_restarted_worker_reattaches_keeps_the_lease_alive_and_reports_the_job
     assert pid_alive(job_pid)
     assert lease(site.admin, lease_id)["state"] == "running"
 
-    second = workers.start(
-        site.world.api.base, site.token, site.pool, _job(out, 7), state_dir=state
-    )
+    second = workers.start(site.world.api.base, site.token, site.pool, job, state_dir=state)
     second.wait_for_log("re-attached", 10)
     assert f"lease={lease_id}" in second.stderr() and f"pid={shim_pid}" in second.stderr()
-    # The re-attached worker heartbeats the lease: its last heartbeat moves past the restart.
+    # The re-attached worker heartbeats the lease: its last heartbeat moves past the restart
+    # (recorded with the first renewal, RENEWED_AFTER_S after the start).
     wait_for(
         lambda: (
             _stamp(lease(site.admin, lease_id)["timing"]["last_heartbeat_at"]) > beat_before + 1.5
         ),
-        5,
+        RENEWED_AFTER_S + 2,
         "a heartbeat from the re-attached worker",
     )
     assert pid_alive(job_pid)
@@ -246,13 +252,16 @@ def test_a_job_whose_worker_never_returns_stops_itself_before_its_lease_can_expi
     time.sleep(1.5)
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(timeout=10)
-    beat = _stamp(lease(site.admin, lease_id)["timing"]["last_heartbeat_at"])
+    # Nobody heartbeats it now: the lease cannot expire before this deadline, at least a
+    # toleration after its last heartbeat. (The recorded last heartbeat is no bound: the
+    # service writes a heartbeat only with a new deadline, once per DEADLINE_SLACK of the
+    # toleration, so it may lag the last answered one by up to 2 s here.)
+    deadline = _stamp(lease(site.admin, lease_id)["timing"]["deadline"])
 
     wait_for(lambda: not pid_alive(job_pid), 10, "the orphaned job to stop itself")
     last_tick = float(read_lines(ticks)[-1])
-    # Fenced two heartbeats (2 s) after its last answered heartbeat; the lease could expire
-    # no sooner than a toleration (4 s) after the last heartbeat the service recorded.
-    assert last_tick < beat + TOLERATION, (last_tick - beat, "the job outlived its lease")
+    # Fenced two heartbeats (2 s) after its last answered heartbeat, before the deadline.
+    assert last_tick < deadline, (last_tick - deadline, "the job outlived its lease")
     # The sweeper passes every second here; on a busy machine a pass that comes later than
     # the pool's grace counts as the sweeper's own absence and pushes deadlines out instead
     # of expiring them, so the expiry may take several tolerations.

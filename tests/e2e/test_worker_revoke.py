@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import World, wait_for
+from tests.e2e.support import SHORT_LOST_BY, World, wait_for
 from tests.e2e.worker_support import (
     Site,
     Workers,
@@ -175,8 +175,9 @@ def test_pause_stops_the_job_and_resume_continues_it(
     time.sleep(1.5)
     assert read_lines(tmp_path / "count") == frozen, "the paused job kept counting"
     assert pid_alive(pid) and _proc_state(pid) == "T"
-    # Paused is still held: the worker keeps the lease alive past toleration (4 s).
-    time.sleep(3.0)
+    # Paused is still held: the worker keeps the lease alive past the latest a silent lease
+    # would be lost (SHORT_LOST_BY, 7 s), not only past its 4 s toleration.
+    time.sleep(SHORT_LOST_BY)
     assert read_lines(tmp_path / "count") == frozen
     assert wait_lease(site.admin, lease_id, {"paused"}, 1)["state"] == "paused"
     assert "paused" in run.stderr(), run.stderr()

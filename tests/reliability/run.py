@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tenure.domain.fencing import DEADLINE_SLACK
 from tenure_cli.local.engines import use_local_credentials
 
 from tests.conftest import LocalStack, start_stack, stop_stack
@@ -83,8 +84,11 @@ def schedule(seed: int, profile: Profile, threads: list[str], processes: list[st
             fault.target = rng.choice(threads)
         elif kind == "cut":
             fault.target = rng.choice(threads + processes)
-            # Mostly shorter than the self-fence, sometimes past the whole lease.
-            long = rng.uniform(7, 14)  # past the self-fence, often past the lease too
+            # Mostly shorter than the self-fence, sometimes past the whole lease: a long one
+            # is past the self-fence, often past the toleration, and reaches a second beyond
+            # the latest a silent lease is lost (a toleration and the slack, then a sweep).
+            lost_by = TIMING["toleration_seconds"] * (1 + DEADLINE_SLACK) + SWEEP_INTERVAL_S
+            long = rng.uniform(7, lost_by + 1)
             fault.seconds = rng.uniform(0.5, 3.0) if rng.random() < 0.6 else long
         elif kind == "pause_sweeper":
             grace = TIMING["grace_seconds"]

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tenure.domain.fencing import DEADLINE_SLACK
 from tenure_worker.client import ApiError, ClaimUnanswered, Client, Unreachable
 
 from tests.reliability.history import Hold, Journal
@@ -133,7 +134,7 @@ class ThreadWorker:
             return
         if plan == "stall":
             # A long pause (a stopped VM, a GC): past the lease, then the report anyway.
-            time.sleep(lease_s * 1.25 + 2 * renew + self.rng.uniform(0.5, 2.0))
+            time.sleep(lease_s * (1 + DEADLINE_SLACK) + 2 * renew + self.rng.uniform(0.5, 2.0))
             plan = "complete"
         if plan == "complete":
             self._report(lease_id, token, "complete", {"outcome": "success"}, lease_s)
@@ -168,7 +169,7 @@ class ThreadWorker:
         self, lease_id: str, token: str, kind: str, body: dict[str, Any], lease_s: float
     ) -> None:
         """Sent until answered, while the lease could still take it (like the SDK)."""
-        give_up = time.time() + lease_s * 1.25 + 2.0
+        give_up = time.time() + lease_s * (1 + DEADLINE_SLACK) + 2.0
         while time.time() < give_up:
             try:
                 getattr(self.client, kind)(lease_id, token, body, timeout=5.0, retries=1)

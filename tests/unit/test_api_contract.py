@@ -369,7 +369,7 @@ def test_lease_view_shows_the_documented_fields(rig: Rig) -> None:
         "needs_person": False,
     }
     assert view["timing"]["claimed_at"] == iso(T0) == "2026-01-01T00:00:00.000Z"
-    assert view["timing"]["deadline"] == "2026-01-01T00:06:15.000Z"
+    assert view["timing"]["deadline"] == "2026-01-01T00:07:30.000Z"
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from tenure.app.inspect import NextAction
 from tenure.domain.errors import StaleLease
+from tenure.domain.fencing import DEADLINE_SLACK
 
 from tests.unit.support import ADMIN, POOL, READER, WORKER, Rig, as_lease
 
@@ -80,7 +81,7 @@ def test_next_action_for_each_situation(rig: Rig) -> None:
     assert held is not None
     rig.svc.reports.start(as_lease(held.lease.id), held.lease.id)
     assert _action(rig, held.lease.id) is NextAction.RUNNING
-    rig.advance(400)  # past its deadline, not yet swept
+    rig.advance(300 * (1 + DEADLINE_SLACK) + 10)  # past its deadline, not yet swept
     assert _action(rig, held.lease.id) is NextAction.STRANDED
     rig.svc.reports.complete(as_lease(held.lease.id), held.lease.id, {})
     assert _action(rig, held.lease.id) is NextAction.TERMINAL

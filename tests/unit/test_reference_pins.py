@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from tenure.app.tenure import compose
 from tenure.domain.errors import InvalidTransition, LeaseNotFound
+from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.states import LeaseState, TaskStatus
 
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, WORKER, Rig, as_lease
@@ -14,7 +15,7 @@ def test_a_heartbeat_that_shortens_lease_seconds_shortens_the_expiry_too(rig: Ri
     lease = rig.running()  # the pool's toleration: 300 s
     beat = rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, 6)
     assert beat.lease.deadline is not None
-    assert beat.lease.deadline - rig.clock.now_ms() <= 6 * 1000 * 1.25 + 1
+    assert beat.lease.deadline - rig.clock.now_ms() <= 6 * 1000 * (1 + DEADLINE_SLACK) + 1
     rig.advance(20)
     report = rig.sweep()
     assert lease.id in report.expired

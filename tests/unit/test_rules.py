@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 from tenure.domain import fencing as rules
+from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.model import Lease, Pool
 from tenure.domain.states import LeaseState, PoolKind, SubjectKind
 
@@ -74,9 +75,9 @@ def test_toleration_is_the_leases_own_lease_seconds_else_the_pools() -> None:
     assert rules.toleration_ms(_held(None, lease_seconds=42), _pool(300)) == 42_000
 
 
-def test_fresh_deadline_is_a_quarter_toleration_beyond_one_toleration() -> None:
-    assert rules.fresh_deadline(T0, 300_000) == T0 + 375_000
-    assert rules.fresh_deadline(T0, 5_000) == T0 + 6_250
+def test_fresh_deadline_is_half_a_toleration_beyond_one_toleration() -> None:
+    assert rules.fresh_deadline(T0, 300_000) == T0 + 450_000
+    assert rules.fresh_deadline(T0, 5_000) == T0 + 7_500
 
 
 def test_deadline_needs_write_only_when_it_would_fall_short_of_one_toleration() -> None:
@@ -95,14 +96,14 @@ def _simulate(tol_ms: int, beats: list[int]) -> list[int]:
             lease = replace(lease, deadline=rules.fresh_deadline(now, tol_ms))
             writes.append(now)
         assert lease.deadline is not None
-        # Never sooner than one toleration after this heartbeat, and never later than 1.25.
+        # Never sooner than one toleration after this heartbeat, never later than 1 + slack.
         assert lease.deadline >= now + tol_ms
-        assert lease.deadline <= now + tol_ms * 1.25
+        assert lease.deadline <= now + tol_ms * (1 + DEADLINE_SLACK)
     return writes
 
 
 @pytest.mark.parametrize(("tol_s", "renew_s"), [(300, 10), (5, 1), (43200, 10), (60, 7)])
-def test_a_steady_heartbeat_writes_at_most_once_per_quarter_toleration(
+def test_a_steady_heartbeat_writes_at_most_once_per_slack_of_a_toleration(
     tol_s: int, renew_s: int
 ) -> None:
     tol_ms, step = tol_s * 1000, renew_s * 1000
@@ -110,9 +111,9 @@ def test_a_steady_heartbeat_writes_at_most_once_per_quarter_toleration(
     writes = _simulate(tol_ms, beats)
     gaps = [b - a for a, b in itertools.pairwise(writes)]
     assert gaps, "a long run of heartbeats wrote the deadline only once"
-    assert min(gaps) >= tol_ms * 0.25
-    # ...and it is not lazier than needed either: a write comes within one beat of the quarter.
-    assert max(gaps) <= tol_ms * 0.25 + step
+    assert min(gaps) >= tol_ms * DEADLINE_SLACK
+    # ...and it is not lazier than needed either: a write comes within one beat of the slack.
+    assert max(gaps) <= tol_ms * DEADLINE_SLACK + step
 
 
 def test_irregular_heartbeats_never_leave_less_than_one_toleration() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from tenure.domain.errors import InvalidTransition
+from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.states import LeaseState, ReportKind
 from tenure.domain.transitions import Action, move
 
@@ -12,8 +13,9 @@ from tests.unit.support import MEMBER, POOL, SPACE, Rig, as_lease
 
 def test_an_expiry_read_before_a_heartbeat_does_not_expire_the_renewed_lease(rig: Rig) -> None:
     lease = rig.running()
-    rig.advance(380)  # past the stored deadline
+    rig.advance(300 * (1 + DEADLINE_SLACK) + 5)  # past the stored deadline
     due = rig.lease(lease.id)
+    assert rig.clock.now_ms() > (due.deadline or 0)
     rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None)  # lands between read and expiry
     pool = rig.store.get_pool(POOL)
     assert pool is not None
@@ -23,10 +25,11 @@ def test_an_expiry_read_before_a_heartbeat_does_not_expire_the_renewed_lease(rig
 
 def test_an_operator_action_never_moves_a_fresher_deadline_back(rig: Rig) -> None:
     lease = rig.running()
-    rig.advance(100)
+    rig.advance(300 * DEADLINE_SLACK + 10)  # past the slack: the heartbeat writes the deadline
     stale = rig.lease(lease.id)
     rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None)
     renewed = rig.lease(lease.id).deadline
+    assert renewed != stale.deadline
     to = move(stale.id, stale.state, stale.revoke, Action.KILL)
     assert to is not None
     with pytest.raises(Exception, match="conditional write lost"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pytest
@@ -9,6 +10,7 @@ from tenure.app.ports import SweeperState
 from tenure.app.sweep import SweepReport, sweep_once
 from tenure.app.tenure import compose
 from tenure.domain.errors import InvalidTransition, StaleLease
+from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.model import Job, Lease
 from tenure.domain.states import EndReason, LeaseState, OnExpiry, TaskStatus
 
@@ -16,6 +18,12 @@ from tests.unit.support import MEMBER, POOL, READER, T0, WORKER, Rig, as_lease
 
 TOLERATION_MS = 300_000
 EVERY = 30  # seconds between passes: well inside the default grace of 50 s
+# A deadline written at T0 (a claim, a start) is a toleration and the slack later: T0 + 450 s.
+DEADLINE_S = TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000
+# The last pass (one every EVERY s from T0) before that deadline, and the first once it has
+# come (a lease is due when its deadline is at or before the pass): T0 + 420 s and 450 s.
+LAST_PASS_BEFORE_S = (math.ceil(DEADLINE_S / EVERY) - 1) * EVERY
+FIRST_PASS_PAST_S = LAST_PASS_BEFORE_S + EVERY
 
 
 def _run(
@@ -47,9 +55,10 @@ def test_a_silent_lease_past_its_deadline_is_lost_and_its_job_requeued_under_fen
 ) -> None:
     rig.sweep()
     lease = rig.claimed().lease
-    _run(rig, until_s=360)
-    assert rig.lease(lease.id).state is LeaseState.DISPATCHED  # 360 s: past toleration only
-    _run(rig, until_s=390)
+    _run(rig, until_s=LAST_PASS_BEFORE_S)
+    assert TOLERATION_MS / 1000 < LAST_PASS_BEFORE_S < DEADLINE_S
+    assert rig.lease(lease.id).state is LeaseState.DISPATCHED  # past toleration only
+    _run(rig, until_s=FIRST_PASS_PAST_S)
     lost = rig.lease(lease.id)
     assert (lost.state, lost.end_reason) == (LeaseState.LOST, EndReason.EXPIRED)
     job = rig.store.get_job(lease.job_id)
@@ -74,7 +83,7 @@ def test_a_silent_lease_expires_after_its_own_lease_seconds(rig: Rig) -> None:
     lease = rig.claim(lease_seconds=20).lease
     lost_at = _lost_at(rig, lease, until_s=120, every=5)
     assert lost_at is not None
-    assert T0 + 20_000 <= lost_at <= T0 + 25_000 + 5_000
+    assert T0 + 20_000 <= lost_at <= T0 + 20_000 * (1 + DEADLINE_SLACK) + 5_000
 
 
 @pytest.mark.parametrize("state", ["running", "paused"])
@@ -83,7 +92,7 @@ def test_a_silent_running_or_paused_lease_is_lost(rig: Rig, state: str) -> None:
     lease = rig.running()
     if state == "paused":
         rig.svc.operator.pause(MEMBER, lease.id)
-    _run(rig, until_s=420)
+    _run(rig, until_s=FIRST_PASS_PAST_S)
     assert rig.lease(lease.id).state is LeaseState.LOST
 
 
@@ -110,7 +119,7 @@ def test_a_lease_never_expires_sooner_than_one_toleration_after_its_last_heartbe
     lost_at = _lost_at(rig, lease, until_s=(last_beat - T0) / 1000 + 1000, every=10)
     assert lost_at is not None
     assert lost_at - last_beat >= TOLERATION_MS
-    assert lost_at - last_beat <= TOLERATION_MS * 1.25 + 10_000
+    assert lost_at - last_beat <= TOLERATION_MS * (1 + DEADLINE_SLACK) + 10_000
 
 
 def test_only_the_sweeper_expires_a_report_past_the_deadline_is_still_accepted(rig: Rig) -> None:
@@ -128,8 +137,8 @@ def test_only_the_sweeper_expires_a_report_past_the_deadline_is_still_accepted(r
 def test_a_heartbeat_past_the_deadline_but_before_the_pass_keeps_the_lease(rig: Rig) -> None:
     rig.sweep()
     lease = rig.running()
-    _run(rig, until_s=360)
-    rig.advance(20)  # T0 + 380 s: past the deadline of T0 + 375 s; no pass since T0 + 360 s
+    _run(rig, until_s=LAST_PASS_BEFORE_S)
+    rig.advance(DEADLINE_S - LAST_PASS_BEFORE_S + 10)  # T0 + 460 s: no pass since T0 + 420 s
     assert rig.clock.now_ms() > (rig.lease(lease.id).deadline or 0)
     beat = rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None)
     assert beat.lease.state is LeaseState.RUNNING
@@ -191,7 +200,7 @@ def test_on_expiry_fail_ends_the_lease_lost_as_worker_lost_with_no_requeue(rig: 
     rig.make_pool("strict", on_expiry=OnExpiry.FAIL)
     rig.sweep()
     lease = rig.claimed(pool="strict").lease
-    _run(rig, until_s=420)
+    _run(rig, until_s=FIRST_PASS_PAST_S)
     lost = rig.lease(lease.id)
     assert (lost.state, lost.end_reason) == (LeaseState.LOST, EndReason.WORKER_LOST)
     job = rig.store.get_job(lease.job_id)
@@ -215,7 +224,7 @@ def test_a_revoked_lease_that_goes_silent_ends_as_the_operator_asked(
     rig.sweep()
     lease = rig.running()
     getattr(rig.svc.operator, action)(MEMBER, lease.id)
-    _run(rig, until_s=420)
+    _run(rig, until_s=FIRST_PASS_PAST_S)
     ended = rig.lease(lease.id)
     assert (ended.state, ended.end_reason) == (state, reason)
     assert rig.store.queue_candidates(POOL, 10) == []
@@ -227,7 +236,7 @@ def test_a_revoked_lease_that_goes_silent_ends_as_the_operator_asked(
 def test_any_report_on_a_lost_lease_is_stale_and_recorded_on_the_task(rig: Rig, what: str) -> None:
     rig.sweep()
     lease = rig.running("w1")
-    _run(rig, until_s=420)
+    _run(rig, until_s=FIRST_PASS_PAST_S)
     successor = rig.claim("w2").lease
     rig.svc.reports.complete(as_lease(successor.id), successor.id, {"outcome": "success"})
     me = as_lease(lease.id)
@@ -251,7 +260,7 @@ def test_any_report_on_a_lost_lease_is_stale_and_recorded_on_the_task(rig: Rig, 
 def test_worker_heartbeat_on_a_lost_lease_is_stale_and_recorded(rig: Rig) -> None:
     rig.sweep()
     lease = rig.running("w1")
-    _run(rig, until_s=420)
+    _run(rig, until_s=FIRST_PASS_PAST_S)
     answers = rig.svc.reports.worker_heartbeat(WORKER, "w1", [(lease.id, 1)])
     assert isinstance(answers[0][2], StaleLease)
     assert "lease.stale_report" in rig.types(lease.task_id or "")
@@ -308,8 +317,8 @@ def test_the_time_of_the_last_pass_survives_a_restart(rig: Rig) -> None:
 def test_a_pass_that_loses_the_race_for_the_sweeper_slot_does_nothing(rig: Rig) -> None:
     rig.sweep()
     lease = rig.running()
-    _run(rig, until_s=360)
-    rig.advance(EVERY)  # T0 + 390 s: the lease is due
+    _run(rig, until_s=LAST_PASS_BEFORE_S)
+    rig.advance(EVERY)  # T0 + 450 s: the lease is due
     stale_read = rig.store.get_sweeper_state()
     rig.store.sweeper = SweeperState(last_pass_at=rig.clock.now_ms() - 1)  # another pass won
     rig.store.get_sweeper_state = lambda: stale_read  # type: ignore[method-assign]
@@ -330,7 +339,7 @@ def test_silent_leases_expire_with_default_timings_and_the_default_one_minute_sw
     lease = rig.running()
     lost_at = _lost_at(rig, lease, until_s=3600, every=60)
     assert lost_at is not None, "a silent lease was never expired under the default settings"
-    assert lost_at <= T0 + 375_000 + 60_000
+    assert lost_at <= T0 + 450_000 + 60_000
 
 
 # --------------------------------------------------------------- the mass-expiry brake
@@ -349,7 +358,7 @@ def _states(rig: Rig, leases: list[Lease]) -> set[LeaseState]:
 
 def test_a_mass_expiry_is_held_for_one_toleration_window_then_carried_out(rig: Rig) -> None:
     dead, live = _fleet(rig, silent=3, alive=1)
-    reports = _run(rig, until_s=390, beat=live)
+    reports = _run(rig, until_s=FIRST_PASS_PAST_S, beat=live)
     assert reports[-1].held == 3 and reports[-1].expired == []
     assert _states(rig, dead) == {LeaseState.RUNNING}
     held = [e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"]
@@ -372,9 +381,9 @@ def test_a_mass_expiry_is_held_for_one_toleration_window_then_carried_out(rig: R
 
 def test_the_brake_releases_when_the_silent_workers_come_back(rig: Rig) -> None:
     dead, live = _fleet(rig, silent=3, alive=1)
-    _run(rig, until_s=390, beat=live)
+    _run(rig, until_s=FIRST_PASS_PAST_S, beat=live)
     assert POOL in rig.store.get_sweeper_state().holds
-    _run(rig, until_s=480, beat=live + dead)
+    _run(rig, until_s=FIRST_PASS_PAST_S + 3 * EVERY, beat=live + dead)
     assert _states(rig, dead) == {LeaseState.RUNNING}
     assert rig.store.get_sweeper_state().holds == {}
 
@@ -384,7 +393,7 @@ def test_below_the_brakes_threshold_leases_expire_normally(
     rig: Rig, silent: int, alive: int
 ) -> None:
     dead, live = _fleet(rig, silent, alive)
-    reports = _run(rig, until_s=390, beat=live)
+    reports = _run(rig, until_s=FIRST_PASS_PAST_S, beat=live)
     assert sorted(reports[-1].expired) == sorted(x.id for x in dead)
     assert all(r.held == 0 for r in reports)
     assert rig.system_events() == []
@@ -393,7 +402,7 @@ def test_below_the_brakes_threshold_leases_expire_normally(
 @pytest.mark.parametrize(("silent", "alive"), [(3, 0), (11, 9), (6, 4)])
 def test_at_or_above_the_brakes_threshold_the_pass_holds(rig: Rig, silent: int, alive: int) -> None:
     dead, live = _fleet(rig, silent, alive)
-    reports = _run(rig, until_s=390, beat=live)
+    reports = _run(rig, until_s=FIRST_PASS_PAST_S, beat=live)
     assert reports[-1].held == silent and reports[-1].expired == []
     assert _states(rig, dead) == {LeaseState.RUNNING}
 
@@ -401,7 +410,7 @@ def test_at_or_above_the_brakes_threshold_the_pass_holds(rig: Rig, silent: int, 
 def test_an_expiry_that_loses_to_a_report_changes_nothing(rig: Rig) -> None:
     rig.sweep()
     lease = rig.running()
-    _run(rig, until_s=360)
+    _run(rig, until_s=LAST_PASS_BEFORE_S)
     rig.advance(EVERY)
     read_job = rig.store.get_job
 
@@ -423,7 +432,7 @@ def test_an_expiry_that_loses_to_a_report_changes_nothing(rig: Rig) -> None:
 def test_a_release_landing_mid_expiry_is_a_lost_race_not_a_failed_pass(rig: Rig) -> None:
     rig.sweep()
     releasing, silent = rig.running("w1"), rig.running("w2")
-    _run(rig, until_s=360)
+    _run(rig, until_s=LAST_PASS_BEFORE_S)
     rig.advance(EVERY)  # both are due now
     read_job = rig.store.get_job
     calls = {"n": 0}
@@ -454,7 +463,7 @@ def test_one_worker_dying_with_many_leases_is_an_ordinary_expiry(rig: Rig) -> No
     rig.sweep()
     dead = [rig.running("busy") for _ in range(4)]
     live = [rig.running("calm")]
-    reports = _run(rig, until_s=390, beat=live)
+    reports = _run(rig, until_s=FIRST_PASS_PAST_S, beat=live)
     assert sorted(x for r in reports for x in r.expired) == sorted(x.id for x in dead)
     assert all(r.held == 0 for r in reports)
     assert [e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"] == []
@@ -464,7 +473,7 @@ def test_most_workers_falling_silent_together_holds_however_few_leases_each(rig:
     rig.sweep()
     dead = [rig.running(f"dead{i}") for i in range(3) for _ in range(2)]
     live = [rig.running("live0")]
-    reports = _run(rig, until_s=390, beat=live)
+    reports = _run(rig, until_s=FIRST_PASS_PAST_S, beat=live)
     assert reports[-1].held == 6 and reports[-1].expired == []
     held = [e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"]
     assert (held[0].data["silent_workers"], held[0].data["recent_workers"]) == (3, 4)
@@ -476,7 +485,8 @@ def test_a_mass_expiry_is_held_once_even_when_it_takes_several_passes(rig: Rig) 
     dead = [rig.running(f"dead{i}") for _ in range(3) for i in range(3)]
     rig.make_pool("slow", toleration_seconds=600)
     slow = [rig.running(f"dead{i}", pool="slow") for i in range(3)]
-    _run(rig, until_s=1500)
+    # The slow pool's deadline, then its hold of one toleration window, then a pass or two.
+    _run(rig, until_s=600 * (1 + DEADLINE_SLACK) + 600 + 2 * EVERY)
     held = [e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"]
     assert [e.data["pool"] for e in held] == [POOL, "slow"]  # once per pool, never again
     assert _states(rig, dead + slow) == {LeaseState.LOST}
@@ -487,7 +497,7 @@ def test_idle_workers_falling_silent_with_the_busy_ones_count_as_silent(rig: Rig
     busy = [rig.running(f"busy{i}") for i in range(3)]
     for i in range(3):
         assert rig.svc.claims.claim(WORKER, POOL, f"idle{i}", "1.0", 0, None) is None
-    reports = _run(rig, until_s=390)
+    reports = _run(rig, until_s=FIRST_PASS_PAST_S)
     assert reports[-1].held == 3
     held = [e for e in rig.system_events() if e.type == "sweeper.mass_expiry_held"]
     assert (held[0].data["silent_workers"], held[0].data["recent_workers"]) == (6, 6)

@@ -207,8 +207,9 @@ def _silent_workers(
 
     A worker that still heartbeats some leases is not silent; an idle worker (long-polling
     claims) that went quiet in the same outage is. "Recently" reaches back over the longest
-    time a due lease can have been silent (1.25 tolerations and a sweep period) plus the lag
-    of last_seen, so a fleet that died together still counts as recently reachable."""
+    time a due lease can have been silent (a toleration and its DEADLINE_SLACK, 1.5
+    tolerations, and a sweep period) plus the lag of last_seen, so a fleet that died together
+    still counts as recently reachable."""
     holders = {lease.worker_id for lease in due if lease.worker_id}
     if not holders:
         return set(), set()

@@ -16,8 +16,10 @@ from tenure.domain.model import Lease, Pool
 # steady heartbeat writes once per SLACK of a toleration (the write rate follows the lease's
 # own toleration, not a fixed number of seconds, and most heartbeats write nothing), and a
 # lease still never expires sooner than one full toleration after its last heartbeat (it
-# expires between 1.0 and 1.25 tolerations of silence; docs/fencing-and-timing.md).
-DEADLINE_SLACK = 0.25
+# expires between 1.0 and 1.5 tolerations of silence, plus up to one sweep period;
+# docs/fencing-and-timing.md). Half a toleration, because every deadline write is a billed
+# write unit: a job that ends within half a toleration of its start is never renewed.
+DEADLINE_SLACK = 0.5
 
 # Ids and names are far shorter than this; a longer one cannot exist (and a DynamoDB key of
 # over 2 KB would be refused by the engine), so it is simply not found.
