@@ -132,8 +132,7 @@ def test_the_lifecycle_bench_names_every_write_and_what_it_cost(ddb_local: Dynam
     filing = steps["create_and_enqueue"]
     assert filing["write_units_reported"] - filing["write_units"] == 3.0
     assert any(
-        line.startswith("transact LEASE+TASK:")
-        for line in steps["create_and_enqueue"]["writes"]
+        line.startswith("transact LEASE+TASK:") for line in steps["create_and_enqueue"]["writes"]
     )
     # The SDK's claim (with claim_id) writes its record, then the lease: two single writes,
     # no transaction on the common path.

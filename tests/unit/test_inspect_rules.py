@@ -27,6 +27,20 @@ def test_stuck_is_a_running_run_silent_for_a_grace_and_never_an_ended_one(rig: R
     assert "stuck" not in _codes(rig, lease.id)
 
 
+def test_a_run_heartbeating_steadily_is_never_stuck_though_its_deadline_is_rarely_written(
+    rig: Rig,
+) -> None:
+    # The lease's heartbeat_at moves only with its deadline (half a toleration apart); the
+    # worker's last_seen says it is heard from every few seconds, and that is what counts.
+    lease = rig.running("w1")
+    for _ in range(18):  # three minutes of 10 s heartbeats: the deadline is rewritten once
+        rig.advance(10)
+        rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None)
+        assert "stuck" not in _codes(rig, lease.id)
+    facts = rig.svc.inspection.inspect(READER, lease.id).facts
+    assert facts["heard_from_ms_ago"] < 50_000
+
+
 def test_orphan_is_a_held_run_whose_worker_is_unreachable_and_never_an_ended_one(
     rig: Rig,
 ) -> None:

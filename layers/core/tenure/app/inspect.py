@@ -159,8 +159,16 @@ class Inspection:
             found["starved"] = reachable_now == 0 and age > pool.min_queued_age_seconds * 1000
         if lease.state in REPORTABLE:
             found["deadline_passed"] = lease.deadline is not None and lease.deadline <= now
-            if lease.heartbeat_at is not None:
-                found["heard_from_ms_ago"] = now - lease.heartbeat_at
+            # When the holder was last heard from: the lease's heartbeat_at is written only
+            # with its deadline (up to half a toleration apart), the worker's last_seen at
+            # least every half grace, so the later of the two is the nearer to the truth
+            # (both are at or before the real last contact: late, never early).
+            heard = [
+                t for t in (lease.heartbeat_at, found.get("holder_last_seen")) if t is not None
+            ]
+            if heard:
+                found["heard_from_at"] = max(heard)
+                found["heard_from_ms_ago"] = now - max(heard)
         return found
 
     def _next_action(
@@ -208,7 +216,8 @@ def diagnostics(
     """The rules, each on what inspect read (a held run is never an orphan or stuck once it
     has ended: the rules look only at the current run's own state):
 
-    * `stuck`: the run is running and has sent no heartbeat for its pool's grace;
+    * `stuck`: the run is running and its holder has not been heard from (a heartbeat of
+      the lease or of its worker) for its pool's grace;
     * `orphan`: the run is held by a worker that is no longer reachable;
     * `stranded`: the run is pending, no worker of its pool is reachable, and nothing pauses
       it (pool, space, scheduler, the task or an ancestor, a blocking reason);
@@ -219,7 +228,7 @@ def diagnostics(
     found: list[Diagnostic] = []
     if lease is not None:
         grace = int(facts.get("grace_ms") or 0)
-        beat = lease.heartbeat_at
+        beat = facts.get("heard_from_at", lease.heartbeat_at)
         if lease.state is LeaseState.RUNNING and beat is not None and now - beat > grace:
             found.append(
                 Diagnostic(
