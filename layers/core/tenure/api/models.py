@@ -504,7 +504,10 @@ class LeaseTiming(Out):
     created_at: Stamp
     claimed_at: Stamp
     started_at: Stamp
-    last_heartbeat_at: Stamp
+    last_heartbeat_at: Stamp = Field(
+        description="The last heartbeat that moved the deadline (deadline writes are up to "
+        "half a toleration apart, so it may lag the latest heartbeat by that much)."
+    )
     deadline: Stamp
     not_before: Stamp
     ended_at: Stamp
