@@ -51,6 +51,9 @@ CLAIM_POLL_SECONDS = 0.5
 # A long poll looks at its pool and space rows again this often, so a pause, a resume, an
 # archive or an unarchive reaches a waiting claim within this bound.
 POOL_REFRESH_MS = 2_000
+# How many times a claim with a claim_id follows its record, moved on by sibling calls, before
+# it answers that nothing could be taken.
+BEFORE_EMPTY_ROUNDS = 4
 # A claim_id is remembered at least this long after its lease's deadline (DynamoDB TTL).
 CLAIM_ID_KEEP_SECONDS = 86_400
 
@@ -183,13 +186,46 @@ class Claims:
             tried.clear()
             held.recheck_keys(self.kernel, pool)
         if intent is not None and not intent.spent:
-            # A concurrent call with this claim_id may have pointed the record and won its
-            # lease meanwhile (even when this call found no candidate to point it at): that
-            # lease is this claim's, never "nothing to claim".
-            again = self._follow(intent, pool)
+            again = self._before_empty(intent, pool, ask, held)
             if again is not None:
                 return again
         self.kernel.counters["empty_claims"] += 1
+        return None
+
+    def _before_empty(
+        self, intent: _Intent, pool: Pool, ask: _Ask, held: _HeldBack
+    ) -> Claimed | None:
+        """Before a claim with a claim_id answers that nothing could be taken: a concurrent
+        call with the same claim_id may have pointed the record at a lease and won it
+        meanwhile (even while this call found no candidate at all), and then that lease is
+        this claim's answer. Lease first, record second: the lease the record named is this
+        claim's own and held (reissued), or pending and not shunned (claimed), or can never
+        become this claim's; only then does the record decide: unchanged, nothing could be
+        taken; moved on, it is followed. Bounded: each round follows a sibling's progress."""
+        for _ in range(BEFORE_EMPTY_ROUNDS):
+            if intent.names is not None:
+                lease = self.kernel.store.get_lease(intent.names)
+                if lease is not None and lease.claim_ref == intent.ref:
+                    return self._follow(intent, pool)  # its own: reissued if still held
+                if (
+                    lease is not None
+                    and lease.state is LeaseState.PENDING
+                    and intent.ref not in (lease.shunned or ())
+                ):
+                    try:
+                        won = self._try_claim(lease.id, pool, ask, self.gate.read(), held)
+                    except CeilingReached:
+                        return None  # full: it waits for the next claim
+                    if won is not None:
+                        return won
+                    now = self.kernel.store.get_lease(lease.id)
+                    if now is None or now.claim_ref != intent.ref:
+                        return None  # not takeable now (held back, deferred) or a rival's
+                    return self._follow(intent, pool)  # a sibling won it: this claim's
+            before = intent.names
+            again = self._follow(intent, pool)
+            if again is not None or intent.spent or intent.names == before:
+                return again
         return None
 
     def _rivalry(self) -> int:
