@@ -26,7 +26,7 @@ from tenure.wiring import RandomIds, SystemClock
 
 from tests.conformance.contract import ALPHA, SPACE, make_world
 from tests.conformance.test_races import run_threads, seed, stored
-from tests.conftest import WORKER, Rig
+from tests.conftest import ADMIN, WORKER, Rig
 
 REF = claim_ref(ALPHA, WORKER.token_id, "w1", "lost-answer")
 
@@ -187,3 +187,33 @@ def test_a_call_that_finds_the_queue_empty_answers_its_siblings_lease(rig: Rig) 
     assert first is not None
     assert second is not None and second.lease.id == first.lease.id
     assert stored(rig, first.lease.id).token_hash == hash_token(second.token)
+
+
+def test_under_a_ceiling_the_record_commits_with_the_claim_and_a_retry_finds_it(
+    rig: Rig,
+) -> None:
+    # A pool with a ceiling claims in a transaction (the counter), and the claim's record is
+    # one of its items: a call that dies right after that transaction is found by its retry,
+    # and eight retries of one claim_id with eight rivals still take one lease between them,
+    # within the ceiling.
+    make_world(rig.svc)
+    seed(rig, 6)  # first: setting the ceiling moves the rig's clock on past these services'
+    rig.svc.pools.update_pool(ADMIN, ALPHA, {"max_active": 4})
+    with pytest.raises(Crash):
+        claim(service(CrashingStore(rig.store, "claim")))
+    again = claim(service(rig.store))
+    assert again is not None and [x.id for x in held_by(rig, REF)] == [again.lease.id]
+    svc = service(rig.store)
+    start = threading.Barrier(16)
+
+    def go(n: int) -> Claimed | None:
+        start.wait()
+        if n % 2:
+            return claim(svc, worker=f"rival-{n}", claim_id=None)
+        return claim(svc)
+
+    won = run_threads(16, go)
+    ours = {x.lease.id for n, x in enumerate(won) if x is not None and n % 2 == 0}
+    assert ours == {again.lease.id}
+    page = rig.store.list_leases(SPACE, 100, None, LeaseState.DISPATCHED, None)
+    assert len(page.leases) <= 4  # the ceiling held

@@ -36,6 +36,7 @@ from tenure.app.ports import (
     Filed,
     GraphOp,
     LeasePage,
+    RecordWrite,
     SchedulerState,
     Settings,
     SweeperState,
@@ -495,6 +496,7 @@ class FakeStore(FakeRules):
                 for g in change.graph
             ]
             + [("scheduler", "") for _ in change.holds]
+            + [("claim", str(_claim_of(rw.record))) for rw in change.records]
         )
         if not targets:
             raise ValueError("a transaction needs at least one item")
@@ -535,6 +537,8 @@ class FakeStore(FakeRules):
             self._react(lease_event(old_row.lease if old_row else None, new))
         for jw in change.jobs:
             self.jobs[jw.new.id] = _stored(jw.new)
+        for rw in change.records:
+            self.claims[_claim_of(rw.record)] = rw.record
         task_rows: list[tuple[str, Any, Any]] = []
         for tw in change.tasks:
             old_task = self.tasks.get(tw.new.id)
@@ -605,6 +609,10 @@ class FakeStore(FakeRules):
         for g in change.graph:
             if not self._graph_holds(g):
                 reasons.append(f"graph {g.op} on {g.task_id} does not hold")
+        for rw in change.records:
+            refused = self._record_refused(rw)
+            if refused:
+                reasons.append(refused)
         return reasons
 
     def find_claim(
@@ -614,12 +622,18 @@ class FakeStore(FakeRules):
 
     def point_claim(self, record: ClaimRecord, previous: str | None) -> None:
         self.writes.append("point_claim")
-        held = self.claims.get(_claim_of(record))
-        if previous is None and held is not None:
-            raise Conflict("a claim with this claim_id is under way")
-        if previous is not None and (held is None or held.lease_id != previous):
-            raise Conflict("the claim's record was moved on by another call")
+        refused = self._record_refused(RecordWrite(record, previous))
+        if refused:
+            raise Conflict(refused)
         self.claims[_claim_of(record)] = record
+
+    def _record_refused(self, rw: RecordWrite) -> str | None:
+        held = self.claims.get(_claim_of(rw.record))
+        if rw.previous is None and held is not None:
+            return "a claim with this claim_id is under way"
+        if rw.previous is not None and (held is None or held.lease_id != rw.previous):
+            return "the claim's record was moved on by another call"
+        return None
 
     def take_request(self, record: Filed, now_ms: int) -> Filed | None:
         held = self.requests.get(record.key)

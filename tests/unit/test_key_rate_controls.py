@@ -49,6 +49,27 @@ def test_a_full_key_holds_its_leases_back_and_the_claim_moves_on_to_other_keys(r
     assert _condition(rig, waiting) == ("key_full", "waiting for deploy:prod", False)
 
 
+def test_a_claim_with_a_claim_id_that_meets_a_full_key_moves_on_without_a_trace(
+    rig: Rig,
+) -> None:
+    # The claim's record goes in the claim's own transaction when the claim counts a key, so a
+    # full key cancels it with the claim: the record never named the waiting lease, nothing had
+    # to be shunned, and the record names the lease the claim took.
+    rig.svc.pools.update_pool(ADMIN, POOL, {"max_active_per_key": 1})
+    _, first = rig.task(concurrency_key="k")
+    _, waiting = rig.task(concurrency_key="k")
+    _, other = rig.task(concurrency_key="j")
+    assert first and waiting and other
+    assert _claim(rig, "w1").lease.id == first.id  # oldest first: "k" is now full
+    won = rig.svc.claims.claim(WORKER, POOL, "w2", "1.0", 0, None, claim_id="c-1")
+    assert won is not None and won.lease.id == other.id
+    assert rig.lease(waiting.id).shunned is None
+    assert rig.lease(waiting.id).version == waiting.version  # not written at all
+    record = rig.store.find_claim(POOL, WORKER.token_id, "w2", "c-1")
+    assert record is not None and record.lease_id == other.id
+    assert rig.lease(other.id).claim_ref is not None
+
+
 def test_the_end_of_a_held_lease_gives_its_key_back_exactly_once(rig: Rig) -> None:
     rig.svc.pools.update_pool(ADMIN, POOL, {"max_active_per_key": 1})
     rig.task(concurrency_key="k")

@@ -241,6 +241,15 @@ class SchedulerState:
 
 
 @dataclass(frozen=True)
+class RecordWrite:
+    """A claim record written in a change's transaction: new when `previous` is None, else
+    moved on from the lease `previous` (the record must still name it)."""
+
+    record: ClaimRecord
+    previous: str | None = None
+
+
+@dataclass(frozen=True)
 class Change:
     """Everything one transition writes; committed all together or not at all.
 
@@ -253,6 +262,7 @@ class Change:
     jobs: list[JobWrite] = field(default_factory=list)
     tasks: list[TaskWrite] = field(default_factory=list)
     ceilings: list[Ceiling] = field(default_factory=list)
+    records: list[RecordWrite] = field(default_factory=list)
     # (job id, lease id): the job must still point at that lease (see keys.JOB_LEASE_IS).
     job_checks: list[tuple[str, str]] = field(default_factory=list)
     # Written only when new (a second claim with the same key loses the whole change).

@@ -21,6 +21,7 @@ from tenure.app.ports import (
     Filed,
     GraphOp,
     HoldOp,
+    RecordWrite,
     SchedulerState,
     Settings,
     SweeperState,
@@ -490,6 +491,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             )
         ops.extend(self._graph_op(g) for g in change.graph)
         ops.extend(self._hold_op(h) for h in change.holds)
+        ops.extend(self._record_op(rw) for rw in change.records)
         first_ceiling = len(ops)
         for ceiling in change.ceilings:
             ops.append(self._ceiling_op(ceiling))
@@ -529,28 +531,36 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         return items.claim_from(row) if row else None
 
     def point_claim(self, record: ClaimRecord, previous: str | None) -> None:
-        key = _claim_key(record)
+        op = self._record_op(RecordWrite(record, previous))
         if previous is None:
-            self._write(
-                "put",
-                Conflict("a claim with this claim_id is under way"),
-                TableName=self.table,
-                Item=_dump({**key, **items.claim_item(record)}),
-                ConditionExpression=k.IS_NEW,
-            )
-            return
+            self._write("put", Conflict("a claim with this claim_id is under way"), **op["Put"])
+        else:
+            failed = Conflict("the claim's record was moved on by another call")
+            self._write("update", failed, **op["Update"])
+
+    def _record_op(self, rw: RecordWrite) -> dict[str, Any]:
+        """A claim record's write: new (only if it is), or moved on from `previous`."""
+        key = _claim_key(rw.record)
+        if rw.previous is None:
+            return {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": _dump({**key, **items.claim_item(rw.record)}),
+                    "ConditionExpression": k.IS_NEW,
+                }
+            }
         # Only the lease and the row's lifetime move; the key's parts stay as written.
-        self._write(
-            "update",
-            Conflict("the claim's record was moved on by another call"),
-            TableName=self.table,
-            Key=_dump(key),
-            UpdateExpression=f"SET lease_id = :lease, {k.TTL_ATTRIBUTE} = :keep",
-            ConditionExpression=k.CLAIM_NAMES,
-            ExpressionAttributeValues=_values(
-                lease=record.lease_id, keep=record.expires_at, expect_lease=previous
-            ),
-        )
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": _dump(key),
+                "UpdateExpression": f"SET lease_id = :lease, {k.TTL_ATTRIBUTE} = :keep",
+                "ConditionExpression": k.CLAIM_NAMES,
+                "ExpressionAttributeValues": _values(
+                    lease=rw.record.lease_id, keep=rw.record.expires_at, expect_lease=rw.previous
+                ),
+            }
+        }
 
     def take_request(self, record: Filed, now_ms: int) -> Filed | None:
         key = k.request_key(record.key)

@@ -16,6 +16,7 @@ from tenure.app.ports import (
     Ceiling,
     Change,
     ClaimRecord,
+    RecordWrite,
     SchedulerState,
     key_ceiling,
     rate_ceiling,
@@ -355,12 +356,17 @@ class Claims:
         self.kernel.counters["claim_retries"] += 1
         return self.kernel.settle(lease, reissue)
 
-    def _aim(self, intent: _Intent, lease: Lease, pool: Pool, keep: int) -> Claimed | bool:
+    def _aim(
+        self, intent: _Intent, lease: Lease, pool: Pool, keep: int, in_claim: bool = False
+    ) -> Claimed | bool | RecordWrite:
         """Point the claim's record at `lease`, just before the claim writes it, so that a
         crash between the two leaves a record naming a lease the retry can still take. True:
-        pointed. False: another call with this claim_id wrote the record first (the caller
-        follows it). A Claimed: the lease the record named is this claim's own after all (a
-        concurrent retry won it), under a fresh token.
+        pointed (or already pointing there). False: another call with this claim_id wrote the
+        record first (the caller follows it). A Claimed: the lease the record named is this
+        claim's own after all (a concurrent retry won it), under a fresh token. With
+        `in_claim` the record's write is not made but answered, for the claim's own
+        transaction (a claim with ceiling counters is one anyway): a full ceiling then
+        cancels it with the claim, so the record never names a lease that stays pending.
 
         The record moves on only from a lease this claim can no longer take: one held or
         ended, or one still pending that first gets this claim's ref in its `shunned` (a
@@ -391,6 +397,8 @@ class Claims:
                     self.kernel.counters["lost_claim_races"] += 1
                     return False
         record = replace(intent.record, lease_id=lease.id, expires_at=keep)
+        if in_claim:
+            return RecordWrite(record, intent.names)
         try:
             self.kernel.store.point_claim(record, intent.names)
         except Conflict:
@@ -454,17 +462,23 @@ class Claims:
             run_deadline=run_deadline,
         )
         intent = ask.intent if ask.intent is not None and not ask.intent.spent else None
+        records: list[RecordWrite] = []
         if intent is not None:
             if intent.ref in (lease.shunned or ()):
                 return None  # this claim's record moved on from it: never this claim's lease
-            aimed = self._aim(intent, lease, pool, deadline // 1000 + CLAIM_ID_KEEP_SECONDS)
+            keep = deadline // 1000 + CLAIM_ID_KEEP_SECONDS
+            aimed = self._aim(intent, lease, pool, keep, in_claim=bool(ceilings))
             if isinstance(aimed, Claimed):
                 return aimed
-            if not aimed:
+            if isinstance(aimed, RecordWrite):
+                records.append(aimed)
+            elif not aimed:
                 return self._follow(intent, pool)  # a concurrent call with this claim_id won
             new = replace(new, claim_ref=intent.ref)
         try:
-            self.kernel.commit(Change(leases=[over(lease, new)], ceilings=ceilings))
+            self.kernel.commit(
+                Change(leases=[over(lease, new)], ceilings=ceilings, records=records)
+            )
         except CeilingReached as full:
             if held is not None:
                 held.note(full, lease)
@@ -472,6 +486,8 @@ class Claims:
         except Conflict:
             self.kernel.counters["lost_claim_races"] += 1  # paid for: the cost bench counts these
             return None
+        if records and intent is not None:
+            intent.names = lease.id
         return Claimed(lease=new, token=token, pool=pool)
 
     def _ceilings(self, pool: Pool, lease: Lease, now: int) -> list[Ceiling]:
