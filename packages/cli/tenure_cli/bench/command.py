@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import boto3
 from tenure import wiring
 from tenure.app.leases.handover import NextClaim
 from tenure.app.tenure import Tenure, compose
@@ -32,7 +33,17 @@ def lifecycle(worker_flow: bool = False) -> dict[str, Any]:
 
 
 def measure_lifecycle(endpoint: str, table: str, worker_flow: bool = False) -> dict[str, Any]:
-    """The lifecycle's steps on a fresh table of the DynamoDB Local at `endpoint`."""
+    """The lifecycle's steps on a fresh table of the DynamoDB Local at `endpoint`. The meter
+    hooks boto3's default session, so the session before is put back afterwards: clients
+    made later in this process (a test run's) are not priced against this engine."""
+    saved = boto3.DEFAULT_SESSION
+    try:
+        return _measure_lifecycle(endpoint, table, worker_flow)
+    finally:
+        boto3.DEFAULT_SESSION = saved
+
+
+def _measure_lifecycle(endpoint: str, table: str, worker_flow: bool) -> dict[str, Any]:
     aws = AwsMeter().install()  # before the store's client is made, so its calls are priced
     aws.price_writes(endpoint, wiring.settings().region)
     store = wiring.build_store(endpoint, table)
