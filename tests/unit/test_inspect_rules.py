@@ -102,3 +102,17 @@ def test_next_action_for_each_situation(rig: Rig) -> None:
     failed = rig.running("w-f", max_attempts=1)
     rig.svc.reports.fail(as_lease(failed.id), failed.id, {"error": "boom"})
     assert _action(rig, failed.id) is NextAction.RECOVERY_REQUIRED
+
+
+def test_a_lease_whose_own_heartbeats_stop_while_its_worker_goes_on_reads_stuck(rig: Rig) -> None:
+    # The worker's last_seen stays fresh through its other lease, so only the lease's own
+    # heartbeat_at can tell: stuck once it is older than grace plus the deadline's slack.
+    silent = rig.running("w1")
+    other = rig.running("w1")
+    for second in range(10, 260, 10):
+        rig.advance(10)
+        rig.svc.reports.heartbeat(as_lease(other.id), other.id, None)
+        if second <= 190:  # grace 50 s + half of the 300 s toleration = 200 s
+            assert "stuck" not in _codes(rig, silent.id), second
+    assert "stuck" in _codes(rig, silent.id)
+    assert "stuck" not in _codes(rig, other.id)

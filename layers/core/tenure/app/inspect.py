@@ -12,6 +12,7 @@ from tenure.app.tasks.filing import TaskView
 from tenure.app.workers import reachable
 from tenure.domain import authz
 from tenure.domain.errors import NotFound
+from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.model import Event, Lease, Principal, Task
 from tenure.domain.states import REPORTABLE, LeaseState, SubjectKind, TaskStatus
 
@@ -169,6 +170,10 @@ class Inspection:
             if heard:
                 found["heard_from_at"] = max(heard)
                 found["heard_from_ms_ago"] = now - max(heard)
+            # A lease whose own heartbeats stopped while its worker goes on (another lease's
+            # heartbeats, claims): heartbeat_at may lag by the deadline's slack, no more.
+            tol = 1000 * (lease.lease_seconds or pool.toleration_seconds)
+            found["beat_window_ms"] = int(tol * DEADLINE_SLACK)
         return found
 
     def _next_action(
@@ -217,7 +222,9 @@ def diagnostics(
     has ended: the rules look only at the current run's own state):
 
     * `stuck`: the run is running and its holder has not been heard from (a heartbeat of
-      the lease or of its worker) for its pool's grace;
+      the lease or of its worker) for its pool's grace, or the lease itself has had no
+      heartbeat for its grace plus the deadline's slack (heartbeats between deadline writes
+      are not written) while its worker goes on;
     * `orphan`: the run is held by a worker that is no longer reachable;
     * `stranded`: the run is pending, no worker of its pool is reachable, and nothing pauses
       it (pool, space, scheduler, the task or an ancestor, a blocking reason);
@@ -229,13 +236,25 @@ def diagnostics(
     if lease is not None:
         grace = int(facts.get("grace_ms") or 0)
         beat = facts.get("heard_from_at", lease.heartbeat_at)
+        own = lease.heartbeat_at
+        window = int(facts.get("beat_window_ms") or 0)
         if lease.state is LeaseState.RUNNING and beat is not None and now - beat > grace:
             found.append(
                 Diagnostic(
                     "stuck",
-                    f"running, and no heartbeat for {(now - beat) // 1000} s "
+                    f"running, and its holder not heard from for {(now - beat) // 1000} s "
                     f"(its pool's grace is {grace // 1000} s)",
                     beat + grace,
+                )
+            )
+        elif lease.state is LeaseState.RUNNING and own is not None and now - own > grace + window:
+            found.append(
+                Diagnostic(
+                    "stuck",
+                    f"running, and no heartbeat of this lease for over {(now - own) // 1000} s "
+                    f"though its worker is heard from (grace {grace // 1000} s, plus "
+                    f"{window // 1000} s that heartbeats may go unwritten)",
+                    own + grace + window,
                 )
             )
         if lease.state in REPORTABLE and facts.get("holder_reachable") is False:

@@ -118,12 +118,19 @@ class Claims:
             return self._claim_exact(lease_id, pool_name, pool, closed, ask, give_up_at)
         tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
         held = _HeldBack()
-        if intent is not None and intent.pending is not None:
+        first_gate = self.gate.read()
+        if (
+            intent is not None
+            and intent.pending is not None
+            and not closed
+            and not (first_gate.paused or held.rate_limited(self.kernel, pool))
+        ):
             # A retry whose record names a lease still pending takes that one first: it is
-            # the only lease this claim_id may take until the record moves on from it.
+            # the only lease this claim_id may take until the record moves on from it. Not
+            # from a paused pool, an archived space or a paused scheduler, as any claim.
             tried.add(intent.pending)
             try:
-                won = self._try_claim(intent.pending, pool, ask, self.gate.read(), held)
+                won = self._try_claim(intent.pending, pool, ask, first_gate, held)
             except CeilingReached:
                 won = None  # full: the look below meets the same ceiling and waits
             if won is not None:
@@ -187,14 +194,14 @@ class Claims:
             tried.clear()
             held.recheck_keys(self.kernel, pool)
         if intent is not None and not intent.spent:
-            again = self._before_empty(intent, pool, ask, held)
+            again = self._before_empty(intent, pool, ask, held, closed)
             if again is not None:
                 return again
         self.kernel.counters["empty_claims"] += 1
         return None
 
     def _before_empty(
-        self, intent: _Intent, pool: Pool, ask: _Ask, held: _HeldBack
+        self, intent: _Intent, pool: Pool, ask: _Ask, held: _HeldBack, closed: bool
     ) -> Claimed | None:
         """Before a claim with a claim_id answers that nothing could be taken: a concurrent
         call with the same claim_id may have pointed the record at a lease and won it
@@ -213,8 +220,11 @@ class Claims:
                     and lease.state is LeaseState.PENDING
                     and intent.ref not in (lease.shunned or ())
                 ):
+                    gate = self.gate.read()
+                    if closed or gate.paused or held.rate_limited(self.kernel, pool):
+                        return None  # nothing is handed out now, this lease neither
                     try:
-                        won = self._try_claim(lease.id, pool, ask, self.gate.read(), held)
+                        won = self._try_claim(lease.id, pool, ask, gate, held)
                     except CeilingReached:
                         return None  # full: it waits for the next claim
                     if won is not None:
@@ -414,6 +424,7 @@ class Claims:
         ask: _Ask,
         gate: SchedulerState | None = None,
         held: _HeldBack | None = None,
+        chase: bool = True,
     ) -> Claimed | None:
         lease = self.kernel.store.get_lease(lease_id, consistent=False)
         if lease is None or lease.state is not LeaseState.PENDING:
@@ -473,8 +484,16 @@ class Claims:
             if isinstance(aimed, RecordWrite):
                 records.append(aimed)
             elif not aimed:
-                return self._follow(intent, pool)  # a concurrent call with this claim_id won
+                # A concurrent call with this claim_id wrote the record first: follow it, and
+                # when it names a lease still pending, take that one (once) rather than a new
+                # candidate, whose aim would shun the very lease the sibling is claiming.
+                again = self._follow(intent, pool)
+                if again is None and chase and intent.pending is not None:
+                    return self._try_claim(intent.pending, pool, ask, gate, held, chase=False)
+                return again
             new = replace(new, claim_ref=intent.ref)
+        # Who shunned it mattered only while it was pending: a claimed lease sheds the list.
+        new = replace(new, shunned=None)
         try:
             self.kernel.commit(
                 Change(leases=[over(lease, new)], ceilings=ceilings, records=records)
@@ -485,6 +504,10 @@ class Claims:
             raise
         except Conflict:
             self.kernel.counters["lost_claim_races"] += 1  # paid for: the cost bench counts these
+            if records and intent is not None:
+                # The lease or the record lost: a sibling call with this claim_id may have
+                # moved the record on (or won), so learn where it stands before going on.
+                return self._follow(intent, pool)
             return None
         if records and intent is not None:
             intent.names = lease.id
