@@ -71,6 +71,21 @@ def claim(svc: Tenure, worker: str = "w1", claim_id: str | None = "lost-answer")
     return svc.claims.claim(WORKER, ALPHA, worker, "1.0", 0, None, claim_id=claim_id)
 
 
+def retries_and_rivals(rig: Rig) -> list[Claimed | None]:
+    """Sixteen claims started together: eight retries of one claim_id (even places) and
+    eight rival workers without one (odd places), answers in that order."""
+    svc = service(rig.store)
+    start = threading.Barrier(16)
+
+    def go(n: int) -> Claimed | None:
+        start.wait()
+        if n % 2:
+            return claim(svc, worker=f"rival-{n}", claim_id=None)
+        return claim(svc)
+
+    return run_threads(16, go)
+
+
 def held_by(rig: Rig, ref: str) -> list[Lease]:
     page = rig.store.list_leases(SPACE, 100, None, LeaseState.DISPATCHED, None)
     return [lease for lease in page.leases if lease.claim_ref == ref]
@@ -138,16 +153,7 @@ def test_retries_of_one_claim_id_racing_rival_workers_take_one_lease(rig: Rig) -
     # got that one.
     make_world(rig.svc)
     seed(rig, 3)
-    svc = service(rig.store)
-    start = threading.Barrier(16)
-
-    def go(n: int) -> Claimed | None:
-        start.wait()
-        if n % 2:
-            return claim(svc, worker=f"rival-{n}", claim_id=None)
-        return claim(svc)
-
-    won = run_threads(16, go)
+    won = retries_and_rivals(rig)
     ours = {x.lease.id for n, x in enumerate(won) if x is not None and n % 2 == 0}
     assert len(ours) <= 1
     assert [x.id for x in held_by(rig, REF)] == sorted(ours)
@@ -203,16 +209,7 @@ def test_under_a_ceiling_the_record_commits_with_the_claim_and_a_retry_finds_it(
         claim(service(CrashingStore(rig.store, "claim")))
     again = claim(service(rig.store))
     assert again is not None and [x.id for x in held_by(rig, REF)] == [again.lease.id]
-    svc = service(rig.store)
-    start = threading.Barrier(16)
-
-    def go(n: int) -> Claimed | None:
-        start.wait()
-        if n % 2:
-            return claim(svc, worker=f"rival-{n}", claim_id=None)
-        return claim(svc)
-
-    won = run_threads(16, go)
+    won = retries_and_rivals(rig)
     ours = {x.lease.id for n, x in enumerate(won) if x is not None and n % 2 == 0}
     assert ours == {again.lease.id}
     page = rig.store.list_leases(SPACE, 100, None, LeaseState.DISPATCHED, None)

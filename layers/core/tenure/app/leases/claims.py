@@ -118,24 +118,21 @@ class Claims:
             return self._claim_exact(lease_id, pool_name, pool, closed, ask, give_up_at)
         tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
         held = _HeldBack()
-        first_gate = self.gate.read()
-        if (
-            intent is not None
-            and intent.pending is not None
-            and not closed
-            and not (first_gate.paused or held.rate_limited(self.kernel, pool))
-        ):
+        if intent is not None and intent.pending is not None and not closed:
             # A retry whose record names a lease still pending takes that one first: it is
             # the only lease this claim_id may take until the record moves on from it. Not
-            # from a paused pool, an archived space or a paused scheduler, as any claim.
-            tried.add(intent.pending)
-            try:
-                won = self._try_claim(intent.pending, pool, ask, first_gate, held)
-            except CeilingReached:
-                won = None  # full: the look below meets the same ceiling and waits
-            if won is not None:
-                self.kernel.counters["claims"] += 1
-                return won
+            # from a paused pool, an archived space or a paused scheduler, as any claim (the
+            # scheduler row is read here only for such a retry, never for a plain claim).
+            first_gate = self.gate.read()
+            if not (first_gate.paused or held.rate_limited(self.kernel, pool)):
+                tried.add(intent.pending)
+                try:
+                    won = self._try_claim(intent.pending, pool, ask, first_gate, held)
+                except CeilingReached:
+                    won = None  # full: the look below meets the same ceiling and waits
+                if won is not None:
+                    self.kernel.counters["claims"] += 1
+                    return won
         # Bounded twice over: by the candidates a call may lose races for, and by the wait.
         looks = MAX_CLAIM_TRIES + math.ceil(wait_seconds / CLAIM_POLL_SECONDS) + 1
         for _ in range(looks):
