@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from tenure.app.conditions import PoolFacts, queued_condition
+from tenure.app.kernel import one_request
+from tenure.app.ports import Settings
 from tenure.domain.model import Lease, Space
 from tenure.domain.states import LeaseState
 
@@ -171,3 +173,51 @@ def test_dispatched_is_starting_and_a_running_lease_has_no_condition() -> None:
     assert _judge(dispatched, PoolFacts(pool_full=True), None)[0] == "pool_full"
     running = make_lease("l3", state=LeaseState.RUNNING)
     assert queued_condition(running, PoolFacts(paused=True)) is None
+
+
+def _settings_reads(rig: Rig) -> list[str]:
+    """Counts each read of a pool, space or instance row the store is asked for."""
+    reads: list[str] = []
+    for name in ("get_pool", "get_space", "get_instance"):
+        real = getattr(rig.store, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            reads.append(_name)
+            return _real(*args, **kw)
+
+        setattr(rig.store, name, counted)
+    return reads
+
+
+def test_a_claims_answer_judges_by_the_rows_the_claim_read_fresh(rig: Rig) -> None:
+    _queued(rig)
+    reads = _settings_reads(rig)
+    with one_request():
+        won = rig.claim()
+        assert sorted(reads) == ["get_instance", "get_pool", "get_space"]
+        found = rig.svc.conditions.queued_condition_of(won.lease)
+    assert found is not None and found.code == "starting"
+    assert sorted(reads) == ["get_instance", "get_pool", "get_space"]  # nothing read again
+    # Outside a request (the reactor, the sweeper, a direct caller) it reads them fresh.
+    rig.svc.conditions.queued_condition_of(won.lease)
+    assert len(reads) == 6
+
+
+def test_a_change_the_request_wrote_is_what_its_view_judges_by(rig: Rig) -> None:
+    lease = _queued(rig)
+    with one_request():
+        assert _code(rig, lease) == "awaiting_agent"
+        rig.svc.pools.pause_pool(ADMIN, POOL)
+        assert _code(rig, lease) == "pool_paused"
+        rig.svc.pools.archive_space(ADMIN, SPACE)
+        rig.svc.pools.resume_pool(ADMIN, POOL)
+        assert _code(rig, lease) == "space_archived"
+
+
+def test_each_request_reads_afresh(rig: Rig) -> None:
+    lease = _queued(rig)
+    with one_request():
+        assert _code(rig, lease) == "awaiting_agent"
+    rig.store.update_pool(POOL, Settings(set={"paused": True}))  # another process pauses it
+    with one_request():
+        assert _code(rig, lease) == "pool_paused"

@@ -19,7 +19,7 @@ from tenure.domain.errors import (
     StaleLease,
 )
 from tenure.domain.fencing import DEADLINE_SLACK
-from tenure.domain.model import Principal
+from tenure.domain.model import Principal, Worker
 from tenure.domain.states import LeaseState, Revoke, TaskStatus
 from tenure.wiring import ManualClock
 
@@ -359,6 +359,28 @@ def test_a_worker_heartbeating_every_renew_is_always_reachable_and_shows_its_lea
         else:
             rig.svc.reports.worker_heartbeat(WORKER, "w1", [(one.id, 1), (two.id, 1)])
         assert _workers(rig) == {"w1": (True, [one.id, two.id])}
+
+
+def test_the_worker_heartbeat_writes_last_seen_every_half_grace_and_stays_reachable(
+    rig: Rig,
+) -> None:
+    # Grace 50 s, renewals every 10 s: the batched heartbeat may let last_seen lag by up to
+    # half a grace, so it writes the worker row on every third heartbeat, not every second.
+    one, two = rig.running("w1"), rig.running("w1")
+    writes: list[int] = []
+    put = rig.store.put_worker
+
+    def counted(worker: Worker) -> None:
+        writes.append(rig.clock.now_ms())
+        put(worker)
+
+    rig.store.put_worker = counted  # type: ignore[method-assign]
+    for _ in range(18):
+        rig.advance(10)
+        rig.svc.reports.worker_heartbeat(WORKER, "w1", [(one.id, 1), (two.id, 1)])
+        assert _workers(rig)["w1"] == (True, [one.id, two.id])
+    assert len(writes) == 6
+    assert {b - a for a, b in zip(writes, writes[1:], strict=False)} == {30_000}
 
 
 def test_a_worker_not_heard_from_for_longer_than_grace_is_unreachable(rig: Rig) -> None:

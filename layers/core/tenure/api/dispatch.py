@@ -23,6 +23,7 @@ from tenure.api.surface import (
     record_metrics,
     svc,
 )
+from tenure.app.kernel import one_request
 from tenure.domain import authz
 from tenure.domain import errors as e
 
@@ -93,7 +94,8 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def _resolved(event: dict[str, Any], context: Any) -> dict[str, Any]:
     before = dict(svc().counters)
-    answer = app.resolve(event, context)
+    with one_request():  # a view of what the request did reuses the request's fresh reads
+        answer = app.resolve(event, context)
     record_metrics(before)
     return answer
 

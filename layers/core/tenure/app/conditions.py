@@ -95,7 +95,8 @@ class Conditions:
         """Each lease's condition. What it rests on is read fresh once per call, and only for
         pools with a queued lease among `leases`: the pool, its space and the instance rows
         (consistent, so that every process answers alike the moment a pause, an archive or a
-        ceiling lands), the ceiling counters and the pool's worker rows."""
+        ceiling lands; rows this request has read fresh already are not read again), the
+        ceiling counters and the pool's worker rows."""
         facts: dict[str, PoolFacts] = {}
         pools: dict[str, Pool] = {}
         spaces: dict[str, Space] = {}
@@ -107,12 +108,11 @@ class Conditions:
                 found[lease.id] = None
                 continue
             if lease.pool not in facts:
-                pool = pools[lease.pool] = self.kernel.fresh_pool(lease.pool)
+                pool = pools[lease.pool] = self.kernel.request_pool(lease.pool)
                 if pool.space not in spaces:
-                    spaces[pool.space] = self.kernel.fresh_space(pool.space)
+                    spaces[pool.space] = self.kernel.request_space(pool.space)
                 if not instance:
-                    instance.append(self.kernel.store.get_instance())
-                    self.kernel.remember_instance(instance[0])
+                    instance.append(self.kernel.request_instance())
                 facts[lease.pool] = self._pool_facts(pool, spaces[pool.space], instance[0])
             deferred = (
                 lease.not_before if (lease.not_before or 0) > self.kernel.clock.now_ms() else None

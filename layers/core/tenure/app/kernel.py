@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -50,6 +52,31 @@ RETRY_AFTER_SECONDS = 1
 # Pools and spaces change rarely; a warm function keeps them this long instead of a read per
 # heartbeat. (Pause and archive take effect within this window on every warm instance.)
 POOL_CACHE_MS = 30_000
+
+# The pool, space and instance rows read fresh (consistent) during the current request, by
+# (kind, key). A view of what the request just did — a claim's answer, a new task's lease —
+# judges its queued condition by those same reads instead of making them again (3 read
+# units per answer). None outside a request: the reactor, the sweeper and direct callers
+# read fresh every time.
+_REQUEST_ROWS: ContextVar[dict[tuple[str, str], Any] | None] = ContextVar(
+    "request_rows", default=None
+)
+
+
+@contextlib.contextmanager
+def one_request() -> Iterator[None]:
+    """Scope the fresh reads of one request (see _REQUEST_ROWS)."""
+    scope = _REQUEST_ROWS.set({})
+    try:
+        yield
+    finally:
+        _REQUEST_ROWS.reset(scope)
+
+
+def _note(kind: str, key: str, row: Any) -> None:
+    rows = _REQUEST_ROWS.get()
+    if rows is not None:
+        rows[(kind, key)] = row
 
 
 class Kernel:
@@ -302,11 +329,15 @@ class Kernel:
         """The pool row as it is now (a consistent read), refreshing the cache: what a claim
         and a new run go by, so a pause or a new version holds for them at once."""
         self._pools.pop(name, None)
-        return self.pool(name)
+        pool = self.pool(name)
+        _note("pool", name, pool)
+        return pool
 
     def fresh_space(self, key: str) -> Space:
         self._spaces.pop(key, None)
-        return self.space_cached(key)
+        space = self.space_cached(key)
+        _note("space", key, space)
+        return space
 
     def refuse_archived(self, key: str) -> None:
         """An archived space takes no new work (409 until it is unarchived); read fresh, as a
@@ -316,7 +347,25 @@ class Kernel:
 
     def fresh_instance(self) -> Instance:
         self._instance_at = None
-        return self.instance()
+        instance = self.instance()
+        _note("instance", "", instance)
+        return instance
+
+    def request_pool(self, name: str) -> Pool:
+        """The pool as this request last read it fresh or wrote it, else read fresh now."""
+        rows = _REQUEST_ROWS.get() or {}
+        known = rows.get(("pool", name))
+        return known if isinstance(known, Pool) else self.fresh_pool(name)
+
+    def request_space(self, key: str) -> Space:
+        rows = _REQUEST_ROWS.get() or {}
+        known = rows.get(("space", key))
+        return known if isinstance(known, Space) else self.fresh_space(key)
+
+    def request_instance(self) -> Instance:
+        rows = _REQUEST_ROWS.get() or {}
+        known = rows.get(("instance", ""))
+        return known if isinstance(known, Instance) else self.fresh_instance()
 
     def instance(self) -> Instance:
         """The instance settings, cached like pools (its ceiling is judged on the row itself,
@@ -331,12 +380,15 @@ class Kernel:
     def remember_pool(self, pool: Pool) -> None:
         """Keep the pool row this request just wrote, so this instance reads it at once."""
         self._pools[pool.name] = (self.clock.now_ms(), pool)
+        _note("pool", pool.name, pool)
 
     def remember_space(self, space: Space) -> None:
         self._spaces[space.key] = (self.clock.now_ms(), space)
+        _note("space", space.key, space)
 
     def remember_instance(self, instance: Instance) -> None:
         self._instance_at = (self.clock.now_ms(), instance)
+        _note("instance", "", instance)
 
     def pool_in_space(self, name: str, space: str) -> Pool:
         pool = self.fresh_pool(name)  # a new run pins the pool's version as it is now

@@ -12,7 +12,7 @@ from tenure.app.leases.timeouts import index_at, may_time_out
 from tenure.app.ports import SweeperState
 from tenure.app.scheduler import queue_tiers
 from tenure.app.tenure import Tenure
-from tenure.app.workers import SEEN_URGENT_SHARE, reachable
+from tenure.app.workers import SEEN_LAG_SHARE, reachable
 from tenure.domain.errors import Conflict
 from tenure.domain.fencing import DEADLINE_SLACK, toleration_ms
 from tenure.domain.model import Event, Lease, Pool
@@ -215,7 +215,7 @@ def _silent_workers(
         return set(), set()
     longest = max(toleration_ms(lease, pool) for lease in due)
     window = int(longest * (1 + DEADLINE_SLACK)) + int(interval_seconds * 1000)
-    window += int(pool.grace_seconds * 1000 * (1 + SEEN_URGENT_SHARE))
+    window += int(pool.grace_seconds * 1000 * (1 + SEEN_LAG_SHARE))
     workers = svc.store.list_workers(pool.name, now_ms=now)
     recent = {w.worker_id for w in workers if now - w.last_seen <= window} | holders
     alive = {w.worker_id for w in workers if reachable(w, pool, now)}

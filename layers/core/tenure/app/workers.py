@@ -12,13 +12,15 @@ from tenure.domain.states import REPORTABLE
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
 
-# A worker's last_seen is written at most once per this share of its pool's grace: enough to
-# tell reachable from unreachable without a write on every heartbeat (heartbeats are the
-# bulk of a long job's writes)…
+# The most a stored last_seen may lag a worker's real last contact, as a share of its pool's
+# grace: `reachable` adds it before judging, so a worker never reads unreachable early. Claims
+# and the worker heartbeat (the SDK's way to renew) write last_seen once it is this old —
+# with 10 s renewals and a 50 s grace, once every third heartbeat.
+SEEN_LAG_SHARE = 0.5
+# A single lease's heartbeat writes it sooner, at this share, so that it can wait a beat
+# (until SEEN_LAG_SHARE) when the same heartbeat wrote the lease's deadline: one write per
+# heartbeat at most.
 SEEN_WRITE_SHARE = 0.25
-# …or, when the same heartbeat already wrote the lease's deadline, only once it is this old
-# (one write per heartbeat at most).
-SEEN_URGENT_SHARE = 0.5
 # How many workers (and their held leases) one GET /workers reads at most.
 WORKERS_PAGE = 200
 HELD_PAGE = 500
@@ -27,12 +29,10 @@ HELD_PAGE = 500
 def reachable(worker: Worker, pool: Pool, now: int) -> bool:
     """Reachable unless not heard from for the pool's grace.
 
-    The stored last_seen lags the worker's real last contact by less than the write window
-    (SEEN_URGENT_SHARE of grace), so that lag is added before judging: a worker never reads
-    unreachable early. It reads unreachable between 1.0 and 1.5 graces after its last contact
-    (1.25 to 1.5 for a worker whose last_seen is written on the quarter-grace window: claims
-    and the worker heartbeat, as the SDK renews)."""
-    return now - worker.last_seen <= pool.grace_seconds * 1000 * (1 + SEEN_URGENT_SHARE)
+    The stored last_seen lags the worker's real last contact by less than SEEN_LAG_SHARE of
+    grace, so that lag is added before judging: a worker never reads unreachable early. It
+    reads unreachable between 1.0 and 1.5 graces after its last contact."""
+    return now - worker.last_seen <= pool.grace_seconds * 1000 * (1 + SEEN_LAG_SHARE)
 
 
 @dataclass(frozen=True)
@@ -78,17 +78,18 @@ class Workers:
         pool: Pool,
         worker_id: str,
         version: str | None,
-        defer: bool = False,
+        share: float = SEEN_LAG_SHARE,
         runtime: dict[str, Any] | None = None,
         credentials: dict[str, Any] | None = None,
     ) -> None:
         """Note that the worker was heard from. `runtime` / `credentials` are what it says of
         them (None: it said nothing, the stored word stands). A change of either is written
-        at once; otherwise the write waits for the last_seen window, so a heartbeat that says
-        the same as before costs nothing more."""
+        at once; otherwise the write waits until the stored last_seen is `share` of the
+        pool's grace old (at most SEEN_LAG_SHARE), so a heartbeat that says the same as before
+        costs nothing more."""
         now = self.kernel.clock.now_ms()
         grace = pool.grace_seconds * 1000
-        window = int(grace * (SEEN_URGENT_SHARE if defer else SEEN_WRITE_SHARE))
+        window = int(grace * min(share, SEEN_LAG_SHARE))
         key = (pool.name, worker_id)
         known = self._seen.get(key) or self.kernel.store.get_worker(pool.name, worker_id)
         said = {"runtime": runtime, "credentials": credentials}

@@ -75,8 +75,8 @@ class Wake:
         if status is None:
             return
         child = self.kernel.store.get_task(new.task_id)
-        if child is None:
-            return
+        if child is None or not child.wake_creator or child.created_by_lease is None:
+            return  # nobody to wake (judged before the graph row is read: most tasks)
         if status == "completed" and self.kernel.store.get_graph(child.id).children_total:
             return  # a parent: its success is told when its graph row says it (on_graph)
         by_lease = (new.event_data or {}).get("by_lease")  # a force operation by a lease token

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
 from tenure.app.ports import Change
+from tenure.app.workers import SEEN_LAG_SHARE, SEEN_WRITE_SHARE
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -121,7 +122,10 @@ class Reports:
             # One write per heartbeat at most: the worker's last_seen waits a beat when the
             # lease's deadline was just written, unless it is getting old.
             self.workers.mark_seen(
-                self.kernel.pool(lease.pool), lease.worker_id, lease.worker_version, beat.wrote
+                self.kernel.pool(lease.pool),
+                lease.worker_id,
+                lease.worker_version,
+                SEEN_LAG_SHARE if beat.wrote else SEEN_WRITE_SHARE,
             )
         return beat
 
