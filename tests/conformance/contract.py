@@ -597,6 +597,91 @@ class StoreContract:
         assert stored(r, third_id).state is LeaseState.COMPLETED
         assert [stored(r, i).fence for i in (first.id, second_id, third_id)] == [1, 2, 3]
 
+    def test_a_task_timeline_of_many_leases_pages_alike_both_ways(self, make_rig: MakeRig) -> None:
+        # Four leases one after another (released, lost, completed; then a second run),
+        # with a pause and resume, a stale report and the task's own events between them:
+        # every page size, oldest or newest first, walks the same events the whole
+        # timeline holds, whichever of them are rows of their own and which the lease rows
+        # tell (their stamps).
+        r = make_rig()
+        world(r)
+        pool = r.store.get_pool(ALPHA)
+        assert pool is not None
+        task, first = enqueue(r)
+        for step in (
+            lambda: claim(r),
+            lambda: r.svc.reports.start(lease_principal(first.id), first.id),
+            lambda: r.svc.operator.pause(ADMIN, first.id),
+            lambda: r.svc.operator.resume(ADMIN, first.id),
+            lambda: r.svc.reports.release(lease_principal(first.id), first.id, {}),
+        ):
+            r.clock.advance(1)
+            step()
+        second_id = r.store.queue_candidates(ALPHA, 1)[0]
+        r.clock.advance(1)
+        claim(r)
+        r.clock.advance(TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000 + 1)
+        assert r.svc.recovery.expire(stored(r, second_id), pool) is not None
+        third_id = r.store.queue_candidates(ALPHA, 1)[0]
+        r.clock.advance(1)
+        with pytest.raises(StaleLease):
+            r.svc.reports.complete(lease_principal(second_id), second_id, {})
+        for step in (
+            lambda: r.svc.graph.pause_task(ADMIN, task.id),
+            lambda: r.svc.graph.resume_task(ADMIN, task.id),
+            lambda: claim(r),
+            lambda: r.svc.reports.start(lease_principal(third_id), third_id),
+            lambda: r.svc.reports.complete(lease_principal(third_id), third_id, {}),
+            lambda: r.svc.filing.enqueue(ADMIN, task.id, ALPHA),
+        ):
+            r.clock.advance(1)
+            step()
+        fourth = stored(r, r.store.queue_candidates(ALPHA, 1)[0])
+        for step in (
+            lambda: claim(r),
+            lambda: r.svc.reports.heartbeat(lease_principal(fourth.id), fourth.id, None),
+            lambda: r.svc.reports.complete(lease_principal(fourth.id), fourth.id, {}),
+        ):
+            r.clock.advance(1)
+            step()
+        r.drain()
+        whole = r.store.timeline("task", task.id, None)
+        by_lease: dict[str | None, list[str]] = {}
+        for event in whole:
+            by_lease.setdefault(event.lease_id, []).append(event.type)
+        # (A lease's end and its successor's creation share a millisecond: their order is
+        # their ids', so each lease's events are compared on their own.)
+        assert by_lease == {
+            first.id: [
+                "lease.created",
+                "lease.claimed",
+                "lease.started",
+                "lease.paused",
+                "lease.resumed",
+                "lease.released",
+            ],
+            second_id: ["lease.created", "lease.claimed", "lease.lost", "lease.stale_report"],
+            third_id: ["lease.created", "lease.claimed", "lease.started", "lease.completed"],
+            fourth.id: ["lease.created", "lease.claimed", "lease.started", "lease.completed"],
+            None: ["task.paused", "task.resumed"],
+        }
+        assert len({e.id for e in whole}) == len(whole)
+        assert [e.at for e in whole] == sorted(e.at for e in whole)
+        for newest_first in (False, True):
+            want = whole[::-1] if newest_first else whole
+            for limit in (1, 2, 3, 4, 7, len(whole), len(whole) + 5):
+                got: list[Event] = []
+                cursor: str | None = None
+                for _ in range(len(whole) + 2):
+                    page = r.store.timeline_page("task", task.id, limit, cursor, newest_first)
+                    assert len(page.events) <= limit
+                    got.extend(page.events)
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        break
+                assert got == want, (newest_first, limit)
+        assert r.store.timeline("task", task.id, 5) == whole[-5:]
+
     def test_redelivered_stream_records_write_no_second_event(self, make_rig: MakeRig) -> None:
         r = make_rig()
         world(r)

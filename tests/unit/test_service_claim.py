@@ -380,7 +380,7 @@ def test_the_worker_heartbeat_writes_last_seen_every_half_grace_and_stays_reacha
         rig.svc.reports.worker_heartbeat(WORKER, "w1", [(one.id, 1), (two.id, 1)])
         assert _workers(rig)["w1"] == (True, [one.id, two.id])
     assert len(writes) == 6
-    assert {b - a for a, b in zip(writes, writes[1:], strict=False)} == {30_000}
+    assert {b - a for a, b in itertools.pairwise(writes)} == {30_000}
 
 
 def test_a_worker_not_heard_from_for_longer_than_grace_is_unreachable(rig: Rig) -> None:

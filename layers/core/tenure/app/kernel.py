@@ -36,6 +36,7 @@ from tenure.domain.model import (
     Task,
 )
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState
+from tenure.domain.timeline import first_stamps, with_stamp
 from tenure.domain.transitions import Move
 
 T = TypeVar("T")
@@ -144,6 +145,10 @@ class Kernel:
         ]
         if freed:
             change = replace(change, ceilings=[*change.ceilings, *freed])
+        # The event is the committed write: a routine transition the row itself can tell
+        # carries its stamp, set by this very write (domain/timeline.py).
+        stamped = [replace(w, new=with_stamp(w.seen, w.new)) for w in change.leases]
+        change = replace(change, leases=stamped)
         self.mark_priorities(change)
         self.store.commit(change)
 
@@ -179,6 +184,7 @@ class Kernel:
         now = self.clock.now_ms()
         successor = Lease(
             event_type="lease.created",
+            tl=first_stamps(lease.subject_kind),
             event_data={"previous_lease_id": lease.id, "recovered": recovered},
             updated_at=now,
             id=self.ids.new_id("lease"),
@@ -404,8 +410,9 @@ def over(seen: Lease, new: Lease) -> LeaseWrite:
 
 
 def moved(old: Lease, new: Lease, event_type: str, data: dict[str, Any], now: int) -> Lease:
-    """Mark `new` as the next version of `old`, naming the transition for the timeline."""
-    return replace(
+    """Mark `new` as the next version of `old`, naming the transition for the timeline (and
+    stamping it when the row itself tells it: domain/timeline.py)."""
+    marked = replace(
         new,
         version=old.version + 1,
         event_type=event_type,
@@ -414,3 +421,4 @@ def moved(old: Lease, new: Lease, event_type: str, data: dict[str, Any], now: in
         # An ended lease leaves the sweeper's index: the row drops due_at, so does the answer.
         due_at=None if new.state.terminal else new.due_at,
     )
+    return with_stamp(old, marked)

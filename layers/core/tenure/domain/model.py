@@ -287,6 +287,11 @@ class Lease:
     event_type: str | None = None
     event_data: dict[str, Any] | None = None
     updated_at: int | None = None
+    # Timeline stamps (domain/timeline.py): on a task's lease, the version of each routine
+    # transition (claimed, started, completed) the timeline reads off this row, set once by
+    # the write that makes it; {} from the lease's creation, None on a lease made before
+    # stamps (every event of such a lease is a timeline row).
+    tl: dict[str, Any] | None = None
     # Set once, when the sweeper deleted the lease's logs and attachments (retention reclaim).
     reclaimed_at: int | None = None
     # The task's ancestors (root first), so a claim can tell a paused subtree from one read of

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tenure.domain.model import Event, Lease, Task, TaskGraph
 from tenure.domain.states import SubjectKind
+
+# The routine transitions of a task's lease whose timeline entries are the lease row itself:
+# the write that makes one stamps its version on the row (`Lease.tl`, write-once), the
+# reactor writes no timeline row for it, and a timeline read tells it from the row
+# (`stamped_events`). Stamped only when the row alone gives back the very event the reactor
+# would have written (same id, time, data); anything else stays a row of its own. A task's
+# leases follow one another (one run at a time, one lease of a run at a time), which is what
+# lets a timeline page find every lease whose stamps fall inside it (store/reads.py).
+STAMPED = {"lease.claimed": "c", "lease.started": "s", "lease.completed": "e"}
 
 
 def lease_event(old: Lease | None, new: Lease) -> Event | None:
@@ -84,3 +94,74 @@ def graph_event(old: TaskGraph | None, new: TaskGraph) -> Event | None:
         at=new.rollup_at,
         data={"children": new.children_total},
     )
+
+
+def first_stamps(subject_kind: str) -> dict[str, Any] | None:
+    """A new lease's stamps: none yet on a task's lease; None (every event a row) elsewhere."""
+    return {} if subject_kind == SubjectKind.TASK else None
+
+
+def with_stamp(seen: Lease | None, new: Lease) -> Lease:
+    """`new` as it should be written over `seen` (the row as read): the routine transition it
+    names stamped when the row alone tells its event, unstamped when it no longer does (the
+    write's event was changed after it was stamped). Idempotent."""
+    key = STAMPED.get(new.event_type or "")
+    if seen is None or key is None or new.tl is None or new.version <= seen.version:
+        return new
+    if (seen.tl or {}).get(key) is not None:
+        return new  # stamped by an earlier write: stamps are written once
+    bare = {k: v for k, v in new.tl.items() if k != key and not (key == "s" and k == "b")}
+    marks: dict[str, Any] = {**bare, key: new.version}
+    if key == "s":
+        marks["b"] = (new.event_data or {}).get("by")
+    marked = replace(new, tl=marks)
+    event = lease_event(seen, new)
+    told = [e for e in stamped_events(marked) if event is not None and e.id == event.id]
+    return marked if told == [event] else replace(new, tl=bare)
+
+
+def stamped_events(lease: Lease) -> list[Event]:
+    """The timeline events a lease row holds as stamps (oldest first)."""
+    marks = lease.tl or {}
+    found: list[Event] = []
+
+    def told(key: str, type_: str, at: int | None, data: dict[str, Any]) -> None:
+        version = marks.get(key)
+        if version is None or at is None:
+            return
+        found.append(
+            Event(
+                id=f"{lease.id}.v{int(version):06d}",
+                subject_kind=lease.subject_kind,
+                subject_id=lease.subject_id,
+                type=type_,
+                at=at,
+                lease_id=lease.id,
+                fence=lease.fence,
+                data=data,
+            )
+        )
+
+    told(
+        "c",
+        "lease.claimed",
+        lease.claimed_at,
+        {"worker_id": lease.worker_id, "worker_version": lease.worker_version},
+    )
+    told("s", "lease.started", lease.started_at, {"by": marks.get("b")})
+    ended: dict[str, Any] = {"report": lease.report_kind.value if lease.report_kind else None}
+    ended.update(
+        {
+            "state": lease.state.value,
+            "end_reason": lease.end_reason.value if lease.end_reason else None,
+            "outcome": lease.outcome,
+            **(lease.report or {}),
+        }
+    )
+    told("e", "lease.completed", lease.ended_at, ended)
+    return found
+
+
+def is_stamped(lease: Lease, event: Event) -> bool:
+    """Whether the row holds `event` as a stamp (the reactor then writes no row for it)."""
+    return any(e.id == event.id for e in stamped_events(lease))

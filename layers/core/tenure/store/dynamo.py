@@ -768,6 +768,10 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
     def put_event(self, event: Event) -> None:
         self._put_single(self._event_put(event)["Put"])
 
+    def put_anchor(self, event: Event) -> None:
+        key = k.anchor_key(event.subject_kind, event.subject_id, event.at, event.id)
+        self._put_single(self._put_op({**key, **items.event_item(event)}, k.IS_NEW)["Put"])
+
     def _event_put(self, event: Event) -> dict[str, Any]:
         """A timeline event's put, only if new, alone or as one item of a transaction."""
         key = k.event_key(event.subject_kind, event.subject_id, event.at, event.id)

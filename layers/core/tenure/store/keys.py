@@ -218,6 +218,20 @@ def event_sk(at: int, event_id: str) -> str:
     return f"EV#{at:013d}#{event_id}"
 
 
+# A task lease's anchor on its task's timeline: its `lease.created` event, keyed by the same
+# time and id under another prefix, so the leases of a timeline's stretch are one Query.
+EVENT_PREFIX = "EV#"
+ANCHOR_PREFIX = "LS#"
+
+
+def anchor_key(subject_kind: str, subject_id: str, at: int, event_id: str) -> dict[str, str]:
+    return {PK: timeline_pk(subject_kind, subject_id), SK: anchor_sk(at, event_id)}
+
+
+def anchor_sk(at: int, event_id: str) -> str:
+    return f"{ANCHOR_PREFIX}{at:013d}#{event_id}"
+
+
 def queue_keys(
     pool: str, created_at: int, lease_id: str, priority: int | None = None
 ) -> dict[str, str]:

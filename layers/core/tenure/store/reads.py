@@ -19,7 +19,8 @@ from tenure.app.ports import (
     WorkerPage,
 )
 from tenure.domain.model import Event, Lease, Worker
-from tenure.domain.states import LeaseState
+from tenure.domain.states import LeaseState, SubjectKind
+from tenure.domain.timeline import stamped_events
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -230,23 +231,80 @@ class PagedReads:
         cursor: str | None,
         newest_first: bool = False,
     ) -> EventPage:
+        """Up to `limit` events after `cursor`: the subject's event rows, and on a task's
+        timeline also the events its leases hold as stamps (domain/timeline.py), found by
+        their anchors. A task's leases follow one another, so the leases whose events can
+        fall on this page are the `limit` + 2 anchors next to the cursor (and, oldest first,
+        the one lease the cursor falls inside): the page reads a bounded number of items."""
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
         kind, shape = k.EVENT_CURSOR
         pk = k.timeline_pk(subject_kind, subject_id)
+        start = cursors.decode(cursor, kind, shape) if cursor else None
+        found, cut = self._event_rows(pk, start, limit + 1, newest_first)
+        if subject_kind == SubjectKind.TASK:
+            anchors, anchors_cut = self._anchors(pk, start, limit + 2, newest_first)
+            cut = cut or anchors_cut
+            named = dict.fromkeys(a.lease_id for a in anchors if a.lease_id)
+            leases = self._batch_get([k.lease_key(i) for i in named], consistent=False)
+            for event in anchors:
+                found[k.event_sk(event.at, event.id)] = event
+            for lease in map(items.lease_from, leases):
+                for event in stamped_events(lease):
+                    found[k.event_sk(event.at, event.id)] = event
+        beyond = sorted(
+            (sk for sk in found if start is None or (sk < start if newest_first else sk > start)),
+            reverse=newest_first,
+        )
+        page = beyond[:limit]
+        events = [found[sk] for sk in page]
+        if page and (len(beyond) > limit or cut):
+            return EventPage(events, cursors.encode(kind, page[-1]))
+        return EventPage(events, None)
+
+    def _event_rows(
+        self, pk: str, start: str | None, want: int, newest_first: bool
+    ) -> tuple[dict[str, Event], bool]:
+        """Up to `want` event rows after `start`, by sort key; and whether a 1 MB cut left
+        some unread."""
         request: dict[str, Any] = {
-            "KeyConditionExpression": f"{k.PK} = :pk",
-            "ExpressionAttributeValues": _values(pk=pk),
+            "KeyConditionExpression": f"{k.PK} = :pk AND begins_with({k.SK}, :ev)",
+            "ExpressionAttributeValues": _values(pk=pk, ev=k.EVENT_PREFIX),
             "ScanIndexForward": not newest_first,
-            "Limit": limit + 1,  # one more, to know whether anything follows
+            "Limit": want,
         }
-        if cursor:
-            request["ExclusiveStartKey"] = _dump(
-                {k.PK: pk, k.SK: cursors.decode(cursor, kind, shape)}
-            )
+        if start:
+            request["ExclusiveStartKey"] = _dump({k.PK: pk, k.SK: start})
         out = self._query(**request)
         rows = [_load(r) for r in out.get("Items", [])]
-        events = [items.event_from(r) for r in rows[:limit]]
-        if len(rows) > limit or (rows and out.get("LastEvaluatedKey")):  # (1 MB cut a page)
-            return EventPage(events, cursors.encode(kind, str(rows[:limit][-1][k.SK])))
-        return EventPage(events, None)
+        cut = bool(out.get("LastEvaluatedKey")) and len(rows) < want
+        return {str(r[k.SK]): items.event_from(r) for r in rows}, cut
+
+    def _anchors(
+        self, pk: str, start: str | None, want: int, newest_first: bool
+    ) -> tuple[list[Event], bool]:
+        """The anchors (leases' `lease.created`) of the leases that can have events after
+        `start`: newest first, the `want` leases created last at or before it; oldest first,
+        the lease created last at or before it (the cursor may fall inside that lease's
+        life) and the `want` created after it."""
+        top = k.ANCHOR_PREFIX + "~"  # after every anchor: '~' sorts after the digits
+        at = k.ANCHOR_PREFIX + start.removeprefix(k.EVENT_PREFIX) if start else None
+        if newest_first:
+            spans = [(k.ANCHOR_PREFIX, at or top, False, want)]
+        elif at is None:
+            spans = [(k.ANCHOR_PREFIX, top, True, want)]
+        else:
+            spans = [(k.ANCHOR_PREFIX, at, False, 1), (at, top, True, want)]
+        found: list[Event] = []
+        cut = False
+        for low, high, forward, limit in spans:
+            out = self._query(
+                KeyConditionExpression=f"{k.PK} = :pk AND {k.SK} BETWEEN :low AND :high",
+                ExpressionAttributeValues=_values(pk=pk, low=low, high=high),
+                ScanIndexForward=forward,
+                Limit=limit,
+            )
+            rows = out.get("Items", [])
+            cut = cut or (bool(out.get("LastEvaluatedKey")) and len(rows) < limit)
+            found.extend(items.event_from(_load(r)) for r in rows)
+        return found, cut

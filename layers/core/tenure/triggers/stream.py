@@ -24,7 +24,13 @@ from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Event
 from tenure.domain.outbound import SOURCE, Outbound, outbound_of
-from tenure.domain.timeline import graph_event, lease_event, task_event, task_side_events
+from tenure.domain.timeline import (
+    graph_event,
+    is_stamped,
+    lease_event,
+    task_event,
+    task_side_events,
+)
 from tenure.store import items, keys
 from tenure.store.dynamo import load_image
 
@@ -153,17 +159,30 @@ def process(store: Store, svc: Tenure, record: dict[str, Any]) -> Outbound | Non
     event = EVENTS[entity](old, new)
     side = task_side_events(old, new) if entity == "task" else []
     for written in [event, *side] if event is not None else side:
-        with contextlib.suppress(Conflict):  # already written: the stream delivered it before
-            store.put_event(written)
+        record_event(store, entity, new, written)
     svc.reactions.react(entity, old, new)
     return outbound_of(entity, new, event) if event is not None else None
 
 
 def react(store: Store, record: dict[str, Any]) -> Event | None:
     """The timeline event of one record, written (idempotently)."""
-    event = event_of(record)
-    if event is None:
+    changed = rows_of(record)
+    event = EVENTS[changed[0]](changed[1], changed[2]) if changed is not None else None
+    if changed is None or event is None:
         return None
-    with contextlib.suppress(Conflict):  # already written: the stream delivered it before
-        store.put_event(event)
+    record_event(store, changed[0], changed[2], event)
     return event
+
+
+def record_event(store: Store, entity: str, row: Any, event: Event) -> None:
+    """Put `event` on its timeline, only if new: a redelivered record writes nothing. A
+    routine transition the lease row holds as a stamp needs no row of its own; a task
+    lease's creation is written as that lease's anchor, by which a timeline read finds the
+    lease (store/reads.py)."""
+    if entity == "lease" and is_stamped(row, event):
+        return
+    with contextlib.suppress(Conflict):  # already written: the stream delivered it before
+        if entity == "lease" and event.type == "lease.created" and row.tl is not None:
+            store.put_anchor(event)
+        else:
+            store.put_event(event)

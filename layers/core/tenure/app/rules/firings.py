@@ -33,6 +33,7 @@ from tenure.domain.rules.rule import (
     workflow_subject_id,
 )
 from tenure.domain.states import LeaseState, SubjectKind
+from tenure.domain.timeline import first_stamps
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -315,6 +316,7 @@ class Firings:
             subject_id = rule.space
         lease = Lease(
             event_type="lease.created",
+            tl=first_stamps(kind),
             event_data={"pool": pool.name, "rule_id": rule.id, "rule": rule.name},
             updated_at=now,
             id=self.kernel.ids.new_id("lease"),
