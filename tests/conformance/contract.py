@@ -122,6 +122,22 @@ def timeline_of(r: ContractRig, task: Task) -> list[tuple[int, str, str | None, 
     return [(e.at, e.type, e.lease_id, e.fence) for e in r.store.timeline("task", task.id, None)]
 
 
+def walk_timeline(
+    r: ContractRig, task_id: str, limit: int, newest_first: bool, pages: int
+) -> list[Event]:
+    """Every page of a task's timeline until next_cursor is null (at most `pages` pages)."""
+    got: list[Event] = []
+    cursor: str | None = None
+    for _ in range(pages):
+        page = r.store.timeline_page("task", task_id, limit, cursor, newest_first)
+        assert len(page.events) <= limit
+        got.extend(page.events)
+        cursor = page.next_cursor
+        if cursor is None:
+            return got
+    raise AssertionError(f"the timeline did not end within {pages} pages")
+
+
 def walk(
     r: ContractRig, limit: int, state: LeaseState | None = None, pool: str | None = None
 ) -> tuple[list[str], list[int]]:
@@ -670,15 +686,7 @@ class StoreContract:
         for newest_first in (False, True):
             want = whole[::-1] if newest_first else whole
             for limit in (1, 2, 3, 4, 7, len(whole), len(whole) + 5):
-                got: list[Event] = []
-                cursor: str | None = None
-                for _ in range(len(whole) + 2):
-                    page = r.store.timeline_page("task", task.id, limit, cursor, newest_first)
-                    assert len(page.events) <= limit
-                    got.extend(page.events)
-                    cursor = page.next_cursor
-                    if cursor is None:
-                        break
+                got = walk_timeline(r, task.id, limit, newest_first, len(whole) + 2)
                 assert got == want, (newest_first, limit)
         assert r.store.timeline("task", task.id, 5) == whole[-5:]
 
@@ -809,15 +817,7 @@ class StoreContract:
         for newest_first in (False, True):
             want = events[::-1] if newest_first else events
             for limit in (1, 3, 7, 8):
-                got: list[Event] = []
-                cursor: str | None = None
-                for _ in range(20):
-                    page = r.store.timeline_page("task", "task_1", limit, cursor, newest_first)
-                    assert len(page.events) <= limit
-                    got.extend(page.events)
-                    cursor = page.next_cursor
-                    if cursor is None:
-                        break
+                got = walk_timeline(r, "task_1", limit, newest_first, 20)
                 assert got == want, (newest_first, limit)
         assert r.store.timeline_page("task", "nothing", 5, None).next_cursor is None
         assert r.store.timeline("task", "task_1", 3) == events[-3:]

@@ -122,3 +122,35 @@ def test_a_stamped_event_is_on_the_timeline_before_the_reactor_has_run(rig: Rig)
     rig.pump.drain()
     assert [e.type for e in rig.store.timeline("task", task.id, None)] == types
     assert len(_partition(rig, task)) == 1
+
+
+def test_a_lease_made_before_stamps_goes_on_with_rows_of_its_own(rig: Rig) -> None:
+    # Data an earlier release wrote: the lease has no stamps and its creation is an event
+    # row, not an anchor. Its later transitions are rows too, and the timeline is whole.
+    make_world(rig.svc)
+    task, lease = rig.svc.filing.create_task(ADMIN, SPACE, "old", None, None, {}, ALPHA, None)
+    assert lease is not None
+    rig.pump.drain()
+    client, table = rig.store.client, rig.store.table
+    [anchor] = _partition(rig, task)
+    pk = {"S": k.timeline_pk("task", task.id)}
+    row = client.get_item(TableName=table, Key={"PK": pk, "SK": {"S": anchor}})["Item"]
+    client.delete_item(TableName=table, Key={"PK": pk, "SK": {"S": anchor}})
+    event_sk = k.EVENT_PREFIX + anchor.removeprefix(k.ANCHOR_PREFIX)
+    client.put_item(TableName=table, Item={**row, "SK": {"S": event_sk}})
+    client.update_item(
+        TableName=table,
+        Key={"PK": {"S": f"LEASE#{lease.id}"}, "SK": {"S": "LEASE"}},
+        UpdateExpression="REMOVE tl",
+    )
+    rig.clock.advance(1)
+    won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    assert won is not None
+    rig.svc.reports.start(lease_principal(lease.id), lease.id)
+    rig.svc.reports.complete(lease_principal(lease.id), lease.id, {})
+    rig.pump.drain()
+    types = [e.type for e in rig.store.timeline("task", task.id, None)]
+    assert types == ["lease.created", "lease.claimed", "lease.started", "lease.completed"]
+    assert all(sk.startswith(k.EVENT_PREFIX) for sk in _partition(rig, task))
+    stored = rig.store.get_lease(lease.id)
+    assert stored is not None and stored.tl is None
