@@ -8,6 +8,7 @@ no event."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import boto3
@@ -154,3 +155,118 @@ def test_a_lease_made_before_stamps_goes_on_with_rows_of_its_own(rig: Rig) -> No
     assert all(sk.startswith(k.EVENT_PREFIX) for sk in _partition(rig, task))
     stored = rig.store.get_lease(lease.id)
     assert stored is not None and stored.tl is None
+
+
+def _run_one(rig: Rig, lease_id: str, fail: bool = False) -> None:
+    rig.clock.advance(1)
+    won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    assert won is not None and won.lease.id == lease_id
+    rig.clock.advance(1)
+    rig.svc.reports.start(lease_principal(lease_id), lease_id)
+    rig.clock.advance(1)
+    if fail:
+        rig.svc.reports.fail(lease_principal(lease_id), lease_id, {"error": "exit 2"})
+    else:
+        rig.svc.reports.complete(lease_principal(lease_id), lease_id, {})
+
+
+def _by_lease(events: list[Event]) -> dict[str | None, list[str]]:
+    out: dict[str | None, list[str]] = {}
+    for event in events:
+        out.setdefault(event.lease_id, []).append(event.type)
+    return out
+
+
+def _walk(rig: Rig, task: Task, limit: int, newest_first: bool) -> list[Event]:
+    got: list[Event] = []
+    cursor: str | None = None
+    for _ in range(60):
+        page = rig.store.timeline_page("task", task.id, limit, cursor, newest_first)
+        got.extend(page.events)
+        cursor = page.next_cursor
+        if cursor is None:
+            return got
+    raise AssertionError("the timeline did not end")
+
+
+def test_a_retry_lease_is_anchored_by_its_first_event_and_keeps_its_stamped_events(
+    rig: Rig,
+) -> None:
+    # A retry's new lease begins with `lease.retried`, not `lease.created`: its first event,
+    # whatever its name, is its anchor, or its stamped claim, start and end would be lost.
+    make_world(rig.svc)
+    task, first = rig.svc.filing.create_task(ADMIN, SPACE, "job", None, None, {}, ALPHA, None)
+    assert first is not None
+    _run_one(rig, first.id, fail=True)
+    rig.clock.advance(1)
+    second = rig.svc.force.retry(ADMIN, first.id)
+    rig.pump.drain()
+    _run_one(rig, second.id)
+    rig.pump.drain()
+    stored = rig.store.get_lease(second.id)
+    assert stored is not None and stored.tl == {"c": 2, "s": 3, "b": "start", "e": 4}
+    by_lease = _by_lease(rig.store.timeline("task", task.id, None))
+    assert by_lease[second.id] == [
+        "lease.retried",
+        "lease.claimed",
+        "lease.started",
+        "lease.completed",
+    ]
+    assert by_lease[first.id] == ["lease.created", "lease.claimed", "lease.started", "lease.failed"]
+
+
+def test_a_one_megabyte_cut_of_event_rows_skips_no_row(rig: Rig) -> None:
+    # A Query returns at most 1 MB: five 300 KB rows between two leases' stamped events are
+    # read over several pages, and no page may run past the last row it read.
+    make_world(rig.svc)
+    task, first = rig.svc.filing.create_task(ADMIN, SPACE, "job", None, None, {}, ALPHA, None)
+    assert first is not None
+    rig.pump.drain()
+    _run_one(rig, first.id)
+    rig.pump.drain()
+    for n in range(5):
+        rig.clock.advance(1)
+        rig.store.put_event(
+            Event(
+                id=f"big{n}",
+                subject_kind="task",
+                subject_id=task.id,
+                type="task.note",
+                at=rig.clock.now_ms(),
+                data={"blob": "x" * 300_000},
+            )
+        )
+    rig.clock.advance(1)
+    second = rig.svc.filing.enqueue(ADMIN, task.id, ALPHA)
+    rig.pump.drain()
+    _run_one(rig, second.id)
+    rig.pump.drain()
+    for newest_first in (True, False):
+        got = _walk(rig, task, 50, newest_first)
+        assert sorted(e.id for e in got if e.type == "task.note") == [f"big{n}" for n in range(5)]
+        assert len({e.id for e in got}) == len(got) == 13, newest_first
+        assert [e.at for e in got] == sorted((e.at for e in got), reverse=newest_first)
+
+
+def test_a_release_stamped_by_a_clock_a_little_behind_loses_nothing_when_paged(
+    rig: Rig,
+) -> None:
+    # Two instances, one 5 ms behind the other: the claim is stamped by the one ahead, the
+    # release (and the successor's anchor, in the same transaction) by the one behind, so the
+    # successor's anchor sorts before its predecessor's claim.
+    make_world(rig.svc)
+    task, first = rig.svc.filing.create_task(ADMIN, SPACE, "job", None, None, {}, ALPHA, None)
+    assert first is not None
+    rig.clock.advance(1)
+    assert rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None) is not None
+    time.sleep(0.01)  # ids are wall-clock ordered: the successor's sorts after the first's
+    rig.clock.now -= 5
+    rig.svc.reports.release(lease_principal(first.id), first.id, {})
+    rig.pump.drain()
+    whole = rig.store.timeline("task", task.id, None)
+    assert len(whole) == 4
+    for newest_first in (False, True):
+        want = whole[::-1] if newest_first else whole
+        for limit in (1, 2, 3, 4, 10):
+            got = _walk(rig, task, limit, newest_first)
+            assert [e.id for e in got] == [e.id for e in want], (newest_first, limit)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tenure.domain.model import Lease
+from tenure.domain.model import Event, Lease
 from tenure.domain.states import EndReason, LeaseState, ReportKind, SubjectKind
 from tenure.domain.timeline import first_stamps, is_stamped, lease_event, stamped_events, with_stamp
 from tenure.store import items
+from tenure.triggers.stream import record_event
 
 from tests.unit.support import POOL, T0, Rig, as_lease, make_lease
 
@@ -108,3 +109,30 @@ def test_a_task_lease_row_leaves_out_its_subject_and_a_zero_retry_depth() -> Non
     row = items.lease_item(retried)
     assert (row["subject_id"], row["retry_depth"]) == ("OPS", 2)
     assert items.lease_from(row) == retried
+
+
+class _Puts:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def put_event(self, event: Event) -> None:
+        self.calls.append(("row", event.type))
+
+    def put_anchor(self, event: Event) -> None:
+        self.calls.append(("anchor", event.type))
+
+
+def test_the_reactor_anchors_a_stamped_lease_by_its_first_event_whatever_its_name() -> None:
+    puts = _Puts()
+    born = make_lease(
+        "lease_2", tl={}, event_type="lease.retried", event_data={"pool": "p"}, updated_at=T0
+    )
+    record_event(puts, "lease", born, lease_event(None, born))  # type: ignore[arg-type]
+    pending, claimed = _claimed()
+    stamped = with_stamp(pending, claimed)
+    record_event(puts, "lease", stamped, lease_event(pending, stamped))  # type: ignore[arg-type]
+    old = make_lease("lease_3", event_type="lease.created", event_data={}, updated_at=T0)
+    record_event(puts, "lease", old, lease_event(None, old))  # type: ignore[arg-type]
+    # The retry's first event anchors it; its stamped claim needs no row; a lease made
+    # before stamps keeps a row for its creation.
+    assert puts.calls == [("anchor", "lease.retried"), ("row", "lease.created")]

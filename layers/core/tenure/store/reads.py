@@ -27,6 +27,9 @@ from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
 from tenure.store.codec import values as _values
 
+# Anchors read beyond what a page's bound needs, on each side of its cursor (see _anchors).
+ANCHOR_SLACK = 2
+
 
 class PagedReads:
     """Mixed into DynamoStore, whose metered, retried primitives these reads stand on."""
@@ -241,32 +244,36 @@ class PagedReads:
         kind, shape = k.EVENT_CURSOR
         pk = k.timeline_pk(subject_kind, subject_id)
         start = cursors.decode(cursor, kind, shape) if cursor else None
-        found, cut = self._event_rows(pk, start, limit + 1, newest_first)
+        found, horizon = self._event_rows(pk, start, limit + 1, newest_first)
         if subject_kind == SubjectKind.TASK:
-            anchors, anchors_cut = self._anchors(pk, start, limit + 2, newest_first)
-            cut = cut or anchors_cut
+            anchors, anchors_horizon = self._anchors(pk, start, limit + 2, newest_first)
+            horizon = _nearest(horizon, anchors_horizon, newest_first)
             named = dict.fromkeys(a.lease_id for a in anchors if a.lease_id)
             leases = self._batch_get([k.lease_key(i) for i in named], consistent=False)
             for event in anchors:
-                found[k.event_sk(event.at, event.id)] = event
+                found.setdefault(k.event_sk(event.at, event.id), event)
             for lease in map(items.lease_from, leases):
-                for event in stamped_events(lease):
-                    found[k.event_sk(event.at, event.id)] = event
+                for event in stamped_events(lease):  # a row of the same event wins
+                    found.setdefault(k.event_sk(event.at, event.id), event)
         beyond = sorted(
             (sk for sk in found if start is None or (sk < start if newest_first else sk > start)),
             reverse=newest_first,
         )
+        if horizon is not None:
+            # A 1 MB cut: nothing past the last row read may go on this page, or the rows
+            # between it and them would never be shown. The next page starts there.
+            beyond = [sk for sk in beyond if (sk >= horizon if newest_first else sk <= horizon)]
         page = beyond[:limit]
         events = [found[sk] for sk in page]
-        if page and (len(beyond) > limit or cut):
+        if page and (len(beyond) > limit or horizon is not None):
             return EventPage(events, cursors.encode(kind, page[-1]))
         return EventPage(events, None)
 
     def _event_rows(
         self, pk: str, start: str | None, want: int, newest_first: bool
-    ) -> tuple[dict[str, Event], bool]:
-        """Up to `want` event rows after `start`, by sort key; and whether a 1 MB cut left
-        some unread."""
+    ) -> tuple[dict[str, Event], str | None]:
+        """Up to `want` event rows after `start`, by sort key; and, when a 1 MB cut left
+        some unread, the sort key of the last row read (None when none were left)."""
         request: dict[str, Any] = {
             "KeyConditionExpression": f"{k.PK} = :pk AND begins_with({k.SK}, :ev)",
             "ExpressionAttributeValues": _values(pk=pk, ev=k.EVENT_PREFIX),
@@ -278,25 +285,32 @@ class PagedReads:
         out = self._query(**request)
         rows = [_load(r) for r in out.get("Items", [])]
         cut = bool(out.get("LastEvaluatedKey")) and len(rows) < want
-        return {str(r[k.SK]): items.event_from(r) for r in rows}, cut
+        horizon = str(rows[-1][k.SK]) if cut and rows else None
+        return {str(r[k.SK]): items.event_from(r) for r in rows}, horizon
 
     def _anchors(
         self, pk: str, start: str | None, want: int, newest_first: bool
-    ) -> tuple[list[Event], bool]:
-        """The anchors (leases' `lease.created`) of the leases that can have events after
+    ) -> tuple[list[Event], str | None]:
+        """The anchors (each lease's first event) of the leases that can have events after
         `start`: newest first, the `want` leases created last at or before it; oldest first,
-        the lease created last at or before it (the cursor may fall inside that lease's
-        life) and the `want` created after it."""
+        the leases created last at or before it (the cursor may fall inside the life of the
+        last of them) and the `want` created after it. ANCHOR_SLACK more on each side: two
+        instances' clocks may disagree by a few milliseconds, so a lease's successor can be
+        stamped a little before its last event. With the anchors, the event sort key past
+        which a 1 MB cut left leases unread (None when none were left)."""
         top = k.ANCHOR_PREFIX + "~"  # after every anchor: '~' sorts after the digits
         at = k.ANCHOR_PREFIX + start.removeprefix(k.EVENT_PREFIX) if start else None
         if newest_first:
-            spans = [(k.ANCHOR_PREFIX, at or top, False, want)]
+            spans = [(k.ANCHOR_PREFIX, at or top, False, want + ANCHOR_SLACK)]
         elif at is None:
-            spans = [(k.ANCHOR_PREFIX, top, True, want)]
+            spans = [(k.ANCHOR_PREFIX, top, True, want + ANCHOR_SLACK)]
         else:
-            spans = [(k.ANCHOR_PREFIX, at, False, 1), (at, top, True, want)]
+            spans = [
+                (k.ANCHOR_PREFIX, at, False, 1 + ANCHOR_SLACK),
+                (at, top, True, want + ANCHOR_SLACK),
+            ]
         found: list[Event] = []
-        cut = False
+        horizon: str | None = None
         for low, high, forward, limit in spans:
             out = self._query(
                 KeyConditionExpression=f"{k.PK} = :pk AND {k.SK} BETWEEN :low AND :high",
@@ -304,7 +318,17 @@ class PagedReads:
                 ScanIndexForward=forward,
                 Limit=limit,
             )
-            rows = out.get("Items", [])
-            cut = cut or (bool(out.get("LastEvaluatedKey")) and len(rows) < limit)
-            found.extend(items.event_from(_load(r)) for r in rows)
-        return found, cut
+            rows = [_load(r) for r in out.get("Items", [])]
+            # A span read the page's way and cut short of its limit: later leases are unread.
+            if forward != newest_first and out.get("LastEvaluatedKey") and 0 < len(rows) < limit:
+                last = str(rows[-1][k.SK])
+                horizon = k.EVENT_PREFIX + last.removeprefix(k.ANCHOR_PREFIX)
+            found.extend(items.event_from(r) for r in rows)
+        return found, horizon
+
+
+def _nearest(one: str | None, other: str | None, newest_first: bool) -> str | None:
+    """Of two horizons (sort keys a page may not go past), the one nearer the cursor."""
+    if one is None or other is None:
+        return one or other
+    return max(one, other) if newest_first else min(one, other)

@@ -176,13 +176,14 @@ def react(store: Store, record: dict[str, Any]) -> Event | None:
 
 def record_event(store: Store, entity: str, row: Any, event: Event) -> None:
     """Put `event` on its timeline, only if new: a redelivered record writes nothing. A
-    routine transition the lease row holds as a stamp needs no row of its own; a task
-    lease's creation is written as that lease's anchor, by which a timeline read finds the
-    lease (store/reads.py)."""
+    routine transition the lease row holds as a stamp needs no row of its own; the first
+    event of a lease made with stamps (`lease.created`, or `lease.retried` and the like for
+    a retry's new lease) is written as that lease's anchor, by which a timeline read finds
+    the lease (store/reads.py)."""
     if entity == "lease" and is_stamped(row, event):
         return
     with contextlib.suppress(Conflict):  # already written: the stream delivered it before
-        if entity == "lease" and event.type == "lease.created" and row.tl is not None:
+        if entity == "lease" and row.version == 1 and row.tl is not None:
             store.put_anchor(event)
         else:
             store.put_event(event)
