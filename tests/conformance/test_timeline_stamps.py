@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import boto3
+from tenure.app.migrations import STAMPS_FROM_SCHEMA, SchemaState, migrate
 from tenure.domain.model import Event, Task
 from tenure.store import keys as k
 from tenure.triggers.stream import react
@@ -270,3 +271,23 @@ def test_a_release_stamped_by_a_clock_a_little_behind_loses_nothing_when_paged(
         for limit in (1, 2, 3, 4, 10):
             got = _walk(rig, task, limit, newest_first)
             assert [e.id for e in got] == [e.id for e in want], (newest_first, limit)
+
+
+def test_a_table_an_earlier_release_migrated_stamps_only_once_migrated_again(rig: Rig) -> None:
+    # While the table's schema is that of the release before, an instance of that release
+    # may still share it (a deploy under way): leases keep a timeline row per event and
+    # their full rows. `tenure admin migrate` moves the schema on, and new leases are stamped.
+    assert rig.store.save_schema(SchemaState(), SchemaState(version=STAMPS_FROM_SCHEMA - 1))
+    task, lease_id = _lifecycle(rig)
+    rows = _partition(rig, task)
+    assert len(rows) == 4 and all(sk.startswith(k.EVENT_PREFIX) for sk in rows), rows
+    raw = rig.store.client.get_item(
+        TableName=rig.store.table,
+        Key={"PK": {"S": f"LEASE#{lease_id}"}, "SK": {"S": "LEASE"}},
+    )["Item"]
+    assert raw["subject_id"] == {"S": task.id} and "tl" not in raw
+    assert [o.status for o in migrate(rig.store)][-1] == "applied"
+    rig.clock.advance(31)  # the schema row is read again after the pools' cache time
+    later, _ = rig.svc.filing.create_task(ADMIN, SPACE, "next", None, None, {}, ALPHA, None)
+    rig.pump.drain()
+    assert [sk[:3] for sk in _partition(rig, later)] == [k.ANCHOR_PREFIX]

@@ -9,6 +9,7 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from tenure.app.migrations import STAMPS_FROM_SCHEMA
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite, Store
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -88,6 +89,7 @@ class Kernel:
         self._pools: dict[str, tuple[int, Pool]] = {}
         self._spaces: dict[str, tuple[int, Space]] = {}
         self._instance_at: tuple[int, Instance] | None = None
+        self._stamping_at: tuple[int, bool] | None = None
         # What the API reports as metrics after each request (claims, lost races, …).
         self.counters: Counter[str] = Counter()
 
@@ -184,7 +186,7 @@ class Kernel:
         now = self.clock.now_ms()
         successor = Lease(
             event_type="lease.created",
-            tl=first_stamps(lease.subject_kind),
+            tl=self.first_stamps(lease.subject_kind),
             event_data={"previous_lease_id": lease.id, "recovered": recovered},
             updated_at=now,
             id=self.ids.new_id("lease"),
@@ -356,6 +358,18 @@ class Kernel:
         instance = self.instance()
         _note("instance", "", instance)
         return instance
+
+    def first_stamps(self, subject_kind: str) -> dict[str, Any] | None:
+        """A new lease's stamps (domain/timeline.py), or None while the table's schema is
+        below STAMPS_FROM_SCHEMA (app/migrations.py): every event of that lease is then a
+        timeline row, as an earlier release wrote it. The schema row is read once per
+        POOL_CACHE_MS, like the pools."""
+        now = self.clock.now_ms()
+        if self._stamping_at is None or now - self._stamping_at[0] >= POOL_CACHE_MS:
+            state = self.store.schema_state()
+            never_migrated = state.step == 0
+            self._stamping_at = (now, never_migrated or state.version >= STAMPS_FROM_SCHEMA)
+        return first_stamps(subject_kind) if self._stamping_at[1] else None
 
     def request_pool(self, name: str) -> Pool:
         """The pool as this request last read it fresh or wrote it, else read fresh now."""

@@ -27,7 +27,15 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# From this version on, a task lease's routine transitions are stamps on its row instead of
+# timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
+# below it until `tenure admin migrate` runs after this release is deployed everywhere: an
+# instance of that earlier release, which knows neither stamps nor anchors (it would write a
+# stamped lease back without them, and cannot read a lease row without `subject_id`), must
+# not share the table with leases made that way. A table no release has migrated (a new
+# stack) stamps from the start.
+STAMPS_FROM_SCHEMA = 2
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -102,12 +110,27 @@ def list_tokens_made_before_the_list(
     return Page(counts, after)
 
 
+def start_timeline_stamps(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: leases made before keep a timeline row per event, and are read as
+    they are. Reaching this version is what lets the service stamp the leases it makes."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
         name="token-list-rows",
         does="write the list row of each token made before tokens were listed",
         page=list_tokens_made_before_the_list,
+    ),
+    Migration(
+        version=STAMPS_FROM_SCHEMA,
+        name="timeline-stamps",
+        does="let new task leases keep their claim, start and completion as stamps on the "
+        "lease row (leases made before keep their timeline rows)",
+        page=start_timeline_stamps,
     ),
 )
 

@@ -18,7 +18,6 @@ from tenure.domain.model import (
     Task,
 )
 from tenure.domain.states import LeaseState, SubjectKind
-from tenure.domain.timeline import first_stamps
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -128,7 +127,7 @@ class Runs:
         )
         lease = Lease(
             event_type="lease.created",
-            tl=first_stamps(SubjectKind.TASK),
+            tl=self.kernel.first_stamps(SubjectKind.TASK),
             event_data={"pool": pool.name},
             updated_at=now,
             id=self.kernel.ids.new_id("lease"),

@@ -145,9 +145,11 @@ def job_from(row: dict[str, Any]) -> Job:
 def lease_item(lease: Lease) -> dict[str, Any]:
     # Every byte counts: a row past 1 KB costs twice per write. A task's lease names its task
     # as its subject (subject_id is task_id), and retry_depth is mostly 0: neither is written
-    # then, and lease_from gives both back.
+    # then, and lease_from gives both back. (subject_id only on a lease made with stamps: a
+    # release that knows no stamps never shares a table with one, app/migrations.py.)
     row = {"entity": "lease", **_row(lease)}
-    if lease.subject_kind == SubjectKind.TASK and lease.subject_id == lease.task_id:
+    task_lease = lease.subject_kind == SubjectKind.TASK and lease.subject_id == lease.task_id
+    if task_lease and lease.tl is not None:
         del row["subject_id"]
     if not lease.retry_depth:
         row.pop("retry_depth", None)

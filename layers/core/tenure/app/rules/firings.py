@@ -33,7 +33,6 @@ from tenure.domain.rules.rule import (
     workflow_subject_id,
 )
 from tenure.domain.states import LeaseState, SubjectKind
-from tenure.domain.timeline import first_stamps
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -316,7 +315,7 @@ class Firings:
             subject_id = rule.space
         lease = Lease(
             event_type="lease.created",
-            tl=first_stamps(kind),
+            tl=self.kernel.first_stamps(kind),
             event_data={"pool": pool.name, "rule_id": rule.id, "rule": rule.name},
             updated_at=now,
             id=self.kernel.ids.new_id("lease"),
