@@ -123,13 +123,13 @@ def timeline_of(r: ContractRig, task: Task) -> list[tuple[int, str, str | None, 
 
 
 def walk_timeline(
-    r: ContractRig, task_id: str, limit: int, newest_first: bool, pages: int
+    store: Store, task_id: str, limit: int, newest_first: bool, pages: int = 60
 ) -> list[Event]:
     """Every page of a task's timeline until next_cursor is null (at most `pages` pages)."""
     got: list[Event] = []
     cursor: str | None = None
     for _ in range(pages):
-        page = r.store.timeline_page("task", task_id, limit, cursor, newest_first)
+        page = store.timeline_page("task", task_id, limit, cursor, newest_first)
         assert len(page.events) <= limit
         got.extend(page.events)
         cursor = page.next_cursor
@@ -686,7 +686,7 @@ class StoreContract:
         for newest_first in (False, True):
             want = whole[::-1] if newest_first else whole
             for limit in (1, 2, 3, 4, 7, len(whole), len(whole) + 5):
-                got = walk_timeline(r, task.id, limit, newest_first, len(whole) + 2)
+                got = walk_timeline(r.store, task.id, limit, newest_first, len(whole) + 2)
                 assert got == want, (newest_first, limit)
         assert r.store.timeline("task", task.id, 5) == whole[-5:]
 
@@ -817,7 +817,7 @@ class StoreContract:
         for newest_first in (False, True):
             want = events[::-1] if newest_first else events
             for limit in (1, 3, 7, 8):
-                got = walk_timeline(r, "task_1", limit, newest_first, 20)
+                got = walk_timeline(r.store, "task_1", limit, newest_first, 20)
                 assert got == want, (newest_first, limit)
         assert r.store.timeline_page("task", "nothing", 5, None).next_cursor is None
         assert r.store.timeline("task", "task_1", 3) == events[-3:]

@@ -17,7 +17,7 @@ from tenure.domain.model import Event, Task
 from tenure.store import keys as k
 from tenure.triggers.stream import react
 
-from tests.conformance.contract import ALPHA, SPACE, make_world, read_stream
+from tests.conformance.contract import ALPHA, SPACE, make_world, read_stream, walk_timeline
 from tests.conftest import ADMIN, WORKER, Rig, lease_principal
 
 
@@ -178,18 +178,6 @@ def _by_lease(events: list[Event]) -> dict[str | None, list[str]]:
     return out
 
 
-def _walk(rig: Rig, task: Task, limit: int, newest_first: bool) -> list[Event]:
-    got: list[Event] = []
-    cursor: str | None = None
-    for _ in range(60):
-        page = rig.store.timeline_page("task", task.id, limit, cursor, newest_first)
-        got.extend(page.events)
-        cursor = page.next_cursor
-        if cursor is None:
-            return got
-    raise AssertionError("the timeline did not end")
-
-
 def test_a_retry_lease_is_anchored_by_its_first_event_and_keeps_its_stamped_events(
     rig: Rig,
 ) -> None:
@@ -243,7 +231,7 @@ def test_a_one_megabyte_cut_of_event_rows_skips_no_row(rig: Rig) -> None:
     _run_one(rig, second.id)
     rig.pump.drain()
     for newest_first in (True, False):
-        got = _walk(rig, task, 50, newest_first)
+        got = walk_timeline(rig.store, task.id, 50, newest_first)
         assert sorted(e.id for e in got if e.type == "task.note") == [f"big{n}" for n in range(5)]
         assert len({e.id for e in got}) == len(got) == 13, newest_first
         assert [e.at for e in got] == sorted((e.at for e in got), reverse=newest_first)
@@ -269,7 +257,7 @@ def test_a_release_stamped_by_a_clock_a_little_behind_loses_nothing_when_paged(
     for newest_first in (False, True):
         want = whole[::-1] if newest_first else whole
         for limit in (1, 2, 3, 4, 10):
-            got = _walk(rig, task, limit, newest_first)
+            got = walk_timeline(rig.store, task.id, limit, newest_first)
             assert [e.id for e in got] == [e.id for e in want], (newest_first, limit)
 
 

@@ -81,6 +81,12 @@ def _note(kind: str, key: str, row: Any) -> None:
         rows[(kind, key)] = row
 
 
+def _noted(kind: str, key: str, shape: type[T]) -> T | None:
+    """The row of this kind and key the current request read fresh or wrote, if any."""
+    known = (_REQUEST_ROWS.get() or {}).get((kind, key))
+    return known if isinstance(known, shape) else None
+
+
 class Kernel:
     def __init__(self, store: Store, clock: Clock, ids: Ids) -> None:
         self.store = store
@@ -373,19 +379,13 @@ class Kernel:
 
     def request_pool(self, name: str) -> Pool:
         """The pool as this request last read it fresh or wrote it, else read fresh now."""
-        rows = _REQUEST_ROWS.get() or {}
-        known = rows.get(("pool", name))
-        return known if isinstance(known, Pool) else self.fresh_pool(name)
+        return _noted("pool", name, Pool) or self.fresh_pool(name)
 
     def request_space(self, key: str) -> Space:
-        rows = _REQUEST_ROWS.get() or {}
-        known = rows.get(("space", key))
-        return known if isinstance(known, Space) else self.fresh_space(key)
+        return _noted("space", key, Space) or self.fresh_space(key)
 
     def request_instance(self) -> Instance:
-        rows = _REQUEST_ROWS.get() or {}
-        known = rows.get(("instance", ""))
-        return known if isinstance(known, Instance) else self.fresh_instance()
+        return _noted("instance", "", Instance) or self.fresh_instance()
 
     def instance(self) -> Instance:
         """The instance settings, cached like pools (its ceiling is judged on the row itself,
