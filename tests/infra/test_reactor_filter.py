@@ -2,36 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-import yaml
+import pytest
 from tenure.triggers.stream import rows_of
+from tenure_cli.local.filters import passes, reactor_patterns
+from tenure_cli.local.streams import StreamPump
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "infra" / "template.yaml"
-
-
-class _Loader(yaml.SafeLoader):
-    pass
-
-
-_Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-
-
-def _patterns() -> list[dict[str, Any]]:
-    template = yaml.load(TEMPLATE.read_text(), Loader=_Loader)
-    stream = template["Resources"]["ReactorFunction"]["Properties"]["Events"]["TableStream"]
-    return [json.loads(f["Pattern"]) for f in stream["Properties"]["FilterCriteria"]["Filters"]]
-
-
-def _matches(pattern: Any, value: Any) -> bool:
-    """Lambda's event filtering for the subset the template uses: nested keys, value lists."""
-    if isinstance(pattern, list):
-        return value in pattern
-    return isinstance(value, dict) and all(
-        key in value and _matches(sub, value[key]) for key, sub in pattern.items()
-    )
+PATTERNS = reactor_patterns()
 
 
 def _record(image: dict[str, Any] | None) -> dict[str, Any]:
@@ -51,16 +29,80 @@ ROWS = {
 
 
 def test_the_filter_passes_every_row_the_reactor_decodes_and_nothing_else() -> None:
-    patterns = _patterns()
+    assert PATTERNS, "the reactor's trigger sets no filter"
     for name, image in ROWS.items():
         record = _record(image)
-        passes = any(_matches(p, record) for p in patterns)
+        let_through = passes(PATTERNS, record)
         decoded = _decodable(record)
-        assert passes == decoded, f"{name}: filter {passes}, reactor decodes it {decoded}"
+        assert let_through == decoded, f"{name}: filter {let_through}, reactor decodes it {decoded}"
 
 
 def test_a_delete_record_is_filtered_out() -> None:
-    assert not any(_matches(p, _record(None)) for p in _patterns())
+    assert not passes(PATTERNS, _record(None))
+
+
+def test_the_matcher_knows_exists_prefix_and_anything_but() -> None:
+    record = _record({"PK": "LEASE#l1", "entity": "lease"})
+    image = {"dynamodb": {"NewImage": {"PK": {"S": [{"prefix": "LEASE#"}]}}}}
+    assert passes([image], record)
+    assert not passes([{"dynamodb": {"NewImage": {"PK": {"S": [{"prefix": "TASK#"}]}}}}], record)
+    assert passes([{"dynamodb": {"NewImage": {"gone": [{"exists": False}]}}}], record)
+    assert not passes([{"dynamodb": {"NewImage": {"entity": [{"exists": False}]}}}], record)
+    entity = {"dynamodb": {"NewImage": {"entity": {"S": [{"anything-but": ["task"]}]}}}}
+    assert passes([entity], record)
+    assert not passes(
+        [{"dynamodb": {"NewImage": {"entity": {"S": [{"anything-but": "lease"}]}}}}], record
+    )
+    assert passes([], record), "no filter at all lets every record through"
+
+
+def test_a_pattern_the_local_stack_cannot_judge_is_refused_when_read() -> None:
+    numeric = '{"dynamodb": {"Keys": [{"numeric": [">", 1]}]}}'
+    trigger = {
+        "Type": "DynamoDB",
+        "Properties": {"FilterCriteria": {"Filters": [{"Pattern": numeric}]}},
+    }
+    template = {
+        "Resources": {"ReactorFunction": {"Properties": {"Events": {"TableStream": trigger}}}}
+    }
+    with pytest.raises(ValueError, match="cannot judge"):
+        reactor_patterns(template)
+
+
+class _Stream:
+    """One shard's records, handed out once, in the streams API's shape."""
+
+    def __init__(self, images: list[dict[str, Any] | None]) -> None:
+        self.records = [
+            {
+                "eventID": str(n),
+                **_record(image),
+                "dynamodb": {**_record(image)["dynamodb"], "SequenceNumber": str(n)},
+            }
+            for n, image in enumerate(images)
+        ]
+
+    def get_records(self, **_: Any) -> dict[str, Any]:
+        out, self.records = self.records, []
+        return {"Records": out, "NextShardIterator": "next" if out else None}
+
+
+def test_the_local_pump_hands_the_reactor_only_what_lambda_would() -> None:
+    pump = StreamPump(None, "filtered", store=None)  # type: ignore[arg-type]
+    delivered: list[list[dict[str, Any]]] = []
+    pump._deliver = delivered.append  # type: ignore[method-assign]
+    pump.streams = _Stream(
+        [ROWS["worker"], ROWS["lease"], ROWS["claim record"], None, ROWS["graph"]]
+    )
+    pump.iterators = {"shard": "first"}
+    assert pump._drain("arn") == 5, "every record is read (the iterator moves past all of them)"
+    assert [[r["dynamodb"]["SequenceNumber"] for r in batch] for batch in delivered] == [["1", "4"]]
+
+    pump.streams = _Stream([ROWS["worker"], ROWS["claim record"]])
+    pump.iterators = {"shard": "again"}
+    delivered.clear()
+    assert pump._drain("arn") == 2
+    assert delivered == [], "a batch the filter empties never invokes the reactor"
 
 
 def _decodable(record: dict[str, Any]) -> bool:

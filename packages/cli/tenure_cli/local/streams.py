@@ -9,11 +9,22 @@ import boto3
 from tenure.app.ports import Store
 from tenure.triggers.stream import handle
 
+from tenure_cli.local.filters import Pattern, passes, reactor_patterns
+
 DELIVERY_ATTEMPTS = 5
 
 
 class StreamPump:
-    def __init__(self, endpoint: str | None, table: str, store: Store, region: str = "us-east-1"):
+    def __init__(
+        self,
+        endpoint: str | None,
+        table: str,
+        store: Store,
+        region: str = "us-east-1",
+        patterns: tuple[Pattern, ...] | None = None,
+    ):
+        # The reactor trigger's filters, as Lambda applies them before the function runs.
+        self.patterns = reactor_patterns() if patterns is None else patterns
         self.ddb = boto3.client("dynamodb", endpoint_url=endpoint, region_name=region)
         self.streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name=region)
         self.table = table
@@ -44,9 +55,11 @@ class StreamPump:
             while iterator:
                 out: dict[str, Any] = self.streams.get_records(ShardIterator=iterator, Limit=1000)
                 records = out.get("Records", [])
-                if records:
+                batch = [_as_lambda_record(r, arn) for r in records]
+                batch = [r for r in batch if passes(self.patterns, r)]
+                if batch:
                     # Only a delivered batch moves the iterator on: a failure re-reads it.
-                    self._deliver([_as_lambda_record(r, arn) for r in records])
+                    self._deliver(batch)
                 read += len(records)
                 iterator = out.get("NextShardIterator")
                 self.iterators[sid] = iterator

@@ -1,0 +1,82 @@
+"""Lambda's event filtering for the table's stream, as the template sets it on the reactor.
+
+On AWS a stream record that matches none of the event source mapping's filter patterns never
+reaches the function and is not billed as an invocation. The local stack and the benches feed
+the reactor themselves (local/streams.py), so they apply the same patterns, read from
+infra/template.yaml: a batch left empty is not delivered at all, as on AWS.
+
+Only the pattern syntax the template uses is understood — nested objects, lists of values,
+`exists`, `prefix` and `anything-but` — and anything else is refused when the patterns are
+read, so a pattern the local stack cannot judge is never silently passed or dropped."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from tenure_cli.local.provision import load_template
+
+REACTOR = "ReactorFunction"
+OPERATORS = frozenset({"exists", "prefix", "anything-but"})
+
+Pattern = dict[str, Any]
+
+
+def reactor_patterns(template: dict[str, Any] | None = None) -> tuple[Pattern, ...]:
+    """The filter patterns of the reactor's stream trigger; empty when it sets none (every
+    record is delivered)."""
+    resources = (template or load_template())["Resources"]
+    events = resources[REACTOR]["Properties"].get("Events", {})
+    patterns: list[Pattern] = []
+    for event in events.values():
+        if event.get("Type") != "DynamoDB":
+            continue
+        criteria = event["Properties"].get("FilterCriteria") or {}
+        for entry in criteria.get("Filters", []):
+            pattern = json.loads(entry["Pattern"])
+            _check(pattern)
+            patterns.append(pattern)
+    return tuple(patterns)
+
+
+def passes(patterns: Sequence[Pattern], record: dict[str, Any]) -> bool:
+    """Whether Lambda would hand `record` (the shape its DynamoDB trigger delivers) to the
+    function: no patterns, or at least one that matches."""
+    return not patterns or any(_matches(p, record) for p in patterns)
+
+
+def _check(pattern: Pattern) -> None:
+    for value in pattern.values():
+        if isinstance(value, dict):
+            _check(value)
+        elif isinstance(value, list):
+            for choice in value:
+                if isinstance(choice, dict) and not set(choice) <= OPERATORS:
+                    raise ValueError(f"a filter the local stack cannot judge: {choice}")
+        else:
+            raise ValueError(f"a filter pattern's leaf must be a list of values, not {value!r}")
+
+
+def _matches(pattern: Pattern, data: Any) -> bool:
+    if not isinstance(data, dict):
+        return False
+    for key, want in pattern.items():
+        if isinstance(want, dict):
+            if not _matches(want, data.get(key)):
+                return False
+        elif not any(_choice(choice, key in data, data.get(key)) for choice in want):
+            return False
+    return True
+
+
+def _choice(choice: Any, present: bool, value: Any) -> bool:
+    if not isinstance(choice, dict):
+        return present and value == choice
+    if "exists" in choice:
+        return present is bool(choice["exists"])
+    if "prefix" in choice:
+        return present and isinstance(value, str) and value.startswith(choice["prefix"])
+    refused = choice["anything-but"]
+    refused = refused if isinstance(refused, list) else [refused]
+    return present and value not in refused
