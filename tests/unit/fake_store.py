@@ -293,7 +293,7 @@ class FakeStore(FakeRules):
 
     # ------------------------------------------------------------ tasks, jobs, leases
 
-    def get_task(self, task_id: str) -> Task | None:
+    def get_task(self, task_id: str, consistent: bool = True) -> Task | None:
         return self.tasks.get(task_id)
 
     def get_job(self, job_id: str) -> Job | None:

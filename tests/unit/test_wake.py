@@ -218,3 +218,33 @@ def test_a_parent_with_no_run_of_its_own_wakes_once_at_rollup(rig: Rig) -> None:
         (parent.id, "completed")
     ]
     assert kid.id == run.lease.task_id
+
+
+def test_the_reactor_reads_a_task_as_filed_at_half_price_and_never_misses_a_new_one(
+    rig: Rig,
+) -> None:
+    """Whether to wake, and whom, was fixed when the task was filed: the reaction reads the
+    task eventually consistent. A task filed so recently that such a read does not see it
+    yet is read again consistently, so the wake still goes out."""
+    bus = _rig_with_bus(rig)
+    creator = rig.claimed("w1").lease
+    child = _delegate(rig, creator.id)
+    won = rig.claim("w2")
+    reads: list[bool] = []
+    real = rig.store.get_task
+
+    def not_yet_visible(task_id: str, consistent: bool = True) -> Task | None:
+        reads.append(consistent)
+        return real(task_id) if consistent else None
+
+    rig.store.get_task = not_yet_visible  # type: ignore[method-assign]
+    try:
+        rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
+    finally:
+        rig.store.get_task = real  # type: ignore[method-assign]
+    eventual = [n for n, consistent in enumerate(reads) if not consistent]
+    assert eventual, "the reactions read the filed task eventually consistent"
+    assert all(reads[n + 1] for n in eventual), "a task not seen is read again consistently"
+    assert [(d["child_task_id"], d["child_status"]) for _, _, d in bus.sent] == [
+        (child.id, "completed")
+    ]

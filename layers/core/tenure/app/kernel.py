@@ -291,6 +291,13 @@ class Kernel:
         """The lease a lease token acts from (its space, its task), while it is active."""
         return self.own_lease(actor, actor.lease_id or "")
 
+    def task_as_filed(self, task_id: str) -> Task | None:
+        """The task, for fields its filing wrote once and nothing rewrites (its parent, its
+        creator lease and whether to wake it): any copy has them right, so an eventually
+        consistent read does, at half a read unit. Only a copy not visible yet (a task filed
+        a moment ago) is read again consistently."""
+        return self.store.get_task(task_id, consistent=False) or self.store.get_task(task_id)
+
     def newest_lease(self, task: Task) -> Lease | None:
         if task.job_id is None:
             return None

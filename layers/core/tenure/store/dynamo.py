@@ -328,8 +328,8 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
 
     # ------------------------------------------------------------- tasks, jobs, leases
 
-    def get_task(self, task_id: str) -> Task | None:
-        row = self._get(k.task_key(task_id))
+    def get_task(self, task_id: str, consistent: bool = True) -> Task | None:
+        row = self._get(k.task_key(task_id), consistent=consistent)
         return items.task_from(row) if row else None
 
     def get_job(self, job_id: str) -> Job | None:

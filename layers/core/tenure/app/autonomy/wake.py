@@ -74,7 +74,7 @@ class Wake:
             status = "failed"
         if status is None:
             return
-        child = self.kernel.store.get_task(new.task_id)
+        child = self.kernel.task_as_filed(new.task_id)
         if child is None or not child.wake_creator or child.created_by_lease is None:
             return  # nobody to wake (judged before the graph row is read: most tasks)
         if status == "completed" and self.kernel.store.get_graph(child.id).children_total:

@@ -520,7 +520,7 @@ class Graph:
             return
 
     def _count_success(self, task_id: str, now: int) -> None:
-        task = self.kernel.store.get_task(task_id)
+        task = self.kernel.task_as_filed(task_id)
         if task is None:
             return
         if task.parent_id is not None:
