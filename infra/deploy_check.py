@@ -8,6 +8,7 @@ unzipped limit and to the service's own modules. Exits non-zero on the first fai
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -24,7 +25,6 @@ FUNCTIONS = ROOT / "functions"
 UNZIPPED_LIMIT = 250 * 1024 * 1024
 # Top-level names in the layer's python/ that would mean more than the service shipped.
 NOT_THE_SERVICE = ("tenure_cli", "tenure_worker", "tests", "samplesources")
-PLATFORM = ["--platform", "manylinux2014_aarch64", "--python-version", "3.13"]
 
 
 def lint() -> None:
@@ -58,32 +58,20 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+def _builder() -> Any:
+    spec = importlib.util.spec_from_file_location("build_layer", LAYER / "build_layer.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def layer() -> None:
+    """The layer exactly as `sam build` makes it (layers/core/build_layer.py)."""
     with tempfile.TemporaryDirectory(prefix="tenure-layer-") as tmp:
         target = Path(tmp) / "python"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-warn-conflicts",
-                *PLATFORM,
-                "--only-binary=:all:",
-                "--target",
-                str(target),
-                "-r",
-                str(LAYER / "requirements.txt"),
-            ],
-            check=True,
-        )
-        shutil.copytree(
-            LAYER / "tenure",
-            target / "tenure",
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-        )
+        compiled = _builder().build(Path(tmp))
+        print(f"layer bytecode: {compiled}")
         found = sorted(name for name in NOT_THE_SERVICE if (target / name).exists())
         if found:
             raise SystemExit(f"the layer carries more than the service: {', '.join(found)}")

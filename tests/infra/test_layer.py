@@ -3,8 +3,11 @@ local stack, no benches or load generator, no test hooks, no packaging leftovers
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
-import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,42 +20,6 @@ from tests.infra.imports import STDLIB, all_imports
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers" / "core"
-# What SAM's pip builder (aws-lambda-builders, PythonPipWorkflow.EXCLUDED_FILES) leaves out
-# when it copies a layer's folder, by name at any depth: an editable install's
-# tenure.egg-info, caches and virtual environments never reach the layer.
-SAM_EXCLUDES = (
-    ".aws-sam",
-    ".chalice",
-    ".git",
-    ".gitignore",
-    "*.pyc",
-    "__pycache__",
-    "*.so",
-    ".Python",
-    "*.egg-info",
-    "*.egg",
-    "pip-log.txt",
-    "pip-delete-this-directory.txt",
-    "htmlcov",
-    ".tox",
-    ".nox",
-    ".coverage",
-    ".cache",
-    ".pytest_cache",
-    ".python-version",
-    ".mypy_cache",
-    ".dmypy.json",
-    ".pyre",
-    ".env",
-    ".venv",
-    "venv",
-    "venv.bak",
-    "env.bak",
-    "ENV",
-    "env",
-    ".vscode",
-    ".idea",
-)
 # Names that would mean a module of the CLI, the local stack, a bench, the load generator or a
 # test hook had landed in the service.
 NOT_THE_SERVICE = re.compile(
@@ -73,22 +40,22 @@ PROVIDED_BY: dict[str, str | None] = {
 }
 
 
-def _copied() -> list[Path]:
-    """Every file SAM would copy from the layer's folder, relative to it."""
-    ignore = shutil.ignore_patterns(*SAM_EXCLUDES)
-    found: list[Path] = []
+def _load_builder() -> Any:
+    spec = importlib.util.spec_from_file_location("build_layer", LAYER / "build_layer.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    def walk(folder: Path) -> None:
-        entries = sorted(p.name for p in folder.iterdir())
-        for name in sorted(set(entries) - ignore(str(folder), entries)):
-            path = folder / name
-            if path.is_dir():
-                walk(path)
-            else:
-                found.append(path.relative_to(LAYER))
 
-    walk(LAYER)
-    return found
+BUILDER = _load_builder()
+
+
+def _copied(tmp: Path) -> list[Path]:
+    """Every file of the service the layer's build puts beside its dependencies, relative to
+    the layer's python/ (the dependencies come from PyPI, so `make deploy-check` builds them)."""
+    BUILDER.copy_service(tmp)
+    return sorted(path.relative_to(tmp) for path in tmp.rglob("*") if path.is_file())
 
 
 def _requirements() -> list[Requirement]:
@@ -101,7 +68,7 @@ def template() -> dict[str, Any]:
     return dict(yaml_parse((ROOT / "infra" / "template.yaml").read_text()))
 
 
-def test_the_template_builds_the_core_layer_from_its_folder_with_pip(
+def test_the_template_builds_the_core_layer_with_its_own_build(
     template: dict[str, Any],
 ) -> None:
     layers = {
@@ -112,13 +79,20 @@ def test_the_template_builds_the_core_layer_from_its_folder_with_pip(
     assert set(layers) == {"CoreLayer"}
     layer = layers["CoreLayer"]
     assert (ROOT / "infra" / layer["Properties"]["ContentUri"]).resolve() == LAYER
-    # The python builder: pip installs requirements.txt, then the folder is copied as above.
-    assert layer["Metadata"]["BuildMethod"].startswith("python3.")
+    assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": "arm64"}
+    # SAM runs the target named after the resource, from the ContentUri folder's Makefile.
+    makefile = (LAYER / "Makefile").read_text()
+    assert re.search(
+        r"^build-CoreLayer:\n\tpython3 build_layer\.py \"\$\(ARTIFACTS_DIR\)\"$", makefile, re.M
+    )
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+    assert BUILDER.RUNTIME == (3, 13) and "3.13" in BUILDER.PLATFORM
 
 
-def test_the_layer_holds_the_tenure_package_and_its_requirements_only() -> None:
-    files = _copied()
-    assert {path.parts[0] for path in files} == {"tenure", "requirements.txt"}, files
+def test_the_layer_holds_the_tenure_package_and_its_requirements_only(tmp_path: Path) -> None:
+    files = _copied(tmp_path)
+    assert {path.parts[0] for path in files} == {"tenure"}, files
+    assert not [path for path in files if path.suffix == ".pyc" or "__pycache__" in path.parts]
     python = [path for path in files if path.suffix == ".py"]
     assert all(path.parts[0] == "tenure" for path in python)
     # The board's static files are the only other files the service reads.
@@ -126,10 +100,12 @@ def test_the_layer_holds_the_tenure_package_and_its_requirements_only() -> None:
     assert others <= {"tenure/api/board"}, others
 
 
-def test_no_module_of_the_layer_belongs_to_the_cli_the_local_stack_or_the_tests() -> None:
+def test_no_module_of_the_layer_belongs_to_the_cli_the_local_stack_or_the_tests(
+    tmp_path: Path,
+) -> None:
     named = [
         path.as_posix()
-        for path in _copied()
+        for path in _copied(tmp_path)
         if path.suffix == ".py"
         and any(NOT_THE_SERVICE.search(part.removesuffix(".py")) for part in path.parts[1:])
     ]
@@ -156,3 +132,42 @@ def test_the_layer_requirements_match_the_package_dependencies() -> None:
     for req in _requirements():
         assert req.name in declared, f"{req.name} is in the layer but not a dependency"
         assert str(req) == str(declared[req.name]), (str(req), str(declared[req.name]))
+
+
+def test_the_layers_bytecode_is_used_even_when_every_file_is_dated_1980(tmp_path: Path) -> None:
+    """SAM zips every file with the same 1980 date, and Lambda's /opt is read-only: bytecode
+    that trusted timestamps would be compiled afresh at every cold start. The build's
+    hash-checked bytecode is read as it is; and a source changed after the build is compiled
+    anew, never run stale."""
+    BUILDER.copy_service(tmp_path)
+    assert BUILDER.precompile(tmp_path, mounted_at=None)
+    dated_1980 = 315532800
+    for path in tmp_path.rglob("*"):
+        os.utime(path, (dated_1980, dated_1980))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(PYTHONPATH=str(tmp_path), PYTHONDONTWRITEBYTECODE="1")
+
+    def loaded(code: str) -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-v", "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        return [line for line in out.stderr.splitlines() if str(tmp_path) in line]
+
+    lines = loaded("import tenure.domain.model, tenure.store.keys")
+    from_bytecode = [
+        line for line in lines if line.startswith("# code object from") and ".pyc" in line
+    ]
+    assert len(from_bytecode) >= 2, lines
+    assert not [line for line in lines if "bytecode is stale" in line or "bad" in line], lines
+
+    keys = tmp_path / "tenure" / "store" / "keys.py"
+    keys.write_text(keys.read_text() + "\nCHANGED_AFTER_THE_BUILD = True\n")
+    os.utime(keys, (dated_1980, dated_1980))
+    out = subprocess.run(
+        [sys.executable, "-c", "import tenure.store.keys as k; print(k.CHANGED_AFTER_THE_BUILD)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "True"
