@@ -78,6 +78,48 @@ def test_a_plain_lifecycle_writes_one_timeline_row_and_reads_back_every_event(ri
     assert stamps is not None and stamps.tl == {"c": 2, "s": 3, "b": "heartbeat", "e": 4}
 
 
+def test_a_claim_that_starts_its_lease_is_two_events_of_one_write(rig: Rig) -> None:
+    """The worker SDK's claim asks for its lease running: one conditional write claims and
+    starts it, the row's stamps tell both events, and the timeline reads them back as a
+    claim and a first heartbeat would have written them, at the claim's instant."""
+    make_world(rig.svc)
+    task, lease = rig.svc.filing.create_task(ADMIN, SPACE, "job", None, None, {}, ALPHA, None)
+    assert lease is not None
+    rig.clock.advance(1)
+    won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None, claim_id="c-1", start=True)
+    assert won is not None and won.lease.state.value == "running"
+    assert rig.store.get_lease(lease.id) == won.lease
+    retried = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None, claim_id="c-1", start=True)
+    assert retried is not None and retried.lease.id == lease.id  # the same lease, running
+    rig.clock.advance(1)
+    rig.svc.reports.worker_heartbeat(WORKER, "w-1", [(lease.id, won.lease.fence)])
+    rig.clock.advance(1)
+    rig.svc.reports.complete(lease_principal(lease.id), lease.id, {"result": {"n": 1}})
+    rig.pump.drain()
+    rows = _partition(rig, task)
+    events = rig.store.timeline("task", task.id, None)
+    types = [e.type for e in events]
+    assert types == [
+        "lease.created",
+        "lease.claimed",
+        "lease.started",
+        "lease.claim_retried",
+        "lease.completed",
+    ]
+    at = events[0].at
+    assert _shape(events[1:3]) == [
+        ("lease.claimed", at + 1000, {"worker_id": "w-1", "worker_version": "1.0"}),
+        ("lease.started", at + 1000, {"by": "claim"}),
+    ]
+    assert [e.id for e in events[:3]] == [f"{lease.id}.v{v:06d}" for v in (1, 2, 3)]
+    # The anchor and the claim retry's own row (a retry is no routine transition).
+    assert len(rows) == 2 and sum(sk.startswith(k.ANCHOR_PREFIX) for sk in rows) == 1, rows
+    for newest_first in (False, True):  # page by page, one event a page, both ways
+        walked = walk_timeline(rig.store, task.id, 1, newest_first)
+        ids = [e.id for e in (reversed(walked) if newest_first else walked)]
+        assert ids == [e.id for e in events], newest_first
+
+
 def test_a_redelivered_stream_writes_nothing_and_the_timeline_stays(rig: Rig) -> None:
     task, _ = _lifecycle(rig)
     before = rig.store.timeline("task", task.id, None)

@@ -61,7 +61,7 @@ from tenure.domain.model import (
     Workflow,
 )
 from tenure.domain.states import REPORTABLE, LeaseState
-from tenure.domain.timeline import graph_event, lease_event, task_event, task_side_events
+from tenure.domain.timeline import graph_event, lease_events, task_event, task_side_events
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.keys import queue_at
@@ -534,7 +534,8 @@ class FakeStore(FakeRules):
             if not indexed:
                 new = replace(new, due_at=None)  # the row drops due_at with due_pk
             self.lease_rows[new.id] = _LeaseRow(new, indexed)
-            self._react(lease_event(old_row.lease if old_row else None, new))
+            for event in lease_events(old_row.lease if old_row else None, new):
+                self._react(event)
         for jw in change.jobs:
             self.jobs[jw.new.id] = _stored(jw.new)
         for rw in change.records:
@@ -1030,7 +1031,8 @@ class FakeStore(FakeRules):
             event_data=_plain(lease.event_data or {}),
             updated_at=lease.updated_at,
         )
-        self._react(lease_event(old, row.lease))
+        for event in lease_events(old, row.lease):
+            self._react(event)
 
     def unindex_ended(self, lease_id: str) -> None:
         self.writes.append("unindex_ended")

@@ -182,6 +182,33 @@ def test_the_runner_goes_on_with_an_unanswered_claim_and_starts_afresh_after_a_2
     assert w.claim_intent is None
 
 
+def test_a_claim_asks_for_its_lease_running_only_when_told_and_the_runner_tells_it(
+    tmp_path: Path,
+) -> None:
+    """The runner launches the job the moment a claim is answered, so it asks for the lease
+    running (`start`); a plain SDK claim does not."""
+    fake = FakeTransport(WON, WON)
+    client(fake, []).claim("p", "w1")
+    assert "start" not in fake.requests[0]["body"]
+    w = worker(tmp_path, FakeTransport(WON))
+    w._launch = lambda claim, at: None  # type: ignore[method-assign]
+    w._claim()
+    assert w.client.transport.requests[0]["body"]["start"] is True  # type: ignore[attr-defined]
+
+
+def test_against_a_service_that_does_not_know_start_the_runner_claims_without_it(
+    tmp_path: Path,
+) -> None:
+    refused = {"error": {"code": "validation_failed", "message": "start: is not a known field"}}
+    fake = FakeTransport(Answer(422, {}, json.dumps(refused).encode()), WON)
+    w = worker(tmp_path, fake)
+    w._launch = lambda claim, at: None  # type: ignore[method-assign]
+    w._claim()
+    w._claim()
+    assert [r["body"].get("start") for r in fake.requests] == [True, None]
+    assert "start" not in w._next_claim(), "nor does a report's next claim carry it"
+
+
 def test_the_runner_waits_out_retry_after_before_claiming_again(tmp_path: Path) -> None:
     fake = FakeTransport(busy("4"))
     w = worker(tmp_path, fake)
@@ -252,6 +279,7 @@ def test_a_finished_job_reports_with_the_next_claim_and_a_retry_keeps_its_claim_
     first, second = (r["body"] for r in fake.requests)
     assert [r["url"].rsplit("/", 1)[1] for r in fake.requests] == ["complete", "complete"]
     assert first["next"]["worker_id"] == "w1" and first["next"]["claim_id"]
+    assert first["next"]["start"] is True, "the next lease too is launched on the answer"
     assert second == first, "the same report, the same claim_id: the same next lease"
     assert [c.lease_id for c in launched] == ["L2"]
     assert launched[0].payload == nxt["payload"]  # no GET payload needed

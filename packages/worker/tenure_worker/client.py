@@ -231,9 +231,12 @@ class Client:
         claim_id: str | None = None,
         budget: float | None = None,
         lease_id: str | None = None,
+        start: bool = False,
     ) -> Claim | None:
         """Claim one lease, or None (204: nothing to claim; the next claim is a new intent).
         With `lease_id`, that lease or nothing (an `ApiError` 409 when it is held or ended).
+        With `start`, for a worker that begins the job as soon as it has the answer: the
+        lease comes back running (see its state), so the first heartbeat writes nothing.
 
         Every retry of this claim carries the same `claim_id`, so a claim whose answer was lost
         is answered with the lease it already won (and a fresh token), never a second lease.
@@ -252,6 +255,8 @@ class Client:
             body["lease_seconds"] = lease_seconds
         if lease_id:
             body["lease_id"] = lease_id
+        if start:
+            body["start"] = True
         path = f"/pools/{pool}/claim"
         timeout = self.timeout + wait_seconds
         if budget is not None:

@@ -45,6 +45,8 @@ LOG_DRAIN_SECONDS = 10.0
 
 STDERR_TAIL_BYTES = 4000
 LOOP_SECONDS = 0.2
+# How a service of a release without `start` on claims refuses one (422 validation_failed).
+UNKNOWN_START = "start: is not a known field"
 
 
 def log(message: str, **fields: Any) -> None:
@@ -123,6 +125,10 @@ class Worker:
         # The claim_id of a claim that got no answer: the next claim goes on with it, so a
         # claim the service did apply comes back as that same lease, never a second one.
         self.claim_intent: str | None = None
+        # Claims ask for their lease running (the job is launched on the answer), unless the
+        # service is of a release that does not know `start`: then the first heartbeat
+        # starts each lease, as it always did, and no report's next claim carries it either.
+        self.claim_start = True
         self.claim_not_before = 0.0  # after a failed claim: waited out in the loop, which
         # keeps heartbeating and fencing meanwhile
         self.finished = 0
@@ -205,9 +211,14 @@ class Worker:
                 self.opts.lease_seconds,
                 claim_id=self.claim_intent,
                 budget=budget,
+                start=self.claim_start,
             )
         except ApiError as err:
             self.claim_intent = None  # an answer: that intent is settled
+            if err.status == 422 and self.claim_start and UNKNOWN_START in err.message:
+                log("the service does not know claims that start their lease; claiming without")
+                self.claim_start = False
+                return
             if err.status in (401, 403, 404):  # a bad token or an unknown pool: say so and stop
                 raise
             log("claim failed", error=str(err))
@@ -300,10 +311,12 @@ class Worker:
         held.pid, held.proc = proc.pid, proc
         self._save(held)
         self.held[held.lease_id] = held
-        # No POST /start: the next worker heartbeat, which renews every held lease in one
-        # call, starts it, as a first heartbeat does -- one request per lease fewer. Until
-        # then the lease is `dispatched`, its deadline one toleration from the claim, and the
-        # job's fence counts from the claim: nothing is held longer than the claim allows.
+        # No POST /start: the claim asked for the lease running (`start`), since the job is
+        # launched the moment the answer is in; where the service could not start it with
+        # the claim (the lease stays `dispatched`), the next worker heartbeat, which renews
+        # every held lease in one call, starts it, as a first heartbeat does. Either way the
+        # lease's deadline is one toleration from the claim, and the job's fence counts from
+        # the claim: nothing is held longer than the claim allows.
 
     # ------------------------------------------------------------------ heartbeats
 
@@ -497,6 +510,8 @@ class Worker:
             "worker_version": self.opts.worker_version,
             "host": socket.gethostname()[:255],
         }
+        if self.claim_start:  # launched the moment the answer is in, as a claim's lease
+            ask["start"] = True
         if self.opts.lease_seconds:
             ask["lease_seconds"] = self.opts.lease_seconds
         return ask

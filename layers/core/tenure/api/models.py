@@ -387,6 +387,11 @@ class Claim(Strict):
     host: Host | None = None
     # That pending lease or nothing (204); 409 when it is held or has ended.
     lease_id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+    # The worker starts the job as soon as it has the answer: the lease is claimed running,
+    # its first heartbeat with nothing to write. Where the lease's timeline cannot hold both
+    # transitions on its row (a lease made before timeline stamps, a workflow's or a space's
+    # lease) it is claimed dispatched, as without it, and its first heartbeat starts it.
+    start: bool = False
 
 
 class Heartbeat(Strict):
@@ -418,6 +423,7 @@ class NextClaim(Strict):
     wait_seconds: Annotated[float, Field(ge=0, le=20)] = 0
     lease_seconds: LeaseSeconds | None = None
     host: Host | None = None
+    start: bool = False  # as the claim's own `start`
 
 
 class Complete(Strict):

@@ -120,25 +120,45 @@ def with_stamp(seen: Lease | None, new: Lease) -> Lease:
     return marked if told == [event] else replace(new, tl=bare)
 
 
+def lease_events(old: Lease | None, new: Lease) -> list[Event]:
+    """Every event one lease row change stands for, oldest first: its own (lease_event), after
+    any transition an earlier version of the same write made and the row holds as a stamp (a
+    claim that also starts the lease is claimed at one version and started at the next)."""
+    last = lease_event(old, new)
+    if last is None:
+        return []
+    if old is None:
+        return [last]
+    passed = [e for v, e in _stamped(new) if old.version < v < new.version]
+    return [*passed, last]
+
+
 def stamped_events(lease: Lease) -> list[Event]:
     """The timeline events a lease row holds as stamps (oldest first)."""
+    return [event for _, event in _stamped(lease)]
+
+
+def _stamped(lease: Lease) -> list[tuple[int, Event]]:
     marks = lease.tl or {}
-    found: list[Event] = []
+    found: list[tuple[int, Event]] = []
 
     def told(key: str, type_: str, at: int | None, data: dict[str, Any]) -> None:
         version = marks.get(key)
         if version is None or at is None:
             return
         found.append(
-            Event(
-                id=f"{lease.id}.v{int(version):06d}",
-                subject_kind=lease.subject_kind,
-                subject_id=lease.subject_id,
-                type=type_,
-                at=at,
-                lease_id=lease.id,
-                fence=lease.fence,
-                data=data,
+            (
+                int(version),
+                Event(
+                    id=f"{lease.id}.v{int(version):06d}",
+                    subject_kind=lease.subject_kind,
+                    subject_id=lease.subject_id,
+                    type=type_,
+                    at=at,
+                    lease_id=lease.id,
+                    fence=lease.fence,
+                    data=data,
+                ),
             )
         )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -24,10 +25,12 @@ from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Event
 from tenure.domain.outbound import SOURCE, Outbound, outbound_of
+from tenure.domain.states import LeaseState
 from tenure.domain.timeline import (
     graph_event,
     is_stamped,
     lease_event,
+    lease_events,
     task_event,
     task_side_events,
 )
@@ -124,9 +127,8 @@ def handle(
     published: list[tuple[str, Outbound]] = []  # (the record's sequence number, its bus event)
 
     def on_record(record: DynamoDBRecord) -> None:
-        out = process(target, svc, record.raw_event)
-        if out is not None:
-            published.append((record.raw_event["dynamodb"]["SequenceNumber"], out))
+        sequence = record.raw_event["dynamodb"]["SequenceNumber"]
+        published.extend((sequence, out) for out in process(target, svc, record.raw_event))
 
     answer: dict[str, Any] = dict(
         process_partial_response(
@@ -148,30 +150,48 @@ def handle(
     return answer
 
 
-def process(store: Store, svc: Tenure, record: dict[str, Any]) -> Outbound | None:
-    """One stream record, decoded once: its timeline event, then its reactions (rollup,
+def process(store: Store, svc: Tenure, record: dict[str, Any]) -> list[Outbound]:
+    """One stream record, decoded once: its timeline events, then its reactions (rollup,
     auto-enqueue, the breaker, wake-creator), each conditional, so a replayed record changes
-    nothing and a failed one is retried. Returns the bus event of its timeline event."""
+    nothing and a failed one is retried. Returns the bus events of its timeline events."""
     changed = rows_of(record)
     if changed is None:
-        return None
+        return []
     entity, old, new = changed
-    event = EVENTS[entity](old, new)
+    events = events_of(entity, old, new)
     side = task_side_events(old, new) if entity == "task" else []
-    for written in [event, *side] if event is not None else side:
+    for written in [*events, *side]:
         record_event(store, entity, new, written)
     svc.reactions.react(entity, old, new)
-    return outbound_of(entity, new, event) if event is not None else None
+    return [outbound_of(entity, _as_of(entity, new, event), event) for event in events]
+
+
+def events_of(entity: str, old: Any, new: Any) -> list[Event]:
+    """The timeline events of one row change, oldest first: a lease's write may stand for
+    two transitions (a claim that also started it), any other row's for one at most."""
+    if entity == "lease":
+        return lease_events(old, new)
+    event = EVENTS[entity](old, new)
+    return [event] if event is not None else []
+
+
+def _as_of(entity: str, row: Any, event: Event) -> Any:
+    """The row as the bus event tells it: a lease claimed and started by one write was
+    dispatched when its claim's event happened."""
+    if entity == "lease" and event.type == "lease.claimed" and row.state is LeaseState.RUNNING:
+        return replace(row, state=LeaseState.DISPATCHED)
+    return row
 
 
 def react(store: Store, record: dict[str, Any]) -> Event | None:
-    """The timeline event of one record, written (idempotently)."""
+    """The timeline events of one record, written (idempotently); the newest of them."""
     changed = rows_of(record)
-    event = EVENTS[changed[0]](changed[1], changed[2]) if changed is not None else None
-    if changed is None or event is None:
+    if changed is None:
         return None
-    record_event(store, changed[0], changed[2], event)
-    return event
+    events = events_of(*changed)
+    for event in events:
+        record_event(store, changed[0], changed[2], event)
+    return events[-1] if events else None
 
 
 def record_event(store: Store, entity: str, row: Any, event: Event) -> None:

@@ -102,9 +102,11 @@ class BenchWorker:
 
     def tick(self, queue: list[int]) -> None:
         """One renewal period of the runner's loop (tenure_worker/runner.py), in its order: one
-        heartbeat for every lease held (the first one starts a lease: no start call), each
-        finished job's report claiming the next lease in the same call while work remains,
-        then plain claims for free slots. A claim's answer carries the payload."""
+        heartbeat for every lease held, each finished job's report claiming the next lease in
+        the same call while work remains, then plain claims for free slots. Every claim asks
+        for its lease running (`start`: the runner launches the job on the answer), so there
+        is no start call and a first heartbeat has nothing to start. A claim's answer carries
+        the payload."""
         now = self.rig.clock.now_ms()
         if self.held:
             answers = self.client.worker_heartbeat(
@@ -118,6 +120,7 @@ class BenchWorker:
                     "worker_id": self.worker_id,
                     "claim_id": new_claim_id(),
                     "worker_version": "tenure-worker/bench",
+                    "start": True,
                 }
             answer = self.client.complete(held.lease_id, held.token, body)
             self.held.remove(held)
@@ -125,7 +128,9 @@ class BenchWorker:
             if answer.get("next"):
                 self._hold(claim_of(answer["next"]), queue, now)
         while len(self.held) < LEASES_PER_WORKER and queue[0] > 0:
-            claim = self.client.claim(self.pool, self.worker_id, "tenure-worker/bench", 0)
+            claim = self.client.claim(
+                self.pool, self.worker_id, "tenure-worker/bench", 0, start=True
+            )
             if claim is None:
                 raise RuntimeError("a claim came back empty while leases were pending")
             self._hold(claim, queue, now)

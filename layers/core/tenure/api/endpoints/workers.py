@@ -28,6 +28,7 @@ def claim(pool: str, body: Annotated[m.Claim, Body()]) -> Response[Any]:
         claim_id=body.claim_id,
         host=body.host,
         lease_id=body.lease_id,
+        start=body.start,
     )
     if won is None:
         return Response(status_code=204, content_type=None, body=None)

@@ -85,10 +85,13 @@ class Claims:
         claim_id: str | None = None,
         host: str | None = None,
         lease_id: str | None = None,
+        start: bool = False,
     ) -> Claimed | None:
         """The next claimable lease of the pool, or with `lease_id` that one lease or
         nothing: None when nothing could be taken once `wait_seconds` have passed; an exact
-        claim of a lease that is held or has ended is 409 invalid_transition."""
+        claim of a lease that is held or has ended is 409 invalid_transition. With `start`
+        the worker begins the job as soon as it has the answer, so the lease is running at
+        once (see _claimed_and_started)."""
         authz.require_worker(actor, pool_name)
         # Each is stored and shown to operators (the worker list, exec_target, the timeline).
         rules.refuse_token_fields(
@@ -112,7 +115,7 @@ class Claims:
             again = self._follow(intent, pool)
             if again is not None:
                 return again
-        ask = _Ask(worker_id, worker_version, lease_seconds, actor.token_id, intent, host)
+        ask = _Ask(worker_id, worker_version, lease_seconds, actor.token_id, intent, host, start)
         give_up_at = self.kernel.clock.now_ms() + int(wait_seconds * 1000)
         if lease_id is not None:
             return self._claim_exact(lease_id, pool_name, pool, closed, ask, give_up_at)
@@ -469,6 +472,8 @@ class Claims:
             run_limit_seconds=run_limit,
             run_deadline=run_deadline,
         )
+        if ask.start:
+            new = self._claimed_and_started(new, now)
         intent = ask.intent if ask.intent is not None and not ask.intent.spent else None
         records: list[RecordWrite] = []
         if intent is not None:
@@ -510,6 +515,27 @@ class Claims:
             intent.names = lease.id
         return Claimed(lease=new, token=token, pool=pool)
 
+    def _claimed_and_started(self, claimed: Lease, now: int) -> Lease:
+        """The claimed lease started by the same write, when the worker says it starts the
+        job at once: the first heartbeat then has nothing to write. The write is two
+        transitions (claimed, then started: two versions), so it is made only where the row
+        holds both as stamps, which is how the timeline and the reactor tell each of them
+        (domain/timeline.py); anywhere else the lease is claimed alone, and its first
+        heartbeat or start call starts it as without `start`."""
+        if claimed.tl is None or claimed.tl.get("c") != claimed.version:
+            return claimed
+        started = self.kernel.apply(
+            claimed,
+            must_move(claimed.id, claimed.state, claimed.revoke, Action.START),
+            {"by": "claim"},
+            now,
+            started_at=now,
+        )
+        stamps = started.tl or {}
+        if stamps.get("c") != claimed.version or stamps.get("s") != started.version:
+            return claimed
+        return started
+
     def _ceilings(self, pool: Pool, lease: Lease, now: int) -> list[Ceiling]:
         """The counters a claim of `lease` in `pool` must stay under (each is unlimited unless
         set, and then adds nothing to the claim's write)."""
@@ -541,6 +567,7 @@ class _Ask:
     claimant: str  # the worker token's id: only it renews what it claimed
     intent: _Intent | None  # with a claim_id: where its record stands
     host: str | None
+    start: bool = False  # the worker starts the job on the answer: claim it running
 
 
 @dataclass

@@ -43,6 +43,7 @@ class NextClaim:
     wait_seconds: float = 0
     lease_seconds: int | None = None
     host: str | None = None
+    start: bool = False
 
 
 class Handover:
@@ -85,5 +86,6 @@ class Handover:
             ask.lease_seconds,
             claim_id=ask.claim_id,
             host=ask.host,
+            start=ask.start,
         )
         return ended, won
