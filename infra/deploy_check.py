@@ -58,7 +58,8 @@ def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def _builder() -> Any:
+def builder() -> Any:
+    """layers/core/build_layer.py, the layer's build (it is no package: loaded by path)."""
     spec = importlib.util.spec_from_file_location("build_layer", LAYER / "build_layer.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -70,7 +71,7 @@ def layer() -> None:
     """The layer exactly as `sam build` makes it (layers/core/build_layer.py)."""
     with tempfile.TemporaryDirectory(prefix="tenure-layer-") as tmp:
         target = Path(tmp) / "python"
-        compiled = _builder().build(Path(tmp))
+        compiled = builder().build(Path(tmp))
         print(f"layer bytecode: {compiled}")
         found = sorted(name for name in NOT_THE_SERVICE if (target / name).exists())
         if found:

@@ -3,7 +3,6 @@ local stack, no benches or load generator, no test hooks, no packaging leftovers
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 from packaging.requirements import Requirement
 from samtranslator.yaml_helper import yaml_parse
 
+from infra.deploy_check import builder
 from tests.infra.imports import STDLIB, all_imports
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,15 +40,7 @@ PROVIDED_BY: dict[str, str | None] = {
 }
 
 
-def _load_builder() -> Any:
-    spec = importlib.util.spec_from_file_location("build_layer", LAYER / "build_layer.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-BUILDER = _load_builder()
+BUILDER = builder()
 
 
 def _copied(tmp: Path) -> list[Path]:
