@@ -11,6 +11,7 @@ read, so a pattern the local stack cannot judge is never silently passed or drop
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -25,8 +26,18 @@ Pattern = dict[str, Any]
 
 def reactor_patterns(template: dict[str, Any] | None = None) -> tuple[Pattern, ...]:
     """The filter patterns of the reactor's stream trigger; empty when it sets none (every
-    record is delivered)."""
-    resources = (template or load_template())["Resources"]
+    record is delivered). The template's are read once a process (parsing it takes ~80 ms,
+    and every stream pump asks)."""
+    return _patterns_of(template) if template is not None else _shipped_patterns()
+
+
+@functools.cache
+def _shipped_patterns() -> tuple[Pattern, ...]:
+    return _patterns_of(load_template())
+
+
+def _patterns_of(template: dict[str, Any]) -> tuple[Pattern, ...]:
+    resources = template["Resources"]
     events = resources[REACTOR]["Properties"].get("Events", {})
     patterns: list[Pattern] = []
     for event in events.values():
