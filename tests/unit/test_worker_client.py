@@ -209,6 +209,31 @@ def test_against_a_service_that_does_not_know_start_the_runner_claims_without_it
     assert "start" not in w._next_claim(), "nor does a report's next claim carry it"
 
 
+def test_a_report_refused_for_its_next_claims_start_is_sent_again_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker upgraded before its service may report before it ever claims (a job that
+    ended while it was away): the old service refuses the whole report for `next.start`,
+    having applied nothing, so the report is kept and sent again without it."""
+    refused = {
+        "error": {"code": "validation_failed", "message": "next.start: is not a known field"}
+    }
+    done = {"lease": {"id": "L1", "state": "completed"}}
+    fake = FakeTransport(
+        Answer(422, {}, json.dumps(refused).encode()), Answer(200, {}, json.dumps(done).encode())
+    )
+    w = worker(tmp_path, fake)
+    monkeypatch.setattr(w, "_launch", lambda claim, at: None)
+    w.opts.concurrency = 2
+    w._finish(_held(tmp_path), 0)
+    assert "L1" in w.unreported, "the refused report is kept, not dropped"
+    w._send_reports()
+    first, second = (r["body"] for r in fake.requests)
+    assert first["next"]["start"] is True and "start" not in second["next"]
+    assert second["next"]["claim_id"] == first["next"]["claim_id"]
+    assert "L1" not in w.unreported and w.claim_start is False
+
+
 def test_the_runner_waits_out_retry_after_before_claiming_again(tmp_path: Path) -> None:
     fake = FakeTransport(busy("4"))
     w = worker(tmp_path, fake)

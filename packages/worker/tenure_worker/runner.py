@@ -484,6 +484,15 @@ class Worker:
                     exit_status=facts.get("exit_status"),
                 )
             except ApiError as err:
+                nxt = body.get("next") or {}
+                if err.status == 422 and UNKNOWN_START in err.message and "start" in nxt:
+                    # A service of a release without `start` refused the whole report for its
+                    # next claim's field, so nothing was applied: send it again without it.
+                    log("the service does not know claims that start their lease; reporting again")
+                    self.claim_start = False
+                    stripped = {k: v for k, v in nxt.items() if k != "start"}
+                    self.unreported[lease_id] = (held, kind, {**body, "next": stripped}, since)
+                    continue
                 # A 4xx is an answer (409: the lease moved on, or the job reported already).
                 log("report refused", lease=lease_id, code=err.code)
             except Unreachable as err:
