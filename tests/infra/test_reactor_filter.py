@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -110,3 +111,44 @@ def _decodable(record: dict[str, Any]) -> bool:
         return rows_of(record) is not None
     except (KeyError, TypeError, ValueError):
         return True  # it tried to decode the row: the reactor has work for it
+
+
+def test_the_matcher_judges_objects_and_lists_as_eventbridge_does() -> None:
+    nested = {"dynamodb": {"NewImage": {"M": {"S": "x"}}}}
+    assert not passes([{"dynamodb": {"NewImage": {"M": [{"exists": True}]}}}], nested), (
+        "exists sees only leaves, and an object is not one"
+    )
+    assert not passes([{"dynamodb": {"NewImage": {"M": [{"exists": False}]}}}], nested)
+    assert not passes([{"dynamodb": {"NewImage": {"M": [{"anything-but": "x"}]}}}], nested)
+    listed = {"dynamodb": {"NewImage": {"tags": ["a", "b"], "none": []}}}
+    assert passes([{"dynamodb": {"NewImage": {"tags": ["b"]}}}], listed), "any element matches"
+    assert not passes([{"dynamodb": {"NewImage": {"tags": ["c"]}}}], listed)
+    assert passes([{"dynamodb": {"NewImage": {"tags": [{"prefix": "a"}]}}}], listed)
+    assert not passes([{"dynamodb": {"NewImage": {"none": [{"exists": True}]}}}], listed)
+    flag = {"dynamodb": {"NewImage": {"f": {"BOOL": True}, "n": {"N": 1}}}}
+    assert passes([{"dynamodb": {"NewImage": {"f": {"BOOL": [True]}}}}], flag)
+    assert not passes([{"dynamodb": {"NewImage": {"n": {"N": [True]}}}}], flag), "true is not 1"
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [
+        {"anything-but": {"prefix": "LEASE#"}},
+        {"anything-but": [{"prefix": "LEASE#"}]},
+        {"prefix": "A", "exists": True},
+        {"exists": "yes"},
+        {"prefix": 3},
+        ["nested", "list"],
+    ],
+)
+def test_an_operator_form_the_matcher_does_not_judge_is_refused(choice: object) -> None:
+    pattern = json.dumps({"dynamodb": {"NewImage": {"PK": {"S": [choice]}}}})
+    trigger = {
+        "Type": "DynamoDB",
+        "Properties": {"FilterCriteria": {"Filters": [{"Pattern": pattern}]}},
+    }
+    template = {
+        "Resources": {"ReactorFunction": {"Properties": {"Events": {"TableStream": trigger}}}}
+    }
+    with pytest.raises(ValueError, match="cannot judge"):
+        reactor_patterns(template)

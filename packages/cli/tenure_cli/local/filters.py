@@ -57,16 +57,42 @@ def passes(patterns: Sequence[Pattern], record: dict[str, Any]) -> bool:
     return not patterns or any(_matches(p, record) for p in patterns)
 
 
-def _check(pattern: Pattern) -> None:
+def _check(pattern: Any) -> None:
+    if not isinstance(pattern, dict):
+        raise ValueError(f"a filter pattern must be an object, not {pattern!r}")
     for value in pattern.values():
         if isinstance(value, dict):
             _check(value)
         elif isinstance(value, list):
             for choice in value:
-                if isinstance(choice, dict) and not set(choice) <= OPERATORS:
-                    raise ValueError(f"a filter the local stack cannot judge: {choice}")
+                _check_choice(choice)
         else:
             raise ValueError(f"a filter pattern's leaf must be a list of values, not {value!r}")
+
+
+def _check_choice(choice: Any) -> None:
+    if not isinstance(choice, dict):
+        if isinstance(choice, list):
+            raise ValueError(f"a filter the local stack cannot judge: {choice!r}")
+        return
+    if len(choice) != 1 or not set(choice) <= OPERATORS:
+        raise ValueError(f"a filter the local stack cannot judge: {choice}")
+    ((operator, argument),) = choice.items()
+    judged = {
+        "exists": isinstance(argument, bool),
+        "prefix": isinstance(argument, str),
+        # Only values: `anything-but` with a prefix or a nested operator is not judged here.
+        "anything-but": _is_value(argument)
+        or (isinstance(argument, list) and all(_is_value(v) for v in argument)),
+    }[operator]
+    if not judged:
+        raise ValueError(f"a filter the local stack cannot judge: {choice}")
+
+
+def _is_value(argument: Any) -> bool:
+    return argument is None or (
+        isinstance(argument, (str, int, float)) and not isinstance(argument, bool)
+    )
 
 
 def _matches(pattern: Pattern, data: Any) -> bool:
@@ -82,12 +108,26 @@ def _matches(pattern: Pattern, data: Any) -> bool:
 
 
 def _choice(choice: Any, present: bool, value: Any) -> bool:
+    """One entry of a leaf's list against the record's value there. As in EventBridge's
+    matching: `exists: true` wants a leaf there (an object, or an empty list, is not one) and
+    `exists: false` wants the key absent; a list value matches when any of its elements does;
+    a value is never an object."""
+    if isinstance(choice, dict) and "exists" in choice:
+        if choice["exists"]:
+            return present and not isinstance(value, dict) and value != []
+        return not present
+    if not present or isinstance(value, dict):
+        return False
+    values = value if isinstance(value, list) else [value]
+    return any(_one(choice, v) for v in values if not isinstance(v, (dict, list)))
+
+
+def _one(choice: Any, value: Any) -> bool:
     if not isinstance(choice, dict):
-        return present and value == choice
-    if "exists" in choice:
-        return present is bool(choice["exists"])
+        if isinstance(choice, bool) or isinstance(value, bool):
+            return value is choice  # true is not 1
+        return value == choice
     if "prefix" in choice:
-        return present and isinstance(value, str) and value.startswith(choice["prefix"])
+        return isinstance(value, str) and value.startswith(choice["prefix"])
     refused = choice["anything-but"]
-    refused = refused if isinstance(refused, list) else [refused]
-    return present and value not in refused
+    return value not in (refused if isinstance(refused, list) else [refused])
