@@ -66,12 +66,6 @@ EVENTS: dict[str, Callable[[Any, Any], Event | None]] = {
 }
 
 
-def event_of(record: dict[str, Any]) -> Event | None:
-    """The timeline event one stream record stands for, if any."""
-    changed = rows_of(record)
-    return EVENTS[changed[0]](changed[1], changed[2]) if changed is not None else None
-
-
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 metrics = Metrics(namespace="Tenure", service="reactor")
 # Transitions counted as metrics (the dashboard's claims, completions, failures), whichever
