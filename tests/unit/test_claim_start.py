@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from tenure.app.leases.handover import NextClaim
+from tenure.app.migrations import CLAIM_START_FROM_SCHEMA, SchemaState, migrate
 from tenure.domain.model import Lease
 from tenure.domain.states import LeaseState, ReportKind
 from tenure.domain.timeline import lease_events, stamped_events
@@ -144,3 +145,20 @@ def test_the_reactor_publishes_both_transitions_and_writes_no_row_for_either(rig
     ]
     assert [d["id"] for _, d in bus.sent] == [e.id for e in told]
     assert rig.store.timelines == rows_before, "stamped: no timeline row for either"
+
+
+def test_a_table_an_earlier_release_migrated_claims_alone_until_migrated(rig: Rig) -> None:
+    # A reactor of that release tells one event per row change: it must not meet a claim
+    # that is also a start, so until the migrate the lease is claimed dispatched.
+    rig.store.schema = SchemaState(version=CLAIM_START_FROM_SCHEMA - 1, step=2)
+    rig.task()
+    before = _claim_started(rig)
+    assert before.lease.state is LeaseState.DISPATCHED
+    assert before.lease.tl is not None and "s" not in before.lease.tl
+
+    [*_, starts] = migrate(rig.store)
+    assert (starts.name, starts.status) == ("claims-that-start", "applied")
+    rig.advance(31)  # the kernel reads the schema row at most once per pool cache period
+    rig.task()
+    after = _claim_started(rig, worker_id="w2")
+    assert after.lease.state is LeaseState.RUNNING

@@ -9,7 +9,7 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from tenure.app.migrations import STAMPS_FROM_SCHEMA
+from tenure.app.migrations import CLAIM_START_FROM_SCHEMA, SCHEMA_VERSION, STAMPS_FROM_SCHEMA
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite, Store
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -95,7 +95,7 @@ class Kernel:
         self._pools: dict[str, tuple[int, Pool]] = {}
         self._spaces: dict[str, tuple[int, Space]] = {}
         self._instance_at: tuple[int, Instance] | None = None
-        self._stamping_at: tuple[int, bool] | None = None
+        self._schema_at: tuple[int, int] | None = None
         # What the API reports as metrics after each request (claims, lost races, …).
         self.counters: Counter[str] = Counter()
 
@@ -375,14 +375,25 @@ class Kernel:
     def first_stamps(self, subject_kind: str) -> dict[str, Any] | None:
         """A new lease's stamps (domain/timeline.py), or None while the table's schema is
         below STAMPS_FROM_SCHEMA (app/migrations.py): every event of that lease is then a
-        timeline row, as an earlier release wrote it. The schema row is read once per
-        POOL_CACHE_MS, like the pools."""
+        timeline row, as an earlier release wrote it."""
+        return first_stamps(subject_kind) if self._schema() >= STAMPS_FROM_SCHEMA else None
+
+    def claims_may_start(self) -> bool:
+        """Whether a claim may start its lease in the same write: not while the table's schema
+        is below CLAIM_START_FROM_SCHEMA (app/migrations.py), when a reactor of an earlier
+        release may still be reading the stream."""
+        return self._schema() >= CLAIM_START_FROM_SCHEMA
+
+    def _schema(self) -> int:
+        """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A
+        table no release has migrated (a new stack) is at this release's version: no earlier
+        release shares it."""
         now = self.clock.now_ms()
-        if self._stamping_at is None or now - self._stamping_at[0] >= POOL_CACHE_MS:
+        if self._schema_at is None or now - self._schema_at[0] >= POOL_CACHE_MS:
             state = self.store.schema_state()
-            never_migrated = state.step == 0
-            self._stamping_at = (now, never_migrated or state.version >= STAMPS_FROM_SCHEMA)
-        return first_stamps(subject_kind) if self._stamping_at[1] else None
+            version = SCHEMA_VERSION if state.step == 0 else state.version
+            self._schema_at = (now, version)
+        return self._schema_at[1]
 
     def request_pool(self, name: str) -> Pool:
         """The pool as this request last read it fresh or wrote it, else read fresh now."""

@@ -27,7 +27,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -36,6 +36,12 @@ SCHEMA_VERSION = 2
 # not share the table with leases made that way. A table no release has migrated (a new
 # stack) stamps from the start.
 STAMPS_FROM_SCHEMA = 2
+# From this version on, a claim may start its lease in the same write (claimed and started,
+# two stamps on one row change). A reactor of an earlier release tells one event per row
+# change, so it would put the start on the event bus and not the claim: such a claim waits
+# until `tenure admin migrate` runs after this release is deployed everywhere (until then the
+# claim is made alone and the first heartbeat starts the lease).
+CLAIM_START_FROM_SCHEMA = 3
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -118,6 +124,13 @@ def start_timeline_stamps(
     return Page({}, None)
 
 
+def start_claims_that_start(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: reaching this version is what lets a claim start its lease."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -131,6 +144,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="let new task leases keep their claim, start and completion as stamps on the "
         "lease row (leases made before keep their timeline rows)",
         page=start_timeline_stamps,
+    ),
+    Migration(
+        version=CLAIM_START_FROM_SCHEMA,
+        name="claims-that-start",
+        does="let a claim that asks to start its lease claim and start it in one write",
+        page=start_claims_that_start,
     ),
 )
 

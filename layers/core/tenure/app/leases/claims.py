@@ -521,8 +521,11 @@ class Claims:
         transitions (claimed, then started: two versions), so it is made only where the row
         holds both as stamps, which is how the timeline and the reactor tell each of them
         (domain/timeline.py); anywhere else the lease is claimed alone, and its first
-        heartbeat or start call starts it as without `start`."""
+        heartbeat or start call starts it as without `start`. Not either while the table's
+        schema is below the version that allows it (Kernel.claims_may_start)."""
         if claimed.tl is None or claimed.tl.get("c") != claimed.version:
+            return claimed
+        if not self.kernel.claims_may_start():
             return claimed
         started = self.kernel.apply(
             claimed,
