@@ -1,8 +1,9 @@
 """A task lease's routine transitions (claimed, started, completed) are stamped on the lease row
 by the write that makes them, and the reactor writes no timeline row for them: on DynamoDB
-Local, with the table's stream delivered to the reactor, a plain lifecycle leaves one row in
-the task's timeline partition (the lease's anchor, its `lease.created`), while the timeline
-reads back every event as before; a transition the row cannot tell keeps a row of its own; a
+Local, with the table's stream delivered to the reactor, a plain lifecycle leaves no row in
+the task's timeline partition (the task's first lease is read by its id, its creation a stamp
+too; a later lease has an anchor row, its first event), while the timeline reads back every
+event as before; a transition the row cannot tell keeps a row of its own; a
 stream delivered twice changes nothing; a crash between a stamped write and the reactor loses
 no event."""
 
@@ -12,8 +13,14 @@ import time
 from typing import Any
 
 import boto3
-from tenure.app.migrations import STAMPS_FROM_SCHEMA, SchemaState, migrate
+from tenure.app.migrations import (
+    CREATED_STAMPS_FROM_SCHEMA,
+    STAMPS_FROM_SCHEMA,
+    SchemaState,
+    migrate,
+)
 from tenure.domain.model import Event, Task
+from tenure.domain.timeline import first_lease_id, lease_event
 from tenure.store import keys as k
 from tenure.triggers.stream import react
 
@@ -50,10 +57,9 @@ def _shape(events: list[Event]) -> list[tuple[str, int, dict[str, Any]]]:
     return [(e.type, e.at, e.data) for e in events]
 
 
-def test_a_plain_lifecycle_writes_one_timeline_row_and_reads_back_every_event(rig: Rig) -> None:
+def test_a_plain_lifecycle_writes_no_timeline_row_and_reads_back_every_event(rig: Rig) -> None:
     task, lease_id = _lifecycle(rig)
-    rows = _partition(rig, task)
-    assert len(rows) == 1 and rows[0].startswith(k.ANCHOR_PREFIX), rows
+    assert _partition(rig, task) == []
     events = rig.store.timeline("task", task.id, None)
     at = events[0].at
     assert _shape(events) == [
@@ -75,7 +81,7 @@ def test_a_plain_lifecycle_writes_one_timeline_row_and_reads_back_every_event(ri
     assert [e.id for e in events] == [f"{lease_id}.v{v:06d}" for v in (1, 2, 3, 4)]
     assert {(e.lease_id, e.fence) for e in events} == {(lease_id, 1)}
     stamps = rig.store.get_lease(lease_id)
-    assert stamps is not None and stamps.tl == {"c": 2, "s": 3, "b": "heartbeat", "e": 4}
+    assert stamps is not None and stamps.tl == {"n": 1, "c": 2, "s": 3, "b": "heartbeat", "e": 4}
 
 
 def test_a_claim_that_starts_its_lease_is_two_events_of_one_write(rig: Rig) -> None:
@@ -112,8 +118,8 @@ def test_a_claim_that_starts_its_lease_is_two_events_of_one_write(rig: Rig) -> N
         ("lease.started", at + 1000, {"by": "claim"}),
     ]
     assert [e.id for e in events[:3]] == [f"{lease.id}.v{v:06d}" for v in (1, 2, 3)]
-    # The anchor and the claim retry's own row (a retry is no routine transition).
-    assert len(rows) == 2 and sum(sk.startswith(k.ANCHOR_PREFIX) for sk in rows) == 1, rows
+    # Only the claim retry's own row (a retry is no routine transition).
+    assert len(rows) == 1 and rows[0].startswith(k.EVENT_PREFIX), rows
     for newest_first in (False, True):  # page by page, one event a page, both ways
         walked = walk_timeline(rig.store, task.id, 1, newest_first)
         ids = [e.id for e in (reversed(walked) if newest_first else walked)]
@@ -150,12 +156,11 @@ def test_events_the_row_cannot_tell_keep_rows_of_their_own(rig: Rig) -> None:
 
 
 def test_a_stamped_event_is_on_the_timeline_before_the_reactor_has_run(rig: Rig) -> None:
-    # The write is the event: once the anchor is there, a claim, a start and a completion
-    # read back at once, even while their stream records wait (or the reactor is down).
+    # The write is the event: the creation, a claim, a start and a completion read back at
+    # once, even while their stream records wait (or the reactor is down).
     make_world(rig.svc)
     task, lease = rig.svc.filing.create_task(ADMIN, SPACE, "job", None, None, {}, ALPHA, None)
     assert lease is not None
-    rig.pump.drain()  # the anchor
     rig.clock.advance(1)
     won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
     assert won is not None
@@ -165,23 +170,20 @@ def test_a_stamped_event_is_on_the_timeline_before_the_reactor_has_run(rig: Rig)
     assert types == ["lease.created", "lease.claimed", "lease.started", "lease.completed"]
     rig.pump.drain()
     assert [e.type for e in rig.store.timeline("task", task.id, None)] == types
-    assert len(_partition(rig, task)) == 1
+    assert _partition(rig, task) == []
 
 
 def test_a_lease_made_before_stamps_goes_on_with_rows_of_its_own(rig: Rig) -> None:
     # Data an earlier release wrote: the lease has no stamps and its creation is an event
-    # row, not an anchor. Its later transitions are rows too, and the timeline is whole.
+    # row. Its later transitions are rows too, and the timeline is whole.
     make_world(rig.svc)
     task, lease = rig.svc.filing.create_task(ADMIN, SPACE, "old", None, None, {}, ALPHA, None)
     assert lease is not None
-    rig.pump.drain()
+    assert _partition(rig, task) == []
+    created = lease_event(None, lease)
+    assert created is not None
+    rig.store.put_event(created)
     client, table = rig.store.client, rig.store.table
-    [anchor] = _partition(rig, task)
-    pk = {"S": k.timeline_pk("task", task.id)}
-    row = client.get_item(TableName=table, Key={"PK": pk, "SK": {"S": anchor}})["Item"]
-    client.delete_item(TableName=table, Key={"PK": pk, "SK": {"S": anchor}})
-    event_sk = k.EVENT_PREFIX + anchor.removeprefix(k.ANCHOR_PREFIX)
-    client.put_item(TableName=table, Item={**row, "SK": {"S": event_sk}})
     client.update_item(
         TableName=table,
         Key={"PK": {"S": f"LEASE#{lease.id}"}, "SK": {"S": "LEASE"}},
@@ -320,4 +322,30 @@ def test_a_table_an_earlier_release_migrated_stamps_only_once_migrated_again(rig
     rig.clock.advance(31)  # the schema row is read again after the pools' cache time
     later, _ = rig.svc.filing.create_task(ADMIN, SPACE, "next", None, None, {}, ALPHA, None)
     rig.pump.drain()
-    assert [sk[:3] for sk in _partition(rig, later)] == [k.ANCHOR_PREFIX]
+    assert _partition(rig, later) == []
+
+
+def test_a_first_lease_goes_without_an_anchor_only_once_the_schema_allows(rig: Rig) -> None:
+    # A timeline read of the release before finds leases only by their anchors: while it may
+    # still be serving, a task's first lease is anchored as it would have been.
+    assert rig.store.save_schema(
+        SchemaState(), SchemaState(version=CREATED_STAMPS_FROM_SCHEMA - 1, step=1)
+    )
+    task, lease_id = _lifecycle(rig)
+    assert [sk[:3] for sk in _partition(rig, task)] == [k.ANCHOR_PREFIX]
+    lease = rig.store.get_lease(lease_id)
+    assert lease is not None and lease.tl is not None and "n" not in lease.tl
+    assert lease_id != first_lease_id(task.id)
+    assert [e.type for e in rig.store.timeline("task", task.id, None)] == [
+        "lease.created",
+        "lease.claimed",
+        "lease.started",
+        "lease.completed",
+    ]
+    assert [o.status for o in migrate(rig.store)][-1] == "applied"
+    rig.clock.advance(31)
+    later, first = rig.svc.filing.create_task(ADMIN, SPACE, "next", None, None, {}, ALPHA, None)
+    rig.pump.drain()
+    assert first is not None and first.id == first_lease_id(later.id)
+    assert _partition(rig, later) == []
+    assert [e.type for e in rig.store.timeline("task", later.id, None)] == ["lease.created"]

@@ -34,7 +34,7 @@ def test_a_claim_with_start_hands_out_a_running_lease_by_one_write(rig: Rig) -> 
     assert lease.state is LeaseState.RUNNING
     assert lease.started_at == lease.claimed_at and lease.claimed_at is not None
     assert lease.version == pending.version + 2
-    assert lease.tl == {"c": pending.version + 1, "s": pending.version + 2, "b": "claim"}
+    assert lease.tl == {"n": 1, "c": pending.version + 1, "s": pending.version + 2, "b": "claim"}
     assert rig.store.writes.count("commit") == 1
     types = rig.types(task.id)
     assert types[-2:] == ["lease.claimed", "lease.started"]
@@ -132,7 +132,7 @@ def test_the_reactor_publishes_both_transitions_and_writes_no_row_for_either(rig
     running = rig.lease(won.lease.id)
     told = lease_events(pending, running)
     assert [e.type for e in told] == ["lease.claimed", "lease.started"]
-    assert told == stamped_events(running), "both are the row's stamps"
+    assert told == stamped_events(running)[-2:], "both are the row's stamps"
     bus = Bus()
     rows_before = dict(rig.store.timelines)
     answer = handle(
@@ -156,8 +156,8 @@ def test_a_table_an_earlier_release_migrated_claims_alone_until_migrated(rig: Ri
     assert before.lease.state is LeaseState.DISPATCHED
     assert before.lease.tl is not None and "s" not in before.lease.tl
 
-    [*_, starts] = migrate(rig.store)
-    assert (starts.name, starts.status) == ("claims-that-start", "applied")
+    outcomes = {o.name: o.status for o in migrate(rig.store)}
+    assert outcomes["claims-that-start"] == "applied"
     rig.advance(31)  # the kernel reads the schema row at most once per pool cache period
     rig.task()
     after = _claim_started(rig, worker_id="w2")

@@ -8,7 +8,14 @@ from dataclasses import replace
 
 from tenure.domain.model import Event, Lease
 from tenure.domain.states import EndReason, LeaseState, ReportKind, SubjectKind
-from tenure.domain.timeline import first_stamps, is_stamped, lease_event, stamped_events, with_stamp
+from tenure.domain.timeline import (
+    first_lease_id,
+    first_stamps,
+    is_stamped,
+    lease_event,
+    stamped_events,
+    with_stamp,
+)
 from tenure.store import items
 from tenure.triggers.stream import record_event
 
@@ -91,10 +98,15 @@ def test_every_stamp_a_lifecycle_leaves_is_the_event_on_the_timeline(rig: Rig) -
     done = rig.svc.reports.complete(as_lease(lease.id), lease.id, {"details": {"n": 2}})
     stored = rig.lease(lease.id)
     assert stored == done  # the answer is the row written, stamps and all
-    assert stored.tl == {"c": 2, "s": 3, "b": "start", "e": 4}
+    assert stored.tl == {"n": 1, "c": 2, "s": 3, "b": "start", "e": 4}
     events = {e.id: e for e in rig.events(task.id)}
     told = stamped_events(stored)
-    assert [e.type for e in told] == ["lease.claimed", "lease.started", "lease.completed"]
+    assert [e.type for e in told] == [
+        "lease.created",
+        "lease.claimed",
+        "lease.started",
+        "lease.completed",
+    ]
     assert all(events[e.id] == e for e in told)
 
 
@@ -136,3 +148,36 @@ def test_the_reactor_anchors_a_stamped_lease_by_its_first_event_whatever_its_nam
     # The retry's first event anchors it; its stamped claim needs no row; a lease made
     # before stamps keeps a row for its creation.
     assert puts.calls == [("anchor", "lease.retried"), ("row", "lease.created")]
+
+
+def test_a_tasks_first_lease_is_its_own_anchor(rig: Rig) -> None:
+    task, lease = rig.task()
+    assert lease is not None
+    assert lease.id == first_lease_id(task.id)
+    assert lease.tl == {"n": 1}
+    created = lease_event(None, lease)
+    assert created is not None and created.type == "lease.created"
+    assert stamped_events(lease) == [created], "the row tells its lease.created exactly"
+    puts = _Puts()
+    record_event(puts, "lease", lease, created)  # type: ignore[arg-type]
+    assert puts.calls == [], "no anchor row: a timeline read finds it by its id"
+
+
+def test_only_a_first_lease_that_says_no_more_than_its_pool_is_stamped_as_created(
+    rig: Rig,
+) -> None:
+    task, lease = rig.task()
+    assert lease is not None
+    # Its successor (a release: a new lease of the same run) is found by its anchor.
+    won = rig.claim()
+    rig.svc.reports.release(as_lease(won.lease.id), won.lease.id, {})
+    job = rig.store.get_job(lease.job_id)
+    assert job is not None
+    successor = rig.lease(job.lease_id)
+    assert successor.id != lease.id and successor.tl is not None
+    assert "n" not in successor.tl
+    # A lease named like a first lease but whose creation said more is not told by its row.
+    told = make_lease(first_lease_id(task.id), tl={"n": 1}, task_id=task.id, subject_id=task.id)
+    assert [e.type for e in stamped_events(told)] == ["lease.created"]
+    stranger = make_lease("lease_other", tl={"n": 1}, task_id=task.id, subject_id=task.id)
+    assert stamped_events(stranger) == [], "only the task's first lease id is read by key"

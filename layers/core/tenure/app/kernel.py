@@ -9,7 +9,12 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from tenure.app.migrations import CLAIM_START_FROM_SCHEMA, SCHEMA_VERSION, STAMPS_FROM_SCHEMA
+from tenure.app.migrations import (
+    CLAIM_START_FROM_SCHEMA,
+    CREATED_STAMPS_FROM_SCHEMA,
+    SCHEMA_VERSION,
+    STAMPS_FROM_SCHEMA,
+)
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite, Store
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -383,6 +388,13 @@ class Kernel:
         is below CLAIM_START_FROM_SCHEMA (app/migrations.py), when a reactor of an earlier
         release may still be reading the stream."""
         return self._schema() >= CLAIM_START_FROM_SCHEMA
+
+    def first_lease_stamped(self) -> bool:
+        """Whether a task's first lease, made with the task, may keep its creation as a stamp
+        (domain/timeline.py CREATED_STAMP): not while the table's schema is below
+        CREATED_STAMPS_FROM_SCHEMA, when a timeline read of an earlier release, which finds
+        leases only by their anchors, may still be serving."""
+        return self._schema() >= CREATED_STAMPS_FROM_SCHEMA
 
     def _schema(self) -> int:
         """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A

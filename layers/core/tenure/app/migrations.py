@@ -27,7 +27,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -42,6 +42,11 @@ STAMPS_FROM_SCHEMA = 2
 # until `tenure admin migrate` runs after this release is deployed everywhere (until then the
 # claim is made alone and the first heartbeat starts the lease).
 CLAIM_START_FROM_SCHEMA = 3
+# From this version on, a task's first lease keeps its `lease.created` as a stamp and has no
+# anchor row: a timeline read finds it by its id, derived from the task's. A timeline read of
+# an earlier release finds leases by their anchors only, so it would miss that lease's events:
+# such leases wait until `tenure admin migrate` runs after this release is deployed everywhere.
+CREATED_STAMPS_FROM_SCHEMA = 4
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -131,6 +136,14 @@ def start_claims_that_start(
     return Page({}, None)
 
 
+def start_created_stamps(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: leases made before keep their anchors, and are read as they are.
+    Reaching this version is what lets a task's first lease go without one."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -150,6 +163,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         name="claims-that-start",
         does="let a claim that asks to start its lease claim and start it in one write",
         page=start_claims_that_start,
+    ),
+    Migration(
+        version=CREATED_STAMPS_FROM_SCHEMA,
+        name="first-lease-stamps",
+        does="let a task's first lease keep its creation as a stamp, with no anchor row "
+        "(leases made before keep theirs)",
+        page=start_created_stamps,
     ),
 )
 

@@ -18,6 +18,7 @@ from tenure.domain.model import (
     Task,
 )
 from tenure.domain.states import LeaseState, SubjectKind
+from tenure.domain.timeline import CREATED_STAMP, first_lease_id, first_lease_stamps
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -157,6 +158,8 @@ class Runs:
                 run.max_run_seconds if run.max_run_seconds is not None else task.max_run_seconds
             ),
         )
+        if create_task and run.previous_lease_id is None and lease.tl is not None:
+            lease = self._first_of_task(lease)
         if run.previous_lease_id is not None:
             lease = replace(
                 lease,
@@ -191,6 +194,16 @@ class Runs:
             holds=list(run.holds),
         )
         return task, lease, change
+
+    def _first_of_task(self, lease: Lease) -> Lease:
+        """The task's first lease, made with it: its id derived from the task's and its
+        creation a stamp, so it needs no anchor row for a timeline read to find it."""
+        if not self.kernel.first_lease_stamped() or lease.task_id is None:
+            return lease
+        first = replace(lease, id=first_lease_id(lease.task_id))
+        if not first_lease_stamps(lease.task_id, first.id, first.pool, first.event_data or {}):
+            return lease
+        return replace(first, tl={**(lease.tl or {}), CREATED_STAMP: first.version})
 
 
 def stored_priority(priority: int | None) -> int | None:

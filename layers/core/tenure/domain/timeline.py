@@ -16,6 +16,23 @@ from tenure.domain.states import SubjectKind
 # leases follow one another (one run at a time, one lease of a run at a time), which is what
 # lets a timeline page find every lease whose stamps fall inside it (store/reads.py).
 STAMPED = {"lease.claimed": "c", "lease.started": "s", "lease.completed": "e"}
+# A task's first lease, made with the task, is a stamp from its first write (`tl["n"]`, its
+# version): its `lease.created` says only which pool it was filed in, which the row keeps, and
+# its id is derived from the task's (first_lease_id), so a timeline read finds it without an
+# anchor row. Every later lease of a task is found by its anchor (its first event, a row).
+CREATED_STAMP = "n"
+
+
+def first_lease_id(task_id: str) -> str:
+    """The id of a task's first lease when it was made with the task (the task id's own
+    unique part under the lease prefix): a timeline read reads it by key."""
+    return "lease_" + task_id.partition("_")[2]
+
+
+def first_lease_stamps(task_id: str, lease_id: str, pool: str, data: dict[str, Any]) -> bool:
+    """Whether a new lease can be its task's first lease stamped as created: its id is the
+    task's first lease id and its `lease.created` says no more than its pool."""
+    return lease_id == first_lease_id(task_id) and data == {"pool": pool}
 
 
 def lease_event(old: Lease | None, new: Lease) -> Event | None:
@@ -162,6 +179,8 @@ def _stamped(lease: Lease) -> list[tuple[int, Event]]:
             )
         )
 
+    if lease.task_id is not None and lease.id == first_lease_id(lease.task_id):
+        told(CREATED_STAMP, "lease.created", lease.created_at, {"pool": lease.pool})
     told(
         "c",
         "lease.claimed",

@@ -20,7 +20,7 @@ from tenure.app.ports import (
 )
 from tenure.domain.model import Event, Lease, Worker
 from tenure.domain.states import LeaseState, SubjectKind
-from tenure.domain.timeline import stamped_events
+from tenure.domain.timeline import first_lease_id, stamped_events
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -236,9 +236,10 @@ class PagedReads:
     ) -> EventPage:
         """Up to `limit` events after `cursor`: the subject's event rows, and on a task's
         timeline also the events its leases hold as stamps (domain/timeline.py), found by
-        their anchors. A task's leases follow one another, so the leases whose events can
-        fall on this page are the `limit` + 2 anchors next to the cursor (and, oldest first,
-        the one lease the cursor falls inside): the page reads a bounded number of items."""
+        their anchors (and the task's first lease by its id). A task's leases follow one
+        another, so the leases whose events can fall on this page are the `limit` + 2 anchors
+        next to the cursor (and, oldest first, the one lease the cursor falls inside), and the
+        first lease: the page reads a bounded number of items."""
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
         kind, shape = k.EVENT_CURSOR
@@ -248,7 +249,11 @@ class PagedReads:
         if subject_kind == SubjectKind.TASK:
             anchors, anchors_horizon = self._anchors(pk, start, limit + 2, newest_first)
             horizon = _nearest(horizon, anchors_horizon, newest_first)
-            named = dict.fromkeys(a.lease_id for a in anchors if a.lease_id)
+            # The task's first lease, when it was made with the task, has no anchor: it is
+            # read by its id (domain/timeline.py first_lease_id), on every page — one item more.
+            named = dict.fromkeys(
+                [first_lease_id(subject_id), *(a.lease_id for a in anchors if a.lease_id)]
+            )
             leases = self._batch_get([k.lease_key(i) for i in named], consistent=False)
             for event in anchors:
                 found.setdefault(k.event_sk(event.at, event.id), event)
