@@ -87,8 +87,19 @@ deploy-check: $(STAMP)
 	  --template infra/template.yaml; \
 	else echo "sam validate --lint: skipped (no SAM CLI; make deploy-check SAM_CLI=1)"; fi
 
+# The end-to-end and browser tiers spend most of their time waiting on the stack's clocks
+# (expiry, heartbeats, schedules): they run beside the other tiers, in a second pytest with a
+# temporary directory of its own, and its output follows once both are done. Either failing
+# fails the target.
+PYTEST := TENURE_REQUIRE_ENGINES=1 $(BIN)/pytest -q -p no:cacheprovider --durations=10
 test: $(STAMP) dynamodb-local chromium lint typecheck
-	TENURE_REQUIRE_ENGINES=1 $(BIN)/pytest -q -p no:cacheprovider --durations=15 tests
+	mkdir -p .tenure
+	$(PYTEST) --basetemp=.tenure/pytest-stack tests/e2e tests/browser > .tenure/stack-tiers.log 2>&1 & \
+	  stack=$$!; \
+	  $(PYTEST) --basetemp=.tenure/pytest-rest --ignore=tests/e2e --ignore=tests/browser tests; \
+	  rest=$$?; wait $$stack; stacked=$$?; \
+	  echo "== tests/e2e tests/browser =="; cat .tenure/stack-tiers.log; \
+	  test $$rest -eq 0 && test $$stacked -eq 0
 
 clean:
 	rm -rf $(VENV) .tenure .mypy_cache .ruff_cache .pytest_cache
