@@ -1,8 +1,8 @@
 """The served OpenAPI document against the running stack: schemathesis generates requests for
 every operation, POST /api/v1/mcp included, and checks each answer's status and content type
 are documented and each error is the envelope. 24 generated requests an operation (half valid,
-half not), derandomized so a run is repeatable: about 80 s for both tokens on a two-core
-machine; TENURE_FUZZ_EXAMPLES=40 or more for a deeper run."""
+half not), derandomized so a run is repeatable: about 75 s for both tokens alone on a two-core
+machine, about 130 s beside the other tiers; TENURE_FUZZ_EXAMPLES=40 or more for a deeper run."""
 
 from __future__ import annotations
 
