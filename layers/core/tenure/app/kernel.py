@@ -52,9 +52,13 @@ T = TypeVar("T")
 # the caller hears 503 `unavailable` with a Retry-After instead of a request that never ends.
 MAX_WRITE_TRIES = 6
 # Rivals that lose to each other re-read at once and collide again in lockstep (n rivals:
-# the last loses n-1 times in a row); a full-jitter back-off of at most this times 2^try
-# spreads them out. Summed over every try it stays under a third of a second.
+# the last loses n-1 times in a row); a full-jitter back-off of at most a base times 2^try
+# spreads them out. The base is the lost write's own round trip, at least the floor and at
+# most the cap: rivals only collide when their writes overlap, so the windows must be wide
+# in round trips, not in seconds (a slow table or a busy host widens them with it). At the
+# floor every try sums to under a third of a second; at the cap, to 3.1 s.
 SETTLE_BACKOFF_S = 0.01
+SETTLE_BACKOFF_CAP_S = 0.1
 RETRY_AFTER_SECONDS = 1
 # Pools and spaces change rarely; a warm function keeps them this long instead of a read per
 # heartbeat. (Pause and archive take effect within this window on every warm instance.)
@@ -110,21 +114,24 @@ class Kernel:
         """Run `step` on the lease; when its conditional write loses, judge again from a
         fresh read, a bounded number of times (only a lost condition is retried)."""
         for attempt in range(MAX_WRITE_TRIES):
+            began = self.clock.now_ms()
             try:
                 return step(lease)
             except Conflict:
                 self.counters["lost_writes"] += 1
                 if attempt + 1 < MAX_WRITE_TRIES:
-                    self.back_off(attempt)
+                    self.back_off(attempt, (self.clock.now_ms() - began) / 1000)
                     lease = self.lease(lease.id)
         raise Unavailable(
             f"lease {lease.id} kept changing during this request; try again",
             retry_after=RETRY_AFTER_SECONDS,
         )
 
-    def back_off(self, attempt: int) -> None:
-        """Rest a random while before re-reading a row whose write was just lost."""
-        self.clock.sleep(self.ids.jitter() * SETTLE_BACKOFF_S * 2**attempt)
+    def back_off(self, attempt: int, round_trip_s: float = 0.0) -> None:
+        """Rest a random while before re-reading a row whose write was just lost, in windows
+        of the lost write's round trip (`round_trip_s`, bounded)."""
+        base = min(max(SETTLE_BACKOFF_S, round_trip_s), SETTLE_BACKOFF_CAP_S)
+        self.clock.sleep(self.ids.jitter() * base * 2**attempt)
 
     # ------------------------------------------------------------------------ writes
 
