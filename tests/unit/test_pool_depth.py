@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from tenure.app.sweep import PoolDepth
+from tenure.app import sweep as sweep_module
+from tenure.app.sweep import PoolDepth, sweep_once
 from tenure.triggers.sweep import emit_depth
 
 from tests.unit.support import POOL, T0, Rig
@@ -55,3 +56,21 @@ def test_a_pools_gauges_are_one_emf_document_with_the_pool_dimension(
         [3.0],
         [42.5],
     )
+
+
+def test_a_pass_without_gauges_reads_no_depth_and_still_expires(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The local stack publishes no metrics, so its passes leave the gauges' reads out; what a
+    # pass is for (expiry) must not depend on them.
+    rig.task()
+    held = rig.claim("w1")
+    rig.advance(3600)
+
+    def unread(*_: object) -> PoolDepth:
+        raise AssertionError("a pass without gauges read a pool's depth")
+
+    monkeypatch.setattr(sweep_module, "pool_depth", unread)
+    report = sweep_once(rig.svc, gauges=False)
+    assert report.depths == []
+    assert report.expired == [held.lease.id]

@@ -69,10 +69,12 @@ class SweepReport:
     depths: list[PoolDepth] = field(default_factory=list)
 
 
-def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
+def sweep_once(svc: Tenure, interval_seconds: float = 60.0, gauges: bool = True) -> SweepReport:
     """One pass. `interval_seconds` is the schedule's period: only time beyond it since the
     last pass counts as the service's own absence (a one-minute schedule against a 50 s
-    grace must not read every ordinary gap as an outage)."""
+    grace must not read every ordinary gap as an outage). `gauges` reads each pool's depth
+    for the caller to publish (two of the five queries a pass makes a pool); a caller that
+    publishes none leaves them out."""
     store, clock = svc.store, svc.clock
     now = clock.now_ms()
     state = store.get_sweeper_state()
@@ -136,9 +138,10 @@ def sweep_once(svc: Tenure, interval_seconds: float = 60.0) -> SweepReport:
         store.put_sweeper_state(SweeperState(now, holds, waiting, ttl_cursor), expect_last=now)
     reclaim = svc.retention.reclaim_due(pools=pools)
     report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
-    report.depths = [
-        pool_depth(svc, pool.name, clock.now_ms(), queue_tiers(pool)) for pool in pools
-    ]
+    if gauges:
+        report.depths = [
+            pool_depth(svc, pool.name, clock.now_ms(), queue_tiers(pool)) for pool in pools
+        ]
     return report
 
 

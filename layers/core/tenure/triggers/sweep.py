@@ -17,8 +17,9 @@ NAMESPACE = "Tenure"
 metrics = Metrics(namespace=NAMESPACE, service="sweeper")
 
 
-def run_pass() -> SweepReport:
-    report = sweep_once(wiring.service(), settings().sweep_interval_seconds)
+def run_pass(gauges: bool = True) -> SweepReport:
+    """One pass; `gauges` reads the pools' depths for `handle` to publish."""
+    report = sweep_once(wiring.service(), settings().sweep_interval_seconds, gauges)
     busy = report.expired or report.held or report.pushed or report.raced or report.skipped
     busy = busy or report.queue_timed_out or report.timed_out or report.marks_dropped
     if busy or report.reclaimed or report.reclaim_left:
