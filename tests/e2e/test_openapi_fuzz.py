@@ -2,7 +2,7 @@
 every operation, POST /api/v1/mcp included, and checks each answer's status and content type
 are documented and each error is the envelope. 24 generated requests an operation (half valid,
 half not), derandomized so a run is repeatable: about 75 s for both tokens alone on a two-core
-machine, about 130 s beside the other tiers; TENURE_FUZZ_EXAMPLES=40 or more for a deeper run."""
+machine, about 87 s beside the other tiers; TENURE_FUZZ_EXAMPLES=40 or more for a deeper run."""
 
 from __future__ import annotations
 
