@@ -1,4 +1,5 @@
-"""The sweeper's per-pool gauges: queued, held and the age of the queue's head, every pass."""
+"""The sweeper's per-pool gauges: queued, held and the age of the queue's head, on every pass
+that publishes them (the deployed sweeper's; the local stack's passes leave them out)."""
 
 from __future__ import annotations
 
