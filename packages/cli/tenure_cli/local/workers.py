@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,13 @@ from tenure_cli.local import lambda_host
 # stops it: stopped by the first, it would wait on the other's live processes.
 _LIVE = 0
 _LIVE_LOCK = threading.Lock()
+
+
+def _deaf_to_interrupts() -> None:
+    """Each worker process ignores SIGINT: Ctrl-C at a terminal reaches the whole foreground
+    process group, and the stack ends its workers itself (`Workers.stop`), so a worker would
+    only print a KeyboardInterrupt traceback of its own on the way out."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class Busy(Exception):
@@ -60,7 +68,9 @@ class Workers:
             if self._idle:
                 worker = self._idle.pop()
             else:
-                worker = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx)
+                worker = ProcessPoolExecutor(
+                    max_workers=1, mp_context=self._ctx, initializer=_deaf_to_interrupts
+                )
                 self._all.append(worker)
         try:
             future = worker.submit(fn, *args)
