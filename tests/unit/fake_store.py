@@ -303,7 +303,7 @@ class FakeStore(FakeRules):
         row = self.lease_rows.get(lease_id)
         return row.lease if row else None
 
-    def get_leases(self, lease_ids: Iterable[str]) -> dict[str, Lease]:
+    def get_leases(self, lease_ids: Iterable[str], consistent: bool = True) -> dict[str, Lease]:
         found: dict[str, Lease] = {}
         for lease_id in dict.fromkeys(lease_ids):
             row = self.lease_rows.get(lease_id)

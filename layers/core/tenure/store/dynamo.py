@@ -340,8 +340,8 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         row = self._get(k.lease_key(lease_id), consistent=consistent)
         return items.lease_from(row) if row else None
 
-    def get_leases(self, lease_ids: Iterable[str]) -> dict[str, Lease]:
-        rows = self._batch_get([k.lease_key(i) for i in dict.fromkeys(lease_ids)])
+    def get_leases(self, lease_ids: Iterable[str], consistent: bool = True) -> dict[str, Lease]:
+        rows = self._batch_get([k.lease_key(i) for i in dict.fromkeys(lease_ids)], consistent)
         return {lease.id: lease for lease in map(items.lease_from, rows)}
 
     def put_worker(self, worker: Worker) -> None:

@@ -114,9 +114,11 @@ class Reports:
 
     def heartbeat(self, actor: Principal, lease_id: str, lease_seconds: int | None) -> Beat:
         authz.require_lease(actor, lease_id)
-        # Consistent (1 read unit): a heartbeat on a lease the sweeper just expired must be
-        # refused as stale, not answered with an old "running".
-        lease = self.kernel.lease(lease_id)
+        lease = self._read_for_beats([(lease_id, None)], lease_seconds, lambda _: True).get(
+            lease_id
+        )
+        if lease is None:
+            raise LeaseNotFound(f"lease {lease_id} does not exist")
         beat = self._beat(lease, lease_seconds)
         if lease.worker_id:
             # One write per heartbeat at most: the worker's last_seen waits a beat when the
@@ -157,7 +159,15 @@ class Reports:
         if pool is not None:
             authz.require_worker(actor, pool)
             self.kernel.pool(pool)  # an unknown pool is 404 before anything is renewed
-        found = self.kernel.store.get_leases([lease_id for lease_id, _ in leases])
+
+        def holds(lease: Lease) -> bool:
+            return (
+                (actor.pools is None or lease.pool in actor.pools)
+                and lease.worker_id == worker_id
+                and lease.claimed_by == actor.token_id
+            )
+
+        found = self._read_for_beats(list(leases), None, holds)
         answers: list[tuple[str, int, Beat | TenureError]] = []
         seen: set[str] = set()
         for lease_id, fence in leases:
@@ -197,18 +207,17 @@ class Reports:
                 raise InvalidTransition(f"lease {current.id} is {current.state}; nothing to renew")
             pool = self.kernel.pool(current.pool)
             now = self.kernel.clock.now_ms()
-            wanted = lease_seconds or current.lease_seconds or pool.toleration_seconds
-            tol_ms = 1000 * wanted
+            wanted, due = self._renewal(current, lease_seconds, pool, now)
             if current.state is LeaseState.DISPATCHED:  # the first heartbeat starts it
                 new = self._started(current, wanted, pool, "heartbeat")
                 self.kernel.write(current, new)
                 return Beat(lease=new, revoke=revoke_signal(new), wrote=True)
-            if wanted != current.lease_seconds or rules.deadline_needs_write(current, now, tol_ms):
+            if due:
                 new = replace(
                     current,
                     lease_seconds=wanted,
                     heartbeat_at=now,
-                    deadline=rules.fresh_deadline(now, tol_ms),
+                    deadline=rules.fresh_deadline(now, 1000 * wanted),
                 )
                 # A shorter lease_seconds brings the deadline before the sweeper's index entry:
                 # move the entry too (2 index writes, only on the heartbeat that shortens it),
@@ -225,6 +234,71 @@ class Reports:
             return Beat(lease=current, revoke=revoke_signal(current))
 
         return self.kernel.settle(lease, step)
+
+    @staticmethod
+    def _renewal(
+        current: Lease, lease_seconds: int | None, pool: Pool, now: int
+    ) -> tuple[int, bool]:
+        """The toleration a heartbeat keeps the lease at, and whether its deadline must be
+        written for it (written ahead, it mostly need not: domain/fencing.py)."""
+        wanted = lease_seconds or current.lease_seconds or pool.toleration_seconds
+        due = wanted != current.lease_seconds or rules.deadline_needs_write(
+            current, now, 1000 * wanted
+        )
+        return wanted, due
+
+    def _read_for_beats(
+        self,
+        beats: list[tuple[str, int | None]],
+        lease_seconds: int | None,
+        holds: Callable[[Lease], bool],
+    ) -> dict[str, Lease]:
+        """The leases a heartbeat judges, each (id, fence named) in `beats`.
+
+        Read eventually consistent first, at half a read unit a lease: heartbeats are most
+        of a lease's reads. A lease is answered from that copy only when the copy says the
+        common thing, that the lease is running, held by this caller (`holds`) at the fence
+        named, with no deadline to write. Every other lease is read again, consistently,
+        before it is judged, so no refusal, start or write ever rests on a copy that may be
+        behind. A copy that lags (DynamoDB's replicas catch up within about a second) can
+        then only bring a cancel, a kill, a pause or an operator's end into the answer that
+        much later; it can neither refuse a lease just claimed nor keep alive a lease that
+        expired, whose deadline has passed, so that its heartbeat must write, and that write
+        is conditional on the row itself."""
+        now = self.kernel.clock.now_ms()
+        store = self.kernel.store
+        found = store.get_leases([lease_id for lease_id, _ in beats], consistent=False)
+        doubtful = [
+            lease_id
+            for lease_id, fence in beats
+            if not self._quiet(found.get(lease_id), fence, lease_seconds, holds, now)
+        ]
+        if doubtful:
+            for lease_id in doubtful:
+                found.pop(lease_id, None)
+            found.update(store.get_leases(doubtful))
+        return found
+
+    def _quiet(
+        self,
+        lease: Lease | None,
+        fence: int | None,
+        lease_seconds: int | None,
+        holds: Callable[[Lease], bool],
+        now: int,
+    ) -> bool:
+        """A heartbeat on `lease`, as read, would renew nothing and refuse nothing."""
+        if lease is None or lease.superseded or lease.state is LeaseState.DISPATCHED:
+            return False
+        if lease.state not in REPORTABLE or (fence is not None and fence != lease.fence):
+            return False
+        if not holds(lease):
+            return False
+        try:
+            pool = self.kernel.pool(lease.pool)
+        except TenureError:
+            return False
+        return not self._renewal(lease, lease_seconds, pool, now)[1]
 
     def _started(self, lease: Lease, lease_seconds: int, pool: Pool, by: str) -> Lease:
         """The dispatched lease running, its deadline one toleration (`lease_seconds`) out."""
