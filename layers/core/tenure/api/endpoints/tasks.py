@@ -65,7 +65,7 @@ def _file(caller: Any, body: m.TaskCreate) -> dict[str, Any]:
         concurrency_key=body.concurrency_key,
         controls=RunControls(body.priority, body.expires_in_seconds, body.max_run_seconds),
     )
-    seen = svc().graph.describe_task(task, lease)
+    seen = svc().graph.describe_filed(task, lease)
     return {
         "task": v.task_view(task, seen.status, seen),
         "lease": lease_out(lease) if lease else None,

@@ -190,6 +190,16 @@ class Graph:
         """The task as a read shows it, for a caller that holds its row and newest lease."""
         return self._derived(task, newest, known=True)
 
+    def describe_filed(self, task: Task, newest: Lease | None) -> TaskView:
+        """A task as its own filing answers it. One filed with no parent, no blockers and no
+        auto-enqueue has no graph row yet (filing writes one only for blockers or the
+        auto-enqueue mark) and nothing above it whose pause could hold it, and nobody can
+        have paused it before it existed: its answer needs neither row read (two
+        consistent reads of the commonest filing)."""
+        if task.parent_id or task.depends_on or task.auto_enqueue_on_ready:
+            return self.describe_task(task, newest)
+        return self.view(task, newest, TaskGraph(task.id), None, [])
+
     def _derived(self, task: Task, newest: Lease | None = None, known: bool = False) -> TaskView:
         newest = newest if known else self.kernel.newest_lease(task)
         graph = self.kernel.store.get_graph(task.id)
