@@ -224,11 +224,11 @@ class Interleaved:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def get_job(self, job_id: str) -> Any:
+    def get_job(self, job_id: str, consistent: bool = True) -> Any:
         self.calls += 1
         if self.calls == self.at:
             self.hook()
-        return self.inner.get_job(job_id)
+        return self.inner.get_job(job_id, consistent)
 
 
 def _held(rig: Rig) -> Lease:

@@ -296,7 +296,7 @@ class FakeStore(FakeRules):
     def get_task(self, task_id: str, consistent: bool = True) -> Task | None:
         return self.tasks.get(task_id)
 
-    def get_job(self, job_id: str) -> Job | None:
+    def get_job(self, job_id: str, consistent: bool = True) -> Job | None:
         return self.jobs.get(job_id)
 
     def get_lease(self, lease_id: str, consistent: bool = True) -> Lease | None:

@@ -436,3 +436,28 @@ def test_a_delete_that_loses_to_a_concurrent_change_deletes_the_rule_as_it_now_i
     rig.svc.rules.delete_rule(ADMIN, rule.id)
     assert calls == [1, 2] and schedules.held == {}
     assert rig.store.get_rule(rule.id) is None
+
+
+@pytest.mark.parametrize("copy_visible", [True, False], ids=["copy-visible", "copy-not-yet"])
+def test_a_claims_payload_reads_the_trigger_off_any_copy_of_the_job(
+    rig: Rig, copy_visible: bool
+) -> None:
+    """The trigger is written once, with the job: an eventually consistent copy has it, and
+    a copy not visible yet (a job just minted) is read again consistently."""
+    make_rule(rig, "deploys", trigger={"topic": "deploy.finished"}, subject={"kind": "space"})
+    rig.svc.firings.post_event(
+        MEMBER, SPACE, "deploy.finished", {"sha": "abc"}, rig.clock.now_ms(), None
+    )
+    table = rig.store.get_job
+    reads: list[bool] = []
+
+    def get_job(job_id: str, consistent: bool = True) -> Any:
+        reads.append(consistent)
+        return table(job_id) if consistent or copy_visible else None
+
+    rig.store.get_job = get_job  # type: ignore[method-assign]
+    won = rig.claim()
+    reads.clear()
+    bundle = rig.svc.payloads.claimed_payload(won.lease)
+    assert bundle is not None and bundle["trigger"]["data"] == {"sha": "abc"}
+    assert reads == ([False] if copy_visible else [False, True])

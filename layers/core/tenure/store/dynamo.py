@@ -332,8 +332,8 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         row = self._get(k.task_key(task_id), consistent=consistent)
         return items.task_from(row) if row else None
 
-    def get_job(self, job_id: str) -> Job | None:
-        row = self._get(k.job_key(job_id))
+    def get_job(self, job_id: str, consistent: bool = True) -> Job | None:
+        row = self._get(k.job_key(job_id), consistent=consistent)
         return items.job_from(row) if row else None
 
     def get_lease(self, lease_id: str, consistent: bool = True) -> Lease | None:

@@ -82,8 +82,11 @@ class Payloads:
             **self.versions.kind_fields(lease, pool),
         }
         # Only a lease an inbound rule minted carries its trigger ({topic, occurred_at, data});
-        # a lease a schedule or a manual fire minted carries none.
-        job = self.kernel.store.get_job(lease.job_id)
+        # a lease a schedule or a manual fire minted carries none. The trigger is written once,
+        # with the job, so any copy of the row has it: eventually consistent (half a read
+        # unit), and consistently only when the copy is not visible yet (a job just minted).
+        store = self.kernel.store
+        job = store.get_job(lease.job_id, consistent=False) or store.get_job(lease.job_id)
         if job is not None and job.trigger is not None:
             bundle["trigger"] = job.trigger
         return bundle
