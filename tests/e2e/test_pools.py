@@ -295,24 +295,43 @@ def test_space_full_clears_when_the_held_lease_is_released(world: World) -> None
 def test_instance_full_clears_when_the_held_lease_is_killed(world: World) -> None:
     pool = world.pool()["name"]
     worker = world.api.client(world.worker_token([pool]))
+
+    def active() -> int:
+        count: int = world.admin.get("/instance").json()["active"]
+        return count
+
     try:
         # Setting a ceiling counts every lease already held (other tests' too); lowering it
-        # then leaves room for exactly one more.
+        # then leaves room for exactly one more. The session stack's sweeper may end another
+        # test's held lease meanwhile, which frees a slot: such a try proves nothing (though
+        # the ceiling must still hold) and is made again.
         r = world.admin.patch("/instance", json={"max_active": 100_000})
         assert r.status_code == 200, r.text
-        counted = world.admin.get("/instance").json()["active"]
-        r = world.admin.patch("/instance", json={"max_active": counted + 1})
-        assert r.status_code == 200, r.text
-        held = world.held(pool, worker)
-        lease_id = queued(world, pool)
-        assert code(world, lease_id) == "instance_full"
-        no_claim(worker, pool)
+        for _ in range(5):
+            counted = active()
+            r = world.admin.patch("/instance", json={"max_active": counted + 1})
+            assert r.status_code == 200, r.text
+            held = world.held(pool, worker)
+            lease_id = queued(world, pool)
+            judged = code(world, lease_id)
+            r = worker.post(f"/pools/{pool}/claim", json={"worker_id": "w-x", "wait_seconds": 0.6})
+            assert r.status_code in (200, 204), r.text
+            assert active() <= counted + 1  # never past the ceiling
+            if r.status_code == 204 and judged == "instance_full" and active() == counted + 1:
+                break
+            for ended in (held.id, *([r.json()["lease"]["id"]] if r.status_code == 200 else [])):
+                world.admin.post(f"/leases/{ended}/kill")
+            if r.status_code == 200:
+                world.api.client(r.json()["token"]).post(f"/leases/{lease_id}/complete", json={})
+            held.lease.post(f"/leases/{held.id}/complete", json={})
+        else:
+            pytest.fail("other tests' leases kept ending during every try")
         assert world.admin.post(f"/leases/{held.id}/kill").status_code == 200
         assert held.lease.post(f"/leases/{held.id}/complete", json={}).json()["lease"]["state"] == (
             "killed"
         )
         assert code(world, lease_id) == "awaiting_agent"
-        assert world.admin.get("/instance").json()["active"] == counted
+        assert active() <= counted
     finally:
         world.admin.patch("/instance", json={"max_active": None})
 
