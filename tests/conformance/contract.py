@@ -28,7 +28,16 @@ from tenure.app.ports import (
 from tenure.app.tenure import Tenure
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound, StaleLease, ValidationFailed
 from tenure.domain.fencing import DEADLINE_SLACK, hash_token
-from tenure.domain.model import Event, Lease, Pool, Task, Token, Worker, Workflow
+from tenure.domain.model import (
+    Event,
+    Lease,
+    Pool,
+    Task,
+    Token,
+    Worker,
+    Workflow,
+    first_job_id,
+)
 from tenure.domain.states import LeaseState, PoolKind
 from tenure.triggers.stream import react
 from tenure.wiring import ManualClock
@@ -115,6 +124,12 @@ def stored(r: ContractRig, lease_id: str) -> Lease:
     lease = r.store.get_lease(lease_id)
     assert lease is not None, f"lease {lease_id} has no row"
     return lease
+
+
+def stored_task(r: ContractRig, task_id: str) -> Task:
+    task = r.store.get_task(task_id)
+    assert task is not None, f"task {task_id} has no row"
+    return task
 
 
 def timeline_of(r: ContractRig, task: Task) -> list[tuple[int, str, str | None, int | None]]:
@@ -209,7 +224,7 @@ class StoreContract:
         _, lease = enqueue(r)
         claim(r)
         held = stored(r, lease.id)
-        job = r.store.get_job(held.job_id)
+        job = r.svc.kernel.job_of(held)
         assert job is not None and job.fence == 1
         # The lease's condition holds; the job's (fence 7) does not: nothing may land.
         ended = replace(held, state=LeaseState.LOST, version=held.version + 1)
@@ -222,8 +237,61 @@ class StoreContract:
             r.store.commit(change)
         assert stored(r, lease.id) == held
         assert r.store.get_lease("lease_successor") is None
-        assert r.store.get_job(job.id) == job
+        assert r.svc.kernel.job_of(held) == job
         assert r.store.queue_candidates(ALPHA, 10) == []
+
+    def test_a_tasks_first_job_has_no_row_until_its_first_change_which_lands_once(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        task, lease = enqueue(r)
+        assert lease.job_id == first_job_id(task.id) == stored_task(r, task.id).job_id
+        assert r.store.get_job(lease.job_id) is None  # filing wrote no row for it
+        job = r.svc.kernel.job_of(lease)
+        assert job is not None and (job.fence, job.lease_id, job.attempt) == (1, lease.id, 1)
+        ended = replace(lease, state=LeaseState.LOST, version=lease.version + 1)
+
+        def hand_on(successor_id: str) -> Change:
+            successor = replace(lease, id=successor_id, fence=2, version=1)
+            return Change(
+                leases=[
+                    LeaseWrite(ended, expect=(lease.state, lease.fence)),
+                    LeaseWrite(successor),
+                ],
+                jobs=[JobWrite(replace(job, fence=2, lease_id=successor_id), expect_fence=1)],
+            )
+
+        stale_check = Change(
+            leases=[LeaseWrite(replace(lease, id="lease_probe", fence=1, version=1))],
+            job_checks=[(job.id, lease.id)],
+        )
+        r.store.commit(hand_on("lease_first_hand"))
+        row = r.store.get_job(job.id)
+        assert row is not None and (row.fence, row.lease_id) == (2, "lease_first_hand")
+        # Whoever read the job as its first lease implies it now loses: the row exists.
+        second = hand_on("lease_second_hand")
+        second = replace(second, leases=second.leases[1:])  # only the job's condition stands
+        with pytest.raises(Conflict):
+            r.store.commit(second)
+        with pytest.raises(Conflict):
+            r.store.commit(stale_check)
+        assert r.store.get_lease("lease_second_hand") is None
+        assert r.store.get_lease("lease_probe") is None
+        assert r.svc.kernel.newest_lease(stored_task(r, task.id)).id == "lease_first_hand"  # type: ignore[union-attr]
+
+    def test_a_job_check_on_a_first_job_holds_while_it_has_no_row(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        probe = replace(lease, id="lease_probe", fence=1, version=1)
+        r.store.commit(Change(leases=[LeaseWrite(probe)], job_checks=[(lease.job_id, lease.id)]))
+        assert r.store.get_lease("lease_probe") is not None
+        other = replace(lease, id="lease_other_probe", fence=1, version=1)
+        with pytest.raises(Conflict):  # on another lease than its first, no row does not do
+            r.store.commit(
+                Change(leases=[LeaseWrite(other)], job_checks=[(lease.job_id, "lease_elsewhere")])
+            )
 
     def test_renew_and_deadline_move_refuse_a_lease_that_moved_on(self, make_rig: MakeRig) -> None:
         r = make_rig()

@@ -184,7 +184,7 @@ def test_fences_grow_by_one_per_job_while_released_leases_are_reclaimed_concurre
         fences = [fence for fence, _ in history]
         assert fences == list(range(1, rounds + 1)), (job_id, history)
         assert len({lease_id for _, lease_id in history}) == rounds
-        job = rig.store.get_job(job_id)
+        job = rig.svc.kernel.job_of(stored(rig, history[-1][1]))
         assert job is not None
         assert job.fence == rounds and job.lease_id == history[-1][1]
         assert job.attempt == 1 and job.recovery_count == 0  # a release uses no attempt
@@ -213,22 +213,29 @@ def test_fences_grow_by_one_per_job_while_released_leases_are_reclaimed_concurre
 
 
 class Interleaved:
-    """The real store; `hook` runs once, just before the `at`-th get_job call."""
+    """The real store; `hook` runs once, just before the `at`-th get_job call (or, `after`,
+    just after it has read)."""
 
-    def __init__(self, inner: DynamoStore, at: int, hook: Callable[[], Any]) -> None:
+    def __init__(
+        self, inner: DynamoStore, at: int, hook: Callable[[], Any], after: bool = False
+    ) -> None:
         self.inner = inner
         self.calls = 0
         self.at = at
         self.hook = hook
+        self.after = after
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def get_job(self, job_id: str, consistent: bool = True) -> Any:
         self.calls += 1
-        if self.calls == self.at:
+        if self.calls == self.at and not self.after:
             self.hook()
-        return self.inner.get_job(job_id, consistent)
+        found = self.inner.get_job(job_id, consistent)
+        if self.calls == self.at and self.after:
+            self.hook()
+        return found
 
 
 def _held(rig: Rig) -> Lease:
@@ -244,7 +251,7 @@ def _service_over(rig: Rig, store: Interleaved) -> Tenure:
     return compose(store, rig.clock, RandomIds())  # type: ignore[arg-type]
 
 
-def test_expiry_losing_to_a_release_between_its_job_reads_expires_nothing(rig: Rig) -> None:
+def test_expiry_losing_to_a_release_after_its_job_read_expires_nothing(rig: Rig) -> None:
     lease = _held(rig)
     pool = rig.store.get_pool(ALPHA)
     assert pool is not None
@@ -252,9 +259,9 @@ def test_expiry_losing_to_a_release_between_its_job_reads_expires_nothing(rig: R
     def release() -> object:
         return rig.svc.reports.release(lease_principal(lease.id), lease.id, {"reason": "bye"})
 
-    # expire() reads the job (fence 1), then reads it again to mint the successor: the
-    # worker's release lands in between.
-    sweeper = _service_over(rig, Interleaved(rig.store, at=2, hook=release))
+    # expire() reads the job (fence 1; a task's first job, from its lease and task), and
+    # mints the successor from that read: the worker's release lands in between.
+    sweeper = _service_over(rig, Interleaved(rig.store, at=1, hook=release, after=True))
     try:
         answer: Lease | TenureError | None = sweeper.recovery.expire(lease, pool)
     except TenureError as leaked:
@@ -262,7 +269,7 @@ def test_expiry_losing_to_a_release_between_its_job_reads_expires_nothing(rig: R
     assert answer is None, f"expire answered {answer!r}; a lost race must answer None"
     row = stored(rig, lease.id)
     assert (row.state, row.end_reason) == (LeaseState.CANCELLED, EndReason.RELEASED)
-    job = rig.store.get_job(lease.job_id)
+    job = rig.svc.kernel.job_of(stored(rig, lease.id))
     assert job is not None and (job.fence, job.recovery_count) == (2, 0)
 
 
@@ -305,7 +312,7 @@ def test_a_repeated_release_landing_after_the_first_answers_the_first_answer(rig
         answer = refused
     assert isinstance(answer, Lease), f"the repeated release answered {answer!r}"
     assert lease_view(answer) == lease_view(first[0]) == lease_view(stored(rig, lease.id))
-    job = rig.store.get_job(lease.job_id)
+    job = rig.svc.kernel.job_of(stored(rig, lease.id))
     assert job is not None and job.fence == 2
 
 
@@ -363,7 +370,7 @@ def test_final_report_racing_expiry_ends_each_lease_exactly_one_way(rig: Rig, ki
     outcome = Counter[str]()
     for lease_id in ids:
         row = stored(rig, lease_id)
-        job = rig.store.get_job(row.job_id)
+        job = rig.svc.kernel.job_of(row)
         assert job is not None
         answer, expired = answers[lease_id], expiries[lease_id]
         if row.state is LeaseState.LOST:
@@ -456,7 +463,7 @@ def test_the_same_final_report_sent_concurrently_is_answered_alike_and_lands_onc
         }
         assert row.version == won.lease.version + 1  # one terminal transition
         assert events[row.id][ending] == 1
-        job = rig.store.get_job(row.job_id)
+        job = rig.svc.kernel.job_of(row)
         assert job is not None
         if kind == "complete":
             assert row.state is LeaseState.COMPLETED and job.fence == 1

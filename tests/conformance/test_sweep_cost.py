@@ -184,9 +184,10 @@ def test_passes_over_5000_live_leases_read_only_the_expired_ones_and_then_nothin
 
     assert sorted(report.expired) == sorted(x.id for x in silent)
     assert report.absent_pools == [] and report.held == 0 and report.reindexed == 0
-    # Per expired lease: its due-index entry, its row, and its job (read to mint the successor,
-    # at most twice); the mass-expiry check counts at most about 2 index entries per due
-    # lease; then the sweeper's own state and one pool row each.
+    # Per expired lease: its due-index entry, its row, and its job (read once to judge the
+    # expiry and mint the successor; a task's first job has no row, so a miss and the task);
+    # the mass-expiry check counts at most about 2 index entries per due lease; then the
+    # sweeper's own state and one pool row each.
     assert cost.items <= EXPIRED * 4 + 2 * EXPIRED + 1 + pools + 1, cost
     assert cost.read_units <= EXPIRED * 3 + 1 + pools + 2, cost
     assert "batch_get" not in cost.calls  # nothing was read in bulk

@@ -59,9 +59,18 @@ from tenure.domain.model import (
     Token,
     Worker,
     Workflow,
+    first_job_id,
+    implied_pair,
+    may_be_implied,
 )
 from tenure.domain.states import REPORTABLE, LeaseState
-from tenure.domain.timeline import graph_event, lease_events, task_event, task_side_events
+from tenure.domain.timeline import (
+    first_lease_id,
+    graph_event,
+    lease_events,
+    task_event,
+    task_side_events,
+)
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.keys import queue_at
@@ -440,7 +449,10 @@ class FakeStore(FakeRules):
         entries = []
         for position, task in rest[:limit]:
             job = self.jobs.get(task.job_id) if task.job_id else None
-            lease = self.lease_rows.get(job.lease_id) if job else None
+            lease_id = job.lease_id if job else None
+            if job is None and task.job_id == first_job_id(task.id):
+                lease_id = first_lease_id(task.id)  # a first job with no row yet
+            lease = self.lease_rows.get(lease_id) if lease_id else None
             entries.append(
                 TaskEntry(
                     task=task,
@@ -589,6 +601,8 @@ class FakeStore(FakeRules):
                 reasons.append(f"lease {lw.new.id} changed since it was read")
         for job_id, lease_id in change.job_checks:
             checked = self.jobs.get(job_id)
+            if checked is None and implied_pair(job_id, lease_id):
+                continue  # a first job with no row yet is on its first lease
             if checked is None or checked.lease_id != lease_id:
                 reasons.append(f"job {job_id} no longer points at {lease_id}")
         for jw in change.jobs:
@@ -596,6 +610,8 @@ class FakeStore(FakeRules):
             if jw.expect_fence is None:
                 if job is not None:
                     reasons.append(f"job {jw.new.id} exists")
+            elif job is None and jw.expect_fence == 1 and may_be_implied(jw.new):
+                pass  # a first job with no row yet is at fence 1, as its writer read it
             elif job is None or job.fence != jw.expect_fence:
                 reasons.append(f"job {jw.new.id} is not at fence {jw.expect_fence}")
         for tw in change.tasks:

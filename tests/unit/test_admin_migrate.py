@@ -50,6 +50,7 @@ def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
         ("timeline-stamps", "applied", {}),
         ("claims-that-start", "applied", {}),
         ("first-lease-stamps", "applied", {}),
+        ("implied-first-jobs", "applied", {}),
     ]
     assert outcome.counts == {"tokens": 2, "already_listed": 1, "listed": 1}
     page = rig.svc.setup.list_tokens(ADMIN, None, 100, None)
@@ -58,7 +59,7 @@ def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
 
     writes = len(rig.store.writes)
     again = migrate(rig.store)
-    assert [a.status for a in again] == ["already"] * 4
+    assert [a.status for a in again] == ["already"] * 5
     assert len(rig.store.writes) == writes
     assert rig.store.schema_state().version == SCHEMA_VERSION
 
@@ -80,7 +81,7 @@ def test_a_dry_run_says_what_it_would_do_and_writes_nothing() -> None:
     old_token(rig, "old")
     writes = list(rig.store.writes)
     [outcome, *rest] = migrate(rig.store, dry_run=True)
-    assert {outcome.status, *(o.status for o in rest)} == {"would_apply"} and len(rest) == 3
+    assert {outcome.status, *(o.status for o in rest)} == {"would_apply"} and len(rest) == 4
     assert outcome.counts == {"tokens": 1, "already_listed": 0, "would_list": 1}
     assert rig.store.writes == writes and rig.store.schema_state() == SchemaState()
     assert names(rig) == set()

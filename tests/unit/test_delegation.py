@@ -108,9 +108,8 @@ def test_a_creator_stopped_by_an_operator_stops_its_childrens_open_runs(rig: Rig
     assert rig.lease(creator.id).end_reason is EndReason.CANCELLED
     for task_id in (held_child, queued_child):
         task = rig.store.get_task(task_id)
-        job = rig.store.get_job(task.job_id) if task and task.job_id else None
-        assert job is not None
-        run = rig.lease(job.lease_id)
+        run = rig.svc.kernel.newest_lease(task) if task else None
+        assert run is not None
         assert (run.state, run.end_reason) == (LeaseState.CANCELLED, EndReason.PARENT_STOPPED)
         assert rig.events(task_id)[-1].type == "lease.parent_stopped"
         assert rig.events(task_id)[-1].data["creator_lease_id"] == creator.id
@@ -147,9 +146,9 @@ def _child_with_ttl(rig: Rig, creator_id: str, ttl: int) -> str:
 
 def _run_of(rig: Rig, task_id: str):  # type: ignore[no-untyped-def]
     task = rig.store.get_task(task_id)
-    job = rig.store.get_job(task.job_id) if task and task.job_id else None
-    assert job is not None
-    return rig.lease(job.lease_id)
+    run = rig.svc.kernel.newest_lease(task) if task else None
+    assert run is not None
+    return run
 
 
 def test_a_childs_runs_end_as_ttl_expired_once_its_ttl_passes(rig: Rig) -> None:

@@ -131,7 +131,7 @@ def test_only_the_sweeper_expires_a_report_past_the_deadline_is_still_accepted(r
     rig.advance(10)
     rig.sweep()
     assert rig.lease(lease.id).state is LeaseState.COMPLETED
-    assert len(rig.store.jobs) == 1 and rig.store.queue_candidates(POOL, 10) == []
+    assert len(rig.store.lease_rows) == 1 and rig.store.queue_candidates(POOL, 10) == []
 
 
 def test_a_heartbeat_past_the_deadline_but_before_the_pass_keeps_the_lease(rig: Rig) -> None:
@@ -203,7 +203,7 @@ def test_on_expiry_fail_ends_the_lease_lost_as_worker_lost_with_no_requeue(rig: 
     _run(rig, until_s=FIRST_PASS_PAST_S)
     lost = rig.lease(lease.id)
     assert (lost.state, lost.end_reason) == (LeaseState.LOST, EndReason.WORKER_LOST)
-    job = rig.store.get_job(lease.job_id)
+    job = rig.svc.kernel.job_of(lease)
     assert job is not None
     assert (job.fence, job.lease_id, job.attempt, job.recovery_count) == (1, lease.id, 1, 0)
     assert rig.store.queue_candidates("strict", 10) == []
@@ -228,7 +228,7 @@ def test_a_revoked_lease_that_goes_silent_ends_as_the_operator_asked(
     ended = rig.lease(lease.id)
     assert (ended.state, ended.end_reason) == (state, reason)
     assert rig.store.queue_candidates(POOL, 10) == []
-    job = rig.store.get_job(lease.job_id)
+    job = rig.svc.kernel.job_of(lease)
     assert job is not None and job.fence == 1
 
 
@@ -425,7 +425,7 @@ def test_an_expiry_that_loses_to_a_report_changes_nothing(rig: Rig) -> None:
     assert (report.expired, report.raced) == ([], 1)
     assert rig.lease(lease.id).state is LeaseState.COMPLETED
     assert len(rig.store.lease_rows) == 1
-    job = rig.store.get_job(lease.job_id)
+    job = rig.svc.kernel.job_of(lease)
     assert job is not None and (job.fence, job.recovery_count) == (1, 0)
 
 
@@ -438,14 +438,15 @@ def test_a_release_landing_mid_expiry_is_a_lost_race_not_a_failed_pass(rig: Rig)
     calls = {"n": 0}
 
     def release_between_reads(job_id: str) -> Job | None:
-        # The sweeper reads the job twice while expiring `releasing`; the worker's release
-        # commits between those reads and hands the job on under fence 2.
+        # The sweeper reads the job while expiring `releasing`; the worker's release commits
+        # right after that read and hands the job on under fence 2.
+        seen = read_job(job_id)
         if job_id == releasing.job_id:
             calls["n"] += 1
-            if calls["n"] == 2:
+            if calls["n"] == 1:
                 del rig.store.get_job
                 rig.svc.reports.release(as_lease(releasing.id), releasing.id, {"reason": "handoff"})
-        return read_job(job_id)
+        return seen
 
     rig.store.get_job = release_between_reads  # type: ignore[method-assign]
     report = rig.sweep()

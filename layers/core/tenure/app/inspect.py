@@ -82,7 +82,7 @@ class Inspection:
         now = self.kernel.clock.now_ms()
         current = self.kernel.newest_lease(task) if task is not None else lease
         if current is not None and current.job_id and lease is not None and task is None:
-            job = self.kernel.store.get_job(current.job_id)
+            job = self.kernel.job_of(current)
             newest = self.kernel.store.get_lease(job.lease_id) if job else None
             current = newest or current
         view = self.graph.describe_task(task, current) if task is not None else None

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from tenure.app.migrations import (
     CLAIM_START_FROM_SCHEMA,
     CREATED_STAMPS_FROM_SCHEMA,
+    IMPLIED_JOBS_FROM_SCHEMA,
     SCHEMA_VERSION,
     STAMPS_FROM_SCHEMA,
 )
@@ -40,9 +41,11 @@ from tenure.domain.model import (
     Principal,
     Space,
     Task,
+    first_job_id,
+    implied_job,
 )
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState
-from tenure.domain.timeline import first_stamps, with_stamp
+from tenure.domain.timeline import first_lease_id, first_stamps, with_stamp
 from tenure.domain.transitions import Move
 
 T = TypeVar("T")
@@ -198,9 +201,13 @@ class Kernel:
             self.store.mark_queue(pool_name, mark, now)
             self._pools.pop(pool_name, None)
 
-    def with_successor(self, change: Change, lease: Lease, recovered: bool) -> Change:
-        """Add to `change` the job's next pending lease under fence + 1 (same attempt)."""
-        job = self.job_at(lease)
+    def with_successor(
+        self, change: Change, lease: Lease, recovered: bool, job: Job | None = None
+    ) -> Change:
+        """Add to `change` the job's next pending lease under fence + 1 (same attempt);
+        `job` is the lease's, when the caller has just read it at the lease's fence."""
+        if job is None or job.id != lease.job_id or job.fence != lease.fence:
+            job = self.job_at(lease)
         now = self.clock.now_ms()
         successor = Lease(
             event_type="lease.created",
@@ -263,9 +270,22 @@ class Kernel:
             self.record_stale(lease, what, fence)
             raise StaleLease(f"fence {fence} of lease {lease.id} is not current")
 
-    def job_at(self, lease: Lease) -> Job:
-        """The lease's job, still at the lease's fence (else the job moved on: Conflict)."""
+    def job_of(self, lease: Lease, task: Task | None = None) -> Job | None:
+        """The lease's job: its row, or for a task's first job that has none yet
+        (domain/model.py first_job_id), the job its first lease and its task (`task`, when
+        the caller has read it) imply."""
         job = self.store.get_job(lease.job_id)
+        if job is not None or lease.task_id is None or lease.job_id != first_job_id(lease.task_id):
+            return job
+        first_id = first_lease_id(lease.task_id)
+        first = lease if lease.id == first_id else self.store.get_lease(first_id)
+        if task is None or task.id != lease.task_id:
+            task = self.store.get_task(lease.task_id)
+        return implied_job(task, first) if task is not None and first is not None else None
+
+    def job_at(self, lease: Lease, task: Task | None = None) -> Job:
+        """The lease's job, still at the lease's fence (else the job moved on: Conflict)."""
+        job = self.job_of(lease, task)
         if job is None or job.fence != lease.fence:
             raise Conflict(f"job {lease.job_id} moved on")
         return job
@@ -314,6 +334,8 @@ class Kernel:
         if task.job_id is None:
             return None
         job = self.store.get_job(task.job_id)
+        if job is None and task.job_id == first_job_id(task.id):
+            return self.store.get_lease(first_lease_id(task.id))  # its job has no row yet
         return self.store.get_lease(job.lease_id) if job else None
 
     def lease(self, lease_id: str, consistent: bool = True) -> Lease:
@@ -402,6 +424,13 @@ class Kernel:
         CREATED_STAMPS_FROM_SCHEMA, when a timeline read of an earlier release, which finds
         leases only by their anchors, may still be serving."""
         return self._schema() >= CREATED_STAMPS_FROM_SCHEMA
+
+    def first_jobs_implied(self) -> bool:
+        """Whether a task's first job, opened with the task, may go without a row
+        (domain/model.py first_job_id): not while the table's schema is below
+        IMPLIED_JOBS_FROM_SCHEMA, when an earlier release, which finds a task's lease
+        through its job's row, may still be serving."""
+        return self._schema() >= IMPLIED_JOBS_FROM_SCHEMA
 
     def _schema(self) -> int:
         """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A

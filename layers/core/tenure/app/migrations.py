@@ -27,7 +27,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -47,6 +47,12 @@ CLAIM_START_FROM_SCHEMA = 3
 # an earlier release finds leases by their anchors only, so it would miss that lease's events:
 # such leases wait until `tenure admin migrate` runs after this release is deployed everywhere.
 CREATED_STAMPS_FROM_SCHEMA = 4
+# From this version on, a task's first job, opened with the task, has no row until it moves
+# on (domain/model.py first_job_id): its first lease and its task imply it. An earlier
+# release finds a task's lease through its job's row, so it would read such a task as
+# having no run: such jobs wait until `tenure admin migrate` runs after this release is
+# deployed everywhere.
+IMPLIED_JOBS_FROM_SCHEMA = 5
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -144,6 +150,14 @@ def start_created_stamps(
     return Page({}, None)
 
 
+def start_implied_jobs(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: jobs made before keep their rows, and are read as they are.
+    Reaching this version is what lets a task's first job go without one."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -170,6 +184,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="let a task's first lease keep its creation as a stamp, with no anchor row "
         "(leases made before keep theirs)",
         page=start_created_stamps,
+    ),
+    Migration(
+        version=IMPLIED_JOBS_FROM_SCHEMA,
+        name="implied-first-jobs",
+        does="let a task's first job, opened with the task, go without a row until it moves "
+        "on (jobs made before keep theirs)",
+        page=start_implied_jobs,
     ),
 )
 

@@ -16,6 +16,8 @@ from tenure.domain.model import (
     Lease,
     Pool,
     Task,
+    first_job_id,
+    implied_job,
 )
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.timeline import CREATED_STAMP, first_lease_id, first_lease_stamps
@@ -184,10 +186,21 @@ class Runs:
             recovery_count=run.recovery_count,
             retry_depth=run.retry_depth,
         )
-        task = task.with_job(job_id)
+        jobs = [JobWrite(job, ahead=True)]  # a fresh id: nothing names it until this commits
+        implied = replace(job, id=first_job_id(task.id))
+        if (
+            lease.id == first_lease_id(task.id)
+            and self.kernel.first_jobs_implied()
+            and implied_job(task, replace(lease, job_id=implied.id)) == implied
+        ):
+            # The task's first job, all of which its first lease and the task say: no row
+            # (and no write unit) until it moves on (domain/model.py first_job_id).
+            job, jobs = implied, []
+            lease = replace(lease, job_id=job.id)
+        task = task.with_job(job.id)
         change = Change(
             leases=[LeaseWrite(lease)],
-            jobs=[JobWrite(job, ahead=True)],  # a fresh id: nothing names it until this commits
+            jobs=jobs,
             tasks=[TaskWrite(task, expect_job_id=expect_job_id, create=create_task)],
             job_checks=job_checks or [],
             graph=list(run.graph),

@@ -234,6 +234,46 @@ class Job:
     retry_depth: int = 0  # how many operator retries stand between this run and the first
 
 
+def first_job_id(task_id: str) -> str:
+    """The id of a task's first job when it was opened with the task (the task id's own
+    unique part under the job prefix, as its first lease's is under the lease prefix).
+
+    Such a job has no row of its own until it moves on: its first lease and its task say
+    everything it holds (fence 1, the first attempt, no recovery, the task's max_attempts),
+    so filing writes neither a row nor a unit for it. The first write that changes it (a
+    successor after an expiry or a release, an exhausted expiry) creates the row, on the
+    condition that there is none yet or that it still holds what the writer read."""
+    return "job_" + task_id.partition("_")[2]
+
+
+def implied_pair(job_id: str, lease_id: str) -> bool:
+    """Whether `job_id` is the first job of the task whose first lease is `lease_id` (both
+    ids carry the task's unique part): a job that may have no row yet."""
+    return job_id == "job_" + lease_id.partition("_")[2]
+
+
+def may_be_implied(job: Job) -> bool:
+    """Whether this job is a task's first job, which may still have no row."""
+    return job.task_id is not None and job.id == first_job_id(job.task_id)
+
+
+def implied_job(task: Task, first: Lease) -> Job:
+    """The job a task's first lease implies while the job has no row (first_job_id)."""
+    return Job(
+        id=first.job_id,
+        space=first.space,
+        pool=first.pool,
+        subject_kind=first.subject_kind,
+        subject_id=first.subject_id,
+        created_at=first.created_at,
+        lease_id=first.id,
+        attempt=first.attempt,
+        max_attempts=task.max_attempts,
+        task_id=task.id,
+        retry_depth=first.retry_depth,
+    )
+
+
 @dataclass(frozen=True)
 class Lease:
     id: str

@@ -48,6 +48,8 @@ from tenure.domain.model import (
     Token,
     Worker,
     Workflow,
+    implied_pair,
+    may_be_implied,
 )
 from tenure.domain.states import REPORTABLE, LeaseState
 from tenure.store import cursors, items
@@ -457,9 +459,10 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             if jw.expect_fence is None:
                 ops.append(self._put_op(item, k.IS_NEW))
             else:
-                ops.append(
-                    self._put_op(item, k.JOB_FENCE_IS, values=_values(expect_fence=jw.expect_fence))
-                )
+                # A missing row of a task's first job is that job at fence 1.
+                implied = jw.expect_fence == 1 and may_be_implied(jw.new)
+                fenced = k.IMPLIED_JOB_FENCE_IS if implied else k.JOB_FENCE_IS
+                ops.append(self._put_op(item, fenced, values=_values(expect_fence=jw.expect_fence)))
         for tw in change.tasks:
             item = {**k.task_key(tw.new.id), **_task_row(tw.new)}
             if tw.create:
@@ -484,7 +487,11 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
                     "ConditionCheck": {
                         "TableName": self.table,
                         "Key": _dump(k.job_key(job_id)),
-                        "ConditionExpression": k.JOB_LEASE_IS,
+                        "ConditionExpression": (
+                            k.IMPLIED_JOB_LEASE_IS
+                            if implied_pair(job_id, lease_id)
+                            else k.JOB_LEASE_IS
+                        ),
                         "ExpressionAttributeValues": _values(expect_lease=lease_id),
                     }
                 }

@@ -335,6 +335,7 @@ NO_DEADLINE = "attribute_not_exists(deadline)"
 # An enqueue opens a run only while the task's last job still points at the ended lease the
 # writer saw (a release or expiry in between would have moved it to a successor).
 JOB_LEASE_IS = "lease_id = :expect_lease"
+IMPLIED_JOB_LEASE_IS = f"attribute_not_exists(PK) OR {JOB_LEASE_IS}"
 # A claim record still names the lease the call moving it on last saw it name.
 CLAIM_NAMES = "lease_id = :expect_lease"
 # Creation: a key is written once; a second create loses (already_exists, or a lost race).
@@ -356,6 +357,9 @@ QUEUE_MARK_OLDER = "queue_marks.#p < :before"
 NOT_EXPIRED = f"attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now"
 # The job's fence counter moves only from the fence the writer saw.
 JOB_FENCE_IS = "fence = :expect_fence"
+# ...or, for a task's first job (domain/model.py first_job_id) expected at fence 1 or on its
+# first lease, no row yet: such a job is at fence 1, on its first lease, until its row exists.
+IMPLIED_JOB_FENCE_IS = f"attribute_not_exists(PK) OR {JOB_FENCE_IS}"
 # At most one open run per task: the task must still point at the run the writer saw ended.
 TASK_JOB_IS = "job_id = :expect_job"
 TASK_HAS_NO_JOB = "attribute_exists(PK) AND attribute_not_exists(job_id)"

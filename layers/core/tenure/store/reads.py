@@ -18,7 +18,7 @@ from tenure.app.ports import (
     TaskPage,
     WorkerPage,
 )
-from tenure.domain.model import Event, Lease, Worker
+from tenure.domain.model import Event, Lease, Worker, first_job_id
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.timeline import first_lease_id, stamped_events
 from tenure.store import cursors, items
@@ -188,10 +188,16 @@ class PagedReads:
                 [k.job_key(t.job_id) for t in tasks.values() if t.job_id], False
             )
         }
+        # A task's first job may have no row yet: its lease is the task's first.
+        for filed in tasks.values():
+            job_id = filed.job_id
+            if job_id and job_id not in jobs and job_id == first_job_id(filed.id):
+                jobs[job_id] = first_lease_id(filed.id)
+        wanted = list(jobs.values())
         leases = {
             lease.id: lease
             for lease in map(
-                items.lease_from, self._batch_get([k.lease_key(x) for x in jobs.values()], False)
+                items.lease_from, self._batch_get([k.lease_key(x) for x in wanted], False)
             )
         }
         found: list[TaskEntry] = []

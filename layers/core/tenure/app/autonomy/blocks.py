@@ -282,7 +282,7 @@ class Blocks:
         # A cancelling lease is on its way out: the block stands alone (nothing to release).
         if lease.task_id != task.id or lease.state not in HELD:
             return None
-        job = self.kernel.store.get_job(lease.job_id)
+        job = self.kernel.job_of(lease, task)
         if job is None or job.lease_id != lease.id or task.job_id != job.id:
             raise InvalidTransition(f"lease {lease.id} is not the task's current run")
         return lease

@@ -76,7 +76,7 @@ class Force:
         newest = self.kernel.newest_lease(task)
         if newest is not None and newest.state.active:
             raise InvalidTransition(f"task {task.key} already has an open run ({newest.id})")
-        job = self.kernel.store.get_job(lease.job_id)
+        job = self.kernel.job_of(lease, task)
         if job is None or task.job_id != job.id or job.lease_id != lease.id:
             raise InvalidTransition(
                 f"task {task.key} has a newer run than lease {lease.id}; retry its newest lease"

@@ -9,7 +9,7 @@ from tenure.app.ports import Store
 from tenure.domain import authz
 from tenure.domain.errors import TenureError
 from tenure.domain.fencing import iso_ms
-from tenure.domain.model import Event, Lease, Principal
+from tenure.domain.model import Event, Lease, Principal, first_job_id
 from tenure.domain.states import SubjectKind
 
 if TYPE_CHECKING:
@@ -85,6 +85,9 @@ class Payloads:
         # a lease a schedule or a manual fire minted carries none. The trigger is written once,
         # with the job, so any copy of the row has it: eventually consistent (half a read
         # unit), and consistently only when the copy is not visible yet (a job just minted).
+        # A task's first job opened by its filing has none (and may have no row to read).
+        if lease.task_id is not None and lease.job_id == first_job_id(lease.task_id):
+            return bundle
         store = self.kernel.store
         job = store.get_job(lease.job_id, consistent=False) or store.get_job(lease.job_id)
         if job is not None and job.trigger is not None:

@@ -58,7 +58,7 @@ class Recovery:
         change = Change(leases=[over(lease, self.kernel.apply(lease, to, requeued, now))])
         if exhausted:
             return self._exhausted(change, job, recovery, now)
-        return self.kernel.with_successor(change, lease, recovered=True)
+        return self.kernel.with_successor(change, lease, recovered=True, job=job)
 
     def _exhausted(self, change: Change, job: Job, recovery: int, now: int) -> Change:
         jobs = [JobWrite(replace(job, recovery_count=recovery, exhausted=True), job.fence)]

@@ -41,10 +41,10 @@ class Retries:
         policy = RetryPolicy.of(pool.retry)
         if not policy.on_failure:
             return change
-        job = self.kernel.job_at(lease)
+        task = self.kernel.task(lease.task_id)
+        job = self.kernel.job_at(lease, task)
         if not retries(policy, lease.attempt, job.max_attempts, report):
             return change
-        task = self.kernel.task(lease.task_id)
         if task.job_id != job.id:
             return change  # the task has moved on to another run; this one is not its to retry
         now = self.kernel.clock.now_ms()
