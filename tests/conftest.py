@@ -1,4 +1,5 @@
-"""Shared fixtures: one starts DynamoDB Local, one starts the local stack (STYLE rule 10)."""
+"""Shared fixtures: one starts DynamoDB Local, one starts the local stack, each once for the
+whole run (an engine takes seconds to start, so no test starts its own)."""
 
 from __future__ import annotations
 
