@@ -43,7 +43,7 @@ def _seed(rig: Rig, n: int, keys: tuple[str, ...] = KEYS) -> list[Lease]:
 
 
 def _key_count(rig: Rig, key: str) -> int:
-    row = rig.store._get(key_counter_key(ALPHA, key))  # consistent: the counter right now
+    row = rig.store.rows.get(key_counter_key(ALPHA, key))  # consistent: the counter right now
     return int((row or {}).get("active", 0))
 
 

@@ -247,7 +247,7 @@ def test_unprocessed_keys_are_asked_for_again_until_all_are_read(rig: Rig) -> No
     rig.stub.add_response("batch_get_item", _batch(["b"], ["c"]))
     rig.stub.add_response("batch_get_item", _batch(["c"], []))
     # The rows stubbed are partial leases: read them as rows, not entities.
-    rows = rig.store._batch_get([{"PK": f"LEASE#{i}", "SK": "LEASE"} for i in "abc"])
+    rows = rig.store.rows.batch_get([{"PK": f"LEASE#{i}", "SK": "LEASE"} for i in "abc"])
     assert sorted(r["id"] for r in rows) == ["a", "b", "c"]
     assert len(rig.slept) == 2
 
@@ -256,7 +256,7 @@ def test_keys_still_unprocessed_after_the_bound_make_the_read_unavailable(rig: R
     for _ in range(TRIES):
         rig.stub.add_response("batch_get_item", _batch([], ["a"]))
     with pytest.raises(Unavailable) as raised:
-        rig.store._batch_get([{"PK": "LEASE#a", "SK": "LEASE"}])
+        rig.store.rows.batch_get([{"PK": "LEASE#a", "SK": "LEASE"}])
     assert raised.value.retry_after == RETRY_AFTER_S
     assert len(rig.slept) == TRIES - 1
 

@@ -9,23 +9,30 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from tenure.app.migrations import SchemaState
 from tenure.app.ports import (
     INSTANCE_CEILING,
     KEY_CEILING,
     POOL_CAP,
     RATE_CEILING,
     WORKER_RETENTION_S,
+    WORKERS_CAP,
+    Attachment,
     Ceiling,
     Change,
     ClaimRecord,
+    EventPage,
     Filed,
     GraphOp,
     HoldOp,
+    LeasePage,
     RecordWrite,
     SchedulerState,
     Settings,
     SweeperState,
+    TaskPage,
     TokenPage,
+    WorkerPage,
     split_ceiling,
 )
 from tenure.domain.errors import (
@@ -54,8 +61,7 @@ from tenure.domain.model import (
 from tenure.domain.states import REPORTABLE, LeaseState
 from tenure.store import cursors, items
 from tenure.store import keys as k
-from tenure.store.calls import Retry, translate
-from tenure.store.codec import Meter
+from tenure.store.calls import Retry
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
 from tenure.store.codec import load_image as load_image  # the reactor reads stream images
@@ -63,143 +69,137 @@ from tenure.store.codec import values as _values
 from tenure.store.reads import PagedReads
 from tenure.store.retention import RetentionRows
 from tenure.store.schema import SchemaRows
-
-_READS = {"get", "query", "batch_get", "scan"}  # safe to send again whatever became of the first
-
-
-def _lost(err: ClientError, failed: TenureError) -> Exception:
-    """The domain error a failed write is (store.calls has the one table of codes). Each write
-    names what a lost condition means for it: AlreadyExists for a create, NotFound for a
-    counter on a missing row, Conflict for a fenced lease write."""
-    out = translate(err, failed)
-    if out is failed and err.response.get("CancellationReasons"):
-        failed.details["old"] = [
-            _load(dict(r["Item"])) if r.get("Item") else None
-            for r in err.response["CancellationReasons"]
-        ]
-    return out
+from tenure.store.table import Table
 
 
-class DynamoStore(PagedReads, RetentionRows, SchemaRows):
+class DynamoStore:
+    """The Store port on one DynamoDB table. The paged reads, the retention rows and the schema
+    rows are collaborators of their own, each on the same metered primitives (`rows`); the
+    store hands their calls on."""
+
     def __init__(self, client: Any, table: str, retry: Retry | None = None) -> None:
         self.client = client
         self.table = table
-        self.meter = Meter()
-        self.retry = retry or Retry()
+        self.rows = Table(client, table, retry)
+        self.meter = self.rows.meter
+        self.retry = self.rows.retry
+        self.reads = PagedReads(self.rows)
+        self.retention = RetentionRows(self.rows)
+        self.schema = SchemaRows(self.rows)
 
-    def _call(self, op: str, fn: Any, **request: Any) -> dict[str, Any]:
-        """One metered read, re-sent on a throttle; a malformed request is StoreRejected."""
-        try:
-            out = self.retry.call(
-                op, fn, {**request, "ReturnConsumedCapacity": "INDEXES"}, read=op in _READS
-            )
-        except ClientError as err:
-            raise translate(err, None) from err
-        noted = self.meter.writes is not None and op not in _READS
-        self.meter.add(op, out.get("ConsumedCapacity"), _rows_written(request) if noted else None)
-        return out
+    # ------------------------------------------ what the collaborators above answer
 
-    # ------------------------------------------------------------------ primitives
+    @property
+    def list_budget(self) -> int:
+        return self.reads.list_budget
 
-    def _get(self, key: dict[str, str], consistent: bool = True) -> dict[str, Any] | None:
-        out = self._call(
-            "get",
-            self.client.get_item,
-            TableName=self.table,
-            Key=_dump(key),
-            ConsistentRead=consistent,
-        )
-        if "Item" not in out:
-            return None
-        self.meter.items_read += 1
-        return _load(out["Item"])
+    @list_budget.setter
+    def list_budget(self, value: int) -> None:
+        self.reads.list_budget = value
 
-    def _write(self, op: str, failed: TenureError, **request: Any) -> dict[str, Any]:
-        """One write call: metered, and a failed condition raised as `failed`."""
-        call = {
-            "put": self.client.put_item,
-            "update": self.client.update_item,
-            "transact": self.client.transact_write_items,
-            "delete": self.client.delete_item,
-        }[op]
-        try:
-            out = self.retry.call(op, call, {**request, "ReturnConsumedCapacity": "INDEXES"})
-        except ClientError as err:
-            raise _lost(err, failed) from err
-        rows = _rows_written(request) if self.meter.writes is not None else None
-        self.meter.add(op, out.get("ConsumedCapacity"), rows)
-        return out
+    @property
+    def worker_budget(self) -> int:
+        return self.reads.worker_budget
 
-    def _put_new(self, item: dict[str, Any], what: str) -> None:
-        self._write(
-            "put",
-            AlreadyExists(f"{what} already exists"),
-            TableName=self.table,
-            Item=_dump(item),
-            ConditionExpression=k.IS_NEW,
-        )
+    @worker_budget.setter
+    def worker_budget(self, value: int) -> None:
+        self.reads.worker_budget = value
 
-    def _transact(self, ops: list[dict[str, Any]]) -> None:
-        self._write("transact", Conflict("a conditional write lost"), TransactItems=ops)
+    @property
+    def timeline_cap(self) -> int:
+        return self.reads.timeline_cap
 
-    def _query(self, **kwargs: Any) -> dict[str, Any]:
-        out = self._call("query", self.client.query, TableName=self.table, **kwargs)
-        # Items the query read (a filter drops some after reading them: still paid for).
-        self.meter.items_read += int(out.get("ScannedCount", len(out.get("Items", []))))
-        return out
+    @timeline_cap.setter
+    def timeline_cap(self, value: int) -> None:
+        self.reads.timeline_cap = value
 
-    def _query_all(self, cap: int | None = None, **kwargs: Any) -> list[dict[str, Any]]:
-        """Every row a query matches, page after page; no more than `cap` rows when set."""
-        rows: list[dict[str, Any]] = []
-        while True:
-            if cap is not None:
-                kwargs["Limit"] = cap - len(rows)
-            out = self._query(**kwargs)
-            rows.extend(_load(r) for r in out.get("Items", []))
-            if not out.get("LastEvaluatedKey") or (cap is not None and len(rows) >= cap):
-                return rows
-            kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+    def list_workers(
+        self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
+    ) -> list[Worker]:
+        return self.reads.list_workers(pool, limit, now_ms)
 
-    def _partition(self, pk: str, cap: int) -> list[dict[str, Any]]:
-        return self._query_all(
-            cap, KeyConditionExpression=f"{k.PK} = :pk", ExpressionAttributeValues=_values(pk=pk)
-        )
+    def worker_page(
+        self, pool: str, limit: int, cursor: str | None, now_ms: int | None = None
+    ) -> WorkerPage:
+        return self.reads.worker_page(pool, limit, cursor, now_ms)
 
-    def _batch_get(
-        self, item_keys: list[dict[str, str]], consistent: bool = True
-    ) -> list[dict[str, Any]]:
-        """The rows of these keys. Keys DynamoDB leaves unprocessed (throttled) are asked for
-        again with the same bounded backoff as a throttled call; still unprocessed after
-        `retry.tries` rounds, the read gives up as Unavailable rather than answer partly.
-        (A round whose call is throttled outright is itself re-sent within its own bound:
-        at most tries x tries calls per 100 keys, in practice the first or second.)"""
-        found: list[dict[str, Any]] = []
-        pending = [_dump(key) for key in item_keys]
-        while pending:
-            chunk, pending = pending[:100], pending[100:]
-            request: dict[str, Any] = {self.table: {"Keys": chunk, "ConsistentRead": consistent}}
-            for attempt in range(1, self.retry.tries + 1):
-                out = self._call("batch_get", self.client.batch_get_item, RequestItems=request)
-                rows = out.get("Responses", {}).get(self.table, [])
-                self.meter.items_read += len(rows)
-                found.extend(_load(r) for r in rows)
-                request = out.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                self.retry.throttled("batch_get (unprocessed keys)", attempt)
-        return found
+    def list_leases(
+        self,
+        space: str,
+        limit: int,
+        cursor: str | None,
+        state: LeaseState | None,
+        pool: str | None,
+    ) -> LeasePage:
+        return self.reads.list_leases(space, limit, cursor, state, pool)
+
+    def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
+        return self.reads.task_page(space, limit, cursor)
+
+    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
+        return self.reads.timeline(subject_kind, subject_id, limit)
+
+    def timeline_page(
+        self,
+        subject_kind: str,
+        subject_id: str,
+        limit: int,
+        cursor: str | None,
+        newest_first: bool = False,
+    ) -> EventPage:
+        return self.reads.timeline_page(subject_kind, subject_id, limit, cursor, newest_first)
+
+    def put_attachment(self, attachment: Attachment, cap: int, quota_bytes: int) -> None:
+        self.retention.put_attachment(attachment, cap, quota_bytes)
+
+    def list_attachments(self, lease_id: str) -> list[Attachment]:
+        return self.retention.list_attachments(lease_id)
+
+    def get_attachment(self, lease_id: str, attachment_id: str) -> Attachment | None:
+        return self.retention.get_attachment(lease_id, attachment_id)
+
+    def set_attachment_status(self, attachment: Attachment, status: str) -> None:
+        self.retention.set_attachment_status(attachment, status)
+
+    def delete_attachments(self, lease_id: str, attachment_ids: list[str]) -> None:
+        self.retention.delete_attachments(lease_id, attachment_ids)
+
+    def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
+        return self.retention.ended_leases(pool, ended_before, limit)
+
+    def mark_reclaimed(self, lease: Lease) -> None:
+        self.retention.mark_reclaimed(lease)
+
+    def unindex_ended(self, lease_id: str) -> None:
+        self.retention.unindex_ended(lease_id)
+
+    def schema_state(self) -> SchemaState:
+        return self.schema.schema_state()
+
+    def save_schema(self, expect: SchemaState, new: SchemaState) -> bool:
+        return self.schema.save_schema(expect, new)
+
+    def scan_tokens(self, cursor: str | None, limit: int) -> tuple[list[Token], str | None]:
+        return self.schema.scan_tokens(cursor, limit)
+
+    def listed_token_ids(self, token_ids: list[str]) -> set[str]:
+        return self.schema.listed_token_ids(token_ids)
+
+    def list_token(self, token: Token) -> bool:
+        return self.schema.list_token(token)
 
     # -------------------------------------------------------------- set-up resources
 
     def put_space(self, space: Space) -> None:
-        self._put_new({**k.space_key(space.key), **items.space_item(space)}, f"space {space.key}")
+        row = {**k.space_key(space.key), **items.space_item(space)}
+        self.rows.put_new(row, f"space {space.key}")
 
     def get_space(self, key: str) -> Space | None:
-        row = self._get(k.space_key(key))
+        row = self.rows.get(k.space_key(key))
         return items.space_from(row) if row else None
 
     def next_task_number(self, space: str) -> int:
-        out = self._write(
+        out = self.rows.write(
             "update",
             NotFound(f"space {space!r} does not exist"),
             TableName=self.table,
@@ -212,26 +212,26 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         return int(_load(dict(out["Attributes"]))["task_seq"])
 
     def put_workflow(self, workflow: Workflow) -> None:
-        self._put_new(
+        self.rows.put_new(
             {**k.workflow_key(workflow.space, workflow.slug), **items.workflow_item(workflow)},
             f"workflow {workflow.slug} in space {workflow.space}",
         )
 
     def get_workflow(self, space: str, slug: str) -> Workflow | None:
-        row = self._get(k.workflow_key(space, slug))
+        row = self.rows.get(k.workflow_key(space, slug))
         return items.workflow_from(row) if row else None
 
     def put_pool(self, pool: Pool) -> None:
-        self._put_new({**k.pool_key(pool.name), **items.pool_item(pool)}, f"pool {pool.name}")
+        self.rows.put_new({**k.pool_key(pool.name), **items.pool_item(pool)}, f"pool {pool.name}")
 
     def get_pool(self, name: str) -> Pool | None:
         # Consistent: a pool is used right after it is created (1 read unit, and the service
         # caches pools, so this is paid once per pool per process).
-        row = self._get(k.pool_key(name))
+        row = self.rows.get(k.pool_key(name))
         return items.pool_from(row) if row else None
 
     def list_pools(self) -> list[Pool]:
-        return [items.pool_from(r) for r in self._partition(k.POOLS_PK, POOL_CAP)]
+        return [items.pool_from(r) for r in self.rows.partition(k.POOLS_PK, POOL_CAP)]
 
     def put_token(self, token: Token, event: Event | None = None) -> None:
         ops = [
@@ -260,17 +260,17 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         if event is not None:
             ops.append(self._event_put(event))
         try:
-            self._transact(ops)
+            self.rows.transact(ops)
         except Conflict as lost:
             raise AlreadyExists(f"token {token.name} already exists") from lost
 
     def get_token(self, token_hash: str) -> Token | None:
         # Consistent: a token is used right after it is handed out.
-        row = self._get(k.token_key(token_hash))
+        row = self.rows.get(k.token_key(token_hash))
         return items.token_from(row) if row else None
 
     def get_token_by_id(self, token_id: str) -> Token | None:
-        listed = self._get(k.token_id_key(token_id))
+        listed = self.rows.get(k.token_id_key(token_id))
         return self.get_token(str(listed["token_hash"])) if listed else None
 
     def list_tokens(self, kind: str | None, limit: int, cursor: str | None) -> TokenPage:
@@ -282,10 +282,10 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         if cursor:
             position = cursors.decode(cursor, "tokens", k.TOKEN_ID_SHAPE)
             request["ExclusiveStartKey"] = _dump({k.PK: k.TOKENS_PK, k.SK: position})
-        out = self._query(**request)
+        out = self.rows.query(**request)
         listed = [_load(r) for r in out.get("Items", [])]
         # The listed rows are write-once; revocation and last use are on the token rows.
-        rows = self._batch_get([k.token_key(str(r["token_hash"])) for r in listed], False)
+        rows = self.rows.batch_get([k.token_key(str(r["token_hash"])) for r in listed], False)
         by_hash = {str(r["token_hash"]): items.token_from(r) for r in rows}
         tokens = tuple(
             by_hash[h]
@@ -306,17 +306,17 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         }
         try:
             if event is None:
-                self._write("update", Conflict("the token was revoked already"), **update)
+                self.rows.write("update", Conflict("the token was revoked already"), **update)
             else:
                 # The event's id is new, so only the token's condition can lose.
-                self._transact([{"Update": update}, self._event_put(event)])
+                self.rows.transact([{"Update": update}, self._event_put(event)])
         except Conflict:
             return False
         return True
 
     def touch_token(self, token_hash: str, at: int, before: int) -> None:
         try:
-            self._write(
+            self.rows.write(
                 "update",
                 Conflict("the token's use was noted already"),
                 TableName=self.table,
@@ -331,19 +331,19 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
     # ------------------------------------------------------------- tasks, jobs, leases
 
     def get_task(self, task_id: str, consistent: bool = True) -> Task | None:
-        row = self._get(k.task_key(task_id), consistent=consistent)
+        row = self.rows.get(k.task_key(task_id), consistent=consistent)
         return items.task_from(row) if row else None
 
     def get_job(self, job_id: str, consistent: bool = True) -> Job | None:
-        row = self._get(k.job_key(job_id), consistent=consistent)
+        row = self.rows.get(k.job_key(job_id), consistent=consistent)
         return items.job_from(row) if row else None
 
     def get_lease(self, lease_id: str, consistent: bool = True) -> Lease | None:
-        row = self._get(k.lease_key(lease_id), consistent=consistent)
+        row = self.rows.get(k.lease_key(lease_id), consistent=consistent)
         return items.lease_from(row) if row else None
 
     def get_leases(self, lease_ids: Iterable[str], consistent: bool = True) -> dict[str, Lease]:
-        rows = self._batch_get([k.lease_key(i) for i in dict.fromkeys(lease_ids)], consistent)
+        rows = self.rows.batch_get([k.lease_key(i) for i in dict.fromkeys(lease_ids)], consistent)
         return {lease.id: lease for lease in map(items.lease_from, rows)}
 
     def put_worker(self, worker: Worker) -> None:
@@ -352,10 +352,10 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             **items.worker_item(worker),
             k.TTL_ATTRIBUTE: worker.last_seen // 1000 + WORKER_RETENTION_S,
         }
-        self._call("put", self.client.put_item, TableName=self.table, Item=_dump(item))
+        self.rows.call("put", self.client.put_item, TableName=self.table, Item=_dump(item))
 
     def get_worker(self, pool: str, worker_id: str) -> Worker | None:
-        row = self._get(k.worker_key(pool, worker_id), consistent=False)
+        row = self.rows.get(k.worker_key(pool, worker_id), consistent=False)
         return items.worker_from(row) if row else None
 
     def queue_candidates(
@@ -365,7 +365,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         if due_by is not None:
             condition += f" AND {k.QUEUE_SK} <= :due"
             values["due"] = k.queue_due_bound(due_by)
-        out = self._query(
+        out = self.rows.query(
             IndexName=k.QUEUE_INDEX,
             KeyConditionExpression=condition,
             ExpressionAttributeValues=_values(**values),
@@ -384,7 +384,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         key = _dump(k.pool_key(pool))
         for _ in range(3):
             with contextlib.suppress(Conflict):
-                self._write(
+                self.rows.write(
                     "update",
                     Conflict("no marks yet"),
                     TableName=self.table,
@@ -396,7 +396,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
                 )
                 return
             with contextlib.suppress(Conflict):
-                self._write(
+                self.rows.write(
                     "update",
                     Conflict("marked meanwhile"),
                     TableName=self.table,
@@ -410,7 +410,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
 
     def unmark_queue(self, pool: str, mark: str, marked_before: int) -> bool:
         try:
-            self._write(
+            self.rows.write(
                 "update",
                 Conflict("marked since"),
                 TableName=self.table,
@@ -511,7 +511,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             self._put_single(ops[0]["Put"])
             return
         try:
-            self._transact(ops)
+            self.rows.transact(ops)
         except Conflict as lost:
             reasons = lost.details.get("reasons") or []
             if any(r == "ConditionalCheckFailed" for r in reasons[first_ceiling:]) and not any(
@@ -534,16 +534,16 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         # Consistent: the retry of a claim whose answer was lost may come at once. A record
         # past its expires_at (TTL deletes lazily) still names its lease: that lease has ended
         # by then, which the service sees when it reads it.
-        row = self._get(k.claim_key(pool, claimant, worker_id, claim_id))
+        row = self.rows.get(k.claim_key(pool, claimant, worker_id, claim_id))
         return items.claim_from(row) if row else None
 
     def point_claim(self, record: ClaimRecord, previous: str | None) -> None:
         op = self._record_op(RecordWrite(record, previous))
         if previous is None:
-            self._write("put", Conflict("a claim with this claim_id is under way"), **op["Put"])
+            self.rows.write("put", Conflict("a claim with this claim_id is under way"), **op["Put"])
         else:
             failed = Conflict("the claim's record was moved on by another call")
-            self._write("update", failed, **op["Update"])
+            self.rows.write("update", failed, **op["Update"])
 
     def _record_op(self, rw: RecordWrite) -> dict[str, Any]:
         """A claim record's write: new (only if it is), or moved on from `previous`."""
@@ -581,7 +581,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             self._put_single(put["Put"])
             return None
         except Conflict:
-            held = self._get(key)
+            held = self.rows.get(key)
         if held is None:  # dropped between the write and the read: the caller tries again
             raise Conflict("the idempotency record moved")
         return Filed(
@@ -594,7 +594,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         )
 
     def finish_request(self, key: str, status: int, answer: str) -> None:
-        self._write(
+        self.rows.write(
             "update",
             Conflict("the request's record is gone"),
             TableName=self.table,
@@ -605,7 +605,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         )
 
     def drop_request(self, key: str) -> None:
-        self._write(
+        self.rows.write(
             "delete",
             Conflict("unreachable: the delete is unconditional"),
             TableName=self.table,
@@ -637,7 +637,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         return {"Update": update}
 
     def held_count(self, scope: str, name: str) -> int:
-        row = self._get(_ceiling_key(scope, name), consistent=False)
+        row = self.rows.get(_ceiling_key(scope, name), consistent=False)
         return int((row or {}).get(k.ACTIVE, 0))
 
     def _put_op(
@@ -660,7 +660,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         return {"Put": put}
 
     def _put_single(self, put: dict[str, Any]) -> None:
-        self._write("put", Conflict("a conditional write lost"), **put)
+        self.rows.write("put", Conflict("a conditional write lost"), **put)
 
     def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
         """Move a held lease's deadline; touches no index key (see keys.DUE_INDEX) unless
@@ -689,7 +689,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
                 f"{condition} AND {k.SAME_DEADLINE}",
                 {"expect_deadline": deadline_was},
             )
-        self._write(
+        self.rows.write(
             "update",
             Conflict("lease moved on"),
             TableName=self.table,
@@ -716,16 +716,16 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             "ExpressionAttributeValues": values,
         }
         if limit is None:
-            rows = self._query_all(**request)
+            rows = self.rows.query_all(**request)
         else:
             if limit < 1:
                 raise ValueError("a page needs a limit of at least 1")
-            rows = [_load(r) for r in self._query(**request, Limit=limit).get("Items", [])]
+            rows = [_load(r) for r in self.rows.query(**request, Limit=limit).get("Items", [])]
         return [k.lease_id_of(r) for r in rows]
 
     def count_held(self, pool: str, at_most: int) -> int:
         """Count a pool's held leases, reading no more than `at_most` index entries."""
-        out = self._query(
+        out = self.rows.query(
             IndexName=k.DUE_INDEX,
             KeyConditionExpression=f"{k.DUE_PK} = :p",
             ExpressionAttributeValues=_values(p=k.due_pk(pool)),
@@ -746,7 +746,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         self._set_on_lease(lease.id, expect, {k.DUE_AT: lease.due_at})
 
     def get_sweeper_state(self) -> SweeperState:
-        row = self._get(k.SWEEPER_KEY)
+        row = self.rows.get(k.SWEEPER_KEY)
         if row is None:
             return SweeperState()
         holds = {str(pool): int(until) for pool, until in (row.get("holds") or {}).items()}
@@ -809,7 +809,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
     ) -> dict[str, Any]:
         expression, names, values = self._settings_update(settings)
         given = _values(**values, **expect)
-        out = self._write(
+        out = self.rows.write(
             "update",
             failed,
             TableName=self.table,
@@ -852,7 +852,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             },
             self._put_op(row, k.IS_NEW),
         ]
-        self._transact(ops)
+        self.rows.transact(ops)
         pool = self.get_pool(name)
         if pool is None:
             raise missing
@@ -860,7 +860,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
 
     def get_pool_version(self, pool: str, version: int) -> PoolVersion | None:
         # Eventually consistent: a superseded version never changes once written.
-        row = self._get(k.pool_version_key(pool, version), consistent=False)
+        row = self.rows.get(k.pool_version_key(pool, version), consistent=False)
         return items.pool_version_from(row) if row else None
 
     def update_space(self, key: str, settings: Settings) -> Space:
@@ -868,13 +868,13 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         return items.space_from(self._update_row(k.space_key(key), settings, missing))
 
     def get_instance(self) -> Instance:
-        row = self._get(k.INSTANCE_KEY)
+        row = self.rows.get(k.INSTANCE_KEY)
         return items.instance_from(row) if row else Instance()
 
     def update_instance(self, settings: Settings) -> Instance:
         # The row is made by its first update (no condition): it always exists in effect.
         expression, names, values = self._settings_update(settings)
-        out = self._write(
+        out = self.rows.write(
             "update",
             Conflict("the instance settings could not be written"),
             TableName=self.table,
@@ -995,18 +995,18 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         }
 
     def get_graph(self, task_id: str) -> TaskGraph:
-        row = self._get(k.task_graph_key(task_id))
+        row = self.rows.get(k.task_graph_key(task_id))
         return items.graph_from(task_id, row or {})
 
     def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
         ids = list(dict.fromkeys(task_ids))
-        rows = self._batch_get([k.task_graph_key(t) for t in ids], False)
+        rows = self.rows.batch_get([k.task_graph_key(t) for t in ids], False)
         found = {k.task_id_of(r): r for r in rows}
         return {t: items.graph_from(t, found.get(t, {})) for t in ids}
 
     def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
         prefix = k.EDGE_PREFIX[kind]
-        out = self._query(
+        out = self.rows.query(
             KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
             ExpressionAttributeValues=_values(pk=f"TASK#{task_id}", prefix=prefix),
             Limit=limit,
@@ -1017,7 +1017,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         if not others:
             return {}
         keys = [k.task_edge_key(task_id, kind, o) for o in dict.fromkeys(others)]
-        rows = self._batch_get(keys, True)
+        rows = self.rows.batch_get(keys, True)
         prefix = k.EDGE_PREFIX[kind]
         return {
             str(row[k.SK]).removeprefix(prefix): row.get("counted_at") is not None for row in rows
@@ -1046,7 +1046,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
             },
         ]
         try:
-            self._transact(ops)
+            self.rows.transact(ops)
         except Conflict:
             return False
         return True
@@ -1058,7 +1058,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         else:
             expression, condition, values = "SET succeeded_at = :at", k.SUCCESS_DUE, _values(at=at)
         try:
-            self._write(
+            self.rows.write(
                 "update",
                 Conflict("not due"),
                 TableName=self.table,
@@ -1072,7 +1072,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         return True
 
     def get_scheduler(self, consistent: bool = True) -> SchedulerState:
-        row = self._get(k.SCHEDULER_KEY, consistent=consistent) or {}
+        row = self.rows.get(k.SCHEDULER_KEY, consistent=consistent) or {}
         return SchedulerState(
             paused=bool(row.get("paused", False)),
             paused_by=row.get("paused_by"),
@@ -1083,7 +1083,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
         )
 
     def set_scheduler_paused(self, paused: bool, by: str, at: int) -> None:
-        self._call(
+        self.rows.call(
             "update",
             self.client.update_item,
             TableName=self.table,
@@ -1109,7 +1109,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
     def count_queue(
         self, pool: str, created_before: int | None, at_most: int, priority: int | None = None
     ) -> int:
-        out = self._query(
+        out = self.rows.query(
             **self._queue_request(pool, created_before, priority), Select="COUNT", Limit=at_most
         )
         return int(out.get("Count", 0))
@@ -1117,7 +1117,7 @@ class DynamoStore(PagedReads, RetentionRows, SchemaRows):
     def queue_page(
         self, pool: str, created_before: int | None, limit: int, priority: int | None = None
     ) -> list[str]:
-        out = self._query(**self._queue_request(pool, created_before, priority), Limit=limit)
+        out = self.rows.query(**self._queue_request(pool, created_before, priority), Limit=limit)
         return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
 
 
@@ -1160,13 +1160,3 @@ def _ceiling_key(scope: str, name: str) -> dict[str, str]:
 
 def _claim_key(claim: ClaimRecord) -> dict[str, str]:
     return k.claim_key(claim.pool, claim.claimant, claim.worker_id, claim.claim_id)
-
-
-def _rows_written(request: dict[str, Any]) -> list[str]:
-    """The kinds of row a write touched (the first part of each key), for the bench's lines."""
-    keys = [
-        body.get("Item") or body.get("Key") or {}
-        for entry in request.get("TransactItems", [])
-        for body in entry.values()
-    ] or [request.get("Item") or request.get("Key") or {}]
-    return [str(_load(key).get(k.PK, "?")).split("#")[0] for key in keys]

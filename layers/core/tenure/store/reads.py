@@ -26,26 +26,22 @@ from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
 from tenure.store.codec import values as _values
+from tenure.store.table import Table
 
 # Anchors read beyond what a page's bound needs, on each side of its cursor (see _anchors).
 ANCHOR_SLACK = 2
 
 
 class PagedReads:
-    """Mixed into DynamoStore, whose metered, retried primitives these reads stand on."""
+    """The store's paged reads, on the table's metered, retried primitives."""
 
-    # Per-call page budgets (app/ports.py); instances may lower them (the contract tests do).
+    def __init__(self, rows: Table) -> None:
+        self.rows = rows
+
+    # Per-call page budgets (app/ports.py); a store may lower them (the contract tests do).
     list_budget = LIST_SCAN_BUDGET
     worker_budget = WORKER_SCAN_BUDGET
     timeline_cap = TIMELINE_CAP
-
-    def _query(self, **kwargs: Any) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _batch_get(
-        self, item_keys: list[dict[str, str]], consistent: bool = True
-    ) -> list[dict[str, Any]]:
-        raise NotImplementedError
 
     def list_workers(
         self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
@@ -73,7 +69,7 @@ class PagedReads:
             }
             if start:
                 request["ExclusiveStartKey"] = _dump(start)
-            out = self._query(**request)
+            out = self.rows.query(**request)
             examined += int(out.get("ScannedCount", 0))
             found.extend(_load(r) for r in out.get("Items", []))
             end = out.get("LastEvaluatedKey")
@@ -128,7 +124,7 @@ class PagedReads:
             }
             if start:
                 request["ExclusiveStartKey"] = _dump(start)
-            out = self._query(**request)
+            out = self.rows.query(**request)
             entries = [_load(row) for row in out.get("Items", [])]
             read += len(entries)
             fetch = entries if filtered else entries[:want]
@@ -136,7 +132,7 @@ class PagedReads:
                 lease.id: lease
                 for lease in map(
                     items.lease_from,
-                    self._batch_get([k.lease_key(k.lease_id_of(e)) for e in fetch], False),
+                    self.rows.batch_get([k.lease_key(k.lease_id_of(e)) for e in fetch], False),
                 )
             }
             for number, entry in enumerate(entries):
@@ -172,19 +168,19 @@ class PagedReads:
         if cursor:
             start = k.task_list_start(space, cursors.decode(cursor, kind, shape))
             request["ExclusiveStartKey"] = _dump(start)
-        out = self._query(**request)
+        out = self.rows.query(**request)
         entries = [_load(row) for row in out.get("Items", [])]
         more = len(entries) > limit or bool(entries and out.get("LastEvaluatedKey"))
         entries = entries[:limit]
         ids = [k.task_id_of(e) for e in entries]
-        rows = self._batch_get(
+        rows = self.rows.batch_get(
             [key for t in ids for key in (k.task_key(t), k.task_graph_key(t))], False
         )
         graphs = {k.task_id_of(r): r for r in rows if r[k.SK] == k.GRAPH_SK}
         tasks = {k.task_id_of(r): items.task_from(r) for r in rows if r[k.SK] != k.GRAPH_SK}
         jobs = {
             str(r["id"]): str(r["lease_id"])
-            for r in self._batch_get(
+            for r in self.rows.batch_get(
                 [k.job_key(t.job_id) for t in tasks.values() if t.job_id], False
             )
         }
@@ -197,7 +193,7 @@ class PagedReads:
         leases = {
             lease.id: lease
             for lease in map(
-                items.lease_from, self._batch_get([k.lease_key(x) for x in wanted], False)
+                items.lease_from, self.rows.batch_get([k.lease_key(x) for x in wanted], False)
             )
         }
         found: list[TaskEntry] = []
@@ -260,7 +256,7 @@ class PagedReads:
             named = dict.fromkeys(
                 [first_lease_id(subject_id), *(a.lease_id for a in anchors if a.lease_id)]
             )
-            leases = self._batch_get([k.lease_key(i) for i in named], consistent=False)
+            leases = self.rows.batch_get([k.lease_key(i) for i in named], consistent=False)
             for event in anchors:
                 found.setdefault(k.event_sk(event.at, event.id), event)
             for lease in map(items.lease_from, leases):
@@ -293,7 +289,7 @@ class PagedReads:
         }
         if start:
             request["ExclusiveStartKey"] = _dump({k.PK: pk, k.SK: start})
-        out = self._query(**request)
+        out = self.rows.query(**request)
         rows = [_load(r) for r in out.get("Items", [])]
         cut = bool(out.get("LastEvaluatedKey")) and len(rows) < want
         horizon = str(rows[-1][k.SK]) if cut and rows else None
@@ -323,7 +319,7 @@ class PagedReads:
         found: list[Event] = []
         horizon: str | None = None
         for low, high, forward, limit in spans:
-            out = self._query(
+            out = self.rows.query(
                 KeyConditionExpression=f"{k.PK} = :pk AND {k.SK} BETWEEN :low AND :high",
                 ExpressionAttributeValues=_values(pk=pk, low=low, high=high),
                 ScanIndexForward=forward,

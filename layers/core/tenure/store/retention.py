@@ -2,34 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from tenure.app.ports import Attachment
-from tenure.domain.errors import CeilingReached, Conflict, TenureError
+from tenure.domain.errors import CeilingReached, Conflict
 from tenure.domain.model import Lease
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
 from tenure.store.codec import values as _values
+from tenure.store.table import Table
 
 
 class RetentionRows:
-    """Mixed into DynamoStore, whose metered, retried primitives these stand on."""
+    """A lease's detail rows, on the table's metered, retried primitives."""
 
-    table: str
-    client: Any
-
-    def _write(self, op: str, failed: TenureError, **request: Any) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _query(self, **kwargs: Any) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _get(self, key: dict[str, str], consistent: bool = True) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-    # ------------------------------------------------------------------ attachments
+    def __init__(self, rows: Table) -> None:
+        self.rows = rows
 
     def put_attachment(self, attachment: Attachment, cap: int, quota_bytes: int) -> None:
         row = {
@@ -39,7 +27,7 @@ class RetentionRows:
         ops = [
             {
                 "Update": {
-                    "TableName": self.table,
+                    "TableName": self.rows.name,
                     "Key": _dump(k.attachment_count_key(attachment.lease_id)),
                     "UpdateExpression": "ADD attachments :one, attached_bytes :size",
                     "ConditionExpression": k.WITHIN_ATTACHMENT_QUOTA,
@@ -54,14 +42,14 @@ class RetentionRows:
             },
             {
                 "Put": {
-                    "TableName": self.table,
+                    "TableName": self.rows.name,
                     "Item": _dump(row),
                     "ConditionExpression": k.IS_NEW,
                 }
             },
         ]
         try:
-            self._write("transact", Conflict("an attachment write lost"), TransactItems=ops)
+            self.rows.write("transact", Conflict("an attachment write lost"), TransactItems=ops)
         except Conflict as lost:
             if (lost.details.get("reasons") or [None])[0] == "ConditionalCheckFailed":
                 old = (lost.details.get("old") or [None])[0] or {}
@@ -74,7 +62,7 @@ class RetentionRows:
 
     def list_attachments(self, lease_id: str) -> list[Attachment]:
         # Bounded by the per-lease cap (put_attachment); one page of 1 MB holds far more.
-        out = self._query(
+        out = self.rows.query(
             KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
             ExpressionAttributeValues=_values(pk=k.lease_pk(lease_id), prefix=k.ATTACHMENT_PREFIX),
             ConsistentRead=True,
@@ -84,14 +72,14 @@ class RetentionRows:
         return sorted(found, key=lambda a: (a.created_at, a.id))
 
     def get_attachment(self, lease_id: str, attachment_id: str) -> Attachment | None:
-        row = self._get(k.attachment_key(lease_id, attachment_id))
+        row = self.rows.get(k.attachment_key(lease_id, attachment_id))
         return items.attachment_from(row) if row else None
 
     def set_attachment_status(self, attachment: Attachment, status: str) -> None:
-        self._write(
+        self.rows.write(
             "update",
             Conflict("the attachment is gone"),
-            TableName=self.table,
+            TableName=self.rows.name,
             Key=_dump(k.attachment_key(attachment.lease_id, attachment.id)),
             UpdateExpression="SET #status = :status",
             ConditionExpression=k.EXISTS,
@@ -101,10 +89,10 @@ class RetentionRows:
 
     def delete_attachments(self, lease_id: str, attachment_ids: list[str]) -> None:
         for attachment_id in attachment_ids:
-            self._write(
+            self.rows.write(
                 "delete",
                 Conflict("unreachable: an unconditional delete"),
-                TableName=self.table,
+                TableName=self.rows.name,
                 Key=_dump(k.attachment_key(lease_id, attachment_id)),
             )
 
@@ -113,7 +101,7 @@ class RetentionRows:
     def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
-        out = self._query(
+        out = self.rows.query(
             IndexName=k.ENDED_INDEX,
             KeyConditionExpression=f"{k.ENDED_PK} = :p AND {k.ENDED_AT} <= :before",
             ExpressionAttributeValues=_values(p=k.ended_pk(pool), before=ended_before),
@@ -129,10 +117,10 @@ class RetentionRows:
             "event_data": lease.event_data or {},
             "updated_at": lease.updated_at,
         }
-        self._write(
+        self.rows.write(
             "update",
             Conflict(f"lease {lease.id} was reclaimed already"),
-            TableName=self.table,
+            TableName=self.rows.name,
             Key=_dump(k.lease_key(lease.id)),
             UpdateExpression="SET " + ", ".join(f"{name} = :{name}" for name in fields),
             ConditionExpression=k.NOT_RECLAIMED,
@@ -140,10 +128,10 @@ class RetentionRows:
         )
 
     def unindex_ended(self, lease_id: str) -> None:
-        self._write(
+        self.rows.write(
             "update",
             Conflict("the lease is gone"),
-            TableName=self.table,
+            TableName=self.rows.name,
             Key=_dump(k.lease_key(lease_id)),
             UpdateExpression=f"REMOVE {k.ENDED_PK}",
             ConditionExpression=k.EXISTS,

@@ -46,18 +46,18 @@ class DynamoRuleStore(DynamoStore):
             *(self._index_put(key, rule) for key in index_keys(rule)),
         ]
         try:
-            self._transact(ops)
+            self.rows.transact(ops)
         except Conflict as lost:
             raise AlreadyExists(
                 f"a rule named {rule.name!r} already exists in space {rule.space!r}"
             ) from lost
 
     def get_rule(self, rule_id: str) -> Rule | None:
-        row = self._get(k.rule_key(rule_id))
+        row = self.rows.get(k.rule_key(rule_id))
         return rule_from(row) if row else None
 
     def list_rules(self, space: str, limit: int) -> list[Rule]:
-        out = self._query(
+        out = self.rows.query(
             KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
             ExpressionAttributeValues=_values(
                 pk=k.rule_name_key(space, "")[k.PK], prefix=k.RULE_NAME_PREFIX
@@ -67,7 +67,7 @@ class DynamoRuleStore(DynamoStore):
         ids = [str(_load(row)["rule_id"]) for row in out.get("Items", [])]
         if not ids:
             return []
-        rows = self._batch_get([k.rule_key(i) for i in ids])
+        rows = self.rows.batch_get([k.rule_key(i) for i in ids])
         by_id = {rule.id: rule for rule in map(rule_from, rows)}
         return [by_id[i] for i in ids if i in by_id]
 
@@ -90,7 +90,7 @@ class DynamoRuleStore(DynamoStore):
         ops += [self._plain_delete(key) for kid, key in before.items() if kid not in after]
         ops += [self._index_put(key, new) for kid, key in after.items() if kid not in before]
         try:
-            self._transact(ops)
+            self.rows.transact(ops)
         except Conflict as lost:
             # ops[0] is the rule's own row, ops[2] the new name: only the name lost means taken.
             failed = [r == "ConditionalCheckFailed" for r in lost.details.get("reasons") or []]
@@ -113,7 +113,7 @@ class DynamoRuleStore(DynamoStore):
             self._name_delete(rule),
             *(self._plain_delete(key) for key in index_keys(rule)),
         ]
-        self._transact(ops)
+        self.rows.transact(ops)
 
     def inbound_rules(
         self, topic: str, recipients: list[str], space: str | None, limit: int
@@ -128,7 +128,7 @@ class DynamoRuleStore(DynamoStore):
             if space is not None:
                 condition += f" AND begins_with({k.SK}, :space)"
                 values["space"] = f"{space}#"
-            out = self._query(
+            out = self.rows.query(
                 KeyConditionExpression=condition,
                 ExpressionAttributeValues=_values(**values),
                 Limit=remaining,
@@ -139,12 +139,12 @@ class DynamoRuleStore(DynamoStore):
                     ids.append(rule_id)
         if not ids:
             return []
-        rows = self._batch_get([k.rule_key(i) for i in ids])
+        rows = self.rows.batch_get([k.rule_key(i) for i in ids])
         by_id = {rule.id: rule for rule in map(rule_from, rows)}
         return [by_id[i] for i in ids if i in by_id]
 
     def scheduled_rules(self, limit: int) -> list[Rule]:
-        out = self._query(
+        out = self.rows.query(
             KeyConditionExpression=f"{k.PK} = :pk",
             ExpressionAttributeValues=_values(pk=k.SCHEDULED_RULES_PK),
             Limit=limit,
@@ -153,12 +153,13 @@ class DynamoRuleStore(DynamoStore):
         if not ids:
             return []
         by_id = {
-            rule.id: rule for rule in map(rule_from, self._batch_get([k.rule_key(i) for i in ids]))
+            rule.id: rule
+            for rule in map(rule_from, self.rows.batch_get([k.rule_key(i) for i in ids]))
         }
         return [by_id[i] for i in ids if i in by_id]
 
     def get_event_record(self, space: str, event_id: str) -> list[str] | None:
-        row = self._get(k.event_record_key(space, event_id))
+        row = self.rows.get(k.event_record_key(space, event_id))
         return [str(i) for i in row.get("lease_ids", [])] if row else None
 
     def put_event_record(self, space: str, event_id: str, lease_ids: list[str]) -> None:
@@ -175,7 +176,7 @@ class DynamoRuleStore(DynamoStore):
         owner = {**k.address_key(address.address), **row, "created_at": address.created_at}
         listed = {**k.space_address_key(address.space, address.address), **row}
         try:
-            self._transact(
+            self.rows.transact(
                 [
                     self._put_op(owner, k.IS_NEW),
                     {"Put": {"TableName": self.table, "Item": _dump(listed)}},
@@ -191,17 +192,17 @@ class DynamoRuleStore(DynamoStore):
         return address
 
     def get_address(self, address: str) -> Address | None:
-        row = self._get(k.address_key(address))
+        row = self.rows.get(k.address_key(address))
         return _address_from(row) if row else None
 
     def address_owners(self, addresses: list[str]) -> dict[str, str]:
         if not addresses:
             return {}
-        rows = self._batch_get([k.address_key(a) for a in dict.fromkeys(addresses)])
+        rows = self.rows.batch_get([k.address_key(a) for a in dict.fromkeys(addresses)])
         return {str(row["address"]): str(row["space"]) for row in rows}
 
     def list_addresses(self, space: str, limit: int) -> list[Address]:
-        out = self._query(
+        out = self.rows.query(
             KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
             ExpressionAttributeValues=_values(
                 pk=k.space_address_key(space, "")[k.PK], prefix=k.ADDRESS_PREFIX
@@ -211,13 +212,13 @@ class DynamoRuleStore(DynamoStore):
         names = [str(_load(row)["address"]) for row in out.get("Items", [])]
         if not names:
             return []
-        rows = self._batch_get([k.address_key(a) for a in names])
+        rows = self.rows.batch_get([k.address_key(a) for a in names])
         by_name = {row["address"]: _address_from(row) for row in rows if row["space"] == space}
         return [by_name[a] for a in names if a in by_name]
 
     def delete_address(self, space: str, address: str) -> None:
         try:
-            self._transact(
+            self.rows.transact(
                 [
                     {
                         "Delete": {
@@ -239,7 +240,7 @@ class DynamoRuleStore(DynamoStore):
     def count_firing(self, rule_id: str, hour: str, cap: int, expires_at: int) -> str:
         key = _dump(k.rule_hour_key(rule_id, hour))
         try:
-            self._write(
+            self.rows.write(
                 "update",
                 Conflict("the hour's cap is reached"),
                 TableName=self.table,
@@ -252,7 +253,7 @@ class DynamoRuleStore(DynamoStore):
         except Conflict:
             pass
         try:
-            self._write(
+            self.rows.write(
                 "update",
                 Conflict("the hour's refusal is already recorded"),
                 TableName=self.table,

@@ -9,37 +9,24 @@ from dataclasses import replace
 from typing import Any
 
 from tenure.app.migrations import SchemaState
-from tenure.domain.errors import Conflict, TenureError
+from tenure.domain.errors import Conflict
 from tenure.domain.model import Token
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
 from tenure.store.codec import values as _values
+from tenure.store.table import Table
 
 
 class SchemaRows:
-    """Mixed into DynamoStore, whose metered, retried primitives these stand on."""
+    """The migration's rows, on the table's metered, retried primitives."""
 
-    table: str
-    client: Any
-
-    def _write(self, op: str, failed: TenureError, **request: Any) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _get(self, key: dict[str, str], consistent: bool = True) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-    def _call(self, op: str, fn: Any, **request: Any) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _batch_get(
-        self, item_keys: list[dict[str, str]], consistent: bool = True
-    ) -> list[dict[str, Any]]:
-        raise NotImplementedError
+    def __init__(self, rows: Table) -> None:
+        self.rows = rows
 
     def schema_state(self) -> SchemaState:
-        row = self._get(k.SCHEMA_KEY)
+        row = self.rows.get(k.SCHEMA_KEY)
         if row is None:
             return SchemaState()
         return SchemaState(
@@ -56,21 +43,21 @@ class SchemaRows:
             row["migration"] = new.migration
         if new.cursor is not None:
             row["cursor"] = new.cursor
-        request: dict[str, Any] = {"TableName": self.table, "Item": _dump(row)}
+        request: dict[str, Any] = {"TableName": self.rows.name, "Item": _dump(row)}
         if expect.step == 0:
             request["ConditionExpression"] = k.IS_NEW
         else:
             request["ConditionExpression"] = k.SCHEMA_STEP_IS
             request["ExpressionAttributeValues"] = _values(step=expect.step)
         try:
-            self._write("put", Conflict("the schema row moved"), **request)
+            self.rows.write("put", Conflict("the schema row moved"), **request)
         except Conflict:
             return False
         return True
 
     def scan_tokens(self, cursor: str | None, limit: int) -> tuple[list[Token], str | None]:
         request: dict[str, Any] = {
-            "TableName": self.table,
+            "TableName": self.rows.name,
             "Limit": limit,
             "FilterExpression": "#entity = :token AND #sk = :sk",
             "ExpressionAttributeNames": {"#entity": "entity", "#sk": k.SK},
@@ -80,7 +67,7 @@ class SchemaRows:
         }
         if cursor:
             request["ExclusiveStartKey"] = _dump(json.loads(cursor))
-        out = self._call("scan", self.client.scan, **request)
+        out = self.rows.call("scan", self.rows.client.scan, **request)
         tokens = [items.token_from(_load(r)) for r in out.get("Items", [])]
         last = out.get("LastEvaluatedKey")
         return tokens, json.dumps(_load(last), sort_keys=True) if last else None
@@ -89,16 +76,16 @@ class SchemaRows:
         found: set[str] = set()
         for start in range(0, len(token_ids), 100):  # BatchGetItem takes 100 keys a call
             keys = [k.token_id_key(i) for i in token_ids[start : start + 100]]
-            found.update(str(r[k.SK]).removeprefix("TOKEN#") for r in self._batch_get(keys))
+            found.update(str(r[k.SK]).removeprefix("TOKEN#") for r in self.rows.batch_get(keys))
         return found
 
     def list_token(self, token: Token) -> bool:
         row = {**k.token_id_key(token.id), **items.token_item(replace(token, revoked_at=None))}
         try:
-            self._write(
+            self.rows.write(
                 "put",
                 Conflict("the token is listed already"),
-                TableName=self.table,
+                TableName=self.rows.name,
                 Item=_dump(row),
                 ConditionExpression=k.IS_NEW,
             )

@@ -1,0 +1,35 @@
+"""Behaviour is composed, not inherited in layers: a class of the service's core (domain, app,
+store, triggers) has at most one base class. A store or use case that needs another's reads
+or writes takes it as a collaborator, so what runs is named where the object is built instead
+of being found by walking a chain of bases. The API's request and answer models are pydantic
+data (a model extending two others adds fields, not behaviour) and are left out."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SERVICE = Path(__file__).resolve().parents[2] / "layers" / "core" / "tenure"
+CORE_ROOMS = ("domain", "app", "store", "triggers")
+
+
+def classes_with_several_bases() -> list[str]:
+    found = []
+    for room in CORE_ROOMS:
+        for path in sorted((SERVICE / room).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ClassDef) and len(node.bases) > 1:
+                    bases = ", ".join(ast.unparse(b) for b in node.bases)
+                    found.append(f"{path.relative_to(SERVICE)}: {node.name}({bases})")
+    return found
+
+
+def test_no_class_of_the_core_stacks_base_classes() -> None:
+    assert classes_with_several_bases() == []
+
+
+def test_the_check_reads_the_classes_it_judges() -> None:
+    assert sum(1 for room in CORE_ROOMS for _ in (SERVICE / room).rglob("*.py")) > 50
+    tree = ast.parse("class Store(Reads, Rows, Schema):\n    pass\n")
+    stacked = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and len(n.bases) > 1]
+    assert [n.name for n in stacked] == ["Store"]
