@@ -82,7 +82,7 @@ def test_complete_with_next_ends_the_lease_and_claims_the_next_one(http: Any, ri
     rig.task(title="second")
     first = claim(http)["lease"]["id"]
     body = {"outcome": "success", "next": nxt()}
-    status, data = http("POST", f"/leases/{first}/complete", body, as_lease(first))
+    status, data = http("POST", f"/leases/{first}/complete", body, WORKER)
     assert status == 200
     m.ReportAnswer.model_validate(data)
     assert data["lease"]["state"] == "completed"
@@ -106,8 +106,8 @@ def test_the_same_complete_with_next_sent_again_claims_nothing_more(http: Any, r
         rig.task(title=title)
     first = claim(http)["lease"]["id"]
     body = {"next": nxt(claim_id="c-once")}
-    _, one = http("POST", f"/leases/{first}/complete", body, as_lease(first))
-    status, two = http("POST", f"/leases/{first}/complete", body, as_lease(first))
+    _, one = http("POST", f"/leases/{first}/complete", body, WORKER)
+    status, two = http("POST", f"/leases/{first}/complete", body, WORKER)
     assert status == 200 and two["lease"] == one["lease"]
     assert two["next"]["lease"]["id"] == one["next"]["lease"]["id"]
     assert two["next"]["token"] != one["next"]["token"]  # the lost token is dead
@@ -123,7 +123,7 @@ def test_fail_with_next_claims_too_and_an_empty_queue_answers_next_null(
     rig.task()
     first = claim(http)["lease"]["id"]
     body = {"error": "boom", "next": nxt()}
-    status, data = http("POST", f"/leases/{first}/fail", body, as_lease(first))
+    status, data = http("POST", f"/leases/{first}/fail", body, WORKER)
     assert status == 200
     assert (data["lease"]["state"], data["next"]) == ("failed", None)
 
@@ -135,13 +135,13 @@ def test_complete_without_next_answers_exactly_the_lease(http: Any, rig: Rig) ->
     assert status == 200 and set(data) == {"lease"}
 
 
-def test_next_for_another_worker_is_forbidden_and_the_lease_stays_held(http: Any, rig: Rig) -> None:
+def test_next_for_another_worker_is_stale_and_the_lease_stays_held(http: Any, rig: Rig) -> None:
     rig.task()
     rig.task()
     first = claim(http)["lease"]["id"]
     body = {"next": nxt(worker_id="someone-else")}
-    status, data = http("POST", f"/leases/{first}/complete", body, as_lease(first))
-    assert (status, data["error"]["code"]) == (403, "forbidden")
+    status, data = http("POST", f"/leases/{first}/complete", body, WORKER)
+    assert (status, data["error"]["code"]) == (409, "stale_lease")
     assert rig.lease(first).state.value == "dispatched"  # refused before anything was written
 
 
@@ -168,8 +168,8 @@ def test_a_lease_not_won_by_a_worker_claims_nothing(
         return dataclasses.replace(found, claimed_by=None) if lease_id == first else found
 
     monkeypatch.setattr(rig.store, "get_lease", unclaimed)
-    status, data = http("POST", f"/leases/{first}/complete", {"next": nxt()}, as_lease(first))
-    assert (status, data["error"]["code"]) == (403, "forbidden")
+    status, data = http("POST", f"/leases/{first}/complete", {"next": nxt()}, WORKER)
+    assert (status, data["error"]["code"]) == (409, "invalid_transition")
     assert real(first).state.value == "dispatched"
 
 
@@ -177,7 +177,7 @@ def test_next_without_a_claim_id_is_validation_failed(http: Any, rig: Rig) -> No
     rig.task()
     first = claim(http)["lease"]["id"]
     body = {"next": {"worker_id": "w1"}}
-    status, data = http("POST", f"/leases/{first}/complete", body, as_lease(first))
+    status, data = http("POST", f"/leases/{first}/complete", body, WORKER)
     assert (status, data["error"]["code"]) == (422, "validation_failed")
     assert "claim_id" in data["error"]["message"]
 
@@ -187,7 +187,7 @@ def test_next_claims_only_on_the_pool_of_the_ended_lease(http: Any, rig: Rig) ->
     rig.task()
     rig.task(pool="other")
     first = claim(http)["lease"]["id"]
-    status, data = http("POST", f"/leases/{first}/complete", {"next": nxt()}, as_lease(first))
+    status, data = http("POST", f"/leases/{first}/complete", {"next": nxt()}, WORKER)
     assert status == 200 and data["next"] is None  # the other pool's lease stays queued
 
 
@@ -196,6 +196,6 @@ def test_a_stale_complete_with_next_claims_nothing(http: Any, rig: Rig) -> None:
     rig.task()
     first = claim(http)["lease"]["id"]
     body = {"fence": 7, "next": nxt()}
-    status, data = http("POST", f"/leases/{first}/complete", body, as_lease(first))
+    status, data = http("POST", f"/leases/{first}/complete", body, WORKER)
     assert (status, data["error"]["code"]) == (409, "stale_lease")
     assert rig.svc.claims.claim(WORKER, "builders", "w9", None, 0, None) is not None  # still queued

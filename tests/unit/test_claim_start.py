@@ -83,7 +83,7 @@ def test_a_report_can_claim_the_next_lease_running(rig: Rig) -> None:
     rig.task()
     won = _claim_started(rig)
     ended, following = rig.svc.handover.report_then_claim(
-        as_lease(won.lease.id),
+        WORKER,
         won.lease.id,
         ReportKind.COMPLETE,
         {},

@@ -44,7 +44,12 @@ class FakeTransport:
         self, method: str, url: str, headers: dict[str, str], data: bytes | None, timeout: float
     ) -> Answer:
         self.requests.append(
-            {"method": method, "url": url, "body": json.loads(data) if data else None}
+            {
+                "method": method,
+                "url": url,
+                "body": json.loads(data) if data else None,
+                "bearer": headers.get("authorization", "").removeprefix("Bearer "),
+            }
         )
         step = next(self.script)
         if isinstance(step, BaseException):
@@ -306,6 +311,9 @@ def test_a_finished_job_reports_with_the_next_claim_and_a_retry_keeps_its_claim_
     assert first["next"]["worker_id"] == "w1" and first["next"]["claim_id"]
     assert first["next"]["start"] is True, "the next lease too is launched on the answer"
     assert second == first, "the same report, the same claim_id: the same next lease"
+    assert [r["bearer"] for r in fake.requests] == ["tnr_w_x", "tnr_w_x"], (
+        "a report that claims goes with the worker's token, never the job's lease token"
+    )
     assert [c.lease_id for c in launched] == ["L2"]
     assert launched[0].payload == nxt["payload"]  # no GET payload needed
     assert "L1" not in w.unreported
@@ -318,3 +326,25 @@ def test_a_worker_with_no_room_reports_without_a_next_claim(tmp_path: Path) -> N
     w.stopping = True
     w._finish(_held(tmp_path), 0)
     assert "next" not in fake.requests[0]["body"]
+    assert fake.requests[0]["bearer"] == "tnr_l_x", "a report that claims nothing: the lease's"
+
+
+def test_a_service_that_takes_reports_only_with_lease_tokens_gets_the_report_again_so() -> None:
+    refused = {"error": {"code": "forbidden", "message": "this route needs the lease's own token"}}
+    done = {"lease": {"id": "L1", "state": "completed"}, "next": None}
+    fake = FakeTransport(
+        Answer(403, {}, json.dumps(refused).encode()), Answer(200, {}, json.dumps(done).encode())
+    )
+    body = {"outcome": "success", "next": {"worker_id": "w1", "claim_id": "c1"}}
+    assert client(fake, [])._report("complete", "L1", "tnr_l_x", body) == done
+    assert [r["bearer"] for r in fake.requests] == ["tnr_w_x", "tnr_l_x"]
+    assert fake.requests[0]["body"] == fake.requests[1]["body"] == body
+
+
+def test_any_other_refusal_of_a_report_that_claims_is_an_answer() -> None:
+    stale = {"error": {"code": "stale_lease", "message": "moved on"}}
+    fake = FakeTransport(Answer(409, {}, json.dumps(stale).encode()))
+    body = {"next": {"worker_id": "w1", "claim_id": "c1"}}
+    with pytest.raises(ApiError) as refused:
+        client(fake, [])._report("complete", "L1", "tnr_l_x", body)
+    assert refused.value.code == "stale_lease" and len(fake.requests) == 1

@@ -161,7 +161,7 @@ def test_the_worker_routes_are_the_worker_and_lease_routes_of_the_table() -> Non
         "attachments",
     }  # fmt: skip
     for key in WORKER_ROUTES:
-        assert ROUTES[key] in ("worker", "lease"), key
+        assert ROUTES[key] in ("worker", "lease", "lease|worker"), key
     # The two heartbeats: the lease's own and the worker's, for every lease it holds.
     assert ("POST", "/api/v1/workers/<worker_id>/heartbeat") in WORKER_ROUTES
 

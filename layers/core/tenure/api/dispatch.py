@@ -13,7 +13,7 @@ from typing import Any
 from tenure.api import scopes
 from tenure.api.bearer import bearer
 from tenure.api.errors import error_event, method_not_allowed
-from tenure.api.routes import MCP_PATH, lease_use, match, request_path
+from tenure.api.routes import CLAIMING_REPORTS, MCP_PATH, lease_use, match, request_path
 from tenure.api.surface import (
     app,
     authorize,
@@ -60,6 +60,8 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
                     lease_use(route.method, route.rule),
                 )
             authorize(actor, route.audience, route.params)
+            if (route.method, route.rule) in CLAIMING_REPORTS:
+                authz.require_claiming_report(actor, body.lenient())
             query = event.get("queryStringParameters") or {}
             scopes.check(actor, route, query, body.lenient, lambda: svc().scopes)
         except e.TenureError as refusal:

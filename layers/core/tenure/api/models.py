@@ -414,8 +414,12 @@ class WorkerHeartbeat(Strict):
 
 class NextClaim(Strict):
     """The claim a final report may carry (a request saved): the next lease of the same pool, for
-    the same worker, claimed in the same call. `claim_id` is required: a report retried
-    because its answer was lost carries the same claim and gets the same next lease back."""
+    the same worker, claimed in the same call. It is acted on only when the report is sent with
+    the worker token that claimed the lease (`worker_id` the one it claimed with), and the claim
+    runs as that token; sent with the lease token, which the job holds too, the report claims
+    nothing and answers `next: null`. `claim_id` is required: a report resent because its
+    answer was lost carries the same claim and gets the same next lease back; a resend with
+    another `claim_id` claims nothing."""
 
     worker_id: WorkerId
     claim_id: ClaimId

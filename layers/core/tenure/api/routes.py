@@ -43,8 +43,10 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", f"{BASE}/workers/<worker_id>/heartbeat"): "worker",
     ("POST", f"{BASE}/leases/<lease_id>/start"): "lease",
     ("POST", f"{BASE}/leases/<lease_id>/heartbeat"): "lease",
-    ("POST", f"{BASE}/leases/<lease_id>/complete"): "lease",
-    ("POST", f"{BASE}/leases/<lease_id>/fail"): "lease",
+    # A final report may also come with the worker token that claimed the lease, when it
+    # claims the next one (`next`): app/leases/handover.py.
+    ("POST", f"{BASE}/leases/<lease_id>/complete"): "lease|worker",
+    ("POST", f"{BASE}/leases/<lease_id>/fail"): "lease|worker",
     ("POST", f"{BASE}/leases/<lease_id>/release"): "lease",
     ("GET", f"{BASE}/leases/<lease_id>/payload"): "lease",
     # Rules, events and the subjects they mint leases for (endpoints/rules.py).
@@ -209,6 +211,9 @@ WORKER_ROUTES = frozenset(
         for kind in ("start", "heartbeat", "complete", "fail", "release")
     }
 )
+
+# The final reports that may claim the next lease (`next`), the only ones a worker token sends.
+CLAIMING_REPORTS = {("POST", f"{BASE}/leases/<lease_id>/{kind}") for kind in ("complete", "fail")}
 
 # A worker's reports: an absent or empty body is the empty object, as the API
 # documents for complete.

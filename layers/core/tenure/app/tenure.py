@@ -152,6 +152,7 @@ def compose(
         holds=(approval_rules.held_for_approval(kernel), block_rules.held_by_block(kernel)),
     )
     claims = Claims(kernel, gate, workers)
+    bound = Bound(kernel, claims)
     retries = Retries(kernel, runs)
     reports = Reports(
         kernel,
@@ -182,9 +183,9 @@ def compose(
         conditions=conditions,
         gate=gate,
         claims=claims,
-        bound=Bound(kernel, claims),
+        bound=bound,
         reports=reports,
-        handover=Handover(kernel, reports, claims),
+        handover=Handover(kernel, reports, claims, bound),
         operator=operator,
         recovery=Recovery(kernel),
         payloads=Payloads(kernel, versions),

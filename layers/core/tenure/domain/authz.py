@@ -56,6 +56,22 @@ def require_worker(actor: Principal, pool: str | None) -> None:
         )
 
 
+WORKER_REPORTS_NEED_NEXT = (
+    "a worker token sends a final report only to claim its next lease (with `next`); "
+    "report without `next` with the lease's own token"
+)
+
+
+def require_claiming_report(actor: Principal, body: object) -> None:
+    """A worker token on a final report: only one that claims the next lease (`next`), which
+    is the one report that needs the worker's own credential. Judged on the body as parsed
+    leniently, before it is validated, like every other refusal."""
+    if actor.kind == "worker" and not (
+        isinstance(body, dict) and isinstance(body.get("next"), dict)
+    ):
+        raise Forbidden(WORKER_REPORTS_NEED_NEXT)
+
+
 def require_lease(actor: Principal, lease_id: str) -> None:
     if actor.kind != "lease":
         raise Forbidden("this route needs the lease's own token")

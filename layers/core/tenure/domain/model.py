@@ -315,6 +315,9 @@ class Lease:
     report_fingerprint: str | None = None
     report_id: str | None = None
     report: dict[str, Any] | None = None  # what the final report said (details, error, reason)
+    # The claim a final report sent with the worker's token carried (fencing.claim_ref of its
+    # `next`): a replay of that report answers that claim's lease again, and no other.
+    next_claim: str | None = None
     # The ceilings ("pool:NAME", "space:KEY") this lease counts against while it is held.
     counted: tuple[str, ...] | None = None
     # Deferred (`not_before`): not claimable before this instant (epoch ms); it orders the queue.

@@ -219,12 +219,12 @@ def _worker_flow(
             call("POST /tasks", file_task)
             n += 1
             ask = NextClaim(worker_id="w-flow", claim_id=f"flow-{n}", worker_version="1.0")
-            token = Principal(kind="lease", token_id="bench-lease", lease_id=lease_id)
+            # Sent with the worker token, as the SDK sends a report that claims.
             _, won = call(
                 "POST /leases/{id}/complete",
                 partial(
                     svc.handover.report_then_claim,
-                    token,
+                    worker,
                     lease_id,
                     ReportKind.COMPLETE,
                     {"outcome": "success"},

@@ -12,6 +12,7 @@ from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, logger, op, svc
 from tenure.app.leases.handover import NextClaim
+from tenure.domain import authz
 from tenure.domain import errors as e
 from tenure.domain.states import ReportKind
 
@@ -117,13 +118,18 @@ def fail(lease_id: str, body: Annotated[m.Fail, Body()]) -> Response[Any]:
 
 
 def _final(lease_id: str, kind: ReportKind, raw: dict[str, Any]) -> Response[Any]:
-    """A final report; with `next`, the worker's next claim in the same call (one
-    request fewer per lease)."""
+    """A final report. Sent with the worker token that claimed the lease, its `next` claims
+    that worker's next lease in the same call (one request fewer per lease); sent with the
+    lease's own token, which the job holds too, it claims nothing and answers `next: null`."""
     ask = raw.pop("next", None)
-    if ask is None:
+    caller = actor()
+    if caller.kind != "worker":
         report = svc().reports.complete if kind is ReportKind.COMPLETE else svc().reports.fail
-        return json_answer({"lease": lease_out(report(actor(), lease_id, raw))})
-    ended, won = svc().handover.report_then_claim(actor(), lease_id, kind, raw, NextClaim(**ask))
+        answer: dict[str, Any] = {"lease": lease_out(report(caller, lease_id, raw))}
+        return json_answer(answer if ask is None else {**answer, "next": None})
+    if ask is None:  # the dispatcher refuses this before the body is read; kept as a guard
+        raise e.Forbidden(authz.WORKER_REPORTS_NEED_NEXT)
+    ended, won = svc().handover.report_then_claim(caller, lease_id, kind, raw, NextClaim(**ask))
     if won is not None:
         logger.info("lease claimed", extra={"lease_id": won.lease.id, "pool": won.pool.name})
     return json_answer(

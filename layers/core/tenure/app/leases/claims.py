@@ -297,6 +297,17 @@ class Claims:
         self.kernel.counters["empty_claims"] += 1
         return None
 
+    def claimed_again(
+        self, actor: Principal, pool_name: str, worker_id: str, claim_id: str
+    ) -> Claimed | None:
+        """The lease a claim with this `claim_id` already won, again under a fresh token, or
+        None: never a new claim. What a replayed report answers for the claim it carried."""
+        authz.require_worker(actor, pool_name)
+        pool = self.kernel.pool(pool_name)
+        key = ClaimRecord(pool.name, actor.token_id, worker_id, claim_id, "", 0)
+        intent = _Intent(key, rules.claim_ref(pool.name, actor.token_id, worker_id, claim_id))
+        return self._follow(intent, pool)
+
     def _claim_settings(self, pool_name: str) -> tuple[Pool, bool]:
         """The pool as it is now, and whether it hands out nothing (paused, or its space
         archived); the space and instance rows are refreshed with it (their ceilings)."""

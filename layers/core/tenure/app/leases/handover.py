@@ -5,15 +5,19 @@ A busy worker otherwise pays two requests per lease at its end: the report, then
 Here `complete` (or `fail`) carries `next`, the claim the worker would have sent, and answers
 the next lease beside the ended one.
 
-Who may claim: the request carries a lease token, not a worker token. The lease itself is the
-proof. It was won by a claim made with a worker token (`claimed_by`) that was allowed to claim
-on the lease's pool at that moment, and tokens never change or lose a pool once minted (there
-is no route that narrows or deletes one). So the next claim runs as that worker token, narrowed
-to exactly that pool and that worker id: a lease token can claim nothing its worker could not,
-nowhere else, and for no other worker. A lease won any other way (`claimed_by` unset) claims
-nothing. `claim_id` is required, so a report retried because its answer was lost (the same
-report answers as the first) carries the same claim, which answers the same next lease under a
-fresh token (the lost one is dead), never a second one.
+Who may claim: the worker, with its own token, as that token stands at this moment. The job
+a worker runs holds only its lease's token, and a job is trusted less than its worker (an
+agent can be talked into anything by the task it reads), so a request made with a lease
+token alone never claims: the API acts on its report and not on its `next`. The report that
+claims is sent with the worker token that claimed the lease, naming the `worker_id` it
+claimed with (`Bound.resolve` holds it to exactly that lease); the claim then runs as that
+token, through the public claim, so a token revoked, expired or no longer allowed the pool
+claims nothing, as any claim of it would.
+
+A report sent again after it was applied answers its first answer and claims nothing new.
+The claim it carried is kept on the ended lease (`next_claim`); only a resend carrying that
+same `claim_id` (its answer was lost) answers that claim's lease again, under a fresh token,
+and only if that claim won one: it looks the claim up, it never claims anew.
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.leases.claims import Claimed
 from tenure.domain import authz
-from tenure.domain.errors import Forbidden
+from tenure.domain import fencing as rules
 from tenure.domain.model import Lease, Principal
 from tenure.domain.states import ReportKind
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.leases.bound import Bound
     from tenure.app.leases.claims import Claims
     from tenure.app.leases.reports import Reports
 
@@ -47,13 +52,14 @@ class NextClaim:
 
 
 class Handover:
-    """A final report that claims the next lease for the same worker: through the public
-    reports (every completion stage applies) and the public claim."""
+    """A final report sent with the worker's token that claims the next lease for the same
+    worker: through the public reports (every completion stage applies) and the public claim."""
 
-    def __init__(self, kernel: Kernel, reports: Reports, claims: Claims) -> None:
+    def __init__(self, kernel: Kernel, reports: Reports, claims: Claims, bound: Bound) -> None:
         self.kernel = kernel
         self.reports = reports
         self.claims = claims
+        self.bound = bound
 
     def report_then_claim(
         self,
@@ -63,23 +69,21 @@ class Handover:
         body: dict[str, Any],
         ask: NextClaim,
     ) -> tuple[Lease, Claimed | None]:
-        """End the lease with `kind`, then claim the next lease of its pool for its worker."""
-        held = self.kernel.own_lease(
-            actor, lease_id, authz.REPORT
-        )  # authorized before anything is written
-        if held.claimed_by is None or held.worker_id is None:
-            raise Forbidden(f"lease {lease_id} was not claimed by a worker: it claims nothing")
-        if ask.worker_id != held.worker_id:
-            raise Forbidden(
-                f"lease {lease_id} is held by worker {held.worker_id!r}; "
-                "it claims the next lease for that worker only"
-            )
+        """End the lease with `kind` as its holder, then claim the next lease of its pool for
+        the same worker with `actor`, the worker token that claimed it."""
+        authz.require_worker(actor, None)
+        run = self.bound.resolve(actor, lease_id, ask.worker_id)  # before anything is written
+        replay = run.lease.state.terminal
+        ref = rules.claim_ref(run.lease.pool, actor.token_id, ask.worker_id, ask.claim_id)
         report = self.reports.complete if kind is ReportKind.COMPLETE else self.reports.fail
-        ended = report(actor, lease_id, body)
-        claimant = Principal(kind="worker", token_id=held.claimed_by, pools=(held.pool,))
+        ended = report(run.holder, lease_id, body, None if replay else ref)
+        if ended.next_claim != ref:
+            return ended, None  # its first application carried another claim, or none
+        if replay:
+            return ended, self.claims.claimed_again(actor, ended.pool, ask.worker_id, ask.claim_id)
         won = self.claims.claim(
-            claimant,
-            held.pool,
+            actor,
+            ended.pool,
             ask.worker_id,
             ask.worker_version,
             ask.wait_seconds,

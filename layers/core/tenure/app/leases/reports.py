@@ -316,17 +316,36 @@ class Reports:
 
     # ------------------------------------------------------------------ final reports
 
-    def complete(self, actor: Principal, lease_id: str, body: dict[str, Any]) -> Lease:
-        return self._report(actor, lease_id, ReportKind.COMPLETE, body)
+    def complete(
+        self,
+        actor: Principal,
+        lease_id: str,
+        body: dict[str, Any],
+        next_claim: str | None = None,
+    ) -> Lease:
+        """End the lease with `body`; `next_claim` is the claim the report carried, kept on
+        the ended row (app/leases/handover.py)."""
+        return self._report(actor, lease_id, ReportKind.COMPLETE, body, next_claim)
 
-    def fail(self, actor: Principal, lease_id: str, body: dict[str, Any]) -> Lease:
-        return self._report(actor, lease_id, ReportKind.FAIL, body)
+    def fail(
+        self,
+        actor: Principal,
+        lease_id: str,
+        body: dict[str, Any],
+        next_claim: str | None = None,
+    ) -> Lease:
+        return self._report(actor, lease_id, ReportKind.FAIL, body, next_claim)
 
     def release(self, actor: Principal, lease_id: str, body: dict[str, Any]) -> Lease:
         return self._report(actor, lease_id, ReportKind.RELEASE, body)
 
     def _report(
-        self, actor: Principal, lease_id: str, kind: ReportKind, body: dict[str, Any]
+        self,
+        actor: Principal,
+        lease_id: str,
+        kind: ReportKind,
+        body: dict[str, Any],
+        next_claim: str | None = None,
     ) -> Lease:
         lease = self.kernel.own_lease(actor, lease_id, authz.REPORT)
         for prepare in self.completion.prepare:
@@ -351,7 +370,7 @@ class Reports:
                 raise InvalidTransition(f"lease {current.id} already ended {current.state}")
             if current.state not in REPORTABLE:
                 raise InvalidTransition(f"lease {current.id} is {current.state}; it has no holder")
-            change = self.final_change(current, kind, report, fp, report_id)
+            change = self.final_change(current, kind, report, fp, report_id, next_claim)
             self.kernel.commit(change)
             return change.leases[0].new
 
@@ -367,6 +386,7 @@ class Reports:
         report: dict[str, Any],
         fp: str,
         report_id: str | None,
+        next_claim: str | None = None,
     ) -> Change:
         for resolve in self.completion.resolve:
             report = resolve(lease, kind, report)
@@ -382,6 +402,7 @@ class Reports:
             report_fingerprint=fp,
             report_id=report_id,
             report={k: v for k, v in report.items() if k != "outcome"} or None,
+            next_claim=next_claim,
         )
         change = Change(leases=[over(lease, ended)])
         for contribute in self.completion.contribute:

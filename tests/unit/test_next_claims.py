@@ -1,0 +1,233 @@
+"""A final report that claims the next lease (`complete`/`fail` with `next`) claims with the
+worker's own credential as it stands at that moment, never the job's.
+
+The job a worker runs holds only its lease token, so a lease token alone claims nothing: its
+`next` is not acted on. The runner sends the report with its worker token instead, naming the
+lease it claimed with that token; a worker token that is revoked, expired, not the lease's
+claimant or not allowed the pool claims nothing. A report replayed after its lease ended
+answers its first answer and claims nothing new; only a replay carrying the first
+application's `claim_id` answers that same next lease again, under a fresh token.
+
+Every attack here runs through the real handlers (the authorizer and the API function, and
+the worker function on its function URL), on the unit rig."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from tenure import wiring
+from tenure.api import tokens, worker
+from tenure_cli.local import lambda_host
+from tenure_cli.local.frontdoor import to_event
+
+from tests.unit.support import ADMIN, POOL, SPACE, Rig
+
+Send = Callable[[str, str, str | None, Any], tuple[int, Any]]
+SUCCESS = {"outcome": "success", "details": {"exit_status": 0}}
+
+
+@pytest.fixture
+def rig(monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
+    rig = Rig()
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(
+        worker, "VERDICTS", tokens.Verdicts(clock=lambda: rig.clock.now_ms() / 1000)
+    )
+    yield rig
+
+
+def _call(invoke: Callable[[dict[str, Any]], dict[str, Any]]) -> Send:
+    def send(method: str, path: str, token: str | None, body: Any = None) -> tuple[int, Any]:
+        head = {"host": "unit"} | ({"authorization": f"Bearer {token}"} if token else {})
+        raw = json.dumps(body).encode() if body is not None else b""
+        out = invoke(to_event(method, f"/api/v1{path}", head, raw))
+        return out["statusCode"], json.loads(out["body"]) if out.get("body") else None
+
+    return send
+
+
+api = _call(lambda_host.invoke)
+url = _call(lambda_host.invoke_worker)
+ENDPOINTS = pytest.mark.parametrize("send", [api, url], ids=["http-api", "worker-url"])
+
+
+def _worker_token(rig: Rig, expires: int | None = None, pools: tuple[str, ...] = (POOL,)) -> str:
+    name = rig.ids.new_id("worker-token")
+    return rig.svc.setup.create_token(ADMIN, name, "worker", None, None, pools, expires)[1]
+
+
+def _file(rig: Rig, n: int) -> None:
+    for i in range(n):
+        rig.task(title=f"job {i}", body=f"secret body {i}")
+
+
+def _claim(send: Send, token: str, claim_id: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"worker_id": "w1"} | ({"claim_id": claim_id} if claim_id else {})
+    status, won = send("POST", f"/pools/{POOL}/claim", token, body)
+    assert status == 200, won
+    return dict(won)
+
+
+def _next(claim_id: str) -> dict[str, Any]:
+    return {"next": {"worker_id": "w1", "claim_id": claim_id}}
+
+
+def _open_leases(rig: Rig) -> int:
+    page = rig.svc.operator.list_leases(ADMIN, SPACE, 100, None, None, None)
+    return sum(1 for lease in page.leases if lease.claimed_by is not None)
+
+
+# ----------------------------------------------------------------- a lease token claims nothing
+
+
+@ENDPOINTS
+def test_a_job_holding_its_lease_token_claims_nothing_through_next(rig: Rig, send: Send) -> None:
+    _file(rig, 3)
+    won = _claim(send, _worker_token(rig))
+    lease_id, lease_token = won["lease"]["id"], won["token"]
+    status, answer = send(
+        "POST", f"/leases/{lease_id}/complete", lease_token, {**SUCCESS, **_next("job-1")}
+    )
+    assert status == 200, answer
+    assert answer["lease"]["state"] == "completed", "the report itself is applied"
+    assert answer["next"] is None, "a lease token alone claims nothing"
+    assert _open_leases(rig) == 1, "no other task of the pool was taken"
+
+
+@ENDPOINTS
+def test_a_spent_lease_token_replaying_its_report_claims_nothing(rig: Rig, send: Send) -> None:
+    _file(rig, 1)
+    won = _claim(send, _worker_token(rig))
+    lease_id, lease_token = won["lease"]["id"], won["token"]
+    assert send("POST", f"/leases/{lease_id}/complete", lease_token, SUCCESS)[0] == 200
+    for hours in (3, 31 * 24):
+        rig.advance(hours * 3600)
+        rig.sweep()  # retention reclaims the ended lease after its pool's retention
+        _file(rig, 2)  # claimable work, filed after the sweep (which parks starved tasks)
+        for n in range(2):
+            body = {**SUCCESS, **_next(f"replay-{hours}-{n}")}
+            status, answer = send("POST", f"/leases/{lease_id}/complete", lease_token, body)
+            assert status == 200, answer
+            assert answer["lease"]["state"] == "completed"
+            assert answer.get("next") is None, "a replay claims nothing"
+    assert rig.lease(lease_id).reclaimed_at is not None, "retention reclaimed the lease"
+    assert _open_leases(rig) == 1
+
+
+# ----------------------------------------------------- the worker token, as it stands now
+
+
+@ENDPOINTS
+def test_the_worker_token_reports_and_claims_the_next_lease(rig: Rig, send: Send) -> None:
+    _file(rig, 2)
+    wt = _worker_token(rig)
+    won = _claim(send, wt)
+    lease_id = won["lease"]["id"]
+    status, answer = send("POST", f"/leases/{lease_id}/complete", wt, {**SUCCESS, **_next("n-1")})
+    assert status == 200, answer
+    assert answer["lease"]["state"] == "completed"
+    nxt = answer["next"]
+    assert nxt is not None and nxt["lease"]["id"] != lease_id
+    assert nxt["token"].startswith("tnr_l_")
+    assert rig.lease(nxt["lease"]["id"]).claimed_by == rig.lease(lease_id).claimed_by
+
+
+@ENDPOINTS
+def test_a_resent_report_with_the_same_claim_id_answers_the_same_next_lease(
+    rig: Rig, send: Send
+) -> None:
+    _file(rig, 4)
+    wt = _worker_token(rig)
+    lease_id = _claim(send, wt)["lease"]["id"]
+    body = {**SUCCESS, **_next("same-claim")}
+    first = send("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    rig.advance(30)
+    status, again = send("POST", f"/leases/{lease_id}/complete", wt, body)
+    assert status == 200, again
+    assert again["next"]["lease"]["id"] == first["lease"]["id"], "the same next lease"
+    assert again["next"]["token"] != first["token"], "under a fresh token (the lost one is dead)"
+    status, other = send("POST", f"/leases/{lease_id}/complete", wt, {**SUCCESS, **_next("x")})
+    assert status == 200 and other["next"] is None, "another claim_id claims nothing new"
+    assert _open_leases(rig) == 2
+
+
+@ENDPOINTS
+def test_a_revoked_worker_token_claims_nothing_through_its_leases(rig: Rig, send: Send) -> None:
+    _file(rig, 3)
+    wt = _worker_token(rig)
+    won = _claim(send, wt)
+    token_id = rig.lease(won["lease"]["id"]).claimed_by
+    assert token_id is not None
+    rig.svc.setup.revoke_token(ADMIN, token_id)
+    rig.advance(120)  # past every cached verdict
+    lease_id, lease_token = won["lease"]["id"], won["token"]
+    status, answer = send("POST", f"/leases/{lease_id}/complete", wt, {**SUCCESS, **_next("r")})
+    assert status == 401, answer
+    status, answer = send(
+        "POST", f"/leases/{lease_id}/complete", lease_token, {**SUCCESS, **_next("r")}
+    )
+    assert status == 200 and answer["next"] is None, answer
+    assert _open_leases(rig) == 1
+
+
+@ENDPOINTS
+def test_an_expired_worker_token_claims_nothing_through_its_leases(rig: Rig, send: Send) -> None:
+    _file(rig, 3)
+    wt = _worker_token(rig, expires=60)
+    won = _claim(send, wt)
+    rig.advance(3600)
+    lease_id, lease_token = won["lease"]["id"], won["token"]
+    status, answer = send("POST", f"/leases/{lease_id}/fail", wt, {"error": "x", **_next("e")})
+    assert status == 401, answer
+    status, answer = send(
+        "POST", f"/leases/{lease_id}/fail", lease_token, {"error": "x", **_next("e")}
+    )
+    assert status == 200 and answer["next"] is None, answer
+    assert _open_leases(rig) == 1
+
+
+@ENDPOINTS
+def test_another_worker_token_cannot_report_on_a_lease_it_did_not_claim(
+    rig: Rig, send: Send
+) -> None:
+    _file(rig, 3)
+    won = _claim(send, _worker_token(rig))
+    stranger = _worker_token(rig)
+    lease_id = won["lease"]["id"]
+    status, answer = send(
+        "POST", f"/leases/{lease_id}/complete", stranger, {**SUCCESS, **_next("s")}
+    )
+    assert status == 409 and answer["error"]["code"] == "stale_lease", answer
+    assert rig.lease(lease_id).state.value == "dispatched", "nothing was applied"
+    rig.make_pool("other-pool")
+    elsewhere = _worker_token(rig, pools=("other-pool",))
+    status, answer = send(
+        "POST", f"/leases/{lease_id}/complete", elsewhere, {**SUCCESS, **_next("s")}
+    )
+    assert status == 404 and answer["error"]["code"] == "lease_not_found", answer
+    assert _open_leases(rig) == 1
+
+
+@ENDPOINTS
+def test_a_worker_token_reports_only_with_next(rig: Rig, send: Send) -> None:
+    _file(rig, 1)
+    wt = _worker_token(rig)
+    lease_id = _claim(send, wt)["lease"]["id"]
+    for body in ({}, SUCCESS, {**SUCCESS, "junk": 1}):
+        status, answer = send("POST", f"/leases/{lease_id}/complete", wt, body)
+        assert status == 403 and answer["error"]["code"] == "forbidden", answer
+    assert rig.lease(lease_id).state.value == "dispatched"
+
+
+@ENDPOINTS
+def test_a_worker_names_the_worker_id_it_claimed_with(rig: Rig, send: Send) -> None:
+    _file(rig, 2)
+    wt = _worker_token(rig)
+    lease_id = _claim(send, wt)["lease"]["id"]
+    body = {**SUCCESS, "next": {"worker_id": "w2", "claim_id": "c"}}
+    status, answer = send("POST", f"/leases/{lease_id}/complete", wt, body)
+    assert status == 409 and answer["error"]["code"] == "stale_lease", answer
+    assert rig.lease(lease_id).state.value == "dispatched"
