@@ -385,3 +385,22 @@ def test_a_cancel_over_mcp_reaches_the_workers_next_heartbeat_over_mcp(rpc: Any,
     assert beat["revoke"] == "cancel"
     late = tool(rpc, "lease_fetch_payload", {}, as_lease("lease_gone"))["result"]
     assert late["isError"] is True
+
+
+def test_a_report_over_mcp_claims_nothing_and_refuses_a_claim_by_name(rpc: Any, rig: Rig) -> None:
+    # Over HTTP `next` claims the worker's next lease and answers its token; MCP hands out no
+    # lease token, so the tools neither offer `next` nor store it unread with the report.
+    for name in ("lease_complete", "lease_fail"):
+        assert "next" not in t.BY_NAME[name].input_schema()["properties"]
+    lease = rig.running()
+    me = as_lease(lease.id)
+    claim = {"next": {"worker_id": "w-1", "claim_id": "c-1"}}
+    for name, report in (("lease_complete", claim), ("lease_fail", {**claim, "error": "x"})):
+        refused = tool(rpc, name, report, me)["result"]
+        assert refused["isError"] is True, refused
+        assert refused["structuredContent"]["error"]["code"] == "validation_failed"
+        assert refused["content"][0]["text"].startswith("next: "), refused
+    assert rig.lease(lease.id).state.value == "running"
+    done = tool(rpc, "lease_complete", {"next": None}, me)["result"]["structuredContent"]
+    assert done["lease"]["state"] == "completed"
+    assert "next" not in (rig.lease(lease.id).report or {})
