@@ -195,13 +195,27 @@ def test_a_lease_token_reads_its_own_logs_and_attachments_over_mcp(world: World)
 
 
 PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+JSON_OR_SSE = "application/json, text/event-stream"
 
 
 @pytest.mark.parametrize(
     ("headers", "body", "status", "code"),
     [
         ({"Accept": "application/json"}, PING, 415, "unsupported_media_type"),
+        (
+            {"Content-Type": "text/plain", "Accept": JSON_OR_SSE},
+            PING,
+            415,
+            "unsupported_media_type",
+        ),
         ({"Content-Type": "application/json", "Accept": "text/html"}, PING, 406, "not_acceptable"),
+        # JSON answers only: a client that takes nothing but a stream cannot read them.
+        (
+            {"Content-Type": "application/json", "Accept": "text/event-stream"},
+            PING,
+            406,
+            "not_acceptable",
+        ),
         (
             {"Content-Type": "application/json", "Accept": "application/json"},
             b"{",
@@ -209,7 +223,7 @@ PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
             "invalid_request",
         ),
     ],
-    ids=["no-content-type", "accepts-no-json", "not-json"],
+    ids=["no-content-type", "text-content-type", "accepts-no-json", "accepts-sse-only", "not-json"],
 )
 def test_a_request_the_transport_cannot_read_is_refused_in_the_envelope(
     world: World, headers: dict[str, str], body: bytes, status: int, code: str

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from tenure import wiring
 from tenure.api import app as api
-from tenure.api.mcp import bridge
+from tenure.api.mcp import bridge, server
 from tenure.api.mcp import tools as t
 from tenure.domain.model import Principal
 from tenure_cli.local.frontdoor import to_event
@@ -72,6 +73,34 @@ def test_initialize_answers_json_with_the_servers_name(rpc: Any) -> None:
     out = rpc("initialize", HANDSHAKE)
     assert out["status"] == 200
     assert out["body"]["result"]["serverInfo"]["name"] == "tenure"
+    assert out["body"]["result"]["instructions"] == server.INSTRUCTIONS
+
+
+# Each kind of token's line of the instructions, by how it starts, and the audiences it covers.
+INSTRUCTED = {
+    "Operator token": ("operator:read", "operator:member"),
+    "Lease token": ("lease",),
+    "Worker token": ("worker",),
+}
+# Words of the instructions shaped like a tool's name that are not one: fields, token prefixes.
+NOT_TOOLS = {"run_id", "worker_id", "tnr_o", "tnr_l", "tnr_w"}
+
+
+def _tool_names(text: str) -> set[str]:
+    return set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", text)) - NOT_TOOLS
+
+
+def test_the_instructions_name_every_tool_under_each_token_offered_it() -> None:
+    lines = server.INSTRUCTIONS.splitlines()
+    assert len(lines) == 1 + len(INSTRUCTED)
+    for start, audiences in INSTRUCTED.items():
+        (line,) = [x for x in lines if x.startswith(start)]
+        offered = {x.name for x in t.TOOLS if set(x.audience) & set(audiences)}
+        assert _tool_names(line) == offered, start
+    operator = next(x for x in lines if x.startswith("Operator token"))
+    members = {x.name for x in t.TOOLS if "operator:member" in x.audience}
+    assert _tool_names(operator.split("member or admin", 1)[1]) == members
+    assert not _tool_names(lines[0])
 
 
 def test_the_token_decides_the_tools_it_sees(rpc: Any, rig: Rig) -> None:
@@ -385,3 +414,22 @@ def test_a_cancel_over_mcp_reaches_the_workers_next_heartbeat_over_mcp(rpc: Any,
     assert beat["revoke"] == "cancel"
     late = tool(rpc, "lease_fetch_payload", {}, as_lease("lease_gone"))["result"]
     assert late["isError"] is True
+
+
+def test_a_report_over_mcp_claims_nothing_and_refuses_a_claim_by_name(rpc: Any, rig: Rig) -> None:
+    # Over HTTP `next` claims the worker's next lease and answers its token; MCP hands out no
+    # lease token, so the tools neither offer `next` nor store it unread with the report.
+    for name in ("lease_complete", "lease_fail"):
+        assert "next" not in t.BY_NAME[name].input_schema()["properties"]
+    lease = rig.running()
+    me = as_lease(lease.id)
+    claim = {"next": {"worker_id": "w-1", "claim_id": "c-1"}}
+    for name, report in (("lease_complete", claim), ("lease_fail", {**claim, "error": "x"})):
+        refused = tool(rpc, name, report, me)["result"]
+        assert refused["isError"] is True, refused
+        assert refused["structuredContent"]["error"]["code"] == "validation_failed"
+        assert refused["content"][0]["text"].startswith("next: "), refused
+    assert rig.lease(lease.id).state.value == "running"
+    done = tool(rpc, "lease_complete", {"next": None}, me)["result"]["structuredContent"]
+    assert done["lease"]["state"] == "completed"
+    assert "next" not in (rig.lease(lease.id).report or {})

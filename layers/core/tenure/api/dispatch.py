@@ -37,10 +37,11 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     body = _Body(event)
     if route is None or route.audience != "public":
         ctx = (event["requestContext"].get("authorizer") or {}).get("lambda") or {}
+        token = bearer(event.get("headers"))
         try:
             # Who may call the route, with what scope, is decided before its body or query is
             # looked at, so a caller that may not use it learns nothing about its schema.
-            actor = principal(ctx, bearer(event.get("headers")))
+            actor = principal(ctx, token)
             if not ctx.get("principal"):
                 # Read here because the authorizer could not: kept for the route's actor().
                 ctx["principal"] = json.dumps(dataclasses.asdict(actor))
@@ -65,7 +66,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             query = event.get("queryStringParameters") or {}
             scopes.check(actor, route, query, body.lenient, lambda: svc().scopes)
         except e.TenureError as refusal:
-            return error_event(refusal)
+            return error_event(refusal, token_sent=token is not None)
     if route is not None and route.rule == MCP_PATH:
         return _resolved(event, context)  # JSON-RPC: the MCP transport reads its own body
     headers = event.setdefault("headers", {}) or {}

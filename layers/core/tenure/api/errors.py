@@ -35,10 +35,20 @@ def status_of(err: e.TenureError) -> int:
     return 500
 
 
-def headers_of(err: e.TenureError) -> dict[str, str]:
-    """Headers an error answers with besides its body: when to come back after a 503."""
+# A 401 names the scheme that would be accepted (RFC 7235 requires the header on every 401).
+# A bearer token that was sent and refused (unknown, revoked, expired, its lease ended) is
+# RFC 6750's `invalid_token`; a request that sent none is told the scheme alone.
+CHALLENGE = 'Bearer realm="tenure"'
+INVALID_TOKEN = f'{CHALLENGE}, error="invalid_token"'
+
+
+def headers_of(err: e.TenureError, token_sent: bool = True) -> dict[str, str]:
+    """Headers an error answers with besides its body: when to come back after a 503, and
+    the challenge of a 401."""
     if isinstance(err, e.Unavailable):
         return {"Retry-After": str(max(1, int(err.retry_after)))}
+    if isinstance(err, e.Unauthenticated):
+        return {"WWW-Authenticate": INVALID_TOKEN if token_sent else CHALLENGE}
     return {}
 
 
@@ -57,11 +67,15 @@ def error_response(err: e.TenureError) -> Response[Any]:
     return envelope(status_of(err), err.code, err.message, headers_of(err))
 
 
-def error_event(err: e.TenureError) -> dict[str, Any]:
-    """The same answer as `error_response`, for a refusal made before the resolver runs."""
+def error_event(err: e.TenureError, token_sent: bool = True) -> dict[str, Any]:
+    """The same answer as `error_response`, for a refusal made before the resolver runs
+    (`token_sent`: whether the request carried a bearer token, for a 401's challenge)."""
     return {
         "statusCode": status_of(err),
-        "headers": {"Content-Type": content_types.APPLICATION_JSON, **headers_of(err)},
+        "headers": {
+            "Content-Type": content_types.APPLICATION_JSON,
+            **headers_of(err, token_sent),
+        },
         "body": json.dumps({"error": {"code": err.code, "message": err.message}}),
         "isBase64Encoded": False,
     }

@@ -15,7 +15,10 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.event_handler.openapi.types import (
+    OpenAPIResponse,
+    OpenAPIResponseHeader,
+)
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 
@@ -95,6 +98,11 @@ def authorize(actor: Principal, audience: str, params: dict[str, str]) -> None:
 # ------------------------------------------------------------------------ the document
 
 BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
+WWW_AUTHENTICATE: OpenAPIResponseHeader = {
+    "description": 'the challenge: Bearer realm="tenure", with error="invalid_token" when '
+    "a bearer token was sent and refused",
+    "schema": {"type": "string"},
+}
 _MEANING = {
     400: "invalid_request: the body is not JSON, or not a JSON object",
     401: "unauthenticated: no bearer token, or an unknown one",
@@ -147,6 +155,8 @@ def _refusal(code: int, media: Any) -> OpenAPIResponse:
         answer["headers"] = {
             "Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}
         }
+    if code == 401:
+        answer["headers"] = {"WWW-Authenticate": WWW_AUTHENTICATE}
     return answer
 
 

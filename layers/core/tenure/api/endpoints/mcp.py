@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.types import (
 from tenure.api import models as m
 from tenure.api.mcp import wire as w
 from tenure.api.routes import MCP_PATH
-from tenure.api.surface import BEARER, UNREAD_BODIES, actor, app, svc
+from tenure.api.surface import BEARER, UNREAD_BODIES, WWW_AUTHENTICATE, actor, app, svc
 
 
 def _envelope(description: str) -> OpenAPIResponse:
@@ -38,7 +38,10 @@ ANSWERS: dict[int, OpenAPIResponse] = {
         "JSON-RPC error answering the request instead, as that revision requires",
         "content": {"application/json": {"model": w.McpRefusal}},
     },
-    401: _envelope("unauthenticated: no bearer token, or an unknown one"),
+    401: {
+        **_envelope("unauthenticated: no bearer token, or an unknown one"),
+        "headers": {"WWW-Authenticate": WWW_AUTHENTICATE},
+    },
     404: {
         "description": "under the protocol's 2026-07-28 revision only: a JSON-RPC error, "
         "method not found, answering the request",

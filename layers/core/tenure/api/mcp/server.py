@@ -25,10 +25,24 @@ from tenure.domain import errors as e
 from tenure.domain.model import Principal
 
 NAME = "tenure"
-INSTRUCTIONS = (
-    "Tenure leases. An operator token lists, reads and (member) cancels the leases of its "
-    "spaces and reads their logs and attachments. A lease token reads its payload, heartbeats, "
-    "and reports its lease complete, failed or released, and reads the leases of its own space."
+# What a client's model reads on initialize: one line per kind of token, each naming every
+# tool that token is offered (a unit test holds them to the tool table).
+INSTRUCTIONS = "\n".join(
+    (
+        "Tenure hands out work as fenced, time-limited leases. The bearer token decides the "
+        "tools; what the service refuses is a tool error whose structuredContent.error.code "
+        "says why.",
+        "Operator token (tnr_o_): leases_list, leases_get, leases_fetch_logs, "
+        "leases_list_attachments and task_inspect in its spaces; with role member or admin "
+        "also leases_cancel, task_recover and task_approve.",
+        "Lease token (tnr_l_, one claimed lease): lease_fetch_payload, lease_heartbeat, then "
+        "lease_complete, lease_fail or lease_release; task_block and task_unblock on its task; "
+        "leases_list, leases_get, leases_fetch_logs and leases_list_attachments in its space.",
+        "Worker token (tnr_w_, its pools; no lease token needed): task_run_claim_next, or "
+        "task_run_claim for one queued run, answers a run_id; then task_run_heartbeat, "
+        "task_run_payload, and task_run_complete, task_run_fail, task_run_release or "
+        "task_run_block, each with that run_id and the same worker_id.",
+    )
 )
 UNKNOWN_LEASE = "unknown lease id"
 # The SDK notes each manager's start and stop at INFO: with one manager per request that is

@@ -12,8 +12,9 @@ import json
 import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, StringConstraints, field_validator
 from pydantic import ValidationError as PydanticError
+from pydantic.json_schema import SkipJsonSchema
 
 from tenure.api import models as m
 from tenure.api import views as v
@@ -65,6 +66,27 @@ class LogsArgs(m.Strict):
 
 class NoArgs(m.Strict):
     pass
+
+
+# Over HTTP a final report may carry `next`, a claim of the worker's next lease answered in the
+# same call with that lease's token. MCP never hands out a lease token, so no MCP report claims:
+# `next` is left out of the tools' schemas and refused by name rather than stored unread.
+NO_CLAIM = "a report over MCP claims nothing; a worker token claims with task_run_claim_next"
+
+
+def _claims_nothing(value: Any) -> None:
+    if value is not None:
+        raise ValueError(NO_CLAIM)
+
+
+class CompleteArgs(m.Complete):
+    next: SkipJsonSchema[None] = Field(None, exclude=True)
+    _no_claim = field_validator("next", mode="before")(_claims_nothing)
+
+
+class FailArgs(m.Fail):
+    next: SkipJsonSchema[None] = Field(None, exclude=True)
+    _no_claim = field_validator("next", mode="before")(_claims_nothing)
 
 
 # ------------------------------------------------------------------------ operations
@@ -130,12 +152,12 @@ def _heartbeat(svc: Tenure, actor: Principal, args: m.Heartbeat) -> dict[str, An
     }
 
 
-def _complete(svc: Tenure, actor: Principal, args: m.Complete) -> dict[str, Any]:
+def _complete(svc: Tenure, actor: Principal, args: CompleteArgs) -> dict[str, Any]:
     lease = svc.reports.complete(actor, _own(actor), args.model_dump(exclude_unset=True))
     return {"lease": lease_mcp(svc, lease)}
 
 
-def _fail(svc: Tenure, actor: Principal, args: m.Fail) -> dict[str, Any]:
+def _fail(svc: Tenure, actor: Principal, args: FailArgs) -> dict[str, Any]:
     lease = svc.reports.fail(actor, _own(actor), args.model_dump(exclude_unset=True))
     return {"lease": lease_mcp(svc, lease)}
 
@@ -245,7 +267,7 @@ TOOLS: tuple[Tool, ...] = (
         "lease_complete",
         "Report this lease done: outcome (success by default), details, result, usage, the "
         "ids of tasks it created.",
-        m.Complete,
+        CompleteArgs,
         (LEASE,),
         _complete,
         read_only=False,
@@ -254,7 +276,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "lease_fail",
         "Report this lease failed with an error (and optional metadata); an attempt is used.",
-        m.Fail,
+        FailArgs,
         (LEASE,),
         _fail,
         read_only=False,
@@ -333,7 +355,8 @@ def parse(tool: Tool, arguments: dict[str, Any] | None) -> BaseModel:
         return tool.args.model_validate_json(json.dumps(arguments or {}))
     except PydanticError as bad:
         problems = [
-            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+            f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: "
+            + str(err["msg"]).removeprefix("Value error, ")
             for err in bad.errors()
         ]
         raise e.ValidationFailed("; ".join(problems)) from None
