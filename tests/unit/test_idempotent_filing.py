@@ -100,3 +100,20 @@ def test_the_openapi_document_lists_the_header_on_both_routes() -> None:
         names = [p["name"] for p in post.get("parameters", []) if p["in"] == "header"]
         assert names == ["idempotency-key"]
         assert "422" in post["responses"]
+
+
+def test_two_lease_tokens_whose_short_ids_clash_never_share_a_key(http: Any, rig: Rig) -> None:
+    """A lease token's `token_id` is the first 8 hex characters of its hash (what operators
+    see of it): about one pair in 2^32 share it. Keys are scoped by the lease itself, so two
+    jobs of two leases never get each other's answers whatever their short ids."""
+    first = rig.claimed("w1")
+    second = rig.claimed("w2")
+    one = Principal(kind="lease", token_id="34c51ac8", lease_id=first.lease.id)
+    two = Principal(kind="lease", token_id="34c51ac8", lease_id=second.lease.id)
+    body = {"title": "summarize the ticket"}
+    status, a = http("POST", "/tasks", body, "step-1", one)
+    assert status == 201, a
+    status, b = http("POST", "/tasks", body, "step-1", two)
+    assert status == 201, b
+    assert a["task"]["id"] != b["task"]["id"], "each lease files its own task"
+    assert http("POST", "/tasks", body, "step-1", one) == (201, a), "a repeat still answers"

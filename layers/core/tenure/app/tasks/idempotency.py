@@ -53,8 +53,10 @@ class Idempotency:
             return run()
         if not 1 <= len(key) <= MAX_KEY_LENGTH or not key.isprintable():
             raise ValidationFailed(f"{HEADER}: 1 to {MAX_KEY_LENGTH} printable characters")
-        # Scoped by the caller's token id: two callers' keys never meet.
-        scoped = digest(actor.token_id, route, key)
+        # Scoped by the caller: two callers' keys never meet. A lease token by its lease (its
+        # token id is only the hash's first 8 characters, which two tokens may share).
+        caller = f"lease:{actor.lease_id}" if actor.kind == "lease" else actor.token_id
+        scoped = digest(caller, route, key)
         body_hash = digest(route, body)
         for _ in range(LOOKS):
             now = self.kernel.clock.now_ms()
