@@ -211,6 +211,16 @@ def show(answer: Any, args: argparse.Namespace) -> int:
     return OK
 
 
+def fields(rows: list[tuple[str, list[str]]]) -> int:
+    """Named values, one name a row and its value beside it; a value of several lines (a
+    list of findings) goes on below, under the first, so each finding reads on its own."""
+    width = max((len(name) for name, _ in rows), default=0)
+    for name, lines in rows:
+        for n, line in enumerate(lines or [""]):
+            say(f"{(name if n == 0 else '').ljust(width)}  {line}".rstrip())
+    return OK
+
+
 # ------------------------------------------------------------------------ errors
 
 CHECK_BEFORE_RETRYING = "look at the service's state before running it again"
