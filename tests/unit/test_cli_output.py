@@ -24,17 +24,26 @@ def test_a_wrapped_task_or_lease_is_the_record_printed(capsys: pytest.CaptureFix
     assert capsys.readouterr().out.split() == ["key", "OPS-2"]
 
 
-def test_inspect_prints_its_lines_as_a_table(
+def test_inspect_prints_its_lines_as_a_table_and_each_diagnostic_on_a_line_of_its_own(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # The shape GET /inspect/{id} answers: diagnostics are a list of {code, message, since}.
     answer: dict[str, Any] = {
         "task": {"key": "OPS-7", "status": "queued"},
-        "current_lease": {"id": "lease_7", "state": "pending"},
-        "next_action": "claim_available",
-        "scheduler": {"paused": False},
-        "diagnostics": {"reachable_workers": 1},
-        "recent_events": [{"type": "lease.created"}],
-        "as_of": "2026-11-30T00:00:00Z",
+        "current_lease": {"id": "lease_7", "state": "running"},
+        "next_action": "running",
+        "scheduler": {
+            "paused": False,
+            "effective_paused": True,
+            "paused_by_task_id": "task_1",
+            "parked": False,
+        },
+        "diagnostics": [
+            {"code": "stuck", "message": "not heard from for 90 s", "since": "2026-11-30T00:00Z"},
+            {"code": "orphan", "message": "held by worker w-1", "since": "2026-11-30T00:01Z"},
+        ],
+        "recent_events": [{"type": "lease.claimed"}, {"type": "lease.created"}],
+        "as_of": "2026-11-30T00:02:00Z",
     }
 
     class Operator:
@@ -45,8 +54,23 @@ def test_inspect_prints_its_lines_as_a_table(
     assert graph_commands.inspect(argparse.Namespace(id="OPS-7", output="table")) == 0
     out = capsys.readouterr().out.splitlines()
     assert any(line.split() == ["task", "OPS-7", "queued"] for line in out), out
-    assert any(line.split() == ["current_lease", "lease_7", "pending"] for line in out), out
-    assert any(line.startswith("next_action") and "claim_available" in line for line in out)
+    assert any(line.split() == ["current_lease", "lease_7", "running"] for line in out), out
+    assert any(line.startswith("next_action") and "running" in line for line in out), out
+    assert any(line.split() == ["scheduler", "task", "paused", "by", "task_1"] for line in out)
+    assert any(line.split() == ["recent_events", "lease.claimed,", "lease.created"] for line in out)
+    [first] = [n for n, line in enumerate(out) if line.startswith("diagnostics")]
+    stuck, orphan = out[first], out[first + 1]
+    assert stuck.endswith("stuck: not heard from for 90 s (since 2026-11-30T00:00Z)"), out
+    # The second finding goes on below the first, under its value, with no name of its own.
+    assert orphan.strip() == "orphan: held by worker w-1 (since 2026-11-30T00:01Z)", out
+    assert orphan.index("orphan") == stuck.index("stuck"), out
+
+    # A task never enqueued: no run, no event, nothing found; each says so.
+    answer.update(current_lease=None, diagnostics=[], recent_events=[])
+    assert graph_commands.inspect(argparse.Namespace(id="OPS-7", output="table")) == 0
+    out = capsys.readouterr().out.splitlines()
+    for name in ("current_lease", "diagnostics", "recent_events"):
+        assert any(line.split() == [name, "none"] for line in out), out
 
 
 def test_terminal_control_characters_never_reach_the_terminal(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tenure_cli.common import FAILED, OK, Groups, guarded
+from tenure_cli.common import FAILED, OK, Command, Groups, guarded, say
 
 # The table's logical id in infra/template.yaml: --stack finds its physical name by it.
 TABLE_LOGICAL_ID = "LeaseTable"
@@ -71,6 +71,30 @@ def admin_migrate(args: argparse.Namespace) -> int:
     return FAILED if stopped else OK
 
 
+def aws_refusals(fn: Command) -> Command:
+    """What AWS or the table answers when --table, --stack or --endpoint is wrong, or the
+    credentials are missing, as one line with its code and exit 1, never a traceback: a
+    misspelled table name is the likeliest mistake an operator makes here."""
+
+    def run(args: argparse.Namespace) -> int:
+        from botocore.exceptions import BotoCoreError, ClientError
+        from tenure.domain.errors import TenureError
+
+        try:
+            return fn(args)
+        except ClientError as err:  # ResourceNotFoundException, a stack that does not exist
+            error = err.response.get("Error", {})
+            code, message = error.get("Code") or "aws_error", error.get("Message") or str(err)
+        except TenureError as err:  # the store's own: the table throttling or unreachable
+            code, message = err.code, err.message
+        except BotoCoreError as err:  # no credentials, no such endpoint, an unreadable answer
+            code, message = type(err).__name__, str(err)
+        say(f"error: {code}: {' '.join(message.split())}", err=True)
+        return FAILED
+
+    return run
+
+
 def _where(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--stack", help="the deployed stack's name (its table is looked up)")
@@ -87,7 +111,7 @@ def add_commands(groups: Groups) -> None:
     )
     _where(bootstrap)
     bootstrap.add_argument("--name", default="admin", help="the token's name (default admin)")
-    bootstrap.set_defaults(func=guarded(admin_bootstrap))
+    bootstrap.set_defaults(func=guarded(aws_refusals(admin_bootstrap)))
     migrate = groups["admin"].add_parser(
         "migrate", help="bring the table's data to this release's schema (idempotent)"
     )
@@ -98,4 +122,4 @@ def add_commands(groups: Groups) -> None:
     migrate.add_argument(
         "--page-size", type=int, default=500, help="rows each Scan page reads (default 500)"
     )
-    migrate.set_defaults(func=guarded(admin_migrate))
+    migrate.set_defaults(func=guarded(aws_refusals(admin_migrate)))

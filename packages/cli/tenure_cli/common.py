@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tenure_worker.client import ApiError, Client, OutcomeUnknown, Unreachable
 
@@ -102,8 +103,19 @@ def json_arg(text: str | None, what: str) -> Any:
         raise UsageError(f"{what} is not valid JSON: {err}") from err
 
 
+def service_address(value: str, where: str) -> str:
+    """`value` if it is an http:// or https:// address; else a usage error naming `where` it
+    came from. (Without the scheme the HTTP client fails on it: a bare host with a traceback,
+    `host:port` as "unreachable", which says wrongly that running it again might work.)"""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"{where}: {value!r} is not an address like http://127.0.0.1:8787")
+    return value
+
+
 def operator_client(args: argparse.Namespace) -> Client:
-    return Client(env("TENURE_API", args.api), env("TENURE_TOKEN", args.token))
+    api = service_address(env("TENURE_API", args.api), "--api" if args.api else "TENURE_API")
+    return Client(api, env("TENURE_TOKEN", args.token))
 
 
 def lease_client(worker_routes: bool = True) -> tuple[Client, str, str]:
@@ -112,7 +124,9 @@ def lease_client(worker_routes: bool = True) -> tuple[Client, str, str]:
     runs on one (TENURE_WORKER_API); for any other route (`worker_routes=False`: filing a
     task, blocking one) the API, which the worker endpoint does not stand in for."""
     chosen = os.environ.get("TENURE_WORKER_API") if worker_routes else None
-    api = chosen or env("TENURE_API", None)
+    api = service_address(
+        chosen or env("TENURE_API", None), "TENURE_WORKER_API" if chosen else "TENURE_API"
+    )
     lease_id = env("TENURE_LEASE_ID", None)
     token = env("TENURE_LEASE_TOKEN", None)
     return Client(api, token), lease_id, token
@@ -208,6 +222,16 @@ def show(answer: Any, args: argparse.Namespace) -> int:
         say(f"{key.ljust(width)}  {'' if shown is None else shown}")
     if "token" in answer and isinstance(answer["token"], str):
         say(f"{'token'.ljust(width)}  {answer['token']}   (shown once: keep it now)")
+    return OK
+
+
+def fields(rows: list[tuple[str, list[str]]]) -> int:
+    """Named values, one name a row and its value beside it; a value of several lines (a
+    list of findings) goes on below, under the first, so each finding reads on its own."""
+    width = max((len(name) for name, _ in rows), default=0)
+    for name, lines in rows:
+        for n, line in enumerate(lines or [""]):
+            say(f"{(name if n == 0 else '').ljust(width)}  {line}".rstrip())
     return OK
 
 

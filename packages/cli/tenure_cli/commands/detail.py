@@ -151,7 +151,10 @@ def leases_download(args: argparse.Namespace) -> int:
         return 0
     target = Path(args.to or _filename(client, args.id, args.aid))
     target.write_bytes(data)
-    print(printable(f"{target} ({len(data)} bytes)"))
+    if args.output == "json":
+        print(json.dumps({"path": str(target), "bytes": len(data)}))
+    else:
+        print(printable(f"{target} ({len(data)} bytes)"))
     return 0
 
 

@@ -11,6 +11,7 @@ from tenure_cli.common import (
     FAILED,
     OK,
     Groups,
+    fields,
     guarded,
     operator_client,
     service_options,
@@ -53,16 +54,37 @@ def inspect(args: argparse.Namespace) -> int:
     if args.output == "json":
         return show(answer, args)
     task, lease = answer.get("task") or {}, answer.get("current_lease") or {}
-    lines = {
-        "next_action": answer["next_action"],
-        "task": f"{task.get('key')} {task.get('status')}" if task else "",
-        "current_lease": f"{lease.get('id')} {lease.get('state')}" if lease else "",
-        "scheduler": answer["scheduler"],
-        **{f"diagnostics.{k}": v for k, v in answer["diagnostics"].items()},
-        "recent_events": [e["type"] for e in answer["recent_events"]],
-        "as_of": answer["as_of"],
-    }
-    return show(lines, args)
+    return fields(
+        [
+            ("next_action", [answer["next_action"]]),
+            ("task", [f"{task.get('key')} {task.get('status')}" if task else "none"]),
+            ("current_lease", [f"{lease.get('id')} {lease.get('state')}" if lease else "none"]),
+            ("scheduler", [_holds(answer["scheduler"])]),
+            ("diagnostics", [_diagnostic(d) for d in answer["diagnostics"]] or ["none"]),
+            ("recent_events", [", ".join(e["type"] for e in answer["recent_events"]) or "none"]),
+            ("as_of", [answer["as_of"]]),
+        ]
+    )
+
+
+def _diagnostic(found: dict[str, Any]) -> str:
+    """One thing inspect found wrong, on one line: `stuck: <what> (since <when>)`."""
+    since = f" (since {found['since']})" if found.get("since") else ""
+    return f"{found['code']}: {found['message']}{since}"
+
+
+def _holds(scheduler: dict[str, Any]) -> str:
+    """What holds the task back, in words: the scheduler, a pause of the task or an
+    ancestor, a park for attention; `not paused` when nothing does."""
+    held = []
+    if scheduler.get("paused"):
+        held.append("scheduler paused")
+    if scheduler.get("effective_paused"):
+        by = scheduler.get("paused_by_task_id")
+        held.append(f"task paused by {by}" if by else "task paused")
+    if scheduler.get("parked"):
+        held.append("parked for attention")
+    return "; ".join(held) or "not paused"
 
 
 def tasks_update(args: argparse.Namespace) -> int:

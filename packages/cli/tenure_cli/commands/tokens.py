@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from urllib.parse import quote, urlencode
 
 from tenure_cli.common import (
@@ -29,7 +30,11 @@ def tokens_list(args: argparse.Namespace) -> int:
 
 def tokens_revoke(args: argparse.Namespace) -> int:
     operator_client(args).call("DELETE", f"/tokens/{quote(args.id, safe='')}", idempotent=True)
-    print(f"revoked {args.id}")
+    # The service answers nothing (204): -o json says what was done as a record a script reads.
+    if args.output == "json":
+        print(json.dumps({"id": args.id, "revoked": True}))
+    else:
+        print(f"revoked {args.id}")
     return OK
 
 

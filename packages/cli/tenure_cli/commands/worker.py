@@ -27,6 +27,7 @@ from tenure_cli.common import (
     noted_usage,
     operator_client,
     output_option,
+    service_address,
     service_options,
     show,
     table,
@@ -89,9 +90,13 @@ def worker_endpoints(given: str | None, data_dir: Path) -> tuple[str, str | None
     """Where `worker run` claims and reports, and the API its jobs are given: `--api`, else
     TENURE_WORKER_API, else TENURE_API, else the local stack's worker endpoint (`worker_api`
     in `<data-dir>/stack.json`), its jobs then given the stack's `api`."""
-    chosen = given or os.environ.get("TENURE_WORKER_API") or os.environ.get("TENURE_API")
-    if chosen:
-        return chosen, os.environ.get("TENURE_API")
+    for where, chosen in (
+        ("--api", given),
+        ("TENURE_WORKER_API", os.environ.get("TENURE_WORKER_API")),
+        ("TENURE_API", os.environ.get("TENURE_API")),
+    ):
+        if chosen:
+            return service_address(chosen, where), os.environ.get("TENURE_API")
     stack = _stack_file(data_dir)
     if isinstance(stack.get("worker_api"), str):
         return stack["worker_api"], stack.get("api")
