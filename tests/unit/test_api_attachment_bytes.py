@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+from typing import Any
 
 import pytest
 from tenure import wiring
@@ -31,6 +32,43 @@ BINARY = bytes(range(256)) * 8 + os.urandom(1000)  # never valid UTF-8 (0x80 alo
 def test_an_attachment_comes_back_byte_for_byte(
     monkeypatch: pytest.MonkeyPatch, data: bytes, content_type: str
 ) -> None:
+    out = _fetch(monkeypatch, data, content_type)
+    assert out["statusCode"] == 200, out.get("body")
+    raw = out.get("body") or ""
+    got = base64.b64decode(raw) if out.get("isBase64Encoded") else raw.encode()
+    assert got == data
+    assert out["headers"]["Content-Type"] == content_type
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/html", "text/html; charset=utf-8", "image/svg+xml", "application/xhtml+xml"],
+)
+def test_an_attachment_a_browser_would_run_is_served_as_bytes_it_will_not(
+    monkeypatch: pytest.MonkeyPatch, content_type: str
+) -> None:
+    """A job's attachment is served on the API's own origin: a page or an image with script
+    in it, opened there, would run with that origin. It is served as opaque bytes, sandboxed,
+    and never sniffed into something else."""
+    page = b"<html><script>fetch('/api/v1/tokens')</script></html>"
+    out = _fetch(monkeypatch, page, content_type)
+    assert out["statusCode"] == 200, out.get("body")
+    headers = out["headers"]
+    assert headers["Content-Type"] == "application/octet-stream"
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Content-Security-Policy"] == "sandbox; default-src 'none'"
+    assert headers["Content-Disposition"].startswith("attachment;")
+
+
+def test_every_inline_attachment_is_sandboxed_and_never_sniffed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    headers = _fetch(monkeypatch, b"plain", "text/plain")["headers"]
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Content-Security-Policy"] == "sandbox; default-src 'none'"
+
+
+def _fetch(monkeypatch: pytest.MonkeyPatch, data: bytes, content_type: str) -> dict[str, Any]:
     rig = Rig()
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
     s = scene(rig)
@@ -45,9 +83,4 @@ def test_an_attachment_comes_back_byte_for_byte(
     head = {"host": "unit", "authorization": f"Bearer {s.tokens['admin']}"}
     event = to_event("GET", path, head, b"")
     event["requestContext"]["authorizer"] = {"lambda": authorize(event)["context"]}
-    out = api.handle(event, None)
-    assert out["statusCode"] == 200, out.get("body")
-    raw = out.get("body") or ""
-    got = base64.b64decode(raw) if out.get("isBase64Encoded") else raw.encode()
-    assert got == data
-    assert out["headers"]["Content-Type"] == content_type
+    return dict(api.handle(event, None))

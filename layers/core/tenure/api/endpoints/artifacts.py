@@ -101,10 +101,31 @@ def fetch_attachment(lease_id: str, attachment_id: str) -> Response[Any]:
     disposition = f'attachment; filename="{_ascii(got.attachment.filename)}"'
     return Response(
         status_code=200,
-        content_type=got.attachment.content_type,
+        content_type=_served_as(got.attachment.content_type),
         body=got.data or b"",
-        headers={"Content-Disposition": disposition},
+        headers={
+            "Content-Disposition": disposition,
+            # Served on the API's own origin: never sniffed into something that runs, and
+            # sandboxed should a browser render it after all.
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "sandbox; default-src 'none'",
+        },
     )
+
+
+# Types a browser renders as a document that may run script: served as opaque bytes instead.
+ACTIVE_TYPES = {
+    "text/html",
+    "image/svg+xml",
+    "application/xhtml+xml",
+    "text/xml",
+    "application/xml",
+}
+
+
+def _served_as(content_type: str) -> str:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return "application/octet-stream" if media in ACTIVE_TYPES else content_type
 
 
 def _ascii(name: str) -> str:
