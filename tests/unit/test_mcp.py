@@ -433,3 +433,22 @@ def test_a_report_over_mcp_claims_nothing_and_refuses_a_claim_by_name(rpc: Any, 
     done = tool(rpc, "lease_complete", {"next": None}, me)["result"]["structuredContent"]
     assert done["lease"]["state"] == "completed"
     assert "next" not in (rig.lease(lease.id).report or {})
+
+
+def test_a_header_outside_latin_1_is_answered_not_a_500(rig: Rig, monkeypatch: Any) -> None:
+    """API Gateway hands headers over as text; one carrying a character HTTP's own header
+    encoding cannot hold (a snowman in a client's note) must not crash the transport."""
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    message = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
+    headers = {
+        "host": "unit",
+        "content-type": "application/json",
+        "accept": ACCEPT,
+        "mcp-protocol-version": "2025-06-18",
+        "x-client-note": "snow ☃ 雪",
+    }
+    event = to_event("POST", "/api/v1/mcp", headers, json.dumps(message).encode())
+    principal = json.dumps(dataclasses.asdict(READER))
+    event["requestContext"]["authorizer"] = {"lambda": {"principal": principal}}
+    out = api.handle(event, None)
+    assert out["statusCode"] == 200, out.get("body")

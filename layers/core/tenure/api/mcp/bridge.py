@@ -39,7 +39,12 @@ def scope_of(event: dict[str, Any]) -> dict[str, Any]:
         "raw_path": path.encode(),
         "query_string": str(event.get("rawQueryString") or "").encode(),
         "root_path": "",
-        "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
+        # HTTP header values are Latin-1 on the wire; what API Gateway decoded past it is
+        # replaced rather than failing the request.
+        "headers": [
+            (k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
+            for k, v in headers.items()
+        ],
         "server": (host.split(":")[0], 443),
         "client": (str(http.get("sourceIp") or "0.0.0.0"), 0),
     }
