@@ -77,3 +77,16 @@ def test_over_http_the_missing_pool_is_422_naming_it(http: Any, rig: Rig) -> Non
     assert heard.status == 200, heard.data
     seen = rig.store.get_worker(POOL, "w1")
     assert seen is not None and seen.runtime == REFUSING
+
+
+def test_a_flood_of_new_worker_ids_keeps_a_bounded_memory_of_them(rig: Rig) -> None:
+    """A worker token may claim with any number of made-up worker ids; the rows a process
+    keeps to judge heartbeats without a read stay bounded, the most recent kept."""
+    from tenure.app.workers import SEEN_KEPT
+
+    pool = rig.svc.kernel.pool(POOL)
+    for n in range(SEEN_KEPT + 500):
+        rig.svc.workers.mark_seen(pool, f"junk-{n}", None)
+    kept = rig.svc.workers._seen
+    assert len(kept) == SEEN_KEPT
+    assert (POOL, f"junk-{SEEN_KEPT + 499}") in kept and (POOL, "junk-0") not in kept

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,8 @@ SEEN_WRITE_SHARE = 0.25
 # How many workers (and their held leases) one GET /workers reads at most.
 WORKERS_PAGE = 200
 HELD_PAGE = 500
+# How many workers' rows a process keeps to judge heartbeats without a read.
+SEEN_KEPT = 4096
 
 
 def reachable(worker: Worker, pool: Pool, now: int) -> bool:
@@ -48,8 +51,10 @@ class Workers:
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
-        # The rows this process last read or wrote, so a heartbeat judges without a read.
-        self._seen: dict[tuple[str, str], Worker] = {}
+        # The rows this process last read or wrote, so a heartbeat judges without a read: the
+        # most recent SEEN_KEPT only, since a token may claim with any number of new worker
+        # ids (forgetting one costs one read the next time it is heard from).
+        self._seen: OrderedDict[tuple[str, str], Worker] = OrderedDict()
 
     def list_workers(self, actor: Principal, pool_name: str) -> list[WorkerView]:
         authz.require_role(actor, "read")
@@ -103,13 +108,19 @@ class Workers:
             and known.worker_version == version
             and all(getattr(known, name) == value for name, value in kept.items())
         ):
-            self._seen[key] = known
+            self._remember(key, known)
             return
         worker = Worker(
             pool=pool.name, worker_id=worker_id, worker_version=version, last_seen=now, **kept
         )
         self.kernel.store.put_worker(worker)
+        self._remember(key, worker)
+
+    def _remember(self, key: tuple[str, str], worker: Worker) -> None:
         self._seen[key] = worker
+        self._seen.move_to_end(key)
+        while len(self._seen) > SEEN_KEPT:
+            self._seen.popitem(last=False)
 
     def worker_says(
         self,
@@ -124,6 +135,6 @@ class Workers:
         key = (pool.name, worker_id)
         known = self._seen.get(key) or self.kernel.store.get_worker(pool.name, worker_id)
         if known is not None:
-            self._seen[key] = known  # read once: mark_seen judges from it
+            self._remember(key, known)  # read once: mark_seen judges from it
         version = known.worker_version if known else None
         self.mark_seen(pool, worker_id, version, runtime=runtime, credentials=credentials)
