@@ -242,3 +242,28 @@ def test_enqueue_after_a_finished_run_opens_a_new_one(rig: Rig) -> None:
 def test_enqueue_an_unknown_task_is_task_not_found(rig: Rig) -> None:
     with pytest.raises(TaskNotFound):
         rig.svc.filing.enqueue(MEMBER, "task_nope", POOL)
+
+
+def test_a_lease_token_is_checked_against_its_hash_in_constant_time(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """How long a comparison takes must tell nothing of how much of a guessed token was
+    right: the lease token's hash is compared with hmac.compare_digest."""
+    import hmac
+
+    from tenure.domain import fencing
+
+    compared: list[tuple[str, str]] = []
+    real = hmac.compare_digest
+
+    def record(a: str, b: str) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(fencing.hmac, "compare_digest", record)
+    won = rig.claim() if rig.task() else None
+    assert won is not None
+    assert rig.svc.setup.authenticate(won.token).lease_id == won.lease.id
+    assert compared == [(won.lease.token_hash, fencing.hash_token(won.token))]
+    with pytest.raises(Unauthenticated):
+        rig.svc.setup.authenticate(won.token[:-2] + "xx")

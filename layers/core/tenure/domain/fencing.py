@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 from datetime import UTC, datetime
@@ -75,6 +76,12 @@ def iso_ms(ms: int | None) -> str | None:
         return None
     stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def same_hash(stored: str | None, digest: str) -> bool:
+    """Whether a stored token hash is this digest, compared in constant time: how long the
+    comparison takes tells nothing of how much of a guess was right."""
+    return stored is not None and hmac.compare_digest(stored, digest)
 
 
 def hash_token(raw: str) -> str:

@@ -230,7 +230,7 @@ class Setup:
             # Consistent: a token used right after its claim must see the claim (and API
             # Gateway would cache a wrong "unknown" verdict for a minute).
             lease = self.kernel.store.get_lease(lease_id, consistent=True)
-            if lease is None or lease.token_hash != digest:
+            if lease is None or not rules.same_hash(lease.token_hash, digest):
                 raise Unauthenticated("unknown token")
             return Principal(
                 kind="lease",
