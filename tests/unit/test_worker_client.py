@@ -348,3 +348,73 @@ def test_any_other_refusal_of_a_report_that_claims_is_an_answer() -> None:
     with pytest.raises(ApiError) as refused:
         client(fake, [])._report("complete", "L1", "tnr_l_x", body)
     assert refused.value.code == "stale_lease" and len(fake.requests) == 1
+
+
+def test_a_redirect_to_another_origin_never_carries_the_token() -> None:
+    """The service never redirects an authenticated call elsewhere except to a presigned
+    URL, which carries its own credential: a redirect to another origin (a hostile proxy, a
+    misconfigured load balancer) gets the request without the bearer token."""
+    import http.server
+    import threading
+
+    seen: list[str | None] = []
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"ok": true}')
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), Elsewhere)
+    target = f"http://127.0.0.1:{other.server_address[1]}/landed"
+
+    class Redirecting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            if self.path.endswith("/same"):
+                self.send_response(302)
+                self.send_header("location", "/api/v1/here")
+            elif self.path.endswith("/here"):
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"ok": true}')
+                return
+            else:
+                self.send_response(302)
+                self.send_header("location", target)
+            self.end_headers()
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    home = http.server.HTTPServer(("127.0.0.1", 0), Redirecting)
+    for server in (other, home):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        api = Client(f"http://127.0.0.1:{home.server_address[1]}", "tnr_o_SECRET", retries=0)
+        assert api.call("GET", "/away")[1] == {"ok": True}
+        assert seen == ["Bearer tnr_o_SECRET", None], "the other origin never saw the token"
+        seen.clear()
+        assert api.call("GET", "/same")[1] == {"ok": True}
+        assert seen == ["Bearer tnr_o_SECRET", "Bearer tnr_o_SECRET"], "same origin keeps it"
+    finally:
+        for server in (other, home):
+            server.shutdown()
+
+
+def test_plain_http_to_another_host_is_warned_of_and_loopback_or_https_is_not() -> None:
+    with pytest.warns(UserWarning, match="unencrypted"):
+        Client("http://tenure.example.com", "tnr_w_x")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Client("https://tenure.example.com", "tnr_w_x")
+        Client("http://127.0.0.1:8787", "tnr_w_x")
+        Client("http://localhost:8787", "tnr_w_x")

@@ -8,7 +8,9 @@ import secrets
 import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -89,12 +91,39 @@ class Answer:
 Transport = Callable[[str, str, dict[str, str], bytes | None, float], Answer]
 
 
+def _origin(url: str) -> tuple[str, str]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+class _KeepCredentialsHome(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect as urllib does, but never carries the bearer token to another
+    origin (scheme, host and port): a redirect elsewhere gets the request without it."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            new.remove_header("Authorization")
+        return new
+
+
+_OPENER = urllib.request.build_opener(_KeepCredentialsHome)
+
+
 def urllib_transport(
     method: str, url: str, headers: dict[str, str], data: bytes | None, timeout: float
 ) -> Answer:
     request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:
+        with _OPENER.open(request, timeout=timeout) as resp:
             return Answer(resp.status, dict(resp.headers.items()), resp.read())
     except urllib.error.HTTPError as err:
         return Answer(err.code, dict(err.headers.items()) if err.headers else {}, err.read())
@@ -138,6 +167,15 @@ class Claim:
         return str(self.lease["id"])
 
 
+def _private_to_this_machine(url: str) -> bool:
+    """True for https, and for plain http to this machine's loopback (the local stack)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() != "http":
+        return True
+    host = (parts.hostname or "").lower()
+    return host == "localhost" or host.startswith("127.") or host == "::1"
+
+
 class Client:
     def __init__(
         self,
@@ -150,6 +188,11 @@ class Client:
     ):
         base = api.rstrip("/")
         self.base = base if base.endswith("/api/v1") else f"{base}/api/v1"
+        if transport is None and not _private_to_this_machine(self.base):
+            warnings.warn(
+                f"{api}: plain http to another host; the token travels unencrypted (use https)",
+                stacklevel=2,
+            )
         self.token = token
         self.timeout = timeout
         self.retries = retries
