@@ -279,3 +279,30 @@ def test_the_same_sqs_record_handled_by_8_threads_mints_one_lease_per_matching_r
     assert len(_leases(svc, "OPS")) == 1 and len(_leases(svc, "SALES")) == 1
     stored = sorted(key for bucket, key in s3.objects if bucket == "attachments")
     assert len(stored) == 2 and all(k.startswith("email/race0000message/att_") for k in stored)
+
+
+def test_an_event_ids_record_expires_and_a_record_past_its_time_is_written_anew(
+    rig: Rig,
+) -> None:
+    """`POST /events` remembers an event_id's leases for a week, then the row expires like
+    every row nobody needs any more: a member posting endless ids leaves nothing behind for
+    good. DynamoDB's TTL deletes late, so a record past its time reads as absent and is
+    written over."""
+    from tenure.app.rules.firings import EVENT_ID_KEPT_S
+    from tenure.store.keys import TTL_ATTRIBUTE, event_record_key
+
+    svc = _world(rig)
+    svc.rules.create_rule(ADMIN, "OPS", "deploys", "ops", {"kind": "space"}, {"topic": "deploy"})
+    first = [x.id for x in svc.firings.post_event(MEMBER, "OPS", "deploy", {}, None, "ev-ttl")]
+    row = rig.store.rows.get(event_record_key("OPS", "ev-ttl"))
+    assert row is not None
+    assert row[TTL_ATTRIBUTE] == rig.clock.now_ms() // 1000 + EVENT_ID_KEPT_S
+    rig.clock.advance(EVENT_ID_KEPT_S - 60)
+    again = [x.id for x in svc.firings.post_event(MEMBER, "OPS", "deploy", {}, None, "ev-ttl")]
+    assert again == first, "within its week a repeat answers the same leases"
+    rig.clock.advance(120)
+    store = svc.rules.rule_store
+    now_s = rig.clock.now_ms() // 1000
+    assert store.get_event_record("OPS", "ev-ttl", now_s) is None, "past its time: absent"
+    store.put_event_record("OPS", "ev-ttl", ["lease_x"], now_s + 60, now_s)
+    assert store.get_event_record("OPS", "ev-ttl", now_s) == ["lease_x"]

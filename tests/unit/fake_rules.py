@@ -14,7 +14,8 @@ from tenure.domain.rules.rule import Rule
 class _RuleTables:
     rules: dict[str, Rule] = field(default_factory=dict)
     names: dict[tuple[str, str], str] = field(default_factory=dict)
-    event_records: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # (space, event id) → (the lease ids it minted, when the record expires, epoch seconds)
+    event_records: dict[tuple[str, str], tuple[list[str], int]] = field(default_factory=dict)
     addresses: dict[str, Address] = field(default_factory=dict)
     # (rule id, hour) → [firings counted, first refusal recorded]
     hours: dict[tuple[str, str], list[int]] = field(default_factory=dict)
@@ -92,15 +93,20 @@ class FakeRules:
         found = sorted((r for r in rules if r.kind == "scheduled"), key=lambda r: (r.space, r.id))
         return [copy.deepcopy(r) for r in found[:limit]]
 
-    def get_event_record(self, space: str, event_id: str) -> list[str] | None:
+    def get_event_record(self, space: str, event_id: str, now_s: int) -> list[str] | None:
         record = self.rule_tables.event_records.get((space, event_id))
-        return list(record) if record is not None else None
+        if record is None or record[1] <= now_s:
+            return None
+        return list(record[0])
 
-    def put_event_record(self, space: str, event_id: str, lease_ids: list[str]) -> None:
+    def put_event_record(
+        self, space: str, event_id: str, lease_ids: list[str], expires_at: int, now_s: int
+    ) -> None:
         records = self.rule_tables.event_records
-        if (space, event_id) in records:
+        held = records.get((space, event_id))
+        if held is not None and held[1] >= now_s:
             raise AlreadyExists(f"event {event_id} was already recorded")
-        records[(space, event_id)] = list(lease_ids)
+        records[(space, event_id)] = (list(lease_ids), expires_at)
 
     def put_address(self, address: Address) -> Address:
         held = self.rule_tables.addresses.get(address.address)

@@ -343,6 +343,8 @@ CLAIM_NAMES = "lease_id = :expect_lease"
 IS_NEW = "attribute_not_exists(PK)"
 # An idempotency key is taken when new, when its record has expired (TTL deletes lazily), or
 # when the request that took it never answered and its lock has passed.
+# An event id's record: new, or one whose time has passed (TTL deletes lazily).
+NEW_OR_EXPIRED = f"attribute_not_exists(PK) OR {TTL_ATTRIBUTE} < :now_s"
 TAKE_REQUEST = (
     f"attribute_not_exists(PK) OR {TTL_ATTRIBUTE} < :now_s"
     " OR (attribute_not_exists(answer) AND locked_until < :now_ms)"

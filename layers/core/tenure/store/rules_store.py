@@ -158,14 +158,23 @@ class DynamoRuleStore(DynamoStore):
         }
         return [by_id[i] for i in ids if i in by_id]
 
-    def get_event_record(self, space: str, event_id: str) -> list[str] | None:
+    def get_event_record(self, space: str, event_id: str, now_s: int) -> list[str] | None:
         row = self.rows.get(k.event_record_key(space, event_id))
-        return [str(i) for i in row.get("lease_ids", [])] if row else None
+        if row is None or int(row.get(k.TTL_ATTRIBUTE, now_s + 1)) <= now_s:
+            return None
+        return [str(i) for i in row.get("lease_ids", [])]
 
-    def put_event_record(self, space: str, event_id: str, lease_ids: list[str]) -> None:
-        item = {**k.event_record_key(space, event_id), "lease_ids": lease_ids}
+    def put_event_record(
+        self, space: str, event_id: str, lease_ids: list[str], expires_at: int, now_s: int
+    ) -> None:
+        item = {
+            **k.event_record_key(space, event_id),
+            "lease_ids": lease_ids,
+            k.TTL_ATTRIBUTE: expires_at,
+        }
         try:
-            self._put_single(self._put_op(item, k.IS_NEW)["Put"])
+            put = self._put_op(item, k.NEW_OR_EXPIRED, values=_values(now_s=now_s))
+            self._put_single(put["Put"])
         except Conflict as lost:
             raise AlreadyExists(f"event {event_id} was already recorded") from lost
 

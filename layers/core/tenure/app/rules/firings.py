@@ -50,6 +50,9 @@ VIRUS_REFUSALS = "email_virus_refusals"
 FAIL = "FAIL"
 # An hour's firing counter is kept this long past its hour (DynamoDB's TTL deletes it).
 HOUR_COUNTER_KEEP_S = 2 * 86_400
+# How long `POST /events` remembers an event_id's leases: a repeat within it answers them
+# again and mints nothing (its record then expires, as every row nobody needs any more does).
+EVENT_ID_KEPT_S = 7 * 86_400
 
 
 @dataclass(frozen=True)
@@ -118,8 +121,9 @@ class Firings:
             )
         self.kernel.space(space)
         r.refuse_tokens(data, "the event's data")
+        now_s = self.kernel.clock.now_ms() // 1000
         if event_id is not None:
-            seen = self.rules.rule_store.get_event_record(space, event_id)
+            seen = self.rules.rule_store.get_event_record(space, event_id, now_s)
             if seen is not None:
                 return self._leases_in_order(seen)
         occasion = f"event:{space}:{event_id}" if event_id is not None else None
@@ -128,10 +132,13 @@ class Firings:
         ).leases
         if event_id is None:
             return leases
+        minted = [lease.id for lease in leases]
         try:
-            self.rules.rule_store.put_event_record(space, event_id, [lease.id for lease in leases])
+            self.rules.rule_store.put_event_record(
+                space, event_id, minted, now_s + EVENT_ID_KEPT_S, now_s
+            )
         except AlreadyExists:
-            seen = self.rules.rule_store.get_event_record(space, event_id) or []
+            seen = self.rules.rule_store.get_event_record(space, event_id, now_s) or []
             return self._leases_in_order(seen)
         return leases
 

@@ -39,12 +39,16 @@ class RuleStore(Protocol):
         """Every scheduled rule, enabled or not, at most `limit` (one Query, no Scan)."""
         ...
 
-    def get_event_record(self, space: str, event_id: str) -> list[str] | None:
-        """The lease ids an event already minted, or None when it was never recorded."""
+    def get_event_record(self, space: str, event_id: str, now_s: int) -> list[str] | None:
+        """The lease ids an event already minted, or None when it was never recorded or its
+        record has expired (at `now_s`, epoch seconds)."""
         ...
 
-    def put_event_record(self, space: str, event_id: str, lease_ids: list[str]) -> None:
-        """Record an event's leases once; AlreadyExists when it already was."""
+    def put_event_record(
+        self, space: str, event_id: str, lease_ids: list[str], expires_at: int, now_s: int
+    ) -> None:
+        """Record an event's leases until `expires_at` (epoch seconds); AlreadyExists when a
+        record that has not expired by `now_s` is there already."""
         ...
 
     def put_address(self, address: Address) -> Address:
