@@ -70,7 +70,7 @@ def test_an_unknown_pool_or_a_pool_of_another_space_is_validation_failed(rig: Ri
     rig.svc.setup.create_pool(
         ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
     )
-    with pytest.raises(ValidationFailed, match=r"^pool: 'theirs' belongs to space 'OTHER'"):
+    with pytest.raises(ValidationFailed, match=r"^pool: 'theirs' is not a pool of space 'OPS'$"):
         make_rule(rig, pool="theirs")
 
 

@@ -479,7 +479,8 @@ class Kernel:
     def pool_in_space(self, name: str, space: str) -> Pool:
         pool = self.fresh_pool(name)  # a new run pins the pool's version as it is now
         if pool.space != space:
-            raise ValidationFailed(f"pool: {name!r} belongs to space {pool.space!r}, not {space!r}")
+            # Names only what the caller sent and its own space: never whose pool it is.
+            raise ValidationFailed(f"pool: {name!r} is not a pool of space {space!r}")
         return pool
 
 

@@ -174,7 +174,7 @@ class Force:
         elif actor.kind == "worker":
             authz.require_worker(actor, lease.pool)
         elif lease.space != own_space:
-            raise Forbidden(f"the lease token may not act in space {lease.space!r}")
+            raise Forbidden("a lease token acts only in its own lease's space")
 
     def _force(self, actor: Principal, lease: Lease, action: Action, reason: str | None) -> Lease:
         to = move(lease.id, lease.state, lease.revoke, action)

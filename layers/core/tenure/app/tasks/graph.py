@@ -170,12 +170,9 @@ class Graph:
 
     def _linked_task(self, task_id: str, space: str, field: str) -> Task:
         found = self.kernel.store.get_task(task_id) if len(task_id) <= 128 else None
-        if found is None:
-            raise ValidationFailed(f"{field}: task {task_id} does not exist")
-        if found.space != space:
-            raise ValidationFailed(
-                f"{field}: task {task_id} is in space {found.space!r}, not {space!r}"
-            )
+        if found is None or found.space != space:
+            # One answer for both: a task of another space is not told apart from none.
+            raise ValidationFailed(f"{field}: task {task_id} is not a task of space {space!r}")
         return found
 
     # ------------------------------------------------------------------ reading
