@@ -1,0 +1,238 @@
+"""The inbound service from an SQS record body to its leases, on the fake store and an S3 in
+memory: what it reads, what it stores in the attachments bucket, and what it mints.
+
+Any sender on the internet may mail any address at the domain with 20 attachments; they are
+stored only for a mail that mints at least one lease, so a mail nobody receives, that no rule
+matches, that SES judged spam or that a rule's hourly cap refuses leaves nothing behind."""
+
+from __future__ import annotations
+
+import io
+import json
+from email.message import EmailMessage
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from tenure.app.artifacts.attachments import email_attachment_key
+from tenure.domain.model import Lease
+from tenure.triggers.inbound.mime import MAX_ATTACHMENTS
+from tenure.triggers.inbound.service import InboundEmail
+from tenure_cli.local.email_send import notification
+
+from tests.unit.rules_support import TASK_SUBJECT, inbox_trigger
+from tests.unit.support import ADMIN, POOL, SPACE, Rig
+
+INBOX = "ops@in.example.com"
+INBOUND = "tenure-inbound"
+ATTACHMENTS = "tenure-attachments"
+TOPIC = "arn:aws:sns:us-east-1:123456789012:tenure-inbound-mail"
+ATTACHMENT_BYTES = 200_000
+
+
+class MemoryS3:
+    """The two S3 calls the inbound service makes, counted."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], bytes] = {}
+        self.gets: list[str] = []
+        self.puts: list[tuple[str, str, int]] = []
+
+    def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:
+        self.gets.append(Key)
+        if (Bucket, Key) not in self.objects:
+            raise ClientError({"Error": {"Code": "NoSuchKey"}}, "GetObject")
+        return {"Body": io.BytesIO(self.objects[(Bucket, Key)])}
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes, **_: Any) -> dict[str, Any]:
+        self.puts.append((Bucket, Key, len(Body)))
+        self.objects[(Bucket, Key)] = Body
+        return {}
+
+    def written(self) -> tuple[int, int]:
+        """(objects, bytes) written to the attachments bucket."""
+        sizes = [size for bucket, _, size in self.puts if bucket == ATTACHMENTS]
+        return len(sizes), sum(sizes)
+
+
+class Reads:
+    """Every read the email path makes of the table, by method, in call order."""
+
+    METHODS = ("address_owners", "inbound_rules", "get_job", "get_lease", "get_space", "get_pool")
+
+    def __init__(self, rig: Rig) -> None:
+        self.calls: list[str] = []
+        for name in self.METHODS:
+            self._wrap(rig, name)
+
+    def _wrap(self, rig: Rig, name: str) -> None:
+        real = getattr(rig.store, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return real(*args, **kwargs)
+
+        setattr(rig.store, name, counted)
+
+
+def raw_mail(attachments: int = MAX_ATTACHMENTS, subject: str = "invoice 42") -> bytes:
+    message = EmailMessage()
+    message["From"] = "Alice <alice@partner.example>"
+    message["To"] = INBOX
+    message["Subject"] = subject
+    message["Message-ID"] = "<m@partner.example>"
+    message.set_content("please see the attached files")
+    for n in range(attachments):
+        message.add_attachment(
+            bytes([n]) * ATTACHMENT_BYTES,
+            maintype="application",
+            subtype="octet-stream",
+            filename=f"file-{n}.bin",
+        )
+    return message.as_bytes()
+
+
+def sns_body(
+    s3: MemoryS3,
+    raw: bytes,
+    message_id: str,
+    recipients: list[str],
+    **verdicts: str | None,
+) -> str:
+    """The SQS record body SES → SNS → SQS delivers for `raw`, stored as SES's S3 action
+    stores it; a verdict given as None is left out of the notification."""
+    note = notification(raw, message_id, INBOUND, TOPIC, recipients)
+    for name, status in verdicts.items():
+        if status is None:
+            del note["receipt"][f"{name}Verdict"]
+        else:
+            note["receipt"][f"{name}Verdict"] = {"status": status}
+    s3.objects[(INBOUND, note["receipt"]["action"]["objectKey"])] = raw
+    return json.dumps(
+        {
+            "Type": "Notification",
+            "MessageId": f"sns-{message_id}",
+            "TopicArn": TOPIC,
+            "Subject": "Amazon SES Email Receipt Notification",
+            "Message": json.dumps(note),
+            "Timestamp": "2026-11-30T06:55:05.533Z",
+            "SignatureVersion": "1",
+            "Signature": "c2lnbmF0dXJl",
+            "SigningCertURL": "https://sns.us-east-1.amazonaws.com/cert.pem",
+            "UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe",
+        }
+    )
+
+
+@pytest.fixture
+def s3() -> MemoryS3:
+    return MemoryS3()
+
+
+@pytest.fixture
+def inbound(rig: Rig, s3: MemoryS3) -> InboundEmail:
+    rig.svc.addresses.add_address(ADMIN, SPACE, INBOX)
+    return InboundEmail(rig.svc, s3, ATTACHMENTS)
+
+
+def rule(rig: Rig, name: str = "inbox", **kw: Any) -> None:
+    trigger = kw.pop("trigger", inbox_trigger(to=INBOX))
+    rig.svc.rules.create_rule(ADMIN, SPACE, name, POOL, TASK_SUBJECT, trigger, **kw)
+
+
+def trigger_data(rig: Rig, lease: Lease) -> dict[str, Any]:
+    job = rig.store.get_job(lease.job_id)
+    assert job is not None and job.trigger is not None
+    return dict(job.trigger["data"])
+
+
+# --- attachments are stored only for mail that mints -----------------------------------------
+
+
+def test_mail_to_an_address_no_space_owns_judged_spam_stores_nothing_and_reads_nothing(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    rule(rig, accept_spam=True)
+    reads = Reads(rig)
+    body = sns_body(s3, raw_mail(), "m-unowned", ["nobody@in.example.com"], spam="FAIL")
+    received = inbound.receive(body)
+    assert (len(received.leases), s3.written()) == (0, (0, 0))
+    # Nobody receives it: the owners' one batch read decides it, and the mail is not read.
+    assert (reads.calls, s3.gets) == (["address_owners"], [])
+
+
+def test_mail_no_rule_matches_stores_nothing(rig: Rig, s3: MemoryS3, inbound: InboundEmail) -> None:
+    rule(rig, trigger=inbox_trigger(to=INBOX, subject_contains="urgent"))
+    received = inbound.receive(sns_body(s3, raw_mail(), "m-nomatch", [INBOX]))
+    assert (received.leases, s3.written()) == ([], (0, 0))
+
+
+def test_spam_for_rules_that_do_not_accept_it_stores_nothing(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    rule(rig)
+    received = inbound.receive(sns_body(s3, raw_mail(), "m-spam", [INBOX], spam="FAIL"))
+    assert (received.leases, len(received.skipped_spam), s3.written()) == ([], 1, (0, 0))
+
+
+def test_mail_past_a_rules_hourly_cap_stores_nothing(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    rule(rig, max_firings_per_hour=1)
+    assert len(inbound.receive(sns_body(s3, raw_mail(0), "m-first", [INBOX])).leases) == 1
+    received = inbound.receive(sns_body(s3, raw_mail(), "m-capped", [INBOX]))
+    assert (received.leases, len(received.rate_limited), s3.written()) == ([], 1, (0, 0))
+
+
+def test_mail_for_an_archived_spaces_rule_stores_nothing(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    rule(rig)
+    rig.svc.pools.archive_space(ADMIN, SPACE)
+    received = inbound.receive(sns_body(s3, raw_mail(), "m-archived", [INBOX]))
+    assert (received.leases, len(received.skipped_archived), s3.written()) == ([], 1, (0, 0))
+
+
+def test_a_minting_mail_stores_its_attachments_once_and_a_redelivery_stores_none(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    rule(rig, "first")
+    rule(rig, "second")
+    body = sns_body(s3, raw_mail(), "m-minted", [INBOX])
+    first = inbound.receive(body)
+    assert len(first.leases) == 2
+    assert s3.written() == (MAX_ATTACHMENTS, MAX_ATTACHMENTS * ATTACHMENT_BYTES)
+    data = trigger_data(rig, first.leases[0])
+    for att in data["attachments"]:
+        key = email_attachment_key("m-minted", att["attachment_id"])
+        assert len(s3.objects[(ATTACHMENTS, key)]) == att["byte_size"] == ATTACHMENT_BYTES
+    again = inbound.receive(body)
+    assert [x.id for x in again.leases] == [x.id for x in first.leases]
+    assert s3.written() == (MAX_ATTACHMENTS, MAX_ATTACHMENTS * ATTACHMENT_BYTES)
+
+
+def test_a_rule_that_fires_on_a_later_delivery_names_the_same_stored_attachments(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    rule(rig, "first")
+    body = sns_body(s3, raw_mail(2), "m-later", [INBOX])
+    first = inbound.receive(body)
+    rule(rig, "second")  # made after the first delivery: the redelivery fires it
+    again = inbound.receive(body)
+    assert len(again.leases) == 2 and again.leases[0].id == first.leases[0].id
+    ids = [
+        [a["attachment_id"] for a in trigger_data(rig, lease)["attachments"]]
+        for lease in again.leases
+    ]
+    assert ids[0] == ids[1] and len(ids[0]) == 2
+    assert all((ATTACHMENTS, email_attachment_key("m-later", i)) in s3.objects for i in ids[0])
+
+
+def test_the_table_reads_of_a_minting_mail_are_those_of_its_decision_and_its_mint(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    rule(rig)
+    reads = Reads(rig)
+    inbound.receive(sns_body(s3, raw_mail(1), "m-reads", [INBOX]))
+    assert reads.calls == ["address_owners", "inbound_rules", "get_space", "get_job", "get_pool"]
+    assert len(s3.gets) == 1
