@@ -97,11 +97,15 @@ def sns_body(
     raw: bytes,
     message_id: str,
     recipients: list[str],
+    source: str | None = None,
     **verdicts: str | None,
 ) -> str:
     """The SQS record body SES → SNS → SQS delivers for `raw`, stored as SES's S3 action
-    stores it; a verdict given as None is left out of the notification."""
+    stores it; `source` is the envelope's MAIL FROM; a verdict given as None is left out of
+    the notification."""
     note = notification(raw, message_id, INBOUND, TOPIC, recipients)
+    if source is not None:
+        note["mail"]["source"] = note["mail"]["commonHeaders"]["returnPath"] = source
     for name, status in verdicts.items():
         if status is None:
             del note["receipt"][f"{name}Verdict"]
@@ -236,3 +240,44 @@ def test_the_table_reads_of_a_minting_mail_are_those_of_its_decision_and_its_min
     inbound.receive(sns_body(s3, raw_mail(1), "m-reads", [INBOX]))
     assert reads.calls == ["address_owners", "inbound_rules", "get_space", "get_job", "get_pool"]
     assert len(s3.gets) == 1
+
+
+# --- the sender is the one address of the From header, never the envelope's MAIL FROM ---------
+
+VIP = "ceo@bank.example"
+
+
+def headers_only(*lines: str) -> bytes:
+    return ("\r\n".join([*lines, f"To: {INBOX}", "Subject: wire the money", "", "now"])).encode()
+
+
+@pytest.mark.parametrize(
+    ("raw", "warning"),
+    [
+        (headers_only(), None),  # no From header: SES's MAIL FROM is the sender's own say
+        (headers_only("From: not an address"), "from header holds no readable address"),
+    ],
+    ids=["no-from", "unreadable"],
+)
+def test_a_from_rule_never_matches_a_sender_the_from_header_does_not_name_alone(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail, raw: bytes, warning: str | None
+) -> None:
+    rule(rig, "vip", trigger=inbox_trigger(to=INBOX, **{"from": VIP}))
+    rule(rig, "all")
+    body = sns_body(s3, raw, "m-spoof", [INBOX], source=VIP)  # DMARC PASS, as notification()
+    received = inbound.receive(body)
+    (lease,) = received.leases  # the rule without `from` still files the mail
+    assert trigger_data(rig, lease)["from"] == ""
+    if warning is not None:
+        assert any(warning in w for w in received.warnings), received.warnings
+
+
+def test_a_from_header_naming_one_address_is_the_sender(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    rule(rig, "vip", trigger=inbox_trigger(to=INBOX, **{"from": VIP}))
+    raw = headers_only(f"From: The CEO <{VIP.upper()}>")
+    body = sns_body(s3, raw, "m-vip", [INBOX], source="bounce@mta.example")
+    (lease,) = inbound.receive(body).leases
+    data = trigger_data(rig, lease)
+    assert (data["from"], data["from_name"]) == (VIP, "The CEO")

@@ -157,7 +157,9 @@ def trigger_data(
     body = parsed.body
     data: dict[str, Any] = {
         "message_id": mail.message_id,
-        "from": parsed.from_address or mail.source.lower(),
+        # The From header's one address, or "" (which no `match.from` holds for). Never the
+        # envelope's MAIL FROM: DMARC vouches for the From header's domain, not for it.
+        "from": parsed.from_address,
         "from_name": parsed.from_name,
         "to": list(parsed.to),
         "cc": list(parsed.cc),
