@@ -256,8 +256,11 @@ def headers_only(*lines: str) -> bytes:
     [
         (headers_only(), None),  # no From header: SES's MAIL FROM is the sender's own say
         (headers_only("From: not an address"), "from header holds no readable address"),
+        (headers_only(f"From: {VIP}", "From: mallory@evil.example"), "2 From headers"),
+        (headers_only(f"From: {VIP}, mallory@evil.example"), "names 2 addresses"),
+        (headers_only(f"From: {VIP} <mallory@evil.example>"), "no single readable address"),
     ],
-    ids=["no-from", "unreadable"],
+    ids=["no-from", "unreadable", "two-headers", "two-addresses", "address-as-display-name"],
 )
 def test_a_from_rule_never_matches_a_sender_the_from_header_does_not_name_alone(
     rig: Rig, s3: MemoryS3, inbound: InboundEmail, raw: bytes, warning: str | None
