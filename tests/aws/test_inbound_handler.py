@@ -339,13 +339,17 @@ def _stored(aws: Aws) -> tuple[int, int]:
 
 
 def _raw_record(
-    aws: Aws, raw: bytes, ses_id: str, recipients: list[str], **verdicts: str
+    aws: Aws, raw: bytes, ses_id: str, recipients: list[str], **verdicts: str | None
 ) -> dict[str, Any]:
+    """One record for `raw`, its object stored; a verdict given as None is left out."""
     from tenure_cli.local.email_send import notification
 
     note = notification(raw, ses_id, BUCKET, "arn:aws:sns:us-east-1:123456789012:t", recipients)
     for verdict, status in verdicts.items():
-        note["receipt"][f"{verdict}Verdict"] = {"status": status}
+        if status is None:
+            del note["receipt"][f"{verdict}Verdict"]
+        else:
+            note["receipt"][f"{verdict}Verdict"] = {"status": status}
     aws.s3.put_object(Bucket=BUCKET, Key=note["receipt"]["action"]["objectKey"], Body=raw)
     return {"Records": [_record(json.dumps(note), ses_id)]}
 
@@ -375,3 +379,35 @@ def test_mail_that_mints_stores_its_attachments_and_a_redelivery_mints_nothing_n
     (lease,) = _leases(aws, "OPS")
     assert len(_trigger(aws, lease)["data"]["attachments"]) == 20
     assert _stored(aws) == (20, 4_000_000)
+
+
+@pytest.mark.parametrize(
+    ("virus", "stored"),
+    [("PASS", 3), ("GRAY", 0), ("PROCESSING_FAILED", 0), ("DISABLED", 0), (None, 0)],
+)
+def test_only_a_mail_scanned_clean_has_its_attachments_stored_and_listed(
+    aws: Aws, virus: str | None, stored: int
+) -> None:
+    _inbox(aws, "OPS", "triage", "intake@inbound.tenure.example")
+    raw = _many_attachments("intake@inbound.tenure.example", count=3, size=1000)
+    event = _raw_record(aws, raw, "scan", ["intake@inbound.tenure.example"], virus=virus)
+    assert handler.handle(event, None) == {"batchItemFailures": []}
+    (lease,) = _leases(aws, "OPS")
+    data = _trigger(aws, lease)["data"]
+    assert len(data["attachments"]) == stored and data["body"].startswith("see attached")
+    assert data.get("attachments_withheld") == (None if stored else "virus_unscanned")
+    assert _stored(aws) == (stored, stored * 1000)
+    assert len(aws.svc.attachments.list_attachments(ADMIN, lease.id)) == stored
+
+
+def test_attachments_withheld_are_logged_as_a_warning(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _inbox(aws, "OPS", "triage", "intake@inbound.tenure.example")
+    said: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(handler.logger, "warning", lambda msg, extra: said.append((msg, extra)))
+    raw = _many_attachments("intake@inbound.tenure.example", count=1, size=10)
+    event = _raw_record(aws, raw, "gray", ["intake@inbound.tenure.example"], virus="GRAY")
+    assert handler.handle(event, None) == {"batchItemFailures": []}
+    ((message, extra),) = said
+    assert "without its attachments" in message and extra["reason"] == "virus_unscanned"

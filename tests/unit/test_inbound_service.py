@@ -284,3 +284,44 @@ def test_a_from_header_naming_one_address_is_the_sender(
     (lease,) = inbound.receive(body).leases
     data = trigger_data(rig, lease)
     assert (data["from"], data["from_name"]) == (VIP, "The CEO")
+
+
+# --- attachments only from a mail SES scanned clean --------------------------------------------
+
+
+@pytest.mark.parametrize("virus", ["GRAY", "PROCESSING_FAILED", "DISABLED", None])
+def test_a_mail_not_scanned_clean_mints_without_its_attachments(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail, virus: str | None
+) -> None:
+    rule(rig)
+    body = sns_body(s3, raw_mail(3), f"m-{virus}", [INBOX], virus=virus)
+    received = inbound.receive(body)
+    (lease,) = received.leases
+    data = trigger_data(rig, lease)
+    assert (data["attachments"], data["attachments_withheld"]) == ([], "virus_unscanned")
+    assert data["body"] == "please see the attached files"  # the text still flows
+    assert data["verdicts"]["virus"] == virus
+    assert received.attachments_withheld == "virus_unscanned"
+    assert s3.written() == (0, 0)
+    again = inbound.receive(body)
+    assert [x.id for x in again.leases] == [lease.id] and s3.written() == (0, 0)
+
+
+def test_a_mail_scanned_clean_mints_with_its_attachments(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    rule(rig)
+    received = inbound.receive(sns_body(s3, raw_mail(3), "m-pass", [INBOX], virus="PASS"))
+    (lease,) = received.leases
+    data = trigger_data(rig, lease)
+    assert len(data["attachments"]) == 3 and "attachments_withheld" not in data
+    assert received.attachments_withheld is None
+    assert s3.written() == (3, 3 * ATTACHMENT_BYTES)
+
+
+def test_a_mail_with_a_virus_is_not_read_and_mints_nothing(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    rule(rig)
+    received = inbound.receive(sns_body(s3, raw_mail(3), "m-virus", [INBOX], virus="FAIL"))
+    assert (received.leases, received.refused, s3.gets, s3.written()) == ([], "virus", [], (0, 0))

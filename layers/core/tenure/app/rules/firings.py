@@ -48,7 +48,13 @@ ARCHIVED_SKIPS = "archived_rule_skips"
 RATE_LIMITED = "rule_rate_limited"
 SPAM_SKIPS = "email_spam_skips"
 VIRUS_REFUSALS = "email_virus_refusals"
+# Emails minted without their attachments, SES not having scanned them clean.
+ATTACHMENTS_WITHHELD = "email_attachments_withheld"
 FAIL = "FAIL"
+PASS = "PASS"
+# Why an email's trigger data lists no attachments though the mail had some: SES's virus
+# verdict is not PASS (GRAY, PROCESSING_FAILED, DISABLED, or none at all).
+VIRUS_UNSCANNED = "virus_unscanned"
 # An hour's firing counter is kept this long past its hour (DynamoDB's TTL deletes it).
 HOUR_COUNTER_KEEP_S = 2 * 86_400
 # How long `POST /events` remembers an event_id's leases: a repeat within it answers them
@@ -68,6 +74,8 @@ class Fired:
     skipped_spam: list[str] = field(default_factory=list)
     # Why nothing at all was minted for the occasion ("virus"), or None.
     refused: str | None = None
+    # Why an email's leases carry none of its attachments ("virus_unscanned"), or None.
+    attachments_withheld: str | None = None
 
 
 @dataclass(frozen=True)
@@ -208,8 +216,11 @@ class Firings:
         most once per (SES messageId, rule). `data` is the trigger data the inbound function
         built from SES's notification: its `recipients` are the ones SES received the mail
         for, and a rule receives only those its own space owns (`candidates`, read from them
-        when not given); its `verdicts` are SES's. A virus mints nothing; spam mints only for
-        rules that accept it; `from` counts only under a DMARC PASS (Match.holds_email).
+        when not given); its `verdicts` are SES's. A virus mints nothing; a mail SES did not
+        scan clean (a virus verdict other than PASS, or none) mints without its attachments,
+        which are neither listed nor stored (`attachments_withheld: "virus_unscanned"`); spam
+        mints only for rules that accept it; `from` counts only under a DMARC PASS
+        (Match.holds_email).
 
         `store_attachments` puts the mail's attachments where its trigger data says they are.
         It is called once, after every judgement (owners, match, spam, archived space, hourly
@@ -219,6 +230,12 @@ class Firings:
         if verdicts.get("virus") == FAIL:
             self.kernel.counters[VIRUS_REFUSALS] += 1
             return Fired([], [], refused="virus")
+        withheld: str | None = None
+        if verdicts.get("virus") != PASS:
+            store_attachments = None
+            if data.get("attachments"):
+                withheld = VIRUS_UNSCANNED
+                data = {**data, "attachments": [], "attachments_withheld": withheld}
         if candidates is None:
             candidates = self.email_candidates(data.get("recipients") or [])
         spam = verdicts.get("spam") == FAIL
@@ -241,7 +258,15 @@ class Firings:
             data,
             store_attachments,
         )
-        return Fired(fired.leases, fired.skipped_archived, fired.rate_limited, skipped_spam)
+        if withheld is not None and fired.leases:
+            self.kernel.counters[ATTACHMENTS_WITHHELD] += 1
+        return Fired(
+            fired.leases,
+            fired.skipped_archived,
+            fired.rate_limited,
+            skipped_spam,
+            attachments_withheld=withheld if fired.leases else None,
+        )
 
     def _fire_all(
         self,

@@ -9,7 +9,8 @@ messageId, rule), however often SQS redelivers the record (Firings, app/rules/fi
 Nothing is read or kept for mail nobody receives: when no space owns a recipient, or no rule
 of the owning space names it, the mail is acknowledged without being read. A mail SES found a
 virus in goes no further than its envelope: nothing is parsed, stored or minted, and its object
-stays in the inbound bucket for whoever looks.
+stays in the inbound bucket for whoever looks. One SES did not scan clean (a virus verdict
+other than PASS) mints without its attachments, none of them stored (Firings.fire_email).
 
 Where an email's attachments live: each is stored once per message at
 `email/<SES messageId>/<attachment_id>` in the attachments bucket, and only when the mail
@@ -68,6 +69,9 @@ class Received:
     skipped_spam: tuple[str, ...] = ()
     # "virus" when SES's virus verdict is FAIL: nothing read, stored or minted.
     refused: str | None = None
+    # "virus_unscanned" when SES's virus verdict is not PASS: the leases name no attachment
+    # and none was stored.
+    attachments_withheld: str | None = None
 
     @property
     def matched(self) -> bool:
@@ -114,6 +118,7 @@ class InboundEmail:
             tuple(fired.rate_limited),
             tuple(fired.skipped_spam),
             fired.refused,
+            fired.attachments_withheld,
         )
 
     def _raw(self, mail: InboundMail) -> bytes:
