@@ -167,8 +167,11 @@ def test_mail_to_an_address_no_space_owns_judged_spam_stores_nothing_and_reads_n
 
 def test_mail_no_rule_matches_stores_nothing(rig: Rig, s3: MemoryS3, inbound: InboundEmail) -> None:
     rule(rig, trigger=inbox_trigger(to=INBOX, subject_contains="urgent"))
+    reads = Reads(rig)
     received = inbound.receive(sns_body(s3, raw_mail(), "m-nomatch", [INBOX]))
     assert (received.leases, s3.written()) == ([], (0, 0))
+    # The reads it took before attachments were judged: the owners, the index, the mail.
+    assert (reads.calls, len(s3.gets)) == (["address_owners", "inbound_rules"], 1)
 
 
 def test_spam_for_rules_that_do_not_accept_it_stores_nothing(
