@@ -7,6 +7,7 @@ import copy
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -165,10 +166,20 @@ def test_a_missing_object_or_a_bad_body_fails_alone_and_the_rest_goes_through(aw
 
 
 def test_a_batch_whose_every_record_fails_reports_each_rather_than_crashing(aws: Aws) -> None:
+    _inbox(aws, "OPS", "triage", "ops@inbound.tenure.example")
+    _inbox(aws, "FIN", "invoices", "invoices@inbound.tenure.example")
     aws.s3.delete_object(Bucket=BUCKET, Key=OPS_KEY)
     aws.s3.delete_object(Bucket=BUCKET, Key=INVOICE_KEY)
     answer = handler.handle(batch(), None)
     assert len(answer["batchItemFailures"]) == 2
+
+
+def test_mail_nobody_receives_is_acknowledged_without_reading_its_object(aws: Aws) -> None:
+    # No space owns either recipient: the mail could fire nothing, so it is not read, and
+    # an object gone missing does not send it to the DLQ.
+    aws.s3.delete_object(Bucket=BUCKET, Key=OPS_KEY)
+    aws.s3.delete_object(Bucket=BUCKET, Key=INVOICE_KEY)
+    assert handler.handle(batch(), None) == {"batchItemFailures": []}
 
 
 def test_an_sns_subscription_confirmation_is_acknowledged(aws: Aws) -> None:
@@ -306,3 +317,97 @@ def test_a_mail_whose_to_header_names_an_address_ses_did_not_receive_it_for_matc
     event, _ = _eml_record(aws, "plain-text.eml", ["elsewhere@inbound.tenure.example"])
     assert handler.handle(event, None) == {"batchItemFailures": []}
     assert _leases(aws, "OPS") == []
+
+
+def _many_attachments(to: str, count: int = 20, size: int = 200_000) -> bytes:
+    message = EmailMessage()
+    message["From"] = "Alice <alice@partner.example>"
+    message["To"] = to
+    message["Subject"] = "files"
+    message.set_content("see attached")
+    for n in range(count):
+        message.add_attachment(
+            bytes([n]) * size, maintype="application", subtype="pdf", filename=f"f{n}.pdf"
+        )
+    return message.as_bytes()
+
+
+def _stored(aws: Aws) -> tuple[int, int]:
+    """(objects, bytes) in the attachments bucket."""
+    found = aws.s3.list_objects_v2(Bucket=ATTACHMENTS).get("Contents", [])
+    return len(found), sum(item["Size"] for item in found)
+
+
+def _raw_record(
+    aws: Aws, raw: bytes, ses_id: str, recipients: list[str], **verdicts: str | None
+) -> dict[str, Any]:
+    """One record for `raw`, its object stored; a verdict given as None is left out."""
+    from tenure_cli.local.email_send import notification
+
+    note = notification(raw, ses_id, BUCKET, "arn:aws:sns:us-east-1:123456789012:t", recipients)
+    for verdict, status in verdicts.items():
+        if status is None:
+            del note["receipt"][f"{verdict}Verdict"]
+        else:
+            note["receipt"][f"{verdict}Verdict"] = {"status": status}
+    aws.s3.put_object(Bucket=BUCKET, Key=note["receipt"]["action"]["objectKey"], Body=raw)
+    return {"Records": [_record(json.dumps(note), ses_id)]}
+
+
+def test_mail_nobody_receives_or_no_rule_fires_for_stores_no_attachment(aws: Aws) -> None:
+    _inbox(aws, "OPS", "triage", "intake@inbound.tenure.example")
+    stranger = "anyone@inbound.tenure.example"  # no space owns it
+    for ses_id, to, spam in (
+        ("flood-unowned", stranger, "FAIL"),
+        ("flood-unowned-clean", stranger, "PASS"),
+        ("flood-spam", "intake@inbound.tenure.example", "FAIL"),
+    ):
+        event = _raw_record(aws, _many_attachments(to), ses_id, [to], spam=spam)
+        assert handler.handle(event, None) == {"batchItemFailures": []}
+    assert _leases(aws, "OPS") == []
+    assert _stored(aws) == (0, 0)
+
+
+def test_mail_that_mints_stores_its_attachments_and_a_redelivery_mints_nothing_new(
+    aws: Aws,
+) -> None:
+    _inbox(aws, "OPS", "triage", "intake@inbound.tenure.example")
+    raw = _many_attachments("intake@inbound.tenure.example")
+    event = _raw_record(aws, raw, "flood-minted", ["intake@inbound.tenure.example"])
+    assert handler.handle(event, None) == {"batchItemFailures": []}
+    assert handler.handle(event, None) == {"batchItemFailures": []}
+    (lease,) = _leases(aws, "OPS")
+    assert len(_trigger(aws, lease)["data"]["attachments"]) == 20
+    assert _stored(aws) == (20, 4_000_000)
+
+
+@pytest.mark.parametrize(
+    ("virus", "stored"),
+    [("PASS", 3), ("GRAY", 0), ("PROCESSING_FAILED", 0), ("DISABLED", 0), (None, 0)],
+)
+def test_only_a_mail_scanned_clean_has_its_attachments_stored_and_listed(
+    aws: Aws, virus: str | None, stored: int
+) -> None:
+    _inbox(aws, "OPS", "triage", "intake@inbound.tenure.example")
+    raw = _many_attachments("intake@inbound.tenure.example", count=3, size=1000)
+    event = _raw_record(aws, raw, "scan", ["intake@inbound.tenure.example"], virus=virus)
+    assert handler.handle(event, None) == {"batchItemFailures": []}
+    (lease,) = _leases(aws, "OPS")
+    data = _trigger(aws, lease)["data"]
+    assert len(data["attachments"]) == stored and data["body"].startswith("see attached")
+    assert data.get("attachments_withheld") == (None if stored else "virus_unscanned")
+    assert _stored(aws) == (stored, stored * 1000)
+    assert len(aws.svc.attachments.list_attachments(ADMIN, lease.id)) == stored
+
+
+def test_attachments_withheld_are_logged_as_a_warning(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _inbox(aws, "OPS", "triage", "intake@inbound.tenure.example")
+    said: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(handler.logger, "warning", lambda msg, extra: said.append((msg, extra)))
+    raw = _many_attachments("intake@inbound.tenure.example", count=1, size=10)
+    event = _raw_record(aws, raw, "gray", ["intake@inbound.tenure.example"], virus="GRAY")
+    assert handler.handle(event, None) == {"batchItemFailures": []}
+    ((message, extra),) = said
+    assert "without its attachments" in message and extra["reason"] == "virus_unscanned"

@@ -229,3 +229,56 @@ def test_compressed_looking_payloads_are_not_inflated() -> None:
 )
 def test_html_to_text(html: str, text: str) -> None:
     assert html_to_text(html) == text
+
+
+@pytest.mark.parametrize(
+    ("raw", "warning"),
+    [
+        (
+            b"From: ceo@bank.example\nFrom: mallory@evil.example\nSubject: x\n\nbody\n",
+            "2 From headers; none is read as the sender",
+        ),
+        (
+            b"From: ceo@bank.example, Mallory <mallory@evil.example>\nSubject: x\n\nbody\n",
+            "from header names 2 addresses; none is read as the sender",
+        ),
+        (
+            b"From: team: ceo@bank.example, mallory@evil.example;\nSubject: x\n\nbody\n",
+            "from header names 2 addresses; none is read as the sender",
+        ),
+        # An address written as a display name: the parser reads the first and drops the real
+        # one, where a DMARC check may judge the domain in angle brackets.
+        (
+            b"From: ceo@bank.example <mallory@evil.example>\nSubject: x\n\nbody\n",
+            "from header holds no single readable address",
+        ),
+        (
+            b'From: "ceo@bank.example" <<>>\nSubject: x\n\nbody\n',
+            "from header holds no readable address",
+        ),
+    ],
+    ids=["two-headers", "two-addresses", "a-group", "address-as-name", "no-addr-spec"],
+)
+def test_a_from_that_does_not_name_one_sender_plainly_names_none(raw: bytes, warning: str) -> None:
+    mail = parse_mail(raw)
+    assert (mail.from_address, mail.from_name) == ("", "")
+    assert warning in mail.warnings
+
+
+@pytest.mark.parametrize(
+    ("header", "name", "address"),
+    [
+        (b"Maria Okafor <Maria@Partners.Example>", "Maria Okafor", "maria@partners.example"),
+        (b"maria@partners.example (Maria)", "", "maria@partners.example"),
+        (b"Dr. M. Okafor <maria@partners.example>", "Dr. M. Okafor", "maria@partners.example"),
+        (b'"Okafor, Maria" <maria@partners.example>', "Okafor, Maria", "maria@partners.example"),
+        (
+            b"=?utf-8?q?ceo=40bank=2Eexample?= <m@evil.example>",
+            "ceo@bank.example",
+            "m@evil.example",
+        ),
+    ],
+)
+def test_a_from_naming_one_sender_is_read(header: bytes, name: str, address: str) -> None:
+    mail = parse_mail(b"From: " + header + b"\nSubject: x\n\nbody\n")
+    assert (mail.from_name, mail.from_address, mail.warnings) == (name, address, ())

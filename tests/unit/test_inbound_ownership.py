@@ -176,3 +176,40 @@ def test_an_email_rule_must_name_match_to_and_limits_are_validated(world: Rig) -
         trigger={**inbox_trigger(to=[OPS_ADDRESS]), "accept_spam": True, "max_firings_per_hour": 5},
     )
     assert (rule.spam_accepted, rule.hourly_cap) == (True, 5)
+
+
+@pytest.mark.parametrize("virus", ["GRAY", "PROCESSING_FAILED", "DISABLED", None])
+def test_attachments_of_a_mail_not_scanned_clean_are_withheld_and_never_stored(
+    world: Rig, virus: str | None
+) -> None:
+    ops_rule(world)
+    stored: list[str] = []
+    attachment = {"attachment_id": "att_1", "filename": "a.pdf", "byte_size": 3}
+    verdicts = {"spam": "PASS", "virus": virus, "spf": "PASS", "dkim": "PASS", "dmarc": "PASS"}
+    data = mail("m1", verdicts=verdicts, attachments=[attachment])
+    fired = world.svc.firings.fire_email(
+        world.clock.now_ms(), data, None, lambda: stored.append("stored")
+    )
+    (lease,) = fired.leases
+    job = world.store.get_job(lease.job_id)
+    assert job is not None and job.trigger is not None
+    assert job.trigger["data"]["attachments"] == []
+    assert job.trigger["data"]["attachments_withheld"] == "virus_unscanned"
+    assert (fired.attachments_withheld, stored) == ("virus_unscanned", [])
+    assert world.svc.kernel.counters["email_attachments_withheld"] == 1
+
+
+def test_attachments_of_a_mail_scanned_clean_are_stored_once_before_its_lease(world: Rig) -> None:
+    ops_rule(world, "one")
+    ops_rule(world, "two")
+    stored: list[int] = []
+    attachment = {"attachment_id": "att_1", "filename": "a.pdf", "byte_size": 3}
+    data = mail("m1", attachments=[attachment])
+
+    def store() -> None:
+        stored.append(len(world.store.lease_rows))  # how many leases exist when it runs
+
+    fired = world.svc.firings.fire_email(world.clock.now_ms(), data, None, store)
+    assert len(fired.leases) == 2 and stored == [0] and fired.attachments_withheld is None
+    world.svc.firings.fire_email(world.clock.now_ms(), data, None, store)
+    assert stored == [0]  # the redelivery minted nothing new, so stored nothing

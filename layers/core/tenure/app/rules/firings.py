@@ -10,6 +10,7 @@ occasion, however often and however concurrently it arrives.
 from __future__ import annotations
 
 import email.utils
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -47,7 +48,13 @@ ARCHIVED_SKIPS = "archived_rule_skips"
 RATE_LIMITED = "rule_rate_limited"
 SPAM_SKIPS = "email_spam_skips"
 VIRUS_REFUSALS = "email_virus_refusals"
+# Emails minted without their attachments, SES not having scanned them clean.
+ATTACHMENTS_WITHHELD = "email_attachments_withheld"
 FAIL = "FAIL"
+PASS = "PASS"
+# Why an email's trigger data lists no attachments though the mail had some: SES's virus
+# verdict is not PASS (GRAY, PROCESSING_FAILED, DISABLED, or none at all).
+VIRUS_UNSCANNED = "virus_unscanned"
 # An hour's firing counter is kept this long past its hour (DynamoDB's TTL deletes it).
 HOUR_COUNTER_KEEP_S = 2 * 86_400
 # How long `POST /events` remembers an event_id's leases: a repeat within it answers them
@@ -67,6 +74,21 @@ class Fired:
     skipped_spam: list[str] = field(default_factory=list)
     # Why nothing at all was minted for the occasion ("virus"), or None.
     refused: str | None = None
+    # Why an email's leases carry none of its attachments ("virus_unscanned"), or None.
+    attachments_withheld: str | None = None
+
+
+@dataclass(frozen=True)
+class EmailCandidates:
+    """What SES's envelope alone decides of an email: the enabled email rules that name in
+    `match.to` an address SES received the mail for and the rule's own space owns, each with
+    the recipients its space owns. Empty (false) when no rule can fire whatever the mail
+    says: then the mail need not be read."""
+
+    rules: tuple[tuple[Rule, tuple[str, ...]], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
 
 
 class Firings:
@@ -165,31 +187,62 @@ class Firings:
         ]
         return self._fire_all(matching, topic, occasion, occurred_at, data)
 
-    def fire_email(self, occurred_at: int, data: dict[str, Any]) -> Fired:
+    def email_candidates(self, recipients: Iterable[str]) -> EmailCandidates:
+        """The rules an email to `recipients` (SES's `receipt.recipients`) could fire: one batch
+        read of the recipients' owners, then, only when a space owns one of them, the inbound
+        index of the owned addresses (rule_store.inbound_rules)."""
+        addresses = _recipients({}, list(recipients))
+        owners = self.rules.rule_store.address_owners(addresses)
+        owned = [a for a in addresses if a in owners]
+        if not owned:
+            return EmailCandidates()
+        found: list[tuple[Rule, tuple[str, ...]]] = []
+        for rule in self.rules.rule_store.inbound_rules(
+            EMAIL_TOPIC, owned, None, MAX_RULES_PER_EVENT
+        ):
+            theirs = tuple(a for a in owned if owners[a] == rule.space)
+            if rule.enabled and rule.match.to and any(a in rule.match.to for a in theirs):
+                found.append((rule, theirs))
+        return EmailCandidates(tuple(found))
+
+    def fire_email(
+        self,
+        occurred_at: int,
+        data: dict[str, Any],
+        candidates: EmailCandidates | None = None,
+        store_attachments: Callable[[], None] | None = None,
+    ) -> Fired:
         """Mint one lease per enabled email rule whose match holds on an inbound email, at
         most once per (SES messageId, rule). `data` is the trigger data the inbound function
         built from SES's notification: its `recipients` are the ones SES received the mail
-        for, and a rule receives only those its own space owns (one batch read of the
-        address rows); its `verdicts` are SES's. A virus mints nothing; spam mints only for
-        rules that accept it; `from` counts only under a DMARC PASS (Match.holds_email)."""
+        for, and a rule receives only those its own space owns (`candidates`, read from them
+        when not given); its `verdicts` are SES's. A virus mints nothing; a mail SES did not
+        scan clean (a virus verdict other than PASS, or none) mints without its attachments,
+        which are neither listed nor stored (`attachments_withheld: "virus_unscanned"`); spam
+        mints only for rules that accept it; `from` counts only under a DMARC PASS
+        (Match.holds_email).
+
+        `store_attachments` puts the mail's attachments where its trigger data says they are.
+        It is called once, after every judgement (owners, match, spam, archived space, hourly
+        cap) and before the first lease is committed, and never when nothing new is minted: a
+        mail no rule fires for, and a redelivery whose leases already exist, store nothing."""
         verdicts = data.get("verdicts") or {}
         if verdicts.get("virus") == FAIL:
             self.kernel.counters[VIRUS_REFUSALS] += 1
             return Fired([], [], refused="virus")
-        recipients = _recipients({}, list(data.get("recipients") or []))
-        owners = self.rules.rule_store.address_owners(recipients)
-        owned = [a for a in recipients if a in owners]
-        if not owned:
-            return Fired([], [])
-        candidates = self.rules.rule_store.inbound_rules(
-            EMAIL_TOPIC, owned, None, MAX_RULES_PER_EVENT
-        )
+        withheld: str | None = None
+        if verdicts.get("virus") != PASS:
+            store_attachments = None
+            if data.get("attachments"):
+                withheld = VIRUS_UNSCANNED
+                data = {**data, "attachments": [], "attachments_withheld": withheld}
+        if candidates is None:
+            candidates = self.email_candidates(data.get("recipients") or [])
         spam = verdicts.get("spam") == FAIL
         matching: list[Rule] = []
         skipped_spam: list[str] = []
-        for rule in candidates:
-            theirs = [a for a in owned if owners[a] == rule.space]
-            if not rule.enabled or not rule.match.holds_email(data, theirs, verdicts.get("dmarc")):
+        for rule, theirs in candidates.rules:
+            if not rule.match.holds_email(data, theirs, verdicts.get("dmarc")):
                 continue
             if spam and not rule.spam_accepted:
                 self.kernel.counters[SPAM_SKIPS] += 1
@@ -197,8 +250,23 @@ class Firings:
                 continue
             matching.append(rule)
         message_id = str(data["message_id"])
-        fired = self._fire_all(matching, EMAIL_TOPIC, email_occasion(message_id), occurred_at, data)
-        return Fired(fired.leases, fired.skipped_archived, fired.rate_limited, skipped_spam)
+        fired = self._fire_all(
+            matching,
+            EMAIL_TOPIC,
+            email_occasion(message_id),
+            occurred_at,
+            data,
+            store_attachments,
+        )
+        if withheld is not None and fired.leases:
+            self.kernel.counters[ATTACHMENTS_WITHHELD] += 1
+        return Fired(
+            fired.leases,
+            fired.skipped_archived,
+            fired.rate_limited,
+            skipped_spam,
+            attachments_withheld=withheld if fired.leases else None,
+        )
 
     def _fire_all(
         self,
@@ -207,8 +275,10 @@ class Firings:
         occasion: str | None,
         occurred_at: int,
         data: dict[str, Any],
+        before_mint: Callable[[], None] | None = None,
     ) -> Fired:
         trigger = {"topic": topic, "occurred_at": iso_utc(occurred_at), "data": data}
+        prepare = _AtMostOnce(before_mint)
         leases: list[Lease] = []
         archived: dict[str, bool] = {}
         skipped: list[str] = []
@@ -225,7 +295,7 @@ class Firings:
                 if occasion is not None
                 else self.kernel.ids.new_id("job")
             )
-            lease = self._once(rule, job_id, trigger, data)
+            lease = self._once(rule, job_id, trigger, data, prepare)
             if lease is None:
                 limited.append(rule.id)
             else:
@@ -238,14 +308,19 @@ class Firings:
         job_id: str,
         trigger: dict[str, Any] | None,
         data: dict[str, Any] | None,
+        prepare: Callable[[], None] | None = None,
     ) -> Lease | None:
         """The lease already minted under `job_id` (a redelivery, not counted again), else a
-        new one unless the rule's hourly cap is reached (None)."""
+        new one unless the rule's hourly cap is reached (None). `prepare` runs just before a
+        new lease is minted, once the firing has been counted: if it fails, the firing stays
+        counted and the redelivery that mints counts it again."""
         existing = self.kernel.store.get_job(job_id)
         if existing is not None:
             return self.kernel.lease(existing.lease_id)
         if not self._within_cap(rule):
             return None
+        if prepare is not None:
+            prepare()
         return self._mint(rule, job_id, trigger, data)
 
     def _within_cap(self, rule: Rule) -> bool:
@@ -369,6 +444,18 @@ class Firings:
             return self.kernel.lease(won.lease_id)
         self.kernel.counters["rule_firings"] += 1
         return lease
+
+
+class _AtMostOnce:
+    """Calls `action` the first time it is called, and does nothing after."""
+
+    def __init__(self, action: Callable[[], None] | None) -> None:
+        self.action = action
+
+    def __call__(self) -> None:
+        action, self.action = self.action, None
+        if action is not None:
+            action()
 
 
 def _render(template: str | None, data: dict[str, Any] | None, limit: int | None) -> str | None:

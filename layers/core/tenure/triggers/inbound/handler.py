@@ -77,6 +77,13 @@ def record_handler(record: SQSRecord) -> str:
         logger.warning("inbound email refused: SES found a virus; acknowledged", extra=extra)
         metrics.add_metric(name="InboundVirusRefused", unit=MetricUnit.Count, value=1)
         return "refused"
+    if received.attachments_withheld:
+        # Minted all the same: the text is work; the files wait in the inbound bucket.
+        logger.warning(
+            "inbound email minted without its attachments: SES did not scan it clean",
+            extra={**extra, "reason": received.attachments_withheld},
+        )
+        metrics.add_metric(name="InboundAttachmentsWithheld", unit=MetricUnit.Count, value=1)
     for attribute, message, metric in SKIPPED:
         rule_ids = getattr(received, attribute)
         if rule_ids:

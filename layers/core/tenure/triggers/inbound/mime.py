@@ -27,6 +27,7 @@ from email.errors import (
     InvalidBase64CharactersDefect,
     InvalidBase64LengthDefect,
     InvalidBase64PaddingDefect,
+    ObsoleteHeaderDefect,
 )
 from email.headerregistry import Address
 from email.message import EmailMessage, Message
@@ -57,7 +58,7 @@ class MailAttachment:
 @dataclass(frozen=True)
 class ParsedMail:
     message_id: str | None  # the Message-ID header as written (with its angle brackets)
-    from_address: str  # lowercased addr-spec of the first From address; "" when unreadable
+    from_address: str  # lowercased addr-spec of the From header's one address; "" if not one
     from_name: str  # its display name, decoded; "" when none
     to: tuple[str, ...]  # lowercased addr-specs, in header order
     cc: tuple[str, ...]
@@ -73,7 +74,7 @@ def parse_mail(raw: bytes) -> ParsedMail:
     message = email.message_from_bytes(raw, policy=email.policy.default)
     assert isinstance(message, EmailMessage)  # policy.default builds EmailMessage objects
 
-    from_name, from_address = _first_address(message, "from", warnings)
+    from_name, from_address = _sender(message, warnings)
     parts = list(_leaves(message, warnings))
     plain = next((p for p in parts if _is_body(p, "text/plain")), None)
     html = next((p for p in parts if _is_body(p, "text/html")), None)
@@ -167,9 +168,39 @@ def _address_list(message: Message, name: str, warnings: list[str]) -> list[tupl
     return found
 
 
-def _first_address(message: Message, name: str, warnings: list[str]) -> tuple[str, str]:
-    found = _address_list(message, name, warnings)
-    return found[0] if found else ("", "")
+def _sender(message: Message, warnings: list[str]) -> tuple[str, str]:
+    """(display name, lowercased addr-spec) of the one address the one From header names, as
+    the standard parser reads it without a fault; ("", "") otherwise, with a warning.
+
+    The sender decides `match.from` under SES's DMARC verdict, which judged the From header as
+    SES read it. Where the header could be read more than one way — several From headers,
+    several addresses, an address the parser only reached by dropping what it could not read
+    (``ceo@bank.example <mallory@evil.example>`` reads as the first, where a DMARC check may
+    judge the second) — no address is taken as the sender. No lenient fallback either."""
+    count = sum(1 for key, _ in message.raw_items() if key.lower() == "from")
+    if count == 0:
+        return "", ""
+    if count > 1:
+        warnings.append(f"{count} From headers; none is read as the sender")
+        return "", ""
+    value = _header(message, "from", warnings)
+    addresses: tuple[Address, ...] | None = getattr(value, "addresses", None)
+    if addresses is None:  # the parser failed on it: already warned
+        return "", ""
+    if len(addresses) > 1:
+        warnings.append(f"from header names {len(addresses)} addresses; none is read as the sender")
+        return "", ""
+    readable = [a for a in addresses if a.username and a.domain]
+    if not readable:
+        if str(value).strip():
+            warnings.append("from header holds no readable address")
+        return "", ""
+    if any(not isinstance(d, ObsoleteHeaderDefect) for d in getattr(value, "defects", ())):
+        # One address read, but only past text the parser could not read and let go of.
+        warnings.append("from header holds no single readable address")
+        return "", ""
+    address = readable[0]
+    return address.display_name, address.addr_spec.strip().lower()
 
 
 def _addresses(message: Message, name: str, warnings: list[str]) -> tuple[str, ...]:

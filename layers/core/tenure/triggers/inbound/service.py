@@ -1,17 +1,28 @@
 """One inbound email, from its SQS record to its leases.
 
-record body → InboundMail (envelopes) → the raw MIME from the inbound bucket → ParsedMail
-(mime) → attachments into the attachments bucket → the trigger's data → one lease per enabled
-`email.received` rule whose match holds on a recipient SES reported and the rule's space owns
-— at most once per (SES messageId, rule), however often SQS redelivers the record (Firings,
-app/rules/firings.py). A mail SES found a virus in goes no further than its envelope: nothing
-is parsed, stored or minted, and its object stays in the inbound bucket for whoever looks.
+record body → InboundMail (envelopes) → the rules SES's recipients could fire (their owners
+and the inbound index, Firings.email_candidates) → the raw MIME from the inbound bucket →
+ParsedMail (mime) → the trigger's data → one lease per enabled `email.received` rule whose
+match holds on a recipient SES reported and the rule's space owns — at most once per (SES
+messageId, rule), however often SQS redelivers the record (Firings, app/rules/firings.py).
+
+Nothing is read or kept for mail nobody receives: when no space owns a recipient, or no rule
+of the owning space names it, the mail is acknowledged without being read. A mail SES found a
+virus in goes no further than its envelope: nothing is parsed, stored or minted, and its object
+stays in the inbound bucket for whoever looks. One SES did not scan clean (a virus verdict
+other than PASS) mints without its attachments, none of them stored (Firings.fire_email).
 
 Where an email's attachments live: each is stored once per message at
-`email/<SES messageId>/<attachment_id>` in the attachments bucket (a redelivery overwrites the
-same objects), and its metadata — attachment_id, filename, content_type, byte_size — is in
-the trigger data every lease of that email carries on its job row. A lease's attachments
-listing reads them from there with `kind: "email"`; no row per (lease, attachment) is needed.
+`email/<SES messageId>/<attachment_id>` in the attachments bucket, and only when the mail
+mints a lease — after every judgement, just before its first lease is committed, so a mail
+no rule fires for (unowned, unmatched, spam, archived, past a rule's hourly cap) leaves no
+object behind, and no lease names an attachment that was not stored first. A delivery that
+mints again (a new rule, or a crash between the objects and the lease) writes the same
+objects again: an attachment's id derives from the message id and its position, so every
+delivery names the same ones. Their metadata — attachment_id, filename, content_type,
+byte_size — is in the trigger data every lease of that email carries on its job row. A
+lease's attachments listing reads them from there with `kind: "email"`; no row per (lease,
+attachment) is needed.
 """
 
 from __future__ import annotations
@@ -58,6 +69,9 @@ class Received:
     skipped_spam: tuple[str, ...] = ()
     # "virus" when SES's virus verdict is FAIL: nothing read, stored or minted.
     refused: str | None = None
+    # "virus_unscanned" when SES's virus verdict is not PASS: the leases name no attachment
+    # and none was stored.
+    attachments_withheld: str | None = None
 
     @property
     def matched(self) -> bool:
@@ -85,10 +99,17 @@ class InboundEmail:
         mail = parse_record_body(body)
         if mail.verdicts.get("virus") == FAIL:
             return Received(mail.message_id, [], (), refused="virus")
+        candidates = self.svc.firings.email_candidates(mail.recipients)
+        if not candidates:
+            return Received(mail.message_id, [], ())
         parsed = parse_mail(self._raw(mail))
-        stored = self._store_attachments(mail.message_id, parsed.attachments)
-        data = trigger_data(mail, parsed, stored)
-        fired = self.svc.firings.fire_email(int(mail.timestamp.timestamp() * 1000), data)
+        data = trigger_data(mail, parsed, described(mail.message_id, parsed.attachments))
+        fired = self.svc.firings.fire_email(
+            int(mail.timestamp.timestamp() * 1000),
+            data,
+            candidates,
+            lambda: self._store_attachments(mail.message_id, parsed.attachments),
+        )
         return Received(
             mail.message_id,
             fired.leases,
@@ -97,6 +118,7 @@ class InboundEmail:
             tuple(fired.rate_limited),
             tuple(fired.skipped_spam),
             fired.refused,
+            fired.attachments_withheld,
         )
 
     def _raw(self, mail: InboundMail) -> bytes:
@@ -109,28 +131,28 @@ class InboundEmail:
             ) from err
         return bytes(out["Body"].read())
 
-    def _store_attachments(
-        self, message_id: str, attachments: tuple[MailAttachment, ...]
-    ) -> list[dict[str, Any]]:
-        stored: list[dict[str, Any]] = []
+    def _store_attachments(self, message_id: str, attachments: tuple[MailAttachment, ...]) -> None:
         for index, att in enumerate(attachments, 1):
-            att_id = attachment_id(message_id, index)
             self.s3.put_object(
                 Bucket=self.attachments_bucket,
-                Key=attachment_key(message_id, att_id),
+                Key=attachment_key(message_id, attachment_id(message_id, index)),
                 Body=att.content,
                 ContentType=att.content_type,
                 Metadata={"filename": att.filename.encode("ascii", "replace").decode()},
             )
-            stored.append(
-                {
-                    "attachment_id": att_id,
-                    "filename": att.filename,
-                    "content_type": att.content_type,
-                    "byte_size": att.byte_size,
-                }
-            )
-        return stored
+
+
+def described(message_id: str, attachments: tuple[MailAttachment, ...]) -> list[dict[str, Any]]:
+    """The trigger data's attachment list: what `_store_attachments` writes, by the same ids."""
+    return [
+        {
+            "attachment_id": attachment_id(message_id, index),
+            "filename": att.filename,
+            "content_type": att.content_type,
+            "byte_size": att.byte_size,
+        }
+        for index, att in enumerate(attachments, 1)
+    ]
 
 
 def trigger_data(
@@ -140,7 +162,9 @@ def trigger_data(
     body = parsed.body
     data: dict[str, Any] = {
         "message_id": mail.message_id,
-        "from": parsed.from_address or mail.source.lower(),
+        # The From header's one address, or "" (which no `match.from` holds for). Never the
+        # envelope's MAIL FROM: DMARC vouches for the From header's domain, not for it.
+        "from": parsed.from_address,
         "from_name": parsed.from_name,
         "to": list(parsed.to),
         "cc": list(parsed.cc),
