@@ -242,3 +242,35 @@ def mini_run() -> Iterator[None]:
             wiring.service.cache_clear()
             wiring.publisher.cache_clear()
     yield
+
+
+# ----------------------------------------------------------------------- the authorizer
+
+
+def _touch(attributes: tuple[str, ...], returns: str = "NONE") -> Call:
+    keys = (("dynamodb:Attributes", attributes), ("dynamodb:ReturnValues", returns))
+    return Call(
+        "AuthorizerFunction", "dynamodb:UpdateItem", "${LeaseTable.Arn}", (aws_calls.SECURE, *keys)
+    )
+
+
+def test_the_authorizer_may_write_a_token_s_last_use_and_nothing_else(
+    simulator: Path, stack: Stack
+) -> None:
+    from tenure.store import keys
+
+    # The attributes the token-use write names: its key, and those of its expressions.
+    request = {
+        "Key": keys.token_key("h"),
+        "UpdateExpression": "SET last_used_at = :at",
+        "ConditionExpression": keys.TOKEN_USE_IS_OLD,
+    }
+    named = aws_calls.attribute_names(request)
+    assert named == ("PK", "SK", "last_used_at")
+    noted = _touch(named)
+    other = _touch(("PK", "SK", "revoked_at"))
+    both = _touch(("PK", "SK", "last_used_at", "role"))
+    read_back = _touch(named, "ALL_NEW")
+    on_an_index = Call("AuthorizerFunction", "dynamodb:UpdateItem", "${LeaseTable.Arn}/index/queue")
+    verdicts = decide(simulator, stack, noted, other, both, read_back, on_an_index)
+    assert {c for c, _, _ in verdicts.refused()} == {other, both, read_back, on_an_index}
