@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import functools
 import json
 import os
 import re
@@ -62,7 +63,13 @@ class Unresolved(Exception):
 
 
 def transformed(params: dict[str, str] | None = None) -> dict[str, Any]:
-    """The template as CloudFormation receives it from the SAM translator."""
+    """The template as CloudFormation receives it from the SAM translator (a copy)."""
+    return copy.deepcopy(_transformed(tuple(sorted((params or {}).items()))))
+
+
+@functools.lru_cache(maxsize=4)
+def _transformed(given: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    params = dict(given)
     from samtranslator.translator.transform import transform
     from samtranslator.yaml_helper import yaml_parse
 
