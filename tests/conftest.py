@@ -31,6 +31,26 @@ from tenure_cli.local.engines import (
 )
 from tenure_cli.local.streams import StreamPump
 
+from tests.infra import aws_calls
+
+# Every AWS call a Lambda function's code makes in this run is noted as the IAM request it is
+# (tests/infra/aws_calls.py); tests/infra/test_least_privilege.py decides each against that
+# function's role in the template, after every other test of the run.
+aws_calls.install()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "after_every_tier: runs after every other test")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("after_every_tier") is not None)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    aws_calls.LOG.test = item.nodeid
+
+
 ADMIN = Principal(kind="operator", token_id="test-admin", role="admin")
 WORKER = Principal(kind="worker", token_id="test-worker")
 

@@ -151,13 +151,21 @@ def test_the_worker_function_may_do_only_what_the_worker_routes_do(
     assert granted <= _actions(_statements(template, "ApiFunction"))
     assert not {a for a in granted if a.startswith(("scheduler:", "iam:", "events:"))}
     assert "dynamodb:DeleteItem" not in granted and "dynamodb:Scan" not in granted
-    assert not {"s3:GetObject", "s3:DeleteObject", "logs:GetLogEvents"} & granted  # reads are
-    # operators' routes, on the HTTP API
+    assert not {"s3:GetObject", "logs:GetLogEvents"} & granted  # reads are operators' routes,
+    # on the HTTP API
     for s in worker:
         for resource in [s["Resource"]] if not isinstance(s["Resource"], list) else s["Resource"]:
             assert resource != "*"
+    # Inline bytes are written to leases/; an upload URL, signed with this role, writes to
+    # uploads/leases/ (a presigned PUT runs with the signer's permissions).
     s3 = next(s for s in worker if s["Action"] == ["s3:PutObject"])
-    assert s3["Resource"] == {"Fn::Sub": "${AttachmentsBucket.Arn}/leases/*"}
+    assert s3["Resource"] == [
+        {"Fn::Sub": "${AttachmentsBucket.Arn}/leases/*"},
+        {"Fn::Sub": "${AttachmentsBucket.Arn}/uploads/leases/*"},
+    ]
+    # Inline bytes the pool's quota then refuses are deleted again: leases/ only.
+    delete = next(s for s in worker if s["Action"] == ["s3:DeleteObject"])
+    assert delete["Resource"] == {"Fn::Sub": "${AttachmentsBucket.Arn}/leases/*"}
 
 
 def test_the_worker_function_and_its_logs_exist_only_with_function_url(

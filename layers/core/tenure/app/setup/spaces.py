@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -18,7 +18,6 @@ from tenure.domain.errors import (
     Conflict,
     NotFound,
     Unauthenticated,
-    Unavailable,
     ValidationFailed,
 )
 from tenure.domain.model import Event, Pool, Principal, Space, Token, Workflow
@@ -31,6 +30,8 @@ MAX_TOKEN_LIFE_S = 10 * 366 * 24 * 3600
 # `last_used_at` is written at most once a minute per token.
 MAX_TOUCHES_KEPT = 10_000
 TOKEN_TOUCH_MS = 60_000
+
+_log = logging.getLogger(__name__)
 # GET /tokens reads at most this many tokens a page.
 MAX_TOKEN_PAGE = 100
 MAX_ACTIVITY = 500
@@ -251,13 +252,25 @@ class Setup:
 
     def _touch(self, token: Token, now: int) -> None:
         """Note the token's use: one conditional write, which only the first use in a minute
-        makes (a concurrent one loses its condition, quietly). Best effort: a throttled note
-        never refuses a valid token."""
+        makes (a concurrent one loses its condition, quietly). Best effort: noting use never
+        refuses a valid token, whatever the write meets (a throttle, a refusal of the
+        function's role, a dropped connection); a failed note is logged and counted
+        (`token_touch_failed`), and tried again a minute later."""
         if len(self._touched) >= MAX_TOUCHES_KEPT:
             self._touched.clear()  # bounded: forgetting costs at most one more note each
         self._touched[token.token_hash] = now
-        with contextlib.suppress(Conflict, Unavailable):
+        try:
             self.kernel.store.touch_token(token.token_hash, now, now - TOKEN_TOUCH_MS)
+        except Conflict:
+            return  # another request noted it first
+        except Exception as failed:  # noting use must never fail the request
+            self.kernel.counters["token_touch_failed"] += 1
+            _log.warning(
+                "the token's last_used_at was not written: %s: %s",
+                type(failed).__name__,
+                failed,
+                extra={"token_id": token.token_hash[:8]},
+            )
 
 
 def _within(actor: Principal, token: Token) -> bool:
