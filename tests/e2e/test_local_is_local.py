@@ -1,4 +1,5 @@
-"""The local stack is local: every listener `tenure local` starts binds loopback alone.
+"""The local stack is local: every listener `tenure local` starts binds loopback alone, and
+its data directory and DynamoDB Local's file are its owner's alone.
 
 DynamoDB Local accepts any credentials and any signature, so a table reachable from the
 network is a table anyone there can read, or write a token row into and become admin.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import stat
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from tests.conftest import LocalStack, start_stack, stop_stack
 from tests.e2e.support import descendants, reap
 
 LISTEN = "0A"  # TCP_LISTEN as /proc/net/tcp writes the state
+DB_FILE = "shared-local-instance.db"  # DynamoDB Local's file with -sharedDb
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,10 @@ def listeners(pids: set[int]) -> list[Listener]:
     return found
 
 
+def _mode(path: Path) -> str:
+    return oct(stat.S_IMODE(path.stat().st_mode))
+
+
 def _engines_here() -> None:
     try:
         if not java_available():
@@ -120,6 +127,8 @@ def test_dynamodb_local_listens_on_loopback_alone(tmp_path: Path) -> None:
         assert engine.port in {listener.port for listener in found}, found
         exposed = [listener for listener in found if not listener.loopback]
         assert exposed == [], f"DynamoDB Local listens beyond loopback: {exposed}"
+        assert _mode(tmp_path / "dynamodb") == "0o700"
+        assert _mode(tmp_path / "dynamodb" / DB_FILE) == "0o600"
 
 
 @dataclass
@@ -164,3 +173,34 @@ def test_every_listener_of_the_stack_is_on_loopback(started: Started) -> None:
     assert ports <= found, f"{expected} not all among the stack's listeners {started.listening}"
     exposed = [listener for listener in started.listening if not listener.loopback]
     assert exposed == [], f"listening beyond loopback: {exposed}"
+
+
+def test_the_data_dir_and_the_table_are_the_owners_alone(started: Started) -> None:
+    data_dir = started.stack.data_dir
+    assert _mode(data_dir) == "0o700"
+    assert _mode(data_dir / "dynamodb") == "0o700"
+    assert _mode(data_dir / "dynamodb" / DB_FILE) == "0o600"
+
+
+def test_a_start_tightens_a_data_dir_left_open(tmp_path: Path) -> None:
+    """A data dir from an earlier release (or a copy) may be open to all: the start closes it."""
+    _engines_here()
+    data_dir = tmp_path / "data"
+    (data_dir / "dynamodb").mkdir(parents=True)
+    (data_dir / "dynamodb" / DB_FILE).touch()  # SQLite takes an empty file as an empty database
+    for path, mode in [
+        (data_dir, 0o755),
+        (data_dir / "dynamodb", 0o755),
+        (data_dir / "dynamodb" / DB_FILE, 0o644),
+    ]:
+        path.chmod(mode)
+    stack = start_stack(data_dir, "tnr_o_local-" + os.urandom(8).hex())
+    children: dict[int, str] = {}
+    try:
+        children = descendants(stack.proc.pid)
+        assert _mode(data_dir) == "0o700"
+        assert _mode(data_dir / "dynamodb") == "0o700"
+        assert _mode(data_dir / "dynamodb" / DB_FILE) == "0o600"
+    finally:
+        stop_stack(stack)
+        reap(children)

@@ -17,7 +17,13 @@ from tenure import wiring
 from tenure.config import ENVIRONMENT, export, local_settings
 
 from tenure_cli.local import lambda_host
-from tenure_cli.local.engines import MOTO_SERVICES, DynamoDBLocal, EngineUnavailable, MotoServer
+from tenure_cli.local.engines import (
+    MOTO_SERVICES,
+    DynamoDBLocal,
+    EngineUnavailable,
+    MotoServer,
+    owner_only,
+)
 from tenure_cli.local.faults import fault_file
 from tenure_cli.local.frontdoor import FrontDoor
 from tenure_cli.local.inbound_poller import InboundPoller
@@ -70,7 +76,8 @@ class Stack:
             hook_faults(cfg.test_faults_file)
         if self.data_dir.exists() and not self.data_dir.is_dir():
             raise StartFailed(f"the data dir {self.data_dir} is a file, not a directory")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # The table's file, the admin token and the logs are in it: its owner's alone.
+        owner_only(self.data_dir)
         # A stack.json left by an earlier run names engines that are gone: it comes back only
         # once this start has succeeded.
         (self.data_dir / "stack.json").unlink(missing_ok=True)
