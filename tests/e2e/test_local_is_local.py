@@ -1,5 +1,5 @@
 """The local stack is local: every listener `tenure local` starts binds loopback alone, and
-its data directory and DynamoDB Local's file are its owner's alone.
+its data directory, DynamoDB Local's file and the admin token are its owner's alone.
 
 DynamoDB Local accepts any credentials and any signature, so a table reachable from the
 network is a table anyone there can read, or write a token row into and become admin.
@@ -132,75 +132,115 @@ def test_dynamodb_local_listens_on_loopback_alone(tmp_path: Path) -> None:
 
 
 @dataclass
-class Started:
-    """A stack started on a fresh data directory."""
+class Minted:
+    """A stack started on a fresh data directory with no admin token given: it mints one."""
 
     stack: LocalStack
     info: dict[str, object]
     pids: set[int]
     listening: list[Listener]
+    log: str
 
 
 @pytest.fixture(scope="module")
-def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:
+def minted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Minted]:
     _engines_here()
     data_dir = tmp_path_factory.mktemp("local") / "data"
-    stack = start_stack(data_dir, "tnr_o_local-" + os.urandom(8).hex())
+    # An empty TENURE_ADMIN_TOKEN is none given: the stack mints a token into its data dir.
+    stack = start_stack(data_dir, "")
     children: dict[int, str] = {}
     try:
         children = descendants(stack.proc.pid)
         pids = {stack.proc.pid, *children}
         info = json.loads((data_dir / "stack.json").read_text())
-        yield Started(stack, info, pids, listeners(pids))
+        yield Minted(stack, info, pids, listeners(pids), stack.log.read_text(errors="replace"))
     finally:
         stop_stack(stack)
         reap(children)
 
 
-def test_every_listener_of_the_stack_is_on_loopback(started: Started) -> None:
-    dynamodb = started.info["dynamodb"]
-    aws = started.info["aws"]
+def test_every_listener_of_the_stack_is_on_loopback(minted: Minted) -> None:
+    dynamodb = minted.info["dynamodb"]
+    aws = minted.info["aws"]
     assert isinstance(dynamodb, dict) and isinstance(aws, dict)
     assert dynamodb["engine"] == "dynamodb-local"
     expected = {
-        str(started.info["api"]),
-        str(started.info["worker_api"]),
+        str(minted.info["api"]),
+        str(minted.info["worker_api"]),
         str(dynamodb["endpoint"]),
         str(aws["endpoint"]),
     }
     ports = {int(url.split(":")[2].split("/")[0]) for url in expected}
-    found = {listener.port for listener in started.listening}
-    assert ports <= found, f"{expected} not all among the stack's listeners {started.listening}"
-    exposed = [listener for listener in started.listening if not listener.loopback]
+    found = {listener.port for listener in minted.listening}
+    assert ports <= found, f"{expected} not all among the stack's listeners {minted.listening}"
+    exposed = [listener for listener in minted.listening if not listener.loopback]
     assert exposed == [], f"listening beyond loopback: {exposed}"
 
 
-def test_the_data_dir_and_the_table_are_the_owners_alone(started: Started) -> None:
-    data_dir = started.stack.data_dir
+def test_the_data_dir_the_table_and_the_token_are_the_owners_alone(minted: Minted) -> None:
+    data_dir = minted.stack.data_dir
     assert _mode(data_dir) == "0o700"
     assert _mode(data_dir / "dynamodb") == "0o700"
     assert _mode(data_dir / "dynamodb" / DB_FILE) == "0o600"
+    assert _mode(data_dir / "admin-token") == "0o600"
 
 
-def test_a_start_tightens_a_data_dir_left_open(tmp_path: Path) -> None:
+def test_the_minted_token_is_not_printed_but_where_it_is_kept(minted: Minted) -> None:
+    token = (minted.stack.data_dir / "admin-token").read_text().strip()
+    assert token.startswith("tnr_o_")
+    assert token not in minted.log, "the admin token was printed (and so is in any CI log)"
+    assert str(minted.stack.data_dir / "admin-token") in minted.log
+
+
+def test_a_start_tightens_a_data_dir_left_open_and_shows_the_token_when_asked(
+    tmp_path: Path,
+) -> None:
     """A data dir from an earlier release (or a copy) may be open to all: the start closes it."""
     _engines_here()
     data_dir = tmp_path / "data"
     (data_dir / "dynamodb").mkdir(parents=True)
+    token = "tnr_o_loose-" + os.urandom(8).hex()
+    (data_dir / "admin-token").write_text(token + "\n")
     (data_dir / "dynamodb" / DB_FILE).touch()  # SQLite takes an empty file as an empty database
     for path, mode in [
         (data_dir, 0o755),
         (data_dir / "dynamodb", 0o755),
+        (data_dir / "admin-token", 0o644),
         (data_dir / "dynamodb" / DB_FILE, 0o644),
     ]:
         path.chmod(mode)
-    stack = start_stack(data_dir, "tnr_o_local-" + os.urandom(8).hex())
+    stack = start_stack(data_dir, "", extra=("--show-admin-token",))
     children: dict[int, str] = {}
     try:
         children = descendants(stack.proc.pid)
         assert _mode(data_dir) == "0o700"
         assert _mode(data_dir / "dynamodb") == "0o700"
+        assert _mode(data_dir / "admin-token") == "0o600"
         assert _mode(data_dir / "dynamodb" / DB_FILE) == "0o600"
+        with stack.client(token) as admin:
+            assert admin.get("/tokens").status_code == 200  # the kept token is the admin's
+        assert token in stack.log.read_text(errors="replace")
     finally:
         stop_stack(stack)
         reap(children)
+
+
+def test_the_token_file_is_never_open_to_others_while_it_holds_the_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Created owner-only, not chmod-ed afterwards: with every chmod a no-op, a file made with
+    the umask's 0644 and tightened later stays 0644."""
+    from tenure_cli.local.stack import Stack
+
+    monkeypatch.delenv("TENURE_ADMIN_TOKEN", raising=False)
+    for module, name in [(os, "chmod"), (os, "fchmod"), (Path, "chmod")]:
+        monkeypatch.setattr(module, name, lambda *args, **kwargs: None)
+    umask = os.umask(0o022)
+    try:
+        token, path = Stack(port=0, data_dir=tmp_path, sweep_interval=1.0)._admin_token()
+    finally:
+        os.umask(umask)
+    assert path == tmp_path / "admin-token"
+    assert path.read_text().strip() == token
+    assert _mode(path) == "0o600"
+    assert token not in capsys.readouterr().out
