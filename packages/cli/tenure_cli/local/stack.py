@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -17,7 +18,13 @@ from tenure import wiring
 from tenure.config import ENVIRONMENT, export, local_settings
 
 from tenure_cli.local import lambda_host
-from tenure_cli.local.engines import MOTO_SERVICES, DynamoDBLocal, EngineUnavailable, MotoServer
+from tenure_cli.local.engines import (
+    MOTO_SERVICES,
+    DynamoDBLocal,
+    EngineUnavailable,
+    MotoServer,
+    owner_only,
+)
 from tenure_cli.local.faults import fault_file
 from tenure_cli.local.frontdoor import FrontDoor
 from tenure_cli.local.inbound_poller import InboundPoller
@@ -60,6 +67,7 @@ class Stack:
     door: FrontDoor | None = None
     worker_door: FrontDoor | None = None  # the worker function's URL
     stopping: threading.Event = field(default_factory=threading.Event)
+    admin_token: str | None = None  # the one bootstrapped, once started
 
     def start(self) -> dict[str, Any]:
         """Everything up, or an exception; stop() then ends whatever had started."""
@@ -70,7 +78,8 @@ class Stack:
             hook_faults(cfg.test_faults_file)
         if self.data_dir.exists() and not self.data_dir.is_dir():
             raise StartFailed(f"the data dir {self.data_dir} is a file, not a directory")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        # The table's file, the admin token and the logs are in it: its owner's alone.
+        owner_only(self.data_dir)
         # A stack.json left by an earlier run names engines that are gone: it comes back only
         # once this start has succeeded.
         (self.data_dir / "stack.json").unlink(missing_ok=True)
@@ -126,6 +135,7 @@ class Stack:
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
         wiring.build_service(store).setup.bootstrap_admin(admin_token)
+        self.admin_token = admin_token
         self._migrate(store)
         # moto forgets schedules on restart; the rules in DynamoDB Local do not.
         remade = wiring.build_service(store).rules.resync_schedules()
@@ -177,10 +187,13 @@ class Stack:
             return given, None
         path = self.data_dir / "admin-token"
         if path.exists():
+            if stat.S_IMODE(path.stat().st_mode) & 0o077:  # an earlier release made it 0644
+                path.chmod(0o600)
             return path.read_text().strip(), path
         raw = "tnr_o_" + wiring.RandomIds().secret()
         _write_atomically(path, raw + "\n", mode=0o600)
-        print(f"new admin token (kept in {path}): {raw}")
+        # Its path, not the token: what is printed ends up in terminals' scrollback and CI logs.
+        print(f"new admin token in {path} (readable by you alone)")
         return raw, path
 
     def _sweep_loop(self) -> None:
@@ -265,10 +278,15 @@ class Stack:
 
 
 def _write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
-    """Readers (and the next start) see the whole file or none, even if this one dies."""
+    """Readers (and the next start) see the whole file or none, even if this one dies. The
+    file is created with `mode` (the umask may only narrow it), never opened wider first: a
+    file made with the umask's mode and narrowed afterwards can be opened by anyone in
+    between, and an open file stays readable after a chmod."""
     part = path.with_name(f".{path.name}.part")
-    part.write_text(text)
-    part.chmod(mode)
+    part.unlink(missing_ok=True)  # left by a start that died while writing it
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
     part.replace(path)
 
 
@@ -282,7 +300,9 @@ def _reset(data_dir: Path) -> None:
     print(f"reset: removed {data_dir}")
 
 
-def run(port: int, data_dir: Path, sweep_interval: float, reset: bool) -> int:
+def run(
+    port: int, data_dir: Path, sweep_interval: float, reset: bool, show_admin_token: bool = False
+) -> int:
     stack = Stack(port=port, data_dir=data_dir, sweep_interval=sweep_interval)
     done = threading.Event()
     starting = True
@@ -309,7 +329,7 @@ def run(port: int, data_dir: Path, sweep_interval: float, reset: bool) -> int:
         raise
     starting = False
     try:
-        _banner(info, stack.provisioned)
+        _banner(info, stack.provisioned, stack.admin_token if show_admin_token else None)
         # A timed wait: CPython runs a signal's handler only in the main thread, and a SIGTERM
         # the kernel hands to another thread does not wake a main thread blocked in an untimed
         # wait, so the stack could sleep through its stop (seen: a stack alive minutes after
@@ -322,15 +342,17 @@ def run(port: int, data_dir: Path, sweep_interval: float, reset: bool) -> int:
     return 0 if clean else 1
 
 
-def _banner(info: dict[str, Any], provisioned: list[Provisioned]) -> None:
+def _banner(info: dict[str, Any], provisioned: list[Provisioned], token: str | None) -> None:
     print("tenure local is up")
     print(f"  API            {info['api']}  (try {info['api']}/health)")
     print(f"  worker API     {info['worker_api']}  (the worker routes alone)")
     print(f"  DynamoDB       {info['dynamodb']['engine']} at {info['dynamodb']['endpoint']}")
     print(f"  AWS (moto)     {info['aws']['endpoint']}  ({info['aws']['services']})")
     print(f"  data           {info['data_dir']}")
-    if info["admin_token_file"]:
-        print(f"  admin token    in {info['admin_token_file']}")
+    if info["admin_token_file"] and token:
+        print(f"  admin token    {token}  (kept in {info['admin_token_file']})")
+    elif info["admin_token_file"]:
+        print(f"  admin token    in {info['admin_token_file']}  (--show-admin-token prints it)")
     else:
         print("  admin token    the value of TENURE_ADMIN_TOKEN")
     print(f"  sweeper        every {info['sweep_interval_seconds']:g}s")

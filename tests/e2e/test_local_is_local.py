@@ -1,0 +1,246 @@
+"""The local stack is local: every listener `tenure local` starts binds loopback alone, and
+its data directory, DynamoDB Local's file and the admin token are its owner's alone.
+
+DynamoDB Local accepts any credentials and any signature, so a table reachable from the
+network is a table anyone there can read, or write a token row into and become admin.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import stat
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from tenure.config import local_settings
+from tenure_cli.local.engines import (
+    DynamoDBLocal,
+    EngineUnavailable,
+    install_dynamodb_local,
+    java_available,
+)
+
+from tests.conftest import LocalStack, start_stack, stop_stack
+from tests.e2e.support import descendants, reap
+
+LISTEN = "0A"  # TCP_LISTEN as /proc/net/tcp writes the state
+DB_FILE = "shared-local-instance.db"  # DynamoDB Local's file with -sharedDb
+
+
+@dataclass(frozen=True)
+class Listener:
+    pid: int
+    address: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        ip = ipaddress.ip_address(self.address)
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped  # Java's sockets are IPv6 ones, 127.0.0.1 among them mapped
+        return ip.is_loopback
+
+
+def _address(hex_address: str) -> str:
+    """An address as /proc/net/tcp{,6} writes it: 32-bit words in the machine's byte order."""
+    words = [int(hex_address[i : i + 8], 16) for i in range(0, len(hex_address), 8)]
+    raw = b"".join(struct.pack("=I", word) for word in words)
+    return str(ipaddress.ip_address(raw))
+
+
+def _listening_inodes() -> dict[int, tuple[str, int]]:
+    """Socket inode -> (address, port) of every listening TCP socket on this machine."""
+    found: dict[int, tuple[str, int]] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], int(fields[9])
+            if state == LISTEN:
+                address, port = local.split(":")
+                found[inode] = (_address(address), int(port, 16))
+    return found
+
+
+def listeners(pids: set[int]) -> list[Listener]:
+    """The listening TCP sockets that the processes `pids` hold open."""
+    listening = _listening_inodes()
+    found = []
+    for pid in sorted(pids):
+        try:
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            continue  # ended since
+        for fd in fds:
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inode = int(target[len("socket:[") : -1])
+                if inode in listening:
+                    found.append(Listener(pid, *listening[inode]))
+    return found
+
+
+def _mode(path: Path) -> str:
+    return oct(stat.S_IMODE(path.stat().st_mode))
+
+
+def _engines_here() -> None:
+    try:
+        if not java_available():
+            raise EngineUnavailable("java is not installed")
+        install_dynamodb_local(Path(local_settings().cache_dir))
+    except EngineUnavailable as why:
+        if local_settings().require_engines:
+            pytest.fail(f"engine unavailable: {why}")
+        pytest.skip(f"engine unavailable: {why}")
+
+
+@pytest.mark.parametrize(
+    ("written", "address"),
+    [
+        ("0100007F", "127.0.0.1"),
+        ("00000000", "0.0.0.0"),
+        ("00000000000000000000000001000000", "::1"),
+        ("00000000000000000000000000000000", "::"),
+        ("0000000000000000FFFF00000100007F", "::ffff:127.0.0.1"),
+    ],
+)
+def test_the_socket_tables_are_read_as_the_kernel_writes_them(written: str, address: str) -> None:
+    if struct.pack("=I", 1) != b"\x01\0\0\0":
+        pytest.skip("the literals above are as a little-endian machine writes them")
+    assert ipaddress.ip_address(_address(written)) == ipaddress.ip_address(address)
+    assert Listener(0, _address(written), 1).loopback == (address not in ("0.0.0.0", "::"))
+
+
+def test_dynamodb_local_listens_on_loopback_alone(tmp_path: Path) -> None:
+    _engines_here()
+    with DynamoDBLocal(Path(local_settings().cache_dir), tmp_path / "dynamodb") as engine:
+        assert engine.proc is not None
+        found = listeners({engine.proc.pid})
+        assert engine.port in {listener.port for listener in found}, found
+        exposed = [listener for listener in found if not listener.loopback]
+        assert exposed == [], f"DynamoDB Local listens beyond loopback: {exposed}"
+        assert _mode(tmp_path / "dynamodb") == "0o700"
+        assert _mode(tmp_path / "dynamodb" / DB_FILE) == "0o600"
+
+
+@dataclass
+class Minted:
+    """A stack started on a fresh data directory with no admin token given: it mints one."""
+
+    stack: LocalStack
+    info: dict[str, object]
+    pids: set[int]
+    listening: list[Listener]
+    log: str
+
+
+@pytest.fixture(scope="module")
+def minted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Minted]:
+    _engines_here()
+    data_dir = tmp_path_factory.mktemp("local") / "data"
+    # An empty TENURE_ADMIN_TOKEN is none given: the stack mints a token into its data dir.
+    stack = start_stack(data_dir, "")
+    children: dict[int, str] = {}
+    try:
+        children = descendants(stack.proc.pid)
+        pids = {stack.proc.pid, *children}
+        info = json.loads((data_dir / "stack.json").read_text())
+        yield Minted(stack, info, pids, listeners(pids), stack.log.read_text(errors="replace"))
+    finally:
+        stop_stack(stack)
+        reap(children)
+
+
+def test_every_listener_of_the_stack_is_on_loopback(minted: Minted) -> None:
+    dynamodb = minted.info["dynamodb"]
+    aws = minted.info["aws"]
+    assert isinstance(dynamodb, dict) and isinstance(aws, dict)
+    assert dynamodb["engine"] == "dynamodb-local"
+    expected = {
+        str(minted.info["api"]),
+        str(minted.info["worker_api"]),
+        str(dynamodb["endpoint"]),
+        str(aws["endpoint"]),
+    }
+    ports = {int(url.split(":")[2].split("/")[0]) for url in expected}
+    found = {listener.port for listener in minted.listening}
+    assert ports <= found, f"{expected} not all among the stack's listeners {minted.listening}"
+    exposed = [listener for listener in minted.listening if not listener.loopback]
+    assert exposed == [], f"listening beyond loopback: {exposed}"
+
+
+def test_the_data_dir_the_table_and_the_token_are_the_owners_alone(minted: Minted) -> None:
+    data_dir = minted.stack.data_dir
+    assert _mode(data_dir) == "0o700"
+    assert _mode(data_dir / "dynamodb") == "0o700"
+    assert _mode(data_dir / "dynamodb" / DB_FILE) == "0o600"
+    assert _mode(data_dir / "admin-token") == "0o600"
+
+
+def test_the_minted_token_is_not_printed_but_where_it_is_kept(minted: Minted) -> None:
+    token = (minted.stack.data_dir / "admin-token").read_text().strip()
+    assert token.startswith("tnr_o_")
+    assert token not in minted.log, "the admin token was printed (and so is in any CI log)"
+    assert str(minted.stack.data_dir / "admin-token") in minted.log
+
+
+def test_a_start_tightens_a_data_dir_left_open_and_shows_the_token_when_asked(
+    tmp_path: Path,
+) -> None:
+    """A data dir from an earlier release (or a copy) may be open to all: the start closes it."""
+    _engines_here()
+    data_dir = tmp_path / "data"
+    (data_dir / "dynamodb").mkdir(parents=True)
+    token = "tnr_o_loose-" + os.urandom(8).hex()
+    (data_dir / "admin-token").write_text(token + "\n")
+    (data_dir / "dynamodb" / DB_FILE).touch()  # SQLite takes an empty file as an empty database
+    for path, mode in [
+        (data_dir, 0o755),
+        (data_dir / "dynamodb", 0o755),
+        (data_dir / "admin-token", 0o644),
+        (data_dir / "dynamodb" / DB_FILE, 0o644),
+    ]:
+        path.chmod(mode)
+    stack = start_stack(data_dir, "", extra=("--show-admin-token",))
+    children: dict[int, str] = {}
+    try:
+        children = descendants(stack.proc.pid)
+        assert _mode(data_dir) == "0o700"
+        assert _mode(data_dir / "dynamodb") == "0o700"
+        assert _mode(data_dir / "admin-token") == "0o600"
+        assert _mode(data_dir / "dynamodb" / DB_FILE) == "0o600"
+        with stack.client(token) as admin:
+            assert admin.get("/tokens").status_code == 200  # the kept token is the admin's
+        assert token in stack.log.read_text(errors="replace")
+    finally:
+        stop_stack(stack)
+        reap(children)
+
+
+def test_the_token_file_is_never_open_to_others_while_it_holds_the_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Created owner-only, not chmod-ed afterwards: with every chmod a no-op, a file made with
+    the umask's 0644 and tightened later stays 0644."""
+    from tenure_cli.local.stack import Stack
+
+    monkeypatch.delenv("TENURE_ADMIN_TOKEN", raising=False)
+    for module, name in [(os, "chmod"), (os, "fchmod"), (Path, "chmod")]:
+        monkeypatch.setattr(module, name, lambda *args, **kwargs: None)
+    umask = os.umask(0o022)
+    try:
+        token, path = Stack(port=0, data_dir=tmp_path, sweep_interval=1.0)._admin_token()
+    finally:
+        os.umask(umask)
+    assert path == tmp_path / "admin-token"
+    assert path.read_text().strip() == token
+    assert _mode(path) == "0o600"
+    assert token not in capsys.readouterr().out
