@@ -12,6 +12,7 @@ from tenure.app.artifacts.attachments import (
     SERVE_INLINE_BYTES,
     upload_key,
 )
+from tenure.app.artifacts.logs import MAX_BATCH_CONTAINERS
 from tenure.app.artifacts.retention import RECLAIM_STALL_MS
 from tenure.app.tenure import compose
 from tenure.domain.errors import (
@@ -156,6 +157,18 @@ def test_logs_page_on_with_a_cursor_that_ends_null(rig: Rig) -> None:
     assert [x.message for x in page.events] == ["l0", "l1", "l2"] and page.next_cursor
     rest = rig.svc.logs.read_logs(READER, lease.id, cursor=page.next_cursor)
     assert [x.message for x in rest.events] == ["l3", "l4"] and rest.next_cursor is None
+
+
+def _containers(names: list[str]) -> list[dict[str, object]]:
+    return [{**line(f"from {name}"), "container": name} for name in names]
+
+
+def test_a_batch_naming_more_containers_than_one_request_may_is_refused_whole(rig: Rig) -> None:
+    lease = rig.running()
+    names = [f"c{i}" for i in range(MAX_BATCH_CONTAINERS + 1)]
+    with pytest.raises(ValidationFailed, match=r"^events: .*9 containers.* 8"):
+        rig.svc.logs.post_logs(as_lease(lease.id), lease.id, _containers(names))
+    assert sink(rig).streams == {}
 
 
 # --------------------------------------------------------------------- attachments

@@ -21,6 +21,10 @@ MAX_LOG_BYTES = 256 * 1024
 # outside that window is refused here, by name, rather than dropped there without a word.
 MAX_LOG_AGE_MS = 14 * 86_400_000 - 60_000
 MAX_LOG_AHEAD_MS = 2 * 3_600_000 - 60_000
+# Each container is a log stream of its own (CloudWatch: made with CreateLogStream, whose
+# rate every lease of the account and region shares). One POST names at most this many, so a
+# request makes at most this many streams.
+MAX_BATCH_CONTAINERS = 8
 # One read answers at most this many events (the next page follows with next_cursor).
 LOG_PAGE = 1000
 
@@ -85,6 +89,11 @@ class Logs:
             redacted += masked
             line = LogLine(at, container, str(event["stream"]), message)
             by_container.setdefault(container, []).append(line)
+        if len(by_container) > MAX_BATCH_CONTAINERS:
+            raise ValidationFailed(
+                f"events: name {len(by_container)} containers; one batch may name at most "
+                f"{MAX_BATCH_CONTAINERS}"
+            )
         sink = self.artifacts.sink()
         accepted = sum(sink.append(lease.id, c, lines) for c, lines in by_container.items())
         if redacted:
