@@ -2,7 +2,8 @@
 Authorization header, and the worker function keeps its own as long: within that window a
 token revoked meanwhile still passes. An expired token never does: its principal carries its
 `expires_at`, which the worker function and the API function check against the clock, with no
-read."""
+read. And the one route that mints a credential outliving the caller's own token, POST
+/tokens, reads the caller's token row again rather than trust a cached verdict."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tenure import wiring
 from tenure.api import app as api
 from tenure.api import tokens, worker
 from tenure.api.authorizer import authorize
+from tenure.app.setup.spaces import INSTANCE_TIMELINE
 from tenure_cli.local import lambda_host
 from tenure_cli.local.frontdoor import to_event
 
@@ -127,3 +129,34 @@ def test_the_api_function_refuses_a_cached_principal_past_its_expiry_without_a_r
     rig.clock.advance(1)
     assert _refusal(http_api(*CLAIM, raw, {"worker_id": "w1"}))[:2] == (401, "unauthenticated")
     assert reads == []  # judged on the principal the authorizer cached
+
+
+def test_a_revoked_admin_token_mints_no_token_with_the_verdict_cached_before(
+    service: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = service
+    token, raw = rig.svc.setup.create_token(ADMIN, "ops", "operator", "admin", None, None)
+    http_api = CachedAuthorizer()
+    assert http_api("GET", "/tokens", raw)[0] == 200
+    rig.svc.setup.revoke_token(ADMIN, token.id)
+    reads = _reads(rig, monkeypatch)
+    minted = http_api("POST", "/tokens", raw, {"name": "backdoor", "kind": "operator"})
+    assert _refusal(minted)[:2] == (401, "unauthenticated")
+    assert len(reads) == 1  # the caller's own token row, read again
+    made = rig.store.timeline(*INSTANCE_TIMELINE, 100)
+    assert [e.data["name"] for e in made if e.type == "token.created"] == ["ops"]
+    # What stays open within the window (docs/security.md): a read of the cached verdict.
+    assert http_api("GET", "/tokens", raw)[0] == 200
+
+
+def test_a_live_admin_token_mints_a_token_with_one_more_read(
+    service: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = service
+    _, raw = rig.svc.setup.create_token(ADMIN, "ops", "operator", "admin", None, None)
+    http_api = CachedAuthorizer()
+    assert http_api("GET", "/tokens", raw)[0] == 200
+    reads = _reads(rig, monkeypatch)
+    status, made = http_api("POST", "/tokens", raw, {"name": "ci", "kind": "worker"})
+    assert status == 201 and made["token"].startswith("tnr_w_")
+    assert len(reads) == 1

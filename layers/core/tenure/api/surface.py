@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from tenure import wiring
 from tenure.api import models as m
 from tenure.api import views as v
+from tenure.api.bearer import bearer
 from tenure.api.errors import describe_validation, envelope, error_response
 from tenure.api.routes import REPORTS, ROUTES
 from tenure.api.tokens import EXPIRED, expired
@@ -77,6 +78,14 @@ def principal(ctx: dict[str, Any], token: str | None = None) -> Principal:
     if actor.expires_at is not None and expired(actor, svc().clock.now_ms()):
         raise e.Unauthenticated(EXPIRED)
     return actor
+
+
+def actor_read_again() -> Principal:
+    """The caller, on its token row read again now (one key read), not on the verdict API
+    Gateway kept (up to 60 s): for a route that mints a credential outliving the caller's
+    own token (POST /tokens), so that a token revoked within that window mints nothing."""
+    actor()  # refused first as on any route
+    return svc().setup.authenticate(bearer(app.current_event.headers), note_use=False)
 
 
 def authorize(actor: Principal, audience: str, params: dict[str, str]) -> None:
