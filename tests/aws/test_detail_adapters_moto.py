@@ -4,18 +4,24 @@ in-memory fakes of the unit tier promise, held against the real APIs' semantics.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import boto3
 import pytest
 from moto import mock_aws
 from tenure import wiring
+from tenure.app.artifacts.logs import MAX_BATCH_CONTAINERS
 from tenure.app.ports import LogLine
 from tenure.domain.errors import ValidationFailed
 from tenure.store.blobs import S3Blobs
-from tenure.store.logs import EVENT_BYTES, CloudWatchLogSink
+from tenure.store.logs import EVENT_BYTES, MAX_STREAMS, CloudWatchLogSink
+from tenure.wiring import ManualClock
 from tenure_cli.local.engines import use_local_credentials
+
+from tests.unit.support import Rig, as_lease, with_artifacts
 
 REGION = "us-east-1"
 GROUP = "/tenure/test/LeaseLogs"
@@ -192,3 +198,84 @@ def test_the_download_url_names_the_file_and_its_type(blobs: S3Blobs) -> None:
 def test_events_cloudwatch_refuses_are_not_counted_as_accepted(sink: CloudWatchLogSink) -> None:
     old = LogLine(T0 - 20 * 86_400_000, "main", "stdout", "too old")
     assert sink.append("lease_a", "main", [old, *lines((1, "stdout", "fine"))]) == 1
+
+
+# ------------------------------------------------- what a batch of logs costs in calls
+
+
+def _calls(sink: CloudWatchLogSink) -> Counter[str]:
+    """The CloudWatch Logs operations the sink's client sends from now on, by name."""
+    seen: Counter[str] = Counter()
+
+    def note(model: Any, **_: Any) -> None:
+        seen[model.name] += 1
+
+    sink.client.meta.events.register("before-call.cloudwatch-logs", note)
+    return seen
+
+
+def test_a_new_container_is_made_then_written_and_a_known_one_only_written(
+    sink: CloudWatchLogSink,
+) -> None:
+    calls = _calls(sink)
+    assert sink.append("lease_a", "main", lines((1, "stdout", "a")), new=True) == 1
+    assert calls == {"CreateLogStream": 1, "PutLogEvents": 1}  # no write that must fail first
+    assert sink.append("lease_a", "main", lines((2, "stdout", "b"))) == 1
+    assert calls == {"CreateLogStream": 1, "PutLogEvents": 2}
+    assert [x.message for x in sink.read("lease_a", None, None, None, None, 10).events] == [
+        "a",
+        "b",
+    ]
+
+
+def test_a_stream_another_instance_made_is_written_without_making_it(
+    sink: CloudWatchLogSink,
+) -> None:
+    sink.append("lease_a", "main", lines((1, "stdout", "a")), new=True)
+    other = CloudWatchLogSink(boto3.client("logs", region_name=REGION), GROUP)
+    calls = _calls(other)
+    assert other.append("lease_a", "main", lines((2, "stdout", "b"))) == 1
+    assert calls == {"PutLogEvents": 1}
+
+
+def test_a_stream_that_is_not_there_is_made_when_a_write_finds_it_missing(
+    sink: CloudWatchLogSink,
+) -> None:
+    # The request that counted the container failed before it made the stream.
+    calls = _calls(sink)
+    assert sink.append("lease_a", "main", lines((1, "stdout", "a"))) == 1
+    assert calls == {"PutLogEvents": 2, "CreateLogStream": 1}
+    assert len(sink.read("lease_a", None, None, None, None, 10).events) == 1
+
+
+def test_a_lease_token_cannot_fan_its_logs_out_over_hundreds_of_streams(
+    sink: CloudWatchLogSink,
+) -> None:
+    """A batch whose every event names a new container: refused before any call, and a
+    lease's streams stop at what the reads and the reclaim reach."""
+    rig = with_artifacts(Rig(clock=ManualClock(T0)))
+    rig.svc.artifacts.log_sink = sink
+    lease = rig.running()
+    me = as_lease(lease.id)
+    calls = _calls(sink)
+
+    def batch(names: list[str]) -> list[dict[str, Any]]:
+        return [{"stream": "stdout", "message": n, "container": n} for n in names]
+
+    with pytest.raises(ValidationFailed, match=r"^events: "):
+        rig.svc.logs.post_logs(me, lease.id, batch([f"c{i}" for i in range(300)]))
+    assert calls == {}
+    names = [f"c{i:02d}" for i in range(60)]
+    refused = 0
+    for at in range(0, len(names), MAX_BATCH_CONTAINERS):
+        try:
+            rig.svc.logs.post_logs(me, lease.id, batch(names[at : at + MAX_BATCH_CONTAINERS]))
+        except ValidationFailed:
+            refused += 1
+    assert refused == 2  # 48 counted, then 8 more would be 56
+    assert calls == {"CreateLogStream": 48, "PutLogEvents": 48}
+    described = sink.client.describe_log_streams(
+        logGroupName=GROUP, logStreamNamePrefix=f"{lease.id}/"
+    )
+    assert len(described["logStreams"]) == 48 <= MAX_STREAMS
+    assert sink.delete(lease.id) == 48

@@ -60,6 +60,26 @@ class DetailContract:
         r.store.put_attachment(_attachment(lease.id, 2, now), cap=10, quota_bytes=5)
         assert [a.id for a in r.store.list_attachments(lease.id)] == ["att_002", "att_003"]
 
+    def test_log_containers_are_counted_once_each_and_never_past_the_cap(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        count = r.store.count_log_containers
+        assert count(lease.id, ["main", "side"], 3) == {"main", "side"}  # the new ones
+        assert count(lease.id, ["main"], 3) == set()
+        with pytest.raises(CeilingReached):
+            count(lease.id, ["a", "b"], 3)  # four: nothing of it is counted
+        # Near the cap, the containers already counted do not count twice.
+        assert count(lease.id, ["side", "a"], 3) == {"a"}
+        with pytest.raises(CeilingReached):
+            count(lease.id, ["main", "b"], 3)
+        assert count(lease.id, ["main", "side", "a"], 3) == set()
+        _, other = enqueue(r)
+        assert count(other.id, ["b"], 3) == {"b"}  # each lease counts its own
+        assert stored(r, lease.id).state == lease.state  # the lease row is untouched
+
     def test_only_ended_leases_enter_the_ended_index_by_end_time(self, make_rig: MakeRig) -> None:
         r = make_rig()
         world(r)

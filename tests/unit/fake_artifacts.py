@@ -56,8 +56,11 @@ class FakeLogSink:
     def __init__(self) -> None:
         self.streams: dict[str, list[LogLine]] = {}
         self.deleted: Counter[str] = Counter()
+        self.made: list[str] = []  # the streams appended to as new ones, in order
 
-    def append(self, lease_id: str, container: str, lines: list[LogLine]) -> int:
+    def append(self, lease_id: str, container: str, lines: list[LogLine], new: bool = False) -> int:
+        if new:
+            self.made.append(f"{lease_id}/{container}")
         stream = self.streams.setdefault(f"{lease_id}/{container}", [])
         stream.extend(lines)
         stream.sort(key=lambda x: x.timestamp)

@@ -999,6 +999,16 @@ class FakeStore(FakeRules):
         sizes[attachment.lease_id] = sizes.get(attachment.lease_id, 0) + attachment.byte_size
         rows[attachment.id] = attachment
 
+    def count_log_containers(self, lease_id: str, containers: list[str], cap: int) -> set[str]:
+        self.writes.append("count_log_containers")
+        every: dict[str, set[str]] = self.__dict__.setdefault("log_containers", {})
+        counted = every.setdefault(lease_id, set())
+        new = set(containers) - counted
+        if len(counted) + len(new) > cap:
+            raise CeilingReached(f"a lease keeps the logs of at most {cap} containers")
+        counted |= new
+        return new
+
     def list_attachments(self, lease_id: str) -> list[Attachment]:
         return sorted(self._attachments(lease_id).values(), key=lambda a: (a.created_at, a.id))
 

@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 from tenure.api import models as m
 from tenure.api.errors import describe_validation
+from tenure.app.artifacts import logs
 from tenure.domain import errors as e
 
 
@@ -25,6 +26,16 @@ def test_a_batch_holds_at_most_1000_events_and_256_kb() -> None:
     big = {"stream": "stdout", "message": "x" * (200 * 1024)}
     assert "256 KB" in _refusal(m.LogBatch, {"events": [big, big]})
     assert "events" in _refusal(m.LogBatch, {"events": []})
+
+
+def test_a_batch_names_at_most_8_containers_however_many_events_it_holds() -> None:
+    # Each container is a log stream: one request may not make hundreds of them.
+    nine = [{"stream": "stdout", "message": "x", "container": f"c{i}"} for i in range(9)]
+    refused = _refusal(m.LogBatch, {"events": nine})
+    assert refused.startswith("events: ") and "9 containers" in refused and "8" in refused
+    eight = m.LogBatch.model_validate({"events": nine[:8] * 100})  # a name counts once
+    assert len(eight.events) == 800
+    assert m.MAX_BATCH_CONTAINERS == logs.MAX_BATCH_CONTAINERS  # the service holds it too
 
 
 def test_an_event_names_its_stream_and_may_give_its_time_either_way() -> None:

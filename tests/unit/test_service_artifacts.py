@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from tenure.app.artifacts import logs
 from tenure.app.artifacts.attachments import (
     ATTACHMENTS_PER_LEASE,
     MAX_INLINE_BYTES,
     SERVE_INLINE_BYTES,
     upload_key,
 )
+from tenure.app.artifacts.logs import MAX_BATCH_CONTAINERS, MAX_LEASE_CONTAINERS
 from tenure.app.artifacts.retention import RECLAIM_STALL_MS
 from tenure.app.tenure import compose
 from tenure.domain.errors import (
@@ -23,6 +25,7 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Principal
+from tenure.store.logs import MAX_STREAMS
 
 from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
 from tests.unit.support import ADMIN, POOL, READER, SPACE, T0, WORKER, Rig, as_lease, with_artifacts
@@ -156,6 +159,63 @@ def test_logs_page_on_with_a_cursor_that_ends_null(rig: Rig) -> None:
     assert [x.message for x in page.events] == ["l0", "l1", "l2"] and page.next_cursor
     rest = rig.svc.logs.read_logs(READER, lease.id, cursor=page.next_cursor)
     assert [x.message for x in rest.events] == ["l3", "l4"] and rest.next_cursor is None
+
+
+def _containers(names: list[str]) -> list[dict[str, object]]:
+    return [{**line(f"from {name}"), "container": name} for name in names]
+
+
+def test_a_batch_naming_more_containers_than_one_request_may_is_refused_whole(rig: Rig) -> None:
+    lease = rig.running()
+    names = [f"c{i}" for i in range(MAX_BATCH_CONTAINERS + 1)]
+    with pytest.raises(ValidationFailed, match=r"^events: .*9 containers.* 8"):
+        rig.svc.logs.post_logs(as_lease(lease.id), lease.id, _containers(names))
+    assert sink(rig).streams == {} and "count_log_containers" not in rig.store.writes
+
+
+def test_a_lease_keeps_logs_of_no_more_containers_than_its_reads_and_reclaim_reach(
+    rig: Rig,
+) -> None:
+    lease = rig.running()
+    me = as_lease(lease.id)
+    names = [f"c{i:02d}" for i in range(MAX_LEASE_CONTAINERS)]
+    for at in range(0, len(names), MAX_BATCH_CONTAINERS):
+        batch = names[at : at + MAX_BATCH_CONTAINERS]
+        assert rig.svc.logs.post_logs(me, lease.id, _containers(batch)) == len(batch)
+    with pytest.raises(ValidationFailed, match=rf"^events: .*{MAX_LEASE_CONTAINERS} containers"):
+        rig.svc.logs.post_logs(me, lease.id, _containers(["c00", "one-too-many"]))
+    assert len(sink(rig).streams) == MAX_LEASE_CONTAINERS == MAX_STREAMS
+    # A container it already keeps goes on taking lines, on any instance.
+    again = compose(rig.store, rig.clock, rig.ids, log_sink=sink(rig))
+    assert again.logs.post_logs(me, lease.id, _containers(["c00", "c49"])) == 2
+    assert len(sink(rig).streams[f"{lease.id}/c49"]) == 2
+
+
+def test_a_warm_instance_counts_a_container_once_and_only_a_new_one_is_made(rig: Rig) -> None:
+    lease = rig.running()
+    me = as_lease(lease.id)
+    for _ in range(3):
+        rig.svc.logs.post_logs(me, lease.id, _containers(["main", "side"]))
+    assert rig.store.writes.count("count_log_containers") == 1
+    # The stream is made once, by the request that counted its container first; another
+    # instance (which has not counted it) writes to it as to a stream that exists.
+    again = compose(rig.store, rig.clock, rig.ids, log_sink=sink(rig))
+    again.logs.post_logs(me, lease.id, _containers(["main"]))
+    assert rig.store.writes.count("count_log_containers") == 2
+    assert sink(rig).made == [f"{lease.id}/main", f"{lease.id}/side"]
+
+
+def test_what_an_instance_remembers_of_counted_containers_is_bounded(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logs, "MAX_CONTAINERS_KEPT", 2)
+    lease = rig.running()
+    for name in ("a", "b", "c"):
+        rig.svc.logs.post_logs(as_lease(lease.id), lease.id, _containers([name]))
+    assert len(rig.svc.logs._counted) <= 2
+    rig.svc.logs.post_logs(as_lease(lease.id), lease.id, _containers(["a"]))  # counted again
+    assert rig.store.writes.count("count_log_containers") == 4
+    assert sink(rig).made == [f"{lease.id}/{name}" for name in "abc"]  # made once each
 
 
 # --------------------------------------------------------------------- attachments

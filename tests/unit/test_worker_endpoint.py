@@ -205,6 +205,36 @@ def test_a_token_is_read_once_a_minute_and_a_revoked_one_refused_after_it() -> N
     assert checks.reads == 2
 
 
+def test_a_verdict_is_kept_no_longer_than_its_token_lives() -> None:
+    now, wall = [100.0], [1_000_000]
+    checks = Checks()
+    checks.answer = Principal(kind="worker", token_id="t1", expires_at=wall[0] + 20_000)
+    verdicts = tokens.Verdicts(check=checks, clock=lambda: now[0], wall=lambda: wall[0])
+    assert verdicts.principal(BEARER).token_id == "t1"
+    now[0], wall[0] = now[0] + 19, wall[0] + 19_000
+    assert verdicts.principal(BEARER).token_id == "t1" and checks.reads == 1
+    checks.answer = e.Unauthenticated("the token has expired")  # as the table now answers
+    now[0], wall[0] = now[0] + 1, wall[0] + 1_000
+    with pytest.raises(e.Unauthenticated, match="expired"):
+        verdicts.principal(BEARER)  # at its expiry, not 60 s after it was read
+    assert checks.reads == 2
+
+
+def test_a_kept_verdict_past_its_tokens_expiry_is_refused_without_a_read() -> None:
+    # The function's own clock and the wall clock need not agree: the expiry is judged on the
+    # wall clock, as the token's expires_at is.
+    wall = [1_000_000]
+    checks = Checks()
+    checks.answer = Principal(kind="worker", token_id="t1", expires_at=wall[0] + 20_000)
+    verdicts = tokens.Verdicts(check=checks, clock=lambda: 100.0, wall=lambda: wall[0])
+    assert verdicts.principal(BEARER).token_id == "t1"
+    wall[0] += 20_000
+    for _ in range(2):
+        with pytest.raises(e.Unauthenticated, match="the token has expired"):
+            verdicts.principal(BEARER)
+    assert checks.reads == 1
+
+
 def test_a_refusal_is_kept_too_but_a_table_that_could_not_be_read_is_not() -> None:
     verdicts, checks, now = _verdicts()
     checks.answer = e.Unavailable("throttled")

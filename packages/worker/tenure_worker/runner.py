@@ -45,6 +45,8 @@ LOG_DRAIN_SECONDS = 10.0
 
 STDERR_TAIL_BYTES = 4000
 LOOP_SECONDS = 0.2
+# Where Linux tells of its processes (absent elsewhere: `ps` is asked instead).
+PROC = Path("/proc")
 # How a service of a release without `start` on claims refuses one (422 validation_failed).
 UNKNOWN_START = "start: is not a known field"
 
@@ -69,6 +71,10 @@ class Held:
     payload_file: str
     marker_file: str
     fence_file: str = ""
+    # When the job's process started (_start_time), recorded with its pid at launch: the pid
+    # alone may name another process after a restart, once the job has ended ("": unknown,
+    # as in a state file of an older release, or where the system cannot tell).
+    started: str = ""
     acked_at: float = 0.0  # wall clock of the last answered heartbeat (survives a restart)
     keeps_logs: bool = False  # ship the job's output to the lease's logs
     log_positions: dict[str, int] | None = None  # offsets of its output files shipped so far
@@ -309,6 +315,7 @@ class Worker:
                 start_new_session=True,
             )
         held.pid, held.proc = proc.pid, proc
+        held.started = _start_time(proc.pid)  # our child, unreaped: the pid is still its own
         self._save(held)
         self.held[held.lease_id] = held
         # No POST /start: the claim asked for the lease running (`start`), since the job is
@@ -413,7 +420,7 @@ class Worker:
             code = held.proc.poll()
             if code is None:
                 return None
-        elif _alive(held.pid):
+        elif _alive(held.pid, held.started):
             return None
         try:
             return int(Path(held.exit_file).read_text().strip())
@@ -526,6 +533,10 @@ class Worker:
         return ask
 
     def _signal(self, held: Held, sig: signal.Signals) -> None:
+        """Signal the job's process group, and nothing else: not a pid the system has given
+        to another process since the job ended."""
+        if not _is_job(held):
+            return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(held.pid, sig)
 
@@ -608,7 +619,7 @@ class Worker:
                 continue
             # The fence counts from the last answered heartbeat, across the restart.
             held.last_ok = time.monotonic() - max(0.0, time.time() - held.acked_at)
-            if _alive(held.pid) and not os.path.exists(held.exit_file):
+            if _alive(held.pid, held.started) and not os.path.exists(held.exit_file):
                 log("re-attached", lease=held.lease_id, pid=held.pid)
                 # It may have been paused before and resumed while the worker was away: the
                 # first heartbeat without a pause revoke sends SIGCONT (a no-op if running).
@@ -630,7 +641,10 @@ def _fence_grace(kill_grace: float, renew_seconds: float) -> float:
     return min(kill_grace, max(0.5, renew_seconds))
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int, started: str = "", proc: Path = PROC) -> bool:
+    """Whether the job's process runs: its pid is taken, not by a zombie (ended, not yet
+    reaped), and, where the job's start time was recorded, by a process that started then
+    (one that did not is another process the pid was given to after the job ended)."""
     if pid <= 0:
         return False
     try:
@@ -638,13 +652,51 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    # A zombie (ended, not yet reaped) counts as ended.
+        pass  # taken by another user's process: the start time tells whether it is the job
+    if started and _start_time(pid, proc) != started:
+        return False
     try:
-        with open(f"/proc/{pid}/stat") as stat:
+        with open(proc / str(pid) / "stat") as stat:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return True
+
+
+def _start_time(pid: int, proc: Path = PROC) -> str:
+    """When process `pid` started, as this system tells it ("" when there is no such process,
+    or no way to tell): with its pid it names one process. Linux: field 22 of
+    /proc/<pid>/stat (starttime, in clock ticks since boot); where there is no /proc (macOS,
+    the BSDs), `ps -o lstart=` (to the second)."""
+    if proc.is_dir():
+        try:
+            text = (proc / str(pid) / "stat").read_text()
+        except OSError:
+            return ""
+        # The command name (field 2) is in parentheses and may hold anything: count fields
+        # from the last ")", after which field 3 comes.
+        fields = text.rsplit(")", 1)[-1].split()
+        return f"stat:{fields[19]}" if len(fields) > 19 else ""
+    try:
+        out = subprocess.run(
+            ["ps", "-o", "lstart=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    stamp = " ".join(out.stdout.split())
+    return f"ps:{stamp}" if out.returncode == 0 and stamp else ""
+
+
+def _is_job(held: Held) -> bool:
+    """Whether `held.pid` still names the job's process. A child this runner launched keeps
+    its pid until it is reaped; one re-attached from the state directory is the job only
+    while its start time is the one recorded at launch."""
+    if held.proc is not None:
+        return held.proc.returncode is None
+    return _alive(held.pid, held.started)
 
 
 def _tail(path: str) -> str:

@@ -841,6 +841,8 @@ class Payload(BaseModel):
 Container = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 MAX_LOG_EVENTS = 1000
 MAX_LOG_BYTES = 256 * 1024
+# Each container is a log stream: one batch makes at most this many (app/artifacts/logs.py).
+MAX_BATCH_CONTAINERS = 8
 
 
 class LogEventIn(Strict):
@@ -871,6 +873,12 @@ class LogBatch(Strict):
             raise ValueError(
                 f"events: the messages hold {size} bytes, more than the {MAX_LOG_BYTES} "
                 "(256 KB) one batch may carry"
+            )
+        containers = {e.container for e in self.events}
+        if len(containers) > MAX_BATCH_CONTAINERS:
+            raise ValueError(
+                f"events: name {len(containers)} containers; one batch may name at most "
+                f"{MAX_BATCH_CONTAINERS}"
             )
         return self
 

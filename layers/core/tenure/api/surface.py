@@ -25,8 +25,10 @@ from pydantic import BaseModel
 from tenure import wiring
 from tenure.api import models as m
 from tenure.api import views as v
+from tenure.api.bearer import bearer
 from tenure.api.errors import describe_validation, envelope, error_response
 from tenure.api.routes import REPORTS, ROUTES
+from tenure.api.tokens import EXPIRED, expired
 from tenure.app.tenure import Tenure
 from tenure.domain import authz
 from tenure.domain import errors as e
@@ -60,7 +62,9 @@ def actor() -> Principal:
 
 def principal(ctx: dict[str, Any], token: str | None = None) -> Principal:
     """The caller the authorizer named; where it could not read the token (the table was
-    throttling), the token read again here: 503 `unavailable` if it still cannot be."""
+    throttling), the token read again here: 503 `unavailable` if it still cannot be. API
+    Gateway keeps the authorizer's answer up to 60 s: a token that has expired since is
+    refused here, on the expires_at its principal carries, with no read."""
     raw = ctx.get("principal")
     if not raw and ctx.get("unavailable"):
         return svc().setup.authenticate(token)
@@ -70,7 +74,18 @@ def principal(ctx: dict[str, Any], token: str | None = None) -> Principal:
     for key in ("spaces", "pools"):
         if data.get(key) is not None:
             data[key] = tuple(data[key])
-    return Principal(**data)
+    actor = Principal(**data)
+    if actor.expires_at is not None and expired(actor, svc().clock.now_ms()):
+        raise e.Unauthenticated(EXPIRED)
+    return actor
+
+
+def actor_read_again() -> Principal:
+    """The caller, on its token row read again now (one key read), not on the verdict API
+    Gateway kept (up to 60 s): for a route that mints a credential outliving the caller's
+    own token (POST /tokens), so that a token revoked within that window mints nothing."""
+    actor()  # refused first as on any route
+    return svc().setup.authenticate(bearer(app.current_event.headers), note_use=False)
 
 
 def authorize(actor: Principal, audience: str, params: dict[str, str]) -> None:

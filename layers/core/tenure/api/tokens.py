@@ -18,8 +18,11 @@ from tenure.domain.fencing import could_be_token
 from tenure.domain.model import Principal
 
 # The HTTP API's authorizer is cached this long per Authorization header (infra/template.yaml
-# ReauthorizeEvery): a revoked token is refused everywhere within it, on either endpoint.
+# ReauthorizeEvery): a revoked token is refused everywhere within it, on either endpoint. An
+# expiring token's verdict is kept no longer than the token lives, and refused from its
+# expires_at on whatever was kept (the API function checks the cached principal the same way).
 VERDICT_SECONDS = 60.0
+EXPIRED = "the token has expired"
 # Verdicts one warm function keeps; past it the oldest go first. A verdict is a digest and a
 # principal (~1 kB): bounded so a stream of made-up tokens cannot grow the function's memory.
 MAX_VERDICTS = 4096
@@ -37,6 +40,15 @@ def principal_of(raw: str | None) -> Principal:
     return wiring.service().setup.authenticate(raw)
 
 
+def service_now_ms() -> int:
+    """The service's clock, which a token's expires_at is on."""
+    return wiring.service().clock.now_ms()
+
+
+def expired(principal: Principal, now_ms: int) -> bool:
+    return principal.expires_at is not None and now_ms >= principal.expires_at
+
+
 @dataclass(frozen=True)
 class _Verdict:
     until: float
@@ -47,7 +59,9 @@ class _Verdict:
 class Verdicts:
     """`principal_of`, each token's answer kept `VERDICT_SECONDS` like API Gateway keeps the
     authorizer's: a refusal too (a made-up token costs one read a minute, not one a request);
-    never a table that could not be read, which is asked again on the next request."""
+    never a table that could not be read, which is asked again on the next request. A token
+    that expires is kept until then at most, and refused from then on with no read (`wall`:
+    the clock its expires_at is on; `clock` times the verdicts)."""
 
     def __init__(
         self,
@@ -55,8 +69,10 @@ class Verdicts:
         clock: Callable[[], float] = time.monotonic,
         seconds: float = VERDICT_SECONDS,
         size: int = MAX_VERDICTS,
+        wall: Callable[[], int] = service_now_ms,
     ) -> None:
         self._check, self._clock, self._seconds, self._size = check, clock, seconds, size
+        self._wall = wall
         self._kept: OrderedDict[str, _Verdict] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -70,19 +86,35 @@ class Verdicts:
         with self._lock:
             kept = self._kept.get(key)
         if kept is None or kept.until <= now:
-            kept = self._decide(raw, now)
-            with self._lock:
-                self._kept[key] = kept
-                self._kept.move_to_end(key)
-                while len(self._kept) > self._size:
-                    self._kept.popitem(last=False)
+            kept = self._keep(key, self._decide(raw, now))
+        elif self._outlived(kept):
+            kept = self._keep(key, _Verdict(now + self._seconds, None, EXPIRED))  # no read
         if kept.principal is None:
             raise Unauthenticated(kept.reason)
         return kept.principal
 
+    def _keep(self, key: str, verdict: _Verdict) -> _Verdict:
+        with self._lock:
+            self._kept[key] = verdict
+            self._kept.move_to_end(key)
+            while len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+        return verdict
+
+    def _outlived(self, kept: _Verdict) -> bool:
+        """A kept principal whose token has expired since (judged on the wall clock, which
+        its expires_at is on: the function's own clock times the verdicts)."""
+        return kept.principal is not None and expired(kept.principal, self._wall())
+
     def _decide(self, raw: str, now: float) -> _Verdict:
         until = now + self._seconds
         try:
-            return _Verdict(until, self._check(raw), "")
+            principal = self._check(raw)
         except Unauthenticated as refused:
             return _Verdict(until, None, refused.message)
+        if principal.expires_at is not None:
+            wall = self._wall()
+            if expired(principal, wall):
+                return _Verdict(until, None, EXPIRED)
+            until = min(until, now + (principal.expires_at - wall) / 1000)
+        return _Verdict(until, principal, "")

@@ -491,6 +491,13 @@ class Store(Protocol):
         bytes would take the lease past `quota_bytes` (`details["quota"]` is then True)."""
         ...
 
+    def count_log_containers(self, lease_id: str, containers: list[str], cap: int) -> set[str]:
+        """Count `containers` among those the lease ships logs from (each is a log stream),
+        all or none, in one conditional write: CeilingReached, and nothing counted, when the
+        lease would then have more than `cap`. Answers the ones that were not counted yet
+        (their streams are still to be made); concurrent calls never take it past `cap`."""
+        ...
+
     def list_attachments(self, lease_id: str) -> list[Attachment]:
         """Every attachment recorded for the lease (at most the cap), oldest first."""
         ...
@@ -629,8 +636,9 @@ class LogPage(NamedTuple):
 class LogSink(Protocol):
     """Where lease logs live (CloudWatch Logs: one stream per lease and container)."""
 
-    def append(self, lease_id: str, container: str, lines: list[LogLine]) -> int:
-        """Store `lines` (any order); answers how many were accepted."""
+    def append(self, lease_id: str, container: str, lines: list[LogLine], new: bool = False) -> int:
+        """Store `lines` (any order); answers how many were accepted. `new`: the container
+        was first counted just now, so its stream is made before it is written."""
         ...
 
     def read(

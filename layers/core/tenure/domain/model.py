@@ -129,6 +129,9 @@ class Principal:
     # principal cached from before the end says None; each use case that reads the lease
     # applies the same rule to the row (domain/authz.py require_lease_power).
     lease_ended_at: int | None = None
+    # operator, worker: when the token expires (ms; None: never). A verdict kept after its
+    # token was read (the authorizer's cache, the worker function's) is refused from then on.
+    expires_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,12 @@ class Token:
 
     def principal(self) -> Principal:
         return Principal(
-            kind=self.kind, token_id=self.id, role=self.role, spaces=self.spaces, pools=self.pools
+            kind=self.kind,
+            token_id=self.id,
+            role=self.role,
+            spaces=self.spaces,
+            pools=self.pools,
+            expires_at=self.expires_at,
         )
 
 

@@ -152,6 +152,9 @@ class DynamoStore:
     def put_attachment(self, attachment: Attachment, cap: int, quota_bytes: int) -> None:
         self.retention.put_attachment(attachment, cap, quota_bytes)
 
+    def count_log_containers(self, lease_id: str, containers: list[str], cap: int) -> set[str]:
+        return self.retention.count_log_containers(lease_id, containers, cap)
+
     def list_attachments(self, lease_id: str) -> list[Attachment]:
         return self.retention.list_attachments(lease_id)
 

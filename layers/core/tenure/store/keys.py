@@ -493,6 +493,15 @@ def attachment_count_key(lease_id: str) -> dict[str, str]:
     return {PK: f"LEASE#{lease_id}", SK: ATTACHMENT_COUNT_SK}
 
 
+# The containers a lease has shipped logs from (a string set), on a row of their own: each
+# names a log stream, and a lease keeps no more than its reads and its reclaim reach.
+LOG_CONTAINERS_SK = "LOGCONTAINERS"
+
+
+def log_containers_key(lease_id: str) -> dict[str, str]:
+    return {PK: f"LEASE#{lease_id}", SK: LOG_CONTAINERS_SK}
+
+
 def lease_pk(lease_id: str) -> str:
     return f"LEASE#{lease_id}"
 
@@ -509,6 +518,10 @@ WITHIN_ATTACHMENT_QUOTA = (
     f"({BELOW_ATTACHMENT_CAP}) AND "
     "(attribute_not_exists(attached_bytes) OR attached_bytes <= :room)"
 )
+# A batch's containers are added only while the set stays within the cap: :room is the cap
+# less how many the batch names (the batch's own condition adds what every one of them is
+# already counted, so a batch of known containers passes at the cap).
+WITHIN_LOG_CONTAINERS = "attribute_not_exists(containers) OR size(containers) <= :room"
 # Reclaim is written once: a second pass (retried or concurrent) loses here and deletes nothing.
 NOT_RECLAIMED = "attribute_exists(PK) AND attribute_not_exists(reclaimed_at)"
 

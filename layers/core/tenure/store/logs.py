@@ -24,7 +24,9 @@ EVENT_BYTES = 256 * 1024 - EVENT_OVERHEAD - 256  # room for the JSON wrapping
 # A read that finds only empty pages (FilterLogEvents searches in slices) stops after this
 # many calls and hands back a cursor to go on with.
 READ_CALLS = 5
-# The streams of one lease (its containers) read or deleted at most.
+# The streams of one lease (its containers) read or deleted at most: one DescribeLogStreams
+# page. The service lets no lease ship from more containers than this (app/artifacts/logs.py
+# MAX_LEASE_CONTAINERS).
 MAX_STREAMS = 50
 LOG_CURSOR = "l"
 
@@ -47,12 +49,18 @@ class CloudWatchLogSink:
 
     # ----------------------------------------------------------------------- writes
 
-    def append(self, lease_id: str, container: str, lines: list[LogLine]) -> int:
+    def append(self, lease_id: str, container: str, lines: list[LogLine], new: bool = False) -> int:
+        """A container first counted just now (`new`) has no stream yet: it is made, then
+        written (two calls, where a write that must fail first would make three). Any other
+        is written straight away (one call), and made only if the write finds it missing
+        (the request that counted it failed before making it)."""
         stream = stream_name(lease_id, container)
         events = [
             {"timestamp": line.timestamp, "message": _encode(line)}
             for line in sorted(lines, key=lambda x: x.timestamp)  # stable: printed order
         ]
+        if new:
+            self._create_stream(stream)
         accepted = 0
         for batch in _batches(events):
             accepted += self._put(stream, batch)

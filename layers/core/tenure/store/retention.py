@@ -60,6 +60,48 @@ class RetentionRows:
                 raise CeilingReached(f"a lease keeps at most {cap} attachments") from lost
             raise
 
+    def count_log_containers(self, lease_id: str, containers: list[str], cap: int) -> set[str]:
+        """Add `containers` to the lease's log containers, all or none, while it keeps at
+        most `cap`: one conditional write, the containers already there costing no room.
+        The set only grows, so a lost condition is judged on the row read after it: past the
+        cap (CeilingReached), or another request counted some of these meanwhile (go on with
+        the rest). Answers those this call added."""
+        pending = sorted(set(containers))
+        for _ in range(cap + 1):  # each lost round saw the set grow; it cannot pass the cap
+            if not pending:
+                return set()
+            names = {f"c{i}": name for i, name in enumerate(pending)}
+            known = " AND ".join(f"contains(containers, :{name})" for name in names)
+            try:
+                out = self.rows.write(
+                    "update",
+                    Conflict("the lease's log containers changed"),
+                    TableName=self.rows.name,
+                    Key=_dump(k.log_containers_key(lease_id)),
+                    UpdateExpression="ADD containers :new",
+                    ConditionExpression=f"({k.WITHIN_LOG_CONTAINERS}) OR ({known})",
+                    ExpressionAttributeValues=_values(
+                        new=set(pending), room=cap - len(pending), **names
+                    ),
+                    # The old row tells which were new (UPDATED_OLD would do on AWS, but moto
+                    # answers it with nothing for an ADD); what is returned costs no units.
+                    ReturnValues="ALL_OLD",
+                )
+            except Conflict:
+                row = self.rows.get(k.log_containers_key(lease_id)) or {}
+                counted = set(row.get("containers") or ())
+                new = [name for name in pending if name not in counted]
+                if len(counted) + len(new) > cap:
+                    raise CeilingReached(
+                        f"a lease keeps the logs of at most {cap} containers"
+                    ) from None
+                pending = new
+                continue
+            before = _load(out.get("Attributes") or {}).get("containers") or ()
+            return set(pending) - set(before)
+        # Not reached: every lost round above saw the set grow, and it stops at the cap.
+        raise Conflict("the lease's log containers kept changing")
+
     def list_attachments(self, lease_id: str) -> list[Attachment]:
         # Bounded by the per-lease cap (put_attachment); one page of 1 MB holds far more.
         out = self.rows.query(

@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.ports import BlobStore, LogLine, LogPage, LogSink
 from tenure.domain import authz
 from tenure.domain import fencing as rules
-from tenure.domain.errors import InvalidTransition, UnsupportedRuntime, ValidationFailed
+from tenure.domain.errors import (
+    CeilingReached,
+    InvalidTransition,
+    UnsupportedRuntime,
+    ValidationFailed,
+)
 from tenure.domain.model import Lease, Principal
 
 if TYPE_CHECKING:
@@ -21,6 +26,18 @@ MAX_LOG_BYTES = 256 * 1024
 # outside that window is refused here, by name, rather than dropped there without a word.
 MAX_LOG_AGE_MS = 14 * 86_400_000 - 60_000
 MAX_LOG_AHEAD_MS = 2 * 3_600_000 - 60_000
+# Each container is a log stream of its own (CloudWatch: made with CreateLogStream, whose
+# rate every lease of the account and region shares). One POST names at most this many, so a
+# request makes at most this many streams...
+MAX_BATCH_CONTAINERS = 8
+# ... and a lease keeps at most this many, counted on its row (the store's
+# count_log_containers): as many as the reads and the reclaim reach (store/logs.py
+# MAX_STREAMS), so no line is shipped where nothing would read or delete it.
+MAX_LEASE_CONTAINERS = 50
+# The (lease, container) pairs one process has counted and shipped to: a warm instance counts
+# each once (no write per batch). Bounded: past it they are forgotten, which costs at most one
+# more count each.
+MAX_CONTAINERS_KEPT = 4096
 # One read answers at most this many events (the next page follows with next_cursor).
 LOG_PAGE = 1000
 
@@ -60,6 +77,7 @@ class Logs:
     def __init__(self, kernel: Kernel, artifacts: Artifacts) -> None:
         self.artifacts = artifacts
         self.kernel = kernel
+        self._counted: set[tuple[str, str]] = set()
 
     def post_logs(self, actor: Principal, lease_id: str, events: list[dict[str, Any]]) -> int:
         """Store a batch of the job's lines; answers how many were accepted."""
@@ -85,11 +103,36 @@ class Logs:
             redacted += masked
             line = LogLine(at, container, str(event["stream"]), message)
             by_container.setdefault(container, []).append(line)
+        if len(by_container) > MAX_BATCH_CONTAINERS:
+            raise ValidationFailed(
+                f"events: name {len(by_container)} containers; one batch may name at most "
+                f"{MAX_BATCH_CONTAINERS}"
+            )
         sink = self.artifacts.sink()
-        accepted = sum(sink.append(lease.id, c, lines) for c, lines in by_container.items())
+        new = self._count(lease.id, list(by_container))
+        accepted = 0
+        for container, lines in by_container.items():
+            accepted += sink.append(lease.id, container, lines, new=container in new)
+            if len(self._counted) >= MAX_CONTAINERS_KEPT:
+                self._counted.clear()
+            self._counted.add((lease.id, container))
         if redacted:
             self.kernel.counters["log_tokens_redacted"] += redacted
         return accepted
+
+    def _count(self, lease_id: str, containers: list[str]) -> set[str]:
+        """Count the batch's containers on the lease (those this process has not counted
+        yet): the ones no request had counted before, whose streams are still to be made."""
+        unknown = [c for c in containers if (lease_id, c) not in self._counted]
+        if not unknown:
+            return set()
+        try:
+            return self.kernel.store.count_log_containers(lease_id, unknown, MAX_LEASE_CONTAINERS)
+        except CeilingReached as full:
+            raise ValidationFailed(
+                f"events: lease {lease_id} keeps the logs of at most {MAX_LEASE_CONTAINERS} "
+                "containers; ship these lines under a container it already has"
+            ) from full
 
     def read_logs(
         self,

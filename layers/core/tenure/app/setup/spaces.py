@@ -217,10 +217,12 @@ class Setup:
             return found
         return token
 
-    def authenticate(self, raw: str | None) -> Principal:
+    def authenticate(self, raw: str | None, note_use: bool = True) -> Principal:
         """Who a bearer value is. The reusable token check (the authorizer, and any endpoint
         that checks its own bearer): a value that cannot be a Tenure token is refused before
-        the table is read; then one key read; a revoked or expired token is unknown."""
+        the table is read; then one key read; a revoked or expired token is unknown.
+        `note_use=False`: a check again of a token the request was already let in with,
+        whose use was noted then."""
         if not raw:
             raise Unauthenticated("a bearer token is required")
         if not rules.could_be_token(raw):
@@ -246,7 +248,7 @@ class Setup:
         if token.expires_at is not None and now >= token.expires_at:
             raise Unauthenticated("the token has expired")
         noted = max(token.last_used_at or 0, self._touched.get(token.token_hash, 0))
-        if now - noted >= TOKEN_TOUCH_MS:
+        if note_use and now - noted >= TOKEN_TOUCH_MS:
             self._touch(token, now)
         return token.principal()
 
