@@ -73,7 +73,7 @@ def test_an_enqueue_whose_transaction_loses_leaves_its_job_unreachable(
         raise Conflict("a conditional write lost")
 
     monkeypatch.setattr(rig.store, "_put_single", noting)
-    monkeypatch.setattr(rig.store, "_transact", lost)
+    monkeypatch.setattr(rig.store.rows, "transact", lost)
     with pytest.raises(InvalidTransition):  # how an enqueue answers a lost transaction
         rig.svc.filing.enqueue(ADMIN, task.id, ALPHA)
     monkeypatch.undo()
