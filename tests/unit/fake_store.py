@@ -19,10 +19,9 @@ from typing import Any, TypeVar
 from tenure.app.migrations import SchemaState
 from tenure.app.ports import (
     INSTANCE_CEILING,
-    KEY_CEILING,
     LIST_SCAN_BUDGET,
+    OWN_LIMIT_CEILINGS,
     POOL_CAP,
-    RATE_CEILING,
     TIMELINE_CAP,
     WORKER_RETENTION_S,
     WORKER_SCAN_BUDGET,
@@ -574,7 +573,7 @@ class FakeStore(FakeRules):
 
     def _max_active(self, ceiling: Ceiling) -> int | None:
         scope, name = ceiling.scope, ceiling.name
-        if scope in (KEY_CEILING, RATE_CEILING):
+        if scope in OWN_LIMIT_CEILINGS:
             return ceiling.limit
         if scope == INSTANCE_CEILING:
             return self.instance.max_active

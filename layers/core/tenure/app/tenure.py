@@ -197,6 +197,7 @@ def compose(
             runs,
             filers=(delegation.lease_files,),
             links=(approval.ask, graph.link, delegation.mark_creator),
+            bounds=(delegation.bounds,),
         ),
         idempotency=Idempotency(kernel),
         listing=TaskListing(kernel, graph),

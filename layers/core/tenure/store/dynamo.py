@@ -11,10 +11,13 @@ from botocore.exceptions import ClientError
 
 from tenure.app.migrations import SchemaState
 from tenure.app.ports import (
+    DELEGATED_CEILING,
     INSTANCE_CEILING,
     KEY_CEILING,
+    OWN_LIMIT_CEILINGS,
     POOL_CAP,
     RATE_CEILING,
+    TREE_CEILING,
     WORKER_RETENTION_S,
     WORKERS_CAP,
     Attachment,
@@ -619,7 +622,7 @@ class DynamoStore:
             "UpdateExpression": f"ADD {k.ACTIVE} :delta",
             "ExpressionAttributeValues": _values(delta=ceiling.delta),
         }
-        own_limit = ceiling.scope in (KEY_CEILING, RATE_CEILING)
+        own_limit = ceiling.scope in OWN_LIMIT_CEILINGS
         if ceiling.delta > 0 and ceiling.limit is not None:
             update["ConditionExpression"] = k.BELOW_LIMIT if own_limit else k.BELOW_CEILING
             if own_limit:
@@ -1155,6 +1158,8 @@ def _ceiling_key(scope: str, name: str) -> dict[str, str]:
     if scope == RATE_CEILING:
         pool, minute = split_ceiling(name)
         return k.rate_counter_key(pool, int(minute))
+    if scope in (DELEGATED_CEILING, TREE_CEILING):
+        return k.delegation_counter_key(scope, name)
     return k.pool_key(name) if scope == "pool" else k.space_key(name)
 
 

@@ -1,10 +1,17 @@
-"""Delegation: tasks filed with a lease token, and the completion claim gate.
+"""Delegation: tasks filed with a lease token, their bounds, and the completion claim gate.
 
 A worker holding a lease may file tasks: they land in its lease's space and remember that
 lease (`created_by_lease`), which is what the claim gate checks when the lease's completion
 names `created_task_ids` — an agent must not take credit for tasks it did not create. The
 gate reads one task row per id (bounded by the report's schema), before the completion's
 conditional write, so a refused completion leaves the lease exactly as it was.
+
+What one agent can set going is bounded twice, by its lease's pool: the tasks one lease token
+files (`max_delegated_per_lease`), and the tasks of one tree of delegation — every task
+filed with the token of a run of a task in it, down from the task a person filed at its top
+(`max_delegated_per_tree`). Each is a counter row moved +1 in the filing's own transaction,
+only while below its limit, so racing filings never pass it and a refused filing leaves
+nothing. Operators' filings count nothing and write no counter.
 """
 
 from __future__ import annotations
@@ -15,9 +22,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
-from tenure.app.ports import Change, GraphOp
+from tenure.app.ports import DELEGATED_CEILING, TREE_CEILING, Ceiling, Change, GraphOp
 from tenure.app.tasks.filing import TaskLinks
-from tenure.domain.errors import Conflict, UnverifiedCreatedTasks, ValidationFailed
+from tenure.domain.errors import (
+    Conflict,
+    TenureError,
+    UnverifiedCreatedTasks,
+    ValidationFailed,
+)
 from tenure.domain.model import Lease, Pool, Principal, Task
 from tenure.domain.states import EndReason, ReportKind
 from tenure.domain.transitions import Action, must_move
@@ -88,7 +100,54 @@ class Delegation:
             )
         filer = Principal(kind="operator", token_id=actor.token_id, role="member", spaces=(space,))
         wake = True if links.wake_creator is None else links.wake_creator
-        return filer, space, replace(links, wake_creator=wake, creator_lease=lease.id)
+        return (
+            filer,
+            space,
+            replace(
+                links,
+                wake_creator=wake,
+                creator_lease=lease.id,
+                creator_pool=lease.pool,
+                delegation_root=self._root_of(lease),
+            ),
+        )
+
+    def _root_of(self, lease: Lease) -> str:
+        """The top of the tree a task filed with `lease`'s token joins: the root its task
+        was counted under, or that task itself when a person filed it (a lease with no task,
+        a rule's run of a workflow or space, is the top of its own tree). One eventually
+        consistent read: a task's root is written once, by its filing."""
+        if lease.task_id is None:
+            return lease.id
+        task = self.kernel.task_as_filed(lease.task_id)
+        return (task.delegation_root if task else None) or lease.task_id
+
+    def bounds(self, task: Task, links: TaskLinks) -> list[tuple[Ceiling, TenureError]]:
+        """The two counters a lease token's filing moves: its lease's, and its tree's, each
+        judged against the limit of the filing lease's pool."""
+        lease, root = links.creator_lease, links.delegation_root
+        if lease is None or root is None or links.creator_pool is None:
+            return []
+        pool = self.kernel.pool(links.creator_pool)
+        per_lease, per_tree = pool.max_delegated_per_lease, pool.max_delegated_per_tree
+        return [
+            (
+                Ceiling(DELEGATED_CEILING, lease, +1, per_lease),
+                ValidationFailed(
+                    f"max_delegated_per_lease: lease {lease} has filed {per_lease} tasks, the "
+                    f"most a lease of pool {pool.name} may file; nothing was filed (an admin "
+                    "may raise the pool's max_delegated_per_lease)"
+                ),
+            ),
+            (
+                Ceiling(TREE_CEILING, root, +1, per_tree),
+                ValidationFailed(
+                    f"max_delegated_per_tree: the tree of delegation under {root} holds "
+                    f"{per_tree} tasks, the most a lease of pool {pool.name} may add to; "
+                    "nothing was filed (an admin may raise the pool's max_delegated_per_tree)"
+                ),
+            ),
+        ]
 
     def mark_creator(
         self,
@@ -100,7 +159,10 @@ class Delegation:
     ) -> tuple[Task, list[GraphOp], bool]:
         creator = links.creator_lease
         marked = replace(
-            task, created_by_lease=creator, wake_creator=bool(creator and links.wake_creator)
+            task,
+            created_by_lease=creator,
+            wake_creator=bool(creator and links.wake_creator),
+            delegation_root=links.delegation_root if creator else None,
         )
         if creator is not None:  # found again when the creator is stopped (stop_children)
             ops = [*ops, GraphOp("edge", creator, name="delegated", other=task.id)]
