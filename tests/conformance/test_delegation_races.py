@@ -1,7 +1,8 @@
-"""Delegation's bounds on DynamoDB Local: filings racing from one lease token never pass the
-pool's max_delegated_per_lease, filings racing from several leases of one tree never pass its
-max_delegated_per_tree (each counted in the filing's own conditional write), and what the two
-counters cost a delegated filing.
+"""Delegation's bounds and stops on DynamoDB Local: filings racing from one lease token never
+pass the pool's max_delegated_per_lease, filings racing from several leases of one tree never
+pass its max_delegated_per_tree (each counted in the filing's own conditional write), and a
+stopped creator stops all of its 230 children and their children, page by page through the
+table's stream, each record doing a bounded amount of work.
 
 moto does not apply conditional writes atomically across threads, so none of this runs there.
 """
@@ -9,13 +10,19 @@ moto does not apply conditional writes atomically across threads, so none of thi
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
+from tenure.app.autonomy.delegation import STOP_PAGE
 from tenure.app.ports import DELEGATED_CEILING, TREE_CEILING
-from tenure.app.tenure import Tenure
+from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import TenureError
 from tenure.domain.model import Task
+from tenure.domain.states import EndReason
+from tenure.triggers.stream import handle
+from tenure.wiring import RandomIds, SystemClock
 from tenure_cli.local.engines import DynamoDBLocal
+from tenure_cli.local.streams import StreamPump
 
 from tests.conformance.bills import Bills
 from tests.conformance.contract import ALPHA, SPACE, make_world
@@ -25,6 +32,8 @@ from tests.conftest import ADMIN, WORKER, Rig, lease_principal
 # Each of THREADS threads tries this many filings: twice what the bound lets through.
 TRIES_EACH = 2
 BOUND = THREADS * TRIES_EACH // 2
+# The 230 children of the stop's scenario are filed on this many threads (to save time).
+FILERS = 5
 
 
 def _claim(svc: Tenure, worker: str) -> str:
@@ -141,3 +150,77 @@ def test_what_the_bounds_cost_a_delegated_filing_and_an_operators(
     assert counted[1] - bare[1] == 0.5
     # An operator's filing is untouched.
     assert operator == operator_bare
+
+
+class OneAtATime(StreamPump):
+    """Delivers each stream record on its own, noting what the reactor read and wrote for it;
+    it reads on from where the rig's own pump has got to."""
+
+    def __init__(self, rig: Rig) -> None:
+        super().__init__(rig.pump.ddb.meta.endpoint_url, rig.pump.table, rig.store)
+        self.iterators = dict(rig.pump.iterators)
+        self.service = compose(rig.store, SystemClock(), RandomIds())
+        self.meter = rig.store.meter
+        # (items read, write calls, read units, write units as DynamoDB Local reports them)
+        self.per_record: list[tuple[int, int, float, float]] = []
+
+    def _deliver(self, batch: list[dict[str, Any]]) -> None:
+        for record in batch:
+            read, writes = self.meter.items_read, self._writes()
+            units = (self.meter.read_units, self.meter.write_units)
+            answer = handle({"Records": [record]}, None, self.store, self.service)
+            assert not answer.get("batchItemFailures"), answer
+            self.per_record.append(
+                (
+                    self.meter.items_read - read,
+                    self._writes() - writes,
+                    self.meter.read_units - units[0],
+                    self.meter.write_units - units[1],
+                )
+            )
+
+    def _writes(self) -> int:
+        reads = ("get", "query", "batch_get")
+        return sum(n for op, n in self.meter.calls.items() if op not in reads)
+
+
+def test_a_stop_reaches_all_230_children_and_their_children_page_by_page(rig: Rig) -> None:
+    make_world(rig.svc)
+    rig.svc.pools.update_pool(ADMIN, ALPHA, {"max_delegated_per_lease": 300})
+    rig.svc.filing.create_task(ADMIN, SPACE, "root", None, None, {}, ALPHA, None)
+    root = _claim(rig.svc, "w-root")
+    rig.svc.reports.start(lease_principal(root), root)
+    filers = [real_time_service(rig)[0] for _ in range(FILERS)]
+    kids = [
+        task_id
+        for each in run_threads(
+            FILERS, lambda n: [_delegate(filers[n], root, pool=ALPHA).id for _ in range(46)]
+        )
+        for task_id in each
+    ]
+    assert len(kids) == 230
+    kid = _claim(filers[0], "w-kid")  # on the clock the children were filed by
+    grandkids = [_delegate(filers[0], kid, pool=ALPHA).id for _ in range(5)]
+    rig.pump.drain()
+    pump = OneAtATime(rig)
+    rig.svc.operator.cancel(ADMIN, root)
+    rig.svc.reports.fail(lease_principal(root), root, {"error": "asked to stop"})
+    pump.drain()
+    still_open = []
+    for task_id in [*kids, *grandkids]:
+        task = rig.store.get_task(task_id)
+        run = rig.svc.kernel.newest_lease(task) if task else None
+        assert run is not None
+        if not run.state.terminal:
+            still_open.append(task_id)
+        else:
+            assert run.end_reason is EndReason.PARENT_STOPPED, (task_id, run.end_reason)
+    assert still_open == []
+    reads, writes, read_units, write_units = (max(n) for n in zip(*pump.per_record, strict=True))
+    print(
+        f"\n{len(pump.per_record)} stream records; one at most read {reads} items "
+        f"({read_units:g} read units) and made {writes} writes ({write_units:g} write units)"
+    )
+    # A page: per child its task, job and lease read and one write, and the next page's mark.
+    assert reads <= 4 * STOP_PAGE + 10
+    assert writes <= STOP_PAGE + 5

@@ -1,18 +1,21 @@
-"""What an agent may file.
+"""What an agent may file, and how far a stop reaches.
 
 A lease token files at most its pool's `max_delegated_per_lease` tasks, and a tree of
 delegated tasks (every task filed with the lease token of a run of a task in it, down from one
 task filed by a person) holds at most `max_delegated_per_tree` of them, counted in the filing's
-own conditional write."""
+own conditional write. A stopped creator stops every task it delegated, a page at a time, and a
+child stopped so stops its own children in turn."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from tenure.app.autonomy.delegation import STOP_PAGE
 from tenure.app.ports import DELEGATED_CEILING, TREE_CEILING, Change
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import DEFAULT_MAX_DELEGATED_PER_LEASE, DEFAULT_MAX_DELEGATED_PER_TREE
+from tenure.domain.states import EndReason, LeaseState
 
 from tests.unit.support import ADMIN, MEMBER, POOL, SPACE, Rig, as_lease
 from tests.unit.test_api_graph import Answer, http  # noqa: F401  (the fixture)
@@ -161,3 +164,65 @@ def test_the_routes_take_show_and_validate_the_bounds(http: Any, rig: Rig) -> No
     refused = http("POST", "/tasks", {"title": "two"}, token)
     assert (refused.status, refused.code) == (422, "validation_failed")
     assert refused.data["error"]["message"].startswith("max_delegated_per_lease: ")
+
+
+# ------------------------------------------------------------------ the stop
+
+
+def test_a_stopped_creator_stops_every_descendant_a_page_at_a_time(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One lease token files 230 tasks into its pool, one of them runs and files 5 of its
+    own; the operator cancels the first lease and its worker acknowledges. Before, the stop
+    reached the first 200 children and none of the 5 (a child stopped so stopped nothing)."""
+    rig.svc.pools.update_pool(ADMIN, POOL, {"max_delegated_per_lease": 300})
+    root = rig.running("w-root")
+    kids = [_delegate(rig, root.id, pool=POOL) for _ in range(230)]
+    kid = rig.claim("w-kid").lease
+    assert kid.task_id == kids[0]
+    grandkids = [_delegate(rig, kid.id, pool=POOL) for _ in range(5)]
+    pages: list[tuple[str, int]] = []
+    real = rig.store.graph_edges
+
+    def paged(task_id: str, kind: str, limit: int, after: str | None = None) -> list[str]:
+        found = real(task_id, kind, limit, after)
+        if kind == "delegated":
+            pages.append((task_id, len(found)))
+        return found
+
+    monkeypatch.setattr(rig.store, "graph_edges", paged)
+    rig.svc.operator.cancel(MEMBER, root.id)
+    rig.svc.reports.fail(as_lease(root.id), root.id, {"error": "asked to stop"})
+    assert rig.lease(root.id).end_reason is EndReason.CANCELLED
+    assert _open(rig, kids) == []
+    assert _open(rig, grandkids) == []
+    for task_id in [*kids, *grandkids]:
+        assert _run(rig, task_id).end_reason is EndReason.PARENT_STOPPED
+    assert rig.lease(kid.id).end_reason is EndReason.PARENT_STOPPED
+    # The root's children came in pages of at most STOP_PAGE, the next page set off by the
+    # one before (230 = 100 + 100 + 30); the running child's 5 in one page of its own.
+    assert [n for lease, n in pages if lease == root.id] == [STOP_PAGE, STOP_PAGE, 30]
+    assert [n for lease, n in pages if lease == kid.id] == [5]
+
+
+def test_a_child_stopped_by_its_ttl_stops_what_it_delegated(rig: Rig) -> None:
+    from tenure.app.tasks.filing import TaskLinks
+
+    rig.sweep()
+    creator = rig.running("w-creator")
+    child, _ = rig.svc.filing.create_task(
+        as_lease(creator.id), SPACE, "c", None, None, {}, POOL, None,
+        links=TaskLinks(ttl_seconds=60),
+    )  # fmt: skip
+    held = rig.claim("w-child").lease
+    assert held.task_id == child.id
+    grandkid = _delegate(rig, held.id, pool=POOL)
+    for _ in range(3):
+        rig.advance(60)
+        for lease_id in (creator.id, held.id):
+            if not rig.lease(lease_id).state.terminal:
+                rig.svc.reports.heartbeat(as_lease(lease_id), lease_id, None)
+        rig.sweep()
+    assert rig.lease(held.id).end_reason is EndReason.TTL_EXPIRED
+    assert _run(rig, grandkid).end_reason is EndReason.PARENT_STOPPED
+    assert rig.lease(creator.id).state is LeaseState.RUNNING

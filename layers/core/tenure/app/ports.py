@@ -217,7 +217,9 @@ class GraphOp:
     * "mark": SET `name` = `at` on `task_id`'s graph row once; "auto_enqueued_at" also needs
       every blocker met (one auto-enqueue per readiness, however many blockers finish at once);
     * "usage": ADD `counts` to `task_id`'s graph row and `name` (a cost key) to its
-      `usage_cost_keys` set — a completion's usage (app/usage.py).
+      `usage_cost_keys` set — a completion's usage (app/usage.py);
+    * "advance": SET `name` = `other` on `task_id`'s graph row while it is absent or sorts
+      before `other` (a cursor that only moves forward: a stop's page, app/autonomy).
     """
 
     op: str
@@ -568,8 +570,11 @@ class Store(Protocol):
         consistent. A cursor of another kind or shape is ValidationFailed."""
         ...
 
-    def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
-        """Up to `limit` ids at the far end of `task_id`'s edges of `kind` (child, dependent)."""
+    def graph_edges(
+        self, task_id: str, kind: str, limit: int, after: str | None = None
+    ) -> list[str]:
+        """Up to `limit` ids at the far end of `task_id`'s edges of `kind` (child, dependent,
+        …), in id order, starting after the id `after` when given (the next page)."""
         ...
 
     def edges_counted(self, task_id: str, kind: str, others: list[str]) -> dict[str, bool]:

@@ -228,7 +228,7 @@ def compose(
                     wake.on_lease,
                     delegation.stop_children,
                 ),
-                "graph": (graph.after_graph, wake.on_graph),
+                "graph": (graph.after_graph, wake.on_graph, delegation.continue_stop),
                 "task": (wake.on_task,),
             }
         ),

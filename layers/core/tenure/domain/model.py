@@ -466,6 +466,9 @@ class TaskGraph:
     usage_reasoning_tokens: int = 0
     usage_cost_micros: int = 0
     usage_cost_keys: tuple[str, ...] = ()
+    # On a stopped lease's row (keyed by the lease id): the last child its stop has reached,
+    # which sets off the next page (app/autonomy/delegation.py).
+    stop_after: str | None = None
 
     @property
     def children_outstanding(self) -> int:

@@ -984,6 +984,17 @@ class DynamoStore:
                 "ExpressionAttributeValues": _values(at=g.at),
             }
             return {"Update": update}
+        if g.op == "advance":
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": graph,
+                    "UpdateExpression": "SET #mark = :to",
+                    "ConditionExpression": k.ADVANCES,
+                    "ExpressionAttributeNames": {"#mark": g.name},
+                    "ExpressionAttributeValues": _values(to=g.other),
+                }
+            }
         raise ValueError(f"unknown graph op {g.op!r}")
 
     def _hold_op(self, h: HoldOp) -> dict[str, Any]:
@@ -1007,12 +1018,20 @@ class DynamoStore:
         found = {k.task_id_of(r): r for r in rows}
         return {t: items.graph_from(t, found.get(t, {})) for t in ids}
 
-    def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
+    def graph_edges(
+        self, task_id: str, kind: str, limit: int, after: str | None = None
+    ) -> list[str]:
         prefix = k.EDGE_PREFIX[kind]
+        start = (
+            {}
+            if after is None
+            else {"ExclusiveStartKey": _dump(k.task_edge_key(task_id, kind, after))}
+        )
         out = self.rows.query(
             KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
             ExpressionAttributeValues=_values(pk=f"TASK#{task_id}", prefix=prefix),
             Limit=limit,
+            **start,
         )
         return [str(_load(r)[k.SK]).removeprefix(prefix) for r in out.get("Items", [])]
 

@@ -571,6 +571,8 @@ AUTO_ENQUEUE_DUE = (
 )
 # A once-only mark on a graph row.
 NOT_MARKED = "attribute_not_exists(#mark)"
+# A cursor on a graph row moves only forward: a replayed or a rival step leaves it be.
+ADVANCES = "attribute_not_exists(#mark) OR #mark < :to"
 
 # The scheduler's one row: its pause, and string sets of task ids claims skip.
 SCHEDULER_KEY = {PK: "SCHEDULER", SK: "STATE"}
