@@ -19,10 +19,9 @@ from typing import Any, TypeVar
 from tenure.app.migrations import SchemaState
 from tenure.app.ports import (
     INSTANCE_CEILING,
-    KEY_CEILING,
     LIST_SCAN_BUDGET,
+    OWN_LIMIT_CEILINGS,
     POOL_CAP,
-    RATE_CEILING,
     TIMELINE_CAP,
     WORKER_RETENTION_S,
     WORKER_SCAN_BUDGET,
@@ -574,7 +573,7 @@ class FakeStore(FakeRules):
 
     def _max_active(self, ceiling: Ceiling) -> int | None:
         scope, name = ceiling.scope, ceiling.name
-        if scope in (KEY_CEILING, RATE_CEILING):
+        if scope in OWN_LIMIT_CEILINGS:
             return ceiling.limit
         if scope == INSTANCE_CEILING:
             return self.instance.max_active
@@ -837,6 +836,9 @@ class FakeStore(FakeRules):
             if g.name == "auto_enqueued_at" and graph is not None:
                 return graph.blockers_done == graph.blockers_total
             return True
+        if g.op == "advance":
+            at = getattr(graph, g.name, None)
+            return at is None or at < g.other
         return True
 
     def _put_graph(self, new: TaskGraph) -> tuple[str, Any, Any]:
@@ -862,6 +864,8 @@ class FakeStore(FakeRules):
             del self.edges[(g.task_id, g.name, g.other)]
         if g.op == "mark":
             return [self._put_graph(replace(graph, **{g.name: g.at}))]
+        if g.op == "advance":
+            return [self._put_graph(replace(graph, **{g.name: g.other}))]
         return []
 
     def _apply_hold(self, set_name: str, task_id: str, add: bool) -> None:
@@ -880,10 +884,12 @@ class FakeStore(FakeRules):
     def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
         return {t: self._graph(t) for t in task_ids}
 
-    def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
+    def graph_edges(
+        self, task_id: str, kind: str, limit: int, after: str | None = None
+    ) -> list[str]:
         _limit(limit)
         others = sorted(o for (t, kd, o) in self.edges if t == task_id and kd == kind)
-        return others[:limit]
+        return [o for o in others if after is None or o > after][:limit]
 
     def edges_counted(self, task_id: str, kind: str, others: list[str]) -> dict[str, bool]:
         _limit(len(others) or 1)

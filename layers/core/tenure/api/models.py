@@ -23,6 +23,8 @@ from pydantic import (
 from tenure.domain import documents
 from tenure.domain.model import (
     DEFAULT_ATTACHMENT_QUOTA_BYTES,
+    DEFAULT_MAX_DELEGATED_PER_LEASE,
+    DEFAULT_MAX_DELEGATED_PER_TREE,
     DEFAULT_PRIORITY,
     DEFAULT_RETENTION_SECONDS,
     MAX_LEASE_SECONDS,
@@ -80,6 +82,10 @@ ConcurrencyKey = Annotated[
 # Keyed concurrency and the rate limit: null (or left out) is unlimited.
 PerKey = Annotated[int, Field(ge=1, le=10_000), Integral]
 PerMinute = Annotated[int, Field(ge=1, le=1_000_000), Integral]
+# Delegation's bounds (a null puts the default back): tasks one lease token may file, and
+# tasks one tree of delegation may hold.
+PerLease = Annotated[int, Field(ge=1, le=10_000), Integral]
+PerTree = Annotated[int, Field(ge=1, le=1_000_000), Integral]
 
 # A JSON document a caller may attach (details, result, properties…) stays well inside an item.
 MAX_DOCUMENT_BYTES = 32 * 1024
@@ -217,6 +223,10 @@ class PoolCreate(Strict):
     accepts_delegation_from: Annotated[list[Name], Field(max_length=50)] = Field(
         default_factory=list
     )
+    # How many tasks one of this pool's lease tokens may file, and how many a tree of
+    # delegation may hold when one of them files.
+    max_delegated_per_lease: PerLease = DEFAULT_MAX_DELEGATED_PER_LEASE
+    max_delegated_per_tree: PerTree = DEFAULT_MAX_DELEGATED_PER_TREE
     retry: RetrySettings = Field(default_factory=RetrySettings)
     # At most this many held leases per task concurrency_key; at most this many claims in a
     # UTC minute (null: unlimited).
@@ -251,6 +261,8 @@ class PoolPatch(Strict):
     classifier: ClassifierSettings | None = None
     rates: dict[str, Any] | None = None
     accepts_delegation_from: Annotated[list[Name], Field(max_length=50)] | None = None
+    max_delegated_per_lease: PerLease | None = None
+    max_delegated_per_tree: PerTree | None = None
     retry: RetrySettings | None = None
     max_active_per_key: PerKey | None = None
     max_claims_per_minute: PerMinute | None = None
@@ -711,6 +723,8 @@ class PoolOut(Out):
     starvation_escalation_seconds: int = 3600
     rates: dict[str, Any] | None = None
     accepts_delegation_from: list[str] = []
+    max_delegated_per_lease: int = DEFAULT_MAX_DELEGATED_PER_LEASE
+    max_delegated_per_tree: int = DEFAULT_MAX_DELEGATED_PER_TREE
     retry: RetrySettings = Field(default_factory=RetrySettings)
     max_active_per_key: int | None = None
     max_claims_per_minute: int | None = None

@@ -194,6 +194,8 @@ def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
         "min_queued_age_seconds": pool.min_queued_age_seconds,
         "starvation_escalation_seconds": pool.starvation_escalation_seconds,
         "accepts_delegation_from": list(pool.accepts_delegation_from or ()),
+        "max_delegated_per_lease": pool.max_delegated_per_lease,
+        "max_delegated_per_tree": pool.max_delegated_per_tree,
         "retry": RetryPolicy.of(pool.retry).view(),
         "max_active_per_key": pool.max_active_per_key,
         "max_claims_per_minute": pool.max_claims_per_minute,

@@ -108,11 +108,13 @@ class TaskWrite:
 class Ceiling:
     """Moves a pool's or space's count of held leases; +1 lands only while below `limit`.
 
-    Two scopes judge `limit` itself rather than a row's own setting: KEY_CEILING (held leases
-    of one concurrency key in one pool, `key_ceiling(pool, key)`) and RATE_CEILING (claims in
-    one pool during one minute, `rate_ceiling(pool, minute)`; never given back)."""
+    Four scopes judge `limit` itself rather than a row's own setting: KEY_CEILING (held leases
+    of one concurrency key in one pool, `key_ceiling(pool, key)`), RATE_CEILING (claims in
+    one pool during one minute, `rate_ceiling(pool, minute)`; never given back), and
+    DELEGATED_CEILING and TREE_CEILING (tasks delegated by one lease, and within one tree)."""
 
-    scope: str  # "pool" | "space" | "instance" (INSTANCE_CEILING) | KEY_CEILING | RATE_CEILING
+    # "pool" | "space" | "instance" (INSTANCE_CEILING) | one of OWN_LIMIT_CEILINGS
+    scope: str
     name: str
     delta: int
     limit: int | None = None
@@ -125,6 +127,16 @@ KEY_CEILING = "key"
 RATE_CEILING = "rate"
 # Joins a pool's name to the key or minute in a ceiling's name; pool names never contain it.
 CEILING_JOIN = "#"
+
+
+# Delegation's bounds (app/autonomy/delegation.py), each judged against the limit a filing
+# sends: tasks filed with one lease's token (named by the lease id), and tasks in one tree of
+# delegation (named by the id of the task at its top). Never given back: a task once filed
+# has been filed.
+DELEGATED_CEILING = "delegated"
+TREE_CEILING = "tree"
+# The scopes a Ceiling's own `limit` judges (the others: the row's own max_active).
+OWN_LIMIT_CEILINGS = (KEY_CEILING, RATE_CEILING, DELEGATED_CEILING, TREE_CEILING)
 
 
 def key_ceiling(pool: str, key: str) -> str:
@@ -205,7 +217,9 @@ class GraphOp:
     * "mark": SET `name` = `at` on `task_id`'s graph row once; "auto_enqueued_at" also needs
       every blocker met (one auto-enqueue per readiness, however many blockers finish at once);
     * "usage": ADD `counts` to `task_id`'s graph row and `name` (a cost key) to its
-      `usage_cost_keys` set — a completion's usage (app/usage.py).
+      `usage_cost_keys` set — a completion's usage (app/usage.py);
+    * "advance": SET `name` = `other` on `task_id`'s graph row while it is absent or sorts
+      before `other` (a cursor that only moves forward: a stop's page, app/autonomy).
     """
 
     op: str
@@ -563,8 +577,11 @@ class Store(Protocol):
         consistent. A cursor of another kind or shape is ValidationFailed."""
         ...
 
-    def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
-        """Up to `limit` ids at the far end of `task_id`'s edges of `kind` (child, dependent)."""
+    def graph_edges(
+        self, task_id: str, kind: str, limit: int, after: str | None = None
+    ) -> list[str]:
+        """Up to `limit` ids at the far end of `task_id`'s edges of `kind` (child, dependent,
+        …), in id order, starting after the id `after` when given (the next page)."""
         ...
 
     def edges_counted(self, task_id: str, kind: str, others: list[str]) -> dict[str, bool]:

@@ -197,6 +197,7 @@ def compose(
             runs,
             filers=(delegation.lease_files,),
             links=(approval.ask, graph.link, delegation.mark_creator),
+            bounds=(delegation.bounds,),
         ),
         idempotency=Idempotency(kernel),
         listing=TaskListing(kernel, graph),
@@ -227,7 +228,7 @@ def compose(
                     wake.on_lease,
                     delegation.stop_children,
                 ),
-                "graph": (graph.after_graph, wake.on_graph),
+                "graph": (graph.after_graph, wake.on_graph, delegation.continue_stop),
                 "task": (wake.on_task,),
             }
         ),

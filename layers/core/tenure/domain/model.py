@@ -40,6 +40,14 @@ QUEUE_EXPIRY_MARK = "expiry"
 DEFAULT_RETENTION_SECONDS = 2_592_000
 # Bytes of attachments one lease may add (1 GiB): a worker cannot fill the bucket.
 DEFAULT_ATTACHMENT_QUOTA_BYTES = 1024**3
+# Tasks one lease token may file (per pool): a completion names at most 100 tasks it created,
+# so a lease that files more cannot account for them.
+DEFAULT_MAX_DELEGATED_PER_LEASE = 100
+# Tasks a tree of delegation may hold beneath the task a person filed (per pool of the filing
+# lease): ten leases' worth at the per-lease default, room for an orchestrator whose workers
+# delegate once more, while a lease that keeps handing its work on stops at a thousand runs
+# (and their per-lease quotas) rather than going on without end.
+DEFAULT_MAX_DELEGATED_PER_TREE = 1000
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,10 @@ class Pool:
     rates: dict[str, Any] | None = None
     # Delegation: the pools whose leases may file tasks here without a person's approval.
     accepts_delegation_from: tuple[str, ...] = ()
+    # Delegation's bounds for this pool's leases: how many tasks one lease token may file, and
+    # how many a tree of delegated tasks may hold when one of them files.
+    max_delegated_per_lease: int = DEFAULT_MAX_DELEGATED_PER_LEASE
+    max_delegated_per_tree: int = DEFAULT_MAX_DELEGATED_PER_TREE
     # Retry on failure: {on_failure, backoff: {initial_seconds, multiplier, max_seconds,
     # jitter}}; None reads as RetryPolicy's defaults (off).
     retry: dict[str, Any] | None = None
@@ -200,6 +212,10 @@ class Task:
     # whether the task's endings wake that lease's worker (meaningless without one).
     created_by_lease: str | None = None
     wake_creator: bool = False
+    # The task a person filed at the top of this one's chain of creators (the task of the
+    # lease that filed it, or that task's own root): its tree counts this task. None for a
+    # task filed by a person, or before the count existed.
+    delegation_root: str | None = None
     # Approval (app/tasks/approval.py): {state: requested | approved | rejected, requested_at,
     # pool?, by?, at?, note?}; None for a task filed without it.
     approval: dict[str, Any] | None = None
@@ -458,6 +474,9 @@ class TaskGraph:
     usage_reasoning_tokens: int = 0
     usage_cost_micros: int = 0
     usage_cost_keys: tuple[str, ...] = ()
+    # On a stopped lease's row (keyed by the lease id): the last child its stop has reached,
+    # which sets off the next page (app/autonomy/delegation.py).
+    stop_after: str | None = None
 
     @property
     def children_outstanding(self) -> int:

@@ -11,10 +11,13 @@ from botocore.exceptions import ClientError
 
 from tenure.app.migrations import SchemaState
 from tenure.app.ports import (
+    DELEGATED_CEILING,
     INSTANCE_CEILING,
     KEY_CEILING,
+    OWN_LIMIT_CEILINGS,
     POOL_CAP,
     RATE_CEILING,
+    TREE_CEILING,
     WORKER_RETENTION_S,
     WORKERS_CAP,
     Attachment,
@@ -622,7 +625,7 @@ class DynamoStore:
             "UpdateExpression": f"ADD {k.ACTIVE} :delta",
             "ExpressionAttributeValues": _values(delta=ceiling.delta),
         }
-        own_limit = ceiling.scope in (KEY_CEILING, RATE_CEILING)
+        own_limit = ceiling.scope in OWN_LIMIT_CEILINGS
         if ceiling.delta > 0 and ceiling.limit is not None:
             update["ConditionExpression"] = k.BELOW_LIMIT if own_limit else k.BELOW_CEILING
             if own_limit:
@@ -984,6 +987,17 @@ class DynamoStore:
                 "ExpressionAttributeValues": _values(at=g.at),
             }
             return {"Update": update}
+        if g.op == "advance":
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": graph,
+                    "UpdateExpression": "SET #mark = :to",
+                    "ConditionExpression": k.ADVANCES,
+                    "ExpressionAttributeNames": {"#mark": g.name},
+                    "ExpressionAttributeValues": _values(to=g.other),
+                }
+            }
         raise ValueError(f"unknown graph op {g.op!r}")
 
     def _hold_op(self, h: HoldOp) -> dict[str, Any]:
@@ -1007,12 +1021,20 @@ class DynamoStore:
         found = {k.task_id_of(r): r for r in rows}
         return {t: items.graph_from(t, found.get(t, {})) for t in ids}
 
-    def graph_edges(self, task_id: str, kind: str, limit: int) -> list[str]:
+    def graph_edges(
+        self, task_id: str, kind: str, limit: int, after: str | None = None
+    ) -> list[str]:
         prefix = k.EDGE_PREFIX[kind]
+        start = (
+            {}
+            if after is None
+            else {"ExclusiveStartKey": _dump(k.task_edge_key(task_id, kind, after))}
+        )
         out = self.rows.query(
             KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
             ExpressionAttributeValues=_values(pk=f"TASK#{task_id}", prefix=prefix),
             Limit=limit,
+            **start,
         )
         return [str(_load(r)[k.SK]).removeprefix(prefix) for r in out.get("Items", [])]
 
@@ -1158,6 +1180,8 @@ def _ceiling_key(scope: str, name: str) -> dict[str, str]:
     if scope == RATE_CEILING:
         pool, minute = split_ceiling(name)
         return k.rate_counter_key(pool, int(minute))
+    if scope in (DELEGATED_CEILING, TREE_CEILING):
+        return k.delegation_counter_key(scope, name)
     return k.pool_key(name) if scope == "pool" else k.space_key(name)
 
 

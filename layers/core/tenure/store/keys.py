@@ -131,6 +131,14 @@ def rate_counter_key(pool: str, minute: int) -> dict[str, str]:
     return {PK: f"RATE#{pool}", SK: f"MINUTE#{minute}"}
 
 
+def delegation_counter_key(scope: str, owner: str) -> dict[str, str]:
+    """Tasks delegated by one lease (scope "delegated", owner: the lease id) or within one tree
+    (scope "tree", owner: the id of the task at its top): a row of its own in that lease's or
+    task's graph partition, apart from its graph row, so a filing's graph writes never name
+    the same item twice and a count's move wakes no stream reaction."""
+    return {PK: f"TASK#{owner}", SK: f"COUNT#{scope}"}
+
+
 # A rate counter outlives its minute by this much before TTL may delete it (the views read
 # the current minute's row only).
 RATE_COUNTER_KEEP_SECONDS = 120
@@ -578,6 +586,8 @@ AUTO_ENQUEUE_DUE = (
 )
 # A once-only mark on a graph row.
 NOT_MARKED = "attribute_not_exists(#mark)"
+# A cursor on a graph row moves only forward: a replayed or a rival step leaves it be.
+ADVANCES = "attribute_not_exists(#mark) OR #mark < :to"
 
 # The scheduler's one row: its pause, and string sets of task ids claims skip.
 SCHEDULER_KEY = {PK: "SCHEDULER", SK: "STATE"}

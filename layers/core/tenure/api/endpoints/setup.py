@@ -63,6 +63,8 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         starvation_escalation_seconds=body.starvation_escalation_seconds,
         rates=body.rates,
         accepts_delegation_from=tuple(body.accepts_delegation_from),
+        max_delegated_per_lease=body.max_delegated_per_lease,
+        max_delegated_per_tree=body.max_delegated_per_tree,
         retry=body.retry.model_dump() if "retry" in body.model_fields_set else None,
         max_active_per_key=body.max_active_per_key,
         max_claims_per_minute=body.max_claims_per_minute,

@@ -1,10 +1,18 @@
-"""Delegation: tasks filed with a lease token, and the completion claim gate.
+"""Delegation: tasks filed with a lease token, their bounds, stopping them, and the
+completion claim gate.
 
 A worker holding a lease may file tasks: they land in its lease's space and remember that
 lease (`created_by_lease`), which is what the claim gate checks when the lease's completion
 names `created_task_ids` — an agent must not take credit for tasks it did not create. The
 gate reads one task row per id (bounded by the report's schema), before the completion's
 conditional write, so a refused completion leaves the lease exactly as it was.
+
+What one agent can set going is bounded twice, by its lease's pool: the tasks one lease token
+files (`max_delegated_per_lease`), and the tasks of one tree of delegation — every task
+filed with the token of a run of a task in it, down from the task a person filed at its top
+(`max_delegated_per_tree`). Each is a counter row moved +1 in the filing's own transaction,
+only while below its limit, so racing filings never pass it and a refused filing leaves
+nothing. Operators' filings count nothing and write no counter.
 """
 
 from __future__ import annotations
@@ -15,10 +23,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
-from tenure.app.ports import Change, GraphOp
+from tenure.app.ports import DELEGATED_CEILING, TREE_CEILING, Ceiling, Change, GraphOp
 from tenure.app.tasks.filing import TaskLinks
-from tenure.domain.errors import Conflict, UnverifiedCreatedTasks, ValidationFailed
-from tenure.domain.model import Lease, Pool, Principal, Task
+from tenure.domain.errors import (
+    Conflict,
+    TenureError,
+    UnverifiedCreatedTasks,
+    ValidationFailed,
+)
+from tenure.domain.model import Lease, Pool, Principal, Task, TaskGraph
 from tenure.domain.states import EndReason, ReportKind
 from tenure.domain.transitions import Action, must_move
 
@@ -33,20 +46,27 @@ TASK_ID_SHAPE = re.compile(r"\btask_[0-9a-f]{6,40}\b")
 MAX_SCANNED_IDS = 20
 # How much of a result's text the scan reads.
 MAX_SCANNED_CHARS = 100_000
-# A stopped creator stops at most this many delegated children, each tried this many times.
-MAX_STOPPED = 200
+# A stopped creator's children are stopped this many at a time: one page per stream record,
+# each child's run tried at most STOP_TRIES times; a full page sets off the next (the lease's
+# graph row's `stop_after` moves on, and that row's own stream record reads on from there).
+STOP_PAGE = 100
 STOP_TRIES = 3
 # The longest ttl a delegated task may ask for (a week; the API model says the same).
 MAX_TTL_SECONDS = 7 * 86_400
 # How many minutes of ttl edges one sweeper pass drains at most, and how many tasks.
 TTL_MINUTES_PER_PASS = 60
 TTL_PER_PASS = 100
-# The creator's endings that stop its children: stopped by an operator, or lost.
+# The creator's endings that stop its children: stopped by an operator or by its own
+# creator's stop, lost, or ended by its ttl or its run timeout. So a stop runs down a whole
+# tree of delegation, each level from the stream record of the level above.
 _CREATOR_STOPS = (
     EndReason.CANCELLED,
     EndReason.KILLED,
     EndReason.EXPIRED,
     EndReason.WORKER_LOST,
+    EndReason.PARENT_STOPPED,
+    EndReason.TTL_EXPIRED,
+    EndReason.TIMED_OUT,
 )
 
 
@@ -88,7 +108,54 @@ class Delegation:
             )
         filer = Principal(kind="operator", token_id=actor.token_id, role="member", spaces=(space,))
         wake = True if links.wake_creator is None else links.wake_creator
-        return filer, space, replace(links, wake_creator=wake, creator_lease=lease.id)
+        return (
+            filer,
+            space,
+            replace(
+                links,
+                wake_creator=wake,
+                creator_lease=lease.id,
+                creator_pool=lease.pool,
+                delegation_root=self._root_of(lease),
+            ),
+        )
+
+    def _root_of(self, lease: Lease) -> str:
+        """The top of the tree a task filed with `lease`'s token joins: the root its task
+        was counted under, or that task itself when a person filed it (a lease with no task,
+        a rule's run of a workflow or space, is the top of its own tree). One eventually
+        consistent read: a task's root is written once, by its filing."""
+        if lease.task_id is None:
+            return lease.id
+        task = self.kernel.task_as_filed(lease.task_id)
+        return (task.delegation_root if task else None) or lease.task_id
+
+    def bounds(self, task: Task, links: TaskLinks) -> list[tuple[Ceiling, TenureError]]:
+        """The two counters a lease token's filing moves: its lease's, and its tree's, each
+        judged against the limit of the filing lease's pool."""
+        lease, root = links.creator_lease, links.delegation_root
+        if lease is None or root is None or links.creator_pool is None:
+            return []
+        pool = self.kernel.pool(links.creator_pool)
+        per_lease, per_tree = pool.max_delegated_per_lease, pool.max_delegated_per_tree
+        return [
+            (
+                Ceiling(DELEGATED_CEILING, lease, +1, per_lease),
+                ValidationFailed(
+                    f"max_delegated_per_lease: lease {lease} has filed {per_lease} tasks, the "
+                    f"most a lease of pool {pool.name} may file; nothing was filed (an admin "
+                    "may raise the pool's max_delegated_per_lease)"
+                ),
+            ),
+            (
+                Ceiling(TREE_CEILING, root, +1, per_tree),
+                ValidationFailed(
+                    f"max_delegated_per_tree: the tree of delegation under {root} holds "
+                    f"{per_tree} tasks, the most a lease of pool {pool.name} may add to; "
+                    "nothing was filed (an admin may raise the pool's max_delegated_per_tree)"
+                ),
+            ),
+        ]
 
     def mark_creator(
         self,
@@ -100,7 +167,10 @@ class Delegation:
     ) -> tuple[Task, list[GraphOp], bool]:
         creator = links.creator_lease
         marked = replace(
-            task, created_by_lease=creator, wake_creator=bool(creator and links.wake_creator)
+            task,
+            created_by_lease=creator,
+            wake_creator=bool(creator and links.wake_creator),
+            delegation_root=links.delegation_root if creator else None,
         )
         if creator is not None:  # found again when the creator is stopped (stop_children)
             ops = [*ops, GraphOp("edge", creator, name="delegated", other=task.id)]
@@ -153,14 +223,39 @@ class Delegation:
     # ------------------------------------------------- the creator stopped
 
     def stop_children(self, old: Lease | None, new: Lease) -> None:
-        """A stream reaction: a lease that ends cancelled, killed or lost stops the open runs
-        of the tasks it delegated (`parent_stopped`). Its children are read from its
-        delegation edges (one Query, at most MAX_STOPPED); each stop is a conditional write
-        on the run as read, retried a bounded number of times; a replay finds them ended."""
+        """A stream reaction: a lease that ends stopped or lost (_CREATOR_STOPS) stops the
+        open runs of the tasks it delegated (`parent_stopped`), whose own leases, so ended,
+        stop theirs in turn. Its children are read from its delegation edges a page at a time
+        (_stop_page); a replay finds them ended."""
         if new.end_reason not in _CREATOR_STOPS or (old is not None and old.state.terminal):
             return
-        for child_id in self.kernel.store.graph_edges(new.id, "delegated", MAX_STOPPED):
-            self._stop_child(child_id, new)
+        self._stop_page(new, None)
+
+    def continue_stop(self, old: TaskGraph | None, new: TaskGraph) -> None:
+        """A stream reaction to a stopped lease's graph row: its `stop_after` moved on, so
+        the next page of its children is stopped (the row is keyed by the lease id)."""
+        after = new.stop_after
+        if after is None or (old is not None and old.stop_after == after):
+            return
+        creator = self.kernel.store.get_lease(new.task_id)
+        if creator is None or creator.end_reason not in _CREATOR_STOPS:
+            return
+        self._stop_page(creator, after)
+
+    def _stop_page(self, creator: Lease, after: str | None) -> None:
+        """The children after `after` (one Query of at most STOP_PAGE edges): each stop a
+        conditional write on the run as read, tried at most STOP_TRIES times. A full page may
+        have more behind it: the lease's graph row's `stop_after` moves on to its last child
+        (only forward: a replayed page, or a rival's, leaves it be), and the stream hands that
+        change to continue_stop. So each record does a bounded page, whatever the count."""
+        page = self.kernel.store.graph_edges(creator.id, "delegated", STOP_PAGE, after)
+        for child_id in page:
+            self._stop_child(child_id, creator)
+        if len(page) < STOP_PAGE:
+            return
+        advance = GraphOp("advance", creator.id, name="stop_after", other=page[-1])
+        with contextlib.suppress(Conflict):  # already past it: this page ran before
+            self.kernel.commit(Change(graph=[advance]))
 
     def _stop_child(self, child_id: str, creator: Lease) -> None:
         for _ in range(STOP_TRIES):

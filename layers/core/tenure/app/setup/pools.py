@@ -37,6 +37,8 @@ POOL_SETTINGS = (
     "classifier",
     "rates",
     "accepts_delegation_from",
+    "max_delegated_per_lease",
+    "max_delegated_per_tree",
     "retry",
     "max_active_per_key",
     "max_claims_per_minute",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import (
+    Ceiling,
     Change,
     EventPage,
     GraphOp,
@@ -15,7 +16,15 @@ from tenure.app.ports import (
 from tenure.app.runs import RunControls, RunStart, stored_priority
 from tenure.domain import authz
 from tenure.domain import fencing as rules
-from tenure.domain.errors import Conflict, InvalidTransition, NotFound, ValidationFailed
+from tenure.domain.errors import (
+    CeilingReached,
+    Conflict,
+    InvalidTransition,
+    NotFound,
+    TenureError,
+    Unavailable,
+    ValidationFailed,
+)
 from tenure.domain.model import (
     DEFAULT_MAX_ATTEMPTS,
     Lease,
@@ -31,6 +40,9 @@ if TYPE_CHECKING:
 
 # A page of a timeline, unless the caller asks for fewer.
 ACTIVITY_PAGE = 200
+# A filing whose write lost to a concurrent one (a counter or a blocker it names moved
+# meanwhile) places the task again from fresh reads, at most this many times in all.
+FILING_TRIES = 4
 
 
 @dataclass(frozen=True)
@@ -57,7 +69,11 @@ class TaskLinks:
     auto_enqueue_on_ready: bool = False
     # Delegation: None means the default (true when filed with a lease token).
     wake_creator: bool | None = None
-    creator_lease: str | None = None  # set by the service, never by a caller
+    # Set by the service, never by a caller: the lease whose token files, its pool, and the
+    # task at the top of its tree of delegation.
+    creator_lease: str | None = None
+    creator_pool: str | None = None
+    delegation_root: str | None = None
     # Held for a person's approval before any run (app/tasks/approval.py).
     requires_approval: bool = False
     # Delegation: the child's open runs are ended this long after filing (lease tokens only).
@@ -74,6 +90,10 @@ Filer = Callable[
 Link = Callable[
     [Task, "TaskLinks", "Pool | None", list[GraphOp], bool], tuple[Task, list[GraphOp], bool]
 ]
+# What a filing counts against: given the task and its links, the counters its own write
+# moves (each +1, only while below its limit), each with the refusal that answers a filing
+# whose counter was full. None of them for a filing that counts nothing.
+Bound = Callable[[Task, "TaskLinks"], list[tuple[Ceiling, TenureError]]]
 
 
 def operator_files(
@@ -88,7 +108,8 @@ def operator_files(
 
 class Filing:
     """Filing tasks and enqueueing them: `filers` decide who files where (the first that
-    answers wins, `operator_files` last), `links` place the task in the graph, in order."""
+    answers wins, `operator_files` last), `links` place the task in the graph, in order, and
+    `bounds` name the counters the filing moves in its own write."""
 
     def __init__(
         self,
@@ -96,11 +117,13 @@ class Filing:
         runs: Runs,
         filers: tuple[Filer, ...] = (),
         links: tuple[Link, ...] = (),
+        bounds: tuple[Bound, ...] = (),
     ) -> None:
         self.kernel = kernel
         self.runs = runs
         self.filers = filers
         self.links = links
+        self.bounds = bounds
 
     def create_task(
         self,
@@ -144,17 +167,47 @@ class Filing:
             expires_in_seconds=controls.expires_in_seconds,
             max_run_seconds=controls.max_run_seconds,
         )
+        for attempt in range(FILING_TRIES):
+            if attempt:
+                self.kernel.back_off(attempt - 1)
+            counted = [pair for bound in self.bounds for pair in bound(task, links)]
+            try:
+                return self._place(task, links, target, not_before, counted)
+            except CeilingReached as full:
+                for ceiling, refusal in counted:
+                    if (ceiling.scope, ceiling.name) == (
+                        full.details.get("scope"),
+                        full.details.get("name"),
+                    ):
+                        raise refusal from full
+                raise
+            except Conflict:
+                self.kernel.counters["lost_writes"] += 1
+        raise Unavailable(f"filing in space {space} kept losing to other writes; try again")
+
+    def _place(
+        self,
+        task: Task,
+        links: TaskLinks,
+        target: Pool | None,
+        not_before: int | None,
+        counted: list[tuple[Ceiling, TenureError]],
+    ) -> tuple[Task, Lease | None]:
+        """The task's graph writes from fresh reads, committed with it (and its first run)."""
         graph: list[GraphOp] = []
         enqueue = True
         for link in self.links:
             task, graph, enqueue = link(task, links, target, graph, enqueue)
+        ceilings = [ceiling for ceiling, _ in counted]
         if target is None or not enqueue:
-            self.kernel.commit(Change(tasks=[TaskWrite(task, create=True)], graph=graph))
+            change = Change(tasks=[TaskWrite(task, create=True)], graph=graph, ceilings=ceilings)
+            self.kernel.commit(change)
             return task, None
         run = RunStart(graph=tuple(graph))
-        task, lease = self.runs.open_run(
-            task, target, create_task=True, expect_job_id=None, run=run, not_before=not_before
+        task, lease, change = self.runs.run_change(
+            task, target, create_task=True, expect_job_id=None, not_before=not_before, run=run
         )
+        self.kernel.commit(replace(change, ceilings=[*change.ceilings, *ceilings]))
         return task, lease
 
     def enqueue(
