@@ -85,7 +85,9 @@ class S3Blobs:
     def origin(self) -> str:
         """Where presigned downloads point (scheme://host[:port]): the board's page lets its
         script follow a redirect there and nowhere else."""
-        url = urlsplit(self.presign_get("origin", "origin", "text/plain", 60))
+        # Presigned (never fetched) under leases/, where the function's downloads come from:
+        # a URL the role could not use would be signed for nothing it may do.
+        url = urlsplit(self.presign_get("leases/origin", "origin", "text/plain", 60))
         return f"{url.scheme}://{url.netloc}"
 
     def copy(self, source: str, target: str) -> None:
