@@ -150,13 +150,16 @@ UNREAD_BODIES: dict[tuple[str, str], type[BaseModel]] = {}
 HANDLERS: dict[tuple[str, str], Callable[..., Any]] = {}
 
 
-def _answers(ok: int, model: type[BaseModel] | None, *codes: int) -> dict[int, OpenAPIResponse]:
-    """The statuses one operation answers: its success, then each error in the envelope."""
-    answers: dict[int, OpenAPIResponse] = {
-        ok: {"description": "success", "content": {"application/json": {"model": model}}}
-        if model
-        else {"description": "success"}
-    }
+def _answers(
+    ok: int, model: type[BaseModel] | None, *codes: int, raw: bool = False
+) -> dict[int, OpenAPIResponse]:
+    """The statuses one operation answers: its success, then each error in the envelope. A
+    success with no model has no body (a 204), or is stored bytes of any type (`raw`). Its
+    content is always spelt out: left out, the resolver declares a JSON body of any shape."""
+    media: dict[str, Any] = (
+        {"application/json": {"model": model}} if model else {"*/*": {}} if raw else {}
+    )
+    answers: dict[int, OpenAPIResponse] = {ok: {"description": "success", "content": media}}
     for code in sorted(set(codes)):
         answers[code] = _refusal(code, {"model": m.ErrorEnvelope})
     return answers
@@ -192,7 +195,7 @@ def op(
     500), so its handler's return type is hidden from the resolver."""
     audience = ROUTES[(method, rule)]
     public = audience == "public"
-    answers = _answers(ok, model, *codes, *(() if public else _ALWAYS))
+    answers = _answers(ok, model, *codes, *(() if public else _ALWAYS), raw=raw)
     if ok_headers:
         answers[ok] = {**answers[ok], "headers": ok_headers}
     if extra:
