@@ -446,7 +446,16 @@ def test_generated_requests_with_a_worker_token_meet_the_document(
     # public routes and /mcp.
     admitted = {key.rsplit(" ", 1)[0] for key in statuses if _admits_workers(key.rsplit(" ", 1)[0])}
     assert "POST /api/v1/pools/{pool}/claim" in admitted, sorted(admitted)
-    assert admitted <= _reached(statuses), sorted(admitted - _reached(statuses))
+    assert admitted - CLAIMING_REPORTS <= _reached(statuses), sorted(admitted - _reached(statuses))
+
+
+# A final report takes a worker token only with `next`, on a lease that very token claimed:
+# generated bodies rarely carry `next`, so the worker run meets their 403 (the admin run
+# reaches them with the lease's own token, and tests/unit/test_next_claims.py the worker's).
+CLAIMING_REPORTS = {
+    "POST /api/v1/leases/{lease_id}/complete",
+    "POST /api/v1/leases/{lease_id}/fail",
+}
 
 
 def _audience(operation: str) -> str:
