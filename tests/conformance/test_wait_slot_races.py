@@ -59,7 +59,7 @@ def test_at_most_eight_claims_of_one_token_wait_and_the_rest_answer_at_once(rig:
     # Two function instances (two services, each with its own process-local state) on one
     # table, as Lambda runs them: the bound is the table's, not an instance's.
     store = HeldSlots(rig.store)
-    instances = [compose(store, SystemClock(), RandomIds()) for _ in range(2)]  # type: ignore[arg-type]
+    instances = [compose(store, SystemClock(), RandomIds()) for _ in range(2)]
     start = threading.Barrier(CLAIMS)
 
     def poll(n: int) -> tuple[bool, float]:
