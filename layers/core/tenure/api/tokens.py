@@ -23,6 +23,10 @@ VERDICT_SECONDS = 60.0
 # Verdicts one warm function keeps; past it the oldest go first. A verdict is a digest and a
 # principal (~1 kB): bounded so a stream of made-up tokens cannot grow the function's memory.
 MAX_VERDICTS = 4096
+# Refusals one warm function keeps, apart from the admitted tokens' verdicts: a stream of
+# made-up tokens (each costs one read, then none for a minute) pushes out only other
+# refusals, never a worker's own verdict, which would cost its next request a read again.
+MAX_REFUSALS = 4096
 
 
 def principal_of(raw: str | None) -> Principal:
@@ -55,9 +59,12 @@ class Verdicts:
         clock: Callable[[], float] = time.monotonic,
         seconds: float = VERDICT_SECONDS,
         size: int = MAX_VERDICTS,
+        refusals: int = MAX_REFUSALS,
     ) -> None:
         self._check, self._clock, self._seconds, self._size = check, clock, seconds, size
         self._kept: OrderedDict[str, _Verdict] = OrderedDict()
+        self._refused: OrderedDict[str, _Verdict] = OrderedDict()
+        self._refusals = refusals
         self._lock = threading.Lock()
 
     def principal(self, headers: Mapping[str, str] | None) -> Principal:
@@ -68,17 +75,24 @@ class Verdicts:
         key = hashlib.sha256(raw.encode()).hexdigest()
         now = self._clock()
         with self._lock:
-            kept = self._kept.get(key)
+            kept = self._kept.get(key) or self._refused.get(key)
         if kept is None or kept.until <= now:
             kept = self._decide(raw, now)
             with self._lock:
-                self._kept[key] = kept
-                self._kept.move_to_end(key)
-                while len(self._kept) > self._size:
-                    self._kept.popitem(last=False)
+                self._remember(key, kept)
         if kept.principal is None:
             raise Unauthenticated(kept.reason)
         return kept.principal
+
+    def _remember(self, key: str, verdict: _Verdict) -> None:
+        """Keep the verdict among its kind (admitted or refused), oldest first out of each."""
+        admitted = verdict.principal is not None
+        into, other = (self._kept, self._refused) if admitted else (self._refused, self._kept)
+        other.pop(key, None)
+        into[key] = verdict
+        into.move_to_end(key)
+        while len(into) > (self._size if admitted else self._refusals):
+            into.popitem(last=False)
 
     def _decide(self, raw: str, now: float) -> _Verdict:
         until = now + self._seconds
