@@ -1035,6 +1035,30 @@ class StoreContract:
         store.put_sweeper_state(SweeperState(3_000), expect_last=2_000)
         assert store.get_sweeper_state() == SweeperState(3_000, {})
 
+    def test_a_wait_slot_is_taken_while_free_or_run_out_and_given_back_only_by_its_holder(
+        self, make_rig: MakeRig
+    ) -> None:
+        store = make_rig().store
+        assert store.wait_slots("tok-a") == {}
+        store.take_wait_slot("tok-a", 3, now_ms=1_000, until_ms=21_000)
+        store.take_wait_slot("tok-a", 0, now_ms=1_000, until_ms=6_000)
+        assert store.wait_slots("tok-a") == {0: 6_000, 3: 21_000}
+        assert store.wait_slots("tok-b") == {}  # each token has its own slots
+        with pytest.raises(Conflict):  # held until later than now
+            store.take_wait_slot("tok-a", 3, now_ms=21_000, until_ms=40_000)
+        # Run out: a claim that died waiting leaves its slot to the next one after its time.
+        store.take_wait_slot("tok-a", 3, now_ms=21_001, until_ms=41_001)
+        with pytest.raises(Conflict):  # the first holder's slot is another claim's now
+            store.free_wait_slot("tok-a", 3, until_ms=21_000)
+        assert store.wait_slots("tok-a") == {0: 6_000, 3: 41_001}
+        store.free_wait_slot("tok-a", 3, until_ms=41_001)
+        store.free_wait_slot("tok-a", 0, until_ms=6_000)
+        assert store.wait_slots("tok-a") == {}
+        with pytest.raises(Conflict):  # given back once
+            store.free_wait_slot("tok-a", 0, until_ms=6_000)
+        store.take_wait_slot("tok-a", 0, now_ms=7_000, until_ms=9_000)  # free again
+        assert store.wait_slots("tok-a") == {0: 9_000}
+
 
 def _event(subject_id: str, at: int, event_id: str) -> Event:
     return Event(

@@ -342,6 +342,9 @@ def test_stack_json_names_every_endpoint_and_resource_section_7_lists(
     info = json.loads(path.read_text())
     assert info["api"] == local_stack.base
     assert info["pid"] == local_stack.proc.pid
+    # The worker function's URL and the claim function's, each a listener of its own.
+    assert _listening(info["worker_api"]) and _listening(info["worker_claim_api"])
+    assert len({info["api"], info["worker_api"], info["worker_claim_api"]}) == 3
     assert info["dynamodb"]["engine"] == "dynamodb-local"
     assert _listening(info["dynamodb"]["endpoint"])
     aws = info["aws"]

@@ -85,21 +85,31 @@ def test_with_function_url_the_worker_function_has_a_public_url_and_an_output(
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     stack = deployed(template, value)
     urls = _of_type(stack, "AWS::Lambda::Url")
-    assert list(urls) == ["WorkerFunctionUrl"]
-    url = urls["WorkerFunctionUrl"]["Properties"]
-    assert url["AuthType"] == "NONE"  # the function checks the bearer itself
-    assert url["TargetFunctionArn"] == {"Ref": "WorkerFunction"}
-    public = [
-        p["Properties"]
-        for p in _of_type(stack, "AWS::Lambda::Permission").values()
-        if p["Properties"].get("FunctionUrlAuthType") == "NONE"
-    ]
-    assert [p["FunctionName"] for p in public] == [{"Ref": "WorkerFunction"}]
-    assert public[0]["Principal"] == "*" and public[0]["Action"] == "lambda:InvokeFunctionUrl"
+    assert sorted(urls) == ["ClaimFunctionUrl", "WorkerFunctionUrl"]
+    for name, function in (
+        ("WorkerFunctionUrl", "WorkerFunction"),
+        ("ClaimFunctionUrl", "ClaimFunction"),
+    ):
+        url = urls[name]["Properties"]
+        assert url["AuthType"] == "NONE"  # the function checks the bearer itself
+        assert url["TargetFunctionArn"] == {"Ref": function}
+    permissions = [p["Properties"] for p in _of_type(stack, "AWS::Lambda::Permission").values()]
+    public = [p for p in permissions if p.get("FunctionUrlAuthType") == "NONE"]
+    assert sorted(p["FunctionName"]["Ref"] for p in public) == ["ClaimFunction", "WorkerFunction"]
+    for p in public:
+        assert p["Principal"] == "*" and p["Action"] == "lambda:InvokeFunctionUrl"
+    # Invoking a function through its URL needs lambda:InvokeFunction too, for URL calls only.
+    via_url = [p for p in permissions if p.get("InvokedViaFunctionUrl")]
+    assert sorted(p["FunctionName"]["Ref"] for p in via_url) == ["ClaimFunction", "WorkerFunction"]
+    assert all(p["Action"] == "lambda:InvokeFunction" for p in via_url)
     worker = stack["Resources"]["WorkerFunction"]["Properties"]
     assert worker["Handler"] == "app.handler"
     output = stack["Outputs"]["WorkerApiUrl"]["Value"]
     assert output == {"Fn::Sub": "${WorkerFunctionUrl.FunctionUrl}api/v1"}
+    claim_url = {"Fn::Sub": "${ClaimFunctionUrl.FunctionUrl}api/v1"}
+    assert stack["Outputs"]["WorkerClaimUrl"]["Value"] == claim_url
+    # The worker function names the claim URL on its claim answers.
+    assert worker["Environment"]["Variables"]["TENURE_CLAIM_URL"] == claim_url
 
 
 def test_with_http_api_there_is_no_worker_function_url_or_output(
@@ -111,11 +121,12 @@ def test_with_http_api_there_is_no_worker_function_url_or_output(
     assert "WorkerFunction" not in stack["Resources"]
     assert "WorkerFunctionRole" not in stack["Resources"]
     assert not any(
-        p["Properties"].get("FunctionUrlAuthType")
+        p["Properties"].get("FunctionUrlAuthType") or p["Properties"].get("InvokedViaFunctionUrl")
         for p in _of_type(stack, "AWS::Lambda::Permission").values()
     )
-    assert "WorkerApiUrl" not in stack["Outputs"]
+    assert "WorkerApiUrl" not in stack["Outputs"] and "WorkerClaimUrl" not in stack["Outputs"]
     assert "ApiUrl" in stack["Outputs"]
+    assert "ClaimFunction" in stack["Resources"]  # the HTTP API's claims wait there
 
 
 @pytest.mark.parametrize("value", ["FunctionUrl", "HttpApi"])
@@ -128,6 +139,55 @@ def test_the_http_api_serves_every_route_with_either_endpoint(
     paths = api["Properties"]["Body"]["paths"]
     proxy = paths["/api/v1/{proxy+}"]["x-amazon-apigateway-any-method"]
     assert "ApiFunction" in str(proxy["x-amazon-apigateway-integration"]["uri"])
+    # Claims wait on the claim function, behind the authorizer, never on the API function.
+    claim = paths["/api/v1/pools/{pool}/claim"]["post"]
+    assert "ClaimFunction" in str(claim["x-amazon-apigateway-integration"]["uri"])
+    assert claim["security"] == [{"TokenAuthorizer": []}]
+    assert list(paths["/api/v1/pools/{pool}/claim"]) == ["post"]
+
+
+def test_each_function_where_requests_wait_or_must_not_has_its_own_reserved_concurrency(
+    template: dict[str, Any],
+) -> None:
+    for function, param, condition in (
+        ("ApiFunction", "ApiReservedConcurrency", "ApiConcurrencyReserved"),
+        ("WorkerFunction", "WorkerReservedConcurrency", "WorkerConcurrencyReserved"),
+        ("ClaimFunction", "ClaimReservedConcurrency", "ClaimConcurrencyReserved"),
+    ):
+        reserved = template["Resources"][function]["Properties"]["ReservedConcurrentExecutions"]
+        assert reserved == {"Fn::If": [condition, {"Ref": param}, {"Ref": "AWS::NoValue"}]}
+        assert template["Conditions"][condition] == {
+            "Fn::Not": [{"Fn::Equals": [{"Ref": param}, 0]}]
+        }
+    # 8 waiting claims per token: the default holds a dozen polling tokens.
+    assert template["Parameters"]["ClaimReservedConcurrency"]["Default"] >= 8 * 12
+
+
+def test_the_unauthenticated_routes_have_smaller_throttle_buckets_of_their_own(
+    template: dict[str, Any],
+) -> None:
+    from tenure.api.routes import PUBLIC_ROUTES
+
+    api = template["Resources"]["HttpApi"]["Properties"]
+    settings = api["RouteSettings"]
+    assert set(settings) == {f"{method} {path}" for method, path in PUBLIC_ROUTES}
+    for each in settings.values():
+        assert each == {
+            "ThrottlingRateLimit": {"Ref": "PublicRouteThrottleRate"},
+            "ThrottlingBurstLimit": {"Ref": "PublicRouteThrottleBurst"},
+        }
+    params = template["Parameters"]
+    assert params["PublicRouteThrottleRate"]["Default"] < params["ApiThrottleRate"]["Default"]
+    assert params["PublicRouteThrottleBurst"]["Default"] < params["ApiThrottleBurst"]["Default"]
+
+
+def test_the_claim_function_may_do_only_what_the_worker_function_does_on_the_table(
+    template: dict[str, Any],
+) -> None:
+    claim = _statements(template, "ClaimFunction")
+    assert _actions(claim) <= _actions(_statements(template, "WorkerFunction"))
+    assert {a.split(":")[0] for a in _actions(claim)} == {"dynamodb"}
+    assert "dynamodb:DeleteItem" not in _actions(claim) and "dynamodb:Scan" not in _actions(claim)
 
 
 def _statements(template: dict[str, Any], function: str) -> list[dict[str, Any]]:

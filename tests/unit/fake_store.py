@@ -167,6 +167,8 @@ class FakeStore(FakeRules):
         self.worker_expiry: dict[tuple[str, str], int] = {}  # the rows' TTL (epoch seconds)
         self.claims: dict[tuple[str, str, str, str], ClaimRecord] = {}
         self.requests: dict[str, Filed] = {}
+        # A worker token's waiting-claim slots: slot number -> held until (epoch ms).
+        self.wait_slot_rows: dict[str, dict[int, int]] = {}
         self.timelines: dict[tuple[str, str], dict[str, Event]] = {}
         self.sweeper: SweeperState | None = None
         self.pool_versions: dict[tuple[str, int], PoolVersion] = {}
@@ -669,6 +671,23 @@ class FakeStore(FakeRules):
 
     def drop_request(self, key: str) -> None:
         self.requests.pop(key, None)
+
+    def wait_slots(self, token_id: str) -> dict[int, int]:
+        return dict(self.wait_slot_rows.get(token_id, {}))
+
+    def take_wait_slot(self, token_id: str, slot: int, now_ms: int, until_ms: int) -> None:
+        row = self.wait_slot_rows.setdefault(token_id, {})
+        if slot in row and row[slot] >= now_ms:
+            raise Conflict("the wait slot is held")
+        self.writes.append("take_wait_slot")
+        row[slot] = until_ms
+
+    def free_wait_slot(self, token_id: str, slot: int, until_ms: int) -> None:
+        row = self.wait_slot_rows.get(token_id, {})
+        if row.get(slot) != until_ms:
+            raise Conflict("the wait slot is no longer this claim's")
+        self.writes.append("free_wait_slot")
+        del row[slot]
 
     def _react(self, event: Event | None) -> None:
         # The reactor: one event per (row, version); a redelivered record writes nothing.

@@ -29,6 +29,9 @@ class Settings(BaseModel):
     aws_endpoint: str | None = None
     # The bus the reactor publishes task.wake_creator on (None: not published).
     event_bus: str | None = None
+    # The claim function's own URL (its base, /api/v1 included), which the worker function
+    # names on its claim answers so that clients long-poll there (None: there is none).
+    claim_url: str | None = None
 
 
 # Field -> (variable, who sets it). "template": infra/template.yaml must set it for every
@@ -47,6 +50,7 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "log_group": ("TENURE_LOG_GROUP", "template"),
     "aws_endpoint": ("TENURE_AWS_ENDPOINT", "local"),
     "event_bus": ("TENURE_EVENT_BUS", "template:ReactorFunction"),
+    "claim_url": ("TENURE_CLAIM_URL", "template:WorkerFunction"),
 }
 
 
@@ -77,6 +81,7 @@ def settings() -> Settings:
         log_group=env.get("TENURE_LOG_GROUP") or None,
         aws_endpoint=env.get("TENURE_AWS_ENDPOINT") or None,
         event_bus=env.get("TENURE_EVENT_BUS") or None,
+        claim_url=env.get("TENURE_CLAIM_URL") or None,
     )
 
 

@@ -32,6 +32,10 @@ REFUSED = {429, 503}
 # safe to repeat only when its route says so (a claim with its claim_id, a heartbeat, a final
 # report that the service answers again with its first answer): `call(idempotent=True)`.
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+# On the worker endpoint's claim answers: the claim endpoint's base URL, where claims that
+# wait should go (its concurrency is the long polls' own, so idle polls never hold the
+# function that heartbeats and reports need).
+CLAIM_API_HEADER = "tenure-claim-api"
 
 
 class ApiError(Exception):
@@ -82,6 +86,7 @@ class Answer:
     status: int
     headers: Mapping[str, str]
     body: bytes
+    url: str | None = None  # where the answer came from, after any redirect (None: unknown)
 
 
 # (method, url, headers, body, timeout) -> Answer; raises NotDelivered (or
@@ -124,7 +129,7 @@ def urllib_transport(
     request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with _OPENER.open(request, timeout=timeout) as resp:
-            return Answer(resp.status, dict(resp.headers.items()), resp.read())
+            return Answer(resp.status, dict(resp.headers.items()), resp.read(), resp.geturl())
     except urllib.error.HTTPError as err:
         return Answer(err.code, dict(err.headers.items()) if err.headers else {}, err.read())
     except urllib.error.URLError as err:
@@ -198,6 +203,8 @@ class Client:
         self.retries = retries
         self.transport = transport or urllib_transport
         self.sleep = sleep
+        # Where claims that wait go, once the worker endpoint has named it (None: `base`).
+        self.claim_base: str | None = None
 
     def call(
         self,
@@ -209,13 +216,15 @@ class Client:
         retries: int | None = None,
         budget: float | None = None,
         idempotent: bool | None = None,
+        base: str | None = None,
     ) -> tuple[int, Any]:
         """One request, retried when no answer came or the service asked to come back later.
 
         `budget` bounds the whole call, waits included: no retry starts after it ran out.
         `idempotent` (default: by method, see IDEMPOTENT_METHODS) says whether the request may
         be sent again after it may have been applied; when it may not, a lost answer raises
-        `OutcomeUnknown` at once.
+        `OutcomeUnknown` at once. `base`: another base URL of this service to send it to
+        (the claim endpoint), with the same token.
         """
         if idempotent is None:
             idempotent = method in IDEMPOTENT_METHODS
@@ -238,9 +247,8 @@ class Client:
                 self.sleep(delay)
             wait_hint = None
             try:
-                answer = self.transport(
-                    method, self.base + path, headers, data, timeout or self.timeout
-                )
+                url = (base or self.base) + path
+                answer = self.transport(method, url, headers, data, timeout or self.timeout)
             except (NotDelivered, ConnectionRefusedError) as err:
                 last = f"{type(err).__name__}: {err}"
                 continue
@@ -257,10 +265,29 @@ class Client:
                 continue
             if answer.status >= 400:
                 raise _api_error(answer)
+            if path.endswith("/claim"):
+                self._learn_claim_api(url, answer)
             return answer.status, json.loads(answer.body) if answer.body else None
         if wait_hint is not None:
             raise Unavailable(f"{method} {path}: {last}", wait_hint)
         raise Unreachable(f"{method} {path}: {last}")
+
+    def _learn_claim_api(self, asked: str, answer: Answer) -> None:
+        """Take the claim endpoint a claim answer names, as where later claims that wait go.
+        Only from an answer of the origin asked (never one a redirect to elsewhere gave,
+        which could name a host of its own to get the token), and only an address the token
+        may travel to (https, or http to this machine)."""
+        named = next(
+            (v.strip() for k, v in answer.headers.items() if k.lower() == CLAIM_API_HEADER), None
+        )
+        if not named or (answer.url is not None and _origin(answer.url) != _origin(asked)):
+            return
+        if urllib.parse.urlsplit(named).scheme.lower() not in ("http", "https"):
+            return
+        if not _private_to_this_machine(named):
+            return
+        base = named.rstrip("/")
+        self.claim_base = base if base.endswith("/api/v1") else f"{base}/api/v1"
 
     # ------------------------------------------------------------------ worker routes
 
@@ -304,11 +331,20 @@ class Client:
         timeout = self.timeout + wait_seconds
         if budget is not None:
             timeout = max(0.5, min(timeout, budget))
+        # A claim that may wait goes to the claim endpoint once one is known; one that does
+        # not wait stays on the worker endpoint, which names it (and may name another).
+        base = self.claim_base if wait_seconds > 0 else None
         try:
             status, answer = self.call(
-                "POST", path, body, timeout=timeout, budget=budget, idempotent=True
+                "POST", path, body, timeout=timeout, budget=budget, idempotent=True, base=base
             )
-        except Unreachable as err:
+        except (Unreachable, ApiError) as err:
+            if base is not None and not (isinstance(err, ApiError) and err.status != 404):
+                # The claim endpoint is gone or unreachable: claims go to the worker endpoint
+                # again, which names the claim endpoint anew if there is one.
+                self.claim_base = None
+            if isinstance(err, ApiError):
+                raise
             # Whether the claim was applied is unknown (a 503 too): the intent stays open.
             wait = err.retry_after if isinstance(err, Unavailable) else None
             raise ClaimUnanswered(str(err), claim_id, wait) from err

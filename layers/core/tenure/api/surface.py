@@ -42,6 +42,7 @@ app = APIGatewayHttpResolver(enable_validation=True)
 METRICS = {
     "claims": "Claims",
     "empty_claims": "EmptyClaims",
+    "claims_not_waited": "ClaimsNotWaited",
     "lost_claim_races": "LostClaimRaces",
     "claim_retries": "ClaimRetries",
     "stale_reports": "StaleReports",

@@ -26,6 +26,10 @@ EXPIRED = "the token has expired"
 # Verdicts one warm function keeps; past it the oldest go first. A verdict is a digest and a
 # principal (~1 kB): bounded so a stream of made-up tokens cannot grow the function's memory.
 MAX_VERDICTS = 4096
+# Refusals one warm function keeps, apart from the admitted tokens' verdicts: a stream of
+# made-up tokens (each costs one read, then none for a minute) pushes out only other
+# refusals, never a worker's own verdict, which would cost its next request a read again.
+MAX_REFUSALS = 4096
 
 
 def principal_of(raw: str | None) -> Principal:
@@ -70,10 +74,13 @@ class Verdicts:
         seconds: float = VERDICT_SECONDS,
         size: int = MAX_VERDICTS,
         wall: Callable[[], int] = service_now_ms,
+        refusals: int = MAX_REFUSALS,
     ) -> None:
         self._check, self._clock, self._seconds, self._size = check, clock, seconds, size
         self._wall = wall
         self._kept: OrderedDict[str, _Verdict] = OrderedDict()
+        self._refused: OrderedDict[str, _Verdict] = OrderedDict()
+        self._refusals = refusals
         self._lock = threading.Lock()
 
     def principal(self, headers: Mapping[str, str] | None) -> Principal:
@@ -84,7 +91,7 @@ class Verdicts:
         key = hashlib.sha256(raw.encode()).hexdigest()
         now = self._clock()
         with self._lock:
-            kept = self._kept.get(key)
+            kept = self._kept.get(key) or self._refused.get(key)
         if kept is None or kept.until <= now:
             kept = self._keep(key, self._decide(raw, now))
         elif self._outlived(kept):
@@ -94,11 +101,16 @@ class Verdicts:
         return kept.principal
 
     def _keep(self, key: str, verdict: _Verdict) -> _Verdict:
+        """Keep the verdict among its kind (admitted or refused), oldest first out of each: a
+        flood of refused tokens never pushes an admitted one out."""
+        admitted = verdict.principal is not None
         with self._lock:
-            self._kept[key] = verdict
-            self._kept.move_to_end(key)
-            while len(self._kept) > self._size:
-                self._kept.popitem(last=False)
+            into, other = (self._kept, self._refused) if admitted else (self._refused, self._kept)
+            other.pop(key, None)
+            into[key] = verdict
+            into.move_to_end(key)
+            while len(into) > (self._size if admitted else self._refusals):
+                into.popitem(last=False)
         return verdict
 
     def _outlived(self, kept: _Verdict) -> bool:

@@ -13,15 +13,23 @@ from typing import Any
 from tenure.api import dispatch
 from tenure.api.endpoints import artifacts, workers
 from tenure.api.errors import error_event
-from tenure.api.routes import WORKER_ROUTES, match
+from tenure.api.routes import BASE, WORKER_ROUTES, match
 from tenure.api.surface import logger, metrics
 from tenure.api.tokens import Verdicts
+from tenure.config import settings
 from tenure.domain import errors as e
 
 # The route modules register themselves on import; named here so the registration is explicit.
 ENDPOINTS = (workers, artifacts)
 VERDICTS = Verdicts()
-__all__ = ["handle", "logger", "metrics"]
+__all__ = ["handle", "handle_claim", "logger", "metrics"]
+
+# The one route the claim function serves: the claims that may long-poll.
+CLAIM_ROUTE = ("POST", f"{BASE}/pools/<pool>/claim")
+# On the worker function's claim answers: where claims that wait should go instead (the claim
+# function's URL), so a client's idle long polls never hold the worker function, which its
+# heartbeats and reports need.
+CLAIM_API_HEADER = "Tenure-Claim-Api"
 
 
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -32,6 +40,31 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     route = match(str(http.get("method")), str(event.get("rawPath")))
     if route is None or (route.method, route.rule) not in WORKER_ROUTES:
         return error_event(e.NotFound("no such route on the worker endpoint"))
+    answer = _checked(event, context)
+    claim_url = settings().claim_url
+    if claim_url and (route.method, route.rule) == CLAIM_ROUTE:
+        answer["headers"] = {**(answer.get("headers") or {}), CLAIM_API_HEADER: claim_url}
+    return answer
+
+
+def handle_claim(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The claim function: the claim route alone, on its own concurrency, so that long polls
+    hold none of the worker function's (heartbeats, reports) nor the API function's
+    (operators). From its own function URL it checks the bearer as the worker function does;
+    from the HTTP API's claim route the authorizer in front has decided, and its context goes
+    to the route as it goes to the API function's (a function URL's event always has the
+    route `$default` and never an authorizer's context; the HTTP API's names its route)."""
+    http = event.get("requestContext", {}).get("http", {})
+    route = match(str(http.get("method")), str(event.get("rawPath")))
+    if route is None or (route.method, route.rule) != CLAIM_ROUTE:
+        return error_event(e.NotFound("no such route on the claim endpoint"))
+    if event.get("routeKey", "$default") != "$default":
+        return dispatch.handle(event, context)
+    return _checked(event, context)
+
+
+def _checked(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The bearer checked here (no authorizer in front), then the route."""
     try:
         actor = VERDICTS.principal(event.get("headers"))
         ctx = {"principal": json.dumps(dataclasses.asdict(actor))}

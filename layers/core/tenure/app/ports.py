@@ -461,6 +461,20 @@ class Store(Protocol):
         """Let `key` go (its request failed: the same key may be sent again)."""
         ...
 
+    def wait_slots(self, token_id: str) -> dict[int, int]:
+        """The worker token's waiting-claim slots that are written, each the epoch ms it is
+        held until (one consistent read of one small row; none written: empty)."""
+        ...
+
+    def take_wait_slot(self, token_id: str, slot: int, now_ms: int, until_ms: int) -> None:
+        """Hold `slot` until `until_ms`: Conflict when it is held beyond `now_ms`."""
+        ...
+
+    def free_wait_slot(self, token_id: str, slot: int, until_ms: int) -> None:
+        """Give `slot` back: Conflict when it is no longer held until `until_ms` (its time ran
+        out and another claim took it)."""
+        ...
+
     def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
         """Write a held lease's deadline, heartbeat time and lease_seconds; with `move_due`,
         its due_at (the sweeper's index entry) too — a heartbeat that shortens the lease."""

@@ -37,6 +37,7 @@ from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.reports import Completion, Reports
 from tenure.app.leases.retry import Retries
 from tenure.app.leases.timeouts import QueueTimeouts
+from tenure.app.leases.waits import Waits
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink, Store
 from tenure.app.reactions import Reactions
 from tenure.app.rules.addresses import Addresses
@@ -151,7 +152,7 @@ def compose(
         kernel,
         holds=(approval_rules.held_for_approval(kernel), block_rules.held_by_block(kernel)),
     )
-    claims = Claims(kernel, gate, workers)
+    claims = Claims(kernel, gate, workers, Waits(kernel))
     bound = Bound(kernel, claims)
     retries = Retries(kernel, runs)
     reports = Reports(

@@ -618,6 +618,37 @@ class DynamoStore:
             Key=_dump(k.request_key(key)),
         )
 
+    # --------------------------------------------------------------- waiting claims
+
+    def wait_slots(self, token_id: str) -> dict[int, int]:
+        return k.wait_slots_of(self.rows.get(k.wait_slots_key(token_id)) or {})
+
+    def take_wait_slot(self, token_id: str, slot: int, now_ms: int, until_ms: int) -> None:
+        self.rows.write(
+            "update",
+            Conflict("the wait slot is held"),
+            TableName=self.table,
+            Key=_dump(k.wait_slots_key(token_id)),
+            UpdateExpression=f"SET #slot = :until, {k.TTL_ATTRIBUTE} = :keep",
+            ConditionExpression=k.WAIT_SLOT_FREE,
+            ExpressionAttributeNames={"#slot": k.wait_slot_attribute(slot)},
+            ExpressionAttributeValues=_values(
+                now=now_ms, until=until_ms, keep=until_ms // 1000 + k.WAIT_SLOTS_KEEP_SECONDS
+            ),
+        )
+
+    def free_wait_slot(self, token_id: str, slot: int, until_ms: int) -> None:
+        self.rows.write(
+            "update",
+            Conflict("the wait slot is no longer this claim's"),
+            TableName=self.table,
+            Key=_dump(k.wait_slots_key(token_id)),
+            UpdateExpression="REMOVE #slot",
+            ConditionExpression=k.WAIT_SLOT_IS_OURS,
+            ExpressionAttributeNames={"#slot": k.wait_slot_attribute(slot)},
+            ExpressionAttributeValues=_values(until=until_ms),
+        )
+
     def _ceiling_op(self, ceiling: Ceiling) -> dict[str, Any]:
         update: dict[str, Any] = {
             "TableName": self.table,

@@ -169,6 +169,33 @@ def claim_key(pool: str, claimant: str, worker_id: str, claim_id: str) -> dict[s
     return {PK: f"CLAIM#{hashlib.sha256(parts.encode()).hexdigest()}", SK: "CLAIM"}
 
 
+def wait_slots_key(token_id: str) -> dict[str, str]:
+    """The claims one worker token has waiting in long polls: one small row of slots, each
+    attribute (`wait_slot_attribute`) the epoch ms its waiting claim holds it until."""
+    return {PK: f"POLLS#{token_id}", SK: "POLLS"}
+
+
+def wait_slot_attribute(slot: int) -> str:
+    return f"w{slot}"
+
+
+WAIT_SLOT_NAME = re.compile(r"w(\d{1,3})")
+
+
+def wait_slots_of(row: dict[str, Any]) -> dict[int, int]:
+    """A slots row's held slots: slot number -> the epoch ms it is held until."""
+    return {
+        int(found[1]): int(value)
+        for name, value in row.items()
+        if (found := WAIT_SLOT_NAME.fullmatch(name)) is not None
+    }
+
+
+# A slots row outlives the last slot taken by this much before TTL may delete it: longer than
+# any claim waits, so TTL never drops a row whose slot is still held.
+WAIT_SLOTS_KEEP_SECONDS = 120
+
+
 def request_key(key: str) -> dict[str, str]:
     """An idempotent request's record (`key` is already a digest of the caller and its key)."""
     return {PK: f"IDEM#{key}", SK: "IDEM"}
@@ -363,6 +390,10 @@ TAKE_REQUEST = (
 QUEUE_MARKS_EXIST = "attribute_exists(queue_marks)"
 FIRST_QUEUE_MARK = "attribute_exists(PK) AND attribute_not_exists(queue_marks)"
 QUEUE_MARK_OLDER = "queue_marks.#p < :before"
+# A waiting claim takes a slot that is free or whose holder's time has passed (a claim that
+# died waiting holds its slot only until then), and gives back only the slot it still holds.
+WAIT_SLOT_FREE = "attribute_not_exists(#slot) OR #slot < :now"
+WAIT_SLOT_IS_OURS = "#slot = :until"
 # Filter (not a condition): TTL deletes lazily, so reads drop rows already past their end.
 NOT_EXPIRED = f"attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now"
 # The job's fence counter moves only from the fence the writer saw.

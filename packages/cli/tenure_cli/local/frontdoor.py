@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,7 +23,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from tenure_cli.local import lambda_host
-from tenure_cli.local.workers import Busy, Workers
+from tenure_cli.local.workers import Busy, Invocations, Workers
 
 # Concurrent invocations, like Lambda's concurrency: each runs in its own process because the
 # Powertools resolver keeps the current event on the class and is not safe across threads.
@@ -54,9 +56,12 @@ MAX_EVENT_BYTES = 6 * 1024 * 1024
 # before the answer it was sent: a connection the front door ends after answering early (a body
 # over the limit, a request it cannot read) is first drained, for this long at most.
 DRAIN_SECONDS = 5.0
-# The routes infra/template.yaml declares: the public ones, and one proxy for the rest.
+# The routes infra/template.yaml declares: the public ones, the claim route (on the claim
+# function), and one proxy for the rest.
 API_PREFIX = "/api/v1/"
 PROXY_ROUTE = "/api/v1/{proxy+}"
+CLAIM_ROUTE = "/api/v1/pools/{pool}/claim"
+CLAIM_PATH = re.compile(r"/api/v1/pools/([^/]+)/claim")
 # The methods the front door hands to the handlers; any other is answered 405 here.
 SERVED_METHODS = ("DELETE", "GET", "PATCH", "POST", "PUT")
 JSON = {"content-type": "application/json"}
@@ -81,7 +86,10 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> 
         except UnicodeDecodeError:
             text, encoded = base64.b64encode(body).decode(), True
     public = (method, parts.path) in lambda_host.PUBLIC_ROUTES
+    claim = is_claim(method, parts.path)
     route_key = f"{method} {parts.path}" if public else f"ANY {PROXY_ROUTE}"
+    if claim is not None:
+        route_key = f"POST {CLAIM_ROUTE}"
     event: dict[str, Any] = {
         "version": "2.0",
         "routeKey": route_key,
@@ -109,7 +117,9 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> 
         "body": text,
         "isBase64Encoded": encoded,
     }
-    if not public and parts.path.startswith(API_PREFIX):
+    if claim is not None:
+        event["pathParameters"] = {"pool": claim}
+    elif not public and parts.path.startswith(API_PREFIX):
         event["pathParameters"] = {"proxy": parts.path[len(API_PREFIX) :]}
     if query:
         merged: dict[str, str] = {}
@@ -119,6 +129,32 @@ def to_event(method: str, target: str, headers: dict[str, str], body: bytes) -> 
     if "cookie" in lowered:
         event["cookies"] = [c.strip() for c in lowered["cookie"].split(";")]
     return event
+
+
+def is_claim(method: str, path: str) -> str | None:
+    """The pool of a request on the claim route, or None for any other request."""
+    found = CLAIM_PATH.fullmatch(path) if method == "POST" else None
+    return found[1] if found else None
+
+
+@dataclass(frozen=True)
+class Lane:
+    """The requests of some routes, run by another function on its own processes (its own
+    concurrency), as the template routes them: the API listener's claims go to the claim
+    function's processes, so waiting claims never hold the API function's."""
+
+    takes: Callable[[str, str], bool]  # (method, path) -> whether this lane runs it
+    workers: Invocations
+    invoke: Callable[[dict[str, Any]], dict[str, Any]]  # a module-level function
+
+
+def claim_lane(workers: Invocations) -> Lane:
+    """The HTTP API's claim route on the claim function's processes."""
+    return Lane(lambda method, path: is_claim(method, path) is not None, workers, _claim_route)
+
+
+def _claim_route(event: dict[str, Any]) -> dict[str, Any]:
+    return lambda_host.invoke_claim_route(event)
 
 
 class Refused(Exception):
@@ -192,13 +228,18 @@ class FrontDoor:
         invoke: Callable[[dict[str, Any]], dict[str, Any]] = lambda_host.invoke,
         warm: Callable[[], bool] = lambda_host.warm,
         max_connections: int = MAX_CONNECTIONS,
+        workers: Invocations | None = None,
+        lanes: tuple[Lane, ...] = (),
     ) -> None:
         self.invoke = invoke  # runs in a worker process: a module-level function
         self.warm = warm  # likewise: what the first worker process imports before serving
         # Binds and listens now (an OSError when the port is taken): from here the kernel
         # completes handshakes into the backlog; worker processes start on first use.
         self.server = Server((host, port), self._handler_class(), max_connections)
-        self.workers = Workers(concurrency)
+        # Its own processes, or the ones given (a listener that shares its function's: the
+        # claim function's URL and the API listener's claim lane); stopped with this door.
+        self.workers: Invocations = workers or Workers(concurrency)
+        self.lanes = lanes  # stopped by the door that owns their processes
         self._thread: threading.Thread | None = None
         self._stopped = False
 
@@ -226,7 +267,10 @@ class FrontDoor:
     def _invoke(self, event: dict[str, Any]) -> dict[str, Any]:
         """One invocation, waiting for a free process and running within one budget."""
         give_up = time.monotonic() + INVOCATION_TIMEOUT_SECONDS
-        future = self.workers.submit(self.invoke, event, wait=INVOCATION_TIMEOUT_SECONDS)
+        http = event["requestContext"]["http"]
+        lane = next((x for x in self.lanes if x.takes(http["method"], http["path"])), None)
+        workers, invoke = (lane.workers, lane.invoke) if lane else (self.workers, self.invoke)
+        future = workers.submit(invoke, event, wait=INVOCATION_TIMEOUT_SECONDS)
         result: dict[str, Any] = future.result(timeout=max(0.0, give_up - time.monotonic()))
         return result
 

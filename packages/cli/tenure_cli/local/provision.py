@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ IN_PROCESS = {
     "AWS::S3::BucketPolicy": "moto does not enforce bucket policies",
     "AWS::SNS::TopicPolicy": "moto does not enforce topic policies",
     "AWS::IAM::Role": "moto does not enforce IAM; the ARN is what the schedules name",
+    "AWS::Lambda::Url": "a listener of the local front door",
+    "AWS::Lambda::Permission": "nothing checks who may invoke a function here",
 }
 # Made on AWS only: nothing local emits their metrics or would scale on them.
 AWS_ONLY = {
@@ -56,6 +59,8 @@ ORDER = [
     "AWS::SNS::Subscription",
     "AWS::SQS::QueuePolicy",
 ]
+# A `${Name}` or `${Resource.Attribute}` in a Fn::Sub string.
+SUB_REFERENCE = re.compile(r"\$\{([A-Za-z0-9.:]+)\}")
 # stack.json's `aws.resources`: key -> the template resource whose Ref it holds.
 STACK_RESOURCES = {
     "inbound_bucket": "InboundBucket",
@@ -133,7 +138,17 @@ class Provisioned:
 
 
 class Provisioner:
-    def __init__(self, ddb_endpoint: str, aws_endpoint: str, table_name: str, prefix: str):
+    def __init__(
+        self,
+        ddb_endpoint: str,
+        aws_endpoint: str,
+        table_name: str,
+        prefix: str,
+        function_urls: dict[str, str] | None = None,
+    ):
+        # Each function URL's local listener (function's logical id -> its address, ending in
+        # "/" as a function URL does): what a template's reference to that URL resolves to.
+        self.function_urls = function_urls or {}
         self.ddb = boto3.client("dynamodb", endpoint_url=ddb_endpoint, region_name=REGION)
         self.aws_endpoint = aws_endpoint
         self.table_name = table_name
@@ -161,12 +176,19 @@ class Provisioner:
             if fn == "Fn::If":
                 name, then, otherwise = arg
                 return self.resolve(then if self.condition(name) else otherwise)
+            if fn == "Fn::Sub" and isinstance(arg, str):
+                return SUB_REFERENCE.sub(lambda m: str(self._substitute(m[1])), arg)
         if isinstance(value, dict):
             resolved = {k: self.resolve(v) for k, v in value.items()}
             return {k: v for k, v in resolved.items() if v != NO_VALUE}
         if isinstance(value, list):
             return [v for v in (self.resolve(v) for v in value) if v != NO_VALUE]
         return value
+
+    def _substitute(self, name: str) -> Any:
+        """One `${...}` of a Fn::Sub: a resource's attribute, or a Ref."""
+        logical, dot, attr = name.partition(".")
+        return self.resolve({"Fn::GetAtt": [logical, attr]} if dot else {"Ref": name})
 
     def condition(self, name: str) -> bool:
         """A template condition, as its parameters' local defaults make it."""
@@ -222,6 +244,11 @@ class Provisioner:
                 self.arns[logical] = {"Arn": function_arn(self.prefix, logical)}
                 done.append(Provisioned(logical, kind, IN_PROCESS[kind]))
                 done.extend(self._schedules(logical, props))
+            elif kind == "AWS::Lambda::Url":
+                target = self.resolve(props["TargetFunctionArn"])
+                self.arns[logical] = {"FunctionUrl": self.function_urls.get(target, "")}
+                where = self.function_urls.get(target) or "no local listener"
+                done.append(Provisioned(logical, kind, where))
             elif kind == "AWS::Scheduler::ScheduleGroup":
                 done.append(self._schedule_group(logical, props))
             elif kind == "AWS::IAM::Role":

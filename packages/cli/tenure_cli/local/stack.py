@@ -18,6 +18,7 @@ from tenure import wiring
 from tenure.config import ENVIRONMENT, export, local_settings
 
 from tenure_cli.local import lambda_host
+from tenure_cli.local.claimhost import ClaimHost
 from tenure_cli.local.engines import (
     MOTO_SERVICES,
     DynamoDBLocal,
@@ -26,7 +27,7 @@ from tenure_cli.local.engines import (
     owner_only,
 )
 from tenure_cli.local.faults import fault_file
-from tenure_cli.local.frontdoor import FrontDoor
+from tenure_cli.local.frontdoor import FrontDoor, claim_lane
 from tenure_cli.local.inbound_poller import InboundPoller
 from tenure_cli.local.provision import REGION, Provisioned, Provisioner
 from tenure_cli.local.scheduler_loop import SchedulerLoop
@@ -66,6 +67,7 @@ class Stack:
     provisioned: list[Provisioned] = field(default_factory=list)
     door: FrontDoor | None = None
     worker_door: FrontDoor | None = None  # the worker function's URL
+    claim_door: FrontDoor | None = None  # the claim function's URL (and the API's claims)
     stopping: threading.Event = field(default_factory=threading.Event)
     admin_token: str | None = None  # the one bootstrapped, once started
 
@@ -97,6 +99,17 @@ class Stack:
         self.worker_door = FrontDoor(
             "127.0.0.1", 0, invoke=lambda_host.invoke_worker, warm=lambda_host.warm_worker
         )
+        # The claim function: its own URL and processes, which the API listener's claims run
+        # on too (the template's claim route), so long polls hold neither the API's processes
+        # nor the worker function's; a waiting claim parks a thread there (claimhost.py).
+        self.claim_door = FrontDoor(
+            "127.0.0.1",
+            0,
+            invoke=lambda_host.invoke_claim,
+            warm=lambda_host.warm_worker,
+            workers=ClaimHost(),
+        )
+        self.door.lanes = (claim_lane(self.claim_door.workers),)
         # Each engine is listed before it starts, so that stop() ends one that failed halfway.
         moto = MotoServer()
         self.engines.append(moto)
@@ -123,7 +136,10 @@ class Stack:
         # The handlers talk to the region the resources were made in, whatever the shell says.
         export("AWS_REGION", REGION)
         export("AWS_DEFAULT_REGION", REGION)
-        provisioner = Provisioner(endpoint, moto.endpoint, TABLE, "tenure-local")
+        claim_url = f"http://127.0.0.1:{self.claim_door.port}/"
+        provisioner = Provisioner(
+            endpoint, moto.endpoint, TABLE, "tenure-local", {"ClaimFunction": claim_url}
+        )
         self.provisioned = provisioner.run()
         resources = provisioner.stack_resources()
         self._export_function_settings(provisioner, moto.endpoint)
@@ -143,6 +159,7 @@ class Stack:
             print(f"re-made the schedules of {remade} scheduled rules")
         self.door.start()
         self.worker_door.start()
+        self.claim_door.start()
         threading.Thread(target=self._sweep_loop, daemon=True).start()
         threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()
         threading.Thread(target=self._scheduler_loop, daemon=True).start()
@@ -150,6 +167,7 @@ class Stack:
         info = {
             "api": f"http://127.0.0.1:{self.door.port}/api/v1",
             "worker_api": f"http://127.0.0.1:{self.worker_door.port}/api/v1",
+            "worker_claim_api": f"{claim_url}api/v1",
             "dynamodb": {"engine": engine, "endpoint": endpoint},
             "aws": {
                 "endpoint": moto.endpoint,
@@ -265,7 +283,8 @@ class Stack:
     def stop(self) -> bool:
         """End every part that started, each even when another fails; False if one did."""
         self.stopping.set()
-        parts: list[Any] = [door for door in (self.door, self.worker_door) if door is not None]
+        doors = (self.door, self.worker_door, self.claim_door)
+        parts: list[Any] = [door for door in doors if door is not None]
         parts += reversed(self.engines)
         clean = True
         for part in parts:
@@ -346,6 +365,7 @@ def _banner(info: dict[str, Any], provisioned: list[Provisioned], token: str | N
     print("tenure local is up")
     print(f"  API            {info['api']}  (try {info['api']}/health)")
     print(f"  worker API     {info['worker_api']}  (the worker routes alone)")
+    print(f"  claim API      {info['worker_claim_api']}  (where claims long-poll)")
     print(f"  DynamoDB       {info['dynamodb']['engine']} at {info['dynamodb']['endpoint']}")
     print(f"  AWS (moto)     {info['aws']['endpoint']}  ({info['aws']['services']})")
     print(f"  data           {info['data_dir']}")

@@ -10,13 +10,14 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import forkserver
-from typing import Any
+from typing import Any, Protocol
 
 from tenure_cli.local import lambda_host
 
-# Every Workers shares the one fork server (the API's listener and the worker function's). The
-# fork server ends only once every process it forked has ended, so the last Workers to stop
-# stops it: stopped by the first, it would wait on the other's live processes.
+# Every Workers shares the one fork server (the API's listener, the worker function's, and the
+# claim function's ClaimHost). The fork server ends only once every process it forked has
+# ended, so the last of them to stop stops it: stopped by the first, it would wait on the
+# others' live processes.
 _LIVE = 0
 _LIVE_LOCK = threading.Lock()
 
@@ -30,6 +31,31 @@ def _deaf_to_interrupts() -> None:
 
 class Busy(Exception):
     """Every worker stayed busy for as long as the invocation could wait for one."""
+
+
+class Invocations(Protocol):
+    """Where a listener's invocations run: `Workers`, or the claim function's `ClaimHost`."""
+
+    def submit(self, fn: Callable[..., Any], *args: Any, wait: float) -> Future[Any]: ...
+
+    def stop(self) -> None: ...
+
+
+def hold_fork_server() -> None:
+    """One more user of the shared fork server (a `Workers`, a `ClaimHost`)."""
+    global _LIVE
+    with _LIVE_LOCK:
+        _LIVE += 1
+
+
+def release_fork_server() -> None:
+    """One user fewer; the last one stops the fork server."""
+    global _LIVE
+    with _LIVE_LOCK:
+        _LIVE -= 1
+        last = _LIVE == 0
+    if last:
+        _stop_fork_server()
 
 
 class Workers:
@@ -52,9 +78,7 @@ class Workers:
         self._all: list[ProcessPoolExecutor] = []
         self._changed = threading.Condition()
         self._closed = False
-        global _LIVE
-        with _LIVE_LOCK:
-            _LIVE += 1
+        hold_fork_server()
 
     def submit(self, fn: Callable[..., Any], *args: Any, wait: float) -> Future[Any]:
         """`fn(*args)` in the warmest free process, waiting up to `wait` seconds for one."""
@@ -118,12 +142,7 @@ class Workers:
             if proc.is_alive():  # deaf to SIGTERM (stuck in a call): never left behind
                 proc.kill()
                 proc.join(timeout=2)
-        global _LIVE
-        with _LIVE_LOCK:
-            _LIVE -= 1
-            last = _LIVE == 0
-        if last:
-            _stop_fork_server()
+        release_fork_server()
 
 
 def _stop_fork_server() -> None:

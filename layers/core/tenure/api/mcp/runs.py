@@ -13,7 +13,7 @@ from pydantic import Field, StringConstraints, field_validator
 from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.mcp.tool import Tool, lease_mcp
-from tenure.app.leases.bound import BoundRun
+from tenure.app.leases.bound import BOUND_WAIT_SECONDS, BoundRun
 from tenure.app.tenure import Tenure
 from tenure.domain import errors as e
 from tenure.domain.model import Lease, Principal
@@ -31,7 +31,11 @@ class ClaimNextArgs(m.Strict):
         None, description="the pool (may be left out when the token has one)"
     )
     worker_id: m.WorkerId = Field(description="this worker's id, the same on every later call")
-    wait: bool = Field(False, description="long-poll up to 20 s for a claimable run")
+    wait: bool = Field(
+        False,
+        description=f"long-poll up to {BOUND_WAIT_SECONDS} s for a claimable run (answered at "
+        "once while 8 claims of the token are waiting already)",
+    )
     lease_seconds: m.LeaseSeconds | None = Field(None, description="this run's toleration")
     claim_id: m.ClaimId | None = Field(
         None,
@@ -221,8 +225,8 @@ RUN_TOOLS: tuple[Tool, ...] = (
         "task_run_claim_next",
         "Claim the next run of a pool for this worker: its run (run_id, state, fence, "
         "deadline, attempt), task and payload, or run null when nothing is claimable. "
-        "`wait: true` long-polls up to 20 s. Send a `claim_id` to retry safely: the same "
-        "key answers the same run.",
+        f"`wait: true` long-polls up to {BOUND_WAIT_SECONDS} s. Send a `claim_id` to retry "
+        "safely: the same key answers the same run.",
         ClaimNextArgs,
         (WORKER,),
         _claim_next,

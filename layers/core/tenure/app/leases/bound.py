@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
     from tenure.app.leases.claims import Claimed, Claims
 
-# A bound claim's long poll waits as long as the HTTP claim's `wait_seconds` may.
-BOUND_WAIT_SECONDS = 20
+# A bound claim's long poll (MCP's `task_run_claim_next {wait: true}`) waits in the API
+# function, whose concurrency is the operators': so it waits a few seconds, not the 20 an HTTP
+# claim may on the claim function, and holds one of its token's wait slots like any claim.
+BOUND_WAIT_SECONDS = 5
 
 
 @dataclass(frozen=True)

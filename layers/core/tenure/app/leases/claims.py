@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
+from tenure.app.leases.waits import Waiter, Waits
 from tenure.app.ports import (
     INSTANCE_CEILING,
     KEY_CEILING,
@@ -67,10 +68,11 @@ class Claimed:
 
 
 class Claims:
-    def __init__(self, kernel: Kernel, gate: ClaimGate, workers: Workers) -> None:
+    def __init__(self, kernel: Kernel, gate: ClaimGate, workers: Workers, waits: Waits) -> None:
         self.gate = gate
         self.kernel = kernel
         self.workers = workers
+        self.waits = waits  # at most 8 claims of one worker token wait at once
         # Per pool: until when this process's claims spread (shuffle) rather than go in order.
         self._contended: dict[str, int] = {}
 
@@ -92,6 +94,40 @@ class Claims:
         claim of a lease that is held or has ended is 409 invalid_transition. With `start`
         the worker begins the job as soon as it has the answer, so the lease is running at
         once (see _claimed_and_started)."""
+        # A claim about to wait takes one of its token's wait slots, and gives it back however
+        # the call ends; with every slot held it answers at once (app/leases/waits.py).
+        waiter = Waiter(self.waits, actor.token_id)
+        try:
+            return self._claim(
+                actor,
+                pool_name,
+                worker_id,
+                worker_version,
+                wait_seconds,
+                lease_seconds,
+                waiter,
+                claim_id=claim_id,
+                host=host,
+                lease_id=lease_id,
+                start=start,
+            )
+        finally:
+            waiter.done()
+
+    def _claim(
+        self,
+        actor: Principal,
+        pool_name: str,
+        worker_id: str,
+        worker_version: str | None,
+        wait_seconds: float,
+        lease_seconds: int | None,
+        waiter: Waiter,
+        claim_id: str | None = None,
+        host: str | None = None,
+        lease_id: str | None = None,
+        start: bool = False,
+    ) -> Claimed | None:
         authz.require_worker(actor, pool_name)
         # Each is stored and shown to operators (the worker list, exec_target, the timeline).
         rules.refuse_token_fields(
@@ -118,7 +154,7 @@ class Claims:
         ask = _Ask(worker_id, worker_version, lease_seconds, actor.token_id, intent, host, start)
         give_up_at = self.kernel.clock.now_ms() + int(wait_seconds * 1000)
         if lease_id is not None:
-            return self._claim_exact(lease_id, pool_name, pool, closed, ask, give_up_at)
+            return self._claim_exact(lease_id, pool_name, pool, closed, ask, give_up_at, waiter)
         tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
         held = _HeldBack()
         if intent is not None and intent.pending is not None and not closed:
@@ -182,7 +218,7 @@ class Claims:
             if fresh and len(tried) < MAX_CLAIM_TRIES:
                 continue  # a lost race is not an empty queue: look again at once
             remaining = (give_up_at - self.kernel.clock.now_ms()) / 1000
-            if remaining <= 0:
+            if remaining <= 0 or not waiter.may_wait(remaining):
                 break
             self.kernel.clock.sleep(min(CLAIM_POLL_SECONDS, remaining))
             if self.kernel.clock.now_ms() - looked_at >= POOL_REFRESH_MS:
@@ -260,6 +296,7 @@ class Claims:
         closed: bool,
         ask: _Ask,
         give_up_at: int,
+        waiter: Waiter,
     ) -> Claimed | None:
         """That lease or nothing, through every gate a claim-next passes (pause, archive,
         the scheduler, held-back tasks, not_before, ceilings), with the same single-owner
@@ -286,7 +323,7 @@ class Claims:
                 if again.state is not LeaseState.PENDING:
                     raise InvalidTransition(f"lease {lease_id} was claimed by another worker")
             remaining = (give_up_at - self.kernel.clock.now_ms()) / 1000
-            if remaining <= 0:
+            if remaining <= 0 or not waiter.may_wait(remaining):
                 break
             self.kernel.clock.sleep(min(CLAIM_POLL_SECONDS, remaining))
             if self.kernel.clock.now_ms() - looked_at >= POOL_REFRESH_MS:

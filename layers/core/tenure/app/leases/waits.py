@@ -1,0 +1,100 @@
+"""Waiting claims: a worker token has at most MAX_WAITING_CLAIMS claims waiting in long polls
+at once, across every function instance that serves it.
+
+A waiting claim holds a function instance (and so a unit of its reserved concurrency) for the
+whole wait: without a bound, one token's idle long polls (an agent looping on
+`task_run_claim_next {wait: true}`, or a fleet of idle runners) could fill the claim
+function, and every other worker's claims would be throttled behind them. The bound is per
+token, kept in the table (one small row per token, `Store.wait_slots`), so it holds however
+many instances serve the token's claims.
+
+A claim takes a slot only when it is about to wait: its first look found nothing and it has
+time left. So a claim that finds work at once (every claim of a busy worker) reads and writes
+nothing here. With every slot held, the claim answers at once, as with `wait_seconds: 0`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tenure.domain.errors import Conflict, Unavailable
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+
+# Claims of one worker token that may wait at once; the next answers at once.
+MAX_WAITING_CLAIMS = 8
+# A slot is held this long past the wait it was taken for (the wait's last look, the answer):
+# a claim whose function died while waiting holds its slot no longer than its wait and this.
+SLOT_MARGIN_MS = 2_000
+# How many times one claim tries for a slot (one consistent read of the token's row and at
+# most one conditional write each) before it answers at once: rivals that take the slots it
+# read as free are other waiting claims of the same token.
+SLOT_TRIES = 3
+
+
+@dataclass(frozen=True)
+class WaitSlot:
+    token_id: str
+    slot: int
+    until: int  # epoch ms: the slot is this claim's until then
+
+
+class Waits:
+    def __init__(self, kernel: Kernel, slots: int = MAX_WAITING_CLAIMS) -> None:
+        self.kernel = kernel
+        self.slots = slots
+
+    def take(self, token_id: str, wait_ms: int) -> WaitSlot | None:
+        """A slot of the token's, held for `wait_ms` (and the margin), or None when every
+        slot is held: the claim then answers without waiting."""
+        store, clock = self.kernel.store, self.kernel.clock
+        for _ in range(SLOT_TRIES):
+            now = clock.now_ms()
+            held = store.wait_slots(token_id)
+            free = [slot for slot in range(self.slots) if held.get(slot, -1) < now]
+            if not free:
+                break
+            # A free slot at random: rivals of the same token that read the row together
+            # spread over the free slots rather than all lose the race for the first.
+            slot = free[min(len(free) - 1, int(self.kernel.ids.jitter() * len(free)))]
+            until = now + wait_ms + SLOT_MARGIN_MS
+            try:
+                store.take_wait_slot(token_id, slot, now, until)
+            except Conflict:
+                self.kernel.counters["lost_wait_slot_races"] += 1
+                continue
+            return WaitSlot(token_id, slot, until)
+        self.kernel.counters["claims_not_waited"] += 1
+        return None
+
+    def give_back(self, held: WaitSlot) -> None:
+        """Free the slot, unless it ran out and another claim took it. Never fails the claim
+        that held it: a slot that cannot be written back runs out by itself at `until`."""
+        with contextlib.suppress(Conflict, Unavailable):
+            self.kernel.store.free_wait_slot(held.token_id, held.slot, held.until)
+
+
+class Waiter:
+    """One claim call's slot: taken the first time the claim is about to wait, given back
+    when the call ends (`done`), however it ends."""
+
+    def __init__(self, waits: Waits, token_id: str) -> None:
+        self.waits = waits
+        self.token_id = token_id
+        self.held: WaitSlot | None = None
+        self.refused = False
+
+    def may_wait(self, seconds: float) -> bool:
+        """Whether the claim may wait (on): it holds a slot, taken now if it has none."""
+        if self.held is None and not self.refused:
+            self.held = self.waits.take(self.token_id, int(seconds * 1000))
+            self.refused = self.held is None
+        return self.held is not None
+
+    def done(self) -> None:
+        if self.held is not None:
+            held, self.held = self.held, None
+            self.waits.give_back(held)

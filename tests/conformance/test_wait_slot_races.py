@@ -1,0 +1,105 @@
+"""One worker token's long polls cannot fill the claim function: however many of its claims
+arrive at once, on however many function instances, at most 8 of them wait, the rest answer
+at once (as with `wait_seconds: 0`), and every slot is free again when the waits end.
+
+On DynamoDB Local with real threads: the bound is a conditional write, and moto does not apply
+conditional writes atomically across threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from tenure.app.leases.waits import MAX_WAITING_CLAIMS
+from tenure.app.tenure import compose
+from tenure.domain.model import Principal
+from tenure.store.dynamo import DynamoStore
+from tenure.wiring import RandomIds, SystemClock
+
+from tests.conformance.contract import ALPHA, make_world
+from tests.conformance.test_races import run_threads
+from tests.conftest import WORKER, Rig
+
+CLAIMS = 20
+# Long enough that every claim has made its first look (twenty at once on DynamoDB Local and
+# two shared cores take a second or two) before the first wait ends and frees its slot.
+WAIT_SECONDS = 6.0
+
+
+class HeldSlots:
+    """The real store, keeping count of the slots held at once (thread-safe)."""
+
+    def __init__(self, inner: DynamoStore) -> None:
+        self.inner = inner
+        self.held = 0
+        self.most = 0
+        self.holders: set[int] = set()  # the threads that took a slot
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def take_wait_slot(self, token_id: str, slot: int, now_ms: int, until_ms: int) -> None:
+        self.inner.take_wait_slot(token_id, slot, now_ms, until_ms)
+        with self._lock:
+            self.held += 1
+            self.most = max(self.most, self.held)
+            self.holders.add(threading.get_ident())
+
+    def free_wait_slot(self, token_id: str, slot: int, until_ms: int) -> None:
+        with self._lock:
+            self.held -= 1
+        self.inner.free_wait_slot(token_id, slot, until_ms)
+
+
+def test_at_most_eight_claims_of_one_token_wait_and_the_rest_answer_at_once(rig: Rig) -> None:
+    make_world(rig.svc)
+    # Two function instances (two services, each with its own process-local state) on one
+    # table, as Lambda runs them: the bound is the table's, not an instance's.
+    store = HeldSlots(rig.store)
+    instances = [compose(store, SystemClock(), RandomIds()) for _ in range(2)]
+    start = threading.Barrier(CLAIMS)
+
+    def poll(n: int) -> tuple[bool, float]:
+        svc = instances[n % 2]
+        start.wait()
+        began = time.monotonic()
+        won = svc.claims.claim(WORKER, ALPHA, f"w{n}", "1.0", WAIT_SECONDS, None)
+        assert won is None  # the pool stays empty
+        return threading.get_ident() in store.holders, time.monotonic() - began
+
+    answers = run_threads(CLAIMS, poll)
+    waited = sorted(took for held, took in answers if held)
+    at_once = sorted(took for held, took in answers if not held)
+    assert store.most <= MAX_WAITING_CLAIMS
+    assert 1 <= len(waited) <= MAX_WAITING_CLAIMS, answers
+    assert len(at_once) >= CLAIMS - MAX_WAITING_CLAIMS, answers
+    # Those without a slot answered without waiting, the others after their whole wait.
+    assert all(took < WAIT_SECONDS for took in at_once), answers
+    assert all(took >= WAIT_SECONDS - 0.1 for took in waited), answers
+    assert sum(svc.counters["claims_not_waited"] for svc in instances) == len(at_once)
+    assert rig.store.wait_slots(WORKER.token_id) == {}  # every slot given back
+
+
+def test_another_token_waits_while_one_token_has_every_slot(rig: Rig) -> None:
+    make_world(rig.svc)
+    svc = compose(rig.store, SystemClock(), RandomIds())
+    other = Principal(kind="worker", token_id="test-worker-2")
+    start = threading.Barrier(MAX_WAITING_CLAIMS + 1)
+    found: dict[str, object] = {}
+
+    def poll(n: int) -> float:
+        actor = WORKER if n < MAX_WAITING_CLAIMS else other
+        start.wait()
+        if actor is other:
+            time.sleep(0.5)  # the first token's claims are waiting by now
+            found["slots"] = rig.store.wait_slots(WORKER.token_id)
+        began = time.monotonic()
+        svc.claims.claim(actor, ALPHA, f"w{n}", "1.0", WAIT_SECONDS, None)
+        return time.monotonic() - began
+
+    took = run_threads(MAX_WAITING_CLAIMS + 1, poll)
+    assert len(found["slots"]) >= MAX_WAITING_CLAIMS // 2  # type: ignore[arg-type]
+    assert took[-1] >= WAIT_SECONDS - 0.1  # its own slots: it waited

@@ -1,0 +1,207 @@
+"""Capacity no caller can take from the others, on the local stack: 200 idle long polls from 25
+worker tokens wait on the claim endpoint while an operator lists leases on the API and workers
+heartbeat on the worker endpoint, and neither waits behind them.
+
+The polls go where the worker SDK sends them (the claim URL the worker endpoint names on its
+claim answers); each token sends 8, the most that may wait at once, and 5 of the tokens one
+more, which answers at once. For a few seconds while every poll waits, the operator's lists
+and the heartbeats are timed: each answers 200 well within the poll's wait (a request queued
+behind the polls would take as long as they do). Every token's slots row is read from the
+table meanwhile: none holds more than 8.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import boto3
+import httpx
+from tenure_cli.local.stack import TABLE
+
+from tests.conftest import LocalStack
+from tests.e2e.support import World
+
+TOKENS = 25
+WAITING = 8  # per token: the most that may wait at once
+POLLS = TOKENS * WAITING  # 200
+EXTRA = 5  # tokens that send a ninth poll, which answers at once
+WAIT_SECONDS = 20.0
+# How long the operator and the heartbeats are timed while every poll waits.
+MEASURE_SECONDS = 6.0
+# What an operator's list or a heartbeat may take while 200 polls wait: far below the wait
+# (queued behind the polls it would take as long as they do), with room for two shared cores
+# that run the polls' looks, DynamoDB Local and the stack at once.
+BOUND_SECONDS = 4.0
+HEARTBEAT_WORKERS = 4
+# The whole run is bounded: a poll's answer comes within its wait and this margin.
+POLL_MARGIN = 60.0
+
+
+def _stack_info(stack: LocalStack) -> dict[str, Any]:
+    info: dict[str, Any] = json.loads((stack.data_dir / "stack.json").read_text())
+    return info
+
+
+def _slots(table: Any, token_ids: list[str]) -> dict[str, int]:
+    """Each token's slots held now, read from its slots row (what a claim about to wait reads)."""
+    now = int(time.time() * 1000)
+    held: dict[str, int] = {}
+    for token_id in token_ids:
+        row = table.get_item(
+            TableName=TABLE,
+            Key={"PK": {"S": f"POLLS#{token_id}"}, "SK": {"S": "POLLS"}},
+            ConsistentRead=True,
+        ).get("Item", {})
+        held[token_id] = sum(
+            1 for name, value in row.items() if name[:1] == "w" and int(value["N"]) >= now
+        )
+    return held
+
+
+def test_200_idle_long_polls_keep_no_operator_and_no_heartbeat_waiting(
+    local_stack: LocalStack, world: World
+) -> None:
+    info = _stack_info(local_stack)
+    claim_api, worker_api = info["worker_claim_api"], info["worker_api"]
+    ddb = boto3.client(
+        "dynamodb", endpoint_url=info["dynamodb"]["endpoint"], region_name=info["aws"]["region"]
+    )
+    idle = world.pool()["name"]  # no task ever: every poll waits its whole wait
+    busy = world.pool(toleration_seconds=3600)["name"]
+    made = [
+        world.admin.post("/tokens", json={"name": f"fleet-{idle}-{n}", "kind": "worker"}).json()
+        for n in range(TOKENS)
+    ]
+    tokens = [m["token"] for m in made]
+    token_ids = [m["id"] for m in made]
+
+    # The heartbeating workers: each holds a lease of the busy pool, claimed on the worker
+    # endpoint, whose claim answer names the claim URL the polls below use.
+    beat_token = world.worker_token([busy])
+    beaters: list[tuple[httpx.Client, str, dict[str, Any]]] = []
+    for n in range(HEARTBEAT_WORKERS):
+        client = httpx.Client(
+            base_url=worker_api, headers={"authorization": f"Bearer {beat_token}"}, timeout=60
+        )
+        world.task(pool=busy)
+        won = client.post(f"/pools/{busy}/claim", json={"worker_id": f"beat-{n}"})
+        assert won.status_code == 200, won.text
+        assert won.headers["tenure-claim-api"] == claim_api
+        beaters.append((client, f"beat-{n}", won.json()))
+    for client, worker_id, won in beaters:  # each beat's first: started before any poll
+        body = {"leases": [{"id": won["lease"]["id"], "fence": won["fence"]}]}
+        assert client.post(f"/workers/{worker_id}/heartbeat", json=body).status_code == 200
+
+    answers: dict[int, tuple[int, float]] = {}
+    lock = threading.Lock()
+
+    def poll(n: int) -> None:
+        token = tokens[n % TOKENS]
+        with httpx.Client(
+            base_url=claim_api,
+            headers={"authorization": f"Bearer {token}"},
+            timeout=WAIT_SECONDS + POLL_MARGIN,
+        ) as client:
+            began = time.monotonic()
+            r = client.post(
+                f"/pools/{idle}/claim",
+                json={"worker_id": f"idle-{n}", "wait_seconds": WAIT_SECONDS},
+            )
+            with lock:
+                answers[n] = (r.status_code, time.monotonic() - began)
+
+    started = time.monotonic()
+    polls = ThreadPoolExecutor(POLLS + EXTRA)
+    futures = [polls.submit(poll, n) for n in range(POLLS)]
+    # Every token's 8 polls waiting (their slots held), or as many as take a slot in time.
+    give_up = started + WAIT_SECONDS / 2
+    while time.monotonic() < give_up and sum(_slots(ddb, token_ids).values()) < POLLS:
+        time.sleep(0.2)
+    # A ninth poll of 5 tokens: each token's 8 slots are held, so it answers at once.
+    futures += [polls.submit(poll, POLLS + n) for n in range(EXTRA)]
+
+    timings: dict[str, list[float]] = defaultdict(list)
+    refused: list[str] = []
+    most_held: dict[str, int] = defaultdict(int)
+    operator = httpx.Client(
+        base_url=local_stack.base,
+        headers={"authorization": f"Bearer {local_stack.admin_token}"},
+        timeout=60,
+    )
+
+    def timed(what: str, send: Any) -> None:
+        began = time.monotonic()
+        r = send()
+        timings[what].append(time.monotonic() - began)
+        if r.status_code != 200:
+            refused.append(f"{what}: {r.status_code} {r.text[:200]}")
+
+    def beat(client: httpx.Client, worker_id: str, won: dict[str, Any]) -> None:
+        body = {"leases": [{"id": won["lease"]["id"], "fence": won["fence"]}]}
+        while time.monotonic() < measure_until:
+            timed("heartbeat", lambda: client.post(f"/workers/{worker_id}/heartbeat", json=body))
+            time.sleep(0.5)
+
+    def watch_slots() -> None:
+        while time.monotonic() < measure_until:
+            for token_id, held in _slots(ddb, token_ids).items():
+                most_held[token_id] = max(most_held[token_id], held)
+
+    measure_from = time.monotonic()
+    measure_until = measure_from + MEASURE_SECONDS
+    threads = [threading.Thread(target=beat, args=b) for b in beaters]
+    threads.append(threading.Thread(target=watch_slots))
+    for thread in threads:
+        thread.start()
+    while time.monotonic() < measure_until:
+        timed("operator list", lambda: operator.get("/leases", params={"space": world.space}))
+        time.sleep(0.25)
+    for thread in threads:
+        thread.join(timeout=MEASURE_SECONDS + POLL_MARGIN)
+    # The measurement ran while the polls waited: hardly any had answered by its end.
+    with lock:
+        answered_by_then = sum(1 for n in answers if n < POLLS)
+
+    for future in futures:
+        future.result(timeout=WAIT_SECONDS + 2 * POLL_MARGIN)
+    polls.shutdown()
+    operator.close()
+    for client, _, _ in beaters:
+        client.close()
+
+    summary = {
+        what: {
+            "n": len(xs),
+            "max_s": round(max(xs), 3),
+            "p50_s": round(sorted(xs)[len(xs) // 2], 3),
+        }
+        for what, xs in timings.items()
+    }
+    polled = sorted(round(took, 1) for _, took in answers.values())
+    print(
+        f"\nwhile {POLLS} polls waited: {summary}; most slots held by a token: "
+        f"{max(most_held.values())}; poll answers (s): first {polled[:8]} last {polled[-3:]}"
+    )
+    assert answered_by_then <= POLLS // 10, f"{answered_by_then} polls answered before the end"
+    assert not refused, refused
+    assert timings["operator list"] and timings["heartbeat"], timings
+    for what, took in timings.items():
+        assert max(took) < BOUND_SECONDS, (what, summary)
+    # Each token held at most 8 slots; with every slot of 5 tokens held, their ninth answered
+    # at once, and no poll was refused.
+    assert max(most_held.values()) <= WAITING, most_held
+    assert {status for status, _ in answers.values()} == {204}, answers
+    assert len(answers) == POLLS + EXTRA
+    # Answered after the whole wait: each token's waited, 8 at most (its ninth did not).
+    waited: dict[int, int] = defaultdict(int)
+    for n, (_, took) in answers.items():
+        waited[n % TOKENS] += took >= WAIT_SECONDS - 0.5
+    assert max(waited.values()) <= WAITING, waited
+    assert sum(waited.values()) >= POLLS * 0.9, (waited, polled)
+    # And every slot is free again once the polls have answered.
+    assert sum(_slots(ddb, token_ids).values()) == 0
