@@ -43,6 +43,7 @@ FUNCTION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 ENTRIES: dict[str, tuple[tuple[str, str], ...]] = {
     "ApiFunction": (("tenure.api.app", "handle"),),
     "WorkerFunction": (("tenure.api.worker", "handle"),),
+    "ClaimFunction": (("tenure.api.worker", "handle_claim"),),
     "AuthorizerFunction": (
         ("tenure.api.authorizer", "verdict"),
         ("tenure.api.authorizer", "authorize"),  # what the local stack calls
