@@ -231,3 +231,23 @@ def test_a_worker_names_the_worker_id_it_claimed_with(rig: Rig, send: Send) -> N
     status, answer = send("POST", f"/leases/{lease_id}/complete", wt, body)
     assert status == 409 and answer["error"]["code"] == "stale_lease", answer
     assert rig.lease(lease_id).state.value == "dispatched"
+
+
+@ENDPOINTS
+def test_a_claim_the_service_would_refuse_is_refused_before_the_report_is_applied(
+    rig: Rig, send: Send
+) -> None:
+    """A 4xx means nothing happened: a `next` whose claim would be refused (here a claim_id
+    that carries a token, which is never stored) leaves the lease as it was, so the report
+    resent with a corrected claim is applied and claims."""
+    _file(rig, 2)
+    wt = _worker_token(rig)
+    won = _claim(send, wt)
+    lease_id = won["lease"]["id"]
+    status, answer = send(
+        "POST", f"/leases/{lease_id}/complete", wt, {**SUCCESS, **_next(won["token"])}
+    )
+    assert status == 422 and answer["error"]["code"] == "validation_failed", answer
+    assert rig.lease(lease_id).state.value == "dispatched", "nothing was applied"
+    status, answer = send("POST", f"/leases/{lease_id}/complete", wt, {**SUCCESS, **_next("ok")})
+    assert status == 200 and answer["next"] is not None, answer

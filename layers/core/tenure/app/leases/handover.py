@@ -73,6 +73,18 @@ class Handover:
         the same worker with `actor`, the worker token that claimed it."""
         authz.require_worker(actor, None)
         run = self.bound.resolve(actor, lease_id, ask.worker_id)  # before anything is written
+        # What the claim would refuse is refused before the report is applied: an answer of
+        # 4xx must mean nothing happened, or the resend with a corrected claim finds the
+        # report applied and its claim spent.
+        authz.require_worker(actor, run.lease.pool)
+        rules.refuse_token_fields(
+            {
+                "worker_id": ask.worker_id,
+                "worker_version": ask.worker_version,
+                "claim_id": ask.claim_id,
+                "host": ask.host,
+            }
+        )
         replay = run.lease.state.terminal
         ref = rules.claim_ref(run.lease.pool, actor.token_id, ask.worker_id, ask.claim_id)
         report = self.reports.complete if kind is ReportKind.COMPLETE else self.reports.fail
