@@ -267,9 +267,6 @@ class _ParkingClock:
 
 # Reads the claim looks make, which one process's claims share (`_SharedReads`).
 SHARED_READS = frozenset({"GetItem", "Query", "BatchGetItem"})
-# An eventually consistent read answered from one this recent: DynamoDB itself may answer such
-# a read with what was written up to about a second before.
-EVENTUAL_SHARE_SECONDS = 0.5
 # Distinct reads a process keeps a chain for (keys, pools, tokens); past it the idle go.
 MAX_SHARED_READS = 1024
 
@@ -280,11 +277,9 @@ class _SharedReads:
     A waiting claim looks every half second (the scheduler row, the pool's queue) and reads its
     pool, space and instance afresh every two seconds: 200 waiting claims ask DynamoDB Local
     for about 1,100 calls a second, and two shared cores serve a few hundred, so every other
-    request (a heartbeat's) queued behind the looks. Here a process's claims share them: an
-    eventually consistent read (no ConsistentRead, or a Query of an index) is answered by the
-    same read under way or made within EVENTUAL_SHARE_SECONDS, staleness DynamoDB allows it
-    anyway; a consistent read waits for the one under way and is answered by the next, which
-    starts after it was asked, so it never answers with what is older than the call. Writes
+    request (a heartbeat's) queued behind the looks. Here a process's claims share them: every
+    read waits for the one under way and is answered by the next, which starts after it was
+    asked, so it never answers with what is older than the call. Writes
     are never shared."""
 
     def __init__(self, call: Callable[[str, dict[str, Any]], Any]) -> None:
@@ -306,14 +301,10 @@ class _SharedReads:
                     for idle in [k for k, c in self._chains.items() if not c.running]:
                         del self._chains[idle]
                 chain = self._chains[key] = _Chain()
-            if params.get("ConsistentRead"):
-                wanted = chain.started + 1  # only a read that starts from now on
-            elif chain.running or (
-                chain.answer[0] and time.monotonic() - chain.done_at < EVENTUAL_SHARE_SECONDS
-            ):
-                wanted = chain.started  # the one under way, or the last, recent enough
-            else:
-                wanted = chain.started + 1
+            # Only a read that starts from now on, eventually consistent or not: an answer
+            # older than the call let a claim take a lease blocked or paused a moment before
+            # (the end-to-end tier saw both), which DynamoDB's own lag makes rare, not routine.
+            wanted = chain.started + 1
             while chain.done < wanted:
                 if not chain.running:
                     chain.running = True
