@@ -2,7 +2,9 @@
 // operator, explicit and implicit denies, and each action, resource type and context key
 // checked against AWS's own service reference). Reads one JSON document on stdin:
 //   {"roles": {NAME: [policy, ...]}, "resourcePolicies": {ARN: policy},
-//    "requests": [{"role", "action", "resource", "context", "resourcePolicy"}]}
+//    "requests": [{"role", "action", "resource", "context", "resourcePolicy", "service"?}]}
+// A request with "service" (e.g. "sns.amazonaws.com") is made by that AWS service principal,
+// which has no identity policies: only the resource policy can allow it.
 // and writes one answer per request on stdout, in order:
 //   {"result": "Allowed" | "ImplicitlyDenied" | "ExplicitlyDenied" | "error", "why": ...}
 const { runSimulation } = require('@cloud-copilot/iam-simulate')
@@ -15,10 +17,12 @@ async function main() {
   const input = JSON.parse(text)
   const answers = []
   for (const request of input.requests) {
-    const policies = input.roles[request.role].map((policy, i) => ({ name: `p${i}`, policy }))
+    const policies = request.service
+      ? []
+      : input.roles[request.role].map((policy, i) => ({ name: `p${i}`, policy }))
     const simulation = {
       request: {
-        principal: `arn:aws:iam::${ACCOUNT}:role/${request.role}`,
+        principal: request.service || `arn:aws:iam::${ACCOUNT}:role/${request.role}`,
         action: request.action,
         resource: { resource: request.resource, accountId: ACCOUNT },
         contextVariables: request.context,

@@ -317,6 +317,7 @@ class Request:
     action: str
     resource: str
     context: tuple[tuple[str, str | tuple[str, ...]], ...]
+    service: str | None = None  # made by this AWS service principal instead of the role
 
 
 @dataclass(frozen=True)
@@ -336,6 +337,7 @@ def simulate(modules: Path, stack: Stack, requests: list[Request]) -> list[Decis
                 "resource": r.resource,
                 "context": {k: list(v) if isinstance(v, tuple) else v for k, v in r.context},
                 "resourcePolicy": stack.resource_policy_of(r.resource),
+                **({"service": r.service} if r.service else {}),
             }
             for r in requests
         ],
