@@ -46,6 +46,8 @@ CLIENT_VARS = (
     "TENURE_PAYLOAD_FILE",
     "TENURE_REPORT_MARKER",
     "TENURE_USAGE_FILE",
+    "TENURE_PROFILE",
+    "XDG_CONFIG_HOME",
 )
 DOCUMENTED_EXITS = {code for code, _ in EXIT_CODES}
 NOTE = "every command\n"  # what the held lease's attachment holds
@@ -253,6 +255,20 @@ class Stage:
         its lease token."""
         return {"TENURE_LEASE_ID": held.lease_id, "TENURE_LEASE_TOKEN": held.token}
 
+    def config(self, token_mode: int = 0o600, api: str | None = None) -> dict[str, str]:
+        """A config home whose `ops` profile names this stack and the admin token, in a
+        token file of `token_mode`: the variables that choose it."""
+        home = self.tmp / f"config-{suffix().lower()}"
+        (home / "tenure").mkdir(parents=True)
+        token = home / "tenure" / "ops.token"
+        token.write_text(self.api.admin_token + "\n")
+        token.chmod(token_mode)
+        address = api or service_url(self.api.base)
+        (home / "tenure" / "config.toml").write_text(
+            f'[profiles.ops]\napi = "{address}"\ntoken_file = "ops.token"\n'
+        )
+        return {"XDG_CONFIG_HOME": str(home), "TENURE_PROFILE": "ops"}
+
     def resume_scheduler(self) -> None:
         self.post("/scheduler/resume")
 
@@ -336,7 +352,15 @@ COMMANDS: dict[str, Case] = {
         Run(["--space", s.space, "--limit", "3"]),
         Run(["--space", s.space, "--limit", "2", "--all", "--state", "dispatched"]),
     ],
-    "leases get": lambda s, o: Run([_held(s).lease_id]),
+    "leases get": lambda s, o: [
+        Run([_held(s).lease_id]),
+        # Reached through a profile alone: its address and its token file.
+        Run(
+            [_held(s).lease_id],
+            env={**s.config(), "TENURE_API": "", "TENURE_TOKEN": ""},
+            check=_mentions(_held(s).lease_id),
+        ),
+    ],
     "leases cancel": lambda s, o: Run([s.pending()]),
     "leases logs": lambda s, o: Run([_held(s).lease_id]),
     "leases attachments": lambda s, o: Run([_held(s).lease_id]),
@@ -672,6 +696,16 @@ BAD_INPUTS: dict[str, BadInput] = {
         USAGE,
     ),
     "a task that does not exist": lambda s: (["inspect", "task_missing"], {}, FAILED),
+    "a profile that does not exist": lambda s: (
+        ["leases", "get", _held(s).lease_id, "--profile", "nope"],
+        s.config(),
+        USAGE,
+    ),
+    "a profile whose token file others may read": lambda s: (
+        ["tasks", "list", "--space", s.space],
+        {**s.config(token_mode=0o644), "TENURE_API": "", "TENURE_TOKEN": ""},
+        USAGE,
+    ),
     "a job's command outside a job": lambda s: (["worker", "complete"], {}, USAGE),
     "a table that does not exist": lambda s: (
         ["admin", "migrate", "--table", "no-such-table", "--endpoint", s.table_endpoint],
