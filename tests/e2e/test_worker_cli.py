@@ -166,6 +166,42 @@ def test_list_commands_page_with_limit_and_cursor_and_all_reads_every_page(
         assert "2 shown, more exist: --all for every page, or --cursor " in table.stderr
 
 
+def test_a_task_a_pool_and_a_token_read_the_same_from_every_command(
+    api: Api, admin_args: list[str]
+) -> None:
+    space = f"C{suffix()}"
+    _ok(run_cli("spaces", "create", *admin_args, "--key", space, "--name", "shapes"))
+    pool = f"pool-{suffix().lower()}"
+    made_pool = _json(
+        run_cli("pools", "create", *admin_args, "--name", pool, "--space", space, "-o", "json")
+    )
+    j = ["-o", "json"]
+    shown_pool = _json(run_cli("pools", "show", *admin_args, pool, *j))
+    (listed_pool,) = _json(run_cli("pools", "list", *admin_args, "--space", space, *j))["pools"]
+    paused_pool = _json(run_cli("pools", "pause", *admin_args, pool, *j))
+    assert set(made_pool) == set(shown_pool) == set(listed_pool) == set(paused_pool)
+    assert listed_pool["name"] == pool and paused_pool["paused"] is True
+
+    made = _json(run_cli("tasks", "create", *admin_args, "--space", space, "--title", "t",
+                         "--pool", pool, *j))  # fmt: skip
+    got = _json(run_cli("tasks", "get", *admin_args, made["task"]["id"], *j))
+    (listed,) = _json(run_cli("tasks", "list", *admin_args, "--space", space, *j))["tasks"]
+    held = _json(run_cli("tasks", "pause", *admin_args, made["task"]["id"], *j))
+    for record in (made, got, listed, held):
+        assert set(record) == {"task", "lease"}, record
+        assert set(record["task"]) == set(got["task"]), record
+        assert set(record["lease"]) == set(got["lease"]), record
+    assert held["task"]["effective_paused"] is True
+
+    name = f"t-{suffix().lower()}"
+    token = _json(run_cli("tokens", "create", *admin_args, "--name", name, "--kind", "operator",
+                          *j))  # fmt: skip
+    every = _json(run_cli("tokens", "list", *admin_args, "--all", *j))["tokens"]
+    (listed_token,) = [t for t in every if t["id"] == token["id"]]
+    assert set(token) - {"token"} == set(listed_token)
+    assert token["last_used_at"] is None and token["revoked_at"] is None
+
+
 def test_leases_get_in_table_form_shows_the_lease_itself(api: Api, admin_args: list[str]) -> None:
     space = f"C{suffix()}"
     _ok(run_cli("spaces", "create", *admin_args, "--key", space, "--name", "get"))

@@ -225,7 +225,11 @@ def tokens_create(args: argparse.Namespace) -> int:
     if args.expires_in_seconds:
         body["expires_in_seconds"] = args.expires_in_seconds
     _, answer = operator_client(args).call("POST", "/tokens", body)
-    return show(answer, args)
+    # The record `tokens list` shows (a new token was never used nor revoked), and the secret.
+    secret = answer.pop("token")
+    for key in ("last_used_at", "revoked_at"):
+        answer.setdefault(key, None)
+    return show({**answer, "token": secret}, args)
 
 
 # ---------------------------------------------------------------------------- parsers
