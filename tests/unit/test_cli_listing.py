@@ -202,3 +202,30 @@ def test_without_space_on_a_service_that_cannot_list_spaces_the_error_says_give_
     assert capsys.readouterr().err == "error: this service cannot list its spaces: give --space\n"
     assert main(["pools", "list", "--cursor", "x"]) == 2
     assert "--cursor pages one list: give --space" in capsys.readouterr().err
+
+
+def test_every_list_command_takes_limit_cursor_and_all() -> None:
+    """A new `… list` command (or one that lists under another name) must page like the
+    others: it takes --limit, --cursor and --all, and prints through show_list."""
+    import argparse
+
+    from tenure_cli.main import parser
+
+    def walk(p: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> Any:
+        yield words, p
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, (*words, name))
+
+    named = {"spaces addresses", "leases attachments", "tasks blocks", "scheduler backlog"}
+    found = {
+        " ".join(words): {flag for a in p._actions for flag in a.option_strings}
+        for words, p in walk(parser())
+        if words and (words[-1] == "list" or " ".join(words) in named)
+    }
+    assert {"leases list", "tasks list", "pools list", "workers list", "tokens list"} <= set(found)
+    assert named <= set(found)
+    paging = {"--limit", "--cursor", "--all"}
+    lacking = {name: sorted(paging - flags) for name, flags in found.items() if paging - flags}
+    assert not lacking, lacking
