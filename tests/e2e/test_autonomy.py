@@ -175,12 +175,12 @@ def test_operators_block_list_and_unblock_from_the_cli(world: World) -> None:
         "--expires-in", "5m", "-o", "json", env=env,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
-    block = json.loads(made.stdout)["block"]
+    block = json.loads(made.stdout)  # the block itself, as `tasks blocks` lists it
     placed, expires = (datetime.fromisoformat(block[k]) for k in ("created_at", "expires_at"))
     assert expires - placed == timedelta(minutes=5)  # ISO 8601, like every API time
     listed = run_cli("tasks", "blocks", task["id"], "-o", "json", env=env)
     assert listed.returncode == 0, listed.stderr
-    assert [b["id"] for b in json.loads(listed.stdout)] == [block["id"]]
+    assert json.loads(listed.stdout) == {"blocks": [block], "next_cursor": None}
     cleared = run_cli("tasks", "unblock", task["id"], block["id"], "-o", "json", env=env)
     assert cleared.returncode == 0, cleared.stderr
     assert _view(world, task["id"])["task"]["status"] == "ready"

@@ -46,6 +46,8 @@ CLIENT_VARS = (
     "TENURE_PAYLOAD_FILE",
     "TENURE_REPORT_MARKER",
     "TENURE_USAGE_FILE",
+    "TENURE_PROFILE",
+    "XDG_CONFIG_HOME",
 )
 DOCUMENTED_EXITS = {code for code, _ in EXIT_CODES}
 NOTE = "every command\n"  # what the held lease's attachment holds
@@ -253,6 +255,20 @@ class Stage:
         its lease token."""
         return {"TENURE_LEASE_ID": held.lease_id, "TENURE_LEASE_TOKEN": held.token}
 
+    def config(self, token_mode: int = 0o600, api: str | None = None) -> dict[str, str]:
+        """A config home whose `ops` profile names this stack and the admin token, in a
+        token file of `token_mode`: the variables that choose it."""
+        home = self.tmp / f"config-{suffix().lower()}"
+        (home / "tenure").mkdir(parents=True)
+        token = home / "tenure" / "ops.token"
+        token.write_text(self.api.admin_token + "\n")
+        token.chmod(token_mode)
+        address = api or service_url(self.api.base)
+        (home / "tenure" / "config.toml").write_text(
+            f'[profiles.ops]\napi = "{address}"\ntoken_file = "ops.token"\n'
+        )
+        return {"XDG_CONFIG_HOME": str(home), "TENURE_PROFILE": "ops"}
+
     def resume_scheduler(self) -> None:
         self.post("/scheduler/resume")
 
@@ -332,8 +348,19 @@ COMMANDS: dict[str, Case] = {
         env={"TENURE_USAGE_FILE": s.file("usage.json", "{}")},
     ),
     # ------------------------------------------------------------------ leases
-    "leases list": lambda s, o: Run(["--space", s.space]),
-    "leases get": lambda s, o: Run([_held(s).lease_id]),
+    "leases list": lambda s, o: [
+        Run(["--space", s.space, "--limit", "3"]),
+        Run(["--space", s.space, "--limit", "2", "--all", "--state", "dispatched"]),
+    ],
+    "leases get": lambda s, o: [
+        Run([_held(s).lease_id]),
+        # Reached through a profile alone: its address and its token file.
+        Run(
+            [_held(s).lease_id],
+            env={**s.config(), "TENURE_API": "", "TENURE_TOKEN": ""},
+            check=_mentions(_held(s).lease_id),
+        ),
+    ],
     "leases cancel": lambda s, o: Run([s.pending()]),
     "leases logs": lambda s, o: Run([_held(s).lease_id]),
     "leases attachments": lambda s, o: Run([_held(s).lease_id]),
@@ -354,7 +381,10 @@ COMMANDS: dict[str, Case] = {
     "tasks create": lambda s, o: Run(
         ["--space", s.space, "--title", "filed", "--pool", s.quiet_pool, "--priority", "7"]
     ),
-    "tasks list": lambda s, o: Run(["--space", s.space]),
+    "tasks list": lambda s, o: [
+        Run(["--space", s.space]),
+        Run(["--space", s.space, "--limit", "2", "--all"]),
+    ],
     "tasks get": lambda s, o: Run([_held(s).task_id]),
     "tasks update": lambda s, o: Run(
         [s.task()["task"]["id"], "--auto-enqueue-on-ready", "--pool", s.quiet_pool]
@@ -384,13 +414,21 @@ COMMANDS: dict[str, Case] = {
     "pools create": lambda s, o: Run(
         ["--name", f"pool-{suffix().lower()}", "--space", s.space, "--retry-on-failure"]
     ),
-    "pools list": lambda s, o: Run(["--space", s.space]),
+    "pools list": lambda s, o: [
+        Run(["--space", s.space]),
+        Run(["--space", s.space, "--all"], check=_mentions(s.pool, s.quiet_pool)),
+    ],
     "pools show": lambda s, o: Run([s.pool]),
     "pools update": lambda s, o: Run(
         [s.quiet_pool, "--display-name", "Quiet", "--keeps-logs", "yes"]
     ),
     "pools pause": lambda s, o: Run([s.new_pool()]),
     "pools resume": lambda s, o: Run([s.paused_pool()]),
+    # ----------------------------------------------------------------- workers
+    "workers list": lambda s, o: [
+        Run(["--pool", s.pool]),
+        Run(["--space", s.space, "--limit", "5"]),
+    ],
     # ------------------------------------------------------------------ tokens
     "tokens create": lambda s, o: Run(
         ["--name", f"t-{suffix().lower()}", "--kind", "worker", "--pools", s.pool]
@@ -417,6 +455,11 @@ COMMANDS: dict[str, Case] = {
     ),
     # ----------------------------------------------------------------- inspect
     "inspect": _inspect,
+    # -------------------------------------------------------------- completion
+    "completion": lambda s, o: [
+        Run([shell], check=_mentions("leases", "workers", "completion"))
+        for shell in ("bash", "zsh", "fish")
+    ],
 }
 
 
@@ -522,6 +565,26 @@ def _is_json(out: str) -> bool:
     return True
 
 
+def lists() -> set[str]:
+    """The list commands: those that take --limit."""
+    return {
+        " ".join(words)
+        for words, node in _tree(parser())
+        if any("--limit" in a.option_strings for a in node._actions)
+    }
+
+
+def _list_shape(out: str) -> str | None:
+    """A list's JSON: one object, a list of records under one key, and next_cursor."""
+    found = json.loads(out)
+    if not isinstance(found, dict) or "next_cursor" not in found or len(found) != 2:
+        return "-o json of a list is not {<records>: [...], next_cursor}"
+    (key,) = set(found) - {"next_cursor"}
+    if not isinstance(found[key], list):
+        return f"-o json of a list: {key} is not a list"
+    return None
+
+
 def _report(failures: list[tuple[str, Ran]]) -> str:
     lines = [f"{len(failures)} runs went wrong:"]
     for why, ran in failures:
@@ -570,6 +633,8 @@ def test_every_command_in_every_output_mode_against_the_stack(
     api: Api, local_stack: LocalStack, tmp_path: Path, one_parser: None
 ) -> None:
     operator = {"TENURE_API": service_url(api.base), "TENURE_TOKEN": api.admin_token}
+    listing = lists()
+    assert {"leases list", "tasks list", "pools list", "workers list"} <= listing
     plan = [
         (name, mode)
         for name, modes in commands().items()
@@ -596,6 +661,8 @@ def test_every_command_in_every_output_mode_against_the_stack(
                         why = run.check(ran.out)
                     if why is None and mode == "json" and not _is_json(ran.out):
                         why = "-o json printed something that is not JSON"
+                    if why is None and mode == "json" and name in listing:
+                        why = _list_shape(ran.out)
                     if why:
                         failures.append((why, ran))
         finally:
@@ -629,6 +696,16 @@ BAD_INPUTS: dict[str, BadInput] = {
         USAGE,
     ),
     "a task that does not exist": lambda s: (["inspect", "task_missing"], {}, FAILED),
+    "a profile that does not exist": lambda s: (
+        ["leases", "get", _held(s).lease_id, "--profile", "nope"],
+        s.config(),
+        USAGE,
+    ),
+    "a profile whose token file others may read": lambda s: (
+        ["tasks", "list", "--space", s.space],
+        {**s.config(token_mode=0o644), "TENURE_API": "", "TENURE_TOKEN": ""},
+        USAGE,
+    ),
     "a job's command outside a job": lambda s: (["worker", "complete"], {}, USAGE),
     "a table that does not exist": lambda s: (
         ["admin", "migrate", "--table", "no-such-table", "--endpoint", s.table_endpoint],

@@ -120,11 +120,11 @@ def test_the_cli_forces_retries_and_inspects(api: Api, world: World) -> None:
         r = held.lease.post(f"/leases/{held.id}/heartbeat", json={})
         assert r.status_code == 409
         retried = json.loads(_cli(api, "leases", "retry", held.id, "-o", "json").stdout)
-        assert retried["lease"]["attempt"] == 2
+        assert retried["attempt"] == 2  # the new run's lease itself
         shot = json.loads(_cli(api, "inspect", held.task["id"], "-o", "json").stdout)
         assert shot["next_action"] == "claim_available"
-        assert shot["current_lease"]["id"] == retried["lease"]["id"]
+        assert shot["current_lease"]["id"] == retried["id"]
         types = activity_types(world.admin, held.task["id"])
         assert "lease.force_failed" in types
-        released = _cli(api, "leases", "release", retried["lease"]["id"], "--reason", "x")
+        released = _cli(api, "leases", "release", retried["id"], "--reason", "x")
         assert released.returncode == 1 and "invalid_transition" in released.stdout

@@ -60,7 +60,10 @@ def test_tasks_page_newest_first_with_their_leases_and_filter_by_status(world: W
         *("--api", service_url(world.api.base), "--token", world.api.admin_token),
     )
     assert out.returncode == 0, out.stderr
-    assert [row["id"] for row in json.loads(out.stdout)] == [blocked["id"]]
+    # The records `tasks get` prints ({task, lease}), and the page's cursor.
+    page = json.loads(out.stdout)
+    assert [row["task"]["id"] for row in page["tasks"]] == [blocked["id"]]
+    assert page["next_cursor"] is None
 
     only_blocked = _pages(world, status="blocked")
     assert [e["task"]["id"] for p in only_blocked for e in p["tasks"]] == [blocked["id"]]

@@ -53,12 +53,15 @@ def test_an_operator_sets_up_work_and_watches_and_cancels_leases_with_the_cli(
     made = _json(
         run_cli(
             "pools", "create", *admin_args, "--name", pool, "--space", space,
-            "--renew-seconds", "1", "--grace-seconds", "3", "--toleration-seconds", "4",
+            "--renew-seconds", "2", "--grace-seconds", "30", "--toleration-seconds", "120",
             "-o", "json",
         )
     )  # fmt: skip
     assert made["name"] == pool and made["space"] == space and made["kind"] == "command"
-    assert (made["renew_seconds"], made["grace_seconds"], made["toleration_seconds"]) == (1, 3, 4)
+    # Long enough that the lease claimed below is still held when it is cancelled, however
+    # slowly a loaded machine runs the commands in between (4 s let it expire first).
+    timings = (made["renew_seconds"], made["grace_seconds"], made["toleration_seconds"])
+    assert timings == (2, 30, 120)
 
     worker = _json(
         run_cli(
@@ -113,24 +116,90 @@ def test_an_operator_sets_up_work_and_watches_and_cancels_leases_with_the_cli(
     assert rows[unclaimed][1] == "pending"
 
     listed = _json(run_cli("leases", "list", *admin_args, "--space", space, "-o", "json"))
-    assert {x["id"]: x["state"] for x in listed} == {claimed: "dispatched", unclaimed: "pending"}
+    assert listed["next_cursor"] is None
+    leases = listed["leases"]
+    assert {x["id"]: x["state"] for x in leases} == {claimed: "dispatched", unclaimed: "pending"}
     pending_only = _json(
         run_cli("leases", "list", *admin_args, "--space", space, "--state", "pending", "-o", "json")
     )
-    assert [x["id"] for x in pending_only] == [unclaimed]
-
+    assert [x["id"] for x in pending_only["leases"]] == [unclaimed]
     got = _json(run_cli("leases", "get", *admin_args, claimed, "-o", "json"))
     assert got["id"] == claimed and got["state"] == "dispatched" and got["worker_id"] == "cli-w"
 
     # The member token, given through TENURE_API / TENURE_TOKEN, cancels.
     env = clean_env(TENURE_API=service_url(api.base), TENURE_TOKEN=member)
     done = _json(run_cli("leases", "cancel", unclaimed, "-o", "json", env=env))
-    assert done["lease"]["state"] == "cancelled"
+    assert done["state"] == "cancelled"
     done = _json(run_cli("leases", "cancel", claimed, "-o", "json", env=env))
-    assert done["lease"]["state"] == "cancelling" and done["lease"]["revoke"] == "cancel"
+    assert done["state"] == "cancelling" and done["revoke"] == "cancel"
+    # A lease reads the same whether got, listed or acted on: one record, the same fields.
+    assert set(done) == set(got) == {key for x in leases for key in x}
     with api.admin() as admin:
         assert read_lease(admin, unclaimed)["state"] == "cancelled"
         assert read_lease(admin, claimed)["state"] == "cancelling"
+
+
+def test_list_commands_page_with_limit_and_cursor_and_all_reads_every_page(
+    api: Api, admin_args: list[str]
+) -> None:
+    space = f"C{suffix()}"
+    _ok(run_cli("spaces", "create", *admin_args, "--key", space, "--name", "pages"))
+    pool = f"pool-{suffix().lower()}"
+    _ok(run_cli("pools", "create", *admin_args, "--name", pool, "--space", space))
+    for n in range(3):
+        _ok(run_cli("tasks", "create", *admin_args, "--space", space, "--title", f"t{n}",
+                    "--pool", pool))  # fmt: skip
+    for noun in ("leases", "tasks"):
+        listing = [noun, "list", *admin_args, "--space", space, "-o", "json"]
+        whole = _json(run_cli(*listing))
+        assert len(whole[noun]) == 3 and whole["next_cursor"] is None
+        first = _json(run_cli(*listing, "--limit", "2"))
+        assert len(first[noun]) == 2 and first["next_cursor"]
+        rest = _json(run_cli(*listing, "--limit", "2", "--cursor", first["next_cursor"]))
+        assert len(rest[noun]) == 1 and rest["next_cursor"] is None
+        every = _json(run_cli(*listing, "--limit", "1", "--all"))
+        assert every == {noun: first[noun] + rest[noun], "next_cursor": None}
+        assert every[noun] == whole[noun]
+        # In a table, a page with more after it says so, and how to get the rest.
+        table = run_cli(noun, "list", *admin_args, "--space", space, "--limit", "2")
+        assert table.returncode == 0 and len(table.stdout.splitlines()) == 3, table
+        assert "2 shown, more exist: --all for every page, or --cursor " in table.stderr
+
+
+def test_a_task_a_pool_and_a_token_read_the_same_from_every_command(
+    api: Api, admin_args: list[str]
+) -> None:
+    space = f"C{suffix()}"
+    _ok(run_cli("spaces", "create", *admin_args, "--key", space, "--name", "shapes"))
+    pool = f"pool-{suffix().lower()}"
+    made_pool = _json(
+        run_cli("pools", "create", *admin_args, "--name", pool, "--space", space, "-o", "json")
+    )
+    j = ["-o", "json"]
+    shown_pool = _json(run_cli("pools", "show", *admin_args, pool, *j))
+    (listed_pool,) = _json(run_cli("pools", "list", *admin_args, "--space", space, *j))["pools"]
+    paused_pool = _json(run_cli("pools", "pause", *admin_args, pool, *j))
+    assert set(made_pool) == set(shown_pool) == set(listed_pool) == set(paused_pool)
+    assert listed_pool["name"] == pool and paused_pool["paused"] is True
+
+    made = _json(run_cli("tasks", "create", *admin_args, "--space", space, "--title", "t",
+                         "--pool", pool, *j))  # fmt: skip
+    got = _json(run_cli("tasks", "get", *admin_args, made["task"]["id"], *j))
+    (listed,) = _json(run_cli("tasks", "list", *admin_args, "--space", space, *j))["tasks"]
+    held = _json(run_cli("tasks", "pause", *admin_args, made["task"]["id"], *j))
+    for record in (made, got, listed, held):
+        assert set(record) == {"task", "lease"}, record
+        assert set(record["task"]) == set(got["task"]), record
+        assert set(record["lease"]) == set(got["lease"]), record
+    assert held["task"]["effective_paused"] is True
+
+    name = f"t-{suffix().lower()}"
+    token = _json(run_cli("tokens", "create", *admin_args, "--name", name, "--kind", "operator",
+                          *j))  # fmt: skip
+    every = _json(run_cli("tokens", "list", *admin_args, "--all", *j))["tokens"]
+    (listed_token,) = [t for t in every if t["id"] == token["id"]]
+    assert set(token) - {"token"} == set(listed_token)
+    assert token["last_used_at"] is None and token["revoked_at"] is None
 
 
 def test_leases_get_in_table_form_shows_the_lease_itself(api: Api, admin_args: list[str]) -> None:

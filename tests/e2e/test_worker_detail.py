@@ -69,7 +69,7 @@ def test_a_jobs_output_and_files_reach_its_lease(
     assert ("stdout", "out-1") in got and ("stderr", "err-1") in got
     assert ("stdout", "last words without a newline") in got
     listed = json.loads(_operator_cli(site, "leases", "attachments", lease_id, "-o", "json"))
-    by_name = {a["filename"]: a for a in listed}
+    by_name = {a["filename"]: a for a in listed["attachments"]}
     assert set(by_name) == {"summary.txt", "trace.bin"}
     assert by_name["summary.txt"]["kind"] == "report"
     assert by_name["trace.bin"]["byte_size"] == big.stat().st_size

@@ -16,7 +16,7 @@ from tenure_cli.main import main, parser
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 # The commands main.py runs itself, outside the service's command groups.
-OWN = {"local", "dynamodb-local", "bench", "email"}
+OWN = {"local", "dynamodb-local", "bench", "email", "completion"}
 
 
 def _commands(

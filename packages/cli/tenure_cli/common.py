@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 from tenure_worker.client import ApiError, Client, OutcomeUnknown, Unreachable
 
+from tenure_cli import profiles
+
 # What `tenure` exits with; `tenure --help` prints this table and docs/cli.md repeats it.
 OK = 0
 FAILED = 1
@@ -40,6 +42,7 @@ GROUPS: tuple[tuple[str, str], ...] = (
     ("tasks", "operator: file work"),
     ("spaces", "admin: spaces"),
     ("pools", "admin: pools"),
+    ("workers", "operator: the workers polling the pools"),
     ("tokens", "admin: tokens"),
     ("admin", "set up and upgrade an instance with your AWS credentials (bootstrap, migrate)"),
     ("scheduler", "the scheduler: status, pause, drain"),
@@ -70,9 +73,14 @@ class Groups:
 
 
 def service_options(p: argparse.ArgumentParser, output: str = "table") -> argparse.ArgumentParser:
-    """--api, --token and -o: what every command that calls the service takes."""
+    """--api, --token, --profile and -o: what every command that calls the service takes."""
     p.add_argument("--api", help="service address (or TENURE_API), e.g. http://127.0.0.1:8787")
     p.add_argument("--token", help="bearer token (or TENURE_TOKEN)")
+    p.add_argument(
+        "--profile",
+        help="a profile of ~/.config/tenure/config.toml (or TENURE_PROFILE): its api and "
+        "token_file, when neither the option nor the variable gives them",
+    )
     output_option(p, output)
     return p
 
@@ -113,9 +121,43 @@ def service_address(value: str, where: str) -> str:
     return value
 
 
+def _named_profile(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "profile", None) or os.environ.get("TENURE_PROFILE"))
+
+
+def chosen_api(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The service address and where it came from: --api, else TENURE_API, else the profile's
+    `api`; None when none gives one."""
+    given = getattr(args, "api", None)
+    if given:
+        return given, "--api"
+    if os.environ.get("TENURE_API"):
+        return os.environ["TENURE_API"], "TENURE_API"
+    profile = profiles.load(getattr(args, "profile", None))
+    if profile is not None and profile.api:
+        return profile.api, profile.where
+    return None
+
+
+def chosen_token(args: argparse.Namespace) -> str:
+    """The bearer token: --token, else TENURE_TOKEN, else the profile's token_file."""
+    given = getattr(args, "token", None) or os.environ.get("TENURE_TOKEN")
+    if given:
+        return given
+    profile = profiles.load(getattr(args, "profile", None))
+    token = profile.token() if profile is not None else None
+    if not token:
+        raise UsageError("TENURE_TOKEN is not set (and no option or profile gave it)")
+    return token
+
+
 def operator_client(args: argparse.Namespace) -> Client:
-    api = service_address(env("TENURE_API", args.api), "--api" if args.api else "TENURE_API")
-    return Client(api, env("TENURE_TOKEN", args.token))
+    if _named_profile(args):
+        profiles.load(getattr(args, "profile", None))  # a misspelled name is said, always
+    found = chosen_api(args)
+    if found is None:
+        raise UsageError("TENURE_API is not set (and no option or profile gave it)")
+    return Client(service_address(*found), chosen_token(args))
 
 
 def lease_client(worker_routes: bool = True) -> tuple[Client, str, str]:
@@ -225,6 +267,16 @@ def show(answer: Any, args: argparse.Namespace) -> int:
     return OK
 
 
+def done(record: dict[str, Any], line: str, args: argparse.Namespace) -> int:
+    """What a command whose request the service answers with nothing (204) prints: the
+    record of what was done under -o json, a line of words under -o table."""
+    if getattr(args, "output", "table") == "json":
+        print(json.dumps(record, indent=2))
+    else:
+        say(line)
+    return OK
+
+
 def fields(rows: list[tuple[str, list[str]]]) -> int:
     """Named values, one name a row and its value beside it; a value of several lines (a
     list of findings) goes on below, under the first, so each finding reads on its own."""
@@ -265,6 +317,9 @@ def guarded(fn: Command, check: str = CHECK_BEFORE_RETRYING) -> Command:
             return UNREACHABLE
         except UsageError as err:
             say(f"error: {err}", err=True)
+            return USAGE
+        except profiles.ConfigError as err:
+            say(f"error: {err.code}: {' '.join(err.message.split())}", err=True)
             return USAGE
 
     return run

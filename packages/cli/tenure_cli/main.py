@@ -12,13 +12,23 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from tenure_cli import admin
-from tenure_cli.commands import autonomy, detail, graph, leases, pools, rules, tokens, worker
-from tenure_cli.common import EXIT_CODES, FAILED, INTERRUPTED, OK, Command, Groups
+from tenure_cli.commands import (
+    autonomy,
+    detail,
+    graph,
+    leases,
+    pools,
+    rules,
+    tokens,
+    worker,
+    workers,
+)
+from tenure_cli.common import EXIT_CODES, FAILED, INTERRUPTED, OK, Command, Groups, say
 from tenure_cli.extras import missing_local_extra
 
 # The repository this module sits in when it runs from a checkout rather than an install.
 CHECKOUT = Path(__file__).resolve().parents[3]
-COMMAND_MODULES = (worker, leases, detail, graph, pools, autonomy, rules, tokens, admin)
+COMMAND_MODULES = (worker, leases, detail, graph, pools, workers, autonomy, rules, tokens, admin)
 
 
 def _version() -> str:
@@ -124,6 +134,13 @@ def _email_send(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as err:
         return _refused(str(err))
     print(json.dumps(sent))
+    return OK
+
+
+def _completion(args: argparse.Namespace) -> int:
+    from tenure_cli.completion import script
+
+    sys.stdout.write(script(args.shell, parser()))
     return OK
 
 
@@ -235,6 +252,16 @@ def parser() -> argparse.ArgumentParser:
     groups = Groups(sub)
     for module in COMMAND_MODULES:
         module.add_commands(groups)
+
+    done = sub.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="Print a completion script for tenure's commands and options. "
+        "bash: source <(tenure completion bash); zsh (after compinit): "
+        "source <(tenure completion zsh); fish: tenure completion fish | source",
+    )
+    done.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell it is for")
+    done.set_defaults(func=_completion)
     return p
 
 
@@ -250,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
         # default action: that would kill the local stack when a client hangs up early.)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return OK
+    except Exception as err:  # a defect of this command: one line, never a traceback
+        said = " ".join(str(err).split()) or "no message"
+        say(f"error: unexpected: {type(err).__name__}: {said} (a bug in tenure)", err=True)
+        return FAILED
 
 
 if __name__ == "__main__":

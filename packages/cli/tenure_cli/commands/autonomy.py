@@ -22,9 +22,9 @@ from tenure_cli.common import (
     output_option,
     service_options,
     show,
-    table,
     usage_file,
 )
+from tenure_cli.listing import fetch, list_options, show_list
 
 BUCKETS = (
     "input_tokens",
@@ -66,7 +66,7 @@ def worker_block(args: argparse.Namespace) -> int:
     if task_id == own:
         # Blocking its own task released the lease: the runner has nothing left to report.
         mark_reported()
-    return show(answer, args)
+    return show(answer["block"], args)
 
 
 def worker_delegate(args: argparse.Namespace) -> int:
@@ -132,20 +132,20 @@ def tasks_block(args: argparse.Namespace) -> int:
     if args.expires_in:
         body["expires_in_seconds"] = duration_seconds(args.expires_in)
     _, answer = operator_client(args).call("POST", f"/tasks/{args.id}/blocks", body)
-    return show(answer, args)
+    return show(answer["block"], args)
 
 
 def tasks_blocks(args: argparse.Namespace) -> int:
-    query = "?all=true" if args.all else ""
-    _, answer = operator_client(args).call("GET", f"/tasks/{args.id}/blocks{query}")
-    return table(answer["blocks"], args, BLOCK_COLUMNS)
+    params = {"all": "true" if args.all else None}
+    listed = fetch(operator_client(args), f"/tasks/{args.id}/blocks", params, "blocks", args)
+    return show_list(listed, args, BLOCK_COLUMNS)
 
 
 def tasks_unblock(args: argparse.Namespace) -> int:
     body = {"note": args.note} if args.note else {}
     path = f"/tasks/{args.id}/blocks/{args.block_id}/clear"
     _, answer = operator_client(args).call("POST", path, body)
-    return show(answer, args)
+    return show(answer["block"], args)
 
 
 def tasks_recover(args: argparse.Namespace) -> int:
@@ -223,7 +223,7 @@ def add_commands(groups: Groups) -> None:
         tsub.add_parser("blocks", help="a task's open blocks (--all: every one kept)")
     )
     tl.add_argument("id", help="the task's id or key")
-    tl.add_argument("--all", action="store_true", help="the cleared blocks too")
+    list_options(tl, "blocks", all_help="every block kept, the cleared ones too (every page)")
     tl.set_defaults(func=guarded(tasks_blocks))
     tu = service_options(tsub.add_parser("unblock", help="clear one block"))
     tu.add_argument("id", help="the task's id or key")

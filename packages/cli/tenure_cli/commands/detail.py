@@ -27,8 +27,8 @@ from tenure_cli.common import (
     printable,
     service_options,
     show,
-    table,
 )
+from tenure_cli.listing import fetch, list_options, show_list
 
 INLINE_BYTES = 1024 * 1024  # the service takes files up to this inline (content_base64)
 FOLLOW_EVERY_S = 2.0
@@ -130,9 +130,10 @@ def _print_line(event: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def leases_attachments(args: argparse.Namespace) -> int:
-    _, answer = operator_client(args).call("GET", f"/leases/{args.id}/attachments")
+    path = f"/leases/{args.id}/attachments"
+    listed = fetch(operator_client(args), path, {}, "attachments", args)
     cols = ["id", "kind", "filename", "content_type", "byte_size", "created_at"]
-    return table(answer["attachments"], args, cols)
+    return show_list(listed, args, cols)
 
 
 def leases_download(args: argparse.Namespace) -> int:
@@ -210,6 +211,7 @@ def add_commands(groups: Groups) -> None:
     logs.set_defaults(func=guarded(leases_logs))
     atts = service_options(lsub.add_parser("attachments", help="list a lease's attachments"))
     atts.add_argument("id", help="the lease's id")
+    list_options(atts, "attachments")
     atts.set_defaults(func=guarded(leases_attachments))
     down = service_options(lsub.add_parser("download", help="fetch one attachment's bytes"))
     down.add_argument("id", help="the lease's id")

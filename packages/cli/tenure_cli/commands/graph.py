@@ -18,6 +18,7 @@ from tenure_cli.common import (
     show,
     table,
 )
+from tenure_cli.listing import fetch, list_options, show_list
 
 FORCE_COLUMNS = ["lease_id", "ok", "code", "lease.state", "lease.end_reason", "message"]
 FORCE_CHECK = "see where each went with `tenure leases get ID` before forcing them again"
@@ -31,7 +32,10 @@ def _force(kind: str, args: argparse.Namespace) -> int:
         body["reason"] = args.reason
     _, answer = operator_client(args).call("POST", f"/leases/bulk/{kind}", body)
     rows = answer["results"]
-    table(rows, args, FORCE_COLUMNS)
+    if args.output == "json":
+        show(answer, args)  # {results: [...]}, as the service answered
+    else:
+        table(rows, args, FORCE_COLUMNS)
     # Non-zero when any row failed, so a script can retry only those rows.
     return OK if all(row["ok"] for row in rows) else FAILED
 
@@ -46,7 +50,7 @@ def leases_fail(args: argparse.Namespace) -> int:
 
 def leases_retry(args: argparse.Namespace) -> int:
     _, answer = operator_client(args).call("POST", f"/leases/{args.id}/retry")
-    return show(answer, args)
+    return show(answer["lease"], args)
 
 
 def inspect(args: argparse.Namespace) -> int:
@@ -110,10 +114,11 @@ def _scheduler(args: argparse.Namespace) -> int:
     if args.scheduler_command == "status":
         _, answer = client.call("GET", "/scheduler")
     elif args.scheduler_command == "backlog":
-        query = f"?space={args.space}&include_paused={'true' if args.include_paused else 'false'}"
-        _, answer = client.call("GET", f"/scheduler/backlog{query}")
+        paused = "true" if args.include_paused else "false"
+        params = {"space": args.space, "include_paused": paused}
+        listed = fetch(client, "/scheduler/backlog", params, "leases", args)
         cols = ["id", "state", "pool", "task.key", "effective_paused", "paused_by_task_id"]
-        return table(answer["leases"], args, cols)
+        return show_list(listed, args, cols)
     elif args.scheduler_command == "drain":
         # Pausing sets a flag that a repeat leaves as it is: the three are safe to retry.
         body = {"timeout_seconds": args.timeout}
@@ -172,6 +177,7 @@ def add_commands(groups: Groups) -> None:
     backlog.add_argument(
         "--include-paused", action="store_true", help="also the leases of paused tasks"
     )
+    list_options(backlog, "leases")
     backlog.set_defaults(func=guarded(_scheduler))
     drain = service_options(
         ssub.add_parser("drain", help="pause, then wait for the running leases to end")

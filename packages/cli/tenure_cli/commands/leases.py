@@ -8,7 +8,8 @@ from urllib.parse import quote
 
 from tenure_worker.client import ApiError, Client
 
-from tenure_cli.common import Groups, guarded, operator_client, service_options, show, table
+from tenure_cli.common import Groups, guarded, operator_client, service_options, show
+from tenure_cli.listing import fetch, list_options, show_list
 
 LIST_COLUMNS = [
     "id",
@@ -45,18 +46,14 @@ def display_names(client: Client, space: str) -> dict[str, str]:
 
 
 def leases_list(args: argparse.Namespace) -> int:
-    query = f"?space={args.space}&limit={args.limit}"
-    if args.state:
-        query += f"&state={args.state}"
-    if args.pool:
-        query += f"&pool={args.pool}"
     client = operator_client(args)
-    _, answer = client.call("GET", f"/leases{query}")
-    if args.output == "table":  # the board's chip: `<display_name> (<label>)`
-        names = display_names(client, args.space)
-        for lease in answer["leases"]:
-            lease["condition"] = condition_chip(lease, names)
-    return table(answer["leases"], args, LIST_COLUMNS)
+    params = {"space": args.space, "state": args.state, "pool": args.pool}
+    listed = fetch(client, "/leases", params, "leases", args)
+    if args.output != "table":
+        return show_list(listed, args, LIST_COLUMNS)
+    names = display_names(client, args.space)  # the board's chip: `<display_name> (<label>)`
+    rows = [{**lease, "condition": condition_chip(lease, names)} for lease in listed.rows]
+    return show_list(listed, args, LIST_COLUMNS, rows)
 
 
 def leases_get(args: argparse.Namespace) -> int:
@@ -66,16 +63,18 @@ def leases_get(args: argparse.Namespace) -> int:
 
 def leases_cancel(args: argparse.Namespace) -> int:
     _, answer = operator_client(args).call("POST", f"/leases/{args.id}/cancel")
-    return show(answer, args)
+    return show(answer["lease"], args)
 
 
 def add_commands(groups: Groups) -> None:
     lsub = groups["leases"]
-    ls = service_options(lsub.add_parser("list", help="a space's leases (one page)"))
+    ls = service_options(
+        lsub.add_parser("list", help="a space's leases, newest first (one page; --all: every)")
+    )
     ls.add_argument("--space", required=True, help="the space")
     ls.add_argument("--state", help="only leases in this state")
     ls.add_argument("--pool", help="only leases of this pool")
-    ls.add_argument("--limit", type=int, default=50, help="leases on the page")
+    list_options(ls, "leases")
     ls.set_defaults(func=guarded(leases_list))
     get = service_options(lsub.add_parser("get", help="one lease"))
     get.add_argument("id", help="the lease's id")

@@ -15,7 +15,14 @@ from tenure_cli.common import (
     operator_client,
     service_options,
     show,
-    table,
+)
+from tenure_cli.listing import (
+    fetch,
+    gather,
+    list_options,
+    no_cursor_without,
+    show_list,
+    visible_spaces,
 )
 
 POOL_CHECK = "run it again: already_exists means the first was made"
@@ -95,11 +102,20 @@ def pools_create(args: argparse.Namespace) -> int:
     return show(answer, args)
 
 
+POOL_COLUMNS = ["name", "space", "display_name", "kind", "version", "paused", "max_active"]
+POOL_COLUMNS += ["active", "max_active_per_key", "max_claims_per_minute"]
+
+
 def pools_list(args: argparse.Namespace) -> int:
-    _, answer = operator_client(args).call("GET", f"/pools?space={quote(args.space)}")
-    cols = ["name", "display_name", "kind", "version", "paused", "max_active", "active"]
-    cols += ["max_active_per_key", "max_claims_per_minute"]
-    return table(answer["pools"], args, cols)
+    """One space's pools (--space), else those of every space the token may see."""
+    client = operator_client(args)
+    if args.space:
+        listed = fetch(client, "/pools", {"space": args.space}, "pools", args)
+    else:
+        no_cursor_without(args, "--space")
+        targets = [("/pools", {"space": key}) for key in visible_spaces(client)]
+        listed = gather(client, targets, "pools", args, "spaces (narrow with --space)")
+    return show_list(listed, args, POOL_COLUMNS)
 
 
 def pools_show(args: argparse.Namespace) -> int:
@@ -207,8 +223,11 @@ def add_commands(groups: Groups) -> None:
     pc.add_argument("--classifier", help="classifier pools (required there): {input, output}")
     pc.set_defaults(func=guarded(pools_create, POOL_CHECK))
 
-    pl = service_options(pools.add_parser("list", help="the pools of a space"))
-    pl.add_argument("--space", required=True, help="the space")
+    pl = service_options(
+        pools.add_parser("list", help="the pools of a space, or of every space you may see")
+    )
+    pl.add_argument("--space", help="only this space's pools (default: every visible space's)")
+    list_options(pl, "pools")
     pl.set_defaults(func=guarded(pools_list))
     ps = service_options(pools.add_parser("show", help="one pool"))
     ps.add_argument("name", help="the pool's name")

@@ -12,6 +12,7 @@ from urllib.parse import quote
 from tenure_cli.common import (
     Groups,
     UsageError,
+    done,
     guarded,
     json_arg,
     operator_client,
@@ -19,6 +20,7 @@ from tenure_cli.common import (
     show,
     table,
 )
+from tenure_cli.listing import fetch, list_options, show_list
 
 RULE_CHECK = "see what it holds now with `tenure rules get {id}`"
 CREATE_CHECK = "look for it with `tenure rules list --space SPACE` before creating it again"
@@ -47,9 +49,9 @@ def rules_create(args: argparse.Namespace) -> int:
 
 
 def rules_list(args: argparse.Namespace) -> int:
-    _, answer = operator_client(args).call("GET", f"/rules?space={args.space}")
+    listed = fetch(operator_client(args), "/rules", {"space": args.space}, "rules", args)
     cols = ["id", "name", "kind", "pool", "enabled", "subject.kind", "trigger.topic"]
-    return table(answer["rules"], args, [*cols, "trigger.schedule"])
+    return show_list(listed, args, [*cols, "trigger.schedule"])
 
 
 def rules_get(args: argparse.Namespace) -> int:
@@ -65,12 +67,12 @@ def rules_enable(args: argparse.Namespace, enabled: bool) -> int:
 def rules_fire(args: argparse.Namespace) -> int:
     # Each firing mints a lease: a lost answer is not sent again (see `Client.call`).
     _, answer = operator_client(args).call("POST", f"/rules/{args.id}/fire")
-    return show(answer, args)
+    return show(answer["lease"], args)
 
 
 def rules_delete(args: argparse.Namespace) -> int:
     operator_client(args).call("DELETE", f"/rules/{args.id}")
-    return 0
+    return done({"id": args.id, "deleted": True}, f"deleted {args.id}", args)
 
 
 def address_add(args: argparse.Namespace) -> int:
@@ -83,14 +85,15 @@ def address_add(args: argparse.Namespace) -> int:
 
 
 def addresses_list(args: argparse.Namespace) -> int:
-    _, answer = operator_client(args).call("GET", f"/spaces/{args.space}/addresses")
-    return table(answer["addresses"], args, ["address", "space", "created_at"])
+    listed = fetch(operator_client(args), f"/spaces/{args.space}/addresses", {}, "addresses", args)
+    return show_list(listed, args, ["address", "space", "created_at"])
 
 
 def address_remove(args: argparse.Namespace) -> int:
     path = f"/spaces/{args.space}/addresses/{quote(args.address, safe='')}"
     operator_client(args).call("DELETE", path)
-    return 0
+    record = {"address": args.address, "space": args.space, "removed": True}
+    return done(record, f"removed {args.address} from {args.space}", args)
 
 
 def events_post(args: argparse.Namespace) -> int:
@@ -102,6 +105,8 @@ def events_post(args: argparse.Namespace) -> int:
     # Safe to retry only with an event_id, which makes a repeat mint nothing new.
     idempotent = bool(args.event_id)
     _, answer = operator_client(args).call("POST", "/events", body, idempotent=idempotent)
+    if args.output == "json":
+        return show(answer, args)  # {leases: [...]}: the leases it minted
     return table(answer["leases"], args, ["id", "state", "pool", "subject_kind", "task.key"])
 
 
@@ -115,6 +120,7 @@ def add_commands(groups: Groups) -> None:
     create.set_defaults(func=guarded(rules_create, CREATE_CHECK))
     ls = service_options(rsub.add_parser("list", help="a space's rules"))
     ls.add_argument("--space", required=True, help="the space")
+    list_options(ls, "rules")
     ls.set_defaults(func=guarded(rules_list))
     for name, fn, help_, check in (
         ("get", rules_get, "show one rule", RULE_CHECK),
@@ -138,6 +144,7 @@ def add_commands(groups: Groups) -> None:
         cmd.set_defaults(func=guarded(fn, ADDRESS_CHECK))
     ls_addresses = service_options(spaces.add_parser("addresses", help="a space's addresses"))
     ls_addresses.add_argument("space", help="the space's key")
+    list_options(ls_addresses, "addresses")
     ls_addresses.set_defaults(func=guarded(addresses_list))
 
     post = service_options(groups["events"].add_parser("post", help="post one event"))

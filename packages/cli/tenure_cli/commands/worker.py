@@ -10,16 +10,16 @@ import socket
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from tenure_worker.client import Client
 from tenure_worker.runner import Worker, WorkerOptions
 
+from tenure_cli import profiles
 from tenure_cli.common import (
     Groups,
     UsageError,
+    chosen_token,
     duration_seconds,
-    env,
     guarded,
     json_arg,
     lease_client,
@@ -30,8 +30,8 @@ from tenure_cli.common import (
     service_address,
     service_options,
     show,
-    table,
 )
+from tenure_cli.listing import fetch, list_options, show_list
 
 # How to learn whether a create whose answer was lost was made. Tasks have no unique key, so
 # filing one again could file it twice; a token's secret is only ever in the answer.
@@ -51,11 +51,11 @@ def worker_run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise UsageError("give the command to run after --, e.g. tenure worker run … -- ./job.sh")
-    api, job_api = worker_endpoints(args.api, Path(args.data_dir))
+    api, job_api = worker_endpoints(args.api, Path(args.data_dir), args.profile)
     opts = WorkerOptions(
         api=api,
         job_api=job_api,
-        token=env("TENURE_TOKEN", args.token),
+        token=chosen_token(args),
         pool=args.pool,
         command=command,
         worker_id=args.worker_id,
@@ -71,8 +71,8 @@ def worker_run(args: argparse.Namespace) -> int:
 def worker_claim(args: argparse.Namespace) -> int:
     """One claim, printed: the lease, its fence and its token (shown this once). Exit 0 with
     nothing printed but a line on stderr when nothing could be claimed."""
-    api, _ = worker_endpoints(args.api, Path(args.data_dir))
-    client = Client(api, env("TENURE_TOKEN", args.token))
+    api, _ = worker_endpoints(args.api, Path(args.data_dir), args.profile)
+    client = Client(api, chosen_token(args))
     won = client.claim(
         args.pool,
         args.worker_id or f"{socket.gethostname()}-{os.getpid()}",
@@ -86,10 +86,12 @@ def worker_claim(args: argparse.Namespace) -> int:
     return show({"lease": won.lease, "fence": won.fence, "token": won.token}, args)
 
 
-def worker_endpoints(given: str | None, data_dir: Path) -> tuple[str, str | None]:
+def worker_endpoints(
+    given: str | None, data_dir: Path, profile_name: str | None = None
+) -> tuple[str, str | None]:
     """Where `worker run` claims and reports, and the API its jobs are given: `--api`, else
-    TENURE_WORKER_API, else TENURE_API, else the local stack's worker endpoint (`worker_api`
-    in `<data-dir>/stack.json`), its jobs then given the stack's `api`."""
+    TENURE_WORKER_API, else TENURE_API, else the profile's `api`, else the local stack's worker
+    endpoint (`worker_api` in `<data-dir>/stack.json`), its jobs then given the stack's `api`."""
     for where, chosen in (
         ("--api", given),
         ("TENURE_WORKER_API", os.environ.get("TENURE_WORKER_API")),
@@ -97,6 +99,9 @@ def worker_endpoints(given: str | None, data_dir: Path) -> tuple[str, str | None
     ):
         if chosen:
             return service_address(chosen, where), os.environ.get("TENURE_API")
+    profile = profiles.load(profile_name)
+    if profile is not None and profile.api:
+        return service_address(profile.api, profile.where), profile.api
     stack = _stack_file(data_dir)
     if isinstance(stack.get("worker_api"), str):
         return stack["worker_api"], stack.get("api")
@@ -134,14 +139,14 @@ def worker_complete(args: argparse.Namespace) -> int:
         body["usage"] = usage
     answer = client.complete(lease_id, token, body)
     mark_reported()
-    return show(answer, args)
+    return show(answer["lease"], args)
 
 
 def worker_fail(args: argparse.Namespace) -> int:
     client, lease_id, token = lease_client()
     answer = client.fail(lease_id, token, {"error": args.error})
     mark_reported()
-    return show(answer, args)
+    return show(answer["lease"], args)
 
 
 def worker_heartbeat(args: argparse.Namespace) -> int:
@@ -188,12 +193,12 @@ def tasks_create(args: argparse.Namespace) -> int:
 
 
 def tasks_list(args: argparse.Namespace) -> int:
-    params = {"space": args.space, "limit": args.limit}
-    if args.status:
-        params["status"] = args.status
-    _, answer = operator_client(args).call("GET", f"/tasks?{urlencode(params)}")
-    rows = [{**entry["task"], "lease": entry["lease"]} for entry in answer["tasks"]]
-    return table(rows, args, ["key", "status", "title", "lease.state", "lease.pool", "id"])
+    params = {"space": args.space, "status": args.status}
+    listed = fetch(operator_client(args), "/tasks", params, "tasks", args)
+    # Each record is {task, lease}, as `tasks get` prints it; a row shows both at once.
+    rows = [{**entry["task"], "lease": entry["lease"]} for entry in listed.rows]
+    cols = ["key", "status", "title", "lease.state", "lease.pool", "id"]
+    return show_list(listed, args, cols, rows)
 
 
 def tasks_get(args: argparse.Namespace) -> int:
@@ -220,7 +225,11 @@ def tokens_create(args: argparse.Namespace) -> int:
     if args.expires_in_seconds:
         body["expires_in_seconds"] = args.expires_in_seconds
     _, answer = operator_client(args).call("POST", "/tokens", body)
-    return show(answer, args)
+    # The record `tokens list` shows (a new token was never used nor revoked), and the secret.
+    secret = answer.pop("token")
+    for key in ("last_used_at", "revoked_at"):
+        answer.setdefault(key, None)
+    return show({**answer, "token": secret}, args)
 
 
 # ---------------------------------------------------------------------------- parsers
@@ -323,10 +332,12 @@ def add_commands(groups: Groups) -> None:
         help="hold it until a member approves it (`tenure tasks approve`)",
     )
     tc.set_defaults(func=guarded(tasks_create, TASK_CHECK))
-    tl = service_options(tsub.add_parser("list", help="a space's tasks, newest first (one page)"))
+    tl = service_options(
+        tsub.add_parser("list", help="a space's tasks, newest first (one page; --all: every)")
+    )
     tl.add_argument("--space", required=True, help="the space")
     tl.add_argument("--status", help="only tasks in this status")
-    tl.add_argument("--limit", type=int, default=50, help="tasks on the page")
+    list_options(tl, "tasks")
     tl.set_defaults(func=guarded(tasks_list))
     tg = service_options(tsub.add_parser("get", help="one task"))
     tg.add_argument("id", help="the task's id or key")
