@@ -6,7 +6,8 @@ task carries its ancestors (root first) and every lease copies them (`lineage`).
 adds the task's id to a string set on the one scheduler row, in the same transaction as the
 task's own row; so one read of that row per claim look tells, for any candidate, whether its
 task or an ancestor is paused — `{task_id, *lineage}` against the set, no tree walk. Tasks
-parked in needs_attention (exhausted, starved) sit in a second set, skipped the same way.
+parked in needs_attention (exhausted, starved) sit in a second set, which holds back the
+parked task's own runs only, not its descendants'.
 A lease's lineage never changes, so each process remembers it for the lease ids it has read,
 and a later claim skips a held candidate from the queue index's keys alone, without
 re-reading its row. The set's size is bounded by DynamoDB's 400 KB item (about 10,000
@@ -78,7 +79,8 @@ class ClaimGate:
         return self._lineages
 
     def held_back(self, lease: Lease, gate: SchedulerState) -> bool:
-        """True when the lease's task or an ancestor is paused or parked; remembers its chain."""
+        """True when the lease's task or an ancestor is paused, or its task is parked (or held
+        by `holds`); remembers its chain."""
         chain = tuple(x for x in (lease.task_id, *(lease.lineage or ())) if x)
         cache = self.lineage_cache()
         cache[lease.id] = chain
@@ -152,7 +154,10 @@ def queue_tiers(pool: Pool) -> list[int | None]:
 
 
 def _holds(chain: tuple[str, ...], gate: SchedulerState) -> bool:
-    return any(x in gate.paused_tasks or x in gate.attention for x in chain)
+    """A pause holds the paused task's whole subtree; parking holds the parked task alone (the
+    chain's first id is the lease's own task): a child queued under a parked parent is still
+    work a claim may take."""
+    return bool(chain and chain[0] in gate.attention) or any(x in gate.paused_tasks for x in chain)
 
 
 @dataclass(frozen=True)
