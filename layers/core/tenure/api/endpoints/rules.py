@@ -15,6 +15,7 @@ from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
 from tenure.domain import errors as e
+from tenure.domain.model import Task
 from tenure.domain.rules.addresses import Address
 from tenure.domain.rules.rule import Rule
 
@@ -96,6 +97,14 @@ class RuleList(m.Out):
     rules: list[RuleOut]
 
 
+class FireAnswer(m.Out):
+    """The lease minted; for a task subject that requires approval, no lease (null) and the
+    task, waiting for approval."""
+
+    lease: m.LeaseOut | None
+    task: m.TaskOut | None = None
+
+
 class EventAnswer(m.Out):
     leases: list[m.LeaseOut]
 
@@ -172,9 +181,13 @@ def delete_rule(rule_id: str) -> Response[Any]:
     return Response(status_code=204, content_type=None, body=None)
 
 
-@op("POST", f"{BASE}/rules/<rule_id>/fire", 201, m.LeaseAnswer, 404)
+@op("POST", f"{BASE}/rules/<rule_id>/fire", 201, FireAnswer, 404)
 def fire_rule(rule_id: str) -> Response[Any]:
-    return json_answer({"lease": lease_out(svc().firings.fire_rule(actor(), rule_id))}, 201)
+    fired = svc().firings.fire_rule(actor(), rule_id)
+    if isinstance(fired, Task):
+        seen = svc().graph.describe_filed(fired, None)
+        return json_answer({"lease": None, "task": v.task_view(fired, seen.status, seen)}, 201)
+    return json_answer({"lease": lease_out(fired)}, 201)
 
 
 @op("POST", f"{BASE}/events", 202, EventAnswer, 404, 422)

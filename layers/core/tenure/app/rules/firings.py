@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import email.utils
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
-from tenure.app.runs import stored_priority
+from tenure.app.runs import queue_expiry, stored_priority
 from tenure.domain import authz
 from tenure.domain import fencing as r
 from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
@@ -27,10 +27,12 @@ from tenure.domain.rules.rule import (
     MAX_RULES_PER_EVENT,
     MAX_TITLE,
     Rule,
+    approval_task_id,
     email_occasion,
     firing_job_id,
     hour_of,
     iso_utc,
+    render_key,
     workflow_subject_id,
 )
 from tenure.domain.states import LeaseState, SubjectKind
@@ -96,9 +98,10 @@ class Firings:
         self.kernel = kernel
         self.rules = rules
 
-    def fire_rule(self, actor: Principal, rule_id: str) -> Lease:
+    def fire_rule(self, actor: Principal, rule_id: str) -> Lease | Task:
         """Fire now, whatever the rule's kind or state; the lease carries no trigger, even
-        for an inbound rule."""
+        for an inbound rule. A task subject that requires approval answers its waiting task
+        (no lease)."""
         authz.require_role(actor, "member")
         rule = self.rules.rule(rule_id)
         authz.require_operator(actor, "member", rule.space)
@@ -108,7 +111,7 @@ class Firings:
         data: dict[str, Any] | None = {} if rule.kind == "inbound" else None
         return self._mint(rule, self.kernel.ids.new_id("job"), None, data)
 
-    def fire_scheduled(self, rule_id: str, scheduled_at: datetime) -> Lease | None:
+    def fire_scheduled(self, rule_id: str, scheduled_at: datetime) -> Lease | Task | None:
         """The scheduler function's one call: mint the firing of (rule, scheduled time) once.
 
         None when there is nothing to fire: the rule is gone, disabled or no longer scheduled
@@ -295,11 +298,11 @@ class Firings:
                 if occasion is not None
                 else self.kernel.ids.new_id("job")
             )
-            lease = self._once(rule, job_id, trigger, data, prepare)
-            if lease is None:
+            minted = self._once(rule, job_id, trigger, data, prepare)
+            if minted is None:
                 limited.append(rule.id)
-            else:
-                leases.append(lease)
+            elif isinstance(minted, Lease):
+                leases.append(minted)
         return Fired(leases, skipped, limited)
 
     def _once(
@@ -309,14 +312,20 @@ class Firings:
         trigger: dict[str, Any] | None,
         data: dict[str, Any] | None,
         prepare: Callable[[], None] | None = None,
-    ) -> Lease | None:
+    ) -> Lease | Task | None:
         """The lease already minted under `job_id` (a redelivery, not counted again), else a
-        new one unless the rule's hourly cap is reached (None). `prepare` runs just before a
+        new one unless the rule's hourly cap is reached (None); for a rule whose task waits
+        for approval, that task instead of a lease. `prepare` runs just before a
         new lease is minted, once the firing has been counted: if it fails, the firing stays
         counted and the redelivery that mints counts it again."""
-        existing = self.kernel.store.get_job(job_id)
-        if existing is not None:
-            return self.kernel.lease(existing.lease_id)
+        if rule.subject.get("requires_approval"):
+            filed = self.kernel.store.get_task(approval_task_id(job_id))
+            if filed is not None:
+                return filed
+        else:
+            existing = self.kernel.store.get_job(job_id)
+            if existing is not None:
+                return self.kernel.lease(existing.lease_id)
         if not self._within_cap(rule):
             return None
         if prepare is not None:
@@ -366,12 +375,14 @@ class Firings:
         job_id: str,
         trigger: dict[str, Any] | None,
         data: dict[str, Any] | None,
-    ) -> Lease:
+    ) -> Lease | Task:
         """A new pending lease (and task, for a task subject) of `rule`, under `job_id`; the
-        lease a concurrent delivery minted under that job id when it got there first."""
+        lease a concurrent delivery minted under that job id when it got there first. A task
+        subject that requires approval files its task alone (_file_for_approval)."""
         pool = self.kernel.pool_in_space(rule.pool, rule.space)
         now = self.kernel.clock.now_ms()
         kind = SubjectKind(rule.subject["kind"])
+        controls = _Controls.of(rule, data)
         task: Task | None = None
         workflow: str | None = None
         if kind is SubjectKind.TASK:
@@ -388,7 +399,13 @@ class Firings:
                 created_at=now,
                 job_id=job_id,
                 priority=stored_priority(rule.subject.get("priority")),
+                max_attempts=controls.max_attempts or DEFAULT_MAX_ATTEMPTS,
+                concurrency_key=controls.concurrency_key,
+                expires_in_seconds=controls.expires_in_seconds,
+                max_run_seconds=controls.max_run_seconds,
             )
+            if rule.subject.get("requires_approval"):
+                return self._file_for_approval(rule, task, job_id, pool.name)
             subject_id = task.id
         elif kind is SubjectKind.WORKFLOW:
             workflow = rule.subject["slug"]
@@ -414,6 +431,10 @@ class Firings:
             attempt=1,
             created_at=now,
             priority=stored_priority(rule.subject.get("priority")),
+            concurrency_key=controls.concurrency_key,
+            queue_expires_at=queue_expiry(now, None, controls.expires_in_seconds),
+            expires_in_seconds=controls.expires_in_seconds,
+            max_run_seconds=controls.max_run_seconds,
         )
         job = Job(
             id=job_id,
@@ -423,7 +444,7 @@ class Firings:
             subject_id=subject_id,
             task_id=task.id if task else None,
             lease_id=lease.id,
-            max_attempts=task.max_attempts if task else DEFAULT_MAX_ATTEMPTS,
+            max_attempts=controls.max_attempts or DEFAULT_MAX_ATTEMPTS,
             created_at=now,
             rule_id=rule.id,
             trigger=trigger,
@@ -444,6 +465,56 @@ class Firings:
             return self.kernel.lease(won.lease_id)
         self.kernel.counters["rule_firings"] += 1
         return lease
+
+    def _file_for_approval(self, rule: Rule, task: Task, job_id: str, pool: str) -> Task:
+        """A task subject that requires approval files its task waiting for a person, with no
+        run (as POST /tasks does); approval enqueues it on the rule's pool. Its id derives from
+        the firing's job id, so a redelivered occasion finds the task instead of filing
+        another."""
+        waiting = replace(
+            task,
+            id=approval_task_id(job_id),
+            job_id=None,
+            approval={"state": "requested", "requested_at": task.created_at, "pool": pool},
+        )
+        try:
+            self.kernel.commit(Change(tasks=[TaskWrite(waiting, create=True)]))
+        except Conflict:
+            won = self.kernel.store.get_task(waiting.id)
+            if won is None:
+                raise
+            self.kernel.counters["duplicate_firings"] += 1
+            return won
+        self.kernel.counters["rule_firings"] += 1
+        return waiting
+
+
+@dataclass(frozen=True)
+class _Controls:
+    """The run controls a rule's subject names, its concurrency key rendered like its title."""
+
+    concurrency_key: str | None = None
+    max_run_seconds: int | None = None
+    expires_in_seconds: int | None = None
+    max_attempts: int | None = None
+
+    @classmethod
+    def of(cls, rule: Rule, data: dict[str, Any] | None) -> _Controls:
+        subject = rule.subject
+        key = subject.get("concurrency_key")
+        if key is not None and data is not None:
+            said, sender = data.get("subject"), data.get("from")
+            key = render_key(
+                key,
+                said if isinstance(said, str) else "",
+                sender if isinstance(sender, str) else "",
+            )
+        return cls(
+            concurrency_key=key,
+            max_run_seconds=subject.get("max_run_seconds"),
+            expires_in_seconds=subject.get("expires_in_seconds"),
+            max_attempts=subject.get("max_attempts"),
+        )
 
 
 class _AtMostOnce:
