@@ -50,3 +50,57 @@ def test_a_bad_control_is_422_validation_failed_naming_it(
     got = http("POST", "/rules", rule_body(subject={**SUBJECT, **control}))
     assert (got.status, got.code) == (422, "validation_failed")
     assert got.message.startswith(f"{field}:"), got.message
+
+
+# ------------------------------------------------------------------- schedule settings
+
+HOURLY = {"schedule": "rate(1 hour)"}
+
+
+def test_a_scheduled_rule_answers_its_overlap_and_window(http: Any) -> None:
+    made = http("POST", "/rules", rule_body(trigger=HOURLY))
+    assert made.status == 201, made.body
+    rule = made.json()["rule"]
+    assert (rule["overlap"], rule["catchup_window_seconds"]) == ("skip", 0)
+    patch = {"overlap": "cancel_previous", "catchup_window_seconds": 900}
+    changed = http("PATCH", f"/rules/{rule['id']}", patch)
+    assert changed.status == 200, changed.body
+    assert changed.json()["rule"]["overlap"] == "cancel_previous"
+    got = http("GET", f"/rules/{rule['id']}").json()["rule"]
+    assert (got["overlap"], got["catchup_window_seconds"]) == ("cancel_previous", 900)
+
+
+def test_an_inbound_rule_answers_no_overlap(http: Any) -> None:
+    rule = http("POST", "/rules", rule_body()).json()["rule"]
+    assert (rule["overlap"], rule["catchup_window_seconds"]) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ({"overlap": "sometimes"}, "overlap"),
+        ({"overlap": None}, "overlap"),
+        ({"overlap": 3}, "overlap"),
+        ({"catchup_window_seconds": 86_401}, "catchup_window_seconds"),
+        ({"catchup_window_seconds": -5}, "catchup_window_seconds"),
+        ({"catchup_window_seconds": "60"}, "catchup_window_seconds"),
+    ],
+)
+def test_a_bad_schedule_setting_is_422_on_create_and_patch(
+    http: Any, setting: dict[str, Any], field: str
+) -> None:
+    got = http("POST", "/rules", rule_body(trigger=HOURLY, **setting))
+    if setting.get("overlap", "") is not None:
+        assert (got.status, got.code) == (422, "validation_failed"), got.body
+        assert field in got.message, got.message
+    rule = http("POST", "/rules", rule_body(name="ok", trigger=HOURLY)).json()["rule"]
+    patched = http("PATCH", f"/rules/{rule['id']}", setting)
+    assert (patched.status, patched.code) == (422, "validation_failed"), patched.body
+    assert field in patched.message, patched.message
+    assert http("GET", f"/rules/{rule['id']}").json()["rule"]["overlap"] == "skip"
+
+
+def test_an_inbound_rule_with_an_overlap_is_422_naming_it(http: Any) -> None:
+    got = http("POST", "/rules", rule_body(overlap="allow"))
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert got.message.startswith("overlap:"), got.message

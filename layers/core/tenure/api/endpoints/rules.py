@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
-from pydantic import AwareDatetime, ConfigDict, StringConstraints, field_validator
+from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, field_validator
 
 from tenure.api import models as m
 from tenure.api import views as v
@@ -17,10 +17,13 @@ from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, sv
 from tenure.domain import errors as e
 from tenure.domain.model import Task
 from tenure.domain.rules.addresses import Address
+from tenure.domain.rules.occasions import MAX_CATCHUP_WINDOW_SECONDS
 from tenure.domain.rules.rule import Rule
 
 Topic = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")]
 EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+Overlap = Literal["skip", "allow", "cancel_previous"]
+CatchupWindow = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS), m.Integral]
 
 
 class RuleCreate(m.Strict):
@@ -35,6 +38,9 @@ class RuleCreate(m.Strict):
     enabled: bool = True
     accept_spam: bool = False
     max_firings_per_hour: int | None = None
+    # A scheduled rule's only (422 on an inbound rule); left out: skip and 0.
+    overlap: Overlap | None = None
+    catchup_window_seconds: CatchupWindow | None = None
 
 
 class RulePatch(m.Strict):
@@ -45,6 +51,8 @@ class RulePatch(m.Strict):
     enabled: bool | None = None
     accept_spam: bool | None = None
     max_firings_per_hour: int | None = None  # null: no limit any more
+    overlap: Overlap | None = None
+    catchup_window_seconds: CatchupWindow | None = None
 
 
 class AddressCreate(m.Strict):
@@ -87,6 +95,9 @@ class RuleOut(m.Out):
     schedule_name: str | None
     accept_spam: bool
     max_firings_per_hour: int | None
+    # A scheduled rule's overlap and catch-up window; null on an inbound rule.
+    overlap: str | None
+    catchup_window_seconds: int | None
 
 
 class RuleAnswer(m.Out):
@@ -110,6 +121,7 @@ class EventAnswer(m.Out):
 
 
 def rule_view(rule: Rule) -> dict[str, Any]:
+    scheduled = rule.kind == "scheduled"
     return {
         "id": rule.id,
         "space": rule.space,
@@ -124,6 +136,8 @@ def rule_view(rule: Rule) -> dict[str, Any]:
         "schedule_name": rule.schedule_name,
         "accept_spam": rule.spam_accepted,
         "max_firings_per_hour": rule.hourly_cap,
+        "overlap": rule.overlap_mode if scheduled else None,
+        "catchup_window_seconds": rule.catchup_window if scheduled else None,
     }
 
 
@@ -147,6 +161,8 @@ def create_rule(body: Annotated[RuleCreate, Body()]) -> Response[Any]:
         body.enabled,
         body.accept_spam,
         body.max_firings_per_hour,
+        body.overlap,
+        body.catchup_window_seconds,
     )
     return json_answer({"rule": rule_view(rule)}, 201)
 

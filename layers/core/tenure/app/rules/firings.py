@@ -22,6 +22,13 @@ from tenure.domain import fencing as r
 from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
 from tenure.domain.model import DEFAULT_MAX_ATTEMPTS, Event, Job, Lease, Principal, Task
 from tenure.domain.rules.matching import render_template
+from tenure.domain.rules.occasions import (
+    ALLOW,
+    SKIP,
+    latest_missed,
+    occasion_key,
+    occasions_to_handle,
+)
 from tenure.domain.rules.rule import (
     EMAIL_TOPIC,
     MAX_RULES_PER_EVENT,
@@ -39,6 +46,7 @@ from tenure.domain.states import LeaseState, SubjectKind
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.leases.operator import Operator
     from tenure.app.rules.rules import Rules
 
 # Addresses looked up in the inbound index per event (SES delivers to at most 50 recipients).
@@ -50,6 +58,12 @@ ARCHIVED_SKIPS = "archived_rule_skips"
 RATE_LIMITED = "rule_rate_limited"
 SPAM_SKIPS = "email_spam_skips"
 VIRUS_REFUSALS = "email_virus_refusals"
+# Scheduled occasions a rule's overlap left out (its previous lease still open), and missed
+# occasions minted when the service came back.
+OVERLAP_SKIPS = "schedule_overlap_skips"
+CAUGHT_UP = "schedule_caught_up"
+# Scheduled rules one resume looks at (as many as a resync re-makes).
+MAX_CAUGHT_UP_RULES = 1000
 # Emails minted without their attachments, SES not having scanned them clean.
 ATTACHMENTS_WITHHELD = "email_attachments_withheld"
 FAIL = "FAIL"
@@ -94,9 +108,13 @@ class EmailCandidates:
 
 
 class Firings:
-    def __init__(self, kernel: Kernel, rules: Rules) -> None:
+    """`operator` cancels a scheduled rule's previous lease when its overlap says so (the
+    operator's own cancel: a held lease is asked to stop)."""
+
+    def __init__(self, kernel: Kernel, rules: Rules, operator: Operator) -> None:
         self.kernel = kernel
         self.rules = rules
+        self.operator = operator
 
     def fire_rule(self, actor: Principal, rule_id: str) -> Lease | Task:
         """Fire now, whatever the rule's kind or state; the lease carries no trigger, even
@@ -109,7 +127,11 @@ class Firings:
         # An inbound rule fired by hand reads as an event that carried no data: `{subject}`
         # and `{from}` become empty, as in POST /events without them.
         data: dict[str, Any] | None = {} if rule.kind == "inbound" else None
-        return self._mint(rule, self.kernel.ids.new_id("job"), None, data)
+        fired = self._mint(rule, self.kernel.ids.new_id("job"), None, data)
+        if rule.kind == "scheduled" and isinstance(fired, Lease):
+            # Never skipped, and the lease the next occasion's overlap is judged against.
+            self.rules.rule_store.note_firing(rule.id, fired.id, None)
+        return fired
 
     def fire_scheduled(self, rule_id: str, scheduled_at: datetime) -> Lease | Task | None:
         """The scheduler function's one call: mint the firing of (rule, scheduled time) once.
@@ -123,8 +145,117 @@ class Firings:
         if self.kernel.fresh_space(rule.space).archived:
             self.kernel.counters[ARCHIVED_SKIPS] += 1
             return None
-        occasion = "schedule:" + scheduled_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return self._once(rule, firing_job_id(rule.id, occasion), None, None)
+        at = scheduled_at.astimezone(UTC)
+        at_ms = int(at.timestamp() * 1000)
+        minted = self._minted(rule, firing_job_id(rule.id, occasion_key(at)))
+        if minted is not None:
+            # A redelivery: its firing may not have been noted (the invocation that minted it
+            # stopped before); noting it again changes nothing when it was.
+            if rule.fired_through is None or rule.fired_through < at_ms:
+                self._note(rule, minted, at_ms)
+            return minted
+        if rule.fired_through is not None and at_ms <= rule.fired_through:
+            return None  # judged already: skipped by its overlap, or missed out of the window
+        now = self.kernel.clock.now_ms()
+        plan = occasions_to_handle(
+            rule.trigger["schedule"],
+            rule.trigger.get("timezone", "UTC"),
+            at,
+            now,
+            rule.catchup_window,
+            rule.fired_through,
+            rule.created_at,
+        )
+        previous = rule.last_lease_id
+        answer: Lease | Task | None = None
+        for occasion in plan:
+            if not self._overlap_allows(rule, previous):
+                self.kernel.counters[OVERLAP_SKIPS] += 1
+                continue
+            job_id = firing_job_id(rule.id, occasion_key(occasion))
+            # The delivered occasion's job was read above: mint it without reading it again.
+            fired = (
+                self._once(rule, job_id, None, None)
+                if occasion != at
+                else self._mint_within_cap(rule, job_id, None, None)
+            )
+            if isinstance(fired, Lease):
+                previous = fired.id
+            if occasion == at:
+                answer = fired
+            elif fired is not None:
+                self.kernel.counters[CAUGHT_UP] += 1
+        self.rules.rule_store.note_firing(
+            rule.id, previous if previous != rule.last_lease_id else None, at_ms
+        )
+        return answer
+
+    def catch_up(self, limit: int = MAX_CAUGHT_UP_RULES) -> int:
+        """What a service that was away does when it resumes: each enabled scheduled rule with
+        a catch-up window is fired for its latest occasion missed within the window, which
+        mints it and the missed ones before it (fire_scheduled: oldest first, each subject to
+        the rule's overlap). One Query for the rules, then per such rule what one invocation
+        reads. Answers how many rules had a missed occasion."""
+        now = self.kernel.clock.now_ms()
+        count = 0
+        for rule in self.rules.rule_store.scheduled_rules(limit):
+            if not rule.enabled or rule.catchup_window <= 0:
+                continue
+            missed = latest_missed(
+                rule.trigger["schedule"],
+                rule.trigger.get("timezone", "UTC"),
+                now,
+                rule.catchup_window,
+                rule.fired_through,
+                rule.created_at,
+            )
+            if missed is not None:
+                self.fire_scheduled(rule.id, missed)
+                count += 1
+        return count
+
+    def _minted(self, rule: Rule, job_id: str) -> Lease | Task | None:
+        """What an occasion already minted under `job_id`, or None (one read)."""
+        if rule.subject.get("requires_approval"):
+            return self.kernel.store.get_task(approval_task_id(job_id))
+        existing = self.kernel.store.get_job(job_id)
+        return self.kernel.lease(existing.lease_id) if existing is not None else None
+
+    def _note(self, rule: Rule, minted: Lease | Task, at_ms: int) -> None:
+        lease_id = minted.id if isinstance(minted, Lease) else None
+        self.rules.rule_store.note_firing(rule.id, lease_id, at_ms)
+
+    def _overlap_allows(self, rule: Rule, previous_id: str | None) -> bool:
+        """Whether an occasion mints, given the rule's previous lease: always with `allow` or
+        when there is none open; never with `skip` while it is open; with `cancel_previous`
+        after cancelling it (a held lease is asked to stop). Open means its run is: a lease
+        that expired and was requeued counts by its successor. Bounded: at most three reads
+        (the lease, its job, the job's newest lease)."""
+        if rule.overlap_mode == ALLOW or previous_id is None:
+            return True
+        current = self._open_run_lease(previous_id)
+        if current is None:
+            return True
+        if rule.overlap_mode == SKIP:
+            return False
+        by = Principal(
+            kind="operator", token_id=f"rule:{rule.id}", role="member", spaces=(rule.space,)
+        )
+        self.operator.cancel(by, current.id)
+        return True
+
+    def _open_run_lease(self, lease_id: str) -> Lease | None:
+        lease = self.kernel.store.get_lease(lease_id)
+        if lease is None:
+            return None
+        if not lease.state.active:
+            job = self.kernel.store.get_job(lease.job_id)
+            if job is None or job.lease_id == lease.id:
+                return None
+            lease = self.kernel.store.get_lease(job.lease_id)
+            if lease is None or not lease.state.active:
+                return None
+        return lease
 
     def post_event(
         self,
@@ -318,14 +449,19 @@ class Firings:
         for approval, that task instead of a lease. `prepare` runs just before a
         new lease is minted, once the firing has been counted: if it fails, the firing stays
         counted and the redelivery that mints counts it again."""
-        if rule.subject.get("requires_approval"):
-            filed = self.kernel.store.get_task(approval_task_id(job_id))
-            if filed is not None:
-                return filed
-        else:
-            existing = self.kernel.store.get_job(job_id)
-            if existing is not None:
-                return self.kernel.lease(existing.lease_id)
+        minted = self._minted(rule, job_id)
+        if minted is not None:
+            return minted
+        return self._mint_within_cap(rule, job_id, trigger, data, prepare)
+
+    def _mint_within_cap(
+        self,
+        rule: Rule,
+        job_id: str,
+        trigger: dict[str, Any] | None,
+        data: dict[str, Any] | None,
+        prepare: Callable[[], None] | None = None,
+    ) -> Lease | Task | None:
         if not self._within_cap(rule):
             return None
         if prepare is not None:

@@ -18,6 +18,7 @@ from tenure.domain.model import MAX_PRIORITY, MIN_PRIORITY
 from tenure.domain.rules import schedules
 from tenure.domain.rules.addresses import check_address
 from tenure.domain.rules.matching import InvalidMatch, Match, render_template
+from tenure.domain.rules.occasions import DEFAULT_OVERLAP
 
 EMAIL_TOPIC = "email.received"
 # A space holds at most this many rules: listing them is one bounded Query, and an event's
@@ -59,6 +60,15 @@ class Rule:
     accept_spam: bool = False
     # Firings past this many in one clock hour mint nothing (None: no limit).
     max_firings_per_hour: int | None = None
+    # A scheduled rule's: what an occasion does while the rule's previous lease is open
+    # (None: the default, skip), and how far back a resumed service catches up (None: 0).
+    overlap: str | None = None
+    catchup_window_seconds: int | None = None
+    # Written by firings, not by a person: the lease the rule minted last (the previous lease
+    # an occasion's overlap is judged against: one read) and the latest scheduled time an
+    # invocation handled (epoch ms), where catching up missed occasions starts.
+    last_lease_id: str | None = None
+    fired_through: int | None = None
 
     @property
     def kind(self) -> str:
@@ -68,6 +78,14 @@ class Rule:
     def schedule_name(self) -> str | None:
         # The schedule lives in the stack's own group, so the rule id alone names it.
         return self.id if self.kind == "scheduled" else None
+
+    @property
+    def overlap_mode(self) -> str:
+        return self.overlap or DEFAULT_OVERLAP
+
+    @property
+    def catchup_window(self) -> int:
+        return self.catchup_window_seconds or 0
 
     @property
     def topic(self) -> str | None:
