@@ -284,3 +284,24 @@ def test_a_resuming_service_mints_nothing_missed_without_a_window(rig: Rig) -> N
     _now_at(rig, 6, late_s=600)
     assert rig.svc.firings.catch_up() == 0
     assert len(_leases(rig)) == 1
+
+
+def test_the_previous_lease_check_is_a_bounded_read(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rule = _rule(rig)
+    _deliver(rig, rule, 1)
+    for _ in range(20):  # however many leases the rule's pool and space hold
+        rig.task()
+    calls: list[str] = []
+    for name in ("get_lease", "get_job", "get_leases", "list_leases", "queue_page"):
+        real = getattr(rig.store, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            calls.append(_name)
+            return _real(*args, **kw)
+
+        monkeypatch.setattr(rig.store, name, counted)
+    assert _deliver(rig, rule, 2) is None  # skipped: the first lease is open
+    # The delivered occasion's job (not minted yet), then the rule's noted previous lease.
+    assert calls == ["get_job", "get_lease"]
