@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -56,10 +57,18 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
         yield Aws(svc, store, schedules)
 
 
-def _rule(aws: Aws, schedule: str, timezone: str = "UTC", name: str = "nightly") -> str:
+def _rule(aws: Aws, schedule: str, timezone: str = "UTC", name: str = "nightly", **top: Any) -> str:
     trigger = {"schedule": schedule, "timezone": timezone}
-    rule = aws.svc.rules.create_rule(ADMIN, "OPS", name, "nightly", {"kind": "space"}, trigger)
+    rule = aws.svc.rules.create_rule(
+        ADMIN, "OPS", name, "nightly", {"kind": "space"}, trigger, **top
+    )
     return rule.id
+
+
+def _this_minute() -> str:
+    """An occasion delivered on time (one days old would be a missed one, judged by the
+    rule's catch-up window)."""
+    return datetime.now(UTC).replace(second=0, microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_a_scheduled_rule_has_one_schedule_shaped_as_section_10_says(aws: Aws) -> None:
@@ -95,14 +104,15 @@ def test_disable_update_and_delete_follow_the_rule_in_the_same_request(aws: Aws)
 
 
 def test_the_handler_invoked_twice_with_the_same_input_mints_one_lease(aws: Aws) -> None:
-    rule_id = _rule(aws, "rate(1 hour)")
-    event = {"rule_id": rule_id, "scheduled_time": "2026-11-30T07:00:00Z"}
+    rule_id = _rule(aws, "rate(1 hour)", overlap="allow")
+    event = {"rule_id": rule_id, "scheduled_time": _this_minute()}
     first = scheduler.handle(dict(event), None)
     second = scheduler.handle(dict(event), None)
     assert first["lease_id"] is not None and first == second
     leases = aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases
     assert [x.id for x in leases] == [first["lease_id"]]
-    other = scheduler.handle({**event, "scheduled_time": "2026-11-30T08:00:00+00:00"}, None)
+    an_hour_on = datetime.fromisoformat(event["scheduled_time"]) + timedelta(hours=1)
+    other = scheduler.handle({**event, "scheduled_time": an_hour_on.isoformat()}, None)
     assert other["lease_id"] not in (None, first["lease_id"])
 
 
@@ -111,7 +121,8 @@ def test_the_sample_scheduler_invocation_replays_through_the_handler(aws: Aws) -
     # The sample names a rule of some other stack: nothing to fire, nothing minted, no error.
     assert scheduler.handle(event, None)["lease_id"] is None
     rule_id = _rule(aws, "rate(1 hour)")
-    assert scheduler.handle({**event, "rule_id": rule_id}, None)["lease_id"] is not None
+    now = {"rule_id": rule_id, "scheduled_time": _this_minute()}
+    assert scheduler.handle({**event, **now}, None)["lease_id"] is not None
 
 
 def test_a_malformed_invocation_is_an_error_and_mints_nothing(aws: Aws) -> None:
@@ -133,7 +144,7 @@ def test_the_local_loop_fires_an_at_rule_once_when_due(aws: Aws) -> None:
 
 
 def test_the_local_loop_fires_a_rate_rule_each_period_and_not_while_disabled(aws: Aws) -> None:
-    rule_id = _rule(aws, "rate(1 minute)")
+    rule_id = _rule(aws, "rate(1 minute)", overlap="allow")
     created = aws.schedules.describe(rule_id)["CreationDate"].astimezone(UTC)  # type: ignore[index]
     loop = SchedulerLoop(aws.schedules, lambda event: scheduler.handle(event, None))
     assert len(loop.tick(created + timedelta(seconds=150))) == 2
@@ -165,7 +176,7 @@ def test_the_handler_skips_a_rule_of_an_archived_space_and_says_why(
     aws: Aws, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rule_id = _rule(aws, "rate(1 hour)")
-    event = {"rule_id": rule_id, "scheduled_time": "2026-11-30T07:00:00Z"}
+    event = {"rule_id": rule_id, "scheduled_time": _this_minute()}
     said: list[str] = []
     monkeypatch.setattr(scheduler.logger, "info", lambda msg, extra: said.append(msg))
     aws.svc.pools.archive_space(ADMIN, "OPS")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound
 from tenure.domain.rules.addresses import Address
@@ -133,6 +135,21 @@ class FakeRules:
         if held is None or held.space != space:
             raise NotFound(f"address {address} is not an address of space {space!r}")
         del self.rule_tables.addresses[address]
+
+    def note_firing(self, rule_id: str, lease_id: str | None, through: int | None) -> bool:
+        t = self.rule_tables
+        row = t.rules.get(rule_id)
+        if row is None:
+            return False
+        if through is not None and row.fired_through is not None and row.fired_through >= through:
+            return False
+        changes: dict[str, Any] = {"version": row.version + 1}
+        if lease_id is not None:
+            changes["last_lease_id"] = lease_id
+        if through is not None:
+            changes["fired_through"] = through
+        t.rules[rule_id] = dataclasses.replace(row, **changes)
+        return True
 
     def count_firing(self, rule_id: str, hour: str, cap: int, expires_at: int) -> str:
         row = self.rule_tables.hours.setdefault((rule_id, hour), [0, 0])

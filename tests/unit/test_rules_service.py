@@ -277,7 +277,8 @@ def test_fire_on_a_space_subject_mints_a_space_lease(rig: Rig) -> None:
 def test_a_scheduled_time_mints_one_lease_however_often_it_is_delivered(
     rig: Rig, schedules: FakeSchedules
 ) -> None:
-    rule = make_rule(rig, "nightly", trigger=NIGHTLY, subject={"kind": "space"})
+    # Overlap allowed: the second occasion mints though the first one's lease is still open.
+    rule = make_rule(rig, "nightly", trigger=NIGHTLY, subject={"kind": "space"}, overlap="allow")
     at = datetime(2026, 1, 2, 1, 0, tzinfo=UTC)
     first = rig.svc.firings.fire_scheduled(rule.id, at)
     again = rig.svc.firings.fire_scheduled(rule.id, at)

@@ -252,7 +252,12 @@ def test_capacity_waiting_is_not_starved_and_starved_work_is_parked(rig: Rig) ->
     rig.task()  # queued behind a reachable worker: capacity-waiting
     status = rig.svc.scheduler.scheduler_status(READER)
     assert (status.capacity_waiting_count, status.starved_run_count) == (1, 0)
-    rig.advance(601)  # the worker fell silent past grace; the lease is older than 600 s
+    # The worker fell silent: unreachable 1.5 graces (75 s) after it was last seen; starving
+    # counts from then, so 600 s later the lease is starved, not 600 s after it was queued.
+    rig.advance(75 + 590)
+    status = rig.svc.scheduler.scheduler_status(READER)
+    assert (status.capacity_waiting_count, status.starved_run_count) == (0, 0)
+    rig.advance(11)
     status = rig.svc.scheduler.scheduler_status(READER)
     assert (status.capacity_waiting_count, status.starved_run_count) == (0, 1)
     rig.advance(3600)

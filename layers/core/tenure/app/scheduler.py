@@ -6,7 +6,8 @@ task carries its ancestors (root first) and every lease copies them (`lineage`).
 adds the task's id to a string set on the one scheduler row, in the same transaction as the
 task's own row; so one read of that row per claim look tells, for any candidate, whether its
 task or an ancestor is paused — `{task_id, *lineage}` against the set, no tree walk. Tasks
-parked in needs_attention (exhausted, starved) sit in a second set, skipped the same way.
+parked in needs_attention (exhausted, starved) sit in a second set, which holds back the
+parked task's own runs only, not its descendants'.
 A lease's lineage never changes, so each process remembers it for the lease ids it has read,
 and a later claim skips a held candidate from the queue index's keys alone, without
 re-reading its row. The set's size is bounded by DynamoDB's 400 KB item (about 10,000
@@ -22,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
-from tenure.app.workers import reachable
+from tenure.app.workers import reachable, unreachable_since
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, ValidationFailed
 from tenure.domain.model import DEFAULT_PRIORITY, Event, Lease, Pool, Principal, Space, Task
@@ -78,7 +79,8 @@ class ClaimGate:
         return self._lineages
 
     def held_back(self, lease: Lease, gate: SchedulerState) -> bool:
-        """True when the lease's task or an ancestor is paused or parked; remembers its chain."""
+        """True when the lease's task or an ancestor is paused, or its task is parked (or held
+        by `holds`); remembers its chain."""
         chain = tuple(x for x in (lease.task_id, *(lease.lineage or ())) if x)
         cache = self.lineage_cache()
         cache[lease.id] = chain
@@ -152,7 +154,10 @@ def queue_tiers(pool: Pool) -> list[int | None]:
 
 
 def _holds(chain: tuple[str, ...], gate: SchedulerState) -> bool:
-    return any(x in gate.paused_tasks or x in gate.attention for x in chain)
+    """A pause holds the paused task's whole subtree; parking holds the parked task alone (the
+    chain's first id is the lease's own task): a child queued under a parked parent is still
+    work a claim may take."""
+    return bool(chain and chain[0] in gate.attention) or any(x in gate.paused_tasks for x in chain)
 
 
 @dataclass(frozen=True)
@@ -227,10 +232,11 @@ class Scheduler:
             queued += claimable
             if claimable <= 0:
                 continue
-            if self._staffed(pool, now):
+            staffed, alone_since = self._staffing(pool, now)
+            if staffed:
                 waiting += claimable
                 continue
-            since = self._starving_since(pool, gate, spaces)
+            since = self._starving_since(pool, gate, spaces, alone_since)
             old = now - pool.min_queued_age_seconds * 1000
             if since is None or since > old:
                 continue  # nothing could claim it (paused, archived), or not for long enough
@@ -248,23 +254,36 @@ class Scheduler:
         )
 
     def _starving_since(
-        self, pool: Pool, gate: SchedulerState, spaces: dict[str, Space]
+        self,
+        pool: Pool,
+        gate: SchedulerState,
+        spaces: dict[str, Space],
+        alone_since: int | None,
     ) -> int | None:
-        """Since when the pool's work could have been claimed, for starvation's age; None
-        while nothing can claim it (its pool paused, its space archived, the scheduler
-        paused). The age restarts when such a pause ends."""
+        """Since when the pool's work could have been claimed with no reachable worker there,
+        for starvation's age; None while nothing can claim it (its pool paused, its space
+        archived, the scheduler paused). The age restarts when such a pause ends, and runs
+        from `alone_since` (when the pool's last reachable worker went away): time queued
+        behind a full ceiling, a full key or the rate limit while a worker was there is
+        waiting for capacity, not starving."""
         if pool.space not in spaces:
             spaces[pool.space] = self.kernel.space_cached(pool.space)
         space = spaces[pool.space]
         if pool.paused or space.archived or gate.paused:
             return None
-        ends = (pool.paused_changed_at, space.archived_changed_at, gate.paused_at)
+        ends = (pool.paused_changed_at, space.archived_changed_at, gate.paused_at, alone_since)
         return max((t for t in ends if t is not None), default=0)
 
+    def _staffing(self, pool: Pool, now: int) -> tuple[bool, int | None]:
+        """Whether the pool has a reachable worker now and, when it has none, since when (the
+        worker rows already read for the first answer: no read more)."""
+        workers = self.kernel.store.list_workers(pool.name, now_ms=now)
+        if any(reachable(w, pool, now) for w in workers):
+            return True, None
+        return False, unreachable_since(workers, pool)
+
     def _staffed(self, pool: Pool, now: int) -> bool:
-        return any(
-            reachable(w, pool, now) for w in self.kernel.store.list_workers(pool.name, now_ms=now)
-        )
+        return self._staffing(pool, now)[0]
 
     def backlog(
         self,
@@ -314,7 +333,9 @@ class Scheduler:
 
     def park_starved(self, pools: list[Pool] | None = None) -> list[str]:
         """The sweeper's share: a claimable pending lease starved (no reachable worker) for
-        longer than min_queued_age + starvation_escalation parks its task in needs_attention,
+        longer than min_queued_age + starvation_escalation (counted from when it was queued,
+        its pool's last reachable worker went away or a pause ended, the latest of them)
+        parks its task in needs_attention,
         where claims skip it. Bounded: PARK_PER_PASS per pool per pass."""
         now = self.kernel.clock.now_ms()
         gate: SchedulerState | None = None
@@ -328,10 +349,13 @@ class Scheduler:
                 for tier in queue_tiers(pool)
                 for lease_id in self.kernel.store.queue_page(pool.name, now - age, GATE_SCAN, tier)
             ][:GATE_SCAN]
-            if not ids or self._staffed(pool, now):
+            if not ids:
+                continue
+            staffed, alone_since = self._staffing(pool, now)
+            if staffed:
                 continue
             gate = gate or self.kernel.store.get_scheduler()
-            since = self._starving_since(pool, gate, spaces)
+            since = self._starving_since(pool, gate, spaces, alone_since)
             if since is None or now - since < age:
                 continue  # held by a pause, or one ended too lately: not starved that long
             cache = self.gate.lineage_cache()

@@ -212,7 +212,7 @@ def compose(
         classifier=classifier,
         force=Force(kernel, runs),
         rules=rules,
-        firings=Firings(kernel, rules),
+        firings=Firings(kernel, rules, operator),
         addresses=Addresses(kernel),
         subjects=Subjects(kernel),
         artifacts=artifacts,

@@ -38,6 +38,14 @@ def reachable(worker: Worker, pool: Pool, now: int) -> bool:
     return now - worker.last_seen <= pool.grace_seconds * 1000 * (1 + SEEN_LAG_SHARE)
 
 
+def unreachable_since(workers: list[Worker], pool: Pool) -> int | None:
+    """When the last of a pool's `workers`, none of them reachable now, stopped reading
+    reachable: when the pool last had a reachable worker (None: no row says it had one; rows
+    are kept a day past their worker's last contact)."""
+    grace = pool.grace_seconds * 1000 * (1 + SEEN_LAG_SHARE)
+    return max((int(w.last_seen + grace) for w in workers), default=None)
+
+
 @dataclass(frozen=True)
 class WorkerView:
     worker: Worker

@@ -512,6 +512,13 @@ NOT_YET_LIMITED = "attribute_not_exists(limited_at)"
 
 # A rule row is replaced only from the version the writer read (no lost PATCH).
 RULE_VERSION_IS = "version = :expect_version"
+# A firing notes itself on a rule that still exists (a deleted rule is not brought back).
+RULE_EXISTS = "attribute_exists(PK)"
+# A firing moves a rule's handled-through time only forward (a late or raced invocation for
+# an earlier occasion leaves a later one noted).
+RULE_FIRED_BEFORE = (
+    "attribute_exists(PK) AND (attribute_not_exists(fired_through) OR fired_through < :through)"
+)
 # A name row is removed only while it still names the rule being changed.
 NAME_IS_RULE = "rule_id = :rule_id"
 

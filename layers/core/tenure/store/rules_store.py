@@ -275,6 +275,31 @@ class DynamoRuleStore(DynamoStore):
             return "limited"
         return "limited_first"
 
+    def note_firing(self, rule_id: str, lease_id: str | None, through: int | None) -> bool:
+        sets = ["version = version + :one"]
+        values: dict[str, Any] = {"one": 1}
+        if lease_id is not None:
+            sets.append("last_lease_id = :lease")
+            values["lease"] = lease_id
+        condition = k.RULE_EXISTS
+        if through is not None:
+            sets.append("fired_through = :through")
+            values["through"] = through
+            condition = k.RULE_FIRED_BEFORE
+        try:
+            self.rows.write(
+                "update",
+                Conflict("the rule is gone or a later occasion is noted"),
+                TableName=self.table,
+                Key=_dump(k.rule_key(rule_id)),
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression=condition,
+                ExpressionAttributeValues=_values(**values),
+            )
+        except Conflict:
+            return False
+        return True
+
     # -------------------------------------------------------------------- transaction ops
 
     def _index_put(self, key: dict[str, str], rule: Rule) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from tenure import wiring
 from tenure.app.rules.firings import ARCHIVED_SKIPS
+from tenure.domain.model import Task
 from tenure.domain.rules.schedules import ScheduledFiring
 
 logger = Logger(service="tenure-scheduler")
@@ -36,6 +37,13 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
         metrics.add_metric(name="ScheduledFiringsSkipped", unit=MetricUnit.Count, value=1)
         if archived:
             metrics.add_metric(name="ScheduledArchivedSkips", unit=MetricUnit.Count, value=1)
+        return {"rule_id": firing.rule_id, "scheduled_time": at, "lease_id": None}
+    if isinstance(lease, Task):  # filed to wait for approval: no lease until approved
+        logger.info(
+            "scheduled rule filed a task awaiting approval",
+            extra={"rule_id": firing.rule_id, "scheduled_time": at, "task_id": lease.id},
+        )
+        metrics.add_metric(name="ScheduledFirings", unit=MetricUnit.Count, value=1)
         return {"rule_id": firing.rule_id, "scheduled_time": at, "lease_id": None}
     logger.info(
         "scheduled rule fired",

@@ -157,6 +157,8 @@ class Stack:
         remade = wiring.build_service(store).rules.resync_schedules()
         if remade:
             print(f"re-made the schedules of {remade} scheduled rules")
+            # Occasions missed while the stack was stopped, within each rule's catch-up window.
+            wiring.build_service(store).firings.catch_up()
         self.door.start()
         self.worker_door.start()
         self.claim_door.start()

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
-from pydantic import AwareDatetime, ConfigDict, StringConstraints, field_validator
+from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, field_validator
 
 from tenure.api import models as m
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
 from tenure.domain import errors as e
+from tenure.domain.model import Task
 from tenure.domain.rules.addresses import Address
+from tenure.domain.rules.occasions import MAX_CATCHUP_WINDOW_SECONDS
 from tenure.domain.rules.rule import Rule
 
 Topic = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")]
 EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+Overlap = Literal["skip", "allow", "cancel_previous"]
+CatchupWindow = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS), m.Integral]
 
 
 class RuleCreate(m.Strict):
@@ -34,6 +38,9 @@ class RuleCreate(m.Strict):
     enabled: bool = True
     accept_spam: bool = False
     max_firings_per_hour: int | None = None
+    # A scheduled rule's only (422 on an inbound rule); left out: skip and 0.
+    overlap: Overlap | None = None
+    catchup_window_seconds: CatchupWindow | None = None
 
 
 class RulePatch(m.Strict):
@@ -44,6 +51,8 @@ class RulePatch(m.Strict):
     enabled: bool | None = None
     accept_spam: bool | None = None
     max_firings_per_hour: int | None = None  # null: no limit any more
+    overlap: Overlap | None = None
+    catchup_window_seconds: CatchupWindow | None = None
 
 
 class AddressCreate(m.Strict):
@@ -86,6 +95,9 @@ class RuleOut(m.Out):
     schedule_name: str | None
     accept_spam: bool
     max_firings_per_hour: int | None
+    # A scheduled rule's overlap and catch-up window; null on an inbound rule.
+    overlap: str | None
+    catchup_window_seconds: int | None
 
 
 class RuleAnswer(m.Out):
@@ -96,11 +108,20 @@ class RuleList(m.Out):
     rules: list[RuleOut]
 
 
+class FireAnswer(m.Out):
+    """The lease minted; for a task subject that requires approval, no lease (null) and the
+    task, waiting for approval."""
+
+    lease: m.LeaseOut | None
+    task: m.TaskOut | None = None
+
+
 class EventAnswer(m.Out):
     leases: list[m.LeaseOut]
 
 
 def rule_view(rule: Rule) -> dict[str, Any]:
+    scheduled = rule.kind == "scheduled"
     return {
         "id": rule.id,
         "space": rule.space,
@@ -115,6 +136,8 @@ def rule_view(rule: Rule) -> dict[str, Any]:
         "schedule_name": rule.schedule_name,
         "accept_spam": rule.spam_accepted,
         "max_firings_per_hour": rule.hourly_cap,
+        "overlap": rule.overlap_mode if scheduled else None,
+        "catchup_window_seconds": rule.catchup_window if scheduled else None,
     }
 
 
@@ -138,6 +161,8 @@ def create_rule(body: Annotated[RuleCreate, Body()]) -> Response[Any]:
         body.enabled,
         body.accept_spam,
         body.max_firings_per_hour,
+        body.overlap,
+        body.catchup_window_seconds,
     )
     return json_answer({"rule": rule_view(rule)}, 201)
 
@@ -172,9 +197,13 @@ def delete_rule(rule_id: str) -> Response[Any]:
     return Response(status_code=204, content_type=None, body=None)
 
 
-@op("POST", f"{BASE}/rules/<rule_id>/fire", 201, m.LeaseAnswer, 404)
+@op("POST", f"{BASE}/rules/<rule_id>/fire", 201, FireAnswer, 404)
 def fire_rule(rule_id: str) -> Response[Any]:
-    return json_answer({"lease": lease_out(svc().firings.fire_rule(actor(), rule_id))}, 201)
+    fired = svc().firings.fire_rule(actor(), rule_id)
+    if isinstance(fired, Task):
+        seen = svc().graph.describe_filed(fired, None)
+        return json_answer({"lease": None, "task": v.task_view(fired, seen.status, seen)}, 201)
+    return json_answer({"lease": lease_out(fired)}, 201)
 
 
 @op("POST", f"{BASE}/events", 202, EventAnswer, 404, 422)

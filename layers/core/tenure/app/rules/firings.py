@@ -11,32 +11,42 @@ from __future__ import annotations
 
 import email.utils
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
-from tenure.app.runs import stored_priority
+from tenure.app.runs import queue_expiry, stored_priority
 from tenure.domain import authz
 from tenure.domain import fencing as r
 from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
 from tenure.domain.model import DEFAULT_MAX_ATTEMPTS, Event, Job, Lease, Principal, Task
 from tenure.domain.rules.matching import render_template
+from tenure.domain.rules.occasions import (
+    ALLOW,
+    SKIP,
+    latest_missed,
+    occasion_key,
+    occasions_to_handle,
+)
 from tenure.domain.rules.rule import (
     EMAIL_TOPIC,
     MAX_RULES_PER_EVENT,
     MAX_TITLE,
     Rule,
+    approval_task_id,
     email_occasion,
     firing_job_id,
     hour_of,
     iso_utc,
+    render_key,
     workflow_subject_id,
 )
 from tenure.domain.states import LeaseState, SubjectKind
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.leases.operator import Operator
     from tenure.app.rules.rules import Rules
 
 # Addresses looked up in the inbound index per event (SES delivers to at most 50 recipients).
@@ -48,6 +58,12 @@ ARCHIVED_SKIPS = "archived_rule_skips"
 RATE_LIMITED = "rule_rate_limited"
 SPAM_SKIPS = "email_spam_skips"
 VIRUS_REFUSALS = "email_virus_refusals"
+# Scheduled occasions a rule's overlap left out (its previous lease still open), and missed
+# occasions minted when the service came back.
+OVERLAP_SKIPS = "schedule_overlap_skips"
+CAUGHT_UP = "schedule_caught_up"
+# Scheduled rules one resume looks at (as many as a resync re-makes).
+MAX_CAUGHT_UP_RULES = 1000
 # Emails minted without their attachments, SES not having scanned them clean.
 ATTACHMENTS_WITHHELD = "email_attachments_withheld"
 FAIL = "FAIL"
@@ -92,13 +108,18 @@ class EmailCandidates:
 
 
 class Firings:
-    def __init__(self, kernel: Kernel, rules: Rules) -> None:
+    """`operator` cancels a scheduled rule's previous lease when its overlap says so (the
+    operator's own cancel: a held lease is asked to stop)."""
+
+    def __init__(self, kernel: Kernel, rules: Rules, operator: Operator) -> None:
         self.kernel = kernel
         self.rules = rules
+        self.operator = operator
 
-    def fire_rule(self, actor: Principal, rule_id: str) -> Lease:
+    def fire_rule(self, actor: Principal, rule_id: str) -> Lease | Task:
         """Fire now, whatever the rule's kind or state; the lease carries no trigger, even
-        for an inbound rule."""
+        for an inbound rule. A task subject that requires approval answers its waiting task
+        (no lease)."""
         authz.require_role(actor, "member")
         rule = self.rules.rule(rule_id)
         authz.require_operator(actor, "member", rule.space)
@@ -106,9 +127,13 @@ class Firings:
         # An inbound rule fired by hand reads as an event that carried no data: `{subject}`
         # and `{from}` become empty, as in POST /events without them.
         data: dict[str, Any] | None = {} if rule.kind == "inbound" else None
-        return self._mint(rule, self.kernel.ids.new_id("job"), None, data)
+        fired = self._mint(rule, self.kernel.ids.new_id("job"), None, data)
+        if rule.kind == "scheduled" and isinstance(fired, Lease):
+            # Never skipped, and the lease the next occasion's overlap is judged against.
+            self.rules.rule_store.note_firing(rule.id, fired.id, None)
+        return fired
 
-    def fire_scheduled(self, rule_id: str, scheduled_at: datetime) -> Lease | None:
+    def fire_scheduled(self, rule_id: str, scheduled_at: datetime) -> Lease | Task | None:
         """The scheduler function's one call: mint the firing of (rule, scheduled time) once.
 
         None when there is nothing to fire: the rule is gone, disabled or no longer scheduled
@@ -120,8 +145,117 @@ class Firings:
         if self.kernel.fresh_space(rule.space).archived:
             self.kernel.counters[ARCHIVED_SKIPS] += 1
             return None
-        occasion = "schedule:" + scheduled_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return self._once(rule, firing_job_id(rule.id, occasion), None, None)
+        at = scheduled_at.astimezone(UTC)
+        at_ms = int(at.timestamp() * 1000)
+        minted = self._minted(rule, firing_job_id(rule.id, occasion_key(at)))
+        if minted is not None:
+            # A redelivery: its firing may not have been noted (the invocation that minted it
+            # stopped before); noting it again changes nothing when it was.
+            if rule.fired_through is None or rule.fired_through < at_ms:
+                self._note(rule, minted, at_ms)
+            return minted
+        if rule.fired_through is not None and at_ms <= rule.fired_through:
+            return None  # judged already: skipped by its overlap, or missed out of the window
+        now = self.kernel.clock.now_ms()
+        plan = occasions_to_handle(
+            rule.trigger["schedule"],
+            rule.trigger.get("timezone", "UTC"),
+            at,
+            now,
+            rule.catchup_window,
+            rule.fired_through,
+            rule.created_at,
+        )
+        previous = rule.last_lease_id
+        answer: Lease | Task | None = None
+        for occasion in plan:
+            if not self._overlap_allows(rule, previous):
+                self.kernel.counters[OVERLAP_SKIPS] += 1
+                continue
+            job_id = firing_job_id(rule.id, occasion_key(occasion))
+            # The delivered occasion's job was read above: mint it without reading it again.
+            fired = (
+                self._once(rule, job_id, None, None)
+                if occasion != at
+                else self._mint_within_cap(rule, job_id, None, None)
+            )
+            if isinstance(fired, Lease):
+                previous = fired.id
+            if occasion == at:
+                answer = fired
+            elif fired is not None:
+                self.kernel.counters[CAUGHT_UP] += 1
+        self.rules.rule_store.note_firing(
+            rule.id, previous if previous != rule.last_lease_id else None, at_ms
+        )
+        return answer
+
+    def catch_up(self, limit: int = MAX_CAUGHT_UP_RULES) -> int:
+        """What a service that was away does when it resumes: each enabled scheduled rule with
+        a catch-up window is fired for its latest occasion missed within the window, which
+        mints it and the missed ones before it (fire_scheduled: oldest first, each subject to
+        the rule's overlap). One Query for the rules, then per such rule what one invocation
+        reads. Answers how many rules had a missed occasion."""
+        now = self.kernel.clock.now_ms()
+        count = 0
+        for rule in self.rules.rule_store.scheduled_rules(limit):
+            if not rule.enabled or rule.catchup_window <= 0:
+                continue
+            missed = latest_missed(
+                rule.trigger["schedule"],
+                rule.trigger.get("timezone", "UTC"),
+                now,
+                rule.catchup_window,
+                rule.fired_through,
+                rule.created_at,
+            )
+            if missed is not None:
+                self.fire_scheduled(rule.id, missed)
+                count += 1
+        return count
+
+    def _minted(self, rule: Rule, job_id: str) -> Lease | Task | None:
+        """What an occasion already minted under `job_id`, or None (one read)."""
+        if rule.subject.get("requires_approval"):
+            return self.kernel.store.get_task(approval_task_id(job_id))
+        existing = self.kernel.store.get_job(job_id)
+        return self.kernel.lease(existing.lease_id) if existing is not None else None
+
+    def _note(self, rule: Rule, minted: Lease | Task, at_ms: int) -> None:
+        lease_id = minted.id if isinstance(minted, Lease) else None
+        self.rules.rule_store.note_firing(rule.id, lease_id, at_ms)
+
+    def _overlap_allows(self, rule: Rule, previous_id: str | None) -> bool:
+        """Whether an occasion mints, given the rule's previous lease: always with `allow` or
+        when there is none open; never with `skip` while it is open; with `cancel_previous`
+        after cancelling it (a held lease is asked to stop). Open means its run is: a lease
+        that expired and was requeued counts by its successor. Bounded: at most three reads
+        (the lease, its job, the job's newest lease)."""
+        if rule.overlap_mode == ALLOW or previous_id is None:
+            return True
+        current = self._open_run_lease(previous_id)
+        if current is None:
+            return True
+        if rule.overlap_mode == SKIP:
+            return False
+        by = Principal(
+            kind="operator", token_id=f"rule:{rule.id}", role="member", spaces=(rule.space,)
+        )
+        self.operator.cancel(by, current.id)
+        return True
+
+    def _open_run_lease(self, lease_id: str) -> Lease | None:
+        lease = self.kernel.store.get_lease(lease_id)
+        if lease is None:
+            return None
+        if not lease.state.active:
+            job = self.kernel.store.get_job(lease.job_id)
+            if job is None or job.lease_id == lease.id:
+                return None
+            lease = self.kernel.store.get_lease(job.lease_id)
+            if lease is None or not lease.state.active:
+                return None
+        return lease
 
     def post_event(
         self,
@@ -295,11 +429,11 @@ class Firings:
                 if occasion is not None
                 else self.kernel.ids.new_id("job")
             )
-            lease = self._once(rule, job_id, trigger, data, prepare)
-            if lease is None:
+            minted = self._once(rule, job_id, trigger, data, prepare)
+            if minted is None:
                 limited.append(rule.id)
-            else:
-                leases.append(lease)
+            elif isinstance(minted, Lease):
+                leases.append(minted)
         return Fired(leases, skipped, limited)
 
     def _once(
@@ -309,14 +443,25 @@ class Firings:
         trigger: dict[str, Any] | None,
         data: dict[str, Any] | None,
         prepare: Callable[[], None] | None = None,
-    ) -> Lease | None:
+    ) -> Lease | Task | None:
         """The lease already minted under `job_id` (a redelivery, not counted again), else a
-        new one unless the rule's hourly cap is reached (None). `prepare` runs just before a
+        new one unless the rule's hourly cap is reached (None); for a rule whose task waits
+        for approval, that task instead of a lease. `prepare` runs just before a
         new lease is minted, once the firing has been counted: if it fails, the firing stays
         counted and the redelivery that mints counts it again."""
-        existing = self.kernel.store.get_job(job_id)
-        if existing is not None:
-            return self.kernel.lease(existing.lease_id)
+        minted = self._minted(rule, job_id)
+        if minted is not None:
+            return minted
+        return self._mint_within_cap(rule, job_id, trigger, data, prepare)
+
+    def _mint_within_cap(
+        self,
+        rule: Rule,
+        job_id: str,
+        trigger: dict[str, Any] | None,
+        data: dict[str, Any] | None,
+        prepare: Callable[[], None] | None = None,
+    ) -> Lease | Task | None:
         if not self._within_cap(rule):
             return None
         if prepare is not None:
@@ -366,12 +511,14 @@ class Firings:
         job_id: str,
         trigger: dict[str, Any] | None,
         data: dict[str, Any] | None,
-    ) -> Lease:
+    ) -> Lease | Task:
         """A new pending lease (and task, for a task subject) of `rule`, under `job_id`; the
-        lease a concurrent delivery minted under that job id when it got there first."""
+        lease a concurrent delivery minted under that job id when it got there first. A task
+        subject that requires approval files its task alone (_file_for_approval)."""
         pool = self.kernel.pool_in_space(rule.pool, rule.space)
         now = self.kernel.clock.now_ms()
         kind = SubjectKind(rule.subject["kind"])
+        controls = _Controls.of(rule, data)
         task: Task | None = None
         workflow: str | None = None
         if kind is SubjectKind.TASK:
@@ -388,7 +535,13 @@ class Firings:
                 created_at=now,
                 job_id=job_id,
                 priority=stored_priority(rule.subject.get("priority")),
+                max_attempts=controls.max_attempts or DEFAULT_MAX_ATTEMPTS,
+                concurrency_key=controls.concurrency_key,
+                expires_in_seconds=controls.expires_in_seconds,
+                max_run_seconds=controls.max_run_seconds,
             )
+            if rule.subject.get("requires_approval"):
+                return self._file_for_approval(rule, task, job_id, pool.name)
             subject_id = task.id
         elif kind is SubjectKind.WORKFLOW:
             workflow = rule.subject["slug"]
@@ -414,6 +567,10 @@ class Firings:
             attempt=1,
             created_at=now,
             priority=stored_priority(rule.subject.get("priority")),
+            concurrency_key=controls.concurrency_key,
+            queue_expires_at=queue_expiry(now, None, controls.expires_in_seconds),
+            expires_in_seconds=controls.expires_in_seconds,
+            max_run_seconds=controls.max_run_seconds,
         )
         job = Job(
             id=job_id,
@@ -423,7 +580,7 @@ class Firings:
             subject_id=subject_id,
             task_id=task.id if task else None,
             lease_id=lease.id,
-            max_attempts=task.max_attempts if task else DEFAULT_MAX_ATTEMPTS,
+            max_attempts=controls.max_attempts or DEFAULT_MAX_ATTEMPTS,
             created_at=now,
             rule_id=rule.id,
             trigger=trigger,
@@ -444,6 +601,56 @@ class Firings:
             return self.kernel.lease(won.lease_id)
         self.kernel.counters["rule_firings"] += 1
         return lease
+
+    def _file_for_approval(self, rule: Rule, task: Task, job_id: str, pool: str) -> Task:
+        """A task subject that requires approval files its task waiting for a person, with no
+        run (as POST /tasks does); approval enqueues it on the rule's pool. Its id derives from
+        the firing's job id, so a redelivered occasion finds the task instead of filing
+        another."""
+        waiting = replace(
+            task,
+            id=approval_task_id(job_id),
+            job_id=None,
+            approval={"state": "requested", "requested_at": task.created_at, "pool": pool},
+        )
+        try:
+            self.kernel.commit(Change(tasks=[TaskWrite(waiting, create=True)]))
+        except Conflict:
+            won = self.kernel.store.get_task(waiting.id)
+            if won is None:
+                raise
+            self.kernel.counters["duplicate_firings"] += 1
+            return won
+        self.kernel.counters["rule_firings"] += 1
+        return waiting
+
+
+@dataclass(frozen=True)
+class _Controls:
+    """The run controls a rule's subject names, its concurrency key rendered like its title."""
+
+    concurrency_key: str | None = None
+    max_run_seconds: int | None = None
+    expires_in_seconds: int | None = None
+    max_attempts: int | None = None
+
+    @classmethod
+    def of(cls, rule: Rule, data: dict[str, Any] | None) -> _Controls:
+        subject = rule.subject
+        key = subject.get("concurrency_key")
+        if key is not None and data is not None:
+            said, sender = data.get("subject"), data.get("from")
+            key = render_key(
+                key,
+                said if isinstance(said, str) else "",
+                sender if isinstance(sender, str) else "",
+            )
+        return cls(
+            concurrency_key=key,
+            max_run_seconds=subject.get("max_run_seconds"),
+            expires_in_seconds=subject.get("expires_in_seconds"),
+            max_attempts=subject.get("max_attempts"),
+        )
 
 
 class _AtMostOnce:

@@ -76,6 +76,14 @@ class RuleStore(Protocol):
         "limited"."""
         ...
 
+    def note_firing(self, rule_id: str, lease_id: str | None, through: int | None) -> bool:
+        """Note on the rule's row what a firing did: `lease_id` its newest lease (None: left as
+        it is) and `through` the latest scheduled time handled (epoch ms), only when later
+        than the one noted (None: left as it is). Bumps the row's version, so a PATCH read
+        before it is written again from fresh. False when the rule is gone or a later time is
+        noted already (then nothing is written)."""
+        ...
+
 
 class Schedules(Protocol):
     """One EventBridge Scheduler schedule per scheduled rule, created, updated, disabled and

@@ -20,6 +20,11 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Principal
+from tenure.domain.rules.occasions import (
+    DEFAULT_OVERLAP,
+    check_catchup_window,
+    check_overlap,
+)
 from tenure.domain.rules.rule import (
     EMAIL_TOPIC,
     MAX_RULES_PER_SPACE,
@@ -44,7 +49,11 @@ PATCHABLE = (
     "enabled",
     "accept_spam",
     "max_firings_per_hour",
+    "overlap",
+    "catchup_window_seconds",
 )
+# Settings only a scheduled rule has.
+SCHEDULE_SETTINGS = ("overlap", "catchup_window_seconds")
 # Schedules re-made by one resync (a group holds this many schedules in practice, far fewer).
 MAX_SCHEDULED_RULES = 1000
 
@@ -74,22 +83,32 @@ class Rules:
         enabled: bool = True,
         accept_spam: bool = False,
         max_firings_per_hour: int | None = None,
+        overlap: Any = None,
+        catchup_window_seconds: Any = None,
     ) -> Rule:
         authz.require_operator(actor, "admin", space)
         self.kernel.space(space)
         now = self.kernel.clock.now_ms()
+        checked_trigger = check_trigger(trigger)
+        settings = _schedule_settings(
+            "schedule" in checked_trigger,
+            {"overlap": overlap, "catchup_window_seconds": catchup_window_seconds},
+        )
+        if "schedule" in checked_trigger:
+            settings = {"overlap": DEFAULT_OVERLAP, "catchup_window_seconds": 0, **settings}
         rule = Rule(
             id=self.kernel.ids.new_id("rule"),
             space=space,
             name=check_name(name),
             pool=pool,
             subject=check_subject(subject),
-            trigger=check_trigger(trigger),
+            trigger=checked_trigger,
             enabled=enabled,
             created_at=now,
             updated_at=now,
             accept_spam=check_accept_spam(accept_spam),
             max_firings_per_hour=check_hourly_cap(max_firings_per_hour),
+            **settings,
         )
         self._check_targets(rule)
         self._check_fires(rule)
@@ -140,13 +159,19 @@ class Rules:
             fields["accept_spam"] = check_accept_spam(changes["accept_spam"])
         if "max_firings_per_hour" in changes:
             fields["max_firings_per_hour"] = check_hourly_cap(changes["max_firings_per_hour"])
+        asked = {name: changes[name] for name in SCHEDULE_SETTINGS if name in changes}
         for attempt in range(MAX_WRITE_TRIES):
             if attempt:
                 self.kernel.back_off(attempt - 1)
             old = self.rule(rule_id)
             authz.require_operator(actor, "admin", old.space)
+            scheduled = "schedule" in fields.get("trigger", old.trigger)
             new = replace(
-                old, **fields, version=old.version + 1, updated_at=self.kernel.clock.now_ms()
+                old,
+                **fields,
+                **_schedule_settings(scheduled, asked),
+                version=old.version + 1,
+                updated_at=self.kernel.clock.now_ms(),
             )
             self._check_targets(new)
             try:
@@ -267,3 +292,18 @@ class Rules:
         if rule is None:
             raise NotFound(f"rule {rule_id} does not exist")
         return rule
+
+
+def _schedule_settings(scheduled: bool, given: dict[str, Any]) -> dict[str, Any]:
+    """A rule's `overlap` and `catchup_window_seconds` as stored (None given: left as they
+    are); only a scheduled rule takes them (422 naming the field otherwise)."""
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        if not scheduled:
+            raise ValidationFailed(
+                f"{name}: only a scheduled rule (a trigger with a schedule) has it"
+            )
+        out[name] = check_overlap(value) if name == "overlap" else check_catchup_window(value)
+    return out

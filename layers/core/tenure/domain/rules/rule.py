@@ -17,7 +17,8 @@ from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import MAX_PRIORITY, MIN_PRIORITY
 from tenure.domain.rules import schedules
 from tenure.domain.rules.addresses import check_address
-from tenure.domain.rules.matching import InvalidMatch, Match
+from tenure.domain.rules.matching import InvalidMatch, Match, render_template
+from tenure.domain.rules.occasions import DEFAULT_OVERLAP
 
 EMAIL_TOPIC = "email.received"
 # A space holds at most this many rules: listing them is one bounded Query, and an event's
@@ -33,6 +34,12 @@ MAX_TITLE = 500
 MAX_TEXT = 65536
 MAX_DOCUMENT_BYTES = 32 * 1024
 MAX_HOURLY_CAP = 100_000
+# The scheduling controls a subject may name for what it mints (a task's own: POST /tasks).
+CONTROLS = ("priority", "concurrency_key", "max_run_seconds", "expires_in_seconds", "max_attempts")
+MAX_CONCURRENCY_KEY = 128
+MAX_RUN_SECONDS = 30 * 86_400
+MAX_QUEUE_SECONDS = 366 * 86_400
+MAX_ATTEMPTS = 100
 # Also accepted inside an inbound trigger, beside topic and match.
 INBOUND_LIMITS = ("accept_spam", "max_firings_per_hour")
 
@@ -53,6 +60,15 @@ class Rule:
     accept_spam: bool = False
     # Firings past this many in one clock hour mint nothing (None: no limit).
     max_firings_per_hour: int | None = None
+    # A scheduled rule's: what an occasion does while the rule's previous lease is open
+    # (None: the default, skip), and how far back a resumed service catches up (None: 0).
+    overlap: str | None = None
+    catchup_window_seconds: int | None = None
+    # Written by firings, not by a person: the lease the rule minted last (the previous lease
+    # an occasion's overlap is judged against: one read) and the latest scheduled time an
+    # invocation handled (epoch ms), where catching up missed occasions starts.
+    last_lease_id: str | None = None
+    fired_through: int | None = None
 
     @property
     def kind(self) -> str:
@@ -62,6 +78,14 @@ class Rule:
     def schedule_name(self) -> str | None:
         # The schedule lives in the stack's own group, so the rule id alone names it.
         return self.id if self.kind == "scheduled" else None
+
+    @property
+    def overlap_mode(self) -> str:
+        return self.overlap or DEFAULT_OVERLAP
+
+    @property
+    def catchup_window(self) -> int:
+        return self.catchup_window_seconds or 0
 
     @property
     def topic(self) -> str | None:
@@ -103,11 +127,12 @@ def check_subject(subject: Any) -> dict[str, Any]:
     if not isinstance(subject, Mapping):
         raise ValidationFailed("subject: must be an object with a kind")
     kind = subject.get("kind")
-    # Every kind may say the claim priority of the leases it mints (0-9, default 5).
+    # Every kind may say the scheduling controls of the runs it mints (CONTROLS); only a task
+    # can wait for approval (the task is what waits).
     allowed = {
-        "task": {"kind", "title", "body", "properties", "workflow", "priority"},
-        "workflow": {"kind", "slug", "priority"},
-        "space": {"kind", "priority"},
+        "task": {"kind", "title", "body", "properties", "workflow", *CONTROLS, "requires_approval"},
+        "workflow": {"kind", "slug", *CONTROLS},
+        "space": {"kind", *CONTROLS},
     }
     if kind not in allowed:
         raise ValidationFailed("subject.kind: must be one of task, workflow, space")
@@ -126,6 +151,12 @@ def check_subject(subject: Any) -> dict[str, Any]:
                 f"subject.priority: must be an integer from {MIN_PRIORITY} to {MAX_PRIORITY}"
             )
         out["priority"] = priority
+    out.update(_check_controls(subject))
+    if "requires_approval" in subject:
+        if not isinstance(subject["requires_approval"], bool):
+            raise ValidationFailed("subject.requires_approval: must be true or false")
+        if subject["requires_approval"]:
+            out["requires_approval"] = True
     if kind == "workflow":
         slug = subject.get("slug")
         if not isinstance(slug, str) or not SLUG.match(slug):
@@ -160,6 +191,46 @@ def check_subject(subject: Any) -> dict[str, Any]:
             out["workflow"] = workflow
     r.refuse_tokens(out, "subject")
     return out
+
+
+def _check_controls(subject: Mapping[str, Any]) -> dict[str, Any]:
+    """The run controls a subject names, beside priority, as stored (absent: the default)."""
+    out: dict[str, Any] = {}
+    key = subject.get("concurrency_key")
+    if "concurrency_key" in subject:
+        if not isinstance(key, str) or not 1 <= len(key) <= MAX_CONCURRENCY_KEY:
+            raise ValidationFailed(
+                f"subject.concurrency_key: must be a string of 1-{MAX_CONCURRENCY_KEY} characters"
+            )
+        if _has_control_characters(key):
+            raise ValidationFailed("subject.concurrency_key: must not contain control characters")
+        out["concurrency_key"] = key
+    for name, high in (
+        ("max_run_seconds", MAX_RUN_SECONDS),
+        ("expires_in_seconds", MAX_QUEUE_SECONDS),
+        ("max_attempts", MAX_ATTEMPTS),
+    ):
+        if name not in subject:
+            continue
+        value = subject[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+            raise ValidationFailed(f"subject.{name}: must be an integer from 1 to {high}")
+        out[name] = value
+    return out
+
+
+def _has_control_characters(text: str) -> bool:
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in text)
+
+
+def render_key(template: str | None, subject: str, sender: str) -> str | None:
+    """A minted run's concurrency key: the template with the title's placeholders replaced,
+    cut to the key's length; None when nothing is left (an event that carried neither)."""
+    if template is None:
+        return None
+    key = render_template(template, subject=subject, sender=sender).strip()
+    key = "".join(" " if _has_control_characters(c) else c for c in key)[:MAX_CONCURRENCY_KEY]
+    return key or None
 
 
 def check_trigger(trigger: Any) -> dict[str, Any]:
@@ -261,3 +332,11 @@ def firing_job_id(rule_id: str, occasion: str) -> str:
     as the lease, so one occasion mints at most one lease however often it is delivered."""
     digest = hashlib.sha256(f"{rule_id}\x00{occasion}".encode()).hexdigest()[:32]
     return f"job_f{digest}"
+
+
+def approval_task_id(job_id: str) -> str:
+    """The id of the task a firing files to wait for approval (it has no job or lease yet):
+    derived from the firing's job id, so one occasion files one task however often it is
+    delivered. Its own prefix keeps it from ever naming a task's implied first job."""
+    digest = hashlib.sha256(f"approval\x00{job_id}".encode()).hexdigest()[:32]
+    return f"task_a{digest}"
