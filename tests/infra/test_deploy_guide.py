@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import functools
 import json
 import re
 import shlex
@@ -463,6 +464,14 @@ def _installed_sam() -> str | None:
     return str(venv) if venv.exists() else shutil.which("sam")
 
 
+@functools.cache
+def sam_help(sam: str, command: str) -> str:
+    """`sam COMMAND --help` (the SAM CLI takes seconds to start: once per command)."""
+    return subprocess.run(
+        [sam, command, "--help"], capture_output=True, text=True, timeout=120, check=False
+    ).stdout
+
+
 def check_sam(args: list[str]) -> None:
     assert args, "sam COMMAND …"
     command, rest = args[0], args[1:]
@@ -472,9 +481,7 @@ def check_sam(args: list[str]) -> None:
         assert option in SAM_OPTIONS[command] | SAM_SHARED, f"sam {command}: no option {option}"
     sam = _installed_sam()
     if sam is not None:  # the SAM CLI itself, where there is one, has the last word
-        shown = subprocess.run(
-            [sam, command, "--help"], capture_output=True, text=True, timeout=120, check=False
-        ).stdout
+        shown = sam_help(sam, command)
         for option in options:
             assert re.search(rf"(^|[\s,/]){re.escape(option)}\b", shown), f"sam {command} {option}"
 
@@ -485,9 +492,8 @@ def test_sam_options_are_a_subset_of_the_installed_sam_cli() -> None:
     if sam is None:
         pytest.skip("no SAM CLI here (make deploy-check SAM_CLI=1 installs one)")
     for command, options in SAM_OPTIONS.items():
-        shown = subprocess.run(
-            [sam, command, "--help"], capture_output=True, text=True, timeout=120, check=False
-        ).stdout
+        shown = sam_help(sam, command)
+        assert "Usage:" in shown, f"sam {command} --help printed no usage"
         for option in options | SAM_SHARED:
             assert re.search(rf"(^|[\s,/]){re.escape(option)}\b", shown), f"sam {command} {option}"
 
