@@ -135,6 +135,7 @@ def test_the_readme_first_lease_runs_as_written_and_hands_a_dead_workers_job_on(
     assert done.returncode == 0, out + done.stderr
     assert '"state": "completed"' in out
     assert "lease.stale_report" in out  # the fence demo's timeline
+    assert '"state": "pending"' in out and "{'" not in out, "field prints JSON, not a repr"
     # The short-toleration demo: fence 1 claimed, then the same job on fence 2, and the dead
     # holder's report refused. Expiry is due 15 s after the claim; the sweeper runs every 5 s.
     # (curl prints no newline of its own, so a fence may follow the JSON printed before it)
