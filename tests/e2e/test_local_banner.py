@@ -142,3 +142,14 @@ def test_the_readme_first_lease_runs_as_written_and_hands_a_dead_workers_job_on(
     assert re.findall(r"(?:^|\})([12])$", out, flags=re.M) == ["1", "2"], out
     assert '"code": "stale_lease"' in out.rstrip().splitlines()[-1], out
     assert took < 90, f"the README's walk took {took:.0f} s"
+
+
+@pytest.mark.parametrize(("value", "verbose"), [("1", True), ("0", False), ("", False)])
+def test_tenure_verbose_in_the_environment_is_the_flags_default(
+    monkeypatch: pytest.MonkeyPatch, value: str, verbose: bool
+) -> None:
+    from tenure_cli.main import parser
+
+    monkeypatch.setenv("TENURE_VERBOSE", value)
+    assert parser().parse_args(["local"]).verbose is verbose
+    assert parser().parse_args(["local", "--verbose"]).verbose is True
