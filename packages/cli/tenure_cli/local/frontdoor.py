@@ -230,7 +230,11 @@ class FrontDoor:
         max_connections: int = MAX_CONNECTIONS,
         workers: Invocations | None = None,
         lanes: tuple[Lane, ...] = (),
+        log_requests: bool = True,
     ) -> None:
+        # False (tenure local without --verbose): a request answered below 500 prints nothing;
+        # a 5xx (a crash, a timeout, no free process) is printed whatever this says.
+        self.log_requests = log_requests
         self.invoke = invoke  # runs in a worker process: a module-level function
         self.warm = warm  # likewise: what the first worker process imports before serving
         # Binds and listens now (an OSError when the port is taken): from here the kernel
@@ -289,8 +293,12 @@ class FrontDoor:
                         message = f"more than {door.server.max_connections} open connections"
                         raise Refused(503, "unavailable", message, {"retry-after": "1"})
                 except Refused as refused:
-                    self.log_message(
-                        "%s %s refused: %s", self.command, urlsplit(self.path).path, refused
+                    self._log_answer(
+                        refused.status,
+                        "%s %s refused: %s",
+                        self.command,
+                        urlsplit(self.path).path,
+                        refused,
                     )
                     headers = {**JSON, **refused.headers}
                     self._reply(refused.status, headers, error_body(refused.code, refused.message))
@@ -321,8 +329,10 @@ class FrontDoor:
                     else payload.encode("utf-8")
                 )
                 headers = dict(result.get("headers") or {})
-                self._reply(int(result.get("statusCode", 200)), headers, raw)
-                self.log_message(
+                status = int(result.get("statusCode", 200))
+                self._reply(status, headers, raw)
+                self._log_answer(
+                    status,
                     "%s %s -> %s in %.0f ms",
                     self.command,
                     urlsplit(self.path).path,
@@ -391,7 +401,10 @@ class FrontDoor:
                 # A request line it could not read leaves HTTP/0.9, whose answers have no
                 # status line or headers: answer in the version it speaks instead.
                 self.request_version = self.protocol_version
-                self.log_message("%r refused: %s %s", self.requestline, code, message or "")
+                answered = 405 if code == HTTPStatus.NOT_IMPLEMENTED else 400  # as below
+                self._log_answer(
+                    answered, "%r refused: %s %s", self.requestline, code, message or ""
+                )
                 if code == HTTPStatus.NOT_IMPLEMENTED:  # what it answers a method without do_X
                     text = f"{self.command} is not allowed; use one of {', '.join(SERVED_METHODS)}"
                     headers = {**JSON, "allow": ", ".join(SERVED_METHODS)}
@@ -405,6 +418,11 @@ class FrontDoor:
                     JSON,
                     error_body("invalid_request", f"the request cannot be read: {reason}"),
                 )
+
+            def _log_answer(self, status: int, format: str, *args: Any) -> None:
+                """A request's line: always for a 5xx, otherwise only when requests are logged."""
+                if door.log_requests or status >= 500:
+                    self.log_message(format, *args)
 
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
                 pass  # _serve logs each request once, with its latency

@@ -70,10 +70,17 @@ class Stack:
     claim_door: FrontDoor | None = None  # the claim function's URL (and the API's claims)
     stopping: threading.Event = field(default_factory=threading.Event)
     admin_token: str | None = None  # the one bootstrapped, once started
+    # --verbose: a line per request and the handlers' INFO logs (a claim, a sweeper pass);
+    # without it the stack prints its banner and then only what went wrong.
+    verbose: bool = False
 
     def start(self) -> dict[str, Any]:
         """Everything up, or an exception; stop() then ends whatever had started."""
         cfg = local_settings()
+        # Before any handler module is imported here or in a worker process: Powertools reads
+        # the level when each module makes its logger. A level the caller set is kept.
+        if "POWERTOOLS_LOG_LEVEL" not in os.environ:
+            export("POWERTOOLS_LOG_LEVEL", "INFO" if self.verbose else "WARNING")
         if cfg.test_faults_file:  # a stack started by the reliability tests: throttle on cue
             from tenure_cli.local.faults import hook_faults
 
@@ -88,7 +95,7 @@ class Stack:
         # Bind the API's port first: the engines pick free ports, and one could otherwise take
         # the very port a restart asks for in the moment it is free.
         try:
-            self.door = FrontDoor("127.0.0.1", self.port)
+            self.door = FrontDoor("127.0.0.1", self.port, log_requests=self.verbose)
         except OSError as err:
             raise StartFailed(
                 f"cannot listen on 127.0.0.1:{self.port}: {err.strerror or err} "
@@ -97,7 +104,11 @@ class Stack:
         # The worker endpoint, as a function URL: the worker function's own handler, no
         # authorizer in front, on a free port (stack.json names it), so stacks run side by side.
         self.worker_door = FrontDoor(
-            "127.0.0.1", 0, invoke=lambda_host.invoke_worker, warm=lambda_host.warm_worker
+            "127.0.0.1",
+            0,
+            invoke=lambda_host.invoke_worker,
+            warm=lambda_host.warm_worker,
+            log_requests=self.verbose,
         )
         # The claim function: its own URL and processes, which the API listener's claims run
         # on too (the template's claim route), so long polls hold neither the API's processes
@@ -108,6 +119,12 @@ class Stack:
             invoke=lambda_host.invoke_claim,
             warm=lambda_host.warm_worker,
             workers=ClaimHost(),
+            log_requests=self.verbose,
+        )
+        print(
+            "starting moto's server, DynamoDB Local, the template's resources and the "
+            "front door (about 10 s)…",
+            flush=True,
         )
         self.door.lanes = (claim_lane(self.claim_door.workers),)
         # Each engine is listed before it starts, so that stop() ends one that failed halfway.
@@ -322,9 +339,14 @@ def _reset(data_dir: Path) -> None:
 
 
 def run(
-    port: int, data_dir: Path, sweep_interval: float, reset: bool, show_admin_token: bool = False
+    port: int,
+    data_dir: Path,
+    sweep_interval: float,
+    reset: bool,
+    show_admin_token: bool = False,
+    verbose: bool = False,
 ) -> int:
-    stack = Stack(port=port, data_dir=data_dir, sweep_interval=sweep_interval)
+    stack = Stack(port=port, data_dir=data_dir, sweep_interval=sweep_interval, verbose=verbose)
     done = threading.Event()
     starting = True
 
@@ -350,7 +372,10 @@ def run(
         raise
     starting = False
     try:
-        _banner(info, stack.provisioned, stack.admin_token if show_admin_token else None)
+        if verbose:
+            _resources(stack.provisioned)
+        shown = stack.admin_token if show_admin_token else None
+        _banner(info, len(stack.provisioned), shown, verbose)
         # A timed wait: CPython runs a signal's handler only in the main thread, and a SIGTERM
         # the kernel hands to another thread does not wake a main thread blocked in an untimed
         # wait, so the stack could sleep through its stop (seen: a stack alive minutes after
@@ -363,25 +388,42 @@ def run(
     return 0 if clean else 1
 
 
-def _banner(info: dict[str, Any], provisioned: list[Provisioned], token: str | None) -> None:
+def _resources(provisioned: list[Provisioned]) -> None:
+    """What stands in for each resource of the template (--verbose)."""
+    print("from infra/template.yaml:")
+    for made in provisioned:
+        print(f"  {made.logical_id:28s} {made.kind:30s} {made.local_name}")
+
+
+def board_url(api: str) -> str:
+    """The board is served beside the API, not under it."""
+    return api.removesuffix("/api/v1") + "/board"
+
+
+def _banner(info: dict[str, Any], resources: int, token: str | None, verbose: bool) -> None:
+    """At most 15 lines: where to go first (API, board, token), then what runs where."""
+    api = info["api"]
+    token_file = info["admin_token_file"]
     print("tenure local is up")
-    print(f"  API            {info['api']}  (try {info['api']}/health)")
+    print(f"  API            {api}  (try {api}/health)")
+    print(f"  board          {board_url(api)}  (sign in with the admin token)")
+    if token_file and token:
+        print(f"  admin token    {token}  (kept in {token_file})")
+    elif token_file:
+        print(f"  admin token    in {token_file}  (--show-admin-token prints it)")
+    else:
+        print("  admin token    the value of TENURE_ADMIN_TOKEN")
     print(f"  worker API     {info['worker_api']}  (the worker routes alone)")
     print(f"  claim API      {info['worker_claim_api']}  (where claims long-poll)")
     print(f"  DynamoDB       {info['dynamodb']['engine']} at {info['dynamodb']['endpoint']}")
     print(f"  AWS (moto)     {info['aws']['endpoint']}  ({info['aws']['services']})")
-    print(f"  data           {info['data_dir']}")
-    if info["admin_token_file"] and token:
-        print(f"  admin token    {token}  (kept in {info['admin_token_file']})")
-    elif info["admin_token_file"]:
-        print(f"  admin token    in {info['admin_token_file']}  (--show-admin-token prints it)")
-    else:
-        print("  admin token    the value of TENURE_ADMIN_TOKEN")
+    print(f"  data           {info['data_dir']}  (stack.json there names every endpoint)")
     print(f"  sweeper        every {info['sweep_interval_seconds']:g}s")
     faults = local_settings().test_faults_file
     if faults:
         print(f"  TEST FAULTS    hooks read {faults} (throttling, sweeper pause)")
-    print("  from infra/template.yaml:")
-    for made in provisioned:
-        print(f"    {made.logical_id:28s} {made.kind:30s} {made.local_name}")
+    listed = "listed above" if verbose else "--verbose lists them"
+    print(f"  template       {resources} resources of infra/template.yaml ({listed})")
+    logged = "each logged, with the handlers' INFO logs" if verbose else "not logged (--verbose)"
+    print(f"  requests       {logged}")
     print("Ctrl-C stops everything.", flush=True)
