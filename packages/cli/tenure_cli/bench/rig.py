@@ -147,10 +147,14 @@ def platform_logged() -> dict[str, bool]:
 
 
 class Rig:
-    def __init__(self, ddb_endpoint: str | None = None, table: str = TABLE) -> None:
-        """`ddb_endpoint`: a DynamoDB Local already running (else one is started)."""
+    def __init__(
+        self, ddb_endpoint: str | None = None, table: str = TABLE, outbound_events: str = "endings"
+    ) -> None:
+        """`ddb_endpoint`: a DynamoDB Local already running (else one is started);
+        `outbound_events`: the template's OutboundEvents, as a deploy would set it."""
         self.ddb_endpoint = ddb_endpoint
         self.table = table
+        self.outbound_events = outbound_events
         self.meter = AwsMeter()
         self.clock = wiring.ManualClock(wiring.SystemClock().now_ms())
         self.memory = memory_sizes()
@@ -193,7 +197,13 @@ class Rig:
         export("AWS_REGION", REGION)
         export("AWS_DEFAULT_REGION", REGION)
         with self.meter.acting("setup"):
-            provisioner = Provisioner(endpoint, moto.endpoint, self.table, "tenure-bench")
+            provisioner = Provisioner(
+                endpoint,
+                moto.endpoint,
+                self.table,
+                f"tenure-bench-{secrets.token_hex(3)}",  # moto keeps one state a process
+                parameters={"OutboundEvents": self.outbound_events},
+            )
             provisioner.run()
         self.resources = provisioner.stack_resources()
         for variable, source in ENVIRONMENT.values():

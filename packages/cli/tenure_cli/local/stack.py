@@ -70,6 +70,7 @@ class Stack:
     claim_door: FrontDoor | None = None  # the claim function's URL (and the API's claims)
     stopping: threading.Event = field(default_factory=threading.Event)
     admin_token: str | None = None  # the one bootstrapped, once started
+    outbound_events: str = "endings"  # the template's OutboundEvents, as a deploy would set it
 
     def start(self) -> dict[str, Any]:
         """Everything up, or an exception; stop() then ends whatever had started."""
@@ -138,7 +139,12 @@ class Stack:
         export("AWS_DEFAULT_REGION", REGION)
         claim_url = f"http://127.0.0.1:{self.claim_door.port}/"
         provisioner = Provisioner(
-            endpoint, moto.endpoint, TABLE, "tenure-local", {"ClaimFunction": claim_url}
+            endpoint,
+            moto.endpoint,
+            TABLE,
+            "tenure-local",
+            {"ClaimFunction": claim_url},
+            {"OutboundEvents": self.outbound_events},
         )
         self.provisioned = provisioner.run()
         resources = provisioner.stack_resources()
@@ -320,9 +326,19 @@ def _reset(data_dir: Path) -> None:
 
 
 def run(
-    port: int, data_dir: Path, sweep_interval: float, reset: bool, show_admin_token: bool = False
+    port: int,
+    data_dir: Path,
+    sweep_interval: float,
+    reset: bool,
+    show_admin_token: bool = False,
+    outbound_events: str = "endings",
 ) -> int:
-    stack = Stack(port=port, data_dir=data_dir, sweep_interval=sweep_interval)
+    stack = Stack(
+        port=port,
+        data_dir=data_dir,
+        sweep_interval=sweep_interval,
+        outbound_events=outbound_events,
+    )
     done = threading.Event()
     starting = True
 
