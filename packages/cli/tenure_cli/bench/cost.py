@@ -176,8 +176,9 @@ def measure(
     }
     if ALL in runs:
         result["usd_per_million_leases_all_events"] = runs[ALL]["usd_per_million_leases"]
+    every = result["usd_per_million_leases_all_events"]  # None when `all` was not run
     result["within_budget"] = result["within_budget"] and (
-        result["usd_per_million_leases_all_events"] <= BUDGET["usd_per_million_leases_all_events"]
+        every is not None and every <= BUDGET["usd_per_million_leases_all_events"]
     )
     return result
 
