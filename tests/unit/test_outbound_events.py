@@ -1,16 +1,20 @@
-"""The reactor publishes each lease and task transition on the bus: batched, at least once,
-with an id to de-duplicate on and nothing a worker reported beyond the outcome."""
+"""The reactor publishes lease and task transitions on the bus: batched, at least once, with
+an id to de-duplicate on and nothing a worker reported beyond the outcome; which of them go out
+is the OutboundEvents setting (endings by default, all, none)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
-from tenure.domain.model import Lease
+import pytest
+from tenure.domain import outbound as out
+from tenure.domain.model import Lease, TaskGraph
 from tenure.store import items
 from tenure.store.codec import dump
 from tenure.store.events import EventBridgePublisher
-from tenure.triggers.stream import handle
+from tenure.triggers.stream import handle, outbound_events
 
 from tests.unit.support import Rig, as_lease
 
@@ -115,3 +119,102 @@ def test_a_failed_call_refuses_every_entry_it_carried() -> None:
 
     events = [("task.created", {"id": f"t{n}.v000001"}) for n in range(12)]
     assert EventBridgePublisher(Down(), "b").publish_batch("tenure", events) == set(range(12))
+
+
+# ------------------------------------------------------------------ OutboundEvents settings
+
+
+def _sent(rig: Rig, records: list[dict[str, Any]], setting: str) -> list[dict[str, Any]]:
+    bus = FakeBus()
+    answer = handle(
+        {"Records": records},
+        None,
+        rig.store,
+        rig.svc,
+        EventBridgePublisher(bus, "b"),
+        publishing=setting,
+    )
+    assert answer["batchItemFailures"] == []
+    return [{"type": e["DetailType"], **json.loads(e["Detail"])} for e in bus.sent()]
+
+
+def test_a_claim_is_published_only_when_every_transition_is(rig: Rig) -> None:
+    pending = rig.task()[1]
+    assert pending is not None
+    claimed = rig.claim().lease
+    record = _record(1, pending, claimed)
+    assert [e["type"] for e in _sent(rig, [record], out.ALL)] == ["lease.claimed"]
+    assert _sent(rig, [record], out.ENDINGS) == []
+    assert _sent(rig, [record], out.NONE) == []
+
+
+def test_a_failed_run_is_the_end_of_its_lease_and_of_its_task(rig: Rig) -> None:
+    running = rig.running()
+    failed = rig.svc.reports.fail(as_lease(running.id), running.id, {"error": "exit 2"})
+    record = _record(1, running, failed)
+    sent = _sent(rig, [record], out.ENDINGS)
+    assert [e["type"] for e in sent] == ["lease.failed", "task.failed"]
+    task_event = sent[1]
+    assert (task_event["task_id"], task_event["space"], task_event["pool"]) == (
+        failed.task_id,
+        failed.space,
+        failed.pool,
+    )
+    assert task_event["status"] == "failed" and task_event["lease_id"] == failed.id
+    assert task_event["id"] == f"{failed.id}.v{failed.version:06d}.task.failed"
+    assert [e["type"] for e in _sent(rig, [record], out.ALL)] == ["lease.failed", "task.failed"]
+    assert _sent(rig, [record], out.NONE) == []
+
+
+def test_a_failure_the_pool_retries_does_not_end_the_task(rig: Rig) -> None:
+    rig.make_pool("retrying", retry={"on_failure": True, "max_attempts": 3})
+    running = rig.running(pool="retrying")
+    failed = rig.svc.reports.fail(as_lease(running.id), running.id, {"error": "flaky"})
+    assert (failed.event_data or {}).get("retry_scheduled")
+    sent = _sent(rig, [_record(1, running, failed)], out.ENDINGS)
+    assert [e["type"] for e in sent] == ["lease.failed"]
+
+
+def test_a_success_ends_the_task_when_its_graph_row_says_so(rig: Rig) -> None:
+    """A lease's success is its end; the task's completion is told by the graph row's
+    `succeeded_at` (a parent with children outstanding has not completed yet)."""
+    running = rig.running()
+    done = rig.svc.reports.complete(as_lease(running.id), running.id, {"outcome": "success"})
+    assert [e["type"] for e in _sent(rig, [_record(1, running, done)], out.ENDINGS)] == [
+        "lease.completed"
+    ]
+    assert done.task_id is not None
+    graph = TaskGraph(done.task_id, succeeded_at=done.ended_at)
+    task = rig.store.get_task(done.task_id)
+    assert task is not None
+    for setting in (out.ENDINGS, out.ALL):
+        (sent,) = outbound_events(rig.svc, "graph", TaskGraph(done.task_id), graph, [], setting)
+        assert sent.detail_type == "task.completed"
+        assert {k: sent.detail[k] for k in ("task_id", "task_key", "space", "pool")} == {
+            "task_id": task.id,
+            "task_key": task.key,
+            "space": task.space,
+            "pool": task.pool,
+        }
+        assert sent.detail["id"] == f"{task.id}.succeeded.{done.ended_at}"
+    assert outbound_events(rig.svc, "graph", None, graph, [], out.NONE) == []
+    # Once it has succeeded, a later change of the row is no second completion.
+    assert outbound_events(rig.svc, "graph", graph, graph, [], out.ENDINGS) == []
+
+
+def test_a_task_parked_in_needs_attention_is_one_of_its_endings(rig: Rig) -> None:
+    task, _ = rig.task()
+    parked = replace(task, attention=True, version=task.version + 1, event_type="task.escalated")
+    (sent,) = outbound_events(rig.svc, "task", task, parked, [], out.ENDINGS)
+    assert sent.detail_type == "task.needs_attention"
+    assert sent.detail["id"] == f"{task.id}.v{parked.version:06d}.needs_attention"
+    assert outbound_events(rig.svc, "task", task, parked, [], out.NONE) == []
+    assert outbound_events(rig.svc, "task", parked, parked, [], out.ENDINGS) == []
+
+
+def test_an_unknown_setting_is_refused_and_none_given_means_the_default() -> None:
+    assert out.setting_of(None) == out.ENDINGS == out.setting_of("")
+    for good in ("endings", "all", "none"):
+        assert out.setting_of(good) == good
+    with pytest.raises(ValueError, match="endings, all, none"):
+        out.setting_of("terminal")

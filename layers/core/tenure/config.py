@@ -29,6 +29,8 @@ class Settings(BaseModel):
     aws_endpoint: str | None = None
     # The bus the reactor publishes task.wake_creator on (None: not published).
     event_bus: str | None = None
+    # Which lease and task transitions the reactor publishes there: endings, all or none.
+    outbound_events: str = "endings"
     # The claim function's own URL (its base, /api/v1 included), which the worker function
     # names on its claim answers so that clients long-poll there (None: there is none).
     claim_url: str | None = None
@@ -50,6 +52,7 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "log_group": ("TENURE_LOG_GROUP", "template"),
     "aws_endpoint": ("TENURE_AWS_ENDPOINT", "local"),
     "event_bus": ("TENURE_EVENT_BUS", "template:ReactorFunction"),
+    "outbound_events": ("TENURE_OUTBOUND_EVENTS", "template:ReactorFunction"),
     "claim_url": ("TENURE_CLAIM_URL", "template:WorkerFunction"),
 }
 
@@ -81,6 +84,7 @@ def settings() -> Settings:
         log_group=env.get("TENURE_LOG_GROUP") or None,
         aws_endpoint=env.get("TENURE_AWS_ENDPOINT") or None,
         event_bus=env.get("TENURE_EVENT_BUS") or None,
+        outbound_events=env.get("TENURE_OUTBOUND_EVENTS") or "endings",
         claim_url=env.get("TENURE_CLAIM_URL") or None,
     )
 

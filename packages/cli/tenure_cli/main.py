@@ -56,6 +56,7 @@ def _local(args: argparse.Namespace) -> int:
         args.reset,
         args.show_admin_token,
         args.verbose,
+        args.outbound_events,
     )
 
 
@@ -82,7 +83,11 @@ def _bench_lifecycle(args: argparse.Namespace) -> int:
 def _bench_cost(args: argparse.Namespace) -> int:
     from tenure_cli.bench.cost import main
 
-    print(json.dumps(main(args.leases, args.workers), indent=2))
+    settings = tuple(s.strip() for s in args.outbound_events.split(",") if s.strip())
+    unknown = [s for s in settings if s not in ("endings", "all", "none")]
+    if not settings or unknown:
+        return _refused(f"--outbound-events takes endings, all and none, not {unknown}")
+    print(json.dumps(main(args.leases, args.workers, settings), indent=2))
     return OK
 
 
@@ -184,6 +189,12 @@ def _add_bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     cost.add_argument("--leases", type=int, default=240, help="leases in the workload")
     cost.add_argument("--workers", type=int, default=None, help="default: 3 jobs per slot")
+    cost.add_argument(
+        "--outbound-events",
+        default="endings,all",
+        help="the OutboundEvents settings to run it under, comma-separated; the first is the "
+        "report's, the others' prices beside it (default endings,all)",
+    )
     cost.set_defaults(func=_bench("cost", _bench_cost, from_checkout=True))
     claims = bench_sub.add_parser(
         "claims", help="claims per second and lost conditional writes under contention"
@@ -231,6 +242,13 @@ def parser() -> argparse.ArgumentParser:
         "--sweep-interval", type=_seconds, default=60.0, help="seconds between sweeper passes"
     )
     local.add_argument("--reset", action="store_true", help="wipe the data dir first")
+    local.add_argument(
+        "--outbound-events",
+        choices=["endings", "all", "none"],
+        default="endings",
+        help="which transitions go on the event bus, as the template's OutboundEvents "
+        "(default endings: the end of every lease and task)",
+    )
     local.add_argument(
         "--show-admin-token",
         action="store_true",

@@ -1,4 +1,8 @@
-"""Outbound events: what the stack's EventBridge bus carries for each lease and task transition.
+"""Outbound events: what the stack's EventBridge bus carries for lease and task transitions.
+
+Which of them go out is a setting (`OutboundEvents`): `endings` (the default) publishes the end
+of every lease and a task's endings (`task.completed`, `task.failed`, `task.cancelled`,
+`task.needs_attention`); `all` every transition as well; `none` nothing.
 
 The detail is built from the row, never from the timeline event's data (which holds the final
 report): ids, space, pool, state and outcome only — no token, payload body or result. `id` is
@@ -11,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure.domain.model import Event, Lease, Task, TaskGraph
+from tenure.domain.states import EndReason, LeaseState
 
 SOURCE = "tenure"
 
@@ -83,3 +88,120 @@ def outbound_of(entity: str, row: Any, event: Event) -> Outbound:
     if entity == "task":
         return task_outbound(event, row)
     return graph_outbound(event, row)
+
+
+# What the stack publishes (the template's OutboundEvents parameter): every transition, only
+# endings, or nothing. EventBridge bills every entry, so the default keeps what integrations
+# act on: a lease's end and a task's.
+ALL = "all"
+ENDINGS = "endings"
+NONE = "none"
+SETTINGS = (ENDINGS, ALL, NONE)
+
+# A task's endings, as their own events: the status the task reached.
+TASK_COMPLETED = "task.completed"
+TASK_FAILED = "task.failed"
+TASK_CANCELLED = "task.cancelled"
+TASK_NEEDS_ATTENTION = "task.needs_attention"
+TASK_ENDINGS = (TASK_COMPLETED, TASK_FAILED, TASK_CANCELLED, TASK_NEEDS_ATTENTION)
+
+# A lease ending that ends its task's run (no successor): the task's status, by the lease's.
+_TASK_STATUS_OF = {
+    LeaseState.FAILED: TASK_FAILED,
+    LeaseState.LOST: TASK_FAILED,
+    LeaseState.CANCELLED: TASK_CANCELLED,
+    LeaseState.KILLED: TASK_CANCELLED,
+}
+# Endings that hand the task's run on (a successor lease) or leave its task row to tell it
+# (recovery exhausted: needs_attention).
+_HANDED_ON = (EndReason.RELEASED, EndReason.EXPIRED)
+
+
+def setting_of(value: str | None) -> str:
+    """The setting named by `value`; unset means the default, anything else is refused."""
+    if value is None or value == "":
+        return ENDINGS
+    if value not in SETTINGS:
+        raise ValueError(f"OutboundEvents must be one of {', '.join(SETTINGS)}, not {value!r}")
+    return value
+
+
+def ends_lease(old: Lease | None, new: Lease) -> bool:
+    """Whether this row change is the lease's end (it reached completed, failed, cancelled,
+    lost or killed, whichever event names it)."""
+    return new.state.terminal and (old is None or not old.state.terminal)
+
+
+def lease_publishes(setting: str, old: Lease | None, new: Lease, event: Event) -> bool:
+    """Whether `event`, one of this lease row change's timeline events, goes on the bus."""
+    if setting == ALL:
+        return True
+    if setting == NONE:
+        return False
+    # A write may stand for two transitions; only the one that ended the lease is its end.
+    return ends_lease(old, new) and event.type != "lease.claimed" and event.type != "lease.started"
+
+
+def task_ending_of_lease(old: Lease | None, new: Lease) -> str | None:
+    """The task ending a lease's end is, if any: a task's run that failed or was cancelled
+    with no retry or successor to follow. A success is told by the task's graph row instead
+    (`task_completed`): a parent with children outstanding has not completed yet."""
+    if new.task_id is None or not ends_lease(old, new) or new.end_reason in _HANDED_ON:
+        return None
+    if (new.event_data or {}).get("retry_scheduled"):
+        return None
+    if new.state is LeaseState.COMPLETED:
+        return TASK_FAILED if new.outcome != "success" else None
+    return _TASK_STATUS_OF.get(new.state)
+
+
+def task_completed(old: TaskGraph | None, new: TaskGraph) -> bool:
+    """Whether this graph row change is its task's completion: `succeeded_at` appears once
+    the task's own run succeeded with no child outstanding, or its children rolled it up."""
+    return new.succeeded_at is not None and (old is None or old.succeeded_at is None)
+
+
+def task_needs_attention(old: Task | None, new: Task) -> bool:
+    """Whether this task row change parked the task in needs_attention."""
+    return new.attention and (old is None or not old.attention)
+
+
+def lease_task_ending(kind: str, event: Event, lease: Lease) -> Outbound:
+    """A task's failure or cancellation, told from the lease that ended its run."""
+    return Outbound(
+        kind,
+        {
+            "id": f"{event.id}.{kind}",
+            "type": kind,
+            "at": event.at,
+            "task_id": lease.task_id,
+            "task_key": lease.task_key,
+            "job_id": lease.job_id,
+            "space": lease.space,
+            "pool": lease.pool,
+            "status": kind.removeprefix("task."),
+            "lease_id": lease.id,
+            "end_reason": lease.end_reason.value if lease.end_reason else None,
+            "outcome": lease.outcome,
+            "attempt": lease.attempt,
+        },
+    )
+
+
+def task_ending(kind: str, event_id: str, at: int, task: Task) -> Outbound:
+    """A task's completion or parking, told from its task or graph row."""
+    return Outbound(
+        kind,
+        {
+            "id": event_id,
+            "type": kind,
+            "at": at,
+            "task_id": task.id,
+            "task_key": task.key,
+            "job_id": task.job_id,
+            "space": task.space,
+            "pool": task.pool,
+            "status": kind.removeprefix("task."),
+            "parent_id": task.parent_id,
+        },
+    )

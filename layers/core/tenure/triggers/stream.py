@@ -1,6 +1,7 @@
 """The reactor: turns table stream records into timeline events (idempotently), hands each
 changed row to the reactions table (app/reactions.py, filled in by compose()), and publishes
-each timeline event of a lease or task on the stack's bus (domain/outbound.py)."""
+on the stack's bus what the OutboundEvents setting asks for (domain/outbound.py): by default
+the end of every lease and a task's endings, or every transition, or nothing."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from tenure import wiring
 from tenure.app.ports import EventBatchPublisher, Store
 from tenure.app.tenure import Tenure, compose
+from tenure.config import settings
+from tenure.domain import outbound as out
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Event
 from tenure.domain.outbound import SOURCE, Outbound, outbound_of
@@ -104,11 +107,14 @@ def handle(
     service: Tenure | None = None,
     outbound: EventBatchPublisher | None = None,
     tally: Counter[str] | None = None,
+    publishing: str | None = None,
 ) -> dict[str, Any]:
     """One batch of stream records; a record that fails is reported back for a retry. The
     batch's bus events go out together once every record is processed (PutEvents takes ten a
     call); a record whose event the bus did not take is failed too, so the stream delivers it
-    again: at least once, the consumer de-duplicating on the detail's `id`."""
+    again: at least once, the consumer de-duplicating on the detail's `id`. `publishing`: which
+    events go out (domain/outbound.py; default the deployment's OutboundEvents)."""
+    setting = out.setting_of(publishing or settings().outbound_events)
     if service is None:
         bus = wiring.publisher()
         outbound = outbound or bus
@@ -122,7 +128,9 @@ def handle(
 
     def on_record(record: DynamoDBRecord) -> None:
         sequence = record.raw_event["dynamodb"]["SequenceNumber"]
-        published.extend((sequence, out) for out in process(target, svc, record.raw_event))
+        published.extend(
+            (sequence, event) for event in process(target, svc, record.raw_event, setting)
+        )
 
     answer: dict[str, Any] = dict(
         process_partial_response(
@@ -144,10 +152,13 @@ def handle(
     return answer
 
 
-def process(store: Store, svc: Tenure, record: dict[str, Any]) -> list[Outbound]:
+def process(
+    store: Store, svc: Tenure, record: dict[str, Any], publishing: str = out.ALL
+) -> list[Outbound]:
     """One stream record, decoded once: its timeline events, then its reactions (rollup,
     auto-enqueue, the breaker, wake-creator), each conditional, so a replayed record changes
-    nothing and a failed one is retried. Returns the bus events of its timeline events."""
+    nothing and a failed one is retried. Returns the bus events the `publishing` setting
+    sends for it (domain/outbound.py)."""
     changed = rows_of(record)
     if changed is None:
         return []
@@ -157,7 +168,41 @@ def process(store: Store, svc: Tenure, record: dict[str, Any]) -> list[Outbound]
     for written in [*events, *side]:
         record_event(store, entity, new, written)
     svc.reactions.react(entity, old, new)
-    return [outbound_of(entity, _as_of(entity, new, event), event) for event in events]
+    return outbound_events(svc, entity, old, new, events, publishing)
+
+
+def outbound_events(
+    svc: Tenure, entity: str, old: Any, new: Any, events: list[Event], publishing: str
+) -> list[Outbound]:
+    """The bus events of one row change under `publishing`: its timeline events (all of them,
+    or a lease's end only), then the task ending it is, if any (every setting but none)."""
+    if publishing == out.NONE:
+        return []
+    sent: list[Outbound] = []
+    for event in events:
+        if entity == "graph" and publishing != out.ALL:
+            continue
+        if entity == "task" and publishing != out.ALL:
+            continue
+        if entity == "lease" and not out.lease_publishes(publishing, old, new, event):
+            continue
+        sent.append(outbound_of(entity, _as_of(entity, new, event), event))
+    if entity == "lease" and events:
+        kind = out.task_ending_of_lease(old, new)
+        if kind is not None:
+            sent.append(out.lease_task_ending(kind, events[-1], new))
+    elif entity == "task" and out.task_needs_attention(old, new):
+        event_id = f"{new.id}.v{new.version:06d}.needs_attention"
+        at = new.updated_at or new.created_at
+        sent.append(out.task_ending(out.TASK_NEEDS_ATTENTION, event_id, at, new))
+    elif entity == "graph" and out.task_completed(old, new):
+        # The graph row names only its task: the task's filed fields (key, space, pool) from
+        # any copy of its row, as the reactions read them.
+        task = svc.kernel.task_as_filed(new.task_id)
+        if task is not None:
+            event_id = f"{task.id}.succeeded.{new.succeeded_at}"
+            sent.append(out.task_ending(out.TASK_COMPLETED, event_id, new.succeeded_at, task))
+    return sent
 
 
 def events_of(entity: str, old: Any, new: Any) -> list[Event]:

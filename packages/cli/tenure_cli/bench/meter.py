@@ -68,6 +68,28 @@ class Usage:
         self.model_agreed += other.model_agreed
         self.model_disagreed += other.model_disagreed
 
+    def less(self, other: Usage, times: float) -> Usage:
+        """This usage without `times` x `other` (what that many passes cost anyway), never
+        below nothing; the billing model's check counts are kept whole."""
+        out = Usage()
+        out.read_units = max(0.0, self.read_units - times * other.read_units)
+        out.write_units = max(0.0, self.write_units - times * other.write_units)
+        out.lost_writes = max(0, self.lost_writes - round(times * other.lost_writes))
+        out.lost_write_units = max(0.0, self.lost_write_units - times * other.lost_write_units)
+        out.billed_write_units = max(
+            0.0, self.billed_write_units - times * other.billed_write_units
+        )
+        for key, n in self.requests.items():
+            left = n - round(times * other.requests[key])
+            if left > 0:
+                out.requests[key] = left
+        for key, units in self.billed_by_index.items():
+            left_units = units - times * other.billed_by_index[key]
+            if left_units > 1e-9:
+                out.billed_by_index[key] = left_units  # type: ignore[assignment]  # units, not counts
+        out.model_agreed, out.model_disagreed = self.model_agreed, self.model_disagreed
+        return out
+
     def count(self, service: str, operations: set[str] | None = None) -> int:
         return sum(
             n

@@ -147,10 +147,14 @@ def platform_logged() -> dict[str, bool]:
 
 
 class Rig:
-    def __init__(self, ddb_endpoint: str | None = None, table: str = TABLE) -> None:
-        """`ddb_endpoint`: a DynamoDB Local already running (else one is started)."""
+    def __init__(
+        self, ddb_endpoint: str | None = None, table: str = TABLE, outbound_events: str = "endings"
+    ) -> None:
+        """`ddb_endpoint`: a DynamoDB Local already running (else one is started);
+        `outbound_events`: the template's OutboundEvents, as a deploy would set it."""
         self.ddb_endpoint = ddb_endpoint
         self.table = table
+        self.outbound_events = outbound_events
         self.meter = AwsMeter()
         self.clock = wiring.ManualClock(wiring.SystemClock().now_ms())
         self.memory = memory_sizes()
@@ -193,7 +197,13 @@ class Rig:
         export("AWS_REGION", REGION)
         export("AWS_DEFAULT_REGION", REGION)
         with self.meter.acting("setup"):
-            provisioner = Provisioner(endpoint, moto.endpoint, self.table, "tenure-bench")
+            provisioner = Provisioner(
+                endpoint,
+                moto.endpoint,
+                self.table,
+                f"tenure-bench-{secrets.token_hex(3)}",  # moto keeps one state a process
+                parameters={"OutboundEvents": self.outbound_events},
+            )
             provisioner.run()
         self.resources = provisioner.stack_resources()
         for variable, source in ENVIRONMENT.values():
@@ -261,17 +271,19 @@ class Rig:
 
     # ------------------------------------------------------------- invocations
 
-    def invoke(self, function: str, event: dict[str, Any]) -> Any:
+    def invoke(self, function: str, event: dict[str, Any], actor: str | None = None) -> Any:
         """One invocation of a deployed entry point: its time (rounded up to the ms, as
-        Lambda bills) and what it logged are booked to the function."""
+        Lambda bills) and what it logged are booked to the function, or to `actor` when the
+        caller books this invocation's work apart (the retention reclaim's sweeper passes)."""
+        actor = actor or function
         ctx = _Context(function, self.memory[function])
         bytes0, lines0 = self.tally.bytes, self.tally.lines
-        with self.meter.acting(function):
+        with self.meter.acting(actor):
             started, cpu = time.perf_counter(), time.thread_time()
             out = self.functions[function].handler(event, ctx)
             ms = max(1, math.ceil((time.perf_counter() - started) * 1000))
             cpu = time.thread_time() - cpu
-        calls = self.calls[function]
+        calls = self.calls[actor]
         calls.cpu_ms += cpu * 1000
         calls.billed_ms.append(ms)
         platform = [
@@ -387,10 +399,14 @@ class Rig:
         self.pump.pump_once()  # reads on until the stream has nothing new
         return total
 
-    def sweep(self) -> None:
-        """One pass of the sweeper, as its one-minute schedule invokes it."""
-        self.invoke("sweeper", {"source": "aws.scheduler", "detail-type": "Scheduled Event"})
+    def sweep(self, actor: str = "sweeper") -> dict[str, Any]:
+        """One pass of the sweeper, as its one-minute schedule invokes it; its answer (what
+        it expired, reclaimed and left for later)."""
+        answer: dict[str, Any] = self.invoke(
+            "sweeper", {"source": "aws.scheduler", "detail-type": "Scheduled Event"}, actor
+        )
         self.pump.pump_once()  # reads on until the stream has nothing new
+        return answer
 
 
 class _ReactorPump(StreamPump):
@@ -401,6 +417,10 @@ class _ReactorPump(StreamPump):
             super().__init__(endpoint, rig.table, wiring.service().store, REGION)
         self.rig = rig
         self.arn: str | None = None
+        # Each item's records as an invocation of its own (the retention reclaim: at the
+        # reference rate a lease's reclaim reaches the stream alone), not a batch per pass.
+        self.per_item = False
+        self.actor = "reactor"  # whom the invocations are booked to
 
     def pump_once(self) -> int:
         """As StreamPump's, but the stream and its shards are looked up once per new shard
@@ -412,8 +432,19 @@ class _ReactorPump(StreamPump):
             return self._drain(self.arn)
 
     def _deliver(self, batch: list[dict[str, Any]]) -> None:
-        for start in range(0, len(batch), REACTOR_BATCH):
-            chunk = batch[start : start + REACTOR_BATCH]
-            answer = self.rig.invoke("reactor", {"Records": chunk})
+        chunks: list[list[dict[str, Any]]] = []
+        if self.per_item:
+            by_item: dict[str, list[dict[str, Any]]] = {}
+            for record in batch:
+                key = json.dumps(record["dynamodb"].get("Keys"), sort_keys=True)
+                by_item.setdefault(key, []).append(record)
+            chunks = list(by_item.values())
+        else:
+            chunks = [
+                batch[start : start + REACTOR_BATCH]
+                for start in range(0, len(batch), REACTOR_BATCH)
+            ]
+        for chunk in chunks:
+            answer = self.rig.invoke("reactor", {"Records": chunk}, self.actor)
             if answer.get("batchItemFailures"):
                 raise RuntimeError(f"the reactor failed records: {answer['batchItemFailures']}")

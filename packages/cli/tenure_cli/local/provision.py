@@ -145,6 +145,7 @@ class Provisioner:
         table_name: str,
         prefix: str,
         function_urls: dict[str, str] | None = None,
+        parameters: dict[str, str] | None = None,
     ):
         # Each function URL's local listener (function's logical id -> its address, ending in
         # "/" as a function URL does): what a template's reference to that URL resolves to.
@@ -155,6 +156,13 @@ class Provisioner:
         self.prefix = prefix
         self.template = load_template()
         self.params = {k: v.get("Default") for k, v in self.template.get("Parameters", {}).items()}
+        # Parameters given as a deploy would (`tenure local --outbound-events`), each one the
+        # template declares and allows.
+        for name, value in (parameters or {}).items():
+            allowed = self.template["Parameters"][name].get("AllowedValues")
+            if allowed is not None and value not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+            self.params[name] = value
         self.names: dict[str, str] = {}
         self.arns: dict[str, dict[str, str]] = {}
 

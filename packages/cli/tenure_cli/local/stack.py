@@ -73,6 +73,7 @@ class Stack:
     # --verbose: a line per request and the handlers' INFO logs (a claim, a sweeper pass);
     # without it the stack prints its banner and then only what went wrong.
     verbose: bool = False
+    outbound_events: str = "endings"  # the template's OutboundEvents, as a deploy would set it
 
     def start(self) -> dict[str, Any]:
         """Everything up, or an exception; stop() then ends whatever had started."""
@@ -155,7 +156,12 @@ class Stack:
         export("AWS_DEFAULT_REGION", REGION)
         claim_url = f"http://127.0.0.1:{self.claim_door.port}/"
         provisioner = Provisioner(
-            endpoint, moto.endpoint, TABLE, "tenure-local", {"ClaimFunction": claim_url}
+            endpoint,
+            moto.endpoint,
+            TABLE,
+            "tenure-local",
+            {"ClaimFunction": claim_url},
+            {"OutboundEvents": self.outbound_events},
         )
         self.provisioned = provisioner.run()
         resources = provisioner.stack_resources()
@@ -345,8 +351,15 @@ def run(
     reset: bool,
     show_admin_token: bool = False,
     verbose: bool = False,
+    outbound_events: str = "endings",
 ) -> int:
-    stack = Stack(port=port, data_dir=data_dir, sweep_interval=sweep_interval, verbose=verbose)
+    stack = Stack(
+        port=port,
+        data_dir=data_dir,
+        sweep_interval=sweep_interval,
+        verbose=verbose,
+        outbound_events=outbound_events,
+    )
     done = threading.Event()
     starting = True
 
