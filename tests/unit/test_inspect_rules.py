@@ -46,7 +46,7 @@ def test_orphan_is_a_held_run_whose_worker_is_unreachable_and_never_an_ended_one
 ) -> None:
     lease = rig.running("w1")
     assert "orphan" not in _codes(rig, lease.id)
-    rig.advance(101)  # w1 silent past 2 graces: unreachable
+    rig.advance(80)  # w1 silent past 1.5 graces: unreachable
     assert "orphan" in _codes(rig, lease.id)
     rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
     assert "orphan" not in _codes(rig, lease.id)

@@ -154,15 +154,12 @@ def test_the_token_list_shows_no_secret_and_a_scoped_admin_sees_only_its_spaces(
     assert code(send("DELETE", f"/tokens/{other['id']}", scoped["token"])) == (404, "not_found")
 
 
-def test_last_use_is_written_at_most_once_an_hour(rig: Rig) -> None:
+def test_last_use_is_written_at_most_once_a_minute(rig: Rig) -> None:
     _, root = admin_token(rig)
     for _ in range(5):
         send("GET", "/whoami", root)
     assert rig.store.writes.count("touch_token") == 1
-    rig.clock.advance(3599)
-    send("GET", "/whoami", root)
-    assert rig.store.writes.count("touch_token") == 1
-    rig.clock.advance(2)
+    rig.clock.advance(61)
     send("GET", "/whoami", root)
     assert rig.store.writes.count("touch_token") == 2
     listed = send("GET", "/tokens", root)[1]["tokens"]

@@ -361,11 +361,11 @@ def test_a_worker_heartbeating_every_renew_is_always_reachable_and_shows_its_lea
         assert _workers(rig) == {"w1": (True, [one.id, two.id])}
 
 
-def test_the_worker_heartbeat_writes_last_seen_once_a_grace_and_stays_reachable(
+def test_the_worker_heartbeat_writes_last_seen_every_half_grace_and_stays_reachable(
     rig: Rig,
 ) -> None:
     # Grace 50 s, renewals every 10 s: the batched heartbeat may let last_seen lag by up to
-    # a whole grace, so it writes the worker row on every fifth heartbeat.
+    # half a grace, so it writes the worker row on every third heartbeat, not every second.
     one, two = rig.running("w1"), rig.running("w1")
     writes: list[int] = []
     put = rig.store.put_worker
@@ -379,18 +379,18 @@ def test_the_worker_heartbeat_writes_last_seen_once_a_grace_and_stays_reachable(
         rig.advance(10)
         rig.svc.reports.worker_heartbeat(WORKER, "w1", [(one.id, 1), (two.id, 1)])
         assert _workers(rig)["w1"] == (True, [one.id, two.id])
-    assert len(writes) == 3
-    assert {b - a for a, b in itertools.pairwise(writes)} == {50_000}
+    assert len(writes) == 6
+    assert {b - a for a, b in itertools.pairwise(writes)} == {30_000}
 
 
 def test_a_worker_not_heard_from_for_longer_than_grace_is_unreachable(rig: Rig) -> None:
-    # Grace 50 s; last_seen may lag the last contact by up to a grace (coalesced writes),
-    # so a worker reads unreachable 50-100 s after its last contact, never earlier.
+    # Grace 50 s; last_seen may lag the last contact by up to half a grace (coalesced
+    # writes), so a worker reads unreachable 50-75 s after its last contact, never earlier.
     lease = rig.running("w1")
     assert (
         rig.svc.claims.claim(WORKER, POOL, "idle", None, 0, None) is None
     )  # a claim is a sign of life
-    rig.advance(100)
+    rig.advance(75)
     assert _workers(rig) == {"idle": (True, []), "w1": (True, [lease.id])}
     rig.advance(1)
     assert _workers(rig) == {"idle": (False, []), "w1": (False, [lease.id])}

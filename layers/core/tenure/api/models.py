@@ -776,7 +776,7 @@ class TokenInfo(Out):
     pools: list[str] | None
     created_at: Stamp
     expires_at: Stamp
-    last_used_at: Stamp  # may lag by up to an hour
+    last_used_at: Stamp  # may lag by up to a minute
     revoked_at: Stamp
 
 

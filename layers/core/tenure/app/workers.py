@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 # The most a stored last_seen may lag a worker's real last contact, as a share of its pool's
 # grace: `reachable` adds it before judging, so a worker never reads unreachable early. Claims
 # and the worker heartbeat (the SDK's way to renew) write last_seen once it is this old —
-# with 10 s renewals and a 50 s grace, once every fifth heartbeat.
-SEEN_LAG_SHARE = 1.0
+# with 10 s renewals and a 50 s grace, once every third heartbeat.
+SEEN_LAG_SHARE = 0.5
 # A single lease's heartbeat writes it sooner, at this share, so that it can wait a beat
 # (until SEEN_LAG_SHARE) when the same heartbeat wrote the lease's deadline: one write per
 # heartbeat at most.
@@ -34,7 +34,7 @@ def reachable(worker: Worker, pool: Pool, now: int) -> bool:
 
     The stored last_seen lags the worker's real last contact by less than SEEN_LAG_SHARE of
     grace, so that lag is added before judging: a worker never reads unreachable early. It
-    reads unreachable between 1.0 and 2.0 graces after its last contact."""
+    reads unreachable between 1.0 and 1.5 graces after its last contact."""
     return now - worker.last_seen <= pool.grace_seconds * 1000 * (1 + SEEN_LAG_SHARE)
 
 

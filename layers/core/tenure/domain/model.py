@@ -158,7 +158,7 @@ class Token:
     pools: tuple[str, ...] | None = None
     expires_at: int | None = None  # ms; from then on the token answers 401
     revoked_at: int | None = None
-    last_used_at: int | None = None  # written at most once an hour (TOKEN_TOUCH_MS)
+    last_used_at: int | None = None  # written at most once a minute (TOKEN_TOUCH_MS)
 
     def principal(self) -> Principal:
         return Principal(

@@ -27,10 +27,9 @@ if TYPE_CHECKING:
 
 # A token lives at most ten years (`expires_in_seconds`).
 MAX_TOKEN_LIFE_S = 10 * 366 * 24 * 3600
-# `last_used_at` is written at most once an hour per token (each note is a write a request
-# pays for; GET /tokens says the figure may lag by up to an hour).
+# `last_used_at` is written at most once a minute per token.
 MAX_TOUCHES_KEPT = 10_000
-TOKEN_TOUCH_MS = 3_600_000
+TOKEN_TOUCH_MS = 60_000
 
 _log = logging.getLogger(__name__)
 # GET /tokens reads at most this many tokens a page.
