@@ -505,6 +505,8 @@ class FakeStore(FakeRules):
             + [
                 ("edge", f"{g.task_id}>{g.name}>{g.other}")
                 if g.op in ("edge", "unedge")
+                else ("task", g.task_id)
+                if g.op == "has_children"
                 else ("graph", g.task_id)
                 for g in change.graph
             ]
@@ -858,6 +860,8 @@ class FakeStore(FakeRules):
         if g.op == "advance":
             at = getattr(graph, g.name, None)
             return at is None or at < g.other
+        if g.op == "has_children":
+            return g.task_id in self.tasks
         return True
 
     def _put_graph(self, new: TaskGraph) -> tuple[str, Any, Any]:
@@ -885,6 +889,9 @@ class FakeStore(FakeRules):
             return [self._put_graph(replace(graph, **{g.name: g.at}))]
         if g.op == "advance":
             return [self._put_graph(replace(graph, **{g.name: g.other}))]
+        if g.op == "has_children":
+            # As DynamoStore: one attribute set, the row's version as it was.
+            self.tasks[g.task_id] = replace(self.tasks[g.task_id], has_children=True)
         return []
 
     def _apply_hold(self, set_name: str, task_id: str, add: bool) -> None:
@@ -902,6 +909,28 @@ class FakeStore(FakeRules):
 
     def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
         return {t: self._graph(t) for t in task_ids}
+
+    def newest_children(self, task_id: str, limit: int) -> list[str]:
+        _limit(limit)
+        others = sorted(o for (t, kd, o) in self.edges if t == task_id and kd == "child")
+        return others[::-1][:limit]
+
+    def task_entries(self, task_ids: list[str]) -> dict[str, TaskEntry]:
+        _limit(len(task_ids) or 1)
+        found: dict[str, TaskEntry] = {}
+        for task_id in dict.fromkeys(task_ids):
+            task = self.tasks.get(task_id)
+            if task is None:
+                continue
+            job = self.jobs.get(task.job_id) if task.job_id else None
+            lease_id = job.lease_id if job else None
+            if job is None and task.job_id == first_job_id(task.id):
+                lease_id = first_lease_id(task.id)
+            row = self.lease_rows.get(lease_id) if lease_id else None
+            found[task_id] = TaskEntry(
+                task=task, graph=self._graph(task_id), lease=row.lease if row else None, cursor=""
+            )
+        return found
 
     def graph_edges(
         self, task_id: str, kind: str, limit: int, after: str | None = None

@@ -219,7 +219,9 @@ class GraphOp:
     * "usage": ADD `counts` to `task_id`'s graph row and `name` (a cost key) to its
       `usage_cost_keys` set — a completion's usage (app/usage.py);
     * "advance": SET `name` = `other` on `task_id`'s graph row while it is absent or sorts
-      before `other` (a cursor that only moves forward: a stop's page, app/autonomy).
+      before `other` (a cursor that only moves forward: a stop's page, app/autonomy);
+    * "has_children": SET has_children on `task_id`'s task row (not its graph row) — a
+      parent's first child, so its payload knows to list children (app/tasks/inputs.py).
     """
 
     op: str
@@ -589,6 +591,15 @@ class Store(Protocol):
         """The space's next `limit` tasks, newest first (by creation, then id), each with its
         graph row and newest lease: one index Query and batched reads by key, eventually
         consistent. A cursor of another kind or shape is ValidationFailed."""
+        ...
+
+    def newest_children(self, task_id: str, limit: int) -> list[str]:
+        """Up to `limit` ids of `task_id`'s children, newest first (one bounded Query)."""
+        ...
+
+    def task_entries(self, task_ids: list[str]) -> dict[str, TaskEntry]:
+        """These tasks by id (those that exist; at most a payload's inputs), each with its
+        graph row and newest lease: batched reads by key, eventually consistent."""
         ...
 
     def graph_edges(

@@ -25,6 +25,7 @@ from tenure.app.autonomy.breaker import Breaker
 from tenure.app.autonomy.delegation import Delegation
 from tenure.app.autonomy.wake import Wake
 from tenure.app.conditions import Conditions
+from tenure.app.flow.inputs import Inputs
 from tenure.app.inspect import Inspection
 from tenure.app.kernel import Kernel
 from tenure.app.leases.bound import Bound
@@ -189,7 +190,7 @@ def compose(
         handover=Handover(kernel, reports, claims, bound),
         operator=operator,
         recovery=Recovery(kernel),
-        payloads=Payloads(kernel, versions),
+        payloads=Payloads(kernel, versions, Inputs(kernel, graph)),
         runs=runs,
         graph=graph,
         approval=approval,

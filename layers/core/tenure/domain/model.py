@@ -221,6 +221,9 @@ class Task:
     approval: dict[str, Any] | None = None
     # Keyed concurrency: its runs count against their pool's max_active_per_key under this key.
     concurrency_key: str | None = None
+    # Set once, by its first child's filing: the payload lists children (one Query) only for a
+    # task that has some, so a task without any costs its payload no read. None is not stored.
+    has_children: bool | None = None
 
     def with_job(self, job_id: str) -> Task:
         return replace(self, job_id=job_id)

@@ -33,6 +33,7 @@ from tenure.app.ports import (
     SchedulerState,
     Settings,
     SweeperState,
+    TaskEntry,
     TaskPage,
     TokenPage,
     WorkerPage,
@@ -69,6 +70,7 @@ from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
 from tenure.store.codec import load_image as load_image  # the reactor reads stream images
 from tenure.store.codec import values as _values
+from tenure.store.inputs import InputReads
 from tenure.store.reads import PagedReads
 from tenure.store.retention import RetentionRows
 from tenure.store.schema import SchemaRows
@@ -89,6 +91,7 @@ class DynamoStore:
         self.reads = PagedReads(self.rows)
         self.retention = RetentionRows(self.rows)
         self.schema = SchemaRows(self.rows)
+        self.inputs = InputReads(self.rows)
 
     # ------------------------------------------ what the collaborators above answer
 
@@ -138,6 +141,12 @@ class DynamoStore:
 
     def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
         return self.reads.task_page(space, limit, cursor)
+
+    def newest_children(self, task_id: str, limit: int) -> list[str]:
+        return self.inputs.newest_children(task_id, limit)
+
+    def task_entries(self, task_ids: list[str]) -> dict[str, TaskEntry]:
+        return self.inputs.task_entries(task_ids)
 
     def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
         return self.reads.timeline(subject_kind, subject_id, limit)
@@ -1027,6 +1036,16 @@ class DynamoStore:
                     "ConditionExpression": k.ADVANCES,
                     "ExpressionAttributeNames": {"#mark": g.name},
                     "ExpressionAttributeValues": _values(to=g.other),
+                }
+            }
+        if g.op == "has_children":
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _dump(k.task_key(g.task_id)),
+                    "UpdateExpression": "SET has_children = :yes",
+                    "ConditionExpression": k.EXISTS,
+                    "ExpressionAttributeValues": _values(yes=True),
                 }
             }
         raise ValueError(f"unknown graph op {g.op!r}")
