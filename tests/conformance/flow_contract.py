@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from tenure.app.tasks.filing import TaskLinks
-from tenure.domain.model import Task
+from tenure.domain.model import KeptEvent, Task
 
 from tests.conformance.contract import ALPHA, SPACE, ContractRig, MakeRig, make_world
 from tests.conftest import ADMIN, WORKER, lease_principal
@@ -63,3 +63,44 @@ class FlowContract:
             (blocker.id, {"n": 1}),
             *((k.id, None) for k in reversed(kids)),
         ]
+
+    def test_event_wait_rows_keep_each_signal_apart_and_page_in_order(self, r: ContractRig) -> None:
+        store = r.store
+        store.put_event_wait(SPACE, "a#b", "c", "task_2", "blk_2")
+        store.put_event_wait(SPACE, "a#b", "c", "task_1", "blk_1")
+        store.put_event_wait(SPACE, "a", "b#c", "task_3", "blk_3")  # spelt alike, another pair
+        store.put_event_wait("SEC", "a#b", "c", "task_4", "blk_4")  # another space
+        assert store.event_waits(SPACE, "a#b", "c", 10) == [
+            ("task_1", "blk_1"),
+            ("task_2", "blk_2"),
+        ]
+        assert store.event_waits(SPACE, "a#b", "c", 1) == [("task_1", "blk_1")]
+        assert store.event_waits(SPACE, "a", "b#c", 10) == [("task_3", "blk_3")]
+        store.drop_event_wait(SPACE, "a#b", "c", "task_1", "blk_1")
+        store.drop_event_wait(SPACE, "a#b", "c", "task_1", "blk_1")  # gone already: fine
+        assert store.event_waits(SPACE, "a#b", "c", 10) == [("task_2", "blk_2")]
+
+    def test_a_kept_event_reads_back_as_sent_and_the_last_one_wins(self, r: ContractRig) -> None:
+        data = {"n": 1.5, "list": [1, "two", None], "deep": {"ok": True}}
+        first = KeptEvent(SPACE, "deploy", "v1", 1_000, 3_601_000, data, "tok_1")
+        r.store.put_kept_event(first)
+        assert r.store.kept_event(SPACE, "deploy", "v1") == first
+        assert r.store.kept_event(SPACE, "deploy", "v2") is None
+        second = KeptEvent(SPACE, "deploy", "v1", 2_000, 3_602_000, [1], None)
+        r.store.put_kept_event(second)
+        assert r.store.kept_event(SPACE, "deploy", "v1") == second
+
+    def test_an_event_clears_a_waiting_block_and_its_payload_carries_it(
+        self, r: ContractRig
+    ) -> None:
+        task = _file(r, "waiting")
+        block = r.svc.event_waits.block(ADMIN, task.id, "event", None, event="go", key="k1")
+        assert block["state"] == "open"
+        assert r.svc.event_waits.send(ADMIN, SPACE, "go", "k1", {"v": 2}) == 1
+        r.drain()
+        held = _claim(r, task)
+        bundle = r.svc.payloads.payload(lease_principal(held), held)
+        assert [(e["name"], e["key"], e["data"]) for e in bundle["events"]] == [
+            ("go", "k1", {"v": 2})
+        ]
+        assert r.store.event_waits(SPACE, "go", "k1", 5) == []

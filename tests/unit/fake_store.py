@@ -49,6 +49,7 @@ from tenure.domain.model import (
     Event,
     Instance,
     Job,
+    KeptEvent,
     Lease,
     Pool,
     PoolVersion,
@@ -179,6 +180,9 @@ class FakeStore(FakeRules):
         # The task graph's side rows and the scheduler row (store.keys).
         self.graphs: dict[str, TaskGraph] = {}
         self.edges: dict[tuple[str, str, str], int | None] = {}  # (task, kind, other) -> counted
+        # Event waits: (space, name, key) -> (task id, block id) in key order; kept events.
+        self.event_wait_rows: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
+        self.kept_events: dict[tuple[str, str, str], KeptEvent] = {}
         self.scheduler = SchedulerState()
         # The stream's reactions, played after each commit like the stream would (the rig
         # sets it to the reactions table's `react_to_rows`); rows: (entity, old, new).
@@ -931,6 +935,25 @@ class FakeStore(FakeRules):
                 task=task, graph=self._graph(task_id), lease=row.lease if row else None, cursor=""
             )
         return found
+
+    def put_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        self.writes.append("put_event_wait")
+        self.event_wait_rows.setdefault((space, name, key), set()).add((task_id, block_id))
+
+    def event_waits(self, space: str, name: str, key: str, limit: int) -> list[tuple[str, str]]:
+        _limit(limit)
+        return sorted(self.event_wait_rows.get((space, name, key), set()))[:limit]
+
+    def drop_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        self.writes.append("drop_event_wait")
+        self.event_wait_rows.get((space, name, key), set()).discard((task_id, block_id))
+
+    def put_kept_event(self, event: KeptEvent) -> None:
+        self.writes.append("put_kept_event")
+        self.kept_events[(event.space, event.name, event.key)] = event
+
+    def kept_event(self, space: str, name: str, key: str) -> KeptEvent | None:
+        return self.kept_events.get((space, name, key))
 
     def graph_edges(
         self, task_id: str, kind: str, limit: int, after: str | None = None

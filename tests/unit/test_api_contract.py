@@ -165,6 +165,7 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.BulkRelease: {"lease_ids": ["lease_1"]},
     m.BulkFail: {"lease_ids": ["lease_1"], "reason": "stuck"},
     m.BlockCreate: {"kind": "needs_input", "reason": "which branch?"},
+    m.EventSignal: {"space": "OPS", "name": "deploy.done", "key": "v1"},
     m.BlockClear: {},
     m.TaskRecover: {"note": "fixed"},
     m.TaskApprove: {},

@@ -9,6 +9,7 @@ from tenure.domain.model import (
     Event,
     Instance,
     Job,
+    KeptEvent,
     Lease,
     Pool,
     PoolVersion,
@@ -600,6 +601,29 @@ class Store(Protocol):
     def task_entries(self, task_ids: list[str]) -> dict[str, TaskEntry]:
         """These tasks by id (those that exist; at most a payload's inputs), each with its
         graph row and newest lease: batched reads by key, eventually consistent."""
+        ...
+
+    # ---------------------------------------------------------------- event waits
+
+    def put_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        """Record that this block waits for (space, name, key): one row in that signal's
+        partition (written before the block, so an event that reads the partition after the
+        block exists finds it)."""
+
+    def event_waits(self, space: str, name: str, key: str, limit: int) -> list[tuple[str, str]]:
+        """The first `limit` (task id, block id) waiting for (space, name, key), read
+        consistently (one bounded Query)."""
+        ...
+
+    def drop_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        """Forget one wait (its block cleared, or never placed); absent already is fine."""
+
+    def put_kept_event(self, event: KeptEvent) -> None:
+        """Keep the last event of its (space, name, key) until its expires_at (a TTL row)."""
+
+    def kept_event(self, space: str, name: str, key: str) -> KeptEvent | None:
+        """The kept event of (space, name, key), read consistently; None when there is none.
+        An expired one may still be returned (TTL deletes lazily): the caller checks."""
         ...
 
     def graph_edges(

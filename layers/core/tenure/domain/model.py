@@ -429,6 +429,8 @@ class PoolVersion:
 # Instance-wide settings (ceiling, breaker limit, agent force, retry chain cap), one row.
 DEFAULT_BLOCK_RECURRENCE_LIMIT = 2
 DEFAULT_RETRY_CHAIN_CAP = 5
+# How long an event is kept to clear the blocks placed after it arrived (app/flow/events.py).
+DEFAULT_EVENT_TTL_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -437,6 +439,7 @@ class Instance:
     block_recurrence_limit: int = DEFAULT_BLOCK_RECURRENCE_LIMIT
     allow_agent_force: bool = False
     retry_chain_cap: int = DEFAULT_RETRY_CHAIN_CAP
+    event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS
     updated_at: int | None = None
 
 
@@ -509,3 +512,17 @@ def task_status(task: Task, lease: Lease | None) -> TaskStatus:
             return TaskStatus.FAILED
         case _:
             return TaskStatus.CANCELLED
+
+
+@dataclass(frozen=True)
+class KeptEvent:
+    """The last event sent for one (space, name, key), kept until `expires_at` (epoch ms) to
+    clear blocks placed after it arrived (app/flow/events.py). `data` is as sent."""
+
+    space: str
+    name: str
+    key: str
+    at: int
+    expires_at: int
+    data: Any = None
+    by: str | None = None

@@ -50,6 +50,7 @@ from tenure.domain.model import (
     Event,
     Instance,
     Job,
+    KeptEvent,
     Lease,
     Pool,
     PoolVersion,
@@ -70,6 +71,7 @@ from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
 from tenure.store.codec import load_image as load_image  # the reactor reads stream images
 from tenure.store.codec import values as _values
+from tenure.store.event_waits import EventWaitRows
 from tenure.store.inputs import InputReads
 from tenure.store.reads import PagedReads
 from tenure.store.retention import RetentionRows
@@ -92,6 +94,7 @@ class DynamoStore:
         self.retention = RetentionRows(self.rows)
         self.schema = SchemaRows(self.rows)
         self.inputs = InputReads(self.rows)
+        self.event_rows = EventWaitRows(self.rows)
 
     # ------------------------------------------ what the collaborators above answer
 
@@ -147,6 +150,21 @@ class DynamoStore:
 
     def task_entries(self, task_ids: list[str]) -> dict[str, TaskEntry]:
         return self.inputs.task_entries(task_ids)
+
+    def put_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        self.event_rows.put_event_wait(space, name, key, task_id, block_id)
+
+    def event_waits(self, space: str, name: str, key: str, limit: int) -> list[tuple[str, str]]:
+        return self.event_rows.event_waits(space, name, key, limit)
+
+    def drop_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        self.event_rows.drop_event_wait(space, name, key, task_id, block_id)
+
+    def put_kept_event(self, event: KeptEvent) -> None:
+        self.event_rows.put_kept_event(event)
+
+    def kept_event(self, space: str, name: str, key: str) -> KeptEvent | None:
+        return self.event_rows.kept_event(space, name, key)
 
     def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
         return self.reads.timeline(subject_kind, subject_id, limit)

@@ -15,8 +15,8 @@ from tenure.api.surface import actor, json_answer, lease_out, op, svc
 
 @op("POST", f"{BASE}/tasks/<task_id>/blocks", 201, m.BlockAnswer, 404, 409, 422)
 def block_task(task_id: str, body: Annotated[m.BlockCreate, Body()]) -> Response[Any]:
-    block = svc().blocks.block_task(
-        actor(), task_id, body.kind, body.reason, body.expires_in_seconds
+    block = svc().event_waits.block(
+        actor(), task_id, body.kind, body.reason, body.expires_in_seconds, body.event, body.key
     )
     return json_answer({"block": block}, 201)
 

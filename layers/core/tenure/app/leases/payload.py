@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tenure.app.flow.events import received
 from tenure.domain import authz
 from tenure.domain.errors import TenureError
 from tenure.domain.fencing import iso_ms
@@ -54,9 +55,11 @@ class Payloads:
         subject: dict[str, Any]
         # What the tasks around a task produced; other subjects have none.
         flow: dict[str, Any] = {"inputs": []}
+        got: list[dict[str, Any]] = []
         if lease.subject_kind is SubjectKind.TASK:
             task = self.kernel.task(lease.task_id or "")
             flow, around = self.inputs.of(task)
+            got = received(events)
             subject = {
                 "kind": "task",
                 "key": task.key,
@@ -85,6 +88,7 @@ class Payloads:
             "kind": pool.kind.value,
             **self.versions.kind_fields(lease, pool),
             **flow,
+            "events": got,
         }
         # Only a lease an inbound rule minted carries its trigger ({topic, occurred_at, data});
         # a lease a schedule or a manual fire minted carries none. The trigger is written once,
