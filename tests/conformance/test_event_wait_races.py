@@ -1,6 +1,7 @@
 """Event waits under concurrency on DynamoDB Local: an event racing the placement of a block
 that waits for it clears that block exactly once (never left blocked, never two
-`task.event_received`), and two events racing each other clear each waiting block once."""
+`task.event_received`), two events racing each other clear each waiting block once, and the
+waiters one request leaves are cleared by the reactor, each once."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tenure.app.flow import events
 from tenure.app.tenure import compose
 from tenure.domain.model import Task
 from tenure.wiring import RandomIds, SystemClock
@@ -107,5 +109,27 @@ def test_many_blocks_placed_while_an_event_arrives_are_all_cleared_once(rig: Rig
         sent = pool.submit(send)
         ids = [f.result(60) for f in placed]
         sent.result(60)
+    for task, block_id in zip(tasks, ids, strict=True):
+        _cleared_once(rig, task, block_id)
+
+
+def test_waiters_past_one_request_are_cleared_by_the_reactor_each_once(
+    rig: Rig, monkeypatch: Any
+) -> None:
+    # Small pages, so that a handful of blocks spans several requests' worth.
+    monkeypatch.setattr(events, "PAGE", 2)
+    monkeypatch.setattr(events, "PAGES_PER_REQUEST", 1)
+    make_world(rig.svc)
+    tasks = [_file(rig) for _ in range(7)]
+    ids = [
+        str(rig.svc.event_waits.block(ADMIN, t.id, "event", None, event="go", key="far")["id"])
+        for t in tasks
+    ]
+    rig.pump.drain()
+    # This request's page (2) and the clear that hands the rest on (1).
+    assert rig.svc.event_waits.send(ADMIN, SPACE, "go", "far", {"n": 7}) == 3
+    assert len(rig.store.event_waits(SPACE, "go", "far", 10)) == 4
+    rig.pump.drain()  # the reactor: each hand-on's task row change clears the next page
+    assert rig.store.event_waits(SPACE, "go", "far", 10) == []
     for task, block_id in zip(tasks, ids, strict=True):
         _cleared_once(rig, task, block_id)
