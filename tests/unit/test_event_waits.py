@@ -224,3 +224,18 @@ def test_an_event_block_without_its_event_or_key_is_refused(rig: Rig) -> None:
     with pytest.raises(ValidationFailed):
         rig.svc.event_waits.block(MEMBER, task.id, "event", None, event="n", key=None)
     assert rig.svc.blocks.list_blocks(MEMBER, task.id) == []
+
+
+def test_data_carrying_a_raw_token_is_refused_and_nothing_is_kept(rig: Rig) -> None:
+    won = rig.claimed()
+    task, _ = rig.task(pool=None)
+    _wait(rig, task)
+    with pytest.raises(ValidationFailed, match="data"):
+        _send(rig, data={"note": f"use {won.token}"})
+    with pytest.raises(ValidationFailed, match="key"):
+        _send(rig, key=won.token)
+    with pytest.raises(ValidationFailed, match="key"):
+        _wait(rig, task, key=won.token)
+    assert rig.store.kept_events == {}
+    assert len(rig.store.event_wait_rows.get((SPACE, "deploy.done", "v1"), set())) == 1
+    assert _status(rig, task) is TaskStatus.BLOCKED

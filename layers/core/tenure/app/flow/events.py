@@ -96,6 +96,7 @@ class EventWaits:
         """Block the task until (name, key) is signalled in its space (or was, within the
         instance's event_ttl_seconds before)."""
         check_signal(name, key)
+        rules.refuse_token_fields({"event": name, "key": key})
         task = self.blocks.task_for_block(actor, task_id)
         wait = EventWait(name, key, self.kernel.ids.new_id("blk"))
         self.kernel.store.put_event_wait(task.space, name, key, task.id, wait.block_id)
@@ -121,6 +122,8 @@ class EventWaits:
         rules.refuse_token_fields({"name": name, "key": key})
         if len(json.dumps(data, separators=(",", ":")).encode()) > MAX_DATA_BYTES:
             raise ValidationFailed(f"data: at most {MAX_DATA_BYTES} bytes of JSON")
+        # Kept, written to each task's timeline and handed to its payloads: never a token.
+        rules.refuse_tokens(data, "data")
         self.kernel.space(space)
         now = self.kernel.clock.now_ms()
         ttl = self.kernel.fresh_instance().event_ttl_seconds
