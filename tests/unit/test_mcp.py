@@ -245,6 +245,33 @@ def test_a_token_in_the_input_is_refused_as_invalid_params(
     assert body["error"]["code"] == -32602 and "token" in body["error"]["message"]
 
 
+def test_the_payload_tool_hands_on_the_results_of_the_tasks_before(rpc: Any, rig: Rig) -> None:
+    from tenure.app.tasks.filing import TaskLinks
+
+    blocker, _ = rig.task(title="build")
+    first = rig.claim().lease
+    rig.svc.reports.complete(
+        as_lease(first.id), first.id, {"outcome": "success", "result": {"artifact": "a.tgz"}}
+    )
+    rig.svc.filing.create_task(
+        MEMBER,
+        SPACE,
+        "deploy",
+        None,
+        None,
+        {},
+        "builders",
+        None,
+        links=TaskLinks(depends_on=(blocker.id,)),
+    )
+    lease = rig.claim().lease
+    payload = tool(rpc, "lease_fetch_payload", {}, as_lease(lease.id))["result"]
+    inputs = payload["structuredContent"]["inputs"]
+    assert [(i["task_id"], i["status"], i["result"]) for i in inputs] == [
+        (blocker.id, "completed", {"artifact": "a.tgz"})
+    ]
+
+
 def test_usage_counts_are_not_mistaken_for_tokens() -> None:
     t.refuse_tokens({"usage": {"input_tokens": 1, "output_tokens": 2}})
 
