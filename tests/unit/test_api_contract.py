@@ -166,6 +166,8 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.BulkFail: {"lease_ids": ["lease_1"], "reason": "stuck"},
     m.BlockCreate: {"kind": "needs_input", "reason": "which branch?"},
     m.EventSignal: {"space": "OPS", "name": "deploy.done", "key": "v1"},
+    m.TypedBlockCreate: {"kind": "error", "reason": "boom"},
+    m.EventBlockCreate: {"kind": "event", "event": "deploy.done", "key": "v1"},
     m.BlockClear: {},
     m.TaskRecover: {"note": "fixed"},
     m.TaskApprove: {},

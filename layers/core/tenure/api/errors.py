@@ -117,8 +117,9 @@ _NOT_AN_OBJECT = {"missing", "model_attributes_type", "model_type", "dict_type"}
 
 
 # Parts of an error's location that name no field: where it was, and the tags of a body that
-# takes one of several shapes (POST /events: a rule event or an event blocks wait for).
-_NOT_FIELDS = ("body", "query", "path", "rule_event", "signal")
+# takes one of several shapes (POST /events: a rule event or an event blocks wait for; POST
+# /tasks/{id}/blocks: a typed block or an event block).
+_NOT_FIELDS = ("body", "query", "path", "rule_event", "signal", "typed_block", "event_block")
 
 
 def describe_validation(errors: list[dict[str, Any]]) -> e.TenureError:

@@ -14,8 +14,10 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     StringConstraints,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -1119,6 +1121,37 @@ class BlockCreate(Strict):
         elif self.reason is None:
             raise ValueError("reason: required")
         return self
+
+
+class TypedBlockCreate(Strict):
+    """`POST /tasks/{id}/blocks` for a typed block: why, in words."""
+
+    kind: Literal["transient", "dependency_external", "needs_input", "error"]
+    reason: str = Field(min_length=1, max_length=2000)
+    expires_in_seconds: Annotated[int, Field(ge=1, le=2_592_000), Integral] | None = None
+
+
+class EventBlockCreate(Strict):
+    """`POST /tasks/{id}/blocks` for a block that waits for an event's name and key."""
+
+    kind: Literal["event"]
+    event: str = Field(min_length=1, max_length=128)
+    key: str = Field(min_length=1, max_length=128)
+    reason: str | None = Field(default=None, min_length=1, max_length=2000)
+
+
+def _block_kind(body: Any) -> str:
+    return (
+        "event_block" if isinstance(body, dict) and body.get("kind") == "event" else "typed_block"
+    )
+
+
+# The route's body: one shape per kind, so the document says exactly what each requires.
+BlockBody = Annotated[
+    Annotated[TypedBlockCreate, Tag("typed_block")]
+    | Annotated[EventBlockCreate, Tag("event_block")],
+    Discriminator(_block_kind),
+]
 
 
 class EventSignal(Strict):
