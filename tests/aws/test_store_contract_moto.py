@@ -16,6 +16,7 @@ from tenure_cli.local.streams import StreamPump
 
 from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
+from tests.conformance.flow_contract import FlowContract
 from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract
 from tests.conformance.task_list_contract import TaskListContract
@@ -68,4 +69,8 @@ class TestAutonomyContractOnMoto(AutonomyContract):
 
 
 class TestTaskListContractOnMoto(TaskListContract):
+    pass
+
+
+class TestFlowContractOnMoto(FlowContract):
     pass

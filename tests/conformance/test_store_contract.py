@@ -8,6 +8,7 @@ from tenure_cli.local.engines import DynamoDBLocal
 
 from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
+from tests.conformance.flow_contract import FlowContract
 from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract, RequestStoreContract
 from tests.conformance.task_list_contract import TaskListContract
@@ -54,4 +55,8 @@ class TestTaskListContractOnDynamoDBLocal(TaskListContract):
 
 
 class TestRequestStoreContractOnDynamoDBLocal(RequestStoreContract):
+    pass
+
+
+class TestFlowContractOnDynamoDBLocal(FlowContract):
     pass

@@ -453,6 +453,9 @@ COMMANDS: dict[str, Case] = {
     "events post": lambda s, o: Run(
         ["--space", s.space, "--topic", s.topic, "--data", '{"sha": "abc"}']
     ),
+    "events send": lambda s, o: Run(
+        ["--space", s.space, "--name", "deploy.done", "--key", "v1", "--data", '{"sha": "abc"}']
+    ),
     # ----------------------------------------------------------------- inspect
     "inspect": _inspect,
     # -------------------------------------------------------------- completion

@@ -49,6 +49,7 @@ from tenure.domain.model import (
     Event,
     Instance,
     Job,
+    KeptEvent,
     Lease,
     Pool,
     PoolVersion,
@@ -179,6 +180,9 @@ class FakeStore(FakeRules):
         # The task graph's side rows and the scheduler row (store.keys).
         self.graphs: dict[str, TaskGraph] = {}
         self.edges: dict[tuple[str, str, str], int | None] = {}  # (task, kind, other) -> counted
+        # Event waits: (space, name, key) -> (task id, block id) in key order; kept events.
+        self.event_wait_rows: dict[tuple[str, str, str], set[tuple[str, str]]] = {}
+        self.kept_events: dict[tuple[str, str, str], KeptEvent] = {}
         self.scheduler = SchedulerState()
         # The stream's reactions, played after each commit like the stream would (the rig
         # sets it to the reactions table's `react_to_rows`); rows: (entity, old, new).
@@ -505,6 +509,8 @@ class FakeStore(FakeRules):
             + [
                 ("edge", f"{g.task_id}>{g.name}>{g.other}")
                 if g.op in ("edge", "unedge")
+                else ("task", g.task_id)
+                if g.op == "has_children"
                 else ("graph", g.task_id)
                 for g in change.graph
             ]
@@ -858,6 +864,8 @@ class FakeStore(FakeRules):
         if g.op == "advance":
             at = getattr(graph, g.name, None)
             return at is None or at < g.other
+        if g.op == "has_children":
+            return g.task_id in self.tasks
         return True
 
     def _put_graph(self, new: TaskGraph) -> tuple[str, Any, Any]:
@@ -885,6 +893,9 @@ class FakeStore(FakeRules):
             return [self._put_graph(replace(graph, **{g.name: g.at}))]
         if g.op == "advance":
             return [self._put_graph(replace(graph, **{g.name: g.other}))]
+        if g.op == "has_children":
+            # As DynamoStore: one attribute set, the row's version as it was.
+            self.tasks[g.task_id] = replace(self.tasks[g.task_id], has_children=True)
         return []
 
     def _apply_hold(self, set_name: str, task_id: str, add: bool) -> None:
@@ -902,6 +913,47 @@ class FakeStore(FakeRules):
 
     def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
         return {t: self._graph(t) for t in task_ids}
+
+    def newest_children(self, task_id: str, limit: int) -> list[str]:
+        _limit(limit)
+        others = sorted(o for (t, kd, o) in self.edges if t == task_id and kd == "child")
+        return others[::-1][:limit]
+
+    def task_entries(self, task_ids: list[str]) -> dict[str, TaskEntry]:
+        _limit(len(task_ids) or 1)
+        found: dict[str, TaskEntry] = {}
+        for task_id in dict.fromkeys(task_ids):
+            task = self.tasks.get(task_id)
+            if task is None:
+                continue
+            job = self.jobs.get(task.job_id) if task.job_id else None
+            lease_id = job.lease_id if job else None
+            if job is None and task.job_id == first_job_id(task.id):
+                lease_id = first_lease_id(task.id)
+            row = self.lease_rows.get(lease_id) if lease_id else None
+            found[task_id] = TaskEntry(
+                task=task, graph=self._graph(task_id), lease=row.lease if row else None, cursor=""
+            )
+        return found
+
+    def put_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        self.writes.append("put_event_wait")
+        self.event_wait_rows.setdefault((space, name, key), set()).add((task_id, block_id))
+
+    def event_waits(self, space: str, name: str, key: str, limit: int) -> list[tuple[str, str]]:
+        _limit(limit)
+        return sorted(self.event_wait_rows.get((space, name, key), set()))[:limit]
+
+    def drop_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        self.writes.append("drop_event_wait")
+        self.event_wait_rows.get((space, name, key), set()).discard((task_id, block_id))
+
+    def put_kept_event(self, event: KeptEvent) -> None:
+        self.writes.append("put_kept_event")
+        self.kept_events[(event.space, event.name, event.key)] = event
+
+    def kept_event(self, space: str, name: str, key: str) -> KeptEvent | None:
+        return self.kept_events.get((space, name, key))
 
     def graph_edges(
         self, task_id: str, kind: str, limit: int, after: str | None = None

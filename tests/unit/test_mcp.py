@@ -111,15 +111,15 @@ def test_the_token_decides_the_tools_it_sees(rpc: Any, rig: Rig) -> None:
         "leases_cancel",
         "leases_fetch_logs",
         "leases_list_attachments",
+        "events_send",
         "task_recover",
         "task_inspect",
         "task_approve",
     ]
     assert names(rpc, ADMIN) == operator
     assert names(rpc, MEMBER) == operator
-    assert names(rpc, READER) == [
-        n for n in operator if n not in ("leases_cancel", "task_recover", "task_approve")
-    ]
+    members_only = ("leases_cancel", "events_send", "task_recover", "task_approve")
+    assert names(rpc, READER) == [n for n in operator if n not in members_only]
     assert names(rpc, as_lease(lease.id)) == [
         "leases_list",
         "leases_get",
@@ -132,6 +132,7 @@ def test_the_token_decides_the_tools_it_sees(rpc: Any, rig: Rig) -> None:
         "lease_release",
         "task_block",
         "task_unblock",
+        "events_send",
     ]
     assert names(rpc, WORKER) == [
         "task_run_claim_next",
@@ -162,6 +163,30 @@ def test_a_worker_blocks_and_unblocks_its_own_task_over_mcp(rpc: Any, rig: Rig) 
     assert refused["result"]["structuredContent"]["error"]["code"] == "unauthenticated"
     rig.svc.blocks.clear_block(MEMBER, lease.task_id or "", block["id"], "eu-west")
     assert not rig.svc.graph.get_task(MEMBER, lease.task_id or "").blocked_reasons
+
+
+def test_one_agent_waits_for_an_event_another_sends_over_mcp(rpc: Any, rig: Rig) -> None:
+    waiter = rig.running()
+    me = as_lease(waiter.id)
+    wait = {"kind": "event", "event": "review.done", "key": "pr-7"}
+    block = tool(rpc, "task_block", wait, me)["result"]["structuredContent"]["block"]
+    assert (block["kind"], block["state"], block["key"]) == ("event", "open", "pr-7")
+    sender = rig.running("w2")
+    data = {"approved": True}
+    sent = tool(
+        rpc,
+        "events_send",
+        {"name": "review.done", "key": "pr-7", "data": data},
+        as_lease(sender.id),
+    )
+    assert sent["result"]["structuredContent"] == {"cleared": 1}
+    task = rig.svc.graph.get_task(MEMBER, waiter.task_id or "")
+    assert task.blocked_reasons == ()
+    # A reader may not send one; an operator names the space.
+    refused = tool(rpc, "events_send", {"space": SPACE, "name": "n", "key": "k"}, READER)
+    assert refused["result"]["isError"]
+    unnamed = tool(rpc, "events_send", {"name": "n", "key": "k"}, MEMBER)
+    assert unnamed["result"]["isError"] and "space" in json.dumps(unnamed["result"])
 
 
 def test_no_token_is_refused_before_the_protocol(rpc: Any) -> None:
@@ -218,6 +243,33 @@ def test_a_token_in_the_input_is_refused_as_invalid_params(
 ) -> None:
     body = tool(rpc, "leases_get", arguments, READER)
     assert body["error"]["code"] == -32602 and "token" in body["error"]["message"]
+
+
+def test_the_payload_tool_hands_on_the_results_of_the_tasks_before(rpc: Any, rig: Rig) -> None:
+    from tenure.app.tasks.filing import TaskLinks
+
+    blocker, _ = rig.task(title="build")
+    first = rig.claim().lease
+    rig.svc.reports.complete(
+        as_lease(first.id), first.id, {"outcome": "success", "result": {"artifact": "a.tgz"}}
+    )
+    rig.svc.filing.create_task(
+        MEMBER,
+        SPACE,
+        "deploy",
+        None,
+        None,
+        {},
+        "builders",
+        None,
+        links=TaskLinks(depends_on=(blocker.id,)),
+    )
+    lease = rig.claim().lease
+    payload = tool(rpc, "lease_fetch_payload", {}, as_lease(lease.id))["result"]
+    inputs = payload["structuredContent"]["inputs"]
+    assert [(i["task_id"], i["status"], i["result"]) for i in inputs] == [
+        (blocker.id, "completed", {"artifact": "a.tgz"})
+    ]
 
 
 def test_usage_counts_are_not_mistaken_for_tokens() -> None:

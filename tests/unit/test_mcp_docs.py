@@ -13,8 +13,8 @@ from tenure.api.mcp import tools as t
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 # A tool named in a code span, with its inputs when the span shows them: `name {a, b?}`.
 NAMED = re.compile(r"`([a-z_]+)(?: \{([^`]*)\})?`")
-# Names shaped like a tool's (`leases_…`, `lease_…`, `task_…`), registered or not.
-TOOL_SHAPED = re.compile(r"^(?:leases?|task)_[a-z_]+$")
+# Names shaped like a tool's (`leases_…`, `lease_…`, `task_…`, `events_…`), registered or not.
+TOOL_SHAPED = re.compile(r"^(?:leases?|task|events)_[a-z_]+$")
 # api.md's rows, by how each starts, and the audiences each covers.
 API_ROWS = {
     "| operator, `read` |": "operator:read",

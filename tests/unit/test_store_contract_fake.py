@@ -8,6 +8,7 @@ from tenure.wiring import ManualClock, RandomIds, SystemClock
 
 from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract
+from tests.conformance.flow_contract import FlowContract
 from tests.conformance.graph_contract import GraphContract
 from tests.conformance.pool_contract import PoolStoreContract, RequestStoreContract
 from tests.conformance.task_list_contract import TaskListContract
@@ -53,4 +54,8 @@ class TestTaskListContractOnTheFake(TaskListContract):
 
 
 class TestRequestStoreContractOnTheFake(RequestStoreContract):
+    pass
+
+
+class TestFlowContractOnTheFake(FlowContract):
     pass

@@ -47,7 +47,7 @@ GROUPS: tuple[tuple[str, str], ...] = (
     ("admin", "set up and upgrade an instance with your AWS credentials (bootstrap, migrate)"),
     ("scheduler", "the scheduler: status, pause, drain"),
     ("rules", "admin: rules that mint leases (email, events, schedules)"),
-    ("events", "member: post an event for inbound rules"),
+    ("events", "member: post an event for inbound rules, or send one blocks wait for"),
 )
 
 Command = Callable[[argparse.Namespace], int]

@@ -116,6 +116,12 @@ MCP_REFUSALS: dict[int, tuple[str, str]] = {
 _NOT_AN_OBJECT = {"missing", "model_attributes_type", "model_type", "dict_type"}
 
 
+# Parts of an error's location that name no field: where it was, and the tags of a body that
+# takes one of several shapes (POST /events: a rule event or an event blocks wait for; POST
+# /tasks/{id}/blocks: a typed block or an event block).
+_NOT_FIELDS = ("body", "query", "path", "rule_event", "signal", "typed_block", "event_block")
+
+
 def describe_validation(errors: list[dict[str, Any]]) -> e.TenureError:
     """Turn the resolver's validation errors into invalid_request, missing_scope or
     validation_failed."""
@@ -129,7 +135,7 @@ def describe_validation(errors: list[dict[str, Any]]) -> e.TenureError:
             return e.InvalidRequest("the body must be a JSON object")
     parts = []
     for err in errors:
-        parts_of_loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        parts_of_loc = [str(p) for p in err.get("loc", ()) if p not in _NOT_FIELDS]
         where = ".".join(parts_of_loc) or "body"
         msg = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":

@@ -14,8 +14,10 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     StringConstraints,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -278,6 +280,8 @@ class InstancePatch(Strict):
     block_recurrence_limit: Annotated[int, Field(ge=0, le=100), Integral] | None = None
     allow_agent_force: bool | None = None
     retry_chain_cap: Annotated[int, Field(ge=1, le=100), Integral] | None = None
+    # How long an event is kept to clear blocks placed after it arrived: up to 30 days.
+    event_ttl_seconds: Annotated[int, Field(ge=1, le=2_592_000), Integral] | None = None
 
 
 class RuntimeState(Strict):
@@ -748,6 +752,7 @@ class InstanceOut(Out):
     block_recurrence_limit: int
     allow_agent_force: bool
     retry_chain_cap: int
+    event_ttl_seconds: int
     active: int
 
 
@@ -1096,9 +1101,79 @@ class InspectOut(Out):
 
 
 class BlockCreate(Strict):
+    kind: Literal["transient", "dependency_external", "needs_input", "error", "event"]
+    # Required but for an `event` block, whose reason says what it waits for by default.
+    reason: str | None = Field(default=None, min_length=1, max_length=2000)
+    expires_in_seconds: Annotated[int, Field(ge=1, le=2_592_000), Integral] | None = None
+    # An `event` block waits for this event name and key (each 1-128 characters).
+    event: str | None = Field(default=None, min_length=1, max_length=128)
+    key: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Self:
+        if self.kind == "event":
+            if self.event is None or self.key is None:
+                raise ValueError("an event block names its event and key")
+            if self.expires_in_seconds is not None:
+                raise ValueError("expires_in_seconds: only a transient block expires")
+        elif self.event is not None or self.key is not None:
+            raise ValueError("event and key: only an event block waits for an event")
+        elif self.reason is None:
+            raise ValueError("reason: required")
+        return self
+
+
+class TypedBlockCreate(Strict):
+    """`POST /tasks/{id}/blocks` for a typed block: why, in words."""
+
     kind: Literal["transient", "dependency_external", "needs_input", "error"]
     reason: str = Field(min_length=1, max_length=2000)
     expires_in_seconds: Annotated[int, Field(ge=1, le=2_592_000), Integral] | None = None
+
+
+class EventBlockCreate(Strict):
+    """`POST /tasks/{id}/blocks` for a block that waits for an event's name and key."""
+
+    kind: Literal["event"]
+    event: str = Field(min_length=1, max_length=128)
+    key: str = Field(min_length=1, max_length=128)
+    reason: str | None = Field(default=None, min_length=1, max_length=2000)
+
+
+def _block_kind(body: Any) -> str:
+    return (
+        "event_block" if isinstance(body, dict) and body.get("kind") == "event" else "typed_block"
+    )
+
+
+# The route's body: one shape per kind, so the document says exactly what each requires.
+BlockBody = Annotated[
+    Annotated[TypedBlockCreate, Tag("typed_block")]
+    | Annotated[EventBlockCreate, Tag("event_block")],
+    Discriminator(_block_kind),
+]
+
+
+class EventSignal(Strict):
+    """`POST /events` with `name`: the event blocks of `kind: "event"` wait for."""
+
+    space: SpaceKey
+    name: str = Field(min_length=1, max_length=128)
+    key: str = Field(min_length=1, max_length=128)
+    data: Any = None  # any JSON, at most 65,536 bytes
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_both(cls, body: Any) -> Any:
+        if isinstance(body, dict) and "topic" in body and "name" in body:
+            raise ValueError(
+                "send topic (an event for rules) or name (an event blocks wait for), not both"
+            )
+        return body
+
+
+class SignalAnswer(Out):
+    cleared: int  # the blocks this request cleared
 
 
 class BlockClear(Strict):

@@ -56,7 +56,8 @@ ROUTES: dict[tuple[str, str], str] = {
     ("PATCH", f"{BASE}/rules/<rule_id>"): "operator:admin",
     ("DELETE", f"{BASE}/rules/<rule_id>"): "operator:admin",
     ("POST", f"{BASE}/rules/<rule_id>/fire"): "operator:member",
-    ("POST", f"{BASE}/events"): "operator:member",
+    # A body with `name` (an event blocks wait for) also takes a lease token of that space.
+    ("POST", f"{BASE}/events"): "operator:member|lease",
     ("GET", f"{BASE}/workflows/<slug>/activity"): "operator:read",
     ("GET", f"{BASE}/spaces/<key>/activity"): "operator:read",
     # Inbound addresses: given and taken by an admin of every space (NAMED_SCOPES).

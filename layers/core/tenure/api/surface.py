@@ -188,9 +188,11 @@ def op(
     extra: int = 0,
     raw: bool = False,
     ok_headers: dict[str, Any] | None = None,
+    also: dict[int, type[BaseModel]] | None = None,
 ) -> Any:
     """Register a route of the table in api/routes.py with the statuses it answers (and the
-    headers its success may carry, `ok_headers`: name → OpenAPI header object). A `raw`
+    headers its success may carry, `ok_headers`: name → OpenAPI header object; `also`, another
+    success a body of another shape answers: status → its model). A `raw`
     route answers stored bytes as they are: Powertools' response validation would otherwise
     run them through its JSON encoder, which reads bytes as UTF-8 (a binary attachment was a
     500), so its handler's return type is hidden from the resolver."""
@@ -199,6 +201,11 @@ def op(
     answers = _answers(ok, model, *codes, *(() if public else _ALWAYS), raw=raw)
     if ok_headers:
         answers[ok] = {**answers[ok], "headers": ok_headers}
+    for status, shape in (also or {}).items():
+        answers[status] = {
+            "description": "success",
+            "content": {"application/json": {"model": shape}},
+        }
     if extra:
         answers[extra] = {
             "description": _EXTRA.get(extra, "nothing to claim once wait_seconds have passed"),
@@ -246,6 +253,13 @@ class BodyShape:
 
 
 @cache
+def _bare(hint: Any) -> Any:
+    """A type without its `Annotated` layers."""
+    while hasattr(hint, "__metadata__"):
+        hint = hint.__origin__
+    return hint
+
+
 def body_shape(method: str, rule: str) -> BodyShape | None:
     """What an authenticated route makes of its body (None: not one of those routes), from
     its handler's signature, read on the route's first call as `known_query` is. An absent
@@ -257,10 +271,11 @@ def body_shape(method: str, rule: str) -> BodyShape | None:
     for hint in get_type_hints(func, include_extras=True).values():
         if not any(isinstance(meta, Body) for meta in getattr(hint, "__metadata__", ())):
             continue
-        declared = hint.__origin__  # `Model` or `Model | None`
+        # `Model`, `Model | None`, or a tagged union of models (each possibly annotated).
+        declared = _bare(hint.__origin__)
         models = [
             x
-            for x in (get_args(declared) or (declared,))
+            for x in map(_bare, get_args(declared) or (declared,))
             if isinstance(x, type) and issubclass(x, BaseModel)
         ]
         optional = all(not f.is_required() for x in models for f in x.model_fields.values())

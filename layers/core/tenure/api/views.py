@@ -251,6 +251,7 @@ def instance_view(instance: Instance, active: int) -> dict[str, Any]:
         "block_recurrence_limit": instance.block_recurrence_limit,
         "allow_agent_force": instance.allow_agent_force,
         "retry_chain_cap": instance.retry_chain_cap,
+        "event_ttl_seconds": instance.event_ttl_seconds,
         "active": active,
     }
 

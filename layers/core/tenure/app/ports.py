@@ -9,6 +9,7 @@ from tenure.domain.model import (
     Event,
     Instance,
     Job,
+    KeptEvent,
     Lease,
     Pool,
     PoolVersion,
@@ -219,7 +220,9 @@ class GraphOp:
     * "usage": ADD `counts` to `task_id`'s graph row and `name` (a cost key) to its
       `usage_cost_keys` set — a completion's usage (app/usage.py);
     * "advance": SET `name` = `other` on `task_id`'s graph row while it is absent or sorts
-      before `other` (a cursor that only moves forward: a stop's page, app/autonomy).
+      before `other` (a cursor that only moves forward: a stop's page, app/autonomy);
+    * "has_children": SET has_children on `task_id`'s task row (not its graph row) — a
+      parent's first child, so its payload knows to list children (app/tasks/inputs.py).
     """
 
     op: str
@@ -589,6 +592,38 @@ class Store(Protocol):
         """The space's next `limit` tasks, newest first (by creation, then id), each with its
         graph row and newest lease: one index Query and batched reads by key, eventually
         consistent. A cursor of another kind or shape is ValidationFailed."""
+        ...
+
+    def newest_children(self, task_id: str, limit: int) -> list[str]:
+        """Up to `limit` ids of `task_id`'s children, newest first (one bounded Query)."""
+        ...
+
+    def task_entries(self, task_ids: list[str]) -> dict[str, TaskEntry]:
+        """These tasks by id (those that exist; at most a payload's inputs), each with its
+        graph row and newest lease: batched reads by key, eventually consistent."""
+        ...
+
+    # ---------------------------------------------------------------- event waits
+
+    def put_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        """Record that this block waits for (space, name, key): one row in that signal's
+        partition (written before the block, so an event that reads the partition after the
+        block exists finds it)."""
+
+    def event_waits(self, space: str, name: str, key: str, limit: int) -> list[tuple[str, str]]:
+        """The first `limit` (task id, block id) waiting for (space, name, key), read
+        consistently (one bounded Query)."""
+        ...
+
+    def drop_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        """Forget one wait (its block cleared, or never placed); absent already is fine."""
+
+    def put_kept_event(self, event: KeptEvent) -> None:
+        """Keep the last event of its (space, name, key) until its expires_at (a TTL row)."""
+
+    def kept_event(self, space: str, name: str, key: str) -> KeptEvent | None:
+        """The kept event of (space, name, key), read consistently; None when there is none.
+        An expired one may still be returned (TTL deletes lazily): the caller checks."""
         ...
 
     def graph_edges(

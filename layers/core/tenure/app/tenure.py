@@ -25,6 +25,8 @@ from tenure.app.autonomy.breaker import Breaker
 from tenure.app.autonomy.delegation import Delegation
 from tenure.app.autonomy.wake import Wake
 from tenure.app.conditions import Conditions
+from tenure.app.flow.events import EventWaits
+from tenure.app.flow.inputs import Inputs
 from tenure.app.inspect import Inspection
 from tenure.app.kernel import Kernel
 from tenure.app.leases.bound import Bound
@@ -88,6 +90,7 @@ class Tenure:
     scheduler: Scheduler
     inspection: Inspection
     blocks: Blocks
+    event_waits: EventWaits
     breaker: Breaker
     delegation: Delegation
     wake: Wake
@@ -167,6 +170,7 @@ def compose(
         ),
     )
     blocks = Blocks(kernel, runs, graph, reports)
+    event_waits = EventWaits(kernel, blocks)
     breaker = Breaker(kernel, graph, blocks)
     wake = Wake(kernel, publisher)
     rules = Rules(kernel, schedules)
@@ -189,7 +193,7 @@ def compose(
         handover=Handover(kernel, reports, claims, bound),
         operator=operator,
         recovery=Recovery(kernel),
-        payloads=Payloads(kernel, versions),
+        payloads=Payloads(kernel, versions, Inputs(kernel, graph)),
         runs=runs,
         graph=graph,
         approval=approval,
@@ -205,6 +209,7 @@ def compose(
         scheduler=scheduler,
         inspection=Inspection(kernel, conditions, graph),
         blocks=blocks,
+        event_waits=event_waits,
         breaker=breaker,
         delegation=delegation,
         wake=wake,
@@ -230,7 +235,7 @@ def compose(
                     delegation.stop_children,
                 ),
                 "graph": (graph.after_graph, wake.on_graph, delegation.continue_stop),
-                "task": (wake.on_task,),
+                "task": (wake.on_task, event_waits.on_task),
             }
         ),
     )

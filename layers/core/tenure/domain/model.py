@@ -221,6 +221,9 @@ class Task:
     approval: dict[str, Any] | None = None
     # Keyed concurrency: its runs count against their pool's max_active_per_key under this key.
     concurrency_key: str | None = None
+    # Set once, by its first child's filing: the payload lists children (one Query) only for a
+    # task that has some, so a task without any costs its payload no read. None is not stored.
+    has_children: bool | None = None
 
     def with_job(self, job_id: str) -> Task:
         return replace(self, job_id=job_id)
@@ -426,6 +429,8 @@ class PoolVersion:
 # Instance-wide settings (ceiling, breaker limit, agent force, retry chain cap), one row.
 DEFAULT_BLOCK_RECURRENCE_LIMIT = 2
 DEFAULT_RETRY_CHAIN_CAP = 5
+# How long an event is kept to clear the blocks placed after it arrived (app/flow/events.py).
+DEFAULT_EVENT_TTL_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -434,6 +439,7 @@ class Instance:
     block_recurrence_limit: int = DEFAULT_BLOCK_RECURRENCE_LIMIT
     allow_agent_force: bool = False
     retry_chain_cap: int = DEFAULT_RETRY_CHAIN_CAP
+    event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS
     updated_at: int | None = None
 
 
@@ -506,3 +512,17 @@ def task_status(task: Task, lease: Lease | None) -> TaskStatus:
             return TaskStatus.FAILED
         case _:
             return TaskStatus.CANCELLED
+
+
+@dataclass(frozen=True)
+class KeptEvent:
+    """The last event sent for one (space, name, key), kept until `expires_at` (epoch ms) to
+    clear blocks placed after it arrived (app/flow/events.py). `data` is as sent."""
+
+    space: str
+    name: str
+    key: str
+    at: int
+    expires_at: int
+    data: Any = None
+    by: str | None = None

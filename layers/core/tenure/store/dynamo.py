@@ -33,6 +33,7 @@ from tenure.app.ports import (
     SchedulerState,
     Settings,
     SweeperState,
+    TaskEntry,
     TaskPage,
     TokenPage,
     WorkerPage,
@@ -49,6 +50,7 @@ from tenure.domain.model import (
     Event,
     Instance,
     Job,
+    KeptEvent,
     Lease,
     Pool,
     PoolVersion,
@@ -69,6 +71,8 @@ from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
 from tenure.store.codec import load_image as load_image  # the reactor reads stream images
 from tenure.store.codec import values as _values
+from tenure.store.event_waits import EventWaitRows
+from tenure.store.inputs import InputReads
 from tenure.store.reads import PagedReads
 from tenure.store.retention import RetentionRows
 from tenure.store.schema import SchemaRows
@@ -89,6 +93,8 @@ class DynamoStore:
         self.reads = PagedReads(self.rows)
         self.retention = RetentionRows(self.rows)
         self.schema = SchemaRows(self.rows)
+        self.inputs = InputReads(self.rows)
+        self.event_rows = EventWaitRows(self.rows)
 
     # ------------------------------------------ what the collaborators above answer
 
@@ -138,6 +144,27 @@ class DynamoStore:
 
     def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
         return self.reads.task_page(space, limit, cursor)
+
+    def newest_children(self, task_id: str, limit: int) -> list[str]:
+        return self.inputs.newest_children(task_id, limit)
+
+    def task_entries(self, task_ids: list[str]) -> dict[str, TaskEntry]:
+        return self.inputs.task_entries(task_ids)
+
+    def put_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        self.event_rows.put_event_wait(space, name, key, task_id, block_id)
+
+    def event_waits(self, space: str, name: str, key: str, limit: int) -> list[tuple[str, str]]:
+        return self.event_rows.event_waits(space, name, key, limit)
+
+    def drop_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
+        self.event_rows.drop_event_wait(space, name, key, task_id, block_id)
+
+    def put_kept_event(self, event: KeptEvent) -> None:
+        self.event_rows.put_kept_event(event)
+
+    def kept_event(self, space: str, name: str, key: str) -> KeptEvent | None:
+        return self.event_rows.kept_event(space, name, key)
 
     def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
         return self.reads.timeline(subject_kind, subject_id, limit)
@@ -1027,6 +1054,16 @@ class DynamoStore:
                     "ConditionExpression": k.ADVANCES,
                     "ExpressionAttributeNames": {"#mark": g.name},
                     "ExpressionAttributeValues": _values(to=g.other),
+                }
+            }
+        if g.op == "has_children":
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": _dump(k.task_key(g.task_id)),
+                    "UpdateExpression": "SET has_children = :yes",
+                    "ConditionExpression": k.EXISTS,
+                    "ExpressionAttributeValues": _values(yes=True),
                 }
             }
         raise ValueError(f"unknown graph op {g.op!r}")

@@ -633,3 +633,28 @@ HOLD_SETS = {"paused": "paused_tasks", "attention": "attention_tasks", "blocked"
 
 # A task write that bumps the row's version lands only on the version it read.
 TASK_VERSION_IS = "version = :expect_task_version"
+
+
+# ------------------------------------------------------------------ event waits
+
+
+# A name and a key are any 1-128 characters: the name's length goes first, so that no
+# (name, key) pair can be spelt like another ("a#b", "c" and "a", "b#c" differ).
+def _signal(space: str, name: str, key: str) -> str:
+    return f"{space}#{len(name)}#{name}#{key}"
+
+
+# The blocks waiting for one (space, name, key) share a partition, one row per block
+# (SK task#block), so an event reads its waiters with bounded Queries of that partition alone.
+def event_wait_key(space: str, name: str, key: str, task_id: str, block_id: str) -> dict[str, str]:
+    return {PK: f"EVWAIT#{_signal(space, name, key)}", SK: f"{task_id}#{block_id}"}
+
+
+def event_wait_pk(space: str, name: str, key: str) -> str:
+    return f"EVWAIT#{_signal(space, name, key)}"
+
+
+# The last event of one (space, name, key), kept for the instance's event_ttl_seconds (its
+# expires_at is the row's TTL; reads check it too, as TTL deletes lazily).
+def kept_event_key(space: str, name: str, key: str) -> dict[str, str]:
+    return {PK: f"EVENT#{_signal(space, name, key)}", SK: "EVENT"}

@@ -1,5 +1,5 @@
 """`tenure rules …` and `tenure events post`: the operator's commands for rules that mint
-leases."""
+leases; and `tenure events send`, the event that blocks of kind `event` wait for."""
 
 from __future__ import annotations
 
@@ -110,6 +110,15 @@ def events_post(args: argparse.Namespace) -> int:
     return table(answer["leases"], args, ["id", "state", "pool", "subject_kind", "task.key"])
 
 
+def events_send(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"space": args.space, "name": args.name, "key": args.key}
+    if args.data is not None:
+        body["data"] = json_arg(args.data, "--data")
+    # Sending it again clears nothing twice: a block is cleared once, whoever sends.
+    _, answer = operator_client(args).call("POST", "/events", body, idempotent=True)
+    return show(answer, args)
+
+
 def add_commands(groups: Groups) -> None:
     rsub = groups["rules"]
     create = service_options(
@@ -153,3 +162,11 @@ def add_commands(groups: Groups) -> None:
     post.add_argument("--data", help="a JSON object")
     post.add_argument("--event-id", help="idempotency key: the same id mints nothing new")
     post.set_defaults(func=guarded(events_post, EVENT_CHECK))
+    send = service_options(
+        groups["events"].add_parser("send", help="send an event: clear the blocks waiting for it")
+    )
+    send.add_argument("--space", required=True, help="the space whose blocks wait for it")
+    send.add_argument("--name", required=True, help="the event's name (1-128 characters)")
+    send.add_argument("--key", required=True, help="which one (1-128 characters)")
+    send.add_argument("--data", help="any JSON, at most 65,536 bytes")
+    send.set_defaults(func=guarded(events_send))

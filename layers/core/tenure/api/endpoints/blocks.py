@@ -14,10 +14,13 @@ from tenure.api.surface import actor, json_answer, lease_out, op, svc
 
 
 @op("POST", f"{BASE}/tasks/<task_id>/blocks", 201, m.BlockAnswer, 404, 409, 422)
-def block_task(task_id: str, body: Annotated[m.BlockCreate, Body()]) -> Response[Any]:
-    block = svc().blocks.block_task(
-        actor(), task_id, body.kind, body.reason, body.expires_in_seconds
-    )
+def block_task(task_id: str, body: Annotated[m.BlockBody, Body()]) -> Response[Any]:
+    if isinstance(body, m.EventBlockCreate):
+        block = svc().event_waits.place(actor(), task_id, body.event, body.key, body.reason)
+    else:
+        block = svc().blocks.block_task(
+            actor(), task_id, body.kind, body.reason, body.expires_in_seconds
+        )
     return json_answer({"block": block}, 201)
 
 

@@ -8,7 +8,15 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
-from pydantic import AwareDatetime, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AwareDatetime,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    field_validator,
+)
 
 from tenure.api import models as m
 from tenure.api import views as v
@@ -116,6 +124,18 @@ class FireAnswer(m.Out):
     task: m.TaskOut | None = None
 
 
+def _event_kind(body: Any) -> str:
+    """Which event a body is: one with `name` is an event blocks wait for; any other is an
+    event for rules (so its errors name its own fields)."""
+    return "signal" if isinstance(body, dict) and "name" in body else "rule_event"
+
+
+EventBody = Annotated[
+    Annotated[EventPost, Tag("rule_event")] | Annotated[m.EventSignal, Tag("signal")],
+    Discriminator(_event_kind),
+]
+
+
 class EventAnswer(m.Out):
     leases: list[m.LeaseOut]
 
@@ -206,8 +226,11 @@ def fire_rule(rule_id: str) -> Response[Any]:
     return json_answer({"lease": lease_out(fired)}, 201)
 
 
-@op("POST", f"{BASE}/events", 202, EventAnswer, 404, 422)
-def post_event(body: Annotated[EventPost, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/events", 202, EventAnswer, 404, 422, also={200: m.SignalAnswer})
+def post_event(body: Annotated[EventBody, Body()]) -> Response[Any]:
+    if isinstance(body, m.EventSignal):  # an event blocks wait for (app/flow/events.py)
+        cleared = svc().event_waits.send(actor(), body.space, body.name, body.key, body.data)
+        return json_answer({"cleared": cleared}, 200)
     occurred = _ms(body.occurred_at) if body.occurred_at else None
     leases = svc().firings.post_event(
         actor(), body.space, body.topic, body.data, occurred, body.event_id

@@ -187,8 +187,14 @@ def _block(svc: Tenure, actor: Principal, args: RunBlockArgs) -> dict[str, Any]:
             f"lease {run.lease.id} answers for a {run.lease.subject_kind.value}, not a task: "
             "only a task can be blocked"
         )
-    block = svc.blocks.block_task(
-        run.holder, run.lease.task_id, args.kind, args.reason, args.expires_in_seconds
+    block = svc.event_waits.block(
+        run.holder,
+        run.lease.task_id,
+        args.kind,
+        args.reason,
+        args.expires_in_seconds,
+        args.event,
+        args.key,
     )
     return {"block": block, "run": run_view(svc.kernel.lease(run.lease.id))}
 

@@ -34,10 +34,11 @@ INSTRUCTIONS = "\n".join(
         "says why.",
         "Operator token (tnr_o_): leases_list, leases_get, leases_fetch_logs, "
         "leases_list_attachments and task_inspect in its spaces; with role member or admin "
-        "also leases_cancel, task_recover and task_approve.",
+        "also leases_cancel, task_recover, task_approve and events_send.",
         "Lease token (tnr_l_, one claimed lease): lease_fetch_payload, lease_heartbeat, then "
-        "lease_complete, lease_fail or lease_release; task_block and task_unblock on its task; "
-        "leases_list, leases_get, leases_fetch_logs and leases_list_attachments in its space.",
+        "lease_complete, lease_fail or lease_release; task_block (kind event waits for an "
+        "event) and task_unblock on its task; events_send, leases_list, leases_get, "
+        "leases_fetch_logs and leases_list_attachments in its space.",
         "Worker token (tnr_w_, its pools; no lease token needed): task_run_claim_next, or "
         "task_run_claim for one queued run, answers a run_id; then task_run_heartbeat, "
         "task_run_payload, and task_run_complete, task_run_fail, task_run_release or "

@@ -186,14 +186,33 @@ def _own_task(svc: Tenure, actor: Principal) -> str:
 
 
 def _block(svc: Tenure, actor: Principal, args: TaskBlockArgs) -> dict[str, Any]:
-    block = svc.blocks.block_task(
-        actor, _own_task(svc, actor), args.kind, args.reason, args.expires_in_seconds
+    task_id = _own_task(svc, actor)
+    block = svc.event_waits.block(
+        actor, task_id, args.kind, args.reason, args.expires_in_seconds, args.event, args.key
     )
     return {"block": block}
 
 
 def _unblock(svc: Tenure, actor: Principal, args: TaskUnblockArgs) -> dict[str, Any]:
     return {"block": svc.blocks.clear_block(actor, _own_task(svc, actor), args.block_id, args.note)}
+
+
+class EventSendArgs(m.Strict):
+    """An event blocks wait for; a lease token's goes to its own lease's space."""
+
+    space: m.SpaceKey | None = None
+    name: str = Field(min_length=1, max_length=128)
+    key: str = Field(min_length=1, max_length=128)
+    data: Any = None
+
+
+def _send_event(svc: Tenure, actor: Principal, args: EventSendArgs) -> dict[str, Any]:
+    space = args.space
+    if space is None and actor.kind == "lease":
+        space = svc.kernel.acting_lease(actor).space
+    if space is None:
+        raise e.ValidationFailed("space: required with an operator token")
+    return {"cleared": svc.event_waits.send(actor, space, args.name, args.key, args.data)}
 
 
 READ, MEMBER, LEASE = "operator:read", "operator:member", "lease"
@@ -247,7 +266,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "lease_fetch_payload",
         "Read this lease's work bundle: the lease, its subject (task, workflow or space), "
-        "and the trigger when a rule minted it.",
+        "the trigger when a rule minted it, `inputs` (the results of the tasks its task "
+        "depends on and of its children) and `events` (the events its task received).",
         NoArgs,
         (LEASE,),
         _payload,
@@ -294,9 +314,10 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "task_block",
         "Say this lease's task cannot go on, and why: kind transient (with expires_in_seconds "
-        "it stops counting then), dependency_external, needs_input or error. The lease is "
+        "it stops counting then), dependency_external, needs_input or error; or kind event "
+        "with an event name and key, to wait until events_send names them. The lease is "
         "released in the same step (no attempt used) and its run waits behind the block; a "
-        "kind recurring past the instance's limit escalates the task to a person.",
+        "kind recurring past the instance's limit escalates the task to a person (never event).",
         TaskBlockArgs,
         (LEASE,),
         _block,
@@ -309,6 +330,17 @@ TOOLS: tuple[Tool, ...] = (
         TaskUnblockArgs,
         (LEASE,),
         _unblock,
+        read_only=False,
+    ),
+    Tool(
+        "events_send",
+        "Send an event (name and key, optional JSON data): every block of the space waiting "
+        "for that name and key is cleared, and so is one placed within the instance's "
+        "event_ttl_seconds after. Answers how many this call cleared. A lease token sends in "
+        "its own lease's space.",
+        EventSendArgs,
+        (MEMBER, LEASE),
+        _send_event,
         read_only=False,
     ),
     *RUN_TOOLS,

@@ -15,7 +15,7 @@ wrongly parked run. The sweeper finalizes expired blocks later (bounded per pass
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.leases.reports import normalized
@@ -53,6 +53,16 @@ MAX_EXPIRES_IN_SECONDS = 30 * 86_400
 BLOCK_TRIES = 10
 # How many blocked tasks one sweeper pass looks at for expired transient blocks.
 EXPIRY_PER_PASS = 100
+
+
+@dataclass(frozen=True)
+class EventWait:
+    """What an `event` block waits for, and its id (chosen before the block is written: its
+    wait row is written first, app/flow/events.py)."""
+
+    name: str
+    key: str
+    block_id: str
 
 
 def counting(block: dict[str, Any], now: int) -> bool:
@@ -151,6 +161,10 @@ class Blocks:
         shown = [block_out(b, now) for b in kept]
         return shown if all else [b for b in shown if b["state"] == "open"]
 
+    def task_for_block(self, actor: Principal, task_id: str) -> Task:
+        """The task, when the caller may place a block on it (as block_task checks)."""
+        return self._blockable(actor, task_id, "member")
+
     def _blockable(self, actor: Principal, task_id: str, role: str) -> Task:
         """Members (read for listing) of the task's space, or the token of a lease on it —
         or of the lease that filed it (a worker minding the work it delegated)."""
@@ -174,14 +188,17 @@ class Blocks:
         kind: str,
         reason: str,
         expires_in_seconds: int | None = None,
+        wait: EventWait | None = None,
     ) -> dict[str, Any]:
         """Place a block; with the token of the task's held lease, release that lease in the
         same transaction (no attempt used). The block that brings its kind's count to the
-        instance's `block_recurrence_limit` escalates the task to needs_attention."""
+        instance's `block_recurrence_limit` escalates the task to needs_attention. An `event`
+        block (app/flow/events.py places it, `wait` naming the event and the block's id) is
+        not counted: waiting for an event is no sign of a loop."""
         task = self._blockable(actor, task_id, "member")
         rules.refuse_token_fields({"reason": reason})
-        if kind not in BLOCK_KINDS:
-            raise ValidationFailed(f"kind: one of {', '.join(BLOCK_KINDS)}")
+        if kind not in BLOCK_KINDS and not (kind == "event" and wait is not None):
+            raise ValidationFailed(f"kind: one of {', '.join((*BLOCK_KINDS, 'event'))}")
         if not reason.strip() or len(reason) > MAX_REASON_CHARS:
             raise ValidationFailed(f"reason: 1 to {MAX_REASON_CHARS} characters")
         if expires_in_seconds is not None:
@@ -200,7 +217,7 @@ class Blocks:
                 raise ValidationFailed(f"kind: a task holds at most {MAX_OPEN_BLOCKS} open blocks")
             held = self._held_lease(actor, task)
             block: dict[str, Any] = {
-                "id": self.kernel.ids.new_id("blk"),
+                "id": wait.block_id if wait else self.kernel.ids.new_id("blk"),
                 "task_id": task.id,
                 "kind": kind,
                 "reason": reason,
@@ -219,15 +236,20 @@ class Blocks:
             if expires_in_seconds is not None:
                 block["expires_at"] = now + expires_in_seconds * 1000
             counts = dict(task.block_counts or {})
-            counts[kind] = int(counts.get(kind, 0)) + 1
-            escalate = limit > 0 and counts[kind] >= limit and not task.attention
+            if wait is not None:
+                block.update(event=wait.name, key=wait.key)
+            else:
+                counts[kind] = int(counts.get(kind, 0)) + 1
+            escalate = wait is None and limit > 0 and counts[kind] >= limit and not task.attention
             data: dict[str, Any] = {
                 "block_id": block["id"],
                 "kind": kind,
                 "reason": reason,
                 "by": actor.token_id,
-                "count": counts[kind],
+                "count": counts.get(kind, 0),
             }
+            if wait is not None:
+                data.update(event=wait.name, key=wait.key)
             if actor.kind == "lease":
                 data["by_lease"] = actor.lease_id  # wake-creator skips its creator's own block
             event = "task.blocked"
@@ -352,6 +374,7 @@ class Blocks:
         event: str,
         by: str,
         note: str | None,
+        extra: dict[str, Any] | None = None,
         **fields: Any,
     ) -> Task:
         now = self.kernel.clock.now_ms()
@@ -365,6 +388,7 @@ class Blocks:
                 "block_ids": [b["id"] for b in closed],
                 "by": by,
                 **({"note": note} if note else {}),
+                **(extra or {}),
             },
             updated_at=now,
             **fields,

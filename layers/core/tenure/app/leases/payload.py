@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tenure.app.ports import Store
+from tenure.app.flow.events import received
 from tenure.domain import authz
 from tenure.domain.errors import TenureError
 from tenure.domain.fencing import iso_ms
-from tenure.domain.model import Event, Lease, Principal, first_job_id
+from tenure.domain.model import Event, Lease, Principal, Task, first_job_id
 from tenure.domain.states import SubjectKind
 
 if TYPE_CHECKING:
+    from tenure.app.flow.inputs import Inputs
     from tenure.app.kernel import Kernel
     from tenure.app.setup.versions import Versions
 
@@ -23,7 +24,8 @@ HISTORY_IN_PAYLOAD = 200
 
 
 class Payloads:
-    def __init__(self, kernel: Kernel, versions: Versions) -> None:
+    def __init__(self, kernel: Kernel, versions: Versions, inputs: Inputs) -> None:
+        self.inputs = inputs
         self.kernel = kernel
         self.versions = versions
 
@@ -51,15 +53,20 @@ class Payloads:
         )
         recent = [_event_summary(e) for e in events[-ACTIVITY_IN_PAYLOAD:]]
         subject: dict[str, Any]
+        # What the tasks around a task produced; other subjects have none.
+        flow: dict[str, Any] = {"inputs": []}
+        got: list[dict[str, Any]] = []
         if lease.subject_kind is SubjectKind.TASK:
             task = self.kernel.task(lease.task_id or "")
+            flow, around = self.inputs.of(task)
+            got = received(events)
             subject = {
                 "kind": "task",
                 "key": task.key,
                 "title": task.title,
                 "body": task.body,
                 "properties": task.properties,
-                "dependencies": _dependencies(self.kernel.store, task.depends_on or ()),
+                "dependencies": _dependencies(around, task.depends_on or ()),
                 "prior_attempts": _prior_attempts(events, lease.id),
                 "activity": recent,
             }
@@ -80,6 +87,8 @@ class Payloads:
             "subject": subject,
             "kind": pool.kind.value,
             **self.versions.kind_fields(lease, pool),
+            **flow,
+            "events": got,
         }
         # Only a lease an inbound rule minted carries its trigger ({topic, occurred_at, data});
         # a lease a schedule or a manual fire minted carries none. The trigger is written once,
@@ -124,7 +133,7 @@ def _prior_attempts(events: list[Event], current_lease_id: str) -> list[dict[str
     ]
 
 
-def _dependencies(store: Store, ids: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The tasks this one waited for (at most 50): id, key and title."""
-    found = [store.get_task(task_id) for task_id in ids]
+def _dependencies(around: dict[str, Task], ids: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The tasks this one waited for (at most 50): id, key and title (read with its inputs)."""
+    found = [around.get(task_id) for task_id in ids]
     return [{"id": t.id, "key": t.key, "title": t.title} for t in found if t is not None]

@@ -55,7 +55,13 @@ SEED_PER_POOL = 10_000
 SETTLE_AFTER_CEILING_S = POOL_REFRESH_MS / 1000 + 0.5
 # Changing one of these makes a new pool version (a lease keeps the one it was created under).
 VERSIONED = ("agent", "classifier")
-INSTANCE_SETTINGS = ("max_active", "block_recurrence_limit", "allow_agent_force", "retry_chain_cap")
+INSTANCE_SETTINGS = (
+    "max_active",
+    "block_recurrence_limit",
+    "allow_agent_force",
+    "retry_chain_cap",
+    "event_ttl_seconds",
+)
 
 
 class Pools:

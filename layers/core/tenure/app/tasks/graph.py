@@ -123,6 +123,11 @@ class Graph:
                 GraphOp("add", parent.id, counts=(("children_total", 1), ("children_done", 0)))
             )
             ops.append(GraphOp("edge", parent.id, name="child", other=task.id))
+            if not parent.has_children:
+                # Only the first child pays this write. Not a version bump: a whole-row write
+                # of the parent that read it a moment before may drop the mark, and the next
+                # child's filing sets it again.
+                ops.append(GraphOp("has_children", parent.id))
         depends = tuple(dict.fromkeys(links.depends_on))
         if len(depends) != len(links.depends_on):
             raise ValidationFailed("depends_on: names a task more than once")
