@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
 from tenure.app.ports import Change, GraphOp, HoldOp, TaskWrite
-from tenure.app.tasks.graph import TERMINAL_TASK, derive_status
+from tenure.app.tasks.graph import TERMINAL_TASK, cancelled_above, derive_status
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
@@ -123,7 +123,7 @@ class Cancellation:
             graph = self.kernel.store.get_graph(task.id)
             gate = self.kernel.store.get_scheduler()
             status = derive_status(task, newest, graph, False)
-            if status in TERMINAL_TASK or _cancelled_above(task, gate.cancelled):
+            if status in TERMINAL_TASK or cancelled_above(task, gate) is not None:
                 raise InvalidTransition(
                     f"task {task.key} is {status.value}; it cannot be cancelled"
                 )
@@ -323,7 +323,3 @@ class Cancellation:
         if root in self.kernel.store.get_scheduler().cancelled:
             self.kernel.commit(Change(holds=[HoldOp("cancelled", root, False)]))
             self.kernel.counters["cancel_walks_finished"] += 1
-
-
-def _cancelled_above(task: Task, cancelled: frozenset[str]) -> bool:
-    return any(x in cancelled for x in task.ancestors or ())
