@@ -223,6 +223,10 @@ class GraphOp:
       before `other` (a cursor that only moves forward: a stop's page, app/autonomy);
     * "has_children": SET has_children on `task_id`'s task row (not its graph row) — a
       parent's first child, so its payload knows to list children (app/tasks/inputs.py).
+    * "reach": a subtree cancel reaching `task_id` (app/tasks/cancel.py): SET
+      `cancel_reached_at` = `at` and `cancel_root` = `other`, once, and ADD `counts`.
+    An "add" that counts a new child (`children_total`) lands only on a parent no subtree
+    cancel has reached: a child filed under it then would be missed by the walk.
     """
 
     op: str
@@ -236,7 +240,8 @@ class GraphOp:
 @dataclass(frozen=True)
 class HoldOp:
     """Add or remove a task id in one of the scheduler row's sets ("paused": its own pause,
-    "attention": parked in needs_attention); claims skip leases under either."""
+    "attention": parked in needs_attention, "cancelled": a subtree cancel still walking
+    down); claims skip leases under any of them."""
 
     set_name: str
     task_id: str
@@ -255,6 +260,9 @@ class SchedulerState:
     # Tasks holding an open typed block: a claim re-reads such a task's row,
     # since a transient block stops counting the instant it expires.
     blocked: frozenset[str] = frozenset()
+    # Tasks whose subtree cancel is still walking down (app/tasks/cancel.py): everything
+    # under them reads cancelled and is never claimed until the walk reaches it.
+    cancelled: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,10 @@ class ClaimGate:
         """For a pool's oldest pending leases (at most HOLD_SCAN), oldest first: whether the
         claim gate would skip each. Empty when nothing is held anywhere, so an instance with
         no paused, parked or blocked task reads nothing more than the counts."""
-        if not (gate.paused_tasks or gate.attention or gate.blocked) or count <= 0:
+        if (
+            not (gate.paused_tasks or gate.attention or gate.blocked or gate.cancelled)
+            or count <= 0
+        ):
             return []
         ids = self.kernel.store.queue_page(pool, None, min(count, HOLD_SCAN), priority)
         cache = self.lineage_cache()
@@ -154,10 +157,12 @@ def queue_tiers(pool: Pool) -> list[int | None]:
 
 
 def _holds(chain: tuple[str, ...], gate: SchedulerState) -> bool:
-    """A pause holds the paused task's whole subtree; parking holds the parked task alone (the
-    chain's first id is the lease's own task): a child queued under a parked parent is still
-    work a claim may take."""
-    return bool(chain and chain[0] in gate.attention) or any(x in gate.paused_tasks for x in chain)
+    """A pause or a cancel holds the task's whole subtree; parking holds the parked task alone
+    (the chain's first id is the lease's own task): a child queued under a parked parent is
+    still work a claim may take."""
+    if chain and chain[0] in gate.attention:
+        return True
+    return any(x in gate.paused_tasks or x in gate.cancelled for x in chain)
 
 
 @dataclass(frozen=True)
