@@ -1053,6 +1053,21 @@ class FakeStore(FakeRules):
         for attachment_id in attachment_ids:
             rows.pop(attachment_id, None)
 
+    def ended_since(self, pool: str, since: int, limit: int) -> list[str]:
+        _limit(limit)
+        out = self._unindexed()
+        ended = [
+            row.lease
+            for row in self.lease_rows.values()
+            if row.lease.pool == pool
+            and row.lease.state.terminal
+            and row.lease.ended_at is not None
+            and row.lease.ended_at >= since
+            and row.lease.id not in out
+        ]
+        ended.sort(key=lambda x: (x.ended_at or 0, x.id), reverse=True)
+        return [x.id for x in ended[:limit]]
+
     def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
         _limit(limit)
         out = self._unindexed()

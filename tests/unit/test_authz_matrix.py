@@ -455,6 +455,7 @@ TABLE: list[Row] = [
     # Pools, spaces, the instance: admin, reads for read.
     R("GET", "/pools", READ, 200, path=f"/pools?space={SPACE}"),
     R("GET", "/pools/<pool>", READ, 200, path=f"/pools/{POOL}"),
+    R("GET", "/pools/<pool>/figures", READ, 200, path=f"/pools/{POOL}/figures"),
     R("PATCH", "/pools/<pool>", ADMIN_ONLY, 200, path=f"/pools/{POOL}", body={"display_name": "B"}),
     R("POST", "/pools/<pool>/pause", ADMIN_ONLY, 200, path=f"/pools/{POOL}/pause"),
     R(

@@ -74,6 +74,7 @@ ROUTES: dict[tuple[str, str], str] = {
     # Pools, spaces and the instance.
     ("GET", f"{BASE}/pools"): "operator:read",
     ("GET", f"{BASE}/pools/<pool>"): "operator:read",
+    ("GET", f"{BASE}/pools/<pool>/figures"): "operator:read",
     ("PATCH", f"{BASE}/pools/<pool>"): "operator:admin",
     ("POST", f"{BASE}/pools/<pool>/pause"): "operator:admin",
     ("POST", f"{BASE}/pools/<pool>/resume"): "operator:admin",

@@ -538,6 +538,11 @@ class Store(Protocol):
         `ended_before`, earliest first, at most `limit` (the ended index: no Scan)."""
         ...
 
+    def ended_since(self, pool: str, since: int, limit: int) -> list[str]:
+        """Ended, not yet fully reclaimed leases of `pool` that ended at or after `since`,
+        latest first, at most `limit` (one page of the ended index: no Scan)."""
+        ...
+
     def mark_reclaimed(self, lease: Lease) -> None:
         """Write `lease` (reclaimed_at set, version bumped, naming `lease.reclaimed`) over the
         stored row only while that row has no reclaimed_at: Conflict otherwise."""

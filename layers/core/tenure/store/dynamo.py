@@ -173,6 +173,9 @@ class DynamoStore:
     def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
         return self.retention.ended_leases(pool, ended_before, limit)
 
+    def ended_since(self, pool: str, since: int, limit: int) -> list[str]:
+        return self.retention.ended_since(pool, since, limit)
+
     def mark_reclaimed(self, lease: Lease) -> None:
         self.retention.mark_reclaimed(lease)
 
