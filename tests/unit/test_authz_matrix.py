@@ -299,6 +299,7 @@ TABLE: list[Row] = [
     R("GET", "/whoami", READ | {"elsewhere"}, 200, note="who the caller is, for the board"),
     # Setting up work: admin; a token limited to spaces cannot act across all of them.
     R("POST", "/spaces", ADMIN_ONLY, 201, body={"key": "NEW", "name": "New"}),
+    R("GET", "/spaces", READ | {"elsewhere"}, 200, note="a limited token sees its own spaces"),
     R("POST", "/workflows", ADMIN_ONLY, 201, body={"space": SPACE, "slug": "w2", "name": "W"}),
     R(
         "POST",

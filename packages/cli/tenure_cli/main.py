@@ -13,12 +13,16 @@ from pathlib import Path
 
 from tenure_cli import admin
 from tenure_cli.commands import autonomy, detail, graph, leases, pools, rules, tokens, worker
+from tenure_cli.commands import spaces as space_commands
 from tenure_cli.common import EXIT_CODES, FAILED, INTERRUPTED, OK, Command, Groups
 from tenure_cli.extras import missing_local_extra
 
 # The repository this module sits in when it runs from a checkout rather than an install.
 CHECKOUT = Path(__file__).resolve().parents[3]
-COMMAND_MODULES = (worker, leases, detail, graph, pools, autonomy, rules, tokens, admin)
+COMMAND_MODULES = (
+    *(worker, leases, detail, graph, pools, autonomy, rules, tokens, admin),
+    space_commands,
+)
 
 
 def _version() -> str:
