@@ -116,6 +116,15 @@ def test_the_board_opens_on_every_space_at_once_and_the_picker_narrows_it(
     page.locator("#space-picker").select_option("")
     _card(page, scene.queued["task"]["id"])
     page.context.close()
+    # An admin token of every space finds them all from GET /spaces, with nothing typed.
+    page = _board(browser, board_url, scene.one.api.admin_token)
+    _card(page, scene.queued["task"]["id"])
+    _card(page, scene.elsewhere["task"]["id"])
+    listed = scene.one.admin.get("/spaces", params={"limit": 100}).json()["spaces"]
+    picker = page.locator("#space-picker option").evaluate_all("os => os.map(o => o.value)")
+    assert picker[1 : len(listed) + 1] == [s["key"] for s in listed]
+    assert page.evaluate("location.hash") in ("", "#")
+    page.context.close()
 
 
 def test_search_finds_a_task_by_key_id_or_title_words(

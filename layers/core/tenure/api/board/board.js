@@ -60,7 +60,24 @@
     }
   }
 
+  // At most IN_FLIGHT requests at once, the rest in the order they were asked: with every
+  // space read together, the first space's first page is not held up behind all the others.
+  const IN_FLIGHT = 4;
+  let flying = 0;
+  const waiting = [];
   async function call(path, options = {}) {
+    if (flying >= IN_FLIGHT) await new Promise((go) => waiting.push(go));
+    flying++;
+    try {
+      return await send(path, options);
+    } finally {
+      flying--;
+      const next = waiting.shift();
+      if (next) next();
+    }
+  }
+
+  async function send(path, options) {
     let response;
     try {
       response = await fetch(API + path, {
@@ -146,8 +163,9 @@
   async function signIn(token) {
     state.token = token;
     try {
-      state.who = await getJson("/whoami");
-      state.spaces = await readSpaces();
+      const [who, spaces] = await Promise.all([getJson("/whoami"), readSpaces()]);
+      state.who = who;
+      state.spaces = spaces;
     } catch (err) {
       sessionStorage.removeItem(TOKEN_KEY);
       state.token = null;
@@ -174,12 +192,6 @@
   // Every space the token can see, a page of 100 at a time.
   async function readSpaces() {
     const found = [];
-    try {
-      await getJson("/spaces?" + q({ limit: 1 }));
-    } catch (err) {
-      if (err.status !== 404) throw err;
-      return (state.who.spaces || []).map((key) => ({ key, name: key, archived: false }));
-    }
     let cursor = null;
     for (let page = 0; page < SPACE_PAGES; page++) {
       const body = await getJson("/spaces?" + q({ limit: 100, cursor }));
@@ -289,8 +301,18 @@
     await Promise.all(
       spaces.map(async (space) => {
         try {
+          // A space not drawn yet is drawn from its first page of tasks on; one on the board
+          // already is redrawn once every page is in, so no card drops out in between.
+          const first = !state.read.has(space);
+          const early = (tasks) => {
+            if (!first || generation !== state.generation) return;
+            const had = state.read.get(space);
+            state.read.set(space, { tasks, more: false, loose: had ? had.loose : [], pools: had ? had.pools : [] });
+            gather();
+            scheduleRender();
+          };
           const [tasks, loose, pools] = await Promise.all([
-            readTasks(space),
+            readTasks(space, early),
             getJson("/leases?" + q({ space, limit: 100 })),
             getJson("/pools?" + q({ space })),
           ]);
@@ -358,12 +380,13 @@
 
   // One request a page: each task with its open (or newest) lease, and the status a read of it
   // derives, blocked reasons included.
-  async function readTasks(space) {
+  async function readTasks(space, onPage) {
     const found = [];
     let cursor = null;
     for (let page = 0; page < TASK_PAGES; page++) {
       const body = await getJson("/tasks?" + q({ space, limit: 100, cursor }));
       found.push(...body.tasks);
+      if (onPage) onPage([...found]);
       cursor = body.next_cursor;
       if (!cursor) return { tasks: found, more: false };
     }
