@@ -371,6 +371,9 @@ COMMANDS: dict[str, Case] = {
     "tasks recover": lambda s, o: Run([s.escalated(), "--note", "fixed"]),
     "tasks approve": lambda s, o: Run([s.awaiting_approval(), "--note", "go"]),
     "tasks reject": lambda s, o: Run([s.awaiting_approval(), "--note", "not now"]),
+    "tasks cancel": lambda s, o: Run(
+        [s.task(s.pool)["task"]["id"], "--reason", "off", "--subtree"]
+    ),
     # ------------------------------------------------------------------ spaces
     "spaces create": lambda s, o: Run(
         ["--key", f"X{suffix()}", "--name", "made", "--max-active", "3"]

@@ -654,6 +654,8 @@ class FakeStore(FakeRules):
                 reasons.append(f"task {tw.new.id} does not point at {tw.expect_job_id}")
             elif tw.expect_version is not None and task.version != tw.expect_version:
                 reasons.append(f"task {tw.new.id} is not at version {tw.expect_version}")
+            elif task.cancelled is not None and tw.new.cancelled is None:
+                reasons.append(f"task {tw.new.id} is cancelled")
         for g in change.graph:
             if not self._graph_holds(g):
                 reasons.append(f"graph {g.op} on {g.task_id} does not hold")
@@ -888,6 +890,12 @@ class FakeStore(FakeRules):
         if g.op == "advance":
             at = getattr(graph, g.name, None)
             return at is None or at < g.other
+        if g.op == "reach":
+            if graph is not None and graph.cancel_reached_at is not None:
+                return False
+            return not g.name or graph is None or graph.children_total == 0
+        if g.op == "add" and any(n == "children_total" and d > 0 for n, d in g.counts):
+            return graph is None or graph.cancel_reached_at is None
         return True
 
     def _put_graph(self, new: TaskGraph) -> tuple[str, Any, Any]:
@@ -915,10 +923,21 @@ class FakeStore(FakeRules):
             return [self._put_graph(replace(graph, **{g.name: g.at}))]
         if g.op == "advance":
             return [self._put_graph(replace(graph, **{g.name: g.other}))]
+        if g.op == "reach":
+            reached: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in g.counts}
+            reached.update(cancel_reached_at=g.at, cancel_root=g.other)
+            if g.name:
+                reached[g.name] = g.at
+            return [self._put_graph(replace(graph, **reached))]
         return []
 
     def _apply_hold(self, set_name: str, task_id: str, add: bool) -> None:
-        name = {"paused": "paused_tasks", "attention": "attention", "blocked": "blocked"}[set_name]
+        name = {
+            "paused": "paused_tasks",
+            "attention": "attention",
+            "blocked": "blocked",
+            "cancelled": "cancelled",
+        }[set_name]
         ids = set(getattr(self.scheduler, name))
         ids = ids | {task_id} if add else ids - {task_id}
         self.scheduler = replace(self.scheduler, **{name: frozenset(ids)})

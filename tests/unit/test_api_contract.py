@@ -169,6 +169,7 @@ MINIMAL: dict[type[BaseModel], dict[str, Any]] = {
     m.TaskRecover: {"note": "fixed"},
     m.TaskApprove: {},
     m.TaskReject: {"note": "not now"},
+    m.TaskCancel: {"reason": "called off"},
 }
 
 
@@ -188,6 +189,13 @@ def test_every_request_model_accepts_its_minimal_body_and_rejects_unknown_fields
     model.model_validate(MINIMAL[model])
     errors = _body_errors(model, {**MINIMAL[model], "surprise": True})
     assert [err["type"] for err in errors] == ["extra_forbidden"]
+
+
+def test_a_cancel_reason_is_1_to_500_characters() -> None:
+    assert _rejects(m.TaskCancel, reason="")
+    assert _rejects(m.TaskCancel, reason="x" * 501)
+    assert not _rejects(m.TaskCancel, reason="x" * 500, subtree=True)
+    assert _rejects(m.TaskCancel, subtree="maybe")
 
 
 def _rejects(model: type[BaseModel], **fields: Any) -> bool:

@@ -38,7 +38,7 @@ OTHER_SUCCESS = {
     ("DELETE", "/api/v1/tokens/{token_id}"): 204,
 }
 # Logs are accepted (202); an attachment's bytes come as themselves, or a 302.
-ACCEPTS = {("POST", "/api/v1/leases/{lease_id}/logs")}
+ACCEPTS = {("POST", "/api/v1/leases/{lease_id}/logs"), ("POST", "/api/v1/tasks/{task_id}/cancel")}
 BYTES = {("GET", "/api/v1/leases/{lease_id}/attachments/{attachment_id}")}
 BYTES |= {("GET", "/board")}  # the board is a page, text/html
 # MCP: JSON-RPC in and out; the SDK's transport answers its own statuses (test below).

@@ -596,6 +596,15 @@ TABLE: list[Row] = [
         path="/tasks/{waiting_task}/reject",
         body={"note": "not this quarter"},
     ),
+    # Cancelling a task (and its subtree): a person's decision, never an agent's.
+    R(
+        "POST",
+        f"{TASK}/cancel",
+        MEMBER,
+        202,
+        path="/tasks/{idle_task}/cancel",
+        body={"reason": "no longer needed", "subtree": True},
+    ),
     # MCP: every token kind gets in; what each tool may touch is its own check, so the
     # other space's operator and the worker tokens (leases_get is not theirs) are refused
     # inside (a tool error).

@@ -109,6 +109,7 @@ def test_the_token_decides_the_tools_it_sees(rpc: Any, rig: Rig) -> None:
         "leases_list",
         "leases_get",
         "leases_cancel",
+        "task_cancel",
         "leases_fetch_logs",
         "leases_list_attachments",
         "task_recover",
@@ -118,7 +119,9 @@ def test_the_token_decides_the_tools_it_sees(rpc: Any, rig: Rig) -> None:
     assert names(rpc, ADMIN) == operator
     assert names(rpc, MEMBER) == operator
     assert names(rpc, READER) == [
-        n for n in operator if n not in ("leases_cancel", "task_recover", "task_approve")
+        n
+        for n in operator
+        if n not in ("leases_cancel", "task_cancel", "task_recover", "task_approve")
     ]
     assert names(rpc, as_lease(lease.id)) == [
         "leases_list",
@@ -202,6 +205,22 @@ def test_a_read_operator_cannot_cancel(rpc: Any, rig: Rig) -> None:
     assert result["structuredContent"]["error"]["code"] == "forbidden"
     done = tool(rpc, "leases_cancel", {"lease_id": lease.id}, MEMBER)["result"]
     assert done["structuredContent"]["lease"]["state"] == "cancelling"
+
+
+def test_task_cancel_is_a_members_and_refuses_a_readers_and_an_ended_task(
+    rpc: Any, rig: Rig
+) -> None:
+    lease = rig.running()
+    args = {"task_id": lease.task_id, "reason": "called off", "subtree": True}
+    refused = tool(rpc, "task_cancel", args, READER)["result"]
+    assert refused["structuredContent"]["error"]["code"] == "forbidden"
+    done = tool(rpc, "task_cancel", args, MEMBER)["result"]["structuredContent"]
+    assert done == {"cancelled": 1, "remaining": 0}
+    assert rig.lease(lease.id).state.value == "cancelling"
+    again = tool(rpc, "task_cancel", args, MEMBER)["result"]
+    assert again["structuredContent"]["error"]["code"] == "invalid_transition"
+    bad = tool(rpc, "task_cancel", {**args, "reason": ""}, MEMBER)
+    assert "error" in bad or bad["result"]["isError"] is True
 
 
 @pytest.mark.parametrize(

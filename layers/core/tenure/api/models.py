@@ -1119,6 +1119,21 @@ class TaskReject(Strict):
     note: str = Field(min_length=1, max_length=2000)
 
 
+class TaskCancel(Strict):
+    # Required: why the work is to stop; recorded on each task the cancel reaches.
+    reason: str = Field(min_length=1, max_length=500)
+    subtree: bool = False
+
+
+class TaskCancelled(Out):
+    """What one cancel request did: the tasks it ended itself (the task, and with `subtree`
+    the descendants it reached), and the descendants it knows of that the background walk
+    still has to reach."""
+
+    cancelled: int
+    remaining: int
+
+
 class TaskRecover(Strict):
     # Required, where a clear's note is optional: why it is safe to go on now.
     note: str = Field(min_length=1, max_length=2000)

@@ -106,6 +106,7 @@ ROUTES: dict[tuple[str, str], str] = {
     # Approval: a person's decision, never an agent's.
     ("POST", f"{BASE}/tasks/<task_id>/approve"): "operator:member",
     ("POST", f"{BASE}/tasks/<task_id>/reject"): "operator:member",
+    ("POST", f"{BASE}/tasks/<task_id>/cancel"): "operator:member",
     # The MCP endpoint; the tools it offers depend on the token (api/mcp/tools.py).
     ("POST", f"{BASE}/mcp"): "operator:read|lease|worker",
 }

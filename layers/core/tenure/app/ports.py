@@ -219,7 +219,11 @@ class GraphOp:
     * "usage": ADD `counts` to `task_id`'s graph row and `name` (a cost key) to its
       `usage_cost_keys` set — a completion's usage (app/usage.py);
     * "advance": SET `name` = `other` on `task_id`'s graph row while it is absent or sorts
-      before `other` (a cursor that only moves forward: a stop's page, app/autonomy).
+      before `other` (a cursor that only moves forward: a stop's page, app/autonomy);
+    * "reach": a subtree cancel reaching `task_id` (app/tasks/cancel.py): SET
+      `cancel_reached_at` = `at` and `cancel_root` = `other`, once, and ADD `counts`.
+    An "add" that counts a new child (`children_total`) lands only on a parent no subtree
+    cancel has reached: a child filed under it then would be missed by the walk.
     """
 
     op: str
@@ -233,7 +237,8 @@ class GraphOp:
 @dataclass(frozen=True)
 class HoldOp:
     """Add or remove a task id in one of the scheduler row's sets ("paused": its own pause,
-    "attention": parked in needs_attention); claims skip leases under either."""
+    "attention": parked in needs_attention, "cancelled": a subtree cancel still walking
+    down); claims skip leases under any of them."""
 
     set_name: str
     task_id: str
@@ -252,6 +257,9 @@ class SchedulerState:
     # Tasks holding an open typed block: a claim re-reads such a task's row,
     # since a transient block stops counting the instant it expires.
     blocked: frozenset[str] = frozenset()
+    # Tasks whose subtree cancel is still walking down (app/tasks/cancel.py): everything
+    # under them reads cancelled and is never claimed until the walk reaches it.
+    cancelled: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from tenure.app.ports import Change, GraphOp, HoldOp, JobWrite, LeaseWrite, TaskWrite
-from tenure.domain.errors import ValidationFailed
+from tenure.domain.errors import InvalidTransition, ValidationFailed
 from tenure.domain.model import (
     DEFAULT_PRIORITY,
     MAX_PRIORITY,
@@ -119,6 +119,8 @@ class Runs:
         run: RunStart | None = None,
     ) -> tuple[Task, Lease, Change]:
         """The run as one change, not yet committed (a caller may add it to its own)."""
+        if task.cancelled is not None:
+            raise InvalidTransition(f"task {task.key} is cancelled; it opens no run")
         if run is None:
             run = RunStart()
         now = self.kernel.clock.now_ms()

@@ -96,7 +96,10 @@ class ClaimGate:
         """For a pool's oldest pending leases (at most HOLD_SCAN), oldest first: whether the
         claim gate would skip each. Empty when nothing is held anywhere, so an instance with
         no paused, parked or blocked task reads nothing more than the counts."""
-        if not (gate.paused_tasks or gate.attention or gate.blocked) or count <= 0:
+        if (
+            not (gate.paused_tasks or gate.attention or gate.blocked or gate.cancelled)
+            or count <= 0
+        ):
             return []
         ids = self.kernel.store.queue_page(pool, None, min(count, HOLD_SCAN), priority)
         cache = self.lineage_cache()
@@ -152,7 +155,7 @@ def queue_tiers(pool: Pool) -> list[int | None]:
 
 
 def _holds(chain: tuple[str, ...], gate: SchedulerState) -> bool:
-    return any(x in gate.paused_tasks or x in gate.attention for x in chain)
+    return any(x in gate.paused_tasks or x in gate.attention or x in gate.cancelled for x in chain)
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,17 @@
 constructor arguments, and every extension point is a named, ordered tuple built here.
 
 The order of each tuple is the behaviour: a task's blocked reasons list the graph's own, then
-a pending approval, then its typed blocks; a claim skips a lease held by pause or parking, then
-by a pending approval, then by an open block; filing asks for approval before it links the
-task into the graph (so a waiting task is never enqueued at once); a
+a pending approval, then its typed blocks; a claim skips a lease held by pause, parking or a
+subtree cancel still walking down, then by a pending approval, then by an open block; filing
+asks for approval before it links the task into the graph (so a waiting task is never enqueued
+at once); a
 final report runs the completion claim gate before its write, resolves usage before the
 lease row is built, adds the classifier's output, the usage totals and (on a pool that
 retries failures) the next run to the one commit, then scans the result; a changed lease row
 counts the task's success (graph), resets the breaker, wakes the creator, then stops a stopped
-creator's children; a changed graph row rolls up first, then wakes a parent's creator."""
+creator's children; a changed graph row rolls up first, then wakes a parent's creator, then
+goes on with a stop's or a subtree cancel's next page; auto-enqueue skips a cancelled task
+first."""
 
 from __future__ import annotations
 
@@ -53,6 +56,7 @@ from tenure.app.setup.spaces import Setup
 from tenure.app.setup.versions import Classifier, Versions
 from tenure.app.tasks import approval as approval_rules
 from tenure.app.tasks.approval import Approval
+from tenure.app.tasks.cancel import Cancellation, is_cancelled
 from tenure.app.tasks.filing import Filing
 from tenure.app.tasks.graph import Graph
 from tenure.app.tasks.idempotency import Idempotency
@@ -82,6 +86,7 @@ class Tenure:
     runs: Runs
     graph: Graph
     approval: Approval
+    cancellation: Cancellation
     filing: Filing
     idempotency: Idempotency
     listing: TaskListing
@@ -146,7 +151,7 @@ def compose(
         kernel,
         runs,
         reasons=(approval_rules.approval_reasons, block_rules.block_reasons),
-        skips=(approval_rules.awaits_approval, block_rules.has_open_block),
+        skips=(is_cancelled, approval_rules.awaits_approval, block_rules.has_open_block),
     )
     gate = ClaimGate(
         kernel,
@@ -175,6 +180,7 @@ def compose(
     scheduler = Scheduler(kernel, gate)
     operator = Operator(kernel)
     approval = Approval(kernel, graph, operator)
+    cancellation = Cancellation(kernel, graph)
     return Tenure(
         kernel=kernel,
         setup=Setup(kernel),
@@ -193,6 +199,7 @@ def compose(
         runs=runs,
         graph=graph,
         approval=approval,
+        cancellation=cancellation,
         filing=Filing(
             kernel,
             runs,
@@ -229,7 +236,12 @@ def compose(
                     wake.on_lease,
                     delegation.stop_children,
                 ),
-                "graph": (graph.after_graph, wake.on_graph, delegation.continue_stop),
+                "graph": (
+                    graph.after_graph,
+                    wake.on_graph,
+                    delegation.continue_stop,
+                    cancellation.continue_walk,
+                ),
                 "task": (wake.on_task,),
             }
         ),

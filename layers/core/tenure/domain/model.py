@@ -221,6 +221,10 @@ class Task:
     approval: dict[str, Any] | None = None
     # Keyed concurrency: its runs count against their pool's max_active_per_key under this key.
     concurrency_key: str | None = None
+    # Cancelled by a person (app/tasks/cancel.py): {at, by, actor_kind, reason, subtree,
+    # root?}; `root` names the task whose subtree cancel reached this one. Once set, the task
+    # reads `cancelled` and never opens another run.
+    cancelled: dict[str, Any] | None = None
 
     def with_job(self, job_id: str) -> Task:
         return replace(self, job_id=job_id)
@@ -477,6 +481,14 @@ class TaskGraph:
     # On a stopped lease's row (keyed by the lease id): the last child its stop has reached,
     # which sets off the next page (app/autonomy/delegation.py).
     stop_after: str | None = None
+    # A subtree cancel's walk (app/tasks/cancel.py): when it reached this task and for which
+    # top task, the last child of this one it has reached, and when all of them were reached;
+    # on the top's own row, how many reached tasks still have children to walk.
+    cancel_reached_at: int | None = None
+    cancel_root: str | None = None
+    cancel_after: str | None = None
+    cancel_walked_at: int | None = None
+    cancel_open: int = 0
 
     @property
     def children_outstanding(self) -> int:
@@ -488,7 +500,10 @@ class TaskGraph:
 
 
 def task_status(task: Task, lease: Lease | None) -> TaskStatus:
-    """A task's status is derived from its latest run's newest lease, never stored twice."""
+    """A task's status is derived from its latest run's newest lease, never stored twice; a
+    cancelled task reads cancelled from the instant of its cancel, whatever its run does."""
+    if task.cancelled is not None:
+        return TaskStatus.CANCELLED
     if task.attention:
         return TaskStatus.NEEDS_ATTENTION
     if task.rejected and (lease is None or lease.state.terminal):

@@ -520,6 +520,8 @@ class DynamoStore:
                 ops.append(self._put_op(item, fenced, values=_values(expect_fence=jw.expect_fence)))
         for tw in change.tasks:
             item = {**k.task_key(tw.new.id), **_task_row(tw.new)}
+            # A write that does not carry a cancel must not land on a cancelled task.
+            kept = "" if tw.new.cancelled is not None else f" AND {k.TASK_NOT_CANCELLED}"
             if tw.create:
                 ops.append(self._put_op(item, k.IS_NEW))
             elif tw.expect_version is not None:
@@ -529,12 +531,15 @@ class DynamoStore:
                     else (k.TASK_JOB_IS, {"expect_job": tw.expect_job_id})
                 )
                 values = _values(**job, expect_task_version=tw.expect_version)
-                ops.append(self._put_op(item, f"{job_is} AND {k.TASK_VERSION_IS}", values=values))
+                condition = f"{job_is} AND {k.TASK_VERSION_IS}{kept}"
+                ops.append(self._put_op(item, condition, values=values))
             elif tw.expect_job_id is None:
-                ops.append(self._put_op(item, k.TASK_HAS_NO_JOB))
+                ops.append(self._put_op(item, k.TASK_HAS_NO_JOB + kept))
             else:
                 ops.append(
-                    self._put_op(item, k.TASK_JOB_IS, values=_values(expect_job=tw.expect_job_id))
+                    self._put_op(
+                        item, k.TASK_JOB_IS + kept, values=_values(expect_job=tw.expect_job_id)
+                    )
                 )
         for job_id, lease_id in change.job_checks:
             ops.append(
@@ -1005,15 +1010,38 @@ class DynamoStore:
                 expression += " SET #mark = :at"
                 names["#mark"] = g.name
                 deltas["at"] = g.at
-            return {
-                "Update": {
-                    "TableName": self.table,
-                    "Key": graph,
-                    "UpdateExpression": expression,
-                    "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": _values(**deltas),
-                }
+            added: dict[str, Any] = {
+                "TableName": self.table,
+                "Key": graph,
+                "UpdateExpression": expression,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": _values(**deltas),
             }
+            if any(name == "children_total" and d > 0 for name, d in g.counts):
+                added["ConditionExpression"] = k.NOT_CANCEL_REACHED
+            return {"Update": added}
+        if g.op == "reach":
+            names = {f"#c{i}": name for i, (name, _) in enumerate(g.counts)}
+            reach: dict[str, Any] = {f"c{i}": d for i, (_, d) in enumerate(g.counts)}
+            expression = "SET cancel_reached_at = :at, cancel_root = :root"
+            condition = k.NOT_CANCEL_REACHED
+            if g.name:  # walked at once too: only while it still has no child
+                expression += ", #walked = :at"
+                names["#walked"] = g.name
+                condition += f" AND {k.NO_CHILDREN}"
+                reach["zero"] = 0
+            if len(g.counts):
+                expression += " ADD " + ", ".join(f"#c{i} :c{i}" for i in range(len(g.counts)))
+            update_reach: dict[str, Any] = {
+                "TableName": self.table,
+                "Key": graph,
+                "UpdateExpression": expression,
+                "ConditionExpression": condition,
+                "ExpressionAttributeValues": _values(**reach, at=g.at, root=g.other),
+            }
+            if names:
+                update_reach["ExpressionAttributeNames"] = names
+            return {"Update": update_reach}
         if g.op == "usage":
             names = {f"#c{i}": name for i, (name, _) in enumerate(g.counts)}
             adds: dict[str, Any] = {f"c{i}": d for i, (_, d) in enumerate(g.counts)}
@@ -1185,6 +1213,7 @@ class DynamoStore:
             paused_tasks=frozenset(row.get(k.HOLD_SETS["paused"]) or ()),
             attention=frozenset(row.get(k.HOLD_SETS["attention"]) or ()),
             blocked=frozenset(row.get(k.HOLD_SETS["blocked"]) or ()),
+            cancelled=frozenset(row.get(k.HOLD_SETS["cancelled"]) or ()),
         )
 
     def set_scheduler_paused(self, paused: bool, by: str, at: int) -> None:

@@ -633,7 +633,18 @@ ADVANCES = "attribute_not_exists(#mark) OR #mark < :to"
 
 # The scheduler's one row: its pause, and string sets of task ids claims skip.
 SCHEDULER_KEY = {PK: "SCHEDULER", SK: "STATE"}
-HOLD_SETS = {"paused": "paused_tasks", "attention": "attention_tasks", "blocked": "blocked_tasks"}
+HOLD_SETS = {
+    "paused": "paused_tasks",
+    "attention": "attention_tasks",
+    "blocked": "blocked_tasks",
+    "cancelled": "cancelled_trees",
+}
 
 # A task write that bumps the row's version lands only on the version it read.
 TASK_VERSION_IS = "version = :expect_task_version"
+# A write of a task that does not carry its cancel lands only on a task not cancelled: a
+# writer that read the row before the cancel (an enqueue, a pause) never wipes it out.
+TASK_NOT_CANCELLED = "attribute_not_exists(cancelled)"
+# A subtree cancel reaches a task once; no child is added under a task it has reached.
+NOT_CANCEL_REACHED = "attribute_not_exists(cancel_reached_at)"
+NO_CHILDREN = "(attribute_not_exists(children_total) OR children_total = :zero)"

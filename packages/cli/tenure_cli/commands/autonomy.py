@@ -1,5 +1,5 @@
 """Autonomy: a job blocks its task, delegates work, notes its usage (`tenure worker
-block|delegate|usage`); operators block, list, unblock, recover, approve and reject tasks
+block|delegate|usage`); operators block, list, unblock, recover, approve, reject and cancel tasks
 (`tenure tasks …`)."""
 
 from __future__ import annotations
@@ -166,6 +166,12 @@ def tasks_reject(args: argparse.Namespace) -> int:
     return show(answer, args)
 
 
+def tasks_cancel(args: argparse.Namespace) -> int:
+    body = {"reason": args.reason, "subtree": args.subtree}
+    _, answer = operator_client(args).call("POST", f"/tasks/{args.id}/cancel", body)
+    return show(answer, args)
+
+
 KINDS = ["transient", "dependency_external", "needs_input", "error"]
 
 
@@ -242,3 +248,12 @@ def add_commands(groups: Groups) -> None:
     tj.add_argument("id", help="the task's id or key")
     tj.add_argument("--note", required=True, help="why it is not to run (the API needs one)")
     tj.set_defaults(func=guarded(tasks_reject, RECOVER_CHECK))
+    tc = service_options(
+        tsub.add_parser("cancel", help="cancel a task (and with --subtree all under it)")
+    )
+    tc.add_argument("id", help="the task's id")
+    tc.add_argument("--reason", required=True, help="why the work is to stop (1-500 characters)")
+    tc.add_argument(
+        "--subtree", action="store_true", help="cancel every task under it too, at any depth"
+    )
+    tc.set_defaults(func=guarded(tasks_cancel, RECOVER_CHECK))

@@ -114,6 +114,12 @@ def reject_task(task_id: str, body: Annotated[m.TaskReject, Body()]) -> Response
     return json_answer(_task_answer(svc().approval.reject(actor(), task_id, body.note)))
 
 
+@op("POST", f"{BASE}/tasks/<task_id>/cancel", 202, m.TaskCancelled, 404, 409, 422)
+def cancel_task(task_id: str, body: Annotated[m.TaskCancel, Body()]) -> Response[Any]:
+    done = svc().cancellation.cancel(actor(), task_id, body.reason, body.subtree)
+    return json_answer({"cancelled": done.cancelled, "remaining": done.remaining}, 202)
+
+
 def _task_answer(seen: TaskView) -> dict[str, Any]:
     return {
         "task": v.task_view(seen.task, seen.status, seen),

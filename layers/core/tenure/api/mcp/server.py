@@ -34,7 +34,7 @@ INSTRUCTIONS = "\n".join(
         "says why.",
         "Operator token (tnr_o_): leases_list, leases_get, leases_fetch_logs, "
         "leases_list_attachments and task_inspect in its spaces; with role member or admin "
-        "also leases_cancel, task_recover and task_approve.",
+        "also leases_cancel, task_cancel, task_recover and task_approve.",
         "Lease token (tnr_l_, one claimed lease): lease_fetch_payload, lease_heartbeat, then "
         "lease_complete, lease_fail or lease_release; task_block and task_unblock on its task; "
         "leases_list, leases_get, leases_fetch_logs and leases_list_attachments in its space.",

@@ -107,6 +107,15 @@ def _cancel(svc: Tenure, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
     return {"lease": lease_mcp(svc, svc.operator.cancel(actor, args.lease_id))}
 
 
+class TaskCancelArgs(m.TaskCancel):
+    task_id: LeaseId = Field(description="the task's id")
+
+
+def _task_cancel(svc: Tenure, actor: Principal, args: TaskCancelArgs) -> dict[str, Any]:
+    done = svc.cancellation.cancel(actor, args.task_id, args.reason, args.subtree)
+    return {"cancelled": done.cancelled, "remaining": done.remaining}
+
+
 def _logs(svc: Tenure, actor: Principal, args: LogsArgs) -> dict[str, Any]:
     since = None
     if args.since:
@@ -223,6 +232,17 @@ TOOLS: tuple[Tool, ...] = (
         LeaseArgs,
         (MEMBER,),
         _cancel,
+        read_only=False,
+    ),
+    Tool(
+        "task_cancel",
+        "Cancel a task (with subtree: true, every task under it too): it reads cancelled at "
+        "once, its queued run is cancelled and a held one is asked to stop; each records the "
+        "reason. Answers how many tasks this call ended and how many descendants the "
+        "background still has to reach. A task already ended is refused.",
+        TaskCancelArgs,
+        (MEMBER,),
+        _task_cancel,
         read_only=False,
     ),
     Tool(

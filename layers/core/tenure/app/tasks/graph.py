@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app import usage
-from tenure.app.ports import Change, GraphOp, HoldOp, TaskWrite
+from tenure.app.ports import Change, GraphOp, HoldOp, SchedulerState, TaskWrite
 from tenure.app.runs import RunStart
 from tenure.app.tasks.filing import TaskLinks, TaskView
 from tenure.domain import authz
@@ -61,6 +61,8 @@ def derive_status(task: Task, lease: Lease | None, graph: TaskGraph, blocked: bo
     blocked; a success (its own, or its children's rollup) is completed unless a newer run was
     opened; otherwise the run's own ending. A parent whose own run succeeded with children
     outstanding stays running."""
+    if task.cancelled is not None:
+        return TaskStatus.CANCELLED
     if task.attention:
         return TaskStatus.NEEDS_ATTENTION
     if lease is not None and lease.state in _HELD:
@@ -74,6 +76,14 @@ def derive_status(task: Task, lease: Lease | None, graph: TaskGraph, blocked: bo
     if lease is not None and lease.state is LeaseState.COMPLETED and graph.children_outstanding:
         return TaskStatus.RUNNING
     return task_status(task, lease)
+
+
+def cancelled_above(task: Task, gate: SchedulerState) -> str | None:
+    """The nearest ancestor whose subtree cancel is still walking down (the scheduler row's
+    `cancelled` set), or None: such a task is cancelled before the walk reaches it."""
+    if not gate.cancelled or task.cancelled is not None:
+        return None
+    return next((x for x in reversed(task.ancestors or ()) if x in gate.cancelled), None)
 
 
 # A source of `blocked_reasons` entries beyond the graph's own (dependency, paused): given the
@@ -116,6 +126,8 @@ class Graph:
         ancestors: tuple[str, ...] = ()
         if links.parent_id is not None:
             parent = self._linked_task(links.parent_id, task.space, "parent_id")
+            if parent.cancelled is not None:
+                raise InvalidTransition(f"parent_id: task {parent.key} is cancelled")
             ancestors = (*(parent.ancestors or ()), parent.id)
             if len(ancestors) > MAX_DEPTH:
                 raise ValidationFailed(f"parent_id: a tree is at most {MAX_DEPTH} levels deep")
@@ -201,7 +213,9 @@ class Graph:
         newest = newest if known else self.kernel.newest_lease(task)
         graph = self.kernel.store.get_graph(task.id)
         unmet = self._unmet_blockers(task) if graph.blockers_outstanding else []
-        return self.view(task, newest, graph, self.paused_by(task), unmet)
+        gate = self.kernel.store.get_scheduler()
+        paused = self.paused_by(task, gate.paused_tasks)
+        return self.view(task, newest, graph, paused, unmet, cancelled_above(task, gate))
 
     def view(
         self,
@@ -210,8 +224,11 @@ class Graph:
         graph: TaskGraph,
         paused_by: str | None,
         unmet: list[str],
+        cancelled_by: str | None = None,
     ) -> TaskView:
-        """The read's projection from rows already in hand (a single read or a list page)."""
+        """The read's projection from rows already in hand (a single read or a list page).
+        `cancelled_by`: an ancestor whose subtree cancel has not reached this task yet; the
+        task reads cancelled already, unless it had ended before."""
         open_lease = newest if newest is not None and newest.state.active else None
         reasons: list[dict[str, Any]] = []
         if graph.blockers_outstanding:
@@ -222,6 +239,8 @@ class Graph:
         for source in self.reasons:
             reasons.extend(source(task, now))
         status = derive_status(task, newest, graph, bool(reasons))
+        if cancelled_by is not None and status not in TERMINAL_TASK:
+            status = TaskStatus.CANCELLED
         return TaskView(
             task=task,
             lease=open_lease,

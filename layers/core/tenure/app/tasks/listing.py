@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from tenure.app.ports import TaskEntry
+from tenure.app.ports import SchedulerState, TaskEntry
 from tenure.app.tasks.filing import TaskView
+from tenure.app.tasks.graph import cancelled_above
 from tenure.domain import authz
 from tenure.domain.model import Lease, Principal, TaskGraph
 from tenure.domain.states import TaskStatus
@@ -53,7 +54,7 @@ class TaskListing:
         authz.require_operator(actor, "read", space)
         if not 1 <= limit <= TASK_PAGE_MAX:
             raise ValueError(f"a task page holds 1 to {TASK_PAGE_MAX} tasks")
-        paused = self.kernel.store.get_scheduler(consistent=False).paused_tasks
+        gate = self.kernel.store.get_scheduler(consistent=False)
         found: list[ListedTask] = []
         examined = 0
         while True:
@@ -63,7 +64,7 @@ class TaskListing:
                 size = min(TASK_PAGE_MAX, TASK_FILTER_BUDGET - examined)
             page = self.kernel.store.task_page(space, size, cursor)
             examined += size
-            views = self._page_views(page.entries, paused)
+            views = self._page_views(page.entries, gate)
             for number, (entry, view) in enumerate(zip(page.entries, views, strict=True)):
                 if status is not None and view.status is not status:
                     continue
@@ -75,7 +76,7 @@ class TaskListing:
             if cursor is None or status is None or examined >= TASK_FILTER_BUDGET:
                 return TaskList(found, cursor)
 
-    def _page_views(self, entries: list[TaskEntry], paused: frozenset[str]) -> list[TaskView]:
+    def _page_views(self, entries: list[TaskEntry], gate: SchedulerState) -> list[TaskView]:
         waiting = {
             b for e in entries if e.graph.blockers_outstanding for b in e.task.depends_on or ()
         }
@@ -95,7 +96,12 @@ class TaskListing:
             )
             views.append(
                 self.graph.view(
-                    e.task, e.lease, e.graph, self.graph.paused_by(e.task, paused), unmet
+                    e.task,
+                    e.lease,
+                    e.graph,
+                    self.graph.paused_by(e.task, gate.paused_tasks),
+                    unmet,
+                    cancelled_above(e.task, gate),
                 )
             )
         return views
