@@ -190,6 +190,8 @@ def test_every_card_shows_its_age_and_a_failed_card_its_first_error_line(
         assert text.startswith(prefix) and AGE.match(text), text
     every = page.locator("#columns .card .age").evaluate_all("as => as.map(a => a.textContent)")
     assert every and all(AGE.match(t) for t in every), every
+    texts = page.locator("#columns .card").all_inner_texts()
+    assert not [t for t in texts if "null" in t or "undefined" in t], texts
     failed = _card(page, scene.failed["task"]["id"])
     assert failed.locator(".error-line").inner_text() == "index shard 3 is corrupt"
     assert _card(page, scene.queued["task"]["id"]).locator(".error-line").count() == 0
@@ -358,4 +360,37 @@ def test_every_column_is_within_reach_at_1280_px(
         assert header.is_visible()
     # And the page never needs a sideways scroll to get there.
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    page.context.close()
+
+
+def test_a_member_cancels_a_task_from_its_view_and_a_reader_cannot(
+    browser: Any, board_url: str, scene: Scene, api: Api
+) -> None:
+    task = scene.one.task(title="Cancel this task")["task"]
+    reader_token = scene.one.operator_token("read", [scene.one.space])
+    reader = _board(browser, board_url, reader_token)
+    _card(reader, task["id"]).click()
+    reader.locator("#task-next[data-next-action]").wait_for(timeout=20_000)
+    assert reader.locator('#task-actions [data-action="cancel"]').count() == 0
+    reader.context.close()
+    with httpx.Client(base_url=api.base, headers={"authorization": f"Bearer {reader_token}"}) as c:
+        r = c.post(f"/tasks/{task['id']}/cancel", json={"reason": "not mine to stop"})
+        assert (r.status_code, r.json()["error"]["code"]) == (403, "forbidden"), r.text
+    assert scene.one.admin.get(f"/tasks/{task['id']}").json()["task"]["status"] == "ready"
+
+    page = _board(browser, board_url, scene.one.operator_token("member", [scene.one.space]))
+    asked: list[str] = []
+    page.on("dialog", lambda d: (asked.append(d.message), d.accept("superseded by OPS-9")))
+    _card(page, task["id"]).click()
+    page.locator('#task-actions [data-action="cancel"]').click()
+    wait_for(
+        lambda: scene.one.admin.get(f"/tasks/{task['id']}").json()["task"]["status"] == "cancelled",
+        15,
+        "the task to be cancelled",
+    )
+    assert any("Why?" in a for a in asked)
+    page.locator("#task-close").click()
+    page.locator(f'.column[data-status="cancelled"] .card[data-task="{task["id"]}"]').wait_for(
+        timeout=15_000
+    )
     page.context.close()

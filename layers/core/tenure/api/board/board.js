@@ -304,17 +304,36 @@
           // A space not drawn yet is drawn from its first page of tasks on; one on the board
           // already is redrawn once every page is in, so no card drops out in between.
           const first = !state.read.has(space);
-          const early = (tasks) => {
-            if (!first || generation !== state.generation) return;
-            const had = state.read.get(space);
-            state.read.set(space, { tasks, more: false, loose: had ? had.loose : [], pools: had ? had.pools : [] });
+          // Drawn once its pools (their display names) and a page of its tasks are in.
+          let partial = null;
+          let known = null;
+          const early = () => {
+            if (!first || !partial || !known || generation !== state.generation) return;
+            state.read.set(space, { tasks: partial, more: false, loose: [], pools: known });
             gather();
             scheduleRender();
           };
+          // The space's first page of tasks and its pools are asked for before its other
+          // reads, so every space's first page is ahead of those in the queue of requests.
+          let firstPage;
+          const paged = new Promise((go) => (firstPage = go));
+          const reading = readTasks(space, (tasks) => {
+            partial = tasks;
+            early();
+            firstPage();
+          }, first);
+          reading.catch(() => firstPage());
+          const pooled = getJson("/pools?" + q({ space })).then((body) => {
+            known = body.pools;
+            early();
+            return body;
+          });
+          pooled.catch(() => null);
+          await paged;
           const [tasks, loose, pools] = await Promise.all([
-            readTasks(space, early),
+            reading,
             getJson("/leases?" + q({ space, limit: 100 })),
-            getJson("/pools?" + q({ space })),
+            pooled,
           ]);
           if (generation !== state.generation) return;
           state.read.set(space, { tasks: tasks.tasks, more: tasks.more, loose: loose.leases, pools: pools.pools });
@@ -380,11 +399,15 @@
 
   // One request a page: each task with its open (or newest) lease, and the status a read of it
   // derives, blocked reasons included.
-  async function readTasks(space, onPage) {
+  // A space read for the first time starts with a short page, drawn sooner.
+  const FIRST_PAGE = 25;
+  async function readTasks(space, onPage, short) {
     const found = [];
     let cursor = null;
-    for (let page = 0; page < TASK_PAGES; page++) {
-      const body = await getJson("/tasks?" + q({ space, limit: 100, cursor }));
+    const most = TASK_PAGES * 100;
+    for (let page = 0; page <= TASK_PAGES && found.length < most; page++) {
+      const limit = short && page === 0 ? FIRST_PAGE : Math.min(100, most - found.length);
+      const body = await getJson("/tasks?" + q({ space, limit, cursor }));
       found.push(...body.tasks);
       if (onPage) onPage([...found]);
       cursor = body.next_cursor;
@@ -639,14 +662,15 @@
     button.setAttribute("aria-disabled", "false");
     if (button.dataset.signature !== signature) {
       button.dataset.signature = signature;
-      button.replaceChildren(
+      const parts = [
         el("span", { class: "key", text: card.ref }),
         el("span", { class: "title", text: card.title }),
         chipNode(card.chip),
         card.error ? el("span", { class: "error-line", text: card.error }) : null,
         el("span", { class: "meta", text: card.meta }),
         el("span", { class: "age" }),
-      );
+      ];
+      button.replaceChildren(...parts.filter(Boolean));
       const action = card.lease ? "Open the lease." : "No lease yet. Open the task.";
       const more = card.lease ? "" : ` ${card.meta}.`;
       const error = card.error ? ` Error: ${card.error}.` : "";
@@ -1183,6 +1207,7 @@
     if (!DONE.has(task.status)) {
       if (task.paused) nodes.push(actionButton("resume", "Resume", () => taskAction(task, "resume", `Resume ${key} and its descendants?`, false)));
       else nodes.push(actionButton("pause", "Pause", () => taskAction(task, "pause", `Pause ${key} and its descendants?`, false)));
+      nodes.push(actionButton("cancel", "Cancel task", () => cancelTask(task), true));
     }
     if (!open && !awaiting && task.status !== "needs_attention") {
       const select = el("select", { id: "enqueue-pool", "aria-label": "Pool to enqueue on" });
@@ -1212,6 +1237,13 @@
     await sendTaskAction(task, action, `/tasks/${encodeURIComponent(task.id)}/${action}`, body);
   }
 
+  // The reason is required; the task alone is cancelled (the CLI and API take `subtree`).
+  async function cancelTask(task) {
+    const reason = window.prompt(`Cancel ${task.key}: it will never run again. Why? (required)`, "");
+    if (reason == null) return;
+    await sendTaskAction(task, "cancel", `/tasks/${encodeURIComponent(task.id)}/cancel`, { reason, subtree: false });
+  }
+
   async function enqueueTask(task, pool) {
     if (!pool || !window.confirm(`Enqueue ${task.key} on ${poolName(pool)}?`)) return;
     await sendTaskAction(task, "enqueue", `/tasks/${encodeURIComponent(task.id)}/enqueue`, { pool });
@@ -1237,6 +1269,7 @@
     pause: "paused",
     resume: "resumed",
     enqueue: "enqueued",
+    cancel: "cancelled",
   };
 
   // ------------------------------------------------------------------ wiring
