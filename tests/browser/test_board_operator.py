@@ -106,6 +106,9 @@ def test_the_board_opens_on_every_space_at_once_and_the_picker_narrows_it(
     browser: Any, board_url: str, scene: Scene
 ) -> None:
     page = _board(browser, board_url, _both(scene))
+    # Chromium tells of anything the page's own policy blocks on the console, in these words.
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if "Security Policy" in m.text else None)
     _card(page, scene.queued["task"]["id"])
     _card(page, scene.elsewhere["task"]["id"])
     options = page.locator("#space-picker option").evaluate_all("os => os.map(o => o.value)")
@@ -115,6 +118,9 @@ def test_the_board_opens_on_every_space_at_once_and_the_picker_narrows_it(
     assert page.evaluate("location.hash") == f"#space={scene.two.space}"
     page.locator("#space-picker").select_option("")
     _card(page, scene.queued["task"]["id"])
+    page.get_by_role("button", name="Pools").click()
+    page.locator(f'#pools-table tr[data-pool="{scene.pool}"]').wait_for(timeout=20_000)
+    assert refused == []
     page.context.close()
     # An admin token of every space finds them all from GET /spaces, with nothing typed.
     page = _board(browser, board_url, scene.one.api.admin_token)
