@@ -17,7 +17,7 @@ from tenure.app.migrations import SCHEMA_VERSION
 from tenure.app.setup.spaces import INSTANCE_TIMELINE
 from tenure.domain import fencing
 from tenure.domain.errors import Unavailable
-from tenure.domain.model import Principal, Token
+from tenure.domain.model import Principal, Space, Token
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump
@@ -137,3 +137,31 @@ def test_a_token_and_its_event_land_together_or_not_at_all(aws: None) -> None:
         "token.created",
         "token.revoked",
     ]
+
+
+def test_migrate_lists_a_space_made_before_spaces_were_listed(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = wiring.build_store(None, TABLE)
+    store.create_table()
+    svc = wiring.build_service(store)
+    svc.setup.create_space(ADMIN, "NEW", "made by this release", None)
+    old = Space(key="OLD", name="made before the list", created_at=1_700_000_000_000)
+    # The row an older release wrote for a space: its own row, no list row.
+    client().put_item(TableName=TABLE, Item=dump({**k.space_key("OLD"), **items.space_item(old)}))
+    limited = Principal(kind="operator", token_id="tok-a", role="read", spaces=("OLD",))
+    before = svc.setup.list_spaces(ADMIN, 50, None)
+    assert [s.key for s in before.spaces] == ["NEW"] and before.schema_behind
+    # A token limited to the space reads it by key: it sees it before the migrate too.
+    assert [s.key for s in svc.setup.list_spaces(limited, 50, None).spaces] == ["OLD"]
+
+    assert main(["admin", "migrate", "--table", TABLE]) == 0
+    out = capsys.readouterr().out
+    assert "space-list-rows: applied" in out and "listed 1" in out
+    after = svc.setup.list_spaces(ADMIN, 50, None)
+    assert [s.key for s in after.spaces] == ["NEW", "OLD"] and not after.schema_behind
+    assert after.spaces[1] == old
+
+    table_before = rows()
+    assert main(["admin", "migrate", "--table", TABLE]) == 0
+    assert rows() == table_before

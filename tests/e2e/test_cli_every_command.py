@@ -408,6 +408,7 @@ COMMANDS: dict[str, Case] = {
     "spaces create": lambda s, o: Run(
         ["--key", f"X{suffix()}", "--name", "made", "--max-active", "3"]
     ),
+    "spaces list": lambda s, o: Run(["--limit", "100"], check=_mentions(s.space)),
     "spaces archive": lambda s, o: Run([s.new_space()]),
     "spaces unarchive": lambda s, o: Run([s.new_space(archived=True)]),
     "spaces address-add": lambda s, o: Run([s.space, s.address()]),

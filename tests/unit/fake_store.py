@@ -38,6 +38,7 @@ from tenure.app.ports import (
     RecordWrite,
     SchedulerState,
     Settings,
+    SpacePage,
     SweeperState,
     TaskEntry,
     TaskPage,
@@ -159,6 +160,8 @@ class FakeStore(FakeRules):
         # The tokens' list rows, by id: the token's hash. A token written by a release older
         # than the list has none until `tenure admin migrate` writes it.
         self.token_list: dict[str, str] = {}
+        # The spaces' list rows (GET /spaces), written with the space.
+        self.space_list: set[str] = set()
         # The schema version the data is at, and a migration's saved position.
         self.schema: SchemaState = SchemaState()
         self.tasks: dict[str, Task] = {}
@@ -195,9 +198,20 @@ class FakeStore(FakeRules):
         if space.key in self.spaces:
             raise AlreadyExists(f"space {space.key} already exists")
         self.spaces[space.key] = _stored(space)
+        self.space_list.add(space.key)
 
     def get_space(self, key: str) -> Space | None:
         return self.spaces.get(key)
+
+    def list_spaces(
+        self, limit: int, cursor: str | None, only: tuple[str, ...] | None = None
+    ) -> SpacePage:
+        position = cursors.decode(cursor, "spaces", k.LISTED_SPACE_SHAPE) if cursor else ""
+        listed = self.space_list if only is None else set(only)
+        keys = sorted(key for key in listed if f"SPACE#{key}" > position)
+        page = keys[:limit]
+        after = cursors.encode("spaces", f"SPACE#{page[-1]}") if len(keys) > limit else None
+        return SpacePage(tuple(self.spaces[key] for key in page if key in self.spaces), after)
 
     def next_task_number(self, space: str) -> int:
         self.writes.append("next_task_number")
@@ -296,6 +310,22 @@ class FakeStore(FakeRules):
             return False
         self.writes.append("list_token")
         self.token_list[token.id] = token.token_hash
+        return True
+
+    def scan_spaces(self, cursor: str | None, limit: int) -> tuple[list[Space], str | None]:
+        keys = sorted(key for key in self.spaces if cursor is None or key > cursor)
+        page = keys[:limit]
+        after = page[-1] if len(keys) > limit else None
+        return [self.spaces[key] for key in page], after
+
+    def listed_space_keys(self, keys: list[str]) -> set[str]:
+        return {key for key in keys if key in self.space_list}
+
+    def list_space(self, space: Space) -> bool:
+        if space.key in self.space_list or space.key not in self.spaces:
+            return False
+        self.writes.append("list_space")
+        self.space_list.add(space.key)
         return True
 
     def touch_token(self, token_hash: str, at: int, before: int) -> None:
@@ -1123,6 +1153,21 @@ class FakeStore(FakeRules):
         rows = self._attachments(lease_id)
         for attachment_id in attachment_ids:
             rows.pop(attachment_id, None)
+
+    def ended_since(self, pool: str, since: int, limit: int) -> list[str]:
+        _limit(limit)
+        out = self._unindexed()
+        ended = [
+            row.lease
+            for row in self.lease_rows.values()
+            if row.lease.pool == pool
+            and row.lease.state.terminal
+            and row.lease.ended_at is not None
+            and row.lease.ended_at >= since
+            and row.lease.id not in out
+        ]
+        ended.sort(key=lambda x: (x.ended_at or 0, x.id), reverse=True)
+        return [x.id for x in ended[:limit]]
 
     def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
         _limit(limit)

@@ -51,6 +51,7 @@ def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
         ("claims-that-start", "applied", {}),
         ("first-lease-stamps", "applied", {}),
         ("implied-first-jobs", "applied", {}),
+        ("space-list-rows", "applied", {"spaces": 1, "already_listed": 1, "listed": 0}),
     ]
     assert outcome.counts == {"tokens": 2, "already_listed": 1, "listed": 1}
     page = rig.svc.setup.list_tokens(ADMIN, None, 100, None)
@@ -59,7 +60,7 @@ def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
 
     writes = len(rig.store.writes)
     again = migrate(rig.store)
-    assert [a.status for a in again] == ["already"] * 5
+    assert [a.status for a in again] == ["already"] * len(MIGRATIONS)
     assert len(rig.store.writes) == writes
     assert rig.store.schema_state().version == SCHEMA_VERSION
 
@@ -81,7 +82,8 @@ def test_a_dry_run_says_what_it_would_do_and_writes_nothing() -> None:
     old_token(rig, "old")
     writes = list(rig.store.writes)
     [outcome, *rest] = migrate(rig.store, dry_run=True)
-    assert {outcome.status, *(o.status for o in rest)} == {"would_apply"} and len(rest) == 4
+    assert {outcome.status, *(o.status for o in rest)} == {"would_apply"}
+    assert len(rest) == len(MIGRATIONS) - 1
     assert outcome.counts == {"tokens": 1, "already_listed": 0, "would_list": 1}
     assert rig.store.writes == writes and rig.store.schema_state() == SchemaState()
     assert names(rig) == set()
@@ -141,6 +143,28 @@ def test_data_newer_than_this_release_is_refused() -> None:
     rig.store.schema = SchemaState(version=SCHEMA_VERSION + 1, step=1)
     with pytest.raises(SchemaTooNew):
         migrate(rig.store)
+
+
+def test_an_old_space_is_listed_after_migrate_and_a_rerun_writes_nothing() -> None:
+    rig = Rig()
+    rig.svc.setup.create_space(ADMIN, "NEW", "made by this release", None)
+    rig.svc.setup.create_space(ADMIN, "OLD", "made before spaces were listed", None)
+    rig.store.space_list.discard("OLD")
+    before = rig.svc.setup.list_spaces(ADMIN, 100, None)
+    assert [s.key for s in before.spaces] == ["NEW", "OPS"] and before.schema_behind
+
+    dry = migrate(rig.store, dry_run=True)[-1]
+    assert (dry.name, dry.status) == ("space-list-rows", "would_apply")
+    assert "OLD" not in rig.store.space_list
+
+    outcome = migrate(rig.store)[-1]
+    assert (outcome.name, outcome.status) == ("space-list-rows", "applied")
+    assert outcome.counts == {"spaces": 3, "already_listed": 2, "listed": 1}
+    after = rig.svc.setup.list_spaces(ADMIN, 100, None)
+    assert [s.key for s in after.spaces] == ["NEW", "OLD", "OPS"] and not after.schema_behind
+    writes = len(rig.store.writes)
+    assert {o.status for o in migrate(rig.store)} == {"already"}
+    assert len(rig.store.writes) == writes
 
 
 def test_the_migrations_are_named_in_order_and_the_last_is_this_releases_version() -> None:

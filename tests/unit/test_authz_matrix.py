@@ -299,6 +299,7 @@ TABLE: list[Row] = [
     R("GET", "/whoami", READ | {"elsewhere"}, 200, note="who the caller is, for the board"),
     # Setting up work: admin; a token limited to spaces cannot act across all of them.
     R("POST", "/spaces", ADMIN_ONLY, 201, body={"key": "NEW", "name": "New"}),
+    R("GET", "/spaces", READ | {"elsewhere"}, 200, note="a limited token sees its own spaces"),
     R("POST", "/workflows", ADMIN_ONLY, 201, body={"space": SPACE, "slug": "w2", "name": "W"}),
     R(
         "POST",
@@ -471,6 +472,7 @@ TABLE: list[Row] = [
     # Pools, spaces, the instance: admin, reads for read.
     R("GET", "/pools", READ, 200, path=f"/pools?space={SPACE}"),
     R("GET", "/pools/<pool>", READ, 200, path=f"/pools/{POOL}"),
+    R("GET", "/pools/<pool>/figures", READ, 200, path=f"/pools/{POOL}/figures"),
     R("PATCH", "/pools/<pool>", ADMIN_ONLY, 200, path=f"/pools/{POOL}", body={"display_name": "B"}),
     R("POST", "/pools/<pool>/pause", ADMIN_ONLY, 200, path=f"/pools/{POOL}/pause"),
     R(

@@ -16,7 +16,7 @@ from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
 from tenure.app.ports import Ceiling, Change, JobWrite, LeaseWrite
 from tenure.domain.errors import AlreadyExists, CeilingReached, Conflict, Unavailable
-from tenure.domain.model import Job, Space, Worker
+from tenure.domain.model import Job, Space, Worker, Workflow
 from tenure.domain.states import SubjectKind
 from tenure.store.calls import BACKOFF_BASE_S, RETRY_AFTER_S, TRIES, Retry, StoreRejected
 from tenure.store.dynamo import DynamoStore
@@ -116,7 +116,7 @@ def test_every_read_and_write_gives_up_on_a_throttle_as_unavailable(rig: Rig, co
         ("get_item", lambda: rig.store.get_lease("lease_1")),
         ("query", lambda: rig.store.queue_candidates("p", 5)),
         ("batch_get_item", lambda: rig.store.get_leases(["lease_1"])),
-        ("put_item", lambda: rig.store.put_space(Space(key="OPS", name="Ops", created_at=1))),
+        ("put_item", lambda: rig.store.put_workflow(Workflow("OPS", "ci", "CI", created_at=1))),
         ("update_item", lambda: rig.store.next_task_number("OPS")),
         ("transact_write_items", lambda: rig.store.commit(_change())),
     ]
@@ -187,7 +187,7 @@ def test_a_full_ceiling_alone_is_ceiling_reached(rig: Rig) -> None:
 def test_a_single_conditional_write_that_loses_is_its_own_domain_error(rig: Rig) -> None:
     rig.error("put_item", "ConditionalCheckFailedException")
     with pytest.raises(AlreadyExists):
-        rig.store.put_space(Space(key="OPS", name="Ops", created_at=1))
+        rig.store.put_workflow(Workflow("OPS", "ci", "CI", created_at=1))
     assert rig.slept == []
 
 

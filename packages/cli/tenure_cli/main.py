@@ -23,12 +23,16 @@ from tenure_cli.commands import (
     worker,
     workers,
 )
+from tenure_cli.commands import spaces as space_commands
 from tenure_cli.common import EXIT_CODES, FAILED, INTERRUPTED, OK, Command, Groups, say
 from tenure_cli.extras import missing_local_extra
 
 # The repository this module sits in when it runs from a checkout rather than an install.
 CHECKOUT = Path(__file__).resolve().parents[3]
-COMMAND_MODULES = (worker, leases, detail, graph, pools, workers, autonomy, rules, tokens, admin)
+COMMAND_MODULES = (
+    *(worker, leases, detail, graph, pools, workers, autonomy, rules, tokens, admin),
+    space_commands,
+)
 
 
 def _version() -> str:

@@ -11,6 +11,7 @@ from tenure.api.endpoints import (
     graph,
     leases,
     mcp,
+    pool_figures,
     pools,
     rules,
     scheduler,
@@ -34,5 +35,6 @@ ENDPOINTS = (
     mcp,
     board,
     blocks,
+    pool_figures,
 )
 __all__ = ["app", "contract", "handle", "logger", "metrics"]

@@ -696,6 +696,11 @@ class SpaceOut(Out):
     created_at: Stamp
 
 
+class SpaceList(Out):
+    spaces: list[SpaceOut]  # by key
+    next_cursor: str | None  # null on the last page
+
+
 class WorkflowOut(Out):
     space: str
     slug: str

@@ -22,6 +22,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/board"): "public",
     ("GET", f"{BASE}/whoami"): "operator:read",
     ("POST", f"{BASE}/spaces"): "operator:admin",
+    ("GET", f"{BASE}/spaces"): "operator:read",
     ("POST", f"{BASE}/workflows"): "operator:admin",
     ("POST", f"{BASE}/pools"): "operator:admin",
     ("POST", f"{BASE}/tokens"): "operator:admin",
@@ -75,6 +76,7 @@ ROUTES: dict[tuple[str, str], str] = {
     # Pools, spaces and the instance.
     ("GET", f"{BASE}/pools"): "operator:read",
     ("GET", f"{BASE}/pools/<pool>"): "operator:read",
+    ("GET", f"{BASE}/pools/<pool>/figures"): "operator:read",
     ("PATCH", f"{BASE}/pools/<pool>"): "operator:admin",
     ("POST", f"{BASE}/pools/<pool>/pause"): "operator:admin",
     ("POST", f"{BASE}/pools/<pool>/resume"): "operator:admin",
@@ -176,6 +178,7 @@ UNSCOPED = {
     ("POST", f"{BASE}/leases/bulk/fail"): "each lease of the list is judged on its own row",
     ("POST", f"{BASE}/mcp"): "each tool call is judged on what it touches",
     ("GET", f"{BASE}/tokens"): "each token is shown by its own spaces",
+    ("GET", f"{BASE}/spaces"): "a token limited to spaces is shown those spaces alone",
     ("DELETE", f"{BASE}/tokens/<token_id>"): "the token is judged by its own spaces",
 }
 

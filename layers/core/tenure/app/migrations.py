@@ -10,10 +10,11 @@ data model adds its migration at the end of `MIGRATIONS` and raises `SCHEMA_VERS
 Migrations may Scan: they are an operator's command, never a request path.
 
 What the service does with data older than `SCHEMA_VERSION`: it keeps serving. Every change
-so far only adds rows that a reader can do without (the token list rows: a token without one
-still authenticates, it is only missing from `GET /tokens`), so refusing requests would take
-an instance down for what costs it nothing but an incomplete list. The one answer that can be
-incomplete, `GET /tokens`, says so (a `Tenure-Schema` header naming `tenure admin migrate`).
+so far only adds rows that a reader can do without (the token and space list rows: a token
+without one still authenticates, a space without one still takes tasks, they are only missing
+from `GET /tokens` and `GET /spaces`), so refusing requests would take an instance down for
+what costs it nothing but an incomplete list. The answers that can be incomplete, those two
+lists, say so (a `Tenure-Schema` header naming `tenure admin migrate`).
 A migration that the service could not do without must make the service refuse instead.
 """
 
@@ -24,10 +25,10 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Protocol
 
 from tenure.domain.errors import Conflict
-from tenure.domain.model import Token
+from tenure.domain.model import Space, Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -53,6 +54,9 @@ CREATED_STAMPS_FROM_SCHEMA = 4
 # having no run: such jobs wait until `tenure admin migrate` runs after this release is
 # deployed everywhere.
 IMPLIED_JOBS_FROM_SCHEMA = 5
+# From this version on, every space has its list row (GET /spaces); spaces made before it
+# are listed by the migration.
+SPACE_LIST_FROM_SCHEMA = 6
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -93,6 +97,19 @@ class MigrationStore(Protocol):
         """Write the token's list row only if it has none; False when it had one."""
         ...
 
+    def scan_spaces(self, cursor: str | None, limit: int) -> tuple[list[Space], str | None]:
+        """One page of space rows (a Scan reading at most `limit` rows) and the next page's
+        position, None after the last."""
+        ...
+
+    def listed_space_keys(self, keys: list[str]) -> set[str]:
+        """Which of these spaces have their list row (one batch read)."""
+        ...
+
+    def list_space(self, space: Space) -> bool:
+        """Write the space's list row only if it has none; False when it had one."""
+        ...
+
 
 class Page(NamedTuple):
     counts: dict[str, int]
@@ -123,6 +140,25 @@ def list_tokens_made_before_the_list(
         elif dry_run or store.list_token(replace(token, revoked_at=None, last_used_at=None)):
             counts[wrote] += 1
         else:  # listed between the read and the write (a concurrent create)
+            counts["already_listed"] += 1
+    return Page(counts, after)
+
+
+def list_spaces_made_before_the_list(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """A space made before spaces had list rows is missing from `GET /spaces` (and so from
+    the board's space picker): write its list row. The space's own row is not touched."""
+    spaces, after = store.scan_spaces(cursor, limit)
+    listed = store.listed_space_keys([sp.key for sp in spaces]) if spaces else set()
+    wrote = "would_list" if dry_run else "listed"
+    counts = {"spaces": len(spaces), "already_listed": 0, wrote: 0}
+    for space in spaces:
+        if space.key in listed:
+            counts["already_listed"] += 1
+        elif dry_run or store.list_space(space):
+            counts[wrote] += 1
+        else:  # listed between the read and the write
             counts["already_listed"] += 1
     return Page(counts, after)
 
@@ -191,6 +227,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="let a task's first job, opened with the task, go without a row until it moves "
         "on (jobs made before keep theirs)",
         page=start_implied_jobs,
+    ),
+    Migration(
+        version=SPACE_LIST_FROM_SCHEMA,
+        name="space-list-rows",
+        does="write the list row of each space made before spaces were listed",
+        page=list_spaces_made_before_the_list,
     ),
 )
 

@@ -326,6 +326,14 @@ class TokenPage(NamedTuple):
     schema_behind: bool = False
 
 
+class SpacePage(NamedTuple):
+    spaces: tuple[Space, ...]  # by key
+    next_cursor: str | None  # null on the last page
+    # The table's data is older than this release: spaces made before the list may be
+    # missing from it until `tenure admin migrate` runs.
+    schema_behind: bool = False
+
+
 class EventPage(NamedTuple):
     events: list[Event]
     next_cursor: str | None  # null when the timeline holds nothing further
@@ -350,6 +358,13 @@ class SweeperState:
 class Store(Protocol):
     def put_space(self, space: Space) -> None: ...
     def get_space(self, key: str) -> Space | None: ...
+    def list_spaces(
+        self, limit: int, cursor: str | None, only: tuple[str, ...] | None = None
+    ) -> SpacePage:
+        """Up to `limit` spaces by key after `cursor`: one Query of the spaces' list partition
+        and one batch read of their rows; with `only`, those spaces alone (one batch read)."""
+        ...
+
     def next_task_number(self, space: str) -> int: ...
     def put_workflow(self, workflow: Workflow) -> None: ...
     def get_workflow(self, space: str, slug: str) -> Workflow | None: ...
@@ -547,6 +562,11 @@ class Store(Protocol):
     def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
         """Ended, not yet fully reclaimed leases of `pool` that ended at or before
         `ended_before`, earliest first, at most `limit` (the ended index: no Scan)."""
+        ...
+
+    def ended_since(self, pool: str, since: int, limit: int) -> list[str]:
+        """Ended, not yet fully reclaimed leases of `pool` that ended at or after `since`,
+        latest first, at most `limit` (one page of the ended index: no Scan)."""
         ...
 
     def mark_reclaimed(self, lease: Lease) -> None:

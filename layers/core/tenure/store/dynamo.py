@@ -32,6 +32,7 @@ from tenure.app.ports import (
     RecordWrite,
     SchedulerState,
     Settings,
+    SpacePage,
     SweeperState,
     TaskEntry,
     TaskPage,
@@ -200,6 +201,9 @@ class DynamoStore:
     def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
         return self.retention.ended_leases(pool, ended_before, limit)
 
+    def ended_since(self, pool: str, since: int, limit: int) -> list[str]:
+        return self.retention.ended_since(pool, since, limit)
+
     def mark_reclaimed(self, lease: Lease) -> None:
         self.retention.mark_reclaimed(lease)
 
@@ -218,18 +222,63 @@ class DynamoStore:
     def listed_token_ids(self, token_ids: list[str]) -> set[str]:
         return self.schema.listed_token_ids(token_ids)
 
+    def scan_spaces(self, cursor: str | None, limit: int) -> tuple[list[Space], str | None]:
+        return self.schema.scan_spaces(cursor, limit)
+
+    def listed_space_keys(self, keys: list[str]) -> set[str]:
+        return self.schema.listed_space_keys(keys)
+
+    def list_space(self, space: Space) -> bool:
+        return self.schema.list_space(space)
+
     def list_token(self, token: Token) -> bool:
         return self.schema.list_token(token)
 
     # -------------------------------------------------------------- set-up resources
 
     def put_space(self, space: Space) -> None:
-        row = {**k.space_key(space.key), **items.space_item(space)}
-        self.rows.put_new(row, f"space {space.key}")
+        # The space and its list row land together: a space is never missing from the list.
+        rows = (
+            {**k.space_key(space.key), **items.space_item(space)},
+            {**k.listed_space_key(space.key), "entity": "space_listed"},
+        )
+        ops = [
+            {"Put": {"TableName": self.table, "Item": _dump(row), "ConditionExpression": k.IS_NEW}}
+            for row in rows
+        ]
+        try:
+            self.rows.transact(ops)
+        except Conflict as lost:
+            raise AlreadyExists(f"space {space.key} already exists") from lost
 
     def get_space(self, key: str) -> Space | None:
         row = self.rows.get(k.space_key(key))
         return items.space_from(row) if row else None
+
+    def list_spaces(
+        self, limit: int, cursor: str | None, only: tuple[str, ...] | None = None
+    ) -> SpacePage:
+        position = cursors.decode(cursor, "spaces", k.LISTED_SPACE_SHAPE) if cursor else ""
+        if only is not None:
+            keys = sorted(key for key in set(only) if f"SPACE#{key}" > position)
+        else:
+            request: dict[str, Any] = {
+                "KeyConditionExpression": f"{k.PK} = :pk",
+                "ExpressionAttributeValues": _values(pk=k.SPACES_PK),
+                # One more than the page: a next page is promised only when it holds a space.
+                "Limit": limit + 1,
+                # Consistent: a space is listed right after it is made.
+                "ConsistentRead": True,
+            }
+            if position:
+                request["ExclusiveStartKey"] = _dump({k.PK: k.SPACES_PK, k.SK: position})
+            out = self.rows.query(**request)
+            keys = [str(_load(r)[k.SK]).removeprefix("SPACE#") for r in out.get("Items", [])]
+        page = keys[:limit]
+        rows = self.rows.batch_get([k.space_key(key) for key in page]) if page else []
+        spaces = tuple(sorted((items.space_from(r) for r in rows), key=lambda sp: sp.key))
+        after = cursors.encode("spaces", f"SPACE#{page[-1]}") if len(keys) > limit else None
+        return SpacePage(spaces, after)
 
     def next_task_number(self, space: str) -> int:
         out = self.rows.write(

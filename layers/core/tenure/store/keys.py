@@ -225,6 +225,17 @@ def token_id_key(token_id: str) -> dict[str, str]:
     return {PK: TOKENS_PK, SK: f"TOKEN#{token_id}"}
 
 
+# Every space also has a write-once row in one partition, by key, written in the space's own
+# transaction: GET /spaces is one Query of it (paged, sorted by key, never a Scan) and one
+# batch read of the spaces' rows, which keep the settings and the archived flag current.
+SPACES_PK = "SPACES"
+LISTED_SPACE_SHAPE = re.compile(r"SPACE#[A-Z][A-Z0-9_]{0,31}")
+
+
+def listed_space_key(key: str) -> dict[str, str]:
+    return {PK: SPACES_PK, SK: f"SPACE#{key}"}
+
+
 def task_key(task_id: str) -> dict[str, str]:
     return {PK: f"TASK#{task_id}", SK: "TASK"}
 

@@ -151,6 +151,18 @@ class RetentionRows:
         )
         return [k.lease_id_of(_load(r)) for r in out.get("Items", [])]
 
+    def ended_since(self, pool: str, since: int, limit: int) -> list[str]:
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        out = self.rows.query(
+            IndexName=k.ENDED_INDEX,
+            KeyConditionExpression=f"{k.ENDED_PK} = :p AND {k.ENDED_AT} >= :since",
+            ExpressionAttributeValues=_values(p=k.ended_pk(pool), since=since),
+            ScanIndexForward=False,
+            Limit=limit,
+        )
+        return [k.lease_id_of(_load(r)) for r in out.get("Items", [])]
+
     def mark_reclaimed(self, lease: Lease) -> None:
         fields = {
             "reclaimed_at": lease.reclaimed_at,

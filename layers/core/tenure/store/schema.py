@@ -9,8 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from tenure.app.migrations import SchemaState
-from tenure.domain.errors import Conflict
-from tenure.domain.model import Token
+from tenure.domain.errors import AlreadyExists, Conflict
+from tenure.domain.model import Space, Token
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -90,5 +90,35 @@ class SchemaRows:
                 ConditionExpression=k.IS_NEW,
             )
         except Conflict:
+            return False
+        return True
+
+    def scan_spaces(self, cursor: str | None, limit: int) -> tuple[list[Space], str | None]:
+        request: dict[str, Any] = {
+            "TableName": self.rows.name,
+            "Limit": limit,
+            "FilterExpression": "#entity = :space AND #sk = :sk",
+            "ExpressionAttributeNames": {"#entity": "entity", "#sk": k.SK},
+            "ExpressionAttributeValues": _values(space="space", sk="SPACE"),
+            # Consistent: a space made just before the migrate is seen by it.
+            "ConsistentRead": True,
+        }
+        if cursor:
+            request["ExclusiveStartKey"] = _dump(json.loads(cursor))
+        out = self.rows.call("scan", self.rows.client.scan, **request)
+        spaces = [items.space_from(_load(r)) for r in out.get("Items", [])]
+        last = out.get("LastEvaluatedKey")
+        return spaces, json.dumps(_load(last), sort_keys=True) if last else None
+
+    def listed_space_keys(self, keys: list[str]) -> set[str]:
+        found = self.rows.batch_get([k.listed_space_key(key) for key in keys])
+        return {str(r[k.SK]).removeprefix("SPACE#") for r in found}
+
+    def list_space(self, space: Space) -> bool:
+        try:
+            self.rows.put_new(
+                {**k.listed_space_key(space.key), "entity": "space_listed"}, "the list row"
+            )
+        except AlreadyExists:
             return False
         return True

@@ -7,7 +7,9 @@
   const SPACE_KEY = "tenure.board.space";
   const REFRESH_MS = 5000;
   const FOLLOW_MS = 2000;
-  const TASK_PAGES = 5; // at most 500 tasks per refresh, newest first
+  const TASK_PAGES = 5; // at most 500 tasks of a space per refresh, newest first
+  const SPACE_PAGES = 10; // at most 1,000 spaces listed
+  const COLUMN_CAP = 150; // cards drawn per column; the rest are counted, found by searching
   const COLUMNS = [
     ["ready", "Ready"],
     ["blocked", "Blocked"],
@@ -22,17 +24,22 @@
   const QUEUED = new Set(["pending", "dispatching", "dispatched"]);
   const HELD = new Set(["running", "paused", "cancelling"]);
   const ENDED = new Set(["completed", "failed", "cancelled", "lost", "killed"]);
+  const RETRYABLE = new Set(["failed", "lost", "killed", "cancelled"]);
   const ACTING_ROLES = new Set(["member", "admin"]);
 
   const $ = (id) => document.getElementById(id);
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY),
     who: null,
-    space: null,
+    spaces: [], // [{key, name, archived}] the token can see
+    pick: "", // the space the board is narrowed to; "" shows every space
+    view: "tasks",
+    read: new Map(), // space -> {tasks, loose, pools, more}: the last good read of each
     pools: new Map(),
     leases: [], // every lease on the board: the tasks' own, then those of no task
     tasks: [], // [{task, lease}] as GET /tasks lists them, newest first
     timer: null,
+    generation: 0, // a refresh started for an older choice of space drops what it read
     openLease: null,
     detailTimer: null,
     followTimer: null,
@@ -53,7 +60,24 @@
     }
   }
 
+  // At most IN_FLIGHT requests at once, the rest in the order they were asked: with every
+  // space read together, the first space's first page is not held up behind all the others.
+  const IN_FLIGHT = 4;
+  let flying = 0;
+  const waiting = [];
   async function call(path, options = {}) {
+    if (flying >= IN_FLIGHT) await new Promise((go) => waiting.push(go));
+    flying++;
+    try {
+      return await send(path, options);
+    } finally {
+      flying--;
+      const next = waiting.shift();
+      if (next) next();
+    }
+  }
+
+  async function send(path, options) {
     let response;
     try {
       response = await fetch(API + path, {
@@ -104,16 +128,32 @@
     return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
   }
 
+  // A span of time in words, to the two largest units: "45 s", "3 min 10 s", "2 h 5 min", "3 d 4 h".
+  function span(seconds) {
+    const s = Math.max(0, Math.floor(seconds));
+    if (s < 60) return `${s} s`;
+    const units = [[86400, "d"], [3600, "h"], [60, "min"], [1, "s"]];
+    const parts = [];
+    let left = s;
+    for (const [size, name] of units) {
+      if (parts.length === 0 && left < size) continue;
+      const n = Math.floor(left / size);
+      left -= n * size;
+      parts.push(`${n} ${name}`);
+      if (parts.length === 2) break;
+    }
+    return parts.filter((p) => !p.startsWith("0 ")).join(" ") || parts[0];
+  }
+
+  const since = (iso) => (iso ? (Date.now() - Date.parse(iso)) / 1000 : null);
+  const firstLine = (text) => String(text || "").split(/\r?\n/).find((l) => l.trim()) || "";
+
   // ------------------------------------------------------------------ signing in
 
   function showLogin(message) {
     stopRefresh();
     $("login").hidden = false;
-    $("board").hidden = true;
-    $("space-form").hidden = true;
-    $("filters").hidden = true;
-    $("who").hidden = true;
-    $("sign-out").hidden = true;
+    for (const id of ["board", "filters", "workers-view", "pools-view", "space-pick", "views", "who", "sign-out"]) $(id).hidden = true;
     const error = $("login-error");
     error.textContent = message || "";
     error.hidden = !message;
@@ -123,7 +163,9 @@
   async function signIn(token) {
     state.token = token;
     try {
-      state.who = await getJson("/whoami");
+      const [who, spaces] = await Promise.all([getJson("/whoami"), readSpaces()]);
+      state.who = who;
+      state.spaces = spaces;
     } catch (err) {
       sessionStorage.removeItem(TOKEN_KEY);
       state.token = null;
@@ -132,19 +174,42 @@
     }
     sessionStorage.setItem(TOKEN_KEY, token);
     $("login").hidden = true;
-    $("space-form").hidden = false;
+    $("space-pick").hidden = false;
+    $("views").hidden = false;
     $("sign-out").hidden = false;
     const who = $("who");
     const scope = state.who.spaces ? `spaces ${state.who.spaces.join(", ")}` : "every space";
     who.textContent = `${state.who.role || state.who.kind} token · ${scope}`;
     who.hidden = false;
-    const list = $("space-list");
-    list.replaceChildren(...(state.who.spaces || []).map((s) => el("option", { value: s })));
-    const fromHash = new URLSearchParams(location.hash.slice(1)).get("space");
-    const chosen = fromHash || sessionStorage.getItem(SPACE_KEY) ||
-      (state.who.spaces && state.who.spaces.length === 1 ? state.who.spaces[0] : null);
-    if (chosen) chooseSpace(chosen);
-    else $("space-input").focus();
+    fillSpacePicker();
+    const fromHash = new URLSearchParams(location.hash.slice(1));
+    const chosen = fromHash.has("space") ? fromHash.get("space") : sessionStorage.getItem(SPACE_KEY) || "";
+    const view = fromHash.get("view");
+    if (view === "workers" || view === "pools") state.view = view;
+    chooseSpace(chosen);
+  }
+
+  // Every space the token can see, a page of 100 at a time.
+  async function readSpaces() {
+    const found = [];
+    let cursor = null;
+    for (let page = 0; page < SPACE_PAGES; page++) {
+      const body = await getJson("/spaces?" + q({ limit: 100, cursor }));
+      found.push(...body.spaces);
+      cursor = body.next_cursor;
+      if (!cursor) break;
+    }
+    return found;
+  }
+
+  function fillSpacePicker() {
+    const select = $("space-picker");
+    select.replaceChildren(
+      el("option", { value: "", text: `every space (${state.spaces.length})` }),
+      ...state.spaces.map((s) =>
+        el("option", { value: s.key, text: `${s.key} · ${s.name}${s.archived ? " (archived)" : ""}` }),
+      ),
+    );
   }
 
   function signOut() {
@@ -155,25 +220,55 @@
     showLogin("");
   }
 
-  function canAct() {
+  // A member or admin token acts on what is in its spaces; a read token on nothing.
+  function canAct(space) {
     const who = state.who;
     if (!who || who.kind !== "operator" || !ACTING_ROLES.has(who.role)) return false;
-    return !who.spaces || who.spaces.includes(state.space);
+    return !who.spaces || who.spaces.includes(space);
   }
 
   // ------------------------------------------------------------------ the board
 
+  function shownSpaces() {
+    return state.pick ? [state.pick] : state.spaces.map((s) => s.key);
+  }
+
   function chooseSpace(space) {
-    state.space = space.trim();
+    state.pick = (space || "").trim();
+    state.generation++;
+    state.read = new Map();
     state.leases = [];
     state.tasks = [];
-    sessionStorage.setItem(SPACE_KEY, state.space);
-    history.replaceState(null, "", "#" + q({ space: state.space }));
-    $("space-input").value = state.space;
-    $("board").hidden = false;
-    $("filters").hidden = false;
+    state.pools = new Map();
+    sessionStorage.setItem(SPACE_KEY, state.pick);
+    writeHash();
+    const picker = $("space-picker");
+    if (state.pick && ![...picker.options].some((o) => o.value === state.pick)) {
+      picker.append(el("option", { value: state.pick, text: state.pick }));
+    }
+    picker.value = state.pick;
     buildColumns();
+    showView(state.view);
     refresh();
+  }
+
+  function writeHash() {
+    const params = {};
+    if (state.pick) params.space = state.pick;
+    if (state.view !== "tasks") params.view = state.view;
+    history.replaceState(null, "", "#" + q(params));
+  }
+
+  function showView(view) {
+    state.view = view;
+    for (const button of document.querySelectorAll("#views button")) {
+      button.setAttribute("aria-pressed", String(button.dataset.view === view));
+    }
+    $("board").hidden = view !== "tasks";
+    $("filters").hidden = view !== "tasks";
+    $("workers-view").hidden = view !== "workers";
+    $("pools-view").hidden = view !== "pools";
+    writeHash();
   }
 
   function buildColumns() {
@@ -186,6 +281,7 @@
           el("h2", { id: `col-${status}` }, el("span", { text: title }), el("span", { class: "count", text: "0" })),
           el("ol", { "aria-labelledby": `col-${status}` }),
           el("p", { class: "empty", text: "Nothing here." }),
+          el("p", { class: "more", hidden: true }),
         ),
       ),
     );
@@ -198,48 +294,122 @@
 
   async function refresh() {
     stopRefresh();
-    const space = state.space;
-    try {
-      const [tasks, loose, pools] = await Promise.all([
-        readTasks(space),
-        getJson("/leases?" + q({ space, limit: 100 })),
-        getJson("/pools?" + q({ space })),
-      ]);
-      if (space !== state.space) return;
-      state.pools = new Map(pools.pools.map((p) => [p.name, p]));
-      state.tasks = tasks.tasks;
+    const generation = state.generation;
+    const spaces = shownSpaces();
+    const problems = [];
+    // Each space is read on its own and drawn as soon as it has been read.
+    await Promise.all(
+      spaces.map(async (space) => {
+        try {
+          // A space not drawn yet is drawn from its first page of tasks on; one on the board
+          // already is redrawn once every page is in, so no card drops out in between.
+          const first = !state.read.has(space);
+          // Drawn once its pools (their display names) and a page of its tasks are in.
+          let partial = null;
+          let known = null;
+          const early = () => {
+            if (!first || !partial || !known || generation !== state.generation) return;
+            state.read.set(space, { tasks: partial, more: false, loose: [], pools: known });
+            gather();
+            scheduleRender();
+          };
+          // The space's first page of tasks and its pools are asked for before its other
+          // reads, so every space's first page is ahead of those in the queue of requests.
+          let firstPage;
+          const paged = new Promise((go) => (firstPage = go));
+          const reading = readTasks(space, (tasks) => {
+            partial = tasks;
+            early();
+            firstPage();
+          }, first);
+          reading.catch(() => firstPage());
+          const pooled = getJson("/pools?" + q({ space })).then((body) => {
+            known = body.pools;
+            early();
+            return body;
+          });
+          pooled.catch(() => null);
+          await paged;
+          const [tasks, loose, pools] = await Promise.all([
+            reading,
+            getJson("/leases?" + q({ space, limit: 100 })),
+            pooled,
+          ]);
+          if (generation !== state.generation) return;
+          state.read.set(space, { tasks: tasks.tasks, more: tasks.more, loose: loose.leases, pools: pools.pools });
+          gather();
+          scheduleRender();
+        } catch (err) {
+          problems.push([space, err]);
+        }
+      }),
+    );
+    if (generation !== state.generation) return;
+    const lost = problems.find(([, err]) => err.status === 401);
+    if (lost) {
+      sessionStorage.removeItem(TOKEN_KEY);
+      showLogin(lost[1].words);
+      return;
+    }
+    if (!spaces.length) notice("This token sees no space yet: an admin creates one with POST /spaces.");
+    else if (problems.length) {
+      notice(problems.map(([space, err]) => `The board could not be refreshed for ${space}: ${err.words}`).join(" "));
+    } else notice("");
+    gather();
+    render();
+    if (state.view === "workers") loadWorkers();
+    if (state.view === "pools") loadPools();
+    $("updated").textContent = `Updated ${new Date().toISOString().slice(11, 19)} UTC · ${spaces.length} space${spaces.length === 1 ? "" : "s"} · refreshes every ${REFRESH_MS / 1000} s`;
+    if (state.token && !document.hidden) state.timer = setTimeout(refresh, REFRESH_MS);
+  }
+
+  // What every read space holds, merged: tasks newest first, the pools by name.
+  function gather() {
+    const tasks = [];
+    const untasked = [];
+    const pools = new Map();
+    const cut = [];
+    for (const [space, got] of state.read) {
+      tasks.push(...got.tasks);
       // Rule-minted leases of a workflow or the space have no task: each is a card of its own.
-      const untasked = loose.leases.filter((lease) => !lease.task);
-      state.leases = [...tasks.tasks.map((t) => t.lease).filter(Boolean), ...untasked];
-      $("truncated").hidden = !tasks.more;
-      $("truncated").textContent = tasks.more
-        ? `Showing the newest ${tasks.tasks.length} tasks of ${space}; older ones are not on the board.`
-        : "";
-      fillPoolFilter();
+      untasked.push(...got.loose.filter((lease) => !lease.task));
+      for (const p of got.pools) pools.set(p.name, p);
+      if (got.more) cut.push(space);
+    }
+    tasks.sort((a, b) => (b.task.created_at || "").localeCompare(a.task.created_at || ""));
+    state.tasks = tasks;
+    state.pools = pools;
+    state.leases = [...tasks.map((t) => t.lease).filter(Boolean), ...untasked];
+    $("truncated").hidden = !cut.length;
+    $("truncated").textContent = cut.length
+      ? `Showing the newest ${TASK_PAGES * 100} tasks of ${cut.join(", ")}; older ones are not on the board.`
+      : "";
+    fillPoolFilter();
+  }
+
+  let renderQueued = false;
+  function scheduleRender() {
+    if (renderQueued) return;
+    renderQueued = true;
+    requestAnimationFrame(() => {
+      renderQueued = false;
       render();
-      notice("");
-      $("updated").textContent = `Updated ${new Date().toLocaleTimeString()} · refreshes every ${REFRESH_MS / 1000} s`;
-    } catch (err) {
-      if (err.status === 401) {
-        sessionStorage.removeItem(TOKEN_KEY);
-        showLogin(err.words);
-        return;
-      }
-      notice(`The board could not be refreshed: ${err.words}`);
-    }
-    if (space === state.space && state.token && !document.hidden) {
-      state.timer = setTimeout(refresh, REFRESH_MS);
-    }
+    });
   }
 
   // One request a page: each task with its open (or newest) lease, and the status a read of it
   // derives, blocked reasons included.
-  async function readTasks(space) {
+  // A space read for the first time starts with a short page, drawn sooner.
+  const FIRST_PAGE = 25;
+  async function readTasks(space, onPage, short) {
     const found = [];
     let cursor = null;
-    for (let page = 0; page < TASK_PAGES; page++) {
-      const body = await getJson("/tasks?" + q({ space, limit: 100, cursor }));
+    const most = TASK_PAGES * 100;
+    for (let page = 0; page <= TASK_PAGES && found.length < most; page++) {
+      const limit = short && page === 0 ? FIRST_PAGE : Math.min(100, most - found.length);
+      const body = await getJson("/tasks?" + q({ space, limit, cursor }));
       found.push(...body.tasks);
+      if (onPage) onPage([...found]);
       cursor = body.next_cursor;
       if (!cursor) return { tasks: found, more: false };
     }
@@ -268,8 +438,11 @@
     if (reason.source === "paused") {
       return reason.paused_by_task_id === undefined ? "paused" : `paused by ${taskKey(reason.paused_by_task_id)}`;
     }
+    if (reason.source === "approval") return "awaiting approval";
     return `${reason.kind || "blocked"}: ${reason.reason || ""}`.trim();
   }
+
+  const awaitingApproval = (task) => Boolean(task && (task.blocked_reasons || []).some((r) => r.source === "approval"));
 
   function poolName(name) {
     const pool = state.pools.get(name);
@@ -278,6 +451,7 @@
 
   function chipOf(lease, task) {
     if (!lease) {
+      if (awaitingApproval(task)) return { kind: "approval", text: "awaiting approval", state: task.status };
       const blocked = task.status === "blocked";
       return { kind: "task", text: blocked ? "blocked" : "no lease yet", state: task.status };
     }
@@ -307,53 +481,111 @@
         el("span", { class: "label", text: chip.text }),
       );
     }
-    const cls = chip.kind === "state" ? "chip" : chip.kind === "task" ? "chip task" : "chip ended";
+    const cls = { state: "chip", task: "chip task", approval: "chip approval" }[chip.kind] || "chip ended";
     return el(
       "span",
       { class: cls, "data-state": chip.state },
-      el("span", { class: "bar", "aria-hidden": "true" }),
+      el("span", { class: chip.kind === "approval" ? "dot" : "bar", "aria-hidden": "true" }),
       el("span", { class: "label", text: chip.text }),
     );
+  }
+
+  // How long the card has been where it is: queued for, running for, ended ago; a task with
+  // no lease, how long since it was filed.
+  function ageOf(lease, task) {
+    if (!lease) {
+      const s = since(task.created_at);
+      const waiting = awaitingApproval(task) ? "awaiting approval for" : "filed";
+      return s == null ? null : { seconds: s, text: waiting === "filed" ? `filed ${span(s)} ago` : `${waiting} ${span(s)}` };
+    }
+    const t = lease.timing || {};
+    if (QUEUED.has(lease.state)) {
+      const from = t.not_before && Date.parse(t.not_before) > Date.parse(t.created_at) ? t.not_before : t.created_at;
+      const s = since(from);
+      if (s != null && s < 0) return { seconds: s, text: `starts in ${span(-s)}` };
+      return s == null ? null : { seconds: s, text: `queued for ${span(s)}` };
+    }
+    if (HELD.has(lease.state)) {
+      const s = since(t.started_at || t.claimed_at);
+      return s == null ? null : { seconds: s, text: `${lease.state === "running" ? "running" : lease.state} for ${span(s)}` };
+    }
+    const s = since(t.ended_at);
+    return s == null ? null : { seconds: s, text: `ended ${span(s)} ago` };
+  }
+
+  // What the search box finds: a task's key or id, a lease's id, or every word in its title.
+  function matcher(text) {
+    const wanted = text.trim().toLowerCase();
+    if (!wanted) return null;
+    const words = wanted.split(/\s+/);
+    return (card) => {
+      if (card.ids.some((id) => id && id.toLowerCase() === wanted)) return true;
+      const title = (card.title || "").toLowerCase();
+      return words.every((w) => title.includes(w) || (card.ref || "").toLowerCase() === w);
+    };
   }
 
   function cards() {
     const poolFilter = $("pool-filter").value;
     const stateFilter = $("state-filter").value;
+    const [ageOp, ageLimit] = ($("age-filter").value || ":").split(":");
+    const search = matcher($("search").value);
     const out = [];
-    const shown = (lease, pool) => {
+    const shown = (lease, pool, task) => {
       if (poolFilter && pool !== poolFilter) return false;
       if (!stateFilter) return true;
       const qc = lease && lease.queued_condition;
       if (stateFilter === "needs_person") return Boolean(qc && qc.needs_person);
       if (stateFilter === "waiting") return Boolean(qc && !qc.needs_person);
+      if (stateFilter === "approval") return awaitingApproval(task);
       return Boolean(lease) && lease.state === stateFilter;
     };
+    const aged = (age) => {
+      if (!ageOp) return true;
+      if (!age) return false;
+      return ageOp === "lt" ? age.seconds < Number(ageLimit) : age.seconds > Number(ageLimit);
+    };
+    const keep = (card) => aged(card.age) && (!search || search(card));
     for (const { task, lease } of state.tasks) {
-      if (!shown(lease, lease ? lease.pool : task.pool)) continue;
+      if (!shown(lease, lease ? lease.pool : task.pool, task)) continue;
       const reasons = (task.blocked_reasons || []).map(reasonText);
-      out.push({
+      const card = {
         key: task.id,
+        space: task.space,
         lease,
         status: COLUMN_NAMES.has(task.status) ? task.status : lease ? derivedStatus(lease) : "ready",
         ref: task.key,
+        ids: [task.id, task.key, lease && lease.id],
         title: task.title,
         chip: chipOf(lease, task),
+        error: lease && lease.state === "failed" ? firstLine(lease.error) : "",
+        approval: awaitingApproval(task),
+        needsPerson: Boolean(lease && lease.queued_condition && lease.queued_condition.needs_person) || awaitingApproval(task),
+        age: ageOf(lease, task),
         meta: lease
           ? [`${poolName(lease.pool)} · attempt ${lease.attempt}`, ...reasons].join(" · ")
           : reasons.join(" · ") || (task.pool ? `enqueues on ${poolName(task.pool)}` : "not enqueued"),
-      });
+      };
+      if (keep(card)) out.push(card);
     }
     for (const lease of state.leases) {
       if (lease.task || !shown(lease, lease.pool)) continue;
-      out.push({
+      const card = {
         key: lease.id,
+        space: lease.space,
         lease,
         status: derivedStatus(lease),
         ref: lease.subject_kind,
+        ids: [lease.id],
         title: lease.subject_kind === "workflow" ? `Workflow ${lease.workflow ? lease.workflow.slug : ""}` : `Space ${lease.space}`,
         chip: chipOf(lease),
+        error: lease.state === "failed" ? firstLine(lease.error) : "",
+        approval: false,
+        needsPerson: Boolean(lease.queued_condition && lease.queued_condition.needs_person),
+        age: ageOf(lease),
         meta: `${poolName(lease.pool)} · attempt ${lease.attempt}`,
-      });
+      };
+      if (keep(card)) out.push(card);
     }
     return out;
   }
@@ -363,11 +595,11 @@
     const byColumn = new Map(COLUMNS.map(([s]) => [s, []]));
     for (const card of wanted) (byColumn.get(card.status) || byColumn.get("cancelled")).push(card);
     // What needs a person leads its column; otherwise newest first, as the API lists them.
-    const urgent = (card) => (card.lease && card.lease.queued_condition && card.lease.queued_condition.needs_person ? 0 : 1);
-    for (const list of byColumn.values()) list.sort((a, b) => urgent(a) - urgent(b));
-    const live = new Set(wanted.map((c) => c.key));
+    for (const list of byColumn.values()) list.sort((a, b) => Number(b.needsPerson) - Number(a.needsPerson));
+    const drawn = new Set();
+    for (const list of byColumn.values()) for (const card of list.slice(0, COLUMN_CAP)) drawn.add(card.key);
     for (const node of document.querySelectorAll("#columns .card")) {
-      if (!live.has(node.dataset.key)) node.parentElement.remove();
+      if (!drawn.has(node.dataset.key)) node.parentElement.remove();
     }
     let needs = 0;
     let waiting = 0;
@@ -376,17 +608,22 @@
       const column = document.querySelector(`.column[data-status="${status}"]`);
       const ol = column.querySelector("ol");
       let before = ol.firstElementChild;
-      for (const card of list) {
+      for (const card of list.slice(0, COLUMN_CAP)) {
         const item = placeCard(card);
         if (item !== before) ol.insertBefore(item, before);
         else before = before.nextElementSibling;
+      }
+      for (const card of list) {
         const qc = card.lease && card.lease.queued_condition;
-        if (qc && qc.needs_person) needs++;
+        if (card.needsPerson) needs++;
         else if (qc) waiting++;
         else if (card.lease && HELD.has(card.lease.state)) held++;
       }
       column.querySelector(".count").textContent = String(list.length);
       column.querySelector(".empty").hidden = list.length > 0;
+      const more = column.querySelector(".more");
+      more.hidden = list.length <= COLUMN_CAP;
+      more.textContent = list.length > COLUMN_CAP ? `${list.length - COLUMN_CAP} more: search or filter to find them.` : "";
     }
     const parts = [];
     parts.push(`${needs} need${needs === 1 ? "s" : ""} a person`);
@@ -400,7 +637,7 @@
   // The card's <li>, made once per key; only what changed is written, so focus stays put.
   function placeCard(card) {
     const leaseId = card.lease ? card.lease.id : "";
-    const signature = JSON.stringify([card.ref, card.title, card.chip, card.meta, leaseId]);
+    const signature = JSON.stringify([card.ref, card.title, card.chip, card.meta, card.error, leaseId]);
     let button = document.querySelector(`#columns .card[data-key="${CSS.escape(card.key)}"]`);
     if (!button) {
       button = el("button", { type: "button", class: "card", "data-key": card.key });
@@ -419,19 +656,29 @@
       delete button.dataset.state;
     }
     button.dataset.task = card.key;
+    button.dataset.space = card.space;
+    if (card.approval) button.dataset.approval = "true";
+    else delete button.dataset.approval;
     button.setAttribute("aria-disabled", "false");
     if (button.dataset.signature !== signature) {
       button.dataset.signature = signature;
-      button.replaceChildren(
+      const parts = [
         el("span", { class: "key", text: card.ref }),
         el("span", { class: "title", text: card.title }),
         chipNode(card.chip),
+        card.error ? el("span", { class: "error-line", text: card.error }) : null,
         el("span", { class: "meta", text: card.meta }),
-      );
+        el("span", { class: "age" }),
+      ];
+      button.replaceChildren(...parts.filter(Boolean));
       const action = card.lease ? "Open the lease." : "No lease yet. Open the task.";
       const more = card.lease ? "" : ` ${card.meta}.`;
-      button.setAttribute("aria-label", `${card.ref}: ${card.title}. ${card.chip.text}.${more} ${action}`);
+      const error = card.error ? ` Error: ${card.error}.` : "";
+      button.setAttribute("aria-label", `${card.ref}: ${card.title}. ${card.chip.text}.${error}${more} ${action}`);
     }
+    const age = button.querySelector(".age");
+    const ageText = card.age ? card.age.text : "";
+    if (age.textContent !== ageText) age.textContent = ageText;
     return button.parentElement;
   }
 
@@ -443,7 +690,7 @@
     const value = select.value;
     select.replaceChildren(
       el("option", { value: "", text: "every pool" }),
-      ...names.map((n) => el("option", { value: n, text: poolName(n) })),
+      ...names.map((n) => el("option", { value: n, text: state.pick ? poolName(n) : `${poolName(n)} (${state.pools.get(n).space})` })),
     );
     select.value = names.includes(value) ? value : "";
   }
@@ -473,6 +720,104 @@
     } else return;
     event.preventDefault();
     if (target) target.focus();
+  }
+
+  // ------------------------------------------------------------------ workers and pools
+
+  function tableRows(tbody, rows) {
+    tbody.replaceChildren(
+      ...rows.map((cells) =>
+        el("tr", cells.attrs || {}, ...cells.map((c) => (c instanceof Node ? el("td", {}, c) : el("td", { text: c == null ? "—" : String(c) })))),
+      ),
+    );
+  }
+
+  function shownPools() {
+    return [...state.pools.values()].sort((a, b) => a.space.localeCompare(b.space) || a.name.localeCompare(b.name));
+  }
+
+  let workersBusy = false;
+  async function loadWorkers() {
+    if (workersBusy) return;
+    workersBusy = true;
+    const generation = state.generation;
+    const pools = shownPools();
+    const problems = [];
+    const found = [];
+    await Promise.all(
+      pools.map(async (pool) => {
+        try {
+          const body = await getJson("/workers?" + q({ pool: pool.name }));
+          for (const w of body.workers) found.push({ ...w, pool: pool.name });
+        } catch (err) {
+          problems.push(`${pool.name}: ${err.words}`);
+        }
+      }),
+    );
+    workersBusy = false;
+    if (generation !== state.generation) return;
+    found.sort((a, b) => a.pool.localeCompare(b.pool) || a.worker_id.localeCompare(b.worker_id));
+    const rows = found.map((w) => {
+      const status = el("span", { class: "chip status", "data-status": w.status }, el("span", { class: "label", text: w.status }));
+      const seen = since(w.last_seen);
+      const held = w.leases.length ? `${w.leases.length}: ${w.leases.map((l) => `${l.id} (${l.state}, fence ${l.fence})`).join(", ")}` : "0";
+      const cells = [w.worker_id, `${poolName(w.pool)} (${w.pool})`, status, seen == null ? "never" : `${span(seen)} ago`, w.worker_version || "—", held];
+      cells.attrs = { "data-worker": w.worker_id, "data-pool": w.pool };
+      return cells;
+    });
+    tableRows($("workers-table").querySelector("tbody"), rows);
+    const words = `${found.length} worker${found.length === 1 ? "" : "s"} in ${pools.length} pool${pools.length === 1 ? "" : "s"}.`;
+    $("workers-note").textContent = problems.length ? `${words} Not read: ${problems.join("; ")}` : words;
+  }
+
+  let poolsBusy = false;
+  async function loadPools() {
+    if (poolsBusy) return;
+    poolsBusy = true;
+    const generation = state.generation;
+    const pools = shownPools();
+    const problems = [];
+    const figures = new Map();
+    await Promise.all(
+      pools.map(async (pool) => {
+        try {
+          figures.set(pool.name, (await getJson(`/pools/${encodeURIComponent(pool.name)}/figures`)).figures);
+        } catch (err) {
+          problems.push(`${pool.name}: ${err.words}`);
+        }
+      }),
+    );
+    poolsBusy = false;
+    if (generation !== state.generation) return;
+    const atLeast = (n, capped) => (n == null ? "—" : capped ? `${n}+` : String(n));
+    const rows = pools.map((pool) => {
+      const f = figures.get(pool.name);
+      const hour = (f && f.last_hour) || {};
+      const ceilings = [
+        `active ${pool.max_active == null ? "no limit" : pool.max_active}`,
+        pool.max_active_per_key != null ? `per key ${pool.max_active_per_key}` : null,
+        pool.max_claims_per_minute != null ? `${pool.max_claims_per_minute}/min` : null,
+      ].filter(Boolean).join(" · ");
+      const hold = f && f.mass_expiry_hold ? `held until ${when(f.mass_expiry_hold.until)}` : "none";
+      const cells = [
+        `${poolName(pool.name)} (${pool.name})`,
+        pool.space,
+        f ? atLeast(f.queued, f.queued_capped) : "—",
+        f ? atLeast(f.held, f.held_capped) : "—",
+        f && f.oldest_queued_age_seconds != null ? span(f.oldest_queued_age_seconds) : "—",
+        f ? atLeast(hour.claims, hour.capped) : "—",
+        f ? atLeast(hour.completed, hour.capped) : "—",
+        f ? atLeast(hour.failed, hour.capped) : "—",
+        pool.paused ? "paused" : "no",
+        ceilings,
+        hold,
+      ];
+      cells.attrs = { "data-pool": pool.name, "data-hold": f && f.mass_expiry_hold ? "true" : "false" };
+      return cells;
+    });
+    tableRows($("pools-table").querySelector("tbody"), rows);
+    const words = `${pools.length} pool${pools.length === 1 ? "" : "s"}; the last hour's figures are read from the leases that ended or are held now.`;
+    $("pools-note").textContent = problems.length ? `${words} Not read: ${problems.join("; ")}` : words;
   }
 
   // ------------------------------------------------------------------ one lease
@@ -564,9 +909,11 @@
       ["Run deadline", when(t.run_deadline)],
       ["Ended", when(t.ended_at)],
     ]);
+    showError(lease);
+    showRetry(lease);
     const button = $("cancel-lease");
     const why = $("cancel-why");
-    if (!canAct()) {
+    if (!canAct(lease.space)) {
       button.disabled = true;
       why.textContent = "Cancelling needs a member token.";
     } else if (ENDED.has(lease.state)) {
@@ -584,6 +931,52 @@
     }
   }
 
+  // The error's last lines, and the stderr tail the worker sent with the failure when it did.
+  const ERROR_LINES = 30;
+  function showError(lease, stderrTail) {
+    const section = $("error-section");
+    const text = lease.error || (lease.state === "lost" || lease.state === "killed" ? `${lease.state}: ${lease.end_reason || "no reason recorded"}` : "");
+    if (!text && !stderrTail) {
+      section.hidden = true;
+      return;
+    }
+    const lines = String(text).split(/\r?\n/);
+    const shown = lines.slice(-ERROR_LINES).join("\n");
+    const parts = [lines.length > ERROR_LINES ? `(the first ${lines.length - ERROR_LINES} lines left out)\n${shown}` : shown];
+    if (stderrTail) parts.push(`\nstderr, last lines:\n${String(stderrTail).split(/\r?\n/).slice(-ERROR_LINES).join("\n")}`);
+    const pre = $("lease-error");
+    const joined = parts.join("\n");
+    if (pre.textContent !== joined) pre.textContent = joined;
+    section.hidden = false;
+  }
+
+  function showRetry(lease) {
+    const button = $("retry-lease");
+    const why = $("retry-why");
+    const applies = Boolean(lease.task) && RETRYABLE.has(lease.state);
+    button.hidden = !applies || !canAct(lease.space);
+    button.disabled = false;
+    why.textContent = applies && !canAct(lease.space) ? "Retrying needs a member token." : "";
+  }
+
+  async function retryLease() {
+    const id = state.openLease;
+    if (!id || !window.confirm(`Retry lease ${id}? A new run of its task is queued.`)) return;
+    const button = $("retry-lease");
+    button.disabled = true;
+    try {
+      const body = await getJson(`/leases/${encodeURIComponent(id)}/retry`, { method: "POST" });
+      state.actionError = "";
+      detailError("");
+      refresh();
+      openDetail(body.lease.id);
+    } catch (err) {
+      state.actionError = `The lease could not be retried: ${err.words}`;
+      detailError(state.actionError);
+      button.disabled = false;
+    }
+  }
+
   function showOpenTask(lease) {
     const open = $("open-task");
     open.hidden = !lease.task;
@@ -596,6 +989,9 @@
     else if (lease.workflow) path = `/workflows/${encodeURIComponent(lease.workflow.slug)}/activity?` + q({ space: lease.space });
     else path = `/spaces/${encodeURIComponent(lease.space)}/activity`;
     const body = await getJson(path);
+    const failed = body.events.find((ev) => ev.lease_id === lease.id && ev.type === "lease.failed");
+    const tail = failed && failed.data && failed.data.metadata && failed.data.metadata.stderr_tail;
+    if (state.openLease === lease.id && tail) showError(lease, tail);
     const items = body.events.map((ev) =>
       el("li", { class: ev.lease_id === lease.id ? "mine" : null },
         el("time", { datetime: ev.at, text: when(ev.at) }), ` ${ev.type}` + (ev.fence != null ? ` (fence ${ev.fence})` : "")));
@@ -792,7 +1188,7 @@
   function showTaskActions(task, lease) {
     const box = $("task-actions");
     const why = $("task-actions-why");
-    if (!canAct()) {
+    if (!canAct(task.space)) {
       box.replaceChildren();
       why.textContent = "Acting on a task needs a member token.";
       return;
@@ -811,6 +1207,7 @@
     if (!DONE.has(task.status)) {
       if (task.paused) nodes.push(actionButton("resume", "Resume", () => taskAction(task, "resume", `Resume ${key} and its descendants?`, false)));
       else nodes.push(actionButton("pause", "Pause", () => taskAction(task, "pause", `Pause ${key} and its descendants?`, false)));
+      nodes.push(actionButton("cancel", "Cancel task", () => cancelTask(task), true));
     }
     if (!open && !awaiting && task.status !== "needs_attention") {
       const select = el("select", { id: "enqueue-pool", "aria-label": "Pool to enqueue on" });
@@ -840,6 +1237,13 @@
     await sendTaskAction(task, action, `/tasks/${encodeURIComponent(task.id)}/${action}`, body);
   }
 
+  // The reason is required; the task alone is cancelled (the CLI and API take `subtree`).
+  async function cancelTask(task) {
+    const reason = window.prompt(`Cancel ${task.key}: it will never run again. Why? (required)`, "");
+    if (reason == null) return;
+    await sendTaskAction(task, "cancel", `/tasks/${encodeURIComponent(task.id)}/cancel`, { reason, subtree: false });
+  }
+
   async function enqueueTask(task, pool) {
     if (!pool || !window.confirm(`Enqueue ${task.key} on ${poolName(pool)}?`)) return;
     await sendTaskAction(task, "enqueue", `/tasks/${encodeURIComponent(task.id)}/enqueue`, { pool });
@@ -865,6 +1269,7 @@
     pause: "paused",
     resume: "resumed",
     enqueue: "enqueued",
+    cancel: "cancelled",
   };
 
   // ------------------------------------------------------------------ wiring
@@ -875,18 +1280,28 @@
     $("token-input").value = "";
     if (token) signIn(token);
   });
-  $("space-form").addEventListener("submit", (event) => {
-    event.preventDefault();
-    const space = $("space-input").value.trim();
-    if (space) chooseSpace(space);
+  $("space-picker").addEventListener("change", () => chooseSpace($("space-picker").value));
+  for (const button of document.querySelectorAll("#views button")) {
+    button.addEventListener("click", () => {
+      showView(button.dataset.view);
+      if (state.view === "workers") loadWorkers();
+      if (state.view === "pools") loadPools();
+    });
+  }
+  let searchTimer = null;
+  $("search").addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(render, 120);
   });
   $("pool-filter").addEventListener("change", render);
   $("state-filter").addEventListener("change", render);
+  $("age-filter").addEventListener("change", render);
   $("sign-out").addEventListener("click", signOut);
   $("columns").addEventListener("keydown", onBoardKey);
   $("detail-close").addEventListener("click", closeDetail);
   $("detail").addEventListener("close", closeDetail);
   $("cancel-lease").addEventListener("click", cancelLease);
+  $("retry-lease").addEventListener("click", retryLease);
   $("open-task").addEventListener("click", () => openTask($("open-task").dataset.task));
   $("task-close").addEventListener("click", closeTask);
   $("task-detail").addEventListener("close", closeTask);
@@ -895,7 +1310,7 @@
 
   // A hidden tab stops reading the API; it catches up at once when it is looked at again.
   document.addEventListener("visibilitychange", () => {
-    if (!document.hidden && state.space && state.token && !state.timer) refresh();
+    if (!document.hidden && state.who && state.token && !state.timer) refresh();
   });
 
   if (state.token) signIn(state.token);

@@ -16,6 +16,10 @@ from tenure.app.migrations import BEHIND_NOTICE
 from tenure.domain.model import Pool
 from tenure.domain.states import OnExpiry, PoolKind
 
+# Set on GET /tokens and GET /spaces when the table's data is older than this release (the
+# list may miss tokens or spaces made before it had list rows).
+SCHEMA_HEADER = "Tenure-Schema"
+
 
 @op("GET", f"{BASE}/health", 200, m.Health)
 def health() -> Response[Any]:
@@ -33,6 +37,32 @@ def openapi() -> Response[Any]:
 def create_space(body: Annotated[m.SpaceCreate, Body()]) -> Response[Any]:
     space = svc().setup.create_space(actor(), body.key, body.name, body.max_active)
     return json_answer(v.space_view(space), 201)
+
+
+@op(
+    "GET",
+    f"{BASE}/spaces",
+    200,
+    m.SpaceList,
+    ok_headers={
+        SCHEMA_HEADER: {
+            "description": "present only while the table's data is older than this release: "
+            "run `tenure admin migrate` to list every space",
+            "schema": {"type": "string"},
+        }
+    },
+)
+def list_spaces(
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+) -> Response[Any]:
+    page = svc().setup.list_spaces(actor(), limit, cursor)
+    answer = json_answer(
+        {"spaces": [v.space_view(s) for s in page.spaces], "next_cursor": page.next_cursor}
+    )
+    if page.schema_behind:
+        answer.headers[SCHEMA_HEADER] = BEHIND_NOTICE
+    return answer
 
 
 @op("POST", f"{BASE}/workflows", 201, m.WorkflowOut, 404, 409, 422)
@@ -83,11 +113,6 @@ def create_token(body: Annotated[m.TokenCreate, Body()]) -> Response[Any]:
         actor_read_again(), body.name, body.kind, role, spaces, pools, body.expires_in_seconds
     )
     return json_answer({**v.token_view(token), "token": raw}, 201)
-
-
-# Set on GET /tokens when the table's data is older than this release (the list may miss
-# tokens made before it had list rows).
-SCHEMA_HEADER = "Tenure-Schema"
 
 
 @op(

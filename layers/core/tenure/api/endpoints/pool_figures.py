@@ -1,0 +1,72 @@
+"""A pool's figures for the operator: `GET /pools/{pool}/figures` (read role, the pool's own
+space). Read only and bounded (app/figures.py says how); the board's pools view calls it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+from pydantic import BaseModel, ConfigDict
+
+from tenure.api import views as v
+from tenure.api.routes import BASE
+from tenure.api.surface import actor, json_answer, op, svc
+from tenure.app.figures import PoolFigures, pool_figures
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class LastHourOut(_Out):
+    claims: int
+    completed: int
+    failed: int
+    capped: bool
+
+
+class HoldOut(_Out):
+    until: str
+
+
+class FiguresOut(_Out):
+    pool: str
+    space: str
+    queued: int
+    queued_capped: bool
+    held: int
+    held_capped: bool
+    oldest_queued_age_seconds: float | None
+    last_hour: LastHourOut
+    mass_expiry_hold: HoldOut | None
+
+
+class FiguresAnswer(_Out):
+    figures: FiguresOut
+
+
+@op("GET", f"{BASE}/pools/<pool>/figures", 200, FiguresAnswer, 404)
+def get_pool_figures(pool: str) -> Response[Any]:
+    return json_answer({"figures": figures_view(pool_figures(svc(), actor(), pool))})
+
+
+def figures_view(f: PoolFigures) -> dict[str, Any]:
+    hour = f.last_hour
+    return {
+        "pool": f.pool,
+        "space": f.space,
+        "queued": f.queued,
+        "queued_capped": f.queued_capped,
+        "held": f.held,
+        "held_capped": f.held_capped,
+        "oldest_queued_age_seconds": (
+            f.oldest_queued_age_ms / 1000 if f.oldest_queued_age_ms is not None else None
+        ),
+        "last_hour": {
+            "claims": hour.claims,
+            "completed": hour.completed,
+            "failed": hour.failed,
+            "capped": hour.capped,
+        },
+        "mass_expiry_hold": {"until": v.iso(f.hold_until)} if f.hold_until is not None else None,
+    }

@@ -1,0 +1,96 @@
+"""A pool's figures for an operator: what is queued and held, how old the oldest queued lease
+is, the last hour's claims, completions and failures, and a mass-expiry hold while one is on.
+
+Read only, and bounded: COUNT queries of the queue and held-lease indexes (at most
+`COUNT_BUDGET` entries each), one head entry per queue partition, one page of the ended-lease
+index and one of the held-lease index (at most `HOUR_READS` lease rows each), and the sweeper's
+state row. Nothing here writes, so a pool nobody looks at costs nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tenure.app.scheduler import queue_tiers
+from tenure.domain.model import Principal
+from tenure.domain.states import LeaseState
+
+if TYPE_CHECKING:
+    from tenure.app.tenure import Tenure
+
+COUNT_BUDGET = 1000  # index entries a COUNT reads; past it the figure reads "at least"
+HOUR_READS = 200  # lease rows read from each index for the last hour's figures
+HOUR_MS = 3_600_000
+FAILURES = frozenset({LeaseState.FAILED, LeaseState.LOST})
+
+
+@dataclass(frozen=True)
+class LastHour:
+    claims: int  # leases claimed in the hour that are held now or have ended since
+    completed: int
+    failed: int  # failed or lost (its worker went silent)
+    capped: bool  # a page was full: each figure is then a lower bound
+
+
+@dataclass(frozen=True)
+class PoolFigures:
+    pool: str
+    space: str
+    queued: int
+    queued_capped: bool
+    held: int
+    held_capped: bool
+    oldest_queued_age_ms: int | None
+    last_hour: LastHour
+    hold_until: int | None  # the mass-expiry hold's end, while one is on
+
+
+def pool_figures(svc: Tenure, actor: Principal, name: str) -> PoolFigures:
+    pool = svc.pools.get_pool(actor, name)  # refuses a pool outside the caller's spaces
+    store = svc.kernel.store
+    now = svc.kernel.clock.now_ms()
+    queued = 0
+    queued_capped = False
+    oldest: int | None = None
+    for tier in queue_tiers(pool):
+        here = store.count_queue(pool.name, now + 1, COUNT_BUDGET, tier)
+        queued += here
+        queued_capped = queued_capped or here >= COUNT_BUDGET
+        head = store.queue_candidates(pool.name, 1, due_by=now, priority=tier) if here else []
+        lease = store.get_lease(head[0], consistent=False) if head else None
+        if lease is not None:  # its place in the queue is when it became claimable
+            age = max(0, now - max(lease.created_at, lease.not_before or 0))
+            oldest = age if oldest is None else max(oldest, age)
+    held = store.count_held(pool.name, COUNT_BUDGET)
+    hold = store.get_sweeper_state().holds.get(pool.name)
+    return PoolFigures(
+        pool=pool.name,
+        space=pool.space,
+        queued=queued,
+        queued_capped=queued_capped,
+        held=held,
+        held_capped=held >= COUNT_BUDGET,
+        oldest_queued_age_ms=oldest,
+        last_hour=_last_hour(svc, pool.name, now),
+        hold_until=hold if hold is not None and hold > now else None,
+    )
+
+
+def _last_hour(svc: Tenure, pool: str, now: int) -> LastHour:
+    """Counted from the leases themselves: those that ended in the hour (the ended index,
+    newest first) and those held now (the held index); a claim is one whose claimed_at falls
+    in the hour. A lease claimed in the hour and put back in the queue since is not counted."""
+    store = svc.kernel.store
+    since = now - HOUR_MS
+    ended_ids = store.ended_since(pool, since, HOUR_READS)
+    held_ids = store.due_leases(pool, None, HOUR_READS)
+    rows = store.get_leases([*ended_ids, *held_ids], consistent=False)
+    ended = [rows[i] for i in ended_ids if i in rows]
+    held = [rows[i] for i in held_ids if i in rows]
+    claimed = [x for x in (*ended, *held) if x.claimed_at is not None and x.claimed_at >= since]
+    return LastHour(
+        claims=len({x.id for x in claimed}),
+        completed=sum(1 for x in ended if x.state is LeaseState.COMPLETED),
+        failed=sum(1 for x in ended if x.state in FAILURES),
+        capped=len(ended_ids) >= HOUR_READS or len(held_ids) >= HOUR_READS,
+    )
