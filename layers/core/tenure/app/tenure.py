@@ -56,6 +56,7 @@ from tenure.app.tasks.approval import Approval
 from tenure.app.tasks.filing import Filing
 from tenure.app.tasks.graph import Graph
 from tenure.app.tasks.idempotency import Idempotency
+from tenure.app.tasks.keys import TaskKeys
 from tenure.app.tasks.listing import TaskListing
 from tenure.app.usage import Usage
 from tenure.app.workers import Workers
@@ -103,6 +104,7 @@ class Tenure:
     attachments: Attachments
     retention: Retention
     scopes: Scopes
+    task_keys: TaskKeys
     reactions: Reactions
     timeouts: QueueTimeouts
 
@@ -220,6 +222,7 @@ def compose(
         attachments=Attachments(kernel, artifacts),
         retention=Retention(kernel, artifacts),
         scopes=Scopes(kernel),
+        task_keys=TaskKeys(kernel),
         timeouts=QueueTimeouts(kernel),
         reactions=Reactions(
             {

@@ -17,10 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
 from tenure.app.runs import stored_priority
+from tenure.app.tasks.keys import task_id_of_key
 from tenure.domain import authz
 from tenure.domain import fencing as r
 from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
-from tenure.domain.model import DEFAULT_MAX_ATTEMPTS, Event, Job, Lease, Principal, Task
+from tenure.domain.model import (
+    DEFAULT_MAX_ATTEMPTS,
+    Event,
+    Job,
+    Lease,
+    Principal,
+    Task,
+)
 from tenure.domain.rules.matching import render_template
 from tenure.domain.rules.rule import (
     EMAIL_TOPIC,
@@ -378,7 +386,7 @@ class Firings:
             workflow = rule.subject.get("workflow")
             number = self.kernel.store.next_task_number(rule.space)
             task = Task(
-                id=self.kernel.ids.new_id("task"),
+                id=task_id_of_key(f"{rule.space}-{number}"),
                 key=f"{rule.space}-{number}",
                 space=rule.space,
                 title=_render(rule.subject["title"], data, MAX_TITLE) or rule.name,
