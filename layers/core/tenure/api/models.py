@@ -742,6 +742,7 @@ class PoolAnswer(Out):
 
 class Pools(Out):
     pools: list[PoolOut]
+    next_cursor: None = None  # always null: a space has at most the instance's pool cap
 
 
 class SpaceAnswer(Out):
@@ -843,6 +844,7 @@ class WorkerOut(Out):
 
 class Workers(Out):
     workers: list[WorkerOut]
+    next_cursor: str | None  # null on the last page
 
 
 class Payload(BaseModel):
@@ -970,6 +972,7 @@ class AttachmentAnswer(Out):
 
 class Attachments(Out):
     attachments: list[AttachmentOut]
+    next_cursor: None = None  # always null: a lease's attachments are capped
 
 
 class ExecTarget(Out):
@@ -1151,3 +1154,4 @@ class BlockAnswer(Out):
 
 class BlocksAnswer(Out):
     blocks: list[BlockOut]
+    next_cursor: None = None  # always null: a task's blocks live on its one row
