@@ -7,9 +7,9 @@ About half the valid requests are given real rows (the `reaches` fixture: ids in
 query, the few body fields the schema cannot make whole, a lease's own token on its routes),
 so they get past the 404 of a made-up id to the route's work. The admin run reached a 2xx on
 77 of the 77 operations (39 when every id was made up), in each of four runs, with the same
-statuses each time, and on 78 of 78 once GET /spaces was added (one run, 297 s for the file);
-the file prints the count (`timeout 900 .venv/bin/pytest -q -s tests/e2e/test_openapi_fuzz.py`)
-and REACHED holds it.
+statuses each time, and on 78 of 78 once GET /spaces was added (two runs, 297 s and 125 s
+for the file); the file prints the count
+(`timeout 900 .venv/bin/pytest -q -s tests/e2e/test_openapi_fuzz.py`) and REACHED holds it.
 Measured on a two-core machine at a load of 1: 45 s for the admin run and 11 s for the worker
 run, 71 s for the file with the stack's start (47 s, 14 s and 71 s before the real rows; 1,779
 and 743 requests then, 1,782 and 743 now); under a load of 20-30 the same runs took two to
