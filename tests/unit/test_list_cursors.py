@@ -110,3 +110,16 @@ def test_workers_page_to_the_end_and_bounded_lists_say_null(http: Any, rig: Rig)
     for path in (f"/pools?space={rig.make_pool('other').space}", "/rules?space=OPS"):
         status, answer = http(path)
         assert status == 200 and answer["next_cursor"] is None
+
+
+def test_the_mcp_lease_list_pages_with_next_cursor(rig: Rig) -> None:
+    from tenure.api.mcp.tools import ListArgs, _list
+
+    for _ in range(3):
+        rig.task()
+    first = _list(rig.svc, READER, ListArgs(space_key="OPS", limit=2))
+    assert len(first["leases"]) == 2 and first["next_cursor"]
+    rest = _list(rig.svc, READER, ListArgs(space_key="OPS", limit=2, cursor=first["next_cursor"]))
+    assert len(rest["leases"]) == 1 and rest["next_cursor"] is None
+    ids = {x["id"] for x in first["leases"]} | {x["id"] for x in rest["leases"]}
+    assert len(ids) == 3
