@@ -6,6 +6,7 @@ same table, a token's creation and revocation land with their events or not at a
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -16,7 +17,7 @@ from tenure import wiring
 from tenure.app.migrations import SCHEMA_VERSION
 from tenure.app.setup.spaces import INSTANCE_TIMELINE
 from tenure.domain import fencing
-from tenure.domain.errors import Unavailable
+from tenure.domain.errors import TaskNotFound, Unavailable
 from tenure.domain.model import Principal, Space, Token
 from tenure.store import items
 from tenure.store import keys as k
@@ -165,3 +166,23 @@ def test_migrate_lists_a_space_made_before_spaces_were_listed(
     table_before = rows()
     assert main(["admin", "migrate", "--table", TABLE]) == 0
     assert rows() == table_before
+
+
+def test_migrate_keys_a_task_filed_when_ids_were_random_and_its_key_then_finds_it(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = wiring.build_store(None, TABLE)
+    store.create_table()
+    svc = wiring.build_service(store)
+    svc.setup.create_space(ADMIN, "OPS", "ops", None)
+    new, _ = svc.filing.create_task(ADMIN, "OPS", "filed now", None, None, {}, None, None)
+    old = replace(new, id="task_0190aabbccdd0011223344", key="OPS-50", title="filed before")
+    client().put_item(TableName=TABLE, Item=dump({**k.task_key(old.id), **items.task_item(old)}))
+    with pytest.raises(TaskNotFound):
+        svc.task_keys.task_id(ADMIN, "OPS-50")
+
+    assert main(["admin", "migrate", "--table", TABLE]) == 0
+    out = capsys.readouterr().out
+    assert "task-key-rows: applied" in out and "keyed 1" in out
+    assert svc.task_keys.task_id(ADMIN, "OPS-50") == old.id
+    assert svc.task_keys.task_id(ADMIN, new.key) == new.id

@@ -471,6 +471,29 @@ class StoreContract:
         assert store.listed_space_keys(["AAA", "CCC", "NOPE"]) == {"AAA", "CCC"}
         assert store.list_space(Space(key="AAA", name="AAA", created_at=1)) is False
 
+    def test_a_key_finds_its_task_by_its_derived_id_or_by_the_key_row_the_migration_writes(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        store: Any = r.store
+        task, _ = enqueue(r)
+        assert r.svc.task_keys.task_id(ADMIN, task.key) == task.id
+        assert store.task_id_by_key(task.key) is None  # a derived id needs no key row
+        seen: list[str] = []
+        cursor: str | None = None
+        for _ in range(1000):
+            tasks, cursor = store.scan_tasks(cursor, 2)
+            seen.extend(t.id for t in tasks)
+            if cursor is None:
+                break
+        assert seen == [task.id]
+        old = replace(task, id="task_0190aabbccdd0011223344", key=f"{SPACE}-999")
+        assert store.keyed_tasks([old.key]) == set()
+        assert store.key_task(old) is True and store.key_task(old) is False
+        assert store.keyed_tasks([old.key, task.key]) == {old.key}
+        assert store.task_id_by_key(old.key) == old.id
+
     def test_the_migration_reads_tokens_in_pages_and_writes_only_what_is_missing(
         self, make_rig: MakeRig
     ) -> None:

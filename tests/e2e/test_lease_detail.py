@@ -13,6 +13,9 @@ import httpx
 from tests.conftest import LocalStack
 from tests.e2e.support import Held, World, assert_error, suffix, wait_for, wait_for_activity
 
+# A lease with no attachment: a list bounded by construction, so never a next page.
+NO_ATTACHMENTS = {"attachments": [], "next_cursor": None}
+
 
 def _held(world: World, **pool_fields: Any) -> tuple[Held, str]:
     pool = world.pool(**pool_fields)["name"]
@@ -121,7 +124,7 @@ def test_a_presigned_upload_is_listed_and_downloaded(world: World) -> None:
     upload = answer["upload"]
     assert upload["method"] == "PUT" and "X-Amz-Signature" in upload["url"]
     att_id = answer["attachment"]["id"]
-    assert world.admin.get(f"/leases/{held.id}/attachments").json() == {"attachments": []}
+    assert world.admin.get(f"/leases/{held.id}/attachments").json() == NO_ATTACHMENTS
     put = httpx.put(upload["url"], content=data, headers=upload["headers"], timeout=30)
     assert put.status_code == 200, put.text
     for client in (world.admin, held.lease):
@@ -150,7 +153,7 @@ def test_an_upload_of_another_type_than_declared_is_never_listed(world: World) -
     upload = r.json()["upload"]
     headers = {**upload["headers"], "Content-Type": "image/png"}
     httpx.put(upload["url"], content=b"abc", headers=headers, timeout=30)
-    assert world.admin.get(f"/leases/{held.id}/attachments").json() == {"attachments": []}
+    assert world.admin.get(f"/leases/{held.id}/attachments").json() == NO_ATTACHMENTS
     att_id = r.json()["attachment"]["id"]
     assert_error(world.admin.get(f"/leases/{held.id}/attachments/{att_id}"), 404, "not_found")
 
@@ -268,7 +271,7 @@ def test_retention_reclaims_logs_and_attachments_and_keeps_the_lease(
     assert lease["state"] == "completed" and lease["reclaimed_at"] is not None
     listed = world.admin.get("/leases", params={"space": world.space, "pool": pool}).json()
     assert [x["reclaimed"] for x in listed["leases"] if x["id"] == held.id] == [True]
-    assert world.admin.get(f"/leases/{held.id}/attachments").json() == {"attachments": []}
+    assert world.admin.get(f"/leases/{held.id}/attachments").json() == NO_ATTACHMENTS
     assert world.admin.get(f"/leases/{held.id}/logs").json() == {
         "events": [],
         "truncated": False,

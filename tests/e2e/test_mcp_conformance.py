@@ -156,7 +156,7 @@ def test_the_default_client_negotiates_the_newest_revision_and_calls_a_tool(
     assert info is not None and info.name == "tenure"
     assert instructions == server.INSTRUCTIONS
     assert "leases_list" in {tool.name for tool in listed.tools}
-    assert not called.is_error and called.structured_content == {"leases": []}
+    assert not called.is_error and called.structured_content == {"leases": [], "next_cursor": None}
 
 
 def test_every_tool_a_token_lists_has_a_valid_name_and_a_json_schema_object_input(
@@ -215,7 +215,8 @@ def test_a_tool_error_is_a_result_and_a_bad_request_a_json_rpc_error(world: Worl
 
     out = drive(work)
     valid = out["valid"]
-    assert valid.is_error is False and valid.structured_content == {"leases": []}
+    assert valid.is_error is False
+    assert valid.structured_content == {"leases": [], "next_cursor": None}
     assert valid.content[0].type == "text"
     # Arguments that break the tool's input schema: a tool error the model can read and fix,
     # naming the field, in structured content as the HTTP API's envelope.

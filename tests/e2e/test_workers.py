@@ -13,7 +13,7 @@ def _workers(world: World, pool: str) -> dict[str, dict[str, Any]]:
     r = world.admin.get("/workers", params={"pool": pool})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert set(body) == {"workers"}
+    assert set(body) == {"workers", "next_cursor"}
     return {w["worker_id"]: w for w in body["workers"]}
 
 
@@ -77,4 +77,4 @@ def test_listing_workers_needs_a_known_pool_and_a_reader_of_its_space(world: Wor
     assert_error(r, 403, "forbidden")
     reader = world.api.client(world.operator_token("read", spaces=[world.space]))
     r = reader.get("/workers", params={"pool": pool})
-    assert r.status_code == 200 and r.json() == {"workers": []}
+    assert r.status_code == 200 and r.json() == {"workers": [], "next_cursor": None}

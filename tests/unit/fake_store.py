@@ -162,6 +162,8 @@ class FakeStore(FakeRules):
         self.token_list: dict[str, str] = {}
         # The spaces' list rows (GET /spaces), written with the space.
         self.space_list: set[str] = set()
+        # Key rows of tasks filed before ids were derived from keys (key -> task id).
+        self.task_keys: dict[str, str] = {}
         # The schema version the data is at, and a migration's saved position.
         self.schema: SchemaState = SchemaState()
         self.tasks: dict[str, Task] = {}
@@ -219,6 +221,9 @@ class FakeStore(FakeRules):
             raise NotFound(f"space {space!r} does not exist")
         self.task_seq[space] = self.task_seq.get(space, 0) + 1
         return self.task_seq[space]
+
+    def task_id_by_key(self, key: str) -> str | None:
+        return self.task_keys.get(key)
 
     def put_workflow(self, workflow: Workflow) -> None:
         self.writes.append("put_workflow")
@@ -326,6 +331,22 @@ class FakeStore(FakeRules):
             return False
         self.writes.append("list_space")
         self.space_list.add(space.key)
+        return True
+
+    def scan_tasks(self, cursor: str | None, limit: int) -> tuple[list[Task], str | None]:
+        ids = sorted(i for i in self.tasks if cursor is None or i > cursor)
+        page = ids[:limit]
+        after = page[-1] if len(ids) > limit else None
+        return [self.tasks[i] for i in page], after
+
+    def keyed_tasks(self, keys: list[str]) -> set[str]:
+        return {key for key in keys if key in self.task_keys}
+
+    def key_task(self, task: Task) -> bool:
+        if task.key in self.task_keys:
+            return False
+        self.writes.append("key_task")
+        self.task_keys[task.key] = task.id
         return True
 
     def touch_token(self, token_hash: str, at: int, before: int) -> None:

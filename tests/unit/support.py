@@ -37,8 +37,9 @@ class SeqIds:
         self.count = 0
 
     def new_id(self, prefix: str) -> str:
+        # Led by a 1, as a random id is by the time in hex: after a task's derived ids.
         self.count += 1
-        return f"{prefix}_{self.count:06d}"
+        return f"{prefix}_1{self.count:06d}"
 
     def secret(self) -> str:
         return secrets.token_urlsafe(24)

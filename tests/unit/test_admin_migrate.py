@@ -16,7 +16,7 @@ from tenure.app.migrations import (
     SchemaTooNew,
     migrate,
 )
-from tenure.domain.errors import Conflict
+from tenure.domain.errors import Conflict, TaskNotFound
 from tenure.domain.model import Token
 
 from tests.unit.support import ADMIN, Rig
@@ -52,6 +52,7 @@ def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
         ("first-lease-stamps", "applied", {}),
         ("implied-first-jobs", "applied", {}),
         ("space-list-rows", "applied", {"spaces": 1, "already_listed": 1, "listed": 0}),
+        ("task-key-rows", "applied", {"tasks": 0, "already_keyed": 0, "keyed": 0}),
     ]
     assert outcome.counts == {"tokens": 2, "already_listed": 1, "listed": 1}
     page = rig.svc.setup.list_tokens(ADMIN, None, 100, None)
@@ -153,11 +154,11 @@ def test_an_old_space_is_listed_after_migrate_and_a_rerun_writes_nothing() -> No
     before = rig.svc.setup.list_spaces(ADMIN, 100, None)
     assert [s.key for s in before.spaces] == ["NEW", "OPS"] and before.schema_behind
 
-    dry = migrate(rig.store, dry_run=True)[-1]
+    dry = migrate(rig.store, dry_run=True)[-2]
     assert (dry.name, dry.status) == ("space-list-rows", "would_apply")
     assert "OLD" not in rig.store.space_list
 
-    outcome = migrate(rig.store)[-1]
+    outcome = migrate(rig.store)[-2]
     assert (outcome.name, outcome.status) == ("space-list-rows", "applied")
     assert outcome.counts == {"spaces": 3, "already_listed": 2, "listed": 1}
     after = rig.svc.setup.list_spaces(ADMIN, 100, None)
@@ -165,6 +166,22 @@ def test_an_old_space_is_listed_after_migrate_and_a_rerun_writes_nothing() -> No
     writes = len(rig.store.writes)
     assert {o.status for o in migrate(rig.store)} == {"already"}
     assert len(rig.store.writes) == writes
+
+
+def test_a_task_filed_when_ids_were_random_is_keyed_and_then_found_by_its_key() -> None:
+    rig = Rig()
+    new, _ = rig.task(pool=None)
+    old = replace(new, id="task_0190aabbccdd0011223344", key="OPS-77")
+    rig.store.tasks[old.id] = old  # as an older release filed it: a random id, no key row
+    with pytest.raises(TaskNotFound):
+        rig.svc.task_keys.task_id(ADMIN, "OPS-77")
+
+    outcome = migrate(rig.store)[-1]
+    assert (outcome.name, outcome.status) == ("task-key-rows", "applied")
+    assert outcome.counts == {"tasks": 2, "already_keyed": 1, "keyed": 1}
+    assert rig.svc.task_keys.task_id(ADMIN, "OPS-77") == old.id
+    assert rig.svc.task_keys.task_id(ADMIN, new.key) == new.id
+    assert rig.store.task_keys == {"OPS-77": old.id}  # a derived id needs no key row
 
 
 def test_the_migrations_are_named_in_order_and_the_last_is_this_releases_version() -> None:

@@ -123,6 +123,14 @@ def test_requires_approval_files_a_waiting_task_and_no_lease(rig: Rig) -> None:
     assert lease.concurrency_key == "mail-"
 
 
+def test_a_task_an_approval_rule_filed_is_found_by_its_key(rig: Rig) -> None:
+    # Its id comes from the occasion, not from its key: its key row is what finds it.
+    rule = _rule(rig, _task_subject(requires_approval=True))
+    filed = rig.svc.firings.fire_rule(MEMBER, rule.id)
+    assert isinstance(filed, Task)
+    assert rig.svc.task_keys.task_id(READER, filed.key) == filed.id
+
+
 def test_an_approval_rules_occasion_files_one_task_however_often_delivered(rig: Rig) -> None:
     _rule(rig, _task_subject(requires_approval=True))
     _event(rig, "same")

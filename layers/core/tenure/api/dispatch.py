@@ -8,12 +8,21 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import re
 from typing import Any
 
 from tenure.api import scopes
 from tenure.api.bearer import bearer
 from tenure.api.errors import error_event, method_not_allowed
-from tenure.api.routes import CLAIMING_REPORTS, MCP_PATH, lease_use, match, request_path
+from tenure.api.routes import (
+    CLAIMING_REPORTS,
+    MCP_PATH,
+    SCOPE_PARAMS,
+    Match,
+    lease_use,
+    match,
+    request_path,
+)
 from tenure.api.surface import (
     app,
     authorize,
@@ -24,8 +33,10 @@ from tenure.api.surface import (
     svc,
 )
 from tenure.app.kernel import one_request
+from tenure.app.tasks.keys import is_task_key
 from tenure.domain import authz
 from tenure.domain import errors as e
+from tenure.domain.model import Principal
 
 
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -61,6 +72,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
                     lease_use(route.method, route.rule),
                 )
             authorize(actor, route.audience, route.params)
+            route = _task_ids(event, path, route, actor)
             if (route.method, route.rule) in CLAIMING_REPORTS:
                 authz.require_claiming_report(actor, body.lenient())
             query = event.get("queryStringParameters") or {}
@@ -93,6 +105,24 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if route is None or route.audience == "public":
         return app.resolve(event, context)  # builds no service (a cold /health stays cheap)
     return _resolved(event, context)
+
+
+# Path parameters that name a task (inspect's, a task or a lease).
+TASK_PARAMS = frozenset(n for n, kind in SCOPE_PARAMS.items() if kind in ("task", "task_or_lease"))
+
+
+def _task_ids(event: dict[str, Any], path: str, route: Match, actor: Principal) -> Match:
+    """A task key where a route takes a task id is read as that task's id, once, here: the
+    scope check and the route then see the id, and answer exactly as they do for it. A key
+    the caller could not see answers 404 `task_not_found` (app/tasks/keys.py)."""
+    named = {n: v for n, v in route.params.items() if n in TASK_PARAMS and is_task_key(v)}
+    if not named:
+        return route
+    params = {**route.params, **{n: svc().task_keys.task_id(actor, v) for n, v in named.items()}}
+    rebuilt = re.sub(r"<(\w+)>", lambda found: params[found.group(1)], route.rule)
+    raw = str(event.get("rawPath") or "")
+    event["rawPath"] = raw[: len(raw) - len(path)] + rebuilt  # a named stage's prefix kept
+    return dataclasses.replace(route, params=params)
 
 
 def _resolved(event: dict[str, Any], context: Any) -> dict[str, Any]:

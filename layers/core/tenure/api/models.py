@@ -746,6 +746,7 @@ class PoolAnswer(Out):
 
 class Pools(Out):
     pools: list[PoolOut]
+    next_cursor: None = None  # always null: a space has at most the instance's pool cap
 
 
 class SpaceAnswer(Out):
@@ -848,6 +849,7 @@ class WorkerOut(Out):
 
 class Workers(Out):
     workers: list[WorkerOut]
+    next_cursor: str | None  # null on the last page
 
 
 class Payload(BaseModel):
@@ -975,6 +977,7 @@ class AttachmentAnswer(Out):
 
 class Attachments(Out):
     attachments: list[AttachmentOut]
+    next_cursor: None = None  # always null: a lease's attachments are capped
 
 
 class ExecTarget(Out):
@@ -1241,3 +1244,4 @@ class BlockAnswer(Out):
 
 class BlocksAnswer(Out):
     blocks: list[BlockOut]
+    next_cursor: None = None  # always null: a task's blocks live on its one row

@@ -24,11 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Protocol
 
+from tenure.app.tasks.keys import task_id_of_key
 from tenure.domain.errors import Conflict
-from tenure.domain.model import Space, Token
+from tenure.domain.model import Space, Task, Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -57,6 +58,9 @@ IMPLIED_JOBS_FROM_SCHEMA = 5
 # From this version on, every space has its list row (GET /spaces); spaces made before it
 # are listed by the migration.
 SPACE_LIST_FROM_SCHEMA = 6
+# From this version on, every task is found by its key: a task filed since has an id derived
+# from its key, and one filed before has a key row, written by the migration.
+TASK_KEYS_FROM_SCHEMA = 7
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -110,6 +114,19 @@ class MigrationStore(Protocol):
         """Write the space's list row only if it has none; False when it had one."""
         ...
 
+    def scan_tasks(self, cursor: str | None, limit: int) -> tuple[list[Task], str | None]:
+        """One page of task rows (a Scan reading at most `limit` rows) and the next page's
+        position, None after the last."""
+        ...
+
+    def keyed_tasks(self, keys: list[str]) -> set[str]:
+        """Which of these task keys have their key row (one batch read)."""
+        ...
+
+    def key_task(self, task: Task) -> bool:
+        """Write the task's key row only if it has none; False when it had one."""
+        ...
+
 
 class Page(NamedTuple):
     counts: dict[str, int]
@@ -160,6 +177,27 @@ def list_spaces_made_before_the_list(
             counts[wrote] += 1
         else:  # listed between the read and the write
             counts["already_listed"] += 1
+    return Page(counts, after)
+
+
+def key_tasks_filed_before_keys_gave_ids(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """A task filed when ids were drawn at random cannot be found by its key from its id:
+    write its key row. A task whose id is its key's needs none; the task's own row is not
+    touched."""
+    tasks, after = store.scan_tasks(cursor, limit)
+    old = [t for t in tasks if t.id != task_id_of_key(t.key)]
+    keyed = store.keyed_tasks([t.key for t in old]) if old else set()
+    wrote = "would_key" if dry_run else "keyed"
+    counts = {"tasks": len(tasks), "already_keyed": len(tasks) - len(old), wrote: 0}
+    for task in old:
+        if task.key in keyed:
+            counts["already_keyed"] += 1
+        elif dry_run or store.key_task(task):
+            counts[wrote] += 1
+        else:  # keyed between the read and the write
+            counts["already_keyed"] += 1
     return Page(counts, after)
 
 
@@ -233,6 +271,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         name="space-list-rows",
         does="write the list row of each space made before spaces were listed",
         page=list_spaces_made_before_the_list,
+    ),
+    Migration(
+        version=TASK_KEYS_FROM_SCHEMA,
+        name="task-key-rows",
+        does="write the key row of each task filed before task ids were derived from keys, "
+        "so that its key finds it wherever a task id is taken",
+        page=key_tasks_filed_before_keys_gave_ids,
     ),
 )
 

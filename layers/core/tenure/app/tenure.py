@@ -62,6 +62,7 @@ from tenure.app.tasks.cancel import Cancellation, is_cancelled
 from tenure.app.tasks.filing import Filing
 from tenure.app.tasks.graph import Graph
 from tenure.app.tasks.idempotency import Idempotency
+from tenure.app.tasks.keys import TaskKeys
 from tenure.app.tasks.listing import TaskListing
 from tenure.app.usage import Usage
 from tenure.app.workers import Workers
@@ -111,6 +112,7 @@ class Tenure:
     attachments: Attachments
     retention: Retention
     scopes: Scopes
+    task_keys: TaskKeys
     reactions: Reactions
     timeouts: QueueTimeouts
 
@@ -232,6 +234,7 @@ def compose(
         attachments=Attachments(kernel, artifacts),
         retention=Retention(kernel, artifacts),
         scopes=Scopes(kernel),
+        task_keys=TaskKeys(kernel),
         timeouts=QueueTimeouts(kernel),
         reactions=Reactions(
             {

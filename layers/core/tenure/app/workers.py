@@ -65,6 +65,14 @@ class Workers:
         self._seen: OrderedDict[tuple[str, str], Worker] = OrderedDict()
 
     def list_workers(self, actor: Principal, pool_name: str) -> list[WorkerView]:
+        return self.worker_page(actor, pool_name, WORKERS_PAGE, None)[0]
+
+    def worker_page(
+        self, actor: Principal, pool_name: str, limit: int, cursor: str | None
+    ) -> tuple[list[WorkerView], str | None]:
+        """One page of the pool's workers by worker_id (at most `limit`, WORKERS_PAGE at
+        most), each with the leases it holds, and where the next page starts (None after
+        the last)."""
         authz.require_role(actor, "read")
         pool = self.kernel.pool(pool_name)
         authz.require_operator(actor, "read", pool.space)
@@ -76,15 +84,18 @@ class Workers:
         for lease in sorted(held.values(), key=lambda x: x.created_at):
             if lease.worker_id and lease.state in REPORTABLE:
                 by_worker.setdefault(lease.worker_id, []).append(lease)
-        workers = self.kernel.store.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
-        return [
+        page = self.kernel.store.worker_page(
+            pool.name, max(1, min(limit, WORKERS_PAGE)), cursor, now_ms=now
+        )
+        views = [
             WorkerView(
                 worker=w,
                 reachable=reachable(w, pool, now),
                 leases=by_worker.get(w.worker_id, []),
             )
-            for w in sorted(workers, key=lambda w: w.worker_id)
+            for w in sorted(page.workers, key=lambda w: w.worker_id)
         ]
+        return views, page.next_cursor
 
     def mark_seen(
         self,

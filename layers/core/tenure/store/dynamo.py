@@ -231,6 +231,15 @@ class DynamoStore:
     def list_space(self, space: Space) -> bool:
         return self.schema.list_space(space)
 
+    def scan_tasks(self, cursor: str | None, limit: int) -> tuple[list[Task], str | None]:
+        return self.schema.scan_tasks(cursor, limit)
+
+    def keyed_tasks(self, keys: list[str]) -> set[str]:
+        return self.schema.keyed_tasks(keys)
+
+    def key_task(self, task: Task) -> bool:
+        return self.schema.key_task(task)
+
     def list_token(self, token: Token) -> bool:
         return self.schema.list_token(token)
 
@@ -292,6 +301,10 @@ class DynamoStore:
             ReturnValues="UPDATED_NEW",
         )
         return int(_load(dict(out["Attributes"]))["task_seq"])
+
+    def task_id_by_key(self, key: str) -> str | None:
+        row = self.rows.get(k.task_key_row(key), consistent=False)
+        return str(row["task_id"]) if row else None
 
     def put_workflow(self, workflow: Workflow) -> None:
         self.rows.put_new(

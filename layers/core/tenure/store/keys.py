@@ -240,6 +240,12 @@ def task_key(task_id: str) -> dict[str, str]:
     return {PK: f"TASK#{task_id}", SK: "TASK"}
 
 
+def task_key_row(key: str) -> dict[str, str]:
+    """The row that finds a task filed before task ids were derived from keys by its key
+    (written by `tenure admin migrate`; a newer task's id is its key's)."""
+    return {PK: f"TASKKEY#{key}", SK: "TASKKEY"}
+
+
 def job_key(job_id: str) -> dict[str, str]:
     return {PK: f"JOB#{job_id}", SK: "JOB"}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from tenure.app.migrations import SchemaState
 from tenure.domain.errors import AlreadyExists, Conflict
-from tenure.domain.model import Space, Token
+from tenure.domain.model import Space, Task, Token
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -119,6 +119,34 @@ class SchemaRows:
             self.rows.put_new(
                 {**k.listed_space_key(space.key), "entity": "space_listed"}, "the list row"
             )
+        except AlreadyExists:
+            return False
+        return True
+
+    def scan_tasks(self, cursor: str | None, limit: int) -> tuple[list[Task], str | None]:
+        request: dict[str, Any] = {
+            "TableName": self.rows.name,
+            "Limit": limit,
+            "FilterExpression": "#entity = :task AND #sk = :sk",
+            "ExpressionAttributeNames": {"#entity": "entity", "#sk": k.SK},
+            "ExpressionAttributeValues": _values(task="task", sk="TASK"),
+            "ConsistentRead": True,
+        }
+        if cursor:
+            request["ExclusiveStartKey"] = _dump(json.loads(cursor))
+        out = self.rows.call("scan", self.rows.client.scan, **request)
+        tasks = [items.task_from(_load(r)) for r in out.get("Items", [])]
+        last = out.get("LastEvaluatedKey")
+        return tasks, json.dumps(_load(last), sort_keys=True) if last else None
+
+    def keyed_tasks(self, keys: list[str]) -> set[str]:
+        found = self.rows.batch_get([k.task_key_row(key) for key in keys])
+        return {str(r[k.PK]).removeprefix("TASKKEY#") for r in found}
+
+    def key_task(self, task: Task) -> bool:
+        row = {**k.task_key_row(task.key), "entity": "task_key", "task_id": task.id}
+        try:
+            self.rows.put_new(row, "the key row")
         except AlreadyExists:
             return False
         return True

@@ -80,7 +80,7 @@ def add_attachment(lease_id: str, body: Annotated[m.AttachmentCreate, Body()]) -
 @op("GET", f"{BASE}/leases/<lease_id>/attachments", 200, m.Attachments, 404)
 def list_attachments(lease_id: str) -> Response[Any]:
     found = svc().attachments.list_attachments(actor(), lease_id)
-    return json_answer({"attachments": [v.attachment_view(a) for a in found]})
+    return json_answer({"attachments": [v.attachment_view(a) for a in found], "next_cursor": None})
 
 
 @op(

@@ -26,7 +26,8 @@ def block_task(task_id: str, body: Annotated[m.BlockBody, Body()]) -> Response[A
 
 @op("GET", f"{BASE}/tasks/<task_id>/blocks", 200, m.BlocksAnswer, 404)
 def list_blocks(task_id: str, all: Annotated[bool, Query()] = False) -> Response[Any]:
-    return json_answer({"blocks": svc().blocks.list_blocks(actor(), task_id, all)})
+    blocks = svc().blocks.list_blocks(actor(), task_id, all)
+    return json_answer({"blocks": blocks, "next_cursor": None})
 
 
 @op("POST", f"{BASE}/tasks/<task_id>/blocks/<block_id>/clear", 200, m.BlockAnswer, 404, 409)

@@ -27,7 +27,7 @@ def list_pools(space: Annotated[str, Query(max_length=32)] = "") -> Response[Any
     if not space:
         raise e.MissingScope("space: required (the pools of one space are listed)")
     pools = svc().pools.list_pools_of(caller, space)
-    return json_answer({"pools": [_pool_out(p) for p in pools]})
+    return json_answer({"pools": [_pool_out(p) for p in pools], "next_cursor": None})
 
 
 @op("GET", f"{BASE}/pools/<pool>", 200, m.PoolAnswer, 404)

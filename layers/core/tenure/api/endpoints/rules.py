@@ -75,6 +75,7 @@ class AddressOut(m.Out):
 
 class AddressList(m.Out):
     addresses: list[AddressOut]
+    next_cursor: None = None  # always null: a space has at most MAX_ADDRESSES_PER_SPACE
 
 
 class EventPost(m.Strict):
@@ -114,6 +115,7 @@ class RuleAnswer(m.Out):
 
 class RuleList(m.Out):
     rules: list[RuleOut]
+    next_cursor: None = None  # always null: a space has at most MAX_RULES_PER_SPACE rules
 
 
 class FireAnswer(m.Out):
@@ -192,7 +194,8 @@ def list_rules(space: Annotated[str | None, Query(max_length=64)] = None) -> Res
     caller = actor()
     if not space:
         raise e.MissingScope("space is required: list the rules of one space")
-    return json_answer({"rules": [rule_view(x) for x in svc().rules.list_rules(caller, space)]})
+    rules = [rule_view(x) for x in svc().rules.list_rules(caller, space)]
+    return json_answer({"rules": rules, "next_cursor": None})
 
 
 @op("GET", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404)
@@ -266,7 +269,7 @@ def add_address(key: str, body: Annotated[AddressCreate, Body()]) -> Response[An
 @op("GET", f"{BASE}/spaces/<key>/addresses", 200, AddressList, 404)
 def list_addresses(key: str) -> Response[Any]:
     found = svc().addresses.list_addresses(actor(), key)
-    return json_answer({"addresses": [address_view(a) for a in found]})
+    return json_answer({"addresses": [address_view(a) for a in found], "next_cursor": None})
 
 
 @op("DELETE", f"{BASE}/spaces/<key>/addresses/<address>", 204, None, 404)

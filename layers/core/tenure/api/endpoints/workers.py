@@ -90,12 +90,17 @@ def worker_heartbeat(worker_id: str, body: Annotated[m.WorkerHeartbeat, Body()])
 
 
 @op("GET", f"{BASE}/workers", 200, m.Workers, 404, 422)
-def list_workers(pool: Annotated[str, Query(max_length=64)]) -> Response[Any]:
+def list_workers(
+    pool: Annotated[str, Query(max_length=64)],
+    limit: Annotated[int, Query(ge=1, le=200)] = 200,
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+) -> Response[Any]:
     caller = actor()
     if not pool:
         raise e.ValidationFailed("pool: required (the workers of one pool are listed)")
-    views = svc().workers.list_workers(caller, pool)
-    return json_answer({"workers": [v.worker_view(x.worker, x.reachable, x.leases) for x in views]})
+    views, after = svc().workers.worker_page(caller, pool, limit, cursor)
+    shown = [v.worker_view(x.worker, x.reachable, x.leases) for x in views]
+    return json_answer({"workers": shown, "next_cursor": after})
 
 
 def _beat_view(lease: Any, revoke: Any) -> dict[str, Any]:

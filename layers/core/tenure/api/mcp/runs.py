@@ -92,16 +92,16 @@ class RunBlockArgs(RunArgs, m.BlockCreate):
 
 
 class RecoverArgs(m.Strict):
-    task_id: TaskId
+    task_id: TaskId = Field(description="the task's id or key")
     note: str = Field(min_length=1, max_length=2000, description="why it is safe to go on")
 
 
 class InspectArgs(m.Strict):
-    id: TaskId = Field(description="a task id or a lease id")
+    id: TaskId = Field(description="a task id, a task key or a lease id")
 
 
 class ApproveArgs(m.Strict):
-    task_id: TaskId
+    task_id: TaskId = Field(description="the task's id or key")
     note: Note | None = None
 
 
@@ -213,15 +213,21 @@ def _task_answer(svc: Tenure, seen: Any) -> dict[str, Any]:
 
 
 def _recover(svc: Tenure, actor: Principal, args: RecoverArgs) -> dict[str, Any]:
-    return _task_answer(svc, svc.breaker.recover_task(actor, args.task_id, args.note))
+    return _task_answer(
+        svc, svc.breaker.recover_task(actor, svc.task_keys.task_id(actor, args.task_id), args.note)
+    )
 
 
 def _inspect(svc: Tenure, actor: Principal, args: InspectArgs) -> dict[str, Any]:
-    return v.inspect_view(svc.inspection.inspect(actor, args.id), svc.conditions)
+    return v.inspect_view(
+        svc.inspection.inspect(actor, svc.task_keys.task_id(actor, args.id)), svc.conditions
+    )
 
 
 def _approve(svc: Tenure, actor: Principal, args: ApproveArgs) -> dict[str, Any]:
-    return _task_answer(svc, svc.approval.approve(actor, args.task_id, args.note))
+    return _task_answer(
+        svc, svc.approval.approve(actor, svc.task_keys.task_id(actor, args.task_id), args.note)
+    )
 
 
 READ, MEMBER, WORKER = "operator:read", "operator:member", "worker"

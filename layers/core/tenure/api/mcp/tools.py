@@ -43,7 +43,10 @@ class ListArgs(m.Strict):
     )
     state: LeaseState | None = Field(None, description="only leases in this state")
     limit: Annotated[int, Field(ge=1, le=LIST_MAX)] = Field(
-        LIST_DEFAULT, description="how many leases, newest first (one page, no cursor)"
+        LIST_DEFAULT, description="how many leases, newest first (one page)"
+    )
+    cursor: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
+        None, description="the next_cursor of the page before"
     )
 
 
@@ -93,10 +96,12 @@ class FailArgs(m.Fail):
 
 
 def _list(svc: Tenure, actor: Principal, args: ListArgs) -> dict[str, Any]:
-    page = svc.operator.list_visible_leases(actor, args.space_key, args.limit, args.state)
+    page = svc.operator.list_visible_leases(
+        actor, args.space_key, args.limit, args.state, args.cursor
+    )
     conditions = svc.conditions.queued_conditions(page.leases)
     views = [mcp_view(v.lease_view(x, conditions[x.id]), x, False) for x in page.leases]
-    return {"leases": views}
+    return {"leases": views, "next_cursor": page.next_cursor}
 
 
 def _get(svc: Tenure, actor: Principal, args: LeaseArgs) -> dict[str, Any]:

@@ -37,14 +37,19 @@ class Operator:
         return lease
 
     def list_visible_leases(
-        self, actor: Principal, space: str, limit: int, state: LeaseState | None
+        self,
+        actor: Principal,
+        space: str,
+        limit: int,
+        state: LeaseState | None,
+        cursor: str | None = None,
     ) -> LeasePage:
         """One page for whoever may see the space: an operator as list_leases decides, or a
         lease token in its own lease's space (the MCP tool leases_list)."""
         if actor.kind != "lease":
-            return self.list_leases(actor, space, limit, None, state, None)
+            return self.list_leases(actor, space, limit, cursor, state, None)
         authz.require_own_space(actor, space, self.kernel.acting_lease(actor).space)
-        return self.kernel.store.list_leases(space, limit, None, state, None)
+        return self.kernel.store.list_leases(space, limit, cursor, state, None)
 
     def get_visible_lease(self, actor: Principal, lease_id: str) -> Lease:
         """A lease, for an operator as get_lease decides, or for a lease token when it is in

@@ -17,10 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
 from tenure.app.runs import queue_expiry, stored_priority
+from tenure.app.tasks.keys import task_id_of_key
 from tenure.domain import authz
 from tenure.domain import fencing as r
 from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
-from tenure.domain.model import DEFAULT_MAX_ATTEMPTS, Event, Job, Lease, Principal, Task
+from tenure.domain.model import (
+    DEFAULT_MAX_ATTEMPTS,
+    Event,
+    Job,
+    Lease,
+    Principal,
+    Task,
+)
 from tenure.domain.rules.matching import render_template
 from tenure.domain.rules.occasions import (
     ALLOW,
@@ -525,7 +533,7 @@ class Firings:
             workflow = rule.subject.get("workflow")
             number = self.kernel.store.next_task_number(rule.space)
             task = Task(
-                id=self.kernel.ids.new_id("task"),
+                id=task_id_of_key(f"{rule.space}-{number}"),
                 key=f"{rule.space}-{number}",
                 space=rule.space,
                 title=_render(rule.subject["title"], data, MAX_TITLE) or rule.name,
@@ -606,7 +614,9 @@ class Firings:
         """A task subject that requires approval files its task waiting for a person, with no
         run (as POST /tasks does); approval enqueues it on the rule's pool. Its id derives from
         the firing's job id, so a redelivered occasion finds the task instead of filing
-        another."""
+        another; so it is not the id its key derives, and its key row (written after the task,
+        and again by any redelivery, should the first writer stop in between) is what finds
+        it by key."""
         waiting = replace(
             task,
             id=approval_task_id(job_id),
@@ -619,8 +629,10 @@ class Firings:
             won = self.kernel.store.get_task(waiting.id)
             if won is None:
                 raise
+            self.kernel.store.key_task(won)
             self.kernel.counters["duplicate_firings"] += 1
             return won
+        self.kernel.store.key_task(waiting)
         self.kernel.counters["rule_firings"] += 1
         return waiting
 

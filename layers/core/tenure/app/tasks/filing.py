@@ -14,6 +14,7 @@ from tenure.app.ports import (
     TaskWrite,
 )
 from tenure.app.runs import RunControls, RunStart, stored_priority
+from tenure.app.tasks.keys import task_id_of_key
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -153,7 +154,7 @@ class Filing:
         target = self.kernel.pool_in_space(pool, space) if pool is not None else None
         number = self.kernel.store.next_task_number(space)
         task = Task(
-            id=self.kernel.ids.new_id("task"),
+            id=task_id_of_key(f"{space}-{number}"),
             key=f"{space}-{number}",
             space=space,
             title=title,

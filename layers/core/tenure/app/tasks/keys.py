@@ -1,0 +1,80 @@
+"""A task's key (`OPS-12`) taken wherever its id is: the one place a key becomes an id.
+
+A task filed by this release has an id derived from its key (task_id_of_key
+below), so a key costs one read by id; a task filed when ids were drawn at random
+is found through its key row (written by `tenure admin migrate`), one read more. A key is
+answered for only to a caller that could see its task: any other caller hears what an
+unknown task answers (404 `task_not_found`), so a key of another space tells nothing of
+whether that task exists."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import TYPE_CHECKING
+
+from tenure.domain.errors import TaskNotFound
+from tenure.domain.model import Principal
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+
+
+# A task's key: its space's key, a dash, its number in the space (`OPS-12`).
+# (Twelve digits at most: the number fits the ten hex digits of the id derived from it.)
+TASK_KEY = re.compile(r"([A-Z][A-Z0-9_]{0,31})-([1-9][0-9]{0,11})")
+
+
+def task_id_of_key(key: str) -> str:
+    """The id of the task filed under `key`: a function of the key alone, so that wherever a
+    task id is taken its key finds the task with one read by id, and filing writes nothing
+    more for it. A key is handed out once (its space's counter only counts up, and a space
+    is never removed), so no two tasks get the same id. Tasks filed by a release that drew
+    ids at random keep theirs and are found through a key row (`tenure admin migrate`).
+
+    Hex and as long as an id drawn at random (so a row costs what it did): a zero, 64 bits
+    of the space key's digest, then the number. A space's tasks sort by their numbers, and a
+    task's first lease (whose id carries the task's) before any lease drawn at random in the
+    same millisecond (those begin with the time in hex, which has no leading zero): ties of
+    one millisecond in the queue and on a timeline are broken by these ids, in the order
+    things happened. Two spaces would share ids only if their digests met in 64 bits."""
+    space, _, number = key.rpartition("-")
+    digest = hashlib.sha256(f"tenure-task-space:{space}".encode()).hexdigest()[:16]
+    return f"task_0{digest}{int(number):010x}"
+
+
+def is_task_key(ref: str) -> bool:
+    return TASK_KEY.fullmatch(ref) is not None
+
+
+class TaskKeys:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    def task_id(self, actor: Principal, ref: str) -> str:
+        """The id of the task `ref` names: `ref` itself unless it is a task key. At most
+        three reads by key (the caller's lease for a lease token, the task by its derived id,
+        the key row), none for an id."""
+        found = TASK_KEY.fullmatch(ref)
+        if found is None:
+            return ref
+        unknown = TaskNotFound(f"task {ref} does not exist")
+        if not self._may_see(actor, found.group(1)):
+            raise unknown
+        store = self.kernel.store
+        task = store.get_task(task_id_of_key(ref))
+        if task is not None and task.key == ref:
+            return task.id
+        listed = store.task_id_by_key(ref)
+        if listed is None:
+            raise unknown
+        return listed
+
+    def _may_see(self, actor: Principal, space: str) -> bool:
+        if actor.kind == "operator":
+            return actor.spaces is None or space in actor.spaces
+        if actor.kind == "lease":
+            # A lease token acts in its own lease's space only.
+            lease = self.kernel.store.get_lease(actor.lease_id or "", consistent=False)
+            return lease is not None and lease.space == space
+        return False  # a worker token names leases, never tasks
