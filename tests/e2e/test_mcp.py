@@ -27,8 +27,10 @@ OPERATOR_TOOLS = {
     "task_recover",
     "task_inspect",
     "task_approve",
+    "task_cancel",
+    "events_send",
 }
-MEMBER_ONLY = {"leases_cancel", "task_recover", "task_approve"}
+MEMBER_ONLY = {"leases_cancel", "task_recover", "task_approve", "task_cancel", "events_send"}
 LEASE_TOOLS = {
     "leases_list",
     "leases_get",
@@ -41,6 +43,7 @@ LEASE_TOOLS = {
     "lease_release",
     "task_block",
     "task_unblock",
+    "events_send",
 }
 WORKER_TOOLS = {
     "task_run_claim_next",
