@@ -47,3 +47,41 @@ def test_a_key_is_the_id_over_http_and_the_cli_and_hidden_from_other_spaces(
         assert_error(elsewhere.get(f"/tasks/{key}"), 404, "task_not_found")
         missing = key.rsplit("-", 1)[0] + "-999999"
         assert_error(world.admin.get(f"/tasks/{missing}"), 404, "task_not_found")
+
+
+def test_keys_in_bodies_are_stored_as_ids_and_another_spaces_key_is_an_unknown_id(
+    api: Api, world: World
+) -> None:
+    parent, blocker = world.task()["task"], world.task()["task"]
+    child = world.task(parent_id=parent["key"], depends_on=[blocker["key"]])["task"]
+    assert (child["parent_id"], child["depends_on"]) == (parent["id"], [blocker["id"]])
+    stored = world.admin.get(f"/tasks/{child['id']}").json()["task"]
+    assert (stored["parent_id"], stored["depends_on"]) == (parent["id"], [blocker["id"]])
+    other = world.task()["task"]
+    patched = world.admin.patch(f"/tasks/{child['key']}", json={"depends_on": [other["key"]]})
+    assert patched.status_code == 200 and patched.json()["task"]["depends_on"] == [other["id"]]
+
+    # A key of another space (that task exists) answers what an unknown id answers.
+    elsewhere = f"E{suffix()}"
+    assert world.admin.post("/spaces", json={"key": elsewhere, "name": "o"}).status_code == 201
+    theirs = world.admin.post("/tasks", json={"space": elsewhere, "title": "theirs"}).json()
+    key = theirs["task"]["key"]
+    for field, value in (("parent_id", key), ("depends_on", [key])):
+        body = {"space": world.space, "title": "t", field: value}
+        seen = assert_error(world.admin.post("/tasks", json=body), 422, "validation_failed")
+        unknown = {**body, field: "task_0nope" if field == "parent_id" else ["task_0nope"]}
+        missing = assert_error(world.admin.post("/tasks", json=unknown), 422, "validation_failed")
+        assert seen.replace(key, "?") == missing.replace("task_0nope", "?")
+
+    # A lease token's completion names the tasks it filed by key; the report keeps the ids.
+    pool = world.pool()["name"]
+    with api.client(world.worker_token([pool])) as worker:
+        held = world.held(pool, worker)
+    with held.lease as lease:
+        filed = lease.post("/tasks", json={"title": "delegated"}).json()["task"]
+        refused = lease.post(f"/leases/{held.id}/complete", json={"created_task_ids": [key]})
+        assert_error(refused, 422, "unverified_created_tasks", f"{key} (does not exist)")
+        done = lease.post(f"/leases/{held.id}/complete", json={"created_task_ids": [filed["key"]]})
+        assert done.status_code == 200, done.text
+        again = lease.post(f"/leases/{held.id}/complete", json={"created_task_ids": [filed["key"]]})
+        assert again.status_code == 200 and again.json() == done.json()

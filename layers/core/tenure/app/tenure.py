@@ -149,12 +149,14 @@ def compose(
     versions = Versions(kernel)
     workers = Workers(kernel)
     runs = Runs(kernel)
-    delegation = Delegation(kernel)
+    task_keys = TaskKeys(kernel)
+    delegation = Delegation(kernel, task_keys)
     usage = Usage(kernel)
     classifier = Classifier(kernel, versions)
     graph = Graph(
         kernel,
         runs,
+        task_keys,
         reasons=(approval_rules.approval_reasons, block_rules.block_reasons),
         skips=(is_cancelled, approval_rules.awaits_approval, block_rules.has_open_block),
     )
@@ -234,7 +236,7 @@ def compose(
         attachments=Attachments(kernel, artifacts),
         retention=Retention(kernel, artifacts),
         scopes=Scopes(kernel),
-        task_keys=TaskKeys(kernel),
+        task_keys=task_keys,
         timeouts=QueueTimeouts(kernel),
         reactions=Reactions(
             {

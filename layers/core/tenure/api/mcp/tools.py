@@ -113,11 +113,12 @@ def _cancel(svc: Tenure, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
 
 
 class TaskCancelArgs(m.TaskCancel):
-    task_id: LeaseId = Field(description="the task's id")
+    task_id: LeaseId = Field(description="the task's id or key")
 
 
 def _task_cancel(svc: Tenure, actor: Principal, args: TaskCancelArgs) -> dict[str, Any]:
-    done = svc.cancellation.cancel(actor, args.task_id, args.reason, args.subtree)
+    task_id = svc.task_keys.task_id(actor, args.task_id)
+    done = svc.cancellation.cancel(actor, task_id, args.reason, args.subtree)
     return {"cancelled": done.cancelled, "remaining": done.remaining}
 
 

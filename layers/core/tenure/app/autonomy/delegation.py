@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.kernel import over
 from tenure.app.ports import DELEGATED_CEILING, TREE_CEILING, Ceiling, Change, GraphOp
 from tenure.app.tasks.filing import TaskLinks
+from tenure.app.tasks.keys import TaskKeys, is_task_key
 from tenure.domain.errors import (
     Conflict,
     TenureError,
@@ -83,8 +84,9 @@ class Delegation:
     """Lease-token filing (a filer and a link for Filing) and the completion claim gate (a
     prepare and an after stage for the final reports)."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, keys: TaskKeys) -> None:
         self.kernel = kernel
+        self.keys = keys
 
     # ------------------------------------------------------------------ filing
 
@@ -276,12 +278,25 @@ class Delegation:
 
     # ------------------------------------------------------------ the claim gate
 
-    def gate_created(self, lease: Lease, kind: ReportKind, body: dict[str, Any]) -> None:
-        """Before a completion's write: every id in `created_task_ids` must be a task of the
-        lease's space filed with this lease's token (an ended lease answers its replay)."""
+    def gate_created(self, lease: Lease, kind: ReportKind, body: dict[str, Any]) -> dict[str, Any]:
+        """Before a completion's write: every task `created_task_ids` names, by its id or
+        its key, must be a task of the lease's space filed with this lease's token; the
+        report carries their ids. An ended lease answers its replay: a key there is read as
+        its id (when it names a task of the lease's space) so that the replay is the same
+        report as the first, and is refused as any other report is when it is not."""
         claimed = (body.get("created_task_ids") or []) if kind is ReportKind.COMPLETE else []
-        if claimed and not lease.state.terminal:
-            self._gate_created(lease, [str(x) for x in claimed])
+        if not claimed:
+            return body
+        refs = [str(x) for x in claimed]
+        if lease.state.terminal:
+            ids = [self._replayed(lease.space, ref) for ref in refs]
+        else:
+            ids = self._gate_created(lease, refs)
+        return {**body, "created_task_ids": ids}
+
+    def _replayed(self, space: str, ref: str) -> str:
+        found = self.keys.task_in(space, ref) if is_task_key(ref) else None
+        return ref if found is None else found.id
 
     def scan_after(
         self, before: Lease, done: Lease, kind: ReportKind, body: dict[str, Any]
@@ -289,20 +304,28 @@ class Delegation:
         if kind is ReportKind.COMPLETE and not before.state.terminal and done.state.terminal:
             self._scan_result(done, body.get("result"))
 
-    def _gate_created(self, lease: Lease, claimed: list[str]) -> None:
+    def _gate_created(self, lease: Lease, claimed: list[str]) -> list[str]:
+        """The ids of the claimed tasks, in the order claimed; one read each (a key of a
+        space other than the lease's reads nothing and answers as an unknown id does)."""
         if len(claimed) > MAX_CREATED_TASK_IDS:
             raise ValidationFailed(f"created_task_ids: at most {MAX_CREATED_TASK_IDS}")
         bad: dict[str, str] = {}
+        ids: dict[str, str] = {}
         for task_id in dict.fromkeys(claimed):
-            found = self.kernel.store.get_task(task_id) if len(task_id) <= 128 else None
+            if is_task_key(task_id):
+                found = self.keys.task_in(lease.space, task_id)
+            else:
+                found = self.kernel.store.get_task(task_id) if len(task_id) <= 128 else None
             if found is None:
                 bad[task_id] = "does not exist"
             elif found.space != lease.space:
                 bad[task_id] = "is in another space"
             elif found.created_by_lease != lease.id:
                 bad[task_id] = "was not created with this lease's token"
+            else:
+                ids[task_id] = found.id
         if not bad:
-            return
+            return [ids[ref] for ref in claimed]
         self.kernel.store.put_event(
             self.kernel.event(
                 lease,

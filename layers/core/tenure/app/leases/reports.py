@@ -70,10 +70,11 @@ def revoke_signal(lease: Lease) -> Revoke | None:
 
 # The stages of a final report (complete, fail, release), each a named, ordered tuple built
 # by the composition root. `prepare` runs before the write, on the lease as read and the body
-# as sent, and may refuse the report (the lease stays as it was); `resolve` rewrites the report
-# as it will be stored (before the lease row is built); `contribute` adds rows to the one
-# conditional commit; `after` runs once the report has landed and never fails it.
-Prepare = Callable[[Lease, ReportKind, dict[str, Any]], None]
+# as sent, and may refuse the report (the lease stays as it was) or return the body as it is
+# to be taken (a task's key read as its id); `resolve` rewrites the report as it will be
+# stored (before the lease row is built); `contribute` adds rows to the one conditional
+# commit; `after` runs once the report has landed and never fails it.
+Prepare = Callable[[Lease, ReportKind, dict[str, Any]], dict[str, Any]]
 Resolve = Callable[[Lease, ReportKind, dict[str, Any]], dict[str, Any]]
 Contribute = Callable[[Change, Lease, ReportKind, dict[str, Any]], Change]
 After = Callable[[Lease, Lease, ReportKind, dict[str, Any]], None]
@@ -349,7 +350,7 @@ class Reports:
     ) -> Lease:
         lease = self.kernel.own_lease(actor, lease_id, authz.REPORT)
         for prepare in self.completion.prepare:
-            prepare(lease, kind, body)
+            body = prepare(lease, kind, body)
         rules.refuse_tokens(body, "the report")
         report = normalized(kind, body)
         fp = rules.fingerprint(kind, report)

@@ -25,6 +25,7 @@ from tenure.app import usage
 from tenure.app.ports import Change, GraphOp, HoldOp, SchedulerState, TaskWrite
 from tenure.app.runs import RunStart
 from tenure.app.tasks.filing import TaskLinks, TaskView
+from tenure.app.tasks.keys import TaskKeys
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
 from tenure.domain.model import Lease, Pool, Principal, Task, TaskGraph, task_status
@@ -93,6 +94,14 @@ Reasons = Callable[[Task, int], list[dict[str, Any]]]
 Skip = Callable[[Task, int], bool]
 
 
+def _refuse_repeats(refs: tuple[str, ...]) -> None:
+    """Before any read: the same reference twice, or more blockers than a task may have."""
+    if len(set(refs)) != len(refs):
+        raise ValidationFailed("depends_on: names a task more than once")
+    if len(refs) > MAX_DEPENDS_ON:
+        raise ValidationFailed(f"depends_on: at most {MAX_DEPENDS_ON} tasks")
+
+
 class Graph:
     """Parents, dependencies and pause: filing's graph writes, the derived task view, the
     reactions that count successes, and auto-enqueue. `reasons` add blocked reasons to every
@@ -102,11 +111,13 @@ class Graph:
         self,
         kernel: Kernel,
         runs: Runs,
+        keys: TaskKeys,
         reasons: tuple[Reasons, ...] = (),
         skips: tuple[Skip, ...] = (),
     ) -> None:
         self.kernel = kernel
         self.runs = runs
+        self.keys = keys
         self.reasons = reasons
         self.skips = skips
 
@@ -124,8 +135,10 @@ class Graph:
         or not), and whether the task is ready to enqueue at once."""
         ops = list(ops)
         ancestors: tuple[str, ...] = ()
+        parent_id = None
         if links.parent_id is not None:
             parent = self._linked_task(links.parent_id, task.space, "parent_id")
+            parent_id = parent.id
             if parent.cancelled is not None:
                 raise InvalidTransition(f"parent_id: task {parent.key} is cancelled")
             ancestors = (*(parent.ancestors or ()), parent.id)
@@ -140,19 +153,19 @@ class Graph:
                 # of the parent that read it a moment before may drop the mark, and the next
                 # child's filing sets it again.
                 ops.append(GraphOp("has_children", parent.id))
-        depends = tuple(dict.fromkeys(links.depends_on))
-        if len(depends) != len(links.depends_on):
-            raise ValidationFailed("depends_on: names a task more than once")
-        if len(depends) > MAX_DEPENDS_ON:
-            raise ValidationFailed(f"depends_on: at most {MAX_DEPENDS_ON} tasks")
+        _refuse_repeats(links.depends_on)
+        depends: tuple[str, ...] = ()
         unmet = 0
-        for blocker_id in depends:
-            if blocker_id in ancestors:
+        for ref in links.depends_on:
+            blocker = self._linked_task(ref, task.space, "depends_on")
+            if blocker.id in ancestors:
                 # The ancestor completes only when this task has: waiting on it never ends.
                 raise ValidationFailed(
-                    f"depends_on: {blocker_id} is an ancestor of the task; that is a cycle"
+                    f"depends_on: {blocker.id} is an ancestor of the task; that is a cycle"
                 )
-            blocker = self._linked_task(blocker_id, task.space, "depends_on")
+            if blocker.id in depends:  # its key and its id both
+                raise ValidationFailed("depends_on: names a task more than once")
+            depends = (*depends, blocker.id)
             met = self.kernel.store.get_graph(blocker.id).succeeded_at is not None
             unmet += 0 if met else 1
             # The blocker must still be as read when this commits, so that its success and
@@ -177,7 +190,7 @@ class Graph:
             ops.append(GraphOp("mark", task.id, name="auto_enqueued_at", at=at))
         task = replace(
             task,
-            parent_id=links.parent_id,
+            parent_id=parent_id,
             ancestors=ancestors or None,
             depends_on=depends or None,
             auto_enqueue_on_ready=links.auto_enqueue_on_ready,
@@ -185,11 +198,13 @@ class Graph:
         )
         return task, ops, enqueue
 
-    def _linked_task(self, task_id: str, space: str, field: str) -> Task:
-        found = self.kernel.store.get_task(task_id) if len(task_id) <= 128 else None
-        if found is None or found.space != space:
-            # One answer for both: a task of another space is not told apart from none.
-            raise ValidationFailed(f"{field}: task {task_id} is not a task of space {space!r}")
+    def _linked_task(self, ref: str, space: str, field: str) -> Task:
+        """The task a body field names by its id or its key (one read either way), in the
+        task's own space: the answer is the id's, whichever was sent."""
+        found = self.keys.task_in(space, ref)
+        if found is None:
+            # One answer for all: a task (or key) of another space is not told apart from none.
+            raise ValidationFailed(f"{field}: task {ref} is not a task of space {space!r}")
         return found
 
     # ------------------------------------------------------------------ reading
@@ -337,20 +352,19 @@ class Graph:
     def _checked_blockers(self, task: Task, depends_on: tuple[str, ...]) -> tuple[str, ...]:
         """The new blockers, refused (422 naming depends_on) when one is unknown, in another
         space, the task itself, or would close a cycle; nothing has been written then."""
-        depends = tuple(dict.fromkeys(depends_on))
-        if len(depends) != len(depends_on):
-            raise ValidationFailed("depends_on: names a task more than once")
-        if len(depends) > MAX_DEPENDS_ON:
-            raise ValidationFailed(f"depends_on: at most {MAX_DEPENDS_ON} tasks")
-        blockers = []
-        for blocker_id in depends:
-            if blocker_id == task.id:
-                raise ValidationFailed(f"depends_on: {blocker_id} is the task itself")
-            blockers.append(self._linked_task(blocker_id, task.space, "depends_on"))
+        _refuse_repeats(depends_on)
+        blockers: list[Task] = []
+        for ref in depends_on:
+            if ref in (task.id, task.key):
+                raise ValidationFailed(f"depends_on: {task.id} is the task itself")
+            blocker = self._linked_task(ref, task.space, "depends_on")
+            if any(b.id == blocker.id for b in blockers):  # its key and its id both
+                raise ValidationFailed("depends_on: names a task more than once")
+            blockers.append(blocker)
         added = [b for b in blockers if b.id not in (task.depends_on or ())]
         if added:
             self._refuse_cycles(task, added)
-        return depends
+        return tuple(b.id for b in blockers)
 
     def _refuse_cycles(self, task: Task, added: list[Task]) -> None:
         """A new blocker closes a cycle when its own success waits for the task: the task is

@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from tenure.domain.errors import TaskNotFound
-from tenure.domain.model import Principal
+from tenure.domain.model import Principal, Task
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 # A task's key: its space's key, a dash, its number in the space (`OPS-12`).
 # (Twelve digits at most: the number fits the ten hex digits of the id derived from it.)
 TASK_KEY = re.compile(r"([A-Z][A-Z0-9_]{0,31})-([1-9][0-9]{0,11})")
+# The longest id looked up (a longer one is no task's, and is not read).
+MAX_REF = 128
 
 
 def task_id_of_key(key: str) -> str:
@@ -61,14 +63,36 @@ class TaskKeys:
         unknown = TaskNotFound(f"task {ref} does not exist")
         if not self._may_see(actor, found.group(1)):
             raise unknown
-        store = self.kernel.store
-        task = store.get_task(task_id_of_key(ref))
-        if task is not None and task.key == ref:
-            return task.id
-        listed = store.task_id_by_key(ref)
+        listed = self._by_key(ref)
         if listed is None:
             raise unknown
-        return listed
+        return listed.id if isinstance(listed, Task) else listed
+
+    def task_in(self, space: str, ref: str) -> Task | None:
+        """The task `ref` (an id or a key) names in a request body, or None unless it is one
+        of `space`'s: the space the request acts in, which its caller was already let into,
+        so a key is read only when it names that space, and a key of any other space answers
+        as an unknown id does, having read nothing. One read for an id or for a key of a task
+        filed by this release; a key of an older task reads its key row and then the task."""
+        store = self.kernel.store
+        found = TASK_KEY.fullmatch(ref)
+        if found is None:
+            task = store.get_task(ref) if len(ref) <= MAX_REF else None
+        elif found.group(1) != space:
+            return None
+        else:
+            listed = self._by_key(ref)
+            task = store.get_task(listed) if isinstance(listed, str) else listed
+        return task if task is not None and task.space == space else None
+
+    def _by_key(self, key: str) -> Task | str | None:
+        """The task filed under `key` when its id was derived from it (one read), else the
+        id its key row names (one read more), else None."""
+        store = self.kernel.store
+        task = store.get_task(task_id_of_key(key))
+        if task is not None and task.key == key:
+            return task
+        return store.task_id_by_key(key)
 
     def _may_see(self, actor: Principal, space: str) -> bool:
         if actor.kind == "operator":
