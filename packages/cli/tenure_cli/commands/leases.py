@@ -68,7 +68,10 @@ def leases_cancel(args: argparse.Namespace) -> int:
     read it first so the note on stderr can say so, the output staying the lease."""
     client = operator_client(args)
     path = f"/leases/{quote(args.id, safe='')}"
-    _, before = client.call("GET", path)
+    try:
+        _, before = client.call("GET", path)
+    except ApiError:  # the cancel's own answer says what is wrong, with its code
+        before = {}
     _, answer = client.call("POST", f"{path}/cancel")
     if before.get("state") in ENDED:
         say(
