@@ -437,6 +437,8 @@ def test_the_lease_detail_shows_timing_timeline_logs_and_downloads_an_attachment
         page.locator("#detail[open]").wait_for()
         facts = page.locator("#lease-facts")
         wait_for(lambda: "w-detail" in facts.inner_text(), 10, "the worker in the detail")
+        fence = str(won["lease"]["fence"])
+        assert re.search(rf"^Fence\s+{fence}$", facts.inner_text(), re.M), facts.inner_text()
         timing = page.locator("#lease-timing dd")  # created, not before, claimed, started, …
         assert timing.nth(2).inner_text().endswith("UTC") and timing.nth(3).inner_text() != "—"
         timeline = page.locator("#timeline")
@@ -509,4 +511,44 @@ def test_an_attachment_over_a_mebibyte_downloads_from_the_bucket(
         assert Path(got_file.value.path()).read_bytes() == data
         assert got_file.value.suggested_filename == "core.bin"
         assert page.locator("#detail-error").is_hidden()
+        page.context.close()
+
+
+def test_the_header_counts_what_needs_a_person_as_the_column_and_filter_do_in_utc(
+    browser: Any, board_url: str, api: Api
+) -> None:
+    with api.admin() as admin:
+        world = _space(api, admin, "board header")
+        # A task escalated to Needs attention: its second error block.
+        task_id = world.task(title="Reconcile the ledger")["task"]["id"]
+        for n in range(2):
+            r = admin.post(f"/tasks/{task_id}/blocks", json={"kind": "error", "reason": "bad"})
+            assert r.status_code == 201, r.text
+            block = r.json()["block"]["id"]
+            if n == 0:
+                clear = admin.post(f"/tasks/{task_id}/blocks/{block}/clear")
+                assert clear.status_code == 200, clear.text
+        status = admin.get(f"/tasks/{task_id}").json()["task"]["status"]
+        assert status == "needs_attention", status
+        paused = _pool(world, "Paused shelf")
+        held_back = _queued(world, paused)  # queued on a paused pool: a person must resume it
+        assert admin.post(f"/pools/{paused}/pause").status_code == 200
+        _queued(world, _pool(world, "Idle farm"))  # waits for a worker: clears on its own
+        page = _open(browser, board_url, api.admin_token, world.space)
+        _chip(page, held_back)
+        attention = page.locator('.column[data-status="needs_attention"]')
+        attention.locator(f'.card[data-task="{task_id}"]').wait_for(timeout=20_000)
+        summary = page.locator("#summary")
+        wait_for(
+            lambda: summary.inner_text().startswith("2 need a person (1 in Needs attention)"),
+            10,
+            f"the header's count, read {summary.inner_text()!r}",
+        )
+        assert attention.locator(".count").inner_text() == "1"
+        # The filter of that name shows the same two.
+        page.locator("#state-filter").select_option("needs_person")
+        wait_for(lambda: page.locator("#columns .card").count() == 2, 10, "the filter")
+        # Updated in 24-hour UTC, as every time in the details is.
+        updated = page.locator("#updated").inner_text()
+        assert re.match(r"Updated ([01]\d|2[0-3]):[0-5]\d:[0-5]\d UTC ", updated), updated
         page.context.close()

@@ -128,8 +128,14 @@ def test_an_operator_sets_up_work_and_watches_and_cancels_leases_with_the_cli(
 
     # The member token, given through TENURE_API / TENURE_TOKEN, cancels.
     env = clean_env(TENURE_API=service_url(api.base), TENURE_TOKEN=member)
-    done = _json(run_cli("leases", "cancel", unclaimed, "-o", "json", env=env))
+    first = run_cli("leases", "cancel", unclaimed, "-o", "json", env=env)
+    done = _json(first)
     assert done["state"] == "cancelled"
+    assert "already ended" not in first.stderr, first.stderr
+    # Again, now that it has ended: the same lease, exit 0, and a word on stderr that it had.
+    again = run_cli("leases", "cancel", unclaimed, "-o", "json", env=env)
+    assert _json(again) == done
+    assert f"lease {unclaimed} had already ended (cancelled)" in again.stderr, again.stderr
     done = _json(run_cli("leases", "cancel", claimed, "-o", "json", env=env))
     assert done["state"] == "cancelling" and done["revoke"] == "cancel"
     # A lease reads the same whether got, listed or acted on: one record, the same fields.

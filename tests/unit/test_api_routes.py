@@ -87,6 +87,15 @@ def test_bodies_that_are_not_objects_or_break_the_schema(
     assert set(got.json()) == {"error"} and set(got.json()["error"]) == {"code", "message"}
 
 
+def test_a_body_that_is_not_json_names_where_it_broke(http: Any) -> None:
+    body = '{"key": "DEV",\n  "name": "Dev",}'  # a trailing comma on the second line
+    got = http("POST", "/spaces", body, actor=ADMIN)
+    assert (got.status, got.code) == (400, "invalid_request")
+    message = got.json()["error"]["message"]
+    assert message.startswith("the body is not valid JSON")
+    assert "line 2, column 17" in message
+
+
 def test_claim_with_wait_seconds_above_twenty_is_validation_failed(http: Any) -> None:
     got = http("POST", "/pools/builders/claim", {"worker_id": "w1", "wait_seconds": 21}, WORKER)
     assert (got.status, got.code) == (422, "validation_failed")

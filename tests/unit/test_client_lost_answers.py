@@ -267,7 +267,7 @@ def test_nothing_listening_is_unreachable_for_every_kind_of_request(
 def test_a_refusal_is_an_answer_exit_1_with_its_code_and_never_retried(
     serve: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server = serve(409)
+    server = serve(200, 409)  # `leases cancel` reads the lease first, then cancels
     assert _tenure(monkeypatch, server, "leases", "cancel", "L1") == common.FAILED == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert line == "error: invalid_transition: scripted 409"

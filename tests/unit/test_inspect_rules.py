@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 from tenure.app.inspect import NextAction
+from tenure.app.ports import SweeperState
 from tenure.domain.errors import StaleLease
-from tenure.domain.fencing import DEADLINE_SLACK
+from tenure.domain.fencing import DEADLINE_SLACK, iso_ms
 
 from tests.unit.support import ADMIN, POOL, READER, WORKER, Rig, as_lease
 
@@ -116,3 +117,26 @@ def test_a_lease_whose_own_heartbeats_stop_while_its_worker_goes_on_reads_stuck(
             assert "stuck" not in _codes(rig, silent.id), second
     assert "stuck" in _codes(rig, silent.id)
     assert "stuck" not in _codes(rig, other.id)
+
+
+def test_mass_expiry_hold_names_the_hold_on_an_open_run_s_pool_and_its_end(rig: Rig) -> None:
+    lease = rig.running("w1")
+    assert "mass_expiry_hold" not in _codes(rig, lease.id)
+    now = rig.clock.now_ms()
+    until = now + 300_000
+    rig.store.put_sweeper_state(SweeperState(now, {POOL: until}), expect_last=None)
+    shot = rig.svc.inspection.inspect(READER, lease.id)
+    held = [d for d in shot.diagnostics if d.code == "mass_expiry_hold"]
+    assert len(held) == 1 and iso_ms(until) in held[0].message, held
+    assert shot.facts["mass_expiry_hold_until"] == until
+    # Another pool's hold is not this run's.
+    rig.store.put_sweeper_state(SweeperState(now, {"elsewhere": until}), expect_last=now)
+    assert "mass_expiry_hold" not in _codes(rig, lease.id)
+    # A hold whose end has passed holds nothing.
+    rig.store.put_sweeper_state(SweeperState(now, {POOL: now + 1000}), expect_last=now)
+    rig.advance(2)
+    assert "mass_expiry_hold" not in _codes(rig, lease.id)
+    # An ended run is held back by nothing.
+    rig.store.put_sweeper_state(SweeperState(now, {POOL: until}), expect_last=now)
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
+    assert "mass_expiry_hold" not in _codes(rig, lease.id)

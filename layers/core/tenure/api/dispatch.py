@@ -172,6 +172,9 @@ def _parse(event: dict[str, Any]) -> tuple[Any, str | None]:
             return None, "the body is not valid JSON"
     try:
         return json.loads(raw), None
+    except json.JSONDecodeError as err:  # where it broke, so a hand-written body can be fixed
+        where = f"line {err.lineno}, column {err.colno}"
+        return None, f"the body is not valid JSON: {err.msg} at {where}"
     except ValueError:
         return None, "the body is not valid JSON"
     except RecursionError:  # the parser recurses per level: 10,000 `[` crashed the function

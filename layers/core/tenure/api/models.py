@@ -1076,7 +1076,7 @@ class ForceResults(Out):
 
 
 class DiagnosticOut(Out):
-    code: Literal["stuck", "stale_lease", "orphan", "stranded", "crashed"]
+    code: Literal["stuck", "stale_lease", "orphan", "stranded", "crashed", "mass_expiry_hold"]
     message: str
     since: Stamp
 

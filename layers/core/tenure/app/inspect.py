@@ -12,7 +12,7 @@ from tenure.app.tasks.filing import TaskView
 from tenure.app.workers import reachable
 from tenure.domain import authz
 from tenure.domain.errors import NotFound
-from tenure.domain.fencing import DEADLINE_SLACK
+from tenure.domain.fencing import DEADLINE_SLACK, iso_ms
 from tenure.domain.model import Event, Lease, Principal, Task
 from tenure.domain.states import REPORTABLE, LeaseState, SubjectKind, TaskStatus
 
@@ -149,6 +149,11 @@ class Inspection:
             retry_depth=lease.retry_depth,
         )
         found["grace_ms"] = pool.grace_seconds * 1000
+        if lease.state.active:
+            # The sweeper's mass-expiry brake holds the pool's expiries back until then: a
+            # silent holder is not expired, nor its job handed on, before it.
+            until = self.kernel.store.get_sweeper_state().holds.get(pool.name)
+            found["mass_expiry_hold_until"] = until if until is not None and until > now else None
         found["space_archived"] = self.kernel.space_cached(pool.space).archived
         if lease.worker_id is not None and lease.state in REPORTABLE:
             worker = self.kernel.store.get_worker(pool.name, lease.worker_id)
@@ -230,6 +235,8 @@ def diagnostics(
       it (pool, space, scheduler, the task or an ancestor, a blocking reason);
     * `crashed`: the run was lost (its holder went silent past toleration) and no later run
       of the task exists;
+    * `mass_expiry_hold`: the run is open and its pool's expiries are held back by the
+      sweeper (most of the pool's workers fell silent together), its end in the message;
     * `stale_lease`: a late report on one of the task's runs was refused (the newest such).
     """
     found: list[Diagnostic] = []
@@ -272,6 +279,16 @@ def diagnostics(
                     "stranded",
                     f"queued with no reachable worker in pool {lease.pool}",
                     lease.created_at,
+                )
+            )
+        hold_until = facts.get("mass_expiry_hold_until")
+        if hold_until is not None:
+            found.append(
+                Diagnostic(
+                    "mass_expiry_hold",
+                    f"most of pool {lease.pool}'s workers fell silent together, so the sweeper "
+                    f"expires none of its leases until {iso_ms(int(hold_until))}",
+                    now,  # the hold's start is not kept: when inspect saw it
                 )
             )
         newest = max(recent, key=lambda x: (x.created_at, x.id), default=lease)

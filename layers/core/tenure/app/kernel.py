@@ -229,6 +229,7 @@ class Kernel:
             created_at=now,
             pool_version=lease.pool_version,  # the job keeps the version it was created under
             lineage=lease.lineage,
+            previous_lease_id=lease.id,  # what its lease.created event names, on the row too
             retry_depth=lease.retry_depth,
             concurrency_key=lease.concurrency_key,
             priority=lease.priority,  # the job keeps its place in line

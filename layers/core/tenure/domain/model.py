@@ -371,7 +371,7 @@ class Lease:
     # The task's ancestors (root first), so a claim can tell a paused subtree from one read of
     # the scheduler row, without walking the tree (ClaimGate, app/scheduler.py).
     lineage: tuple[str, ...] | None = None
-    previous_lease_id: str | None = None  # the ended lease this one retries (POST …/retry)
+    previous_lease_id: str | None = None  # the ended lease this one retries or takes over from
     retry_depth: int = 0
     failure_kind: str | None = None  # "operator_forced" when an operator force-failed it
     # Its task's concurrency_key when the run was opened (a claim counts it per key).

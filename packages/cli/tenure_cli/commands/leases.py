@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from tenure_worker.client import ApiError, Client
 
-from tenure_cli.common import Groups, guarded, operator_client, service_options, show
+from tenure_cli.common import Groups, guarded, operator_client, say, service_options, show
 from tenure_cli.listing import fetch, list_options, show_list
 
 LIST_COLUMNS = [
@@ -22,6 +22,8 @@ LIST_COLUMNS = [
     "timing.deadline",
     "condition",
 ]
+# The states a lease ends in: a cancel leaves it as it is.
+ENDED = frozenset({"completed", "failed", "cancelled", "lost", "killed"})
 CANCEL_CHECK = "see where it went with `tenure leases get {id}`"
 
 
@@ -62,7 +64,21 @@ def leases_get(args: argparse.Namespace) -> int:
 
 
 def leases_cancel(args: argparse.Namespace) -> int:
-    _, answer = operator_client(args).call("POST", f"/leases/{args.id}/cancel")
+    """Cancelling an ended lease changes nothing (the service answers the lease as it is):
+    read it first so the note on stderr can say so, the output staying the lease."""
+    client = operator_client(args)
+    path = f"/leases/{quote(args.id, safe='')}"
+    try:
+        _, before = client.call("GET", path)
+    except ApiError:  # the cancel's own answer says what is wrong, with its code
+        before = {}
+    _, answer = client.call("POST", f"{path}/cancel")
+    if before.get("state") in ENDED:
+        say(
+            f"lease {answer['lease']['id']} had already ended ({before['state']}); "
+            "nothing was cancelled",
+            err=True,
+        )
     return show(answer["lease"], args)
 
 

@@ -535,7 +535,7 @@
       if (poolFilter && pool !== poolFilter) return false;
       if (!stateFilter) return true;
       const qc = lease && lease.queued_condition;
-      if (stateFilter === "needs_person") return Boolean(qc && qc.needs_person);
+      if (stateFilter === "needs_person") return needsPerson(lease, task);
       if (stateFilter === "waiting") return Boolean(qc && !qc.needs_person);
       if (stateFilter === "approval") return awaitingApproval(task);
       return Boolean(lease) && lease.state === stateFilter;
@@ -560,7 +560,7 @@
         chip: chipOf(lease, task),
         error: lease && lease.state === "failed" ? firstLine(lease.error) : "",
         approval: awaitingApproval(task),
-        needsPerson: Boolean(lease && lease.queued_condition && lease.queued_condition.needs_person) || awaitingApproval(task),
+        needsPerson: needsPerson(lease, task),
         age: ageOf(lease, task),
         meta: lease
           ? [`${poolName(lease.pool)} · attempt ${lease.attempt}`, ...reasons].join(" · ")
@@ -581,13 +581,21 @@
         chip: chipOf(lease),
         error: lease.state === "failed" ? firstLine(lease.error) : "",
         approval: false,
-        needsPerson: Boolean(lease.queued_condition && lease.queued_condition.needs_person),
+        needsPerson: needsPerson(lease),
         age: ageOf(lease),
         meta: `${poolName(lease.pool)} · attempt ${lease.attempt}`,
       };
       if (keep(card)) out.push(card);
     }
     return out;
+  }
+
+  // One notion of "needs a person" for the header's count, the state filter and the order in
+  // a column: a task in the Needs attention column, a task awaiting approval, and a queued run
+  // held by what only a person clears (a paused pool, an archived space…).
+  function needsPerson(lease, task) {
+    if (task && (task.status === "needs_attention" || awaitingApproval(task))) return true;
+    return Boolean(lease && lease.queued_condition && lease.queued_condition.needs_person);
   }
 
   function render() {
@@ -626,7 +634,8 @@
       more.textContent = list.length > COLUMN_CAP ? `${list.length - COLUMN_CAP} more: search or filter to find them.` : "";
     }
     const parts = [];
-    parts.push(`${needs} need${needs === 1 ? "s" : ""} a person`);
+    const attention = byColumn.get("needs_attention").length;
+    parts.push(`${needs} need${needs === 1 ? "s" : ""} a person (${attention} in Needs attention)`);
     parts.push(`${waiting} waiting on their own`);
     parts.push(`${held} held by workers`);
     const summary = $("summary");
@@ -892,6 +901,7 @@
       ["Subject", subject],
       ["Pool", `${poolName(lease.pool)} (${lease.pool})`],
       ["Attempt", String(lease.attempt)],
+      ["Fence", String(lease.fence)],
       ["Priority", String(lease.priority ?? 5)],
       ["Run timeout", lease.max_run_seconds ? `${lease.max_run_seconds} s` : "none"],
       ["Worker", lease.worker_id ? `${lease.worker_id}${lease.worker_version ? " · version " + lease.worker_version : ""}` : "not claimed yet"],
