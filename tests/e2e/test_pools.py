@@ -114,6 +114,7 @@ def test_instance_settings_read_and_patch(world: World) -> None:
         "block_recurrence_limit",
         "allow_agent_force",
         "retry_chain_cap",
+        "event_ttl_seconds",
         "active",
     }
     before = r.json()
