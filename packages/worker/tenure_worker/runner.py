@@ -396,6 +396,7 @@ class Worker:
         if status is not None:
             self._finish(held, status)
             return
+        self._read_logs(held)
         if held.stop_reason is None and now >= held.fence_at:
             log(
                 "no word from the service: stopping the job before its lease can expire",
@@ -568,18 +569,31 @@ class Worker:
         os.replace(tmp, held.fence_file)
         self._save(held)
 
-    def _ship_logs(self, held: Held, final: bool = False) -> None:
-        """Read what the job printed since the last beat (all of it when `final`) for the log
-        pump to ship from its own thread: this loop never waits on the network for logs."""
+    def _shipper(self, held: Held) -> LogShipper | None:
+        """The job's log shipper (None: its lease keeps no logs, or refused them)."""
         if not held.keeps_logs or self.pump is None:
-            return
+            return None
         shipper = self.shippers.get(held.lease_id)
         if shipper is None:
             base = held.err_file.removesuffix(".err")
             files = {"stdout": f"{base}.out", "stderr": held.err_file}
             shipper = LogShipper(files, held.log_positions or {})
             self.shippers[held.lease_id] = shipper
-        if not shipper.enabled:
+        return shipper if shipper.enabled else None
+
+    def _read_logs(self, held: Held) -> None:
+        """Read the job's new lines on every turn of the loop, not only on the beat: each line
+        is stamped when it is read, so its time is within a turn of when the job wrote it
+        (read on the beat, every line of a renew period would carry the beat's time)."""
+        shipper = self._shipper(held)
+        if shipper is not None:
+            shipper.collect()
+
+    def _ship_logs(self, held: Held, final: bool = False) -> None:
+        """Read what the job printed since the last read (all of it when `final`) for the log
+        pump to ship from its own thread: this loop never waits on the network for logs."""
+        shipper = self._shipper(held)
+        if shipper is None:
             return
         shipper.collect(final=final)
         self.pump.track(held.lease_id, shipper, held.token, finished=final)
