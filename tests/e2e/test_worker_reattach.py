@@ -183,7 +183,7 @@ def test_a_job_that_ended_while_its_worker_was_away_is_reported_on_restart(
     ended = lease(site.admin, lease_id)
     assert ended["state"] == "failed", ended
     failed = wait_event(site.admin, task_id, "lease.failed")
-    assert failed["data"]["error"] == "exit status 4", failed
+    assert failed["data"]["error"] == "exit status 4: gave up: no input", failed
     assert "gave up: no input" in failed["data"]["metadata"]["stderr_tail"], failed
     assert second.state_files() == []
 

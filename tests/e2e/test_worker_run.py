@@ -109,10 +109,12 @@ def test_a_job_exiting_3_fails_its_lease_with_the_status_and_its_stderr_tail(
 
     ended = wait_lease(site.admin, lease_id, TERMINAL, timeout=5)
     assert ended["state"] == "failed" and ended["end_reason"] == "failed", ended
+    # The lease itself says why (what `tenure leases get` shows), not only its timeline.
+    assert ended["error"] == "exit status 3: boom: the disk is on fire", ended
     failed = wait_event(site.admin, task_id, "lease.failed")
     assert failed["lease_id"] == lease_id
     data = failed["data"]
-    assert data["error"] == "exit status 3", data
+    assert data["error"] == "exit status 3: boom: the disk is on fire", data
     assert data["metadata"]["exit_status"] == 3, data
     assert "boom: the disk is on fire" in data["metadata"]["stderr_tail"], data
     assert "about to go wrong" not in data["metadata"]["stderr_tail"], "stdout is not stderr"

@@ -44,6 +44,10 @@ TOKEN_SHAPE = re.compile(r"tnr_[owl]_[A-Za-z0-9_.\-]{16,}")
 LOG_DRAIN_SECONDS = 10.0
 
 STDERR_TAIL_BYTES = 4000
+# A failed job's `error` names its exit status and its last stderr lines, bounded: the lease
+# shows why at a glance, and the report's metadata keeps the longer tail.
+ERROR_LINES = 3
+ERROR_CHARS = 500
 LOOP_SECONDS = 0.2
 # Where Linux tells of its processes (absent elsewhere: `ps` is asked instead).
 PROC = Path("/proc")
@@ -474,7 +478,7 @@ class Worker:
             return "complete", body
         tail = TOKEN_SHAPE.sub("[token redacted]", _tail(held.err_file))
         return "fail", {
-            "error": f"exit status {status}",
+            "error": _failure_error(status, tail),
             "metadata": {**facts, "stderr_tail": tail},
         }
 
@@ -727,6 +731,27 @@ def _tail(path: str) -> str:
             return err.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def _failure_error(status: int, tail: str) -> str:
+    """A failed job's `error`: its exit status and its last non-empty stderr lines (at most
+    ERROR_LINES, the newest kept whole where they fit in ERROR_CHARS), so the lease itself
+    says why; the longer tail stays in the report's metadata."""
+    error = f"exit status {status}"
+    lines = [line.strip() for line in tail.splitlines() if line.strip()][-ERROR_LINES:]
+    if not lines:
+        return error
+    room = ERROR_CHARS - len(error) - 2
+    kept: list[str] = []
+    for line in reversed(lines):
+        cost = len(line) + (3 if kept else 0)  # " | " between lines
+        if cost > room:
+            if not kept:  # the last line alone is too long: its end says most
+                kept.append("…" + line[-(room - 1) :])
+            break
+        kept.insert(0, line)
+        room -= cost
+    return f"{error}: {' | '.join(kept)}"
 
 
 def _usage_file(held: Held) -> str:
