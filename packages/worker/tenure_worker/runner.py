@@ -114,6 +114,9 @@ class WorkerOptions:
     concurrency: int = 1
     once: bool = False
     kill_grace: float = 10.0
+    # On a first SIGTERM/SIGINT: how long running jobs may go on to finish before they are
+    # stopped and their leases released (back to the queue, no attempt used).
+    drain_seconds: float = 30.0
     worker_version: str = "tenure-worker/0.1"
     lease_seconds: int | None = None
     # The API a job is given as TENURE_API (to file tasks, block, call MCP: routes the worker
@@ -142,7 +145,11 @@ class Worker:
         self.claim_not_before = 0.0  # after a failed claim: waited out in the loop, which
         # keeps heartbeating and fencing meanwhile
         self.finished = 0
-        self.stopping = False
+        self.failed = 0  # jobs whose leases this worker reported failed
+        self.stopping = False  # a first signal: claim no more, drain
+        self.signals = 0  # a second signal stops at once
+        self.drain_until: float | None = None
+        self.drain_announced = False
         self.next_beat = 0.0
         self.shippers: dict[str, LogShipper] = {}
         self.pump: LogPump | None = None  # started with the loop (run)
@@ -184,12 +191,15 @@ class Worker:
             if self.opts.once and self.finished and not self.held and not self.unreported:
                 self._drain_logs()
                 return 0
-            if self.stopping:
+            if self.signals >= 2:
                 log(
-                    "stopping; running jobs keep their sessions and stop themselves at their "
-                    "fence unless a worker re-attaches",
+                    "stopping now; running jobs keep their sessions and stop themselves at "
+                    "their fence unless a worker re-attaches",
                     held=len(self.held),
                 )
+                self._drain_logs()
+                return 0
+            if self.stopping and self._drained():
                 self._drain_logs()
                 return 0
             if self._may_claim():
@@ -198,7 +208,39 @@ class Worker:
                 time.sleep(LOOP_SECONDS)
 
     def _stop(self, signum: int, _frame: Any) -> None:
-        self.stopping = True
+        # Only flags here: the loop says what it does and does it.
+        self.signals += 1
+        if not self.stopping:
+            self.stopping = True
+            self.drain_until = time.monotonic() + self.opts.drain_seconds
+
+    def _drained(self) -> bool:
+        """A stopping worker's drain, one turn of it: claim no more; let running jobs finish
+        for up to --drain-seconds (heartbeats go on); then stop those still running and
+        release their leases, so their work goes back to the queue at once with no attempt
+        used, instead of waiting out a lease whose worker is gone. True once nothing is
+        held or left to report."""
+        if not self.drain_announced:
+            self.drain_announced = True
+            if self.held:
+                log(
+                    f"stopping: claiming no more; running jobs may finish for up to "
+                    f"{self.opts.drain_seconds:g}s, then they are stopped and their leases "
+                    "released (signal again to stop at once and leave them running)",
+                    held=len(self.held),
+                )
+        if not self.held and not self.unreported:
+            log("stopped: nothing left running", finished=self.finished)
+            return True
+        if self.drain_until is not None and time.monotonic() >= self.drain_until:
+            for held in list(self.held.values()):
+                if held.stop_reason is None:
+                    log(
+                        "drain time is up: stopping the job to release its lease",
+                        lease=held.lease_id,
+                    )
+                    self._begin_stop(held, "drain")
+        return False
 
     def _may_claim(self) -> bool:
         if self.stopping or len(self.held) >= self.opts.concurrency:
@@ -241,6 +283,18 @@ class Worker:
             self.claim_not_before = time.monotonic() + delay
             return
         self.claim_intent = None
+        if claim is not None and self.stopping:
+            # Won while a stop signal came in (during a long poll): never started, handed back.
+            log("stopping: releasing a lease claimed meanwhile", lease=claim.lease_id)
+            with contextlib.suppress(ApiError, Unreachable):
+                self.client.release(
+                    claim.lease_id,
+                    claim.token,
+                    {"reason": "the worker stopped before the job started"},
+                    timeout=self.client.timeout,
+                    retries=1,
+                )
+            return
         if claim is None:
             if self.held:
                 time.sleep(LOOP_SECONDS)
@@ -470,6 +524,8 @@ class Worker:
             return "fail", {"error": f"revoked: {held.stop_reason}", "metadata": facts}
         if held.stop_reason == "self_fenced":
             return "fail", {"error": "worker lost contact with the service", "metadata": facts}
+        if held.stop_reason == "drain":  # back to the queue, no attempt used
+            return "release", {"reason": "the worker stopped before the job finished"}
         if status == 0:
             body: dict[str, Any] = {"outcome": "success", "details": facts}
             usage = _noted_usage(held)
@@ -597,7 +653,7 @@ class Worker:
         """Read what the job printed since the last read (all of it when `final`) for the log
         pump to ship from its own thread: this loop never waits on the network for logs."""
         shipper = self._shipper(held)
-        if shipper is None:
+        if shipper is None or self.pump is None:
             return
         shipper.collect(final=final)
         self.pump.track(held.lease_id, shipper, held.token, finished=final)
