@@ -145,11 +145,12 @@ class Worker:
         self.claim_not_before = 0.0  # after a failed claim: waited out in the loop, which
         # keeps heartbeating and fencing meanwhile
         self.finished = 0
-        self.failed = 0  # jobs whose leases this worker reported failed
+        self.failed = 0  # jobs that exited non-zero on their own: `--once` then exits 1
         self.stopping = False  # a first signal: claim no more, drain
         self.signals = 0  # a second signal stops at once
         self.drain_until: float | None = None
         self.drain_announced = False
+        self.contacted = False  # "worker up" is said once the service has answered
         self.next_beat = 0.0
         self.shippers: dict[str, LogShipper] = {}
         self.pump: LogPump | None = None  # started with the loop (run)
@@ -179,7 +180,6 @@ class Worker:
             unreachable=(Unreachable,),
         )
         self._reattach()
-        log("worker up", worker_id=self.worker_id, pool=self.opts.pool, held=len(self.held))
         while True:
             now = time.monotonic()
             if self.held and now >= self.next_beat:
@@ -190,7 +190,7 @@ class Worker:
                 self._send_reports()
             if self.opts.once and self.finished and not self.held and not self.unreported:
                 self._drain_logs()
-                return 0
+                return 1 if self.failed else 0
             if self.signals >= 2:
                 log(
                     "stopping now; running jobs keep their sessions and stop themselves at "
@@ -242,6 +242,18 @@ class Worker:
                     self._begin_stop(held, "drain")
         return False
 
+    def _contact(self) -> None:
+        """The service answered: say the worker is up, and where, once."""
+        if not self.contacted:
+            self.contacted = True
+            log(
+                "worker up",
+                worker_id=self.worker_id,
+                pool=self.opts.pool,
+                api=self.client.base,
+                held=len(self.held),
+            )
+
     def _may_claim(self) -> bool:
         if self.stopping or len(self.held) >= self.opts.concurrency:
             return False
@@ -250,8 +262,9 @@ class Worker:
         return not (self.opts.once and (self.finished or self.held))
 
     def _claim(self) -> None:
-        # Long-poll only when nothing needs heartbeating meanwhile.
-        wait = 10.0 if not self.held else 0.0
+        # Long-poll only when nothing needs heartbeating meanwhile, and not on the first claim:
+        # its quick answer is what tells the worker (and whoever reads it) that it is up.
+        wait = 10.0 if not self.held and self.contacted else 0.0
         budget = self._budget() if self.held else None
         sent = time.monotonic()  # the lease's clock starts no earlier than this
         try:
@@ -283,6 +296,7 @@ class Worker:
             self.claim_not_before = time.monotonic() + delay
             return
         self.claim_intent = None
+        self._contact()
         if claim is not None and self.stopping:
             # Won while a stop signal came in (during a long poll): never started, handed back.
             log("stopping: releasing a lease claimed meanwhile", lease=claim.lease_id)
@@ -425,6 +439,7 @@ class Worker:
                 log("lease refused by the service", lease=held.lease_id, code=code)
                 self._begin_stop(held, "stale")
                 continue
+            self._contact()
             held.last_ok = sent
             held.acked_at = time.time() - (time.monotonic() - sent)
             self._write_fence(held)
@@ -495,6 +510,8 @@ class Worker:
     def _finish(self, held: Held, status: int) -> None:
         self.held.pop(held.lease_id, None)
         self.finished += 1
+        if status != 0 and held.stop_reason is None:
+            self.failed += 1  # the job failed on its own (not stopped by a revoke or a stop)
         # The tail of its output, before the report ends the lease (a killed job's too).
         self._ship_logs(held, final=True)
         report = self._report_for(held, status)
