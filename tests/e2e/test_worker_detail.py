@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -114,3 +115,22 @@ def test_follow_prints_lines_as_they_come_and_ends_with_the_lease(
         "tick-3",
     ]
     assert printed.count("tick-1") == 1
+
+
+def test_each_line_is_stamped_when_the_job_printed_it_not_on_the_renew_beat(
+    site: Site, workers: Workers
+) -> None:
+    # A renew period far longer than the gaps between the lines: stamped on the beat, all
+    # three would carry the same time.
+    pool = site.world.pool(renew_seconds=8, grace_seconds=8, toleration_seconds=24)["name"]
+    token = site.world.worker_token([pool])
+    lease_id = site.world.task(pool=pool, title="slow printer")["lease"]["id"]
+    script = "echo step-1; sleep 1; echo step-2; sleep 1; echo step-3"
+    run = workers.start(site.world.api.base, token, pool, script)
+    assert run.wait(60) == 0, run.stderr()
+    wait_lease(site.admin, lease_id, {"completed"}, timeout=30)
+    r = site.admin.get(f"/leases/{lease_id}/logs")
+    assert r.status_code == 200, r.text
+    at = {e["message"]: datetime.fromisoformat(e["timestamp"]) for e in r.json()["events"]}
+    gaps = [(at[f"step-{n + 1}"] - at[f"step-{n}"]).total_seconds() for n in (1, 2)]
+    assert all(0.6 <= gap <= 1.8 for gap in gaps), (gaps, r.json()["events"])

@@ -178,12 +178,12 @@ def test_a_job_that_ended_while_its_worker_was_away_is_reported_on_restart(
     assert lease(site.admin, lease_id)["state"] == "running"  # nobody reported it yet
 
     second = workers.start(site.world.api.base, site.token, site.pool, script, state_dir=state)
-    assert second.wait(20) == 0, second.stderr()
+    assert second.wait(20) == 1, second.stderr()  # --once: its job failed
     assert "job ended while the worker was away" in second.stderr(), second.stderr()
     ended = lease(site.admin, lease_id)
     assert ended["state"] == "failed", ended
     failed = wait_event(site.admin, task_id, "lease.failed")
-    assert failed["data"]["error"] == "exit status 4", failed
+    assert failed["data"]["error"] == "exit status 4: gave up: no input", failed
     assert "gave up: no input" in failed["data"]["metadata"]["stderr_tail"], failed
     assert second.state_files() == []
 

@@ -105,14 +105,16 @@ def test_a_job_exiting_3_fails_its_lease_with_the_status_and_its_stderr_tail(
     task_id, lease_id, _ = site.task()
     script = "echo 'about to go wrong' ; echo 'boom: the disk is on fire' >&2; exit 3"
     run = workers.start(site.world.api.base, site.token, site.pool, script)
-    assert run.wait(30) == 0, run.stderr()
+    assert run.wait(30) == 1, run.stderr()  # --once: its job failed
 
     ended = wait_lease(site.admin, lease_id, TERMINAL, timeout=5)
     assert ended["state"] == "failed" and ended["end_reason"] == "failed", ended
+    # The lease itself says why (what `tenure leases get` shows), not only its timeline.
+    assert ended["error"] == "exit status 3: boom: the disk is on fire", ended
     failed = wait_event(site.admin, task_id, "lease.failed")
     assert failed["lease_id"] == lease_id
     data = failed["data"]
-    assert data["error"] == "exit status 3", data
+    assert data["error"] == "exit status 3: boom: the disk is on fire", data
     assert data["metadata"]["exit_status"] == 3, data
     assert "boom: the disk is on fire" in data["metadata"]["stderr_tail"], data
     assert "about to go wrong" not in data["metadata"]["stderr_tail"], "stdout is not stderr"
@@ -144,7 +146,7 @@ def test_a_job_that_reports_itself_is_not_reported_again_by_the_worker(
     assert beat["state"] == "running" and beat["revoke"] is None, beat
     assert beat["deadline"]
     answer = json.loads((out / "complete.json").read_text())
-    assert answer["lease"]["state"] == "completed", answer
+    assert answer["state"] == "completed", answer  # `worker complete` prints the lease itself
 
     ended = lease(site.admin, lease_id)
     assert ended["state"] == "completed" and ended["outcome"] == "success", ended
@@ -182,3 +184,20 @@ def test_once_runs_a_single_lease_and_leaves_the_rest_queued(site: Site, workers
     states = sorted(lease(site.admin, lease_id)["state"] for lease_id in leases)
     assert states == ["completed", "pending"], states
     assert run.stderr().count("lease claimed") == 1, run.stderr()
+
+
+def test_worker_up_is_said_after_the_service_answered_and_names_where(
+    site: Site, workers: Workers
+) -> None:
+    # A pool the token may not claim from (a typo): refused, and never said to be up.
+    typo = workers.start(site.world.api.base, site.token, f"{site.pool}x", "true")
+    assert typo.wait(30) == 1, typo.stderr()
+    assert "forbidden" in typo.stderr() and "worker up" not in typo.stderr(), typo.stderr()
+
+    _, lease_id, _ = site.task()
+    run = workers.start(site.world.api.base, site.token, site.pool, "true")
+    assert run.wait(30) == 0, run.stderr()
+    up = [line for line in run.stderr().splitlines() if "worker up" in line]
+    assert len(up) == 1 and f"api={site.world.api.base}" in up[0], run.stderr()
+    assert f"pool={site.pool}" in up[0], up
+    assert lease(site.admin, lease_id)["state"] == "completed"

@@ -69,7 +69,12 @@ def test_an_unreachable_claim_endpoint_sends_claims_back_to_the_worker_endpoint(
 
 
 def test_a_runner_whose_long_poll_answered_at_once_waits_out_the_poll(tmp_path: Path) -> None:
-    w = worker(tmp_path, FakeTransport(NOTHING))
+    fake = FakeTransport(NOTHING, NOTHING)
+    w = worker(tmp_path, fake)
+    w._claim()  # the first claim asks without waiting: its answer tells the worker it is up
+    assert fake.requests[0]["body"]["wait_seconds"] == 0 and w.contacted
+    assert w.claim_not_before == 0.0
     before = time.monotonic()
     w._claim()  # nothing, at once, though it asked to wait
+    assert fake.requests[1]["body"]["wait_seconds"] == 10
     assert w.claim_not_before >= before + 9  # the rest of its 10 s poll

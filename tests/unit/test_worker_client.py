@@ -418,3 +418,27 @@ def test_plain_http_to_another_host_is_warned_of_and_loopback_or_https_is_not() 
         Client("https://tenure.example.com", "tnr_w_x")
         Client("http://127.0.0.1:8787", "tnr_w_x")
         Client("http://localhost:8787", "tnr_w_x")
+
+
+def test_an_unreachable_service_is_named_by_host_and_port_never_by_its_userinfo() -> None:
+    refused = ConnectionRefusedError("[Errno 111] Connection refused")
+    plain = Client(
+        "http://127.0.0.1:8123",
+        "t",
+        retries=1,
+        transport=FakeTransport(refused, refused),
+        sleep=lambda _: None,
+    )
+    with pytest.raises(Unreachable) as err:
+        plain.call("GET", "/tasks?space=X")
+    assert str(err.value).startswith("GET /tasks?space=X at 127.0.0.1:8123: "), err.value
+    secure = Client(
+        "https://user:secret@tenure.test",
+        "t",
+        retries=0,
+        transport=FakeTransport(refused),
+        sleep=lambda _: None,
+    )
+    with pytest.raises(Unreachable) as err:
+        secure.call("GET", "/leases")
+    assert "at tenure.test:443: " in str(err.value) and "secret" not in str(err.value)

@@ -182,3 +182,23 @@ def test_the_pump_keeps_lines_while_the_service_is_down_and_stops_when_refused(
     shipper.collect()
     pump.drain(0.5)
     assert refused == ["lease_1"] and not shipper.enabled and sent == ["kept"]
+
+
+def test_each_line_carries_the_time_it_was_read_and_a_drop_note_reads_first(
+    files: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = iter([1_000_000_000_000_000, 1_001_000_000_000_000, 1_002_000_000_000_000])
+    monkeypatch.setattr(shipping.time, "time_ns", lambda: next(clock))
+    shipper, sink = LogShipper(files, {}), Sink()
+    write(files["stdout"], b"first\n")
+    shipper.collect()
+    write(files["stdout"], b"second\n")
+    shipper.collect()
+    shipper.dropped = 2  # as after a flood: the note must not sort after the lines it precedes
+    shipper.ship(sink)
+    stamps = [(e["message"][:12], e["timestamp"]) for e in sink.batches[0]]
+    assert stamps == [
+        ("[tenure work", 1_000_000_000),
+        ("first", 1_000_000_000),
+        ("second", 1_001_000_000),
+    ]

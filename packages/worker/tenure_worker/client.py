@@ -172,6 +172,19 @@ class Claim:
         return str(self.lease["id"])
 
 
+def _host_port(url: str) -> str:
+    """`host:port` of a base URL, the scheme's default port spelled out."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = 443 if parts.scheme.lower() == "https" else 80
+    host = parts.hostname or "?"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _private_to_this_machine(url: str) -> bool:
     """True for https, and for plain http to this machine's loopback (the local stack)."""
     parts = urllib.parse.urlsplit(url)
@@ -236,6 +249,8 @@ class Client:
         attempts = 1 + (self.retries if retries is None else retries)
         give_up_at = time.monotonic() + budget if budget is not None else None
         last = "no attempt made"
+        # Named in every error: which service was asked (host and port, never any userinfo).
+        what = f"{method} {path} at {_host_port(base or self.base)}"
         wait_hint: float | None = None
         for attempt in range(attempts):
             if attempt:
@@ -255,13 +270,13 @@ class Client:
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
                 last = f"{type(err).__name__}: {err}"
                 if not idempotent:
-                    raise OutcomeUnknown(f"{method} {path}: {last}") from err
+                    raise OutcomeUnknown(f"{what}: {last}") from err
                 continue
             if answer.status in RETRYABLE:
                 wait_hint = retry_after(answer.headers)
                 last = f"HTTP {answer.status}"
                 if not idempotent and answer.status not in REFUSED:
-                    raise OutcomeUnknown(f"{method} {path}: {last}")
+                    raise OutcomeUnknown(f"{what}: {last}")
                 continue
             if answer.status >= 400:
                 raise _api_error(answer)
@@ -269,8 +284,8 @@ class Client:
                 self._learn_claim_api(url, answer)
             return answer.status, json.loads(answer.body) if answer.body else None
         if wait_hint is not None:
-            raise Unavailable(f"{method} {path}: {last}", wait_hint)
-        raise Unreachable(f"{method} {path}: {last}")
+            raise Unavailable(f"{what}: {last}", wait_hint)
+        raise Unreachable(f"{what}: {last}")
 
     def _learn_claim_api(self, asked: str, answer: Answer) -> None:
         """Take the claim endpoint a claim answer names, as where later claims that wait go.

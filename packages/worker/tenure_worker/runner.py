@@ -44,6 +44,10 @@ TOKEN_SHAPE = re.compile(r"tnr_[owl]_[A-Za-z0-9_.\-]{16,}")
 LOG_DRAIN_SECONDS = 10.0
 
 STDERR_TAIL_BYTES = 4000
+# A failed job's `error` names its exit status and its last stderr lines, bounded: the lease
+# shows why at a glance, and the report's metadata keeps the longer tail.
+ERROR_LINES = 3
+ERROR_CHARS = 500
 LOOP_SECONDS = 0.2
 # Where Linux tells of its processes (absent elsewhere: `ps` is asked instead).
 PROC = Path("/proc")
@@ -110,6 +114,9 @@ class WorkerOptions:
     concurrency: int = 1
     once: bool = False
     kill_grace: float = 10.0
+    # On a first SIGTERM/SIGINT: how long running jobs may go on to finish before they are
+    # stopped and their leases released (back to the queue, no attempt used).
+    drain_seconds: float = 30.0
     worker_version: str = "tenure-worker/0.1"
     lease_seconds: int | None = None
     # The API a job is given as TENURE_API (to file tasks, block, call MCP: routes the worker
@@ -138,7 +145,12 @@ class Worker:
         self.claim_not_before = 0.0  # after a failed claim: waited out in the loop, which
         # keeps heartbeating and fencing meanwhile
         self.finished = 0
-        self.stopping = False
+        self.failed = 0  # jobs that exited non-zero on their own: `--once` then exits 1
+        self.stopping = False  # a first signal: claim no more, drain
+        self.signals = 0  # a second signal stops at once
+        self.drain_until: float | None = None
+        self.drain_announced = False
+        self.contacted = False  # "worker up" is said once the service has answered
         self.next_beat = 0.0
         self.shippers: dict[str, LogShipper] = {}
         self.pump: LogPump | None = None  # started with the loop (run)
@@ -168,7 +180,6 @@ class Worker:
             unreachable=(Unreachable,),
         )
         self._reattach()
-        log("worker up", worker_id=self.worker_id, pool=self.opts.pool, held=len(self.held))
         while True:
             now = time.monotonic()
             if self.held and now >= self.next_beat:
@@ -179,13 +190,16 @@ class Worker:
                 self._send_reports()
             if self.opts.once and self.finished and not self.held and not self.unreported:
                 self._drain_logs()
-                return 0
-            if self.stopping:
+                return 1 if self.failed else 0
+            if self.signals >= 2:
                 log(
-                    "stopping; running jobs keep their sessions and stop themselves at their "
-                    "fence unless a worker re-attaches",
+                    "stopping now; running jobs keep their sessions and stop themselves at "
+                    "their fence unless a worker re-attaches",
                     held=len(self.held),
                 )
+                self._drain_logs()
+                return 0
+            if self.stopping and self._drained():
                 self._drain_logs()
                 return 0
             if self._may_claim():
@@ -194,7 +208,51 @@ class Worker:
                 time.sleep(LOOP_SECONDS)
 
     def _stop(self, signum: int, _frame: Any) -> None:
-        self.stopping = True
+        # Only flags here: the loop says what it does and does it.
+        self.signals += 1
+        if not self.stopping:
+            self.stopping = True
+            self.drain_until = time.monotonic() + self.opts.drain_seconds
+
+    def _drained(self) -> bool:
+        """A stopping worker's drain, one turn of it: claim no more; let running jobs finish
+        for up to --drain-seconds (heartbeats go on); then stop those still running and
+        release their leases, so their work goes back to the queue at once with no attempt
+        used, instead of waiting out a lease whose worker is gone. True once nothing is
+        held or left to report."""
+        if not self.drain_announced:
+            self.drain_announced = True
+            if self.held:
+                log(
+                    f"stopping: claiming no more; running jobs may finish for up to "
+                    f"{self.opts.drain_seconds:g}s, then they are stopped and their leases "
+                    "released (signal again to stop at once and leave them running)",
+                    held=len(self.held),
+                )
+        if not self.held and not self.unreported:
+            log("stopped: nothing left running", finished=self.finished)
+            return True
+        if self.drain_until is not None and time.monotonic() >= self.drain_until:
+            for held in list(self.held.values()):
+                if held.stop_reason is None:
+                    log(
+                        "drain time is up: stopping the job to release its lease",
+                        lease=held.lease_id,
+                    )
+                    self._begin_stop(held, "drain")
+        return False
+
+    def _contact(self) -> None:
+        """The service answered: say the worker is up, and where, once."""
+        if not self.contacted:
+            self.contacted = True
+            log(
+                "worker up",
+                worker_id=self.worker_id,
+                pool=self.opts.pool,
+                api=self.client.base,
+                held=len(self.held),
+            )
 
     def _may_claim(self) -> bool:
         if self.stopping or len(self.held) >= self.opts.concurrency:
@@ -204,8 +262,9 @@ class Worker:
         return not (self.opts.once and (self.finished or self.held))
 
     def _claim(self) -> None:
-        # Long-poll only when nothing needs heartbeating meanwhile.
-        wait = 10.0 if not self.held else 0.0
+        # Long-poll only when nothing needs heartbeating meanwhile, and not on the first claim:
+        # its quick answer is what tells the worker (and whoever reads it) that it is up.
+        wait = 10.0 if not self.held and self.contacted else 0.0
         budget = self._budget() if self.held else None
         sent = time.monotonic()  # the lease's clock starts no earlier than this
         try:
@@ -237,6 +296,19 @@ class Worker:
             self.claim_not_before = time.monotonic() + delay
             return
         self.claim_intent = None
+        self._contact()
+        if claim is not None and self.stopping:
+            # Won while a stop signal came in (during a long poll): never started, handed back.
+            log("stopping: releasing a lease claimed meanwhile", lease=claim.lease_id)
+            with contextlib.suppress(ApiError, Unreachable):
+                self.client.release(
+                    claim.lease_id,
+                    claim.token,
+                    {"reason": "the worker stopped before the job started"},
+                    timeout=self.client.timeout,
+                    retries=1,
+                )
+            return
         if claim is None:
             if self.held:
                 time.sleep(LOOP_SECONDS)
@@ -367,6 +439,7 @@ class Worker:
                 log("lease refused by the service", lease=held.lease_id, code=code)
                 self._begin_stop(held, "stale")
                 continue
+            self._contact()
             held.last_ok = sent
             held.acked_at = time.time() - (time.monotonic() - sent)
             self._write_fence(held)
@@ -396,6 +469,7 @@ class Worker:
         if status is not None:
             self._finish(held, status)
             return
+        self._read_logs(held)
         if held.stop_reason is None and now >= held.fence_at:
             log(
                 "no word from the service: stopping the job before its lease can expire",
@@ -436,6 +510,8 @@ class Worker:
     def _finish(self, held: Held, status: int) -> None:
         self.held.pop(held.lease_id, None)
         self.finished += 1
+        if status != 0 and held.stop_reason is None:
+            self.failed += 1  # the job failed on its own (not stopped by a revoke or a stop)
         # The tail of its output, before the report ends the lease (a killed job's too).
         self._ship_logs(held, final=True)
         report = self._report_for(held, status)
@@ -465,6 +541,8 @@ class Worker:
             return "fail", {"error": f"revoked: {held.stop_reason}", "metadata": facts}
         if held.stop_reason == "self_fenced":
             return "fail", {"error": "worker lost contact with the service", "metadata": facts}
+        if held.stop_reason == "drain":  # back to the queue, no attempt used
+            return "release", {"reason": "the worker stopped before the job finished"}
         if status == 0:
             body: dict[str, Any] = {"outcome": "success", "details": facts}
             usage = _noted_usage(held)
@@ -473,7 +551,7 @@ class Worker:
             return "complete", body
         tail = TOKEN_SHAPE.sub("[token redacted]", _tail(held.err_file))
         return "fail", {
-            "error": f"exit status {status}",
+            "error": _failure_error(status, tail),
             "metadata": {**facts, "stderr_tail": tail},
         }
 
@@ -568,18 +646,31 @@ class Worker:
         os.replace(tmp, held.fence_file)
         self._save(held)
 
-    def _ship_logs(self, held: Held, final: bool = False) -> None:
-        """Read what the job printed since the last beat (all of it when `final`) for the log
-        pump to ship from its own thread: this loop never waits on the network for logs."""
+    def _shipper(self, held: Held) -> LogShipper | None:
+        """The job's log shipper (None: its lease keeps no logs, or refused them)."""
         if not held.keeps_logs or self.pump is None:
-            return
+            return None
         shipper = self.shippers.get(held.lease_id)
         if shipper is None:
             base = held.err_file.removesuffix(".err")
             files = {"stdout": f"{base}.out", "stderr": held.err_file}
             shipper = LogShipper(files, held.log_positions or {})
             self.shippers[held.lease_id] = shipper
-        if not shipper.enabled:
+        return shipper if shipper.enabled else None
+
+    def _read_logs(self, held: Held) -> None:
+        """Read the job's new lines on every turn of the loop, not only on the beat: each line
+        is stamped when it is read, so its time is within a turn of when the job wrote it
+        (read on the beat, every line of a renew period would carry the beat's time)."""
+        shipper = self._shipper(held)
+        if shipper is not None:
+            shipper.collect()
+
+    def _ship_logs(self, held: Held, final: bool = False) -> None:
+        """Read what the job printed since the last read (all of it when `final`) for the log
+        pump to ship from its own thread: this loop never waits on the network for logs."""
+        shipper = self._shipper(held)
+        if shipper is None or self.pump is None:
             return
         shipper.collect(final=final)
         self.pump.track(held.lease_id, shipper, held.token, finished=final)
@@ -713,6 +804,27 @@ def _tail(path: str) -> str:
             return err.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def _failure_error(status: int, tail: str) -> str:
+    """A failed job's `error`: its exit status and its last non-empty stderr lines (at most
+    ERROR_LINES, the newest kept whole where they fit in ERROR_CHARS), so the lease itself
+    says why; the longer tail stays in the report's metadata."""
+    error = f"exit status {status}"
+    lines = [line.strip() for line in tail.splitlines() if line.strip()][-ERROR_LINES:]
+    if not lines:
+        return error
+    room = ERROR_CHARS - len(error) - 2
+    kept: list[str] = []
+    for line in reversed(lines):
+        cost = len(line) + (3 if kept else 0)  # " | " between lines
+        if cost > room:
+            if not kept:  # the last line alone is too long: its end says most
+                kept.append("…" + line[-(room - 1) :])
+            break
+        kept.insert(0, line)
+        room -= cost
+    return f"{error}: {' | '.join(kept)}"
 
 
 def _usage_file(held: Held) -> str:

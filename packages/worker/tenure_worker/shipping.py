@@ -164,7 +164,9 @@ class LogShipper:
         if self.dropped:
             note = f"[tenure worker] {self.dropped} lines dropped (the job printed faster "
             note += "than they could be shipped)"
-            events.append({"stream": "stderr", "message": note, "timestamp": _now()})
+            # Stamped as the first line kept after the gap, so it reads before that line.
+            at = self.pending[0].timestamp if self.pending else _now()
+            events.append({"stream": "stderr", "message": note, "timestamp": at})
             size += len(note)
         last_seq = 0
         for line in self.pending:

@@ -63,6 +63,7 @@ def worker_run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         once=args.once,
         kill_grace=args.kill_grace,
+        drain_seconds=args.drain_seconds,
         lease_seconds=args.lease_seconds,
     )
     return Worker(opts).run()
@@ -248,6 +249,13 @@ def add_commands(groups: Groups) -> None:
     run.add_argument("--concurrency", type=int, default=1, help="leases held at once")
     run.add_argument("--once", action="store_true", help="run at most one lease, then exit")
     run.add_argument("--kill-grace", type=float, default=10.0, help="SIGTERM → SIGKILL seconds")
+    run.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=30.0,
+        help="on SIGTERM/Ctrl-C, let running jobs finish this long, then stop them and release "
+        "their leases (default 30; a second signal stops at once)",
+    )
     run.add_argument("--lease-seconds", type=int, help="ask for leases this long")
     run.add_argument(
         "--data-dir",
