@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextvars
 import functools
 import importlib
+import json
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -48,7 +50,10 @@ ENTRIES: dict[str, tuple[tuple[str, str], ...]] = {
         ("tenure.api.authorizer", "verdict"),
         ("tenure.api.authorizer", "authorize"),  # what the local stack calls
     ),
-    "SweeperFunction": (("tenure.triggers.sweep", "handle"),),
+    "SweeperFunction": (
+        ("tenure.triggers.sweep", "handle"),
+        ("tenure.triggers.sweep", "run_pass"),  # what the local stack's sweeper loop calls
+    ),
     "ReactorFunction": (
         ("tenure.triggers.stream", "lambda_handler"),
         ("tenure.triggers.stream", "handle"),  # the local stack's stream pump
@@ -78,6 +83,32 @@ class Call:
         how = " (a presigned URL)" if self.presigned else ""
         return f"{self.function}: {self.action} on {self.resource}{how}"
 
+    def to_json(self) -> dict[str, Any]:
+        context = [
+            [key, list(value) if isinstance(value, tuple) else value] for key, value in self.context
+        ]
+        return {
+            "function": self.function,
+            "action": self.action,
+            "resource": self.resource,
+            "context": context,
+            "presigned": self.presigned,
+        }
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> Call:
+        context = tuple(
+            (str(key), tuple(value) if isinstance(value, list) else str(value))
+            for key, value in row["context"]
+        )
+        return cls(row["function"], row["action"], row["resource"], context, row["presigned"])
+
+
+# Where each process of a run appends the calls it notes, one JSON line per distinct call the
+# first time that process makes it: a run of several processes (pytest beside the local stack
+# it starts, and the workers that stack forks) is judged from the files afterwards.
+SINK = "TENURE_AWS_CALLS_FILE"
+
 
 @dataclass
 class Log:
@@ -86,13 +117,35 @@ class Log:
     calls: Counter[Call]
     first: dict[Call, str]
     test: str = "(outside a test)"
+    sink: str | None = None
 
     def note(self, call: Call) -> None:
         self.calls[call] += 1
-        self.first.setdefault(call, self.test)
+        if call in self.first:
+            return
+        self.first[call] = self.test
+        if self.sink:
+            line = json.dumps({**call.to_json(), "test": self.test}) + "\n"
+            # One write of one line to a file opened for appending: lines of processes writing
+            # at once do not interleave.
+            fd = os.open(self.sink, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
 
 
-LOG = Log(Counter(), {})
+LOG = Log(Counter(), {}, sink=os.environ.get(SINK) or None)
+
+
+def read(path: str | os.PathLike[str]) -> dict[Call, str]:
+    """The calls a run's processes appended to `path`, each with the first test that made it."""
+    found: dict[Call, str] = {}
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            row = json.loads(line)
+            found.setdefault(Call.from_json(row), row["test"])
+    return found
 
 
 def _wrap(function: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -112,16 +165,28 @@ def _wrap(function: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def install() -> None:
     """Wrap every entry and hook every botocore session made from now on (once)."""
+    for module_name in {m for entries in ENTRIES.values() for m, _ in entries}:
+        wrap_entries(importlib.import_module(module_name))
+    hook_botocore(botocore.handlers.BUILTIN_HANDLERS)
+
+
+def wrap_entries(module: Any) -> None:
+    """Wrap the entries `module` defines (once)."""
     for function, entries in ENTRIES.items():
         for module_name, name in entries:
-            module = importlib.import_module(module_name)
-            fn = getattr(module, name)
-            if "aws_calls_function" not in fn.__dict__:
+            fn = getattr(module, name, None) if module.__name__ == module_name else None
+            if fn is not None and "aws_calls_function" not in fn.__dict__:
                 setattr(module, name, _wrap(function, fn))
-    hooks = botocore.handlers.BUILTIN_HANDLERS
-    if (_BEFORE, _before) not in hooks:
-        hooks.append((_BEFORE, _before))
-        hooks.append((_AFTER, _after))
+
+
+def hook_botocore(hooks: list[Any]) -> None:
+    """Note every call of the sessions made from now on: `hooks` is botocore's list of the
+    handlers each new session registers. A process started with tests/infra/stack_calls on
+    its path has its own pair there already, which hands the calls here."""
+    if any(getattr(entry[1], "aws_calls_hook", False) for entry in hooks):
+        return
+    hooks.append((_BEFORE, _before))
+    hooks.append((_AFTER, _after))
 
 
 _BEFORE = "before-parameter-build"

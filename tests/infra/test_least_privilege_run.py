@@ -1,0 +1,82 @@
+"""The whole run's AWS calls against the template's roles, once every tier has run.
+
+The end-to-end and browser tiers drive the local stack, whose processes the in-pytest check
+(test_least_privilege.py) never sees; `make test` has every process of both of its pytest runs
+append the calls it notes to a file under TENURE_AWS_CALLS_RUN (tests/infra/stack_calls), and
+runs this module last. Two things are held here:
+
+* every call the stack's processes made is granted by its function's role, as the in-pytest
+  check holds the calls made inside pytest;
+* every grant of a function's own statements is used by some call of the whole run, or is in
+  UNUSED_GRANTS with the reason it stays: a role grants what its code calls and nothing else.
+
+Outside `make test` (no TENURE_AWS_CALLS_RUN) there is nothing to judge and the module skips.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.infra import aws_calls, least_privilege
+from tests.infra.aws_calls import Call
+from tests.infra.least_privilege import Stack
+from tests.infra.test_least_privilege import NOT_NEEDED, simulator, stack
+
+__all__ = ["simulator", "stack"]
+
+RUN = os.environ.get("TENURE_AWS_CALLS_RUN")
+pytestmark = pytest.mark.skipif(not RUN, reason="judges a whole `make test` run's calls")
+
+# The functions the stack tiers drive through the local stack: a recording that misses one
+# has stopped recording, which must fail rather than pass on nothing.
+DRIVEN_BY_THE_STACK = {
+    "ApiFunction",
+    "AuthorizerFunction",
+    "ClaimFunction",
+    "ReactorFunction",
+    "SweeperFunction",
+    "WorkerFunction",
+}
+
+# "Function: action on resource pattern" -> why the grant stays though no call of a run uses it.
+UNUSED_GRANTS: dict[str, str] = {}
+
+
+def _calls(name: str) -> dict[Call, str]:
+    path = Path(str(RUN)) / name
+    return aws_calls.read(path) if path.exists() else {}
+
+
+def test_every_call_the_local_stack_made_is_granted_by_its_role(
+    simulator: Path, stack: Stack
+) -> None:
+    made = _calls("stack.jsonl")
+    driven = {call.function for call in made}
+    assert driven >= DRIVEN_BY_THE_STACK, f"no call noted of {DRIVEN_BY_THE_STACK - driven}"
+    verdicts = least_privilege.decide(simulator, stack, made)
+    refused = [
+        f"{call.describe()} -> {request.resource}: {decision.result} {decision.why or ''}"
+        f" (first in {made[call]})"
+        for call, request, decision in verdicts.refused()
+        if f"{call.function}: {call.action}" not in NOT_NEEDED
+    ]
+    assert not refused, "calls the template's roles would refuse on AWS:\n" + "\n".join(refused)
+
+
+def test_every_grant_is_used_by_a_call_of_the_run_or_listed_with_its_reason(
+    simulator: Path, stack: Stack
+) -> None:
+    made = {**_calls("rest.jsonl"), **_calls("stack.jsonl")}
+    verdicts = least_privilege.decide(simulator, stack, made)
+    unused = {
+        f"{g.function}: {g.action} on {g.resource}" for g in least_privilege.unused(stack, verdicts)
+    }
+    assert not unused - set(UNUSED_GRANTS), "grants no call of the run used:\n" + "\n".join(
+        sorted(unused - set(UNUSED_GRANTS))
+    )
+    assert not set(UNUSED_GRANTS) - unused, "listed as unused, but a call used them: " + str(
+        sorted(set(UNUSED_GRANTS) - unused)
+    )
