@@ -41,8 +41,47 @@ DRIVEN_BY_THE_STACK = {
     "WorkerFunction",
 }
 
-# "Function: action on resource pattern" -> why the grant stays though no call of a run uses it.
-UNUSED_GRANTS: dict[str, str] = {}
+# "Function: action on resource pattern" (resolved in the check's fake account) -> why the grant
+# stays though no call of a whole run uses it.
+TABLE = "arn:aws:dynamodb:us-east-1:123456789012:table/tenure-LeaseTable"
+SHARED_COMMIT = (
+    "the store's one commit path puts a ConditionCheck in a transaction whenever a change "
+    "checks a job's lease or a graph row (store/dynamo.py); this function's code commits "
+    "changes, and none the run drove carried such a check"
+)
+UNTESTED_READ = (
+    "the function's code reads through the shared store, whose reads of several rows are "
+    "one BatchGetItem and whose listings Query the table or an index; no path of it the run "
+    "drove did, and refusing it would fail that path only on AWS"
+)
+UNUSED_GRANTS: dict[str, str] = {
+    "ApiFunction: s3:DeleteObject on arn:aws:s3:::tenure-AttachmentsBucket/leases/*": (
+        "the attachments store deletes what a refused or replaced upload left under leases/; "
+        "no test of the run reaches a refusal after the copy"
+    ),
+    f"ClaimFunction: dynamodb:ConditionCheckItem on {TABLE}": SHARED_COMMIT,
+    f"InboundFunction: dynamodb:ConditionCheckItem on {TABLE}": SHARED_COMMIT,
+    f"ReactorFunction: dynamodb:ConditionCheckItem on {TABLE}": SHARED_COMMIT,
+    f"SchedulerFunction: dynamodb:ConditionCheckItem on {TABLE}": SHARED_COMMIT,
+    f"SweeperFunction: dynamodb:ConditionCheckItem on {TABLE}": SHARED_COMMIT,
+    f"WorkerFunction: dynamodb:ConditionCheckItem on {TABLE}": SHARED_COMMIT,
+    f"InboundFunction: dynamodb:Query on {TABLE}/index/*": UNTESTED_READ,
+    f"ReactorFunction: dynamodb:BatchGetItem on {TABLE}": UNTESTED_READ,
+    f"ReactorFunction: dynamodb:Query on {TABLE}/index/*": UNTESTED_READ,
+    f"SchedulerFunction: dynamodb:BatchGetItem on {TABLE}": UNTESTED_READ,
+    f"SchedulerFunction: dynamodb:Query on {TABLE}": UNTESTED_READ,
+    f"SchedulerFunction: dynamodb:Query on {TABLE}/index/*": UNTESTED_READ,
+    # Lambda's on-failure destination sends a failed batch's record to the dead-letter queue
+    # with the function's own role: the function's code never calls it, Lambda does.
+    "ReactorFunction: sqs:SendMessage on "
+    "arn:aws:sqs:us-east-1:123456789012:tenure-ReactorDeadLetterQueue": (
+        "Lambda's on-failure destination sends with the function's role"
+    ),
+    "ReactorFunction: sqs:SendMessage* on "
+    "arn:aws:sqs:us-east-1:123456789012:tenure-ReactorDeadLetterQueue": (
+        "SAM's SQSSendMessagePolicy grants the batch form with it, for the same destination"
+    ),
+}
 
 
 def _calls(name: str) -> dict[Call, str]:
