@@ -237,8 +237,10 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace, cols: list[str])
     cells = [
         [("" if _dig(r, c) is None else printable(str(_dig(r, c)))) for c in cols] for r in rows
     ]
-    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(cols)]
-    say("  ".join(c.upper().ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip())
+    # A column named by a path into the record (`task.key`) is headed by its last name (KEY).
+    heads = [c.rsplit(".", 1)[-1].upper() for c in cols]
+    widths = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(heads)]
+    say("  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip())
     for row in cells:
         say("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     return OK

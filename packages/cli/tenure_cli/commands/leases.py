@@ -19,7 +19,7 @@ LIST_COLUMNS = [
     "pool",
     "task.key",
     "worker_id",
-    "timing.deadline",
+    "until",
     "condition",
 ]
 # The states a lease ends in: a cancel leaves it as it is.
@@ -35,6 +35,16 @@ def condition_chip(lease: dict[str, Any], display_names: dict[str, str]) -> str:
         return ""
     name = display_names.get(lease["pool"], lease["pool"])
     return f"{name} ({condition['label']})"
+
+
+def until(lease: dict[str, Any]) -> str:
+    """What the table's UNTIL column says: a lease still open runs until its deadline; an
+    ended one says when it ended and how, not the deadline it no longer has."""
+    timing = lease.get("timing") or {}
+    if lease.get("state") in ENDED:
+        how = lease.get("outcome") or lease.get("state")
+        return f"ended {timing.get('ended_at') or ''} ({how})".replace("  ", " ")
+    return str(timing.get("deadline") or "")
 
 
 def display_names(client: Client, space: str) -> dict[str, str]:
@@ -54,7 +64,10 @@ def leases_list(args: argparse.Namespace) -> int:
     if args.output != "table":
         return show_list(listed, args, LIST_COLUMNS)
     names = display_names(client, args.space)  # the board's chip: `<display_name> (<label>)`
-    rows = [{**lease, "condition": condition_chip(lease, names)} for lease in listed.rows]
+    rows = [
+        {**lease, "condition": condition_chip(lease, names), "until": until(lease)}
+        for lease in listed.rows
+    ]
     return show_list(listed, args, LIST_COLUMNS, rows)
 
 
