@@ -347,6 +347,35 @@ def test_the_pools_view_shows_each_pools_figures(
     page.context.close()
 
 
+def test_the_pools_view_shows_a_mass_expiry_hold_while_one_is_on(
+    browser: Any, board_url: str, scene: Scene
+) -> None:
+    # A real hold needs several of a pool's workers to fall silent at once and a sweeper pass
+    # (tests/unit/test_pool_figures.py holds the route's figure to the sweeper's state): here
+    # the route's own answer is passed through with the hold the route reports while one is on.
+    until = "2099-01-01T00:00:00Z"
+
+    def with_hold(route: Any) -> None:
+        answer = route.fetch()
+        body = answer.json()
+        body["figures"]["mass_expiry_hold"] = {"until": until}
+        route.fulfill(response=answer, json=body)
+
+    page = _board(browser, board_url, _both(scene))
+    page.route(f"**/api/v1/pools/{scene.pool}/figures", with_hold)
+    _card(page, scene.queued["task"]["id"])
+    page.get_by_role("button", name="Pools").click()
+    row = page.locator(f'#pools-table tr[data-pool="{scene.pool}"][data-hold="true"]')
+    row.wait_for(timeout=20_000)
+    headers = page.locator("#pools-table th").all_inner_texts()
+    cells = dict(zip(headers, row.locator("td").all_inner_texts(), strict=True))
+    assert cells["Mass-expiry hold"].startswith("held until "), cells
+    assert "2099" in cells["Mass-expiry hold"], cells
+    other = page.locator(f'#pools-table tr[data-pool="{scene.other_pool}"]')
+    assert other.get_attribute("data-hold") == "false"
+    page.context.close()
+
+
 def test_every_column_is_within_reach_at_1280_px(
     browser: Any, board_url: str, scene: Scene
 ) -> None:
