@@ -548,7 +548,13 @@ def test_the_header_counts_what_needs_a_person_as_the_column_and_filter_do_in_ut
         # The filter of that name shows the same two.
         page.locator("#state-filter").select_option("needs_person")
         wait_for(lambda: page.locator("#columns .card").count() == 2, 10, "the filter")
-        # Updated in 24-hour UTC, as every time in the details is.
-        updated = page.locator("#updated").inner_text()
-        assert re.match(r"Updated ([01]\d|2[0-3]):[0-5]\d:[0-5]\d UTC ", updated), updated
+        # Updated in 24-hour UTC, as every time in the details is (the line is written again
+        # by each refresh: wait for it rather than read it between two).
+        updated = page.locator("#updated")
+        in_utc = re.compile(r"Updated ([01]\d|2[0-3]):[0-5]\d:[0-5]\d UTC ")
+        wait_for(
+            lambda: in_utc.match(updated.inner_text()) is not None,
+            10,
+            f"the header's Updated line in UTC, read {updated.inner_text()!r}",
+        )
         page.context.close()
