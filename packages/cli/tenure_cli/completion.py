@@ -50,19 +50,19 @@ def _one_line(text: str) -> str:
     return re.sub(r"\s+", " ", text).replace("'", "").strip()
 
 
-def _bash(tree: list[Node]) -> str:
+def _lookups(tree: list[Node], say: str) -> str:
+    """The three shell functions bash and zsh share (`say` is how each shell prints): whether
+    some words name a command, what may follow a command, and an option's choices."""
     known = "|".join(f"'{n.words}'" for n in tree if n.words)
     words = "\n".join(
-        f"        '{n.words}') echo '{' '.join([*n.children, *n.options])}' ;;" for n in tree
+        f"        '{n.words}') {say} '{' '.join([*n.children, *n.options])}' ;;" for n in tree
     )
     choices = "\n".join(
-        f"        '{n.words}|{flag}') echo '{' '.join(values)}' ;;"
+        f"        '{n.words}|{flag}') {say} '{' '.join(values)}' ;;"
         for n in tree
         for flag, values in n.choices.items()
     )
-    return f"""# bash completion for tenure (written by `tenure completion bash`)
-# Load it with:  source <(tenure completion bash)
-__tenure_is_node() {{
+    return f"""__tenure_is_node() {{
     case "$1" in
         {known}) return 0 ;;
     esac
@@ -80,7 +80,14 @@ __tenure_choices() {{
 {choices}
     esac
 }}
+"""
 
+
+def _bash(tree: list[Node]) -> str:
+    lookups = _lookups(tree, "echo")
+    return f"""# bash completion for tenure (written by `tenure completion bash`)
+# Load it with:  source <(tenure completion bash)
+{lookups}
 _tenure() {{
     local cur prev node word i next found
     cur="${{COMP_WORDS[COMP_CWORD]}}"
@@ -107,37 +114,11 @@ complete -o default -F _tenure tenure
 
 
 def _zsh(tree: list[Node]) -> str:
-    known = "|".join(f"'{n.words}'" for n in tree if n.words)
-    words = "\n".join(
-        f"        '{n.words}') print -r -- '{' '.join([*n.children, *n.options])}' ;;" for n in tree
-    )
-    choices = "\n".join(
-        f"        '{n.words}|{flag}') print -r -- '{' '.join(values)}' ;;"
-        for n in tree
-        for flag, values in n.choices.items()
-    )
+    lookups = _lookups(tree, "print -r --")
     return f"""#compdef tenure
 # zsh completion for tenure (written by `tenure completion zsh`)
 # Load it with:  source <(tenure completion zsh)   (after compinit)
-__tenure_is_node() {{
-    case "$1" in
-        {known}) return 0 ;;
-    esac
-    return 1
-}}
-
-__tenure_words() {{
-    case "$1" in
-{words}
-    esac
-}}
-
-__tenure_choices() {{
-    case "$1|$2" in
-{choices}
-    esac
-}}
-
+{lookups}
 _tenure() {{
     local node="" word next found
     local -i i
