@@ -102,3 +102,21 @@ def test_the_cold_start_bench_times_the_worker_entry_in_lambda_s_environment() -
     )
     assert wall > 0 and cpu > 0
     assert "worker" in coldstart.KINDS and coldstart.WORKER_TARGET_RATIO == 1.5
+
+
+def test_the_composition_root_builds_the_store_without_pydantic() -> None:
+    """Settings are plain values read from the environment: building the store, as every
+    function does before its first request, loads no pydantic (the worker routes' bodies are
+    the only reason the worker function has to)."""
+    probe = (
+        "import sys\n"
+        "from tenure import wiring\n"
+        "wiring.build_store()\n"
+        "print(wiring.settings().table_name, 'pydantic' in sys.modules)\n"
+    )
+    env = {**os.environ, "AWS_REGION": "us-east-1", "TENURE_TABLE": "probe"}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["probe", "False"]
