@@ -104,19 +104,11 @@ def test_the_cold_start_bench_times_the_worker_entry_in_lambda_s_environment() -
     assert "worker" in coldstart.KINDS and coldstart.WORKER_TARGET_RATIO == 1.5
 
 
-def test_the_composition_root_builds_the_store_without_pydantic() -> None:
-    """Settings are plain values read from the environment: building the store, as every
-    function does before its first request, loads no pydantic (the worker routes' bodies are
-    the only reason the worker function has to)."""
-    probe = (
-        "import sys\n"
-        "from tenure import wiring\n"
-        "wiring.build_store()\n"
-        "print(wiring.settings().table_name, 'pydantic' in sys.modules)\n"
-    )
-    env = {**os.environ, "AWS_REGION": "us-east-1", "TENURE_TABLE": "probe"}
-    out = subprocess.run(
-        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["probe", "False"]
+def test_the_bench_s_worker_core_rung_runs_without_the_resolver_or_pydantic() -> None:
+    from tenure_cli.bench import coldstart
+
+    # The rung asserts in its own process that neither is loaded, so its figure is the core's.
+    for code in (coldstart.WORKER_FLOOR, coldstart.WORKER_CORE):
+        wall, cpu = coldstart._sample(code, function="worker")
+        assert wall > 0 and cpu > 0
+    assert {"worker_floor", "worker_core"} <= set(coldstart.KINDS) and coldstart.MIN_RUNS >= 7
