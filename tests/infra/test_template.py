@@ -7,6 +7,7 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,7 @@ def test_every_function_handler_imports(template: dict[str, Any]) -> None:
 
 
 def test_every_function_environment_covers_its_settings(template: dict[str, Any]) -> None:
-    assert set(ENVIRONMENT) == set(Settings.model_fields), "each setting names its variable"
+    assert set(ENVIRONMENT) == {f.name for f in fields(Settings)}, "each setting names its variable"
     shared = template["Globals"]["Function"]["Environment"]["Variables"]
     needed = {var for var, source in ENVIRONMENT.values() if source == "template"}
     for name, props in _functions(template).items():

@@ -102,3 +102,13 @@ def test_the_cold_start_bench_times_the_worker_entry_in_lambda_s_environment() -
     )
     assert wall > 0 and cpu > 0
     assert "worker" in coldstart.KINDS and coldstart.WORKER_TARGET_RATIO == 1.5
+
+
+def test_the_bench_s_worker_core_rung_runs_without_the_resolver_or_pydantic() -> None:
+    from tenure_cli.bench import coldstart
+
+    # The rung asserts in its own process that neither is loaded, so its figure is the core's.
+    for code in (coldstart.WORKER_FLOOR, coldstart.WORKER_CORE):
+        wall, cpu = coldstart._sample(code, function="worker")
+        assert wall > 0 and cpu > 0
+    assert {"worker_floor", "worker_core"} <= set(coldstart.KINDS) and coldstart.MIN_RUNS >= 7

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from functools import lru_cache
 
-from pydantic import BaseModel, Field
+# Frozen dataclasses, not pydantic models: every value is a string or None as read below (the
+# one number is converted where it is read), so a validating model checked nothing, and it
+# made every function load pydantic before its first request, the worker function included,
+# whose routes could otherwise run without it (`tenure bench coldstart`).
 
 
-class Settings(BaseModel):
+@dataclass(frozen=True)
+class Settings:
     """What every function needs; `ENVIRONMENT` names where each field comes from."""
 
-    table_name: str = Field(default="tenure", description="the single DynamoDB table")
+    table_name: str = "tenure"  # the single DynamoDB table
     region: str = "us-east-1"
     dynamodb_endpoint: str | None = None
     log_level: str = "INFO"
@@ -57,10 +62,11 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
 }
 
 
-class LocalSettings(BaseModel):
+@dataclass(frozen=True)
+class LocalSettings:
     port: int = 8787
     admin_token: str | None = None
-    cache_dir: str = Field(default_factory=lambda: os.path.expanduser("~/.cache/tenure"))
+    cache_dir: str = field(default_factory=lambda: os.path.expanduser("~/.cache/tenure"))
     require_engines: bool = False
     # Test-only fault hooks (tests/reliability): a JSON file the local stack's processes read
     # for injected DynamoDB throttling and a paused sweeper. Unset (always, under `make local`):

@@ -103,8 +103,10 @@ def _bench_claims(args: argparse.Namespace) -> int:
 
 
 def _bench_coldstart(args: argparse.Namespace) -> int:
-    from tenure_cli.bench.coldstart import run
+    from tenure_cli.bench.coldstart import MIN_RUNS, run
 
+    if args.runs < MIN_RUNS:
+        return _refused(f"--runs: at least {MIN_RUNS}, so one slow sample cannot move a median")
     print(json.dumps(run(args.runs), indent=2))
     return OK
 
@@ -210,7 +212,9 @@ def _add_bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "coldstart",
         help="the API and worker functions' imports and first client beside bare boto3's",
     )
-    cold.add_argument("--runs", type=int, default=5, help="fresh interpreters of each kind")
+    cold.add_argument(
+        "--runs", type=int, default=7, help="fresh interpreters of each kind (at least 7)"
+    )
     cold.set_defaults(func=_bench("coldstart", _bench_coldstart, from_checkout=True))
     load = bench_sub.add_parser("load", help="a steady worker and operator mix on a local stack")
     load.add_argument("--workers", type=int, default=64, help="simulated workers (threads)")

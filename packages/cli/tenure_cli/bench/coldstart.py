@@ -33,6 +33,9 @@ ROOT = Path(__file__).resolve().parents[4]
 TARGET_RATIO = 1.3
 # The worker function imports only what the worker routes need: held to a bound of its own.
 WORKER_TARGET_RATIO = 1.5
+# Fewer fresh interpreters of each kind than this and one slow sample on a shared machine
+# moves a median by more than the gaps the figures are read for.
+MIN_RUNS = 7
 
 # Every sample prints "<wall ms> <cpu ms>" last.
 BARE = """
@@ -138,6 +141,41 @@ type("Body", (BaseModel,), {"__annotations__": {"lease_seconds": int}})
 print((time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000)
 """
 
+# Two rungs under the worker function, to show where its time goes beside the bare client:
+# what any function on Powertools' logger and metrics pays, with no resolver and no pydantic
+# (WORKER_FLOOR); then that plus the service's core the worker routes call, the bearer's
+# check and the store built as the worker function builds it, still without the HTTP
+# resolver, pydantic or the API's models (WORKER_CORE). The worker
+# function pays both and then those three; what it pays above WORKER_CORE is what serving the
+# worker routes through the resolver and its validation costs.
+WORKER_FLOOR = """
+import time
+t0, c0 = time.perf_counter(), time.process_time()
+import boto3
+boto3.client("dynamodb", region_name="us-east-1")
+from aws_lambda_powertools import Logger, Metrics
+Logger(service="floor")
+Metrics(namespace="Floor", service="floor")
+print((time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000)
+"""
+
+WORKER_CORE = """
+import sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+import boto3
+boto3.client("dynamodb", region_name="us-east-1")
+from aws_lambda_powertools import Logger, Metrics
+Logger(service="floor")
+Metrics(namespace="Floor", service="floor")
+import tenure.app.tenure, tenure.api.routes, tenure.api.tokens
+from tenure import wiring
+wiring.build_store()
+t1, c1 = time.perf_counter(), time.process_time()
+for name in ("pydantic", "aws_lambda_powertools.event_handler", "tenure.api.models"):
+    assert name not in sys.modules, name + " is loaded: the rung would measure it"
+print((t1 - t0) * 1000, (c1 - c0) * 1000)
+"""
+
 
 @contextlib.contextmanager
 def shipped_service() -> Iterator[Path]:
@@ -222,10 +260,12 @@ def _imported_from() -> Path:
     return Path(out.stdout.strip())
 
 
-KINDS = ("bare", "api", "traced", "request", "floor", "worker")
+KINDS = ("bare", "api", "traced", "request", "floor", "worker", "worker_floor", "worker_core")
 
 
-def run(runs: int = 5) -> dict[str, Any]:
+def run(runs: int = MIN_RUNS) -> dict[str, Any]:
+    if runs < MIN_RUNS:
+        raise ValueError(f"at least {MIN_RUNS} runs of each kind are needed for steady medians")
     with shipped_service() as layer:
         LAYER[:] = [layer]
         try:
@@ -250,6 +290,10 @@ def _run(runs: int) -> dict[str, Any]:
             return _sample(BARE)
         if kind == "floor":
             return _sample(FLOOR)
+        if kind == "worker_floor":
+            return _sample(WORKER_FLOOR, function="worker")
+        if kind == "worker_core":
+            return _sample(WORKER_CORE, function="worker")
         if kind == "request":
             return _sample(REQUEST, str(handler))
         if kind == "worker":  # the same sample as the API's, on the worker function's entry
@@ -282,11 +326,17 @@ def _run(runs: int) -> dict[str, Any]:
         "ratio_worker": round(wall["worker"] / b, 3),
         "worker_target_ratio": WORKER_TARGET_RATIO,
         "worker_within_target": wall["worker"] / b <= WORKER_TARGET_RATIO,
+        "worker_floor_ms": _figure(samples["worker_floor"]),
+        "ratio_worker_floor": round(wall["worker_floor"] / b, 3),
+        "worker_core_ms": _figure(samples["worker_core"]),
+        "ratio_worker_core": round(wall["worker_core"] / b, 3),
         "cpu_ratio": round(cpu["api"] / cpu["bare"], 3),
         "cpu_ratio_worker": round(cpu["worker"] / cpu["bare"], 3),
         "cpu_ratio_tracing_on": round(cpu["traced"] / cpu["bare"], 3),
         "cpu_ratio_first_request": round(cpu["request"] / cpu["bare"], 3),
         "cpu_ratio_floor": round(cpu["floor"] / cpu["bare"], 3),
+        "cpu_ratio_worker_floor": round(cpu["worker_floor"] / cpu["bare"], 3),
+        "cpu_ratio_worker_core": round(cpu["worker_core"] / cpu["bare"], 3),
         "how": "each sample a fresh interpreter timing its own imports and first DynamoDB "
         "client (interpreter start-up is in neither); tenure imported as the layer ships it, "
         "its bytecode compiled ahead (layers/core/build_layer.py); the API side imports "
@@ -299,7 +349,11 @@ def _run(runs: int) -> dict[str, Any]:
         "`powertools_floor_ms`: boto3's client plus Powertools' logger, metrics and "
         "validating resolver and one pydantic model, what any such function pays. "
         "`ratio_worker`: the API's sample on functions/worker/app.py, the worker function's "
-        "entry (the worker routes alone). Each "
+        "entry (the worker routes alone); `worker_floor_ms` the bare client plus Powertools' "
+        "logger and metrics (no resolver, no pydantic), `worker_core_ms` that plus the "
+        "service's core and store the worker routes call (still no resolver, pydantic or "
+        "API models): the worker function's time above it is the resolver's and "
+        "validation's. Each "
         "figure is wall-clock milliseconds, `cpu_ms` its CPU time; ratios are to the bare "
         "client's median, `cpu_ratio*` of CPU times. The kinds alternate, medians compared",
     }
