@@ -231,3 +231,25 @@ def test_another_spaces_cursor_or_a_forged_one_is_refused(rig: Rig) -> None:
             rig.store.list_leases(SPACE, 10, cursor, None, None)
         with pytest.raises(ValidationFailed):
             rig.svc.operator.list_leases(ADMIN, SPACE, 10, cursor, None, None)
+
+
+def test_each_call_reads_a_bounded_number_of_items_over_both_indexes(rig: Rig) -> None:
+    # A filter nothing matches makes a call read as far as it may: index entries of both
+    # indexes within the budget (one more a source at most), and the rows of those entries.
+    leases = _mixed_space(rig)
+    budget = 6
+    rig.store.list_budget = budget
+    cursor: str | None = None
+    calls = 0
+    while True:
+        before = rig.store.meter.items_read
+        page = rig.store.list_leases(SPACE, 50, cursor, LeaseState.LOST, None)
+        assert page.leases == []
+        assert rig.store.meter.items_read - before <= 2 * (budget + 2)
+        calls += 1
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    # 23 leases and 10 tasks with no run: 40 index entries (29 tasks' and 11 leases' own),
+    # more than one call's worth.
+    assert len(leases) == 23 and calls >= 40 // (budget + 2)
