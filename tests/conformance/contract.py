@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import pytest
 from tenure.app.leases.claims import Claimed
-from tenure.app.migrations import SchemaState
+from tenure.app.migrations import LISTED_BY_TASK_FROM_SCHEMA, SchemaState, migrate
 from tenure.app.ports import (
     WORKER_RETENTION_S,
     Change,
@@ -656,6 +656,49 @@ class StoreContract:
             assert all(size <= limit for size in sizes)
             # Every page but the last is full.
             assert all(size == limit for size in sizes[:-1]), (limit, state, pool, sizes)
+
+    def test_list_leases_shows_first_leases_of_either_form_and_requeued_ones_once_each(
+        self, make_rig: MakeRig
+    ) -> None:
+        # First leases filed before the schema let them be listed through their tasks, first
+        # leases filed after, tasks with no run, and a requeued task's two leases: each lease
+        # once, newest first, at every page size and with a filter.
+        r = make_rig()
+        world(r)
+        assert r.store.save_schema(
+            r.store.schema_state(), SchemaState(version=LISTED_BY_TASK_FROM_SCHEMA - 1, step=1)
+        )
+        r.clock.advance(31)  # the schema row is read again after the pools' cache time
+        created = [enqueue(r, ALPHA)[1].id for _ in range(3)]
+        r.svc.filing.create_task(ADMIN, SPACE, "no run", None, None, {}, None, None)
+        migrate(r.store)
+        r.clock.advance(31)
+        for i in range(4):
+            created.append(enqueue(r, BETA if i % 2 else ALPHA)[1].id)
+            r.svc.filing.create_task(ADMIN, SPACE, "no run", None, None, {}, None, None)
+            if i % 2:
+                r.clock.advance(0.001)
+        r.clock.advance(1)
+        won = claim(r, BETA)
+        r.svc.reports.release(lease_principal(won.lease.id), won.lease.id, {"reason": "moving"})
+        created.extend(r.store.queue_candidates(BETA, 5))
+        leases = sorted(
+            {x.id: x for x in (stored(r, i) for i in created)}.values(),
+            key=lambda x: (x.created_at, x.id),
+            reverse=True,
+        )
+        assert len(leases) == 8
+        assert [x.previous_lease_id for x in leases].count(won.lease.id) == 1
+        for state, pool in ((None, None), (LeaseState.PENDING, None), (None, BETA)):
+            want = [
+                x.id
+                for x in leases
+                if (state is None or x.state is state) and (pool is None or x.pool == pool)
+            ]
+            for limit in range(1, len(leases) + 2):
+                ids, sizes = walk(r, limit, state, pool)
+                assert ids == want, (limit, state, pool)
+                assert all(size == limit for size in sizes[:-1]), (limit, state, pool, sizes)
 
     @pytest.mark.parametrize(
         "cursor",

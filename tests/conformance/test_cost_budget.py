@@ -32,8 +32,10 @@ STILL_ABOVE = "the lease item of today is still above this target (docs/cost.md)
 # workload, as the trigger's filter lets records through, and once more for the reclaim.)
 # With OutboundEvents at its default (endings) the run reads 24.0: a task.completed event
 # reads its task's filed fields (key, space, pool) off an eventually consistent copy, half a
-# unit the 23.5 measured before did not have.
-WRITE_UNITS_NOW = 22.5
+# unit the 23.5 measured before did not have. A task's first lease filed with its task has no
+# by_space entry (the lease list finds it through its task's entry): 21.25 write units, where
+# 22.12 were measured with it; the one lease minted from mail keeps its entry.
+WRITE_UNITS_NOW = 21.5
 READ_UNITS_NOW = 24.0
 REACTOR_INVOCATIONS_NOW = 3.75
 # CloudWatch Logs bytes ingested a lease (the functions' own lines and EMF documents, and the
@@ -232,12 +234,14 @@ def test_the_lifecycle_bench_names_every_write_and_what_it_cost(ddb_local: Dynam
         if not any(line.startswith("transact") for line in lines):
             assert steps[name]["write_units"] == steps[name]["write_units_reported"], name
     # The filing's transaction (lease and task; the new job goes ahead of it on its own) has
-    # three index entries: AWS bills each once, where DynamoDB Local reports each twice.
+    # two index entries, the queue's and the task list's: AWS bills each once, where DynamoDB
+    # Local reports each twice. The task's first lease has no by_space entry: the lease list
+    # finds it through its task's entry.
     filing = steps["create_and_enqueue"]
-    assert filing["write_units_reported"] - filing["write_units"] == 3.0
-    assert any(
-        line.startswith("transact LEASE+TASK:") for line in steps["create_and_enqueue"]["writes"]
-    )
+    assert filing["write_units_reported"] - filing["write_units"] == 2.0
+    assert filing["write_units"] == 7.0
+    assert any(line.startswith("transact LEASE+TASK:") for line in filing["writes"])
+    assert not any(re.search(r"(?<!tasks_)by_space", line) for line in filing["writes"])
     # The SDK's claim (with claim_id) writes its record, then the lease: two single writes,
     # no transaction on the common path.
     with_id = steps["claim_with_claim_id"]["writes"]

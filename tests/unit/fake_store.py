@@ -468,7 +468,7 @@ class FakeStore(FakeRules):
         # last one examined, null only when the index holds nothing further.
         _limit(limit)
         kind, shape = k.LEASE_CURSOR
-        start = cursors.decode(cursor, kind, shape) if cursor else None
+        start = cursors.decode_in(cursor, kind, shape, space) if cursor else None
         newest_first = sorted(
             (
                 row.lease
@@ -484,7 +484,7 @@ class FakeStore(FakeRules):
                 found.append(lease)
             more = examined < len(newest_first)
             if more and (len(found) == limit or examined >= self.list_budget):
-                return LeasePage(found, cursors.encode(kind, _position(lease)))
+                return LeasePage(found, cursors.encode_in(kind, space, _position(lease)))
         return LeasePage(found, None)
 
     def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:

@@ -67,6 +67,21 @@ def test_list_leases_with_a_bad_cursor_is_validation_failed(http: Any) -> None:
     assert (got.status, got.code) == (422, "validation_failed")
 
 
+def test_list_leases_refuses_a_cursor_handed_out_for_another_space(rig: Rig, http: Any) -> None:
+    # A cursor names a place in one space's list: replayed on another space it is refused,
+    # never read as a place in that list.
+    rig.svc.setup.create_space(ADMIN, "DEV", "Development", None)
+    for _ in range(2):
+        rig.task()
+    page = http("GET", "/leases?space=OPS&limit=1", actor=ADMIN)
+    cursor = page.json()["next_cursor"]
+    assert page.status == 200 and cursor
+    assert http("GET", f"/leases?space=OPS&limit=1&cursor={cursor}", actor=ADMIN).status == 200
+    got = http("GET", f"/leases?space=DEV&limit=1&cursor={cursor}", actor=ADMIN)
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert got.json()["error"]["message"].startswith("cursor")
+
+
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [

@@ -13,6 +13,7 @@ from tenure.app.migrations import (
     CLAIM_START_FROM_SCHEMA,
     CREATED_STAMPS_FROM_SCHEMA,
     IMPLIED_JOBS_FROM_SCHEMA,
+    LISTED_BY_TASK_FROM_SCHEMA,
     SCHEMA_VERSION,
     STAMPS_FROM_SCHEMA,
 )
@@ -432,6 +433,13 @@ class Kernel:
         IMPLIED_JOBS_FROM_SCHEMA, when an earlier release, which finds a task's lease
         through its job's row, may still be serving."""
         return self._schema() >= IMPLIED_JOBS_FROM_SCHEMA
+
+    def first_leases_listed_by_task(self) -> bool:
+        """Whether a task's first lease, made with the task, may go without an entry in the
+        space's lease list (its task's entry lists it): not while the table's schema is below
+        LISTED_BY_TASK_FROM_SCHEMA, when a lease list of an earlier release, which reads the
+        lease entries only, may still be serving."""
+        return self._schema() >= LISTED_BY_TASK_FROM_SCHEMA
 
     def _schema(self) -> int:
         """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A

@@ -29,7 +29,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Space, Task, Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -61,6 +61,12 @@ SPACE_LIST_FROM_SCHEMA = 6
 # From this version on, every task is found by its key: a task filed since has an id derived
 # from its key, and one filed before has a key row, written by the migration.
 TASK_KEYS_FROM_SCHEMA = 7
+# From this version on, a task's first lease made with its task has no entry in the space's
+# lease list: the list finds it through its task's entry. A list of an earlier release reads
+# the lease entries only, so it would miss such leases: they wait until `tenure admin migrate`
+# runs after this release is deployed everywhere. Leases made before keep their entries (the
+# list reads each lease through one of the two, never both).
+LISTED_BY_TASK_FROM_SCHEMA = 8
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -232,6 +238,15 @@ def start_implied_jobs(
     return Page({}, None)
 
 
+def start_first_leases_listed_by_task(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: leases made before keep their list entries, and the list reads
+    each lease through its entry or its task's, never both. Reaching this version is what
+    lets a task's first lease go without one."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -278,6 +293,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="write the key row of each task filed before task ids were derived from keys, "
         "so that its key finds it wherever a task id is taken",
         page=key_tasks_filed_before_keys_gave_ids,
+    ),
+    Migration(
+        version=LISTED_BY_TASK_FROM_SCHEMA,
+        name="first-leases-listed-by-task",
+        does="let a task's first lease, made with the task, go without an entry in the space's "
+        "lease list: the list finds it through its task (leases made before keep theirs)",
+        page=start_first_leases_listed_by_task,
     ),
 )
 

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from tenure.app.migrations import SchemaState
 
 # Bounds every implementation keeps (STYLE 14: every request reads a bounded number of items).
-# A filtered lease list examines at most this many by_space index entries per call (and reads
-# at most as many lease rows); fewer than `limit` may match, the cursor then resumes after the
-# last entry examined.
+# A lease list examines at most about this many index entries per call, by_space's and
+# tasks_by_space's together (and reads at most as many lease rows); fewer than `limit` may
+# match, the cursor then resumes after the last place examined.
 LIST_SCAN_BUDGET = 200
 # A workers page examines at most this many worker rows (expired ones included: TTL is lazy).
 WORKER_SCAN_BUDGET = 1000

@@ -164,6 +164,7 @@ class Runs:
         )
         if create_task and run.previous_lease_id is None and lease.tl is not None:
             lease = self._first_of_task(lease)
+            lease = self._listed_by_task(task, lease)
         if run.previous_lease_id is not None:
             lease = replace(
                 lease,
@@ -219,6 +220,14 @@ class Runs:
         if not first_lease_stamps(lease.task_id, first.id, first.pool, first.event_data or {}):
             return lease
         return replace(first, tl={**(lease.tl or {}), CREATED_STAMP: first.version})
+
+    def _listed_by_task(self, task: Task, lease: Lease) -> Lease:
+        """The task's first lease, made with it, listed through its task's list entry: it
+        takes the task's creation time, so that entry's place in the list is the lease's
+        own (store.reads.list_leases), and it gets no list entry of its own."""
+        if lease.id != first_lease_id(task.id) or not self.kernel.first_leases_listed_by_task():
+            return lease
+        return replace(lease, created_at=task.created_at, via_task=True)
 
 
 def stored_priority(priority: int | None) -> int | None:

@@ -393,6 +393,11 @@ class Lease:
     run_limit_seconds: int | None = None
     run_deadline: int | None = None
     timed_out_at: int | None = None
+    # True on a task's first lease made with its task once the table's schema allows it: the
+    # lease list finds it through its task's list entry, so it has no space list entry of its
+    # own (one index write less at filing). Set at creation, never changed: a lease is listed
+    # by exactly one of the two, for all its life.
+    via_task: bool | None = None
 
     @property
     def claim_priority(self) -> int:

@@ -31,3 +31,17 @@ def decode(cursor: str, kind: str, shape: re.Pattern[str]) -> str:
     if not isinstance(position, str) or not shape.fullmatch(position):
         raise ValidationFailed(_FORGED)
     return position
+
+
+def encode_in(kind: str, scope: str, position: str) -> str:
+    """A cursor of a read scoped to `scope` (a space): it resumes only a read of that scope."""
+    return encode(kind, f"{scope}/{position}")
+
+
+def decode_in(cursor: str, kind: str, shape: re.Pattern[str], scope: str) -> str:
+    """The position a cursor of `kind` handed out for `scope` names; a cursor of another
+    scope is refused as forged (it names a place in another list)."""
+    named, _, position = decode(cursor, kind, shape).partition("/")
+    if named != scope:
+        raise ValidationFailed(_FORGED)
+    return position

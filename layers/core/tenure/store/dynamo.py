@@ -1307,7 +1307,8 @@ class DynamoStore:
 
 def _lease_row(lease: Lease) -> dict[str, Any]:
     row = items.lease_item(lease)
-    row.update(k.space_list_keys(lease.space, lease.created_at, lease.id))
+    if not lease.via_task:  # else its task's list entry lists it (store.reads.list_leases)
+        row.update(k.space_list_keys(lease.space, lease.created_at, lease.id))
     if lease.state is LeaseState.PENDING:
         at = k.queue_at(lease.created_at, lease.not_before)
         row.update(k.queue_keys(lease.pool, at, lease.id, lease.priority))

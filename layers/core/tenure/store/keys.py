@@ -326,13 +326,19 @@ def space_position(created_at: int, lease_id: str) -> str:
     return f"{created_at:013d}#{lease_id}"
 
 
-def space_list_start(space: str, position: str) -> dict[str, str]:
-    """The by_space index key a page resumes after: the index key and the lease's own key."""
-    return {
-        **lease_key(position.split("#", 1)[1]),
-        SPACE_PK: space_list_pk(space),
-        SPACE_SK: position,
-    }
+def task_list_bound(position: str) -> str:
+    """The tasks_by_space sort key at a lease list position (created_at#lease_id): a task's
+    first lease made with it sits at its task's creation time under the task id's unique
+    part, so the tasks before it in that index are the leases before it in the list."""
+    created, _, lease_id = position.partition("#")
+    return f"{created}#task_{lease_id.partition('_')[2]}"
+
+
+def first_lease_position(task_position: str) -> str:
+    """The lease list position of a task's first lease made with it, from the task's
+    tasks_by_space sort key (created_at#task_id)."""
+    created, _, task_id = task_position.partition("#")
+    return f"{created}#lease_{task_id.partition('_')[2]}"
 
 
 def task_list_keys(space: str, created_at: int, task_id: str) -> dict[str, str]:
@@ -369,7 +375,8 @@ def space_list_pk(space: str) -> str:
 
 # Each paged read's cursor names one sort-key position of its own kind (store.cursors); a
 # cursor of another kind, or a position of another shape, is refused as forged.
-LEASE_CURSOR = ("p", re.compile(r"\d{13}#.+"))  # by_space SK: created_at#lease_id
+# The lease list's: its space, then a lease's place in it (created_at#lease_id).
+LEASE_CURSOR = ("p", re.compile(r"[A-Z][A-Z0-9_]*/\d{13}#.+"))
 EVENT_CURSOR = ("t", re.compile(r"EV#\d{13}#.+"))  # timeline SK
 WORKER_CURSOR = ("w", re.compile(r"WORKER#.+"))  # workers SK
 TASK_CURSOR = ("k", re.compile(r"\d{13}#[^#]+"))  # tasks_by_space SK: created_at#task_id

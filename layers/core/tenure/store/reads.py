@@ -94,62 +94,111 @@ class PagedReads:
         state: LeaseState | None,
         pool: str | None,
     ) -> LeasePage:
-        """Newest first, examining at most `list_budget` index entries (and reading at most as
-        many lease rows, eventually consistent like the index itself) per call.
+        """Newest first, examining at most about `list_budget` index entries (and reading at
+        most as many lease rows, eventually consistent like the indexes) per call.
 
-        The index is KEYS_ONLY, so a filter is applied to the rows read by key. The cursor
-        resumes right after the last entry examined: a filtered page may hold fewer than
-        `limit` leases (even none) and still carry a cursor; it is null only once the index
-        has nothing further.
+        A lease is listed through one of two KEYS_ONLY indexes, never both: its own by_space
+        entry, or (a task's first lease made with its task, `via_task`) its task's
+        tasks_by_space entry, which sits at the lease's own place in the list (keys.
+        first_lease_position). Each round reads both down from where the last one stopped
+        and merges them: everything at or above the higher of the two places where a source
+        was cut short is complete, so it is looked at in order, and the rest is read again
+        next round. A filter is applied to the rows read by key. The cursor resumes right
+        after the last lease listed or the last place looked at: a filtered page may hold
+        fewer than `limit` leases (even none) and still carry a cursor; it is null only once
+        both indexes have nothing further.
         """
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
         kind, shape = k.LEASE_CURSOR
-        start = k.space_list_start(space, cursors.decode(cursor, kind, shape)) if cursor else None
+        below = cursors.decode_in(cursor, kind, shape, space) if cursor else None
         filtered = state is not None or pool is not None
-        found: list[Lease] = []
-        examined: str | None = None  # position of the last index entry looked at
+        found: list[tuple[str, Lease]] = []
         read = 0
+        sources = {k.SPACE_INDEX: True, k.TASKS_INDEX: True}  # which may hold more below
         while True:
-            want = limit - len(found)
-            # Unfiltered, every entry is a result: read one more than the page to learn
-            # whether anything follows. Filtered, read ahead in chunks, within the budget.
-            size = min(want + 1 if not filtered else max(want + 1, 50), self.list_budget - read)
-            request: dict[str, Any] = {
-                "IndexName": k.SPACE_INDEX,
-                "KeyConditionExpression": f"{k.SPACE_PK} = :s",
-                "ExpressionAttributeValues": _values(s=k.space_list_pk(space)),
-                "ScanIndexForward": False,
-                "Limit": size,
+            # One more than the page, to learn whether anything follows; filtered, read
+            # ahead in chunks. The budget is shared by the sources still read.
+            want = limit + 1 - len(found)
+            room = max(1, (self.list_budget - read) // len([x for x in sources if sources[x]]))
+            size = min(want if not filtered else max(want, 50), room)
+            rounds = {
+                index: self._list_entries(index, space, below, size)
+                for index, live in sources.items()
+                if live
             }
-            if start:
-                request["ExclusiveStartKey"] = _dump(start)
-            out = self.rows.query(**request)
-            entries = [_load(row) for row in out.get("Items", [])]
-            read += len(entries)
-            fetch = entries if filtered else entries[:want]
-            by_id = {
+            # Places below the higher of the places where a source was cut are not all read.
+            cuts = [rows[-1][0] for rows, cut in rounds.values() if cut]
+            floor = max(cuts) if cuts else None
+            places: list[tuple[str, str, bool]] = []  # (place, lease id, through its task)
+            for index, (rows, cut) in rounds.items():
+                read += len(rows)
+                places.extend(rows)
+                # A source read to its end, all of it looked at now, holds nothing more.
+                sources[index] = cut or bool(floor and rows and rows[-1][0] < floor)
+            ready = sorted((p for p in places if floor is None or p[0] >= floor), reverse=True)
+            leases = {
                 lease.id: lease
                 for lease in map(
                     items.lease_from,
-                    self.rows.batch_get([k.lease_key(k.lease_id_of(e)) for e in fetch], False),
+                    self.rows.batch_get(
+                        [k.lease_key(x) for x in dict.fromkeys(p[1] for p in ready)], False
+                    ),
                 )
             }
-            for number, entry in enumerate(entries):
-                if len(found) == limit or number >= len(fetch):
-                    return LeasePage(found, cursors.encode(kind, examined or ""))
-                examined = str(entry[k.SPACE_SK])
-                lease = by_id.get(k.lease_id_of(entry))
-                if lease is None:
-                    continue  # not there to read any more
+            for place, lease_id, through_task in ready:
+                lease = leases.get(lease_id)
+                # Not there to read any more; or a first lease made before it was listed
+                # through its task, which its own entry lists.
+                if lease is None or bool(lease.via_task) is not through_task:
+                    continue
                 if (state is None or lease.state is state) and (pool is None or lease.pool == pool):
-                    found.append(lease)
-            end = out.get("LastEvaluatedKey")
-            if not end:
-                return LeasePage(found, None)
-            if len(found) == limit or read >= self.list_budget:
-                return LeasePage(found, cursors.encode(kind, examined or ""))
-            start = _load(end)
+                    found.append((place, lease))
+                if len(found) > limit:
+                    return LeasePage(
+                        [x for _, x in found[:limit]],
+                        cursors.encode_in(kind, space, found[limit - 1][0]),
+                    )
+            if floor is None:
+                return LeasePage([x for _, x in found], None)
+            below = floor
+            if read >= self.list_budget:
+                return LeasePage([x for _, x in found], cursors.encode_in(kind, space, floor))
+
+    def _list_entries(
+        self, index: str, space: str, below: str | None, size: int
+    ) -> tuple[list[tuple[str, str, bool]], bool]:
+        """Up to `size` entries of the space's lease list in one of its two indexes, newest
+        first, below the list position `below`: (position, lease id, through its task) each;
+        and whether the read was cut short (more may follow)."""
+        tasks = index == k.TASKS_INDEX
+        pk, sk = (k.TASKS_PK, k.TASKS_SK) if tasks else (k.SPACE_PK, k.SPACE_SK)
+        partition = k.task_list_pk(space) if tasks else k.space_list_pk(space)
+        condition = f"{pk} = :s"
+        values: dict[str, Any] = {"s": partition}
+        if below is not None:
+            condition += f" AND {sk} < :below"
+            values["below"] = k.task_list_bound(below) if tasks else below
+        out = self.rows.query(
+            IndexName=index,
+            KeyConditionExpression=condition,
+            ExpressionAttributeValues=_values(**values),
+            ScanIndexForward=False,
+            Limit=size,
+        )
+        entries = [_load(row) for row in out.get("Items", [])]
+        if tasks:
+            found = [
+                (
+                    k.first_lease_position(str(e[sk])),
+                    first_lease_id(k.task_id_of(e)),
+                    True,
+                )
+                for e in entries
+            ]
+        else:
+            found = [(str(e[sk]), k.lease_id_of(e), False) for e in entries]
+        return found, bool(out.get("LastEvaluatedKey")) and bool(found)
 
     def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
         """One Query of `limit` + 1 tasks_by_space entries (KEYS_ONLY), then the rows by key in
