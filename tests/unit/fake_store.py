@@ -1049,7 +1049,7 @@ class FakeStore(FakeRules):
         self._after([self._put_graph(replace(target, **{counter: getattr(target, counter) + 1}))])
         return True
 
-    def settle_graph(self, task_id: str, name: str, at: int) -> bool:
+    def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
         self.writes.append("settle_graph")
         graph = self._graph(task_id)
         if name == "rollup_at":
@@ -1061,8 +1061,12 @@ class FakeStore(FakeRules):
             new = replace(graph, rollup_at=at, succeeded_at=graph.succeeded_at or at)
         else:
             due = graph.succeeded_at is None and graph.children_done == graph.children_total
-            new = replace(graph, succeeded_at=at)
+            new = replace(graph, succeeded_at=at, succeeded_lease=lease_id or graph.succeeded_lease)
         if not due:
+            newer = graph.succeeded_lease is None or graph.succeeded_lease < (lease_id or "")
+            if lease_id is not None and name != "rollup_at" and newer:
+                self.writes.append("settle_graph")
+                self._after([self._put_graph(replace(graph, succeeded_lease=lease_id))])
             return False
         self._after([self._put_graph(new)])
         return True

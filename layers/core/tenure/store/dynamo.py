@@ -1234,25 +1234,43 @@ class DynamoStore:
             return False
         return True
 
-    def settle_graph(self, task_id: str, name: str, at: int) -> bool:
+    def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
         if name == "rollup_at":
             expression = "SET rollup_at = :at, succeeded_at = if_not_exists(succeeded_at, :at)"
             condition, values = k.ROLLUP_DUE, _values(at=at, zero=0)
+        elif lease_id is not None:
+            expression = "SET succeeded_at = :at, succeeded_lease = :lease"
+            condition, values = k.SUCCESS_DUE, _values(at=at, lease=lease_id)
         else:
             expression, condition, values = "SET succeeded_at = :at", k.SUCCESS_DUE, _values(at=at)
         try:
-            self.rows.write(
-                "update",
-                Conflict("not due"),
-                TableName=self.table,
-                Key=_dump(k.task_graph_key(task_id)),
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            )
+            self._update_graph(task_id, expression, condition, values)
         except Conflict:
+            if lease_id is not None and name != "rollup_at":
+                # Not due (it succeeded before, or children are outstanding): the lease is
+                # still the task's newest success, unless a later one is named already.
+                with contextlib.suppress(Conflict):
+                    self._update_graph(
+                        task_id,
+                        "SET succeeded_lease = :lease",
+                        k.NEWER_SUCCESS,
+                        _values(lease=lease_id),
+                    )
             return False
         return True
+
+    def _update_graph(
+        self, task_id: str, expression: str, condition: str, values: dict[str, Any]
+    ) -> None:
+        self.rows.write(
+            "update",
+            Conflict("not due"),
+            TableName=self.table,
+            Key=_dump(k.task_graph_key(task_id)),
+            UpdateExpression=expression,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
 
     def get_scheduler(self, consistent: bool = True) -> SchedulerState:
         row = self.rows.get(k.SCHEDULER_KEY, consistent=consistent) or {}
