@@ -981,7 +981,7 @@ class FakeStore(FakeRules):
     def get_graph(self, task_id: str) -> TaskGraph:
         return self._graph(task_id)
 
-    def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
+    def get_graphs(self, task_ids: list[str], consistent: bool = False) -> dict[str, TaskGraph]:
         return {t: self._graph(t) for t in task_ids}
 
     def newest_children(self, task_id: str, limit: int) -> list[str]:

@@ -622,8 +622,9 @@ class Store(Protocol):
         """The task's graph row (zeros when it has none), read consistently."""
         ...
 
-    def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
-        """Many tasks' graph rows at once (eventually consistent; zeros for those with none)."""
+    def get_graphs(self, task_ids: list[str], consistent: bool = False) -> dict[str, TaskGraph]:
+        """Many tasks' graph rows at once (one batched read, eventually consistent unless
+        asked otherwise; zeros for those with none)."""
         ...
 
     def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:

@@ -1173,9 +1173,9 @@ class DynamoStore:
         row = self.rows.get(k.task_graph_key(task_id))
         return items.graph_from(task_id, row or {})
 
-    def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
+    def get_graphs(self, task_ids: list[str], consistent: bool = False) -> dict[str, TaskGraph]:
         ids = list(dict.fromkeys(task_ids))
-        rows = self.rows.batch_get([k.task_graph_key(t) for t in ids], False)
+        rows = self.rows.batch_get([k.task_graph_key(t) for t in ids], consistent)
         found = {k.task_id_of(r): r for r in rows}
         return {t: items.graph_from(t, found.get(t, {})) for t in ids}
 
