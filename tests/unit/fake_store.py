@@ -349,6 +349,17 @@ class FakeStore(FakeRules):
         self.task_keys[task.key] = task.id
         return True
 
+    def children_marked(self, task_ids: list[str]) -> set[str]:
+        return {t for t in task_ids if t in self.tasks and self.tasks[t].has_children}
+
+    def mark_children(self, task_id: str) -> bool:
+        task = self.tasks.get(task_id)
+        if task is None or task.has_children:
+            return False
+        self.writes.append("mark_children")
+        self.tasks[task_id] = replace(task, has_children=True)
+        return True
+
     def touch_token(self, token_hash: str, at: int, before: int) -> None:
         token = self.tokens.get(token_hash)
         if token is None or (token.last_used_at is not None and token.last_used_at > before):

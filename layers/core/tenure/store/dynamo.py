@@ -240,6 +240,12 @@ class DynamoStore:
     def key_task(self, task: Task) -> bool:
         return self.schema.key_task(task)
 
+    def children_marked(self, task_ids: list[str]) -> set[str]:
+        return self.schema.children_marked(task_ids)
+
+    def mark_children(self, task_id: str) -> bool:
+        return self.schema.mark_children(task_id)
+
     def list_token(self, token: Token) -> bool:
         return self.schema.list_token(token)
 
