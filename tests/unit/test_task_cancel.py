@@ -265,3 +265,20 @@ def test_a_claim_of_a_task_with_no_parent_reads_no_graph_row(
     top, _, _ = _tree(rig, 1)
     assert rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None) is not None
     assert asked == [[top]]
+
+
+def test_an_exact_claim_withdrawn_under_a_subtree_cancel_says_the_lease_ended(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top, kids, _ = _tree(rig, 1)
+    lease = rig.svc.kernel.newest_lease(rig.store.get_task(kids[0]))  # type: ignore[arg-type]
+    assert lease is not None
+    before = rig.store.get_scheduler()
+    monkeypatch.setattr(cancel_module, "CANCEL_BUDGET", 1)  # the request reaches the top only
+    rig.store.reactor = None
+    rig.svc.cancellation.cancel(MEMBER, top, WHY, True)
+    assert rig.lease(lease.id).state is LeaseState.PENDING  # not reached yet
+    monkeypatch.setattr(rig.svc.gate, "read", lambda: before)
+    with pytest.raises(InvalidTransition, match="is cancelled"):
+        rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None, lease_id=lease.id)
+    assert rig.lease(lease.id).state is LeaseState.CANCELLED

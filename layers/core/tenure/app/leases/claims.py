@@ -342,6 +342,8 @@ class Claims:
                     self.kernel.counters["claims"] += 1
                     return won
                 again = self.kernel.lease(lease_id)
+                if again.state.terminal:  # withdrawn by this claim (its task was cancelled)
+                    raise InvalidTransition(f"lease {lease_id} is {again.state.value}")
                 if again.state is not LeaseState.PENDING:
                     raise InvalidTransition(f"lease {lease_id} was claimed by another worker")
             remaining = (give_up_at - self.kernel.clock.now_ms()) / 1000
