@@ -381,7 +381,7 @@ def test_no_claim_answer_hands_out_a_lease_under_a_subtree_cancel_that_committed
                 and w.new.state in REPORTABLE
             ]
             if claims:
-                time.sleep(0.03)  # between the claim's read of the scheduler row and its write
+                time.sleep(0.08)  # between the claim's read of the scheduler row and its write
                 after = committed.is_set()
             real(change)
             if claims:
