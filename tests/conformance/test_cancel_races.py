@@ -348,7 +348,7 @@ def test_no_claim_answer_hands_out_a_lease_under_a_subtree_cancel_that_committed
     with `subtree`. A claim reads the scheduler row (whose `cancelled` set holds every lease
     under the top back) before it writes its lease, so one that read it just before the top's
     commit writes just after it, while its task already reads cancelled and the walk has not
-    reached it. Every claim write is held a few milliseconds after that read, so such claims
+    reached it. Every claim write is held 80 ms after that read, so such claims
     are sure to happen; each notes whether the top's commit had returned before its own write
     began (then it surely committed after). None of those may come back as a claim answer;
     each task still records `task.cancelled` once and each lease ends once."""
