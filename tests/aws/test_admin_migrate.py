@@ -14,8 +14,9 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from tenure import wiring
-from tenure.app.migrations import SCHEMA_VERSION
+from tenure.app.migrations import SCHEMA_VERSION, SchemaState
 from tenure.app.setup.spaces import INSTANCE_TIMELINE
+from tenure.app.tasks.filing import TaskLinks
 from tenure.domain import fencing
 from tenure.domain.errors import TaskNotFound, Unavailable
 from tenure.domain.model import Principal, Space, Token
@@ -186,3 +187,44 @@ def test_migrate_keys_a_task_filed_when_ids_were_random_and_its_key_then_finds_i
     assert "task-key-rows: applied" in out and "keyed 1" in out
     assert svc.task_keys.task_id(ADMIN, "OPS-50") == old.id
     assert svc.task_keys.task_id(ADMIN, new.key) == new.id
+
+
+def test_migrate_marks_a_task_whose_children_predate_the_mark_and_a_rerun_writes_nothing(
+    aws: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = wiring.build_store(None, TABLE)
+    store.create_table()
+    svc = wiring.build_service(store)
+    svc.setup.create_space(ADMIN, "OPS", "ops", None)
+    parent, _ = svc.filing.create_task(ADMIN, "OPS", "parent", None, None, {}, None, None)
+    kids = [
+        svc.filing.create_task(
+            ADMIN, "OPS", "kid", None, None, {}, None, None, links=TaskLinks(parent_id=parent.id)
+        )[0].id
+        for _ in range(3)
+    ]
+    # As a release before the mark left it: the children filed, no mark on the parent.
+    client().update_item(
+        TableName=TABLE, Key=dump(k.task_key(parent.id)), UpdateExpression="REMOVE has_children"
+    )
+    store.save_schema(store.schema_state(), SchemaState(version=SCHEMA_VERSION - 1, step=1))
+    unmarked = store.get_task(parent.id)
+    assert unmarked is not None and unmarked.has_children is None
+    assert svc.payloads.inputs.of(unmarked)[0] == {"inputs": []}
+
+    assert main(["admin", "migrate", "--table", TABLE, "--dry-run"]) == 0
+    assert "would_mark 1" in capsys.readouterr().out
+    assert store.get_task(parent.id) == unmarked
+
+    assert main(["admin", "migrate", "--table", TABLE, "--page-size", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "task-children-marks: applied" in out and "marked 1" in out
+    marked = store.get_task(parent.id)
+    assert marked == replace(unmarked, has_children=True)  # the mark alone, no version bump
+    listed = [i["task_id"] for i in svc.payloads.inputs.of(marked)[0]["inputs"]]
+    assert sorted(listed) == sorted(kids)
+    assert store.schema_state().version == SCHEMA_VERSION
+
+    table_before = rows()
+    assert main(["admin", "migrate", "--table", TABLE]) == 0
+    assert rows() == table_before

@@ -64,6 +64,47 @@ class FlowContract:
             *((k.id, None) for k in reversed(kids)),
         ]
 
+    def test_a_rerun_hands_on_the_last_successful_result_and_a_replay_moves_nothing(
+        self, r: ContractRig
+    ) -> None:
+        blocker = _file(r, "blocker")
+        never = _file(r, "never")
+        first = _claim(r, blocker)
+        r.svc.reports.complete(
+            lease_principal(first), first, {"outcome": "success", "result": {"run": 1}}
+        )
+        r.drain()
+        assert r.store.get_graph(blocker.id).succeeded_lease == first
+        time.sleep(0.002)  # lease ids order by the millisecond they were made in
+        second = _claim(r, blocker)  # run again after its success; this run fails
+        r.svc.reports.complete(
+            lease_principal(second), second, {"outcome": "failure", "result": {"run": 2}}
+        )
+        failed = _claim(r, never)
+        r.svc.reports.complete(
+            lease_principal(failed), failed, {"outcome": "failure", "result": {"run": 1}}
+        )
+        r.drain()
+        assert r.store.get_graph(blocker.id).succeeded_lease == first
+        waiting = _file(r, "waiting", depends_on=(blocker.id, never.id))
+        held = _claim(r, waiting)
+        bundle = r.svc.payloads.payload(lease_principal(held), held)
+        assert [(i["task_id"], i["result"]) for i in bundle["inputs"]] == [
+            (blocker.id, {"run": 1}),
+            (never.id, None),
+        ]
+        time.sleep(0.002)
+        third = _claim(r, blocker)  # a third run succeeds: it is the last success now
+        r.svc.reports.complete(
+            lease_principal(third), third, {"outcome": "success", "result": {"run": 3}}
+        )
+        r.drain()
+        assert r.store.get_graph(blocker.id).succeeded_lease == third
+        older = r.store.get_lease(first)
+        assert older is not None
+        r.svc.graph.after_lease(None, older)  # a replayed record of the first success
+        assert r.store.get_graph(blocker.id).succeeded_lease == third
+
     def test_event_wait_rows_keep_each_signal_apart_and_page_in_order(self, r: ContractRig) -> None:
         store = r.store
         store.put_event_wait(SPACE, "a#b", "c", "task_2", "blk_2")

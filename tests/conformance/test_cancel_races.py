@@ -15,8 +15,10 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from tenure.app.ports import Change
 from tenure.app.tasks.cancel import CANCEL_BUDGET, WALK_PAGE, Cancellation
 from tenure.app.tasks.filing import TaskLinks
+from tenure.app.tenure import Tenure
 from tenure.domain.errors import InvalidTransition, TenureError
 from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.model import Lease, Task
@@ -337,3 +339,157 @@ def test_what_a_cancel_costs_per_task(rig: Rig, ddb_local: DynamoDBLocal) -> Non
     # The task row and its lease in one transaction (twice their units as a transaction).
     assert one[0] <= 8
     assert per_child[0] <= 10
+
+
+def test_no_claim_answer_hands_out_a_lease_under_a_subtree_cancel_that_committed_first(
+    rig: Rig,
+) -> None:
+    """Claimers hammer the queued descendants of a three-level tree while its top is cancelled
+    with `subtree`. A claim reads the scheduler row (whose `cancelled` set holds every lease
+    under the top back) before it writes its lease, so one that read it just before the top's
+    commit writes just after it, while its task already reads cancelled and the walk has not
+    reached it. Every claim write is held 80 ms after that read, so such claims
+    are sure to happen; each notes whether the top's commit had returned before its own write
+    began (then it surely committed after). None of those may come back as a claim answer;
+    each task still records `task.cancelled` once and each lease ends once."""
+    make_world(rig.svc)
+    top, _ = rig.svc.filing.create_task(ADMIN, SPACE, "top", None, None, {}, None, None)
+
+    def child_of(parent: str, title: str) -> Task:
+        return rig.svc.filing.create_task(
+            ADMIN, SPACE, title, None, None, {}, ALPHA, None, links=TaskLinks(parent_id=parent)
+        )[0]
+
+    mids = [child_of(top.id, "mid") for _ in range(4)]
+    leaves = [child_of(m.id, "leaf") for m in mids for _ in range(12)]
+    below = {t.id for t in [*mids, *leaves]}
+    rig.pump.drain()
+    services = [real_time_service(rig)[0] for _ in range(THREADS + 1)]
+    committed = threading.Event()  # the top's cancel has committed
+    late: dict[str, bool] = {}  # claimed lease id -> its write began after that commit
+    lock = threading.Lock()
+
+    def held_claims(svc: Tenure) -> None:
+        real = svc.kernel.commit
+
+        def commit(change: Change) -> None:
+            claims = [
+                w.new.id
+                for w in change.leases
+                if w.seen is not None
+                and w.seen.state is LeaseState.PENDING
+                and w.new.state in REPORTABLE
+            ]
+            if claims:
+                time.sleep(0.08)  # between the claim's read of the scheduler row and its write
+                after = committed.is_set()
+            real(change)
+            if claims:
+                with lock:
+                    late.update(dict.fromkeys(claims, after))
+
+        svc.kernel.commit = commit  # type: ignore[method-assign]
+
+    def tells_commit(svc: Tenure) -> None:
+        real = svc.kernel.commit
+
+        def commit(change: Change) -> None:
+            real(change)
+            if any(h.set_name == "cancelled" and h.add for h in change.holds):
+                committed.set()
+
+        svc.kernel.commit = commit  # type: ignore[method-assign]
+
+    for svc in services[:THREADS]:
+        held_claims(svc)
+    canceller = services[THREADS]
+    tells_commit(canceller)
+    # The request reaches nothing below the top: as in a tree larger than one request, the
+    # stream's walk reaches the rest later, and the claims race that stretch.
+    canceller.cancellation._walk_down = lambda root, walk: None  # type: ignore[method-assign]
+    start = threading.Barrier(THREADS + 1, timeout=60)
+    stop = threading.Event()
+    some_claimed = threading.Event()
+
+    def claim(n: int) -> list[Lease]:
+        start.wait()
+        won: list[Lease] = []
+        while not stop.is_set():
+            got = services[n].claims.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None)
+            if got is not None:
+                won.append(got.lease)
+                with lock:
+                    if sum(1 for x in late.values() if not x) >= THREADS:
+                        some_claimed.set()
+        return won
+
+    def cancel() -> None:
+        start.wait()
+        # Some claims first: the cancel meets held leases and pending ones.
+        assert some_claimed.wait(timeout=60)
+        canceller.cancellation.cancel(ADMIN, top.id, WHY, True)
+        time.sleep(0.3)  # claims go on after it, until the walk comes
+        stop.set()
+
+    with ThreadPoolExecutor(THREADS + 1) as pool:
+        claimers = [pool.submit(claim, n) for n in range(THREADS)]
+        pool.submit(cancel).result(timeout=120)
+        answered = [lease for f in claimers for lease in f.result(timeout=120)]
+    raced = [x for x, after in late.items() if after]
+    handed_out = [x.id for x in answered if late.get(x.id)]
+    print(
+        f"\n{len(answered)} claim answers, {len(raced)} claim writes began after the top's "
+        f"cancel committed, {len(handed_out)} of those handed out"
+    )
+    assert raced, "no claim raced the cancel: the test proves nothing"
+    assert handed_out == []
+    rig.pump.drain()
+    assert rig.svc.claims.claim(WORKER, ALPHA, "w-late", "1.0", 0, None) is None
+    events = _lease_events(rig, below)
+    for task_id in below:
+        task = _task(rig, task_id)
+        assert task.cancelled is not None and task.cancelled["root"] == top.id, task_id
+        assert events[task_id]["task.cancelled"] == 1, task_id
+    for lease in answered:  # claimed before the cancel committed: asked to stop
+        row = stored(rig, lease.id)
+        assert (row.state, row.revoke) == (LeaseState.CANCELLING, Revoke.CANCEL), lease.id
+    for lease_id in raced:  # written after it: never handed out, ended, and only once
+        row = stored(rig, lease_id)
+        assert row.state is LeaseState.CANCELLED, lease_id
+        assert events[lease_id]["lease.cancelled"] == 1, lease_id
+    for counts in events.values():
+        ends = sum(counts[t] for t in ("lease.cancelled", "lease.killed", "lease.lost"))
+        assert ends <= 1
+
+
+def test_what_the_subtree_cancel_check_costs_a_claim(rig: Rig) -> None:
+    """Read units as DynamoDB Local reports them, per claim: a task with no parent reads
+    nothing more than before; a task under others reads its ancestors' graph rows once its
+    write has committed (one consistent unit per small row); no write is added."""
+    make_world(rig.svc)
+
+    def filed(parent: str | None) -> Task:
+        links = TaskLinks(parent_id=parent)
+        return rig.svc.filing.create_task(
+            ADMIN, SPACE, "t", None, None, {}, ALPHA, None, links=links
+        )[0]
+
+    def claim_units() -> tuple[float, float]:
+        rig.pump.drain()
+        before, writes = rig.store.meter.read_units, rig.store.meter.write_units
+        assert rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None) is not None
+        return rig.store.meter.read_units - before, rig.store.meter.write_units - writes
+
+    filed(None)
+    claim_units()  # the first claim reads what later ones find cached
+    top = filed(None)
+    alone = claim_units()
+    child = filed(top.id)
+    one = claim_units()
+    grandchild = filed(child.id)
+    two = claim_units()
+    print(f"\nclaim (read units, writes): no parent {alone}, 1 ancestor {one}, 2 ancestors {two}")
+    assert one[1] == two[1] == alone[1]
+    assert one[0] - alone[0] == 1
+    assert two[0] - alone[0] == 2
+    assert grandchild.ancestors == (top.id, child.id)

@@ -349,6 +349,17 @@ class FakeStore(FakeRules):
         self.task_keys[task.key] = task.id
         return True
 
+    def children_marked(self, task_ids: list[str]) -> set[str]:
+        return {t for t in task_ids if t in self.tasks and self.tasks[t].has_children}
+
+    def mark_children(self, task_id: str) -> bool:
+        task = self.tasks.get(task_id)
+        if task is None or task.has_children:
+            return False
+        self.writes.append("mark_children")
+        self.tasks[task_id] = replace(task, has_children=True)
+        return True
+
     def touch_token(self, token_hash: str, at: int, before: int) -> None:
         token = self.tokens.get(token_hash)
         if token is None or (token.last_used_at is not None and token.last_used_at > before):
@@ -981,7 +992,7 @@ class FakeStore(FakeRules):
     def get_graph(self, task_id: str) -> TaskGraph:
         return self._graph(task_id)
 
-    def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
+    def get_graphs(self, task_ids: list[str], consistent: bool = False) -> dict[str, TaskGraph]:
         return {t: self._graph(t) for t in task_ids}
 
     def newest_children(self, task_id: str, limit: int) -> list[str]:
@@ -1049,7 +1060,7 @@ class FakeStore(FakeRules):
         self._after([self._put_graph(replace(target, **{counter: getattr(target, counter) + 1}))])
         return True
 
-    def settle_graph(self, task_id: str, name: str, at: int) -> bool:
+    def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
         self.writes.append("settle_graph")
         graph = self._graph(task_id)
         if name == "rollup_at":
@@ -1061,8 +1072,12 @@ class FakeStore(FakeRules):
             new = replace(graph, rollup_at=at, succeeded_at=graph.succeeded_at or at)
         else:
             due = graph.succeeded_at is None and graph.children_done == graph.children_total
-            new = replace(graph, succeeded_at=at)
+            new = replace(graph, succeeded_at=at, succeeded_lease=lease_id or graph.succeeded_lease)
         if not due:
+            newer = graph.succeeded_lease is None or graph.succeeded_lease < (lease_id or "")
+            if lease_id is not None and name != "rollup_at" and newer:
+                self.writes.append("settle_graph")
+                self._after([self._put_graph(replace(graph, succeeded_lease=lease_id))])
             return False
         self._after([self._put_graph(new)])
         return True

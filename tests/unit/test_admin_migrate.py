@@ -14,8 +14,10 @@ from tenure.app.migrations import (
     SCHEMA_VERSION,
     SchemaState,
     SchemaTooNew,
+    mark_tasks_with_children_filed_before_the_mark,
     migrate,
 )
+from tenure.app.tasks.filing import TaskLinks
 from tenure.domain.errors import Conflict, TaskNotFound
 from tenure.domain.model import Token
 
@@ -54,6 +56,11 @@ def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
         ("space-list-rows", "applied", {"spaces": 1, "already_listed": 1, "listed": 0}),
         ("task-key-rows", "applied", {"tasks": 0, "already_keyed": 0, "keyed": 0}),
         ("first-leases-listed-by-task", "applied", {}),
+        (
+            "task-children-marks",
+            "applied",
+            {"tasks": 0, "parents": 0, "already_marked": 0, "marked": 0},
+        ),
     ]
     assert outcome.counts == {"tokens": 2, "already_listed": 1, "listed": 1}
     page = rig.svc.setup.list_tokens(ADMIN, None, 100, None)
@@ -183,6 +190,87 @@ def test_a_task_filed_when_ids_were_random_is_keyed_and_then_found_by_its_key() 
     assert rig.svc.task_keys.task_id(ADMIN, "OPS-77") == old.id
     assert rig.svc.task_keys.task_id(ADMIN, new.key) == new.id
     assert rig.store.task_keys == {"OPS-77": old.id}  # a derived id needs no key row
+
+
+def _unmarked(rig: Rig, task_id: str) -> None:
+    """The task as a release before the mark left it: children filed, no `has_children`."""
+    rig.store.tasks[task_id] = replace(rig.store.tasks[task_id], has_children=None)
+
+
+def _children_listed(rig: Rig, parent_id: str) -> list[str]:
+    """The children a payload of the parent lists in its inputs."""
+    task = rig.store.get_task(parent_id)
+    assert task is not None
+    inputs, _ = rig.svc.payloads.inputs.of(task)
+    return [i["task_id"] for i in inputs["inputs"]]
+
+
+def test_tasks_whose_children_predate_the_mark_are_marked_page_by_page_and_once() -> None:
+    rig = Rig()
+    parents = [rig.task(pool=None)[0] for _ in range(3)]
+    kids = {
+        p.id: [rig.task(pool=None, links=TaskLinks(parent_id=p.id))[0].id for _ in range(n)]
+        for p, n in zip(parents, (3, 1, 0), strict=True)
+    }
+    for parent in parents[:2]:
+        _unmarked(rig, parent.id)
+    assert _children_listed(rig, parents[0].id) == []  # what the gap looks like
+    rig.store.schema = SchemaState(version=SCHEMA_VERSION - 1, step=1)
+    version = rig.store.tasks[parents[0].id].version
+
+    [dry] = migrate(rig.store, dry_run=True)[-1:]
+    assert (dry.name, dry.status) == ("task-children-marks", "would_apply")
+    assert dry.counts == {"tasks": 7, "parents": 2, "already_marked": 0, "would_mark": 2}
+    assert "mark_children" not in rig.store.writes
+    assert rig.store.schema_state().version == SCHEMA_VERSION - 1
+
+    # Two tasks a page, one page a run: it stops, saves its place, and goes on from it.
+    [first] = migrate(rig.store, page_size=2, max_pages=1)[-1:]
+    assert (first.status, first.pages) == ("stopped", 1)
+    saved = rig.store.schema_state()
+    assert (saved.version, saved.migration) == (SCHEMA_VERSION - 1, "task-children-marks")
+    [rest] = migrate(rig.store, page_size=2)[-1:]
+    assert rest.status == "applied"
+    assert first.counts["marked"] + rest.counts["marked"] == 2
+    assert first.counts["tasks"] + rest.counts["tasks"] == 7
+    # A parent met on several pages is written once, then read as marked.
+    assert rig.store.writes.count("mark_children") == 2
+    assert rig.store.schema_state().version == SCHEMA_VERSION
+    for parent in parents[:2]:
+        marked = rig.store.tasks[parent.id]
+        assert marked.has_children is True
+    assert rig.store.tasks[parents[0].id].version == version  # no version bump
+    assert rig.store.tasks[parents[2].id].has_children is None  # no child: no mark
+    assert set(_children_listed(rig, parents[0].id)) == set(kids[parents[0].id])
+    assert _children_listed(rig, parents[1].id) == kids[parents[1].id]
+
+    # The same page again (a run that died before it saved its place) writes nothing.
+    again = mark_tasks_with_children_filed_before_the_mark(rig.store, None, 100, False)
+    assert again.counts == {"tasks": 7, "parents": 2, "already_marked": 2, "marked": 0}
+    assert rig.store.writes.count("mark_children") == 2
+
+
+def test_a_parent_marked_between_the_read_and_the_write_is_not_written_again() -> None:
+    rig = Rig()
+    parent = rig.task(pool=None)[0]
+    rig.task(pool=None, links=TaskLinks(parent_id=parent.id))
+    _unmarked(rig, parent.id)
+
+    class Racing:
+        """A store where a child is filed (marking the parent) right after the read."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(rig.store, name)
+
+        def children_marked(self, task_ids: list[str]) -> set[str]:
+            found = rig.store.children_marked(task_ids)
+            rig.store.tasks[parent.id] = replace(rig.store.tasks[parent.id], has_children=True)
+            return found
+
+    racing: Any = Racing()
+    outcome = mark_tasks_with_children_filed_before_the_mark(racing, None, 100, False)
+    assert outcome.counts == {"tasks": 2, "parents": 1, "already_marked": 1, "marked": 0}
+    assert "mark_children" not in rig.store.writes
 
 
 def test_the_migrations_are_named_in_order_and_the_last_is_this_releases_version() -> None:

@@ -126,3 +126,43 @@ def test_a_space_payload_carries_empty_inputs(rig: Rig) -> None:
     lease_id = _held_lease_on(rig, SubjectKind.SPACE, SPACE, None)
     bundle = rig.svc.payloads.payload(as_lease(lease_id), lease_id)
     assert (bundle["subject"]["kind"], bundle["inputs"]) == ("space", [])
+
+
+def test_a_rerun_after_success_keeps_the_last_successful_result(rig: Rig) -> None:
+    blocker = _task(rig, "blocker")
+    _finish(rig, blocker, {"outcome": "success", "result": {"run": 1}})
+    parent = _task(rig, "parent")
+    child = _task(rig, "child", parent_id=parent.id)
+    _finish(rig, child, {"outcome": "success", "result": "first"})
+    # Both run again, and the new runs fail: what they handed on stays the first run's.
+    _finish(rig, blocker, {"outcome": "failure", "result": {"run": 2}})
+    _finish(rig, child, {"outcome": "failure", "result": "second"})
+    dependent = _task(rig, "dependent", depends_on=(blocker.id,))
+    waiting = _payload_of(rig, dependent)["inputs"]
+    assert [(i["task_id"], i["result"]) for i in waiting] == [(blocker.id, {"run": 1})]
+    above = _payload_of(rig, parent)["inputs"]
+    assert [(i["task_id"], i["result"]) for i in above] == [(child.id, "first")]
+
+
+def test_a_second_success_replaces_the_first_and_a_replay_of_the_first_does_not(
+    rig: Rig,
+) -> None:
+    blocker = _task(rig, "blocker")
+    _finish(rig, blocker, {"outcome": "success", "result": 1})
+    first = rig.store.get_graph(blocker.id).succeeded_lease
+    _finish(rig, blocker, {"outcome": "success", "result": 2})
+    second = rig.store.get_graph(blocker.id).succeeded_lease
+    assert first is not None and second is not None and second > first
+    older = rig.store.get_lease(first)
+    assert older is not None
+    rig.svc.graph.after_lease(None, older)  # a replayed record of the first success
+    assert rig.store.get_graph(blocker.id).succeeded_lease == second
+    dependent = _task(rig, "dependent", depends_on=(blocker.id,))
+    assert [i["result"] for i in _payload_of(rig, dependent)["inputs"]] == [2]
+
+
+def test_a_task_that_never_succeeded_has_a_null_result(rig: Rig) -> None:
+    blocker = _task(rig, "blocker")
+    _finish(rig, blocker, {"outcome": "failure", "result": {"partial": True}})
+    dependent = _task(rig, "dependent", depends_on=(blocker.id,))
+    assert [i["result"] for i in _payload_of(rig, dependent)["inputs"]] == [None]

@@ -221,3 +221,64 @@ def test_the_route_answers_202_then_409_and_refuses_a_bad_body(http: Any) -> Non
     assert (again.status, again.code) == (409, "invalid_transition")
     missing = http("POST", "/tasks/task_nope/cancel", {"reason": WHY})
     assert missing.status == 404
+
+
+def test_a_claim_that_read_the_gate_before_a_subtree_cancel_hands_nothing_out(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top, kids, grand = _tree(rig, 2, 1)
+    before = rig.store.get_scheduler()  # what a claim read just before the top's commit
+    monkeypatch.setattr(cancel_module, "CANCEL_BUDGET", 1)  # the request reaches the top only
+    reactor, rig.store.reactor = rig.store.reactor, None  # and the stream is late
+    rig.svc.cancellation.cancel(MEMBER, top, WHY, True)
+    monkeypatch.setattr(rig.svc.gate, "read", lambda: before)
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None) is None
+    for task_id in [*kids, *grand]:
+        task = rig.store.get_task(task_id)
+        assert task is not None and task.cancelled is not None, task_id
+        assert task.cancelled["root"] == top
+        lease = rig.svc.kernel.newest_lease(task)
+        assert lease is not None and lease.state is LeaseState.CANCELLED, task_id
+        assert lease.claimed_at is not None  # claimed, then withdrawn by its own claimer
+    rig.store.reactor = reactor
+    for task_id in [top, *kids]:  # the walk comes by later and finds them reached
+        rig.svc.cancellation.continue_walk(None, rig.store.get_graph(task_id))
+    for task_id in [*kids, *grand]:
+        ends = [e.type for e in rig.events(task_id) if e.type in ("task.cancelled",)]
+        assert ends == ["task.cancelled"], task_id
+        stops = [e.type for e in rig.events(task_id) if e.type == "lease.cancelled"]
+        assert stops == ["lease.cancelled"], task_id
+    assert rig.store.get_scheduler().cancelled == frozenset()
+
+
+def test_a_claim_of_a_task_with_no_parent_reads_no_graph_row(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig.task()
+    asked: list[list[str]] = []
+    real = rig.store.get_graphs
+    monkeypatch.setattr(
+        rig.store, "get_graphs", lambda ids, consistent=False: asked.append(ids) or real(ids)
+    )
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None) is not None
+    assert asked == []
+    top, _, _ = _tree(rig, 1)
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None) is not None
+    assert asked == [[top]]
+
+
+def test_an_exact_claim_withdrawn_under_a_subtree_cancel_says_the_lease_ended(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top, kids, _ = _tree(rig, 1)
+    lease = rig.svc.kernel.newest_lease(rig.store.get_task(kids[0]))  # type: ignore[arg-type]
+    assert lease is not None
+    before = rig.store.get_scheduler()
+    monkeypatch.setattr(cancel_module, "CANCEL_BUDGET", 1)  # the request reaches the top only
+    rig.store.reactor = None
+    rig.svc.cancellation.cancel(MEMBER, top, WHY, True)
+    assert rig.lease(lease.id).state is LeaseState.PENDING  # not reached yet
+    monkeypatch.setattr(rig.svc.gate, "read", lambda: before)
+    with pytest.raises(InvalidTransition, match="is cancelled"):
+        rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None, lease_id=lease.id)
+    assert rig.lease(lease.id).state is LeaseState.CANCELLED

@@ -29,7 +29,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Space, Task, Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -67,6 +67,10 @@ TASK_KEYS_FROM_SCHEMA = 7
 # runs after this release is deployed everywhere. Leases made before keep their entries (the
 # list reads each lease through one of the two, never both).
 LISTED_BY_TASK_FROM_SCHEMA = 8
+# From this version on, every task with a child carries `has_children` on its row: filing
+# sets it at a task's first child, and the migration sets it on tasks whose children were
+# filed before the mark existed. A payload lists a task's children only when it is there.
+CHILDREN_MARKED_FROM_SCHEMA = 9
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -131,6 +135,15 @@ class MigrationStore(Protocol):
 
     def key_task(self, task: Task) -> bool:
         """Write the task's key row only if it has none; False when it had one."""
+        ...
+
+    def children_marked(self, task_ids: list[str]) -> set[str]:
+        """Which of these tasks carry `has_children` (one batch read)."""
+        ...
+
+    def mark_children(self, task_id: str) -> bool:
+        """Set `has_children` on the task's row (no version bump, no other field touched)
+        only if the task exists and has no mark; False otherwise."""
         ...
 
 
@@ -204,6 +217,29 @@ def key_tasks_filed_before_keys_gave_ids(
             counts[wrote] += 1
         else:  # keyed between the read and the write
             counts["already_keyed"] += 1
+    return Page(counts, after)
+
+
+def mark_tasks_with_children_filed_before_the_mark(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """A task whose children were all filed before filing marked a parent has no
+    `has_children`, so its payload's inputs leave its children out: set the mark on it. Each
+    task row of the page names its parent, so the page's children say which tasks need the
+    mark (one batch read of at most a page of parents, a write for each one unmarked), and a
+    parent met again on a later page is read as marked. Nothing else on the row is touched."""
+    tasks, after = store.scan_tasks(cursor, limit)
+    parents = sorted({t.parent_id for t in tasks if t.parent_id})
+    marked = store.children_marked(parents) if parents else set()
+    wrote = "would_mark" if dry_run else "marked"
+    counts = {"tasks": len(tasks), "parents": len(parents), "already_marked": 0, wrote: 0}
+    for parent in parents:
+        if parent in marked:
+            counts["already_marked"] += 1
+        elif dry_run or store.mark_children(parent):
+            counts[wrote] += 1
+        else:  # marked between the read and the write (a child filed meanwhile), or gone
+            counts["already_marked"] += 1
     return Page(counts, after)
 
 
@@ -300,6 +336,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="let a task's first lease, made with the task, go without an entry in the space's "
         "lease list: the list finds it through its task (leases made before keep theirs)",
         page=start_first_leases_listed_by_task,
+    ),
+    Migration(
+        version=CHILDREN_MARKED_FROM_SCHEMA,
+        name="task-children-marks",
+        does="mark each task whose children were filed before tasks were marked at their "
+        "first child, so that its payload's inputs list its children",
+        page=mark_tasks_with_children_filed_before_the_mark,
     ),
 )
 

@@ -622,8 +622,9 @@ class Store(Protocol):
         """The task's graph row (zeros when it has none), read consistently."""
         ...
 
-    def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
-        """Many tasks' graph rows at once (eventually consistent; zeros for those with none)."""
+    def get_graphs(self, task_ids: list[str], consistent: bool = False) -> dict[str, TaskGraph]:
+        """Many tasks' graph rows at once (one batched read, eventually consistent unless
+        asked otherwise; zeros for those with none)."""
         ...
 
     def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
@@ -682,9 +683,12 @@ class Store(Protocol):
         only once: False when it had counted before (a replayed stream record)."""
         ...
 
-    def settle_graph(self, task_id: str, name: str, at: int) -> bool:
+    def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
         """Set `succeeded_at` (only with no child outstanding) or `rollup_at` (only when every
-        child counted; it sets `succeeded_at` too) once; False when it was not due or set."""
+        child counted; it sets `succeeded_at` too) once; False when it was not due or set.
+        With `lease_id` (a success of that lease) the row also names it as `succeeded_lease`
+        in the same write, or, when `succeeded_at` was not due, in a write of its own unless
+        the row names a newer lease already."""
         ...
 
     def get_scheduler(self, consistent: bool = True) -> SchedulerState: ...

@@ -164,7 +164,9 @@ def compose(
         kernel,
         holds=(approval_rules.held_for_approval(kernel), block_rules.held_by_block(kernel)),
     )
-    claims = Claims(kernel, gate, workers, Waits(kernel))
+    # A claim under a subtree cancel that committed before the claim's write is withdrawn.
+    cancellation = Cancellation(kernel, graph)
+    claims = Claims(kernel, gate, workers, Waits(kernel), withdraw=(cancellation.withdraw_claim,))
     bound = Bound(kernel, claims)
     retries = Retries(kernel, runs)
     reports = Reports(
@@ -188,7 +190,6 @@ def compose(
     scheduler = Scheduler(kernel, gate)
     operator = Operator(kernel)
     approval = Approval(kernel, graph, operator)
-    cancellation = Cancellation(kernel, graph)
     return Tenure(
         kernel=kernel,
         setup=Setup(kernel),

@@ -477,6 +477,9 @@ class TaskGraph:
     blockers_total: int = 0
     blockers_done: int = 0
     succeeded_at: int | None = None
+    # The last lease of the task that completed with success (a later run's success replaces
+    # it, a replay of an older one does not): whose `result` the task hands on as an input.
+    succeeded_lease: str | None = None
     rollup_at: int | None = None
     auto_enqueued_at: int | None = None
     # The usage accumulator (app/usage.py): moved in each completion's own

@@ -240,6 +240,12 @@ class DynamoStore:
     def key_task(self, task: Task) -> bool:
         return self.schema.key_task(task)
 
+    def children_marked(self, task_ids: list[str]) -> set[str]:
+        return self.schema.children_marked(task_ids)
+
+    def mark_children(self, task_id: str) -> bool:
+        return self.schema.mark_children(task_id)
+
     def list_token(self, token: Token) -> bool:
         return self.schema.list_token(token)
 
@@ -1173,9 +1179,9 @@ class DynamoStore:
         row = self.rows.get(k.task_graph_key(task_id))
         return items.graph_from(task_id, row or {})
 
-    def get_graphs(self, task_ids: list[str]) -> dict[str, TaskGraph]:
+    def get_graphs(self, task_ids: list[str], consistent: bool = False) -> dict[str, TaskGraph]:
         ids = list(dict.fromkeys(task_ids))
-        rows = self.rows.batch_get([k.task_graph_key(t) for t in ids], False)
+        rows = self.rows.batch_get([k.task_graph_key(t) for t in ids], consistent)
         found = {k.task_id_of(r): r for r in rows}
         return {t: items.graph_from(t, found.get(t, {})) for t in ids}
 
@@ -1234,25 +1240,43 @@ class DynamoStore:
             return False
         return True
 
-    def settle_graph(self, task_id: str, name: str, at: int) -> bool:
+    def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
         if name == "rollup_at":
             expression = "SET rollup_at = :at, succeeded_at = if_not_exists(succeeded_at, :at)"
             condition, values = k.ROLLUP_DUE, _values(at=at, zero=0)
+        elif lease_id is not None:
+            expression = "SET succeeded_at = :at, succeeded_lease = :lease"
+            condition, values = k.SUCCESS_DUE, _values(at=at, lease=lease_id)
         else:
             expression, condition, values = "SET succeeded_at = :at", k.SUCCESS_DUE, _values(at=at)
         try:
-            self.rows.write(
-                "update",
-                Conflict("not due"),
-                TableName=self.table,
-                Key=_dump(k.task_graph_key(task_id)),
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            )
+            self._update_graph(task_id, expression, condition, values)
         except Conflict:
+            if lease_id is not None and name != "rollup_at":
+                # Not due (it succeeded before, or children are outstanding): the lease is
+                # still the task's newest success, unless a later one is named already.
+                with contextlib.suppress(Conflict):
+                    self._update_graph(
+                        task_id,
+                        "SET succeeded_lease = :lease",
+                        k.NEWER_SUCCESS,
+                        _values(lease=lease_id),
+                    )
             return False
         return True
+
+    def _update_graph(
+        self, task_id: str, expression: str, condition: str, values: dict[str, Any]
+    ) -> None:
+        self.rows.write(
+            "update",
+            Conflict("not due"),
+            TableName=self.table,
+            Key=_dump(k.task_graph_key(task_id)),
+            UpdateExpression=expression,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
 
     def get_scheduler(self, consistent: bool = True) -> SchedulerState:
         row = self.rows.get(k.SCHEDULER_KEY, consistent=consistent) or {}

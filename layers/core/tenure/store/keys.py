@@ -637,6 +637,11 @@ SUCCESS_DUE = (
     "attribute_not_exists(succeeded_at) AND "
     "(attribute_not_exists(children_total) OR children_done = children_total)"
 )
+# The migration marks a task that has children only where it exists and has no mark yet.
+CHILDREN_UNMARKED = "attribute_exists(PK) AND attribute_not_exists(has_children)"
+# A success names its lease unless the row names a later run's already (a replayed record of
+# an older success changes nothing): lease ids order by the instant they were made.
+NEWER_SUCCESS = "attribute_not_exists(succeeded_lease) OR succeeded_lease < :lease"
 # The last child's success rolls its parent up exactly once.
 ROLLUP_DUE = (
     "attribute_not_exists(rollup_at) AND children_total > :zero AND children_done = children_total"

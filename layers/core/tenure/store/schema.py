@@ -150,3 +150,22 @@ class SchemaRows:
         except AlreadyExists:
             return False
         return True
+
+    def children_marked(self, task_ids: list[str]) -> set[str]:
+        found = self.rows.batch_get([k.task_key(t) for t in task_ids])
+        return {k.task_id_of(r) for r in found if r.get("has_children")}
+
+    def mark_children(self, task_id: str) -> bool:
+        try:
+            self.rows.write(
+                "update",
+                Conflict("marked already, or gone"),
+                TableName=self.rows.name,
+                Key=_dump(k.task_key(task_id)),
+                UpdateExpression="SET has_children = :yes",
+                ConditionExpression=k.CHILDREN_UNMARKED,
+                ExpressionAttributeValues=_values(yes=True),
+            )
+        except Conflict:
+            return False
+        return True

@@ -5,6 +5,7 @@ enforced atomically by the claim's own write)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -60,6 +61,14 @@ BEFORE_EMPTY_ROUNDS = 4
 CLAIM_ID_KEEP_SECONDS = 86_400
 
 
+# A check a claim makes after its write committed and before it answers: given the claimed
+# lease, True when it must not be handed out (the check has then ended the lease itself), and
+# the claim goes on to its next candidate. A subtree cancel that committed just before the
+# claim's write is the case (app/tasks/cancel.py): the scheduler row the claim read to skip
+# such leases was read before that commit.
+Withdraw = Callable[[Lease], bool]
+
+
 @dataclass(frozen=True)
 class Claimed:
     lease: Lease
@@ -68,11 +77,19 @@ class Claimed:
 
 
 class Claims:
-    def __init__(self, kernel: Kernel, gate: ClaimGate, workers: Workers, waits: Waits) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        gate: ClaimGate,
+        workers: Workers,
+        waits: Waits,
+        withdraw: tuple[Withdraw, ...] = (),
+    ) -> None:
         self.gate = gate
         self.kernel = kernel
         self.workers = workers
         self.waits = waits  # at most 8 claims of one worker token wait at once
+        self.withdraw = withdraw
         # Per pool: until when this process's claims spread (shuffle) rather than go in order.
         self._contended: dict[str, int] = {}
 
@@ -199,6 +216,7 @@ class Claims:
                         continue  # its key was found full in this look: no read
                     tried.add(lease_id)
                     lost_before = self._rivalry()
+                    withdrawn_before = self.kernel.counters["claims_withdrawn"]
                     try:
                         won = self._try_claim(lease_id, pool, ask, gate, held)
                     except CeilingReached as full:
@@ -209,6 +227,10 @@ class Claims:
                     if won is not None:
                         self.kernel.counters["claims"] += 1
                         return won
+                    if self.kernel.counters["claims_withdrawn"] > withdrawn_before:
+                        # The scheduler row read for this look predates a subtree cancel:
+                        # read it again rather than claim and withdraw its neighbours too.
+                        break
                     if self._rivalry() > lost_before:
                         # A rival is claiming here too (it won the write, or took the head
                         # since the index was read): spread from now on.
@@ -320,6 +342,8 @@ class Claims:
                     self.kernel.counters["claims"] += 1
                     return won
                 again = self.kernel.lease(lease_id)
+                if again.state.terminal:  # withdrawn by this claim (its task was cancelled)
+                    raise InvalidTransition(f"lease {lease_id} is {again.state.value}")
                 if again.state is not LeaseState.PENDING:
                     raise InvalidTransition(f"lease {lease_id} was claimed by another worker")
             remaining = (give_up_at - self.kernel.clock.now_ms()) / 1000
@@ -561,6 +585,9 @@ class Claims:
             return None
         if records and intent is not None:
             intent.names = lease.id
+        if any(check(new) for check in self.withdraw):
+            self.kernel.counters["claims_withdrawn"] += 1
+            return None  # ended by the check: never handed out, the claim looks further
         return Claimed(lease=new, token=token, pool=pool)
 
     def _claimed_and_started(self, claimed: Lease, now: int) -> Lease:

@@ -25,6 +25,16 @@ A subtree is walked down its child edges, a page at a time, each level from the 
   with -1 on the top's `cancel_open`. The top walked with nothing open means every descendant
   was reached: the top leaves the `cancelled` set.
 
+A claim skips a lease under a top in the `cancelled` set, but it read that set before its own
+write: a claim that read it just before the top's commit writes just after, while the task
+already reads cancelled and the walk has not reached it. So a claim of a lease whose task has
+a parent, once its write has committed, reads its ancestors' graph rows consistently (one
+batched read of at most MAX_DEPTH rows; a task with no parent reads nothing more) and
+`withdraw_claim` looks for a reach mark: the top's is written by the top's own commit, so a
+claim committed after it finds it. Then the claim is never answered: the claimer reaches the
+task as the walk would (the once-only mark decides which of the two records the cancel) and,
+as the lease's holder that never began, ends it `cancelled` on its state and fence.
+
 The request itself walks at most CANCEL_BUDGET tasks; every mark and cursor move is a graph
 row change the table's stream hands to `continue_walk`, which walks that task's next page, so
 what the request left (or lost to a crash after the top's commit) is finished in the
@@ -46,7 +56,8 @@ from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
 from tenure.domain.model import Lease, Principal, Task, TaskGraph
-from tenure.domain.transitions import Action, move
+from tenure.domain.states import LeaseState
+from tenure.domain.transitions import Action, move, must_move
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -171,6 +182,49 @@ class Cancellation:
                 why = {"by": marker["by"], "reason": marker["reason"], "task_cancelled": True}
                 leases.append(over(newest, self.kernel.apply(newest, to, why, now)))
         return Change(tasks=tasks, leases=leases)
+
+    # ------------------------------------------------------------------ claims
+
+    def withdraw_claim(self, claimed: Lease) -> bool:
+        """After a claim's write committed: True, with the lease ended and its task reached,
+        when a subtree cancel above the task had committed (an ancestor's graph row carries a
+        reach mark); the claim must then not hand the lease out."""
+        if not claimed.lineage or claimed.task_id is None:
+            return False  # nothing above it: no subtree cancel can hold it (no read)
+        graphs = self.kernel.store.get_graphs(list(claimed.lineage), consistent=True)
+        # The nearest marked ancestor: its own cancel's walk is the one that comes this way.
+        root = next(
+            (
+                graphs[x].cancel_root
+                for x in reversed(claimed.lineage)
+                if x in graphs and graphs[x].cancel_reached_at is not None
+            ),
+            None,
+        )
+        if root is None:
+            return False
+        with contextlib.suppress(Unavailable):  # the walk reaches it in any case
+            self._reach(claimed.task_id, root, self._root_marker(root))
+        self._end_withdrawn(claimed)
+        return True
+
+    def _end_withdrawn(self, claimed: Lease) -> None:
+        """The withdrawn lease, asked to stop by the reach (the claimer's or the walk's),
+        ended by its holder as a stopped lease ends: `cancelled`, on its state and fence.
+        Bounded; a lease still held when the tries run out is ended by its toleration."""
+        why = {"by": "claim", "worker_id": claimed.worker_id, "task_cancelled": True}
+        for _ in range(CANCEL_TRIES):
+            current = self.kernel.store.get_lease(claimed.id)
+            if current is None or current.fence != claimed.fence or current.state.terminal:
+                return
+            action = Action.RELEASE if current.state is LeaseState.CANCELLING else Action.CANCEL
+            to = must_move(current.id, current.state, current.revoke, action)
+            now = self.kernel.clock.now_ms()
+            try:
+                self.kernel.write(current, self.kernel.apply(current, to, why, now))
+            except Conflict:
+                self.kernel.counters["lost_writes"] += 1
+            # Asked to stop now (its reach failed): ended on the next round.
 
     # ------------------------------------------------------------------- walk
 

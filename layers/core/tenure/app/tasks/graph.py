@@ -8,6 +8,7 @@ table's stream (triggers/stream.py hands each changed row to the reactions table
 reaction is conditional, so a replayed stream record changes nothing:
 
   lease completed with success ─► the task's `succeeded_at` (only with no child outstanding)
+                            and `succeeded_lease` (the newest lease that succeeded)
   `succeeded_at` appears ─► its child edge counts in the parent (once), each dependent edge
                             counts in the dependent (once)
   parent's children_done reaches children_total ─► `rollup_at` once (`task.rollup_completed`)
@@ -515,8 +516,10 @@ class Graph:
         if new.outcome != "success" or (old is not None and old.state is LeaseState.COMPLETED):
             return
         # Only with no child outstanding (a parent stays open until its children succeed).
+        # The lease is named in the same write: the task's inputs hand on its result, even
+        # after a later run (a second write only for a re-run or a parent still waiting).
         self.kernel.store.settle_graph(
-            new.task_id, "succeeded_at", new.ended_at or self.kernel.clock.now_ms()
+            new.task_id, "succeeded_at", new.ended_at or self.kernel.clock.now_ms(), new.id
         )
 
     def after_graph(self, old: TaskGraph | None, new: TaskGraph) -> None:
