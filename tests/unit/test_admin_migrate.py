@@ -12,6 +12,7 @@ import pytest
 from tenure.app.migrations import (
     MIGRATIONS,
     SCHEMA_VERSION,
+    Outcome,
     SchemaState,
     SchemaTooNew,
     mark_tasks_with_children_filed_before_the_mark,
@@ -31,6 +32,12 @@ def old_token(rig: Rig, name: str, **kw: Any) -> Token:
     if kw:
         rig.store.tokens[token.token_hash] = replace(token, **kw)
     return rig.store.tokens[token.token_hash]
+
+
+def named(outcomes: list[Outcome], name: str) -> Outcome:
+    """One migration's outcome in a run, found by its name (later migrations follow it)."""
+    [outcome] = [o for o in outcomes if o.name == name]
+    return outcome
 
 
 def names(rig: Rig) -> set[str]:
@@ -162,11 +169,11 @@ def test_an_old_space_is_listed_after_migrate_and_a_rerun_writes_nothing() -> No
     before = rig.svc.setup.list_spaces(ADMIN, 100, None)
     assert [s.key for s in before.spaces] == ["NEW", "OPS"] and before.schema_behind
 
-    dry = migrate(rig.store, dry_run=True)[-3]
+    dry = named(migrate(rig.store, dry_run=True), "space-list-rows")
     assert (dry.name, dry.status) == ("space-list-rows", "would_apply")
     assert "OLD" not in rig.store.space_list
 
-    outcome = migrate(rig.store)[-3]
+    outcome = named(migrate(rig.store), "space-list-rows")
     assert (outcome.name, outcome.status) == ("space-list-rows", "applied")
     assert outcome.counts == {"spaces": 3, "already_listed": 2, "listed": 1}
     after = rig.svc.setup.list_spaces(ADMIN, 100, None)
@@ -184,7 +191,7 @@ def test_a_task_filed_when_ids_were_random_is_keyed_and_then_found_by_its_key() 
     with pytest.raises(TaskNotFound):
         rig.svc.task_keys.task_id(ADMIN, "OPS-77")
 
-    outcome = migrate(rig.store)[-2]
+    outcome = named(migrate(rig.store), "task-key-rows")
     assert (outcome.name, outcome.status) == ("task-key-rows", "applied")
     assert outcome.counts == {"tasks": 2, "already_keyed": 1, "keyed": 1}
     assert rig.svc.task_keys.task_id(ADMIN, "OPS-77") == old.id
