@@ -311,12 +311,17 @@ class Kernel:
 
     # ----------------------------------------------------------------------- lookups
 
-    def own_lease(self, actor: Principal, lease_id: str, use: str = authz.ACT) -> Lease:
+    def own_lease(
+        self, actor: Principal, lease_id: str, use: str = authz.ACT, read: Lease | None = None
+    ) -> Lease:
         """The lease of this lease token, read once, and refused for a `use` its end has
         taken away (authz.require_lease_power): the one check on the row itself, so a
-        principal cached from before the end is caught here."""
+        principal cached from before the end is caught here. `read`: the row this request
+        already read consistently (a worker's bound report resolves the lease first), taken
+        instead of a second read; a write judged on it is still conditional on its state and
+        fence, and one that loses is judged again on a fresh read."""
         authz.require_lease(actor, lease_id)
-        lease = self.lease(lease_id)
+        lease = read if read is not None and read.id == lease_id else self.lease(lease_id)
         authz.require_lease_power(authz.lease_ended_at(lease), self.clock.now_ms(), use)
         return lease
 

@@ -323,10 +323,12 @@ class Reports:
         lease_id: str,
         body: dict[str, Any],
         next_claim: str | None = None,
+        read: Lease | None = None,
     ) -> Lease:
         """End the lease with `body`; `next_claim` is the claim the report carried, kept on
-        the ended row (app/leases/handover.py)."""
-        return self._report(actor, lease_id, ReportKind.COMPLETE, body, next_claim)
+        the ended row (app/leases/handover.py); `read`: the lease row as this request read
+        it consistently already, if it did (Kernel.own_lease)."""
+        return self._report(actor, lease_id, ReportKind.COMPLETE, body, next_claim, read)
 
     def fail(
         self,
@@ -334,11 +336,14 @@ class Reports:
         lease_id: str,
         body: dict[str, Any],
         next_claim: str | None = None,
+        read: Lease | None = None,
     ) -> Lease:
-        return self._report(actor, lease_id, ReportKind.FAIL, body, next_claim)
+        return self._report(actor, lease_id, ReportKind.FAIL, body, next_claim, read)
 
-    def release(self, actor: Principal, lease_id: str, body: dict[str, Any]) -> Lease:
-        return self._report(actor, lease_id, ReportKind.RELEASE, body)
+    def release(
+        self, actor: Principal, lease_id: str, body: dict[str, Any], read: Lease | None = None
+    ) -> Lease:
+        return self._report(actor, lease_id, ReportKind.RELEASE, body, read=read)
 
     def _report(
         self,
@@ -347,8 +352,9 @@ class Reports:
         kind: ReportKind,
         body: dict[str, Any],
         next_claim: str | None = None,
+        read: Lease | None = None,
     ) -> Lease:
-        lease = self.kernel.own_lease(actor, lease_id, authz.REPORT)
+        lease = self.kernel.own_lease(actor, lease_id, authz.REPORT, read)
         for prepare in self.completion.prepare:
             body = prepare(lease, kind, body)
         rules.refuse_tokens(body, "the report")
