@@ -5,18 +5,24 @@ fresh read, never acted on."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from tenure import wiring
+from tenure.api import tokens, worker
 from tenure.app.leases.handover import NextClaim
 from tenure.domain.model import Lease
 from tenure.domain.states import LeaseState, ReportKind
+from tenure_cli.local import lambda_host
+from tenure_cli.local.frontdoor import to_event
 
 from tests.unit.support import WORKER, Rig, as_lease
 
 SUCCESS = {"outcome": "success"}
+Send = Callable[..., tuple[int, Any]]
 
 
 class LeaseReads:
@@ -109,3 +115,71 @@ def test_a_row_read_for_another_lease_is_never_taken_for_the_one_reported(
     assert ended.id == held.id and ended.state is LeaseState.COMPLETED
     assert rig.lease(other.id).state is LeaseState.DISPATCHED
     assert reads.of(held.id) == 1
+
+
+# ------------------------------------------- the worker function's own check of a lease token
+
+
+@pytest.fixture
+def on_url(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Send:
+    """The worker function on its function URL: the bearer is checked in the same process
+    as the route, with no verdict kept from an earlier request."""
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(worker, "VERDICTS", tokens.Verdicts(clock=lambda: rig.clock.now_ms() / 1e3))
+
+    def send(method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
+        head = {"host": "unit", "authorization": f"Bearer {token}"}
+        raw = json.dumps(body).encode() if body is not None else b""
+        out = lambda_host.invoke_worker(to_event(method, f"/api/v1{path}", head, raw))
+        return out["statusCode"], json.loads(out["body"]) if out.get("body") else None
+
+    return send
+
+
+def test_a_lease_token_s_report_on_the_function_url_reads_its_lease_once(
+    rig: Rig, reads: LeaseReads, on_url: Send
+) -> None:
+    rig.task()
+    won = rig.claim()
+    reads.ids.clear()
+    status, answer = on_url("POST", f"/leases/{won.lease.id}/complete", won.token, SUCCESS)
+    assert status == 200, answer
+    assert answer["lease"]["state"] == "completed"
+    assert reads.of(won.lease.id) == 1  # the token check's read is the report's
+
+
+def test_a_lease_token_s_payload_on_the_function_url_reads_its_lease_once(
+    rig: Rig, reads: LeaseReads, on_url: Send
+) -> None:
+    rig.task()
+    won = rig.claim()
+    reads.ids.clear()
+    status, answer = on_url("GET", f"/leases/{won.lease.id}/payload", won.token)
+    assert status == 200, answer
+    assert answer["lease"]["id"] == won.lease.id
+    assert reads.of(won.lease.id) == 1
+
+
+def test_a_row_the_token_check_read_serves_one_use_and_a_kept_verdict_reads_afresh(
+    rig: Rig, reads: LeaseReads, on_url: Send
+) -> None:
+    """The next request, let in on the verdict kept from this one, reads the row itself: a
+    row is never carried from one request to another."""
+    rig.task()
+    won = rig.claim()
+    assert on_url("POST", f"/leases/{won.lease.id}/start", won.token)[0] == 200
+    reads.ids.clear()
+    status, answer = on_url("POST", f"/leases/{won.lease.id}/complete", won.token, SUCCESS)
+    assert status == 200, answer
+    assert reads.of(won.lease.id) == 1  # no token check this time: the report's own read
+
+
+def test_a_foreign_lease_token_on_the_function_url_is_refused_whatever_the_check_read(
+    rig: Rig, on_url: Send
+) -> None:
+    rig.task()
+    rig.task()
+    mine, theirs = rig.claim(), rig.claim(worker_id="w2")
+    status, answer = on_url("POST", f"/leases/{theirs.lease.id}/complete", mine.token, SUCCESS)
+    assert status in (401, 403, 404), answer
+    assert rig.lease(theirs.lease.id).state is LeaseState.DISPATCHED
