@@ -183,3 +183,16 @@ def test_a_foreign_lease_token_on_the_function_url_is_refused_whatever_the_check
     status, answer = on_url("POST", f"/leases/{theirs.lease.id}/complete", mine.token, SUCCESS)
     assert status in (401, 403, 404), answer
     assert rig.lease(theirs.lease.id).state is LeaseState.DISPATCHED
+
+
+def test_a_lease_token_s_heartbeat_on_the_function_url_reads_its_lease_once(
+    rig: Rig, reads: LeaseReads, on_url: Send
+) -> None:
+    """Judged on the check's consistent read, which is all a heartbeat's cheap read is for."""
+    rig.task()
+    won = rig.claim()
+    reads.ids.clear()
+    status, answer = on_url("POST", f"/leases/{won.lease.id}/heartbeat", won.token)
+    assert status == 200, answer
+    assert answer["state"] == "running"  # the first heartbeat starts the lease
+    assert reads.of(won.lease.id) == 1

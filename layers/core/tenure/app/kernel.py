@@ -333,7 +333,7 @@ class Kernel:
         (`token_checked`). A write judged on it is still conditional on its state and fence,
         and one that loses is judged again on a fresh read."""
         authz.require_lease(actor, lease_id)
-        checked = _taken("lease", lease_id, Lease)  # the token check's own read, if any
+        checked = self.token_checked_row(lease_id)
         if read is None or read.id != lease_id:
             read = checked
         lease = read if read is not None and read.id == lease_id else self.lease(lease_id)
@@ -345,6 +345,10 @@ class Kernel:
         request: kept for the request's first own_lease of it. Outside a request (the
         authorizer's own function) nothing is kept."""
         _note("lease", lease.id, lease)
+
+    def token_checked_row(self, lease_id: str) -> Lease | None:
+        """The row `token_checked` kept for this lease in this request, handed out once."""
+        return _taken("lease", lease_id, Lease)
 
     def acting_lease(self, actor: Principal) -> Lease:
         """The lease a lease token acts from (its space, its task), while it is active."""
