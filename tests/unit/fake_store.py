@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -531,7 +531,14 @@ class FakeStore(FakeRules):
         more = len(rest) > limit
         return TaskPage(entries, entries[-1].cursor if more else None)
 
-    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
+    def timeline(
+        self,
+        subject_kind: str,
+        subject_id: str,
+        limit: int | None,
+        held: Sequence[Lease] = (),
+    ) -> list[Event]:
+        # Its timelines are rows the reactor wrote, stamps included: nothing to read of `held`.
         want = self.timeline_cap if limit is None else min(limit, self.timeline_cap)
         _limit(want)
         rows = self.timelines.get((str(subject_kind), subject_id), {})

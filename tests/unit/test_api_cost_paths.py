@@ -65,7 +65,7 @@ def test_a_bundle_that_cannot_be_read_leaves_the_claim_won_with_a_null_payload(
 ) -> None:
     rig.task()
 
-    def throttled(*_: Any) -> Any:
+    def throttled(*_: Any, **__: Any) -> Any:
         raise e.Unavailable("the table is throttling", retry_after=1)
 
     monkeypatch.setattr(rig.store, "timeline", throttled)

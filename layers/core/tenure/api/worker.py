@@ -16,6 +16,7 @@ from tenure.api.errors import error_event
 from tenure.api.routes import BASE, WORKER_ROUTES, match
 from tenure.api.surface import logger, metrics
 from tenure.api.tokens import Verdicts
+from tenure.app.kernel import one_request
 from tenure.config import settings
 from tenure.domain import errors as e
 
@@ -64,15 +65,18 @@ def handle_claim(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def _checked(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """The bearer checked here (no authorizer in front), then the route."""
-    try:
-        actor = VERDICTS.principal(event.get("headers"))
-        ctx = {"principal": json.dumps(dataclasses.asdict(actor))}
-    except e.Unauthenticated as refused:
-        ctx = {"principal": "", "reason": refused.message}
-    except e.Unavailable as busy:
-        # As the authorizer passes it on: the dispatch reads the token once more itself.
-        ctx = {"principal": "", "reason": busy.message, "unavailable": "true"}
-    # Always replaced: the function URL sends no authorizer context of its own.
-    event.setdefault("requestContext", {})["authorizer"] = {"lambda": ctx}
-    return dispatch.handle(event, context)
+    """The bearer checked here (no authorizer in front), then the route, in one request's
+    scope: a lease token's lease row, read consistently by the check, is the row the route
+    starts from instead of a second read (Kernel.own_lease)."""
+    with one_request():
+        try:
+            actor = VERDICTS.principal(event.get("headers"))
+            ctx = {"principal": json.dumps(dataclasses.asdict(actor))}
+        except e.Unauthenticated as refused:
+            ctx = {"principal": "", "reason": refused.message}
+        except e.Unavailable as busy:
+            # As the authorizer passes it on: the dispatch reads the token once more itself.
+            ctx = {"principal": "", "reason": busy.message, "unavailable": "true"}
+        # Always replaced: the function URL sends no authorizer context of its own.
+        event.setdefault("requestContext", {})["authorizer"] = {"lambda": ctx}
+        return dispatch.handle(event, context)

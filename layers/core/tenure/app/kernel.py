@@ -80,7 +80,11 @@ _REQUEST_ROWS: ContextVar[dict[tuple[str, str], Any] | None] = ContextVar(
 
 @contextlib.contextmanager
 def one_request() -> Iterator[None]:
-    """Scope the fresh reads of one request (see _REQUEST_ROWS)."""
+    """Scope the fresh reads of one request (see _REQUEST_ROWS). Within a request's scope
+    already (the worker function opens it before it checks the bearer), the same scope."""
+    if _REQUEST_ROWS.get() is not None:
+        yield
+        return
     scope = _REQUEST_ROWS.set({})
     try:
         yield
@@ -97,6 +101,13 @@ def _note(kind: str, key: str, row: Any) -> None:
 def _noted(kind: str, key: str, shape: type[T]) -> T | None:
     """The row of this kind and key the current request read fresh or wrote, if any."""
     known = (_REQUEST_ROWS.get() or {}).get((kind, key))
+    return known if isinstance(known, shape) else None
+
+
+def _taken(kind: str, key: str, shape: type[T]) -> T | None:
+    """As _noted, once: the row is handed out and forgotten, so a later read in the same
+    request (after a write of its own, say) goes to the table."""
+    known = (_REQUEST_ROWS.get() or {}).pop((kind, key), None)
     return known if isinstance(known, shape) else None
 
 
@@ -312,14 +323,33 @@ class Kernel:
 
     # ----------------------------------------------------------------------- lookups
 
-    def own_lease(self, actor: Principal, lease_id: str, use: str = authz.ACT) -> Lease:
+    def own_lease(
+        self, actor: Principal, lease_id: str, use: str = authz.ACT, read: Lease | None = None
+    ) -> Lease:
         """The lease of this lease token, read once, and refused for a `use` its end has
         taken away (authz.require_lease_power): the one check on the row itself, so a
-        principal cached from before the end is caught here."""
+        principal cached from before the end is caught here. `read`: the row this request
+        already read consistently (a worker's bound report resolves the lease first), taken
+        instead of a second read; so is the row the request's own token check read
+        (`token_checked`). A write judged on it is still conditional on its state and fence,
+        and one that loses is judged again on a fresh read."""
         authz.require_lease(actor, lease_id)
-        lease = self.lease(lease_id)
+        checked = self.token_checked_row(lease_id)
+        if read is None or read.id != lease_id:
+            read = checked
+        lease = read if read is not None and read.id == lease_id else self.lease(lease_id)
         authz.require_lease_power(authz.lease_ended_at(lease), self.clock.now_ms(), use)
         return lease
+
+    def token_checked(self, lease: Lease) -> None:
+        """The lease row a lease token was just checked against, read consistently in this
+        request: kept for the request's first own_lease of it. Outside a request (the
+        authorizer's own function) nothing is kept."""
+        _note("lease", lease.id, lease)
+
+    def token_checked_row(self, lease_id: str) -> Lease | None:
+        """The row `token_checked` kept for this lease in this request, handed out once."""
+        return _taken("lease", lease_id, Lease)
 
     def acting_lease(self, actor: Principal) -> Lease:
         """The lease a lease token acts from (its space, its task), while it is active."""

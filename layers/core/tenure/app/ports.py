@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -456,8 +457,16 @@ class Store(Protocol):
         state: LeaseState | None,
         pool: str | None,
     ) -> LeasePage: ...
-    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
-        """The newest `limit` events (None: TIMELINE_CAP), oldest first."""
+    def timeline(
+        self,
+        subject_kind: str,
+        subject_id: str,
+        limit: int | None,
+        held: Sequence[Lease] = (),
+    ) -> list[Event]:
+        """The newest `limit` events (None: TIMELINE_CAP), oldest first. `held`: lease rows
+        the caller read or wrote in this request; a task's timeline takes their stamps from
+        them instead of reading those rows again."""
         ...
 
     def timeline_page(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -167,8 +167,14 @@ class DynamoStore:
     def kept_event(self, space: str, name: str, key: str) -> KeptEvent | None:
         return self.event_rows.kept_event(space, name, key)
 
-    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
-        return self.reads.timeline(subject_kind, subject_id, limit)
+    def timeline(
+        self,
+        subject_kind: str,
+        subject_id: str,
+        limit: int | None,
+        held: Sequence[Lease] = (),
+    ) -> list[Event]:
+        return self.reads.timeline(subject_kind, subject_id, limit, held)
 
     def timeline_page(
         self,

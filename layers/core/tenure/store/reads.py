@@ -5,6 +5,7 @@ codec's cursor (store.cursors); the contract tests hold the fake to the same pag
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from tenure.app.ports import (
@@ -262,14 +263,22 @@ class PagedReads:
         last = cursors.encode(kind, str(entries[-1][k.TASKS_SK])) if entries else None
         return TaskPage(found, last if more else None)
 
-    def timeline(self, subject_kind: str, subject_id: str, limit: int | None) -> list[Event]:
-        """The newest `limit` events (None: the newest TIMELINE_CAP), oldest first."""
+    def timeline(
+        self,
+        subject_kind: str,
+        subject_id: str,
+        limit: int | None,
+        held: Sequence[Lease] = (),
+    ) -> list[Event]:
+        """The newest `limit` events (None: the newest TIMELINE_CAP), oldest first. `held`:
+        lease rows the caller has in hand (the row a claim just wrote, the row a report read
+        consistently); their stamps are taken from them, not from a read of them again."""
         want = self.timeline_cap if limit is None else min(limit, self.timeline_cap)
         newest: list[Event] = []
         cursor: str | None = None
         while len(newest) < want:
             page = self.timeline_page(
-                subject_kind, subject_id, want - len(newest), cursor, newest_first=True
+                subject_kind, subject_id, want - len(newest), cursor, newest_first=True, held=held
             )
             newest.extend(page.events)
             cursor = page.next_cursor
@@ -284,13 +293,15 @@ class PagedReads:
         limit: int,
         cursor: str | None,
         newest_first: bool = False,
+        held: Sequence[Lease] = (),
     ) -> EventPage:
         """Up to `limit` events after `cursor`: the subject's event rows, and on a task's
         timeline also the events its leases hold as stamps (domain/timeline.py), found by
         their anchors (and the task's first lease by its id). A task's leases follow one
         another, so the leases whose events can fall on this page are the `limit` + 2 anchors
         next to the cursor (and, oldest first, the one lease the cursor falls inside), and the
-        first lease: the page reads a bounded number of items."""
+        first lease: the page reads a bounded number of items. A lease in `held` (a row the
+        caller read or wrote in this request) is not read again."""
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
         kind, shape = k.EVENT_CURSOR
@@ -305,10 +316,12 @@ class PagedReads:
             named = dict.fromkeys(
                 [first_lease_id(subject_id), *(a.lease_id for a in anchors if a.lease_id)]
             )
-            leases = self.rows.batch_get([k.lease_key(i) for i in named], consistent=False)
+            in_hand = {lease.id: lease for lease in held if lease.id in named}
+            unread = [k.lease_key(i) for i in named if i not in in_hand]
+            leases = self.rows.batch_get(unread, consistent=False) if unread else []
             for event in anchors:
                 found.setdefault(k.event_sk(event.at, event.id), event)
-            for lease in map(items.lease_from, leases):
+            for lease in [*in_hand.values(), *map(items.lease_from, leases)]:
                 for event in stamped_events(lease):  # a row of the same event wins
                     found.setdefault(k.event_sk(event.at, event.id), event)
         beyond = sorted(

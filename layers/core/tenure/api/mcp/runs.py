@@ -167,17 +167,19 @@ def _heartbeat(svc: Tenure, actor: Principal, args: RunHeartbeatArgs) -> dict[st
 
 def _complete(svc: Tenure, actor: Principal, args: RunCompleteArgs) -> dict[str, Any]:
     run = _bound(svc, actor, args)
-    return _ended(svc, svc.reports.complete(run.holder, run.lease.id, _report(args)))
+    return _ended(
+        svc, svc.reports.complete(run.holder, run.lease.id, _report(args), read=run.lease)
+    )
 
 
 def _fail(svc: Tenure, actor: Principal, args: RunFailArgs) -> dict[str, Any]:
     run = _bound(svc, actor, args)
-    return _ended(svc, svc.reports.fail(run.holder, run.lease.id, _report(args)))
+    return _ended(svc, svc.reports.fail(run.holder, run.lease.id, _report(args), read=run.lease))
 
 
 def _release(svc: Tenure, actor: Principal, args: RunReleaseArgs) -> dict[str, Any]:
     run = _bound(svc, actor, args)
-    return _ended(svc, svc.reports.release(run.holder, run.lease.id, _report(args)))
+    return _ended(svc, svc.reports.release(run.holder, run.lease.id, _report(args), read=run.lease))
 
 
 def _block(svc: Tenure, actor: Principal, args: RunBlockArgs) -> dict[str, Any]:

@@ -88,7 +88,8 @@ class Handover:
         replay = run.lease.state.terminal
         ref = rules.claim_ref(run.lease.pool, actor.token_id, ask.worker_id, ask.claim_id)
         report = self.reports.complete if kind is ReportKind.COMPLETE else self.reports.fail
-        ended = report(run.holder, lease_id, body, None if replay else ref)
+        # The row resolve() read consistently is the one the report is judged on: one read.
+        ended = report(run.holder, lease_id, body, None if replay else ref, run.lease)
         if ended.next_claim != ref:
             return ended, None  # its first application carried another claim, or none
         if replay:

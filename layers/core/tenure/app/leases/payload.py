@@ -48,8 +48,10 @@ class Payloads:
 
     def _bundle(self, lease: Lease) -> dict[str, Any]:
         pool = self.kernel.pool(lease.pool)
+        # The lease in hand is the row the claim just wrote or the report read consistently:
+        # its own stamps (created, claimed, started) are taken from it, not read again.
         events = self.kernel.store.timeline(
-            lease.subject_kind, lease.subject_id, HISTORY_IN_PAYLOAD
+            lease.subject_kind, lease.subject_id, HISTORY_IN_PAYLOAD, held=(lease,)
         )
         recent = [_event_summary(e) for e in events[-ACTIVITY_IN_PAYLOAD:]]
         subject: dict[str, Any]

@@ -115,9 +115,11 @@ class Reports:
 
     def heartbeat(self, actor: Principal, lease_id: str, lease_seconds: int | None) -> Beat:
         authz.require_lease(actor, lease_id)
-        lease = self._read_for_beats([(lease_id, None)], lease_seconds, lambda _: True).get(
-            lease_id
-        )
+        # A row the request's token check read consistently is what the cheap read and the
+        # consistent read after it would be for: the heartbeat is judged on it.
+        lease = self.kernel.token_checked_row(lease_id) or self._read_for_beats(
+            [(lease_id, None)], lease_seconds, lambda _: True
+        ).get(lease_id)
         if lease is None:
             raise LeaseNotFound(f"lease {lease_id} does not exist")
         beat = self._beat(lease, lease_seconds)
@@ -323,10 +325,12 @@ class Reports:
         lease_id: str,
         body: dict[str, Any],
         next_claim: str | None = None,
+        read: Lease | None = None,
     ) -> Lease:
         """End the lease with `body`; `next_claim` is the claim the report carried, kept on
-        the ended row (app/leases/handover.py)."""
-        return self._report(actor, lease_id, ReportKind.COMPLETE, body, next_claim)
+        the ended row (app/leases/handover.py); `read`: the lease row as this request read
+        it consistently already, if it did (Kernel.own_lease)."""
+        return self._report(actor, lease_id, ReportKind.COMPLETE, body, next_claim, read)
 
     def fail(
         self,
@@ -334,11 +338,14 @@ class Reports:
         lease_id: str,
         body: dict[str, Any],
         next_claim: str | None = None,
+        read: Lease | None = None,
     ) -> Lease:
-        return self._report(actor, lease_id, ReportKind.FAIL, body, next_claim)
+        return self._report(actor, lease_id, ReportKind.FAIL, body, next_claim, read)
 
-    def release(self, actor: Principal, lease_id: str, body: dict[str, Any]) -> Lease:
-        return self._report(actor, lease_id, ReportKind.RELEASE, body)
+    def release(
+        self, actor: Principal, lease_id: str, body: dict[str, Any], read: Lease | None = None
+    ) -> Lease:
+        return self._report(actor, lease_id, ReportKind.RELEASE, body, read=read)
 
     def _report(
         self,
@@ -347,8 +354,9 @@ class Reports:
         kind: ReportKind,
         body: dict[str, Any],
         next_claim: str | None = None,
+        read: Lease | None = None,
     ) -> Lease:
-        lease = self.kernel.own_lease(actor, lease_id, authz.REPORT)
+        lease = self.kernel.own_lease(actor, lease_id, authz.REPORT, read)
         for prepare in self.completion.prepare:
             body = prepare(lease, kind, body)
         rules.refuse_tokens(body, "the report")

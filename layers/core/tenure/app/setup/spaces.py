@@ -248,6 +248,7 @@ class Setup:
             lease = self.kernel.store.get_lease(lease_id, consistent=True)
             if lease is None or not rules.same_hash(lease.token_hash, digest):
                 raise Unauthenticated("unknown token")
+            self.kernel.token_checked(lease)  # the route's own_lease takes this read
             return Principal(
                 kind="lease",
                 token_id=digest[:8],
