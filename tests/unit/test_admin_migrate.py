@@ -53,6 +53,7 @@ def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
         ("implied-first-jobs", "applied", {}),
         ("space-list-rows", "applied", {"spaces": 1, "already_listed": 1, "listed": 0}),
         ("task-key-rows", "applied", {"tasks": 0, "already_keyed": 0, "keyed": 0}),
+        ("untransacted-filing", "applied", {}),
     ]
     assert outcome.counts == {"tokens": 2, "already_listed": 1, "listed": 1}
     page = rig.svc.setup.list_tokens(ADMIN, None, 100, None)
@@ -154,12 +155,12 @@ def test_an_old_space_is_listed_after_migrate_and_a_rerun_writes_nothing() -> No
     before = rig.svc.setup.list_spaces(ADMIN, 100, None)
     assert [s.key for s in before.spaces] == ["NEW", "OPS"] and before.schema_behind
 
-    dry = migrate(rig.store, dry_run=True)[-2]
-    assert (dry.name, dry.status) == ("space-list-rows", "would_apply")
+    [dry] = [o for o in migrate(rig.store, dry_run=True) if o.name == "space-list-rows"]
+    assert dry.status == "would_apply"
     assert "OLD" not in rig.store.space_list
 
-    outcome = migrate(rig.store)[-2]
-    assert (outcome.name, outcome.status) == ("space-list-rows", "applied")
+    [outcome] = [o for o in migrate(rig.store) if o.name == "space-list-rows"]
+    assert outcome.status == "applied"
     assert outcome.counts == {"spaces": 3, "already_listed": 2, "listed": 1}
     after = rig.svc.setup.list_spaces(ADMIN, 100, None)
     assert [s.key for s in after.spaces] == ["NEW", "OLD", "OPS"] and not after.schema_behind
@@ -176,8 +177,8 @@ def test_a_task_filed_when_ids_were_random_is_keyed_and_then_found_by_its_key() 
     with pytest.raises(TaskNotFound):
         rig.svc.task_keys.task_id(ADMIN, "OPS-77")
 
-    outcome = migrate(rig.store)[-1]
-    assert (outcome.name, outcome.status) == ("task-key-rows", "applied")
+    [outcome] = [o for o in migrate(rig.store) if o.name == "task-key-rows"]
+    assert outcome.status == "applied"
     assert outcome.counts == {"tasks": 2, "already_keyed": 1, "keyed": 1}
     assert rig.svc.task_keys.task_id(ADMIN, "OPS-77") == old.id
     assert rig.svc.task_keys.task_id(ADMIN, new.key) == new.id
@@ -186,6 +187,7 @@ def test_a_task_filed_when_ids_were_random_is_keyed_and_then_found_by_its_key() 
 
 def test_the_migrations_are_named_in_order_and_the_last_is_this_releases_version() -> None:
     versions = [m.version for m in MIGRATIONS]
-    assert versions == sorted(versions) == list(range(1, len(MIGRATIONS) + 1))
+    # Strictly increasing from 1 (a version may be left free for a change that lands later).
+    assert versions == sorted(set(versions)) and versions[0] == 1
     assert versions[-1] == SCHEMA_VERSION
     assert len({m.name for m in MIGRATIONS}) == len(MIGRATIONS)

@@ -29,7 +29,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Space, Task, Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 11
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -61,6 +61,13 @@ SPACE_LIST_FROM_SCHEMA = 6
 # From this version on, every task is found by its key: a task filed since has an id derived
 # from its key, and one filed before has a key row, written by the migration.
 TASK_KEYS_FROM_SCHEMA = 7
+# From this version on, filing writes a task's first lease and then the task, each on its
+# own, instead of both in one transaction (which bills each item twice): the lease carries a
+# "task pending" mark that a claim must honour (it reads the task before it writes, and ends
+# the lease of a filing that died between its writes). A claim of an earlier release does
+# not know the mark and would hand out such a lease before its task exists: filing waits for
+# `tenure admin migrate` after this release is deployed everywhere.
+UNTRANSACTED_FILING_FROM_SCHEMA = 11
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -232,6 +239,14 @@ def start_implied_jobs(
     return Page({}, None)
 
 
+def start_untransacted_filing(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: tasks filed before were written with their first lease at once.
+    Reaching this version is what lets filing write the two one after the other."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -278,6 +293,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="write the key row of each task filed before task ids were derived from keys, "
         "so that its key finds it wherever a task id is taken",
         page=key_tasks_filed_before_keys_gave_ids,
+    ),
+    Migration(
+        version=UNTRANSACTED_FILING_FROM_SCHEMA,
+        name="untransacted-filing",
+        does="let filing write a task's first lease and then the task, each on its own, "
+        "instead of in one transaction (claims honour the lease's task-pending mark)",
+        page=start_untransacted_filing,
     ),
 )
 

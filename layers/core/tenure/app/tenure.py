@@ -37,6 +37,7 @@ from tenure.app.leases.claims import Claims
 from tenure.app.leases.force import Force
 from tenure.app.leases.handover import Handover
 from tenure.app.leases.operator import Operator
+from tenure.app.leases.orphans import Orphans
 from tenure.app.leases.payload import Payloads
 from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.reports import Completion, Reports
@@ -164,7 +165,7 @@ def compose(
         kernel,
         holds=(approval_rules.held_for_approval(kernel), block_rules.held_by_block(kernel)),
     )
-    claims = Claims(kernel, gate, workers, Waits(kernel))
+    claims = Claims(kernel, gate, workers, Waits(kernel), Orphans(kernel))
     bound = Bound(kernel, claims)
     retries = Retries(kernel, runs)
     reports = Reports(
