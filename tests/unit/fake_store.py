@@ -167,6 +167,7 @@ class FakeStore(FakeRules):
         # The schema version the data is at, and a migration's saved position.
         self.schema: SchemaState = SchemaState()
         self.tasks: dict[str, Task] = {}
+        self.voided_tasks: set[str] = set()  # ids a claim gave up (DynamoStore.void_task)
         self.jobs: dict[str, Job] = {}
         self.lease_rows: dict[str, _LeaseRow] = {}
         self.workers: dict[tuple[str, str], Worker] = {}
@@ -374,6 +375,13 @@ class FakeStore(FakeRules):
 
     def get_job(self, job_id: str, consistent: bool = True) -> Job | None:
         return self.jobs.get(job_id)
+
+    def void_task(self, task_id: str, keep_until: int) -> bool:
+        if task_id in self.tasks:
+            return False
+        self.writes.append("void_task")
+        self.voided_tasks.add(task_id)
+        return True
 
     def get_lease(self, lease_id: str, consistent: bool = True) -> Lease | None:
         row = self.lease_rows.get(lease_id)
@@ -693,7 +701,7 @@ class FakeStore(FakeRules):
         for tw in change.tasks:
             task = self.tasks.get(tw.new.id)
             if tw.create:
-                if task is not None:
+                if task is not None or tw.new.id in self.voided_tasks:
                     reasons.append(f"task {tw.new.id} exists")
             elif task is None or task.job_id != tw.expect_job_id:
                 reasons.append(f"task {tw.new.id} does not point at {tw.expect_job_id}")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from tenure.app.migrations import (
+    CHILDREN_MARKED_FROM_SCHEMA,
     MIGRATIONS,
     SCHEMA_VERSION,
     Outcome,
@@ -68,6 +69,7 @@ def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
             "applied",
             {"tasks": 0, "parents": 0, "already_marked": 0, "marked": 0},
         ),
+        ("untransacted-filing", "applied", {}),
     ]
     assert outcome.counts == {"tokens": 2, "already_listed": 1, "listed": 1}
     page = rig.svc.setup.list_tokens(ADMIN, None, 100, None)
@@ -222,21 +224,24 @@ def test_tasks_whose_children_predate_the_mark_are_marked_page_by_page_and_once(
     for parent in parents[:2]:
         _unmarked(rig, parent.id)
     assert _children_listed(rig, parents[0].id) == []  # what the gap looks like
-    rig.store.schema = SchemaState(version=SCHEMA_VERSION - 1, step=1)
+    rig.store.schema = SchemaState(version=CHILDREN_MARKED_FROM_SCHEMA - 1, step=1)
     version = rig.store.tasks[parents[0].id].version
 
-    [dry] = migrate(rig.store, dry_run=True)[-1:]
-    assert (dry.name, dry.status) == ("task-children-marks", "would_apply")
+    dry = named(migrate(rig.store, dry_run=True), "task-children-marks")
+    assert dry.status == "would_apply"
     assert dry.counts == {"tasks": 7, "parents": 2, "already_marked": 0, "would_mark": 2}
     assert "mark_children" not in rig.store.writes
-    assert rig.store.schema_state().version == SCHEMA_VERSION - 1
+    assert rig.store.schema_state().version == CHILDREN_MARKED_FROM_SCHEMA - 1
 
     # Two tasks a page, one page a run: it stops, saves its place, and goes on from it.
-    [first] = migrate(rig.store, page_size=2, max_pages=1)[-1:]
+    first = named(migrate(rig.store, page_size=2, max_pages=1), "task-children-marks")
     assert (first.status, first.pages) == ("stopped", 1)
     saved = rig.store.schema_state()
-    assert (saved.version, saved.migration) == (SCHEMA_VERSION - 1, "task-children-marks")
-    [rest] = migrate(rig.store, page_size=2)[-1:]
+    assert (saved.version, saved.migration) == (
+        CHILDREN_MARKED_FROM_SCHEMA - 1,
+        "task-children-marks",
+    )
+    rest = named(migrate(rig.store, page_size=2), "task-children-marks")
     assert rest.status == "applied"
     assert first.counts["marked"] + rest.counts["marked"] == 2
     assert first.counts["tasks"] + rest.counts["tasks"] == 7

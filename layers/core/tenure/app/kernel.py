@@ -16,6 +16,7 @@ from tenure.app.migrations import (
     LISTED_BY_TASK_FROM_SCHEMA,
     SCHEMA_VERSION,
     STAMPS_FROM_SCHEMA,
+    UNTRANSACTED_FILING_FROM_SCHEMA,
 )
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite, Store
 from tenure.domain import authz
@@ -456,6 +457,13 @@ class Kernel:
         CREATED_STAMPS_FROM_SCHEMA, when a timeline read of an earlier release, which finds
         leases only by their anchors, may still be serving."""
         return self._schema() >= CREATED_STAMPS_FROM_SCHEMA
+
+    def files_untransacted(self) -> bool:
+        """Whether filing may write a task's first lease (marked task-pending) and then the
+        task, each on its own: not while the table's schema is below
+        UNTRANSACTED_FILING_FROM_SCHEMA, when a claim of an earlier release, which does not
+        know the mark, may still be serving."""
+        return self._schema() >= UNTRANSACTED_FILING_FROM_SCHEMA
 
     def first_jobs_implied(self) -> bool:
         """Whether a task's first job, opened with the task, may go without a row

@@ -29,7 +29,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Space, Task, Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -71,6 +71,13 @@ LISTED_BY_TASK_FROM_SCHEMA = 8
 # sets it at a task's first child, and the migration sets it on tasks whose children were
 # filed before the mark existed. A payload lists a task's children only when it is there.
 CHILDREN_MARKED_FROM_SCHEMA = 9
+# From this version on, filing writes a task's first lease and then the task, each on its
+# own, instead of both in one transaction (which bills each item twice): the lease carries a
+# "task pending" mark that a claim must honour (it reads the task before it writes, and ends
+# the lease of a filing that died between its writes). A claim of an earlier release does
+# not know the mark and would hand out such a lease before its task exists: filing waits for
+# `tenure admin migrate` after this release is deployed everywhere.
+UNTRANSACTED_FILING_FROM_SCHEMA = 10
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -283,6 +290,14 @@ def start_first_leases_listed_by_task(
     return Page({}, None)
 
 
+def start_untransacted_filing(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: tasks filed before were written with their first lease at once.
+    Reaching this version is what lets filing write the two one after the other."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -343,6 +358,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="mark each task whose children were filed before tasks were marked at their "
         "first child, so that its payload's inputs list its children",
         page=mark_tasks_with_children_filed_before_the_mark,
+    ),
+    Migration(
+        version=UNTRANSACTED_FILING_FROM_SCHEMA,
+        name="untransacted-filing",
+        does="let filing write a task's first lease and then the task, each on its own, "
+        "instead of in one transaction (claims honour the lease's task-pending mark)",
+        page=start_untransacted_filing,
     ),
 )
 

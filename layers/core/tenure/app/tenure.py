@@ -37,6 +37,7 @@ from tenure.app.leases.claims import Claims
 from tenure.app.leases.force import Force
 from tenure.app.leases.handover import Handover
 from tenure.app.leases.operator import Operator
+from tenure.app.leases.orphans import Orphans
 from tenure.app.leases.payload import Payloads
 from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.reports import Completion, Reports
@@ -166,7 +167,14 @@ def compose(
     )
     # A claim under a subtree cancel that committed before the claim's write is withdrawn.
     cancellation = Cancellation(kernel, graph)
-    claims = Claims(kernel, gate, workers, Waits(kernel), withdraw=(cancellation.withdraw_claim,))
+    claims = Claims(
+        kernel,
+        gate,
+        workers,
+        Waits(kernel),
+        Orphans(kernel),
+        withdraw=(cancellation.withdraw_claim,),
+    )
     bound = Bound(kernel, claims)
     retries = Retries(kernel, runs)
     reports = Reports(

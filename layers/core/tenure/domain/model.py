@@ -366,6 +366,12 @@ class Lease:
     # the write that makes it; {} from the lease's creation, None on a lease made before
     # stamps (every event of such a lease is a timeline row).
     tl: dict[str, Any] | None = None
+    # Task pending: set on a task's first lease when it is written before its task (filing
+    # writes the two rows one after the other, not in a transaction). A claim of a lease so
+    # marked reads the task first and clears the mark in its own write; a marked lease whose
+    # task never came is the remnant of a filing that died between its writes, and the claim
+    # that meets it ends it (app/leases/orphans.py). Short: every byte of a lease row counts.
+    tp: bool | None = None
     # Set once, when the sweeper deleted the lease's logs and attachments (retention reclaim).
     reclaimed_at: int | None = None
     # The task's ancestors (root first), so a claim can tell a paused subtree from one read of

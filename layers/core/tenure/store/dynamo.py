@@ -439,7 +439,17 @@ class DynamoStore:
 
     def get_task(self, task_id: str, consistent: bool = True) -> Task | None:
         row = self.rows.get(k.task_key(task_id), consistent=consistent)
-        return items.task_from(row) if row else None
+        # A voided id (void_task) holds a row of its own kind, which is no task.
+        return items.task_from(row) if row and row.get("entity") == "task" else None
+
+    def void_task(self, task_id: str, keep_until: int) -> bool:
+        item = {**k.task_key(task_id), "entity": k.VOID_TASK, k.TTL_ATTRIBUTE: keep_until}
+        put = self._put_op(item, k.IS_NEW_OR_VOID, values=_values(void=k.VOID_TASK))
+        try:
+            self._put_single(put["Put"])
+        except Conflict:
+            return False  # the task is there
+        return True
 
     def get_job(self, job_id: str, consistent: bool = True) -> Job | None:
         row = self.rows.get(k.job_key(job_id), consistent=consistent)

@@ -400,6 +400,11 @@ CLAIM_NAMES = "lease_id = :expect_lease"
 # Creation: a key is written once; a second create loses (already_exists, or a lost race).
 # A claim record is written with this too: a second claim with the same claim_id loses.
 IS_NEW = "attribute_not_exists(PK)"
+# A task id a claim gave up on (its filing died between writing the first lease and the
+# task): the row's kind, and the condition that takes the id — free, or given up already (a
+# claim that crashed after voiding it leaves the lease's end to the next claim).
+VOID_TASK = "task_void"
+IS_NEW_OR_VOID = "attribute_not_exists(PK) OR entity = :void"
 # An idempotency key is taken when new, when its record has expired (TTL deletes lazily), or
 # when the request that took it never answered and its lock has passed.
 # An event id's record: new, or one whose time has passed (TTL deletes lazily).

@@ -195,11 +195,20 @@ def _worker_flow(
     def file_task() -> None:
         svc.filing.create_task(admin, "BENCH", "flow task", None, "x", {}, "bench", None)
 
+    def completed_and_claimed(lease_id: str, ask: NextClaim) -> Any:
+        """A complete that claims the next lease, with the payload its answer carries (the
+        endpoint builds it from the lease and the task the claim read)."""
+        ended, won = svc.handover.report_then_claim(
+            worker, lease_id, ReportKind.COMPLETE, {"outcome": "success"}, ask
+        )
+        assert won is None or svc.payloads.claimed_payload(won.lease, won.task) is not None
+        return ended, won
+
     held: dict[str, tuple[int, int]] = {}  # lease id -> (fence, claimed at)
     for _ in range(FLOW_SLOTS):  # warm-up, not metered: the worker fills its slots
         file_task()
         won = svc.claims.claim(worker, "bench", "w-flow", "1.0", 0, None)
-        assert won is not None and svc.payloads.claimed_payload(won.lease) is not None
+        assert won is not None and svc.payloads.claimed_payload(won.lease, won.task) is not None
         held[won.lease.id] = (won.lease.fence, clock.now_ms())
     pump.drain()
     calls.clear()
@@ -226,15 +235,7 @@ def _worker_flow(
             ask = NextClaim(worker_id="w-flow", claim_id=f"flow-{n}", worker_version="1.0")
             # Sent with the worker token, as the SDK sends a report that claims.
             _, won = call(
-                "POST /leases/{id}/complete",
-                partial(
-                    svc.handover.report_then_claim,
-                    worker,
-                    lease_id,
-                    ReportKind.COMPLETE,
-                    {"outcome": "success"},
-                    ask,
-                ),
+                "POST /leases/{id}/complete", partial(completed_and_claimed, lease_id, ask)
             )
             del held[lease_id]
             done += 1

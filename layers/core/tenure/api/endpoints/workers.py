@@ -43,7 +43,7 @@ def _claimed_view(won: Any) -> dict[str, Any]:
     """A won claim: the lease, its token (shown this once) and the work bundle (payload),
     so the worker needs no GET payload; the bundle's lease is the one just won."""
     lease = lease_out(won.lease)
-    bundle = svc().payloads.claimed_payload(won.lease)
+    bundle = svc().payloads.claimed_payload(won.lease, won.task)
     return {
         "lease": lease,
         "token": won.token,

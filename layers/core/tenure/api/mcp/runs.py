@@ -143,10 +143,11 @@ def _claimed(svc: Tenure, won: Any) -> dict[str, Any]:
     if won is None:
         return {"run": None}
     lease = won.lease
-    bundle = svc.payloads.claimed_payload(lease)
+    bundle = svc.payloads.claimed_payload(lease, won.task)
     task = None
     if lease.task_id is not None:
-        seen = svc.graph.describe_task(svc.kernel.task(lease.task_id), lease)
+        read = won.task if won.task is not None else svc.kernel.task(lease.task_id)
+        seen = svc.graph.describe_task(read, lease)
         task = v.task_view(seen.task, seen.status, seen)
     return {
         "run": run_view(lease),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
+from tenure.app.leases.orphans import Orphans
 from tenure.app.leases.waits import Waiter, Waits
 from tenure.app.ports import (
     INSTANCE_CEILING,
@@ -28,7 +29,7 @@ from tenure.app.scheduler import ClaimGate, queue_tiers
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import CeilingReached, Conflict, InvalidTransition, LeaseNotFound
-from tenure.domain.model import Lease, Pool, Principal
+from tenure.domain.model import Lease, Pool, Principal, Task
 from tenure.domain.states import REPORTABLE, LeaseState
 from tenure.domain.transitions import Action, must_move
 
@@ -74,6 +75,9 @@ class Claimed:
     lease: Lease
     token: str  # shown to the worker exactly once, never stored
     pool: Pool
+    # The lease's task when the claim read it (a lease marked task-pending): the claim's
+    # payload takes it from here rather than reading it again.
+    task: Task | None = None
 
 
 class Claims:
@@ -83,9 +87,11 @@ class Claims:
         gate: ClaimGate,
         workers: Workers,
         waits: Waits,
+        orphans: Orphans,
         withdraw: tuple[Withdraw, ...] = (),
     ) -> None:
         self.gate = gate
+        self.orphans = orphans  # a marked lease's task, or the end of a dead filing's lease
         self.kernel = kernel
         self.workers = workers
         self.waits = waits  # at most 8 claims of one worker token wait at once
@@ -513,6 +519,12 @@ class Claims:
             return None  # deferred: not before its instant, whatever the index says
         if lease.queue_expires_at is not None and lease.queue_expires_at <= now:
             return None  # past its queue timeout: the sweeper ends it, nobody runs it
+        task = None
+        if lease.tp:
+            # Written before its task: handed out only once the task is there.
+            task = self.orphans.task_of(lease)
+            if task is None:
+                return None
         token = rules.mint_lease_token(lease.id, self.kernel.ids.secret())
         seconds = ask.lease_seconds or pool.toleration_seconds
         deadline = rules.fresh_deadline(now, 1000 * seconds)
@@ -566,8 +578,9 @@ class Claims:
                     return self._try_claim(intent.pending, pool, ask, gate, held, chase=False)
                 return again
             new = replace(new, claim_ref=intent.ref)
-        # Who shunned it mattered only while it was pending: a claimed lease sheds the list.
-        new = replace(new, shunned=None)
+        # Who shunned it mattered only while it was pending, and its task is there now: a
+        # claimed lease sheds the list and the task-pending mark.
+        new = replace(new, shunned=None, tp=None)
         try:
             self.kernel.commit(
                 Change(leases=[over(lease, new)], ceilings=ceilings, records=records)
@@ -588,7 +601,7 @@ class Claims:
         if any(check(new) for check in self.withdraw):
             self.kernel.counters["claims_withdrawn"] += 1
             return None  # ended by the check: never handed out, the claim looks further
-        return Claimed(lease=new, token=token, pool=pool)
+        return Claimed(lease=new, token=token, pool=pool, task=task)
 
     def _claimed_and_started(self, claimed: Lease, now: int) -> Lease:
         """The claimed lease started by the same write, when the worker says it starts the

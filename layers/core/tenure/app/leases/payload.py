@@ -34,19 +34,20 @@ class Payloads:
         self.kernel.refuse_if_stale(lease, "payload")
         return self._bundle(lease)
 
-    def claimed_payload(self, lease: Lease) -> dict[str, Any] | None:
+    def claimed_payload(self, lease: Lease, task: Task | None = None) -> dict[str, Any] | None:
         """The bundle a claim answer carries, so a worker needs no GET payload (one request
         fewer per lease).
         The lease is already won when this runs: a bundle that cannot be read now (a throttled
         read, a subject gone) must not lose the worker its token, so it answers None and the
-        worker falls back to GET /leases/{id}/payload."""
+        worker falls back to GET /leases/{id}/payload. `task`: the lease's task as the claim
+        read it just before its write (a lease marked task-pending), not read again."""
         try:
-            return self._bundle(lease)
+            return self._bundle(lease, task)
         except TenureError:
             self.kernel.counters["claim_payload_deferred"] += 1
             return None
 
-    def _bundle(self, lease: Lease) -> dict[str, Any]:
+    def _bundle(self, lease: Lease, task: Task | None = None) -> dict[str, Any]:
         pool = self.kernel.pool(lease.pool)
         # The lease in hand is the row the claim just wrote or the report read consistently:
         # its own stamps (created, claimed, started) are taken from it, not read again.
@@ -59,7 +60,8 @@ class Payloads:
         flow: dict[str, Any] = {"inputs": []}
         got: list[dict[str, Any]] = []
         if lease.subject_kind is SubjectKind.TASK:
-            task = self.kernel.task(lease.task_id or "")
+            if task is None or task.id != lease.task_id:
+                task = self.kernel.task(lease.task_id or "")
             flow, around = self.inputs.of(task)
             got = received(events)
             subject = {

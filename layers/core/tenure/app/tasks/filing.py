@@ -11,6 +11,7 @@ from tenure.app.ports import (
     Change,
     EventPage,
     GraphOp,
+    LeaseWrite,
     TaskWrite,
 )
 from tenure.app.runs import RunControls, RunStart, stored_priority
@@ -208,8 +209,28 @@ class Filing:
         task, lease, change = self.runs.run_change(
             task, target, create_task=True, expect_job_id=None, not_before=not_before, run=run
         )
-        self.kernel.commit(replace(change, ceilings=[*change.ceilings, *ceilings]))
+        change = replace(change, ceilings=[*change.ceilings, *ceilings])
+        if self.kernel.files_untransacted() and alone(change):
+            return task, self._lease_then_task(change)
+        self.kernel.commit(change)
         return task, lease
+
+    def _lease_then_task(self, change: Change) -> Lease:
+        """A task and its first lease, and nothing else, written one after the other rather
+        than in a transaction (which bills each item twice): the lease first, marked
+        task-pending, then the task, each only if new. A claim hands the lease out only once
+        it has read the task (app/leases/orphans.py); a filing that dies between the two
+        leaves a lease that the first claim to meet it after a while ends."""
+        [first] = change.leases
+        lease = replace(first.new, tp=True)
+        self.kernel.commit(Change(leases=[LeaseWrite(lease)], jobs=change.jobs))
+        try:
+            self.kernel.commit(Change(tasks=change.tasks))
+        except Conflict as lost:
+            # Only a claim that took this filing for dead (it waited long enough for the
+            # task, then gave its id up) makes the task's write lose: nothing was filed.
+            raise Unavailable("filing took too long and was given up; try again") from lost
+        return lease
 
     def enqueue(
         self,
@@ -280,6 +301,20 @@ class Filing:
         task = self.kernel.task(task_id)
         authz.require_operator(actor, "read", task.space)
         return self.kernel.store.timeline_page(SubjectKind.TASK, task.id, limit, cursor)
+
+
+def alone(change: Change) -> bool:
+    """Whether a filing's change is only its new task and its first lease (and a job written
+    ahead of them): nothing else that must land with them, so they need no transaction."""
+    return (
+        len(change.leases) == 1
+        and change.leases[0].expect is None
+        and len(change.tasks) == 1
+        and change.tasks[0].create
+        and all(job.ahead and job.expect_fence is None for job in change.jobs)
+        and not (change.ceilings or change.records or change.job_checks)
+        and not (change.graph or change.holds)
+    )
 
 
 # A concurrency key is shown on the board and in labels (`waiting for <key>`) and is part of
