@@ -15,6 +15,7 @@ from tenure.app.migrations import (
     IMPLIED_JOBS_FROM_SCHEMA,
     SCHEMA_VERSION,
     STAMPS_FROM_SCHEMA,
+    SUCCESSES_DERIVED_FROM_SCHEMA,
 )
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite, Store
 from tenure.domain import authz
@@ -432,6 +433,14 @@ class Kernel:
         IMPLIED_JOBS_FROM_SCHEMA, when an earlier release, which finds a task's lease
         through its job's row, may still be serving."""
         return self._schema() >= IMPLIED_JOBS_FROM_SCHEMA
+
+    def successes_derived(self) -> bool:
+        """Whether the success of a task nothing is linked to may stay its lease's, with no
+        graph row written for it: not while the table's schema is below
+        SUCCESSES_DERIVED_FROM_SCHEMA, when an earlier release, which reads a task's success
+        only from its graph row and links to a task without checking its lease, may still
+        be serving."""
+        return self._schema() >= SUCCESSES_DERIVED_FROM_SCHEMA
 
     def _schema(self) -> int:
         """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A

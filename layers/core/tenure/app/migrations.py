@@ -29,7 +29,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Space, Task, Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 12
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -61,6 +61,14 @@ SPACE_LIST_FROM_SCHEMA = 6
 # From this version on, every task is found by its key: a task filed since has an id derived
 # from its key, and one filed before has a key row, written by the migration.
 TASK_KEYS_FROM_SCHEMA = 7
+# From this version on, a task no other task is linked to (no parent, no children, no
+# dependents) gets no graph row for its success: its success is its newest lease's, and a
+# filing that links to it later copies that success or waits for it, conditional on the
+# lease. An earlier release reads a task's success only from its graph row, so it would take
+# such a task's success for none (a dependent filed on it would wait forever), and its filing
+# links to a task without the condition on its lease: the reactor writes every success to the
+# graph row until `tenure admin migrate` runs after this release is deployed everywhere.
+SUCCESSES_DERIVED_FROM_SCHEMA = 12
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -224,6 +232,15 @@ def start_created_stamps(
     return Page({}, None)
 
 
+def start_derived_successes(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: graph rows written before keep their successes, and a task with
+    none is linked to only as this release links. Reaching this version is what lets the
+    reactor leave an unlinked task's success to its lease."""
+    return Page({}, None)
+
+
 def start_implied_jobs(
     store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
 ) -> Page:
@@ -278,6 +295,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="write the key row of each task filed before task ids were derived from keys, "
         "so that its key finds it wherever a task id is taken",
         page=key_tasks_filed_before_keys_gave_ids,
+    ),
+    Migration(
+        version=SUCCESSES_DERIVED_FROM_SCHEMA,
+        name="derived-successes",
+        does="let the success of a task nothing is linked to stay its lease's, with no graph "
+        "row written for it (rows written before keep theirs)",
+        page=start_derived_successes,
     ),
 )
 

@@ -472,6 +472,9 @@ class TaskGraph:
     blockers_total: int = 0
     blockers_done: int = 0
     succeeded_at: int | None = None
+    # The success was its lease's (the task had no graph row then) and was copied here by
+    # the filing that linked to the task: it was told then, and counts nothing again.
+    success_copied: bool = False
     rollup_at: int | None = None
     auto_enqueued_at: int | None = None
     # The usage accumulator (app/usage.py): moved in each completion's own
