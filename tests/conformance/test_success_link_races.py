@@ -123,7 +123,7 @@ class StaleFiling:
         return getattr(self._store, name)
 
     def commit(self, change: Change) -> None:
-        checks = [g for g in change.graph if g.op == "edge" and g.task_id == self.task_id]
+        checks = [g for g in change.graph if g.op in ("edge", "link") and g.task_id == self.task_id]
         if checks and self.meanwhile is not None:
             meanwhile, self.meanwhile = self.meanwhile, None
             meanwhile()
@@ -335,3 +335,14 @@ def _ended(rig: Rig, lease: Lease) -> Lease:
     done = rig.store.get_lease(lease.id)
     assert done is not None and done.state is LeaseState.COMPLETED
     return done
+
+
+def test_linking_keeps_a_filing_within_one_transaction_of_two_items_a_blocker(rig: Rig) -> None:
+    """Each blocker not linked yet is linked in a small transaction of its own first: a task
+    filed on 48 blockers whose runs are open fits in DynamoDB's 100 items."""
+    make_world(rig.svc)
+    blockers = [_file(rig, pool=ALPHA) for _ in range(48)]
+    waiting = _file(rig, pool=BETA, depends_on=tuple(b.id for b in blockers))
+    graph = rig.store.get_graph(waiting.id)
+    assert (graph.blockers_total, graph.blockers_done) == (48, 0)
+    assert all(rig.store.in_graph(b.id) for b in blockers)

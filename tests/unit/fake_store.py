@@ -927,6 +927,8 @@ class FakeStore(FakeRules):
             return graph is None or (
                 graph.succeeded_at is None and graph.children_done == graph.children_total
             )
+        if g.op == "link":
+            return graph is None or graph.succeeded_at is None
         if g.op == "lease_open":
             row = self.lease_rows.get(g.other)
             return row is not None and row.lease.state.active
@@ -978,6 +980,8 @@ class FakeStore(FakeRules):
             return [self._put_graph(replace(graph, **{g.name: g.other}))]
         if g.op == "succeeded":
             return [self._put_graph(replace(graph, succeeded_at=g.at, success_copied=True))]
+        if g.op == "link":
+            return [self._put_graph(graph)]
         if g.op == "has_children":
             # As DynamoStore: one attribute set, the row's version as it was.
             self.tasks[g.task_id] = replace(self.tasks[g.task_id], has_children=True)

@@ -1143,6 +1143,16 @@ class DynamoStore:
                     "ExpressionAttributeValues": _values(at=g.at, yes=True),
                 }
             }
+        if g.op == "link":
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": graph,
+                    "UpdateExpression": "SET linked_at = if_not_exists(linked_at, :at)",
+                    "ConditionExpression": k.NOT_SUCCEEDED,
+                    "ExpressionAttributeValues": _values(at=g.at),
+                }
+            }
         if g.op == "lease_open":
             ended = {state.value: state.value for state in TERMINAL}
             return {

@@ -176,7 +176,7 @@ class Graph:
                 ops.append(GraphOp("has_children", parent.id))
         _refuse_repeats(links.depends_on)
         depends: tuple[str, ...] = ()
-        unmet = 0
+        blockers: list[Task] = []
         for ref in links.depends_on:
             blocker = self._linked_task(ref, task.space, "depends_on")
             if blocker.id in ancestors:
@@ -187,6 +187,9 @@ class Graph:
             if blocker.id in depends:  # its key and its id both
                 raise ValidationFailed("depends_on: names a task more than once")
             depends = (*depends, blocker.id)
+            blockers.append(blocker)
+        unmet = 0
+        for blocker in blockers:  # every reference valid: now what holds each edge
             met, held = self.blocker_success(blocker)
             unmet += 0 if met else 1
             ops.extend(held)
@@ -225,18 +228,32 @@ class Graph:
         A success on its graph row holds (the row must still have it). A task nothing was
         linked to when its lease succeeded has no success there: its newest lease's success
         is copied to the row now (while still due), and the edge is placed counted. Not
-        succeeded: the row must still say so, and its success must come after the edge, so
-        that the reactor finds the edge and writes the success to the row: from the newest
-        lease while it is still open, or from a later run, which moves the task's job or its
-        job's lease (both must be as read)."""
-        graph = self.kernel.store.get_graph(blocker.id)
-        if graph.succeeded_at is not None:
-            return True, [GraphOp("met", blocker.id)]
-        newest = self.kernel.newest_lease(blocker)
-        if newest is not None and _succeeded(newest) and not graph.children_outstanding:
-            at = newest.ended_at or self.kernel.clock.now_ms()
-            return True, [GraphOp("succeeded", blocker.id, at=at)]
-        return False, [GraphOp("unmet", blocker.id), *_still_unsucceeded(blocker, newest)]
+        succeeded: the row must still say so when the edge commits, and the reactor must
+        write the task's success to the row from now on. A task not linked yet is linked
+        first, in a small transaction of its own (its graph row made, conditional on its
+        run as read: the newest lease still open, or else the task's job and that job's
+        lease unchanged, since a later run would move one of them), so that the filing's
+        own transaction keeps two items per blocker; a success that beat it is read again.
+        Linking is invisible: at most it costs the task's success one graph row write."""
+        for _ in range(GRAPH_TRIES):
+            graph = self.kernel.store.get_graph(blocker.id)
+            if graph.succeeded_at is not None:
+                return True, [GraphOp("met", blocker.id)]
+            newest = self.kernel.newest_lease(blocker)
+            if newest is not None and _succeeded(newest) and not graph.children_outstanding:
+                at = newest.ended_at or self.kernel.clock.now_ms()
+                return True, [GraphOp("succeeded", blocker.id, at=at)]
+            if self.kernel.store.in_graph(blocker.id):
+                return False, [GraphOp("unmet", blocker.id)]
+            now = self.kernel.clock.now_ms()
+            held = [GraphOp("link", blocker.id, at=now), *_still_unsucceeded(blocker, newest)]
+            try:
+                self.kernel.commit(Change(graph=held))
+            except Conflict:
+                blocker = self.kernel.task(blocker.id)
+                continue
+            return False, [GraphOp("unmet", blocker.id)]
+        raise Unavailable(f"task {blocker.id} kept changing; try again", retry_after=1)
 
     def _parent_success(self, parent: Task, ops: list[GraphOp]) -> list[GraphOp]:
         """A parent's own success before its first child, as its graph row must hold it: a
