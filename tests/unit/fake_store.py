@@ -587,7 +587,11 @@ class FakeStore(FakeRules):
                 ("edge", f"{g.task_id}>{g.name}>{g.other}")
                 if g.op in ("edge", "unedge")
                 else ("task", g.task_id)
-                if g.op == "has_children"
+                if g.op in ("has_children", "run_is")
+                else ("lease", g.other)
+                if g.op == "lease_open"
+                else ("job", g.name)
+                if g.op == "job_is"
                 else ("graph", g.task_id)
                 for g in change.graph
             ]
@@ -945,10 +949,30 @@ class FakeStore(FakeRules):
             return at is None or at < g.other
         if g.op == "has_children":
             return g.task_id in self.tasks
+        if g.op == "succeeded":
+            return graph is None or (
+                graph.succeeded_at is None and graph.children_done == graph.children_total
+            )
+        if g.op == "link":
+            return graph is None or graph.succeeded_at is None
+        if g.op == "lease_open":
+            row = self.lease_rows.get(g.other)
+            return row is not None and row.lease.state.active
+        if g.op == "run_is":
+            task = self.tasks.get(g.task_id)
+            return task is not None and task.job_id == (g.other or None)
+        if g.op == "job_is":
+            job = self.jobs.get(g.name)
+            if job is None:
+                return implied_pair(g.name, g.other)
+            return job.lease_id == g.other
         if g.op == "reach":
             if graph is not None and graph.cancel_reached_at is not None:
                 return False
             return not g.name or graph is None or graph.children_total == 0
+        copied = g.op == "add" and g.name == "succeeded_at"
+        if copied and graph is not None and graph.succeeded_at is not None:
+            return False
         if g.op == "add" and any(n == "children_total" and d > 0 for n, d in g.counts):
             return graph is None or graph.cancel_reached_at is None
         return True
@@ -965,6 +989,8 @@ class FakeStore(FakeRules):
             counts: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in g.counts}
             if g.name:
                 counts[g.name] = g.at
+            if g.name == "succeeded_at":
+                counts["success_copied"] = True
             return [self._put_graph(replace(graph, **counts))]
         if g.op == "usage":
             moved: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in g.counts}
@@ -978,6 +1004,10 @@ class FakeStore(FakeRules):
             return [self._put_graph(replace(graph, **{g.name: g.at}))]
         if g.op == "advance":
             return [self._put_graph(replace(graph, **{g.name: g.other}))]
+        if g.op == "succeeded":
+            return [self._put_graph(replace(graph, succeeded_at=g.at, success_copied=True))]
+        if g.op == "link":
+            return [self._put_graph(graph)]
         if g.op == "has_children":
             # As DynamoStore: one attribute set, the row's version as it was.
             self.tasks[g.task_id] = replace(self.tasks[g.task_id], has_children=True)
@@ -1074,6 +1104,11 @@ class FakeStore(FakeRules):
         target = self._graph(task_id if kind == "child" else other)
         self._after([self._put_graph(replace(target, **{counter: getattr(target, counter) + 1}))])
         return True
+
+    def in_graph(self, task_id: str) -> bool:
+        if task_id in self.graphs:
+            return True
+        return any(t == task_id and kd == "dependent" for (t, kd, _) in self.edges)
 
     def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
         self.writes.append("settle_graph")

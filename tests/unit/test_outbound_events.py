@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from tenure.app.tasks.filing import TaskLinks
 from tenure.domain import outbound as out
 from tenure.domain.model import Lease, TaskGraph
 from tenure.store import items
@@ -63,7 +64,8 @@ def test_a_completed_lease_is_published_as_lease_completed_without_its_result(ri
     publisher = EventBridgePublisher(bus, "tenure-events")
     answer = handle({"Records": [_record(1, running, done)]}, None, rig.store, rig.svc, publisher)
     assert answer["batchItemFailures"] == []
-    (entry,) = bus.sent()
+    entry, told = bus.sent()
+    assert told["DetailType"] == "task.completed"  # its task is linked to nothing
     assert (entry["Source"], entry["DetailType"], entry["EventBusName"]) == (
         "tenure",
         "lease.completed",
@@ -175,10 +177,33 @@ def test_a_failure_the_pool_retries_does_not_end_the_task(rig: Rig) -> None:
     assert [e["type"] for e in sent] == ["lease.failed"]
 
 
-def test_a_success_ends_the_task_when_its_graph_row_says_so(rig: Rig) -> None:
-    """A lease's success is its end; the task's completion is told by the graph row's
-    `succeeded_at` (a parent with children outstanding has not completed yet)."""
+def test_a_success_of_a_task_linked_to_nothing_is_told_by_its_lease(rig: Rig) -> None:
+    """No graph row records it: the lease's record tells the task's completion, with the id
+    a graph row's would have had, once however often it is delivered."""
     running = rig.running()
+    done = rig.svc.reports.complete(as_lease(running.id), running.id, {"outcome": "success"})
+    assert done.task_id is not None
+    record = _record(1, running, done)
+    for _ in range(2):  # a redelivery tells it again under the same id
+        sent = _sent(rig, [record], out.ENDINGS)
+        assert [e["type"] for e in sent] == ["lease.completed", "task.completed"]
+        assert sent[1]["id"] == f"{done.task_id}.succeeded.{done.ended_at}"
+        assert (sent[1]["task_id"], sent[1]["status"], sent[1]["lease_id"]) == (
+            done.task_id,
+            "completed",
+            done.id,
+        )
+    assert rig.store.get_graph(done.task_id) == TaskGraph(done.task_id)  # no row written
+    assert _sent(rig, [record], out.NONE) == []
+
+
+def test_a_success_ends_the_task_when_its_graph_row_says_so(rig: Rig) -> None:
+    """A lease's success is its end; the completion of a task something is linked to (here a
+    dependent) is told by the graph row's `succeeded_at` (a parent with children outstanding
+    has not completed yet)."""
+    running = rig.running()
+    assert running.task_id is not None
+    rig.task(links=TaskLinks(depends_on=(running.task_id,)))
     done = rig.svc.reports.complete(as_lease(running.id), running.id, {"outcome": "success"})
     assert [e["type"] for e in _sent(rig, [_record(1, running, done)], out.ENDINGS)] == [
         "lease.completed"

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from tenure.app.migrations import SchemaState
 from tenure.app.tasks.filing import TaskLinks
 from tenure.domain.errors import Forbidden, ValidationFailed
-from tenure.domain.model import Task
+from tenure.domain.model import Task, TaskGraph
 from tenure.domain.states import LeaseState, TaskStatus
 
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, WORKER, Rig, as_lease
@@ -149,6 +150,53 @@ def test_a_blocker_that_already_succeeded_counts_at_once(rig: Rig) -> None:
     waiting = _task(rig, pool=POOL, depends_on=(a.id,), auto_enqueue_on_ready=True)
     view = rig.svc.graph.get_task(READER, waiting.id)
     assert view.status is TaskStatus.QUEUED and view.lease is not None
+
+
+def test_a_task_linked_to_nothing_keeps_its_success_on_its_lease(rig: Rig) -> None:
+    task = _task(rig)
+    _run_to(rig, task)
+    assert rig.store.get_graph(task.id) == TaskGraph(task.id)  # no row written
+    assert not rig.store.in_graph(task.id)
+    assert _status(rig, task) is TaskStatus.COMPLETED
+    # A dependent filed later copies it to the row, told once already: marked so.
+    waiting = _task(rig, pool=POOL, depends_on=(task.id,), auto_enqueue_on_ready=True)
+    assert _status(rig, waiting) is TaskStatus.QUEUED
+    graph = rig.store.get_graph(task.id)
+    assert graph.succeeded_at is not None and graph.success_copied
+    assert rig.store.edges_counted(task.id, "dependent", [waiting.id]) == {waiting.id: True}
+
+
+def test_below_schema_12_every_success_is_written_to_the_graph_row(rig: Rig) -> None:
+    """An earlier release, still serving during a deploy, reads a success only there."""
+    rig.store.schema = SchemaState(version=7, step=1)
+    task = _task(rig)
+    _run_to(rig, task)
+    graph = rig.store.get_graph(task.id)
+    assert graph.succeeded_at is not None and not graph.success_copied
+
+
+def test_a_failed_blockers_dependent_waits_and_its_next_success_releases_it(rig: Rig) -> None:
+    blocker = _task(rig)
+    _run_to(rig, blocker, "failure")
+    waiting = _task(rig, pool=POOL, depends_on=(blocker.id,), auto_enqueue_on_ready=True)
+    assert _status(rig, waiting) is TaskStatus.BLOCKED
+    assert rig.store.in_graph(blocker.id)  # the edge links it: its next success is written
+    _run_to(rig, blocker)
+    assert rig.store.get_graph(blocker.id).succeeded_at is not None
+    assert _status(rig, waiting) is TaskStatus.QUEUED
+
+
+def test_a_parent_whose_run_succeeded_before_its_first_child_stays_completed(rig: Rig) -> None:
+    parent = _task(rig)
+    _run_to(rig, parent)
+    kid = _task(rig, parent_id=parent.id)
+    graph = rig.store.get_graph(parent.id)
+    assert (graph.children_total, graph.success_copied) == (1, True)
+    assert _status(rig, parent) is TaskStatus.COMPLETED
+    _run_to(rig, kid)
+    graph = rig.store.get_graph(parent.id)
+    assert graph.rollup_at is not None and graph.children_done == 1
+    assert _status(rig, parent) is TaskStatus.COMPLETED
 
 
 def test_dependency_on_an_ancestor_is_a_cycle(rig: Rig) -> None:

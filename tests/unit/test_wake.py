@@ -248,3 +248,30 @@ def test_the_reactor_reads_a_task_as_filed_at_half_price_and_never_misses_a_new_
     assert [(d["child_task_id"], d["child_status"]) for _, _, d in bus.sent] == [
         (child.id, "completed")
     ]
+
+
+def test_a_parent_that_succeeded_before_its_first_child_wakes_its_creator_once(rig: Rig) -> None:
+    """Linked to nothing when its run succeeded, it woke its creator from its lease; the child
+    filed after copies that success to its graph row, and neither a replay of the lease's
+    record nor the rollup wakes the creator again."""
+    from tenure.app.tasks.filing import TaskLinks
+
+    bus = _rig_with_bus(rig)
+    creator = rig.running("w-creator")
+    parent = _delegate(rig, creator.id)
+    own = rig.claim("w-parent")
+    assert own.lease.task_id == parent.id
+    rig.svc.reports.complete(as_lease(own.lease.id), own.lease.id, {})
+    assert [(d["child_task_id"], d["child_status"]) for _, _, d in bus.sent] == [
+        (parent.id, "completed")
+    ]
+    kid, _ = rig.svc.filing.create_task(
+        MEMBER, SPACE, "kid", None, None, {}, POOL, None, links=TaskLinks(parent_id=parent.id)
+    )
+    assert rig.store.get_graph(parent.id).success_copied
+    rig.svc.reactions.react_to_rows([("lease", own.lease, rig.lease(own.lease.id))])
+    run = rig.claim("w-kid")
+    assert run.lease.task_id == kid.id
+    rig.svc.reports.complete(as_lease(run.lease.id), run.lease.id, {})
+    assert rig.store.get_graph(parent.id).rollup_at is not None
+    assert len(bus.sent) == 1 and len(_wakes(rig, creator.task_id or "")) == 1

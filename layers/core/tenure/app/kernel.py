@@ -16,6 +16,7 @@ from tenure.app.migrations import (
     LISTED_BY_TASK_FROM_SCHEMA,
     SCHEMA_VERSION,
     STAMPS_FROM_SCHEMA,
+    SUCCESSES_DERIVED_FROM_SCHEMA,
     UNTRANSACTED_FILING_FROM_SCHEMA,
 )
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite, Store
@@ -478,6 +479,14 @@ class Kernel:
         LISTED_BY_TASK_FROM_SCHEMA, when a lease list of an earlier release, which reads the
         lease entries only, may still be serving."""
         return self._schema() >= LISTED_BY_TASK_FROM_SCHEMA
+
+    def successes_derived(self) -> bool:
+        """Whether the success of a task nothing is linked to may stay its lease's, with no
+        graph row written for it: not while the table's schema is below
+        SUCCESSES_DERIVED_FROM_SCHEMA, when an earlier release, which reads a task's success
+        only from its graph row and links to a task without checking its lease, may still
+        be serving."""
+        return self._schema() >= SUCCESSES_DERIVED_FROM_SCHEMA
 
     def _schema(self) -> int:
         """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A

@@ -29,7 +29,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Space, Task, Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -78,6 +78,14 @@ CHILDREN_MARKED_FROM_SCHEMA = 9
 # not know the mark and would hand out such a lease before its task exists: filing waits for
 # `tenure admin migrate` after this release is deployed everywhere.
 UNTRANSACTED_FILING_FROM_SCHEMA = 10
+# From this version on, a task no other task is linked to (no parent, no children, no
+# dependents) gets no graph row for its success: its success is its newest lease's, and a
+# filing that links to it later copies that success or waits for it, conditional on the
+# lease. An earlier release reads a task's success only from its graph row, so it would take
+# such a task's success for none (a dependent filed on it would wait forever), and its filing
+# links to a task without the condition on its lease: the reactor writes every success to the
+# graph row until `tenure admin migrate` runs after this release is deployed everywhere.
+SUCCESSES_DERIVED_FROM_SCHEMA = 11
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -273,6 +281,15 @@ def start_created_stamps(
     return Page({}, None)
 
 
+def start_derived_successes(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: graph rows written before keep their successes, and a task with
+    none is linked to only as this release links. Reaching this version is what lets the
+    reactor leave an unlinked task's success to its lease."""
+    return Page({}, None)
+
+
 def start_implied_jobs(
     store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
 ) -> Page:
@@ -365,6 +382,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="let filing write a task's first lease and then the task, each on its own, "
         "instead of in one transaction (claims honour the lease's task-pending mark)",
         page=start_untransacted_filing,
+    ),
+    Migration(
+        version=SUCCESSES_DERIVED_FROM_SCHEMA,
+        name="derived-successes",
+        does="let the success of a task nothing is linked to stay its lease's, with no graph "
+        "row written for it (rows written before keep theirs)",
+        page=start_derived_successes,
     ),
 )
 

@@ -216,6 +216,17 @@ class GraphOp:
       not counted otherwise (a dependency dropped by PATCH; its counts move with it);
     * "met" / "unmet": require `task_id` to have (not to have) succeeded — the condition that
       keeps a new edge and a blocker's concurrent success from missing each other;
+    * "succeeded": SET `succeeded_at` = `at` on `task_id`'s graph row, marked copied, while
+      its success is due (the success of a task that had no graph row when its lease
+      succeeded, copied there by the filing that links to it: nothing counts it again);
+    * "link": make `task_id`'s graph row (SET `linked_at` = `at` if absent) while it has not
+      succeeded: the task is linked from then on, and the reactor writes its success there;
+    * "lease_open": require lease `other` (`task_id`'s newest) to be still open, not ended;
+    * "run_is": require `task_id`'s task row to point at job `other` ("" for none yet);
+    * "job_is": require job `name` to point at lease `other` (a first job with no row is on
+      its first lease). These three, with "link", keep a task with no graph row yet and its
+      success from missing each other when a filing links to it: its success comes from a
+      lease that is still open, or from a later one that must change what they check;
     * "mark": SET `name` = `at` on `task_id`'s graph row once; "auto_enqueued_at" also needs
       every blocker met (one auto-enqueue per readiness, however many blockers finish at once);
     * "usage": ADD `counts` to `task_id`'s graph row and `name` (a cost key) to its
@@ -696,6 +707,12 @@ class Store(Protocol):
         """Mark the edge counted and ADD 1 to `counter` on the graph row it counts toward (the
         parent's for a child edge, the dependent's for a dependent edge), both at once and
         only once: False when it had counted before (a replayed stream record)."""
+        ...
+
+    def in_graph(self, task_id: str) -> bool:
+        """Whether the task is linked: it has a graph row or a dependent edge (one consistent
+        Query of at most one row). A task filed with neither has no graph row written for
+        its success; a filing that links to it after makes one of them exist."""
         ...
 
     def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:

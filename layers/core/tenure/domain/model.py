@@ -486,6 +486,9 @@ class TaskGraph:
     # The last lease of the task that completed with success (a later run's success replaces
     # it, a replay of an older one does not): whose `result` the task hands on as an input.
     succeeded_lease: str | None = None
+    # The success was its lease's (the task had no graph row then) and was copied here by
+    # the filing that linked to the task: it was told then, and counts nothing again.
+    success_copied: bool = False
     rollup_at: int | None = None
     auto_enqueued_at: int | None = None
     # The usage accumulator (app/usage.py): moved in each completion's own

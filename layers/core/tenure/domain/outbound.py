@@ -145,7 +145,9 @@ def lease_publishes(setting: str, old: Lease | None, new: Lease, event: Event) -
 def task_ending_of_lease(old: Lease | None, new: Lease) -> str | None:
     """The task ending a lease's end is, if any: a task's run that failed or was cancelled
     with no retry or successor to follow. A success is told by the task's graph row instead
-    (`task_completed`): a parent with children outstanding has not completed yet."""
+    (`task_completed`): a parent with children outstanding has not completed yet; the success
+    of a task nothing is linked to, which no graph row records, is told from its lease by the
+    reactor (tasks/graph.py `told_by_lease`)."""
     if new.task_id is None or not ends_lease(old, new) or new.end_reason in _HANDED_ON:
         return None
     if (new.event_data or {}).get("retry_scheduled"):
@@ -158,6 +160,8 @@ def task_ending_of_lease(old: Lease | None, new: Lease) -> str | None:
 def task_completed(old: TaskGraph | None, new: TaskGraph) -> bool:
     """Whether this graph row change is its task's completion: `succeeded_at` appears once
     the task's own run succeeded with no child outstanding, or its children rolled it up."""
+    if new.success_copied:
+        return False  # its lease's success, told from the lease before it was copied here
     return new.succeeded_at is not None and (old is None or old.succeeded_at is None)
 
 
@@ -167,11 +171,13 @@ def task_needs_attention(old: Task | None, new: Task) -> bool:
 
 
 def lease_task_ending(kind: str, event: Event, lease: Lease) -> Outbound:
-    """A task's failure or cancellation, told from the lease that ended its run."""
+    """A task's failure or cancellation, told from the lease that ended its run; or the
+    success of a task nothing is linked to, with the id its graph row's would have had."""
+    told = f"{lease.task_id}.succeeded.{lease.ended_at}" if kind == TASK_COMPLETED else None
     return Outbound(
         kind,
         {
-            "id": f"{event.id}.{kind}",
+            "id": told or f"{event.id}.{kind}",
             "type": kind,
             "at": event.at,
             "task_id": lease.task_id,

@@ -64,7 +64,7 @@ from tenure.domain.model import (
     implied_pair,
     may_be_implied,
 )
-from tenure.domain.states import REPORTABLE, LeaseState
+from tenure.domain.states import REPORTABLE, TERMINAL, LeaseState
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.calls import Retry
@@ -1068,10 +1068,14 @@ class DynamoStore:
             names = {f"#c{i}": name for i, (name, _) in enumerate(g.counts)}
             deltas: dict[str, int | None] = {f"c{i}": d for i, (_, d) in enumerate(g.counts)}
             expression = "ADD " + ", ".join(f"#c{i} :c{i}" for i in range(len(names)))
+            copied = g.name == "succeeded_at"
             if g.name:
                 expression += " SET #mark = :at"
                 names["#mark"] = g.name
                 deltas["at"] = g.at
+            if copied:  # a parent's own success, copied from its lease with its first child
+                expression += ", success_copied = :yes"
+                deltas["yes"] = True
             added: dict[str, Any] = {
                 "TableName": self.table,
                 "Key": graph,
@@ -1079,8 +1083,13 @@ class DynamoStore:
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": _values(**deltas),
             }
+            conditions = []
             if any(name == "children_total" and d > 0 for name, d in g.counts):
-                added["ConditionExpression"] = k.NOT_CANCEL_REACHED
+                conditions.append(k.NOT_CANCEL_REACHED)
+            if copied:
+                conditions.append(k.NOT_SUCCEEDED)
+            if conditions:
+                added["ConditionExpression"] = " AND ".join(f"({c})" for c in conditions)
             return {"Update": added}
         if g.op == "reach":
             names = {f"#c{i}": name for i, (name, _) in enumerate(g.counts)}
@@ -1144,6 +1153,57 @@ class DynamoStore:
                     "TableName": self.table,
                     "Key": graph,
                     "ConditionExpression": k.HAS_SUCCEEDED if g.op == "met" else k.NOT_SUCCEEDED,
+                }
+            }
+        if g.op == "succeeded":
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": graph,
+                    "UpdateExpression": "SET succeeded_at = :at, success_copied = :yes",
+                    "ConditionExpression": k.SUCCESS_DUE,
+                    "ExpressionAttributeValues": _values(at=g.at, yes=True),
+                }
+            }
+        if g.op == "link":
+            return {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": graph,
+                    "UpdateExpression": "SET linked_at = if_not_exists(linked_at, :at)",
+                    "ConditionExpression": k.NOT_SUCCEEDED,
+                    "ExpressionAttributeValues": _values(at=g.at),
+                }
+            }
+        if g.op == "lease_open":
+            ended = {state.value: state.value for state in TERMINAL}
+            return {
+                "ConditionCheck": {
+                    "TableName": self.table,
+                    "Key": _dump(k.lease_key(g.other)),
+                    "ConditionExpression": k.LEASE_OPEN,
+                    "ExpressionAttributeNames": k.STATE_NAMES,
+                    "ExpressionAttributeValues": _values(**ended),
+                }
+            }
+        if g.op == "run_is":
+            check: dict[str, Any] = {
+                "TableName": self.table,
+                "Key": _dump(k.task_key(g.task_id)),
+                "ConditionExpression": k.TASK_JOB_IS if g.other else k.TASK_HAS_NO_JOB,
+            }
+            if g.other:
+                check["ExpressionAttributeValues"] = _values(expect_job=g.other)
+            return {"ConditionCheck": check}
+        if g.op == "job_is":
+            return {
+                "ConditionCheck": {
+                    "TableName": self.table,
+                    "Key": _dump(k.job_key(g.name)),
+                    "ConditionExpression": (
+                        k.IMPLIED_JOB_LEASE_IS if implied_pair(g.name, g.other) else k.JOB_LEASE_IS
+                    ),
+                    "ExpressionAttributeValues": _values(expect_lease=g.other),
                 }
             }
         if g.op == "mark":
@@ -1255,6 +1315,17 @@ class DynamoStore:
         except Conflict:
             return False
         return True
+
+    def in_graph(self, task_id: str) -> bool:
+        out = self.rows.query(
+            KeyConditionExpression=f"{k.PK} = :pk AND {k.SK} BETWEEN :first AND :last",
+            ExpressionAttributeValues=_values(
+                pk=f"TASK#{task_id}", first=k.LINKED_FROM, last=k.LINKED_TO
+            ),
+            ConsistentRead=True,
+            Limit=1,
+        )
+        return bool(out.get("Items"))
 
     def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
         if name == "rollup_at":

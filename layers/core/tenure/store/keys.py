@@ -636,6 +636,15 @@ EDGE_COUNTED = "attribute_exists(PK) AND attribute_exists(counted_at)"
 # A blocker read as met (unmet) when a dependent was filed must still be so at commit.
 HAS_SUCCEEDED = "attribute_exists(succeeded_at)"
 NOT_SUCCEEDED = "attribute_not_exists(succeeded_at)"
+# A task's graph row and its dependent edges sort together in its partition (DEPENDENT#… <
+# GRAPH): a Query between them finds either, which is what makes a task linked.
+LINKED_FROM = EDGE_PREFIX["dependent"]
+LINKED_TO = GRAPH_SK
+# The newest lease of a task linked to while it has no graph row is still open (not ended).
+LEASE_OPEN = "NOT #state IN (:completed, :failed, :cancelled, :lost, :killed)"
+# A task row still points at the job it was read with (none yet).
+TASK_JOB_IS = "job_id = :expect_job"
+TASK_HAS_NO_JOB = "attribute_exists(PK) AND attribute_not_exists(job_id)"
 # A task's own success counts only once and only when no child is outstanding (a parent stays
 # open until its children have all succeeded).
 SUCCESS_DUE = (

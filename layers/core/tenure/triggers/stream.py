@@ -189,6 +189,8 @@ def outbound_events(
         sent.append(outbound_of(entity, _as_of(entity, new, event), event))
     if entity == "lease" and events:
         kind = out.task_ending_of_lease(old, new)
+        if kind is None and svc.graph.told_by_lease(new):
+            kind = out.TASK_COMPLETED  # a success no graph row change tells
         if kind is not None:
             sent.append(out.lease_task_ending(kind, events[-1], new))
     elif entity == "task" and out.task_needs_attention(old, new):

@@ -77,7 +77,8 @@ class Wake:
         child = self.kernel.task_as_filed(new.task_id)
         if child is None or not child.wake_creator or child.created_by_lease is None:
             return  # nobody to wake (judged before the graph row is read: most tasks)
-        if status == "completed" and self.kernel.store.get_graph(child.id).children_total:
+        graph = self.kernel.store.get_graph(child.id) if status == "completed" else None
+        if graph is not None and graph.children_total and not graph.success_copied:
             return  # a parent: its success is told when its graph row says it (on_graph)
         by_lease = (new.event_data or {}).get("by_lease")  # a force operation by a lease token
         transition = f"{new.id}.v{new.version:06d}"
@@ -90,8 +91,8 @@ class Wake:
         """A parent's real completion: `succeeded_at` appearing on its graph row (its own
         success with no child outstanding, or the rollup of its children). A leaf's success
         is told by its lease (on_lease); a parent's own run succeeding early tells nothing."""
-        if new.succeeded_at is None or new.children_total == 0:
-            return
+        if new.succeeded_at is None or new.children_total == 0 or new.success_copied:
+            return  # a copied success was its lease's: on_lease told it
         if old is not None and old.succeeded_at is not None:
             return
         parent = self.kernel.store.get_task(new.task_id)

@@ -8,7 +8,10 @@ table's stream (triggers/stream.py hands each changed row to the reactions table
 reaction is conditional, so a replayed stream record changes nothing:
 
   lease completed with success ─► the task's `succeeded_at` (only with no child outstanding)
-                            and `succeeded_lease` (the newest lease that succeeded)
+                            and `succeeded_lease` (the newest lease that succeeded),
+                            when the task is linked (a parent, children or dependents); a
+                            task nothing is linked to keeps its success on its lease, and
+                            a filing that links to it later copies it or waits for it
   `succeeded_at` appears ─► its child edge counts in the parent (once), each dependent edge
                             counts in the dependent (once)
   parent's children_done reaches children_total ─► `rollup_at` once (`task.rollup_completed`)
@@ -95,6 +98,21 @@ Reasons = Callable[[Task, int], list[dict[str, Any]]]
 Skip = Callable[[Task, int], bool]
 
 
+def _succeeded(lease: Lease) -> bool:
+    return lease.state is LeaseState.COMPLETED and lease.outcome == "success"
+
+
+def _still_unsucceeded(task: Task, newest: Lease | None) -> list[GraphOp]:
+    """The checks that no success of `task` commits before a new edge to it: its newest lease
+    still open, or else no later run (its task row and its job as read)."""
+    if newest is not None and newest.state.active:
+        return [GraphOp("lease_open", task.id, other=newest.id)]
+    ops = [GraphOp("run_is", task.id, other=task.job_id or "")]
+    if newest is not None and task.job_id:
+        ops.append(GraphOp("job_is", task.id, name=task.job_id, other=newest.id))
+    return ops
+
+
 def _refuse_repeats(refs: tuple[str, ...]) -> None:
     """Before any read: the same reference twice, or more blockers than a task may have."""
     if len(set(refs)) != len(refs):
@@ -121,6 +139,8 @@ class Graph:
         self.keys = keys
         self.reasons = reasons
         self.skips = skips
+        # The lease whose success after_lease last left to the lease (told_by_lease).
+        self._told: tuple[str, int] | None = None
 
     # ------------------------------------------------------------------- filing
 
@@ -149,6 +169,7 @@ class Graph:
                 GraphOp("add", parent.id, counts=(("children_total", 1), ("children_done", 0)))
             )
             ops.append(GraphOp("edge", parent.id, name="child", other=task.id))
+            ops = self._parent_success(parent, ops)
             if not parent.has_children:
                 # Only the first child pays this write. Not a version bump: a whole-row write
                 # of the parent that read it a moment before may drop the mark, and the next
@@ -156,7 +177,7 @@ class Graph:
                 ops.append(GraphOp("has_children", parent.id))
         _refuse_repeats(links.depends_on)
         depends: tuple[str, ...] = ()
-        unmet = 0
+        blockers: list[Task] = []
         for ref in links.depends_on:
             blocker = self._linked_task(ref, task.space, "depends_on")
             if blocker.id in ancestors:
@@ -167,11 +188,12 @@ class Graph:
             if blocker.id in depends:  # its key and its id both
                 raise ValidationFailed("depends_on: names a task more than once")
             depends = (*depends, blocker.id)
-            met = self.kernel.store.get_graph(blocker.id).succeeded_at is not None
+            blockers.append(blocker)
+        unmet = 0
+        for blocker in blockers:  # every reference valid: now what holds each edge
+            met, held = self.blocker_success(blocker)
             unmet += 0 if met else 1
-            # The blocker must still be as read when this commits, so that its success and
-            # this edge cannot miss each other (one counts the other, exactly once).
-            ops.append(GraphOp("met" if met else "unmet", blocker.id))
+            ops.extend(held)
             now = self.kernel.clock.now_ms()
             ops.append(
                 GraphOp(
@@ -198,6 +220,65 @@ class Graph:
             pool=pool.name if pool else None,
         )
         return task, ops, enqueue
+
+    def blocker_success(self, blocker: Task) -> tuple[bool, list[GraphOp]]:
+        """Whether `blocker` has succeeded, for a new edge to it, and the writes that keep the
+        answer true when the edge commits, so that its success and the edge cannot miss each
+        other (one counts the other, exactly once).
+
+        A success on its graph row holds (the row must still have it). A task nothing was
+        linked to when its lease succeeded has no success there: its newest lease's success
+        is copied to the row now (while still due), and the edge is placed counted. Not
+        succeeded: the row must still say so when the edge commits, and the reactor must
+        write the task's success to the row from now on. A task not linked yet is linked
+        first, in a small transaction of its own (its graph row made, conditional on its
+        run as read: the newest lease still open, or else the task's job and that job's
+        lease unchanged, since a later run would move one of them), so that the filing's
+        own transaction keeps two items per blocker; a success that beat it is read again.
+        Linking is invisible: at most it costs the task's success one graph row write."""
+        for _ in range(GRAPH_TRIES):
+            graph = self.kernel.store.get_graph(blocker.id)
+            if graph.succeeded_at is not None:
+                return True, [GraphOp("met", blocker.id)]
+            newest = self.kernel.newest_lease(blocker)
+            if newest is not None and _succeeded(newest) and not graph.children_outstanding:
+                at = newest.ended_at or self.kernel.clock.now_ms()
+                return True, [GraphOp("succeeded", blocker.id, at=at)]
+            if self.kernel.store.in_graph(blocker.id):
+                return False, [GraphOp("unmet", blocker.id)]
+            now = self.kernel.clock.now_ms()
+            held = [GraphOp("link", blocker.id, at=now), *_still_unsucceeded(blocker, newest)]
+            try:
+                self.kernel.commit(Change(graph=held))
+            except Conflict:
+                blocker = self.kernel.task(blocker.id)
+                continue
+            return False, [GraphOp("unmet", blocker.id)]
+        raise Unavailable(f"task {blocker.id} kept changing; try again", retry_after=1)
+
+    def _parent_success(self, parent: Task, ops: list[GraphOp]) -> list[GraphOp]:
+        """A parent's own success before its first child, as its graph row must hold it: a
+        success only its lease had (nothing was linked to it then) is copied with the child's
+        count (it completed before the child was filed, and stays so); a run still open must
+        not end before the child is counted, or the reactor, finding no row, would leave its
+        success to the lease while the row says otherwise."""
+        graph = self.kernel.store.get_graph(parent.id)
+        if graph.succeeded_at is not None or graph.children_outstanding:
+            return ops
+        newest = self.kernel.newest_lease(parent)
+        if newest is None:
+            return ops
+        if _succeeded(newest):
+            at = newest.ended_at or self.kernel.clock.now_ms()
+            return [
+                replace(op, name="succeeded_at", at=at)
+                if op.op == "add" and op.task_id == parent.id
+                else op
+                for op in ops
+            ]
+        if newest.state.active:
+            return [*ops, GraphOp("lease_open", parent.id, other=newest.id)]
+        return ops
 
     def _linked_task(self, ref: str, space: str, field: str) -> Task:
         """The task a body field names by its id or its key (one read either way), in the
@@ -430,8 +511,11 @@ class Graph:
             total -= 1
             done -= 1 if was else 0
         for blocker_id in added:
-            met = self.kernel.store.get_graph(blocker_id).succeeded_at is not None
-            ops.append(GraphOp("met" if met else "unmet", blocker_id))
+            blocker = self.kernel.store.get_task(blocker_id)
+            if blocker is None:
+                raise ValidationFailed(f"depends_on: task {blocker_id} does not exist")
+            met, held = self.blocker_success(blocker)
+            ops.extend(held)
             ops.append(
                 GraphOp(
                     "edge", blocker_id, name="dependent", other=task.id, at=now if met else None
@@ -511,16 +595,39 @@ class Graph:
     # ---------------------------------------------------- reactions (the stream)
 
     def after_lease(self, old: Lease | None, new: Lease) -> None:
+        """A task's success, written to its graph row when something counts it there: a
+        parent (the task has one: its lease carries its lineage), children or dependents
+        (its graph row or a dependent edge exists: one consistent read, after the success
+        committed, so an edge committed before it is seen, and a filing after it sees the
+        lease). A task nothing is linked to keeps its success on its lease: no write."""
+        self._told = None
         if new.task_id is None or new.state is not LeaseState.COMPLETED:
             return
         if new.outcome != "success" or (old is not None and old.state is LeaseState.COMPLETED):
             return
+        linked = (
+            not self.kernel.successes_derived()
+            or bool(new.lineage)
+            or self.kernel.store.in_graph(new.task_id)
+        )
+        if not linked:
+            self._told = (new.id, new.version)
+            return
         # Only with no child outstanding (a parent stays open until its children succeed).
         # The lease is named in the same write: the task's inputs hand on its result, even
         # after a later run (a second write only for a re-run or a parent still waiting).
-        self.kernel.store.settle_graph(
-            new.task_id, "succeeded_at", new.ended_at or self.kernel.clock.now_ms(), new.id
-        )
+        at = new.ended_at or self.kernel.clock.now_ms()
+        if self.kernel.store.settle_graph(new.task_id, "succeeded_at", at, new.id):
+            return
+        if self.kernel.store.get_graph(new.task_id).success_copied:
+            # A filing that linked to the task meanwhile copied this success from the lease.
+            self._told = (new.id, new.version)
+
+    def told_by_lease(self, lease: Lease) -> bool:
+        """Whether this lease's success, just reacted to, is its task's completion with no
+        graph row change to tell it (the task was not linked, or its success was copied):
+        its completion is then told from the lease."""
+        return self._told == (lease.id, lease.version)
 
     def after_graph(self, old: TaskGraph | None, new: TaskGraph) -> None:
         was = old or TaskGraph(new.task_id)
