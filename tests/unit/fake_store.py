@@ -1005,7 +1005,10 @@ class FakeStore(FakeRules):
         if g.op == "advance":
             return [self._put_graph(replace(graph, **{g.name: g.other}))]
         if g.op == "succeeded":
-            return [self._put_graph(replace(graph, succeeded_at=g.at, success_copied=True))]
+            copied = replace(
+                graph, succeeded_at=g.at, success_copied=True, succeeded_lease=g.other or None
+            )
+            return [self._put_graph(copied)]
         if g.op == "link":
             return [self._put_graph(graph)]
         if g.op == "has_children":

@@ -149,10 +149,16 @@ def test_a_second_success_replaces_the_first_and_a_replay_of_the_first_does_not(
 ) -> None:
     blocker = _task(rig, "blocker")
     _finish(rig, blocker, {"outcome": "success", "result": 1})
+    # Linked to nothing, the task keeps its success on its lease: no graph row is written.
+    assert rig.store.get_graph(blocker.id).succeeded_lease is None
+    ran = rig.svc.filing.enqueue(MEMBER, blocker.id, POOL)
+    # Its next run copies that success to its graph row first, naming the lease.
     first = rig.store.get_graph(blocker.id).succeeded_lease
-    _finish(rig, blocker, {"outcome": "success", "result": 2})
+    assert first is not None and first != ran.id
+    assert rig.claim().lease.id == ran.id
+    rig.svc.reports.complete(as_lease(ran.id), ran.id, {"outcome": "success", "result": 2})
     second = rig.store.get_graph(blocker.id).succeeded_lease
-    assert first is not None and second is not None and second > first
+    assert second == ran.id and second > first
     older = rig.store.get_lease(first)
     assert older is not None
     rig.svc.graph.after_lease(None, older)  # a replayed record of the first success

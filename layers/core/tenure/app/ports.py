@@ -218,7 +218,8 @@ class GraphOp:
       keeps a new edge and a blocker's concurrent success from missing each other;
     * "succeeded": SET `succeeded_at` = `at` on `task_id`'s graph row, marked copied, while
       its success is due (the success of a task that had no graph row when its lease
-      succeeded, copied there by the filing that links to it: nothing counts it again);
+      succeeded, copied there by the filing that links to it, or by a new run of the task:
+      nothing counts it again), naming the succeeded lease `other` as `succeeded_lease`;
     * "link": make `task_id`'s graph row (SET `linked_at` = `at` if absent) while it has not
       succeeded: the task is linked from then on, and the reactor writes its success there;
     * "lease_open": require lease `other` (`task_id`'s newest) to be still open, not ended;

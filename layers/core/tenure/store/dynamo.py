@@ -1160,9 +1160,11 @@ class DynamoStore:
                 "Update": {
                     "TableName": self.table,
                     "Key": graph,
-                    "UpdateExpression": "SET succeeded_at = :at, success_copied = :yes",
+                    "UpdateExpression": (
+                        "SET succeeded_at = :at, success_copied = :yes, succeeded_lease = :lease"
+                    ),
                     "ConditionExpression": k.SUCCESS_DUE,
-                    "ExpressionAttributeValues": _values(at=g.at, yes=True),
+                    "ExpressionAttributeValues": _values(at=g.at, yes=True, lease=g.other),
                 }
             }
         if g.op == "link":

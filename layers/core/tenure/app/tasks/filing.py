@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -272,6 +273,8 @@ class Filing:
                 f"task {task.key} failed on attempt {current.attempt} of {task.max_attempts}; "
                 "its attempts are used up (retry its lease to go on counting)"
             )
+        if current is not None and current.outcome == "success" and self.kernel.successes_derived():
+            self._keep_success(task, current)
         # The last run must still be the ended lease just read: a release or an expiry between
         # the reads would have handed its job to a successor (an open run after all).
         checks = [(task.job_id, current.id)] if task.job_id and current else []
@@ -292,6 +295,21 @@ class Filing:
         except Conflict as lost:
             raise InvalidTransition(f"task {task.key} already has an open run") from lost
         return lease
+
+    def _keep_success(self, task: Task, succeeded: Lease) -> None:
+        """Before a new run of a task whose last run succeeded: that success copied to the
+        task's graph row (once, while it is due), unless the row has one. A task nothing is
+        linked to keeps its success on its newest lease, and once the new run is the newest, a
+        dependent or a child filed later would find no success anywhere and its inputs no
+        result. One consistent read, and one write only the first time; a rare path."""
+        if succeeded.state is not LeaseState.COMPLETED:
+            return
+        if self.kernel.store.get_graph(task.id).succeeded_at is not None:
+            return
+        at = succeeded.ended_at or self.kernel.clock.now_ms()
+        copy = GraphOp("succeeded", task.id, at=at, other=succeeded.id)
+        with contextlib.suppress(Conflict):  # no longer due: copied meanwhile, or not its own
+            self.kernel.commit(Change(graph=[copy]))
 
     def activity(
         self, actor: Principal, task_id: str, limit: int = ACTIVITY_PAGE, cursor: str | None = None

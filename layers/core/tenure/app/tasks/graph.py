@@ -243,7 +243,7 @@ class Graph:
             newest = self.kernel.newest_lease(blocker)
             if newest is not None and _succeeded(newest) and not graph.children_outstanding:
                 at = newest.ended_at or self.kernel.clock.now_ms()
-                return True, [GraphOp("succeeded", blocker.id, at=at)]
+                return True, [GraphOp("succeeded", blocker.id, at=at, other=newest.id)]
             if self.kernel.store.in_graph(blocker.id):
                 return False, [GraphOp("unmet", blocker.id)]
             now = self.kernel.clock.now_ms()
