@@ -74,9 +74,12 @@ class FlowContract:
             lease_principal(first), first, {"outcome": "success", "result": {"run": 1}}
         )
         r.drain()
-        assert r.store.get_graph(blocker.id).succeeded_lease == first
+        # Linked to nothing yet, the task keeps its success on its lease (no graph row).
+        assert r.store.get_graph(blocker.id).succeeded_lease is None
         time.sleep(0.002)  # lease ids order by the millisecond they were made in
         second = _claim(r, blocker)  # run again after its success; this run fails
+        # The new run copied the success, naming its lease, to the graph row first.
+        assert r.store.get_graph(blocker.id).succeeded_lease == first
         r.svc.reports.complete(
             lease_principal(second), second, {"outcome": "failure", "result": {"run": 2}}
         )
