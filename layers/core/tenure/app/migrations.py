@@ -29,7 +29,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Space, Task, Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 9
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -61,6 +61,14 @@ SPACE_LIST_FROM_SCHEMA = 6
 # From this version on, every task is found by its key: a task filed since has an id derived
 # from its key, and one filed before has a key row, written by the migration.
 TASK_KEYS_FROM_SCHEMA = 7
+# From this version on, a lease that ended with no logs and no attachments stays out of the
+# ended index: it has nothing to delete, and reads reclaimed once its pool's retention has
+# passed since its end, with no write (domain/model.py derived_reclaimed_at). An earlier
+# release reads a lease as reclaimed only once its sweeper has marked it, and its sweeper
+# finds leases only in that index, so it would show such leases unreclaimed for ever: they
+# wait until `tenure admin migrate` runs after this release is deployed everywhere. A lease
+# marks itself as keeping detail with its first log stream or attachment, at any version.
+DERIVED_RECLAIMS_FROM_SCHEMA = 9
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -232,6 +240,15 @@ def start_implied_jobs(
     return Page({}, None)
 
 
+def start_derived_reclaims(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: leases that ended before keep their place in the ended index and
+    are reclaimed by the sweeper as they were. Reaching this version is what lets a lease
+    with no logs and no attachments end without one."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -278,6 +295,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="write the key row of each task filed before task ids were derived from keys, "
         "so that its key finds it wherever a task id is taken",
         page=key_tasks_filed_before_keys_gave_ids,
+    ),
+    Migration(
+        version=DERIVED_RECLAIMS_FROM_SCHEMA,
+        name="derived-reclaims",
+        does="let a lease with no logs and no attachments end outside the ended index, "
+        "reclaimed by derivation once its pool's retention has passed (leases ended before "
+        "keep their place in it)",
+        page=start_derived_reclaims,
     ),
 )
 
