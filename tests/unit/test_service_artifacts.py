@@ -582,3 +582,13 @@ def test_a_table_an_earlier_release_migrated_indexes_every_ending_until_migrated
     rig.advance(61)
     assert rig.sweep().reclaimed == [before], "the one indexed before is reclaimed as before"
     assert rig.svc.kernel.reclaimed_at(rig.lease(after.id)) is not None
+
+
+def test_inspect_shows_a_lease_reclaimed_by_derivation(rig: Rig) -> None:
+    lease_id = ended_bare(rig, retention=60)
+    task_id = rig.lease(lease_id).task_id or ""
+    assert rig.svc.inspection.inspect(READER, task_id).current_lease.reclaimed_at is None  # type: ignore[union-attr]
+    rig.advance(60)
+    shot = rig.svc.inspection.inspect(READER, task_id)
+    assert shot.current_lease is not None and shot.current_lease.reclaimed_at is not None
+    assert [x.reclaimed_at is not None for x in shot.recent_leases] == [True]
