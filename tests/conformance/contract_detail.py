@@ -4,8 +4,11 @@ run on the fake, moto and DynamoDB Local beside contract.py, so the three cannot
 from __future__ import annotations
 
 import pytest
-from tenure.app.ports import Attachment
+from tenure.app.kernel import over
+from tenure.app.ports import Attachment, Change
 from tenure.domain.errors import CeilingReached, Conflict
+from tenure.domain.states import EndReason, LeaseState
+from tenure.domain.transitions import Move
 
 from tests.conformance.contract import ALPHA, MakeRig, claim, enqueue, stored, timeline_of, world
 from tests.conftest import lease_principal
@@ -80,20 +83,32 @@ class DetailContract:
         assert count(other.id, ["b"], 3) == {"b"}  # each lease counts its own
         assert stored(r, lease.id).state == lease.state  # the lease row is untouched
 
-    def test_only_ended_leases_enter_the_ended_index_by_end_time(self, make_rig: MakeRig) -> None:
+    def test_only_ended_leases_with_detail_enter_the_ended_index_by_end_time(
+        self, make_rig: MakeRig
+    ) -> None:
         r = make_rig()
         world(r)
         ended = []
-        for _ in range(3):
+        for n in range(3):
             enqueue(r)
             won = claim(r)
+            if n < 2:  # marked while held; the third only after its end (a late log)
+                r.store.keep_detail(stored(r, won.lease.id))
             r.clock.advance(1)
             r.svc.reports.complete(lease_principal(won.lease.id), won.lease.id, {})
+            if n == 2:
+                assert r.store.ended_leases(ALPHA, r.clock.now_ms(), 10) == ended
+                r.store.keep_detail(stored(r, won.lease.id))
             ended.append(won.lease.id)
         enqueue(r)
-        claim(r)  # held: not in the index
+        bare = claim(r)
+        r.svc.reports.complete(lease_principal(bare.lease.id), bare.lease.id, {})  # no detail
+        enqueue(r)
+        held = claim(r)
+        r.store.keep_detail(stored(r, held.lease.id))  # held: not in the index
         enqueue(r)  # pending: not in the index
         now = r.clock.now_ms()
+        assert stored(r, held.lease.id).keeps_detail and not stored(r, bare.lease.id).keeps_detail
         assert r.store.ended_leases(ALPHA, now, 10) == ended
         assert r.store.ended_leases(ALPHA, now, 2) == ended[:2]
         first_end = stored(r, ended[0]).ended_at or 0
@@ -101,6 +116,36 @@ class DetailContract:
         assert r.store.ended_leases(ALPHA, first_end - 1, 10) == []
         r.store.unindex_ended(ended[0])
         assert r.store.ended_leases(ALPHA, now, 10) == ended[1:]
+
+    def test_a_whole_row_write_read_before_the_detail_mark_loses_it_never(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        enqueue(r)
+        won = claim(r)
+        seen = stored(r, won.lease.id)
+        r.store.keep_detail(seen)  # the mark adds no version: only this condition sees it
+        done = Move(LeaseState.COMPLETED, "lease.completed", end_reason=EndReason.COMPLETED)
+        ended = r.svc.kernel.apply(seen, done, {}, r.clock.now_ms(), outcome="success")
+        with pytest.raises(Conflict):
+            r.store.commit(Change(leases=[over(seen, ended)]))
+        assert stored(r, won.lease.id).state is LeaseState.DISPATCHED
+        r.svc.reports.complete(lease_principal(won.lease.id), won.lease.id, {})
+        assert stored(r, won.lease.id).keeps_detail
+        assert r.store.ended_leases(ALPHA, r.clock.now_ms(), 10) == [won.lease.id]
+
+    def test_a_reclaimed_lease_takes_no_detail_mark(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        world(r)
+        enqueue(r)
+        won = claim(r)
+        r.svc.reports.complete(lease_principal(won.lease.id), won.lease.id, {})
+        r.clock.advance(5)
+        assert r.svc.retention.reclaim(won.lease.id) is True
+        with pytest.raises(Conflict):
+            r.store.keep_detail(stored(r, won.lease.id))
+        assert r.store.ended_leases(ALPHA, r.clock.now_ms(), 10) == []
 
     def test_a_lease_is_marked_reclaimed_once_with_one_timeline_event(
         self, make_rig: MakeRig

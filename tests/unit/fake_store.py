@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -559,7 +559,9 @@ class FakeStore(FakeRules):
         limit: int,
         cursor: str | None,
         newest_first: bool = False,
+        reclaimed: Callable[[Lease], int | None] | None = None,
     ) -> EventPage:
+        # Every event here is a row of its own (no stamps): no lease is read for them.
         _limit(limit)
         kind, shape = k.EVENT_CURSOR
         start = cursors.decode(cursor, kind, shape) if cursor else None
@@ -687,6 +689,8 @@ class FakeStore(FakeRules):
                 lw.seen.deadline,
             ):
                 reasons.append(f"lease {lw.new.id} changed since it was read")
+            elif lw.seen is not None and row.lease.keeps_detail and not lw.seen.keeps_detail:
+                reasons.append(f"lease {lw.new.id} was marked as keeping detail since")
         for job_id, lease_id in change.job_checks:
             checked = self.jobs.get(job_id)
             if checked is None and implied_pair(job_id, lease_id):
@@ -1250,6 +1254,7 @@ class FakeStore(FakeRules):
             row.lease
             for row in self.lease_rows.values()
             if row.lease.pool == pool
+            and row.lease.keeps_detail
             and row.lease.state.terminal
             and row.lease.ended_at is not None
             and row.lease.ended_at >= since
@@ -1265,6 +1270,7 @@ class FakeStore(FakeRules):
             row.lease
             for row in self.lease_rows.values()
             if row.lease.pool == pool
+            and row.lease.keeps_detail
             and row.lease.state.terminal
             and row.lease.ended_at is not None
             and row.lease.ended_at <= ended_before
@@ -1289,6 +1295,13 @@ class FakeStore(FakeRules):
         )
         for event in lease_events(old, row.lease):
             self._react(event)
+
+    def keep_detail(self, lease: Lease) -> None:
+        self.writes.append("keep_detail")
+        row = self.lease_rows.get(lease.id)
+        if row is None or row.lease.reclaimed_at is not None:
+            raise Conflict(f"lease {lease.id} was reclaimed")
+        row.lease = replace(row.lease, keeps_detail=True)  # no new version, as on the table
 
     def unindex_ended(self, lease_id: str) -> None:
         self.writes.append("unindex_ended")

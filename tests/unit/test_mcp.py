@@ -215,6 +215,25 @@ def test_leases_list_carries_subject_references_without_timing(rpc: Any, rig: Ri
     assert "worker_version" not in got["structuredContent"]["lease"]
 
 
+def test_a_lease_with_nothing_to_delete_reads_reclaimed_once_its_retention_passed(
+    rpc: Any, rig: Rig
+) -> None:
+    rig.make_pool("short", retention_seconds=60)
+    lease = rig.running(pool="short")
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
+
+    def shown() -> list[bool]:
+        got = tool(rpc, "leases_get", {"lease_id": lease.id}, READER)["result"]
+        body = tool(rpc, "leases_list", {"space_key": SPACE}, READER)["result"]
+        listed = [x for x in body["structuredContent"]["leases"] if x["id"] == lease.id]
+        return [got["structuredContent"]["lease"]["reclaimed"], listed[0]["reclaimed"]]
+
+    assert shown() == [False, False]
+    rig.advance(60)
+    assert shown() == [True, True]
+    assert rig.lease(lease.id).reclaimed_at is None, "derived: nothing was written"
+
+
 def test_an_unknown_lease_is_a_tool_error(rpc: Any) -> None:
     result = tool(rpc, "leases_get", {"lease_id": "lease_nope"}, READER)["result"]
     assert result["isError"] is True

@@ -15,8 +15,12 @@ from tenure.app.artifacts.attachments import (
 )
 from tenure.app.artifacts.logs import MAX_BATCH_CONTAINERS, MAX_LEASE_CONTAINERS
 from tenure.app.artifacts.retention import RECLAIM_STALL_MS
+from tenure.app.kernel import over
+from tenure.app.migrations import DERIVED_RECLAIMS_FROM_SCHEMA, SchemaState, migrate
+from tenure.app.ports import Change
 from tenure.app.tenure import compose
 from tenure.domain.errors import (
+    Conflict,
     Forbidden,
     InvalidTransition,
     LeaseTokenMismatch,
@@ -25,6 +29,8 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Principal
+from tenure.domain.states import EndReason, LeaseState
+from tenure.domain.transitions import Move
 from tenure.store.logs import MAX_STREAMS
 
 from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
@@ -454,6 +460,7 @@ def test_a_pass_reclaims_a_bounded_number_and_counts_what_is_left(rig: Rig) -> N
     ids = []
     for _ in range(4):
         lease = rig.running(pool="short")
+        rig.svc.logs.post_logs(as_lease(lease.id), lease.id, [line("hello")])
         rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
         ids.append(lease.id)
     rig.advance(2)
@@ -482,3 +489,106 @@ def test_a_service_without_a_bucket_or_log_group_says_so(rig: Rig) -> None:
         bare.attachments.add_attachment(
             as_lease(lease.id), lease.id, "a", "text/plain", "file", 1, None
         )
+
+
+# ------------------------------------------------ a lease with nothing to reclaim
+
+
+def ended_bare(rig: Rig, retention: int = 60) -> str:
+    rig.make_pool("short", retention_seconds=retention)
+    lease = rig.running(pool="short")
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
+    return lease.id
+
+
+def test_a_lease_without_logs_or_attachments_is_reclaimed_with_no_write(rig: Rig) -> None:
+    lease_id = ended_bare(rig, retention=60)
+    assert not rig.lease(lease_id).keeps_detail
+    assert rig.store.ended_leases("short", rig.clock.now_ms() + 10**9, 10) == []
+    rig.advance(59)
+    assert rig.svc.kernel.reclaimed_at(rig.lease(lease_id)) is None
+    rig.advance(1)
+    writes = list(rig.store.writes)
+    assert rig.sweep().reclaimed == []
+    assert "mark_reclaimed" not in rig.store.writes[len(writes) :]
+    stored = rig.lease(lease_id)
+    assert stored.reclaimed_at is None, "nothing written"
+    assert rig.svc.kernel.reclaimed_at(stored) == stored.ended_at + 60_000  # type: ignore[operator]
+    assert rig.svc.kernel.shown(stored).reclaimed_at == stored.ended_at + 60_000  # type: ignore[operator]
+    assert rig.svc.attachments.list_attachments(READER, lease_id) == []
+    assert rig.svc.logs.read_logs(READER, lease_id) == ([], False, None)
+    with pytest.raises(InvalidTransition):  # within the token's grace, still refused
+        rig.svc.logs.post_logs(as_lease(lease_id), lease_id, [line("late")])
+    with pytest.raises(InvalidTransition):
+        rig.svc.attachments.add_attachment(
+            as_lease(lease_id), lease_id, "late.txt", "text/plain", "file", None, b"late"
+        )
+    assert not rig.lease(lease_id).keeps_detail and blobs(rig).objects == {}
+
+
+def test_a_log_shipped_after_the_end_puts_the_lease_among_those_the_sweeper_reclaims(
+    rig: Rig,
+) -> None:
+    lease_id = ended_bare(rig, retention=60)
+    rig.advance(30)  # within the token's grace after the end, before the retention
+    rig.svc.logs.post_logs(as_lease(lease_id), lease_id, [line("shipped late")])
+    assert rig.lease(lease_id).keeps_detail
+    assert rig.store.ended_leases("short", rig.clock.now_ms(), 10) == [lease_id]
+    rig.advance(31)
+    assert rig.sweep().reclaimed == [lease_id]
+    assert sink(rig).streams == {}
+    assert rig.lease(lease_id).reclaimed_at == rig.clock.now_ms()
+
+
+def test_an_attachment_added_while_running_marks_the_lease_once(rig: Rig) -> None:
+    rig.make_pool("short", retention_seconds=60)
+    lease = rig.running(pool="short")
+    me = as_lease(lease.id)
+    for n in range(2):
+        rig.svc.attachments.add_attachment(
+            me, lease.id, f"{n}.txt", "text/plain", "file", None, b"x"
+        )
+    assert rig.store.writes.count("keep_detail") == 1
+    rig.svc.reports.complete(me, lease.id, {})
+    assert rig.lease(lease.id).keeps_detail, "the ending write keeps the mark"
+    rig.advance(61)
+    assert rig.sweep().reclaimed == [lease.id] and blobs(rig).objects == {}
+
+
+def test_a_whole_row_write_of_a_lease_read_before_its_mark_loses(rig: Rig) -> None:
+    lease = rig.running()
+    seen = rig.lease(lease.id)
+    rig.store.keep_detail(seen)
+    done = Move(LeaseState.COMPLETED, "lease.completed", end_reason=EndReason.COMPLETED)
+    ended = rig.svc.kernel.apply(seen, done, {}, rig.clock.now_ms(), outcome="success")
+    with pytest.raises(Conflict):
+        rig.store.commit(Change(leases=[over(seen, ended)]))
+    # Read again, the report lands with the mark kept.
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
+    assert rig.lease(lease.id).keeps_detail
+
+
+def test_a_table_an_earlier_release_migrated_indexes_every_ending_until_migrated(
+    rig: Rig,
+) -> None:
+    rig.store.schema = SchemaState(version=DERIVED_RECLAIMS_FROM_SCHEMA - 1, step=2)
+    before = ended_bare(rig, retention=60)
+    assert rig.lease(before).keeps_detail, "an earlier release's sweeper must find it"
+    assert {o.name: o.status for o in migrate(rig.store)}["derived-reclaims"] == "applied"
+    rig.advance(31)  # the kernel reads the schema row at most once per pool cache period
+    after = rig.running(pool="short")
+    rig.svc.reports.complete(as_lease(after.id), after.id, {})
+    assert not rig.lease(after.id).keeps_detail
+    rig.advance(61)
+    assert rig.sweep().reclaimed == [before], "the one indexed before is reclaimed as before"
+    assert rig.svc.kernel.reclaimed_at(rig.lease(after.id)) is not None
+
+
+def test_inspect_shows_a_lease_reclaimed_by_derivation(rig: Rig) -> None:
+    lease_id = ended_bare(rig, retention=60)
+    task_id = rig.lease(lease_id).task_id or ""
+    assert rig.svc.inspection.inspect(READER, task_id).current_lease.reclaimed_at is None  # type: ignore[union-attr]
+    rig.advance(60)
+    shot = rig.svc.inspection.inspect(READER, task_id)
+    assert shot.current_lease is not None and shot.current_lease.reclaimed_at is not None
+    assert [x.reclaimed_at is not None for x in shot.recent_leases] == [True]

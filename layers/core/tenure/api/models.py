@@ -592,7 +592,8 @@ class LeaseOut(Out):
     error: str | None = None
     claim_token_hash_truncated: str | None
     timing: LeaseTiming
-    # Its logs and attachments were reclaimed after the pool's retention.
+    # Its logs and attachments were reclaimed after the pool's retention (deleted by the
+    # sweeper, or, for a lease that had neither, by derivation: its end plus the retention).
     reclaimed: bool
     reclaimed_at: Stamp
     previous_lease_id: str | None = None

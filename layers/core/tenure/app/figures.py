@@ -3,8 +3,9 @@ is, the last hour's claims, completions and failures, and a mass-expiry hold whi
 
 Read only, and bounded: COUNT queries of the queue and held-lease indexes (at most
 `COUNT_BUDGET` entries each), one head entry per queue partition, one page of the ended-lease
-index and one of the held-lease index (at most `HOUR_READS` lease rows each), and the sweeper's
-state row. Nothing here writes, so a pool nobody looks at costs nothing."""
+index, one of the held-lease index and one of the space's lease list (at most `HOUR_READS`
+lease rows each), and the sweeper's state row. Nothing here writes, so a pool nobody looks
+at costs nothing."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure.app.scheduler import queue_tiers
-from tenure.domain.model import Principal
+from tenure.domain.model import Pool, Principal
 from tenure.domain.states import LeaseState
 
 if TYPE_CHECKING:
@@ -71,26 +72,38 @@ def pool_figures(svc: Tenure, actor: Principal, name: str) -> PoolFigures:
         held=held,
         held_capped=held >= COUNT_BUDGET,
         oldest_queued_age_ms=oldest,
-        last_hour=_last_hour(svc, pool.name, now),
+        last_hour=_last_hour(svc, pool, now),
         hold_until=hold if hold is not None and hold > now else None,
     )
 
 
-def _last_hour(svc: Tenure, pool: str, now: int) -> LastHour:
-    """Counted from the leases themselves: those that ended in the hour (the ended index,
-    newest first) and those held now (the held index); a claim is one whose claimed_at falls
-    in the hour. A lease claimed in the hour and put back in the queue since is not counted."""
+def _last_hour(svc: Tenure, pool: Pool, now: int) -> LastHour:
+    """Counted from the leases themselves: those that ended in the hour and those held now
+    (the held index); a claim is one whose claimed_at falls in the hour. A lease claimed in
+    the hour and put back in the queue since is not counted. The ended ones are found in the
+    ended index (newest first), which holds only leases with logs or attachments, and among
+    the space's newest leases (its lease list, one page): a lease with neither that ended in
+    the hour but is older than that page is not seen, so a full page makes the figures lower
+    bounds (`capped`)."""
     store = svc.kernel.store
     since = now - HOUR_MS
-    ended_ids = store.ended_since(pool, since, HOUR_READS)
-    held_ids = store.due_leases(pool, None, HOUR_READS)
+    ended_ids = store.ended_since(pool.name, since, HOUR_READS)
+    held_ids = store.due_leases(pool.name, None, HOUR_READS)
+    newest = store.list_leases(pool.space, HOUR_READS, None, None, None)
     rows = store.get_leases([*ended_ids, *held_ids], consistent=False)
-    ended = [rows[i] for i in ended_ids if i in rows]
+    ended = {i: rows[i] for i in ended_ids if i in rows}
+    for lease in newest.leases:
+        if lease.pool == pool.name and lease.state.terminal and (lease.ended_at or 0) >= since:
+            ended.setdefault(lease.id, lease)
     held = [rows[i] for i in held_ids if i in rows]
-    claimed = [x for x in (*ended, *held) if x.claimed_at is not None and x.claimed_at >= since]
+    claimed = [
+        x for x in (*ended.values(), *held) if x.claimed_at is not None and x.claimed_at >= since
+    ]
     return LastHour(
         claims=len({x.id for x in claimed}),
-        completed=sum(1 for x in ended if x.state is LeaseState.COMPLETED),
-        failed=sum(1 for x in ended if x.state in FAILURES),
-        capped=len(ended_ids) >= HOUR_READS or len(held_ids) >= HOUR_READS,
+        completed=sum(1 for x in ended.values() if x.state is LeaseState.COMPLETED),
+        failed=sum(1 for x in ended.values() if x.state in FAILURES),
+        capped=len(ended_ids) >= HOUR_READS
+        or len(held_ids) >= HOUR_READS
+        or newest.next_cursor is not None,
     )

@@ -88,7 +88,7 @@ class Inspection:
         view = self.graph.describe_task(task, current) if task is not None else None
         subject = (SubjectKind.TASK.value, task.id) if task else _subject(current)
         events = self.kernel.store.timeline_page(
-            *subject, RECENT_EVENTS, None, newest_first=True
+            *subject, RECENT_EVENTS, None, newest_first=True, reclaimed=self.kernel.reclaimed_at
         ).events
         recent = self._recent_leases(subject, current)
         gate = self.kernel.store.get_scheduler()
@@ -104,6 +104,9 @@ class Inspection:
         paused = gate.paused or bool(facts.get("pool_paused")) or bool(facts.get("space_archived"))
         paused = paused or bool(view and (view.effective_paused or view.blocked_reasons))
         found = diagnostics(current, facts, events, recent, paused, now)
+        shown = self.kernel.shown
+        current = shown(current) if current is not None else None
+        recent = [shown(x) for x in recent]
         return Snapshot(view, current, recent, events, scheduler, found, action, now, facts)
 
     def _recent_leases(self, subject: tuple[str, str], current: Lease | None) -> list[Lease]:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from tenure.app.migrations import (
     CLAIM_START_FROM_SCHEMA,
     CREATED_STAMPS_FROM_SCHEMA,
+    DERIVED_RECLAIMS_FROM_SCHEMA,
     IMPLIED_JOBS_FROM_SCHEMA,
     LISTED_BY_TASK_FROM_SCHEMA,
     SCHEMA_VERSION,
@@ -34,6 +35,7 @@ from tenure.domain.errors import (
 )
 from tenure.domain.model import (
     DEFAULT_PRIORITY,
+    MIN_RETENTION_MS,
     PRIORITY_MARK_REFRESH_MS,
     QUEUE_EXPIRY_MARK,
     Event,
@@ -44,6 +46,7 @@ from tenure.domain.model import (
     Principal,
     Space,
     Task,
+    derived_reclaimed_at,
     first_job_id,
     implied_job,
 )
@@ -163,6 +166,8 @@ class Kernel:
             if reason is EndReason.KILLED and lease.timed_out_at is not None:
                 reason = EndReason.TIMED_OUT  # the kill its run timeout asked for
             new = replace(new, end_reason=reason, ended_at=now)
+            if not self.derived_reclaims():
+                new = replace(new, keeps_detail=True)  # every ending is indexed, as before
         return moved(lease, new, move.event, data, now)
 
     def write(self, old: Lease, new: Lease) -> None:
@@ -414,6 +419,29 @@ class Kernel:
         self._pools[name] = (now, pool)
         return pool
 
+    def reclaimed_at(self, lease: Lease) -> int | None:
+        """When the lease's detail was reclaimed, as every view tells it: the sweeper's mark,
+        or, for a lease that ended with no logs and no attachments, its end plus its pool's
+        retention once that has passed (nothing was written: there was nothing to delete).
+        Reads the pool (cached) only for a lease that ended at least the shortest retention
+        ago."""
+        if lease.reclaimed_at is not None or lease.keeps_detail or lease.ended_at is None:
+            return lease.reclaimed_at
+        now = self.clock.now_ms()
+        if not lease.state.terminal or now < lease.ended_at + MIN_RETENTION_MS:
+            return None
+        try:
+            retention = self.pool(lease.pool).retention_seconds
+        except NotFound:
+            return None  # a pool that is gone has no retention to pass (nor a sweeper pass)
+        at = derived_reclaimed_at(lease, retention)
+        return at if at is not None and at <= now else None
+
+    def shown(self, lease: Lease) -> Lease:
+        """The lease as views show it: `reclaimed_at` derived when it has passed."""
+        at = self.reclaimed_at(lease)
+        return lease if at == lease.reclaimed_at else replace(lease, reclaimed_at=at)
+
     def fresh_pool(self, name: str) -> Pool:
         """The pool row as it is now (a consistent read), refreshing the cache: what a claim
         and a new run go by, so a pause or a new version holds for them at once."""
@@ -488,16 +516,26 @@ class Kernel:
         be serving."""
         return self._schema() >= SUCCESSES_DERIVED_FROM_SCHEMA
 
+    def derived_reclaims(self) -> bool:
+        """Whether a lease may end without entering the ended index when it has no logs and
+        no attachments (reclaimed by derivation: domain/model.py derived_reclaimed_at): not
+        while the table's schema is below DERIVED_RECLAIMS_FROM_SCHEMA, when an earlier
+        release, which reads a lease as reclaimed only once its sweeper has marked it, and
+        finds what to mark only in that index, may still be serving."""
+        return self._schema() >= DERIVED_RECLAIMS_FROM_SCHEMA
+
     def _schema(self) -> int:
         """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A
         table no release has migrated (a new stack) is at this release's version: no earlier
-        release shares it."""
+        release shares it. The version only rises, and every gate asks for at least one: once
+        the data is at this release's version it is not read again."""
         now = self.clock.now_ms()
-        if self._schema_at is None or now - self._schema_at[0] >= POOL_CACHE_MS:
+        known = self._schema_at
+        if known is None or (now - known[0] >= POOL_CACHE_MS and known[1] < SCHEMA_VERSION):
             state = self.store.schema_state()
             version = SCHEMA_VERSION if state.step == 0 else state.version
-            self._schema_at = (now, version)
-        return self._schema_at[1]
+            known = self._schema_at = (now, version)
+        return known[1]
 
     def request_pool(self, name: str) -> Pool:
         """The pool as this request last read it fresh or wrote it, else read fresh now."""

@@ -29,7 +29,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Space, Task, Token
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -86,6 +86,14 @@ UNTRANSACTED_FILING_FROM_SCHEMA = 10
 # links to a task without the condition on its lease: the reactor writes every success to the
 # graph row until `tenure admin migrate` runs after this release is deployed everywhere.
 SUCCESSES_DERIVED_FROM_SCHEMA = 11
+# From this version on, a lease that ended with no logs and no attachments stays out of the
+# ended index: it has nothing to delete, and reads reclaimed once its pool's retention has
+# passed since its end, with no write (domain/model.py derived_reclaimed_at). An earlier
+# release reads a lease as reclaimed only once its sweeper has marked it, and its sweeper
+# finds leases only in that index, so it would show such leases unreclaimed for ever: they
+# wait until `tenure admin migrate` runs after this release is deployed everywhere. A lease
+# marks itself as keeping detail with its first log stream or attachment, at any version.
+DERIVED_RECLAIMS_FROM_SCHEMA = 12
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -315,6 +323,15 @@ def start_untransacted_filing(
     return Page({}, None)
 
 
+def start_derived_reclaims(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: leases that ended before keep their place in the ended index and
+    are reclaimed by the sweeper as they were. Reaching this version is what lets a lease
+    with no logs and no attachments end without one."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -389,6 +406,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="let the success of a task nothing is linked to stay its lease's, with no graph "
         "row written for it (rows written before keep theirs)",
         page=start_derived_successes,
+    ),
+    Migration(
+        version=DERIVED_RECLAIMS_FROM_SCHEMA,
+        name="derived-reclaims",
+        does="let a lease with no logs and no attachments end outside the ended index, "
+        "reclaimed by derivation once its pool's retention has passed (leases ended before "
+        "keep their place in it)",
+        page=start_derived_reclaims,
     ),
 )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -494,8 +494,11 @@ class Store(Protocol):
         limit: int,
         cursor: str | None,
         newest_first: bool = False,
+        reclaimed: Callable[[Lease], int | None] | None = None,
     ) -> EventPage:
-        """Up to `limit` events after `cursor`, in the order asked for."""
+        """Up to `limit` events after `cursor`, in the order asked for. `reclaimed` (a task's
+        timeline): when each of its leases read counts as reclaimed (Kernel.reclaimed_at),
+        so that one with nothing to delete shows its derived `lease.reclaimed`."""
         ...
 
     def commit(self, change: Change) -> None: ...
@@ -597,18 +600,26 @@ class Store(Protocol):
     def set_attachment_status(self, attachment: Attachment, status: str) -> None: ...
     def delete_attachments(self, lease_id: str, attachment_ids: list[str]) -> None: ...
     def ended_leases(self, pool: str, ended_before: int, limit: int) -> list[str]:
-        """Ended, not yet fully reclaimed leases of `pool` that ended at or before
-        `ended_before`, earliest first, at most `limit` (the ended index: no Scan)."""
+        """Ended, not yet fully reclaimed leases of `pool` with logs or attachments (keeps_detail)
+        that ended at or before `ended_before`, earliest first, at most `limit` (the ended
+        index: no Scan)."""
         ...
 
     def ended_since(self, pool: str, since: int, limit: int) -> list[str]:
-        """Ended, not yet fully reclaimed leases of `pool` that ended at or after `since`,
-        latest first, at most `limit` (one page of the ended index: no Scan)."""
+        """Ended, not yet fully reclaimed leases of `pool` with logs or attachments (keeps_detail)
+        that ended at or after `since`, latest first, at most `limit` (one page of the ended
+        index: no Scan)."""
         ...
 
     def mark_reclaimed(self, lease: Lease) -> None:
         """Write `lease` (reclaimed_at set, version bumped, naming `lease.reclaimed`) over the
         stored row only while that row has no reclaimed_at: Conflict otherwise."""
+        ...
+
+    def keep_detail(self, lease: Lease) -> None:
+        """Mark the lease as keeping logs or attachments (Lease.keeps_detail), without a new
+        version, while it is not reclaimed (Conflict otherwise): once ended, it is found
+        by the sweeper's read of ended leases, and its reclaim deletes them."""
         ...
 
     def unindex_ended(self, lease_id: str) -> None:

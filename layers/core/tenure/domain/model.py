@@ -374,6 +374,12 @@ class Lease:
     tp: bool | None = None
     # Set once, when the sweeper deleted the lease's logs and attachments (retention reclaim).
     reclaimed_at: int | None = None
+    # The lease has (or may have) logs or attachments, so its retention reclaim has objects
+    # to delete: once ended, the sweeper finds it by its end time. Set by the write that
+    # records its first log stream or attachment (and, while the table is older than
+    # DERIVED_RECLAIMS_FROM_SCHEMA, by every ending). A lease without it has nothing to
+    # delete: it reads reclaimed once its pool's retention has passed (derived_reclaimed_at).
+    keeps_detail: bool = False
     # The task's ancestors (root first), so a claim can tell a paused subtree from one read of
     # the scheduler row, without walking the tree (ClaimGate, app/scheduler.py).
     lineage: tuple[str, ...] | None = None
@@ -413,6 +419,21 @@ class Lease:
     def superseded(self) -> bool:
         """True when the job was handed on under a newer fence (expiry or release)."""
         return self.state is LeaseState.LOST or self.end_reason is EndReason.RELEASED
+
+
+# The shortest retention a pool may have: an ended lease is never reclaimed sooner.
+MIN_RETENTION_MS = 1000
+
+
+def derived_reclaimed_at(lease: Lease, retention_seconds: int) -> int | None:
+    """When a lease with nothing to delete (no logs, no attachments) counts as reclaimed:
+    its end plus its pool's retention. None for a lease that is active, keeps detail for the
+    sweeper to delete, or was reclaimed by the sweeper already (`reclaimed_at` says when)."""
+    if lease.keeps_detail or lease.reclaimed_at is not None or lease.ended_at is None:
+        return None
+    if not lease.state.terminal:
+        return None
+    return lease.ended_at + retention_seconds * 1000
 
 
 @dataclass(frozen=True)

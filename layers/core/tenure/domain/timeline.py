@@ -201,6 +201,19 @@ def _stamped(lease: Lease) -> list[tuple[int, Event]]:
     return found
 
 
+def derived_reclaim(lease: Lease, at: int | None) -> Event | None:
+    """The `lease.reclaimed` of a lease that ended with nothing to delete (no logs, no
+    attachments), once its pool's retention has passed (`at`, app/kernel.py reclaimed_at): no
+    row holds it and no bus entry told it; it reads as the event the sweeper's mark would have
+    been (the next version of the row, the ending's data). None for any other lease."""
+    if at is None or lease.reclaimed_at is not None or lease.keeps_detail:
+        return None
+    ended = lease_event(None, replace(lease, event_type="lease.reclaimed", event_data={}))
+    if ended is None:
+        return None
+    return replace(ended, id=f"{lease.id}.v{lease.version + 1:06d}", at=at)
+
+
 def is_stamped(lease: Lease, event: Event) -> bool:
     """Whether the row holds `event` as a stamp (the reactor then writes no row for it)."""
     return any(e.id == event.id for e in stamped_events(lease))

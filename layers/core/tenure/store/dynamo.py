@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -183,8 +183,11 @@ class DynamoStore:
         limit: int,
         cursor: str | None,
         newest_first: bool = False,
+        reclaimed: Callable[[Lease], int | None] | None = None,
     ) -> EventPage:
-        return self.reads.timeline_page(subject_kind, subject_id, limit, cursor, newest_first)
+        return self.reads.timeline_page(
+            subject_kind, subject_id, limit, cursor, newest_first, reclaimed=reclaimed
+        )
 
     def put_attachment(self, attachment: Attachment, cap: int, quota_bytes: int) -> None:
         self.retention.put_attachment(attachment, cap, quota_bytes)
@@ -215,6 +218,9 @@ class DynamoStore:
 
     def unindex_ended(self, lease_id: str) -> None:
         self.retention.unindex_ended(lease_id)
+
+    def keep_detail(self, lease: Lease) -> None:
+        self.retention.keep_detail(lease)
 
     def schema_state(self) -> SchemaState:
         return self.schema.schema_state()
@@ -558,6 +564,10 @@ class DynamoStore:
                 if lw.seen is not None:
                     condition += f" AND {k.SAME_VERSION}"
                     values["expect_version"] = lw.seen.version
+                    if not lw.seen.keeps_detail:
+                        # A first log stream or attachment marks the row without a new
+                        # version (RetentionRows.keep_detail): never written over unseen.
+                        condition += f" AND {k.KEEPS_NO_DETAIL}"
                     if lw.seen.deadline is None:
                         condition += f" AND {k.NO_DEADLINE}"
                     else:
@@ -1433,8 +1443,10 @@ def _lease_row(lease: Lease) -> dict[str, Any]:
         row[k.DUE_PK] = k.due_pk(lease.pool)
     else:
         row.pop(k.DUE_AT, None)
-    if lease.state.terminal and lease.ended_at is not None and lease.reclaimed_at is None:
-        row[k.ENDED_PK] = k.ended_pk(lease.pool)  # written once, by the write that ends it
+    if lease.keeps_detail and lease.reclaimed_at is None:
+        # In the ended index once it has both keys: this one from the lease's first log
+        # stream or attachment (or its ending, on an older table), `ended_at` from its end.
+        row[k.ENDED_PK] = k.ended_pk(lease.pool)
     return row
 
 

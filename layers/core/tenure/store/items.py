@@ -30,6 +30,7 @@ from tenure.domain.states import (
     Revoke,
     SubjectKind,
 )
+from tenure.store.keys import ENDED_PK
 
 T = TypeVar("T")
 
@@ -153,13 +154,15 @@ def lease_item(lease: Lease) -> dict[str, Any]:
         del row["subject_id"]
     if not lease.retry_depth:
         row.pop("retry_depth", None)
+    # Said by the ended index's partition key (store.dynamo._lease_row), never by a flag.
+    row.pop("keeps_detail", None)
     return row
 
 
 def lease_from(row: dict[str, Any]) -> Lease:
     if "subject_id" not in row and row.get("subject_kind") == SubjectKind.TASK.value:
         row = {**row, "subject_id": row.get("task_id")}
-    return _from(Lease, row)
+    return _from(Lease, {**row, "keeps_detail": ENDED_PK in row})
 
 
 def event_item(event: Event) -> dict[str, Any]:

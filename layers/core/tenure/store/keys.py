@@ -33,9 +33,11 @@ DUE_INDEX = "due"
 DUE_PK = "due_pk"
 DUE_AT = "due_at"
 
-# Sparse: ended leases per pool by end time, until their retention reclaim has finished. A
-# lease enters it once, with the write that ends it (no heartbeat ever touches it),
-# and leaves it when the sweeper has reclaimed it.
+# Sparse: ended leases with logs or attachments, per pool by end time, until their retention
+# reclaim has finished. The write that records a lease's first log stream or attachment sets
+# the partition key, the write that ends it sets `ended_at` (the index needs both), and the
+# sweeper takes it out once reclaimed. A lease with neither never enters it: it has nothing
+# to delete (domain/model.py derived_reclaimed_at). No heartbeat ever touches it.
 ENDED_INDEX = "ended"
 ENDED_PK = "ended_pk"
 ENDED_AT = "ended_at"
@@ -599,6 +601,9 @@ WITHIN_ATTACHMENT_QUOTA = (
 WITHIN_LOG_CONTAINERS = "attribute_not_exists(containers) OR size(containers) <= :room"
 # Reclaim is written once: a second pass (retried or concurrent) loses here and deletes nothing.
 NOT_RECLAIMED = "attribute_exists(PK) AND attribute_not_exists(reclaimed_at)"
+# A lease row not yet marked as keeping logs or attachments (the ended index's partition key
+# is the mark): a whole-row write of a lease read without the mark expects it still absent.
+KEEPS_NO_DETAIL = f"attribute_not_exists({ENDED_PK})"
 
 
 # ------------------------------------------------------------------ the task graph

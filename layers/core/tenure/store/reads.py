@@ -5,7 +5,7 @@ codec's cursor (store.cursors); the contract tests hold the fake to the same pag
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tenure.app.ports import (
@@ -21,7 +21,7 @@ from tenure.app.ports import (
 )
 from tenure.domain.model import Event, Lease, Worker, first_job_id
 from tenure.domain.states import LeaseState, SubjectKind
-from tenure.domain.timeline import first_lease_id, stamped_events
+from tenure.domain.timeline import derived_reclaim, first_lease_id, stamped_events
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -294,6 +294,7 @@ class PagedReads:
         cursor: str | None,
         newest_first: bool = False,
         held: Sequence[Lease] = (),
+        reclaimed: Callable[[Lease], int | None] | None = None,
     ) -> EventPage:
         """Up to `limit` events after `cursor`: the subject's event rows, and on a task's
         timeline also the events its leases hold as stamps (domain/timeline.py), found by
@@ -301,7 +302,10 @@ class PagedReads:
         another, so the leases whose events can fall on this page are the `limit` + 2 anchors
         next to the cursor (and, oldest first, the one lease the cursor falls inside), and the
         first lease: the page reads a bounded number of items. A lease in `held` (a row the
-        caller read or wrote in this request) is not read again."""
+        caller read or wrote in this request) is not read again. With `reclaimed`, a lease
+        that ended with nothing to delete also shows its derived `lease.reclaimed`, dated its
+        pool's retention after its end: always for the first lease (read on every page); for
+        a later one, on the pages its anchor is read for."""
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
         kind, shape = k.EVENT_CURSOR
@@ -324,6 +328,9 @@ class PagedReads:
             for lease in [*in_hand.values(), *map(items.lease_from, leases)]:
                 for event in stamped_events(lease):  # a row of the same event wins
                     found.setdefault(k.event_sk(event.at, event.id), event)
+                derived = derived_reclaim(lease, reclaimed(lease)) if reclaimed else None
+                if derived is not None:
+                    found.setdefault(k.event_sk(derived.at, derived.id), derived)
         beyond = sorted(
             (sk for sk in found if start is None or (sk < start if newest_first else sk > start)),
             reverse=newest_first,

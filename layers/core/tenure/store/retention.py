@@ -181,6 +181,19 @@ class RetentionRows:
             ExpressionAttributeValues=_values(**fields),
         )
 
+    def keep_detail(self, lease: Lease) -> None:
+        # No new version: the stream tells no event for it, and a whole-row write of the lease
+        # read before it loses its condition (keys.KEEPS_NO_DETAIL) instead of dropping it.
+        self.rows.write(
+            "update",
+            Conflict(f"lease {lease.id} was reclaimed"),
+            TableName=self.rows.name,
+            Key=_dump(k.lease_key(lease.id)),
+            UpdateExpression=f"SET {k.ENDED_PK} = :p",
+            ConditionExpression=k.NOT_RECLAIMED,
+            ExpressionAttributeValues=_values(p=k.ended_pk(lease.pool)),
+        )
+
     def unindex_ended(self, lease_id: str) -> None:
         self.rows.write(
             "update",

@@ -107,8 +107,10 @@ def _measure_lifecycle(endpoint: str, table: str, worker_flow: bool) -> dict[str
         "read_units": round(reads / beats, 3),
     }
     measure("complete", lambda: svc.reports.complete(lease, won.lease.id, {"outcome": "success"}))
-    # What the lease costs later: once its pool's retention has passed, the sweeper's reclaim
-    # (the mark, the ended index entry out, the `lease.reclaimed` timeline row).
+    # What the lease costs later: once its pool's retention has passed, nothing. It had no
+    # logs and no attachments, so it never entered the ended index: the sweeper's pass finds
+    # nothing, and the lease reads reclaimed by derivation (a lease with logs or attachments
+    # gets the sweeper's mark, its entry out and a `lease.reclaimed` timeline row).
     clock.sleep(store.get_pool("bench").retention_seconds + 60)  # type: ignore[union-attr]
     measure("reclaim", lambda: svc.retention.reclaim_due())
     # The worker SDK's claims carry a claim_id (its idempotency key): the claim's record is

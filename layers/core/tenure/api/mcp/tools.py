@@ -99,8 +99,9 @@ def _list(svc: Tenure, actor: Principal, args: ListArgs) -> dict[str, Any]:
     page = svc.operator.list_visible_leases(
         actor, args.space_key, args.limit, args.state, args.cursor
     )
-    conditions = svc.conditions.queued_conditions(page.leases)
-    views = [mcp_view(v.lease_view(x, conditions[x.id]), x, False) for x in page.leases]
+    leases = [svc.kernel.shown(x) for x in page.leases]
+    conditions = svc.conditions.queued_conditions(leases)
+    views = [mcp_view(v.lease_view(x, conditions[x.id]), x, False) for x in leases]
     return {"leases": views, "next_cursor": page.next_cursor}
 
 

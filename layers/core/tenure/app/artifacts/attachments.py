@@ -96,7 +96,7 @@ class Attachments:
         rules.refuse_token_fields(
             {"filename": filename, "content_type": content_type, "kind": kind}
         )
-        if lease.reclaimed_at is not None:
+        if self.kernel.reclaimed_at(lease) is not None:
             raise InvalidTransition(f"lease {lease_id} was reclaimed; it takes no attachments")
         if content is not None:
             if len(content) > MAX_INLINE_BYTES:
@@ -133,6 +133,7 @@ class Attachments:
             key=f"leases/{lease.id}/{att_id}",
             status=STORED if content is not None else PENDING,
         )
+        self.artifacts.keep_detail(lease)  # before anything exists that a reclaim must delete
         if content is not None:
             blobs.put(attachment.key, content, content_type)
         try:
@@ -159,7 +160,7 @@ class Attachments:
     def list_attachments(self, actor: Principal, lease_id: str) -> list[Attachment]:
         """The lease's attachments whose bytes are stored as declared, oldest first."""
         lease = self.artifacts.visible_lease(actor, lease_id)
-        if lease.reclaimed_at is not None:
+        if self.kernel.reclaimed_at(lease) is not None:
             return []
         found = [self._settled(a) for a in self.kernel.store.list_attachments(lease.id)]
         return self._from_email(lease) + [a for a in found if a.status == STORED]
@@ -167,7 +168,7 @@ class Attachments:
     def fetch_attachment(self, actor: Principal, lease_id: str, attachment_id: str) -> Download:
         lease = self.artifacts.visible_lease(actor, lease_id)
         attachment = None
-        if lease.reclaimed_at is None and len(attachment_id) <= 128:
+        if self.kernel.reclaimed_at(lease) is None and len(attachment_id) <= 128:
             attachment = self.kernel.store.get_attachment(lease.id, attachment_id) or next(
                 iter(self._from_email(lease, only=attachment_id)), None
             )

@@ -9,6 +9,7 @@ from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
     CeilingReached,
+    Conflict,
     InvalidTransition,
     UnsupportedRuntime,
     ValidationFailed,
@@ -68,6 +69,18 @@ class Artifacts:
             raise UnsupportedRuntime("this deployment keeps no logs (no log group configured)")
         return self.log_sink
 
+    def keep_detail(self, lease: Lease) -> None:
+        """Mark the lease as keeping logs or attachments before its first one is made, so
+        that once ended it is found by the retention reclaim and they are deleted (a lease
+        without the mark is reclaimed by derivation, with nothing deleted). Once a lease: a
+        lease read with the mark writes nothing. A lease reclaimed meanwhile takes none."""
+        if lease.keeps_detail:
+            return
+        try:
+            self.kernel.store.keep_detail(lease)
+        except Conflict as lost:
+            raise InvalidTransition(f"lease {lease.id} was reclaimed; it keeps no detail") from lost
+
     def keeps_logs(self, lease: Lease) -> None:
         if not self.kernel.pool(lease.pool).keeps_logs:
             raise UnsupportedRuntime(f"pool {lease.pool!r} keeps no logs (keeps_logs is false)")
@@ -83,7 +96,7 @@ class Logs:
         """Store a batch of the job's lines; answers how many were accepted."""
         lease = self.kernel.own_lease(actor, lease_id, authz.SHIP)
         self.artifacts.keeps_logs(lease)
-        if lease.reclaimed_at is not None:
+        if self.kernel.reclaimed_at(lease) is not None:
             raise InvalidTransition(f"lease {lease_id} was reclaimed; it keeps no more logs")
         now = self.kernel.clock.now_ms()
         by_container: dict[str, list[LogLine]] = {}
@@ -109,6 +122,7 @@ class Logs:
                 f"{MAX_BATCH_CONTAINERS}"
             )
         sink = self.artifacts.sink()
+        self.artifacts.keep_detail(lease)  # before the first stream is made
         new = self._count(lease.id, list(by_container))
         accepted = 0
         for container, lines in by_container.items():
@@ -147,7 +161,7 @@ class Logs:
         self.artifacts.keeps_logs(lease)
         if tail is not None and cursor is not None:
             raise ValidationFailed("cursor: a tail is one page; it cannot be paged on")
-        if lease.reclaimed_at is not None:
+        if self.kernel.reclaimed_at(lease) is not None:
             return LogPage([], False, None)
         return self.artifacts.sink().read(lease.id, container, since, tail, cursor, LOG_PAGE)
 

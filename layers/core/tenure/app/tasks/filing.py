@@ -314,11 +314,14 @@ class Filing:
     def activity(
         self, actor: Principal, task_id: str, limit: int = ACTIVITY_PAGE, cursor: str | None = None
     ) -> EventPage:
-        """One page of the task's timeline, oldest first."""
+        """One page of the task's timeline, oldest first (with the derived `lease.reclaimed`
+        of a lease that had nothing to delete, once its retention has passed)."""
         authz.require_role(actor, "read")
         task = self.kernel.task(task_id)
         authz.require_operator(actor, "read", task.space)
-        return self.kernel.store.timeline_page(SubjectKind.TASK, task.id, limit, cursor)
+        return self.kernel.store.timeline_page(
+            SubjectKind.TASK, task.id, limit, cursor, reclaimed=self.kernel.reclaimed_at
+        )
 
 
 def alone(change: Change) -> bool:
