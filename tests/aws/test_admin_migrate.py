@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 from tenure import wiring
-from tenure.app.migrations import SCHEMA_VERSION, SchemaState
+from tenure.app.migrations import CHILDREN_MARKED_FROM_SCHEMA, SCHEMA_VERSION, SchemaState
 from tenure.app.setup.spaces import INSTANCE_TIMELINE
 from tenure.app.tasks.filing import TaskLinks
 from tenure.domain import fencing
@@ -207,7 +207,9 @@ def test_migrate_marks_a_task_whose_children_predate_the_mark_and_a_rerun_writes
     client().update_item(
         TableName=TABLE, Key=dump(k.task_key(parent.id)), UpdateExpression="REMOVE has_children"
     )
-    store.save_schema(store.schema_state(), SchemaState(version=SCHEMA_VERSION - 1, step=1))
+    store.save_schema(
+        store.schema_state(), SchemaState(version=CHILDREN_MARKED_FROM_SCHEMA - 1, step=1)
+    )
     unmarked = store.get_task(parent.id)
     assert unmarked is not None and unmarked.has_children is None
     assert svc.payloads.inputs.of(unmarked)[0] == {"inputs": []}
