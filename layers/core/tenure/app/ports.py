@@ -378,7 +378,11 @@ class Store(Protocol):
         and one batch read of their rows; with `only`, those spaces alone (one batch read)."""
         ...
 
-    def next_task_number(self, space: str) -> int: ...
+    def next_task_number(self, space: str) -> int:
+        """A number no other task of `space` gets: unique in the space and increasing within
+        one instance, but neither gap-free nor in filing order across instances."""
+        ...
+
     def task_id_by_key(self, key: str) -> str | None:
         """The id in a task key's row (tasks filed before ids were derived from keys), or
         None: one read by key."""

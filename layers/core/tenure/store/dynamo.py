@@ -78,6 +78,7 @@ from tenure.store.reads import PagedReads
 from tenure.store.retention import RetentionRows
 from tenure.store.schema import SchemaRows
 from tenure.store.table import Table
+from tenure.store.task_numbers import TaskNumberBlocks
 
 
 class DynamoStore:
@@ -96,6 +97,7 @@ class DynamoStore:
         self.schema = SchemaRows(self.rows)
         self.inputs = InputReads(self.rows)
         self.event_rows = EventWaitRows(self.rows)
+        self.task_numbers = TaskNumberBlocks(self._reserve_task_numbers)
 
     # ------------------------------------------ what the collaborators above answer
 
@@ -308,14 +310,21 @@ class DynamoStore:
         return SpacePage(spaces, after)
 
     def next_task_number(self, space: str) -> int:
+        """A number no other task of `space` gets: from this instance's block for the space,
+        reserving the next block on the space row when it has none left (one write a block,
+        not one a task). Unique in the space and increasing within this instance; not in
+        filing order across instances, and a block left unfinished is a gap."""
+        return self.task_numbers.next(space)
+
+    def _reserve_task_numbers(self, space: str, count: int) -> int:
         out = self.rows.write(
             "update",
             NotFound(f"space {space!r} does not exist"),
             TableName=self.table,
             Key=_dump(k.space_key(space)),
-            UpdateExpression="ADD task_seq :one",
+            UpdateExpression="ADD task_seq :count",
             ConditionExpression=k.EXISTS,
-            ExpressionAttributeValues=_values(one=1),
+            ExpressionAttributeValues=_values(count=count),
             ReturnValues="UPDATED_NEW",
         )
         return int(_load(dict(out["Attributes"]))["task_seq"])
