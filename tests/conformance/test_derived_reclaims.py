@@ -1,8 +1,9 @@
 """Retention on DynamoDB Local for a lease with nothing to delete: it never enters the ended
 index, writes nothing when its retention passes, and still reads reclaimed everywhere, with a
 `lease.reclaimed` on its task's activity that no row holds. A lease with one log line or one
-attachment is reclaimed by the sweeper as before, and a table an earlier release migrated
-indexes every ending until it is migrated."""
+attachment is reclaimed by the sweeper as before, a table an earlier release migrated
+indexes every ending until it is migrated, and a lease that shipped logs under that release
+and is still held when the migration runs is marked by it, so its ending is reclaimed."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from tenure import wiring
 from tenure.api import app as api
-from tenure.app.migrations import DERIVED_RECLAIMS_FROM_SCHEMA, SchemaState
+from tenure.app.migrations import DERIVED_RECLAIMS_FROM_SCHEMA, SchemaState, migrate
 from tenure.domain.model import DEFAULT_RETENTION_SECONDS, Principal
 from tenure.domain.states import SubjectKind
 from tenure_cli.local.frontdoor import to_event
@@ -146,3 +147,44 @@ def test_a_table_an_earlier_release_migrated_indexes_every_ending(rig: Rig) -> N
     assert rig.svc.retention.reclaim_due().leases == [lease_id]
     rig.pump.drain()
     assert _event_rows(rig, task_id)["lease.reclaimed"] == 1
+
+
+def test_a_lease_held_through_the_migration_keeps_its_logs_reclaim(rig: Rig) -> None:
+    """A lease that shipped a log line under an earlier release (which marked a lease only at
+    its ending) and is still held when the data reaches the version: the migration marks it,
+    so its ending puts it in the ended index and the sweeper deletes its logs."""
+    sink = FakeLogSink()
+    rig.svc.artifacts.log_sink = sink
+    state = rig.store.schema_state()
+    older = SchemaState(version=DERIVED_RECLAIMS_FROM_SCHEMA - 1, step=state.step + 1)
+    assert rig.store.save_schema(state, older)
+    make_world(rig.svc)
+    task, _ = rig.svc.filing.create_task(ADMIN, "OPS", "job", None, None, {}, ALPHA, None)
+    won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    assert won is not None
+    me = lease_principal(won.lease.id)
+    line = {"stream": "stdout", "message": "one line"}
+    assert rig.svc.logs.post_logs(me, won.lease.id, [line]) == 1
+    rig.store.unindex_ended(won.lease.id)  # the row as the earlier release left it
+    assert not rig.store.get_lease(won.lease.id).keeps_detail  # type: ignore[union-attr]
+    assert sink.streams, "the line is stored"
+
+    dry = [o for o in migrate(rig.store, dry_run=True) if o.name == "derived-reclaims"]
+    assert [o.counts for o in dry] == [{"held_leases": 1, "already_marked": 0, "would_mark": 1}]
+    [ran] = [o for o in migrate(rig.store) if o.name == "derived-reclaims"]
+    assert (ran.status, ran.counts) == (
+        "applied",
+        {"held_leases": 1, "already_marked": 0, "marked": 1},
+    )
+    assert rig.store.schema_state().version >= DERIVED_RECLAIMS_FROM_SCHEMA
+    held = rig.store.get_lease(won.lease.id)
+    assert held is not None and held.keeps_detail and held.version == won.lease.version
+
+    rig.svc.reports.complete(me, won.lease.id, {"outcome": "success"})
+    rig.pump.drain()
+    assert rig.store.ended_leases(ALPHA, rig.clock.now_ms(), 10) == [won.lease.id]
+    rig.clock.advance(PAST_RETENTION_S)
+    assert rig.svc.retention.reclaim_due().leases == [won.lease.id]
+    rig.pump.drain()
+    assert sink.streams == {}, "the logs are deleted"
+    assert _event_rows(rig, task.id)["lease.reclaimed"] == 1

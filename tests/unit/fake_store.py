@@ -361,6 +361,27 @@ class FakeStore(FakeRules):
         self.tasks[task_id] = replace(task, has_children=True)
         return True
 
+    def scan_held_leases(self, cursor: str | None, limit: int) -> tuple[list[Lease], str | None]:
+        # The due index's held partitions: every lease held with a deadline.
+        ids = sorted(
+            i
+            for i, row in self.lease_rows.items()
+            if row.lease.state in REPORTABLE
+            and row.lease.due_at is not None
+            and (cursor is None or i > cursor)
+        )
+        page = ids[:limit]
+        after = page[-1] if len(ids) > limit else None
+        return [self.lease_rows[i].lease for i in page], after
+
+    def mark_keeps_detail(self, lease: Lease) -> bool:
+        row = self.lease_rows.get(lease.id)
+        if row is None or row.lease.reclaimed_at is not None or row.lease.keeps_detail:
+            return False
+        self.writes.append("mark_keeps_detail")
+        row.lease = replace(row.lease, keeps_detail=True)  # no new version, as on the table
+        return True
+
     def touch_token(self, token_hash: str, at: int, before: int) -> None:
         token = self.tokens.get(token_hash)
         if token is None or (token.last_used_at is not None and token.last_used_at > before):

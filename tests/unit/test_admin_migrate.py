@@ -1,7 +1,8 @@
 """`tenure admin migrate` on the fake store: a token written by a release older than the token
 list gets its list row (so GET /tokens shows it and it can be revoked), a revoked or expired
 one keeps its state, a second run changes nothing, a dry run writes nothing, a run stopped
-part-way goes on from its saved page, and two runs at once cannot both move the schema row."""
+part-way goes on from its saved page, and two runs at once cannot both move the schema row.
+Held leases get the keeps-detail mark an earlier release left to their ending."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 import pytest
 from tenure.app.migrations import (
     CHILDREN_MARKED_FROM_SCHEMA,
+    DERIVED_RECLAIMS_FROM_SCHEMA,
     MIGRATIONS,
     SCHEMA_VERSION,
     Outcome,
     SchemaState,
     SchemaTooNew,
+    mark_held_leases_before_derived_reclaims,
     mark_tasks_with_children_filed_before_the_mark,
     migrate,
 )
@@ -23,7 +26,7 @@ from tenure.app.tasks.filing import TaskLinks
 from tenure.domain.errors import Conflict, TaskNotFound
 from tenure.domain.model import Token
 
-from tests.unit.support import ADMIN, Rig
+from tests.unit.support import ADMIN, Rig, as_lease
 
 
 def old_token(rig: Rig, name: str, **kw: Any) -> Token:
@@ -71,7 +74,7 @@ def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
         ),
         ("untransacted-filing", "applied", {}),
         ("derived-successes", "applied", {}),
-        ("derived-reclaims", "applied", {}),
+        ("derived-reclaims", "applied", {"held_leases": 0, "already_marked": 0, "marked": 0}),
     ]
     assert outcome.counts == {"tokens": 2, "already_listed": 1, "listed": 1}
     page = rig.svc.setup.list_tokens(ADMIN, None, 100, None)
@@ -292,3 +295,73 @@ def test_the_migrations_are_named_in_order_and_the_last_is_this_releases_version
     assert versions == sorted(versions) == list(range(1, len(MIGRATIONS) + 1))
     assert versions[-1] == SCHEMA_VERSION
     assert len({m.name for m in MIGRATIONS}) == len(MIGRATIONS)
+
+
+def test_held_leases_get_the_keeps_detail_mark_page_by_page_and_once() -> None:
+    rig = Rig()
+    # Held as an earlier release left them: logs shipped, no mark (its ending wrote it).
+    held = [rig.claimed().lease, rig.running(), rig.running()]
+    marked = rig.running()
+    rig.store.keep_detail(marked)  # its first log stream came under this release
+    ended = rig.running()
+    rig.svc.reports.complete(as_lease(ended.id), ended.id, {})
+    _, pending = rig.task()  # no lease token yet: nothing of its own to keep
+    assert pending is not None
+    rig.store.schema = SchemaState(version=DERIVED_RECLAIMS_FROM_SCHEMA - 1, step=1)
+    versions = {lease.id: rig.lease(lease.id).version for lease in held}
+
+    dry = named(migrate(rig.store, dry_run=True), "derived-reclaims")
+    assert dry.status == "would_apply"
+    assert dry.counts == {"held_leases": 4, "already_marked": 1, "would_mark": 3}
+    assert "mark_keeps_detail" not in rig.store.writes
+    assert not any(rig.lease(lease.id).keeps_detail for lease in held)
+
+    # Two leases a page, one page a run: it stops, saves its place, and goes on from it.
+    first = named(migrate(rig.store, page_size=2, max_pages=1), "derived-reclaims")
+    assert (first.status, first.pages) == ("stopped", 1)
+    saved = rig.store.schema_state()
+    assert (saved.version, saved.migration) == (
+        DERIVED_RECLAIMS_FROM_SCHEMA - 1,
+        "derived-reclaims",
+    )
+    rest = named(migrate(rig.store, page_size=2), "derived-reclaims")
+    assert rest.status == "applied"
+    assert first.counts["marked"] + rest.counts["marked"] == 3
+    assert first.counts["held_leases"] + rest.counts["held_leases"] == 4
+    assert rig.store.writes.count("mark_keeps_detail") == 3
+    assert rig.store.schema_state().version == SCHEMA_VERSION
+    for lease in held:
+        assert rig.lease(lease.id).keeps_detail
+        assert rig.lease(lease.id).version == versions[lease.id]  # no version bump
+    assert not rig.lease(ended.id).keeps_detail and not rig.lease(pending.id).keeps_detail
+
+    # The same page again (a run that died before it saved its place) writes nothing.
+    again = mark_held_leases_before_derived_reclaims(rig.store, None, 100, False)
+    assert again.counts == {"held_leases": 4, "already_marked": 4, "marked": 0}
+    assert rig.store.writes.count("mark_keeps_detail") == 3
+
+    # Ended afterwards, a marked lease is in the ended index, so the sweeper reclaims it.
+    rig.svc.reports.complete(as_lease(held[1].id), held[1].id, {})
+    now = rig.clock.now_ms()
+    assert rig.store.ended_leases(rig.lease(held[1].id).pool, now, 10) == [held[1].id]
+
+
+def test_a_lease_marked_between_the_read_and_the_write_is_not_written_again() -> None:
+    rig = Rig()
+    lease = rig.running()
+
+    class Racing:
+        """A store where the lease ships its first log stream right after the read."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(rig.store, name)
+
+        def scan_held_leases(self, cursor: str | None, limit: int) -> Any:
+            found = rig.store.scan_held_leases(cursor, limit)
+            rig.store.keep_detail(lease)
+            return found
+
+    racing: Any = Racing()
+    outcome = mark_held_leases_before_derived_reclaims(racing, None, 100, False)
+    assert outcome.counts == {"held_leases": 1, "already_marked": 1, "marked": 0}
+    assert "mark_keeps_detail" not in rig.store.writes

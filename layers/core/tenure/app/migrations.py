@@ -26,7 +26,7 @@ from typing import NamedTuple, Protocol
 
 from tenure.app.tasks.keys import task_id_of_key
 from tenure.domain.errors import Conflict
-from tenure.domain.model import Space, Task, Token
+from tenure.domain.model import Lease, Space, Task, Token
 
 # The schema version this release writes and understands.
 SCHEMA_VERSION = 12
@@ -92,7 +92,11 @@ SUCCESSES_DERIVED_FROM_SCHEMA = 11
 # release reads a lease as reclaimed only once its sweeper has marked it, and its sweeper
 # finds leases only in that index, so it would show such leases unreclaimed for ever: they
 # wait until `tenure admin migrate` runs after this release is deployed everywhere. A lease
-# marks itself as keeping detail with its first log stream or attachment, at any version.
+# marks itself as keeping detail with its first log stream or attachment, at any version;
+# an earlier release did not (its ending wrote the mark), so a lease still held when the data
+# reaches this version may have logs or attachments and no mark: the migration marks every
+# held lease (a pending one has no lease token yet, so nothing of its own to keep), else its
+# ending would leave its objects undeleted and its views would call it reclaimed.
 DERIVED_RECLAIMS_FROM_SCHEMA = 12
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
@@ -167,6 +171,18 @@ class MigrationStore(Protocol):
     def mark_children(self, task_id: str) -> bool:
         """Set `has_children` on the task's row (no version bump, no other field touched)
         only if the task exists and has no mark; False otherwise."""
+        ...
+
+    def scan_held_leases(self, cursor: str | None, limit: int) -> tuple[list[Lease], str | None]:
+        """One page of held leases (claimed, started, paused or cancelling: a Scan of the due
+        index reading at most `limit` entries, then their rows, read consistently) and the
+        next page's position, None after the last."""
+        ...
+
+    def mark_keeps_detail(self, lease: Lease) -> bool:
+        """Set the lease's keeps-detail mark as its first log stream or attachment does (no
+        version bump, no other field touched) only if the lease exists, is not reclaimed and
+        has no mark; False otherwise."""
         ...
 
 
@@ -323,13 +339,28 @@ def start_untransacted_filing(
     return Page({}, None)
 
 
-def start_derived_reclaims(
+def mark_held_leases_before_derived_reclaims(
     store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
 ) -> Page:
-    """Nothing to rewrite: leases that ended before keep their place in the ended index and
-    are reclaimed by the sweeper as they were. Reaching this version is what lets a lease
-    with no logs and no attachments end without one."""
-    return Page({}, None)
+    """A lease that shipped logs or attachments under an earlier release carries no
+    keeps-detail mark (that release marked a lease at its ending); one still held when the
+    data reaches this version would end outside the ended index, its objects never deleted:
+    set the mark on every held lease. Leases that ended before keep their place in the index;
+    a pending lease has no lease token, so no logs or attachments. Marking a lease that has
+    none costs its reclaim one sweeper visit. Only the mark is written, only if absent."""
+    leases, after = store.scan_held_leases(cursor, limit)
+    wrote = "would_mark" if dry_run else "marked"
+    counts = {"held_leases": len(leases), "already_marked": 0, wrote: 0}
+    for lease in leases:
+        # One that ended between the index read and the row read is marked too: it ended
+        # without the mark, so the mark is what puts it in the ended index.
+        if lease.keeps_detail:
+            counts["already_marked"] += 1
+        elif dry_run or store.mark_keeps_detail(lease):
+            counts[wrote] += 1
+        else:  # marked between the read and the write (its first log stream), or reclaimed
+            counts["already_marked"] += 1
+    return Page(counts, after)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -410,10 +441,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=DERIVED_RECLAIMS_FROM_SCHEMA,
         name="derived-reclaims",
-        does="let a lease with no logs and no attachments end outside the ended index, "
-        "reclaimed by derivation once its pool's retention has passed (leases ended before "
-        "keep their place in it)",
-        page=start_derived_reclaims,
+        does="mark each held lease as keeping logs or attachments (an earlier release marked "
+        "a lease at its end), and let a lease with no logs and no attachments end outside "
+        "the ended index, reclaimed by derivation once its pool's retention has passed "
+        "(leases ended before keep their place in it)",
+        page=mark_held_leases_before_derived_reclaims,
     ),
 )
 

@@ -263,6 +263,16 @@ class DynamoStore:
     def list_token(self, token: Token) -> bool:
         return self.schema.list_token(token)
 
+    def scan_held_leases(self, cursor: str | None, limit: int) -> tuple[list[Lease], str | None]:
+        return self.schema.scan_held_leases(cursor, limit)
+
+    def mark_keeps_detail(self, lease: Lease) -> bool:
+        try:
+            self.retention.keep_detail(lease, only_if_absent=True)
+        except Conflict:
+            return False
+        return True
+
     # -------------------------------------------------------------- set-up resources
 
     def put_space(self, space: Space) -> None:

@@ -181,16 +181,21 @@ class RetentionRows:
             ExpressionAttributeValues=_values(**fields),
         )
 
-    def keep_detail(self, lease: Lease) -> None:
+    def keep_detail(self, lease: Lease, only_if_absent: bool = False) -> None:
         # No new version: the stream tells no event for it, and a whole-row write of the lease
         # read before it loses its condition (keys.KEEPS_NO_DETAIL) instead of dropping it.
+        # `only_if_absent`: a lease marked already loses the condition too (the migration's
+        # count of what it wrote).
+        condition = k.NOT_RECLAIMED
+        if only_if_absent:
+            condition = f"{condition} AND {k.KEEPS_NO_DETAIL}"
         self.rows.write(
             "update",
-            Conflict(f"lease {lease.id} was reclaimed"),
+            Conflict(f"lease {lease.id} was reclaimed, or keeps detail already"),
             TableName=self.rows.name,
             Key=_dump(k.lease_key(lease.id)),
             UpdateExpression=f"SET {k.ENDED_PK} = :p",
-            ConditionExpression=k.NOT_RECLAIMED,
+            ConditionExpression=condition,
             ExpressionAttributeValues=_values(p=k.ended_pk(lease.pool)),
         )
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from tenure.app.migrations import SchemaState
 from tenure.domain.errors import AlreadyExists, Conflict
-from tenure.domain.model import Space, Task, Token
+from tenure.domain.model import Lease, Space, Task, Token
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -169,3 +169,24 @@ class SchemaRows:
         except Conflict:
             return False
         return True
+
+    def scan_held_leases(self, cursor: str | None, limit: int) -> tuple[list[Lease], str | None]:
+        # The due index holds every held lease (its pool's due partition) and the pending
+        # ones with a queue timeout (another partition, filtered out); it keeps keys only, so
+        # the rows are read after, consistently.
+        request: dict[str, Any] = {
+            "TableName": self.rows.name,
+            "IndexName": k.DUE_INDEX,
+            "Limit": limit,
+            "FilterExpression": "begins_with(#due, :held)",
+            "ExpressionAttributeNames": {"#due": k.DUE_PK},
+            "ExpressionAttributeValues": _values(held=k.due_pk("")),
+        }
+        if cursor:
+            request["ExclusiveStartKey"] = _dump(json.loads(cursor))
+        out = self.rows.call("scan", self.rows.client.scan, **request)
+        ids = [k.lease_id_of(_load(r)) for r in out.get("Items", [])]
+        rows = self.rows.batch_get([k.lease_key(i) for i in ids]) if ids else []
+        leases = sorted((items.lease_from(r) for r in rows), key=lambda lease: lease.id)
+        last = out.get("LastEvaluatedKey")
+        return leases, json.dumps(_load(last), sort_keys=True) if last else None
