@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tenure.app.leases.handover import NextClaim
 from tenure.app.tasks import cancel as cancel_module
 from tenure.app.tasks.filing import TaskLinks
 from tenure.domain.errors import (
@@ -18,7 +19,7 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Principal
-from tenure.domain.states import LeaseState, Revoke
+from tenure.domain.states import LeaseState, ReportKind, Revoke
 
 from tests.unit.support import MEMBER, POOL, READER, SPACE, WORKER, Rig, as_lease
 from tests.unit.test_api_graph import http  # noqa: F401  (the fixture)
@@ -282,3 +283,66 @@ def test_an_exact_claim_withdrawn_under_a_subtree_cancel_says_the_lease_ended(
     with pytest.raises(InvalidTransition, match="is cancelled"):
         rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None, lease_id=lease.id)
     assert rig.lease(lease.id).state is LeaseState.CANCELLED
+
+
+def _withdrawn_under_a_late_gate(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """A child's lease (first in the queue) whose task a subtree cancel has just reached
+    through its top only, a free lease of another task behind it, and claims that read the
+    scheduler row before that cancel: the child's lease is claimed and then withdrawn."""
+    top, kids, _ = _tree(rig, 1)
+    withdrawn = rig.svc.kernel.newest_lease(rig.store.get_task(kids[0]))  # type: ignore[arg-type]
+    _, free = rig.task()
+    assert withdrawn is not None and free is not None
+    before = rig.store.get_scheduler()
+    monkeypatch.setattr(cancel_module, "CANCEL_BUDGET", 1)  # the request reaches the top only
+    rig.store.reactor = None  # and the stream is late
+    rig.svc.cancellation.cancel(MEMBER, top, WHY, True)
+    monkeypatch.setattr(rig.svc.gate, "read", lambda: before)
+    return withdrawn.id, free.id
+
+
+@pytest.mark.parametrize("wait", [0, 2])
+def test_a_claim_id_whose_first_lease_was_withdrawn_takes_the_next_and_a_retry_finds_it(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, wait: float
+) -> None:
+    withdrawn, free = _withdrawn_under_a_late_gate(rig, monkeypatch)
+    won = rig.svc.claims.claim(WORKER, POOL, "w1", None, wait, None, claim_id="c1")
+    assert rig.lease(withdrawn).state is LeaseState.CANCELLED
+    assert rig.lease(withdrawn).claim_ref is None  # no longer this claim's own
+    assert won is not None and won.lease.id == free
+    record = rig.store.find_claim(POOL, WORKER.token_id, "w1", "c1")
+    assert record is not None and record.lease_id == free
+    again = rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None, claim_id="c1")
+    assert again is not None and again.lease.id == free and again.token != won.token
+
+
+def test_a_withdrawn_lease_still_held_is_never_handed_to_a_retry(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    withdrawn, free = _withdrawn_under_a_late_gate(rig, monkeypatch)
+    monkeypatch.setattr(cancel_module, "CANCEL_TRIES", 0)  # its holder's end never lands
+    answers = [
+        rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None, claim_id="c1") for _ in range(3)
+    ]
+    assert rig.lease(withdrawn).state is not LeaseState.PENDING  # claimed, not ended
+    assert all(a is None or a.lease.id != withdrawn for a in answers)
+    monkeypatch.setattr(cancel_module, "CANCEL_TRIES", 3)
+    last = rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None, claim_id="c1")
+    assert rig.lease(withdrawn).state is LeaseState.CANCELLED
+    assert last is not None and last.lease.id == free
+
+
+def test_a_report_whose_next_claim_was_withdrawn_takes_the_next_and_its_replay_finds_it(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running = rig.running()
+    withdrawn, free = _withdrawn_under_a_late_gate(rig, monkeypatch)
+    ask = NextClaim(worker_id="w1", claim_id="next-1")
+    done = {"outcome": "success"}
+    kind = ReportKind.COMPLETE
+    ended, won = rig.svc.handover.report_then_claim(WORKER, running.id, kind, done, ask)
+    assert ended.state is LeaseState.COMPLETED
+    assert rig.lease(withdrawn).state is LeaseState.CANCELLED
+    assert won is not None and won.lease.id == free
+    _, replayed = rig.svc.handover.report_then_claim(WORKER, running.id, kind, done, ask)
+    assert replayed is not None and replayed.lease.id == free

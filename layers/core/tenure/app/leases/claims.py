@@ -399,6 +399,11 @@ class Claims:
             return None
         ours = lease.claim_ref == intent.ref if found.intent else lease.claimed_by is not None
         if ours and lease.claimed_by == key.claimant and lease.worker_id == key.worker_id:
+            if lease.state in REPORTABLE and any(check(lease) for check in self.withdraw):
+                # Claimed under a subtree cancel, and its end by the claim that withdrew it
+                # never landed: never handed out. Ended now (its `claim_ref` with it), it is
+                # no longer this claim's own, and the record moves on from it.
+                return None
             again = self._claimed_before(lease, pool, intent)
             if again is not None:
                 return again

@@ -211,6 +211,8 @@ class Cancellation:
     def _end_withdrawn(self, claimed: Lease) -> None:
         """The withdrawn lease, asked to stop by the reach (the claimer's or the walk's),
         ended by its holder as a stopped lease ends: `cancelled`, on its state and fence.
+        The same write drops its `claim_ref`: a withdrawn lease is no claim's own, so a claim
+        with that claim_id moves its record on to the next lease rather than follow this one.
         Bounded; a lease still held when the tries run out is ended by its toleration."""
         why = {"by": "claim", "worker_id": claimed.worker_id, "task_cancelled": True}
         for _ in range(CANCEL_TRIES):
@@ -221,7 +223,8 @@ class Cancellation:
             to = must_move(current.id, current.state, current.revoke, action)
             now = self.kernel.clock.now_ms()
             try:
-                self.kernel.write(current, self.kernel.apply(current, to, why, now))
+                ended = replace(self.kernel.apply(current, to, why, now), claim_ref=None)
+                self.kernel.write(current, ended)
             except Conflict:
                 self.kernel.counters["lost_writes"] += 1
             # Asked to stop now (its reach failed): ended on the next round.
