@@ -16,9 +16,13 @@ import pytest
 from tenure.app.leases.claims import Claimed
 from tenure.app.leases.orphans import ORPHAN_AFTER_MS
 from tenure.app.migrations import UNTRANSACTED_FILING_FROM_SCHEMA, SchemaState
+from tenure.app.runs import RunControls
+from tenure.app.sweep import sweep_once
 from tenure.domain.errors import Unavailable
 from tenure.domain.model import Lease
+from tenure.domain.outbound import ends_orphan, task_ending_of_lease
 from tenure.domain.states import LeaseState
+from tenure.store import keys
 
 from tests.conformance.contract import ALPHA, SPACE, make_world
 from tests.conformance.test_races import THREADS, real_time_service, run_threads
@@ -145,6 +149,7 @@ def test_a_filing_that_dies_between_the_writes_leaves_a_lease_ended_once(
     ended = rig.store.get_lease(orphan_id)
     assert ended is not None and ended.state is LeaseState.CANCELLED
     assert ended.version == old.version + 1  # one write ended it
+    assert ends_orphan(ended) and task_ending_of_lease(old, ended) is None  # no task.cancelled
     rig.pump.drain()
     types = [e.type for e in rig.store.timeline("task", orphan.task_id, None)]
     assert types.count("lease.cancelled") == 1
@@ -196,3 +201,39 @@ def test_below_the_schema_version_filing_keeps_its_transaction_and_no_mark(
     assert (puts, transactions) == ([], [2])
     stored = rig.store.get_lease(lease.id)
     assert stored is not None and stored.tp is None
+
+
+def test_a_queue_timeout_ends_a_dead_filings_lease_as_an_orphan_and_a_filed_ones_as_ever(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_world(rig.svc)
+    real_put = rig.store._put_single
+
+    def dies(item: dict[str, Any]) -> None:
+        if _kind(item) == "task":
+            raise RuntimeError("the filing's process died here")
+        real_put(item)
+
+    timed = RunControls(expires_in_seconds=1)
+    monkeypatch.setattr(rig.store, "_put_single", dies)
+    with pytest.raises(RuntimeError):
+        rig.svc.filing.create_task(ADMIN, SPACE, "t", None, None, {}, ALPHA, None, controls=timed)
+    monkeypatch.undo()
+    [orphan_id] = rig.store.queue_candidates(ALPHA, 100)
+    _, filed = rig.svc.filing.create_task(
+        ADMIN, SPACE, "u", None, None, {}, ALPHA, None, controls=timed
+    )
+    assert filed is not None and filed.tp
+    rig.clock.advance(2)
+    # The filed task's lease times out; the orphan waits: its task may still be on its way.
+    assert sweep_once(rig.svc).queue_timed_out == [filed.id]
+    rig.clock.advance(ORPHAN_AFTER_MS / 1000)
+    assert sweep_once(rig.svc).queue_timed_out == [orphan_id]
+    orphan = rig.store.get_lease(orphan_id)
+    assert orphan is not None and orphan.state is LeaseState.CANCELLED and ends_orphan(orphan)
+    assert orphan.task_id is not None and rig.store.get_task(orphan.task_id) is None
+    row = rig.store.rows.get(keys.task_key(orphan.task_id), consistent=True)
+    assert row is not None and row["entity"] == keys.VOID_TASK  # no task can come for it now
+    ended = rig.store.get_lease(filed.id)
+    assert ended is not None and ended.tp and not ends_orphan(ended)
+    assert task_ending_of_lease(filed, ended) == "task.cancelled"

@@ -9,15 +9,18 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from tenure.app.leases.orphans import ORPHAN_AFTER_MS
+from tenure.app.ports import Change
 from tenure.app.tasks.filing import TaskLinks
 from tenure.domain import outbound as out
 from tenure.domain.model import Lease, TaskGraph
+from tenure.domain.states import LeaseState
 from tenure.store import items
 from tenure.store.codec import dump
 from tenure.store.events import EventBridgePublisher
 from tenure.triggers.stream import handle, outbound_events
 
-from tests.unit.support import Rig, as_lease
+from tests.unit.support import MEMBER, POOL, WORKER, Rig, as_lease
 
 
 class FakeBus:
@@ -243,3 +246,54 @@ def test_an_unknown_setting_is_refused_and_none_given_means_the_default() -> Non
         assert out.setting_of(good) == good
     with pytest.raises(ValueError, match="endings, all, none"):
         out.setting_of("terminal")
+
+
+def _orphan_ended(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> tuple[Lease, Lease]:
+    """A filing that died between its lease's write and its task's, then the claim that ended
+    that lease once its filing was taken for dead: (the lease as left, the lease as ended)."""
+    real = rig.store.commit
+
+    def dies(change: Change) -> None:
+        if change.tasks and not change.leases:
+            raise RuntimeError("the filing's process died here")
+        real(change)
+
+    monkeypatch.setattr(rig.store, "commit", dies)
+    with pytest.raises(RuntimeError):
+        rig.task()
+    monkeypatch.undo()
+    [left] = [row.lease for row in rig.store.lease_rows.values()]
+    rig.advance(ORPHAN_AFTER_MS / 1000 + 1)
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None) is None
+    ended = rig.lease(left.id)
+    assert ended.state is LeaseState.CANCELLED and ended.tp
+    return left, ended
+
+
+def test_the_end_of_a_lease_whose_filing_died_announces_no_task_ending(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    left, ended = _orphan_ended(rig, monkeypatch)
+    assert out.task_ending_of_lease(left, ended) is None
+    record = _record(1, left, ended)
+    # Nor is it reacted to as a task's end: no creator to wake, no delegated run to stop.
+    reacted: list[str] = []
+    monkeypatch.setattr(rig.svc.kernel, "task_as_filed", lambda t: reacted.append("wake"))
+    monkeypatch.setattr(
+        rig.store, "graph_edges", lambda *a, **k: reacted.append("stop children") or []
+    )
+    assert [e["type"] for e in _sent(rig, [record], out.ENDINGS)] == ["lease.cancelled"]
+    assert "task.cancelled" not in [e["type"] for e in _sent(rig, [record], out.ALL)]
+    assert reacted == []
+
+
+def test_a_real_tasks_pending_lease_cancelled_before_any_claim_still_ends_its_task(
+    rig: Rig,
+) -> None:
+    _, pending = rig.task()
+    assert pending is not None and pending.tp  # never claimed: it keeps its mark
+    cancelled = rig.svc.operator.cancel(MEMBER, pending.id)
+    assert cancelled.tp
+    sent = _sent(rig, [_record(1, pending, cancelled)], out.ENDINGS)
+    assert [e["type"] for e in sent] == ["lease.cancelled", "task.cancelled"]
+    assert sent[1]["task_id"] == pending.task_id

@@ -11,15 +11,17 @@ from typing import Any
 import pytest
 from tenure.app.leases.orphans import ORPHAN_AFTER_MS
 from tenure.app.ports import Change
+from tenure.app.runs import RunControls
 from tenure.domain.errors import InvalidTransition
 from tenure.domain.model import Lease
-from tenure.domain.states import LeaseState
+from tenure.domain.outbound import ends_orphan, task_ending_of_lease
+from tenure.domain.states import EndReason, LeaseState
 
 from tests.conftest import WORKER
 from tests.unit.support import POOL, Rig
 
 
-def _dead_filing(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Lease:
+def _dead_filing(rig: Rig, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> Lease:
     """A filing whose process died after writing the lease, before the task."""
     real = rig.store.commit
 
@@ -30,7 +32,7 @@ def _dead_filing(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Lease:
 
     monkeypatch.setattr(rig.store, "commit", dies)
     with pytest.raises(RuntimeError):
-        rig.task()
+        rig.task(**kw)
     monkeypatch.undo()
     [lease] = [row.lease for row in rig.store.lease_rows.values()]
     assert lease.tp and lease.task_id is not None
@@ -90,3 +92,29 @@ def test_a_claim_of_a_lease_filed_whole_takes_its_task_along_and_clears_the_mark
     bundle = rig.svc.payloads.claimed_payload(won.lease, won.task)
     assert bundle is not None and bundle["subject"]["title"] == task.title
     assert reads == []
+
+
+def test_a_queue_timeout_ends_a_dead_filings_lease_as_an_orphan_once_its_filing_is_dead(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lease = _dead_filing(rig, monkeypatch, controls=RunControls(expires_in_seconds=1))
+    rig.advance(2)
+    assert rig.sweep().queue_timed_out == []  # its task may still be on its way
+    assert rig.lease(lease.id).state is LeaseState.PENDING
+    rig.advance(ORPHAN_AFTER_MS / 1000)
+    assert rig.sweep().queue_timed_out == [lease.id]
+    ended = rig.lease(lease.id)
+    assert ended.state is LeaseState.CANCELLED and ended.end_reason is EndReason.QUEUE_TIMEOUT
+    assert ends_orphan(ended) and task_ending_of_lease(lease, ended) is None
+    assert rig.store.voided_tasks == {lease.task_id}  # its filing's task can never come now
+
+
+def test_a_queue_timeout_of_a_filed_tasks_unclaimed_lease_still_ends_its_task(rig: Rig) -> None:
+    _, lease = rig.task(controls=RunControls(expires_in_seconds=1))
+    assert lease is not None and lease.tp
+    rig.advance(2)
+    assert rig.sweep().queue_timed_out == [lease.id]
+    ended = rig.lease(lease.id)
+    assert ended.tp and not ends_orphan(ended)
+    assert task_ending_of_lease(lease, ended) == "task.cancelled"
+    assert rig.store.voided_tasks == set()

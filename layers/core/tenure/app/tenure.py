@@ -167,12 +167,13 @@ def compose(
     )
     # A claim under a subtree cancel that committed before the claim's write is withdrawn.
     cancellation = Cancellation(kernel, graph)
+    orphans = Orphans(kernel)
     claims = Claims(
         kernel,
         gate,
         workers,
         Waits(kernel),
-        Orphans(kernel),
+        orphans,
         withdraw=(cancellation.withdraw_claim,),
     )
     bound = Bound(kernel, claims)
@@ -246,7 +247,7 @@ def compose(
         retention=Retention(kernel, artifacts),
         scopes=Scopes(kernel),
         task_keys=task_keys,
-        timeouts=QueueTimeouts(kernel),
+        timeouts=QueueTimeouts(kernel, orphans),
         reactions=Reactions(
             {
                 "lease": (

@@ -142,16 +142,29 @@ def lease_publishes(setting: str, old: Lease | None, new: Lease, event: Event) -
     return ends_lease(old, new) and event.type != "lease.claimed" and event.type != "lease.started"
 
 
+# The key of the event data the end of a lease whose filing died before its task carries
+# (app/leases/orphans.py): that task was never filed, so its lease's end is no task's ending.
+ORPHAN = "orphan"
+
+
+def ends_orphan(lease: Lease) -> bool:
+    """Whether this write is the end of a lease whose filing died before writing its task.
+    Told by the ending write itself, not by the task-pending mark: a filed task's lease ended
+    before any claim keeps its mark too, and its task's ending is announced."""
+    return bool((lease.event_data or {}).get(ORPHAN))
+
+
 def task_ending_of_lease(old: Lease | None, new: Lease) -> str | None:
     """The task ending a lease's end is, if any: a task's run that failed or was cancelled
-    with no retry or successor to follow. A success is told by the task's graph row instead
+    with no retry or successor to follow (and none for a lease whose task was never filed).
+    A success is told by the task's graph row instead
     (`task_completed`): a parent with children outstanding has not completed yet; the success
     of a task nothing is linked to, which no graph row records, is told from its lease by the
     reactor (tasks/graph.py `told_by_lease`)."""
     if new.task_id is None or not ends_lease(old, new) or new.end_reason in _HANDED_ON:
         return None
-    if (new.event_data or {}).get("retry_scheduled"):
-        return None
+    if (new.event_data or {}).get("retry_scheduled") or ends_orphan(new):
+        return None  # a retry follows, or there is no task to end
     if new.state is LeaseState.COMPLETED:
         return TASK_FAILED if new.outcome != "success" else None
     return _TASK_STATUS_OF.get(new.state)

@@ -33,6 +33,7 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Lease, Pool, Principal, Task, TaskGraph
+from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, ReportKind
 from tenure.domain.transitions import Action, must_move
 
@@ -231,6 +232,8 @@ class Delegation:
         (_stop_page); a replay finds them ended."""
         if new.end_reason not in _CREATOR_STOPS or (old is not None and old.state.terminal):
             return
+        if ends_orphan(new):
+            return  # its filing died before its task: it never ran, so delegated nothing
         self._stop_page(new, None)
 
     def continue_stop(self, old: TaskGraph | None, new: TaskGraph) -> None:

@@ -27,6 +27,7 @@ from tenure.app.autonomy import blocks
 from tenure.app.ports import EventPublisher
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Event, Lease, Task, TaskGraph
+from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, LeaseState
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class Wake:
             return
         if new.end_reason in _HANDED_ON:
             return  # handed on (a new pending lease), or exhausted: the task row says so
+        if ends_orphan(new):
+            return  # its filing died before its task: no task ended, nobody to wake
         status = _TERMINAL.get(new.state)
         if status == "completed" and new.outcome != "success":
             status = "failed"

@@ -12,7 +12,9 @@ to have died. The claim first voids the task's id — a conditional write that s
 while no task holds it — so that the filing's task, should its write come after all, loses and
 the filing answers an error instead of a task whose run was ended; then it ends the lease
 (`lease.cancelled`), conditional on its state and fence, so two claims meeting the same lease
-end it once.
+end it once. That write's event data names it an orphan's end: the lease's own event is told,
+but no task ending (`task.cancelled`) and no task-level reaction, the task never having been
+filed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tenure.app.kernel import over
 from tenure.app.ports import Change
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Lease, Task
+from tenure.domain.outbound import ORPHAN
 from tenure.domain.transitions import Action, must_move
 
 if TYPE_CHECKING:
@@ -51,12 +54,11 @@ class Orphans:
         if task is not None:
             return task
         now = self.kernel.clock.now_ms()
-        if now - lease.created_at < ORPHAN_AFTER_MS:
-            return None  # its filing may still be writing the task
-        if not self.kernel.store.void_task(lease.task_id, now // 1000 + VOID_KEEP_SECONDS):
-            return None  # the task came after all: the next look claims the lease
+        if not self.filing_died(lease, now):
+            return None  # its task may still come, or came after all: the next look claims
         move = must_move(lease.id, lease.state, lease.revoke, Action.CANCEL)
-        data = {"by": "claim", "reason": "its filing ended before writing its task"}
+        # Tagged in its own write: no task ending is told, nor any task reacted to, for it.
+        data = {"by": "claim", "reason": "its filing ended before writing its task", ORPHAN: True}
         ended = self.kernel.apply(lease, move, data, now)  # its mark stays: it had no task
         try:
             self.kernel.commit(Change(leases=[over(lease, ended)]))
@@ -64,3 +66,12 @@ class Orphans:
             return None  # a rival claim ended it first (or it moved on): that one stands
         self.kernel.counters["orphans_ended"] += 1
         return None
+
+    def filing_died(self, lease: Lease, now: int) -> bool:
+        """Whether the filing of this marked lease, whose task a consistent read just did not
+        find, is taken for dead: the lease is old enough, and the task's id is now voided, so
+        no task can ever come for it. False while its filing may still be writing the task,
+        or when the task came after all."""
+        if lease.task_id is None or now - lease.created_at < ORPHAN_AFTER_MS:
+            return False
+        return self.kernel.store.void_task(lease.task_id, now // 1000 + VOID_KEEP_SECONDS)

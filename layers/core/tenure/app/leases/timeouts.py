@@ -5,6 +5,8 @@ Queue timeouts: a pending lease its filer gave `expires_in_seconds` ends cancell
 index, in a partition of their own per pool (store.keys.queue_expiry_pk), by their expiry
 instant, so a pass reads only what is due; each ending is one conditional write on the
 lease's state, fence and version, so a claim landing at the same moment wins or loses whole.
+A lease still marked task-pending whose task is not there is the remnant of a filing that died
+between its two writes (app/leases/orphans.py): its ending says so, and tells no task ending.
 
 Run timeouts: a claim records the smaller of the run's and the pool's max_run_seconds and
 files the lease in the due index at whichever comes first, its deadline or its run deadline
@@ -16,25 +18,28 @@ timed_out when its worker reports, or when its toleration passes unheard.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
 from tenure.app.ports import Change
 from tenure.domain.errors import Conflict
 from tenure.domain.model import PRIORITY_MARK_GRACE_MS, QUEUE_EXPIRY_MARK, Lease, Pool
+from tenure.domain.outbound import ORPHAN
 from tenure.domain.states import LeaseState
 from tenure.domain.transitions import Action, move, must_move
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.leases.orphans import Orphans
 
 # How many timed-out pending leases of one pool one pass ends at most; the rest wait a pass.
 QUEUE_TIMEOUTS_PER_PASS = 200
 
 
 class QueueTimeouts:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, orphans: Orphans) -> None:
         self.kernel = kernel
+        self.orphans = orphans
 
     def expire_queued(self, pools: list[Pool]) -> tuple[list[str], int]:
         """End the pending leases past their queue timeout: (ended lease ids, lost races)."""
@@ -55,8 +60,15 @@ class QueueTimeouts:
                     or lease.queue_expires_at > now
                 ):
                     continue  # claimed or ended since the index was read
+                data: dict[str, Any] = {"by": "sweeper", "queue_expires_at": lease.queue_expires_at}
+                if lease.tp and self.kernel.store.get_task(lease.task_id or "") is None:
+                    # Its filing wrote the lease but not (yet) the task: ended as an orphan
+                    # (no task ending told) once its filing is taken for dead; until then it
+                    # waits a pass, its task perhaps still on its way.
+                    if not self.orphans.filing_died(lease, now):
+                        continue
+                    data[ORPHAN] = True
                 to = must_move(lease.id, lease.state, lease.revoke, Action.QUEUE_TIMEOUT)
-                data = {"by": "sweeper", "queue_expires_at": lease.queue_expires_at}
                 new = self.kernel.apply(lease, to, data, now)
                 try:
                     self.kernel.commit(Change(leases=[over(lease, new)]))
