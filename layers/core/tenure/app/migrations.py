@@ -20,9 +20,9 @@ A migration that the service could not do without must make the service refuse i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
 from tenure.app.tasks.keys import task_id_of_key
 from tenure.domain.errors import Conflict
@@ -199,6 +199,34 @@ class Migration:
     page: Callable[[MigrationStore, str | None, int, bool], Page]
 
 
+T = TypeVar("T")
+
+
+def _write_missing(
+    found: Iterable[T],
+    there: Callable[[T], bool],
+    write: Callable[[T], bool],
+    dry_run: bool,
+    counts: dict[str, int],
+    already: str,
+    wrote: str,
+) -> dict[str, int]:
+    """The loop every rewriting migration shares: each item already `there` counts under
+    `already`; each other one is written (conditionally, only if still missing: `write`
+    answers False when it was written meanwhile, which counts under `already` too) or, on a
+    dry run, counted under `wrote` unwritten."""
+    counts.setdefault(already, 0)
+    counts.setdefault(wrote, 0)
+    for item in found:
+        if there(item):
+            counts[already] += 1
+        elif dry_run or write(item):
+            counts[wrote] += 1
+        else:
+            counts[already] += 1
+    return counts
+
+
 def list_tokens_made_before_the_list(
     store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
 ) -> Page:
@@ -207,15 +235,16 @@ def list_tokens_made_before_the_list(
     it is missing: the token's own row (its revocation, expiry and last use) is not touched."""
     tokens, after = store.scan_tokens(cursor, limit)
     listed = store.listed_token_ids([t.id for t in tokens]) if tokens else set()
-    wrote = "would_list" if dry_run else "listed"
-    counts = {"tokens": len(tokens), "already_listed": 0, wrote: 0}
-    for token in tokens:
-        if token.id in listed:
-            counts["already_listed"] += 1
-        elif dry_run or store.list_token(replace(token, revoked_at=None, last_used_at=None)):
-            counts[wrote] += 1
-        else:  # listed between the read and the write (a concurrent create)
-            counts["already_listed"] += 1
+    # A concurrent create may list a token between the read and the write.
+    counts = _write_missing(
+        tokens,
+        lambda token: token.id in listed,
+        lambda token: store.list_token(replace(token, revoked_at=None, last_used_at=None)),
+        dry_run,
+        {"tokens": len(tokens)},
+        "already_listed",
+        "would_list" if dry_run else "listed",
+    )
     return Page(counts, after)
 
 
@@ -226,15 +255,15 @@ def list_spaces_made_before_the_list(
     the board's space picker): write its list row. The space's own row is not touched."""
     spaces, after = store.scan_spaces(cursor, limit)
     listed = store.listed_space_keys([sp.key for sp in spaces]) if spaces else set()
-    wrote = "would_list" if dry_run else "listed"
-    counts = {"spaces": len(spaces), "already_listed": 0, wrote: 0}
-    for space in spaces:
-        if space.key in listed:
-            counts["already_listed"] += 1
-        elif dry_run or store.list_space(space):
-            counts[wrote] += 1
-        else:  # listed between the read and the write
-            counts["already_listed"] += 1
+    counts = _write_missing(
+        spaces,
+        lambda space: space.key in listed,
+        store.list_space,
+        dry_run,
+        {"spaces": len(spaces)},
+        "already_listed",
+        "would_list" if dry_run else "listed",
+    )
     return Page(counts, after)
 
 
@@ -247,15 +276,15 @@ def key_tasks_filed_before_keys_gave_ids(
     tasks, after = store.scan_tasks(cursor, limit)
     old = [t for t in tasks if t.id != task_id_of_key(t.key)]
     keyed = store.keyed_tasks([t.key for t in old]) if old else set()
-    wrote = "would_key" if dry_run else "keyed"
-    counts = {"tasks": len(tasks), "already_keyed": len(tasks) - len(old), wrote: 0}
-    for task in old:
-        if task.key in keyed:
-            counts["already_keyed"] += 1
-        elif dry_run or store.key_task(task):
-            counts[wrote] += 1
-        else:  # keyed between the read and the write
-            counts["already_keyed"] += 1
+    counts = _write_missing(
+        old,
+        lambda task: task.key in keyed,
+        store.key_task,
+        dry_run,
+        {"tasks": len(tasks), "already_keyed": len(tasks) - len(old)},
+        "already_keyed",
+        "would_key" if dry_run else "keyed",
+    )
     return Page(counts, after)
 
 
@@ -270,15 +299,16 @@ def mark_tasks_with_children_filed_before_the_mark(
     tasks, after = store.scan_tasks(cursor, limit)
     parents = sorted({t.parent_id for t in tasks if t.parent_id})
     marked = store.children_marked(parents) if parents else set()
-    wrote = "would_mark" if dry_run else "marked"
-    counts = {"tasks": len(tasks), "parents": len(parents), "already_marked": 0, wrote: 0}
-    for parent in parents:
-        if parent in marked:
-            counts["already_marked"] += 1
-        elif dry_run or store.mark_children(parent):
-            counts[wrote] += 1
-        else:  # marked between the read and the write (a child filed meanwhile), or gone
-            counts["already_marked"] += 1
+    # A child filed between the read and the write marks its parent itself.
+    counts = _write_missing(
+        parents,
+        lambda parent: parent in marked,
+        store.mark_children,
+        dry_run,
+        {"tasks": len(tasks), "parents": len(parents)},
+        "already_marked",
+        "would_mark" if dry_run else "marked",
+    )
     return Page(counts, after)
 
 
@@ -349,17 +379,18 @@ def mark_held_leases_before_derived_reclaims(
     a pending lease has no lease token, so no logs or attachments. Marking a lease that has
     none costs its reclaim one sweeper visit. Only the mark is written, only if absent."""
     leases, after = store.scan_held_leases(cursor, limit)
-    wrote = "would_mark" if dry_run else "marked"
-    counts = {"held_leases": len(leases), "already_marked": 0, wrote: 0}
-    for lease in leases:
-        # One that ended between the index read and the row read is marked too: it ended
-        # without the mark, so the mark is what puts it in the ended index.
-        if lease.keeps_detail:
-            counts["already_marked"] += 1
-        elif dry_run or store.mark_keeps_detail(lease):
-            counts[wrote] += 1
-        else:  # marked between the read and the write (its first log stream), or reclaimed
-            counts["already_marked"] += 1
+    # One that ended between the index read and the row read is marked too: it ended without
+    # the mark, so the mark is what puts it in the ended index. One marked between the read and
+    # the write (its first log stream), or reclaimed, is not written.
+    counts = _write_missing(
+        leases,
+        lambda lease: lease.keeps_detail,
+        store.mark_keeps_detail,
+        dry_run,
+        {"held_leases": len(leases)},
+        "already_marked",
+        "would_mark" if dry_run else "marked",
+    )
     return Page(counts, after)
 
 
