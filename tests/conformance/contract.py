@@ -22,9 +22,9 @@ from tenure.app.ports import (
     ClaimRecord,
     JobWrite,
     LeaseWrite,
-    Store,
     SweeperState,
 )
+from tenure.app.rows import Store
 from tenure.app.tenure import Tenure
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound, StaleLease, ValidationFailed
 from tenure.domain.fencing import DEADLINE_SLACK, hash_token

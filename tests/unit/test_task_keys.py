@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from tenure import wiring
 from tenure.api.routes import ROUTES
-from tenure.app.tasks.keys import task_id_of_key
 from tenure.domain.model import Task
+from tenure.domain.task_keys import task_id_of_key
 
 from tests.unit.support import ADMIN, READER, SPACE, Rig
 from tests.unit.test_authz_matrix import TABLE, Answer, Row, Scene, _caller, _request, scene

@@ -33,10 +33,10 @@ from tenure.api.surface import (
     svc,
 )
 from tenure.app.kernel import one_request
-from tenure.app.tasks.keys import is_task_key
 from tenure.domain import authz
 from tenure.domain import errors as e
 from tenure.domain.model import Principal
+from tenure.domain.task_keys import is_task_key
 
 
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from tenure.app.migrations import (
     SUCCESSES_DERIVED_FROM_SCHEMA,
     UNTRANSACTED_FILING_FROM_SCHEMA,
 )
-from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite, Store
+from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite
+from tenure.app.rows import Store
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (

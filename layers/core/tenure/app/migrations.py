@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Protocol, TypeVar
 
-from tenure.app.tasks.keys import task_id_of_key
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Lease, Space, Task, Token
+from tenure.domain.task_keys import task_id_of_key
 
 # The schema version this release writes and understands.
 SCHEMA_VERSION = 12

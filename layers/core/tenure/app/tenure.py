@@ -44,8 +44,9 @@ from tenure.app.leases.reports import Completion, Reports
 from tenure.app.leases.retry import Retries
 from tenure.app.leases.timeouts import QueueTimeouts
 from tenure.app.leases.waits import Waits
-from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink, Store
+from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
 from tenure.app.reactions import Reactions
+from tenure.app.rows import Store
 from tenure.app.rules.addresses import Addresses
 from tenure.app.rules.firings import Firings
 from tenure.app.rules.ports import Schedules

@@ -21,7 +21,8 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from tenure import wiring
-from tenure.app.ports import EventBatchPublisher, Store
+from tenure.app.ports import EventBatchPublisher
+from tenure.app.rows import Store
 from tenure.app.tenure import Tenure, compose
 from tenure.config import settings
 from tenure.domain import outbound as out

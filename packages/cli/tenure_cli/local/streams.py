@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 import boto3
-from tenure.app.ports import Store
+from tenure.app.rows import Store
 from tenure.triggers.stream import handle
 
 from tenure_cli.local.filters import Pattern, passes, reactor_patterns

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.kernel import over
 from tenure.app.ports import DELEGATED_CEILING, TREE_CEILING, Ceiling, Change, GraphOp
 from tenure.app.tasks.filing import TaskLinks
-from tenure.app.tasks.keys import TaskKeys, is_task_key
+from tenure.app.tasks.keys import TaskKeys
 from tenure.domain.errors import (
     Conflict,
     TenureError,
@@ -35,6 +35,7 @@ from tenure.domain.errors import (
 from tenure.domain.model import Lease, Pool, Principal, Task, TaskGraph
 from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, ReportKind
+from tenure.domain.task_keys import is_task_key
 from tenure.domain.transitions import Action, must_move
 
 if TYPE_CHECKING:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
 from tenure.app.runs import queue_expiry, stored_priority
-from tenure.app.tasks.keys import task_id_of_key
 from tenure.domain import authz
 from tenure.domain import fencing as r
 from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
@@ -51,6 +50,7 @@ from tenure.domain.rules.rule import (
     workflow_subject_id,
 )
 from tenure.domain.states import LeaseState, SubjectKind
+from tenure.domain.task_keys import task_id_of_key
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenure.app.ports import Store
+from tenure.app.rows import Store
 from tenure.domain.model import DEFAULT_RETRY_CHAIN_CAP
 
 

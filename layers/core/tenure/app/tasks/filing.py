@@ -16,7 +16,6 @@ from tenure.app.ports import (
     TaskWrite,
 )
 from tenure.app.runs import RunControls, RunStart, stored_priority
-from tenure.app.tasks.keys import task_id_of_key
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -36,6 +35,7 @@ from tenure.domain.model import (
     Task,
 )
 from tenure.domain.states import LeaseState, SubjectKind, TaskStatus
+from tenure.domain.task_keys import task_id_of_key
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

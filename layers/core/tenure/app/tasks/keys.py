@@ -9,47 +9,14 @@ whether that task exists."""
 
 from __future__ import annotations
 
-import hashlib
-import re
 from typing import TYPE_CHECKING
 
 from tenure.domain.errors import TaskNotFound
 from tenure.domain.model import Principal, Task
+from tenure.domain.task_keys import MAX_REF, TASK_KEY, task_id_of_key
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
-
-
-# A task's key: its space's key, a dash, its number in the space (`OPS-12`).
-# (Twelve digits at most: the number fits the ten hex digits of the id derived from it.)
-TASK_KEY = re.compile(r"([A-Z][A-Z0-9_]{0,31})-([1-9][0-9]{0,11})")
-# The longest id looked up (a longer one is no task's, and is not read).
-MAX_REF = 128
-
-
-def task_id_of_key(key: str) -> str:
-    """The id of the task filed under `key`: a function of the key alone, so that wherever a
-    task id is taken its key finds the task with one read by id, and filing writes nothing
-    more for it. A key is handed out once (its space's counter only counts up, each instance
-    hands out only the numbers it reserved from it, and a space is never removed), so no two
-    tasks get the same id. Tasks filed by a release that drew ids at random keep theirs and
-    are found through a key row (`tenure admin migrate`).
-
-    Hex and as long as an id drawn at random (so a row costs what it did): a zero, 64 bits
-    of the space key's digest, then the number. A space's tasks sort by their numbers, and a
-    task's first lease (whose id carries the task's) before any lease drawn at random in the
-    same millisecond (those begin with the time in hex, which has no leading zero): ties of
-    one millisecond in the queue and on a timeline are broken by these ids, in the order one
-    instance filed them (numbers are reserved in blocks per instance, so two instances'
-    tasks of one millisecond are ordered by their numbers, not by when they were filed).
-    Two spaces would share ids only if their digests met in 64 bits."""
-    space, _, number = key.rpartition("-")
-    digest = hashlib.sha256(f"tenure-task-space:{space}".encode()).hexdigest()[:16]
-    return f"task_0{digest}{int(number):010x}"
-
-
-def is_task_key(ref: str) -> bool:
-    return TASK_KEY.fullmatch(ref) is not None
 
 
 class TaskKeys:
