@@ -4,6 +4,7 @@ constructor. `Store` is all of them at once, for what holds the whole table."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from tenure.app.ports import (
@@ -23,6 +24,7 @@ from tenure.app.ports import (
     TokenPage,
     WorkerPage,
 )
+from tenure.app.rules.ports import RuleStore
 from tenure.domain.model import (
     Event,
     Instance,
@@ -516,3 +518,53 @@ class Store(
 ):
     """Every row port at once: what one object holding the whole table offers (the
     in-memory fake of the tests, the composed adapter). A use case names the ports it uses."""
+
+
+@dataclass(frozen=True)
+class Rows:
+    """One object per port, as the adapter composes them: what `compose()` hands out, each use
+    case taking only the ones it names."""
+
+    spaces: SpaceRows
+    pools: PoolRows
+    tasks: TaskRows
+    graph: GraphRows
+    event_waits: EventWaitRows
+    tokens: TokenRows
+    schema: SchemaRows
+    leases: LeaseRows
+    queues: QueueRows
+    workers: WorkerRows
+    timeline: TimelineRows
+    committer: Committer
+    claims: ClaimRecords
+    requests: RequestRecords
+    sweeper: SweeperRows
+    retention: RetentionRows
+    attachments: AttachmentRows
+    rules: RuleStore
+
+    @classmethod
+    def of(cls, store: Store, rules: RuleStore) -> Rows:
+        """Every port served by the one object that holds the whole table (and its rules,
+        most often the same object)."""
+        return cls(
+            spaces=store,
+            pools=store,
+            tasks=store,
+            graph=store,
+            event_waits=store,
+            tokens=store,
+            schema=store,
+            leases=store,
+            queues=store,
+            workers=store,
+            timeline=store,
+            committer=store,
+            claims=store,
+            requests=store,
+            sweeper=store,
+            retention=store,
+            attachments=store,
+            rules=rules,
+        )
