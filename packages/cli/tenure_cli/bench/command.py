@@ -23,7 +23,7 @@ from tenure_cli.local.streams import StreamPump
 from .meter import AwsMeter
 
 # The budget: a heartbeat at most 1 write unit (met), one lifecycle at most the cost bench's
-# target (bench/cost.py BUDGET), not met yet, so `within_budget` reads false (README, Cost).
+# target (bench/workload.py BUDGET), not met yet, so `within_budget` reads false (README, Cost).
 BUDGET = {"heartbeat_write_units": 1.0, "lifecycle_write_units": 11.0}
 
 
