@@ -1,5 +1,5 @@
 """The price of a lease cannot rise quietly: the reference workload of `tenure bench cost`
-(bench/cost.py), small, on DynamoDB Local, against the cost budget (cost.BUDGET).
+(bench/cost.py), small, on DynamoDB Local, against the cost budget (bench/workload.py BUDGET).
 
 Eight leases for one worker (two rounds of four jobs: every renewal after the first round is a
 steady-state one); one of them minted from inbound mail.

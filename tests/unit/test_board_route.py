@@ -8,10 +8,12 @@ import dataclasses
 import hashlib
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tenure.api import app as api
+from tenure.api.endpoints import board as board_endpoint
 from tenure.domain.model import Principal
 from tenure_cli.local.frontdoor import to_event
 
@@ -84,3 +86,18 @@ def test_whoami_is_for_operator_tokens(
     assert out["statusCode"] == status, out
     if code:
         assert json.loads(out["body"])["error"]["code"] == code
+
+
+def test_the_page_script_is_every_part_of_the_board_script_in_order() -> None:
+    """The board's script is split into parts that share one function: the page must carry
+    every part, in the order the function needs (opened by the first, closed by the last),
+    and no script file of the board may be left out of it."""
+    folder = Path(board_endpoint.__file__).resolve().parents[1] / "board"
+    assert {p.name for p in folder.glob("*.js")} == set(board_endpoint._SCRIPTS)
+    parts = [(folder / name).read_text(encoding="utf-8") for name in board_endpoint._SCRIPTS]
+    page = _call("/board", None)["body"]
+    [script] = re.findall(r"<script>(.*?)</script>", page, re.S)
+    assert script == "".join(parts)
+    assert parts[0].startswith('"use strict";') and "(() => {" in parts[0]
+    assert parts[-1].rstrip().endswith("})();")
+    assert all("})();" not in part for part in parts[:-1])

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tenure_worker import runner
+from tenure_worker import jobs, runner
 from tenure_worker.client import Claim
 from tenure_worker.runner import Held
 
@@ -40,24 +40,24 @@ def _signals(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
 def test_a_process_is_alive_only_with_the_start_time_it_was_seen_with(
     other: subprocess.Popen[bytes],
 ) -> None:
-    started = runner._start_time(other.pid)
+    started = jobs.start_time(other.pid)
     assert started, "this system tells when a process started"
-    assert runner._start_time(other.pid) == started  # the same process, the same answer
-    assert runner._alive(other.pid, started)
-    assert not runner._alive(other.pid, "stat:1")  # the pid, now another process's
+    assert jobs.start_time(other.pid) == started  # the same process, the same answer
+    assert jobs.alive(other.pid, started)
+    assert not jobs.alive(other.pid, "stat:1")  # the pid, now another process's
     other.kill()
     other.wait()
-    assert not runner._alive(other.pid, started)
-    assert runner._start_time(other.pid) == ""
+    assert not jobs.alive(other.pid, started)
+    assert jobs.start_time(other.pid) == ""
 
 
 def test_without_proc_the_start_time_comes_from_ps(
     other: subprocess.Popen[bytes], tmp_path: Path
 ) -> None:
-    started = runner._start_time(other.pid, proc=tmp_path / "no-proc")
+    started = jobs.start_time(other.pid, proc=tmp_path / "no-proc")
     assert started.startswith("ps:") and started != "ps:"
-    assert runner._alive(other.pid, started, proc=tmp_path / "no-proc")
-    assert not runner._alive(other.pid, runner._start_time(other.pid), proc=tmp_path / "no")
+    assert jobs.alive(other.pid, started, proc=tmp_path / "no-proc")
+    assert not jobs.alive(other.pid, jobs.start_time(other.pid), proc=tmp_path / "no")
 
 
 def test_a_launched_job_is_recorded_with_its_start_time(tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_a_launched_job_is_recorded_with_its_start_time(tmp_path: Path) -> None:
     w._launch(claim, 0.0)
     held = w.held["L1"]
     try:
-        assert held.pid > 0 and held.started == runner._start_time(held.pid) != ""
+        assert held.pid > 0 and held.started == jobs.start_time(held.pid) != ""
         saved = json.loads((w.state_dir / "L1.json").read_text())
         assert (saved["pid"], saved["started"]) == (held.pid, held.started)
     finally:
@@ -119,7 +119,7 @@ def test_a_restarted_worker_reattaches_to_its_own_job(
 ) -> None:
     sent = _signals(monkeypatch)
     w = worker(tmp_path, FakeTransport())
-    _state_file(w, other.pid, runner._start_time(other.pid))
+    _state_file(w, other.pid, jobs.start_time(other.pid))
     w._reattach()
     held = w.held["L1"]
     w._signal(held, signal.SIGTERM)
@@ -131,7 +131,7 @@ def test_a_job_whose_identity_does_not_match_is_never_signalled(
 ) -> None:
     sent = _signals(monkeypatch)
     w = worker(tmp_path, FakeTransport())
-    _state_file(w, other.pid, runner._start_time(other.pid))
+    _state_file(w, other.pid, jobs.start_time(other.pid))
     w._reattach()
     held = w.held["L1"]
     held.started = "stat:1"  # the job ended and its pid went to `other` meanwhile

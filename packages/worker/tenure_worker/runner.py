@@ -13,13 +13,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -34,94 +32,24 @@ from tenure_worker.client import (
     new_claim_id,
     post_logs,
 )
+from tenure_worker.jobs import (
+    LOG_DRAIN_SECONDS,
+    LOOP_SECONDS,
+    TOKEN_SHAPE,
+    UNKNOWN_START,
+    Held,
+    WorkerOptions,
+    alive,
+    failure_error,
+    fence_grace,
+    is_job,
+    log,
+    noted_usage,
+    start_time,
+    stderr_tail,
+    usage_file,
+)
 from tenure_worker.shipping import LogPump, LogShipper
-
-# The shape of a Tenure token (`tnr_` + kind letter + secret): the SDK strips any it finds in
-# a job's last output before reporting it, so no token reaches the service's records.
-TOKEN_SHAPE = re.compile(r"tnr_[owl]_[A-Za-z0-9_.\-]{16,}")
-
-# How long a stopping worker waits for its jobs' last lines to be shipped.
-LOG_DRAIN_SECONDS = 10.0
-
-STDERR_TAIL_BYTES = 4000
-# A failed job's `error` names its exit status and its last stderr lines, bounded: the lease
-# shows why at a glance, and the report's metadata keeps the longer tail.
-ERROR_LINES = 3
-ERROR_CHARS = 500
-LOOP_SECONDS = 0.2
-# Where Linux tells of its processes (absent elsewhere: `ps` is asked instead).
-PROC = Path("/proc")
-# How a service of a release without `start` on claims refuses one (422 validation_failed).
-UNKNOWN_START = "start: is not a known field"
-
-
-def log(message: str, **fields: Any) -> None:
-    extra = " ".join(f"{k}={v}" for k, v in fields.items())
-    print(f"[tenure worker] {message} {extra}".rstrip(), file=sys.stderr, flush=True)
-
-
-@dataclass
-class Held:
-    """One lease this worker holds and the job running under it (persisted as JSON)."""
-
-    lease_id: str
-    fence: int
-    token: str  # the lease's own token: kept only in the 0600 state file, to re-attach
-    renew_seconds: float
-    lease_seconds: float
-    pid: int
-    exit_file: str
-    err_file: str
-    payload_file: str
-    marker_file: str
-    fence_file: str = ""
-    # When the job's process started (_start_time), recorded with its pid at launch: the pid
-    # alone may name another process after a restart, once the job has ended ("": unknown,
-    # as in a state file of an older release, or where the system cannot tell).
-    started: str = ""
-    acked_at: float = 0.0  # wall clock of the last answered heartbeat (survives a restart)
-    keeps_logs: bool = False  # ship the job's output to the lease's logs
-    log_positions: dict[str, int] | None = None  # offsets of its output files shipped so far
-    # runtime only (see _RUNTIME): never written to the state file
-    last_ok: float = 0.0
-    revoke: str | None = None
-    paused: bool = False
-    stop_reason: str | None = None
-    kill_at: float | None = None
-    killed: bool = False
-    proc: subprocess.Popen[bytes] | None = None
-
-    def persisted(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _RUNTIME}
-
-    @property
-    def fence_at(self) -> float:
-        """When the job must be stopped if nothing is heard: two heartbeats before expiry."""
-        return self.last_ok + self.lease_seconds - 2 * self.renew_seconds
-
-
-_RUNTIME = {"last_ok", "revoke", "paused", "stop_reason", "kill_at", "killed", "proc"}
-
-
-@dataclass
-class WorkerOptions:
-    api: str  # where it claims, heartbeats and reports: the worker endpoint or the HTTP API
-    token: str
-    pool: str
-    command: list[str]
-    worker_id: str | None = None
-    state_dir: Path = Path(".tenure-worker")
-    concurrency: int = 1
-    once: bool = False
-    kill_grace: float = 10.0
-    # On a first SIGTERM/SIGINT: how long running jobs may go on to finish before they are
-    # stopped and their leases released (back to the queue, no attempt used).
-    drain_seconds: float = 30.0
-    worker_version: str = "tenure-worker/0.1"
-    lease_seconds: int | None = None
-    # The API a job is given as TENURE_API (to file tasks, block, call MCP: routes the worker
-    # endpoint does not serve); None: `api`. The job reports on `api` (TENURE_WORKER_API).
-    job_api: str | None = None
 
 
 class Worker:
@@ -369,7 +297,7 @@ class Worker:
             "TENURE_PAYLOAD_FILE": held.payload_file,
             "TENURE_REPORT_MARKER": held.marker_file,
             # `tenure worker usage` notes the job's usage here; the completion sends it.
-            "TENURE_USAGE_FILE": _usage_file(held),
+            "TENURE_USAGE_FILE": usage_file(held),
         }
         env.pop("TENURE_TOKEN", None)  # the job gets its lease's token, not the worker's
         self._write_fence(held)
@@ -379,7 +307,7 @@ class Worker:
             "tenure_worker.shim",
             held.exit_file,
             held.fence_file,
-            str(_fence_grace(self.opts.kill_grace, held.renew_seconds)),
+            str(fence_grace(self.opts.kill_grace, held.renew_seconds)),
             "--",
         ]
         with open(f"{base}.out", "ab") as out, open(held.err_file, "ab") as errors:
@@ -392,7 +320,7 @@ class Worker:
                 start_new_session=True,
             )
         held.pid, held.proc = proc.pid, proc
-        held.started = _start_time(proc.pid)  # our child, unreaped: the pid is still its own
+        held.started = start_time(proc.pid)  # our child, unreaped: the pid is still its own
         self._save(held)
         self.held[held.lease_id] = held
         # No POST /start: the claim asked for the lease running (`start`), since the job is
@@ -491,7 +419,7 @@ class Worker:
         # A self-fenced job must be gone before the lease can expire, whatever the grace.
         grace = self.opts.kill_grace
         if reason == "self_fenced":
-            grace = _fence_grace(grace, held.renew_seconds)
+            grace = fence_grace(grace, held.renew_seconds)
         held.kill_at = time.monotonic() + grace
 
     def _exit_status(self, held: Held) -> int | None:
@@ -499,7 +427,7 @@ class Worker:
             code = held.proc.poll()
             if code is None:
                 return None
-        elif _alive(held.pid, held.started):
+        elif alive(held.pid, held.started):
             return None
         try:
             return int(Path(held.exit_file).read_text().strip())
@@ -545,13 +473,13 @@ class Worker:
             return "release", {"reason": "the worker stopped before the job finished"}
         if status == 0:
             body: dict[str, Any] = {"outcome": "success", "details": facts}
-            usage = _noted_usage(held)
+            usage = noted_usage(held)
             if usage is not None:
                 body["usage"] = usage
             return "complete", body
-        tail = TOKEN_SHAPE.sub("[token redacted]", _tail(held.err_file))
+        tail = TOKEN_SHAPE.sub("[token redacted]", stderr_tail(held.err_file))
         return "fail", {
-            "error": _failure_error(status, tail),
+            "error": failure_error(status, tail),
             "metadata": {**facts, "stderr_tail": tail},
         }
 
@@ -618,7 +546,7 @@ class Worker:
     def _signal(self, held: Held, sig: signal.Signals) -> None:
         """Signal the job's process group, and nothing else: not a pid the system has given
         to another process since the job ended."""
-        if not _is_job(held):
+        if not is_job(held):
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(held.pid, sig)
@@ -715,7 +643,7 @@ class Worker:
                 continue
             # The fence counts from the last answered heartbeat, across the restart.
             held.last_ok = time.monotonic() - max(0.0, time.time() - held.acked_at)
-            if _alive(held.pid, held.started) and not os.path.exists(held.exit_file):
+            if alive(held.pid, held.started) and not os.path.exists(held.exit_file):
                 log("re-attached", lease=held.lease_id, pid=held.pid)
                 # It may have been paused before and resumed while the worker was away: the
                 # first heartbeat without a pause revoke sends SIGCONT (a no-op if running).
@@ -729,115 +657,3 @@ class Worker:
                 self.finished += 1
                 report = ("fail", {"error": "worker_restarted"}, time.monotonic())
                 self.unreported[held.lease_id] = (held, *report)
-
-
-def _fence_grace(kill_grace: float, renew_seconds: float) -> float:
-    """SIGTERM → SIGKILL time for a fenced job: it must be gone before the lease can expire,
-    two heartbeats after the fence, whatever --kill-grace says."""
-    return min(kill_grace, max(0.5, renew_seconds))
-
-
-def _alive(pid: int, started: str = "", proc: Path = PROC) -> bool:
-    """Whether the job's process runs: its pid is taken, not by a zombie (ended, not yet
-    reaped), and, where the job's start time was recorded, by a process that started then
-    (one that did not is another process the pid was given to after the job ended)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # taken by another user's process: the start time tells whether it is the job
-    if started and _start_time(pid, proc) != started:
-        return False
-    try:
-        with open(proc / str(pid) / "stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def _start_time(pid: int, proc: Path = PROC) -> str:
-    """When process `pid` started, as this system tells it ("" when there is no such process,
-    or no way to tell): with its pid it names one process. Linux: field 22 of
-    /proc/<pid>/stat (starttime, in clock ticks since boot); where there is no /proc (macOS,
-    the BSDs), `ps -o lstart=` (to the second)."""
-    if proc.is_dir():
-        try:
-            text = (proc / str(pid) / "stat").read_text()
-        except OSError:
-            return ""
-        # The command name (field 2) is in parentheses and may hold anything: count fields
-        # from the last ")", after which field 3 comes.
-        fields = text.rsplit(")", 1)[-1].split()
-        return f"stat:{fields[19]}" if len(fields) > 19 else ""
-    try:
-        out = subprocess.run(
-            ["ps", "-o", "lstart=", "-p", str(pid)],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    stamp = " ".join(out.stdout.split())
-    return f"ps:{stamp}" if out.returncode == 0 and stamp else ""
-
-
-def _is_job(held: Held) -> bool:
-    """Whether `held.pid` still names the job's process. A child this runner launched keeps
-    its pid until it is reaped; one re-attached from the state directory is the job only
-    while its start time is the one recorded at launch."""
-    if held.proc is not None:
-        return held.proc.returncode is None
-    return _alive(held.pid, held.started)
-
-
-def _tail(path: str) -> str:
-    try:
-        with open(path, "rb") as err:
-            err.seek(0, os.SEEK_END)
-            size = err.tell()
-            err.seek(max(0, size - STDERR_TAIL_BYTES))
-            return err.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _failure_error(status: int, tail: str) -> str:
-    """A failed job's `error`: its exit status and its last non-empty stderr lines (at most
-    ERROR_LINES, the newest kept whole where they fit in ERROR_CHARS), so the lease itself
-    says why; the longer tail stays in the report's metadata."""
-    error = f"exit status {status}"
-    lines = [line.strip() for line in tail.splitlines() if line.strip()][-ERROR_LINES:]
-    if not lines:
-        return error
-    room = ERROR_CHARS - len(error) - 2
-    kept: list[str] = []
-    for line in reversed(lines):
-        cost = len(line) + (3 if kept else 0)  # " | " between lines
-        if cost > room:
-            if not kept:  # the last line alone is too long: its end says most
-                kept.append("…" + line[-(room - 1) :])
-            break
-        kept.insert(0, line)
-        room -= cost
-    return f"{error}: {' | '.join(kept)}"
-
-
-def _usage_file(held: Held) -> str:
-    return held.marker_file.removesuffix(".reported") + ".usage"
-
-
-def _noted_usage(held: Held) -> dict[str, Any] | None:
-    """What the job noted with `tenure worker usage`, if anything."""
-    path = Path(_usage_file(held))
-    if not path.exists():
-        return None
-    try:
-        found = json.loads(path.read_text())
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) else None

@@ -23,7 +23,7 @@ from tenure_cli.local.streams import StreamPump
 from .meter import AwsMeter
 
 # The budget: a heartbeat at most 1 write unit (met), one lifecycle at most the cost bench's
-# target (bench/cost.py BUDGET), not met yet, so `within_budget` reads false (README, Cost).
+# target (bench/workload.py BUDGET), not met yet, so `within_budget` reads false (README, Cost).
 BUDGET = {"heartbeat_write_units": 1.0, "lifecycle_write_units": 11.0}
 
 
@@ -59,26 +59,9 @@ def _measure_lifecycle(endpoint: str, table: str, worker_flow: bool) -> dict[str
         admin, Pool(name="bench", space="BENCH", kind=PoolKind.COMMAND, created_at=0)
     )
     pump.drain()
-    steps: dict[str, dict[str, Any]] = {}
-
     store.meter.writes = []  # one line per write: the rows it touched, what it cost
-
-    def measure(name: str, fn: Any) -> Any:
-        r0, w0, _ = store.meter.snapshot()
-        billed = aws.total().billed_write_units
-        assert store.meter.writes is not None
-        first = len(store.meter.writes)
-        out = fn()
-        pump.drain(quiet_passes=1)  # the reactor's timeline writes belong to the step
-        r1, w1, _ = store.meter.snapshot()
-        steps[name] = {
-            "write_units": round(aws.total().billed_write_units - billed, 2),
-            "write_units_reported": round(w1 - w0, 2),
-            "read_units": round(r1 - r0, 2),
-            "writes": [_line(w) for w in store.meter.writes[first:]],
-        }
-        return out
-
+    steps = _Steps(store, pump, aws)
+    measure = steps.measure
     # A warm instance hands a filing its task number from a block it reserved on the space row
     # (one write a block, not one a task): the block's write is measured on its own (the number
     # it hands out here is simply a gap) and booked to each filing as its share of the block.
@@ -92,25 +75,7 @@ def _measure_lifecycle(endpoint: str, table: str, worker_flow: bool) -> dict[str
     measure("start", lambda: svc.reports.start(lease, won.lease.id))
     clock.sleep(10)
     measure("heartbeat", lambda: svc.reports.heartbeat(lease, won.lease.id, None))
-    beats, worst, units, reads = 360, 0.0, 0.0, 0.0  # one hour at renew_seconds 10
-    for _ in range(beats):
-        clock.sleep(10)
-        r0, _, _ = store.meter.snapshot()
-        w0 = aws.total().billed_write_units
-        svc.reports.heartbeat(lease, won.lease.id, None)
-        r1, _, _ = store.meter.snapshot()
-        w1 = aws.total().billed_write_units
-        worst, units, reads = max(worst, w1 - w0), units + w1 - w0, reads + r1 - r0
-    # What the stream reactor wrote for the hour's heartbeats (nothing, when no beat
-    # changes a lease's state), so it is not billed to the next step.
-    w0 = aws.total().billed_write_units
-    pump.drain(quiet_passes=1)
-    steps["heartbeat_hour_stream"] = {"write_units": round(aws.total().billed_write_units - w0, 2)}
-    steps["heartbeat_worst_in_hour"] = {"write_units": round(worst, 2)}
-    steps["heartbeat_hour_average"] = {
-        "write_units": round(units / beats, 3),
-        "read_units": round(reads / beats, 3),
-    }
+    steps.heartbeat_hour(lambda: svc.reports.heartbeat(lease, won.lease.id, None), clock)
     measure("complete", lambda: svc.reports.complete(lease, won.lease.id, {"outcome": "success"}))
     # What the lease costs later: once its pool's retention has passed, nothing. It had no
     # logs and no attachments, so it never entered the ended index: the sweeper's pass finds
@@ -137,6 +102,67 @@ def _measure_lifecycle(endpoint: str, table: str, worker_flow: bool) -> dict[str
             worker, "bench", "w-3", "1.0", 0, None, claim_id="bench-claim-3", start=True
         ),
     )
+    flow = _worker_flow(svc, store, pump, clock, admin, worker) if worker_flow else None
+    return _lifecycle_report(steps.steps, flow)
+
+
+class _Steps:
+    """The lifecycle's steps as measured: each one's write units (as AWS bills them and as
+    DynamoDB Local reported them), read units and writes, one a line."""
+
+    def __init__(self, store: Any, pump: StreamPump, aws: AwsMeter) -> None:
+        self.store, self.pump, self.aws = store, pump, aws
+        self.steps: dict[str, dict[str, Any]] = {}
+
+    def measure(self, name: str, fn: Any) -> Any:
+        store, aws = self.store, self.aws
+        r0, w0, _ = store.meter.snapshot()
+        billed = aws.total().billed_write_units
+        assert store.meter.writes is not None
+        first = len(store.meter.writes)
+        out = fn()
+        self.pump.drain(quiet_passes=1)  # the reactor's timeline writes belong to the step
+        r1, w1, _ = store.meter.snapshot()
+        self.steps[name] = {
+            "write_units": round(aws.total().billed_write_units - billed, 2),
+            "write_units_reported": round(w1 - w0, 2),
+            "read_units": round(r1 - r0, 2),
+            "writes": [_line(w) for w in store.meter.writes[first:]],
+        }
+        return out
+
+    def heartbeat_hour(self, beat: Any, clock: Any) -> None:
+        """An hour of heartbeats at renew_seconds 10: the worst one's write units, the
+        average's, and what the stream reactor wrote for them."""
+        store, aws = self.store, self.aws
+        beats, worst, units, reads = 360, 0.0, 0.0, 0.0
+        for _ in range(beats):
+            clock.sleep(10)
+            r0, _, _ = store.meter.snapshot()
+            w0 = aws.total().billed_write_units
+            beat()
+            r1, _, _ = store.meter.snapshot()
+            w1 = aws.total().billed_write_units
+            worst, units, reads = max(worst, w1 - w0), units + w1 - w0, reads + r1 - r0
+        # What the stream reactor wrote for the hour's heartbeats (nothing, when no beat
+        # changes a lease's state), so it is not billed to the next step.
+        w0 = aws.total().billed_write_units
+        self.pump.drain(quiet_passes=1)
+        steps = self.steps
+        steps["heartbeat_hour_stream"] = {
+            "write_units": round(aws.total().billed_write_units - w0, 2)
+        }
+        steps["heartbeat_worst_in_hour"] = {"write_units": round(worst, 2)}
+        steps["heartbeat_hour_average"] = {
+            "write_units": round(units / beats, 3),
+            "read_units": round(reads / beats, 3),
+        }
+
+
+def _lifecycle_report(
+    steps: dict[str, dict[str, Any]], flow: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The steps summed into the classic lifecycle and the worker SDK's."""
     worst_beat = steps["heartbeat_worst_in_hour"]["write_units"]
     block = steps["task_number_block"]
     share, share_reported = (
@@ -148,7 +174,6 @@ def _measure_lifecycle(endpoint: str, table: str, worker_flow: bool) -> dict[str
     reported = sum(steps[s]["write_units_reported"] for s in classic) + worst_beat + share_reported
     sdk = ("create_and_enqueue", "claim_started", "complete", "reclaim")
     sdk_total = sum(steps[s]["write_units"] for s in sdk) + worst_beat + share
-    flow = _worker_flow(svc, store, pump, clock, admin, worker) if worker_flow else None
     return {
         "engine": "DynamoDB Local",
         "units": (
@@ -256,6 +281,12 @@ def _worker_flow(
             assert won is not None
             held[won.lease.id] = (won.lease.fence, clock.now_ms())
     r1, w1, _ = store.meter.snapshot()
+    return _flow_report(calls, units, done, r1 - r0, w1 - w0)
+
+
+def _flow_report(
+    calls: dict[str, int], units: dict[str, float], done: int, reads: float, writes: float
+) -> dict[str, Any]:
     requests = sum(calls.values())
     return {
         "workload": {
@@ -264,8 +295,8 @@ def _worker_flow(
             "leases_per_worker": FLOW_SLOTS,
             "leases_completed": done,
         },
-        "write_units_per_lease": round((w1 - w0) / done, 2),
-        "read_units_per_lease": round((r1 - r0) / done, 2),
+        "write_units_per_lease": round(writes / done, 2),
+        "read_units_per_lease": round(reads / done, 2),
         "requests_per_lease": round(requests / done, 2),
         "requests_by_route": {route: round(count / done, 2) for route, count in calls.items()},
         "write_units_by_route": {route: round(u / done, 2) for route, u in units.items()},

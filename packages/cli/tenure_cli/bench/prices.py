@@ -59,7 +59,7 @@ def per_million(usd_per_lease: float) -> float:
 
 def tenure_breakdown(lease: dict[str, Any], tracing: bool = False) -> dict[str, float]:
     """USD per million leases, per line, from one lease's measured usage (`lease` holds the
-    per-lease counts the cost bench measured: see `report` in bench/cost.py). X-Ray is
+    per-lease counts the cost bench measured: see `report` in bench/cost_report.py). X-Ray is
     priced only for a stack deployed with the template's Tracing=Active (off by default)."""
     p = PRICES
     lines = {

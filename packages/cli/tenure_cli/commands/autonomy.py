@@ -176,7 +176,11 @@ KINDS = ["transient", "dependency_external", "needs_input", "error"]
 
 
 def add_commands(groups: Groups) -> None:
-    wsub, tsub = groups["worker"], groups["tasks"]
+    _add_worker_commands(groups["worker"])
+    _add_task_commands(groups["tasks"])
+
+
+def _add_worker_commands(wsub: Any) -> None:
     block = wsub.add_parser("block", help="inside a job: block its task (releases the lease)")
     block.add_argument("--kind", choices=KINDS, required=True, help="what it waits on")
     block.add_argument("--reason", required=True, help="why, in words")
@@ -219,6 +223,8 @@ def add_commands(groups: Groups) -> None:
     output_option(usage)
     usage.set_defaults(func=guarded(worker_usage))
 
+
+def _add_task_commands(tsub: Any) -> None:
     tb = service_options(tsub.add_parser("block", help="block a task"))
     tb.add_argument("id", help="the task's id or key")
     tb.add_argument("--kind", choices=KINDS, required=True, help="what it waits on")

@@ -237,7 +237,12 @@ def tokens_create(args: argparse.Namespace) -> int:
 
 
 def add_commands(groups: Groups) -> None:
-    wsub = groups["worker"]
+    _add_worker_commands(groups["worker"])
+    _add_task_commands(groups["tasks"])
+    _add_space_and_token_commands(groups)
+
+
+def _add_worker_commands(wsub: Any) -> None:
     run = service_options(
         wsub.add_parser("run", help="claim leases from a pool and run CMD for each")
     )
@@ -298,7 +303,8 @@ def add_commands(groups: Groups) -> None:
         func=guarded(worker_payload)
     )
 
-    tsub = groups["tasks"]
+
+def _add_task_commands(tsub: Any) -> None:
     tc = service_options(tsub.add_parser("create", help="file a task (enqueued with --pool)"))
     tc.add_argument("--space", required=True, help="the space to file it in")
     tc.add_argument("--title", required=True, help="one line")
@@ -351,6 +357,8 @@ def add_commands(groups: Groups) -> None:
     tg.add_argument("id", help="the task's id or key")
     tg.set_defaults(func=guarded(tasks_get))
 
+
+def _add_space_and_token_commands(groups: Groups) -> None:
     sc = service_options(groups["spaces"].add_parser("create", help="make a space"))
     sc.add_argument("--key", required=True, help="short and upper-case: task keys begin with it")
     sc.add_argument("--name", required=True, help="its display name")

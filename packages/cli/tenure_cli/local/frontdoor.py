@@ -279,158 +279,156 @@ class FrontDoor:
         return result
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        door = self
+        return type("Handler", (Handler,), {"door": self})
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            server_version = "tenure-local"
 
-            def _serve(self) -> None:
-                try:
-                    body = self._body()
-                    if door.server.over_capacity():
-                        self.close_connection = True
-                        message = f"more than {door.server.max_connections} open connections"
-                        raise Refused(503, "unavailable", message, {"retry-after": "1"})
-                except Refused as refused:
-                    self._log_answer(
-                        refused.status,
-                        "%s %s refused: %s",
-                        self.command,
-                        urlsplit(self.path).path,
-                        refused,
-                    )
-                    headers = {**JSON, **refused.headers}
-                    self._reply(refused.status, headers, error_body(refused.code, refused.message))
-                    return
-                event = to_event(self.command, self.path, dict(self.headers.items()), body)
-                if len(body) > MAX_EVENT_BYTES // 2 and len(json.dumps(event)) > MAX_EVENT_BYTES:
-                    message = f"the request exceeds {MAX_EVENT_BYTES} bytes, Lambda's limit"
-                    self._reply(413, JSON, error_body("payload_too_large", message))
-                    return
-                started = time.monotonic()
-                try:
-                    result = door._invoke(event)
-                except Busy as busy:  # as Lambda throttles past its concurrency
-                    self.log_error("refused: %s", busy)
-                    message = "every worker process is busy; try again shortly"
-                    headers = {**JSON, "retry-after": "1"}
-                    self._reply(503, headers, error_body("unavailable", message))
-                    return
-                except Exception as err:  # a crashed or timed-out invocation: Lambda's 500
-                    self.log_error("invocation failed: %r", err)
-                    body = error_body("internal_error", "the invocation failed")
-                    self._reply(500, JSON, body)
-                    return
-                payload = result.get("body") or ""
-                raw = (
-                    base64.b64decode(payload)
-                    if result.get("isBase64Encoded")
-                    else payload.encode("utf-8")
-                )
-                headers = dict(result.get("headers") or {})
-                status = int(result.get("statusCode", 200))
-                self._reply(status, headers, raw)
-                self._log_answer(
-                    status,
-                    "%s %s -> %s in %.0f ms",
-                    self.command,
-                    urlsplit(self.path).path,
-                    result.get("statusCode"),
-                    (time.monotonic() - started) * 1000,
-                )
+class Handler(BaseHTTPRequestHandler):
+    """One connection's requests, each as one Lambda invocation of the front door's handler;
+    `door` is set on the subclass each front door makes (http.server builds handlers by
+    class, with no arguments of ours)."""
 
-            def _body(self) -> bytes:
-                """The whole request body, by Content-Length or chunked; a Refused (and the
-                connection ends, drained) when it is too large or cannot be read."""
-                if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
-                    return self._chunked()
-                declared = (self.headers.get("content-length") or "0").strip()
-                if not declared.isdigit():
-                    self.close_connection = True  # where this request ends is unknown
-                    raise Refused(400, "invalid_request", "Content-Length is not a number")
-                length = int(declared)
-                if length > MAX_BODY_BYTES:
-                    self.close_connection = True  # the body stays unread: nothing can follow
-                    raise Refused(413, "payload_too_large", _too_large())
-                return self.rfile.read(length) if length else b""
+    door: FrontDoor
+    protocol_version = "HTTP/1.1"
+    server_version = "tenure-local"
 
-            def _chunked(self) -> bytes:
-                chunks: list[bytes] = []
-                size = 0
-                while True:
-                    line = self.rfile.readline(1024).split(b";", 1)[0].strip()
-                    try:
-                        chunk = int(line, 16)
-                    except ValueError:
-                        self.close_connection = True
-                        raise Refused(400, "invalid_request", "a malformed chunked body") from None
-                    if chunk == 0:
-                        break
-                    size += chunk
-                    if size > MAX_BODY_BYTES:
-                        self.close_connection = True
-                        raise Refused(413, "payload_too_large", _too_large())
-                    chunks.append(self.rfile.read(chunk))
-                    self.rfile.readline(1024)  # the CRLF that ends the chunk
-                while self.rfile.readline(65537).strip():
-                    pass  # trailer fields, up to the empty line that ends the message
-                return b"".join(chunks)
-
-            def _reply(self, status: int, headers: dict[str, str], raw: bytes) -> None:
-                self.send_response(status)
-                for key, value in headers.items():
-                    if key.lower() not in ("content-length", "connection", "transfer-encoding"):
-                        self.send_header(key, value)
-                if status != 204:
-                    self.send_header("content-length", str(len(raw)))
-                if self.close_connection:
-                    self.send_header("connection", "close")
-                self.end_headers()
-                if status != 204 and self.command != "HEAD":
-                    self.wfile.write(raw)
-
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
-
-            def send_error(
-                self, code: int, message: str | None = None, explain: str | None = None
-            ) -> None:
-                """http.server's own refusals (an unknown method, a malformed request line)
-                in the API's envelope instead of its HTML page."""
+    def _serve(self) -> None:
+        try:
+            body = self._body()
+            if self.door.server.over_capacity():
                 self.close_connection = True
-                # A request line it could not read leaves HTTP/0.9, whose answers have no
-                # status line or headers: answer in the version it speaks instead.
-                self.request_version = self.protocol_version
-                answered = 405 if code == HTTPStatus.NOT_IMPLEMENTED else 400  # as below
-                self._log_answer(
-                    answered, "%r refused: %s %s", self.requestline, code, message or ""
-                )
-                if code == HTTPStatus.NOT_IMPLEMENTED:  # what it answers a method without do_X
-                    text = f"{self.command} is not allowed; use one of {', '.join(SERVED_METHODS)}"
-                    headers = {**JSON, "allow": ", ".join(SERVED_METHODS)}
-                    self._reply(405, headers, error_body("method_not_allowed", text))
-                    return
-                # Anything else it cannot read (a request line or headers too long or
-                # malformed, an HTTP version it does not speak) is the API's 400.
-                reason = message or HTTPStatus(code).phrase
-                self._reply(
-                    400,
-                    JSON,
-                    error_body("invalid_request", f"the request cannot be read: {reason}"),
-                )
+                message = f"more than {self.door.server.max_connections} open connections"
+                raise Refused(503, "unavailable", message, {"retry-after": "1"})
+        except Refused as refused:
+            self._log_answer(
+                refused.status,
+                "%s %s refused: %s",
+                self.command,
+                urlsplit(self.path).path,
+                refused,
+            )
+            headers = {**JSON, **refused.headers}
+            self._reply(refused.status, headers, error_body(refused.code, refused.message))
+            return
+        event = to_event(self.command, self.path, dict(self.headers.items()), body)
+        if len(body) > MAX_EVENT_BYTES // 2 and len(json.dumps(event)) > MAX_EVENT_BYTES:
+            message = f"the request exceeds {MAX_EVENT_BYTES} bytes, Lambda's limit"
+            self._reply(413, JSON, error_body("payload_too_large", message))
+            return
+        started = time.monotonic()
+        try:
+            result = self.door._invoke(event)
+        except Busy as busy:  # as Lambda throttles past its concurrency
+            self.log_error("refused: %s", busy)
+            message = "every worker process is busy; try again shortly"
+            headers = {**JSON, "retry-after": "1"}
+            self._reply(503, headers, error_body("unavailable", message))
+            return
+        except Exception as err:  # a crashed or timed-out invocation: Lambda's 500
+            self.log_error("invocation failed: %r", err)
+            body = error_body("internal_error", "the invocation failed")
+            self._reply(500, JSON, body)
+            return
+        payload = result.get("body") or ""
+        raw = (
+            base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode("utf-8")
+        )
+        headers = dict(result.get("headers") or {})
+        status = int(result.get("statusCode", 200))
+        self._reply(status, headers, raw)
+        self._log_answer(
+            status,
+            "%s %s -> %s in %.0f ms",
+            self.command,
+            urlsplit(self.path).path,
+            result.get("statusCode"),
+            (time.monotonic() - started) * 1000,
+        )
 
-            def _log_answer(self, status: int, format: str, *args: Any) -> None:
-                """A request's line: always for a 5xx, otherwise only when requests are logged."""
-                if door.log_requests or status >= 500:
-                    self.log_message(format, *args)
+    def _body(self) -> bytes:
+        """The whole request body, by Content-Length or chunked; a Refused (and the
+        connection ends, drained) when it is too large or cannot be read."""
+        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+            return self._chunked()
+        declared = (self.headers.get("content-length") or "0").strip()
+        if not declared.isdigit():
+            self.close_connection = True  # where this request ends is unknown
+            raise Refused(400, "invalid_request", "Content-Length is not a number")
+        length = int(declared)
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True  # the body stays unread: nothing can follow
+            raise Refused(413, "payload_too_large", _too_large())
+        return self.rfile.read(length) if length else b""
 
-            def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-                pass  # _serve logs each request once, with its latency
+    def _chunked(self) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            line = self.rfile.readline(1024).split(b";", 1)[0].strip()
+            try:
+                chunk = int(line, 16)
+            except ValueError:
+                self.close_connection = True
+                raise Refused(400, "invalid_request", "a malformed chunked body") from None
+            if chunk == 0:
+                break
+            size += chunk
+            if size > MAX_BODY_BYTES:
+                self.close_connection = True
+                raise Refused(413, "payload_too_large", _too_large())
+            chunks.append(self.rfile.read(chunk))
+            self.rfile.readline(1024)  # the CRLF that ends the chunk
+        while self.rfile.readline(65537).strip():
+            pass  # trailer fields, up to the empty line that ends the message
+        return b"".join(chunks)
 
-            def log_message(self, format: str, *args: Any) -> None:
-                print(f"[front door] {format % args}", flush=True)
+    def _reply(self, status: int, headers: dict[str, str], raw: bytes) -> None:
+        self.send_response(status)
+        for key, value in headers.items():
+            if key.lower() not in ("content-length", "connection", "transfer-encoding"):
+                self.send_header(key, value)
+        if status != 204:
+            self.send_header("content-length", str(len(raw)))
+        if self.close_connection:
+            self.send_header("connection", "close")
+        self.end_headers()
+        if status != 204 and self.command != "HEAD":
+            self.wfile.write(raw)
 
-        return Handler
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (an unknown method, a malformed request line)
+        in the API's envelope instead of its HTML page."""
+        self.close_connection = True
+        # A request line it could not read leaves HTTP/0.9, whose answers have no
+        # status line or headers: answer in the version it speaks instead.
+        self.request_version = self.protocol_version
+        answered = 405 if code == HTTPStatus.NOT_IMPLEMENTED else 400  # as below
+        self._log_answer(answered, "%r refused: %s %s", self.requestline, code, message or "")
+        if code == HTTPStatus.NOT_IMPLEMENTED:  # what it answers a method without do_X
+            text = f"{self.command} is not allowed; use one of {', '.join(SERVED_METHODS)}"
+            headers = {**JSON, "allow": ", ".join(SERVED_METHODS)}
+            self._reply(405, headers, error_body("method_not_allowed", text))
+            return
+        # Anything else it cannot read (a request line or headers too long or
+        # malformed, an HTTP version it does not speak) is the API's 400.
+        reason = message or HTTPStatus(code).phrase
+        self._reply(
+            400,
+            JSON,
+            error_body("invalid_request", f"the request cannot be read: {reason}"),
+        )
+
+    def _log_answer(self, status: int, format: str, *args: Any) -> None:
+        """A request's line: always for a 5xx, otherwise only when requests are logged."""
+        if self.door.log_requests or status >= 500:
+            self.log_message(format, *args)
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass  # _serve logs each request once, with its latency
+
+    def log_message(self, format: str, *args: Any) -> None:
+        print(f"[front door] {format % args}", flush=True)
 
 
 def _too_large() -> str:

@@ -84,11 +84,39 @@ def class_bytes(host: str = HOST) -> bytes:
     pool = _ConstantPool()
     this_class = pool.cls(MAIN_CLASS)
     super_class = pool.cls("java/lang/Object")
+    code = _main_code(pool, host)
+    max_stack, max_locals = 2, 3  # two operands at most; args, proxy and field
+    code_attribute = (
+        struct.pack(">HHI", max_stack, max_locals, len(code))
+        + code
+        + struct.pack(">HH", 0, 0)  # no exception handlers, no attributes
+    )
+    main = (
+        struct.pack(
+            ">HHHH",
+            ACC_PUBLIC | ACC_STATIC,
+            pool.utf8("main"),
+            pool.utf8("([Ljava/lang/String;)V"),
+            1,  # one attribute: Code
+        )
+        + struct.pack(">HI", pool.utf8("Code"), len(code_attribute))
+        + code_attribute
+    )
+    head = struct.pack(">IHH", 0xCAFEBABE, 0, CLASS_FILE_VERSION)
+    body = struct.pack(">HHHHH", ACC_PUBLIC | ACC_SUPER, this_class, super_class, 0, 0)
+    methods = struct.pack(">H", 1) + main
+    return head + pool.to_bytes() + body + methods + struct.pack(">H", 0)
 
-    def op(opcode: int, index: int | None = None) -> bytes:
-        return bytes([opcode]) if index is None else struct.pack(">BH", opcode, index)
 
-    code = b"".join(
+def _op(opcode: int, index: int | None = None) -> bytes:
+    return bytes([opcode]) if index is None else struct.pack(">BH", opcode, index)
+
+
+def _main_code(pool: _ConstantPool, host: str) -> bytes:
+    """The bytecode of main(String[]), its constants added to `pool` in the order it uses
+    them."""
+    op = _op
+    return b"".join(
         [
             op(ALOAD_0),
             op(
@@ -139,27 +167,6 @@ def class_bytes(host: str = HOST) -> bytes:
             op(RETURN),
         ]
     )
-    max_stack, max_locals = 2, 3  # two operands at most; args, proxy and field
-    code_attribute = (
-        struct.pack(">HHI", max_stack, max_locals, len(code))
-        + code
-        + struct.pack(">HH", 0, 0)  # no exception handlers, no attributes
-    )
-    main = (
-        struct.pack(
-            ">HHHH",
-            ACC_PUBLIC | ACC_STATIC,
-            pool.utf8("main"),
-            pool.utf8("([Ljava/lang/String;)V"),
-            1,  # one attribute: Code
-        )
-        + struct.pack(">HI", pool.utf8("Code"), len(code_attribute))
-        + code_attribute
-    )
-    head = struct.pack(">IHH", 0xCAFEBABE, 0, CLASS_FILE_VERSION)
-    body = struct.pack(">HHHHH", ACC_PUBLIC | ACC_SUPER, this_class, super_class, 0, 0)
-    methods = struct.pack(">H", 1) + main
-    return head + pool.to_bytes() + body + methods + struct.pack(">H", 0)
 
 
 def write_launcher(directory: Path) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tenure import wiring
-from tenure.config import ENVIRONMENT, export, local_settings
+from tenure.config import ENVIRONMENT, LocalSettings, export, local_settings
 
 from tenure_cli.local import lambda_host
 from tenure_cli.local.claimhost import ClaimHost
@@ -78,6 +78,47 @@ class Stack:
     def start(self) -> dict[str, Any]:
         """Everything up, or an exception; stop() then ends whatever had started."""
         cfg = local_settings()
+        self._prepare(cfg)
+        door, worker_door, claim_door = self._open_doors()
+        print(
+            "starting moto's server, DynamoDB Local, the template's resources and the "
+            "front door (about 10 s)…",
+            flush=True,
+        )
+        door.lanes = (claim_lane(claim_door.workers),)
+        moto, endpoint, engine = self._start_engines(cfg)
+        claim_url = f"http://127.0.0.1:{claim_door.port}/"
+        resources, inbound_queue = self._provision(endpoint, moto, claim_url)
+        token_file = self._bootstrap()
+        door.start()
+        worker_door.start()
+        claim_door.start()
+        threading.Thread(target=self._sweep_loop, daemon=True).start()
+        threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()
+        threading.Thread(target=self._scheduler_loop, daemon=True).start()
+        threading.Thread(target=self._inbound_loop, args=inbound_queue, daemon=True).start()
+        info = {
+            "api": f"http://127.0.0.1:{door.port}/api/v1",
+            "worker_api": f"http://127.0.0.1:{worker_door.port}/api/v1",
+            "worker_claim_api": f"{claim_url}api/v1",
+            "dynamodb": {"engine": engine, "endpoint": endpoint},
+            "aws": {
+                "endpoint": moto.endpoint,
+                "region": REGION,
+                "resources": resources,
+                "services": " ".join(MOTO_SERVICES),
+            },
+            "data_dir": str(self.data_dir),
+            "admin_token_file": str(token_file) if token_file else None,
+            "sweep_interval_seconds": self.sweep_interval,
+            "pid": os.getpid(),
+        }
+        _write_atomically(self.data_dir / "stack.json", json.dumps(info, indent=2) + "\n")
+        return info
+
+    def _prepare(self, cfg: LocalSettings) -> None:
+        """The log level, the test faults, and a data dir of its owner's alone with no
+        stack.json left from an earlier run."""
         # Before any handler module is imported here or in a worker process: Powertools reads
         # the level when each module makes its logger. A level the caller set is kept.
         if "POWERTOOLS_LOG_LEVEL" not in os.environ:
@@ -93,6 +134,10 @@ class Stack:
         # A stack.json left by an earlier run names engines that are gone: it comes back only
         # once this start has succeeded.
         (self.data_dir / "stack.json").unlink(missing_ok=True)
+
+    def _open_doors(self) -> tuple[FrontDoor, FrontDoor, FrontDoor]:
+        """The three listeners, bound but not serving yet: the API's, the worker function's
+        URL and the claim function's URL."""
         # Bind the API's port first: the engines pick free ports, and one could otherwise take
         # the very port a restart asks for in the moment it is free.
         try:
@@ -122,12 +167,11 @@ class Stack:
             workers=ClaimHost(),
             log_requests=self.verbose,
         )
-        print(
-            "starting moto's server, DynamoDB Local, the template's resources and the "
-            "front door (about 10 s)…",
-            flush=True,
-        )
-        self.door.lanes = (claim_lane(self.claim_door.workers),)
+        return self.door, self.worker_door, self.claim_door
+
+    def _start_engines(self, cfg: LocalSettings) -> tuple[MotoServer, str, str]:
+        """moto's server and DynamoDB Local (or moto for DynamoDB too, when allowed): moto,
+        the DynamoDB endpoint and which engine serves it."""
         # Each engine is listed before it starts, so that stop() ends one that failed halfway.
         moto = MotoServer()
         self.engines.append(moto)
@@ -148,13 +192,19 @@ class Stack:
                 file=sys.stderr,
             )
             endpoint, engine = moto.endpoint, "moto"
+        return moto, endpoint, engine
+
+    def _provision(
+        self, endpoint: str, moto: MotoServer, claim_url: str
+    ) -> tuple[dict[str, Any], tuple[str, str]]:
+        """The template's resources made, the handlers' settings exported: the resources and
+        the inbound queue (its URL and ARN)."""
         export("TENURE_TABLE", TABLE)
         export("TENURE_SWEEP_INTERVAL_SECONDS", str(self.sweep_interval))
         export("TENURE_DYNAMODB_ENDPOINT", endpoint)
         # The handlers talk to the region the resources were made in, whatever the shell says.
         export("AWS_REGION", REGION)
         export("AWS_DEFAULT_REGION", REGION)
-        claim_url = f"http://127.0.0.1:{self.claim_door.port}/"
         provisioner = Provisioner(
             endpoint,
             moto.endpoint,
@@ -171,6 +221,11 @@ class Stack:
         export("TENURE_ATTACHMENTS_BUCKET", resources["attachments_bucket"])
         export("TENURE_LOG_GROUP", resources["log_group"])
         export("TENURE_AWS_ENDPOINT", moto.endpoint)
+        return resources, inbound_queue
+
+    def _bootstrap(self) -> Path | None:
+        """The admin token bootstrapped, the table migrated, the schedules re-made: the
+        admin token's file, if it has one."""
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
         wiring.build_service(store).setup.bootstrap_admin(admin_token)
@@ -182,31 +237,7 @@ class Stack:
             print(f"re-made the schedules of {remade} scheduled rules")
             # Occasions missed while the stack was stopped, within each rule's catch-up window.
             wiring.build_service(store).firings.catch_up()
-        self.door.start()
-        self.worker_door.start()
-        self.claim_door.start()
-        threading.Thread(target=self._sweep_loop, daemon=True).start()
-        threading.Thread(target=self._stream_loop, args=(endpoint,), daemon=True).start()
-        threading.Thread(target=self._scheduler_loop, daemon=True).start()
-        threading.Thread(target=self._inbound_loop, args=inbound_queue, daemon=True).start()
-        info = {
-            "api": f"http://127.0.0.1:{self.door.port}/api/v1",
-            "worker_api": f"http://127.0.0.1:{self.worker_door.port}/api/v1",
-            "worker_claim_api": f"{claim_url}api/v1",
-            "dynamodb": {"engine": engine, "endpoint": endpoint},
-            "aws": {
-                "endpoint": moto.endpoint,
-                "region": REGION,
-                "resources": resources,
-                "services": " ".join(MOTO_SERVICES),
-            },
-            "data_dir": str(self.data_dir),
-            "admin_token_file": str(token_file) if token_file else None,
-            "sweep_interval_seconds": self.sweep_interval,
-            "pid": os.getpid(),
-        }
-        _write_atomically(self.data_dir / "stack.json", json.dumps(info, indent=2) + "\n")
-        return info
+        return token_file
 
     @staticmethod
     def _migrate(store: Any) -> None:

@@ -1,0 +1,213 @@
+"""What `tenure worker run` keeps of each lease it holds and reads of each job's process: the
+held lease (persisted in the state directory), the runner's options, whether a job's process
+still runs, and how a failed job's error reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+# The shape of a Tenure token (`tnr_` + kind letter + secret): the SDK strips any it finds in
+# a job's last output before reporting it, so no token reaches the service's records.
+TOKEN_SHAPE = re.compile(r"tnr_[owl]_[A-Za-z0-9_.\-]{16,}")
+
+# How long a stopping worker waits for its jobs' last lines to be shipped.
+LOG_DRAIN_SECONDS = 10.0
+
+STDERR_TAIL_BYTES = 4000
+# A failed job's `error` names its exit status and its last stderr lines, bounded: the lease
+# shows why at a glance, and the report's metadata keeps the longer tail.
+ERROR_LINES = 3
+ERROR_CHARS = 500
+LOOP_SECONDS = 0.2
+# Where Linux tells of its processes (absent elsewhere: `ps` is asked instead).
+PROC = Path("/proc")
+# How a service of a release without `start` on claims refuses one (422 validation_failed).
+UNKNOWN_START = "start: is not a known field"
+
+
+def log(message: str, **fields: Any) -> None:
+    extra = " ".join(f"{k}={v}" for k, v in fields.items())
+    print(f"[tenure worker] {message} {extra}".rstrip(), file=sys.stderr, flush=True)
+
+
+@dataclass
+class Held:
+    """One lease this worker holds and the job running under it (persisted as JSON)."""
+
+    lease_id: str
+    fence: int
+    token: str  # the lease's own token: kept only in the 0600 state file, to re-attach
+    renew_seconds: float
+    lease_seconds: float
+    pid: int
+    exit_file: str
+    err_file: str
+    payload_file: str
+    marker_file: str
+    fence_file: str = ""
+    # When the job's process started (start_time), recorded with its pid at launch: the pid
+    # alone may name another process after a restart, once the job has ended ("": unknown,
+    # as in a state file of an older release, or where the system cannot tell).
+    started: str = ""
+    acked_at: float = 0.0  # wall clock of the last answered heartbeat (survives a restart)
+    keeps_logs: bool = False  # ship the job's output to the lease's logs
+    log_positions: dict[str, int] | None = None  # offsets of its output files shipped so far
+    # runtime only (see _RUNTIME): never written to the state file
+    last_ok: float = 0.0
+    revoke: str | None = None
+    paused: bool = False
+    stop_reason: str | None = None
+    kill_at: float | None = None
+    killed: bool = False
+    proc: subprocess.Popen[bytes] | None = None
+
+    def persisted(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _RUNTIME}
+
+    @property
+    def fence_at(self) -> float:
+        """When the job must be stopped if nothing is heard: two heartbeats before expiry."""
+        return self.last_ok + self.lease_seconds - 2 * self.renew_seconds
+
+
+_RUNTIME = {"last_ok", "revoke", "paused", "stop_reason", "kill_at", "killed", "proc"}
+
+
+@dataclass
+class WorkerOptions:
+    api: str  # where it claims, heartbeats and reports: the worker endpoint or the HTTP API
+    token: str
+    pool: str
+    command: list[str]
+    worker_id: str | None = None
+    state_dir: Path = Path(".tenure-worker")
+    concurrency: int = 1
+    once: bool = False
+    kill_grace: float = 10.0
+    # On a first SIGTERM/SIGINT: how long running jobs may go on to finish before they are
+    # stopped and their leases released (back to the queue, no attempt used).
+    drain_seconds: float = 30.0
+    worker_version: str = "tenure-worker/0.1"
+    lease_seconds: int | None = None
+    # The API a job is given as TENURE_API (to file tasks, block, call MCP: routes the worker
+    # endpoint does not serve); None: `api`. The job reports on `api` (TENURE_WORKER_API).
+    job_api: str | None = None
+
+
+def fence_grace(kill_grace: float, renew_seconds: float) -> float:
+    """SIGTERM → SIGKILL time for a fenced job: it must be gone before the lease can expire,
+    two heartbeats after the fence, whatever --kill-grace says."""
+    return min(kill_grace, max(0.5, renew_seconds))
+
+
+def alive(pid: int, started: str = "", proc: Path = PROC) -> bool:
+    """Whether the job's process runs: its pid is taken, not by a zombie (ended, not yet
+    reaped), and, where the job's start time was recorded, by a process that started then
+    (one that did not is another process the pid was given to after the job ended)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # taken by another user's process: the start time tells whether it is the job
+    if started and start_time(pid, proc) != started:
+        return False
+    try:
+        with open(proc / str(pid) / "stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def start_time(pid: int, proc: Path = PROC) -> str:
+    """When process `pid` started, as this system tells it ("" when there is no such process,
+    or no way to tell): with its pid it names one process. Linux: field 22 of
+    /proc/<pid>/stat (starttime, in clock ticks since boot); where there is no /proc (macOS,
+    the BSDs), `ps -o lstart=` (to the second)."""
+    if proc.is_dir():
+        try:
+            text = (proc / str(pid) / "stat").read_text()
+        except OSError:
+            return ""
+        # The command name (field 2) is in parentheses and may hold anything: count fields
+        # from the last ")", after which field 3 comes.
+        fields = text.rsplit(")", 1)[-1].split()
+        return f"stat:{fields[19]}" if len(fields) > 19 else ""
+    try:
+        out = subprocess.run(
+            ["ps", "-o", "lstart=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    stamp = " ".join(out.stdout.split())
+    return f"ps:{stamp}" if out.returncode == 0 and stamp else ""
+
+
+def is_job(held: Held) -> bool:
+    """Whether `held.pid` still names the job's process. A child this runner launched keeps
+    its pid until it is reaped; one re-attached from the state directory is the job only
+    while its start time is the one recorded at launch."""
+    if held.proc is not None:
+        return held.proc.returncode is None
+    return alive(held.pid, held.started)
+
+
+def stderr_tail(path: str) -> str:
+    try:
+        with open(path, "rb") as err:
+            err.seek(0, os.SEEK_END)
+            size = err.tell()
+            err.seek(max(0, size - STDERR_TAIL_BYTES))
+            return err.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def failure_error(status: int, tail: str) -> str:
+    """A failed job's `error`: its exit status and its last non-empty stderr lines (at most
+    ERROR_LINES, the newest kept whole where they fit in ERROR_CHARS), so the lease itself
+    says why; the longer tail stays in the report's metadata."""
+    error = f"exit status {status}"
+    lines = [line.strip() for line in tail.splitlines() if line.strip()][-ERROR_LINES:]
+    if not lines:
+        return error
+    room = ERROR_CHARS - len(error) - 2
+    kept: list[str] = []
+    for line in reversed(lines):
+        cost = len(line) + (3 if kept else 0)  # " | " between lines
+        if cost > room:
+            if not kept:  # the last line alone is too long: its end says most
+                kept.append("…" + line[-(room - 1) :])
+            break
+        kept.insert(0, line)
+        room -= cost
+    return f"{error}: {' | '.join(kept)}"
+
+
+def usage_file(held: Held) -> str:
+    return held.marker_file.removesuffix(".reported") + ".usage"
+
+
+def noted_usage(held: Held) -> dict[str, Any] | None:
+    """What the job noted with `tenure worker usage`, if anything."""
+    path = Path(usage_file(held))
+    if not path.exists():
+        return None
+    try:
+        found = json.loads(path.read_text())
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
