@@ -11,8 +11,8 @@ manual clock) under `sys.setprofile`. What counts:
   service function they call back into is.
 * the files: the distinct files of the service calls, listed in order of first entry.
 * a move: a service call in another file than the service call before it (in the order the
-  calls start; a.py calls b.py, which returns, then a.py calls a.py: two moves). A return to
-  a file already left: a move into a file that an earlier service call was in.
+  calls start; a.py calls b.py, which returns, then a.py calls a.py: two moves, the second a
+  return). A return to a file already left: a move into a file an earlier service call was in.
 * store reads and writes: the fake store's public methods entered from outside the fake
   (a method the fake calls on itself is part of that one call). A write is a method named in
   `WRITES` (every method of the fake that changes a row); any other method is a read.
@@ -36,6 +36,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import tenure
 from tenure import wiring
 from tenure.api import app as api
 from tenure.domain.model import Principal
@@ -43,8 +44,7 @@ from tenure_cli.local.frontdoor import to_event
 
 from tests.unit.support import WORKER, Rig, as_lease
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVICE = str(ROOT / "layers" / "core" / "tenure") + "/"
+SERVICE = str(Path(tenure.__file__).resolve().parent) + "/"  # layers/core/tenure/
 FAKES = frozenset(str(Path(__file__).with_name(n)) for n in ("fake_store.py", "fake_rules.py"))
 COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 RESUMABLE = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
@@ -52,17 +52,17 @@ RESUMABLE = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERA
 # The fake store's methods that change a row (every other public method only reads).
 WRITES = frozenset(
     {
-        "commit", "count_edge", "count_firing", "delete_address", "delete_attachments",
-        "delete_rule", "drop_event_wait", "drop_request", "finish_request", "free_wait_slot",
-        "keep_detail", "key_task", "list_space", "list_token", "mark_children",
-        "mark_keeps_detail", "mark_queue", "mark_reclaimed", "move_deadline",
-        "next_task_number", "note_firing", "point_claim", "put_address", "put_anchor",
-        "put_attachment", "put_event", "put_event_record", "put_event_wait", "put_kept_event",
-        "put_pool", "put_rule", "put_space", "put_sweeper_state", "put_token", "put_worker",
-        "put_workflow", "reindex", "renew", "replace_rule", "revoke_token", "save_schema",
-        "set_attachment_status", "set_scheduler_paused", "settle_graph", "take_request",
-        "take_wait_slot", "touch_token", "unindex_ended", "unmark_queue", "update_instance",
-        "update_pool", "update_space", "void_task",
+        "commit", "count_edge", "count_firing", "count_log_containers", "delete_address",
+        "delete_attachments", "delete_rule", "drop_event_wait", "drop_request",
+        "finish_request", "free_wait_slot", "keep_detail", "key_task", "list_space",
+        "list_token", "mark_children", "mark_keeps_detail", "mark_queue", "mark_reclaimed",
+        "move_deadline", "next_task_number", "note_firing", "point_claim", "put_address",
+        "put_anchor", "put_attachment", "put_event", "put_event_record", "put_event_wait",
+        "put_kept_event", "put_pool", "put_rule", "put_space", "put_sweeper_state",
+        "put_token", "put_worker", "put_workflow", "reindex", "renew", "replace_rule",
+        "revoke_token", "save_schema", "set_attachment_status", "set_scheduler_paused",
+        "settle_graph", "take_request", "take_wait_slot", "touch_token", "unindex_ended",
+        "unmark_queue", "update_instance", "update_pool", "update_space", "void_task",
     }
 )  # fmt: skip
 

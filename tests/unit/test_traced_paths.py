@@ -3,7 +3,10 @@ counts): a change that lengthens either path, or adds a read to it, fails here."
 
 from __future__ import annotations
 
-from tests.unit.paths import Trace, trace_claim, trace_complete, trace_fail_retrying
+import inspect
+
+from tests.unit.fake_store import FakeStore
+from tests.unit.paths import WRITES, Trace, trace_claim, trace_complete, trace_fail_retrying
 from tests.unit.support import Rig
 
 # Today's figures. When a change shortens a path (fewer files, fewer reads), move the
@@ -64,3 +67,14 @@ def test_the_stream_reactions_run_after_the_trace_and_are_not_counted() -> None:
     assert [lease.state.value for lease in ended] == ["completed", "completed"]
     for lease in ended:  # the held reactions were played: the graph counted each success
         assert rig.store.get_graph(lease.task_id or "").succeeded_lease == lease.id
+
+
+def test_every_method_the_fake_tallies_as_a_write_is_counted_as_one() -> None:
+    methods = dict(inspect.getmembers(FakeStore, inspect.isfunction))
+    assert methods.keys() >= WRITES, sorted(WRITES - methods.keys())  # no stale name
+    tallied = {
+        name
+        for name, method in methods.items()
+        if f'self.writes.append("{name}")' in inspect.getsource(method)
+    }
+    assert tallied and tallied <= WRITES, sorted(tallied - WRITES)
