@@ -185,7 +185,7 @@ def compose(
         Completion(
             prepare=(delegation.gate_created,),
             resolve=(usage.resolve,),
-            # Last: the retry marks the ended lease row as the stages before left it.
+            # Each stage takes and returns the Ending; the retry marks its `ended` lease.
             contribute=(classifier.with_classifier_output, usage.contribute, retries.on_failure),
             after=(delegation.scan_after,),
         ),

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
 from tenure.app.ports import DELEGATED_CEILING, TREE_CEILING, Ceiling, Change, GraphOp
-from tenure.app.tasks.filing import TaskLinks
+from tenure.app.tasks.filing import Placing, TaskLinks
 from tenure.app.tasks.keys import TaskKeys
 from tenure.domain.errors import (
     Conflict,
@@ -32,7 +32,7 @@ from tenure.domain.errors import (
     UnverifiedCreatedTasks,
     ValidationFailed,
 )
-from tenure.domain.model import Lease, Pool, Principal, Task, TaskGraph
+from tenure.domain.model import Lease, Principal, Task, TaskGraph
 from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, ReportKind
 from tenure.domain.task_keys import is_task_key
@@ -161,14 +161,8 @@ class Delegation:
             ),
         ]
 
-    def mark_creator(
-        self,
-        task: Task,
-        links: TaskLinks,
-        pool: Pool | None,
-        ops: list[GraphOp],
-        enqueue: bool,
-    ) -> tuple[Task, list[GraphOp], bool]:
+    def mark_creator(self, placing: Placing) -> Placing:
+        task, links, ops = placing.task, placing.links, placing.ops
         creator = links.creator_lease
         marked = replace(
             task,
@@ -177,11 +171,11 @@ class Delegation:
             delegation_root=links.delegation_root if creator else None,
         )
         if creator is not None:  # found again when the creator is stopped (stop_children)
-            ops = [*ops, GraphOp("edge", creator, name="delegated", other=task.id)]
+            ops = (*ops, GraphOp("edge", creator, name="delegated", other=task.id))
         if creator is not None and links.ttl_seconds is not None:
             due = ttl_minute(task.created_at + links.ttl_seconds * 1000)
-            ops = [*ops, GraphOp("edge", ttl_bucket(due), name="ttl", other=task.id)]
-        return marked, ops, enqueue
+            ops = (*ops, GraphOp("edge", ttl_bucket(due), name="ttl", other=task.id))
+        return replace(placing, task=marked, ops=ops)
 
     # ------------------------------------------------------------ ttl (the sweeper)
 

@@ -13,10 +13,11 @@ from jmespath.exceptions import JMESPathError
 from tenure.app.ports import Change, TaskWrite
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import Lease, Pool, PoolVersion
-from tenure.domain.states import EndReason, PoolKind, ReportKind
+from tenure.domain.states import EndReason, PoolKind
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.leases.ending import Ending
 
 # The two documents a classifier's output may render, each {name: expression}.
 OUTPUT_PARTS = ("checks", "properties")
@@ -144,25 +145,23 @@ class Classifier:
         self.kernel = kernel
         self.versions = versions
 
-    def with_classifier_output(
-        self, change: Change, lease: Lease, kind: ReportKind, report: dict[str, Any]
-    ) -> Change:
+    def with_classifier_output(self, ending: Ending) -> Ending:
         """Add to a successful completion's change the task's checks and properties, rendered
         from the reported details by the pinned version's output. Evaluating cannot fail (see
         `render`), and the task write only asks that the task still be on this run, which it
         is while the run's lease is held: the completion commits with it or not at all, and
         a lost race is judged again like any other (bounded, Kernel.settle)."""
-        ended = change.leases[0].new
+        lease, ended, report = ending.before, ending.ended, ending.report
         if ended.end_reason is not EndReason.COMPLETED or ended.outcome != "success":
-            return change
+            return ending
         if lease.task_id is None or self.kernel.pool(lease.pool).kind is not PoolKind.CLASSIFIER:
-            return change
+            return ending
         output = (self.versions.pinned(lease).classifier or {}).get("output")
         if not output:
-            return change
+            return ending
         task = self.kernel.store.get_task(lease.task_id)
         if task is None or task.job_id != lease.job_id:
-            return change
+            return ending
         done = render(output, report.get("details") or {})
         now = self.kernel.clock.now_ms()
         data: dict[str, Any] = {
@@ -182,4 +181,4 @@ class Classifier:
             event_data=data,
             updated_at=now,
         )
-        return replace(change, tasks=[*change.tasks, TaskWrite(new, expect_job_id=task.job_id)])
+        return ending.with_rows(Change(tasks=[TaskWrite(new, expect_job_id=task.job_id)]))

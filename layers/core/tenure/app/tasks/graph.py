@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 from tenure.app import usage
 from tenure.app.ports import Change, GraphOp, HoldOp, SchedulerState, TaskWrite
 from tenure.app.runs import RunStart
-from tenure.app.tasks.filing import TaskLinks, TaskView
+from tenure.app.tasks.filing import Placing, TaskView
 from tenure.app.tasks.keys import TaskKeys
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
-from tenure.domain.model import Lease, Pool, Principal, Task, TaskGraph, task_status
+from tenure.domain.model import Lease, Principal, Task, TaskGraph, task_status
 from tenure.domain.states import LeaseState, TaskStatus
 
 if TYPE_CHECKING:
@@ -144,17 +144,11 @@ class Graph:
 
     # ------------------------------------------------------------------- filing
 
-    def link(
-        self,
-        task: Task,
-        links: TaskLinks,
-        pool: Pool | None,
-        ops: list[GraphOp],
-        enqueue: bool,
-    ) -> tuple[Task, list[GraphOp], bool]:
+    def link(self, placing: Placing) -> Placing:
         """Filing's graph writes: the parent's child count and edge, each blocker's edge (met
         or not), and whether the task is ready to enqueue at once."""
-        ops = list(ops)
+        task, links, pool = placing.task, placing.links, placing.pool
+        ops = list(placing.ops)
         ancestors: tuple[str, ...] = ()
         parent_id = None
         if links.parent_id is not None:
@@ -200,7 +194,7 @@ class Graph:
                     "edge", blocker.id, name="dependent", other=task.id, at=now if met else None
                 )
             )
-        enqueue = enqueue and unmet == 0
+        enqueue = placing.enqueue and unmet == 0
         # Ready at once and opted in: this enqueue is the readiness's one auto-enqueue, marked
         # on the new task's graph row (one write of that row: a transaction names it once).
         mark = enqueue and pool is not None and links.auto_enqueue_on_ready
@@ -219,7 +213,7 @@ class Graph:
             auto_enqueue_on_ready=links.auto_enqueue_on_ready,
             pool=pool.name if pool else None,
         )
-        return task, ops, enqueue
+        return replace(placing, task=task, ops=tuple(ops), enqueue=enqueue)
 
     def blocker_success(self, blocker: Task) -> tuple[bool, list[GraphOp]]:
         """Whether `blocker` has succeeded, for a new edge to it, and the writes that keep the
