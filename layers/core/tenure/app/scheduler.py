@@ -26,6 +26,7 @@ from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
 from tenure.app.workers import reachable, unreachable_since
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, ValidationFailed
+from tenure.domain.events import TASK_STARVATION_ESCALATED
 from tenure.domain.model import DEFAULT_PRIORITY, Event, Lease, Pool, Principal, Space, Task
 from tenure.domain.states import LeaseState, SubjectKind
 
@@ -439,7 +440,7 @@ class Scheduler:
             return False
         flagged = _versioned(
             task,
-            "task.starvation_escalated",
+            TASK_STARVATION_ESCALATED,
             {
                 "lease_id": lease.id,
                 "pool": lease.pool,

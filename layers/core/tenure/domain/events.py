@@ -55,6 +55,9 @@ TASK_CLASSIFIED = "task.classified"
 TASK_ROLLUP_SETTLED = "task.rollup_settled"
 TASK_ROLLUP_COMPLETED = "task.rollup_completed"
 CLASSIFIER_OUTPUT_FAILED = "classifier.output_failed"
+TASK_RUN_LEASE_RECOVERY_EXHAUSTED = "task.run.lease_recovery_exhausted"
+TASK_COMPLETION_HALLUCINATION_BLOCKED = "task.completion.hallucination_blocked"
+TASK_COMPLETION_HALLUCINATION_SUSPECTED = "task.completion.hallucination_suspected"
 
 # What the bus carries beyond the timeline: a task's endings and a creator's wake.
 TASK_COMPLETED = "task.completed"

@@ -14,6 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tenure.domain.events import (
+    LEASE_CLAIMED,
+    LEASE_STARTED,
+    TASK_CANCELLED,
+    TASK_COMPLETED,
+    TASK_FAILED,
+    TASK_NEEDS_ATTENTION,
+)
 from tenure.domain.model import Event, Lease, Task, TaskGraph
 from tenure.domain.states import EndReason, LeaseState
 
@@ -99,10 +107,6 @@ NONE = "none"
 SETTINGS = (ENDINGS, ALL, NONE)
 
 # A task's endings, as their own events: the status the task reached.
-TASK_COMPLETED = "task.completed"
-TASK_FAILED = "task.failed"
-TASK_CANCELLED = "task.cancelled"
-TASK_NEEDS_ATTENTION = "task.needs_attention"
 TASK_ENDINGS = (TASK_COMPLETED, TASK_FAILED, TASK_CANCELLED, TASK_NEEDS_ATTENTION)
 
 # A lease ending that ends its task's run (no successor): the task's status, by the lease's.
@@ -139,7 +143,7 @@ def lease_publishes(setting: str, old: Lease | None, new: Lease, event: Event) -
     if setting == NONE:
         return False
     # A write may stand for two transitions; only the one that ended the lease is its end.
-    return ends_lease(old, new) and event.type != "lease.claimed" and event.type != "lease.started"
+    return ends_lease(old, new) and event.type != LEASE_CLAIMED and event.type != LEASE_STARTED
 
 
 # The key of the event data the end of a lease whose filing died before its task carries

@@ -32,6 +32,7 @@ from tenure.domain.errors import (
     Unavailable,
     ValidationFailed,
 )
+from tenure.domain.events import TASK_BLOCK_CLEARED, TASK_BLOCKED, TASK_ESCALATED, TASK_RUN_RELEASED
 from tenure.domain.model import Lease, Principal, Task
 from tenure.domain.states import HELD, ReportKind
 
@@ -252,15 +253,15 @@ class Blocks:
                 data.update(event=wait.name, key=wait.key)
             if actor.kind == "lease":
                 data["by_lease"] = actor.lease_id  # wake-creator skips its creator's own block
-            event = "task.blocked"
+            event = TASK_BLOCKED
             change = Change()
             if held is not None:
                 change = self._release_for_block(held, block["id"])
                 data["released_lease_id"] = held.id
-                event = "task.run_released"
+                event = TASK_RUN_RELEASED
             if escalate:
                 data["block_recurrence_limit"] = limit
-                event = "task.escalated"
+                event = TASK_ESCALATED
             new = replace(
                 task,
                 blocks=_kept({**(task.blocks or {}), block["id"]: block}),
@@ -342,7 +343,7 @@ class Blocks:
             if note:
                 closed["note"] = note
             try:
-                task = self.close(task, [closed], "task.block_cleared", actor.token_id, note)
+                task = self.close(task, [closed], TASK_BLOCK_CLEARED, actor.token_id, note)
             except Conflict:
                 self.kernel.counters["lost_writes"] += 1
                 task = self.kernel.task(task_id)

@@ -14,6 +14,7 @@ from tenure.app.tasks.filing import TaskView
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
+from tenure.domain.events import TASK_BLOCK_COUNTS_RESET, TASK_BLOCK_EXPIRED, TASK_RECOVERED
 from tenure.domain.model import Lease, Principal
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class Breaker:
             ]
             try:
                 task = self.blocks.close(
-                    task, closed, "task.recovered", actor.token_id, note, attention=False
+                    task, closed, TASK_RECOVERED, actor.token_id, note, attention=False
                 )
             except Conflict:
                 self.kernel.counters["lost_writes"] += 1
@@ -87,7 +88,7 @@ class Breaker:
                     self.kernel.store.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
                 continue
             try:
-                task = self.blocks.close(task, expired, "task.block_expired", "sweeper", None)
+                task = self.blocks.close(task, expired, TASK_BLOCK_EXPIRED, "sweeper", None)
             except Conflict:
                 continue  # changed meanwhile: next pass
             self.blocks.resume_if_ready(task)
@@ -110,7 +111,7 @@ class Breaker:
                 task,
                 block_counts=None,
                 version=task.version + 1,
-                event_type="task.block_counts_reset",
+                event_type=TASK_BLOCK_COUNTS_RESET,
                 event_data={"lease_id": new.id},
                 updated_at=self.kernel.clock.now_ms(),
             )

@@ -32,6 +32,10 @@ from tenure.domain.errors import (
     UnverifiedCreatedTasks,
     ValidationFailed,
 )
+from tenure.domain.events import (
+    TASK_COMPLETION_HALLUCINATION_BLOCKED,
+    TASK_COMPLETION_HALLUCINATION_SUSPECTED,
+)
 from tenure.domain.model import Lease, Principal, Task, TaskGraph
 from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, ReportKind
@@ -327,7 +331,7 @@ class Delegation:
         self.kernel.store.put_event(
             self.kernel.event(
                 lease,
-                "task.completion.hallucination_blocked",
+                TASK_COMPLETION_HALLUCINATION_BLOCKED,
                 {"task_ids": list(bad), "why": bad},
             )
         )
@@ -347,6 +351,6 @@ class Delegation:
         if missing:
             self.kernel.store.put_event(
                 self.kernel.event(
-                    lease, "task.completion.hallucination_suspected", {"task_ids": missing}
+                    lease, TASK_COMPLETION_HALLUCINATION_SUSPECTED, {"task_ids": missing}
                 )
             )

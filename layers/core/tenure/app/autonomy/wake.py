@@ -26,6 +26,14 @@ from typing import TYPE_CHECKING
 from tenure.app.autonomy import blocks
 from tenure.app.ports import EventPublisher
 from tenure.domain.errors import Conflict
+from tenure.domain.events import (
+    TASK_BLOCKED,
+    TASK_ESCALATED,
+    TASK_RUN_LEASE_RECOVERY_EXHAUSTED,
+    TASK_RUN_RELEASED,
+    TASK_STARVATION_ESCALATED,
+    TASK_WAKE_CREATOR,
+)
 from tenure.domain.model import Event, Lease, Task, TaskGraph
 from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, LeaseState
@@ -34,14 +42,13 @@ if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
 
 WAKE_SOURCE = "tenure"
-WAKE_DETAIL_TYPE = "task.wake_creator"
 # Task-row transitions that wake: the event each row names → the child's new status.
 _TASK_WAKES = {
-    "task.blocked": "blocked",
-    "task.run_released": "blocked",
-    "task.escalated": "needs_attention",
-    "task.starvation_escalated": "needs_attention",
-    "task.run.lease_recovery_exhausted": "needs_attention",
+    TASK_BLOCKED: "blocked",
+    TASK_RUN_RELEASED: "blocked",
+    TASK_ESCALATED: "needs_attention",
+    TASK_STARVATION_ESCALATED: "needs_attention",
+    TASK_RUN_LEASE_RECOVERY_EXHAUSTED: "needs_attention",
 }
 _TERMINAL = {
     LeaseState.COMPLETED: "completed",
@@ -108,7 +115,7 @@ class Wake:
         if new.event_type not in _TASK_WAKES or (old is not None and old.version == new.version):
             return
         already = old is not None and old.blocks and blocks.open_blocks(old, new.updated_at or 0)
-        if new.event_type == "task.blocked" and already:
+        if new.event_type == TASK_BLOCKED and already:
             return  # a second block on a task already blocked: no transition to tell
         data = new.event_data or {}
         by_lease = data.get("by_lease")
@@ -154,7 +161,7 @@ class Wake:
             id=f"wake.{transition}",
             subject_kind=creator.subject_kind,
             subject_id=creator.subject_id,
-            type=WAKE_DETAIL_TYPE,
+            type=TASK_WAKE_CREATOR,
             at=at or self.kernel.clock.now_ms(),
             lease_id=creator.id,
             fence=creator.fence,
@@ -168,7 +175,7 @@ class Wake:
             self.kernel.counters["wake_unpublished"] += 1
             return True
         try:
-            self.publisher.publish(WAKE_SOURCE, WAKE_DETAIL_TYPE, detail)
+            self.publisher.publish(WAKE_SOURCE, TASK_WAKE_CREATOR, detail)
         except Exception:  # the timeline has it; a second publish would break at-most-once
             self.kernel.counters["wake_publish_failed"] += 1
             raise

@@ -30,6 +30,7 @@ from tenure.app.autonomy.blocks import BLOCK_TRIES, EventWait, block_out
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, LeaseTokenMismatch, Unavailable, ValidationFailed
+from tenure.domain.events import TASK_EVENT_RECEIVED
 from tenure.domain.fencing import iso_ms
 from tenure.domain.model import Event, KeptEvent, Principal, Task
 
@@ -47,7 +48,6 @@ PAGES_PER_REQUEST = 4
 # any task; a hand-off looks this many pages ahead for a block to carry `more` on.
 HANDOFF_PAGES = 40
 EVENTS_IN_PAYLOAD = 20
-RECEIVED = "task.event_received"
 
 
 def check_signal(name: str, key: str) -> None:
@@ -59,7 +59,7 @@ def check_signal(name: str, key: str) -> None:
 def received(events: list[Event]) -> list[dict[str, Any]]:
     """A payload's `events`: the task's last EVENTS_IN_PAYLOAD received, oldest first, from
     the timeline the payload already read."""
-    got = [e.data.get("event") for e in events if e.type == RECEIVED]
+    got = [e.data.get("event") for e in events if e.type == TASK_EVENT_RECEIVED]
     return [dict(g) for g in got if isinstance(g, dict)][-EVENTS_IN_PAYLOAD:]
 
 
@@ -135,7 +135,9 @@ class EventWaits:
     def on_task(self, old: Task | None, new: Task) -> None:
         """The reactor's hand-on: a clear that carried `more` continues with the next pages
         (a replayed record finds those waits gone, or their blocks closed)."""
-        if new.event_type != RECEIVED or (old is not None and old.version == new.version):
+        if new.event_type != TASK_EVENT_RECEIVED or (
+            old is not None and old.version == new.version
+        ):
             return
         data = new.event_data or {}
         event = data.get("event")
@@ -205,7 +207,9 @@ class EventWaits:
             if more:
                 extra["more"] = True
             try:
-                task = self.blocks.close(task, [closed], RECEIVED, kept.by or "", None, extra)
+                task = self.blocks.close(
+                    task, [closed], TASK_EVENT_RECEIVED, kept.by or "", None, extra
+                )
             except Conflict:
                 self.kernel.counters["lost_writes"] += 1
                 continue

@@ -23,6 +23,7 @@ from tenure.domain.errors import (
     TenureError,
     ValidationFailed,
 )
+from tenure.domain.events import TASK_RETRIED
 from tenure.domain.model import Lease, Principal
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.transitions import Action, move
@@ -88,7 +89,7 @@ class Force:
             task,
             attention=False,
             version=task.version + 1,
-            event_type="task.retried",
+            event_type=TASK_RETRIED,
             event_data={"by": actor.token_id, "previous_lease_id": lease.id},
             updated_at=now,
         )

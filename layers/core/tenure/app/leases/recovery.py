@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from tenure.app.kernel import over
 from tenure.app.ports import Change, HoldOp, JobWrite, TaskWrite
 from tenure.domain.errors import Conflict
+from tenure.domain.events import TASK_RUN_LEASE_RECOVERY_EXHAUSTED
 from tenure.domain.model import Job, Lease, Pool
 from tenure.domain.states import EndReason, OnExpiry
 from tenure.domain.transitions import Action, must_move
@@ -69,7 +70,7 @@ class Recovery:
                 task,
                 attention=True,
                 version=task.version + 1,
-                event_type="task.run.lease_recovery_exhausted",
+                event_type=TASK_RUN_LEASE_RECOVERY_EXHAUSTED,
                 event_data={
                     "job_id": job.id,
                     "attempt": job.attempt,

@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING
 from tenure.app.leases.ending import Ending
 from tenure.app.ports import Change
 from tenure.app.runs import RunStart
+from tenure.domain.events import LEASE_RETRY_SCHEDULED
 from tenure.domain.retry import RetryPolicy, retries
 from tenure.domain.states import LeaseState, SubjectKind
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
     from tenure.app.runs import Runs
-
-RETRY_SCHEDULED = "lease.retry_scheduled"
 
 
 class Retries:
@@ -52,7 +51,7 @@ class Retries:
             recovery_count=job.recovery_count,
             retry_depth=lease.retry_depth,
             previous_lease_id=lease.id,
-            follows_as=RETRY_SCHEDULED,
+            follows_as=LEASE_RETRY_SCHEDULED,
             follows_data={"attempt": lease.attempt + 1, "not_before": not_before},
             priority=lease.claim_priority,
             # The run's own controls, where it named them (else the task's, as at filing).

@@ -12,6 +12,7 @@ from jmespath.exceptions import JMESPathError
 
 from tenure.app.ports import Change, TaskWrite
 from tenure.domain.errors import ValidationFailed
+from tenure.domain.events import CLASSIFIER_OUTPUT_FAILED, TASK_CLASSIFIED
 from tenure.domain.model import Lease, Pool, PoolVersion
 from tenure.domain.states import EndReason, PoolKind
 
@@ -21,10 +22,6 @@ if TYPE_CHECKING:
 
 # The two documents a classifier's output may render, each {name: expression}.
 OUTPUT_PARTS = ("checks", "properties")
-# The event a task's timeline records when an output expression fails (the lease completes).
-OUTPUT_FAILED = "classifier.output_failed"
-# The event a task's timeline records when a classifier's output was applied without fault.
-CLASSIFIED = "task.classified"
 
 
 def check_settings(
@@ -177,7 +174,7 @@ class Classifier:
             checks={**task.checks, **done.checks},
             properties={**task.properties, **done.properties},
             version=task.version + 1,
-            event_type=OUTPUT_FAILED if done.failed else CLASSIFIED,
+            event_type=CLASSIFIER_OUTPUT_FAILED if done.failed else TASK_CLASSIFIED,
             event_data=data,
             updated_at=now,
         )

@@ -19,6 +19,7 @@ from tenure.app.tasks.filing import Placing, TaskLinks, TaskView
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
+from tenure.domain.events import TASK_DECIDED
 from tenure.domain.model import Pool, Principal, Task
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ class Approval:
                 task,
                 approval=decided,
                 version=task.version + 1,
-                event_type=f"task.{state}",
+                event_type=TASK_DECIDED[state],
                 event_data={"by": actor.token_id, "actor_kind": actor.kind, "note": note},
                 updated_at=now,
             )

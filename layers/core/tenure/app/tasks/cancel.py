@@ -55,6 +55,7 @@ from tenure.app.tasks.graph import TERMINAL_TASK, cancelled_above, derive_status
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
+from tenure.domain.events import TASK_CANCELLED
 from tenure.domain.model import Lease, Principal, Task, TaskGraph
 from tenure.domain.states import LeaseState
 from tenure.domain.transitions import Action, move, must_move
@@ -170,7 +171,7 @@ class Cancellation:
             task,
             cancelled=marker,
             version=task.version + 1,
-            event_type="task.cancelled",
+            event_type=TASK_CANCELLED,
             event_data=data,
             updated_at=now,
         )

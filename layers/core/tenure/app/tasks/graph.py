@@ -32,6 +32,7 @@ from tenure.app.tasks.filing import Placing, TaskView
 from tenure.app.tasks.keys import TaskKeys
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
+from tenure.domain.events import TASK_PAUSED, TASK_RESUMED, TASK_ROLLUP_SETTLED, TASK_UPDATED
 from tenure.domain.model import Lease, Principal, Task, TaskGraph, task_status
 from tenure.domain.states import LeaseState, TaskStatus
 
@@ -407,7 +408,7 @@ class Graph:
             want = replace(
                 want,
                 version=task.version + 1,
-                event_type="task.updated",
+                event_type=TASK_UPDATED,
                 event_data=data,
                 updated_at=now,
             )
@@ -558,7 +559,7 @@ class Graph:
                 paused=paused,
                 paused_by=actor.token_id if paused else None,
                 version=task.version + 1,
-                event_type="task.paused" if paused else "task.resumed",
+                event_type=TASK_PAUSED if paused else TASK_RESUMED,
                 event_data={"by": actor.token_id, "actor_kind": actor.kind},
                 updated_at=now,
             )
@@ -655,7 +656,7 @@ class Graph:
                 task,
                 attention=False,
                 version=task.version + 1,
-                event_type="task.rollup_settled",
+                event_type=TASK_ROLLUP_SETTLED,
                 event_data={"was": "needs_attention"},
                 updated_at=now,
             )
