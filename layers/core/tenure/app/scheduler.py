@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
@@ -27,8 +27,9 @@ from tenure.app.workers import reachable, unreachable_since
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, ValidationFailed
 from tenure.domain.events import TASK_STARVATION_ESCALATED
-from tenure.domain.model import DEFAULT_PRIORITY, Event, Lease, Pool, Principal, Space, Task
+from tenure.domain.model import DEFAULT_PRIORITY, Event, Lease, Pool, Principal, Space
 from tenure.domain.states import LeaseState, SubjectKind
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -438,7 +439,7 @@ class Scheduler:
         task = self.kernel.store.get_task(lease.task_id or "")
         if task is None or task.attention:
             return False
-        flagged = _versioned(
+        flagged = next_version(
             task,
             TASK_STARVATION_ESCALATED,
             {
@@ -475,14 +476,3 @@ class Scheduler:
                 data=data,
             )
         )
-
-
-def _versioned(task: Task, event: str, data: dict[str, Any], now: int, **fields: Any) -> Task:
-    return replace(
-        task,
-        version=task.version + 1,
-        event_type=event,
-        event_data=data,
-        updated_at=now,
-        **fields,
-    )

@@ -35,6 +35,7 @@ from tenure.domain.errors import (
 from tenure.domain.events import TASK_BLOCK_CLEARED, TASK_BLOCKED, TASK_ESCALATED, TASK_RUN_RELEASED
 from tenure.domain.model import Lease, Principal, Task
 from tenure.domain.states import HELD, ReportKind
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -262,15 +263,14 @@ class Blocks:
             if escalate:
                 data["block_recurrence_limit"] = limit
                 event = TASK_ESCALATED
-            new = replace(
+            new = next_version(
                 task,
+                event,
+                data,
+                now,
                 blocks=_kept({**(task.blocks or {}), block["id"]: block}),
                 block_counts=counts,
                 attention=task.attention or escalate,
-                version=task.version + 1,
-                event_type=event,
-                event_data=data,
-                updated_at=now,
             )
             # One op on the scheduler row per transaction: an escalated task is held by the
             # attention set (recover closes its blocks), any other by the blocked set.
@@ -380,18 +380,17 @@ class Blocks:
     ) -> Task:
         now = self.kernel.clock.now_ms()
         blocks = {**(task.blocks or {}), **{b["id"]: b for b in closed}}
-        new = replace(
+        new = next_version(
             task,
-            blocks=_kept(blocks),
-            version=task.version + 1,
-            event_type=event,
-            event_data={
+            event,
+            {
                 "block_ids": [b["id"] for b in closed],
                 "by": by,
                 **({"note": note} if note else {}),
                 **(extra or {}),
             },
-            updated_at=now,
+            now,
+            blocks=_kept(blocks),
             **fields,
         )
         still = bool(open_blocks(new, now))

@@ -5,7 +5,6 @@ app/autonomy/blocks.py."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tenure.app.autonomy.blocks import BLOCK_TRIES, EXPIRY_PER_PASS, counting, open_blocks
@@ -16,6 +15,7 @@ from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
 from tenure.domain.events import TASK_BLOCK_COUNTS_RESET, TASK_BLOCK_EXPIRED, TASK_RECOVERED
 from tenure.domain.model import Lease, Principal
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.autonomy.blocks import Blocks
@@ -107,13 +107,12 @@ class Breaker:
             task = self.kernel.store.get_task(new.task_id)
             if task is None or not task.block_counts:
                 return
-            reset = replace(
+            reset = next_version(
                 task,
+                TASK_BLOCK_COUNTS_RESET,
+                {"lease_id": new.id},
+                self.kernel.clock.now_ms(),
                 block_counts=None,
-                version=task.version + 1,
-                event_type=TASK_BLOCK_COUNTS_RESET,
-                event_data={"lease_id": new.id},
-                updated_at=self.kernel.clock.now_ms(),
             )
             try:
                 self.kernel.commit(

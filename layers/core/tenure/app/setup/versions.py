@@ -4,7 +4,7 @@ properties through the version's JMESPath output document."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jmespath
@@ -15,6 +15,7 @@ from tenure.domain.errors import ValidationFailed
 from tenure.domain.events import CLASSIFIER_OUTPUT_FAILED, TASK_CLASSIFIED
 from tenure.domain.model import Lease, Pool, PoolVersion
 from tenure.domain.states import EndReason, PoolKind
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -169,13 +170,12 @@ class Classifier:
         }
         if done.failed:
             data["failed"] = done.failed
-        new = replace(
+        new = next_version(
             task,
+            CLASSIFIER_OUTPUT_FAILED if done.failed else TASK_CLASSIFIED,
+            data,
+            now,
             checks={**task.checks, **done.checks},
             properties={**task.properties, **done.properties},
-            version=task.version + 1,
-            event_type=CLASSIFIER_OUTPUT_FAILED if done.failed else TASK_CLASSIFIED,
-            event_data=data,
-            updated_at=now,
         )
         return ending.with_rows(Change(tasks=[TaskWrite(new, expect_job_id=task.job_id)]))

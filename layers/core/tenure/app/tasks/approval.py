@@ -21,6 +21,7 @@ from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
 from tenure.domain.events import TASK_DECIDED
 from tenure.domain.model import Pool, Principal, Task
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -118,13 +119,12 @@ class Approval:
             decided = {**task.approval, "state": state, "by": actor.token_id, "at": now}
             if note is not None:
                 decided["note"] = note
-            new = replace(
+            new = next_version(
                 task,
+                TASK_DECIDED[state],
+                {"by": actor.token_id, "actor_kind": actor.kind, "note": note},
+                now,
                 approval=decided,
-                version=task.version + 1,
-                event_type=TASK_DECIDED[state],
-                event_data={"by": actor.token_id, "actor_kind": actor.kind, "note": note},
-                updated_at=now,
             )
             write = TaskWrite(new, expect_job_id=task.job_id, expect_version=task.version)
             try:

@@ -58,6 +58,7 @@ from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, Valid
 from tenure.domain.events import TASK_CANCELLED
 from tenure.domain.model import Lease, Principal, Task, TaskGraph
 from tenure.domain.states import LeaseState
+from tenure.domain.tasks import next_version
 from tenure.domain.transitions import Action, move, must_move
 
 if TYPE_CHECKING:
@@ -167,14 +168,7 @@ class Cancellation:
         """The task row with its cancel (and `task.cancelled` on its timeline) and its open
         run moved as an operator's cancel moves it, each on what was read."""
         data = {k: v for k, v in marker.items() if k != "at"}
-        new = replace(
-            task,
-            cancelled=marker,
-            version=task.version + 1,
-            event_type=TASK_CANCELLED,
-            event_data=data,
-            updated_at=now,
-        )
+        new = next_version(task, TASK_CANCELLED, data, now, cancelled=marker)
         tasks = [TaskWrite(new, expect_job_id=task.job_id, expect_version=task.version)]
         leases = []
         if newest is not None and newest.state.active:

@@ -35,6 +35,7 @@ from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, Valid
 from tenure.domain.events import TASK_PAUSED, TASK_RESUMED, TASK_ROLLUP_SETTLED, TASK_UPDATED
 from tenure.domain.model import Lease, Principal, Task, TaskGraph, task_status
 from tenure.domain.states import LeaseState, TaskStatus
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -405,13 +406,7 @@ class Graph:
             }
             if wanted is not None:
                 data["depends_on"] = list(wanted)
-            want = replace(
-                want,
-                version=task.version + 1,
-                event_type=TASK_UPDATED,
-                event_data=data,
-                updated_at=now,
-            )
+            want = next_version(want, TASK_UPDATED, data, now)
             write = TaskWrite(want, expect_job_id=task.job_id, expect_version=task.version)
             try:
                 self.kernel.commit(Change(tasks=[write], graph=ops))
@@ -554,14 +549,13 @@ class Graph:
             if task.paused == paused:
                 return self.get_task(actor, task_id)  # already so: nothing to record
             now = self.kernel.clock.now_ms()
-            new = replace(
+            new = next_version(
                 task,
+                TASK_PAUSED if paused else TASK_RESUMED,
+                {"by": actor.token_id, "actor_kind": actor.kind},
+                now,
                 paused=paused,
                 paused_by=actor.token_id if paused else None,
-                version=task.version + 1,
-                event_type=TASK_PAUSED if paused else TASK_RESUMED,
-                event_data={"by": actor.token_id, "actor_kind": actor.kind},
-                updated_at=now,
             )
             # The task row and the scheduler row's set move together: claims read the set.
             change = Change(
@@ -652,13 +646,8 @@ class Graph:
             if task is None or not task.attention:
                 return
             now = self.kernel.clock.now_ms()
-            settled = replace(
-                task,
-                attention=False,
-                version=task.version + 1,
-                event_type=TASK_ROLLUP_SETTLED,
-                event_data={"was": "needs_attention"},
-                updated_at=now,
+            settled = next_version(
+                task, TASK_ROLLUP_SETTLED, {"was": "needs_attention"}, now, attention=False
             )
             write = TaskWrite(settled, expect_job_id=task.job_id, expect_version=task.version)
             try:
