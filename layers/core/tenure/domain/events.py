@@ -7,6 +7,12 @@ these constants only, so a new one is added here, where it is found with every o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from tenure.domain.model import Lease, Task, TaskGraph
+from tenure.domain.states import EndReason, LeaseState
+
 # A lease's transitions (domain/transitions.py names which move writes which).
 LEASE_CREATED = "lease.created"
 LEASE_CLAIMED = "lease.claimed"
@@ -82,3 +88,90 @@ TASK_DECIDED = {"approved": TASK_APPROVED, "rejected": TASK_REJECTED}
 ALL: frozenset[str] = frozenset(
     value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
 )
+
+
+# ---------------------------------------------------------------- what a record stands for
+#
+# A stream record is one row change; the domain events below are what it means for the
+# reactions (app/reactions.py), derived once per record by `derive`. A reaction is keyed by
+# the event's type, so the "did this lease just end, and how?" question is answered here
+# once, not by each reaction.
+
+
+@dataclass(frozen=True)
+class LeaseEnded:
+    """A lease reached a terminal state with this write (a replay of an ended row is not)."""
+
+    before: Lease | None
+    lease: Lease
+
+    @property
+    def outcome(self) -> str | None:
+        return self.lease.outcome
+
+    @property
+    def reason(self) -> EndReason | None:
+        return self.lease.end_reason
+
+
+@dataclass(frozen=True)
+class SuccessReported:
+    """A task's lease ended on a report of success, however it ended (a report of success
+    on a lease an operator was cancelling ends it cancelled, with that outcome kept)."""
+
+    lease: Lease
+
+
+@dataclass(frozen=True)
+class TaskSucceeded:
+    """A task's run completed with success: its task has succeeded, unless a parent still
+    waits for its children."""
+
+    lease: Lease
+
+
+@dataclass(frozen=True)
+class GraphMoved:
+    """A task's graph row changed (its counts, its success, a rollup, a stop's or a subtree
+    cancel's cursor)."""
+
+    before: TaskGraph | None
+    row: TaskGraph
+
+
+@dataclass(frozen=True)
+class TaskMoved:
+    """A task row's next version, naming its transition (`task.event_type`)."""
+
+    before: Task | None
+    task: Task
+
+
+DomainEvent = LeaseEnded | SuccessReported | TaskSucceeded | GraphMoved | TaskMoved
+
+
+def derive(entity: str, old: Any, new: Any) -> tuple[DomainEvent, ...]:
+    """The domain events one row change stands for (`entity`: "lease", "task" or "graph";
+    `old`: the row before, None when new), most specific first: a task's success, the
+    reported success, then the lease's end."""
+    if entity == "lease":
+        return _lease_events(old, new)
+    if entity == "graph":
+        return (GraphMoved(old, new),)
+    if entity == "task":
+        if new.event_type is None or (old is not None and old.version == new.version):
+            return ()  # no transition (a mark), or a replay of this version
+        return (TaskMoved(old, new),)
+    return ()
+
+
+def _lease_events(old: Lease | None, new: Lease) -> tuple[DomainEvent, ...]:
+    if not new.state.terminal or (old is not None and old.state.terminal):
+        return ()
+    found: list[DomainEvent] = []
+    if new.task_id is not None and new.outcome == "success":
+        if new.state is LeaseState.COMPLETED:
+            found.append(TaskSucceeded(new))
+        found.append(SuccessReported(new))
+    found.append(LeaseEnded(old, new))
+    return tuple(found)

@@ -180,15 +180,23 @@ def process(
     side = task_side_events(old, new) if entity == "task" else []
     for written in [*events, *side]:
         record_event(store, entity, new, written)
-    svc.reactions.react(entity, old, new)
-    return outbound_events(svc, entity, old, new, events, publishing)
+    context = svc.reactions.react(entity, old, new)
+    return outbound_events(svc, entity, old, new, events, publishing, context.told_by_lease)
 
 
 def outbound_events(
-    svc: Tenure, entity: str, old: Any, new: Any, events: list[Event], publishing: str
+    svc: Tenure,
+    entity: str,
+    old: Any,
+    new: Any,
+    events: list[Event],
+    publishing: str,
+    told_by_lease: bool = False,
 ) -> list[Outbound]:
     """The bus events of one row change under `publishing`: its timeline events (all of them,
-    or a lease's end only), then the task ending it is, if any (every setting but none)."""
+    or a lease's end only), then the task ending it is, if any (every setting but none).
+    `told_by_lease`: the record's reactions found this lease's success to be its task's
+    completion with no graph row change to tell it (app/reactions.py Context)."""
     if publishing == out.NONE:
         return []
     sent: list[Outbound] = []
@@ -202,7 +210,7 @@ def outbound_events(
         sent.append(outbound_of(entity, _as_of(entity, new, event), event))
     if entity == "lease" and events:
         kind = out.task_ending_of_lease(old, new)
-        if kind is None and svc.graph.told_by_lease(new):
+        if kind is None and told_by_lease:
             kind = TASK_COMPLETED  # a success no graph row change tells
         if kind is not None:
             sent.append(out.lease_task_ending(kind, events[-1], new))

@@ -14,13 +14,15 @@ from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
 from tenure.domain.events import TASK_BLOCK_COUNTS_RESET, TASK_BLOCK_EXPIRED, TASK_RECOVERED
-from tenure.domain.model import Lease, Principal
+from tenure.domain.model import Principal
 from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.autonomy.blocks import Blocks
     from tenure.app.kernel import Kernel
+    from tenure.app.reactions import Context
     from tenure.app.tasks.graph import Graph
+    from tenure.domain.events import SuccessReported
 
 
 class Breaker:
@@ -97,14 +99,18 @@ class Breaker:
 
     # ------------------------------------------------------------- reactions
 
-    def reset_breaker(self, old: Lease | None, new: Lease) -> None:
-        """A successful completion resets the task's block counts (the breaker's memory)."""
-        if new.task_id is None or new.outcome != "success" or not new.state.terminal:
-            return
-        if old is not None and old.state.terminal:
-            return
-        for _ in range(BLOCK_TRIES):
-            task = self.kernel.store.get_task(new.task_id)
+    def reset_breaker(self, event: SuccessReported, context: Context) -> None:
+        """A successful completion resets the task's block counts (the breaker's memory).
+        The first try reads the task as the record's context has it (once for all its
+        reactions); a try that lost a race reads it again."""
+        new = event.lease
+        if new.task_id is None:
+            return  # derive tells a reported success only of a task's lease
+        for attempt in range(BLOCK_TRIES):
+            if attempt == 0:
+                task = context.task(new.task_id)
+            else:
+                task = self.kernel.store.get_task(new.task_id)
             if task is None or not task.block_counts:
                 return
             reset = next_version(

@@ -36,7 +36,7 @@ from tenure.domain.events import (
     TASK_COMPLETION_HALLUCINATION_BLOCKED,
     TASK_COMPLETION_HALLUCINATION_SUSPECTED,
 )
-from tenure.domain.model import Lease, Principal, Task, TaskGraph
+from tenure.domain.model import Lease, Principal, Task
 from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, ReportKind
 from tenure.domain.task_keys import is_task_key
@@ -44,6 +44,8 @@ from tenure.domain.transitions import Action, must_move
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.reactions import Context
+    from tenure.domain.events import GraphMoved, LeaseEnded
 
 # At most this many ids a completion may name (the API model says the same).
 MAX_CREATED_TASK_IDS = 100
@@ -224,20 +226,22 @@ class Delegation:
 
     # ------------------------------------------------- the creator stopped
 
-    def stop_children(self, old: Lease | None, new: Lease) -> None:
+    def stop_children(self, event: LeaseEnded, context: Context) -> None:
         """A stream reaction: a lease that ends stopped or lost (_CREATOR_STOPS) stops the
         open runs of the tasks it delegated (`parent_stopped`), whose own leases, so ended,
         stop theirs in turn. Its children are read from its delegation edges a page at a time
         (_stop_page); a replay finds them ended."""
-        if new.end_reason not in _CREATOR_STOPS or (old is not None and old.state.terminal):
+        new = event.lease
+        if event.reason not in _CREATOR_STOPS:
             return
         if ends_orphan(new):
             return  # its filing died before its task: it never ran, so delegated nothing
         self._stop_page(new, None)
 
-    def continue_stop(self, old: TaskGraph | None, new: TaskGraph) -> None:
+    def continue_stop(self, event: GraphMoved, context: Context) -> None:
         """A stream reaction to a stopped lease's graph row: its `stop_after` moved on, so
         the next page of its children is stopped (the row is keyed by the lease id)."""
+        old, new = event.before, event.row
         after = new.stop_after
         if after is None or (old is not None and old.stop_after == after):
             return

@@ -32,11 +32,13 @@ from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, LeaseTokenMismatch, Unavailable, ValidationFailed
 from tenure.domain.events import TASK_EVENT_RECEIVED
 from tenure.domain.fencing import iso_ms
-from tenure.domain.model import Event, KeptEvent, Principal, Task
+from tenure.domain.model import Event, KeptEvent, Principal
 
 if TYPE_CHECKING:
     from tenure.app.autonomy.blocks import Blocks
     from tenure.app.kernel import Kernel
+    from tenure.app.reactions import Context
+    from tenure.domain.events import TaskMoved
 
 MAX_NAME_CHARS = 128
 MAX_DATA_BYTES = 65_536
@@ -132,12 +134,11 @@ class EventWaits:
         self.kernel.counters["events_sent"] += 1
         return self._clear_pages(kept, PAGES_PER_REQUEST)
 
-    def on_task(self, old: Task | None, new: Task) -> None:
+    def on_task(self, moved: TaskMoved, context: Context) -> None:
         """The reactor's hand-on: a clear that carried `more` continues with the next pages
         (a replayed record finds those waits gone, or their blocks closed)."""
-        if new.event_type != TASK_EVENT_RECEIVED or (
-            old is not None and old.version == new.version
-        ):
+        new = moved.task
+        if new.event_type != TASK_EVENT_RECEIVED:
             return
         data = new.event_data or {}
         event = data.get("event")

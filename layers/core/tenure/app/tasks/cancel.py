@@ -63,7 +63,9 @@ from tenure.domain.transitions import Action, move, must_move
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.reactions import Context
     from tenure.app.tasks.graph import Graph
+    from tenure.domain.events import GraphMoved
 
 # A reason is 1 to this many characters (the API model says the same).
 MAX_REASON = 500
@@ -249,10 +251,11 @@ class Cancellation:
                     break
                 after = page[-1]
 
-    def continue_walk(self, old: TaskGraph | None, new: TaskGraph) -> None:
+    def continue_walk(self, event: GraphMoved, context: Context) -> None:
         """A stream reaction: a graph row a subtree cancel reached, or whose cursor moved,
         gets its next page walked (judged on the row as it is now: a replay finds it
         walked, or reads on from where the cursor has got to)."""
+        old, new = event.before, event.row
         if new.cancel_reached_at is None or new.cancel_root is None:
             return
         if new.cancel_walked_at is not None:

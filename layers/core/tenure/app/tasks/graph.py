@@ -39,7 +39,9 @@ from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.reactions import Context
     from tenure.app.runs import Runs
+    from tenure.domain.events import GraphMoved, TaskSucceeded
 
 # How deep a tree may grow: every task carries its ancestors, and a read or a claim checks
 # them against the scheduler row in one pass.
@@ -141,8 +143,6 @@ class Graph:
         self.keys = keys
         self.reasons = reasons
         self.skips = skips
-        # The lease whose success after_lease last left to the lease (told_by_lease).
-        self._told: tuple[str, int] | None = None
 
     # ------------------------------------------------------------------- filing
 
@@ -583,24 +583,22 @@ class Graph:
 
     # ---------------------------------------------------- reactions (the stream)
 
-    def after_lease(self, old: Lease | None, new: Lease) -> None:
+    def after_lease(self, event: TaskSucceeded, context: Context) -> None:
         """A task's success, written to its graph row when something counts it there: a
         parent (the task has one: its lease carries its lineage), children or dependents
         (its graph row or a dependent edge exists: one consistent read, after the success
         committed, so an edge committed before it is seen, and a filing after it sees the
         lease). A task nothing is linked to keeps its success on its lease: no write."""
-        self._told = None
-        if new.task_id is None or new.state is not LeaseState.COMPLETED:
-            return
-        if new.outcome != "success" or (old is not None and old.state is LeaseState.COMPLETED):
-            return
+        new = event.lease
+        if new.task_id is None:
+            return  # derive tells a success only of a task's lease
         linked = (
             not self.kernel.successes_derived()
             or bool(new.lineage)
             or self.kernel.store.in_graph(new.task_id)
         )
         if not linked:
-            self._told = (new.id, new.version)
+            context.told_by_lease = True
             return
         # Only with no child outstanding (a parent stays open until its children succeed).
         # The lease is named in the same write: the task's inputs hand on its result, even
@@ -610,16 +608,11 @@ class Graph:
             return
         if self.kernel.store.get_graph(new.task_id).success_copied:
             # A filing that linked to the task meanwhile copied this success from the lease.
-            self._told = (new.id, new.version)
+            context.told_by_lease = True
 
-    def told_by_lease(self, lease: Lease) -> bool:
-        """Whether this lease's success, just reacted to, is its task's completion with no
-        graph row change to tell it (the task was not linked, or its success was copied):
-        its completion is then told from the lease."""
-        return self._told == (lease.id, lease.version)
-
-    def after_graph(self, old: TaskGraph | None, new: TaskGraph) -> None:
-        was = old or TaskGraph(new.task_id)
+    def after_graph(self, event: GraphMoved, context: Context) -> None:
+        new = event.row
+        was = event.before or TaskGraph(new.task_id)
         now = self.kernel.clock.now_ms()
         if new.succeeded_at is not None and was.succeeded_at is None:
             self._count_success(new.task_id, now)
