@@ -164,7 +164,7 @@ def task_ending_of_lease(old: Lease | None, new: Lease) -> str | None:
     A success is told by the task's graph row instead
     (`task_completed`): a parent with children outstanding has not completed yet; the success
     of a task nothing is linked to, which no graph row records, is told from its lease by the
-    reactor (tasks/graph.py `told_by_lease`)."""
+    reactor (the record's `Context.told_by_lease`, set by tasks/graph.py `after_lease`)."""
     if new.task_id is None or not ends_lease(old, new) or new.end_reason in _HANDED_ON:
         return None
     if (new.event_data or {}).get("retry_scheduled") or ends_orphan(new):
