@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from tenure.app.tasks.filing import TaskLinks
+from tenure.domain.events import TaskSucceeded
 from tenure.domain.model import KeptEvent, Task
 
 from tests.conformance.contract import ALPHA, SPACE, ContractRig, MakeRig, make_world
@@ -105,7 +106,7 @@ class FlowContract:
         assert r.store.get_graph(blocker.id).succeeded_lease == third
         older = r.store.get_lease(first)
         assert older is not None
-        r.svc.graph.after_lease(None, older)  # a replayed record of the first success
+        r.svc.graph.after_lease(TaskSucceeded(older), r.svc.reactions.context())  # a replay
         assert r.store.get_graph(blocker.id).succeeded_lease == third
 
     def test_event_wait_rows_keep_each_signal_apart_and_page_in_order(self, r: ContractRig) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.app.setup.versions import OUTPUT_FAILED, render
+from tenure.app.setup.versions import render
+from tenure.domain.events import CLASSIFIER_OUTPUT_FAILED
 from tenure.domain.model import Pool
 from tenure.domain.states import LeaseState, PoolKind
 
@@ -54,7 +55,7 @@ def test_a_failing_expression_is_recorded_and_the_lease_still_completes(rig: Rig
     assert done.state is LeaseState.COMPLETED
     task = rig.svc.graph.get_task(MEMBER, won.lease.task_id or "").task
     assert task.properties == {"s": 7} and task.checks == {}
-    failed = [e for e in rig.events(task.id) if e.type == OUTPUT_FAILED]
+    failed = [e for e in rig.events(task.id) if e.type == CLASSIFIER_OUTPUT_FAILED]
     assert len(failed) == 1
     assert failed[0].data["failed"][0]["field"] == "checks.long"
 

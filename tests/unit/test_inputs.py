@@ -8,6 +8,7 @@ from typing import Any
 
 from tenure.app.flow.inputs import MAX_INPUT_BYTES, MAX_INPUTS
 from tenure.app.tasks.filing import TaskLinks
+from tenure.domain.events import TaskSucceeded
 from tenure.domain.model import Task
 from tenure.domain.states import SubjectKind
 
@@ -161,7 +162,7 @@ def test_a_second_success_replaces_the_first_and_a_replay_of_the_first_does_not(
     assert second == ran.id and second > first
     older = rig.store.get_lease(first)
     assert older is not None
-    rig.svc.graph.after_lease(None, older)  # a replayed record of the first success
+    rig.svc.graph.after_lease(TaskSucceeded(older), rig.svc.reactions.context())  # a replay
     assert rig.store.get_graph(blocker.id).succeeded_lease == second
     dependent = _task(rig, "dependent", depends_on=(blocker.id,))
     assert [i["result"] for i in _payload_of(rig, dependent)["inputs"]] == [2]

@@ -18,6 +18,7 @@ from tenure.domain.errors import (
     LeaseTokenMismatch,
     ValidationFailed,
 )
+from tenure.domain.events import GraphMoved
 from tenure.domain.model import Principal
 from tenure.domain.states import LeaseState, ReportKind, Revoke
 
@@ -183,7 +184,9 @@ def test_a_request_reaches_a_bounded_number_and_the_stream_reaches_the_rest(
     assert rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None) is None
     rig.store.reactor = reactor
     for task_id in [top, *kids]:  # the stream delivers the rows the request marked
-        rig.svc.cancellation.continue_walk(None, rig.store.get_graph(task_id))
+        rig.svc.cancellation.continue_walk(
+            GraphMoved(None, rig.store.get_graph(task_id)), rig.svc.reactions.context()
+        )
     for task_id in [*kids, *grand]:
         task = rig.store.get_task(task_id)
         assert task is not None and task.cancelled is not None, task_id
@@ -243,7 +246,9 @@ def test_a_claim_that_read_the_gate_before_a_subtree_cancel_hands_nothing_out(
         assert lease.claimed_at is not None  # claimed, then withdrawn by its own claimer
     rig.store.reactor = reactor
     for task_id in [top, *kids]:  # the walk comes by later and finds them reached
-        rig.svc.cancellation.continue_walk(None, rig.store.get_graph(task_id))
+        rig.svc.cancellation.continue_walk(
+            GraphMoved(None, rig.store.get_graph(task_id)), rig.svc.reactions.context()
+        )
     for task_id in [*kids, *grand]:
         ends = [e.type for e in rig.events(task_id) if e.type in ("task.cancelled",)]
         assert ends == ["task.cancelled"], task_id

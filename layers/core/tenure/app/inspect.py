@@ -12,6 +12,7 @@ from tenure.app.tasks.filing import TaskView
 from tenure.app.workers import reachable
 from tenure.domain import authz
 from tenure.domain.errors import NotFound
+from tenure.domain.events import LEASE_STALE_REPORT
 from tenure.domain.fencing import DEADLINE_SLACK, iso_ms
 from tenure.domain.model import Event, Lease, Principal, Task
 from tenure.domain.states import REPORTABLE, LeaseState, SubjectKind, TaskStatus
@@ -304,7 +305,7 @@ def diagnostics(
                     lease.ended_at or now,
                 )
             )
-    stale = [e for e in events if e.type == "lease.stale_report"]
+    stale = [e for e in events if e.type == LEASE_STALE_REPORT]
     if stale:
         last = max(stale, key=lambda e: e.at)
         found.append(

@@ -34,6 +34,7 @@ from tenure.domain.errors import (
     Unavailable,
     ValidationFailed,
 )
+from tenure.domain.events import LEASE_CREATED, LEASE_STALE_REPORT
 from tenure.domain.model import (
     DEFAULT_PRIORITY,
     MIN_RETENTION_MS,
@@ -230,7 +231,7 @@ class Kernel:
             job = self.job_at(lease)
         now = self.clock.now_ms()
         successor = Lease(
-            event_type="lease.created",
+            event_type=LEASE_CREATED,
             tl=self.first_stamps(lease.subject_kind),
             event_data={"previous_lease_id": lease.id, "recovered": recovered},
             updated_at=now,
@@ -314,7 +315,7 @@ class Kernel:
     def record_stale(self, lease: Lease, what: str, fence: int) -> None:
         self.counters["stale_reports"] += 1
         self.store.put_event(
-            self.event(lease, "lease.stale_report", {"report": str(what), "fence": fence})
+            self.event(lease, LEASE_STALE_REPORT, {"report": str(what), "fence": fence})
         )
 
     def event(self, lease: Lease, type_: str, data: dict[str, Any]) -> Event:

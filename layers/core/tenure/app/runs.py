@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from tenure.app.ports import Change, GraphOp, HoldOp, JobWrite, LeaseWrite, TaskWrite
 from tenure.domain.errors import InvalidTransition, ValidationFailed
+from tenure.domain.events import LEASE_CREATED, LEASE_RETRIED
 from tenure.domain.model import (
     DEFAULT_PRIORITY,
     MAX_PRIORITY,
@@ -84,7 +85,7 @@ class RunStart:
     max_run_seconds: int | None = None
     # What the new lease's timeline entry is called when it follows a previous lease, and
     # what it adds to the entry's data.
-    follows_as: str = "lease.retried"
+    follows_as: str = LEASE_RETRIED
     follows_data: dict[str, object] = field(default_factory=dict)
 
 
@@ -131,7 +132,7 @@ class Runs:
             else task.expires_in_seconds
         )
         lease = Lease(
-            event_type="lease.created",
+            event_type=LEASE_CREATED,
             tl=self.kernel.first_stamps(SubjectKind.TASK),
             event_data={"pool": pool.name},
             updated_at=now,

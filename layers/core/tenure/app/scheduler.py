@@ -19,15 +19,17 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
 from tenure.app.workers import reachable, unreachable_since
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, ValidationFailed
-from tenure.domain.model import DEFAULT_PRIORITY, Event, Lease, Pool, Principal, Space, Task
+from tenure.domain.events import TASK_STARVATION_ESCALATED
+from tenure.domain.model import DEFAULT_PRIORITY, Event, Lease, Pool, Principal, Space
 from tenure.domain.states import LeaseState, SubjectKind
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -437,9 +439,9 @@ class Scheduler:
         task = self.kernel.store.get_task(lease.task_id or "")
         if task is None or task.attention:
             return False
-        flagged = _versioned(
+        flagged = next_version(
             task,
-            "task.starvation_escalated",
+            TASK_STARVATION_ESCALATED,
             {
                 "lease_id": lease.id,
                 "pool": lease.pool,
@@ -474,14 +476,3 @@ class Scheduler:
                 data=data,
             )
         )
-
-
-def _versioned(task: Task, event: str, data: dict[str, Any], now: int, **fields: Any) -> Task:
-    return replace(
-        task,
-        version=task.version + 1,
-        event_type=event,
-        event_data=data,
-        updated_at=now,
-        **fields,
-    )

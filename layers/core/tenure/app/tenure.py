@@ -45,7 +45,7 @@ from tenure.app.leases.retry import Retries
 from tenure.app.leases.timeouts import QueueTimeouts
 from tenure.app.leases.waits import Waits
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
-from tenure.app.reactions import Reactions
+from tenure.app.reactions import Reactions, on
 from tenure.app.rows import Store
 from tenure.app.rules.addresses import Addresses
 from tenure.app.rules.firings import Firings
@@ -68,6 +68,13 @@ from tenure.app.tasks.keys import TaskKeys
 from tenure.app.tasks.listing import TaskListing
 from tenure.app.usage import Usage
 from tenure.app.workers import Workers
+from tenure.domain.events import (
+    GraphMoved,
+    LeaseEnded,
+    SuccessReported,
+    TaskMoved,
+    TaskSucceeded,
+)
 
 
 @dataclass(frozen=True)
@@ -185,7 +192,7 @@ def compose(
         Completion(
             prepare=(delegation.gate_created,),
             resolve=(usage.resolve,),
-            # Last: the retry marks the ended lease row as the stages before left it.
+            # Each stage takes and returns the Ending; the retry marks its `ended` lease.
             contribute=(classifier.with_classifier_output, usage.contribute, retries.on_failure),
             after=(delegation.scan_after,),
         ),
@@ -249,21 +256,20 @@ def compose(
         scopes=Scopes(kernel),
         task_keys=task_keys,
         timeouts=QueueTimeouts(kernel, orphans),
-        reactions=Reactions(
-            {
-                "lease": (
-                    graph.after_lease,
-                    breaker.reset_breaker,
-                    wake.on_lease,
-                    delegation.stop_children,
-                ),
-                "graph": (
-                    graph.after_graph,
-                    wake.on_graph,
-                    delegation.continue_stop,
-                    cancellation.continue_walk,
-                ),
-                "task": (wake.on_task, event_waits.on_task),
-            }
+        # A lease's end is derived as its task's success, then the reported success, then
+        # the end itself (domain/events.py derive), so its reactions run in this order.
+        reactions=Reactions.of(
+            store,
+            on(TaskSucceeded, graph.after_lease),
+            on(SuccessReported, breaker.reset_breaker),
+            on(LeaseEnded, wake.on_lease, delegation.stop_children),
+            on(
+                GraphMoved,
+                graph.after_graph,
+                wake.on_graph,
+                delegation.continue_stop,
+                cancellation.continue_walk,
+            ),
+            on(TaskMoved, wake.on_task, event_waits.on_task),
         ),
     )

@@ -13,7 +13,7 @@ millionths of the currency unit, so the sum is exact whatever the order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, GraphOp
@@ -23,6 +23,7 @@ from tenure.domain.states import ReportKind
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.leases.ending import Ending
 
 # The final reports that may say what the work used: a failed run spent tokens too.
 USAGE_REPORTS = frozenset({ReportKind.COMPLETE, ReportKind.FAIL})
@@ -205,16 +206,14 @@ class Usage:
             raise ValidationFailed("usage: an object")
         return {**report, "usage": resolve(reported, self.kernel.pool(lease.pool).rates)}
 
-    def contribute(
-        self, change: Change, lease: Lease, kind: ReportKind, report: dict[str, Any]
-    ) -> Change:
-        resolved = report.get("usage") if kind in USAGE_REPORTS else None
-        if resolved is None or lease.task_id is None:
-            return change
-        op = GraphOp(
-            "usage", lease.task_id, name=cost_key(resolved["cost"]), counts=counts_of(resolved)
-        )
-        return replace(change, graph=[*change.graph, op])
+    def contribute(self, ending: Ending) -> Ending:
+        """A Completion `contribute` stage: the report's usage added to its task's totals."""
+        task_id = ending.before.task_id
+        resolved = ending.report.get("usage") if ending.kind in USAGE_REPORTS else None
+        if resolved is None or task_id is None:
+            return ending
+        op = GraphOp("usage", task_id, name=cost_key(resolved["cost"]), counts=counts_of(resolved))
+        return ending.with_rows(Change(graph=[op]))
 
 
 def lease_usage(lease: Lease) -> dict[str, Any] | None:

@@ -14,6 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tenure.domain.events import (
+    LEASE_CLAIMED,
+    LEASE_STARTED,
+    TASK_CANCELLED,
+    TASK_COMPLETED,
+    TASK_FAILED,
+    TASK_NEEDS_ATTENTION,
+)
 from tenure.domain.model import Event, Lease, Task, TaskGraph
 from tenure.domain.states import EndReason, LeaseState
 
@@ -99,10 +107,6 @@ NONE = "none"
 SETTINGS = (ENDINGS, ALL, NONE)
 
 # A task's endings, as their own events: the status the task reached.
-TASK_COMPLETED = "task.completed"
-TASK_FAILED = "task.failed"
-TASK_CANCELLED = "task.cancelled"
-TASK_NEEDS_ATTENTION = "task.needs_attention"
 TASK_ENDINGS = (TASK_COMPLETED, TASK_FAILED, TASK_CANCELLED, TASK_NEEDS_ATTENTION)
 
 # A lease ending that ends its task's run (no successor): the task's status, by the lease's.
@@ -139,7 +143,7 @@ def lease_publishes(setting: str, old: Lease | None, new: Lease, event: Event) -
     if setting == NONE:
         return False
     # A write may stand for two transitions; only the one that ended the lease is its end.
-    return ends_lease(old, new) and event.type != "lease.claimed" and event.type != "lease.started"
+    return ends_lease(old, new) and event.type != LEASE_CLAIMED and event.type != LEASE_STARTED
 
 
 # The key of the event data the end of a lease whose filing died before its task carries
@@ -160,7 +164,7 @@ def task_ending_of_lease(old: Lease | None, new: Lease) -> str | None:
     A success is told by the task's graph row instead
     (`task_completed`): a parent with children outstanding has not completed yet; the success
     of a task nothing is linked to, which no graph row records, is told from its lease by the
-    reactor (tasks/graph.py `told_by_lease`)."""
+    reactor (the record's `Context.told_by_lease`, set by tasks/graph.py `after_lease`)."""
     if new.task_id is None or not ends_lease(old, new) or new.end_reason in _HANDED_ON:
         return None
     if (new.event_data or {}).get("retry_scheduled") or ends_orphan(new):

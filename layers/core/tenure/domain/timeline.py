@@ -5,6 +5,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from tenure.domain.events import (
+    LEASE_CLAIMED,
+    LEASE_COMPLETED,
+    LEASE_CREATED,
+    LEASE_RECLAIMED,
+    LEASE_STARTED,
+    TASK_ESCALATED,
+    TASK_ROLLUP_COMPLETED,
+    TASK_RUN_RELEASED,
+)
 from tenure.domain.model import Event, Lease, Task, TaskGraph
 from tenure.domain.states import SubjectKind
 
@@ -15,7 +25,7 @@ from tenure.domain.states import SubjectKind
 # would have written (same id, time, data); anything else stays a row of its own. A task's
 # leases follow one another (one run at a time, one lease of a run at a time), which is what
 # lets a timeline page find every lease whose stamps fall inside it (store/reads.py).
-STAMPED = {"lease.claimed": "c", "lease.started": "s", "lease.completed": "e"}
+STAMPED = {LEASE_CLAIMED: "c", LEASE_STARTED: "s", LEASE_COMPLETED: "e"}
 # A task's first lease, made with the task, is a stamp from its first write (`tl["n"]`, its
 # version): its `lease.created` says only which pool it was filed in, which the row keeps, and
 # its id is derived from the task's (first_lease_id), so a timeline read finds it without an
@@ -81,7 +91,7 @@ def task_side_events(old: Task | None, new: Task) -> list[Event]:
     that released the caller's run and escalated in one write is both transitions, so the
     release is an event of its own (its id derived from the same row version, so a replayed
     record writes it once)."""
-    if new.event_type != "task.escalated" or (old is not None and old.version == new.version):
+    if new.event_type != TASK_ESCALATED or (old is not None and old.version == new.version):
         return []
     data = dict(new.event_data or {})
     if "released_lease_id" not in data:
@@ -92,7 +102,7 @@ def task_side_events(old: Task | None, new: Task) -> list[Event]:
             id=f"{new.id}.v{new.version:06d}.released",
             subject_kind=SubjectKind.TASK,
             subject_id=new.id,
-            type="task.run_released",
+            type=TASK_RUN_RELEASED,
             at=new.updated_at or new.created_at,
             data=data,
         )
@@ -107,7 +117,7 @@ def graph_event(old: TaskGraph | None, new: TaskGraph) -> Event | None:
         id=f"{new.task_id}.rollup",
         subject_kind=SubjectKind.TASK,
         subject_id=new.task_id,
-        type="task.rollup_completed",
+        type=TASK_ROLLUP_COMPLETED,
         at=new.rollup_at,
         data={"children": new.children_total},
     )
@@ -180,14 +190,14 @@ def _stamped(lease: Lease) -> list[tuple[int, Event]]:
         )
 
     if lease.task_id is not None and lease.id == first_lease_id(lease.task_id):
-        told(CREATED_STAMP, "lease.created", lease.created_at, {"pool": lease.pool})
+        told(CREATED_STAMP, LEASE_CREATED, lease.created_at, {"pool": lease.pool})
     told(
         "c",
-        "lease.claimed",
+        LEASE_CLAIMED,
         lease.claimed_at,
         {"worker_id": lease.worker_id, "worker_version": lease.worker_version},
     )
-    told("s", "lease.started", lease.started_at, {"by": marks.get("b")})
+    told("s", LEASE_STARTED, lease.started_at, {"by": marks.get("b")})
     ended: dict[str, Any] = {"report": lease.report_kind.value if lease.report_kind else None}
     ended.update(
         {
@@ -197,7 +207,7 @@ def _stamped(lease: Lease) -> list[tuple[int, Event]]:
             **(lease.report or {}),
         }
     )
-    told("e", "lease.completed", lease.ended_at, ended)
+    told("e", LEASE_COMPLETED, lease.ended_at, ended)
     return found
 
 
@@ -208,7 +218,7 @@ def derived_reclaim(lease: Lease, at: int | None) -> Event | None:
     been (the next version of the row, the ending's data). None for any other lease."""
     if at is None or lease.reclaimed_at is not None or lease.keeps_detail:
         return None
-    ended = lease_event(None, replace(lease, event_type="lease.reclaimed", event_data={}))
+    ended = lease_event(None, replace(lease, event_type=LEASE_RECLAIMED, event_data={}))
     if ended is None:
         return None
     return replace(ended, id=f"{lease.id}.v{lease.version + 1:06d}", at=at)

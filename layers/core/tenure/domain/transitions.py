@@ -6,6 +6,26 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tenure.domain.errors import InvalidTransition
+from tenure.domain.events import (
+    LEASE_CANCELLED,
+    LEASE_CANCELLING,
+    LEASE_CLAIMED,
+    LEASE_COMPLETED,
+    LEASE_FAILED,
+    LEASE_FORCE_FAILED,
+    LEASE_FORCE_RELEASED,
+    LEASE_KILLED,
+    LEASE_KILLING,
+    LEASE_LOST,
+    LEASE_PARENT_STOPPED,
+    LEASE_PAUSED,
+    LEASE_QUEUE_TIMED_OUT,
+    LEASE_RELEASED,
+    LEASE_RESUMED,
+    LEASE_STARTED,
+    LEASE_TIMING_OUT,
+    LEASE_TTL_EXPIRED,
+)
 from tenure.domain.states import EndReason, LeaseState, Revoke
 
 
@@ -72,18 +92,16 @@ class Move:
 # Marks a (stage, action) pair that changes nothing and answers the lease as it is.
 NOOP = None
 
-_STARTED = Move(LeaseState.RUNNING, "lease.started")
-_COMPLETED = Move(LeaseState.COMPLETED, "lease.completed", end_reason=EndReason.COMPLETED)
-_FAILED = Move(LeaseState.FAILED, "lease.failed", end_reason=EndReason.FAILED)
-_RELEASED = Move(
-    LeaseState.CANCELLED, "lease.released", end_reason=EndReason.RELEASED, requeue=True
-)
-_EXPIRED = Move(LeaseState.LOST, "lease.lost", end_reason=EndReason.EXPIRED, requeue=True)
-_WORKER_LOST = Move(LeaseState.LOST, "lease.lost", end_reason=EndReason.WORKER_LOST)
-_CANCELLED = Move(LeaseState.CANCELLED, "lease.cancelled", end_reason=EndReason.CANCELLED)
-_KILLED = Move(LeaseState.KILLED, "lease.killed", end_reason=EndReason.KILLED)
-_TO_CANCELLING = Move(LeaseState.CANCELLING, "lease.cancelling", revoke=Revoke.CANCEL)
-_TO_KILLING = Move(LeaseState.CANCELLING, "lease.killing", revoke=Revoke.KILL)
+_STARTED = Move(LeaseState.RUNNING, LEASE_STARTED)
+_COMPLETED = Move(LeaseState.COMPLETED, LEASE_COMPLETED, end_reason=EndReason.COMPLETED)
+_FAILED = Move(LeaseState.FAILED, LEASE_FAILED, end_reason=EndReason.FAILED)
+_RELEASED = Move(LeaseState.CANCELLED, LEASE_RELEASED, end_reason=EndReason.RELEASED, requeue=True)
+_EXPIRED = Move(LeaseState.LOST, LEASE_LOST, end_reason=EndReason.EXPIRED, requeue=True)
+_WORKER_LOST = Move(LeaseState.LOST, LEASE_LOST, end_reason=EndReason.WORKER_LOST)
+_CANCELLED = Move(LeaseState.CANCELLED, LEASE_CANCELLED, end_reason=EndReason.CANCELLED)
+_KILLED = Move(LeaseState.KILLED, LEASE_KILLED, end_reason=EndReason.KILLED)
+_TO_CANCELLING = Move(LeaseState.CANCELLING, LEASE_CANCELLING, revoke=Revoke.CANCEL)
+_TO_KILLING = Move(LeaseState.CANCELLING, LEASE_KILLING, revoke=Revoke.KILL)
 
 # Every report that ends a held lease, and the sweeper's verdict on a silent one.
 _ENDINGS_HELD = {
@@ -110,10 +128,10 @@ _REPORTS = (
 # (stage, action) -> Move, or NOOP; a pair that is absent is a forbidden transition.
 TABLE: dict[tuple[Stage, Action], Move | None] = {
     # Not yet held: a claim takes it; cancel and kill end it at once (nobody holds it).
-    (Stage.PENDING, Action.CLAIM): Move(LeaseState.DISPATCHED, "lease.claimed"),
+    (Stage.PENDING, Action.CLAIM): Move(LeaseState.DISPATCHED, LEASE_CLAIMED),
     (Stage.PENDING, Action.CANCEL): _CANCELLED,
     (Stage.PENDING, Action.KILL): _CANCELLED,
-    (Stage.DISPATCHING, Action.CLAIM): Move(LeaseState.DISPATCHED, "lease.claimed"),
+    (Stage.DISPATCHING, Action.CLAIM): Move(LeaseState.DISPATCHED, LEASE_CLAIMED),
     (Stage.DISPATCHING, Action.CANCEL): _CANCELLED,
     (Stage.DISPATCHING, Action.KILL): _CANCELLED,
     # Held: the first heartbeat or an explicit start makes it running.
@@ -122,13 +140,13 @@ TABLE: dict[tuple[Stage, Action], Move | None] = {
     **{(Stage.DISPATCHED, a): m for a, m in _ENDINGS_HELD.items()},
     (Stage.RUNNING, Action.START): NOOP,
     (Stage.RUNNING, Action.HEARTBEAT): NOOP,
-    (Stage.RUNNING, Action.PAUSE): Move(LeaseState.PAUSED, "lease.paused", revoke=Revoke.PAUSE),
+    (Stage.RUNNING, Action.PAUSE): Move(LeaseState.PAUSED, LEASE_PAUSED, revoke=Revoke.PAUSE),
     (Stage.RUNNING, Action.RESUME): NOOP,
     **{(Stage.RUNNING, a): m for a, m in _ENDINGS_HELD.items()},
     (Stage.PAUSED, Action.START): NOOP,
     (Stage.PAUSED, Action.HEARTBEAT): NOOP,
     (Stage.PAUSED, Action.PAUSE): NOOP,
-    (Stage.PAUSED, Action.RESUME): Move(LeaseState.RUNNING, "lease.resumed"),
+    (Stage.PAUSED, Action.RESUME): Move(LeaseState.RUNNING, LEASE_RESUMED),
     **{(Stage.PAUSED, a): m for a, m in _ENDINGS_HELD.items()},
     # Asked to stop: the worker still heartbeats (and hears the revoke) until it reports.
     **{
@@ -161,9 +179,9 @@ TABLE: dict[tuple[Stage, Action], Move | None] = {
 # holder's own release (the job is requeued under fence + 1, no attempt used); a lease already
 # asked to stop is not handed on. Force fail ends any open lease as failed.
 _FORCE_RELEASED = Move(
-    LeaseState.CANCELLED, "lease.force_released", end_reason=EndReason.RELEASED, requeue=True
+    LeaseState.CANCELLED, LEASE_FORCE_RELEASED, end_reason=EndReason.RELEASED, requeue=True
 )
-_FORCE_FAILED = Move(LeaseState.FAILED, "lease.force_failed", end_reason=EndReason.FAILED)
+_FORCE_FAILED = Move(LeaseState.FAILED, LEASE_FORCE_FAILED, end_reason=EndReason.FAILED)
 TABLE.update(
     {
         **{
@@ -196,9 +214,9 @@ _OPEN = (
     Stage.CANCELLING,
     Stage.KILLING,
 )
-_TTL_EXPIRED = Move(LeaseState.CANCELLED, "lease.ttl_expired", end_reason=EndReason.TTL_EXPIRED)
+_TTL_EXPIRED = Move(LeaseState.CANCELLED, LEASE_TTL_EXPIRED, end_reason=EndReason.TTL_EXPIRED)
 _PARENT_STOPPED = Move(
-    LeaseState.CANCELLED, "lease.parent_stopped", end_reason=EndReason.PARENT_STOPPED
+    LeaseState.CANCELLED, LEASE_PARENT_STOPPED, end_reason=EndReason.PARENT_STOPPED
 )
 TABLE.update(
     {
@@ -210,14 +228,14 @@ TABLE.update(
 # A pending lease nobody claimed before its queue expiry ends cancelled, no successor: whoever
 # filed it said it is worth nothing later. Only a queued lease times out this way.
 _QUEUE_TIMED_OUT = Move(
-    LeaseState.CANCELLED, "lease.queue_timed_out", end_reason=EndReason.QUEUE_TIMEOUT
+    LeaseState.CANCELLED, LEASE_QUEUE_TIMED_OUT, end_reason=EndReason.QUEUE_TIMEOUT
 )
 TABLE.update({(stage, Action.QUEUE_TIMEOUT): _QUEUE_TIMED_OUT for stage in _OPEN[:2]})
 
 # A held lease past its run timeout is asked to stop the way a kill asks (its holder hears
 # revoke "kill"); it ends killed, with end_reason timed_out (Kernel.apply), when its worker
 # reports or its toleration passes. One asked to kill already is left as it is.
-_TIMING_OUT = Move(LeaseState.CANCELLING, "lease.timing_out", revoke=Revoke.KILL)
+_TIMING_OUT = Move(LeaseState.CANCELLING, LEASE_TIMING_OUT, revoke=Revoke.KILL)
 TABLE.update(
     {
         **{

@@ -27,6 +27,18 @@ from tenure.app.tenure import Tenure, compose
 from tenure.config import settings
 from tenure.domain import outbound as out
 from tenure.domain.errors import Conflict
+from tenure.domain.events import (
+    LEASE_CANCELLED,
+    LEASE_CLAIMED,
+    LEASE_COMPLETED,
+    LEASE_FAILED,
+    LEASE_FORCE_FAILED,
+    LEASE_KILLED,
+    LEASE_LOST,
+    LEASE_RELEASED,
+    TASK_COMPLETED,
+    TASK_NEEDS_ATTENTION,
+)
 from tenure.domain.model import Event
 from tenure.domain.outbound import SOURCE, Outbound, outbound_of
 from tenure.domain.states import LeaseState
@@ -76,14 +88,14 @@ metrics = Metrics(namespace="Tenure", service="reactor")
 # endpoint or trigger made them. A redelivered record counts again: a dashboard figure, not a
 # ledger.
 TRANSITION_METRICS = {
-    "lease.claimed": "LeasesClaimed",
-    "lease.completed": "LeasesCompleted",
-    "lease.failed": "LeasesFailed",
-    "lease.force_failed": "LeasesFailed",
-    "lease.lost": "LeasesLost",
-    "lease.killed": "LeasesKilled",
-    "lease.cancelled": "LeasesCancelled",
-    "lease.released": "LeasesReleased",
+    LEASE_CLAIMED: "LeasesClaimed",
+    LEASE_COMPLETED: "LeasesCompleted",
+    LEASE_FAILED: "LeasesFailed",
+    LEASE_FORCE_FAILED: "LeasesFailed",
+    LEASE_LOST: "LeasesLost",
+    LEASE_KILLED: "LeasesKilled",
+    LEASE_CANCELLED: "LeasesCancelled",
+    LEASE_RELEASED: "LeasesReleased",
 }
 
 
@@ -168,15 +180,23 @@ def process(
     side = task_side_events(old, new) if entity == "task" else []
     for written in [*events, *side]:
         record_event(store, entity, new, written)
-    svc.reactions.react(entity, old, new)
-    return outbound_events(svc, entity, old, new, events, publishing)
+    context = svc.reactions.react(entity, old, new)
+    return outbound_events(svc, entity, old, new, events, publishing, context.told_by_lease)
 
 
 def outbound_events(
-    svc: Tenure, entity: str, old: Any, new: Any, events: list[Event], publishing: str
+    svc: Tenure,
+    entity: str,
+    old: Any,
+    new: Any,
+    events: list[Event],
+    publishing: str,
+    told_by_lease: bool = False,
 ) -> list[Outbound]:
     """The bus events of one row change under `publishing`: its timeline events (all of them,
-    or a lease's end only), then the task ending it is, if any (every setting but none)."""
+    or a lease's end only), then the task ending it is, if any (every setting but none).
+    `told_by_lease`: the record's reactions found this lease's success to be its task's
+    completion with no graph row change to tell it (app/reactions.py Context)."""
     if publishing == out.NONE:
         return []
     sent: list[Outbound] = []
@@ -190,21 +210,21 @@ def outbound_events(
         sent.append(outbound_of(entity, _as_of(entity, new, event), event))
     if entity == "lease" and events:
         kind = out.task_ending_of_lease(old, new)
-        if kind is None and svc.graph.told_by_lease(new):
-            kind = out.TASK_COMPLETED  # a success no graph row change tells
+        if kind is None and told_by_lease:
+            kind = TASK_COMPLETED  # a success no graph row change tells
         if kind is not None:
             sent.append(out.lease_task_ending(kind, events[-1], new))
     elif entity == "task" and out.task_needs_attention(old, new):
         event_id = f"{new.id}.v{new.version:06d}.needs_attention"
         at = new.updated_at or new.created_at
-        sent.append(out.task_ending(out.TASK_NEEDS_ATTENTION, event_id, at, new))
+        sent.append(out.task_ending(TASK_NEEDS_ATTENTION, event_id, at, new))
     elif entity == "graph" and out.task_completed(old, new):
         # The graph row names only its task: the task's filed fields (key, space, pool) from
         # any copy of its row, as the reactions read them.
         task = svc.kernel.task_as_filed(new.task_id)
         if task is not None:
             event_id = f"{task.id}.succeeded.{new.succeeded_at}"
-            sent.append(out.task_ending(out.TASK_COMPLETED, event_id, new.succeeded_at, task))
+            sent.append(out.task_ending(TASK_COMPLETED, event_id, new.succeeded_at, task))
     return sent
 
 
@@ -220,7 +240,7 @@ def events_of(entity: str, old: Any, new: Any) -> list[Event]:
 def _as_of(entity: str, row: Any, event: Event) -> Any:
     """The row as the bus event tells it: a lease claimed and started by one write was
     dispatched when its claim's event happened."""
-    if entity == "lease" and event.type == "lease.claimed" and row.state is LeaseState.RUNNING:
+    if entity == "lease" and event.type == LEASE_CLAIMED and row.state is LeaseState.RUNNING:
         return replace(row, state=LeaseState.DISPATCHED)
     return row
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from tenure.app.kernel import moved
 from tenure.domain.errors import Conflict
+from tenure.domain.events import LEASE_RECLAIMED
 from tenure.domain.model import Lease, Pool
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ class Retention:
                 return "skipped"  # another pass is on it, or has just finished
             self._purge(lease)
             return "finished"
-        mark = moved(lease, replace(lease, reclaimed_at=now), "lease.reclaimed", {}, now)
+        mark = moved(lease, replace(lease, reclaimed_at=now), LEASE_RECLAIMED, {}, now)
         try:
             self.kernel.store.mark_reclaimed(mark)
         except Conflict:

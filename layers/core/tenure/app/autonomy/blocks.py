@@ -32,8 +32,10 @@ from tenure.domain.errors import (
     Unavailable,
     ValidationFailed,
 )
+from tenure.domain.events import TASK_BLOCK_CLEARED, TASK_BLOCKED, TASK_ESCALATED, TASK_RUN_RELEASED
 from tenure.domain.model import Lease, Principal, Task
 from tenure.domain.states import HELD, ReportKind
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -252,24 +254,23 @@ class Blocks:
                 data.update(event=wait.name, key=wait.key)
             if actor.kind == "lease":
                 data["by_lease"] = actor.lease_id  # wake-creator skips its creator's own block
-            event = "task.blocked"
+            event = TASK_BLOCKED
             change = Change()
             if held is not None:
                 change = self._release_for_block(held, block["id"])
                 data["released_lease_id"] = held.id
-                event = "task.run_released"
+                event = TASK_RUN_RELEASED
             if escalate:
                 data["block_recurrence_limit"] = limit
-                event = "task.escalated"
-            new = replace(
+                event = TASK_ESCALATED
+            new = next_version(
                 task,
+                event,
+                data,
+                now,
                 blocks=_kept({**(task.blocks or {}), block["id"]: block}),
                 block_counts=counts,
                 attention=task.attention or escalate,
-                version=task.version + 1,
-                event_type=event,
-                event_data=data,
-                updated_at=now,
             )
             # One op on the scheduler row per transaction: an escalated task is held by the
             # attention set (recover closes its blocks), any other by the blocked set.
@@ -342,7 +343,7 @@ class Blocks:
             if note:
                 closed["note"] = note
             try:
-                task = self.close(task, [closed], "task.block_cleared", actor.token_id, note)
+                task = self.close(task, [closed], TASK_BLOCK_CLEARED, actor.token_id, note)
             except Conflict:
                 self.kernel.counters["lost_writes"] += 1
                 task = self.kernel.task(task_id)
@@ -379,18 +380,17 @@ class Blocks:
     ) -> Task:
         now = self.kernel.clock.now_ms()
         blocks = {**(task.blocks or {}), **{b["id"]: b for b in closed}}
-        new = replace(
+        new = next_version(
             task,
-            blocks=_kept(blocks),
-            version=task.version + 1,
-            event_type=event,
-            event_data={
+            event,
+            {
                 "block_ids": [b["id"] for b in closed],
                 "by": by,
                 **({"note": note} if note else {}),
                 **(extra or {}),
             },
-            updated_at=now,
+            now,
+            blocks=_kept(blocks),
             **fields,
         )
         still = bool(open_blocks(new, now))

@@ -5,7 +5,6 @@ app/autonomy/blocks.py."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tenure.app.autonomy.blocks import BLOCK_TRIES, EXPIRY_PER_PASS, counting, open_blocks
@@ -14,12 +13,16 @@ from tenure.app.tasks.filing import TaskView
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
-from tenure.domain.model import Lease, Principal
+from tenure.domain.events import TASK_BLOCK_COUNTS_RESET, TASK_BLOCK_EXPIRED, TASK_RECOVERED
+from tenure.domain.model import Principal
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.autonomy.blocks import Blocks
     from tenure.app.kernel import Kernel
+    from tenure.app.reactions import Context
     from tenure.app.tasks.graph import Graph
+    from tenure.domain.events import SuccessReported
 
 
 class Breaker:
@@ -56,7 +59,7 @@ class Breaker:
             ]
             try:
                 task = self.blocks.close(
-                    task, closed, "task.recovered", actor.token_id, note, attention=False
+                    task, closed, TASK_RECOVERED, actor.token_id, note, attention=False
                 )
             except Conflict:
                 self.kernel.counters["lost_writes"] += 1
@@ -87,7 +90,7 @@ class Breaker:
                     self.kernel.store.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
                 continue
             try:
-                task = self.blocks.close(task, expired, "task.block_expired", "sweeper", None)
+                task = self.blocks.close(task, expired, TASK_BLOCK_EXPIRED, "sweeper", None)
             except Conflict:
                 continue  # changed meanwhile: next pass
             self.blocks.resume_if_ready(task)
@@ -96,23 +99,26 @@ class Breaker:
 
     # ------------------------------------------------------------- reactions
 
-    def reset_breaker(self, old: Lease | None, new: Lease) -> None:
-        """A successful completion resets the task's block counts (the breaker's memory)."""
-        if new.task_id is None or new.outcome != "success" or not new.state.terminal:
-            return
-        if old is not None and old.state.terminal:
-            return
-        for _ in range(BLOCK_TRIES):
-            task = self.kernel.store.get_task(new.task_id)
+    def reset_breaker(self, event: SuccessReported, context: Context) -> None:
+        """A successful completion resets the task's block counts (the breaker's memory).
+        The first try reads the task as the record's context has it (once for all its
+        reactions); a try that lost a race reads it again."""
+        new = event.lease
+        if new.task_id is None:
+            return  # derive tells a reported success only of a task's lease
+        for attempt in range(BLOCK_TRIES):
+            if attempt == 0:
+                task = context.task(new.task_id)
+            else:
+                task = self.kernel.store.get_task(new.task_id)
             if task is None or not task.block_counts:
                 return
-            reset = replace(
+            reset = next_version(
                 task,
+                TASK_BLOCK_COUNTS_RESET,
+                {"lease_id": new.id},
+                self.kernel.clock.now_ms(),
                 block_counts=None,
-                version=task.version + 1,
-                event_type="task.block_counts_reset",
-                event_data={"lease_id": new.id},
-                updated_at=self.kernel.clock.now_ms(),
             )
             try:
                 self.kernel.commit(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
 from tenure.app.ports import DELEGATED_CEILING, TREE_CEILING, Ceiling, Change, GraphOp
-from tenure.app.tasks.filing import TaskLinks
+from tenure.app.tasks.filing import Placing, TaskLinks
 from tenure.app.tasks.keys import TaskKeys
 from tenure.domain.errors import (
     Conflict,
@@ -32,7 +32,11 @@ from tenure.domain.errors import (
     UnverifiedCreatedTasks,
     ValidationFailed,
 )
-from tenure.domain.model import Lease, Pool, Principal, Task, TaskGraph
+from tenure.domain.events import (
+    TASK_COMPLETION_HALLUCINATION_BLOCKED,
+    TASK_COMPLETION_HALLUCINATION_SUSPECTED,
+)
+from tenure.domain.model import Lease, Principal, Task
 from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, ReportKind
 from tenure.domain.task_keys import is_task_key
@@ -40,6 +44,8 @@ from tenure.domain.transitions import Action, must_move
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.reactions import Context
+    from tenure.domain.events import GraphMoved, LeaseEnded
 
 # At most this many ids a completion may name (the API model says the same).
 MAX_CREATED_TASK_IDS = 100
@@ -161,14 +167,8 @@ class Delegation:
             ),
         ]
 
-    def mark_creator(
-        self,
-        task: Task,
-        links: TaskLinks,
-        pool: Pool | None,
-        ops: list[GraphOp],
-        enqueue: bool,
-    ) -> tuple[Task, list[GraphOp], bool]:
+    def mark_creator(self, placing: Placing) -> Placing:
+        task, links, ops = placing.task, placing.links, placing.ops
         creator = links.creator_lease
         marked = replace(
             task,
@@ -177,11 +177,11 @@ class Delegation:
             delegation_root=links.delegation_root if creator else None,
         )
         if creator is not None:  # found again when the creator is stopped (stop_children)
-            ops = [*ops, GraphOp("edge", creator, name="delegated", other=task.id)]
+            ops = (*ops, GraphOp("edge", creator, name="delegated", other=task.id))
         if creator is not None and links.ttl_seconds is not None:
             due = ttl_minute(task.created_at + links.ttl_seconds * 1000)
-            ops = [*ops, GraphOp("edge", ttl_bucket(due), name="ttl", other=task.id)]
-        return marked, ops, enqueue
+            ops = (*ops, GraphOp("edge", ttl_bucket(due), name="ttl", other=task.id))
+        return replace(placing, task=marked, ops=ops)
 
     # ------------------------------------------------------------ ttl (the sweeper)
 
@@ -226,20 +226,22 @@ class Delegation:
 
     # ------------------------------------------------- the creator stopped
 
-    def stop_children(self, old: Lease | None, new: Lease) -> None:
+    def stop_children(self, event: LeaseEnded, context: Context) -> None:
         """A stream reaction: a lease that ends stopped or lost (_CREATOR_STOPS) stops the
         open runs of the tasks it delegated (`parent_stopped`), whose own leases, so ended,
         stop theirs in turn. Its children are read from its delegation edges a page at a time
         (_stop_page); a replay finds them ended."""
-        if new.end_reason not in _CREATOR_STOPS or (old is not None and old.state.terminal):
+        new = event.lease
+        if event.reason not in _CREATOR_STOPS:
             return
         if ends_orphan(new):
             return  # its filing died before its task: it never ran, so delegated nothing
         self._stop_page(new, None)
 
-    def continue_stop(self, old: TaskGraph | None, new: TaskGraph) -> None:
+    def continue_stop(self, event: GraphMoved, context: Context) -> None:
         """A stream reaction to a stopped lease's graph row: its `stop_after` moved on, so
         the next page of its children is stopped (the row is keyed by the lease id)."""
+        old, new = event.before, event.row
         after = new.stop_after
         if after is None or (old is not None and old.stop_after == after):
             return
@@ -333,7 +335,7 @@ class Delegation:
         self.kernel.store.put_event(
             self.kernel.event(
                 lease,
-                "task.completion.hallucination_blocked",
+                TASK_COMPLETION_HALLUCINATION_BLOCKED,
                 {"task_ids": list(bad), "why": bad},
             )
         )
@@ -353,6 +355,6 @@ class Delegation:
         if missing:
             self.kernel.store.put_event(
                 self.kernel.event(
-                    lease, "task.completion.hallucination_suspected", {"task_ids": missing}
+                    lease, TASK_COMPLETION_HALLUCINATION_SUSPECTED, {"task_ids": missing}
                 )
             )

@@ -26,22 +26,31 @@ from typing import TYPE_CHECKING
 from tenure.app.autonomy import blocks
 from tenure.app.ports import EventPublisher
 from tenure.domain.errors import Conflict
-from tenure.domain.model import Event, Lease, Task, TaskGraph
+from tenure.domain.events import (
+    TASK_BLOCKED,
+    TASK_ESCALATED,
+    TASK_RUN_LEASE_RECOVERY_EXHAUSTED,
+    TASK_RUN_RELEASED,
+    TASK_STARVATION_ESCALATED,
+    TASK_WAKE_CREATOR,
+)
+from tenure.domain.model import Event, Task
 from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, LeaseState
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.reactions import Context
+    from tenure.domain.events import GraphMoved, LeaseEnded, TaskMoved
 
 WAKE_SOURCE = "tenure"
-WAKE_DETAIL_TYPE = "task.wake_creator"
 # Task-row transitions that wake: the event each row names → the child's new status.
 _TASK_WAKES = {
-    "task.blocked": "blocked",
-    "task.run_released": "blocked",
-    "task.escalated": "needs_attention",
-    "task.starvation_escalated": "needs_attention",
-    "task.run.lease_recovery_exhausted": "needs_attention",
+    TASK_BLOCKED: "blocked",
+    TASK_RUN_RELEASED: "blocked",
+    TASK_ESCALATED: "needs_attention",
+    TASK_STARVATION_ESCALATED: "needs_attention",
+    TASK_RUN_LEASE_RECOVERY_EXHAUSTED: "needs_attention",
 }
 _TERMINAL = {
     LeaseState.COMPLETED: "completed",
@@ -63,10 +72,9 @@ class Wake:
         self.kernel = kernel
         self.publisher = publisher
 
-    def on_lease(self, old: Lease | None, new: Lease) -> None:
-        if new.task_id is None or not new.state.terminal:
-            return
-        if old is not None and old.state.terminal:
+    def on_lease(self, event: LeaseEnded, context: Context) -> None:
+        new = event.lease
+        if new.task_id is None:
             return
         if new.end_reason in _HANDED_ON:
             return  # handed on (a new pending lease), or exhausted: the task row says so
@@ -77,7 +85,7 @@ class Wake:
             status = "failed"
         if status is None:
             return
-        child = self.kernel.task_as_filed(new.task_id)
+        child = context.task_as_filed(new.task_id)
         if child is None or not child.wake_creator or child.created_by_lease is None:
             return  # nobody to wake (judged before the graph row is read: most tasks)
         graph = self.kernel.store.get_graph(child.id) if status == "completed" else None
@@ -90,10 +98,11 @@ class Wake:
         final = not (new.event_data or {}).get("retry_scheduled")
         self._wake(child, status, transition, new.updated_at, by_lease, new.id, final=final)
 
-    def on_graph(self, old: TaskGraph | None, new: TaskGraph) -> None:
+    def on_graph(self, event: GraphMoved, context: Context) -> None:
         """A parent's real completion: `succeeded_at` appearing on its graph row (its own
         success with no child outstanding, or the rollup of its children). A leaf's success
         is told by its lease (on_lease); a parent's own run succeeding early tells nothing."""
+        old, new = event.before, event.row
         if new.succeeded_at is None or new.children_total == 0 or new.success_copied:
             return  # a copied success was its lease's: on_lease told it
         if old is not None and old.succeeded_at is not None:
@@ -104,11 +113,12 @@ class Wake:
         transition = f"{parent.id}.succeeded.{new.succeeded_at}"
         self._wake(parent, "completed", transition, new.succeeded_at, None, None, final=True)
 
-    def on_task(self, old: Task | None, new: Task) -> None:
-        if new.event_type not in _TASK_WAKES or (old is not None and old.version == new.version):
+    def on_task(self, event: TaskMoved, context: Context) -> None:
+        old, new = event.before, event.task
+        if new.event_type not in _TASK_WAKES:
             return
         already = old is not None and old.blocks and blocks.open_blocks(old, new.updated_at or 0)
-        if new.event_type == "task.blocked" and already:
+        if new.event_type == TASK_BLOCKED and already:
             return  # a second block on a task already blocked: no transition to tell
         data = new.event_data or {}
         by_lease = data.get("by_lease")
@@ -154,7 +164,7 @@ class Wake:
             id=f"wake.{transition}",
             subject_kind=creator.subject_kind,
             subject_id=creator.subject_id,
-            type=WAKE_DETAIL_TYPE,
+            type=TASK_WAKE_CREATOR,
             at=at or self.kernel.clock.now_ms(),
             lease_id=creator.id,
             fence=creator.fence,
@@ -168,7 +178,7 @@ class Wake:
             self.kernel.counters["wake_unpublished"] += 1
             return True
         try:
-            self.publisher.publish(WAKE_SOURCE, WAKE_DETAIL_TYPE, detail)
+            self.publisher.publish(WAKE_SOURCE, TASK_WAKE_CREATOR, detail)
         except Exception:  # the timeline has it; a second publish would break at-most-once
             self.kernel.counters["wake_publish_failed"] += 1
             raise

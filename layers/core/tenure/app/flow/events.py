@@ -30,12 +30,15 @@ from tenure.app.autonomy.blocks import BLOCK_TRIES, EventWait, block_out
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, LeaseTokenMismatch, Unavailable, ValidationFailed
+from tenure.domain.events import TASK_EVENT_RECEIVED
 from tenure.domain.fencing import iso_ms
-from tenure.domain.model import Event, KeptEvent, Principal, Task
+from tenure.domain.model import Event, KeptEvent, Principal
 
 if TYPE_CHECKING:
     from tenure.app.autonomy.blocks import Blocks
     from tenure.app.kernel import Kernel
+    from tenure.app.reactions import Context
+    from tenure.domain.events import TaskMoved
 
 MAX_NAME_CHARS = 128
 MAX_DATA_BYTES = 65_536
@@ -47,7 +50,6 @@ PAGES_PER_REQUEST = 4
 # any task; a hand-off looks this many pages ahead for a block to carry `more` on.
 HANDOFF_PAGES = 40
 EVENTS_IN_PAYLOAD = 20
-RECEIVED = "task.event_received"
 
 
 def check_signal(name: str, key: str) -> None:
@@ -59,7 +61,7 @@ def check_signal(name: str, key: str) -> None:
 def received(events: list[Event]) -> list[dict[str, Any]]:
     """A payload's `events`: the task's last EVENTS_IN_PAYLOAD received, oldest first, from
     the timeline the payload already read."""
-    got = [e.data.get("event") for e in events if e.type == RECEIVED]
+    got = [e.data.get("event") for e in events if e.type == TASK_EVENT_RECEIVED]
     return [dict(g) for g in got if isinstance(g, dict)][-EVENTS_IN_PAYLOAD:]
 
 
@@ -132,10 +134,11 @@ class EventWaits:
         self.kernel.counters["events_sent"] += 1
         return self._clear_pages(kept, PAGES_PER_REQUEST)
 
-    def on_task(self, old: Task | None, new: Task) -> None:
+    def on_task(self, moved: TaskMoved, context: Context) -> None:
         """The reactor's hand-on: a clear that carried `more` continues with the next pages
         (a replayed record finds those waits gone, or their blocks closed)."""
-        if new.event_type != RECEIVED or (old is not None and old.version == new.version):
+        new = moved.task
+        if new.event_type != TASK_EVENT_RECEIVED:
             return
         data = new.event_data or {}
         event = data.get("event")
@@ -205,7 +208,9 @@ class EventWaits:
             if more:
                 extra["more"] = True
             try:
-                task = self.blocks.close(task, [closed], RECEIVED, kept.by or "", None, extra)
+                task = self.blocks.close(
+                    task, [closed], TASK_EVENT_RECEIVED, kept.by or "", None, extra
+                )
             except Conflict:
                 self.kernel.counters["lost_writes"] += 1
                 continue

@@ -29,6 +29,7 @@ from tenure.app.scheduler import ClaimGate, queue_tiers
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import CeilingReached, Conflict, InvalidTransition, LeaseNotFound
+from tenure.domain.events import LEASE_CLAIM_RETRIED
 from tenure.domain.model import Lease, Pool, Principal, Task
 from tenure.domain.states import REPORTABLE, LeaseState
 from tenure.domain.transitions import Action, must_move
@@ -437,7 +438,7 @@ class Claims:
                 deadline=deadline,
                 token_hash=rules.hash_token(token),
                 version=current.version + 1,
-                event_type="lease.claim_retried",
+                event_type=LEASE_CLAIM_RETRIED,
                 event_data={"worker_id": worker_id, "claim_id": claim_id},
                 updated_at=now,
             )

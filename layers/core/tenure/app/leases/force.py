@@ -6,7 +6,7 @@ lease moved meanwhile answers invalid_transition and the caller retries only tha
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
@@ -23,8 +23,10 @@ from tenure.domain.errors import (
     TenureError,
     ValidationFailed,
 )
+from tenure.domain.events import TASK_RETRIED
 from tenure.domain.model import Lease, Principal
 from tenure.domain.states import LeaseState, SubjectKind
+from tenure.domain.tasks import next_version
 from tenure.domain.transitions import Action, move
 
 if TYPE_CHECKING:
@@ -84,13 +86,12 @@ class Force:
         pool = self.kernel.pool(lease.pool)
         now = self.kernel.clock.now_ms()
         # A retry is an operator's recovery: an escalated task leaves needs_attention with it.
-        recovered = replace(
+        recovered = next_version(
             task,
+            TASK_RETRIED,
+            {"by": actor.token_id, "previous_lease_id": lease.id},
+            now,
             attention=False,
-            version=task.version + 1,
-            event_type="task.retried",
-            event_data={"by": actor.token_id, "previous_lease_id": lease.id},
-            updated_at=now,
         )
         run = RunStart(
             attempt=lease.attempt + 1,

@@ -8,6 +8,14 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.flow.events import received
 from tenure.domain import authz
 from tenure.domain.errors import TenureError
+from tenure.domain.events import (
+    LEASE_CANCELLED,
+    LEASE_COMPLETED,
+    LEASE_FAILED,
+    LEASE_KILLED,
+    LEASE_LOST,
+    LEASE_RELEASED,
+)
 from tenure.domain.fencing import iso_ms
 from tenure.domain.model import Event, Lease, Principal, Task, first_job_id
 from tenure.domain.states import SubjectKind
@@ -119,7 +127,7 @@ def _event_summary(event: Event) -> dict[str, Any]:
     }
 
 
-_ENDINGS = {"lease.completed", "lease.failed", "lease.cancelled", "lease.killed", "lease.lost"}
+_ENDINGS = {LEASE_COMPLETED, LEASE_FAILED, LEASE_CANCELLED, LEASE_KILLED, LEASE_LOST}
 
 
 def _prior_attempts(events: list[Event], current_lease_id: str) -> list[dict[str, Any]]:
@@ -133,7 +141,7 @@ def _prior_attempts(events: list[Event], current_lease_id: str) -> list[dict[str
             "error": e.data.get("error"),
         }
         for e in events
-        if e.type in _ENDINGS | {"lease.released"} and e.lease_id != current_lease_id
+        if e.type in _ENDINGS | {LEASE_RELEASED} and e.lease_id != current_lease_id
     ]
 
 

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 from tenure.app.kernel import over
 from tenure.app.ports import Change, HoldOp, JobWrite, TaskWrite
 from tenure.domain.errors import Conflict
+from tenure.domain.events import TASK_RUN_LEASE_RECOVERY_EXHAUSTED
 from tenure.domain.model import Job, Lease, Pool
 from tenure.domain.states import EndReason, OnExpiry
+from tenure.domain.tasks import next_version
 from tenure.domain.transitions import Action, must_move
 
 if TYPE_CHECKING:
@@ -65,18 +67,17 @@ class Recovery:
         tasks: list[TaskWrite] = []
         if job.task_id is not None:
             task = self.kernel.task(job.task_id)
-            flagged = replace(
+            flagged = next_version(
                 task,
-                attention=True,
-                version=task.version + 1,
-                event_type="task.run.lease_recovery_exhausted",
-                event_data={
+                TASK_RUN_LEASE_RECOVERY_EXHAUSTED,
+                {
                     "job_id": job.id,
                     "attempt": job.attempt,
                     "recovery_count": recovery,
                     "max_attempts": job.max_attempts,
                 },
-                updated_at=now,
+                now,
+                attention=True,
             )
             tasks.append(TaskWrite(flagged, expect_job_id=job.id))
         # Parked: claims skip it and the scheduler counts it (ClaimGate, app/scheduler.py).

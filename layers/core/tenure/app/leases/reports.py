@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from tenure.app.kernel import over
+from tenure.app.leases.ending import Ending
 from tenure.app.ports import Change
 from tenure.app.workers import SEEN_LAG_SHARE, SEEN_WRITE_SHARE
 from tenure.domain import authz
@@ -76,7 +76,7 @@ def revoke_signal(lease: Lease) -> Revoke | None:
 # commit; `after` runs once the report has landed and never fails it.
 Prepare = Callable[[Lease, ReportKind, dict[str, Any]], dict[str, Any]]
 Resolve = Callable[[Lease, ReportKind, dict[str, Any]], dict[str, Any]]
-Contribute = Callable[[Change, Lease, ReportKind, dict[str, Any]], Change]
+Contribute = Callable[[Ending], Ending]
 After = Callable[[Lease, Lease, ReportKind, dict[str, Any]], None]
 
 
@@ -379,9 +379,9 @@ class Reports:
                 raise InvalidTransition(f"lease {current.id} already ended {current.state}")
             if current.state not in REPORTABLE:
                 raise InvalidTransition(f"lease {current.id} is {current.state}; it has no holder")
-            change = self.final_change(current, kind, report, fp, report_id, next_claim)
-            self.kernel.commit(change)
-            return change.leases[0].new
+            ending = self.final_ending(current, kind, report, fp, report_id, next_claim)
+            self.kernel.commit(ending.change())
+            return ending.ended
 
         done = self.kernel.settle(lease, step)
         for after in self.completion.after:
@@ -397,6 +397,18 @@ class Reports:
         report_id: str | None,
         next_claim: str | None = None,
     ) -> Change:
+        """The one commit of a final report on `lease` (see final_ending)."""
+        return self.final_ending(lease, kind, report, fp, report_id, next_claim).change()
+
+    def final_ending(
+        self,
+        lease: Lease,
+        kind: ReportKind,
+        report: dict[str, Any],
+        fp: str,
+        report_id: str | None,
+        next_claim: str | None = None,
+    ) -> Ending:
         for resolve in self.completion.resolve:
             report = resolve(lease, kind, report)
         now = self.kernel.clock.now_ms()
@@ -413,9 +425,11 @@ class Reports:
             report={k: v for k, v in report.items() if k != "outcome"} or None,
             next_claim=next_claim,
         )
-        change = Change(leases=[over(lease, ended)])
+        ending = Ending(before=lease, ended=ended, kind=kind, report=report)
         for contribute in self.completion.contribute:
-            change = contribute(change, lease, kind, report)
+            ending = contribute(ending)
         if to.requeue:
-            return self.kernel.with_successor(change, lease, recovered=False)
-        return change
+            return replace(
+                ending, rows=self.kernel.with_successor(ending.rows, lease, recovered=False)
+            )
+        return ending

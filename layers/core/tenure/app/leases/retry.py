@@ -4,19 +4,18 @@ next run (attempt + 1, claimable after the pool's backoff) in the report's own c
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from tenure.app.leases.ending import Ending
 from tenure.app.ports import Change
 from tenure.app.runs import RunStart
-from tenure.domain.model import Lease
+from tenure.domain.events import LEASE_RETRY_SCHEDULED
 from tenure.domain.retry import RetryPolicy, retries
-from tenure.domain.states import LeaseState, ReportKind, SubjectKind
+from tenure.domain.states import LeaseState, SubjectKind
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
     from tenure.app.runs import Runs
-
-RETRY_SCHEDULED = "lease.retry_scheduled"
 
 
 class Retries:
@@ -24,29 +23,27 @@ class Retries:
         self.kernel = kernel
         self.runs = runs
 
-    def on_failure(
-        self, change: Change, lease: Lease, kind: ReportKind, report: dict[str, Any]
-    ) -> Change:
+    def on_failure(self, ending: Ending) -> Ending:
         """A Completion `contribute` stage. The pool's policy is read from its cached row, so
         a pool that does not retry (the default) adds no read and no write. The new run's rows
         are conditional with the report's: the task must still point at this lease's job and
         the job at this lease, so a report that loses a race (an expiry, a replay) schedules
         nothing."""
-        ended = change.leases[0].new
-        if ended.state is not LeaseState.FAILED:
-            return change
+        lease, report = ending.before, ending.report
+        if ending.ended.state is not LeaseState.FAILED:
+            return ending
         if lease.subject_kind is not SubjectKind.TASK or lease.task_id is None:
-            return change
+            return ending
         pool = self.kernel.pool(lease.pool)
         policy = RetryPolicy.of(pool.retry)
         if not policy.on_failure:
-            return change
+            return ending
         task = self.kernel.task(lease.task_id)
         job = self.kernel.job_at(lease, task)
         if not retries(policy, lease.attempt, job.max_attempts, report):
-            return change
+            return ending
         if task.job_id != job.id:
-            return change  # the task has moved on to another run; this one is not its to retry
+            return ending  # the task has moved on to another run; this one is not its to retry
         now = self.kernel.clock.now_ms()
         not_before = now + policy.backoff_ms(lease.attempt, self.kernel.ids.jitter())
         run = RunStart(
@@ -54,7 +51,7 @@ class Retries:
             recovery_count=job.recovery_count,
             retry_depth=lease.retry_depth,
             previous_lease_id=lease.id,
-            follows_as=RETRY_SCHEDULED,
+            follows_as=LEASE_RETRY_SCHEDULED,
             follows_data={"attempt": lease.attempt + 1, "not_before": not_before},
             priority=lease.claim_priority,
             # The run's own controls, where it named them (else the task's, as at filing).
@@ -70,19 +67,19 @@ class Retries:
             not_before=not_before,
             run=run,
         )
-        first, *rest = change.leases
         marked = replace(
-            first.new,
+            ending.ended,
             event_data={
-                **(first.new.event_data or {}),
+                **(ending.ended.event_data or {}),
                 "retry_scheduled": True,
                 "retry_lease_id": new.id,
             },
         )
-        return replace(
-            change,
-            leases=[replace(first, new=marked), *rest, *opened.leases],
-            jobs=[*change.jobs, *opened.jobs],
-            tasks=[*change.tasks, *opened.tasks],
-            job_checks=[*change.job_checks, *opened.job_checks],
+        return replace(ending, ended=marked).with_rows(
+            Change(
+                leases=opened.leases,
+                jobs=opened.jobs,
+                tasks=opened.tasks,
+                job_checks=opened.job_checks,
+            )
         )

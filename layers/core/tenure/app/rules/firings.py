@@ -20,6 +20,7 @@ from tenure.app.runs import queue_expiry, stored_priority
 from tenure.domain import authz
 from tenure.domain import fencing as r
 from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
+from tenure.domain.events import LEASE_CREATED, RULE_RATE_LIMITED
 from tenure.domain.model import (
     DEFAULT_MAX_ATTEMPTS,
     Event,
@@ -497,7 +498,7 @@ class Firings:
                     id=self.kernel.ids.new_id("ev"),
                     subject_kind=SubjectKind.SPACE.value,
                     subject_id=rule.space,
-                    type="rule.rate_limited",
+                    type=RULE_RATE_LIMITED,
                     at=now,
                     data={
                         "rule_id": rule.id,
@@ -557,7 +558,7 @@ class Firings:
         else:
             subject_id = rule.space
         lease = Lease(
-            event_type="lease.created",
+            event_type=LEASE_CREATED,
             tl=self.kernel.first_stamps(kind),
             event_data={"pool": pool.name, "rule_id": rule.id, "rule": rule.name},
             updated_at=now,

@@ -14,6 +14,14 @@ from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, Unavailable, ValidationFailed
+from tenure.domain.events import (
+    LEASE_COUNTED,
+    POOL_PAUSED,
+    POOL_RESUMED,
+    POOL_UPDATED,
+    SPACE_ARCHIVED,
+    SPACE_UNARCHIVED,
+)
 from tenure.domain.model import Event, Instance, Lease, Pool, Principal, Space
 from tenure.domain.states import REPORTABLE
 
@@ -132,7 +140,7 @@ class Pools:
                 pool = self.kernel.fresh_pool(name)
                 continue
             self._remember(updated)
-            self._record_pool(updated, "pool.updated", {"changed": sorted(changes)})
+            self._record_pool(updated, POOL_UPDATED, {"changed": sorted(changes)})
             if pool.max_active is None and updated.max_active is not None:
                 self.count_held("pool", name, [name])
             if pool.max_active_per_key is None and updated.max_active_per_key is not None:
@@ -160,7 +168,7 @@ class Pools:
             name, Settings(set={"paused": paused, "paused_changed_at": now})
         )
         self._remember(updated)
-        self._record_pool(updated, "pool.paused" if paused else "pool.resumed", {})
+        self._record_pool(updated, POOL_PAUSED if paused else POOL_RESUMED, {})
         return updated
 
     def archive_space(self, actor: Principal, key: str) -> Space:
@@ -184,7 +192,7 @@ class Pools:
                 id=self.kernel.ids.new_id("ev"),
                 subject_kind="space",
                 subject_id=key,
-                type="space.archived" if archived else "space.unarchived",
+                type=SPACE_ARCHIVED if archived else SPACE_UNARCHIVED,
                 at=self.kernel.clock.now_ms(),
             )
         )
@@ -260,7 +268,7 @@ class Pools:
                     marked = moved(
                         lease,
                         replace(lease, counted=(*(lease.counted or ()), entry)),
-                        "lease.counted",
+                        LEASE_COUNTED,
                         {"scope": scope, "name": name},
                         self.kernel.clock.now_ms(),
                     )

@@ -20,6 +20,7 @@ from tenure.domain.errors import (
     Unauthenticated,
     ValidationFailed,
 )
+from tenure.domain.events import TOKEN_CREATED, TOKEN_REVOKED
 from tenure.domain.model import Event, Pool, Principal, Space, Token, Workflow
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ class Setup:
         if expires_in_seconds is not None and not 1 <= expires_in_seconds <= MAX_TOKEN_LIFE_S:
             raise ValidationFailed(f"expires_in_seconds: between 1 and {MAX_TOKEN_LIFE_S}")
         token, raw = self._mint(name, kind, role, spaces, pools, expires_in_seconds)
-        self.kernel.store.put_token(token, self._event("token.created", actor.token_id, token))
+        self.kernel.store.put_token(token, self._event(TOKEN_CREATED, actor.token_id, token))
         return token, raw
 
     def bootstrap_operator(self, name: str) -> tuple[Token, str]:
@@ -126,7 +127,7 @@ class Setup:
         `tenure admin bootstrap` command, with the caller's own AWS credentials; the API never
         mints a token for an unauthenticated caller). A token of that name is refused."""
         token, raw = self._mint(name, "operator", "admin", None, None, None)
-        self.kernel.store.put_token(token, self._event("token.created", BOOTSTRAP_ACTOR, token))
+        self.kernel.store.put_token(token, self._event(TOKEN_CREATED, BOOTSTRAP_ACTOR, token))
         return token, raw
 
     def list_tokens(
@@ -157,7 +158,7 @@ class Setup:
         # The event is written in the revocation's own transaction: a revocation whose
         # record was lost (a crash between two writes) could not say who revoked the token.
         self.kernel.store.revoke_token(
-            token.token_hash, at, self._event("token.revoked", actor.token_id, token)
+            token.token_hash, at, self._event(TOKEN_REVOKED, actor.token_id, token)
         )
         return replace(token, revoked_at=at)
 

@@ -4,7 +4,7 @@ properties through the version's JMESPath output document."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jmespath
@@ -12,18 +12,17 @@ from jmespath.exceptions import JMESPathError
 
 from tenure.app.ports import Change, TaskWrite
 from tenure.domain.errors import ValidationFailed
+from tenure.domain.events import CLASSIFIER_OUTPUT_FAILED, TASK_CLASSIFIED
 from tenure.domain.model import Lease, Pool, PoolVersion
-from tenure.domain.states import EndReason, PoolKind, ReportKind
+from tenure.domain.states import EndReason, PoolKind
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.leases.ending import Ending
 
 # The two documents a classifier's output may render, each {name: expression}.
 OUTPUT_PARTS = ("checks", "properties")
-# The event a task's timeline records when an output expression fails (the lease completes).
-OUTPUT_FAILED = "classifier.output_failed"
-# The event a task's timeline records when a classifier's output was applied without fault.
-CLASSIFIED = "task.classified"
 
 
 def check_settings(
@@ -144,25 +143,23 @@ class Classifier:
         self.kernel = kernel
         self.versions = versions
 
-    def with_classifier_output(
-        self, change: Change, lease: Lease, kind: ReportKind, report: dict[str, Any]
-    ) -> Change:
+    def with_classifier_output(self, ending: Ending) -> Ending:
         """Add to a successful completion's change the task's checks and properties, rendered
         from the reported details by the pinned version's output. Evaluating cannot fail (see
         `render`), and the task write only asks that the task still be on this run, which it
         is while the run's lease is held: the completion commits with it or not at all, and
         a lost race is judged again like any other (bounded, Kernel.settle)."""
-        ended = change.leases[0].new
+        lease, ended, report = ending.before, ending.ended, ending.report
         if ended.end_reason is not EndReason.COMPLETED or ended.outcome != "success":
-            return change
+            return ending
         if lease.task_id is None or self.kernel.pool(lease.pool).kind is not PoolKind.CLASSIFIER:
-            return change
+            return ending
         output = (self.versions.pinned(lease).classifier or {}).get("output")
         if not output:
-            return change
+            return ending
         task = self.kernel.store.get_task(lease.task_id)
         if task is None or task.job_id != lease.job_id:
-            return change
+            return ending
         done = render(output, report.get("details") or {})
         now = self.kernel.clock.now_ms()
         data: dict[str, Any] = {
@@ -173,13 +170,12 @@ class Classifier:
         }
         if done.failed:
             data["failed"] = done.failed
-        new = replace(
+        new = next_version(
             task,
+            CLASSIFIER_OUTPUT_FAILED if done.failed else TASK_CLASSIFIED,
+            data,
+            now,
             checks={**task.checks, **done.checks},
             properties={**task.properties, **done.properties},
-            version=task.version + 1,
-            event_type=OUTPUT_FAILED if done.failed else CLASSIFIED,
-            event_data=data,
-            updated_at=now,
         )
-        return replace(change, tasks=[*change.tasks, TaskWrite(new, expect_job_id=task.job_id)])
+        return ending.with_rows(Change(tasks=[TaskWrite(new, expect_job_id=task.job_id)]))

@@ -14,12 +14,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tenure.app.ports import Change, GraphOp, SchedulerState, TaskWrite
-from tenure.app.tasks.filing import TaskLinks, TaskView
+from tenure.app.ports import Change, SchedulerState, TaskWrite
+from tenure.app.tasks.filing import Placing, TaskLinks, TaskView
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
+from tenure.domain.events import TASK_DECIDED
 from tenure.domain.model import Pool, Principal, Task
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -69,23 +71,17 @@ class Approval:
 
     # ------------------------------------------------------------------ filing
 
-    def ask(
-        self,
-        task: Task,
-        links: TaskLinks,
-        pool: Pool | None,
-        ops: list[GraphOp],
-        enqueue: bool,
-    ) -> tuple[Task, list[GraphOp], bool]:
+    def ask(self, placing: Placing) -> Placing:
         """Filing's first link: a task that asks for approval, or that a lease delegates into
         a pool that does not accept the lease's pool, waits for a person and is not enqueued
         at once (the pool it was filed for is kept: approval enqueues it there)."""
+        links, pool = placing.links, placing.pool
         if not (links.requires_approval or self._delegated_across(links, pool)):
-            return task, ops, enqueue
+            return placing
         request: dict[str, Any] = {"state": "requested", "requested_at": self.kernel.clock.now_ms()}
         if pool is not None:
             request["pool"] = pool.name
-        return replace(task, approval=request), ops, False
+        return replace(placing, task=replace(placing.task, approval=request), enqueue=False)
 
     def _delegated_across(self, links: TaskLinks, pool: Pool | None) -> bool:
         if links.creator_lease is None or pool is None:
@@ -123,13 +119,12 @@ class Approval:
             decided = {**task.approval, "state": state, "by": actor.token_id, "at": now}
             if note is not None:
                 decided["note"] = note
-            new = replace(
+            new = next_version(
                 task,
+                TASK_DECIDED[state],
+                {"by": actor.token_id, "actor_kind": actor.kind, "note": note},
+                now,
                 approval=decided,
-                version=task.version + 1,
-                event_type=f"task.{state}",
-                event_data={"by": actor.token_id, "actor_kind": actor.kind, "note": note},
-                updated_at=now,
             )
             write = TaskWrite(new, expect_job_id=task.job_id, expect_version=task.version)
             try:

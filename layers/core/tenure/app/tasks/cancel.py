@@ -55,13 +55,17 @@ from tenure.app.tasks.graph import TERMINAL_TASK, cancelled_above, derive_status
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
+from tenure.domain.events import TASK_CANCELLED
 from tenure.domain.model import Lease, Principal, Task, TaskGraph
 from tenure.domain.states import LeaseState
+from tenure.domain.tasks import next_version
 from tenure.domain.transitions import Action, move, must_move
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.reactions import Context
     from tenure.app.tasks.graph import Graph
+    from tenure.domain.events import GraphMoved
 
 # A reason is 1 to this many characters (the API model says the same).
 MAX_REASON = 500
@@ -166,14 +170,7 @@ class Cancellation:
         """The task row with its cancel (and `task.cancelled` on its timeline) and its open
         run moved as an operator's cancel moves it, each on what was read."""
         data = {k: v for k, v in marker.items() if k != "at"}
-        new = replace(
-            task,
-            cancelled=marker,
-            version=task.version + 1,
-            event_type="task.cancelled",
-            event_data=data,
-            updated_at=now,
-        )
+        new = next_version(task, TASK_CANCELLED, data, now, cancelled=marker)
         tasks = [TaskWrite(new, expect_job_id=task.job_id, expect_version=task.version)]
         leases = []
         if newest is not None and newest.state.active:
@@ -254,10 +251,11 @@ class Cancellation:
                     break
                 after = page[-1]
 
-    def continue_walk(self, old: TaskGraph | None, new: TaskGraph) -> None:
+    def continue_walk(self, event: GraphMoved, context: Context) -> None:
         """A stream reaction: a graph row a subtree cancel reached, or whose cursor moved,
         gets its next page walked (judged on the row as it is now: a replay finds it
         walked, or reads on from where the cursor has got to)."""
+        old, new = event.before, event.row
         if new.cancel_reached_at is None or new.cancel_root is None:
             return
         if new.cancel_walked_at is not None:

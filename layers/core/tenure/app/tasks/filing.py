@@ -88,11 +88,23 @@ class TaskLinks:
 Filer = Callable[
     [Principal, "str | None", "TaskLinks"], tuple[Principal, "str | None", "TaskLinks"]
 ]
-# Places the new task: given the task, its links, the pool it is enqueued on and the graph
-# writes and enqueue-at-once so far, returns them extended.
-Link = Callable[
-    [Task, "TaskLinks", "Pool | None", list[GraphOp], bool], tuple[Task, list[GraphOp], bool]
-]
+
+
+@dataclass(frozen=True)
+class Placing:
+    """A new task as filing's `links` place it, each stage handing the next this value with
+    its own changes: the task row, its links, the pool it is enqueued on (None: filed
+    without a run), the graph writes so far, and whether it is still to be enqueued at once."""
+
+    task: Task
+    links: TaskLinks
+    pool: Pool | None
+    ops: tuple[GraphOp, ...] = ()
+    enqueue: bool = True
+
+
+# Places the new task: returns the placing extended (or refuses the filing).
+Link = Callable[[Placing], Placing]
 # What a filing counts against: given the task and its links, the counters its own write
 # moves (each +1, only while below its limit), each with the refusal that answers a filing
 # whose counter was full. None of them for a filing that counts nothing.
@@ -197,10 +209,10 @@ class Filing:
         counted: list[tuple[Ceiling, TenureError]],
     ) -> tuple[Task, Lease | None]:
         """The task's graph writes from fresh reads, committed with it (and its first run)."""
-        graph: list[GraphOp] = []
-        enqueue = True
+        placing = Placing(task, links, target)
         for link in self.links:
-            task, graph, enqueue = link(task, links, target, graph, enqueue)
+            placing = link(placing)
+        task, graph, enqueue = placing.task, list(placing.ops), placing.enqueue
         ceilings = [ceiling for ceiling, _ in counted]
         if target is None or not enqueue:
             change = Change(tasks=[TaskWrite(task, create=True)], graph=graph, ceilings=ceilings)

@@ -28,16 +28,20 @@ from typing import TYPE_CHECKING, Any
 from tenure.app import usage
 from tenure.app.ports import Change, GraphOp, HoldOp, SchedulerState, TaskWrite
 from tenure.app.runs import RunStart
-from tenure.app.tasks.filing import TaskLinks, TaskView
+from tenure.app.tasks.filing import Placing, TaskView
 from tenure.app.tasks.keys import TaskKeys
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
-from tenure.domain.model import Lease, Pool, Principal, Task, TaskGraph, task_status
+from tenure.domain.events import TASK_PAUSED, TASK_RESUMED, TASK_ROLLUP_SETTLED, TASK_UPDATED
+from tenure.domain.model import Lease, Principal, Task, TaskGraph, task_status
 from tenure.domain.states import LeaseState, TaskStatus
+from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
+    from tenure.app.reactions import Context
     from tenure.app.runs import Runs
+    from tenure.domain.events import GraphMoved, TaskSucceeded
 
 # How deep a tree may grow: every task carries its ancestors, and a read or a claim checks
 # them against the scheduler row in one pass.
@@ -139,22 +143,14 @@ class Graph:
         self.keys = keys
         self.reasons = reasons
         self.skips = skips
-        # The lease whose success after_lease last left to the lease (told_by_lease).
-        self._told: tuple[str, int] | None = None
 
     # ------------------------------------------------------------------- filing
 
-    def link(
-        self,
-        task: Task,
-        links: TaskLinks,
-        pool: Pool | None,
-        ops: list[GraphOp],
-        enqueue: bool,
-    ) -> tuple[Task, list[GraphOp], bool]:
+    def link(self, placing: Placing) -> Placing:
         """Filing's graph writes: the parent's child count and edge, each blocker's edge (met
         or not), and whether the task is ready to enqueue at once."""
-        ops = list(ops)
+        task, links, pool = placing.task, placing.links, placing.pool
+        ops = list(placing.ops)
         ancestors: tuple[str, ...] = ()
         parent_id = None
         if links.parent_id is not None:
@@ -200,7 +196,7 @@ class Graph:
                     "edge", blocker.id, name="dependent", other=task.id, at=now if met else None
                 )
             )
-        enqueue = enqueue and unmet == 0
+        enqueue = placing.enqueue and unmet == 0
         # Ready at once and opted in: this enqueue is the readiness's one auto-enqueue, marked
         # on the new task's graph row (one write of that row: a transaction names it once).
         mark = enqueue and pool is not None and links.auto_enqueue_on_ready
@@ -219,7 +215,7 @@ class Graph:
             auto_enqueue_on_ready=links.auto_enqueue_on_ready,
             pool=pool.name if pool else None,
         )
-        return task, ops, enqueue
+        return replace(placing, task=task, ops=tuple(ops), enqueue=enqueue)
 
     def blocker_success(self, blocker: Task) -> tuple[bool, list[GraphOp]]:
         """Whether `blocker` has succeeded, for a new edge to it, and the writes that keep the
@@ -410,13 +406,7 @@ class Graph:
             }
             if wanted is not None:
                 data["depends_on"] = list(wanted)
-            want = replace(
-                want,
-                version=task.version + 1,
-                event_type="task.updated",
-                event_data=data,
-                updated_at=now,
-            )
+            want = next_version(want, TASK_UPDATED, data, now)
             write = TaskWrite(want, expect_job_id=task.job_id, expect_version=task.version)
             try:
                 self.kernel.commit(Change(tasks=[write], graph=ops))
@@ -559,14 +549,13 @@ class Graph:
             if task.paused == paused:
                 return self.get_task(actor, task_id)  # already so: nothing to record
             now = self.kernel.clock.now_ms()
-            new = replace(
+            new = next_version(
                 task,
+                TASK_PAUSED if paused else TASK_RESUMED,
+                {"by": actor.token_id, "actor_kind": actor.kind},
+                now,
                 paused=paused,
                 paused_by=actor.token_id if paused else None,
-                version=task.version + 1,
-                event_type="task.paused" if paused else "task.resumed",
-                event_data={"by": actor.token_id, "actor_kind": actor.kind},
-                updated_at=now,
             )
             # The task row and the scheduler row's set move together: claims read the set.
             change = Change(
@@ -594,24 +583,22 @@ class Graph:
 
     # ---------------------------------------------------- reactions (the stream)
 
-    def after_lease(self, old: Lease | None, new: Lease) -> None:
+    def after_lease(self, event: TaskSucceeded, context: Context) -> None:
         """A task's success, written to its graph row when something counts it there: a
         parent (the task has one: its lease carries its lineage), children or dependents
         (its graph row or a dependent edge exists: one consistent read, after the success
         committed, so an edge committed before it is seen, and a filing after it sees the
         lease). A task nothing is linked to keeps its success on its lease: no write."""
-        self._told = None
-        if new.task_id is None or new.state is not LeaseState.COMPLETED:
-            return
-        if new.outcome != "success" or (old is not None and old.state is LeaseState.COMPLETED):
-            return
+        new = event.lease
+        if new.task_id is None:
+            return  # derive tells a success only of a task's lease
         linked = (
             not self.kernel.successes_derived()
             or bool(new.lineage)
             or self.kernel.store.in_graph(new.task_id)
         )
         if not linked:
-            self._told = (new.id, new.version)
+            context.told_by_lease = True
             return
         # Only with no child outstanding (a parent stays open until its children succeed).
         # The lease is named in the same write: the task's inputs hand on its result, even
@@ -621,16 +608,11 @@ class Graph:
             return
         if self.kernel.store.get_graph(new.task_id).success_copied:
             # A filing that linked to the task meanwhile copied this success from the lease.
-            self._told = (new.id, new.version)
+            context.told_by_lease = True
 
-    def told_by_lease(self, lease: Lease) -> bool:
-        """Whether this lease's success, just reacted to, is its task's completion with no
-        graph row change to tell it (the task was not linked, or its success was copied):
-        its completion is then told from the lease."""
-        return self._told == (lease.id, lease.version)
-
-    def after_graph(self, old: TaskGraph | None, new: TaskGraph) -> None:
-        was = old or TaskGraph(new.task_id)
+    def after_graph(self, event: GraphMoved, context: Context) -> None:
+        new = event.row
+        was = event.before or TaskGraph(new.task_id)
         now = self.kernel.clock.now_ms()
         if new.succeeded_at is not None and was.succeeded_at is None:
             self._count_success(new.task_id, now)
@@ -657,13 +639,8 @@ class Graph:
             if task is None or not task.attention:
                 return
             now = self.kernel.clock.now_ms()
-            settled = replace(
-                task,
-                attention=False,
-                version=task.version + 1,
-                event_type="task.rollup_settled",
-                event_data={"was": "needs_attention"},
-                updated_at=now,
+            settled = next_version(
+                task, TASK_ROLLUP_SETTLED, {"was": "needs_attention"}, now, attention=False
             )
             write = TaskWrite(settled, expect_job_id=task.job_id, expect_version=task.version)
             try:
