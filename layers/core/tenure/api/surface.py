@@ -29,6 +29,7 @@ from tenure.api.bearer import bearer
 from tenure.api.errors import describe_validation, envelope, error_response
 from tenure.api.routes import REPORTS, ROUTES
 from tenure.api.tokens import EXPIRED, expired
+from tenure.app.conditions import QUEUED_STATES
 from tenure.app.tenure import Tenure
 from tenure.domain import authz
 from tenure.domain import errors as e
@@ -371,7 +372,10 @@ def lease_out(lease: Lease) -> dict[str, Any]:
     """A lease as every route shows it, with the queued condition the service judges (and
     reclaimed once its retention has passed, when it had nothing to delete)."""
     service = svc()
-    return v.lease_view(service.kernel.shown(lease), service.conditions.queued_condition_of(lease))
+    # Only a queued lease has a condition to judge: an ended or held one is shown as it is.
+    queued = lease.state in QUEUED_STATES
+    condition = service.conditions.queued_condition_of(lease) if queued else None
+    return v.lease_view(service.kernel.shown(lease), condition)
 
 
 def leases_out(leases: Iterable[Lease]) -> list[dict[str, Any]]:
