@@ -14,6 +14,8 @@ from tenure.domain.model import Lease, Pool, Task
 # claim's write is the case (app/tasks/cancel.py): the scheduler row the claim read to skip
 # such leases was read before that commit.
 Withdraw = Callable[[Lease], bool]
+# Whether any of the claim's Withdraw checks ended the lease.
+Withdrawn = Callable[[Lease], bool]
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
-from tenure.app.leases.claims.answer import Ask, Claimed, Withdraw
+from tenure.app.leases.claims.answer import Ask, Claimed, Withdrawn
 from tenure.app.leases.claims.candidates import HeldBack
 from tenure.app.leases.claims.record import Records
 from tenure.app.leases.orphans import Orphans
@@ -46,14 +46,14 @@ class Attempt:
         gate: ClaimGate,
         orphans: Orphans,
         records: Records,
-        withdraw: tuple[Withdraw, ...] = (),
+        withdrawn: Withdrawn,
     ) -> None:
         self.kernel = kernel
         self.leases = leases
         self.gate = gate
         self.orphans = orphans  # a marked lease's task, or the end of a dead filing's lease
         self.records = records
-        self.withdraw = withdraw
+        self.withdrawn = withdrawn  # Claims.withdraw's checks, asked after a claim
 
     def take(
         self,
@@ -131,7 +131,7 @@ class Attempt:
             return None
         if records and intent is not None:
             intent.won(lease.id)
-        if any(check(new) for check in self.withdraw):
+        if self.withdrawn(new):
             self.kernel.counters["claims_withdrawn"] += 1
             return None  # ended by the check: never handed out, the claim looks further
         return Claimed(lease=new, token=token, pool=pool, task=task)

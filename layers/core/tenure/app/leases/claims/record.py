@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from tenure.app.leases.claims.answer import Claimed, Withdraw
+from tenure.app.leases.claims.answer import Claimed, Withdrawn
 from tenure.app.leases.claims.intent import At, ClaimIntent, judge
 from tenure.app.ports import ClaimRecord, RecordWrite
 from tenure.app.rows import ClaimRecords, LeaseRows
@@ -25,12 +25,12 @@ class Records:
         kernel: Kernel,
         leases: LeaseRows,
         claims: ClaimRecords,
-        withdraw: tuple[Withdraw, ...] = (),
+        withdrawn: Withdrawn,
     ) -> None:
         self.kernel = kernel
         self.leases = leases
         self.claims = claims
-        self.withdraw = withdraw
+        self.withdrawn = withdrawn  # Claims.withdraw's checks, asked after a claim
 
     @staticmethod
     def intent(pool: str, claimant: str, worker_id: str, claim_id: str) -> ClaimIntent:
@@ -56,7 +56,7 @@ class Records:
         own = ours and lease.claimed_by == key.claimant and lease.worker_id == key.worker_id
         shunned = intent.ref in (lease.shunned or ())
         at = judge(own, lease.state in REPORTABLE, lease.state is LeaseState.PENDING, shunned)
-        if at is At.OWN and any(check(lease) for check in self.withdraw):
+        if at is At.OWN and self.withdrawn(lease):
             # Claimed under a subtree cancel, and its end by the claim that withdrew it
             # never landed: never handed out. Ended now (its `claim_ref` with it), it is
             # no longer this claim's own, and the record moves on from it.

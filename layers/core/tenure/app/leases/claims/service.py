@@ -21,7 +21,7 @@ from tenure.app.scheduler import ClaimGate
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import CeilingReached, InvalidTransition, LeaseNotFound
-from tenure.domain.model import Pool, Principal
+from tenure.domain.model import Lease, Pool, Principal
 from tenure.domain.states import LeaseState
 
 if TYPE_CHECKING:
@@ -53,8 +53,9 @@ class Claims:
         self.workers = workers
         self.waits = waits  # at most 8 claims of one worker token wait at once
         self.leases = leases
-        self.records = Records(kernel, leases, claims, withdraw)
-        self.attempt = Attempt(kernel, leases, gate, orphans, self.records, withdraw)
+        self.withdraw = withdraw
+        self.records = Records(kernel, leases, claims, self.withdrawn)
+        self.attempt = Attempt(kernel, leases, gate, orphans, self.records, self.withdrawn)
         self.candidates = Candidates(kernel, gate, queues)
 
     def claim(
@@ -257,6 +258,10 @@ class Claims:
         if won is None:
             self.kernel.counters["empty_claims"] += 1
         return won
+
+    def withdrawn(self, lease: Lease) -> bool:
+        """Whether a check ends `lease`, claimed, rather than let it be handed out."""
+        return any(check(lease) for check in self.withdraw)
 
     def claimed_again(
         self, actor: Principal, pool_name: str, worker_id: str, claim_id: str
