@@ -42,14 +42,12 @@ class LongPoll:
         self,
         kernel: Kernel,
         workers: Workers,
-        settings: Callable[[str], tuple[Pool, bool]],
         waiter: Waiter,
         worker_id: str,
         worker_version: str | None,
     ) -> None:
         self.kernel = kernel
         self.workers = workers
-        self.settings = settings
         self.waiter = waiter
         self.worker_id = worker_id
         self.worker_version = worker_version
@@ -63,7 +61,7 @@ class LongPoll:
         """The pool's settings read for the first look (fresh: a paused pool or an archived
         space hands out nothing, and a ceiling just set counts, from the moment it commits)."""
         self.pool_name = pool_name
-        self.pool, self.closed = self.settings(pool_name)
+        self.pool, self.closed = self._settings(pool_name)
         self.looked_at = self.kernel.clock.now_ms()
         return self.pool
 
@@ -104,3 +102,11 @@ class LongPoll:
             self.open(self.pool_name)
         self.seen()
         return True
+
+    def _settings(self, pool_name: str) -> tuple[Pool, bool]:
+        """The pool as it is now, and whether it hands out nothing (paused, or its space
+        archived); the space and instance rows are refreshed with it (their ceilings)."""
+        pool = self.kernel.fresh_pool(pool_name)
+        closed = pool.paused or self.kernel.fresh_space(pool.space).archived
+        self.kernel.fresh_instance()
+        return pool, closed

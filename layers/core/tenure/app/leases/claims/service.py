@@ -87,9 +87,7 @@ class Claims:
             rules.refuse_token_fields({**fields, "claim_id": claim_id, "host": host})
             # Fresh, not the 30 s cache (three consistent reads of small rows, 1 RU each, per
             # claim call and per refresh).
-            poll = LongPoll(
-                self.kernel, self.workers, self._settings, waiter, worker_id, worker_version
-            )
+            poll = LongPoll(self.kernel, self.workers, waiter, worker_id, worker_version)
             pool = poll.open(pool_name)
             poll.seen()  # a claim is itself a sign of life
             intent = None
@@ -272,11 +270,3 @@ class Claims:
         pool = self.kernel.pool(pool_name)
         intent = self.records.intent(pool.name, actor.token_id, worker_id, claim_id)
         return self.records.follow(intent, pool)
-
-    def _settings(self, pool_name: str) -> tuple[Pool, bool]:
-        """The pool as it is now, and whether it hands out nothing (paused, or its space
-        archived); the space and instance rows are refreshed with it (their ceilings)."""
-        pool = self.kernel.fresh_pool(pool_name)
-        closed = pool.paused or self.kernel.fresh_space(pool.space).archived
-        self.kernel.fresh_instance()
-        return pool, closed
