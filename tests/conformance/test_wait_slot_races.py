@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from tenure.app.leases.waits import MAX_WAITING_CLAIMS
+from tenure.app.leases.claims.waits import MAX_WAITING_CLAIMS
 from tenure.app.tenure import compose
 from tenure.domain.model import Principal
 from tenure.store.dynamo import DynamoStore

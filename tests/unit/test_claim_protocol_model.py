@@ -3,13 +3,16 @@
 The claim protocol keeps its promises (one holder per job, one lease per claim id, a retried
 claim finds its first lease) only through the conditions on its writes. Unit tests drive a few
 chosen orderings; this file walks *all* of them for a small world and checks the promises in
-every state it reaches. Nothing here imports the service: the model is the protocol as the
-service writes it to its table, step by step, so that it can be read next to the code.
+every state it reaches. The model is the protocol as the service writes it to its table,
+step by step, so that it can be read next to the code.
 
 What is modelled: one JOB row per job (its fence and current lease), LEASE rows (state, claim,
 number of state changes, who completed it), the timeline (events per lease, kept apart from
 the rows so that a change without its event shows), and CLAIM records keyed by (worker, claim
-id), each naming one lease. The actors:
+id), each naming one lease. The service's table is not imported, but a call's decisions are the
+service's own: every read of the lease its record names is sorted by the claim's state machine
+(`judge` and its states `At`, in tenure/app/leases/claims/intent.py), so a change there is
+checked against every interleaving here. The actors:
 
 * claim calls. Each claimer is one worker with one claim id. Its client may start another call
   with the same claim id at any time while it has calls left: its earlier call crashed, its
@@ -38,7 +41,8 @@ two states that differ only by which claimer is which are explored once (`visit_
 
 The search is breadth first over a visited set, so a violation comes back with a shortest
 trace. `Flaws` switches single conditions off; the tests at the bottom show that the checker
-finds each weakening, and which one it cannot (the sweeper's job condition, see there).
+finds each weakening, and which one it cannot (the sweeper's job condition, see there), and
+that a `judge` broken the same way is found too.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import pytest
+from tenure.app.leases.claims import intent as claim_intent
+from tenure.app.leases.claims.intent import At
 
 PENDING = "pending"
 CLAIMED = "claimed"
@@ -62,7 +68,10 @@ ENDED = frozenset({COMPLETED, LOST})
 LeaseId = tuple[int, int]  # (job, fence)
 NO_LEASE: LeaseId = (-1, -1)  # sorts before every lease; only inside sort keys
 
-# The step a claim call takes next, numbered as in the docstrings of the steps below.
+# The step a claim call takes next, numbered as in the docstrings of the steps below. Where the
+# record stands (the service's `At`) decides the step after a read: NONE puts a record (2.),
+# OWN reissues (3a.), SPENT answers "ended" (3b.), PENDING claims (3c.), NAMES looks elsewhere
+# (3d.).
 READ_RECORD = "read-record"  # 1.
 PUT_RECORD = "put-record"  # 2.
 READ_LEASE = "read-lease"  # 3.
@@ -244,6 +253,17 @@ def _add_int(items: tuple[int, ...], item: int) -> tuple[int, ...]:
     return items if item in items else tuple(sorted((*items, item)))
 
 
+def _judge(lease: Lease, claimer: int) -> At:
+    """Where a record naming `lease` stands for `claimer`'s calls: the service's own rule
+    (looked up on its module each time, so a test can break it)."""
+    return claim_intent.judge(
+        own=lease.claim == claimer,
+        held=lease.state in HELD,
+        pending=lease.state == PENDING,
+        shunned=claimer in lease.shunned,
+    )
+
+
 def _set(items: tuple, index: int, value: object) -> tuple:
     return (*items[:index], value, *items[index + 1 :])
 
@@ -352,16 +372,16 @@ def _read_lease(m: _Move) -> Iterator[Step]:
     """3. Read the record's lease (a consistent read) and decide what this claim may do."""
     assert m.call.lease is not None
     lease = _lease(m.s, m.call.lease)
-    mine = lease.claim == m.call.claimer
+    at = _judge(lease, m.call.claimer)
     seen = ("reads", _name(lease.id), lease.state, "under", _who(lease.claim) + ":")
-    if mine and lease.state in HELD:  # a.
+    if at is At.OWN:  # a.
         yield m.on("read lease", (*seen, "its own: reissue"), m.call._replace(pc=REISSUE))
         return
-    if mine and lease.state in ENDED:  # b.
+    if at is At.SPENT:  # b.
         label = (*seen, "its own, ended: answers ended")
         yield m.answers("answer ended", label, ANSWER_ENDED, lease.id)
         return
-    if lease.state == PENDING and m.call.claimer not in lease.shunned:  # c.
+    if at is At.PENDING:  # c.
         read = m.call._replace(seen=lease.version)
         yield m.on("read lease", (*seen, "claim it"), read._replace(pc=CLAIM))
         # e. Or it cannot take it now (held back, deferred, a full ceiling): shun it first.
@@ -497,9 +517,10 @@ def _recheck(m: _Move) -> Iterator[Step]:
         return
     lease = _lease(m.s, m.call.lease)
     seen = ("re-reads", _name(lease.id), lease.state, "under", _who(lease.claim) + ":")
-    if lease.claim == c and lease.state in HELD:
+    at = _judge(lease, c)
+    if at is At.OWN:
         yield m.on("read lease", (*seen, "its own: reissue"), m.call._replace(pc=REISSUE))
-    elif lease.state == PENDING and c not in lease.shunned:
+    elif at is At.PENDING:
         nxt = m.call._replace(pc=CLAIM, seen=lease.version)
         yield m.on("read lease", (*seen, "claim it"), nxt)
     else:
@@ -1050,6 +1071,40 @@ def test_the_give_up_worlds_shun_and_lose_writes_on_pending_leases() -> None:
         assert kinds[kind] > 0, kind
     assert explored(WORLDS["2 claimers, 1 job, a give-up each"]).kinds["shun"] > 0
     assert explored(WORLDS["2 claimers, 1 job"]).kinds["no candidate"] > 0
+
+
+def _ignores_the_shun(own: bool, held: bool, pending: bool, shunned: bool) -> At:
+    return REAL_JUDGE(own, held, pending, shunned=False)
+
+
+def _passes_its_own_lease_by(own: bool, held: bool, pending: bool, shunned: bool) -> At:
+    at = REAL_JUDGE(own, held, pending, shunned)
+    return At.NAMES if at is At.OWN else at
+
+
+REAL_JUDGE = claim_intent.judge
+# The service's rule broken, the world it is looked for in, and what the checker must report:
+# the model runs the service's `judge`, so breaking it breaks the protocol here too.
+BROKEN_JUDGES = {
+    "a pending lease taken whoever shunned it": (_ignores_the_shun, GIVE_UP, "which shunned it"),
+    "a retry that looks past its own held lease": (
+        _passes_its_own_lease_by,
+        SMALL,
+        "answered empty none while L0.1 is held under it",
+    ),
+}
+
+
+@pytest.mark.parametrize("broken", BROKEN_JUDGES)
+def test_the_model_runs_the_services_own_judge(
+    broken: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    judge, world, report = BROKEN_JUDGES[broken]
+    assert explored(world).violation is None
+    monkeypatch.setattr(claim_intent, "judge", judge)
+    result = explore(world)  # not `explored`: that one remembers the service's own verdict
+    assert result.violation is not None
+    assert report in result.violation, _report(result)
 
 
 def _table() -> list[tuple[str, Config]]:

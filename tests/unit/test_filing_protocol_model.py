@@ -13,8 +13,8 @@ Promises checked in every reachable state: a claimed lease's task is there; the 
 ended at most once; a filing that answered success has its lease not ended by a claim. The
 `FLAWS` switch single conditions off; the tests show the checker finds each one.
 
-The code it models: app/tasks/filing.py (`_lease_then_task`), app/leases/claims.py
-(`_try_claim`) and app/leases/orphans.py.
+The code it models: app/tasks/filing.py (`_lease_then_task`), app/leases/claims/attempt.py
+(`Attempt.take`) and app/leases/orphans.py.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from tenure.domain.tasks import next_version
 APP = Path(__file__).resolve().parents[2] / "layers" / "core" / "tenure" / "app"
 # Lease rows, which are not tasks: kernel.moved builds a lease's next version, and a claim
 # marks a lease row twice (a retried claim, a shunned claimer). Can only shrink.
-LEASE_ROWS = {"kernel.py", "leases/claims.py"}
+LEASE_ROWS = {"kernel.py", "leases/claims/record.py"}
 
 
 def test_the_next_version_names_its_event_and_applies_the_changes() -> None:

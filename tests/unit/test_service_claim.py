@@ -113,7 +113,7 @@ def test_claim_takes_the_oldest_pending_lease_first(rig: Rig) -> None:
     assert rig.svc.claims.claim(WORKER, POOL, "w3", None, 0, None) is None
 
 
-def test_claim_looks_past_a_head_it_cannot_take(rig: Rig) -> None:
+def test_claim_looks_past_a_head_it_cannot_take(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
     _, head = rig.task()
     _, second = rig.task()
     assert head is not None and second is not None
@@ -124,22 +124,21 @@ def test_claim_looks_past_a_head_it_cannot_take(rig: Rig) -> None:
 
         def __init__(self) -> None:
             self.raced = False
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(rig.store, name)
+            self.real = rig.store.get_lease
 
         def get_lease(self, lease_id: str, consistent: bool = True) -> object:
-            lease = rig.store.get_lease(lease_id, consistent)
+            lease = self.real(lease_id, consistent)
             if lease_id == first.id and not self.raced:
                 self.raced = True
-                rival = rig.store.get_lease(lease_id)
+                rival = self.real(lease_id)
                 assert rival is not None
                 taken = replace(rival, state=LeaseState.DISPATCHED, worker_id="rival", version=2)
                 write = LeaseWrite(taken, expect=(LeaseState.PENDING, 1))
                 rig.store.commit(Change(leases=[write]))
             return lease
 
-    rig.svc.kernel.store = HeadAlreadyTaken()  # type: ignore[assignment]
+    # The claim reads leases through its own port, the same store object.
+    monkeypatch.setattr(rig.store, "get_lease", HeadAlreadyTaken().get_lease)
     won = rig.svc.claims.claim(WORKER, POOL, "w1", None, 0, None)
     assert won is not None and won.lease.id == second.id
     assert rig.lease(first.id).worker_id == "rival"

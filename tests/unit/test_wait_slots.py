@@ -1,4 +1,4 @@
-"""A worker token has at most 8 claims waiting at once (app/leases/waits.py): a claim takes a
+"""A worker token has at most 8 claims waiting at once (app/leases/claims/waits.py): a claim takes a
 slot only when it is about to wait, gives it back when it answers, and with every slot held
 answers at once. The race of many claims for the slots is proven on DynamoDB Local
 (tests/conformance/test_wait_slot_races.py); these pin the rules on the fake store."""
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from tenure.app.leases.bound import BOUND_WAIT_SECONDS
-from tenure.app.leases.waits import MAX_WAITING_CLAIMS, SLOT_MARGIN_MS
+from tenure.app.leases.claims.waits import MAX_WAITING_CLAIMS, SLOT_MARGIN_MS
 from tenure.domain.model import Principal
 
 from tests.unit.support import ADMIN, POOL, T0, WORKER, Rig

@@ -63,7 +63,7 @@ Hold = Callable[[tuple[str, ...], SchedulerState], bool]
 
 
 class ClaimGate:
-    """What a claim asks before it takes a candidate (claims.py): the scheduler row, and
+    """What a claim asks before it takes a candidate (app/leases/claims/): the scheduler row, and
     whether a lease is held back by any of `holds`, in order."""
 
     def __init__(self, kernel: Kernel, holds: tuple[Hold, ...] = ()) -> None:

@@ -33,7 +33,7 @@ from tenure.app.flow.inputs import Inputs
 from tenure.app.inspect import Inspection
 from tenure.app.kernel import Kernel
 from tenure.app.leases.bound import Bound
-from tenure.app.leases.claims import Claims
+from tenure.app.leases.claims import Claims, Waits
 from tenure.app.leases.force import Force
 from tenure.app.leases.handover import Handover
 from tenure.app.leases.operator import Operator
@@ -43,7 +43,6 @@ from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.reports import Completion, Reports
 from tenure.app.leases.retry import Retries
 from tenure.app.leases.timeouts import QueueTimeouts
-from tenure.app.leases.waits import Waits
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
 from tenure.app.reactions import Reactions, on
 from tenure.app.rows import Store
@@ -180,8 +179,11 @@ def compose(
         kernel,
         gate,
         workers,
-        Waits(kernel),
+        Waits(kernel, kernel.store),
         orphans,
+        leases=kernel.store,
+        claims=kernel.store,
+        queues=kernel.store,
         withdraw=(cancellation.withdraw_claim,),
     )
     bound = Bound(kernel, claims)

@@ -19,6 +19,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tenure.app.rows import ClaimRecords
 from tenure.domain.errors import Conflict, Unavailable
 
 if TYPE_CHECKING:
@@ -43,14 +44,17 @@ class WaitSlot:
 
 
 class Waits:
-    def __init__(self, kernel: Kernel, slots: int = MAX_WAITING_CLAIMS) -> None:
+    def __init__(
+        self, kernel: Kernel, records: ClaimRecords, slots: int = MAX_WAITING_CLAIMS
+    ) -> None:
         self.kernel = kernel
+        self.records = records  # the token's wait slots row
         self.slots = slots
 
     def take(self, token_id: str, wait_ms: int) -> WaitSlot | None:
         """A slot of the token's, held for `wait_ms` (and the margin), or None when every
         slot is held: the claim then answers without waiting."""
-        store, clock = self.kernel.store, self.kernel.clock
+        store, clock = self.records, self.kernel.clock
         for _ in range(SLOT_TRIES):
             now = clock.now_ms()
             held = store.wait_slots(token_id)
@@ -74,7 +78,7 @@ class Waits:
         """Free the slot, unless it ran out and another claim took it. Never fails the claim
         that held it: a slot that cannot be written back runs out by itself at `until`."""
         with contextlib.suppress(Conflict, Unavailable):
-            self.kernel.store.free_wait_slot(held.token_id, held.slot, held.until)
+            self.records.free_wait_slot(held.token_id, held.slot, held.until)
 
 
 class Waiter:

@@ -1,0 +1,272 @@
+"""Claims: a worker takes a pending lease, fenced, within the ceilings (pool, space and
+instance `max_active`, the pool's `max_active_per_key` and `max_claims_per_minute`, all
+enforced atomically by the claim's own write)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from tenure.app.leases.claims.answer import Ask, Claimed, Withdraw
+from tenure.app.leases.claims.attempt import Attempt
+from tenure.app.leases.claims.candidates import Candidates, HeldBack
+from tenure.app.leases.claims.intent import ClaimIntent
+from tenure.app.leases.claims.poll import CLAIM_POLL_SECONDS, Again, LongPoll
+from tenure.app.leases.claims.record import Records
+from tenure.app.leases.claims.waits import Waiter, Waits
+from tenure.app.leases.orphans import Orphans
+from tenure.app.ports import KEY_CEILING
+from tenure.app.rows import ClaimRecords, LeaseRows, QueueRows
+from tenure.app.scheduler import ClaimGate
+from tenure.domain import authz
+from tenure.domain import fencing as rules
+from tenure.domain.errors import CeilingReached, InvalidTransition, LeaseNotFound
+from tenure.domain.model import Lease, Pool, Principal
+from tenure.domain.states import LeaseState
+
+if TYPE_CHECKING:
+    from tenure.app.kernel import Kernel
+    from tenure.app.workers import Workers
+
+# How many candidates one claim call may lose races for before it rests a poll interval.
+MAX_CLAIM_TRIES = 200
+# How many times a claim with a claim_id follows its record, moved on by sibling calls, before
+# it answers that nothing could be taken.
+BEFORE_EMPTY_ROUNDS = 4
+
+
+class Claims:
+    def __init__(
+        self,
+        kernel: Kernel,
+        gate: ClaimGate,
+        workers: Workers,
+        waits: Waits,
+        orphans: Orphans,
+        leases: LeaseRows,
+        claims: ClaimRecords,
+        queues: QueueRows,
+        withdraw: tuple[Withdraw, ...] = (),
+    ) -> None:
+        self.gate = gate
+        self.kernel = kernel
+        self.workers = workers
+        self.waits = waits  # at most 8 claims of one worker token wait at once
+        self.leases = leases
+        self.withdraw = withdraw
+        self.records = Records(kernel, leases, claims, self.withdrawn)
+        self.attempt = Attempt(kernel, leases, gate, orphans, self.records, self.withdrawn)
+        self.candidates = Candidates(kernel, gate, queues)
+
+    def claim(
+        self,
+        actor: Principal,
+        pool_name: str,
+        worker_id: str,
+        worker_version: str | None,
+        wait_seconds: float,
+        lease_seconds: int | None,
+        claim_id: str | None = None,
+        host: str | None = None,
+        lease_id: str | None = None,
+        start: bool = False,
+    ) -> Claimed | None:
+        """The next claimable lease of the pool, or with `lease_id` that one lease or
+        nothing: None when nothing could be taken once `wait_seconds` have passed; an exact
+        claim of a lease that is held or has ended is 409 invalid_transition. With `start`
+        the worker begins the job as soon as it has the answer, so the lease is running at
+        once (Attempt._claimed_and_started)."""
+        # A claim about to wait takes one of its token's wait slots, and gives it back however
+        # the call ends; with every slot held it answers at once (claims/waits.py).
+        waiter = Waiter(self.waits, actor.token_id)
+        try:
+            authz.require_worker(actor, pool_name)
+            # Each is stored and shown to operators (the worker list, exec_target, the
+            # timeline).
+            fields = {"worker_id": worker_id, "worker_version": worker_version}
+            rules.refuse_token_fields({**fields, "claim_id": claim_id, "host": host})
+            # Fresh, not the 30 s cache (three consistent reads of small rows, 1 RU each, per
+            # claim call and per refresh).
+            poll = LongPoll(self.kernel, self.workers, waiter, worker_id, worker_version)
+            pool = poll.open(pool_name)
+            poll.seen()  # a claim is itself a sign of life
+            intent = None
+            if claim_id is not None:
+                intent = self.records.intent(pool.name, actor.token_id, worker_id, claim_id)
+                again = self.records.follow(intent, pool)
+                if again is not None:
+                    return again
+            ask = Ask(worker_id, worker_version, lease_seconds, actor.token_id, intent, host, start)
+            poll.until(wait_seconds)
+            if lease_id is not None:
+                return self._claim_exact(lease_id, poll, ask)
+            return self._claim_next(poll, ask, wait_seconds)
+        finally:
+            waiter.done()
+
+    def _claim_next(self, poll: LongPoll, ask: Ask, wait_seconds: float) -> Claimed | None:
+        """The next claimable lease of the pool, by priority, looking again while the wait
+        lasts; with a claim_id, the lease its record names still pending first."""
+        tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
+        held = self.candidates.held_back()
+        first = self._retry_first(poll, ask, tried, held)
+        if first is not None:
+            return first
+
+        def rested(pool: Pool) -> None:
+            tried.clear()
+            held.recheck_keys(pool)
+
+        # Bounded twice over: by the candidates a call may lose races for, and by the wait.
+        looks = MAX_CLAIM_TRIES + math.ceil(wait_seconds / CLAIM_POLL_SECONDS) + 1
+        won = poll.run(looks, lambda: self._look(poll, ask, tried, held), rested)
+        if won is not None:
+            return won
+        intent = ask.intent
+        if intent is not None and not intent.spent:
+            assert poll.pool is not None
+            again = self._before_empty(intent, poll.pool, ask, held, poll.closed)
+            if again is not None:
+                return again
+        self.kernel.counters["empty_claims"] += 1
+        return None
+
+    def _retry_first(
+        self, poll: LongPoll, ask: Ask, tried: set[str], held: HeldBack
+    ) -> Claimed | None:
+        """A retry whose record names a lease still pending takes that one first: it is the
+        only lease this claim_id may take until the record moves on from it. Not from a
+        paused pool, an archived space or a paused scheduler, as any claim (the scheduler row
+        is read here only for such a retry, never for a plain claim)."""
+        intent, pool = ask.intent, poll.pool
+        if intent is None or intent.pending is None or poll.closed or pool is None:
+            return None
+        gate = self.gate.read()
+        if gate.paused or held.rate_limited(pool):
+            return None
+        tried.add(intent.pending)
+        try:
+            won = self.attempt.take(intent.pending, pool, ask, gate, held)
+        except CeilingReached:
+            won = None  # full: the look below meets the same ceiling and waits
+        if won is not None:
+            self.kernel.counters["claims"] += 1
+        return won
+
+    def _look(
+        self, poll: LongPoll, ask: Ask, tried: set[str], held: HeldBack
+    ) -> Claimed | Again | None:
+        """One look at the queue's heads: the first won, or whether to look again at once."""
+        pool = poll.pool
+        assert pool is not None
+        gate = self.gate.read()  # scheduler pause, paused subtrees, parked tasks
+        if poll.closed or gate.paused or held.rate_limited(pool):
+            return None
+        heads = self.candidates.look(pool, tried, gate, held)
+        for lease_id in heads:
+            try:
+                won = self.attempt.take(lease_id, pool, ask, gate, held)
+            except CeilingReached as full:
+                if full.details.get("scope") == KEY_CEILING:
+                    continue  # that key is full; other keys may still be claimable
+                heads.full()
+                break
+            if won is not None:
+                self.kernel.counters["claims"] += 1
+                return won
+            if heads.withdrawn():
+                break
+            heads.raced()
+        return Again.AT_ONCE if heads.found and len(tried) < MAX_CLAIM_TRIES else None
+
+    def _before_empty(
+        self, intent: ClaimIntent, pool: Pool, ask: Ask, held: HeldBack, closed: bool
+    ) -> Claimed | None:
+        """Before a claim with a claim_id answers that nothing could be taken: a concurrent
+        call with the same claim_id may have pointed the record at a lease and won it
+        meanwhile (even while this call found no candidate at all), and then that lease is
+        this claim's answer. Lease first, record second: the lease the record named is this
+        claim's own and held (reissued), or pending and not shunned (claimed), or can never
+        become this claim's; only then does the record decide: unchanged, nothing could be
+        taken; moved on, it is followed. Bounded: each round follows a sibling's progress."""
+        for _ in range(BEFORE_EMPTY_ROUNDS):
+            if intent.names is not None:
+                lease = self.leases.get_lease(intent.names)
+                if lease is not None and lease.claim_ref == intent.ref:
+                    return self.records.follow(intent, pool)  # its own: reissued if still held
+                if (
+                    lease is not None
+                    and lease.state is LeaseState.PENDING
+                    and intent.ref not in (lease.shunned or ())
+                ):
+                    gate = self.gate.read()
+                    if closed or gate.paused or held.rate_limited(pool):
+                        return None  # nothing is handed out now, this lease neither
+                    try:
+                        won = self.attempt.take(lease.id, pool, ask, gate, held)
+                    except CeilingReached:
+                        return None  # full: it waits for the next claim
+                    if won is not None:
+                        return won
+                    now = self.leases.get_lease(lease.id)
+                    if now is None or now.claim_ref != intent.ref:
+                        return None  # not takeable now (held back, deferred) or a rival's
+                    return self.records.follow(intent, pool)  # a sibling won it: this claim's
+            before = intent.names
+            again = self.records.follow(intent, pool)
+            if again is not None or intent.spent or intent.names == before:
+                return again
+        return None
+
+    def _claim_exact(self, lease_id: str, poll: LongPoll, ask: Ask) -> Claimed | None:
+        """That lease or nothing, through every gate a claim-next passes (pause, archive,
+        the scheduler, held-back tasks, not_before, ceilings), with the same single-owner
+        condition; a lease held or ended (a rival's claim included) is 409."""
+        poll.looked_at = self.kernel.clock.now_ms()
+        remaining_ms = max(0, poll.give_up_at - poll.looked_at)
+        looks = math.ceil(remaining_ms / 1000 / CLAIM_POLL_SECONDS) + 1
+        held = self.candidates.held_back()
+
+        def look() -> Claimed | None:
+            pool = poll.pool
+            assert pool is not None
+            lease = self.kernel.lease(lease_id)  # consistent: who holds it now
+            if lease.pool != pool.name:
+                raise LeaseNotFound(f"lease {lease_id} is not in pool {pool.name}")
+            if lease.state is not LeaseState.PENDING:
+                raise InvalidTransition(f"lease {lease_id} is {lease.state}; it is not queued")
+            gate = self.gate.read()
+            if poll.closed or gate.paused or held.rate_limited(pool):
+                return None
+            try:
+                won = self.attempt.take(lease_id, pool, ask, gate, held)
+            except CeilingReached:
+                won = None  # full (a ceiling, its key, the minute's claims): it waits
+            if won is not None:
+                self.kernel.counters["claims"] += 1
+                return won
+            again = self.kernel.lease(lease_id)
+            if again.state.terminal:  # withdrawn by this claim (its task was cancelled)
+                raise InvalidTransition(f"lease {lease_id} is {again.state.value}")
+            if again.state is not LeaseState.PENDING:
+                raise InvalidTransition(f"lease {lease_id} was claimed by another worker")
+            return None
+
+        won = poll.run(looks, look, held.recheck_keys)
+        if won is None:
+            self.kernel.counters["empty_claims"] += 1
+        return won
+
+    def withdrawn(self, lease: Lease) -> bool:
+        """Whether a check ends `lease`, claimed, rather than let it be handed out."""
+        return any(check(lease) for check in self.withdraw)
+
+    def claimed_again(
+        self, actor: Principal, pool_name: str, worker_id: str, claim_id: str
+    ) -> Claimed | None:
+        """The lease a claim with this `claim_id` already won, again under a fresh token, or
+        None: never a new claim. What a replayed report answers for the claim it carried."""
+        authz.require_worker(actor, pool_name)
+        pool = self.kernel.pool(pool_name)
+        intent = self.records.intent(pool.name, actor.token_id, worker_id, claim_id)
+        return self.records.follow(intent, pool)
