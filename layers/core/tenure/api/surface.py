@@ -56,29 +56,43 @@ def svc() -> Tenure:
     return wiring.service()
 
 
+# The key of the request's routing context under which the dispatch hands the caller on.
+CALLER = "caller"
+
+
 def actor() -> Principal:
-    """The caller as the authorizer described it (see functions/authorizer)."""
-    return principal(app.current_event.request_context.authorizer.get_lambda)
+    """The caller, as the dispatch read it once from the authorizer's answer (api/dispatch.py)
+    and handed on in the resolver's context for this request; none there is refused."""
+    caller = app.context.get(CALLER)
+    if not isinstance(caller, Principal):
+        raise e.Unauthenticated("a bearer token is required")
+    return caller
 
 
 def principal(ctx: dict[str, Any], token: str | None = None) -> Principal:
     """The caller the authorizer named; where it could not read the token (the table was
     throttling), the token read again here: 503 `unavailable` if it still cannot be. API
     Gateway keeps the authorizer's answer up to 60 s: a token that has expired since is
-    refused here, on the expires_at its principal carries, with no read."""
+    refused here, on the expires_at its principal carries, with no read. The worker
+    function checks the bearer in process (api/worker.py) and hands the principal itself."""
     raw = ctx.get("principal")
     if not raw and ctx.get("unavailable"):
         return svc().setup.authenticate(token)
     if not raw:
         raise e.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
+    actor = raw if isinstance(raw, Principal) else _principal_of(raw)
+    if actor.expires_at is not None and expired(actor, svc().clock.now_ms()):
+        raise e.Unauthenticated(EXPIRED)
+    return actor
+
+
+def _principal_of(raw: str) -> Principal:
+    """The principal the authorizer wrote into its answer's context, as JSON."""
     data = json.loads(raw)
     for key in ("spaces", "pools"):
         if data.get(key) is not None:
             data[key] = tuple(data[key])
-    actor = Principal(**data)
-    if actor.expires_at is not None and expired(actor, svc().clock.now_ms()):
-        raise e.Unauthenticated(EXPIRED)
-    return actor
+    return Principal(**data)
 
 
 def actor_read_again() -> Principal:

@@ -6,8 +6,6 @@ worker routes live in are imported: not the operators' routes, the board or MCP.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from typing import Any
 
 from tenure.api import dispatch
@@ -70,8 +68,8 @@ def _checked(event: dict[str, Any], context: Any) -> dict[str, Any]:
     starts from instead of a second read (Kernel.own_lease)."""
     with one_request():
         try:
-            actor = VERDICTS.principal(event.get("headers"))
-            ctx = {"principal": json.dumps(dataclasses.asdict(actor))}
+            # The principal itself, not its JSON: the dispatch reads it without a parse.
+            ctx: dict[str, Any] = {"principal": VERDICTS.principal(event.get("headers"))}
         except e.Unauthenticated as refused:
             ctx = {"principal": "", "reason": refused.message}
         except e.Unavailable as busy:
