@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenure.api import dispatch
-from tenure.api.endpoints import artifacts, workers
+from tenure.api.endpoints import artifacts, worker_routes
 from tenure.api.errors import error_event
 from tenure.api.routes import BASE, WORKER_ROUTES, match
 from tenure.api.surface import logger, metrics
@@ -19,7 +19,7 @@ from tenure.config import settings
 from tenure.domain import errors as e
 
 # The route modules register themselves on import; named here so the registration is explicit.
-ENDPOINTS = (workers, artifacts)
+ENDPOINTS = (worker_routes, artifacts)
 VERDICTS = Verdicts()
 __all__ = ["handle", "handle_claim", "logger", "metrics"]
 

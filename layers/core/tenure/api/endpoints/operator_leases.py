@@ -1,4 +1,5 @@
-"""Operators' lease routes: list, read, cancel, kill, pause, resume."""
+"""Operators' lease routes: list, read, cancel, kill, pause, resume. (What a worker and a
+lease's own token call on /leases/{id}/... is in worker_routes.py.)"""
 
 from __future__ import annotations
 

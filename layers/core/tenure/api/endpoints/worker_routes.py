@@ -1,11 +1,13 @@
-"""Workers' routes: claim, heartbeats, reports, payload; and the workers list."""
+"""The routes a worker calls: with its worker token, the claim and the worker's heartbeat;
+with a lease's token, that lease's start, heartbeat, reports and payload. (The operators'
+routes for leases are in operator_leases.py, the workers list in operator_workers.py.)"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from tenure.api import models as m
 from tenure.api import views as v
@@ -89,20 +91,6 @@ def worker_heartbeat(worker_id: str, body: Annotated[m.WorkerHeartbeat, Body()])
         else:
             rows.append({"id": lease_id, "fence": fence, **_beat_view(answer.lease, answer.revoke)})
     return json_answer({"leases": rows})
-
-
-@op("GET", f"{BASE}/workers", 200, m.Workers, 404, 422)
-def list_workers(
-    pool: Annotated[str, Query(max_length=64)],
-    limit: Annotated[int, Query(ge=1, le=200)] = 200,
-    cursor: Annotated[str | None, Query(max_length=1024)] = None,
-) -> Response[Any]:
-    caller = actor()
-    if not pool:
-        raise e.ValidationFailed("pool: required (the workers of one pool are listed)")
-    views, after = svc().workers.worker_page(caller, pool, limit, cursor)
-    shown = [v.worker_view(x.worker, x.reachable, x.leases) for x in views]
-    return json_answer({"workers": shown, "next_cursor": after})
 
 
 def _beat_view(lease: Any, revoke: Any) -> dict[str, Any]:
