@@ -21,7 +21,7 @@ _SCRIPT_MARK = '<script src="board.js"></script>'
 
 
 class Whoami(BaseModel):
-    model_config = ConfigDict(defer_build=True)  # documents the answer only (see api/models.py)
+    model_config = ConfigDict(defer_build=True)  # documents the answer only (see api/models/fields.py)
 
     kind: str
     role: str | None
