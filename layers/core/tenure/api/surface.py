@@ -165,9 +165,7 @@ UNREAD_BODIES: dict[tuple[str, str], type[BaseModel]] = {}
 HANDLERS: dict[tuple[str, str], Callable[..., Any]] = {}
 
 
-def _answers(
-    ok: int, model: type[BaseModel] | None, *codes: int, raw: bool = False
-) -> dict[int, OpenAPIResponse]:
+def _answers(ok: int, model: Any, *codes: int, raw: bool = False) -> dict[int, OpenAPIResponse]:
     """The statuses one operation answers: its success, then each error in the envelope. A
     success with no model has no body (a 204), or is stored bytes of any type (`raw`). Its
     content is always spelt out: left out, the resolver declares a JSON body of any shape."""
@@ -197,12 +195,12 @@ def op(
     method: str,
     rule: str,
     ok: int,
-    model: type[BaseModel] | None,
+    model: Any,
     *codes: int,
     extra: int = 0,
     raw: bool = False,
     ok_headers: dict[str, Any] | None = None,
-    also: dict[int, type[BaseModel]] | None = None,
+    also: dict[int, Any] | None = None,
 ) -> Any:
     """Register a route of the table in api/routes.py with the statuses it answers (and the
     headers its success may carry, `ok_headers`: name → OpenAPI header object; `also`, another
@@ -381,14 +379,14 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     return {**options[0], **rest}
 
 
-def lease_out(lease: Lease) -> dict[str, Any]:
+def lease_out(lease: Lease) -> m.LeaseOut:
     """A lease as every route shows it, with the queued condition the service judges (and
     reclaimed once its retention has passed, when it had nothing to delete)."""
     service = svc()
     return v.lease_view(service.kernel.shown(lease), service.conditions.queued_condition_of(lease))
 
 
-def leases_out(leases: Iterable[Lease]) -> list[dict[str, Any]]:
+def leases_out(leases: Iterable[Lease]) -> list[m.LeaseOut]:
     """Many leases, each pool's facts read once for all of them."""
     service = svc()
     leases = [service.kernel.shown(x) for x in leases]

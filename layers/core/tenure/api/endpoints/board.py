@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
-from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypedDict
 
 from tenure.api.routes import BASE, ROUTES
 from tenure.api.surface import actor, app, json_answer, op, svc
@@ -20,9 +20,7 @@ _STYLE_MARK = '<link rel="stylesheet" href="board.css">'
 _SCRIPT_MARK = '<script src="board.js"></script>'
 
 
-class Whoami(BaseModel):
-    model_config = ConfigDict(defer_build=True)  # documents the answer only (see api/models/fields.py)
-
+class Whoami(TypedDict):  # open, as it always was: documents the answer only
     kind: str
     role: str | None
     spaces: list[str] | None

@@ -6,30 +6,30 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
-from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypedDict
 
 from tenure.api import views as v
+from tenure.api.models import answer
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, op, svc
 from tenure.app.figures import PoolFigures, pool_figures
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class LastHourOut(_Out):
+@answer
+class LastHourOut(TypedDict):
     claims: int
     completed: int
     failed: int
     capped: bool
 
 
-class HoldOut(_Out):
+@answer
+class HoldOut(TypedDict):
     until: str
 
 
-class FiguresOut(_Out):
+@answer
+class FiguresOut(TypedDict):
     pool: str
     space: str
     queued: int
@@ -41,7 +41,8 @@ class FiguresOut(_Out):
     mass_expiry_hold: HoldOut | None
 
 
-class FiguresAnswer(_Out):
+@answer
+class FiguresAnswer(TypedDict):
     figures: FiguresOut
 
 

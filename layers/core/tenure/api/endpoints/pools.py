@@ -17,7 +17,7 @@ from tenure.domain.model import Pool
 from tenure.domain.states import OnExpiry
 
 
-def _pool_out(pool: Pool) -> dict[str, Any]:
+def _pool_out(pool: Pool) -> m.PoolOut:
     return v.pool_view(pool, svc().pools.held(pool))
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
@@ -17,6 +17,7 @@ from pydantic import (
     Tag,
     field_validator,
 )
+from typing_extensions import TypedDict
 
 from tenure.api import models as m
 from tenure.api import views as v
@@ -67,15 +68,18 @@ class AddressCreate(m.Strict):
     address: Annotated[str, StringConstraints(min_length=3, max_length=254)]
 
 
-class AddressOut(m.Out):
+@m.answer
+class AddressOut(TypedDict):
     address: str
     space: str
     created_at: m.Stamp
 
 
-class AddressList(m.Out):
+@m.answer
+class AddressList(TypedDict):
     addresses: list[AddressOut]
-    next_cursor: None = None  # always null: a space has at most MAX_ADDRESSES_PER_SPACE
+    # always null: a space has at most MAX_ADDRESSES_PER_SPACE
+    next_cursor: NotRequired[Annotated[None, Field(default=None)]]
 
 
 class EventPost(m.Strict):
@@ -90,7 +94,8 @@ class EventPost(m.Strict):
     _data = field_validator("data")(lambda value: m._bounded(value, "data"))
 
 
-class RuleOut(m.Out):
+@m.answer
+class RuleOut(TypedDict):
     id: str
     space: str
     name: str
@@ -109,21 +114,25 @@ class RuleOut(m.Out):
     catchup_window_seconds: int | None
 
 
-class RuleAnswer(m.Out):
+@m.answer
+class RuleAnswer(TypedDict):
     rule: RuleOut
 
 
-class RuleList(m.Out):
+@m.answer
+class RuleList(TypedDict):
     rules: list[RuleOut]
-    next_cursor: None = None  # always null: a space has at most MAX_RULES_PER_SPACE rules
+    # always null: a space has at most MAX_RULES_PER_SPACE rules
+    next_cursor: NotRequired[Annotated[None, Field(default=None)]]
 
 
-class FireAnswer(m.Out):
+@m.answer
+class FireAnswer(TypedDict):
     """The lease minted; for a task subject that requires approval, no lease (null) and the
     task, waiting for approval."""
 
     lease: m.LeaseOut | None
-    task: m.TaskOut | None = None
+    task: NotRequired[Annotated[m.TaskOut | None, Field(default=None)]]
 
 
 def _event_kind(body: Any) -> str:
@@ -138,7 +147,8 @@ EventBody = Annotated[
 ]
 
 
-class EventAnswer(m.Out):
+@m.answer
+class EventAnswer(TypedDict):
     leases: list[m.LeaseOut]
 
 

@@ -112,7 +112,7 @@ def create_token(body: Annotated[m.TokenCreate, Body()]) -> Response[Any]:
     token, raw = svc().setup.create_token(
         actor_read_again(), body.name, body.kind, role, spaces, pools, body.expires_in_seconds
     )
-    return json_answer({**v.token_view(token), "token": raw}, 201)
+    return json_answer(v.token_view(token, raw), 201)
 
 
 @op(

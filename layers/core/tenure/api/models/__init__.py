@@ -15,6 +15,7 @@ from tenure.api.models.artifacts import LogEventIn as LogEventIn
 from tenure.api.models.artifacts import LogEventOut as LogEventOut
 from tenure.api.models.artifacts import Logs as Logs
 from tenure.api.models.artifacts import LogsAccepted as LogsAccepted
+from tenure.api.models.artifacts import Stream as Stream
 from tenure.api.models.artifacts import UploadOut as UploadOut
 from tenure.api.models.blocks import BlockAnswer as BlockAnswer
 from tenure.api.models.blocks import BlockBody as BlockBody
@@ -46,7 +47,6 @@ from tenure.api.models.fields import Integral as Integral
 from tenure.api.models.fields import LeaseSeconds as LeaseSeconds
 from tenure.api.models.fields import Name as Name
 from tenure.api.models.fields import OpenAPIDocument as OpenAPIDocument
-from tenure.api.models.fields import Out as Out
 from tenure.api.models.fields import PerKey as PerKey
 from tenure.api.models.fields import PerLease as PerLease
 from tenure.api.models.fields import PerMinute as PerMinute
@@ -69,7 +69,9 @@ from tenure.api.models.fields import _instant as _instant
 from tenure.api.models.fields import _integral as _integral
 from tenure.api.models.fields import _storable_numbers as _storable_numbers
 from tenure.api.models.fields import _trimmed as _trimmed
+from tenure.api.models.fields import answer as answer
 from tenure.api.models.fields import instant_ms as instant_ms
+from tenure.api.models.fields import open_answer as open_answer
 from tenure.api.models.fields import parse_time as parse_time
 from tenure.api.models.leases import Beat as Beat
 from tenure.api.models.leases import BeatRow as BeatRow
@@ -79,6 +81,7 @@ from tenure.api.models.leases import Complete as Complete
 from tenure.api.models.leases import CredentialsState as CredentialsState
 from tenure.api.models.leases import ExecTarget as ExecTarget
 from tenure.api.models.leases import Fail as Fail
+from tenure.api.models.leases import FailureKind as FailureKind
 from tenure.api.models.leases import Heartbeat as Heartbeat
 from tenure.api.models.leases import HeldLease as HeldLease
 from tenure.api.models.leases import LeaseAnswer as LeaseAnswer
@@ -88,6 +91,7 @@ from tenure.api.models.leases import LeasePage as LeasePage
 from tenure.api.models.leases import LeaseTiming as LeaseTiming
 from tenure.api.models.leases import NextClaim as NextClaim
 from tenure.api.models.leases import Payload as Payload
+from tenure.api.models.leases import QueuedCode as QueuedCode
 from tenure.api.models.leases import QueuedConditionOut as QueuedConditionOut
 from tenure.api.models.leases import Release as Release
 from tenure.api.models.leases import ReportAnswer as ReportAnswer
@@ -113,6 +117,7 @@ from tenure.api.models.scheduler import Backlog as Backlog
 from tenure.api.models.scheduler import BacklogLease as BacklogLease
 from tenure.api.models.scheduler import BulkFail as BulkFail
 from tenure.api.models.scheduler import BulkRelease as BulkRelease
+from tenure.api.models.scheduler import DiagnosticCode as DiagnosticCode
 from tenure.api.models.scheduler import DiagnosticOut as DiagnosticOut
 from tenure.api.models.scheduler import Drain as Drain
 from tenure.api.models.scheduler import Drained as Drained
@@ -122,12 +127,14 @@ from tenure.api.models.scheduler import InspectOut as InspectOut
 from tenure.api.models.scheduler import SchedulerOut as SchedulerOut
 from tenure.api.models.setup import InstanceOut as InstanceOut
 from tenure.api.models.setup import InstancePatch as InstancePatch
+from tenure.api.models.setup import Role as Role
 from tenure.api.models.setup import SpaceAnswer as SpaceAnswer
 from tenure.api.models.setup import SpaceCreate as SpaceCreate
 from tenure.api.models.setup import SpaceList as SpaceList
 from tenure.api.models.setup import SpaceOut as SpaceOut
 from tenure.api.models.setup import TokenCreate as TokenCreate
 from tenure.api.models.setup import TokenInfo as TokenInfo
+from tenure.api.models.setup import TokenKind as TokenKind
 from tenure.api.models.setup import TokenList as TokenList
 from tenure.api.models.setup import TokenOut as TokenOut
 from tenure.api.models.setup import WorkflowCreate as WorkflowCreate

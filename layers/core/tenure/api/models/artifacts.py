@@ -1,7 +1,7 @@
 """A lease's logs and attachments: their bodies and answers."""
 
 # No `from __future__ import annotations` here, as in fields.py.
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, NotRequired, Self
 
 from pydantic import (
     Field,
@@ -9,12 +9,20 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from typing_extensions import TypedDict
 
-from tenure.api.models.fields import Integral, Out, Stamp, Strict, parse_time
+from tenure.api.models.fields import (
+    Integral,
+    Stamp,
+    Strict,
+    answer,
+    parse_time,
+)
 
 Container = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 
 
+Stream = Literal["stdout", "stderr"]
 MAX_LOG_EVENTS = 1000
 
 
@@ -79,24 +87,28 @@ class AttachmentCreate(Strict):
     content_base64: str | None = None
 
 
-class LogEventOut(Out):
+@answer
+class LogEventOut(TypedDict):
     timestamp: Stamp
     container: str
-    stream: Literal["stdout", "stderr"]
+    stream: Stream
     message: str
 
 
-class Logs(Out):
+@answer
+class Logs(TypedDict):
     events: list[LogEventOut]
     truncated: bool
     next_cursor: str | None
 
 
-class LogsAccepted(Out):
+@answer
+class LogsAccepted(TypedDict):
     accepted: int
 
 
-class AttachmentOut(Out):
+@answer
+class AttachmentOut(TypedDict):
     id: str
     kind: str
     filename: str
@@ -105,7 +117,8 @@ class AttachmentOut(Out):
     created_at: Stamp
 
 
-class UploadOut(Out):
+@answer
+class UploadOut(TypedDict):
     """A presigned S3 PUT: send exactly `headers` and the declared bytes, within 15 minutes."""
 
     url: str
@@ -113,11 +126,17 @@ class UploadOut(Out):
     headers: dict[str, str]
 
 
-class AttachmentAnswer(Out):
+@answer
+class AttachmentAnswer(TypedDict):
     attachment: AttachmentOut
-    upload: UploadOut | None = None  # absent when the bytes came inline
+    upload: NotRequired[
+        Annotated[UploadOut | None, Field(default=None)]
+    ]  # absent when the bytes came inline
 
 
-class Attachments(Out):
+@answer
+class Attachments(TypedDict):
     attachments: list[AttachmentOut]
-    next_cursor: None = None  # always null: a lease's attachments are capped
+    next_cursor: NotRequired[
+        Annotated[None, Field(default=None)]
+    ]  # always null: a lease's attachments are capped

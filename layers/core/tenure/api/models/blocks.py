@@ -1,17 +1,24 @@
 """Typed blocks, the events they wait for, and recovery."""
 
 # No `from __future__ import annotations` here, as in fields.py.
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, NotRequired, Self
 
 from pydantic import (
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
     model_validator,
 )
+from typing_extensions import TypedDict
 
-from tenure.api.models.fields import Integral, Out, SpaceKey, Stamp, Strict
+from tenure.api.models.fields import (
+    Integral,
+    SpaceKey,
+    Stamp,
+    Strict,
+    answer,
+    open_answer,
+)
 
 
 class BlockCreate(Strict):
@@ -86,7 +93,8 @@ class EventSignal(Strict):
         return body
 
 
-class SignalAnswer(Out):
+@answer
+class SignalAnswer(TypedDict):
     cleared: int  # the blocks this request cleared
 
 
@@ -99,8 +107,8 @@ class TaskRecover(Strict):
     note: str = Field(min_length=1, max_length=2000)
 
 
-class BlockOut(Out):
-    model_config = ConfigDict(extra="allow")
+@open_answer
+class BlockOut(TypedDict):
     id: str
     task_id: str
     kind: str
@@ -108,22 +116,27 @@ class BlockOut(Out):
     state: Literal["open", "cleared", "expired"]
     created_at: str  # ISO 8601, as every time the API shows
     placed_by: "PlacedBy"
-    expires_at: Stamp = None
-    closed_at: Stamp = None
-    closed_by: str | None = None
+    expires_at: NotRequired[Annotated[Stamp, Field(default=None)]]
+    closed_at: NotRequired[Annotated[Stamp, Field(default=None)]]
+    closed_by: NotRequired[Annotated[str | None, Field(default=None)]]
 
 
-class PlacedBy(Out):
+@answer
+class PlacedBy(TypedDict):
     """Who placed a block: an operator (its token id) or a lease (its id)."""
 
     kind: Literal["operator", "lease"]
     id: str
 
 
-class BlockAnswer(Out):
+@answer
+class BlockAnswer(TypedDict):
     block: BlockOut
 
 
-class BlocksAnswer(Out):
+@answer
+class BlocksAnswer(TypedDict):
     blocks: list[BlockOut]
-    next_cursor: None = None  # always null: a task's blocks live on its one row
+    next_cursor: NotRequired[
+        Annotated[None, Field(default=None)]
+    ]  # always null: a task's blocks live on its one row

@@ -16,7 +16,9 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    with_config,
 )
+from typing_extensions import TypedDict
 
 from tenure.domain import documents
 from tenure.domain.model import (
@@ -199,37 +201,41 @@ MAX_QUEUE_TIMEOUT_SECONDS = 366 * 86_400
 ExpiresIn = Annotated[int, Field(ge=1, le=MAX_QUEUE_TIMEOUT_SECONDS), Integral]
 
 
-# The answers' base: what api/views.py renders, for the OpenAPI document. Closed (no unknown
-# fields), so a view that grows a field without its model fails the schema tests instead of
-# drifting.
-
-
-class Out(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+# An answer's shape: a TypedDict that its renderer (api/views.py, or the route) returns as a
+# plain dict, so mypy checks every key it writes and no answer is validated or built as a
+# model on its way out; the OpenAPI document makes its schema with pydantic. Closed (no
+# unknown keys), so a renderer that grows a key without its shape fails mypy and the schema
+# tests instead of drifting. A key that may be left out (or was added later) is NotRequired,
+# with the default the document shows.
+answer = with_config(ConfigDict(extra="forbid"))
+# The few answers that carry keys of their own beyond those named (the work bundle, a block).
+open_answer = with_config(ConfigDict(extra="allow"))
 
 
 Stamp = str | None  # an ISO 8601 UTC time with milliseconds, or null
 
 
-class ErrorDetail(Out):
+@answer
+class ErrorDetail(TypedDict):
     code: str
     message: str
 
 
-class ErrorEnvelope(Out):
+@answer
+class ErrorEnvelope(TypedDict):
     """Every error, whatever its status."""
 
     error: ErrorDetail
 
 
-class Health(Out):
+@answer
+class Health(TypedDict):
     status: Literal["ok"]
 
 
-class OpenAPIDocument(BaseModel):
+@open_answer
+class OpenAPIDocument(TypedDict):
     """This document (OpenAPI 3.1)."""
-
-    model_config = ConfigDict(extra="allow", defer_build=True)
 
     openapi: str
     info: dict[str, Any]

@@ -2,15 +2,14 @@
 the claim's answer, the work bundle, and the workers list."""
 
 # No `from __future__ import annotations` here, as in fields.py.
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     StringConstraints,
     field_validator,
 )
+from typing_extensions import TypedDict
 
 from tenure.api.models.fields import (
     ClaimId,
@@ -19,12 +18,13 @@ from tenure.api.models.fields import (
     Host,
     LeaseSeconds,
     Name,
-    Out,
     ReportId,
     Stamp,
     Strict,
     WorkerId,
     _bounded,
+    answer,
+    open_answer,
 )
 from tenure.domain.model import (
     DEFAULT_PRIORITY,
@@ -128,54 +128,66 @@ class Release(Strict):
     fence: Fence | None = None
 
 
-class TaskRef(Out):
+@answer
+class TaskRef(TypedDict):
     id: str
     key: str | None
 
 
-class WorkflowRef(Out):
+@answer
+class WorkflowRef(TypedDict):
     slug: str
 
 
-class LeaseTiming(Out):
+@answer
+class LeaseTiming(TypedDict):
     created_at: Stamp
     claimed_at: Stamp
     started_at: Stamp
-    last_heartbeat_at: Stamp = Field(
-        description="The last heartbeat that moved the deadline (deadline writes are up to "
-        "half a toleration apart, so it may lag the latest heartbeat by that much)."
-    )
+    last_heartbeat_at: Annotated[
+        Stamp,
+        Field(
+            description="The last heartbeat that moved the deadline (deadline writes are up to "
+            "half a toleration apart, so it may lag the latest heartbeat by that much)."
+        ),
+    ]
     deadline: Stamp
     not_before: Stamp
     ended_at: Stamp
     renew_seconds: int | None
     lease_seconds: int | None
     # Its queue timeout: pending past this instant, it ends queue_timeout (null: none).
-    queue_expires_at: Stamp = None
+    queue_expires_at: NotRequired[Annotated[Stamp, Field(default=None)]]
     # Its run timeout runs out at this instant (null: none, or not claimed yet).
-    run_deadline: Stamp = None
+    run_deadline: NotRequired[Annotated[Stamp, Field(default=None)]]
 
 
-class QueuedConditionOut(Out):
-    code: Literal[
-        "pool_paused",
-        "space_archived",
-        "runtime_refusing",
-        "token_pool_unreachable",
-        "waiting_until",
-        "instance_full",
-        "space_full",
-        "pool_full",
-        "key_full",
-        "rate_limited",
-        "starting",
-        "awaiting_agent",
-    ]
+QueuedCode = Literal[
+    "pool_paused",
+    "space_archived",
+    "runtime_refusing",
+    "token_pool_unreachable",
+    "waiting_until",
+    "instance_full",
+    "space_full",
+    "pool_full",
+    "key_full",
+    "rate_limited",
+    "starting",
+    "awaiting_agent",
+]
+FailureKind = Literal["operator_forced"]
+
+
+@answer
+class QueuedConditionOut(TypedDict):
+    code: QueuedCode
     label: str
     needs_person: bool
 
 
-class LeaseOut(Out):
+@answer
+class LeaseOut(TypedDict):
     id: str
     state: LeaseState
     attempt: int
@@ -187,9 +199,9 @@ class LeaseOut(Out):
     workflow: WorkflowRef | None
     job_id: str
     # Claim order, 0-9: higher first, oldest first within a priority.
-    priority: int = DEFAULT_PRIORITY
+    priority: NotRequired[Annotated[int, Field(default=DEFAULT_PRIORITY)]]
     # Its run timeout: once claimed, the smaller of its run's and its pool's (null: none).
-    max_run_seconds: int | None = None
+    max_run_seconds: NotRequired[Annotated[int | None, Field(default=None)]]
     worker_id: str | None
     worker_version: str | None
     queued_condition: QueuedConditionOut | None
@@ -198,40 +210,46 @@ class LeaseOut(Out):
     outcome: str | None
     # Once ended, as the final report said (null before): result and details of a
     # completion, the error of a failure.
-    result: Any = None
-    details: dict[str, Any] | None = None
-    error: str | None = None
+    result: NotRequired[Annotated[Any, Field(default=None)]]
+    details: NotRequired[Annotated[dict[str, Any] | None, Field(default=None)]]
+    error: NotRequired[Annotated[str | None, Field(default=None)]]
     claim_token_hash_truncated: str | None
     timing: LeaseTiming
     # Its logs and attachments were reclaimed after the pool's retention (deleted by the
     # sweeper, or, for a lease that had neither, by derivation: its end plus the retention).
     reclaimed: bool
     reclaimed_at: Stamp
-    previous_lease_id: str | None = None
-    retry_depth: int = 0
-    failure_kind: Literal["operator_forced"] | None = None
-    usage: dict[str, Any] | None = None  # what its completion reported, cost resolved
-    concurrency_key: str | None = None
+    previous_lease_id: NotRequired[Annotated[str | None, Field(default=None)]]
+    retry_depth: NotRequired[Annotated[int, Field(default=0)]]
+    failure_kind: NotRequired[Annotated[FailureKind | None, Field(default=None)]]
+    usage: NotRequired[
+        Annotated[dict[str, Any] | None, Field(default=None)]
+    ]  # what its completion reported, cost resolved
+    concurrency_key: NotRequired[Annotated[str | None, Field(default=None)]]
 
 
-class LeaseAnswer(Out):
+@answer
+class LeaseAnswer(TypedDict):
     lease: LeaseOut
 
 
-class ReportAnswer(Out):
+@answer
+class ReportAnswer(TypedDict):
     """A final report's answer: `next` only when the report carried a claim (null: nothing
     was claimable once its wait_seconds had passed)."""
 
     lease: LeaseOut
-    next: "Claimed | None" = None
+    next: NotRequired[Annotated["Claimed | None", Field(default=None)]]
 
 
-class LeasePage(Out):
+@answer
+class LeasePage(TypedDict):
     leases: list[LeaseOut]
     next_cursor: str | None
 
 
-class Claimed(Out):
+@answer
+class Claimed(TypedDict):
     lease: LeaseOut
     token: str
     fence: int
@@ -240,64 +258,70 @@ class Claimed(Out):
     keeps_logs: bool  # whether the worker should ship the job's output
     # The work bundle as GET /leases/{id}/payload answers it, so a worker needs no
     # second request; null when it could not be read at claim time (then GET it).
-    payload: "Payload | None" = None
+    payload: NotRequired[Annotated["Payload | None", Field(default=None)]]
 
 
-class Beat(Out):
+@answer
+class Beat(TypedDict):
     state: LeaseState
     deadline: Stamp
     revoke: Revoke | None
 
 
-class BeatRow(Out):
+@answer
+class BeatRow(TypedDict):
     """One lease of a worker's heartbeat: its beat, or the error that lease alone met."""
 
     id: str
     fence: int
-    state: LeaseState | None = None
-    deadline: Stamp = None
-    revoke: Revoke | None = None
-    error: ErrorDetail | None = None
+    state: NotRequired[Annotated[LeaseState | None, Field(default=None)]]
+    deadline: NotRequired[Annotated[Stamp, Field(default=None)]]
+    revoke: NotRequired[Annotated[Revoke | None, Field(default=None)]]
+    error: NotRequired[Annotated[ErrorDetail | None, Field(default=None)]]
 
 
-class WorkerBeat(Out):
+@answer
+class WorkerBeat(TypedDict):
     leases: list[BeatRow]
 
 
-class HeldLease(Out):
+@answer
+class HeldLease(TypedDict):
     id: str
     state: LeaseState
     fence: int
     deadline: Stamp
 
 
-class WorkerOut(Out):
+@answer
+class WorkerOut(TypedDict):
     worker_id: str
     worker_version: str | None
     pool: str
     last_seen: Stamp
     status: Literal["reachable", "unreachable"]
     leases: list[HeldLease]
-    runtime: dict[str, Any] | None = None
-    credentials: dict[str, Any] | None = None
+    runtime: NotRequired[Annotated[dict[str, Any] | None, Field(default=None)]]
+    credentials: NotRequired[Annotated[dict[str, Any] | None, Field(default=None)]]
 
 
-class Workers(Out):
+@answer
+class Workers(TypedDict):
     workers: list[WorkerOut]
     next_cursor: str | None  # null on the last page
 
 
-class Payload(BaseModel):
+@open_answer
+class Payload(TypedDict):
     """The work bundle: open, since each subject kind brings fields of its own."""
-
-    model_config = ConfigDict(extra="allow", defer_build=True)
 
     lease: LeaseOut
     subject: dict[str, Any]
     kind: str
 
 
-class ExecTarget(Out):
+@answer
+class ExecTarget(TypedDict):
     """Where a lease runs; never its payload, environment, token or token hash."""
 
     lease_id: str

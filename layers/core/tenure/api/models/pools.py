@@ -1,7 +1,7 @@
 """Pools: their bodies (settings, agent, classifier, retry) and answers."""
 
 # No `from __future__ import annotations` here, as in fields.py.
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, NotRequired, Self
 
 from pydantic import (
     Field,
@@ -9,12 +9,12 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from typing_extensions import TypedDict
 
 from tenure.api.models.fields import (
     AttachmentQuota,
     Integral,
     Name,
-    Out,
     PerKey,
     PerLease,
     PerMinute,
@@ -28,6 +28,7 @@ from tenure.api.models.fields import (
     Text,
     Title,
     _bounded,
+    answer,
 )
 from tenure.domain.model import (
     DEFAULT_ATTACHMENT_QUOTA_BYTES,
@@ -159,7 +160,8 @@ class PoolPatch(Strict):
     max_run_seconds: RunSeconds | None = None
 
 
-class PoolOut(Out):
+@answer
+class PoolOut(TypedDict):
     name: str
     space: str
     kind: Literal["agent", "classifier", "command"]
@@ -178,22 +180,30 @@ class PoolOut(Out):
     created_at: Stamp
     retention_seconds: int
     attachment_quota_bytes: int
-    min_queued_age_seconds: int = 600
-    starvation_escalation_seconds: int = 3600
-    rates: dict[str, Any] | None = None
-    accepts_delegation_from: list[str] = []
-    max_delegated_per_lease: int = DEFAULT_MAX_DELEGATED_PER_LEASE
-    max_delegated_per_tree: int = DEFAULT_MAX_DELEGATED_PER_TREE
-    retry: RetrySettings = Field(default_factory=RetrySettings)
-    max_active_per_key: int | None = None
-    max_claims_per_minute: int | None = None
-    max_run_seconds: int | None = None
+    min_queued_age_seconds: NotRequired[Annotated[int, Field(default=600)]]
+    starvation_escalation_seconds: NotRequired[Annotated[int, Field(default=3600)]]
+    rates: NotRequired[Annotated[dict[str, Any] | None, Field(default=None)]]
+    accepts_delegation_from: NotRequired[Annotated[list[str], Field(default=[])]]
+    max_delegated_per_lease: NotRequired[
+        Annotated[int, Field(default=DEFAULT_MAX_DELEGATED_PER_LEASE)]
+    ]
+    max_delegated_per_tree: NotRequired[
+        Annotated[int, Field(default=DEFAULT_MAX_DELEGATED_PER_TREE)]
+    ]
+    retry: NotRequired[Annotated[RetrySettings, Field(default_factory=RetrySettings)]]
+    max_active_per_key: NotRequired[Annotated[int | None, Field(default=None)]]
+    max_claims_per_minute: NotRequired[Annotated[int | None, Field(default=None)]]
+    max_run_seconds: NotRequired[Annotated[int | None, Field(default=None)]]
 
 
-class PoolAnswer(Out):
+@answer
+class PoolAnswer(TypedDict):
     pool: PoolOut
 
 
-class Pools(Out):
+@answer
+class Pools(TypedDict):
     pools: list[PoolOut]
-    next_cursor: None = None  # always null: a space has at most the instance's pool cap
+    next_cursor: NotRequired[
+        Annotated[None, Field(default=None)]
+    ]  # always null: a space has at most the instance's pool cap

@@ -1,14 +1,20 @@
 """The scheduler, the backlog, the bulk controls and the inspection of a task."""
 
 # No `from __future__ import annotations` here, as in fields.py.
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import (
     Field,
     StringConstraints,
 )
+from typing_extensions import TypedDict
 
-from tenure.api.models.fields import Out, Stamp, Strict, TaskId
+from tenure.api.models.fields import (
+    Stamp,
+    Strict,
+    TaskId,
+    answer,
+)
 from tenure.api.models.leases import LeaseOut
 from tenure.api.models.tasks import EventOut, TaskOut
 
@@ -27,7 +33,8 @@ class BulkFail(Strict):
     reason: Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=r"\S")]
 
 
-class SchedulerOut(Out):
+@answer
+class SchedulerOut(TypedDict):
     paused: bool
     queued_run_count: int
     capacity_waiting_count: int
@@ -35,40 +42,52 @@ class SchedulerOut(Out):
     needs_attention_run_count: int
 
 
+@answer
 class BacklogLease(LeaseOut):
     effective_paused: bool
     paused_by_task_id: str | None
 
 
-class Backlog(Out):
+@answer
+class Backlog(TypedDict):
     leases: list[BacklogLease]
     next_cursor: str | None
 
 
-class Drained(Out):
+@answer
+class Drained(TypedDict):
     drained: bool
     active: int
 
 
-class ForceRowOut(Out):
+@answer
+class ForceRowOut(TypedDict):
     lease_id: str
     ok: bool
-    code: str | None = None
-    message: str | None = None
-    lease: LeaseOut | None = None
+    code: NotRequired[Annotated[str | None, Field(default=None)]]
+    message: NotRequired[Annotated[str | None, Field(default=None)]]
+    lease: NotRequired[Annotated[LeaseOut | None, Field(default=None)]]
 
 
-class ForceResults(Out):
+@answer
+class ForceResults(TypedDict):
     results: list[ForceRowOut]
 
 
-class DiagnosticOut(Out):
-    code: Literal["stuck", "stale_lease", "orphan", "stranded", "crashed", "mass_expiry_hold"]
+DiagnosticCode = Literal[
+    "stuck", "stale_lease", "orphan", "stranded", "crashed", "mass_expiry_hold"
+]
+
+
+@answer
+class DiagnosticOut(TypedDict):
+    code: DiagnosticCode
     message: str
     since: Stamp
 
 
-class InspectOut(Out):
+@answer
+class InspectOut(TypedDict):
     task: TaskOut | None
     current_lease: LeaseOut | None
     recent_leases: list[LeaseOut]

@@ -7,11 +7,11 @@ from pydantic import (
     Field,
     model_validator,
 )
+from typing_extensions import TypedDict
 
 from tenure.api.models.fields import (
     Integral,
     Name,
-    Out,
     Positive,
     Slug,
     SpaceKey,
@@ -19,6 +19,7 @@ from tenure.api.models.fields import (
     Strict,
     Text,
     Title,
+    answer,
 )
 
 
@@ -66,7 +67,8 @@ class TokenCreate(Strict):
         return self
 
 
-class SpaceOut(Out):
+@answer
+class SpaceOut(TypedDict):
     key: str
     name: str
     max_active: int | None
@@ -74,12 +76,14 @@ class SpaceOut(Out):
     created_at: Stamp
 
 
-class SpaceList(Out):
+@answer
+class SpaceList(TypedDict):
     spaces: list[SpaceOut]  # by key
     next_cursor: str | None  # null on the last page
 
 
-class WorkflowOut(Out):
+@answer
+class WorkflowOut(TypedDict):
     space: str
     slug: str
     name: str
@@ -87,11 +91,13 @@ class WorkflowOut(Out):
     created_at: Stamp
 
 
-class SpaceAnswer(Out):
+@answer
+class SpaceAnswer(TypedDict):
     space: SpaceOut
 
 
-class InstanceOut(Out):
+@answer
+class InstanceOut(TypedDict):
     max_active: int | None
     block_recurrence_limit: int
     allow_agent_force: bool
@@ -100,13 +106,18 @@ class InstanceOut(Out):
     active: int
 
 
-class TokenOut(Out):
+TokenKind = Literal["operator", "worker"]
+Role = Literal["read", "member", "admin"]
+
+
+@answer
+class TokenOut(TypedDict):
     """The token itself is shown here once, and never again."""
 
     id: str
     name: str
-    kind: Literal["operator", "worker"]
-    role: Literal["read", "member", "admin"] | None
+    kind: TokenKind
+    role: Role | None
     spaces: list[str] | None
     pools: list[str] | None
     created_at: Stamp
@@ -114,13 +125,14 @@ class TokenOut(Out):
     token: str
 
 
-class TokenInfo(Out):
+@answer
+class TokenInfo(TypedDict):
     """A token as the list shows it: never the token, never its hash."""
 
     id: str
     name: str
-    kind: Literal["operator", "worker"]
-    role: Literal["read", "member", "admin"] | None
+    kind: TokenKind
+    role: Role | None
     spaces: list[str] | None
     pools: list[str] | None
     created_at: Stamp
@@ -129,6 +141,7 @@ class TokenInfo(Out):
     revoked_at: Stamp
 
 
-class TokenList(Out):
+@answer
+class TokenList(TypedDict):
     tokens: list[TokenInfo]
     next_cursor: str | None  # null on the last page

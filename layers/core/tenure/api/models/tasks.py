@@ -2,7 +2,7 @@
 its timeline read."""
 
 # No `from __future__ import annotations` here, as in fields.py.
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, NotRequired, Self
 
 from pydantic import (
     Field,
@@ -10,6 +10,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from typing_extensions import TypedDict
 
 from tenure.api.models.fields import (
     MAX_TTL_SECONDS,
@@ -18,7 +19,6 @@ from tenure.api.models.fields import (
     ExpiresIn,
     Integral,
     Name,
-    Out,
     Priority,
     RunSeconds,
     Slug,
@@ -30,6 +30,7 @@ from tenure.api.models.fields import (
     Title,
     _bounded,
     _instant,
+    answer,
 )
 from tenure.api.models.leases import LeaseOut, WorkflowRef
 from tenure.domain.model import (
@@ -91,7 +92,8 @@ class Enqueue(Strict):
     _not_before = field_validator("not_before")(_instant)
 
 
-class TaskOut(Out):
+@answer
+class TaskOut(TypedDict):
     id: str
     key: str
     space: str
@@ -103,35 +105,36 @@ class TaskOut(Out):
     status: TaskStatus
     blocked_reasons: list["BlockedReason"]
     created_at: Stamp
-    checks: dict[str, Any] = Field(default_factory=dict)
+    checks: NotRequired[Annotated[dict[str, Any], Field(default_factory=dict)]]
     # The scheduling controls its runs take unless an enqueue names its own.
-    priority: int = DEFAULT_PRIORITY
-    expires_in_seconds: int | None = None
-    max_run_seconds: int | None = None
-    parent_id: str | None = None
-    depends_on: list[str] = []
-    auto_enqueue_on_ready: bool = False
-    pool: str | None = None
-    paused: bool = False
-    effective_paused: bool = False
-    paused_by_task_id: str | None = None
-    children: "Children | None" = None
+    priority: NotRequired[Annotated[int, Field(default=DEFAULT_PRIORITY)]]
+    expires_in_seconds: NotRequired[Annotated[int | None, Field(default=None)]]
+    max_run_seconds: NotRequired[Annotated[int | None, Field(default=None)]]
+    parent_id: NotRequired[Annotated[str | None, Field(default=None)]]
+    depends_on: NotRequired[Annotated[list[str], Field(default=[])]]
+    auto_enqueue_on_ready: NotRequired[Annotated[bool, Field(default=False)]]
+    pool: NotRequired[Annotated[str | None, Field(default=None)]]
+    paused: NotRequired[Annotated[bool, Field(default=False)]]
+    effective_paused: NotRequired[Annotated[bool, Field(default=False)]]
+    paused_by_task_id: NotRequired[Annotated[str | None, Field(default=None)]]
+    children: NotRequired[Annotated["Children | None", Field(default=None)]]
     # Usage summed over its leases; the lease that filed it, and whether its
     # endings wake that lease.
-    usage: dict[str, Any] | None = None
-    created_by_lease_id: str | None = None
-    wake_creator: bool = False
-    approval: "ApprovalOut | None" = None
-    concurrency_key: str | None = None
+    usage: NotRequired[Annotated[dict[str, Any] | None, Field(default=None)]]
+    created_by_lease_id: NotRequired[Annotated[str | None, Field(default=None)]]
+    wake_creator: NotRequired[Annotated[bool, Field(default=False)]]
+    approval: NotRequired[Annotated["ApprovalOut | None", Field(default=None)]]
+    concurrency_key: NotRequired[Annotated[str | None, Field(default=None)]]
 
 
-class ApprovalOut(Out):
+@answer
+class ApprovalOut(TypedDict):
     state: Literal["requested", "approved", "rejected"]
     requested_at: Stamp
-    pool: str | None = None
-    by: str | None = None
-    at: Stamp = None
-    note: str | None = None
+    pool: NotRequired[Annotated[str | None, Field(default=None)]]
+    by: NotRequired[Annotated[str | None, Field(default=None)]]
+    at: NotRequired[Annotated[Stamp, Field(default=None)]]
+    note: NotRequired[Annotated[str | None, Field(default=None)]]
 
 
 # TaskOut names BlockedReason, Children and ApprovalOut: a deferred model resolves such names
@@ -139,12 +142,14 @@ class ApprovalOut(Out):
 # them at import, deferred or not).
 
 
-class TaskAnswer(Out):
+@answer
+class TaskAnswer(TypedDict):
     task: TaskOut
     lease: LeaseOut | None
 
 
-class TaskList(Out):
+@answer
+class TaskList(TypedDict):
     """A page of a space's tasks, newest first; each with its open lease, or else its newest
     (an ended one), or null when it never had one."""
 
@@ -152,7 +157,8 @@ class TaskList(Out):
     next_cursor: str | None
 
 
-class EventOut(Out):
+@answer
+class EventOut(TypedDict):
     type: str
     at: Stamp
     lease_id: str | None
@@ -160,7 +166,8 @@ class EventOut(Out):
     data: dict[str, Any]
 
 
-class Activity(Out):
+@answer
+class Activity(TypedDict):
     events: list[EventOut]
     next_cursor: str | None
 
@@ -180,17 +187,19 @@ class TaskPatch(Strict):
         return self
 
 
-class BlockedReason(Out):
+@answer
+class BlockedReason(TypedDict):
     source: Literal["dependency", "approval", "paused", "block"]
-    depends_on_task_ids: list[str] | None = None
-    requested_at: Stamp = None
-    paused_by_task_id: str | None = None
-    block_id: str | None = None
-    kind: str | None = None
-    reason: str | None = None
+    depends_on_task_ids: NotRequired[Annotated[list[str] | None, Field(default=None)]]
+    requested_at: NotRequired[Annotated[Stamp, Field(default=None)]]
+    paused_by_task_id: NotRequired[Annotated[str | None, Field(default=None)]]
+    block_id: NotRequired[Annotated[str | None, Field(default=None)]]
+    kind: NotRequired[Annotated[str | None, Field(default=None)]]
+    reason: NotRequired[Annotated[str | None, Field(default=None)]]
 
 
-class Children(Out):
+@answer
+class Children(TypedDict):
     total: int
     completed: int
 
@@ -210,7 +219,8 @@ class TaskCancel(Strict):
     subtree: bool = False
 
 
-class TaskCancelled(Out):
+@answer
+class TaskCancelled(TypedDict):
     """What one cancel request did: the tasks it ended itself (the task, and with `subtree`
     the descendants it reached), and the descendants it knows of that the background walk
     still has to reach."""
