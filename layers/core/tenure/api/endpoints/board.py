@@ -61,7 +61,7 @@ def board() -> Response[Any]:
 def whoami() -> Response[Any]:
     caller = actor()
     spaces = list(caller.spaces) if caller.spaces is not None else None
-    return json_answer({"kind": caller.kind, "role": caller.role, "spaces": spaces})
+    return json_answer(Whoami(kind=caller.kind, role=caller.role, spaces=spaces))
 
 
 @functools.cache

@@ -26,4 +26,4 @@ def list_workers(
         raise e.ValidationFailed("pool: required (the workers of one pool are listed)")
     views, after = svc().workers.worker_page(caller, pool, limit, cursor)
     shown = [v.worker_view(x.worker, x.reachable, x.leases) for x in views]
-    return json_answer({"workers": shown, "next_cursor": after})
+    return json_answer(m.Workers(workers=shown, next_cursor=after))

@@ -3,7 +3,7 @@ space). Read only and bounded (app/figures.py says how); the board's pools view 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.event_handler import Response
 from typing_extensions import TypedDict
@@ -48,10 +48,10 @@ class FiguresAnswer(TypedDict):
 
 @op("GET", f"{BASE}/pools/<pool>/figures", 200, FiguresAnswer, 404)
 def get_pool_figures(pool: str) -> Response[Any]:
-    return json_answer({"figures": figures_view(pool_figures(svc(), actor(), pool))})
+    return json_answer(FiguresAnswer(figures=figures_view(pool_figures(svc(), actor(), pool))))
 
 
-def figures_view(f: PoolFigures) -> dict[str, Any]:
+def figures_view(f: PoolFigures) -> FiguresOut:
     hour = f.last_hour
     return {
         "pool": f.pool,
@@ -63,11 +63,10 @@ def figures_view(f: PoolFigures) -> dict[str, Any]:
         "oldest_queued_age_seconds": (
             f.oldest_queued_age_ms / 1000 if f.oldest_queued_age_ms is not None else None
         ),
-        "last_hour": {
-            "claims": hour.claims,
-            "completed": hour.completed,
-            "failed": hour.failed,
-            "capped": hour.capped,
-        },
-        "mass_expiry_hold": {"until": v.iso(f.hold_until)} if f.hold_until is not None else None,
+        "last_hour": LastHourOut(
+            claims=hour.claims, completed=hour.completed, failed=hour.failed, capped=hour.capped
+        ),
+        "mass_expiry_hold": HoldOut(until=cast(str, v.iso(f.hold_until)))
+        if f.hold_until is not None
+        else None,
     }

@@ -152,7 +152,7 @@ class EventAnswer(TypedDict):
     leases: list[m.LeaseOut]
 
 
-def rule_view(rule: Rule) -> dict[str, Any]:
+def rule_view(rule: Rule) -> RuleOut:
     scheduled = rule.kind == "scheduled"
     return {
         "id": rule.id,
@@ -173,7 +173,7 @@ def rule_view(rule: Rule) -> dict[str, Any]:
     }
 
 
-def address_view(address: Address) -> dict[str, Any]:
+def address_view(address: Address) -> AddressOut:
     return {
         "address": address.address,
         "space": address.space,
@@ -196,7 +196,7 @@ def create_rule(body: Annotated[RuleCreate, Body()]) -> Response[Any]:
         body.overlap,
         body.catchup_window_seconds,
     )
-    return json_answer({"rule": rule_view(rule)}, 201)
+    return json_answer(RuleAnswer(rule=rule_view(rule)), 201)
 
 
 @op("GET", f"{BASE}/rules", 200, RuleList)
@@ -205,12 +205,12 @@ def list_rules(space: Annotated[str | None, Query(max_length=64)] = None) -> Res
     if not space:
         raise e.MissingScope("space is required: list the rules of one space")
     rules = [rule_view(x) for x in svc().rules.list_rules(caller, space)]
-    return json_answer({"rules": rules, "next_cursor": None})
+    return json_answer(RuleList(rules=rules, next_cursor=None))
 
 
 @op("GET", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404)
 def get_rule(rule_id: str) -> Response[Any]:
-    return json_answer({"rule": rule_view(svc().rules.get_rule(actor(), rule_id))})
+    return json_answer(RuleAnswer(rule=rule_view(svc().rules.get_rule(actor(), rule_id))))
 
 
 @op("PATCH", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404, 409, 422)
@@ -221,7 +221,8 @@ def update_rule(rule_id: str, body: Annotated[RulePatch, Body()]) -> Response[An
     )
     if nulls:
         raise e.ValidationFailed(f"{nulls[0]}: cannot be null")
-    return json_answer({"rule": rule_view(svc().rules.update_rule(actor(), rule_id, changes))})
+    updated = svc().rules.update_rule(actor(), rule_id, changes)
+    return json_answer(RuleAnswer(rule=rule_view(updated)))
 
 
 @op("DELETE", f"{BASE}/rules/<rule_id>", 204, None, 404)
@@ -235,20 +236,20 @@ def fire_rule(rule_id: str) -> Response[Any]:
     fired = svc().firings.fire_rule(actor(), rule_id)
     if isinstance(fired, Task):
         seen = svc().graph.describe_filed(fired, None)
-        return json_answer({"lease": None, "task": v.task_view(fired, seen.status, seen)}, 201)
-    return json_answer({"lease": lease_out(fired)}, 201)
+        return json_answer(FireAnswer(lease=None, task=v.task_view(fired, seen.status, seen)), 201)
+    return json_answer(FireAnswer(lease=lease_out(fired)), 201)
 
 
 @op("POST", f"{BASE}/events", 202, EventAnswer, 404, 422, also={200: m.SignalAnswer})
 def post_event(body: Annotated[EventBody, Body()]) -> Response[Any]:
     if isinstance(body, m.EventSignal):  # an event blocks wait for (app/flow/events.py)
         cleared = svc().event_waits.send(actor(), body.space, body.name, body.key, body.data)
-        return json_answer({"cleared": cleared}, 200)
+        return json_answer(m.SignalAnswer(cleared=cleared), 200)
     occurred = _ms(body.occurred_at) if body.occurred_at else None
     leases = svc().firings.post_event(
         actor(), body.space, body.topic, body.data, occurred, body.event_id
     )
-    return json_answer({"leases": leases_out(leases)}, 202)
+    return json_answer(EventAnswer(leases=leases_out(leases)), 202)
 
 
 @op("GET", f"{BASE}/workflows/<slug>/activity", 200, m.Activity, 404)
@@ -261,13 +262,13 @@ def workflow_activity(
     if not space:
         raise e.MissingScope("space is required: a workflow's slug is unique within its space")
     events = svc().subjects.workflow_activity(caller, space, slug, limit)
-    return json_answer({"events": [v.event_view(ev) for ev in events], "next_cursor": None})
+    return json_answer(m.Activity(events=[v.event_view(ev) for ev in events], next_cursor=None))
 
 
 @op("GET", f"{BASE}/spaces/<key>/activity", 200, m.Activity, 404)
 def space_activity(key: str, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
     events = svc().subjects.space_activity(actor(), key, limit)
-    return json_answer({"events": [v.event_view(ev) for ev in events], "next_cursor": None})
+    return json_answer(m.Activity(events=[v.event_view(ev) for ev in events], next_cursor=None))
 
 
 @op("POST", f"{BASE}/spaces/<key>/addresses", 201, AddressOut, 404, 409, 422)
@@ -279,7 +280,8 @@ def add_address(key: str, body: Annotated[AddressCreate, Body()]) -> Response[An
 @op("GET", f"{BASE}/spaces/<key>/addresses", 200, AddressList, 404)
 def list_addresses(key: str) -> Response[Any]:
     found = svc().addresses.list_addresses(actor(), key)
-    return json_answer({"addresses": [address_view(a) for a in found], "next_cursor": None})
+    shown = [address_view(a) for a in found]
+    return json_answer(AddressList(addresses=shown, next_cursor=None))
 
 
 @op("DELETE", f"{BASE}/spaces/<key>/addresses/<address>", 204, None, 404)
