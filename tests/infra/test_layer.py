@@ -35,6 +35,8 @@ PROVIDED_BY: dict[str, str | None] = {
     "mcp": "mcp",
     "mcp_types": "mcp",  # installed with mcp
     "anyio": "mcp",  # installed with mcp
+    # installed with pydantic, which needs its TypedDict on Python before 3.12 (the answers' shapes)
+    "typing_extensions": "pydantic",
     "boto3": None,
     "botocore": None,
 }

@@ -6,6 +6,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import TypeAdapter
 from tenure.app.leases.claims import Claimed
 from tenure.app.sweep import SweepReport, sweep_once
 from tenure.app.tenure import Tenure, compose
@@ -162,3 +163,15 @@ def with_artifacts(rig: Rig) -> Rig:
     rig.svc.artifacts.blobs = FakeBlobs()
     rig.svc.artifacts.log_sink = FakeLogSink()
     return rig
+
+
+def shaped(shape: Any, data: Any) -> Any:
+    """`data` validated against an answer's shape (api/models/), as the OpenAPI document
+    describes it: closed, so a key the shape does not name fails. The validated dict."""
+    return TypeAdapter(shape).validate_python(data)
+
+
+def schema_of(shape: Any) -> dict[str, Any]:
+    """An answer shape's JSON Schema, as the OpenAPI document shows it."""
+    schema: dict[str, Any] = TypeAdapter(shape).json_schema()
+    return schema

@@ -7,7 +7,7 @@ from typing import Any
 
 from tenure.api import models as m
 
-from tests.unit.support import READER, Rig, as_lease
+from tests.unit.support import READER, Rig, as_lease, schema_of, shaped
 from tests.unit.test_api_graph import Answer, http  # noqa: F401  (the fixture)
 
 
@@ -21,12 +21,12 @@ def test_block_list_clear_and_recover_answer_their_models(http: Any) -> None:  #
     task = _task(http)
     made = http("POST", f"/tasks/{task['id']}/blocks", {"kind": "error", "reason": "boom"})
     assert made.status == 201, made.data
-    block = m.BlockAnswer.model_validate(made.data).block
+    block = shaped(m.BlockAnswer, made.data)["block"]
     listed = http("GET", f"/tasks/{task['id']}/blocks", actor=READER)
-    assert [b.id for b in m.BlocksAnswer.model_validate(listed.data).blocks] == [block.id]
+    assert [b["id"] for b in shaped(m.BlocksAnswer, listed.data)["blocks"]] == [block["id"]]
     read = http("GET", f"/tasks/{task['id']}", actor=READER)
-    assert m.TaskAnswer.model_validate(read.data).task.status == "blocked"
-    cleared = http("POST", f"/tasks/{task['id']}/blocks/{block.id}/clear", {"note": "ok"})
+    assert shaped(m.TaskAnswer, read.data)["task"]["status"] == "blocked"
+    cleared = http("POST", f"/tasks/{task['id']}/blocks/{block['id']}/clear", {"note": "ok"})
     assert cleared.status == 200 and cleared.data["block"]["state"] == "cleared"
     refused = http("POST", f"/tasks/{task['id']}/recover", {"note": "nothing to recover"})
     assert (refused.status, refused.code) == (409, "invalid_transition")
@@ -90,5 +90,5 @@ def test_post_tasks_takes_a_bounded_ttl_from_a_lease_token_only(
     assert (operator.status, operator.code) == (422, "validation_failed")
     made = http("POST", "/tasks", {**body, "ttl_seconds": 60}, actor=lease)
     assert made.status == 201, made.data
-    reasons = m.LeaseOut.model_json_schema()
+    reasons = schema_of(m.LeaseOut)
     assert "ttl_expired" in str(reasons) and "parent_stopped" in str(reasons)

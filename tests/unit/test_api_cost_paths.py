@@ -15,7 +15,7 @@ from tenure.domain import errors as e
 from tenure.domain.model import Principal
 from tenure_cli.local.frontdoor import to_event
 
-from tests.unit.support import WORKER, Rig, as_lease
+from tests.unit.support import WORKER, Rig, as_lease, shaped
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def nxt(worker_id: str = "w1", claim_id: str = "c-2") -> dict[str, Any]:
 def test_the_claim_answer_carries_the_same_bundle_as_get_payload(http: Any, rig: Rig) -> None:
     rig.task(title="Deploy", body="ship it")
     data = claim(http)
-    m.Claimed.model_validate(data)  # the OpenAPI model describes the answer
+    shaped(m.Claimed, data)  # the OpenAPI model describes the answer
     lease_id = data["lease"]["id"]
     status, fetched = http("GET", f"/leases/{lease_id}/payload", None, as_lease(lease_id))
     assert status == 200
@@ -84,7 +84,7 @@ def test_complete_with_next_ends_the_lease_and_claims_the_next_one(http: Any, ri
     body = {"outcome": "success", "next": nxt()}
     status, data = http("POST", f"/leases/{first}/complete", body, WORKER)
     assert status == 200
-    m.ReportAnswer.model_validate(data)
+    shaped(m.ReportAnswer, data)
     assert data["lease"]["state"] == "completed"
     won = data["next"]
     second = rig.lease(won["lease"]["id"])

@@ -14,7 +14,7 @@ from tenure.api import models as m
 from tenure.domain.model import Principal
 from tenure_cli.local.frontdoor import to_event
 
-from tests.unit.support import ADMIN, MEMBER, POOL, READER, Rig, as_lease
+from tests.unit.support import ADMIN, MEMBER, POOL, READER, Rig, as_lease, shaped
 
 
 @dataclasses.dataclass
@@ -49,7 +49,7 @@ def http(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
 def _task(http: Any, **body: Any) -> dict[str, Any]:
     got = http("POST", "/tasks", {"space": "OPS", "title": "t", **body})
     assert got.status == 201, got.data
-    m.TaskAnswer.model_validate(got.data)
+    shaped(m.TaskAnswer, got.data)
     return dict(got.data["task"])
 
 
@@ -97,7 +97,7 @@ def test_patch_and_pause_and_resume_a_task(http: Any) -> None:
     backlog = http("GET", "/scheduler/backlog?space=OPS", actor=READER).data
     assert backlog == {"leases": [], "next_cursor": None}
     shown = http("GET", "/scheduler/backlog?space=OPS&include_paused=true", actor=READER)
-    m.Backlog.model_validate(shown.data)
+    shaped(m.Backlog, shown.data)
     assert shown.data["leases"][0]["paused_by_task_id"] == task["id"]
     assert http("POST", f"/tasks/{task['id']}/resume").data["task"]["effective_paused"] is False
     assert http("PATCH", f"/tasks/{task['id']}", {}).status == 422
@@ -126,7 +126,7 @@ def test_retry_bulk_force_and_inspect(http: Any, rig: Rig) -> None:
     held = rig.running()
     rows = http("POST", "/leases/bulk/fail", {"lease_ids": [held.id, "nope"], "reason": "stuck"})
     assert rows.status == 200
-    m.ForceResults.model_validate(rows.data)
+    shaped(m.ForceResults, rows.data)
     first, second = rows.data["results"]
     assert (first["ok"], first["lease"]["state"]) == (True, "failed")
     assert (second["lease_id"], second["ok"], second["code"]) == ("nope", False, "lease_not_found")
@@ -138,7 +138,7 @@ def test_retry_bulk_force_and_inspect(http: Any, rig: Rig) -> None:
     assert again.data["lease"]["retry_depth"] == 1
     assert first["lease"]["failure_kind"] == "operator_forced"
     shot = http("GET", f"/inspect/{held.id}", actor=READER)
-    m.InspectOut.model_validate(shot.data)
+    shaped(m.InspectOut, shot.data)
     assert shot.data["next_action"] == "claim_available"  # w1 is still reachable
     assert shot.data["current_lease"]["id"] == again.data["lease"]["id"]
     assert "token" not in json.dumps(shot.data).replace("claim_token_hash_truncated", "")

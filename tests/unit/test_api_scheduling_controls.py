@@ -7,7 +7,7 @@ from typing import Any
 
 from tenure.api import models as m
 
-from tests.unit.support import ADMIN, READER, WORKER, Rig
+from tests.unit.support import ADMIN, READER, WORKER, Rig, schema_of, shaped
 from tests.unit.test_api_graph import Answer, http  # noqa: F401  (the fixture)
 
 BODY = {"space": "OPS", "title": "t", "pool": "builders"}
@@ -20,8 +20,8 @@ def test_post_tasks_takes_a_priority_from_0_to_9_and_the_lease_reads_it(http: An
         assert "priority" in str(refused.data)
     made = http("POST", "/tasks", {**BODY, "priority": 9})
     assert made.status == 201, made.data
-    lease = m.LeaseOut.model_validate(made.data["lease"])
-    assert lease.priority == 9
+    lease = shaped(m.LeaseOut, made.data["lease"])
+    assert lease["priority"] == 9
     plain = http("POST", "/tasks", BODY)
     read = http("GET", f"/leases/{plain.data['lease']['id']}", actor=READER)
     assert read.data["priority"] == 5
@@ -58,7 +58,7 @@ def test_the_openapi_document_names_the_controls_and_the_new_end_reason() -> Non
     schema = str(m.TaskCreate.model_json_schema())
     assert "priority" in schema and "expires_in_seconds" in schema
     assert "priority" in str(m.Enqueue.model_json_schema())
-    assert "queue_timeout" in str(m.LeaseOut.model_json_schema())
+    assert "queue_timeout" in str(schema_of(m.LeaseOut))
 
 
 def test_pools_take_a_run_timeout_of_a_second_or_more_and_show_it(http: Any) -> None:  # noqa: F811
@@ -79,7 +79,11 @@ def test_the_task_read_shows_the_controls_it_was_filed_with(http: Any) -> None: 
         "/tasks",
         {**BODY, "priority": 7, "expires_in_seconds": 300, "max_run_seconds": 60},
     )
-    task = m.TaskOut.model_validate(made.data["task"])
-    assert (task.priority, task.expires_in_seconds, task.max_run_seconds) == (7, 300, 60)
-    plain = m.TaskOut.model_validate(http("POST", "/tasks", BODY).data["task"])
-    assert (plain.priority, plain.expires_in_seconds, plain.max_run_seconds) == (5, None, None)
+    task = shaped(m.TaskOut, made.data["task"])
+    assert (task["priority"], task["expires_in_seconds"], task["max_run_seconds"]) == (7, 300, 60)
+    plain = shaped(m.TaskOut, http("POST", "/tasks", BODY).data["task"])
+    assert (plain["priority"], plain["expires_in_seconds"], plain["max_run_seconds"]) == (
+        5,
+        None,
+        None,
+    )

@@ -19,7 +19,7 @@ from tenure.store.codec import dump
 from tenure.triggers.stream import process
 
 from tests.unit.fake_store import FakeStore
-from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, T0, WORKER, Rig, as_lease
+from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, T0, WORKER, Rig, as_lease, shaped
 
 
 def _task(rig: Rig, pool: str | None = None, auto: bool = False) -> Task:
@@ -99,7 +99,7 @@ def test_block_times_read_as_iso_8601_like_every_other_api_time(rig: Rig) -> Non
     shown = {b["id"]: b for b in rig.svc.blocks.list_blocks(READER, task.id, all=True)}
     assert shown[placed["id"]]["closed_at"] == iso(T0 + 60_000)
     for block in shown.values():
-        BlockOut.model_validate(block)  # the OpenAPI model holds what is served
+        shaped(BlockOut, block)  # the OpenAPI model holds what is served
 
 
 def test_only_a_transient_block_expires(rig: Rig) -> None:
@@ -207,7 +207,7 @@ def test_a_block_records_who_placed_it(rig: Rig) -> None:
     by_lease = rig.svc.blocks.block_task(as_lease(running.id), task_id, "needs_input", "a key")
     assert by_operator["placed_by"] == {"kind": "operator", "id": MEMBER.token_id}
     assert by_lease["placed_by"] == {"kind": "lease", "id": running.id}
-    BlockOut.model_validate(by_lease)
+    shaped(BlockOut, by_lease)
 
 
 def test_a_lease_token_cannot_clear_an_operators_block_and_requeue_its_task(rig: Rig) -> None:

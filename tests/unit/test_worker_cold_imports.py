@@ -40,7 +40,8 @@ NOT_LOADED = (
         for name in (
             "setup",
             "tasks",
-            "leases",
+            "operator_leases",
+            "operator_workers",
             "rules",
             "pools",
             "graph",

@@ -9,32 +9,39 @@ from tenure.api.endpoints import (
     blocks,
     board,
     graph,
-    leases,
     mcp,
+    operator_leases,
+    operator_workers,
     pool_figures,
     pools,
     rules,
     scheduler,
     setup,
     tasks,
-    workers,
+    worker_routes,
 )
 from tenure.api.surface import app, contract, logger, metrics
 
-# The route modules register themselves on import; named here so the registration is explicit.
+# The route modules register themselves on import; named here so the registration is explicit,
+# by who calls them (api/routes.py says exactly who may call each route).
 ENDPOINTS = (
+    # A worker (its worker token) and a running job (its lease token): claim, heartbeats,
+    # start, reports, payload; a job's logs and attachments are in artifacts.
+    worker_routes,
+    artifacts,
+    # Operators (their tokens, by role): the instance, spaces, pools, tasks, their leases.
     setup,
     tasks,
-    leases,
-    workers,
+    operator_leases,
+    operator_workers,
     rules,
-    artifacts,
     pools,
     graph,
     scheduler,
-    mcp,
-    board,
     blocks,
     pool_figures,
+    # Any token, each tool judging its caller (MCP); the board's page and its data.
+    mcp,
+    board,
 )
 __all__ = ["app", "contract", "handle", "logger", "metrics"]

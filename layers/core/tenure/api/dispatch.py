@@ -24,6 +24,7 @@ from tenure.api.routes import (
     request_path,
 )
 from tenure.api.surface import (
+    CALLER,
     app,
     authorize,
     body_shape,
@@ -46,6 +47,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     path = request_path(event)
     route = match(str(http.get("method")), path)
     body = _Body(event)
+    actor: Principal | None = None  # read once here, then handed on to the route (actor())
     if route is None or route.audience != "public":
         ctx = (event["requestContext"].get("authorizer") or {}).get("lambda") or {}
         token = bearer(event.get("headers"))
@@ -53,9 +55,6 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             # Who may call the route, with what scope, is decided before its body or query is
             # looked at, so a caller that may not use it learns nothing about its schema.
             actor = principal(ctx, token)
-            if not ctx.get("principal"):
-                # Read here because the authorizer could not: kept for the route's actor().
-                ctx["principal"] = json.dumps(dataclasses.asdict(actor))
             if route is None:
                 if path == MCP_PATH:
                     # The streamable-HTTP transport GETs for a stream and DELETEs a session:
@@ -80,7 +79,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
         except e.TenureError as refusal:
             return error_event(refusal, token_sent=token is not None)
     if route is not None and route.rule == MCP_PATH:
-        return _resolved(event, context)  # JSON-RPC: the MCP transport reads its own body
+        return _resolved(event, context, actor)  # JSON-RPC: the MCP transport reads its own body
     headers = event.setdefault("headers", {}) or {}
     event["headers"] = {k: v for k, v in headers.items() if k.lower() != "content-type"}
     event["headers"]["content-type"] = "application/json"
@@ -104,7 +103,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             return error_event(e.ValidationFailed(named))
     if route is None or route.audience == "public":
         return app.resolve(event, context)  # builds no service (a cold /health stays cheap)
-    return _resolved(event, context)
+    return _resolved(event, context, actor)
 
 
 # Path parameters that name a task (inspect's, a task or a lease).
@@ -125,7 +124,11 @@ def _task_ids(event: dict[str, Any], path: str, route: Match, actor: Principal) 
     return dataclasses.replace(route, params=params)
 
 
-def _resolved(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def _resolved(event: dict[str, Any], context: Any, actor: Principal | None) -> dict[str, Any]:
+    """The route run with the caller the dispatch read (the resolver clears its context after
+    each event, so no caller outlives its request)."""
+    if actor is not None:
+        app.append_context(**{CALLER: actor})
     before = dict(svc().counters)
     with one_request():  # a view of what the request did reuses the request's fresh reads
         answer = app.resolve(event, context)

@@ -57,29 +57,43 @@ def svc() -> Tenure:
     return wiring.service()
 
 
+# The key of the request's routing context under which the dispatch hands the caller on.
+CALLER = "caller"
+
+
 def actor() -> Principal:
-    """The caller as the authorizer described it (see functions/authorizer)."""
-    return principal(app.current_event.request_context.authorizer.get_lambda)
+    """The caller, as the dispatch read it once from the authorizer's answer (api/dispatch.py)
+    and handed on in the resolver's context for this request; none there is refused."""
+    caller = app.context.get(CALLER)
+    if not isinstance(caller, Principal):
+        raise e.Unauthenticated("a bearer token is required")
+    return caller
 
 
 def principal(ctx: dict[str, Any], token: str | None = None) -> Principal:
     """The caller the authorizer named; where it could not read the token (the table was
     throttling), the token read again here: 503 `unavailable` if it still cannot be. API
     Gateway keeps the authorizer's answer up to 60 s: a token that has expired since is
-    refused here, on the expires_at its principal carries, with no read."""
+    refused here, on the expires_at its principal carries, with no read. The worker
+    function checks the bearer in process (api/worker.py) and hands the principal itself."""
     raw = ctx.get("principal")
     if not raw and ctx.get("unavailable"):
         return svc().setup.authenticate(token)
     if not raw:
         raise e.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
+    actor = raw if isinstance(raw, Principal) else _principal_of(raw)
+    if actor.expires_at is not None and expired(actor, svc().clock.now_ms()):
+        raise e.Unauthenticated(EXPIRED)
+    return actor
+
+
+def _principal_of(raw: str) -> Principal:
+    """The principal the authorizer wrote into its answer's context, as JSON."""
     data = json.loads(raw)
     for key in ("spaces", "pools"):
         if data.get(key) is not None:
             data[key] = tuple(data[key])
-    actor = Principal(**data)
-    if actor.expires_at is not None and expired(actor, svc().clock.now_ms()):
-        raise e.Unauthenticated(EXPIRED)
-    return actor
+    return Principal(**data)
 
 
 def actor_read_again() -> Principal:
@@ -152,9 +166,7 @@ UNREAD_BODIES: dict[tuple[str, str], type[BaseModel]] = {}
 HANDLERS: dict[tuple[str, str], Callable[..., Any]] = {}
 
 
-def _answers(
-    ok: int, model: type[BaseModel] | None, *codes: int, raw: bool = False
-) -> dict[int, OpenAPIResponse]:
+def _answers(ok: int, model: Any, *codes: int, raw: bool = False) -> dict[int, OpenAPIResponse]:
     """The statuses one operation answers: its success, then each error in the envelope. A
     success with no model has no body (a 204), or is stored bytes of any type (`raw`). Its
     content is always spelt out: left out, the resolver declares a JSON body of any shape."""
@@ -184,12 +196,12 @@ def op(
     method: str,
     rule: str,
     ok: int,
-    model: type[BaseModel] | None,
+    model: Any,
     *codes: int,
     extra: int = 0,
     raw: bool = False,
     ok_headers: dict[str, Any] | None = None,
-    also: dict[int, type[BaseModel]] | None = None,
+    also: dict[int, Any] | None = None,
 ) -> Any:
     """Register a route of the table in api/routes.py with the statuses it answers (and the
     headers its success may carry, `ok_headers`: name → OpenAPI header object; `also`, another
@@ -368,7 +380,7 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     return {**options[0], **rest}
 
 
-def lease_out(lease: Lease) -> dict[str, Any]:
+def lease_out(lease: Lease) -> m.LeaseOut:
     """A lease as every route shows it, with the queued condition the service judges (and
     reclaimed once its retention has passed, when it had nothing to delete)."""
     service = svc()
@@ -378,7 +390,7 @@ def lease_out(lease: Lease) -> dict[str, Any]:
     return v.lease_view(service.kernel.shown(lease), condition)
 
 
-def leases_out(leases: Iterable[Lease]) -> list[dict[str, Any]]:
+def leases_out(leases: Iterable[Lease]) -> list[m.LeaseOut]:
     """Many leases, each pool's facts read once for all of them."""
     service = svc()
     leases = [service.kernel.shown(x) for x in leases]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from tenure.api import models as m
 from tenure.app.conditions import Conditions, QueuedCondition
 from tenure.app.inspect import Snapshot
 from tenure.app.ports import Attachment, LogLine
@@ -28,16 +29,19 @@ from tenure.domain.states import TaskStatus
 iso = iso_ms  # one form for every time the API shows (the payload's too)
 
 
-def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[str, Any]:
-    """`condition` is the lease's queued condition as the service judged it."""
+def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> m.LeaseOut:
+    """`condition` is the lease's queued condition as the service judged it. Once the lease
+    has ended, what its final report said: a completion's result and details, a failure's
+    error (null before, and for what it did not say)."""
+    report = (lease.report or {}) if lease.state.terminal else {}
     return {
         "id": lease.id,
-        "state": lease.state.value,
+        "state": lease.state,
         "attempt": lease.attempt,
         "fence": lease.fence,
         "space": lease.space,
         "pool": lease.pool,
-        "subject_kind": lease.subject_kind.value,
+        "subject_kind": lease.subject_kind,
         "task": {"id": lease.task_id, "key": lease.task_key} if lease.task_id else None,
         "workflow": {"slug": lease.workflow} if lease.workflow else None,
         "job_id": lease.job_id,
@@ -47,11 +51,13 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
         ),
         "worker_id": lease.worker_id,
         "worker_version": lease.worker_version,
-        "queued_condition": condition.as_dict() if condition else None,
-        "revoke": lease.revoke.value if lease.revoke else None,
-        "end_reason": lease.end_reason.value if lease.end_reason else None,
+        "queued_condition": _condition_view(condition) if condition else None,
+        "revoke": lease.revoke if lease.revoke else None,
+        "end_reason": lease.end_reason if lease.end_reason else None,
         "outcome": lease.outcome,
-        **_reported(lease),
+        "result": report.get("result"),
+        "details": report.get("details"),
+        "error": report.get("error"),
         "claim_token_hash_truncated": lease.token_hash[:8] if lease.token_hash else None,
         "timing": {
             "created_at": iso(lease.created_at),
@@ -71,28 +77,41 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> dict[s
         # Retry chains and operator recovery.
         "previous_lease_id": lease.previous_lease_id,
         "retry_depth": lease.retry_depth,
-        "failure_kind": lease.failure_kind,
+        "failure_kind": cast(m.FailureKind, lease.failure_kind),
         "concurrency_key": lease.concurrency_key,
         "usage": lease_usage(lease),
     }
 
 
-def _reported(lease: Lease) -> dict[str, Any]:
-    """What the final report said, once the lease has ended (null before, and for what it
-    did not say): a completion's result and details, a failure's error."""
-    report = (lease.report or {}) if lease.state.terminal else {}
+def _condition_view(condition: QueuedCondition) -> m.QueuedConditionOut:
     return {
-        "result": report.get("result"),
-        "details": report.get("details"),
-        "error": report.get("error"),
+        "code": cast(m.QueuedCode, condition.code),
+        "label": condition.label,
+        "needs_person": condition.needs_person,
     }
 
 
-def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> dict[str, Any]:
+def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> m.TaskOut:
     """`seen` adds what a read derives and never stores: blocked reasons, effective pause."""
     return {
-        **_task_fields(task, status),
-        "blocked_reasons": [dict(r) for r in seen.blocked_reasons] if seen else [],
+        "id": task.id,
+        "key": task.key,
+        "space": task.space,
+        "title": task.title,
+        "body": task.body,
+        "properties": task.properties,
+        "workflow": {"slug": task.workflow} if task.workflow else None,
+        "max_attempts": task.max_attempts,
+        "status": status,
+        # Derived by the read (app/tasks/filing.py), in the shape BlockedReason names.
+        "blocked_reasons": [cast(m.BlockedReason, dict(r)) for r in seen.blocked_reasons]
+        if seen
+        else [],
+        "created_at": iso(task.created_at),
+        "checks": task.checks,
+        "priority": DEFAULT_PRIORITY if task.priority is None else task.priority,
+        "expires_in_seconds": task.expires_in_seconds,
+        "max_run_seconds": task.max_run_seconds,
         "parent_id": task.parent_id,
         "depends_on": list(task.depends_on or ()),
         "auto_enqueue_on_ready": task.auto_enqueue_on_ready,
@@ -111,35 +130,19 @@ def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> d
     }
 
 
-def approval_view(approval: dict[str, Any]) -> dict[str, Any]:
-    shown = {k: approval.get(k) for k in ("state", "requested_at", "pool", "by", "at", "note")}
-    for key in ("requested_at", "at"):
-        stamp = approval.get(key)
-        shown[key] = iso(int(stamp)) if stamp is not None else None
-    return shown
-
-
-def _task_fields(task: Task, status: TaskStatus) -> dict[str, Any]:
+def approval_view(approval: dict[str, Any]) -> m.ApprovalOut:
+    requested, at = approval.get("requested_at"), approval.get("at")
     return {
-        "id": task.id,
-        "key": task.key,
-        "space": task.space,
-        "title": task.title,
-        "body": task.body,
-        "properties": task.properties,
-        "workflow": {"slug": task.workflow} if task.workflow else None,
-        "max_attempts": task.max_attempts,
-        "status": status.value,
-        "blocked_reasons": [],
-        "created_at": iso(task.created_at),
-        "checks": task.checks,
-        "priority": DEFAULT_PRIORITY if task.priority is None else task.priority,
-        "expires_in_seconds": task.expires_in_seconds,
-        "max_run_seconds": task.max_run_seconds,
+        "state": approval["state"],
+        "requested_at": iso(int(requested)) if requested is not None else None,
+        "pool": approval.get("pool"),
+        "by": approval.get("by"),
+        "at": iso(int(at)) if at is not None else None,
+        "note": approval.get("note"),
     }
 
 
-def event_view(event: Event) -> dict[str, Any]:
+def event_view(event: Event) -> m.EventOut:
     return {
         "type": event.type,
         "at": iso(event.at),
@@ -149,7 +152,7 @@ def event_view(event: Event) -> dict[str, Any]:
     }
 
 
-def space_view(space: Space) -> dict[str, Any]:
+def space_view(space: Space) -> m.SpaceOut:
     return {
         "key": space.key,
         "name": space.name,
@@ -159,7 +162,7 @@ def space_view(space: Space) -> dict[str, Any]:
     }
 
 
-def workflow_view(wf: Workflow) -> dict[str, Any]:
+def workflow_view(wf: Workflow) -> m.WorkflowOut:
     return {
         "space": wf.space,
         "slug": wf.slug,
@@ -169,7 +172,7 @@ def workflow_view(wf: Workflow) -> dict[str, Any]:
     }
 
 
-def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
+def pool_view(pool: Pool, active: int | None = None) -> m.PoolOut:
     """`active`: the held leases its ceiling counter shows (null where not read)."""
     return {
         "name": pool.name,
@@ -196,35 +199,46 @@ def pool_view(pool: Pool, active: int | None = None) -> dict[str, Any]:
         "accepts_delegation_from": list(pool.accepts_delegation_from or ()),
         "max_delegated_per_lease": pool.max_delegated_per_lease,
         "max_delegated_per_tree": pool.max_delegated_per_tree,
-        "retry": RetryPolicy.of(pool.retry).view(),
+        # The policy's view is the RetrySettings body it was set with, defaults filled in.
+        "retry": cast(m.RetrySettings, RetryPolicy.of(pool.retry).view()),
         "max_active_per_key": pool.max_active_per_key,
         "max_claims_per_minute": pool.max_claims_per_minute,
         "max_run_seconds": pool.max_run_seconds,
     }
 
 
-def token_view(token: Token) -> dict[str, Any]:
+def token_view(token: Token, raw: str) -> m.TokenOut:
+    """A token just made: the token itself is shown this once, and never again."""
     return {
         "id": token.id,
         "name": token.name,
-        "kind": token.kind,
-        "role": token.role,
+        "kind": cast(m.TokenKind, token.kind),
+        "role": cast(m.Role | None, token.role),
         "spaces": list(token.spaces) if token.spaces is not None else None,
         "pools": list(token.pools) if token.pools is not None else None,
         "created_at": iso(token.created_at),
         "expires_at": iso(token.expires_at),
+        "token": raw,
     }
 
 
-def token_info_view(token: Token) -> dict[str, Any]:
+def token_info_view(token: Token) -> m.TokenInfo:
+    """A token as the list shows it: never the token, never its hash."""
     return {
-        **token_view(token),
+        "id": token.id,
+        "name": token.name,
+        "kind": cast(m.TokenKind, token.kind),
+        "role": cast(m.Role | None, token.role),
+        "spaces": list(token.spaces) if token.spaces is not None else None,
+        "pools": list(token.pools) if token.pools is not None else None,
+        "created_at": iso(token.created_at),
+        "expires_at": iso(token.expires_at),
         "last_used_at": iso(token.last_used_at),
         "revoked_at": iso(token.revoked_at),
     }
 
 
-def worker_view(worker: Worker, reachable: bool, leases: list[Lease]) -> dict[str, Any]:
+def worker_view(worker: Worker, reachable: bool, leases: list[Lease]) -> m.WorkerOut:
     return {
         "worker_id": worker.worker_id,
         "worker_version": worker.worker_version,
@@ -234,7 +248,7 @@ def worker_view(worker: Worker, reachable: bool, leases: list[Lease]) -> dict[st
         "leases": [
             {
                 "id": lease.id,
-                "state": lease.state.value,
+                "state": lease.state,
                 "fence": lease.fence,
                 "deadline": iso(lease.deadline),
             }
@@ -245,7 +259,7 @@ def worker_view(worker: Worker, reachable: bool, leases: list[Lease]) -> dict[st
     }
 
 
-def instance_view(instance: Instance, active: int) -> dict[str, Any]:
+def instance_view(instance: Instance, active: int) -> m.InstanceOut:
     return {
         "max_active": instance.max_active,
         "block_recurrence_limit": instance.block_recurrence_limit,
@@ -256,7 +270,7 @@ def instance_view(instance: Instance, active: int) -> dict[str, Any]:
     }
 
 
-def attachment_view(attachment: Attachment) -> dict[str, Any]:
+def attachment_view(attachment: Attachment) -> m.AttachmentOut:
     return {
         "id": attachment.id,
         "kind": attachment.kind,
@@ -267,16 +281,16 @@ def attachment_view(attachment: Attachment) -> dict[str, Any]:
     }
 
 
-def log_line_view(line: LogLine) -> dict[str, Any]:
+def log_line_view(line: LogLine) -> m.LogEventOut:
     return {
         "timestamp": iso(line.timestamp),
         "container": line.container,
-        "stream": line.stream,
+        "stream": cast(m.Stream, line.stream),  # stored as the batch named it
         "message": line.message,
     }
 
 
-def inspect_view(shot: Snapshot, conditions: Conditions) -> dict[str, Any]:
+def inspect_view(shot: Snapshot, conditions: Conditions) -> m.InspectOut:
     """`GET /inspect/{id}`'s answer (MCP's task_inspect answers the same)."""
     task = shot.task
     current = shot.current_lease
@@ -290,7 +304,8 @@ def inspect_view(shot: Snapshot, conditions: Conditions) -> dict[str, Any]:
         "recent_events": [event_view(ev) for ev in shot.recent_events],
         "scheduler": shot.scheduler,
         "diagnostics": [
-            {"code": d.code, "message": d.message, "since": iso(d.since)} for d in shot.diagnostics
+            {"code": cast(m.DiagnosticCode, d.code), "message": d.message, "since": iso(d.since)}
+            for d in shot.diagnostics
         ],
         "facts": shot.facts,
         "next_action": shot.next_action.value,

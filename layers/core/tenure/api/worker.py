@@ -6,12 +6,10 @@ worker routes live in are imported: not the operators' routes, the board or MCP.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from typing import Any
 
 from tenure.api import dispatch
-from tenure.api.endpoints import artifacts, workers
+from tenure.api.endpoints import artifacts, worker_routes
 from tenure.api.errors import error_event
 from tenure.api.routes import BASE, WORKER_ROUTES, match
 from tenure.api.surface import logger, metrics
@@ -21,7 +19,7 @@ from tenure.config import settings
 from tenure.domain import errors as e
 
 # The route modules register themselves on import; named here so the registration is explicit.
-ENDPOINTS = (workers, artifacts)
+ENDPOINTS = (worker_routes, artifacts)
 VERDICTS = Verdicts()
 __all__ = ["handle", "handle_claim", "logger", "metrics"]
 
@@ -70,8 +68,8 @@ def _checked(event: dict[str, Any], context: Any) -> dict[str, Any]:
     starts from instead of a second read (Kernel.own_lease)."""
     with one_request():
         try:
-            actor = VERDICTS.principal(event.get("headers"))
-            ctx = {"principal": json.dumps(dataclasses.asdict(actor))}
+            # The principal itself, not its JSON: the dispatch reads it without a parse.
+            ctx: dict[str, Any] = {"principal": VERDICTS.principal(event.get("headers"))}
         except e.Unauthenticated as refused:
             ctx = {"principal": "", "reason": refused.message}
         except e.Unavailable as busy:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, cast
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
@@ -21,13 +21,16 @@ Cursor = Annotated[str | None, Query(max_length=4096)]
 @op("GET", f"{BASE}/leases/<lease_id>/exec_target", 200, m.ExecTarget, 404)
 def exec_target(lease_id: str) -> Response[Any]:
     target = svc().logs.exec_target(actor(), lease_id)
-    return json_answer({**target, "claimed_at": v.iso(target["claimed_at"])})
+    shown = {**target, "claimed_at": v.iso(target["claimed_at"])}  # the service's, as ExecTarget
+    return json_answer(cast(m.ExecTarget, shown))
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/logs", 202, m.LogsAccepted, 404, 409, 501)
 def post_logs(lease_id: str, body: Annotated[m.LogBatch, Body()]) -> Response[Any]:
     events = [event.model_dump() for event in body.events]
-    return json_answer({"accepted": svc().logs.post_logs(actor(), lease_id, events)}, 202)
+    return json_answer(
+        m.LogsAccepted(accepted=svc().logs.post_logs(actor(), lease_id, events)), 202
+    )
 
 
 @op("GET", f"{BASE}/leases/<lease_id>/logs", 200, m.Logs, 404, 501)
@@ -45,12 +48,9 @@ def get_logs(
         if since_ms is None:
             raise e.ValidationFailed("since: is not an ISO 8601 time")
     page = svc().logs.read_logs(caller, lease_id, container or None, tail, since_ms, cursor or None)
+    events = [v.log_line_view(line) for line in page.events]
     return json_answer(
-        {
-            "events": [v.log_line_view(line) for line in page.events],
-            "truncated": page.truncated,
-            "next_cursor": page.next_cursor,
-        }
+        m.Logs(events=events, truncated=page.truncated, next_cursor=page.next_cursor)
     )
 
 
@@ -71,16 +71,20 @@ def add_attachment(lease_id: str, body: Annotated[m.AttachmentCreate, Body()]) -
         body.byte_size,
         content,
     )
-    answer: dict[str, Any] = {"attachment": v.attachment_view(attachment)}
-    if upload is not None:
-        answer["upload"] = {"url": upload.url, "method": upload.method, "headers": upload.headers}
-    return json_answer(answer, 201)
+    shown = v.attachment_view(attachment)
+    if upload is None:  # the bytes came inline: no upload, not even a null one
+        return json_answer(m.AttachmentAnswer(attachment=shown), 201)
+    method = cast(Literal["PUT"], upload.method)  # the presigned PUT it always is
+    url = m.UploadOut(url=upload.url, method=method, headers=upload.headers)
+    return json_answer(m.AttachmentAnswer(attachment=shown, upload=url), 201)
 
 
 @op("GET", f"{BASE}/leases/<lease_id>/attachments", 200, m.Attachments, 404)
 def list_attachments(lease_id: str) -> Response[Any]:
     found = svc().attachments.list_attachments(actor(), lease_id)
-    return json_answer({"attachments": [v.attachment_view(a) for a in found], "next_cursor": None})
+    return json_answer(
+        m.Attachments(attachments=[v.attachment_view(a) for a in found], next_cursor=None)
+    )
 
 
 @op(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
@@ -21,28 +21,35 @@ def block_task(task_id: str, body: Annotated[m.BlockBody, Body()]) -> Response[A
         block = svc().blocks.block_task(
             actor(), task_id, body.kind, body.reason, body.expires_in_seconds
         )
-    return json_answer({"block": block}, 201)
+    return json_answer(m.BlockAnswer(block=_shown(block)), 201)
 
 
 @op("GET", f"{BASE}/tasks/<task_id>/blocks", 200, m.BlocksAnswer, 404)
 def list_blocks(task_id: str, all: Annotated[bool, Query()] = False) -> Response[Any]:
     blocks = svc().blocks.list_blocks(actor(), task_id, all)
-    return json_answer({"blocks": blocks, "next_cursor": None})
+    return json_answer(m.BlocksAnswer(blocks=[_shown(b) for b in blocks], next_cursor=None))
 
 
 @op("POST", f"{BASE}/tasks/<task_id>/blocks/<block_id>/clear", 200, m.BlockAnswer, 404, 409)
 def clear_block(
     task_id: str, block_id: str, body: Annotated[m.BlockClear, Body()]
 ) -> Response[Any]:
-    return json_answer({"block": svc().blocks.clear_block(actor(), task_id, block_id, body.note)})
+    cleared = svc().blocks.clear_block(actor(), task_id, block_id, body.note)
+    return json_answer(m.BlockAnswer(block=_shown(cleared)))
 
 
 @op("POST", f"{BASE}/tasks/<task_id>/recover", 200, m.TaskAnswer, 404, 409)
 def recover_task(task_id: str, body: Annotated[m.TaskRecover, Body()]) -> Response[Any]:
     seen = svc().breaker.recover_task(actor(), task_id, body.note)
     return json_answer(
-        {
-            "task": v.task_view(seen.task, seen.status, seen),
-            "lease": lease_out(seen.lease) if seen.lease else None,
-        }
+        m.TaskAnswer(
+            task=v.task_view(seen.task, seen.status, seen),
+            lease=lease_out(seen.lease) if seen.lease else None,
+        )
     )
+
+
+def _shown(block: dict[str, Any]) -> m.BlockOut:
+    """A block as the service renders it (app/autonomy/blocks.py): the shape BlockOut names, open
+    for the fields of its kind (an event block's event and key)."""
+    return cast(m.BlockOut, block)

@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
-from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypedDict
 
 from tenure.api.routes import BASE, ROUTES
 from tenure.api.surface import actor, app, json_answer, op, svc
@@ -24,9 +24,7 @@ _SCRIPT_MARK = '<script src="board.js"></script>'
 _SCRIPTS = ("board.js", "board-columns.js", "board-lease.js", "board-task.js")
 
 
-class Whoami(BaseModel):
-    model_config = ConfigDict(defer_build=True)  # documents the answer only (see api/models.py)
-
+class Whoami(TypedDict):  # open, as it always was: documents the answer only
     kind: str
     role: str | None
     spaces: list[str] | None
@@ -67,7 +65,7 @@ def board() -> Response[Any]:
 def whoami() -> Response[Any]:
     caller = actor()
     spaces = list(caller.spaces) if caller.spaces is not None else None
-    return json_answer({"kind": caller.kind, "role": caller.role, "spaces": spaces})
+    return json_answer(Whoami(kind=caller.kind, role=caller.role, spaces=spaces))
 
 
 @functools.cache

@@ -16,11 +16,11 @@ from tenure.app.leases.force import ForceRow
 from tenure.app.tasks.filing import TaskView
 
 
-def _task_answer(seen: TaskView) -> dict[str, Any]:
-    return {
-        "task": v.task_view(seen.task, seen.status, seen),
-        "lease": lease_out(seen.lease) if seen.lease else None,
-    }
+def _task_answer(seen: TaskView) -> m.TaskAnswer:
+    return m.TaskAnswer(
+        task=v.task_view(seen.task, seen.status, seen),
+        lease=lease_out(seen.lease) if seen.lease else None,
+    )
 
 
 @op("PATCH", f"{BASE}/tasks/<task_id>", 200, m.TaskAnswer, 404, 409)
@@ -44,19 +44,19 @@ def resume_task(task_id: str) -> Response[Any]:
 
 @op("POST", f"{BASE}/leases/<lease_id>/retry", 201, m.LeaseAnswer, 404, 409)
 def retry_lease(lease_id: str) -> Response[Any]:
-    return json_answer({"lease": lease_out(svc().force.retry(actor(), lease_id))}, 201)
+    return json_answer(m.LeaseAnswer(lease=lease_out(svc().force.retry(actor(), lease_id))), 201)
 
 
-def _rows(rows: list[ForceRow]) -> dict[str, Any]:
-    out = []
+def _rows(rows: list[ForceRow]) -> m.ForceResults:
+    out: list[m.ForceRowOut] = []
     for row in rows:
-        entry: dict[str, Any] = {"lease_id": row.lease_id, "ok": row.ok}
         if row.ok and row.lease is not None:
-            entry["lease"] = lease_out(row.lease)
+            out.append(m.ForceRowOut(lease_id=row.lease_id, ok=row.ok, lease=lease_out(row.lease)))
         else:
-            entry.update(code=row.code, message=row.message)
-        out.append(entry)
-    return {"results": out}
+            out.append(
+                m.ForceRowOut(lease_id=row.lease_id, ok=row.ok, code=row.code, message=row.message)
+            )
+    return m.ForceResults(results=out)
 
 
 @op("POST", f"{BASE}/leases/bulk/release", 200, m.ForceResults, 404)

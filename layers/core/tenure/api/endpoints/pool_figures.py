@@ -3,33 +3,33 @@ space). Read only and bounded (app/figures.py says how); the board's pools view 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.event_handler import Response
-from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypedDict
 
 from tenure.api import views as v
+from tenure.api.models import answer
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, op, svc
 from tenure.app.figures import PoolFigures, pool_figures
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class LastHourOut(_Out):
+@answer
+class LastHourOut(TypedDict):
     claims: int
     completed: int
     failed: int
     capped: bool
 
 
-class HoldOut(_Out):
+@answer
+class HoldOut(TypedDict):
     until: str
 
 
-class FiguresOut(_Out):
+@answer
+class FiguresOut(TypedDict):
     pool: str
     space: str
     queued: int
@@ -41,16 +41,17 @@ class FiguresOut(_Out):
     mass_expiry_hold: HoldOut | None
 
 
-class FiguresAnswer(_Out):
+@answer
+class FiguresAnswer(TypedDict):
     figures: FiguresOut
 
 
 @op("GET", f"{BASE}/pools/<pool>/figures", 200, FiguresAnswer, 404)
 def get_pool_figures(pool: str) -> Response[Any]:
-    return json_answer({"figures": figures_view(pool_figures(svc(), actor(), pool))})
+    return json_answer(FiguresAnswer(figures=figures_view(pool_figures(svc(), actor(), pool))))
 
 
-def figures_view(f: PoolFigures) -> dict[str, Any]:
+def figures_view(f: PoolFigures) -> FiguresOut:
     hour = f.last_hour
     return {
         "pool": f.pool,
@@ -62,11 +63,10 @@ def figures_view(f: PoolFigures) -> dict[str, Any]:
         "oldest_queued_age_seconds": (
             f.oldest_queued_age_ms / 1000 if f.oldest_queued_age_ms is not None else None
         ),
-        "last_hour": {
-            "claims": hour.claims,
-            "completed": hour.completed,
-            "failed": hour.failed,
-            "capped": hour.capped,
-        },
-        "mass_expiry_hold": {"until": v.iso(f.hold_until)} if f.hold_until is not None else None,
+        "last_hour": LastHourOut(
+            claims=hour.claims, completed=hour.completed, failed=hour.failed, capped=hour.capped
+        ),
+        "mass_expiry_hold": HoldOut(until=cast(str, v.iso(f.hold_until)))
+        if f.hold_until is not None
+        else None,
     }

@@ -17,7 +17,7 @@ from tenure.domain.model import Pool
 from tenure.domain.states import OnExpiry
 
 
-def _pool_out(pool: Pool) -> dict[str, Any]:
+def _pool_out(pool: Pool) -> m.PoolOut:
     return v.pool_view(pool, svc().pools.held(pool))
 
 
@@ -27,12 +27,12 @@ def list_pools(space: Annotated[str, Query(max_length=32)] = "") -> Response[Any
     if not space:
         raise e.MissingScope("space: required (the pools of one space are listed)")
     pools = svc().pools.list_pools_of(caller, space)
-    return json_answer({"pools": [_pool_out(p) for p in pools], "next_cursor": None})
+    return json_answer(m.Pools(pools=[_pool_out(p) for p in pools], next_cursor=None))
 
 
 @op("GET", f"{BASE}/pools/<pool>", 200, m.PoolAnswer, 404)
 def get_pool(pool: str) -> Response[Any]:
-    return json_answer({"pool": _pool_out(svc().pools.get_pool(actor(), pool))})
+    return json_answer(m.PoolAnswer(pool=_pool_out(svc().pools.get_pool(actor(), pool))))
 
 
 @op("PATCH", f"{BASE}/pools/<pool>", 200, m.PoolAnswer, 404, 422)
@@ -49,27 +49,29 @@ def update_pool(pool: str, body: Annotated[m.PoolPatch, Body()]) -> Response[Any
     if changes.get("retry") is not None:
         changes["retry"] = body.retry.model_dump() if body.retry else None
     updated = svc().pools.update_pool(actor(), pool, changes)
-    return json_answer({"pool": _pool_out(updated)})
+    return json_answer(m.PoolAnswer(pool=_pool_out(updated)))
 
 
 @op("POST", f"{BASE}/pools/<pool>/pause", 200, m.PoolAnswer, 404)
 def pause_pool(pool: str) -> Response[Any]:
-    return json_answer({"pool": _pool_out(svc().pools.pause_pool(actor(), pool))})
+    return json_answer(m.PoolAnswer(pool=_pool_out(svc().pools.pause_pool(actor(), pool))))
 
 
 @op("POST", f"{BASE}/pools/<pool>/resume", 200, m.PoolAnswer, 404)
 def resume_pool(pool: str) -> Response[Any]:
-    return json_answer({"pool": _pool_out(svc().pools.resume_pool(actor(), pool))})
+    return json_answer(m.PoolAnswer(pool=_pool_out(svc().pools.resume_pool(actor(), pool))))
 
 
 @op("POST", f"{BASE}/spaces/<space>/archive", 200, m.SpaceAnswer, 404)
 def archive_space(space: str) -> Response[Any]:
-    return json_answer({"space": v.space_view(svc().pools.archive_space(actor(), space))})
+    return json_answer(m.SpaceAnswer(space=v.space_view(svc().pools.archive_space(actor(), space))))
 
 
 @op("POST", f"{BASE}/spaces/<space>/unarchive", 200, m.SpaceAnswer, 404)
 def unarchive_space(space: str) -> Response[Any]:
-    return json_answer({"space": v.space_view(svc().pools.unarchive_space(actor(), space))})
+    return json_answer(
+        m.SpaceAnswer(space=v.space_view(svc().pools.unarchive_space(actor(), space)))
+    )
 
 
 @op("GET", f"{BASE}/instance", 200, m.InstanceOut)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
@@ -17,6 +17,7 @@ from pydantic import (
     Tag,
     field_validator,
 )
+from typing_extensions import TypedDict
 
 from tenure.api import models as m
 from tenure.api import views as v
@@ -67,15 +68,18 @@ class AddressCreate(m.Strict):
     address: Annotated[str, StringConstraints(min_length=3, max_length=254)]
 
 
-class AddressOut(m.Out):
+@m.answer
+class AddressOut(TypedDict):
     address: str
     space: str
     created_at: m.Stamp
 
 
-class AddressList(m.Out):
+@m.answer
+class AddressList(TypedDict):
     addresses: list[AddressOut]
-    next_cursor: None = None  # always null: a space has at most MAX_ADDRESSES_PER_SPACE
+    # always null: a space has at most MAX_ADDRESSES_PER_SPACE
+    next_cursor: NotRequired[Annotated[None, Field(default=None)]]
 
 
 class EventPost(m.Strict):
@@ -90,7 +94,8 @@ class EventPost(m.Strict):
     _data = field_validator("data")(lambda value: m._bounded(value, "data"))
 
 
-class RuleOut(m.Out):
+@m.answer
+class RuleOut(TypedDict):
     id: str
     space: str
     name: str
@@ -109,21 +114,25 @@ class RuleOut(m.Out):
     catchup_window_seconds: int | None
 
 
-class RuleAnswer(m.Out):
+@m.answer
+class RuleAnswer(TypedDict):
     rule: RuleOut
 
 
-class RuleList(m.Out):
+@m.answer
+class RuleList(TypedDict):
     rules: list[RuleOut]
-    next_cursor: None = None  # always null: a space has at most MAX_RULES_PER_SPACE rules
+    # always null: a space has at most MAX_RULES_PER_SPACE rules
+    next_cursor: NotRequired[Annotated[None, Field(default=None)]]
 
 
-class FireAnswer(m.Out):
+@m.answer
+class FireAnswer(TypedDict):
     """The lease minted; for a task subject that requires approval, no lease (null) and the
     task, waiting for approval."""
 
     lease: m.LeaseOut | None
-    task: m.TaskOut | None = None
+    task: NotRequired[Annotated[m.TaskOut | None, Field(default=None)]]
 
 
 def _event_kind(body: Any) -> str:
@@ -138,11 +147,12 @@ EventBody = Annotated[
 ]
 
 
-class EventAnswer(m.Out):
+@m.answer
+class EventAnswer(TypedDict):
     leases: list[m.LeaseOut]
 
 
-def rule_view(rule: Rule) -> dict[str, Any]:
+def rule_view(rule: Rule) -> RuleOut:
     scheduled = rule.kind == "scheduled"
     return {
         "id": rule.id,
@@ -163,7 +173,7 @@ def rule_view(rule: Rule) -> dict[str, Any]:
     }
 
 
-def address_view(address: Address) -> dict[str, Any]:
+def address_view(address: Address) -> AddressOut:
     return {
         "address": address.address,
         "space": address.space,
@@ -186,7 +196,7 @@ def create_rule(body: Annotated[RuleCreate, Body()]) -> Response[Any]:
         body.overlap,
         body.catchup_window_seconds,
     )
-    return json_answer({"rule": rule_view(rule)}, 201)
+    return json_answer(RuleAnswer(rule=rule_view(rule)), 201)
 
 
 @op("GET", f"{BASE}/rules", 200, RuleList)
@@ -195,12 +205,12 @@ def list_rules(space: Annotated[str | None, Query(max_length=64)] = None) -> Res
     if not space:
         raise e.MissingScope("space is required: list the rules of one space")
     rules = [rule_view(x) for x in svc().rules.list_rules(caller, space)]
-    return json_answer({"rules": rules, "next_cursor": None})
+    return json_answer(RuleList(rules=rules, next_cursor=None))
 
 
 @op("GET", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404)
 def get_rule(rule_id: str) -> Response[Any]:
-    return json_answer({"rule": rule_view(svc().rules.get_rule(actor(), rule_id))})
+    return json_answer(RuleAnswer(rule=rule_view(svc().rules.get_rule(actor(), rule_id))))
 
 
 @op("PATCH", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404, 409, 422)
@@ -211,7 +221,8 @@ def update_rule(rule_id: str, body: Annotated[RulePatch, Body()]) -> Response[An
     )
     if nulls:
         raise e.ValidationFailed(f"{nulls[0]}: cannot be null")
-    return json_answer({"rule": rule_view(svc().rules.update_rule(actor(), rule_id, changes))})
+    updated = svc().rules.update_rule(actor(), rule_id, changes)
+    return json_answer(RuleAnswer(rule=rule_view(updated)))
 
 
 @op("DELETE", f"{BASE}/rules/<rule_id>", 204, None, 404)
@@ -225,20 +236,20 @@ def fire_rule(rule_id: str) -> Response[Any]:
     fired = svc().firings.fire_rule(actor(), rule_id)
     if isinstance(fired, Task):
         seen = svc().graph.describe_filed(fired, None)
-        return json_answer({"lease": None, "task": v.task_view(fired, seen.status, seen)}, 201)
-    return json_answer({"lease": lease_out(fired)}, 201)
+        return json_answer(FireAnswer(lease=None, task=v.task_view(fired, seen.status, seen)), 201)
+    return json_answer(FireAnswer(lease=lease_out(fired)), 201)
 
 
 @op("POST", f"{BASE}/events", 202, EventAnswer, 404, 422, also={200: m.SignalAnswer})
 def post_event(body: Annotated[EventBody, Body()]) -> Response[Any]:
     if isinstance(body, m.EventSignal):  # an event blocks wait for (app/flow/events.py)
         cleared = svc().event_waits.send(actor(), body.space, body.name, body.key, body.data)
-        return json_answer({"cleared": cleared}, 200)
+        return json_answer(m.SignalAnswer(cleared=cleared), 200)
     occurred = _ms(body.occurred_at) if body.occurred_at else None
     leases = svc().firings.post_event(
         actor(), body.space, body.topic, body.data, occurred, body.event_id
     )
-    return json_answer({"leases": leases_out(leases)}, 202)
+    return json_answer(EventAnswer(leases=leases_out(leases)), 202)
 
 
 @op("GET", f"{BASE}/workflows/<slug>/activity", 200, m.Activity, 404)
@@ -251,13 +262,13 @@ def workflow_activity(
     if not space:
         raise e.MissingScope("space is required: a workflow's slug is unique within its space")
     events = svc().subjects.workflow_activity(caller, space, slug, limit)
-    return json_answer({"events": [v.event_view(ev) for ev in events], "next_cursor": None})
+    return json_answer(m.Activity(events=[v.event_view(ev) for ev in events], next_cursor=None))
 
 
 @op("GET", f"{BASE}/spaces/<key>/activity", 200, m.Activity, 404)
 def space_activity(key: str, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
     events = svc().subjects.space_activity(actor(), key, limit)
-    return json_answer({"events": [v.event_view(ev) for ev in events], "next_cursor": None})
+    return json_answer(m.Activity(events=[v.event_view(ev) for ev in events], next_cursor=None))
 
 
 @op("POST", f"{BASE}/spaces/<key>/addresses", 201, AddressOut, 404, 409, 422)
@@ -269,7 +280,8 @@ def add_address(key: str, body: Annotated[AddressCreate, Body()]) -> Response[An
 @op("GET", f"{BASE}/spaces/<key>/addresses", 200, AddressList, 404)
 def list_addresses(key: str) -> Response[Any]:
     found = svc().addresses.list_addresses(actor(), key)
-    return json_answer({"addresses": [address_view(a) for a in found], "next_cursor": None})
+    shown = [address_view(a) for a in found]
+    return json_answer(AddressList(addresses=shown, next_cursor=None))
 
 
 @op("DELETE", f"{BASE}/spaces/<key>/addresses/<address>", 204, None, 404)

@@ -14,14 +14,14 @@ from tenure.app.scheduler import BACKLOG_PAGE, SchedulerStatus
 from tenure.domain import errors as e
 
 
-def _status(status: SchedulerStatus) -> dict[str, Any]:
-    return {
-        "paused": status.paused,
-        "queued_run_count": status.queued_run_count,
-        "capacity_waiting_count": status.capacity_waiting_count,
-        "starved_run_count": status.starved_run_count,
-        "needs_attention_run_count": status.needs_attention_run_count,
-    }
+def _status(status: SchedulerStatus) -> m.SchedulerOut:
+    return m.SchedulerOut(
+        paused=status.paused,
+        queued_run_count=status.queued_run_count,
+        capacity_waiting_count=status.capacity_waiting_count,
+        starved_run_count=status.starved_run_count,
+        needs_attention_run_count=status.needs_attention_run_count,
+    )
 
 
 @op("GET", f"{BASE}/scheduler", 200, m.SchedulerOut)
@@ -52,13 +52,15 @@ def backlog(
     entries, next_cursor = svc().scheduler.backlog(caller, space, include_paused, limit, cursor)
     shown = leases_out(x.lease for x in entries)
     rows = [
-        {**view, "effective_paused": x.effective_paused, "paused_by_task_id": x.paused_by_task_id}
+        m.BacklogLease(
+            **view, effective_paused=x.effective_paused, paused_by_task_id=x.paused_by_task_id
+        )
         for view, x in zip(shown, entries, strict=True)
     ]
-    return json_answer({"leases": rows, "next_cursor": next_cursor})
+    return json_answer(m.Backlog(leases=rows, next_cursor=next_cursor))
 
 
 @op("POST", f"{BASE}/scheduler/drain", 200, m.Drained, 404)
 def drain(body: Annotated[m.Drain, Body()]) -> Response[Any]:
     done = svc().scheduler.drain(actor(), body.timeout_seconds)
-    return json_answer({"drained": done.drained, "active": done.active})
+    return json_answer(m.Drained(drained=done.drained, active=done.active))

@@ -23,7 +23,7 @@ SCHEMA_HEADER = "Tenure-Schema"
 
 @op("GET", f"{BASE}/health", 200, m.Health)
 def health() -> Response[Any]:
-    return json_answer({"status": "ok"})
+    return json_answer(m.Health(status="ok"))
 
 
 @op("GET", f"{BASE}/openapi.json", 200, m.OpenAPIDocument)
@@ -57,9 +57,8 @@ def list_spaces(
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
 ) -> Response[Any]:
     page = svc().setup.list_spaces(actor(), limit, cursor)
-    answer = json_answer(
-        {"spaces": [v.space_view(s) for s in page.spaces], "next_cursor": page.next_cursor}
-    )
+    spaces = [v.space_view(s) for s in page.spaces]
+    answer = json_answer(m.SpaceList(spaces=spaces, next_cursor=page.next_cursor))
     if page.schema_behind:
         answer.headers[SCHEMA_HEADER] = BEHIND_NOTICE
     return answer
@@ -112,7 +111,7 @@ def create_token(body: Annotated[m.TokenCreate, Body()]) -> Response[Any]:
     token, raw = svc().setup.create_token(
         actor_read_again(), body.name, body.kind, role, spaces, pools, body.expires_in_seconds
     )
-    return json_answer({**v.token_view(token), "token": raw}, 201)
+    return json_answer(v.token_view(token, raw), 201)
 
 
 @op(
@@ -135,7 +134,7 @@ def list_tokens(
 ) -> Response[Any]:
     page = svc().setup.list_tokens(actor(), kind, limit, cursor)
     tokens = [v.token_info_view(t) for t in page.tokens]
-    answer = json_answer({"tokens": tokens, "next_cursor": page.next_cursor})
+    answer = json_answer(m.TokenList(tokens=tokens, next_cursor=page.next_cursor))
     if page.schema_behind:
         answer.headers[SCHEMA_HEADER] = BEHIND_NOTICE
     return answer
@@ -150,4 +149,4 @@ def revoke_token(token_id: str) -> Response[Any]:
 @op("GET", f"{BASE}/instance/activity", 200, m.Activity)
 def instance_activity(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
     events = svc().setup.instance_activity(actor(), limit)
-    return json_answer({"events": [v.event_view(ev) for ev in events], "next_cursor": None})
+    return json_answer(m.Activity(events=[v.event_view(ev) for ev in events], next_cursor=None))

@@ -38,12 +38,12 @@ def create_task(
         "POST /tasks",
         idempotency_key,
         body.model_dump(mode="json", exclude_unset=True),
-        lambda: (201, _file(caller, body)),
+        lambda: (201, dict(_file(caller, body))),
     )
     return json_answer(answer, status)
 
 
-def _file(caller: Any, body: m.TaskCreate) -> dict[str, Any]:
+def _file(caller: Any, body: m.TaskCreate) -> m.TaskAnswer:
     task, lease = svc().filing.create_task(
         caller,
         body.space,
@@ -66,10 +66,9 @@ def _file(caller: Any, body: m.TaskCreate) -> dict[str, Any]:
         controls=RunControls(body.priority, body.expires_in_seconds, body.max_run_seconds),
     )
     seen = svc().graph.describe_filed(task, lease)
-    return {
-        "task": v.task_view(task, seen.status, seen),
-        "lease": lease_out(lease) if lease else None,
-    }
+    return m.TaskAnswer(
+        task=v.task_view(task, seen.status, seen), lease=lease_out(lease) if lease else None
+    )
 
 
 @op("POST", f"{BASE}/tasks/<task_id>/enqueue", 201, m.LeaseAnswer, 404, 409, 422)
@@ -89,7 +88,7 @@ def enqueue(
             concurrency_key=body.concurrency_key,
             controls=controls,
         )
-        return 201, {"lease": lease_out(lease)}
+        return 201, dict(m.LeaseAnswer(lease=lease_out(lease)))
 
     status, answer = svc().idempotency.once(
         caller,
@@ -117,14 +116,14 @@ def reject_task(task_id: str, body: Annotated[m.TaskReject, Body()]) -> Response
 @op("POST", f"{BASE}/tasks/<task_id>/cancel", 202, m.TaskCancelled, 404, 409, 422)
 def cancel_task(task_id: str, body: Annotated[m.TaskCancel, Body()]) -> Response[Any]:
     done = svc().cancellation.cancel(actor(), task_id, body.reason, body.subtree)
-    return json_answer({"cancelled": done.cancelled, "remaining": done.remaining}, 202)
+    return json_answer(m.TaskCancelled(cancelled=done.cancelled, remaining=done.remaining), 202)
 
 
-def _task_answer(seen: TaskView) -> dict[str, Any]:
-    return {
-        "task": v.task_view(seen.task, seen.status, seen),
-        "lease": lease_out(seen.lease) if seen.lease else None,
-    }
+def _task_answer(seen: TaskView) -> m.TaskAnswer:
+    return m.TaskAnswer(
+        task=v.task_view(seen.task, seen.status, seen),
+        lease=lease_out(seen.lease) if seen.lease else None,
+    )
 
 
 @op("GET", f"{BASE}/tasks", 200, m.TaskList, 404, 422)
@@ -141,29 +140,19 @@ def list_tasks(
     page = svc().listing.list_tasks(caller, space, limit, cursor, status)
     leases = leases_out(x.lease for x in page.tasks if x.lease is not None)
     shown = iter(leases)
-    return json_answer(
-        {
-            "tasks": [
-                {
-                    "task": v.task_view(x.view.task, x.view.status, x.view),
-                    "lease": next(shown) if x.lease is not None else None,
-                }
-                for x in page.tasks
-            ],
-            "next_cursor": page.next_cursor,
-        }
-    )
+    rows = [
+        m.TaskAnswer(
+            task=v.task_view(x.view.task, x.view.status, x.view),
+            lease=next(shown) if x.lease is not None else None,
+        )
+        for x in page.tasks
+    ]
+    return json_answer(m.TaskList(tasks=rows, next_cursor=page.next_cursor))
 
 
 @op("GET", f"{BASE}/tasks/<task_id>", 200, m.TaskAnswer, 404)
 def get_task(task_id: str) -> Response[Any]:
-    seen = svc().graph.get_task(actor(), task_id)
-    return json_answer(
-        {
-            "task": v.task_view(seen.task, seen.status, seen),
-            "lease": lease_out(seen.lease) if seen.lease else None,
-        }
-    )
+    return json_answer(_task_answer(svc().graph.get_task(actor(), task_id)))
 
 
 @op("GET", f"{BASE}/tasks/<task_id>/activity", 200, m.Activity, 404)
@@ -173,6 +162,5 @@ def task_activity(
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> Response[Any]:
     page = svc().filing.activity(actor(), task_id, limit, cursor)
-    return json_answer(
-        {"events": [v.event_view(ev) for ev in page.events], "next_cursor": page.next_cursor}
-    )
+    events = [v.event_view(ev) for ev in page.events]
+    return json_answer(m.Activity(events=events, next_cursor=page.next_cursor))

@@ -222,9 +222,8 @@ def _recover(svc: Tenure, actor: Principal, args: RecoverArgs) -> dict[str, Any]
 
 
 def _inspect(svc: Tenure, actor: Principal, args: InspectArgs) -> dict[str, Any]:
-    return v.inspect_view(
-        svc.inspection.inspect(actor, svc.task_keys.task_id(actor, args.id)), svc.conditions
-    )
+    shot = svc.inspection.inspect(actor, svc.task_keys.task_id(actor, args.id))
+    return dict(v.inspect_view(shot, svc.conditions))
 
 
 def _approve(svc: Tenure, actor: Principal, args: ApproveArgs) -> dict[str, Any]:

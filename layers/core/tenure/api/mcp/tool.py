@@ -3,7 +3,7 @@ lease reads over MCP (the HTTP view with a subject reference)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,7 +74,7 @@ def lease_mcp(svc: Tenure, lease: Lease, timing: bool = True) -> dict[str, Any]:
     return mcp_view(v.lease_view(lease, svc.conditions.queued_condition_of(lease)), lease, timing)
 
 
-def mcp_view(view: dict[str, Any], lease: Lease, timing: bool) -> dict[str, Any]:
+def mcp_view(view: Mapping[str, Any], lease: Lease, timing: bool) -> dict[str, Any]:
     view = {k: x for k, x in view.items() if k not in ("worker_version", "workflow")}
     if not timing:
         view.pop("timing")

@@ -1,4 +1,5 @@
-"""Operators' lease routes: list, read, cancel, kill, pause, resume."""
+"""Operators' lease routes: list, read, cancel, kill, pause, resume. (What a worker and a
+lease's own token call on /leases/{id}/... is in worker_routes.py.)"""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def list_leases(
     if not space:
         raise e.MissingScope("space is required: list the leases of one space")
     page = svc().operator.list_leases(caller, space, limit, cursor, state, pool)
-    return json_answer({"leases": leases_out(page.leases), "next_cursor": page.next_cursor})
+    return json_answer(m.LeasePage(leases=leases_out(page.leases), next_cursor=page.next_cursor))
 
 
 @op("GET", f"{BASE}/leases/<lease_id>", 200, m.LeaseOut, 404)
@@ -37,19 +38,19 @@ def get_lease(lease_id: str) -> Response[Any]:
 
 @op("POST", f"{BASE}/leases/<lease_id>/cancel", 200, m.LeaseAnswer, 404)
 def cancel_lease(lease_id: str) -> Response[Any]:
-    return json_answer({"lease": lease_out(svc().operator.cancel(actor(), lease_id))})
+    return json_answer(m.LeaseAnswer(lease=lease_out(svc().operator.cancel(actor(), lease_id))))
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/kill", 200, m.LeaseAnswer, 404, 409)
 def kill_lease(lease_id: str) -> Response[Any]:
-    return json_answer({"lease": lease_out(svc().operator.kill(actor(), lease_id))})
+    return json_answer(m.LeaseAnswer(lease=lease_out(svc().operator.kill(actor(), lease_id))))
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/pause", 200, m.LeaseAnswer, 404, 409)
 def pause_lease(lease_id: str) -> Response[Any]:
-    return json_answer({"lease": lease_out(svc().operator.pause(actor(), lease_id))})
+    return json_answer(m.LeaseAnswer(lease=lease_out(svc().operator.pause(actor(), lease_id))))
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/resume", 200, m.LeaseAnswer, 404, 409)
 def resume_lease(lease_id: str) -> Response[Any]:
-    return json_answer({"lease": lease_out(svc().operator.resume(actor(), lease_id))})
+    return json_answer(m.LeaseAnswer(lease=lease_out(svc().operator.resume(actor(), lease_id))))

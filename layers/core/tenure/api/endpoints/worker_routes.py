@@ -1,11 +1,13 @@
-"""Workers' routes: claim, heartbeats, reports, payload; and the workers list."""
+"""The routes a worker calls: with its worker token, the claim and the worker's heartbeat;
+with a lease's token, that lease's start, heartbeat, reports and payload. (The operators'
+routes for leases are in operator_leases.py, the workers list in operator_workers.py.)"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from tenure.api import models as m
 from tenure.api import views as v
@@ -14,7 +16,8 @@ from tenure.api.surface import actor, json_answer, lease_out, logger, op, svc
 from tenure.app.leases.handover import NextClaim
 from tenure.domain import authz
 from tenure.domain import errors as e
-from tenure.domain.states import ReportKind
+from tenure.domain.model import Lease
+from tenure.domain.states import ReportKind, Revoke
 
 
 @op("POST", f"{BASE}/pools/<pool>/claim", 200, m.Claimed, 404, 409, 422, extra=204)
@@ -39,25 +42,31 @@ def claim(pool: str, body: Annotated[m.Claim, Body()]) -> Response[Any]:
     return json_answer(_claimed_view(won))
 
 
-def _claimed_view(won: Any) -> dict[str, Any]:
+def _claimed_view(won: Any) -> m.Claimed:
     """A won claim: the lease, its token (shown this once) and the work bundle (payload),
     so the worker needs no GET payload; the bundle's lease is the one just won."""
     lease = lease_out(won.lease)
     bundle = svc().payloads.claimed_payload(won.lease, won.task)
-    return {
-        "lease": lease,
-        "token": won.token,
-        "fence": won.lease.fence,
-        "claim_token_hash": won.lease.token_hash,
-        "renew_seconds": won.pool.renew_seconds,
-        "keeps_logs": won.pool.keeps_logs,
-        "payload": {**bundle, "lease": lease} if bundle else None,
-    }
+    return m.Claimed(
+        lease=lease,
+        token=won.token,
+        fence=won.lease.fence,
+        claim_token_hash=won.lease.token_hash,
+        renew_seconds=won.pool.renew_seconds,
+        keeps_logs=won.pool.keeps_logs,
+        payload=_bundle(bundle, lease) if bundle else None,
+    )
+
+
+def _bundle(bundle: dict[str, Any], lease: m.LeaseOut) -> m.Payload:
+    """The work bundle with the lease as the route shows it (open: each subject kind adds
+    fields of its own, after lease, subject and kind)."""
+    return cast(m.Payload, {**bundle, "lease": lease})
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/start", 200, m.LeaseAnswer, 404, 409)
 def start(lease_id: str) -> Response[Any]:
-    return json_answer({"lease": lease_out(svc().reports.start(actor(), lease_id))})
+    return json_answer(m.LeaseAnswer(lease=lease_out(svc().reports.start(actor(), lease_id))))
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/heartbeat", 200, m.Beat, 404, 409, 422)
@@ -76,41 +85,21 @@ def worker_heartbeat(worker_id: str, body: Annotated[m.WorkerHeartbeat, Body()])
         credentials=body.credentials.model_dump(exclude_none=True) if body.credentials else None,
         pool=body.pool,
     )
-    rows = []
+    rows: list[m.BeatRow] = []
     for lease_id, fence, answer in answers:
         if isinstance(answer, e.TenureError):
-            rows.append(
-                {
-                    "id": lease_id,
-                    "fence": fence,
-                    "error": {"code": answer.code, "message": answer.message},
-                }
-            )
+            error = m.ErrorDetail(code=answer.code, message=answer.message)
+            rows.append(m.BeatRow(id=lease_id, fence=fence, error=error))
         else:
-            rows.append({"id": lease_id, "fence": fence, **_beat_view(answer.lease, answer.revoke)})
-    return json_answer({"leases": rows})
+            beat = _beat_view(answer.lease, answer.revoke)
+            rows.append(m.BeatRow(id=lease_id, fence=fence, **beat))
+    return json_answer(m.WorkerBeat(leases=rows))
 
 
-@op("GET", f"{BASE}/workers", 200, m.Workers, 404, 422)
-def list_workers(
-    pool: Annotated[str, Query(max_length=64)],
-    limit: Annotated[int, Query(ge=1, le=200)] = 200,
-    cursor: Annotated[str | None, Query(max_length=1024)] = None,
-) -> Response[Any]:
-    caller = actor()
-    if not pool:
-        raise e.ValidationFailed("pool: required (the workers of one pool are listed)")
-    views, after = svc().workers.worker_page(caller, pool, limit, cursor)
-    shown = [v.worker_view(x.worker, x.reachable, x.leases) for x in views]
-    return json_answer({"workers": shown, "next_cursor": after})
-
-
-def _beat_view(lease: Any, revoke: Any) -> dict[str, Any]:
-    return {
-        "state": lease.state.value,
-        "deadline": v.iso(lease.deadline),
-        "revoke": revoke.value if revoke else None,
-    }
+def _beat_view(lease: Lease, revoke: Revoke | None) -> m.Beat:
+    return m.Beat(
+        state=lease.state, deadline=v.iso(lease.deadline), revoke=revoke if revoke else None
+    )
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/complete", 200, m.ReportAnswer, 403, 404, 409, 422)
@@ -132,25 +121,32 @@ def _final(lease_id: str, kind: ReportKind, raw: dict[str, Any]) -> Response[Any
     caller = actor()
     if caller.kind != "worker":
         report = svc().reports.complete if kind is ReportKind.COMPLETE else svc().reports.fail
-        answer: dict[str, Any] = {"lease": lease_out(report(caller, lease_id, raw))}
-        return json_answer(answer if ask is None else {**answer, "next": None})
+        reported = lease_out(report(caller, lease_id, raw))
+        return json_answer(
+            m.ReportAnswer(lease=reported)
+            if ask is None
+            else m.ReportAnswer(lease=reported, next=None)
+        )
     if ask is None:  # the dispatcher refuses this before the body is read; kept as a guard
         raise e.Forbidden(authz.WORKER_REPORTS_NEED_NEXT)
     ended, won = svc().handover.report_then_claim(caller, lease_id, kind, raw, NextClaim(**ask))
     if won is not None:
         logger.debug("lease claimed", extra={"lease_id": won.lease.id, "pool": won.pool.name})
+    shown = lease_out(ended)
     return json_answer(
-        {"lease": lease_out(ended), "next": _claimed_view(won) if won is not None else None}
+        m.ReportAnswer(lease=shown, next=_claimed_view(won) if won is not None else None)
     )
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/release", 200, m.LeaseAnswer, 404, 409, 422)
 def release(lease_id: str, body: Annotated[m.Release | None, Body()] = None) -> Response[Any]:
     raw = body.model_dump(exclude_unset=True) if body else {}
-    return json_answer({"lease": lease_out(svc().reports.release(actor(), lease_id, raw))})
+    return json_answer(
+        m.LeaseAnswer(lease=lease_out(svc().reports.release(actor(), lease_id, raw)))
+    )
 
 
 @op("GET", f"{BASE}/leases/<lease_id>/payload", 200, m.Payload, 404, 409)
 def payload(lease_id: str) -> Response[Any]:
     bundle = svc().payloads.payload(actor(), lease_id)
-    return json_answer({**bundle, "lease": lease_out(bundle["lease"])})
+    return json_answer(_bundle(bundle, lease_out(bundle["lease"])))
