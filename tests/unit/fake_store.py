@@ -1,4 +1,5 @@
-"""An in-memory Store with DynamoStore's semantics (conditions, indexes, cursors), for unit tests.
+"""An in-memory Store with the DynamoDB adapter's semantics (conditions, indexes, cursors), for
+unit tests.
 
 It keeps entities instead of DynamoDB items, but follows the real adapter wherever the service
 could tell the difference: every conditional write fails with `Conflict` exactly when the real
@@ -167,7 +168,7 @@ class FakeStore(FakeRules):
         # The schema version the data is at, and a migration's saved position.
         self.schema: SchemaState = SchemaState()
         self.tasks: dict[str, Task] = {}
-        self.voided_tasks: set[str] = set()  # ids a claim gave up (DynamoStore.void_task)
+        self.voided_tasks: set[str] = set()  # ids a claim gave up (the adapter's void_task)
         self.jobs: dict[str, Job] = {}
         self.lease_rows: dict[str, _LeaseRow] = {}
         self.workers: dict[tuple[str, str], Worker] = {}
@@ -504,7 +505,7 @@ class FakeStore(FakeRules):
         state: LeaseState | None,
         pool: str | None,
     ) -> LeasePage:
-        # As DynamoStore: at most `list_budget` index entries examined, the cursor after the
+        # As the adapter: at most `list_budget` index entries examined, the cursor after the
         # last one examined, null only when the index holds nothing further.
         _limit(limit)
         kind, shape = k.LEASE_CURSOR
@@ -528,7 +529,7 @@ class FakeStore(FakeRules):
         return LeasePage(found, None)
 
     def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
-        # As DynamoStore: newest first by (created_at, id) on tasks_by_space, `limit` a page.
+        # As the adapter: newest first by (created_at, id) on tasks_by_space, `limit` a page.
         _limit(limit)
         kind, shape = k.TASK_CURSOR
         start = cursors.decode(cursor, kind, shape) if cursor else None
@@ -833,7 +834,7 @@ class FakeStore(FakeRules):
 
     def put_anchor(self, event: Event) -> None:
         # This store keeps every event of a lease as a row of its own (its timeline is what
-        # DynamoStore assembles from rows, anchors and stamps): an anchor is that row.
+        # the adapter assembles from rows, anchors and stamps): an anchor is that row.
         self.put_event(event)
 
     def _event_is_new(self, event: Event | None) -> None:
@@ -1037,7 +1038,7 @@ class FakeStore(FakeRules):
         if g.op == "link":
             return [self._put_graph(graph)]
         if g.op == "has_children":
-            # As DynamoStore: one attribute set, the row's version as it was.
+            # As the adapter: one attribute set, the row's version as it was.
             self.tasks[g.task_id] = replace(self.tasks[g.task_id], has_children=True)
         if g.op == "reach":
             reached: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in g.counts}

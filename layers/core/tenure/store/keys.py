@@ -238,8 +238,13 @@ def listed_space_key(key: str) -> dict[str, str]:
     return {PK: SPACES_PK, SK: f"SPACE#{key}"}
 
 
+def task_pk(task_id: str) -> str:
+    """The partition of a task: its row, its graph row and the edges it starts."""
+    return f"TASK#{task_id}"
+
+
 def task_key(task_id: str) -> dict[str, str]:
-    return {PK: f"TASK#{task_id}", SK: "TASK"}
+    return {PK: task_pk(task_id), SK: "TASK"}
 
 
 def task_key_row(key: str) -> dict[str, str]:

@@ -181,7 +181,19 @@ class RetentionRows:
             ExpressionAttributeValues=_values(**fields),
         )
 
-    def keep_detail(self, lease: Lease, only_if_absent: bool = False) -> None:
+    def keep_detail(self, lease: Lease) -> None:
+        self._keep_detail(lease)
+
+    def mark_keeps_detail(self, lease: Lease) -> bool:
+        """keep_detail for a migration, which counts what it wrote: False when the lease was
+        marked already (or reclaimed)."""
+        try:
+            self._keep_detail(lease, only_if_absent=True)
+        except Conflict:
+            return False
+        return True
+
+    def _keep_detail(self, lease: Lease, only_if_absent: bool = False) -> None:
         # No new version: the stream tells no event for it, and a whole-row write of the lease
         # read before it loses its condition (keys.KEEPS_NO_DETAIL) instead of dropping it.
         # `only_if_absent`: a lease marked already loses the condition too (the migration's
