@@ -22,7 +22,7 @@ from tenure.domain.errors import Unavailable
 from tenure.domain.model import Lease
 from tenure.domain.outbound import ends_orphan, task_ending_of_lease
 from tenure.domain.states import LeaseState
-from tenure.store import keys
+from tenure.store import conditions, keys
 
 from tests.conformance.contract import ALPHA, SPACE, make_world
 from tests.conformance.test_races import THREADS, real_time_service, run_threads
@@ -233,7 +233,7 @@ def test_a_queue_timeout_ends_a_dead_filings_lease_as_an_orphan_and_a_filed_ones
     assert orphan is not None and orphan.state is LeaseState.CANCELLED and ends_orphan(orphan)
     assert orphan.task_id is not None and rig.store.get_task(orphan.task_id) is None
     row = rig.store.rows.get(keys.task_key(orphan.task_id), consistent=True)
-    assert row is not None and row["entity"] == keys.VOID_TASK  # no task can come for it now
+    assert row is not None and row["entity"] == conditions.VOID_TASK  # no task can come for it now
     ended = rig.store.get_lease(filed.id)
     assert ended is not None and ended.tp and not ends_orphan(ended)
     assert task_ending_of_lease(filed, ended) == "task.cancelled"

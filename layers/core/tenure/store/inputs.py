@@ -24,7 +24,7 @@ class InputReads:
         prefix = k.EDGE_PREFIX["child"]
         out = self.rows.query(
             KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
-            ExpressionAttributeValues=_values(pk=f"TASK#{task_id}", prefix=prefix),
+            ExpressionAttributeValues=_values(pk=k.task_pk(task_id), prefix=prefix),
             ScanIndexForward=False,
             Limit=limit,
         )

@@ -92,7 +92,7 @@ def table_definition(name: str) -> dict[str, Any]:
 
 # Rows that only matter for a while (worker sightings, claim records) carry their end as epoch
 # seconds here, and DynamoDB's TTL deletes them some time after it (lazily: up to days late,
-# so every read of such rows also filters on it, see NOT_EXPIRED).
+# so every read of such rows also filters on it, see conditions.NOT_EXPIRED).
 TTL_ATTRIBUTE = "expires_at"
 TTL_SPECIFICATION = {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
 
@@ -227,6 +227,11 @@ def token_id_key(token_id: str) -> dict[str, str]:
     return {PK: TOKENS_PK, SK: f"TOKEN#{token_id}"}
 
 
+def listed_token_id(item_key: dict[str, Any]) -> str:
+    """The token id a row of the tokens' list partition is for."""
+    return str(item_key[SK]).removeprefix("TOKEN#")
+
+
 # Every space also has a write-once row in one partition, by key, written in the space's own
 # transaction: GET /spaces is one Query of it (paged, sorted by key, never a Scan) and one
 # batch read of the spaces' rows, which keep the settings and the archived flag current.
@@ -236,6 +241,16 @@ LISTED_SPACE_SHAPE = re.compile(r"SPACE#[A-Z][A-Z0-9_]{0,31}")
 
 def listed_space_key(key: str) -> dict[str, str]:
     return {PK: SPACES_PK, SK: f"SPACE#{key}"}
+
+
+def listed_space_position(key: str) -> str:
+    """Where space `key` sorts in the spaces' list partition (a page's cursor)."""
+    return str(listed_space_key(key)[SK])
+
+
+def listed_space_of(item_key: dict[str, Any]) -> str:
+    """The space key a row of the spaces' list partition is for."""
+    return str(item_key[SK]).removeprefix("SPACE#")
 
 
 def task_pk(task_id: str) -> str:
@@ -251,6 +266,11 @@ def task_key_row(key: str) -> dict[str, str]:
     """The row that finds a task filed before task ids were derived from keys by its key
     (written by `tenure admin migrate`; a newer task's id is its key's)."""
     return {PK: f"TASKKEY#{key}", SK: "TASKKEY"}
+
+
+def task_key_of(item_key: dict[str, Any]) -> str:
+    """The task key a task key row (task_key_row) is for."""
+    return str(item_key[PK]).removeprefix("TASKKEY#")
 
 
 def job_key(job_id: str) -> dict[str, str]:
@@ -387,89 +407,6 @@ LEASE_CURSOR = ("p", re.compile(r"[A-Z][A-Z0-9_]*/\d{13}#.+"))
 EVENT_CURSOR = ("t", re.compile(r"EV#\d{13}#.+"))  # timeline SK
 WORKER_CURSOR = ("w", re.compile(r"WORKER#.+"))  # workers SK
 TASK_CURSOR = ("k", re.compile(r"\d{13}#[^#]+"))  # tasks_by_space SK: created_at#task_id
-
-
-# ---------------------------------------------------------------------- conditions
-
-# Fencing: a lease write lands only on the (state, fence) the writer read.
-LEASE_IS_AT = "#state = :expect_state AND fence = :expect_fence"
-# ...and, for a whole-row write, on the very row it read: same version (no transition since)
-# and same deadline (no heartbeat since), so nothing newer is overwritten with older values.
-SAME_VERSION = "version = :expect_version"
-SAME_DEADLINE = "deadline = :expect_deadline"
-NO_DEADLINE = "attribute_not_exists(deadline)"
-# An enqueue opens a run only while the task's last job still points at the ended lease the
-# writer saw (a release or expiry in between would have moved it to a successor).
-JOB_LEASE_IS = "lease_id = :expect_lease"
-IMPLIED_JOB_LEASE_IS = f"attribute_not_exists(PK) OR {JOB_LEASE_IS}"
-# A claim record still names the lease the call moving it on last saw it name.
-CLAIM_NAMES = "lease_id = :expect_lease"
-# Creation: a key is written once; a second create loses (already_exists, or a lost race).
-# A claim record is written with this too: a second claim with the same claim_id loses.
-IS_NEW = "attribute_not_exists(PK)"
-# A task id a claim gave up on (its filing died between writing the first lease and the
-# task): the row's kind, and the condition that takes the id — free, or given up already (a
-# claim that crashed after voiding it leaves the lease's end to the next claim).
-VOID_TASK = "task_void"
-IS_NEW_OR_VOID = "attribute_not_exists(PK) OR entity = :void"
-# An idempotency key is taken when new, when its record has expired (TTL deletes lazily), or
-# when the request that took it never answered and its lock has passed.
-# An event id's record: new, or one whose time has passed (TTL deletes lazily).
-NEW_OR_EXPIRED = f"attribute_not_exists(PK) OR {TTL_ATTRIBUTE} < :now_s"
-TAKE_REQUEST = (
-    f"attribute_not_exists(PK) OR {TTL_ATTRIBUTE} < :now_s"
-    " OR (attribute_not_exists(answer) AND locked_until < :now_ms)"
-)
-# A pool row's `queue_marks` map: an entry is set only once the map exists, the map itself
-# only on a pool that exists and has none yet; an entry is dropped only while still older
-# than the sweeper's cutoff (a filing that refreshed it meanwhile keeps it).
-QUEUE_MARKS_EXIST = "attribute_exists(queue_marks)"
-FIRST_QUEUE_MARK = "attribute_exists(PK) AND attribute_not_exists(queue_marks)"
-QUEUE_MARK_OLDER = "queue_marks.#p < :before"
-# A waiting claim takes a slot that is free or whose holder's time has passed (a claim that
-# died waiting holds its slot only until then), and gives back only the slot it still holds.
-WAIT_SLOT_FREE = "attribute_not_exists(#slot) OR #slot < :now"
-WAIT_SLOT_IS_OURS = "#slot = :until"
-# Filter (not a condition): TTL deletes lazily, so reads drop rows already past their end.
-NOT_EXPIRED = f"attribute_not_exists({TTL_ATTRIBUTE}) OR {TTL_ATTRIBUTE} > :now"
-# The job's fence counter moves only from the fence the writer saw.
-JOB_FENCE_IS = "fence = :expect_fence"
-# ...or, for a task's first job (domain/model.py first_job_id) expected at fence 1 or on its
-# first lease, no row yet: such a job is at fence 1, on its first lease, until its row exists.
-IMPLIED_JOB_FENCE_IS = f"attribute_not_exists(PK) OR {JOB_FENCE_IS}"
-# At most one open run per task: the task must still point at the run the writer saw ended.
-TASK_JOB_IS = "job_id = :expect_job"
-TASK_HAS_NO_JOB = "attribute_exists(PK) AND attribute_not_exists(job_id)"
-# A token is revoked once: the first revocation's time stands.
-TOKEN_NOT_REVOKED = "attribute_exists(PK) AND attribute_not_exists(revoked_at)"
-# A token's use is noted only when the note is a minute old or more (the same bound the
-# service judges by, so a note it decides to write does not lose its condition at the edge):
-# at most one write a minute.
-TOKEN_USE_IS_OLD = (
-    "attribute_exists(PK) AND (attribute_not_exists(last_used_at) OR last_used_at <= :before)"
-)
-# Task numbers are handed out only by spaces that exist.
-EXISTS = "attribute_exists(PK)"
-# The schema row moves only from the write its writer read.
-SCHEMA_STEP_IS = "step = :step"
-
-STATE_NAMES = {"#state": "state"}
-# Ceilings: a held-lease counter on the pool or space row; a claim may add one only below the
-# limit, in the same transaction as the lease it takes.
-ACTIVE = "active"
-# The limit is the row's own max_active, never the claimer's copy of it (pools, spaces and
-# the instance are cached in-process): a ceiling lowered a moment ago holds at once.
-BELOW_CEILING = (
-    "attribute_not_exists(max_active) OR attribute_not_exists(active) OR active < max_active"
-)
-# A key's or a minute's counter has no setting of its own on its row: the limit is the pool's,
-# as the claim read it fresh (at its start and every POOL_REFRESH_MS of a long poll).
-BELOW_LIMIT = "attribute_not_exists(active) OR active < :limit"
-# A settings update lands only on a row that exists (an unknown pool or space is NotFound).
-# A pool's agent/classifier change lands only on the version it was judged against.
-POOL_VERSION_IS = "attribute_exists(PK) AND version = :expect_version"
-# One sweeper pass at a time: a pass claims the slot only from the last pass it read.
-SWEEP_AFTER = "last_pass_at = :expect_last"
 
 
 # ------------------------------------------------------------------------------ rules
@@ -652,9 +589,6 @@ LINKED_FROM = EDGE_PREFIX["dependent"]
 LINKED_TO = GRAPH_SK
 # The newest lease of a task linked to while it has no graph row is still open (not ended).
 LEASE_OPEN = "NOT #state IN (:completed, :failed, :cancelled, :lost, :killed)"
-# A task row still points at the job it was read with (none yet).
-TASK_JOB_IS = "job_id = :expect_job"
-TASK_HAS_NO_JOB = "attribute_exists(PK) AND attribute_not_exists(job_id)"
 # A task's own success counts only once and only when no child is outstanding (a parent stays
 # open until its children have all succeeded).
 SUCCESS_DUE = (

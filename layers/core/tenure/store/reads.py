@@ -22,6 +22,7 @@ from tenure.app.ports import (
 from tenure.domain.model import Event, Lease, Worker, first_job_id
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.timeline import derived_reclaim, first_lease_id, stamped_events
+from tenure.store import conditions as c
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -64,7 +65,7 @@ class PagedReads:
             size = min(limit + 1 - len(found), self.worker_budget - examined)
             request: dict[str, Any] = {
                 "KeyConditionExpression": f"{k.PK} = :pk",
-                "FilterExpression": k.NOT_EXPIRED,
+                "FilterExpression": c.NOT_EXPIRED,
                 "ExpressionAttributeValues": _values(pk=k.workers_pk(pool), now=now_s),
                 "Limit": size,
             }

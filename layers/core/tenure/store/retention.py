@@ -5,6 +5,7 @@ from __future__ import annotations
 from tenure.app.ports import Attachment
 from tenure.domain.errors import CeilingReached, Conflict
 from tenure.domain.model import Lease
+from tenure.store import conditions as c
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -44,7 +45,7 @@ class RetentionRows:
                 "Put": {
                     "TableName": self.rows.name,
                     "Item": _dump(row),
-                    "ConditionExpression": k.IS_NEW,
+                    "ConditionExpression": c.IS_NEW,
                 }
             },
         ]
@@ -124,7 +125,7 @@ class RetentionRows:
             TableName=self.rows.name,
             Key=_dump(k.attachment_key(attachment.lease_id, attachment.id)),
             UpdateExpression="SET #status = :status",
-            ConditionExpression=k.EXISTS,
+            ConditionExpression=c.EXISTS,
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues=_values(status=status),
         )
@@ -218,5 +219,5 @@ class RetentionRows:
             TableName=self.rows.name,
             Key=_dump(k.lease_key(lease_id)),
             UpdateExpression=f"REMOVE {k.ENDED_PK}",
-            ConditionExpression=k.EXISTS,
+            ConditionExpression=c.EXISTS,
         )

@@ -9,6 +9,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from tenure.domain.errors import AlreadyExists, Conflict, TenureError
+from tenure.store import conditions as c
 from tenure.store import keys as k
 from tenure.store.calls import Retry, translate
 from tenure.store.codec import Meter
@@ -90,7 +91,7 @@ class Table:
             AlreadyExists(f"{what} already exists"),
             TableName=self.name,
             Item=_dump(item),
-            ConditionExpression=k.IS_NEW,
+            ConditionExpression=c.IS_NEW,
         )
 
     def transact(self, ops: list[dict[str, Any]]) -> None:

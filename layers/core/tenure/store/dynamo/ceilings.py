@@ -14,6 +14,7 @@ from tenure.app.ports import (
     Ceiling,
     split_ceiling,
 )
+from tenure.store import conditions as c
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import values as _values
@@ -37,12 +38,12 @@ def ceiling_op(table_name: str, ceiling: Ceiling) -> dict[str, Any]:
     update: dict[str, Any] = {
         "TableName": table_name,
         "Key": _dump(ceiling_key(ceiling.scope, ceiling.name)),
-        "UpdateExpression": f"ADD {k.ACTIVE} :delta",
+        "UpdateExpression": f"ADD {c.ACTIVE} :delta",
         "ExpressionAttributeValues": _values(delta=ceiling.delta),
     }
     own_limit = ceiling.scope in OWN_LIMIT_CEILINGS
     if ceiling.delta > 0 and ceiling.limit is not None:
-        update["ConditionExpression"] = k.BELOW_LIMIT if own_limit else k.BELOW_CEILING
+        update["ConditionExpression"] = c.BELOW_LIMIT if own_limit else c.BELOW_CEILING
         if own_limit:
             update["ExpressionAttributeValues"] = _values(delta=ceiling.delta, limit=ceiling.limit)
     if ceiling.scope == RATE_CEILING:

@@ -6,6 +6,7 @@ from typing import Any
 
 from tenure.app.ports import ClaimRecord, RecordWrite
 from tenure.domain.errors import Conflict
+from tenure.store import conditions as c
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -22,7 +23,7 @@ def record_op(table_name: str, rw: RecordWrite) -> dict[str, Any]:
             "Put": {
                 "TableName": table_name,
                 "Item": _dump({**key, **items.claim_item(rw.record)}),
-                "ConditionExpression": k.IS_NEW,
+                "ConditionExpression": c.IS_NEW,
             }
         }
     # Only the lease and the row's lifetime move; the key's parts stay as written.
@@ -31,7 +32,7 @@ def record_op(table_name: str, rw: RecordWrite) -> dict[str, Any]:
             "TableName": table_name,
             "Key": _dump(key),
             "UpdateExpression": f"SET lease_id = :lease, {k.TTL_ATTRIBUTE} = :keep",
-            "ConditionExpression": k.CLAIM_NAMES,
+            "ConditionExpression": c.CLAIM_NAMES,
             "ExpressionAttributeValues": _values(
                 lease=rw.record.lease_id, keep=rw.record.expires_at, expect_lease=rw.previous
             ),
@@ -74,7 +75,7 @@ class DynamoClaims:
             TableName=self.table.name,
             Key=_dump(k.wait_slots_key(token_id)),
             UpdateExpression=f"SET #slot = :until, {k.TTL_ATTRIBUTE} = :keep",
-            ConditionExpression=k.WAIT_SLOT_FREE,
+            ConditionExpression=c.WAIT_SLOT_FREE,
             ExpressionAttributeNames={"#slot": k.wait_slot_attribute(slot)},
             ExpressionAttributeValues=_values(
                 now=now_ms, until=until_ms, keep=until_ms // 1000 + k.WAIT_SLOTS_KEEP_SECONDS
@@ -88,7 +89,7 @@ class DynamoClaims:
             TableName=self.table.name,
             Key=_dump(k.wait_slots_key(token_id)),
             UpdateExpression="REMOVE #slot",
-            ConditionExpression=k.WAIT_SLOT_IS_OURS,
+            ConditionExpression=c.WAIT_SLOT_IS_OURS,
             ExpressionAttributeNames={"#slot": k.wait_slot_attribute(slot)},
             ExpressionAttributeValues=_values(until=until_ms),
         )

@@ -8,6 +8,7 @@ from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
 from tenure.domain.errors import CeilingReached, Conflict
 from tenure.domain.model import Lease, Task, may_be_implied
 from tenure.domain.states import REPORTABLE, LeaseState
+from tenure.store import conditions as c
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import values as _values
@@ -97,31 +98,31 @@ class DynamoCommitter:
     def _lease_op(self, lw: LeaseWrite) -> dict[str, Any]:
         item = {**k.lease_key(lw.new.id), **lease_row(lw.new)}
         if lw.expect is None:
-            return self.table.put_op(item, k.IS_NEW)
+            return self.table.put_op(item, c.IS_NEW)
         state, fence = lw.expect
-        condition = k.LEASE_IS_AT
+        condition = c.LEASE_IS_AT
         values: dict[str, Any] = {"expect_state": state.value, "expect_fence": fence}
         if lw.seen is not None:
-            condition += f" AND {k.SAME_VERSION}"
+            condition += f" AND {c.SAME_VERSION}"
             values["expect_version"] = lw.seen.version
             if not lw.seen.keeps_detail:
                 # A first log stream or attachment marks the row without a new
                 # version (RetentionRows.keep_detail): never written over unseen.
                 condition += f" AND {k.KEEPS_NO_DETAIL}"
             if lw.seen.deadline is None:
-                condition += f" AND {k.NO_DEADLINE}"
+                condition += f" AND {c.NO_DEADLINE}"
             else:
-                condition += f" AND {k.SAME_DEADLINE}"
+                condition += f" AND {c.SAME_DEADLINE}"
                 values["expect_deadline"] = lw.seen.deadline
-        return self.table.put_op(item, condition, names=k.STATE_NAMES, values=_values(**values))
+        return self.table.put_op(item, condition, names=c.STATE_NAMES, values=_values(**values))
 
     def _job_op(self, jw: JobWrite) -> dict[str, Any]:
         item = {**k.job_key(jw.new.id), **items.job_item(jw.new)}
         if jw.expect_fence is None:
-            return self.table.put_op(item, k.IS_NEW)
+            return self.table.put_op(item, c.IS_NEW)
         # A missing row of a task's first job is that job at fence 1.
         implied = jw.expect_fence == 1 and may_be_implied(jw.new)
-        fenced = k.IMPLIED_JOB_FENCE_IS if implied else k.JOB_FENCE_IS
+        fenced = c.IMPLIED_JOB_FENCE_IS if implied else c.JOB_FENCE_IS
         return self.table.put_op(item, fenced, values=_values(expect_fence=jw.expect_fence))
 
     def _task_op(self, tw: TaskWrite) -> dict[str, Any]:
@@ -129,17 +130,17 @@ class DynamoCommitter:
         # A write that does not carry a cancel must not land on a cancelled task.
         kept = "" if tw.new.cancelled is not None else f" AND {k.TASK_NOT_CANCELLED}"
         if tw.create:
-            return self.table.put_op(item, k.IS_NEW)
+            return self.table.put_op(item, c.IS_NEW)
         if tw.expect_version is not None:
             job_is, job = (
-                (k.TASK_HAS_NO_JOB, {})
+                (c.TASK_HAS_NO_JOB, {})
                 if tw.expect_job_id is None
-                else (k.TASK_JOB_IS, {"expect_job": tw.expect_job_id})
+                else (c.TASK_JOB_IS, {"expect_job": tw.expect_job_id})
             )
             values = _values(**job, expect_task_version=tw.expect_version)
             return self.table.put_op(item, f"{job_is} AND {k.TASK_VERSION_IS}{kept}", values=values)
         if tw.expect_job_id is None:
-            return self.table.put_op(item, k.TASK_HAS_NO_JOB + kept)
+            return self.table.put_op(item, c.TASK_HAS_NO_JOB + kept)
         return self.table.put_op(
-            item, k.TASK_JOB_IS + kept, values=_values(expect_job=tw.expect_job_id)
+            item, c.TASK_JOB_IS + kept, values=_values(expect_job=tw.expect_job_id)
         )

@@ -1,44 +1,63 @@
-"""A Change's graph operations as TransactItems: one builder per operation, each the write
-or check the operation names (app/ports.py has what each one means)."""
+"""A Change's graph operations as TransactItems: one builder per typed operation (app/ports.py
+says what each one means), chosen by `match`; the fake store matches on the same types."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, assert_never
 
-from tenure.app.ports import GraphOp, HoldOp
+from tenure.app.ports import (
+    AddCounts,
+    AddUsage,
+    Advance,
+    CopySuccess,
+    Counts,
+    Edge,
+    GraphOp,
+    HoldOp,
+    Link,
+    Mark,
+    MarkHasChildren,
+    Reach,
+    RequireJobLease,
+    RequireLeaseOpen,
+    RequireNotSucceeded,
+    RequireRun,
+    RequireSucceeded,
+    Unedge,
+)
 from tenure.domain.model import implied_pair
 from tenure.domain.states import TERMINAL
+from tenure.store import conditions as c
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import values as _values
 
 
-def _graph_key(g: GraphOp) -> dict[str, Any]:
-    return _dump(k.task_graph_key(g.task_id))
+def _graph_key(task_id: str) -> dict[str, Any]:
+    return _dump(k.task_graph_key(task_id))
 
 
-def _counted(g: GraphOp) -> tuple[dict[str, str], str]:
-    """Placeholders for `g.counts`' names and the ADD clause's terms."""
-    names = {f"#c{i}": name for i, (name, _) in enumerate(g.counts)}
-    return names, ", ".join(f"#c{i} :c{i}" for i in range(len(names)))
+def _counted(counts: Counts) -> tuple[dict[str, str], str, dict[str, Any]]:
+    """Placeholders for the counters' names, the ADD clause's terms and their deltas."""
+    names = {f"#c{i}": name for i, (name, _) in enumerate(counts)}
+    deltas: dict[str, Any] = {f"c{i}": d for i, (_, d) in enumerate(counts)}
+    return names, ", ".join(f"#c{i} :c{i}" for i in range(len(names))), deltas
 
 
-def _add(table: str, g: GraphOp) -> dict[str, Any]:
-    names, terms = _counted(g)
-    deltas: dict[str, int | None] = {f"c{i}": d for i, (_, d) in enumerate(g.counts)}
+def _add(table: str, g: AddCounts) -> dict[str, Any]:
+    names, terms, deltas = _counted(g.counts)
     expression = "ADD " + terms
-    copied = g.name == "succeeded_at"
-    if g.name:
+    copied = g.mark == "succeeded_at"
+    if g.mark:
         expression += " SET #mark = :at"
-        names["#mark"] = g.name
+        names["#mark"] = g.mark
         deltas["at"] = g.at
     if copied:  # a parent's own success, copied from its lease with its first child
         expression += ", success_copied = :yes"
         deltas["yes"] = True
     added: dict[str, Any] = {
         "TableName": table,
-        "Key": _graph_key(g),
+        "Key": _graph_key(g.task_id),
         "UpdateExpression": expression,
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": _values(**deltas),
@@ -53,40 +72,38 @@ def _add(table: str, g: GraphOp) -> dict[str, Any]:
     return {"Update": added}
 
 
-def _reach(table: str, g: GraphOp) -> dict[str, Any]:
-    names, terms = _counted(g)
-    reach: dict[str, Any] = {f"c{i}": d for i, (_, d) in enumerate(g.counts)}
+def _reach(table: str, g: Reach) -> dict[str, Any]:
+    names, terms, reach = _counted(g.counts)
     expression = "SET cancel_reached_at = :at, cancel_root = :root"
     condition = k.NOT_CANCEL_REACHED
-    if g.name:  # walked at once too: only while it still has no child
+    if g.walked:  # walked at once too: only while it still has no child
         expression += ", #walked = :at"
-        names["#walked"] = g.name
+        names["#walked"] = g.walked
         condition += f" AND {k.NO_CHILDREN}"
         reach["zero"] = 0
     if len(g.counts):
         expression += " ADD " + terms
     update: dict[str, Any] = {
         "TableName": table,
-        "Key": _graph_key(g),
+        "Key": _graph_key(g.task_id),
         "UpdateExpression": expression,
         "ConditionExpression": condition,
-        "ExpressionAttributeValues": _values(**reach, at=g.at, root=g.other),
+        "ExpressionAttributeValues": _values(**reach, at=g.at, root=g.root),
     }
     if names:
         update["ExpressionAttributeNames"] = names
     return {"Update": update}
 
 
-def _usage(table: str, g: GraphOp) -> dict[str, Any]:
-    names, terms = _counted(g)
-    adds: dict[str, Any] = {f"c{i}": d for i, (_, d) in enumerate(g.counts)}
+def _usage(table: str, g: AddUsage) -> dict[str, Any]:
+    names, terms, adds = _counted(g.counts)
     values = _values(**adds)
-    values[":keys"] = {"SS": [g.name]}
+    values[":keys"] = {"SS": [g.cost_key]}
     names["#keys"] = "usage_cost_keys"
     return {
         "Update": {
             "TableName": table,
-            "Key": _graph_key(g),
+            "Key": _graph_key(g.task_id),
             "UpdateExpression": "ADD " + terms + ", #keys :keys",
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
@@ -94,60 +111,59 @@ def _usage(table: str, g: GraphOp) -> dict[str, Any]:
     }
 
 
-def _edge(table: str, g: GraphOp) -> dict[str, Any]:
-    item: dict[str, Any] = {**k.task_edge_key(g.task_id, g.name, g.other), "entity": "edge"}
-    if g.at is not None:
-        item["counted_at"] = g.at
+def _edge(table: str, g: Edge) -> dict[str, Any]:
+    item: dict[str, Any] = {**k.task_edge_key(g.task_id, g.kind, g.other), "entity": "edge"}
+    if g.counted_at is not None:
+        item["counted_at"] = g.counted_at
     return {
         "Put": {
             "TableName": table,
             "Item": _dump(item),
-            "ConditionExpression": k.IS_NEW,
+            "ConditionExpression": c.IS_NEW,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
     }
 
 
-def _unedge(table: str, g: GraphOp) -> dict[str, Any]:
+def _unedge(table: str, g: Unedge) -> dict[str, Any]:
     return {
         "Delete": {
             "TableName": table,
-            "Key": _dump(k.task_edge_key(g.task_id, g.name, g.other)),
-            "ConditionExpression": k.EDGE_COUNTED if g.at is not None else k.EDGE_NOT_COUNTED,
+            "Key": _dump(k.task_edge_key(g.task_id, g.kind, g.other)),
+            "ConditionExpression": k.EDGE_COUNTED if g.counted else k.EDGE_NOT_COUNTED,
         }
     }
 
 
-def _met(table: str, g: GraphOp) -> dict[str, Any]:
-    condition = k.HAS_SUCCEEDED if g.op == "met" else k.NOT_SUCCEEDED
+def _graph_check(table: str, task_id: str, condition: str) -> dict[str, Any]:
     return {
         "ConditionCheck": {
             "TableName": table,
-            "Key": _graph_key(g),
+            "Key": _graph_key(task_id),
             "ConditionExpression": condition,
         }
     }
 
 
-def _succeeded(table: str, g: GraphOp) -> dict[str, Any]:
+def _copy_success(table: str, g: CopySuccess) -> dict[str, Any]:
     return {
         "Update": {
             "TableName": table,
-            "Key": _graph_key(g),
+            "Key": _graph_key(g.task_id),
             "UpdateExpression": (
                 "SET succeeded_at = :at, success_copied = :yes, succeeded_lease = :lease"
             ),
             "ConditionExpression": k.SUCCESS_DUE,
-            "ExpressionAttributeValues": _values(at=g.at, yes=True, lease=g.other),
+            "ExpressionAttributeValues": _values(at=g.at, yes=True, lease=g.lease_id),
         }
     }
 
 
-def _link(table: str, g: GraphOp) -> dict[str, Any]:
+def _link(table: str, g: Link) -> dict[str, Any]:
     return {
         "Update": {
             "TableName": table,
-            "Key": _graph_key(g),
+            "Key": _graph_key(g.task_id),
             "UpdateExpression": "SET linked_at = if_not_exists(linked_at, :at)",
             "ConditionExpression": k.NOT_SUCCEEDED,
             "ExpressionAttributeValues": _values(at=g.at),
@@ -155,27 +171,27 @@ def _link(table: str, g: GraphOp) -> dict[str, Any]:
     }
 
 
-def _lease_open(table: str, g: GraphOp) -> dict[str, Any]:
+def _lease_open(table: str, g: RequireLeaseOpen) -> dict[str, Any]:
     ended = {state.value: state.value for state in TERMINAL}
     return {
         "ConditionCheck": {
             "TableName": table,
-            "Key": _dump(k.lease_key(g.other)),
+            "Key": _dump(k.lease_key(g.lease_id)),
             "ConditionExpression": k.LEASE_OPEN,
-            "ExpressionAttributeNames": k.STATE_NAMES,
+            "ExpressionAttributeNames": c.STATE_NAMES,
             "ExpressionAttributeValues": _values(**ended),
         }
     }
 
 
-def _run_is(table: str, g: GraphOp) -> dict[str, Any]:
+def _run_is(table: str, g: RequireRun) -> dict[str, Any]:
     check: dict[str, Any] = {
         "TableName": table,
         "Key": _dump(k.task_key(g.task_id)),
-        "ConditionExpression": k.TASK_JOB_IS if g.other else k.TASK_HAS_NO_JOB,
+        "ConditionExpression": c.TASK_JOB_IS if g.job_id else c.TASK_HAS_NO_JOB,
     }
-    if g.other:
-        check["ExpressionAttributeValues"] = _values(expect_job=g.other)
+    if g.job_id:
+        check["ExpressionAttributeValues"] = _values(expect_job=g.job_id)
     return {"ConditionCheck": check}
 
 
@@ -187,23 +203,19 @@ def job_check(table: str, job_id: str, lease_id: str) -> dict[str, Any]:
             "TableName": table,
             "Key": _dump(k.job_key(job_id)),
             "ConditionExpression": (
-                k.IMPLIED_JOB_LEASE_IS if implied_pair(job_id, lease_id) else k.JOB_LEASE_IS
+                c.IMPLIED_JOB_LEASE_IS if implied_pair(job_id, lease_id) else c.JOB_LEASE_IS
             ),
             "ExpressionAttributeValues": _values(expect_lease=lease_id),
         }
     }
 
 
-def _job_is(table: str, g: GraphOp) -> dict[str, Any]:
-    return job_check(table, g.name, g.other)
-
-
-def _mark(table: str, g: GraphOp) -> dict[str, Any]:
+def _mark(table: str, g: Mark) -> dict[str, Any]:
     condition = k.AUTO_ENQUEUE_DUE if g.name == "auto_enqueued_at" else k.NOT_MARKED
     return {
         "Update": {
             "TableName": table,
-            "Key": _graph_key(g),
+            "Key": _graph_key(g.task_id),
             "UpdateExpression": "SET #mark = :at",
             "ConditionExpression": condition,
             "ExpressionAttributeNames": {"#mark": g.name},
@@ -212,56 +224,65 @@ def _mark(table: str, g: GraphOp) -> dict[str, Any]:
     }
 
 
-def _advance(table: str, g: GraphOp) -> dict[str, Any]:
+def _advance(table: str, g: Advance) -> dict[str, Any]:
     return {
         "Update": {
             "TableName": table,
-            "Key": _graph_key(g),
+            "Key": _graph_key(g.task_id),
             "UpdateExpression": "SET #mark = :to",
             "ConditionExpression": k.ADVANCES,
             "ExpressionAttributeNames": {"#mark": g.name},
-            "ExpressionAttributeValues": _values(to=g.other),
+            "ExpressionAttributeValues": _values(to=g.to),
         }
     }
 
 
-def _has_children(table: str, g: GraphOp) -> dict[str, Any]:
+def _has_children(table: str, g: MarkHasChildren) -> dict[str, Any]:
     return {
         "Update": {
             "TableName": table,
             "Key": _dump(k.task_key(g.task_id)),
             "UpdateExpression": "SET has_children = :yes",
-            "ConditionExpression": k.EXISTS,
+            "ConditionExpression": c.EXISTS,
             "ExpressionAttributeValues": _values(yes=True),
         }
     }
 
 
-_BUILDERS: dict[str, Callable[[str, GraphOp], dict[str, Any]]] = {
-    "add": _add,
-    "reach": _reach,
-    "usage": _usage,
-    "edge": _edge,
-    "unedge": _unedge,
-    "met": _met,
-    "unmet": _met,
-    "succeeded": _succeeded,
-    "link": _link,
-    "lease_open": _lease_open,
-    "run_is": _run_is,
-    "job_is": _job_is,
-    "mark": _mark,
-    "advance": _advance,
-    "has_children": _has_children,
-}
-
-
 def graph_op(table: str, g: GraphOp) -> dict[str, Any]:
     """The TransactItem of one graph operation."""
-    build = _BUILDERS.get(g.op)
-    if build is None:
-        raise ValueError(f"unknown graph op {g.op!r}")
-    return build(table, g)
+    match g:
+        case AddCounts():
+            return _add(table, g)
+        case Reach():
+            return _reach(table, g)
+        case AddUsage():
+            return _usage(table, g)
+        case Edge():
+            return _edge(table, g)
+        case Unedge():
+            return _unedge(table, g)
+        case RequireSucceeded(task_id):
+            return _graph_check(table, task_id, k.HAS_SUCCEEDED)
+        case RequireNotSucceeded(task_id):
+            return _graph_check(table, task_id, k.NOT_SUCCEEDED)
+        case CopySuccess():
+            return _copy_success(table, g)
+        case Link():
+            return _link(table, g)
+        case RequireLeaseOpen():
+            return _lease_open(table, g)
+        case RequireRun():
+            return _run_is(table, g)
+        case RequireJobLease(job_id=job_id, lease_id=lease_id):
+            return job_check(table, job_id, lease_id)
+        case Mark():
+            return _mark(table, g)
+        case Advance():
+            return _advance(table, g)
+        case MarkHasChildren():
+            return _has_children(table, g)
+    assert_never(g)
 
 
 def hold_op(table: str, h: HoldOp) -> dict[str, Any]:

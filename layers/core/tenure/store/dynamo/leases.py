@@ -8,6 +8,7 @@ from tenure.app.ports import LeasePage
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Job, Lease
 from tenure.domain.states import LeaseState
+from tenure.store import conditions as c
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -77,10 +78,10 @@ class DynamoLeases:
     ) -> None:
         """SET some attributes of a held lease, fenced on (state, fence) [and its deadline]."""
         state, fence = expect
-        condition, extra = k.LEASE_IS_AT, {}
+        condition, extra = c.LEASE_IS_AT, {}
         if deadline_was is not None:
             condition, extra = (
-                f"{condition} AND {k.SAME_DEADLINE}",
+                f"{condition} AND {c.SAME_DEADLINE}",
                 {"expect_deadline": deadline_was},
             )
         self.table.write(
@@ -90,7 +91,7 @@ class DynamoLeases:
             Key=_dump(k.lease_key(lease_id)),
             UpdateExpression="SET " + ", ".join(f"{name} = :{name}" for name in fields),
             ConditionExpression=condition,
-            ExpressionAttributeNames=k.STATE_NAMES,
+            ExpressionAttributeNames=c.STATE_NAMES,
             ExpressionAttributeValues=_values(
                 **fields, expect_state=state.value, expect_fence=fence, **extra
             ),

@@ -7,6 +7,7 @@ import contextlib
 from tenure.app.ports import POOL_CAP, Settings
 from tenure.domain.errors import Conflict, NotFound
 from tenure.domain.model import Instance, Pool, PoolVersion
+from tenure.store import conditions as c
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -57,12 +58,12 @@ class DynamoPools:
                     "TableName": self.table.name,
                     "Key": _dump(k.pool_key(name)),
                     "UpdateExpression": expression,
-                    "ConditionExpression": k.POOL_VERSION_IS,
+                    "ConditionExpression": c.POOL_VERSION_IS,
                     "ExpressionAttributeNames": names,
                     "ExpressionAttributeValues": _values(**values, expect_version=expect_version),
                 }
             },
-            self.table.put_op(row, k.IS_NEW),
+            self.table.put_op(row, c.IS_NEW),
         ]
         self.table.transact(ops)
         pool = self.get_pool(name)
@@ -87,7 +88,7 @@ class DynamoPools:
                     TableName=self.table.name,
                     Key=key,
                     UpdateExpression="SET queue_marks.#p = :now",
-                    ConditionExpression=k.QUEUE_MARKS_EXIST,
+                    ConditionExpression=c.QUEUE_MARKS_EXIST,
                     ExpressionAttributeNames={"#p": mark},
                     ExpressionAttributeValues=_values(now=now),
                 )
@@ -99,7 +100,7 @@ class DynamoPools:
                     TableName=self.table.name,
                     Key=key,
                     UpdateExpression="SET queue_marks = :marks",
-                    ConditionExpression=k.FIRST_QUEUE_MARK,
+                    ConditionExpression=c.FIRST_QUEUE_MARK,
                     ExpressionAttributeValues=_values(marks={mark: now}),
                 )
                 return
@@ -110,7 +111,7 @@ class DynamoPools:
             "marked since",
             Key=_dump(k.pool_key(pool)),
             UpdateExpression="REMOVE queue_marks.#p",
-            ConditionExpression=k.QUEUE_MARK_OLDER,
+            ConditionExpression=c.QUEUE_MARK_OLDER,
             ExpressionAttributeNames={"#p": mark},
             ExpressionAttributeValues=_values(before=marked_before),
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenure.store import conditions as c
 from tenure.store import keys as k
 from tenure.store.codec import load as _load
 from tenure.store.codec import values as _values
@@ -67,7 +68,7 @@ class DynamoQueues:
 
     def held_count(self, scope: str, name: str) -> int:
         row = self.table.get(ceiling_key(scope, name), consistent=False)
-        return int((row or {}).get(k.ACTIVE, 0))
+        return int((row or {}).get(c.ACTIVE, 0))
 
     def _due(self, pk: str, now: int | None, limit: int | None) -> list[str]:
         """The lease ids under `pk` in the due index, due by `now` (all of them when None):

@@ -6,6 +6,7 @@ import dataclasses
 
 from tenure.app.ports import Filed
 from tenure.domain.errors import Conflict
+from tenure.store import conditions as c
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import values as _values
@@ -23,7 +24,7 @@ class DynamoRequests:
         row = {**key, "entity": "request", **dataclasses.asdict(record)}
         put = self.table.put_op(
             {k2: v for k2, v in row.items() if v is not None},
-            k.TAKE_REQUEST,
+            c.TAKE_REQUEST,
             values=_values(now_s=now_ms // 1000, now_ms=now_ms),
         )
         try:

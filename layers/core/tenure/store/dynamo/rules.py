@@ -8,6 +8,7 @@ from typing import Any
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound
 from tenure.domain.rules.addresses import Address
 from tenure.domain.rules.rule import Rule
+from tenure.store import conditions as c
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
@@ -47,9 +48,9 @@ class DynamoRules:
 
     def put_rule(self, rule: Rule) -> None:
         ops = [
-            self.table.put_op({**k.rule_key(rule.id), **rule_item(rule)}, k.IS_NEW),
+            self.table.put_op({**k.rule_key(rule.id), **rule_item(rule)}, c.IS_NEW),
             self.table.put_op(
-                {**k.rule_name_key(rule.space, rule.name), "rule_id": rule.id}, k.IS_NEW
+                {**k.rule_name_key(rule.space, rule.name), "rule_id": rule.id}, c.IS_NEW
             ),
             *(self._index_put(key, rule) for key in index_keys(rule)),
         ]
@@ -88,7 +89,7 @@ class DynamoRules:
             ops.append(self._name_delete(old))
             ops.append(
                 self.table.put_op(
-                    {**k.rule_name_key(new.space, new.name), "rule_id": new.id}, k.IS_NEW
+                    {**k.rule_name_key(new.space, new.name), "rule_id": new.id}, c.IS_NEW
                 )
             )
         before = {_key_id(key): key for key in index_keys(old)}
@@ -169,7 +170,7 @@ class DynamoRules:
             k.TTL_ATTRIBUTE: expires_at,
         }
         try:
-            put = self.table.put_op(item, k.NEW_OR_EXPIRED, values=_values(now_s=now_s))
+            put = self.table.put_op(item, c.NEW_OR_EXPIRED, values=_values(now_s=now_s))
             self.table.put_one(put["Put"])
         except Conflict as lost:
             raise AlreadyExists(f"event {event_id} was already recorded") from lost
@@ -183,7 +184,7 @@ class DynamoRules:
         try:
             self.table.transact(
                 [
-                    self.table.put_op(owner, k.IS_NEW),
+                    self.table.put_op(owner, c.IS_NEW),
                     {"Put": {"TableName": self.table.name, "Item": _dump(listed)}},
                 ]
             )

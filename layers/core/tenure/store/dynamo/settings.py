@@ -7,7 +7,7 @@ from typing import Any
 
 from tenure.app.ports import Settings
 from tenure.domain.errors import TenureError
-from tenure.store import keys as k
+from tenure.store import conditions as c
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
 from tenure.store.codec import values as _values
@@ -33,7 +33,7 @@ def update_row(
     key: dict[str, str],
     settings: Settings,
     failed: TenureError,
-    condition: str = k.EXISTS,
+    condition: str = c.EXISTS,
     **expect: Any,
 ) -> dict[str, Any]:
     """Write `settings` on the row of `key` under `condition`; the row as it is after."""

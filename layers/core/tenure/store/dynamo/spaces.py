@@ -7,6 +7,7 @@ from typing import Any
 from tenure.app.ports import Settings, SpacePage
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound
 from tenure.domain.model import Space, Workflow
+from tenure.store import conditions as c
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -33,7 +34,7 @@ class DynamoSpaces:
                 "Put": {
                     "TableName": self.table.name,
                     "Item": _dump(row),
-                    "ConditionExpression": k.IS_NEW,
+                    "ConditionExpression": c.IS_NEW,
                 }
             }
             for row in rows
@@ -52,7 +53,7 @@ class DynamoSpaces:
     ) -> SpacePage:
         position = cursors.decode(cursor, "spaces", k.LISTED_SPACE_SHAPE) if cursor else ""
         if only is not None:
-            keys = sorted(key for key in set(only) if f"SPACE#{key}" > position)
+            keys = sorted(key for key in set(only) if k.listed_space_position(key) > position)
         else:
             request: dict[str, Any] = {
                 "KeyConditionExpression": f"{k.PK} = :pk",
@@ -65,11 +66,15 @@ class DynamoSpaces:
             if position:
                 request["ExclusiveStartKey"] = _dump({k.PK: k.SPACES_PK, k.SK: position})
             out = self.table.query(**request)
-            keys = [str(_load(r)[k.SK]).removeprefix("SPACE#") for r in out.get("Items", [])]
+            keys = [k.listed_space_of(_load(r)) for r in out.get("Items", [])]
         page = keys[:limit]
         rows = self.table.batch_get([k.space_key(key) for key in page]) if page else []
         spaces = tuple(sorted((items.space_from(r) for r in rows), key=lambda sp: sp.key))
-        after = cursors.encode("spaces", f"SPACE#{page[-1]}") if len(keys) > limit else None
+        after = (
+            cursors.encode("spaces", k.listed_space_position(page[-1]))
+            if len(keys) > limit
+            else None
+        )
         return SpacePage(spaces, after)
 
     def update_space(self, key: str, settings: Settings) -> Space:

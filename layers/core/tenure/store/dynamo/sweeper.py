@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tenure.app.ports import SchedulerState, SweeperState
+from tenure.store import conditions as c
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import values as _values
@@ -37,9 +38,9 @@ class DynamoSweeper:
             "ttl_cursor": state.ttl_cursor,
         }
         if expect_last is None:
-            put = self.table.put_op(item, k.IS_NEW)["Put"]
+            put = self.table.put_op(item, c.IS_NEW)["Put"]
         else:
-            put = self.table.put_op(item, k.SWEEP_AFTER, values=_values(expect_last=expect_last))[
+            put = self.table.put_op(item, c.SWEEP_AFTER, values=_values(expect_last=expect_last))[
                 "Put"
             ]
         self.table.put_one(put)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tenure.app.ports import TaskEntry, TaskPage
 from tenure.domain.errors import Conflict, NotFound
 from tenure.domain.model import Task
+from tenure.store import conditions as c
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -36,8 +37,8 @@ class DynamoTasks:
         return items.task_from(row) if row and row.get("entity") == "task" else None
 
     def void_task(self, task_id: str, keep_until: int) -> bool:
-        item = {**k.task_key(task_id), "entity": k.VOID_TASK, k.TTL_ATTRIBUTE: keep_until}
-        put = self.table.put_op(item, k.IS_NEW_OR_VOID, values=_values(void=k.VOID_TASK))
+        item = {**k.task_key(task_id), "entity": c.VOID_TASK, k.TTL_ATTRIBUTE: keep_until}
+        put = self.table.put_op(item, c.IS_NEW_OR_VOID, values=_values(void=c.VOID_TASK))
         try:
             self.table.put_one(put["Put"])
         except Conflict:
@@ -58,7 +59,7 @@ class DynamoTasks:
             TableName=self.table.name,
             Key=_dump(k.space_key(space)),
             UpdateExpression="ADD task_seq :count",
-            ConditionExpression=k.EXISTS,
+            ConditionExpression=c.EXISTS,
             ExpressionAttributeValues=_values(count=count),
             ReturnValues="UPDATED_NEW",
         )

@@ -7,6 +7,7 @@ from typing import Any
 from tenure.app.ports import TokenPage
 from tenure.domain.errors import AlreadyExists, Conflict
 from tenure.domain.model import Event, Token
+from tenure.store import conditions as c
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -33,7 +34,7 @@ class DynamoTokens:
                 "Put": {
                     "TableName": self.table.name,
                     "Item": _dump(row),
-                    "ConditionExpression": k.IS_NEW,
+                    "ConditionExpression": c.IS_NEW,
                 }
             }
             for row in rows
@@ -82,7 +83,7 @@ class DynamoTokens:
             "TableName": self.table.name,
             "Key": _dump(k.token_key(token_hash)),
             "UpdateExpression": "SET revoked_at = :at",
-            "ConditionExpression": k.TOKEN_NOT_REVOKED,
+            "ConditionExpression": c.TOKEN_NOT_REVOKED,
             "ExpressionAttributeValues": _values(at=at),
         }
         try:
@@ -100,6 +101,6 @@ class DynamoTokens:
             "the token's use was noted already",
             Key=_dump(k.token_key(token_hash)),
             UpdateExpression="SET last_used_at = :at",
-            ConditionExpression=k.TOKEN_USE_IS_OLD,
+            ConditionExpression=c.TOKEN_USE_IS_OLD,
             ExpressionAttributeValues=_values(at=at, before=before),
         )
