@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tenure.store.keys import TTL_ATTRIBUTE
+from tenure.store.keys import ENDED_PK, TTL_ATTRIBUTE
 
 # Fencing: a lease write lands only on the (state, fence) the writer read.
 LEASE_IS_AT = "#state = :expect_state AND fence = :expect_fence"
@@ -84,3 +84,89 @@ BELOW_LIMIT = "attribute_not_exists(active) OR active < :limit"
 POOL_VERSION_IS = "attribute_exists(PK) AND version = :expect_version"
 # One sweeper pass at a time: a pass claims the slot only from the last pass it read.
 SWEEP_AFTER = "last_pass_at = :expect_last"
+
+
+# -------------------------------------------------------------------------------- rules
+
+# An address row is deleted only by the space that owns it.
+ADDRESS_IS_OURS = "#space = :space"
+SPACE_NAMES = {"#space": "space"}
+# Counted only while under the cap: concurrent firings cannot go past it together.
+BELOW_HOURLY_CAP = "attribute_not_exists(firings) OR firings < :cap"
+# The first refusal of the hour marks the row, so `rule.rate_limited` is recorded once.
+NOT_YET_LIMITED = "attribute_not_exists(limited_at)"
+# A rule row is replaced only from the version the writer read (no lost PATCH).
+RULE_VERSION_IS = "version = :expect_version"
+# A firing notes itself on a rule that still exists (a deleted rule is not brought back).
+RULE_EXISTS = "attribute_exists(PK)"
+# A firing moves a rule's handled-through time only forward (a late or raced invocation for
+# an earlier occasion leaves a later one noted).
+RULE_FIRED_BEFORE = (
+    "attribute_exists(PK) AND (attribute_not_exists(fired_through) OR fired_through < :through)"
+)
+# A name row is removed only while it still names the rule being changed.
+NAME_IS_RULE = "rule_id = :rule_id"
+
+# ------------------------------------------------------------ attachments and retention
+
+# One more attachment only while the lease has fewer than the cap.
+BELOW_ATTACHMENT_CAP = "attribute_not_exists(attachments) OR attachments < :cap"
+# ... and only while its bytes stay within the pool's attachment_quota_bytes (:room is the
+# quota less the new attachment's size, so the check and the ADD are one conditional write).
+WITHIN_ATTACHMENT_QUOTA = (
+    f"({BELOW_ATTACHMENT_CAP}) AND "
+    "(attribute_not_exists(attached_bytes) OR attached_bytes <= :room)"
+)
+# A batch's containers are added only while the set stays within the cap: :room is the cap
+# less how many the batch names (the batch's own condition adds what every one of them is
+# already counted, so a batch of known containers passes at the cap).
+WITHIN_LOG_CONTAINERS = "attribute_not_exists(containers) OR size(containers) <= :room"
+# Reclaim is written once: a second pass (retried or concurrent) loses here and deletes nothing.
+NOT_RECLAIMED = "attribute_exists(PK) AND attribute_not_exists(reclaimed_at)"
+# A lease row not yet marked as keeping logs or attachments (the ended index's partition key
+# is the mark): a whole-row write of a lease read without the mark expects it still absent.
+KEEPS_NO_DETAIL = f"attribute_not_exists({ENDED_PK})"
+
+# ----------------------------------------------------------------------- the task graph
+
+# An edge counts toward its target once: a replayed stream record finds it counted.
+EDGE_NOT_COUNTED = "attribute_exists(PK) AND attribute_not_exists(counted_at)"
+# A dropped edge is deleted as it was read, so the counts that move with it stay exact.
+EDGE_COUNTED = "attribute_exists(PK) AND attribute_exists(counted_at)"
+# A blocker read as met (unmet) when a dependent was filed must still be so at commit.
+HAS_SUCCEEDED = "attribute_exists(succeeded_at)"
+NOT_SUCCEEDED = "attribute_not_exists(succeeded_at)"
+# The newest lease of a task linked to while it has no graph row is still open (not ended).
+LEASE_OPEN = "NOT #state IN (:completed, :failed, :cancelled, :lost, :killed)"
+# A task's own success counts only once and only when no child is outstanding (a parent stays
+# open until its children have all succeeded).
+SUCCESS_DUE = (
+    "attribute_not_exists(succeeded_at) AND "
+    "(attribute_not_exists(children_total) OR children_done = children_total)"
+)
+# The migration marks a task that has children only where it exists and has no mark yet.
+CHILDREN_UNMARKED = "attribute_exists(PK) AND attribute_not_exists(has_children)"
+# A success names its lease unless the row names a later run's already (a replayed record of
+# an older success changes nothing): lease ids order by the instant they were made.
+NEWER_SUCCESS = "attribute_not_exists(succeeded_lease) OR succeeded_lease < :lease"
+# The last child's success rolls its parent up exactly once.
+ROLLUP_DUE = (
+    "attribute_not_exists(rollup_at) AND children_total > :zero AND children_done = children_total"
+)
+# One auto-enqueue per readiness: every blocker met, and not enqueued for it before.
+AUTO_ENQUEUE_DUE = (
+    "attribute_not_exists(auto_enqueued_at) AND "
+    "(attribute_not_exists(blockers_total) OR blockers_done = blockers_total)"
+)
+# A once-only mark on a graph row.
+NOT_MARKED = "attribute_not_exists(#mark)"
+# A cursor on a graph row moves only forward: a replayed or a rival step leaves it be.
+ADVANCES = "attribute_not_exists(#mark) OR #mark < :to"
+# A task write that bumps the row's version lands only on the version it read.
+TASK_VERSION_IS = "version = :expect_task_version"
+# A write of a task that does not carry its cancel lands only on a task not cancelled: a
+# writer that read the row before the cancel (an enqueue, a pause) never wipes it out.
+TASK_NOT_CANCELLED = "attribute_not_exists(cancelled)"
+# A subtree cancel reaches a task once; no child is added under a task it has reached.
+NOT_CANCEL_REACHED = "attribute_not_exists(cancel_reached_at)"
+NO_CHILDREN = "(attribute_not_exists(children_total) OR children_total = :zero)"

@@ -466,34 +466,10 @@ def space_address_key(space: str, address: str) -> dict[str, str]:
     return {PK: f"SPACE#{space}", SK: f"{ADDRESS_PREFIX}{address}"}
 
 
-# An address row is deleted only by the space that owns it.
-ADDRESS_IS_OURS = "#space = :space"
-SPACE_NAMES = {"#space": "space"}
-
-
 # A rule's firings in one clock hour: the counter row a rule's max_firings_per_hour is
 # enforced on, one conditional ADD per firing; it expires (TTL) a day after its hour.
 def rule_hour_key(rule_id: str, hour: str) -> dict[str, str]:
     return {PK: f"RULE#{rule_id}", SK: f"HOUR#{hour}"}
-
-
-# Counted only while under the cap: concurrent firings cannot go past it together.
-BELOW_HOURLY_CAP = "attribute_not_exists(firings) OR firings < :cap"
-# The first refusal of the hour marks the row, so `rule.rate_limited` is recorded once.
-NOT_YET_LIMITED = "attribute_not_exists(limited_at)"
-
-
-# A rule row is replaced only from the version the writer read (no lost PATCH).
-RULE_VERSION_IS = "version = :expect_version"
-# A firing notes itself on a rule that still exists (a deleted rule is not brought back).
-RULE_EXISTS = "attribute_exists(PK)"
-# A firing moves a rule's handled-through time only forward (a late or raced invocation for
-# an earlier occasion leaves a later one noted).
-RULE_FIRED_BEFORE = (
-    "attribute_exists(PK) AND (attribute_not_exists(fired_through) OR fired_through < :through)"
-)
-# A name row is removed only while it still names the rule being changed.
-NAME_IS_RULE = "rule_id = :rule_id"
 
 
 # ------------------------------------------------------- attachments and retention
@@ -529,25 +505,6 @@ def ended_pk(pool: str) -> str:
     return f"ENDED#{pool}"
 
 
-# One more attachment only while the lease has fewer than the cap.
-BELOW_ATTACHMENT_CAP = "attribute_not_exists(attachments) OR attachments < :cap"
-# ... and only while its bytes stay within the pool's attachment_quota_bytes (:room is the
-# quota less the new attachment's size, so the check and the ADD are one conditional write).
-WITHIN_ATTACHMENT_QUOTA = (
-    f"({BELOW_ATTACHMENT_CAP}) AND "
-    "(attribute_not_exists(attached_bytes) OR attached_bytes <= :room)"
-)
-# A batch's containers are added only while the set stays within the cap: :room is the cap
-# less how many the batch names (the batch's own condition adds what every one of them is
-# already counted, so a batch of known containers passes at the cap).
-WITHIN_LOG_CONTAINERS = "attribute_not_exists(containers) OR size(containers) <= :room"
-# Reclaim is written once: a second pass (retried or concurrent) loses here and deletes nothing.
-NOT_RECLAIMED = "attribute_exists(PK) AND attribute_not_exists(reclaimed_at)"
-# A lease row not yet marked as keeping logs or attachments (the ended index's partition key
-# is the mark): a whole-row write of a lease read without the mark expects it still absent.
-KEEPS_NO_DETAIL = f"attribute_not_exists({ENDED_PK})"
-
-
 # ------------------------------------------------------------------ the task graph
 
 # Each task may have a graph row beside its task row (same partition): counters of children and
@@ -576,43 +533,10 @@ def task_edge_key(task_id: str, kind: str, other: str) -> dict[str, str]:
     return {PK: f"TASK#{task_id}", SK: f"{EDGE_PREFIX[kind]}{other}"}
 
 
-# An edge counts toward its target once: a replayed stream record finds it counted.
-EDGE_NOT_COUNTED = "attribute_exists(PK) AND attribute_not_exists(counted_at)"
-# A dropped edge is deleted as it was read, so the counts that move with it stay exact.
-EDGE_COUNTED = "attribute_exists(PK) AND attribute_exists(counted_at)"
-# A blocker read as met (unmet) when a dependent was filed must still be so at commit.
-HAS_SUCCEEDED = "attribute_exists(succeeded_at)"
-NOT_SUCCEEDED = "attribute_not_exists(succeeded_at)"
 # A task's graph row and its dependent edges sort together in its partition (DEPENDENT#… <
 # GRAPH): a Query between them finds either, which is what makes a task linked.
 LINKED_FROM = EDGE_PREFIX["dependent"]
 LINKED_TO = GRAPH_SK
-# The newest lease of a task linked to while it has no graph row is still open (not ended).
-LEASE_OPEN = "NOT #state IN (:completed, :failed, :cancelled, :lost, :killed)"
-# A task's own success counts only once and only when no child is outstanding (a parent stays
-# open until its children have all succeeded).
-SUCCESS_DUE = (
-    "attribute_not_exists(succeeded_at) AND "
-    "(attribute_not_exists(children_total) OR children_done = children_total)"
-)
-# The migration marks a task that has children only where it exists and has no mark yet.
-CHILDREN_UNMARKED = "attribute_exists(PK) AND attribute_not_exists(has_children)"
-# A success names its lease unless the row names a later run's already (a replayed record of
-# an older success changes nothing): lease ids order by the instant they were made.
-NEWER_SUCCESS = "attribute_not_exists(succeeded_lease) OR succeeded_lease < :lease"
-# The last child's success rolls its parent up exactly once.
-ROLLUP_DUE = (
-    "attribute_not_exists(rollup_at) AND children_total > :zero AND children_done = children_total"
-)
-# One auto-enqueue per readiness: every blocker met, and not enqueued for it before.
-AUTO_ENQUEUE_DUE = (
-    "attribute_not_exists(auto_enqueued_at) AND "
-    "(attribute_not_exists(blockers_total) OR blockers_done = blockers_total)"
-)
-# A once-only mark on a graph row.
-NOT_MARKED = "attribute_not_exists(#mark)"
-# A cursor on a graph row moves only forward: a replayed or a rival step leaves it be.
-ADVANCES = "attribute_not_exists(#mark) OR #mark < :to"
 
 # The scheduler's one row: its pause, and string sets of task ids claims skip.
 SCHEDULER_KEY = {PK: "SCHEDULER", SK: "STATE"}
@@ -622,9 +546,6 @@ HOLD_SETS = {
     "blocked": "blocked_tasks",
     "cancelled": "cancelled_trees",
 }
-
-# A task write that bumps the row's version lands only on the version it read.
-TASK_VERSION_IS = "version = :expect_task_version"
 
 
 # ------------------------------------------------------------------ event waits
@@ -650,11 +571,3 @@ def event_wait_pk(space: str, name: str, key: str) -> str:
 # expires_at is the row's TTL; reads check it too, as TTL deletes lazily).
 def kept_event_key(space: str, name: str, key: str) -> dict[str, str]:
     return {PK: f"EVENT#{_signal(space, name, key)}", SK: "EVENT"}
-
-
-# A write of a task that does not carry its cancel lands only on a task not cancelled: a
-# writer that read the row before the cancel (an enqueue, a pause) never wipes it out.
-TASK_NOT_CANCELLED = "attribute_not_exists(cancelled)"
-# A subtree cancel reaches a task once; no child is added under a task it has reached.
-NOT_CANCEL_REACHED = "attribute_not_exists(cancel_reached_at)"
-NO_CHILDREN = "(attribute_not_exists(children_total) OR children_total = :zero)"

@@ -12,6 +12,7 @@ from tenure.app.migrations import SchemaState
 from tenure.domain.errors import AlreadyExists, Conflict
 from tenure.domain.model import Lease, Space, Task, Token
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -163,8 +164,8 @@ class SchemaRows:
                 Conflict("marked already, or gone"),
                 TableName=self.rows.name,
                 Key=_dump(k.task_key(task_id)),
-                UpdateExpression="SET has_children = :yes",
-                ConditionExpression=k.CHILDREN_UNMARKED,
+                UpdateExpression=x.SET_HAS_CHILDREN,
+                ConditionExpression=c.CHILDREN_UNMARKED,
                 ExpressionAttributeValues=_values(yes=True),
             )
         except Conflict:

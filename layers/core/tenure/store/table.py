@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError
 
 from tenure.domain.errors import AlreadyExists, Conflict, TenureError
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.calls import Retry, translate
 from tenure.store.codec import Meter
@@ -142,7 +143,7 @@ class Table:
 
     def partition(self, pk: str, cap: int) -> list[dict[str, Any]]:
         return self.query_all(
-            cap, KeyConditionExpression=f"{k.PK} = :pk", ExpressionAttributeValues=_values(pk=pk)
+            cap, KeyConditionExpression=x.IN_PARTITION, ExpressionAttributeValues=_values(pk=pk)
         )
 
     def batch_get(

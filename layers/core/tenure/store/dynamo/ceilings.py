@@ -15,6 +15,7 @@ from tenure.app.ports import (
     split_ceiling,
 )
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import values as _values
@@ -38,7 +39,7 @@ def ceiling_op(table_name: str, ceiling: Ceiling) -> dict[str, Any]:
     update: dict[str, Any] = {
         "TableName": table_name,
         "Key": _dump(ceiling_key(ceiling.scope, ceiling.name)),
-        "UpdateExpression": f"ADD {c.ACTIVE} :delta",
+        "UpdateExpression": x.ADD_ACTIVE,
         "ExpressionAttributeValues": _values(delta=ceiling.delta),
     }
     own_limit = ceiling.scope in OWN_LIMIT_CEILINGS
@@ -49,7 +50,7 @@ def ceiling_op(table_name: str, ceiling: Ceiling) -> dict[str, Any]:
     if ceiling.scope == RATE_CEILING:
         _, minute = split_ceiling(ceiling.name)
         keep = (int(minute) + 1) * 60 + k.RATE_COUNTER_KEEP_SECONDS
-        update["UpdateExpression"] += f" SET {k.TTL_ATTRIBUTE} = :keep"
+        update["UpdateExpression"] += x.KEEP_RATE_COUNTER
         update["ExpressionAttributeValues"] = {
             **update["ExpressionAttributeValues"],
             **_values(keep=keep),

@@ -7,6 +7,7 @@ from typing import Any
 from tenure.app.ports import ClaimRecord, RecordWrite
 from tenure.domain.errors import Conflict
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -31,7 +32,7 @@ def record_op(table_name: str, rw: RecordWrite) -> dict[str, Any]:
         "Update": {
             "TableName": table_name,
             "Key": _dump(key),
-            "UpdateExpression": f"SET lease_id = :lease, {k.TTL_ATTRIBUTE} = :keep",
+            "UpdateExpression": x.MOVE_CLAIM,
             "ConditionExpression": c.CLAIM_NAMES,
             "ExpressionAttributeValues": _values(
                 lease=rw.record.lease_id, keep=rw.record.expires_at, expect_lease=rw.previous
@@ -74,7 +75,7 @@ class DynamoClaims:
             Conflict("the wait slot is held"),
             TableName=self.table.name,
             Key=_dump(k.wait_slots_key(token_id)),
-            UpdateExpression=f"SET #slot = :until, {k.TTL_ATTRIBUTE} = :keep",
+            UpdateExpression=x.TAKE_SLOT,
             ConditionExpression=c.WAIT_SLOT_FREE,
             ExpressionAttributeNames={"#slot": k.wait_slot_attribute(slot)},
             ExpressionAttributeValues=_values(
@@ -88,7 +89,7 @@ class DynamoClaims:
             Conflict("the wait slot is no longer this claim's"),
             TableName=self.table.name,
             Key=_dump(k.wait_slots_key(token_id)),
-            UpdateExpression="REMOVE #slot",
+            UpdateExpression=x.FREE_SLOT,
             ConditionExpression=c.WAIT_SLOT_IS_OURS,
             ExpressionAttributeNames={"#slot": k.wait_slot_attribute(slot)},
             ExpressionAttributeValues=_values(until=until_ms),

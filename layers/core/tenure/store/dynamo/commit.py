@@ -108,7 +108,7 @@ class DynamoCommitter:
             if not lw.seen.keeps_detail:
                 # A first log stream or attachment marks the row without a new
                 # version (RetentionRows.keep_detail): never written over unseen.
-                condition += f" AND {k.KEEPS_NO_DETAIL}"
+                condition += f" AND {c.KEEPS_NO_DETAIL}"
             if lw.seen.deadline is None:
                 condition += f" AND {c.NO_DEADLINE}"
             else:
@@ -128,7 +128,7 @@ class DynamoCommitter:
     def _task_op(self, tw: TaskWrite) -> dict[str, Any]:
         item = {**k.task_key(tw.new.id), **task_row(tw.new)}
         # A write that does not carry a cancel must not land on a cancelled task.
-        kept = "" if tw.new.cancelled is not None else f" AND {k.TASK_NOT_CANCELLED}"
+        kept = "" if tw.new.cancelled is not None else f" AND {c.TASK_NOT_CANCELLED}"
         if tw.create:
             return self.table.put_op(item, c.IS_NEW)
         if tw.expect_version is not None:
@@ -138,7 +138,7 @@ class DynamoCommitter:
                 else (c.TASK_JOB_IS, {"expect_job": tw.expect_job_id})
             )
             values = _values(**job, expect_task_version=tw.expect_version)
-            return self.table.put_op(item, f"{job_is} AND {k.TASK_VERSION_IS}{kept}", values=values)
+            return self.table.put_op(item, f"{job_is} AND {c.TASK_VERSION_IS}{kept}", values=values)
         if tw.expect_job_id is None:
             return self.table.put_op(item, c.TASK_HAS_NO_JOB + kept)
         return self.table.put_op(

@@ -6,6 +6,8 @@ from typing import Any
 
 from tenure.domain.errors import Conflict
 from tenure.domain.model import TaskGraph
+from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -40,7 +42,7 @@ class DynamoGraph:
             else {"ExclusiveStartKey": _dump(k.task_edge_key(task_id, kind, after))}
         )
         out = self.table.query(
-            KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
+            KeyConditionExpression=x.WITH_PREFIX,
             ExpressionAttributeValues=_values(pk=k.task_pk(task_id), prefix=prefix),
             Limit=limit,
             **start,
@@ -64,8 +66,8 @@ class DynamoGraph:
                 "Update": {
                     "TableName": self.table.name,
                     "Key": _dump(k.task_edge_key(task_id, kind, other)),
-                    "UpdateExpression": "SET counted_at = :at",
-                    "ConditionExpression": k.EDGE_NOT_COUNTED,
+                    "UpdateExpression": x.COUNT_EDGE,
+                    "ConditionExpression": c.EDGE_NOT_COUNTED,
                     "ExpressionAttributeValues": _values(at=at),
                 }
             },
@@ -73,7 +75,7 @@ class DynamoGraph:
                 "Update": {
                     "TableName": self.table.name,
                     "Key": _dump(k.task_graph_key(target)),
-                    "UpdateExpression": "ADD #counter :one",
+                    "UpdateExpression": x.ADD_ONE,
                     "ExpressionAttributeNames": {"#counter": counter},
                     "ExpressionAttributeValues": _values(one=1),
                 }
@@ -87,7 +89,7 @@ class DynamoGraph:
 
     def in_graph(self, task_id: str) -> bool:
         out = self.table.query(
-            KeyConditionExpression=f"{k.PK} = :pk AND {k.SK} BETWEEN :first AND :last",
+            KeyConditionExpression=x.BETWEEN_FIRST_AND_LAST,
             ExpressionAttributeValues=_values(
                 pk=k.task_pk(task_id), first=k.LINKED_FROM, last=k.LINKED_TO
             ),
@@ -98,21 +100,19 @@ class DynamoGraph:
 
     def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
         if name == "rollup_at":
-            expression = "SET rollup_at = :at, succeeded_at = if_not_exists(succeeded_at, :at)"
-            condition, values = k.ROLLUP_DUE, _values(at=at, zero=0)
+            expression = x.ROLL_UP
+            condition, values = c.ROLLUP_DUE, _values(at=at, zero=0)
         elif lease_id is not None:
-            expression = "SET succeeded_at = :at, succeeded_lease = :lease"
-            condition, values = k.SUCCESS_DUE, _values(at=at, lease=lease_id)
+            expression = x.SUCCEED_NAMING
+            condition, values = c.SUCCESS_DUE, _values(at=at, lease=lease_id)
         else:
-            expression, condition, values = "SET succeeded_at = :at", k.SUCCESS_DUE, _values(at=at)
+            expression, condition, values = x.SUCCEED, c.SUCCESS_DUE, _values(at=at)
         if self._update_graph(task_id, expression, condition, values):
             return True
         if lease_id is not None and name != "rollup_at":
             # Not due (it succeeded before, or children are outstanding): the lease is
             # still the task's newest success, unless a later one is named already.
-            self._update_graph(
-                task_id, "SET succeeded_lease = :lease", k.NEWER_SUCCESS, _values(lease=lease_id)
-            )
+            self._update_graph(task_id, x.NAME_SUCCESS, c.NEWER_SUCCESS, _values(lease=lease_id))
         return False
 
     def _update_graph(

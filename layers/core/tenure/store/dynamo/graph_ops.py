@@ -28,6 +28,7 @@ from tenure.app.ports import (
 from tenure.domain.model import implied_pair
 from tenure.domain.states import TERMINAL
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import values as _values
@@ -37,23 +38,23 @@ def _graph_key(task_id: str) -> dict[str, Any]:
     return _dump(k.task_graph_key(task_id))
 
 
-def _counted(counts: Counts) -> tuple[dict[str, str], str, dict[str, Any]]:
-    """Placeholders for the counters' names, the ADD clause's terms and their deltas."""
+def _counted(counts: Counts) -> tuple[dict[str, str], dict[str, Any]]:
+    """Placeholders for the counters' names and their deltas (expressions.add_counters)."""
     names = {f"#c{i}": name for i, (name, _) in enumerate(counts)}
     deltas: dict[str, Any] = {f"c{i}": d for i, (_, d) in enumerate(counts)}
-    return names, ", ".join(f"#c{i} :c{i}" for i in range(len(names))), deltas
+    return names, deltas
 
 
 def _add(table: str, g: AddCounts) -> dict[str, Any]:
-    names, terms, deltas = _counted(g.counts)
-    expression = "ADD " + terms
+    names, deltas = _counted(g.counts)
+    expression = x.add_counters(len(g.counts))
     copied = g.mark == "succeeded_at"
     if g.mark:
-        expression += " SET #mark = :at"
+        expression += x.AND_SET_MARK
         names["#mark"] = g.mark
         deltas["at"] = g.at
     if copied:  # a parent's own success, copied from its lease with its first child
-        expression += ", success_copied = :yes"
+        expression += x.AND_MARK_COPIED
         deltas["yes"] = True
     added: dict[str, Any] = {
         "TableName": table,
@@ -64,25 +65,25 @@ def _add(table: str, g: AddCounts) -> dict[str, Any]:
     }
     conditions = []
     if any(name == "children_total" and d > 0 for name, d in g.counts):
-        conditions.append(k.NOT_CANCEL_REACHED)
+        conditions.append(c.NOT_CANCEL_REACHED)
     if copied:
-        conditions.append(k.NOT_SUCCEEDED)
+        conditions.append(c.NOT_SUCCEEDED)
     if conditions:
         added["ConditionExpression"] = " AND ".join(f"({c})" for c in conditions)
     return {"Update": added}
 
 
 def _reach(table: str, g: Reach) -> dict[str, Any]:
-    names, terms, reach = _counted(g.counts)
-    expression = "SET cancel_reached_at = :at, cancel_root = :root"
-    condition = k.NOT_CANCEL_REACHED
+    names, reach = _counted(g.counts)
+    expression = x.REACH
+    condition = c.NOT_CANCEL_REACHED
     if g.walked:  # walked at once too: only while it still has no child
-        expression += ", #walked = :at"
+        expression += x.AND_WALKED
         names["#walked"] = g.walked
-        condition += f" AND {k.NO_CHILDREN}"
+        condition += f" AND {c.NO_CHILDREN}"
         reach["zero"] = 0
     if len(g.counts):
-        expression += " ADD " + terms
+        expression += " " + x.add_counters(len(g.counts))
     update: dict[str, Any] = {
         "TableName": table,
         "Key": _graph_key(g.task_id),
@@ -96,7 +97,7 @@ def _reach(table: str, g: Reach) -> dict[str, Any]:
 
 
 def _usage(table: str, g: AddUsage) -> dict[str, Any]:
-    names, terms, adds = _counted(g.counts)
+    names, adds = _counted(g.counts)
     values = _values(**adds)
     values[":keys"] = {"SS": [g.cost_key]}
     names["#keys"] = "usage_cost_keys"
@@ -104,7 +105,7 @@ def _usage(table: str, g: AddUsage) -> dict[str, Any]:
         "Update": {
             "TableName": table,
             "Key": _graph_key(g.task_id),
-            "UpdateExpression": "ADD " + terms + ", #keys :keys",
+            "UpdateExpression": x.add_counters(len(g.counts)) + x.AND_ADD_COST_KEY,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
@@ -130,7 +131,7 @@ def _unedge(table: str, g: Unedge) -> dict[str, Any]:
         "Delete": {
             "TableName": table,
             "Key": _dump(k.task_edge_key(g.task_id, g.kind, g.other)),
-            "ConditionExpression": k.EDGE_COUNTED if g.counted else k.EDGE_NOT_COUNTED,
+            "ConditionExpression": c.EDGE_COUNTED if g.counted else c.EDGE_NOT_COUNTED,
         }
     }
 
@@ -150,10 +151,8 @@ def _copy_success(table: str, g: CopySuccess) -> dict[str, Any]:
         "Update": {
             "TableName": table,
             "Key": _graph_key(g.task_id),
-            "UpdateExpression": (
-                "SET succeeded_at = :at, success_copied = :yes, succeeded_lease = :lease"
-            ),
-            "ConditionExpression": k.SUCCESS_DUE,
+            "UpdateExpression": x.COPY_SUCCESS,
+            "ConditionExpression": c.SUCCESS_DUE,
             "ExpressionAttributeValues": _values(at=g.at, yes=True, lease=g.lease_id),
         }
     }
@@ -164,8 +163,8 @@ def _link(table: str, g: Link) -> dict[str, Any]:
         "Update": {
             "TableName": table,
             "Key": _graph_key(g.task_id),
-            "UpdateExpression": "SET linked_at = if_not_exists(linked_at, :at)",
-            "ConditionExpression": k.NOT_SUCCEEDED,
+            "UpdateExpression": x.LINK,
+            "ConditionExpression": c.NOT_SUCCEEDED,
             "ExpressionAttributeValues": _values(at=g.at),
         }
     }
@@ -177,7 +176,7 @@ def _lease_open(table: str, g: RequireLeaseOpen) -> dict[str, Any]:
         "ConditionCheck": {
             "TableName": table,
             "Key": _dump(k.lease_key(g.lease_id)),
-            "ConditionExpression": k.LEASE_OPEN,
+            "ConditionExpression": c.LEASE_OPEN,
             "ExpressionAttributeNames": c.STATE_NAMES,
             "ExpressionAttributeValues": _values(**ended),
         }
@@ -211,12 +210,12 @@ def job_check(table: str, job_id: str, lease_id: str) -> dict[str, Any]:
 
 
 def _mark(table: str, g: Mark) -> dict[str, Any]:
-    condition = k.AUTO_ENQUEUE_DUE if g.name == "auto_enqueued_at" else k.NOT_MARKED
+    condition = c.AUTO_ENQUEUE_DUE if g.name == "auto_enqueued_at" else c.NOT_MARKED
     return {
         "Update": {
             "TableName": table,
             "Key": _graph_key(g.task_id),
-            "UpdateExpression": "SET #mark = :at",
+            "UpdateExpression": x.SET_MARK,
             "ConditionExpression": condition,
             "ExpressionAttributeNames": {"#mark": g.name},
             "ExpressionAttributeValues": _values(at=g.at),
@@ -229,8 +228,8 @@ def _advance(table: str, g: Advance) -> dict[str, Any]:
         "Update": {
             "TableName": table,
             "Key": _graph_key(g.task_id),
-            "UpdateExpression": "SET #mark = :to",
-            "ConditionExpression": k.ADVANCES,
+            "UpdateExpression": x.ADVANCE_MARK,
+            "ConditionExpression": c.ADVANCES,
             "ExpressionAttributeNames": {"#mark": g.name},
             "ExpressionAttributeValues": _values(to=g.to),
         }
@@ -242,7 +241,7 @@ def _has_children(table: str, g: MarkHasChildren) -> dict[str, Any]:
         "Update": {
             "TableName": table,
             "Key": _dump(k.task_key(g.task_id)),
-            "UpdateExpression": "SET has_children = :yes",
+            "UpdateExpression": x.SET_HAS_CHILDREN,
             "ConditionExpression": c.EXISTS,
             "ExpressionAttributeValues": _values(yes=True),
         }
@@ -263,9 +262,9 @@ def graph_op(table: str, g: GraphOp) -> dict[str, Any]:
         case Unedge():
             return _unedge(table, g)
         case RequireSucceeded(task_id):
-            return _graph_check(table, task_id, k.HAS_SUCCEEDED)
+            return _graph_check(table, task_id, c.HAS_SUCCEEDED)
         case RequireNotSucceeded(task_id):
-            return _graph_check(table, task_id, k.NOT_SUCCEEDED)
+            return _graph_check(table, task_id, c.NOT_SUCCEEDED)
         case CopySuccess():
             return _copy_success(table, g)
         case Link():
@@ -291,7 +290,7 @@ def hold_op(table: str, h: HoldOp) -> dict[str, Any]:
         "Update": {
             "TableName": table,
             "Key": _dump(k.SCHEDULER_KEY),
-            "UpdateExpression": f"{'ADD' if h.add else 'DELETE'} #set :ids",
+            "UpdateExpression": x.ADD_HOLD if h.add else x.DROP_HOLD,
             "ExpressionAttributeNames": {"#set": k.HOLD_SETS[h.set_name]},
             "ExpressionAttributeValues": {":ids": {"SS": [h.task_id]}},
         }

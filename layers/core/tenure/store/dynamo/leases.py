@@ -9,6 +9,7 @@ from tenure.domain.errors import Conflict
 from tenure.domain.model import Job, Lease
 from tenure.domain.states import LeaseState
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -89,7 +90,7 @@ class DynamoLeases:
             Conflict("lease moved on"),
             TableName=self.table.name,
             Key=_dump(k.lease_key(lease_id)),
-            UpdateExpression="SET " + ", ".join(f"{name} = :{name}" for name in fields),
+            UpdateExpression=x.set_each(fields),
             ConditionExpression=condition,
             ExpressionAttributeNames=c.STATE_NAMES,
             ExpressionAttributeValues=_values(

@@ -8,6 +8,7 @@ from tenure.app.ports import POOL_CAP, Settings
 from tenure.domain.errors import Conflict, NotFound
 from tenure.domain.model import Instance, Pool, PoolVersion
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -87,7 +88,7 @@ class DynamoPools:
                     Conflict("no marks yet"),
                     TableName=self.table.name,
                     Key=key,
-                    UpdateExpression="SET queue_marks.#p = :now",
+                    UpdateExpression=x.SET_QUEUE_MARK,
                     ConditionExpression=c.QUEUE_MARKS_EXIST,
                     ExpressionAttributeNames={"#p": mark},
                     ExpressionAttributeValues=_values(now=now),
@@ -99,7 +100,7 @@ class DynamoPools:
                     Conflict("marked meanwhile"),
                     TableName=self.table.name,
                     Key=key,
-                    UpdateExpression="SET queue_marks = :marks",
+                    UpdateExpression=x.FIRST_QUEUE_MARKS,
                     ConditionExpression=c.FIRST_QUEUE_MARK,
                     ExpressionAttributeValues=_values(marks={mark: now}),
                 )
@@ -110,7 +111,7 @@ class DynamoPools:
         return self.table.update_if(
             "marked since",
             Key=_dump(k.pool_key(pool)),
-            UpdateExpression="REMOVE queue_marks.#p",
+            UpdateExpression=x.DROP_QUEUE_MARK,
             ConditionExpression=c.QUEUE_MARK_OLDER,
             ExpressionAttributeNames={"#p": mark},
             ExpressionAttributeValues=_values(before=marked_before),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.codec import load as _load
 from tenure.store.codec import values as _values
@@ -21,9 +22,9 @@ class DynamoQueues:
     def queue_candidates(
         self, pool: str, limit: int, due_by: int | None = None, priority: int | None = None
     ) -> list[str]:
-        condition, values = f"{k.QUEUE_PK} = :q", {"q": k.queue_pk(pool, priority)}
+        condition = x.queue_condition(due_by=due_by is not None)
+        values = {"q": k.queue_pk(pool, priority)}
         if due_by is not None:
-            condition += f" AND {k.QUEUE_SK} <= :due"
             values["due"] = k.queue_due_bound(due_by)
         out = self.table.query(
             IndexName=k.QUEUE_INDEX,
@@ -59,7 +60,7 @@ class DynamoQueues:
         """Count a pool's held leases, reading no more than `at_most` index entries."""
         out = self.table.query(
             IndexName=k.DUE_INDEX,
-            KeyConditionExpression=f"{k.DUE_PK} = :p",
+            KeyConditionExpression=x.DUE_IN,
             ExpressionAttributeValues=_values(p=k.due_pk(pool)),
             Select="COUNT",
             Limit=at_most,
@@ -73,7 +74,7 @@ class DynamoQueues:
     def _due(self, pk: str, now: int | None, limit: int | None) -> list[str]:
         """The lease ids under `pk` in the due index, due by `now` (all of them when None):
         one page of `limit`, or every page when no limit is given."""
-        condition = f"{k.DUE_PK} = :p" + (f" AND {k.DUE_AT} <= :now" if now is not None else "")
+        condition = x.DUE_BY if now is not None else x.DUE_IN
         values = _values(p=pk, **({"now": now} if now is not None else {}))
         request: dict[str, Any] = {
             "IndexName": k.DUE_INDEX,
@@ -90,10 +91,9 @@ class DynamoQueues:
 
 
 def _queue_request(pool: str, created_before: int | None, priority: int | None) -> dict[str, Any]:
-    condition = f"{k.QUEUE_PK} = :q"
+    condition = x.queue_condition(created_before=created_before is not None)
     values: dict[str, Any] = {"q": k.queue_pk(pool, priority)}
     if created_before is not None:
-        condition += f" AND {k.QUEUE_SK} < :before"
         values["before"] = f"{created_before:013d}"
     return {
         "IndexName": k.QUEUE_INDEX,

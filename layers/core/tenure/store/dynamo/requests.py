@@ -7,6 +7,7 @@ import dataclasses
 from tenure.app.ports import Filed
 from tenure.domain.errors import Conflict
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import values as _values
@@ -49,7 +50,7 @@ class DynamoRequests:
             Conflict("the request's record is gone"),
             TableName=self.table.name,
             Key=_dump(k.request_key(key)),
-            UpdateExpression="SET #s = :status, answer = :answer",
+            UpdateExpression=x.FINISH_REQUEST,
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=_values(status=status, answer=answer),
         )

@@ -9,6 +9,7 @@ from tenure.domain.errors import AlreadyExists, Conflict, NotFound
 from tenure.domain.rules.addresses import Address
 from tenure.domain.rules.rule import Rule
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
@@ -67,7 +68,7 @@ class DynamoRules:
 
     def list_rules(self, space: str, limit: int) -> list[Rule]:
         out = self.table.query(
-            KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
+            KeyConditionExpression=x.WITH_PREFIX,
             ExpressionAttributeValues=_values(
                 pk=k.rule_name_key(space, "")[k.PK], prefix=k.RULE_NAME_PREFIX
             ),
@@ -80,7 +81,7 @@ class DynamoRules:
         ops: list[dict[str, Any]] = [
             self.table.put_op(
                 {**k.rule_key(new.id), **rule_item(new)},
-                k.RULE_VERSION_IS,
+                c.RULE_VERSION_IS,
                 values=_values(expect_version=old.version),
             )
         ]
@@ -113,7 +114,7 @@ class DynamoRules:
                 "Delete": {
                     "TableName": self.table.name,
                     "Key": _dump(k.rule_key(rule.id)),
-                    "ConditionExpression": k.RULE_VERSION_IS,
+                    "ConditionExpression": c.RULE_VERSION_IS,
                     "ExpressionAttributeValues": _values(expect_version=rule.version),
                 }
             },
@@ -148,7 +149,7 @@ class DynamoRules:
 
     def scheduled_rules(self, limit: int) -> list[Rule]:
         out = self.table.query(
-            KeyConditionExpression=f"{k.PK} = :pk",
+            KeyConditionExpression=x.IN_PARTITION,
             ExpressionAttributeValues=_values(pk=k.SCHEDULED_RULES_PK),
             Limit=limit,
         )
@@ -209,7 +210,7 @@ class DynamoRules:
 
     def list_addresses(self, space: str, limit: int) -> list[Address]:
         out = self.table.query(
-            KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
+            KeyConditionExpression=x.WITH_PREFIX,
             ExpressionAttributeValues=_values(
                 pk=k.space_address_key(space, "")[k.PK], prefix=k.ADDRESS_PREFIX
             ),
@@ -227,8 +228,8 @@ class DynamoRules:
                         "Delete": {
                             "TableName": self.table.name,
                             "Key": _dump(k.address_key(address)),
-                            "ConditionExpression": k.ADDRESS_IS_OURS,
-                            "ExpressionAttributeNames": k.SPACE_NAMES,
+                            "ConditionExpression": c.ADDRESS_IS_OURS,
+                            "ExpressionAttributeNames": c.SPACE_NAMES,
                             "ExpressionAttributeValues": _values(space=space),
                         }
                     },
@@ -245,16 +246,16 @@ class DynamoRules:
         if self.table.update_if(
             "the hour's cap is reached",
             Key=key,
-            UpdateExpression=f"ADD firings :one SET {k.TTL_ATTRIBUTE} = :expires",
-            ConditionExpression=k.BELOW_HOURLY_CAP,
+            UpdateExpression=x.COUNT_FIRING,
+            ConditionExpression=c.BELOW_HOURLY_CAP,
             ExpressionAttributeValues=_values(one=1, cap=cap, expires=expires_at),
         ):
             return "counted"
         first = self.table.update_if(
             "the hour's refusal is already recorded",
             Key=key,
-            UpdateExpression="SET limited_at = :hour",
-            ConditionExpression=k.NOT_YET_LIMITED,
+            UpdateExpression=x.NOTE_LIMITED,
+            ConditionExpression=c.NOT_YET_LIMITED,
             ExpressionAttributeValues=_values(hour=hour),
         )
         return "limited_first" if first else "limited"
@@ -265,15 +266,15 @@ class DynamoRules:
         if lease_id is not None:
             sets.append("last_lease_id = :lease")
             values["lease"] = lease_id
-        condition = k.RULE_EXISTS
+        condition = c.RULE_EXISTS
         if through is not None:
             sets.append("fired_through = :through")
             values["through"] = through
-            condition = k.RULE_FIRED_BEFORE
+            condition = c.RULE_FIRED_BEFORE
         return self.table.update_if(
             "the rule is gone or a later occasion is noted",
             Key=_dump(k.rule_key(rule_id)),
-            UpdateExpression="SET " + ", ".join(sets),
+            UpdateExpression=x.set_all(sets),
             ConditionExpression=condition,
             ExpressionAttributeValues=_values(**values),
         )
@@ -296,7 +297,7 @@ class DynamoRules:
             "Delete": {
                 "TableName": self.table.name,
                 "Key": _dump(k.rule_name_key(rule.space, rule.name)),
-                "ConditionExpression": k.NAME_IS_RULE,
+                "ConditionExpression": c.NAME_IS_RULE,
                 "ExpressionAttributeValues": _values(rule_id=rule.id),
             }
         }

@@ -9,6 +9,7 @@ from tenure.domain.errors import AlreadyExists, Conflict, NotFound
 from tenure.domain.model import Space, Workflow
 from tenure.store import conditions as c
 from tenure.store import cursors, items
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
@@ -56,7 +57,7 @@ class DynamoSpaces:
             keys = sorted(key for key in set(only) if k.listed_space_position(key) > position)
         else:
             request: dict[str, Any] = {
-                "KeyConditionExpression": f"{k.PK} = :pk",
+                "KeyConditionExpression": x.IN_PARTITION,
                 "ExpressionAttributeValues": _values(pk=k.SPACES_PK),
                 # One more than the page: a next page is promised only when it holds a space.
                 "Limit": limit + 1,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tenure.app.ports import SchedulerState, SweeperState
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import values as _values
@@ -63,6 +64,6 @@ class DynamoSweeper:
             self.table.client.update_item,
             TableName=self.table.name,
             Key=_dump(k.SCHEDULER_KEY),
-            UpdateExpression="SET paused = :paused, paused_by = :by, paused_at = :at",
+            UpdateExpression=x.PAUSE,
             ExpressionAttributeValues=_values(paused=paused, by=by, at=at),
         )

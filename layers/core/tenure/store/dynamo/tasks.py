@@ -6,6 +6,7 @@ from tenure.app.ports import TaskEntry, TaskPage
 from tenure.domain.errors import Conflict, NotFound
 from tenure.domain.model import Task
 from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -58,7 +59,7 @@ class DynamoTasks:
             NotFound(f"space {space!r} does not exist"),
             TableName=self.table.name,
             Key=_dump(k.space_key(space)),
-            UpdateExpression="ADD task_seq :count",
+            UpdateExpression=x.RESERVE_TASK_NUMBERS,
             ConditionExpression=c.EXISTS,
             ExpressionAttributeValues=_values(count=count),
             ReturnValues="UPDATED_NEW",

@@ -9,6 +9,7 @@ from tenure.domain.errors import AlreadyExists, Conflict
 from tenure.domain.model import Event, Token
 from tenure.store import conditions as c
 from tenure.store import cursors, items
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
@@ -57,7 +58,7 @@ class DynamoTokens:
 
     def list_tokens(self, kind: str | None, limit: int, cursor: str | None) -> TokenPage:
         request: dict[str, Any] = {
-            "KeyConditionExpression": f"{k.PK} = :pk",
+            "KeyConditionExpression": x.IN_PARTITION,
             "ExpressionAttributeValues": _values(pk=k.TOKENS_PK),
             "Limit": limit,
         }
@@ -82,7 +83,7 @@ class DynamoTokens:
         update = {
             "TableName": self.table.name,
             "Key": _dump(k.token_key(token_hash)),
-            "UpdateExpression": "SET revoked_at = :at",
+            "UpdateExpression": x.REVOKE,
             "ConditionExpression": c.TOKEN_NOT_REVOKED,
             "ExpressionAttributeValues": _values(at=at),
         }
@@ -100,7 +101,7 @@ class DynamoTokens:
         self.table.update_if(
             "the token's use was noted already",
             Key=_dump(k.token_key(token_hash)),
-            UpdateExpression="SET last_used_at = :at",
+            UpdateExpression=x.NOTE_USE,
             ConditionExpression=c.TOKEN_USE_IS_OLD,
             ExpressionAttributeValues=_values(at=at, before=before),
         )
