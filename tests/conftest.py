@@ -22,7 +22,7 @@ from tenure import wiring
 from tenure.app.tenure import Tenure, compose
 from tenure.config import local_settings
 from tenure.domain.model import Principal
-from tenure.store.dynamo import DynamoStore
+from tenure.store.dynamo import OneTable
 from tenure_cli.local.engines import (
     DynamoDBLocal,
     EngineUnavailable,
@@ -82,7 +82,7 @@ def ddb_local() -> Iterator[DynamoDBLocal]:
 class Rig:
     """A fresh table on DynamoDB Local with a service on a hand-moved clock."""
 
-    store: DynamoStore
+    store: OneTable
     clock: wiring.ManualClock
     svc: Tenure
     pump: StreamPump

@@ -18,7 +18,7 @@ from tenure.app.tenure import Tenure
 from tenure.config import export
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
-from tenure.store.rules_store import DynamoRuleStore
+from tenure.store.dynamo import OneTable
 from tenure.triggers.inbound import handler
 from tenure_cli.local.email_send import send
 from tenure_cli.local.engines import use_local_credentials
@@ -45,7 +45,7 @@ def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wired]:
     with mock_aws():
         export("TENURE_DYNAMODB_ENDPOINT", "")
         export("TENURE_ATTACHMENTS_BUCKET", "attachments")
-        store = DynamoRuleStore(boto3.client("dynamodb", region_name="us-east-1"), "delivery")
+        store = OneTable(boto3.client("dynamodb", region_name="us-east-1"), "delivery")
         store.create_table()
         s3 = boto3.client("s3", region_name="us-east-1")
         for bucket in ("inbound", "attachments"):

@@ -19,7 +19,7 @@ from tenure.app.tenure import Tenure
 from tenure.config import export
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
-from tenure.store.rules_store import DynamoRuleStore
+from tenure.store.dynamo import OneTable
 from tenure.triggers.inbound import handler
 from tenure_cli.local.engines import use_local_credentials
 
@@ -47,7 +47,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
     with mock_aws():
         export("TENURE_DYNAMODB_ENDPOINT", "")
         export("TENURE_ATTACHMENTS_BUCKET", ATTACHMENTS)
-        store = DynamoRuleStore(boto3.client("dynamodb", region_name="us-east-1"), "inbound")
+        store = OneTable(boto3.client("dynamodb", region_name="us-east-1"), "inbound")
         store.create_table()
         s3 = boto3.client("s3", region_name="us-east-1")
         for bucket in (BUCKET, ATTACHMENTS):

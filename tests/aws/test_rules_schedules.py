@@ -18,7 +18,7 @@ from tenure.app.tenure import Tenure
 from tenure.config import export
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
-from tenure.store.rules_store import DynamoRuleStore
+from tenure.store.dynamo import OneTable
 from tenure.store.schedules import EventBridgeSchedules
 from tenure.triggers import schedule as scheduler
 from tenure_cli.local.engines import use_local_credentials
@@ -33,7 +33,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "samplesources" / "events"
 @dataclass
 class Aws:
     svc: Tenure
-    store: DynamoRuleStore
+    store: OneTable
     schedules: EventBridgeSchedules
 
 
@@ -42,7 +42,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
     use_local_credentials()
     with mock_aws():
         export("TENURE_DYNAMODB_ENDPOINT", "")
-        store = DynamoRuleStore(boto3.client("dynamodb", region_name="us-east-1"), "rules")
+        store = OneTable(boto3.client("dynamodb", region_name="us-east-1"), "rules")
         store.create_table()
         client = boto3.client("scheduler", region_name="us-east-1")
         client.create_schedule_group(Name="tenure-rules")

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 from tenure.app.tenure import compose
-from tenure.store.dynamo import DynamoStore
+from tenure.store.dynamo import OneTable
 from tenure.wiring import ManualClock, RandomIds, SystemClock
 from tenure_cli.local.engines import use_local_credentials
 from tenure_cli.local.streams import StreamPump
@@ -36,7 +36,7 @@ def make_rig(monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeRig]:
         def make() -> ContractRig:
             table = f"t{uuid.uuid4().hex[:12]}"
             ddb = boto3.client("dynamodb", region_name=REGION)
-            store = DynamoStore(ddb, table)
+            store = OneTable(ddb, table)
             store.create_table()
             clock = ManualClock(SystemClock().now_ms())
             pump = StreamPump(None, table, store, region=REGION)  # type: ignore[arg-type]

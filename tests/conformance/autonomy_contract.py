@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure.app.ports import Change, GraphOp
+from tenure.app.ports import AddUsage, Change
 from tenure.app.tasks.filing import TaskLinks
 from tenure.domain.model import Task
 from tenure.domain.states import EndReason, LeaseState, TaskStatus
@@ -65,7 +65,7 @@ class AutonomyContract:
         for key, tokens, micros in (("USD|actual|x", 5, 10), ("EUR|actual|x", 7, 20)):
             counts = (("usage_leases", 1), ("usage_input_tokens", tokens))
             counts += (("usage_cost_micros", micros),)
-            r.store.commit(Change(graph=[GraphOp("usage", task.id, name=key, counts=counts)]))
+            r.store.commit(Change(graph=[AddUsage(task.id, cost_key=key, counts=counts)]))
         graph = r.store.get_graph(task.id)
         assert (graph.usage_leases, graph.usage_input_tokens, graph.usage_cost_micros) == (
             2,

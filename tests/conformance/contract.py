@@ -354,7 +354,7 @@ class StoreContract:
     ) -> None:
         r = make_rig()
         world(r)  # three pools
-        for module in ("tenure.store.dynamo", "tests.unit.fake_store"):
+        for module in ("tenure.store.dynamo.pools", "tests.unit.fake_store"):
             monkeypatch.setattr(f"{module}.POOL_CAP", 2)
         assert len(r.store.list_pools()) == 2  # three pools exist: the read stops at two
 

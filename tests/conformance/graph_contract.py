@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure.app.ports import Change, GraphOp
+from tenure.app.ports import Change, RequireNotSucceeded, RequireSucceeded, Unedge
 from tenure.app.tasks.filing import TaskLinks
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Task
@@ -84,7 +84,7 @@ class GraphContract:
         waiting = _file(r, depends_on=(blocker.id,))
         now = r.clock.now_ms()
         with pytest.raises(Conflict):
-            r.store.commit(Change(graph=[GraphOp("met", blocker.id)]))
+            r.store.commit(Change(graph=[RequireSucceeded(blocker.id)]))
         assert r.store.count_edge(blocker.id, "dependent", waiting.id, "blockers_done", now)
         assert not r.store.count_edge(blocker.id, "dependent", waiting.id, "blockers_done", now)
         assert not r.store.count_edge(blocker.id, "dependent", "task_nope", "blockers_done", now)
@@ -92,7 +92,7 @@ class GraphContract:
         assert r.store.settle_graph(blocker.id, "succeeded_at", now)
         assert not r.store.settle_graph(blocker.id, "succeeded_at", now)
         with pytest.raises(Conflict):
-            r.store.commit(Change(graph=[GraphOp("unmet", blocker.id)]))
+            r.store.commit(Change(graph=[RequireNotSucceeded(blocker.id)]))
 
     def test_a_parent_with_children_outstanding_does_not_succeed_on_its_own(
         self, r: ContractRig
@@ -158,7 +158,7 @@ class GraphContract:
         assert r.store.edges_counted(done.id, "dependent", [task.id]) == {}
         assert r.store.edges_counted(fresh.id, "dependent", [task.id]) == {task.id: False}
         # Deleted as read: a second delete of the same edge loses its condition.
-        drop = GraphOp("unedge", fresh.id, name="dependent", other=task.id)
+        drop = Unedge(fresh.id, kind="dependent", other=task.id)
         r.store.commit(Change(graph=[drop]))
         with pytest.raises(Conflict):
             r.store.commit(Change(graph=[drop]))

@@ -21,7 +21,7 @@ from tenure.app.tenure import Tenure, compose
 from tenure.domain.fencing import claim_ref, hash_token
 from tenure.domain.model import Lease
 from tenure.domain.states import LeaseState
-from tenure.store.dynamo import DynamoStore
+from tenure.store.dynamo import OneTable
 from tenure.wiring import RandomIds, SystemClock
 
 from tests.conformance.contract import ALPHA, SPACE, make_world
@@ -39,7 +39,7 @@ class CrashingStore:
     """The real store, which dies right after the `n`th write of the kind named (the write
     itself lands), as a Lambda killed between two of a claim's writes would."""
 
-    def __init__(self, inner: DynamoStore, kind: str, n: int = 1) -> None:
+    def __init__(self, inner: OneTable, kind: str, n: int = 1) -> None:
         self.inner = inner
         self.kind = kind
         self.left = n
@@ -166,7 +166,7 @@ class SiblingFirst:
     """The real store, before whose first queue read a sibling call with the same claim_id
     runs to the end: this call read no record, and then finds the queue empty."""
 
-    def __init__(self, inner: DynamoStore, sibling: Callable[[], Claimed | None]) -> None:
+    def __init__(self, inner: OneTable, sibling: Callable[[], Claimed | None]) -> None:
         self.inner = inner
         self.sibling = sibling
         self.won: list[Claimed | None] = []

@@ -62,7 +62,7 @@ def test_an_enqueue_whose_transaction_loses_leaves_its_job_unreachable(
     make_world(rig.svc)
     task, _ = rig.svc.filing.create_task(ADMIN, SPACE, "once", None, None, {}, None, None)
     jobs: list[str] = []
-    real_put = rig.store._put_single
+    real_put = rig.store.rows.put_one
 
     def noting(put: dict[str, Any]) -> None:
         real_put(put)
@@ -72,7 +72,7 @@ def test_an_enqueue_whose_transaction_loses_leaves_its_job_unreachable(
     def lost(ops: list[dict[str, Any]]) -> None:
         raise Conflict("a conditional write lost")
 
-    monkeypatch.setattr(rig.store, "_put_single", noting)
+    monkeypatch.setattr(rig.store.rows, "put_one", noting)
     monkeypatch.setattr(rig.store.rows, "transact", lost)
     with pytest.raises(InvalidTransition):  # how an enqueue answers a lost transaction
         rig.svc.filing.enqueue(ADMIN, task.id, ALPHA)

@@ -22,7 +22,7 @@ from tenure.domain.errors import Conflict, StaleLease, TenureError
 from tenure.domain.fencing import DEADLINE_SLACK, hash_token
 from tenure.domain.model import Lease
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState
-from tenure.store.dynamo import DynamoStore
+from tenure.store.dynamo import OneTable
 from tenure.wiring import RandomIds, SystemClock
 
 from tests.conformance.contract import ALPHA, SPACE, TOLERATION_MS, make_world
@@ -34,7 +34,7 @@ THREADS = 8
 class CountingStore:
     """The real store, counting the conditional writes that won and lost (thread-safe)."""
 
-    def __init__(self, inner: DynamoStore) -> None:
+    def __init__(self, inner: OneTable) -> None:
         self.inner = inner
         self.won = 0
         self.lost = 0
@@ -217,7 +217,7 @@ class Interleaved:
     just after it has read)."""
 
     def __init__(
-        self, inner: DynamoStore, at: int, hook: Callable[[], Any], after: bool = False
+        self, inner: OneTable, at: int, hook: Callable[[], Any], after: bool = False
     ) -> None:
         self.inner = inner
         self.calls = 0

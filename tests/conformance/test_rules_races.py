@@ -17,7 +17,7 @@ from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import AlreadyExists, Conflict
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
-from tenure.store.rules_store import DynamoRuleStore
+from tenure.store.dynamo import OneTable
 from tenure.triggers.inbound.service import InboundEmail
 from tenure.wiring import RandomIds, SystemClock
 from tenure_cli.local.email_send import notification
@@ -53,10 +53,10 @@ def _world(rig: Rig) -> Tenure:
 def _race(rig: Rig, call: Callable[[Tenure], T]) -> list[T | Exception]:
     """`call` by THREADS threads at once, each on its own service (as concurrent Lambdas)."""
     barrier = threading.Barrier(THREADS)
-    assert isinstance(rig.store, DynamoRuleStore)
+    assert isinstance(rig.store, OneTable)
 
     def one(_: int) -> T | Exception:
-        store = DynamoRuleStore(rig.store.client, rig.store.table)
+        store = OneTable(rig.store.client, rig.store.table)
         svc = compose(store, SystemClock(), RandomIds())
         barrier.wait()
         try:
@@ -151,7 +151,7 @@ def test_one_name_raced_by_8_creates_makes_one_rule(rig: Rig) -> None:
 def test_rule_rows_follow_renames_disables_and_deletes(rig: Rig) -> None:
     svc = _world(rig)
     store = rig.store
-    assert isinstance(store, DynamoRuleStore)
+    assert isinstance(store, OneTable)
     inbox = {"topic": "email.received", "match": {"to": "Help@Example.com"}}
     svc.addresses.add_address(ADMIN, "OPS", "help@example.com")
     rule = svc.rules.create_rule(ADMIN, "OPS", "help", "ops", {"kind": "space"}, inbox)
@@ -195,7 +195,7 @@ def test_two_spaces_racing_for_one_address_leave_it_to_exactly_one(rig: Rig) -> 
     assert all(isinstance(a, str | AlreadyExists) for a in answers), answers
     (owner,) = winners
     store = rig.store
-    assert isinstance(store, DynamoRuleStore)
+    assert isinstance(store, OneTable)
     assert store.address_owners(["shared@in.example", "none@in.example"]) == {
         "shared@in.example": owner
     }
@@ -207,7 +207,7 @@ def test_two_spaces_racing_for_one_address_leave_it_to_exactly_one(rig: Rig) -> 
 
 def test_an_hours_firing_counter_lets_exactly_its_cap_through_8_threads(rig: Rig) -> None:
     store = rig.store
-    assert isinstance(store, DynamoRuleStore)
+    assert isinstance(store, OneTable)
     answers = _race(rig, lambda svc: svc.rules.rule_store.count_firing("rule_x", "h", 3, 0))
     assert sorted(map(str, answers)) == ["counted"] * 3 + ["limited"] * 4 + ["limited_first"]
     assert store.count_firing("rule_x", "h2", 3, 0) == "counted"

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.model import Lease
-from tenure.store.rules_store import DynamoRuleStore
+from tenure.store.dynamo import OneTable
 from tenure.wiring import ManualClock, RandomIds
 
 from tests.conformance.test_rules_races import THREADS, _leases, _race, _world
@@ -38,7 +38,7 @@ def test_one_occasion_raced_by_8_invocations_mints_once_and_is_noted(rig: Rig) -
     ids = {a.id for a in answers if isinstance(a, Lease)}
     assert len(ids) == 1, answers
     assert [x.id for x in _leases(svc)] == list(ids)
-    assert isinstance(rig.store, DynamoRuleStore)
+    assert isinstance(rig.store, OneTable)
     noted = rig.store.get_rule(rule.id)
     assert noted is not None and noted.last_lease_id in ids
     assert noted.fired_through == int(at.timestamp() * 1000)
@@ -78,11 +78,11 @@ def test_a_resumed_service_raced_by_8_invocations_catches_each_occasion_up_once(
 def _race_at(rig: Rig, clock: ManualClock, call: Callable[[Tenure], T]) -> list[T | Exception]:
     """`call` by THREADS threads at once, each on its own service reading `clock`."""
     barrier = threading.Barrier(THREADS)
-    assert isinstance(rig.store, DynamoRuleStore)
+    assert isinstance(rig.store, OneTable)
     store = rig.store
 
     def one(_: int) -> T | Exception:
-        svc = compose(DynamoRuleStore(store.client, store.table), clock, RandomIds())
+        svc = compose(OneTable(store.client, store.table), clock, RandomIds())
         barrier.wait()
         try:
             return call(svc)

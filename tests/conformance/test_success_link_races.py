@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from tenure.app.ports import Change
+from tenure.app.ports import Change, Edge, Link
 from tenure.app.tasks.filing import TaskLinks
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.model import Lease, Task
@@ -123,7 +123,9 @@ class StaleFiling:
         return getattr(self._store, name)
 
     def commit(self, change: Change) -> None:
-        checks = [g for g in change.graph if g.op in ("edge", "link") and g.task_id == self.task_id]
+        checks = [
+            g for g in change.graph if isinstance(g, Edge | Link) and g.task_id == self.task_id
+        ]
         if checks and self.meanwhile is not None:
             meanwhile, self.meanwhile = self.meanwhile, None
             meanwhile()

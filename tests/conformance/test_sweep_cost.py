@@ -24,7 +24,8 @@ from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.model import Lease
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.store import keys
-from tenure.store.dynamo import DynamoStore, _lease_row
+from tenure.store.dynamo import OneTable
+from tenure.store.dynamo.commit import lease_row as _lease_row
 
 from tests.conformance.contract import ALPHA, SPACE, TOLERATION_MS, make_world
 from tests.conftest import ADMIN, WORKER, Rig, lease_principal
@@ -113,7 +114,7 @@ def live_lease(i: int, now: int) -> Lease:
     )
 
 
-def batch_put(store: DynamoStore, leases: list[Lease]) -> None:
+def batch_put(store: OneTable, leases: list[Lease]) -> None:
     """Write lease rows exactly as the store lays them out, 25 to a BatchWriteItem."""
 
     def put(chunk: list[Lease]) -> None:

@@ -22,7 +22,7 @@ from tenure.domain.errors import Unavailable
 from tenure.domain.model import Lease
 from tenure.domain.outbound import ends_orphan, task_ending_of_lease
 from tenure.domain.states import LeaseState
-from tenure.store import keys
+from tenure.store import conditions, keys
 
 from tests.conformance.contract import ALPHA, SPACE, make_world
 from tests.conformance.test_races import THREADS, real_time_service, run_threads
@@ -37,7 +37,7 @@ def _watch(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[i
     """The kinds of the single puts made, in order, and the sizes of the transactions."""
     puts: list[str] = []
     transactions: list[int] = []
-    real_put, real_transact = rig.store._put_single, rig.store.rows.transact
+    real_put, real_transact = rig.store.rows.put_one, rig.store.rows.transact
 
     def put(item: dict[str, Any]) -> None:
         real_put(item)
@@ -47,7 +47,7 @@ def _watch(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[i
         real_transact(ops)
         transactions.append(len(ops))
 
-    monkeypatch.setattr(rig.store, "_put_single", put)
+    monkeypatch.setattr(rig.store.rows, "put_one", put)
     monkeypatch.setattr(rig.store.rows, "transact", transact)
     return puts, transactions
 
@@ -85,7 +85,7 @@ def test_a_claim_between_the_two_writes_hands_out_nothing_until_the_task_is_ther
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_world(rig.svc)
-    real_put = rig.store._put_single
+    real_put = rig.store.rows.put_one
     between: list[Claimed | None] = []
 
     def put(item: dict[str, Any]) -> None:
@@ -95,7 +95,7 @@ def test_a_claim_between_the_two_writes_hands_out_nothing_until_the_task_is_ther
             between.append(_claim(rig, "w-early"))
         real_put(item)
 
-    monkeypatch.setattr(rig.store, "_put_single", put)
+    monkeypatch.setattr(rig.store.rows, "put_one", put)
     task_id, lease = _file(rig)
     monkeypatch.undo()
     assert between == [None, None]
@@ -112,14 +112,14 @@ def test_a_filing_that_dies_between_the_writes_leaves_a_lease_ended_once(
     # Filed on the rig's clock set back: the racers below claim on real clocks, to which
     # this lease is old enough to be taken for dead.
     rig.clock.now -= 2 * ORPHAN_AFTER_MS
-    real_put = rig.store._put_single
+    real_put = rig.store.rows.put_one
 
     def dies(item: dict[str, Any]) -> None:
         if _kind(item) == "task":
             raise RuntimeError("the filing's process died here")
         real_put(item)
 
-    monkeypatch.setattr(rig.store, "_put_single", dies)
+    monkeypatch.setattr(rig.store.rows, "put_one", dies)
     with pytest.raises(RuntimeError):
         _file(rig)
     monkeypatch.undo()
@@ -162,7 +162,7 @@ def test_a_filing_whose_task_comes_after_its_lease_was_ended_fails_and_files_not
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_world(rig.svc)
-    real_put = rig.store._put_single
+    real_put = rig.store.rows.put_one
     met: list[Claimed | None] = []
 
     def stalls(item: dict[str, Any]) -> None:
@@ -171,7 +171,7 @@ def test_a_filing_whose_task_comes_after_its_lease_was_ended_fails_and_files_not
             met.append(_claim(rig))
         real_put(item)
 
-    monkeypatch.setattr(rig.store, "_put_single", stalls)
+    monkeypatch.setattr(rig.store.rows, "put_one", stalls)
     with pytest.raises(Unavailable):
         _file(rig)
     monkeypatch.undo()
@@ -207,7 +207,7 @@ def test_a_queue_timeout_ends_a_dead_filings_lease_as_an_orphan_and_a_filed_ones
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_world(rig.svc)
-    real_put = rig.store._put_single
+    real_put = rig.store.rows.put_one
 
     def dies(item: dict[str, Any]) -> None:
         if _kind(item) == "task":
@@ -215,7 +215,7 @@ def test_a_queue_timeout_ends_a_dead_filings_lease_as_an_orphan_and_a_filed_ones
         real_put(item)
 
     timed = RunControls(expires_in_seconds=1)
-    monkeypatch.setattr(rig.store, "_put_single", dies)
+    monkeypatch.setattr(rig.store.rows, "put_one", dies)
     with pytest.raises(RuntimeError):
         rig.svc.filing.create_task(ADMIN, SPACE, "t", None, None, {}, ALPHA, None, controls=timed)
     monkeypatch.undo()
@@ -233,7 +233,7 @@ def test_a_queue_timeout_ends_a_dead_filings_lease_as_an_orphan_and_a_filed_ones
     assert orphan is not None and orphan.state is LeaseState.CANCELLED and ends_orphan(orphan)
     assert orphan.task_id is not None and rig.store.get_task(orphan.task_id) is None
     row = rig.store.rows.get(keys.task_key(orphan.task_id), consistent=True)
-    assert row is not None and row["entity"] == keys.VOID_TASK  # no task can come for it now
+    assert row is not None and row["entity"] == conditions.VOID_TASK  # no task can come for it now
     ended = rig.store.get_lease(filed.id)
     assert ended is not None and ended.tp and not ends_orphan(ended)
     assert task_ending_of_lease(filed, ended) == "task.cancelled"

@@ -15,7 +15,7 @@ from typing import Any
 from tenure.app.leases.claims.waits import MAX_WAITING_CLAIMS
 from tenure.app.tenure import compose
 from tenure.domain.model import Principal
-from tenure.store.dynamo import DynamoStore
+from tenure.store.dynamo import OneTable
 from tenure.wiring import RandomIds, SystemClock
 
 from tests.conformance.contract import ALPHA, make_world
@@ -31,7 +31,7 @@ WAIT_SECONDS = 6.0
 class HeldSlots:
     """The real store, keeping count of the slots held at once (thread-safe)."""
 
-    def __init__(self, inner: DynamoStore) -> None:
+    def __init__(self, inner: OneTable) -> None:
         self.inner = inner
         self.held = 0
         self.most = 0

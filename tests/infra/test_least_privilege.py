@@ -266,13 +266,13 @@ def _touch(attributes: tuple[str, ...], returns: str = "NONE") -> Call:
 def test_the_authorizer_may_write_a_token_s_last_use_and_nothing_else(
     simulator: Path, stack: Stack
 ) -> None:
-    from tenure.store import keys
+    from tenure.store import conditions, keys
 
     # The attributes the token-use write names: its key, and those of its expressions.
     request = {
         "Key": keys.token_key("h"),
         "UpdateExpression": "SET last_used_at = :at",
-        "ConditionExpression": keys.TOKEN_USE_IS_OLD,
+        "ConditionExpression": conditions.TOKEN_USE_IS_OLD,
     }
     named = aws_calls.attribute_names(request)
     assert named == ("PK", "SK", "last_used_at")

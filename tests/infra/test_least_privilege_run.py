@@ -46,7 +46,7 @@ DRIVEN_BY_THE_STACK = {
 TABLE = "arn:aws:dynamodb:us-east-1:123456789012:table/tenure-LeaseTable"
 SHARED_COMMIT = (
     "the store's one commit path puts a ConditionCheck in a transaction whenever a change "
-    "checks a job's lease or a graph row (store/dynamo.py); this function's code commits "
+    "checks a job's lease or a graph row (store/dynamo/commit.py); this function's code commits "
     "changes, and none the run drove carried such a check"
 )
 UNTESTED_READ = (

@@ -1,4 +1,4 @@
-"""The RuleStore part of the in-memory fake, with DynamoRuleStore's semantics."""
+"""The RuleStore part of the in-memory fake, with the DynamoDB adapter's semantics."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""An in-memory Store with DynamoStore's semantics (conditions, indexes, cursors), for unit tests.
+"""An in-memory Store with the DynamoDB adapter's semantics (conditions, indexes, cursors), for
+unit tests.
 
 It keeps entities instead of DynamoDB items, but follows the real adapter wherever the service
 could tell the difference: every conditional write fails with `Conflict` exactly when the real
@@ -14,7 +15,7 @@ import copy
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, assert_never
 
 from tenure.app.migrations import SchemaState
 from tenure.app.ports import (
@@ -26,16 +27,30 @@ from tenure.app.ports import (
     WORKER_RETENTION_S,
     WORKER_SCAN_BUDGET,
     WORKERS_CAP,
+    AddCounts,
+    AddUsage,
+    Advance,
     Attachment,
     Ceiling,
     Change,
     ClaimRecord,
     Clock,
+    CopySuccess,
+    Edge,
     EventPage,
     Filed,
     GraphOp,
     LeasePage,
+    Link,
+    Mark,
+    MarkHasChildren,
+    Reach,
     RecordWrite,
+    RequireJobLease,
+    RequireLeaseOpen,
+    RequireNotSucceeded,
+    RequireRun,
+    RequireSucceeded,
     SchedulerState,
     Settings,
     SpacePage,
@@ -43,6 +58,7 @@ from tenure.app.ports import (
     TaskEntry,
     TaskPage,
     TokenPage,
+    Unedge,
     WorkerPage,
 )
 from tenure.domain.errors import AlreadyExists, CeilingReached, Conflict, NotFound
@@ -167,7 +183,7 @@ class FakeStore(FakeRules):
         # The schema version the data is at, and a migration's saved position.
         self.schema: SchemaState = SchemaState()
         self.tasks: dict[str, Task] = {}
-        self.voided_tasks: set[str] = set()  # ids a claim gave up (DynamoStore.void_task)
+        self.voided_tasks: set[str] = set()  # ids a claim gave up (the adapter's void_task)
         self.jobs: dict[str, Job] = {}
         self.lease_rows: dict[str, _LeaseRow] = {}
         self.workers: dict[tuple[str, str], Worker] = {}
@@ -504,7 +520,7 @@ class FakeStore(FakeRules):
         state: LeaseState | None,
         pool: str | None,
     ) -> LeasePage:
-        # As DynamoStore: at most `list_budget` index entries examined, the cursor after the
+        # As the adapter: at most `list_budget` index entries examined, the cursor after the
         # last one examined, null only when the index holds nothing further.
         _limit(limit)
         kind, shape = k.LEASE_CURSOR
@@ -528,7 +544,7 @@ class FakeStore(FakeRules):
         return LeasePage(found, None)
 
     def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
-        # As DynamoStore: newest first by (created_at, id) on tasks_by_space, `limit` a page.
+        # As the adapter: newest first by (created_at, id) on tasks_by_space, `limit` a page.
         _limit(limit)
         kind, shape = k.TASK_CURSOR
         start = cursors.decode(cursor, kind, shape) if cursor else None
@@ -606,18 +622,7 @@ class FakeStore(FakeRules):
             [("lease", w.new.id) for w in change.leases]
             + [("job", w.new.id) for w in change.jobs]
             + [("task", w.new.id) for w in change.tasks]
-            + [
-                ("edge", f"{g.task_id}>{g.name}>{g.other}")
-                if g.op in ("edge", "unedge")
-                else ("task", g.task_id)
-                if g.op in ("has_children", "run_is")
-                else ("lease", g.other)
-                if g.op == "lease_open"
-                else ("job", g.name)
-                if g.op == "job_is"
-                else ("graph", g.task_id)
-                for g in change.graph
-            ]
+            + [_graph_target(g) for g in change.graph]
             + [("scheduler", "") for _ in change.holds]
             + [("claim", str(_claim_of(rw.record))) for rw in change.records]
         )
@@ -628,8 +633,8 @@ class FakeStore(FakeRules):
         reasons = self._failed_conditions(change)
         if reasons:
             raise Conflict("a conditional write lost", reasons=reasons)
-        # As keys.BELOW_CEILING: against the row's own max_active, not the claimer's copy
-        # (keys.BELOW_LIMIT: a key's or a minute's counter against the limit the claim sends).
+        # As conditions.BELOW_CEILING: against the row's own max_active, not the claimer's copy
+        # (conditions.BELOW_LIMIT: a key's or a minute's counter against the limit the claim sends).
         full = [
             c
             for c in change.ceilings
@@ -740,7 +745,7 @@ class FakeStore(FakeRules):
                 reasons.append(f"task {tw.new.id} is cancelled")
         for g in change.graph:
             if not self._graph_holds(g):
-                reasons.append(f"graph {g.op} on {g.task_id} does not hold")
+                reasons.append(f"graph {type(g).__name__} on {g.task_id} does not hold")
         for rw in change.records:
             refused = self._record_refused(rw)
             if refused:
@@ -833,7 +838,7 @@ class FakeStore(FakeRules):
 
     def put_anchor(self, event: Event) -> None:
         # This store keeps every event of a lease as a row of its own (its timeline is what
-        # DynamoStore assembles from rows, anchors and stamps): an anchor is that row.
+        # the adapter assembles from rows, anchors and stamps): an anchor is that row.
         self.put_event(event)
 
     def _event_is_new(self, event: Event | None) -> None:
@@ -954,53 +959,55 @@ class FakeStore(FakeRules):
 
     def _graph_holds(self, g: GraphOp) -> bool:
         graph = self.graphs.get(g.task_id)
-        if g.op == "edge":
-            return (g.task_id, g.name, g.other) not in self.edges
-        if g.op == "unedge":
-            key = (g.task_id, g.name, g.other)
-            return key in self.edges and (self.edges[key] is not None) == (g.at is not None)
-        if g.op == "met":
-            return graph is not None and graph.succeeded_at is not None
-        if g.op == "unmet":
-            return graph is None or graph.succeeded_at is None
-        if g.op == "mark":
-            if getattr(graph, g.name, None) is not None:
-                return False
-            if g.name == "auto_enqueued_at" and graph is not None:
-                return graph.blockers_done == graph.blockers_total
-            return True
-        if g.op == "advance":
-            at = getattr(graph, g.name, None)
-            return at is None or at < g.other
-        if g.op == "has_children":
-            return g.task_id in self.tasks
-        if g.op == "succeeded":
-            return graph is None or (
-                graph.succeeded_at is None and graph.children_done == graph.children_total
-            )
-        if g.op == "link":
-            return graph is None or graph.succeeded_at is None
-        if g.op == "lease_open":
-            row = self.lease_rows.get(g.other)
-            return row is not None and row.lease.state.active
-        if g.op == "run_is":
-            task = self.tasks.get(g.task_id)
-            return task is not None and task.job_id == (g.other or None)
-        if g.op == "job_is":
-            job = self.jobs.get(g.name)
-            if job is None:
-                return implied_pair(g.name, g.other)
-            return job.lease_id == g.other
-        if g.op == "reach":
-            if graph is not None and graph.cancel_reached_at is not None:
-                return False
-            return not g.name or graph is None or graph.children_total == 0
-        copied = g.op == "add" and g.name == "succeeded_at"
-        if copied and graph is not None and graph.succeeded_at is not None:
-            return False
-        if g.op == "add" and any(n == "children_total" and d > 0 for n, d in g.counts):
-            return graph is None or graph.cancel_reached_at is None
-        return True
+        match g:
+            case Edge(task_id, kind, other):
+                return (task_id, kind, other) not in self.edges
+            case Unedge(task_id, kind, other, counted):
+                key = (task_id, kind, other)
+                return key in self.edges and (self.edges[key] is not None) == counted
+            case RequireSucceeded():
+                return graph is not None and graph.succeeded_at is not None
+            case RequireNotSucceeded() | Link():
+                return graph is None or graph.succeeded_at is None
+            case Mark(name=name):
+                if getattr(graph, name, None) is not None:
+                    return False
+                if name == "auto_enqueued_at" and graph is not None:
+                    return graph.blockers_done == graph.blockers_total
+                return True
+            case Advance(name=name, to=to):
+                at = getattr(graph, name, None)
+                return at is None or at < to
+            case MarkHasChildren(task_id):
+                return task_id in self.tasks
+            case CopySuccess():
+                return graph is None or (
+                    graph.succeeded_at is None and graph.children_done == graph.children_total
+                )
+            case RequireLeaseOpen(lease_id=lease_id):
+                row = self.lease_rows.get(lease_id)
+                return row is not None and row.lease.state.active
+            case RequireRun(task_id, job_id):
+                task = self.tasks.get(task_id)
+                return task is not None and task.job_id == (job_id or None)
+            case RequireJobLease(job_id=job_id, lease_id=lease_id):
+                job = self.jobs.get(job_id)
+                if job is None:
+                    return implied_pair(job_id, lease_id)
+                return job.lease_id == lease_id
+            case Reach(walked=walked):
+                if graph is not None and graph.cancel_reached_at is not None:
+                    return False
+                return not walked or graph is None or graph.children_total == 0
+            case AddCounts(counts=counts, mark=mark):
+                if mark == "succeeded_at" and graph is not None and graph.succeeded_at is not None:
+                    return False
+                if any(n == "children_total" and d > 0 for n, d in counts):
+                    return graph is None or graph.cancel_reached_at is None
+                return True
+            case AddUsage():
+                return True
+        assert_never(g)
 
     def _put_graph(self, new: TaskGraph) -> tuple[str, Any, Any]:
         old = self.graphs.get(new.task_id)
@@ -1010,41 +1017,46 @@ class FakeStore(FakeRules):
 
     def _apply_graph(self, g: GraphOp) -> list[tuple[str, Any, Any]]:
         graph = self._graph(g.task_id)
-        if g.op == "add":
-            counts: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in g.counts}
-            if g.name:
-                counts[g.name] = g.at
-            if g.name == "succeeded_at":
-                counts["success_copied"] = True
-            return [self._put_graph(replace(graph, **counts))]
-        if g.op == "usage":
-            moved: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in g.counts}
-            keys = tuple(sorted({*graph.usage_cost_keys, g.name}))
-            return [self._put_graph(replace(graph, **moved, usage_cost_keys=keys))]
-        if g.op == "edge":
-            self.edges[(g.task_id, g.name, g.other)] = g.at
-        if g.op == "unedge":
-            del self.edges[(g.task_id, g.name, g.other)]
-        if g.op == "mark":
-            return [self._put_graph(replace(graph, **{g.name: g.at}))]
-        if g.op == "advance":
-            return [self._put_graph(replace(graph, **{g.name: g.other}))]
-        if g.op == "succeeded":
-            copied = replace(
-                graph, succeeded_at=g.at, success_copied=True, succeeded_lease=g.other or None
-            )
-            return [self._put_graph(copied)]
-        if g.op == "link":
-            return [self._put_graph(graph)]
-        if g.op == "has_children":
-            # As DynamoStore: one attribute set, the row's version as it was.
-            self.tasks[g.task_id] = replace(self.tasks[g.task_id], has_children=True)
-        if g.op == "reach":
-            reached: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in g.counts}
-            reached.update(cancel_reached_at=g.at, cancel_root=g.other)
-            if g.name:
-                reached[g.name] = g.at
-            return [self._put_graph(replace(graph, **reached))]
+        match g:
+            case AddCounts(counts=counts, mark=mark, at=at):
+                moved: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in counts}
+                if mark:
+                    moved[mark] = at
+                if mark == "succeeded_at":
+                    moved["success_copied"] = True
+                return [self._put_graph(replace(graph, **moved))]
+            case AddUsage(cost_key=cost_key, counts=counts):
+                used: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in counts}
+                keys = tuple(sorted({*graph.usage_cost_keys, cost_key}))
+                return [self._put_graph(replace(graph, **used, usage_cost_keys=keys))]
+            case Edge(task_id, kind, other, counted_at):
+                self.edges[(task_id, kind, other)] = counted_at
+            case Unedge(task_id, kind, other):
+                del self.edges[(task_id, kind, other)]
+            case Mark(name=name, at=at):
+                return [self._put_graph(replace(graph, **{name: at}))]
+            case Advance(name=name, to=to):
+                return [self._put_graph(replace(graph, **{name: to}))]
+            case CopySuccess(at=at, lease_id=lease_id):
+                copied = replace(
+                    graph, succeeded_at=at, success_copied=True, succeeded_lease=lease_id or None
+                )
+                return [self._put_graph(copied)]
+            case Link():
+                return [self._put_graph(graph)]
+            case MarkHasChildren(task_id):
+                # As the adapter: one attribute set, the row's version as it was.
+                self.tasks[task_id] = replace(self.tasks[task_id], has_children=True)
+            case Reach(root=root, at=at, walked=walked, counts=counts):
+                reached: dict[str, Any] = {n: getattr(graph, n) + delta for n, delta in counts}
+                reached.update(cancel_reached_at=at, cancel_root=root)
+                if walked:
+                    reached[walked] = at
+                return [self._put_graph(replace(graph, **reached))]
+            case RequireSucceeded() | RequireNotSucceeded() | RequireLeaseOpen():
+                pass
+            case RequireRun() | RequireJobLease():
+                pass
         return []
 
     def _apply_hold(self, set_name: str, task_id: str, add: bool) -> None:
@@ -1334,3 +1346,18 @@ class FakeStore(FakeRules):
 def _queued_at(lease: Lease) -> int:
     # The real index sorts on when a lease becomes claimable (a deferred one at its not-before).
     return queue_at(lease.created_at, lease.not_before)
+
+
+def _graph_target(g: GraphOp) -> tuple[str, str]:
+    """The row a graph operation writes or checks, as the transaction's one-write-per-row rule
+    names it."""
+    match g:
+        case Edge(task_id, kind, other) | Unedge(task_id, kind, other):
+            return ("edge", f"{task_id}>{kind}>{other}")
+        case MarkHasChildren(task_id) | RequireRun(task_id):
+            return ("task", task_id)
+        case RequireLeaseOpen(lease_id=lease_id):
+            return ("lease", lease_id)
+        case RequireJobLease(job_id=job_id):
+            return ("job", job_id)
+    return ("graph", g.task_id)

@@ -1,19 +1,21 @@
-"""The fake store keeps DynamoStore's contract: conditions, indexes, cursors, timelines."""
+"""The fake store keeps the DynamoDB adapter's contract: conditions, indexes, cursors, timelines."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import inspect
 import json
+import typing
 from dataclasses import replace
 
 import pytest
 from tenure.app.ports import Change, JobWrite, LeaseWrite, SweeperState, TaskWrite
-from tenure.app.rows import Store
+from tenure.app.rows import Rows, Store
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound, ValidationFailed
 from tenure.domain.model import Event, Job, Lease, Pool, Space, Task, Token, Workflow
 from tenure.domain.states import LeaseState, PoolKind, SubjectKind
-from tenure.store.dynamo import DynamoStore
+from tenure.store.dynamo import dynamo_rows
 
 from tests.unit.fake_store import FakeStore
 from tests.unit.support import T0
@@ -44,17 +46,19 @@ def _store_with(*leases: Lease) -> FakeStore:
     return store
 
 
-@pytest.mark.parametrize("impl", [FakeStore, DynamoStore])
-def test_every_store_implements_every_store_method_with_the_same_parameters(impl: type) -> None:
-    # Store is the union of the row ports: every method of every one of them.
-    wanted = {
+def _methods(port: type) -> dict[str, inspect.Signature]:
+    """The methods a port (and the ports it unites) lists, by name."""
+    return {
         name: inspect.signature(fn)
-        for port in Store.__mro__
-        if port.__module__ == Store.__module__
-        for name, fn in vars(port).items()
+        for base in port.__mro__
+        if base.__module__ == port.__module__
+        for name, fn in vars(base).items()
         if callable(fn) and not name.startswith("_")
     }
-    assert wanted, "the Store protocol lists no methods?"
+
+
+def _same_parameters(impl: type, wanted: dict[str, inspect.Signature]) -> None:
+    assert wanted, "the port lists no methods?"
     for name, signature in wanted.items():
         ours = getattr(impl, name, None)
         assert ours is not None, f"{impl.__name__} lacks {name}"
@@ -64,6 +68,28 @@ def test_every_store_implements_every_store_method_with_the_same_parameters(impl
         assert [p.default for p in theirs.values()] == [
             p.default for p in signature.parameters.values()
         ], name
+
+
+def test_the_fake_implements_every_store_method_with_the_same_parameters() -> None:
+    # Store is the union of the row ports: every method of every one of them.
+    _same_parameters(FakeStore, _methods(Store))
+
+
+def test_each_adapter_class_implements_its_port_with_the_same_parameters() -> None:
+    rows = dynamo_rows(client=None, table="t")
+    ports = typing.get_type_hints(Rows)
+    assert len(ports) == len(dataclasses.fields(Rows))
+    for field, port in ports.items():
+        _same_parameters(type(getattr(rows, field)), _methods(port))
+
+
+def test_the_adapters_classes_stay_small() -> None:
+    # One class per port, on the table's primitives: none grows back into the whole store.
+    rows = dynamo_rows(client=None, table="t")
+    for field in dataclasses.fields(Rows):
+        impl = type(getattr(rows, field.name))
+        methods = [n for n, f in vars(impl).items() if callable(f)]
+        assert len(methods) <= 30, f"{impl.__name__} has {len(methods)} methods"
 
 
 def test_commit_is_all_or_nothing_when_one_condition_fails() -> None:

@@ -386,14 +386,14 @@ def test_both_rule_stores_implement_every_rule_store_method_with_the_same_parame
     import inspect
 
     from tenure.app.rules.ports import RuleStore
-    from tenure.store.rules_store import DynamoRuleStore
+    from tenure.store.dynamo.rules import DynamoRules
 
     from tests.unit.fake_store import FakeStore
 
     wanted = {n: inspect.signature(f) for n, f in vars(RuleStore).items() if callable(f)}
     wanted = {n: s for n, s in wanted.items() if not n.startswith("_")}
     assert wanted
-    for impl in (FakeStore, DynamoRuleStore):
+    for impl in (FakeStore, DynamoRules):
         for name, signature in wanted.items():
             ours = getattr(impl, name, None)
             assert ours is not None, f"{impl.__name__} lacks {name}"

@@ -1,4 +1,4 @@
-"""How DynamoStore ends a failed call: bounded retries on throttles, honest domain errors.
+"""How OneTable ends a failed call: bounded retries on throttles, honest domain errors.
 
 No engine can be made to throttle, so botocore's Stubber plays DynamoDB's answers to a real
 client (requests are still validated against the service model).
@@ -19,7 +19,7 @@ from tenure.domain.errors import AlreadyExists, CeilingReached, Conflict, Unavai
 from tenure.domain.model import Job, Space, Worker, Workflow
 from tenure.domain.states import SubjectKind
 from tenure.store.calls import BACKOFF_BASE_S, RETRY_AFTER_S, TRIES, Retry, StoreRejected
-from tenure.store.dynamo import DynamoStore
+from tenure.store.dynamo import OneTable
 
 from tests.unit.support import T0, make_lease
 
@@ -42,7 +42,7 @@ class Rig:
         self.stub = Stubber(client)
         self.slept: list[float] = []
         # The largest jitter every time: the bound is what is asserted.
-        self.store = DynamoStore(client, "t", Retry(sleep=self.slept.append, jitter=lambda: 1.0))
+        self.store = OneTable(client, "t", Retry(sleep=self.slept.append, jitter=lambda: 1.0))
 
     def cancelled(self, *reasons: str | None, times: int = 1) -> None:
         for _ in range(times):
@@ -280,9 +280,9 @@ class Flaky:
     get_item = put_item = _answer
 
 
-def _flaky_store(*errors: Exception) -> tuple[DynamoStore, Flaky, list[float]]:
+def _flaky_store(*errors: Exception) -> tuple[OneTable, Flaky, list[float]]:
     client, slept = Flaky(*errors), []
-    return DynamoStore(client, "t", Retry(sleep=slept.append, jitter=lambda: 1.0)), client, slept
+    return OneTable(client, "t", Retry(sleep=slept.append, jitter=lambda: 1.0)), client, slept
 
 
 def test_a_request_that_never_reached_the_table_is_sent_again_within_the_bound() -> None:

@@ -16,10 +16,9 @@ from botocore.config import Config
 from tenure.app.tenure import Tenure, compose
 from tenure.config import settings
 from tenure.store.blobs import S3Blobs
-from tenure.store.dynamo import DynamoStore
+from tenure.store.dynamo import OneTable
 from tenure.store.events import EventBridgePublisher
 from tenure.store.logs import CloudWatchLogSink
-from tenure.store.rules_store import DynamoRuleStore
 from tenure.store.schedules import EventBridgeSchedules
 
 # Functions run on every DynamoDB client this process builds, in order. Empty on AWS; the local
@@ -90,8 +89,9 @@ def dynamodb_client(endpoint: str | None = None) -> Any:
     return client
 
 
-def build_store(endpoint: str | None = None, table: str | None = None) -> DynamoStore:
-    return DynamoRuleStore(dynamodb_client(endpoint), table or settings().table_name)
+def build_store(endpoint: str | None = None, table: str | None = None) -> OneTable:
+    """Every port of the store on the table, as one object (`.ports` is its Rows)."""
+    return OneTable(dynamodb_client(endpoint), table or settings().table_name)
 
 
 def build_schedules() -> EventBridgeSchedules | None:
@@ -163,7 +163,7 @@ def publisher() -> EventBridgePublisher | None:
     return build_publisher()
 
 
-def build_service(store: DynamoStore | None = None) -> Tenure:
+def build_service(store: OneTable | None = None) -> Tenure:
     svc = compose(
         store or build_store(),
         SystemClock(),

@@ -551,7 +551,7 @@ class Kernel:
 
     def instance(self) -> Instance:
         """The instance settings, cached like pools (its ceiling is judged on the row itself,
-        see store.keys.BELOW_CEILING, so a stale copy never lets a claim past it)."""
+        see store.conditions.BELOW_CEILING, so a stale copy never lets a claim past it)."""
         now = self.clock.now_ms()
         if self._instance_at is not None and now - self._instance_at[0] < POOL_CACHE_MS:
             return self._instance_at[1]

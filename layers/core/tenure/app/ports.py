@@ -197,51 +197,181 @@ class Filed:
     answer: str | None = None  # the answer's JSON, as sent
 
 
+# The task graph's side rows are written inside a Change's transaction by one typed operation
+# each (store.keys has the rows and the named conditions; the adapter and the fake each match
+# on these types). `Counts` are (counter, delta) pairs ADDed to a graph row.
+Counts = tuple[tuple[str, int], ...]
+
+
 @dataclass(frozen=True)
-class GraphOp:
-    """One write on the task graph's side rows, inside a Change's transaction (store.keys has
-    the rows and the named conditions). `op` is one of:
+class AddCounts:
+    """ADD `counts` to `task_id`'s graph row (creating it), and SET `mark` = `at` when named
+    (a new task's auto-enqueue mark, or "succeeded_at": a parent's own success copied from
+    its lease with its first child, only while it has not succeeded). One that counts a new
+    child (`children_total`) lands only on a parent no subtree cancel has reached: a child
+    filed under it then would be missed by the walk."""
 
-    * "add": ADD `counts` to `task_id`'s graph row (creating it), and SET `name` = `at` when
-      named (a new task's auto-enqueue mark: one write per row in a transaction);
-    * "edge": create the edge row `task_id` -[`name`: child|dependent]-> `other`, once;
-      `at` set means it already counted (a blocker that had succeeded before the edge);
-    * "unedge": delete that edge row, which must still be as read: counted when `at` is set,
-      not counted otherwise (a dependency dropped by PATCH; its counts move with it);
-    * "met" / "unmet": require `task_id` to have (not to have) succeeded — the condition that
-      keeps a new edge and a blocker's concurrent success from missing each other;
-    * "succeeded": SET `succeeded_at` = `at` on `task_id`'s graph row, marked copied, while
-      its success is due (the success of a task that had no graph row when its lease
-      succeeded, copied there by the filing that links to it, or by a new run of the task:
-      nothing counts it again), naming the succeeded lease `other` as `succeeded_lease`;
-    * "link": make `task_id`'s graph row (SET `linked_at` = `at` if absent) while it has not
-      succeeded: the task is linked from then on, and the reactor writes its success there;
-    * "lease_open": require lease `other` (`task_id`'s newest) to be still open, not ended;
-    * "run_is": require `task_id`'s task row to point at job `other` ("" for none yet);
-    * "job_is": require job `name` to point at lease `other` (a first job with no row is on
-      its first lease). These three, with "link", keep a task with no graph row yet and its
-      success from missing each other when a filing links to it: its success comes from a
-      lease that is still open, or from a later one that must change what they check;
-    * "mark": SET `name` = `at` on `task_id`'s graph row once; "auto_enqueued_at" also needs
-      every blocker met (one auto-enqueue per readiness, however many blockers finish at once);
-    * "usage": ADD `counts` to `task_id`'s graph row and `name` (a cost key) to its
-      `usage_cost_keys` set — a completion's usage (app/usage.py);
-    * "advance": SET `name` = `other` on `task_id`'s graph row while it is absent or sorts
-      before `other` (a cursor that only moves forward: a stop's page, app/autonomy);
-    * "has_children": SET has_children on `task_id`'s task row (not its graph row) — a
-      parent's first child, so its payload knows to list children (app/tasks/inputs.py).
-    * "reach": a subtree cancel reaching `task_id` (app/tasks/cancel.py): SET
-      `cancel_reached_at` = `at` and `cancel_root` = `other`, once, and ADD `counts`.
-    An "add" that counts a new child (`children_total`) lands only on a parent no subtree
-    cancel has reached: a child filed under it then would be missed by the walk.
-    """
-
-    op: str
     task_id: str
-    name: str = ""
-    other: str = ""
-    counts: tuple[tuple[str, int], ...] = ()
+    counts: Counts
+    mark: str = ""
     at: int | None = None
+
+
+@dataclass(frozen=True)
+class AddUsage:
+    """ADD `counts` to `task_id`'s graph row and `cost_key` to its `usage_cost_keys` set: a
+    completion's usage (app/usage.py)."""
+
+    task_id: str
+    cost_key: str
+    counts: Counts
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Create the edge row `task_id` -[`kind`: child|dependent|delegated|ttl]-> `other`, once;
+    `counted_at` set means it already counted (a blocker that had succeeded before the edge)."""
+
+    task_id: str
+    kind: str
+    other: str
+    counted_at: int | None = None
+
+
+@dataclass(frozen=True)
+class Unedge:
+    """Delete that edge row, which must still be as read: counted when `counted`, not counted
+    otherwise (a dependency dropped by PATCH; its counts move with it)."""
+
+    task_id: str
+    kind: str
+    other: str
+    counted: bool = False
+
+
+@dataclass(frozen=True)
+class RequireSucceeded:
+    """Require `task_id` to have succeeded: with RequireNotSucceeded, the condition that keeps
+    a new edge and a blocker's concurrent success from missing each other."""
+
+    task_id: str
+
+
+@dataclass(frozen=True)
+class RequireNotSucceeded:
+    """Require `task_id` not to have succeeded (see RequireSucceeded)."""
+
+    task_id: str
+
+
+@dataclass(frozen=True)
+class CopySuccess:
+    """SET `succeeded_at` = `at` on `task_id`'s graph row, marked copied, while its success is
+    due, naming `lease_id` as `succeeded_lease`: the success of a task that had no graph row
+    when its lease succeeded, copied there by the filing that links to it, or by a new run of
+    the task (nothing counts it again)."""
+
+    task_id: str
+    at: int
+    lease_id: str
+
+
+@dataclass(frozen=True)
+class Link:
+    """Make `task_id`'s graph row (SET `linked_at` = `at` if absent) while it has not
+    succeeded: the task is linked from then on, and the reactor writes its success there."""
+
+    task_id: str
+    at: int
+
+
+@dataclass(frozen=True)
+class RequireLeaseOpen:
+    """Require lease `lease_id` (`task_id`'s newest) to be still open, not ended. With
+    RequireRun and RequireJobLease, and Link, it keeps a task with no graph row yet and its
+    success from missing each other when a filing links to it: its success comes from a
+    lease that is still open, or from a later one that must change what they check."""
+
+    task_id: str
+    lease_id: str
+
+
+@dataclass(frozen=True)
+class RequireRun:
+    """Require `task_id`'s task row to point at job `job_id` ("" for none yet)."""
+
+    task_id: str
+    job_id: str
+
+
+@dataclass(frozen=True)
+class RequireJobLease:
+    """Require job `job_id` (of task `task_id`) to point at lease `lease_id` (a first job with
+    no row is on its first lease)."""
+
+    task_id: str
+    job_id: str
+    lease_id: str
+
+
+@dataclass(frozen=True)
+class Mark:
+    """SET `name` = `at` on `task_id`'s graph row once; "auto_enqueued_at" also needs every
+    blocker met (one auto-enqueue per readiness, however many blockers finish at once)."""
+
+    task_id: str
+    name: str
+    at: int | None
+
+
+@dataclass(frozen=True)
+class Advance:
+    """SET `name` = `to` on `task_id`'s graph row while it is absent or sorts before `to` (a
+    cursor that only moves forward: a stop's page, a cancel's walk)."""
+
+    task_id: str
+    name: str
+    to: str
+
+
+@dataclass(frozen=True)
+class MarkHasChildren:
+    """SET has_children on `task_id`'s task row (not its graph row): a parent's first child,
+    so its payload knows to list children (app/tasks/inputs.py)."""
+
+    task_id: str
+
+
+@dataclass(frozen=True)
+class Reach:
+    """A subtree cancel reaching `task_id` (app/tasks/cancel.py): SET `cancel_reached_at` =
+    `at` and `cancel_root` = `root`, once, and ADD `counts`; with `walked` named, SET it to
+    `at` too, only while the task has no child (walked at once)."""
+
+    task_id: str
+    root: str
+    at: int
+    walked: str = ""
+    counts: Counts = ()
+
+
+GraphOp = (
+    AddCounts
+    | AddUsage
+    | Edge
+    | Unedge
+    | RequireSucceeded
+    | RequireNotSucceeded
+    | CopySuccess
+    | Link
+    | RequireLeaseOpen
+    | RequireRun
+    | RequireJobLease
+    | Mark
+    | Advance
+    | MarkHasChildren
+    | Reach
+)
 
 
 @dataclass(frozen=True)
@@ -295,7 +425,7 @@ class Change:
     tasks: list[TaskWrite] = field(default_factory=list)
     ceilings: list[Ceiling] = field(default_factory=list)
     records: list[RecordWrite] = field(default_factory=list)
-    # (job id, lease id): the job must still point at that lease (see keys.JOB_LEASE_IS).
+    # (job id, lease id): the job must still point at that lease (conditions.JOB_LEASE_IS).
     job_checks: list[tuple[str, str]] = field(default_factory=list)
     # Written only when new (a second claim with the same key loses the whole change).
     # The task graph's side rows (app/tasks/graph.py) and the scheduler row's sets.

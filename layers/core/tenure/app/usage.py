@@ -2,7 +2,7 @@
 per-million-token rates, and the task's sum over its leases.
 
 The sum is an accumulator on the task's graph row, moved by one unconditional ADD inside the
-completion's own transaction (a `usage` GraphOp): the completion lands once (its write is
+completion's own transaction (an `AddUsage` graph op): the completion lands once (its write is
 conditional on the lease's state), so the sum counts each lease once, and a read of the task
 is one item, however many leases it had — a task's leases are not bounded (every release and
 expiry mints one), so summing them at read time would be an unbounded read. Whether the costs
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tenure.app.ports import Change, GraphOp
+from tenure.app.ports import AddUsage, Change
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import Lease, TaskGraph
 from tenure.domain.states import ReportKind
@@ -212,7 +212,7 @@ class Usage:
         resolved = ending.report.get("usage") if ending.kind in USAGE_REPORTS else None
         if resolved is None or task_id is None:
             return ending
-        op = GraphOp("usage", task_id, name=cost_key(resolved["cost"]), counts=counts_of(resolved))
+        op = AddUsage(task_id, cost_key=cost_key(resolved["cost"]), counts=counts_of(resolved))
         return ending.with_rows(Change(graph=[op]))
 
 

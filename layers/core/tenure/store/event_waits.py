@@ -8,6 +8,7 @@ from typing import Any
 
 from tenure.domain.errors import Conflict
 from tenure.domain.model import KeptEvent
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
@@ -32,7 +33,7 @@ class EventWaitRows:
         """The first `limit` (task id, block id) waiting, read consistently: a wait written
         before this read began is in it."""
         out = self.rows.query(
-            KeyConditionExpression=f"{k.PK} = :pk",
+            KeyConditionExpression=x.IN_PARTITION,
             ExpressionAttributeValues=_values(pk=k.event_wait_pk(space, name, key)),
             ConsistentRead=True,
             Limit=limit,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from tenure.app.ports import TaskEntry
 from tenure.domain.model import first_job_id
 from tenure.domain.timeline import first_lease_id
+from tenure.store import expressions as x
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import load as _load
@@ -23,8 +24,8 @@ class InputReads:
         backwards are the newest children."""
         prefix = k.EDGE_PREFIX["child"]
         out = self.rows.query(
-            KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
-            ExpressionAttributeValues=_values(pk=f"TASK#{task_id}", prefix=prefix),
+            KeyConditionExpression=x.WITH_PREFIX,
+            ExpressionAttributeValues=_values(pk=k.task_pk(task_id), prefix=prefix),
             ScanIndexForward=False,
             Limit=limit,
         )

@@ -154,7 +154,7 @@ def lease_item(lease: Lease) -> dict[str, Any]:
         del row["subject_id"]
     if not lease.retry_depth:
         row.pop("retry_depth", None)
-    # Said by the ended index's partition key (store.dynamo._lease_row), never by a flag.
+    # Said by the ended index's partition key (store.dynamo.commit.lease_row), never by a flag.
     row.pop("keeps_detail", None)
     return row
 

@@ -22,7 +22,9 @@ from tenure.app.ports import (
 from tenure.domain.model import Event, Lease, Worker, first_job_id
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.timeline import derived_reclaim, first_lease_id, stamped_events
+from tenure.store import conditions as c
 from tenure.store import cursors, items
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
 from tenure.store.codec import load as _load
@@ -63,8 +65,8 @@ class PagedReads:
             # One more than the page, to know whether anything follows it.
             size = min(limit + 1 - len(found), self.worker_budget - examined)
             request: dict[str, Any] = {
-                "KeyConditionExpression": f"{k.PK} = :pk",
-                "FilterExpression": k.NOT_EXPIRED,
+                "KeyConditionExpression": x.IN_PARTITION,
+                "FilterExpression": c.NOT_EXPIRED,
                 "ExpressionAttributeValues": _values(pk=k.workers_pk(pool), now=now_s),
                 "Limit": size,
             }
@@ -210,7 +212,7 @@ class PagedReads:
         kind, shape = k.TASK_CURSOR
         request: dict[str, Any] = {
             "IndexName": k.TASKS_INDEX,
-            "KeyConditionExpression": f"{k.TASKS_PK} = :s",
+            "KeyConditionExpression": x.TASKS_OF_SPACE,
             "ExpressionAttributeValues": _values(s=k.task_list_pk(space)),
             "ScanIndexForward": False,
             "Limit": limit + 1,  # one more, to know whether anything follows
@@ -351,7 +353,7 @@ class PagedReads:
         """Up to `want` event rows after `start`, by sort key; and, when a 1 MB cut left
         some unread, the sort key of the last row read (None when none were left)."""
         request: dict[str, Any] = {
-            "KeyConditionExpression": f"{k.PK} = :pk AND begins_with({k.SK}, :ev)",
+            "KeyConditionExpression": x.EVENTS_OF,
             "ExpressionAttributeValues": _values(pk=pk, ev=k.EVENT_PREFIX),
             "ScanIndexForward": not newest_first,
             "Limit": want,
@@ -389,7 +391,7 @@ class PagedReads:
         horizon: str | None = None
         for low, high, forward, limit in spans:
             out = self.rows.query(
-                KeyConditionExpression=f"{k.PK} = :pk AND {k.SK} BETWEEN :low AND :high",
+                KeyConditionExpression=x.BETWEEN_LOW_AND_HIGH,
                 ExpressionAttributeValues=_values(pk=pk, low=low, high=high),
                 ScanIndexForward=forward,
                 Limit=limit,

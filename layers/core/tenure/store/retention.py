@@ -5,6 +5,8 @@ from __future__ import annotations
 from tenure.app.ports import Attachment
 from tenure.domain.errors import CeilingReached, Conflict
 from tenure.domain.model import Lease
+from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -29,8 +31,8 @@ class RetentionRows:
                 "Update": {
                     "TableName": self.rows.name,
                     "Key": _dump(k.attachment_count_key(attachment.lease_id)),
-                    "UpdateExpression": "ADD attachments :one, attached_bytes :size",
-                    "ConditionExpression": k.WITHIN_ATTACHMENT_QUOTA,
+                    "UpdateExpression": x.COUNT_ATTACHMENT,
+                    "ConditionExpression": c.WITHIN_ATTACHMENT_QUOTA,
                     "ExpressionAttributeValues": _values(
                         one=1,
                         cap=cap,
@@ -44,7 +46,7 @@ class RetentionRows:
                 "Put": {
                     "TableName": self.rows.name,
                     "Item": _dump(row),
-                    "ConditionExpression": k.IS_NEW,
+                    "ConditionExpression": c.IS_NEW,
                 }
             },
         ]
@@ -78,8 +80,8 @@ class RetentionRows:
                     Conflict("the lease's log containers changed"),
                     TableName=self.rows.name,
                     Key=_dump(k.log_containers_key(lease_id)),
-                    UpdateExpression="ADD containers :new",
-                    ConditionExpression=f"({k.WITHIN_LOG_CONTAINERS}) OR ({known})",
+                    UpdateExpression=x.COUNT_CONTAINERS,
+                    ConditionExpression=f"({c.WITHIN_LOG_CONTAINERS}) OR ({known})",
                     ExpressionAttributeValues=_values(
                         new=set(pending), room=cap - len(pending), **names
                     ),
@@ -105,7 +107,7 @@ class RetentionRows:
     def list_attachments(self, lease_id: str) -> list[Attachment]:
         # Bounded by the per-lease cap (put_attachment); one page of 1 MB holds far more.
         out = self.rows.query(
-            KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
+            KeyConditionExpression=x.WITH_PREFIX,
             ExpressionAttributeValues=_values(pk=k.lease_pk(lease_id), prefix=k.ATTACHMENT_PREFIX),
             ConsistentRead=True,
         )
@@ -123,8 +125,8 @@ class RetentionRows:
             Conflict("the attachment is gone"),
             TableName=self.rows.name,
             Key=_dump(k.attachment_key(attachment.lease_id, attachment.id)),
-            UpdateExpression="SET #status = :status",
-            ConditionExpression=k.EXISTS,
+            UpdateExpression=x.SET_STATUS,
+            ConditionExpression=c.EXISTS,
             ExpressionAttributeNames={"#status": "status"},
             ExpressionAttributeValues=_values(status=status),
         )
@@ -145,7 +147,7 @@ class RetentionRows:
             raise ValueError("a page needs a limit of at least 1")
         out = self.rows.query(
             IndexName=k.ENDED_INDEX,
-            KeyConditionExpression=f"{k.ENDED_PK} = :p AND {k.ENDED_AT} <= :before",
+            KeyConditionExpression=x.ENDED_BY,
             ExpressionAttributeValues=_values(p=k.ended_pk(pool), before=ended_before),
             Limit=limit,
         )
@@ -156,7 +158,7 @@ class RetentionRows:
             raise ValueError("a page needs a limit of at least 1")
         out = self.rows.query(
             IndexName=k.ENDED_INDEX,
-            KeyConditionExpression=f"{k.ENDED_PK} = :p AND {k.ENDED_AT} >= :since",
+            KeyConditionExpression=x.ENDED_SINCE,
             ExpressionAttributeValues=_values(p=k.ended_pk(pool), since=since),
             ScanIndexForward=False,
             Limit=limit,
@@ -176,25 +178,37 @@ class RetentionRows:
             Conflict(f"lease {lease.id} was reclaimed already"),
             TableName=self.rows.name,
             Key=_dump(k.lease_key(lease.id)),
-            UpdateExpression="SET " + ", ".join(f"{name} = :{name}" for name in fields),
-            ConditionExpression=k.NOT_RECLAIMED,
+            UpdateExpression=x.set_each(fields),
+            ConditionExpression=c.NOT_RECLAIMED,
             ExpressionAttributeValues=_values(**fields),
         )
 
-    def keep_detail(self, lease: Lease, only_if_absent: bool = False) -> None:
+    def keep_detail(self, lease: Lease) -> None:
+        self._keep_detail(lease)
+
+    def mark_keeps_detail(self, lease: Lease) -> bool:
+        """keep_detail for a migration, which counts what it wrote: False when the lease was
+        marked already (or reclaimed)."""
+        try:
+            self._keep_detail(lease, only_if_absent=True)
+        except Conflict:
+            return False
+        return True
+
+    def _keep_detail(self, lease: Lease, only_if_absent: bool = False) -> None:
         # No new version: the stream tells no event for it, and a whole-row write of the lease
-        # read before it loses its condition (keys.KEEPS_NO_DETAIL) instead of dropping it.
+        # read before it loses its condition (conditions.KEEPS_NO_DETAIL) instead of dropping it.
         # `only_if_absent`: a lease marked already loses the condition too (the migration's
         # count of what it wrote).
-        condition = k.NOT_RECLAIMED
+        condition = c.NOT_RECLAIMED
         if only_if_absent:
-            condition = f"{condition} AND {k.KEEPS_NO_DETAIL}"
+            condition = f"{condition} AND {c.KEEPS_NO_DETAIL}"
         self.rows.write(
             "update",
             Conflict(f"lease {lease.id} was reclaimed, or keeps detail already"),
             TableName=self.rows.name,
             Key=_dump(k.lease_key(lease.id)),
-            UpdateExpression=f"SET {k.ENDED_PK} = :p",
+            UpdateExpression=x.INDEX_ENDED,
             ConditionExpression=condition,
             ExpressionAttributeValues=_values(p=k.ended_pk(lease.pool)),
         )
@@ -205,6 +219,6 @@ class RetentionRows:
             Conflict("the lease is gone"),
             TableName=self.rows.name,
             Key=_dump(k.lease_key(lease_id)),
-            UpdateExpression=f"REMOVE {k.ENDED_PK}",
-            ConditionExpression=k.EXISTS,
+            UpdateExpression=x.UNINDEX_ENDED,
+            ConditionExpression=c.EXISTS,
         )

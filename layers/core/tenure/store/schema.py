@@ -11,6 +11,8 @@ from typing import Any
 from tenure.app.migrations import SchemaState
 from tenure.domain.errors import AlreadyExists, Conflict
 from tenure.domain.model import Lease, Space, Task, Token
+from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import items
 from tenure.store import keys as k
 from tenure.store.codec import dump as _dump
@@ -45,9 +47,9 @@ class SchemaRows:
             row["cursor"] = new.cursor
         request: dict[str, Any] = {"TableName": self.rows.name, "Item": _dump(row)}
         if expect.step == 0:
-            request["ConditionExpression"] = k.IS_NEW
+            request["ConditionExpression"] = c.IS_NEW
         else:
-            request["ConditionExpression"] = k.SCHEMA_STEP_IS
+            request["ConditionExpression"] = c.SCHEMA_STEP_IS
             request["ExpressionAttributeValues"] = _values(step=expect.step)
         try:
             self.rows.write("put", Conflict("the schema row moved"), **request)
@@ -76,7 +78,7 @@ class SchemaRows:
         found: set[str] = set()
         for start in range(0, len(token_ids), 100):  # BatchGetItem takes 100 keys a call
             keys = [k.token_id_key(i) for i in token_ids[start : start + 100]]
-            found.update(str(r[k.SK]).removeprefix("TOKEN#") for r in self.rows.batch_get(keys))
+            found.update(k.listed_token_id(r) for r in self.rows.batch_get(keys))
         return found
 
     def list_token(self, token: Token) -> bool:
@@ -87,7 +89,7 @@ class SchemaRows:
                 Conflict("the token is listed already"),
                 TableName=self.rows.name,
                 Item=_dump(row),
-                ConditionExpression=k.IS_NEW,
+                ConditionExpression=c.IS_NEW,
             )
         except Conflict:
             return False
@@ -112,7 +114,7 @@ class SchemaRows:
 
     def listed_space_keys(self, keys: list[str]) -> set[str]:
         found = self.rows.batch_get([k.listed_space_key(key) for key in keys])
-        return {str(r[k.SK]).removeprefix("SPACE#") for r in found}
+        return {k.listed_space_of(r) for r in found}
 
     def list_space(self, space: Space) -> bool:
         try:
@@ -141,7 +143,7 @@ class SchemaRows:
 
     def keyed_tasks(self, keys: list[str]) -> set[str]:
         found = self.rows.batch_get([k.task_key_row(key) for key in keys])
-        return {str(r[k.PK]).removeprefix("TASKKEY#") for r in found}
+        return {k.task_key_of(r) for r in found}
 
     def key_task(self, task: Task) -> bool:
         row = {**k.task_key_row(task.key), "entity": "task_key", "task_id": task.id}
@@ -162,8 +164,8 @@ class SchemaRows:
                 Conflict("marked already, or gone"),
                 TableName=self.rows.name,
                 Key=_dump(k.task_key(task_id)),
-                UpdateExpression="SET has_children = :yes",
-                ConditionExpression=k.CHILDREN_UNMARKED,
+                UpdateExpression=x.SET_HAS_CHILDREN,
+                ConditionExpression=c.CHILDREN_UNMARKED,
                 ExpressionAttributeValues=_values(yes=True),
             )
         except Conflict:

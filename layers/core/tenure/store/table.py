@@ -1,6 +1,6 @@
 """The table's metered, retried primitives: one get, write, query or batch read each, every
 call retried within the store's one bound (store.calls) and counted on the meter the benches
-read. The store's aggregates (DynamoStore and the row groups it delegates to) stand on these."""
+read. The store's aggregates (store.dynamo, one class per port) stand on these."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from tenure.domain.errors import AlreadyExists, Conflict, TenureError
+from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import keys as k
 from tenure.store.calls import Retry, translate
 from tenure.store.codec import Meter
@@ -90,11 +92,36 @@ class Table:
             AlreadyExists(f"{what} already exists"),
             TableName=self.name,
             Item=_dump(item),
-            ConditionExpression=k.IS_NEW,
+            ConditionExpression=c.IS_NEW,
         )
 
     def transact(self, ops: list[dict[str, Any]]) -> None:
         self.write("transact", Conflict("a conditional write lost"), TransactItems=ops)
+
+    def put_op(
+        self,
+        item: dict[str, Any],
+        condition: str,
+        names: dict[str, str] | None = None,
+        values: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A conditional put, alone (`put_one`) or as one item of a transaction; a lost
+        condition hands back the row as it was."""
+        put: dict[str, Any] = {
+            "TableName": self.name,
+            "Item": _dump(item),
+            "ConditionExpression": condition,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if names:
+            put["ExpressionAttributeNames"] = names
+        if values:
+            put["ExpressionAttributeValues"] = values
+        return {"Put": put}
+
+    def put_one(self, put: dict[str, Any]) -> None:
+        """One put of `put_op`'s body on its own: Conflict when its condition loses."""
+        self.write("put", Conflict("a conditional write lost"), **put)
 
     def query(self, **kwargs: Any) -> dict[str, Any]:
         out = self.call("query", self.client.query, TableName=self.name, **kwargs)
@@ -116,7 +143,7 @@ class Table:
 
     def partition(self, pk: str, cap: int) -> list[dict[str, Any]]:
         return self.query_all(
-            cap, KeyConditionExpression=f"{k.PK} = :pk", ExpressionAttributeValues=_values(pk=pk)
+            cap, KeyConditionExpression=x.IN_PARTITION, ExpressionAttributeValues=_values(pk=pk)
         )
 
     def batch_get(
@@ -142,6 +169,26 @@ class Table:
                     break
                 self.retry.throttled("batch_get (unprocessed keys)", attempt)
         return found
+
+    def in_order(
+        self, item_keys: list[dict[str, str]], consistent: bool = True
+    ) -> list[dict[str, Any]]:
+        """The rows of these keys that exist, in the keys' order (what an index Query found,
+        read whole): one batched read, none for no keys."""
+        if not item_keys:
+            return []
+        found = {(r[k.PK], r[k.SK]): r for r in self.batch_get(item_keys, consistent)}
+        wanted = ((key[k.PK], key[k.SK]) for key in item_keys)
+        return [found[key] for key in wanted if key in found]
+
+    def update_if(self, lost: str, **request: Any) -> bool:
+        """One conditional update of this table: False, and nothing written, when its
+        condition lost (`lost` says what that means, for the logs of a retried call)."""
+        try:
+            self.write("update", Conflict(lost), TableName=self.name, **request)
+        except Conflict:
+            return False
+        return True
 
 
 def _rows_written(request: dict[str, Any]) -> list[str]:

@@ -50,28 +50,13 @@ from tenure.domain.timeline import (
     task_event,
     task_side_events,
 )
-from tenure.store import items, keys
-from tenure.store.dynamo import load_image
+from tenure.store.dynamo.stream import decode_record
 
 
 def rows_of(record: dict[str, Any]) -> tuple[str, Any, Any] | None:
-    """The (entity, old, new) a stream record changed — lease, task or graph row — decoded
-    once for both the timeline event and the reactions; None for any other row or a delete."""
-    change = record.get("dynamodb", {})
-    if "NewImage" not in change:
-        return None  # a delete: nothing on the timeline, nothing to react to
-    new = load_image(change["NewImage"])
-    old = load_image(change["OldImage"]) if "OldImage" in change else None
-    if new.get(keys.SK) == keys.GRAPH_SK:
-        task_id = str(new[keys.PK]).removeprefix("TASK#")
-        before = items.graph_from(task_id, old) if old else None
-        return "graph", before, items.graph_from(task_id, new)
-    entity = new.get("entity")
-    if entity == "lease":
-        return "lease", items.lease_from(old) if old else None, items.lease_from(new)
-    if entity == "task":
-        return "task", items.task_from(old) if old else None, items.task_from(new)
-    return None
+    """The (entity, old, new) a stream record changed (the store decodes its keys and images),
+    or None for any other row or a delete."""
+    return decode_record(record)
 
 
 # The timeline event each kind of row change stands for.

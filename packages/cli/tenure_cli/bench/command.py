@@ -81,7 +81,7 @@ def _measure_lifecycle(endpoint: str, table: str, worker_flow: bool) -> dict[str
     # logs and no attachments, so it never entered the ended index: the sweeper's pass finds
     # nothing, and the lease reads reclaimed by derivation (a lease with logs or attachments
     # gets the sweeper's mark, its entry out and a `lease.reclaimed` timeline row).
-    clock.sleep(store.get_pool("bench").retention_seconds + 60)  # type: ignore[union-attr]
+    clock.sleep(store.get_pool("bench").retention_seconds + 60)
     measure("reclaim", lambda: svc.retention.reclaim_due())
     # The worker SDK's claims carry a claim_id (its idempotency key): the claim's record is
     # written first, naming the lease, then the lease. Not in the classic sum below; the cost

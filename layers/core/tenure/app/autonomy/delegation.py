@@ -23,7 +23,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
-from tenure.app.ports import DELEGATED_CEILING, TREE_CEILING, Ceiling, Change, GraphOp
+from tenure.app.ports import (
+    DELEGATED_CEILING,
+    TREE_CEILING,
+    Advance,
+    Ceiling,
+    Change,
+    Edge,
+    Unedge,
+)
 from tenure.app.tasks.filing import Placing, TaskLinks
 from tenure.app.tasks.keys import TaskKeys
 from tenure.domain.errors import (
@@ -177,10 +185,10 @@ class Delegation:
             delegation_root=links.delegation_root if creator else None,
         )
         if creator is not None:  # found again when the creator is stopped (stop_children)
-            ops = (*ops, GraphOp("edge", creator, name="delegated", other=task.id))
+            ops = (*ops, Edge(creator, kind="delegated", other=task.id))
         if creator is not None and links.ttl_seconds is not None:
             due = ttl_minute(task.created_at + links.ttl_seconds * 1000)
-            ops = (*ops, GraphOp("edge", ttl_bucket(due), name="ttl", other=task.id))
+            ops = (*ops, Edge(ttl_bucket(due), kind="ttl", other=task.id))
         return replace(placing, task=marked, ops=ops)
 
     # ------------------------------------------------------------ ttl (the sweeper)
@@ -206,7 +214,7 @@ class Delegation:
         return at, ended
 
     def _expire_ttl(self, bucket: str, task_id: str, minute: int) -> bool:
-        unedge = GraphOp("unedge", bucket, name="ttl", other=task_id)
+        unedge = Unedge(bucket, kind="ttl", other=task_id)
         for _ in range(STOP_TRIES):
             task = self.kernel.store.get_task(task_id)
             run = self.kernel.newest_lease(task) if task is not None else None
@@ -261,7 +269,7 @@ class Delegation:
             self._stop_child(child_id, creator)
         if len(page) < STOP_PAGE:
             return
-        advance = GraphOp("advance", creator.id, name="stop_after", other=page[-1])
+        advance = Advance(creator.id, name="stop_after", to=page[-1])
         with contextlib.suppress(Conflict):  # already past it: this page ran before
             self.kernel.commit(Change(graph=[advance]))
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
-from tenure.app.ports import Change, GraphOp, HoldOp, TaskWrite
+from tenure.app.ports import AddCounts, Advance, Change, GraphOp, HoldOp, Mark, Reach, TaskWrite
 from tenure.app.tasks.graph import TERMINAL_TASK, cancelled_above, derive_status
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -147,13 +147,11 @@ class Cancellation:
             holds: list[HoldOp] = []
             walks = subtree and graph.children_total > 0
             if walks:
-                ops.append(GraphOp("reach", task.id, other=task.id, at=now))
+                ops.append(Reach(task.id, root=task.id, at=now))
                 holds.append(HoldOp("cancelled", task.id, True))
             elif subtree:
                 # Nothing under it: reached and walked at once, while it still has no child.
-                ops.append(
-                    GraphOp("reach", task.id, name="cancel_walked_at", other=task.id, at=now)
-                )
+                ops.append(Reach(task.id, root=task.id, at=now, walked="cancel_walked_at"))
             change = self._task_cancel(task, newest, {**marker, "at": now}, now)
             try:
                 self.kernel.commit(replace(change, graph=ops, holds=holds))
@@ -294,13 +292,13 @@ class Cancellation:
                     walk.open.setdefault(child, (children, 0))
         now = self.kernel.clock.now_ms()
         if len(page) == limit:
-            step = GraphOp("advance", node, name="cancel_after", other=page[-1])
+            step = Advance(node, name="cancel_after", to=page[-1])
             with contextlib.suppress(Conflict):  # a rival walk of the node got past it first
                 self.kernel.commit(Change(graph=[step]))
             return page, parents
-        done = [GraphOp("mark", node, name="cancel_walked_at", at=now)]
+        done: list[GraphOp] = [Mark(node, name="cancel_walked_at", at=now)]
         if node != root:
-            done.append(GraphOp("add", root, counts=(("cancel_open", -1),)))
+            done.append(AddCounts(root, counts=(("cancel_open", -1),)))
         try:
             self.kernel.commit(Change(graph=done))
         except Conflict:
@@ -321,13 +319,13 @@ class Cancellation:
             now = self.kernel.clock.now_ms()
             parent = graph.children_total > 0
             reach = (
-                GraphOp("reach", task_id, other=root, at=now)
+                Reach(task_id, root=root, at=now)
                 if parent
-                else GraphOp("reach", task_id, name="cancel_walked_at", other=root, at=now)
+                else Reach(task_id, root=root, at=now, walked="cancel_walked_at")
             )
-            ops = [reach]
+            ops: list[GraphOp] = [reach]
             if parent:
-                ops.append(GraphOp("add", root, counts=(("cancel_open", 1),)))
+                ops.append(AddCounts(root, counts=(("cancel_open", 1),)))
             task, newest = self._settled(task)
             ends = task.cancelled is None and (
                 derive_status(task, newest, graph, False) not in TERMINAL_TASK

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.ports import (
     Ceiling,
     Change,
+    CopySuccess,
     EventPage,
     GraphOp,
     LeaseWrite,
@@ -319,7 +320,7 @@ class Filing:
         if self.kernel.store.get_graph(task.id).succeeded_at is not None:
             return
         at = succeeded.ended_at or self.kernel.clock.now_ms()
-        copy = GraphOp("succeeded", task.id, at=at, other=succeeded.id)
+        copy = CopySuccess(task.id, at=at, lease_id=succeeded.id)
         with contextlib.suppress(Conflict):  # no longer due: copied meanwhile, or not its own
             self.kernel.commit(Change(graph=[copy]))
 

@@ -26,7 +26,25 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app import usage
-from tenure.app.ports import Change, GraphOp, HoldOp, SchedulerState, TaskWrite
+from tenure.app.ports import (
+    AddCounts,
+    Change,
+    CopySuccess,
+    Edge,
+    GraphOp,
+    HoldOp,
+    Link,
+    Mark,
+    MarkHasChildren,
+    RequireJobLease,
+    RequireLeaseOpen,
+    RequireNotSucceeded,
+    RequireRun,
+    RequireSucceeded,
+    SchedulerState,
+    TaskWrite,
+    Unedge,
+)
 from tenure.app.runs import RunStart
 from tenure.app.tasks.filing import Placing, TaskView
 from tenure.app.tasks.keys import TaskKeys
@@ -110,10 +128,10 @@ def _still_unsucceeded(task: Task, newest: Lease | None) -> list[GraphOp]:
     """The checks that no success of `task` commits before a new edge to it: its newest lease
     still open, or else no later run (its task row and its job as read)."""
     if newest is not None and newest.state.active:
-        return [GraphOp("lease_open", task.id, other=newest.id)]
-    ops = [GraphOp("run_is", task.id, other=task.job_id or "")]
+        return [RequireLeaseOpen(task.id, lease_id=newest.id)]
+    ops: list[GraphOp] = [RequireRun(task.id, job_id=task.job_id or "")]
     if newest is not None and task.job_id:
-        ops.append(GraphOp("job_is", task.id, name=task.job_id, other=newest.id))
+        ops.append(RequireJobLease(task.id, job_id=task.job_id, lease_id=newest.id))
     return ops
 
 
@@ -161,16 +179,14 @@ class Graph:
             ancestors = (*(parent.ancestors or ()), parent.id)
             if len(ancestors) > MAX_DEPTH:
                 raise ValidationFailed(f"parent_id: a tree is at most {MAX_DEPTH} levels deep")
-            ops.append(
-                GraphOp("add", parent.id, counts=(("children_total", 1), ("children_done", 0)))
-            )
-            ops.append(GraphOp("edge", parent.id, name="child", other=task.id))
+            ops.append(AddCounts(parent.id, counts=(("children_total", 1), ("children_done", 0))))
+            ops.append(Edge(parent.id, kind="child", other=task.id))
             ops = self._parent_success(parent, ops)
             if not parent.has_children:
                 # Only the first child pays this write. Not a version bump: a whole-row write
                 # of the parent that read it a moment before may drop the mark, and the next
                 # child's filing sets it again.
-                ops.append(GraphOp("has_children", parent.id))
+                ops.append(MarkHasChildren(parent.id))
         _refuse_repeats(links.depends_on)
         depends: tuple[str, ...] = ()
         blockers: list[Task] = []
@@ -192,9 +208,7 @@ class Graph:
             ops.extend(held)
             now = self.kernel.clock.now_ms()
             ops.append(
-                GraphOp(
-                    "edge", blocker.id, name="dependent", other=task.id, at=now if met else None
-                )
+                Edge(blocker.id, kind="dependent", other=task.id, counted_at=now if met else None)
             )
         enqueue = placing.enqueue and unmet == 0
         # Ready at once and opted in: this enqueue is the readiness's one auto-enqueue, marked
@@ -204,9 +218,9 @@ class Graph:
         if depends:
             counts = (("blockers_total", len(depends)), ("blockers_done", len(depends) - unmet))
             name = "auto_enqueued_at" if mark else ""
-            ops.append(GraphOp("add", task.id, counts=counts, name=name, at=at))
+            ops.append(AddCounts(task.id, counts=counts, mark=name, at=at))
         elif mark:
-            ops.append(GraphOp("mark", task.id, name="auto_enqueued_at", at=at))
+            ops.append(Mark(task.id, name="auto_enqueued_at", at=at))
         task = replace(
             task,
             parent_id=parent_id,
@@ -235,21 +249,21 @@ class Graph:
         for _ in range(GRAPH_TRIES):
             graph = self.kernel.store.get_graph(blocker.id)
             if graph.succeeded_at is not None:
-                return True, [GraphOp("met", blocker.id)]
+                return True, [RequireSucceeded(blocker.id)]
             newest = self.kernel.newest_lease(blocker)
             if newest is not None and _succeeded(newest) and not graph.children_outstanding:
                 at = newest.ended_at or self.kernel.clock.now_ms()
-                return True, [GraphOp("succeeded", blocker.id, at=at, other=newest.id)]
+                return True, [CopySuccess(blocker.id, at=at, lease_id=newest.id)]
             if self.kernel.store.in_graph(blocker.id):
-                return False, [GraphOp("unmet", blocker.id)]
+                return False, [RequireNotSucceeded(blocker.id)]
             now = self.kernel.clock.now_ms()
-            held = [GraphOp("link", blocker.id, at=now), *_still_unsucceeded(blocker, newest)]
+            held = [Link(blocker.id, at=now), *_still_unsucceeded(blocker, newest)]
             try:
                 self.kernel.commit(Change(graph=held))
             except Conflict:
                 blocker = self.kernel.task(blocker.id)
                 continue
-            return False, [GraphOp("unmet", blocker.id)]
+            return False, [RequireNotSucceeded(blocker.id)]
         raise Unavailable(f"task {blocker.id} kept changing; try again", retry_after=1)
 
     def _parent_success(self, parent: Task, ops: list[GraphOp]) -> list[GraphOp]:
@@ -267,13 +281,13 @@ class Graph:
         if _succeeded(newest):
             at = newest.ended_at or self.kernel.clock.now_ms()
             return [
-                replace(op, name="succeeded_at", at=at)
-                if op.op == "add" and op.task_id == parent.id
+                replace(op, mark="succeeded_at", at=at)
+                if isinstance(op, AddCounts) and op.task_id == parent.id
                 else op
                 for op in ops
             ]
         if newest.state.active:
-            return [*ops, GraphOp("lease_open", parent.id, other=newest.id)]
+            return [*ops, RequireLeaseOpen(parent.id, lease_id=newest.id)]
         return ops
 
     def _linked_task(self, ref: str, space: str, field: str) -> Task:
@@ -493,11 +507,7 @@ class Graph:
             if blocker_id not in counted:
                 continue  # no edge to drop (never placed): nothing counted either
             was = counted[blocker_id]
-            ops.append(
-                GraphOp(
-                    "unedge", blocker_id, name="dependent", other=task.id, at=now if was else None
-                )
-            )
+            ops.append(Unedge(blocker_id, kind="dependent", other=task.id, counted=bool(was)))
             total -= 1
             done -= 1 if was else 0
         for blocker_id in added:
@@ -507,15 +517,13 @@ class Graph:
             met, held = self.blocker_success(blocker)
             ops.extend(held)
             ops.append(
-                GraphOp(
-                    "edge", blocker_id, name="dependent", other=task.id, at=now if met else None
-                )
+                Edge(blocker_id, kind="dependent", other=task.id, counted_at=now if met else None)
             )
             total += 1
             done += 1 if met else 0
         if total or done:
             ops.append(
-                GraphOp("add", task.id, counts=(("blockers_total", total), ("blockers_done", done)))
+                AddCounts(task.id, counts=(("blockers_total", total), ("blockers_done", done)))
             )
         return ops
 
@@ -685,7 +693,7 @@ class Graph:
             return None
         on = self.kernel.pool(target)
         checks = [(task.job_id, current.id)] if task.job_id and current else []
-        mark = GraphOp("mark", task.id, name="auto_enqueued_at", at=self.kernel.clock.now_ms())
+        mark = Mark(task.id, name="auto_enqueued_at", at=self.kernel.clock.now_ms())
         try:
             _, lease = self.runs.open_run(
                 task,

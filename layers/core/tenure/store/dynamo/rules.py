@@ -1,4 +1,4 @@
-"""The rules part of the DynamoDB store: rule rows, name rows, the inbound index."""
+"""Rule rows, their name rows and index rows, inbound addresses and firing counters."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ from typing import Any
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound
 from tenure.domain.rules.addresses import Address
 from tenure.domain.rules.rule import Rule
+from tenure.store import conditions as c
+from tenure.store import expressions as x
 from tenure.store import keys as k
-from tenure.store.dynamo import DynamoStore, _dump, _load, _values
+from tenure.store.codec import dump as _dump
+from tenure.store.codec import load as _load
+from tenure.store.codec import values as _values
+from tenure.store.table import Table
 
 
 def rule_item(rule: Rule) -> dict[str, Any]:
@@ -36,46 +41,47 @@ def _key_id(key: dict[str, str]) -> tuple[str, str]:
     return key[k.PK], key[k.SK]
 
 
-class DynamoRuleStore(DynamoStore):
-    """DynamoStore plus the RuleStore port (app/rules/ports.py)."""
+class DynamoRules:
+    """The RuleStore port (app/rules/ports.py) on one table."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
 
     def put_rule(self, rule: Rule) -> None:
         ops = [
-            self._put_op({**k.rule_key(rule.id), **rule_item(rule)}, k.IS_NEW),
-            self._put_op({**k.rule_name_key(rule.space, rule.name), "rule_id": rule.id}, k.IS_NEW),
+            self.table.put_op({**k.rule_key(rule.id), **rule_item(rule)}, c.IS_NEW),
+            self.table.put_op(
+                {**k.rule_name_key(rule.space, rule.name), "rule_id": rule.id}, c.IS_NEW
+            ),
             *(self._index_put(key, rule) for key in index_keys(rule)),
         ]
         try:
-            self.rows.transact(ops)
+            self.table.transact(ops)
         except Conflict as lost:
             raise AlreadyExists(
                 f"a rule named {rule.name!r} already exists in space {rule.space!r}"
             ) from lost
 
     def get_rule(self, rule_id: str) -> Rule | None:
-        row = self.rows.get(k.rule_key(rule_id))
+        row = self.table.get(k.rule_key(rule_id))
         return rule_from(row) if row else None
 
     def list_rules(self, space: str, limit: int) -> list[Rule]:
-        out = self.rows.query(
-            KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
+        out = self.table.query(
+            KeyConditionExpression=x.WITH_PREFIX,
             ExpressionAttributeValues=_values(
                 pk=k.rule_name_key(space, "")[k.PK], prefix=k.RULE_NAME_PREFIX
             ),
             Limit=limit,
         )
         ids = [str(_load(row)["rule_id"]) for row in out.get("Items", [])]
-        if not ids:
-            return []
-        rows = self.rows.batch_get([k.rule_key(i) for i in ids])
-        by_id = {rule.id: rule for rule in map(rule_from, rows)}
-        return [by_id[i] for i in ids if i in by_id]
+        return [rule_from(row) for row in self.table.in_order([k.rule_key(i) for i in ids])]
 
     def replace_rule(self, old: Rule, new: Rule) -> None:
         ops: list[dict[str, Any]] = [
-            self._put_op(
+            self.table.put_op(
                 {**k.rule_key(new.id), **rule_item(new)},
-                k.RULE_VERSION_IS,
+                c.RULE_VERSION_IS,
                 values=_values(expect_version=old.version),
             )
         ]
@@ -83,14 +89,16 @@ class DynamoRuleStore(DynamoStore):
         if renamed:
             ops.append(self._name_delete(old))
             ops.append(
-                self._put_op({**k.rule_name_key(new.space, new.name), "rule_id": new.id}, k.IS_NEW)
+                self.table.put_op(
+                    {**k.rule_name_key(new.space, new.name), "rule_id": new.id}, c.IS_NEW
+                )
             )
         before = {_key_id(key): key for key in index_keys(old)}
         after = {_key_id(key): key for key in index_keys(new)}
         ops += [self._plain_delete(key) for kid, key in before.items() if kid not in after]
         ops += [self._index_put(key, new) for kid, key in after.items() if kid not in before]
         try:
-            self.rows.transact(ops)
+            self.table.transact(ops)
         except Conflict as lost:
             # ops[0] is the rule's own row, ops[2] the new name: only the name lost means taken.
             failed = [r == "ConditionalCheckFailed" for r in lost.details.get("reasons") or []]
@@ -104,16 +112,16 @@ class DynamoRuleStore(DynamoStore):
         ops = [
             {
                 "Delete": {
-                    "TableName": self.table,
+                    "TableName": self.table.name,
                     "Key": _dump(k.rule_key(rule.id)),
-                    "ConditionExpression": k.RULE_VERSION_IS,
+                    "ConditionExpression": c.RULE_VERSION_IS,
                     "ExpressionAttributeValues": _values(expect_version=rule.version),
                 }
             },
             self._name_delete(rule),
             *(self._plain_delete(key) for key in index_keys(rule)),
         ]
-        self.rows.transact(ops)
+        self.table.transact(ops)
 
     def inbound_rules(
         self, topic: str, recipients: list[str], space: str | None, limit: int
@@ -128,7 +136,7 @@ class DynamoRuleStore(DynamoStore):
             if space is not None:
                 condition += f" AND begins_with({k.SK}, :space)"
                 values["space"] = f"{space}#"
-            out = self.rows.query(
+            out = self.table.query(
                 KeyConditionExpression=condition,
                 ExpressionAttributeValues=_values(**values),
                 Limit=remaining,
@@ -137,29 +145,19 @@ class DynamoRuleStore(DynamoStore):
                 rule_id = str(_load(row)["rule_id"])
                 if rule_id not in ids:
                     ids.append(rule_id)
-        if not ids:
-            return []
-        rows = self.rows.batch_get([k.rule_key(i) for i in ids])
-        by_id = {rule.id: rule for rule in map(rule_from, rows)}
-        return [by_id[i] for i in ids if i in by_id]
+        return [rule_from(row) for row in self.table.in_order([k.rule_key(i) for i in ids])]
 
     def scheduled_rules(self, limit: int) -> list[Rule]:
-        out = self.rows.query(
-            KeyConditionExpression=f"{k.PK} = :pk",
+        out = self.table.query(
+            KeyConditionExpression=x.IN_PARTITION,
             ExpressionAttributeValues=_values(pk=k.SCHEDULED_RULES_PK),
             Limit=limit,
         )
         ids = [str(_load(row)["rule_id"]) for row in out.get("Items", [])]
-        if not ids:
-            return []
-        by_id = {
-            rule.id: rule
-            for rule in map(rule_from, self.rows.batch_get([k.rule_key(i) for i in ids]))
-        }
-        return [by_id[i] for i in ids if i in by_id]
+        return [rule_from(row) for row in self.table.in_order([k.rule_key(i) for i in ids])]
 
     def get_event_record(self, space: str, event_id: str, now_s: int) -> list[str] | None:
-        row = self.rows.get(k.event_record_key(space, event_id))
+        row = self.table.get(k.event_record_key(space, event_id))
         if row is None or int(row.get(k.TTL_ATTRIBUTE, now_s + 1)) <= now_s:
             return None
         return [str(i) for i in row.get("lease_ids", [])]
@@ -173,8 +171,8 @@ class DynamoRuleStore(DynamoStore):
             k.TTL_ATTRIBUTE: expires_at,
         }
         try:
-            put = self._put_op(item, k.NEW_OR_EXPIRED, values=_values(now_s=now_s))
-            self._put_single(put["Put"])
+            put = self.table.put_op(item, c.NEW_OR_EXPIRED, values=_values(now_s=now_s))
+            self.table.put_one(put["Put"])
         except Conflict as lost:
             raise AlreadyExists(f"event {event_id} was already recorded") from lost
 
@@ -185,10 +183,10 @@ class DynamoRuleStore(DynamoStore):
         owner = {**k.address_key(address.address), **row, "created_at": address.created_at}
         listed = {**k.space_address_key(address.space, address.address), **row}
         try:
-            self.rows.transact(
+            self.table.transact(
                 [
-                    self._put_op(owner, k.IS_NEW),
-                    {"Put": {"TableName": self.table, "Item": _dump(listed)}},
+                    self.table.put_op(owner, c.IS_NEW),
+                    {"Put": {"TableName": self.table.name, "Item": _dump(listed)}},
                 ]
             )
         except Conflict as lost:
@@ -201,40 +199,37 @@ class DynamoRuleStore(DynamoStore):
         return address
 
     def get_address(self, address: str) -> Address | None:
-        row = self.rows.get(k.address_key(address))
+        row = self.table.get(k.address_key(address))
         return _address_from(row) if row else None
 
     def address_owners(self, addresses: list[str]) -> dict[str, str]:
         if not addresses:
             return {}
-        rows = self.rows.batch_get([k.address_key(a) for a in dict.fromkeys(addresses)])
+        rows = self.table.batch_get([k.address_key(a) for a in dict.fromkeys(addresses)])
         return {str(row["address"]): str(row["space"]) for row in rows}
 
     def list_addresses(self, space: str, limit: int) -> list[Address]:
-        out = self.rows.query(
-            KeyConditionExpression=f"{k.PK} = :pk AND begins_with({k.SK}, :prefix)",
+        out = self.table.query(
+            KeyConditionExpression=x.WITH_PREFIX,
             ExpressionAttributeValues=_values(
                 pk=k.space_address_key(space, "")[k.PK], prefix=k.ADDRESS_PREFIX
             ),
             Limit=limit,
         )
         names = [str(_load(row)["address"]) for row in out.get("Items", [])]
-        if not names:
-            return []
-        rows = self.rows.batch_get([k.address_key(a) for a in names])
-        by_name = {row["address"]: _address_from(row) for row in rows if row["space"] == space}
-        return [by_name[a] for a in names if a in by_name]
+        rows = self.table.in_order([k.address_key(a) for a in names])
+        return [_address_from(row) for row in rows if row["space"] == space]
 
     def delete_address(self, space: str, address: str) -> None:
         try:
-            self.rows.transact(
+            self.table.transact(
                 [
                     {
                         "Delete": {
-                            "TableName": self.table,
+                            "TableName": self.table.name,
                             "Key": _dump(k.address_key(address)),
-                            "ConditionExpression": k.ADDRESS_IS_OURS,
-                            "ExpressionAttributeNames": k.SPACE_NAMES,
+                            "ConditionExpression": c.ADDRESS_IS_OURS,
+                            "ExpressionAttributeNames": c.SPACE_NAMES,
                             "ExpressionAttributeValues": _values(space=space),
                         }
                     },
@@ -248,32 +243,22 @@ class DynamoRuleStore(DynamoStore):
 
     def count_firing(self, rule_id: str, hour: str, cap: int, expires_at: int) -> str:
         key = _dump(k.rule_hour_key(rule_id, hour))
-        try:
-            self.rows.write(
-                "update",
-                Conflict("the hour's cap is reached"),
-                TableName=self.table,
-                Key=key,
-                UpdateExpression=f"ADD firings :one SET {k.TTL_ATTRIBUTE} = :expires",
-                ConditionExpression=k.BELOW_HOURLY_CAP,
-                ExpressionAttributeValues=_values(one=1, cap=cap, expires=expires_at),
-            )
+        if self.table.update_if(
+            "the hour's cap is reached",
+            Key=key,
+            UpdateExpression=x.COUNT_FIRING,
+            ConditionExpression=c.BELOW_HOURLY_CAP,
+            ExpressionAttributeValues=_values(one=1, cap=cap, expires=expires_at),
+        ):
             return "counted"
-        except Conflict:
-            pass
-        try:
-            self.rows.write(
-                "update",
-                Conflict("the hour's refusal is already recorded"),
-                TableName=self.table,
-                Key=key,
-                UpdateExpression="SET limited_at = :hour",
-                ConditionExpression=k.NOT_YET_LIMITED,
-                ExpressionAttributeValues=_values(hour=hour),
-            )
-        except Conflict:
-            return "limited"
-        return "limited_first"
+        first = self.table.update_if(
+            "the hour's refusal is already recorded",
+            Key=key,
+            UpdateExpression=x.NOTE_LIMITED,
+            ConditionExpression=c.NOT_YET_LIMITED,
+            ExpressionAttributeValues=_values(hour=hour),
+        )
+        return "limited_first" if first else "limited"
 
     def note_firing(self, rule_id: str, lease_id: str | None, through: int | None) -> bool:
         sets = ["version = version + :one"]
@@ -281,44 +266,38 @@ class DynamoRuleStore(DynamoStore):
         if lease_id is not None:
             sets.append("last_lease_id = :lease")
             values["lease"] = lease_id
-        condition = k.RULE_EXISTS
+        condition = c.RULE_EXISTS
         if through is not None:
             sets.append("fired_through = :through")
             values["through"] = through
-            condition = k.RULE_FIRED_BEFORE
-        try:
-            self.rows.write(
-                "update",
-                Conflict("the rule is gone or a later occasion is noted"),
-                TableName=self.table,
-                Key=_dump(k.rule_key(rule_id)),
-                UpdateExpression="SET " + ", ".join(sets),
-                ConditionExpression=condition,
-                ExpressionAttributeValues=_values(**values),
-            )
-        except Conflict:
-            return False
-        return True
+            condition = c.RULE_FIRED_BEFORE
+        return self.table.update_if(
+            "the rule is gone or a later occasion is noted",
+            Key=_dump(k.rule_key(rule_id)),
+            UpdateExpression=x.set_all(sets),
+            ConditionExpression=condition,
+            ExpressionAttributeValues=_values(**values),
+        )
 
     # -------------------------------------------------------------------- transaction ops
 
     def _index_put(self, key: dict[str, str], rule: Rule) -> dict[str, Any]:
         return {
             "Put": {
-                "TableName": self.table,
+                "TableName": self.table.name,
                 "Item": _dump({**key, "rule_id": rule.id, "space": rule.space}),
             }
         }
 
     def _plain_delete(self, key: dict[str, str]) -> dict[str, Any]:
-        return {"Delete": {"TableName": self.table, "Key": _dump(key)}}
+        return {"Delete": {"TableName": self.table.name, "Key": _dump(key)}}
 
     def _name_delete(self, rule: Rule) -> dict[str, Any]:
         return {
             "Delete": {
-                "TableName": self.table,
+                "TableName": self.table.name,
                 "Key": _dump(k.rule_name_key(rule.space, rule.name)),
-                "ConditionExpression": k.NAME_IS_RULE,
+                "ConditionExpression": c.NAME_IS_RULE,
                 "ExpressionAttributeValues": _values(rule_id=rule.id),
             }
         }

@@ -1,0 +1,127 @@
+"""The task graph's rows read and written outside a commit: graph rows and edges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenure.domain.errors import Conflict
+from tenure.domain.model import TaskGraph
+from tenure.store import conditions as c
+from tenure.store import expressions as x
+from tenure.store import items
+from tenure.store import keys as k
+from tenure.store.codec import dump as _dump
+from tenure.store.codec import load as _load
+from tenure.store.codec import values as _values
+from tenure.store.table import Table
+
+
+class DynamoGraph:
+    """The GraphRows port on one table."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def get_graph(self, task_id: str) -> TaskGraph:
+        row = self.table.get(k.task_graph_key(task_id))
+        return items.graph_from(task_id, row or {})
+
+    def get_graphs(self, task_ids: list[str], consistent: bool = False) -> dict[str, TaskGraph]:
+        ids = list(dict.fromkeys(task_ids))
+        rows = self.table.batch_get([k.task_graph_key(t) for t in ids], consistent)
+        found = {k.task_id_of(r): r for r in rows}
+        return {t: items.graph_from(t, found.get(t, {})) for t in ids}
+
+    def graph_edges(
+        self, task_id: str, kind: str, limit: int, after: str | None = None
+    ) -> list[str]:
+        prefix = k.EDGE_PREFIX[kind]
+        start = (
+            {}
+            if after is None
+            else {"ExclusiveStartKey": _dump(k.task_edge_key(task_id, kind, after))}
+        )
+        out = self.table.query(
+            KeyConditionExpression=x.WITH_PREFIX,
+            ExpressionAttributeValues=_values(pk=k.task_pk(task_id), prefix=prefix),
+            Limit=limit,
+            **start,
+        )
+        return [str(_load(r)[k.SK]).removeprefix(prefix) for r in out.get("Items", [])]
+
+    def edges_counted(self, task_id: str, kind: str, others: list[str]) -> dict[str, bool]:
+        if not others:
+            return {}
+        keys = [k.task_edge_key(task_id, kind, o) for o in dict.fromkeys(others)]
+        rows = self.table.batch_get(keys, True)
+        prefix = k.EDGE_PREFIX[kind]
+        return {
+            str(row[k.SK]).removeprefix(prefix): row.get("counted_at") is not None for row in rows
+        }
+
+    def count_edge(self, task_id: str, kind: str, other: str, counter: str, at: int) -> bool:
+        target = task_id if kind == "child" else other
+        ops = [
+            {
+                "Update": {
+                    "TableName": self.table.name,
+                    "Key": _dump(k.task_edge_key(task_id, kind, other)),
+                    "UpdateExpression": x.COUNT_EDGE,
+                    "ConditionExpression": c.EDGE_NOT_COUNTED,
+                    "ExpressionAttributeValues": _values(at=at),
+                }
+            },
+            {
+                "Update": {
+                    "TableName": self.table.name,
+                    "Key": _dump(k.task_graph_key(target)),
+                    "UpdateExpression": x.ADD_ONE,
+                    "ExpressionAttributeNames": {"#counter": counter},
+                    "ExpressionAttributeValues": _values(one=1),
+                }
+            },
+        ]
+        try:
+            self.table.transact(ops)
+        except Conflict:
+            return False
+        return True
+
+    def in_graph(self, task_id: str) -> bool:
+        out = self.table.query(
+            KeyConditionExpression=x.BETWEEN_FIRST_AND_LAST,
+            ExpressionAttributeValues=_values(
+                pk=k.task_pk(task_id), first=k.LINKED_FROM, last=k.LINKED_TO
+            ),
+            ConsistentRead=True,
+            Limit=1,
+        )
+        return bool(out.get("Items"))
+
+    def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
+        if name == "rollup_at":
+            expression = x.ROLL_UP
+            condition, values = c.ROLLUP_DUE, _values(at=at, zero=0)
+        elif lease_id is not None:
+            expression = x.SUCCEED_NAMING
+            condition, values = c.SUCCESS_DUE, _values(at=at, lease=lease_id)
+        else:
+            expression, condition, values = x.SUCCEED, c.SUCCESS_DUE, _values(at=at)
+        if self._update_graph(task_id, expression, condition, values):
+            return True
+        if lease_id is not None and name != "rollup_at":
+            # Not due (it succeeded before, or children are outstanding): the lease is
+            # still the task's newest success, unless a later one is named already.
+            self._update_graph(task_id, x.NAME_SUCCESS, c.NEWER_SUCCESS, _values(lease=lease_id))
+        return False
+
+    def _update_graph(
+        self, task_id: str, expression: str, condition: str, values: dict[str, Any]
+    ) -> bool:
+        return self.table.update_if(
+            "not due",
+            Key=_dump(k.task_graph_key(task_id)),
+            UpdateExpression=expression,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )

@@ -1,0 +1,297 @@
+"""A Change's graph operations as TransactItems: one builder per typed operation (app/ports.py
+says what each one means), chosen by `match`; the fake store matches on the same types."""
+
+from __future__ import annotations
+
+from typing import Any, assert_never
+
+from tenure.app.ports import (
+    AddCounts,
+    AddUsage,
+    Advance,
+    CopySuccess,
+    Counts,
+    Edge,
+    GraphOp,
+    HoldOp,
+    Link,
+    Mark,
+    MarkHasChildren,
+    Reach,
+    RequireJobLease,
+    RequireLeaseOpen,
+    RequireNotSucceeded,
+    RequireRun,
+    RequireSucceeded,
+    Unedge,
+)
+from tenure.domain.model import implied_pair
+from tenure.domain.states import TERMINAL
+from tenure.store import conditions as c
+from tenure.store import expressions as x
+from tenure.store import keys as k
+from tenure.store.codec import dump as _dump
+from tenure.store.codec import values as _values
+
+
+def _graph_key(task_id: str) -> dict[str, Any]:
+    return _dump(k.task_graph_key(task_id))
+
+
+def _counted(counts: Counts) -> tuple[dict[str, str], dict[str, Any]]:
+    """Placeholders for the counters' names and their deltas (expressions.add_counters)."""
+    names = {f"#c{i}": name for i, (name, _) in enumerate(counts)}
+    deltas: dict[str, Any] = {f"c{i}": d for i, (_, d) in enumerate(counts)}
+    return names, deltas
+
+
+def _add(table: str, g: AddCounts) -> dict[str, Any]:
+    names, deltas = _counted(g.counts)
+    expression = x.add_counters(len(g.counts))
+    copied = g.mark == "succeeded_at"
+    if g.mark:
+        expression += x.AND_SET_MARK
+        names["#mark"] = g.mark
+        deltas["at"] = g.at
+    if copied:  # a parent's own success, copied from its lease with its first child
+        expression += x.AND_MARK_COPIED
+        deltas["yes"] = True
+    added: dict[str, Any] = {
+        "TableName": table,
+        "Key": _graph_key(g.task_id),
+        "UpdateExpression": expression,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": _values(**deltas),
+    }
+    conditions = []
+    if any(name == "children_total" and d > 0 for name, d in g.counts):
+        conditions.append(c.NOT_CANCEL_REACHED)
+    if copied:
+        conditions.append(c.NOT_SUCCEEDED)
+    if conditions:
+        added["ConditionExpression"] = " AND ".join(f"({c})" for c in conditions)
+    return {"Update": added}
+
+
+def _reach(table: str, g: Reach) -> dict[str, Any]:
+    names, reach = _counted(g.counts)
+    expression = x.REACH
+    condition = c.NOT_CANCEL_REACHED
+    if g.walked:  # walked at once too: only while it still has no child
+        expression += x.AND_WALKED
+        names["#walked"] = g.walked
+        condition += f" AND {c.NO_CHILDREN}"
+        reach["zero"] = 0
+    if len(g.counts):
+        expression += " " + x.add_counters(len(g.counts))
+    update: dict[str, Any] = {
+        "TableName": table,
+        "Key": _graph_key(g.task_id),
+        "UpdateExpression": expression,
+        "ConditionExpression": condition,
+        "ExpressionAttributeValues": _values(**reach, at=g.at, root=g.root),
+    }
+    if names:
+        update["ExpressionAttributeNames"] = names
+    return {"Update": update}
+
+
+def _usage(table: str, g: AddUsage) -> dict[str, Any]:
+    names, adds = _counted(g.counts)
+    values = _values(**adds)
+    values[":keys"] = {"SS": [g.cost_key]}
+    names["#keys"] = "usage_cost_keys"
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": _graph_key(g.task_id),
+            "UpdateExpression": x.add_counters(len(g.counts)) + x.AND_ADD_COST_KEY,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+    }
+
+
+def _edge(table: str, g: Edge) -> dict[str, Any]:
+    item: dict[str, Any] = {**k.task_edge_key(g.task_id, g.kind, g.other), "entity": "edge"}
+    if g.counted_at is not None:
+        item["counted_at"] = g.counted_at
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": _dump(item),
+            "ConditionExpression": c.IS_NEW,
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
+
+
+def _unedge(table: str, g: Unedge) -> dict[str, Any]:
+    return {
+        "Delete": {
+            "TableName": table,
+            "Key": _dump(k.task_edge_key(g.task_id, g.kind, g.other)),
+            "ConditionExpression": c.EDGE_COUNTED if g.counted else c.EDGE_NOT_COUNTED,
+        }
+    }
+
+
+def _graph_check(table: str, task_id: str, condition: str) -> dict[str, Any]:
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": _graph_key(task_id),
+            "ConditionExpression": condition,
+        }
+    }
+
+
+def _copy_success(table: str, g: CopySuccess) -> dict[str, Any]:
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": _graph_key(g.task_id),
+            "UpdateExpression": x.COPY_SUCCESS,
+            "ConditionExpression": c.SUCCESS_DUE,
+            "ExpressionAttributeValues": _values(at=g.at, yes=True, lease=g.lease_id),
+        }
+    }
+
+
+def _link(table: str, g: Link) -> dict[str, Any]:
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": _graph_key(g.task_id),
+            "UpdateExpression": x.LINK,
+            "ConditionExpression": c.NOT_SUCCEEDED,
+            "ExpressionAttributeValues": _values(at=g.at),
+        }
+    }
+
+
+def _lease_open(table: str, g: RequireLeaseOpen) -> dict[str, Any]:
+    ended = {state.value: state.value for state in TERMINAL}
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": _dump(k.lease_key(g.lease_id)),
+            "ConditionExpression": c.LEASE_OPEN,
+            "ExpressionAttributeNames": c.STATE_NAMES,
+            "ExpressionAttributeValues": _values(**ended),
+        }
+    }
+
+
+def _run_is(table: str, g: RequireRun) -> dict[str, Any]:
+    check: dict[str, Any] = {
+        "TableName": table,
+        "Key": _dump(k.task_key(g.task_id)),
+        "ConditionExpression": c.TASK_JOB_IS if g.job_id else c.TASK_HAS_NO_JOB,
+    }
+    if g.job_id:
+        check["ExpressionAttributeValues"] = _values(expect_job=g.job_id)
+    return {"ConditionCheck": check}
+
+
+def job_check(table: str, job_id: str, lease_id: str) -> dict[str, Any]:
+    """Require job `job_id` to point at lease `lease_id` (a first job with no row is on its
+    first lease)."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": _dump(k.job_key(job_id)),
+            "ConditionExpression": (
+                c.IMPLIED_JOB_LEASE_IS if implied_pair(job_id, lease_id) else c.JOB_LEASE_IS
+            ),
+            "ExpressionAttributeValues": _values(expect_lease=lease_id),
+        }
+    }
+
+
+def _mark(table: str, g: Mark) -> dict[str, Any]:
+    condition = c.AUTO_ENQUEUE_DUE if g.name == "auto_enqueued_at" else c.NOT_MARKED
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": _graph_key(g.task_id),
+            "UpdateExpression": x.SET_MARK,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#mark": g.name},
+            "ExpressionAttributeValues": _values(at=g.at),
+        }
+    }
+
+
+def _advance(table: str, g: Advance) -> dict[str, Any]:
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": _graph_key(g.task_id),
+            "UpdateExpression": x.ADVANCE_MARK,
+            "ConditionExpression": c.ADVANCES,
+            "ExpressionAttributeNames": {"#mark": g.name},
+            "ExpressionAttributeValues": _values(to=g.to),
+        }
+    }
+
+
+def _has_children(table: str, g: MarkHasChildren) -> dict[str, Any]:
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": _dump(k.task_key(g.task_id)),
+            "UpdateExpression": x.SET_HAS_CHILDREN,
+            "ConditionExpression": c.EXISTS,
+            "ExpressionAttributeValues": _values(yes=True),
+        }
+    }
+
+
+def graph_op(table: str, g: GraphOp) -> dict[str, Any]:
+    """The TransactItem of one graph operation."""
+    match g:
+        case AddCounts():
+            return _add(table, g)
+        case Reach():
+            return _reach(table, g)
+        case AddUsage():
+            return _usage(table, g)
+        case Edge():
+            return _edge(table, g)
+        case Unedge():
+            return _unedge(table, g)
+        case RequireSucceeded(task_id):
+            return _graph_check(table, task_id, c.HAS_SUCCEEDED)
+        case RequireNotSucceeded(task_id):
+            return _graph_check(table, task_id, c.NOT_SUCCEEDED)
+        case CopySuccess():
+            return _copy_success(table, g)
+        case Link():
+            return _link(table, g)
+        case RequireLeaseOpen():
+            return _lease_open(table, g)
+        case RequireRun():
+            return _run_is(table, g)
+        case RequireJobLease(job_id=job_id, lease_id=lease_id):
+            return job_check(table, job_id, lease_id)
+        case Mark():
+            return _mark(table, g)
+        case Advance():
+            return _advance(table, g)
+        case MarkHasChildren():
+            return _has_children(table, g)
+    assert_never(g)
+
+
+def hold_op(table: str, h: HoldOp) -> dict[str, Any]:
+    """Add or remove a task id in one of the scheduler row's sets."""
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": _dump(k.SCHEDULER_KEY),
+            "UpdateExpression": x.ADD_HOLD if h.add else x.DROP_HOLD,
+            "ExpressionAttributeNames": {"#set": k.HOLD_SETS[h.set_name]},
+            "ExpressionAttributeValues": {":ids": {"SS": [h.task_id]}},
+        }
+    }

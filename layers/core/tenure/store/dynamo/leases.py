@@ -1,0 +1,99 @@
+"""Lease and job rows, and the writes of a held lease's timing outside a commit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tenure.app.ports import LeasePage
+from tenure.domain.errors import Conflict
+from tenure.domain.model import Job, Lease
+from tenure.domain.states import LeaseState
+from tenure.store import conditions as c
+from tenure.store import expressions as x
+from tenure.store import items
+from tenure.store import keys as k
+from tenure.store.codec import dump as _dump
+from tenure.store.codec import values as _values
+from tenure.store.reads import PagedReads
+from tenure.store.table import Table
+
+
+class DynamoLeases:
+    """The LeaseRows port on one table."""
+
+    def __init__(self, table: Table, reads: PagedReads) -> None:
+        self.table = table
+        self.reads = reads
+
+    def get_lease(self, lease_id: str, consistent: bool = True) -> Lease | None:
+        row = self.table.get(k.lease_key(lease_id), consistent=consistent)
+        return items.lease_from(row) if row else None
+
+    def get_leases(self, lease_ids: list[str], consistent: bool = True) -> dict[str, Lease]:
+        rows = self.table.batch_get([k.lease_key(i) for i in dict.fromkeys(lease_ids)], consistent)
+        return {lease.id: lease for lease in map(items.lease_from, rows)}
+
+    def get_job(self, job_id: str, consistent: bool = True) -> Job | None:
+        row = self.table.get(k.job_key(job_id), consistent=consistent)
+        return items.job_from(row) if row else None
+
+    def list_leases(
+        self,
+        space: str,
+        limit: int,
+        cursor: str | None,
+        state: LeaseState | None,
+        pool: str | None,
+    ) -> LeasePage:
+        return self.reads.list_leases(space, limit, cursor, state, pool)
+
+    def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
+        """Move a held lease's deadline; touches no index key (see keys.DUE_INDEX) unless
+        `move_due`: a shortened lease moves its due_at entry earlier in the same write."""
+        fields: dict[str, Any] = {
+            "deadline": lease.deadline,
+            "heartbeat_at": lease.heartbeat_at,
+            "lease_seconds": lease.lease_seconds,
+        }
+        if move_due:
+            fields[k.DUE_AT] = lease.due_at
+        self._set_on_lease(lease.id, expect, fields)
+
+    def move_deadline(self, lease: Lease, seen: Lease) -> None:
+        self._set_on_lease(
+            lease.id,
+            (seen.state, seen.fence),
+            {"deadline": lease.deadline, k.DUE_AT: lease.due_at},
+            deadline_was=seen.deadline,
+        )
+
+    def reindex(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
+        self._set_on_lease(lease.id, expect, {k.DUE_AT: lease.due_at})
+
+    def _set_on_lease(
+        self,
+        lease_id: str,
+        expect: tuple[LeaseState, int],
+        fields: dict[str, Any],
+        deadline_was: int | None = None,
+    ) -> None:
+        """SET some attributes of a held lease, fenced on (state, fence) [and its deadline]."""
+        state, fence = expect
+        condition, extra = c.LEASE_IS_AT, {}
+        if deadline_was is not None:
+            condition, extra = (
+                f"{condition} AND {c.SAME_DEADLINE}",
+                {"expect_deadline": deadline_was},
+            )
+        self.table.write(
+            "update",
+            Conflict("lease moved on"),
+            TableName=self.table.name,
+            Key=_dump(k.lease_key(lease_id)),
+            UpdateExpression=x.set_each(fields),
+            ConditionExpression=condition,
+            ExpressionAttributeNames=c.STATE_NAMES,
+            ExpressionAttributeValues=_values(
+                **fields, expect_state=state.value, expect_fence=fence, **extra
+            ),
+        )
