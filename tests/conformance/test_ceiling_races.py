@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 from tenure.app.leases.claims import Claimed
+from tenure.app.rows import Rows
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.model import Lease
@@ -134,7 +135,8 @@ def test_lowering_the_ceiling_makes_claims_wait_until_the_count_drops(rig: Rig) 
     rig.svc.pools.update_pool(ADMIN, ALPHA, {"max_active": 3})
     seed(rig, 5)
     held = [rig.svc.claims.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None) for n in range(3)]
-    other = compose(rig.store, rig.clock, rig.svc.ids)  # a warm instance, cache and all
+    # A warm instance, cache and all.
+    other = compose(Rows.of(rig.store, rig.store), rig.clock, rig.svc.ids)
     other.kernel.pool(ALPHA)
     rig.svc.pools.update_pool(ADMIN, ALPHA, {"max_active": 1})
     assert other.claims.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is None

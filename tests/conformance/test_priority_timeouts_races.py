@@ -10,6 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from tenure import wiring
+from tenure.app.rows import Rows
 from tenure.app.runs import RunControls
 from tenure.app.tenure import compose
 from tenure.domain.model import Lease
@@ -106,8 +107,8 @@ def test_claims_racing_the_queue_timeout_give_each_lease_exactly_one_outcome(rig
     # act on every lease, and the conditional write on state, fence and version decides.
     claim_clock = wiring.ManualClock(rig.clock.now_ms() + 29_000)
     sweep_clock = wiring.ManualClock(rig.clock.now_ms() + 31_000)
-    claims_svc = compose(rig.store, claim_clock, wiring.RandomIds())
-    sweep_svc = compose(rig.store, sweep_clock, wiring.RandomIds())
+    claims_svc = compose(Rows.of(rig.store, rig.store), claim_clock, wiring.RandomIds())
+    sweep_svc = compose(Rows.of(rig.store, rig.store), sweep_clock, wiring.RandomIds())
     claimed: list[str] = []
     ended: list[str] = []
     lock = threading.Lock()
@@ -163,7 +164,7 @@ def test_a_run_timeout_racing_a_completing_report_ends_each_lease_once(rig: Rig)
         held.append(won.lease.id)
     # The reporter is still inside the limit; the sweeper sees it passed.
     sweep_clock = wiring.ManualClock(rig.clock.now_ms() + 61_000)
-    sweep_svc = compose(rig.store, sweep_clock, wiring.RandomIds())
+    sweep_svc = compose(Rows.of(rig.store, rig.store), sweep_clock, wiring.RandomIds())
     both = threading.Barrier(2, timeout=60)
     asked: set[str] = set()
     answers: dict[str, Lease] = {}

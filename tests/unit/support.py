@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tenure.app.leases.claims import Claimed
+from tenure.app.rows import Rows
 from tenure.app.sweep import SweepReport, sweep_once
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.model import Event, Lease, Pool, Principal, Task
@@ -61,7 +62,7 @@ class Rig:
     svc: Tenure = field(init=False)
 
     def __post_init__(self) -> None:
-        self.svc = compose(self.store, self.clock, self.ids)
+        self.svc = compose(Rows.of(self.store, self.store), self.clock, self.ids)
         # The stream's reactions (the whole table), played inside each commit.
         self.store.reactor = self.svc.reactions.react_to_rows
         self.svc.setup.create_space(ADMIN, SPACE, "Operations", None)

@@ -18,6 +18,7 @@ from tenure.app.artifacts.retention import RECLAIM_STALL_MS
 from tenure.app.kernel import over
 from tenure.app.migrations import DERIVED_RECLAIMS_FROM_SCHEMA, SchemaState, migrate
 from tenure.app.ports import Change
+from tenure.app.rows import Rows
 from tenure.app.tenure import compose
 from tenure.domain.errors import (
     Conflict,
@@ -192,7 +193,7 @@ def test_a_lease_keeps_logs_of_no_more_containers_than_its_reads_and_reclaim_rea
         rig.svc.logs.post_logs(me, lease.id, _containers(["c00", "one-too-many"]))
     assert len(sink(rig).streams) == MAX_LEASE_CONTAINERS == MAX_STREAMS
     # A container it already keeps goes on taking lines, on any instance.
-    again = compose(rig.store, rig.clock, rig.ids, log_sink=sink(rig))
+    again = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids, log_sink=sink(rig))
     assert again.logs.post_logs(me, lease.id, _containers(["c00", "c49"])) == 2
     assert len(sink(rig).streams[f"{lease.id}/c49"]) == 2
 
@@ -205,7 +206,7 @@ def test_a_warm_instance_counts_a_container_once_and_only_a_new_one_is_made(rig:
     assert rig.store.writes.count("count_log_containers") == 1
     # The stream is made once, by the request that counted its container first; another
     # instance (which has not counted it) writes to it as to a stream that exists.
-    again = compose(rig.store, rig.clock, rig.ids, log_sink=sink(rig))
+    again = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids, log_sink=sink(rig))
     again.logs.post_logs(me, lease.id, _containers(["main"]))
     assert rig.store.writes.count("count_log_containers") == 2
     assert sink(rig).made == [f"{lease.id}/main", f"{lease.id}/side"]
@@ -481,7 +482,7 @@ def test_held_and_queued_leases_are_never_reclaimed(rig: Rig) -> None:
 
 
 def test_a_service_without_a_bucket_or_log_group_says_so(rig: Rig) -> None:
-    bare = compose(rig.store, rig.clock, rig.ids)
+    bare = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids)
     lease = rig.running()
     with pytest.raises(UnsupportedRuntime):
         bare.logs.read_logs(READER, lease.id)

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from tenure.app.migrations import (
     CLAIM_START_FROM_SCHEMA,
@@ -21,7 +21,7 @@ from tenure.app.migrations import (
     UNTRANSACTED_FILING_FROM_SCHEMA,
 )
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite
-from tenure.app.rows import Store
+from tenure.app.rows import Rows, Store
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -118,8 +118,9 @@ def _taken(kind: str, key: str, shape: type[T]) -> T | None:
 
 
 class Kernel:
-    def __init__(self, store: Store, clock: Clock, ids: Ids) -> None:
-        self.store = store
+    def __init__(self, rows: Rows, clock: Clock, ids: Ids) -> None:
+        # Until every use case takes its own ports, the one object behind them all.
+        self.store = cast(Store, rows.committer)
         self.clock = clock
         self.ids = ids
         self._pools: dict[str, tuple[int, Pool]] = {}

@@ -46,7 +46,7 @@ from tenure.app.leases.timeouts import QueueTimeouts
 from tenure.app.leases.waits import Waits
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
 from tenure.app.reactions import Reactions
-from tenure.app.rows import Store
+from tenure.app.rows import Rows, Store
 from tenure.app.rules.addresses import Addresses
 from tenure.app.rules.firings import Firings
 from tenure.app.rules.ports import Schedules
@@ -137,7 +137,7 @@ class Tenure:
 
 
 def compose(
-    store: Store,
+    rows: Rows,
     clock: Clock,
     ids: Ids,
     blobs: BlobStore | None = None,
@@ -145,9 +145,10 @@ def compose(
     schedules: Schedules | None = None,
     publisher: EventPublisher | None = None,
 ) -> Tenure:
-    """Build every use case on one store, clock and id source; the adapters a deployment
-    lacks (attachments, logs, schedules, the event bus) are None, and their routes say so."""
-    kernel = Kernel(store, clock, ids)
+    """Build every use case on the table's ports, one clock and one id source; the adapters a
+    deployment lacks (attachments, logs, schedules, the event bus) are None, and their routes
+    say so."""
+    kernel = Kernel(rows, clock, ids)
     versions = Versions(kernel)
     workers = Workers(kernel)
     runs = Runs(kernel)
