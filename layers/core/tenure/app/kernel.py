@@ -119,7 +119,15 @@ def _taken(kind: str, key: str, shape: type[T]) -> T | None:
 
 class Kernel:
     def __init__(self, rows: Rows, clock: Clock, ids: Ids) -> None:
-        # Until every use case takes its own ports, the one object behind them all.
+        self.leases = rows.leases
+        self.tasks = rows.tasks
+        self.pools = rows.pools
+        self.spaces = rows.spaces
+        self.schema = rows.schema
+        self.timeline = rows.timeline
+        self.committer = rows.committer
+        # The one object behind every port, for the claim (its own package's, next) and the
+        # sweep's and figures' free functions until they take their ports too.
         self.store = cast(Store, rows.committer)
         self.clock = clock
         self.ids = ids
@@ -194,7 +202,7 @@ class Kernel:
         stamped = [replace(w, new=with_stamp(w.seen, w.new)) for w in change.leases]
         change = replace(change, leases=stamped)
         self.mark_priorities(change)
-        self.store.commit(change)
+        self.committer.commit(change)
 
     def mark_priorities(self, change: Change) -> None:
         """Before a new pending lease at a priority other than the default, or with a queue
@@ -219,7 +227,7 @@ class Kernel:
             marked = (self.pool(pool_name).queue_marks or {}).get(mark)
             if marked is not None and now - marked < PRIORITY_MARK_REFRESH_MS:
                 continue
-            self.store.mark_queue(pool_name, mark, now)
+            self.pools.mark_queue(pool_name, mark, now)
             self._pools.pop(pool_name, None)
 
     def with_successor(
@@ -296,13 +304,13 @@ class Kernel:
         """The lease's job: its row, or for a task's first job that has none yet
         (domain/model.py first_job_id), the job its first lease and its task (`task`, when
         the caller has read it) imply."""
-        job = self.store.get_job(lease.job_id)
+        job = self.leases.get_job(lease.job_id)
         if job is not None or lease.task_id is None or lease.job_id != first_job_id(lease.task_id):
             return job
         first_id = first_lease_id(lease.task_id)
-        first = lease if lease.id == first_id else self.store.get_lease(first_id)
+        first = lease if lease.id == first_id else self.leases.get_lease(first_id)
         if task is None or task.id != lease.task_id:
-            task = self.store.get_task(lease.task_id)
+            task = self.tasks.get_task(lease.task_id)
         return implied_job(task, first) if task is not None and first is not None else None
 
     def job_at(self, lease: Lease, task: Task | None = None) -> Job:
@@ -314,7 +322,7 @@ class Kernel:
 
     def record_stale(self, lease: Lease, what: str, fence: int) -> None:
         self.counters["stale_reports"] += 1
-        self.store.put_event(
+        self.timeline.put_event(
             self.event(lease, "lease.stale_report", {"report": str(what), "fence": fence})
         )
 
@@ -369,19 +377,19 @@ class Kernel:
         creator lease and whether to wake it): any copy has them right, so an eventually
         consistent read does, at half a read unit. Only a copy not visible yet (a task filed
         a moment ago) is read again consistently."""
-        return self.store.get_task(task_id, consistent=False) or self.store.get_task(task_id)
+        return self.tasks.get_task(task_id, consistent=False) or self.tasks.get_task(task_id)
 
     def newest_lease(self, task: Task) -> Lease | None:
         if task.job_id is None:
             return None
-        job = self.store.get_job(task.job_id)
+        job = self.leases.get_job(task.job_id)
         if job is None and task.job_id == first_job_id(task.id):
-            return self.store.get_lease(first_lease_id(task.id))  # its job has no row yet
-        return self.store.get_lease(job.lease_id) if job else None
+            return self.leases.get_lease(first_lease_id(task.id))  # its job has no row yet
+        return self.leases.get_lease(job.lease_id) if job else None
 
     def lease(self, lease_id: str, consistent: bool = True) -> Lease:
         lease = (
-            self.store.get_lease(lease_id, consistent=consistent)
+            self.leases.get_lease(lease_id, consistent=consistent)
             if len(lease_id) <= rules.MAX_ID_LENGTH
             else None
         )
@@ -390,13 +398,13 @@ class Kernel:
         return lease
 
     def task(self, task_id: str) -> Task:
-        task = self.store.get_task(task_id) if len(task_id) <= rules.MAX_ID_LENGTH else None
+        task = self.tasks.get_task(task_id) if len(task_id) <= rules.MAX_ID_LENGTH else None
         if task is None:
             raise TaskNotFound(f"task {task_id} does not exist")
         return task
 
     def space(self, key: str) -> Space:
-        space = self.store.get_space(key) if len(key) <= rules.MAX_ID_LENGTH else None
+        space = self.spaces.get_space(key) if len(key) <= rules.MAX_ID_LENGTH else None
         if space is None:
             raise NotFound(f"space {key!r} does not exist")
         return space
@@ -415,7 +423,7 @@ class Kernel:
         cached = self._pools.get(name)
         if cached is not None and now - cached[0] < POOL_CACHE_MS:
             return cached[1]
-        pool = self.store.get_pool(name) if len(name) <= rules.MAX_ID_LENGTH else None
+        pool = self.pools.get_pool(name) if len(name) <= rules.MAX_ID_LENGTH else None
         if pool is None:
             raise NotFound(f"pool {name!r} does not exist")
         self._pools[name] = (now, pool)
@@ -534,7 +542,7 @@ class Kernel:
         now = self.clock.now_ms()
         known = self._schema_at
         if known is None or (now - known[0] >= POOL_CACHE_MS and known[1] < SCHEMA_VERSION):
-            state = self.store.schema_state()
+            state = self.schema.schema_state()
             version = SCHEMA_VERSION if state.step == 0 else state.version
             known = self._schema_at = (now, version)
         return known[1]
@@ -555,7 +563,7 @@ class Kernel:
         now = self.clock.now_ms()
         if self._instance_at is not None and now - self._instance_at[0] < POOL_CACHE_MS:
             return self._instance_at[1]
-        instance = self.store.get_instance()
+        instance = self.pools.get_instance()
         self._instance_at = (now, instance)
         return instance
 

@@ -149,27 +149,50 @@ def compose(
     deployment lacks (attachments, logs, schedules, the event bus) are None, and their routes
     say so."""
     kernel = Kernel(rows, clock, ids)
-    versions = Versions(kernel)
-    workers = Workers(kernel)
+    versions = Versions(kernel, pools=rows.pools)
+    workers = Workers(kernel, leases=rows.leases, queues=rows.queues, workers=rows.workers)
     runs = Runs(kernel)
-    task_keys = TaskKeys(kernel)
-    delegation = Delegation(kernel, task_keys)
+    task_keys = TaskKeys(kernel, leases=rows.leases, tasks=rows.tasks)
+    delegation = Delegation(
+        kernel,
+        task_keys,
+        graph=rows.graph,
+        leases=rows.leases,
+        tasks=rows.tasks,
+        timeline=rows.timeline,
+    )
     usage = Usage(kernel)
-    classifier = Classifier(kernel, versions)
+    classifier = Classifier(kernel, versions, tasks=rows.tasks)
     graph = Graph(
         kernel,
         runs,
         task_keys,
         reasons=(approval_rules.approval_reasons, block_rules.block_reasons),
         skips=(is_cancelled, approval_rules.awaits_approval, block_rules.has_open_block),
+        graph=rows.graph,
+        sweeper=rows.sweeper,
+        tasks=rows.tasks,
     )
     gate = ClaimGate(
         kernel,
-        holds=(approval_rules.held_for_approval(kernel), block_rules.held_by_block(kernel)),
+        holds=(
+            approval_rules.held_for_approval(rows.tasks),
+            block_rules.held_by_block(rows.tasks, clock),
+        ),
+        leases=rows.leases,
+        queues=rows.queues,
+        sweeper=rows.sweeper,
     )
     # A claim under a subtree cancel that committed before the claim's write is withdrawn.
-    cancellation = Cancellation(kernel, graph)
-    orphans = Orphans(kernel)
+    cancellation = Cancellation(
+        kernel,
+        graph,
+        graph_rows=rows.graph,
+        leases=rows.leases,
+        sweeper=rows.sweeper,
+        tasks=rows.tasks,
+    )
+    orphans = Orphans(kernel, tasks=rows.tasks)
     claims = Claims(
         kernel,
         gate,
@@ -190,22 +213,68 @@ def compose(
             contribute=(classifier.with_classifier_output, usage.contribute, retries.on_failure),
             after=(delegation.scan_after,),
         ),
+        leases=rows.leases,
     )
-    blocks = Blocks(kernel, runs, graph, reports)
-    event_waits = EventWaits(kernel, blocks)
-    breaker = Breaker(kernel, graph, blocks)
-    wake = Wake(kernel, publisher)
-    rules = Rules(kernel, schedules)
-    artifacts = Artifacts(kernel, blobs, log_sink)
-    conditions = Conditions(kernel)
-    scheduler = Scheduler(kernel, gate)
-    operator = Operator(kernel)
+    blocks = Blocks(
+        kernel,
+        runs,
+        graph,
+        reports,
+        committer=rows.committer,
+        graph_rows=rows.graph,
+        leases=rows.leases,
+        sweeper=rows.sweeper,
+        tasks=rows.tasks,
+    )
+    event_waits = EventWaits(kernel, blocks, event_waits=rows.event_waits, tasks=rows.tasks)
+    breaker = Breaker(
+        kernel, graph, blocks, committer=rows.committer, sweeper=rows.sweeper, tasks=rows.tasks
+    )
+    wake = Wake(
+        kernel,
+        publisher,
+        graph=rows.graph,
+        leases=rows.leases,
+        tasks=rows.tasks,
+        timeline=rows.timeline,
+    )
+    rules = Rules(kernel, rows.rules, schedules, spaces=rows.spaces)
+    artifacts = Artifacts(kernel, blobs, log_sink, retention=rows.retention)
+    conditions = Conditions(kernel, queues=rows.queues, workers=rows.workers)
+    scheduler = Scheduler(
+        kernel,
+        gate,
+        leases=rows.leases,
+        pools=rows.pools,
+        queues=rows.queues,
+        sweeper=rows.sweeper,
+        tasks=rows.tasks,
+        timeline=rows.timeline,
+        workers=rows.workers,
+    )
+    operator = Operator(kernel, leases=rows.leases)
     approval = Approval(kernel, graph, operator)
     return Tenure(
         kernel=kernel,
-        setup=Setup(kernel),
+        setup=Setup(
+            kernel,
+            leases=rows.leases,
+            pools=rows.pools,
+            schema=rows.schema,
+            spaces=rows.spaces,
+            timeline=rows.timeline,
+            tokens=rows.tokens,
+        ),
         versions=versions,
-        pools=Pools(kernel, versions),
+        pools=Pools(
+            kernel,
+            versions,
+            leases=rows.leases,
+            pools=rows.pools,
+            queues=rows.queues,
+            spaces=rows.spaces,
+            timeline=rows.timeline,
+        ),
         workers=workers,
         conditions=conditions,
         gate=gate,
@@ -215,7 +284,14 @@ def compose(
         handover=Handover(kernel, reports, claims, bound),
         operator=operator,
         recovery=Recovery(kernel),
-        payloads=Payloads(kernel, versions, Inputs(kernel, graph)),
+        payloads=Payloads(
+            kernel,
+            versions,
+            Inputs(kernel, graph, leases=rows.leases, tasks=rows.tasks),
+            leases=rows.leases,
+            spaces=rows.spaces,
+            timeline=rows.timeline,
+        ),
         runs=runs,
         graph=graph,
         approval=approval,
@@ -226,11 +302,26 @@ def compose(
             filers=(delegation.lease_files,),
             links=(approval.ask, graph.link, delegation.mark_creator),
             bounds=(delegation.bounds,),
+            graph=rows.graph,
+            spaces=rows.spaces,
+            tasks=rows.tasks,
+            timeline=rows.timeline,
         ),
-        idempotency=Idempotency(kernel),
-        listing=TaskListing(kernel, graph),
+        idempotency=Idempotency(kernel, requests=rows.requests),
+        listing=TaskListing(
+            kernel, graph, graph_rows=rows.graph, sweeper=rows.sweeper, tasks=rows.tasks
+        ),
         scheduler=scheduler,
-        inspection=Inspection(kernel, conditions, graph),
+        inspection=Inspection(
+            kernel,
+            conditions,
+            graph,
+            leases=rows.leases,
+            sweeper=rows.sweeper,
+            tasks=rows.tasks,
+            timeline=rows.timeline,
+            workers=rows.workers,
+        ),
         blocks=blocks,
         event_waits=event_waits,
         breaker=breaker,
@@ -238,18 +329,36 @@ def compose(
         wake=wake,
         usage=usage,
         classifier=classifier,
-        force=Force(kernel, runs),
+        force=Force(kernel, runs, leases=rows.leases, pools=rows.pools),
         rules=rules,
-        firings=Firings(kernel, rules, operator),
-        addresses=Addresses(kernel),
-        subjects=Subjects(kernel),
+        firings=Firings(
+            kernel, rules, operator, leases=rows.leases, tasks=rows.tasks, timeline=rows.timeline
+        ),
+        addresses=Addresses(kernel, rules=rows.rules),
+        subjects=Subjects(kernel, spaces=rows.spaces, timeline=rows.timeline),
         artifacts=artifacts,
-        logs=Logs(kernel, artifacts),
-        attachments=Attachments(kernel, artifacts),
-        retention=Retention(kernel, artifacts),
-        scopes=Scopes(kernel),
+        logs=Logs(kernel, artifacts, attachments=rows.attachments),
+        attachments=Attachments(
+            kernel, artifacts, attachments=rows.attachments, leases=rows.leases
+        ),
+        retention=Retention(
+            kernel,
+            artifacts,
+            attachments=rows.attachments,
+            leases=rows.leases,
+            pools=rows.pools,
+            retention=rows.retention,
+        ),
+        scopes=Scopes(kernel, leases=rows.leases, rules=rows.rules, tasks=rows.tasks),
         task_keys=task_keys,
-        timeouts=QueueTimeouts(kernel, orphans),
+        timeouts=QueueTimeouts(
+            kernel,
+            orphans,
+            leases=rows.leases,
+            pools=rows.pools,
+            queues=rows.queues,
+            tasks=rows.tasks,
+        ),
         reactions=Reactions(
             {
                 "lease": (

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tenure.app.ports import Attachment, BlobStore
+from tenure.app.rows import AttachmentRows, LeaseRows
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -71,9 +72,18 @@ class Download:
 
 
 class Attachments:
-    def __init__(self, kernel: Kernel, artifacts: Artifacts) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        artifacts: Artifacts,
+        *,
+        attachments: AttachmentRows,
+        leases: LeaseRows,
+    ) -> None:
         self.artifacts = artifacts
         self.kernel = kernel
+        self.attachments = attachments
+        self.leases = leases
 
     def _bucket(self) -> BlobStore:
         if self.artifacts.blobs is None:
@@ -137,7 +147,7 @@ class Attachments:
         if content is not None:
             blobs.put(attachment.key, content, content_type)
         try:
-            self.kernel.store.put_attachment(attachment, ATTACHMENTS_PER_LEASE, quota)
+            self.attachments.put_attachment(attachment, ATTACHMENTS_PER_LEASE, quota)
         except CeilingReached as full:
             if content is not None:
                 blobs.delete([attachment.key])
@@ -162,14 +172,14 @@ class Attachments:
         lease = self.artifacts.visible_lease(actor, lease_id)
         if self.kernel.reclaimed_at(lease) is not None:
             return []
-        found = [self._settled(a) for a in self.kernel.store.list_attachments(lease.id)]
+        found = [self._settled(a) for a in self.attachments.list_attachments(lease.id)]
         return self._from_email(lease) + [a for a in found if a.status == STORED]
 
     def fetch_attachment(self, actor: Principal, lease_id: str, attachment_id: str) -> Download:
         lease = self.artifacts.visible_lease(actor, lease_id)
         attachment = None
         if self.kernel.reclaimed_at(lease) is None and len(attachment_id) <= 128:
-            attachment = self.kernel.store.get_attachment(lease.id, attachment_id) or next(
+            attachment = self.attachments.get_attachment(lease.id, attachment_id) or next(
                 iter(self._from_email(lease, only=attachment_id)), None
             )
         if attachment is None:
@@ -204,7 +214,7 @@ class Attachments:
         so no lease reaches another mail's objects by naming its message id. Each size is
         the stored object's (a HEAD), never the trigger's: the size decides whether the bytes
         are read into the answer. An object that is gone is not listed."""
-        job = self.kernel.store.get_job(lease.job_id)
+        job = self.leases.get_job(lease.job_id)
         trigger = (job.trigger if job else None) or {}
         data = trigger.get("data") or {}
         message_id = data.get("message_id")
@@ -261,5 +271,5 @@ class Attachments:
         else:
             status = REJECTED
             blobs.delete([uploaded])
-        self.kernel.store.set_attachment_status(attachment, status)
+        self.attachments.set_attachment_status(attachment, status)
         return replace(attachment, status=status)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import BlobStore, LogLine, LogPage, LogSink
+from tenure.app.rows import AttachmentRows, RetentionRows
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -48,9 +49,15 @@ class Artifacts:
     their routes say so), and who may see a lease's detail."""
 
     def __init__(
-        self, kernel: Kernel, blobs: BlobStore | None = None, log_sink: LogSink | None = None
+        self,
+        kernel: Kernel,
+        blobs: BlobStore | None = None,
+        log_sink: LogSink | None = None,
+        *,
+        retention: RetentionRows,
     ) -> None:
         self.kernel = kernel
+        self.retention = retention
         self.blobs = blobs
         self.log_sink = log_sink
 
@@ -77,7 +84,7 @@ class Artifacts:
         if lease.keeps_detail:
             return
         try:
-            self.kernel.store.keep_detail(lease)
+            self.retention.keep_detail(lease)
         except Conflict as lost:
             raise InvalidTransition(f"lease {lease.id} was reclaimed; it keeps no detail") from lost
 
@@ -87,9 +94,12 @@ class Artifacts:
 
 
 class Logs:
-    def __init__(self, kernel: Kernel, artifacts: Artifacts) -> None:
+    def __init__(
+        self, kernel: Kernel, artifacts: Artifacts, *, attachments: AttachmentRows
+    ) -> None:
         self.artifacts = artifacts
         self.kernel = kernel
+        self.attachments = attachments
         self._counted: set[tuple[str, str]] = set()
 
     def post_logs(self, actor: Principal, lease_id: str, events: list[dict[str, Any]]) -> int:
@@ -141,7 +151,7 @@ class Logs:
         if not unknown:
             return set()
         try:
-            return self.kernel.store.count_log_containers(lease_id, unknown, MAX_LEASE_CONTAINERS)
+            return self.attachments.count_log_containers(lease_id, unknown, MAX_LEASE_CONTAINERS)
         except CeilingReached as full:
             raise ValidationFailed(
                 f"events: lease {lease_id} keeps the logs of at most {MAX_LEASE_CONTAINERS} "

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
 from tenure.app.ports import Change, HoldOp
+from tenure.app.rows import LeaseRows, PoolRows
 from tenure.app.runs import RunStart
 from tenure.app.setup.instance import instance_settings
 from tenure.domain import authz
@@ -47,8 +48,10 @@ class ForceRow:
 
 
 class Force:
-    def __init__(self, kernel: Kernel, runs: Runs) -> None:
+    def __init__(self, kernel: Kernel, runs: Runs, *, leases: LeaseRows, pools: PoolRows) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.pools = pools
         self.runs = runs
 
     # ------------------------------------------------------------------- retry
@@ -66,7 +69,7 @@ class Force:
             )
         if lease.subject_kind is not SubjectKind.TASK or lease.task_id is None:
             raise InvalidTransition(f"lease {lease.id} answers for no task; there is no run")
-        cap = instance_settings(self.kernel.store).retry_chain_cap
+        cap = instance_settings(self.pools).retry_chain_cap
         if lease.retry_depth + 1 > cap:
             raise InvalidTransition(
                 f"lease {lease.id} is retry {lease.retry_depth} of its chain; the instance's "
@@ -135,7 +138,7 @@ class Force:
             raise ValidationFailed(f"lease_ids: between 1 and {MAX_BULK} ids")
         own_space = self._may_force(actor)
         rules.refuse_token_fields({"reason": reason})
-        found = self.kernel.store.get_leases(lease_ids)
+        found = self.leases.get_leases(lease_ids)
         rows = []
         for lease_id in lease_ids:
             try:
@@ -163,7 +166,7 @@ class Force:
         """A worker or lease token may force only while the instance allows agents to."""
         if actor.kind not in ("worker", "lease"):
             raise Forbidden("this route needs a member token")
-        if not instance_settings(self.kernel.store).allow_agent_force:
+        if not instance_settings(self.pools).allow_agent_force:
             if actor.kind == "lease":
                 raise LeaseTokenMismatch("force operations need an operator token here")
             raise Forbidden("force operations by agents are off (instance allow_agent_force)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.flow.events import received
+from tenure.app.rows import LeaseRows, SpaceRows, TimelineRows
 from tenure.domain import authz
 from tenure.domain.errors import TenureError
 from tenure.domain.fencing import iso_ms
@@ -24,9 +25,21 @@ HISTORY_IN_PAYLOAD = 200
 
 
 class Payloads:
-    def __init__(self, kernel: Kernel, versions: Versions, inputs: Inputs) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        versions: Versions,
+        inputs: Inputs,
+        *,
+        leases: LeaseRows,
+        spaces: SpaceRows,
+        timeline: TimelineRows,
+    ) -> None:
         self.inputs = inputs
         self.kernel = kernel
+        self.leases = leases
+        self.spaces = spaces
+        self.timeline = timeline
         self.versions = versions
 
     def payload(self, actor: Principal, lease_id: str) -> dict[str, Any]:
@@ -51,7 +64,7 @@ class Payloads:
         pool = self.kernel.pool(lease.pool)
         # The lease in hand is the row the claim just wrote or the report read consistently:
         # its own stamps (created, claimed, started) are taken from it, not read again.
-        events = self.kernel.store.timeline(
+        events = self.timeline.timeline(
             lease.subject_kind, lease.subject_id, HISTORY_IN_PAYLOAD, held=(lease,)
         )
         recent = [_event_summary(e) for e in events[-ACTIVITY_IN_PAYLOAD:]]
@@ -75,7 +88,7 @@ class Payloads:
                 "activity": recent,
             }
         elif lease.subject_kind is SubjectKind.WORKFLOW:
-            wf = self.kernel.store.get_workflow(lease.space, lease.workflow or "")
+            wf = self.spaces.get_workflow(lease.space, lease.workflow or "")
             subject = {
                 "kind": "workflow",
                 "slug": lease.workflow,
@@ -101,8 +114,9 @@ class Payloads:
         # A task's first job opened by its filing has none (and may have no row to read).
         if lease.task_id is not None and lease.job_id == first_job_id(lease.task_id):
             return bundle
-        store = self.kernel.store
-        job = store.get_job(lease.job_id, consistent=False) or store.get_job(lease.job_id)
+        job = self.leases.get_job(lease.job_id, consistent=False) or self.leases.get_job(
+            lease.job_id
+        )
         if job is not None and job.trigger is not None:
             bundle["trigger"] = job.trigger
         return bundle

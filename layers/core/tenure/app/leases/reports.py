@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
 from tenure.app.ports import Change
+from tenure.app.rows import LeaseRows
 from tenure.app.workers import SEEN_LAG_SHARE, SEEN_WRITE_SHARE
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -92,8 +93,11 @@ class Reports:
     """A holder's reports: start, heartbeats (its own and a worker's for all its leases) and
     the final reports, each one conditional write judged by the transition table."""
 
-    def __init__(self, kernel: Kernel, workers: Workers, completion: Completion) -> None:
+    def __init__(
+        self, kernel: Kernel, workers: Workers, completion: Completion, *, leases: LeaseRows
+    ) -> None:
         self.kernel = kernel
+        self.leases = leases
         self.workers = workers
         self.completion = completion
 
@@ -230,9 +234,7 @@ class Reports:
                 )
                 if shortened:
                     new = replace(new, due_at=new.deadline)
-                self.kernel.store.renew(
-                    new, expect=(current.state, current.fence), move_due=shortened
-                )
+                self.leases.renew(new, expect=(current.state, current.fence), move_due=shortened)
                 return Beat(lease=new, revoke=revoke_signal(new), wrote=True)
             return Beat(lease=current, revoke=revoke_signal(current))
 
@@ -269,8 +271,7 @@ class Reports:
         expired, whose deadline has passed, so that its heartbeat must write, and that write
         is conditional on the row itself."""
         now = self.kernel.clock.now_ms()
-        store = self.kernel.store
-        found = store.get_leases([lease_id for lease_id, _ in beats], consistent=False)
+        found = self.leases.get_leases([lease_id for lease_id, _ in beats], consistent=False)
         doubtful = [
             lease_id
             for lease_id, fence in beats
@@ -279,7 +280,7 @@ class Reports:
         if doubtful:
             for lease_id in doubtful:
                 found.pop(lease_id, None)
-            found.update(store.get_leases(doubtful))
+            found.update(self.leases.get_leases(doubtful))
         return found
 
     def _quiet(

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
+from tenure.app.rows import LeaseRows, TaskRows, TimelineRows
 from tenure.app.runs import queue_expiry, stored_priority
 from tenure.domain import authz
 from tenure.domain import fencing as r
@@ -119,8 +120,20 @@ class Firings:
     """`operator` cancels a scheduled rule's previous lease when its overlap says so (the
     operator's own cancel: a held lease is asked to stop)."""
 
-    def __init__(self, kernel: Kernel, rules: Rules, operator: Operator) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        rules: Rules,
+        operator: Operator,
+        *,
+        leases: LeaseRows,
+        tasks: TaskRows,
+        timeline: TimelineRows,
+    ) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.tasks = tasks
+        self.timeline = timeline
         self.rules = rules
         self.operator = operator
 
@@ -225,8 +238,8 @@ class Firings:
     def _minted(self, rule: Rule, job_id: str) -> Lease | Task | None:
         """What an occasion already minted under `job_id`, or None (one read)."""
         if rule.subject.get("requires_approval"):
-            return self.kernel.store.get_task(approval_task_id(job_id))
-        existing = self.kernel.store.get_job(job_id)
+            return self.tasks.get_task(approval_task_id(job_id))
+        existing = self.leases.get_job(job_id)
         return self.kernel.lease(existing.lease_id) if existing is not None else None
 
     def _note(self, rule: Rule, minted: Lease | Task, at_ms: int) -> None:
@@ -253,14 +266,14 @@ class Firings:
         return True
 
     def _open_run_lease(self, lease_id: str) -> Lease | None:
-        lease = self.kernel.store.get_lease(lease_id)
+        lease = self.leases.get_lease(lease_id)
         if lease is None:
             return None
         if not lease.state.active:
-            job = self.kernel.store.get_job(lease.job_id)
+            job = self.leases.get_job(lease.job_id)
             if job is None or job.lease_id == lease.id:
                 return None
-            lease = self.kernel.store.get_lease(job.lease_id)
+            lease = self.leases.get_lease(job.lease_id)
             if lease is None or not lease.state.active:
                 return None
         return lease
@@ -492,7 +505,7 @@ class Firings:
             return True
         self.kernel.counters[RATE_LIMITED] += 1
         if outcome == "limited_first":
-            self.kernel.store.put_event(
+            self.timeline.put_event(
                 Event(
                     id=self.kernel.ids.new_id("ev"),
                     subject_kind=SubjectKind.SPACE.value,
@@ -510,7 +523,7 @@ class Firings:
         return False
 
     def _leases_in_order(self, lease_ids: list[str]) -> list[Lease]:
-        found = self.kernel.store.get_leases(lease_ids)
+        found = self.leases.get_leases(lease_ids)
         return [found[i] for i in lease_ids if i in found]
 
     def _mint(
@@ -531,7 +544,7 @@ class Firings:
         workflow: str | None = None
         if kind is SubjectKind.TASK:
             workflow = rule.subject.get("workflow")
-            number = self.kernel.store.next_task_number(rule.space)
+            number = self.tasks.next_task_number(rule.space)
             task = Task(
                 id=task_id_of_key(f"{rule.space}-{number}"),
                 key=f"{rule.space}-{number}",
@@ -602,7 +615,7 @@ class Firings:
             self.kernel.commit(change)
         except Conflict:
             # Another delivery of the same occasion got there first: answer its lease.
-            won = self.kernel.store.get_job(job_id)
+            won = self.leases.get_job(job_id)
             if won is None:
                 raise
             self.kernel.counters["duplicate_firings"] += 1
@@ -626,13 +639,13 @@ class Firings:
         try:
             self.kernel.commit(Change(tasks=[TaskWrite(waiting, create=True)]))
         except Conflict:
-            won = self.kernel.store.get_task(waiting.id)
+            won = self.tasks.get_task(waiting.id)
             if won is None:
                 raise
-            self.kernel.store.key_task(won)
+            self.tasks.key_task(won)
             self.kernel.counters["duplicate_firings"] += 1
             return won
-        self.kernel.store.key_task(waiting)
+        self.tasks.key_task(waiting)
         self.kernel.counters["rule_firings"] += 1
         return waiting
 

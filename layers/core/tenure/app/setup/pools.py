@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, moved, over
 from tenure.app.leases.claims import POOL_REFRESH_MS
 from tenure.app.ports import INSTANCE_CEILING, KEY_CEILING, Ceiling, Change, Settings, key_ceiling
+from tenure.app.rows import LeaseRows, PoolRows, QueueRows, SpaceRows, TimelineRows
 from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
@@ -65,8 +66,23 @@ INSTANCE_SETTINGS = (
 
 
 class Pools:
-    def __init__(self, kernel: Kernel, versions: Versions) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        versions: Versions,
+        *,
+        leases: LeaseRows,
+        pools: PoolRows,
+        queues: QueueRows,
+        spaces: SpaceRows,
+        timeline: TimelineRows,
+    ) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.pools = pools
+        self.queues = queues
+        self.spaces = spaces
+        self.timeline = timeline
         self.versions = versions
 
     # ---------------------------------------------------------------------- reading
@@ -75,7 +91,7 @@ class Pools:
         """Every pool of one space, by name (pools share one partition and are few)."""
         authz.require_operator(actor, "read", space)
         self.kernel.space(space)
-        return sorted((p for p in self.kernel.store.list_pools() if p.space == space), key=_by_name)
+        return sorted((p for p in self.pools.list_pools() if p.space == space), key=_by_name)
 
     def get_pool(self, actor: Principal, name: str) -> Pool:
         authz.require_role(actor, "read")
@@ -86,11 +102,11 @@ class Pools:
     def held(self, pool: Pool) -> int:
         """How many leases the pool holds right now (at most HELD_SHOWN): its held-lease index,
         counted, not the ceiling counter, which counts only while the pool has a ceiling."""
-        return self.kernel.store.count_held(pool.name, HELD_SHOWN)
+        return self.queues.count_held(pool.name, HELD_SHOWN)
 
     def instance_held(self) -> int:
         """The instance ceiling's counter: leases claimed while the instance had a ceiling."""
-        return self.kernel.store.held_count(INSTANCE_CEILING, INSTANCE_CEILING)
+        return self.queues.held_count(INSTANCE_CEILING, INSTANCE_CEILING)
 
     # --------------------------------------------------------------------- changing
 
@@ -120,11 +136,11 @@ class Pools:
                     bumped = Settings(
                         set={**settings.set, "version": pool.version + 1}, remove=settings.remove
                     )
-                    updated = self.kernel.store.update_pool(
+                    updated = self.pools.update_pool(
                         name, bumped, pool.version, self.versions.superseded(pool, now)
                     )
                 elif changes:
-                    updated = self.kernel.store.update_pool(name, settings)
+                    updated = self.pools.update_pool(name, settings)
                 else:
                     updated = pool
             except Conflict:
@@ -156,7 +172,7 @@ class Pools:
         if pool.paused == paused:
             return pool  # already so: nothing written, nothing recorded
         now = self.kernel.clock.now_ms()
-        updated = self.kernel.store.update_pool(
+        updated = self.pools.update_pool(
             name, Settings(set={"paused": paused, "paused_changed_at": now})
         )
         self._remember(updated)
@@ -174,12 +190,12 @@ class Pools:
         space = self.kernel.fresh_space(key)
         if space.archived == archived:
             return space
-        updated = self.kernel.store.update_space(
+        updated = self.spaces.update_space(
             key,
             Settings(set={"archived": archived, "archived_changed_at": self.kernel.clock.now_ms()}),
         )
         self.kernel.remember_space(updated)
-        self.kernel.store.put_event(
+        self.timeline.put_event(
             Event(
                 id=self.kernel.ids.new_id("ev"),
                 subject_kind="space",
@@ -194,7 +210,7 @@ class Pools:
 
     def get_instance(self, actor: Principal) -> Instance:
         authz.require_operator(actor, "admin")
-        instance = self.kernel.store.get_instance()
+        instance = self.pools.get_instance()
         self.kernel.remember_instance(instance)
         return instance
 
@@ -208,11 +224,11 @@ class Pools:
         defaults = Instance()
         values = {k: v if v is not None else getattr(defaults, k) for k, v in changes.items()}
         values["updated_at"] = self.kernel.clock.now_ms()
-        before = self.kernel.store.get_instance()
-        instance = self.kernel.store.update_instance(_settings(values))
+        before = self.pools.get_instance()
+        instance = self.pools.update_instance(_settings(values))
         self.kernel.remember_instance(instance)
         if before.max_active is None and instance.max_active is not None:
-            pools = [p.name for p in self.kernel.store.list_pools()]
+            pools = [p.name for p in self.pools.list_pools()]
             self.count_held(INSTANCE_CEILING, INSTANCE_CEILING, pools)
         return instance
 
@@ -247,8 +263,8 @@ class Pools:
     def _count_held_once(self, scope_of: _ScopeOf, pools: list[str]) -> int:
         counted = 0
         for pool in pools:
-            ids = self.kernel.store.due_leases(pool, None, limit=SEED_PER_POOL)
-            for lease in self.kernel.store.get_leases(ids).values():
+            ids = self.queues.due_leases(pool, None, limit=SEED_PER_POOL)
+            for lease in self.leases.get_leases(ids).values():
                 found = scope_of(lease)
                 if found is None:
                     continue
@@ -286,7 +302,7 @@ class Pools:
 
     def _record_pool(self, pool: Pool, type_: str, data: dict[str, Any]) -> None:
         """A pool's own timeline (subject "pool"): who changed what, and which version."""
-        self.kernel.store.put_event(
+        self.timeline.put_event(
             Event(
                 id=self.kernel.ids.new_id("ev"),
                 subject_kind="pool",
