@@ -126,7 +126,9 @@ def test_claims_racing_the_queue_timeout_give_each_lease_exactly_one_outcome(rig
     def sweeper() -> None:
         start.wait()
         for _ in range(3):
-            done, _raced = sweep_svc.timeouts.expire_queued([sweep_svc.kernel.fresh_pool(ALPHA)])
+            done, _raced = sweep_svc.timeouts.expire_queued(
+                [sweep_svc.kernel.catalog.fresh_pool(ALPHA)]
+            )
             with lock:
                 ended.extend(done)
 
@@ -135,7 +137,7 @@ def test_claims_racing_the_queue_timeout_give_each_lease_exactly_one_outcome(rig
         for f in futures:
             f.result(timeout=120)
     # Whatever the sweeper's passes left (claimers that stopped early) ends on a last pass.
-    done, _ = sweep_svc.timeouts.expire_queued([sweep_svc.kernel.fresh_pool(ALPHA)])
+    done, _ = sweep_svc.timeouts.expire_queued([sweep_svc.kernel.catalog.fresh_pool(ALPHA)])
     ended.extend(done)
     assert not set(claimed) & set(ended)
     assert sorted(claimed + ended) == sorted(x.id for x in seeded)

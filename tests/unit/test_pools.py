@@ -26,11 +26,11 @@ def _no_claim(rig: Rig, pool: str = POOL, worker_id: str = "w9") -> bool:
 
 def test_a_paused_pool_hands_out_nothing_at_once_though_its_row_is_cached(rig: Rig) -> None:
     rig.task()
-    rig.svc.kernel.pool(POOL)  # warm the 30 s cache with the unpaused pool
+    rig.svc.kernel.catalog.pool(POOL)  # warm the 30 s cache with the unpaused pool
     paused = rig.svc.pools.pause_pool(ADMIN, POOL)
     assert paused.paused is True
     other = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids)  # another warm instance
-    other.kernel.pool(POOL)
+    other.kernel.catalog.pool(POOL)
     assert other.claims.claim(WORKER, POOL, "w1", "1.0", 0, None) is None
     assert _no_claim(rig)
     rig.svc.pools.resume_pool(ADMIN, POOL)

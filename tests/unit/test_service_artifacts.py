@@ -134,8 +134,8 @@ def test_a_pool_that_keeps_no_logs_answers_unsupported_runtime_both_ways(rig: Ri
 
 
 def test_pools_keep_logs_by_default(rig: Rig) -> None:
-    assert rig.svc.kernel.pool(POOL).keeps_logs is True
-    assert rig.svc.kernel.pool(POOL).retention_seconds == 2_592_000
+    assert rig.svc.kernel.catalog.pool(POOL).keeps_logs is True
+    assert rig.svc.kernel.catalog.pool(POOL).retention_seconds == 2_592_000
 
 
 def test_a_timestamp_cloudwatch_would_drop_is_refused_by_name(rig: Rig) -> None:
@@ -507,15 +507,15 @@ def test_a_lease_without_logs_or_attachments_is_reclaimed_with_no_write(rig: Rig
     assert not rig.lease(lease_id).keeps_detail
     assert rig.store.ended_leases("short", rig.clock.now_ms() + 10**9, 10) == []
     rig.advance(59)
-    assert rig.svc.kernel.reclaimed_at(rig.lease(lease_id)) is None
+    assert rig.svc.kernel.catalog.reclaimed_at(rig.lease(lease_id)) is None
     rig.advance(1)
     writes = list(rig.store.writes)
     assert rig.sweep().reclaimed == []
     assert "mark_reclaimed" not in rig.store.writes[len(writes) :]
     stored = rig.lease(lease_id)
     assert stored.reclaimed_at is None, "nothing written"
-    assert rig.svc.kernel.reclaimed_at(stored) == stored.ended_at + 60_000  # type: ignore[operator]
-    assert rig.svc.kernel.shown(stored).reclaimed_at == stored.ended_at + 60_000  # type: ignore[operator]
+    assert rig.svc.kernel.catalog.reclaimed_at(stored) == stored.ended_at + 60_000  # type: ignore[operator]
+    assert rig.svc.kernel.catalog.shown(stored).reclaimed_at == stored.ended_at + 60_000  # type: ignore[operator]
     assert rig.svc.attachments.list_attachments(READER, lease_id) == []
     assert rig.svc.logs.read_logs(READER, lease_id) == ([], False, None)
     with pytest.raises(InvalidTransition):  # within the token's grace, still refused
@@ -582,7 +582,7 @@ def test_a_table_an_earlier_release_migrated_indexes_every_ending_until_migrated
     assert not rig.lease(after.id).keeps_detail
     rig.advance(61)
     assert rig.sweep().reclaimed == [before], "the one indexed before is reclaimed as before"
-    assert rig.svc.kernel.reclaimed_at(rig.lease(after.id)) is not None
+    assert rig.svc.kernel.catalog.reclaimed_at(rig.lease(after.id)) is not None
 
 
 def test_inspect_shows_a_lease_reclaimed_by_derivation(rig: Rig) -> None:

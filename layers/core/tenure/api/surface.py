@@ -371,13 +371,15 @@ def lease_out(lease: Lease) -> dict[str, Any]:
     """A lease as every route shows it, with the queued condition the service judges (and
     reclaimed once its retention has passed, when it had nothing to delete)."""
     service = svc()
-    return v.lease_view(service.kernel.shown(lease), service.conditions.queued_condition_of(lease))
+    return v.lease_view(
+        service.kernel.catalog.shown(lease), service.conditions.queued_condition_of(lease)
+    )
 
 
 def leases_out(leases: Iterable[Lease]) -> list[dict[str, Any]]:
     """Many leases, each pool's facts read once for all of them."""
     service = svc()
-    leases = [service.kernel.shown(x) for x in leases]
+    leases = [service.kernel.catalog.shown(x) for x in leases]
     conditions = service.conditions.queued_conditions(leases)
     return [v.lease_view(x, conditions[x.id]) for x in leases]
 

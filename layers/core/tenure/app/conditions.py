@@ -111,11 +111,11 @@ class Conditions:
                 found[lease.id] = None
                 continue
             if lease.pool not in facts:
-                pool = pools[lease.pool] = self.kernel.request_pool(lease.pool)
+                pool = pools[lease.pool] = self.kernel.catalog.request_pool(lease.pool)
                 if pool.space not in spaces:
-                    spaces[pool.space] = self.kernel.request_space(pool.space)
+                    spaces[pool.space] = self.kernel.catalog.request_space(pool.space)
                 if not instance:
-                    instance.append(self.kernel.request_instance())
+                    instance.append(self.kernel.catalog.request_instance())
                 facts[lease.pool] = self._pool_facts(pool, spaces[pool.space], instance[0])
             deferred = (
                 lease.not_before if (lease.not_before or 0) > self.kernel.clock.now_ms() else None

@@ -109,7 +109,7 @@ class Inspection:
             RECENT_EVENTS,
             None,
             newest_first=True,
-            reclaimed=self.kernel.reclaimed_at,
+            reclaimed=self.kernel.catalog.reclaimed_at,
         ).events
         recent = self._recent_leases(subject, current)
         gate = self.sweeper.get_scheduler()
@@ -125,7 +125,7 @@ class Inspection:
         paused = gate.paused or bool(facts.get("pool_paused")) or bool(facts.get("space_archived"))
         paused = paused or bool(view and (view.effective_paused or view.blocked_reasons))
         found = diagnostics(current, facts, events, recent, paused, now)
-        shown = self.kernel.shown
+        shown = self.kernel.catalog.shown
         current = shown(current) if current is not None else None
         recent = [shown(x) for x in recent]
         return Snapshot(view, current, recent, events, scheduler, found, action, now, facts)
@@ -159,7 +159,7 @@ class Inspection:
         }
         if lease is None:
             return found
-        pool = self.kernel.pool(lease.pool)
+        pool = self.kernel.catalog.pool(lease.pool)
         workers = self.workers.list_workers(pool.name, now_ms=now)
         reachable_now = sum(1 for w in workers if reachable(w, pool, now))
         condition = self.conditions.queued_condition_of(lease)
@@ -178,7 +178,7 @@ class Inspection:
             # silent holder is not expired, nor its job handed on, before it.
             until = self.sweeper.get_sweeper_state().holds.get(pool.name)
             found["mass_expiry_hold_until"] = until if until is not None and until > now else None
-        found["space_archived"] = self.kernel.space_cached(pool.space).archived
+        found["space_archived"] = self.kernel.catalog.space_cached(pool.space).archived
         if lease.worker_id is not None and lease.state in REPORTABLE:
             worker = self.workers.get_worker(pool.name, lease.worker_id)
             found["holder_reachable"] = worker is not None and reachable(worker, pool, now)

@@ -311,7 +311,7 @@ class Scheduler:
         behind a full ceiling, a full key or the rate limit while a worker was there is
         waiting for capacity, not starving."""
         if pool.space not in spaces:
-            spaces[pool.space] = self.kernel.space_cached(pool.space)
+            spaces[pool.space] = self.kernel.catalog.space_cached(pool.space)
         space = spaces[pool.space]
         if pool.paused or space.archived or gate.paused:
             return None

@@ -36,7 +36,7 @@ class Scopes:
             return ident
         if kind == "pool":
             try:
-                return self.kernel.pool(ident).space
+                return self.kernel.catalog.pool(ident).space
             except NotFound:
                 return None
         if kind == "rule":

@@ -80,7 +80,7 @@ class Workers:
         most), each with the leases it holds, and where the next page starts (None after
         the last)."""
         authz.require_role(actor, "read")
-        pool = self.kernel.pool(pool_name)
+        pool = self.kernel.catalog.pool(pool_name)
         authz.require_operator(actor, "read", pool.space)
         now = self.kernel.clock.now_ms()
         held = self.leases.get_leases(self.queues.due_leases(pool.name, None, limit=HELD_PAGE))

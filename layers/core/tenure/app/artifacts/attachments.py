@@ -102,11 +102,11 @@ class Attachments:
     ) -> tuple[Attachment, Upload | None]:
         """Record an attachment: stored at once (`content`), or with an upload URL for a PUT
         of exactly `byte_size` bytes of `content_type`."""
-        lease = self.kernel.own_lease(actor, lease_id, authz.SHIP)
+        lease = self.kernel.owned.own_lease(actor, lease_id, authz.SHIP)
         rules.refuse_token_fields(
             {"filename": filename, "content_type": content_type, "kind": kind}
         )
-        if self.kernel.reclaimed_at(lease) is not None:
+        if self.kernel.catalog.reclaimed_at(lease) is not None:
             raise InvalidTransition(f"lease {lease_id} was reclaimed; it takes no attachments")
         if content is not None:
             if len(content) > MAX_INLINE_BYTES:
@@ -124,7 +124,7 @@ class Attachments:
             raise ValidationFailed("byte_size: required when content_base64 is not given")
         if byte_size > MAX_UPLOAD_BYTES:
             raise ValidationFailed(f"byte_size: is more than {MAX_UPLOAD_BYTES} bytes")
-        quota = self.kernel.pool(lease.pool).attachment_quota_bytes
+        quota = self.kernel.catalog.pool(lease.pool).attachment_quota_bytes
         if byte_size > quota:
             raise ValidationFailed(
                 f"byte_size: {byte_size} is more than the {quota} bytes of attachments a lease "
@@ -170,7 +170,7 @@ class Attachments:
     def list_attachments(self, actor: Principal, lease_id: str) -> list[Attachment]:
         """The lease's attachments whose bytes are stored as declared, oldest first."""
         lease = self.artifacts.visible_lease(actor, lease_id)
-        if self.kernel.reclaimed_at(lease) is not None:
+        if self.kernel.catalog.reclaimed_at(lease) is not None:
             return []
         found = [self._settled(a) for a in self.attachments.list_attachments(lease.id)]
         return self._from_email(lease) + [a for a in found if a.status == STORED]
@@ -178,7 +178,7 @@ class Attachments:
     def fetch_attachment(self, actor: Principal, lease_id: str, attachment_id: str) -> Download:
         lease = self.artifacts.visible_lease(actor, lease_id)
         attachment = None
-        if self.kernel.reclaimed_at(lease) is None and len(attachment_id) <= 128:
+        if self.kernel.catalog.reclaimed_at(lease) is None and len(attachment_id) <= 128:
             attachment = self.attachments.get_attachment(lease.id, attachment_id) or next(
                 iter(self._from_email(lease, only=attachment_id)), None
             )

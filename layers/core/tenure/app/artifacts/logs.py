@@ -65,7 +65,7 @@ class Artifacts:
         """The lease, for whoever may see it: an operator with its space in scope, or the
         lease's own token (another lease's token: lease_token_mismatch)."""
         if actor.kind == "lease":
-            return self.kernel.own_lease(actor, lease_id, authz.SHIP)
+            return self.kernel.owned.own_lease(actor, lease_id, authz.SHIP)
         authz.require_role(actor, "read")
         lease = self.kernel.lease(lease_id)
         authz.require_operator(actor, "read", lease.space)
@@ -89,7 +89,7 @@ class Artifacts:
             raise InvalidTransition(f"lease {lease.id} was reclaimed; it keeps no detail") from lost
 
     def keeps_logs(self, lease: Lease) -> None:
-        if not self.kernel.pool(lease.pool).keeps_logs:
+        if not self.kernel.catalog.pool(lease.pool).keeps_logs:
             raise UnsupportedRuntime(f"pool {lease.pool!r} keeps no logs (keeps_logs is false)")
 
 
@@ -104,9 +104,9 @@ class Logs:
 
     def post_logs(self, actor: Principal, lease_id: str, events: list[dict[str, Any]]) -> int:
         """Store a batch of the job's lines; answers how many were accepted."""
-        lease = self.kernel.own_lease(actor, lease_id, authz.SHIP)
+        lease = self.kernel.owned.own_lease(actor, lease_id, authz.SHIP)
         self.artifacts.keeps_logs(lease)
-        if self.kernel.reclaimed_at(lease) is not None:
+        if self.kernel.catalog.reclaimed_at(lease) is not None:
             raise InvalidTransition(f"lease {lease_id} was reclaimed; it keeps no more logs")
         now = self.kernel.clock.now_ms()
         by_container: dict[str, list[LogLine]] = {}
@@ -171,7 +171,7 @@ class Logs:
         self.artifacts.keeps_logs(lease)
         if tail is not None and cursor is not None:
             raise ValidationFailed("cursor: a tail is one page; it cannot be paged on")
-        if self.kernel.reclaimed_at(lease) is not None:
+        if self.kernel.catalog.reclaimed_at(lease) is not None:
             return LogPage([], False, None)
         return self.artifacts.sink().read(lease.id, container, since, tail, cursor, LOG_PAGE)
 
@@ -184,7 +184,7 @@ class Logs:
             "lease_id": lease.id,
             "state": lease.state.value,
             "pool": lease.pool,
-            "kind": self.kernel.pool(lease.pool).kind.value,
+            "kind": self.kernel.catalog.pool(lease.pool).kind.value,
             "worker_id": lease.worker_id,
             "worker_version": lease.worker_version,
             "claimed_at": lease.claimed_at,

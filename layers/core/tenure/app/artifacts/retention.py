@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from tenure.app.kernel import moved
 from tenure.app.rows import AttachmentRows, LeaseRows, PoolRows, RetentionRows
 from tenure.domain.errors import Conflict
+from tenure.domain.leases import moved
 from tenure.domain.model import Lease, Pool
 
 if TYPE_CHECKING:

@@ -189,7 +189,7 @@ class Blocks:
         """Members (read for listing) of the task's space, or the token of a lease on it —
         or of the lease that filed it (a worker minding the work it delegated)."""
         if actor.kind == "lease":
-            lease = self.kernel.acting_lease(actor)
+            lease = self.kernel.owned.acting_lease(actor)
             task = self.kernel.task(task_id)
             if task.id != lease.task_id and task.created_by_lease != lease.id:
                 raise LeaseTokenMismatch(f"this lease token is not for a lease on {task_id}")
@@ -230,7 +230,7 @@ class Blocks:
                 )
         # Read fresh (one small row): a PATCH /instance answered by another warm instance
         # holds for this very block, not after this instance's cache runs out.
-        limit = self.kernel.fresh_instance().block_recurrence_limit
+        limit = self.kernel.catalog.fresh_instance().block_recurrence_limit
         for _ in range(BLOCK_TRIES):
             now = self.kernel.clock.now_ms()
             if len(open_blocks(task, now)) >= MAX_OPEN_BLOCKS:
@@ -456,7 +456,7 @@ class Blocks:
         try:
             _, lease = self.runs.open_run(
                 fresh,
-                self.kernel.pool(task.pool),
+                self.kernel.catalog.pool(task.pool),
                 create_task=False,
                 expect_job_id=fresh.job_id,
                 job_checks=checks,

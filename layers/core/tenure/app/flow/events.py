@@ -129,9 +129,9 @@ class EventWaits:
             raise ValidationFailed(f"data: at most {MAX_DATA_BYTES} bytes of JSON")
         # Kept, written to each task's timeline and handed to its payloads: never a token.
         rules.refuse_tokens(data, "data")
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         now = self.kernel.clock.now_ms()
-        ttl = self.kernel.fresh_instance().event_ttl_seconds
+        ttl = self.kernel.catalog.fresh_instance().event_ttl_seconds
         kept = KeptEvent(space, name, key, now, now + ttl * 1000, data, actor.token_id)
         self.event_waits.put_kept_event(kept)
         self.kernel.counters["events_sent"] += 1
@@ -159,7 +159,7 @@ class EventWaits:
 
     def _may_signal(self, actor: Principal, space: str) -> None:
         if actor.kind == "lease":
-            lease = self.kernel.acting_lease(actor)
+            lease = self.kernel.owned.acting_lease(actor)
             if lease.space != space:
                 raise LeaseTokenMismatch("a lease token signals only in its own lease's space")
             return

@@ -84,7 +84,7 @@ class Force:
             raise InvalidTransition(
                 f"task {task.key} has a newer run than lease {lease.id}; retry its newest lease"
             )
-        pool = self.kernel.pool(lease.pool)
+        pool = self.kernel.catalog.pool(lease.pool)
         now = self.kernel.clock.now_ms()
         # A retry is an operator's recovery: an escalated task leaves needs_attention with it.
         recovered = replace(
@@ -159,7 +159,7 @@ class Force:
             return None
         self.require_agent_force(actor)
         if actor.kind == "lease":
-            return self.kernel.acting_lease(actor).space
+            return self.kernel.owned.acting_lease(actor).space
         return None
 
     def require_agent_force(self, actor: Principal) -> None:

@@ -50,7 +50,7 @@ class Operator:
         lease token in its own lease's space (the MCP tool leases_list)."""
         if actor.kind != "lease":
             return self.list_leases(actor, space, limit, cursor, state, None)
-        authz.require_own_space(actor, space, self.kernel.acting_lease(actor).space)
+        authz.require_own_space(actor, space, self.kernel.owned.acting_lease(actor).space)
         return self.leases.list_leases(space, limit, cursor, state, None)
 
     def get_visible_lease(self, actor: Principal, lease_id: str) -> Lease:
@@ -58,7 +58,7 @@ class Operator:
         its own lease's space (the MCP tool leases_get)."""
         if actor.kind != "lease":
             return self.get_lease(actor, lease_id)
-        own = self.kernel.acting_lease(actor)
+        own = self.kernel.owned.acting_lease(actor)
         lease = own if lease_id == own.id else self.kernel.lease(lease_id)
         authz.require_own_space(actor, lease.space, own.space)
         return lease

@@ -43,8 +43,8 @@ class Payloads:
         self.versions = versions
 
     def payload(self, actor: Principal, lease_id: str) -> dict[str, Any]:
-        lease = self.kernel.own_lease(actor, lease_id, authz.SHIP)
-        self.kernel.refuse_if_stale(lease, "payload")
+        lease = self.kernel.owned.own_lease(actor, lease_id, authz.SHIP)
+        self.kernel.stale.refuse_if_stale(lease, "payload")
         return self._bundle(lease)
 
     def claimed_payload(self, lease: Lease, task: Task | None = None) -> dict[str, Any] | None:
@@ -61,7 +61,7 @@ class Payloads:
             return None
 
     def _bundle(self, lease: Lease, task: Task | None = None) -> dict[str, Any]:
-        pool = self.kernel.pool(lease.pool)
+        pool = self.kernel.catalog.pool(lease.pool)
         # The lease in hand is the row the claim just wrote or the report read consistently:
         # its own stamps (created, claimed, started) are taken from it, not read again.
         events = self.timeline.timeline(
@@ -97,7 +97,7 @@ class Payloads:
                 "activity": recent,
             }
         else:
-            space = self.kernel.space(lease.space)
+            space = self.kernel.catalog.space(lease.space)
             subject = {"kind": "space", "key": space.key, "name": space.name, "activity": recent}
         bundle: dict[str, Any] = {
             "lease": lease,

@@ -27,7 +27,7 @@ class Addresses:
 
     def add_address(self, actor: Principal, space: str, address: str) -> Address:
         authz.require_operator(actor, "admin")
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         wanted = check_address(address)
         held = self.rules.get_address(wanted)
         if held is not None and held.space == space:
@@ -42,14 +42,14 @@ class Addresses:
 
     def list_addresses(self, actor: Principal, space: str) -> list[Address]:
         authz.require_operator(actor, "read", space)
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         return self.rules.list_addresses(space, MAX_ADDRESSES_PER_SPACE)
 
     def remove_address(self, actor: Principal, space: str, address: str) -> None:
         """Rules naming it stay, and stop matching it: matching asks who owns each
         recipient, and a deleted address is owned by no one."""
         authz.require_operator(actor, "admin")
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         try:
             wanted = check_address(address)
         except ValidationFailed:

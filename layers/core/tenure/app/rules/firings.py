@@ -144,7 +144,7 @@ class Firings:
         authz.require_role(actor, "member")
         rule = self.rules.rule(rule_id)
         authz.require_operator(actor, "member", rule.space)
-        self.kernel.refuse_archived(rule.space)
+        self.kernel.catalog.refuse_archived(rule.space)
         # An inbound rule fired by hand reads as an event that carried no data: `{subject}`
         # and `{from}` become empty, as in POST /events without them.
         data: dict[str, Any] | None = {} if rule.kind == "inbound" else None
@@ -163,7 +163,7 @@ class Firings:
         rule = self.rules.rule_store.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
         if rule is None or not rule.enabled or rule.kind != "scheduled":
             return None
-        if self.kernel.fresh_space(rule.space).archived:
+        if self.kernel.catalog.fresh_space(rule.space).archived:
             self.kernel.counters[ARCHIVED_SKIPS] += 1
             return None
         at = scheduled_at.astimezone(UTC)
@@ -296,7 +296,7 @@ class Firings:
             raise ValidationFailed(
                 f"topic: {EMAIL_TOPIC} is fired only by inbound email; post another topic"
             )
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         r.refuse_tokens(data, "the event's data")
         now_s = self.kernel.clock.now_ms() // 1000
         if event_id is not None:
@@ -440,7 +440,7 @@ class Firings:
         limited: list[str] = []
         for rule in sorted(matching, key=lambda x: (x.space, x.name)):
             if rule.space not in archived:
-                archived[rule.space] = self.kernel.fresh_space(rule.space).archived
+                archived[rule.space] = self.kernel.catalog.fresh_space(rule.space).archived
             if archived[rule.space]:
                 self.kernel.counters[ARCHIVED_SKIPS] += 1
                 skipped.append(rule.id)
@@ -536,7 +536,7 @@ class Firings:
         """A new pending lease (and task, for a task subject) of `rule`, under `job_id`; the
         lease a concurrent delivery minted under that job id when it got there first. A task
         subject that requires approval files its task alone (_file_for_approval)."""
-        pool = self.kernel.pool_in_space(rule.pool, rule.space)
+        pool = self.kernel.catalog.pool_in_space(rule.pool, rule.space)
         now = self.kernel.clock.now_ms()
         kind = SubjectKind(rule.subject["kind"])
         controls = _Controls.of(rule, data)
@@ -571,7 +571,7 @@ class Firings:
             subject_id = rule.space
         lease = Lease(
             event_type="lease.created",
-            tl=self.kernel.first_stamps(kind),
+            tl=self.kernel.gates.first_stamps(kind),
             event_data={"pool": pool.name, "rule_id": rule.id, "rule": rule.name},
             updated_at=now,
             id=self.kernel.ids.new_id("lease"),

@@ -93,7 +93,7 @@ class Rules:
         catchup_window_seconds: Any = None,
     ) -> Rule:
         authz.require_operator(actor, "admin", space)
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         now = self.kernel.clock.now_ms()
         checked_trigger = check_trigger(trigger)
         settings = _schedule_settings(
@@ -254,7 +254,7 @@ class Rules:
     def _check_targets(self, rule: Rule) -> None:
         """The pool and any workflow a rule names must exist in the rule's space (422)."""
         try:
-            self.kernel.pool_in_space(rule.pool, rule.space)
+            self.kernel.catalog.pool_in_space(rule.pool, rule.space)
         except NotFound:
             raise ValidationFailed(f"pool: {rule.pool!r} does not exist") from None
         slug = rule.subject.get("slug") or rule.subject.get("workflow")

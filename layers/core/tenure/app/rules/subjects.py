@@ -35,5 +35,5 @@ class Subjects:
     def space_activity(self, actor: Principal, key: str, limit: int) -> list[Event]:
         """The space subject's timeline, oldest first (its newest `limit` events)."""
         authz.require_operator(actor, "read", key)
-        self.kernel.space(key)
+        self.kernel.catalog.space(key)
         return self.timeline.timeline(SubjectKind.SPACE, key, min(limit, MAX_ACTIVITY))

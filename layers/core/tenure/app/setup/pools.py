@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
-from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, moved, over
+from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, over
 from tenure.app.leases.claims import POOL_REFRESH_MS
 from tenure.app.ports import INSTANCE_CEILING, KEY_CEILING, Ceiling, Change, Settings, key_ceiling
 from tenure.app.rows import LeaseRows, PoolRows, QueueRows, SpaceRows, TimelineRows
@@ -15,6 +15,7 @@ from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, Unavailable, ValidationFailed
+from tenure.domain.leases import moved
 from tenure.domain.model import Event, Instance, Lease, Pool, Principal, Space
 from tenure.domain.states import REPORTABLE
 
@@ -90,12 +91,12 @@ class Pools:
     def list_pools_of(self, actor: Principal, space: str) -> list[Pool]:
         """Every pool of one space, by name (pools share one partition and are few)."""
         authz.require_operator(actor, "read", space)
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         return sorted((p for p in self.pools.list_pools() if p.space == space), key=_by_name)
 
     def get_pool(self, actor: Principal, name: str) -> Pool:
         authz.require_role(actor, "read")
-        pool = self.kernel.fresh_pool(name)
+        pool = self.kernel.catalog.fresh_pool(name)
         authz.require_operator(actor, "read", pool.space)
         return pool
 
@@ -114,7 +115,7 @@ class Pools:
         """Change the named settings (a null resets one to its default). A change of the agent
         or classifier settings makes a new version, the old one kept readable."""
         authz.require_role(actor, "admin")
-        pool = self.kernel.fresh_pool(name)
+        pool = self.kernel.catalog.fresh_pool(name)
         authz.require_operator(actor, "admin", pool.space)
         known = {f.name for f in fields(Pool)}
         for setting in changes:
@@ -145,7 +146,7 @@ class Pools:
                     updated = pool
             except Conflict:
                 self.kernel.counters["lost_writes"] += 1
-                pool = self.kernel.fresh_pool(name)
+                pool = self.kernel.catalog.fresh_pool(name)
                 continue
             self._remember(updated)
             self._record_pool(updated, "pool.updated", {"changed": sorted(changes)})
@@ -167,7 +168,7 @@ class Pools:
 
     def _set_paused(self, actor: Principal, name: str, paused: bool) -> Pool:
         authz.require_role(actor, "admin")
-        pool = self.kernel.fresh_pool(name)
+        pool = self.kernel.catalog.fresh_pool(name)
         authz.require_operator(actor, "admin", pool.space)
         if pool.paused == paused:
             return pool  # already so: nothing written, nothing recorded
@@ -187,14 +188,14 @@ class Pools:
 
     def _set_archived(self, actor: Principal, key: str, archived: bool) -> Space:
         authz.require_operator(actor, "admin", key)
-        space = self.kernel.fresh_space(key)
+        space = self.kernel.catalog.fresh_space(key)
         if space.archived == archived:
             return space
         updated = self.spaces.update_space(
             key,
             Settings(set={"archived": archived, "archived_changed_at": self.kernel.clock.now_ms()}),
         )
-        self.kernel.remember_space(updated)
+        self.kernel.catalog.remember_space(updated)
         self.timeline.put_event(
             Event(
                 id=self.kernel.ids.new_id("ev"),
@@ -211,7 +212,7 @@ class Pools:
     def get_instance(self, actor: Principal) -> Instance:
         authz.require_operator(actor, "admin")
         instance = self.pools.get_instance()
-        self.kernel.remember_instance(instance)
+        self.kernel.catalog.remember_instance(instance)
         return instance
 
     def update_instance(self, actor: Principal, changes: dict[str, Any]) -> Instance:
@@ -226,7 +227,7 @@ class Pools:
         values["updated_at"] = self.kernel.clock.now_ms()
         before = self.pools.get_instance()
         instance = self.pools.update_instance(_settings(values))
-        self.kernel.remember_instance(instance)
+        self.kernel.catalog.remember_instance(instance)
         if before.max_active is None and instance.max_active is not None:
             pools = [p.name for p in self.pools.list_pools()]
             self.count_held(INSTANCE_CEILING, INSTANCE_CEILING, pools)
@@ -298,7 +299,7 @@ class Pools:
     # ---------------------------------------------------------------------- helpers
 
     def _remember(self, pool: Pool) -> None:
-        self.kernel.remember_pool(pool)
+        self.kernel.catalog.remember_pool(pool)
 
     def _record_pool(self, pool: Pool, type_: str, data: dict[str, Any]) -> None:
         """A pool's own timeline (subject "pool"): who changed what, and which version."""

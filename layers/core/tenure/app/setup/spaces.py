@@ -94,7 +94,7 @@ class Setup:
         self, actor: Principal, space: str, slug: str, name: str, description: str | None
     ) -> Workflow:
         authz.require_operator(actor, "admin", space)
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         wf = Workflow(
             space=space,
             slug=slug,
@@ -107,7 +107,7 @@ class Setup:
 
     def create_pool(self, actor: Principal, pool: Pool) -> Pool:
         authz.require_operator(actor, "admin", pool.space)
-        self.kernel.space(pool.space)
+        self.kernel.catalog.space(pool.space)
         check_settings(pool.kind, pool.agent, pool.classifier)
         require_settings(pool.kind, pool.agent, pool.classifier)
         check_rates(pool.rates)
@@ -129,9 +129,9 @@ class Setup:
     ) -> tuple[Token, str]:
         authz.require_operator(actor, "admin")
         for key in spaces or ():
-            self.kernel.space(key)
+            self.kernel.catalog.space(key)
         for pool in pools or ():
-            self.kernel.pool(pool)
+            self.kernel.catalog.pool(pool)
         if expires_in_seconds is not None and not 1 <= expires_in_seconds <= MAX_TOKEN_LIFE_S:
             raise ValidationFailed(f"expires_in_seconds: between 1 and {MAX_TOKEN_LIFE_S}")
         token, raw = self._mint(name, kind, role, spaces, pools, expires_in_seconds)
@@ -265,7 +265,7 @@ class Setup:
             lease = self.leases.get_lease(lease_id, consistent=True)
             if lease is None or not rules.same_hash(lease.token_hash, digest):
                 raise Unauthenticated("unknown token")
-            self.kernel.token_checked(lease)  # the route's own_lease takes this read
+            self.kernel.owned.token_checked(lease)  # the route's own_lease takes this read
             return Principal(
                 kind="lease",
                 token_id=digest[:8],
