@@ -8,7 +8,7 @@ from typing import Any
 
 from tenure.app.leases.claims import Claimed
 from tenure.app.rows import Rows
-from tenure.app.sweep import SweepReport, sweep_once
+from tenure.app.sweep import SweepReport
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.model import Event, Lease, Pool, Principal, Task
 from tenure.domain.states import LeaseState, PoolKind, SubjectKind
@@ -118,7 +118,7 @@ class Rig:
         self.clock.advance(seconds)
 
     def sweep(self) -> SweepReport:
-        return sweep_once(self.svc)
+        return self.svc.sweep.once()
 
     def system_events(self) -> list[Event]:
         return self.store.timeline("system", "sweeper", None)

@@ -58,6 +58,7 @@ from tenure.app.scopes import Scopes
 from tenure.app.setup.pools import Pools
 from tenure.app.setup.spaces import Setup
 from tenure.app.setup.versions import Classifier, Versions
+from tenure.app.sweep import Sweep
 from tenure.app.tasks import approval as approval_rules
 from tenure.app.tasks.approval import Approval
 from tenure.app.tasks.cancel import Cancellation, is_cancelled
@@ -117,6 +118,7 @@ class Tenure:
     task_keys: TaskKeys
     reactions: Reactions
     timeouts: QueueTimeouts
+    sweep: Sweep
 
     @property
     def store(self) -> Store:
@@ -254,6 +256,39 @@ def compose(
     )
     operator = Operator(kernel, leases=rows.leases)
     approval = Approval(kernel, graph, operator)
+    recovery = Recovery(kernel)
+    retention = Retention(
+        kernel,
+        artifacts,
+        attachments=rows.attachments,
+        leases=rows.leases,
+        pools=rows.pools,
+        retention=rows.retention,
+    )
+    timeouts = QueueTimeouts(
+        kernel,
+        orphans,
+        leases=rows.leases,
+        pools=rows.pools,
+        queues=rows.queues,
+        tasks=rows.tasks,
+    )
+    sweep = Sweep(
+        sweeper=rows.sweeper,
+        pools=rows.pools,
+        leases=rows.leases,
+        queues=rows.queues,
+        workers=rows.workers,
+        timeline=rows.timeline,
+        clock=clock,
+        ids=ids,
+        timeouts=timeouts,
+        recovery=recovery,
+        scheduler=scheduler,
+        breaker=breaker,
+        delegation=delegation,
+        retention=retention,
+    )
     return Tenure(
         kernel=kernel,
         setup=Setup(
@@ -283,7 +318,7 @@ def compose(
         reports=reports,
         handover=Handover(kernel, reports, claims, bound),
         operator=operator,
-        recovery=Recovery(kernel),
+        recovery=recovery,
         payloads=Payloads(
             kernel,
             versions,
@@ -341,24 +376,11 @@ def compose(
         attachments=Attachments(
             kernel, artifacts, attachments=rows.attachments, leases=rows.leases
         ),
-        retention=Retention(
-            kernel,
-            artifacts,
-            attachments=rows.attachments,
-            leases=rows.leases,
-            pools=rows.pools,
-            retention=rows.retention,
-        ),
+        retention=retention,
         scopes=Scopes(kernel, leases=rows.leases, rules=rows.rules, tasks=rows.tasks),
         task_keys=task_keys,
-        timeouts=QueueTimeouts(
-            kernel,
-            orphans,
-            leases=rows.leases,
-            pools=rows.pools,
-            queues=rows.queues,
-            tasks=rows.tasks,
-        ),
+        timeouts=timeouts,
+        sweep=sweep,
         reactions=Reactions(
             {
                 "lease": (
