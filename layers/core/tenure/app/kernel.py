@@ -64,8 +64,8 @@ class Kernel:
         self.pools = rows.pools
         self.timeline = rows.timeline
         self.committer = rows.committer
-        # The one object behind every port, for the claim (its own package's, next) and the
-        # sweep's and figures' free functions until they take their ports too.
+        # The one object behind every port, for the claim and its wait slots (reshaped on
+        # their own), the pool figures' functions and `Tenure.store`, until they take ports.
         self.store = cast(Store, rows.committer)
         self.clock = clock
         self.ids = ids
