@@ -28,6 +28,7 @@ from tenure.app.autonomy.breaker import Breaker
 from tenure.app.autonomy.delegation import Delegation
 from tenure.app.autonomy.wake import Wake
 from tenure.app.conditions import Conditions
+from tenure.app.figures import Figures
 from tenure.app.flow.events import EventWaits
 from tenure.app.flow.inputs import Inputs
 from tenure.app.inspect import Inspection
@@ -119,6 +120,7 @@ class Tenure:
     reactions: Reactions
     timeouts: QueueTimeouts
     sweep: Sweep
+    figures: Figures
 
     @property
     def store(self) -> Store:
@@ -256,6 +258,15 @@ def compose(
     )
     operator = Operator(kernel, leases=rows.leases)
     approval = Approval(kernel, graph, operator)
+    pools = Pools(
+        kernel,
+        versions,
+        leases=rows.leases,
+        pools=rows.pools,
+        queues=rows.queues,
+        spaces=rows.spaces,
+        timeline=rows.timeline,
+    )
     recovery = Recovery(kernel)
     retention = Retention(
         kernel,
@@ -301,15 +312,7 @@ def compose(
             tokens=rows.tokens,
         ),
         versions=versions,
-        pools=Pools(
-            kernel,
-            versions,
-            leases=rows.leases,
-            pools=rows.pools,
-            queues=rows.queues,
-            spaces=rows.spaces,
-            timeline=rows.timeline,
-        ),
+        pools=pools,
         workers=workers,
         conditions=conditions,
         gate=gate,
@@ -381,6 +384,14 @@ def compose(
         task_keys=task_keys,
         timeouts=timeouts,
         sweep=sweep,
+        figures=Figures(
+            pools,
+            queues=rows.queues,
+            leases=rows.leases,
+            sweeper=rows.sweeper,
+            retention=rows.retention,
+            clock=clock,
+        ),
         reactions=Reactions(
             {
                 "lease": (

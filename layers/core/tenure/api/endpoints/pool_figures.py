@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from tenure.api import views as v
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, op, svc
-from tenure.app.figures import PoolFigures, pool_figures
+from tenure.app.figures import PoolFigures
 
 
 class _Out(BaseModel):
@@ -47,7 +47,7 @@ class FiguresAnswer(_Out):
 
 @op("GET", f"{BASE}/pools/<pool>/figures", 200, FiguresAnswer, 404)
 def get_pool_figures(pool: str) -> Response[Any]:
-    return json_answer({"figures": figures_view(pool_figures(svc(), actor(), pool))})
+    return json_answer({"figures": figures_view(svc().figures.pool_figures(actor(), pool))})
 
 
 def figures_view(f: PoolFigures) -> dict[str, Any]:
