@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from tenure import wiring
+from tenure.app.rows import Rows
 from tenure.app.tenure import Tenure, compose
 from tenure.config import local_settings
 from tenure.domain.model import Principal
@@ -94,7 +95,7 @@ def rig(ddb_local: DynamoDBLocal) -> Rig:
     store = wiring.build_store(ddb_local.endpoint, table)
     store.create_table()
     clock = wiring.ManualClock(wiring.SystemClock().now_ms())
-    svc = compose(store, clock, wiring.RandomIds())
+    svc = compose(Rows.of(store, store), clock, wiring.RandomIds())
     return Rig(store=store, clock=clock, svc=svc, pump=StreamPump(ddb_local.endpoint, table, store))
 
 

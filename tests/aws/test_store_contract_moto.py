@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import boto3
 import pytest
 from moto import mock_aws
+from tenure.app.rows import Rows
 from tenure.app.tenure import compose
 from tenure.store.dynamo import OneTable
 from tenure.wiring import ManualClock, RandomIds, SystemClock
@@ -44,7 +45,7 @@ def make_rig(monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeRig]:
             return ContractRig(
                 store=store,
                 clock=clock,
-                svc=compose(store, clock, RandomIds()),
+                svc=compose(Rows.of(store, store), clock, RandomIds()),
                 drain=pump.drain,
                 records=lambda: read_stream(ddb, streams, table),
             )

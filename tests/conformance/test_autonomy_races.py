@@ -9,6 +9,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tenure.app.rows import Rows
 from tenure.app.tasks.filing import TaskLinks
 from tenure.app.tenure import compose
 from tenure.domain.errors import TenureError
@@ -39,7 +40,7 @@ def _block_against_complete(rig: Rig) -> tuple[bool, bool]:
     start = threading.Barrier(2, timeout=60)
 
     def block() -> bool:
-        svc = compose(rig.store, SystemClock(), RandomIds())
+        svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
         start.wait()
         try:
             svc.blocks.block_task(lease_principal(lease_id), task.id, "needs_input", "a question")
@@ -52,7 +53,7 @@ def _block_against_complete(rig: Rig) -> tuple[bool, bool]:
         return True
 
     def complete() -> bool:
-        svc = compose(rig.store, SystemClock(), RandomIds())
+        svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
         start.wait()
         try:
             svc.reports.complete(lease_principal(lease_id), lease_id, {})
@@ -94,7 +95,7 @@ def test_eight_clears_at_once_resume_the_task_with_one_run(rig: Rig) -> None:
     start = threading.Barrier(THREADS, timeout=60)
 
     def clear(n: int) -> None:
-        svc = compose(rig.store, SystemClock(), RandomIds())
+        svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
         start.wait()
         svc.blocks.clear_block(ADMIN, task.id, blocks[n]["id"])
 
@@ -127,7 +128,7 @@ class TwiceAtOnceWithBus(StreamPump):
         start = threading.Barrier(2, timeout=30)
 
         def one(_: int) -> None:
-            svc = compose(self.store, SystemClock(), RandomIds())
+            svc = compose(Rows.of(self.store, self.store), SystemClock(), RandomIds())
             svc.wake.publisher = self.bus
             start.wait()
             for record in batch:

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 from tenure.app.leases.claims import Claimed
+from tenure.app.rows import Rows
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.model import Lease
@@ -118,7 +119,7 @@ def test_an_expiry_gives_its_slot_back_once(rig: Rig) -> None:
     assert all(held) and rig.svc.claims.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is None
     assert rig.store.held_count("pool", ALPHA) == 2
     rig.clock.advance(TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000 + 1)
-    pool = rig.svc.kernel.pool(ALPHA)
+    pool = rig.svc.kernel.catalog.pool(ALPHA)
     leases = [w.lease for w in held if w is not None]
     expired = [rig.svc.recovery.expire(lease, pool) for lease in leases]
     assert [x.state if x else None for x in expired] == [LeaseState.LOST] * 2
@@ -134,8 +135,9 @@ def test_lowering_the_ceiling_makes_claims_wait_until_the_count_drops(rig: Rig) 
     rig.svc.pools.update_pool(ADMIN, ALPHA, {"max_active": 3})
     seed(rig, 5)
     held = [rig.svc.claims.claim(WORKER, ALPHA, f"w-{n}", "1.0", 0, None) for n in range(3)]
-    other = compose(rig.store, rig.clock, rig.svc.ids)  # a warm instance, cache and all
-    other.kernel.pool(ALPHA)
+    # A warm instance, cache and all.
+    other = compose(Rows.of(rig.store, rig.store), rig.clock, rig.svc.ids)
+    other.kernel.catalog.pool(ALPHA)
     rig.svc.pools.update_pool(ADMIN, ALPHA, {"max_active": 1})
     assert other.claims.claim(WORKER, ALPHA, "w-9", "1.0", 0, None) is None
     for won in held[:2]:

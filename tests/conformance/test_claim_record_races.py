@@ -17,6 +17,7 @@ import pytest
 from tenure.app.kernel import over
 from tenure.app.leases.claims import Claimed
 from tenure.app.ports import Change, ClaimRecord
+from tenure.app.rows import Rows
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.fencing import claim_ref, hash_token
 from tenure.domain.model import Lease
@@ -64,7 +65,7 @@ class CrashingStore:
 
 
 def service(store: Any) -> Tenure:
-    return compose(store, SystemClock(), RandomIds())
+    return compose(Rows.of(store, store), SystemClock(), RandomIds())
 
 
 def claim(svc: Tenure, worker: str = "w1", claim_id: str | None = "lost-answer") -> Claimed | None:

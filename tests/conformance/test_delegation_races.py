@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from tenure.app.autonomy.delegation import STOP_PAGE
 from tenure.app.ports import DELEGATED_CEILING, TREE_CEILING
+from tenure.app.rows import Rows
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import TenureError
 from tenure.domain.model import Task
@@ -159,7 +160,7 @@ class OneAtATime(StreamPump):
     def __init__(self, rig: Rig) -> None:
         super().__init__(rig.pump.ddb.meta.endpoint_url, rig.pump.table, rig.store)
         self.iterators = dict(rig.pump.iterators)
-        self.service = compose(rig.store, SystemClock(), RandomIds())
+        self.service = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
         self.meter = rig.store.meter
         # (items read, write calls, read units, write units as DynamoDB Local reports them)
         self.per_record: list[tuple[int, int, float, float]] = []

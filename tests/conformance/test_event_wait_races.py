@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tenure.app.flow import events
+from tenure.app.rows import Rows
 from tenure.app.tenure import compose
 from tenure.domain.model import Task
 from tenure.wiring import RandomIds, SystemClock
@@ -48,12 +49,12 @@ def test_an_event_racing_the_placement_of_its_block_clears_it_exactly_once(rig: 
         start = threading.Barrier(2, timeout=60)
 
         def place(task: Task = task, key: str = key, start: Any = start) -> dict[str, Any]:
-            svc = compose(rig.store, SystemClock(), RandomIds())
+            svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
             start.wait()
             return svc.event_waits.block(ADMIN, task.id, "event", None, event="go", key=key)
 
         def send(key: str = key, start: Any = start) -> int:
-            svc = compose(rig.store, SystemClock(), RandomIds())
+            svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
             start.wait()
             return svc.event_waits.send(ADMIN, SPACE, "go", key, {"k": key})
 
@@ -76,7 +77,7 @@ def test_two_events_racing_clear_each_waiting_block_once(rig: Rig) -> None:
     start = threading.Barrier(2, timeout=60)
 
     def send(n: int) -> int:
-        svc = compose(rig.store, SystemClock(), RandomIds())
+        svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
         start.wait()
         return svc.event_waits.send(ADMIN, SPACE, "go", "both", {"sender": n})
 
@@ -94,13 +95,13 @@ def test_many_blocks_placed_while_an_event_arrives_are_all_cleared_once(rig: Rig
     start = threading.Barrier(WAITERS + 1, timeout=60)
 
     def place(task: Task) -> str:
-        svc = compose(rig.store, SystemClock(), RandomIds())
+        svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
         start.wait()
         block = svc.event_waits.block(ADMIN, task.id, "event", None, event="go", key="many")
         return str(block["id"])
 
     def send() -> int:
-        svc = compose(rig.store, SystemClock(), RandomIds())
+        svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
         start.wait()
         return svc.event_waits.send(ADMIN, SPACE, "go", "many", None)
 

@@ -8,6 +8,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tenure.app.rows import Rows
 from tenure.app.tasks.filing import TaskLinks
 from tenure.app.tenure import compose
 from tenure.domain.errors import TenureError
@@ -37,7 +38,7 @@ class TwiceAtOnce(StreamPump):
         start = threading.Barrier(2, timeout=30)
 
         def one(_: int) -> None:
-            svc = compose(self.store, SystemClock(), RandomIds())
+            svc = compose(Rows.of(self.store, self.store), SystemClock(), RandomIds())
             start.wait()
             for record in batch:
                 reactor.process(self.store, svc, record)
@@ -62,7 +63,7 @@ def _complete_at_once(rig: Rig, tasks: list[Task]) -> None:
         assert won is not None
         held.append(won.lease)
     start = threading.Barrier(len(held), timeout=60)
-    svc = compose(rig.store, SystemClock(), RandomIds())
+    svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
 
     def complete(n: int) -> None:
         start.wait()
@@ -132,7 +133,7 @@ def test_eight_retries_of_one_failed_lease_open_one_run(rig: Rig) -> None:
     start = threading.Barrier(THREADS, timeout=60)
 
     def retry(_: int) -> str:
-        svc = compose(rig.store, SystemClock(), RandomIds())
+        svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
         start.wait()
         try:
             return svc.force.retry(ADMIN, won.lease.id).id
@@ -157,12 +158,12 @@ def _force_against_complete(rig: Rig) -> tuple[bool, bool]:
     start = threading.Barrier(2, timeout=60)
 
     def force() -> bool:
-        svc = compose(rig.store, SystemClock(), RandomIds())
+        svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
         start.wait()
         return svc.force.bulk_fail(ADMIN, [lease_id], "stuck")[0].ok
 
     def complete() -> bool:
-        svc = compose(rig.store, SystemClock(), RandomIds())
+        svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
         start.wait()
         try:
             svc.reports.complete(lease_principal(lease_id), lease_id, {})

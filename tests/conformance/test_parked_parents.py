@@ -3,6 +3,7 @@ queued under it is claimable, reads as claimable and stays counted as queued wor
 
 from __future__ import annotations
 
+from tenure.app.rows import Rows
 from tenure.app.tasks.filing import TaskLinks
 from tenure.app.tenure import compose
 from tenure.domain.model import Task
@@ -45,7 +46,7 @@ def test_a_child_queued_under_a_starved_and_parked_parent_is_claimed(rig: Rig) -
     parent, child = _park_by_starvation(rig)
     assert rig.svc.graph.get_task(ADMIN, parent.id).status is TaskStatus.NEEDS_ATTENTION
     # A process that has never read either lease, as another API instance would be.
-    cold = compose(rig.store, rig.clock, RandomIds())
+    cold = compose(Rows.of(rig.store, rig.store), rig.clock, RandomIds())
     won = cold.claims.claim(WORKER, BETA, "w-1", "1.0", 0, None)
     assert won is not None, "the child of a parked parent was never handed out"
     assert won.lease.task_id == child.id

@@ -10,6 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from tenure import wiring
+from tenure.app.rows import Rows
 from tenure.app.runs import RunControls
 from tenure.app.tenure import compose
 from tenure.domain.model import Lease
@@ -106,8 +107,8 @@ def test_claims_racing_the_queue_timeout_give_each_lease_exactly_one_outcome(rig
     # act on every lease, and the conditional write on state, fence and version decides.
     claim_clock = wiring.ManualClock(rig.clock.now_ms() + 29_000)
     sweep_clock = wiring.ManualClock(rig.clock.now_ms() + 31_000)
-    claims_svc = compose(rig.store, claim_clock, wiring.RandomIds())
-    sweep_svc = compose(rig.store, sweep_clock, wiring.RandomIds())
+    claims_svc = compose(Rows.of(rig.store, rig.store), claim_clock, wiring.RandomIds())
+    sweep_svc = compose(Rows.of(rig.store, rig.store), sweep_clock, wiring.RandomIds())
     claimed: list[str] = []
     ended: list[str] = []
     lock = threading.Lock()
@@ -125,7 +126,9 @@ def test_claims_racing_the_queue_timeout_give_each_lease_exactly_one_outcome(rig
     def sweeper() -> None:
         start.wait()
         for _ in range(3):
-            done, _raced = sweep_svc.timeouts.expire_queued([sweep_svc.kernel.fresh_pool(ALPHA)])
+            done, _raced = sweep_svc.timeouts.expire_queued(
+                [sweep_svc.kernel.catalog.fresh_pool(ALPHA)]
+            )
             with lock:
                 ended.extend(done)
 
@@ -134,7 +137,7 @@ def test_claims_racing_the_queue_timeout_give_each_lease_exactly_one_outcome(rig
         for f in futures:
             f.result(timeout=120)
     # Whatever the sweeper's passes left (claimers that stopped early) ends on a last pass.
-    done, _ = sweep_svc.timeouts.expire_queued([sweep_svc.kernel.fresh_pool(ALPHA)])
+    done, _ = sweep_svc.timeouts.expire_queued([sweep_svc.kernel.catalog.fresh_pool(ALPHA)])
     ended.extend(done)
     assert not set(claimed) & set(ended)
     assert sorted(claimed + ended) == sorted(x.id for x in seeded)
@@ -163,7 +166,7 @@ def test_a_run_timeout_racing_a_completing_report_ends_each_lease_once(rig: Rig)
         held.append(won.lease.id)
     # The reporter is still inside the limit; the sweeper sees it passed.
     sweep_clock = wiring.ManualClock(rig.clock.now_ms() + 61_000)
-    sweep_svc = compose(rig.store, sweep_clock, wiring.RandomIds())
+    sweep_svc = compose(Rows.of(rig.store, rig.store), sweep_clock, wiring.RandomIds())
     both = threading.Barrier(2, timeout=60)
     asked: set[str] = set()
     answers: dict[str, Lease] = {}

@@ -17,6 +17,7 @@ import pytest
 from tenure.api.views import lease_view
 from tenure.app.leases.claims import Claimed
 from tenure.app.ports import Change
+from tenure.app.rows import Rows
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import Conflict, StaleLease, TenureError
 from tenure.domain.fencing import DEADLINE_SLACK, hash_token
@@ -56,7 +57,7 @@ class CountingStore:
 
 def real_time_service(rig: Rig) -> tuple[Tenure, CountingStore]:
     counting = CountingStore(rig.store)
-    return compose(counting, SystemClock(), RandomIds()), counting  # type: ignore[arg-type]
+    return compose(Rows.of(counting, counting), SystemClock(), RandomIds()), counting  # type: ignore[arg-type]
 
 
 def seed(rig: Rig, n: int) -> list[Lease]:
@@ -248,7 +249,7 @@ def _held(rig: Rig) -> Lease:
 
 
 def _service_over(rig: Rig, store: Interleaved) -> Tenure:
-    return compose(store, rig.clock, RandomIds())  # type: ignore[arg-type]
+    return compose(Rows.of(store, store), rig.clock, RandomIds())  # type: ignore[arg-type]
 
 
 def test_expiry_losing_to_a_release_after_its_job_read_expires_nothing(rig: Rig) -> None:

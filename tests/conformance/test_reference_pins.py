@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 from tenure.app.leases.claims import Claimed
-from tenure.app.sweep import sweep_once
 from tenure.domain.errors import InvalidTransition
 from tenure.domain.states import LeaseState
 
@@ -26,7 +25,7 @@ def test_a_heartbeat_shortening_lease_seconds_expires_the_lease_by_the_shorter_b
     rig.svc.reports.heartbeat(me, won.lease.id, None)  # running, 300 s out
     rig.svc.reports.heartbeat(me, won.lease.id, 6)
     rig.clock.advance(20)
-    report = sweep_once(rig.svc)
+    report = rig.svc.sweep.once()
     assert report.expired == [won.lease.id]
     lost = rig.store.get_lease(won.lease.id)
     assert lost is not None and lost.state is LeaseState.LOST
@@ -39,13 +38,13 @@ def test_work_in_a_paused_pool_is_not_parked_by_the_sweeper_until_it_starves_aft
     task, _ = enqueue(rig)  # type: ignore[arg-type]
     rig.svc.pools.pause_pool(ADMIN, ALPHA)
     rig.clock.advance(5000)
-    assert sweep_once(rig.svc).parked == []
+    assert rig.svc.sweep.once().parked == []
     assert rig.svc.scheduler.scheduler_status(ADMIN).starved_run_count == 0
     rig.svc.pools.resume_pool(ADMIN, ALPHA)
     rig.clock.advance(4000)
-    assert sweep_once(rig.svc).parked == []  # 4,000 s since the resume: not yet 600 + 3,600
+    assert rig.svc.sweep.once().parked == []  # 4,000 s since the resume: not yet 600 + 3,600
     rig.clock.advance(300)
-    assert sweep_once(rig.svc).parked == [task.id]
+    assert rig.svc.sweep.once().parked == [task.id]
 
 
 def test_an_exact_claim_racing_claim_next_for_one_lease_has_exactly_one_winner(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from tenure.app.rows import Rows
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.errors import AlreadyExists, Conflict
 from tenure.domain.model import Pool, Principal
@@ -57,7 +58,7 @@ def _race(rig: Rig, call: Callable[[Tenure], T]) -> list[T | Exception]:
 
     def one(_: int) -> T | Exception:
         store = OneTable(rig.store.client, rig.store.table)
-        svc = compose(store, SystemClock(), RandomIds())
+        svc = compose(Rows.of(store, store), SystemClock(), RandomIds())
         barrier.wait()
         try:
             return call(svc)

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from tenure.app.rows import Rows
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.model import Lease
 from tenure.store.dynamo import OneTable
@@ -82,7 +83,8 @@ def _race_at(rig: Rig, clock: ManualClock, call: Callable[[Tenure], T]) -> list[
     store = rig.store
 
     def one(_: int) -> T | Exception:
-        svc = compose(OneTable(store.client, store.table), clock, RandomIds())
+        own = OneTable(store.client, store.table)
+        svc = compose(Rows.of(own, own), clock, RandomIds())
         barrier.wait()
         try:
             return call(svc)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from tenure.app.ports import Change, Edge, Link
+from tenure.app.rows import Rows
 from tenure.app.tasks.filing import TaskLinks
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.model import Lease, Task
@@ -85,7 +86,7 @@ class Reactor(StreamPump):
 
     def _deliver(self, batch: list[dict[str, Any]]) -> None:
         store = self.crashing
-        svc = compose(store, SystemClock(), RandomIds())  # type: ignore[arg-type]
+        svc = compose(Rows.of(store, store), SystemClock(), RandomIds())  # type: ignore[arg-type]
         for record in [*batch, *batch]:
             changed = reactor.rows_of(record)
             for _ in range(len(CrashingStore.WRITES) + 2):
@@ -154,7 +155,7 @@ def _running(rig: Rig) -> tuple[Task, Lease]:
 
 
 def _complete(rig: Rig, lease: Lease) -> None:
-    svc = compose(rig.store, SystemClock(), RandomIds())
+    svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
     svc.reports.complete(lease_principal(lease.id), lease.id, {"outcome": "success"})
 
 
@@ -210,7 +211,7 @@ def test_a_dependent_filed_against_its_blockers_success_is_released_once(
         blocker, lease = _running(rig)
 
         def file(store: Any, blocker: Task = blocker) -> Task:
-            svc = compose(store, SystemClock(), RandomIds())
+            svc = compose(Rows.of(store, store), SystemClock(), RandomIds())
             links = {"depends_on": (blocker.id,), "auto_enqueue_on_ready": True}
             return _file(rig, pool=BETA, svc=svc, **links)
 
@@ -241,7 +242,7 @@ def test_a_child_filed_under_a_completing_task_rolls_it_up_once(rig: Rig, order:
         parent, lease = _running(rig)
 
         def file(store: Any, parent: Task = parent) -> Task:
-            svc = compose(store, SystemClock(), RandomIds())
+            svc = compose(Rows.of(store, store), SystemClock(), RandomIds())
             return _file(rig, pool=BETA, svc=svc, parent_id=parent.id)
 
         child = _race(rig, pump, order, lease, file)
@@ -256,7 +257,7 @@ def test_a_child_filed_under_a_completing_task_rolls_it_up_once(rig: Rig, order:
         if order == "filed-first":
             assert before is TaskStatus.RUNNING
         # On the clock it was filed by (the rig's own is held still).
-        claims = compose(rig.store, SystemClock(), RandomIds()).claims
+        claims = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds()).claims
         won = claims.claim(WORKER, BETA, "w-2", "1.0", 0, None)
         assert won is not None and won.lease.task_id == child.id
         _complete(rig, won.lease)
@@ -320,7 +321,7 @@ def test_a_dependent_of_a_failed_task_waits_for_its_next_run(rig: Rig) -> None:
         _complete(rig, won.lease)
 
     stale = StaleFiling(rig.store, task.id, next_run_succeeds)
-    svc = compose(stale, SystemClock(), RandomIds())  # type: ignore[arg-type]
+    svc = compose(Rows.of(stale, stale), SystemClock(), RandomIds())  # type: ignore[arg-type]
     late = _file(rig, pool=BETA, svc=svc, depends_on=(task.id,), auto_enqueue_on_ready=True)
     assert stale.meanwhile is None and stale.lost == 1
     pump.drain()

@@ -2,7 +2,7 @@
 paid for every minute, so it must not grow with them).
 
 Measured with the store's meter (items DynamoDB returned, and the read units it reported) on
-DynamoDB Local, before and after one `sweep_once`.
+DynamoDB Local, before and after one `Sweep.once`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from unittest.mock import patch
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 from tenure.app import sweep as sweep_module
-from tenure.app.sweep import SweepReport, sweep_once
+from tenure.app.sweep import SweepReport
 from tenure.app.sweep import pool_depth as real_pool_depth
 from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.model import Lease
@@ -63,13 +63,13 @@ def metered_pass(rig: Rig) -> tuple[SweepReport, Cost]:
     leases by design, bounded by the gauges' budget, and judged apart."""
     GAUGES.clear()
 
-    def gauged(svc: Any, pool: str, now: int, tiers: Any = None) -> Any:
-        depth, cost = _metered(rig, lambda: real_pool_depth(svc, pool, now, tiers))
+    def gauged(queues: Any, leases: Any, pool: str, now: int, tiers: Any = None) -> Any:
+        depth, cost = _metered(rig, lambda: real_pool_depth(queues, leases, pool, now, tiers))
         GAUGES.append(cost)
         return depth
 
     with patch.object(sweep_module, "pool_depth", gauged):
-        report, cost = _metered(rig, lambda: sweep_once(rig.svc, SWEEP_EVERY_S))
+        report, cost = _metered(rig, lambda: rig.svc.sweep.once(SWEEP_EVERY_S))
     for gauge in GAUGES:
         cost = Cost(
             cost.items - gauge.items, cost.read_units - gauge.read_units, cost.calls - gauge.calls
@@ -234,7 +234,7 @@ def test_a_lease_whose_heartbeats_outran_its_due_at_is_read_once_then_left_alone
     assert all(beat[i].due_at == claimed_due[i] for i in claimed_due)
     assert all((beat[i].deadline or 0) > (claimed_due[i] or 0) for i in claimed_due)
     rig.clock.advance(TOLERATION_MS * (1 + DEADLINE_SLACK) / 1000 - 120 - SWEEP_EVERY_S + 1)
-    sweep_once(rig.svc, SWEEP_EVERY_S)  # a minute before the old due_at: nothing to do
+    rig.svc.sweep.once(SWEEP_EVERY_S)  # a minute before the old due_at: nothing to do
     rig.clock.advance(SWEEP_EVERY_S)  # the indexed due_at has passed, the deadline has not
 
     report, cost = metered_pass(rig)

@@ -9,6 +9,7 @@ moto does not apply conditional writes atomically across threads, so none of thi
 from __future__ import annotations
 
 from tenure import wiring
+from tenure.app.rows import Rows
 from tenure.app.tenure import compose
 from tenure.store.keys import space_key
 from tenure.store.task_numbers import TASK_NUMBER_BLOCK
@@ -26,7 +27,7 @@ def test_two_instances_filing_at_once_never_share_a_key(rig: Rig) -> None:
     make_world(rig.svc)
     endpoint = rig.store.client.meta.endpoint_url
     stores = [wiring.build_store(endpoint, rig.store.table) for _ in range(INSTANCES)]
-    services = [compose(s, wiring.SystemClock(), wiring.RandomIds()) for s in stores]
+    services = [compose(Rows.of(s, s), wiring.SystemClock(), wiring.RandomIds()) for s in stores]
 
     def file(i: int) -> list[int]:
         svc = services[i % INSTANCES]

@@ -17,7 +17,6 @@ from tenure.app.leases.claims import Claimed
 from tenure.app.leases.orphans import ORPHAN_AFTER_MS
 from tenure.app.migrations import UNTRANSACTED_FILING_FROM_SCHEMA, SchemaState
 from tenure.app.runs import RunControls
-from tenure.app.sweep import sweep_once
 from tenure.domain.errors import Unavailable
 from tenure.domain.model import Lease
 from tenure.domain.outbound import ends_orphan, task_ending_of_lease
@@ -226,9 +225,9 @@ def test_a_queue_timeout_ends_a_dead_filings_lease_as_an_orphan_and_a_filed_ones
     assert filed is not None and filed.tp
     rig.clock.advance(2)
     # The filed task's lease times out; the orphan waits: its task may still be on its way.
-    assert sweep_once(rig.svc).queue_timed_out == [filed.id]
+    assert rig.svc.sweep.once().queue_timed_out == [filed.id]
     rig.clock.advance(ORPHAN_AFTER_MS / 1000)
-    assert sweep_once(rig.svc).queue_timed_out == [orphan_id]
+    assert rig.svc.sweep.once().queue_timed_out == [orphan_id]
     orphan = rig.store.get_lease(orphan_id)
     assert orphan is not None and orphan.state is LeaseState.CANCELLED and ends_orphan(orphan)
     assert orphan.task_id is not None and rig.store.get_task(orphan.task_id) is None

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from tenure.app.leases.claims.waits import MAX_WAITING_CLAIMS
+from tenure.app.rows import Rows
 from tenure.app.tenure import compose
 from tenure.domain.model import Principal
 from tenure.store.dynamo import OneTable
@@ -59,7 +60,7 @@ def test_at_most_eight_claims_of_one_token_wait_and_the_rest_answer_at_once(rig:
     # Two function instances (two services, each with its own process-local state) on one
     # table, as Lambda runs them: the bound is the table's, not an instance's.
     store = HeldSlots(rig.store)
-    instances = [compose(store, SystemClock(), RandomIds()) for _ in range(2)]
+    instances = [compose(Rows.of(store, store), SystemClock(), RandomIds()) for _ in range(2)]
     start = threading.Barrier(CLAIMS)
 
     def poll(n: int) -> tuple[bool, float]:
@@ -85,7 +86,7 @@ def test_at_most_eight_claims_of_one_token_wait_and_the_rest_answer_at_once(rig:
 
 def test_another_token_waits_while_one_token_has_every_slot(rig: Rig) -> None:
     make_world(rig.svc)
-    svc = compose(rig.store, SystemClock(), RandomIds())
+    svc = compose(Rows.of(rig.store, rig.store), SystemClock(), RandomIds())
     other = Principal(kind="worker", token_id="test-worker-2")
     start = threading.Barrier(MAX_WAITING_CLAIMS + 1)
     found: dict[str, object] = {}

@@ -44,7 +44,7 @@ def _first_request(rig: Rig, monkeypatch: pytest.MonkeyPatch, route: str) -> flo
     won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
     assert won is not None
     monkeypatch.setattr(worker, "VERDICTS", tokens.Verdicts())
-    rig.svc.kernel.pool(ALPHA)  # the pool row kept warm, as a warm function keeps it
+    rig.svc.kernel.catalog.pool(ALPHA)  # the pool row kept warm, as a warm function keeps it
     units = ReadUnits(rig)
     head = {"host": "unit", "authorization": f"Bearer {won.token}"}
     body = json.dumps({"outcome": "success"}).encode() if route == "complete" else b""

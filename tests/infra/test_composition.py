@@ -44,3 +44,33 @@ def test_a_protocol_of_several_ports_is_no_stack() -> None:
     union = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Store"]
     assert union and len(union[0].bases) > 2
     assert not any(line.startswith("app/rows.py") for line in classes_with_several_bases())
+
+
+# The service is composed in one place: wiring.build_service, for the deployment, the reactor
+# and the CLI alike. A second caller of compose() picks its own adapters and drifts from it
+# (the reactor's once built a service without schedules, blobs or logs by hand).
+ROOT = SERVICE.parents[2]
+SHIPPED = (ROOT / "layers", ROOT / "packages", ROOT / "functions")
+COMPOSER = SERVICE / "wiring.py"
+
+
+def callers_of_compose(paths: list[Path]) -> list[tuple[Path, int]]:
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "compose":
+                found.append((path, node.lineno))
+    return found
+
+
+def test_only_the_wiring_composes_the_service() -> None:
+    shipped = [p for top in SHIPPED for p in sorted(top.rglob("*.py")) if p != COMPOSER]
+    assert len(shipped) > 100
+    assert callers_of_compose(shipped) == []
+    assert len(callers_of_compose([COMPOSER])) == 2  # with the deployment's adapters, or bare
+
+
+def test_the_compose_check_finds_a_call_by_hand(tmp_path: Path) -> None:
+    by_hand = tmp_path / "admin.py"
+    by_hand.write_text("from tenure.app import tenure\nsvc = tenure.compose(rows, clock, ids)\n")
+    assert callers_of_compose([by_hand]) == [(by_hand, 2)]

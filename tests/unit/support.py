@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 from tenure.app.leases.claims import Claimed
-from tenure.app.sweep import SweepReport, sweep_once
+from tenure.app.rows import Rows
+from tenure.app.sweep import SweepReport
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.model import Event, Lease, Pool, Principal, Task
 from tenure.domain.states import LeaseState, PoolKind, SubjectKind
@@ -62,7 +63,7 @@ class Rig:
     svc: Tenure = field(init=False)
 
     def __post_init__(self) -> None:
-        self.svc = compose(self.store, self.clock, self.ids)
+        self.svc = compose(Rows.of(self.store, self.store), self.clock, self.ids)
         # The stream's reactions (the whole table), played inside each commit.
         self.store.reactor = self.svc.reactions.react_to_rows
         self.svc.setup.create_space(ADMIN, SPACE, "Operations", None)
@@ -118,7 +119,7 @@ class Rig:
         self.clock.advance(seconds)
 
     def sweep(self) -> SweepReport:
-        return sweep_once(self.svc)
+        return self.svc.sweep.once()
 
     def system_events(self) -> list[Event]:
         return self.store.timeline("system", "sweeper", None)

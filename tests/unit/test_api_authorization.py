@@ -162,7 +162,7 @@ class _Instance:
         from tenure.domain.model import Instance
 
         store = SimpleNamespace(get_instance=lambda: Instance(allow_agent_force=allow))
-        self.force = Force(SimpleNamespace(store=store), None)  # type: ignore[arg-type]
+        self.force = Force(SimpleNamespace(), None, leases=None, pools=store)  # type: ignore[arg-type]
         self.counters: dict[str, int] = {}
 
 

@@ -115,7 +115,7 @@ def test_delegating_into_another_pool_waits_for_approval_unless_it_accepts(rig: 
     assert not queued
     assert rig.svc.graph.get_task(MEMBER, task_id).blocked_reasons[0]["source"] == "approval"
     rig.svc.pools.update_pool(ADMIN, "reviewers", {"accepts_delegation_from": (POOL,)})
-    rig.svc.kernel.fresh_pool("reviewers")
+    rig.svc.kernel.catalog.fresh_pool("reviewers")
     accepted, queued = _delegate(rig, "reviewers")
     assert queued
     assert rig.svc.graph.get_task(MEMBER, accepted).status.value == "queued"

@@ -111,4 +111,4 @@ def test_a_lease_adds_attachments_only_within_its_pools_byte_quota(rig: Rig) -> 
 
 
 def test_pools_default_to_a_one_gib_attachment_quota(rig: Rig) -> None:
-    assert rig.svc.kernel.pool(POOL).attachment_quota_bytes == 1024**3
+    assert rig.svc.kernel.catalog.pool(POOL).attachment_quota_bytes == 1024**3

@@ -41,7 +41,7 @@ def _open(rig: Rig, task_ids: list[str]) -> list[str]:
 
 
 def test_the_defaults_are_a_hundred_per_lease_and_a_thousand_per_tree(rig: Rig) -> None:
-    pool = rig.svc.kernel.pool(POOL)
+    pool = rig.svc.kernel.catalog.pool(POOL)
     assert (pool.max_delegated_per_lease, pool.max_delegated_per_tree) == (100, 1000)
     assert (DEFAULT_MAX_DELEGATED_PER_LEASE, DEFAULT_MAX_DELEGATED_PER_TREE) == (100, 1000)
 

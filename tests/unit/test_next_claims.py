@@ -115,7 +115,7 @@ def test_a_spent_lease_token_replaying_its_report_claims_nothing(rig: Rig, send:
             assert answer.get("next") is None, "a replay claims nothing"
     # Nothing to delete (no logs, no attachments): reclaimed by derivation, with no write.
     assert rig.lease(lease_id).reclaimed_at is None
-    assert rig.svc.kernel.reclaimed_at(rig.lease(lease_id)) is not None
+    assert rig.svc.kernel.catalog.reclaimed_at(rig.lease(lease_id)) is not None
     assert answer["lease"]["reclaimed"] is True, "retention reclaimed the lease"
     assert _open_leases(rig) == 1
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from tenure.app import sweep as sweep_module
-from tenure.app.sweep import PoolDepth, sweep_once
+from tenure.app.sweep import PoolDepth
 from tenure.triggers.sweep import emit_depth
 
 from tests.unit.support import POOL, T0, Rig
@@ -72,6 +72,6 @@ def test_a_pass_without_gauges_reads_no_depth_and_still_expires(
         raise AssertionError("a pass without gauges read a pool's depth")
 
     monkeypatch.setattr(sweep_module, "pool_depth", unread)
-    report = sweep_once(rig.svc, gauges=False)
+    report = rig.svc.sweep.once(gauges=False)
     assert report.depths == []
     assert report.expired == [held.lease.id]

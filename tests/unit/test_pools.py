@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 from tenure.app.leases.claims import POOL_REFRESH_MS
+from tenure.app.rows import Rows
 from tenure.app.tenure import compose
 from tenure.domain.errors import Forbidden, InvalidTransition, NotFound, ValidationFailed
 from tenure.domain.model import Pool
@@ -25,11 +26,11 @@ def _no_claim(rig: Rig, pool: str = POOL, worker_id: str = "w9") -> bool:
 
 def test_a_paused_pool_hands_out_nothing_at_once_though_its_row_is_cached(rig: Rig) -> None:
     rig.task()
-    rig.svc.kernel.pool(POOL)  # warm the 30 s cache with the unpaused pool
+    rig.svc.kernel.catalog.pool(POOL)  # warm the 30 s cache with the unpaused pool
     paused = rig.svc.pools.pause_pool(ADMIN, POOL)
     assert paused.paused is True
-    other = compose(rig.store, rig.clock, rig.ids)  # another warm instance
-    other.kernel.pool(POOL)
+    other = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids)  # another warm instance
+    other.kernel.catalog.pool(POOL)
     assert other.claims.claim(WORKER, POOL, "w1", "1.0", 0, None) is None
     assert _no_claim(rig)
     rig.svc.pools.resume_pool(ADMIN, POOL)
@@ -54,7 +55,7 @@ def test_a_waiting_claim_sees_a_resume_within_the_refresh_bound(rig: Rig) -> Non
     rig.task()
     rig.svc.pools.pause_pool(ADMIN, POOL)
     clock = ResumingClock(rig, rig.clock.now + 3_000)
-    waiting = compose(rig.store, clock, rig.ids)
+    waiting = compose(Rows.of(rig.store, rig.store), clock, rig.ids)
     won = waiting.claims.claim(WORKER, POOL, "w1", "1.0", 10, None)
     assert won is not None
     assert clock.now - (rig.clock.now + 3_000) <= POOL_REFRESH_MS + 500

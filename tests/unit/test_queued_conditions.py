@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenure.app.catalog import one_request
 from tenure.app.conditions import PoolFacts, queued_condition
-from tenure.app.kernel import one_request
 from tenure.app.ports import Settings
 from tenure.domain.model import Lease, Space
 from tenure.domain.states import LeaseState
@@ -115,7 +115,7 @@ def test_the_capacity_codes_clear_when_a_held_lease_ends(rig: Rig) -> None:
 
 def test_space_full(rig: Rig) -> None:
     rig.store.spaces[SPACE] = Space(key=SPACE, name="Ops", created_at=0, max_active=1)
-    rig.svc.kernel._spaces.clear()
+    rig.svc.kernel.catalog._spaces.clear()
     won = rig.claimed()
     lease = _queued(rig)
     assert _code(rig, lease) == "space_full"

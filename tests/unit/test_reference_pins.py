@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tenure.app.rows import Rows
 from tenure.app.tenure import compose
 from tenure.domain.errors import InvalidTransition, LeaseNotFound
 from tenure.domain.fencing import DEADLINE_SLACK
@@ -59,9 +60,9 @@ def test_work_nothing_could_claim_is_never_starved_nor_parked_and_its_age_restar
 
 
 def test_an_instance_change_holds_at_once_on_another_warm_instance(rig: Rig) -> None:
-    other = compose(rig.store, rig.clock, rig.ids)  # a second warm API instance
+    other = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids)  # a second warm API instance
     task, _ = rig.task()
-    other.kernel.instance()  # its cached copy: block_recurrence_limit 2
+    other.kernel.catalog.instance()  # its cached copy: block_recurrence_limit 2
     rig.svc.pools.update_instance(ADMIN, {"block_recurrence_limit": 1})
     other.blocks.block_task(MEMBER, task.id, "needs_input", "which region?")
     assert other.graph.get_task(READER, task.id).status is TaskStatus.NEEDS_ATTENTION

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from tenure.app import scheduler
+from tenure.app.rows import Rows
 from tenure.app.scheduler import SchedulerStatus
 from tenure.app.tasks.filing import TaskLinks
 from tenure.app.tenure import Tenure, compose
@@ -59,7 +60,7 @@ def test_held_back_leases_are_neither_queued_nor_starved(rig: Rig) -> None:
 def test_a_fresh_process_counts_the_same_without_a_remembered_lineage(rig: Rig) -> None:
     _held_and_free(rig)
     rig.advance(STARVED_AFTER)
-    cold = compose(rig.store, rig.clock, rig.ids)
+    cold = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids)
     assert _counts(rig, cold) == (1, 0, 1, 0)
     assert _counts(rig, cold) == (1, 0, 1, 0)  # and again, from its lineage cache
 
@@ -94,7 +95,7 @@ def test_the_sweeper_parks_no_paused_or_blocked_tasks_run(rig: Rig) -> None:
     tasks = _held_and_free(rig)
     rig.advance(PARKED_AFTER)
     # A sweeper process that has read none of these leases before.
-    cold = compose(rig.store, rig.clock, rig.ids)
+    cold = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids)
     assert cold.scheduler.park_starved() == [tasks["free"].id]
     for name in ("paused", "kid", "blocked"):
         task = tasks[name]
@@ -127,6 +128,6 @@ def test_the_hold_check_reads_a_bounded_number_of_leases_per_pool(
     read: list[list[str]] = []
     real = rig.store.get_leases
     monkeypatch.setattr(rig.store, "get_leases", lambda ids: read.append(list(ids)) or real(ids))
-    cold = compose(rig.store, rig.clock, rig.ids)
+    cold = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids)
     assert _counts(rig, cold) == (4, 0, 4, 0)
     assert [len(x) for x in read] == [3]

@@ -18,6 +18,7 @@ from tenure.app.artifacts.retention import RECLAIM_STALL_MS
 from tenure.app.kernel import over
 from tenure.app.migrations import DERIVED_RECLAIMS_FROM_SCHEMA, SchemaState, migrate
 from tenure.app.ports import Change
+from tenure.app.rows import Rows
 from tenure.app.tenure import compose
 from tenure.domain.errors import (
     Conflict,
@@ -133,8 +134,8 @@ def test_a_pool_that_keeps_no_logs_answers_unsupported_runtime_both_ways(rig: Ri
 
 
 def test_pools_keep_logs_by_default(rig: Rig) -> None:
-    assert rig.svc.kernel.pool(POOL).keeps_logs is True
-    assert rig.svc.kernel.pool(POOL).retention_seconds == 2_592_000
+    assert rig.svc.kernel.catalog.pool(POOL).keeps_logs is True
+    assert rig.svc.kernel.catalog.pool(POOL).retention_seconds == 2_592_000
 
 
 def test_a_timestamp_cloudwatch_would_drop_is_refused_by_name(rig: Rig) -> None:
@@ -192,7 +193,7 @@ def test_a_lease_keeps_logs_of_no_more_containers_than_its_reads_and_reclaim_rea
         rig.svc.logs.post_logs(me, lease.id, _containers(["c00", "one-too-many"]))
     assert len(sink(rig).streams) == MAX_LEASE_CONTAINERS == MAX_STREAMS
     # A container it already keeps goes on taking lines, on any instance.
-    again = compose(rig.store, rig.clock, rig.ids, log_sink=sink(rig))
+    again = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids, log_sink=sink(rig))
     assert again.logs.post_logs(me, lease.id, _containers(["c00", "c49"])) == 2
     assert len(sink(rig).streams[f"{lease.id}/c49"]) == 2
 
@@ -205,7 +206,7 @@ def test_a_warm_instance_counts_a_container_once_and_only_a_new_one_is_made(rig:
     assert rig.store.writes.count("count_log_containers") == 1
     # The stream is made once, by the request that counted its container first; another
     # instance (which has not counted it) writes to it as to a stream that exists.
-    again = compose(rig.store, rig.clock, rig.ids, log_sink=sink(rig))
+    again = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids, log_sink=sink(rig))
     again.logs.post_logs(me, lease.id, _containers(["main"]))
     assert rig.store.writes.count("count_log_containers") == 2
     assert sink(rig).made == [f"{lease.id}/main", f"{lease.id}/side"]
@@ -481,7 +482,7 @@ def test_held_and_queued_leases_are_never_reclaimed(rig: Rig) -> None:
 
 
 def test_a_service_without_a_bucket_or_log_group_says_so(rig: Rig) -> None:
-    bare = compose(rig.store, rig.clock, rig.ids)
+    bare = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids)
     lease = rig.running()
     with pytest.raises(UnsupportedRuntime):
         bare.logs.read_logs(READER, lease.id)
@@ -506,15 +507,15 @@ def test_a_lease_without_logs_or_attachments_is_reclaimed_with_no_write(rig: Rig
     assert not rig.lease(lease_id).keeps_detail
     assert rig.store.ended_leases("short", rig.clock.now_ms() + 10**9, 10) == []
     rig.advance(59)
-    assert rig.svc.kernel.reclaimed_at(rig.lease(lease_id)) is None
+    assert rig.svc.kernel.catalog.reclaimed_at(rig.lease(lease_id)) is None
     rig.advance(1)
     writes = list(rig.store.writes)
     assert rig.sweep().reclaimed == []
     assert "mark_reclaimed" not in rig.store.writes[len(writes) :]
     stored = rig.lease(lease_id)
     assert stored.reclaimed_at is None, "nothing written"
-    assert rig.svc.kernel.reclaimed_at(stored) == stored.ended_at + 60_000  # type: ignore[operator]
-    assert rig.svc.kernel.shown(stored).reclaimed_at == stored.ended_at + 60_000  # type: ignore[operator]
+    assert rig.svc.kernel.catalog.reclaimed_at(stored) == stored.ended_at + 60_000  # type: ignore[operator]
+    assert rig.svc.kernel.catalog.shown(stored).reclaimed_at == stored.ended_at + 60_000  # type: ignore[operator]
     assert rig.svc.attachments.list_attachments(READER, lease_id) == []
     assert rig.svc.logs.read_logs(READER, lease_id) == ([], False, None)
     with pytest.raises(InvalidTransition):  # within the token's grace, still refused
@@ -581,7 +582,7 @@ def test_a_table_an_earlier_release_migrated_indexes_every_ending_until_migrated
     assert not rig.lease(after.id).keeps_detail
     rig.advance(61)
     assert rig.sweep().reclaimed == [before], "the one indexed before is reclaimed as before"
-    assert rig.svc.kernel.reclaimed_at(rig.lease(after.id)) is not None
+    assert rig.svc.kernel.catalog.reclaimed_at(rig.lease(after.id)) is not None
 
 
 def test_inspect_shows_a_lease_reclaimed_by_derivation(rig: Rig) -> None:

@@ -146,7 +146,7 @@ def test_claim_looks_past_a_head_it_cannot_take(rig: Rig, monkeypatch: pytest.Mo
 
 def test_claim_from_a_paused_pool_finds_nothing(rig: Rig) -> None:
     rig.store.pools[POOL] = replace(rig.store.pools[POOL], paused=True)
-    rig.svc.kernel._pools.clear()
+    rig.svc.kernel.catalog._pools.clear()
     rig.task()
     assert rig.svc.claims.claim(WORKER, POOL, "w1", None, 1, None) is None
     assert len(rig.store.queue_candidates(POOL, 10)) == 1

@@ -14,6 +14,7 @@ from tenure.app.kernel import (
     SETTLE_BACKOFF_S,
     Kernel,
 )
+from tenure.app.rows import Rows
 from tenure.domain.errors import Conflict, Unavailable
 from tenure.wiring import ManualClock
 
@@ -61,7 +62,7 @@ def losing_writes(clock: SleepLog, round_trip_s: float, wins_at: int | None) -> 
 
 def settle(round_trip_s: float, wins_at: int | None = None) -> tuple[Any, list[float]]:
     clock = SleepLog()
-    kernel = Kernel(OneRow(), clock, WholeJitter())  # type: ignore[arg-type]
+    kernel = Kernel(Rows.of(OneRow(), OneRow()), clock, WholeJitter())  # type: ignore[arg-type]
     try:
         out: Any = kernel.settle(OneRow().row, losing_writes(clock, round_trip_s, wins_at))
     except Unavailable as error:
@@ -92,5 +93,5 @@ def test_the_window_stops_growing_at_the_cap_and_the_tries_stay_bounded() -> Non
 @pytest.mark.parametrize("attempt", [0, 3])
 def test_other_callers_keep_the_floor_when_they_measure_nothing(attempt: int) -> None:
     clock = SleepLog()
-    Kernel(OneRow(), clock, WholeJitter()).back_off(attempt)  # type: ignore[arg-type]
+    Kernel(Rows.of(OneRow(), OneRow()), clock, WholeJitter()).back_off(attempt)  # type: ignore[arg-type]
     assert clock.slept == [SETTLE_BACKOFF_S * 2**attempt]

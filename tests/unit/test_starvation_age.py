@@ -25,7 +25,7 @@ def _waited_two_hours_behind_a_full_ceiling(rig: Rig) -> str:
     rig.claimed("w1", CAPPED)
     waiting, lease = rig.task(pool=CAPPED)
     assert lease is not None
-    pool = rig.svc.kernel.pool(CAPPED)
+    pool = rig.svc.kernel.catalog.pool(CAPPED)
     for _ in range(2 * 3600 // 20):
         rig.advance(20)
         rig.svc.workers.mark_seen(pool, "w1", "1.0")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tenure.app.rows import Rows
 from tenure.app.tenure import compose
 from tenure.wiring import ManualClock, RandomIds, SystemClock
 
@@ -20,7 +21,7 @@ def make_rig() -> MakeRig:
     def make() -> ContractRig:
         clock = ManualClock(SystemClock().now_ms())
         store = FakeStore(clock)
-        svc = compose(store, clock, RandomIds())
+        svc = compose(Rows.of(store, store), clock, RandomIds())
         store.reactor = svc.reactions.react_to_rows  # the stream's reactions, inside commit
         return ContractRig(
             store=store,

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 from tenure.app.ports import SweeperState
-from tenure.app.sweep import SweepReport, sweep_once
+from tenure.app.rows import Rows
+from tenure.app.sweep import SweepReport
 from tenure.app.tenure import compose
 from tenure.domain.errors import InvalidTransition, StaleLease
 from tenure.domain.fencing import DEADLINE_SLACK
@@ -308,8 +309,9 @@ def test_the_time_of_the_last_pass_survives_a_restart(rig: Rig) -> None:
     lease = rig.running()
     _run(rig, until_s=300)
     rig.advance(400)
-    restarted = compose(rig.store, rig.clock, rig.ids)  # a cold start: no memory
-    report = sweep_once(restarted)
+    # A cold start: no memory.
+    restarted = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids)
+    report = restarted.sweep.once()
     assert report.absent_pools == [POOL]
     assert rig.lease(lease.id).state is LeaseState.RUNNING
 

@@ -84,7 +84,7 @@ def test_a_flood_of_new_worker_ids_keeps_a_bounded_memory_of_them(rig: Rig) -> N
     keeps to judge heartbeats without a read stay bounded, the most recent kept."""
     from tenure.app.workers import SEEN_KEPT
 
-    pool = rig.svc.kernel.pool(POOL)
+    pool = rig.svc.kernel.catalog.pool(POOL)
     for n in range(SEEN_KEPT + 500):
         rig.svc.workers.mark_seen(pool, f"junk-{n}", None)
     kept = rig.svc.workers._seen

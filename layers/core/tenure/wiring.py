@@ -8,11 +8,14 @@ import threading
 import time
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import boto3
 from botocore.config import Config
 
+from tenure.app.ports import Clock, EventPublisher
+from tenure.app.rows import Rows, Store
+from tenure.app.rules.ports import RuleStore
 from tenure.app.tenure import Tenure, compose
 from tenure.config import settings
 from tenure.store.blobs import S3Blobs
@@ -163,17 +166,31 @@ def publisher() -> EventBridgePublisher | None:
     return build_publisher()
 
 
-def build_service(store: OneTable | None = None) -> Tenure:
-    svc = compose(
-        store or build_store(),
-        SystemClock(),
+def build_service(
+    store: Store | None = None,
+    clock: Clock | None = None,
+    *,
+    bare: bool = False,
+    publisher: EventPublisher | None = None,
+) -> Tenure:
+    """The one place a deployment, the reactor and the CLI compose the service: on `store`
+    (the configured table by default) and `clock` (the system's). The deployment's adapters
+    (attachments, logs, schedules, the event bus) come from its settings; `bare` leaves them
+    out (the CLI's admin and bench, a reactor handed its own table), but for `publisher`."""
+    table = store or build_store()
+    # One object holds the whole table, its rules included (the adapter's view, or a test's fake).
+    rows = Rows.of(table, cast(RuleStore, table))
+    if bare:
+        return compose(rows, clock or SystemClock(), RandomIds(), publisher=publisher)
+    return compose(
+        rows,
+        clock or SystemClock(),
         RandomIds(),
         blobs=build_blobs(),
         log_sink=build_log_sink(),
         schedules=build_schedules(),
-        publisher=build_publisher(),
+        publisher=publisher or build_publisher(),
     )
-    return svc
 
 
 @lru_cache(maxsize=1)

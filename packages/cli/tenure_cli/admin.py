@@ -29,11 +29,10 @@ def admin_bootstrap(args: argparse.Namespace) -> int:
     API (which never mints a token for an unauthenticated caller): whoever can write the
     table with their AWS credentials can make one."""
     from tenure import wiring
-    from tenure.app.tenure import compose
     from tenure.domain.errors import AlreadyExists
 
     store = wiring.build_store(args.endpoint, table_name(args))
-    svc = compose(store, wiring.SystemClock(), wiring.RandomIds())
+    svc = wiring.build_service(store, bare=True)
     try:
         token, raw = svc.setup.bootstrap_operator(args.name)
     except AlreadyExists:

@@ -33,7 +33,7 @@ from tenure.api.surface import (
     record_metrics,
     svc,
 )
-from tenure.app.kernel import one_request
+from tenure.app.catalog import one_request
 from tenure.domain import authz
 from tenure.domain import errors as e
 from tenure.domain.model import Principal

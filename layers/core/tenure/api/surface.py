@@ -387,13 +387,13 @@ def lease_out(lease: Lease) -> m.LeaseOut:
     # Only a queued lease has a condition to judge: an ended or held one is shown as it is.
     queued = lease.state in QUEUED_STATES
     condition = service.conditions.queued_condition_of(lease) if queued else None
-    return v.lease_view(service.kernel.shown(lease), condition)
+    return v.lease_view(service.kernel.catalog.shown(lease), condition)
 
 
 def leases_out(leases: Iterable[Lease]) -> list[m.LeaseOut]:
     """Many leases, each pool's facts read once for all of them."""
     service = svc()
-    leases = [service.kernel.shown(x) for x in leases]
+    leases = [service.kernel.catalog.shown(x) for x in leases]
     conditions = service.conditions.queued_conditions(leases)
     return [v.lease_view(x, conditions[x.id]) for x in leases]
 

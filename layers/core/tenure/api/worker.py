@@ -14,7 +14,7 @@ from tenure.api.errors import error_event
 from tenure.api.routes import BASE, WORKER_ROUTES, match
 from tenure.api.surface import logger, metrics
 from tenure.api.tokens import Verdicts
-from tenure.app.kernel import one_request
+from tenure.app.catalog import one_request
 from tenure.config import settings
 from tenure.domain import errors as e
 
@@ -65,7 +65,7 @@ def handle_claim(event: dict[str, Any], context: Any) -> dict[str, Any]:
 def _checked(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The bearer checked here (no authorizer in front), then the route, in one request's
     scope: a lease token's lease row, read consistently by the check, is the row the route
-    starts from instead of a second read (Kernel.own_lease)."""
+    starts from instead of a second read (OwnLeases.own_lease)."""
     with one_request():
         try:
             # The principal itself, not its JSON: the dispatch reads it without a parse.

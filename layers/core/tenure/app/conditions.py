@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from tenure.app.ports import INSTANCE_CEILING, KEY_CEILING, RATE_CEILING, key_ceiling, rate_ceiling
+from tenure.app.rows import QueueRows, WorkerRows
 from tenure.app.workers import WORKERS_PAGE, reachable
 from tenure.domain.model import Instance, Lease, Pool, Space
 from tenure.domain.states import LeaseState
@@ -88,8 +89,10 @@ def queued_condition(
 
 
 class Conditions:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, *, queues: QueueRows, workers: WorkerRows) -> None:
         self.kernel = kernel
+        self.queues = queues
+        self.workers = workers
 
     def queued_conditions(self, leases: Iterable[Lease]) -> dict[str, QueuedCondition | None]:
         """Each lease's condition. What it rests on is read fresh once per call, and only for
@@ -108,11 +111,11 @@ class Conditions:
                 found[lease.id] = None
                 continue
             if lease.pool not in facts:
-                pool = pools[lease.pool] = self.kernel.request_pool(lease.pool)
+                pool = pools[lease.pool] = self.kernel.catalog.request_pool(lease.pool)
                 if pool.space not in spaces:
-                    spaces[pool.space] = self.kernel.request_space(pool.space)
+                    spaces[pool.space] = self.kernel.catalog.request_space(pool.space)
                 if not instance:
-                    instance.append(self.kernel.request_instance())
+                    instance.append(self.kernel.catalog.request_instance())
                 facts[lease.pool] = self._pool_facts(pool, spaces[pool.space], instance[0])
             deferred = (
                 lease.not_before if (lease.not_before or 0) > self.kernel.clock.now_ms() else None
@@ -122,7 +125,7 @@ class Conditions:
             key = lease.concurrency_key
             if lease.state is LeaseState.PENDING and key is not None and limit is not None:
                 if (lease.pool, key) not in keys_full:  # one small read per key and call
-                    held = self.kernel.store.held_count(KEY_CEILING, key_ceiling(lease.pool, key))
+                    held = self.queues.held_count(KEY_CEILING, key_ceiling(lease.pool, key))
                     keys_full[(lease.pool, key)] = held >= limit
                 key_full = keys_full[(lease.pool, key)]
             found[lease.id] = queued_condition(lease, facts[lease.pool], deferred, key_full)
@@ -133,7 +136,7 @@ class Conditions:
 
     def _pool_facts(self, pool: Pool, space: Space, instance: Instance) -> PoolFacts:
         full = {
-            f"{scope}_full": self.kernel.store.held_count(scope, name) >= limit
+            f"{scope}_full": self.queues.held_count(scope, name) >= limit
             for scope, name, limit in (
                 ("pool", pool.name, pool.max_active),
                 ("space", space.key, space.max_active),
@@ -144,7 +147,7 @@ class Conditions:
         rate_limited = False
         if pool.max_claims_per_minute is not None:
             minute = rate_ceiling(pool.name, self.kernel.clock.now_ms() // 60_000)
-            claimed = self.kernel.store.held_count(RATE_CEILING, minute)
+            claimed = self.queues.held_count(RATE_CEILING, minute)
             rate_limited = claimed >= pool.max_claims_per_minute
         return PoolFacts(
             paused=pool.paused,
@@ -161,7 +164,7 @@ class Conditions:
         now = self.kernel.clock.now_ms()
         workers = [
             w
-            for w in self.kernel.store.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
+            for w in self.workers.list_workers(pool.name, limit=WORKERS_PAGE, now_ms=now)
             if reachable(w, pool, now)
         ]
 

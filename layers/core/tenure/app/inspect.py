@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from tenure.app.rows import LeaseRows, SweeperRows, TaskRows, TimelineRows, WorkerRows
 from tenure.app.tasks.filing import TaskView
 from tenure.app.workers import reachable
 from tenure.domain import authz
@@ -61,38 +62,58 @@ class Snapshot:
 
 
 class Inspection:
-    def __init__(self, kernel: Kernel, conditions: Conditions, graph: Graph) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        conditions: Conditions,
+        graph: Graph,
+        *,
+        leases: LeaseRows,
+        sweeper: SweeperRows,
+        tasks: TaskRows,
+        timeline: TimelineRows,
+        workers: WorkerRows,
+    ) -> None:
         self.conditions = conditions
         self.graph = graph
         self.kernel = kernel
+        self.leases = leases
+        self.sweeper = sweeper
+        self.tasks = tasks
+        self.timeline = timeline
+        self.workers = workers
 
     def inspect(self, actor: Principal, some_id: str) -> Snapshot:
         """A task id or a lease id: the snapshot of that task (a lease's own task), or of the
         lease alone when it answers for a workflow or a space."""
         authz.require_role(actor, "read")
-        task = self.kernel.store.get_task(some_id) if len(some_id) <= 128 else None
+        task = self.tasks.get_task(some_id) if len(some_id) <= 128 else None
         lease: Lease | None = None
         if task is None:
-            lease = self.kernel.store.get_lease(some_id) if len(some_id) <= 128 else None
+            lease = self.leases.get_lease(some_id) if len(some_id) <= 128 else None
             if lease is None:
                 raise NotFound(f"no task or lease {some_id}")
             if lease.task_id is not None:
-                task = self.kernel.store.get_task(lease.task_id)
+                task = self.tasks.get_task(lease.task_id)
         space = task.space if task is not None else lease.space if lease is not None else None
         authz.require_operator(actor, "read", space)
         now = self.kernel.clock.now_ms()
         current = self.kernel.newest_lease(task) if task is not None else lease
         if current is not None and current.job_id and lease is not None and task is None:
             job = self.kernel.job_of(current)
-            newest = self.kernel.store.get_lease(job.lease_id) if job else None
+            newest = self.leases.get_lease(job.lease_id) if job else None
             current = newest or current
         view = self.graph.describe_task(task, current) if task is not None else None
         subject = (SubjectKind.TASK.value, task.id) if task else _subject(current)
-        events = self.kernel.store.timeline_page(
-            *subject, RECENT_EVENTS, None, newest_first=True, reclaimed=self.kernel.reclaimed_at
+        events = self.timeline.timeline_page(
+            *subject,
+            RECENT_EVENTS,
+            None,
+            newest_first=True,
+            reclaimed=self.kernel.catalog.reclaimed_at,
         ).events
         recent = self._recent_leases(subject, current)
-        gate = self.kernel.store.get_scheduler()
+        gate = self.sweeper.get_scheduler()
         scheduler = {
             "paused": gate.paused,
             "effective_paused": bool(view and view.effective_paused),
@@ -105,17 +126,17 @@ class Inspection:
         paused = gate.paused or bool(facts.get("pool_paused")) or bool(facts.get("space_archived"))
         paused = paused or bool(view and (view.effective_paused or view.blocked_reasons))
         found = diagnostics(current, facts, events, recent, paused, now)
-        shown = self.kernel.shown
+        shown = self.kernel.catalog.shown
         current = shown(current) if current is not None else None
         recent = [shown(x) for x in recent]
         return Snapshot(view, current, recent, events, scheduler, found, action, now, facts)
 
     def _recent_leases(self, subject: tuple[str, str], current: Lease | None) -> list[Lease]:
-        page = self.kernel.store.timeline_page(*subject, LEASE_EVENTS_SCAN, None, newest_first=True)
+        page = self.timeline.timeline_page(*subject, LEASE_EVENTS_SCAN, None, newest_first=True)
         ids = list(dict.fromkeys(e.lease_id for e in page.events if e.lease_id))
         if current is not None and current.id not in ids:
             ids.insert(0, current.id)
-        found = self.kernel.store.get_leases(ids[:RECENT_LEASES])
+        found = self.leases.get_leases(ids[:RECENT_LEASES])
         return sorted(found.values(), key=lambda x: (x.created_at, x.id), reverse=True)
 
     def _diagnose(
@@ -139,8 +160,8 @@ class Inspection:
         }
         if lease is None:
             return found
-        pool = self.kernel.pool(lease.pool)
-        workers = self.kernel.store.list_workers(pool.name, now_ms=now)
+        pool = self.kernel.catalog.pool(lease.pool)
+        workers = self.workers.list_workers(pool.name, now_ms=now)
         reachable_now = sum(1 for w in workers if reachable(w, pool, now))
         condition = self.conditions.queued_condition_of(lease)
         found.update(
@@ -156,11 +177,11 @@ class Inspection:
         if lease.state.active:
             # The sweeper's mass-expiry brake holds the pool's expiries back until then: a
             # silent holder is not expired, nor its job handed on, before it.
-            until = self.kernel.store.get_sweeper_state().holds.get(pool.name)
+            until = self.sweeper.get_sweeper_state().holds.get(pool.name)
             found["mass_expiry_hold_until"] = until if until is not None and until > now else None
-        found["space_archived"] = self.kernel.space_cached(pool.space).archived
+        found["space_archived"] = self.kernel.catalog.space_cached(pool.space).archived
         if lease.worker_id is not None and lease.state in REPORTABLE:
-            worker = self.kernel.store.get_worker(pool.name, lease.worker_id)
+            worker = self.workers.get_worker(pool.name, lease.worker_id)
             found["holder_reachable"] = worker is not None and reachable(worker, pool, now)
             found["holder_last_seen"] = worker.last_seen if worker is not None else None
         if lease.state is LeaseState.PENDING:

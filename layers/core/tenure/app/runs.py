@@ -133,7 +133,7 @@ class Runs:
         )
         lease = Lease(
             event_type=LEASE_CREATED,
-            tl=self.kernel.first_stamps(SubjectKind.TASK),
+            tl=self.kernel.gates.first_stamps(SubjectKind.TASK),
             event_data={"pool": pool.name},
             updated_at=now,
             id=self.kernel.ids.new_id("lease"),
@@ -194,7 +194,7 @@ class Runs:
         implied = replace(job, id=first_job_id(task.id))
         if (
             lease.id == first_lease_id(task.id)
-            and self.kernel.first_jobs_implied()
+            and self.kernel.gates.first_jobs_implied()
             and implied_job(task, replace(lease, job_id=implied.id)) == implied
         ):
             # The task's first job, all of which its first lease and the task say: no row
@@ -215,7 +215,7 @@ class Runs:
     def _first_of_task(self, lease: Lease) -> Lease:
         """The task's first lease, made with it: its id derived from the task's and its
         creation a stamp, so it needs no anchor row for a timeline read to find it."""
-        if not self.kernel.first_lease_stamped() or lease.task_id is None:
+        if not self.kernel.gates.first_lease_stamped() or lease.task_id is None:
             return lease
         first = replace(lease, id=first_lease_id(lease.task_id))
         if not first_lease_stamps(lease.task_id, first.id, first.pool, first.event_data or {}):
@@ -226,7 +226,10 @@ class Runs:
         """The task's first lease, made with it, listed through its task's list entry: it
         takes the task's creation time, so that entry's place in the list is the lease's
         own (store.reads.list_leases), and it gets no list entry of its own."""
-        if lease.id != first_lease_id(task.id) or not self.kernel.first_leases_listed_by_task():
+        if (
+            lease.id != first_lease_id(task.id)
+            or not self.kernel.gates.first_leases_listed_by_task()
+        ):
             return lease
         return replace(lease, created_at=task.created_at, via_task=True)
 

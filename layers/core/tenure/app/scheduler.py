@@ -23,6 +23,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
+from tenure.app.rows import (
+    LeaseRows,
+    PoolRows,
+    QueueRows,
+    SweeperRows,
+    TaskRows,
+    TimelineRows,
+    WorkerRows,
+)
 from tenure.app.workers import reachable, unreachable_since
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, ValidationFailed
@@ -66,8 +75,19 @@ class ClaimGate:
     """What a claim asks before it takes a candidate (app/leases/claims/): the scheduler row, and
     whether a lease is held back by any of `holds`, in order."""
 
-    def __init__(self, kernel: Kernel, holds: tuple[Hold, ...] = ()) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        holds: tuple[Hold, ...] = (),
+        *,
+        leases: LeaseRows,
+        queues: QueueRows,
+        sweeper: SweeperRows,
+    ) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.queues = queues
+        self.sweeper = sweeper
         self.holds = holds
         self._lineages: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
@@ -75,7 +95,7 @@ class ClaimGate:
         # Read afresh on every look (eventually consistent: half a read unit), not cached
         # per process: API requests are served by many instances, and a resume answered by
         # one must not leave another handing out nothing (or a pause, everything) meanwhile.
-        return self.kernel.store.get_scheduler(consistent=False)
+        return self.sweeper.get_scheduler(consistent=False)
 
     def lineage_cache(self) -> OrderedDict[str, tuple[str, ...]]:
         return self._lineages
@@ -105,10 +125,10 @@ class ClaimGate:
             or count <= 0
         ):
             return []
-        ids = self.kernel.store.queue_page(pool, None, min(count, HOLD_SCAN), priority)
+        ids = self.queues.queue_page(pool, None, min(count, HOLD_SCAN), priority)
         cache = self.lineage_cache()
         unknown = [x for x in ids if x not in cache]
-        leases = self.kernel.store.get_leases(unknown) if unknown else {}
+        leases = self.leases.get_leases(unknown) if unknown else {}
         held: list[bool] = []
         for lease_id in ids:
             if lease_id in cache:
@@ -137,7 +157,7 @@ class ClaimGate:
         limit = want + len(tried)
         fresh: list[str] = []
         while True:
-            seen = self.kernel.store.queue_candidates(
+            seen = self.queues.queue_candidates(
                 pool, limit, due_by=self.kernel.clock.now_ms(), priority=priority
             )
             held = [x for x in seen if x in skip or (x in cache and _holds(cache[x], gate))]
@@ -191,9 +211,28 @@ class Drained:
 
 
 class Scheduler:
-    def __init__(self, kernel: Kernel, gate: ClaimGate) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        gate: ClaimGate,
+        *,
+        leases: LeaseRows,
+        pools: PoolRows,
+        queues: QueueRows,
+        sweeper: SweeperRows,
+        tasks: TaskRows,
+        timeline: TimelineRows,
+        workers: WorkerRows,
+    ) -> None:
         self.gate = gate
         self.kernel = kernel
+        self.leases = leases
+        self.pools = pools
+        self.queues = queues
+        self.sweeper = sweeper
+        self.tasks = tasks
+        self.timeline = timeline
+        self.workers = workers
 
     def pause_scheduler(self, actor: Principal) -> SchedulerStatus:
         return self._set_scheduler(actor, True)
@@ -204,8 +243,8 @@ class Scheduler:
     def _set_scheduler(self, actor: Principal, paused: bool) -> SchedulerStatus:
         authz.require_operator(actor, "admin")
         now = self.kernel.clock.now_ms()
-        if self.kernel.store.get_scheduler().paused != paused:
-            self.kernel.store.set_scheduler_paused(paused, actor.token_id, now)
+        if self.sweeper.get_scheduler().paused != paused:
+            self.sweeper.set_scheduler_paused(paused, actor.token_id, now)
             self._record(
                 "scheduler.paused" if paused else "scheduler.resumed",
                 {"by": actor.token_id, "actor_kind": actor.kind},
@@ -224,15 +263,15 @@ class Scheduler:
         the claim gate applies (a parked run counts once, in needs_attention_run_count).
         Capacity-waiting: claimable in a pool with a reachable worker. Starved: claimable and
         pending longer than the pool's min_queued_age_seconds with none."""
-        gate = self.kernel.store.get_scheduler()
+        gate = self.sweeper.get_scheduler()
         now = self.kernel.clock.now_ms()
         queued = waiting = starved = 0
         spaces: dict[str, Space] = {}
-        for pool in self.kernel.store.list_pools():
+        for pool in self.pools.list_pools():
             # Each priority's partition the pool marks, then the default one (queue_tiers).
             tiers = []
             for tier in queue_tiers(pool):
-                count = self.kernel.store.count_queue(pool.name, None, COUNT_BUDGET, tier)
+                count = self.queues.count_queue(pool.name, None, COUNT_BUDGET, tier)
                 held = self.gate.held_in_queue(pool.name, count, gate, tier)
                 tiers.append((tier, count - sum(held), held))
             claimable = sum(c for _, c, _ in tiers)
@@ -249,7 +288,7 @@ class Scheduler:
                 continue  # nothing could claim it (paused, archived), or not for long enough
             for tier, _, held in tiers:
                 # Each partition is oldest first, so its old ones are a prefix of those checked.
-                aged = self.kernel.store.count_queue(pool.name, old, COUNT_BUDGET, tier)
+                aged = self.queues.count_queue(pool.name, old, COUNT_BUDGET, tier)
                 starved += max(0, aged - sum(held[:aged]))
         return SchedulerStatus(
             paused=gate.paused,
@@ -274,7 +313,7 @@ class Scheduler:
         behind a full ceiling, a full key or the rate limit while a worker was there is
         waiting for capacity, not starving."""
         if pool.space not in spaces:
-            spaces[pool.space] = self.kernel.space_cached(pool.space)
+            spaces[pool.space] = self.kernel.catalog.space_cached(pool.space)
         space = spaces[pool.space]
         if pool.paused or space.archived or gate.paused:
             return None
@@ -284,7 +323,7 @@ class Scheduler:
     def _staffing(self, pool: Pool, now: int) -> tuple[bool, int | None]:
         """Whether the pool has a reachable worker now and, when it has none, since when (the
         worker rows already read for the first answer: no read more)."""
-        workers = self.kernel.store.list_workers(pool.name, now_ms=now)
+        workers = self.workers.list_workers(pool.name, now_ms=now)
         if any(reachable(w, pool, now) for w in workers):
             return True, None
         return False, unreachable_since(workers, pool)
@@ -303,8 +342,8 @@ class Scheduler:
         """One page of a space's pending leases, newest first, each with its effective pause;
         paused ones only when asked for (a page may then hold fewer than `limit`)."""
         authz.require_operator(actor, "read", space)
-        page = self.kernel.store.list_leases(space, limit, cursor, LeaseState.PENDING, None)
-        gate = self.kernel.store.get_scheduler()
+        page = self.leases.list_leases(space, limit, cursor, LeaseState.PENDING, None)
+        gate = self.sweeper.get_scheduler()
         found = []
         for lease in page.leases:
             by = next(
@@ -328,8 +367,7 @@ class Scheduler:
         give_up = self.kernel.clock.now_ms() + int(timeout_seconds * 1000)
         while True:
             active = sum(
-                self.kernel.store.count_held(p.name, COUNT_BUDGET)
-                for p in self.kernel.store.list_pools()
+                self.queues.count_held(p.name, COUNT_BUDGET) for p in self.pools.list_pools()
             )
             left = give_up - self.kernel.clock.now_ms()
             if active == 0 or left <= 0:
@@ -348,26 +386,26 @@ class Scheduler:
         gate: SchedulerState | None = None
         parked: list[str] = []
         spaces: dict[str, Space] = {}
-        for pool in self.kernel.store.list_pools() if pools is None else pools:
+        for pool in self.pools.list_pools() if pools is None else pools:
             age = (pool.min_queued_age_seconds + pool.starvation_escalation_seconds) * 1000
             # Keys only, and only entries that old: a pass with nothing starved reads no item.
             ids = [
                 lease_id
                 for tier in queue_tiers(pool)
-                for lease_id in self.kernel.store.queue_page(pool.name, now - age, GATE_SCAN, tier)
+                for lease_id in self.queues.queue_page(pool.name, now - age, GATE_SCAN, tier)
             ][:GATE_SCAN]
             if not ids:
                 continue
             staffed, alone_since = self._staffing(pool, now)
             if staffed:
                 continue
-            gate = gate or self.kernel.store.get_scheduler()
+            gate = gate or self.sweeper.get_scheduler()
             since = self._starving_since(pool, gate, spaces, alone_since)
             if since is None or now - since < age:
                 continue  # held by a pause, or one ended too lately: not starved that long
             cache = self.gate.lineage_cache()
             fresh = [x for x in ids if not (x in cache and _holds(cache[x], gate))]
-            for lease in self.kernel.store.get_leases(fresh[:PARK_PER_PASS]).values():
+            for lease in self.leases.get_leases(fresh[:PARK_PER_PASS]).values():
                 if lease.state is not LeaseState.PENDING or self.gate.held_back(lease, gate):
                     continue
                 if lease.task_id and self._park(lease, now):
@@ -390,22 +428,22 @@ class Scheduler:
         for pool in pools:
             if pool.max_active is None or pool.paused:
                 continue
-            held = self.kernel.store.held_count("pool", pool.name)
+            held = self.queues.held_count("pool", pool.name)
             if held < pool.max_active:
                 continue
             ids = []
             for tier in queue_tiers(pool):  # the heads a claim would take first
-                ids = self.kernel.store.queue_candidates(
+                ids = self.queues.queue_candidates(
                     pool.name, CAPACITY_TELL, due_by=now, priority=tier
                 )
                 if ids:
                     break
             if not ids or not self._staffed(pool, now):
                 continue
-            gate = gate or self.kernel.store.get_scheduler()
+            gate = gate or self.sweeper.get_scheduler()
             waiting = [
                 lease
-                for lease in self.kernel.store.get_leases(ids).values()
+                for lease in self.leases.get_leases(ids).values()
                 if lease.state is LeaseState.PENDING and not self.gate.held_back(lease, gate)
             ]
             if not waiting:
@@ -432,11 +470,11 @@ class Scheduler:
                     data=data,
                 )
                 with contextlib.suppress(Conflict):  # a pass retried: told already
-                    self.kernel.store.put_event(event)
+                    self.timeline.put_event(event)
         return kept
 
     def _park(self, lease: Lease, now: int) -> bool:
-        task = self.kernel.store.get_task(lease.task_id or "")
+        task = self.tasks.get_task(lease.task_id or "")
         if task is None or task.attention:
             return False
         flagged = next_version(
@@ -466,7 +504,7 @@ class Scheduler:
 
     def _record(self, type_: str, data: dict[str, Any]) -> None:
         now = self.kernel.clock.now_ms()
-        self.kernel.store.put_event(
+        self.timeline.put_event(
             Event(
                 id=self.kernel.ids.new_id("ev"),
                 subject_kind=SCHEDULER_TIMELINE[0],

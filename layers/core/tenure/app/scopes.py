@@ -4,8 +4,9 @@ says; api/scopes.py decides, this only reads)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
+from tenure.app.rows import LeaseRows, TaskRows
 from tenure.app.rules.ports import RuleStore
 from tenure.domain import fencing as rules
 from tenure.domain.errors import NotFound
@@ -15,8 +16,13 @@ if TYPE_CHECKING:
 
 
 class Scopes:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(
+        self, kernel: Kernel, *, leases: LeaseRows, rules: RuleStore, tasks: TaskRows
+    ) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.rules = rules
+        self.tasks = tasks
 
     def space_of(self, kind: str, ident: str) -> str | None:
         """The space of the `kind` (space, pool, lease, task, rule, task_or_lease) named
@@ -30,17 +36,17 @@ class Scopes:
             return ident
         if kind == "pool":
             try:
-                return self.kernel.pool(ident).space
+                return self.kernel.catalog.pool(ident).space
             except NotFound:
                 return None
         if kind == "rule":
-            rule = cast(RuleStore, self.kernel.store).get_rule(ident)
+            rule = self.rules.get_rule(ident)
             return rule.space if rule is not None else None
-        task = self.kernel.store.get_task(ident) if kind in ("task", "task_or_lease") else None
+        task = self.tasks.get_task(ident) if kind in ("task", "task_or_lease") else None
         if task is not None:
             return task.space
         if kind in ("lease", "task_or_lease"):
-            lease = self.kernel.store.get_lease(ident, consistent=False)
+            lease = self.leases.get_lease(ident, consistent=False)
             return lease.space if lease is not None else None
         return None
 
@@ -50,8 +56,8 @@ class Scopes:
         unknown, left to the service to answer."""
         if max(len(lease_id), len(task_id)) > rules.MAX_ID_LENGTH:
             return None
-        lease = self.kernel.store.get_lease(lease_id, consistent=False)
-        task = self.kernel.store.get_task(task_id) if lease is not None else None
+        lease = self.leases.get_lease(lease_id, consistent=False)
+        task = self.tasks.get_task(task_id) if lease is not None else None
         if lease is None or task is None:
             return None
         return task.id == lease.task_id or task.created_by_lease == lease.id

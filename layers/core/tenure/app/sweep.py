@@ -8,10 +8,14 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field, replace
 
-from tenure.app.leases.timeouts import index_at, may_time_out
-from tenure.app.ports import SweeperState
-from tenure.app.scheduler import queue_tiers
-from tenure.app.tenure import Tenure
+from tenure.app.artifacts.retention import Retention
+from tenure.app.autonomy.breaker import Breaker
+from tenure.app.autonomy.delegation import Delegation
+from tenure.app.leases.recovery import Recovery
+from tenure.app.leases.timeouts import QueueTimeouts, index_at, may_time_out
+from tenure.app.ports import Clock, Ids, SweeperState
+from tenure.app.rows import LeaseRows, PoolRows, QueueRows, SweeperRows, TimelineRows, WorkerRows
+from tenure.app.scheduler import Scheduler, queue_tiers
 from tenure.app.workers import SEEN_LAG_SHARE, reachable
 from tenure.domain.errors import Conflict
 from tenure.domain.fencing import DEADLINE_SLACK, toleration_ms
@@ -69,192 +73,240 @@ class SweepReport:
     depths: list[PoolDepth] = field(default_factory=list)
 
 
-def sweep_once(svc: Tenure, interval_seconds: float = 60.0, gauges: bool = True) -> SweepReport:
-    """One pass. `interval_seconds` is the schedule's period: only time beyond it since the
-    last pass counts as the service's own absence (a one-minute schedule against a 50 s
-    grace must not read every ordinary gap as an outage). `gauges` reads each pool's depth
-    for the caller to publish (two of the five queries a pass makes a pool); a caller that
-    publishes none leaves them out."""
-    store, clock = svc.store, svc.clock
-    now = clock.now_ms()
-    state = store.get_sweeper_state()
-    report = SweepReport(at=now)
-    try:
-        store.put_sweeper_state(replace(state, last_pass_at=now), expect_last=state.last_pass_at)
-    except Conflict:
-        report.skipped = True
+def pool_depth(
+    queues: QueueRows, leases: LeaseRows, pool: str, now: int, tiers: list[int | None] | None = None
+) -> PoolDepth:
+    """A pool's gauges from its indexes, bounded: a COUNT of the queue index up to now (each
+    priority partition the pool marks, `tiers`, and the default one), a COUNT of the held
+    index, and each partition's head entry (one eventually consistent read each)."""
+    queued = held = 0
+    age = 0.0
+    for tier in tiers or [None]:
+        here = queues.count_queue(pool, now + 1, GAUGE_BUDGET, tier)
+        queued += here
+        head = queues.queue_candidates(pool, 1, due_by=now, priority=tier) if here else []
+        lease = leases.get_lease(head[0], consistent=False) if head else None
+        if lease is not None:  # its place in the queue is when it became claimable
+            age = max(age, max(0, now - max(lease.created_at, lease.not_before or 0)) / 1000)
+    held = queues.count_held(pool, GAUGE_BUDGET)
+    return PoolDepth(pool=pool, queued=queued, held=held, oldest_queued_age_s=age)
+
+
+class Sweep:
+    """One pass of the sweeper, built from what it reads and the use cases it hands work to."""
+
+    def __init__(
+        self,
+        *,
+        sweeper: SweeperRows,
+        pools: PoolRows,
+        leases: LeaseRows,
+        queues: QueueRows,
+        workers: WorkerRows,
+        timeline: TimelineRows,
+        clock: Clock,
+        ids: Ids,
+        timeouts: QueueTimeouts,
+        recovery: Recovery,
+        scheduler: Scheduler,
+        breaker: Breaker,
+        delegation: Delegation,
+        retention: Retention,
+    ) -> None:
+        self.sweeper = sweeper
+        self.pools = pools
+        self.leases = leases
+        self.queues = queues
+        self.workers = workers
+        self.timeline = timeline
+        self.clock = clock
+        self.ids = ids
+        self.timeouts = timeouts
+        self.recovery = recovery
+        self.scheduler = scheduler
+        self.breaker = breaker
+        self.delegation = delegation
+        self.retention = retention
+
+    def once(self, interval_seconds: float = 60.0, gauges: bool = True) -> SweepReport:
+        """One pass. `interval_seconds` is the schedule's period: only time beyond it since the
+        last pass counts as the service's own absence (a one-minute schedule against a 50 s
+        grace must not read every ordinary gap as an outage). `gauges` reads each pool's depth
+        for the caller to publish (two of the five queries a pass makes a pool); a caller that
+        publishes none leaves them out."""
+        now = self.clock.now_ms()
+        state = self.sweeper.get_sweeper_state()
+        report = SweepReport(at=now)
+        try:
+            self.sweeper.put_sweeper_state(
+                replace(state, last_pass_at=now), expect_last=state.last_pass_at
+            )
+        except Conflict:
+            report.skipped = True
+            return report
+        gap = now - state.last_pass_at if state.last_pass_at is not None else None
+        report.gap_ms = gap
+        absence = gap - int(interval_seconds * 1000) if gap is not None else None
+        holds = dict(state.holds)
+        pools = self.pools.list_pools()
+        for pool in pools:
+            if gap is not None and absence is not None and absence > pool.grace_seconds * 1000:
+                # The sweeper itself was away: that is the service's absence, not the workers'.
+                report.absent_pools.append(pool.name)
+                report.pushed += self._push_out(pool, gap)
+                continue
+            due = self._due(pool, now, report)
+            if self._brake(pool, due, holds, now, interval_seconds):
+                report.held += len(due)
+                if pool.name not in state.holds:
+                    report.mass_holds.append(pool.name)
+                continue
+            for lease in due:
+                if self.recovery.expire(lease, pool) is None:
+                    report.raced += 1
+                else:
+                    report.expired.append(lease.id)
+        if report.absent_pools:
+            self._record(
+                now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools}
+            )
+        # Long-starved work goes to needs_attention; transient blocks past their expiry are closed.
+        report.parked = self.scheduler.park_starved(pools)
+        report.unblocked = self.breaker.finalize_expired_blocks()
+        waiting = self.scheduler.note_capacity_waiting(pools, state.capacity_waiting)
+        report.capacity_waiting = sorted(set(waiting) - set(state.capacity_waiting))
+        ttl_cursor, report.ttl_expired = self.delegation.expire_ttls(state.ttl_cursor)
+        report.queue_timed_out, queue_raced = self.timeouts.expire_queued(pools)
+        report.raced += queue_raced
+        report.marks_dropped = self.timeouts.drop_stale_marks(pools)
+        if (
+            holds != state.holds
+            or waiting != state.capacity_waiting
+            or ttl_cursor != state.ttl_cursor
+        ):
+            self.sweeper.put_sweeper_state(
+                SweeperState(now, holds, waiting, ttl_cursor), expect_last=now
+            )
+        reclaim = self.retention.reclaim_due(pools=pools)
+        report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
+        if gauges:
+            report.depths = [
+                pool_depth(
+                    self.queues, self.leases, pool.name, self.clock.now_ms(), queue_tiers(pool)
+                )
+                for pool in pools
+            ]
         return report
-    gap = now - state.last_pass_at if state.last_pass_at is not None else None
-    report.gap_ms = gap
-    absence = gap - int(interval_seconds * 1000) if gap is not None else None
-    holds = dict(state.holds)
-    pools = store.list_pools()
-    for pool in pools:
-        if gap is not None and absence is not None and absence > pool.grace_seconds * 1000:
-            # The sweeper itself was away: that is the service's absence, not the workers'.
-            report.absent_pools.append(pool.name)
-            report.pushed += _push_out(svc, pool, gap)
-            continue
+
+    def _due(self, pool: Pool, now: int, report: SweepReport) -> list[Lease]:
+        """The pool's held leases whose deadline has passed (at most DUE_PER_PASS read); on
+        the way, a lease past its run timeout is asked to stop, and one whose deadline moved
+        out since it was indexed is indexed again."""
         due: list[Lease] = []
-        for lease_id in store.due_leases(pool.name, now, limit=DUE_PER_PASS):
-            lease = store.get_lease(lease_id)
+        for lease_id in self.queues.due_leases(pool.name, now, limit=DUE_PER_PASS):
+            lease = self.leases.get_lease(lease_id)
             if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
                 continue
             if lease.run_deadline is not None and lease.run_deadline <= now and may_time_out(lease):
                 # Ran past its run timeout: asked to stop now; ended by its report or, if
                 # its worker stays silent, by a later pass once its deadline passes.
-                if svc.timeouts.time_out(lease) is None:
+                if self.timeouts.time_out(lease) is None:
                     report.raced += 1
                 else:
                     report.timed_out.append(lease.id)
                 continue
             if lease.deadline > now:
-                _reindex(svc, lease)
+                self._reindex(lease)
                 report.reindexed += 1
             else:
                 due.append(lease)
-        if _brake(svc, pool, due, holds, now, interval_seconds):
-            report.held += len(due)
-            if pool.name not in state.holds:
-                report.mass_holds.append(pool.name)
-            continue
-        for lease in due:
-            if svc.recovery.expire(lease, pool) is None:
-                report.raced += 1
-            else:
-                report.expired.append(lease.id)
-    if report.absent_pools:
-        _record(svc, now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools})
-    # Long-starved work goes to needs_attention; transient blocks past their expiry are closed.
-    report.parked = svc.scheduler.park_starved(pools)
-    report.unblocked = svc.breaker.finalize_expired_blocks()
-    waiting = svc.scheduler.note_capacity_waiting(pools, state.capacity_waiting)
-    report.capacity_waiting = sorted(set(waiting) - set(state.capacity_waiting))
-    ttl_cursor, report.ttl_expired = svc.delegation.expire_ttls(state.ttl_cursor)
-    report.queue_timed_out, queue_raced = svc.timeouts.expire_queued(pools)
-    report.raced += queue_raced
-    report.marks_dropped = svc.timeouts.drop_stale_marks(pools)
-    if holds != state.holds or waiting != state.capacity_waiting or ttl_cursor != state.ttl_cursor:
-        store.put_sweeper_state(SweeperState(now, holds, waiting, ttl_cursor), expect_last=now)
-    reclaim = svc.retention.reclaim_due(pools=pools)
-    report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
-    if gauges:
-        report.depths = [
-            pool_depth(svc, pool.name, clock.now_ms(), queue_tiers(pool)) for pool in pools
-        ]
-    return report
+        return due
 
+    def _brake(
+        self,
+        pool: Pool,
+        due: list[Lease],
+        holds: dict[str, int],
+        now: int,
+        interval_seconds: float,
+    ) -> bool:
+        """True when this pass holds `pool`'s expiries back (a mass expiry looks like our fault).
+        Updates `holds` (pool -> held until) in place."""
+        silent, recent = self._silent_workers(pool, due, now, interval_seconds)
+        mass = len(silent) >= MASS_EXPIRY_MIN and len(silent) >= MASS_EXPIRY_SHARE * len(recent)
+        hold_until = holds.get(pool.name)
+        if not mass:
+            holds.pop(pool.name, None)
+            return False
+        if hold_until is None:
+            hold_until = now + max(toleration_ms(lease, pool) for lease in due)
+            holds[pool.name] = hold_until
+            self._record(
+                now,
+                "sweeper.mass_expiry_held",
+                {
+                    "pool": pool.name,
+                    "due": len(due),
+                    "silent_workers": len(silent),
+                    "recent_workers": len(recent),
+                    "hold_until": hold_until,
+                    "lease_ids": [x.id for x in due][:50],
+                },
+            )
+            return True
+        # Still held inside its window; once the window has passed the pass proceeds, and the
+        # entry stays until a pass sees no mass silence, so one outage is held only once.
+        return now < hold_until
 
-def pool_depth(
-    svc: Tenure, pool: str, now: int, tiers: list[int | None] | None = None
-) -> PoolDepth:
-    """A pool's gauges from its indexes, bounded: a COUNT of the queue index up to now (each
-    priority partition the pool marks, `tiers`, and the default one), a COUNT of the held
-    index, and each partition's head entry (one eventually consistent read each)."""
-    store = svc.store
-    queued = held = 0
-    age = 0.0
-    for tier in tiers or [None]:
-        here = store.count_queue(pool, now + 1, GAUGE_BUDGET, tier)
-        queued += here
-        head = store.queue_candidates(pool, 1, due_by=now, priority=tier) if here else []
-        lease = store.get_lease(head[0], consistent=False) if head else None
-        if lease is not None:  # its place in the queue is when it became claimable
-            age = max(age, max(0, now - max(lease.created_at, lease.not_before or 0)) / 1000)
-    held = store.count_held(pool, GAUGE_BUDGET)
-    return PoolDepth(pool=pool, queued=queued, held=held, oldest_queued_age_s=age)
+    def _silent_workers(
+        self, pool: Pool, due: list[Lease], now: int, interval_seconds: float
+    ) -> tuple[set[str], set[str]]:
+        """(recently reachable workers now silent, recently reachable workers) of a pool.
 
+        A worker that still heartbeats some leases is not silent; an idle worker (long-polling
+        claims) that went quiet in the same outage is. "Recently" reaches back over the longest
+        time a due lease can have been silent (a toleration and its DEADLINE_SLACK, 1.5
+        tolerations, and a sweep period) plus the lag of last_seen, so a fleet that died together
+        still counts as recently reachable."""
+        holders = {lease.worker_id for lease in due if lease.worker_id}
+        if not holders:
+            return set(), set()
+        longest = max(toleration_ms(lease, pool) for lease in due)
+        window = int(longest * (1 + DEADLINE_SLACK)) + int(interval_seconds * 1000)
+        window += int(pool.grace_seconds * 1000 * (1 + SEEN_LAG_SHARE))
+        workers = self.workers.list_workers(pool.name, now_ms=now)
+        recent = {w.worker_id for w in workers if now - w.last_seen <= window} | holders
+        alive = {w.worker_id for w in workers if reachable(w, pool, now)}
+        return recent - alive, recent
 
-def _brake(
-    svc: Tenure,
-    pool: Pool,
-    due: list[Lease],
-    holds: dict[str, int],
-    now: int,
-    interval_seconds: float,
-) -> bool:
-    """True when this pass holds `pool`'s expiries back (a mass expiry looks like our fault).
-    Updates `holds` (pool -> held until) in place."""
-    silent, recent = _silent_workers(svc, pool, due, now, interval_seconds)
-    mass = len(silent) >= MASS_EXPIRY_MIN and len(silent) >= MASS_EXPIRY_SHARE * len(recent)
-    hold_until = holds.get(pool.name)
-    if not mass:
-        holds.pop(pool.name, None)
-        return False
-    if hold_until is None:
-        hold_until = now + max(toleration_ms(lease, pool) for lease in due)
-        holds[pool.name] = hold_until
-        _record(
-            svc,
-            now,
-            "sweeper.mass_expiry_held",
-            {
-                "pool": pool.name,
-                "due": len(due),
-                "silent_workers": len(silent),
-                "recent_workers": len(recent),
-                "hold_until": hold_until,
-                "lease_ids": [x.id for x in due][:50],
-            },
+    def _push_out(self, pool: Pool, gap: int) -> int:
+        pushed = 0
+        for lease_id in self.queues.due_leases(pool.name, None):
+            lease = self.leases.get_lease(lease_id)
+            if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
+                continue
+            pushed_to = lease.deadline + gap
+            moved = replace(lease, deadline=pushed_to, due_at=index_at(lease, pushed_to))
+            try:
+                self.leases.move_deadline(moved, seen=lease)
+                pushed += 1
+            except Conflict:
+                pass  # it moved on by itself (a report or a transition): nothing to push
+        return pushed
+
+    def _reindex(self, lease: Lease) -> None:
+        with contextlib.suppress(Conflict):  # moved on; the next pass sees its new row
+            due_at = index_at(lease, lease.deadline or 0)
+            self.leases.reindex(replace(lease, due_at=due_at), (lease.state, lease.fence))
+
+    def _record(self, now: int, type_: str, data: dict[str, object]) -> None:
+        self.timeline.put_event(
+            Event(
+                id=self.ids.new_id("ev"),
+                subject_kind=SYSTEM[0],
+                subject_id=SYSTEM[1],
+                type=type_,
+                at=now,
+                data=dict(data),
+            )
         )
-        return True
-    # Still held inside its window; once the window has passed the pass proceeds, and the
-    # entry stays until a pass sees no mass silence, so one outage is held only once.
-    return now < hold_until
-
-
-def _silent_workers(
-    svc: Tenure, pool: Pool, due: list[Lease], now: int, interval_seconds: float
-) -> tuple[set[str], set[str]]:
-    """(recently reachable workers now silent, recently reachable workers) of a pool.
-
-    A worker that still heartbeats some leases is not silent; an idle worker (long-polling
-    claims) that went quiet in the same outage is. "Recently" reaches back over the longest
-    time a due lease can have been silent (a toleration and its DEADLINE_SLACK, 1.5
-    tolerations, and a sweep period) plus the lag of last_seen, so a fleet that died together
-    still counts as recently reachable."""
-    holders = {lease.worker_id for lease in due if lease.worker_id}
-    if not holders:
-        return set(), set()
-    longest = max(toleration_ms(lease, pool) for lease in due)
-    window = int(longest * (1 + DEADLINE_SLACK)) + int(interval_seconds * 1000)
-    window += int(pool.grace_seconds * 1000 * (1 + SEEN_LAG_SHARE))
-    workers = svc.store.list_workers(pool.name, now_ms=now)
-    recent = {w.worker_id for w in workers if now - w.last_seen <= window} | holders
-    alive = {w.worker_id for w in workers if reachable(w, pool, now)}
-    return recent - alive, recent
-
-
-def _push_out(svc: Tenure, pool: Pool, gap: int) -> int:
-    pushed = 0
-    for lease_id in svc.store.due_leases(pool.name, None):
-        lease = svc.store.get_lease(lease_id)
-        if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
-            continue
-        pushed_to = lease.deadline + gap
-        moved = replace(lease, deadline=pushed_to, due_at=index_at(lease, pushed_to))
-        try:
-            svc.store.move_deadline(moved, seen=lease)
-            pushed += 1
-        except Conflict:
-            pass  # it moved on by itself (a report or a transition): nothing to push
-    return pushed
-
-
-def _reindex(svc: Tenure, lease: Lease) -> None:
-    with contextlib.suppress(Conflict):  # moved on; the next pass sees its new row
-        due_at = index_at(lease, lease.deadline or 0)
-        svc.store.reindex(replace(lease, due_at=due_at), (lease.state, lease.fence))
-
-
-def _record(svc: Tenure, now: int, type_: str, data: dict[str, object]) -> None:
-    svc.store.put_event(
-        Event(
-            id=svc.ids.new_id("ev"),
-            subject_kind=SYSTEM[0],
-            subject_id=SYSTEM[1],
-            type=type_,
-            at=now,
-            data=dict(data),
-        )
-    )

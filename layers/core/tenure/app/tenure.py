@@ -28,6 +28,7 @@ from tenure.app.autonomy.breaker import Breaker
 from tenure.app.autonomy.delegation import Delegation
 from tenure.app.autonomy.wake import Wake
 from tenure.app.conditions import Conditions
+from tenure.app.figures import Figures
 from tenure.app.flow.events import EventWaits
 from tenure.app.flow.inputs import Inputs
 from tenure.app.inspect import Inspection
@@ -45,7 +46,7 @@ from tenure.app.leases.retry import Retries
 from tenure.app.leases.timeouts import QueueTimeouts
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
 from tenure.app.reactions import Reactions, on
-from tenure.app.rows import Store
+from tenure.app.rows import Rows, Store
 from tenure.app.rules.addresses import Addresses
 from tenure.app.rules.firings import Firings
 from tenure.app.rules.ports import Schedules
@@ -57,6 +58,7 @@ from tenure.app.scopes import Scopes
 from tenure.app.setup.pools import Pools
 from tenure.app.setup.spaces import Setup
 from tenure.app.setup.versions import Classifier, Versions
+from tenure.app.sweep import Sweep
 from tenure.app.tasks import approval as approval_rules
 from tenure.app.tasks.approval import Approval
 from tenure.app.tasks.cancel import Cancellation, is_cancelled
@@ -123,6 +125,8 @@ class Tenure:
     task_keys: TaskKeys
     reactions: Reactions
     timeouts: QueueTimeouts
+    sweep: Sweep
+    figures: Figures
 
     @property
     def store(self) -> Store:
@@ -143,7 +147,7 @@ class Tenure:
 
 
 def compose(
-    store: Store,
+    rows: Rows,
     clock: Clock,
     ids: Ids,
     blobs: BlobStore | None = None,
@@ -151,39 +155,63 @@ def compose(
     schedules: Schedules | None = None,
     publisher: EventPublisher | None = None,
 ) -> Tenure:
-    """Build every use case on one store, clock and id source; the adapters a deployment
-    lacks (attachments, logs, schedules, the event bus) are None, and their routes say so."""
-    kernel = Kernel(store, clock, ids)
-    versions = Versions(kernel)
-    workers = Workers(kernel)
+    """Build every use case on the table's ports, one clock and one id source; the adapters a
+    deployment lacks (attachments, logs, schedules, the event bus) are None, and their routes
+    say so."""
+    kernel = Kernel(rows, clock, ids)
+    versions = Versions(kernel, pools=rows.pools)
+    workers = Workers(kernel, leases=rows.leases, queues=rows.queues, workers=rows.workers)
     runs = Runs(kernel)
-    task_keys = TaskKeys(kernel)
-    delegation = Delegation(kernel, task_keys)
+    task_keys = TaskKeys(kernel, leases=rows.leases, tasks=rows.tasks)
+    delegation = Delegation(
+        kernel,
+        task_keys,
+        graph=rows.graph,
+        leases=rows.leases,
+        tasks=rows.tasks,
+        timeline=rows.timeline,
+    )
     usage = Usage(kernel)
-    classifier = Classifier(kernel, versions)
+    classifier = Classifier(kernel, versions, tasks=rows.tasks)
     graph = Graph(
         kernel,
         runs,
         task_keys,
         reasons=(approval_rules.approval_reasons, block_rules.block_reasons),
         skips=(is_cancelled, approval_rules.awaits_approval, block_rules.has_open_block),
+        graph=rows.graph,
+        sweeper=rows.sweeper,
+        tasks=rows.tasks,
     )
     gate = ClaimGate(
         kernel,
-        holds=(approval_rules.held_for_approval(kernel), block_rules.held_by_block(kernel)),
+        holds=(
+            approval_rules.held_for_approval(rows.tasks),
+            block_rules.held_by_block(rows.tasks, clock),
+        ),
+        leases=rows.leases,
+        queues=rows.queues,
+        sweeper=rows.sweeper,
     )
     # A claim under a subtree cancel that committed before the claim's write is withdrawn.
-    cancellation = Cancellation(kernel, graph)
-    orphans = Orphans(kernel)
+    cancellation = Cancellation(
+        kernel,
+        graph,
+        graph_rows=rows.graph,
+        leases=rows.leases,
+        sweeper=rows.sweeper,
+        tasks=rows.tasks,
+    )
+    orphans = Orphans(kernel, tasks=rows.tasks)
     claims = Claims(
         kernel,
         gate,
         workers,
-        Waits(kernel, kernel.store),
+        Waits(kernel, rows.claims),
         orphans,
-        leases=kernel.store,
-        claims=kernel.store,
-        queues=kernel.store,
+        leases=rows.leases,
+        claims=rows.claims,
+        queues=rows.queues,
         withdraw=(cancellation.withdraw_claim,),
     )
     bound = Bound(kernel, claims)
@@ -198,22 +226,102 @@ def compose(
             contribute=(classifier.with_classifier_output, usage.contribute, retries.on_failure),
             after=(delegation.scan_after,),
         ),
+        leases=rows.leases,
     )
-    blocks = Blocks(kernel, runs, graph, reports)
-    event_waits = EventWaits(kernel, blocks)
-    breaker = Breaker(kernel, graph, blocks)
-    wake = Wake(kernel, publisher)
-    rules = Rules(kernel, schedules)
-    artifacts = Artifacts(kernel, blobs, log_sink)
-    conditions = Conditions(kernel)
-    scheduler = Scheduler(kernel, gate)
-    operator = Operator(kernel)
+    blocks = Blocks(
+        kernel,
+        runs,
+        graph,
+        reports,
+        committer=rows.committer,
+        graph_rows=rows.graph,
+        leases=rows.leases,
+        sweeper=rows.sweeper,
+        tasks=rows.tasks,
+    )
+    event_waits = EventWaits(kernel, blocks, event_waits=rows.event_waits, tasks=rows.tasks)
+    breaker = Breaker(
+        kernel, graph, blocks, committer=rows.committer, sweeper=rows.sweeper, tasks=rows.tasks
+    )
+    wake = Wake(
+        kernel,
+        publisher,
+        graph=rows.graph,
+        leases=rows.leases,
+        tasks=rows.tasks,
+        timeline=rows.timeline,
+    )
+    rules = Rules(kernel, rows.rules, schedules, spaces=rows.spaces)
+    artifacts = Artifacts(kernel, blobs, log_sink, retention=rows.retention)
+    conditions = Conditions(kernel, queues=rows.queues, workers=rows.workers)
+    scheduler = Scheduler(
+        kernel,
+        gate,
+        leases=rows.leases,
+        pools=rows.pools,
+        queues=rows.queues,
+        sweeper=rows.sweeper,
+        tasks=rows.tasks,
+        timeline=rows.timeline,
+        workers=rows.workers,
+    )
+    operator = Operator(kernel, leases=rows.leases)
     approval = Approval(kernel, graph, operator)
+    pools = Pools(
+        kernel,
+        versions,
+        leases=rows.leases,
+        pools=rows.pools,
+        queues=rows.queues,
+        spaces=rows.spaces,
+        timeline=rows.timeline,
+    )
+    recovery = Recovery(kernel)
+    retention = Retention(
+        kernel,
+        artifacts,
+        attachments=rows.attachments,
+        leases=rows.leases,
+        pools=rows.pools,
+        retention=rows.retention,
+    )
+    timeouts = QueueTimeouts(
+        kernel,
+        orphans,
+        leases=rows.leases,
+        pools=rows.pools,
+        queues=rows.queues,
+        tasks=rows.tasks,
+    )
+    sweep = Sweep(
+        sweeper=rows.sweeper,
+        pools=rows.pools,
+        leases=rows.leases,
+        queues=rows.queues,
+        workers=rows.workers,
+        timeline=rows.timeline,
+        clock=clock,
+        ids=ids,
+        timeouts=timeouts,
+        recovery=recovery,
+        scheduler=scheduler,
+        breaker=breaker,
+        delegation=delegation,
+        retention=retention,
+    )
     return Tenure(
         kernel=kernel,
-        setup=Setup(kernel),
+        setup=Setup(
+            kernel,
+            leases=rows.leases,
+            pools=rows.pools,
+            schema=rows.schema,
+            spaces=rows.spaces,
+            timeline=rows.timeline,
+            tokens=rows.tokens,
+        ),
         versions=versions,
-        pools=Pools(kernel, versions),
+        pools=pools,
         workers=workers,
         conditions=conditions,
         gate=gate,
@@ -222,8 +330,15 @@ def compose(
         reports=reports,
         handover=Handover(kernel, reports, claims, bound),
         operator=operator,
-        recovery=Recovery(kernel),
-        payloads=Payloads(kernel, versions, Inputs(kernel, graph)),
+        recovery=recovery,
+        payloads=Payloads(
+            kernel,
+            versions,
+            Inputs(kernel, graph, leases=rows.leases, tasks=rows.tasks),
+            leases=rows.leases,
+            spaces=rows.spaces,
+            timeline=rows.timeline,
+        ),
         runs=runs,
         graph=graph,
         approval=approval,
@@ -234,11 +349,26 @@ def compose(
             filers=(delegation.lease_files,),
             links=(approval.ask, graph.link, delegation.mark_creator),
             bounds=(delegation.bounds,),
+            graph=rows.graph,
+            spaces=rows.spaces,
+            tasks=rows.tasks,
+            timeline=rows.timeline,
         ),
-        idempotency=Idempotency(kernel),
-        listing=TaskListing(kernel, graph),
+        idempotency=Idempotency(kernel, requests=rows.requests),
+        listing=TaskListing(
+            kernel, graph, graph_rows=rows.graph, sweeper=rows.sweeper, tasks=rows.tasks
+        ),
         scheduler=scheduler,
-        inspection=Inspection(kernel, conditions, graph),
+        inspection=Inspection(
+            kernel,
+            conditions,
+            graph,
+            leases=rows.leases,
+            sweeper=rows.sweeper,
+            tasks=rows.tasks,
+            timeline=rows.timeline,
+            workers=rows.workers,
+        ),
         blocks=blocks,
         event_waits=event_waits,
         breaker=breaker,
@@ -246,22 +376,33 @@ def compose(
         wake=wake,
         usage=usage,
         classifier=classifier,
-        force=Force(kernel, runs),
+        force=Force(kernel, runs, leases=rows.leases, pools=rows.pools),
         rules=rules,
-        firings=Firings(kernel, rules, operator),
-        addresses=Addresses(kernel),
-        subjects=Subjects(kernel),
+        firings=Firings(
+            kernel, rules, operator, leases=rows.leases, tasks=rows.tasks, timeline=rows.timeline
+        ),
+        addresses=Addresses(kernel, rules=rows.rules),
+        subjects=Subjects(kernel, spaces=rows.spaces, timeline=rows.timeline),
         artifacts=artifacts,
-        logs=Logs(kernel, artifacts),
-        attachments=Attachments(kernel, artifacts),
-        retention=Retention(kernel, artifacts),
-        scopes=Scopes(kernel),
+        logs=Logs(kernel, artifacts, attachments=rows.attachments),
+        attachments=Attachments(
+            kernel, artifacts, attachments=rows.attachments, leases=rows.leases
+        ),
+        retention=retention,
+        scopes=Scopes(kernel, leases=rows.leases, rules=rows.rules, tasks=rows.tasks),
         task_keys=task_keys,
-        timeouts=QueueTimeouts(kernel, orphans),
-        # A lease's end is derived as its task's success, then the reported success, then
-        # the end itself (domain/events.py derive), so its reactions run in this order.
+        timeouts=timeouts,
+        sweep=sweep,
+        figures=Figures(
+            pools,
+            queues=rows.queues,
+            leases=rows.leases,
+            sweeper=rows.sweeper,
+            retention=rows.retention,
+            clock=clock,
+        ),
         reactions=Reactions.of(
-            store,
+            rows.tasks,
             on(TaskSucceeded, graph.after_lease),
             on(SuccessReported, breaker.reset_breaker),
             on(LeaseEnded, wake.on_lease, delegation.stop_children),

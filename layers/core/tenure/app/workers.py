@@ -6,6 +6,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tenure.app.rows import LeaseRows, QueueRows, WorkerRows
 from tenure.domain import authz
 from tenure.domain.model import Lease, Pool, Principal, Worker
 from tenure.domain.states import REPORTABLE
@@ -57,8 +58,13 @@ class Workers:
     """Worker liveness: the last-seen rows (written at most once per grace), what a worker
     says about its runtime and credentials, and the worker list."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(
+        self, kernel: Kernel, *, leases: LeaseRows, queues: QueueRows, workers: WorkerRows
+    ) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.queues = queues
+        self.workers = workers
         # The rows this process last read or wrote, so a heartbeat judges without a read: the
         # most recent SEEN_KEPT only, since a token may claim with any number of new worker
         # ids (forgetting one costs one read the next time it is heard from).
@@ -74,17 +80,15 @@ class Workers:
         most), each with the leases it holds, and where the next page starts (None after
         the last)."""
         authz.require_role(actor, "read")
-        pool = self.kernel.pool(pool_name)
+        pool = self.kernel.catalog.pool(pool_name)
         authz.require_operator(actor, "read", pool.space)
         now = self.kernel.clock.now_ms()
-        held = self.kernel.store.get_leases(
-            self.kernel.store.due_leases(pool.name, None, limit=HELD_PAGE)
-        )
+        held = self.leases.get_leases(self.queues.due_leases(pool.name, None, limit=HELD_PAGE))
         by_worker: dict[str, list[Lease]] = {}
         for lease in sorted(held.values(), key=lambda x: x.created_at):
             if lease.worker_id and lease.state in REPORTABLE:
                 by_worker.setdefault(lease.worker_id, []).append(lease)
-        page = self.kernel.store.worker_page(
+        page = self.workers.worker_page(
             pool.name, max(1, min(limit, WORKERS_PAGE)), cursor, now_ms=now
         )
         views = [
@@ -115,7 +119,7 @@ class Workers:
         grace = pool.grace_seconds * 1000
         window = int(grace * min(share, SEEN_LAG_SHARE))
         key = (pool.name, worker_id)
-        known = self._seen.get(key) or self.kernel.store.get_worker(pool.name, worker_id)
+        known = self._seen.get(key) or self.workers.get_worker(pool.name, worker_id)
         said = {"runtime": runtime, "credentials": credentials}
         kept = {
             name: value if value is not None else (getattr(known, name) if known else None)
@@ -132,7 +136,7 @@ class Workers:
         worker = Worker(
             pool=pool.name, worker_id=worker_id, worker_version=version, last_seen=now, **kept
         )
-        self.kernel.store.put_worker(worker)
+        self.workers.put_worker(worker)
         self._remember(key, worker)
 
     def _remember(self, key: tuple[str, str], worker: Worker) -> None:
@@ -152,7 +156,7 @@ class Workers:
         credentials stand there (when every reachable worker of a pool refuses, its queued
         leases say so), and a sign of life."""
         key = (pool.name, worker_id)
-        known = self._seen.get(key) or self.kernel.store.get_worker(pool.name, worker_id)
+        known = self._seen.get(key) or self.workers.get_worker(pool.name, worker_id)
         if known is not None:
             self._remember(key, known)  # read once: mark_seen judges from it
         version = known.worker_version if known else None

@@ -23,7 +23,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from tenure import wiring
 from tenure.app.ports import EventBatchPublisher
 from tenure.app.rows import Store
-from tenure.app.tenure import Tenure, compose
+from tenure.app.tenure import Tenure
 from tenure.config import settings
 from tenure.domain import outbound as out
 from tenure.domain.errors import Conflict
@@ -117,7 +117,7 @@ def handle(
         bus = wiring.publisher()
         outbound = outbound or bus
         if store is not None:
-            service = compose(store, wiring.SystemClock(), wiring.RandomIds(), publisher=bus)
+            service = wiring.build_service(store, bare=True, publisher=bus)
         else:
             service = wiring.service()
     target = store or service.store

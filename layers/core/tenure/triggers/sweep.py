@@ -9,7 +9,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from tenure import wiring
-from tenure.app.sweep import PoolDepth, SweepReport, sweep_once
+from tenure.app.sweep import PoolDepth, SweepReport
 from tenure.config import settings
 
 logger = Logger(service="tenure-sweeper")
@@ -19,7 +19,7 @@ metrics = Metrics(namespace=NAMESPACE, service="sweeper")
 
 def run_pass(gauges: bool = True) -> SweepReport:
     """One pass; `gauges` reads the pools' depths for `handle` to publish."""
-    report = sweep_once(wiring.service(), settings().sweep_interval_seconds, gauges)
+    report = wiring.service().sweep.once(settings().sweep_interval_seconds, gauges)
     busy = report.expired or report.held or report.pushed or report.raced or report.skipped
     busy = busy or report.queue_timed_out or report.timed_out or report.marks_dropped
     if busy or report.reclaimed or report.reclaim_left:
@@ -65,4 +65,4 @@ def emit_depth(depth: PoolDepth) -> None:
     gauges.flush_metrics()
 
 
-__all__ = ["SweepReport", "handle", "run_pass", "sweep_once"]
+__all__ = ["SweepReport", "handle", "run_pass"]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tenure import wiring
-from tenure.app.tenure import Tenure, compose
+from tenure.app.tenure import Tenure
 from tenure.config import local_settings
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import LeaseState, PoolKind
@@ -33,7 +33,7 @@ FILERS = 8
 
 
 def _service(endpoint: str, table: str) -> Tenure:
-    return compose(wiring.build_store(endpoint, table), wiring.SystemClock(), wiring.RandomIds())
+    return wiring.build_service(wiring.build_store(endpoint, table), bare=True)
 
 
 def run(claimers: int = 32, leases: int = 2000, endpoint: str | None = None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 from tenure import wiring
 from tenure.app.leases.handover import NextClaim
-from tenure.app.tenure import Tenure, compose
+from tenure.app.tenure import Tenure
 from tenure.config import local_settings
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind, ReportKind
@@ -51,7 +51,7 @@ def _measure_lifecycle(endpoint: str, table: str, worker_flow: bool) -> dict[str
     store.create_table()
     pump = StreamPump(endpoint, table, store)
     clock = wiring.ManualClock(wiring.SystemClock().now_ms())
-    svc = compose(store, clock, wiring.RandomIds())
+    svc = wiring.build_service(store, clock, bare=True)
     admin = Principal(kind="operator", token_id="bench", role="admin")
     worker = Principal(kind="worker", token_id="bench-worker")
     svc.setup.create_space(admin, "BENCH", "Bench", None)

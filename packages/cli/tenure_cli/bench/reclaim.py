@@ -99,7 +99,10 @@ def _reclaimed_by_derivation(rig: Rig) -> int:
         for _ in range(10_000):
             page = svc.store.list_leases("BENCH", 100, cursor, None, "bench")
             for lease in page.leases:
-                if lease.reclaimed_at is None and svc.kernel.reclaimed_at(lease) is not None:
+                if (
+                    lease.reclaimed_at is None
+                    and svc.kernel.catalog.reclaimed_at(lease) is not None
+                ):
                     found += 1
             cursor = page.next_cursor
             if cursor is None:

@@ -235,7 +235,12 @@ class Rig:
         # The start-up wrote rows on the real clock (the first admin token, its first use):
         # the bench's clock takes over from now, never from before them.
         self.clock.now = max(self.clock.now, wiring.SystemClock().now_ms())
-        svc.kernel.clock = self.clock  # every function of this process shares the one service
+        # Every function of this process shares the one service: each part that tells the
+        # time takes the bench's clock.
+        kernel = svc.kernel
+        for part in (kernel, kernel.catalog, kernel.gates, kernel.stale, kernel.owned):
+            part.clock = self.clock
+        svc.sweep.clock = svc.figures.clock = self.clock
         self.pump = _ReactorPump(self, endpoint)
         return self
 

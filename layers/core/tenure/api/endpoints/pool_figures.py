@@ -12,7 +12,7 @@ from tenure.api import views as v
 from tenure.api.models import answer
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, op, svc
-from tenure.app.figures import PoolFigures, pool_figures
+from tenure.app.figures import PoolFigures
 
 
 @answer
@@ -48,7 +48,9 @@ class FiguresAnswer(TypedDict):
 
 @op("GET", f"{BASE}/pools/<pool>/figures", 200, FiguresAnswer, 404)
 def get_pool_figures(pool: str) -> Response[Any]:
-    return json_answer(FiguresAnswer(figures=figures_view(pool_figures(svc(), actor(), pool))))
+    return json_answer(
+        FiguresAnswer(figures=figures_view(svc().figures.pool_figures(actor(), pool)))
+    )
 
 
 def figures_view(f: PoolFigures) -> FiguresOut:

@@ -70,7 +70,7 @@ def subject_ref(lease: Lease) -> dict[str, Any]:
 def lease_mcp(svc: Tenure, lease: Lease, timing: bool = True) -> dict[str, Any]:
     """A lease as MCP shows it: the HTTP view with a subject reference, without the worker
     version or the workflow field (and without timing in a list)."""
-    lease = svc.kernel.shown(lease)
+    lease = svc.kernel.catalog.shown(lease)
     return mcp_view(v.lease_view(lease, svc.conditions.queued_condition_of(lease)), lease, timing)
 
 

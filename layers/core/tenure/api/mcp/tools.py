@@ -99,7 +99,7 @@ def _list(svc: Tenure, actor: Principal, args: ListArgs) -> dict[str, Any]:
     page = svc.operator.list_visible_leases(
         actor, args.space_key, args.limit, args.state, args.cursor
     )
-    leases = [svc.kernel.shown(x) for x in page.leases]
+    leases = [svc.kernel.catalog.shown(x) for x in page.leases]
     conditions = svc.conditions.queued_conditions(leases)
     views = [mcp_view(v.lease_view(x, conditions[x.id]), x, False) for x in leases]
     return {"leases": views, "next_cursor": page.next_cursor}
@@ -225,7 +225,7 @@ class EventSendArgs(m.Strict):
 def _send_event(svc: Tenure, actor: Principal, args: EventSendArgs) -> dict[str, Any]:
     space = args.space
     if space is None and actor.kind == "lease":
-        space = svc.kernel.acting_lease(actor).space
+        space = svc.kernel.owned.acting_lease(actor).space
     if space is None:
         raise e.ValidationFailed("space: required with an operator token")
     return {"cleared": svc.event_waits.send(actor, space, args.name, args.key, args.data)}

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from tenure.app.ports import Attachment, BlobStore
+from tenure.app.rows import AttachmentRows, LeaseRows
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -71,9 +72,18 @@ class Download:
 
 
 class Attachments:
-    def __init__(self, kernel: Kernel, artifacts: Artifacts) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        artifacts: Artifacts,
+        *,
+        attachments: AttachmentRows,
+        leases: LeaseRows,
+    ) -> None:
         self.artifacts = artifacts
         self.kernel = kernel
+        self.attachments = attachments
+        self.leases = leases
 
     def _bucket(self) -> BlobStore:
         if self.artifacts.blobs is None:
@@ -92,11 +102,11 @@ class Attachments:
     ) -> tuple[Attachment, Upload | None]:
         """Record an attachment: stored at once (`content`), or with an upload URL for a PUT
         of exactly `byte_size` bytes of `content_type`."""
-        lease = self.kernel.own_lease(actor, lease_id, authz.SHIP)
+        lease = self.kernel.owned.own_lease(actor, lease_id, authz.SHIP)
         rules.refuse_token_fields(
             {"filename": filename, "content_type": content_type, "kind": kind}
         )
-        if self.kernel.reclaimed_at(lease) is not None:
+        if self.kernel.catalog.reclaimed_at(lease) is not None:
             raise InvalidTransition(f"lease {lease_id} was reclaimed; it takes no attachments")
         if content is not None:
             if len(content) > MAX_INLINE_BYTES:
@@ -114,7 +124,7 @@ class Attachments:
             raise ValidationFailed("byte_size: required when content_base64 is not given")
         if byte_size > MAX_UPLOAD_BYTES:
             raise ValidationFailed(f"byte_size: is more than {MAX_UPLOAD_BYTES} bytes")
-        quota = self.kernel.pool(lease.pool).attachment_quota_bytes
+        quota = self.kernel.catalog.pool(lease.pool).attachment_quota_bytes
         if byte_size > quota:
             raise ValidationFailed(
                 f"byte_size: {byte_size} is more than the {quota} bytes of attachments a lease "
@@ -137,7 +147,7 @@ class Attachments:
         if content is not None:
             blobs.put(attachment.key, content, content_type)
         try:
-            self.kernel.store.put_attachment(attachment, ATTACHMENTS_PER_LEASE, quota)
+            self.attachments.put_attachment(attachment, ATTACHMENTS_PER_LEASE, quota)
         except CeilingReached as full:
             if content is not None:
                 blobs.delete([attachment.key])
@@ -160,16 +170,16 @@ class Attachments:
     def list_attachments(self, actor: Principal, lease_id: str) -> list[Attachment]:
         """The lease's attachments whose bytes are stored as declared, oldest first."""
         lease = self.artifacts.visible_lease(actor, lease_id)
-        if self.kernel.reclaimed_at(lease) is not None:
+        if self.kernel.catalog.reclaimed_at(lease) is not None:
             return []
-        found = [self._settled(a) for a in self.kernel.store.list_attachments(lease.id)]
+        found = [self._settled(a) for a in self.attachments.list_attachments(lease.id)]
         return self._from_email(lease) + [a for a in found if a.status == STORED]
 
     def fetch_attachment(self, actor: Principal, lease_id: str, attachment_id: str) -> Download:
         lease = self.artifacts.visible_lease(actor, lease_id)
         attachment = None
-        if self.kernel.reclaimed_at(lease) is None and len(attachment_id) <= 128:
-            attachment = self.kernel.store.get_attachment(lease.id, attachment_id) or next(
+        if self.kernel.catalog.reclaimed_at(lease) is None and len(attachment_id) <= 128:
+            attachment = self.attachments.get_attachment(lease.id, attachment_id) or next(
                 iter(self._from_email(lease, only=attachment_id)), None
             )
         if attachment is None:
@@ -204,7 +214,7 @@ class Attachments:
         so no lease reaches another mail's objects by naming its message id. Each size is
         the stored object's (a HEAD), never the trigger's: the size decides whether the bytes
         are read into the answer. An object that is gone is not listed."""
-        job = self.kernel.store.get_job(lease.job_id)
+        job = self.leases.get_job(lease.job_id)
         trigger = (job.trigger if job else None) or {}
         data = trigger.get("data") or {}
         message_id = data.get("message_id")
@@ -261,5 +271,5 @@ class Attachments:
         else:
             status = REJECTED
             blobs.delete([uploaded])
-        self.kernel.store.set_attachment_status(attachment, status)
+        self.attachments.set_attachment_status(attachment, status)
         return replace(attachment, status=status)

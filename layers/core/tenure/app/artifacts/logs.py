@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import BlobStore, LogLine, LogPage, LogSink
+from tenure.app.rows import AttachmentRows, RetentionRows
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -48,9 +49,15 @@ class Artifacts:
     their routes say so), and who may see a lease's detail."""
 
     def __init__(
-        self, kernel: Kernel, blobs: BlobStore | None = None, log_sink: LogSink | None = None
+        self,
+        kernel: Kernel,
+        blobs: BlobStore | None = None,
+        log_sink: LogSink | None = None,
+        *,
+        retention: RetentionRows,
     ) -> None:
         self.kernel = kernel
+        self.retention = retention
         self.blobs = blobs
         self.log_sink = log_sink
 
@@ -58,7 +65,7 @@ class Artifacts:
         """The lease, for whoever may see it: an operator with its space in scope, or the
         lease's own token (another lease's token: lease_token_mismatch)."""
         if actor.kind == "lease":
-            return self.kernel.own_lease(actor, lease_id, authz.SHIP)
+            return self.kernel.owned.own_lease(actor, lease_id, authz.SHIP)
         authz.require_role(actor, "read")
         lease = self.kernel.lease(lease_id)
         authz.require_operator(actor, "read", lease.space)
@@ -77,26 +84,29 @@ class Artifacts:
         if lease.keeps_detail:
             return
         try:
-            self.kernel.store.keep_detail(lease)
+            self.retention.keep_detail(lease)
         except Conflict as lost:
             raise InvalidTransition(f"lease {lease.id} was reclaimed; it keeps no detail") from lost
 
     def keeps_logs(self, lease: Lease) -> None:
-        if not self.kernel.pool(lease.pool).keeps_logs:
+        if not self.kernel.catalog.pool(lease.pool).keeps_logs:
             raise UnsupportedRuntime(f"pool {lease.pool!r} keeps no logs (keeps_logs is false)")
 
 
 class Logs:
-    def __init__(self, kernel: Kernel, artifacts: Artifacts) -> None:
+    def __init__(
+        self, kernel: Kernel, artifacts: Artifacts, *, attachments: AttachmentRows
+    ) -> None:
         self.artifacts = artifacts
         self.kernel = kernel
+        self.attachments = attachments
         self._counted: set[tuple[str, str]] = set()
 
     def post_logs(self, actor: Principal, lease_id: str, events: list[dict[str, Any]]) -> int:
         """Store a batch of the job's lines; answers how many were accepted."""
-        lease = self.kernel.own_lease(actor, lease_id, authz.SHIP)
+        lease = self.kernel.owned.own_lease(actor, lease_id, authz.SHIP)
         self.artifacts.keeps_logs(lease)
-        if self.kernel.reclaimed_at(lease) is not None:
+        if self.kernel.catalog.reclaimed_at(lease) is not None:
             raise InvalidTransition(f"lease {lease_id} was reclaimed; it keeps no more logs")
         now = self.kernel.clock.now_ms()
         by_container: dict[str, list[LogLine]] = {}
@@ -141,7 +151,7 @@ class Logs:
         if not unknown:
             return set()
         try:
-            return self.kernel.store.count_log_containers(lease_id, unknown, MAX_LEASE_CONTAINERS)
+            return self.attachments.count_log_containers(lease_id, unknown, MAX_LEASE_CONTAINERS)
         except CeilingReached as full:
             raise ValidationFailed(
                 f"events: lease {lease_id} keeps the logs of at most {MAX_LEASE_CONTAINERS} "
@@ -161,7 +171,7 @@ class Logs:
         self.artifacts.keeps_logs(lease)
         if tail is not None and cursor is not None:
             raise ValidationFailed("cursor: a tail is one page; it cannot be paged on")
-        if self.kernel.reclaimed_at(lease) is not None:
+        if self.kernel.catalog.reclaimed_at(lease) is not None:
             return LogPage([], False, None)
         return self.artifacts.sink().read(lease.id, container, since, tail, cursor, LOG_PAGE)
 
@@ -174,7 +184,7 @@ class Logs:
             "lease_id": lease.id,
             "state": lease.state.value,
             "pool": lease.pool,
-            "kind": self.kernel.pool(lease.pool).kind.value,
+            "kind": self.kernel.catalog.pool(lease.pool).kind.value,
             "worker_id": lease.worker_id,
             "worker_version": lease.worker_version,
             "claimed_at": lease.claimed_at,

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from tenure.app.kernel import moved
+from tenure.app.rows import AttachmentRows, LeaseRows, PoolRows, RetentionRows
 from tenure.domain.errors import Conflict
 from tenure.domain.events import LEASE_RECLAIMED
+from tenure.domain.leases import moved
 from tenure.domain.model import Lease, Pool
 
 if TYPE_CHECKING:
@@ -30,9 +31,22 @@ class Reclaimed:
 
 
 class Retention:
-    def __init__(self, kernel: Kernel, artifacts: Artifacts) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        artifacts: Artifacts,
+        *,
+        attachments: AttachmentRows,
+        leases: LeaseRows,
+        pools: PoolRows,
+        retention: RetentionRows,
+    ) -> None:
         self.artifacts = artifacts
         self.kernel = kernel
+        self.attachments = attachments
+        self.leases = leases
+        self.pools = pools
+        self.retention = retention
 
     def reclaim_due(
         self, budget: int = RECLAIM_PER_PASS, pools: list[Pool] | None = None
@@ -41,9 +55,9 @@ class Retention:
         earliest first, from the ended index (never a Scan). `pools`: the pass's own list."""
         now = self.kernel.clock.now_ms()
         out = Reclaimed()
-        for pool in self.kernel.store.list_pools() if pools is None else pools:
+        for pool in self.pools.list_pools() if pools is None else pools:
             room = budget - len(out.leases)
-            due = self.kernel.store.ended_leases(
+            due = self.retention.ended_leases(
                 pool.name, now - pool.retention_seconds * 1000, max(room, 0) + 1
             )
             out.left += max(0, len(due) - max(room, 0))
@@ -62,7 +76,7 @@ class Retention:
     def _reclaim(self, lease_id: str, now: int) -> str:
         """A conditional write marks the lease first, so of two passes (retried, or
         concurrent) only one deletes anything and the timeline gets one `lease.reclaimed`."""
-        lease = self.kernel.store.get_lease(lease_id)
+        lease = self.leases.get_lease(lease_id)
         if lease is None or not lease.state.terminal:
             return "skipped"
         if lease.reclaimed_at is not None:
@@ -72,17 +86,17 @@ class Retention:
             return "finished"
         mark = moved(lease, replace(lease, reclaimed_at=now), LEASE_RECLAIMED, {}, now)
         try:
-            self.kernel.store.mark_reclaimed(mark)
+            self.retention.mark_reclaimed(mark)
         except Conflict:
             return "skipped"  # another pass has it
         self._purge(lease)
         return "reclaimed"
 
     def _purge(self, lease: Lease) -> None:
-        attachments = self.kernel.store.list_attachments(lease.id)
+        attachments = self.attachments.list_attachments(lease.id)
         if attachments and self.artifacts.blobs is not None:
             self.artifacts.blobs.delete([a.key for a in attachments])
-        self.kernel.store.delete_attachments(lease.id, [a.id for a in attachments])
+        self.attachments.delete_attachments(lease.id, [a.id for a in attachments])
         if self.artifacts.log_sink is not None:
             self.artifacts.log_sink.delete(lease.id)
-        self.kernel.store.unindex_ended(lease.id)
+        self.retention.unindex_ended(lease.id)

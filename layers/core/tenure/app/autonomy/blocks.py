@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.leases.reports import normalized
-from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
+from tenure.app.ports import Change, Clock, HoldOp, SchedulerState, TaskWrite
+from tenure.app.rows import Committer, GraphRows, LeaseRows, SweeperRows, TaskRows
 from tenure.app.runs import RunStart
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -128,7 +129,9 @@ def has_open_block(task: Task, now: int) -> bool:
     return bool(open_blocks(task, now))
 
 
-def held_by_block(kernel: Kernel) -> Callable[[tuple[str, ...], SchedulerState], bool]:
+def held_by_block(
+    tasks: TaskRows, clock: Clock
+) -> Callable[[tuple[str, ...], SchedulerState], bool]:
     """The claim gate's block hold. The chain starts with the lease's own task (only task
     leases have one); blocks hold that task alone, not its descendants. The scheduler row's
     `blocked` set is the hint; the task row (one read) is the truth."""
@@ -136,8 +139,8 @@ def held_by_block(kernel: Kernel) -> Callable[[tuple[str, ...], SchedulerState],
     def held(chain: tuple[str, ...], gate: SchedulerState) -> bool:
         if not chain or chain[0] not in gate.blocked:
             return False
-        task = kernel.store.get_task(chain[0])
-        return task is not None and bool(open_blocks(task, kernel.clock.now_ms()))
+        task = tasks.get_task(chain[0])
+        return task is not None and bool(open_blocks(task, clock.now_ms()))
 
     return held
 
@@ -146,9 +149,26 @@ class Blocks:
     """Placing, listing, clearing and closing a task's typed blocks; the breaker's
     escalation; auto-resume when the last cause clears."""
 
-    def __init__(self, kernel: Kernel, runs: Runs, graph: Graph, reports: Reports) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        runs: Runs,
+        graph: Graph,
+        reports: Reports,
+        *,
+        committer: Committer,
+        graph_rows: GraphRows,
+        leases: LeaseRows,
+        sweeper: SweeperRows,
+        tasks: TaskRows,
+    ) -> None:
         self.graph = graph
         self.kernel = kernel
+        self.committer = committer
+        self.graph_rows = graph_rows
+        self.leases = leases
+        self.sweeper = sweeper
+        self.tasks = tasks
         self.reports = reports
         self.runs = runs
 
@@ -171,7 +191,7 @@ class Blocks:
         """Members (read for listing) of the task's space, or the token of a lease on it —
         or of the lease that filed it (a worker minding the work it delegated)."""
         if actor.kind == "lease":
-            lease = self.kernel.acting_lease(actor)
+            lease = self.kernel.owned.acting_lease(actor)
             task = self.kernel.task(task_id)
             if task.id != lease.task_id and task.created_by_lease != lease.id:
                 raise LeaseTokenMismatch(f"this lease token is not for a lease on {task_id}")
@@ -212,7 +232,7 @@ class Blocks:
                 )
         # Read fresh (one small row): a PATCH /instance answered by another warm instance
         # holds for this very block, not after this instance's cache runs out.
-        limit = self.kernel.fresh_instance().block_recurrence_limit
+        limit = self.kernel.catalog.fresh_instance().block_recurrence_limit
         for _ in range(BLOCK_TRIES):
             now = self.kernel.clock.now_ms()
             if len(open_blocks(task, now)) >= MAX_OPEN_BLOCKS:
@@ -361,7 +381,7 @@ class Blocks:
         if placer["kind"] == "lease":
             if placer["id"] == actor.lease_id:
                 return
-            lease = self.kernel.store.get_lease(placer["id"])
+            lease = self.leases.get_lease(placer["id"])
             if lease is not None and lease.task_id == task.id:
                 return
         raise Forbidden(
@@ -406,7 +426,7 @@ class Blocks:
         if fields.get("attention") is False and not still:
             # A transaction names the scheduler row once; a stale `blocked` entry costs one
             # read per claim look until removed, never a wrongly held run.
-            self.kernel.store.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
+            self.committer.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
         return new
 
     def resume_if_ready(self, task: Task) -> Lease | None:
@@ -419,9 +439,9 @@ class Blocks:
             return None
         if not task.auto_enqueue_on_ready or task.pool is None:
             return None
-        if self.kernel.store.get_graph(task.id).blockers_outstanding:
+        if self.graph_rows.get_graph(task.id).blockers_outstanding:
             return None
-        held = self.kernel.store.get_scheduler()
+        held = self.sweeper.get_scheduler()
         if self.graph.paused_by(task, held.paused_tasks) is not None:
             return None
         current = self.kernel.newest_lease(task)
@@ -429,14 +449,14 @@ class Blocks:
             return None
         if current is not None and current.outcome == "success":
             return None  # done: nothing to resume
-        fresh = self.kernel.store.get_task(task.id)
+        fresh = self.tasks.get_task(task.id)
         if fresh is None or fresh.job_id != task.job_id:
             return None
         checks = [(fresh.job_id, current.id)] if fresh.job_id and current else []
         try:
             _, lease = self.runs.open_run(
                 fresh,
-                self.kernel.pool(task.pool),
+                self.kernel.catalog.pool(task.pool),
                 create_task=False,
                 expect_job_id=fresh.job_id,
                 job_checks=checks,

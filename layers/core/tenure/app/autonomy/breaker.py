@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from tenure.app.autonomy.blocks import BLOCK_TRIES, EXPIRY_PER_PASS, counting, open_blocks
 from tenure.app.ports import Change, HoldOp, TaskWrite
+from tenure.app.rows import Committer, SweeperRows, TaskRows
 from tenure.app.tasks.filing import TaskView
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -29,8 +30,20 @@ class Breaker:
     """Recover of an escalated task, the sweeper's finalizing of expired transient blocks,
     and the reset of the block counts on a successful completion (a stream reaction)."""
 
-    def __init__(self, kernel: Kernel, graph: Graph, blocks: Blocks) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        graph: Graph,
+        blocks: Blocks,
+        *,
+        committer: Committer,
+        sweeper: SweeperRows,
+        tasks: TaskRows,
+    ) -> None:
         self.kernel = kernel
+        self.committer = committer
+        self.sweeper = sweeper
+        self.tasks = tasks
         self.graph = graph
         self.blocks = blocks
 
@@ -75,8 +88,8 @@ class Breaker:
         """Close transient blocks that have expired (they stopped counting already) and
         resume their tasks; at most `limit` blocked tasks per pass."""
         done: list[str] = []
-        for task_id in sorted(self.kernel.store.get_scheduler().blocked)[:limit]:
-            task = self.kernel.store.get_task(task_id)
+        for task_id in sorted(self.sweeper.get_scheduler().blocked)[:limit]:
+            task = self.tasks.get_task(task_id)
             if task is None:
                 continue
             now = self.kernel.clock.now_ms()
@@ -87,7 +100,7 @@ class Breaker:
             ]
             if not expired:
                 if not open_blocks(task, now):
-                    self.kernel.store.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
+                    self.committer.commit(Change(holds=[HoldOp("blocked", task.id, False)]))
                 continue
             try:
                 task = self.blocks.close(task, expired, TASK_BLOCK_EXPIRED, "sweeper", None)
@@ -107,10 +120,9 @@ class Breaker:
         if new.task_id is None:
             return  # derive tells a reported success only of a task's lease
         for attempt in range(BLOCK_TRIES):
-            if attempt == 0:
-                task = context.task(new.task_id)
-            else:
-                task = self.kernel.store.get_task(new.task_id)
+            # The first try reads as the record's context has it; a retry reads afresh.
+            fresh = attempt > 0
+            task = self.tasks.get_task(new.task_id) if fresh else context.task(new.task_id)
             if task is None or not task.block_counts:
                 return
             reset = next_version(

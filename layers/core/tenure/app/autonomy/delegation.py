@@ -32,6 +32,7 @@ from tenure.app.ports import (
     Edge,
     Unedge,
 )
+from tenure.app.rows import GraphRows, LeaseRows, TaskRows, TimelineRows
 from tenure.app.tasks.filing import Placing, TaskLinks
 from tenure.app.tasks.keys import TaskKeys
 from tenure.domain.errors import (
@@ -100,8 +101,21 @@ class Delegation:
     """Lease-token filing (a filer and a link for Filing) and the completion claim gate (a
     prepare and an after stage for the final reports)."""
 
-    def __init__(self, kernel: Kernel, keys: TaskKeys) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        keys: TaskKeys,
+        *,
+        graph: GraphRows,
+        leases: LeaseRows,
+        tasks: TaskRows,
+        timeline: TimelineRows,
+    ) -> None:
         self.kernel = kernel
+        self.graph = graph
+        self.leases = leases
+        self.tasks = tasks
+        self.timeline = timeline
         self.keys = keys
 
     # ------------------------------------------------------------------ filing
@@ -205,7 +219,7 @@ class Delegation:
         budget = TTL_PER_PASS
         for minute in range(at + 1, min(due, at + TTL_MINUTES_PER_PASS) + 1):
             bucket = ttl_bucket(minute)
-            ids = self.kernel.store.graph_edges(bucket, "ttl", budget)
+            ids = self.graph.graph_edges(bucket, "ttl", budget)
             ended.extend(t for t in ids if self._expire_ttl(bucket, t, minute))
             budget -= len(ids)
             if budget <= 0:
@@ -216,7 +230,7 @@ class Delegation:
     def _expire_ttl(self, bucket: str, task_id: str, minute: int) -> bool:
         unedge = Unedge(bucket, kind="ttl", other=task_id)
         for _ in range(STOP_TRIES):
-            task = self.kernel.store.get_task(task_id)
+            task = self.tasks.get_task(task_id)
             run = self.kernel.newest_lease(task) if task is not None else None
             if run is None or run.state.terminal:
                 with contextlib.suppress(Conflict):  # gone already: a pass that raced
@@ -253,7 +267,7 @@ class Delegation:
         after = new.stop_after
         if after is None or (old is not None and old.stop_after == after):
             return
-        creator = self.kernel.store.get_lease(new.task_id)
+        creator = self.leases.get_lease(new.task_id)
         if creator is None or creator.end_reason not in _CREATOR_STOPS:
             return
         self._stop_page(creator, after)
@@ -264,7 +278,7 @@ class Delegation:
         have more behind it: the lease's graph row's `stop_after` moves on to its last child
         (only forward: a replayed page, or a rival's, leaves it be), and the stream hands that
         change to continue_stop. So each record does a bounded page, whatever the count."""
-        page = self.kernel.store.graph_edges(creator.id, "delegated", STOP_PAGE, after)
+        page = self.graph.graph_edges(creator.id, "delegated", STOP_PAGE, after)
         for child_id in page:
             self._stop_child(child_id, creator)
         if len(page) < STOP_PAGE:
@@ -275,7 +289,7 @@ class Delegation:
 
     def _stop_child(self, child_id: str, creator: Lease) -> None:
         for _ in range(STOP_TRIES):
-            task = self.kernel.store.get_task(child_id)
+            task = self.tasks.get_task(child_id)
             run = self.kernel.newest_lease(task) if task is not None else None
             if run is None or run.state.terminal:
                 return
@@ -329,7 +343,7 @@ class Delegation:
             if is_task_key(task_id):
                 found = self.keys.task_in(lease.space, task_id)
             else:
-                found = self.kernel.store.get_task(task_id) if len(task_id) <= 128 else None
+                found = self.tasks.get_task(task_id) if len(task_id) <= 128 else None
             if found is None:
                 bad[task_id] = "does not exist"
             elif found.space != lease.space:
@@ -340,7 +354,7 @@ class Delegation:
                 ids[task_id] = found.id
         if not bad:
             return [ids[ref] for ref in claimed]
-        self.kernel.store.put_event(
+        self.timeline.put_event(
             self.kernel.event(
                 lease,
                 TASK_COMPLETION_HALLUCINATION_BLOCKED,
@@ -359,9 +373,9 @@ class Delegation:
             return
         text = result if isinstance(result, str) else repr(result)
         found = list(dict.fromkeys(TASK_ID_SHAPE.findall(text[:MAX_SCANNED_CHARS])))
-        missing = [x for x in found[:MAX_SCANNED_IDS] if self.kernel.store.get_task(x) is None]
+        missing = [x for x in found[:MAX_SCANNED_IDS] if self.tasks.get_task(x) is None]
         if missing:
-            self.kernel.store.put_event(
+            self.timeline.put_event(
                 self.kernel.event(
                     lease, TASK_COMPLETION_HALLUCINATION_SUSPECTED, {"task_ids": missing}
                 )

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from tenure.app.autonomy import blocks
 from tenure.app.ports import EventPublisher
+from tenure.app.rows import GraphRows, LeaseRows, TaskRows, TimelineRows
 from tenure.domain.errors import Conflict
 from tenure.domain.events import (
     TASK_BLOCKED,
@@ -68,8 +69,21 @@ class Wake:
     """Two stream reactions: a child's lease ending and a child's task row moving to blocked
     or needs_attention wake the creator. `publisher` is the bus (None: recorded only)."""
 
-    def __init__(self, kernel: Kernel, publisher: EventPublisher | None = None) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        publisher: EventPublisher | None = None,
+        *,
+        graph: GraphRows,
+        leases: LeaseRows,
+        tasks: TaskRows,
+        timeline: TimelineRows,
+    ) -> None:
         self.kernel = kernel
+        self.graph = graph
+        self.leases = leases
+        self.tasks = tasks
+        self.timeline = timeline
         self.publisher = publisher
 
     def on_lease(self, event: LeaseEnded, context: Context) -> None:
@@ -88,7 +102,7 @@ class Wake:
         child = context.task_as_filed(new.task_id)
         if child is None or not child.wake_creator or child.created_by_lease is None:
             return  # nobody to wake (judged before the graph row is read: most tasks)
-        graph = self.kernel.store.get_graph(child.id) if status == "completed" else None
+        graph = self.graph.get_graph(child.id) if status == "completed" else None
         if graph is not None and graph.children_total and not graph.success_copied:
             return  # a parent: its success is told when its graph row says it (on_graph)
         by_lease = (new.event_data or {}).get("by_lease")  # a force operation by a lease token
@@ -107,7 +121,7 @@ class Wake:
             return  # a copied success was its lease's: on_lease told it
         if old is not None and old.succeeded_at is not None:
             return
-        parent = self.kernel.store.get_task(new.task_id)
+        parent = self.tasks.get_task(new.task_id)
         if parent is None:
             return
         transition = f"{parent.id}.succeeded.{new.succeeded_at}"
@@ -145,7 +159,7 @@ class Wake:
             return False
         if by_lease is not None and by_lease == child.created_by_lease:
             return False  # the creator did this itself: nothing to tell it
-        creator = self.kernel.store.get_lease(child.created_by_lease)
+        creator = self.leases.get_lease(child.created_by_lease)
         if creator is None or creator.state.terminal:
             return False  # nobody is left to wake
         detail = {
@@ -171,7 +185,7 @@ class Wake:
             data=detail,
         )
         try:
-            self.kernel.store.put_event(event)
+            self.timeline.put_event(event)
         except Conflict:
             return False  # this transition already woke it (a redelivered record)
         if self.publisher is None:

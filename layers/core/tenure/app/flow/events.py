@@ -27,6 +27,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.autonomy.blocks import BLOCK_TRIES, EventWait, block_out
+from tenure.app.rows import EventWaitRows, TaskRows
 from tenure.domain import authz
 from tenure.domain import fencing as rules
 from tenure.domain.errors import Conflict, LeaseTokenMismatch, Unavailable, ValidationFailed
@@ -66,9 +67,13 @@ def received(events: list[Event]) -> list[dict[str, Any]]:
 
 
 class EventWaits:
-    def __init__(self, kernel: Kernel, blocks: Blocks) -> None:
+    def __init__(
+        self, kernel: Kernel, blocks: Blocks, *, event_waits: EventWaitRows, tasks: TaskRows
+    ) -> None:
         self.blocks = blocks
         self.kernel = kernel
+        self.event_waits = event_waits
+        self.tasks = tasks
 
     # ---------------------------------------------------------------- waiting
 
@@ -101,11 +106,11 @@ class EventWaits:
         rules.refuse_token_fields({"event": name, "key": key})
         task = self.blocks.task_for_block(actor, task_id)
         wait = EventWait(name, key, self.kernel.ids.new_id("blk"))
-        self.kernel.store.put_event_wait(task.space, name, key, task.id, wait.block_id)
+        self.event_waits.put_event_wait(task.space, name, key, task.id, wait.block_id)
         block = self.blocks.block_task(
             actor, task_id, "event", reason or f"waiting for event {name}", wait=wait
         )
-        kept = self.kernel.store.kept_event(task.space, name, key)
+        kept = self.event_waits.kept_event(task.space, name, key)
         if kept is None or kept.expires_at <= self.kernel.clock.now_ms():
             return block
         # The event came first (or at the same moment): the block is cleared as placed.
@@ -126,11 +131,11 @@ class EventWaits:
             raise ValidationFailed(f"data: at most {MAX_DATA_BYTES} bytes of JSON")
         # Kept, written to each task's timeline and handed to its payloads: never a token.
         rules.refuse_tokens(data, "data")
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         now = self.kernel.clock.now_ms()
-        ttl = self.kernel.fresh_instance().event_ttl_seconds
+        ttl = self.kernel.catalog.fresh_instance().event_ttl_seconds
         kept = KeptEvent(space, name, key, now, now + ttl * 1000, data, actor.token_id)
-        self.kernel.store.put_kept_event(kept)
+        self.event_waits.put_kept_event(kept)
         self.kernel.counters["events_sent"] += 1
         return self._clear_pages(kept, PAGES_PER_REQUEST)
 
@@ -157,17 +162,16 @@ class EventWaits:
 
     def _may_signal(self, actor: Principal, space: str) -> None:
         if actor.kind == "lease":
-            lease = self.kernel.acting_lease(actor)
+            lease = self.kernel.owned.acting_lease(actor)
             if lease.space != space:
                 raise LeaseTokenMismatch("a lease token signals only in its own lease's space")
             return
         authz.require_operator(actor, "member", space)
 
     def _clear_pages(self, kept: KeptEvent, pages: int) -> int:
-        store = self.kernel.store
         cleared = 0
         for _ in range(pages):
-            waits = store.event_waits(kept.space, kept.name, kept.key, PAGE)
+            waits = self.event_waits.event_waits(kept.space, kept.name, kept.key, PAGE)
             if not waits:
                 return cleared
             for task_id, block_id in waits:
@@ -175,7 +179,7 @@ class EventWaits:
                 self._drop(kept, task_id, block_id)
         # Past this call's pages: the next clear that lands carries `more`.
         for _ in range(HANDOFF_PAGES):
-            waits = store.event_waits(kept.space, kept.name, kept.key, PAGE)
+            waits = self.event_waits.event_waits(kept.space, kept.name, kept.key, PAGE)
             if not waits:
                 return cleared
             for task_id, block_id in waits:
@@ -187,13 +191,13 @@ class EventWaits:
         return cleared
 
     def _drop(self, kept: KeptEvent, task_id: str, block_id: str) -> None:
-        self.kernel.store.drop_event_wait(kept.space, kept.name, kept.key, task_id, block_id)
+        self.event_waits.drop_event_wait(kept.space, kept.name, kept.key, task_id, block_id)
 
     def _clear(self, task_id: str, block_id: str, kept: KeptEvent, more: bool) -> bool:
         """Clear the block if it is still open and waits for this signal; True when this
         call's write closed it (exactly one caller's does)."""
         for _ in range(BLOCK_TRIES):
-            task = self.kernel.store.get_task(task_id)
+            task = self.tasks.get_task(task_id)
             block = (task.blocks or {}).get(block_id) if task is not None else None
             if task is None or block is None or task.space != kept.space:
                 return False  # not placed (yet, or ever): its placement sees the kept event

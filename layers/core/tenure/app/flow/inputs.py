@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from tenure.app.rows import LeaseRows, TaskRows
 from tenure.domain.model import Lease, Task
 
 if TYPE_CHECKING:
@@ -24,8 +25,10 @@ MAX_INPUT_BYTES = 256 * 1024
 
 
 class Inputs:
-    def __init__(self, kernel: Kernel, graph: Graph) -> None:
+    def __init__(self, kernel: Kernel, graph: Graph, *, leases: LeaseRows, tasks: TaskRows) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.tasks = tasks
         self.graph = graph
 
     def of(self, task: Task) -> tuple[dict[str, Any], dict[str, Task]]:
@@ -36,16 +39,16 @@ class Inputs:
         ids = depends[: MAX_INPUTS + 1]
         if task.has_children and len(ids) <= MAX_INPUTS:
             # One more than fits, to know whether any were left out.
-            ids += self.kernel.store.newest_children(task.id, MAX_INPUTS + 1 - len(ids))
+            ids += self.tasks.newest_children(task.id, MAX_INPUTS + 1 - len(ids))
         truncated = len(ids) > MAX_INPUTS
         ids = list(dict.fromkeys(ids[:MAX_INPUTS]))
         if not ids:
             return {"inputs": []}, {}
-        found = self.kernel.store.task_entries(ids)
+        found = self.tasks.task_entries(ids)
         # The named successes that are not the newest lease read already (re-run tasks).
         named = {e.graph.succeeded_lease for e in found.values() if e.graph.succeeded_lease}
         older = named - {e.lease.id for e in found.values() if e.lease is not None}
-        earlier = self.kernel.store.get_leases(sorted(older), consistent=False) if older else {}
+        earlier = self.leases.get_leases(sorted(older), consistent=False) if older else {}
         inputs: list[dict[str, Any]] = []
         size = 2  # the list's brackets
         for task_id in ids:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
 from tenure.app.ports import Change, HoldOp
+from tenure.app.rows import LeaseRows, PoolRows
 from tenure.app.runs import RunStart
 from tenure.app.setup.instance import instance_settings
 from tenure.domain import authz
@@ -49,8 +50,10 @@ class ForceRow:
 
 
 class Force:
-    def __init__(self, kernel: Kernel, runs: Runs) -> None:
+    def __init__(self, kernel: Kernel, runs: Runs, *, leases: LeaseRows, pools: PoolRows) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.pools = pools
         self.runs = runs
 
     # ------------------------------------------------------------------- retry
@@ -68,7 +71,7 @@ class Force:
             )
         if lease.subject_kind is not SubjectKind.TASK or lease.task_id is None:
             raise InvalidTransition(f"lease {lease.id} answers for no task; there is no run")
-        cap = instance_settings(self.kernel.store).retry_chain_cap
+        cap = instance_settings(self.pools).retry_chain_cap
         if lease.retry_depth + 1 > cap:
             raise InvalidTransition(
                 f"lease {lease.id} is retry {lease.retry_depth} of its chain; the instance's "
@@ -83,7 +86,7 @@ class Force:
             raise InvalidTransition(
                 f"task {task.key} has a newer run than lease {lease.id}; retry its newest lease"
             )
-        pool = self.kernel.pool(lease.pool)
+        pool = self.kernel.catalog.pool(lease.pool)
         now = self.kernel.clock.now_ms()
         # A retry is an operator's recovery: an escalated task leaves needs_attention with it.
         recovered = next_version(
@@ -136,7 +139,7 @@ class Force:
             raise ValidationFailed(f"lease_ids: between 1 and {MAX_BULK} ids")
         own_space = self._may_force(actor)
         rules.refuse_token_fields({"reason": reason})
-        found = self.kernel.store.get_leases(lease_ids)
+        found = self.leases.get_leases(lease_ids)
         rows = []
         for lease_id in lease_ids:
             try:
@@ -157,14 +160,14 @@ class Force:
             return None
         self.require_agent_force(actor)
         if actor.kind == "lease":
-            return self.kernel.acting_lease(actor).space
+            return self.kernel.owned.acting_lease(actor).space
         return None
 
     def require_agent_force(self, actor: Principal) -> None:
         """A worker or lease token may force only while the instance allows agents to."""
         if actor.kind not in ("worker", "lease"):
             raise Forbidden("this route needs a member token")
-        if not instance_settings(self.kernel.store).allow_agent_force:
+        if not instance_settings(self.pools).allow_agent_force:
             if actor.kind == "lease":
                 raise LeaseTokenMismatch("force operations need an operator token here")
             raise Forbidden("force operations by agents are off (instance allow_agent_force)")

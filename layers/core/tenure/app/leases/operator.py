@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tenure.app.ports import LeasePage
+from tenure.app.rows import LeaseRows
 from tenure.domain import authz
 from tenure.domain.model import Lease, Principal
 from tenure.domain.states import LeaseState
@@ -15,8 +16,9 @@ if TYPE_CHECKING:
 
 
 class Operator:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, *, leases: LeaseRows) -> None:
         self.kernel = kernel
+        self.leases = leases
 
     def list_leases(
         self,
@@ -28,7 +30,7 @@ class Operator:
         pool: str | None,
     ) -> LeasePage:
         authz.require_operator(actor, "read", space)
-        return self.kernel.store.list_leases(space, limit, cursor, state, pool)
+        return self.leases.list_leases(space, limit, cursor, state, pool)
 
     def get_lease(self, actor: Principal, lease_id: str) -> Lease:
         authz.require_role(actor, "read")
@@ -48,15 +50,15 @@ class Operator:
         lease token in its own lease's space (the MCP tool leases_list)."""
         if actor.kind != "lease":
             return self.list_leases(actor, space, limit, cursor, state, None)
-        authz.require_own_space(actor, space, self.kernel.acting_lease(actor).space)
-        return self.kernel.store.list_leases(space, limit, cursor, state, None)
+        authz.require_own_space(actor, space, self.kernel.owned.acting_lease(actor).space)
+        return self.leases.list_leases(space, limit, cursor, state, None)
 
     def get_visible_lease(self, actor: Principal, lease_id: str) -> Lease:
         """A lease, for an operator as get_lease decides, or for a lease token when it is in
         its own lease's space (the MCP tool leases_get)."""
         if actor.kind != "lease":
             return self.get_lease(actor, lease_id)
-        own = self.kernel.acting_lease(actor)
+        own = self.kernel.owned.acting_lease(actor)
         lease = own if lease_id == own.id else self.kernel.lease(lease_id)
         authz.require_own_space(actor, lease.space, own.space)
         return lease

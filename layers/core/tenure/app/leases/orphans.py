@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
 from tenure.app.ports import Change
+from tenure.app.rows import TaskRows
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Lease, Task
 from tenure.domain.outbound import ORPHAN
@@ -41,8 +42,9 @@ VOID_KEEP_SECONDS = 86_400
 
 
 class Orphans:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, *, tasks: TaskRows) -> None:
         self.kernel = kernel
+        self.tasks = tasks
 
     def task_of(self, lease: Lease) -> Task | None:
         """The task of a lease marked task-pending, read consistently; None when it is not
@@ -50,7 +52,7 @@ class Orphans:
         it has been ended here (or by a rival claim) as the remnant of a dead filing."""
         if lease.task_id is None:
             return None
-        task = self.kernel.store.get_task(lease.task_id)
+        task = self.tasks.get_task(lease.task_id)
         if task is not None:
             return task
         now = self.kernel.clock.now_ms()
@@ -74,4 +76,4 @@ class Orphans:
         or when the task came after all."""
         if lease.task_id is None or now - lease.created_at < ORPHAN_AFTER_MS:
             return False
-        return self.kernel.store.void_task(lease.task_id, now // 1000 + VOID_KEEP_SECONDS)
+        return self.tasks.void_task(lease.task_id, now // 1000 + VOID_KEEP_SECONDS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.flow.events import received
+from tenure.app.rows import LeaseRows, SpaceRows, TimelineRows
 from tenure.domain import authz
 from tenure.domain.errors import TenureError
 from tenure.domain.events import (
@@ -32,14 +33,26 @@ HISTORY_IN_PAYLOAD = 200
 
 
 class Payloads:
-    def __init__(self, kernel: Kernel, versions: Versions, inputs: Inputs) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        versions: Versions,
+        inputs: Inputs,
+        *,
+        leases: LeaseRows,
+        spaces: SpaceRows,
+        timeline: TimelineRows,
+    ) -> None:
         self.inputs = inputs
         self.kernel = kernel
+        self.leases = leases
+        self.spaces = spaces
+        self.timeline = timeline
         self.versions = versions
 
     def payload(self, actor: Principal, lease_id: str) -> dict[str, Any]:
-        lease = self.kernel.own_lease(actor, lease_id, authz.SHIP)
-        self.kernel.refuse_if_stale(lease, "payload")
+        lease = self.kernel.owned.own_lease(actor, lease_id, authz.SHIP)
+        self.kernel.stale.refuse_if_stale(lease, "payload")
         return self._bundle(lease)
 
     def claimed_payload(self, lease: Lease, task: Task | None = None) -> dict[str, Any] | None:
@@ -56,10 +69,10 @@ class Payloads:
             return None
 
     def _bundle(self, lease: Lease, task: Task | None = None) -> dict[str, Any]:
-        pool = self.kernel.pool(lease.pool)
+        pool = self.kernel.catalog.pool(lease.pool)
         # The lease in hand is the row the claim just wrote or the report read consistently:
         # its own stamps (created, claimed, started) are taken from it, not read again.
-        events = self.kernel.store.timeline(
+        events = self.timeline.timeline(
             lease.subject_kind, lease.subject_id, HISTORY_IN_PAYLOAD, held=(lease,)
         )
         recent = [_event_summary(e) for e in events[-ACTIVITY_IN_PAYLOAD:]]
@@ -83,7 +96,7 @@ class Payloads:
                 "activity": recent,
             }
         elif lease.subject_kind is SubjectKind.WORKFLOW:
-            wf = self.kernel.store.get_workflow(lease.space, lease.workflow or "")
+            wf = self.spaces.get_workflow(lease.space, lease.workflow or "")
             subject = {
                 "kind": "workflow",
                 "slug": lease.workflow,
@@ -92,7 +105,7 @@ class Payloads:
                 "activity": recent,
             }
         else:
-            space = self.kernel.space(lease.space)
+            space = self.kernel.catalog.space(lease.space)
             subject = {"kind": "space", "key": space.key, "name": space.name, "activity": recent}
         bundle: dict[str, Any] = {
             "lease": lease,
@@ -109,8 +122,9 @@ class Payloads:
         # A task's first job opened by its filing has none (and may have no row to read).
         if lease.task_id is not None and lease.job_id == first_job_id(lease.task_id):
             return bundle
-        store = self.kernel.store
-        job = store.get_job(lease.job_id, consistent=False) or store.get_job(lease.job_id)
+        job = self.leases.get_job(lease.job_id, consistent=False) or self.leases.get_job(
+            lease.job_id
+        )
         if job is not None and job.trigger is not None:
             bundle["trigger"] = job.trigger
         return bundle

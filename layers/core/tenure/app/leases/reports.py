@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.leases.ending import Ending
 from tenure.app.ports import Change
+from tenure.app.rows import LeaseRows
 from tenure.app.workers import SEEN_LAG_SHARE, SEEN_WRITE_SHARE
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -92,20 +93,23 @@ class Reports:
     """A holder's reports: start, heartbeats (its own and a worker's for all its leases) and
     the final reports, each one conditional write judged by the transition table."""
 
-    def __init__(self, kernel: Kernel, workers: Workers, completion: Completion) -> None:
+    def __init__(
+        self, kernel: Kernel, workers: Workers, completion: Completion, *, leases: LeaseRows
+    ) -> None:
         self.kernel = kernel
+        self.leases = leases
         self.workers = workers
         self.completion = completion
 
     def start(self, actor: Principal, lease_id: str) -> Lease:
-        lease = self.kernel.own_lease(actor, lease_id, authz.REPORT)
+        lease = self.kernel.owned.own_lease(actor, lease_id, authz.REPORT)
 
         def step(current: Lease) -> Lease:
-            self.kernel.refuse_if_stale(current, "start")
+            self.kernel.stale.refuse_if_stale(current, "start")
             step_to = move(current.id, current.state, current.revoke, Action.START)
             if step_to is None:
                 return current  # already started: starting again changes nothing
-            pool = self.kernel.pool(current.pool)
+            pool = self.kernel.catalog.pool(current.pool)
             seconds = current.lease_seconds or pool.toleration_seconds
             new = self._started(current, seconds, pool, "start")
             self.kernel.write(current, new)
@@ -117,7 +121,7 @@ class Reports:
         authz.require_lease(actor, lease_id)
         # A row the request's token check read consistently is what the cheap read and the
         # consistent read after it would be for: the heartbeat is judged on it.
-        lease = self.kernel.token_checked_row(lease_id) or self._read_for_beats(
+        lease = self.kernel.owned.token_checked_row(lease_id) or self._read_for_beats(
             [(lease_id, None)], lease_seconds, lambda _: True
         ).get(lease_id)
         if lease is None:
@@ -127,7 +131,7 @@ class Reports:
             # One write per heartbeat at most: the worker's last_seen waits a beat when the
             # lease's deadline was just written, unless it is getting old.
             self.workers.mark_seen(
-                self.kernel.pool(lease.pool),
+                self.kernel.catalog.pool(lease.pool),
                 lease.worker_id,
                 lease.worker_version,
                 SEEN_LAG_SHARE if beat.wrote else SEEN_WRITE_SHARE,
@@ -161,7 +165,7 @@ class Reports:
             pool = actor.pools[0]
         if pool is not None:
             authz.require_worker(actor, pool)
-            self.kernel.pool(pool)  # an unknown pool is 404 before anything is renewed
+            self.kernel.catalog.pool(pool)  # an unknown pool is 404 before anything is renewed
 
         def holds(lease: Lease) -> bool:
             return (
@@ -181,12 +185,12 @@ class Reports:
                 authz.require_worker(actor, lease.pool)
                 if lease.worker_id != worker_id or lease.claimed_by != actor.token_id:
                     raise StaleLease(f"lease {lease_id} is not held by worker {worker_id}")
-                self.kernel.refuse_old_fence(lease, fence, "heartbeat")
+                self.kernel.stale.refuse_old_fence(lease, fence, "heartbeat")
                 answers.append((lease_id, fence, self._beat(lease, None)))
                 if lease.pool not in seen:
                     seen.add(lease.pool)
                     self.workers.mark_seen(
-                        self.kernel.pool(lease.pool),
+                        self.kernel.catalog.pool(lease.pool),
                         worker_id,
                         lease.worker_version,
                         runtime=runtime,
@@ -195,7 +199,9 @@ class Reports:
             except TenureError as refused:
                 answers.append((lease_id, fence, refused))
         if pool is not None and pool not in seen:
-            self.workers.worker_says(self.kernel.pool(pool), worker_id, runtime, credentials)
+            self.workers.worker_says(
+                self.kernel.catalog.pool(pool), worker_id, runtime, credentials
+            )
         elif pool is None and says and not seen:
             raise ValidationFailed(
                 "pool: name the pool that runtime and credentials are about"
@@ -205,10 +211,10 @@ class Reports:
 
     def _beat(self, lease: Lease, lease_seconds: int | None) -> Beat:
         def step(current: Lease) -> Beat:
-            self.kernel.refuse_if_stale(current, "heartbeat")
+            self.kernel.stale.refuse_if_stale(current, "heartbeat")
             if current.state not in REPORTABLE:
                 raise InvalidTransition(f"lease {current.id} is {current.state}; nothing to renew")
-            pool = self.kernel.pool(current.pool)
+            pool = self.kernel.catalog.pool(current.pool)
             now = self.kernel.clock.now_ms()
             wanted, due = self._renewal(current, lease_seconds, pool, now)
             if current.state is LeaseState.DISPATCHED:  # the first heartbeat starts it
@@ -230,9 +236,7 @@ class Reports:
                 )
                 if shortened:
                     new = replace(new, due_at=new.deadline)
-                self.kernel.store.renew(
-                    new, expect=(current.state, current.fence), move_due=shortened
-                )
+                self.leases.renew(new, expect=(current.state, current.fence), move_due=shortened)
                 return Beat(lease=new, revoke=revoke_signal(new), wrote=True)
             return Beat(lease=current, revoke=revoke_signal(current))
 
@@ -269,8 +273,7 @@ class Reports:
         expired, whose deadline has passed, so that its heartbeat must write, and that write
         is conditional on the row itself."""
         now = self.kernel.clock.now_ms()
-        store = self.kernel.store
-        found = store.get_leases([lease_id for lease_id, _ in beats], consistent=False)
+        found = self.leases.get_leases([lease_id for lease_id, _ in beats], consistent=False)
         doubtful = [
             lease_id
             for lease_id, fence in beats
@@ -279,7 +282,7 @@ class Reports:
         if doubtful:
             for lease_id in doubtful:
                 found.pop(lease_id, None)
-            found.update(store.get_leases(doubtful))
+            found.update(self.leases.get_leases(doubtful))
         return found
 
     def _quiet(
@@ -298,7 +301,7 @@ class Reports:
         if not holds(lease):
             return False
         try:
-            pool = self.kernel.pool(lease.pool)
+            pool = self.kernel.catalog.pool(lease.pool)
         except TenureError:
             return False
         return not self._renewal(lease, lease_seconds, pool, now)[1]
@@ -329,7 +332,7 @@ class Reports:
     ) -> Lease:
         """End the lease with `body`; `next_claim` is the claim the report carried, kept on
         the ended row (app/leases/handover.py); `read`: the lease row as this request read
-        it consistently already, if it did (Kernel.own_lease)."""
+        it consistently already, if it did (OwnLeases.own_lease)."""
         return self._report(actor, lease_id, ReportKind.COMPLETE, body, next_claim, read)
 
     def fail(
@@ -356,7 +359,7 @@ class Reports:
         next_claim: str | None = None,
         read: Lease | None = None,
     ) -> Lease:
-        lease = self.kernel.own_lease(actor, lease_id, authz.REPORT, read)
+        lease = self.kernel.owned.own_lease(actor, lease_id, authz.REPORT, read)
         for prepare in self.completion.prepare:
             body = prepare(lease, kind, body)
         rules.refuse_tokens(body, "the report")
@@ -366,7 +369,7 @@ class Reports:
         fence = body.get("fence")
 
         def step(current: Lease) -> Lease:
-            self.kernel.refuse_old_fence(current, fence, kind)
+            self.kernel.stale.refuse_old_fence(current, fence, kind)
             if current.state.terminal:
                 # The same report again (same body, or same report_id *and* kind): the first
                 # answer, unchanged. Anything else on an ended lease is refused.
@@ -375,7 +378,7 @@ class Reports:
                     or (report_id is not None and current.report_id == report_id)
                 ):
                     return current
-                self.kernel.refuse_if_stale(current, kind)
+                self.kernel.stale.refuse_if_stale(current, kind)
                 raise InvalidTransition(f"lease {current.id} already ended {current.state}")
             if current.state not in REPORTABLE:
                 raise InvalidTransition(f"lease {current.id} is {current.state}; it has no holder")

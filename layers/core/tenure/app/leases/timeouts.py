@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
 from tenure.app.ports import Change
+from tenure.app.rows import LeaseRows, PoolRows, QueueRows, TaskRows
 from tenure.domain.errors import Conflict
 from tenure.domain.model import PRIORITY_MARK_GRACE_MS, QUEUE_EXPIRY_MARK, Lease, Pool
 from tenure.domain.outbound import ORPHAN
@@ -37,8 +38,21 @@ QUEUE_TIMEOUTS_PER_PASS = 200
 
 
 class QueueTimeouts:
-    def __init__(self, kernel: Kernel, orphans: Orphans) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        orphans: Orphans,
+        *,
+        leases: LeaseRows,
+        pools: PoolRows,
+        queues: QueueRows,
+        tasks: TaskRows,
+    ) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.pools = pools
+        self.queues = queues
+        self.tasks = tasks
         self.orphans = orphans
 
     def expire_queued(self, pools: list[Pool]) -> tuple[list[str], int]:
@@ -49,10 +63,8 @@ class QueueTimeouts:
         for pool in pools:
             if QUEUE_EXPIRY_MARK not in (pool.queue_marks or {}):
                 continue  # no lease with a queue timeout was filed here: nothing to read
-            for lease_id in self.kernel.store.queue_expiring(
-                pool.name, now, QUEUE_TIMEOUTS_PER_PASS
-            ):
-                lease = self.kernel.store.get_lease(lease_id)  # consistent: is it still queued
+            for lease_id in self.queues.queue_expiring(pool.name, now, QUEUE_TIMEOUTS_PER_PASS):
+                lease = self.leases.get_lease(lease_id)  # consistent: is it still queued
                 if (
                     lease is None
                     or lease.state is not LeaseState.PENDING
@@ -61,7 +73,7 @@ class QueueTimeouts:
                 ):
                     continue  # claimed or ended since the index was read
                 data: dict[str, Any] = {"by": "sweeper", "queue_expires_at": lease.queue_expires_at}
-                if lease.tp and self.kernel.store.get_task(lease.task_id or "") is None:
+                if lease.tp and self.tasks.get_task(lease.task_id or "") is None:
                     # Its filing wrote the lease but not (yet) the task: ended as an orphan
                     # (no task ending told) once its filing is taken for dead; until then it
                     # waits a pass, its task perhaps still on its way.
@@ -91,12 +103,12 @@ class QueueTimeouts:
                 if at >= cutoff:
                     continue
                 if mark == QUEUE_EXPIRY_MARK:
-                    left = self.kernel.store.queue_expiring(pool.name, _END_OF_TIME, 1)
+                    left = self.queues.queue_expiring(pool.name, _END_OF_TIME, 1)
                 elif mark.isdigit():
-                    left = self.kernel.store.queue_candidates(pool.name, 1, priority=int(mark))
+                    left = self.queues.queue_candidates(pool.name, 1, priority=int(mark))
                 else:
                     left = []  # a mark this code does not know: nothing reads for it
-                if not left and self.kernel.store.unmark_queue(pool.name, mark, cutoff):
+                if not left and self.pools.unmark_queue(pool.name, mark, cutoff):
                     dropped.append(f"{pool.name}:{mark}")
         return dropped
 

@@ -8,7 +8,7 @@ an admin of one space cannot reach for another's mail.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from tenure.app.rules.ports import RuleStore
 from tenure.domain import authz
@@ -21,45 +21,42 @@ if TYPE_CHECKING:
 
 
 class Addresses:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, *, rules: RuleStore) -> None:
         self.kernel = kernel
-
-    @property
-    def store(self) -> RuleStore:
-        return cast(RuleStore, self.kernel.store)
+        self.rules = rules
 
     def add_address(self, actor: Principal, space: str, address: str) -> Address:
         authz.require_operator(actor, "admin")
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         wanted = check_address(address)
-        held = self.store.get_address(wanted)
+        held = self.rules.get_address(wanted)
         if held is not None and held.space == space:
             return held
-        if len(self.store.list_addresses(space, MAX_ADDRESSES_PER_SPACE)) >= (
+        if len(self.rules.list_addresses(space, MAX_ADDRESSES_PER_SPACE)) >= (
             MAX_ADDRESSES_PER_SPACE
         ):
             raise ValidationFailed(
                 f"address: space {space!r} already has {MAX_ADDRESSES_PER_SPACE} addresses"
             )
-        return self.store.put_address(Address(wanted, space, self.kernel.clock.now_ms()))
+        return self.rules.put_address(Address(wanted, space, self.kernel.clock.now_ms()))
 
     def list_addresses(self, actor: Principal, space: str) -> list[Address]:
         authz.require_operator(actor, "read", space)
-        self.kernel.space(space)
-        return self.store.list_addresses(space, MAX_ADDRESSES_PER_SPACE)
+        self.kernel.catalog.space(space)
+        return self.rules.list_addresses(space, MAX_ADDRESSES_PER_SPACE)
 
     def remove_address(self, actor: Principal, space: str, address: str) -> None:
         """Rules naming it stay, and stop matching it: matching asks who owns each
         recipient, and a deleted address is owned by no one."""
         authz.require_operator(actor, "admin")
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         try:
             wanted = check_address(address)
         except ValidationFailed:
             raise NotFound(f"address {address[:80]} is not an address of space {space!r}") from None
-        self.store.delete_address(space, wanted)
+        self.rules.delete_address(space, wanted)
 
     def not_owned(self, space: str, addresses: tuple[str, ...]) -> list[str]:
         """Those of `addresses` the space does not own (one batch read)."""
-        owners = self.store.address_owners(list(addresses))
+        owners = self.rules.address_owners(list(addresses))
         return [a for a in addresses if owners.get(a) != space]

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
+from tenure.app.rows import LeaseRows, TaskRows, TimelineRows
 from tenure.app.runs import queue_expiry, stored_priority
 from tenure.domain import authz
 from tenure.domain import fencing as r
@@ -120,8 +121,20 @@ class Firings:
     """`operator` cancels a scheduled rule's previous lease when its overlap says so (the
     operator's own cancel: a held lease is asked to stop)."""
 
-    def __init__(self, kernel: Kernel, rules: Rules, operator: Operator) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        rules: Rules,
+        operator: Operator,
+        *,
+        leases: LeaseRows,
+        tasks: TaskRows,
+        timeline: TimelineRows,
+    ) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.tasks = tasks
+        self.timeline = timeline
         self.rules = rules
         self.operator = operator
 
@@ -132,7 +145,7 @@ class Firings:
         authz.require_role(actor, "member")
         rule = self.rules.rule(rule_id)
         authz.require_operator(actor, "member", rule.space)
-        self.kernel.refuse_archived(rule.space)
+        self.kernel.catalog.refuse_archived(rule.space)
         # An inbound rule fired by hand reads as an event that carried no data: `{subject}`
         # and `{from}` become empty, as in POST /events without them.
         data: dict[str, Any] | None = {} if rule.kind == "inbound" else None
@@ -151,7 +164,7 @@ class Firings:
         rule = self.rules.rule_store.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
         if rule is None or not rule.enabled or rule.kind != "scheduled":
             return None
-        if self.kernel.fresh_space(rule.space).archived:
+        if self.kernel.catalog.fresh_space(rule.space).archived:
             self.kernel.counters[ARCHIVED_SKIPS] += 1
             return None
         at = scheduled_at.astimezone(UTC)
@@ -226,8 +239,8 @@ class Firings:
     def _minted(self, rule: Rule, job_id: str) -> Lease | Task | None:
         """What an occasion already minted under `job_id`, or None (one read)."""
         if rule.subject.get("requires_approval"):
-            return self.kernel.store.get_task(approval_task_id(job_id))
-        existing = self.kernel.store.get_job(job_id)
+            return self.tasks.get_task(approval_task_id(job_id))
+        existing = self.leases.get_job(job_id)
         return self.kernel.lease(existing.lease_id) if existing is not None else None
 
     def _note(self, rule: Rule, minted: Lease | Task, at_ms: int) -> None:
@@ -254,14 +267,14 @@ class Firings:
         return True
 
     def _open_run_lease(self, lease_id: str) -> Lease | None:
-        lease = self.kernel.store.get_lease(lease_id)
+        lease = self.leases.get_lease(lease_id)
         if lease is None:
             return None
         if not lease.state.active:
-            job = self.kernel.store.get_job(lease.job_id)
+            job = self.leases.get_job(lease.job_id)
             if job is None or job.lease_id == lease.id:
                 return None
-            lease = self.kernel.store.get_lease(job.lease_id)
+            lease = self.leases.get_lease(job.lease_id)
             if lease is None or not lease.state.active:
                 return None
         return lease
@@ -284,7 +297,7 @@ class Firings:
             raise ValidationFailed(
                 f"topic: {EMAIL_TOPIC} is fired only by inbound email; post another topic"
             )
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         r.refuse_tokens(data, "the event's data")
         now_s = self.kernel.clock.now_ms() // 1000
         if event_id is not None:
@@ -428,7 +441,7 @@ class Firings:
         limited: list[str] = []
         for rule in sorted(matching, key=lambda x: (x.space, x.name)):
             if rule.space not in archived:
-                archived[rule.space] = self.kernel.fresh_space(rule.space).archived
+                archived[rule.space] = self.kernel.catalog.fresh_space(rule.space).archived
             if archived[rule.space]:
                 self.kernel.counters[ARCHIVED_SKIPS] += 1
                 skipped.append(rule.id)
@@ -493,7 +506,7 @@ class Firings:
             return True
         self.kernel.counters[RATE_LIMITED] += 1
         if outcome == "limited_first":
-            self.kernel.store.put_event(
+            self.timeline.put_event(
                 Event(
                     id=self.kernel.ids.new_id("ev"),
                     subject_kind=SubjectKind.SPACE.value,
@@ -511,7 +524,7 @@ class Firings:
         return False
 
     def _leases_in_order(self, lease_ids: list[str]) -> list[Lease]:
-        found = self.kernel.store.get_leases(lease_ids)
+        found = self.leases.get_leases(lease_ids)
         return [found[i] for i in lease_ids if i in found]
 
     def _mint(
@@ -524,7 +537,7 @@ class Firings:
         """A new pending lease (and task, for a task subject) of `rule`, under `job_id`; the
         lease a concurrent delivery minted under that job id when it got there first. A task
         subject that requires approval files its task alone (_file_for_approval)."""
-        pool = self.kernel.pool_in_space(rule.pool, rule.space)
+        pool = self.kernel.catalog.pool_in_space(rule.pool, rule.space)
         now = self.kernel.clock.now_ms()
         kind = SubjectKind(rule.subject["kind"])
         controls = _Controls.of(rule, data)
@@ -532,7 +545,7 @@ class Firings:
         workflow: str | None = None
         if kind is SubjectKind.TASK:
             workflow = rule.subject.get("workflow")
-            number = self.kernel.store.next_task_number(rule.space)
+            number = self.tasks.next_task_number(rule.space)
             task = Task(
                 id=task_id_of_key(f"{rule.space}-{number}"),
                 key=f"{rule.space}-{number}",
@@ -559,7 +572,7 @@ class Firings:
             subject_id = rule.space
         lease = Lease(
             event_type=LEASE_CREATED,
-            tl=self.kernel.first_stamps(kind),
+            tl=self.kernel.gates.first_stamps(kind),
             event_data={"pool": pool.name, "rule_id": rule.id, "rule": rule.name},
             updated_at=now,
             id=self.kernel.ids.new_id("lease"),
@@ -603,7 +616,7 @@ class Firings:
             self.kernel.commit(change)
         except Conflict:
             # Another delivery of the same occasion got there first: answer its lease.
-            won = self.kernel.store.get_job(job_id)
+            won = self.leases.get_job(job_id)
             if won is None:
                 raise
             self.kernel.counters["duplicate_firings"] += 1
@@ -627,13 +640,13 @@ class Firings:
         try:
             self.kernel.commit(Change(tasks=[TaskWrite(waiting, create=True)]))
         except Conflict:
-            won = self.kernel.store.get_task(waiting.id)
+            won = self.tasks.get_task(waiting.id)
             if won is None:
                 raise
-            self.kernel.store.key_task(won)
+            self.tasks.key_task(won)
             self.kernel.counters["duplicate_firings"] += 1
             return won
-        self.kernel.store.key_task(waiting)
+        self.tasks.key_task(waiting)
         self.kernel.counters["rule_firings"] += 1
         return waiting
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS
+from tenure.app.rows import SpaceRows
 from tenure.app.rules.ports import RuleStore, Schedules
 from tenure.domain import authz
 from tenure.domain import fencing as r
@@ -62,13 +63,18 @@ class Rules:
     """Creating, reading, changing and deleting rules, each with its schedule. `schedules` is
     None in functions that only fire rules (scheduler, inbound): they never change one."""
 
-    def __init__(self, kernel: Kernel, schedules: Schedules | None = None) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        rule_store: RuleStore,
+        schedules: Schedules | None = None,
+        *,
+        spaces: SpaceRows,
+    ) -> None:
         self.kernel = kernel
+        self.spaces = spaces
+        self.rule_store = rule_store
         self.schedules = schedules
-
-    @property
-    def rule_store(self) -> RuleStore:
-        return cast(RuleStore, self.kernel.store)
 
     # ------------------------------------------------------------------------- manage
 
@@ -87,7 +93,7 @@ class Rules:
         catchup_window_seconds: Any = None,
     ) -> Rule:
         authz.require_operator(actor, "admin", space)
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         now = self.kernel.clock.now_ms()
         checked_trigger = check_trigger(trigger)
         settings = _schedule_settings(
@@ -248,11 +254,11 @@ class Rules:
     def _check_targets(self, rule: Rule) -> None:
         """The pool and any workflow a rule names must exist in the rule's space (422)."""
         try:
-            self.kernel.pool_in_space(rule.pool, rule.space)
+            self.kernel.catalog.pool_in_space(rule.pool, rule.space)
         except NotFound:
             raise ValidationFailed(f"pool: {rule.pool!r} does not exist") from None
         slug = rule.subject.get("slug") or rule.subject.get("workflow")
-        if slug is not None and self.kernel.store.get_workflow(rule.space, slug) is None:
+        if slug is not None and self.spaces.get_workflow(rule.space, slug) is None:
             where = "subject.slug" if rule.subject["kind"] == "workflow" else "subject.workflow"
             raise ValidationFailed(f"{where}: workflow {slug!r} does not exist in {rule.space!r}")
         self._check_addresses(rule)

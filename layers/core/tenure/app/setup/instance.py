@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tenure.app.rows import Store
+from tenure.app.rows import PoolRows
 from tenure.domain.model import DEFAULT_RETRY_CHAIN_CAP
 
 
@@ -15,7 +15,7 @@ class InstanceSettings:
     allow_agent_force: bool = False
 
 
-def instance_settings(store: Store) -> InstanceSettings:
+def instance_settings(store: PoolRows) -> InstanceSettings:
     """The settings row when one exists, else the defaults. (`GET/PATCH /instance` own the
     row; this is the only place the task graph and force operations read it.)"""
     instance = store.get_instance()

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
-from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, moved, over
+from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, over
 from tenure.app.leases.claims import POOL_REFRESH_MS
 from tenure.app.ports import INSTANCE_CEILING, KEY_CEILING, Ceiling, Change, Settings, key_ceiling
+from tenure.app.rows import LeaseRows, PoolRows, QueueRows, SpaceRows, TimelineRows
 from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
@@ -22,6 +23,7 @@ from tenure.domain.events import (
     SPACE_ARCHIVED,
     SPACE_UNARCHIVED,
 )
+from tenure.domain.leases import moved
 from tenure.domain.model import Event, Instance, Lease, Pool, Principal, Space
 from tenure.domain.states import REPORTABLE
 
@@ -73,8 +75,23 @@ INSTANCE_SETTINGS = (
 
 
 class Pools:
-    def __init__(self, kernel: Kernel, versions: Versions) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        versions: Versions,
+        *,
+        leases: LeaseRows,
+        pools: PoolRows,
+        queues: QueueRows,
+        spaces: SpaceRows,
+        timeline: TimelineRows,
+    ) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.pools = pools
+        self.queues = queues
+        self.spaces = spaces
+        self.timeline = timeline
         self.versions = versions
 
     # ---------------------------------------------------------------------- reading
@@ -82,23 +99,23 @@ class Pools:
     def list_pools_of(self, actor: Principal, space: str) -> list[Pool]:
         """Every pool of one space, by name (pools share one partition and are few)."""
         authz.require_operator(actor, "read", space)
-        self.kernel.space(space)
-        return sorted((p for p in self.kernel.store.list_pools() if p.space == space), key=_by_name)
+        self.kernel.catalog.space(space)
+        return sorted((p for p in self.pools.list_pools() if p.space == space), key=_by_name)
 
     def get_pool(self, actor: Principal, name: str) -> Pool:
         authz.require_role(actor, "read")
-        pool = self.kernel.fresh_pool(name)
+        pool = self.kernel.catalog.fresh_pool(name)
         authz.require_operator(actor, "read", pool.space)
         return pool
 
     def held(self, pool: Pool) -> int:
         """How many leases the pool holds right now (at most HELD_SHOWN): its held-lease index,
         counted, not the ceiling counter, which counts only while the pool has a ceiling."""
-        return self.kernel.store.count_held(pool.name, HELD_SHOWN)
+        return self.queues.count_held(pool.name, HELD_SHOWN)
 
     def instance_held(self) -> int:
         """The instance ceiling's counter: leases claimed while the instance had a ceiling."""
-        return self.kernel.store.held_count(INSTANCE_CEILING, INSTANCE_CEILING)
+        return self.queues.held_count(INSTANCE_CEILING, INSTANCE_CEILING)
 
     # --------------------------------------------------------------------- changing
 
@@ -106,7 +123,7 @@ class Pools:
         """Change the named settings (a null resets one to its default). A change of the agent
         or classifier settings makes a new version, the old one kept readable."""
         authz.require_role(actor, "admin")
-        pool = self.kernel.fresh_pool(name)
+        pool = self.kernel.catalog.fresh_pool(name)
         authz.require_operator(actor, "admin", pool.space)
         known = {f.name for f in fields(Pool)}
         for setting in changes:
@@ -128,16 +145,16 @@ class Pools:
                     bumped = Settings(
                         set={**settings.set, "version": pool.version + 1}, remove=settings.remove
                     )
-                    updated = self.kernel.store.update_pool(
+                    updated = self.pools.update_pool(
                         name, bumped, pool.version, self.versions.superseded(pool, now)
                     )
                 elif changes:
-                    updated = self.kernel.store.update_pool(name, settings)
+                    updated = self.pools.update_pool(name, settings)
                 else:
                     updated = pool
             except Conflict:
                 self.kernel.counters["lost_writes"] += 1
-                pool = self.kernel.fresh_pool(name)
+                pool = self.kernel.catalog.fresh_pool(name)
                 continue
             self._remember(updated)
             self._record_pool(updated, POOL_UPDATED, {"changed": sorted(changes)})
@@ -159,12 +176,12 @@ class Pools:
 
     def _set_paused(self, actor: Principal, name: str, paused: bool) -> Pool:
         authz.require_role(actor, "admin")
-        pool = self.kernel.fresh_pool(name)
+        pool = self.kernel.catalog.fresh_pool(name)
         authz.require_operator(actor, "admin", pool.space)
         if pool.paused == paused:
             return pool  # already so: nothing written, nothing recorded
         now = self.kernel.clock.now_ms()
-        updated = self.kernel.store.update_pool(
+        updated = self.pools.update_pool(
             name, Settings(set={"paused": paused, "paused_changed_at": now})
         )
         self._remember(updated)
@@ -179,15 +196,15 @@ class Pools:
 
     def _set_archived(self, actor: Principal, key: str, archived: bool) -> Space:
         authz.require_operator(actor, "admin", key)
-        space = self.kernel.fresh_space(key)
+        space = self.kernel.catalog.fresh_space(key)
         if space.archived == archived:
             return space
-        updated = self.kernel.store.update_space(
+        updated = self.spaces.update_space(
             key,
             Settings(set={"archived": archived, "archived_changed_at": self.kernel.clock.now_ms()}),
         )
-        self.kernel.remember_space(updated)
-        self.kernel.store.put_event(
+        self.kernel.catalog.remember_space(updated)
+        self.timeline.put_event(
             Event(
                 id=self.kernel.ids.new_id("ev"),
                 subject_kind="space",
@@ -202,8 +219,8 @@ class Pools:
 
     def get_instance(self, actor: Principal) -> Instance:
         authz.require_operator(actor, "admin")
-        instance = self.kernel.store.get_instance()
-        self.kernel.remember_instance(instance)
+        instance = self.pools.get_instance()
+        self.kernel.catalog.remember_instance(instance)
         return instance
 
     def update_instance(self, actor: Principal, changes: dict[str, Any]) -> Instance:
@@ -216,11 +233,11 @@ class Pools:
         defaults = Instance()
         values = {k: v if v is not None else getattr(defaults, k) for k, v in changes.items()}
         values["updated_at"] = self.kernel.clock.now_ms()
-        before = self.kernel.store.get_instance()
-        instance = self.kernel.store.update_instance(_settings(values))
-        self.kernel.remember_instance(instance)
+        before = self.pools.get_instance()
+        instance = self.pools.update_instance(_settings(values))
+        self.kernel.catalog.remember_instance(instance)
         if before.max_active is None and instance.max_active is not None:
-            pools = [p.name for p in self.kernel.store.list_pools()]
+            pools = [p.name for p in self.pools.list_pools()]
             self.count_held(INSTANCE_CEILING, INSTANCE_CEILING, pools)
         return instance
 
@@ -255,8 +272,8 @@ class Pools:
     def _count_held_once(self, scope_of: _ScopeOf, pools: list[str]) -> int:
         counted = 0
         for pool in pools:
-            ids = self.kernel.store.due_leases(pool, None, limit=SEED_PER_POOL)
-            for lease in self.kernel.store.get_leases(ids).values():
+            ids = self.queues.due_leases(pool, None, limit=SEED_PER_POOL)
+            for lease in self.leases.get_leases(ids).values():
                 found = scope_of(lease)
                 if found is None:
                     continue
@@ -290,11 +307,11 @@ class Pools:
     # ---------------------------------------------------------------------- helpers
 
     def _remember(self, pool: Pool) -> None:
-        self.kernel.remember_pool(pool)
+        self.kernel.catalog.remember_pool(pool)
 
     def _record_pool(self, pool: Pool, type_: str, data: dict[str, Any]) -> None:
         """A pool's own timeline (subject "pool"): who changed what, and which version."""
-        self.kernel.store.put_event(
+        self.timeline.put_event(
             Event(
                 id=self.kernel.ids.new_id("ev"),
                 subject_kind="pool",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from tenure.app import ports
 from tenure.app.migrations import SCHEMA_VERSION
 from tenure.app.ports import SpacePage, TokenPage
+from tenure.app.rows import LeaseRows, PoolRows, SchemaRows, SpaceRows, TimelineRows, TokenRows
 from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
@@ -46,8 +47,24 @@ BOOTSTRAP_ACTOR = "aws-credentials"
 class Setup:
     """Spaces, workflows, pools and tokens: making them, and who a bearer token is."""
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        *,
+        leases: LeaseRows,
+        pools: PoolRows,
+        schema: SchemaRows,
+        spaces: SpaceRows,
+        timeline: TimelineRows,
+        tokens: TokenRows,
+    ) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.pools = pools
+        self.schema = schema
+        self.spaces = spaces
+        self.timeline = timeline
+        self.tokens = tokens
         # When this process last noted each token's use (by hash): the token row is read
         # eventually consistent, so a note just written can read as old, and a second note's
         # condition would fail — a lost write that is billed. At most one note per token per
@@ -59,7 +76,7 @@ class Setup:
         space = Space(
             key=key, name=name, max_active=max_active, created_at=self.kernel.clock.now_ms()
         )
-        self.kernel.store.put_space(space)
+        self.spaces.put_space(space)
         return space
 
     def list_spaces(self, actor: Principal, limit: int, cursor: str | None) -> SpacePage:
@@ -68,17 +85,17 @@ class Setup:
         holds no scope in is never shown, nor told to exist)."""
         authz.require_role(actor, "read")
         limit = max(1, min(limit, MAX_SPACE_PAGE))
-        page = self.kernel.store.list_spaces(limit, cursor, actor.spaces)
+        page = self.spaces.list_spaces(limit, cursor, actor.spaces)
         # Spaces made before the list had rows are missing from it until a migrate: the
         # answer says so, as GET /tokens does (a limited token's page reads no list row).
-        behind = self.kernel.store.schema_state().version < SCHEMA_VERSION
+        behind = self.schema.schema_state().version < SCHEMA_VERSION
         return page._replace(schema_behind=behind and actor.spaces is None)
 
     def create_workflow(
         self, actor: Principal, space: str, slug: str, name: str, description: str | None
     ) -> Workflow:
         authz.require_operator(actor, "admin", space)
-        self.kernel.space(space)
+        self.kernel.catalog.space(space)
         wf = Workflow(
             space=space,
             slug=slug,
@@ -86,19 +103,19 @@ class Setup:
             description=description,
             created_at=self.kernel.clock.now_ms(),
         )
-        self.kernel.store.put_workflow(wf)
+        self.spaces.put_workflow(wf)
         return wf
 
     def create_pool(self, actor: Principal, pool: Pool) -> Pool:
         authz.require_operator(actor, "admin", pool.space)
-        self.kernel.space(pool.space)
+        self.kernel.catalog.space(pool.space)
         check_settings(pool.kind, pool.agent, pool.classifier)
         require_settings(pool.kind, pool.agent, pool.classifier)
         check_rates(pool.rates)
-        if len(self.kernel.store.list_pools()) >= ports.POOL_CAP:
+        if len(self.pools.list_pools()) >= ports.POOL_CAP:
             raise ValidationFailed(f"this instance already has {ports.POOL_CAP} pools")
         pool = replace(pool, created_at=self.kernel.clock.now_ms())
-        self.kernel.store.put_pool(pool)
+        self.pools.put_pool(pool)
         return pool
 
     def create_token(
@@ -113,13 +130,13 @@ class Setup:
     ) -> tuple[Token, str]:
         authz.require_operator(actor, "admin")
         for key in spaces or ():
-            self.kernel.space(key)
+            self.kernel.catalog.space(key)
         for pool in pools or ():
-            self.kernel.pool(pool)
+            self.kernel.catalog.pool(pool)
         if expires_in_seconds is not None and not 1 <= expires_in_seconds <= MAX_TOKEN_LIFE_S:
             raise ValidationFailed(f"expires_in_seconds: between 1 and {MAX_TOKEN_LIFE_S}")
         token, raw = self._mint(name, kind, role, spaces, pools, expires_in_seconds)
-        self.kernel.store.put_token(token, self._event(TOKEN_CREATED, actor.token_id, token))
+        self.tokens.put_token(token, self._event(TOKEN_CREATED, actor.token_id, token))
         return token, raw
 
     def bootstrap_operator(self, name: str) -> tuple[Token, str]:
@@ -127,7 +144,7 @@ class Setup:
         `tenure admin bootstrap` command, with the caller's own AWS credentials; the API never
         mints a token for an unauthenticated caller). A token of that name is refused."""
         token, raw = self._mint(name, "operator", "admin", None, None, None)
-        self.kernel.store.put_token(token, self._event(TOKEN_CREATED, BOOTSTRAP_ACTOR, token))
+        self.tokens.put_token(token, self._event(TOKEN_CREATED, BOOTSTRAP_ACTOR, token))
         return token, raw
 
     def list_tokens(
@@ -137,18 +154,18 @@ class Setup:
         token rows). A token limited to spaces sees only tokens limited to spaces it holds, so
         a page may show fewer than `limit`: follow `next_cursor`."""
         authz.require_role(actor, "admin")
-        page = self.kernel.store.list_tokens(kind, min(limit, MAX_TOKEN_PAGE), cursor)
+        page = self.tokens.list_tokens(kind, min(limit, MAX_TOKEN_PAGE), cursor)
         shown = tuple(t for t in page.tokens if _within(actor, t))
         # Older data still serves (a token without its list row authenticates as before); the
         # answer only says the list may be missing tokens until `tenure admin migrate` runs.
-        behind = self.kernel.store.schema_state().version < SCHEMA_VERSION
+        behind = self.schema.schema_state().version < SCHEMA_VERSION
         return TokenPage(shown, page.next_cursor, behind)
 
     def revoke_token(self, actor: Principal, token_id: str) -> Token:
         """From now on the token answers 401 (the authorizer's cache holds a verdict for at
         most 60 s). Revoking a revoked token changes nothing and records nothing again."""
         authz.require_role(actor, "admin")
-        token = self.kernel.store.get_token_by_id(token_id) if len(token_id) <= 200 else None
+        token = self.tokens.get_token_by_id(token_id) if len(token_id) <= 200 else None
         if token is None or not _within(actor, token):
             # A scoped admin learns nothing of a token outside its spaces.
             raise NotFound(f"token {token_id} does not exist")
@@ -157,7 +174,7 @@ class Setup:
         at = self.kernel.clock.now_ms()
         # The event is written in the revocation's own transaction: a revocation whose
         # record was lost (a crash between two writes) could not say who revoked the token.
-        self.kernel.store.revoke_token(
+        self.tokens.revoke_token(
             token.token_hash, at, self._event(TOKEN_REVOKED, actor.token_id, token)
         )
         return replace(token, revoked_at=at)
@@ -204,14 +221,14 @@ class Setup:
         """The instance's timeline (tokens made and revoked), oldest first: its newest
         `limit` events."""
         authz.require_operator(actor, "admin")
-        return self.kernel.store.timeline(*INSTANCE_TIMELINE, min(limit, MAX_ACTIVITY))
+        return self.timeline.timeline(*INSTANCE_TIMELINE, min(limit, MAX_ACTIVITY))
 
     def bootstrap_admin(self, raw: str) -> Token:
         """Make sure `raw` is an admin operator token (the local stack's first token)."""
         if not rules.could_be_token(raw):
             raise ValidationFailed("the admin token must look like tnr_o_<secret>")
         digest = rules.hash_token(raw)
-        existing = self.kernel.store.get_token(digest)
+        existing = self.tokens.get_token(digest)
         if existing is not None:
             return existing
         token = Token(
@@ -223,9 +240,9 @@ class Setup:
             created_at=self.kernel.clock.now_ms(),
         )
         try:
-            self.kernel.store.put_token(token)
+            self.tokens.put_token(token)
         except AlreadyExists:
-            found = self.kernel.store.get_token(digest)
+            found = self.tokens.get_token(digest)
             if found is None:
                 raise
             return found
@@ -246,17 +263,17 @@ class Setup:
         if lease_id is not None:
             # Consistent: a token used right after its claim must see the claim (and API
             # Gateway would cache a wrong "unknown" verdict for a minute).
-            lease = self.kernel.store.get_lease(lease_id, consistent=True)
+            lease = self.leases.get_lease(lease_id, consistent=True)
             if lease is None or not rules.same_hash(lease.token_hash, digest):
                 raise Unauthenticated("unknown token")
-            self.kernel.token_checked(lease)  # the route's own_lease takes this read
+            self.kernel.owned.token_checked(lease)  # the route's own_lease takes this read
             return Principal(
                 kind="lease",
                 token_id=digest[:8],
                 lease_id=lease.id,
                 lease_ended_at=authz.lease_ended_at(lease),
             )
-        token = self.kernel.store.get_token(digest)
+        token = self.tokens.get_token(digest)
         if token is None or token.revoked_at is not None:
             raise Unauthenticated("unknown token")
         now = self.kernel.clock.now_ms()
@@ -277,7 +294,7 @@ class Setup:
             self._touched.clear()  # bounded: forgetting costs at most one more note each
         self._touched[token.token_hash] = now
         try:
-            self.kernel.store.touch_token(token.token_hash, now, now - TOKEN_TOUCH_MS)
+            self.tokens.touch_token(token.token_hash, now, now - TOKEN_TOUCH_MS)
         except Conflict:
             return  # another request noted it first
         except Exception as failed:  # noting use must never fail the request

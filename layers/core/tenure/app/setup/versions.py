@@ -11,6 +11,7 @@ import jmespath
 from jmespath.exceptions import JMESPathError
 
 from tenure.app.ports import Change, TaskWrite
+from tenure.app.rows import PoolRows, TaskRows
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.events import CLASSIFIER_OUTPUT_FAILED, TASK_CLASSIFIED
 from tenure.domain.model import Lease, Pool, PoolVersion
@@ -96,8 +97,9 @@ class Pinned:
 
 
 class Versions:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, *, pools: PoolRows) -> None:
         self.kernel = kernel
+        self.pools = pools
 
     def pinned(self, lease: Lease) -> Pinned:
         """The settings of the version the lease pinned: the pool row's while it is still the
@@ -107,7 +109,7 @@ class Versions:
         wanted = lease.pool_version or pool.version
         if wanted == pool.version:
             return Pinned(pool.version, pool.agent, pool.classifier)
-        past = self.kernel.store.get_pool_version(pool.name, wanted)
+        past = self.pools.get_pool_version(pool.name, wanted)
         if past is not None:
             return Pinned(past.version, past.agent, past.classifier)
         fresh = self.kernel.fresh_pool(pool.name)  # the cached pool was behind the lease's version
@@ -139,8 +141,9 @@ class Versions:
 
 
 class Classifier:
-    def __init__(self, kernel: Kernel, versions: Versions) -> None:
+    def __init__(self, kernel: Kernel, versions: Versions, *, tasks: TaskRows) -> None:
         self.kernel = kernel
+        self.tasks = tasks
         self.versions = versions
 
     def with_classifier_output(self, ending: Ending) -> Ending:
@@ -157,7 +160,7 @@ class Classifier:
         output = (self.versions.pinned(lease).classifier or {}).get("output")
         if not output:
             return ending
-        task = self.kernel.store.get_task(lease.task_id)
+        task = self.tasks.get_task(lease.task_id)
         if task is None or task.job_id != lease.job_id:
             return ending
         done = render(output, report.get("details") or {})

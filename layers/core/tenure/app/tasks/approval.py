@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, SchedulerState, TaskWrite
+from tenure.app.rows import TaskRows
 from tenure.app.tasks.filing import Placing, TaskLinks, TaskView
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -47,7 +48,7 @@ def awaits_approval(task: Task, now: int) -> bool:
     return task.awaiting_approval
 
 
-def held_for_approval(kernel: Kernel) -> Callable[[tuple[str, ...], SchedulerState], bool]:
+def held_for_approval(tasks: TaskRows) -> Callable[[tuple[str, ...], SchedulerState], bool]:
     """The claim gate's approval hold. A waiting task has no run to claim (none is opened for
     it), so this only meets a lease of a task the scheduler row already names as held back
     (`blocked`), and then reads the task row (one item) for the truth."""
@@ -55,7 +56,7 @@ def held_for_approval(kernel: Kernel) -> Callable[[tuple[str, ...], SchedulerSta
     def held(chain: tuple[str, ...], gate: SchedulerState) -> bool:
         if not chain or chain[0] not in gate.blocked:
             return False
-        task = kernel.store.get_task(chain[0])
+        task = tasks.get_task(chain[0])
         return task is not None and task.awaiting_approval
 
     return held

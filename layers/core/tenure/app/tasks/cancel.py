@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import over
 from tenure.app.ports import AddCounts, Advance, Change, GraphOp, HoldOp, Mark, Reach, TaskWrite
+from tenure.app.rows import GraphRows, LeaseRows, SweeperRows, TaskRows
 from tenure.app.tasks.graph import TERMINAL_TASK, cancelled_above, derive_status
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -103,8 +104,21 @@ def is_cancelled(task: Task, now: int) -> bool:
 
 
 class Cancellation:
-    def __init__(self, kernel: Kernel, graph: Graph) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        graph: Graph,
+        *,
+        graph_rows: GraphRows,
+        leases: LeaseRows,
+        sweeper: SweeperRows,
+        tasks: TaskRows,
+    ) -> None:
         self.kernel = kernel
+        self.graph_rows = graph_rows
+        self.leases = leases
+        self.sweeper = sweeper
+        self.tasks = tasks
         self.graph = graph
 
     # ---------------------------------------------------------------- request
@@ -135,8 +149,8 @@ class Cancellation:
         """The top's own cancel; True when its subtree has a walk to do."""
         for _ in range(CANCEL_TRIES):
             task, newest = self._settled(self.kernel.task(task_id))
-            graph = self.kernel.store.get_graph(task.id)
-            gate = self.kernel.store.get_scheduler()
+            graph = self.graph_rows.get_graph(task.id)
+            gate = self.sweeper.get_scheduler()
             status = derive_status(task, newest, graph, False)
             if status in TERMINAL_TASK or cancelled_above(task, gate) is not None:
                 raise InvalidTransition(
@@ -186,7 +200,7 @@ class Cancellation:
         reach mark); the claim must then not hand the lease out."""
         if not claimed.lineage or claimed.task_id is None:
             return False  # nothing above it: no subtree cancel can hold it (no read)
-        graphs = self.kernel.store.get_graphs(list(claimed.lineage), consistent=True)
+        graphs = self.graph_rows.get_graphs(list(claimed.lineage), consistent=True)
         # The nearest marked ancestor: its own cancel's walk is the one that comes this way.
         root = next(
             (
@@ -211,7 +225,7 @@ class Cancellation:
         Bounded; a lease still held when the tries run out is ended by its toleration."""
         why = {"by": "claim", "worker_id": claimed.worker_id, "task_cancelled": True}
         for _ in range(CANCEL_TRIES):
-            current = self.kernel.store.get_lease(claimed.id)
+            current = self.leases.get_lease(claimed.id)
             if current is None or current.fence != claimed.fence or current.state.terminal:
                 return
             action = Action.RELEASE if current.state is LeaseState.CANCELLING else Action.CANCEL
@@ -232,7 +246,7 @@ class Cancellation:
         queue = [root]
         while queue and walk.budget > 0:
             node = queue.pop(0)
-            current = self.kernel.store.get_graph(node)
+            current = self.graph_rows.get_graph(node)
             if current.cancel_walked_at is not None:
                 continue
             assert walk.open is not None
@@ -261,7 +275,7 @@ class Cancellation:
         was = old or TaskGraph(new.task_id)
         if was.cancel_reached_at is not None and was.cancel_after == new.cancel_after:
             return  # another field moved (the top's counter): nothing new to walk
-        current = self.kernel.store.get_graph(new.task_id)
+        current = self.graph_rows.get_graph(new.task_id)
         if current.cancel_walked_at is not None:
             return
         marker = self._root_marker(new.cancel_root)
@@ -279,7 +293,7 @@ class Cancellation:
         """One page of `node`'s children after `after`: each reached; then the cursor moves
         on (a full page) or the node is marked walked. Returns the page and those of its
         tasks that have children of their own."""
-        page = self.kernel.store.graph_edges(node, "child", limit, after)
+        page = self.graph_rows.graph_edges(node, "child", limit, after)
         parents = []
         for child in page:
             ended, children = self._reach(child, root, marker)
@@ -310,10 +324,10 @@ class Cancellation:
         """Reach one descendant: its cancel (unless it had ended) with the once-only mark.
         Returns (this call ended it, how many children it has left to walk)."""
         for _ in range(CANCEL_TRIES):
-            task = self.kernel.store.get_task(task_id)
+            task = self.tasks.get_task(task_id)
             if task is None:
                 return False, 0
-            graph = self.kernel.store.get_graph(task_id)
+            graph = self.graph_rows.get_graph(task_id)
             if graph.cancel_reached_at is not None:
                 return False, graph.children_total if graph.cancel_walked_at is None else 0
             now = self.kernel.clock.now_ms()
@@ -363,16 +377,16 @@ class Cancellation:
 
     def _root_marker(self, root: str) -> dict[str, Any]:
         """The top's actor and reason, which every task its walk reaches records."""
-        top = self.kernel.store.get_task(root)
+        top = self.tasks.get_task(root)
         mark = (top.cancelled if top is not None else None) or {}
         return {k: mark.get(k) for k in ("by", "actor_kind", "reason")} | {"subtree": True}
 
     def _finish(self, root: str) -> None:
         """The top walked with no reached task left to walk: every descendant was reached,
         and the top leaves the scheduler row's `cancelled` set (once; a repeat is harmless)."""
-        top = self.kernel.store.get_graph(root)
+        top = self.graph_rows.get_graph(root)
         if top.cancel_walked_at is None or top.cancel_open > 0:
             return
-        if root in self.kernel.store.get_scheduler().cancelled:
+        if root in self.sweeper.get_scheduler().cancelled:
             self.kernel.commit(Change(holds=[HoldOp("cancelled", root, False)]))
             self.kernel.counters["cancel_walks_finished"] += 1

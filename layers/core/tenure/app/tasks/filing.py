@@ -16,6 +16,7 @@ from tenure.app.ports import (
     LeaseWrite,
     TaskWrite,
 )
+from tenure.app.rows import GraphRows, SpaceRows, TaskRows, TimelineRows
 from tenure.app.runs import RunControls, RunStart, stored_priority
 from tenure.domain import authz
 from tenure.domain import fencing as rules
@@ -134,8 +135,17 @@ class Filing:
         filers: tuple[Filer, ...] = (),
         links: tuple[Link, ...] = (),
         bounds: tuple[Bound, ...] = (),
+        *,
+        graph: GraphRows,
+        spaces: SpaceRows,
+        tasks: TaskRows,
+        timeline: TimelineRows,
     ) -> None:
         self.kernel = kernel
+        self.graph = graph
+        self.spaces = spaces
+        self.tasks = tasks
+        self.timeline = timeline
         self.runs = runs
         self.filers = filers
         self.links = links
@@ -164,10 +174,10 @@ class Filing:
         authz.require_operator(actor, "member", space)
         rules.refuse_tokens({"title": title, "body": body, "properties": properties}, "the task")
         self.kernel.refuse_archived(space)
-        if workflow is not None and self.kernel.store.get_workflow(space, workflow) is None:
+        if workflow is not None and self.spaces.get_workflow(space, workflow) is None:
             raise NotFound(f"workflow {workflow!r} does not exist in space {space!r}")
         target = self.kernel.pool_in_space(pool, space) if pool is not None else None
-        number = self.kernel.store.next_task_number(space)
+        number = self.tasks.next_task_number(space)
         task = Task(
             id=task_id_of_key(f"{space}-{number}"),
             key=f"{space}-{number}",
@@ -317,7 +327,7 @@ class Filing:
         result. One consistent read, and one write only the first time; a rare path."""
         if succeeded.state is not LeaseState.COMPLETED:
             return
-        if self.kernel.store.get_graph(task.id).succeeded_at is not None:
+        if self.graph.get_graph(task.id).succeeded_at is not None:
             return
         at = succeeded.ended_at or self.kernel.clock.now_ms()
         copy = CopySuccess(task.id, at=at, lease_id=succeeded.id)
@@ -332,7 +342,7 @@ class Filing:
         authz.require_role(actor, "read")
         task = self.kernel.task(task_id)
         authz.require_operator(actor, "read", task.space)
-        return self.kernel.store.timeline_page(
+        return self.timeline.timeline_page(
             SubjectKind.TASK, task.id, limit, cursor, reclaimed=self.kernel.reclaimed_at
         )
 

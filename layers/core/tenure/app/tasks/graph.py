@@ -45,6 +45,7 @@ from tenure.app.ports import (
     TaskWrite,
     Unedge,
 )
+from tenure.app.rows import GraphRows, SweeperRows, TaskRows
 from tenure.app.runs import RunStart
 from tenure.app.tasks.filing import Placing, TaskView
 from tenure.app.tasks.keys import TaskKeys
@@ -155,8 +156,15 @@ class Graph:
         keys: TaskKeys,
         reasons: tuple[Reasons, ...] = (),
         skips: tuple[Skip, ...] = (),
+        *,
+        graph: GraphRows,
+        sweeper: SweeperRows,
+        tasks: TaskRows,
     ) -> None:
         self.kernel = kernel
+        self.graph = graph
+        self.sweeper = sweeper
+        self.tasks = tasks
         self.runs = runs
         self.keys = keys
         self.reasons = reasons
@@ -247,14 +255,14 @@ class Graph:
         own transaction keeps two items per blocker; a success that beat it is read again.
         Linking is invisible: at most it costs the task's success one graph row write."""
         for _ in range(GRAPH_TRIES):
-            graph = self.kernel.store.get_graph(blocker.id)
+            graph = self.graph.get_graph(blocker.id)
             if graph.succeeded_at is not None:
                 return True, [RequireSucceeded(blocker.id)]
             newest = self.kernel.newest_lease(blocker)
             if newest is not None and _succeeded(newest) and not graph.children_outstanding:
                 at = newest.ended_at or self.kernel.clock.now_ms()
                 return True, [CopySuccess(blocker.id, at=at, lease_id=newest.id)]
-            if self.kernel.store.in_graph(blocker.id):
+            if self.graph.in_graph(blocker.id):
                 return False, [RequireNotSucceeded(blocker.id)]
             now = self.kernel.clock.now_ms()
             held = [Link(blocker.id, at=now), *_still_unsucceeded(blocker, newest)]
@@ -272,7 +280,7 @@ class Graph:
         count (it completed before the child was filed, and stays so); a run still open must
         not end before the child is counted, or the reactor, finding no row, would leave its
         success to the lease while the row says otherwise."""
-        graph = self.kernel.store.get_graph(parent.id)
+        graph = self.graph.get_graph(parent.id)
         if graph.succeeded_at is not None or graph.children_outstanding:
             return ops
         newest = self.kernel.newest_lease(parent)
@@ -323,9 +331,9 @@ class Graph:
 
     def _derived(self, task: Task, newest: Lease | None = None, known: bool = False) -> TaskView:
         newest = newest if known else self.kernel.newest_lease(task)
-        graph = self.kernel.store.get_graph(task.id)
+        graph = self.graph.get_graph(task.id)
         unmet = self._unmet_blockers(task) if graph.blockers_outstanding else []
-        gate = self.kernel.store.get_scheduler()
+        gate = self.sweeper.get_scheduler()
         paused = self.paused_by(task, gate.paused_tasks)
         return self.view(task, newest, graph, paused, unmet, cancelled_above(task, gate))
 
@@ -367,11 +375,11 @@ class Graph:
 
     def _unmet_blockers(self, task: Task) -> list[str]:
         blockers = list(task.depends_on or ())
-        return [b for b in blockers if self.kernel.store.get_graph(b).succeeded_at is None]
+        return [b for b in blockers if self.graph.get_graph(b).succeeded_at is None]
 
     def paused_by(self, task: Task, paused: Iterable[str] | None = None) -> str | None:
         """The nearest task (itself first, then its parent, upwards) whose pause holds it."""
-        held = set(self.kernel.store.get_scheduler().paused_tasks if paused is None else paused)
+        held = set(self.sweeper.get_scheduler().paused_tasks if paused is None else paused)
         for candidate in (task.id, *reversed(task.ancestors or ())):
             if candidate in held:
                 return candidate
@@ -472,7 +480,7 @@ class Graph:
                 raise ValidationFailed(
                     f"depends_on: the graph is deeper than {MAX_DEPTH} levels; cannot check it"
                 )
-            needs = [*(node.depends_on or ()), *self.kernel.store.graph_edges(node.id, "child", 50)]
+            needs = [*(node.depends_on or ()), *self.graph.graph_edges(node.id, "child", 50)]
             for next_id in needs:
                 if next_id == task.id:
                     raise ValidationFailed(
@@ -486,7 +494,7 @@ class Graph:
                     raise ValidationFailed(
                         f"depends_on: more than {CYCLE_READS} tasks to check for a cycle"
                     )
-                found = self.kernel.store.get_task(next_id)
+                found = self.tasks.get_task(next_id)
                 if found is not None:
                     frontier.append((found, depth + 1))
 
@@ -511,7 +519,7 @@ class Graph:
             total -= 1
             done -= 1 if was else 0
         for blocker_id in added:
-            blocker = self.kernel.store.get_task(blocker_id)
+            blocker = self.tasks.get_task(blocker_id)
             if blocker is None:
                 raise ValidationFailed(f"depends_on: task {blocker_id} does not exist")
             met, held = self.blocker_success(blocker)
@@ -531,7 +539,7 @@ class Graph:
         """Whether each blocker's edge to the task counted (edges live on the blocker's side)."""
         found: dict[str, bool] = {}
         for blocker_id in blockers:
-            edge = self.kernel.store.edges_counted(blocker_id, "dependent", [task_id])
+            edge = self.graph.edges_counted(blocker_id, "dependent", [task_id])
             if task_id in edge:
                 found[blocker_id] = edge[task_id]
         return found
@@ -583,7 +591,7 @@ class Graph:
         found: list[str] = []
         frontier = [task_id]
         while frontier and len(found) < limit:
-            below = self.kernel.store.graph_edges(frontier.pop(0), "child", limit)
+            below = self.graph.graph_edges(frontier.pop(0), "child", limit)
             below = below[: limit - len(found)]
             found.extend(below)
             frontier.extend(below)
@@ -603,7 +611,7 @@ class Graph:
         linked = (
             not self.kernel.successes_derived()
             or bool(new.lineage)
-            or self.kernel.store.in_graph(new.task_id)
+            or self.graph.in_graph(new.task_id)
         )
         if not linked:
             context.told_by_lease = True
@@ -612,9 +620,9 @@ class Graph:
         # The lease is named in the same write: the task's inputs hand on its result, even
         # after a later run (a second write only for a re-run or a parent still waiting).
         at = new.ended_at or self.kernel.clock.now_ms()
-        if self.kernel.store.settle_graph(new.task_id, "succeeded_at", at, new.id):
+        if self.graph.settle_graph(new.task_id, "succeeded_at", at, new.id):
             return
-        if self.kernel.store.get_graph(new.task_id).success_copied:
+        if self.graph.get_graph(new.task_id).success_copied:
             # A filing that linked to the task meanwhile copied this success from the lease.
             context.told_by_lease = True
 
@@ -629,7 +637,7 @@ class Graph:
             and new.children_done == new.children_total
             and was.children_done != new.children_done
         ):
-            self.kernel.store.settle_graph(new.task_id, "rollup_at", now)
+            self.graph.settle_graph(new.task_id, "rollup_at", now)
         if (
             new.blockers_total > 0
             and new.blockers_done == new.blockers_total
@@ -643,7 +651,7 @@ class Graph:
         """A parent its children completed is done, even if its own run was parked in
         needs_attention meanwhile: the parking is lifted (once; a replay finds it lifted)."""
         for _ in range(GRAPH_TRIES):
-            task = self.kernel.store.get_task(task_id)
+            task = self.tasks.get_task(task_id)
             if task is None or not task.attention:
                 return
             now = self.kernel.clock.now_ms()
@@ -664,9 +672,9 @@ class Graph:
         if task is None:
             return
         if task.parent_id is not None:
-            self.kernel.store.count_edge(task.parent_id, "child", task.id, "children_done", now)
-        for dependent in self.kernel.store.graph_edges(task.id, "dependent", MAX_FANOUT):
-            self.kernel.store.count_edge(task.id, "dependent", dependent, "blockers_done", now)
+            self.graph.count_edge(task.parent_id, "child", task.id, "children_done", now)
+        for dependent in self.graph.graph_edges(task.id, "dependent", MAX_FANOUT):
+            self.graph.count_edge(task.id, "dependent", dependent, "blockers_done", now)
 
     def auto_enqueue(self, task_id: str, pool: str | None = None) -> Lease | None:
         """One pending lease for an opted-in task whose blockers all succeeded, unless it is
@@ -674,15 +682,15 @@ class Graph:
         run and the graph row's once-per-readiness mark refuses a second enqueue, so
         concurrent blocker completions and replays converge on one run. `pool` enqueues a
         task that did not opt in there, on the same path (an approval of a task filed for it)."""
-        task = self.kernel.store.get_task(task_id)
+        task = self.tasks.get_task(task_id)
         if task is None or task.attention:
             return None
         target = pool if pool is not None else task.pool if task.auto_enqueue_on_ready else None
         if target is None:
             return None
-        if self.kernel.store.get_graph(task.id).blockers_outstanding:
+        if self.graph.get_graph(task.id).blockers_outstanding:
             return None
-        held = self.kernel.store.get_scheduler()
+        held = self.sweeper.get_scheduler()
         if task.id in held.attention or self.paused_by(task, held.paused_tasks) is not None:
             return None  # skipped until resumed (resume looks again)
         now = self.kernel.clock.now_ms()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import RETRY_AFTER_SECONDS
 from tenure.app.ports import Filed
+from tenure.app.rows import RequestRecords
 from tenure.domain.errors import Conflict, Unavailable, ValidationFailed
 from tenure.domain.model import Principal
 
@@ -35,8 +36,9 @@ def digest(*parts: Any) -> str:
 
 
 class Idempotency:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, *, requests: RequestRecords) -> None:
         self.kernel = kernel
+        self.requests = requests
 
     def once(
         self,
@@ -67,7 +69,7 @@ class Idempotency:
                 locked_until=now + LOCK_MS,
             )
             try:
-                held = self.kernel.store.take_request(record, now)
+                held = self.requests.take_request(record, now)
             except Conflict:  # dropped between the write and the read: take it again
                 continue
             if held is None:
@@ -89,7 +91,7 @@ class Idempotency:
             status, answer = run()
         except BaseException:
             # Refused or failed: nothing was filed, so the key is free for the caller's retry.
-            self.kernel.store.drop_request(scoped)
+            self.requests.drop_request(scoped)
             raise
-        self.kernel.store.finish_request(scoped, status, json.dumps(answer, separators=(",", ":")))
+        self.requests.finish_request(scoped, status, json.dumps(answer, separators=(",", ":")))
         return status, answer

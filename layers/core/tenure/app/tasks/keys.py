@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tenure.app.rows import LeaseRows, TaskRows
 from tenure.domain.errors import TaskNotFound
 from tenure.domain.model import Principal, Task
 from tenure.domain.task_keys import MAX_REF, TASK_KEY, task_id_of_key
@@ -20,8 +21,10 @@ if TYPE_CHECKING:
 
 
 class TaskKeys:
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, *, leases: LeaseRows, tasks: TaskRows) -> None:
         self.kernel = kernel
+        self.leases = leases
+        self.tasks = tasks
 
     def task_id(self, actor: Principal, ref: str) -> str:
         """The id of the task `ref` names: `ref` itself unless it is a task key. At most
@@ -44,31 +47,29 @@ class TaskKeys:
         so a key is read only when it names that space, and a key of any other space answers
         as an unknown id does, having read nothing. One read for an id or for a key of a task
         filed by this release; a key of an older task reads its key row and then the task."""
-        store = self.kernel.store
         found = TASK_KEY.fullmatch(ref)
         if found is None:
-            task = store.get_task(ref) if len(ref) <= MAX_REF else None
+            task = self.tasks.get_task(ref) if len(ref) <= MAX_REF else None
         elif found.group(1) != space:
             return None
         else:
             listed = self._by_key(ref)
-            task = store.get_task(listed) if isinstance(listed, str) else listed
+            task = self.tasks.get_task(listed) if isinstance(listed, str) else listed
         return task if task is not None and task.space == space else None
 
     def _by_key(self, key: str) -> Task | str | None:
         """The task filed under `key` when its id was derived from it (one read), else the
         id its key row names (one read more), else None."""
-        store = self.kernel.store
-        task = store.get_task(task_id_of_key(key))
+        task = self.tasks.get_task(task_id_of_key(key))
         if task is not None and task.key == key:
             return task
-        return store.task_id_by_key(key)
+        return self.tasks.task_id_by_key(key)
 
     def _may_see(self, actor: Principal, space: str) -> bool:
         if actor.kind == "operator":
             return actor.spaces is None or space in actor.spaces
         if actor.kind == "lease":
             # A lease token acts in its own lease's space only.
-            lease = self.kernel.store.get_lease(actor.lease_id or "", consistent=False)
+            lease = self.leases.get_lease(actor.lease_id or "", consistent=False)
             return lease is not None and lease.space == space
         return False  # a worker token names leases, never tasks

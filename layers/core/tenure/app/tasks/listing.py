@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from tenure.app.ports import SchedulerState, TaskEntry
+from tenure.app.rows import GraphRows, SweeperRows, TaskRows
 from tenure.app.tasks.filing import TaskView
 from tenure.app.tasks.graph import cancelled_above
 from tenure.domain import authz
@@ -36,9 +37,20 @@ class TaskList(NamedTuple):
 
 
 class TaskListing:
-    def __init__(self, kernel: Kernel, graph: Graph) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        graph: Graph,
+        *,
+        graph_rows: GraphRows,
+        sweeper: SweeperRows,
+        tasks: TaskRows,
+    ) -> None:
         self.graph = graph
         self.kernel = kernel
+        self.graph_rows = graph_rows
+        self.sweeper = sweeper
+        self.tasks = tasks
 
     def list_tasks(
         self,
@@ -54,7 +66,7 @@ class TaskListing:
         authz.require_operator(actor, "read", space)
         if not 1 <= limit <= TASK_PAGE_MAX:
             raise ValueError(f"a task page holds 1 to {TASK_PAGE_MAX} tasks")
-        gate = self.kernel.store.get_scheduler(consistent=False)
+        gate = self.sweeper.get_scheduler(consistent=False)
         found: list[ListedTask] = []
         examined = 0
         while True:
@@ -62,7 +74,7 @@ class TaskListing:
                 size = limit - len(found)
             else:
                 size = min(TASK_PAGE_MAX, TASK_FILTER_BUDGET - examined)
-            page = self.kernel.store.task_page(space, size, cursor)
+            page = self.tasks.task_page(space, size, cursor)
             examined += size
             views = self._page_views(page.entries, gate)
             for number, (entry, view) in enumerate(zip(page.entries, views, strict=True)):
@@ -81,7 +93,7 @@ class TaskListing:
             b for e in entries if e.graph.blockers_outstanding for b in e.task.depends_on or ()
         }
         blockers: dict[str, TaskGraph] = (
-            self.kernel.store.get_graphs(sorted(waiting)) if waiting else {}
+            self.graph_rows.get_graphs(sorted(waiting)) if waiting else {}
         )
         views = []
         for e in entries:
