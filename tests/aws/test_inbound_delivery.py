@@ -110,7 +110,7 @@ def test_an_email_sent_like_ses_arrives_as_an_sns_envelope_and_mints_its_lease(
     assert sent["recipients"] == [INBOX]
     assert wired.poller.poll_once(wait_seconds=0) == 1
     (lease,) = _leases(wired)
-    job = wired.svc.store.get_job(lease.job_id)
+    job = wired.svc.rows.leases.get_job(lease.job_id)
     assert job is not None and job.trigger is not None
     assert job.trigger["data"]["message_id"] == sent["message_id"]
     assert wired.poller.poll_once(wait_seconds=0) == 0  # handled records were deleted
@@ -134,7 +134,7 @@ def test_an_email_for_an_archived_spaces_rule_is_acknowledged_logged_and_mints_n
     monkeypatch.setattr(handler.logger, "info", lambda msg, extra: said.append((msg, extra)))
     send(wired.stack_file, EMAIL / "plain-text.eml", None)
     assert wired.poller.poll_once(wait_seconds=0) == 1
-    assert _leases(wired) == [] and wired.svc.store.task_page("OPS", 10, None).entries == []
+    assert _leases(wired) == [] and wired.svc.rows.tasks.task_page("OPS", 10, None).entries == []
     messages = [msg for msg, _ in said]
     assert messages == [
         "inbound email skipped rules of archived spaces",

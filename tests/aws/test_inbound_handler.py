@@ -85,7 +85,7 @@ def _leases(aws: Aws, space: str) -> list[Any]:
 
 
 def _trigger(aws: Aws, lease: Any) -> dict[str, Any]:
-    job = aws.svc.store.get_job(lease.job_id)
+    job = aws.svc.rows.leases.get_job(lease.job_id)
     assert job is not None and job.trigger is not None
     return job.trigger
 
@@ -96,7 +96,7 @@ def test_the_sample_batch_mints_one_lease_per_matching_rule_across_spaces(aws: A
     assert handler.handle(batch(), None) == {"batchItemFailures": []}
     (ops,) = _leases(aws, "OPS")
     assert len(_leases(aws, "FIN")) == 1
-    task = aws.svc.store.get_task(ops.task_id)
+    task = aws.svc.rows.tasks.get_task(ops.task_id)
     assert task is not None
     assert (
         task.title == "Nightly export failed on host db-7 (from maria.okafor@partners.example.com)"
@@ -251,7 +251,7 @@ def test_every_sample_eml_replays_from_s3_to_a_lease_with_its_trigger(aws: Aws, 
     assert in_body in data["body"] and data["body"].strip()
     if attachments is not None:
         assert len(data["attachments"]) == attachments
-    task = aws.svc.store.get_task(lease.task_id)
+    task = aws.svc.rows.tasks.get_task(lease.task_id)
     assert task is not None and task.title.startswith(subject[:20])
 
 

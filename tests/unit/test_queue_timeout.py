@@ -71,7 +71,7 @@ def test_the_timeout_is_one_conditional_write_a_claim_landing_first_wins(
 ) -> None:
     lease_id = _file(rig, 30)
     rig.advance(61)
-    real = rig.svc.kernel.store.get_lease
+    real = rig.store.get_lease
     claimed = {"done": False}
 
     def claim_in_between(lid: str, consistent: bool = True) -> Lease | None:
@@ -85,7 +85,7 @@ def test_the_timeout_is_one_conditional_write_a_claim_landing_first_wins(
             rig.store.commit(Change(leases=[over(seen, taken)]))
         return seen
 
-    monkeypatch.setattr(rig.svc.kernel.store, "get_lease", claim_in_between)
+    monkeypatch.setattr(rig.store, "get_lease", claim_in_between)
     report = rig.sweep()
     assert report.queue_timed_out == [] and report.raced == 1
     assert real(lease_id).state is LeaseState.DISPATCHED  # type: ignore[union-attr]

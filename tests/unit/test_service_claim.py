@@ -418,15 +418,13 @@ class _StaleQueueIndex:
     def __init__(self, rig: Rig, ghost: str, reads_until_converged: int) -> None:
         self.rig, self.ghost, self.left = rig, ghost, reads_until_converged
         self.reads = 0
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.rig.store, name)
+        self.real = rig.store.queue_candidates
 
     def queue_candidates(
         self, pool: str, limit: int, due_by: int | None = None, priority: int | None = None
     ) -> list[str]:
         self.reads += 1
-        fresh = self.rig.store.queue_candidates(pool, limit, due_by, priority)
+        fresh = self.real(pool, limit, due_by, priority)
         if self.left > 0:
             self.left -= 1
             return [self.ghost, *fresh][:limit]
@@ -434,10 +432,10 @@ class _StaleQueueIndex:
 
 
 def test_a_claim_that_finds_nothing_claimable_does_not_spin_on_a_stale_queue_index(
-    rig: Rig,
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ghost = rig.claimed("w1").lease.id  # claimed: no longer claimable, but still indexed
     stale = _StaleQueueIndex(rig, ghost, reads_until_converged=1000)
-    rig.svc.kernel.store = stale  # type: ignore[assignment]
+    monkeypatch.setattr(rig.store, "queue_candidates", stale.queue_candidates)
     assert rig.svc.claims.claim(WORKER, POOL, "w2", None, 0, None) is None
-    assert stale.reads <= 5, f"a claim with wait_seconds=0 read the queue {stale.reads} times"
+    assert 1 <= stale.reads <= 5, f"a claim with wait_seconds=0 read the queue {stale.reads} times"

@@ -178,8 +178,8 @@ def build_service(
     (attachments, logs, schedules, the event bus) come from its settings; `bare` leaves them
     out (the CLI's admin and bench, a reactor handed its own table), but for `publisher`."""
     table = store or build_store()
-    # One object holds the whole table, its rules included (the adapter's view, or a test's fake).
-    rows = Rows.of(table, cast(RuleStore, table))
+    # The adapter hands out one object per port; a test's fake holds the whole table itself.
+    rows = table.ports if isinstance(table, OneTable) else Rows.of(table, cast(RuleStore, table))
     if bare:
         return compose(rows, clock or SystemClock(), RandomIds(), publisher=publisher)
     return compose(

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from tenure.app.catalog import Catalog
 from tenure.app.gates import SchemaGates
 from tenure.app.own_leases import OwnLeases
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite
-from tenure.app.rows import Rows, Store
+from tenure.app.rows import Rows
 from tenure.app.stale import StaleReports
 from tenure.domain import fencing as rules
 from tenure.domain.errors import (
@@ -64,9 +64,6 @@ class Kernel:
         self.pools = rows.pools
         self.timeline = rows.timeline
         self.committer = rows.committer
-        # The one object behind every port, for the claim and its wait slots (reshaped on
-        # their own), the pool figures' functions and `Tenure.store`, until they take ports.
-        self.store = cast(Store, rows.committer)
         self.clock = clock
         self.ids = ids
         self.catalog = Catalog(rows.pools, rows.spaces, clock)

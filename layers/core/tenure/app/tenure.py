@@ -46,7 +46,7 @@ from tenure.app.leases.retry import Retries
 from tenure.app.leases.timeouts import QueueTimeouts
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
 from tenure.app.reactions import Reactions, on
-from tenure.app.rows import Rows, Store
+from tenure.app.rows import Rows
 from tenure.app.rules.addresses import Addresses
 from tenure.app.rules.firings import Firings
 from tenure.app.rules.ports import Schedules
@@ -83,6 +83,7 @@ class Tenure:
     """The one object handlers, the sweeper and the reactor call: its use cases by name."""
 
     kernel: Kernel
+    rows: Rows  # the store's ports it was composed on (the reactor writes its timeline rows)
     setup: Setup
     versions: Versions
     pools: Pools
@@ -127,10 +128,6 @@ class Tenure:
     timeouts: QueueTimeouts
     sweep: Sweep
     figures: Figures
-
-    @property
-    def store(self) -> Store:
-        return self.kernel.store
 
     @property
     def clock(self) -> Clock:
@@ -311,6 +308,7 @@ def compose(
     )
     return Tenure(
         kernel=kernel,
+        rows=rows,
         setup=Setup(
             kernel,
             leases=rows.leases,

@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from tenure import wiring
 from tenure.app.ports import EventBatchPublisher
-from tenure.app.rows import Store
+from tenure.app.rows import Store, TimelineRows
 from tenure.app.tenure import Tenure
 from tenure.config import settings
 from tenure.domain import outbound as out
@@ -120,7 +120,8 @@ def handle(
             service = wiring.build_service(store, bare=True, publisher=bus)
         else:
             service = wiring.service()
-    target = store or service.store
+    # The reactor's own writes are timeline rows: on the table it was handed, or its service's.
+    target = store or service.rows.timeline
     svc = service
     published: list[tuple[str, Outbound]] = []  # (the record's sequence number, its bus event)
 
@@ -151,7 +152,7 @@ def handle(
 
 
 def process(
-    store: Store, svc: Tenure, record: dict[str, Any], publishing: str = out.ALL
+    store: TimelineRows, svc: Tenure, record: dict[str, Any], publishing: str = out.ALL
 ) -> list[Outbound]:
     """One stream record, decoded once: its timeline events, then its reactions (rollup,
     auto-enqueue, the breaker, wake-creator), each conditional, so a replayed record changes
@@ -230,7 +231,7 @@ def _as_of(entity: str, row: Any, event: Event) -> Any:
     return row
 
 
-def react(store: Store, record: dict[str, Any]) -> Event | None:
+def react(store: TimelineRows, record: dict[str, Any]) -> Event | None:
     """The timeline events of one record, written (idempotently); the newest of them."""
     changed = rows_of(record)
     if changed is None:
@@ -241,7 +242,7 @@ def react(store: Store, record: dict[str, Any]) -> Event | None:
     return events[-1] if events else None
 
 
-def record_event(store: Store, entity: str, row: Any, event: Event) -> None:
+def record_event(store: TimelineRows, entity: str, row: Any, event: Event) -> None:
     """Put `event` on its timeline, only if new: a redelivered record writes nothing. A
     routine transition the lease row holds as a stamp needs no row of its own; the first
     event of a lease made with stamps (`lease.created`, or `lease.retried` and the like for

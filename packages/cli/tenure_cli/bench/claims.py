@@ -135,7 +135,7 @@ def _audit(svc: Tenure, won: list[tuple[str, str, int]], leases: int) -> tuple[i
     ids = sorted({lease_id for lease_id, _, _ in won})
     rows: dict[str, Any] = {}
     for i in range(0, len(ids), 100):
-        rows.update(svc.store.get_leases(ids[i : i + 100]))
+        rows.update(svc.rows.leases.get_leases(ids[i : i + 100]))
     for lease_id, worker_id, version in won:
         row = rows.get(lease_id)
         if row is None or row.worker_id != worker_id or row.version != version:

@@ -40,7 +40,7 @@ def reclaim_later(rig: Rig, started: int, leases: int) -> Later:
     nothing written: every lease of the workload must read reclaimed by the end. Each
     reclaimed lease's stream records reach the reactor alone (at the reference rate a
     lease's reclaim does): an upper bound on its invocations."""
-    pools = wiring.service().store.list_pools()
+    pools = wiring.service().rows.pools.list_pools()
     retention_ms = max(p.retention_seconds for p in pools) * 1000
     ended_by = rig.clock.now_ms()  # every lease of the workload has ended
     rig.clock.now = max(rig.clock.now, started + retention_ms)
@@ -97,7 +97,7 @@ def _reclaimed_by_derivation(rig: Rig) -> int:
     found, cursor = 0, None
     with rig.meter.acting("bench-check"):
         for _ in range(10_000):
-            page = svc.store.list_leases("BENCH", 100, cursor, None, "bench")
+            page = svc.rows.leases.list_leases("BENCH", 100, cursor, None, "bench")
             for lease in page.leases:
                 if (
                     lease.reclaimed_at is None

@@ -419,7 +419,7 @@ class _ReactorPump(StreamPump):
 
     def __init__(self, rig: Rig, endpoint: str) -> None:
         with rig.meter.acting("lambda-pollers"):
-            super().__init__(endpoint, rig.table, wiring.service().store, REGION)
+            super().__init__(endpoint, rig.table, wiring.build_store(), REGION)
         self.rig = rig
         self.arn: str | None = None
         # Each item's records as an invocation of its own (the retention reclaim: at the

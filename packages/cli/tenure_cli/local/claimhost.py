@@ -345,9 +345,11 @@ def _park_waits(turn: _Turn) -> None:
     behind each other and made them late), and shares its claims' identical reads."""
     from tenure import wiring
 
-    kernel = wiring.service().kernel
+    service = wiring.service()
+    kernel = service.kernel
     kernel.clock = _ParkingClock(kernel.clock, turn)
-    client = getattr(kernel.store, "client", None)
+    # Every port of the adapter shares one table, and the table one client.
+    client = getattr(getattr(service.rows.committer, "table", None), "client", None)
     if client is not None:
         shared = _SharedReads(client._make_api_call)
 
