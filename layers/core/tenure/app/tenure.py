@@ -40,7 +40,7 @@ from tenure.app.leases.operator import Operator
 from tenure.app.leases.orphans import Orphans
 from tenure.app.leases.payload import Payloads
 from tenure.app.leases.recovery import Recovery
-from tenure.app.leases.reports import Completion, Reports
+from tenure.app.leases.reports import Applies, Completion, Reports, Stage
 from tenure.app.leases.retry import Retries
 from tenure.app.leases.timeouts import QueueTimeouts
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
@@ -192,11 +192,15 @@ def compose(
         kernel,
         workers,
         Completion(
-            prepare=(delegation.gate_created,),
-            resolve=(usage.resolve,),
+            prepare=(Stage(delegation.gate_created, Applies.CREATED_TASKS),),
+            resolve=(Stage(usage.resolve),),
             # Each stage takes and returns the Ending; the retry marks its `ended` lease.
-            contribute=(classifier.with_classifier_output, usage.contribute, retries.on_failure),
-            after=(delegation.scan_after,),
+            contribute=(
+                Stage(classifier.with_classifier_output, Applies.CLASSIFIER_SUCCESS),
+                Stage(usage.contribute),
+                Stage(retries.on_failure, Applies.FAILURE),
+            ),
+            after=(Stage(delegation.scan_after, Applies.TASK_IDS_IN_RESULT),),
         ),
     )
     blocks = Blocks(kernel, runs, graph, reports)
