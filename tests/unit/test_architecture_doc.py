@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tenure.app.leases.reports import Applies, Stage
 from tenure.app.tenure import Tenure
 
 from tests.unit.support import Rig
@@ -20,7 +21,9 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 ROW = re.compile(
     r"^\|\s*`(?P<point>[A-Za-z]+\.[a-z_]+(?:\[(?:\"[a-z]+\"|[A-Z][A-Za-z]+)\])?)`\s*\|(?P<rest>.*)\|\s*$"
 )
-NAME = re.compile(r"`([A-Za-z_]+\.[a-z_]+)`")
+# A function in backticks, and what its stage applies to in parentheses when it is declared
+# to apply to less than every report (`Retries.on_failure` (a report that ends the lease failed)).
+NAME = re.compile(r"`([A-Za-z_]+\.[a-z_]+)`(?: \(([^)]*)\))?")
 
 
 def documented() -> dict[str, list[str]]:
@@ -32,13 +35,21 @@ def documented() -> dict[str, list[str]]:
         if match is None:
             continue
         functions = match["rest"].split("|")[0]
-        rows[match["point"]] = NAME.findall(functions)
+        rows[match["point"]] = [
+            f"{name} ({applies})" if applies else name for name, applies in NAME.findall(functions)
+        ]
     return rows
 
 
-def name_of(function: Callable[..., Any]) -> str:
+def name_of(stage: Callable[..., Any] | Stage[Any]) -> str:
     """How the table names a stage: `Class.method` for a bound method, `module.function` for a
-    plain function, and `module.factory` for a closure a factory made."""
+    plain function, and `module.factory` for a closure a factory made; a completion stage
+    declared to apply to less than every report, followed by what it applies to."""
+    if isinstance(stage, Stage):
+        named = name_of(stage.run)
+        applies = stage.applies
+        return named if applies is Applies.EVERY_REPORT else f"{named} ({applies.value})"
+    function = stage
     owner = getattr(function, "__self__", None)
     if owner is not None:
         return f"{type(owner).__name__}.{function.__name__}"
@@ -58,7 +69,11 @@ def use_cases(svc: Tenure) -> Iterator[Any]:
 
 
 def is_stage_tuple(value: Any) -> bool:
-    return isinstance(value, tuple) and bool(value) and all(callable(v) for v in value)
+    return (
+        isinstance(value, tuple)
+        and bool(value)
+        and all(callable(v) or isinstance(v, Stage) for v in value)
+    )
 
 
 def composed() -> dict[str, list[str]]:

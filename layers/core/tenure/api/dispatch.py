@@ -50,11 +50,11 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     actor: Principal | None = None  # read once here, then handed on to the route (actor())
     if route is None or route.audience != "public":
         ctx = (event["requestContext"].get("authorizer") or {}).get("lambda") or {}
-        token = bearer(event.get("headers"))
+        headers = event.get("headers")
         try:
             # Who may call the route, with what scope, is decided before its body or query is
             # looked at, so a caller that may not use it learns nothing about its schema.
-            actor = principal(ctx, token)
+            actor = principal(ctx, headers)
             if route is None:
                 if path == MCP_PATH:
                     # The streamable-HTTP transport GETs for a stream and DELETEs a session:
@@ -77,7 +77,9 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             query = event.get("queryStringParameters") or {}
             scopes.check(actor, route, query, body.lenient, lambda: svc().scopes)
         except e.TenureError as refusal:
-            return error_event(refusal, token_sent=token is not None)
+            # The bearer is read only here (and where the authorizer could not read it): a
+            # request the authorizer named its caller for needs no header read again.
+            return error_event(refusal, token_sent=bearer(headers) is not None)
     if route is not None and route.rule == MCP_PATH:
         return _resolved(event, context, actor)  # JSON-RPC: the MCP transport reads its own body
     headers = event.setdefault("headers", {}) or {}
@@ -129,10 +131,11 @@ def _resolved(event: dict[str, Any], context: Any, actor: Principal | None) -> d
     each event, so no caller outlives its request)."""
     if actor is not None:
         app.append_context(**{CALLER: actor})
-    before = dict(svc().counters)
+    counters = svc().counters  # the service's one counter, read before and after
+    before = dict(counters)
     with one_request():  # a view of what the request did reuses the request's fresh reads
         answer = app.resolve(event, context)
-    record_metrics(before)
+    record_metrics(before, counters)
     return answer
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, get_args, get_type_hints
@@ -70,15 +70,15 @@ def actor() -> Principal:
     return caller
 
 
-def principal(ctx: dict[str, Any], token: str | None = None) -> Principal:
+def principal(ctx: dict[str, Any], headers: Mapping[str, str] | None = None) -> Principal:
     """The caller the authorizer named; where it could not read the token (the table was
-    throttling), the token read again here: 503 `unavailable` if it still cannot be. API
-    Gateway keeps the authorizer's answer up to 60 s: a token that has expired since is
-    refused here, on the expires_at its principal carries, with no read. The worker
+    throttling), the bearer of `headers` read again here: 503 `unavailable` if it still
+    cannot be. API Gateway keeps the authorizer's answer up to 60 s: a token that has expired
+    since is refused here, on the expires_at its principal carries, with no read. The worker
     function checks the bearer in process (api/worker.py) and hands the principal itself."""
     raw = ctx.get("principal")
     if not raw and ctx.get("unavailable"):
-        return svc().setup.authenticate(token)
+        return svc().setup.authenticate(bearer(headers))
     if not raw:
         raise e.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
     actor = raw if isinstance(raw, Principal) else _principal_of(raw)
@@ -398,9 +398,9 @@ def leases_out(leases: Iterable[Lease]) -> list[m.LeaseOut]:
     return [v.lease_view(x, conditions[x.id]) for x in leases]
 
 
-def record_metrics(before: dict[str, int]) -> None:
-    """Add what the service counted during one request as metrics."""
-    now = svc().counters
+def record_metrics(before: Mapping[str, int], now: Mapping[str, int]) -> None:
+    """Add what the service counted during one request (`before` it, `now` after) as
+    metrics."""
     for key, name in METRICS.items():
         grew = now.get(key, 0) - before.get(key, 0)
         if grew > 0:

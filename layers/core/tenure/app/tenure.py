@@ -41,7 +41,7 @@ from tenure.app.leases.operator import Operator
 from tenure.app.leases.orphans import Orphans
 from tenure.app.leases.payload import Payloads
 from tenure.app.leases.recovery import Recovery
-from tenure.app.leases.reports import Completion, Reports
+from tenure.app.leases.reports import Applies, Completion, Reports, Stage
 from tenure.app.leases.retry import Retries
 from tenure.app.leases.timeouts import QueueTimeouts
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
@@ -84,6 +84,9 @@ class Tenure:
 
     kernel: Kernel
     rows: Rows  # the store's ports it was composed on (the reactor writes its timeline rows)
+    # What the API reports as metrics after each request (claims, lost races, ...): the
+    # kernel's own counter, held here as data so that reading it enters no code.
+    counters: Counter[str]
     setup: Setup
     versions: Versions
     pools: Pools
@@ -136,11 +139,6 @@ class Tenure:
     @property
     def ids(self) -> Ids:
         return self.kernel.ids
-
-    @property
-    def counters(self) -> Counter[str]:
-        """What the API reports as metrics after each request (claims, lost races, …)."""
-        return self.kernel.counters
 
 
 def compose(
@@ -217,11 +215,15 @@ def compose(
         kernel,
         workers,
         Completion(
-            prepare=(delegation.gate_created,),
-            resolve=(usage.resolve,),
+            prepare=(Stage(delegation.gate_created, Applies.CREATED_TASKS),),
+            resolve=(Stage(usage.resolve),),
             # Each stage takes and returns the Ending; the retry marks its `ended` lease.
-            contribute=(classifier.with_classifier_output, usage.contribute, retries.on_failure),
-            after=(delegation.scan_after,),
+            contribute=(
+                Stage(classifier.with_classifier_output, Applies.CLASSIFIER_SUCCESS),
+                Stage(usage.contribute),
+                Stage(retries.on_failure, Applies.FAILURE),
+            ),
+            after=(Stage(delegation.scan_after, Applies.TASK_IDS_IN_RESULT),),
         ),
         leases=rows.leases,
     )
@@ -309,6 +311,7 @@ def compose(
     return Tenure(
         kernel=kernel,
         rows=rows,
+        counters=kernel.counters,
         setup=Setup(
             kernel,
             leases=rows.leases,

@@ -10,6 +10,10 @@ import re
 TASK_KEY = re.compile(r"([A-Z][A-Z0-9_]{0,31})-([1-9][0-9]{0,11})")
 # The longest id looked up (a longer one is no task's, and is not read).
 MAX_REF = 128
+# What a task id looks like (core ids: "task_" then hex), for the advisory scan of a
+# completion's `result`, and how much of a result's text that scan reads.
+TASK_ID_SHAPE = re.compile(r"\btask_[0-9a-f]{6,40}\b")
+MAX_SCANNED_CHARS = 100_000
 
 
 def task_id_of_key(key: str) -> str:

@@ -18,7 +18,6 @@ nothing. Operators' filings count nothing and write no counter.
 from __future__ import annotations
 
 import contextlib
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +47,7 @@ from tenure.domain.events import (
 from tenure.domain.model import Lease, Principal, Task
 from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, ReportKind
-from tenure.domain.task_keys import is_task_key
+from tenure.domain.task_keys import MAX_SCANNED_CHARS, TASK_ID_SHAPE, is_task_key
 from tenure.domain.transitions import Action, must_move
 
 if TYPE_CHECKING:
@@ -58,12 +57,8 @@ if TYPE_CHECKING:
 
 # At most this many ids a completion may name (the API model says the same).
 MAX_CREATED_TASK_IDS = 100
-# What a task id looks like (core ids: "task_" then hex), for the advisory scan of `result`.
-TASK_ID_SHAPE = re.compile(r"\btask_[0-9a-f]{6,40}\b")
 # How many id-shaped strings in one result the scan looks up at most.
 MAX_SCANNED_IDS = 20
-# How much of a result's text the scan reads.
-MAX_SCANNED_CHARS = 100_000
 # A stopped creator's children are stopped this many at a time: one page per stream record,
 # each child's run tried at most STOP_TRIES times; a full page sets off the next (the lease's
 # graph row's `stop_after` moves on, and that row's own stream record reads on from there).

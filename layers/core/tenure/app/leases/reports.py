@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tenure.app.leases.ending import Ending
 from tenure.app.ports import Change
@@ -20,7 +21,8 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Lease, Pool, Principal
-from tenure.domain.states import REPORTABLE, LeaseState, ReportKind, Revoke
+from tenure.domain.states import REPORTABLE, EndReason, LeaseState, PoolKind, ReportKind, Revoke
+from tenure.domain.task_keys import MAX_SCANNED_CHARS, TASK_ID_SHAPE
 from tenure.domain.transitions import Action, move, must_move
 
 if TYPE_CHECKING:
@@ -81,12 +83,41 @@ Contribute = Callable[[Ending], Ending]
 After = Callable[[Lease, Lease, ReportKind, dict[str, Any]], None]
 
 
+class Applies(Enum):
+    """What a stage applies to, declared with it in `compose()` and checked here, on the
+    report and the lease, before the stage runs: a report a stage has nothing to do with never
+    enters the stage's module. (A `prepare` stage sees no ended lease yet, so only the report's
+    own terms apply to it.)"""
+
+    EVERY_REPORT = "every report"
+    CREATED_TASKS = "a complete naming created tasks"
+    TASK_IDS_IN_RESULT = "a complete whose result holds task-id-shaped text"
+    CLASSIFIER_SUCCESS = "a success on a classifier pool"
+    FAILURE = "a report that ends the lease failed"
+
+
+S = TypeVar("S")  # the stage's function: a Prepare, Resolve, Contribute or After
+
+
+@dataclass(frozen=True)
+class Stage(Generic[S]):
+    run: S
+    applies: Applies = Applies.EVERY_REPORT
+
+
 @dataclass(frozen=True)
 class Completion:
-    prepare: tuple[Prepare, ...] = ()
-    resolve: tuple[Resolve, ...] = ()
-    contribute: tuple[Contribute, ...] = ()
-    after: tuple[After, ...] = ()
+    prepare: tuple[Stage[Prepare], ...] = ()
+    resolve: tuple[Stage[Resolve], ...] = ()
+    contribute: tuple[Stage[Contribute], ...] = ()
+    after: tuple[Stage[After], ...] = ()
+
+
+def _holds_task_ids(result: Any) -> bool:
+    if result is None:
+        return False
+    text = result if isinstance(result, str) else repr(result)
+    return TASK_ID_SHAPE.search(text[:MAX_SCANNED_CHARS]) is not None
 
 
 class Reports:
@@ -361,7 +392,8 @@ class Reports:
     ) -> Lease:
         lease = self.kernel.owned.own_lease(actor, lease_id, authz.REPORT, read)
         for prepare in self.completion.prepare:
-            body = prepare(lease, kind, body)
+            if self._applies(prepare.applies, lease, kind, body):
+                body = prepare.run(lease, kind, body)
         rules.refuse_tokens(body, "the report")
         report = normalized(kind, body)
         fp = rules.fingerprint(kind, report)
@@ -388,8 +420,36 @@ class Reports:
 
         done = self.kernel.settle(lease, step)
         for after in self.completion.after:
-            after(lease, done, kind, body)
+            if self._applies(after.applies, lease, kind, body, done):
+                after.run(lease, done, kind, body)
         return done
+
+    def _applies(
+        self,
+        applies: Applies,
+        lease: Lease,
+        kind: ReportKind,
+        report: dict[str, Any],
+        ended: Lease | None = None,
+    ) -> bool:
+        """Whether a stage declared to apply to `applies` runs on this report: `lease` as
+        read, `report` as the stage will see it, `ended` the lease the report ends it to (none
+        before the write)."""
+        if applies is Applies.EVERY_REPORT:
+            return True
+        if applies is Applies.CREATED_TASKS:
+            return kind is ReportKind.COMPLETE and bool(report.get("created_task_ids"))
+        if applies is Applies.TASK_IDS_IN_RESULT:
+            return kind is ReportKind.COMPLETE and _holds_task_ids(report.get("result"))
+        if applies is Applies.FAILURE:
+            return ended is not None and ended.state is LeaseState.FAILED
+        return (  # Applies.CLASSIFIER_SUCCESS
+            ended is not None
+            and ended.end_reason is EndReason.COMPLETED
+            and ended.outcome == "success"
+            and lease.task_id is not None
+            and self.kernel.pool(lease.pool).kind is PoolKind.CLASSIFIER
+        )
 
     def final_change(
         self,
@@ -413,7 +473,8 @@ class Reports:
         next_claim: str | None = None,
     ) -> Ending:
         for resolve in self.completion.resolve:
-            report = resolve(lease, kind, report)
+            if self._applies(resolve.applies, lease, kind, report):
+                report = resolve.run(lease, kind, report)
         now = self.kernel.clock.now_ms()
         to = must_move(lease.id, lease.state, lease.revoke, report_action(kind, report))
         ended = self.kernel.apply(
@@ -430,7 +491,8 @@ class Reports:
         )
         ending = Ending(before=lease, ended=ended, kind=kind, report=report)
         for contribute in self.completion.contribute:
-            ending = contribute(ending)
+            if self._applies(contribute.applies, lease, kind, ending.report, ended):
+                ending = contribute.run(ending)
         if to.requeue:
             return replace(
                 ending, rows=self.kernel.with_successor(ending.rows, lease, recovered=False)
