@@ -13,7 +13,7 @@ from tenure.app.own_leases import OwnLeases
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite
 from tenure.app.rows import Rows, Store
 from tenure.app.stale import StaleReports
-from tenure.domain import fencing as rules
+from tenure.domain import fencing
 from tenure.domain.errors import (
     Conflict,
     LeaseNotFound,
@@ -231,7 +231,7 @@ class Kernel:
     def lease(self, lease_id: str, consistent: bool = True) -> Lease:
         lease = (
             self.leases.get_lease(lease_id, consistent=consistent)
-            if len(lease_id) <= rules.MAX_ID_LENGTH
+            if len(lease_id) <= fencing.MAX_ID_LENGTH
             else None
         )
         if lease is None:
@@ -239,7 +239,7 @@ class Kernel:
         return lease
 
     def task(self, task_id: str) -> Task:
-        task = self.tasks.get_task(task_id) if len(task_id) <= rules.MAX_ID_LENGTH else None
+        task = self.tasks.get_task(task_id) if len(task_id) <= fencing.MAX_ID_LENGTH else None
         if task is None:
             raise TaskNotFound(f"task {task_id} does not exist")
         return task
