@@ -27,6 +27,7 @@ from tenure.app.autonomy.breaker import Breaker
 from tenure.app.autonomy.delegation import Delegation
 from tenure.app.autonomy.wake import Wake
 from tenure.app.conditions import Conditions
+from tenure.app.dispatch_controls import ClaimGate, Scheduler
 from tenure.app.figures import Figures
 from tenure.app.flow.events import EventWaits
 from tenure.app.flow.inputs import Inputs
@@ -52,7 +53,6 @@ from tenure.app.rules.ports import Schedules
 from tenure.app.rules.rules import Rules
 from tenure.app.rules.subjects import Subjects
 from tenure.app.runs import Runs
-from tenure.app.scheduler import ClaimGate, Scheduler
 from tenure.app.scopes import Scopes
 from tenure.app.setup.pools import Pools
 from tenure.app.setup.spaces import Setup

@@ -10,7 +10,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from tenure.api import models
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, leases_out, op, svc
-from tenure.app.scheduler import BACKLOG_PAGE, SchedulerStatus
+from tenure.app.dispatch_controls import BACKLOG_PAGE, SchedulerStatus
 from tenure.domain import errors
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from tenure.app.dispatch_controls import ClaimGate
 from tenure.app.kernel import over
 from tenure.app.leases.claims.answer import Ask, Claimed, Withdrawn
 from tenure.app.leases.claims.candidates import HeldBack
@@ -23,7 +24,6 @@ from tenure.app.ports import (
     rate_ceiling,
 )
 from tenure.app.rows import LeaseRows
-from tenure.app.scheduler import ClaimGate
 from tenure.domain import fencing
 from tenure.domain.claims import ClaimTerms, Refusal, claim_terms
 from tenure.domain.errors import CeilingReached, Conflict

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from tenure.app.dispatch_controls import ClaimGate
 from tenure.app.leases.claims.answer import Ask, Claimed, Withdraw
 from tenure.app.leases.claims.attempt import Attempt
 from tenure.app.leases.claims.candidates import Candidates, HeldBack
@@ -17,7 +18,6 @@ from tenure.app.leases.claims.waits import Waiter, Waits
 from tenure.app.leases.orphans import Orphans
 from tenure.app.ports import KEY_CEILING
 from tenure.app.rows import ClaimRecords, LeaseRows, QueueRows
-from tenure.app.scheduler import ClaimGate
 from tenure.domain import authz, fencing
 from tenure.domain.errors import CeilingReached, InvalidTransition, LeaseNotFound
 from tenure.domain.model import Lease, Pool, Principal
