@@ -137,16 +137,7 @@ class PagedReads:
                 # A source read to its end, all of it looked at now, holds nothing more.
                 sources[index] = cut or bool(floor and rows and rows[-1][0] < floor)
             ready = sorted((p for p in places if floor is None or p[0] >= floor), reverse=True)
-            leases = {
-                lease.id: lease
-                for lease in map(
-                    items.lease_from,
-                    self.rows.batch_get(
-                        [keys.lease_key(x) for x in dict.fromkeys(p[1] for p in ready)],
-                        False,
-                    ),
-                )
-            }
+            leases = self._leases_of([p[1] for p in ready])
             for place, lease_id, through_task in ready:
                 lease = leases.get(lease_id)
                 # Not there to read any more; or a first lease made before it was listed
@@ -165,6 +156,11 @@ class PagedReads:
             below = floor
             if read >= self.list_budget:
                 return LeasePage([x for _, x in found], cursors.encode_in(kind, space, floor))
+
+    def _leases_of(self, ids: list[str]) -> dict[str, Lease]:
+        """The lease rows of these ids, by id: one batched read, eventually consistent."""
+        rows = self.rows.batch_get([keys.lease_key(i) for i in dict.fromkeys(ids)], False)
+        return {lease.id: lease for lease in map(items.lease_from, rows)}
 
     def _list_entries(
         self, index: str, space: str, below: str | None, size: int
