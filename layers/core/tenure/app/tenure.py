@@ -56,10 +56,11 @@ from tenure.app.runs import Runs
 from tenure.app.scopes import Scopes
 from tenure.app.setup.pools import Pools
 from tenure.app.setup.spaces import Setup
-from tenure.app.setup.versions import Classifier, Versions
+from tenure.app.setup.versions import Versions
 from tenure.app.sweep import Sweep
 from tenure.app.tasks.approval import Approval, approval_reasons, awaits_approval, held_for_approval
 from tenure.app.tasks.cancel import Cancellation, is_cancelled
+from tenure.app.tasks.classifier import Classifier
 from tenure.app.tasks.filing import Filing
 from tenure.app.tasks.graph import Graph
 from tenure.app.tasks.idempotency import Idempotency
