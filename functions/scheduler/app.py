@@ -4,7 +4,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tenure.tracing import traced
-from tenure.triggers.schedule import handle
+from tenure.triggers.rule_schedule import handle
 
 
 @traced

@@ -20,7 +20,7 @@ from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
 from tenure.store.dynamo import OneTable
 from tenure.store.schedules import EventBridgeSchedules
-from tenure.triggers import schedule as scheduler
+from tenure.triggers import rule_schedule
 from tenure_cli.local.engines import use_local_credentials
 from tenure_cli.local.scheduler_loop import SchedulerLoop
 
@@ -106,28 +106,28 @@ def test_disable_update_and_delete_follow_the_rule_in_the_same_request(aws: Aws)
 def test_the_handler_invoked_twice_with_the_same_input_mints_one_lease(aws: Aws) -> None:
     rule_id = _rule(aws, "rate(1 hour)", overlap="allow")
     event = {"rule_id": rule_id, "scheduled_time": _this_minute()}
-    first = scheduler.handle(dict(event), None)
-    second = scheduler.handle(dict(event), None)
+    first = rule_schedule.handle(dict(event), None)
+    second = rule_schedule.handle(dict(event), None)
     assert first["lease_id"] is not None and first == second
     leases = aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases
     assert [x.id for x in leases] == [first["lease_id"]]
     an_hour_on = datetime.fromisoformat(event["scheduled_time"]) + timedelta(hours=1)
-    other = scheduler.handle({**event, "scheduled_time": an_hour_on.isoformat()}, None)
+    other = rule_schedule.handle({**event, "scheduled_time": an_hour_on.isoformat()}, None)
     assert other["lease_id"] not in (None, first["lease_id"])
 
 
 def test_the_sample_scheduler_invocation_replays_through_the_handler(aws: Aws) -> None:
     event = json.loads((SAMPLE / "scheduler-invocation.json").read_text())
     # The sample names a rule of some other stack: nothing to fire, nothing minted, no error.
-    assert scheduler.handle(event, None)["lease_id"] is None
+    assert rule_schedule.handle(event, None)["lease_id"] is None
     rule_id = _rule(aws, "rate(1 hour)")
     now = {"rule_id": rule_id, "scheduled_time": _this_minute()}
-    assert scheduler.handle({**event, **now}, None)["lease_id"] is not None
+    assert rule_schedule.handle({**event, **now}, None)["lease_id"] is not None
 
 
 def test_a_malformed_invocation_is_an_error_and_mints_nothing(aws: Aws) -> None:
     with pytest.raises(ValueError, match="scheduled_time"):
-        scheduler.handle(
+        rule_schedule.handle(
             {"rule_id": "rule_x", "scheduled_time": "<aws.scheduler.scheduled-time>"}, None
         )
 
@@ -135,7 +135,7 @@ def test_a_malformed_invocation_is_an_error_and_mints_nothing(aws: Aws) -> None:
 def test_the_local_loop_fires_an_at_rule_once_when_due(aws: Aws) -> None:
     when = (datetime.now(UTC) + timedelta(minutes=3)).replace(second=0, microsecond=0)
     rule_id = _rule(aws, f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})")
-    loop = SchedulerLoop(aws.schedules, lambda event: scheduler.handle(event, None))
+    loop = SchedulerLoop(aws.schedules, lambda event: rule_schedule.handle(event, None))
     assert loop.tick(when - timedelta(seconds=1)) == []
     fired = loop.tick(when + timedelta(seconds=1))
     assert fired == [{"rule_id": rule_id, "scheduled_time": when.strftime("%Y-%m-%dT%H:%M:%SZ")}]
@@ -146,7 +146,7 @@ def test_the_local_loop_fires_an_at_rule_once_when_due(aws: Aws) -> None:
 def test_the_local_loop_fires_a_rate_rule_each_period_and_not_while_disabled(aws: Aws) -> None:
     rule_id = _rule(aws, "rate(1 minute)", overlap="allow")
     created = aws.schedules.describe(rule_id)["CreationDate"].astimezone(UTC)  # type: ignore[index]
-    loop = SchedulerLoop(aws.schedules, lambda event: scheduler.handle(event, None))
+    loop = SchedulerLoop(aws.schedules, lambda event: rule_schedule.handle(event, None))
     assert len(loop.tick(created + timedelta(seconds=150))) == 2
     aws.svc.rules.update_rule(ADMIN, rule_id, {"enabled": False})
     assert loop.tick(created + timedelta(seconds=300)) == []
@@ -178,10 +178,10 @@ def test_the_handler_skips_a_rule_of_an_archived_space_and_says_why(
     rule_id = _rule(aws, "rate(1 hour)")
     event = {"rule_id": rule_id, "scheduled_time": _this_minute()}
     said: list[str] = []
-    monkeypatch.setattr(scheduler.logger, "info", lambda msg, extra: said.append(msg))
+    monkeypatch.setattr(rule_schedule.logger, "info", lambda msg, extra: said.append(msg))
     aws.svc.pools.archive_space(ADMIN, "OPS")
-    assert scheduler.handle(dict(event), None)["lease_id"] is None
+    assert rule_schedule.handle(dict(event), None)["lease_id"] is None
     assert said == ["rule skipped: its space is archived"]
     assert aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases == []
     aws.svc.pools.unarchive_space(ADMIN, "OPS")
-    assert scheduler.handle(dict(event), None)["lease_id"] is not None
+    assert rule_schedule.handle(dict(event), None)["lease_id"] is not None

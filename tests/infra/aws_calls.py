@@ -60,7 +60,7 @@ ENTRIES: dict[str, tuple[tuple[str, str], ...]] = {
         ("tenure.triggers.stream", "process"),  # the conformance tier's reactions
         ("tenure.triggers.stream", "react"),
     ),
-    "SchedulerFunction": (("tenure.triggers.schedule", "handle"),),
+    "SchedulerFunction": (("tenure.triggers.rule_schedule", "handle"),),
     "InboundFunction": (("tenure.triggers.inbound.handler", "handle"),),
 }
 

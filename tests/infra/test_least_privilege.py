@@ -142,7 +142,7 @@ def _drive(front: Front, s3: Any) -> None:
     and by upload (arrived, not yet arrived, over the pool's quota), logs written and read,
     a scheduled rule made, changed, fired and deleted, the stream, a sweep."""
     from tenure import wiring
-    from tenure.triggers import schedule, sweep
+    from tenure.triggers import rule_schedule, sweep
     from tenure_cli.local.lambda_host import _Context
     from tenure_cli.local.streams import StreamPump
 
@@ -195,7 +195,7 @@ def _drive(front: Front, s3: Any) -> None:
     rule_id = made.get("id") or made["rule"]["id"]
     changed = {"trigger": {"schedule": "cron(0 3 * * ? *)", "timezone": "UTC"}}
     front.api("PATCH", f"/rules/{rule_id}", body=changed)
-    schedule.handle({"rule_id": rule_id, "scheduled_time": "2026-11-30T03:00:00Z"}, _Context())
+    rule_schedule.handle({"rule_id": rule_id, "scheduled_time": "2026-11-30T03:00:00Z"}, _Context())
     front.api("DELETE", f"/rules/{rule_id}")
     StreamPump(None, MINI["TENURE_TABLE"], wiring.build_store()).drain()
     sweep.handle({}, _Context())

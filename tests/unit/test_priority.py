@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from tenure.app.dispatch_controls import queue_tiers
 from tenure.app.leases.claims import CONTENDED_MS
 from tenure.app.ports import Change
 from tenure.app.runs import RunControls
-from tenure.app.scheduler import queue_tiers
 from tenure.domain.errors import Conflict, ValidationFailed
 from tenure.domain.model import PRIORITY_MARK_GRACE_MS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure.app.usage import BUCKETS, MICROS, Totals, cost_key, counts_of, resolve, summed
+from tenure.app.usage import BUCKETS, MICROS, Totals, cost_key, counts_of, stored_usage, summed
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.states import LeaseState
 
@@ -66,7 +66,7 @@ ESTIMATED = {"input_tokens": 1_000_000}  # estimated from RATES: 3.0 USD
 def test_the_sum_carries_a_cost_only_when_every_lease_agrees(
     reports: list[dict[str, Any]], want: tuple[Any, ...]
 ) -> None:
-    total = _sum(*(resolve(r, RATES) for r in reports))
+    total = _sum(*(stored_usage(r, RATES) for r in reports))
     assert total is not None
     got = (total["total_cost"], total["cost_currency"], total["cost_status"], total["cost_source"])
     assert got == want
@@ -93,7 +93,7 @@ def test_no_usage_reported_sums_to_nothing() -> None:
 def test_an_estimate_needs_a_rate_for_every_non_zero_bucket(
     usage: dict[str, Any], rates: dict[str, Any] | None, status: str, amount: float | None
 ) -> None:
-    cost = resolve(usage, rates)["cost"]
+    cost = stored_usage(usage, rates)["cost"]
     assert (cost["status"], cost["amount"]) == (status, amount)
 
 
@@ -111,12 +111,12 @@ def test_an_estimate_needs_a_rate_for_every_non_zero_bucket(
 )
 def test_malformed_usage_is_refused(usage: dict[str, Any]) -> None:
     with pytest.raises(ValidationFailed):
-        resolve(usage, RATES)
+        stored_usage(usage, RATES)
 
 
 def test_micros_make_the_sum_exact() -> None:
     tenth = {"input_tokens": 1, "cost": _cost(0.1, "USD", "actual", "x")}
-    total = _sum(*(resolve(tenth, None) for _ in range(10)))
+    total = _sum(*(stored_usage(tenth, None) for _ in range(10)))
     assert total is not None and total["total_cost"] == 1.0 and MICROS == 1_000_000
 
 

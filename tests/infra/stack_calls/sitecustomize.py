@@ -26,7 +26,7 @@ _ENTRY_MODULES = {
     "tenure.api.authorizer",
     "tenure.triggers.sweep",
     "tenure.triggers.stream",
-    "tenure.triggers.schedule",
+    "tenure.triggers.rule_schedule",
     "tenure.triggers.inbound.handler",
 }
 _RECORDER = "tests.infra.aws_calls"

@@ -7,28 +7,28 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
-from tenure.domain import errors as e
+from tenure.domain import errors
 
-STATUS: dict[type[e.TenureError], int] = {
-    e.InvalidRequest: 400,
-    e.Unauthenticated: 401,
-    e.LeaseTokenMismatch: 403,
-    e.Forbidden: 403,
-    e.LeaseNotFound: 404,
-    e.TaskNotFound: 404,
-    e.NotFound: 404,
-    e.StaleLease: 409,
-    e.InvalidTransition: 409,
-    e.AlreadyExists: 409,
-    e.MissingScope: 422,
-    e.ValidationFailed: 422,
-    e.UnverifiedCreatedTasks: 422,
-    e.UnsupportedRuntime: 501,
-    e.Unavailable: 503,
+STATUS: dict[type[errors.TenureError], int] = {
+    errors.InvalidRequest: 400,
+    errors.Unauthenticated: 401,
+    errors.LeaseTokenMismatch: 403,
+    errors.Forbidden: 403,
+    errors.LeaseNotFound: 404,
+    errors.TaskNotFound: 404,
+    errors.NotFound: 404,
+    errors.StaleLease: 409,
+    errors.InvalidTransition: 409,
+    errors.AlreadyExists: 409,
+    errors.MissingScope: 422,
+    errors.ValidationFailed: 422,
+    errors.UnverifiedCreatedTasks: 422,
+    errors.UnsupportedRuntime: 501,
+    errors.Unavailable: 503,
 }
 
 
-def status_of(err: e.TenureError) -> int:
+def status_of(err: errors.TenureError) -> int:
     for cls in type(err).__mro__:
         if cls in STATUS:
             return STATUS[cls]
@@ -42,12 +42,12 @@ CHALLENGE = 'Bearer realm="tenure"'
 INVALID_TOKEN = f'{CHALLENGE}, error="invalid_token"'
 
 
-def headers_of(err: e.TenureError, token_sent: bool = True) -> dict[str, str]:
+def headers_of(err: errors.TenureError, token_sent: bool = True) -> dict[str, str]:
     """Headers an error answers with besides its body: when to come back after a 503, and
     the challenge of a 401."""
-    if isinstance(err, e.Unavailable):
+    if isinstance(err, errors.Unavailable):
         return {"Retry-After": str(max(1, int(err.retry_after)))}
-    if isinstance(err, e.Unauthenticated):
+    if isinstance(err, errors.Unauthenticated):
         return {"WWW-Authenticate": INVALID_TOKEN if token_sent else CHALLENGE}
     return {}
 
@@ -63,11 +63,11 @@ def envelope(
     )
 
 
-def error_response(err: e.TenureError) -> Response[Any]:
+def error_response(err: errors.TenureError) -> Response[Any]:
     return envelope(status_of(err), err.code, err.message, headers_of(err))
 
 
-def error_event(err: e.TenureError, token_sent: bool = True) -> dict[str, Any]:
+def error_event(err: errors.TenureError, token_sent: bool = True) -> dict[str, Any]:
     """The same answer as `error_response`, for a refusal made before the resolver runs
     (`token_sent`: whether the request carried a bearer token, for a 401's challenge)."""
     return {
@@ -122,19 +122,19 @@ _NOT_AN_OBJECT = {"missing", "model_attributes_type", "model_type", "dict_type"}
 _NOT_FIELDS = ("body", "query", "path", "rule_event", "signal", "typed_block", "event_block")
 
 
-def describe_validation(errors: list[dict[str, Any]]) -> e.TenureError:
+def describe_validation(problems: list[dict[str, Any]]) -> errors.TenureError:
     """Turn the resolver's validation errors into invalid_request, missing_scope or
     validation_failed."""
-    for err in errors:
+    for err in problems:
         if err.get("type") == "missing" and tuple(err.get("loc", ())) == ("query", "space"):
-            return e.MissingScope("space is required: list one space at a time")
+            return errors.MissingScope("space is required: list one space at a time")
         loc = tuple(err.get("loc", ()))
         if err.get("type") in ("json_invalid", "unsupported_content_type"):
-            return e.InvalidRequest("the body is not valid JSON")
+            return errors.InvalidRequest("the body is not valid JSON")
         if loc == ("body",) and err.get("type") in _NOT_AN_OBJECT:
-            return e.InvalidRequest("the body must be a JSON object")
+            return errors.InvalidRequest("the body must be a JSON object")
     parts = []
-    for err in errors:
+    for err in problems:
         parts_of_loc = [str(p) for p in err.get("loc", ()) if p not in _NOT_FIELDS]
         where = ".".join(parts_of_loc) or "body"
         msg = str(err.get("msg", "is invalid")).removeprefix("Value error, ")
@@ -142,4 +142,4 @@ def describe_validation(errors: list[dict[str, Any]]) -> e.TenureError:
             msg = "is not a known field"
         # A whole-object rule's message already names its fields.
         parts.append(msg if where == "body" else f"{where}: {msg}")
-    return e.ValidationFailed("; ".join(parts))
+    return errors.ValidationFailed("; ".join(parts))

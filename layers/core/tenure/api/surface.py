@@ -23,16 +23,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 
 from tenure import wiring
-from tenure.api import models as m
-from tenure.api import views as v
+from tenure.api import models, views
 from tenure.api.bearer import bearer
 from tenure.api.errors import describe_validation, envelope, error_response
 from tenure.api.routes import REPORTS, ROUTES
 from tenure.api.tokens import EXPIRED, expired
 from tenure.app.conditions import QUEUED_STATES
 from tenure.app.tenure import Tenure
-from tenure.domain import authz
-from tenure.domain import errors as e
+from tenure.domain import authz, errors
 from tenure.domain.model import Lease, Principal
 
 logger = Logger(service="tenure-api")
@@ -66,7 +64,7 @@ def actor() -> Principal:
     and handed on in the resolver's context for this request; none there is refused."""
     caller = app.context.get(CALLER)
     if not isinstance(caller, Principal):
-        raise e.Unauthenticated("a bearer token is required")
+        raise errors.Unauthenticated("a bearer token is required")
     return caller
 
 
@@ -80,10 +78,10 @@ def principal(ctx: dict[str, Any], headers: Mapping[str, str] | None = None) -> 
     if not raw and ctx.get("unavailable"):
         return svc().setup.authenticate(bearer(headers))
     if not raw:
-        raise e.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
+        raise errors.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
     actor = raw if isinstance(raw, Principal) else _principal_of(raw)
     if actor.expires_at is not None and expired(actor, svc().clock.now_ms()):
-        raise e.Unauthenticated(EXPIRED)
+        raise errors.Unauthenticated(EXPIRED)
     return actor
 
 
@@ -175,7 +173,7 @@ def _answers(ok: int, model: Any, *codes: int, raw: bool = False) -> dict[int, O
     )
     answers: dict[int, OpenAPIResponse] = {ok: {"description": "success", "content": media}}
     for code in sorted(set(codes)):
-        answers[code] = _refusal(code, {"model": m.ErrorEnvelope})
+        answers[code] = _refusal(code, {"model": models.ErrorEnvelope})
     return answers
 
 
@@ -286,12 +284,12 @@ def body_shape(method: str, rule: str) -> BodyShape | None:
             continue
         # `Model`, `Model | None`, or a tagged union of models (each possibly annotated).
         declared = _bare(hint.__origin__)
-        models = [
+        shapes = [
             x
             for x in map(_bare, get_args(declared) or (declared,))
             if isinstance(x, type) and issubclass(x, BaseModel)
         ]
-        optional = all(not f.is_required() for x in models for f in x.model_fields.values())
+        optional = all(not f.is_required() for x in shapes for f in x.model_fields.values())
         return BodyShape(takes=True, empty_is_object=optional or (method, rule) in REPORTS)
     return BodyShape(takes=False, empty_is_object=False)
 
@@ -305,8 +303,8 @@ def json_answer(body: Any, status: int = 200) -> Response[Any]:
 # ------------------------------------------------------------------------------ errors
 
 
-@app.exception_handler(e.TenureError)
-def _domain_error(err: e.TenureError) -> Response[Any]:
+@app.exception_handler(errors.TenureError)
+def _domain_error(err: errors.TenureError) -> Response[Any]:
     return error_response(err)
 
 
@@ -380,22 +378,22 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     return {**options[0], **rest}
 
 
-def lease_out(lease: Lease) -> m.LeaseOut:
+def lease_out(lease: Lease) -> models.LeaseOut:
     """A lease as every route shows it, with the queued condition the service judges (and
     reclaimed once its retention has passed, when it had nothing to delete)."""
     service = svc()
     # Only a queued lease has a condition to judge: an ended or held one is shown as it is.
     queued = lease.state in QUEUED_STATES
     condition = service.conditions.queued_condition_of(lease) if queued else None
-    return v.lease_view(service.kernel.catalog.shown(lease), condition)
+    return views.lease_view(service.kernel.catalog.shown(lease), condition)
 
 
-def leases_out(leases: Iterable[Lease]) -> list[m.LeaseOut]:
+def leases_out(leases: Iterable[Lease]) -> list[models.LeaseOut]:
     """Many leases, each pool's facts read once for all of them."""
     service = svc()
     leases = [service.kernel.catalog.shown(x) for x in leases]
     conditions = service.conditions.queued_conditions(leases)
-    return [v.lease_view(x, conditions[x.id]) for x in leases]
+    return [views.lease_view(x, conditions[x.id]) for x in leases]
 
 
 def record_metrics(before: Mapping[str, int], now: Mapping[str, int]) -> None:

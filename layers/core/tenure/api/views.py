@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from tenure.api import models as m
+from tenure.api import models
 from tenure.app.conditions import Conditions, QueuedCondition
 from tenure.app.inspect import Snapshot
 from tenure.app.ports import Attachment, LogLine
@@ -29,7 +29,7 @@ from tenure.domain.states import TaskStatus
 iso = iso_ms  # one form for every time the API shows (the payload's too)
 
 
-def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> m.LeaseOut:
+def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> models.LeaseOut:
     """`condition` is the lease's queued condition as the service judged it. Once the lease
     has ended, what its final report said: a completion's result and details, a failure's
     error (null before, and for what it did not say)."""
@@ -77,21 +77,21 @@ def lease_view(lease: Lease, condition: QueuedCondition | None = None) -> m.Leas
         # Retry chains and operator recovery.
         "previous_lease_id": lease.previous_lease_id,
         "retry_depth": lease.retry_depth,
-        "failure_kind": cast(m.FailureKind, lease.failure_kind),
+        "failure_kind": cast(models.FailureKind, lease.failure_kind),
         "concurrency_key": lease.concurrency_key,
         "usage": lease_usage(lease),
     }
 
 
-def _condition_view(condition: QueuedCondition) -> m.QueuedConditionOut:
+def _condition_view(condition: QueuedCondition) -> models.QueuedConditionOut:
     return {
-        "code": cast(m.QueuedCode, condition.code),
+        "code": cast(models.QueuedCode, condition.code),
         "label": condition.label,
         "needs_person": condition.needs_person,
     }
 
 
-def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> m.TaskOut:
+def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> models.TaskOut:
     """`seen` adds what a read derives and never stores: blocked reasons, effective pause."""
     return {
         "id": task.id,
@@ -104,7 +104,7 @@ def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> m
         "max_attempts": task.max_attempts,
         "status": status,
         # Derived by the read (app/tasks/filing.py), in the shape BlockedReason names.
-        "blocked_reasons": [cast(m.BlockedReason, dict(r)) for r in seen.blocked_reasons]
+        "blocked_reasons": [cast(models.BlockedReason, dict(r)) for r in seen.blocked_reasons]
         if seen
         else [],
         "created_at": iso(task.created_at),
@@ -130,7 +130,7 @@ def task_view(task: Task, status: TaskStatus, seen: TaskView | None = None) -> m
     }
 
 
-def approval_view(approval: dict[str, Any]) -> m.ApprovalOut:
+def approval_view(approval: dict[str, Any]) -> models.ApprovalOut:
     requested, at = approval.get("requested_at"), approval.get("at")
     return {
         "state": approval["state"],
@@ -142,7 +142,7 @@ def approval_view(approval: dict[str, Any]) -> m.ApprovalOut:
     }
 
 
-def event_view(event: Event) -> m.EventOut:
+def event_view(event: Event) -> models.EventOut:
     return {
         "type": event.type,
         "at": iso(event.at),
@@ -152,7 +152,7 @@ def event_view(event: Event) -> m.EventOut:
     }
 
 
-def space_view(space: Space) -> m.SpaceOut:
+def space_view(space: Space) -> models.SpaceOut:
     return {
         "key": space.key,
         "name": space.name,
@@ -162,7 +162,7 @@ def space_view(space: Space) -> m.SpaceOut:
     }
 
 
-def workflow_view(wf: Workflow) -> m.WorkflowOut:
+def workflow_view(wf: Workflow) -> models.WorkflowOut:
     return {
         "space": wf.space,
         "slug": wf.slug,
@@ -172,7 +172,7 @@ def workflow_view(wf: Workflow) -> m.WorkflowOut:
     }
 
 
-def pool_view(pool: Pool, active: int | None = None) -> m.PoolOut:
+def pool_view(pool: Pool, active: int | None = None) -> models.PoolOut:
     """`active`: the held leases its ceiling counter shows (null where not read)."""
     return {
         "name": pool.name,
@@ -200,20 +200,20 @@ def pool_view(pool: Pool, active: int | None = None) -> m.PoolOut:
         "max_delegated_per_lease": pool.max_delegated_per_lease,
         "max_delegated_per_tree": pool.max_delegated_per_tree,
         # The policy's view is the RetrySettings body it was set with, defaults filled in.
-        "retry": cast(m.RetrySettings, RetryPolicy.of(pool.retry).view()),
+        "retry": cast(models.RetrySettings, RetryPolicy.of(pool.retry).view()),
         "max_active_per_key": pool.max_active_per_key,
         "max_claims_per_minute": pool.max_claims_per_minute,
         "max_run_seconds": pool.max_run_seconds,
     }
 
 
-def token_view(token: Token, raw: str) -> m.TokenOut:
+def token_view(token: Token, raw: str) -> models.TokenOut:
     """A token just made: the token itself is shown this once, and never again."""
     return {
         "id": token.id,
         "name": token.name,
-        "kind": cast(m.TokenKind, token.kind),
-        "role": cast(m.Role | None, token.role),
+        "kind": cast(models.TokenKind, token.kind),
+        "role": cast(models.Role | None, token.role),
         "spaces": list(token.spaces) if token.spaces is not None else None,
         "pools": list(token.pools) if token.pools is not None else None,
         "created_at": iso(token.created_at),
@@ -222,13 +222,13 @@ def token_view(token: Token, raw: str) -> m.TokenOut:
     }
 
 
-def token_info_view(token: Token) -> m.TokenInfo:
+def token_info_view(token: Token) -> models.TokenInfo:
     """A token as the list shows it: never the token, never its hash."""
     return {
         "id": token.id,
         "name": token.name,
-        "kind": cast(m.TokenKind, token.kind),
-        "role": cast(m.Role | None, token.role),
+        "kind": cast(models.TokenKind, token.kind),
+        "role": cast(models.Role | None, token.role),
         "spaces": list(token.spaces) if token.spaces is not None else None,
         "pools": list(token.pools) if token.pools is not None else None,
         "created_at": iso(token.created_at),
@@ -238,7 +238,7 @@ def token_info_view(token: Token) -> m.TokenInfo:
     }
 
 
-def worker_view(worker: Worker, reachable: bool, leases: list[Lease]) -> m.WorkerOut:
+def worker_view(worker: Worker, reachable: bool, leases: list[Lease]) -> models.WorkerOut:
     return {
         "worker_id": worker.worker_id,
         "worker_version": worker.worker_version,
@@ -259,7 +259,7 @@ def worker_view(worker: Worker, reachable: bool, leases: list[Lease]) -> m.Worke
     }
 
 
-def instance_view(instance: Instance, active: int) -> m.InstanceOut:
+def instance_view(instance: Instance, active: int) -> models.InstanceOut:
     return {
         "max_active": instance.max_active,
         "block_recurrence_limit": instance.block_recurrence_limit,
@@ -270,7 +270,7 @@ def instance_view(instance: Instance, active: int) -> m.InstanceOut:
     }
 
 
-def attachment_view(attachment: Attachment) -> m.AttachmentOut:
+def attachment_view(attachment: Attachment) -> models.AttachmentOut:
     return {
         "id": attachment.id,
         "kind": attachment.kind,
@@ -281,16 +281,16 @@ def attachment_view(attachment: Attachment) -> m.AttachmentOut:
     }
 
 
-def log_line_view(line: LogLine) -> m.LogEventOut:
+def log_line_view(line: LogLine) -> models.LogEventOut:
     return {
         "timestamp": iso(line.timestamp),
         "container": line.container,
-        "stream": cast(m.Stream, line.stream),  # stored as the batch named it
+        "stream": cast(models.Stream, line.stream),  # stored as the batch named it
         "message": line.message,
     }
 
 
-def inspect_view(shot: Snapshot, conditions: Conditions) -> m.InspectOut:
+def inspect_view(shot: Snapshot, conditions: Conditions) -> models.InspectOut:
     """`GET /inspect/{id}`'s answer (MCP's task_inspect answers the same)."""
     task = shot.task
     current = shot.current_lease
@@ -304,7 +304,11 @@ def inspect_view(shot: Snapshot, conditions: Conditions) -> m.InspectOut:
         "recent_events": [event_view(ev) for ev in shot.recent_events],
         "scheduler": shot.scheduler,
         "diagnostics": [
-            {"code": cast(m.DiagnosticCode, d.code), "message": d.message, "since": iso(d.since)}
+            {
+                "code": cast(models.DiagnosticCode, d.code),
+                "message": d.message,
+                "since": iso(d.since),
+            }
             for d in shot.diagnostics
         ],
         "facts": shot.facts,

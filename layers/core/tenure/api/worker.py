@@ -16,7 +16,7 @@ from tenure.api.surface import logger, metrics
 from tenure.api.tokens import Verdicts
 from tenure.app.catalog import one_request
 from tenure.config import settings
-from tenure.domain import errors as e
+from tenure.domain import errors
 
 # The route modules register themselves on import; named here so the registration is explicit.
 ENDPOINTS = (worker_routes, artifacts)
@@ -38,7 +38,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     http = event.get("requestContext", {}).get("http", {})
     route = match(str(http.get("method")), str(event.get("rawPath")))
     if route is None or (route.method, route.rule) not in WORKER_ROUTES:
-        return error_event(e.NotFound("no such route on the worker endpoint"))
+        return error_event(errors.NotFound("no such route on the worker endpoint"))
     answer = _checked(event, context)
     claim_url = settings().claim_url
     if claim_url and (route.method, route.rule) == CLAIM_ROUTE:
@@ -56,7 +56,7 @@ def handle_claim(event: dict[str, Any], context: Any) -> dict[str, Any]:
     http = event.get("requestContext", {}).get("http", {})
     route = match(str(http.get("method")), str(event.get("rawPath")))
     if route is None or (route.method, route.rule) != CLAIM_ROUTE:
-        return error_event(e.NotFound("no such route on the claim endpoint"))
+        return error_event(errors.NotFound("no such route on the claim endpoint"))
     if event.get("routeKey", "$default") != "$default":
         return dispatch.handle(event, context)
     return _checked(event, context)
@@ -70,9 +70,9 @@ def _checked(event: dict[str, Any], context: Any) -> dict[str, Any]:
         try:
             # The principal itself, not its JSON: the dispatch reads it without a parse.
             ctx: dict[str, Any] = {"principal": VERDICTS.principal(event.get("headers"))}
-        except e.Unauthenticated as refused:
+        except errors.Unauthenticated as refused:
             ctx = {"principal": "", "reason": refused.message}
-        except e.Unavailable as busy:
+        except errors.Unavailable as busy:
             # As the authorizer passes it on: the dispatch reads the token once more itself.
             ctx = {"principal": "", "reason": busy.message, "unavailable": "true"}
         # Always replaced: the function URL sends no authorizer context of its own.

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from tenure.app.ports import Clock
 from tenure.app.rows import PoolRows, SpaceRows
-from tenure.domain import fencing as rules
+from tenure.domain import fencing
 from tenure.domain.errors import InvalidTransition, NotFound, ValidationFailed
 from tenure.domain.model import (
     MIN_RETENTION_MS,
@@ -89,7 +89,7 @@ class Catalog:
 
     def space(self, key: str) -> Space:
         """Read policy: consistent, every call (what an operator's change of the space goes by)."""
-        space = self.spaces.get_space(key) if len(key) <= rules.MAX_ID_LENGTH else None
+        space = self.spaces.get_space(key) if len(key) <= fencing.MAX_ID_LENGTH else None
         if space is None:
             raise NotFound(f"space {key!r} does not exist")
         return space
@@ -110,7 +110,7 @@ class Catalog:
         cached = self._pools.get(name)
         if cached is not None and now - cached[0] < POOL_CACHE_MS:
             return cached[1]
-        pool = self.pools.get_pool(name) if len(name) <= rules.MAX_ID_LENGTH else None
+        pool = self.pools.get_pool(name) if len(name) <= fencing.MAX_ID_LENGTH else None
         if pool is None:
             raise NotFound(f"pool {name!r} does not exist")
         self._pools[name] = (now, pool)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tenure.app.dispatch_controls import queue_tiers
 from tenure.app.ports import Clock
 from tenure.app.rows import LeaseRows, QueueRows, RetentionRows, SweeperRows
-from tenure.app.scheduler import queue_tiers
 from tenure.app.setup.pools import Pools
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import LeaseState

@@ -13,7 +13,7 @@ from tenure.app.own_leases import OwnLeases
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite
 from tenure.app.rows import Rows
 from tenure.app.stale import StaleReports
-from tenure.domain import fencing as rules
+from tenure.domain import fencing
 from tenure.domain.errors import (
     Conflict,
     LeaseNotFound,
@@ -142,7 +142,7 @@ class Kernel:
     def mark_priorities(self, change: Change) -> None:
         """Before a new pending lease at a priority other than the default, or with a queue
         timeout, is written, mark the pool row (`queue_marks`), so claims read that priority's
-        partition (app/scheduler.py queue_tiers) and the sweeper reads the pool's queue
+        partition (app/dispatch_controls.py queue_tiers) and the sweeper reads the pool's queue
         timeouts (app/leases/timeouts.py); a pool with neither reads neither. Marked first and
         on its own: a mark without its lease (a commit that then fails) costs an empty read
         until the sweeper drops it; a lease without its mark could be missed. A mark newer
@@ -228,7 +228,7 @@ class Kernel:
     def lease(self, lease_id: str, consistent: bool = True) -> Lease:
         lease = (
             self.leases.get_lease(lease_id, consistent=consistent)
-            if len(lease_id) <= rules.MAX_ID_LENGTH
+            if len(lease_id) <= fencing.MAX_ID_LENGTH
             else None
         )
         if lease is None:
@@ -236,7 +236,7 @@ class Kernel:
         return lease
 
     def task(self, task_id: str) -> Task:
-        task = self.tasks.get_task(task_id) if len(task_id) <= rules.MAX_ID_LENGTH else None
+        task = self.tasks.get_task(task_id) if len(task_id) <= fencing.MAX_ID_LENGTH else None
         if task is None:
             raise TaskNotFound(f"task {task_id} does not exist")
         return task

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from tenure.app.rows import LeaseRows, TaskRows
 from tenure.app.rules.ports import RuleStore
-from tenure.domain import fencing as rules
+from tenure.domain import fencing
 from tenure.domain.errors import NotFound
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class Scopes:
         service's own lookup says 404). One read at most, two for task_or_lease; a pool comes
         from the pool cache. A resource's space never changes, so the lease is read eventually
         consistent: one not yet visible is judged by the service after validation instead."""
-        if not ident or len(ident) > rules.MAX_ID_LENGTH:
+        if not ident or len(ident) > fencing.MAX_ID_LENGTH:
             return None
         if kind == "space":
             return ident
@@ -54,7 +54,7 @@ class Scopes:
         """Whether a lease's token may touch the task's blocks: the lease is a run of that
         task, or filed it (the rule Blocks applies, app/autonomy/blocks.py); None when either is
         unknown, left to the service to answer."""
-        if max(len(lease_id), len(task_id)) > rules.MAX_ID_LENGTH:
+        if max(len(lease_id), len(task_id)) > fencing.MAX_ID_LENGTH:
             return None
         lease = self.leases.get_lease(lease_id, consistent=False)
         task = self.tasks.get_task(task_id) if lease is not None else None

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 from tenure.app.artifacts.retention import Retention
 from tenure.app.autonomy.breaker import Breaker
 from tenure.app.autonomy.delegation import Delegation
+from tenure.app.dispatch_controls import Scheduler, queue_tiers
 from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.timeouts import QueueTimeouts, index_at, may_time_out
 from tenure.app.ports import Clock, Ids, SweeperState
 from tenure.app.rows import LeaseRows, PoolRows, QueueRows, SweeperRows, TimelineRows, WorkerRows
-from tenure.app.scheduler import Scheduler, queue_tiers
 from tenure.app.workers import SEEN_LAG_SHARE, reachable
 from tenure.domain.errors import Conflict
 from tenure.domain.fencing import DEADLINE_SLACK, toleration_ms

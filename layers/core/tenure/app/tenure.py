@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from tenure.app.artifacts.attachments import Attachments
 from tenure.app.artifacts.logs import Artifacts, Logs
 from tenure.app.artifacts.retention import Retention
-from tenure.app.autonomy import blocks as block_rules
-from tenure.app.autonomy.blocks import Blocks
+from tenure.app.autonomy.blocks import Blocks, block_reasons, has_open_block, held_by_block
 from tenure.app.autonomy.breaker import Breaker
 from tenure.app.autonomy.delegation import Delegation
 from tenure.app.autonomy.wake import Wake
 from tenure.app.conditions import Conditions
+from tenure.app.dispatch_controls import ClaimGate, Scheduler
 from tenure.app.figures import Figures
 from tenure.app.flow.events import EventWaits
 from tenure.app.flow.inputs import Inputs
@@ -53,15 +53,14 @@ from tenure.app.rules.ports import Schedules
 from tenure.app.rules.rules import Rules
 from tenure.app.rules.subjects import Subjects
 from tenure.app.runs import Runs
-from tenure.app.scheduler import ClaimGate, Scheduler
 from tenure.app.scopes import Scopes
 from tenure.app.setup.pools import Pools
 from tenure.app.setup.spaces import Setup
-from tenure.app.setup.versions import Classifier, Versions
+from tenure.app.setup.versions import Versions
 from tenure.app.sweep import Sweep
-from tenure.app.tasks import approval as approval_rules
-from tenure.app.tasks.approval import Approval
+from tenure.app.tasks.approval import Approval, approval_reasons, awaits_approval, held_for_approval
 from tenure.app.tasks.cancel import Cancellation, is_cancelled
+from tenure.app.tasks.classifier import Classifier
 from tenure.app.tasks.filing import Filing
 from tenure.app.tasks.graph import Graph
 from tenure.app.tasks.idempotency import Idempotency
@@ -172,8 +171,8 @@ def compose(
         kernel,
         runs,
         task_keys,
-        reasons=(approval_rules.approval_reasons, block_rules.block_reasons),
-        skips=(is_cancelled, approval_rules.awaits_approval, block_rules.has_open_block),
+        reasons=(approval_reasons, block_reasons),
+        skips=(is_cancelled, awaits_approval, has_open_block),
         graph=rows.graph,
         sweeper=rows.sweeper,
         tasks=rows.tasks,
@@ -181,8 +180,8 @@ def compose(
     gate = ClaimGate(
         kernel,
         holds=(
-            approval_rules.held_for_approval(rows.tasks),
-            block_rules.held_by_block(rows.tasks, clock),
+            held_for_approval(rows.tasks),
+            held_by_block(rows.tasks, clock),
         ),
         leases=rows.leases,
         queues=rows.queues,

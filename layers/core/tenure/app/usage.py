@@ -64,7 +64,7 @@ def check_rates(rates: dict[str, Any] | None) -> dict[str, Any] | None:
     return dict(rates)
 
 
-def resolve(usage: dict[str, Any], rates: dict[str, Any] | None) -> dict[str, Any]:
+def stored_usage(usage: dict[str, Any], rates: dict[str, Any] | None) -> dict[str, Any]:
     """The usage as stored on the lease: every bucket (0 when absent) and its cost — the one
     reported, else estimated from `rates` when each non-zero bucket has a rate, else unknown
     (never a partial estimate, never a fallback rate)."""
@@ -204,7 +204,7 @@ class Usage:
             return report
         if not isinstance(reported, dict):
             raise ValidationFailed("usage: an object")
-        return {**report, "usage": resolve(reported, self.kernel.pool(lease.pool).rates)}
+        return {**report, "usage": stored_usage(reported, self.kernel.pool(lease.pool).rates)}
 
     def contribute(self, ending: Ending) -> Ending:
         """A Completion `contribute` stage: the report's usage added to its task's totals."""

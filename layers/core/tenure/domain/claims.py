@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from tenure.domain import fencing as rules
+from tenure.domain import fencing
 from tenure.domain.model import Lease, Pool
 
 
@@ -37,7 +37,7 @@ def claim_terms(
     if lease.queue_expires_at is not None and lease.queue_expires_at <= now:
         return Refusal.EXPIRED
     seconds = asked_seconds or pool.toleration_seconds
-    deadline = rules.fresh_deadline(now, 1000 * seconds)
+    deadline = fencing.fresh_deadline(now, 1000 * seconds)
     # The run timeout: the smaller of the run's own and the pool's, from this claim. The
     # sweeper's index entry comes due at whichever is first, it or the deadline.
     limits = [x for x in (lease.max_run_seconds, pool.max_run_seconds) if x is not None]

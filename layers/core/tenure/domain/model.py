@@ -381,7 +381,7 @@ class Lease:
     # delete: it reads reclaimed once its pool's retention has passed (derived_reclaimed_at).
     keeps_detail: bool = False
     # The task's ancestors (root first), so a claim can tell a paused subtree from one read of
-    # the scheduler row, without walking the tree (ClaimGate, app/scheduler.py).
+    # the scheduler row, without walking the tree (ClaimGate, app/dispatch_controls.py).
     lineage: tuple[str, ...] | None = None
     previous_lease_id: str | None = None  # the ended lease this one retries or takes over from
     retry_depth: int = 0

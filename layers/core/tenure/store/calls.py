@@ -21,6 +21,8 @@ from enum import Enum
 from typing import Any
 
 from botocore.exceptions import ClientError, HTTPClientError
+
+# Named apart from the builtin ConnectionError, which this module also meets.
 from botocore.exceptions import ConnectionError as NeverSent
 
 from tenure.domain.errors import TenureError, Unavailable

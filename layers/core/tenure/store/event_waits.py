@@ -8,11 +8,7 @@ from typing import Any
 
 from tenure.domain.errors import Conflict
 from tenure.domain.model import KeptEvent
-from tenure.store import expressions as x
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
+from tenure.store import codec, expressions, keys
 from tenure.store.table import Table
 
 
@@ -21,26 +17,26 @@ class EventWaitRows:
         self.rows = rows
 
     def put_event_wait(self, space: str, name: str, key: str, task_id: str, block_id: str) -> None:
-        item = {**k.event_wait_key(space, name, key, task_id, block_id), "entity": "event_wait"}
+        item = {**keys.event_wait_key(space, name, key, task_id, block_id), "entity": "event_wait"}
         self.rows.write(
             "put",
             Conflict("the wait could not be written"),
             TableName=self.rows.name,
-            Item=_dump(item),
+            Item=codec.dump(item),
         )
 
     def event_waits(self, space: str, name: str, key: str, limit: int) -> list[tuple[str, str]]:
         """The first `limit` (task id, block id) waiting, read consistently: a wait written
         before this read began is in it."""
         out = self.rows.query(
-            KeyConditionExpression=x.IN_PARTITION,
-            ExpressionAttributeValues=_values(pk=k.event_wait_pk(space, name, key)),
+            KeyConditionExpression=expressions.IN_PARTITION,
+            ExpressionAttributeValues=codec.values(pk=keys.event_wait_pk(space, name, key)),
             ConsistentRead=True,
             Limit=limit,
         )
         waits: list[tuple[str, str]] = []
         for row in out.get("Items", []):
-            task_id, _, block_id = str(_load(row)[k.SK]).partition("#")
+            task_id, _, block_id = str(codec.load(row)[keys.SK]).partition("#")
             waits.append((task_id, block_id))
         return waits
 
@@ -49,19 +45,19 @@ class EventWaitRows:
             "delete",
             Conflict("the wait could not be deleted"),
             TableName=self.rows.name,
-            Key=_dump(k.event_wait_key(space, name, key, task_id, block_id)),
+            Key=codec.dump(keys.event_wait_key(space, name, key, task_id, block_id)),
         )
 
     def put_kept_event(self, event: KeptEvent) -> None:
         item: dict[str, Any] = {
-            **k.kept_event_key(event.space, event.name, event.key),
+            **keys.kept_event_key(event.space, event.name, event.key),
             "entity": "kept_event",
             "space": event.space,
             "name": event.name,
             "key": event.key,
             "at": event.at,
             # The table's TTL attribute is in epoch seconds.
-            k.TTL_ATTRIBUTE: event.expires_at // 1000,
+            keys.TTL_ATTRIBUTE: event.expires_at // 1000,
             "expires_ms": event.expires_at,
             "data": json.dumps(event.data, separators=(",", ":")),
         }
@@ -71,11 +67,11 @@ class EventWaitRows:
             "put",
             Conflict("the event could not be kept"),
             TableName=self.rows.name,
-            Item=_dump(item),
+            Item=codec.dump(item),
         )
 
     def kept_event(self, space: str, name: str, key: str) -> KeptEvent | None:
-        row = self.rows.get(k.kept_event_key(space, name, key))
+        row = self.rows.get(keys.kept_event_key(space, name, key))
         if row is None:
             return None
         return KeptEvent(

@@ -7,11 +7,7 @@ from __future__ import annotations
 from tenure.app.ports import TaskEntry
 from tenure.domain.model import first_job_id
 from tenure.domain.timeline import first_lease_id
-from tenure.store import expressions as x
-from tenure.store import items
-from tenure.store import keys as k
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
+from tenure.store import codec, expressions, items, keys
 from tenure.store.table import Table
 
 
@@ -22,14 +18,14 @@ class InputReads:
     def newest_children(self, task_id: str, limit: int) -> list[str]:
         """Up to `limit` child ids, newest first: ids are time-ordered, so the edges read
         backwards are the newest children."""
-        prefix = k.EDGE_PREFIX["child"]
+        prefix = keys.EDGE_PREFIX["child"]
         out = self.rows.query(
-            KeyConditionExpression=x.WITH_PREFIX,
-            ExpressionAttributeValues=_values(pk=k.task_pk(task_id), prefix=prefix),
+            KeyConditionExpression=expressions.WITH_PREFIX,
+            ExpressionAttributeValues=codec.values(pk=keys.task_pk(task_id), prefix=prefix),
             ScanIndexForward=False,
             Limit=limit,
         )
-        return [str(_load(r)[k.SK]).removeprefix(prefix) for r in out.get("Items", [])]
+        return [str(codec.load(r)[keys.SK]).removeprefix(prefix) for r in out.get("Items", [])]
 
     def task_entries(self, task_ids: list[str]) -> dict[str, TaskEntry]:
         """These tasks (those that exist), each with its graph row and newest lease."""
@@ -37,14 +33,16 @@ class InputReads:
         if not ids:
             return {}
         rows = self.rows.batch_get(
-            [key for t in ids for key in (k.task_key(t), k.task_graph_key(t))], False
+            [key for t in ids for key in (keys.task_key(t), keys.task_graph_key(t))], False
         )
-        graphs = {k.task_id_of(r): r for r in rows if r[k.SK] == k.GRAPH_SK}
-        tasks = {k.task_id_of(r): items.task_from(r) for r in rows if r[k.SK] != k.GRAPH_SK}
+        graphs = {keys.task_id_of(r): r for r in rows if r[keys.SK] == keys.GRAPH_SK}
+        tasks = {
+            keys.task_id_of(r): items.task_from(r) for r in rows if r[keys.SK] != keys.GRAPH_SK
+        }
         job_ids = [t.job_id for t in tasks.values() if t.job_id]
         jobs = {
             str(r["id"]): str(r["lease_id"])
-            for r in self.rows.batch_get([k.job_key(j) for j in job_ids], False)
+            for r in self.rows.batch_get([keys.job_key(j) for j in job_ids], False)
         }
         # A task's first job may have no row yet: its lease is the task's first.
         for task in tasks.values():
@@ -54,7 +52,7 @@ class InputReads:
             lease.id: lease
             for lease in map(
                 items.lease_from,
-                self.rows.batch_get([k.lease_key(x) for x in jobs.values()], False),
+                self.rows.batch_get([keys.lease_key(x) for x in jobs.values()], False),
             )
         }
         return {

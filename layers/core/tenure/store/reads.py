@@ -22,13 +22,7 @@ from tenure.app.ports import (
 from tenure.domain.model import Event, Lease, Worker, first_job_id
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.timeline import derived_reclaim, first_lease_id, stamped_events
-from tenure.store import conditions as c
-from tenure.store import cursors, items
-from tenure.store import expressions as x
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, cursors, expressions, items, keys
 from tenure.store.table import Table
 
 # Anchors read beyond what a page's bound needs, on each side of its cursor (see _anchors).
@@ -56,8 +50,8 @@ class PagedReads:
     ) -> WorkerPage:
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
-        kind, shape = k.WORKER_CURSOR
-        start = k.worker_start(pool, cursors.decode(cursor, kind, shape)) if cursor else None
+        kind, shape = keys.WORKER_CURSOR
+        start = keys.worker_start(pool, cursors.decode(cursor, kind, shape)) if cursor else None
         now_s = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) // 1000
         found: list[dict[str, Any]] = []
         examined = 0
@@ -65,28 +59,28 @@ class PagedReads:
             # One more than the page, to know whether anything follows it.
             size = min(limit + 1 - len(found), self.worker_budget - examined)
             request: dict[str, Any] = {
-                "KeyConditionExpression": x.IN_PARTITION,
-                "FilterExpression": c.NOT_EXPIRED,
-                "ExpressionAttributeValues": _values(pk=k.workers_pk(pool), now=now_s),
+                "KeyConditionExpression": expressions.IN_PARTITION,
+                "FilterExpression": conditions.NOT_EXPIRED,
+                "ExpressionAttributeValues": codec.values(pk=keys.workers_pk(pool), now=now_s),
                 "Limit": size,
             }
             if start:
-                request["ExclusiveStartKey"] = _dump(start)
+                request["ExclusiveStartKey"] = codec.dump(start)
             out = self.rows.query(**request)
             examined += int(out.get("ScannedCount", 0))
-            found.extend(_load(r) for r in out.get("Items", []))
+            found.extend(codec.load(r) for r in out.get("Items", []))
             end = out.get("LastEvaluatedKey")
             if len(found) > limit:
                 return WorkerPage(
                     [items.worker_from(r) for r in found[:limit]],
-                    cursors.encode(kind, str(found[limit - 1][k.SK])),
+                    cursors.encode(kind, str(found[limit - 1][keys.SK])),
                 )
             if not end:
                 return WorkerPage([items.worker_from(r) for r in found], None)
-            start = _load(end)
+            start = codec.load(end)
             if examined >= self.worker_budget:
                 return WorkerPage(
-                    [items.worker_from(r) for r in found], cursors.encode(kind, str(start[k.SK]))
+                    [items.worker_from(r) for r in found], cursors.encode(kind, str(start[keys.SK]))
                 )
 
     def list_leases(
@@ -113,17 +107,20 @@ class PagedReads:
         """
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
-        kind, shape = k.LEASE_CURSOR
+        kind, shape = keys.LEASE_CURSOR
         below = cursors.decode_in(cursor, kind, shape, space) if cursor else None
         filtered = state is not None or pool is not None
         found: list[tuple[str, Lease]] = []
         read = 0
-        sources = {k.SPACE_INDEX: True, k.TASKS_INDEX: True}  # which may hold more below
+        sources = {keys.SPACE_INDEX: True, keys.TASKS_INDEX: True}  # which may hold more below
         while True:
             # One more than the page, to learn whether anything follows; filtered, read
             # ahead in chunks. The budget is shared by the sources still read.
             want = limit + 1 - len(found)
-            room = max(1, (self.list_budget - read) // len([x for x in sources if sources[x]]))
+            room = max(
+                1,
+                (self.list_budget - read) // len([x for x in sources if sources[x]]),
+            )
             size = min(want if not filtered else max(want, 50), room)
             rounds = {
                 index: self._list_entries(index, space, below, size)
@@ -140,15 +137,7 @@ class PagedReads:
                 # A source read to its end, all of it looked at now, holds nothing more.
                 sources[index] = cut or bool(floor and rows and rows[-1][0] < floor)
             ready = sorted((p for p in places if floor is None or p[0] >= floor), reverse=True)
-            leases = {
-                lease.id: lease
-                for lease in map(
-                    items.lease_from,
-                    self.rows.batch_get(
-                        [k.lease_key(x) for x in dict.fromkeys(p[1] for p in ready)], False
-                    ),
-                )
-            }
+            leases = self._leases_of([p[1] for p in ready])
             for place, lease_id, through_task in ready:
                 lease = leases.get(lease_id)
                 # Not there to read any more; or a first lease made before it was listed
@@ -168,39 +157,44 @@ class PagedReads:
             if read >= self.list_budget:
                 return LeasePage([x for _, x in found], cursors.encode_in(kind, space, floor))
 
+    def _leases_of(self, ids: list[str]) -> dict[str, Lease]:
+        """The lease rows of these ids, by id: one batched read, eventually consistent."""
+        rows = self.rows.batch_get([keys.lease_key(i) for i in dict.fromkeys(ids)], False)
+        return {lease.id: lease for lease in map(items.lease_from, rows)}
+
     def _list_entries(
         self, index: str, space: str, below: str | None, size: int
     ) -> tuple[list[tuple[str, str, bool]], bool]:
         """Up to `size` entries of the space's lease list in one of its two indexes, newest
         first, below the list position `below`: (position, lease id, through its task) each;
         and whether the read was cut short (more may follow)."""
-        tasks = index == k.TASKS_INDEX
-        pk, sk = (k.TASKS_PK, k.TASKS_SK) if tasks else (k.SPACE_PK, k.SPACE_SK)
-        partition = k.task_list_pk(space) if tasks else k.space_list_pk(space)
+        tasks = index == keys.TASKS_INDEX
+        pk, sk = (keys.TASKS_PK, keys.TASKS_SK) if tasks else (keys.SPACE_PK, keys.SPACE_SK)
+        partition = keys.task_list_pk(space) if tasks else keys.space_list_pk(space)
         condition = f"{pk} = :s"
         values: dict[str, Any] = {"s": partition}
         if below is not None:
             condition += f" AND {sk} < :below"
-            values["below"] = k.task_list_bound(below) if tasks else below
+            values["below"] = keys.task_list_bound(below) if tasks else below
         out = self.rows.query(
             IndexName=index,
             KeyConditionExpression=condition,
-            ExpressionAttributeValues=_values(**values),
+            ExpressionAttributeValues=codec.values(**values),
             ScanIndexForward=False,
             Limit=size,
         )
-        entries = [_load(row) for row in out.get("Items", [])]
+        entries = [codec.load(row) for row in out.get("Items", [])]
         if tasks:
             found = [
                 (
-                    k.first_lease_position(str(e[sk])),
-                    first_lease_id(k.task_id_of(e)),
+                    keys.first_lease_position(str(e[sk])),
+                    first_lease_id(keys.task_id_of(e)),
                     True,
                 )
                 for e in entries
             ]
         else:
-            found = [(str(e[sk]), k.lease_id_of(e), False) for e in entries]
+            found = [(str(e[sk]), keys.lease_id_of(e), False) for e in entries]
         return found, bool(out.get("LastEvaluatedKey")) and bool(found)
 
     def task_page(self, space: str, limit: int, cursor: str | None) -> TaskPage:
@@ -209,31 +203,33 @@ class PagedReads:
         leases. At most 4 x `limit` + 1 items, eventually consistent like the index."""
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
-        kind, shape = k.TASK_CURSOR
+        kind, shape = keys.TASK_CURSOR
         request: dict[str, Any] = {
-            "IndexName": k.TASKS_INDEX,
-            "KeyConditionExpression": x.TASKS_OF_SPACE,
-            "ExpressionAttributeValues": _values(s=k.task_list_pk(space)),
+            "IndexName": keys.TASKS_INDEX,
+            "KeyConditionExpression": expressions.TASKS_OF_SPACE,
+            "ExpressionAttributeValues": codec.values(s=keys.task_list_pk(space)),
             "ScanIndexForward": False,
             "Limit": limit + 1,  # one more, to know whether anything follows
         }
         if cursor:
-            start = k.task_list_start(space, cursors.decode(cursor, kind, shape))
-            request["ExclusiveStartKey"] = _dump(start)
+            start = keys.task_list_start(space, cursors.decode(cursor, kind, shape))
+            request["ExclusiveStartKey"] = codec.dump(start)
         out = self.rows.query(**request)
-        entries = [_load(row) for row in out.get("Items", [])]
+        entries = [codec.load(row) for row in out.get("Items", [])]
         more = len(entries) > limit or bool(entries and out.get("LastEvaluatedKey"))
         entries = entries[:limit]
-        ids = [k.task_id_of(e) for e in entries]
+        ids = [keys.task_id_of(e) for e in entries]
         rows = self.rows.batch_get(
-            [key for t in ids for key in (k.task_key(t), k.task_graph_key(t))], False
+            [key for t in ids for key in (keys.task_key(t), keys.task_graph_key(t))], False
         )
-        graphs = {k.task_id_of(r): r for r in rows if r[k.SK] == k.GRAPH_SK}
-        tasks = {k.task_id_of(r): items.task_from(r) for r in rows if r[k.SK] != k.GRAPH_SK}
+        graphs = {keys.task_id_of(r): r for r in rows if r[keys.SK] == keys.GRAPH_SK}
+        tasks = {
+            keys.task_id_of(r): items.task_from(r) for r in rows if r[keys.SK] != keys.GRAPH_SK
+        }
         jobs = {
             str(r["id"]): str(r["lease_id"])
             for r in self.rows.batch_get(
-                [k.job_key(t.job_id) for t in tasks.values() if t.job_id], False
+                [keys.job_key(t.job_id) for t in tasks.values() if t.job_id], False
             )
         }
         # A task's first job may have no row yet: its lease is the task's first.
@@ -245,7 +241,8 @@ class PagedReads:
         leases = {
             lease.id: lease
             for lease in map(
-                items.lease_from, self.rows.batch_get([k.lease_key(x) for x in wanted], False)
+                items.lease_from,
+                self.rows.batch_get([keys.lease_key(x) for x in wanted], False),
             )
         }
         found: list[TaskEntry] = []
@@ -259,10 +256,10 @@ class PagedReads:
                     task=task,
                     graph=items.graph_from(task_id, graphs.get(task_id, {})),
                     lease=leases.get(lease_id) if lease_id else None,
-                    cursor=cursors.encode(kind, str(entry[k.TASKS_SK])),
+                    cursor=cursors.encode(kind, str(entry[keys.TASKS_SK])),
                 )
             )
-        last = cursors.encode(kind, str(entries[-1][k.TASKS_SK])) if entries else None
+        last = cursors.encode(kind, str(entries[-1][keys.TASKS_SK])) if entries else None
         return TaskPage(found, last if more else None)
 
     def timeline(
@@ -310,8 +307,8 @@ class PagedReads:
         a later one, on the pages its anchor is read for."""
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
-        kind, shape = k.EVENT_CURSOR
-        pk = k.timeline_pk(subject_kind, subject_id)
+        kind, shape = keys.EVENT_CURSOR
+        pk = keys.timeline_pk(subject_kind, subject_id)
         start = cursors.decode(cursor, kind, shape) if cursor else None
         found, horizon = self._event_rows(pk, start, limit + 1, newest_first)
         if subject_kind == SubjectKind.TASK:
@@ -323,16 +320,16 @@ class PagedReads:
                 [first_lease_id(subject_id), *(a.lease_id for a in anchors if a.lease_id)]
             )
             in_hand = {lease.id: lease for lease in held if lease.id in named}
-            unread = [k.lease_key(i) for i in named if i not in in_hand]
+            unread = [keys.lease_key(i) for i in named if i not in in_hand]
             leases = self.rows.batch_get(unread, consistent=False) if unread else []
             for event in anchors:
-                found.setdefault(k.event_sk(event.at, event.id), event)
+                found.setdefault(keys.event_sk(event.at, event.id), event)
             for lease in [*in_hand.values(), *map(items.lease_from, leases)]:
                 for event in stamped_events(lease):  # a row of the same event wins
-                    found.setdefault(k.event_sk(event.at, event.id), event)
+                    found.setdefault(keys.event_sk(event.at, event.id), event)
                 derived = derived_reclaim(lease, reclaimed(lease)) if reclaimed else None
                 if derived is not None:
-                    found.setdefault(k.event_sk(derived.at, derived.id), derived)
+                    found.setdefault(keys.event_sk(derived.at, derived.id), derived)
         beyond = sorted(
             (sk for sk in found if start is None or (sk < start if newest_first else sk > start)),
             reverse=newest_first,
@@ -353,18 +350,18 @@ class PagedReads:
         """Up to `want` event rows after `start`, by sort key; and, when a 1 MB cut left
         some unread, the sort key of the last row read (None when none were left)."""
         request: dict[str, Any] = {
-            "KeyConditionExpression": x.EVENTS_OF,
-            "ExpressionAttributeValues": _values(pk=pk, ev=k.EVENT_PREFIX),
+            "KeyConditionExpression": expressions.EVENTS_OF,
+            "ExpressionAttributeValues": codec.values(pk=pk, ev=keys.EVENT_PREFIX),
             "ScanIndexForward": not newest_first,
             "Limit": want,
         }
         if start:
-            request["ExclusiveStartKey"] = _dump({k.PK: pk, k.SK: start})
+            request["ExclusiveStartKey"] = codec.dump({keys.PK: pk, keys.SK: start})
         out = self.rows.query(**request)
-        rows = [_load(r) for r in out.get("Items", [])]
+        rows = [codec.load(r) for r in out.get("Items", [])]
         cut = bool(out.get("LastEvaluatedKey")) and len(rows) < want
-        horizon = str(rows[-1][k.SK]) if cut and rows else None
-        return {str(r[k.SK]): items.event_from(r) for r in rows}, horizon
+        horizon = str(rows[-1][keys.SK]) if cut and rows else None
+        return {str(r[keys.SK]): items.event_from(r) for r in rows}, horizon
 
     def _anchors(
         self, pk: str, start: str | None, want: int, newest_first: bool
@@ -376,31 +373,31 @@ class PagedReads:
         instances' clocks may disagree by a few milliseconds, so a lease's successor can be
         stamped a little before its last event. With the anchors, the event sort key past
         which a 1 MB cut left leases unread (None when none were left)."""
-        top = k.ANCHOR_PREFIX + "~"  # after every anchor: '~' sorts after the digits
-        at = k.ANCHOR_PREFIX + start.removeprefix(k.EVENT_PREFIX) if start else None
+        top = keys.ANCHOR_PREFIX + "~"  # after every anchor: '~' sorts after the digits
+        at = keys.ANCHOR_PREFIX + start.removeprefix(keys.EVENT_PREFIX) if start else None
         if newest_first:
-            spans = [(k.ANCHOR_PREFIX, at or top, False, want + ANCHOR_SLACK)]
+            spans = [(keys.ANCHOR_PREFIX, at or top, False, want + ANCHOR_SLACK)]
         elif at is None:
-            spans = [(k.ANCHOR_PREFIX, top, True, want + ANCHOR_SLACK)]
+            spans = [(keys.ANCHOR_PREFIX, top, True, want + ANCHOR_SLACK)]
         else:
             spans = [
-                (k.ANCHOR_PREFIX, at, False, 1 + ANCHOR_SLACK),
+                (keys.ANCHOR_PREFIX, at, False, 1 + ANCHOR_SLACK),
                 (at, top, True, want + ANCHOR_SLACK),
             ]
         found: list[Event] = []
         horizon: str | None = None
         for low, high, forward, limit in spans:
             out = self.rows.query(
-                KeyConditionExpression=x.BETWEEN_LOW_AND_HIGH,
-                ExpressionAttributeValues=_values(pk=pk, low=low, high=high),
+                KeyConditionExpression=expressions.BETWEEN_LOW_AND_HIGH,
+                ExpressionAttributeValues=codec.values(pk=pk, low=low, high=high),
                 ScanIndexForward=forward,
                 Limit=limit,
             )
-            rows = [_load(r) for r in out.get("Items", [])]
+            rows = [codec.load(r) for r in out.get("Items", [])]
             # A span read the page's way and cut short of its limit: later leases are unread.
             if forward != newest_first and out.get("LastEvaluatedKey") and 0 < len(rows) < limit:
-                last = str(rows[-1][k.SK])
-                horizon = k.EVENT_PREFIX + last.removeprefix(k.ANCHOR_PREFIX)
+                last = str(rows[-1][keys.SK])
+                horizon = keys.EVENT_PREFIX + last.removeprefix(keys.ANCHOR_PREFIX)
             found.extend(items.event_from(r) for r in rows)
         return found, horizon
 

@@ -5,13 +5,7 @@ from __future__ import annotations
 from tenure.app.ports import Attachment
 from tenure.domain.errors import CeilingReached, Conflict
 from tenure.domain.model import Lease
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import items
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, expressions, items, keys
 from tenure.store.table import Table
 
 
@@ -23,17 +17,17 @@ class RetentionRows:
 
     def put_attachment(self, attachment: Attachment, cap: int, quota_bytes: int) -> None:
         row = {
-            **k.attachment_key(attachment.lease_id, attachment.id),
+            **keys.attachment_key(attachment.lease_id, attachment.id),
             **items.attachment_item(attachment),
         }
         ops = [
             {
                 "Update": {
                     "TableName": self.rows.name,
-                    "Key": _dump(k.attachment_count_key(attachment.lease_id)),
-                    "UpdateExpression": x.COUNT_ATTACHMENT,
-                    "ConditionExpression": c.WITHIN_ATTACHMENT_QUOTA,
-                    "ExpressionAttributeValues": _values(
+                    "Key": codec.dump(keys.attachment_count_key(attachment.lease_id)),
+                    "UpdateExpression": expressions.COUNT_ATTACHMENT,
+                    "ConditionExpression": conditions.WITHIN_ATTACHMENT_QUOTA,
+                    "ExpressionAttributeValues": codec.values(
                         one=1,
                         cap=cap,
                         size=attachment.byte_size,
@@ -45,8 +39,8 @@ class RetentionRows:
             {
                 "Put": {
                     "TableName": self.rows.name,
-                    "Item": _dump(row),
-                    "ConditionExpression": c.IS_NEW,
+                    "Item": codec.dump(row),
+                    "ConditionExpression": conditions.IS_NEW,
                 }
             },
         ]
@@ -79,10 +73,10 @@ class RetentionRows:
                     "update",
                     Conflict("the lease's log containers changed"),
                     TableName=self.rows.name,
-                    Key=_dump(k.log_containers_key(lease_id)),
-                    UpdateExpression=x.COUNT_CONTAINERS,
-                    ConditionExpression=f"({c.WITHIN_LOG_CONTAINERS}) OR ({known})",
-                    ExpressionAttributeValues=_values(
+                    Key=codec.dump(keys.log_containers_key(lease_id)),
+                    UpdateExpression=expressions.COUNT_CONTAINERS,
+                    ConditionExpression=f"({conditions.WITHIN_LOG_CONTAINERS}) OR ({known})",
+                    ExpressionAttributeValues=codec.values(
                         new=set(pending), room=cap - len(pending), **names
                     ),
                     # The old row tells which were new (UPDATED_OLD would do on AWS, but moto
@@ -90,7 +84,7 @@ class RetentionRows:
                     ReturnValues="ALL_OLD",
                 )
             except Conflict:
-                row = self.rows.get(k.log_containers_key(lease_id)) or {}
+                row = self.rows.get(keys.log_containers_key(lease_id)) or {}
                 counted = set(row.get("containers") or ())
                 new = [name for name in pending if name not in counted]
                 if len(counted) + len(new) > cap:
@@ -99,7 +93,7 @@ class RetentionRows:
                     ) from None
                 pending = new
                 continue
-            before = _load(out.get("Attributes") or {}).get("containers") or ()
+            before = codec.load(out.get("Attributes") or {}).get("containers") or ()
             return set(pending) - set(before)
         # Not reached: every lost round above saw the set grow, and it stops at the cap.
         raise Conflict("the lease's log containers kept changing")
@@ -107,16 +101,18 @@ class RetentionRows:
     def list_attachments(self, lease_id: str) -> list[Attachment]:
         # Bounded by the per-lease cap (put_attachment); one page of 1 MB holds far more.
         out = self.rows.query(
-            KeyConditionExpression=x.WITH_PREFIX,
-            ExpressionAttributeValues=_values(pk=k.lease_pk(lease_id), prefix=k.ATTACHMENT_PREFIX),
+            KeyConditionExpression=expressions.WITH_PREFIX,
+            ExpressionAttributeValues=codec.values(
+                pk=keys.lease_pk(lease_id), prefix=keys.ATTACHMENT_PREFIX
+            ),
             ConsistentRead=True,
         )
-        rows = [_load(r) for r in out.get("Items", [])]
+        rows = [codec.load(r) for r in out.get("Items", [])]
         found = [items.attachment_from(r) for r in rows]
         return sorted(found, key=lambda a: (a.created_at, a.id))
 
     def get_attachment(self, lease_id: str, attachment_id: str) -> Attachment | None:
-        row = self.rows.get(k.attachment_key(lease_id, attachment_id))
+        row = self.rows.get(keys.attachment_key(lease_id, attachment_id))
         return items.attachment_from(row) if row else None
 
     def set_attachment_status(self, attachment: Attachment, status: str) -> None:
@@ -124,11 +120,11 @@ class RetentionRows:
             "update",
             Conflict("the attachment is gone"),
             TableName=self.rows.name,
-            Key=_dump(k.attachment_key(attachment.lease_id, attachment.id)),
-            UpdateExpression=x.SET_STATUS,
-            ConditionExpression=c.EXISTS,
+            Key=codec.dump(keys.attachment_key(attachment.lease_id, attachment.id)),
+            UpdateExpression=expressions.SET_STATUS,
+            ConditionExpression=conditions.EXISTS,
             ExpressionAttributeNames={"#status": "status"},
-            ExpressionAttributeValues=_values(status=status),
+            ExpressionAttributeValues=codec.values(status=status),
         )
 
     def delete_attachments(self, lease_id: str, attachment_ids: list[str]) -> None:
@@ -137,7 +133,7 @@ class RetentionRows:
                 "delete",
                 Conflict("unreachable: an unconditional delete"),
                 TableName=self.rows.name,
-                Key=_dump(k.attachment_key(lease_id, attachment_id)),
+                Key=codec.dump(keys.attachment_key(lease_id, attachment_id)),
             )
 
     # -------------------------------------------------------------------- retention
@@ -146,24 +142,24 @@ class RetentionRows:
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
         out = self.rows.query(
-            IndexName=k.ENDED_INDEX,
-            KeyConditionExpression=x.ENDED_BY,
-            ExpressionAttributeValues=_values(p=k.ended_pk(pool), before=ended_before),
+            IndexName=keys.ENDED_INDEX,
+            KeyConditionExpression=expressions.ENDED_BY,
+            ExpressionAttributeValues=codec.values(p=keys.ended_pk(pool), before=ended_before),
             Limit=limit,
         )
-        return [k.lease_id_of(_load(r)) for r in out.get("Items", [])]
+        return [keys.lease_id_of(codec.load(r)) for r in out.get("Items", [])]
 
     def ended_since(self, pool: str, since: int, limit: int) -> list[str]:
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
         out = self.rows.query(
-            IndexName=k.ENDED_INDEX,
-            KeyConditionExpression=x.ENDED_SINCE,
-            ExpressionAttributeValues=_values(p=k.ended_pk(pool), since=since),
+            IndexName=keys.ENDED_INDEX,
+            KeyConditionExpression=expressions.ENDED_SINCE,
+            ExpressionAttributeValues=codec.values(p=keys.ended_pk(pool), since=since),
             ScanIndexForward=False,
             Limit=limit,
         )
-        return [k.lease_id_of(_load(r)) for r in out.get("Items", [])]
+        return [keys.lease_id_of(codec.load(r)) for r in out.get("Items", [])]
 
     def mark_reclaimed(self, lease: Lease) -> None:
         fields = {
@@ -177,10 +173,10 @@ class RetentionRows:
             "update",
             Conflict(f"lease {lease.id} was reclaimed already"),
             TableName=self.rows.name,
-            Key=_dump(k.lease_key(lease.id)),
-            UpdateExpression=x.set_each(fields),
-            ConditionExpression=c.NOT_RECLAIMED,
-            ExpressionAttributeValues=_values(**fields),
+            Key=codec.dump(keys.lease_key(lease.id)),
+            UpdateExpression=expressions.set_each(fields),
+            ConditionExpression=conditions.NOT_RECLAIMED,
+            ExpressionAttributeValues=codec.values(**fields),
         )
 
     def keep_detail(self, lease: Lease) -> None:
@@ -200,17 +196,17 @@ class RetentionRows:
         # read before it loses its condition (conditions.KEEPS_NO_DETAIL) instead of dropping it.
         # `only_if_absent`: a lease marked already loses the condition too (the migration's
         # count of what it wrote).
-        condition = c.NOT_RECLAIMED
+        condition = conditions.NOT_RECLAIMED
         if only_if_absent:
-            condition = f"{condition} AND {c.KEEPS_NO_DETAIL}"
+            condition = f"{condition} AND {conditions.KEEPS_NO_DETAIL}"
         self.rows.write(
             "update",
             Conflict(f"lease {lease.id} was reclaimed, or keeps detail already"),
             TableName=self.rows.name,
-            Key=_dump(k.lease_key(lease.id)),
-            UpdateExpression=x.INDEX_ENDED,
+            Key=codec.dump(keys.lease_key(lease.id)),
+            UpdateExpression=expressions.INDEX_ENDED,
             ConditionExpression=condition,
-            ExpressionAttributeValues=_values(p=k.ended_pk(lease.pool)),
+            ExpressionAttributeValues=codec.values(p=keys.ended_pk(lease.pool)),
         )
 
     def unindex_ended(self, lease_id: str) -> None:
@@ -218,7 +214,7 @@ class RetentionRows:
             "update",
             Conflict("the lease is gone"),
             TableName=self.rows.name,
-            Key=_dump(k.lease_key(lease_id)),
-            UpdateExpression=x.UNINDEX_ENDED,
-            ConditionExpression=c.EXISTS,
+            Key=codec.dump(keys.lease_key(lease_id)),
+            UpdateExpression=expressions.UNINDEX_ENDED,
+            ConditionExpression=conditions.EXISTS,
         )

@@ -11,13 +11,10 @@ from typing import Any
 from tenure.app.migrations import SchemaState
 from tenure.domain.errors import AlreadyExists, Conflict
 from tenure.domain.model import Lease, Space, Task, Token
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import items
+from tenure.store import codec, conditions, expressions, items
+
+# `keys` is this module's name for a batch of row keys, so the key builders are `k`.
 from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
 from tenure.store.table import Table
 
 
@@ -45,12 +42,12 @@ class SchemaRows:
             row["migration"] = new.migration
         if new.cursor is not None:
             row["cursor"] = new.cursor
-        request: dict[str, Any] = {"TableName": self.rows.name, "Item": _dump(row)}
+        request: dict[str, Any] = {"TableName": self.rows.name, "Item": codec.dump(row)}
         if expect.step == 0:
-            request["ConditionExpression"] = c.IS_NEW
+            request["ConditionExpression"] = conditions.IS_NEW
         else:
-            request["ConditionExpression"] = c.SCHEMA_STEP_IS
-            request["ExpressionAttributeValues"] = _values(step=expect.step)
+            request["ConditionExpression"] = conditions.SCHEMA_STEP_IS
+            request["ExpressionAttributeValues"] = codec.values(step=expect.step)
         try:
             self.rows.write("put", Conflict("the schema row moved"), **request)
         except Conflict:
@@ -63,16 +60,16 @@ class SchemaRows:
             "Limit": limit,
             "FilterExpression": "#entity = :token AND #sk = :sk",
             "ExpressionAttributeNames": {"#entity": "entity", "#sk": k.SK},
-            "ExpressionAttributeValues": _values(token="token", sk="TOKEN"),
+            "ExpressionAttributeValues": codec.values(token="token", sk="TOKEN"),
             # Consistent: a token made just before the migrate is seen by it.
             "ConsistentRead": True,
         }
         if cursor:
-            request["ExclusiveStartKey"] = _dump(json.loads(cursor))
+            request["ExclusiveStartKey"] = codec.dump(json.loads(cursor))
         out = self.rows.call("scan", self.rows.client.scan, **request)
-        tokens = [items.token_from(_load(r)) for r in out.get("Items", [])]
+        tokens = [items.token_from(codec.load(r)) for r in out.get("Items", [])]
         last = out.get("LastEvaluatedKey")
-        return tokens, json.dumps(_load(last), sort_keys=True) if last else None
+        return tokens, json.dumps(codec.load(last), sort_keys=True) if last else None
 
     def listed_token_ids(self, token_ids: list[str]) -> set[str]:
         found: set[str] = set()
@@ -88,8 +85,8 @@ class SchemaRows:
                 "put",
                 Conflict("the token is listed already"),
                 TableName=self.rows.name,
-                Item=_dump(row),
-                ConditionExpression=c.IS_NEW,
+                Item=codec.dump(row),
+                ConditionExpression=conditions.IS_NEW,
             )
         except Conflict:
             return False
@@ -101,16 +98,16 @@ class SchemaRows:
             "Limit": limit,
             "FilterExpression": "#entity = :space AND #sk = :sk",
             "ExpressionAttributeNames": {"#entity": "entity", "#sk": k.SK},
-            "ExpressionAttributeValues": _values(space="space", sk="SPACE"),
+            "ExpressionAttributeValues": codec.values(space="space", sk="SPACE"),
             # Consistent: a space made just before the migrate is seen by it.
             "ConsistentRead": True,
         }
         if cursor:
-            request["ExclusiveStartKey"] = _dump(json.loads(cursor))
+            request["ExclusiveStartKey"] = codec.dump(json.loads(cursor))
         out = self.rows.call("scan", self.rows.client.scan, **request)
-        spaces = [items.space_from(_load(r)) for r in out.get("Items", [])]
+        spaces = [items.space_from(codec.load(r)) for r in out.get("Items", [])]
         last = out.get("LastEvaluatedKey")
-        return spaces, json.dumps(_load(last), sort_keys=True) if last else None
+        return spaces, json.dumps(codec.load(last), sort_keys=True) if last else None
 
     def listed_space_keys(self, keys: list[str]) -> set[str]:
         found = self.rows.batch_get([k.listed_space_key(key) for key in keys])
@@ -131,15 +128,15 @@ class SchemaRows:
             "Limit": limit,
             "FilterExpression": "#entity = :task AND #sk = :sk",
             "ExpressionAttributeNames": {"#entity": "entity", "#sk": k.SK},
-            "ExpressionAttributeValues": _values(task="task", sk="TASK"),
+            "ExpressionAttributeValues": codec.values(task="task", sk="TASK"),
             "ConsistentRead": True,
         }
         if cursor:
-            request["ExclusiveStartKey"] = _dump(json.loads(cursor))
+            request["ExclusiveStartKey"] = codec.dump(json.loads(cursor))
         out = self.rows.call("scan", self.rows.client.scan, **request)
-        tasks = [items.task_from(_load(r)) for r in out.get("Items", [])]
+        tasks = [items.task_from(codec.load(r)) for r in out.get("Items", [])]
         last = out.get("LastEvaluatedKey")
-        return tasks, json.dumps(_load(last), sort_keys=True) if last else None
+        return tasks, json.dumps(codec.load(last), sort_keys=True) if last else None
 
     def keyed_tasks(self, keys: list[str]) -> set[str]:
         found = self.rows.batch_get([k.task_key_row(key) for key in keys])
@@ -163,10 +160,10 @@ class SchemaRows:
                 "update",
                 Conflict("marked already, or gone"),
                 TableName=self.rows.name,
-                Key=_dump(k.task_key(task_id)),
-                UpdateExpression=x.SET_HAS_CHILDREN,
-                ConditionExpression=c.CHILDREN_UNMARKED,
-                ExpressionAttributeValues=_values(yes=True),
+                Key=codec.dump(k.task_key(task_id)),
+                UpdateExpression=expressions.SET_HAS_CHILDREN,
+                ConditionExpression=conditions.CHILDREN_UNMARKED,
+                ExpressionAttributeValues=codec.values(yes=True),
             )
         except Conflict:
             return False
@@ -182,13 +179,13 @@ class SchemaRows:
             "Limit": limit,
             "FilterExpression": "begins_with(#due, :held)",
             "ExpressionAttributeNames": {"#due": k.DUE_PK},
-            "ExpressionAttributeValues": _values(held=k.due_pk("")),
+            "ExpressionAttributeValues": codec.values(held=k.due_pk("")),
         }
         if cursor:
-            request["ExclusiveStartKey"] = _dump(json.loads(cursor))
+            request["ExclusiveStartKey"] = codec.dump(json.loads(cursor))
         out = self.rows.call("scan", self.rows.client.scan, **request)
-        ids = [k.lease_id_of(_load(r)) for r in out.get("Items", [])]
+        ids = [k.lease_id_of(codec.load(r)) for r in out.get("Items", [])]
         rows = self.rows.batch_get([k.lease_key(i) for i in ids]) if ids else []
         leases = sorted((items.lease_from(r) for r in rows), key=lambda lease: lease.id)
         last = out.get("LastEvaluatedKey")
-        return leases, json.dumps(_load(last), sort_keys=True) if last else None
+        return leases, json.dumps(codec.load(last), sort_keys=True) if last else None

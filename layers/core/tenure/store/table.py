@@ -9,14 +9,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from tenure.domain.errors import AlreadyExists, Conflict, TenureError
-from tenure.store import conditions as c
-from tenure.store import expressions as x
+from tenure.store import codec, conditions, expressions
+
+# `keys` is this module's name for a batch of row keys, so the key builders are `k`.
 from tenure.store import keys as k
 from tenure.store.calls import Retry, translate
 from tenure.store.codec import Meter
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
 
 _READS = {"get", "query", "batch_get", "scan"}  # safe to send again whatever became of the first
 
@@ -28,7 +26,7 @@ def _lost(err: ClientError, failed: TenureError) -> Exception:
     out = translate(err, failed)
     if out is failed and err.response.get("CancellationReasons"):
         failed.details["old"] = [
-            _load(dict(r["Item"])) if r.get("Item") else None
+            codec.load(dict(r["Item"])) if r.get("Item") else None
             for r in err.response["CancellationReasons"]
         ]
     return out
@@ -62,13 +60,13 @@ class Table:
             "get",
             self.client.get_item,
             TableName=self.name,
-            Key=_dump(key),
+            Key=codec.dump(key),
             ConsistentRead=consistent,
         )
         if "Item" not in out:
             return None
         self.meter.items_read += 1
-        return _load(out["Item"])
+        return codec.load(out["Item"])
 
     def write(self, op: str, failed: TenureError, **request: Any) -> dict[str, Any]:
         """One write call: metered, and a failed condition raised as `failed`."""
@@ -91,8 +89,8 @@ class Table:
             "put",
             AlreadyExists(f"{what} already exists"),
             TableName=self.name,
-            Item=_dump(item),
-            ConditionExpression=c.IS_NEW,
+            Item=codec.dump(item),
+            ConditionExpression=conditions.IS_NEW,
         )
 
     def transact(self, ops: list[dict[str, Any]]) -> None:
@@ -109,7 +107,7 @@ class Table:
         condition hands back the row as it was."""
         put: dict[str, Any] = {
             "TableName": self.name,
-            "Item": _dump(item),
+            "Item": codec.dump(item),
             "ConditionExpression": condition,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
@@ -136,14 +134,16 @@ class Table:
             if cap is not None:
                 kwargs["Limit"] = cap - len(rows)
             out = self.query(**kwargs)
-            rows.extend(_load(r) for r in out.get("Items", []))
+            rows.extend(codec.load(r) for r in out.get("Items", []))
             if not out.get("LastEvaluatedKey") or (cap is not None and len(rows) >= cap):
                 return rows
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
 
     def partition(self, pk: str, cap: int) -> list[dict[str, Any]]:
         return self.query_all(
-            cap, KeyConditionExpression=x.IN_PARTITION, ExpressionAttributeValues=_values(pk=pk)
+            cap,
+            KeyConditionExpression=expressions.IN_PARTITION,
+            ExpressionAttributeValues=codec.values(pk=pk),
         )
 
     def batch_get(
@@ -155,7 +155,7 @@ class Table:
         (A round whose call is throttled outright is itself re-sent within its own bound:
         at most tries x tries calls per 100 keys, in practice the first or second.)"""
         found: list[dict[str, Any]] = []
-        pending = [_dump(key) for key in item_keys]
+        pending = [codec.dump(key) for key in item_keys]
         while pending:
             chunk, pending = pending[:100], pending[100:]
             request: dict[str, Any] = {self.name: {"Keys": chunk, "ConsistentRead": consistent}}
@@ -163,7 +163,7 @@ class Table:
                 out = self.call("batch_get", self.client.batch_get_item, RequestItems=request)
                 rows = out.get("Responses", {}).get(self.name, [])
                 self.meter.items_read += len(rows)
-                found.extend(_load(r) for r in rows)
+                found.extend(codec.load(r) for r in rows)
                 request = out.get("UnprocessedKeys") or {}
                 if not request:
                     break
@@ -198,4 +198,4 @@ def _rows_written(request: dict[str, Any]) -> list[str]:
         for entry in request.get("TransactItems", [])
         for body in entry.values()
     ] or [request.get("Item") or request.get("Key") or {}]
-    return [str(_load(key).get(k.PK, "?")).split("#")[0] for key in keys]
+    return [str(codec.load(key).get(k.PK, "?")).split("#")[0] for key in keys]

@@ -323,7 +323,7 @@ class Stack:
 
     def _scheduler_loop(self) -> None:
         """Stands in for EventBridge Scheduler invoking the scheduler function."""
-        from tenure.triggers.schedule import handle
+        from tenure.triggers.rule_schedule import handle
 
         schedules = wiring.build_schedules()
         if schedules is None:

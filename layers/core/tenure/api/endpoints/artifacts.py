@@ -9,31 +9,33 @@ from typing import Annotated, Any, Literal, cast
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from tenure.api import models as m
-from tenure.api import views as v
+from tenure.api import models, views
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, op, svc
-from tenure.domain import errors as e
+from tenure.domain import errors
 
 Cursor = Annotated[str | None, Query(max_length=4096)]
 
 
-@op("GET", f"{BASE}/leases/<lease_id>/exec_target", 200, m.ExecTarget, 404)
+@op("GET", f"{BASE}/leases/<lease_id>/exec_target", 200, models.ExecTarget, 404)
 def exec_target(lease_id: str) -> Response[Any]:
     target = svc().logs.exec_target(actor(), lease_id)
-    shown = {**target, "claimed_at": v.iso(target["claimed_at"])}  # the service's, as ExecTarget
-    return json_answer(cast(m.ExecTarget, shown))
+    shown = {
+        **target,
+        "claimed_at": views.iso(target["claimed_at"]),
+    }  # the service's, as ExecTarget
+    return json_answer(cast(models.ExecTarget, shown))
 
 
-@op("POST", f"{BASE}/leases/<lease_id>/logs", 202, m.LogsAccepted, 404, 409, 501)
-def post_logs(lease_id: str, body: Annotated[m.LogBatch, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/leases/<lease_id>/logs", 202, models.LogsAccepted, 404, 409, 501)
+def post_logs(lease_id: str, body: Annotated[models.LogBatch, Body()]) -> Response[Any]:
     events = [event.model_dump() for event in body.events]
     return json_answer(
-        m.LogsAccepted(accepted=svc().logs.post_logs(actor(), lease_id, events)), 202
+        models.LogsAccepted(accepted=svc().logs.post_logs(actor(), lease_id, events)), 202
     )
 
 
-@op("GET", f"{BASE}/leases/<lease_id>/logs", 200, m.Logs, 404, 501)
+@op("GET", f"{BASE}/leases/<lease_id>/logs", 200, models.Logs, 404, 501)
 def get_logs(
     lease_id: str,
     container: Annotated[str | None, Query(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")] = None,
@@ -44,24 +46,26 @@ def get_logs(
     caller = actor()
     since_ms = None
     if since:
-        since_ms = m.parse_time(since)
+        since_ms = models.parse_time(since)
         if since_ms is None:
-            raise e.ValidationFailed("since: is not an ISO 8601 time")
+            raise errors.ValidationFailed("since: is not an ISO 8601 time")
     page = svc().logs.read_logs(caller, lease_id, container or None, tail, since_ms, cursor or None)
-    events = [v.log_line_view(line) for line in page.events]
+    events = [views.log_line_view(line) for line in page.events]
     return json_answer(
-        m.Logs(events=events, truncated=page.truncated, next_cursor=page.next_cursor)
+        models.Logs(events=events, truncated=page.truncated, next_cursor=page.next_cursor)
     )
 
 
-@op("POST", f"{BASE}/leases/<lease_id>/attachments", 201, m.AttachmentAnswer, 404, 409, 501)
-def add_attachment(lease_id: str, body: Annotated[m.AttachmentCreate, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/leases/<lease_id>/attachments", 201, models.AttachmentAnswer, 404, 409, 501)
+def add_attachment(
+    lease_id: str, body: Annotated[models.AttachmentCreate, Body()]
+) -> Response[Any]:
     content = None
     if body.content_base64 is not None:
         try:
             content = base64.b64decode(body.content_base64, validate=True)
         except (binascii.Error, ValueError) as bad:
-            raise e.ValidationFailed("content_base64: is not valid base64") from bad
+            raise errors.ValidationFailed("content_base64: is not valid base64") from bad
     attachment, upload = svc().attachments.add_attachment(
         actor(),
         lease_id,
@@ -71,19 +75,19 @@ def add_attachment(lease_id: str, body: Annotated[m.AttachmentCreate, Body()]) -
         body.byte_size,
         content,
     )
-    shown = v.attachment_view(attachment)
+    shown = views.attachment_view(attachment)
     if upload is None:  # the bytes came inline: no upload, not even a null one
-        return json_answer(m.AttachmentAnswer(attachment=shown), 201)
+        return json_answer(models.AttachmentAnswer(attachment=shown), 201)
     method = cast(Literal["PUT"], upload.method)  # the presigned PUT it always is
-    url = m.UploadOut(url=upload.url, method=method, headers=upload.headers)
-    return json_answer(m.AttachmentAnswer(attachment=shown, upload=url), 201)
+    url = models.UploadOut(url=upload.url, method=method, headers=upload.headers)
+    return json_answer(models.AttachmentAnswer(attachment=shown, upload=url), 201)
 
 
-@op("GET", f"{BASE}/leases/<lease_id>/attachments", 200, m.Attachments, 404)
+@op("GET", f"{BASE}/leases/<lease_id>/attachments", 200, models.Attachments, 404)
 def list_attachments(lease_id: str) -> Response[Any]:
     found = svc().attachments.list_attachments(actor(), lease_id)
     return json_answer(
-        m.Attachments(attachments=[v.attachment_view(a) for a in found], next_cursor=None)
+        models.Attachments(attachments=[views.attachment_view(a) for a in found], next_cursor=None)
     )
 
 

@@ -12,14 +12,17 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponseHeader,
 )
 
-from tenure.api import models as m
-from tenure.api.mcp import wire as w
+from tenure.api import models
+from tenure.api.mcp import wire
 from tenure.api.routes import MCP_PATH
 from tenure.api.surface import BEARER, UNREAD_BODIES, WWW_AUTHENTICATE, actor, app, svc
 
 
 def _envelope(description: str) -> OpenAPIResponse:
-    return {"description": description, "content": {"application/json": {"model": m.ErrorEnvelope}}}
+    return {
+        "description": description,
+        "content": {"application/json": {"model": models.ErrorEnvelope}},
+    }
 
 
 RETRY_AFTER: OpenAPIResponseHeader = {
@@ -29,14 +32,14 @@ RETRY_AFTER: OpenAPIResponseHeader = {
 ANSWERS: dict[int, OpenAPIResponse] = {
     200: {
         "description": "the JSON-RPC answer to the request: a result, or a JSON-RPC error",
-        "content": {"application/json": {"model": w.JsonRpcAnswer}},
+        "content": {"application/json": {"model": wire.JsonRpcAnswer}},
     },
     202: {"description": "a notification (or a response) accepted; no body", "content": {}},
     400: {
         "description": "invalid_request: the body is not JSON, or not a JSON-RPC message. Under "
         "the protocol's 2026-07-28 revision (an MCP-Protocol-Version header naming it), a "
         "JSON-RPC error answering the request instead, as that revision requires",
-        "content": {"application/json": {"model": w.McpRefusal}},
+        "content": {"application/json": {"model": wire.McpRefusal}},
     },
     401: {
         **_envelope("unauthenticated: no bearer token, or an unknown one"),
@@ -45,7 +48,7 @@ ANSWERS: dict[int, OpenAPIResponse] = {
     404: {
         "description": "under the protocol's 2026-07-28 revision only: a JSON-RPC error, "
         "method not found, answering the request",
-        "content": {"application/json": {"model": w.JsonRpcError}},
+        "content": {"application/json": {"model": wire.JsonRpcError}},
     },
     406: _envelope("not_acceptable: Accept does not admit application/json"),
     413: _envelope("payload_too_large: a body larger than the transport reads (4 MiB)"),
@@ -59,7 +62,7 @@ ANSWERS: dict[int, OpenAPIResponse] = {
         "headers": {"Retry-After": RETRY_AFTER},
     },
 }
-UNREAD_BODIES[("POST", MCP_PATH)] = w.JsonRpcRequest
+UNREAD_BODIES[("POST", MCP_PATH)] = wire.JsonRpcRequest
 
 
 @app.route(

@@ -8,14 +8,13 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from tenure.api import models as m
-from tenure.api import views as v
+from tenure.api import models, views
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, op, svc
-from tenure.domain import errors as e
+from tenure.domain import errors
 
 
-@op("GET", f"{BASE}/workers", 200, m.Workers, 404, 422)
+@op("GET", f"{BASE}/workers", 200, models.Workers, 404, 422)
 def list_workers(
     pool: Annotated[str, Query(max_length=64)],
     limit: Annotated[int, Query(ge=1, le=200)] = 200,
@@ -23,7 +22,7 @@ def list_workers(
 ) -> Response[Any]:
     caller = actor()
     if not pool:
-        raise e.ValidationFailed("pool: required (the workers of one pool are listed)")
-    views, after = svc().workers.worker_page(caller, pool, limit, cursor)
-    shown = [v.worker_view(x.worker, x.reachable, x.leases) for x in views]
-    return json_answer(m.Workers(workers=shown, next_cursor=after))
+        raise errors.ValidationFailed("pool: required (the workers of one pool are listed)")
+    found, after = svc().workers.worker_page(caller, pool, limit, cursor)
+    shown = [views.worker_view(x.worker, x.reachable, x.leases) for x in found]
+    return json_answer(models.Workers(workers=shown, next_cursor=after))

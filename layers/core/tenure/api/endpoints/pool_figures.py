@@ -8,7 +8,7 @@ from typing import Any, cast
 from aws_lambda_powertools.event_handler import Response
 from typing_extensions import TypedDict
 
-from tenure.api import views as v
+from tenure.api import views
 from tenure.api.models import answer
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, op, svc
@@ -68,7 +68,7 @@ def figures_view(f: PoolFigures) -> FiguresOut:
         "last_hour": LastHourOut(
             claims=hour.claims, completed=hour.completed, failed=hour.failed, capped=hour.capped
         ),
-        "mass_expiry_hold": HoldOut(until=cast(str, v.iso(f.hold_until)))
+        "mass_expiry_hold": HoldOut(until=cast(str, views.iso(f.hold_until)))
         if f.hold_until is not None
         else None,
     }

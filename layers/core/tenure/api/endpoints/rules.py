@@ -19,11 +19,10 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
-from tenure.api import models as m
-from tenure.api import views as v
+from tenure.api import models, views
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
-from tenure.domain import errors as e
+from tenure.domain import errors
 from tenure.domain.model import Task
 from tenure.domain.rules.addresses import Address
 from tenure.domain.rules.occasions import MAX_CATCHUP_WINDOW_SECONDS
@@ -32,14 +31,14 @@ from tenure.domain.rules.rule import Rule
 Topic = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")]
 EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Overlap = Literal["skip", "allow", "cancel_previous"]
-CatchupWindow = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS), m.Integral]
+CatchupWindow = Annotated[int, Field(ge=0, le=MAX_CATCHUP_WINDOW_SECONDS), models.Integral]
 
 
-class RuleCreate(m.Strict):
+class RuleCreate(models.Strict):
     """`subject` and `trigger` are checked field by field by the service (domain/rules/rule.py),
     so a failure names the very field (`trigger.schedule`, `trigger.match.from`, …)."""
 
-    space: m.SpaceKey
+    space: models.SpaceKey
     name: str
     pool: str
     subject: dict[str, Any]
@@ -52,7 +51,7 @@ class RuleCreate(m.Strict):
     catchup_window_seconds: CatchupWindow | None = None
 
 
-class RulePatch(m.Strict):
+class RulePatch(models.Strict):
     name: str | None = None
     pool: str | None = None
     subject: dict[str, Any] | None = None
@@ -64,37 +63,37 @@ class RulePatch(m.Strict):
     catchup_window_seconds: CatchupWindow | None = None
 
 
-class AddressCreate(m.Strict):
+class AddressCreate(models.Strict):
     address: Annotated[str, StringConstraints(min_length=3, max_length=254)]
 
 
-@m.answer
+@models.answer
 class AddressOut(TypedDict):
     address: str
     space: str
-    created_at: m.Stamp
+    created_at: models.Stamp
 
 
-@m.answer
+@models.answer
 class AddressList(TypedDict):
     addresses: list[AddressOut]
     # always null: a space has at most MAX_ADDRESSES_PER_SPACE
     next_cursor: NotRequired[Annotated[None, Field(default=None)]]
 
 
-class EventPost(m.Strict):
+class EventPost(models.Strict):
     model_config = ConfigDict(extra="forbid", strict=False)
 
-    space: m.SpaceKey
+    space: models.SpaceKey
     topic: Topic
     data: dict[str, Any]  # required: `{}` when the event carries nothing
     occurred_at: AwareDatetime | None = None
     event_id: EventId | None = None
 
-    _data = field_validator("data")(lambda value: m._bounded(value, "data"))
+    _data = field_validator("data")(lambda value: models._bounded(value, "data"))
 
 
-@m.answer
+@models.answer
 class RuleOut(TypedDict):
     id: str
     space: str
@@ -104,8 +103,8 @@ class RuleOut(TypedDict):
     subject: dict[str, Any]
     trigger: dict[str, Any]
     enabled: bool
-    created_at: m.Stamp
-    updated_at: m.Stamp
+    created_at: models.Stamp
+    updated_at: models.Stamp
     schedule_name: str | None
     accept_spam: bool
     max_firings_per_hour: int | None
@@ -114,25 +113,25 @@ class RuleOut(TypedDict):
     catchup_window_seconds: int | None
 
 
-@m.answer
+@models.answer
 class RuleAnswer(TypedDict):
     rule: RuleOut
 
 
-@m.answer
+@models.answer
 class RuleList(TypedDict):
     rules: list[RuleOut]
     # always null: a space has at most MAX_RULES_PER_SPACE rules
     next_cursor: NotRequired[Annotated[None, Field(default=None)]]
 
 
-@m.answer
+@models.answer
 class FireAnswer(TypedDict):
     """The lease minted; for a task subject that requires approval, no lease (null) and the
     task, waiting for approval."""
 
-    lease: m.LeaseOut | None
-    task: NotRequired[Annotated[m.TaskOut | None, Field(default=None)]]
+    lease: models.LeaseOut | None
+    task: NotRequired[Annotated[models.TaskOut | None, Field(default=None)]]
 
 
 def _event_kind(body: Any) -> str:
@@ -142,14 +141,14 @@ def _event_kind(body: Any) -> str:
 
 
 EventBody = Annotated[
-    Annotated[EventPost, Tag("rule_event")] | Annotated[m.EventSignal, Tag("signal")],
+    Annotated[EventPost, Tag("rule_event")] | Annotated[models.EventSignal, Tag("signal")],
     Discriminator(_event_kind),
 ]
 
 
-@m.answer
+@models.answer
 class EventAnswer(TypedDict):
-    leases: list[m.LeaseOut]
+    leases: list[models.LeaseOut]
 
 
 def rule_view(rule: Rule) -> RuleOut:
@@ -163,8 +162,8 @@ def rule_view(rule: Rule) -> RuleOut:
         "subject": rule.subject,
         "trigger": rule.trigger,
         "enabled": rule.enabled,
-        "created_at": v.iso(rule.created_at),
-        "updated_at": v.iso(rule.updated_at),
+        "created_at": views.iso(rule.created_at),
+        "updated_at": views.iso(rule.updated_at),
         "schedule_name": rule.schedule_name,
         "accept_spam": rule.spam_accepted,
         "max_firings_per_hour": rule.hourly_cap,
@@ -177,7 +176,7 @@ def address_view(address: Address) -> AddressOut:
     return {
         "address": address.address,
         "space": address.space,
-        "created_at": v.iso(address.created_at),
+        "created_at": views.iso(address.created_at),
     }
 
 
@@ -203,7 +202,7 @@ def create_rule(body: Annotated[RuleCreate, Body()]) -> Response[Any]:
 def list_rules(space: Annotated[str | None, Query(max_length=64)] = None) -> Response[Any]:
     caller = actor()
     if not space:
-        raise e.MissingScope("space is required: list the rules of one space")
+        raise errors.MissingScope("space is required: list the rules of one space")
     rules = [rule_view(x) for x in svc().rules.list_rules(caller, space)]
     return json_answer(RuleList(rules=rules, next_cursor=None))
 
@@ -220,7 +219,7 @@ def update_rule(rule_id: str, body: Annotated[RulePatch, Body()]) -> Response[An
         name for name, value in changes.items() if value is None and name != "max_firings_per_hour"
     )
     if nulls:
-        raise e.ValidationFailed(f"{nulls[0]}: cannot be null")
+        raise errors.ValidationFailed(f"{nulls[0]}: cannot be null")
     updated = svc().rules.update_rule(actor(), rule_id, changes)
     return json_answer(RuleAnswer(rule=rule_view(updated)))
 
@@ -236,15 +235,17 @@ def fire_rule(rule_id: str) -> Response[Any]:
     fired = svc().firings.fire_rule(actor(), rule_id)
     if isinstance(fired, Task):
         seen = svc().graph.describe_filed(fired, None)
-        return json_answer(FireAnswer(lease=None, task=v.task_view(fired, seen.status, seen)), 201)
+        return json_answer(
+            FireAnswer(lease=None, task=views.task_view(fired, seen.status, seen)), 201
+        )
     return json_answer(FireAnswer(lease=lease_out(fired)), 201)
 
 
-@op("POST", f"{BASE}/events", 202, EventAnswer, 404, 422, also={200: m.SignalAnswer})
+@op("POST", f"{BASE}/events", 202, EventAnswer, 404, 422, also={200: models.SignalAnswer})
 def post_event(body: Annotated[EventBody, Body()]) -> Response[Any]:
-    if isinstance(body, m.EventSignal):  # an event blocks wait for (app/flow/events.py)
+    if isinstance(body, models.EventSignal):  # an event blocks wait for (app/flow/events.py)
         cleared = svc().event_waits.send(actor(), body.space, body.name, body.key, body.data)
-        return json_answer(m.SignalAnswer(cleared=cleared), 200)
+        return json_answer(models.SignalAnswer(cleared=cleared), 200)
     occurred = _ms(body.occurred_at) if body.occurred_at else None
     leases = svc().firings.post_event(
         actor(), body.space, body.topic, body.data, occurred, body.event_id
@@ -252,7 +253,7 @@ def post_event(body: Annotated[EventBody, Body()]) -> Response[Any]:
     return json_answer(EventAnswer(leases=leases_out(leases)), 202)
 
 
-@op("GET", f"{BASE}/workflows/<slug>/activity", 200, m.Activity, 404)
+@op("GET", f"{BASE}/workflows/<slug>/activity", 200, models.Activity, 404)
 def workflow_activity(
     slug: str,
     space: Annotated[str | None, Query(max_length=64)] = None,
@@ -260,15 +261,19 @@ def workflow_activity(
 ) -> Response[Any]:
     caller = actor()
     if not space:
-        raise e.MissingScope("space is required: a workflow's slug is unique within its space")
+        raise errors.MissingScope("space is required: a workflow's slug is unique within its space")
     events = svc().subjects.workflow_activity(caller, space, slug, limit)
-    return json_answer(m.Activity(events=[v.event_view(ev) for ev in events], next_cursor=None))
+    return json_answer(
+        models.Activity(events=[views.event_view(ev) for ev in events], next_cursor=None)
+    )
 
 
-@op("GET", f"{BASE}/spaces/<key>/activity", 200, m.Activity, 404)
+@op("GET", f"{BASE}/spaces/<key>/activity", 200, models.Activity, 404)
 def space_activity(key: str, limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
     events = svc().subjects.space_activity(actor(), key, limit)
-    return json_answer(m.Activity(events=[v.event_view(ev) for ev in events], next_cursor=None))
+    return json_answer(
+        models.Activity(events=[views.event_view(ev) for ev in events], next_cursor=None)
+    )
 
 
 @op("POST", f"{BASE}/spaces/<key>/addresses", 201, AddressOut, 404, 409, 422)

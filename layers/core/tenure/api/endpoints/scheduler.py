@@ -7,15 +7,15 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from tenure.api import models as m
+from tenure.api import models
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, leases_out, op, svc
-from tenure.app.scheduler import BACKLOG_PAGE, SchedulerStatus
-from tenure.domain import errors as e
+from tenure.app.dispatch_controls import BACKLOG_PAGE, SchedulerStatus
+from tenure.domain import errors
 
 
-def _status(status: SchedulerStatus) -> m.SchedulerOut:
-    return m.SchedulerOut(
+def _status(status: SchedulerStatus) -> models.SchedulerOut:
+    return models.SchedulerOut(
         paused=status.paused,
         queued_run_count=status.queued_run_count,
         capacity_waiting_count=status.capacity_waiting_count,
@@ -24,22 +24,22 @@ def _status(status: SchedulerStatus) -> m.SchedulerOut:
     )
 
 
-@op("GET", f"{BASE}/scheduler", 200, m.SchedulerOut)
+@op("GET", f"{BASE}/scheduler", 200, models.SchedulerOut)
 def scheduler_status() -> Response[Any]:
     return json_answer(_status(svc().scheduler.scheduler_status(actor())))
 
 
-@op("POST", f"{BASE}/scheduler/pause", 200, m.SchedulerOut, 404)
+@op("POST", f"{BASE}/scheduler/pause", 200, models.SchedulerOut, 404)
 def pause_scheduler() -> Response[Any]:
     return json_answer(_status(svc().scheduler.pause_scheduler(actor())))
 
 
-@op("POST", f"{BASE}/scheduler/resume", 200, m.SchedulerOut, 404)
+@op("POST", f"{BASE}/scheduler/resume", 200, models.SchedulerOut, 404)
 def resume_scheduler() -> Response[Any]:
     return json_answer(_status(svc().scheduler.resume_scheduler(actor())))
 
 
-@op("GET", f"{BASE}/scheduler/backlog", 200, m.Backlog, 404)
+@op("GET", f"{BASE}/scheduler/backlog", 200, models.Backlog, 404)
 def backlog(
     space: Annotated[str, Query()],
     include_paused: Annotated[bool, Query()] = False,
@@ -48,19 +48,19 @@ def backlog(
 ) -> Response[Any]:
     caller = actor()
     if not space:
-        raise e.MissingScope("space is required: the backlog of one space")
+        raise errors.MissingScope("space is required: the backlog of one space")
     entries, next_cursor = svc().scheduler.backlog(caller, space, include_paused, limit, cursor)
     shown = leases_out(x.lease for x in entries)
     rows = [
-        m.BacklogLease(
+        models.BacklogLease(
             **view, effective_paused=x.effective_paused, paused_by_task_id=x.paused_by_task_id
         )
         for view, x in zip(shown, entries, strict=True)
     ]
-    return json_answer(m.Backlog(leases=rows, next_cursor=next_cursor))
+    return json_answer(models.Backlog(leases=rows, next_cursor=next_cursor))
 
 
-@op("POST", f"{BASE}/scheduler/drain", 200, m.Drained, 404)
-def drain(body: Annotated[m.Drain, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/scheduler/drain", 200, models.Drained, 404)
+def drain(body: Annotated[models.Drain, Body()]) -> Response[Any]:
     done = svc().scheduler.drain(actor(), body.timeout_seconds)
-    return json_answer(m.Drained(drained=done.drained, active=done.active))
+    return json_answer(models.Drained(drained=done.drained, active=done.active))

@@ -8,8 +8,7 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from tenure.api import models as m
-from tenure.api import views as v
+from tenure.api import models, views
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, actor_read_again, contract_json, json_answer, op, svc
 from tenure.app.migrations import BEHIND_NOTICE
@@ -21,29 +20,29 @@ from tenure.domain.states import OnExpiry, PoolKind
 SCHEMA_HEADER = "Tenure-Schema"
 
 
-@op("GET", f"{BASE}/health", 200, m.Health)
+@op("GET", f"{BASE}/health", 200, models.Health)
 def health() -> Response[Any]:
-    return json_answer(m.Health(status="ok"))
+    return json_answer(models.Health(status="ok"))
 
 
-@op("GET", f"{BASE}/openapi.json", 200, m.OpenAPIDocument)
+@op("GET", f"{BASE}/openapi.json", 200, models.OpenAPIDocument)
 def openapi() -> Response[Any]:
     return Response(
         status_code=200, content_type=content_types.APPLICATION_JSON, body=contract_json()
     )
 
 
-@op("POST", f"{BASE}/spaces", 201, m.SpaceOut, 409, 422)
-def create_space(body: Annotated[m.SpaceCreate, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/spaces", 201, models.SpaceOut, 409, 422)
+def create_space(body: Annotated[models.SpaceCreate, Body()]) -> Response[Any]:
     space = svc().setup.create_space(actor(), body.key, body.name, body.max_active)
-    return json_answer(v.space_view(space), 201)
+    return json_answer(views.space_view(space), 201)
 
 
 @op(
     "GET",
     f"{BASE}/spaces",
     200,
-    m.SpaceList,
+    models.SpaceList,
     ok_headers={
         SCHEMA_HEADER: {
             "description": "present only while the table's data is older than this release: "
@@ -57,21 +56,21 @@ def list_spaces(
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
 ) -> Response[Any]:
     page = svc().setup.list_spaces(actor(), limit, cursor)
-    spaces = [v.space_view(s) for s in page.spaces]
-    answer = json_answer(m.SpaceList(spaces=spaces, next_cursor=page.next_cursor))
+    spaces = [views.space_view(s) for s in page.spaces]
+    answer = json_answer(models.SpaceList(spaces=spaces, next_cursor=page.next_cursor))
     if page.schema_behind:
         answer.headers[SCHEMA_HEADER] = BEHIND_NOTICE
     return answer
 
 
-@op("POST", f"{BASE}/workflows", 201, m.WorkflowOut, 404, 409, 422)
-def create_workflow(body: Annotated[m.WorkflowCreate, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/workflows", 201, models.WorkflowOut, 404, 409, 422)
+def create_workflow(body: Annotated[models.WorkflowCreate, Body()]) -> Response[Any]:
     wf = svc().setup.create_workflow(actor(), body.space, body.slug, body.name, body.description)
-    return json_answer(v.workflow_view(wf), 201)
+    return json_answer(views.workflow_view(wf), 201)
 
 
-@op("POST", f"{BASE}/pools", 201, m.PoolOut, 404, 409, 422)
-def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/pools", 201, models.PoolOut, 404, 409, 422)
+def create_pool(body: Annotated[models.PoolCreate, Body()]) -> Response[Any]:
     pool = Pool(
         name=body.name,
         space=body.space,
@@ -99,11 +98,11 @@ def create_pool(body: Annotated[m.PoolCreate, Body()]) -> Response[Any]:
         max_claims_per_minute=body.max_claims_per_minute,
         max_run_seconds=body.max_run_seconds,
     )
-    return json_answer(v.pool_view(svc().setup.create_pool(actor(), pool)), 201)
+    return json_answer(views.pool_view(svc().setup.create_pool(actor(), pool)), 201)
 
 
-@op("POST", f"{BASE}/tokens", 201, m.TokenOut, 404, 409, 422)
-def create_token(body: Annotated[m.TokenCreate, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/tokens", 201, models.TokenOut, 404, 409, 422)
+def create_token(body: Annotated[models.TokenCreate, Body()]) -> Response[Any]:
     role = body.role or ("read" if body.kind == "operator" else None)
     spaces = tuple(body.spaces) if body.spaces is not None else None
     pools = tuple(body.pools) if body.pools is not None else None
@@ -111,14 +110,14 @@ def create_token(body: Annotated[m.TokenCreate, Body()]) -> Response[Any]:
     token, raw = svc().setup.create_token(
         actor_read_again(), body.name, body.kind, role, spaces, pools, body.expires_in_seconds
     )
-    return json_answer(v.token_view(token, raw), 201)
+    return json_answer(views.token_view(token, raw), 201)
 
 
 @op(
     "GET",
     f"{BASE}/tokens",
     200,
-    m.TokenList,
+    models.TokenList,
     ok_headers={
         SCHEMA_HEADER: {
             "description": "present only while the table's data is older than this release: "
@@ -133,8 +132,8 @@ def list_tokens(
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
 ) -> Response[Any]:
     page = svc().setup.list_tokens(actor(), kind, limit, cursor)
-    tokens = [v.token_info_view(t) for t in page.tokens]
-    answer = json_answer(m.TokenList(tokens=tokens, next_cursor=page.next_cursor))
+    tokens = [views.token_info_view(t) for t in page.tokens]
+    answer = json_answer(models.TokenList(tokens=tokens, next_cursor=page.next_cursor))
     if page.schema_behind:
         answer.headers[SCHEMA_HEADER] = BEHIND_NOTICE
     return answer
@@ -146,7 +145,9 @@ def revoke_token(token_id: str) -> Response[Any]:
     return Response(status_code=204, content_type=None, body=None)
 
 
-@op("GET", f"{BASE}/instance/activity", 200, m.Activity)
+@op("GET", f"{BASE}/instance/activity", 200, models.Activity)
 def instance_activity(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
     events = svc().setup.instance_activity(actor(), limit)
-    return json_answer(m.Activity(events=[v.event_view(ev) for ev in events], next_cursor=None))
+    return json_answer(
+        models.Activity(events=[views.event_view(ev) for ev in events], next_cursor=None)
+    )

@@ -7,14 +7,13 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Query
 
-from tenure.api import models as m
-from tenure.api import views as v
+from tenure.api import models, views
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
 from tenure.app.runs import RunControls
 from tenure.app.tasks.filing import ACTIVITY_PAGE, TaskLinks, TaskView
 from tenure.app.tasks.listing import TASK_PAGE_MAX
-from tenure.domain import errors as e
+from tenure.domain import errors
 from tenure.domain.states import TaskStatus
 
 # The same key and body within a day answer the first answer; another body is 422.
@@ -28,9 +27,9 @@ IdempotencyKey = Annotated[
 ]
 
 
-@op("POST", f"{BASE}/tasks", 201, m.TaskAnswer, 404, 409, 422)
+@op("POST", f"{BASE}/tasks", 201, models.TaskAnswer, 404, 409, 422)
 def create_task(
-    body: Annotated[m.TaskCreate, Body()], idempotency_key: IdempotencyKey = None
+    body: Annotated[models.TaskCreate, Body()], idempotency_key: IdempotencyKey = None
 ) -> Response[Any]:
     caller = actor()
     status, answer = svc().idempotency.once(
@@ -43,7 +42,7 @@ def create_task(
     return json_answer(answer, status)
 
 
-def _file(caller: Any, body: m.TaskCreate) -> m.TaskAnswer:
+def _file(caller: Any, body: models.TaskCreate) -> models.TaskAnswer:
     task, lease = svc().filing.create_task(
         caller,
         body.space,
@@ -53,7 +52,7 @@ def _file(caller: Any, body: m.TaskCreate) -> m.TaskAnswer:
         body.properties,
         body.pool,
         body.max_attempts,
-        m.instant_ms(body.not_before) if body.not_before else None,
+        models.instant_ms(body.not_before) if body.not_before else None,
         links=TaskLinks(
             body.parent_id,
             tuple(body.depends_on),
@@ -66,17 +65,17 @@ def _file(caller: Any, body: m.TaskCreate) -> m.TaskAnswer:
         controls=RunControls(body.priority, body.expires_in_seconds, body.max_run_seconds),
     )
     seen = svc().graph.describe_filed(task, lease)
-    return m.TaskAnswer(
-        task=v.task_view(task, seen.status, seen), lease=lease_out(lease) if lease else None
+    return models.TaskAnswer(
+        task=views.task_view(task, seen.status, seen), lease=lease_out(lease) if lease else None
     )
 
 
-@op("POST", f"{BASE}/tasks/<task_id>/enqueue", 201, m.LeaseAnswer, 404, 409, 422)
+@op("POST", f"{BASE}/tasks/<task_id>/enqueue", 201, models.LeaseAnswer, 404, 409, 422)
 def enqueue(
-    task_id: str, body: Annotated[m.Enqueue, Body()], idempotency_key: IdempotencyKey = None
+    task_id: str, body: Annotated[models.Enqueue, Body()], idempotency_key: IdempotencyKey = None
 ) -> Response[Any]:
     caller = actor()
-    not_before = m.instant_ms(body.not_before) if body.not_before else None
+    not_before = models.instant_ms(body.not_before) if body.not_before else None
 
     def run() -> tuple[int, dict[str, Any]]:
         controls = RunControls(body.priority, body.expires_in_seconds, body.max_run_seconds)
@@ -88,7 +87,7 @@ def enqueue(
             concurrency_key=body.concurrency_key,
             controls=controls,
         )
-        return 201, dict(m.LeaseAnswer(lease=lease_out(lease)))
+        return 201, dict(models.LeaseAnswer(lease=lease_out(lease)))
 
     status, answer = svc().idempotency.once(
         caller,
@@ -100,33 +99,35 @@ def enqueue(
     return json_answer(answer, status)
 
 
-@op("POST", f"{BASE}/tasks/<task_id>/approve", 200, m.TaskAnswer, 404, 409)
+@op("POST", f"{BASE}/tasks/<task_id>/approve", 200, models.TaskAnswer, 404, 409)
 def approve_task(
-    task_id: str, body: Annotated[m.TaskApprove | None, Body()] = None
+    task_id: str, body: Annotated[models.TaskApprove | None, Body()] = None
 ) -> Response[Any]:
     seen = svc().approval.approve(actor(), task_id, body.note if body else None)
     return json_answer(_task_answer(seen))
 
 
-@op("POST", f"{BASE}/tasks/<task_id>/reject", 200, m.TaskAnswer, 404, 409)
-def reject_task(task_id: str, body: Annotated[m.TaskReject, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/tasks/<task_id>/reject", 200, models.TaskAnswer, 404, 409)
+def reject_task(task_id: str, body: Annotated[models.TaskReject, Body()]) -> Response[Any]:
     return json_answer(_task_answer(svc().approval.reject(actor(), task_id, body.note)))
 
 
-@op("POST", f"{BASE}/tasks/<task_id>/cancel", 202, m.TaskCancelled, 404, 409, 422)
-def cancel_task(task_id: str, body: Annotated[m.TaskCancel, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/tasks/<task_id>/cancel", 202, models.TaskCancelled, 404, 409, 422)
+def cancel_task(task_id: str, body: Annotated[models.TaskCancel, Body()]) -> Response[Any]:
     done = svc().cancellation.cancel(actor(), task_id, body.reason, body.subtree)
-    return json_answer(m.TaskCancelled(cancelled=done.cancelled, remaining=done.remaining), 202)
+    return json_answer(
+        models.TaskCancelled(cancelled=done.cancelled, remaining=done.remaining), 202
+    )
 
 
-def _task_answer(seen: TaskView) -> m.TaskAnswer:
-    return m.TaskAnswer(
-        task=v.task_view(seen.task, seen.status, seen),
+def _task_answer(seen: TaskView) -> models.TaskAnswer:
+    return models.TaskAnswer(
+        task=views.task_view(seen.task, seen.status, seen),
         lease=lease_out(seen.lease) if seen.lease else None,
     )
 
 
-@op("GET", f"{BASE}/tasks", 200, m.TaskList, 404, 422)
+@op("GET", f"{BASE}/tasks", 200, models.TaskList, 404, 422)
 def list_tasks(
     # Required, yet checked by the route too: `space=` (empty) is missing_scope as well.
     space: Annotated[str, Query()],
@@ -136,31 +137,31 @@ def list_tasks(
 ) -> Response[Any]:
     caller = actor()
     if not space:
-        raise e.MissingScope("space is required: list the tasks of one space")
+        raise errors.MissingScope("space is required: list the tasks of one space")
     page = svc().listing.list_tasks(caller, space, limit, cursor, status)
     leases = leases_out(x.lease for x in page.tasks if x.lease is not None)
     shown = iter(leases)
     rows = [
-        m.TaskAnswer(
-            task=v.task_view(x.view.task, x.view.status, x.view),
+        models.TaskAnswer(
+            task=views.task_view(x.view.task, x.view.status, x.view),
             lease=next(shown) if x.lease is not None else None,
         )
         for x in page.tasks
     ]
-    return json_answer(m.TaskList(tasks=rows, next_cursor=page.next_cursor))
+    return json_answer(models.TaskList(tasks=rows, next_cursor=page.next_cursor))
 
 
-@op("GET", f"{BASE}/tasks/<task_id>", 200, m.TaskAnswer, 404)
+@op("GET", f"{BASE}/tasks/<task_id>", 200, models.TaskAnswer, 404)
 def get_task(task_id: str) -> Response[Any]:
     return json_answer(_task_answer(svc().graph.get_task(actor(), task_id)))
 
 
-@op("GET", f"{BASE}/tasks/<task_id>/activity", 200, m.Activity, 404)
+@op("GET", f"{BASE}/tasks/<task_id>/activity", 200, models.Activity, 404)
 def task_activity(
     task_id: str,
     limit: Annotated[int, Query(ge=1, le=ACTIVITY_PAGE)] = ACTIVITY_PAGE,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
 ) -> Response[Any]:
     page = svc().filing.activity(actor(), task_id, limit, cursor)
-    events = [v.event_view(ev) for ev in page.events]
-    return json_answer(m.Activity(events=events, next_cursor=page.next_cursor))
+    events = [views.event_view(ev) for ev in page.events]
+    return json_answer(models.Activity(events=events, next_cursor=page.next_cursor))

@@ -9,19 +9,17 @@ from typing import Annotated, Any, cast
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from tenure.api import models as m
-from tenure.api import views as v
+from tenure.api import models, views
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, logger, op, svc
 from tenure.app.leases.handover import NextClaim
-from tenure.domain import authz
-from tenure.domain import errors as e
+from tenure.domain import authz, errors
 from tenure.domain.model import Lease
 from tenure.domain.states import ReportKind, Revoke
 
 
-@op("POST", f"{BASE}/pools/<pool>/claim", 200, m.Claimed, 404, 409, 422, extra=204)
-def claim(pool: str, body: Annotated[m.Claim, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/pools/<pool>/claim", 200, models.Claimed, 404, 409, 422, extra=204)
+def claim(pool: str, body: Annotated[models.Claim, Body()]) -> Response[Any]:
     won = svc().claims.claim(
         actor(),
         pool,
@@ -42,12 +40,12 @@ def claim(pool: str, body: Annotated[m.Claim, Body()]) -> Response[Any]:
     return json_answer(_claimed_view(won))
 
 
-def _claimed_view(won: Any) -> m.Claimed:
+def _claimed_view(won: Any) -> models.Claimed:
     """A won claim: the lease, its token (shown this once) and the work bundle (payload),
     so the worker needs no GET payload; the bundle's lease is the one just won."""
     lease = lease_out(won.lease)
     bundle = svc().payloads.claimed_payload(won.lease, won.task)
-    return m.Claimed(
+    return models.Claimed(
         lease=lease,
         token=won.token,
         fence=won.lease.fence,
@@ -58,25 +56,29 @@ def _claimed_view(won: Any) -> m.Claimed:
     )
 
 
-def _bundle(bundle: dict[str, Any], lease: m.LeaseOut) -> m.Payload:
+def _bundle(bundle: dict[str, Any], lease: models.LeaseOut) -> models.Payload:
     """The work bundle with the lease as the route shows it (open: each subject kind adds
     fields of its own, after lease, subject and kind)."""
-    return cast(m.Payload, {**bundle, "lease": lease})
+    return cast(models.Payload, {**bundle, "lease": lease})
 
 
-@op("POST", f"{BASE}/leases/<lease_id>/start", 200, m.LeaseAnswer, 404, 409)
+@op("POST", f"{BASE}/leases/<lease_id>/start", 200, models.LeaseAnswer, 404, 409)
 def start(lease_id: str) -> Response[Any]:
-    return json_answer(m.LeaseAnswer(lease=lease_out(svc().reports.start(actor(), lease_id))))
+    return json_answer(models.LeaseAnswer(lease=lease_out(svc().reports.start(actor(), lease_id))))
 
 
-@op("POST", f"{BASE}/leases/<lease_id>/heartbeat", 200, m.Beat, 404, 409, 422)
-def heartbeat(lease_id: str, body: Annotated[m.Heartbeat | None, Body()] = None) -> Response[Any]:
+@op("POST", f"{BASE}/leases/<lease_id>/heartbeat", 200, models.Beat, 404, 409, 422)
+def heartbeat(
+    lease_id: str, body: Annotated[models.Heartbeat | None, Body()] = None
+) -> Response[Any]:
     beat = svc().reports.heartbeat(actor(), lease_id, body.lease_seconds if body else None)
     return json_answer(_beat_view(beat.lease, beat.revoke))
 
 
-@op("POST", f"{BASE}/workers/<worker_id>/heartbeat", 200, m.WorkerBeat, 404, 422)
-def worker_heartbeat(worker_id: str, body: Annotated[m.WorkerHeartbeat, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/workers/<worker_id>/heartbeat", 200, models.WorkerBeat, 404, 422)
+def worker_heartbeat(
+    worker_id: str, body: Annotated[models.WorkerHeartbeat, Body()]
+) -> Response[Any]:
     answers = svc().reports.worker_heartbeat(
         actor(),
         worker_id,
@@ -85,31 +87,33 @@ def worker_heartbeat(worker_id: str, body: Annotated[m.WorkerHeartbeat, Body()])
         credentials=body.credentials.model_dump(exclude_none=True) if body.credentials else None,
         pool=body.pool,
     )
-    rows: list[m.BeatRow] = []
+    rows: list[models.BeatRow] = []
     for lease_id, fence, answer in answers:
-        if isinstance(answer, e.TenureError):
-            error = m.ErrorDetail(code=answer.code, message=answer.message)
-            rows.append(m.BeatRow(id=lease_id, fence=fence, error=error))
+        if isinstance(answer, errors.TenureError):
+            error = models.ErrorDetail(code=answer.code, message=answer.message)
+            rows.append(models.BeatRow(id=lease_id, fence=fence, error=error))
         else:
             beat = _beat_view(answer.lease, answer.revoke)
-            rows.append(m.BeatRow(id=lease_id, fence=fence, **beat))
-    return json_answer(m.WorkerBeat(leases=rows))
+            rows.append(models.BeatRow(id=lease_id, fence=fence, **beat))
+    return json_answer(models.WorkerBeat(leases=rows))
 
 
-def _beat_view(lease: Lease, revoke: Revoke | None) -> m.Beat:
-    return m.Beat(
-        state=lease.state, deadline=v.iso(lease.deadline), revoke=revoke if revoke else None
+def _beat_view(lease: Lease, revoke: Revoke | None) -> models.Beat:
+    return models.Beat(
+        state=lease.state, deadline=views.iso(lease.deadline), revoke=revoke if revoke else None
     )
 
 
-@op("POST", f"{BASE}/leases/<lease_id>/complete", 200, m.ReportAnswer, 403, 404, 409, 422)
-def complete(lease_id: str, body: Annotated[m.Complete | None, Body()] = None) -> Response[Any]:
+@op("POST", f"{BASE}/leases/<lease_id>/complete", 200, models.ReportAnswer, 403, 404, 409, 422)
+def complete(
+    lease_id: str, body: Annotated[models.Complete | None, Body()] = None
+) -> Response[Any]:
     raw = body.model_dump(exclude_unset=True) if body else {}
     return _final(lease_id, ReportKind.COMPLETE, raw)
 
 
-@op("POST", f"{BASE}/leases/<lease_id>/fail", 200, m.ReportAnswer, 403, 404, 409, 422)
-def fail(lease_id: str, body: Annotated[m.Fail, Body()]) -> Response[Any]:
+@op("POST", f"{BASE}/leases/<lease_id>/fail", 200, models.ReportAnswer, 403, 404, 409, 422)
+def fail(lease_id: str, body: Annotated[models.Fail, Body()]) -> Response[Any]:
     return _final(lease_id, ReportKind.FAIL, body.model_dump(exclude_unset=True))
 
 
@@ -123,30 +127,30 @@ def _final(lease_id: str, kind: ReportKind, raw: dict[str, Any]) -> Response[Any
         report = svc().reports.complete if kind is ReportKind.COMPLETE else svc().reports.fail
         reported = lease_out(report(caller, lease_id, raw))
         return json_answer(
-            m.ReportAnswer(lease=reported)
+            models.ReportAnswer(lease=reported)
             if ask is None
-            else m.ReportAnswer(lease=reported, next=None)
+            else models.ReportAnswer(lease=reported, next=None)
         )
     if ask is None:  # the dispatcher refuses this before the body is read; kept as a guard
-        raise e.Forbidden(authz.WORKER_REPORTS_NEED_NEXT)
+        raise errors.Forbidden(authz.WORKER_REPORTS_NEED_NEXT)
     ended, won = svc().handover.report_then_claim(caller, lease_id, kind, raw, NextClaim(**ask))
     if won is not None:
         logger.debug("lease claimed", extra={"lease_id": won.lease.id, "pool": won.pool.name})
     shown = lease_out(ended)
     return json_answer(
-        m.ReportAnswer(lease=shown, next=_claimed_view(won) if won is not None else None)
+        models.ReportAnswer(lease=shown, next=_claimed_view(won) if won is not None else None)
     )
 
 
-@op("POST", f"{BASE}/leases/<lease_id>/release", 200, m.LeaseAnswer, 404, 409, 422)
-def release(lease_id: str, body: Annotated[m.Release | None, Body()] = None) -> Response[Any]:
+@op("POST", f"{BASE}/leases/<lease_id>/release", 200, models.LeaseAnswer, 404, 409, 422)
+def release(lease_id: str, body: Annotated[models.Release | None, Body()] = None) -> Response[Any]:
     raw = body.model_dump(exclude_unset=True) if body else {}
     return json_answer(
-        m.LeaseAnswer(lease=lease_out(svc().reports.release(actor(), lease_id, raw)))
+        models.LeaseAnswer(lease=lease_out(svc().reports.release(actor(), lease_id, raw)))
     )
 
 
-@op("GET", f"{BASE}/leases/<lease_id>/payload", 200, m.Payload, 404, 409)
+@op("GET", f"{BASE}/leases/<lease_id>/payload", 200, models.Payload, 404, 409)
 def payload(lease_id: str) -> Response[Any]:
     bundle = svc().payloads.payload(actor(), lease_id)
     return json_answer(_bundle(bundle, lease_out(bundle["lease"])))

@@ -10,12 +10,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, field_validator
 
-from tenure.api import models as m
-from tenure.api import views as v
+from tenure.api import models, views
 from tenure.api.mcp.tool import Tool, lease_mcp
 from tenure.app.leases.bound import BOUND_WAIT_SECONDS, BoundRun
 from tenure.app.tenure import Tenure
-from tenure.domain import errors as e
+from tenure.domain import errors
 from tenure.domain.model import Lease, Principal
 
 # What a claim answer shows of the token's hash.
@@ -26,37 +25,37 @@ TaskId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Note = Annotated[str, StringConstraints(max_length=2000)]
 
 
-class ClaimNextArgs(m.Strict):
-    pool: m.Name | None = Field(
+class ClaimNextArgs(models.Strict):
+    pool: models.Name | None = Field(
         None, description="the pool (may be left out when the token has one)"
     )
-    worker_id: m.WorkerId = Field(description="this worker's id, the same on every later call")
+    worker_id: models.WorkerId = Field(description="this worker's id, the same on every later call")
     wait: bool = Field(
         False,
         description=f"long-poll up to {BOUND_WAIT_SECONDS} s for a claimable run (answered at "
         "once while 8 claims of the token are waiting already)",
     )
-    lease_seconds: m.LeaseSeconds | None = Field(None, description="this run's toleration")
-    claim_id: m.ClaimId | None = Field(
+    lease_seconds: models.LeaseSeconds | None = Field(None, description="this run's toleration")
+    claim_id: models.ClaimId | None = Field(
         None,
         description="an idempotency key: a retry with the same key (its answer was lost) "
         "gets the same run at the same fence, never a second one",
     )
 
 
-class ClaimArgs(m.Strict):
+class ClaimArgs(models.Strict):
     run_id: RunId = Field(description="the queued run (its lease id) to claim")
-    worker_id: m.WorkerId = Field(description="this worker's id, the same on every later call")
-    lease_seconds: m.LeaseSeconds | None = Field(None, description="this run's toleration")
+    worker_id: models.WorkerId = Field(description="this worker's id, the same on every later call")
+    lease_seconds: models.LeaseSeconds | None = Field(None, description="this run's toleration")
 
 
-class RunArgs(m.Strict):
+class RunArgs(models.Strict):
     run_id: RunId = Field(description="the run (its lease id) from task_run_claim_next")
-    worker_id: m.WorkerId = Field(description="the worker_id the run was claimed with")
+    worker_id: models.WorkerId = Field(description="the worker_id the run was claimed with")
 
 
 class RunHeartbeatArgs(RunArgs):
-    lease_seconds: m.LeaseSeconds | None = None
+    lease_seconds: models.LeaseSeconds | None = None
 
 
 class RunCompleteArgs(RunArgs):
@@ -65,10 +64,10 @@ class RunCompleteArgs(RunArgs):
     result: Any = None
     usage: dict[str, Any] | None = None
     created_task_ids: Annotated[list[str], Field(max_length=100)] | None = None
-    report_id: m.ReportId | None = None
+    report_id: models.ReportId | None = None
 
     _docs = field_validator("details", "result", "usage")(
-        lambda v, info: m._bounded(v, info.field_name)
+        lambda v, info: models._bounded(v, info.field_name)
     )
 
 
@@ -76,31 +75,33 @@ class RunFailArgs(RunArgs):
     error: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
     metadata: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
-    report_id: m.ReportId | None = None
+    report_id: models.ReportId | None = None
     retryable: bool | None = None
 
-    _docs = field_validator("metadata", "usage")(lambda v, info: m._bounded(v, info.field_name))
+    _docs = field_validator("metadata", "usage")(
+        lambda v, info: models._bounded(v, info.field_name)
+    )
 
 
 class RunReleaseArgs(RunArgs):
     reason: Annotated[str, StringConstraints(max_length=500)] | None = None
-    report_id: m.ReportId | None = None
+    report_id: models.ReportId | None = None
 
 
-class RunBlockArgs(RunArgs, m.BlockCreate):
+class RunBlockArgs(RunArgs, models.BlockCreate):
     pass
 
 
-class RecoverArgs(m.Strict):
+class RecoverArgs(models.Strict):
     task_id: TaskId = Field(description="the task's id or key")
     note: str = Field(min_length=1, max_length=2000, description="why it is safe to go on")
 
 
-class InspectArgs(m.Strict):
+class InspectArgs(models.Strict):
     id: TaskId = Field(description="a task id, a task key or a lease id")
 
 
-class ApproveArgs(m.Strict):
+class ApproveArgs(models.Strict):
     task_id: TaskId = Field(description="the task's id or key")
     note: Note | None = None
 
@@ -110,7 +111,7 @@ def run_view(lease: Lease) -> dict[str, Any]:
         "run_id": lease.id,
         "state": lease.state.value,
         "fence": lease.fence,
-        "deadline": v.iso(lease.deadline) if lease.deadline is not None else None,
+        "deadline": views.iso(lease.deadline) if lease.deadline is not None else None,
         "attempt": lease.attempt,
     }
 
@@ -148,7 +149,7 @@ def _claimed(svc: Tenure, won: Any) -> dict[str, Any]:
     if lease.task_id is not None:
         read = won.task if won.task is not None else svc.kernel.task(lease.task_id)
         seen = svc.graph.describe_task(read, lease)
-        task = v.task_view(seen.task, seen.status, seen)
+        task = views.task_view(seen.task, seen.status, seen)
     return {
         "run": run_view(lease),
         "task": task,
@@ -186,7 +187,7 @@ def _release(svc: Tenure, actor: Principal, args: RunReleaseArgs) -> dict[str, A
 def _block(svc: Tenure, actor: Principal, args: RunBlockArgs) -> dict[str, Any]:
     run = _bound(svc, actor, args)
     if run.lease.task_id is None:
-        raise e.InvalidTransition(
+        raise errors.InvalidTransition(
             f"lease {run.lease.id} answers for a {run.lease.subject_kind.value}, not a task: "
             "only a task can be blocked"
         )
@@ -210,7 +211,7 @@ def _payload(svc: Tenure, actor: Principal, args: RunArgs) -> dict[str, Any]:
 
 def _task_answer(svc: Tenure, seen: Any) -> dict[str, Any]:
     return {
-        "task": v.task_view(seen.task, seen.status, seen),
+        "task": views.task_view(seen.task, seen.status, seen),
         "lease": lease_mcp(svc, seen.lease) if seen.lease else None,
     }
 
@@ -223,7 +224,7 @@ def _recover(svc: Tenure, actor: Principal, args: RecoverArgs) -> dict[str, Any]
 
 def _inspect(svc: Tenure, actor: Principal, args: InspectArgs) -> dict[str, Any]:
     shot = svc.inspection.inspect(actor, svc.task_keys.task_id(actor, args.id))
-    return dict(v.inspect_view(shot, svc.conditions))
+    return dict(views.inspect_view(shot, svc.conditions))
 
 
 def _approve(svc: Tenure, actor: Principal, args: ApproveArgs) -> dict[str, Any]:

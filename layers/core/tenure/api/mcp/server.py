@@ -11,17 +11,15 @@ import json
 import logging
 from typing import Any
 
-import mcp_types as types
+import mcp_types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
 from tenure.api.errors import MCP_REFUSALS, refusal_event
-from tenure.api.mcp import bridge
-from tenure.api.mcp import tools as t
+from tenure.api.mcp import bridge, tools
 from tenure.app.tenure import Tenure
-from tenure.domain import authz
-from tenure.domain import errors as e
+from tenure.domain import authz, errors
 from tenure.domain.model import Principal
 
 NAME = "tenure"
@@ -86,7 +84,7 @@ def enveloped(result: dict[str, Any]) -> dict[str, Any]:
     error = message.get("error")
     if message.get("id") is not None and isinstance(error, dict):
         return result  # answers the request with that id: the protocol's, read by the client
-    if isinstance(error, dict) and error.get("code") == types.PARSE_ERROR:
+    if isinstance(error, dict) and error.get("code") == mcp_types.PARSE_ERROR:
         return refusal_event(400, "invalid_request", "the body is not valid JSON")
     return _refused(status)
 
@@ -103,11 +101,13 @@ def _refused(status: int) -> dict[str, Any]:
 
 def build(svc: Tenure, actor: Principal) -> Server[Any]:
     async def list_tools(
-        _ctx: Any, _params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[describe(tool) for tool in t.offered(actor)])
+        _ctx: Any, _params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListToolsResult:
+        return mcp_types.ListToolsResult(tools=[describe(tool) for tool in tools.offered(actor)])
 
-    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        _ctx: Any, params: mcp_types.CallToolRequestParams
+    ) -> mcp_types.CallToolResult:
         return call(svc, actor, params.name, params.arguments)
 
     return Server(
@@ -119,12 +119,12 @@ def build(svc: Tenure, actor: Principal) -> Server[Any]:
     )
 
 
-def describe(tool: t.Tool) -> types.Tool:
-    return types.Tool(
+def describe(tool: tools.Tool) -> mcp_types.Tool:
+    return mcp_types.Tool(
         name=tool.name,
         description=tool.description,
         input_schema=tool.input_schema(),
-        annotations=types.ToolAnnotations(
+        annotations=mcp_types.ToolAnnotations(
             read_only_hint=tool.read_only,
             destructive_hint=not tool.read_only,
             idempotent_hint=tool.read_only or tool.name == "leases_cancel",
@@ -135,39 +135,39 @@ def describe(tool: t.Tool) -> types.Tool:
 
 def call(
     svc: Tenure, actor: Principal, name: str, arguments: dict[str, Any] | None
-) -> types.CallToolResult:
+) -> mcp_types.CallToolResult:
     """Run one tool. Refusals of the request itself (an unknown tool, a token in the input,
     logs of a pool that keeps none) are JSON-RPC invalid-params errors; what the service
     refuses about the lease is a tool error the agent reads, in the HTTP API's codes."""
-    tool = t.BY_NAME.get(name)
+    tool = tools.BY_NAME.get(name)
     if tool is None:
-        raise MCPError(types.INVALID_PARAMS, f"unknown tool {name!r}")
+        raise MCPError(mcp_types.INVALID_PARAMS, f"unknown tool {name!r}")
     try:
-        t.refuse_tokens(arguments or {})
-    except t.TokenInInput as refused:
-        raise MCPError(types.INVALID_PARAMS, refused.message) from None
+        tools.refuse_tokens(arguments or {})
+    except tools.TokenInInput as refused:
+        raise MCPError(mcp_types.INVALID_PARAMS, refused.message) from None
     try:
         if not tool.offered_to(actor):
             tool.refuse(actor)
         if actor.kind == "lease":
             authz.require_lease_power(actor.lease_ended_at, svc.clock.now_ms(), tool.use)
-        result = tool.run(svc, actor, t.parse(tool, arguments))
-    except e.UnsupportedRuntime as none_kept:
-        raise MCPError(types.INVALID_PARAMS, none_kept.message) from None
-    except e.LeaseNotFound:
+        result = tool.run(svc, actor, tools.parse(tool, arguments))
+    except errors.UnsupportedRuntime as none_kept:
+        raise MCPError(mcp_types.INVALID_PARAMS, none_kept.message) from None
+    except errors.LeaseNotFound:
         return failure("lease_not_found", UNKNOWN_LEASE)
-    except e.TenureError as refused:
+    except errors.TenureError as refused:
         return failure(refused.code, refused.message)
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=t.redact(result))],
-        structured_content=json.loads(t.redact(result)),
+    return mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text=tools.redact(result))],
+        structured_content=json.loads(tools.redact(result)),
     )
 
 
-def failure(code: str, message: str) -> types.CallToolResult:
+def failure(code: str, message: str) -> mcp_types.CallToolResult:
     body = {"error": {"code": code, "message": message}}
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=message)],
+    return mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text=message)],
         structured_content=body,
         is_error=True,
     )

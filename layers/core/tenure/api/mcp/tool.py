@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tenure.api import views as v
+from tenure.api import views
 from tenure.app.tenure import Tenure
 from tenure.domain import authz
 from tenure.domain.model import Lease, Principal
@@ -71,7 +71,9 @@ def lease_mcp(svc: Tenure, lease: Lease, timing: bool = True) -> dict[str, Any]:
     """A lease as MCP shows it: the HTTP view with a subject reference, without the worker
     version or the workflow field (and without timing in a list)."""
     lease = svc.kernel.catalog.shown(lease)
-    return mcp_view(v.lease_view(lease, svc.conditions.queued_condition_of(lease)), lease, timing)
+    return mcp_view(
+        views.lease_view(lease, svc.conditions.queued_condition_of(lease)), lease, timing
+    )
 
 
 def mcp_view(view: Mapping[str, Any], lease: Lease, timing: bool) -> dict[str, Any]:

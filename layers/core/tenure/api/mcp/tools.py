@@ -12,18 +12,16 @@ import json
 import re
 from typing import Annotated, Any
 
+import pydantic
 from pydantic import BaseModel, Field, StringConstraints, field_validator
-from pydantic import ValidationError as PydanticError
 from pydantic.json_schema import SkipJsonSchema
 
-from tenure.api import models as m
-from tenure.api import views as v
+from tenure.api import models, views
 from tenure.api.mcp.runs import RUN_TOOLS
 from tenure.api.mcp.tool import Tool, lease_mcp, mcp_view
 from tenure.api.routes import BASE
 from tenure.app.tenure import Tenure
-from tenure.domain import authz
-from tenure.domain import errors as e
+from tenure.domain import authz, errors
 from tenure.domain.fencing import TOKEN_SHAPE
 from tenure.domain.model import Principal
 from tenure.domain.states import LeaseState
@@ -37,7 +35,7 @@ LOGS_TAIL_MAX = 1000
 LeaseId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
-class ListArgs(m.Strict):
+class ListArgs(models.Strict):
     space_key: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(
         description="the space whose leases to list (a lease token: its own lease's space)"
     )
@@ -50,11 +48,11 @@ class ListArgs(m.Strict):
     )
 
 
-class LeaseArgs(m.Strict):
+class LeaseArgs(models.Strict):
     lease_id: LeaseId = Field(description="the lease's id")
 
 
-class LogsArgs(m.Strict):
+class LogsArgs(models.Strict):
     lease_id: LeaseId = Field(description="the lease's id")
     container: (
         Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")] | None
@@ -67,7 +65,7 @@ class LogsArgs(m.Strict):
     )
 
 
-class NoArgs(m.Strict):
+class NoArgs(models.Strict):
     pass
 
 
@@ -82,12 +80,12 @@ def _claims_nothing(value: Any) -> None:
         raise ValueError(NO_CLAIM)
 
 
-class CompleteArgs(m.Complete):
+class CompleteArgs(models.Complete):
     next: SkipJsonSchema[None] = Field(None, exclude=True)
     _no_claim = field_validator("next", mode="before")(_claims_nothing)
 
 
-class FailArgs(m.Fail):
+class FailArgs(models.Fail):
     next: SkipJsonSchema[None] = Field(None, exclude=True)
     _no_claim = field_validator("next", mode="before")(_claims_nothing)
 
@@ -101,8 +99,8 @@ def _list(svc: Tenure, actor: Principal, args: ListArgs) -> dict[str, Any]:
     )
     leases = [svc.kernel.catalog.shown(x) for x in page.leases]
     conditions = svc.conditions.queued_conditions(leases)
-    views = [mcp_view(v.lease_view(x, conditions[x.id]), x, False) for x in leases]
-    return {"leases": views, "next_cursor": page.next_cursor}
+    shown = [mcp_view(views.lease_view(x, conditions[x.id]), x, False) for x in leases]
+    return {"leases": shown, "next_cursor": page.next_cursor}
 
 
 def _get(svc: Tenure, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
@@ -113,7 +111,7 @@ def _cancel(svc: Tenure, actor: Principal, args: LeaseArgs) -> dict[str, Any]:
     return {"lease": lease_mcp(svc, svc.operator.cancel(actor, args.lease_id))}
 
 
-class TaskCancelArgs(m.TaskCancel):
+class TaskCancelArgs(models.TaskCancel):
     task_id: LeaseId = Field(description="the task's id or key")
 
 
@@ -126,12 +124,12 @@ def _task_cancel(svc: Tenure, actor: Principal, args: TaskCancelArgs) -> dict[st
 def _logs(svc: Tenure, actor: Principal, args: LogsArgs) -> dict[str, Any]:
     since = None
     if args.since:
-        since = m.parse_time(args.since)
+        since = models.parse_time(args.since)
         if since is None:
-            raise e.ValidationFailed("since: is not an ISO 8601 time")
+            raise errors.ValidationFailed("since: is not an ISO 8601 time")
     page = svc.logs.read_logs(actor, args.lease_id, args.container, args.tail, since, None)
     return {
-        "events": [v.log_line_view(line) for line in page.events],
+        "events": [views.log_line_view(line) for line in page.events],
         # No cursor over MCP: more lines than this page holds reads as truncated.
         "truncated": page.truncated or page.next_cursor is not None,
     }
@@ -142,7 +140,7 @@ def _attachments(svc: Tenure, actor: Principal, args: LeaseArgs) -> dict[str, An
     return {
         "attachments": [
             {
-                **v.attachment_view(a),
+                **views.attachment_view(a),
                 "download_path": f"{BASE}/leases/{args.lease_id}/attachments/{a.id}",
             }
             for a in found
@@ -159,11 +157,11 @@ def _payload(svc: Tenure, actor: Principal, _: NoArgs) -> dict[str, Any]:
     return {**bundle, "lease": lease_mcp(svc, bundle["lease"])}
 
 
-def _heartbeat(svc: Tenure, actor: Principal, args: m.Heartbeat) -> dict[str, Any]:
+def _heartbeat(svc: Tenure, actor: Principal, args: models.Heartbeat) -> dict[str, Any]:
     beat = svc.reports.heartbeat(actor, _own(actor), args.lease_seconds)
     return {
         "state": beat.lease.state.value,
-        "deadline": v.iso(beat.lease.deadline),
+        "deadline": views.iso(beat.lease.deadline),
         "revoke": beat.revoke.value if beat.revoke else None,
     }
 
@@ -178,23 +176,23 @@ def _fail(svc: Tenure, actor: Principal, args: FailArgs) -> dict[str, Any]:
     return {"lease": lease_mcp(svc, lease)}
 
 
-def _release(svc: Tenure, actor: Principal, args: m.Release) -> dict[str, Any]:
+def _release(svc: Tenure, actor: Principal, args: models.Release) -> dict[str, Any]:
     lease = svc.reports.release(actor, _own(actor), args.model_dump(exclude_unset=True))
     return {"lease": lease_mcp(svc, lease)}
 
 
-class TaskBlockArgs(m.BlockCreate):
+class TaskBlockArgs(models.BlockCreate):
     """A block on this lease's own task."""
 
 
-class TaskUnblockArgs(m.BlockClear):
+class TaskUnblockArgs(models.BlockClear):
     block_id: Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
 def _own_task(svc: Tenure, actor: Principal) -> str:
     lease = svc.operator.get_visible_lease(actor, _own(actor))
     if lease.task_id is None:
-        raise e.InvalidTransition(
+        raise errors.InvalidTransition(
             f"lease {lease.id} answers for a {lease.subject_kind.value}, not a task: "
             "only a task can be blocked"
         )
@@ -213,10 +211,10 @@ def _unblock(svc: Tenure, actor: Principal, args: TaskUnblockArgs) -> dict[str, 
     return {"block": svc.blocks.clear_block(actor, _own_task(svc, actor), args.block_id, args.note)}
 
 
-class EventSendArgs(m.Strict):
+class EventSendArgs(models.Strict):
     """An event blocks wait for; a lease token's goes to its own lease's space."""
 
-    space: m.SpaceKey | None = None
+    space: models.SpaceKey | None = None
     name: str = Field(min_length=1, max_length=128)
     key: str = Field(min_length=1, max_length=128)
     data: Any = None
@@ -227,7 +225,7 @@ def _send_event(svc: Tenure, actor: Principal, args: EventSendArgs) -> dict[str,
     if space is None and actor.kind == "lease":
         space = svc.kernel.owned.acting_lease(actor).space
     if space is None:
-        raise e.ValidationFailed("space: required with an operator token")
+        raise errors.ValidationFailed("space: required with an operator token")
     return {"cleared": svc.event_waits.send(actor, space, args.name, args.key, args.data)}
 
 
@@ -304,7 +302,7 @@ TOOLS: tuple[Tool, ...] = (
         "lease_heartbeat",
         "Extend this lease's deadline (a first heartbeat also starts it); `revoke` says when "
         "the operator asks the work to stop (cancel, kill or pause).",
-        m.Heartbeat,
+        models.Heartbeat,
         (LEASE,),
         _heartbeat,
         read_only=False,
@@ -332,7 +330,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "lease_release",
         "Hand this lease's work back to the queue without using an attempt.",
-        m.Release,
+        models.Release,
         (LEASE,),
         _release,
         read_only=False,
@@ -383,7 +381,7 @@ def offered(actor: Principal) -> list[Tool]:
 # --------------------------------------------------------------------------- inputs
 
 
-class TokenInInput(e.ValidationFailed):
+class TokenInInput(errors.ValidationFailed):
     """A tool input carried a raw token, or a field named like one."""
 
 
@@ -412,13 +410,13 @@ def parse(tool: Tool, arguments: dict[str, Any] | None) -> BaseModel:
     """The tool's input, validated as the HTTP body models are (from JSON, strictly)."""
     try:
         return tool.args.model_validate_json(json.dumps(arguments or {}))
-    except PydanticError as bad:
+    except pydantic.ValidationError as bad:
         problems = [
             f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: "
             + str(err["msg"]).removeprefix("Value error, ")
             for err in bad.errors()
         ]
-        raise e.ValidationFailed("; ".join(problems)) from None
+        raise errors.ValidationFailed("; ".join(problems)) from None
 
 
 def redact(result: dict[str, Any]) -> str:

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from tenure.api import models as m
+from tenure.api import models
 
 
 class JsonRpcRequest(BaseModel):
@@ -47,7 +47,7 @@ class JsonRpcError(BaseModel):
     error: JsonRpcErrorObject
 
 
-class McpRefusal(RootModel[m.ErrorEnvelope | JsonRpcError]):
+class McpRefusal(RootModel[models.ErrorEnvelope | JsonRpcError]):
     """A request refused before it was read (the error envelope), or, under the 2026-07-28
     revision of the protocol, a JSON-RPC error answering the request at the status that
     revision gives its code."""

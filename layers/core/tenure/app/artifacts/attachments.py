@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 from tenure.app.ports import Attachment, BlobStore
 from tenure.app.rows import AttachmentRows, LeaseRows
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import (
     CeilingReached,
     InvalidTransition,
@@ -103,7 +102,7 @@ class Attachments:
         """Record an attachment: stored at once (`content`), or with an upload URL for a PUT
         of exactly `byte_size` bytes of `content_type`."""
         lease = self.kernel.owned.own_lease(actor, lease_id, authz.SHIP)
-        rules.refuse_token_fields(
+        fencing.refuse_token_fields(
             {"filename": filename, "content_type": content_type, "kind": kind}
         )
         if self.kernel.catalog.reclaimed_at(lease) is not None:

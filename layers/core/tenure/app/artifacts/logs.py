@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import BlobStore, LogLine, LogPage, LogSink
 from tenure.app.rows import AttachmentRows, RetentionRows
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import (
     CeilingReached,
     Conflict,
@@ -121,8 +120,8 @@ class Logs:
             container = str(event.get("container") or "main")
             # A container names a log stream: refused like any other stored name. A message is
             # what the job printed: its tokens are masked, so the rest of the line is kept.
-            rules.refuse_token_fields({f"events[{i}].container": container})
-            message, masked = rules.redact_tokens(str(event["message"]))
+            fencing.refuse_token_fields({f"events[{i}].container": container})
+            message, masked = fencing.redact_tokens(str(event["message"]))
             redacted += masked
             line = LogLine(at, container, str(event["stream"]), message)
             by_container.setdefault(container, []).append(line)

@@ -22,8 +22,7 @@ from tenure.app.leases.reports import normalized
 from tenure.app.ports import Change, Clock, HoldOp, SchedulerState, TaskWrite
 from tenure.app.rows import Committer, GraphRows, LeaseRows, SweeperRows, TaskRows
 from tenure.app.runs import RunStart
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import (
     Conflict,
     Forbidden,
@@ -112,7 +111,7 @@ def block_out(block: dict[str, Any], now: int) -> dict[str, Any]:
         shown["closed_by"] = "expiry"
     for key in ("created_at", "expires_at", "closed_at"):
         if shown.get(key) is not None:
-            shown[key] = rules.iso_ms(int(shown[key]))
+            shown[key] = fencing.iso_ms(int(shown[key]))
     return shown
 
 
@@ -218,7 +217,7 @@ class Blocks:
         block (app/flow/events.py places it, `wait` naming the event and the block's id) is
         not counted: waiting for an event is no sign of a loop."""
         task = self._blockable(actor, task_id, "member")
-        rules.refuse_token_fields({"reason": reason})
+        fencing.refuse_token_fields({"reason": reason})
         if kind not in BLOCK_KINDS and not (kind == "event" and wait is not None):
             raise ValidationFailed(f"kind: one of {', '.join((*BLOCK_KINDS, 'event'))}")
         if not reason.strip() or len(reason) > MAX_REASON_CHARS:
@@ -341,7 +340,7 @@ class Blocks:
         self, actor: Principal, task_id: str, block_id: str, note: str | None = None
     ) -> dict[str, Any]:
         task = self._blockable(actor, task_id, "member")
-        rules.refuse_token_fields({"note": note})
+        fencing.refuse_token_fields({"note": note})
         if note is not None and len(note) > MAX_REASON_CHARS:
             raise ValidationFailed(f"note: at most {MAX_REASON_CHARS} characters")
         for _ in range(BLOCK_TRIES):

@@ -11,8 +11,7 @@ from tenure.app.autonomy.blocks import BLOCK_TRIES, EXPIRY_PER_PASS, counting, o
 from tenure.app.ports import Change, HoldOp, TaskWrite
 from tenure.app.rows import Committer, SweeperRows, TaskRows
 from tenure.app.tasks.filing import TaskView
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
 from tenure.domain.events import TASK_BLOCK_COUNTS_RESET, TASK_BLOCK_EXPIRED, TASK_RECOVERED
 from tenure.domain.model import Principal
@@ -53,7 +52,7 @@ class Breaker:
         authz.require_role(actor, "member")
         task = self.kernel.task(task_id)
         authz.require_operator(actor, "member", task.space)
-        rules.refuse_token_fields({"note": note})
+        fencing.refuse_token_fields({"note": note})
         for _ in range(BLOCK_TRIES):
             if not task.attention:
                 raise InvalidTransition(f"task {task.key} is not in needs_attention")

@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.autonomy.blocks import BLOCK_TRIES, EventWait, block_out
 from tenure.app.rows import EventWaitRows, TaskRows
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import Conflict, LeaseTokenMismatch, Unavailable, ValidationFailed
 from tenure.domain.events import TASK_EVENT_RECEIVED
 from tenure.domain.fencing import iso_ms
@@ -103,7 +102,7 @@ class EventWaits:
         """Block the task until (name, key) is signalled in its space (or was, within the
         instance's event_ttl_seconds before)."""
         check_signal(name, key)
-        rules.refuse_token_fields({"event": name, "key": key})
+        fencing.refuse_token_fields({"event": name, "key": key})
         task = self.blocks.task_for_block(actor, task_id)
         wait = EventWait(name, key, self.kernel.ids.new_id("blk"))
         self.event_waits.put_event_wait(task.space, name, key, task.id, wait.block_id)
@@ -126,11 +125,11 @@ class EventWaits:
         request cleared (the rest, past PAGES_PER_REQUEST pages, clear in the background)."""
         self._may_signal(actor, space)
         check_signal(name, key)
-        rules.refuse_token_fields({"name": name, "key": key})
+        fencing.refuse_token_fields({"name": name, "key": key})
         if len(json.dumps(data, separators=(",", ":")).encode()) > MAX_DATA_BYTES:
             raise ValidationFailed(f"data: at most {MAX_DATA_BYTES} bytes of JSON")
         # Kept, written to each task's timeline and handed to its payloads: never a token.
-        rules.refuse_tokens(data, "data")
+        fencing.refuse_tokens(data, "data")
         self.kernel.catalog.space(space)
         now = self.kernel.clock.now_ms()
         ttl = self.kernel.catalog.fresh_instance().event_ttl_seconds

@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import InvalidTransition, LeaseNotFound, StaleLease, ValidationFailed
 from tenure.domain.model import Lease, Principal
 
@@ -88,7 +87,7 @@ class Bound:
         `invalid_transition`. An ended or superseded run still resolves, so its reports get
         the answers HTTP gives them (the first answer again, or the refusal recorded)."""
         authz.require_worker(actor, None)
-        rules.refuse_token_fields({"worker_id": worker_id})
+        fencing.refuse_token_fields({"worker_id": worker_id})
         lease = self.kernel.lease(run_id)
         if actor.pools is not None and lease.pool not in actor.pools:
             raise LeaseNotFound(f"lease {run_id} does not exist")

@@ -14,8 +14,7 @@ from tenure.app.ports import Change, HoldOp
 from tenure.app.rows import LeaseRows, PoolRows
 from tenure.app.runs import RunStart
 from tenure.app.setup.instance import instance_settings
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import (
     Conflict,
     Forbidden,
@@ -138,7 +137,7 @@ class Force:
         if not 1 <= len(lease_ids) <= MAX_BULK:
             raise ValidationFailed(f"lease_ids: between 1 and {MAX_BULK} ids")
         own_space = self._may_force(actor)
-        rules.refuse_token_fields({"reason": reason})
+        fencing.refuse_token_fields({"reason": reason})
         found = self.leases.get_leases(lease_ids)
         rows = []
         for lease_id in lease_ids:

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.leases.claims import Claimed
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.model import Lease, Principal
 from tenure.domain.states import ReportKind
 
@@ -77,7 +76,7 @@ class Handover:
         # 4xx must mean nothing happened, or the resend with a corrected claim finds the
         # report applied and its claim spent.
         authz.require_worker(actor, run.lease.pool)
-        rules.refuse_token_fields(
+        fencing.refuse_token_fields(
             {
                 "worker_id": ask.worker_id,
                 "worker_version": ask.worker_version,
@@ -86,7 +85,7 @@ class Handover:
             }
         )
         replay = run.lease.state.terminal
-        ref = rules.claim_ref(run.lease.pool, actor.token_id, ask.worker_id, ask.claim_id)
+        ref = fencing.claim_ref(run.lease.pool, actor.token_id, ask.worker_id, ask.claim_id)
         report = self.reports.complete if kind is ReportKind.COMPLETE else self.reports.fail
         # The row resolve() read consistently is the one the report is judged on: one read.
         ended = report(run.holder, lease_id, body, None if replay else ref, run.lease)

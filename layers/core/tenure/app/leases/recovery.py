@@ -80,6 +80,6 @@ class Recovery:
                 attention=True,
             )
             tasks.append(TaskWrite(flagged, expect_job_id=job.id))
-        # Parked: claims skip it and the scheduler counts it (ClaimGate, app/scheduler.py).
+        # Parked: claims skip it and the scheduler counts it (ClaimGate, app/dispatch_controls.py).
         holds = [HoldOp("attention", job.task_id, True)] if job.task_id is not None else []
         return Change(leases=change.leases, jobs=jobs, tasks=tasks, holds=holds)

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
 from tenure.app.rows import LeaseRows, TaskRows, TimelineRows
 from tenure.app.runs import queue_expiry, stored_priority
-from tenure.domain import authz
-from tenure.domain import fencing as r
+from tenure.domain import authz, fencing
 from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
 from tenure.domain.events import LEASE_CREATED, RULE_RATE_LIMITED
 from tenure.domain.model import (
@@ -161,7 +160,11 @@ class Firings:
         None when there is nothing to fire: the rule is gone, disabled or no longer scheduled
         (a schedule that was being changed can still deliver one late invocation).
         """
-        rule = self.rules.rule_store.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
+        rule = (
+            self.rules.rule_store.get_rule(rule_id)
+            if len(rule_id) <= fencing.MAX_ID_LENGTH
+            else None
+        )
         if rule is None or not rule.enabled or rule.kind != "scheduled":
             return None
         if self.kernel.catalog.fresh_space(rule.space).archived:
@@ -298,7 +301,7 @@ class Firings:
                 f"topic: {EMAIL_TOPIC} is fired only by inbound email; post another topic"
             )
         self.kernel.catalog.space(space)
-        r.refuse_tokens(data, "the event's data")
+        fencing.refuse_tokens(data, "the event's data")
         now_s = self.kernel.clock.now_ms() // 1000
         if event_id is not None:
             seen = self.rules.rule_store.get_event_record(space, event_id, now_s)

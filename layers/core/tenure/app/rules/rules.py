@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS
 from tenure.app.rows import SpaceRows
 from tenure.app.rules.ports import RuleStore, Schedules
-from tenure.domain import authz
-from tenure.domain import fencing as r
+from tenure.domain import authz, fencing
 from tenure.domain.errors import (
     Conflict,
     NotFound,
@@ -197,7 +196,9 @@ class Rules:
         for attempt in range(MAX_WRITE_TRIES):
             if attempt:
                 self.kernel.back_off(attempt - 1)
-            rule = self.rule_store.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
+            rule = (
+                self.rule_store.get_rule(rule_id) if len(rule_id) <= fencing.MAX_ID_LENGTH else None
+            )
             if rule is None:
                 if attempt == 0:
                     raise NotFound(f"rule {rule_id} does not exist")
@@ -294,7 +295,7 @@ class Rules:
             )
 
     def rule(self, rule_id: str) -> Rule:
-        rule = self.rule_store.get_rule(rule_id) if len(rule_id) <= r.MAX_ID_LENGTH else None
+        rule = self.rule_store.get_rule(rule_id) if len(rule_id) <= fencing.MAX_ID_LENGTH else None
         if rule is None:
             raise NotFound(f"rule {rule_id} does not exist")
         return rule

@@ -12,8 +12,7 @@ from tenure.app.ports import SpacePage, TokenPage
 from tenure.app.rows import LeaseRows, PoolRows, SchemaRows, SpaceRows, TimelineRows, TokenRows
 from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import (
     AlreadyExists,
     Conflict,
@@ -188,7 +187,7 @@ class Setup:
         pools: tuple[str, ...] | None,
         expires_in_seconds: int | None,
     ) -> tuple[Token, str]:
-        raw = f"{rules.TOKEN_PREFIX[kind]}{self.kernel.ids.secret()}"
+        raw = f"{fencing.TOKEN_PREFIX[kind]}{self.kernel.ids.secret()}"
         now = self.kernel.clock.now_ms()
         token = Token(
             id=self.kernel.ids.new_id("tok"),
@@ -197,7 +196,7 @@ class Setup:
             role=role if kind == "operator" else None,
             spaces=spaces if kind == "operator" else None,
             pools=pools if kind == "worker" else None,
-            token_hash=rules.hash_token(raw),
+            token_hash=fencing.hash_token(raw),
             created_at=now,
             expires_at=now + 1000 * expires_in_seconds if expires_in_seconds else None,
         )
@@ -225,9 +224,9 @@ class Setup:
 
     def bootstrap_admin(self, raw: str) -> Token:
         """Make sure `raw` is an admin operator token (the local stack's first token)."""
-        if not rules.could_be_token(raw):
+        if not fencing.could_be_token(raw):
             raise ValidationFailed("the admin token must look like tnr_o_<secret>")
-        digest = rules.hash_token(raw)
+        digest = fencing.hash_token(raw)
         existing = self.tokens.get_token(digest)
         if existing is not None:
             return existing
@@ -256,15 +255,15 @@ class Setup:
         whose use was noted then."""
         if not raw:
             raise Unauthenticated("a bearer token is required")
-        if not rules.could_be_token(raw):
+        if not fencing.could_be_token(raw):
             raise Unauthenticated("unknown token")
-        lease_id = rules.lease_id_of_token(raw)
-        digest = rules.hash_token(raw)
+        lease_id = fencing.lease_id_of_token(raw)
+        digest = fencing.hash_token(raw)
         if lease_id is not None:
             # Consistent: a token used right after its claim must see the claim (and API
             # Gateway would cache a wrong "unknown" verdict for a minute).
             lease = self.leases.get_lease(lease_id, consistent=True)
-            if lease is None or not rules.same_hash(lease.token_hash, digest):
+            if lease is None or not fencing.same_hash(lease.token_hash, digest):
                 raise Unauthenticated("unknown token")
             self.kernel.owned.token_checked(lease)  # the route's own_lease takes this read
             return Principal(

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.ports import Change, SchedulerState, TaskWrite
 from tenure.app.rows import TaskRows
 from tenure.app.tasks.filing import Placing, TaskLinks, TaskView
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
 from tenure.domain.events import TASK_DECIDED
 from tenure.domain.model import Pool, Principal, Task
@@ -39,7 +38,7 @@ def approval_reasons(task: Task, now: int) -> list[dict[str, Any]]:
     if not task.awaiting_approval or task.approval is None:
         return []
     return [
-        {"source": "approval", "requested_at": rules.iso_ms(int(task.approval["requested_at"]))}
+        {"source": "approval", "requested_at": fencing.iso_ms(int(task.approval["requested_at"]))}
     ]
 
 
@@ -111,7 +110,7 @@ class Approval:
         authz.require_role(actor, "member")
         task = self.kernel.task(task_id)
         authz.require_operator(actor, "member", task.space)
-        rules.refuse_token_fields({"note": note})
+        fencing.refuse_token_fields({"note": note})
         verb = "approve" if state == "approved" else "reject"
         for _ in range(DECISION_TRIES):
             if not task.awaiting_approval or task.approval is None:

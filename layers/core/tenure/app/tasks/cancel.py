@@ -53,8 +53,7 @@ from tenure.app.kernel import over
 from tenure.app.ports import AddCounts, Advance, Change, GraphOp, HoldOp, Mark, Reach, TaskWrite
 from tenure.app.rows import GraphRows, LeaseRows, SweeperRows, TaskRows
 from tenure.app.tasks.graph import TERMINAL_TASK, cancelled_above, derive_status
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
 from tenure.domain.events import TASK_CANCELLED
 from tenure.domain.model import Lease, Principal, Task, TaskGraph
@@ -129,7 +128,7 @@ class Cancellation:
         authz.require_operator(actor, "member", task.space)
         if not 1 <= len(reason) <= MAX_REASON:
             raise ValidationFailed(f"reason: 1 to {MAX_REASON} characters")
-        rules.refuse_token_fields({"reason": reason})
+        fencing.refuse_token_fields({"reason": reason})
         marker = {
             "by": actor.token_id,
             "actor_kind": actor.kind,

@@ -18,8 +18,7 @@ from tenure.app.ports import (
 )
 from tenure.app.rows import GraphRows, SpaceRows, TaskRows, TimelineRows
 from tenure.app.runs import RunControls, RunStart, stored_priority
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import (
     CeilingReached,
     Conflict,
@@ -172,7 +171,7 @@ class Filing:
             actor, space, links = filer(actor, space, links)
         actor, space, links = operator_files(actor, space, links)
         authz.require_operator(actor, "member", space)
-        rules.refuse_tokens({"title": title, "body": body, "properties": properties}, "the task")
+        fencing.refuse_tokens({"title": title, "body": body, "properties": properties}, "the task")
         self.kernel.refuse_archived(space)
         if workflow is not None and self.spaces.get_workflow(space, workflow) is None:
             raise NotFound(f"workflow {workflow!r} does not exist in space {space!r}")

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tenure.domain import documents
-from tenure.domain import fencing as r
+from tenure.domain import documents, fencing
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import MAX_PRIORITY, MIN_PRIORITY
 from tenure.domain.rules import schedules
@@ -189,7 +188,7 @@ def check_subject(subject: Any) -> dict[str, Any]:
             if not isinstance(workflow, str) or not SLUG.match(workflow):
                 raise ValidationFailed("subject.workflow: must be a workflow slug")
             out["workflow"] = workflow
-    r.refuse_tokens(out, "subject")
+    fencing.refuse_tokens(out, "subject")
     return out
 
 

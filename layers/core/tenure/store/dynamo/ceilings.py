@@ -14,45 +14,45 @@ from tenure.app.ports import (
     Ceiling,
     split_ceiling,
 )
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, expressions, keys
 
 
 def ceiling_key(scope: str, name: str) -> dict[str, str]:
     if scope == INSTANCE_CEILING:
-        return k.INSTANCE_KEY
+        return keys.INSTANCE_KEY
     if scope == KEY_CEILING:
-        return k.key_counter_key(*split_ceiling(name))
+        return keys.key_counter_key(*split_ceiling(name))
     if scope == RATE_CEILING:
         pool, minute = split_ceiling(name)
-        return k.rate_counter_key(pool, int(minute))
+        return keys.rate_counter_key(pool, int(minute))
     if scope in (DELEGATED_CEILING, TREE_CEILING):
-        return k.delegation_counter_key(scope, name)
-    return k.pool_key(name) if scope == "pool" else k.space_key(name)
+        return keys.delegation_counter_key(scope, name)
+    return keys.pool_key(name) if scope == "pool" else keys.space_key(name)
 
 
 def ceiling_op(table_name: str, ceiling: Ceiling) -> dict[str, Any]:
     """The counter's ADD, under its limit when it takes a lease (a transaction item)."""
     update: dict[str, Any] = {
         "TableName": table_name,
-        "Key": _dump(ceiling_key(ceiling.scope, ceiling.name)),
-        "UpdateExpression": x.ADD_ACTIVE,
-        "ExpressionAttributeValues": _values(delta=ceiling.delta),
+        "Key": codec.dump(ceiling_key(ceiling.scope, ceiling.name)),
+        "UpdateExpression": expressions.ADD_ACTIVE,
+        "ExpressionAttributeValues": codec.values(delta=ceiling.delta),
     }
     own_limit = ceiling.scope in OWN_LIMIT_CEILINGS
     if ceiling.delta > 0 and ceiling.limit is not None:
-        update["ConditionExpression"] = c.BELOW_LIMIT if own_limit else c.BELOW_CEILING
+        update["ConditionExpression"] = (
+            conditions.BELOW_LIMIT if own_limit else conditions.BELOW_CEILING
+        )
         if own_limit:
-            update["ExpressionAttributeValues"] = _values(delta=ceiling.delta, limit=ceiling.limit)
+            update["ExpressionAttributeValues"] = codec.values(
+                delta=ceiling.delta, limit=ceiling.limit
+            )
     if ceiling.scope == RATE_CEILING:
         _, minute = split_ceiling(ceiling.name)
-        keep = (int(minute) + 1) * 60 + k.RATE_COUNTER_KEEP_SECONDS
-        update["UpdateExpression"] += x.KEEP_RATE_COUNTER
+        keep = (int(minute) + 1) * 60 + keys.RATE_COUNTER_KEEP_SECONDS
+        update["UpdateExpression"] += expressions.KEEP_RATE_COUNTER
         update["ExpressionAttributeValues"] = {
             **update["ExpressionAttributeValues"],
-            **_values(keep=keep),
+            **codec.values(keep=keep),
         }
     return {"Update": update}

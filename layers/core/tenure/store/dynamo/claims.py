@@ -6,35 +6,30 @@ from typing import Any
 
 from tenure.app.ports import ClaimRecord, RecordWrite
 from tenure.domain.errors import Conflict
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import items
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, expressions, items, keys
 from tenure.store.table import Table
 
 
 def record_op(table_name: str, rw: RecordWrite) -> dict[str, Any]:
     """A claim record's write: new (only if it is), or moved on from `previous`."""
     claim = rw.record
-    key = k.claim_key(claim.pool, claim.claimant, claim.worker_id, claim.claim_id)
+    key = keys.claim_key(claim.pool, claim.claimant, claim.worker_id, claim.claim_id)
     if rw.previous is None:
         return {
             "Put": {
                 "TableName": table_name,
-                "Item": _dump({**key, **items.claim_item(rw.record)}),
-                "ConditionExpression": c.IS_NEW,
+                "Item": codec.dump({**key, **items.claim_item(rw.record)}),
+                "ConditionExpression": conditions.IS_NEW,
             }
         }
     # Only the lease and the row's lifetime move; the key's parts stay as written.
     return {
         "Update": {
             "TableName": table_name,
-            "Key": _dump(key),
-            "UpdateExpression": x.MOVE_CLAIM,
-            "ConditionExpression": c.CLAIM_NAMES,
-            "ExpressionAttributeValues": _values(
+            "Key": codec.dump(key),
+            "UpdateExpression": expressions.MOVE_CLAIM,
+            "ConditionExpression": conditions.CLAIM_NAMES,
+            "ExpressionAttributeValues": codec.values(
                 lease=rw.record.lease_id, keep=rw.record.expires_at, expect_lease=rw.previous
             ),
         }
@@ -53,7 +48,7 @@ class DynamoClaims:
         # Consistent: the retry of a claim whose answer was lost may come at once. A record
         # past its expires_at (TTL deletes lazily) still names its lease: that lease has ended
         # by then, which the service sees when it reads it.
-        row = self.table.get(k.claim_key(pool, claimant, worker_id, claim_id))
+        row = self.table.get(keys.claim_key(pool, claimant, worker_id, claim_id))
         return items.claim_from(row) if row else None
 
     def point_claim(self, record: ClaimRecord, previous: str | None) -> None:
@@ -67,19 +62,19 @@ class DynamoClaims:
             self.table.write("update", failed, **op["Update"])
 
     def wait_slots(self, token_id: str) -> dict[int, int]:
-        return k.wait_slots_of(self.table.get(k.wait_slots_key(token_id)) or {})
+        return keys.wait_slots_of(self.table.get(keys.wait_slots_key(token_id)) or {})
 
     def take_wait_slot(self, token_id: str, slot: int, now_ms: int, until_ms: int) -> None:
         self.table.write(
             "update",
             Conflict("the wait slot is held"),
             TableName=self.table.name,
-            Key=_dump(k.wait_slots_key(token_id)),
-            UpdateExpression=x.TAKE_SLOT,
-            ConditionExpression=c.WAIT_SLOT_FREE,
-            ExpressionAttributeNames={"#slot": k.wait_slot_attribute(slot)},
-            ExpressionAttributeValues=_values(
-                now=now_ms, until=until_ms, keep=until_ms // 1000 + k.WAIT_SLOTS_KEEP_SECONDS
+            Key=codec.dump(keys.wait_slots_key(token_id)),
+            UpdateExpression=expressions.TAKE_SLOT,
+            ConditionExpression=conditions.WAIT_SLOT_FREE,
+            ExpressionAttributeNames={"#slot": keys.wait_slot_attribute(slot)},
+            ExpressionAttributeValues=codec.values(
+                now=now_ms, until=until_ms, keep=until_ms // 1000 + keys.WAIT_SLOTS_KEEP_SECONDS
             ),
         )
 
@@ -88,9 +83,9 @@ class DynamoClaims:
             "update",
             Conflict("the wait slot is no longer this claim's"),
             TableName=self.table.name,
-            Key=_dump(k.wait_slots_key(token_id)),
-            UpdateExpression=x.FREE_SLOT,
-            ConditionExpression=c.WAIT_SLOT_IS_OURS,
-            ExpressionAttributeNames={"#slot": k.wait_slot_attribute(slot)},
-            ExpressionAttributeValues=_values(until=until_ms),
+            Key=codec.dump(keys.wait_slots_key(token_id)),
+            UpdateExpression=expressions.FREE_SLOT,
+            ConditionExpression=conditions.WAIT_SLOT_IS_OURS,
+            ExpressionAttributeNames={"#slot": keys.wait_slot_attribute(slot)},
+            ExpressionAttributeValues=codec.values(until=until_ms),
         )

@@ -8,10 +8,7 @@ from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
 from tenure.domain.errors import CeilingReached, Conflict
 from tenure.domain.model import Lease, Task, may_be_implied
 from tenure.domain.states import REPORTABLE, LeaseState
-from tenure.store import conditions as c
-from tenure.store import items
-from tenure.store import keys as k
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, items, keys
 from tenure.store.dynamo.ceilings import ceiling_op
 from tenure.store.dynamo.claims import record_op
 from tenure.store.dynamo.graph_ops import graph_op, hold_op, job_check
@@ -24,22 +21,22 @@ def lease_row(lease: Lease) -> dict[str, Any]:
     """A lease's row with the index keys its state gives it."""
     row = items.lease_item(lease)
     if not lease.via_task:  # else its task's list entry lists it (store.reads.list_leases)
-        row.update(k.space_list_keys(lease.space, lease.created_at, lease.id))
+        row.update(keys.space_list_keys(lease.space, lease.created_at, lease.id))
     if lease.state is LeaseState.PENDING:
-        at = k.queue_at(lease.created_at, lease.not_before)
-        row.update(k.queue_keys(lease.pool, at, lease.id, lease.priority))
+        at = keys.queue_at(lease.created_at, lease.not_before)
+        row.update(keys.queue_keys(lease.pool, at, lease.id, lease.priority))
     if lease.state is LeaseState.PENDING and lease.queue_expires_at is not None:
         # The sweeper finds it by its expiry, in a partition of its own (app/leases/timeouts).
-        row[k.DUE_PK] = k.queue_expiry_pk(lease.pool)
-        row[k.DUE_AT] = lease.queue_expires_at
+        row[keys.DUE_PK] = keys.queue_expiry_pk(lease.pool)
+        row[keys.DUE_AT] = lease.queue_expires_at
     elif lease.state in REPORTABLE and lease.due_at is not None:
-        row[k.DUE_PK] = k.due_pk(lease.pool)
+        row[keys.DUE_PK] = keys.due_pk(lease.pool)
     else:
-        row.pop(k.DUE_AT, None)
+        row.pop(keys.DUE_AT, None)
     if lease.keeps_detail and lease.reclaimed_at is None:
         # In the ended index once it has both keys: this one from the lease's first log
         # stream or attachment (or its ending, on an older table), `ended_at` from its end.
-        row[k.ENDED_PK] = k.ended_pk(lease.pool)
+        row[keys.ENDED_PK] = keys.ended_pk(lease.pool)
     return row
 
 
@@ -47,7 +44,7 @@ def task_row(task: Task) -> dict[str, Any]:
     # Every write of a task carries its list keys, unchanged from the first: the KEYS_ONLY
     # index is written when the task is filed and never again. A task filed before the index
     # existed joins the list with its next write.
-    return {**items.task_item(task), **k.task_list_keys(task.space, task.created_at, task.id)}
+    return {**items.task_item(task), **keys.task_list_keys(task.space, task.created_at, task.id)}
 
 
 class DynamoCommitter:
@@ -96,51 +93,55 @@ class DynamoCommitter:
             raise
 
     def _lease_op(self, lw: LeaseWrite) -> dict[str, Any]:
-        item = {**k.lease_key(lw.new.id), **lease_row(lw.new)}
+        item = {**keys.lease_key(lw.new.id), **lease_row(lw.new)}
         if lw.expect is None:
-            return self.table.put_op(item, c.IS_NEW)
+            return self.table.put_op(item, conditions.IS_NEW)
         state, fence = lw.expect
-        condition = c.LEASE_IS_AT
+        condition = conditions.LEASE_IS_AT
         values: dict[str, Any] = {"expect_state": state.value, "expect_fence": fence}
         if lw.seen is not None:
-            condition += f" AND {c.SAME_VERSION}"
+            condition += f" AND {conditions.SAME_VERSION}"
             values["expect_version"] = lw.seen.version
             if not lw.seen.keeps_detail:
                 # A first log stream or attachment marks the row without a new
                 # version (RetentionRows.keep_detail): never written over unseen.
-                condition += f" AND {c.KEEPS_NO_DETAIL}"
+                condition += f" AND {conditions.KEEPS_NO_DETAIL}"
             if lw.seen.deadline is None:
-                condition += f" AND {c.NO_DEADLINE}"
+                condition += f" AND {conditions.NO_DEADLINE}"
             else:
-                condition += f" AND {c.SAME_DEADLINE}"
+                condition += f" AND {conditions.SAME_DEADLINE}"
                 values["expect_deadline"] = lw.seen.deadline
-        return self.table.put_op(item, condition, names=c.STATE_NAMES, values=_values(**values))
+        return self.table.put_op(
+            item, condition, names=conditions.STATE_NAMES, values=codec.values(**values)
+        )
 
     def _job_op(self, jw: JobWrite) -> dict[str, Any]:
-        item = {**k.job_key(jw.new.id), **items.job_item(jw.new)}
+        item = {**keys.job_key(jw.new.id), **items.job_item(jw.new)}
         if jw.expect_fence is None:
-            return self.table.put_op(item, c.IS_NEW)
+            return self.table.put_op(item, conditions.IS_NEW)
         # A missing row of a task's first job is that job at fence 1.
         implied = jw.expect_fence == 1 and may_be_implied(jw.new)
-        fenced = c.IMPLIED_JOB_FENCE_IS if implied else c.JOB_FENCE_IS
-        return self.table.put_op(item, fenced, values=_values(expect_fence=jw.expect_fence))
+        fenced = conditions.IMPLIED_JOB_FENCE_IS if implied else conditions.JOB_FENCE_IS
+        return self.table.put_op(item, fenced, values=codec.values(expect_fence=jw.expect_fence))
 
     def _task_op(self, tw: TaskWrite) -> dict[str, Any]:
-        item = {**k.task_key(tw.new.id), **task_row(tw.new)}
+        item = {**keys.task_key(tw.new.id), **task_row(tw.new)}
         # A write that does not carry a cancel must not land on a cancelled task.
-        kept = "" if tw.new.cancelled is not None else f" AND {c.TASK_NOT_CANCELLED}"
+        kept = "" if tw.new.cancelled is not None else f" AND {conditions.TASK_NOT_CANCELLED}"
         if tw.create:
-            return self.table.put_op(item, c.IS_NEW)
+            return self.table.put_op(item, conditions.IS_NEW)
         if tw.expect_version is not None:
             job_is, job = (
-                (c.TASK_HAS_NO_JOB, {})
+                (conditions.TASK_HAS_NO_JOB, {})
                 if tw.expect_job_id is None
-                else (c.TASK_JOB_IS, {"expect_job": tw.expect_job_id})
+                else (conditions.TASK_JOB_IS, {"expect_job": tw.expect_job_id})
             )
-            values = _values(**job, expect_task_version=tw.expect_version)
-            return self.table.put_op(item, f"{job_is} AND {c.TASK_VERSION_IS}{kept}", values=values)
+            values = codec.values(**job, expect_task_version=tw.expect_version)
+            return self.table.put_op(
+                item, f"{job_is} AND {conditions.TASK_VERSION_IS}{kept}", values=values
+            )
         if tw.expect_job_id is None:
-            return self.table.put_op(item, c.TASK_HAS_NO_JOB + kept)
+            return self.table.put_op(item, conditions.TASK_HAS_NO_JOB + kept)
         return self.table.put_op(
-            item, c.TASK_JOB_IS + kept, values=_values(expect_job=tw.expect_job_id)
+            item, conditions.TASK_JOB_IS + kept, values=codec.values(expect_job=tw.expect_job_id)
         )

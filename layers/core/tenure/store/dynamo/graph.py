@@ -6,13 +6,10 @@ from typing import Any
 
 from tenure.domain.errors import Conflict
 from tenure.domain.model import TaskGraph
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import items
+from tenure.store import codec, conditions, expressions, items
+
+# `keys` is this module's name for a batch of row keys, so the key builders are `k`.
 from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
 from tenure.store.table import Table
 
 
@@ -39,15 +36,15 @@ class DynamoGraph:
         start = (
             {}
             if after is None
-            else {"ExclusiveStartKey": _dump(k.task_edge_key(task_id, kind, after))}
+            else {"ExclusiveStartKey": codec.dump(k.task_edge_key(task_id, kind, after))}
         )
         out = self.table.query(
-            KeyConditionExpression=x.WITH_PREFIX,
-            ExpressionAttributeValues=_values(pk=k.task_pk(task_id), prefix=prefix),
+            KeyConditionExpression=expressions.WITH_PREFIX,
+            ExpressionAttributeValues=codec.values(pk=k.task_pk(task_id), prefix=prefix),
             Limit=limit,
             **start,
         )
-        return [str(_load(r)[k.SK]).removeprefix(prefix) for r in out.get("Items", [])]
+        return [str(codec.load(r)[k.SK]).removeprefix(prefix) for r in out.get("Items", [])]
 
     def edges_counted(self, task_id: str, kind: str, others: list[str]) -> dict[str, bool]:
         if not others:
@@ -65,19 +62,19 @@ class DynamoGraph:
             {
                 "Update": {
                     "TableName": self.table.name,
-                    "Key": _dump(k.task_edge_key(task_id, kind, other)),
-                    "UpdateExpression": x.COUNT_EDGE,
-                    "ConditionExpression": c.EDGE_NOT_COUNTED,
-                    "ExpressionAttributeValues": _values(at=at),
+                    "Key": codec.dump(k.task_edge_key(task_id, kind, other)),
+                    "UpdateExpression": expressions.COUNT_EDGE,
+                    "ConditionExpression": conditions.EDGE_NOT_COUNTED,
+                    "ExpressionAttributeValues": codec.values(at=at),
                 }
             },
             {
                 "Update": {
                     "TableName": self.table.name,
-                    "Key": _dump(k.task_graph_key(target)),
-                    "UpdateExpression": x.ADD_ONE,
+                    "Key": codec.dump(k.task_graph_key(target)),
+                    "UpdateExpression": expressions.ADD_ONE,
                     "ExpressionAttributeNames": {"#counter": counter},
-                    "ExpressionAttributeValues": _values(one=1),
+                    "ExpressionAttributeValues": codec.values(one=1),
                 }
             },
         ]
@@ -89,8 +86,8 @@ class DynamoGraph:
 
     def in_graph(self, task_id: str) -> bool:
         out = self.table.query(
-            KeyConditionExpression=x.BETWEEN_FIRST_AND_LAST,
-            ExpressionAttributeValues=_values(
+            KeyConditionExpression=expressions.BETWEEN_FIRST_AND_LAST,
+            ExpressionAttributeValues=codec.values(
                 pk=k.task_pk(task_id), first=k.LINKED_FROM, last=k.LINKED_TO
             ),
             ConsistentRead=True,
@@ -100,19 +97,28 @@ class DynamoGraph:
 
     def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
         if name == "rollup_at":
-            expression = x.ROLL_UP
-            condition, values = c.ROLLUP_DUE, _values(at=at, zero=0)
+            expression = expressions.ROLL_UP
+            condition, values = conditions.ROLLUP_DUE, codec.values(at=at, zero=0)
         elif lease_id is not None:
-            expression = x.SUCCEED_NAMING
-            condition, values = c.SUCCESS_DUE, _values(at=at, lease=lease_id)
+            expression = expressions.SUCCEED_NAMING
+            condition, values = conditions.SUCCESS_DUE, codec.values(at=at, lease=lease_id)
         else:
-            expression, condition, values = x.SUCCEED, c.SUCCESS_DUE, _values(at=at)
+            expression, condition, values = (
+                expressions.SUCCEED,
+                conditions.SUCCESS_DUE,
+                codec.values(at=at),
+            )
         if self._update_graph(task_id, expression, condition, values):
             return True
         if lease_id is not None and name != "rollup_at":
             # Not due (it succeeded before, or children are outstanding): the lease is
             # still the task's newest success, unless a later one is named already.
-            self._update_graph(task_id, x.NAME_SUCCESS, c.NEWER_SUCCESS, _values(lease=lease_id))
+            self._update_graph(
+                task_id,
+                expressions.NAME_SUCCESS,
+                conditions.NEWER_SUCCESS,
+                codec.values(lease=lease_id),
+            )
         return False
 
     def _update_graph(
@@ -120,7 +126,7 @@ class DynamoGraph:
     ) -> bool:
         return self.table.update_if(
             "not due",
-            Key=_dump(k.task_graph_key(task_id)),
+            Key=codec.dump(k.task_graph_key(task_id)),
             UpdateExpression=expression,
             ConditionExpression=condition,
             ExpressionAttributeValues=values,

@@ -27,15 +27,11 @@ from tenure.app.ports import (
 )
 from tenure.domain.model import implied_pair
 from tenure.domain.states import TERMINAL
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, expressions, keys
 
 
 def _graph_key(task_id: str) -> dict[str, Any]:
-    return _dump(k.task_graph_key(task_id))
+    return codec.dump(keys.task_graph_key(task_id))
 
 
 def _counted(counts: Counts) -> tuple[dict[str, str], dict[str, Any]]:
@@ -47,49 +43,49 @@ def _counted(counts: Counts) -> tuple[dict[str, str], dict[str, Any]]:
 
 def _add(table: str, g: AddCounts) -> dict[str, Any]:
     names, deltas = _counted(g.counts)
-    expression = x.add_counters(len(g.counts))
+    expression = expressions.add_counters(len(g.counts))
     copied = g.mark == "succeeded_at"
     if g.mark:
-        expression += x.AND_SET_MARK
+        expression += expressions.AND_SET_MARK
         names["#mark"] = g.mark
         deltas["at"] = g.at
     if copied:  # a parent's own success, copied from its lease with its first child
-        expression += x.AND_MARK_COPIED
+        expression += expressions.AND_MARK_COPIED
         deltas["yes"] = True
     added: dict[str, Any] = {
         "TableName": table,
         "Key": _graph_key(g.task_id),
         "UpdateExpression": expression,
         "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": _values(**deltas),
+        "ExpressionAttributeValues": codec.values(**deltas),
     }
-    conditions = []
+    guards = []
     if any(name == "children_total" and d > 0 for name, d in g.counts):
-        conditions.append(c.NOT_CANCEL_REACHED)
+        guards.append(conditions.NOT_CANCEL_REACHED)
     if copied:
-        conditions.append(c.NOT_SUCCEEDED)
-    if conditions:
-        added["ConditionExpression"] = " AND ".join(f"({c})" for c in conditions)
+        guards.append(conditions.NOT_SUCCEEDED)
+    if guards:
+        added["ConditionExpression"] = " AND ".join(f"({guard})" for guard in guards)
     return {"Update": added}
 
 
 def _reach(table: str, g: Reach) -> dict[str, Any]:
     names, reach = _counted(g.counts)
-    expression = x.REACH
-    condition = c.NOT_CANCEL_REACHED
+    expression = expressions.REACH
+    condition = conditions.NOT_CANCEL_REACHED
     if g.walked:  # walked at once too: only while it still has no child
-        expression += x.AND_WALKED
+        expression += expressions.AND_WALKED
         names["#walked"] = g.walked
-        condition += f" AND {c.NO_CHILDREN}"
+        condition += f" AND {conditions.NO_CHILDREN}"
         reach["zero"] = 0
     if len(g.counts):
-        expression += " " + x.add_counters(len(g.counts))
+        expression += " " + expressions.add_counters(len(g.counts))
     update: dict[str, Any] = {
         "TableName": table,
         "Key": _graph_key(g.task_id),
         "UpdateExpression": expression,
         "ConditionExpression": condition,
-        "ExpressionAttributeValues": _values(**reach, at=g.at, root=g.root),
+        "ExpressionAttributeValues": codec.values(**reach, at=g.at, root=g.root),
     }
     if names:
         update["ExpressionAttributeNames"] = names
@@ -98,14 +94,15 @@ def _reach(table: str, g: Reach) -> dict[str, Any]:
 
 def _usage(table: str, g: AddUsage) -> dict[str, Any]:
     names, adds = _counted(g.counts)
-    values = _values(**adds)
+    values = codec.values(**adds)
     values[":keys"] = {"SS": [g.cost_key]}
     names["#keys"] = "usage_cost_keys"
     return {
         "Update": {
             "TableName": table,
             "Key": _graph_key(g.task_id),
-            "UpdateExpression": x.add_counters(len(g.counts)) + x.AND_ADD_COST_KEY,
+            "UpdateExpression": expressions.add_counters(len(g.counts))
+            + expressions.AND_ADD_COST_KEY,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
@@ -113,14 +110,14 @@ def _usage(table: str, g: AddUsage) -> dict[str, Any]:
 
 
 def _edge(table: str, g: Edge) -> dict[str, Any]:
-    item: dict[str, Any] = {**k.task_edge_key(g.task_id, g.kind, g.other), "entity": "edge"}
+    item: dict[str, Any] = {**keys.task_edge_key(g.task_id, g.kind, g.other), "entity": "edge"}
     if g.counted_at is not None:
         item["counted_at"] = g.counted_at
     return {
         "Put": {
             "TableName": table,
-            "Item": _dump(item),
-            "ConditionExpression": c.IS_NEW,
+            "Item": codec.dump(item),
+            "ConditionExpression": conditions.IS_NEW,
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
     }
@@ -130,8 +127,10 @@ def _unedge(table: str, g: Unedge) -> dict[str, Any]:
     return {
         "Delete": {
             "TableName": table,
-            "Key": _dump(k.task_edge_key(g.task_id, g.kind, g.other)),
-            "ConditionExpression": c.EDGE_COUNTED if g.counted else c.EDGE_NOT_COUNTED,
+            "Key": codec.dump(keys.task_edge_key(g.task_id, g.kind, g.other)),
+            "ConditionExpression": conditions.EDGE_COUNTED
+            if g.counted
+            else conditions.EDGE_NOT_COUNTED,
         }
     }
 
@@ -151,9 +150,9 @@ def _copy_success(table: str, g: CopySuccess) -> dict[str, Any]:
         "Update": {
             "TableName": table,
             "Key": _graph_key(g.task_id),
-            "UpdateExpression": x.COPY_SUCCESS,
-            "ConditionExpression": c.SUCCESS_DUE,
-            "ExpressionAttributeValues": _values(at=g.at, yes=True, lease=g.lease_id),
+            "UpdateExpression": expressions.COPY_SUCCESS,
+            "ConditionExpression": conditions.SUCCESS_DUE,
+            "ExpressionAttributeValues": codec.values(at=g.at, yes=True, lease=g.lease_id),
         }
     }
 
@@ -163,9 +162,9 @@ def _link(table: str, g: Link) -> dict[str, Any]:
         "Update": {
             "TableName": table,
             "Key": _graph_key(g.task_id),
-            "UpdateExpression": x.LINK,
-            "ConditionExpression": c.NOT_SUCCEEDED,
-            "ExpressionAttributeValues": _values(at=g.at),
+            "UpdateExpression": expressions.LINK,
+            "ConditionExpression": conditions.NOT_SUCCEEDED,
+            "ExpressionAttributeValues": codec.values(at=g.at),
         }
     }
 
@@ -175,10 +174,10 @@ def _lease_open(table: str, g: RequireLeaseOpen) -> dict[str, Any]:
     return {
         "ConditionCheck": {
             "TableName": table,
-            "Key": _dump(k.lease_key(g.lease_id)),
-            "ConditionExpression": c.LEASE_OPEN,
-            "ExpressionAttributeNames": c.STATE_NAMES,
-            "ExpressionAttributeValues": _values(**ended),
+            "Key": codec.dump(keys.lease_key(g.lease_id)),
+            "ConditionExpression": conditions.LEASE_OPEN,
+            "ExpressionAttributeNames": conditions.STATE_NAMES,
+            "ExpressionAttributeValues": codec.values(**ended),
         }
     }
 
@@ -186,11 +185,11 @@ def _lease_open(table: str, g: RequireLeaseOpen) -> dict[str, Any]:
 def _run_is(table: str, g: RequireRun) -> dict[str, Any]:
     check: dict[str, Any] = {
         "TableName": table,
-        "Key": _dump(k.task_key(g.task_id)),
-        "ConditionExpression": c.TASK_JOB_IS if g.job_id else c.TASK_HAS_NO_JOB,
+        "Key": codec.dump(keys.task_key(g.task_id)),
+        "ConditionExpression": conditions.TASK_JOB_IS if g.job_id else conditions.TASK_HAS_NO_JOB,
     }
     if g.job_id:
-        check["ExpressionAttributeValues"] = _values(expect_job=g.job_id)
+        check["ExpressionAttributeValues"] = codec.values(expect_job=g.job_id)
     return {"ConditionCheck": check}
 
 
@@ -200,25 +199,29 @@ def job_check(table: str, job_id: str, lease_id: str) -> dict[str, Any]:
     return {
         "ConditionCheck": {
             "TableName": table,
-            "Key": _dump(k.job_key(job_id)),
+            "Key": codec.dump(keys.job_key(job_id)),
             "ConditionExpression": (
-                c.IMPLIED_JOB_LEASE_IS if implied_pair(job_id, lease_id) else c.JOB_LEASE_IS
+                conditions.IMPLIED_JOB_LEASE_IS
+                if implied_pair(job_id, lease_id)
+                else conditions.JOB_LEASE_IS
             ),
-            "ExpressionAttributeValues": _values(expect_lease=lease_id),
+            "ExpressionAttributeValues": codec.values(expect_lease=lease_id),
         }
     }
 
 
 def _mark(table: str, g: Mark) -> dict[str, Any]:
-    condition = c.AUTO_ENQUEUE_DUE if g.name == "auto_enqueued_at" else c.NOT_MARKED
+    condition = (
+        conditions.AUTO_ENQUEUE_DUE if g.name == "auto_enqueued_at" else conditions.NOT_MARKED
+    )
     return {
         "Update": {
             "TableName": table,
             "Key": _graph_key(g.task_id),
-            "UpdateExpression": x.SET_MARK,
+            "UpdateExpression": expressions.SET_MARK,
             "ConditionExpression": condition,
             "ExpressionAttributeNames": {"#mark": g.name},
-            "ExpressionAttributeValues": _values(at=g.at),
+            "ExpressionAttributeValues": codec.values(at=g.at),
         }
     }
 
@@ -228,10 +231,10 @@ def _advance(table: str, g: Advance) -> dict[str, Any]:
         "Update": {
             "TableName": table,
             "Key": _graph_key(g.task_id),
-            "UpdateExpression": x.ADVANCE_MARK,
-            "ConditionExpression": c.ADVANCES,
+            "UpdateExpression": expressions.ADVANCE_MARK,
+            "ConditionExpression": conditions.ADVANCES,
             "ExpressionAttributeNames": {"#mark": g.name},
-            "ExpressionAttributeValues": _values(to=g.to),
+            "ExpressionAttributeValues": codec.values(to=g.to),
         }
     }
 
@@ -240,10 +243,10 @@ def _has_children(table: str, g: MarkHasChildren) -> dict[str, Any]:
     return {
         "Update": {
             "TableName": table,
-            "Key": _dump(k.task_key(g.task_id)),
-            "UpdateExpression": x.SET_HAS_CHILDREN,
-            "ConditionExpression": c.EXISTS,
-            "ExpressionAttributeValues": _values(yes=True),
+            "Key": codec.dump(keys.task_key(g.task_id)),
+            "UpdateExpression": expressions.SET_HAS_CHILDREN,
+            "ConditionExpression": conditions.EXISTS,
+            "ExpressionAttributeValues": codec.values(yes=True),
         }
     }
 
@@ -262,9 +265,9 @@ def graph_op(table: str, g: GraphOp) -> dict[str, Any]:
         case Unedge():
             return _unedge(table, g)
         case RequireSucceeded(task_id):
-            return _graph_check(table, task_id, c.HAS_SUCCEEDED)
+            return _graph_check(table, task_id, conditions.HAS_SUCCEEDED)
         case RequireNotSucceeded(task_id):
-            return _graph_check(table, task_id, c.NOT_SUCCEEDED)
+            return _graph_check(table, task_id, conditions.NOT_SUCCEEDED)
         case CopySuccess():
             return _copy_success(table, g)
         case Link():
@@ -289,9 +292,9 @@ def hold_op(table: str, h: HoldOp) -> dict[str, Any]:
     return {
         "Update": {
             "TableName": table,
-            "Key": _dump(k.SCHEDULER_KEY),
-            "UpdateExpression": x.ADD_HOLD if h.add else x.DROP_HOLD,
-            "ExpressionAttributeNames": {"#set": k.HOLD_SETS[h.set_name]},
+            "Key": codec.dump(keys.SCHEDULER_KEY),
+            "UpdateExpression": expressions.ADD_HOLD if h.add else expressions.DROP_HOLD,
+            "ExpressionAttributeNames": {"#set": keys.HOLD_SETS[h.set_name]},
             "ExpressionAttributeValues": {":ids": {"SS": [h.task_id]}},
         }
     }

@@ -8,12 +8,7 @@ from tenure.app.ports import LeasePage
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Job, Lease
 from tenure.domain.states import LeaseState
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import items
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, expressions, items, keys
 from tenure.store.reads import PagedReads
 from tenure.store.table import Table
 
@@ -26,15 +21,17 @@ class DynamoLeases:
         self.reads = reads
 
     def get_lease(self, lease_id: str, consistent: bool = True) -> Lease | None:
-        row = self.table.get(k.lease_key(lease_id), consistent=consistent)
+        row = self.table.get(keys.lease_key(lease_id), consistent=consistent)
         return items.lease_from(row) if row else None
 
     def get_leases(self, lease_ids: list[str], consistent: bool = True) -> dict[str, Lease]:
-        rows = self.table.batch_get([k.lease_key(i) for i in dict.fromkeys(lease_ids)], consistent)
+        rows = self.table.batch_get(
+            [keys.lease_key(i) for i in dict.fromkeys(lease_ids)], consistent
+        )
         return {lease.id: lease for lease in map(items.lease_from, rows)}
 
     def get_job(self, job_id: str, consistent: bool = True) -> Job | None:
-        row = self.table.get(k.job_key(job_id), consistent=consistent)
+        row = self.table.get(keys.job_key(job_id), consistent=consistent)
         return items.job_from(row) if row else None
 
     def list_leases(
@@ -56,19 +53,19 @@ class DynamoLeases:
             "lease_seconds": lease.lease_seconds,
         }
         if move_due:
-            fields[k.DUE_AT] = lease.due_at
+            fields[keys.DUE_AT] = lease.due_at
         self._set_on_lease(lease.id, expect, fields)
 
     def move_deadline(self, lease: Lease, seen: Lease) -> None:
         self._set_on_lease(
             lease.id,
             (seen.state, seen.fence),
-            {"deadline": lease.deadline, k.DUE_AT: lease.due_at},
+            {"deadline": lease.deadline, keys.DUE_AT: lease.due_at},
             deadline_was=seen.deadline,
         )
 
     def reindex(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
-        self._set_on_lease(lease.id, expect, {k.DUE_AT: lease.due_at})
+        self._set_on_lease(lease.id, expect, {keys.DUE_AT: lease.due_at})
 
     def _set_on_lease(
         self,
@@ -79,21 +76,21 @@ class DynamoLeases:
     ) -> None:
         """SET some attributes of a held lease, fenced on (state, fence) [and its deadline]."""
         state, fence = expect
-        condition, extra = c.LEASE_IS_AT, {}
+        condition, extra = conditions.LEASE_IS_AT, {}
         if deadline_was is not None:
             condition, extra = (
-                f"{condition} AND {c.SAME_DEADLINE}",
+                f"{condition} AND {conditions.SAME_DEADLINE}",
                 {"expect_deadline": deadline_was},
             )
         self.table.write(
             "update",
             Conflict("lease moved on"),
             TableName=self.table.name,
-            Key=_dump(k.lease_key(lease_id)),
-            UpdateExpression=x.set_each(fields),
+            Key=codec.dump(keys.lease_key(lease_id)),
+            UpdateExpression=expressions.set_each(fields),
             ConditionExpression=condition,
-            ExpressionAttributeNames=c.STATE_NAMES,
-            ExpressionAttributeValues=_values(
+            ExpressionAttributeNames=conditions.STATE_NAMES,
+            ExpressionAttributeValues=codec.values(
                 **fields, expect_state=state.value, expect_fence=fence, **extra
             ),
         )

@@ -7,13 +7,7 @@ import contextlib
 from tenure.app.ports import POOL_CAP, Settings
 from tenure.domain.errors import Conflict, NotFound
 from tenure.domain.model import Instance, Pool, PoolVersion
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import items
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, expressions, items, keys
 from tenure.store.dynamo.settings import settings_update, update_row
 from tenure.store.table import Table
 
@@ -25,16 +19,18 @@ class DynamoPools:
         self.table = table
 
     def put_pool(self, pool: Pool) -> None:
-        self.table.put_new({**k.pool_key(pool.name), **items.pool_item(pool)}, f"pool {pool.name}")
+        self.table.put_new(
+            {**keys.pool_key(pool.name), **items.pool_item(pool)}, f"pool {pool.name}"
+        )
 
     def get_pool(self, name: str) -> Pool | None:
         # Consistent: a pool is used right after it is created (1 read unit, and the service
         # caches pools, so this is paid once per pool per process).
-        row = self.table.get(k.pool_key(name))
+        row = self.table.get(keys.pool_key(name))
         return items.pool_from(row) if row else None
 
     def list_pools(self) -> list[Pool]:
-        return [items.pool_from(r) for r in self.table.partition(k.POOLS_PK, POOL_CAP)]
+        return [items.pool_from(r) for r in self.table.partition(keys.POOLS_PK, POOL_CAP)]
 
     def update_pool(
         self,
@@ -45,26 +41,28 @@ class DynamoPools:
     ) -> Pool:
         missing = NotFound(f"pool {name!r} does not exist")
         if expect_version is None:
-            return items.pool_from(update_row(self.table, k.pool_key(name), settings, missing))
+            return items.pool_from(update_row(self.table, keys.pool_key(name), settings, missing))
         if superseded is None:
             raise ValueError("a version change keeps the version it supersedes")
         expression, names, values = settings_update(settings)
         row = {
-            **k.pool_version_key(name, superseded.version),
+            **keys.pool_version_key(name, superseded.version),
             **items.pool_version_item(superseded),
         }
         ops = [
             {
                 "Update": {
                     "TableName": self.table.name,
-                    "Key": _dump(k.pool_key(name)),
+                    "Key": codec.dump(keys.pool_key(name)),
                     "UpdateExpression": expression,
-                    "ConditionExpression": c.POOL_VERSION_IS,
+                    "ConditionExpression": conditions.POOL_VERSION_IS,
                     "ExpressionAttributeNames": names,
-                    "ExpressionAttributeValues": _values(**values, expect_version=expect_version),
+                    "ExpressionAttributeValues": codec.values(
+                        **values, expect_version=expect_version
+                    ),
                 }
             },
-            self.table.put_op(row, c.IS_NEW),
+            self.table.put_op(row, conditions.IS_NEW),
         ]
         self.table.transact(ops)
         pool = self.get_pool(name)
@@ -74,13 +72,13 @@ class DynamoPools:
 
     def get_pool_version(self, pool: str, version: int) -> PoolVersion | None:
         # Eventually consistent: a superseded version never changes once written.
-        row = self.table.get(k.pool_version_key(pool, version), consistent=False)
+        row = self.table.get(keys.pool_version_key(pool, version), consistent=False)
         return items.pool_version_from(row) if row else None
 
     def mark_queue(self, pool: str, mark: str, now: int) -> None:
         # A map attribute's entry can only be set once the map exists: set the entry, or
         # (the first mark) the whole map, each conditioned so neither overwrites the other.
-        key = _dump(k.pool_key(pool))
+        key = codec.dump(keys.pool_key(pool))
         for _ in range(3):
             with contextlib.suppress(Conflict):
                 self.table.write(
@@ -88,10 +86,10 @@ class DynamoPools:
                     Conflict("no marks yet"),
                     TableName=self.table.name,
                     Key=key,
-                    UpdateExpression=x.SET_QUEUE_MARK,
-                    ConditionExpression=c.QUEUE_MARKS_EXIST,
+                    UpdateExpression=expressions.SET_QUEUE_MARK,
+                    ConditionExpression=conditions.QUEUE_MARKS_EXIST,
                     ExpressionAttributeNames={"#p": mark},
-                    ExpressionAttributeValues=_values(now=now),
+                    ExpressionAttributeValues=codec.values(now=now),
                 )
                 return
             with contextlib.suppress(Conflict):
@@ -100,9 +98,9 @@ class DynamoPools:
                     Conflict("marked meanwhile"),
                     TableName=self.table.name,
                     Key=key,
-                    UpdateExpression=x.FIRST_QUEUE_MARKS,
-                    ConditionExpression=c.FIRST_QUEUE_MARK,
-                    ExpressionAttributeValues=_values(marks={mark: now}),
+                    UpdateExpression=expressions.FIRST_QUEUE_MARKS,
+                    ConditionExpression=conditions.FIRST_QUEUE_MARK,
+                    ExpressionAttributeValues=codec.values(marks={mark: now}),
                 )
                 return
         raise Conflict(f"pool {pool!r} could not be marked {mark!r}")
@@ -110,15 +108,15 @@ class DynamoPools:
     def unmark_queue(self, pool: str, mark: str, marked_before: int) -> bool:
         return self.table.update_if(
             "marked since",
-            Key=_dump(k.pool_key(pool)),
-            UpdateExpression=x.DROP_QUEUE_MARK,
-            ConditionExpression=c.QUEUE_MARK_OLDER,
+            Key=codec.dump(keys.pool_key(pool)),
+            UpdateExpression=expressions.DROP_QUEUE_MARK,
+            ConditionExpression=conditions.QUEUE_MARK_OLDER,
             ExpressionAttributeNames={"#p": mark},
-            ExpressionAttributeValues=_values(before=marked_before),
+            ExpressionAttributeValues=codec.values(before=marked_before),
         )
 
     def get_instance(self) -> Instance:
-        row = self.table.get(k.INSTANCE_KEY)
+        row = self.table.get(keys.INSTANCE_KEY)
         return items.instance_from(row) if row else Instance()
 
     def update_instance(self, settings: Settings) -> Instance:
@@ -128,10 +126,10 @@ class DynamoPools:
             "update",
             Conflict("the instance settings could not be written"),
             TableName=self.table.name,
-            Key=_dump(k.INSTANCE_KEY),
+            Key=codec.dump(keys.INSTANCE_KEY),
             UpdateExpression=expression,
             **({"ExpressionAttributeNames": names} if names else {}),
-            **({"ExpressionAttributeValues": _values(**values)} if values else {}),
+            **({"ExpressionAttributeValues": codec.values(**values)} if values else {}),
             ReturnValues="ALL_NEW",
         )
-        return items.instance_from(_load(dict(out.get("Attributes", {}))))
+        return items.instance_from(codec.load(dict(out.get("Attributes", {}))))

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import keys as k
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, expressions, keys
 from tenure.store.dynamo.ceilings import ceiling_key
 from tenure.store.table import Table
 
@@ -22,22 +18,22 @@ class DynamoQueues:
     def queue_candidates(
         self, pool: str, limit: int, due_by: int | None = None, priority: int | None = None
     ) -> list[str]:
-        condition = x.queue_condition(due_by=due_by is not None)
-        values = {"q": k.queue_pk(pool, priority)}
+        condition = expressions.queue_condition(due_by=due_by is not None)
+        values = {"q": keys.queue_pk(pool, priority)}
         if due_by is not None:
-            values["due"] = k.queue_due_bound(due_by)
+            values["due"] = keys.queue_due_bound(due_by)
         out = self.table.query(
-            IndexName=k.QUEUE_INDEX,
+            IndexName=keys.QUEUE_INDEX,
             KeyConditionExpression=condition,
-            ExpressionAttributeValues=_values(**values),
+            ExpressionAttributeValues=codec.values(**values),
             Limit=limit,
         )
-        return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
+        return [keys.lease_id_of(codec.load(row)) for row in out.get("Items", [])]
 
     def queue_expiring(self, pool: str, now: int, limit: int) -> list[str]:
         # The pool's pending leases with a queue timeout sit in the due index under a key of
         # their own, at their expiry: the same read as the sweeper's deadlines.
-        return self._due(k.queue_expiry_pk(pool), now, limit)
+        return self._due(keys.queue_expiry_pk(pool), now, limit)
 
     def count_queue(
         self, pool: str, created_before: int | None, at_most: int, priority: int | None = None
@@ -51,17 +47,17 @@ class DynamoQueues:
         self, pool: str, created_before: int | None, limit: int, priority: int | None = None
     ) -> list[str]:
         out = self.table.query(**_queue_request(pool, created_before, priority), Limit=limit)
-        return [k.lease_id_of(_load(row)) for row in out.get("Items", [])]
+        return [keys.lease_id_of(codec.load(row)) for row in out.get("Items", [])]
 
     def due_leases(self, pool: str, now: int | None, limit: int | None = None) -> list[str]:
-        return self._due(k.due_pk(pool), now, limit)
+        return self._due(keys.due_pk(pool), now, limit)
 
     def count_held(self, pool: str, at_most: int) -> int:
         """Count a pool's held leases, reading no more than `at_most` index entries."""
         out = self.table.query(
-            IndexName=k.DUE_INDEX,
-            KeyConditionExpression=x.DUE_IN,
-            ExpressionAttributeValues=_values(p=k.due_pk(pool)),
+            IndexName=keys.DUE_INDEX,
+            KeyConditionExpression=expressions.DUE_IN,
+            ExpressionAttributeValues=codec.values(p=keys.due_pk(pool)),
             Select="COUNT",
             Limit=at_most,
         )
@@ -69,15 +65,15 @@ class DynamoQueues:
 
     def held_count(self, scope: str, name: str) -> int:
         row = self.table.get(ceiling_key(scope, name), consistent=False)
-        return int((row or {}).get(c.ACTIVE, 0))
+        return int((row or {}).get(conditions.ACTIVE, 0))
 
     def _due(self, pk: str, now: int | None, limit: int | None) -> list[str]:
         """The lease ids under `pk` in the due index, due by `now` (all of them when None):
         one page of `limit`, or every page when no limit is given."""
-        condition = x.DUE_BY if now is not None else x.DUE_IN
-        values = _values(p=pk, **({"now": now} if now is not None else {}))
+        condition = expressions.DUE_BY if now is not None else expressions.DUE_IN
+        values = codec.values(p=pk, **({"now": now} if now is not None else {}))
         request: dict[str, Any] = {
-            "IndexName": k.DUE_INDEX,
+            "IndexName": keys.DUE_INDEX,
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
         }
@@ -86,17 +82,19 @@ class DynamoQueues:
         else:
             if limit < 1:
                 raise ValueError("a page needs a limit of at least 1")
-            rows = [_load(r) for r in self.table.query(**request, Limit=limit).get("Items", [])]
-        return [k.lease_id_of(r) for r in rows]
+            rows = [
+                codec.load(r) for r in self.table.query(**request, Limit=limit).get("Items", [])
+            ]
+        return [keys.lease_id_of(r) for r in rows]
 
 
 def _queue_request(pool: str, created_before: int | None, priority: int | None) -> dict[str, Any]:
-    condition = x.queue_condition(created_before=created_before is not None)
-    values: dict[str, Any] = {"q": k.queue_pk(pool, priority)}
+    condition = expressions.queue_condition(created_before=created_before is not None)
+    values: dict[str, Any] = {"q": keys.queue_pk(pool, priority)}
     if created_before is not None:
         values["before"] = f"{created_before:013d}"
     return {
-        "IndexName": k.QUEUE_INDEX,
+        "IndexName": keys.QUEUE_INDEX,
         "KeyConditionExpression": condition,
-        "ExpressionAttributeValues": _values(**values),
+        "ExpressionAttributeValues": codec.values(**values),
     }

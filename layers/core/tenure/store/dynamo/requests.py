@@ -6,11 +6,7 @@ import dataclasses
 
 from tenure.app.ports import Filed
 from tenure.domain.errors import Conflict
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, expressions, keys
 from tenure.store.table import Table
 
 
@@ -21,12 +17,12 @@ class DynamoRequests:
         self.table = table
 
     def take_request(self, record: Filed, now_ms: int) -> Filed | None:
-        key = k.request_key(record.key)
+        key = keys.request_key(record.key)
         row = {**key, "entity": "request", **dataclasses.asdict(record)}
         put = self.table.put_op(
             {k2: v for k2, v in row.items() if v is not None},
-            c.TAKE_REQUEST,
-            values=_values(now_s=now_ms // 1000, now_ms=now_ms),
+            conditions.TAKE_REQUEST,
+            values=codec.values(now_s=now_ms // 1000, now_ms=now_ms),
         )
         try:
             self.table.put_one(put["Put"])
@@ -38,7 +34,7 @@ class DynamoRequests:
         return Filed(
             key=record.key,
             body_hash=str(held["body_hash"]),
-            expires_at=int(held[k.TTL_ATTRIBUTE]),
+            expires_at=int(held[keys.TTL_ATTRIBUTE]),
             locked_until=int(held["locked_until"]),
             status=int(held["status"]) if "status" in held else None,
             answer=str(held["answer"]) if "answer" in held else None,
@@ -49,10 +45,10 @@ class DynamoRequests:
             "update",
             Conflict("the request's record is gone"),
             TableName=self.table.name,
-            Key=_dump(k.request_key(key)),
-            UpdateExpression=x.FINISH_REQUEST,
+            Key=codec.dump(keys.request_key(key)),
+            UpdateExpression=expressions.FINISH_REQUEST,
             ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues=_values(status=status, answer=answer),
+            ExpressionAttributeValues=codec.values(status=status, answer=answer),
         )
 
     def drop_request(self, key: str) -> None:
@@ -60,5 +56,5 @@ class DynamoRequests:
             "delete",
             Conflict("unreachable: the delete is unconditional"),
             TableName=self.table.name,
-            Key=_dump(k.request_key(key)),
+            Key=codec.dump(keys.request_key(key)),
         )

@@ -8,12 +8,7 @@ from typing import Any
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound
 from tenure.domain.rules.addresses import Address
 from tenure.domain.rules.rule import Rule
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, expressions, keys
 from tenure.store.table import Table
 
 
@@ -31,14 +26,14 @@ def index_keys(rule: Rule) -> list[dict[str, str]]:
     """The index rows a rule has: an enabled inbound rule one in the inbound index, a
     scheduled rule (enabled or not) one in the scheduled-rules partition."""
     if rule.schedule_name is not None:
-        return [k.scheduled_rule_key(rule.space, rule.id)]
+        return [keys.scheduled_rule_key(rule.space, rule.id)]
     if not rule.enabled or rule.topic is None:
         return []
-    return [k.inbound_key(rule.topic, to, rule.space, rule.id) for to in rule.inbound_tos]
+    return [keys.inbound_key(rule.topic, to, rule.space, rule.id) for to in rule.inbound_tos]
 
 
 def _key_id(key: dict[str, str]) -> tuple[str, str]:
-    return key[k.PK], key[k.SK]
+    return key[keys.PK], key[keys.SK]
 
 
 class DynamoRules:
@@ -49,9 +44,9 @@ class DynamoRules:
 
     def put_rule(self, rule: Rule) -> None:
         ops = [
-            self.table.put_op({**k.rule_key(rule.id), **rule_item(rule)}, c.IS_NEW),
+            self.table.put_op({**keys.rule_key(rule.id), **rule_item(rule)}, conditions.IS_NEW),
             self.table.put_op(
-                {**k.rule_name_key(rule.space, rule.name), "rule_id": rule.id}, c.IS_NEW
+                {**keys.rule_name_key(rule.space, rule.name), "rule_id": rule.id}, conditions.IS_NEW
             ),
             *(self._index_put(key, rule) for key in index_keys(rule)),
         ]
@@ -63,26 +58,26 @@ class DynamoRules:
             ) from lost
 
     def get_rule(self, rule_id: str) -> Rule | None:
-        row = self.table.get(k.rule_key(rule_id))
+        row = self.table.get(keys.rule_key(rule_id))
         return rule_from(row) if row else None
 
     def list_rules(self, space: str, limit: int) -> list[Rule]:
         out = self.table.query(
-            KeyConditionExpression=x.WITH_PREFIX,
-            ExpressionAttributeValues=_values(
-                pk=k.rule_name_key(space, "")[k.PK], prefix=k.RULE_NAME_PREFIX
+            KeyConditionExpression=expressions.WITH_PREFIX,
+            ExpressionAttributeValues=codec.values(
+                pk=keys.rule_name_key(space, "")[keys.PK], prefix=keys.RULE_NAME_PREFIX
             ),
             Limit=limit,
         )
-        ids = [str(_load(row)["rule_id"]) for row in out.get("Items", [])]
-        return [rule_from(row) for row in self.table.in_order([k.rule_key(i) for i in ids])]
+        ids = [str(codec.load(row)["rule_id"]) for row in out.get("Items", [])]
+        return [rule_from(row) for row in self.table.in_order([keys.rule_key(i) for i in ids])]
 
     def replace_rule(self, old: Rule, new: Rule) -> None:
         ops: list[dict[str, Any]] = [
             self.table.put_op(
-                {**k.rule_key(new.id), **rule_item(new)},
-                c.RULE_VERSION_IS,
-                values=_values(expect_version=old.version),
+                {**keys.rule_key(new.id), **rule_item(new)},
+                conditions.RULE_VERSION_IS,
+                values=codec.values(expect_version=old.version),
             )
         ]
         renamed = (old.space, old.name) != (new.space, new.name)
@@ -90,7 +85,8 @@ class DynamoRules:
             ops.append(self._name_delete(old))
             ops.append(
                 self.table.put_op(
-                    {**k.rule_name_key(new.space, new.name), "rule_id": new.id}, c.IS_NEW
+                    {**keys.rule_name_key(new.space, new.name), "rule_id": new.id},
+                    conditions.IS_NEW,
                 )
             )
         before = {_key_id(key): key for key in index_keys(old)}
@@ -113,9 +109,9 @@ class DynamoRules:
             {
                 "Delete": {
                     "TableName": self.table.name,
-                    "Key": _dump(k.rule_key(rule.id)),
-                    "ConditionExpression": c.RULE_VERSION_IS,
-                    "ExpressionAttributeValues": _values(expect_version=rule.version),
+                    "Key": codec.dump(keys.rule_key(rule.id)),
+                    "ConditionExpression": conditions.RULE_VERSION_IS,
+                    "ExpressionAttributeValues": codec.values(expect_version=rule.version),
                 }
             },
             self._name_delete(rule),
@@ -131,34 +127,34 @@ class DynamoRules:
             remaining = limit - len(ids)
             if remaining <= 0:
                 break
-            condition = f"{k.PK} = :pk"
-            values: dict[str, Any] = {"pk": k.inbound_pk(topic, to)}
+            condition = f"{keys.PK} = :pk"
+            values: dict[str, Any] = {"pk": keys.inbound_pk(topic, to)}
             if space is not None:
-                condition += f" AND begins_with({k.SK}, :space)"
+                condition += f" AND begins_with({keys.SK}, :space)"
                 values["space"] = f"{space}#"
             out = self.table.query(
                 KeyConditionExpression=condition,
-                ExpressionAttributeValues=_values(**values),
+                ExpressionAttributeValues=codec.values(**values),
                 Limit=remaining,
             )
             for row in out.get("Items", []):
-                rule_id = str(_load(row)["rule_id"])
+                rule_id = str(codec.load(row)["rule_id"])
                 if rule_id not in ids:
                     ids.append(rule_id)
-        return [rule_from(row) for row in self.table.in_order([k.rule_key(i) for i in ids])]
+        return [rule_from(row) for row in self.table.in_order([keys.rule_key(i) for i in ids])]
 
     def scheduled_rules(self, limit: int) -> list[Rule]:
         out = self.table.query(
-            KeyConditionExpression=x.IN_PARTITION,
-            ExpressionAttributeValues=_values(pk=k.SCHEDULED_RULES_PK),
+            KeyConditionExpression=expressions.IN_PARTITION,
+            ExpressionAttributeValues=codec.values(pk=keys.SCHEDULED_RULES_PK),
             Limit=limit,
         )
-        ids = [str(_load(row)["rule_id"]) for row in out.get("Items", [])]
-        return [rule_from(row) for row in self.table.in_order([k.rule_key(i) for i in ids])]
+        ids = [str(codec.load(row)["rule_id"]) for row in out.get("Items", [])]
+        return [rule_from(row) for row in self.table.in_order([keys.rule_key(i) for i in ids])]
 
     def get_event_record(self, space: str, event_id: str, now_s: int) -> list[str] | None:
-        row = self.table.get(k.event_record_key(space, event_id))
-        if row is None or int(row.get(k.TTL_ATTRIBUTE, now_s + 1)) <= now_s:
+        row = self.table.get(keys.event_record_key(space, event_id))
+        if row is None or int(row.get(keys.TTL_ATTRIBUTE, now_s + 1)) <= now_s:
             return None
         return [str(i) for i in row.get("lease_ids", [])]
 
@@ -166,12 +162,14 @@ class DynamoRules:
         self, space: str, event_id: str, lease_ids: list[str], expires_at: int, now_s: int
     ) -> None:
         item = {
-            **k.event_record_key(space, event_id),
+            **keys.event_record_key(space, event_id),
             "lease_ids": lease_ids,
-            k.TTL_ATTRIBUTE: expires_at,
+            keys.TTL_ATTRIBUTE: expires_at,
         }
         try:
-            put = self.table.put_op(item, c.NEW_OR_EXPIRED, values=_values(now_s=now_s))
+            put = self.table.put_op(
+                item, conditions.NEW_OR_EXPIRED, values=codec.values(now_s=now_s)
+            )
             self.table.put_one(put["Put"])
         except Conflict as lost:
             raise AlreadyExists(f"event {event_id} was already recorded") from lost
@@ -180,13 +178,13 @@ class DynamoRules:
 
     def put_address(self, address: Address) -> Address:
         row = {"address": address.address, "space": address.space}
-        owner = {**k.address_key(address.address), **row, "created_at": address.created_at}
-        listed = {**k.space_address_key(address.space, address.address), **row}
+        owner = {**keys.address_key(address.address), **row, "created_at": address.created_at}
+        listed = {**keys.space_address_key(address.space, address.address), **row}
         try:
             self.table.transact(
                 [
-                    self.table.put_op(owner, c.IS_NEW),
-                    {"Put": {"TableName": self.table.name, "Item": _dump(listed)}},
+                    self.table.put_op(owner, conditions.IS_NEW),
+                    {"Put": {"TableName": self.table.name, "Item": codec.dump(listed)}},
                 ]
             )
         except Conflict as lost:
@@ -199,25 +197,25 @@ class DynamoRules:
         return address
 
     def get_address(self, address: str) -> Address | None:
-        row = self.table.get(k.address_key(address))
+        row = self.table.get(keys.address_key(address))
         return _address_from(row) if row else None
 
     def address_owners(self, addresses: list[str]) -> dict[str, str]:
         if not addresses:
             return {}
-        rows = self.table.batch_get([k.address_key(a) for a in dict.fromkeys(addresses)])
+        rows = self.table.batch_get([keys.address_key(a) for a in dict.fromkeys(addresses)])
         return {str(row["address"]): str(row["space"]) for row in rows}
 
     def list_addresses(self, space: str, limit: int) -> list[Address]:
         out = self.table.query(
-            KeyConditionExpression=x.WITH_PREFIX,
-            ExpressionAttributeValues=_values(
-                pk=k.space_address_key(space, "")[k.PK], prefix=k.ADDRESS_PREFIX
+            KeyConditionExpression=expressions.WITH_PREFIX,
+            ExpressionAttributeValues=codec.values(
+                pk=keys.space_address_key(space, "")[keys.PK], prefix=keys.ADDRESS_PREFIX
             ),
             Limit=limit,
         )
-        names = [str(_load(row)["address"]) for row in out.get("Items", [])]
-        rows = self.table.in_order([k.address_key(a) for a in names])
+        names = [str(codec.load(row)["address"]) for row in out.get("Items", [])]
+        rows = self.table.in_order([keys.address_key(a) for a in names])
         return [_address_from(row) for row in rows if row["space"] == space]
 
     def delete_address(self, space: str, address: str) -> None:
@@ -227,13 +225,13 @@ class DynamoRules:
                     {
                         "Delete": {
                             "TableName": self.table.name,
-                            "Key": _dump(k.address_key(address)),
-                            "ConditionExpression": c.ADDRESS_IS_OURS,
-                            "ExpressionAttributeNames": c.SPACE_NAMES,
-                            "ExpressionAttributeValues": _values(space=space),
+                            "Key": codec.dump(keys.address_key(address)),
+                            "ConditionExpression": conditions.ADDRESS_IS_OURS,
+                            "ExpressionAttributeNames": conditions.SPACE_NAMES,
+                            "ExpressionAttributeValues": codec.values(space=space),
                         }
                     },
-                    self._plain_delete(k.space_address_key(space, address)),
+                    self._plain_delete(keys.space_address_key(space, address)),
                 ]
             )
         except Conflict as lost:
@@ -242,21 +240,21 @@ class DynamoRules:
     # ------------------------------------------------------------------- firing counters
 
     def count_firing(self, rule_id: str, hour: str, cap: int, expires_at: int) -> str:
-        key = _dump(k.rule_hour_key(rule_id, hour))
+        key = codec.dump(keys.rule_hour_key(rule_id, hour))
         if self.table.update_if(
             "the hour's cap is reached",
             Key=key,
-            UpdateExpression=x.COUNT_FIRING,
-            ConditionExpression=c.BELOW_HOURLY_CAP,
-            ExpressionAttributeValues=_values(one=1, cap=cap, expires=expires_at),
+            UpdateExpression=expressions.COUNT_FIRING,
+            ConditionExpression=conditions.BELOW_HOURLY_CAP,
+            ExpressionAttributeValues=codec.values(one=1, cap=cap, expires=expires_at),
         ):
             return "counted"
         first = self.table.update_if(
             "the hour's refusal is already recorded",
             Key=key,
-            UpdateExpression=x.NOTE_LIMITED,
-            ConditionExpression=c.NOT_YET_LIMITED,
-            ExpressionAttributeValues=_values(hour=hour),
+            UpdateExpression=expressions.NOTE_LIMITED,
+            ConditionExpression=conditions.NOT_YET_LIMITED,
+            ExpressionAttributeValues=codec.values(hour=hour),
         )
         return "limited_first" if first else "limited"
 
@@ -266,17 +264,17 @@ class DynamoRules:
         if lease_id is not None:
             sets.append("last_lease_id = :lease")
             values["lease"] = lease_id
-        condition = c.RULE_EXISTS
+        condition = conditions.RULE_EXISTS
         if through is not None:
             sets.append("fired_through = :through")
             values["through"] = through
-            condition = c.RULE_FIRED_BEFORE
+            condition = conditions.RULE_FIRED_BEFORE
         return self.table.update_if(
             "the rule is gone or a later occasion is noted",
-            Key=_dump(k.rule_key(rule_id)),
-            UpdateExpression=x.set_all(sets),
+            Key=codec.dump(keys.rule_key(rule_id)),
+            UpdateExpression=expressions.set_all(sets),
             ConditionExpression=condition,
-            ExpressionAttributeValues=_values(**values),
+            ExpressionAttributeValues=codec.values(**values),
         )
 
     # -------------------------------------------------------------------- transaction ops
@@ -285,20 +283,20 @@ class DynamoRules:
         return {
             "Put": {
                 "TableName": self.table.name,
-                "Item": _dump({**key, "rule_id": rule.id, "space": rule.space}),
+                "Item": codec.dump({**key, "rule_id": rule.id, "space": rule.space}),
             }
         }
 
     def _plain_delete(self, key: dict[str, str]) -> dict[str, Any]:
-        return {"Delete": {"TableName": self.table.name, "Key": _dump(key)}}
+        return {"Delete": {"TableName": self.table.name, "Key": codec.dump(key)}}
 
     def _name_delete(self, rule: Rule) -> dict[str, Any]:
         return {
             "Delete": {
                 "TableName": self.table.name,
-                "Key": _dump(k.rule_name_key(rule.space, rule.name)),
-                "ConditionExpression": c.NAME_IS_RULE,
-                "ExpressionAttributeValues": _values(rule_id=rule.id),
+                "Key": codec.dump(keys.rule_name_key(rule.space, rule.name)),
+                "ConditionExpression": conditions.NAME_IS_RULE,
+                "ExpressionAttributeValues": codec.values(rule_id=rule.id),
             }
         }
 

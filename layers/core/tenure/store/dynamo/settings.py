@@ -7,10 +7,7 @@ from typing import Any
 
 from tenure.app.ports import Settings
 from tenure.domain.errors import TenureError
-from tenure.store import conditions as c
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions
 from tenure.store.table import Table
 
 
@@ -33,21 +30,21 @@ def update_row(
     key: dict[str, str],
     settings: Settings,
     failed: TenureError,
-    condition: str = c.EXISTS,
+    condition: str = conditions.EXISTS,
     **expect: Any,
 ) -> dict[str, Any]:
     """Write `settings` on the row of `key` under `condition`; the row as it is after."""
     expression, names, values = settings_update(settings)
-    given = _values(**values, **expect)
+    given = codec.values(**values, **expect)
     out = table.write(
         "update",
         failed,
         TableName=table.name,
-        Key=_dump(key),
+        Key=codec.dump(key),
         UpdateExpression=expression,
         ConditionExpression=condition,
         ExpressionAttributeNames=names,
         **({"ExpressionAttributeValues": given} if given else {}),
         ReturnValues="ALL_NEW",
     )
-    return _load(dict(out["Attributes"]))
+    return codec.load(dict(out["Attributes"]))

@@ -7,13 +7,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from tenure.store import keys as k
+from tenure.store import keys
 
 
 def create_table(client: Any, table: str) -> None:
     """Create `table` unless it exists, wait for it, and turn its TTL on."""
     try:
-        client.create_table(**k.table_definition(table))
+        client.create_table(**keys.table_definition(table))
     except ClientError as err:
         if err.response["Error"]["Code"] != "ResourceInUseException":
             raise
@@ -27,4 +27,4 @@ def enable_ttl(client: Any, table: str) -> None:
     ttl = client.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
     if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
         return
-    client.update_time_to_live(TableName=table, TimeToLiveSpecification=k.TTL_SPECIFICATION)
+    client.update_time_to_live(TableName=table, TimeToLiveSpecification=keys.TTL_SPECIFICATION)

@@ -7,13 +7,10 @@ from typing import Any
 from tenure.app.ports import Settings, SpacePage
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound
 from tenure.domain.model import Space, Workflow
-from tenure.store import conditions as c
-from tenure.store import cursors, items
-from tenure.store import expressions as x
+from tenure.store import codec, conditions, cursors, expressions, items
+
+# `keys` is this module's name for a batch of row keys, so the key builders are `k`.
 from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
 from tenure.store.dynamo.settings import update_row
 from tenure.store.table import Table
 
@@ -34,8 +31,8 @@ class DynamoSpaces:
             {
                 "Put": {
                     "TableName": self.table.name,
-                    "Item": _dump(row),
-                    "ConditionExpression": c.IS_NEW,
+                    "Item": codec.dump(row),
+                    "ConditionExpression": conditions.IS_NEW,
                 }
             }
             for row in rows
@@ -57,17 +54,17 @@ class DynamoSpaces:
             keys = sorted(key for key in set(only) if k.listed_space_position(key) > position)
         else:
             request: dict[str, Any] = {
-                "KeyConditionExpression": x.IN_PARTITION,
-                "ExpressionAttributeValues": _values(pk=k.SPACES_PK),
+                "KeyConditionExpression": expressions.IN_PARTITION,
+                "ExpressionAttributeValues": codec.values(pk=k.SPACES_PK),
                 # One more than the page: a next page is promised only when it holds a space.
                 "Limit": limit + 1,
                 # Consistent: a space is listed right after it is made.
                 "ConsistentRead": True,
             }
             if position:
-                request["ExclusiveStartKey"] = _dump({k.PK: k.SPACES_PK, k.SK: position})
+                request["ExclusiveStartKey"] = codec.dump({k.PK: k.SPACES_PK, k.SK: position})
             out = self.table.query(**request)
-            keys = [k.listed_space_of(_load(r)) for r in out.get("Items", [])]
+            keys = [k.listed_space_of(codec.load(r)) for r in out.get("Items", [])]
         page = keys[:limit]
         rows = self.table.batch_get([k.space_key(key) for key in page]) if page else []
         spaces = tuple(sorted((items.space_from(r) for r in rows), key=lambda sp: sp.key))

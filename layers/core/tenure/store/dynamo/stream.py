@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.store import items
-from tenure.store import keys as k
+from tenure.store import items, keys
 from tenure.store.codec import load_image
 
 
@@ -18,8 +17,8 @@ def decode_record(record: dict[str, Any]) -> tuple[str, Any, Any] | None:
         return None  # a delete: nothing on the timeline, nothing to react to
     new = load_image(change["NewImage"])
     old = load_image(change["OldImage"]) if "OldImage" in change else None
-    if new.get(k.SK) == k.GRAPH_SK:
-        task_id = k.task_id_of(new)
+    if new.get(keys.SK) == keys.GRAPH_SK:
+        task_id = keys.task_id_of(new)
         before = items.graph_from(task_id, old) if old else None
         return "graph", before, items.graph_from(task_id, new)
     entity = new.get("entity")

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 from tenure.app.ports import SchedulerState, SweeperState
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, expressions, keys
 from tenure.store.table import Table
 
 
@@ -18,7 +14,7 @@ class DynamoSweeper:
         self.table = table
 
     def get_sweeper_state(self) -> SweeperState:
-        row = self.table.get(k.SWEEPER_KEY)
+        row = self.table.get(keys.SWEEPER_KEY)
         if row is None:
             return SweeperState()
         holds = {str(pool): int(until) for pool, until in (row.get("holds") or {}).items()}
@@ -32,30 +28,30 @@ class DynamoSweeper:
 
     def put_sweeper_state(self, state: SweeperState, expect_last: int | None) -> None:
         item = {
-            **k.SWEEPER_KEY,
+            **keys.SWEEPER_KEY,
             "last_pass_at": state.last_pass_at,
             "holds": dict(state.holds),
             "capacity_waiting": dict(state.capacity_waiting),
             "ttl_cursor": state.ttl_cursor,
         }
         if expect_last is None:
-            put = self.table.put_op(item, c.IS_NEW)["Put"]
+            put = self.table.put_op(item, conditions.IS_NEW)["Put"]
         else:
-            put = self.table.put_op(item, c.SWEEP_AFTER, values=_values(expect_last=expect_last))[
-                "Put"
-            ]
+            put = self.table.put_op(
+                item, conditions.SWEEP_AFTER, values=codec.values(expect_last=expect_last)
+            )["Put"]
         self.table.put_one(put)
 
     def get_scheduler(self, consistent: bool = True) -> SchedulerState:
-        row = self.table.get(k.SCHEDULER_KEY, consistent=consistent) or {}
+        row = self.table.get(keys.SCHEDULER_KEY, consistent=consistent) or {}
         return SchedulerState(
             paused=bool(row.get("paused", False)),
             paused_by=row.get("paused_by"),
             paused_at=row.get("paused_at"),
-            paused_tasks=frozenset(row.get(k.HOLD_SETS["paused"]) or ()),
-            attention=frozenset(row.get(k.HOLD_SETS["attention"]) or ()),
-            blocked=frozenset(row.get(k.HOLD_SETS["blocked"]) or ()),
-            cancelled=frozenset(row.get(k.HOLD_SETS["cancelled"]) or ()),
+            paused_tasks=frozenset(row.get(keys.HOLD_SETS["paused"]) or ()),
+            attention=frozenset(row.get(keys.HOLD_SETS["attention"]) or ()),
+            blocked=frozenset(row.get(keys.HOLD_SETS["blocked"]) or ()),
+            cancelled=frozenset(row.get(keys.HOLD_SETS["cancelled"]) or ()),
         )
 
     def set_scheduler_paused(self, paused: bool, by: str, at: int) -> None:
@@ -63,7 +59,7 @@ class DynamoSweeper:
             "update",
             self.table.client.update_item,
             TableName=self.table.name,
-            Key=_dump(k.SCHEDULER_KEY),
-            UpdateExpression=x.PAUSE,
-            ExpressionAttributeValues=_values(paused=paused, by=by, at=at),
+            Key=codec.dump(keys.SCHEDULER_KEY),
+            UpdateExpression=expressions.PAUSE,
+            ExpressionAttributeValues=codec.values(paused=paused, by=by, at=at),
         )

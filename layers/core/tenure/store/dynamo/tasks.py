@@ -5,13 +5,7 @@ from __future__ import annotations
 from tenure.app.ports import TaskEntry, TaskPage
 from tenure.domain.errors import Conflict, NotFound
 from tenure.domain.model import Task
-from tenure.store import conditions as c
-from tenure.store import expressions as x
-from tenure.store import items
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, expressions, items, keys
 from tenure.store.inputs import InputReads
 from tenure.store.reads import PagedReads
 from tenure.store.schema import SchemaRows
@@ -33,13 +27,19 @@ class DynamoTasks:
         self.task_numbers = TaskNumberBlocks(self._reserve_task_numbers)
 
     def get_task(self, task_id: str, consistent: bool = True) -> Task | None:
-        row = self.table.get(k.task_key(task_id), consistent=consistent)
+        row = self.table.get(keys.task_key(task_id), consistent=consistent)
         # A voided id (void_task) holds a row of its own kind, which is no task.
         return items.task_from(row) if row and row.get("entity") == "task" else None
 
     def void_task(self, task_id: str, keep_until: int) -> bool:
-        item = {**k.task_key(task_id), "entity": c.VOID_TASK, k.TTL_ATTRIBUTE: keep_until}
-        put = self.table.put_op(item, c.IS_NEW_OR_VOID, values=_values(void=c.VOID_TASK))
+        item = {
+            **keys.task_key(task_id),
+            "entity": conditions.VOID_TASK,
+            keys.TTL_ATTRIBUTE: keep_until,
+        }
+        put = self.table.put_op(
+            item, conditions.IS_NEW_OR_VOID, values=codec.values(void=conditions.VOID_TASK)
+        )
         try:
             self.table.put_one(put["Put"])
         except Conflict:
@@ -58,16 +58,16 @@ class DynamoTasks:
             "update",
             NotFound(f"space {space!r} does not exist"),
             TableName=self.table.name,
-            Key=_dump(k.space_key(space)),
-            UpdateExpression=x.RESERVE_TASK_NUMBERS,
-            ConditionExpression=c.EXISTS,
-            ExpressionAttributeValues=_values(count=count),
+            Key=codec.dump(keys.space_key(space)),
+            UpdateExpression=expressions.RESERVE_TASK_NUMBERS,
+            ConditionExpression=conditions.EXISTS,
+            ExpressionAttributeValues=codec.values(count=count),
             ReturnValues="UPDATED_NEW",
         )
-        return int(_load(dict(out["Attributes"]))["task_seq"])
+        return int(codec.load(dict(out["Attributes"]))["task_seq"])
 
     def task_id_by_key(self, key: str) -> str | None:
-        row = self.table.get(k.task_key_row(key), consistent=False)
+        row = self.table.get(keys.task_key_row(key), consistent=False)
         return str(row["task_id"]) if row else None
 
     def key_task(self, task: Task) -> bool:

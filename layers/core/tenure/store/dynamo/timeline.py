@@ -8,17 +8,15 @@ from typing import Any
 
 from tenure.app.ports import EventPage
 from tenure.domain.model import Event, Lease
-from tenure.store import conditions as c
-from tenure.store import items
-from tenure.store import keys as k
+from tenure.store import conditions, items, keys
 from tenure.store.reads import PagedReads
 from tenure.store.table import Table
 
 
 def event_put(table: Table, event: Event) -> dict[str, Any]:
     """A timeline event's put, only if new, alone or as one item of a transaction."""
-    key = k.event_key(event.subject_kind, event.subject_id, event.at, event.id)
-    return table.put_op({**key, **items.event_item(event)}, c.IS_NEW)
+    key = keys.event_key(event.subject_kind, event.subject_id, event.at, event.id)
+    return table.put_op({**key, **items.event_item(event)}, conditions.IS_NEW)
 
 
 class DynamoTimeline:
@@ -54,5 +52,7 @@ class DynamoTimeline:
         self.table.put_one(event_put(self.table, event)["Put"])
 
     def put_anchor(self, event: Event) -> None:
-        key = k.anchor_key(event.subject_kind, event.subject_id, event.at, event.id)
-        self.table.put_one(self.table.put_op({**key, **items.event_item(event)}, c.IS_NEW)["Put"])
+        key = keys.anchor_key(event.subject_kind, event.subject_id, event.at, event.id)
+        self.table.put_one(
+            self.table.put_op({**key, **items.event_item(event)}, conditions.IS_NEW)["Put"]
+        )

@@ -7,13 +7,7 @@ from typing import Any
 from tenure.app.ports import TokenPage
 from tenure.domain.errors import AlreadyExists, Conflict
 from tenure.domain.model import Event, Token
-from tenure.store import conditions as c
-from tenure.store import cursors, items
-from tenure.store import expressions as x
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
-from tenure.store.codec import load as _load
-from tenure.store.codec import values as _values
+from tenure.store import codec, conditions, cursors, expressions, items, keys
 from tenure.store.dynamo.timeline import event_put
 from tenure.store.table import Table
 
@@ -26,16 +20,16 @@ class DynamoTokens:
 
     def put_token(self, token: Token, event: Event | None = None) -> None:
         rows = (
-            {**k.token_name_key(token.name), "token_id": token.id},
-            {**k.token_key(token.token_hash), **items.token_item(token)},
-            {**k.token_id_key(token.id), **items.token_item(token)},
+            {**keys.token_name_key(token.name), "token_id": token.id},
+            {**keys.token_key(token.token_hash), **items.token_item(token)},
+            {**keys.token_id_key(token.id), **items.token_item(token)},
         )
         ops = [
             {
                 "Put": {
                     "TableName": self.table.name,
-                    "Item": _dump(row),
-                    "ConditionExpression": c.IS_NEW,
+                    "Item": codec.dump(row),
+                    "ConditionExpression": conditions.IS_NEW,
                 }
             }
             for row in rows
@@ -49,26 +43,26 @@ class DynamoTokens:
 
     def get_token(self, token_hash: str) -> Token | None:
         # Consistent: a token is used right after it is handed out.
-        row = self.table.get(k.token_key(token_hash))
+        row = self.table.get(keys.token_key(token_hash))
         return items.token_from(row) if row else None
 
     def get_token_by_id(self, token_id: str) -> Token | None:
-        listed = self.table.get(k.token_id_key(token_id))
+        listed = self.table.get(keys.token_id_key(token_id))
         return self.get_token(str(listed["token_hash"])) if listed else None
 
     def list_tokens(self, kind: str | None, limit: int, cursor: str | None) -> TokenPage:
         request: dict[str, Any] = {
-            "KeyConditionExpression": x.IN_PARTITION,
-            "ExpressionAttributeValues": _values(pk=k.TOKENS_PK),
+            "KeyConditionExpression": expressions.IN_PARTITION,
+            "ExpressionAttributeValues": codec.values(pk=keys.TOKENS_PK),
             "Limit": limit,
         }
         if cursor:
-            position = cursors.decode(cursor, "tokens", k.TOKEN_ID_SHAPE)
-            request["ExclusiveStartKey"] = _dump({k.PK: k.TOKENS_PK, k.SK: position})
+            position = cursors.decode(cursor, "tokens", keys.TOKEN_ID_SHAPE)
+            request["ExclusiveStartKey"] = codec.dump({keys.PK: keys.TOKENS_PK, keys.SK: position})
         out = self.table.query(**request)
-        listed = [_load(r) for r in out.get("Items", [])]
+        listed = [codec.load(r) for r in out.get("Items", [])]
         # The listed rows are write-once; revocation and last use are on the token rows.
-        rows = self.table.batch_get([k.token_key(str(r["token_hash"])) for r in listed], False)
+        rows = self.table.batch_get([keys.token_key(str(r["token_hash"])) for r in listed], False)
         by_hash = {str(r["token_hash"]): items.token_from(r) for r in rows}
         tokens = tuple(
             by_hash[h]
@@ -76,16 +70,18 @@ class DynamoTokens:
             if h in by_hash and (kind is None or by_hash[h].kind == kind)
         )
         last = out.get("LastEvaluatedKey")
-        after = cursors.encode("tokens", str(_load(last)[k.SK])) if last and listed else None
+        after = (
+            cursors.encode("tokens", str(codec.load(last)[keys.SK])) if last and listed else None
+        )
         return TokenPage(tokens, after)
 
     def revoke_token(self, token_hash: str, at: int, event: Event | None = None) -> bool:
         update = {
             "TableName": self.table.name,
-            "Key": _dump(k.token_key(token_hash)),
-            "UpdateExpression": x.REVOKE,
-            "ConditionExpression": c.TOKEN_NOT_REVOKED,
-            "ExpressionAttributeValues": _values(at=at),
+            "Key": codec.dump(keys.token_key(token_hash)),
+            "UpdateExpression": expressions.REVOKE,
+            "ConditionExpression": conditions.TOKEN_NOT_REVOKED,
+            "ExpressionAttributeValues": codec.values(at=at),
         }
         try:
             if event is None:
@@ -100,8 +96,8 @@ class DynamoTokens:
     def touch_token(self, token_hash: str, at: int, before: int) -> None:
         self.table.update_if(
             "the token's use was noted already",
-            Key=_dump(k.token_key(token_hash)),
-            UpdateExpression=x.NOTE_USE,
-            ConditionExpression=c.TOKEN_USE_IS_OLD,
-            ExpressionAttributeValues=_values(at=at, before=before),
+            Key=codec.dump(keys.token_key(token_hash)),
+            UpdateExpression=expressions.NOTE_USE,
+            ConditionExpression=conditions.TOKEN_USE_IS_OLD,
+            ExpressionAttributeValues=codec.values(at=at, before=before),
         )

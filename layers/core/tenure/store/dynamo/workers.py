@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from tenure.app.ports import WORKER_RETENTION_S, WORKERS_CAP, WorkerPage
 from tenure.domain.model import Worker
-from tenure.store import items
-from tenure.store import keys as k
-from tenure.store.codec import dump as _dump
+from tenure.store import codec, items, keys
 from tenure.store.reads import PagedReads
 from tenure.store.table import Table
 
@@ -20,16 +18,16 @@ class DynamoWorkers:
 
     def put_worker(self, worker: Worker) -> None:
         item = {
-            **k.worker_key(worker.pool, worker.worker_id),
+            **keys.worker_key(worker.pool, worker.worker_id),
             **items.worker_item(worker),
-            k.TTL_ATTRIBUTE: worker.last_seen // 1000 + WORKER_RETENTION_S,
+            keys.TTL_ATTRIBUTE: worker.last_seen // 1000 + WORKER_RETENTION_S,
         }
         self.table.call(
-            "put", self.table.client.put_item, TableName=self.table.name, Item=_dump(item)
+            "put", self.table.client.put_item, TableName=self.table.name, Item=codec.dump(item)
         )
 
     def get_worker(self, pool: str, worker_id: str) -> Worker | None:
-        row = self.table.get(k.worker_key(pool, worker_id), consistent=False)
+        row = self.table.get(keys.worker_key(pool, worker_id), consistent=False)
         return items.worker_from(row) if row else None
 
     def list_workers(

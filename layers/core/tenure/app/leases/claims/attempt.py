@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from tenure.app.dispatch_controls import ClaimGate
 from tenure.app.kernel import over
 from tenure.app.leases.claims.answer import Ask, Claimed, Withdrawn
 from tenure.app.leases.claims.candidates import HeldBack
@@ -23,8 +24,7 @@ from tenure.app.ports import (
     rate_ceiling,
 )
 from tenure.app.rows import LeaseRows
-from tenure.app.scheduler import ClaimGate
-from tenure.domain import fencing as rules
+from tenure.domain import fencing
 from tenure.domain.claims import ClaimTerms, Refusal, claim_terms
 from tenure.domain.errors import CeilingReached, Conflict
 from tenure.domain.model import Lease, Pool
@@ -86,7 +86,7 @@ class Attempt:
             task = self.orphans.task_of(lease)
             if task is None:
                 return None
-        token = rules.mint_lease_token(lease.id, self.kernel.ids.secret())
+        token = fencing.mint_lease_token(lease.id, self.kernel.ids.secret())
         ceilings = self.ceilings(pool, lease, now)
         # The minute's claim count is never given back; every other counter is, at the end.
         counted = tuple(f"{c.scope}:{c.name}" for c in ceilings if c.scope != RATE_CEILING)
@@ -155,7 +155,7 @@ class Attempt:
             worker_id=ask.worker_id,
             worker_version=ask.worker_version,
             host=ask.host,
-            token_hash=rules.hash_token(token),
+            token_hash=fencing.hash_token(token),
             claimed_by=ask.claimant,
             lease_seconds=terms.lease_seconds,
             renew_seconds=pool.renew_seconds,

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tenure.app.dispatch_controls import ClaimGate, queue_tiers
 from tenure.app.ports import KEY_CEILING, RATE_CEILING, SchedulerState, key_ceiling, split_ceiling
 from tenure.app.rows import QueueRows
-from tenure.app.scheduler import ClaimGate, queue_tiers
 from tenure.domain.errors import CeilingReached
 from tenure.domain.model import Lease, Pool
 

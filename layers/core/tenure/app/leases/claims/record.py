@@ -10,7 +10,7 @@ from tenure.app.leases.claims.answer import Claimed, Withdrawn
 from tenure.app.leases.claims.intent import At, ClaimIntent, judge
 from tenure.app.ports import ClaimRecord, RecordWrite
 from tenure.app.rows import ClaimRecords, LeaseRows
-from tenure.domain import fencing as rules
+from tenure.domain import fencing
 from tenure.domain.errors import Conflict
 from tenure.domain.events import LEASE_CLAIM_RETRIED
 from tenure.domain.model import Lease, Pool
@@ -37,7 +37,7 @@ class Records:
     def intent(pool: str, claimant: str, worker_id: str, claim_id: str) -> ClaimIntent:
         """A claim call's intent, before it has read its record."""
         key = ClaimRecord(pool, claimant, worker_id, claim_id, "", 0)
-        return ClaimIntent(key, rules.claim_ref(pool, claimant, worker_id, claim_id))
+        return ClaimIntent(key, fencing.claim_ref(pool, claimant, worker_id, claim_id))
 
     def follow(self, intent: ClaimIntent, pool: Pool) -> Claimed | None:
         """Read the claim's record and learn where it stands: its lease again under a fresh
@@ -82,17 +82,17 @@ class Records:
         def reissue(current: Lease) -> Claimed | None:
             if current.state not in REPORTABLE or current.worker_id != worker_id:
                 return None
-            token = rules.mint_lease_token(current.id, self.kernel.ids.secret())
+            token = fencing.mint_lease_token(current.id, self.kernel.ids.secret())
             now = self.kernel.clock.now_ms()
             # The worker never heard the first answer: its lease (and its self-fence) counts
             # from this one, so the deadline must too, never from the claim it missed. Like a
             # heartbeat, it leaves `due_at` (an index write) to the sweeper's re-index.
             seconds = current.lease_seconds or pool.toleration_seconds
-            deadline = max(current.deadline or 0, rules.fresh_deadline(now, 1000 * seconds))
+            deadline = max(current.deadline or 0, fencing.fresh_deadline(now, 1000 * seconds))
             new = replace(
                 current,
                 deadline=deadline,
-                token_hash=rules.hash_token(token),
+                token_hash=fencing.hash_token(token),
                 version=current.version + 1,
                 event_type=LEASE_CLAIM_RETRIED,
                 event_data={"worker_id": worker_id, "claim_id": claim_id},

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from tenure.app.dispatch_controls import ClaimGate
 from tenure.app.leases.claims.answer import Ask, Claimed, Withdraw
 from tenure.app.leases.claims.attempt import Attempt
 from tenure.app.leases.claims.candidates import Candidates, HeldBack
@@ -17,9 +18,7 @@ from tenure.app.leases.claims.waits import Waiter, Waits
 from tenure.app.leases.orphans import Orphans
 from tenure.app.ports import KEY_CEILING
 from tenure.app.rows import ClaimRecords, LeaseRows, QueueRows
-from tenure.app.scheduler import ClaimGate
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import CeilingReached, InvalidTransition, LeaseNotFound
 from tenure.domain.model import Lease, Pool, Principal
 from tenure.domain.states import LeaseState
@@ -84,7 +83,7 @@ class Claims:
             # Each is stored and shown to operators (the worker list, exec_target, the
             # timeline).
             fields = {"worker_id": worker_id, "worker_version": worker_version}
-            rules.refuse_token_fields({**fields, "claim_id": claim_id, "host": host})
+            fencing.refuse_token_fields({**fields, "claim_id": claim_id, "host": host})
             # Fresh, not the 30 s cache (three consistent reads of small rows, 1 RU each, per
             # claim call and per refresh).
             poll = LongPoll(self.kernel, self.workers, waiter, worker_id, worker_version)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure.app import scheduler
+from tenure.app import dispatch_controls
+from tenure.app.dispatch_controls import SchedulerStatus
 from tenure.app.rows import Rows
-from tenure.app.scheduler import SchedulerStatus
 from tenure.app.tasks.filing import TaskLinks
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.model import Task
@@ -119,7 +119,7 @@ def test_with_nothing_held_the_counts_read_no_lease_row(
 def test_the_hold_check_reads_a_bounded_number_of_leases_per_pool(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scheduler, "HOLD_SCAN", 3)
+    monkeypatch.setattr(dispatch_controls, "HOLD_SCAN", 3)
     paused = _task(rig)
     rig.svc.graph.pause_task(MEMBER, paused.id)
     late = [_task(rig) for _ in range(4)]
