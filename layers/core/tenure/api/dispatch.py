@@ -35,7 +35,7 @@ from tenure.api.surface import (
 )
 from tenure.app.catalog import one_request
 from tenure.domain import authz
-from tenure.domain import errors as e
+from tenure.domain.errors import InvalidRequest, NotFound, TenureError, ValidationFailed
 from tenure.domain.model import Principal
 from tenure.domain.task_keys import is_task_key
 
@@ -61,7 +61,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
                     # it offers neither, and says so as the MCP client expects (405).
                     return method_not_allowed("POST")
                 # Refused here, not by the resolver: nothing the table does not name runs.
-                raise e.NotFound("no such route")
+                raise NotFound("no such route")
             if actor.kind == "lease" and actor.lease_ended_at is not None:
                 # The principal says its lease had ended when its token was read (a cached
                 # principal may not know yet: the use cases check the row as they read it).
@@ -76,7 +76,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
                 authz.require_claiming_report(actor, body.lenient())
             query = event.get("queryStringParameters") or {}
             scopes.check(actor, route, query, body.lenient, lambda: svc().scopes)
-        except e.TenureError as refusal:
+        except TenureError as refusal:
             # The bearer is read only here (and where the authorizer could not read it): a
             # request the authorizer named its caller for needs no header read again.
             return error_event(refusal, token_sent=bearer(headers) is not None)
@@ -96,13 +96,13 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
         fields = sorted(body.lenient())
         if fields:
             named = "; ".join(f"{name}: is not a known field" for name in fields)
-            return error_event(e.ValidationFailed(named))
+            return error_event(ValidationFailed(named))
     known = None if route is None else known_query(route.method, route.rule)
     if known is not None:
         unknown = set(event.get("queryStringParameters") or {}) - known
         if unknown:
             named = "; ".join(f"{name}: is not a known query parameter" for name in sorted(unknown))
-            return error_event(e.ValidationFailed(named))
+            return error_event(ValidationFailed(named))
     if route is None or route.audience == "public":
         return app.resolve(event, context)  # builds no service (a cold /health stays cheap)
     return _resolved(event, context, actor)
@@ -163,7 +163,7 @@ class _Body:
         parsed, problem = self._parse()
         if problem is None and parsed is not None and not isinstance(parsed, dict):
             problem = "the body must be a JSON object"
-        return None if problem is None else error_event(e.InvalidRequest(problem))
+        return None if problem is None else error_event(InvalidRequest(problem))
 
 
 def _parse(event: dict[str, Any]) -> tuple[Any, str | None]:

@@ -267,37 +267,8 @@ def diagnostics(
     found: list[Diagnostic] = []
     if lease is not None:
         grace = int(facts.get("grace_ms") or 0)
-        beat = facts.get("heard_from_at", lease.heartbeat_at)
-        own = lease.heartbeat_at
-        window = int(facts.get("beat_window_ms") or 0)
-        if lease.state is LeaseState.RUNNING and beat is not None and now - beat > grace:
-            found.append(
-                Diagnostic(
-                    "stuck",
-                    f"running, and its holder not heard from for {(now - beat) // 1000} s "
-                    f"(its pool's grace is {grace // 1000} s)",
-                    beat + grace,
-                )
-            )
-        elif lease.state is LeaseState.RUNNING and own is not None and now - own > grace + window:
-            found.append(
-                Diagnostic(
-                    "stuck",
-                    f"running, and no heartbeat of this lease for over {(now - own) // 1000} s "
-                    f"though its worker is heard from (grace {grace // 1000} s, plus "
-                    f"{window // 1000} s that heartbeats may go unwritten)",
-                    own + grace + window,
-                )
-            )
-        if lease.state in REPORTABLE and facts.get("holder_reachable") is False:
-            seen = facts.get("holder_last_seen")
-            found.append(
-                Diagnostic(
-                    "orphan",
-                    f"held by worker {lease.worker_id}, which is no longer reachable",
-                    int(seen) + grace if seen is not None else lease.claimed_at or now,
-                )
-            )
+        found += _stuck(lease, facts, grace, now)
+        found += _orphan(lease, facts, grace, now)
         if lease.state is LeaseState.PENDING and facts.get("reachable_workers") == 0 and not paused:
             found.append(
                 Diagnostic(
@@ -306,38 +277,91 @@ def diagnostics(
                     lease.created_at,
                 )
             )
-        hold_until = facts.get("mass_expiry_hold_until")
-        if hold_until is not None:
-            found.append(
-                Diagnostic(
-                    "mass_expiry_hold",
-                    f"most of pool {lease.pool}'s workers fell silent together, so the sweeper "
-                    f"expires none of its leases until {iso_ms(int(hold_until))}",
-                    now,  # the hold's start is not kept: when inspect saw it
-                )
-            )
-        newest = max(recent, key=lambda x: (x.created_at, x.id), default=lease)
-        if lease.state is LeaseState.LOST and newest.id == lease.id:
-            found.append(
-                Diagnostic(
-                    "crashed",
-                    "its last run was lost (the holder went silent past toleration) and no "
-                    "later run exists",
-                    lease.ended_at or now,
-                )
-            )
-    stale = [e for e in events if e.type == LEASE_STALE_REPORT]
-    if stale:
-        last = max(stale, key=lambda e: e.at)
-        found.append(
+        found += _held_back(lease, facts, now)
+        found += _crashed(lease, recent, now)
+    return found + _stale_lease(events)
+
+
+def _stuck(lease: Lease, facts: dict[str, Any], grace: int, now: int) -> list[Diagnostic]:
+    beat = facts.get("heard_from_at", lease.heartbeat_at)
+    own = lease.heartbeat_at
+    window = int(facts.get("beat_window_ms") or 0)
+    if lease.state is LeaseState.RUNNING and beat is not None and now - beat > grace:
+        return [
             Diagnostic(
-                "stale_lease",
-                f"a late report on lease {last.lease_id} (fence "
-                f"{(last.data or {}).get('fence', last.fence)}) was refused",
-                last.at,
+                "stuck",
+                f"running, and its holder not heard from for {(now - beat) // 1000} s "
+                f"(its pool's grace is {grace // 1000} s)",
+                beat + grace,
             )
+        ]
+    if lease.state is LeaseState.RUNNING and own is not None and now - own > grace + window:
+        return [
+            Diagnostic(
+                "stuck",
+                f"running, and no heartbeat of this lease for over {(now - own) // 1000} s "
+                f"though its worker is heard from (grace {grace // 1000} s, plus "
+                f"{window // 1000} s that heartbeats may go unwritten)",
+                own + grace + window,
+            )
+        ]
+    return []
+
+
+def _orphan(lease: Lease, facts: dict[str, Any], grace: int, now: int) -> list[Diagnostic]:
+    if lease.state not in REPORTABLE or facts.get("holder_reachable") is not False:
+        return []
+    seen = facts.get("holder_last_seen")
+    return [
+        Diagnostic(
+            "orphan",
+            f"held by worker {lease.worker_id}, which is no longer reachable",
+            int(seen) + grace if seen is not None else lease.claimed_at or now,
         )
-    return found
+    ]
+
+
+def _held_back(lease: Lease, facts: dict[str, Any], now: int) -> list[Diagnostic]:
+    hold_until = facts.get("mass_expiry_hold_until")
+    if hold_until is None:
+        return []
+    return [
+        Diagnostic(
+            "mass_expiry_hold",
+            f"most of pool {lease.pool}'s workers fell silent together, so the sweeper "
+            f"expires none of its leases until {iso_ms(int(hold_until))}",
+            now,  # the hold's start is not kept: when inspect saw it
+        )
+    ]
+
+
+def _crashed(lease: Lease, recent: list[Lease], now: int) -> list[Diagnostic]:
+    newest = max(recent, key=lambda x: (x.created_at, x.id), default=lease)
+    if lease.state is not LeaseState.LOST or newest.id != lease.id:
+        return []
+    return [
+        Diagnostic(
+            "crashed",
+            "its last run was lost (the holder went silent past toleration) and no "
+            "later run exists",
+            lease.ended_at or now,
+        )
+    ]
+
+
+def _stale_lease(events: list[Event]) -> list[Diagnostic]:
+    stale = [e for e in events if e.type == LEASE_STALE_REPORT]
+    if not stale:
+        return []
+    last = max(stale, key=lambda e: e.at)
+    return [
+        Diagnostic(
+            "stale_lease",
+            f"a late report on lease {last.lease_id} (fence "
+            f"{(last.data or {}).get('fence', last.fence)}) was refused",
+            last.at,
+        )
+    ]
 
 
 def _capacity_waiting(lease: Lease | None, events: list[Event]) -> dict[str, Any] | None:

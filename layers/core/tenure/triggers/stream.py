@@ -25,6 +25,8 @@ from tenure.app.ports import EventBatchPublisher
 from tenure.app.rows import Store, TimelineRows
 from tenure.app.tenure import Tenure
 from tenure.config import settings
+
+# `out`: the module's own name is taken here by handle()'s `outbound` parameter (the bus).
 from tenure.domain import outbound as out
 from tenure.domain.errors import Conflict
 from tenure.domain.events import (

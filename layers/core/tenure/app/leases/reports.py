@@ -11,8 +11,7 @@ from tenure.app.leases.ending import Ending
 from tenure.app.ports import Change
 from tenure.app.rows import LeaseRows
 from tenure.app.workers import SEEN_LAG_SHARE, SEEN_WRITE_SHARE
-from tenure.domain import authz
-from tenure.domain import fencing as rules
+from tenure.domain import authz, fencing
 from tenure.domain.errors import (
     InvalidTransition,
     LeaseNotFound,
@@ -184,7 +183,7 @@ class Reports:
         here tells the pool and the token covers several, the heartbeat is 422 naming `pool`
         (nothing was renewed then: every lease it listed was refused)."""
         authz.require_worker(actor, None)
-        rules.refuse_token_fields(
+        fencing.refuse_token_fields(
             {
                 "worker_id": worker_id,
                 "runtime.reason": (runtime or {}).get("reason"),
@@ -257,7 +256,7 @@ class Reports:
                     current,
                     lease_seconds=wanted,
                     heartbeat_at=now,
-                    deadline=rules.fresh_deadline(now, 1000 * wanted),
+                    deadline=fencing.fresh_deadline(now, 1000 * wanted),
                 )
                 # A shorter lease_seconds brings the deadline before the sweeper's index entry:
                 # move the entry too (2 index writes, only on the heartbeat that shortens it),
@@ -280,7 +279,7 @@ class Reports:
         """The toleration a heartbeat keeps the lease at, and whether its deadline must be
         written for it (written ahead, it mostly need not: domain/fencing.py)."""
         wanted = lease_seconds or current.lease_seconds or pool.toleration_seconds
-        due = wanted != current.lease_seconds or rules.deadline_needs_write(
+        due = wanted != current.lease_seconds or fencing.deadline_needs_write(
             current, now, 1000 * wanted
         )
         return wanted, due
@@ -348,7 +347,7 @@ class Reports:
             lease_seconds=lease_seconds,
             started_at=now,
             heartbeat_at=now,
-            deadline=rules.fresh_deadline(now, 1000 * lease_seconds),
+            deadline=fencing.fresh_deadline(now, 1000 * lease_seconds),
         )
 
     # ------------------------------------------------------------------ final reports
@@ -394,9 +393,9 @@ class Reports:
         for prepare in self.completion.prepare:
             if self._applies(prepare.applies, lease, kind, body):
                 body = prepare.run(lease, kind, body)
-        rules.refuse_tokens(body, "the report")
+        fencing.refuse_tokens(body, "the report")
         report = normalized(kind, body)
-        fp = rules.fingerprint(kind, report)
+        fp = fencing.fingerprint(kind, report)
         report_id = body.get("report_id")
         fence = body.get("fence")
 

@@ -17,19 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
 from tenure.app.rows import LeaseRows, TaskRows, TimelineRows
-from tenure.app.runs import queue_expiry, stored_priority
+from tenure.app.rules.minting import Controls, MintTerms
 from tenure.domain import authz, fencing
 from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
-from tenure.domain.events import LEASE_CREATED, RULE_RATE_LIMITED
+from tenure.domain.events import RULE_RATE_LIMITED
 from tenure.domain.model import (
-    DEFAULT_MAX_ATTEMPTS,
     Event,
-    Job,
     Lease,
     Principal,
     Task,
 )
-from tenure.domain.rules.matching import render_template
 from tenure.domain.rules.occasions import (
     ALLOW,
     SKIP,
@@ -40,18 +37,14 @@ from tenure.domain.rules.occasions import (
 from tenure.domain.rules.rule import (
     EMAIL_TOPIC,
     MAX_RULES_PER_EVENT,
-    MAX_TITLE,
     Rule,
     approval_task_id,
     email_occasion,
     firing_job_id,
     hour_of,
     iso_utc,
-    render_key,
-    workflow_subject_id,
 )
-from tenure.domain.states import LeaseState, SubjectKind
-from tenure.domain.task_keys import task_id_of_key
+from tenure.domain.states import SubjectKind
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -542,77 +535,18 @@ class Firings:
         subject that requires approval files its task alone (_file_for_approval)."""
         pool = self.kernel.catalog.pool_in_space(rule.pool, rule.space)
         now = self.kernel.clock.now_ms()
-        kind = SubjectKind(rule.subject["kind"])
-        controls = _Controls.of(rule, data)
+        terms = MintTerms(rule, job_id, pool.name, now, Controls.of(rule, data))
         task: Task | None = None
-        workflow: str | None = None
-        if kind is SubjectKind.TASK:
-            workflow = rule.subject.get("workflow")
-            number = self.tasks.next_task_number(rule.space)
-            task = Task(
-                id=task_id_of_key(f"{rule.space}-{number}"),
-                key=f"{rule.space}-{number}",
-                space=rule.space,
-                title=_render(rule.subject["title"], data, MAX_TITLE) or rule.name,
-                body=_render(rule.subject.get("body"), data, None),
-                properties=dict(rule.subject.get("properties") or {}),
-                workflow=workflow,
-                created_at=now,
-                job_id=job_id,
-                priority=stored_priority(rule.subject.get("priority")),
-                max_attempts=controls.max_attempts or DEFAULT_MAX_ATTEMPTS,
-                concurrency_key=controls.concurrency_key,
-                expires_in_seconds=controls.expires_in_seconds,
-                max_run_seconds=controls.max_run_seconds,
-            )
+        if terms.kind is SubjectKind.TASK:
+            task = terms.task(self.tasks.next_task_number(rule.space), data)
             if rule.subject.get("requires_approval"):
                 return self._file_for_approval(rule, task, job_id, pool.name)
-            subject_id = task.id
-        elif kind is SubjectKind.WORKFLOW:
-            workflow = rule.subject["slug"]
-            subject_id = workflow_subject_id(rule.space, rule.subject["slug"])
-        else:
-            subject_id = rule.space
-        lease = Lease(
-            event_type=LEASE_CREATED,
-            tl=self.kernel.gates.first_stamps(kind),
-            event_data={"pool": pool.name, "rule_id": rule.id, "rule": rule.name},
-            updated_at=now,
-            id=self.kernel.ids.new_id("lease"),
-            job_id=job_id,
-            space=rule.space,
-            pool=pool.name,
-            subject_kind=kind,
-            subject_id=subject_id,
-            task_id=task.id if task else None,
-            task_key=task.key if task else None,
-            workflow=workflow,
-            state=LeaseState.PENDING,
-            fence=1,
-            attempt=1,
-            created_at=now,
-            priority=stored_priority(rule.subject.get("priority")),
-            concurrency_key=controls.concurrency_key,
-            queue_expires_at=queue_expiry(now, None, controls.expires_in_seconds),
-            expires_in_seconds=controls.expires_in_seconds,
-            max_run_seconds=controls.max_run_seconds,
-        )
-        job = Job(
-            id=job_id,
-            space=rule.space,
-            pool=pool.name,
-            subject_kind=kind,
-            subject_id=subject_id,
-            task_id=task.id if task else None,
-            lease_id=lease.id,
-            max_attempts=controls.max_attempts or DEFAULT_MAX_ATTEMPTS,
-            created_at=now,
-            rule_id=rule.id,
-            trigger=trigger,
+        lease = terms.lease(
+            self.kernel.ids.new_id("lease"), task, self.kernel.gates.first_stamps(terms.kind)
         )
         change = Change(
             leases=[LeaseWrite(lease)],
-            jobs=[JobWrite(job)],
+            jobs=[JobWrite(terms.job(lease, task, trigger))],
             tasks=[TaskWrite(task, create=True)] if task else [],
         )
         try:
@@ -654,34 +588,6 @@ class Firings:
         return waiting
 
 
-@dataclass(frozen=True)
-class _Controls:
-    """The run controls a rule's subject names, its concurrency key rendered like its title."""
-
-    concurrency_key: str | None = None
-    max_run_seconds: int | None = None
-    expires_in_seconds: int | None = None
-    max_attempts: int | None = None
-
-    @classmethod
-    def of(cls, rule: Rule, data: dict[str, Any] | None) -> _Controls:
-        subject = rule.subject
-        key = subject.get("concurrency_key")
-        if key is not None and data is not None:
-            said, sender = data.get("subject"), data.get("from")
-            key = render_key(
-                key,
-                said if isinstance(said, str) else "",
-                sender if isinstance(sender, str) else "",
-            )
-        return cls(
-            concurrency_key=key,
-            max_run_seconds=subject.get("max_run_seconds"),
-            expires_in_seconds=subject.get("expires_in_seconds"),
-            max_attempts=subject.get("max_attempts"),
-        )
-
-
 class _AtMostOnce:
     """Calls `action` the first time it is called, and does nothing after."""
 
@@ -692,21 +598,6 @@ class _AtMostOnce:
         action, self.action = self.action, None
         if action is not None:
             action()
-
-
-def _render(template: str | None, data: dict[str, Any] | None, limit: int | None) -> str | None:
-    """A task subject's title or body: `{subject}` and `{from}` from the event's data; a
-    firing without data (a schedule's) keeps the template as written."""
-    if template is None or data is None:
-        return template
-    subject = data.get("subject")
-    sender = data.get("from")
-    text = render_template(
-        template,
-        subject=subject if isinstance(subject, str) else "",
-        sender=sender if isinstance(sender, str) else "",
-    ).strip()
-    return text[:limit] if limit is not None else text
 
 
 def _recipients(data: dict[str, Any], extra: list[str]) -> list[str]:

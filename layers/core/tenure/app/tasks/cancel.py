@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.kernel import over
 from tenure.app.ports import AddCounts, Advance, Change, GraphOp, HoldOp, Mark, Reach, TaskWrite
 from tenure.app.rows import GraphRows, LeaseRows, SweeperRows, TaskRows
-from tenure.app.tasks.graph import TERMINAL_TASK, cancelled_above, derive_status
+from tenure.app.tasks.status import TERMINAL_TASK, cancelled_above, derive_status
 from tenure.domain import authz, fencing
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
 from tenure.domain.events import TASK_CANCELLED

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from tenure.app.ports import SchedulerState, TaskEntry
 from tenure.app.rows import GraphRows, SweeperRows, TaskRows
 from tenure.app.tasks.filing import TaskView
-from tenure.app.tasks.graph import cancelled_above
+from tenure.app.tasks.status import cancelled_above
 from tenure.domain import authz
 from tenure.domain.model import Lease, Principal, TaskGraph
 from tenure.domain.states import TaskStatus
