@@ -1,4 +1,5 @@
-"""Settings, parsed from the environment once (the only module that reads os.environ)."""
+"""Settings, parsed from the environment once (every variable but TENURE_TRACING, which
+tracing.py reads at a handler's import)."""
 
 from __future__ import annotations
 
