@@ -59,9 +59,9 @@ def test_a_report_computed_from_a_read_before_a_kill_cannot_land(rig: Rig) -> No
     rig.svc.operator.cancel(MEMBER, lease.id)
     stale = rig.lease(lease.id)
     rig.svc.operator.kill(MEMBER, lease.id)
-    change = rig.svc.reports.final_change(
+    change = rig.svc.reports.final_ending(
         stale, ReportKind.COMPLETE, {"outcome": "success"}, "fp", None
-    )
+    ).change()
     with pytest.raises(Exception, match="conditional write lost"):
         rig.svc.kernel.commit(change)
     assert rig.lease(lease.id).state is LeaseState.CANCELLING

@@ -332,7 +332,7 @@ class Blocks:
     def _release_for_block(self, lease: Lease, block_id: str) -> Change:
         report = normalized(ReportKind.RELEASE, {"reason": f"blocked: {block_id}"})
         fp = f"block:{block_id}"
-        return self.reports.final_change(lease, ReportKind.RELEASE, report, fp, None)
+        return self.reports.final_ending(lease, ReportKind.RELEASE, report, fp, None).change()
 
     # ---------------------------------------------------------------- clearing
 

@@ -8,7 +8,6 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tenure.app.leases.ending import Ending
-from tenure.app.ports import Change
 from tenure.app.rows import LeaseRows
 from tenure.app.workers import SEEN_LAG_SHARE, SEEN_WRITE_SHARE
 from tenure.domain import authz, fencing
@@ -449,18 +448,6 @@ class Reports:
             and lease.task_id is not None
             and self.kernel.pool(lease.pool).kind is PoolKind.CLASSIFIER
         )
-
-    def final_change(
-        self,
-        lease: Lease,
-        kind: ReportKind,
-        report: dict[str, Any],
-        fp: str,
-        report_id: str | None,
-        next_claim: str | None = None,
-    ) -> Change:
-        """The one commit of a final report on `lease` (see final_ending)."""
-        return self.final_ending(lease, kind, report, fp, report_id, next_claim).change()
 
     def final_ending(
         self,
