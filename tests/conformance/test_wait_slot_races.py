@@ -55,31 +55,53 @@ class HeldSlots:
         self.inner.free_wait_slot(token_id, slot, until_ms)
 
 
+class SleepsKept(SystemClock):
+    """The system clock, keeping how long each thread slept: a claim that answers at once
+    never sleeps, however long a loaded machine takes to serve its reads and writes."""
+
+    def __init__(self) -> None:
+        self.slept: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            me = threading.get_ident()
+            self.slept[me] = self.slept.get(me, 0.0) + seconds
+        super().sleep(seconds)
+
+
 def test_at_most_eight_claims_of_one_token_wait_and_the_rest_answer_at_once(rig: Rig) -> None:
     make_world(rig.svc)
     # Two function instances (two services, each with its own process-local state) on one
     # table, as Lambda runs them: the bound is the table's, not an instance's.
     store = HeldSlots(rig.store)
-    instances = [compose(Rows.of(store, store), SystemClock(), RandomIds()) for _ in range(2)]
+    clock = SleepsKept()
+    instances = [compose(Rows.of(store, store), clock, RandomIds()) for _ in range(2)]
     start = threading.Barrier(CLAIMS)
 
-    def poll(n: int) -> tuple[bool, float]:
+    def poll(n: int) -> tuple[bool, float, float]:
         svc = instances[n % 2]
         start.wait()
         began = time.monotonic()
         won = svc.claims.claim(WORKER, ALPHA, f"w{n}", "1.0", WAIT_SECONDS, None)
         assert won is None  # the pool stays empty
-        return threading.get_ident() in store.holders, time.monotonic() - began
+        me = threading.get_ident()
+        return me in store.holders, clock.slept.get(me, 0.0), time.monotonic() - began
 
     answers = run_threads(CLAIMS, poll)
-    waited = sorted(took for held, took in answers if held)
-    at_once = sorted(took for held, took in answers if not held)
+    waited = [(slept, took) for held, slept, took in answers if held]
+    at_once = [(slept, took) for held, slept, took in answers if not held]
     assert store.most <= MAX_WAITING_CLAIMS
     assert 1 <= len(waited) <= MAX_WAITING_CLAIMS, answers
     assert len(at_once) >= CLAIMS - MAX_WAITING_CLAIMS, answers
-    # Those without a slot answered without waiting, the others after their whole wait.
-    assert all(took < WAIT_SECONDS for took in at_once), answers
-    assert all(took >= WAIT_SECONDS - 0.1 for took in waited), answers
+    # Those without a slot never slept; those with one slept, and answered after their whole
+    # wait. The time an answer took also includes the store's reads and writes, which two
+    # loaded cores can stretch to seconds, so the quick answers are only held to being
+    # quicker than every waited one.
+    assert all(slept == 0.0 for slept, _ in at_once), answers
+    assert all(slept > 0.0 for slept, _ in waited), answers
+    assert all(took >= WAIT_SECONDS - 0.1 for _, took in waited), answers
+    assert max(took for _, took in at_once) < min(took for _, took in waited), answers
     assert sum(svc.counters["claims_not_waited"] for svc in instances) == len(at_once)
     assert rig.store.wait_slots(WORKER.token_id) == {}  # every slot given back
 
