@@ -14,9 +14,9 @@ from tenure.app.migrations import (
     SchemaState,
 )
 from tenure.domain.errors import NotFound, ValidationFailed
-from tenure.domain.leases import successor_of
 from tenure.domain.model import Instance, Job, Lease, Pool, PoolKind, Space
 from tenure.domain.states import LeaseState, SubjectKind
+from tenure.domain.transitions import successor_of
 from tenure.wiring import ManualClock
 
 from tests.unit.support import T0

@@ -20,7 +20,6 @@ from tenure.domain.errors import (
     TaskNotFound,
     Unavailable,
 )
-from tenure.domain.leases import moved, successor_of
 from tenure.domain.model import (
     DEFAULT_PRIORITY,
     PRIORITY_MARK_REFRESH_MS,
@@ -38,7 +37,7 @@ from tenure.domain.model import (
 )
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState
 from tenure.domain.timeline import first_lease_id, with_stamp
-from tenure.domain.transitions import Move
+from tenure.domain.transitions import Move, moved, successor_of
 
 T = TypeVar("T")
 
