@@ -9,10 +9,9 @@ from typing import Any, TypeVar
 
 from tenure.app.catalog import Catalog
 from tenure.app.gates import SchemaGates
-from tenure.app.own_leases import OwnLeases
+from tenure.app.own_leases import OwnLeases, StaleReports
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite
 from tenure.app.rows import Rows
-from tenure.app.stale import StaleReports
 from tenure.domain import fencing
 from tenure.domain.errors import (
     Conflict,
