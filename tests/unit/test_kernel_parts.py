@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from tenure.app.catalog import POOL_CACHE_MS, Catalog, one_request
-from tenure.app.gates import SchemaGates
+from tenure.app.catalog import POOL_CACHE_MS, Catalog, SchemaGates, one_request
 from tenure.app.migrations import (
     CLAIM_START_FROM_SCHEMA,
     SCHEMA_VERSION,

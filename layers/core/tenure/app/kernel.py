@@ -7,8 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from tenure.app.catalog import Catalog
-from tenure.app.gates import SchemaGates
+from tenure.app.catalog import Catalog, SchemaGates
 from tenure.app.own_leases import OwnLeases, StaleReports
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite
 from tenure.app.rows import Rows
