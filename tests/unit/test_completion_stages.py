@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.app.leases.ending import Ending
-from tenure.app.leases.reports import Applies, Completion, Reports, Stage
+from tenure.app.leases.reports import Applies, Completion, Ending, Reports, Stage
 from tenure.domain.model import Lease
 from tenure.domain.states import ReportKind
 

@@ -6,17 +6,16 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from tenure.app.catalog import POOL_CACHE_MS, Catalog, one_request
-from tenure.app.gates import SchemaGates
+from tenure.app.catalog import POOL_CACHE_MS, Catalog, SchemaGates, one_request
 from tenure.app.migrations import (
     CLAIM_START_FROM_SCHEMA,
     SCHEMA_VERSION,
     SchemaState,
 )
 from tenure.domain.errors import NotFound, ValidationFailed
-from tenure.domain.leases import successor_of
 from tenure.domain.model import Instance, Job, Lease, Pool, PoolKind, Space
 from tenure.domain.states import LeaseState, SubjectKind
+from tenure.domain.transitions import successor_of
 from tenure.wiring import ManualClock
 
 from tests.unit.support import T0

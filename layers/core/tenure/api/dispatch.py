@@ -11,7 +11,6 @@ import json
 import re
 from typing import Any
 
-from tenure.api import scopes
 from tenure.api.bearer import bearer
 from tenure.api.errors import error_event, method_not_allowed
 from tenure.api.routes import (
@@ -19,6 +18,7 @@ from tenure.api.routes import (
     MCP_PATH,
     SCOPE_PARAMS,
     Match,
+    check_scopes,
     lease_use,
     match,
     request_path,
@@ -75,7 +75,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             if (route.method, route.rule) in CLAIMING_REPORTS:
                 authz.require_claiming_report(actor, body.lenient())
             query = event.get("queryStringParameters") or {}
-            scopes.check(actor, route, query, body.lenient, lambda: svc().scopes)
+            check_scopes(actor, route, query, body.lenient, lambda: svc().scopes)
         except TenureError as refusal:
             # The bearer is read only here (and where the authorizer could not read it): a
             # request the authorizer named its caller for needs no header read again.

@@ -1,8 +1,11 @@
-"""The pool, space and instance rows every use case goes by, each read under one of three
-policies, named by the method: cached (`pool`, `space_cached`, `instance`: this warm instance's
-copy, at most POOL_CACHE_MS old), fresh (`fresh_*`: a consistent read that refreshes the cache
-and is kept for the request), or the request's (`request_*`: what this request last read fresh
-or wrote, else fresh now)."""
+"""The rows of the service's settings every use case goes by, cached on a warm instance.
+
+The pool, space and instance rows, each read under one of three policies, named by the method:
+cached (`pool`, `space_cached`, `instance`: this warm instance's copy, at most POOL_CACHE_MS
+old), fresh (`fresh_*`: a consistent read that refreshes the cache and is kept for the
+request), or the request's (`request_*`: what this request last read fresh or wrote, else
+fresh now). And the schema version the table's data is at, read as rarely, with the behaviours
+that wait for it (`SchemaGates`)."""
 
 from __future__ import annotations
 
@@ -12,8 +15,19 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from tenure.app.migrations import (
+    CLAIM_START_FROM_SCHEMA,
+    CREATED_STAMPS_FROM_SCHEMA,
+    DERIVED_RECLAIMS_FROM_SCHEMA,
+    IMPLIED_JOBS_FROM_SCHEMA,
+    LISTED_BY_TASK_FROM_SCHEMA,
+    SCHEMA_VERSION,
+    STAMPS_FROM_SCHEMA,
+    SUCCESSES_DERIVED_FROM_SCHEMA,
+    UNTRANSACTED_FILING_FROM_SCHEMA,
+)
 from tenure.app.ports import Clock
-from tenure.app.rows import PoolRows, SpaceRows
+from tenure.app.rows import PoolRows, SchemaRows, SpaceRows
 from tenure.domain import fencing
 from tenure.domain.errors import InvalidTransition, NotFound, ValidationFailed
 from tenure.domain.model import (
@@ -24,6 +38,7 @@ from tenure.domain.model import (
     Space,
     derived_reclaimed_at,
 )
+from tenure.domain.timeline import first_stamps
 
 T = TypeVar("T")
 
@@ -211,3 +226,83 @@ class Catalog:
             # Names only what the caller sent and its own space: never whose pool it is.
             raise ValidationFailed(f"pool: {name!r} is not a pool of space {space!r}")
         return pool
+
+
+class SchemaGates:
+    """Feature gates on the schema version the table's data is at, cached like the pools: a
+    behaviour a release of the service brings starts only once no earlier release that would
+    misread it may still be serving."""
+
+    def __init__(self, schema: SchemaRows, clock: Clock) -> None:
+        self.schema = schema
+        self.clock = clock
+        self._schema_at: tuple[int, int] | None = None
+
+    def first_stamps(self, subject_kind: str) -> dict[str, Any] | None:
+        """A new lease's stamps (domain/timeline.py), or None while the table's schema is
+        below STAMPS_FROM_SCHEMA (app/migrations.py): every event of that lease is then a
+        timeline row, as an earlier release wrote it."""
+        return first_stamps(subject_kind) if self._schema() >= STAMPS_FROM_SCHEMA else None
+
+    def claims_may_start(self) -> bool:
+        """Whether a claim may start its lease in the same write: not while the table's schema
+        is below CLAIM_START_FROM_SCHEMA (app/migrations.py), when a reactor of an earlier
+        release may still be reading the stream."""
+        return self._schema() >= CLAIM_START_FROM_SCHEMA
+
+    def first_lease_stamped(self) -> bool:
+        """Whether a task's first lease, made with the task, may keep its creation as a stamp
+        (domain/timeline.py CREATED_STAMP): not while the table's schema is below
+        CREATED_STAMPS_FROM_SCHEMA, when a timeline read of an earlier release, which finds
+        leases only by their anchors, may still be serving."""
+        return self._schema() >= CREATED_STAMPS_FROM_SCHEMA
+
+    def files_untransacted(self) -> bool:
+        """Whether filing may write a task's first lease (marked task-pending) and then the
+        task, each on its own: not while the table's schema is below
+        UNTRANSACTED_FILING_FROM_SCHEMA, when a claim of an earlier release, which does not
+        know the mark, may still be serving."""
+        return self._schema() >= UNTRANSACTED_FILING_FROM_SCHEMA
+
+    def first_jobs_implied(self) -> bool:
+        """Whether a task's first job, opened with the task, may go without a row
+        (domain/model.py first_job_id): not while the table's schema is below
+        IMPLIED_JOBS_FROM_SCHEMA, when an earlier release, which finds a task's lease
+        through its job's row, may still be serving."""
+        return self._schema() >= IMPLIED_JOBS_FROM_SCHEMA
+
+    def first_leases_listed_by_task(self) -> bool:
+        """Whether a task's first lease, made with the task, may go without an entry in the
+        space's lease list (its task's entry lists it): not while the table's schema is below
+        LISTED_BY_TASK_FROM_SCHEMA, when a lease list of an earlier release, which reads the
+        lease entries only, may still be serving."""
+        return self._schema() >= LISTED_BY_TASK_FROM_SCHEMA
+
+    def successes_derived(self) -> bool:
+        """Whether the success of a task nothing is linked to may stay its lease's, with no
+        graph row written for it: not while the table's schema is below
+        SUCCESSES_DERIVED_FROM_SCHEMA, when an earlier release, which reads a task's success
+        only from its graph row and links to a task without checking its lease, may still
+        be serving."""
+        return self._schema() >= SUCCESSES_DERIVED_FROM_SCHEMA
+
+    def derived_reclaims(self) -> bool:
+        """Whether a lease may end without entering the ended index when it has no logs and
+        no attachments (reclaimed by derivation: domain/model.py derived_reclaimed_at): not
+        while the table's schema is below DERIVED_RECLAIMS_FROM_SCHEMA, when an earlier
+        release, which reads a lease as reclaimed only once its sweeper has marked it, and
+        finds what to mark only in that index, may still be serving."""
+        return self._schema() >= DERIVED_RECLAIMS_FROM_SCHEMA
+
+    def _schema(self) -> int:
+        """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A
+        table no release has migrated (a new stack) is at this release's version: no earlier
+        release shares it. The version only rises, and every gate asks for at least one: once
+        the data is at this release's version it is not read again."""
+        now = self.clock.now_ms()
+        known = self._schema_at
+        if known is None or (now - known[0] >= POOL_CACHE_MS and known[1] < SCHEMA_VERSION):
+            state = self.schema.schema_state()
+            version = SCHEMA_VERSION if state.step == 0 else state.version
+            known = self._schema_at = (now, version)
+        return known[1]

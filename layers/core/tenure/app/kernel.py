@@ -7,12 +7,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from tenure.app.catalog import Catalog
-from tenure.app.gates import SchemaGates
-from tenure.app.own_leases import OwnLeases
+from tenure.app.catalog import Catalog, SchemaGates
+from tenure.app.own_leases import OwnLeases, StaleReports
 from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite
 from tenure.app.rows import Rows
-from tenure.app.stale import StaleReports
 from tenure.domain import fencing
 from tenure.domain.errors import (
     Conflict,
@@ -20,7 +18,6 @@ from tenure.domain.errors import (
     TaskNotFound,
     Unavailable,
 )
-from tenure.domain.leases import moved, successor_of
 from tenure.domain.model import (
     DEFAULT_PRIORITY,
     PRIORITY_MARK_REFRESH_MS,
@@ -38,7 +35,7 @@ from tenure.domain.model import (
 )
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState
 from tenure.domain.timeline import first_lease_id, with_stamp
-from tenure.domain.transitions import Move
+from tenure.domain.transitions import Move, moved, successor_of
 
 T = TypeVar("T")
 

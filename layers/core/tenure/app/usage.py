@@ -23,7 +23,7 @@ from tenure.domain.states import ReportKind
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
-    from tenure.app.leases.ending import Ending
+    from tenure.app.leases.reports import Ending
 
 # The final reports that may say what the work used: a failed run spent tokens too.
 USAGE_REPORTS = frozenset({ReportKind.COMPLETE, ReportKind.FAIL})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints, field_validator
+from pydantic import Field, StringConstraints
 
 from tenure.api import models, views
 from tenure.api.mcp.tool import Tool, lease_mcp
@@ -60,27 +60,19 @@ class RunHeartbeatArgs(RunArgs):
 
 class RunCompleteArgs(RunArgs):
     outcome: Literal["success", "failure"] = "success"
-    details: dict[str, Any] | None = None
-    result: Any = None
-    usage: dict[str, Any] | None = None
+    details: Annotated[dict[str, Any] | None, models.Document] = None
+    result: Annotated[Any, models.Document] = None
+    usage: Annotated[dict[str, Any] | None, models.Document] = None
     created_task_ids: Annotated[list[str], Field(max_length=100)] | None = None
     report_id: models.ReportId | None = None
-
-    _docs = field_validator("details", "result", "usage")(
-        lambda v, info: models._bounded(v, info.field_name)
-    )
 
 
 class RunFailArgs(RunArgs):
     error: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
-    metadata: dict[str, Any] | None = None
-    usage: dict[str, Any] | None = None
+    metadata: Annotated[dict[str, Any] | None, models.Document] = None
+    usage: Annotated[dict[str, Any] | None, models.Document] = None
     report_id: models.ReportId | None = None
     retryable: bool | None = None
-
-    _docs = field_validator("metadata", "usage")(
-        lambda v, info: models._bounded(v, info.field_name)
-    )
 
 
 class RunReleaseArgs(RunArgs):

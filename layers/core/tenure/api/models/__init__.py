@@ -37,6 +37,7 @@ from tenure.api.models.fields import AttachmentQuota as AttachmentQuota
 from tenure.api.models.fields import Attempts as Attempts
 from tenure.api.models.fields import ClaimId as ClaimId
 from tenure.api.models.fields import ConcurrencyKey as ConcurrencyKey
+from tenure.api.models.fields import Document as Document
 from tenure.api.models.fields import ErrorDetail as ErrorDetail
 from tenure.api.models.fields import ErrorEnvelope as ErrorEnvelope
 from tenure.api.models.fields import ExpiresIn as ExpiresIn
@@ -67,7 +68,6 @@ from tenure.api.models.fields import WorkerId as WorkerId
 from tenure.api.models.fields import _bounded as _bounded
 from tenure.api.models.fields import _instant as _instant
 from tenure.api.models.fields import _integral as _integral
-from tenure.api.models.fields import _storable_numbers as _storable_numbers
 from tenure.api.models.fields import _trimmed as _trimmed
 from tenure.api.models.fields import answer as answer
 from tenure.api.models.fields import instant_ms as instant_ms

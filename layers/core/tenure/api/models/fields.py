@@ -4,8 +4,6 @@ the closed bases, the error envelope, and how a time is read."""
 # No `from __future__ import annotations` in this package: pydantic would then compile and
 # evaluate some 360 annotation strings when the function starts (~20 ms of a cold start); a
 # name defined further down is quoted instead.
-import json
-import math
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -121,38 +119,18 @@ PerLease = Annotated[int, Field(ge=1, le=10_000), Integral]
 PerTree = Annotated[int, Field(ge=1, le=1_000_000), Integral]
 
 
-# A JSON document a caller may attach (details, result, properties…) stays well inside an item.
-MAX_DOCUMENT_BYTES = 32 * 1024
+# A caller's free-form JSON document (details, result, metadata, usage…): refused unless it
+# can be stored as it is (domain/documents.py), the field that holds it named in the message.
+Document = AfterValidator(documents.storable)
+MAX_DOCUMENT_BYTES = documents.MAX_DOCUMENT_BYTES
 
 
 def _bounded(value: Any, field: str) -> Any:
-    if value is None:
-        return value
-    wrong = documents.problem(value)  # first: the size below is measured by recursion
+    """`Document` for a validator that names its field itself (a nested one: classifier.input)."""
+    wrong = documents.unstorable(value, field)
     if wrong:
         raise ValueError(wrong)
-    if len(json.dumps(value)) > MAX_DOCUMENT_BYTES:
-        raise ValueError(f"is larger than {MAX_DOCUMENT_BYTES} bytes of JSON")
-    _storable_numbers(value, field)
     return value
-
-
-def _storable_numbers(value: Any, field: str) -> None:
-    """DynamoDB keeps numbers to 38 digits and has no NaN or infinity: refuse them here."""
-    if isinstance(value, bool):
-        return
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"holds a number that is not finite ({field})")
-    if isinstance(value, int | float) and value != 0 and not 1e-129 < abs(value) < 1e125:
-        raise ValueError(f"holds a number out of the storable range ({field})")
-    if isinstance(value, int) and len(str(abs(value))) > 38:
-        raise ValueError(f"holds a number with more than 38 digits ({field})")
-    if isinstance(value, dict):
-        for item in value.values():
-            _storable_numbers(item, field)
-    elif isinstance(value, list):
-        for item in value:
-            _storable_numbers(item, field)
 
 
 # Every model here defers building its validator to its first use (pydantic's defer_build):

@@ -7,12 +7,12 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import (
     Field,
     StringConstraints,
-    field_validator,
 )
 from typing_extensions import TypedDict
 
 from tenure.api.models.fields import (
     ClaimId,
+    Document,
     ErrorDetail,
     Fence,
     Host,
@@ -22,7 +22,6 @@ from tenure.api.models.fields import (
     Stamp,
     Strict,
     WorkerId,
-    _bounded,
     answer,
     open_answer,
 )
@@ -96,30 +95,24 @@ class NextClaim(Strict):
 
 class Complete(Strict):
     outcome: Literal["success", "failure"] = "success"
-    details: dict[str, Any] | None = None
-    result: Any = None
-    usage: dict[str, Any] | None = None
+    details: Annotated[dict[str, Any] | None, Document] = None
+    result: Annotated[Any, Document] = None
+    usage: Annotated[dict[str, Any] | None, Document] = None
     created_task_ids: Annotated[list[str], Field(max_length=100)] | None = None
     report_id: ReportId | None = None
     fence: Fence | None = None
     next: NextClaim | None = None  # claim the worker's next lease in the same call
 
-    _docs = field_validator("details", "result", "usage")(
-        lambda v, info: _bounded(v, info.field_name)
-    )
-
 
 class Fail(Strict):
     error: Annotated[str, StringConstraints(min_length=1, max_length=4000)]
-    metadata: dict[str, Any] | None = None
-    usage: dict[str, Any] | None = None  # what the failed work used, as on complete
+    metadata: Annotated[dict[str, Any] | None, Document] = None
+    usage: Annotated[dict[str, Any] | None, Document] = None  # what it used, as on complete
     report_id: ReportId | None = None
     fence: Fence | None = None
     next: NextClaim | None = None  # claim the worker's next lease in the same call
     # False: the failure is final, even where the pool retries failures.
     retryable: bool | None = None
-
-    _docs = field_validator("metadata", "usage")(lambda v, info: _bounded(v, info.field_name))
 
 
 class Release(Strict):

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from tenure.app.rows import AttachmentRows, LeaseRows, PoolRows, RetentionRows
 from tenure.domain.errors import Conflict
 from tenure.domain.events import LEASE_RECLAIMED
-from tenure.domain.leases import moved
 from tenure.domain.model import Lease, Pool
+from tenure.domain.transitions import moved
 
 if TYPE_CHECKING:
     from tenure.app.artifacts.logs import Artifacts

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from tenure.app.leases.ending import Ending
+from tenure.app.leases.reports import Ending
 from tenure.app.ports import Change
 from tenure.app.runs import RunStart
 from tenure.domain.events import LEASE_RETRY_SCHEDULED

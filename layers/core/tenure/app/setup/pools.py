@@ -23,9 +23,9 @@ from tenure.domain.events import (
     SPACE_ARCHIVED,
     SPACE_UNARCHIVED,
 )
-from tenure.domain.leases import moved
 from tenure.domain.model import Event, Instance, Lease, Pool, Principal, Space
 from tenure.domain.states import REPORTABLE
+from tenure.domain.transitions import moved
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

@@ -14,7 +14,7 @@ from tenure.domain.tasks import next_version
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
-    from tenure.app.leases.ending import Ending
+    from tenure.app.leases.reports import Ending
 
 
 class Classifier:
