@@ -54,8 +54,10 @@ from tenure.app.rules.rules import Rules
 from tenure.app.rules.subjects import Subjects
 from tenure.app.runs import Runs
 from tenure.app.scopes import Scopes
+from tenure.app.setup.instance import InstanceSettings
 from tenure.app.setup.pools import Pools
-from tenure.app.setup.spaces import Setup
+from tenure.app.setup.spaces import Spaces
+from tenure.app.setup.tokens import Tokens
 from tenure.app.setup.versions import Versions
 from tenure.app.sweep import Sweep
 from tenure.app.tasks.approval import Approval, approval_reasons, awaits_approval, held_for_approval
@@ -86,7 +88,9 @@ class Tenure:
     # What the API reports as metrics after each request (claims, lost races, ...): the
     # kernel's own counter, held here as data so that reading it enters no code.
     counters: Counter[str]
-    setup: Setup
+    spaces: Spaces
+    tokens: Tokens
+    instance: InstanceSettings
     versions: Versions
     pools: Pools
     workers: Workers
@@ -271,7 +275,6 @@ def compose(
         leases=rows.leases,
         pools=rows.pools,
         queues=rows.queues,
-        spaces=rows.spaces,
         timeline=rows.timeline,
     )
     recovery = Recovery(kernel)
@@ -311,14 +314,10 @@ def compose(
         kernel=kernel,
         rows=rows,
         counters=kernel.counters,
-        setup=Setup(
-            kernel,
-            leases=rows.leases,
-            pools=rows.pools,
-            schema=rows.schema,
-            spaces=rows.spaces,
-            timeline=rows.timeline,
-            tokens=rows.tokens,
+        spaces=Spaces(kernel, schema=rows.schema, spaces=rows.spaces, timeline=rows.timeline),
+        tokens=Tokens(kernel, leases=rows.leases, schema=rows.schema, tokens=rows.tokens),
+        instance=InstanceSettings(
+            kernel, pools, pools=rows.pools, queues=rows.queues, timeline=rows.timeline
         ),
         versions=versions,
         pools=pools,
