@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from tenure.app.artifacts.artifacts import Artifacts
 from tenure.app.artifacts.attachments import Attachments
-from tenure.app.artifacts.logs import Artifacts, Logs
+from tenure.app.artifacts.logs import Logs
 from tenure.app.artifacts.retention import Retention
 from tenure.app.autonomy.blocks import Blocks, block_reasons, has_open_block, held_by_block
 from tenure.app.autonomy.breaker import Breaker
