@@ -41,10 +41,11 @@ from tenure.app.leases.handover import Handover
 from tenure.app.leases.operator import Operator
 from tenure.app.leases.orphans import Orphans
 from tenure.app.leases.payload import Payloads
+from tenure.app.leases.queue_timeouts import QueueTimeouts
 from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.reports import Applies, Completion, Reports, Stage
 from tenure.app.leases.retry import Retries
-from tenure.app.leases.timeouts import QueueTimeouts
+from tenure.app.leases.run_timeouts import RunTimeouts
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
 from tenure.app.reactions import Reactions, on
 from tenure.app.rows import Rows
@@ -132,7 +133,8 @@ class Tenure:
     scopes: Scopes
     task_keys: TaskKeys
     reactions: Reactions
-    timeouts: QueueTimeouts
+    queue_timeouts: QueueTimeouts
+    run_timeouts: RunTimeouts
     sweep: Sweep
     figures: Figures
 
@@ -287,7 +289,7 @@ def compose(
         pools=rows.pools,
         retention=rows.retention,
     )
-    timeouts = QueueTimeouts(
+    queue_timeouts = QueueTimeouts(
         kernel,
         orphans,
         leases=rows.leases,
@@ -295,6 +297,7 @@ def compose(
         queues=rows.queues,
         tasks=rows.tasks,
     )
+    run_timeouts = RunTimeouts(kernel)
     sweep = Sweep(
         sweeper=rows.sweeper,
         pools=rows.pools,
@@ -304,7 +307,8 @@ def compose(
         timeline=rows.timeline,
         clock=clock,
         ids=ids,
-        timeouts=timeouts,
+        queue_timeouts=queue_timeouts,
+        run_timeouts=run_timeouts,
         recovery=recovery,
         scheduler=scheduler,
         breaker=breaker,
@@ -391,7 +395,8 @@ def compose(
         retention=retention,
         scopes=Scopes(kernel, leases=rows.leases, rules=rows.rules, tasks=rows.tasks),
         task_keys=task_keys,
-        timeouts=timeouts,
+        queue_timeouts=queue_timeouts,
+        run_timeouts=run_timeouts,
         sweep=sweep,
         figures=Figures(
             pools,
