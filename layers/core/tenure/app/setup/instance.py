@@ -14,7 +14,8 @@ from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import Event, Instance, Principal
 
 if TYPE_CHECKING:
-    from tenure.app.kernel import Kernel
+    from tenure.app.catalog import Catalog
+    from tenure.app.ports import Clock
 
 # What PATCH /instance may change.
 INSTANCE_SETTINGS = (
@@ -34,14 +35,16 @@ class InstanceSettings:
 
     def __init__(
         self,
-        kernel: Kernel,
         ceilings: Pools,
         *,
+        catalog: Catalog,
+        clock: Clock,
         pools: PoolRows,
         queues: QueueRows,
         timeline: TimelineRows,
     ) -> None:
-        self.kernel = kernel
+        self.catalog = catalog
+        self.clock = clock
         # The pools' use case: a ceiling just set counts the leases already held through it.
         self.ceilings = ceilings
         self.pools = pools
@@ -51,7 +54,7 @@ class InstanceSettings:
     def get_instance(self, actor: Principal) -> Instance:
         authz.require_operator(actor, "admin")
         instance = self.pools.get_instance()
-        self.kernel.catalog.remember_instance(instance)
+        self.catalog.remember_instance(instance)
         return instance
 
     def update_instance(self, actor: Principal, changes: dict[str, Any]) -> Instance:
@@ -63,10 +66,10 @@ class InstanceSettings:
                 raise ValidationFailed(f"{setting}: not an instance setting")
         defaults = Instance()
         values = {k: v if v is not None else getattr(defaults, k) for k, v in changes.items()}
-        values["updated_at"] = self.kernel.clock.now_ms()
+        values["updated_at"] = self.clock.now_ms()
         before = self.pools.get_instance()
         instance = self.pools.update_instance(_settings(values))
-        self.kernel.catalog.remember_instance(instance)
+        self.catalog.remember_instance(instance)
         if before.max_active is None and instance.max_active is not None:
             pools = [p.name for p in self.pools.list_pools()]
             self.ceilings.count_held(INSTANCE_CEILING, INSTANCE_CEILING, pools)

@@ -12,7 +12,8 @@ from tenure.domain.events import SPACE_ARCHIVED, SPACE_UNARCHIVED
 from tenure.domain.model import Event, Principal, Space, Workflow
 
 if TYPE_CHECKING:
-    from tenure.app.kernel import Kernel
+    from tenure.app.catalog import Catalog
+    from tenure.app.ports import Clock, Ids
 
 # GET /spaces reads at most this many spaces a page.
 MAX_SPACE_PAGE = 100
@@ -24,22 +25,24 @@ class Spaces:
 
     def __init__(
         self,
-        kernel: Kernel,
         *,
+        catalog: Catalog,
+        clock: Clock,
+        ids: Ids,
         schema: SchemaRows,
         spaces: SpaceRows,
         timeline: TimelineRows,
     ) -> None:
-        self.kernel = kernel
+        self.catalog = catalog
+        self.clock = clock
+        self.ids = ids
         self.schema = schema
         self.spaces = spaces
         self.timeline = timeline
 
     def create_space(self, actor: Principal, key: str, name: str, max_active: int | None) -> Space:
         authz.require_operator(actor, "admin")
-        space = Space(
-            key=key, name=name, max_active=max_active, created_at=self.kernel.clock.now_ms()
-        )
+        space = Space(key=key, name=name, max_active=max_active, created_at=self.clock.now_ms())
         self.spaces.put_space(space)
         return space
 
@@ -59,13 +62,13 @@ class Spaces:
         self, actor: Principal, space: str, slug: str, name: str, description: str | None
     ) -> Workflow:
         authz.require_operator(actor, "admin", space)
-        self.kernel.catalog.space(space)
+        self.catalog.space(space)
         wf = Workflow(
             space=space,
             slug=slug,
             name=name,
             description=description,
-            created_at=self.kernel.clock.now_ms(),
+            created_at=self.clock.now_ms(),
         )
         self.spaces.put_workflow(wf)
         return wf
@@ -78,21 +81,21 @@ class Spaces:
 
     def _set_archived(self, actor: Principal, key: str, archived: bool) -> Space:
         authz.require_operator(actor, "admin", key)
-        space = self.kernel.catalog.fresh_space(key)
+        space = self.catalog.fresh_space(key)
         if space.archived == archived:
             return space
         updated = self.spaces.update_space(
             key,
-            Settings(set={"archived": archived, "archived_changed_at": self.kernel.clock.now_ms()}),
+            Settings(set={"archived": archived, "archived_changed_at": self.clock.now_ms()}),
         )
-        self.kernel.catalog.remember_space(updated)
+        self.catalog.remember_space(updated)
         self.timeline.put_event(
             Event(
-                id=self.kernel.ids.new_id("ev"),
+                id=self.ids.new_id("ev"),
                 subject_kind="space",
                 subject_id=key,
                 type=SPACE_ARCHIVED if archived else SPACE_UNARCHIVED,
-                at=self.kernel.clock.now_ms(),
+                at=self.clock.now_ms(),
             )
         )
         return updated

@@ -22,7 +22,11 @@ from tenure.domain.events import TOKEN_CREATED, TOKEN_REVOKED
 from tenure.domain.model import Event, Principal, Token
 
 if TYPE_CHECKING:
-    from tenure.app.kernel import Kernel
+    from collections import Counter
+
+    from tenure.app.catalog import Catalog
+    from tenure.app.own_leases import OwnLeases
+    from tenure.app.ports import Clock, Ids
 
 # A token lives at most ten years (`expires_in_seconds`).
 MAX_TOKEN_LIFE_S = 10 * 366 * 24 * 3600
@@ -45,13 +49,21 @@ class Tokens:
 
     def __init__(
         self,
-        kernel: Kernel,
         *,
+        catalog: Catalog,
+        clock: Clock,
+        counters: Counter[str],
+        ids: Ids,
+        owned: OwnLeases,
         leases: LeaseRows,
         schema: SchemaRows,
         tokens: TokenRows,
     ) -> None:
-        self.kernel = kernel
+        self.catalog = catalog
+        self.clock = clock
+        self.counters = counters
+        self.ids = ids
+        self.owned = owned
         self.leases = leases
         self.schema = schema
         self.tokens = tokens
@@ -73,9 +85,9 @@ class Tokens:
     ) -> tuple[Token, str]:
         authz.require_operator(actor, "admin")
         for key in spaces or ():
-            self.kernel.catalog.space(key)
+            self.catalog.space(key)
         for pool in pools or ():
-            self.kernel.catalog.pool(pool)
+            self.catalog.pool(pool)
         if expires_in_seconds is not None and not 1 <= expires_in_seconds <= MAX_TOKEN_LIFE_S:
             raise ValidationFailed(f"expires_in_seconds: between 1 and {MAX_TOKEN_LIFE_S}")
         token, raw = self._mint(name, kind, role, spaces, pools, expires_in_seconds)
@@ -114,7 +126,7 @@ class Tokens:
             raise NotFound(f"token {token_id} does not exist")
         if token.revoked_at is not None:
             return token
-        at = self.kernel.clock.now_ms()
+        at = self.clock.now_ms()
         # The event is written in the revocation's own transaction: a revocation whose
         # record was lost (a crash between two writes) could not say who revoked the token.
         self.tokens.revoke_token(
@@ -131,10 +143,10 @@ class Tokens:
         pools: tuple[str, ...] | None,
         expires_in_seconds: int | None,
     ) -> tuple[Token, str]:
-        raw = f"{fencing.TOKEN_PREFIX[kind]}{self.kernel.ids.secret()}"
-        now = self.kernel.clock.now_ms()
+        raw = f"{fencing.TOKEN_PREFIX[kind]}{self.ids.secret()}"
+        now = self.clock.now_ms()
         token = Token(
-            id=self.kernel.ids.new_id("tok"),
+            id=self.ids.new_id("tok"),
             name=name,
             kind=kind,
             role=role if kind == "operator" else None,
@@ -152,11 +164,11 @@ class Tokens:
         not at all."""
         data = {"by": by, "token_id": token.id, "name": token.name, "kind": token.kind}
         return Event(
-            id=self.kernel.ids.new_id("ev"),
+            id=self.ids.new_id("ev"),
             subject_kind=INSTANCE_TIMELINE[0],
             subject_id=INSTANCE_TIMELINE[1],
             type=type_,
-            at=self.kernel.clock.now_ms(),
+            at=self.clock.now_ms(),
             data=data,
         )
 
@@ -169,12 +181,12 @@ class Tokens:
         if existing is not None:
             return existing
         token = Token(
-            id=self.kernel.ids.new_id("tok"),
+            id=self.ids.new_id("tok"),
             name=f"admin-{digest[:8]}",
             kind="operator",
             role="admin",
             token_hash=digest,
-            created_at=self.kernel.clock.now_ms(),
+            created_at=self.clock.now_ms(),
         )
         try:
             self.tokens.put_token(token)
@@ -203,7 +215,7 @@ class Tokens:
             lease = self.leases.get_lease(lease_id, consistent=True)
             if lease is None or not fencing.same_hash(lease.token_hash, digest):
                 raise Unauthenticated("unknown token")
-            self.kernel.owned.token_checked(lease)  # the route's own_lease takes this read
+            self.owned.token_checked(lease)  # the route's own_lease takes this read
             return Principal(
                 kind="lease",
                 token_id=digest[:8],
@@ -213,7 +225,7 @@ class Tokens:
         token = self.tokens.get_token(digest)
         if token is None or token.revoked_at is not None:
             raise Unauthenticated("unknown token")
-        now = self.kernel.clock.now_ms()
+        now = self.clock.now_ms()
         if token.expires_at is not None and now >= token.expires_at:
             raise Unauthenticated("the token has expired")
         noted = max(token.last_used_at or 0, self._touched.get(token.token_hash, 0))
@@ -235,7 +247,7 @@ class Tokens:
         except Conflict:
             return  # another request noted it first
         except Exception as failed:  # noting use must never fail the request
-            self.kernel.counters["token_touch_failed"] += 1
+            self.counters["token_touch_failed"] += 1
             _log.warning(
                 "the token's last_used_at was not written: %s: %s",
                 type(failed).__name__,
