@@ -47,7 +47,7 @@ def aws() -> Iterator[None]:
 
 def _admin_of(table: str, raw: str) -> str | None:
     store = wiring.build_store(None, table)
-    return wiring.build_service(store).setup.authenticate(raw).role
+    return wiring.build_service(store).tokens.authenticate(raw).role
 
 
 def test_bootstrap_by_table_prints_a_working_admin_token_once(

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from tenure import wiring
 from tenure.app.migrations import CHILDREN_MARKED_FROM_SCHEMA, SCHEMA_VERSION, SchemaState
-from tenure.app.setup.spaces import INSTANCE_TIMELINE
+from tenure.app.setup.tokens import INSTANCE_TIMELINE
 from tenure.app.tasks.filing import TaskLinks
 from tenure.domain import fencing
 from tenure.domain.errors import TaskNotFound, Unavailable
@@ -74,29 +74,29 @@ def test_migrate_lists_an_old_token_which_can_then_be_revoked_and_a_rerun_change
     store = wiring.build_store(None, TABLE)
     store.create_table()
     svc = wiring.build_service(store)
-    svc.setup.create_token(ADMIN, "new", "operator", "read", None, None)
+    svc.tokens.create_token(ADMIN, "new", "operator", "read", None, None)
     old, raw = write_old_token("old")
-    before = svc.setup.list_tokens(ADMIN, None, 100, None)
+    before = svc.tokens.list_tokens(ADMIN, None, 100, None)
     assert [t.name for t in before.tokens] == ["new"] and before.schema_behind
-    assert svc.setup.authenticate(raw).token_id == old.id  # an old token still works
+    assert svc.tokens.authenticate(raw).token_id == old.id  # an old token still works
 
     assert main(["admin", "migrate", "--table", TABLE, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "would apply" in out and "would_list 1" in out and "nothing was written" in out
-    assert [t.name for t in svc.setup.list_tokens(ADMIN, None, 100, None).tokens] == ["new"]
+    assert [t.name for t in svc.tokens.list_tokens(ADMIN, None, 100, None).tokens] == ["new"]
 
     assert main(["admin", "migrate", "--table", TABLE]) == 0
     out = capsys.readouterr().out
     assert "1 token-list-rows: applied" in out and "listed 1" in out
     assert "already_listed 1" in out and raw not in out
-    after = svc.setup.list_tokens(ADMIN, None, 100, None)
+    after = svc.tokens.list_tokens(ADMIN, None, 100, None)
     assert {t.name for t in after.tokens} == {"new", "old"} and not after.schema_behind
     assert store.schema_state().version == SCHEMA_VERSION
 
-    svc.setup.revoke_token(ADMIN, old.id)
+    svc.tokens.revoke_token(ADMIN, old.id)
     with pytest.raises(Exception, match="unknown token"):
-        svc.setup.authenticate(raw)
-    shown = {t.name: t for t in svc.setup.list_tokens(ADMIN, None, 100, None).tokens}
+        svc.tokens.authenticate(raw)
+    shown = {t.name: t for t in svc.tokens.list_tokens(ADMIN, None, 100, None).tokens}
     assert shown["old"].revoked_at is not None
 
     table_before = rows()
@@ -118,7 +118,7 @@ def test_a_token_and_its_event_land_together_or_not_at_all(aws: None) -> None:
     store = wiring.build_store(None, TABLE)
     store.create_table()
     svc = wiring.build_service(store)
-    token, _ = svc.setup.create_token(ADMIN, "ci", "operator", "read", None, None)
+    token, _ = svc.tokens.create_token(ADMIN, "ci", "operator", "read", None, None)
     events = store.timeline(*INSTANCE_TIMELINE, None)
     assert [(e.type, e.data["token_id"]) for e in events] == [("token.created", token.id)]
 
@@ -126,14 +126,14 @@ def test_a_token_and_its_event_land_together_or_not_at_all(aws: None) -> None:
     _fail_transactions(broken)
     failing = wiring.build_service(broken)
     with pytest.raises(Unavailable):
-        failing.setup.create_token(ADMIN, "lost", "operator", "read", None, None)
+        failing.tokens.create_token(ADMIN, "lost", "operator", "read", None, None)
     with pytest.raises(Unavailable):
-        failing.setup.revoke_token(ADMIN, token.id)
-    assert {t.name for t in svc.setup.list_tokens(ADMIN, None, 100, None).tokens} == {"ci"}
+        failing.tokens.revoke_token(ADMIN, token.id)
+    assert {t.name for t in svc.tokens.list_tokens(ADMIN, None, 100, None).tokens} == {"ci"}
     assert store.get_token(token.token_hash).revoked_at is None  # type: ignore[union-attr]
     assert [e.type for e in store.timeline(*INSTANCE_TIMELINE, None)] == ["token.created"]
 
-    svc.setup.revoke_token(ADMIN, token.id)
+    svc.tokens.revoke_token(ADMIN, token.id)
     assert store.get_token(token.token_hash).revoked_at is not None  # type: ignore[union-attr]
     assert [e.type for e in store.timeline(*INSTANCE_TIMELINE, None)] == [
         "token.created",
@@ -147,20 +147,20 @@ def test_migrate_lists_a_space_made_before_spaces_were_listed(
     store = wiring.build_store(None, TABLE)
     store.create_table()
     svc = wiring.build_service(store)
-    svc.setup.create_space(ADMIN, "NEW", "made by this release", None)
+    svc.spaces.create_space(ADMIN, "NEW", "made by this release", None)
     old = Space(key="OLD", name="made before the list", created_at=1_700_000_000_000)
     # The row an older release wrote for a space: its own row, no list row.
     client().put_item(TableName=TABLE, Item=dump({**k.space_key("OLD"), **items.space_item(old)}))
     limited = Principal(kind="operator", token_id="tok-a", role="read", spaces=("OLD",))
-    before = svc.setup.list_spaces(ADMIN, 50, None)
+    before = svc.spaces.list_spaces(ADMIN, 50, None)
     assert [s.key for s in before.spaces] == ["NEW"] and before.schema_behind
     # A token limited to the space reads it by key: it sees it before the migrate too.
-    assert [s.key for s in svc.setup.list_spaces(limited, 50, None).spaces] == ["OLD"]
+    assert [s.key for s in svc.spaces.list_spaces(limited, 50, None).spaces] == ["OLD"]
 
     assert main(["admin", "migrate", "--table", TABLE]) == 0
     out = capsys.readouterr().out
     assert "space-list-rows: applied" in out and "listed 1" in out
-    after = svc.setup.list_spaces(ADMIN, 50, None)
+    after = svc.spaces.list_spaces(ADMIN, 50, None)
     assert [s.key for s in after.spaces] == ["NEW", "OLD"] and not after.schema_behind
     assert after.spaces[1] == old
 
@@ -175,7 +175,7 @@ def test_migrate_keys_a_task_filed_when_ids_were_random_and_its_key_then_finds_i
     store = wiring.build_store(None, TABLE)
     store.create_table()
     svc = wiring.build_service(store)
-    svc.setup.create_space(ADMIN, "OPS", "ops", None)
+    svc.spaces.create_space(ADMIN, "OPS", "ops", None)
     new, _ = svc.filing.create_task(ADMIN, "OPS", "filed now", None, None, {}, None, None)
     old = replace(new, id="task_0190aabbccdd0011223344", key="OPS-50", title="filed before")
     client().put_item(TableName=TABLE, Item=dump({**k.task_key(old.id), **items.task_item(old)}))
@@ -195,7 +195,7 @@ def test_migrate_marks_a_task_whose_children_predate_the_mark_and_a_rerun_writes
     store = wiring.build_store(None, TABLE)
     store.create_table()
     svc = wiring.build_service(store)
-    svc.setup.create_space(ADMIN, "OPS", "ops", None)
+    svc.spaces.create_space(ADMIN, "OPS", "ops", None)
     parent, _ = svc.filing.create_task(ADMIN, "OPS", "parent", None, None, {}, None, None)
     kids = [
         svc.filing.create_task(

@@ -61,7 +61,7 @@ def service() -> Iterator[None]:
         export("TENURE_DYNAMODB_ENDPOINT", "")
         wiring.service.cache_clear()
         wiring.build_store().create_table()
-        wiring.service().setup.bootstrap_admin(ADMIN_TOKEN)
+        wiring.service().tokens.bootstrap_admin(ADMIN_TOKEN)
         yield
         wiring.service.cache_clear()
 

@@ -79,8 +79,8 @@ def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wired]:
             )
         )
         svc = wiring.build_service(store)
-        svc.setup.create_space(ADMIN, "OPS", "Operations", None)
-        svc.setup.create_pool(
+        svc.spaces.create_space(ADMIN, "OPS", "Operations", None)
+        svc.pools.create_pool(
             ADMIN, Pool(name="triage", space="OPS", kind=PoolKind.COMMAND, created_at=0)
         )
         svc.addresses.add_address(ADMIN, "OPS", INBOX)
@@ -129,7 +129,7 @@ def test_an_email_for_an_archived_spaces_rule_is_acknowledged_logged_and_mints_n
     wired: Wired, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (rule,) = wired.svc.rules.list_rules(ADMIN, "OPS")
-    wired.svc.pools.archive_space(ADMIN, "OPS")
+    wired.svc.spaces.archive_space(ADMIN, "OPS")
     said: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr(handler.logger, "info", lambda msg, extra: said.append((msg, extra)))
     send(wired.stack_file, EMAIL / "plain-text.eml", None)

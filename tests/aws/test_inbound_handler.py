@@ -61,10 +61,10 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
             Body=(ROOT / "email" / "multipart-attachments.eml").read_bytes(),
         )
         svc = wiring.build_service(store)
-        svc.setup.create_space(ADMIN, "OPS", "Operations", None)
-        svc.setup.create_space(ADMIN, "FIN", "Finance", None)
+        svc.spaces.create_space(ADMIN, "OPS", "Operations", None)
+        svc.spaces.create_space(ADMIN, "FIN", "Finance", None)
         for name, space in (("triage", "OPS"), ("invoices", "FIN")):
-            svc.setup.create_pool(
+            svc.pools.create_pool(
                 ADMIN, Pool(name=name, space=space, kind=PoolKind.COMMAND, created_at=0)
             )
         monkeypatch.setattr(wiring, "service", lambda: svc)

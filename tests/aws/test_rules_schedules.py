@@ -49,8 +49,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
         schedules = EventBridgeSchedules(client, "tenure-rules", TARGET, ROLE)
         svc = wiring.build_service(store)
         svc.rules.schedules = schedules
-        svc.setup.create_space(ADMIN, "OPS", "Operations", None)
-        svc.setup.create_pool(
+        svc.spaces.create_space(ADMIN, "OPS", "Operations", None)
+        svc.pools.create_pool(
             ADMIN, Pool(name="nightly", space="OPS", kind=PoolKind.COMMAND, created_at=0)
         )
         monkeypatch.setattr(wiring, "service", lambda: svc)
@@ -179,9 +179,9 @@ def test_the_handler_skips_a_rule_of_an_archived_space_and_says_why(
     event = {"rule_id": rule_id, "scheduled_time": _this_minute()}
     said: list[str] = []
     monkeypatch.setattr(rule_schedule.logger, "info", lambda msg, extra: said.append(msg))
-    aws.svc.pools.archive_space(ADMIN, "OPS")
+    aws.svc.spaces.archive_space(ADMIN, "OPS")
     assert rule_schedule.handle(dict(event), None)["lease_id"] is None
     assert said == ["rule skipped: its space is archived"]
     assert aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases == []
-    aws.svc.pools.unarchive_space(ADMIN, "OPS")
+    aws.svc.spaces.unarchive_space(ADMIN, "OPS")
     assert rule_schedule.handle(dict(event), None)["lease_id"] is not None

@@ -35,7 +35,7 @@ def handlers() -> Iterator[None]:
         wiring.service.cache_clear()
         store = wiring.build_store()
         store.create_table()
-        wiring.service().setup.bootstrap_admin(ADMIN_TOKEN)
+        wiring.service().tokens.bootstrap_admin(ADMIN_TOKEN)
         yield
         wiring.service.cache_clear()
 

@@ -99,10 +99,10 @@ def world(r: ContractRig) -> None:
 
 def make_world(svc: Tenure) -> None:
     """Spaces OPS and SEC; pools alpha and beta in OPS, gamma in SEC (pool defaults)."""
-    svc.setup.create_space(ADMIN, SPACE, "Operations", None)
-    svc.setup.create_space(ADMIN, OTHER_SPACE, "Security", None)
+    svc.spaces.create_space(ADMIN, SPACE, "Operations", None)
+    svc.spaces.create_space(ADMIN, OTHER_SPACE, "Security", None)
     for name, space in ((ALPHA, SPACE), (BETA, SPACE), (GAMMA, OTHER_SPACE)):
-        svc.setup.create_pool(
+        svc.pools.create_pool(
             ADMIN, Pool(name=name, space=space, kind=PoolKind.COMMAND, created_at=0)
         )
 

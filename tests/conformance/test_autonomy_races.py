@@ -86,7 +86,7 @@ def test_a_block_racing_the_holders_completion_ends_the_lease_once(rig: Rig) -> 
 
 def test_eight_clears_at_once_resume_the_task_with_one_run(rig: Rig) -> None:
     make_world(rig.svc)
-    rig.svc.pools.update_instance(ADMIN, {"block_recurrence_limit": 0})
+    rig.svc.instance.update_instance(ADMIN, {"block_recurrence_limit": 0})
     task = _file(rig, pool=ALPHA, auto_enqueue_on_ready=True)
     first = rig.svc.graph.get_task(ADMIN, task.id).lease
     assert first is not None

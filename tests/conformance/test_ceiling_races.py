@@ -153,7 +153,7 @@ def test_the_instance_ceiling_holds_across_pools_under_concurrency(rig: Rig) -> 
     make_world(rig.svc)
     svc, _ = real_time_service(rig)
     # On the real clock: setting a ceiling waits a claim's settings refresh for late claims.
-    svc.pools.update_instance(ADMIN, {"max_active": 2})
+    svc.instance.update_instance(ADMIN, {"max_active": 2})
     for pool in (ALPHA, BETA):
         for _ in range(6):
             rig.svc.filing.create_task(ADMIN, SPACE, "race", None, None, {}, pool, None)
@@ -192,7 +192,7 @@ def test_the_instance_ceiling_holds_across_pools_under_concurrency(rig: Rig) -> 
     assert sum(len(x) for x in done) > 0
     assert max(peak) <= 2 and max(holding) <= 2, (peak, holding)
     assert rig.store.held_count("instance", "instance") == 0
-    rig.svc.pools.update_instance(ADMIN, {"max_active": None})
+    rig.svc.instance.update_instance(ADMIN, {"max_active": None})
 
 
 def test_a_ceiling_set_while_leases_are_held_counts_them_and_holds_back_claims(rig: Rig) -> None:

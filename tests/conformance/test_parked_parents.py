@@ -58,7 +58,7 @@ def test_a_child_queued_under_a_starved_and_parked_parent_is_claimed(rig: Rig) -
 
 def test_a_child_queued_under_an_escalated_parent_is_claimed(rig: Rig) -> None:
     make_world(rig.svc)
-    rig.svc.pools.update_instance(ADMIN, {"block_recurrence_limit": 1})
+    rig.svc.instance.update_instance(ADMIN, {"block_recurrence_limit": 1})
     parent = _file(rig, None)
     child = _file(rig, BETA, parent)
     rig.svc.blocks.block_task(ADMIN, parent.id, "needs_input", "which branch?")

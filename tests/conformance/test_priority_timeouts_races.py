@@ -126,7 +126,7 @@ def test_claims_racing_the_queue_timeout_give_each_lease_exactly_one_outcome(rig
     def sweeper() -> None:
         start.wait()
         for _ in range(3):
-            done, _raced = sweep_svc.timeouts.expire_queued(
+            done, _raced = sweep_svc.queue_timeouts.expire_queued(
                 [sweep_svc.kernel.catalog.fresh_pool(ALPHA)]
             )
             with lock:
@@ -137,7 +137,7 @@ def test_claims_racing_the_queue_timeout_give_each_lease_exactly_one_outcome(rig
         for f in futures:
             f.result(timeout=120)
     # Whatever the sweeper's passes left (claimers that stopped early) ends on a last pass.
-    done, _ = sweep_svc.timeouts.expire_queued([sweep_svc.kernel.catalog.fresh_pool(ALPHA)])
+    done, _ = sweep_svc.queue_timeouts.expire_queued([sweep_svc.kernel.catalog.fresh_pool(ALPHA)])
     ended.extend(done)
     assert not set(claimed) & set(ended)
     assert sorted(claimed + ended) == sorted(x.id for x in seeded)
@@ -185,7 +185,7 @@ def test_a_run_timeout_racing_a_completing_report_ends_each_lease_once(rig: Rig)
             seen = stored(rig, lease_id)
             both.wait()
             time.sleep(0 if i % 2 else delays[i])
-            if sweep_svc.timeouts.time_out(seen) is not None:
+            if sweep_svc.run_timeouts.time_out(seen) is not None:
                 asked.add(lease_id)
 
     with ThreadPoolExecutor(2) as pool:

@@ -42,10 +42,10 @@ class NoSchedules:
 
 def _world(rig: Rig) -> Tenure:
     rig.svc.rules.schedules = NoSchedules()
-    rig.svc.setup.create_space(ADMIN, "OPS", "Operations", None)
-    rig.svc.setup.create_space(ADMIN, "SALES", "Sales", None)
+    rig.svc.spaces.create_space(ADMIN, "OPS", "Operations", None)
+    rig.svc.spaces.create_space(ADMIN, "SALES", "Sales", None)
     for name, space in (("ops", "OPS"), ("sales", "SALES")):
-        rig.svc.setup.create_pool(
+        rig.svc.pools.create_pool(
             ADMIN, Pool(name=name, space=space, kind=PoolKind.COMMAND, created_at=0)
         )
     return rig.svc

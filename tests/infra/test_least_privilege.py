@@ -233,7 +233,7 @@ def mini_run() -> Iterator[None]:
         )
         wiring.build_store().create_table()
         admin = "tnr_o_mini-" + uuid.uuid4().hex
-        wiring.service().setup.bootstrap_admin(admin)
+        wiring.service().tokens.bootstrap_admin(admin)
         was = aws_calls.LOG.test
         aws_calls.LOG.test = f"{__name__}::mini_run"
         try:

@@ -66,12 +66,12 @@ class Rig:
         self.svc = compose(Rows.of(self.store, self.store), self.clock, self.ids)
         # The stream's reactions (the whole table), played inside each commit.
         self.store.reactor = self.svc.reactions.react_to_rows
-        self.svc.setup.create_space(ADMIN, SPACE, "Operations", None)
+        self.svc.spaces.create_space(ADMIN, SPACE, "Operations", None)
         self.make_pool(POOL)
 
     def make_pool(self, name: str, **settings: Any) -> Pool:
         pool = Pool(name=name, space=SPACE, kind=PoolKind.COMMAND, created_at=0, **settings)
-        return self.svc.setup.create_pool(ADMIN, pool)
+        return self.svc.pools.create_pool(ADMIN, pool)
 
     def task(self, pool: str | None = POOL, **kw: Any) -> tuple[Task, Lease | None]:
         args: dict[str, Any] = {

@@ -32,7 +32,7 @@ def test_an_address_of_another_space_is_409_and_the_answer_names_no_space(
     http: Any,  # noqa: F811
     rig: Rig,
 ) -> None:
-    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.spaces.create_space(ADMIN, "OTHER", "Other", None)
     assert http("POST", "/spaces/OPS/addresses", {"address": "ops@in.example.com"}).status == 201
     got = http("POST", "/spaces/OTHER/addresses", {"address": "OPS@in.example.com"})
     assert (got.status, got.code) == (409, "already_exists")
@@ -43,7 +43,7 @@ def test_only_an_admin_of_every_space_gives_and_takes_addresses(
     http: Any,  # noqa: F811
     rig: Rig,
 ) -> None:
-    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.spaces.create_space(ADMIN, "OTHER", "Other", None)
     for actor in (OTHER_ADMIN, MEMBER):
         got = http("POST", "/spaces/OTHER/addresses", {"address": "x@in.example.com"}, actor=actor)
         assert (got.status, got.code) == (403, "forbidden")
@@ -81,7 +81,7 @@ def test_a_refusal_never_names_the_space_of_a_resource_the_caller_may_not_see(
     http: Any,  # noqa: F811
     rig: Rig,
 ) -> None:
-    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.spaces.create_space(ADMIN, "OTHER", "Other", None)
     body = {
         "space": "OPS",
         "name": "ops-only",

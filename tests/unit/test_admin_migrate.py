@@ -31,7 +31,7 @@ from tests.unit.support import ADMIN, Rig, as_lease
 
 def old_token(rig: Rig, name: str, **kw: Any) -> Token:
     """A token as a release before the list wrote it: its own row and its name, no list row."""
-    token, _ = rig.svc.setup.create_token(ADMIN, name, "operator", "read", None, None)
+    token, _ = rig.svc.tokens.create_token(ADMIN, name, "operator", "read", None, None)
     del rig.store.token_list[token.id]
     if kw:
         rig.store.tokens[token.token_hash] = replace(token, **kw)
@@ -45,17 +45,17 @@ def named(outcomes: list[Outcome], name: str) -> Outcome:
 
 
 def names(rig: Rig) -> set[str]:
-    return {t.name for t in rig.svc.setup.list_tokens(ADMIN, None, 100, None).tokens}
+    return {t.name for t in rig.svc.tokens.list_tokens(ADMIN, None, 100, None).tokens}
 
 
 def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
     rig = Rig()
-    rig.svc.setup.create_token(ADMIN, "new", "operator", "read", None, None)
+    rig.svc.tokens.create_token(ADMIN, "new", "operator", "read", None, None)
     old = old_token(rig, "old")
-    page = rig.svc.setup.list_tokens(ADMIN, None, 100, None)
+    page = rig.svc.tokens.list_tokens(ADMIN, None, 100, None)
     assert {t.name for t in page.tokens} == {"new"} and page.schema_behind
     with pytest.raises(Exception, match="does not exist"):
-        rig.svc.setup.revoke_token(ADMIN, old.id)
+        rig.svc.tokens.revoke_token(ADMIN, old.id)
 
     [outcome, *rest] = migrate(rig.store)
     assert (outcome.name, outcome.status) == ("token-list-rows", "applied")
@@ -77,9 +77,9 @@ def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
         ("derived-reclaims", "applied", {"held_leases": 0, "already_marked": 0, "marked": 0}),
     ]
     assert outcome.counts == {"tokens": 2, "already_listed": 1, "listed": 1}
-    page = rig.svc.setup.list_tokens(ADMIN, None, 100, None)
+    page = rig.svc.tokens.list_tokens(ADMIN, None, 100, None)
     assert {t.name for t in page.tokens} == {"new", "old"} and not page.schema_behind
-    assert rig.svc.setup.revoke_token(ADMIN, old.id).revoked_at is not None
+    assert rig.svc.tokens.revoke_token(ADMIN, old.id).revoked_at is not None
 
     writes = len(rig.store.writes)
     again = migrate(rig.store)
@@ -93,7 +93,7 @@ def test_a_revoked_or_expired_old_token_keeps_its_state() -> None:
     revoked = old_token(rig, "revoked", revoked_at=5, last_used_at=3)
     expired = old_token(rig, "expired", expires_at=10)
     migrate(rig.store)
-    shown = {t.name: t for t in rig.svc.setup.list_tokens(ADMIN, None, 100, None).tokens}
+    shown = {t.name: t for t in rig.svc.tokens.list_tokens(ADMIN, None, 100, None).tokens}
     assert shown["revoked"].revoked_at == 5 and shown["revoked"].last_used_at == 3
     assert shown["expired"].expires_at == 10
     assert rig.store.tokens[revoked.token_hash] == revoked
@@ -170,10 +170,10 @@ def test_data_newer_than_this_release_is_refused() -> None:
 
 def test_an_old_space_is_listed_after_migrate_and_a_rerun_writes_nothing() -> None:
     rig = Rig()
-    rig.svc.setup.create_space(ADMIN, "NEW", "made by this release", None)
-    rig.svc.setup.create_space(ADMIN, "OLD", "made before spaces were listed", None)
+    rig.svc.spaces.create_space(ADMIN, "NEW", "made by this release", None)
+    rig.svc.spaces.create_space(ADMIN, "OLD", "made before spaces were listed", None)
     rig.store.space_list.discard("OLD")
-    before = rig.svc.setup.list_spaces(ADMIN, 100, None)
+    before = rig.svc.spaces.list_spaces(ADMIN, 100, None)
     assert [s.key for s in before.spaces] == ["NEW", "OPS"] and before.schema_behind
 
     dry = named(migrate(rig.store, dry_run=True), "space-list-rows")
@@ -183,7 +183,7 @@ def test_an_old_space_is_listed_after_migrate_and_a_rerun_writes_nothing() -> No
     outcome = named(migrate(rig.store), "space-list-rows")
     assert (outcome.name, outcome.status) == ("space-list-rows", "applied")
     assert outcome.counts == {"spaces": 3, "already_listed": 2, "listed": 1}
-    after = rig.svc.setup.list_spaces(ADMIN, 100, None)
+    after = rig.svc.spaces.list_spaces(ADMIN, 100, None)
     assert [s.key for s in after.spaces] == ["NEW", "OLD", "OPS"] and not after.schema_behind
     writes = len(rig.store.writes)
     assert {o.status for o in migrate(rig.store)} == {"already"}

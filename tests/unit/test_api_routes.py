@@ -70,7 +70,7 @@ def test_list_leases_with_a_bad_cursor_is_validation_failed(http: Any) -> None:
 def test_list_leases_refuses_a_cursor_handed_out_for_another_space(rig: Rig, http: Any) -> None:
     # A cursor names a place in one space's list: replayed on another space it is refused,
     # never read as a place in that list.
-    rig.svc.setup.create_space(ADMIN, "DEV", "Development", None)
+    rig.svc.spaces.create_space(ADMIN, "DEV", "Development", None)
     for _ in range(2):
         rig.task()
     page = http("GET", "/leases?space=OPS&limit=1", actor=ADMIN)
@@ -331,7 +331,7 @@ def test_a_token_the_authorizer_could_not_read_is_read_again_by_the_api(
         assert token == "tnr_o_reader"
         return READER
 
-    monkeypatch.setattr(rig.svc.setup, "authenticate", authenticate)
+    monkeypatch.setattr(rig.svc.tokens, "authenticate", authenticate)
     event = to_event(
         "GET", "/api/v1/leases?space=OPS", {"authorization": "Bearer tnr_o_reader"}, b""
     )

@@ -24,34 +24,34 @@ def _nothing_minted(rig: Rig) -> bool:
 
 def test_fire_in_an_archived_space_is_an_invalid_transition_and_mints_nothing(rig: Rig) -> None:
     rule = make_rule(rig)
-    rig.svc.pools.archive_space(ADMIN, SPACE)
+    rig.svc.spaces.archive_space(ADMIN, SPACE)
     with pytest.raises(InvalidTransition, match="archived"):
         rig.svc.firings.fire_rule(MEMBER, rule.id)
     assert _nothing_minted(rig)
-    rig.svc.pools.unarchive_space(ADMIN, SPACE)
+    rig.svc.spaces.unarchive_space(ADMIN, SPACE)
     assert rig.svc.firings.fire_rule(MEMBER, rule.id).space == SPACE
 
 
 def test_an_event_skips_the_rules_of_an_archived_space(rig: Rig) -> None:
     make_rule(rig, trigger={"topic": "deploy.finished"})
-    rig.svc.pools.archive_space(ADMIN, SPACE)
+    rig.svc.spaces.archive_space(ADMIN, SPACE)
     assert rig.svc.firings.post_event(MEMBER, SPACE, "deploy.finished", {}, None, None) == []
     assert _nothing_minted(rig) and rig.svc.counters[ARCHIVED_SKIPS] == 1
-    rig.svc.pools.unarchive_space(ADMIN, SPACE)
+    rig.svc.spaces.unarchive_space(ADMIN, SPACE)
     assert len(rig.svc.firings.post_event(MEMBER, SPACE, "deploy.finished", {}, None, None)) == 1
 
 
 def test_an_email_fires_the_live_spaces_rules_and_names_the_archived_ones(rig: Rig) -> None:
     live = make_rule(rig)
-    rig.svc.setup.create_space(ADMIN, "OLD", "Old", None)
-    rig.svc.setup.create_pool(
+    rig.svc.spaces.create_space(ADMIN, "OLD", "Old", None)
+    rig.svc.pools.create_pool(
         ADMIN, Pool(name="old", space="OLD", kind=PoolKind.COMMAND, created_at=0)
     )
     rig.svc.addresses.add_address(ADMIN, "OLD", "old@example.com")
     old = rig.svc.rules.create_rule(
         ADMIN, "OLD", "inbox", "old", {"kind": "space"}, inbox_trigger(to="old@example.com")
     )
-    rig.svc.pools.archive_space(ADMIN, "OLD")
+    rig.svc.spaces.archive_space(ADMIN, "OLD")
     data = {
         "message_id": "m1",
         "from": "a@b.c",
@@ -67,7 +67,7 @@ def test_an_email_fires_the_live_spaces_rules_and_names_the_archived_ones(rig: R
     assert len(rig.store.lease_rows) == 1
     # Redelivered after the unarchive: the live rule's lease is answered again, the other
     # rule fires now (its occasion was never minted).
-    rig.svc.pools.unarchive_space(ADMIN, "OLD")
+    rig.svc.spaces.unarchive_space(ADMIN, "OLD")
     again = rig.svc.firings.fire_email(rig.clock.now_ms(), data)
     assert again.skipped_archived == []
     assert [x.space for x in again.leases] == ["OLD", SPACE]
@@ -78,10 +78,10 @@ def test_a_schedule_of_an_archived_space_fires_nothing_until_unarchived(
     rig: Rig, schedules: FakeSchedules
 ) -> None:
     rule = make_rule(rig, "nightly", trigger={"schedule": "rate(1 hour)"})
-    rig.svc.pools.archive_space(ADMIN, SPACE)
+    rig.svc.spaces.archive_space(ADMIN, SPACE)
     assert rig.svc.firings.fire_scheduled(rule.id, AT) is None
     assert _nothing_minted(rig) and rig.svc.counters[ARCHIVED_SKIPS] == 1
-    rig.svc.pools.unarchive_space(ADMIN, SPACE)
+    rig.svc.spaces.unarchive_space(ADMIN, SPACE)
     assert rig.svc.firings.fire_scheduled(rule.id, AT) is not None
 
 
@@ -89,9 +89,9 @@ def test_a_rule_can_still_be_made_in_an_archived_space_and_fires_once_unarchived
     rig: Rig,
 ) -> None:
     # A rule is configuration, not work: the space refuses what it would mint, not the rule.
-    rig.svc.pools.archive_space(ADMIN, SPACE)
+    rig.svc.spaces.archive_space(ADMIN, SPACE)
     rule = make_rule(rig)
     with pytest.raises(InvalidTransition):
         rig.svc.firings.fire_rule(MEMBER, rule.id)
-    rig.svc.pools.unarchive_space(ADMIN, SPACE)
+    rig.svc.spaces.unarchive_space(ADMIN, SPACE)
     assert rig.svc.firings.fire_rule(MEMBER, rule.id) is not None

@@ -123,8 +123,8 @@ def scene(rig: Rig) -> Scene:
     rig.svc.rules.schedules = FakeSchedules()
     s = Scene(rig)
     svc = rig.svc
-    svc.setup.create_space(ADMIN, OTHER_SPACE, "Elsewhere", None)
-    svc.setup.create_pool(
+    svc.spaces.create_space(ADMIN, OTHER_SPACE, "Elsewhere", None)
+    svc.pools.create_pool(
         ADMIN, Pool(name=OTHER_POOL, space=OTHER_SPACE, kind=PoolKind.COMMAND, created_at=0)
     )
     s.tokens = {"none": None, "unknown": "tnr_o_" + uuid.uuid4().hex}
@@ -136,16 +136,16 @@ def scene(rig: Rig) -> Scene:
         ("worker_other", "worker", None, None, (OTHER_POOL,)),
         ("worker", "worker", None, None, (POOL,)),
     ):
-        made, raw = svc.setup.create_token(ADMIN, caller, kind, role, spaces, pools)
+        made, raw = svc.tokens.create_token(ADMIN, caller, kind, role, spaces, pools)
         s.tokens[caller] = raw
         s.ids[f"{caller}_token"] = made.id
-    _, s.tokens["expired"] = svc.setup.create_token(
+    _, s.tokens["expired"] = svc.tokens.create_token(
         ADMIN, "expired", "operator", "admin", None, None, expires_in_seconds=60
     )
-    revoked, s.tokens["revoked"] = svc.setup.create_token(
+    revoked, s.tokens["revoked"] = svc.tokens.create_token(
         ADMIN, "revoked", "operator", "admin", None, None
     )
-    svc.setup.revoke_token(ADMIN, revoked.id)
+    svc.tokens.revoke_token(ADMIN, revoked.id)
     for name in ("mine", "theirs"):
         task = s.must("POST", "/tasks", "admin", {"space": SPACE, "title": name, "pool": POOL})
         won = s.must("POST", f"/pools/{POOL}/claim", "worker", {"worker_id": f"w-{name}"})

@@ -179,7 +179,7 @@ def test_recover_on_a_task_not_escalated_is_an_invalid_transition(rig: Rig) -> N
 
 
 def test_a_zero_limit_disables_the_breaker(rig: Rig) -> None:
-    rig.svc.pools.update_instance(ADMIN, {"block_recurrence_limit": 0})
+    rig.svc.instance.update_instance(ADMIN, {"block_recurrence_limit": 0})
     rig.advance(60)  # past the instance's in-process cache
     task = _task(rig)
     for _ in range(3):
@@ -242,7 +242,7 @@ def test_a_lease_token_clears_a_block_an_earlier_run_of_its_task_placed(rig: Rig
 def test_a_block_by_the_running_lease_that_escalates_records_the_release_and_the_escalation(
     rig: Rig,
 ) -> None:
-    rig.svc.pools.update_instance(ADMIN, {"block_recurrence_limit": 1})
+    rig.svc.instance.update_instance(ADMIN, {"block_recurrence_limit": 1})
     running = rig.running()
     task_id = running.task_id
     assert task_id is not None

@@ -30,7 +30,7 @@ def test_setting_the_instance_ceiling_with_one_lease_held_holds_back_the_next_cl
 ) -> None:
     held = rig.running("w1")
     rig.task()
-    rig.svc.pools.update_instance(ADMIN, {"max_active": 1})
+    rig.svc.instance.update_instance(ADMIN, {"max_active": 1})
     assert rig.store.held_count(INSTANCE_CEILING, INSTANCE_CEILING) == 1
     assert _claim(rig, "w2") is None
     rig.svc.reports.fail(as_lease(held.id), held.id, {"error": "gone"})

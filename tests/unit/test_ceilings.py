@@ -22,12 +22,12 @@ def test_a_pool_ceiling_stops_claims_until_a_held_lease_ends(rig: Rig) -> None:
 
 
 def test_a_space_ceiling_counts_every_pool_of_the_space(rig: Rig) -> None:
-    rig.svc.setup.create_space(ADMIN, "TIGHT", "Tight", 1)
+    rig.svc.spaces.create_space(ADMIN, "TIGHT", "Tight", 1)
     from tenure.domain.model import Pool
     from tenure.domain.states import PoolKind
 
     for name in ("a", "b"):
-        rig.svc.setup.create_pool(
+        rig.svc.pools.create_pool(
             ADMIN, Pool(name=name, space="TIGHT", kind=PoolKind.COMMAND, created_at=0)
         )
         rig.svc.filing.create_task(ADMIN, "TIGHT", "t", None, None, {}, name, None)

@@ -37,7 +37,7 @@ def _event(path: str, token: str | None, body: Any = None) -> dict[str, Any]:
 
 
 def _worker_token(rig: Rig) -> str:
-    return rig.svc.setup.create_token(ADMIN, "fleet", "worker", None, None, None)[1]
+    return rig.svc.tokens.create_token(ADMIN, "fleet", "worker", None, None, None)[1]
 
 
 def test_the_worker_function_names_the_claim_url_on_its_claim_answers_only(rig: Rig) -> None:
@@ -80,7 +80,7 @@ def test_behind_the_http_api_the_claim_function_acts_on_the_authorizer_s_verdict
     out = lambda_host.invoke_claim_route(event)
     assert out["statusCode"] == 200, out
     # An operator's token passes the authorizer and is refused by the route, as on the API.
-    operator = rig.svc.setup.create_token(ADMIN, "ops", "operator", "admin", None, None)[1]
+    operator = rig.svc.tokens.create_token(ADMIN, "ops", "operator", "admin", None, None)[1]
     out = lambda_host.invoke_claim_route(
         _event(f"/pools/{POOL}/claim", operator, {"worker_id": "w1"})
     )

@@ -24,7 +24,7 @@ def _classifier(rig: Rig, output: dict[str, Any] | None = None) -> None:
     pool = Pool(
         name="judges", space=SPACE, kind=PoolKind.CLASSIFIER, created_at=0, classifier=settings
     )
-    rig.svc.setup.create_pool(ADMIN, pool)
+    rig.svc.pools.create_pool(ADMIN, pool)
 
 
 def test_the_payload_carries_the_input_verbatim_and_no_agent_fields(rig: Rig) -> None:

@@ -104,8 +104,8 @@ def test_a_claim_retried_with_its_claim_id_gets_the_same_lease_under_a_new_token
     held = [x for x in rig.store.list_leases("OPS", 10, None, None, None).leases if x.worker_id]
     assert [x.id for x in held] == [first.lease.id]  # never a second lease
     with pytest.raises(Unauthenticated):  # the lost token died with its hash
-        rig.svc.setup.authenticate(first.token)
-    assert rig.svc.setup.authenticate(again.token).lease_id == first.lease.id
+        rig.svc.tokens.authenticate(first.token)
+    assert rig.svc.tokens.authenticate(again.token).lease_id == first.lease.id
     assert rig.lease(first.lease.id).host == "box"
     fresh = rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 0, None, claim_id="c-2")
     assert fresh is not None and fresh.lease.id != first.lease.id

@@ -87,7 +87,7 @@ def test_a_bad_blocker_is_refused_naming_depends_on_and_nothing_changes(rig: Rig
     elif why == "itself":
         bad = task.id
     elif why == "elsewhere":
-        rig.svc.setup.create_space(ADMIN, "ELSE", "Else", None)
+        rig.svc.spaces.create_space(ADMIN, "ELSE", "Else", None)
         other, _ = rig.svc.filing.create_task(MEMBER, "ELSE", "there", None, None, {}, None, None)
         bad = other.id
     elif why == "cycle":

@@ -104,7 +104,7 @@ def test_a_block_placed_after_the_ttl_waits_for_the_next_event(rig: Rig) -> None
 
 
 def test_the_ttl_is_the_instance_setting(rig: Rig) -> None:
-    rig.svc.pools.update_instance(ADMIN, {"event_ttl_seconds": 10})
+    rig.svc.instance.update_instance(ADMIN, {"event_ttl_seconds": 10})
     _send(rig)
     rig.advance(11)
     task, _ = rig.task(pool=None)
@@ -148,7 +148,7 @@ def test_many_waiting_blocks_past_one_request_are_cleared_in_the_background(rig:
 
 
 def test_an_event_of_another_space_clears_nothing(rig: Rig) -> None:
-    rig.svc.setup.create_space(ADMIN, OTHER, "Security", None)
+    rig.svc.spaces.create_space(ADMIN, OTHER, "Security", None)
     task, _ = rig.task(pool=None)
     _wait(rig, task)
     assert _send(rig, space=OTHER) == 0
@@ -156,7 +156,7 @@ def test_an_event_of_another_space_clears_nothing(rig: Rig) -> None:
 
 
 def test_a_token_limited_to_another_space_cannot_signal(rig: Rig) -> None:
-    rig.svc.setup.create_space(ADMIN, OTHER, "Security", None)
+    rig.svc.spaces.create_space(ADMIN, OTHER, "Security", None)
     task, _ = rig.task(pool=None)
     _wait(rig, task)
     limited = Principal(kind="operator", token_id="tok-sec", role="member", spaces=(OTHER,))
@@ -171,7 +171,7 @@ def test_a_read_token_cannot_signal(rig: Rig) -> None:
 
 
 def test_a_lease_token_signals_only_in_its_own_space(rig: Rig) -> None:
-    rig.svc.setup.create_space(ADMIN, OTHER, "Security", None)
+    rig.svc.spaces.create_space(ADMIN, OTHER, "Security", None)
     waiting, _ = rig.task(pool=None)
     _wait(rig, waiting)
     won = rig.claimed()

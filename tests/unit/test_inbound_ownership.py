@@ -21,8 +21,8 @@ OTHER_ADMIN = Principal(kind="operator", token_id="tok-other", role="admin", spa
 
 @pytest.fixture
 def world(rig: Rig) -> Rig:
-    rig.svc.setup.create_space(ADMIN, OTHER, "Other", None)
-    rig.svc.setup.create_pool(
+    rig.svc.spaces.create_space(ADMIN, OTHER, "Other", None)
+    rig.svc.pools.create_pool(
         ADMIN, Pool(name="theirs", space=OTHER, kind=PoolKind.COMMAND, created_at=0)
     )
     rig.svc.addresses.add_address(ADMIN, SPACE, OPS_ADDRESS.upper())

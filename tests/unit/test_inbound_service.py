@@ -195,7 +195,7 @@ def test_mail_for_an_archived_spaces_rule_stores_nothing(
     rig: Rig, s3: MemoryS3, inbound: InboundEmail
 ) -> None:
     rule(rig)
-    rig.svc.pools.archive_space(ADMIN, SPACE)
+    rig.svc.spaces.archive_space(ADMIN, SPACE)
     received = inbound.receive(sns_body(s3, raw_mail(), "m-archived", [INBOX]))
     assert (received.leases, len(received.skipped_archived), s3.written()) == ([], 1, (0, 0))
 

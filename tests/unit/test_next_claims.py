@@ -56,7 +56,7 @@ ENDPOINTS = pytest.mark.parametrize("send", [api, url], ids=["http-api", "worker
 
 def _worker_token(rig: Rig, expires: int | None = None, pools: tuple[str, ...] = (POOL,)) -> str:
     name = rig.ids.new_id("worker-token")
-    return rig.svc.setup.create_token(ADMIN, name, "worker", None, None, pools, expires)[1]
+    return rig.svc.tokens.create_token(ADMIN, name, "worker", None, None, pools, expires)[1]
 
 
 def _file(rig: Rig, n: int) -> None:
@@ -164,7 +164,7 @@ def test_a_revoked_worker_token_claims_nothing_through_its_leases(rig: Rig, send
     won = _claim(send, wt)
     token_id = rig.lease(won["lease"]["id"]).claimed_by
     assert token_id is not None
-    rig.svc.setup.revoke_token(ADMIN, token_id)
+    rig.svc.tokens.revoke_token(ADMIN, token_id)
     rig.advance(120)  # past every cached verdict
     lease_id, lease_token = won["lease"]["id"], won["token"]
     status, answer = send("POST", f"/leases/{lease_id}/complete", wt, {**SUCCESS, **_next("r")})

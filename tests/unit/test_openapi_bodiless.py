@@ -91,7 +91,7 @@ def http(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_what_answers_without_a_body_is_declared_without_one(http: Any, rig: Rig) -> None:
     """Each route that can answer with no body, called: its answer is empty, with no content
     type, and the document declares no content for that status of that operation."""
-    token, _ = rig.svc.setup.create_token(ADMIN, "gone", "worker", None, None, (POOL,))
+    token, _ = rig.svc.tokens.create_token(ADMIN, "gone", "worker", None, None, (POOL,))
     rig.svc.addresses.add_address(ADMIN, SPACE, "support@example.com")  # the rule's inbox
     made = http("POST", "/rules", rule_body())
     assert made.status == 201, made.body

@@ -106,7 +106,7 @@ def _held_lease_on(rig: Rig, kind: SubjectKind, subject_id: str, workflow: str |
 
 
 def test_a_workflow_payload_carries_slug_name_description_and_activity(rig: Rig) -> None:
-    rig.svc.setup.create_workflow(ADMIN, SPACE, "nightly", "Nightly sweep", "every night")
+    rig.svc.spaces.create_workflow(ADMIN, SPACE, "nightly", "Nightly sweep", "every night")
     lease_id = _held_lease_on(rig, SubjectKind.WORKFLOW, "nightly", "nightly")
     subject = rig.svc.payloads.payload(as_lease(lease_id), lease_id)["subject"]
     assert set(subject) == {"kind", "slug", "name", "description", "activity"}

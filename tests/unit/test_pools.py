@@ -79,14 +79,14 @@ def test_pause_and_resume_are_admin_only_and_idempotent(rig: Rig) -> None:
 def test_an_archived_space_hands_out_nothing_and_refuses_new_tasks(rig: Rig) -> None:
     task, _ = rig.task(pool=None)
     rig.task()
-    space = rig.svc.pools.archive_space(ADMIN, SPACE)
+    space = rig.svc.spaces.archive_space(ADMIN, SPACE)
     assert space.archived is True
     assert _no_claim(rig)
     with pytest.raises(InvalidTransition, match="archived"):
         rig.task()
     with pytest.raises(InvalidTransition, match="archived"):
         rig.svc.filing.enqueue(MEMBER, task.id, POOL)
-    assert rig.svc.pools.unarchive_space(ADMIN, SPACE).archived is False
+    assert rig.svc.spaces.unarchive_space(ADMIN, SPACE).archived is False
     assert rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 0, None) is not None
     rig.task()
 
@@ -142,20 +142,20 @@ def test_list_and_read_pools_of_a_space(rig: Rig) -> None:
 
 
 def test_instance_settings_have_defaults_and_patch_field_by_field(rig: Rig) -> None:
-    got = rig.svc.pools.get_instance(ADMIN)
+    got = rig.svc.instance.get_instance(ADMIN)
     assert (got.max_active, got.block_recurrence_limit) == (None, 2)
     assert (got.allow_agent_force, got.retry_chain_cap) == (False, 5)
-    got = rig.svc.pools.update_instance(ADMIN, {"max_active": 4, "allow_agent_force": True})
+    got = rig.svc.instance.update_instance(ADMIN, {"max_active": 4, "allow_agent_force": True})
     assert (got.max_active, got.allow_agent_force, got.retry_chain_cap) == (4, True, 5)
-    got = rig.svc.pools.update_instance(ADMIN, {"max_active": None})
+    got = rig.svc.instance.update_instance(ADMIN, {"max_active": None})
     assert got.max_active is None and got.allow_agent_force is True
     with pytest.raises(Forbidden):
-        rig.svc.pools.get_instance(MEMBER)
+        rig.svc.instance.get_instance(MEMBER)
 
 
 def test_the_instance_ceiling_counts_every_pool_and_frees_on_ending(rig: Rig) -> None:
     rig.make_pool("other")
-    rig.svc.pools.update_instance(ADMIN, {"max_active": 1})
+    rig.svc.instance.update_instance(ADMIN, {"max_active": 1})
     first = rig.claimed("w1")
     assert first.lease.counted == ("instance:instance",)
     rig.task(pool="other")
@@ -177,7 +177,7 @@ def test_the_instance_ceiling_counts_every_pool_and_frees_on_ending(rig: Rig) ->
 
 def _agent_pool(rig: Rig, **agent: str) -> Pool:
     pool = Pool(name="agents", space=SPACE, kind=PoolKind.AGENT, created_at=0, agent=agent)
-    return rig.svc.setup.create_pool(ADMIN, pool)
+    return rig.svc.pools.create_pool(ADMIN, pool)
 
 
 def test_agent_settings_change_makes_a_version_and_a_lease_keeps_its_own(rig: Rig) -> None:
@@ -227,7 +227,7 @@ def test_settings_belong_to_their_kind_and_expressions_must_compile(rig: Rig) ->
     classifier = Pool(
         name="c1", space=SPACE, kind=PoolKind.CLASSIFIER, created_at=0, classifier={"input": {}}
     )
-    rig.svc.setup.create_pool(ADMIN, classifier)
+    rig.svc.pools.create_pool(ADMIN, classifier)
     with pytest.raises(ValidationFailed, match=r"classifier\.output\.checks\.ok"):
         rig.svc.pools.update_pool(ADMIN, "c1", {"classifier": bad})
     assert rig.svc.pools.get_pool(READER, "c1").version == 1
@@ -243,13 +243,13 @@ def test_an_agent_or_classifier_pool_needs_its_settings_and_a_patch_cannot_remov
     ):
         pool = Pool(name="x", space=SPACE, kind=kind, created_at=0, **{field: settings})
         with pytest.raises(ValidationFailed, match=rf"^{field}: an? \w+ pool needs its settings"):
-            rig.svc.setup.create_pool(ADMIN, pool)
+            rig.svc.pools.create_pool(ADMIN, pool)
     assert rig.store.get_pool("x") is None
     _agent_pool(rig, model="m-1")
     classifier = Pool(
         name="c1", space=SPACE, kind=PoolKind.CLASSIFIER, created_at=0, classifier={"input": {}}
     )
-    rig.svc.setup.create_pool(ADMIN, classifier)
+    rig.svc.pools.create_pool(ADMIN, classifier)
     with pytest.raises(ValidationFailed, match=r"^agent: "):
         rig.svc.pools.update_pool(ADMIN, "agents", {"agent": None})
     with pytest.raises(ValidationFailed, match=r"^classifier: "):

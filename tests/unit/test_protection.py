@@ -60,7 +60,7 @@ def code(answer: tuple[int, Any]) -> tuple[int, str | None]:
 
 
 def admin_token(rig: Rig, name: str = "root", **kw: Any) -> tuple[str, str]:
-    token, raw = rig.svc.setup.create_token(ADMIN, name, "operator", "admin", None, None, **kw)
+    token, raw = rig.svc.tokens.create_token(ADMIN, name, "operator", "admin", None, None, **kw)
     return token.id, raw
 
 
@@ -132,7 +132,7 @@ def test_the_token_list_shows_no_secret_and_a_scoped_admin_sees_only_its_spaces(
     rig: Rig,
 ) -> None:
     _, root = admin_token(rig)
-    rig.svc.setup.create_space(ADMIN, "ELSE", "Elsewhere", None)
+    rig.svc.spaces.create_space(ADMIN, "ELSE", "Elsewhere", None)
     scoped = send(
         "POST",
         "/tokens",
@@ -167,10 +167,10 @@ def test_last_use_is_written_at_most_once_a_minute(rig: Rig) -> None:
 
 
 def test_bootstrap_refuses_a_second_token_of_the_same_name(rig: Rig) -> None:
-    token, raw = rig.svc.setup.bootstrap_operator("admin")
+    token, raw = rig.svc.tokens.bootstrap_operator("admin")
     assert raw.startswith("tnr_o_") and token.role == "admin"
     with pytest.raises(Exception, match="already exists"):
-        rig.svc.setup.bootstrap_operator("admin")
+        rig.svc.tokens.bootstrap_operator("admin")
 
 
 # ------------------------------------------------------------------ ended leases
@@ -287,7 +287,7 @@ def test_a_bearer_that_cannot_be_a_token_costs_no_read(
     rig: Rig, bearer: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every port of the service is the rig's one fake store: count every call made on it.
-    assert rig.svc.setup.tokens is rig.store and rig.svc.setup.leases is rig.store
+    assert rig.svc.tokens.tokens is rig.store and rig.svc.tokens.leases is rig.store
     calls: list[str] = []
     for name in [n for n in dir(rig.store) if not n.startswith("_")]:
         method = getattr(rig.store, name)
@@ -368,5 +368,5 @@ def test_the_openapi_document_is_built_once_per_instance(
 
 def test_a_principal_says_when_its_lease_ended(rig: Rig) -> None:
     lease_id, token, _ = ended(rig)
-    found: Principal = rig.svc.setup.authenticate(token)
+    found: Principal = rig.svc.tokens.authenticate(token)
     assert found.lease_ended_at == rig.lease(lease_id).ended_at

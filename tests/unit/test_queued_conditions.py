@@ -57,9 +57,9 @@ def test_pool_paused_needs_a_person_and_clears_on_resume(rig: Rig) -> None:
 
 def test_space_archived_clears_on_unarchive(rig: Rig) -> None:
     lease = _queued(rig)
-    rig.svc.pools.archive_space(ADMIN, SPACE)
+    rig.svc.spaces.archive_space(ADMIN, SPACE)
     assert _code(rig, lease) == "space_archived"
-    rig.svc.pools.unarchive_space(ADMIN, SPACE)
+    rig.svc.spaces.unarchive_space(ADMIN, SPACE)
     assert _code(rig, lease) == "awaiting_agent"
 
 
@@ -100,7 +100,7 @@ def test_a_heartbeat_that_says_the_same_writes_nothing_more(rig: Rig) -> None:
 def test_the_capacity_codes_clear_when_a_held_lease_ends(rig: Rig) -> None:
     for scope, setup in (
         ("pool", lambda: rig.svc.pools.update_pool(ADMIN, POOL, {"max_active": 1})),
-        ("instance", lambda: rig.svc.pools.update_instance(ADMIN, {"max_active": 1})),
+        ("instance", lambda: rig.svc.instance.update_instance(ADMIN, {"max_active": 1})),
     ):
         setup()
         won = rig.claimed(f"w-{scope}")
@@ -110,7 +110,7 @@ def test_the_capacity_codes_clear_when_a_held_lease_ends(rig: Rig) -> None:
         assert _code(rig, lease) == "awaiting_agent"
         rig.svc.operator.cancel(ADMIN, lease.id)
         rig.svc.pools.update_pool(ADMIN, POOL, {"max_active": None})
-        rig.svc.pools.update_instance(ADMIN, {"max_active": None})
+        rig.svc.instance.update_instance(ADMIN, {"max_active": None})
 
 
 def test_space_full(rig: Rig) -> None:
@@ -209,7 +209,7 @@ def test_a_change_the_request_wrote_is_what_its_view_judges_by(rig: Rig) -> None
         assert _code(rig, lease) == "awaiting_agent"
         rig.svc.pools.pause_pool(ADMIN, POOL)
         assert _code(rig, lease) == "pool_paused"
-        rig.svc.pools.archive_space(ADMIN, SPACE)
+        rig.svc.spaces.archive_space(ADMIN, SPACE)
         rig.svc.pools.resume_pool(ADMIN, POOL)
         assert _code(rig, lease) == "space_archived"
 

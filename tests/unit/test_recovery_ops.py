@@ -44,7 +44,7 @@ def test_retry_of_a_lease_still_open_or_completed_is_refused(rig: Rig) -> None:
 
 
 def test_a_retry_chain_deeper_than_the_instance_cap_is_refused(rig: Rig) -> None:
-    rig.svc.pools.update_instance(ADMIN, {"retry_chain_cap": 2})
+    rig.svc.instance.update_instance(ADMIN, {"retry_chain_cap": 2})
     lease = _failed(rig)
     for depth in (1, 2):
         lease = rig.svc.force.retry(MEMBER, lease.id)
@@ -132,7 +132,7 @@ def test_agents_force_only_when_the_instance_allows_it(rig: Rig) -> None:
         rig.svc.force.bulk_release(as_lease(held.id), [held.id], None)
     with pytest.raises(Forbidden):
         rig.svc.force.bulk_release(READER, [held.id], None)
-    rig.svc.pools.update_instance(ADMIN, {"allow_agent_force": True})
+    rig.svc.instance.update_instance(ADMIN, {"allow_agent_force": True})
     rows = rig.svc.force.bulk_release(WORKER, [held.id], "stuck")
     assert rows[0].ok
     with pytest.raises(ValidationFailed, match="lease_ids"):

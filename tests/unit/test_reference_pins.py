@@ -38,8 +38,8 @@ def test_work_nothing_could_claim_is_never_starved_nor_parked_and_its_age_restar
             lambda: rig.svc.pools.resume_pool(ADMIN, POOL),
         ),
         "space": (
-            lambda: rig.svc.pools.archive_space(ADMIN, SPACE),
-            lambda: rig.svc.pools.unarchive_space(ADMIN, SPACE),
+            lambda: rig.svc.spaces.archive_space(ADMIN, SPACE),
+            lambda: rig.svc.spaces.unarchive_space(ADMIN, SPACE),
         ),
         "scheduler": (
             lambda: rig.svc.scheduler.pause_scheduler(ADMIN),
@@ -63,7 +63,7 @@ def test_an_instance_change_holds_at_once_on_another_warm_instance(rig: Rig) -> 
     other = compose(Rows.of(rig.store, rig.store), rig.clock, rig.ids)  # a second warm API instance
     task, _ = rig.task()
     other.kernel.catalog.instance()  # its cached copy: block_recurrence_limit 2
-    rig.svc.pools.update_instance(ADMIN, {"block_recurrence_limit": 1})
+    rig.svc.instance.update_instance(ADMIN, {"block_recurrence_limit": 1})
     other.blocks.block_task(MEMBER, task.id, "needs_input", "which region?")
     assert other.graph.get_task(READER, task.id).status is TaskStatus.NEEDS_ATTENTION
 

@@ -17,8 +17,8 @@ OTHER = "SECRETSPACE"
 
 @pytest.fixture
 def other(rig: Rig) -> Rig:
-    rig.svc.setup.create_space(ADMIN, OTHER, "Not yours", None)
-    rig.svc.setup.create_pool(
+    rig.svc.spaces.create_space(ADMIN, OTHER, "Not yours", None)
+    rig.svc.pools.create_pool(
         ADMIN, Pool(name="their-pool", space=OTHER, kind=PoolKind.COMMAND, created_at=0)
     )
     return rig
@@ -49,7 +49,7 @@ def test_a_task_of_another_space_reads_as_one_that_does_not_exist(other: Rig) ->
 
 
 def test_a_lease_token_forcing_another_spaces_lease_is_not_told_that_space(other: Rig) -> None:
-    other.svc.pools.update_instance(ADMIN, {"allow_agent_force": True})
+    other.svc.instance.update_instance(ADMIN, {"allow_agent_force": True})
     mine = other.claimed("w1")
     other.svc.filing.create_task(ADMIN, OTHER, "theirs", None, None, {}, "their-pool", None)
     theirs = other.claim("w2", pool="their-pool")

@@ -84,7 +84,7 @@ def test_a_bearer_that_cannot_be_a_token_is_refused_without_a_read(
 
 
 def test_a_flood_of_made_up_tokens_cannot_push_out_a_worker_s_verdict(rig: Rig) -> None:
-    _, raw = rig.svc.setup.create_token(ADMIN, "fleet", "worker", None, None, None)
+    _, raw = rig.svc.tokens.create_token(ADMIN, "fleet", "worker", None, None, None)
     checks = {"reads": 0}
 
     def check(token: str | None) -> Principal:

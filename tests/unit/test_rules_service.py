@@ -66,8 +66,8 @@ def test_a_bad_trigger_is_validation_failed_naming_the_field(
 def test_an_unknown_pool_or_a_pool_of_another_space_is_validation_failed(rig: Rig) -> None:
     with pytest.raises(ValidationFailed, match=r"^pool: 'nope' does not exist"):
         make_rule(rig, pool="nope")
-    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
-    rig.svc.setup.create_pool(
+    rig.svc.spaces.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.pools.create_pool(
         ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
     )
     with pytest.raises(ValidationFailed, match=r"^pool: 'theirs' is not a pool of space 'OPS'$"):
@@ -108,8 +108,8 @@ def test_a_taken_name_in_the_space_is_already_exists_also_on_rename(rig: Rig) ->
 
 def test_the_same_name_in_another_space_is_fine(rig: Rig) -> None:
     make_rule(rig, "inbox")
-    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
-    rig.svc.setup.create_pool(
+    rig.svc.spaces.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.pools.create_pool(
         ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
     )
     rig.svc.rules.create_rule(ADMIN, "OTHER", "inbox", "theirs", {"kind": "space"}, event_trigger())
@@ -240,7 +240,7 @@ def test_fire_on_an_inbound_rule_fills_subject_and_from_as_an_event_without_them
 
 
 def test_fire_on_a_workflow_subject_mints_a_workflow_lease(rig: Rig) -> None:
-    rig.svc.setup.create_workflow(ADMIN, SPACE, "triage", "Triage", "sort the inbox")
+    rig.svc.spaces.create_workflow(ADMIN, SPACE, "triage", "Triage", "sort the inbox")
     rule = make_rule(rig, subject={"kind": "workflow", "slug": "triage"})
     lease = rig.svc.firings.fire_rule(MEMBER, rule.id)
     assert (lease.subject_kind, lease.task_id, lease.workflow) == (
@@ -351,14 +351,14 @@ def test_an_event_lease_carries_its_trigger_in_the_payload(rig: Rig) -> None:
 
 def test_an_event_of_another_space_does_not_fire_this_space_rules(rig: Rig) -> None:
     make_rule(rig, "support", trigger=event_trigger())
-    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.spaces.create_space(ADMIN, "OTHER", "Other", None)
     assert rig.svc.firings.post_event(MEMBER, "OTHER", "mail.forwarded", {}, None, None) == []
 
 
 def test_an_email_matches_rules_of_the_space_that_owns_each_recipient(rig: Rig) -> None:
     make_rule(rig, "support", trigger=inbox_trigger(to="support@example.com"))
-    rig.svc.setup.create_space(ADMIN, "OTHER", "Other", None)
-    rig.svc.setup.create_pool(
+    rig.svc.spaces.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.pools.create_pool(
         ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
     )
     rig.svc.addresses.add_address(ADMIN, "OTHER", "sales@example.com")

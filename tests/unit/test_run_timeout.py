@@ -76,13 +76,13 @@ def test_a_silent_worker_after_the_timeout_ends_timed_out_when_its_toleration_pa
 def test_a_completion_landing_first_wins_over_the_timeout(rig: Rig) -> None:
     lease = _running(rig, 60, None)
     rig.advance(61)
-    real = rig.svc.timeouts.time_out
+    real = rig.svc.run_timeouts.time_out
 
     def complete_first(seen: Lease) -> Lease | None:
         rig.svc.reports.complete(as_lease(seen.id), seen.id, {"outcome": "success"})
         return real(seen)
 
-    rig.svc.timeouts.time_out = complete_first  # type: ignore[method-assign]
+    rig.svc.run_timeouts.time_out = complete_first  # type: ignore[method-assign]
     report = rig.sweep()
     assert report.timed_out == [] and report.raced == 1
     ended = rig.lease(lease.id)

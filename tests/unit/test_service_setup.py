@@ -22,27 +22,27 @@ from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, T0, WORKER, R
 
 
 def test_create_space_stores_it_and_a_duplicate_key_already_exists(rig: Rig) -> None:
-    space = rig.svc.setup.create_space(ADMIN, "DEV", "Development", 5)
+    space = rig.svc.spaces.create_space(ADMIN, "DEV", "Development", 5)
     assert rig.store.get_space("DEV") == space
     assert (space.name, space.max_active, space.created_at) == ("Development", 5, T0)
     with pytest.raises(AlreadyExists):
-        rig.svc.setup.create_space(ADMIN, "DEV", "Again", None)
+        rig.svc.spaces.create_space(ADMIN, "DEV", "Again", None)
     assert rig.store.get_space("DEV") == space
 
 
 def test_only_an_admin_creates_spaces(rig: Rig) -> None:
     with pytest.raises(Forbidden):
-        rig.svc.setup.create_space(MEMBER, "DEV", "Development", None)
+        rig.svc.spaces.create_space(MEMBER, "DEV", "Development", None)
     assert rig.store.get_space("DEV") is None
 
 
 def test_create_workflow_needs_its_space_and_a_new_slug(rig: Rig) -> None:
-    wf = rig.svc.setup.create_workflow(ADMIN, SPACE, "nightly", "Nightly", "runs at night")
+    wf = rig.svc.spaces.create_workflow(ADMIN, SPACE, "nightly", "Nightly", "runs at night")
     assert rig.store.get_workflow(SPACE, "nightly") == wf
     with pytest.raises(AlreadyExists):
-        rig.svc.setup.create_workflow(ADMIN, SPACE, "nightly", "Nightly 2", None)
+        rig.svc.spaces.create_workflow(ADMIN, SPACE, "nightly", "Nightly 2", None)
     with pytest.raises(NotFound):
-        rig.svc.setup.create_workflow(ADMIN, "NOPE", "nightly", "Nightly", None)
+        rig.svc.spaces.create_workflow(ADMIN, "NOPE", "nightly", "Nightly", None)
 
 
 def test_create_pool_keeps_its_timings_and_a_duplicate_name_already_exists(rig: Rig) -> None:
@@ -55,7 +55,7 @@ def test_create_pool_keeps_its_timings_and_a_duplicate_name_already_exists(rig: 
     with pytest.raises(AlreadyExists):
         rig.make_pool("deployers")
     with pytest.raises(NotFound):
-        rig.svc.setup.create_pool(
+        rig.svc.pools.create_pool(
             ADMIN, Pool(name="x", space="NOPE", kind=PoolKind.AGENT, created_at=0)
         )
 
@@ -80,35 +80,35 @@ def test_pool_timing_defaults_are_renew_10_grace_50_toleration_300(rig: Rig) -> 
 
 
 def test_create_token_shows_the_token_once_and_stores_only_its_sha256(rig: Rig) -> None:
-    token, raw = rig.svc.setup.create_token(ADMIN, "ci", "operator", "member", (SPACE,), None)
+    token, raw = rig.svc.tokens.create_token(ADMIN, "ci", "operator", "member", (SPACE,), None)
     assert raw.startswith("tnr_o_")
     assert len(raw) - len("tnr_o_") >= 22  # at least 128 bits of url-safe base64
     assert token.token_hash == rules.hash_token(raw)
     assert rig.store.get_token(token.token_hash) == token
     assert raw not in rig.store.everything()
-    assert rig.svc.setup.authenticate(raw) == Principal(
+    assert rig.svc.tokens.authenticate(raw) == Principal(
         kind="operator", token_id=token.id, role="member", spaces=(SPACE,)
     )
 
 
 def test_a_worker_token_carries_pools_and_no_role(rig: Rig) -> None:
-    token, raw = rig.svc.setup.create_token(ADMIN, "fleet", "worker", "admin", (SPACE,), (POOL,))
+    token, raw = rig.svc.tokens.create_token(ADMIN, "fleet", "worker", "admin", (SPACE,), (POOL,))
     assert raw.startswith("tnr_w_")
     assert (token.role, token.spaces, token.pools) == (None, None, (POOL,))
-    assert rig.svc.setup.authenticate(raw).kind == "worker"
+    assert rig.svc.tokens.authenticate(raw).kind == "worker"
 
 
 def test_a_duplicate_token_name_already_exists(rig: Rig) -> None:
-    rig.svc.setup.create_token(ADMIN, "ci", "operator", "read", None, None)
+    rig.svc.tokens.create_token(ADMIN, "ci", "operator", "read", None, None)
     with pytest.raises(AlreadyExists):
-        rig.svc.setup.create_token(ADMIN, "ci", "worker", None, None, None)
+        rig.svc.tokens.create_token(ADMIN, "ci", "worker", None, None, None)
 
 
 def test_a_token_for_an_unknown_space_or_pool_is_refused(rig: Rig) -> None:
     with pytest.raises(NotFound):
-        rig.svc.setup.create_token(ADMIN, "a", "operator", "read", ("NOPE",), None)
+        rig.svc.tokens.create_token(ADMIN, "a", "operator", "read", ("NOPE",), None)
     with pytest.raises(NotFound):
-        rig.svc.setup.create_token(ADMIN, "b", "worker", None, None, ("nope",))
+        rig.svc.tokens.create_token(ADMIN, "b", "worker", None, None, ("nope",))
     assert rig.store.tokens == {}
 
 
@@ -117,21 +117,21 @@ def test_authenticate_refuses_missing_or_unknown_tokens(rig: Rig, raw: str | Non
     rig.task()
     rig.claim()
     with pytest.raises(Unauthenticated):
-        rig.svc.setup.authenticate(raw)
+        rig.svc.tokens.authenticate(raw)
 
 
 def test_authenticate_knows_a_lease_token_as_its_own_lease(rig: Rig) -> None:
     won = rig.claimed()
-    actor = rig.svc.setup.authenticate(won.token)
+    actor = rig.svc.tokens.authenticate(won.token)
     assert (actor.kind, actor.lease_id) == ("lease", won.lease.id)
     assert won.token not in repr(actor)
 
 
 def test_bootstrap_admin_is_idempotent(rig: Rig) -> None:
-    first = rig.svc.setup.bootstrap_admin("tnr_o_bootstrap")
-    again = rig.svc.setup.bootstrap_admin("tnr_o_bootstrap")
+    first = rig.svc.tokens.bootstrap_admin("tnr_o_bootstrap")
+    again = rig.svc.tokens.bootstrap_admin("tnr_o_bootstrap")
     assert first == again
-    assert rig.svc.setup.authenticate("tnr_o_bootstrap").role == "admin"
+    assert rig.svc.tokens.authenticate("tnr_o_bootstrap").role == "admin"
 
 
 def test_create_task_without_a_pool_opens_it_with_no_lease(rig: Rig) -> None:
@@ -170,11 +170,11 @@ def test_create_task_with_a_pool_enqueues_a_pending_lease_at_once(rig: Rig) -> N
 
 
 def test_create_task_refuses_a_pool_of_another_space_and_a_missing_workflow(rig: Rig) -> None:
-    rig.svc.setup.create_space(ADMIN, "DEV", "Dev", None)
+    rig.svc.spaces.create_space(ADMIN, "DEV", "Dev", None)
     agents = Pool(
         name="devpool", space="DEV", kind=PoolKind.AGENT, created_at=0, agent={"model": "m-1"}
     )
-    rig.svc.setup.create_pool(ADMIN, agents)
+    rig.svc.pools.create_pool(ADMIN, agents)
     with pytest.raises(ValidationFailed):
         rig.task(pool="devpool")
     with pytest.raises(NotFound):
@@ -185,7 +185,7 @@ def test_create_task_refuses_a_pool_of_another_space_and_a_missing_workflow(rig:
 
 
 def test_create_task_in_a_workflow_records_its_slug_on_the_lease(rig: Rig) -> None:
-    rig.svc.setup.create_workflow(ADMIN, SPACE, "nightly", "Nightly", None)
+    rig.svc.spaces.create_workflow(ADMIN, SPACE, "nightly", "Nightly", None)
     task, lease = rig.task(workflow="nightly")
     assert task.workflow == "nightly"
     assert lease is not None and lease.workflow == "nightly"
@@ -263,7 +263,7 @@ def test_a_lease_token_is_checked_against_its_hash_in_constant_time(
     monkeypatch.setattr(fencing.hmac, "compare_digest", record)
     won = rig.claim() if rig.task() else None
     assert won is not None
-    assert rig.svc.setup.authenticate(won.token).lease_id == won.lease.id
+    assert rig.svc.tokens.authenticate(won.token).lease_id == won.lease.id
     assert compared == [(won.lease.token_hash, fencing.hash_token(won.token))]
     with pytest.raises(Unauthenticated):
-        rig.svc.setup.authenticate(won.token[:-2] + "xx")
+        rig.svc.tokens.authenticate(won.token[:-2] + "xx")

@@ -24,8 +24,8 @@ SCOPED_TO_A = Principal(kind="operator", token_id="tok-a", role="admin", spaces=
 def http(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
     for key in ("ZULU", "ALPHA", "BETA", "MIKE"):
-        rig.svc.setup.create_space(ADMIN, key, f"space {key}", None)
-    rig.svc.pools.archive_space(ADMIN, "BETA")
+        rig.svc.spaces.create_space(ADMIN, key, f"space {key}", None)
+    rig.svc.spaces.archive_space(ADMIN, "BETA")
 
     def call(path: str, actor: Principal) -> tuple[int, Any, dict[str, str]]:
         event = to_event("GET", f"/api/v1{path}", {"host": "unit"}, b"")

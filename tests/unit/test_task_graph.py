@@ -105,7 +105,7 @@ def test_a_parent_whose_own_run_succeeded_stays_open_until_its_children_do(rig: 
 
 
 def test_a_parent_in_another_space_is_refused_naming_the_field(rig: Rig) -> None:
-    rig.svc.setup.create_space(ADMIN, "ELSE", "Elsewhere", None)
+    rig.svc.spaces.create_space(ADMIN, "ELSE", "Elsewhere", None)
     other, _ = rig.svc.filing.create_task(MEMBER, "ELSE", "x", None, None, {}, None, None)
     with pytest.raises(ValidationFailed, match="parent_id"):
         _task(rig, parent_id=other.id)
@@ -206,7 +206,7 @@ def test_dependency_on_an_ancestor_is_a_cycle(rig: Rig) -> None:
 
 
 def test_cross_space_and_repeated_dependencies_are_refused(rig: Rig) -> None:
-    rig.svc.setup.create_space(ADMIN, "ELSE", "Elsewhere", None)
+    rig.svc.spaces.create_space(ADMIN, "ELSE", "Elsewhere", None)
     other, _ = rig.svc.filing.create_task(MEMBER, "ELSE", "x", None, None, {}, None, None)
     with pytest.raises(ValidationFailed, match="depends_on"):
         _task(rig, depends_on=(other.id,))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tenure.app.setup.spaces import INSTANCE_TIMELINE
+from tenure.app.setup.tokens import INSTANCE_TIMELINE
 from tenure.domain.errors import Unavailable
 
 from tests.unit.support import ADMIN, Rig
@@ -32,7 +32,7 @@ def test_a_crash_after_the_token_write_cannot_lose_its_created_event(
 ) -> None:
     rig = Rig()
     crash_on(rig, "put_event", monkeypatch)  # a separate event write would die here
-    token, _ = rig.svc.setup.create_token(ADMIN, "ci", "operator", "read", None, None)
+    token, _ = rig.svc.tokens.create_token(ADMIN, "ci", "operator", "read", None, None)
     assert rig.store.get_token(token.token_hash) is not None
     assert activity(rig) == [("token.created", "ci")]
 
@@ -41,7 +41,7 @@ def test_a_failed_token_write_records_no_event(monkeypatch: pytest.MonkeyPatch) 
     rig = Rig()
     crash_on(rig, "put_token", monkeypatch)
     with pytest.raises(Unavailable):
-        rig.svc.setup.create_token(ADMIN, "ci", "operator", "read", None, None)
+        rig.svc.tokens.create_token(ADMIN, "ci", "operator", "read", None, None)
     assert rig.store.tokens == {} and activity(rig) == []
 
 
@@ -49,9 +49,9 @@ def test_a_crash_after_the_revocation_cannot_lose_its_revoked_event(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     rig = Rig()
-    token, _ = rig.svc.setup.create_token(ADMIN, "ci", "operator", "read", None, None)
+    token, _ = rig.svc.tokens.create_token(ADMIN, "ci", "operator", "read", None, None)
     crash_on(rig, "put_event", monkeypatch)
-    rig.svc.setup.revoke_token(ADMIN, token.id)
+    rig.svc.tokens.revoke_token(ADMIN, token.id)
     assert rig.store.tokens[token.token_hash].revoked_at is not None
     assert activity(rig) == [("token.created", "ci"), ("token.revoked", "ci")]
 
@@ -60,21 +60,21 @@ def test_a_failed_revocation_records_no_event_and_a_retry_records_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     rig = Rig()
-    token, _ = rig.svc.setup.create_token(ADMIN, "ci", "operator", "read", None, None)
+    token, _ = rig.svc.tokens.create_token(ADMIN, "ci", "operator", "read", None, None)
     real = rig.store.revoke_token
     crash_on(rig, "revoke_token", monkeypatch)
     with pytest.raises(Unavailable):
-        rig.svc.setup.revoke_token(ADMIN, token.id)
+        rig.svc.tokens.revoke_token(ADMIN, token.id)
     assert rig.store.tokens[token.token_hash].revoked_at is None
     assert activity(rig) == [("token.created", "ci")]
     monkeypatch.setattr(rig.store, "revoke_token", real)
-    rig.svc.setup.revoke_token(ADMIN, token.id)
-    rig.svc.setup.revoke_token(ADMIN, token.id)  # revoked already: nothing again
+    rig.svc.tokens.revoke_token(ADMIN, token.id)
+    rig.svc.tokens.revoke_token(ADMIN, token.id)  # revoked already: nothing again
     assert activity(rig) == [("token.created", "ci"), ("token.revoked", "ci")]
 
 
 def test_bootstrap_records_its_token_in_the_same_write(monkeypatch: pytest.MonkeyPatch) -> None:
     rig = Rig()
     crash_on(rig, "put_event", monkeypatch)
-    rig.svc.setup.bootstrap_operator("admin")
+    rig.svc.tokens.bootstrap_operator("admin")
     assert activity(rig) == [("token.created", "admin")]

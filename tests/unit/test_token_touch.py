@@ -28,14 +28,14 @@ def test_a_failed_note_of_use_still_authenticates_the_token(
     caplog: pytest.LogCaptureFixture,
     failure: Exception,
 ) -> None:
-    _, raw = rig.svc.setup.create_token(ADMIN, "w", "worker", None, None, None)
+    _, raw = rig.svc.tokens.create_token(ADMIN, "w", "worker", None, None, None)
 
     def refuse(token_hash: str, at: int, before: int) -> None:
         raise failure
 
     monkeypatch.setattr(rig.store, "touch_token", refuse)
     with caplog.at_level(logging.WARNING):
-        principal = rig.svc.setup.authenticate(raw)
+        principal = rig.svc.tokens.authenticate(raw)
     assert principal.kind == "worker"
     if isinstance(failure, Conflict):  # another request noted it first: nothing failed
         assert rig.svc.counters["token_touch_failed"] == 0
@@ -47,7 +47,7 @@ def test_a_failed_note_of_use_still_authenticates_the_token(
 def test_the_note_is_tried_once_a_minute_whatever_became_of_it(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _, raw = rig.svc.setup.create_token(ADMIN, "w", "worker", None, None, None)
+    _, raw = rig.svc.tokens.create_token(ADMIN, "w", "worker", None, None, None)
     tried: list[int] = []
 
     def refuse(token_hash: str, at: int, before: int) -> None:
@@ -56,8 +56,8 @@ def test_the_note_is_tried_once_a_minute_whatever_became_of_it(
 
     monkeypatch.setattr(rig.store, "touch_token", refuse)
     for _ in range(3):
-        rig.svc.setup.authenticate(raw)
+        rig.svc.tokens.authenticate(raw)
     assert len(tried) == 1
     rig.clock.advance(61)
-    rig.svc.setup.authenticate(raw)
+    rig.svc.tokens.authenticate(raw)
     assert len(tried) == 2

@@ -17,7 +17,7 @@ from tenure import wiring
 from tenure.api import app as api
 from tenure.api import tokens, worker
 from tenure.api.authorizer import authorize
-from tenure.app.setup.spaces import INSTANCE_TIMELINE
+from tenure.app.setup.tokens import INSTANCE_TIMELINE
 from tenure_cli.local import lambda_host
 from tenure_cli.local.frontdoor import to_event
 
@@ -97,7 +97,7 @@ def test_an_expired_token_is_refused_on_the_worker_url_though_its_verdict_is_kep
     service: Rig,
 ) -> None:
     rig = service
-    _, raw = rig.svc.setup.create_token(ADMIN, "w", "worker", None, None, None, 30)
+    _, raw = rig.svc.tokens.create_token(ADMIN, "w", "worker", None, None, None, 30)
     rig.task()
     assert _url(*CLAIM, raw, {"worker_id": "w1"})[0] == 200
     rig.task()
@@ -118,7 +118,7 @@ def test_the_api_function_refuses_a_cached_principal_past_its_expiry_without_a_r
     service: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rig = service
-    _, raw = rig.svc.setup.create_token(ADMIN, "w", "worker", None, None, None, 30)
+    _, raw = rig.svc.tokens.create_token(ADMIN, "w", "worker", None, None, None, 30)
     http_api = CachedAuthorizer()
     rig.task()
     assert http_api(*CLAIM, raw, {"worker_id": "w1"})[0] == 200
@@ -135,10 +135,10 @@ def test_a_revoked_admin_token_mints_no_token_with_the_verdict_cached_before(
     service: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rig = service
-    token, raw = rig.svc.setup.create_token(ADMIN, "ops", "operator", "admin", None, None)
+    token, raw = rig.svc.tokens.create_token(ADMIN, "ops", "operator", "admin", None, None)
     http_api = CachedAuthorizer()
     assert http_api("GET", "/tokens", raw)[0] == 200
-    rig.svc.setup.revoke_token(ADMIN, token.id)
+    rig.svc.tokens.revoke_token(ADMIN, token.id)
     reads = _reads(rig, monkeypatch)
     minted = http_api("POST", "/tokens", raw, {"name": "backdoor", "kind": "operator"})
     assert _refusal(minted)[:2] == (401, "unauthenticated")
@@ -153,7 +153,7 @@ def test_a_live_admin_token_mints_a_token_with_one_more_read(
     service: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rig = service
-    _, raw = rig.svc.setup.create_token(ADMIN, "ops", "operator", "admin", None, None)
+    _, raw = rig.svc.tokens.create_token(ADMIN, "ops", "operator", "admin", None, None)
     http_api = CachedAuthorizer()
     assert http_api("GET", "/tokens", raw)[0] == 200
     reads = _reads(rig, monkeypatch)

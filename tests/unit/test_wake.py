@@ -101,7 +101,7 @@ def test_a_second_block_on_a_blocked_child_is_no_new_transition(rig: Rig) -> Non
 
 def test_the_creators_own_force_fail_of_its_childs_lease_wakes_nobody(rig: Rig) -> None:
     bus = _rig_with_bus(rig)
-    rig.svc.pools.update_instance(ADMIN, {"allow_agent_force": True})
+    rig.svc.instance.update_instance(ADMIN, {"allow_agent_force": True})
     creator = rig.claimed("w1").lease
     child = _delegate(rig, creator.id)
     assert child.job_id is not None

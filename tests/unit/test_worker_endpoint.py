@@ -56,7 +56,7 @@ def http_api(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Call:
 
 
 def _token(rig: Rig, kind: str, role: str | None = None) -> str:
-    _, raw = rig.svc.setup.create_token(ADMIN, f"{kind}-{role}", kind, role, None, None)
+    _, raw = rig.svc.tokens.create_token(ADMIN, f"{kind}-{role}", kind, role, None, None)
     return raw
 
 

@@ -34,7 +34,7 @@ def admin_bootstrap(args: argparse.Namespace) -> int:
     store = wiring.build_store(args.endpoint, table_name(args))
     svc = wiring.build_service(store, bare=True)
     try:
-        token, raw = svc.setup.bootstrap_operator(args.name)
+        token, raw = svc.tokens.bootstrap_operator(args.name)
     except AlreadyExists:
         print(f"error: already_exists: a token named {args.name!r} exists", file=sys.stderr)
         return FAILED

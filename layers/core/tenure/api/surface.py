@@ -76,7 +76,7 @@ def principal(ctx: dict[str, Any], headers: Mapping[str, str] | None = None) -> 
     function checks the bearer in process (api/worker.py) and hands the principal itself."""
     raw = ctx.get("principal")
     if not raw and ctx.get("unavailable"):
-        return svc().setup.authenticate(bearer(headers))
+        return svc().tokens.authenticate(bearer(headers))
     if not raw:
         raise errors.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
     actor = raw if isinstance(raw, Principal) else _principal_of(raw)
@@ -99,7 +99,7 @@ def actor_read_again() -> Principal:
     Gateway kept (up to 60 s): for a route that mints a credential outliving the caller's
     own token (POST /tokens), so that a token revoked within that window mints nothing."""
     actor()  # refused first as on any route
-    return svc().setup.authenticate(bearer(app.current_event.headers), note_use=False)
+    return svc().tokens.authenticate(bearer(app.current_event.headers), note_use=False)
 
 
 def authorize(actor: Principal, audience: str, params: dict[str, str]) -> None:

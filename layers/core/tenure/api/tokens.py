@@ -41,7 +41,7 @@ def principal_of(raw: str | None) -> Principal:
         raise Unauthenticated("a bearer token is required")
     if not could_be_token(raw):
         raise Unauthenticated("unknown token")
-    return wiring.service().setup.authenticate(raw)
+    return wiring.service().tokens.authenticate(raw)
 
 
 def service_now_ms() -> int:

@@ -12,8 +12,9 @@ from tenure.app.artifacts.retention import Retention
 from tenure.app.autonomy.breaker import Breaker
 from tenure.app.autonomy.delegation import Delegation
 from tenure.app.dispatch_controls import Scheduler, queue_tiers
+from tenure.app.leases.queue_timeouts import QueueTimeouts
 from tenure.app.leases.recovery import Recovery
-from tenure.app.leases.timeouts import QueueTimeouts, index_at, may_time_out
+from tenure.app.leases.run_timeouts import RunTimeouts, index_at, may_time_out
 from tenure.app.ports import Clock, Ids, SweeperState
 from tenure.app.rows import LeaseRows, PoolRows, QueueRows, SweeperRows, TimelineRows, WorkerRows
 from tenure.app.workers import SEEN_LAG_SHARE, reachable
@@ -106,7 +107,8 @@ class Sweep:
         timeline: TimelineRows,
         clock: Clock,
         ids: Ids,
-        timeouts: QueueTimeouts,
+        queue_timeouts: QueueTimeouts,
+        run_timeouts: RunTimeouts,
         recovery: Recovery,
         scheduler: Scheduler,
         breaker: Breaker,
@@ -121,7 +123,8 @@ class Sweep:
         self.timeline = timeline
         self.clock = clock
         self.ids = ids
-        self.timeouts = timeouts
+        self.queue_timeouts = queue_timeouts
+        self.run_timeouts = run_timeouts
         self.recovery = recovery
         self.scheduler = scheduler
         self.breaker = breaker
@@ -176,9 +179,9 @@ class Sweep:
         waiting = self.scheduler.note_capacity_waiting(pools, state.capacity_waiting)
         report.capacity_waiting = sorted(set(waiting) - set(state.capacity_waiting))
         ttl_cursor, report.ttl_expired = self.delegation.expire_ttls(state.ttl_cursor)
-        report.queue_timed_out, queue_raced = self.timeouts.expire_queued(pools)
+        report.queue_timed_out, queue_raced = self.queue_timeouts.expire_queued(pools)
         report.raced += queue_raced
-        report.marks_dropped = self.timeouts.drop_stale_marks(pools)
+        report.marks_dropped = self.queue_timeouts.drop_stale_marks(pools)
         if (
             holds != state.holds
             or waiting != state.capacity_waiting
@@ -210,7 +213,7 @@ class Sweep:
             if lease.run_deadline is not None and lease.run_deadline <= now and may_time_out(lease):
                 # Ran past its run timeout: asked to stop now; ended by its report or, if
                 # its worker stays silent, by a later pass once its deadline passes.
-                if self.timeouts.time_out(lease) is None:
+                if self.run_timeouts.time_out(lease) is None:
                     report.raced += 1
                 else:
                     report.timed_out.append(lease.id)

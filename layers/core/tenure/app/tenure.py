@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from tenure.app.artifacts.artifacts import Artifacts
 from tenure.app.artifacts.attachments import Attachments
-from tenure.app.artifacts.logs import Artifacts, Logs
+from tenure.app.artifacts.logs import Logs
 from tenure.app.artifacts.retention import Retention
 from tenure.app.autonomy.blocks import Blocks, block_reasons, has_open_block, held_by_block
 from tenure.app.autonomy.breaker import Breaker
@@ -40,10 +41,11 @@ from tenure.app.leases.handover import Handover
 from tenure.app.leases.operator import Operator
 from tenure.app.leases.orphans import Orphans
 from tenure.app.leases.payload import Payloads
+from tenure.app.leases.queue_timeouts import QueueTimeouts
 from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.reports import Applies, Completion, Reports, Stage
 from tenure.app.leases.retry import Retries
-from tenure.app.leases.timeouts import QueueTimeouts
+from tenure.app.leases.run_timeouts import RunTimeouts
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
 from tenure.app.reactions import Reactions, on
 from tenure.app.rows import Rows
@@ -54,8 +56,10 @@ from tenure.app.rules.rules import Rules
 from tenure.app.rules.subjects import Subjects
 from tenure.app.runs import Runs
 from tenure.app.scopes import Scopes
+from tenure.app.setup.instance import InstanceSettings
 from tenure.app.setup.pools import Pools
-from tenure.app.setup.spaces import Setup
+from tenure.app.setup.spaces import Spaces
+from tenure.app.setup.tokens import Tokens
 from tenure.app.setup.versions import Versions
 from tenure.app.sweep import Sweep
 from tenure.app.tasks.approval import Approval, approval_reasons, awaits_approval, held_for_approval
@@ -86,7 +90,9 @@ class Tenure:
     # What the API reports as metrics after each request (claims, lost races, ...): the
     # kernel's own counter, held here as data so that reading it enters no code.
     counters: Counter[str]
-    setup: Setup
+    spaces: Spaces
+    tokens: Tokens
+    instance: InstanceSettings
     versions: Versions
     pools: Pools
     workers: Workers
@@ -127,7 +133,8 @@ class Tenure:
     scopes: Scopes
     task_keys: TaskKeys
     reactions: Reactions
-    timeouts: QueueTimeouts
+    queue_timeouts: QueueTimeouts
+    run_timeouts: RunTimeouts
     sweep: Sweep
     figures: Figures
 
@@ -271,7 +278,6 @@ def compose(
         leases=rows.leases,
         pools=rows.pools,
         queues=rows.queues,
-        spaces=rows.spaces,
         timeline=rows.timeline,
     )
     recovery = Recovery(kernel)
@@ -283,7 +289,7 @@ def compose(
         pools=rows.pools,
         retention=rows.retention,
     )
-    timeouts = QueueTimeouts(
+    queue_timeouts = QueueTimeouts(
         kernel,
         orphans,
         leases=rows.leases,
@@ -291,6 +297,7 @@ def compose(
         queues=rows.queues,
         tasks=rows.tasks,
     )
+    run_timeouts = RunTimeouts(kernel)
     sweep = Sweep(
         sweeper=rows.sweeper,
         pools=rows.pools,
@@ -300,7 +307,8 @@ def compose(
         timeline=rows.timeline,
         clock=clock,
         ids=ids,
-        timeouts=timeouts,
+        queue_timeouts=queue_timeouts,
+        run_timeouts=run_timeouts,
         recovery=recovery,
         scheduler=scheduler,
         breaker=breaker,
@@ -311,14 +319,31 @@ def compose(
         kernel=kernel,
         rows=rows,
         counters=kernel.counters,
-        setup=Setup(
-            kernel,
-            leases=rows.leases,
-            pools=rows.pools,
+        spaces=Spaces(
+            catalog=kernel.catalog,
+            clock=clock,
+            ids=ids,
             schema=rows.schema,
             spaces=rows.spaces,
             timeline=rows.timeline,
+        ),
+        tokens=Tokens(
+            catalog=kernel.catalog,
+            clock=clock,
+            counters=kernel.counters,
+            ids=ids,
+            owned=kernel.owned,
+            leases=rows.leases,
+            schema=rows.schema,
             tokens=rows.tokens,
+        ),
+        instance=InstanceSettings(
+            pools,
+            catalog=kernel.catalog,
+            clock=clock,
+            pools=rows.pools,
+            queues=rows.queues,
+            timeline=rows.timeline,
         ),
         versions=versions,
         pools=pools,
@@ -391,7 +416,8 @@ def compose(
         retention=retention,
         scopes=Scopes(kernel, leases=rows.leases, rules=rows.rules, tasks=rows.tasks),
         task_keys=task_keys,
-        timeouts=timeouts,
+        queue_timeouts=queue_timeouts,
+        run_timeouts=run_timeouts,
         sweep=sweep,
         figures=Figures(
             pools,

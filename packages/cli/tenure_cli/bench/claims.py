@@ -54,8 +54,8 @@ def _run(meter: AwsMeter, endpoint: str, claimers: int, leases: int) -> dict[str
     table = f"claims-{uuid.uuid4().hex[:8]}"
     setup = _service(endpoint, table)
     setup.store.create_table()  # type: ignore[attr-defined]
-    setup.setup.create_space(ADMIN, "BENCH", "Claims bench", None)
-    setup.setup.create_pool(
+    setup.spaces.create_space(ADMIN, "BENCH", "Claims bench", None)
+    setup.pools.create_pool(
         ADMIN, Pool(name="race", space="BENCH", kind=PoolKind.COMMAND, created_at=0)
     )
 

@@ -54,8 +54,8 @@ def _measure_lifecycle(endpoint: str, table: str, worker_flow: bool) -> dict[str
     svc = wiring.build_service(store, clock, bare=True)
     admin = Principal(kind="operator", token_id="bench", role="admin")
     worker = Principal(kind="worker", token_id="bench-worker")
-    svc.setup.create_space(admin, "BENCH", "Bench", None)
-    svc.setup.create_pool(
+    svc.spaces.create_space(admin, "BENCH", "Bench", None)
+    svc.pools.create_pool(
         admin, Pool(name="bench", space="BENCH", kind=PoolKind.COMMAND, created_at=0)
     )
     pump.drain()

@@ -190,7 +190,7 @@ def _set_up(rig: Rig, workers: int) -> tuple[Client, list[str]]:
     and the meters reset: the admin's client and the worker tokens."""
     admin_raw = "tnr_o_" + wiring.RandomIds().secret()
     with rig.meter.acting("setup"):
-        wiring.service().setup.bootstrap_admin(admin_raw)
+        wiring.service().tokens.bootstrap_admin(admin_raw)
     admin = Client("http://bench.local", admin_raw, transport=rig.transport, retries=0)
     admin.call("POST", "/spaces", {"key": "BENCH", "name": "Cost bench"})
     admin.call("POST", "/pools", {"name": "bench", "space": "BENCH", "kind": "command"})

@@ -228,7 +228,7 @@ class Stack:
         admin token's file, if it has one."""
         store = wiring.build_store()
         admin_token, token_file = self._admin_token()
-        wiring.build_service(store).setup.bootstrap_admin(admin_token)
+        wiring.build_service(store).tokens.bootstrap_admin(admin_token)
         self.admin_token = admin_token
         self._migrate(store)
         # moto forgets schedules on restart; the rules in DynamoDB Local do not.

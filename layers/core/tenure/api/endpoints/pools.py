@@ -64,24 +64,24 @@ def resume_pool(pool: str) -> Response[Any]:
 @op("POST", f"{BASE}/spaces/<space>/archive", 200, models.SpaceAnswer, 404)
 def archive_space(space: str) -> Response[Any]:
     return json_answer(
-        models.SpaceAnswer(space=views.space_view(svc().pools.archive_space(actor(), space)))
+        models.SpaceAnswer(space=views.space_view(svc().spaces.archive_space(actor(), space)))
     )
 
 
 @op("POST", f"{BASE}/spaces/<space>/unarchive", 200, models.SpaceAnswer, 404)
 def unarchive_space(space: str) -> Response[Any]:
     return json_answer(
-        models.SpaceAnswer(space=views.space_view(svc().pools.unarchive_space(actor(), space)))
+        models.SpaceAnswer(space=views.space_view(svc().spaces.unarchive_space(actor(), space)))
     )
 
 
 @op("GET", f"{BASE}/instance", 200, models.InstanceOut)
 def get_instance() -> Response[Any]:
-    instance = svc().pools.get_instance(actor())
-    return json_answer(views.instance_view(instance, svc().pools.instance_held()))
+    instance = svc().instance.get_instance(actor())
+    return json_answer(views.instance_view(instance, svc().instance.instance_held()))
 
 
 @op("PATCH", f"{BASE}/instance", 200, models.InstanceOut, 422)
 def update_instance(body: Annotated[models.InstancePatch, Body()]) -> Response[Any]:
-    instance = svc().pools.update_instance(actor(), body.model_dump(exclude_unset=True))
-    return json_answer(views.instance_view(instance, svc().pools.instance_held()))
+    instance = svc().instance.update_instance(actor(), body.model_dump(exclude_unset=True))
+    return json_answer(views.instance_view(instance, svc().instance.instance_held()))

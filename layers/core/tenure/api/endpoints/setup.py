@@ -34,7 +34,7 @@ def openapi() -> Response[Any]:
 
 @op("POST", f"{BASE}/spaces", 201, models.SpaceOut, 409, 422)
 def create_space(body: Annotated[models.SpaceCreate, Body()]) -> Response[Any]:
-    space = svc().setup.create_space(actor(), body.key, body.name, body.max_active)
+    space = svc().spaces.create_space(actor(), body.key, body.name, body.max_active)
     return json_answer(views.space_view(space), 201)
 
 
@@ -55,7 +55,7 @@ def list_spaces(
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
 ) -> Response[Any]:
-    page = svc().setup.list_spaces(actor(), limit, cursor)
+    page = svc().spaces.list_spaces(actor(), limit, cursor)
     spaces = [views.space_view(s) for s in page.spaces]
     answer = json_answer(models.SpaceList(spaces=spaces, next_cursor=page.next_cursor))
     if page.schema_behind:
@@ -65,7 +65,7 @@ def list_spaces(
 
 @op("POST", f"{BASE}/workflows", 201, models.WorkflowOut, 404, 409, 422)
 def create_workflow(body: Annotated[models.WorkflowCreate, Body()]) -> Response[Any]:
-    wf = svc().setup.create_workflow(actor(), body.space, body.slug, body.name, body.description)
+    wf = svc().spaces.create_workflow(actor(), body.space, body.slug, body.name, body.description)
     return json_answer(views.workflow_view(wf), 201)
 
 
@@ -98,7 +98,7 @@ def create_pool(body: Annotated[models.PoolCreate, Body()]) -> Response[Any]:
         max_claims_per_minute=body.max_claims_per_minute,
         max_run_seconds=body.max_run_seconds,
     )
-    return json_answer(views.pool_view(svc().setup.create_pool(actor(), pool)), 201)
+    return json_answer(views.pool_view(svc().pools.create_pool(actor(), pool)), 201)
 
 
 @op("POST", f"{BASE}/tokens", 201, models.TokenOut, 404, 409, 422)
@@ -107,7 +107,7 @@ def create_token(body: Annotated[models.TokenCreate, Body()]) -> Response[Any]:
     spaces = tuple(body.spaces) if body.spaces is not None else None
     pools = tuple(body.pools) if body.pools is not None else None
     # Read again, not the verdict the authorizer kept: the new token outlives the caller's.
-    token, raw = svc().setup.create_token(
+    token, raw = svc().tokens.create_token(
         actor_read_again(), body.name, body.kind, role, spaces, pools, body.expires_in_seconds
     )
     return json_answer(views.token_view(token, raw), 201)
@@ -131,7 +131,7 @@ def list_tokens(
     limit: Annotated[int, Query(ge=1, le=100)] = 100,
     cursor: Annotated[str | None, Query(max_length=1024)] = None,
 ) -> Response[Any]:
-    page = svc().setup.list_tokens(actor(), kind, limit, cursor)
+    page = svc().tokens.list_tokens(actor(), kind, limit, cursor)
     tokens = [views.token_info_view(t) for t in page.tokens]
     answer = json_answer(models.TokenList(tokens=tokens, next_cursor=page.next_cursor))
     if page.schema_behind:
@@ -141,13 +141,13 @@ def list_tokens(
 
 @op("DELETE", f"{BASE}/tokens/<token_id>", 204, None, 404)
 def revoke_token(token_id: str) -> Response[Any]:
-    svc().setup.revoke_token(actor(), token_id)
+    svc().tokens.revoke_token(actor(), token_id)
     return Response(status_code=204, content_type=None, body=None)
 
 
 @op("GET", f"{BASE}/instance/activity", 200, models.Activity)
 def instance_activity(limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response[Any]:
-    events = svc().setup.instance_activity(actor(), limit)
+    events = svc().instance.instance_activity(actor(), limit)
     return json_answer(
         models.Activity(events=[views.event_view(ev) for ev in events], next_cursor=None)
     )

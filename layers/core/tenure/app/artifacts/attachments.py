@@ -19,7 +19,7 @@ from tenure.domain.model import Lease, Principal
 from tenure.domain.rules.rule import EMAIL_TOPIC, email_occasion, firing_job_id
 
 if TYPE_CHECKING:
-    from tenure.app.artifacts.logs import Artifacts
+    from tenure.app.artifacts.artifacts import Artifacts
     from tenure.app.kernel import Kernel
 
 MAX_INLINE_BYTES = 1024 * 1024  # content_base64, decoded

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tenure.app.ports import BlobStore, LogLine, LogPage, LogSink
-from tenure.app.rows import AttachmentRows, RetentionRows
+from tenure.app.ports import LogLine, LogPage
+from tenure.app.rows import AttachmentRows
 from tenure.domain import authz, fencing
 from tenure.domain.errors import (
     CeilingReached,
-    Conflict,
     InvalidTransition,
-    UnsupportedRuntime,
     ValidationFailed,
 )
-from tenure.domain.model import Lease, Principal
+from tenure.domain.model import Principal
 
 if TYPE_CHECKING:
+    from tenure.app.artifacts.artifacts import Artifacts
     from tenure.app.kernel import Kernel
 
 # What one POST of logs may carry; a bigger batch is refused whole (the worker SDK's batches
@@ -41,55 +40,6 @@ MAX_LEASE_CONTAINERS = 50
 MAX_CONTAINERS_KEPT = 4096
 # One read answers at most this many events (the next page follows with next_cursor).
 LOG_PAGE = 1000
-
-
-class Artifacts:
-    """The outside stores a lease's detail lives in (None: this deployment keeps none, and
-    their routes say so), and who may see a lease's detail."""
-
-    def __init__(
-        self,
-        kernel: Kernel,
-        blobs: BlobStore | None = None,
-        log_sink: LogSink | None = None,
-        *,
-        retention: RetentionRows,
-    ) -> None:
-        self.kernel = kernel
-        self.retention = retention
-        self.blobs = blobs
-        self.log_sink = log_sink
-
-    def visible_lease(self, actor: Principal, lease_id: str) -> Lease:
-        """The lease, for whoever may see it: an operator with its space in scope, or the
-        lease's own token (another lease's token: lease_token_mismatch)."""
-        if actor.kind == "lease":
-            return self.kernel.owned.own_lease(actor, lease_id, authz.SHIP)
-        authz.require_role(actor, "read")
-        lease = self.kernel.lease(lease_id)
-        authz.require_operator(actor, "read", lease.space)
-        return lease
-
-    def sink(self) -> LogSink:
-        if self.log_sink is None:
-            raise UnsupportedRuntime("this deployment keeps no logs (no log group configured)")
-        return self.log_sink
-
-    def keep_detail(self, lease: Lease) -> None:
-        """Mark the lease as keeping logs or attachments before its first one is made, so
-        that once ended it is found by the retention reclaim and they are deleted (a lease
-        without the mark is reclaimed by derivation, with nothing deleted). Once a lease: a
-        lease read with the mark writes nothing. A lease reclaimed meanwhile takes none."""
-        if lease.keeps_detail:
-            return
-        try:
-            self.retention.keep_detail(lease)
-        except Conflict as lost:
-            raise InvalidTransition(f"lease {lease.id} was reclaimed; it keeps no detail") from lost
-
-    def keeps_logs(self, lease: Lease) -> None:
-        if not self.kernel.catalog.pool(lease.pool).keeps_logs:
-            raise UnsupportedRuntime(f"pool {lease.pool!r} keeps no logs (keeps_logs is false)")
 
 
 class Logs:

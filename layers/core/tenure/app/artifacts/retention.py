@@ -13,7 +13,7 @@ from tenure.domain.model import Lease, Pool
 from tenure.domain.transitions import moved
 
 if TYPE_CHECKING:
-    from tenure.app.artifacts.logs import Artifacts
+    from tenure.app.artifacts.artifacts import Artifacts
     from tenure.app.kernel import Kernel
 
 # Leases one sweeper pass reclaims at most (each is a few deletes: its objects, its streams).

@@ -1,5 +1,5 @@
-"""Pool, space and instance management: read and change pools, pause and resume them,
-archive and unarchive spaces, and the instance settings."""
+"""Pools: making them, reading and changing their settings, pausing and resuming them, and
+making a ceiling just set count the leases already held."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
+from tenure.app import ports
 from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, over
 from tenure.app.leases.claims import POOL_REFRESH_MS
-from tenure.app.ports import INSTANCE_CEILING, KEY_CEILING, Ceiling, Change, Settings, key_ceiling
-from tenure.app.rows import LeaseRows, PoolRows, QueueRows, SpaceRows, TimelineRows
+from tenure.app.ports import KEY_CEILING, Ceiling, Change, Settings, key_ceiling
+from tenure.app.rows import LeaseRows, PoolRows, QueueRows, TimelineRows
 from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
@@ -20,10 +21,8 @@ from tenure.domain.events import (
     POOL_PAUSED,
     POOL_RESUMED,
     POOL_UPDATED,
-    SPACE_ARCHIVED,
-    SPACE_UNARCHIVED,
 )
-from tenure.domain.model import Event, Instance, Lease, Pool, Principal, Space
+from tenure.domain.model import Event, Lease, Pool, Principal
 from tenure.domain.states import REPORTABLE
 from tenure.domain.transitions import moved
 
@@ -65,13 +64,6 @@ SEED_PER_POOL = 10_000
 SETTLE_AFTER_CEILING_S = POOL_REFRESH_MS / 1000 + 0.5
 # Changing one of these makes a new pool version (a lease keeps the one it was created under).
 VERSIONED = ("agent", "classifier")
-INSTANCE_SETTINGS = (
-    "max_active",
-    "block_recurrence_limit",
-    "allow_agent_force",
-    "retry_chain_cap",
-    "event_ttl_seconds",
-)
 
 
 class Pools:
@@ -83,14 +75,12 @@ class Pools:
         leases: LeaseRows,
         pools: PoolRows,
         queues: QueueRows,
-        spaces: SpaceRows,
         timeline: TimelineRows,
     ) -> None:
         self.kernel = kernel
         self.leases = leases
         self.pools = pools
         self.queues = queues
-        self.spaces = spaces
         self.timeline = timeline
         self.versions = versions
 
@@ -113,11 +103,19 @@ class Pools:
         counted, not the ceiling counter, which counts only while the pool has a ceiling."""
         return self.queues.count_held(pool.name, HELD_SHOWN)
 
-    def instance_held(self) -> int:
-        """The instance ceiling's counter: leases claimed while the instance had a ceiling."""
-        return self.queues.held_count(INSTANCE_CEILING, INSTANCE_CEILING)
-
     # --------------------------------------------------------------------- changing
+
+    def create_pool(self, actor: Principal, pool: Pool) -> Pool:
+        authz.require_operator(actor, "admin", pool.space)
+        self.kernel.catalog.space(pool.space)
+        check_settings(pool.kind, pool.agent, pool.classifier)
+        require_settings(pool.kind, pool.agent, pool.classifier)
+        check_rates(pool.rates)
+        if len(self.pools.list_pools()) >= ports.POOL_CAP:
+            raise ValidationFailed(f"this instance already has {ports.POOL_CAP} pools")
+        pool = replace(pool, created_at=self.kernel.clock.now_ms())
+        self.pools.put_pool(pool)
+        return pool
 
     def update_pool(self, actor: Principal, name: str, changes: dict[str, Any]) -> Pool:
         """Change the named settings (a null resets one to its default). A change of the agent
@@ -187,59 +185,6 @@ class Pools:
         self._remember(updated)
         self._record_pool(updated, POOL_PAUSED if paused else POOL_RESUMED, {})
         return updated
-
-    def archive_space(self, actor: Principal, key: str) -> Space:
-        return self._set_archived(actor, key, True)
-
-    def unarchive_space(self, actor: Principal, key: str) -> Space:
-        return self._set_archived(actor, key, False)
-
-    def _set_archived(self, actor: Principal, key: str, archived: bool) -> Space:
-        authz.require_operator(actor, "admin", key)
-        space = self.kernel.catalog.fresh_space(key)
-        if space.archived == archived:
-            return space
-        updated = self.spaces.update_space(
-            key,
-            Settings(set={"archived": archived, "archived_changed_at": self.kernel.clock.now_ms()}),
-        )
-        self.kernel.catalog.remember_space(updated)
-        self.timeline.put_event(
-            Event(
-                id=self.kernel.ids.new_id("ev"),
-                subject_kind="space",
-                subject_id=key,
-                type=SPACE_ARCHIVED if archived else SPACE_UNARCHIVED,
-                at=self.kernel.clock.now_ms(),
-            )
-        )
-        return updated
-
-    # --------------------------------------------------------------------- instance
-
-    def get_instance(self, actor: Principal) -> Instance:
-        authz.require_operator(actor, "admin")
-        instance = self.pools.get_instance()
-        self.kernel.catalog.remember_instance(instance)
-        return instance
-
-    def update_instance(self, actor: Principal, changes: dict[str, Any]) -> Instance:
-        """Change the named instance settings; a null max_active is unlimited again, a null
-        elsewhere resets the default."""
-        authz.require_operator(actor, "admin")
-        for setting in changes:
-            if setting not in INSTANCE_SETTINGS:
-                raise ValidationFailed(f"{setting}: not an instance setting")
-        defaults = Instance()
-        values = {k: v if v is not None else getattr(defaults, k) for k, v in changes.items()}
-        values["updated_at"] = self.kernel.clock.now_ms()
-        before = self.pools.get_instance()
-        instance = self.pools.update_instance(_settings(values))
-        self.kernel.catalog.remember_instance(instance)
-        if before.max_active is None and instance.max_active is not None:
-            pools = [p.name for p in self.pools.list_pools()]
-            self.count_held(INSTANCE_CEILING, INSTANCE_CEILING, pools)
-        return instance
 
     # ----------------------------------------------------------- ceilings set late
 

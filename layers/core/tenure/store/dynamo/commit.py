@@ -26,7 +26,8 @@ def lease_row(lease: Lease) -> dict[str, Any]:
         at = keys.queue_at(lease.created_at, lease.not_before)
         row.update(keys.queue_keys(lease.pool, at, lease.id, lease.priority))
     if lease.state is LeaseState.PENDING and lease.queue_expires_at is not None:
-        # The sweeper finds it by its expiry, in a partition of its own (app/leases/timeouts).
+        # The sweeper finds it by its expiry, in a partition of its own
+        # (app/leases/queue_timeouts.py).
         row[keys.DUE_PK] = keys.queue_expiry_pk(lease.pool)
         row[keys.DUE_AT] = lease.queue_expires_at
     elif lease.state in REPORTABLE and lease.due_at is not None:

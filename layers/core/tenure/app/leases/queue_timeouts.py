@@ -1,19 +1,13 @@
-"""Queue and run timeouts.
+"""Queue timeouts: a pending lease its filer gave `expires_in_seconds` ends cancelled with
+`queue_timeout` once that passes unclaimed.
 
-Queue timeouts: a pending lease its filer gave `expires_in_seconds` ends cancelled with
-`queue_timeout` once that passes unclaimed. The sweeper finds such leases through the due
-index, in a partition of their own per pool (store.keys.queue_expiry_pk), by their expiry
-instant, so a pass reads only what is due; each ending is one conditional write on the
-lease's state, fence and version, so a claim landing at the same moment wins or loses whole.
-A lease still marked task-pending whose task is not there is the remnant of a filing that died
-between its two writes (app/leases/orphans.py): its ending says so, and tells no task ending.
-
-Run timeouts: a claim records the smaller of the run's and the pool's max_run_seconds and
-files the lease in the due index at whichever comes first, its deadline or its run deadline
-(`index_at`), so the sweeper's one due read (app/sweep.py) finds it with no read of its own.
-Past its run deadline it is asked to stop as a kill asks (revoke "kill", one conditional
-write), and its index entry goes back to its deadline; it ends killed with end_reason
-timed_out when its worker reports, or when its toleration passes unheard.
+The sweeper finds such leases through the due index, in a partition of their own per pool
+(store.keys.queue_expiry_pk), by their expiry instant, so a pass reads only what is due; each
+ending is one conditional write on the lease's state, fence and version, so a claim landing at
+the same moment wins or loses whole. A lease still marked task-pending whose task is not there
+is the remnant of a filing that died between its two writes (app/leases/orphans.py): its
+ending says so, and tells no task ending. The same pass drops the pool-row marks that no
+pending lease needs any more.
 """
 
 from __future__ import annotations
@@ -24,10 +18,10 @@ from tenure.app.kernel import over
 from tenure.app.ports import Change
 from tenure.app.rows import LeaseRows, PoolRows, QueueRows, TaskRows
 from tenure.domain.errors import Conflict
-from tenure.domain.model import PRIORITY_MARK_GRACE_MS, QUEUE_EXPIRY_MARK, Lease, Pool
+from tenure.domain.model import PRIORITY_MARK_GRACE_MS, QUEUE_EXPIRY_MARK, Pool
 from tenure.domain.outbound import ORPHAN
 from tenure.domain.states import LeaseState
-from tenure.domain.transitions import Action, move, must_move
+from tenure.domain.transitions import Action, must_move
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -38,6 +32,9 @@ QUEUE_TIMEOUTS_PER_PASS = 200
 
 
 class QueueTimeouts:
+    """Ending the pending leases past their queue timeout, and dropping the pool-row marks
+    no pending lease needs any more."""
+
     def __init__(
         self,
         kernel: Kernel,
@@ -111,40 +108,6 @@ class QueueTimeouts:
                 if not left and self.pools.unmark_queue(pool.name, mark, cutoff):
                     dropped.append(f"{pool.name}:{mark}")
         return dropped
-
-    def time_out(self, lease: Lease) -> Lease | None:
-        """Ask a held lease past its run deadline to stop (revoke kill); None when it moved
-        on first (a report, a heartbeat, an operator) — the next pass looks again."""
-        now = self.kernel.clock.now_ms()
-        to = move(lease.id, lease.state, lease.revoke, Action.TIME_OUT)
-        if to is None:
-            return None  # asked to kill already: that kill stands
-        data = {"by": "sweeper", "max_run_seconds": lease.run_limit_seconds}
-        new = self.kernel.apply(lease, to, data, now, timed_out_at=now, due_at=lease.deadline)
-        try:
-            self.kernel.commit(Change(leases=[over(lease, new)]))
-        except Conflict:
-            return None
-        return new
-
-
-def may_time_out(lease: Lease) -> bool:
-    """Whether the sweeper may still ask this lease to stop for its run timeout: it has one,
-    has not been asked yet, and is not being killed already (an operator's kill stands; the
-    lease then ends when its worker reports or its toleration passes, like any kill)."""
-    return (
-        lease.run_deadline is not None
-        and lease.timed_out_at is None
-        and move(lease.id, lease.state, lease.revoke, Action.TIME_OUT) is not None
-    )
-
-
-def index_at(lease: Lease, deadline: int) -> int:
-    """Where a held lease sits in the due index: its deadline, or its run deadline if that
-    comes first and the sweeper may still act on it."""
-    if lease.run_deadline is not None and may_time_out(lease):
-        return min(deadline, lease.run_deadline)
-    return deadline
 
 
 _END_OF_TIME = 10**13 - 1  # the largest 13-digit epoch ms: every expiry is before it
