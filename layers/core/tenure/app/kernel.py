@@ -140,7 +140,7 @@ class Kernel:
         """Before a new pending lease at a priority other than the default, or with a queue
         timeout, is written, mark the pool row (`queue_marks`), so claims read that priority's
         partition (app/dispatch_controls.py queue_tiers) and the sweeper reads the pool's queue
-        timeouts (app/leases/timeouts.py); a pool with neither reads neither. Marked first and
+        timeouts (app/leases/queue_timeouts.py); a pool with neither reads neither. Marked first and
         on its own: a mark without its lease (a commit that then fails) costs an empty read
         until the sweeper drops it; a lease without its mark could be missed. A mark newer
         than PRIORITY_MARK_REFRESH_MS is left as it is: the sweeper drops only marks older
