@@ -11,6 +11,7 @@ from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, over
 from tenure.app.leases.claims import POOL_REFRESH_MS
 from tenure.app.ports import INSTANCE_CEILING, KEY_CEILING, Ceiling, Change, Settings, key_ceiling
 from tenure.app.rows import LeaseRows, PoolRows, QueueRows, SpaceRows, TimelineRows
+from tenure.app.setup.pool_gates import copy_gates
 from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
@@ -204,6 +205,8 @@ class Pools:
             Settings(set={"archived": archived, "archived_changed_at": self.kernel.clock.now_ms()}),
         )
         self.kernel.catalog.remember_space(updated)
+        # Every pool of the space says so before the answer: a claim reads its pool row alone.
+        copy_gates(self.pools, self.kernel.catalog, {"space_archived": archived}, key)
         self.timeline.put_event(
             Event(
                 id=self.kernel.ids.new_id("ev"),
@@ -236,6 +239,10 @@ class Pools:
         before = self.pools.get_instance()
         instance = self.pools.update_instance(_settings(values))
         self.kernel.catalog.remember_instance(instance)
+        if (before.max_active is None) != (instance.max_active is None):
+            # Every pool says so before the answer: a claim reads its pool row alone.
+            ceiling = {"instance_ceiling": instance.max_active is not None}
+            copy_gates(self.pools, self.kernel.catalog, ceiling, None)
         if before.max_active is None and instance.max_active is not None:
             pools = [p.name for p in self.pools.list_pools()]
             self.count_held(INSTANCE_CEILING, INSTANCE_CEILING, pools)

@@ -10,6 +10,7 @@ from tenure.app import ports
 from tenure.app.migrations import SCHEMA_VERSION
 from tenure.app.ports import SpacePage, TokenPage
 from tenure.app.rows import LeaseRows, PoolRows, SchemaRows, SpaceRows, TimelineRows, TokenRows
+from tenure.app.setup.pool_gates import settle_gates, with_gates
 from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz, fencing
@@ -114,8 +115,9 @@ class Setup:
         if len(self.pools.list_pools()) >= ports.POOL_CAP:
             raise ValidationFailed(f"this instance already has {ports.POOL_CAP} pools")
         pool = replace(pool, created_at=self.kernel.clock.now_ms())
+        pool = with_gates(self.pools, self.kernel.catalog, pool)  # its space's and instance's
         self.pools.put_pool(pool)
-        return pool
+        return settle_gates(self.pools, self.kernel.catalog, pool)
 
     def create_token(
         self,
