@@ -146,6 +146,90 @@ def test_claims_racing_an_archive_never_win_once_it_has_answered(rig: Rig) -> No
     assert rig.svc.claims.claim(WORKER, ALPHA, "late", "1.0", 0, None) is None
 
 
+class LateCopy:
+    """The real store, where an archive's copy onto the pool rows waits, after its space
+    write, until the test lets it go: another request's unarchive lands in between."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.copying = threading.Event()
+        self.go_on = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def write_pool_gates(self, pool: Pool, gates: dict[str, bool]) -> bool:
+        if gates == {"space_archived": True}:
+            self.copying.set()
+            assert self.go_on.wait(60)
+        return bool(self.inner.write_pool_gates(pool, gates))
+
+
+def test_an_archives_late_copy_never_undoes_the_unarchive_that_followed(rig: Rig) -> None:
+    """An archive writes its space row, then (late) its copy; an unarchive lands in between
+    and answers (the pool rows said "not archived" already: it writes none). The late copy
+    checks the space row it copies, finds it moved on and writes nothing, so the pool rows go
+    on saying what the space row says, and claims are not refused for a space that is not
+    archived."""
+    make_world(rig.svc)
+    _file(rig, ALPHA)
+    late = LateCopy(rig.store)
+    archiving = compose(Rows.of(late, late), rig.clock, rig.svc.ids)  # type: ignore[arg-type]
+    archive = threading.Thread(target=archiving.pools.archive_space, args=(ADMIN, SPACE))
+    archive.start()
+    assert late.copying.wait(60)
+    rig.svc.pools.unarchive_space(ADMIN, SPACE)
+    late.go_on.set()
+    archive.join(60)
+    space = rig.store.get_space(SPACE)
+    assert space is not None and not space.archived
+    assert not _pool(rig, ALPHA).space_archived and not _pool(rig, BETA).space_archived
+    assert _claim(rig.svc, ALPHA) is not None
+
+
+def test_a_pool_made_while_its_space_is_archived_says_so(rig: Rig) -> None:
+    """A pool made while its space is archived: the archive lands after the new pool read its
+    space and before the pool's row is written, so the archive's copy, which lists the pools
+    after its space write, does not find it; the new pool reads its space again after its own
+    write and copies the archive itself. Then, on real threads, the two at once, a few
+    times: one of them always sees the other."""
+    make_world(rig.svc)
+
+    class ArchivedMeanwhile:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(rig.store, name)
+
+        def put_pool(self, pool: Pool) -> None:
+            rig.svc.pools.archive_space(ADMIN, SPACE)
+            rig.store.put_pool(pool)
+
+    meanwhile: Any = ArchivedMeanwhile()
+    making = compose(Rows.of(meanwhile, meanwhile), rig.clock, rig.svc.ids)
+    late = Pool(name="late", space=SPACE, kind=PoolKind.COMMAND, created_at=0)
+    assert making.setup.create_pool(ADMIN, late).space_archived
+    assert _pool(rig, "late").space_archived
+    rig.svc.pools.unarchive_space(ADMIN, SPACE)
+    assert not _pool(rig, "late").space_archived
+
+    svc, _ = real_time_service(rig)
+    for n in range(4):
+        start = threading.Barrier(2, timeout=60)
+        name = f"made-{n}"
+
+        def race(i: int, name: str = name, start: threading.Barrier = start) -> None:
+            start.wait()
+            if i == 0:
+                svc.pools.archive_space(ADMIN, SPACE)
+            else:
+                pool = Pool(name=name, space=SPACE, kind=PoolKind.COMMAND, created_at=0)
+                svc.setup.create_pool(ADMIN, pool)
+
+        run_threads(2, race)
+        assert _pool(rig, name).space_archived, name
+        svc.pools.unarchive_space(ADMIN, SPACE)
+        assert not _pool(rig, name).space_archived
+
+
 def test_the_migration_copies_the_gates_resumably_and_once(rig: Rig) -> None:
     make_world(rig.svc)
     # As an earlier release left them: pools with no copy; the space archived, a ceiling on
