@@ -83,6 +83,17 @@ def test_archive_answered_refuses_the_next_claim_of_every_pool_of_the_space() ->
     assert _claim(rig, POOL) is not None and _claim(rig, "second") is not None
 
 
+def test_a_view_in_the_archiving_request_goes_by_the_copy_it_wrote() -> None:
+    rig = Rig()
+    _, lease = rig.task()
+    assert lease is not None
+    with one_request():
+        assert rig.svc.conditions.queued_condition_of(rig.lease(lease.id)) is not None
+        rig.svc.pools.archive_space(ADMIN, SPACE)
+        found = rig.svc.conditions.queued_condition_of(rig.lease(lease.id))
+        assert found is not None and found.code == "space_archived"
+
+
 def test_archive_tells_only_the_pools_of_its_space() -> None:
     rig = Rig()
     rig.svc.setup.create_space(ADMIN, OTHER, "Other", None)

@@ -26,7 +26,7 @@ def copy_gates(pools: PoolRows, catalog: Catalog, gates: dict[str, bool], space:
         if not differ:
             continue
         if pools.write_pool_gates(pool, differ):
-            catalog.forget_pool(pool.name)
+            catalog.remember_pool(_gated(pool, differ))  # what this request's views go by
             written += 1
         # else gone, or what it copies moved meanwhile: the write that moved it copies its own
     return written
@@ -35,13 +35,7 @@ def copy_gates(pools: PoolRows, catalog: Catalog, gates: dict[str, bool], space:
 def with_gates(pools: PoolRows, catalog: Catalog, pool: Pool) -> Pool:
     """A new pool as it is written: with its space's and the instance's gates as they are
     now (both read consistently)."""
-    gates = pool_gates(catalog.space(pool.space), pools.get_instance())
-    return replace(
-        pool,
-        space_archived=gates["space_archived"],
-        space_ceiling=gates["space_ceiling"],
-        instance_ceiling=gates["instance_ceiling"],
-    )
+    return _gated(pool, pool_gates(catalog.space(pool.space), pools.get_instance()))
 
 
 def settle_gates(pools: PoolRows, catalog: Catalog, pool: Pool) -> Pool:
@@ -54,10 +48,15 @@ def settle_gates(pools: PoolRows, catalog: Catalog, pool: Pool) -> Pool:
         if not gates_differ(pool, gates):
             return pool
         if pools.write_pool_gates(pool, gates):
-            return replace(
-                pool,
-                space_archived=gates["space_archived"],
-                space_ceiling=gates["space_ceiling"],
-                instance_ceiling=gates["instance_ceiling"],
-            )
+            return _gated(pool, gates)
     return pool  # each try lost to a move whose own copy covers this pool (it exists now)
+
+
+def _gated(pool: Pool, gates: dict[str, bool]) -> Pool:
+    """The pool as its row reads once `gates` (some or all of the three) are written on it."""
+    return replace(
+        pool,
+        space_archived=gates.get("space_archived", pool.space_archived),
+        space_ceiling=gates.get("space_ceiling", pool.space_ceiling),
+        instance_ceiling=gates.get("instance_ceiling", pool.instance_ceiling),
+    )
