@@ -263,7 +263,7 @@ class FakeStore(FakeRules):
     def get_pool(self, name: str) -> Pool | None:
         return self.pools.get(name)
 
-    def list_pools(self) -> list[Pool]:
+    def list_pools(self, consistent: bool = False) -> list[Pool]:
         return [self.pools[name] for name in sorted(self.pools)][:POOL_CAP]
 
     def put_token(self, token: Token, event: Event | None = None) -> None:
@@ -396,6 +396,33 @@ class FakeStore(FakeRules):
             return False
         self.writes.append("mark_keeps_detail")
         row.lease = replace(row.lease, keeps_detail=True)  # no new version, as on the table
+        return True
+
+    def scan_pools(self, cursor: str | None, limit: int) -> tuple[list[Pool], str | None]:
+        names = sorted(n for n in self.pools if cursor is None or n > cursor)
+        page = names[:limit]
+        after = page[-1] if len(names) > limit else None
+        return [self.pools[n] for n in page], after
+
+    def gate_sources(self, space_keys: list[str]) -> tuple[dict[str, Space], Instance]:
+        return {k: self.spaces[k] for k in space_keys if k in self.spaces}, self.instance
+
+    def write_pool_gates(self, pool: Pool, gates: dict[str, bool]) -> bool:
+        name = pool.name
+        space = self.spaces.get(pool.space)
+        sources = {
+            "space_archived": space is not None and space.archived,
+            "space_ceiling": space is not None and space.max_active is not None,
+            "instance_ceiling": self.instance.max_active is not None,
+        }
+        if any(sources[gate] != value for gate, value in gates.items()):
+            return False  # as the table's checks on the space and instance rows
+        if space is None and ("space_archived" in gates or "space_ceiling" in gates):
+            return False
+        if name not in self.pools:
+            return False
+        self.writes.append("write_pool_gates")
+        self.pools[name] = self._settled(self.pools[name], Settings(set=dict(gates)))
         return True
 
     def touch_token(self, token_hash: str, at: int, before: int) -> None:

@@ -63,6 +63,7 @@ WRITES = frozenset(
         "revoke_token", "save_schema", "set_attachment_status", "set_scheduler_paused",
         "settle_graph", "take_request", "take_wait_slot", "touch_token", "unindex_ended",
         "unmark_queue", "update_instance", "update_pool", "update_space", "void_task",
+        "write_pool_gates",
     }
 )  # fmt: skip
 

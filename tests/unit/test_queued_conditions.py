@@ -7,6 +7,7 @@ from typing import Any
 
 from tenure.app.catalog import one_request
 from tenure.app.conditions import PoolFacts, queued_condition
+from tenure.app.migrations import POOL_GATES_FROM_SCHEMA, SchemaState
 from tenure.app.ports import Settings
 from tenure.domain.model import Lease, Space
 from tenure.domain.states import LeaseState
@@ -115,6 +116,8 @@ def test_the_capacity_codes_clear_when_a_held_lease_ends(rig: Rig) -> None:
 
 def test_space_full(rig: Rig) -> None:
     rig.store.spaces[SPACE] = Space(key=SPACE, name="Ops", created_at=0, max_active=1)
+    # As a pool made in a space with a ceiling says (its row carries the space's gates).
+    rig.store.update_pool(POOL, Settings(set={"space_ceiling": True}))
     rig.svc.kernel.catalog._spaces.clear()
     won = rig.claimed()
     lease = _queued(rig)
@@ -194,13 +197,27 @@ def test_a_claims_answer_judges_by_the_rows_the_claim_read_fresh(rig: Rig) -> No
     reads = _settings_reads(rig)
     with one_request():
         won = rig.claim()
+        # The pool row says what its space and the instance say (no ceiling, not archived).
+        assert sorted(reads) == ["get_pool"]
+        found = rig.svc.conditions.queued_condition_of(won.lease)
+    assert found is not None and found.code == "starting"
+    assert sorted(reads) == ["get_pool"]  # nothing read again
+    # Outside a request (the reactor, the sweeper, a direct caller) it reads it fresh.
+    rig.svc.conditions.queued_condition_of(won.lease)
+    assert len(reads) == 2
+
+
+def test_before_the_pool_gates_version_a_claims_answer_reads_the_three_rows() -> None:
+    rig = Rig()
+    rig.store.schema = SchemaState(version=POOL_GATES_FROM_SCHEMA - 1, step=1)
+    _queued(rig)
+    reads = _settings_reads(rig)
+    with one_request():
+        won = rig.claim()
         assert sorted(reads) == ["get_instance", "get_pool", "get_space"]
         found = rig.svc.conditions.queued_condition_of(won.lease)
     assert found is not None and found.code == "starting"
     assert sorted(reads) == ["get_instance", "get_pool", "get_space"]  # nothing read again
-    # Outside a request (the reactor, the sweeper, a direct caller) it reads them fresh.
-    rig.svc.conditions.queued_condition_of(won.lease)
-    assert len(reads) == 6
 
 
 def test_a_change_the_request_wrote_is_what_its_view_judges_by(rig: Rig) -> None:

@@ -21,6 +21,7 @@ from tenure.app.migrations import (
     DERIVED_RECLAIMS_FROM_SCHEMA,
     IMPLIED_JOBS_FROM_SCHEMA,
     LISTED_BY_TASK_FROM_SCHEMA,
+    POOL_GATES_FROM_SCHEMA,
     SCHEMA_VERSION,
     STAMPS_FROM_SCHEMA,
     SUCCESSES_DERIVED_FROM_SCHEMA,
@@ -293,6 +294,14 @@ class SchemaGates:
         release, which reads a lease as reclaimed only once its sweeper has marked it, and
         finds what to mark only in that index, may still be serving."""
         return self._schema() >= DERIVED_RECLAIMS_FROM_SCHEMA
+
+    def pool_gates(self) -> bool:
+        """Whether a claim and a filing may read their pool's row alone for what its space
+        and the instance say (domain/model.py Pool.space_archived): not while the table's
+        schema is below POOL_GATES_FROM_SCHEMA, when an earlier release's archive or ceiling,
+        which does not copy itself onto the pool rows, may still be serving, and pools made
+        before carry no copy yet."""
+        return self._schema() >= POOL_GATES_FROM_SCHEMA
 
     def _schema(self) -> int:
         """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A

@@ -112,11 +112,7 @@ class Conditions:
                 continue
             if lease.pool not in facts:
                 pool = pools[lease.pool] = self.kernel.catalog.request_pool(lease.pool)
-                if pool.space not in spaces:
-                    spaces[pool.space] = self.kernel.catalog.request_space(pool.space)
-                if not instance:
-                    instance.append(self.kernel.catalog.request_instance())
-                facts[lease.pool] = self._pool_facts(pool, spaces[pool.space], instance[0])
+                facts[lease.pool] = self._pool_facts(pool, *self._gates(pool, spaces, instance))
             deferred = (
                 lease.not_before if (lease.not_before or 0) > self.kernel.clock.now_ms() else None
             )
@@ -134,13 +130,36 @@ class Conditions:
     def queued_condition_of(self, lease: Lease) -> QueuedCondition | None:
         return self.queued_conditions([lease])[lease.id]
 
-    def _pool_facts(self, pool: Pool, space: Space, instance: Instance) -> PoolFacts:
+    def _gates(
+        self, pool: Pool, spaces: dict[str, Space], instance: list[Instance]
+    ) -> tuple[bool, int | None, int | None]:
+        """Whether the pool's space is archived, and the space's and the instance's ceilings:
+        from the pool row's copy, reading the space or instance row only for a ceiling it has
+        (until the table's schema has the copy, both rows, as an earlier release did)."""
+        gated = self.kernel.pool_gates()
+        if pool.space not in spaces and (not gated or pool.space_ceiling):
+            spaces[pool.space] = self.kernel.catalog.request_space(pool.space)
+        if not instance and (not gated or pool.instance_ceiling):
+            instance.append(self.kernel.catalog.request_instance())
+        space = spaces.get(pool.space)
+        archived = pool.space_archived if gated else space is not None and space.archived
+        space_limit = (
+            space.max_active if space is not None and (pool.space_ceiling or not gated) else None
+        )
+        instance_limit = (
+            instance[0].max_active if instance and (pool.instance_ceiling or not gated) else None
+        )
+        return archived, space_limit, instance_limit
+
+    def _pool_facts(
+        self, pool: Pool, archived: bool, space_limit: int | None, instance_limit: int | None
+    ) -> PoolFacts:
         full = {
             f"{scope}_full": self.queues.held_count(scope, name) >= limit
             for scope, name, limit in (
                 ("pool", pool.name, pool.max_active),
-                ("space", space.key, space.max_active),
-                (INSTANCE_CEILING, INSTANCE_CEILING, instance.max_active),
+                ("space", pool.space, space_limit),
+                (INSTANCE_CEILING, INSTANCE_CEILING, instance_limit),
             )
             if limit is not None
         }
@@ -151,7 +170,7 @@ class Conditions:
             rate_limited = claimed >= pool.max_claims_per_minute
         return PoolFacts(
             paused=pool.paused,
-            space_archived=space.archived,
+            space_archived=archived,
             rate_limited=rate_limited,
             **self._fleet_facts(pool),
             **full,

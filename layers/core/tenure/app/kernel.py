@@ -65,6 +65,7 @@ class Kernel:
         self.ids = ids
         self.catalog = Catalog(rows.pools, rows.spaces, clock)
         self.gates = SchemaGates(rows.schema, clock)
+        self._pool_gated = False  # the data has reached the pool rows' gates (it stays there)
         # What the API reports as metrics after each request (claims, lost races, …).
         self.counters: Counter[str] = Counter()
         self.stale = StaleReports(rows.timeline, clock, ids, self.counters)
@@ -282,6 +283,13 @@ class Kernel:
 
     def successes_derived(self) -> bool:
         return self.gates.successes_derived()
+
+    def pool_gates(self) -> bool:
+        """SchemaGates.pool_gates, asked only until it holds: the schema version only rises,
+        so a warm process's claims and filings go by the pool row without asking again."""
+        if not self._pool_gated:
+            self._pool_gated = self.gates.pool_gates()
+        return self._pool_gated
 
 
 def over(seen: Lease, new: Lease) -> LeaseWrite:

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Protocol, TypeVar
 
 from tenure.domain.errors import Conflict
-from tenure.domain.model import Lease, Space, Task, Token
+from tenure.domain.model import Instance, Lease, Pool, Space, Task, Token
 from tenure.domain.task_keys import task_id_of_key
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -98,6 +98,14 @@ SUCCESSES_DERIVED_FROM_SCHEMA = 11
 # held lease (a pending one has no lease token yet, so nothing of its own to keep), else its
 # ending would leave its objects undeleted and its views would call it reclaimed.
 DERIVED_RECLAIMS_FROM_SCHEMA = 12
+# From this version on, a claim and a filing read their pool's row alone, fresh, for what its
+# space and the instance say (the space archived; the space, the instance has a ceiling):
+# every write that changes one of those copies it onto each pool row concerned before it
+# answers (domain/model.py Pool.space_archived). An earlier release's archive or ceiling does
+# not, and pools made before carry no copy: the migration writes each pool's copy from its
+# space and the instance, and until the data is there a claim and a filing read the three
+# rows fresh, as before.
+POOL_GATES_FROM_SCHEMA = 13
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -183,6 +191,20 @@ class MigrationStore(Protocol):
         """Set the lease's keeps-detail mark as its first log stream or attachment does (no
         version bump, no other field touched) only if the lease exists, is not reclaimed and
         has no mark; False otherwise."""
+        ...
+
+    def scan_pools(self, cursor: str | None, limit: int) -> tuple[list[Pool], str | None]:
+        """One page of pool rows (a consistent Query of their one partition, at most `limit`
+        rows) and the next page's position, None after the last."""
+        ...
+
+    def gate_sources(self, space_keys: list[str]) -> tuple[dict[str, Space], Instance]:
+        """These spaces (one consistent batch read; a space that is gone is left out) and the
+        instance settings (read consistently)."""
+        ...
+
+    def write_pool_gates(self, pool: Pool, gates: dict[str, bool]) -> bool:
+        """As PoolRows.write_pool_gates (app/rows.py)."""
         ...
 
 
@@ -394,6 +416,66 @@ def mark_held_leases_before_derived_reclaims(
     return Page(counts, after)
 
 
+# How often a pool's gates are read again and rewritten when what they copy moved meanwhile.
+GATE_COPY_TRIES = 5
+
+
+def pool_gates(space: Space, instance: Instance) -> dict[str, bool]:
+    """What a pool row copies from its space and the instance (domain/model.py
+    Pool.space_archived): the space is archived; the space, the instance has a ceiling."""
+    return {
+        "space_archived": space.archived,
+        "space_ceiling": space.max_active is not None,
+        "instance_ceiling": instance.max_active is not None,
+    }
+
+
+def gates_differ(pool: Pool, gates: dict[str, bool]) -> dict[str, bool]:
+    """The gates the pool row does not say yet."""
+    return {name: value for name, value in gates.items() if getattr(pool, name) != value}
+
+
+def copy_gates_onto_pools(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """A pool made before pool rows carried their space's and the instance's gates says
+    nothing of them: write each pool's copy from its space and the instance (read
+    consistently). A pool whose copy already says what they say is left alone, so a run again,
+    or one resumed from its saved page, writes nothing twice; an archive or a ceiling that
+    lands meanwhile writes the copy itself before it answers. A pool whose space is gone is
+    left alone (it hands nothing out)."""
+    pools, after = store.scan_pools(cursor, limit)
+    spaces, instance = (
+        store.gate_sources(sorted({p.space for p in pools})) if pools else ({}, Instance())
+    )
+    wanted = {p.name: pool_gates(spaces[p.space], instance) for p in pools if p.space in spaces}
+
+    def copy(pool: Pool) -> bool:
+        # All three at once, each checked against the row it copies: when one moved between
+        # the read and the write, the sources are read again (bounded); the write that moved
+        # it copies its own value too, so the row ends as the last of them says.
+        gates = wanted[pool.name]
+        for _ in range(GATE_COPY_TRIES):
+            if store.write_pool_gates(pool, gates):
+                return True
+            now, settings = store.gate_sources([pool.space])
+            if pool.space not in now:
+                return False
+            gates = pool_gates(now[pool.space], settings)
+        return False
+
+    counts = _write_missing(
+        [p for p in pools if p.name in wanted],
+        lambda pool: not gates_differ(pool, wanted[pool.name]),
+        copy,
+        dry_run,
+        {"pools": len(pools), "spaceless": len(pools) - len(wanted)},
+        "already_copied",
+        "would_copy" if dry_run else "copied",
+    )
+    return Page(counts, after)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -477,6 +559,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "the ended index, reclaimed by derivation once its pool's retention has passed "
         "(leases ended before keep their place in it)",
         page=mark_held_leases_before_derived_reclaims,
+    ),
+    Migration(
+        version=POOL_GATES_FROM_SCHEMA,
+        name="pool-gates",
+        does="copy onto each pool row whether its space is archived and whether its space "
+        "and the instance have a ceiling, so that a claim and a filing read the pool row "
+        "alone",
+        page=copy_gates_onto_pools,
     ),
 )
 

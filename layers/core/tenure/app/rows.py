@@ -71,8 +71,17 @@ class PoolRows(Protocol):
 
     def put_pool(self, pool: Pool) -> None: ...
     def get_pool(self, name: str) -> Pool | None: ...
-    def list_pools(self) -> list[Pool]:
-        """Every pool, by name; never more than POOL_CAP rows are read."""
+    def write_pool_gates(self, pool: Pool, gates: dict[str, bool]) -> bool:
+        """Set these of the pool's gates (Pool.space_archived, space_ceiling,
+        instance_ceiling; nothing else, no new version) only while the pool exists and the
+        space's and instance's rows they copy still say so; False otherwise (the write that
+        moved one copies its own value after it)."""
+        ...
+
+    def list_pools(self, consistent: bool = False) -> list[Pool]:
+        """Every pool, by name; never more than POOL_CAP rows are read. `consistent`: a pool
+        made a moment ago is among them (what a write that copies its space's or the
+        instance's settings onto every pool row goes by)."""
         ...
 
     def update_pool(

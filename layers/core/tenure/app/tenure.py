@@ -323,6 +323,7 @@ def compose(
             catalog=kernel.catalog,
             clock=clock,
             ids=ids,
+            pools=rows.pools,
             schema=rows.schema,
             spaces=rows.spaces,
             timeline=rows.timeline,

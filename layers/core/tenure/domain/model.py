@@ -125,6 +125,14 @@ class Pool:
     # reads only while marked). The sweeper drops a mark when nothing it stands for is
     # pending and none was filed for PRIORITY_MARK_GRACE_MS.
     queue_marks: dict[str, int] | None = None
+    # What the pool's space and the instance say that a claim or a filing needs, copied onto
+    # the pool row by every write that changes it (archiving the space, setting or clearing
+    # the space's or the instance's max_active, making the pool), so that a claim or a filing
+    # reads one row fresh instead of three: the space is archived; the space, the instance
+    # has a ceiling (its counter and limit stay on its own row).
+    space_archived: bool = False
+    space_ceiling: bool = False
+    instance_ceiling: bool = False
 
 
 @dataclass(frozen=True)

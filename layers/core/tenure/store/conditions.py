@@ -68,6 +68,12 @@ EXISTS = "attribute_exists(PK)"
 SCHEMA_STEP_IS = "step = :step"
 
 STATE_NAMES = {"#state": "state"}
+# A pool row's copy of its space's and the instance's gates is written only while each row it
+# copies still says so (the write that moves one copies its own value after it).
+SPACE_ARCHIVED = "archived = :yes"
+SPACE_NOT_ARCHIVED = "attribute_exists(PK) AND (attribute_not_exists(archived) OR archived = :no)"
+HAS_CEILING = "attribute_exists(max_active)"
+HAS_NO_CEILING = "attribute_not_exists(max_active)"
 # Ceilings: a held-lease counter on the pool or space row; a claim may add one only below the
 # limit, in the same transaction as the lease it takes.
 ACTIVE = "active"

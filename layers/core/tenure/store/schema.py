@@ -10,11 +10,12 @@ from typing import Any
 
 from tenure.app.migrations import SchemaState
 from tenure.domain.errors import AlreadyExists, Conflict
-from tenure.domain.model import Lease, Space, Task, Token
+from tenure.domain.model import Instance, Lease, Pool, Space, Task, Token
 from tenure.store import codec, conditions, expressions, items
 
 # `keys` is this module's name for a batch of row keys, so the key builders are `k`.
 from tenure.store import keys as k
+from tenure.store.dynamo.pools import write_gates
 from tenure.store.table import Table
 
 
@@ -189,3 +190,26 @@ class SchemaRows:
         leases = sorted((items.lease_from(r) for r in rows), key=lambda lease: lease.id)
         last = out.get("LastEvaluatedKey")
         return leases, json.dumps(codec.load(last), sort_keys=True) if last else None
+
+    def scan_pools(self, cursor: str | None, limit: int) -> tuple[list[Pool], str | None]:
+        request: dict[str, Any] = {
+            "Limit": limit,
+            "KeyConditionExpression": expressions.IN_PARTITION,
+            "ExpressionAttributeValues": codec.values(pk=k.POOLS_PK),
+            "ConsistentRead": True,
+        }
+        if cursor:
+            request["ExclusiveStartKey"] = codec.dump(json.loads(cursor))
+        out = self.rows.query(**request)
+        pools = [items.pool_from(codec.load(r)) for r in out.get("Items", [])]
+        last = out.get("LastEvaluatedKey")
+        return pools, json.dumps(codec.load(last), sort_keys=True) if last else None
+
+    def gate_sources(self, space_keys: list[str]) -> tuple[dict[str, Space], Instance]:
+        found = self.rows.batch_get([k.space_key(key) for key in space_keys])
+        spaces = {space.key: space for space in (items.space_from(r) for r in found)}
+        row = self.rows.get(k.INSTANCE_KEY)
+        return spaces, items.instance_from(row) if row else Instance()
+
+    def write_pool_gates(self, pool: Pool, gates: dict[str, bool]) -> bool:
+        return write_gates(self.rows, pool, gates)

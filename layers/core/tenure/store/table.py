@@ -139,11 +139,12 @@ class Table:
                 return rows
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
 
-    def partition(self, pk: str, cap: int) -> list[dict[str, Any]]:
+    def partition(self, pk: str, cap: int, consistent: bool = False) -> list[dict[str, Any]]:
         return self.query_all(
             cap,
             KeyConditionExpression=expressions.IN_PARTITION,
             ExpressionAttributeValues=codec.values(pk=pk),
+            **({"ConsistentRead": True} if consistent else {}),
         )
 
     def batch_get(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import INSTANCE_CEILING
 from tenure.app.rows import PoolRows, QueueRows, TimelineRows
+from tenure.app.setup.pool_gates import copy_gates
 from tenure.app.setup.pools import Pools, _settings
 from tenure.app.setup.tokens import INSTANCE_TIMELINE
 from tenure.domain import authz
@@ -70,6 +71,10 @@ class InstanceSettings:
         before = self.pools.get_instance()
         instance = self.pools.update_instance(_settings(values))
         self.catalog.remember_instance(instance)
+        if (before.max_active is None) != (instance.max_active is None):
+            # Every pool says so before the answer: a claim reads its pool row alone.
+            ceiling = {"instance_ceiling": instance.max_active is not None}
+            copy_gates(self.pools, self.catalog, ceiling, None)
         if before.max_active is None and instance.max_active is not None:
             pools = [p.name for p in self.pools.list_pools()]
             self.ceilings.count_held(INSTANCE_CEILING, INSTANCE_CEILING, pools)

@@ -12,6 +12,7 @@ from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, over
 from tenure.app.leases.claims import POOL_REFRESH_MS
 from tenure.app.ports import KEY_CEILING, Ceiling, Change, Settings, key_ceiling
 from tenure.app.rows import LeaseRows, PoolRows, QueueRows, TimelineRows
+from tenure.app.setup.pool_gates import settle_gates, with_gates
 from tenure.app.setup.versions import check_settings, require_settings
 from tenure.app.usage import check_rates
 from tenure.domain import authz
@@ -114,8 +115,9 @@ class Pools:
         if len(self.pools.list_pools()) >= ports.POOL_CAP:
             raise ValidationFailed(f"this instance already has {ports.POOL_CAP} pools")
         pool = replace(pool, created_at=self.kernel.clock.now_ms())
+        pool = with_gates(self.pools, self.kernel.catalog, pool)  # its space's and instance's
         self.pools.put_pool(pool)
-        return pool
+        return settle_gates(self.pools, self.kernel.catalog, pool)
 
     def update_pool(self, actor: Principal, name: str, changes: dict[str, Any]) -> Pool:
         """Change the named settings (a null resets one to its default). A change of the agent

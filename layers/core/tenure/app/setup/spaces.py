@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 from tenure.app.migrations import SCHEMA_VERSION
 from tenure.app.ports import Settings, SpacePage
-from tenure.app.rows import SchemaRows, SpaceRows, TimelineRows
+from tenure.app.rows import PoolRows, SchemaRows, SpaceRows, TimelineRows
+from tenure.app.setup.pool_gates import copy_gates
 from tenure.domain import authz
 from tenure.domain.events import SPACE_ARCHIVED, SPACE_UNARCHIVED
 from tenure.domain.model import Event, Principal, Space, Workflow
@@ -29,6 +30,7 @@ class Spaces:
         catalog: Catalog,
         clock: Clock,
         ids: Ids,
+        pools: PoolRows,
         schema: SchemaRows,
         spaces: SpaceRows,
         timeline: TimelineRows,
@@ -36,6 +38,7 @@ class Spaces:
         self.catalog = catalog
         self.clock = clock
         self.ids = ids
+        self.pools = pools  # the space's pools say whether it is archived
         self.schema = schema
         self.spaces = spaces
         self.timeline = timeline
@@ -89,6 +92,8 @@ class Spaces:
             Settings(set={"archived": archived, "archived_changed_at": self.clock.now_ms()}),
         )
         self.catalog.remember_space(updated)
+        # Every pool of the space says so before the answer: a claim reads its pool row alone.
+        copy_gates(self.pools, self.catalog, {"space_archived": archived}, key)
         self.timeline.put_event(
             Event(
                 id=self.ids.new_id("ev"),

@@ -172,10 +172,9 @@ class Filing:
         actor, space, links = operator_files(actor, space, links)
         authz.require_operator(actor, "member", space)
         fencing.refuse_tokens({"title": title, "body": body, "properties": properties}, "the task")
-        self.kernel.refuse_archived(space)
+        target = self._open_pool(pool, space)
         if workflow is not None and self.spaces.get_workflow(space, workflow) is None:
             raise NotFound(f"workflow {workflow!r} does not exist in space {space!r}")
-        target = self.kernel.pool_in_space(pool, space) if pool is not None else None
         number = self.tasks.next_task_number(space)
         task = Task(
             id=task_id_of_key(f"{space}-{number}"),
@@ -209,6 +208,18 @@ class Filing:
             except Conflict:
                 self.kernel.counters["lost_writes"] += 1
         raise Unavailable(f"filing in space {space} kept losing to other writes; try again")
+
+    def _open_pool(self, pool: str | None, space: str) -> Pool | None:
+        """The pool a filing or an enqueue names (read fresh, and `space`'s), refused (409)
+        when the space is archived. The pool row says so; until the table's schema has that
+        copy, and for a filing with no pool, the space row is read fresh too."""
+        if pool is not None and self.kernel.pool_gates():
+            target = self.kernel.pool_in_space(pool, space)
+            if target.space_archived:
+                raise InvalidTransition(f"space {space!r} is archived; unarchive it first")
+            return target
+        self.kernel.refuse_archived(space)
+        return self.kernel.pool_in_space(pool, space) if pool is not None else None
 
     def _place(
         self,
@@ -273,8 +284,8 @@ class Filing:
         if concurrency_key is not None:
             task = replace(task, concurrency_key=check_concurrency_key(concurrency_key))
         authz.require_operator(actor, "member", task.space)
-        target = self.kernel.pool_in_space(pool, task.space)
-        self.kernel.refuse_archived(task.space)
+        target = self._open_pool(pool, task.space)
+        assert target is not None
         current = self.kernel.newest_lease(task)
         if current is not None and current.state.active:
             raise InvalidTransition(f"task {task.key} already has an open run ({current.id})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from tenure.app.ports import POOL_CAP, Settings
 from tenure.domain.errors import Conflict, NotFound
@@ -29,8 +30,9 @@ class DynamoPools:
         row = self.table.get(keys.pool_key(name))
         return items.pool_from(row) if row else None
 
-    def list_pools(self) -> list[Pool]:
-        return [items.pool_from(r) for r in self.table.partition(keys.POOLS_PK, POOL_CAP)]
+    def list_pools(self, consistent: bool = False) -> list[Pool]:
+        rows = self.table.partition(keys.POOLS_PK, POOL_CAP, consistent=consistent)
+        return [items.pool_from(r) for r in rows]
 
     def update_pool(
         self,
@@ -115,6 +117,9 @@ class DynamoPools:
             ExpressionAttributeValues=codec.values(before=marked_before),
         )
 
+    def write_pool_gates(self, pool: Pool, gates: dict[str, bool]) -> bool:
+        return write_gates(self.table, pool, gates)
+
     def get_instance(self) -> Instance:
         row = self.table.get(keys.INSTANCE_KEY)
         return items.instance_from(row) if row else Instance()
@@ -133,3 +138,65 @@ class DynamoPools:
             ReturnValues="ALL_NEW",
         )
         return items.instance_from(codec.load(dict(out.get("Attributes", {}))))
+
+
+def gate_write_ops(table_name: str, pool: Pool, gates: dict[str, bool]) -> list[dict[str, Any]]:
+    """The transaction that writes `gates` on the pool's row (only if it exists), with a check
+    on each row they copy that it still says so (conditions.SPACE_ARCHIVED, HAS_CEILING)."""
+    expression, names, values = settings_update(Settings(set=dict(gates)))
+    update: dict[str, Any] = {
+        "TableName": table_name,
+        "Key": codec.dump(keys.pool_key(pool.name)),
+        "UpdateExpression": expression,
+        "ConditionExpression": conditions.EXISTS,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": codec.values(**values),
+    }
+    ops: list[dict[str, Any]] = [{"Update": update}]
+    space: list[str] = []
+    if "space_archived" in gates:
+        space.append(
+            conditions.SPACE_ARCHIVED if gates["space_archived"] else conditions.SPACE_NOT_ARCHIVED
+        )
+    if "space_ceiling" in gates:
+        space.append(
+            conditions.HAS_CEILING if gates["space_ceiling"] else conditions.HAS_NO_CEILING
+        )
+    if space:
+        check: dict[str, Any] = {
+            "TableName": table_name,
+            "Key": codec.dump(keys.space_key(pool.space)),
+            "ConditionExpression": " AND ".join(f"({c})" for c in space),
+        }
+        wanted = {
+            name: value
+            for name, value in (("yes", True), ("no", False))
+            if f":{name}" in check["ConditionExpression"]
+        }
+        if wanted:
+            check["ExpressionAttributeValues"] = codec.values(**wanted)
+        ops.append({"ConditionCheck": check})
+    if "instance_ceiling" in gates:
+        ceiling = gates["instance_ceiling"]
+        ops.append(
+            {
+                "ConditionCheck": {
+                    "TableName": table_name,
+                    "Key": codec.dump(keys.INSTANCE_KEY),
+                    "ConditionExpression": (
+                        conditions.HAS_CEILING if ceiling else conditions.HAS_NO_CEILING
+                    ),
+                }
+            }
+        )
+    return ops
+
+
+def write_gates(table: Table, pool: Pool, gates: dict[str, bool]) -> bool:
+    """Write `gates_write_ops`' transaction: False when the pool is gone or a row it copies
+    moved meanwhile (the write that moved it copies its own value)."""
+    try:
+        table.transact(gate_write_ops(table.name, pool, gates))
+    except Conflict:
+        return False
+    return True

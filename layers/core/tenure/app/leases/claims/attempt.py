@@ -207,10 +207,18 @@ class Attempt:
         if pool.max_claims_per_minute is not None:
             name = rate_ceiling(pool.name, now // 60_000)
             found.append(Ceiling(RATE_CEILING, name, +1, pool.max_claims_per_minute))
-        space = self.kernel.space_cached(pool.space)
-        if space.max_active is not None:
-            found.append(Ceiling("space", space.key, +1, space.max_active))
-        instance = self.kernel.instance()
-        if instance.max_active is not None:
-            found.append(Ceiling(INSTANCE_CEILING, INSTANCE_CEILING, +1, instance.max_active))
+        gated = self.kernel.pool_gates()  # the pool row says which of the two have one
+        if not gated or pool.space_ceiling:
+            space = self.kernel.space_cached(pool.space)
+            limit = space.max_active
+            if limit is None and gated:
+                limit = self.kernel.fresh_space(pool.space).max_active  # the copy was behind
+            if limit is not None:
+                found.append(Ceiling("space", space.key, +1, limit))
+        if not gated or pool.instance_ceiling:
+            limit = self.kernel.instance().max_active
+            if limit is None and gated:
+                limit = self.kernel.fresh_instance().max_active  # set since it was cached
+            if limit is not None:
+                found.append(Ceiling(INSTANCE_CEILING, INSTANCE_CEILING, +1, limit))
         return found

@@ -105,8 +105,13 @@ class LongPoll:
 
     def _settings(self, pool_name: str) -> tuple[Pool, bool]:
         """The pool as it is now, and whether it hands out nothing (paused, or its space
-        archived); the space and instance rows are refreshed with it (their ceilings)."""
+        archived). The pool row says whether its space is archived and whether its space and
+        the instance have ceilings (every write that changes those writes it before it
+        answers); until the table's schema has it, the space and instance rows are read fresh
+        with it, as an earlier release did."""
         pool = self.kernel.fresh_pool(pool_name)
+        if self.kernel.pool_gates():
+            return pool, pool.paused or pool.space_archived
         closed = pool.paused or self.kernel.fresh_space(pool.space).archived
         self.kernel.fresh_instance()
         return pool, closed

@@ -84,8 +84,8 @@ class Claims:
             # timeline).
             fields = {"worker_id": worker_id, "worker_version": worker_version}
             fencing.refuse_token_fields({**fields, "claim_id": claim_id, "host": host})
-            # Fresh, not the 30 s cache (three consistent reads of small rows, 1 RU each, per
-            # claim call and per refresh).
+            # Fresh, not the 30 s cache (the pool row, consistent, per claim call and per
+            # refresh; with the space and instance rows until the schema has the pool's gates).
             poll = LongPoll(self.kernel, self.workers, waiter, worker_id, worker_version)
             pool = poll.open(pool_name)
             poll.seen()  # a claim is itself a sign of life
