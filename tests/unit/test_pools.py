@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from tenure.app.leases.claims import POOL_REFRESH_MS
+from tenure.app.catalog import POOL_REFRESH_MS
 from tenure.app.rows import Rows
 from tenure.app.tenure import compose
 from tenure.domain.errors import Forbidden, InvalidTransition, NotFound, ValidationFailed

@@ -46,6 +46,9 @@ T = TypeVar("T")
 # Pools and spaces change rarely; a warm function keeps them this long instead of a read per
 # heartbeat. (Pause and archive take effect within this window on every warm instance.)
 POOL_CACHE_MS = 30_000
+# A long poll reads its pool's row again this often, so a pause, a resume, an archive or an
+# unarchive reaches a waiting claim within this bound.
+POOL_REFRESH_MS = 2_000
 
 # The pool, space and instance rows read fresh (consistent) during the current request, by
 # (kind, key). A view of what the request just did — a claim's answer, a new task's lease —

@@ -8,8 +8,8 @@ from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app import ports
+from tenure.app.catalog import POOL_REFRESH_MS
 from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS, over
-from tenure.app.leases.claims import POOL_REFRESH_MS
 from tenure.app.ports import KEY_CEILING, Ceiling, Change, Settings, key_ceiling
 from tenure.app.rows import LeaseRows, PoolRows, QueueRows, TimelineRows
 from tenure.app.setup.pool_gates import settle_gates, with_gates

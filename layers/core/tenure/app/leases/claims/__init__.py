@@ -17,7 +17,7 @@ from tenure.app.leases.claims.candidates import (
     CONTENDED_CANDIDATES,
     CONTENDED_MS,
 )
-from tenure.app.leases.claims.poll import CLAIM_POLL_SECONDS, POOL_REFRESH_MS
+from tenure.app.leases.claims.poll import CLAIM_POLL_SECONDS
 from tenure.app.leases.claims.service import BEFORE_EMPTY_ROUNDS, MAX_CLAIM_TRIES, Claims
 from tenure.app.leases.claims.waits import MAX_WAITING_CLAIMS, Waiter, Waits
 
@@ -30,7 +30,6 @@ __all__ = [
     "CONTENDED_MS",
     "MAX_CLAIM_TRIES",
     "MAX_WAITING_CLAIMS",
-    "POOL_REFRESH_MS",
     "Claimed",
     "Claims",
     "Waiter",

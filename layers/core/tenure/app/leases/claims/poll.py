@@ -7,6 +7,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from tenure.app.catalog import POOL_REFRESH_MS
 from tenure.app.leases.claims.answer import Claimed
 from tenure.app.leases.claims.waits import Waiter
 from tenure.domain.model import Pool
@@ -17,9 +18,6 @@ if TYPE_CHECKING:
 
 # How long an idle long-poll waits between looks at the queue.
 CLAIM_POLL_SECONDS = 0.5
-# A long poll looks at its pool and space rows again this often, so a pause, a resume, an
-# archive or an unarchive reaches a waiting claim within this bound.
-POOL_REFRESH_MS = 2_000
 
 
 class Again(Enum):
