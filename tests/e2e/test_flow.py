@@ -291,3 +291,39 @@ def test_worker_heartbeat_renews_all_its_leases_and_marks_a_wrong_fence_stale(
     stale = [ev for ev in events if ev["type"] == "lease.stale_report"]
     assert [ev["lease_id"] for ev in stale] == [leases[0]["id"]]
     assert stale[0]["data"]["fence"] == leases[0]["fence"] + 7
+
+
+def test_a_report_that_claims_renews_the_workers_other_leases_in_the_same_call(
+    world: World,
+) -> None:
+    """The worker heartbeat rides on a final report sent with the worker token: the same
+    per-lease rows as the worker heartbeat's; the reported lease's own item refused; a lease
+    token may not carry it."""
+    pool = world.pool()["name"]
+    token = world.worker_token([pool])
+    worker = world.api.client(token)
+    for _ in range(4):
+        world.task(pool=pool)
+    done, other = (world.claim(worker, pool, worker_id="w-ride")["lease"] for _ in range(2))
+    beats = [{"id": x["id"], "fence": x["fence"]} for x in (done, other)]
+    beats.append({"id": other["id"], "fence": other["fence"] + 7})
+
+    third = world.claim(worker, pool, worker_id="w-ride")
+    job = world.api.client(third["token"])  # the job's lease token
+    r = job.post(f"/leases/{third['lease']['id']}/complete", json={"heartbeat": beats[1:2]})
+    assert r.status_code == 403, r.text
+    assert r.json()["error"]["code"] == "lease_token_mismatch"
+
+    body = {"next": {"worker_id": "w-ride", "claim_id": f"ride-{suffix()}"}, "heartbeat": beats}
+    r = worker.post(f"/leases/{done['id']}/complete", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert answer["lease"]["state"] == "completed" and answer["next"] is not None
+    ended, renewed, stale = answer["heartbeat"]
+    assert ended["id"] == done["id"] and ended["error"]["code"] == "invalid_transition"
+    assert renewed["id"] == other["id"] and renewed["state"] == "running"
+    assert renewed["deadline"] and "error" not in renewed
+    assert stale["error"]["code"] == "stale_lease" and "state" not in stale
+    r = world.admin.get(f"/leases/{other['id']}")
+    assert r.status_code == 200 and r.json()["state"] == "running", r.text
+    assert r.json()["timing"]["last_heartbeat_at"] is not None

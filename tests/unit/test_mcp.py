@@ -523,6 +523,26 @@ def test_a_report_over_mcp_claims_nothing_and_refuses_a_claim_by_name(rpc: Any, 
     assert "next" not in (rig.lease(lease.id).report or {})
 
 
+def test_a_report_over_mcp_renews_no_other_lease_and_refuses_heartbeat_by_name(
+    rpc: Any, rig: Rig
+) -> None:
+    # Over HTTP a report sent with the worker token may carry the worker's heartbeat for its
+    # other leases; an MCP report is a lease's own, so the tools neither offer nor take it.
+    for name in ("lease_complete", "lease_fail"):
+        assert "heartbeat" not in t.BY_NAME[name].input_schema()["properties"]
+    lease, other = rig.running(), rig.running()
+    me = as_lease(lease.id)
+    deadline = rig.lease(other.id).deadline
+    beat = {"heartbeat": [{"id": other.id, "fence": other.fence}]}
+    for name, report in (("lease_complete", beat), ("lease_fail", {**beat, "error": "x"})):
+        refused = tool(rpc, name, report, me)["result"]
+        assert refused["isError"] is True, refused
+        assert refused["structuredContent"]["error"]["code"] == "validation_failed"
+        assert refused["content"][0]["text"].startswith("heartbeat: "), refused
+    assert rig.lease(lease.id).state.value == "running"
+    assert rig.lease(other.id).deadline == deadline
+
+
 def test_a_header_outside_latin_1_is_answered_not_a_500(rig: Rig, monkeypatch: Any) -> None:
     """API Gateway hands headers over as text; one carrying a character HTTP's own header
     encoding cannot hold (a snowman in a client's note) must not crash the transport."""

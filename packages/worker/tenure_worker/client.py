@@ -437,9 +437,11 @@ class Client:
             if token == lease_token or (err.status, err.code) != (403, "forbidden"):
                 raise
             # A service of an earlier release takes a final report only with the lease's
-            # token (the refusal comes before anything is applied): send it that way.
+            # token (the refusal comes before anything is applied): send it that way, without
+            # the worker's heartbeat, which a lease token may not carry.
+            plain = {k: v for k, v in body.items() if k != "heartbeat"}
             answer = self.call(
-                "POST", path, body, lease_token, timeout=timeout, retries=retries, idempotent=True
+                "POST", path, plain, lease_token, timeout=timeout, retries=retries, idempotent=True
             )
         return dict(answer[1])
 

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ LOOP_SECONDS = 0.2
 PROC = Path("/proc")
 # How a service of a release without `start` on claims refuses one (422 validation_failed).
 UNKNOWN_START = "start: is not a known field"
+# How a service of a release without a report's `heartbeat` refuses one (422, nothing applied).
+UNKNOWN_HEARTBEAT = "heartbeat: is not a known field"
 
 
 def log(message: str, **fields: Any) -> None:
@@ -211,3 +214,34 @@ def noted_usage(held: Held) -> dict[str, Any] | None:
     except ValueError:
         return None
     return found if isinstance(found, dict) else None
+
+
+def riding(held: dict[str, Held], next_beat: float, body: dict[str, Any]) -> list[Held]:
+    """The leases whose worker heartbeat rides on this report: only on a report that claims
+    the next lease (it goes with the worker token), and only when that heartbeat is due within
+    half a renewal, so a lease's beats never come further apart than a renewal."""
+    if "next" not in body or not held:
+        return []
+    if next_beat - time.monotonic() > min(h.renew_seconds for h in held.values()) / 2:
+        return []
+    return [h for h in held.values() if h.stop_reason != "stale"]
+
+
+def with_beats(body: dict[str, Any], riders: list[Held]) -> dict[str, Any]:
+    if not riders:
+        return body
+    return {**body, "heartbeat": [{"id": h.lease_id, "fence": h.fence} for h in riders]}
+
+
+def ridden_rows(riders: list[Held], answer: dict[str, Any]) -> list[Any] | None:
+    """The report's answer to the heartbeat it carried, one row per lease as a worker
+    heartbeat's; None when it carried none, or when the service refused that heartbeat as a
+    whole (`{error}`; the report stands): it is then sent apart when due."""
+    if not riders:
+        return None
+    rows = answer.get("heartbeat")
+    if isinstance(rows, list):
+        return rows
+    refusal = rows.get("error") if isinstance(rows, dict) else None
+    log("heartbeat on the report not taken; sending it apart", error=refusal)
+    return None

@@ -36,6 +36,7 @@ from tenure_worker.jobs import (
     LOG_DRAIN_SECONDS,
     LOOP_SECONDS,
     TOKEN_SHAPE,
+    UNKNOWN_HEARTBEAT,
     UNKNOWN_START,
     Held,
     WorkerOptions,
@@ -45,9 +46,12 @@ from tenure_worker.jobs import (
     is_job,
     log,
     noted_usage,
+    ridden_rows,
+    riding,
     start_time,
     stderr_tail,
     usage_file,
+    with_beats,
 )
 from tenure_worker.shipping import LogPump, LogShipper
 
@@ -70,6 +74,10 @@ class Worker:
         # service is of a release that does not know `start`: then the first heartbeat
         # starts each lease, as it always did, and no report's next claim carries it either.
         self.claim_start = True
+        # A report that claims the next lease carries the worker heartbeat due within half a
+        # renewal (one request fewer), unless the service is of a release that does not know
+        # a report's `heartbeat`: then heartbeats go apart, as they always did.
+        self.fold_beats = True
         self.claim_not_before = 0.0  # after a failed claim: waited out in the loop, which
         # keeps heartbeating and fencing meanwhile
         self.finished = 0
@@ -356,6 +364,11 @@ class Worker:
             # retry, and a skipped one brings the self-fence closer.
             log("heartbeat not answered", error=str(err))
             return
+        self._take_beats(answers, sent)
+
+    def _take_beats(self, answers: list[Any], sent: float) -> None:
+        """A worker heartbeat's answers, one per lease, sent at `sent`: from its own request
+        or riding on a report's."""
         for answer in answers:
             held = self.held.get(answer["id"])
             if held is None:
@@ -489,10 +502,21 @@ class Worker:
             if now < self.report_not_before.get(lease_id, 0.0):
                 continue
             sent, won = time.monotonic(), None
+            # The worker heartbeat due within half a renewal rides on a report that claims
+            # (it goes with the worker token); the answer is taken as that heartbeat's.
+            riders = riding(self.held, self.next_beat, body) if self.fold_beats else []
             try:
                 answer = getattr(self.client, kind)(
-                    held.lease_id, held.token, body, timeout=self._budget(), retries=0
+                    held.lease_id,
+                    held.token,
+                    with_beats(body, riders),
+                    timeout=self._budget(),
+                    retries=0,
                 )
+                rows = ridden_rows(riders, answer)
+                if rows is not None:
+                    self.next_beat = sent + min(h.renew_seconds for h in riders)
+                    self._take_beats(rows, sent)
                 facts = body.get("metadata") or body.get("details") or {}
                 log(
                     "reported",
@@ -503,6 +527,12 @@ class Worker:
                 )
             except ApiError as err:
                 nxt = body.get("next") or {}
+                if err.status == 422 and UNKNOWN_HEARTBEAT in err.message and riders:
+                    # A service of a release without it refused the whole report for its
+                    # `heartbeat`, having applied nothing: heartbeats go apart from now on.
+                    log("the service does not know heartbeats on reports; sending them apart")
+                    self.fold_beats = False
+                    continue
                 if err.status == 422 and UNKNOWN_START in err.message and "start" in nxt:
                     # A service of a release without `start` refused the whole report for its
                     # next claim's field, so nothing was applied: send it again without it.

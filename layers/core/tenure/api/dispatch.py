@@ -74,6 +74,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             route = _task_ids(event, path, route, actor)
             if (route.method, route.rule) in CLAIMING_REPORTS:
                 authz.require_claiming_report(actor, body.lenient())
+                authz.refuse_lease_heartbeat(actor, body.lenient())
             query = event.get("queryStringParameters") or {}
             check_scopes(actor, route, query, body.lenient, lambda: svc().scopes)
         except TenureError as refusal:

@@ -72,6 +72,21 @@ def require_claiming_report(actor: Principal, body: object) -> None:
         raise Forbidden(WORKER_REPORTS_NEED_NEXT)
 
 
+LEASE_TOKENS_RENEW_NOTHING = (
+    "a lease token renews no other lease: a report's `heartbeat` goes with the worker token "
+    "that claimed the lease, beside its `next`"
+)
+
+
+def refuse_lease_heartbeat(actor: Principal, body: object) -> None:
+    """A final report's `heartbeat` renews the worker's other leases: a lease token, which the
+    job holds too, must not reach them (403 `lease_token_mismatch`, as the worker heartbeat
+    route answers a lease token). Judged on the body as parsed leniently, before it is
+    validated."""
+    if actor.kind == "lease" and isinstance(body, dict) and body.get("heartbeat") is not None:
+        raise LeaseTokenMismatch(LEASE_TOKENS_RENEW_NOTHING)
+
+
 def require_lease(actor: Principal, lease_id: str) -> None:
     if actor.kind != "lease":
         raise Forbidden("this route needs the lease's own token")

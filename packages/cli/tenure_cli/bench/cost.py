@@ -8,7 +8,8 @@ capacity unit is real, only the waiting is skipped.
 
 Workers behave as the worker SDK's runner does (tenure_worker/runner.py): a claim, then the
 payload, then start; one POST /workers/{id}/heartbeat per renewal for all the leases a worker
-holds; complete when the job ends; claim again while below 4. The queue never runs dry, so no
+holds, except where a report that claims the next lease carries it; complete when the job
+ends; claim again while below 4. The queue never runs dry, so no
 claim comes back empty (the idle polling of a dry queue is not in the figures).
 
 What a lease costs later is counted too: after the workload the service's clock runs past the
@@ -70,7 +71,8 @@ class Held:
 class BenchWorker:
     """One worker host: a worker token, up to 4 leases, the runner's order of calls."""
 
-    def __init__(self, rig: Rig, token: str, worker_id: str, pool: str) -> None:
+    def __init__(self, rig: Rig, token: str, worker_id: str, pool: str, fold: bool = True) -> None:
+        self.fold = fold  # heartbeats ride on reports that claim, as the runner sends them
         self.client = Client("http://bench.local", token, transport=rig.transport, retries=0)
         self.rig = rig
         self.worker_id = worker_id
@@ -81,18 +83,24 @@ class BenchWorker:
 
     def tick(self, queue: list[int]) -> None:
         """One renewal period of the runner's loop (tenure_worker/runner.py), in its order: one
-        heartbeat for every lease held, each finished job's report claiming the next lease in
-        the same call while work remains, then plain claims for free slots. Every claim asks
+        heartbeat for every lease held (carried by the first report that claims, when one
+        does), each finished job's report claiming the next lease in the same call while work
+        remains, then plain claims for free slots. Every claim asks
         for its lease running (`start`: the runner launches the job on the answer), so there
         is no start call and a first heartbeat has nothing to start. A claim's answer carries
         the payload."""
         now = self.rig.clock.now_ms()
-        if self.held:
+        ending = [h for h in self.held if now - h.since >= JOB_SECONDS * 1000]
+        # The tick's heartbeat rides on the first report when that report claims (as the
+        # runner folds a heartbeat due within half a renewal): it renews the leases that go on.
+        rides = self.fold and bool(ending) and queue[0] > 0
+        if self.held and not rides:
             answers = self.client.worker_heartbeat(
                 self.worker_id, [(h.lease_id, h.fence) for h in self.held]
             )
             self.refused += sum(1 for a in answers if "error" in a or a.get("revoke"))
-        for held in [h for h in self.held if now - h.since >= JOB_SECONDS * 1000]:
+        going_on = [{"id": h.lease_id, "fence": h.fence} for h in self.held if h not in ending]
+        for held in ending:
             body: dict[str, Any] = {"outcome": "success", "details": {"exit_status": 0}}
             if queue[0] > 0:
                 body["next"] = {
@@ -101,9 +109,16 @@ class BenchWorker:
                     "worker_version": "tenure-worker/bench",
                     "start": True,
                 }
+                if rides and going_on:
+                    body["heartbeat"], going_on = going_on, []
             answer = self.client.complete(held.lease_id, held.token, body)
             self.held.remove(held)
             self.completed += 1
+            rows = answer.get("heartbeat")
+            if isinstance(rows, list):
+                self.refused += sum(1 for a in rows if "error" in a or a.get("revoke"))
+            elif rows is not None:
+                self.refused += 1  # refused as a whole
             if answer.get("next"):
                 self._hold(claim_of(answer["next"]), queue, now)
         while len(self.held) < LEASES_PER_WORKER and queue[0] > 0:

@@ -13,8 +13,9 @@ from tenure.api import models, views
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, logger, op, svc
 from tenure.app.leases.handover import NextClaim
+from tenure.app.leases.reports import Beat
 from tenure.domain import authz, errors
-from tenure.domain.model import Lease
+from tenure.domain.model import Lease, Principal
 from tenure.domain.states import ReportKind, Revoke
 
 
@@ -87,6 +88,10 @@ def worker_heartbeat(
         credentials=body.credentials.model_dump(exclude_none=True) if body.credentials else None,
         pool=body.pool,
     )
+    return json_answer(models.WorkerBeat(leases=_beat_rows(answers)))
+
+
+def _beat_rows(answers: list[tuple[str, int, Beat | errors.TenureError]]) -> list[models.BeatRow]:
     rows: list[models.BeatRow] = []
     for lease_id, fence, answer in answers:
         if isinstance(answer, errors.TenureError):
@@ -95,7 +100,7 @@ def worker_heartbeat(
         else:
             beat = _beat_view(answer.lease, answer.revoke)
             rows.append(models.BeatRow(id=lease_id, fence=fence, **beat))
-    return json_answer(models.WorkerBeat(leases=rows))
+    return rows
 
 
 def _beat_view(lease: Lease, revoke: Revoke | None) -> models.Beat:
@@ -122,8 +127,11 @@ def _final(lease_id: str, kind: ReportKind, raw: dict[str, Any]) -> Response[Any
     that worker's next lease in the same call (one request fewer per lease); sent with the
     lease's own token, which the job holds too, it claims nothing and answers `next: null`."""
     ask = raw.pop("next", None)
+    beats = raw.pop("heartbeat", None)  # not the report's: renewed after it, apart
     caller = actor()
     if caller.kind != "worker":
+        if beats is not None:  # the dispatcher refuses this before the body is read; a guard
+            raise errors.LeaseTokenMismatch(authz.LEASE_TOKENS_RENEW_NOTHING)
         report = svc().reports.complete if kind is ReportKind.COMPLETE else svc().reports.fail
         reported = lease_out(report(caller, lease_id, raw))
         return json_answer(
@@ -137,9 +145,42 @@ def _final(lease_id: str, kind: ReportKind, raw: dict[str, Any]) -> Response[Any
     if won is not None:
         logger.debug("lease claimed", extra={"lease_id": won.lease.id, "pool": won.pool.name})
     shown = lease_out(ended)
-    return json_answer(
-        models.ReportAnswer(lease=shown, next=_claimed_view(won) if won is not None else None)
+    answer = models.ReportAnswer(lease=shown, next=_claimed_view(won) if won is not None else None)
+    if beats is not None:
+        answer["heartbeat"] = _riding_beats(caller, ask["worker_id"], lease_id, beats)
+    return json_answer(answer)
+
+
+def _riding_beats(
+    caller: Principal, worker_id: str, reported: str, items: list[dict[str, Any]]
+) -> list[models.BeatRow] | models.ErrorEnvelope:
+    """The worker heartbeat a final report carries, renewed after the report and its claim
+    exactly as `POST /workers/{worker_id}/heartbeat` renews it (one request fewer). The
+    reported lease has just ended: its item alone is refused. A refusal of the heartbeat as a
+    whole is this answer's `{error}`, never the report's: the report stands."""
+    pairs = [(str(item["id"]), int(item["fence"])) for item in items]
+    asked = [pair for pair in pairs if pair[0] != reported]
+    try:
+        answers = (
+            svc().reports.worker_heartbeat(actor=caller, worker_id=worker_id, leases=asked)
+            if asked
+            else []
+        )
+    except errors.TenureError as refused:
+        return models.ErrorEnvelope(
+            error=models.ErrorDetail(code=refused.code, message=refused.message)
+        )
+    renewed = iter(_beat_rows(answers))
+    ended = models.ErrorDetail(
+        code=errors.InvalidTransition.code,
+        message=f"lease {reported} is the one this report ended; nothing to renew",
     )
+    return [
+        models.BeatRow(id=lease_id, fence=fence, error=ended)
+        if lease_id == reported
+        else next(renewed)
+        for lease_id, fence in pairs
+    ]
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/release", 200, models.LeaseAnswer, 404, 409, 422)

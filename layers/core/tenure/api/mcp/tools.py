@@ -80,14 +80,28 @@ def _claims_nothing(value: Any) -> None:
         raise ValueError(NO_CLAIM)
 
 
+# Nor does an MCP report renew the worker's other leases (`heartbeat` rides only on a report
+# sent with the worker token): left out and refused by name, as `next` is.
+NO_BEATS = "a report over MCP renews no other lease; heartbeat goes with the worker token"
+
+
+def _renews_nothing(value: Any) -> None:
+    if value is not None:
+        raise ValueError(NO_BEATS)
+
+
 class CompleteArgs(models.Complete):
     next: SkipJsonSchema[None] = Field(None, exclude=True)
+    heartbeat: SkipJsonSchema[None] = Field(None, exclude=True)
     _no_claim = field_validator("next", mode="before")(_claims_nothing)
+    _no_beats = field_validator("heartbeat", mode="before")(_renews_nothing)
 
 
 class FailArgs(models.Fail):
     next: SkipJsonSchema[None] = Field(None, exclude=True)
+    heartbeat: SkipJsonSchema[None] = Field(None, exclude=True)
     _no_claim = field_validator("next", mode="before")(_claims_nothing)
+    _no_beats = field_validator("heartbeat", mode="before")(_renews_nothing)
 
 
 # ------------------------------------------------------------------------ operations

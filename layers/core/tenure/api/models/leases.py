@@ -14,6 +14,7 @@ from tenure.api.models.fields import (
     ClaimId,
     Document,
     ErrorDetail,
+    ErrorEnvelope,
     Fence,
     Host,
     LeaseSeconds,
@@ -66,8 +67,13 @@ class LeaseFence(Strict):
     fence: Fence
 
 
+# The leases one worker heartbeat renews: its own route's body, or a final report's
+# `heartbeat` (the worker's other leases, renewed in the report's call).
+BeatLeases = Annotated[list[LeaseFence], Field(max_length=100)]
+
+
 class WorkerHeartbeat(Strict):
-    leases: Annotated[list[LeaseFence], Field(max_length=100)]
+    leases: BeatLeases
     # How the worker's runtime and credential source stand, noted for the pools
     # of the leases above and for `pool` (a worker holding nothing names its pool here).
     runtime: RuntimeState | None = None
@@ -102,6 +108,9 @@ class Complete(Strict):
     report_id: ReportId | None = None
     fence: Fence | None = None
     next: NextClaim | None = None  # claim the worker's next lease in the same call
+    # With `next` (the worker token): the worker's other leases, renewed after the report as
+    # its worker heartbeat renews them; a lease token may not send it.
+    heartbeat: BeatLeases | None = None
 
 
 class Fail(Strict):
@@ -111,6 +120,7 @@ class Fail(Strict):
     report_id: ReportId | None = None
     fence: Fence | None = None
     next: NextClaim | None = None  # claim the worker's next lease in the same call
+    heartbeat: BeatLeases | None = None  # as on complete
     # False: the failure is final, even where the pool retries failures.
     retryable: bool | None = None
 
@@ -229,10 +239,13 @@ class LeaseAnswer(TypedDict):
 @answer
 class ReportAnswer(TypedDict):
     """A final report's answer: `next` only when the report carried a claim (null: nothing
-    was claimable once its wait_seconds had passed)."""
+    was claimable once its wait_seconds had passed); `heartbeat` only when it carried one:
+    one item per lease as the worker heartbeat answers them, or `{error}` when the heartbeat
+    as a whole was refused (the report stands either way)."""
 
     lease: LeaseOut
     next: NotRequired[Annotated["Claimed | None", Field(default=None)]]
+    heartbeat: NotRequired[Annotated["list[BeatRow] | ErrorEnvelope", Field(default=None)]]
 
 
 @answer
