@@ -62,6 +62,7 @@ from tenure.app.ports import (
     WorkerPage,
 )
 from tenure.domain.errors import AlreadyExists, CeilingReached, Conflict, NotFound
+from tenure.domain.leases import SignalKey
 from tenure.domain.model import (
     Event,
     Instance,
@@ -188,6 +189,7 @@ class FakeStore(FakeRules):
         self.lease_rows: dict[str, _LeaseRow] = {}
         self.workers: dict[tuple[str, str], Worker] = {}
         self.worker_expiry: dict[tuple[str, str], int] = {}  # the rows' TTL (epoch seconds)
+        self.signals: dict[SignalKey, int] = {}  # workers' signal epochs (domain/signals.py)
         self.claims: dict[tuple[str, str, str, str], ClaimRecord] = {}
         self.requests: dict[str, Filed] = {}
         # A worker token's waiting-claim slots: slot number -> held until (epoch ms).
@@ -441,6 +443,19 @@ class FakeStore(FakeRules):
     def get_worker(self, pool: str, worker_id: str) -> Worker | None:
         return self.workers.get((pool, worker_id))
 
+    def signal_epoch(self, key: SignalKey) -> int:
+        return self.signals.get(key, 0)
+
+    def signal_secret(self) -> str | None:
+        return getattr(self, "_signal_secret", None)
+
+    def keep_signal_secret(self, secret: str) -> str:
+        self.writes.append("keep_signal_secret")
+        kept = self.signal_secret()
+        if kept is None:
+            self._signal_secret = kept = secret
+        return kept
+
     def list_workers(
         self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
     ) -> list[Worker]:
@@ -625,6 +640,7 @@ class FakeStore(FakeRules):
             + [_graph_target(g) for g in change.graph]
             + [("scheduler", "") for _ in change.holds]
             + [("claim", str(_claim_of(rw.record))) for rw in change.records]
+            + [("signal", repr(bump.key)) for bump in change.signals]
         )
         if not targets:
             raise ValueError("a transaction needs at least one item")
@@ -686,6 +702,8 @@ class FakeStore(FakeRules):
             rows.extend(self._apply_graph(g))
         for h in change.holds:
             self._apply_hold(h.set_name, h.task_id, h.add)
+        for bump in change.signals:
+            self.signals[bump.key] = self.signals.get(bump.key, 0) + 1
         self._after(rows)
 
     def _max_active(self, ceiling: Ceiling) -> int | None:
@@ -1218,6 +1236,7 @@ class FakeStore(FakeRules):
                 self.jobs,
                 self.lease_rows,
                 self.workers,
+                self.signals,
                 self.claims,
                 self.timelines,
                 self.sweeper,

@@ -30,6 +30,8 @@ LOOP_SECONDS = 0.2
 PROC = Path("/proc")
 # How a service of a release without `start` on claims refuses one (422 validation_failed).
 UNKNOWN_START = "start: is not a known field"
+# How a service of a release without heartbeat signals refuses one (422 validation_failed).
+UNKNOWN_SIGNAL = "signal: is not a known field"
 
 
 def log(message: str, **fields: Any) -> None:

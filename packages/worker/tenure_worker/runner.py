@@ -36,6 +36,7 @@ from tenure_worker.jobs import (
     LOG_DRAIN_SECONDS,
     LOOP_SECONDS,
     TOKEN_SHAPE,
+    UNKNOWN_SIGNAL,
     UNKNOWN_START,
     Held,
     WorkerOptions,
@@ -76,6 +77,9 @@ class Worker:
         self.failed = 0  # jobs that exited non-zero on their own: `--once` then exits 1
         self.stopping = False  # a first signal: claim no more, drain
         self.signals = 0  # a second signal stops at once
+        # What the last worker heartbeat's answer carried, echoed in the next ("" before the
+        # first; None: the service does not know the field).
+        self.beat_signal: str | None = ""
         self.drain_until: float | None = None
         self.drain_announced = False
         self.contacted = False  # "worker up" is said once the service has answered
@@ -348,9 +352,7 @@ class Worker:
             return
         sent = time.monotonic()
         try:
-            answers = self.client.worker_heartbeat(
-                self.worker_id, [(h.lease_id, h.fence) for h in live], timeout=self._budget()
-            )
+            answers = self._beat([(h.lease_id, h.fence) for h in live])
         except (Unreachable, ApiError) as err:
             # A 503's Retry-After does not delay the next heartbeat: it is a new call, not a
             # retry, and a skipped one brings the self-fence closer.
@@ -374,6 +376,23 @@ class Worker:
             self._apply_revoke(held, answer.get("revoke"))
         for held in list(self.held.values()):
             self._ship_logs(held)
+
+    def _beat(self, leases: list[tuple[str, int]]) -> list[Any]:
+        """One worker heartbeat, echoing the signal the last answer carried, so that the
+        service need not read leases nothing happened to. A service of a release without
+        signals refuses the field: the heartbeat goes again without it, and so do all after."""
+        if self.beat_signal is not None:
+            try:
+                answers, self.beat_signal = self.client.worker_beats(
+                    self.worker_id, leases, self.beat_signal, timeout=self._budget()
+                )
+                return answers
+            except ApiError as err:
+                if not (err.status == 422 and UNKNOWN_SIGNAL in err.message):
+                    self.beat_signal = ""  # an answer of any other kind: start afresh
+                    raise
+                self.beat_signal = None
+        return self.client.worker_heartbeat(self.worker_id, leases, timeout=self._budget())
 
     def _apply_revoke(self, held: Held, revoke: str | None) -> None:
         if revoke in ("cancel", "kill") and held.stop_reason is None:

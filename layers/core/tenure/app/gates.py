@@ -17,6 +17,7 @@ from tenure.app.migrations import (
     STAMPS_FROM_SCHEMA,
     SUCCESSES_DERIVED_FROM_SCHEMA,
     UNTRANSACTED_FILING_FROM_SCHEMA,
+    WORKER_SIGNALS_FROM_SCHEMA,
 )
 from tenure.app.ports import Clock
 from tenure.app.rows import SchemaRows
@@ -84,6 +85,13 @@ class SchemaGates:
         release, which reads a lease as reclaimed only once its sweeper has marked it, and
         finds what to mark only in that index, may still be serving."""
         return self._schema() >= DERIVED_RECLAIMS_FROM_SCHEMA
+
+    def worker_signals(self) -> bool:
+        """Whether every write a worker heartbeat must report raises the holder's signal epoch
+        (domain/signals.py), so that a heartbeat may trust it: not while the table's schema
+        is below WORKER_SIGNALS_FROM_SCHEMA, when a writer of an earlier release, which does
+        not raise it, may still be serving."""
+        return self._schema() >= WORKER_SIGNALS_FROM_SCHEMA
 
     def _schema(self) -> int:
         """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A

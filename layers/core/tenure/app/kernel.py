@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from tenure.app.catalog import Catalog
 from tenure.app.gates import SchemaGates
 from tenure.app.own_leases import OwnLeases
-from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite
+from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite, SignalBump
 from tenure.app.rows import Rows
 from tenure.app.stale import StaleReports
 from tenure.domain import fencing
@@ -20,7 +20,7 @@ from tenure.domain.errors import (
     TaskNotFound,
     Unavailable,
 )
-from tenure.domain.leases import moved, successor_of
+from tenure.domain.leases import moved, must_signal, successor_of
 from tenure.domain.model import (
     DEFAULT_PRIORITY,
     PRIORITY_MARK_REFRESH_MS,
@@ -135,9 +135,24 @@ class Kernel:
         # The event is the committed write: a routine transition the row itself can tell
         # carries its stamp, set by this very write (domain/timeline.py).
         stamped = [replace(w, new=with_stamp(w.seen, w.new)) for w in change.leases]
-        change = replace(change, leases=stamped)
+        change = replace(change, leases=stamped, signals=self.signals_of(change))
         self.mark_priorities(change)
         self.committer.commit(change)
+
+    def signals_of(self, change: Change) -> list[SignalBump]:
+        """The change's signal bumps with those its lease writes call for (domain/signals.py),
+        each worker's once. None added while the table's schema is below the version from
+        which heartbeats trust the epoch: an earlier release's writers do not raise it."""
+        wanted = {
+            key
+            for write in change.leases
+            if write.seen is not None and (key := must_signal(write.seen, write.new))
+        }
+        wanted -= {bump.key for bump in change.signals}
+        if not wanted or not self.gates.worker_signals():
+            return change.signals
+        now = self.clock.now_ms()
+        return [*change.signals, *(SignalBump(key, now) for key in sorted(wanted))]
 
     def mark_priorities(self, change: Change) -> None:
         """Before a new pending lease at a priority other than the default, or with a queue

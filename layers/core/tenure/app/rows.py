@@ -25,6 +25,7 @@ from tenure.app.ports import (
     WorkerPage,
 )
 from tenure.app.rules.ports import RuleStore
+from tenure.domain.leases import SignalKey
 from tenure.domain.model import (
     Event,
     Instance,
@@ -328,6 +329,20 @@ class WorkerRows(Protocol):
 
     def put_worker(self, worker: Worker) -> None: ...
     def get_worker(self, pool: str, worker_id: str) -> Worker | None: ...
+    def signal_epoch(self, key: SignalKey) -> int:
+        """The epoch of the worker's signal row, read eventually consistent (0: no row yet).
+        Only raised, in the transaction of a write its heartbeat must hear of."""
+        ...
+
+    def signal_secret(self) -> str | None:
+        """The instance's secret that seals what a worker heartbeat vouches for (read
+        consistently; None until the first heartbeat that asked for a signal kept one)."""
+        ...
+
+    def keep_signal_secret(self, secret: str) -> str:
+        """Keep `secret` as the instance's unless one is kept already: the one kept."""
+        ...
+
     def list_workers(
         self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
     ) -> list[Worker]:

@@ -78,18 +78,19 @@ class BenchWorker:
         self.held: list[Held] = []
         self.completed = 0
         self.refused = 0
+        self.signal = ""  # echoed in each worker heartbeat, as the runner does
 
     def tick(self, queue: list[int]) -> None:
         """One renewal period of the runner's loop (tenure_worker/runner.py), in its order: one
-        heartbeat for every lease held, each finished job's report claiming the next lease in
-        the same call while work remains, then plain claims for free slots. Every claim asks
-        for its lease running (`start`: the runner launches the job on the answer), so there
-        is no start call and a first heartbeat has nothing to start. A claim's answer carries
-        the payload."""
+        heartbeat for every lease held (echoing the last answer's signal), each finished job's
+        report claiming the next lease in the same call while work remains, then plain claims
+        for free slots. Every claim asks for its lease running (`start`: the runner launches
+        the job on the answer), so there is no start call and a first heartbeat has nothing to
+        start. A claim's answer carries the payload."""
         now = self.rig.clock.now_ms()
         if self.held:
-            answers = self.client.worker_heartbeat(
-                self.worker_id, [(h.lease_id, h.fence) for h in self.held]
+            answers, self.signal = self.client.worker_beats(
+                self.worker_id, [(h.lease_id, h.fence) for h in self.held], self.signal
             )
             self.refused += sum(1 for a in answers if "error" in a or a.get("revoke"))
         for held in [h for h in self.held if now - h.since >= JOB_SECONDS * 1000]:

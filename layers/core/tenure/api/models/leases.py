@@ -62,6 +62,10 @@ class Heartbeat(Strict):
     lease_seconds: LeaseSeconds | None = None
 
 
+# The longest signal a worker heartbeat answers with: 100 leases of the longest id.
+SIGNAL_MAX = 32_768
+
+
 class LeaseFence(Strict):
     id: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     fence: Fence
@@ -74,6 +78,10 @@ class WorkerHeartbeat(Strict):
     runtime: RuntimeState | None = None
     credentials: CredentialsState | None = None
     pool: Name | None = None
+    # What the last answer's `signal` was ("" before the first): the answer then carries the
+    # next one, and the leases it vouches for are not read while nothing happened to them.
+    # Left out, every lease is read (and the answer carries no signal).
+    signal: Annotated[str, StringConstraints(max_length=SIGNAL_MAX)] | None = None
 
 
 class NextClaim(Strict):
@@ -283,6 +291,7 @@ class BeatRow(TypedDict):
 @answer
 class WorkerBeat(TypedDict):
     leases: list[BeatRow]
+    signal: NotRequired[str]  # only when the heartbeat sent one: echo it in the next
 
 
 @answer

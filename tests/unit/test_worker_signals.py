@@ -1,0 +1,346 @@
+"""A worker's signal epoch rises in the same commit as every write its heartbeat must report
+for a lease it holds (cancel, kill, pause, resume, an operator's end, the sweeper's expiry
+and run-timeout kill, a release), and never on the common path (claim, start, heartbeat,
+complete, fail)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from tenure.app.migrations import WORKER_SIGNALS_FROM_SCHEMA, SchemaState, migrate
+from tenure.domain.errors import Conflict, StaleLease, TenureError
+from tenure.domain.fencing import DEADLINE_SLACK
+from tenure.domain.leases import SignalKey, must_signal
+from tenure.domain.model import Lease
+from tenure.domain.states import EndReason, LeaseState, ReportKind, Revoke
+from tenure.domain.transitions import Action, must_move
+
+from tests.unit.support import ADMIN, MEMBER, WORKER, Rig, as_lease, make_lease
+
+TOLERATION_S = 300  # the pool's default
+KEY = SignalKey(WORKER.token_id, "w1")
+
+
+def _epoch(rig: Rig, key: SignalKey = KEY) -> int:
+    return rig.store.signal_epoch(key)
+
+
+def _held(state: LeaseState = LeaseState.RUNNING, **kw: object) -> Lease:
+    return make_lease("L1", state=state, worker_id="w1", claimed_by="tok-worker", **kw)
+
+
+# ---------------------------------------------------------------- the rule, on its own
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (LeaseState.RUNNING, {"state": LeaseState.CANCELLING, "revoke": Revoke.CANCEL}),
+        (LeaseState.CANCELLING, {"revoke": Revoke.KILL}),  # same state, revoke changed
+        (LeaseState.RUNNING, {"state": LeaseState.PAUSED}),
+        (LeaseState.PAUSED, {"state": LeaseState.RUNNING}),
+        (LeaseState.RUNNING, {"state": LeaseState.LOST}),
+        (LeaseState.DISPATCHED, {"state": LeaseState.CANCELLED}),
+        (LeaseState.RUNNING, {"state": LeaseState.FAILED}),  # an operator's fail: no report
+        (
+            LeaseState.RUNNING,
+            {"state": LeaseState.CANCELLED, "report_kind": ReportKind.RELEASE},
+        ),
+        (LeaseState.RUNNING, {"worker_id": "w2"}),
+        (LeaseState.RUNNING, {"fence": 2}),
+    ],
+)
+def test_a_change_the_heartbeat_must_report_raises_the_holders_epoch(
+    before: LeaseState, after: dict[str, object]
+) -> None:
+    seen = _held(before)
+    assert must_signal(seen, replace(seen, **after)) == KEY  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (LeaseState.RUNNING, {"deadline": 99, "heartbeat_at": 5}),  # a renewal
+        (LeaseState.DISPATCHED, {"state": LeaseState.RUNNING}),  # its start
+        (
+            LeaseState.RUNNING,
+            {"state": LeaseState.COMPLETED, "report_kind": ReportKind.COMPLETE},
+        ),
+        (LeaseState.CANCELLING, {"state": LeaseState.FAILED, "report_kind": ReportKind.FAIL}),
+        (LeaseState.RUNNING, {"keeps_detail": True}),
+    ],
+)
+def test_the_holders_own_routine_writes_raise_nothing(
+    before: LeaseState, after: dict[str, object]
+) -> None:
+    seen = _held(before)
+    assert must_signal(seen, replace(seen, **after)) is None  # type: ignore[arg-type]
+
+
+def test_a_lease_no_worker_holds_has_no_signal() -> None:
+    pending = make_lease("L1", state=LeaseState.PENDING)
+    assert must_signal(pending, replace(pending, state=LeaseState.DISPATCHED)) is None
+    ended = _held(LeaseState.COMPLETED)
+    assert must_signal(ended, replace(ended, state=LeaseState.RUNNING)) is None
+    unclaimed = make_lease("L1", state=LeaseState.RUNNING, worker_id="w1")
+    assert must_signal(unclaimed, replace(unclaimed, state=LeaseState.PAUSED)) is None
+
+
+# ------------------------------------------------------------ on the service, each writer
+
+
+def test_the_common_path_raises_nothing(rig: Rig) -> None:
+    won = rig.claimed()
+    rig.svc.reports.worker_heartbeat(WORKER, "w1", [(won.lease.id, won.lease.fence)])
+    rig.advance(TOLERATION_S * DEADLINE_SLACK + 10)  # the next one writes the deadline
+    rig.svc.reports.worker_heartbeat(WORKER, "w1", [(won.lease.id, won.lease.fence)])
+    rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
+    failed = rig.running()
+    rig.svc.reports.fail(as_lease(failed.id), failed.id, {"error": "boom"})
+    assert _epoch(rig) == 0
+    assert rig.store.signals == {}
+
+
+@pytest.mark.parametrize("action", ["cancel", "kill", "pause"])
+def test_an_operators_move_raises_the_holders_epoch_in_its_commit(rig: Rig, action: str) -> None:
+    lease = rig.running()
+    other = rig.running(worker_id="w2")
+    getattr(rig.svc.operator, action)(MEMBER, lease.id)
+    assert _epoch(rig) == 1
+    assert _epoch(rig, SignalKey(WORKER.token_id, "w2")) == 0  # only the holder's
+    assert rig.lease(other.id).state is LeaseState.RUNNING
+
+
+def test_resume_and_a_kill_after_a_cancel_raise_it_again(rig: Rig) -> None:
+    lease = rig.running()
+    rig.svc.operator.pause(MEMBER, lease.id)
+    rig.svc.operator.resume(MEMBER, lease.id)
+    assert _epoch(rig) == 2
+    rig.svc.operator.cancel(MEMBER, lease.id)
+    rig.svc.operator.kill(MEMBER, lease.id)  # cancelling → cancelling, revoke kill
+    assert _epoch(rig) == 4
+    rig.svc.operator.kill(MEMBER, lease.id)  # a no-op writes nothing, raises nothing
+    assert _epoch(rig) == 4
+
+
+def test_a_write_that_loses_its_condition_raises_nothing(rig: Rig) -> None:
+    lease = rig.running()
+    stale = rig.lease(lease.id)
+    rig.svc.operator.pause(MEMBER, lease.id)
+    assert _epoch(rig) == 1
+    to = must_move(stale.id, stale.state, stale.revoke, Action.CANCEL)
+    cancel = rig.svc.kernel.apply(stale, to, {"by": "x"}, rig.clock.now_ms())
+    with pytest.raises(Conflict):
+        rig.svc.kernel.write(stale, cancel)  # on the row before the pause: it loses
+    assert _epoch(rig) == 1
+
+
+def test_the_sweepers_expiry_raises_it(rig: Rig) -> None:
+    lease = rig.running()
+    rig.advance(TOLERATION_S * (1 + DEADLINE_SLACK) + 5)
+    rig.sweep()
+    assert rig.lease(lease.id).state is LeaseState.LOST
+    assert _epoch(rig) == 1
+
+
+def test_a_release_and_an_operators_end_raise_it(rig: Rig) -> None:
+    released = rig.running()
+    rig.svc.reports.release(as_lease(released.id), released.id, {})
+    assert rig.lease(released.id).end_reason is EndReason.RELEASED
+    assert _epoch(rig) == 1
+    forced = rig.running()
+    rows = rig.svc.force.bulk_fail(ADMIN, [forced.id], "stuck")
+    assert rig.lease(forced.id).state is LeaseState.FAILED, rows
+    assert _epoch(rig) == 2
+
+
+def test_below_the_schema_version_no_writer_raises_it_until_migrated(rig: Rig) -> None:
+    # An earlier release's writers raise nothing, so the epoch means nothing until every
+    # writer is of this release: until then none is written at all.
+    rig.store.schema = SchemaState(version=WORKER_SIGNALS_FROM_SCHEMA - 2, step=2)
+    lease = rig.running()
+    rig.svc.operator.pause(MEMBER, lease.id)
+    assert rig.store.signals == {}
+    outcomes = {o.name: o.status for o in migrate(rig.store)}
+    assert outcomes["worker-signals"] == "applied"
+    rig.advance(31)  # the kernel reads the schema row at most once per pool cache period
+    rig.svc.operator.resume(MEMBER, lease.id)
+    assert _epoch(rig) == 1
+
+
+# ------------------------------------------------------------ the heartbeat that trusts it
+
+
+class Reads:
+    """Every lease read (id, consistent) the heartbeats make."""
+
+    def __init__(self, rig: Rig) -> None:
+        self.leases: list[tuple[str, bool]] = []
+        table = rig.store.get_leases
+
+        def get_leases(lease_ids: list[str], consistent: bool = True) -> dict[str, Lease]:
+            self.leases.extend((i, consistent) for i in lease_ids)
+            return table(lease_ids, consistent)
+
+        rig.store.get_leases = get_leases  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def reads(rig: Rig) -> Reads:
+    return Reads(rig)
+
+
+def _beats(
+    rig: Rig, leases: list[Lease], signal: str | None, worker_id: str = "w1"
+) -> tuple[list[object], str | None]:
+    beats = rig.svc.reports.worker_beats(
+        WORKER, worker_id, [(x.id, x.fence) for x in leases], signal=signal
+    )
+    return [a for _, _, a in beats.answers], beats.signal
+
+
+def _shown(answers: list[object]) -> list[object]:
+    """What the route shows of each answer: (state, deadline, revoke), or the error's code."""
+    return [
+        a.code if isinstance(a, TenureError) else (a.state, a.deadline, a.revoke)  # type: ignore[attr-defined]
+        for a in answers
+    ]
+
+
+def test_an_echoed_signal_answers_the_same_without_reading_a_lease(rig: Rig, reads: Reads) -> None:
+    held = [rig.running(), rig.running()]
+    first, signal = _beats(rig, held, "")
+    assert signal and sorted(reads.leases) == sorted((x.id, True) for x in held)
+    reads.leases.clear()
+    rig.advance(10)
+    again, signal = _beats(rig, held, signal)
+    assert reads.leases == []  # the signal row only
+    assert _shown(again) == _shown(first)
+    assert all(a.state is LeaseState.RUNNING for a in again)  # type: ignore[attr-defined]
+    unsigned = rig.svc.reports.worker_heartbeat(WORKER, "w1", [(x.id, x.fence) for x in held])
+    assert _shown([a for _, _, a in unsigned]) == _shown(again)  # the same as read
+
+
+@pytest.mark.parametrize(
+    ("act", "state", "revoke"),
+    [
+        ("cancel", LeaseState.CANCELLING, Revoke.CANCEL),
+        ("kill", LeaseState.CANCELLING, Revoke.KILL),
+        ("pause", LeaseState.PAUSED, Revoke.PAUSE),
+    ],
+)
+def test_an_operators_move_between_two_heartbeats_is_in_the_next_answer(
+    rig: Rig, reads: Reads, act: str, state: LeaseState, revoke: Revoke
+) -> None:
+    lease, other = rig.running(), rig.running()
+    _, signal = _beats(rig, [lease, other], "")
+    getattr(rig.svc.operator, act)(MEMBER, lease.id)
+    reads.leases.clear()
+    answers, signal = _beats(rig, [lease, other], signal)
+    assert answers[0].state is state and answers[0].revoke is revoke  # type: ignore[attr-defined]
+    assert {i for i, _ in reads.leases} == {lease.id, other.id}  # the epoch moved: all read
+    reads.leases.clear()
+    again, _ = _beats(rig, [lease, other], signal)
+    assert _shown(again) == _shown(answers) and reads.leases == []  # vouched again
+
+
+def test_a_resume_between_two_heartbeats_clears_the_pause(rig: Rig) -> None:
+    lease = rig.running()
+    rig.svc.operator.pause(MEMBER, lease.id)
+    [paused], signal = _beats(rig, [lease], "")
+    assert paused.revoke is Revoke.PAUSE  # type: ignore[attr-defined]
+    rig.svc.operator.resume(MEMBER, lease.id)
+    [resumed], _ = _beats(rig, [lease], signal)
+    assert resumed.revoke is None and resumed.state is LeaseState.RUNNING  # type: ignore[attr-defined]
+
+
+def test_an_expiry_between_two_heartbeats_is_refused_never_renewed(rig: Rig) -> None:
+    lease = rig.running()
+    _, signal = _beats(rig, [lease], "")
+    rig.advance(TOLERATION_S * (1 + DEADLINE_SLACK) + 5)
+    rig.sweep()
+    assert rig.lease(lease.id).state is LeaseState.LOST
+    [answer], _ = _beats(rig, [lease], signal)
+    assert isinstance(answer, StaleLease)
+    assert rig.lease(lease.id).state is LeaseState.LOST
+
+
+def test_a_deadline_due_is_read_and_written_though_vouched(rig: Rig, reads: Reads) -> None:
+    lease = rig.running()
+    _, signal = _beats(rig, [lease], "")
+    rig.advance(TOLERATION_S * DEADLINE_SLACK + 10)  # the stored deadline needs moving now
+    reads.leases.clear()
+    [answer], signal = _beats(rig, [lease], signal)
+    assert reads.leases == [(lease.id, True)]
+    assert rig.lease(lease.id).heartbeat_at == rig.clock.now_ms()
+    assert answer.deadline == rig.lease(lease.id).deadline  # type: ignore[attr-defined]
+    reads.leases.clear()
+    _beats(rig, [lease], signal)
+    assert reads.leases == []  # the written deadline is vouched for next
+
+
+def _forged(signal: str) -> list[str]:
+    body, _, mac = signal.partition(".")
+    flipped = body[:-1] + ("A" if body[-1] != "A" else "B")
+    return ["x", "garbage.with.dots", f"{body}.", f"{flipped}.{mac}", f"{body}.{mac[::-1]}"]
+
+
+def test_a_forged_or_altered_signal_vouches_for_nothing(rig: Rig, reads: Reads) -> None:
+    lease = rig.running()
+    truth, signal = _beats(rig, [lease], "")
+    assert signal is not None
+    for forged in _forged(signal):
+        reads.leases.clear()
+        answers, _ = _beats(rig, [lease], forged)
+        assert reads.leases == [(lease.id, True)], forged
+        assert _shown(answers) == _shown(truth)
+
+
+def test_an_old_signal_vouches_for_nothing_after_the_epoch_moved(rig: Rig, reads: Reads) -> None:
+    lease = rig.running()
+    _, old = _beats(rig, [lease], "")
+    rig.svc.operator.pause(MEMBER, lease.id)
+    rig.svc.operator.resume(MEMBER, lease.id)  # the lease is as it was: the epoch is not
+    reads.leases.clear()
+    _beats(rig, [lease], old)
+    assert reads.leases == [(lease.id, True)]
+
+
+def test_another_workers_lease_named_with_a_good_signal_is_still_stale(rig: Rig) -> None:
+    mine, theirs = rig.running(), rig.running(worker_id="w2")
+    _, signal = _beats(rig, [mine], "")
+    answers, _ = _beats(rig, [mine, theirs], signal)
+    assert isinstance(answers[1], StaleLease)
+    # Nor does one worker's signal vouch for anything under another worker's id.
+    _, theirs_signal = _beats(rig, [theirs], "", worker_id="w2")
+    answers, _ = _beats(rig, [theirs], theirs_signal)  # as w1
+    assert isinstance(answers[0], StaleLease)
+    answers, _ = _beats(rig, [mine], signal, worker_id="w2")
+    assert isinstance(answers[0], StaleLease)
+
+
+def test_a_lease_named_at_another_fence_is_judged_on_its_row(rig: Rig) -> None:
+    lease = rig.running()
+    _, signal = _beats(rig, [lease], "")
+    [answer], _ = _beats(rig, [replace(lease, fence=lease.fence + 1)], signal)
+    assert isinstance(answer, StaleLease)
+
+
+def test_below_the_schema_version_a_signal_is_ignored_and_every_lease_read(
+    rig: Rig, reads: Reads
+) -> None:
+    rig.store.schema = SchemaState(version=WORKER_SIGNALS_FROM_SCHEMA - 2, step=2)
+    lease = rig.running()
+    _, signal = _beats(rig, [lease], "")
+    assert signal is None
+    assert rig.store.signal_secret() is None  # nothing kept, nothing read
+    reads.leases.clear()
+    _beats(rig, [lease], "")
+    assert reads.leases == [(lease.id, False)]  # as before: the cheap read first
+
+
+def test_a_caller_that_sends_no_signal_gets_none_and_todays_reads(rig: Rig, reads: Reads) -> None:
+    lease = rig.running()
+    _, signal = _beats(rig, [lease], None)
+    assert signal is None and reads.leases == [(lease.id, False)]
