@@ -16,14 +16,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from tenure.app.leases.reports import Beat, Vouched
+from tenure.app.ports import WORKER_RETENTION_S
 from tenure.domain.errors import StaleLease, TenureError
 from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.leases import SignalKey
 from tenure.domain.model import Lease
 from tenure.domain.states import LeaseState, Revoke
+from tenure.store import keys
 
 from tests.conformance.contract import ALPHA, TOLERATION_MS, make_world
-from tests.conformance.test_races import real_time_service, seed, stored
+from tests.conformance.test_races import real_time_service, run_threads, seed, stored
 from tests.conftest import ADMIN, WORKER, Rig, lease_principal
 
 W = "w-1"
@@ -169,3 +171,24 @@ def test_a_heartbeat_racing_an_expiry_never_renews_an_expired_lease(rig: Rig) ->
             assert row.deadline is not None and row.deadline > rig.clock.now_ms()
     print(f"\nheartbeat vs expiry: {lost} expired of {n}")
     assert 0 < lost < n, "one-sided race"
+
+
+def test_the_instance_keeps_one_signal_secret_however_many_race_to_write_it(rig: Rig) -> None:
+    assert rig.store.signal_secret() is None
+    kept = run_threads(8, lambda n: rig.store.keep_signal_secret(f"secret-{n}"))
+    assert len(set(kept)) == 1 and kept[0].startswith("secret-")
+    assert rig.store.signal_secret() == kept[0]
+    assert rig.store.keep_signal_secret("later") == kept[0]
+
+
+def test_a_signal_row_is_kept_a_while_after_its_last_raise_and_absent_reads_zero(
+    rig: Rig,
+) -> None:
+    make_world(rig.svc)
+    assert rig.store.signal_epoch(SignalKey(WORKER.token_id, "nobody")) == 0
+    [lease] = _running(rig, 1)
+    rig.svc.operator.pause(ADMIN, lease.id)
+    row = rig.store.rows.get(keys.signal_key(WORKER.token_id, W))
+    assert row is not None and row[keys.SIGNAL_EPOCH] == 1
+    expected = rig.clock.now_ms() // 1000 + WORKER_RETENTION_S
+    assert row[keys.TTL_ATTRIBUTE] == expected

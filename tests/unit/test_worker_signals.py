@@ -5,16 +5,24 @@ complete, fail)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import replace
+from typing import Any, NamedTuple
 
 import pytest
+from tenure import wiring
+from tenure.api import app as api
+from tenure.api.models.leases import SIGNAL_MAX
 from tenure.app.migrations import WORKER_SIGNALS_FROM_SCHEMA, SchemaState, migrate
 from tenure.domain.errors import Conflict, StaleLease, TenureError
 from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.leases import SignalKey, must_signal
-from tenure.domain.model import Lease
+from tenure.domain.model import Lease, Principal
 from tenure.domain.states import EndReason, LeaseState, ReportKind, Revoke
 from tenure.domain.transitions import Action, must_move
+from tenure_cli.local.frontdoor import to_event
+from tenure_worker.jobs import UNKNOWN_SIGNAL
 
 from tests.unit.support import ADMIN, MEMBER, WORKER, Rig, as_lease, make_lease
 
@@ -344,3 +352,71 @@ def test_a_caller_that_sends_no_signal_gets_none_and_todays_reads(rig: Rig, read
     lease = rig.running()
     _, signal = _beats(rig, [lease], None)
     assert signal is None and reads.leases == [(lease.id, False)]
+
+
+# ------------------------------------------------------------------------------ the route
+
+
+class Answer(NamedTuple):
+    status: int
+    body: dict[str, Any]
+
+
+@pytest.fixture
+def http(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+
+    def call(path: str, body: Any, actor: Principal = WORKER) -> Answer:
+        event = to_event("POST", f"/api/v1{path}", {"host": "unit"}, json.dumps(body).encode())
+        principal = json.dumps(dataclasses.asdict(actor))
+        event["requestContext"]["authorizer"] = {"lambda": {"principal": principal}}
+        out = api.handle(event, None)
+        return Answer(out["statusCode"], json.loads(out.get("body") or "{}"))
+
+    return call
+
+
+def test_the_route_answers_a_signal_only_to_a_caller_that_sent_one(rig: Rig, http: Any) -> None:
+    lease = rig.running()
+    leases = [{"id": lease.id, "fence": lease.fence}]
+    plain = http("/workers/w1/heartbeat", {"leases": leases})
+    assert plain.status == 200 and "signal" not in plain.body
+    first = http("/workers/w1/heartbeat", {"leases": leases, "signal": ""})
+    assert first.status == 200 and first.body["signal"]
+    again = http("/workers/w1/heartbeat", {"leases": leases, "signal": first.body["signal"]})
+    assert again.status == 200
+    assert again.body["leases"] == first.body["leases"] == plain.body["leases"]
+    assert again.body["leases"][0]["state"] == "running"
+
+
+@pytest.mark.parametrize("signal", [5, None, ["a"], "x" * (SIGNAL_MAX + 1)])
+def test_a_signal_that_is_not_a_short_string_is_refused(
+    rig: Rig, http: Any, signal: object
+) -> None:
+    lease = rig.running()
+    body: dict[str, Any] = {"leases": [{"id": lease.id, "fence": lease.fence}]}
+    body["signal"] = signal
+    got = http("/workers/w1/heartbeat", body)
+    if signal is None:  # a null is an absence: the heartbeat of a caller that asks for none
+        assert got.status == 200 and "signal" not in got.body
+        return
+    assert got.status == 422 and got.body["error"]["code"] == "validation_failed"
+    assert "signal" not in got.body and rig.store.signal_secret() is None  # nothing read
+
+
+def test_a_field_the_service_does_not_know_is_refused_as_the_runner_expects() -> None:
+    """The runner tells an older service by how it refuses an unknown field."""
+    assert UNKNOWN_SIGNAL == "signal: is not a known field"
+
+
+def test_an_unknown_field_is_refused_in_that_form(rig: Rig, http: Any) -> None:
+    got = http("/workers/w1/heartbeat", {"leases": [], "pool": "builders", "signel": ""})
+    assert got.status == 422
+    assert got.body["error"]["message"] == UNKNOWN_SIGNAL.replace("signal", "signel")
+
+
+def test_a_lease_token_may_not_send_a_worker_heartbeat(rig: Rig, http: Any) -> None:
+    lease = rig.running()
+    body = {"leases": [{"id": lease.id, "fence": lease.fence}], "signal": ""}
+    got = http("/workers/w1/heartbeat", body, as_lease(lease.id))
+    assert got.status == 403 and "signal" not in got.body
