@@ -13,11 +13,12 @@ import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 from tenure.app.leases.reports import Beat, Vouched
 from tenure.app.ports import WORKER_RETENTION_S
-from tenure.domain.errors import StaleLease, TenureError
+from tenure.domain.errors import Conflict, StaleLease, TenureError
 from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.leases import SignalKey
 from tenure.domain.model import Lease
@@ -192,3 +193,23 @@ def test_a_signal_row_is_kept_a_while_after_its_last_raise_and_absent_reads_zero
     assert row is not None and row[keys.SIGNAL_EPOCH] == 1
     expected = rig.clock.now_ms() // 1000 + WORKER_RETENTION_S
     assert row[keys.TTL_ATTRIBUTE] == expected
+
+
+def test_a_jobs_heartbeat_that_changes_its_lease_seconds_raises_the_epoch_with_it(
+    rig: Rig,
+) -> None:
+    make_world(rig.svc)
+    [lease] = _running(rig, 1)
+    rig.svc.reports.heartbeat(lease_principal(lease.id), lease.id, 30)
+    assert stored(rig, lease.id).lease_seconds == 30
+    assert rig.store.signal_epoch(KEY) == 1
+    rig.svc.reports.heartbeat(lease_principal(lease.id), lease.id, 30)  # unchanged: no raise
+    assert rig.store.signal_epoch(KEY) == 1
+    stale = stored(rig, lease.id)
+    rig.svc.operator.pause(ADMIN, lease.id)
+    shorter = replace(stale, lease_seconds=20)
+    bump = rig.svc.kernel.signal_bump(stale, shorter)
+    assert bump is not None
+    with pytest.raises(Conflict):  # on the row before the pause: neither write lands
+        rig.store.renew(shorter, (stale.state, stale.fence), signal=bump)
+    assert rig.store.signal_epoch(KEY) == 2 and stored(rig, lease.id).lease_seconds == 30

@@ -53,6 +53,7 @@ from tenure.app.ports import (
     RequireSucceeded,
     SchedulerState,
     Settings,
+    SignalBump,
     SpacePage,
     SweeperState,
     TaskEntry,
@@ -838,9 +839,17 @@ class FakeStore(FakeRules):
             raise Conflict("lease moved on")
         return row
 
-    def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
+    def renew(
+        self,
+        lease: Lease,
+        expect: tuple[LeaseState, int],
+        move_due: bool = False,
+        signal: SignalBump | None = None,
+    ) -> None:
         self.writes.append("renew")
         row = self._held_at(lease.id, expect)
+        if signal is not None:
+            self.signals[signal.key] = self.signals.get(signal.key, 0) + 1
         row.lease = replace(
             row.lease,
             deadline=lease.deadline,

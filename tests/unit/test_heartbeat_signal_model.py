@@ -10,12 +10,14 @@ and only a consistent read (or the heartbeat's own write) may be sealed into the
 This file walks every ordering of a small world and checks, in every state, that:
 
 * a lease answered from the signal is answered as the table held it when the heartbeat read the
-  epoch, unless that read came from a replica behind the table (DynamoDB's replicas catch up
-  within about a second: the answer then lags that much, as the cheap lease read does today);
+  epoch (its deadline never later than the row's), unless that read came from a replica behind
+  the table (DynamoDB's replicas catch up within about a second: the answer then lags that
+  much, as the cheap lease read does today);
 * no heartbeat ever renews a lease the sweeper expired (the renewal is a conditional write).
 
 The world: one lease held by the worker, at most `moves` operator moves (pause, resume, cancel,
-kill), an expiry once its deadline has passed, abstract time in ticks, and eventually
+kill), an expiry once its deadline has passed, the job's own heartbeat asking once for a
+shorter lease (`shorten`: its deadline comes earlier), abstract time in ticks, and eventually
 consistent reads that may return the replica's copy (of the epoch row or the lease row) until
 a catch-up step copies the table into it. The heartbeat is a sequence of steps: read the epoch,
 then either answer from the signal or read the lease (consistently), write the deadline when
@@ -67,6 +69,7 @@ class Lease(NamedTuple):
     revoke: str | None
     version: int
     deadline: int  # the tick it expires at
+    seconds: int = TOLERATION  # its lease_seconds, in ticks
 
 
 class Sealed(NamedTuple):
@@ -76,6 +79,7 @@ class Sealed(NamedTuple):
     state: str
     revoke: str | None
     deadline: int
+    seconds: int
 
 
 class State(NamedTuple):
@@ -89,7 +93,7 @@ class State(NamedTuple):
     pc: str  # the heartbeat's next step: idle, lease (read it), answer
     read_epoch: int
     fresh: bool  # whether that epoch read saw the table (not a replica behind it)
-    truth: tuple[str, str | None]  # the lease as the table held it at the epoch read
+    truth: tuple[str, str | None, int]  # the lease (and its deadline) at the epoch read
     read: Lease | None  # the lease as the heartbeat read it (None: not read)
     consistent: bool  # whether that lease read was consistent
     vouched: bool  # whether the signal vouches for the lease at the epoch read
@@ -103,6 +107,7 @@ class Config:
     moves: int = 2
     beats: int = 4
     ticks: int = 4
+    shorten: bool = False  # whether the job's own heartbeat may ask for a shorter lease
 
 
 def _row(lease: Lease) -> LeaseRow:
@@ -113,6 +118,8 @@ def _row(lease: Lease) -> LeaseRow:
         worker_id="w1",
         claimed_by="tok-worker",
         version=lease.version,
+        lease_seconds=lease.seconds,
+        deadline=lease.deadline,
     )
 
 
@@ -139,6 +146,9 @@ def _world_steps(cfg: Config, s: State) -> Iterator[tuple[str, State]]:
     if lease.deadline <= s.now:
         lost = lease._replace(state=LOST, revoke=None, version=lease.version + 1)
         yield "sweeper expires", _write(cfg, s, lost)
+    if cfg.shorten and lease.seconds == TOLERATION:  # the job asks for a shorter lease
+        short = lease._replace(seconds=1, deadline=s.now + 2, version=lease.version + 1)
+        yield "job shortens its lease", _write(cfg, s, short)
 
 
 def _read_lease(cfg: Config, s: State) -> Iterator[tuple[str, State]]:
@@ -167,7 +177,7 @@ def _beat_steps(cfg: Config, s: State) -> Iterator[tuple[str, State]]:
 
 
 def _read_epoch(s: State) -> Iterator[tuple[str, State]]:
-    truth = (s.lease.state, s.lease.revoke)
+    truth = (s.lease.state, s.lease.revoke, s.lease.deadline)
     seen = s._replace(read_epoch=s.epoch, fresh=True, truth=truth)
     yield "beat: read epoch", _after_epoch(seen)
     if s.epoch_copy != s.epoch:
@@ -182,15 +192,15 @@ def _after_epoch(s: State) -> State:
     return s._replace(pc="answer" if vouched or s.read is not None else "lease", vouched=vouched)
 
 
-def _due(deadline: int, now: int) -> bool:
-    return deadline < now + TOLERATION  # the same rule as domain/signals.py Known.due
+def _due(deadline: int, seconds: int, now: int) -> bool:
+    return deadline < now + seconds  # the same rule as domain/signals.py Known.due
 
 
 def _answer(cfg: Config, s: State) -> State:
     done = s._replace(pc="idle")
     if s.vouched:  # the signal vouches at this epoch
         assert s.signal is not None
-        if not _due(s.signal.deadline, s.now):
+        if not _due(s.signal.deadline, s.signal.seconds, s.now):
             return done  # answered from it: `violation` checks the answer
         return done._replace(pc="lease", read=None, vouched=False)
     read = s.read
@@ -198,8 +208,8 @@ def _answer(cfg: Config, s: State) -> State:
     if read.state == LOST:
         return done._replace(signal=None)  # stale_lease: nothing to seal
     lease = s.lease
-    if _due(read.deadline, s.now):
-        renewed = read._replace(version=read.version + 1, deadline=s.now + TOLERATION + 1)
+    if _due(read.deadline, read.seconds, s.now):
+        renewed = read._replace(version=read.version + 1, deadline=s.now + read.seconds + 1)
         if lease.version != read.version and not cfg.flaws.blind_renewal:
             return done._replace(signal=None)  # the condition lost: judged again next beat
         done = done._replace(renewed_lost=s.renewed_lost or lease.state == LOST)
@@ -209,7 +219,8 @@ def _answer(cfg: Config, s: State) -> State:
         read = done.lease
     if not s.consistent and not cfg.flaws.seal_cheap_read:
         return done._replace(signal=None)
-    return done._replace(signal=Sealed(s.read_epoch, read.state, read.revoke, read.deadline))
+    sealed = Sealed(s.read_epoch, read.state, read.revoke, read.deadline, read.seconds)
+    return done._replace(signal=sealed)
 
 
 def successors(cfg: Config, s: State) -> Iterator[tuple[str, State]]:
@@ -222,16 +233,19 @@ def violation(cfg: Config, before: State, after: State) -> str | None:
         return "a heartbeat renewed a lease the sweeper had expired"
     answered = before.pc == "answer" and after.pc == "idle" and before.vouched
     if answered and before.fresh and before.signal is not None:
+        state, revoke, deadline = before.truth
         said = (before.signal.state, before.signal.revoke)
-        if said != before.truth:
-            return f"answered {said} from the signal while the table held {before.truth}"
+        if said != (state, revoke):
+            return f"answered {said} from the signal while the table held {(state, revoke)}"
+        if before.signal.deadline > deadline:
+            return f"answered deadline {before.signal.deadline} while the row's was {deadline}"
     return None
 
 
 def initial(cfg: Config) -> State:
     lease = Lease(RUNNING, None, 1, TOLERATION + 1)
-    return State(0, lease, 0, lease, 0, 0, 0, "idle", 0, True, (RUNNING, None), None, True,
-                 False, None, False)  # fmt: skip
+    return State(0, lease, 0, lease, 0, 0, 0, "idle", 0, True, (RUNNING, None, lease.deadline),
+                 None, True, False, None, False)  # fmt: skip
 
 
 @dataclass
@@ -273,9 +287,10 @@ def test_the_protocol_keeps_its_promises_in_every_interleaving() -> None:
     assert result.states > 1000  # the walk reached far: the world is not trivially small
 
 
-def test_it_holds_with_more_moves_and_heartbeats() -> None:
-    result = check(Config(moves=3))
-    assert result.trace is None, "\n".join(result.trace)
+def test_it_holds_with_more_moves_and_with_a_job_that_shortens_its_lease() -> None:
+    for cfg in (Config(moves=3), Config(moves=1, shorten=True)):
+        result = check(cfg)
+        assert result.trace is None, "\n".join(result.trace)
 
 
 def _found(flaws: Flaws) -> list[str]:
@@ -312,3 +327,16 @@ def test_the_service_rule_is_what_the_model_runs(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(sys.modules[__name__], "must_signal", spares_pauses)
     result = check(Config())
     assert result.trace is not None and "paused" in result.trace[-1], result.trace
+
+
+def test_a_rule_that_spares_a_shorter_lease_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Were a job's shorter lease no news to the signal, the worker would be told of a later
+    deadline than the row's, and stop renewing a lease that expires sooner."""
+    real = must_signal
+
+    def spares_seconds(seen: LeaseRow, new: LeaseRow) -> object:
+        return real(seen, replace(new, lease_seconds=seen.lease_seconds))
+
+    monkeypatch.setattr(sys.modules[__name__], "must_signal", spares_seconds)
+    result = check(Config(moves=0, shorten=True))
+    assert result.trace is not None and "deadline" in result.trace[-1], result.trace

@@ -57,6 +57,7 @@ def _held(state: LeaseState = LeaseState.RUNNING, **kw: object) -> Lease:
         ),
         (LeaseState.RUNNING, {"worker_id": "w2"}),
         (LeaseState.RUNNING, {"fence": 2}),
+        (LeaseState.RUNNING, {"lease_seconds": 30, "deadline": 5}),  # a job's shorter lease
     ],
 )
 def test_a_change_the_heartbeat_must_report_raises_the_holders_epoch(
@@ -286,6 +287,29 @@ def test_a_deadline_due_is_read_and_written_though_vouched(rig: Rig, reads: Read
     reads.leases.clear()
     _beats(rig, [lease], signal)
     assert reads.leases == []  # the written deadline is vouched for next
+
+
+def test_a_jobs_own_heartbeat_that_shortens_its_lease_reaches_the_next_worker_beat(
+    rig: Rig, reads: Reads
+) -> None:
+    # The worker's signal knows a later deadline than the shortened one: were it trusted, the
+    # worker would stop renewing a lease that expires sooner.
+    lease = rig.running()
+    _, signal = _beats(rig, [lease], "")
+    rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, 30)
+    assert _epoch(rig) == 1
+    short = rig.lease(lease.id)
+    reads.leases.clear()
+    [answer], signal = _beats(rig, [lease], signal)
+    assert reads.leases == [(lease.id, True)]
+    assert answer.deadline == short.deadline  # type: ignore[attr-defined]
+    for _ in range(6):  # renewed in time by the worker alone, never expired
+        rig.advance(10)
+        _beats(rig, [lease], signal)
+        rig.sweep()
+    assert rig.lease(lease.id).state is LeaseState.RUNNING
+    rig.svc.reports.heartbeat(as_lease(lease.id), lease.id, None)  # the same seconds again
+    assert _epoch(rig) == 1
 
 
 def _forged(signal: str) -> list[str]:

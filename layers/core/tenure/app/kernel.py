@@ -144,15 +144,22 @@ class Kernel:
         each worker's once. None added while the table's schema is below the version from
         which heartbeats trust the epoch: an earlier release's writers do not raise it."""
         wanted = {
-            key
+            bump.key: bump
             for write in change.leases
-            if write.seen is not None and (key := must_signal(write.seen, write.new))
+            if write.seen is not None and (bump := self.signal_bump(write.seen, write.new))
         }
-        wanted -= {bump.key for bump in change.signals}
-        if not wanted or not self.gates.worker_signals():
-            return change.signals
-        now = self.clock.now_ms()
-        return [*change.signals, *(SignalBump(key, now) for key in sorted(wanted))]
+        for bump in change.signals:
+            wanted.pop(bump.key, None)
+        return [*change.signals, *(wanted[key] for key in sorted(wanted))]
+
+    def signal_bump(self, seen: Lease, new: Lease) -> SignalBump | None:
+        """The signal raise that writing `new` over `seen` must carry (domain/leases.py
+        must_signal), or None — always None while the table's schema is below the version
+        from which heartbeats trust the epoch: an earlier release's writers do not raise it."""
+        key = must_signal(seen, new)
+        if key is None or not self.gates.worker_signals():
+            return None
+        return SignalBump(key, self.clock.now_ms())
 
     def mark_priorities(self, change: Change) -> None:
         """Before a new pending lease at a priority other than the default, or with a queue

@@ -17,6 +17,7 @@ from tenure.app.ports import (
     LeasePage,
     SchedulerState,
     Settings,
+    SignalBump,
     SpacePage,
     SweeperState,
     TaskEntry,
@@ -271,9 +272,16 @@ class LeaseRows(Protocol):
         state: LeaseState | None,
         pool: str | None,
     ) -> LeasePage: ...
-    def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
+    def renew(
+        self,
+        lease: Lease,
+        expect: tuple[LeaseState, int],
+        move_due: bool = False,
+        signal: SignalBump | None = None,
+    ) -> None:
         """Write a held lease's deadline, heartbeat time and lease_seconds; with `move_due`,
-        its due_at (the sweeper's index entry) too — a heartbeat that shortens the lease."""
+        its due_at (the sweeper's index entry) too — a heartbeat that shortens the lease; with
+        `signal`, raise that worker's signal epoch in the same transaction."""
         ...
 
     def move_deadline(self, lease: Lease, seen: Lease) -> None:

@@ -100,10 +100,12 @@ def holder(lease: Lease) -> SignalKey | None:
 def must_signal(seen: Lease, new: Lease) -> SignalKey | None:
     """The signal row that writing `new` over `seen` must raise, or None.
 
-    Raised when the lease was held and the write changes its state, its revoke, its fence or
-    its holder, unless the write is the holder's own start or final complete / fail. A write
-    that changes none of these (a renewal, a log stream's mark, a run-timeout mark) leaves the
-    heartbeat's answer as it was, apart from the deadline, which only heartbeats write."""
+    Raised when the lease was held and the write changes its state, its revoke, its fence, its
+    holder or its lease_seconds (a job's own heartbeat that shortens its lease brings the
+    deadline earlier than a signal knows), unless the write is the holder's own start or final
+    complete / fail. A write that changes none of these (a renewal, a log stream's mark, a
+    run-timeout mark) leaves the heartbeat's answer as it was, or moves its deadline later
+    only, which a heartbeat answering from a signal meets as due the sooner."""
     key = holder(seen)
     if key is None:
         return None
@@ -113,6 +115,7 @@ def must_signal(seen: Lease, new: Lease) -> SignalKey | None:
         and new.fence == seen.fence
         and new.worker_id == seen.worker_id
         and new.claimed_by == seen.claimed_by
+        and new.lease_seconds == seen.lease_seconds
     )
     if same:
         return None

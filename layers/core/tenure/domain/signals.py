@@ -4,9 +4,10 @@ must_signal), and how an answer seals what it vouches for.
 Each worker (its worker token and `worker_id`) has one small signal row carrying an epoch. A
 write that changes what a worker heartbeat answers for a lease that worker holds, and that the
 worker did not ask for itself, raises that epoch in the same transaction: a cancel, a kill, a
-pause or resume, an operator's end, the sweeper's expiry or run-timeout kill, a release. So a
-heartbeat that finds the epoch where its last answer left it knows that nothing it must report
-happened to the worker's leases since; one that finds it moved reads its leases.
+pause or resume, an operator's end, the sweeper's expiry or run-timeout kill, a release, a
+job's own heartbeat that changes its lease_seconds. So a heartbeat that finds the epoch where
+its last answer left it knows that nothing it must report happened to the worker's leases
+since; one that finds it moved reads its leases.
 
 The holder's own routine writes raise nothing: a heartbeat's renewal, the start of its lease
 and its complete or fail (the common path, one write each, which a second item in their

@@ -360,7 +360,13 @@ class Reports:
                 )
                 if shortened:
                     new = replace(new, due_at=new.deadline)
-                self.leases.renew(new, expect=(current.state, current.fence), move_due=shortened)
+                # A changed lease_seconds is news to the worker's signal (domain/leases.py).
+                self.leases.renew(
+                    new,
+                    expect=(current.state, current.fence),
+                    move_due=shortened,
+                    signal=self.kernel.signal_bump(current, new),
+                )
                 return Beat(lease=new, revoke=revoke_signal(new), wrote=True)
             return Beat(lease=current, revoke=revoke_signal(current))
 
