@@ -5,6 +5,7 @@ complete, fail)."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 from dataclasses import replace
@@ -13,12 +14,12 @@ from typing import Any, NamedTuple
 import pytest
 from tenure import wiring
 from tenure.api import app as api
-from tenure.api.models.leases import SIGNAL_MAX
 from tenure.app.migrations import WORKER_SIGNALS_FROM_SCHEMA, SchemaState, migrate
 from tenure.domain.errors import Conflict, StaleLease, TenureError
 from tenure.domain.fencing import DEADLINE_SLACK
 from tenure.domain.leases import SignalKey, must_signal
 from tenure.domain.model import Lease, Principal
+from tenure.domain.signals import SIGNAL_MAX, Known, _mac, opened, seal
 from tenure.domain.states import EndReason, LeaseState, ReportKind, Revoke
 from tenure.domain.transitions import Action, must_move
 from tenure_cli.local.frontdoor import to_event
@@ -327,6 +328,31 @@ def test_a_forged_or_altered_signal_vouches_for_nothing(rig: Rig, reads: Reads) 
         answers, _ = _beats(rig, [lease], forged)
         assert reads.leases == [(lease.id, True)], forged
         assert _shown(answers) == _shown(truth)
+
+
+def test_a_signal_never_outgrows_what_a_caller_may_echo() -> None:
+    key = SignalKey("tok-" + "t" * 60, "w" * 128)
+    known = {
+        f"{n:03d}" + "L" * 125: Known(
+            2**31, LeaseState.CANCELLING, Revoke.CANCEL, 2**42, 43_200, f"pool-{n}" + "p" * 56,
+            "v" * 128,
+        )
+        for n in range(100)
+    }  # fmt: skip
+    signal = seal("secret", key, 7, known)
+    assert len(signal) <= SIGNAL_MAX
+    vouched = opened("secret", key, 7, signal)
+    assert vouched and set(vouched) < set(known)  # as many as fit, each as sealed
+    assert all(vouched[lease_id] == known[lease_id] for lease_id in vouched)
+    small = dict(list(known.items())[:3])
+    assert opened("secret", key, 7, seal("secret", key, 7, small)) == small
+
+
+def test_a_well_sealed_signal_of_another_form_vouches_for_nothing() -> None:
+    key = SignalKey("tok", "w1")
+    body = base64.urlsafe_b64encode(b'{"not": "a list"}').decode().rstrip("=")
+    forged = f"{body}.{_mac('secret', key, body)}"
+    assert opened("secret", key, 0, forged) == {}
 
 
 def test_an_old_signal_vouches_for_nothing_after_the_epoch_moved(rig: Rig, reads: Reads) -> None:

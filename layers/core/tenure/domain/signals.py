@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from tenure.domain.leases import SignalKey
 from tenure.domain.model import Lease
@@ -34,6 +35,9 @@ from tenure.domain.states import LeaseState, Revoke
 # one sealed for another worker or another epoch, vouches for nothing.
 VOUCHED_STATES = frozenset({LeaseState.RUNNING, LeaseState.PAUSED, LeaseState.CANCELLING})
 MAC_BYTES = 16  # 128 bits
+# The longest signal a caller may echo; an answer vouches for no more leases than fit in it
+# (the others are read the next time).
+SIGNAL_MAX = 32_768
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,17 @@ def _mac(secret: str, key: SignalKey, body: str) -> str:
 
 
 def seal(secret: str, key: SignalKey, epoch: int, known: dict[str, Known]) -> str:
-    """The signal an answer carries: at `epoch`, for the worker `key`, the leases `known`."""
+    """The signal an answer carries: at `epoch`, for the worker `key`, the leases `known`, or
+    as many of them as fit in SIGNAL_MAX (halved until they do)."""
+    signal = _sealed(secret, key, epoch, known)
+    while len(signal) > SIGNAL_MAX:
+        kept = sorted(known)[: len(known) // 2]
+        known = {lease_id: known[lease_id] for lease_id in kept}
+        signal = _sealed(secret, key, epoch, known)
+    return signal
+
+
+def _sealed(secret: str, key: SignalKey, epoch: int, known: dict[str, Known]) -> str:
     pools = sorted({(k.pool, k.worker_version or "") for k in known.values()})
     where = {p: i for i, p in enumerate(pools)}
     rows = {
@@ -108,7 +122,14 @@ def opened(secret: str, key: SignalKey, epoch: int, signal: str) -> dict[str, Kn
     body, dot, mac = signal.partition(".")
     if not dot or not hmac.compare_digest(mac.encode(), _mac(secret, key, body).encode()):
         return {}
-    sealed_at, pools, rows = json.loads(_unb64(body))
+    try:
+        return _vouched(epoch, json.loads(_unb64(body)))
+    except (ValueError, TypeError, KeyError, IndexError):
+        return {}  # sealed in a form this release does not read: it vouches for nothing
+
+
+def _vouched(epoch: int, sealed: Any) -> dict[str, Known]:
+    sealed_at, pools, rows = sealed
     if sealed_at != epoch:
         return {}
     return {

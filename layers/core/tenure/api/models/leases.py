@@ -29,6 +29,7 @@ from tenure.api.models.fields import (
 from tenure.domain.model import (
     DEFAULT_PRIORITY,
 )
+from tenure.domain.signals import SIGNAL_MAX
 from tenure.domain.states import EndReason, LeaseState, Revoke, SubjectKind
 
 
@@ -60,10 +61,6 @@ class Claim(Strict):
 
 class Heartbeat(Strict):
     lease_seconds: LeaseSeconds | None = None
-
-
-# The longest signal a worker heartbeat answers with: 100 leases of the longest id.
-SIGNAL_MAX = 32_768
 
 
 class LeaseFence(Strict):
