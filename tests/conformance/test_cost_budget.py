@@ -68,8 +68,13 @@ STILL_ABOVE = "the lease item of today is still above this target (docs/cost.md)
 # The worker heartbeat due when a report claims the next lease rides on that report: the
 # renewal's own heartbeat request goes, with its reads: 16.25 read units (from 16.5), 2.875
 # heartbeat requests a lease (from 3.0), writes unchanged.
-WRITE_UNITS_NOW = 12.75
-READ_UNITS_NOW = 16.5
+# A worker heartbeat that echoes its last answer's signal reads its worker's signal row and
+# only the leases that row cannot vouch for (a lease just claimed, one whose epoch moved, a
+# deadline due), not every lease it names: 13.06 read units (from 16.25); 12.12 write units
+# (from 12.0: the instance's signal secret, written once, is an eighth of a unit over this
+# run's 8 leases).
+WRITE_UNITS_NOW = 12.25
+READ_UNITS_NOW = 13.25
 REACTOR_INVOCATIONS_NOW = 2.75
 # CloudWatch Logs bytes ingested a lease (the functions' own lines and EMF documents, and the
 # HTTP API's access log): 1,998 while every claim logged a line at INFO, 1,578 since that
@@ -93,7 +98,6 @@ def test_lifecycle_write_units_stay_within_the_budget(measured: dict[str, Any]) 
     assert measured["lifecycle_write_units"] <= cost.BUDGET["lifecycle_write_units"]
 
 
-@pytest.mark.xfail(strict=True, reason=STILL_ABOVE)
 def test_read_units_per_lease_stay_within_the_budget(measured: dict[str, Any]) -> None:
     assert measured["read_units_per_lease"] <= cost.BUDGET["read_units_per_lease"]
 

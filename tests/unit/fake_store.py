@@ -53,6 +53,7 @@ from tenure.app.ports import (
     RequireSucceeded,
     SchedulerState,
     Settings,
+    SignalBump,
     SpacePage,
     SweeperState,
     TaskEntry,
@@ -88,6 +89,7 @@ from tenure.domain.timeline import (
     task_event,
     task_side_events,
 )
+from tenure.domain.transitions import SignalKey
 from tenure.store import cursors, items
 from tenure.store import keys as k
 from tenure.store.keys import queue_at
@@ -188,6 +190,7 @@ class FakeStore(FakeRules):
         self.lease_rows: dict[str, _LeaseRow] = {}
         self.workers: dict[tuple[str, str], Worker] = {}
         self.worker_expiry: dict[tuple[str, str], int] = {}  # the rows' TTL (epoch seconds)
+        self.signals: dict[SignalKey, int] = {}  # workers' signal epochs (domain/signals.py)
         self.claims: dict[tuple[str, str, str, str], ClaimRecord] = {}
         self.requests: dict[str, Filed] = {}
         # A worker token's waiting-claim slots: slot number -> held until (epoch ms).
@@ -468,6 +471,19 @@ class FakeStore(FakeRules):
     def get_worker(self, pool: str, worker_id: str) -> Worker | None:
         return self.workers.get((pool, worker_id))
 
+    def signal_epoch(self, key: SignalKey) -> int:
+        return self.signals.get(key, 0)
+
+    def signal_secret(self) -> str | None:
+        return getattr(self, "_signal_secret", None)
+
+    def keep_signal_secret(self, secret: str) -> str:
+        self.writes.append("keep_signal_secret")
+        kept = self.signal_secret()
+        if kept is None:
+            self._signal_secret = kept = secret
+        return kept
+
     def list_workers(
         self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
     ) -> list[Worker]:
@@ -652,6 +668,7 @@ class FakeStore(FakeRules):
             + [_graph_target(g) for g in change.graph]
             + [("scheduler", "") for _ in change.holds]
             + [("claim", str(_claim_of(rw.record))) for rw in change.records]
+            + [("signal", repr(bump.key)) for bump in change.signals]
         )
         if not targets:
             raise ValueError("a transaction needs at least one item")
@@ -713,6 +730,8 @@ class FakeStore(FakeRules):
             rows.extend(self._apply_graph(g))
         for h in change.holds:
             self._apply_hold(h.set_name, h.task_id, h.add)
+        for bump in change.signals:
+            self.signals[bump.key] = self.signals.get(bump.key, 0) + 1
         self._after(rows)
 
     def _max_active(self, ceiling: Ceiling) -> int | None:
@@ -847,9 +866,17 @@ class FakeStore(FakeRules):
             raise Conflict("lease moved on")
         return row
 
-    def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
+    def renew(
+        self,
+        lease: Lease,
+        expect: tuple[LeaseState, int],
+        move_due: bool = False,
+        signal: SignalBump | None = None,
+    ) -> None:
         self.writes.append("renew")
         row = self._held_at(lease.id, expect)
+        if signal is not None:
+            self.signals[signal.key] = self.signals.get(signal.key, 0) + 1
         row.lease = replace(
             row.lease,
             deadline=lease.deadline,
@@ -1245,6 +1272,7 @@ class FakeStore(FakeRules):
                 self.jobs,
                 self.lease_rows,
                 self.workers,
+                self.signals,
                 self.claims,
                 self.timelines,
                 self.sweeper,

@@ -54,8 +54,9 @@ WRITES = frozenset(
     {
         "commit", "count_edge", "count_firing", "count_log_containers", "delete_address",
         "delete_attachments", "delete_rule", "drop_event_wait", "drop_request",
-        "finish_request", "free_wait_slot", "keep_detail", "key_task", "list_space",
-        "list_token", "mark_children", "mark_keeps_detail", "mark_queue", "mark_reclaimed",
+        "finish_request", "free_wait_slot", "keep_detail", "keep_signal_secret", "key_task",
+        "list_space", "list_token", "mark_children", "mark_keeps_detail", "mark_queue",
+        "mark_reclaimed",
         "move_deadline", "next_task_number", "note_firing", "point_claim", "put_address",
         "put_anchor", "put_attachment", "put_event", "put_event_record", "put_event_wait",
         "put_kept_event", "put_pool", "put_rule", "put_space", "put_sweeper_state",

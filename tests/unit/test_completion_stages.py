@@ -45,7 +45,13 @@ def _recorded(rig: Rig) -> tuple[Reports, list[str]]:
         after=tuple(after(a) for a in every),
     )
     reports = rig.svc.reports
-    return Reports(reports.kernel, reports.workers, completion, leases=reports.leases), seen
+    return Reports(
+        reports.kernel,
+        reports.workers,
+        completion,
+        leases=reports.leases,
+        signals=reports.signals,
+    ), seen
 
 
 def test_a_plain_complete_enters_only_the_stages_for_every_report() -> None:

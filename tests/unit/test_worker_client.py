@@ -442,3 +442,52 @@ def test_an_unreachable_service_is_named_by_host_and_port_never_by_its_userinfo(
     with pytest.raises(Unreachable) as err:
         secure.call("GET", "/leases")
     assert "at tenure.test:443: " in str(err.value) and "secret" not in str(err.value)
+
+
+def _beat_answer(signal: str | None) -> Answer:
+    body: dict[str, Any] = {"leases": [{"id": "L1", "fence": 1, "state": "running"}]}
+    if signal is not None:
+        body["signal"] = signal
+    return Answer(200, {}, json.dumps(body).encode())
+
+
+def test_the_runner_echoes_the_signal_the_last_heartbeat_answer_carried(tmp_path: Path) -> None:
+    fake = FakeTransport(_beat_answer("S1"), _beat_answer("S2"), _beat_answer(None))
+    w = worker(tmp_path, fake)
+    for _ in range(3):
+        assert w._beat([("L1", 1)])[0]["state"] == "running"
+    fake.script = iter([_beat_answer("S3")])
+    w._beat([("L1", 1)])
+    sent = [r["body"]["signal"] for r in fake.requests]
+    # The first asks with none yet; an answer without one (a service below the version that
+    # trusts signals) makes the next ask afresh.
+    assert sent == ["", "S1", "S2", ""]
+    assert all(r["url"].endswith("/workers/w1/heartbeat") for r in fake.requests)
+
+
+def test_against_a_service_that_does_not_know_signals_the_runner_beats_without_them(
+    tmp_path: Path,
+) -> None:
+    refused = {"error": {"code": "validation_failed", "message": "signal: is not a known field"}}
+    fake = FakeTransport(
+        Answer(422, {}, json.dumps(refused).encode()), _beat_answer(None), _beat_answer(None)
+    )
+    w = worker(tmp_path, fake)
+    w._beat([("L1", 1)])
+    w._beat([("L1", 1)])
+    assert [r["body"].get("signal") for r in fake.requests] == ["", None, None]
+
+
+def test_any_other_refusal_of_a_heartbeat_is_an_answer_and_the_next_asks_afresh(
+    tmp_path: Path,
+) -> None:
+    refused = {"error": {"code": "validation_failed", "message": "leases: too many"}}
+    fake = FakeTransport(
+        _beat_answer("S1"), Answer(422, {}, json.dumps(refused).encode()), _beat_answer("S2")
+    )
+    w = worker(tmp_path, fake)
+    w._beat([("L1", 1)])
+    with pytest.raises(ApiError):
+        w._beat([("L1", 1)])
+    w._beat([("L1", 1)])
+    assert [r["body"].get("signal") for r in fake.requests] == ["", "S1", ""]

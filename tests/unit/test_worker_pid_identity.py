@@ -122,7 +122,7 @@ def test_a_restarted_worker_reattaches_to_its_own_job(
     _state_file(w, other.pid, jobs.start_time(other.pid))
     w._reattach()
     held = w.held["L1"]
-    w._signal(held, signal.SIGTERM)
+    jobs.signal_job(held, signal.SIGTERM)
     assert sent == [(other.pid, signal.SIGTERM)]
 
 
@@ -136,6 +136,6 @@ def test_a_job_whose_identity_does_not_match_is_never_signalled(
     held = w.held["L1"]
     held.started = "stat:1"  # the job ended and its pid went to `other` meanwhile
     for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT):
-        w._signal(held, sig)
+        jobs.signal_job(held, sig)
     assert sent == []
     assert w._exit_status(held) == -1  # ended, with no status written

@@ -375,6 +375,30 @@ class Client:
         **state: Any,
     ) -> list[Any]:
         """`state`: optional `runtime`, `credentials` ({state, reason?}) and `pool`."""
+        return list(self._worker_heartbeat(worker_id, leases, timeout, state)["leases"])
+
+    def worker_beats(
+        self,
+        worker_id: str,
+        leases: list[tuple[str, int]],
+        signal: str,
+        timeout: float | None = None,
+        **state: Any,
+    ) -> tuple[list[Any], str]:
+        """As `worker_heartbeat`, echoing `signal`: what the last answer carried ("" before the
+        first). The answer's leases, and the signal to echo next ("" when it carried none).
+        While nothing happened to the worker's leases, the service answers them from it
+        without reading them; it never answers differently for it."""
+        answer = self._worker_heartbeat(worker_id, leases, timeout, {**state, "signal": signal})
+        return list(answer["leases"]), str(answer.get("signal") or "")
+
+    def _worker_heartbeat(
+        self,
+        worker_id: str,
+        leases: list[tuple[str, int]],
+        timeout: float | None,
+        state: dict[str, Any],
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "leases": [{"id": lease_id, "fence": fence} for lease_id, fence in leases]
         }
@@ -382,7 +406,7 @@ class Client:
         # One try only: the caller's loop is the retry, and a late answer is a stale one.
         path = f"/workers/{worker_id}/heartbeat"
         _, answer = self.call("POST", path, body, timeout=timeout, retries=0, idempotent=True)
-        return list(answer["leases"])
+        return dict(answer)
 
     def start(
         self, lease_id: str, lease_token: str, timeout: float | None = None

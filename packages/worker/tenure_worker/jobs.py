@@ -4,9 +4,12 @@ still runs, and how a failed job's error reads."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -33,6 +36,8 @@ PROC = Path("/proc")
 UNKNOWN_START = "start: is not a known field"
 # How a service of a release without a report's `heartbeat` refuses one (422, nothing applied).
 UNKNOWN_HEARTBEAT = "heartbeat: is not a known field"
+# How a service of a release without heartbeat signals refuses one (422 validation_failed).
+UNKNOWN_SIGNAL = "signal: is not a known field"
 
 
 def log(message: str, **fields: Any) -> None:
@@ -166,6 +171,26 @@ def is_job(held: Held) -> bool:
     if held.proc is not None:
         return held.proc.returncode is None
     return alive(held.pid, held.started)
+
+
+def signal_job(held: Held, sig: signal.Signals) -> None:
+    """Signal the job's process group, and nothing else: not a pid the system has given to
+    another process since the job ended."""
+    if not is_job(held):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(held.pid, sig)
+
+
+def stored_worker_id(state_dir: Path) -> str:
+    """The worker's id kept in its state directory (made from the host and pid the first
+    time), so that a restarted worker claims and heartbeats as the same worker."""
+    path = state_dir / "worker-id"
+    if path.exists():
+        return path.read_text().strip()
+    worker_id = f"{socket.gethostname()}-{os.getpid()}"
+    path.write_text(worker_id)
+    return worker_id
 
 
 def stderr_tail(path: str) -> str:

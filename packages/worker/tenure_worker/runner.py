@@ -37,19 +37,21 @@ from tenure_worker.jobs import (
     LOOP_SECONDS,
     TOKEN_SHAPE,
     UNKNOWN_HEARTBEAT,
+    UNKNOWN_SIGNAL,
     UNKNOWN_START,
     Held,
     WorkerOptions,
     alive,
     failure_error,
     fence_grace,
-    is_job,
     log,
     noted_usage,
     ridden_rows,
     riding,
+    signal_job,
     start_time,
     stderr_tail,
+    stored_worker_id,
     usage_file,
     with_beats,
 )
@@ -63,7 +65,7 @@ class Worker:
         self.state_dir = opts.state_dir
         self.state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.state_dir, 0o700)
-        self.worker_id = opts.worker_id or self._stored_worker_id()
+        self.worker_id = opts.worker_id or stored_worker_id(self.state_dir)
         self.held: dict[str, Held] = {}
         self.unreported: dict[str, tuple[Held, str, dict[str, Any], float]] = {}
         self.report_not_before: dict[str, float] = {}  # the service's Retry-After, per report
@@ -84,6 +86,9 @@ class Worker:
         self.failed = 0  # jobs that exited non-zero on their own: `--once` then exits 1
         self.stopping = False  # a first signal: claim no more, drain
         self.signals = 0  # a second signal stops at once
+        # What the last worker heartbeat's answer carried, echoed in the next ("" before the
+        # first; None: the service does not know the field).
+        self.beat_signal: str | None = ""
         self.drain_until: float | None = None
         self.drain_announced = False
         self.contacted = False  # "worker up" is said once the service has answered
@@ -92,14 +97,6 @@ class Worker:
         self.pump: LogPump | None = None  # started with the loop (run)
 
     # -------------------------------------------------------------------- identity
-
-    def _stored_worker_id(self) -> str:
-        path = self.state_dir / "worker-id"
-        if path.exists():
-            return path.read_text().strip()
-        worker_id = f"{socket.gethostname()}-{os.getpid()}"
-        path.write_text(worker_id)
-        return worker_id
 
     # ------------------------------------------------------------------------ loop
 
@@ -356,9 +353,7 @@ class Worker:
             return
         sent = time.monotonic()
         try:
-            answers = self.client.worker_heartbeat(
-                self.worker_id, [(h.lease_id, h.fence) for h in live], timeout=self._budget()
-            )
+            answers = self._beat([(h.lease_id, h.fence) for h in live])
         except (Unreachable, ApiError) as err:
             # A 503's Retry-After does not delay the next heartbeat: it is a new call, not a
             # retry, and a skipped one brings the self-fence closer.
@@ -388,17 +383,34 @@ class Worker:
         for held in list(self.held.values()):
             self._ship_logs(held)
 
+    def _beat(self, leases: list[tuple[str, int]]) -> list[Any]:
+        """One worker heartbeat, echoing the signal the last answer carried, so that the
+        service need not read leases nothing happened to. A service of a release without
+        signals refuses the field: the heartbeat goes again without it, and so do all after."""
+        if self.beat_signal is not None:
+            try:
+                answers, self.beat_signal = self.client.worker_beats(
+                    self.worker_id, leases, self.beat_signal, timeout=self._budget()
+                )
+                return answers
+            except ApiError as err:
+                if not (err.status == 422 and UNKNOWN_SIGNAL in err.message):
+                    self.beat_signal = ""  # an answer of any other kind: start afresh
+                    raise
+                self.beat_signal = None
+        return self.client.worker_heartbeat(self.worker_id, leases, timeout=self._budget())
+
     def _apply_revoke(self, held: Held, revoke: str | None) -> None:
         if revoke in ("cancel", "kill") and held.stop_reason is None:
             held.revoke = revoke
             log("revoked", lease=held.lease_id, revoke=revoke)
             self._begin_stop(held, revoke)
         elif revoke == "pause" and not held.paused:
-            self._signal(held, signal.SIGSTOP)
+            signal_job(held, signal.SIGSTOP)
             held.paused = True
             log("paused", lease=held.lease_id)
         elif revoke is None and held.paused:
-            self._signal(held, signal.SIGCONT)
+            signal_job(held, signal.SIGCONT)
             held.paused = False
             log("resumed", lease=held.lease_id)
 
@@ -419,16 +431,16 @@ class Worker:
             self._begin_stop(held, "self_fenced")
         if held.kill_at is not None and now >= held.kill_at and not held.killed:
             log("job ignored SIGTERM: killing it", lease=held.lease_id)
-            self._signal(held, signal.SIGKILL)
+            signal_job(held, signal.SIGKILL)
             held.killed = True
 
     def _begin_stop(self, held: Held, reason: str) -> None:
         if held.stop_reason is not None:
             return
         held.stop_reason = reason
-        self._signal(held, signal.SIGTERM)
+        signal_job(held, signal.SIGTERM)
         if held.paused:
-            self._signal(held, signal.SIGCONT)
+            signal_job(held, signal.SIGCONT)
         # A self-fenced job must be gone before the lease can expire, whatever the grace.
         grace = self.opts.kill_grace
         if reason == "self_fenced":
@@ -572,14 +584,6 @@ class Worker:
         if self.opts.lease_seconds:
             ask["lease_seconds"] = self.opts.lease_seconds
         return ask
-
-    def _signal(self, held: Held, sig: signal.Signals) -> None:
-        """Signal the job's process group, and nothing else: not a pid the system has given
-        to another process since the job ended."""
-        if not is_job(held):
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(held.pid, sig)
 
     # -------------------------------------------------------------- state directory
 

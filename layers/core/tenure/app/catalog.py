@@ -26,6 +26,7 @@ from tenure.app.migrations import (
     STAMPS_FROM_SCHEMA,
     SUCCESSES_DERIVED_FROM_SCHEMA,
     UNTRANSACTED_FILING_FROM_SCHEMA,
+    WORKER_SIGNALS_FROM_SCHEMA,
 )
 from tenure.app.ports import Clock
 from tenure.app.rows import PoolRows, SchemaRows, SpaceRows
@@ -241,6 +242,7 @@ class SchemaGates:
         self.schema = schema
         self.clock = clock
         self._schema_at: tuple[int, int] | None = None
+        self._pool_gated = False  # the data has reached the pool rows' gates (it stays there)
 
     def first_stamps(self, subject_kind: str) -> dict[str, Any] | None:
         """A new lease's stamps (domain/timeline.py), or None while the table's schema is
@@ -303,8 +305,18 @@ class SchemaGates:
         and the instance say (domain/model.py Pool.space_archived): not while the table's
         schema is below POOL_GATES_FROM_SCHEMA, when an earlier release's archive or ceiling,
         which does not copy itself onto the pool rows, may still be serving, and pools made
-        before carry no copy yet."""
-        return self._schema() >= POOL_GATES_FROM_SCHEMA
+        before carry no copy yet. Asked of the schema only until it holds: the version only
+        rises, so a warm process's claims and filings go by the pool row without asking again."""
+        if not self._pool_gated:
+            self._pool_gated = self._schema() >= POOL_GATES_FROM_SCHEMA
+        return self._pool_gated
+
+    def worker_signals(self) -> bool:
+        """Whether every write a worker heartbeat must report raises the holder's signal epoch
+        (domain/signals.py), so that a heartbeat may trust it: not while the table's schema
+        is below WORKER_SIGNALS_FROM_SCHEMA, when a writer of an earlier release, which does
+        not raise it, may still be serving."""
+        return self._schema() >= WORKER_SIGNALS_FROM_SCHEMA
 
     def _schema(self) -> int:
         """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A

@@ -136,7 +136,7 @@ class Conditions:
         """Whether the pool's space is archived, and the space's and the instance's ceilings:
         from the pool row's copy, reading the space or instance row only for a ceiling it has
         (until the table's schema has the copy, both rows, as an earlier release did)."""
-        gated = self.kernel.pool_gates()
+        gated = self.kernel.gates.pool_gates()
         if pool.space not in spaces and (not gated or pool.space_ceiling):
             spaces[pool.space] = self.kernel.catalog.request_space(pool.space)
         if not instance and (not gated or pool.instance_ceiling):

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from tenure.app.catalog import Catalog, SchemaGates
 from tenure.app.own_leases import OwnLeases, StaleReports
-from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite
+from tenure.app.ports import Ceiling, Change, Clock, Ids, JobWrite, LeaseWrite, SignalBump
 from tenure.app.rows import Rows
 from tenure.domain import fencing
 from tenure.domain.errors import (
@@ -35,7 +35,7 @@ from tenure.domain.model import (
 )
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState
 from tenure.domain.timeline import first_lease_id, with_stamp
-from tenure.domain.transitions import Move, moved, successor_of
+from tenure.domain.transitions import Move, moved, must_signal, successor_of
 
 T = TypeVar("T")
 
@@ -65,7 +65,6 @@ class Kernel:
         self.ids = ids
         self.catalog = Catalog(rows.pools, rows.spaces, clock)
         self.gates = SchemaGates(rows.schema, clock)
-        self._pool_gated = False  # the data has reached the pool rows' gates (it stays there)
         # What the API reports as metrics after each request (claims, lost races, …).
         self.counters: Counter[str] = Counter()
         self.stale = StaleReports(rows.timeline, clock, ids, self.counters)
@@ -133,9 +132,32 @@ class Kernel:
         # The event is the committed write: a routine transition the row itself can tell
         # carries its stamp, set by this very write (domain/timeline.py).
         stamped = [replace(w, new=with_stamp(w.seen, w.new)) for w in change.leases]
-        change = replace(change, leases=stamped)
+        change = replace(change, leases=stamped, signals=self.signals_of(change))
         self.mark_priorities(change)
         self.committer.commit(change)
+
+    def signals_of(self, change: Change) -> list[SignalBump]:
+        """The change's signal bumps with those its lease writes call for (must_signal in
+        domain/transitions.py), each worker's once. None added while the table's schema is
+        below the version from which heartbeats trust the epoch: an earlier release's writers
+        do not raise it."""
+        wanted = {
+            bump.key: bump
+            for write in change.leases
+            if write.seen is not None and (bump := self.signal_bump(write.seen, write.new))
+        }
+        for bump in change.signals:
+            wanted.pop(bump.key, None)
+        return [*change.signals, *(wanted[key] for key in sorted(wanted))]
+
+    def signal_bump(self, seen: Lease, new: Lease) -> SignalBump | None:
+        """The signal raise that writing `new` over `seen` must carry (domain/transitions.py
+        must_signal), or None — always None while the table's schema is below the version
+        from which heartbeats trust the epoch: an earlier release's writers do not raise it."""
+        key = must_signal(seen, new)
+        if key is None or not self.gates.worker_signals():
+            return None
+        return SignalBump(key, self.clock.now_ms())
 
     def mark_priorities(self, change: Change) -> None:
         """Before a new pending lease at a priority other than the default, or with a queue
@@ -283,13 +305,6 @@ class Kernel:
 
     def successes_derived(self) -> bool:
         return self.gates.successes_derived()
-
-    def pool_gates(self) -> bool:
-        """SchemaGates.pool_gates, asked only until it holds: the schema version only rises,
-        so a warm process's claims and filings go by the pool row without asking again."""
-        if not self._pool_gated:
-            self._pool_gated = self.gates.pool_gates()
-        return self._pool_gated
 
 
 def over(seen: Lease, new: Lease) -> LeaseWrite:

@@ -29,7 +29,7 @@ from tenure.domain.model import Instance, Lease, Pool, Space, Task, Token
 from tenure.domain.task_keys import task_id_of_key
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -106,6 +106,12 @@ DERIVED_RECLAIMS_FROM_SCHEMA = 12
 # space and the instance, and until the data is there a claim and a filing read the three
 # rows fresh, as before.
 POOL_GATES_FROM_SCHEMA = 13
+# From this version on, every write that a worker heartbeat must report for a held lease
+# raises its worker's signal epoch in the same transaction (domain/signals.py), so that a
+# heartbeat may trust the epoch to say that nothing happened to the worker's leases. An
+# earlier release's writers do not raise it: until `tenure admin migrate` runs after this
+# release is deployed everywhere, heartbeats read every lease they name, as before.
+WORKER_SIGNALS_FROM_SCHEMA = 14
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -476,6 +482,14 @@ def copy_gates_onto_pools(
     return Page(counts, after)
 
 
+def start_worker_signals(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: a worker with no signal row is at epoch 0. Reaching this version is
+    what lets a heartbeat trust the epoch."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -567,6 +581,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         "and the instance have a ceiling, so that a claim and a filing read the pool row "
         "alone",
         page=copy_gates_onto_pools,
+    ),
+    Migration(
+        version=WORKER_SIGNALS_FROM_SCHEMA,
+        name="worker-signals",
+        does="let every write a worker heartbeat must report (cancel, kill, pause, resume, "
+        "an operator's end, an expiry, a release) raise the holding worker's signal epoch in "
+        "the same transaction, so that heartbeats read only the leases whose epoch moved",
+        page=start_worker_signals,
     ),
 )
 

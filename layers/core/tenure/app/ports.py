@@ -16,6 +16,7 @@ from tenure.domain.model import (
     Worker,
 )
 from tenure.domain.states import LeaseState
+from tenure.domain.transitions import SignalKey
 
 if TYPE_CHECKING:
     pass
@@ -412,6 +413,15 @@ class RecordWrite:
 
 
 @dataclass(frozen=True)
+class SignalBump:
+    """Raise the epoch of one worker's signal row (made when absent), and keep the row for
+    WORKER_RETENTION_S from `at` (ms)."""
+
+    key: SignalKey
+    at: int
+
+
+@dataclass(frozen=True)
 class Change:
     """Everything one transition writes; committed all together or not at all.
 
@@ -431,6 +441,8 @@ class Change:
     # The task graph's side rows (app/tasks/graph.py) and the scheduler row's sets.
     graph: list[GraphOp] = field(default_factory=list)
     holds: list[HoldOp] = field(default_factory=list)
+    # Workers' signal rows whose epoch this change raises (domain/signals.py), each once.
+    signals: list[SignalBump] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

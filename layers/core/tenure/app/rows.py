@@ -17,6 +17,7 @@ from tenure.app.ports import (
     LeasePage,
     SchedulerState,
     Settings,
+    SignalBump,
     SpacePage,
     SweeperState,
     TaskEntry,
@@ -41,6 +42,7 @@ from tenure.domain.model import (
     Workflow,
 )
 from tenure.domain.states import LeaseState
+from tenure.domain.transitions import SignalKey
 
 if TYPE_CHECKING:
     from tenure.app.migrations import SchemaState
@@ -279,9 +281,16 @@ class LeaseRows(Protocol):
         state: LeaseState | None,
         pool: str | None,
     ) -> LeasePage: ...
-    def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
+    def renew(
+        self,
+        lease: Lease,
+        expect: tuple[LeaseState, int],
+        move_due: bool = False,
+        signal: SignalBump | None = None,
+    ) -> None:
         """Write a held lease's deadline, heartbeat time and lease_seconds; with `move_due`,
-        its due_at (the sweeper's index entry) too — a heartbeat that shortens the lease."""
+        its due_at (the sweeper's index entry) too — a heartbeat that shortens the lease; with
+        `signal`, raise that worker's signal epoch in the same transaction."""
         ...
 
     def move_deadline(self, lease: Lease, seen: Lease) -> None:
@@ -337,6 +346,20 @@ class WorkerRows(Protocol):
 
     def put_worker(self, worker: Worker) -> None: ...
     def get_worker(self, pool: str, worker_id: str) -> Worker | None: ...
+    def signal_epoch(self, key: SignalKey) -> int:
+        """The epoch of the worker's signal row, read eventually consistent (0: no row yet).
+        Only raised, in the transaction of a write its heartbeat must hear of."""
+        ...
+
+    def signal_secret(self) -> str | None:
+        """The instance's secret that seals what a worker heartbeat vouches for (read
+        consistently; None until the first heartbeat that asked for a signal kept one)."""
+        ...
+
+    def keep_signal_secret(self, secret: str) -> str:
+        """Keep `secret` as the instance's unless one is kept already: the one kept."""
+        ...
+
     def list_workers(
         self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None
     ) -> list[Worker]:

@@ -46,6 +46,7 @@ from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.reports import Applies, Completion, Reports, Stage
 from tenure.app.leases.retry import Retries
 from tenure.app.leases.run_timeouts import RunTimeouts
+from tenure.app.leases.signals import WorkerSignals
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
 from tenure.app.reactions import Reactions, on
 from tenure.app.rows import Rows
@@ -232,6 +233,7 @@ def compose(
             after=(Stage(delegation.scan_after, Applies.TASK_IDS_IN_RESULT),),
         ),
         leases=rows.leases,
+        signals=WorkerSignals(kernel.gates, ids, workers=rows.workers),
     )
     blocks = Blocks(
         kernel,

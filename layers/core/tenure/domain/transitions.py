@@ -30,7 +30,7 @@ from tenure.domain.events import (
     LEASE_TTL_EXPIRED,
 )
 from tenure.domain.model import Job, Lease
-from tenure.domain.states import EndReason, LeaseState, Revoke
+from tenure.domain.states import REPORTABLE, EndReason, LeaseState, ReportKind, Revoke
 from tenure.domain.timeline import with_stamp
 
 
@@ -344,3 +344,52 @@ def moved(old: Lease, new: Lease, event_type: str, data: dict[str, Any], now: in
         due_at=None if new.state.terminal else new.due_at,
     )
     return with_stamp(old, marked)
+
+
+# A worker's signal row (domain/signals.py says what it is for): which lease writes raise it.
+# The holder's own final reports: the worker that sends one knows its lease has ended.
+_OWN_ENDINGS = frozenset({ReportKind.COMPLETE, ReportKind.FAIL})
+
+
+@dataclass(frozen=True, order=True)
+class SignalKey:
+    """Whose signal row: the worker token that claimed the lease and the worker's id."""
+
+    claimant: str
+    worker_id: str
+
+
+def holder(lease: Lease) -> SignalKey | None:
+    """The worker holding `lease` as read, or None when no worker holds it."""
+    if lease.state not in REPORTABLE or not lease.claimed_by or not lease.worker_id:
+        return None
+    return SignalKey(lease.claimed_by, lease.worker_id)
+
+
+def must_signal(seen: Lease, new: Lease) -> SignalKey | None:
+    """The signal row that writing `new` over `seen` must raise, or None.
+
+    Raised when the lease was held and the write changes its state, its revoke, its fence, its
+    holder or its lease_seconds (a job's own heartbeat that shortens its lease brings the
+    deadline earlier than a signal knows), unless the write is the holder's own start or final
+    complete / fail. A write that changes none of these (a renewal, a log stream's mark, a
+    run-timeout mark) leaves the heartbeat's answer as it was, or moves its deadline later
+    only, which a heartbeat answering from a signal meets as due the sooner."""
+    key = holder(seen)
+    if key is None:
+        return None
+    same = (
+        new.state is seen.state
+        and new.revoke == seen.revoke
+        and new.fence == seen.fence
+        and new.worker_id == seen.worker_id
+        and new.claimed_by == seen.claimed_by
+        and new.lease_seconds == seen.lease_seconds
+    )
+    if same:
+        return None
+    if seen.state is LeaseState.DISPATCHED and new.state is LeaseState.RUNNING:
+        return None  # the holder's start (its claim's, its own call's or its first heartbeat's)
+    if new.state.terminal and new.report_kind in _OWN_ENDINGS and seen.report_kind is None:
+        return None
+    return key

@@ -106,6 +106,8 @@ ADD_ACTIVE = f"ADD {ACTIVE} :delta"
 KEEP_RATE_COUNTER = f" SET {TTL_ATTRIBUTE} = :keep"
 # The scheduler row's hold sets (#set): a task id added or taken out.
 ADD_HOLD = "ADD #set :ids"
+# A worker's signal row: its epoch one higher (from 0 when the row is new), kept a while.
+RAISE_SIGNAL = "ADD #epoch :one SET #ttl = :ttl"
 DROP_HOLD = "DELETE #set :ids"
 # An edge counted once, and the counter (#counter) it counts toward moved by one.
 COUNT_EDGE = "SET counted_at = :at"

@@ -154,6 +154,18 @@ def worker_key(pool: str, worker_id: str) -> dict[str, str]:
     return {PK: f"WORKERS#{pool}", SK: f"WORKER#{worker_id}"}
 
 
+def signal_key(claimant: str, worker_id: str) -> dict[str, str]:
+    """A worker's signal row (domain/signals.py): one per worker token and worker id, apart
+    from the per-pool worker rows, since one worker heartbeat covers leases of many pools."""
+    return {PK: f"SIGNAL#{claimant}", SK: f"WORKER#{worker_id}"}
+
+
+SIGNAL_EPOCH = "epoch"
+# The instance's secret that seals what a worker heartbeat vouches for (domain/signals.py).
+SIGNAL_SECRET_KEY = {PK: "META", SK: "SIGNAL_SECRET"}
+SIGNAL_SECRET = "secret"
+
+
 def workers_pk(pool: str) -> str:
     return f"WORKERS#{pool}"
 

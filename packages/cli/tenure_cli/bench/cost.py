@@ -80,12 +80,13 @@ class BenchWorker:
         self.held: list[Held] = []
         self.completed = 0
         self.refused = 0
+        self.signal = ""  # echoed in each worker heartbeat, as the runner does
 
     def tick(self, queue: list[int]) -> None:
         """One renewal period of the runner's loop (tenure_worker/runner.py), in its order: one
-        heartbeat for every lease held (carried by the first report that claims, when one
-        does), each finished job's report claiming the next lease in the same call while work
-        remains, then plain claims for free slots. Every claim asks
+        heartbeat for every lease held, echoing the last answer's signal (carried by the first
+        report that claims, when one does), each finished job's report claiming the next lease
+        in the same call while work remains, then plain claims for free slots. Every claim asks
         for its lease running (`start`: the runner launches the job on the answer), so there
         is no start call and a first heartbeat has nothing to start. A claim's answer carries
         the payload."""
@@ -95,8 +96,8 @@ class BenchWorker:
         # runner folds a heartbeat due within half a renewal): it renews the leases that go on.
         rides = self.fold and bool(ending) and queue[0] > 0
         if self.held and not rides:
-            answers = self.client.worker_heartbeat(
-                self.worker_id, [(h.lease_id, h.fence) for h in self.held]
+            answers, self.signal = self.client.worker_beats(
+                self.worker_id, [(h.lease_id, h.fence) for h in self.held], self.signal
             )
             self.refused += sum(1 for a in answers if "error" in a or a.get("revoke"))
         going_on = [{"id": h.lease_id, "fence": h.fence} for h in self.held if h not in ending]

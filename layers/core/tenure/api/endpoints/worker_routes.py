@@ -13,10 +13,10 @@ from tenure.api import models, views
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, logger, op, svc
 from tenure.app.leases.handover import NextClaim
-from tenure.app.leases.reports import Beat
+from tenure.app.leases.reports import Answer
 from tenure.domain import authz, errors
-from tenure.domain.model import Lease, Principal
-from tenure.domain.states import ReportKind, Revoke
+from tenure.domain.model import Principal
+from tenure.domain.states import LeaseState, ReportKind, Revoke
 
 
 @op("POST", f"{BASE}/pools/<pool>/claim", 200, models.Claimed, 404, 409, 422, extra=204)
@@ -73,40 +73,42 @@ def heartbeat(
     lease_id: str, body: Annotated[models.Heartbeat | None, Body()] = None
 ) -> Response[Any]:
     beat = svc().reports.heartbeat(actor(), lease_id, body.lease_seconds if body else None)
-    return json_answer(_beat_view(beat.lease, beat.revoke))
+    return json_answer(_beat_view(beat.state, beat.deadline, beat.revoke))
 
 
 @op("POST", f"{BASE}/workers/<worker_id>/heartbeat", 200, models.WorkerBeat, 404, 422)
 def worker_heartbeat(
     worker_id: str, body: Annotated[models.WorkerHeartbeat, Body()]
 ) -> Response[Any]:
-    answers = svc().reports.worker_heartbeat(
+    beats = svc().reports.worker_beats(
         actor(),
         worker_id,
         [(item.id, item.fence) for item in body.leases],
         runtime=body.runtime.model_dump(exclude_none=True) if body.runtime else None,
         credentials=body.credentials.model_dump(exclude_none=True) if body.credentials else None,
         pool=body.pool,
+        signal=body.signal,
     )
-    return json_answer(models.WorkerBeat(leases=_beat_rows(answers)))
+    answer = models.WorkerBeat(leases=_beat_rows(beats.answers))
+    if beats.signal is not None:
+        answer["signal"] = beats.signal
+    return json_answer(answer)
 
 
-def _beat_rows(answers: list[tuple[str, int, Beat | errors.TenureError]]) -> list[models.BeatRow]:
+def _beat_rows(answers: list[tuple[str, int, Answer]]) -> list[models.BeatRow]:
     rows: list[models.BeatRow] = []
     for lease_id, fence, answer in answers:
         if isinstance(answer, errors.TenureError):
             error = models.ErrorDetail(code=answer.code, message=answer.message)
             rows.append(models.BeatRow(id=lease_id, fence=fence, error=error))
         else:
-            beat = _beat_view(answer.lease, answer.revoke)
+            beat = _beat_view(answer.state, answer.deadline, answer.revoke)
             rows.append(models.BeatRow(id=lease_id, fence=fence, **beat))
     return rows
 
 
-def _beat_view(lease: Lease, revoke: Revoke | None) -> models.Beat:
-    return models.Beat(
-        state=lease.state, deadline=views.iso(lease.deadline), revoke=revoke if revoke else None
-    )
+def _beat_view(state: LeaseState, deadline: int | None, revoke: Revoke | None) -> models.Beat:
+    return models.Beat(state=state, deadline=views.iso(deadline), revoke=revoke if revoke else None)
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/complete", 200, models.ReportAnswer, 403, 404, 409, 422)

@@ -29,6 +29,7 @@ from tenure.api.models.fields import (
 from tenure.domain.model import (
     DEFAULT_PRIORITY,
 )
+from tenure.domain.signals import SIGNAL_MAX
 from tenure.domain.states import EndReason, LeaseState, Revoke, SubjectKind
 
 
@@ -79,6 +80,10 @@ class WorkerHeartbeat(Strict):
     runtime: RuntimeState | None = None
     credentials: CredentialsState | None = None
     pool: Name | None = None
+    # What the last answer's `signal` was ("" before the first): the answer then carries the
+    # next one, and the leases it vouches for are not read while nothing happened to them.
+    # Left out, every lease is read (and the answer carries no signal).
+    signal: Annotated[str, StringConstraints(max_length=SIGNAL_MAX)] | None = None
 
 
 class NextClaim(Strict):
@@ -289,6 +294,7 @@ class BeatRow(TypedDict):
 @answer
 class WorkerBeat(TypedDict):
     leases: list[BeatRow]
+    signal: NotRequired[str]  # only when the heartbeat sent one: echo it in the next
 
 
 @answer

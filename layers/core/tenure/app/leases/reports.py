@@ -8,6 +8,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tenure.app.kernel import over
+from tenure.app.leases.signals import Told, WorkerSignals
 from tenure.app.ports import Change
 from tenure.app.rows import LeaseRows
 from tenure.app.workers import SEEN_LAG_SHARE, SEEN_WRITE_SHARE
@@ -20,9 +21,10 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Lease, Pool, Principal
+from tenure.domain.signals import Known, known_of
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState, PoolKind, ReportKind, Revoke
 from tenure.domain.task_keys import MAX_SCANNED_CHARS, TASK_ID_SHAPE
-from tenure.domain.transitions import Action, move, must_move
+from tenure.domain.transitions import Action, SignalKey, move, must_move
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -44,6 +46,33 @@ class Beat:
     lease: Lease
     revoke: Revoke | None
     wrote: bool = False
+
+    @property
+    def state(self) -> LeaseState:
+        return self.lease.state
+
+    @property
+    def deadline(self) -> int | None:
+        return self.lease.deadline
+
+
+@dataclass(frozen=True)
+class Vouched:
+    """A worker heartbeat's answer for a lease its signal vouched for, unread: the last
+    answer's, since nothing the heartbeat must report has happened to the lease."""
+
+    state: LeaseState
+    deadline: int | None
+    revoke: Revoke | None
+
+
+Answer = Beat | Vouched | TenureError
+
+
+@dataclass(frozen=True)
+class WorkerBeats:
+    answers: list[tuple[str, int, Answer]]
+    signal: str | None  # what the caller echoes next (None: it asked for none)
 
 
 def normalized(kind: ReportKind, body: dict[str, Any]) -> dict[str, Any]:
@@ -149,10 +178,17 @@ class Reports:
     the final reports, each one conditional write judged by the transition table."""
 
     def __init__(
-        self, kernel: Kernel, workers: Workers, completion: Completion, *, leases: LeaseRows
+        self,
+        kernel: Kernel,
+        workers: Workers,
+        completion: Completion,
+        *,
+        leases: LeaseRows,
+        signals: WorkerSignals,
     ) -> None:
         self.kernel = kernel
         self.leases = leases
+        self.signals = signals
         self.workers = workers
         self.completion = completion
 
@@ -201,12 +237,30 @@ class Reports:
         runtime: dict[str, Any] | None = None,
         credentials: dict[str, Any] | None = None,
         pool: str | None = None,
-    ) -> list[tuple[str, int, Beat | TenureError]]:
+    ) -> list[tuple[str, int, Answer]]:
+        """`worker_beats` for a caller that asks for no signal: every lease read."""
+        return self.worker_beats(actor, worker_id, leases, runtime, credentials, pool).answers
+
+    def worker_beats(
+        self,
+        actor: Principal,
+        worker_id: str,
+        leases: list[tuple[str, int]],
+        runtime: dict[str, Any] | None = None,
+        credentials: dict[str, Any] | None = None,
+        pool: str | None = None,
+        signal: str | None = None,
+    ) -> WorkerBeats:
         """Renew every lease one worker holds in one call; one answer per lease. `runtime` and
         `credentials` are noted for the pools of those leases, and for `pool` —
         which a token limited to one pool may leave out. Never dropped: when no lease accepted
         here tells the pool and the token covers several, the heartbeat is 422 naming `pool`
-        (nothing was renewed then: every lease it listed was refused)."""
+        (nothing was renewed then: every lease it listed was refused).
+
+        `signal`: what the caller's last answer carried ("" for none yet; None: the caller
+        asks for none, and every lease is read as before). While the worker's signal epoch has
+        not moved since, a lease it vouches for, named at its fence and with no deadline due,
+        is answered from it unread (domain/signals.py); the answer carries the next signal."""
         authz.require_worker(actor, None)
         fencing.refuse_token_fields(
             {
@@ -221,38 +275,9 @@ class Reports:
         if pool is not None:
             authz.require_worker(actor, pool)
             self.kernel.catalog.pool(pool)  # an unknown pool is 404 before anything is renewed
-
-        def holds(lease: Lease) -> bool:
-            return (
-                (actor.pools is None or lease.pool in actor.pools)
-                and lease.worker_id == worker_id
-                and lease.claimed_by == actor.token_id
-            )
-
-        found = self._read_for_beats(list(leases), None, holds)
-        answers: list[tuple[str, int, Beat | TenureError]] = []
-        seen: set[str] = set()
-        for lease_id, fence in leases:
-            try:
-                lease = found.get(lease_id)
-                if lease is None:
-                    raise LeaseNotFound(f"lease {lease_id} does not exist")
-                authz.require_worker(actor, lease.pool)
-                if lease.worker_id != worker_id or lease.claimed_by != actor.token_id:
-                    raise StaleLease(f"lease {lease_id} is not held by worker {worker_id}")
-                self.kernel.stale.refuse_old_fence(lease, fence, "heartbeat")
-                answers.append((lease_id, fence, self._beat(lease, None)))
-                if lease.pool not in seen:
-                    seen.add(lease.pool)
-                    self.workers.mark_seen(
-                        self.kernel.catalog.pool(lease.pool),
-                        worker_id,
-                        lease.worker_version,
-                        runtime=runtime,
-                        credentials=credentials,
-                    )
-            except TenureError as refused:
-                answers.append((lease_id, fence, refused))
+        told = self.signals.told(SignalKey(str(actor.token_id), worker_id), signal)
+        said = {"runtime": runtime, "credentials": credentials}
+        answers, known, seen = self._beats(actor, worker_id, leases, told, said)
         if pool is not None and pool not in seen:
             self.workers.worker_says(
                 self.kernel.catalog.pool(pool), worker_id, runtime, credentials
@@ -262,7 +287,76 @@ class Reports:
                 "pool: name the pool that runtime and credentials are about"
                 " (the worker holds no lease here to tell it, and its token covers several pools)"
             )
-        return answers
+        return WorkerBeats(answers, None if told is None else self.signals.sealed(told, known))
+
+    def _beats(
+        self,
+        actor: Principal,
+        worker_id: str,
+        leases: list[tuple[str, int]],
+        told: Told | None,
+        said: dict[str, dict[str, Any] | None],
+    ) -> tuple[list[tuple[str, int, Answer]], dict[str, Known], set[str]]:
+        """Each lease's answer, what the next signal may vouch for, and the pools where the
+        worker was seen (noted once a pool, with what it `said` of its runtime and
+        credentials)."""
+
+        def holds(lease: Lease) -> bool:
+            return (
+                (actor.pools is None or lease.pool in actor.pools)
+                and lease.worker_id == worker_id
+                and lease.claimed_by == actor.token_id
+            )
+
+        now = self.kernel.clock.now_ms()
+        vouched = {
+            lease_id: k
+            for lease_id, fence in leases
+            if told is not None
+            and (k := told.vouched.get(lease_id)) is not None
+            and k.fence == fence
+            and not k.due(now)
+            and (actor.pools is None or k.pool in actor.pools)
+        }
+        rest: list[tuple[str, int | None]] = [(i, f) for i, f in leases if i not in vouched]
+        # With a signal, what is read may be vouched for later: only a consistent read may.
+        found = self._read_for_beats(rest, None, holds, consistent=told is not None)
+        answers: list[tuple[str, int, Answer]] = []
+        known: dict[str, Known] = {}
+        seen: set[str] = set()
+        for lease_id, fence in leases:
+            try:
+                if lease_id in vouched:
+                    kept = vouched[lease_id]
+                    answer: Answer = Vouched(kept.state, kept.deadline, kept.revoke)
+                    where, version = kept.pool, kept.worker_version
+                    vouch: Known | None = kept
+                else:
+                    lease = found.get(lease_id)
+                    if lease is None:
+                        raise LeaseNotFound(f"lease {lease_id} does not exist")
+                    authz.require_worker(actor, lease.pool)
+                    if lease.worker_id != worker_id or lease.claimed_by != actor.token_id:
+                        raise StaleLease(f"lease {lease_id} is not held by worker {worker_id}")
+                    self.kernel.stale.refuse_old_fence(lease, fence, "heartbeat")
+                    answer = beat = self._beat(lease, None)
+                    where, version = lease.pool, lease.worker_version
+                    vouch = known_of(beat.lease, beat.revoke)  # as read consistently or written
+                answers.append((lease_id, fence, answer))
+                if vouch is not None:
+                    known[lease_id] = vouch
+                if where not in seen:
+                    seen.add(where)
+                    self.workers.mark_seen(
+                        self.kernel.catalog.pool(where),
+                        worker_id,
+                        version,
+                        runtime=said["runtime"],
+                        credentials=said["credentials"],
+                    )
+            except TenureError as refused:
+                answers.append((lease_id, fence, refused))
+        return answers, known, seen
 
     def _beat(self, lease: Lease, lease_seconds: int | None) -> Beat:
         def step(current: Lease) -> Beat:
@@ -291,7 +385,13 @@ class Reports:
                 )
                 if shortened:
                     new = replace(new, due_at=new.deadline)
-                self.leases.renew(new, expect=(current.state, current.fence), move_due=shortened)
+                # A changed lease_seconds is news to the worker's signal (must_signal).
+                self.leases.renew(
+                    new,
+                    expect=(current.state, current.fence),
+                    move_due=shortened,
+                    signal=self.kernel.signal_bump(current, new),
+                )
                 return Beat(lease=new, revoke=revoke_signal(new), wrote=True)
             return Beat(lease=current, revoke=revoke_signal(current))
 
@@ -314,8 +414,10 @@ class Reports:
         beats: list[tuple[str, int | None]],
         lease_seconds: int | None,
         holds: Callable[[Lease], bool],
+        consistent: bool = False,
     ) -> dict[str, Lease]:
-        """The leases a heartbeat judges, each (id, fence named) in `beats`.
+        """The leases a heartbeat judges, each (id, fence named) in `beats` (`consistent`:
+        each read consistently at once, as what a signal vouches for must be).
 
         Read eventually consistent first, at half a read unit a lease: heartbeats are most
         of a lease's reads. A lease is answered from that copy only when the copy says the
@@ -327,6 +429,10 @@ class Reports:
         much later; it can neither refuse a lease just claimed nor keep alive a lease that
         expired, whose deadline has passed, so that its heartbeat must write, and that write
         is conditional on the row itself."""
+        if not beats:
+            return {}
+        if consistent:
+            return self.leases.get_leases([lease_id for lease_id, _ in beats])
         now = self.kernel.clock.now_ms()
         found = self.leases.get_leases([lease_id for lease_id, _ in beats], consistent=False)
         doubtful = [

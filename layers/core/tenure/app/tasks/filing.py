@@ -213,7 +213,7 @@ class Filing:
         """The pool a filing or an enqueue names (read fresh, and `space`'s), refused (409)
         when the space is archived. The pool row says so; until the table's schema has that
         copy, and for a filing with no pool, the space row is read fresh too."""
-        if pool is not None and self.kernel.pool_gates():
+        if pool is not None and self.kernel.gates.pool_gates():
             target = self.kernel.pool_in_space(pool, space)
             if target.space_archived:
                 raise InvalidTransition(f"space {space!r} is archived; unarchive it first")

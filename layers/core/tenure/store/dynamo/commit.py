@@ -11,7 +11,7 @@ from tenure.domain.states import REPORTABLE, LeaseState
 from tenure.store import codec, conditions, items, keys
 from tenure.store.dynamo.ceilings import ceiling_op
 from tenure.store.dynamo.claims import record_op
-from tenure.store.dynamo.graph_ops import graph_op, hold_op, job_check
+from tenure.store.dynamo.graph_ops import graph_op, hold_op, job_check, signal_op
 from tenure.store.table import Table
 
 _LOST = "ConditionalCheckFailed"
@@ -66,6 +66,7 @@ class DynamoCommitter:
         ops.extend(graph_op(name, g) for g in change.graph)
         ops.extend(hold_op(name, h) for h in change.holds)
         ops.extend(record_op(name, rw) for rw in change.records)
+        ops.extend(signal_op(name, bump) for bump in change.signals)
         first_ceiling = len(ops)
         ops.extend(ceiling_op(name, ceiling) for ceiling in change.ceilings)
         for jw in ahead:

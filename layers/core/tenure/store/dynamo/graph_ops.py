@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, assert_never
 
 from tenure.app.ports import (
+    WORKER_RETENTION_S,
     AddCounts,
     AddUsage,
     Advance,
@@ -23,6 +24,7 @@ from tenure.app.ports import (
     RequireNotSucceeded,
     RequireRun,
     RequireSucceeded,
+    SignalBump,
     Unedge,
 )
 from tenure.domain.model import implied_pair
@@ -296,5 +298,21 @@ def hold_op(table: str, h: HoldOp) -> dict[str, Any]:
             "UpdateExpression": expressions.ADD_HOLD if h.add else expressions.DROP_HOLD,
             "ExpressionAttributeNames": {"#set": keys.HOLD_SETS[h.set_name]},
             "ExpressionAttributeValues": {":ids": {"SS": [h.task_id]}},
+        }
+    }
+
+
+def signal_op(table: str, bump: SignalBump) -> dict[str, Any]:
+    """Raise a worker's signal epoch (domain/signals.py), in the transaction of the lease write
+    its heartbeat must hear of."""
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": codec.dump(keys.signal_key(bump.key.claimant, bump.key.worker_id)),
+            "UpdateExpression": expressions.RAISE_SIGNAL,
+            "ExpressionAttributeNames": {"#epoch": keys.SIGNAL_EPOCH, "#ttl": keys.TTL_ATTRIBUTE},
+            "ExpressionAttributeValues": codec.values(
+                one=1, ttl=bump.at // 1000 + WORKER_RETENTION_S
+            ),
         }
     }

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.app.ports import LeasePage
+from tenure.app.ports import LeasePage, SignalBump
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Job, Lease
 from tenure.domain.states import LeaseState
 from tenure.store import codec, conditions, expressions, items, keys
+from tenure.store.dynamo.graph_ops import signal_op
 from tenure.store.reads import PagedReads
 from tenure.store.table import Table
 
@@ -44,9 +45,16 @@ class DynamoLeases:
     ) -> LeasePage:
         return self.reads.list_leases(space, limit, cursor, state, pool)
 
-    def renew(self, lease: Lease, expect: tuple[LeaseState, int], move_due: bool = False) -> None:
+    def renew(
+        self,
+        lease: Lease,
+        expect: tuple[LeaseState, int],
+        move_due: bool = False,
+        signal: SignalBump | None = None,
+    ) -> None:
         """Move a held lease's deadline; touches no index key (see keys.DUE_INDEX) unless
-        `move_due`: a shortened lease moves its due_at entry earlier in the same write."""
+        `move_due`: a shortened lease moves its due_at entry earlier in the same write. With
+        `signal`, one transaction with the raise of that worker's signal epoch."""
         fields: dict[str, Any] = {
             "deadline": lease.deadline,
             "heartbeat_at": lease.heartbeat_at,
@@ -54,7 +62,11 @@ class DynamoLeases:
         }
         if move_due:
             fields[keys.DUE_AT] = lease.due_at
-        self._set_on_lease(lease.id, expect, fields)
+        if signal is None:
+            self._set_on_lease(lease.id, expect, fields)
+            return
+        update = self._update_on_lease(lease.id, expect, fields)
+        self.table.transact([{"Update": update}, signal_op(self.table.name, signal)])
 
     def move_deadline(self, lease: Lease, seen: Lease) -> None:
         self._set_on_lease(
@@ -75,6 +87,16 @@ class DynamoLeases:
         deadline_was: int | None = None,
     ) -> None:
         """SET some attributes of a held lease, fenced on (state, fence) [and its deadline]."""
+        update = self._update_on_lease(lease_id, expect, fields, deadline_was)
+        self.table.write("update", Conflict("lease moved on"), **update)
+
+    def _update_on_lease(
+        self,
+        lease_id: str,
+        expect: tuple[LeaseState, int],
+        fields: dict[str, Any],
+        deadline_was: int | None = None,
+    ) -> dict[str, Any]:
         state, fence = expect
         condition, extra = conditions.LEASE_IS_AT, {}
         if deadline_was is not None:
@@ -82,15 +104,13 @@ class DynamoLeases:
                 f"{condition} AND {conditions.SAME_DEADLINE}",
                 {"expect_deadline": deadline_was},
             )
-        self.table.write(
-            "update",
-            Conflict("lease moved on"),
-            TableName=self.table.name,
-            Key=codec.dump(keys.lease_key(lease_id)),
-            UpdateExpression=expressions.set_each(fields),
-            ConditionExpression=condition,
-            ExpressionAttributeNames=conditions.STATE_NAMES,
-            ExpressionAttributeValues=codec.values(
+        return {
+            "TableName": self.table.name,
+            "Key": codec.dump(keys.lease_key(lease_id)),
+            "UpdateExpression": expressions.set_each(fields),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": conditions.STATE_NAMES,
+            "ExpressionAttributeValues": codec.values(
                 **fields, expect_state=state.value, expect_fence=fence, **extra
             ),
-        )
+        }

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from tenure.app.ports import WORKER_RETENTION_S, WORKERS_CAP, WorkerPage
+from tenure.domain.errors import Conflict
 from tenure.domain.model import Worker
-from tenure.store import codec, items, keys
+from tenure.domain.transitions import SignalKey
+from tenure.store import codec, conditions, items, keys
 from tenure.store.reads import PagedReads
 from tenure.store.table import Table
 
@@ -29,6 +31,27 @@ class DynamoWorkers:
     def get_worker(self, pool: str, worker_id: str) -> Worker | None:
         row = self.table.get(keys.worker_key(pool, worker_id), consistent=False)
         return items.worker_from(row) if row else None
+
+    def signal_epoch(self, key: SignalKey) -> int:
+        row = self.table.get(keys.signal_key(key.claimant, key.worker_id), consistent=False)
+        return int(row.get(keys.SIGNAL_EPOCH, 0)) if row else 0
+
+    def signal_secret(self) -> str | None:
+        row = self.table.get(keys.SIGNAL_SECRET_KEY)
+        return str(row[keys.SIGNAL_SECRET]) if row else None
+
+    def keep_signal_secret(self, secret: str) -> str:
+        put = self.table.put_op(
+            {**keys.SIGNAL_SECRET_KEY, keys.SIGNAL_SECRET: secret}, conditions.IS_NEW
+        )
+        try:
+            self.table.put_one(put["Put"])
+        except Conflict:
+            kept = self.signal_secret()  # another process's came first: that one stands
+            if kept is None:
+                raise
+            return kept
+        return secret
 
     def list_workers(
         self, pool: str, limit: int = WORKERS_CAP, now_ms: int | None = None

@@ -207,7 +207,7 @@ class Attempt:
         if pool.max_claims_per_minute is not None:
             name = rate_ceiling(pool.name, now // 60_000)
             found.append(Ceiling(RATE_CEILING, name, +1, pool.max_claims_per_minute))
-        gated = self.kernel.pool_gates()  # the pool row says which of the two have one
+        gated = self.kernel.gates.pool_gates()  # the pool row says which of the two have one
         if not gated or pool.space_ceiling:
             space = self.kernel.space_cached(pool.space)
             limit = space.max_active

@@ -108,7 +108,7 @@ class LongPoll:
         answers); until the table's schema has it, the space and instance rows are read fresh
         with it, as an earlier release did."""
         pool = self.kernel.fresh_pool(pool_name)
-        if self.kernel.pool_gates():
+        if self.kernel.gates.pool_gates():
             return pool, pool.paused or pool.space_archived
         closed = pool.paused or self.kernel.fresh_space(pool.space).archived
         self.kernel.fresh_instance()
