@@ -13,45 +13,17 @@ the worker function on its function URL), on the unit rig."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from tenure import wiring
-from tenure.api import tokens, worker
-from tenure_cli.local import lambda_host
-from tenure_cli.local.frontdoor import to_event
 
+from tests.unit.both_endpoints import ENDPOINTS, SUCCESS, Send, served_rig
 from tests.unit.support import ADMIN, POOL, SPACE, Rig
-
-Send = Callable[[str, str, str | None, Any], tuple[int, Any]]
-SUCCESS = {"outcome": "success", "details": {"exit_status": 0}}
 
 
 @pytest.fixture
-def rig(monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
-    rig = Rig()
-    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
-    monkeypatch.setattr(
-        worker, "VERDICTS", tokens.Verdicts(clock=lambda: rig.clock.now_ms() / 1000)
-    )
-    yield rig
-
-
-def _call(invoke: Callable[[dict[str, Any]], dict[str, Any]]) -> Send:
-    def send(method: str, path: str, token: str | None, body: Any = None) -> tuple[int, Any]:
-        head = {"host": "unit"} | ({"authorization": f"Bearer {token}"} if token else {})
-        raw = json.dumps(body).encode() if body is not None else b""
-        out = invoke(to_event(method, f"/api/v1{path}", head, raw))
-        return out["statusCode"], json.loads(out["body"]) if out.get("body") else None
-
-    return send
-
-
-api = _call(lambda_host.invoke)
-url = _call(lambda_host.invoke_worker)
-ENDPOINTS = pytest.mark.parametrize("send", [api, url], ids=["http-api", "worker-url"])
+def rig(monkeypatch: pytest.MonkeyPatch) -> Rig:
+    return served_rig(monkeypatch)
 
 
 def _worker_token(rig: Rig, expires: int | None = None, pools: tuple[str, ...] = (POOL,)) -> str:
