@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from tenure import wiring
 from tenure.api import tokens, worker
+from tenure.app.migrations import HANDOVER_INTENTS_FROM_SCHEMA, SchemaState
 from tenure_cli.local import lambda_host
 from tenure_cli.local.frontdoor import to_event
 
@@ -254,3 +255,79 @@ def test_a_claim_the_service_would_refuse_is_refused_before_the_report_is_applie
     assert rig.lease(lease_id).state.value == "dispatched", "nothing was applied"
     status, answer = send("POST", f"/leases/{lease_id}/complete", wt, {**SUCCESS, **_next("ok")})
     assert status == 200 and answer["next"] is not None, answer
+
+
+# -- the claim's intent rides in the report's own write -------------------------------------
+
+
+def test_a_handover_claim_keeps_its_intent_on_the_ended_lease_and_writes_no_record(
+    rig: Rig,
+) -> None:
+    _file(rig, 3)
+    wt = _worker_token(rig)
+    lease_id = _claim(api, wt)["lease"]["id"]
+    body = {**SUCCESS, **_next("rides")}
+    nxt = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert nxt is not None
+    assert rig.store.claims == {}, "no claim_id record for a handover claim"
+    assert rig.lease(lease_id).next_lease == nxt["lease"]["id"], "the intent names its lease"
+    assert rig.lease(nxt["lease"]["id"]).claim_ref == rig.lease(lease_id).next_claim
+
+
+def test_a_lost_pick_moves_the_intent_on_and_the_resend_follows_it(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pick names a lease a rival takes before this claim does: the claim moves the intent
+    # on (a fenced write of the ended lease) and its resend answers the lease it moved to.
+    _file(rig, 3)
+    wt = _worker_token(rig)
+    rival = _worker_token(rig)
+    lease_id = _claim(api, wt)["lease"]["id"]
+    claims = rig.svc.claims
+    pick = claims.pick
+
+    def raced(pool: str) -> str | None:
+        picked = pick(pool)
+        assert picked is not None
+        won = _claim(api, rival)  # the rival takes the head this report picked
+        assert won["lease"]["id"] == picked
+        return picked
+
+    monkeypatch.setattr(claims, "pick", raced)
+    body = {**SUCCESS, **_next("moved")}
+    first = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert first is not None
+    ended = rig.lease(lease_id)
+    assert ended.next_lease == first["lease"]["id"], "the intent moved on to what it won"
+    assert rig.store.claims == {}
+    rig.advance(30)
+    again = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert again["lease"]["id"] == first["lease"]["id"], "the resend follows the intent"
+    assert _open_leases(rig) == 3
+
+
+def test_below_the_schema_version_a_handover_claim_writes_its_record(rig: Rig) -> None:
+    # An earlier release's resend looks for the claim_id record: until the table is migrated a
+    # handover claim writes it, and keeps no intent on the ended lease.
+    rig.store.schema = SchemaState(version=HANDOVER_INTENTS_FROM_SCHEMA - 1, step=1)
+    _file(rig, 2)
+    wt = _worker_token(rig)
+    lease_id = _claim(api, wt)["lease"]["id"]
+    body = {**SUCCESS, **_next("old-kind")}
+    nxt = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert nxt is not None
+    assert rig.lease(lease_id).next_lease is None
+    [record] = rig.store.claims.values()
+    assert record.lease_id == nxt["lease"]["id"]
+    rig.advance(30)
+    again = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert again["lease"]["id"] == nxt["lease"]["id"]
+
+
+def test_a_handover_with_an_empty_queue_keeps_a_record_as_a_standalone_claim(rig: Rig) -> None:
+    _file(rig, 1)
+    wt = _worker_token(rig)
+    lease_id = _claim(api, wt)["lease"]["id"]
+    body = {**SUCCESS, **_next("empty")}
+    assert api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"] is None
+    assert rig.lease(lease_id).next_lease is None, "nothing was picked: no intent written"
