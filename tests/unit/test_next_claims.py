@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -331,3 +332,34 @@ def test_a_handover_with_an_empty_queue_keeps_a_record_as_a_standalone_claim(rig
     body = {**SUCCESS, **_next("empty")}
     assert api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"] is None
     assert rig.lease(lease_id).next_lease is None, "nothing was picked: no intent written"
+
+
+def test_a_resend_that_read_a_stale_intent_reads_it_again_before_answering_none(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The resend read the intent while it still named a lease a rival then won, and the first
+    # copy has since moved it on and won another: a lease not its own is no answer yet, the
+    # intent read again is, and the resend answers the lease held under its claim.
+    _file(rig, 3)
+    wt = _worker_token(rig)
+    rival = _worker_token(rig)
+    lease_id = _claim(api, wt)["lease"]["id"]
+    body = {**SUCCESS, **_next("stale")}
+    first = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    taken = _claim(api, rival)["lease"]["id"]
+    records = rig.svc.claims.records
+    find = records._find
+    reads: list[str] = []
+
+    def stale_first(intent: Any) -> Any:
+        found = find(intent)
+        if not reads and found is not None:
+            found = replace(found, lease_id=taken)  # as read before the intent moved on
+        reads.append(found.lease_id if found else "")
+        return found
+
+    monkeypatch.setattr(records, "_find", stale_first)
+    rig.advance(30)
+    again = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert reads[:2] == [taken, first["lease"]["id"]], "the intent was read again"
+    assert again is not None and again["lease"]["id"] == first["lease"]["id"]

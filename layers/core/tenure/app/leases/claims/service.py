@@ -283,7 +283,19 @@ class Claims:
             intent = self.records.intent_on(handover, actor.token_id, worker_id, claim_id)
         else:
             intent = self.records.intent(pool.name, actor.token_id, worker_id, claim_id)
-        return self.records.follow(intent, pool)
+        # A lease not this claim's own is no answer yet: the first call of this claim_id may
+        # have lost it and moved the record on since it was read, to a lease it then won. The
+        # record decides, read after the lease, as before a claim answers empty: unchanged,
+        # nothing is held under the claim; moved on, it is followed (each round follows a
+        # sibling's progress). A lease still pending needs no second look: the record never
+        # leaves a pending lease this claim has not shunned.
+        named = None
+        for _ in range(BEFORE_EMPTY_ROUNDS):
+            again = self.records.follow(intent, pool)
+            if again is not None or intent.names in (None, named) or intent.pending:
+                return again
+            named = intent.names
+        return None
 
     def pick(self, pool_name: str) -> str | None:
         """The lease a final report's claim will take first, picked before the report's
