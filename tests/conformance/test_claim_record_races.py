@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 from tenure.app.kernel import over
 from tenure.app.leases.claims import Claimed
+from tenure.app.leases.handover import NextClaim
 from tenure.app.ports import Change, ClaimRecord
 from tenure.app.rows import Rows
 from tenure.app.tenure import Tenure, compose
 from tenure.domain.fencing import claim_ref, hash_token
 from tenure.domain.model import Lease
-from tenure.domain.states import LeaseState
+from tenure.domain.states import LeaseState, ReportKind
 from tenure.store.dynamo import OneTable
 from tenure.wiring import RandomIds, SystemClock
 
@@ -215,3 +216,116 @@ def test_under_a_ceiling_the_record_commits_with_the_claim_and_a_retry_finds_it(
     assert ours == {again.lease.id}
     page = rig.store.list_leases(SPACE, 100, None, LeaseState.DISPATCHED, None)
     assert len(page.leases) <= 4  # the ceiling held
+
+
+# -- complete{next}: the claim's intent rides in the report's own write ----------------------
+
+HANDED = claim_ref(ALPHA, WORKER.token_id, "w1", "handed")
+DONE = {"outcome": "success"}
+
+
+class CrashingHandover(CrashingStore):
+    """As CrashingStore, telling the report's end ("end": the held lease ended), the intent's
+    re-point on the ended lease ("repoint"), a shun and a claim apart."""
+
+    def commit(self, change: Any) -> None:
+        write = change.leases[0]
+        if write.new.state.terminal:
+            held = write.expect is not None and not write.expect[0].terminal
+            kind = "end" if held else "repoint"
+        else:
+            kind = "shun" if write.new.state is LeaseState.PENDING else "claim"
+        self._after(kind, lambda: self.inner.commit(change))
+
+
+def handed_over(svc: Tenure, lease_id: str) -> tuple[Lease, Claimed | None]:
+    """The worker's report of `lease_id` with `next` (claim_id "handed"), as the API runs it."""
+    ask = NextClaim(worker_id="w1", claim_id="handed")
+    return svc.handover.report_then_claim(WORKER, lease_id, ReportKind.COMPLETE, DONE, ask)
+
+
+def held_lease(rig: Rig, leases: int) -> str:
+    make_world(rig.svc)
+    seed(rig, leases)
+    first = claim(service(rig.store), claim_id=None)
+    assert first is not None
+    return first.lease.id
+
+
+def test_a_report_that_dies_after_its_end_claims_nothing_twice_on_its_resend(rig: Rig) -> None:
+    # The end (with the intent naming the picked lease) landed, the claim never ran: the
+    # resend finds its report applied, follows the intent to a lease its claim never won, and
+    # answers no next lease, as before; nobody holds anything under the claim_id, the picked
+    # lease stays pending for any claim, and no claim_id record was written.
+    lease_id = held_lease(rig, 3)
+    with pytest.raises(Crash):
+        handed_over(service(CrashingHandover(rig.store, "end")), lease_id)
+    ended = stored(rig, lease_id)
+    assert ended.state is LeaseState.COMPLETED and ended.next_claim == HANDED
+    assert ended.next_lease is not None
+    assert stored(rig, ended.next_lease).state is LeaseState.PENDING
+    again, nxt = handed_over(service(rig.store), lease_id)
+    assert again.state is LeaseState.COMPLETED and nxt is None
+    assert held_by(rig, HANDED) == []
+    assert rig.store.find_claim(ALPHA, WORKER.token_id, "w1", "handed") is None
+
+
+def test_a_report_that_dies_after_its_claim_gets_the_same_lease_on_its_resend(rig: Rig) -> None:
+    # The claim landed, the answer was lost: the resend follows the intent on the ended lease
+    # to that same lease, under a fresh token, and takes no second one.
+    lease_id = held_lease(rig, 3)
+    with pytest.raises(Crash):
+        handed_over(service(CrashingHandover(rig.store, "claim")), lease_id)
+    ended = stored(rig, lease_id)
+    [won] = held_by(rig, HANDED)
+    assert ended.next_lease == won.id
+    _, nxt = handed_over(service(rig.store), lease_id)
+    assert nxt is not None and nxt.lease.id == won.id
+    assert stored(rig, won.id).token_hash == hash_token(nxt.token)
+    assert [x.id for x in held_by(rig, HANDED)] == [won.id]
+    assert rig.store.find_claim(ALPHA, WORKER.token_id, "w1", "handed") is None
+
+
+def test_eight_resends_of_one_report_racing_rivals_take_one_next_lease(rig: Rig) -> None:
+    # Eight copies of one report (one claim_id) sent together, with eight rival workers
+    # claiming on the same four leases: the report ends its lease once, the intent moves on
+    # from every lease a rival wins, and every copy that answers a next lease answers the
+    # same one, the only lease held under the claim_id.
+    lease_id = held_lease(rig, 5)
+    svc = service(rig.store)
+    start = threading.Barrier(16)
+
+    def go(n: int) -> Claimed | None:
+        start.wait()
+        if n % 2:
+            return claim(svc, worker=f"rival-{n}", claim_id=None)
+        return handed_over(svc, lease_id)[1]
+
+    won = run_threads(16, go)
+    ours = {x.lease.id for n, x in enumerate(won) if x is not None and n % 2 == 0}
+    assert len(ours) <= 1
+    assert [x.id for x in held_by(rig, HANDED)] == sorted(ours)
+    rivals = [x.lease.id for n, x in enumerate(won) if x is not None and n % 2]
+    assert len(rivals) == len(set(rivals)) and not ours & set(rivals)
+    ended = stored(rig, lease_id)
+    assert ended.state is LeaseState.COMPLETED
+    if ours:
+        assert ended.next_lease in ours
+    assert rig.store.find_claim(ALPHA, WORKER.token_id, "w1", "handed") is None
+
+
+def test_eight_resends_of_one_report_alone_take_one_next_lease(rig: Rig) -> None:
+    # No rivals: some copy's claim wins a lease, and every copy that answers answers it.
+    lease_id = held_lease(rig, 4)
+    svc = service(rig.store)
+    start = threading.Barrier(8)
+
+    def go(n: int) -> Claimed | None:
+        start.wait()
+        return handed_over(svc, lease_id)[1]
+
+    won = run_threads(8, go)
+    ours = {x.lease.id for x in won if x is not None}
+    [held] = held_by(rig, HANDED)
+    assert ours == {held.id}
+    assert stored(rig, lease_id).next_lease == held.id

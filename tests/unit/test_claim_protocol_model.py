@@ -20,6 +20,14 @@ checked against every interleaving here. The actors:
   can be in flight together. Every read and every conditional write is a step of its own and
   a call may crash after any of them, losing all it had read.
 * holders. A call's answer lets its worker start and complete the lease it names.
+* with `handover`, each claimer's calls are copies of one final report with `next` (the claim
+  its worker sends with the report of the lease it holds, a lease outside the jobs here). The
+  first copy to apply the report ends that lease and, in the same conditional write, keeps
+  the claim's intent on it: the candidate it picked before the write (any lease ever pending,
+  as a stale queue index may give), or none, when the claim falls back to a record of its own.
+  The intent is then the claim's record, moved on by the same conditional re-point. A copy that
+  loses the report's write follows the intent and claims as any call; a copy sent after the
+  report was applied (a resend) only follows it: its own lease again, or nothing new.
 * the sweeper. It reads a held lease whose deadline has passed (time is abstract: any held
   lease may expire at any moment), then writes one transaction: that lease becomes lost, the
   job moves to fence + 1 and a new pending lease is put at that fence. It may crash between.
@@ -77,6 +85,7 @@ PUT_RECORD = "put-record"  # 2.
 READ_LEASE = "read-lease"  # 3.
 REISSUE = "reissue"  # 3a.
 CLAIM = "claim"  # 3c.
+REPORT = "report"  # 0. (with `handover`)
 REPOINT = "repoint"  # 3d.
 SHUN = "shun"  # 3e.
 RECHECK = "recheck"  # 4.
@@ -112,6 +121,12 @@ class Flaws:
     lost_claim_repoints: bool = False
     # The claim's timeline event is written in a step of its own, after the claim.
     claim_event_after_write: bool = False
+    # The report's write is not conditional on its lease still being held: a copy that lost
+    # the race writes its own pick over the intent the first copy kept.
+    report_overwrites_intent: bool = False
+    # A resend whose intent names a lease not its own answers empty without re-reading the
+    # intent (its first copy may have moved it on and won another lease meanwhile).
+    resend_without_reread: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,6 +144,8 @@ class Config:
     # The queue index may answer no candidate at any moment (a fresh read when nothing is
     # pending, or a lagging one). Off, a call answers empty only when no other lease exists.
     index_may_miss: bool = False
+    # Each claimer's calls are copies of a final report with `next` (the module's docstring).
+    handover: bool = False
     flaws: Flaws = field(default_factory=Flaws)
     max_states: int = 2_000_000  # a guard against a runaway configuration
 
@@ -156,12 +173,14 @@ class Call(NamedTuple):
     pc: str
     lease: LeaseId | None
     seen: int = 0
+    resend: bool = False  # a copy of a report already applied: it follows, never claims
 
 
 class Claimer(NamedTuple):
     calls_left: int
     answers: tuple[LeaseId, ...]  # leases its calls answered (a sorted set): its worker's
     give_ups_left: int = 0
+    reported: bool = False  # with `handover`: the report ended its lease (the intent's write)
 
 
 class State(NamedTuple):
@@ -240,8 +259,8 @@ def _change(lease: Lease, state: str, **fields: Any) -> Lease:
     )
 
 
-def _call_key(call: Call) -> tuple[int, str, LeaseId, int]:
-    return (call.claimer, call.pc, call.lease or NO_LEASE, call.seen)
+def _call_key(call: Call) -> tuple[int, str, LeaseId, int, bool]:
+    return (call.claimer, call.pc, call.lease or NO_LEASE, call.seen, call.resend)
 
 
 def _add(items: tuple[LeaseId, ...], item: LeaseId) -> tuple[LeaseId, ...]:
@@ -337,6 +356,10 @@ class _Move:
 def _read_record(m: _Move) -> Iterator[Step]:
     """1. Read the claim record: none means this claim id has not picked a lease yet."""
     record = m.s.records[m.call.claimer]
+    if record is None and m.call.resend:
+        label = ("reads its claim's intent: none, a resend claims nothing new",)
+        yield m.answers("resend answered", label, ANSWER_EMPTY, None)
+        return
     if record is None:
         nxt = m.call._replace(pc=PUT_RECORD, lease=None)
     else:
@@ -374,6 +397,22 @@ def _read_lease(m: _Move) -> Iterator[Step]:
     lease = _lease(m.s, m.call.lease)
     at = _judge(lease, m.call.claimer)
     seen = ("reads", _name(lease.id), lease.state, "under", _who(lease.claim) + ":")
+    if m.call.resend and at is At.PENDING:
+        # The intent cannot have left a lease still pending unshunned since it was read, so no
+        # lease is held under the claim now: empty is true.
+        label = (*seen, "pending: a resend claims nothing new")
+        yield m.answers("resend answered", label, ANSWER_EMPTY, None)
+        return
+    if m.call.resend and at is not At.OWN and m.cfg.flaws.resend_without_reread:
+        label = (*seen, "not its own: a resend claims nothing new")
+        yield m.answers("resend answered", label, ANSWER_EMPTY, None)
+        return
+    if m.call.resend and at is not At.OWN:
+        # Its intent may have moved on since it was read (its first copy lost this lease and
+        # took another): the intent decides, as before an empty answer (4b.).
+        label = (*seen, "not its own: re-reads the intent")
+        yield m.on("read lease", label, m.call._replace(pc=RECHECK_RECORD))
+        return
     if at is At.OWN:  # a.
         yield m.on("read lease", (*seen, "its own: reissue"), m.call._replace(pc=REISSUE))
         return
@@ -424,6 +463,35 @@ def _claim(m: _Move) -> Iterator[Step]:
     label = ("claims", _name(lease.id), "won: answers it")
     events = _emit(m.s.events, lease.id)
     yield m.answers("claim won", label, ANSWER_LEASE, lease.id, events=events, **won)
+
+
+def _report(m: _Move) -> Iterator[Step]:
+    """0. The final report with `next`: end the worker's lease and keep the claim's intent on
+    it in the same write, only if that lease is still held (the report not applied yet). The
+    candidate was picked before the write: any lease ever pending, or none (the claim then
+    keeps a record of its own, put if new, 2.). A refused write means a copy of this report
+    applied it first: follow the intent that copy kept, as any call of the claim id."""
+    c = m.call.claimer
+    claimer = m.s.claimers[c]
+    if claimer.reported and not m.cfg.flaws.report_overwrites_intent:
+        record = m.s.records[c]
+        nxt = m.call._replace(pc=PUT_RECORD if record is None else READ_LEASE, lease=record)
+        label = ("reports: refused, a copy ended it first; follows its intent:", _name(record))
+        yield m.on("report refused", label, nxt)
+        return
+    claimers = _set(m.s.claimers, c, claimer._replace(reported=True))
+    if not claimer.reported:
+        label = ("reports, ending its lease with no intent: the queue showed none",)
+        nxt = m.call._replace(pc=PUT_RECORD, lease=None)
+        yield m.on("report", label, nxt, claimers=claimers)
+    for candidate in [lease.id for lease in m.s.leases]:
+        yield m.on(
+            "report",
+            ("reports, ending its lease with its intent ->", _name(candidate)),
+            m.call._replace(pc=READ_LEASE, lease=candidate),
+            claimers=claimers,
+            records=_set(m.s.records, c, candidate),
+        )
 
 
 def _emit_event(m: _Move) -> Iterator[Step]:
@@ -533,7 +601,8 @@ def _recheck_record(m: _Move) -> Iterator[Step]:
     record = m.s.records[m.call.claimer]
     if record == m.call.lease:
         label = ("re-reads its claim record:", _name(record), "unchanged, answers empty")
-        yield m.answers("answer empty", label, ANSWER_EMPTY, None)
+        kind = "resend answered" if m.call.resend else "answer empty"
+        yield m.answers(kind, label, ANSWER_EMPTY, None)
         return
     label = ("re-reads its claim record:", _name(record), "moved on: follows it")
     yield m.on("read record", label, m.call._replace(pc=READ_LEASE, lease=record))
@@ -550,6 +619,7 @@ CALL_STEPS = {
     RECHECK: _recheck,
     RECHECK_RECORD: _recheck_record,
     EMIT_EVENT: _emit_event,
+    REPORT: _report,
 }
 
 
@@ -565,9 +635,16 @@ def _start_call(cfg: Config, s: State) -> Iterator[Step]:
         pc = PUT_RECORD if record is None else READ_LEASE
         call = Call(c, pc, record, 0)
         number = cfg.calls - claimer.calls_left + 1
+        label = (f"starts claim call {number}, reads its claim record:", _name(record))
+        if cfg.handover and not claimer.reported:
+            call = Call(c, REPORT, None, 0)
+            label = (f"starts claim call {number} (a report with next), finds its lease held",)
+        elif cfg.handover:
+            call = Call(c, READ_RECORD, None, 0, resend=True)
+            label = (f"starts claim call {number} (a report with next), finds it applied",)
         yield Step(
             "call",
-            (_who(c), f"starts claim call {number}, reads its claim record:", _name(record)),
+            (_who(c), *label),
             s._replace(
                 claimers=_set(s.claimers, c, claimer._replace(calls_left=claimer.calls_left - 1)),
                 calls=tuple(sorted([*s.calls, call], key=_call_key)),
@@ -706,9 +783,9 @@ def visit_key(s: State) -> tuple:
             completed[x.completed_by].append(x.id)
         for c in x.shunned:
             shunned[c].append(x.id)
-    in_flight: list[list[tuple[str, LeaseId, int]]] = [[] for _ in range(n)]
+    in_flight: list[list[tuple[str, LeaseId, int, bool]]] = [[] for _ in range(n)]
     for call in s.calls:
-        in_flight[call.claimer].append((call.pc, call.lease or NO_LEASE, call.seen))
+        in_flight[call.claimer].append((call.pc, call.lease or NO_LEASE, call.seen, call.resend))
     parts = sorted(
         (
             s.records[c] or NO_LEASE,
@@ -883,6 +960,14 @@ WORLDS = {
     "2 claimers, 1 job, a give-up each": Config(
         claimers=2, jobs=1, calls=2, overlap=1, requeues=1, give_ups=1
     ),
+    # Each claimer's calls are copies of a final report with `next`: the claim's intent is
+    # kept on the lease the report ends, written with that end.
+    "2 claimers, 1 job, reports with next": Config(
+        claimers=2, jobs=1, calls=2, overlap=2, requeues=1, handover=True
+    ),
+    "1 claimer, 2 jobs, reports with next, a give-up and a change": Config(
+        claimers=1, jobs=2, calls=3, overlap=2, requeues=1, give_ups=1, bumps=1, handover=True
+    ),
 }
 # Floors a little under the counts measured, so that a change which quietly shrinks the
 # exploration (a step never enabled, a bound that cuts too much) fails here.
@@ -893,11 +978,14 @@ MIN_STATES = {
     "3 claimers, 2 jobs": 28_000,
     "1 claimer, 2 jobs, a give-up and a change": 9_000,
     "2 claimers, 1 job, a give-up each": 4_300,
+    "2 claimers, 1 job, reports with next": 24_000,
+    "1 claimer, 2 jobs, reports with next, a give-up and a change": 17_000,
 }
 SMALL = Config(claimers=2, jobs=1, calls=2, overlap=2, requeues=1)
 THREE_LEASES = replace(SMALL, requeues=2)  # one job handed on twice
 TWO_JOBS = replace(SMALL, jobs=2)
 GIVE_UP = WORLDS["1 claimer, 2 jobs, a give-up and a change"]
+HANDOVER = WORLDS["2 claimers, 1 job, reports with next"]
 
 # A weakening, the small world it is looked for in, and what the checker must then report.
 FLAWED = {
@@ -942,6 +1030,21 @@ FLAWED = {
         Flaws(claim_event_after_write=True),
         SMALL,
         "changed state 2 times but has 1 events",
+    ),
+    "a report's write without its held condition (the intent overwritten)": (
+        Flaws(report_overwrites_intent=True),
+        HANDOVER,
+        "has carried 2 leases",
+    ),
+    "the intent's re-point without its condition": (
+        Flaws(repoint_ignores_record=True),
+        replace(HANDOVER, requeues=2),
+        "has carried 2 leases",
+    ),
+    "a resend that answers empty without re-reading the intent": (
+        Flaws(resend_without_reread=True),
+        HANDOVER,
+        "answered empty none while L0.2 is held under it",
     ),
 }
 
@@ -1071,6 +1174,28 @@ def test_the_give_up_worlds_shun_and_lose_writes_on_pending_leases() -> None:
         assert kinds[kind] > 0, kind
     assert explored(WORLDS["2 claimers, 1 job, a give-up each"]).kinds["shun"] > 0
     assert explored(WORLDS["2 claimers, 1 job"]).kinds["no candidate"] > 0
+
+
+def test_the_report_worlds_race_copies_of_one_report_and_its_resends() -> None:
+    """With reports carrying `next`, copies of one report race for its write (and lose it
+    to each other), the claim's intent is kept by that write (or none is, and a record of its
+    own is put), resends follow it to their lease or answer nothing new, and every actor
+    crashes between its writes, the report's end among them."""
+    kinds = explored(HANDOVER).kinds
+    for kind in (
+        "report",
+        "report refused",
+        "resend answered",
+        "record put",
+        "reissue",
+        "repoint",
+        "claim won",
+        "crash",
+    ):
+        assert kinds[kind] > 0, kind
+    assert explored(WORLDS["1 claimer, 2 jobs, reports with next, a give-up and a change"]).kinds[
+        "shun"
+    ]
 
 
 def _ignores_the_shun(own: bool, held: bool, pending: bool, shunned: bool) -> At:

@@ -13,11 +13,13 @@ the worker function on its function URL), on the unit rig."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from tenure.app.migrations import HANDOVER_INTENTS_FROM_SCHEMA, SchemaState
 
-from tests.unit.both_endpoints import ENDPOINTS, SUCCESS, Send, served_rig
+from tests.unit.both_endpoints import ENDPOINTS, SUCCESS, Send, api, served_rig
 from tests.unit.support import ADMIN, POOL, SPACE, Rig
 
 
@@ -226,3 +228,110 @@ def test_a_claim_the_service_would_refuse_is_refused_before_the_report_is_applie
     assert rig.lease(lease_id).state.value == "dispatched", "nothing was applied"
     status, answer = send("POST", f"/leases/{lease_id}/complete", wt, {**SUCCESS, **_next("ok")})
     assert status == 200 and answer["next"] is not None, answer
+
+
+# -- the claim's intent rides in the report's own write -------------------------------------
+
+
+def test_a_handover_claim_keeps_its_intent_on_the_ended_lease_and_writes_no_record(
+    rig: Rig,
+) -> None:
+    _file(rig, 3)
+    wt = _worker_token(rig)
+    lease_id = _claim(api, wt)["lease"]["id"]
+    body = {**SUCCESS, **_next("rides")}
+    nxt = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert nxt is not None
+    assert rig.store.claims == {}, "no claim_id record for a handover claim"
+    assert rig.lease(lease_id).next_lease == nxt["lease"]["id"], "the intent names its lease"
+    assert rig.lease(nxt["lease"]["id"]).claim_ref == rig.lease(lease_id).next_claim
+
+
+def test_a_lost_pick_moves_the_intent_on_and_the_resend_follows_it(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pick names a lease a rival takes before this claim does: the claim moves the intent
+    # on (a fenced write of the ended lease) and its resend answers the lease it moved to.
+    _file(rig, 3)
+    wt = _worker_token(rig)
+    rival = _worker_token(rig)
+    lease_id = _claim(api, wt)["lease"]["id"]
+    claims = rig.svc.claims
+    pick = claims.pick
+
+    def raced(pool: str) -> str | None:
+        picked = pick(pool)
+        assert picked is not None
+        won = _claim(api, rival)  # the rival takes the head this report picked
+        assert won["lease"]["id"] == picked
+        return picked
+
+    monkeypatch.setattr(claims, "pick", raced)
+    body = {**SUCCESS, **_next("moved")}
+    first = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert first is not None
+    ended = rig.lease(lease_id)
+    assert ended.next_lease == first["lease"]["id"], "the intent moved on to what it won"
+    assert rig.store.claims == {}
+    rig.advance(30)
+    again = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert again["lease"]["id"] == first["lease"]["id"], "the resend follows the intent"
+    assert _open_leases(rig) == 3
+
+
+def test_below_the_schema_version_a_handover_claim_writes_its_record(rig: Rig) -> None:
+    # An earlier release's resend looks for the claim_id record: until the table is migrated a
+    # handover claim writes it, and keeps no intent on the ended lease.
+    rig.store.schema = SchemaState(version=HANDOVER_INTENTS_FROM_SCHEMA - 1, step=1)
+    _file(rig, 2)
+    wt = _worker_token(rig)
+    lease_id = _claim(api, wt)["lease"]["id"]
+    body = {**SUCCESS, **_next("old-kind")}
+    nxt = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert nxt is not None
+    assert rig.lease(lease_id).next_lease is None
+    [record] = rig.store.claims.values()
+    assert record.lease_id == nxt["lease"]["id"]
+    rig.advance(30)
+    again = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert again["lease"]["id"] == nxt["lease"]["id"]
+
+
+def test_a_handover_with_an_empty_queue_keeps_a_record_as_a_standalone_claim(rig: Rig) -> None:
+    _file(rig, 1)
+    wt = _worker_token(rig)
+    lease_id = _claim(api, wt)["lease"]["id"]
+    body = {**SUCCESS, **_next("empty")}
+    assert api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"] is None
+    assert rig.lease(lease_id).next_lease is None, "nothing was picked: no intent written"
+
+
+def test_a_resend_that_read_a_stale_intent_reads_it_again_before_answering_none(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The resend read the intent while it still named a lease a rival then won, and the first
+    # copy has since moved it on and won another: a lease not its own is no answer yet, the
+    # intent read again is, and the resend answers the lease held under its claim.
+    _file(rig, 3)
+    wt = _worker_token(rig)
+    rival = _worker_token(rig)
+    lease_id = _claim(api, wt)["lease"]["id"]
+    body = {**SUCCESS, **_next("stale")}
+    first = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    taken = _claim(api, rival)["lease"]["id"]
+    records = rig.svc.claims.records
+    find = records._find
+    reads: list[str] = []
+
+    def stale_first(intent: Any) -> Any:
+        found = find(intent)
+        if not reads and found is not None:
+            found = replace(found, lease_id=taken)  # as read before the intent moved on
+        reads.append(found.lease_id if found else "")
+        return found
+
+    monkeypatch.setattr(records, "_find", stale_first)
+    rig.advance(30)
+    again = api("POST", f"/leases/{lease_id}/complete", wt, body)[1]["next"]
+    assert reads[:2] == [taken, first["lease"]["id"]], "the intent was read again"
+    assert again is not None and again["lease"]["id"] == first["lease"]["id"]

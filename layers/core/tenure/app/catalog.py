@@ -19,6 +19,7 @@ from tenure.app.migrations import (
     CLAIM_START_FROM_SCHEMA,
     CREATED_STAMPS_FROM_SCHEMA,
     DERIVED_RECLAIMS_FROM_SCHEMA,
+    HANDOVER_INTENTS_FROM_SCHEMA,
     IMPLIED_JOBS_FROM_SCHEMA,
     LISTED_BY_TASK_FROM_SCHEMA,
     POOL_GATES_FROM_SCHEMA,
@@ -317,6 +318,13 @@ class SchemaGates:
         is below WORKER_SIGNALS_FROM_SCHEMA, when a writer of an earlier release, which does
         not raise it, may still be serving."""
         return self._schema() >= WORKER_SIGNALS_FROM_SCHEMA
+
+    def handover_intents(self) -> bool:
+        """Whether a final report that claims the next lease may keep the claim's intent on the
+        lease it ends, with no claim_id record: not while the table's schema is below
+        HANDOVER_INTENTS_FROM_SCHEMA, when a resend handled by an earlier release, which looks
+        for the record, may still come."""
+        return self._schema() >= HANDOVER_INTENTS_FROM_SCHEMA
 
     def _schema(self) -> int:
         """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A

@@ -29,7 +29,7 @@ from tenure.domain.model import Instance, Lease, Pool, Space, Task, Token
 from tenure.domain.task_keys import task_id_of_key
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -112,6 +112,12 @@ POOL_GATES_FROM_SCHEMA = 13
 # earlier release's writers do not raise it: until `tenure admin migrate` runs after this
 # release is deployed everywhere, heartbeats read every lease they name, as before.
 WORKER_SIGNALS_FROM_SCHEMA = 14
+# From this version on, a final report that claims the worker's next lease keeps that claim's
+# intent on the lease it ends (`next_lease`, the lease the claim is taking) instead of in a
+# claim_id record of its own. An earlier release's resent report looks for the record: until
+# `tenure admin migrate` runs after this release is deployed everywhere, such a report writes
+# the record, as before.
+HANDOVER_INTENTS_FROM_SCHEMA = 15
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -490,6 +496,14 @@ def start_worker_signals(
     return Page({}, None)
 
 
+def start_handover_intents(
+    store: MigrationStore, cursor: str | None, limit: int, dry_run: bool
+) -> Page:
+    """Nothing to rewrite: reports ended before keep their claim's record, which their resend
+    still follows. Reaching this version is what lets a new report go without one."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -589,6 +603,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         "an operator's end, an expiry, a release) raise the holding worker's signal epoch in "
         "the same transaction, so that heartbeats read only the leases whose epoch moved",
         page=start_worker_signals,
+    ),
+    Migration(
+        version=HANDOVER_INTENTS_FROM_SCHEMA,
+        name="handover-intents",
+        does="let a final report that claims the worker's next lease keep that claim's intent "
+        "on the lease it ends, with no claim_id record (reports ended before keep theirs)",
+        page=start_handover_intents,
     ),
 )
 

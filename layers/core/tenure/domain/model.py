@@ -357,6 +357,10 @@ class Lease:
     # The claim a final report sent with the worker's token carried (fencing.claim_ref of its
     # `next`): a replay of that report answers that claim's lease again, and no other.
     next_claim: str | None = None
+    # The lease that claim is taking (or took): its intent, kept here rather than in a claim_id
+    # record of its own, picked before the report's write and moved on conditionally when a
+    # rival takes it first (app/leases/claims/record.py). None: the claim keeps a record.
+    next_lease: str | None = None
     # The ceilings ("pool:NAME", "space:KEY") this lease counts against while it is held.
     counted: tuple[str, ...] | None = None
     # Deferred (`not_before`): not claimable before this instant (epoch ms); it orders the queue.

@@ -18,6 +18,12 @@ A report sent again after it was applied answers its first answer and claims not
 The claim it carried is kept on the ended lease (`next_claim`); only a resend carrying that
 same `claim_id` (its answer was lost) answers that claim's lease again, under a fresh token,
 and only if that claim won one: it looks the claim up, it never claims anew.
+
+The claim's claim_id intent rides in the report's own write: the lease the claim will take is
+picked first and kept on the ended lease (`next_lease`), where a claim with a claim_id would
+otherwise write a record of its own. A lost race moves it on conditionally; a resend follows
+it to the same lease. When the queue shows nothing at the pick (or while the table's schema
+is below the version that allows it), the claim keeps its record as a standalone claim does.
 """
 
 from __future__ import annotations
@@ -88,11 +94,18 @@ class Handover:
         ref = fencing.claim_ref(run.lease.pool, actor.token_id, ask.worker_id, ask.claim_id)
         report = self.reports.complete if kind is ReportKind.COMPLETE else self.reports.fail
         # The row resolve() read consistently is the one the report is judged on: one read.
-        ended = report(run.holder, lease_id, body, None if replay else ref, run.lease)
+        picked = None
+        if not replay and self.kernel.gates.handover_intents():
+            picked = self.claims.pick(run.lease.pool)
+        claim = None if replay else ref
+        ended = report(run.holder, lease_id, body, claim, run.lease, picked)
         if ended.next_claim != ref:
             return ended, None  # its first application carried another claim, or none
+        # The row that ended decides where the intent is, whichever call's write it was.
+        on = ended if ended.next_lease is not None else None
         if replay:
-            return ended, self.claims.claimed_again(actor, ended.pool, ask.worker_id, ask.claim_id)
+            again = self.claims.claimed_again(actor, ended.pool, ask.worker_id, ask.claim_id, on)
+            return ended, again
         won = self.claims.claim(
             actor,
             ended.pool,
@@ -103,5 +116,6 @@ class Handover:
             claim_id=ask.claim_id,
             host=ask.host,
             start=ask.start,
+            handover=on,
         )
         return ended, won

@@ -490,11 +490,15 @@ class Reports:
         body: dict[str, Any],
         next_claim: str | None = None,
         read: Lease | None = None,
+        next_lease: str | None = None,
     ) -> Lease:
         """End the lease with `body`; `next_claim` is the claim the report carried, kept on
-        the ended row (app/leases/handover.py); `read`: the lease row as this request read
-        it consistently already, if it did (OwnLeases.own_lease)."""
-        return self._report(actor, lease_id, ReportKind.COMPLETE, body, next_claim, read)
+        the ended row (app/leases/handover.py), with `next_lease` the lease it will take;
+        `read`: the lease row as this request read it consistently already, if it did
+        (OwnLeases.own_lease)."""
+        return self._report(
+            actor, lease_id, ReportKind.COMPLETE, body, next_claim, read, next_lease
+        )
 
     def fail(
         self,
@@ -503,8 +507,9 @@ class Reports:
         body: dict[str, Any],
         next_claim: str | None = None,
         read: Lease | None = None,
+        next_lease: str | None = None,
     ) -> Lease:
-        return self._report(actor, lease_id, ReportKind.FAIL, body, next_claim, read)
+        return self._report(actor, lease_id, ReportKind.FAIL, body, next_claim, read, next_lease)
 
     def release(
         self, actor: Principal, lease_id: str, body: dict[str, Any], read: Lease | None = None
@@ -519,6 +524,7 @@ class Reports:
         body: dict[str, Any],
         next_claim: str | None = None,
         read: Lease | None = None,
+        next_lease: str | None = None,
     ) -> Lease:
         lease = self.kernel.owned.own_lease(actor, lease_id, authz.REPORT, read)
         for prepare in self.completion.prepare:
@@ -544,7 +550,7 @@ class Reports:
                 raise InvalidTransition(f"lease {current.id} already ended {current.state}")
             if current.state not in REPORTABLE:
                 raise InvalidTransition(f"lease {current.id} is {current.state}; it has no holder")
-            ending = self.final_ending(current, kind, report, fp, report_id, next_claim)
+            ending = self.final_ending(current, kind, report, fp, report_id, next_claim, next_lease)
             self.kernel.commit(ending.change())
             return ending.ended
 
@@ -589,6 +595,7 @@ class Reports:
         fp: str,
         report_id: str | None,
         next_claim: str | None = None,
+        next_lease: str | None = None,
     ) -> Ending:
         for resolve in self.completion.resolve:
             if self._applies(resolve.applies, lease, kind, report):
@@ -606,6 +613,7 @@ class Reports:
             report_id=report_id,
             report={k: v for k, v in report.items() if k != "outcome"} or None,
             next_claim=next_claim,
+            next_lease=next_lease,
         )
         ending = Ending(before=lease, ended=ended, kind=kind, report=report)
         for contribute in self.completion.contribute:

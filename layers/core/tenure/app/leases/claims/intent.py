@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from tenure.app.ports import ClaimRecord
+from tenure.domain.model import Lease
 
 
 class At(Enum):
@@ -54,12 +55,15 @@ def judge(own: bool, held: bool, pending: bool, shunned: bool) -> At:
 @dataclass
 class ClaimIntent:
     """One claim call's claim_id: its record's key, the ref its lease carries, and where the
-    record stands (`at`, and the lease it names)."""
+    record stands (`at`, and the lease it names). With `on`, the record is not a row of its
+    own but the ended lease of the final report that carries the claim (its `next_lease`, as
+    this call last read or wrote that row): the same states, the same moves."""
 
     record: ClaimRecord
     ref: str
     at: At = At.NONE
     lease: str | None = None
+    on: Lease | None = None
 
     @property
     def names(self) -> str | None:

@@ -39,13 +39,35 @@ class Records:
         key = ClaimRecord(pool, claimant, worker_id, claim_id, "", 0)
         return ClaimIntent(key, fencing.claim_ref(pool, claimant, worker_id, claim_id))
 
+    @staticmethod
+    def intent_on(ended: Lease, claimant: str, worker_id: str, claim_id: str) -> ClaimIntent:
+        """The intent a final report's claim keeps on the lease it ended (`next_lease`): the
+        lease picked before the report's write, still pending then, is the one this call
+        takes first (its claim re-reads it, and the claim's write is conditional on it)."""
+        intent = Records.intent(ended.pool, claimant, worker_id, claim_id)
+        intent.on = ended
+        if ended.next_lease is not None:
+            intent.found(ended.next_lease, At.PENDING)
+        return intent
+
+    def _find(self, intent: ClaimIntent) -> ClaimRecord | None:
+        """The claim's record as it stands now: its own row, or the ended lease carrying it."""
+        key = intent.record
+        if intent.on is None:
+            return self.claims.find_claim(key.pool, key.claimant, key.worker_id, key.claim_id)
+        on = self.leases.get_lease(intent.on.id)  # consistent, as the record's own read
+        if on is None or on.next_claim != intent.ref or on.next_lease is None:
+            return None
+        intent.on = on
+        return replace(key, lease_id=on.next_lease)
+
     def follow(self, intent: ClaimIntent, pool: Pool) -> Claimed | None:
         """Read the claim's record and learn where it stands: its lease again under a fresh
         token when that lease is this claim's own and still held (a retry whose answer was
         lost); else None, with `intent` saying which lease the record names, whether the call
         may still take it (PENDING), or whether the claim_id is spent (SPENT)."""
         key = intent.record
-        found = self.claims.find_claim(key.pool, key.claimant, key.worker_id, key.claim_id)
+        found = self._find(intent)
         if found is None:
             intent.found_none()
             return None
@@ -133,6 +155,8 @@ class Records:
                 and not self._shun(before, intent)
             ):
                 return False
+        if intent.on is not None:
+            return self._repoint(intent, lease.id)
         record = replace(intent.record, lease_id=lease.id, expires_at=keep)
         if in_claim:
             return RecordWrite(record, intent.names)
@@ -142,6 +166,31 @@ class Records:
             self.kernel.counters["lost_claim_races"] += 1
             return False
         intent.pointed(lease.id)
+        return True
+
+    def _repoint(self, intent: ClaimIntent, lease_id: str) -> bool:
+        """Point the intent kept on an ended lease at `lease_id`: a fenced write of that row
+        as this call last read it, so it lands only while the intent still names what this
+        call believes (the record's own conditional move, on the ended lease). Made before the
+        claim, never in its transaction: a crash between leaves the intent naming a lease the
+        resend can still take, as with the record."""
+        on = intent.on
+        assert on is not None
+        moved = replace(
+            on,
+            next_lease=lease_id,
+            version=on.version + 1,
+            event_type=None,  # no transition: nothing for the timeline
+            event_data=None,
+            updated_at=self.kernel.clock.now_ms(),
+        )
+        try:
+            self.kernel.write(on, moved)
+        except Conflict:
+            self.kernel.counters["lost_claim_races"] += 1
+            return False
+        intent.on = moved
+        intent.pointed(lease_id)
         return True
 
     def _shun(self, before: Lease, intent: ClaimIntent) -> bool:

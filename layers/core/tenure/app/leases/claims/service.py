@@ -69,12 +69,15 @@ class Claims:
         host: str | None = None,
         lease_id: str | None = None,
         start: bool = False,
+        handover: Lease | None = None,
     ) -> Claimed | None:
         """The next claimable lease of the pool, or with `lease_id` that one lease or
         nothing: None when nothing could be taken once `wait_seconds` have passed; an exact
         claim of a lease that is held or has ended is 409 invalid_transition. With `start`
         the worker begins the job as soon as it has the answer, so the lease is running at
-        once (Attempt._claimed_and_started)."""
+        once (Attempt._claimed_and_started). With `handover`, the ended lease of the final
+        report that carries this claim keeps its claim_id's intent (`next_lease`) in place of
+        a record of its own."""
         # A claim about to wait takes one of its token's wait slots, and gives it back however
         # the call ends; with every slot held it answers at once (claims/waits.py).
         waiter = Waiter(self.waits, actor.token_id)
@@ -90,7 +93,10 @@ class Claims:
             pool = poll.open(pool_name)
             poll.seen()  # a claim is itself a sign of life
             intent = None
-            if claim_id is not None:
+            if claim_id is not None and handover is not None:
+                # Its lease, picked before the report's write, is read by the try itself.
+                intent = self.records.intent_on(handover, actor.token_id, worker_id, claim_id)
+            elif claim_id is not None:
                 intent = self.records.intent(pool.name, actor.token_id, worker_id, claim_id)
                 again = self.records.follow(intent, pool)
                 if again is not None:
@@ -261,11 +267,41 @@ class Claims:
         return any(check(lease) for check in self.withdraw)
 
     def claimed_again(
-        self, actor: Principal, pool_name: str, worker_id: str, claim_id: str
+        self,
+        actor: Principal,
+        pool_name: str,
+        worker_id: str,
+        claim_id: str,
+        handover: Lease | None = None,
     ) -> Claimed | None:
         """The lease a claim with this `claim_id` already won, again under a fresh token, or
-        None: never a new claim. What a replayed report answers for the claim it carried."""
+        None: never a new claim. What a replayed report answers for the claim it carried
+        (kept on its ended lease, `handover`, or in a record of its own)."""
         authz.require_worker(actor, pool_name)
         pool = self.kernel.pool(pool_name)
-        intent = self.records.intent(pool.name, actor.token_id, worker_id, claim_id)
-        return self.records.follow(intent, pool)
+        if handover is not None:
+            intent = self.records.intent_on(handover, actor.token_id, worker_id, claim_id)
+        else:
+            intent = self.records.intent(pool.name, actor.token_id, worker_id, claim_id)
+        # A lease not this claim's own is no answer yet: the first call of this claim_id may
+        # have lost it and moved the record on since it was read, to a lease it then won. The
+        # record decides, read after the lease, as before a claim answers empty: unchanged,
+        # nothing is held under the claim; moved on, it is followed (each round follows a
+        # sibling's progress). A lease still pending needs no second look: the record never
+        # leaves a pending lease this claim has not shunned.
+        named = None
+        for _ in range(BEFORE_EMPTY_ROUNDS):
+            again = self.records.follow(intent, pool)
+            if again is not None or intent.names in (None, named) or intent.pending:
+                return again
+            named = intent.names
+        return None
+
+    def pick(self, pool_name: str) -> str | None:
+        """The lease a final report's claim will take first, picked before the report's
+        write so that the write can carry the claim's intent (None: the queue showed none).
+        A stale pick costs nothing but a re-point: the claim re-reads it and takes it only
+        if it is still pending."""
+        pool = self.kernel.pool(pool_name)
+        heads = self.candidates.look(pool, set(), self.gate.read(), self.candidates.held_back())
+        return next(iter(heads), None)
