@@ -107,7 +107,10 @@ class Outcome:
 
     def left_behind(self) -> dict[str, str]:
         # multiprocessing's resource tracker ends by itself once its pipe from the stack closes.
-        left = {p: c for p, c in self.at_exit.items() if "resource_tracker" not in c}
+        # A child seen with no command line at the stack's exit was itself past the end of its
+        # exit (its memory already released, not yet a zombie): stopped, if slowly on a loaded
+        # machine. One that truly stays is still there after the grace.
+        left = {p: c for p, c in self.at_exit.items() if "resource_tracker" not in c and c.strip()}
         return {**left, **self.after_grace}
 
 
