@@ -52,8 +52,8 @@ def run(claimers: int = 32, leases: int = 2000, endpoint: str | None = None) -> 
 
 def _run(meter: AwsMeter, endpoint: str, claimers: int, leases: int) -> dict[str, Any]:
     table = f"claims-{uuid.uuid4().hex[:8]}"
+    wiring.build_store(endpoint, table).create_table()
     setup = _service(endpoint, table)
-    setup.store.create_table()  # type: ignore[attr-defined]
     setup.spaces.create_space(ADMIN, "BENCH", "Claims bench", None)
     setup.pools.create_pool(
         ADMIN, Pool(name="race", space="BENCH", kind=PoolKind.COMMAND, created_at=0)
