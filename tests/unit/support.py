@@ -125,6 +125,20 @@ class Rig:
         return self.store.timeline("system", "sweeper", None)
 
 
+def settings_reads(rig: Rig) -> list[str]:
+    """Each read of a pool, space or instance row the rig's store is asked for, from now on."""
+    reads: list[str] = []
+    for name in ("get_pool", "get_space", "get_instance"):
+        real = getattr(rig.store, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            reads.append(_name)
+            return _real(*args, **kw)
+
+        setattr(rig.store, name, counted)
+    return reads
+
+
 def make_lease(lease_id: str, at: int = T0, **kw: Any) -> Lease:
     """A lease row built by hand (store and view tests)."""
     base: dict[str, Any] = {

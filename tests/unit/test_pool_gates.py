@@ -24,23 +24,9 @@ from tenure.app.ports import Settings
 from tenure.domain.errors import InvalidTransition, ValidationFailed
 from tenure.domain.model import Pool, PoolKind, Space
 
-from tests.unit.support import ADMIN, MEMBER, POOL, SPACE, WORKER, Rig
+from tests.unit.support import ADMIN, MEMBER, POOL, SPACE, WORKER, Rig, settings_reads
 
 OTHER = "OTHER"
-
-
-def _reads(rig: Rig) -> list[str]:
-    """Each read of a pool, space or instance row the store is asked for."""
-    reads: list[str] = []
-    for name in ("get_pool", "get_space", "get_instance"):
-        real = getattr(rig.store, name)
-
-        def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
-            reads.append(_name)
-            return _real(*args, **kw)
-
-        setattr(rig.store, name, counted)
-    return reads
 
 
 def _claim(rig: Rig, pool: str = POOL, worker: str = "w1") -> Any:
@@ -109,7 +95,7 @@ def test_an_archived_space_refuses_a_filing_and_an_enqueue_by_its_pool_row() -> 
     rig = Rig()
     task, _ = rig.task(pool=None)
     rig.svc.spaces.archive_space(ADMIN, SPACE)
-    reads = _reads(rig)
+    reads = settings_reads(rig)
     with one_request(), pytest.raises(InvalidTransition, match="archived"):
         rig.task()
     assert reads == ["get_pool"]  # the pool row alone: it says the space is archived
@@ -141,7 +127,7 @@ def test_before_the_version_a_claim_and_a_filing_read_the_three_rows() -> None:
     rig = Rig()
     _behind(rig)
     rig.task()
-    reads = _reads(rig)
+    reads = settings_reads(rig)
     with one_request():
         assert _claim(rig) is not None
     assert sorted(reads) == ["get_instance", "get_pool", "get_space"]
@@ -156,7 +142,7 @@ def test_before_the_version_a_claim_and_a_filing_read_the_three_rows() -> None:
 def test_at_the_version_a_claim_and_a_filing_read_the_pool_row_alone() -> None:
     rig = Rig()
     rig.task()
-    reads = _reads(rig)
+    reads = settings_reads(rig)
     with one_request():
         assert _claim(rig) is not None
     assert reads == ["get_pool"]

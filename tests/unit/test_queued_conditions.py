@@ -22,6 +22,7 @@ from tests.unit.support import (
     make_lease,
     queued,
     queued_code,
+    settings_reads,
 )
 
 REFUSING = {"state": "refusing", "reason": "docker daemon down"}
@@ -178,23 +179,9 @@ def test_dispatched_is_starting_and_a_running_lease_has_no_condition() -> None:
     assert queued_condition(running, PoolFacts(paused=True)) is None
 
 
-def _settings_reads(rig: Rig) -> list[str]:
-    """Counts each read of a pool, space or instance row the store is asked for."""
-    reads: list[str] = []
-    for name in ("get_pool", "get_space", "get_instance"):
-        real = getattr(rig.store, name)
-
-        def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
-            reads.append(_name)
-            return _real(*args, **kw)
-
-        setattr(rig.store, name, counted)
-    return reads
-
-
 def test_a_claims_answer_judges_by_the_rows_the_claim_read_fresh(rig: Rig) -> None:
     _queued(rig)
-    reads = _settings_reads(rig)
+    reads = settings_reads(rig)
     with one_request():
         won = rig.claim()
         # The pool row says what its space and the instance say (no ceiling, not archived).
@@ -211,7 +198,7 @@ def test_before_the_pool_gates_version_a_claims_answer_reads_the_three_rows() ->
     rig = Rig()
     rig.store.schema = SchemaState(version=POOL_GATES_FROM_SCHEMA - 1, step=1)
     _queued(rig)
-    reads = _settings_reads(rig)
+    reads = settings_reads(rig)
     with one_request():
         won = rig.claim()
         assert sorted(reads) == ["get_instance", "get_pool", "get_space"]
