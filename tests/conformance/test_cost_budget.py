@@ -76,7 +76,10 @@ STILL_ABOVE = "the lease item of today is still above this target (docs/cost.md)
 # A final report that claims the next lease keeps its claim's intent on the lease it ends,
 # written with the end, instead of reading and writing a claim_id record of its own: 11.62
 # write units (from 12.12), 12.81 read units (from 13.06).
-WRITE_UNITS_NOW = 11.75
+# A rule's firing writes its job (the occasion's lock), its lease and its task one after the
+# other instead of in a transaction that billed each twice: the run's one lease minted from
+# mail writes 6 units instead of 9, 11.25 write units (from 11.62), reads unchanged.
+WRITE_UNITS_NOW = 11.5
 READ_UNITS_NOW = 13.0
 REACTOR_INVOCATIONS_NOW = 2.75
 # CloudWatch Logs bytes ingested a lease (the functions' own lines and EMF documents, and the
@@ -175,8 +178,10 @@ def test_the_billing_model_agrees_with_dynamodb_local_on_every_single_item_write
     check = measured["billing_model_check"]
     assert check["single_item_writes_agreeing_with_dynamodb_local"] > 20
     assert check["single_item_writes_disagreeing"] == 0
-    # Local over-reports transactions (sums and doubled index writes): the AWS price is lower.
-    assert measured["lifecycle_write_units"] < measured["lifecycle_write_units_reported"]
+    # Local over-reports transactions (sums and doubled index writes): the AWS price is never
+    # higher, and equal in a run with no transaction at all (this one, since filing and the
+    # rule's mint write their rows one by one).
+    assert measured["lifecycle_write_units"] <= measured["lifecycle_write_units_reported"]
 
 
 def test_the_function_url_endpoint_costs_less_than_every_route_on_the_http_api(

@@ -78,6 +78,7 @@ def test_an_old_token_is_listed_after_migrate_and_can_then_be_revoked() -> None:
         ("pool-gates", "applied", {"pools": 1, "spaceless": 0, "already_copied": 1, "copied": 0}),
         ("worker-signals", "applied", {}),
         ("handover-intents", "applied", {}),
+        ("rule-mints", "applied", {}),
     ]
     assert outcome.counts == {"tokens": 2, "already_listed": 1, "listed": 1}
     page = rig.svc.tokens.list_tokens(ADMIN, None, 100, None)

@@ -23,6 +23,7 @@ from tenure.app.migrations import (
     IMPLIED_JOBS_FROM_SCHEMA,
     LISTED_BY_TASK_FROM_SCHEMA,
     POOL_GATES_FROM_SCHEMA,
+    RULE_MINTS_FROM_SCHEMA,
     SCHEMA_VERSION,
     STAMPS_FROM_SCHEMA,
     SUCCESSES_DERIVED_FROM_SCHEMA,
@@ -325,6 +326,13 @@ class SchemaGates:
         HANDOVER_INTENTS_FROM_SCHEMA, when a resend handled by an earlier release, which looks
         for the record, may still come."""
         return self._schema() >= HANDOVER_INTENTS_FROM_SCHEMA
+
+    def rule_mints_untransacted(self) -> bool:
+        """Whether a rule's firing may write its job, its lease and its task one after the
+        other (the job first, as the occasion's lock): not while the table's schema is below
+        RULE_MINTS_FROM_SCHEMA, when a delivery handled by an earlier release, which takes a
+        job for proof that its lease exists, may still come."""
+        return self._schema() >= RULE_MINTS_FROM_SCHEMA
 
     def _schema(self) -> int:
         """The schema version the data is at, read once per POOL_CACHE_MS like the pools. A

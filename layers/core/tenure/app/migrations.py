@@ -29,7 +29,7 @@ from tenure.domain.model import Instance, Lease, Pool, Space, Task, Token
 from tenure.domain.task_keys import task_id_of_key
 
 # The schema version this release writes and understands.
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 # From this version on, a task lease's routine transitions are stamps on its row instead of
 # timeline rows of their own (domain/timeline.py). A table an earlier release migrated stays
 # below it until `tenure admin migrate` runs after this release is deployed everywhere: an
@@ -118,6 +118,13 @@ WORKER_SIGNALS_FROM_SCHEMA = 14
 # `tenure admin migrate` runs after this release is deployed everywhere, such a report writes
 # the record, as before.
 HANDOVER_INTENTS_FROM_SCHEMA = 15
+# From this version on, a rule's firing writes its job (the occasion's lock, naming the lease
+# and task to come) on its own, then the lease, then the task, instead of the three in one
+# transaction. An earlier release that meets such a job before its lease (a concurrent or a
+# later delivery of the occasion) answers a lease that does not exist yet and cannot finish
+# the mint: until `tenure admin migrate` runs after this release is deployed everywhere,
+# firings commit the three together, as before.
+RULE_MINTS_FROM_SCHEMA = 16
 # What an answer built on older data says about it.
 BEHIND_NOTICE = "the table's data is older than this release: run `tenure admin migrate`"
 # Pages a migration reads at most in one run (a bound on the loop, not a limit in practice:
@@ -504,6 +511,12 @@ def start_handover_intents(
     return Page({}, None)
 
 
+def start_rule_mints(store: MigrationStore, cursor: str | None, limit: int, dry_run: bool) -> Page:
+    """Nothing to rewrite: firings minted before wrote their job with its lease and task.
+    Reaching this version is what lets a firing write the three one after the other."""
+    return Page({}, None)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         version=1,
@@ -610,6 +623,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         does="let a final report that claims the worker's next lease keep that claim's intent "
         "on the lease it ends, with no claim_id record (reports ended before keep theirs)",
         page=start_handover_intents,
+    ),
+    Migration(
+        version=RULE_MINTS_FROM_SCHEMA,
+        name="rule-mints",
+        does="let a rule's firing write its job (the occasion's lock) on its own, then its "
+        "lease and its task, instead of the three in one transaction (a later delivery of the "
+        "occasion finishes a mint whose writer stopped in between)",
+        page=start_rule_mints,
     ),
 )
 

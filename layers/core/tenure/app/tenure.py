@@ -52,6 +52,7 @@ from tenure.app.reactions import Reactions, on
 from tenure.app.rows import Rows
 from tenure.app.rules.addresses import Addresses
 from tenure.app.rules.firings import Firings
+from tenure.app.rules.job_first import JobFirst
 from tenure.app.rules.ports import Schedules
 from tenure.app.rules.rules import Rules
 from tenure.app.rules.subjects import Subjects
@@ -407,7 +408,13 @@ def compose(
         force=Force(kernel, runs, leases=rows.leases, pools=rows.pools),
         rules=rules,
         firings=Firings(
-            kernel, rules, operator, leases=rows.leases, tasks=rows.tasks, timeline=rows.timeline
+            kernel,
+            rules,
+            operator,
+            JobFirst(kernel),
+            leases=rows.leases,
+            tasks=rows.tasks,
+            timeline=rows.timeline,
         ),
         addresses=Addresses(kernel, rules=rows.rules),
         subjects=Subjects(kernel, spaces=rows.spaces, timeline=rows.timeline),

@@ -271,6 +271,9 @@ class Job:
     rule_id: str | None = None
     trigger: dict[str, Any] | None = None
     retry_depth: int = 0  # how many operator retries stand between this run and the first
+    # A rule's firing of a task subject: the key of the task it files, so that a delivery
+    # that finds the job before its task can write that very task (app/rules/job_first.py).
+    task_key: str | None = None
 
 
 def first_job_id(task_id: str) -> str:

@@ -1,10 +1,12 @@
 """Rules firing: fire now, a scheduled time, an event, an inbound email.
 
 A firing on an *occasion* (a scheduled time, an SES message id, an event id) mints its job
-under an id derived from (rule, occasion); the job row is written only if new, in the same
-transaction as the lease (and the task, for a task subject). A redelivered occasion loses
-that condition and answers the lease the first delivery minted: at most one lease per
-occasion, however often and however concurrently it arrives.
+under an id derived from (rule, occasion); the job row is written only if new, on its own
+before the lease and the task (app/rules/job_first.py), or on a table an earlier release may
+still serve, in one transaction with them. A redelivered occasion loses that condition and
+answers the lease the first delivery minted (finishing it, when that delivery stopped before
+its lease or task): at most one lease per occasion, however often and however concurrently
+it arrives.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, JobWrite, LeaseWrite, TaskWrite
 from tenure.app.rows import LeaseRows, TaskRows, TimelineRows
+from tenure.app.rules.job_first import JobFirst
 from tenure.app.rules.minting import Controls, MintTerms
 from tenure.domain import authz, fencing
-from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
+from tenure.domain.errors import AlreadyExists, Conflict, Unavailable, ValidationFailed
 from tenure.domain.events import RULE_RATE_LIMITED
 from tenure.domain.model import (
     Event,
+    Job,
     Lease,
     Principal,
     Task,
@@ -118,12 +122,14 @@ class Firings:
         kernel: Kernel,
         rules: Rules,
         operator: Operator,
+        job_first: JobFirst,
         *,
         leases: LeaseRows,
         tasks: TaskRows,
         timeline: TimelineRows,
     ) -> None:
         self.kernel = kernel
+        self.job_first = job_first
         self.leases = leases
         self.tasks = tasks
         self.timeline = timeline
@@ -232,12 +238,38 @@ class Firings:
                 count += 1
         return count
 
-    def _minted(self, rule: Rule, job_id: str) -> Lease | Task | None:
-        """What an occasion already minted under `job_id`, or None (one read)."""
+    def _minted(
+        self, rule: Rule, job_id: str, data: dict[str, Any] | None = None
+    ) -> Lease | Task | None:
+        """What an occasion already minted under `job_id`, or None: two reads (the job, its
+        lease), a third for a lease that may still wait for its task. A mint whose writer
+        stopped after its job is finished here, from the job (`data`: the occasion's)."""
         if rule.subject.get("requires_approval"):
             return self.tasks.get_task(approval_task_id(job_id))
         existing = self.leases.get_job(job_id)
-        return self.kernel.lease(existing.lease_id) if existing is not None else None
+        if existing is None:
+            return None
+        found = self.leases.get_lease(existing.lease_id)
+        if found is not None and (
+            not found.tp or found.task_id is None or self.tasks.get_task(found.task_id)
+        ):
+            return found  # whole: claimed (a claim clears the mark), or its task is there
+        lease, task = self._rows_of(rule, existing, data)
+        return self.job_first.finish(found, lease, task)
+
+    def _rows_of(
+        self, rule: Rule, job: Job, data: dict[str, Any] | None
+    ) -> tuple[Lease, Task | None]:
+        """The lease and task a firing's job names, as its writer made them: under the job's
+        ids, time, pool and task key, from the rule and the occasion's data."""
+        terms = MintTerms(rule, job.id, job.pool, job.created_at, Controls.of(rule, data))
+        if terms.kind is not job.subject_kind or (job.task_key is None) != (job.task_id is None):
+            # Changed since the job was written: what its lease was to be is not known.
+            raise Unavailable(f"rule {rule.id} changed its subject; its firing cannot finish")
+        task = None
+        if job.task_key is not None:
+            task = terms.task(int(job.task_key.rpartition("-")[2]), data)
+        return terms.lease(job.lease_id, task, self.kernel.gates.first_stamps(terms.kind)), task
 
     def _note(self, rule: Rule, minted: Lease | Task, at_ms: int) -> None:
         lease_id = minted.id if isinstance(minted, Lease) else None
@@ -467,7 +499,7 @@ class Firings:
         for approval, that task instead of a lease. `prepare` runs just before a
         new lease is minted, once the firing has been counted: if it fails, the firing stays
         counted and the redelivery that mints counts it again."""
-        minted = self._minted(rule, job_id)
+        minted = self._minted(rule, job_id, data)
         if minted is not None:
             return minted
         return self._mint_within_cap(rule, job_id, trigger, data, prepare)
@@ -544,9 +576,20 @@ class Firings:
         lease = terms.lease(
             self.kernel.ids.new_id("lease"), task, self.kernel.gates.first_stamps(terms.kind)
         )
+        job = terms.job(lease, task, trigger)
+        if self.kernel.gates.rule_mints_untransacted():
+            if not self.job_first.lock(job):
+                # Another delivery of the occasion wrote its job first: answer its lease.
+                self.kernel.counters["duplicate_firings"] += 1
+                first = self._minted(rule, job_id, data)
+                if first is None:
+                    raise Unavailable(f"job {job_id} was written and then not found; try again")
+                return first
+            self.kernel.counters["rule_firings"] += 1
+            return self.job_first.write(lease, task)
         change = Change(
             leases=[LeaseWrite(lease)],
-            jobs=[JobWrite(terms.job(lease, task, trigger))],
+            jobs=[JobWrite(job)],
             tasks=[TaskWrite(task, create=True)] if task else [],
         )
         try:

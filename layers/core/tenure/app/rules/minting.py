@@ -128,6 +128,7 @@ class MintTerms:
             subject_kind=self.kind,
             subject_id=lease.subject_id,
             task_id=task.id if task else None,
+            task_key=task.key if task else None,
             lease_id=lease.id,
             max_attempts=self.controls.max_attempts or DEFAULT_MAX_ATTEMPTS,
             created_at=self.now,
