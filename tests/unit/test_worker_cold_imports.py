@@ -1,6 +1,7 @@
 """What the worker function loads when it starts (its cold start is measured, `tenure bench
 coldstart`, ratio_worker): the worker routes' own modules, and none of the operators' routes,
-the board, MCP or the HTTP API's authorizer."""
+the board, MCP or the HTTP API's authorizer; its use cases composed alone, without the whole
+service's (the rules, the scheduler, inspect, the sweeper, the reactor's reactions)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ import importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("worker_app", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
+from tenure import wiring
+wiring.worker_service()  # what its first request composes, too
 from tenure.api import surface
 print(json.dumps({"modules": sorted(sys.modules), "routes": sorted(surface.HANDLERS)}))
 """
@@ -35,6 +38,23 @@ NOT_LOADED = (
     "aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event",
     "aws_lambda_powertools.event_handler.openapi.models",  # the OpenAPI document
     "aws_xray_sdk",  # tracing is opt-in
+    # The whole service's composition and what only it builds: the worker's use cases are
+    # composed alone (app/worker_tenure.py).
+    "tenure.app.tenure",
+    "tenure.app.rules.rules",
+    "tenure.app.rules.firings",
+    "tenure.app.rules.subjects",
+    "tenure.app.rules.addresses",
+    "tenure.app.inspect",
+    "tenure.app.sweep",
+    "tenure.app.figures",
+    "tenure.app.reactions",
+    "tenure.app.tasks.listing",
+    "tenure.app.setup.spaces",
+    "tenure.app.autonomy.wake",
+    "tenure.app.autonomy.breaker",
+    "tenure.app.leases.recovery",
+    "tenure.store.schedules",  # the rules' schedules adapter
     *(
         f"tenure.api.endpoints.{name}"
         for name in (

@@ -238,7 +238,8 @@ print((time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000)
 # Two rungs under the worker function, to show where its time goes beside the bare client:
 # what any function on Powertools' logger and metrics pays, with no resolver and no pydantic
 # (WORKER_FLOOR); then that plus the service's core the worker routes call, the bearer's
-# check and the store built as the worker function builds it, still without the HTTP
+# check and the store built as the worker function builds it (its use cases composed alone,
+# app/worker_tenure.py), still without the HTTP
 # resolver, pydantic or the API's models (WORKER_CORE). The worker
 # function pays both and then those three; what it pays above WORKER_CORE is what serving the
 # worker routes through the resolver and its validation costs.
@@ -261,7 +262,7 @@ boto3.client("dynamodb", region_name="us-east-1")
 from aws_lambda_powertools import Logger, Metrics
 Logger(service="floor")
 Metrics(namespace="Floor", service="floor")
-import tenure.app.tenure, tenure.api.routes, tenure.api.tokens
+import tenure.app.worker_tenure, tenure.api.routes, tenure.api.tokens
 from tenure import wiring
 wiring.build_store()
 t1, c1 = time.perf_counter(), time.process_time()
