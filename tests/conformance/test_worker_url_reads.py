@@ -35,6 +35,7 @@ class ReadUnits:
 def world(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Rig:
     make_world(rig.svc)
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(wiring, "worker_service", lambda: rig.svc.core)
     return rig
 
 

@@ -61,7 +61,7 @@ HELP_ONLY: dict[str, str] = {
     "bench lifecycle": "starts engines of its own and takes tens of seconds",
     "bench cost": "a 240-lease workload on engines of its own: minutes",
     "bench claims": "2,000 leases under 32 claimers on engines of its own: minutes",
-    "bench coldstart": "starts fresh interpreters seven times over: tens of seconds",
+    "bench coldstart": "starts fresh interpreters eleven times over: tens of seconds",
     "bench load": "two minutes of load by default (test_load_smoke.py runs a short one)",
 }
 

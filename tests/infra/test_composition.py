@@ -54,11 +54,11 @@ SHIPPED = (ROOT / "layers", ROOT / "packages", ROOT / "functions")
 COMPOSER = SERVICE / "wiring.py"
 
 
-def callers_of_compose(paths: list[Path]) -> list[tuple[Path, int]]:
+def callers_of_compose(paths: list[Path], name: str = "compose") -> list[tuple[Path, int]]:
     found = []
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "compose":
+            if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == name:
                 found.append((path, node.lineno))
     return found
 
@@ -68,6 +68,18 @@ def test_only_the_wiring_composes_the_service() -> None:
     assert len(shipped) > 100
     assert callers_of_compose(shipped) == []
     assert len(callers_of_compose([COMPOSER])) == 2  # with the deployment's adapters, or bare
+
+
+def test_the_worker_s_use_cases_are_composed_by_the_wiring_and_the_whole_service_alone() -> None:
+    # The whole service starts from the worker's composition, so a claim or a report is built
+    # the same way on the worker function as on the HTTP API; nothing else builds it by hand.
+    whole = SERVICE / "app" / "tenure.py"
+    shipped = [
+        p for top in SHIPPED for p in sorted(top.rglob("*.py")) if p not in (COMPOSER, whole)
+    ]
+    assert callers_of_compose(shipped, "compose_worker") == []
+    assert len(callers_of_compose([COMPOSER], "compose_worker")) == 1
+    assert len(callers_of_compose([whole], "compose_worker")) == 1
 
 
 def test_the_compose_check_finds_a_call_by_hand(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ def served_rig(monkeypatch: pytest.MonkeyPatch) -> Rig:
     """A unit rig the handlers answer from, its clock the token verdicts' too."""
     rig = Rig()
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(wiring, "worker_service", lambda: rig.svc.core)
     monkeypatch.setattr(
         worker, "VERDICTS", tokens.Verdicts(clock=lambda: rig.clock.now_ms() / 1000)
     )

@@ -164,6 +164,7 @@ class _Instance:
         store = SimpleNamespace(get_instance=lambda: Instance(allow_agent_force=allow))
         self.force = Force(SimpleNamespace(), None, leases=None, pools=store)  # type: ignore[arg-type]
         self.counters: dict[str, int] = {}
+        self.core = self  # the worker's use cases within it: the route check's force
 
 
 @pytest.mark.parametrize(("method", "rule"), FORCE_ROUTES, ids=lambda x: str(x))

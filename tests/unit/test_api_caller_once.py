@@ -54,7 +54,12 @@ def test_the_caller_does_not_outlive_its_request(reads: list[Any]) -> None:
 
 
 def test_a_principal_handed_on_in_process_is_taken_as_it_is(rig: Rig) -> None:
-    assert surface.principal({"principal": ADMIN}) is ADMIN
-    assert surface.principal({"principal": json.dumps(dataclasses.asdict(ADMIN))}) == ADMIN
+    assert surface.principal({"principal": ADMIN}, None, surface.whole_core) is ADMIN
+    assert (
+        surface.principal(
+            {"principal": json.dumps(dataclasses.asdict(ADMIN))}, None, surface.whole_core
+        )
+        == ADMIN
+    )
     with pytest.raises(e.Unauthenticated):
-        surface.principal({"principal": "", "reason": "unknown token"})
+        surface.principal({"principal": "", "reason": "unknown token"}, None, surface.whole_core)

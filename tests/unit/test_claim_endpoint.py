@@ -24,6 +24,7 @@ CLAIM_URL = "https://claims.example/api/v1"
 def rig(monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
     rig = Rig()
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(wiring, "worker_service", lambda: rig.svc.core)
     monkeypatch.setattr(worker, "VERDICTS", tokens.Verdicts())
     monkeypatch.setenv("TENURE_CLAIM_URL", CLAIM_URL)
     settings.cache_clear()

@@ -43,6 +43,7 @@ class Reads:
 def url(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[float]]:
     """A claim on the worker function URL with this bearer, on a clock the test moves."""
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(wiring, "worker_service", lambda: rig.svc.core)
     now = [1000.0]
     monkeypatch.setattr(worker, "VERDICTS", tokens.Verdicts(clock=lambda: now[0]))
 
@@ -95,6 +96,7 @@ def test_a_flood_of_made_up_tokens_cannot_push_out_a_worker_s_verdict(rig: Rig) 
     # tokens.principal_of builds the service of the process: this rig's.
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(wiring, "service", lambda: rig.svc)
+        patch.setattr(wiring, "worker_service", lambda: rig.svc.core)
         assert kept.principal({"authorization": f"Bearer {raw}"}).kind == "worker"
         for _ in range(200):
             with pytest.raises(Exception, match="unknown token"):

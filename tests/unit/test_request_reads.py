@@ -125,6 +125,7 @@ def on_url(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Send:
     """The worker function on its function URL: the bearer is checked in the same process
     as the route, with no verdict kept from an earlier request."""
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(wiring, "worker_service", lambda: rig.svc.core)
     monkeypatch.setattr(worker, "VERDICTS", tokens.Verdicts(clock=lambda: rig.clock.now_ms() / 1e3))
 
     def send(method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:

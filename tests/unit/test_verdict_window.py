@@ -68,6 +68,7 @@ class CachedAuthorizer:
 @pytest.fixture
 def service(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Rig:
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(wiring, "worker_service", lambda: rig.svc.core)
     monkeypatch.setattr(worker, "VERDICTS", tokens.Verdicts())
     return rig
 

@@ -36,6 +36,7 @@ def _answer(out: dict[str, Any]) -> tuple[int, Any]:
 def url(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Call:
     """One request to the worker function as its function URL sends it."""
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(wiring, "worker_service", lambda: rig.svc.core)
     monkeypatch.setattr(worker, "VERDICTS", tokens.Verdicts())
 
     def call(method: str, path: str, token: str | None, body: Any = None) -> tuple[int, Any]:
@@ -48,6 +49,7 @@ def url(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Call:
 def http_api(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> Call:
     """The same request through the HTTP API: its authorizer, then the API function."""
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(wiring, "worker_service", lambda: rig.svc.core)
 
     def call(method: str, path: str, token: str | None, body: Any = None) -> tuple[int, Any]:
         return _answer(lambda_host.invoke(_event(method, path, token, body)))

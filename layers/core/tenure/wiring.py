@@ -1,4 +1,7 @@
-"""Composition root: builds clients, the store and the service lazily, never at import."""
+"""Composition root: builds clients, the store and the service lazily, never at import. The
+whole service (`service`) and the worker's use cases alone (`worker_service`, what the worker
+function serves) are two compositions: the whole one's modules are imported only by the
+function that builds it, so the worker function never loads them."""
 
 from __future__ import annotations
 
@@ -8,21 +11,24 @@ import threading
 import time
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 from botocore.config import Config
 
 from tenure.app.ports import Clock, EventPublisher
 from tenure.app.rows import Rows, Store
-from tenure.app.rules.ports import RuleStore
-from tenure.app.tenure import Tenure, compose
+from tenure.app.worker_tenure import WorkerTenure, compose_worker
 from tenure.config import settings
 from tenure.store.blobs import S3Blobs
 from tenure.store.dynamo import OneTable
 from tenure.store.events import EventBridgePublisher
 from tenure.store.logs import CloudWatchLogSink
-from tenure.store.schedules import EventBridgeSchedules
+
+if TYPE_CHECKING:
+    from tenure.app.rules.ports import RuleStore
+    from tenure.app.tenure import Tenure
+    from tenure.store.schedules import EventBridgeSchedules
 
 # Functions run on every DynamoDB client this process builds, in order. Empty on AWS; the local
 # stack adds its fault injection here when a reliability test asks for throttling.
@@ -99,6 +105,8 @@ def build_store(endpoint: str | None = None, table: str | None = None) -> OneTab
 
 def build_schedules() -> EventBridgeSchedules | None:
     """The rules' schedules adapter, where this function is configured to manage schedules."""
+    from tenure.store.schedules import EventBridgeSchedules  # the whole service's alone
+
     cfg = settings()
     if cfg.scheduler_target_arn is None or cfg.scheduler_role_arn is None:
         return None
@@ -177,9 +185,10 @@ def build_service(
     (the configured table by default) and `clock` (the system's). The deployment's adapters
     (attachments, logs, schedules, the event bus) come from its settings; `bare` leaves them
     out (the CLI's admin and bench, a reactor handed its own table), but for `publisher`."""
-    table = store or build_store()
-    # The adapter hands out one object per port; a test's fake holds the whole table itself.
-    rows = table.ports if isinstance(table, OneTable) else Rows.of(table, cast(RuleStore, table))
+    # Imported here, not at the top: the worker function builds only worker_service below.
+    from tenure.app.tenure import compose
+
+    rows = _rows(store or build_store())
     if bare:
         return compose(rows, clock or SystemClock(), RandomIds(), publisher=publisher)
     return compose(
@@ -197,3 +206,26 @@ def build_service(
 def service() -> Tenure:
     """The process's service, built on first use (a Lambda's warm start reuses it)."""
     return build_service()
+
+
+def _rows(table: Store | OneTable) -> Rows:
+    # The adapter hands out one object per port; a test's fake holds the whole table itself.
+    return table.ports if isinstance(table, OneTable) else Rows.of(table, cast("RuleStore", table))
+
+
+def build_worker_service(store: Store | None = None, clock: Clock | None = None) -> WorkerTenure:
+    """The worker's use cases alone, on `store` (the configured table by default) with the
+    deployment's attachments and logs adapters: what the worker and claim functions serve."""
+    return compose_worker(
+        _rows(store or build_store()),
+        clock or SystemClock(),
+        RandomIds(),
+        blobs=build_blobs(),
+        log_sink=build_log_sink(),
+    )
+
+
+@lru_cache(maxsize=1)
+def worker_service() -> WorkerTenure:
+    """The worker function's use cases, built on its first request."""
+    return build_worker_service()

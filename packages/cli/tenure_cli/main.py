@@ -213,7 +213,7 @@ def _add_bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         help="the API and worker functions' imports and first client beside bare boto3's",
     )
     cold.add_argument(
-        "--runs", type=int, default=7, help="fresh interpreters of each kind (at least 7)"
+        "--runs", type=int, default=11, help="fresh interpreters of each kind (at least 7)"
     )
     cold.set_defaults(func=_bench("coldstart", _bench_coldstart, from_checkout=True))
     load = bench_sub.add_parser("load", help="a steady worker and operator mix on a local stack")

@@ -1,7 +1,9 @@
 """One API Gateway (payload 2.0) event through the resolver: who may call the route and with
 what scope is checked first, then the body and query, then the route runs. Shared by the HTTP
 API function (tenure.api.app, every route) and the worker function (tenure.api.worker, the
-worker routes on a function URL); each imports the route modules it serves."""
+worker routes on a function URL); each imports the route modules it serves, and names the
+worker's use cases the request runs with (the whole service's, or the worker function's own
+composition of them alone)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import base64
 import dataclasses
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from tenure.api.bearer import bearer
@@ -25,24 +28,29 @@ from tenure.api.routes import (
 )
 from tenure.api.surface import (
     CALLER,
+    CORE,
     app,
     authorize,
     body_shape,
     known_query,
     principal,
     record_metrics,
-    svc,
+    whole_core,
 )
 from tenure.app.catalog import one_request
+from tenure.app.worker_tenure import WorkerTenure
 from tenure.domain import authz
 from tenure.domain.errors import InvalidRequest, NotFound, TenureError, ValidationFailed
 from tenure.domain.model import Principal
 from tenure.domain.task_keys import is_task_key
 
 
-def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handle(
+    event: dict[str, Any], context: Any, core: Callable[[], WorkerTenure] = whole_core
+) -> dict[str, Any]:
     """Resolve one API Gateway event. Every body is read as JSON, whatever its content type
-    says (`curl -d` sends form encoding), so a non-JSON body meets `invalid_request`."""
+    says (`curl -d` sends form encoding), so a non-JSON body meets `invalid_request`. `core`
+    gives the worker's use cases (built on first use: a public route builds none)."""
     http = event.get("requestContext", {}).get("http", {})
     path = request_path(event)
     route = match(str(http.get("method")), path)
@@ -54,7 +62,7 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
         try:
             # Who may call the route, with what scope, is decided before its body or query is
             # looked at, so a caller that may not use it learns nothing about its schema.
-            actor = principal(ctx, headers)
+            actor = principal(ctx, headers, core)
             if route is None:
                 if path == MCP_PATH:
                     # The streamable-HTTP transport GETs for a stream and DELETEs a session:
@@ -67,22 +75,23 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
                 # principal may not know yet: the use cases check the row as they read it).
                 authz.require_lease_power(
                     actor.lease_ended_at,
-                    svc().clock.now_ms(),
+                    core().clock.now_ms(),
                     lease_use(route.method, route.rule),
                 )
-            authorize(actor, route.audience, route.params)
-            route = _task_ids(event, path, route, actor)
+            authorize(actor, route.audience, route.params, core)
+            route = _task_ids(event, path, route, actor, core)
             if (route.method, route.rule) in CLAIMING_REPORTS:
                 authz.require_claiming_report(actor, body.lenient())
                 authz.refuse_lease_heartbeat(actor, body.lenient())
             query = event.get("queryStringParameters") or {}
-            check_scopes(actor, route, query, body.lenient, lambda: svc().scopes)
+            check_scopes(actor, route, query, body.lenient, lambda: core().scopes)
         except TenureError as refusal:
             # The bearer is read only here (and where the authorizer could not read it): a
             # request the authorizer named its caller for needs no header read again.
             return error_event(refusal, token_sent=bearer(headers) is not None)
     if route is not None and route.rule == MCP_PATH:
-        return _resolved(event, context, actor)  # JSON-RPC: the MCP transport reads its own body
+        # JSON-RPC: the MCP transport reads its own body.
+        return _resolved(event, context, actor, core())
     headers = event.setdefault("headers", {}) or {}
     event["headers"] = {k: v for k, v in headers.items() if k.lower() != "content-type"}
     event["headers"]["content-type"] = "application/json"
@@ -106,33 +115,43 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             return error_event(ValidationFailed(named))
     if route is None or route.audience == "public":
         return app.resolve(event, context)  # builds no service (a cold /health stays cheap)
-    return _resolved(event, context, actor)
+    return _resolved(event, context, actor, core())
 
 
 # Path parameters that name a task (inspect's, a task or a lease).
 TASK_PARAMS = frozenset(n for n, kind in SCOPE_PARAMS.items() if kind in ("task", "task_or_lease"))
 
 
-def _task_ids(event: dict[str, Any], path: str, route: Match, actor: Principal) -> Match:
+def _task_ids(
+    event: dict[str, Any],
+    path: str,
+    route: Match,
+    actor: Principal,
+    core: Callable[[], WorkerTenure],
+) -> Match:
     """A task key where a route takes a task id is read as that task's id, once, here: the
     scope check and the route then see the id, and answer exactly as they do for it. A key
     the caller could not see answers 404 `task_not_found` (app/tasks/keys.py)."""
     named = {n: v for n, v in route.params.items() if n in TASK_PARAMS and is_task_key(v)}
     if not named:
         return route
-    params = {**route.params, **{n: svc().task_keys.task_id(actor, v) for n, v in named.items()}}
+    keys = core().task_keys
+    params = {**route.params, **{n: keys.task_id(actor, v) for n, v in named.items()}}
     rebuilt = re.sub(r"<(\w+)>", lambda found: params[found.group(1)], route.rule)
     raw = str(event.get("rawPath") or "")
     event["rawPath"] = raw[: len(raw) - len(path)] + rebuilt  # a named stage's prefix kept
     return dataclasses.replace(route, params=params)
 
 
-def _resolved(event: dict[str, Any], context: Any, actor: Principal | None) -> dict[str, Any]:
-    """The route run with the caller the dispatch read (the resolver clears its context after
-    each event, so no caller outlives its request)."""
+def _resolved(
+    event: dict[str, Any], context: Any, actor: Principal | None, core: WorkerTenure
+) -> dict[str, Any]:
+    """The route run with the caller the dispatch read and the use cases it was given (the
+    resolver clears its context after each event, so neither outlives its request)."""
+    app.append_context(**{CORE: core})
     if actor is not None:
         app.append_context(**{CALLER: actor})
-    counters = svc().counters  # the service's one counter, read before and after
+    counters = core.counters  # the service's one counter, read before and after
     before = dict(counters)
     with one_request():  # a view of what the request did reuses the request's fresh reads
         answer = app.resolve(event, context)

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, get_args, get_type_hints
+from typing import TYPE_CHECKING, Any, get_args, get_type_hints
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
@@ -29,9 +29,12 @@ from tenure.api.errors import describe_validation, envelope, error_response
 from tenure.api.routes import REPORTS, ROUTES
 from tenure.api.tokens import EXPIRED, expired
 from tenure.app.conditions import QUEUED_STATES
-from tenure.app.tenure import Tenure
+from tenure.app.worker_tenure import WorkerTenure
 from tenure.domain import authz, errors
 from tenure.domain.model import Lease, Principal
+
+if TYPE_CHECKING:
+    from tenure.app.tenure import Tenure
 
 logger = Logger(service="tenure-api")
 # Flushed by the Lambda entry (functions/api/app.py); locally they flush when the buffer fills.
@@ -52,11 +55,27 @@ METRICS = {
 
 
 def svc() -> Tenure:
+    """The whole service: the operators' routes, on the HTTP API function."""
     return wiring.service()
 
 
-# The key of the request's routing context under which the dispatch hands the caller on.
+def whole_core() -> WorkerTenure:
+    """The worker's use cases within the whole service (the HTTP API function's)."""
+    return wiring.service().core
+
+
+# The keys of the request's routing context under which the dispatch hands on the caller, and
+# the worker's use cases of the function serving it (the whole service's on the HTTP API, the
+# worker function's own on its function URL).
 CALLER = "caller"
+CORE = "core"
+
+
+def core() -> WorkerTenure:
+    """The worker's use cases the dispatch ran this request with; outside a request it ran
+    (a test calling a route's function), the whole service's."""
+    found = app.context.get(CORE)
+    return found if isinstance(found, WorkerTenure) else whole_core()
 
 
 def actor() -> Principal:
@@ -68,7 +87,9 @@ def actor() -> Principal:
     return caller
 
 
-def principal(ctx: dict[str, Any], headers: Mapping[str, str] | None = None) -> Principal:
+def principal(
+    ctx: dict[str, Any], headers: Mapping[str, str] | None, service: Callable[[], WorkerTenure]
+) -> Principal:
     """The caller the authorizer named; where it could not read the token (the table was
     throttling), the bearer of `headers` read again here: 503 `unavailable` if it still
     cannot be. API Gateway keeps the authorizer's answer up to 60 s: a token that has expired
@@ -76,11 +97,11 @@ def principal(ctx: dict[str, Any], headers: Mapping[str, str] | None = None) -> 
     function checks the bearer in process (api/worker.py) and hands the principal itself."""
     raw = ctx.get("principal")
     if not raw and ctx.get("unavailable"):
-        return svc().tokens.authenticate(bearer(headers))
+        return service().tokens.authenticate(bearer(headers))
     if not raw:
         raise errors.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
     actor = raw if isinstance(raw, Principal) else _principal_of(raw)
-    if actor.expires_at is not None and expired(actor, svc().clock.now_ms()):
+    if actor.expires_at is not None and expired(actor, service().clock.now_ms()):
         raise errors.Unauthenticated(EXPIRED)
     return actor
 
@@ -102,7 +123,9 @@ def actor_read_again() -> Principal:
     return svc().tokens.authenticate(bearer(app.current_event.headers), note_use=False)
 
 
-def authorize(actor: Principal, audience: str, params: dict[str, str]) -> None:
+def authorize(
+    actor: Principal, audience: str, params: dict[str, str], service: Callable[[], WorkerTenure]
+) -> None:
     """Refuse a caller the route's audience (api/routes.py) does not admit: kind and role
     only, so it runs before the request is validated; scopes need the row (the service)."""
     allowed = audience.split("|")
@@ -114,7 +137,7 @@ def authorize(actor: Principal, audience: str, params: dict[str, str]) -> None:
         authz.require_worker(actor, None)
         return
     if actor.kind in ("worker", "lease") and "agent_force" in allowed:
-        svc().force.require_agent_force(actor)  # the instance's allow_agent_force
+        service().force.require_agent_force(actor)  # the instance's allow_agent_force
         return
     if allowed[0].startswith("operator:"):
         authz.require_role(actor, allowed[0].removeprefix("operator:"))
@@ -381,7 +404,7 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
 def lease_out(lease: Lease) -> models.LeaseOut:
     """A lease as every route shows it, with the queued condition the service judges (and
     reclaimed once its retention has passed, when it had nothing to delete)."""
-    service = svc()
+    service = core()
     # Only a queued lease has a condition to judge: an ended or held one is shown as it is.
     queued = lease.state in QUEUED_STATES
     condition = service.conditions.queued_condition_of(lease) if queued else None
@@ -390,7 +413,7 @@ def lease_out(lease: Lease) -> models.LeaseOut:
 
 def leases_out(leases: Iterable[Lease]) -> list[models.LeaseOut]:
     """Many leases, each pool's facts read once for all of them."""
-    service = svc()
+    service = core()
     leases = [service.kernel.catalog.shown(x) for x in leases]
     conditions = service.conditions.queued_conditions(leases)
     return [views.lease_view(x, conditions[x.id]) for x in leases]

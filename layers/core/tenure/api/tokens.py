@@ -10,12 +10,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tenure import wiring
 from tenure.api.bearer import bearer
 from tenure.domain.errors import Unauthenticated
 from tenure.domain.fencing import could_be_token
 from tenure.domain.model import Principal
+
+if TYPE_CHECKING:
+    from tenure.app.worker_tenure import WorkerTenure
 
 # The HTTP API's authorizer is cached this long per Authorization header (infra/template.yaml
 # ReauthorizeEvery): a revoked token is refused everywhere within it, on either endpoint. An
@@ -32,21 +36,27 @@ MAX_VERDICTS = 4096
 MAX_REFUSALS = 4096
 
 
-def principal_of(raw: str | None) -> Principal:
+def whole_service() -> WorkerTenure:
+    """The token check's use cases within the whole service (the authorizer's, the API's)."""
+    return wiring.service().core
+
+
+def principal_of(raw: str | None, core: Callable[[], WorkerTenure] = whole_service) -> Principal:
     """The caller a bearer token names: `Unauthenticated` for no or an unknown token,
     `Unavailable` when the table could not be read. A value that cannot be a Tenure token
     (its shape and length) is refused before the service is built or the table read, so
-    garbage costs no read; a revoked or expired token is unknown."""
+    garbage costs no read; a revoked or expired token is unknown. `core` gives the service
+    whose token check reads the table (the worker function's own, on its function URL)."""
     if not raw:
         raise Unauthenticated("a bearer token is required")
     if not could_be_token(raw):
         raise Unauthenticated("unknown token")
-    return wiring.service().tokens.authenticate(raw)
+    return core().tokens.authenticate(raw)
 
 
 def service_now_ms() -> int:
     """The service's clock, which a token's expires_at is on."""
-    return wiring.service().clock.now_ms()
+    return whole_service().clock.now_ms()
 
 
 def expired(principal: Principal, now_ms: int) -> bool:

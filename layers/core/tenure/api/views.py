@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from tenure.api import models
 from tenure.app.conditions import Conditions, QueuedCondition
-from tenure.app.inspect import Snapshot
 from tenure.app.ports import Attachment, LogLine
 from tenure.app.tasks.filing import TaskView
 from tenure.app.usage import lease_usage
@@ -25,6 +24,9 @@ from tenure.domain.model import (
 )
 from tenure.domain.retry import RetryPolicy
 from tenure.domain.states import TaskStatus
+
+if TYPE_CHECKING:  # the inspect route's alone: the worker function never loads it
+    from tenure.app.inspect import Snapshot
 
 iso = iso_ms  # one form for every time the API shows (the payload's too)
 

@@ -12,7 +12,8 @@ retries failures) the next run to the one commit, then scans the result; a chang
 counts the task's success (graph), resets the breaker, wakes the creator, then stops a stopped
 creator's children; a changed graph row rolls up first, then wakes a parent's creator, then
 goes on with a stop's or a subtree cancel's next page; auto-enqueue skips a cancelled task
-first."""
+first. The claim's and the final report's tuples are built with the worker's use cases
+(app/worker_tenure.py), which this composition starts from."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from tenure.app.artifacts.artifacts import Artifacts
 from tenure.app.artifacts.attachments import Attachments
 from tenure.app.artifacts.logs import Logs
 from tenure.app.artifacts.retention import Retention
-from tenure.app.autonomy.blocks import Blocks, block_reasons, has_open_block, held_by_block
+from tenure.app.autonomy.blocks import Blocks
 from tenure.app.autonomy.breaker import Breaker
 from tenure.app.autonomy.delegation import Delegation
 from tenure.app.autonomy.wake import Wake
@@ -31,22 +32,18 @@ from tenure.app.conditions import Conditions
 from tenure.app.dispatch_controls import ClaimGate, Scheduler
 from tenure.app.figures import Figures
 from tenure.app.flow.events import EventWaits
-from tenure.app.flow.inputs import Inputs
 from tenure.app.inspect import Inspection
 from tenure.app.kernel import Kernel
 from tenure.app.leases.bound import Bound
-from tenure.app.leases.claims import Claims, Waits
+from tenure.app.leases.claims import Claims
 from tenure.app.leases.force import Force
 from tenure.app.leases.handover import Handover
 from tenure.app.leases.operator import Operator
-from tenure.app.leases.orphans import Orphans
 from tenure.app.leases.payload import Payloads
 from tenure.app.leases.queue_timeouts import QueueTimeouts
 from tenure.app.leases.recovery import Recovery
-from tenure.app.leases.reports import Applies, Completion, Reports, Stage
-from tenure.app.leases.retry import Retries
+from tenure.app.leases.reports import Reports
 from tenure.app.leases.run_timeouts import RunTimeouts
-from tenure.app.leases.signals import WorkerSignals
 from tenure.app.ports import BlobStore, Clock, EventPublisher, Ids, LogSink
 from tenure.app.reactions import Reactions, on
 from tenure.app.rows import Rows
@@ -64,8 +61,8 @@ from tenure.app.setup.spaces import Spaces
 from tenure.app.setup.tokens import Tokens
 from tenure.app.setup.versions import Versions
 from tenure.app.sweep import Sweep
-from tenure.app.tasks.approval import Approval, approval_reasons, awaits_approval, held_for_approval
-from tenure.app.tasks.cancel import Cancellation, is_cancelled
+from tenure.app.tasks.approval import Approval
+from tenure.app.tasks.cancel import Cancellation
 from tenure.app.tasks.classifier import Classifier
 from tenure.app.tasks.filing import Filing
 from tenure.app.tasks.graph import Graph
@@ -73,6 +70,7 @@ from tenure.app.tasks.idempotency import Idempotency
 from tenure.app.tasks.keys import TaskKeys
 from tenure.app.tasks.listing import TaskListing
 from tenure.app.usage import Usage
+from tenure.app.worker_tenure import WorkerTenure, compose_worker
 from tenure.app.workers import Workers
 from tenure.domain.events import (
     GraphMoved,
@@ -88,6 +86,9 @@ class Tenure:
     """The one object handlers, the sweeper and the reactor call: its use cases by name."""
 
     kernel: Kernel
+    # The worker's use cases, as the worker function has them alone (app/worker_tenure.py):
+    # the same objects as the fields of the same names below.
+    core: WorkerTenure
     rows: Rows  # the store's ports it was composed on (the reactor writes its timeline rows)
     # What the API reports as metrics after each request (claims, lost races, ...): the
     # kernel's own counter, held here as data so that reading it enters no code.
@@ -161,81 +162,10 @@ def compose(
     """Build every use case on the table's ports, one clock and one id source; the adapters a
     deployment lacks (attachments, logs, schedules, the event bus) are None, and their routes
     say so."""
-    kernel = Kernel(rows, clock, ids)
-    versions = Versions(kernel, pools=rows.pools)
-    workers = Workers(kernel, leases=rows.leases, queues=rows.queues, workers=rows.workers)
-    runs = Runs(kernel)
-    task_keys = TaskKeys(kernel, leases=rows.leases, tasks=rows.tasks)
-    delegation = Delegation(
-        kernel,
-        task_keys,
-        graph=rows.graph,
-        leases=rows.leases,
-        tasks=rows.tasks,
-        timeline=rows.timeline,
-    )
-    usage = Usage(kernel)
-    classifier = Classifier(kernel, versions, tasks=rows.tasks)
-    graph = Graph(
-        kernel,
-        runs,
-        task_keys,
-        reasons=(approval_reasons, block_reasons),
-        skips=(is_cancelled, awaits_approval, has_open_block),
-        graph=rows.graph,
-        sweeper=rows.sweeper,
-        tasks=rows.tasks,
-    )
-    gate = ClaimGate(
-        kernel,
-        holds=(
-            held_for_approval(rows.tasks),
-            held_by_block(rows.tasks, clock),
-        ),
-        leases=rows.leases,
-        queues=rows.queues,
-        sweeper=rows.sweeper,
-    )
-    # A claim under a subtree cancel that committed before the claim's write is withdrawn.
-    cancellation = Cancellation(
-        kernel,
-        graph,
-        graph_rows=rows.graph,
-        leases=rows.leases,
-        sweeper=rows.sweeper,
-        tasks=rows.tasks,
-    )
-    orphans = Orphans(kernel, tasks=rows.tasks)
-    claims = Claims(
-        kernel,
-        gate,
-        workers,
-        Waits(kernel, rows.claims),
-        orphans,
-        leases=rows.leases,
-        claims=rows.claims,
-        queues=rows.queues,
-        withdraw=(cancellation.withdraw_claim,),
-    )
-    bound = Bound(kernel, claims)
-    retries = Retries(kernel, runs)
-    reports = Reports(
-        kernel,
-        workers,
-        Completion(
-            prepare=(Stage(delegation.gate_created, Applies.CREATED_TASKS),),
-            resolve=(Stage(usage.resolve),),
-            # Each stage takes and returns the Ending; the retry marks its `ended` lease.
-            contribute=(
-                Stage(classifier.with_classifier_output, Applies.CLASSIFIER_SUCCESS),
-                Stage(usage.contribute),
-                Stage(retries.on_failure, Applies.FAILURE),
-            ),
-            after=(Stage(delegation.scan_after, Applies.TASK_IDS_IN_RESULT),),
-        ),
-        leases=rows.leases,
-        signals=WorkerSignals(kernel.gates, ids, workers=rows.workers),
-    )
+    # The worker's use cases first, built as the worker function builds them.
+    core = compose_worker(rows, clock, ids, blobs, log_sink)
+    kernel, runs, graph, reports = core.kernel, core.runs, core.graph, core.reports
+    delegation, cancellation, gate = core.delegation, core.cancellation, core.gate
     blocks = Blocks(
         kernel,
         runs,
@@ -260,8 +190,6 @@ def compose(
         timeline=rows.timeline,
     )
     rules = Rules(kernel, rows.rules, schedules, spaces=rows.spaces)
-    artifacts = Artifacts(kernel, blobs, log_sink, retention=rows.retention)
-    conditions = Conditions(kernel, queues=rows.queues, workers=rows.workers)
     scheduler = Scheduler(
         kernel,
         gate,
@@ -277,7 +205,7 @@ def compose(
     approval = Approval(kernel, graph, operator)
     pools = Pools(
         kernel,
-        versions,
+        core.versions,
         leases=rows.leases,
         pools=rows.pools,
         queues=rows.queues,
@@ -286,7 +214,7 @@ def compose(
     recovery = Recovery(kernel)
     retention = Retention(
         kernel,
-        artifacts,
+        core.artifacts,
         attachments=rows.attachments,
         leases=rows.leases,
         pools=rows.pools,
@@ -294,7 +222,7 @@ def compose(
     )
     queue_timeouts = QueueTimeouts(
         kernel,
-        orphans,
+        core.orphans,
         leases=rows.leases,
         pools=rows.pools,
         queues=rows.queues,
@@ -320,6 +248,7 @@ def compose(
     )
     return Tenure(
         kernel=kernel,
+        core=core,
         rows=rows,
         counters=kernel.counters,
         spaces=Spaces(
@@ -331,16 +260,7 @@ def compose(
             spaces=rows.spaces,
             timeline=rows.timeline,
         ),
-        tokens=Tokens(
-            catalog=kernel.catalog,
-            clock=clock,
-            counters=kernel.counters,
-            ids=ids,
-            owned=kernel.owned,
-            leases=rows.leases,
-            schema=rows.schema,
-            tokens=rows.tokens,
-        ),
+        tokens=core.tokens,
         instance=InstanceSettings(
             pools,
             catalog=kernel.catalog,
@@ -349,25 +269,18 @@ def compose(
             queues=rows.queues,
             timeline=rows.timeline,
         ),
-        versions=versions,
+        versions=core.versions,
         pools=pools,
-        workers=workers,
-        conditions=conditions,
+        workers=core.workers,
+        conditions=core.conditions,
         gate=gate,
-        claims=claims,
-        bound=bound,
+        claims=core.claims,
+        bound=core.bound,
         reports=reports,
-        handover=Handover(kernel, reports, claims, bound),
+        handover=core.handover,
         operator=operator,
         recovery=recovery,
-        payloads=Payloads(
-            kernel,
-            versions,
-            Inputs(kernel, graph, leases=rows.leases, tasks=rows.tasks),
-            leases=rows.leases,
-            spaces=rows.spaces,
-            timeline=rows.timeline,
-        ),
+        payloads=core.payloads,
         runs=runs,
         graph=graph,
         approval=approval,
@@ -390,7 +303,7 @@ def compose(
         scheduler=scheduler,
         inspection=Inspection(
             kernel,
-            conditions,
+            core.conditions,
             graph,
             leases=rows.leases,
             sweeper=rows.sweeper,
@@ -403,9 +316,9 @@ def compose(
         breaker=breaker,
         delegation=delegation,
         wake=wake,
-        usage=usage,
-        classifier=classifier,
-        force=Force(kernel, runs, leases=rows.leases, pools=rows.pools),
+        usage=core.usage,
+        classifier=core.classifier,
+        force=core.force,
         rules=rules,
         firings=Firings(
             kernel,
@@ -418,14 +331,12 @@ def compose(
         ),
         addresses=Addresses(kernel, rules=rows.rules),
         subjects=Subjects(kernel, spaces=rows.spaces, timeline=rows.timeline),
-        artifacts=artifacts,
-        logs=Logs(kernel, artifacts, attachments=rows.attachments),
-        attachments=Attachments(
-            kernel, artifacts, attachments=rows.attachments, leases=rows.leases
-        ),
+        artifacts=core.artifacts,
+        logs=core.logs,
+        attachments=core.attachments,
         retention=retention,
-        scopes=Scopes(kernel, leases=rows.leases, rules=rows.rules, tasks=rows.tasks),
-        task_keys=task_keys,
+        scopes=core.scopes,
+        task_keys=core.task_keys,
         queue_timeouts=queue_timeouts,
         run_timeouts=run_timeouts,
         sweep=sweep,

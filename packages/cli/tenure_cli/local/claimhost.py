@@ -345,7 +345,8 @@ def _park_waits(turn: _Turn) -> None:
     behind each other and made them late), and shares its claims' identical reads."""
     from tenure import wiring
 
-    service = wiring.service()
+    # The claim function's own service: the worker's use cases composed alone (api/worker.py).
+    service = wiring.worker_service()
     kernel = service.kernel
     kernel.clock = _ParkingClock(kernel.clock, turn)
     # Every port of the adapter shares one table, and the table one client.

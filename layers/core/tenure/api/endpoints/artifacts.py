@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from tenure.api import models, views
 from tenure.api.routes import BASE
-from tenure.api.surface import actor, json_answer, op, svc
+from tenure.api.surface import actor, core, json_answer, op
 from tenure.domain import errors
 
 Cursor = Annotated[str | None, Query(max_length=4096)]
@@ -19,7 +19,7 @@ Cursor = Annotated[str | None, Query(max_length=4096)]
 
 @op("GET", f"{BASE}/leases/<lease_id>/exec_target", 200, models.ExecTarget, 404)
 def exec_target(lease_id: str) -> Response[Any]:
-    target = svc().logs.exec_target(actor(), lease_id)
+    target = core().logs.exec_target(actor(), lease_id)
     shown = {
         **target,
         "claimed_at": views.iso(target["claimed_at"]),
@@ -31,7 +31,7 @@ def exec_target(lease_id: str) -> Response[Any]:
 def post_logs(lease_id: str, body: Annotated[models.LogBatch, Body()]) -> Response[Any]:
     events = [event.model_dump() for event in body.events]
     return json_answer(
-        models.LogsAccepted(accepted=svc().logs.post_logs(actor(), lease_id, events)), 202
+        models.LogsAccepted(accepted=core().logs.post_logs(actor(), lease_id, events)), 202
     )
 
 
@@ -49,7 +49,8 @@ def get_logs(
         since_ms = models.parse_time(since)
         if since_ms is None:
             raise errors.ValidationFailed("since: is not an ISO 8601 time")
-    page = svc().logs.read_logs(caller, lease_id, container or None, tail, since_ms, cursor or None)
+    logs = core().logs
+    page = logs.read_logs(caller, lease_id, container or None, tail, since_ms, cursor or None)
     events = [views.log_line_view(line) for line in page.events]
     return json_answer(
         models.Logs(events=events, truncated=page.truncated, next_cursor=page.next_cursor)
@@ -66,7 +67,7 @@ def add_attachment(
             content = base64.b64decode(body.content_base64, validate=True)
         except (binascii.Error, ValueError) as bad:
             raise errors.ValidationFailed("content_base64: is not valid base64") from bad
-    attachment, upload = svc().attachments.add_attachment(
+    attachment, upload = core().attachments.add_attachment(
         actor(),
         lease_id,
         body.filename,
@@ -85,7 +86,7 @@ def add_attachment(
 
 @op("GET", f"{BASE}/leases/<lease_id>/attachments", 200, models.Attachments, 404)
 def list_attachments(lease_id: str) -> Response[Any]:
-    found = svc().attachments.list_attachments(actor(), lease_id)
+    found = core().attachments.list_attachments(actor(), lease_id)
     return json_answer(
         models.Attachments(attachments=[views.attachment_view(a) for a in found], next_cursor=None)
     )
@@ -101,7 +102,7 @@ def list_attachments(lease_id: str) -> Response[Any]:
     raw=True,
 )
 def fetch_attachment(lease_id: str, attachment_id: str) -> Response[Any]:
-    got = svc().attachments.fetch_attachment(actor(), lease_id, attachment_id)
+    got = core().attachments.fetch_attachment(actor(), lease_id, attachment_id)
     if got.url is not None:
         return Response(
             status_code=302, content_type=None, body=None, headers={"Location": got.url}

@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from tenure.api import models, views
 from tenure.api.routes import BASE
-from tenure.api.surface import actor, json_answer, lease_out, logger, op, svc
+from tenure.api.surface import actor, core, json_answer, lease_out, logger, op
 from tenure.app.leases.handover import NextClaim
 from tenure.app.leases.reports import Answer
 from tenure.domain import authz, errors
@@ -21,7 +21,7 @@ from tenure.domain.states import LeaseState, ReportKind, Revoke
 
 @op("POST", f"{BASE}/pools/<pool>/claim", 200, models.Claimed, 404, 409, 422, extra=204)
 def claim(pool: str, body: Annotated[models.Claim, Body()]) -> Response[Any]:
-    won = svc().claims.claim(
+    won = core().claims.claim(
         actor(),
         pool,
         body.worker_id,
@@ -45,7 +45,7 @@ def _claimed_view(won: Any) -> models.Claimed:
     """A won claim: the lease, its token (shown this once) and the work bundle (payload),
     so the worker needs no GET payload; the bundle's lease is the one just won."""
     lease = lease_out(won.lease)
-    bundle = svc().payloads.claimed_payload(won.lease, won.task)
+    bundle = core().payloads.claimed_payload(won.lease, won.task)
     return models.Claimed(
         lease=lease,
         token=won.token,
@@ -65,14 +65,14 @@ def _bundle(bundle: dict[str, Any], lease: models.LeaseOut) -> models.Payload:
 
 @op("POST", f"{BASE}/leases/<lease_id>/start", 200, models.LeaseAnswer, 404, 409)
 def start(lease_id: str) -> Response[Any]:
-    return json_answer(models.LeaseAnswer(lease=lease_out(svc().reports.start(actor(), lease_id))))
+    return json_answer(models.LeaseAnswer(lease=lease_out(core().reports.start(actor(), lease_id))))
 
 
 @op("POST", f"{BASE}/leases/<lease_id>/heartbeat", 200, models.Beat, 404, 409, 422)
 def heartbeat(
     lease_id: str, body: Annotated[models.Heartbeat | None, Body()] = None
 ) -> Response[Any]:
-    beat = svc().reports.heartbeat(actor(), lease_id, body.lease_seconds if body else None)
+    beat = core().reports.heartbeat(actor(), lease_id, body.lease_seconds if body else None)
     return json_answer(_beat_view(beat.state, beat.deadline, beat.revoke))
 
 
@@ -80,7 +80,7 @@ def heartbeat(
 def worker_heartbeat(
     worker_id: str, body: Annotated[models.WorkerHeartbeat, Body()]
 ) -> Response[Any]:
-    beats = svc().reports.worker_beats(
+    beats = core().reports.worker_beats(
         actor(),
         worker_id,
         [(item.id, item.fence) for item in body.leases],
@@ -134,7 +134,7 @@ def _final(lease_id: str, kind: ReportKind, raw: dict[str, Any]) -> Response[Any
     if caller.kind != "worker":
         if beats is not None:  # the dispatcher refuses this before the body is read; a guard
             raise errors.LeaseTokenMismatch(authz.LEASE_TOKENS_RENEW_NOTHING)
-        report = svc().reports.complete if kind is ReportKind.COMPLETE else svc().reports.fail
+        report = core().reports.complete if kind is ReportKind.COMPLETE else core().reports.fail
         reported = lease_out(report(caller, lease_id, raw))
         return json_answer(
             models.ReportAnswer(lease=reported)
@@ -143,7 +143,7 @@ def _final(lease_id: str, kind: ReportKind, raw: dict[str, Any]) -> Response[Any
         )
     if ask is None:  # the dispatcher refuses this before the body is read; kept as a guard
         raise errors.Forbidden(authz.WORKER_REPORTS_NEED_NEXT)
-    ended, won = svc().handover.report_then_claim(caller, lease_id, kind, raw, NextClaim(**ask))
+    ended, won = core().handover.report_then_claim(caller, lease_id, kind, raw, NextClaim(**ask))
     if won is not None:
         logger.debug("lease claimed", extra={"lease_id": won.lease.id, "pool": won.pool.name})
     shown = lease_out(ended)
@@ -164,7 +164,7 @@ def _riding_beats(
     asked = [pair for pair in pairs if pair[0] != reported]
     try:
         answers = (
-            svc().reports.worker_heartbeat(actor=caller, worker_id=worker_id, leases=asked)
+            core().reports.worker_heartbeat(actor=caller, worker_id=worker_id, leases=asked)
             if asked
             else []
         )
@@ -189,11 +189,11 @@ def _riding_beats(
 def release(lease_id: str, body: Annotated[models.Release | None, Body()] = None) -> Response[Any]:
     raw = body.model_dump(exclude_unset=True) if body else {}
     return json_answer(
-        models.LeaseAnswer(lease=lease_out(svc().reports.release(actor(), lease_id, raw)))
+        models.LeaseAnswer(lease=lease_out(core().reports.release(actor(), lease_id, raw)))
     )
 
 
 @op("GET", f"{BASE}/leases/<lease_id>/payload", 200, models.Payload, 404, 409)
 def payload(lease_id: str) -> Response[Any]:
-    bundle = svc().payloads.payload(actor(), lease_id)
+    bundle = core().payloads.payload(actor(), lease_id)
     return json_answer(_bundle(bundle, lease_out(bundle["lease"])))
