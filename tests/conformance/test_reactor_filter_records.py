@@ -42,6 +42,10 @@ from tests.conformance.test_autonomy_races import (
 from tests.conformance.test_autonomy_races import (
     test_a_wake_is_published_once_under_stream_redelivery as wake_published_once,
 )
+from tests.conformance.test_derived_reclaims import get  # noqa: F401 (its fixture)
+from tests.conformance.test_derived_reclaims import (
+    test_a_lease_with_one_log_line_or_attachment_is_reclaimed_as_before as swept_reclaim,
+)
 from tests.conformance.test_event_wait_races import (
     test_waiters_past_one_request_are_cleared_by_the_reactor_each_once as waiters_cleared,
 )
@@ -284,7 +288,8 @@ def checked(rig: Rig) -> Iterator[Rig]:
 
 # Scenarios of the race suites whose records the contracts above do not write: rule-minted
 # leases (mail and schedules), wake-creator under redelivery, a block racing a completion,
-# event waits cleared by the reactor, retries, and a dependent of a failed task.
+# event waits cleared by the reactor, retries, a dependent of a failed task, and the
+# sweeper's reclaim of a lease with a log or an attachment.
 def test_the_records_of_mail_mints_pass_the_filter(checked: Rig) -> None:
     mail_mints(checked)
 
@@ -311,3 +316,10 @@ def test_the_records_of_retries_pass_the_filter(checked: Rig) -> None:
 
 def test_the_records_of_a_dependent_of_a_failed_task_pass_the_filter(checked: Rig) -> None:
     dependent_waits(checked)
+
+
+@pytest.mark.parametrize("detail", ["log", "attachment"])
+def test_the_records_of_a_sweeper_s_reclaim_pass_the_filter(
+    checked: Rig, request: pytest.FixtureRequest, detail: str
+) -> None:
+    swept_reclaim(checked, request.getfixturevalue("get"), detail)
