@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -17,6 +18,7 @@ import pytest
 from tenure.app.tenure import Tenure
 from tenure.domain import outbound as out
 from tenure.domain.events import derive
+from tenure.domain.states import SubjectKind
 from tenure.domain.timeline import is_stamped, task_side_events
 from tenure.triggers.stream import events_of, outbound_events, rows_of
 from tenure_cli.local.engines import DynamoDBLocal
@@ -323,3 +325,46 @@ def test_the_records_of_a_sweeper_s_reclaim_pass_the_filter(
     checked: Rig, request: pytest.FixtureRequest, detail: str
 ) -> None:
     swept_reclaim(checked, request.getfixturevalue("get"), detail)
+
+
+class _NoSchedules:
+    """EventBridge Scheduler is not under test here: every schedule change is accepted."""
+
+    def put(self, name: str, expression: str, timezone: str, rule_id: str, enabled: bool) -> None:
+        return None
+
+    def delete(self, name: str) -> None:
+        return None
+
+
+def test_a_space_s_lease_claimed_and_started_reaches_the_reactor_at_every_setting(
+    checked: Rig,
+) -> None:
+    """A lease whose subject is its space (a rule's mint) keeps every event a row of its own
+    (its leases may overlap, so nothing is stamped): its claim and start must reach the
+    reactor, whose timeline rows they are."""
+    rig = checked
+    make_world(rig.svc)
+    rig.svc.rules.schedules = _NoSchedules()
+    rule = rig.svc.rules.create_rule(
+        ADMIN, SPACE, "sweep", ALPHA, {"kind": "space"}, {"schedule": "rate(1 day)"}
+    )
+    minted = rig.svc.firings.fire_scheduled(rule.id, datetime.now(UTC).replace(microsecond=0))
+    assert minted is not None and minted.tl is None, "a space's lease holds no stamps"
+    won = rig.svc.claims.claim(WORKER, ALPHA, "w-1", "1.0", 0, None)
+    assert won is not None and won.lease.id == minted.id
+    rig.clock.advance(1)
+    rig.svc.reports.start(lease_principal(minted.id), minted.id)
+    rig.clock.advance(1)
+    rig.svc.reports.complete(lease_principal(minted.id), minted.id, {"result": {}})
+    records = read_stream(rig.pump.ddb, rig.pump.streams, rig.store.table)
+    mine = [
+        r for r in records if r["dynamodb"].get("NewImage", {}).get("id", {}).get("S") == minted.id
+    ]
+    for setting in out.SETTINGS:
+        patterns = reactor_patterns(outbound_events=setting)
+        through = [_kinds([r])[0] for r in mine if passes(patterns, r)]
+        assert "lease lease.claimed" in through and "lease lease.started" in through, through
+    rig.pump.drain()
+    types = [e.type for e in rig.store.timeline(SubjectKind.SPACE, SPACE, None)]
+    assert {"lease.claimed", "lease.started", "lease.completed"} <= set(types), types
