@@ -1,4 +1,6 @@
-"""The reactor's event source lets through exactly the stream records it has work for."""
+"""The reactor's event source lets through only the stream records it may have work for: lease,
+task and graph rows (and, unless every transition is published, only those of them that need
+a timeline row, a reaction or a bus entry: tests/infra/test_template_outbound_events.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from tenure.triggers.stream import rows_of
 from tenure_cli.local.filters import passes, reactor_patterns
 from tenure_cli.local.streams import StreamPump
 
-PATTERNS = reactor_patterns()
+PATTERNS = reactor_patterns(outbound_events="all")
+SETTINGS = ("endings", "all", "none")
 
 
 def _record(image: dict[str, Any] | None) -> dict[str, Any]:
@@ -19,8 +22,8 @@ def _record(image: dict[str, Any] | None) -> dict[str, Any]:
 
 
 ROWS = {
-    "lease": {"PK": "LEASE#l1", "SK": "LEASE", "entity": "lease"},
-    "task": {"PK": "TASK#t1", "SK": "TASK", "entity": "task"},
+    "lease": {"PK": "LEASE#l1", "SK": "LEASE", "entity": "lease", "event_type": "lease.failed"},
+    "task": {"PK": "TASK#t1", "SK": "TASK", "entity": "task", "event_type": "task.blocked"},
     "graph": {"PK": "TASK#t1", "SK": "GRAPH"},
     "timeline event": {"PK": "SUBJECT#task#t1", "SK": "EV#1", "entity": "event"},
     "edge": {"PK": "TASK#t1", "SK": "EDGE#child#t2"},
@@ -29,17 +32,20 @@ ROWS = {
 }
 
 
-def test_the_filter_passes_every_row_the_reactor_decodes_and_nothing_else() -> None:
-    assert PATTERNS, "the reactor's trigger sets no filter"
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_the_filter_passes_every_row_the_reactor_decodes_and_nothing_else(setting: str) -> None:
+    patterns = reactor_patterns(outbound_events=setting)
+    assert patterns, "the reactor's trigger sets no filter"
     for name, image in ROWS.items():
         record = _record(image)
-        let_through = passes(PATTERNS, record)
+        let_through = passes(patterns, record)
         decoded = _decodable(record)
         assert let_through == decoded, f"{name}: filter {let_through}, reactor decodes it {decoded}"
 
 
-def test_a_delete_record_is_filtered_out() -> None:
-    assert not passes(PATTERNS, _record(None))
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_a_delete_record_is_filtered_out(setting: str) -> None:
+    assert not passes(reactor_patterns(outbound_events=setting), _record(None))
 
 
 def test_the_matcher_knows_exists_prefix_and_anything_but() -> None:
@@ -89,7 +95,7 @@ class _Stream:
 
 
 def test_the_local_pump_hands_the_reactor_only_what_lambda_would() -> None:
-    pump = StreamPump(None, "filtered", store=None)  # type: ignore[arg-type]
+    pump = StreamPump(None, "filtered", store=None, patterns=PATTERNS)  # type: ignore[arg-type]
     delivered: list[list[dict[str, Any]]] = []
     pump._deliver = delivered.append  # type: ignore[method-assign]
     pump.streams = _Stream(
@@ -125,6 +131,13 @@ def test_the_matcher_judges_objects_and_lists_as_eventbridge_does() -> None:
     assert not passes([{"dynamodb": {"NewImage": {"tags": ["c"]}}}], listed)
     assert passes([{"dynamodb": {"NewImage": {"tags": [{"prefix": "a"}]}}}], listed)
     assert not passes([{"dynamodb": {"NewImage": {"none": [{"exists": True}]}}}], listed)
+    # A leaf path under a map the record lacks is absent: only `exists: false` holds there.
+    deep = {"tl": {"M": {"c": {"N": [{"exists": False}]}}}}
+    assert passes([{"dynamodb": {"NewImage": deep}}], listed)
+    assert passes([{"dynamodb": {"NewImage": deep}}], {"dynamodb": {"NewImage": {"tl": {"M": {}}}}})
+    stamped = {"dynamodb": {"NewImage": {"tl": {"M": {"c": {"N": "3"}}}}}}
+    assert not passes([{"dynamodb": {"NewImage": deep}}], stamped)
+    assert not passes([{"dynamodb": {"NewImage": {"tl": {"M": {"c": {"N": ["3"]}}}}}}], listed)
     flag = {"dynamodb": {"NewImage": {"f": {"BOOL": True}, "n": {"N": 1}}}}
     assert passes([{"dynamodb": {"NewImage": {"f": {"BOOL": [True]}}}}], flag)
     assert not passes([{"dynamodb": {"NewImage": {"n": {"N": [True]}}}}], flag), "true is not 1"

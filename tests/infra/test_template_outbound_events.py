@@ -1,7 +1,9 @@
 """The OutboundEvents parameter: endings by default, all or none, handed to the reactor (the
-one function that publishes lease and task transitions), and a stream filter that lets through
-the same records at every setting, since a record the bus does not get may still need its
-timeline row, a reaction or a metric."""
+one function that publishes lease and task transitions), and the reactor's stream filter chosen
+by it: every lease, task and graph row when every transition is published; otherwise only the
+records that need a timeline row, a reaction or a bus entry, so a task's filing and a stamped
+claim or start never invoke the reactor. (tests/conformance/test_reactor_filter_records.py
+checks the filter against the stream records the service's own writes make.)"""
 
 from __future__ import annotations
 
@@ -62,22 +64,101 @@ def test_the_local_stack_resolves_the_setting_a_deploy_would_give() -> None:
         Provisioner(nowhere, nowhere, "t", "p", parameters={"OutboundEvents": "terminal"})
 
 
-def test_the_stream_filter_does_not_depend_on_the_setting(template: dict[str, Any]) -> None:
-    """The filter patterns are fixed strings (no condition on OutboundEvents) and let a claim's
-    record through: its LeasesClaimed metric comes from the reactor whatever the bus gets."""
+def _lease(event_type: str, stamps: dict[str, int] | None, state: str = "dispatched") -> Any:
+    image: dict[str, Any] = {
+        "PK": {"S": "LEASE#l1"},
+        "SK": {"S": "LEASE"},
+        "entity": {"S": "lease"},
+        "event_type": {"S": event_type},
+        "state": {"S": state},
+        "version": {"N": "3"},
+    }
+    if stamps is not None:
+        image["tl"] = {"M": {k: {"N": str(v)} for k, v in stamps.items()}}
+    return {"eventName": "MODIFY", "dynamodb": {"NewImage": image}}
+
+
+TASK_FILED = {
+    "eventName": "INSERT",
+    "dynamodb": {
+        "NewImage": {"PK": {"S": "TASK#t1"}, "SK": {"S": "TASK"}, "entity": {"S": "task"}}
+    },
+}
+TASK_MOVED = {
+    "eventName": "MODIFY",
+    "dynamodb": {
+        "NewImage": {
+            "PK": {"S": "TASK#t1"},
+            "SK": {"S": "TASK"},
+            "entity": {"S": "task"},
+            "event_type": {"S": "task.escalated"},
+        }
+    },
+}
+GRAPH = {
+    "eventName": "MODIFY",
+    "dynamodb": {"NewImage": {"PK": {"S": "TASK#t1"}, "SK": {"S": "GRAPH"}}},
+}
+# (record, whether it needs the reactor when not every transition is published)
+RECORDS = {
+    "a task's filing": (TASK_FILED, False),
+    "a task's first lease, its creation stamped": (_lease("lease.created", {"n": 1}), False),
+    "a claim stamped on the row": (_lease("lease.claimed", {"n": 1, "c": 2}), False),
+    "a claim that also started, both stamped": (_lease("lease.started", {"c": 2, "s": 3}), False),
+    "a start stamped on the row": (_lease("lease.started", {"c": 2, "s": 3}, "running"), False),
+    "a later lease's creation (its anchor row)": (_lease("lease.created", {}), True),
+    "a claim the row could not tell": (_lease("lease.claimed", {"n": 1}), True),
+    "a start the row could not tell": (_lease("lease.started", {"c": 2}), True),
+    "a standalone lease's claim (no stamps)": (_lease("lease.claimed", None), True),
+    "a standalone lease's creation": (_lease("lease.created", None), True),
+    "a stamped completion (the lease's end)": (
+        _lease("lease.completed", {"c": 2, "s": 3, "e": 4}, "completed"),
+        True,
+    ),
+    "a failure": (_lease("lease.failed", {"c": 2}, "failed"), True),
+    "a pause": (_lease("lease.paused", {"c": 2, "s": 3}, "paused"), True),
+    "a retry's new lease": (_lease("lease.retried", {}, "pending"), True),
+    "a rule's lease, its own creation": (_lease("lease.created", None, "pending"), True),
+    "a task transition": (TASK_MOVED, True),
+    "a graph row": (GRAPH, True),
+}
+
+
+def _filters(template: dict[str, Any]) -> Any:
     criteria = template["Resources"]["ReactorFunction"]["Properties"]["Events"]
     (stream,) = [e for e in criteria.values() if e["Type"] == "DynamoDB"]
-    for entry in stream["Properties"]["FilterCriteria"]["Filters"]:
-        assert isinstance(entry["Pattern"], str), "a filter that changes with a parameter"
-    claim = {
-        "eventName": "MODIFY",
-        "dynamodb": {
-            "NewImage": {
-                "PK": {"S": "LEASE#l1"},
-                "SK": {"S": "LEASE"},
-                "entity": {"S": "lease"},
-                "event_type": {"S": "lease.claimed"},
-            }
-        },
-    }
-    assert passes(reactor_patterns(template), claim)
+    return stream["Properties"]["FilterCriteria"]
+
+
+def test_the_stream_filter_is_chosen_by_the_setting(template: dict[str, Any]) -> None:
+    """Two filter sets, chosen by a condition on OutboundEvents alone, each within Lambda's
+    default of five filters and its 4,096 characters a pattern."""
+    chosen = _filters(template)
+    assert list(chosen) == ["Fn::If"]
+    condition, every, narrow = chosen["Fn::If"]
+    assert template["Conditions"][condition] == {"Fn::Equals": [{"Ref": "OutboundEvents"}, "all"]}
+    for shape in (every, narrow):
+        assert 1 <= len(shape["Filters"]) <= 5
+        for entry in shape["Filters"]:
+            assert isinstance(entry["Pattern"], str) and len(entry["Pattern"]) <= 4096
+    assert reactor_patterns(template, "endings") == reactor_patterns(template, "none")
+    assert reactor_patterns(template, "all") != reactor_patterns(template, "endings")
+    assert reactor_patterns(template) == reactor_patterns(template, "endings"), "the default"
+
+
+@pytest.mark.parametrize("setting", outbound.SETTINGS)
+@pytest.mark.parametrize("name", list(RECORDS))
+def test_each_setting_lets_through_what_the_reactor_needs(
+    template: dict[str, Any], setting: str, name: str
+) -> None:
+    record, needed = RECORDS[name]
+    want = True if setting == outbound.ALL else needed
+    assert passes(reactor_patterns(template, setting), record) is want, (setting, name)
+
+
+def test_a_filter_condition_on_anything_else_is_refused(template: dict[str, Any]) -> None:
+    changed = {**template, "Conditions": {**template["Conditions"]}}
+    (condition,) = [k for k, v in changed["Conditions"].items() if "OutboundEvents" in str(v)]
+    changed["Conditions"][condition] = {"Fn::Equals": [{"Ref": "BillingMode"}, "PROVISIONED"]}
+    with pytest.raises(ValueError, match="cannot judge"):
+        reactor_patterns(changed, "endings")

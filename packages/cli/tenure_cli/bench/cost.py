@@ -154,6 +154,8 @@ def measure(
             "usd_per_million_leases_provisioned": r["usd_per_million_leases_provisioned"],
             "eventbridge_events_per_lease": r["aws_requests_per_lease"]["eventbridge_put_events"],
             "lambda_invocations_per_lease": r["lambda_invocations_per_lease"],
+            "reactor_invocations_per_lease": r["lambda"]["reactor"]["invocations_per_lease"],
+            "logs_bytes_per_lease": r["aws_requests_per_lease"]["logs_bytes_ingested"],
             "lifecycle_write_units": r["lifecycle_write_units"],
             "read_units_per_lease": r["read_units_per_lease"],
             "breakdown": r["breakdown"],

@@ -3,7 +3,9 @@
 On AWS a stream record that matches none of the event source mapping's filter patterns never
 reaches the function and is not billed as an invocation. The local stack and the benches feed
 the reactor themselves (local/streams.py), so they apply the same patterns, read from
-infra/template.yaml: a batch left empty is not delivered at all, as on AWS.
+infra/template.yaml as the stack's OutboundEvents setting picks them (the template chooses
+between two sets with a condition on that parameter): a batch left empty is not delivered at
+all, as on AWS.
 
 Only the pattern syntax the template uses is understood — nested objects, lists of values,
 `exists`, `prefix` and `anything-but` — and anything else is refused when the patterns are
@@ -19,36 +21,57 @@ from typing import Any
 from tenure_cli.local.provision import load_template
 
 REACTOR = "ReactorFunction"
+PARAMETER = "OutboundEvents"  # the one parameter the filter's condition may read
 OPERATORS = frozenset({"exists", "prefix", "anything-but"})
 
 Pattern = dict[str, Any]
 
 
-def reactor_patterns(template: dict[str, Any] | None = None) -> tuple[Pattern, ...]:
-    """The filter patterns of the reactor's stream trigger; empty when it sets none (every
-    record is delivered). The template's are read once a process (parsing it takes ~80 ms,
-    and every stream pump asks)."""
-    return _patterns_of(template) if template is not None else _shipped_patterns()
+def reactor_patterns(
+    template: dict[str, Any] | None = None, outbound_events: str | None = None
+) -> tuple[Pattern, ...]:
+    """The filter patterns of the reactor's stream trigger under the OutboundEvents setting
+    `outbound_events` (None: the parameter's default); empty when it sets none (every record
+    is delivered). The template's are read once a process and setting (parsing it takes
+    ~80 ms, and every stream pump asks)."""
+    if template is not None:
+        return _patterns_of(template, outbound_events)
+    return _shipped_patterns(outbound_events)
 
 
 @functools.cache
-def _shipped_patterns() -> tuple[Pattern, ...]:
-    return _patterns_of(load_template())
+def _shipped_patterns(outbound_events: str | None) -> tuple[Pattern, ...]:
+    return _patterns_of(load_template(), outbound_events)
 
 
-def _patterns_of(template: dict[str, Any]) -> tuple[Pattern, ...]:
+def _patterns_of(template: dict[str, Any], outbound_events: str | None) -> tuple[Pattern, ...]:
     resources = template["Resources"]
     events = resources[REACTOR]["Properties"].get("Events", {})
     patterns: list[Pattern] = []
     for event in events.values():
         if event.get("Type") != "DynamoDB":
             continue
-        criteria = event["Properties"].get("FilterCriteria") or {}
-        for entry in criteria.get("Filters", []):
+        criteria = _chosen(template, event["Properties"].get("FilterCriteria"), outbound_events)
+        for entry in (criteria or {}).get("Filters", []):
             pattern = json.loads(entry["Pattern"])
             _check(pattern)
             patterns.append(pattern)
     return tuple(patterns)
+
+
+def _chosen(template: dict[str, Any], criteria: Any, outbound_events: str | None) -> Any:
+    """The filter criteria a deploy gets: as written, or the branch of an `Fn::If` whose
+    condition compares OutboundEvents with a value. Any other condition is refused, so a
+    filter the local stack cannot resolve is never silently passed or dropped."""
+    if not (isinstance(criteria, dict) and set(criteria) == {"Fn::If"}):
+        return criteria
+    name, then, otherwise = criteria["Fn::If"]
+    test = template.get("Conditions", {}).get(name)
+    compared = test.get("Fn::Equals") if isinstance(test, dict) and len(test) == 1 else None
+    if not (isinstance(compared, list) and compared[:1] == [{"Ref": PARAMETER}]):
+        raise ValueError(f"a filter condition the local stack cannot judge: {name}: {test!r}")
+    setting = outbound_events or template["Parameters"][PARAMETER]["Default"]
+    return then if setting == compared[1] else otherwise
 
 
 def passes(patterns: Sequence[Pattern], record: dict[str, Any]) -> bool:
@@ -96,6 +119,11 @@ def _is_value(argument: Any) -> bool:
 
 
 def _matches(pattern: Pattern, data: Any) -> bool:
+    """Lambda matches a pattern's leaves against the record's leaf paths: a path under an
+    object the record does not have is absent like any other, so only `exists: false` holds
+    there (a record with no `tl` map has no `tl.M.c.N`)."""
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
         return False
     for key, want in pattern.items():

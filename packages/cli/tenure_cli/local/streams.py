@@ -7,6 +7,7 @@ from typing import Any
 
 import boto3
 from tenure.app.rows import Store
+from tenure.config import settings
 from tenure.triggers.stream import handle
 
 from tenure_cli.local.filters import Pattern, passes, reactor_patterns
@@ -23,8 +24,9 @@ class StreamPump:
         region: str = "us-east-1",
         patterns: tuple[Pattern, ...] | None = None,
     ):
-        # The reactor trigger's filters, as Lambda applies them before the function runs.
-        self.patterns = reactor_patterns() if patterns is None else patterns
+        # The reactor trigger's filters, as Lambda applies them before the function runs; by
+        # default the template's, under the OutboundEvents setting the reactor publishes by.
+        self.patterns = patterns
         self.ddb = boto3.client("dynamodb", endpoint_url=endpoint, region_name=region)
         self.streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name=region)
         self.table = table
@@ -51,12 +53,13 @@ class StreamPump:
 
     def _drain(self, arn: str) -> int:
         read = 0
+        patterns = self._patterns()
         for sid, iterator in list(self.iterators.items()):
             while iterator:
                 out: dict[str, Any] = self.streams.get_records(ShardIterator=iterator, Limit=1000)
                 records = out.get("Records", [])
                 batch = [_as_lambda_record(r, arn) for r in records]
-                batch = [r for r in batch if passes(self.patterns, r)]
+                batch = [r for r in batch if passes(patterns, r)]
                 if batch:
                     # Only a delivered batch moves the iterator on: a failure re-reads it.
                     self._deliver(batch)
@@ -66,6 +69,13 @@ class StreamPump:
                 if not records:
                     break
         return read
+
+    def _patterns(self) -> tuple[Pattern, ...]:
+        """The filter in force: the one given, else the template's for the setting the
+        reactor reads now (a bench runs each setting in turn in one process)."""
+        if self.patterns is not None:
+            return self.patterns
+        return reactor_patterns(outbound_events=settings().outbound_events)
 
     def _deliver(self, batch: list[dict[str, Any]]) -> None:
         """Hand a batch to the reactor; retry the records it reports as failed, like Lambda."""
