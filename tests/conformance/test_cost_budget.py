@@ -88,7 +88,7 @@ READ_UNITS_NOW = 13.0
 REACTOR_INVOCATIONS_NOW = 1.25
 # CloudWatch Logs bytes ingested a lease (the functions' own lines and EMF documents, and the
 # HTTP API's access log): 1,998 while every claim logged a line at INFO, 1,578 since that
-# line is at DEBUG (the claim is on the timeline and in the LeasesClaimed metric).
+# line is at DEBUG (the claim is on the timeline and in the Claims metric).
 LOG_BYTES_NOW = 1650
 
 

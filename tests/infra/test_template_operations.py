@@ -83,7 +83,7 @@ def test_the_dashboard_shows_transitions_depth_age_and_cost_drivers(
     widgets = json.loads(body)["widgets"]
     text = json.dumps(widgets)
     for name in (
-        "LeasesClaimed",
+        "Claims",
         "LeasesCompleted",
         "LeasesFailed",
         "LeasesExpired",
@@ -93,6 +93,19 @@ def test_the_dashboard_shows_transitions_depth_age_and_cost_drivers(
         "Invocations",
     ):
         assert name in text, name
+
+
+def test_the_dashboard_counts_claims_where_they_are_served(template: dict[str, Any]) -> None:
+    # A claim stamped on its lease reaches the reactor only when every transition is
+    # published, so the claims line is the Claims metric of the functions that serve claims
+    # (the HTTP API's, the worker's and the claim function's, all under service "api"), which
+    # counts every claim at every OutboundEvents setting.
+    (dashboard,) = _of(template, "AWS::CloudWatch::Dashboard").values()
+    widgets = json.loads(dashboard["Properties"]["DashboardBody"]["Fn::Sub"])["widgets"]
+    lines = [m for w in widgets for m in w["properties"].get("metrics", [])]
+    claims = [m for m in lines if isinstance(m[-1], dict) and m[-1].get("label") == "claims"]
+    assert claims == [["Tenure", "Claims", "service", "api", {"label": "claims"}]]
+    assert "LeasesClaimed" not in json.dumps(widgets)
 
 
 def test_provisioned_mode_scales_reads_and_writes_of_the_table_and_every_index(

@@ -5,6 +5,7 @@ is the OutboundEvents setting (endings by default, all, none)."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +14,7 @@ from tenure.app.leases.orphans import ORPHAN_AFTER_MS
 from tenure.app.ports import Change
 from tenure.app.tasks.filing import TaskLinks
 from tenure.domain import outbound as out
+from tenure.domain.events import LEASE_COMPLETED
 from tenure.domain.model import Lease, TaskGraph
 from tenure.domain.states import LeaseState
 from tenure.store import items
@@ -297,3 +299,28 @@ def test_a_real_tasks_pending_lease_cancelled_before_any_claim_still_ends_its_ta
     sent = _sent(rig, [_record(1, pending, cancelled)], out.ENDINGS)
     assert [e["type"] for e in sent] == ["lease.cancelled", "task.cancelled"]
     assert sent[1]["task_id"] == pending.task_id
+
+
+@pytest.mark.parametrize("setting", [out.ENDINGS, out.ALL, out.NONE])
+def test_the_reactor_counts_an_ending_for_the_dashboard_whatever_it_publishes(
+    rig: Rig, setting: str
+) -> None:
+    # The dashboard's completions line is the reactor's LeasesCompleted: it counts the ending
+    # the record stands for, not the bus entry, so publishing nothing still counts it.
+    running, done = _completed(rig)
+    publisher = EventBridgePublisher(FakeBus(), "tenure-events")
+    tally: Counter[str] = Counter()
+    record = _record(1, running, done)
+    handle({"Records": [record]}, None, rig.store, rig.svc, publisher, tally, setting)
+    assert tally == Counter({LEASE_COMPLETED: 1})
+
+
+def test_a_record_that_fails_is_not_counted(rig: Rig) -> None:
+    running, done = _completed(rig)
+    publisher = EventBridgePublisher(FakeBus(refuse={f"{done.id}.v{done.version:06d}"}), "b")
+    tally: Counter[str] = Counter()
+    answer = handle(
+        {"Records": [_record(1, running, done)]}, None, rig.store, rig.svc, publisher, tally
+    )
+    assert answer["batchItemFailures"]  # delivered again, and counted then
+    assert tally == Counter()

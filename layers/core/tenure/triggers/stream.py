@@ -71,11 +71,13 @@ EVENTS: dict[str, Callable[[Any, Any], Event | None]] = {
 
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 metrics = Metrics(namespace="Tenure", service="reactor")
-# Transitions counted as metrics (the dashboard's claims, completions, failures), whichever
-# endpoint or trigger made them. A redelivered record counts again: a dashboard figure, not a
-# ledger.
+# A lease's endings counted as metrics (the dashboard's completions, failures, losses),
+# whichever endpoint or trigger made them, from the records the reactor processed, whatever
+# OutboundEvents publishes: the trigger lets every ending through at every setting. Claims are
+# counted where they are served (`Claims`, api/surface.py): a claim stamped on its lease wakes
+# the reactor only when every transition is published. A redelivered record counts again: a
+# dashboard figure, not a ledger.
 TRANSITION_METRICS = {
-    LEASE_CLAIMED: "LeasesClaimed",
     LEASE_COMPLETED: "LeasesCompleted",
     LEASE_FAILED: "LeasesFailed",
     LEASE_FORCE_FAILED: "LeasesFailed",
@@ -127,11 +129,15 @@ def handle(
     svc = service
     published: list[tuple[str, Outbound]] = []  # (the record's sequence number, its bus event)
 
+    told: list[tuple[str, str]] = []  # (the record's sequence number, a lease transition)
+
     def on_record(record: DynamoDBRecord) -> None:
         sequence = record.raw_event["dynamodb"]["SequenceNumber"]
+        seen: list[str] = []
         published.extend(
-            (sequence, event) for event in process(target, svc, record.raw_event, setting)
+            (sequence, event) for event in process(target, svc, record.raw_event, setting, seen)
         )
+        told.extend((sequence, kind) for kind in seen)
 
     answer: dict[str, Any] = dict(
         process_partial_response(
@@ -149,22 +155,28 @@ def handle(
                 known.add(sequence)
     if tally is not None:
         failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
-        tally.update(o.detail_type for seq, o in published if seq not in failed)
+        tally.update(kind for seq, kind in told if seq not in failed)
     return answer
 
 
 def process(
-    store: TimelineRows, svc: Tenure, record: dict[str, Any], publishing: str = out.ALL
+    store: TimelineRows,
+    svc: Tenure,
+    record: dict[str, Any],
+    publishing: str = out.ALL,
+    seen: list[str] | None = None,
 ) -> list[Outbound]:
     """One stream record, decoded once: its timeline events, then its reactions (rollup,
     auto-enqueue, the breaker, wake-creator), each conditional, so a replayed record changes
     nothing and a failed one is retried. Returns the bus events the `publishing` setting
-    sends for it (domain/outbound.py)."""
+    sends for it (domain/outbound.py); `seen` gets the lease transitions it stands for."""
     changed = rows_of(record)
     if changed is None:
         return []
     entity, old, new = changed
     events = events_of(entity, old, new)
+    if seen is not None and entity == "lease":
+        seen.extend(event.type for event in events)
     side = task_side_events(old, new) if entity == "task" else []
     for written in [*events, *side]:
         record_event(store, entity, new, written)

@@ -35,7 +35,7 @@ def claim(pool: str, body: Annotated[models.Claim, Body()]) -> Response[Any]:
     )
     if won is None:
         return Response(status_code=204, content_type=None, body=None)
-    # DEBUG: the claim is on the lease's timeline and in the LeasesClaimed metric already; a
+    # DEBUG: the claim is on the lease's timeline and in the Claims metric already; a
     # line per claim at INFO was most of what a lease costs in log ingestion.
     logger.debug("lease claimed", extra={"lease_id": won.lease.id, "pool": pool})
     return json_answer(_claimed_view(won))
