@@ -98,7 +98,8 @@ class Handover:
         if not replay and self.kernel.gates.handover_intents():
             picked = self.claims.pick(run.lease.pool)
         claim = None if replay else ref
-        ended = report(run.holder, lease_id, body, claim, run.lease, picked)
+        head = picked.lease_id if picked is not None else None
+        ended = report(run.holder, lease_id, body, claim, run.lease, head)
         if ended.next_claim != ref:
             return ended, None  # its first application carried another claim, or none
         # The row that ended decides where the intent is, whichever call's write it was.
@@ -117,5 +118,7 @@ class Handover:
             host=ask.host,
             start=ask.start,
             handover=on,
+            # The pick and the claim's first try are one look: one read of the scheduler row.
+            looked=picked.gate if picked is not None else None,
         )
         return ended, won
