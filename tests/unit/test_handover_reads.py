@@ -7,8 +7,10 @@ waits reads it afresh."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
+from tenure.app.leases.claims import CONTENDED_CANDIDATES
 from tenure.app.leases.handover import NextClaim
 from tenure.domain.model import Lease
 from tenure.domain.states import LeaseState, ReportKind
@@ -36,7 +38,7 @@ def _counted(rig: Rig, name: str) -> list[Any]:
     real = getattr(rig.store, name)
 
     def counted(*args: Any, **kw: Any) -> Any:
-        calls.append(kw)
+        calls.append(dict(inspect.signature(real).bind(*args, **kw).arguments))
         return real(*args, **kw)
 
     setattr(rig.store, name, counted)
@@ -101,3 +103,38 @@ def test_an_archived_space_holds_the_next_claim_of_a_report_at_once() -> None:
     _, won = _complete_next(rig, lease)
     assert won is None
     assert len(_pending(rig)) == 1
+
+
+# ------------------------------------------------- the pick reads the one head it takes
+
+
+def test_a_handover_s_pick_reads_one_queue_head_when_no_rival_claims_in_the_pool() -> None:
+    rig = Rig()
+    lease = _holding(rig, ("a", "b", "c", "d"))
+    reads = _counted(rig, "queue_candidates")
+    _, won = _complete_next(rig, lease)
+    assert won is not None
+    assert won.lease.task_id == _task_titled(rig, "b"), "the oldest head, as before"
+    assert [call["limit"] for call in reads] == [1], reads
+
+
+def test_a_paused_task_at_the_head_does_not_stop_the_handover_claiming_the_next() -> None:
+    rig = Rig()
+    lease = _holding(rig, ("a", "b", "c"))
+    rig.svc.graph.pause_task(ADMIN, _task_titled(rig, "b"))
+    _, won = _complete_next(rig, lease)
+    assert won is not None and won.lease.task_id == _task_titled(rig, "c")
+
+
+def test_while_rivals_claim_in_the_pool_the_pick_still_spreads_over_many_heads() -> None:
+    rig = Rig()
+    lease = _holding(rig, ("a", "b", "c", "d"))
+    rig.svc.claims.candidates.contend(POOL)  # a race lost in this pool a moment ago
+    reads = _counted(rig, "queue_candidates")
+    _, won = _complete_next(rig, lease)
+    assert won is not None
+    assert reads and reads[0]["limit"] == CONTENDED_CANDIDATES, reads
+
+
+def _task_titled(rig: Rig, title: str) -> str:
+    return next(t.id for t in rig.store.tasks.values() if t.title == title)

@@ -313,5 +313,6 @@ class Claims:
         if it is still pending."""
         pool = self.kernel.pool(pool_name)
         gate = self.gate.read()
-        heads = self.candidates.look(pool, set(), gate, self.candidates.held_back())
+        held = self.candidates.held_back()
+        heads = self.candidates.look(pool, set(), gate, held, first_only=True)
         return Pick(next(iter(heads), None), gate)
