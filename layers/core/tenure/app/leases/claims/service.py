@@ -99,7 +99,7 @@ class Claims:
                 intent = self.records.intent_on(handover, actor.token_id, worker_id, claim_id)
             elif claim_id is not None:
                 intent = self.records.intent(pool.name, actor.token_id, worker_id, claim_id)
-                again = self.records.follow(intent, pool)
+                again = self.records.follow(intent, pool, copy_first=True)
                 if again is not None:
                     return again
             ask = Ask(worker_id, worker_version, lease_seconds, actor.token_id, intent, host, start)
