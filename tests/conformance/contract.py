@@ -1104,8 +1104,11 @@ class StoreContract:
             expires_at=r.clock.now_ms() // 1000 + 3600,
         )
         assert r.store.find_claim(ALPHA, "tok_worker", "w-1", claim_id) is None
+        assert r.store.find_claim(ALPHA, "tok_worker", "w-1", claim_id, consistent=False) is None
         r.store.point_claim(record, previous=None)
         assert r.store.find_claim(ALPHA, "tok_worker", "w-1", claim_id) == record
+        # A claim's first look is a copy (a replica caught up here): the same record.
+        assert r.store.find_claim(ALPHA, "tok_worker", "w-1", claim_id, consistent=False) == record
         # A second new record under the same key loses: two calls with one claim_id meet here.
         with pytest.raises(Conflict):
             r.store.point_claim(replace(record, lease_id="lease_other"), previous=None)

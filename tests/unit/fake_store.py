@@ -799,7 +799,7 @@ class FakeStore(FakeRules):
         return reasons
 
     def find_claim(
-        self, pool: str, claimant: str, worker_id: str, claim_id: str
+        self, pool: str, claimant: str, worker_id: str, claim_id: str, consistent: bool = True
     ) -> ClaimRecord | None:
         return self.claims.get((pool, claimant, worker_id, claim_id))
 

@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from tenure.app.leases.claims.answer import Pick
 from tenure.app.migrations import HANDOVER_INTENTS_FROM_SCHEMA, SchemaState
 
 from tests.unit.both_endpoints import ENDPOINTS, SUCCESS, Send, api, served_rig
@@ -259,11 +260,11 @@ def test_a_lost_pick_moves_the_intent_on_and_the_resend_follows_it(
     claims = rig.svc.claims
     pick = claims.pick
 
-    def raced(pool: str) -> str | None:
+    def raced(pool: str) -> Pick:
         picked = pick(pool)
-        assert picked is not None
+        assert picked.lease_id is not None
         won = _claim(api, rival)  # the rival takes the head this report picked
-        assert won["lease"]["id"] == picked
+        assert won["lease"]["id"] == picked.lease_id
         return picked
 
     monkeypatch.setattr(claims, "pick", raced)

@@ -420,9 +420,10 @@ class ClaimRecords(Protocol):
     """What a claim_id named, and a worker token's waiting-claim slots."""
 
     def find_claim(
-        self, pool: str, claimant: str, worker_id: str, claim_id: str
+        self, pool: str, claimant: str, worker_id: str, claim_id: str, consistent: bool = True
     ) -> ClaimRecord | None:
-        """The record of the claim with this key (consistent read), or None."""
+        """The record of the claim with this key, or None (`consistent`: a strongly
+        consistent read; else a copy that may lag its latest write by about a second)."""
         ...
 
     def point_claim(self, record: ClaimRecord, previous: str | None) -> None:

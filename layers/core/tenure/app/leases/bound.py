@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from tenure.domain import authz, fencing
 from tenure.domain.errors import InvalidTransition, LeaseNotFound, StaleLease, ValidationFailed
 from tenure.domain.model import Lease, Principal
+from tenure.domain.states import REPORTABLE
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -79,16 +80,23 @@ class Bound:
             actor, lease.pool, worker_id, None, 0.0, lease_seconds, lease_id=run_id
         )
 
-    def resolve(self, actor: Principal, run_id: str, worker_id: str) -> BoundRun:
+    def resolve(
+        self, actor: Principal, run_id: str, worker_id: str, copy_first: bool = False
+    ) -> BoundRun:
         """The run `run_id`, held by this worker token and `worker_id`, and its holder.
 
         A lease outside the token's pools reads as unknown (nothing is told of it); one held
         by another token or worker is `stale_lease`; one nobody has claimed yet
         `invalid_transition`. An ended or superseded run still resolves, so its reports get
-        the answers HTTP gives them (the first answer again, or the refusal recorded)."""
+        the answers HTTP gives them (the first answer again, or the refusal recorded).
+        `copy_first` (a final report, whose write is conditional on the row it is judged
+        on): an eventually consistent copy that shows the run held by this caller is taken
+        as it is; any other copy is read again consistently before it is judged."""
         authz.require_worker(actor, None)
         fencing.refuse_token_fields({"worker_id": worker_id})
-        lease = self.kernel.lease(run_id)
+        lease = self._held_copy(actor, run_id, worker_id) if copy_first else None
+        if lease is None:
+            lease = self.kernel.lease(run_id)
         if actor.pools is not None and lease.pool not in actor.pools:
             raise LeaseNotFound(f"lease {run_id} does not exist")
         if lease.claimed_by is None:
@@ -97,3 +105,18 @@ class Bound:
             raise StaleLease(f"lease {lease.id} is not held by worker {worker_id}")
         holder = Principal(kind="lease", token_id=actor.token_id, lease_id=lease.id)
         return BoundRun(lease=lease, holder=holder)
+
+    def _held_copy(self, actor: Principal, run_id: str, worker_id: str) -> Lease | None:
+        """An eventually consistent copy of the run (half a read unit) when it shows the run
+        held by this worker token and `worker_id` in one of its pools, else None."""
+        try:
+            copy = self.kernel.lease(run_id, consistent=False)
+        except LeaseNotFound:
+            return None  # not visible yet, or no such run: the consistent read decides
+        held = (
+            copy.state in REPORTABLE
+            and copy.claimed_by == actor.token_id
+            and copy.worker_id == worker_id
+            and (actor.pools is None or copy.pool in actor.pools)
+        )
+        return copy if held else None

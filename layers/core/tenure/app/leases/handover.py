@@ -77,7 +77,12 @@ class Handover:
         """End the lease with `kind` as its holder, then claim the next lease of its pool for
         the same worker with `actor`, the worker token that claimed it."""
         authz.require_worker(actor, None)
-        run = self.bound.resolve(actor, lease_id, ask.worker_id)  # before anything is written
+        # Before anything is written; from a copy of the lease when it shows it held by this
+        # worker (the report's write is conditional on that row), else read consistently. A
+        # resend judged on a copy that lags behind its first application loses its write like
+        # a copy racing the first, and its claim follows the intent as such a copy's does: the
+        # first's next lease again under a fresh token, or nothing.
+        run = self.bound.resolve(actor, lease_id, ask.worker_id, copy_first=True)
         # What the claim would refuse is refused before the report is applied: an answer of
         # 4xx must mean nothing happened, or the resend with a corrected claim finds the
         # report applied and its claim spent.
@@ -93,12 +98,13 @@ class Handover:
         replay = run.lease.state.terminal
         ref = fencing.claim_ref(run.lease.pool, actor.token_id, ask.worker_id, ask.claim_id)
         report = self.reports.complete if kind is ReportKind.COMPLETE else self.reports.fail
-        # The row resolve() read consistently is the one the report is judged on: one read.
+        # The row resolve() read is the one the report is judged on: one read.
         picked = None
         if not replay and self.kernel.gates.handover_intents():
             picked = self.claims.pick(run.lease.pool)
         claim = None if replay else ref
-        ended = report(run.holder, lease_id, body, claim, run.lease, picked)
+        head = picked.lease_id if picked is not None else None
+        ended = report(run.holder, lease_id, body, claim, run.lease, head)
         if ended.next_claim != ref:
             return ended, None  # its first application carried another claim, or none
         # The row that ended decides where the intent is, whichever call's write it was.
@@ -117,5 +123,7 @@ class Handover:
             host=ask.host,
             start=ask.start,
             handover=on,
+            # The pick and the claim's first try are one look: one read of the scheduler row.
+            looked=picked.gate if picked is not None else None,
         )
         return ended, won

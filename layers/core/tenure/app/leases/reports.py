@@ -494,8 +494,8 @@ class Reports:
     ) -> Lease:
         """End the lease with `body`; `next_claim` is the claim the report carried, kept on
         the ended row (app/leases/handover.py), with `next_lease` the lease it will take;
-        `read`: the lease row as this request read it consistently already, if it did
-        (OwnLeases.own_lease)."""
+        `read`: the lease row as this request read it already, if it did (consistently, or
+        a copy showing it held: `held_copy`; OwnLeases.own_lease)."""
         return self._report(
             actor, lease_id, ReportKind.COMPLETE, body, next_claim, read, next_lease
         )
@@ -526,6 +526,9 @@ class Reports:
         read: Lease | None = None,
         next_lease: str | None = None,
     ) -> Lease:
+        authz.require_lease(actor, lease_id)
+        if read is None:
+            read = self.kernel.owned.token_checked_row(lease_id) or self.held_copy(lease_id)
         lease = self.kernel.owned.own_lease(actor, lease_id, authz.REPORT, read)
         for prepare in self.completion.prepare:
             if self._applies(prepare.applies, lease, kind, body):
@@ -559,6 +562,18 @@ class Reports:
             if self._applies(after.applies, lease, kind, body, done):
                 after.run(lease, done, kind, body)
         return done
+
+    def held_copy(self, lease_id: str) -> Lease | None:
+        """An eventually consistent copy of the lease (half a read unit) when it shows the
+        lease held, else None (then the row is read consistently). A final report judged on
+        it writes conditionally on that very row (state, fence, version and deadline), so a
+        copy behind the table loses its write and the report is judged again on a fresh
+        read; a copy showing anything else (queued, ended, superseded, or no row) may be
+        behind a claim or an end, so nothing is decided on it: no refusal, no replay."""
+        if len(lease_id) > fencing.MAX_ID_LENGTH:
+            return None
+        copy = self.leases.get_lease(lease_id, consistent=False)
+        return copy if copy is not None and copy.state in REPORTABLE else None
 
     def _applies(
         self,

@@ -43,12 +43,13 @@ class DynamoClaims:
         self.table = table
 
     def find_claim(
-        self, pool: str, claimant: str, worker_id: str, claim_id: str
+        self, pool: str, claimant: str, worker_id: str, claim_id: str, consistent: bool = True
     ) -> ClaimRecord | None:
-        # Consistent: the retry of a claim whose answer was lost may come at once. A record
-        # past its expires_at (TTL deletes lazily) still names its lease: that lease has ended
-        # by then, which the service sees when it reads it.
-        row = self.table.get(keys.claim_key(pool, claimant, worker_id, claim_id))
+        # Consistent by default: the retry of a claim whose answer was lost may come at once.
+        # A record past its expires_at (TTL deletes lazily) still names its lease: that lease
+        # has ended by then, which the service sees when it reads it.
+        key = keys.claim_key(pool, claimant, worker_id, claim_id)
+        row = self.table.get(key, consistent=consistent)
         return items.claim_from(row) if row else None
 
     def point_claim(self, record: ClaimRecord, previous: str | None) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tenure.app.leases.claims.intent import ClaimIntent
+from tenure.app.ports import SchedulerState
 from tenure.domain.model import Lease, Pool, Task
 
 # A check a claim makes after its write committed and before it answers: given the claimed
@@ -39,3 +40,13 @@ class Ask:
     intent: ClaimIntent | None  # with a claim_id: where its record stands
     host: str | None
     start: bool = False  # the worker starts the job on the answer: claim it running
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The lease a final report's claim will take first (None: the queue showed none), and
+    the scheduler row the pick read: the pick and that claim's first try are one look at the
+    queue, so the try goes by the same row rather than read it again."""
+
+    lease_id: str | None
+    gate: SchedulerState

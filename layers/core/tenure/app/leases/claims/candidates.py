@@ -89,13 +89,25 @@ class Candidates:
     def held_back(self) -> HeldBack:
         return HeldBack(self.queues, self.kernel.clock)
 
-    def look(self, pool: Pool, tried: set[str], gate: SchedulerState, held: HeldBack) -> Heads:
+    def look(
+        self,
+        pool: Pool,
+        tried: set[str],
+        gate: SchedulerState,
+        held: HeldBack,
+        first_only: bool = False,
+    ) -> Heads:
         """This look's heads. Highest priority first: the first partition with an untried
         due head is the one this look takes from (a pool with no marked priority reads one).
         Leases whose key is known full are passed over, not counted as tries, so they hide
-        neither the rest of their partition nor a lower priority's."""
+        neither the rest of their partition nor a lower priority's. `first_only`: the caller
+        takes the first head alone (a final report's pick), so while the heads go in order
+        one is read, the same one the full read would put first; while spreading, as many
+        as ever, to draw from."""
         skip = held.known_full()
         want = CONTENDED_CANDIDATES if self.spreading(pool.name) else CLAIM_CANDIDATES
+        if first_only and not self.spreading(pool.name):
+            want = 1
         fresh: list[str] = []
         for priority in queue_tiers(pool):
             fresh = self.gate.candidates(pool.name, tried, gate, want, priority=priority, skip=skip)

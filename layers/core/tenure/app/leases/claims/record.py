@@ -50,6 +50,13 @@ class Records:
             intent.found(ended.next_lease, At.PENDING)
         return intent
 
+    def _copy_shows_none(self, intent: ClaimIntent) -> bool:
+        """Whether an eventually consistent copy of the claim's own record row (half a read
+        unit) shows no record: what a new claim_id finds."""
+        key = intent.record
+        at = (key.pool, key.claimant, key.worker_id, key.claim_id)
+        return intent.on is None and self.claims.find_claim(*at, consistent=False) is None
+
     def _find(self, intent: ClaimIntent) -> ClaimRecord | None:
         """The claim's record as it stands now: its own row, or the ended lease carrying it."""
         key = intent.record
@@ -61,13 +68,19 @@ class Records:
         intent.on = on
         return replace(key, lease_id=on.next_lease)
 
-    def follow(self, intent: ClaimIntent, pool: Pool) -> Claimed | None:
+    def follow(self, intent: ClaimIntent, pool: Pool, copy_first: bool = False) -> Claimed | None:
         """Read the claim's record and learn where it stands: its lease again under a fresh
         token when that lease is this claim's own and still held (a retry whose answer was
         lost); else None, with `intent` saying which lease the record names, whether the call
-        may still take it (PENDING), or whether the claim_id is spent (SPENT)."""
+        may still take it (PENDING), or whether the claim_id is spent (SPENT).
+
+        `copy_first` (a claim's first look at its record): a copy that shows no record is
+        taken as none. It decides nothing on its own: the record's first write lands only if
+        no record exists (`aim`), so a record the copy missed makes that write lose, and the
+        claim then follows the record read consistently; and before a claim answers that
+        nothing could be taken it reads the record consistently again."""
         key = intent.record
-        found = self._find(intent)
+        found = None if copy_first and self._copy_shows_none(intent) else self._find(intent)
         if found is None:
             intent.found_none()
             return None

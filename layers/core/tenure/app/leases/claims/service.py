@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from tenure.app.dispatch_controls import ClaimGate
-from tenure.app.leases.claims.answer import Ask, Claimed, Withdraw
+from tenure.app.leases.claims.answer import Ask, Claimed, Pick, Withdraw
 from tenure.app.leases.claims.attempt import Attempt
 from tenure.app.leases.claims.candidates import Candidates, HeldBack
 from tenure.app.leases.claims.intent import ClaimIntent
@@ -16,7 +16,7 @@ from tenure.app.leases.claims.poll import CLAIM_POLL_SECONDS, Again, LongPoll
 from tenure.app.leases.claims.record import Records
 from tenure.app.leases.claims.waits import Waiter, Waits
 from tenure.app.leases.orphans import Orphans
-from tenure.app.ports import KEY_CEILING
+from tenure.app.ports import KEY_CEILING, SchedulerState
 from tenure.app.rows import ClaimRecords, LeaseRows, QueueRows
 from tenure.domain import authz, fencing
 from tenure.domain.errors import CeilingReached, InvalidTransition, LeaseNotFound
@@ -70,6 +70,7 @@ class Claims:
         lease_id: str | None = None,
         start: bool = False,
         handover: Lease | None = None,
+        looked: SchedulerState | None = None,
     ) -> Claimed | None:
         """The next claimable lease of the pool, or with `lease_id` that one lease or
         nothing: None when nothing could be taken once `wait_seconds` have passed; an exact
@@ -77,7 +78,7 @@ class Claims:
         the worker begins the job as soon as it has the answer, so the lease is running at
         once (Attempt._claimed_and_started). With `handover`, the ended lease of the final
         report that carries this claim keeps its claim_id's intent (`next_lease`) in place of
-        a record of its own."""
+        a record of its own, and `looked` is the scheduler row its pick read (`Pick`)."""
         # A claim about to wait takes one of its token's wait slots, and gives it back however
         # the call ends; with every slot held it answers at once (claims/waits.py).
         waiter = Waiter(self.waits, actor.token_id)
@@ -98,23 +99,25 @@ class Claims:
                 intent = self.records.intent_on(handover, actor.token_id, worker_id, claim_id)
             elif claim_id is not None:
                 intent = self.records.intent(pool.name, actor.token_id, worker_id, claim_id)
-                again = self.records.follow(intent, pool)
+                again = self.records.follow(intent, pool, copy_first=True)
                 if again is not None:
                     return again
             ask = Ask(worker_id, worker_version, lease_seconds, actor.token_id, intent, host, start)
             poll.until(wait_seconds)
             if lease_id is not None:
                 return self._claim_exact(lease_id, poll, ask)
-            return self._claim_next(poll, ask, wait_seconds)
+            return self._claim_next(poll, ask, wait_seconds, looked)
         finally:
             waiter.done()
 
-    def _claim_next(self, poll: LongPoll, ask: Ask, wait_seconds: float) -> Claimed | None:
+    def _claim_next(
+        self, poll: LongPoll, ask: Ask, wait_seconds: float, looked: SchedulerState | None
+    ) -> Claimed | None:
         """The next claimable lease of the pool, by priority, looking again while the wait
         lasts; with a claim_id, the lease its record names still pending first."""
         tried: set[str] = set()  # the queue index lags a claim: never retry the same lease
         held = self.candidates.held_back()
-        first = self._retry_first(poll, ask, tried, held)
+        first = self._retry_first(poll, ask, tried, held, looked)
         if first is not None:
             return first
 
@@ -137,16 +140,22 @@ class Claims:
         return None
 
     def _retry_first(
-        self, poll: LongPoll, ask: Ask, tried: set[str], held: HeldBack
+        self,
+        poll: LongPoll,
+        ask: Ask,
+        tried: set[str],
+        held: HeldBack,
+        looked: SchedulerState | None,
     ) -> Claimed | None:
         """A retry whose record names a lease still pending takes that one first: it is the
         only lease this claim_id may take until the record moves on from it. Not from a
         paused pool, an archived space or a paused scheduler, as any claim (the scheduler row
-        is read here only for such a retry, never for a plain claim)."""
+        is read here only for such a retry, never for a plain claim; a final report's claim
+        goes by the row its pick read a moment before, `looked`: one look, one read)."""
         intent, pool = ask.intent, poll.pool
         if intent is None or intent.pending is None or poll.closed or pool is None:
             return None
-        gate = self.gate.read()
+        gate = looked if looked is not None else self.gate.read()
         if gate.paused or held.rate_limited(pool):
             return None
         tried.add(intent.pending)
@@ -297,11 +306,13 @@ class Claims:
             named = intent.names
         return None
 
-    def pick(self, pool_name: str) -> str | None:
+    def pick(self, pool_name: str) -> Pick:
         """The lease a final report's claim will take first, picked before the report's
         write so that the write can carry the claim's intent (None: the queue showed none).
         A stale pick costs nothing but a re-point: the claim re-reads it and takes it only
         if it is still pending."""
         pool = self.kernel.pool(pool_name)
-        heads = self.candidates.look(pool, set(), self.gate.read(), self.candidates.held_back())
-        return next(iter(heads), None)
+        gate = self.gate.read()
+        held = self.candidates.held_back()
+        heads = self.candidates.look(pool, set(), gate, held, first_only=True)
+        return Pick(next(iter(heads), None), gate)
