@@ -25,7 +25,16 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Protocol, TypeVar
 
 from tenure.domain.errors import Conflict
-from tenure.domain.model import Instance, Lease, Pool, Space, Task, Token
+from tenure.domain.model import (
+    Instance,
+    Lease,
+    Pool,
+    Space,
+    Task,
+    Token,
+    gates_differ,
+    pool_gates,
+)
 from tenure.domain.task_keys import task_id_of_key
 
 # The schema version this release writes and understands.
@@ -437,21 +446,6 @@ def mark_held_leases_before_derived_reclaims(
 
 # How often a pool's gates are read again and rewritten when what they copy moved meanwhile.
 GATE_COPY_TRIES = 5
-
-
-def pool_gates(space: Space, instance: Instance) -> dict[str, bool]:
-    """What a pool row copies from its space and the instance (domain/model.py
-    Pool.space_archived): the space is archived; the space, the instance has a ceiling."""
-    return {
-        "space_archived": space.archived,
-        "space_ceiling": space.max_active is not None,
-        "instance_ceiling": instance.max_active is not None,
-    }
-
-
-def gates_differ(pool: Pool, gates: dict[str, bool]) -> dict[str, bool]:
-    """The gates the pool row does not say yet."""
-    return {name: value for name, value in gates.items() if getattr(pool, name) != value}
 
 
 def copy_gates_onto_pools(

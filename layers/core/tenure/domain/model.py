@@ -494,6 +494,21 @@ class Instance:
     updated_at: int | None = None
 
 
+def pool_gates(space: Space, instance: Instance) -> dict[str, bool]:
+    """What a pool row copies from its space and the instance (Pool.space_archived): the
+    space is archived; the space, the instance has a ceiling."""
+    return {
+        "space_archived": space.archived,
+        "space_ceiling": space.max_active is not None,
+        "instance_ceiling": instance.max_active is not None,
+    }
+
+
+def gates_differ(pool: Pool, gates: dict[str, bool]) -> dict[str, bool]:
+    """The gates the pool row does not say yet."""
+    return {name: value for name, value in gates.items() if getattr(pool, name) != value}
+
+
 @dataclass(frozen=True)
 class Event:
     """One entry on a subject's timeline (a lease's subject, or the "system" timeline)."""

@@ -382,6 +382,33 @@ def run(runs: int = DEFAULT_RUNS) -> dict[str, Any]:
             LAYER.clear()
 
 
+# What the report says each figure is, in its own words.
+HOW = (
+    "each sample a fresh interpreter timing its own imports and first DynamoDB "
+    "client (interpreter start-up is in neither); tenure imported as the layer ships it, "
+    "its bytecode compiled ahead (layers/core/build_layer.py); the API side imports "
+    "functions/api/app.py, the deployed entry point, and builds the store, with Lambda's "
+    "environment set. `ratio` as the template deploys it by default (Tracing "
+    "PassThrough); `ratio_tracing_on` with Tracing=Active (the X-Ray SDK loaded). "
+    "`api_import_and_first_request_ms`: the import, then one lease heartbeat through the "
+    "handler up to its answer, the service and its client made inside it as in Lambda, "
+    "DynamoDB's answer canned (no network; 404 lease_not_found). "
+    "`powertools_floor_ms`: boto3's client plus Powertools' logger, metrics and "
+    "validating resolver and one pydantic model, what any such function pays. "
+    "`ratio_worker`: the API's sample on functions/worker/app.py, the worker function's "
+    "entry (the worker routes alone), `worker_within_target` judged on its CPU ratio; "
+    "`worker_import_and_first_request_ms` that import, then one worker heartbeat "
+    "through its handler, the bearer's row canned (no network; 200, the lease it names "
+    "unknown); `worker_floor_ms` the bare client plus Powertools' "
+    "logger and metrics (no resolver, no pydantic), `worker_core_ms` that plus the "
+    "service's core and store the worker routes call (still no resolver, pydantic or "
+    "API models): the worker function's time above it is the resolver's and "
+    "validation's. Each "
+    "figure is wall-clock milliseconds, `cpu_ms` its CPU time; ratios are to the bare "
+    "client's median, `cpu_ratio*` of CPU times. The kinds alternate, medians compared"
+)
+
+
 def _run(runs: int) -> dict[str, Any]:
     handler = ROOT / "functions" / "api" / "app.py"
     worker = ROOT / "functions" / "worker" / "app.py"
@@ -449,28 +476,7 @@ def _run(runs: int) -> dict[str, Any]:
         "cpu_ratio_floor": round(cpu["floor"] / cpu["bare"], 3),
         "cpu_ratio_worker_floor": round(cpu["worker_floor"] / cpu["bare"], 3),
         "cpu_ratio_worker_core": round(cpu["worker_core"] / cpu["bare"], 3),
-        "how": "each sample a fresh interpreter timing its own imports and first DynamoDB "
-        "client (interpreter start-up is in neither); tenure imported as the layer ships it, "
-        "its bytecode compiled ahead (layers/core/build_layer.py); the API side imports "
-        "functions/api/app.py, the deployed entry point, and builds the store, with Lambda's "
-        "environment set. `ratio` as the template deploys it by default (Tracing "
-        "PassThrough); `ratio_tracing_on` with Tracing=Active (the X-Ray SDK loaded). "
-        "`api_import_and_first_request_ms`: the import, then one lease heartbeat through the "
-        "handler up to its answer, the service and its client made inside it as in Lambda, "
-        "DynamoDB's answer canned (no network; 404 lease_not_found). "
-        "`powertools_floor_ms`: boto3's client plus Powertools' logger, metrics and "
-        "validating resolver and one pydantic model, what any such function pays. "
-        "`ratio_worker`: the API's sample on functions/worker/app.py, the worker function's "
-        "entry (the worker routes alone), `worker_within_target` judged on its CPU ratio; "
-        "`worker_import_and_first_request_ms` that import, then one worker heartbeat "
-        "through its handler, the bearer's row canned (no network; 200, the lease it names "
-        "unknown); `worker_floor_ms` the bare client plus Powertools' "
-        "logger and metrics (no resolver, no pydantic), `worker_core_ms` that plus the "
-        "service's core and store the worker routes call (still no resolver, pydantic or "
-        "API models): the worker function's time above it is the resolver's and "
-        "validation's. Each "
-        "figure is wall-clock milliseconds, `cpu_ms` its CPU time; ratios are to the bare "
-        "client's median, `cpu_ratio*` of CPU times. The kinds alternate, medians compared",
+        "how": HOW,
     }
 
 

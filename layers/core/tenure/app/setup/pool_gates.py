@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tenure.app.catalog import Catalog
-from tenure.app.migrations import GATE_COPY_TRIES, gates_differ, pool_gates
+from tenure.app.migrations import GATE_COPY_TRIES
 from tenure.app.rows import PoolRows
-from tenure.domain.model import Pool
+from tenure.domain.model import Pool, gates_differ, pool_gates
 
 
 def copy_gates(pools: PoolRows, catalog: Catalog, gates: dict[str, bool], space: str | None) -> int:
