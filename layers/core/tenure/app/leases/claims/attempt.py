@@ -1,8 +1,20 @@
 """One try at one candidate: read it, decide (domain/claims.py) and commit the claim's change,
-with the claim_id record's write when the claim has one."""
+with the claim_id record's write when the claim has one.
+
+A rival's claim that lands between this claim's read of the lease and its write makes that
+write lose, and every lost conditional write is billed (a write unit at least). Between the
+two sit the round trips the decision needs: the task's read for a lease filed before its task,
+and the claim_id record's write. While the pool is contended (this process has seen a rival
+there lately), a claim that made such round trips reads the lease again (eventually
+consistent, half a read unit) just before its write, and writes only when the lease is still
+as it read it first: the window a rival can land in is then that one read. The write stays
+conditional on the state, fence and version of the first read, and a version only grows, so
+the second read spares only a write that would lose for certain: a changed lease is given up
+as a lost write gives it up."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -10,6 +22,7 @@ from tenure.app.dispatch_controls import ClaimGate
 from tenure.app.kernel import over
 from tenure.app.leases.claims.answer import Ask, Claimed, Withdrawn
 from tenure.app.leases.claims.candidates import HeldBack
+from tenure.app.leases.claims.intent import ClaimIntent
 from tenure.app.leases.claims.record import Records
 from tenure.app.leases.orphans import Orphans
 from tenure.app.ports import (
@@ -47,6 +60,7 @@ class Attempt:
         orphans: Orphans,
         records: Records,
         withdrawn: Withdrawn,
+        contended: Callable[[str], bool],
     ) -> None:
         self.kernel = kernel
         self.leases = leases
@@ -54,6 +68,7 @@ class Attempt:
         self.orphans = orphans  # a marked lease's task, or the end of a dead filing's lease
         self.records = records
         self.withdrawn = withdrawn  # Claims.withdraw's checks, asked after a claim
+        self.contended = contended  # whether a rival has lately claimed in the pool too
 
     def take(
         self,
@@ -103,17 +118,14 @@ class Attempt:
             if isinstance(aimed, RecordWrite):
                 records.append(aimed)
             elif not aimed:
-                # A concurrent call with this claim_id wrote the record first: follow it, and
-                # when it names a lease still pending, take that one (once) rather than a new
-                # candidate, whose aim would shun the very lease the sibling is claiming.
-                again = self.records.follow(intent, pool)
-                if again is None and chase and intent.pending is not None:
-                    return self.take(intent.pending, pool, ask, gate, held, chase=False)
-                return again
+                return self._follow_sibling(intent, pool, ask, gate, held, chase)
             new = replace(new, claim_ref=intent.ref)
         # Who shunned it mattered only while it was pending, and its task is there now: a
         # claimed lease sheds the list and the task-pending mark.
         new = replace(new, shunned=None, tp=None)
+        # Round trips since the lease was read: its task's, or the record's own write.
+        if (lease.tp or (intent is not None and not records)) and self._changed(lease, pool):
+            return None  # taken (or changed) meanwhile: as a lost write, without its cost
         try:
             self.kernel.commit(
                 Change(leases=[over(lease, new)], ceilings=ceilings, records=records)
@@ -135,6 +147,34 @@ class Attempt:
             self.kernel.counters["claims_withdrawn"] += 1
             return None  # ended by the check: never handed out, the claim looks further
         return Claimed(lease=new, token=token, pool=pool, task=task)
+
+    def _follow_sibling(
+        self,
+        intent: ClaimIntent,
+        pool: Pool,
+        ask: Ask,
+        gate: SchedulerState | None,
+        held: HeldBack | None,
+        chase: bool,
+    ) -> Claimed | None:
+        """A concurrent call with this claim_id wrote the record first: follow it, and when it
+        names a lease still pending, take that one (once) rather than a new candidate, whose
+        aim would shun the very lease the sibling is claiming."""
+        again = self.records.follow(intent, pool)
+        if again is None and chase and intent.pending is not None:
+            return self.take(intent.pending, pool, ask, gate, held, chase=False)
+        return again
+
+    def _changed(self, lease: Lease, pool: Pool) -> bool:
+        """While the pool is contended, whether the lease is no longer as this claim read it
+        before its round trips (read again, eventually consistent). Uncontended: not read."""
+        if not self.contended(pool.name):
+            return False
+        now = self.leases.get_lease(lease.id, consistent=False)
+        if now is not None and now.version == lease.version:
+            return False
+        self.kernel.counters["heads_taken"] += 1  # a rival's sign, as a head found taken
+        return True
 
     def _claimed(
         self,

@@ -54,8 +54,16 @@ class Claims:
         self.leases = leases
         self.withdraw = withdraw
         self.records = Records(kernel, leases, claims, self.withdrawn)
-        self.attempt = Attempt(kernel, leases, gate, orphans, self.records, self.withdrawn)
         self.candidates = Candidates(kernel, gate, queues)
+        self.attempt = Attempt(
+            kernel,
+            leases,
+            gate,
+            orphans,
+            self.records,
+            self.withdrawn,
+            contended=self.candidates.spreading,
+        )
 
     def claim(
         self,
