@@ -26,6 +26,7 @@ from tenure.store import conditions, keys
 
 from tests.conformance.contract import ALPHA, SPACE, make_world
 from tests.conformance.test_rules_races import THREADS, NoSchedules, _race
+from tests.conformance.test_untransacted_filing import kind_of, watch_writes
 from tests.conftest import ADMIN, Rig
 
 WORKER = Principal(kind="worker", token_id="t-worker")
@@ -58,35 +59,12 @@ def _fire(svc: Tenure, message_id: str = "msg-1") -> Lease:
     return lease
 
 
-def _kind(put: dict[str, Any]) -> str:
-    return str(put["Item"]["entity"]["S"])
-
-
-def _watch(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[int]]:
-    """The kinds of the single puts made, in order, and the sizes of the transactions."""
-    puts: list[str] = []
-    transactions: list[int] = []
-    real_put, real_transact = rig.store.rows.put_one, rig.store.rows.transact
-
-    def put(item: dict[str, Any]) -> None:
-        real_put(item)
-        puts.append(_kind(item))
-
-    def transact(ops: list[dict[str, Any]]) -> None:
-        real_transact(ops)
-        transactions.append(len(ops))
-
-    monkeypatch.setattr(rig.store.rows, "put_one", put)
-    monkeypatch.setattr(rig.store.rows, "transact", transact)
-    return puts, transactions
-
-
 def _dies_before(rig: Rig, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     """The delivery's process dies just before its put of a `kind` row."""
     real_put = rig.store.rows.put_one
 
     def dies(item: dict[str, Any]) -> None:
-        if _kind(item) == kind:
+        if kind_of(item) == kind:
             raise RuntimeError("the delivery's process died here")
         real_put(item)
 
@@ -110,7 +88,7 @@ def test_a_firing_writes_its_job_then_its_lease_then_its_task_and_no_transaction
 ) -> None:
     make_world(rig.svc)
     _rule(rig.svc)
-    puts, transactions = _watch(rig, monkeypatch)
+    puts, transactions = watch_writes(rig, monkeypatch)
     lease = _fire(rig.svc)
     assert (puts, transactions) == (["job", "lease", "task"], [])
     stored = rig.store.get_lease(lease.id)
@@ -134,7 +112,7 @@ def test_a_redelivery_after_success_answers_the_same_lease_and_writes_nothing(
     make_world(rig.svc)
     _rule(rig.svc)
     first = _fire(rig.svc)
-    puts, transactions = _watch(rig, monkeypatch)
+    puts, transactions = watch_writes(rig, monkeypatch)
     assert _fire(rig.svc).id == first.id
     assert (puts, transactions) == ([], [])  # the marked lease's task is read: it is there
     assert len(_leases(rig)) == 1 and len(_tasks(rig)) == 1
@@ -147,7 +125,7 @@ def test_a_redelivery_of_a_claimed_lease_reads_no_task_and_writes_nothing(
     _rule(rig.svc)
     first = _fire(rig.svc)
     assert _claim(rig) is not None
-    puts, transactions = _watch(rig, monkeypatch)
+    puts, transactions = watch_writes(rig, monkeypatch)
     again = _fire(rig.svc)
     assert again.id == first.id and again.state is LeaseState.DISPATCHED
     assert (puts, transactions) == ([], [])
@@ -290,7 +268,7 @@ def test_below_the_schema_version_a_firing_keeps_its_transaction_and_no_mark(
     _rule(rig.svc)
     rig.store.save_schema(rig.store.schema_state(), SchemaState(version=RULE_MINTS_FROM_SCHEMA - 1))
     rig.clock.advance(60)  # past the service's cached schema version
-    puts, transactions = _watch(rig, monkeypatch)
+    puts, transactions = watch_writes(rig, monkeypatch)
     lease = _fire(rig.svc)
     assert (puts, transactions) == ([], [3])
     stored = rig.store.get_lease(lease.id)

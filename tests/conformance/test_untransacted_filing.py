@@ -28,11 +28,11 @@ from tests.conformance.test_races import THREADS, real_time_service, run_threads
 from tests.conftest import ADMIN, WORKER, Rig
 
 
-def _kind(put: dict[str, Any]) -> str:
+def kind_of(put: dict[str, Any]) -> str:
     return str(put["Item"]["entity"]["S"])
 
 
-def _watch(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[int]]:
+def watch_writes(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[int]]:
     """The kinds of the single puts made, in order, and the sizes of the transactions."""
     puts: list[str] = []
     transactions: list[int] = []
@@ -40,7 +40,7 @@ def _watch(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[i
 
     def put(item: dict[str, Any]) -> None:
         real_put(item)
-        puts.append(_kind(item))
+        puts.append(kind_of(item))
 
     def transact(ops: list[dict[str, Any]]) -> None:
         real_transact(ops)
@@ -65,7 +65,7 @@ def test_filing_writes_the_lease_marked_then_the_task_and_no_transaction(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_world(rig.svc)
-    puts, transactions = _watch(rig, monkeypatch)
+    puts, transactions = watch_writes(rig, monkeypatch)
     task_id, lease = _file(rig)
     assert (puts, transactions) == (["lease", "task"], [])
     stored = rig.store.get_lease(lease.id)
@@ -88,7 +88,7 @@ def test_a_claim_between_the_two_writes_hands_out_nothing_until_the_task_is_ther
     between: list[Claimed | None] = []
 
     def put(item: dict[str, Any]) -> None:
-        if _kind(item) == "task":  # the lease is written; the task is not yet
+        if kind_of(item) == "task":  # the lease is written; the task is not yet
             between.append(_claim(rig, "w-early"))
             rig.clock.advance(ORPHAN_AFTER_MS / 1000 / 2)  # slow, but not taken for dead
             between.append(_claim(rig, "w-early"))
@@ -114,7 +114,7 @@ def test_a_filing_that_dies_between_the_writes_leaves_a_lease_ended_once(
     real_put = rig.store.rows.put_one
 
     def dies(item: dict[str, Any]) -> None:
-        if _kind(item) == "task":
+        if kind_of(item) == "task":
             raise RuntimeError("the filing's process died here")
         real_put(item)
 
@@ -165,7 +165,7 @@ def test_a_filing_whose_task_comes_after_its_lease_was_ended_fails_and_files_not
     met: list[Claimed | None] = []
 
     def stalls(item: dict[str, Any]) -> None:
-        if _kind(item) == "task":  # stalled past the wait: a claim takes the filing for dead
+        if kind_of(item) == "task":  # stalled past the wait: a claim takes the filing for dead
             rig.clock.advance(2 * ORPHAN_AFTER_MS / 1000)
             met.append(_claim(rig))
         real_put(item)
@@ -195,7 +195,7 @@ def test_below_the_schema_version_filing_keeps_its_transaction_and_no_mark(
         rig.store.schema_state(), SchemaState(version=UNTRANSACTED_FILING_FROM_SCHEMA - 1)
     )
     rig.clock.advance(60)  # past the service's cached schema version
-    puts, transactions = _watch(rig, monkeypatch)
+    puts, transactions = watch_writes(rig, monkeypatch)
     _, lease = _file(rig)
     assert (puts, transactions) == ([], [2])
     stored = rig.store.get_lease(lease.id)
@@ -209,7 +209,7 @@ def test_a_queue_timeout_ends_a_dead_filings_lease_as_an_orphan_and_a_filed_ones
     real_put = rig.store.rows.put_one
 
     def dies(item: dict[str, Any]) -> None:
-        if _kind(item) == "task":
+        if kind_of(item) == "task":
             raise RuntimeError("the filing's process died here")
         real_put(item)
 
