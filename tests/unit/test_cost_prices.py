@@ -63,3 +63,26 @@ def test_provisioned_capacity_prices_each_unit_at_the_hourly_rate_over_70_percen
     assert lines["dynamodb_writes"] < on_demand["dynamodb_writes"]
     # Five read and five write units on the table and each of its five indexes, all month.
     assert prices.provisioned_minimum_monthly() == pytest.approx(30 * 720 * 0.00078, abs=0.01)
+
+
+def test_a_function_url_writes_no_access_log_so_the_default_price_books_none() -> None:
+    from collections import Counter
+    from types import SimpleNamespace
+
+    from tenure_cli.bench import cost_report
+    from tenure_cli.bench.rig import Invocations
+
+    filing, claim = "POST /api/v1/tasks", "POST /api/v1/pools/<pool>/claim"
+    api = Invocations(billed_ms=[10, 10, 10], log_bytes=300, log_events=3)
+    rig = SimpleNamespace(
+        routes=Counter({filing: 1, claim: 2}),
+        access_log_bytes=Counter({filing: 150, claim: 300}),
+        calls={"api": api},
+        memory={"api": 512},
+    )
+    fns = cost_report._functions(rig, 1.0)  # type: ignore[arg-type]
+    overhead = prices.LOG_EVENT_OVERHEAD_BYTES
+    # On the HTTP API every request writes an access log line, each an event of its own.
+    assert fns.log_bytes == 300 + 3 * overhead + 450 + 3 * overhead
+    # On the worker function's URL the claims write only the function's own lines.
+    assert fns.url_log_bytes == 300 + 3 * overhead + 150 + overhead

@@ -253,7 +253,7 @@ def _set_up(rig: Rig, workers: int) -> tuple[Client, list[str]]:
     rig.calls.clear()
     rig.routes.clear()
     rig.route_units.clear()
-    rig.access_log_bytes = 0
+    rig.access_log_bytes.clear()
     rig.auth_cache.clear()
     return admin, tokens
 

@@ -55,6 +55,9 @@ class Functions:
     duration_usd: float
     invocations: int
     log_bytes: float  # the functions' logs and the access log, with each event's overhead
+    # The same with the worker routes on the worker function's URL: a function URL writes no
+    # access log, so their requests' access log lines and those lines' overhead drop out.
+    url_log_bytes: float
 
 
 @dataclass
@@ -109,7 +112,9 @@ def report(
             "s3_put": round(all_in["s3_puts"], 3),
             "s3_get": round(all_in["s3_gets"], 3),
             "eventbridge_put_events": round(all_in["eventbridge_events"], 3),
-            "logs_bytes_ingested": round(all_in["log_bytes"], 1),
+            # with the worker routes on their function URL, as usd_per_million_leases
+            "logs_bytes_ingested": round(fns.url_log_bytes * per + money.reclaim["log_bytes"], 1),
+            "logs_bytes_ingested_http_api": round(all_in["log_bytes"], 1),
         },
         "heartbeat_refusals": refused,
         **_usd(rig, per, money, _fixed(rig, sweeps, window.sweep_passes)),
@@ -151,7 +156,13 @@ def _functions(rig: Rig, per: float) -> Functions:
             "log_bytes_per_invocation": round(calls.log_bytes / calls.count),
             "duration_usd_per_million_leases": prices.per_million(usd * per),
         }
-    log_bytes += rig.access_log_bytes + prices.LOG_EVENT_OVERHEAD_BYTES * (log_events + http)
+    log_bytes += prices.LOG_EVENT_OVERHEAD_BYTES * log_events
+    url_log_bytes = log_bytes
+    for route, access_bytes in rig.access_log_bytes.items():
+        line_bytes = access_bytes + prices.LOG_EVENT_OVERHEAD_BYTES * rig.routes[route]
+        log_bytes += line_bytes
+        if not is_worker_route(route):
+            url_log_bytes += line_bytes
     reactor_later = rig.calls.get(RECLAIM_REACTOR)
     if reactor_later is not None and reactor_later.count:
         billed = sum(reactor_later.billed_ms)
@@ -165,7 +176,7 @@ def _functions(rig: Rig, per: float) -> Functions:
                 prices.lambda_duration_usd(billed, rig.memory["reactor"]) * per
             ),
         }
-    return Functions(http, lambdas, duration_usd, invocations, log_bytes)
+    return Functions(http, lambdas, duration_usd, invocations, log_bytes, url_log_bytes)
 
 
 def _money(
@@ -204,6 +215,7 @@ def _money(
         lease,
         http_requests=(http - worker_requests) * per,
         lambda_invocations=(invocations - authorizer_calls * worker_share) * per,
+        log_bytes=fns.url_log_bytes * per,
     )
     breakdown = prices.tenure_breakdown(on_url)
     breakdown["retention_reclaim"] = reclaim_usd

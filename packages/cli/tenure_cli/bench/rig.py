@@ -163,7 +163,8 @@ class Rig:
         self.routes: Counter[str] = Counter()
         # Per route: the write and read units its requests caused, the reactor's included.
         self.route_units: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-        self.access_log_bytes = 0
+        # Per route: the bytes of the HTTP API's access log lines its requests wrote.
+        self.access_log_bytes: Counter[str] = Counter()
         self.engines: list[Any] = []
         self.auth_cache: dict[str, tuple[int, dict[str, Any]]] = {}
         self.tally = _Tally()
@@ -313,7 +314,7 @@ class Rig:
         self.routes[route] += 1
         before = self.meter.total()
         try:
-            return self._serve(event, method, parts.path)
+            return self._serve(event, route, method, parts.path)
         finally:
             after = self.meter.total()
             units = self.route_units[route]
@@ -321,16 +322,16 @@ class Rig:
             units[0] -= before.write_units + before.lost_write_units
             units[1] += after.read_units - before.read_units
 
-    def _serve(self, event: dict[str, Any], method: str, path: str) -> Answer:
+    def _serve(self, event: dict[str, Any], route: str, method: str, path: str) -> Answer:
         if (method, path) not in PUBLIC_ROUTES:
             verdict = self._authorize(event)
             if not verdict.get("isAuthorized"):
-                self._access_log(event, 403, 0)
+                self._access_log(event, route, 403, 0)
                 return Answer(403, {}, b'{"message":"Forbidden"}')
             event["requestContext"]["authorizer"] = {"lambda": verdict.get("context", {})}
         started = time.perf_counter()
         result = self.invoke("api", event)
-        self._access_log(event, int(result.get("statusCode", 200)), started)
+        self._access_log(event, route, int(result.get("statusCode", 200)), started)
         self.pump.pump_once()  # reads on until the stream has nothing new
         body = result.get("body") or ""
         raw = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
@@ -354,10 +355,11 @@ class Rig:
         self.auth_cache[key] = (now + AUTHORIZER_TTL_SECONDS * 1000, verdict)
         return verdict
 
-    def _access_log(self, event: dict[str, Any], status: int, started: float) -> None:
+    def _access_log(self, event: dict[str, Any], route: str, status: int, started: float) -> None:
         ms = int((time.perf_counter() - started) * 1000) if started else 0
         rid = event["requestContext"]["requestId"]
-        self.access_log_bytes += len(ACCESS_LOG.format(rid=rid, status=status, ms=ms)) + 1
+        line = ACCESS_LOG.format(rid=rid, status=status, ms=ms)
+        self.access_log_bytes[route] += len(line) + 1
 
     # ------------------------------------------------------- SES, SQS, sweeper
 
