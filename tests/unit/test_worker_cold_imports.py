@@ -58,6 +58,8 @@ NOT_LOADED = (
     "tenure.app.autonomy.breaker",
     "tenure.app.leases.recovery",
     "tenure.store.schedules",  # the rules' schedules adapter
+    "tenure.domain.rules",  # the rules themselves: the store's rules port is built on first use
+    "tenure.store.dynamo.rules",
     *(
         f"tenure.api.endpoints.{name}"
         for name in (
