@@ -38,6 +38,9 @@ NOT_LOADED = (
     "aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event",
     "aws_lambda_powertools.event_handler.openapi.models",  # the OpenAPI document
     "aws_xray_sdk",  # tracing is opt-in
+    # The API's models of the operators' resources: the worker routes read the leases' and
+    # the artifacts' alone.
+    *(f"tenure.api.models.{name}" for name in ("blocks", "pools", "tasks", "scheduler", "setup")),
     # The whole service's composition and what only it builds: the worker's use cases are
     # composed alone (app/worker_tenure.py).
     "tenure.app.tenure",
@@ -55,6 +58,8 @@ NOT_LOADED = (
     "tenure.app.autonomy.breaker",
     "tenure.app.leases.recovery",
     "tenure.store.schedules",  # the rules' schedules adapter
+    "tenure.domain.rules",  # the rules themselves: the store's rules port is built on first use
+    "tenure.store.dynamo.rules",
     *(
         f"tenure.api.endpoints.{name}"
         for name in (

@@ -16,7 +16,6 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Lease, Principal
-from tenure.domain.rules.rule import EMAIL_TOPIC, email_occasion, firing_job_id
 
 if TYPE_CHECKING:
     from tenure.app.artifacts.artifacts import Artifacts
@@ -213,6 +212,10 @@ class Attachments:
         so no lease reaches another mail's objects by naming its message id. Each size is
         the stored object's (a HEAD), never the trigger's: the size decides whether the bytes
         are read into the answer. An object that is gone is not listed."""
+        # The rules' module, loaded only by a lease that reads its attachments (the worker
+        # function starts without the rules: `tenure bench coldstart`).
+        from tenure.domain.rules.rule import EMAIL_TOPIC, email_occasion, firing_job_id
+
         job = self.leases.get_job(lease.job_id)
         trigger = (job.trigger if job else None) or {}
         data = trigger.get("data") or {}

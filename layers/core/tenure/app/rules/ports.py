@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from tenure.domain.rules.addresses import Address
-from tenure.domain.rules.rule import Rule
+if TYPE_CHECKING:  # the store's ports name the rules; what serves no rule never loads them
+    from tenure.domain.rules.addresses import Address
+    from tenure.domain.rules.rule import Rule
 
 
 class RuleStore(Protocol):
