@@ -126,3 +126,28 @@ def test_a_lease_token_acts_on_its_own_lease_only() -> None:
 def test_an_operator_or_worker_token_on_a_lease_route_is_forbidden(actor: Principal) -> None:
     with pytest.raises(Forbidden):
         authz.require_lease(actor, "lease_1")
+
+
+def test_a_lease_token_acts_only_while_its_lease_row_carries_its_digest() -> None:
+    from dataclasses import replace
+
+    from tenure.domain import fencing
+    from tenure.domain.errors import Unauthenticated
+
+    lease = make_lease("lease_1", token_hash=fencing.hash_token("first"))
+    held = Principal(kind="lease", token_id="t", lease_id=lease.id)
+    authz.require_lease_token(replace(held, token_hash=fencing.hash_token("first")), lease)
+    # The row now carries the token a retried claim minted: the first one is unknown.
+    with pytest.raises(Unauthenticated):
+        authz.require_lease_token(
+            replace(held, token_hash=fencing.hash_token("first")),
+            replace(lease, token_hash=fencing.hash_token("second")),
+        )
+    with pytest.raises(Unauthenticated):  # a row with no token at all (never claimed)
+        authz.require_lease_token(
+            replace(held, token_hash=fencing.hash_token("first")), replace(lease, token_hash=None)
+        )
+    # A worker token's rights on a lease are judged by its holder, not by a digest; a verdict
+    # kept by a release before digests were carried lives out its minute unchecked.
+    authz.require_lease_token(Principal(kind="worker", token_id="w"), lease)
+    authz.require_lease_token(held, replace(lease, token_hash=None))

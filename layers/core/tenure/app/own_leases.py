@@ -37,6 +37,7 @@ class OwnLeases:
         if read is None or read.id != lease_id:
             read = checked
         lease = read if read is not None and read.id == lease_id else self.read(lease_id)
+        authz.require_lease_token(actor, lease)
         authz.require_lease_power(authz.lease_ended_at(lease), self.clock.now_ms(), use)
         return lease
 

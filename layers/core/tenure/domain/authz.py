@@ -3,6 +3,7 @@ token acts on its own lease only, for as long as its lease lasts; docs/api.md)."
 
 from __future__ import annotations
 
+from tenure.domain import fencing
 from tenure.domain.errors import Forbidden, LeaseTokenMismatch, Unauthenticated
 from tenure.domain.model import Lease, Principal
 
@@ -92,6 +93,17 @@ def require_lease(actor: Principal, lease_id: str) -> None:
         raise Forbidden("this route needs the lease's own token")
     if actor.lease_id != lease_id:
         raise LeaseTokenMismatch("this lease token belongs to another lease")
+
+
+def require_lease_token(actor: Principal, lease: Lease) -> None:
+    """A lease token acts only while its lease's row carries its digest: a claim retried with
+    its claim_id gives the lease a new token, and the one it replaces is unknown from then on
+    (401, as any unknown token), even to a verdict kept from before. Checked on every row a
+    lease token's use is judged on, the fresh read after a lost write included."""
+    if actor.kind != "lease" or actor.token_hash is None:
+        return
+    if not fencing.same_hash(lease.token_hash, actor.token_hash):
+        raise Unauthenticated("unknown token")
 
 
 def require_lease_power(ended_at: int | None, now: int, use: str) -> None:

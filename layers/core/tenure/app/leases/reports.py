@@ -196,6 +196,7 @@ class Reports:
         lease = self.kernel.owned.own_lease(actor, lease_id, authz.REPORT)
 
         def step(current: Lease) -> Lease:
+            authz.require_lease_token(actor, current)  # a fresh read after a lost write too
             self.kernel.stale.refuse_if_stale(current, "start")
             step_to = move(current.id, current.state, current.revoke, Action.START)
             if step_to is None:
@@ -217,7 +218,7 @@ class Reports:
         ).get(lease_id)
         if lease is None:
             raise LeaseNotFound(f"lease {lease_id} does not exist")
-        beat = self._beat(lease, lease_seconds)
+        beat = self._beat(lease, lease_seconds, actor)
         if lease.worker_id:
             # One write per heartbeat at most: the worker's last_seen waits a beat when the
             # lease's deadline was just written, unless it is getting old.
@@ -358,8 +359,15 @@ class Reports:
                 answers.append((lease_id, fence, refused))
         return answers, known, seen
 
-    def _beat(self, lease: Lease, lease_seconds: int | None) -> Beat:
+    def _beat(
+        self, lease: Lease, lease_seconds: int | None, actor: Principal | None = None
+    ) -> Beat:
+        """`actor`: the lease token renewing it, checked on every row the renewal is judged
+        on (a worker token's heartbeat is checked on its leases' holder instead)."""
+
         def step(current: Lease) -> Beat:
+            if actor is not None:
+                authz.require_lease_token(actor, current)
             self.kernel.stale.refuse_if_stale(current, "heartbeat")
             if current.state not in REPORTABLE:
                 raise InvalidTransition(f"lease {current.id} is {current.state}; nothing to renew")
@@ -540,6 +548,7 @@ class Reports:
         fence = body.get("fence")
 
         def step(current: Lease) -> Lease:
+            authz.require_lease_token(actor, current)  # a fresh read after a lost write too
             self.kernel.stale.refuse_old_fence(current, fence, kind)
             if current.state.terminal:
                 # The same report again (same body, or same report_id *and* kind): the first
