@@ -538,6 +538,7 @@ class Reports:
         fp = fencing.fingerprint(kind, report)
         report_id = body.get("report_id")
         fence = body.get("fence")
+        replayed: list[Lease] = []
 
         def step(current: Lease) -> Lease:
             self.kernel.stale.refuse_old_fence(current, fence, kind)
@@ -548,6 +549,7 @@ class Reports:
                     current.report_fingerprint == fp
                     or (report_id is not None and current.report_id == report_id)
                 ):
+                    replayed.append(current)
                     return current
                 self.kernel.stale.refuse_if_stale(current, kind)
                 raise InvalidTransition(f"lease {current.id} already ended {current.state}")
@@ -558,9 +560,12 @@ class Reports:
             return ending.ended
 
         done = self.kernel.settle(lease, step)
+        # A replay ended nothing: its after-stages see the ended row before it too, though
+        # `lease` (a copy behind the table) may still show it held.
+        before = done if replayed else lease
         for after in self.completion.after:
-            if self._applies(after.applies, lease, kind, body, done):
-                after.run(lease, done, kind, body)
+            if self._applies(after.applies, before, kind, body, done):
+                after.run(before, done, kind, body)
         return done
 
     def held_copy(self, lease_id: str) -> Lease | None:
