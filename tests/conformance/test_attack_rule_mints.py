@@ -1,0 +1,94 @@
+"""Attacks on a rule's mint written one row at a time, on DynamoDB Local: what an operator,
+a claim and the sweeper may do to a mint a delivery left half done, and what a mail replayed
+late finds. Whatever they do in between, the occasion keeps one lease, and the redelivery
+never revives a lease that was ended or hands out a second one.
+
+moto does not apply conditional writes atomically across threads, so none of this runs there.
+"""
+
+from __future__ import annotations
+
+import pytest
+from tenure.domain.rules.rule import email_occasion, firing_job_id
+from tenure.domain.states import LeaseState
+
+from tests.conformance.contract import SPACE, make_world
+from tests.conformance.test_rule_mints import _claim, _dies_before, _fire, _leases, _rule
+from tests.conformance.test_untransacted_filing import watch_writes
+from tests.conftest import ADMIN, Rig, lease_principal
+
+
+def _task_statuses(rig: Rig) -> list[str]:
+    found = rig.svc.listing.list_tasks(ADMIN, SPACE, 100, None).tasks
+    return [str(t.view.status) for t in found]
+
+
+@pytest.mark.parametrize("end", ["cancel", "force_fail"])
+def test_an_operator_ending_a_mint_s_taskless_lease_stays_ended_after_the_redelivery(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, end: str
+) -> None:
+    # The delivery died before its task: an operator sees the marked lease (GET /leases) and
+    # ends it. The redelivery writes the task the job names and answers that ended lease: no
+    # second lease, nothing claimable, and the task reads as its lease ended.
+    make_world(rig.svc)
+    _rule(rig.svc)
+    _dies_before(rig, monkeypatch, "task")
+    with pytest.raises(RuntimeError):
+        _fire(rig.svc)
+    monkeypatch.undo()
+    [half] = _leases(rig)
+    assert half.state is LeaseState.PENDING and half.tp is True
+    if end == "cancel":
+        rig.svc.operator.cancel(ADMIN, half.id)
+        want = LeaseState.CANCELLED
+    else:
+        [row] = rig.svc.force.bulk_fail(ADMIN, [half.id], "not wanted")
+        assert row.ok, row
+        want = LeaseState.FAILED
+    again = _fire(rig.svc)
+    assert again.id == half.id and again.state is want
+    assert [(x.id, x.state) for x in _leases(rig)] == [(half.id, want)]
+    assert _claim(rig) is None
+    assert _task_statuses(rig) == [want.value], "the task reads as its lease ended"
+
+
+def test_a_mint_left_at_its_job_is_invisible_and_untouched_until_its_redelivery(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the job landed: nothing to list, to claim or to sweep, however long it waits;
+    # the redelivery then mints the one lease the job names.
+    make_world(rig.svc)
+    rule_id = _rule(rig.svc)
+    _dies_before(rig, monkeypatch, "lease")
+    with pytest.raises(RuntimeError):
+        _fire(rig.svc)
+    monkeypatch.undo()
+    job = rig.store.get_job(firing_job_id(rule_id, email_occasion("msg-1")))
+    assert job is not None
+    rig.clock.advance(3600)
+    rig.svc.sweep.once()
+    assert _claim(rig) is None
+    assert _leases(rig) == [] and _task_statuses(rig) == []
+    lease = _fire(rig.svc)
+    assert lease.id == job.lease_id
+    assert [x.id for x in _leases(rig)] == [lease.id]
+    won = _claim(rig)
+    assert won is not None and won.lease.id == lease.id
+
+
+def test_a_mail_replayed_after_its_lease_completed_answers_that_lease_and_writes_nothing(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_world(rig.svc)
+    _rule(rig.svc)
+    first = _fire(rig.svc)
+    won = _claim(rig)
+    assert won is not None
+    done = rig.svc.reports.complete(lease_principal(first.id), first.id, {"outcome": "success"})
+    assert done.state is LeaseState.COMPLETED
+    puts, transactions = watch_writes(rig, monkeypatch)
+    again = _fire(rig.svc)
+    assert again.id == first.id and again.state is LeaseState.COMPLETED
+    assert (puts, transactions) == ([], [])
+    assert [x.id for x in _leases(rig)] == [first.id]
+    assert _claim(rig) is None
