@@ -94,6 +94,22 @@ def require_lease(actor: Principal, lease_id: str) -> None:
         raise LeaseTokenMismatch("this lease token belongs to another lease")
 
 
+def bears_token(actor: Principal, lease: Lease) -> bool:
+    """Whether the lease row still carries the digest of the lease token `actor` was made
+    from. A claim retried under its claim_id replaces the digest (the token its lost answer
+    carried is dead), while a verdict naming the old token may be kept up to a minute; a
+    principal not made from a lease token (a worker's own report) has nothing to compare."""
+    if actor.kind != "lease" or not actor.token_on_row:
+        return True
+    return (lease.token_hash or "").startswith(actor.token_id)
+
+
+def require_token_on_row(actor: Principal, lease: Lease) -> None:
+    """Refuse a lease token its lease row no longer carries, as an unknown token."""
+    if not bears_token(actor, lease):
+        raise Unauthenticated("unknown token")
+
+
 def require_lease_power(ended_at: int | None, now: int, use: str) -> None:
     """A lease token's powers end with its lease: refused 401 `unauthenticated` (as an
     unknown token is) for any use its lease's end has taken away."""

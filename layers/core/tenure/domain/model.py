@@ -149,6 +149,10 @@ class Principal:
     # principal cached from before the end says None; each use case that reads the lease
     # applies the same rule to the row (domain/authz.py require_lease_power).
     lease_ended_at: int | None = None
+    # lease: made by the token check from a lease token (its token_id the digest's first
+    # characters): every row it acts on must still carry that digest, so a token a claim
+    # retry replaced is refused while a verdict naming it is still kept (authz.bears_token).
+    token_on_row: bool = False
     # operator, worker: when the token expires (ms; None: never). A verdict kept after its
     # token was read (the authorizer's cache, the worker function's) is refused from then on.
     expires_at: int | None = None
