@@ -156,3 +156,19 @@ def test_on_a_copy_from_before_the_retry_the_fresh_token_reports_and_the_spent_o
     assert lag.served >= 1, "judged on the copy first"
     ended = rig.store.get_lease(lease_id)
     assert ended is not None and ended.state.terminal
+
+
+def test_a_token_a_claim_retry_replaced_files_no_task_on_the_http_api(world: Rig) -> None:
+    # What a lease token may do beyond its reports (file a child task) goes through the same
+    # check on its lease row.
+    send = Gateway()
+    world.svc.filing.create_task(ADMIN, SPACE, "build", None, None, {}, ALPHA, None)
+    raw = _worker_token(world)
+    first = _claim(send, raw, "c-1")
+    spent = first["token"]
+    child = {"space": SPACE, "title": "child"}
+    assert send("POST", "/tasks", spent, child)["statusCode"] == 201  # its verdict is kept
+    again = _claim(send, raw, "c-1")
+    refused = send("POST", "/tasks", spent, child)
+    assert refused["statusCode"] == 401, refused
+    assert send("POST", "/tasks", again["token"], child)["statusCode"] == 201
