@@ -149,6 +149,8 @@ def test_on_a_copy_from_before_the_retry_the_fresh_token_reports_and_the_spent_o
     again = _claim(send, raw, "c-1")
     assert send("POST", f"/leases/{lease_id}/heartbeat", again["token"], {})["statusCode"] == 200
     lag.copies[lease_id] = before
+    beat = send("POST", f"/leases/{lease_id}/heartbeat", again["token"], {})
+    assert beat["statusCode"] == 200, beat
     refused = send("POST", f"/leases/{lease_id}/complete", spent, {"outcome": "success"})
     assert refused["statusCode"] == 401, refused
     done = send("POST", f"/leases/{lease_id}/complete", again["token"], {"outcome": "success"})

@@ -3,6 +3,7 @@ token acts on its own lease only, for as long as its lease lasts; docs/api.md)."
 
 from __future__ import annotations
 
+from tenure.domain import fencing
 from tenure.domain.errors import Forbidden, LeaseTokenMismatch, Unauthenticated
 from tenure.domain.model import Lease, Principal
 
@@ -94,19 +95,21 @@ def require_lease(actor: Principal, lease_id: str) -> None:
         raise LeaseTokenMismatch("this lease token belongs to another lease")
 
 
-def bears_token(actor: Principal, lease: Lease) -> bool:
-    """Whether the lease row still carries the digest of the lease token `actor` was made
-    from. A claim retried under its claim_id replaces the digest (the token its lost answer
-    carried is dead), while a verdict naming the old token may be kept up to a minute; a
-    principal not made from a lease token (a worker's own report) has nothing to compare."""
-    if actor.kind != "lease" or not actor.token_on_row:
+def carries_token(actor: Principal, lease: Lease) -> bool:
+    """Whether the row `lease`, as read, carries the digest of the lease token `actor` was
+    made from (any other principal: true). A copy that does not may be from before the claim
+    that minted the token: it is read again consistently before anything is refused."""
+    if actor.kind != "lease" or actor.token_hash is None:
         return True
-    return (lease.token_hash or "").startswith(actor.token_id)
+    return fencing.same_hash(lease.token_hash, actor.token_hash)
 
 
-def require_token_on_row(actor: Principal, lease: Lease) -> None:
-    """Refuse a lease token its lease row no longer carries, as an unknown token."""
-    if not bears_token(actor, lease):
+def require_lease_token(actor: Principal, lease: Lease) -> None:
+    """A lease token acts only while its lease's row carries its digest: a claim retried with
+    its claim_id gives the lease a new token, and the one it replaces is unknown from then on
+    (401, as any unknown token), even to a verdict kept from before. Checked on every row a
+    lease token's use is judged on, the fresh read after a lost write included."""
+    if not carries_token(actor, lease):
         raise Unauthenticated("unknown token")
 
 

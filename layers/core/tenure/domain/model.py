@@ -149,10 +149,12 @@ class Principal:
     # principal cached from before the end says None; each use case that reads the lease
     # applies the same rule to the row (domain/authz.py require_lease_power).
     lease_ended_at: int | None = None
-    # lease: made by the token check from a lease token (its token_id the digest's first
-    # characters): every row it acts on must still carry that digest, so a token a claim
-    # retry replaced is refused while a verdict naming it is still kept (authz.bears_token).
-    token_on_row: bool = False
+    # lease: the token's digest. A claim retried with its claim_id mints the same lease a new
+    # token and stores that one's digest instead, so a principal kept from before (the
+    # authorizer's cache, the worker function's) is refused on any row that no longer carries
+    # it (domain/authz.py require_lease_token). None: a verdict kept by a release before this
+    # field, which lives out its minute unchecked.
+    token_hash: str | None = None
     # operator, worker: when the token expires (ms; None: never). A verdict kept after its
     # token was read (the authorizer's cache, the worker function's) is refused from then on.
     expires_at: int | None = None

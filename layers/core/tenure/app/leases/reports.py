@@ -196,7 +196,7 @@ class Reports:
         lease = self.kernel.owned.own_lease(actor, lease_id, authz.REPORT)
 
         def step(current: Lease) -> Lease:
-            authz.require_token_on_row(actor, current)  # a fresh read after a lost write too
+            authz.require_lease_token(actor, current)  # a fresh read after a lost write too
             self.kernel.stale.refuse_if_stale(current, "start")
             step_to = move(current.id, current.state, current.revoke, Action.START)
             if step_to is None:
@@ -215,7 +215,7 @@ class Reports:
         # consistent read after it would be for: the heartbeat is judged on it.
         # A copy that does not carry this token's digest is read again consistently.
         lease = self.kernel.owned.token_checked_row(lease_id) or self._read_for_beats(
-            [(lease_id, None)], lease_seconds, lambda row: authz.bears_token(actor, row)
+            [(lease_id, None)], lease_seconds, lambda row: authz.carries_token(actor, row)
         ).get(lease_id)
         if lease is None:
             raise LeaseNotFound(f"lease {lease_id} does not exist")
@@ -363,12 +363,12 @@ class Reports:
     def _beat(
         self, lease: Lease, lease_seconds: int | None, actor: Principal | None = None
     ) -> Beat:
-        """Renew `lease`; `actor`, when a lease token: refused on any row it read (the first,
-        or a fresh one after a lost write) that no longer carries its digest."""
+        """`actor`: the lease token renewing it, checked on every row the renewal is judged
+        on (a worker token's heartbeat is checked on its leases' holder instead)."""
 
         def step(current: Lease) -> Beat:
             if actor is not None:
-                authz.require_token_on_row(actor, current)
+                authz.require_lease_token(actor, current)
             self.kernel.stale.refuse_if_stale(current, "heartbeat")
             if current.state not in REPORTABLE:
                 raise InvalidTransition(f"lease {current.id} is {current.state}; nothing to renew")
@@ -550,7 +550,7 @@ class Reports:
         replayed: list[Lease] = []
 
         def step(current: Lease) -> Lease:
-            authz.require_token_on_row(actor, current)  # a fresh read after a lost write too
+            authz.require_lease_token(actor, current)  # a fresh read after a lost write too
             self.kernel.stale.refuse_old_fence(current, fence, kind)
             if current.state.terminal:
                 # The same report again (same body, or same report_id *and* kind): the first

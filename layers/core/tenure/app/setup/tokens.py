@@ -221,7 +221,7 @@ class Tokens:
                 token_id=digest[:8],
                 lease_id=lease.id,
                 lease_ended_at=authz.lease_ended_at(lease),
-                token_on_row=True,
+                token_hash=digest,
             )
         token = self.tokens.get_token(digest)
         if token is None or token.revoked_at is not None:
