@@ -8,9 +8,15 @@ moto does not apply conditional writes atomically across threads, so none of thi
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
+from tenure import wiring
 from tenure.domain.rules.rule import email_occasion, firing_job_id
 from tenure.domain.states import LeaseState
+from tenure_cli.local import lambda_host
+from tenure_cli.local.frontdoor import to_event
 
 from tests.conformance.contract import SPACE, make_world
 from tests.conformance.test_rule_mints import _claim, _dies_before, _fire, _leases, _rule
@@ -92,6 +98,35 @@ def test_a_mail_replayed_after_its_lease_completed_answers_that_lease_and_writes
     assert (puts, transactions) == ([], [])
     assert [x.id for x in _leases(rig)] == [first.id]
     assert _claim(rig) is None
+
+
+def test_what_an_operator_reads_of_a_taskless_mint_is_a_waiting_lease_and_no_task(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Through the HTTP API: the lease is listed and read as pending (its task named, not
+    # there yet), the task reads as unknown and is listed nowhere; nothing fails.
+    make_world(rig.svc)
+    _rule(rig.svc)
+    _dies_before(rig, monkeypatch, "task")
+    with pytest.raises(RuntimeError):
+        _fire(rig.svc)
+    monkeypatch.undo()
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    _, raw = rig.svc.tokens.create_token(ADMIN, "reader", "operator", "read", None, None)
+    [half] = _leases(rig)
+
+    def get(path: str) -> tuple[int, Any]:
+        head = {"host": "unit", "authorization": f"Bearer {raw}"}
+        out = lambda_host.invoke(to_event("GET", f"/api/v1{path}", head, b""))
+        return out["statusCode"], json.loads(out.get("body") or "null")
+
+    status, lease = get(f"/leases/{half.id}")
+    assert (status, lease["state"], lease["task"]["id"]) == (200, "pending", half.task_id)
+    status, listed = get(f"/leases?space={SPACE}")
+    assert status == 200 and [x["id"] for x in listed["leases"]] == [half.id]
+    status, missing = get(f"/tasks/{half.task_id}")
+    assert (status, missing["error"]["code"]) == (404, "task_not_found")
+    assert get(f"/tasks?space={SPACE}") == (200, {"tasks": [], "next_cursor": None})
 
 
 # SQS hands a message whose delivery died to the inbound function again only after the
