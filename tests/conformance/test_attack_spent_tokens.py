@@ -15,9 +15,12 @@ from tenure import wiring
 from tenure.api import app as api
 from tenure.api import tokens, worker
 from tenure.api.authorizer import authorize
+from tenure.app.rows import Rows
+from tenure.app.tenure import compose
 from tenure_cli.local.frontdoor import to_event
 
 from tests.conformance.contract import ALPHA, SPACE, make_world
+from tests.conformance.test_attack_reports_on_copies import LaggingCopies
 from tests.conftest import ADMIN, Rig
 
 Send = Callable[[str, str, str, dict[str, Any] | None], dict[str, Any]]
@@ -59,6 +62,7 @@ class Gateway:
 
 
 ENDPOINTS: dict[str, Callable[[], Send]] = {"url": lambda: _on_url, "gateway": Gateway}
+
 
 def _body(answer: dict[str, Any]) -> Any:
     return json.loads(answer.get("body") or "null")
@@ -120,3 +124,53 @@ def test_a_token_a_claim_retry_replaced_renews_nothing_though_its_verdict_is_kep
     _claim(send, raw, "c-1")
     answer = send("POST", f"/leases/{lease_id}/heartbeat", spent, {})
     assert answer["statusCode"] == 401, answer
+
+
+@pytest.mark.parametrize("endpoint", sorted(ENDPOINTS))
+def test_on_a_copy_from_before_the_retry_the_fresh_token_reports_and_the_spent_one_does_not(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, endpoint: str
+) -> None:
+    # The copy still carries the replaced digest: the spent token's write on it loses to the
+    # retry's and is refused on the fresh read; the fresh token is never refused on the copy.
+    make_world(rig.svc)
+    lag = LaggingCopies(rig.store)
+    svc = compose(Rows.of(lag, lag), rig.clock, wiring.RandomIds())  # type: ignore[arg-type]
+    monkeypatch.setattr(wiring, "service", lambda: svc)
+    monkeypatch.setattr(wiring, "worker_service", lambda: svc.core)
+    monkeypatch.setattr(worker, "VERDICTS", tokens.Verdicts())
+    send = ENDPOINTS[endpoint]()
+    svc.filing.create_task(ADMIN, SPACE, "build", None, None, {}, ALPHA, None)
+    raw = _worker_token(rig)
+    first = _claim(send, raw, "c-1")
+    lease_id, spent = first["lease"]["id"], first["token"]
+    assert send("POST", f"/leases/{lease_id}/heartbeat", spent, {})["statusCode"] == 200
+    before = rig.store.get_lease(lease_id)
+    assert before is not None
+    again = _claim(send, raw, "c-1")
+    assert send("POST", f"/leases/{lease_id}/heartbeat", again["token"], {})["statusCode"] == 200
+    lag.copies[lease_id] = before
+    beat = send("POST", f"/leases/{lease_id}/heartbeat", again["token"], {})
+    assert beat["statusCode"] == 200, beat
+    refused = send("POST", f"/leases/{lease_id}/complete", spent, {"outcome": "success"})
+    assert refused["statusCode"] == 401, refused
+    done = send("POST", f"/leases/{lease_id}/complete", again["token"], {"outcome": "success"})
+    assert done["statusCode"] == 200, done
+    assert lag.served >= 1, "judged on the copy first"
+    ended = rig.store.get_lease(lease_id)
+    assert ended is not None and ended.state.terminal
+
+
+def test_a_token_a_claim_retry_replaced_files_no_task_on_the_http_api(world: Rig) -> None:
+    # What a lease token may do beyond its reports (file a child task) goes through the same
+    # check on its lease row.
+    send = Gateway()
+    world.svc.filing.create_task(ADMIN, SPACE, "build", None, None, {}, ALPHA, None)
+    raw = _worker_token(world)
+    first = _claim(send, raw, "c-1")
+    spent = first["token"]
+    child = {"space": SPACE, "title": "child"}
+    assert send("POST", "/tasks", spent, child)["statusCode"] == 201  # its verdict is kept
+    again = _claim(send, raw, "c-1")
+    refused = send("POST", "/tasks", spent, child)
+    assert refused["statusCode"] == 401, refused
+    assert send("POST", "/tasks", again["token"], child)["statusCode"] == 201

@@ -31,12 +31,19 @@ class OwnLeases:
         already read consistently (a worker's bound report resolves the lease first), taken
         instead of a second read; so is the row the request's own token check read
         (`token_checked`). A write judged on it is still conditional on its state and fence,
-        and one that loses is judged again on a fresh read."""
+        and one that loses is judged again on a fresh read. A lease token whose digest the
+        row no longer carries (a claim retry replaced it) is refused as unknown, judged on a
+        consistent read (authz.require_lease_token)."""
         authz.require_lease(actor, lease_id)
         checked = self.token_checked_row(lease_id)
         if read is None or read.id != lease_id:
             read = checked
-        lease = read if read is not None and read.id == lease_id else self.read(lease_id)
+        if read is not None and read.id == lease_id:
+            lease = read
+            if not authz.carries_token(actor, lease) and lease is not checked:
+                lease = self.read(lease_id)  # a copy may predate the claim that minted it
+        else:
+            lease = self.read(lease_id)
         authz.require_lease_token(actor, lease)
         authz.require_lease_power(authz.lease_ended_at(lease), self.clock.now_ms(), use)
         return lease

@@ -95,14 +95,21 @@ def require_lease(actor: Principal, lease_id: str) -> None:
         raise LeaseTokenMismatch("this lease token belongs to another lease")
 
 
+def carries_token(actor: Principal, lease: Lease) -> bool:
+    """Whether the row `lease`, as read, carries the digest of the lease token `actor` was
+    made from (any other principal: true). A copy that does not may be from before the claim
+    that minted the token: it is read again consistently before anything is refused."""
+    if actor.kind != "lease" or actor.token_hash is None:
+        return True
+    return fencing.same_hash(lease.token_hash, actor.token_hash)
+
+
 def require_lease_token(actor: Principal, lease: Lease) -> None:
     """A lease token acts only while its lease's row carries its digest: a claim retried with
     its claim_id gives the lease a new token, and the one it replaces is unknown from then on
     (401, as any unknown token), even to a verdict kept from before. Checked on every row a
     lease token's use is judged on, the fresh read after a lost write included."""
-    if actor.kind != "lease" or actor.token_hash is None:
-        return
-    if not fencing.same_hash(lease.token_hash, actor.token_hash):
+    if not carries_token(actor, lease):
         raise Unauthenticated("unknown token")
 
 

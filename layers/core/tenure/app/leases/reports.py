@@ -213,8 +213,9 @@ class Reports:
         authz.require_lease(actor, lease_id)
         # A row the request's token check read consistently is what the cheap read and the
         # consistent read after it would be for: the heartbeat is judged on it.
+        # A copy that does not carry this token's digest is read again consistently.
         lease = self.kernel.owned.token_checked_row(lease_id) or self._read_for_beats(
-            [(lease_id, None)], lease_seconds, lambda _: True
+            [(lease_id, None)], lease_seconds, lambda row: authz.carries_token(actor, row)
         ).get(lease_id)
         if lease is None:
             raise LeaseNotFound(f"lease {lease_id} does not exist")
@@ -546,6 +547,7 @@ class Reports:
         fp = fencing.fingerprint(kind, report)
         report_id = body.get("report_id")
         fence = body.get("fence")
+        replayed: list[Lease] = []
 
         def step(current: Lease) -> Lease:
             authz.require_lease_token(actor, current)  # a fresh read after a lost write too
@@ -557,6 +559,7 @@ class Reports:
                     current.report_fingerprint == fp
                     or (report_id is not None and current.report_id == report_id)
                 ):
+                    replayed.append(current)
                     return current
                 self.kernel.stale.refuse_if_stale(current, kind)
                 raise InvalidTransition(f"lease {current.id} already ended {current.state}")
@@ -567,9 +570,12 @@ class Reports:
             return ending.ended
 
         done = self.kernel.settle(lease, step)
+        # A replay ended nothing: its after-stages see the ended row before it too, though
+        # `lease` (a copy behind the table) may still show it held.
+        before = done if replayed else lease
         for after in self.completion.after:
-            if self._applies(after.applies, lease, kind, body, done):
-                after.run(lease, done, kind, body)
+            if self._applies(after.applies, before, kind, body, done):
+                after.run(before, done, kind, body)
         return done
 
     def held_copy(self, lease_id: str) -> Lease | None:
