@@ -136,10 +136,6 @@ def test_what_an_operator_reads_of_a_taskless_mint_is_a_waiting_lease_and_no_tas
 REDELIVERY_AFTER_S = 60
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a claim voids a mint's task 10 s after its lease, before the redelivery can come",
-)
 def test_a_mail_whose_delivery_died_before_its_task_is_filed_by_its_redelivery(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tenure.app.leases.orphans import ORPHAN_AFTER_MS
+from tenure.app.leases.orphans import MINT_ORPHAN_AFTER_MS, ORPHAN_AFTER_MS
 from tenure.app.migrations import RULE_MINTS_FROM_SCHEMA, SchemaState
 from tenure.app.tenure import Tenure
 from tenure.domain.errors import Unavailable
@@ -183,7 +183,12 @@ def test_a_redelivery_after_a_claim_ended_the_taskless_lease_answers_it_and_file
     with pytest.raises(RuntimeError):
         _fire(rig.svc)
     monkeypatch.undo()
+    # A filing's wait is not a mint's: its task comes with the occasion's next delivery.
     rig.clock.advance(2 * ORPHAN_AFTER_MS / 1000)
+    assert _claim(rig) is None
+    [waiting] = _leases(rig)
+    assert waiting.state is LeaseState.PENDING
+    rig.clock.advance(MINT_ORPHAN_AFTER_MS / 1000)
     assert _claim(rig) is None  # taken for dead: its task id voided, the lease ended
     again = _fire(rig.svc)
     assert again.state is LeaseState.CANCELLED and ends_orphan(again)

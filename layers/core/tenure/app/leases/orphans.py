@@ -7,8 +7,9 @@ out only when the task is there: a task once written stays, so the claim's write
 on the lease's state and fence as always, never gives out a lease without its task. The read
 is the one the claim's answer makes anyway for its payload, made earlier and passed on.
 
-When the task is not there and the lease is older than `ORPHAN_AFTER_MS`, its filing is taken
-to have died. The claim first voids the task's id — a conditional write that succeeds only
+When the task is not there and the lease is older than `ORPHAN_AFTER_MS` (a rule's mint:
+`MINT_ORPHAN_AFTER_MS`, since its task comes with the occasion's redelivery), its filing is
+taken to have died. The claim first voids the task's id — a conditional write that succeeds only
 while no task holds it — so that the filing's task, should its write come after all, loses and
 the filing answers an error instead of a task whose run was ended; then it ends the lease
 (`lease.cancelled`), conditional on its state and fence, so two claims meeting the same lease
@@ -25,7 +26,7 @@ from tenure.app.kernel import over
 from tenure.app.ports import Change
 from tenure.app.rows import TaskRows
 from tenure.domain.errors import Conflict
-from tenure.domain.model import Lease, Task
+from tenure.domain.model import Lease, Task, first_job_id
 from tenure.domain.outbound import ORPHAN
 from tenure.domain.transitions import Action, must_move
 
@@ -36,6 +37,14 @@ if TYPE_CHECKING:
 # the task right after the lease (two single writes, each under the store's bounded retry):
 # a lease older than this without its task is the remnant of a filing that died in between.
 ORPHAN_AFTER_MS = 10_000
+# The same for a lease a rule minted (its job has a row of its own, not the task's implied
+# first job): its task comes from the occasion's next delivery, which AWS makes only later —
+# the inbound queue shows a mail again after its 60 s visibility timeout, five times in all,
+# and Scheduler retries a rule's schedule for up to an hour. Voided before then, the task would
+# lose to the void and the mail's or the schedule's work would be lost. A mint that no
+# delivery finishes within the hour (a mail redriven from the dead-letter queue later) is
+# ended then as a dead filing's is.
+MINT_ORPHAN_AFTER_MS = 65 * 60_000
 # A voided task id is kept this long (then the table's TTL deletes the row): far beyond any
 # request's lifetime, so no filing still running can write the task afterwards.
 VOID_KEEP_SECONDS = 86_400
@@ -74,6 +83,9 @@ class Orphans:
         find, is taken for dead: the lease is old enough, and the task's id is now voided, so
         no task can ever come for it. False while its filing may still be writing the task,
         or when the task came after all."""
-        if lease.task_id is None or now - lease.created_at < ORPHAN_AFTER_MS:
+        if lease.task_id is None:
+            return False
+        minted = lease.job_id != first_job_id(lease.task_id)
+        if now - lease.created_at < (MINT_ORPHAN_AFTER_MS if minted else ORPHAN_AFTER_MS):
             return False
         return self.tasks.void_task(lease.task_id, now // 1000 + VOID_KEEP_SECONDS)

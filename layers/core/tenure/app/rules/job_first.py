@@ -12,8 +12,9 @@ occasion, however often and however concurrently it arrives.
 
 A task subject's lease is written before its task and marked task-pending, as filing writes
 a task's first lease (app/leases/orphans.py): a claim hands it out only once it has read the
-task. When no delivery has written the task by the time a claim takes the mint for dead, that
-claim voids the task's id and ends the lease; a later delivery answers that ended lease (the
+task. When no delivery has written the task by the time a claim takes the mint for dead (an
+hour on, past AWS's own redeliveries of the occasion: app/leases/orphans.py), that claim voids
+the task's id and ends the lease; a later delivery answers that ended lease (the
 occasion's one lease still) and its task write loses to the void.
 """
 
