@@ -431,9 +431,9 @@ def served(plain: Callable[..., worker_logic.Answer], **params: Any) -> Callable
     operation after; the worker function calls the same function without the resolver."""
     shown: list[inspect.Parameter] = []
     hints: dict[str, Any] = {}
+    kind, empty = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty
     for name, declared in params.items():
-        hint, default = declared if isinstance(declared, tuple) else (declared, inspect.Parameter.empty)
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        hint, default = declared if isinstance(declared, tuple) else (declared, empty)
         shown.append(inspect.Parameter(name, kind, default=default, annotation=hint))
         hints[name] = hint
 
