@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tenure import wiring
 from tenure.api import app as api
-from tenure.api import surface
+from tenure.api import gate, surface
 from tenure.domain import errors as e
 from tenure_cli.local.frontdoor import to_event
 
@@ -30,13 +30,13 @@ def _event(method: str, path: str, body: Any = None) -> dict[str, Any]:
 def reads(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
     seen: list[Any] = []
-    real = surface._principal_of
+    real = gate._principal_of
 
     def counted(raw: str) -> Any:
         seen.append(raw)
         return real(raw)
 
-    monkeypatch.setattr(surface, "_principal_of", counted)
+    monkeypatch.setattr(gate, "_principal_of", counted)
     return seen
 
 

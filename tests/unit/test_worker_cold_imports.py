@@ -1,7 +1,9 @@
 """What the worker function loads when it starts (its cold start is measured, `tenure bench
 coldstart`, ratio_worker): the worker routes' own modules, and none of the operators' routes,
-the board, MCP or the HTTP API's authorizer; its use cases composed alone, without the whole
-service's (the rules, the scheduler, inspect, the sweeper, the reactor's reactions)."""
+the board, MCP or the HTTP API's authorizer; not Powertools' HTTP resolver either, at the start
+or on its first requests (it dispatches its routes itself); its use cases composed alone,
+without the whole service's (the rules, the scheduler, inspect, the sweeper, the reactor's
+reactions)."""
 
 from __future__ import annotations
 
@@ -24,12 +26,47 @@ module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 from tenure import wiring
 wiring.worker_service()  # what its first request composes, too
-from tenure.api import surface
-print(json.dumps({"modules": sorted(sys.modules), "routes": sorted(surface.HANDLERS)}))
+from tenure.api.worker_logic import PLAIN
+print(json.dumps({"modules": sorted(sys.modules), "routes": sorted(PLAIN)}))
+"""
+
+# The first requests, served on the unit rig: a claim, the lease's start and heartbeat, a
+# report, and a body the route's model refuses.
+FIRST_REQUESTS = """
+import importlib.util, json, sys
+sys.path.insert(0, sys.argv[2])
+spec = importlib.util.spec_from_file_location("worker_app", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+from tenure import wiring
+from tenure.api import tokens, worker
+from tests.unit.support import ADMIN, POOL, Rig
+rig = Rig()
+wiring.service, wiring.worker_service = (lambda: rig.svc), (lambda: rig.svc.core)
+worker.VERDICTS = tokens.Verdicts(clock=lambda: rig.clock.now_ms() / 1000)
+rig.task()
+token = rig.svc.tokens.create_token(ADMIN, "w", "worker", None, None, (POOL,), None)[1]
+def send(method, path, bearer, body):
+    event = {
+        "version": "2.0", "routeKey": "$default", "rawPath": "/api/v1" + path,
+        "headers": {"authorization": "Bearer " + bearer}, "body": json.dumps(body),
+        "isBase64Encoded": False,
+        "requestContext": {"http": {"method": method}, "stage": "$default"},
+    }
+    out = worker.handle(event, None)
+    return out["statusCode"], json.loads(out["body"] or "null")
+status, won = send("POST", "/pools/" + POOL + "/claim", token, {"worker_id": "w1"})
+lease, own = won["lease"]["id"], won["token"]
+answers = [status]
+answers.append(send("POST", "/leases/" + lease + "/start", own, {})[0])
+answers.append(send("POST", "/leases/" + lease + "/heartbeat", own, {"lease_seconds": 1})[0])
+answers.append(send("POST", "/leases/" + lease + "/complete", own, {"outcome": "success"})[0])
+print(json.dumps({"modules": sorted(sys.modules), "answers": answers}))
 """
 
 # Each of these serves routes or clients the worker routes never use.
 NOT_LOADED = (
+    "aws_lambda_powertools.event_handler",  # the HTTP resolver: its own dispatch serves them
     "mcp",  # the MCP SDK
     "tenure.api.mcp",
     "tenure.api.board",
@@ -107,11 +144,34 @@ def test_the_worker_function_loads_none_of_the_operator_routes_the_board_or_mcp(
     assert loaded == []
 
 
-def test_the_worker_function_registers_every_worker_route(started: dict[str, Any]) -> None:
-    registered = {tuple(key) for key in started["routes"]}
-    assert registered >= WORKER_ROUTES
-    # Only the two route modules the worker routes live in (their few read routes come along).
-    assert len(registered) <= len(WORKER_ROUTES) + 5
+def test_the_worker_function_serves_every_worker_route_and_no_other(
+    started: dict[str, Any],
+) -> None:
+    assert {tuple(key) for key in started["routes"]} == WORKER_ROUTES
+
+
+def test_the_worker_function_s_first_requests_load_no_http_resolver() -> None:
+    env = {**os.environ, "AWS_REGION": "us-east-1", "AWS_LAMBDA_FUNCTION_NAME": "tenure-worker"}
+    env.pop("TENURE_TRACING", None)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            FIRST_REQUESTS,
+            str(ROOT / "functions" / "worker" / "app.py"),
+            str(ROOT),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    # Served (a claim, its start, a heartbeat the model refuses, the report), not refused early.
+    assert got["answers"] == [200, 200, 422, 200]
+    loaded = [m for m in got["modules"] if m.startswith("aws_lambda_powertools.event_handler")]
+    assert loaded == []
 
 
 def test_the_cold_start_bench_times_the_worker_entry_in_lambda_s_environment() -> None:

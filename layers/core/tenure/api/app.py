@@ -3,7 +3,6 @@ the resolver run it. The routes live in api/endpoints/, one module per resource.
 
 from __future__ import annotations
 
-from tenure.api.dispatch import handle
 from tenure.api.endpoints import (
     artifacts,
     blocks,
@@ -20,7 +19,7 @@ from tenure.api.endpoints import (
     tasks,
     worker_routes,
 )
-from tenure.api.surface import app, contract, logger, metrics
+from tenure.api.surface import app, contract, handle, logger, metrics
 
 # The route modules register themselves on import; named here so the registration is explicit,
 # by who calls them (api/routes.py says exactly who may call each route).

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from aws_lambda_powertools.event_handler import Response, content_types
+from typing import TYPE_CHECKING, Any
 
 from tenure.domain import errors
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import Response
+
+# The media type of every answer in the envelope. Spelt here, not read from Powertools' event
+# handler: the worker function answers without loading it (api/worker_dispatch.py).
+JSON = "application/json"
 
 STATUS: dict[type[errors.TenureError], int] = {
     errors.InvalidRequest: 400,
@@ -55,9 +60,11 @@ def headers_of(err: errors.TenureError, token_sent: bool = True) -> dict[str, st
 def envelope(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> Response[Any]:
+    from aws_lambda_powertools.event_handler import Response  # the resolver's answers alone
+
     return Response(
         status_code=status,
-        content_type=content_types.APPLICATION_JSON,
+        content_type=JSON,
         body=json.dumps({"error": {"code": code, "message": message}}),
         headers=headers or {},
     )
@@ -73,7 +80,7 @@ def error_event(err: errors.TenureError, token_sent: bool = True) -> dict[str, A
     return {
         "statusCode": status_of(err),
         "headers": {
-            "Content-Type": content_types.APPLICATION_JSON,
+            "Content-Type": JSON,
             **headers_of(err, token_sent),
         },
         "body": json.dumps({"error": {"code": err.code, "message": err.message}}),
@@ -88,7 +95,7 @@ def refusal_event(
     type), in the same envelope, as a Lambda result."""
     return {
         "statusCode": status,
-        "headers": {"Content-Type": content_types.APPLICATION_JSON, **(headers or {})},
+        "headers": {"Content-Type": JSON, **(headers or {})},
         "body": json.dumps({"error": {"code": code, "message": message}}),
         "isBase64Encoded": False,
     }

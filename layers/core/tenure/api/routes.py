@@ -262,15 +262,18 @@ class Match:
     params: dict[str, str]
 
 
+@cache
 def _pattern(rule: str) -> re.Pattern[str]:
     # A path parameter is one segment, as the resolver matches it.
     return re.compile("^" + re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", re.escape(rule)) + "$")
 
 
 # Literal routes first, as the resolver orders them: /leases/bulk/release is not the release
-# of a lease called "bulk".
-_COMPILED = sorted(
-    ((method, rule, _pattern(rule)) for method, rule in ROUTES), key=lambda r: "<" in r[1]
+# of a lease called "bulk". Each with its count of slashes: a parameter spans none, so a path
+# with another count cannot match, and its pattern is compiled only when one could (a
+# function compiles those of the routes it is called on: the worker function's cold start).
+_ORDERED = sorted(
+    ((method, rule, rule.count("/")) for method, rule in ROUTES), key=lambda r: "<" in r[1]
 )
 
 
@@ -287,9 +290,12 @@ def request_path(event: dict[str, Any]) -> str:
 
 def match(method: str, path: str) -> Match | None:
     """The route a request is for, or None (refused 404 `not_found` before the resolver)."""
-    for route_method, rule, pattern in _COMPILED:
-        found = pattern.match(path)
-        if route_method == method and found:
+    slashes = path.count("/")
+    for route_method, rule, rule_slashes in _ORDERED:
+        if route_method != method or rule_slashes != slashes:
+            continue
+        found = _pattern(rule).match(path)
+        if found:
             return Match(method, rule, ROUTES[(method, rule)], found.groupdict())
     return None
 

@@ -1,16 +1,15 @@
-"""The HTTP surface every route module shares: the resolver, who the caller is, how a
+"""The HTTP API function's surface, which every route module shares: the resolver and the
+dispatch in front of it (the checks of api/gate.py, then the route), who the caller is, how a
 route registers with the statuses it answers, and how leases render."""
 
 from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from functools import cache
 from typing import TYPE_CHECKING, Any, get_args, get_type_hints
 
-from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
@@ -19,49 +18,41 @@ from aws_lambda_powertools.event_handler.openapi.types import (
     OpenAPIResponse,
     OpenAPIResponseHeader,
 )
-from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 
 from tenure import wiring
-from tenure.api import models, views
+from tenure.api import gate, models, worker_logic
 from tenure.api.bearer import bearer
-from tenure.api.errors import describe_validation, envelope, error_response
-from tenure.api.routes import REPORTS, ROUTES
-from tenure.api.tokens import EXPIRED, expired
-from tenure.app.conditions import QUEUED_STATES
+from tenure.api.errors import (
+    describe_validation,
+    envelope,
+    error_event,
+    error_response,
+    method_not_allowed,
+)
+from tenure.api.gate import METRICS as METRICS
+from tenure.api.gate import BodyShape as BodyShape
+from tenure.api.gate import authorize as authorize
+from tenure.api.gate import logger as logger
+from tenure.api.gate import metrics as metrics
+from tenure.api.gate import principal as principal
+from tenure.api.gate import record_metrics, whole_core
+from tenure.api.routes import MCP_PATH, REPORTS, ROUTES, match, request_path
+from tenure.app.catalog import one_request
 from tenure.app.worker_tenure import WorkerTenure
-from tenure.domain import authz, errors
+from tenure.domain import errors
+from tenure.domain.errors import NotFound, TenureError
 from tenure.domain.model import Lease, Principal
 
 if TYPE_CHECKING:
     from tenure.app.tenure import Tenure
 
-logger = Logger(service="tenure-api")
-# Flushed by the Lambda entry (functions/api/app.py); locally they flush when the buffer fills.
-metrics = Metrics(namespace="Tenure", service="api")
 app = APIGatewayHttpResolver(enable_validation=True)
-# The service's counters, as metric names (claims, lost races, stale reports, 204s).
-METRICS = {
-    "claims": "Claims",
-    "empty_claims": "EmptyClaims",
-    "claims_not_waited": "ClaimsNotWaited",
-    "lost_claim_races": "LostClaimRaces",
-    "claim_retries": "ClaimRetries",
-    "stale_reports": "StaleReports",
-    "lost_writes": "LostWrites",
-    "archived_rule_skips": "ArchivedRuleSkips",
-    "log_tokens_redacted": "LogTokensRedacted",
-}
 
 
 def svc() -> Tenure:
     """The whole service: the operators' routes, on the HTTP API function."""
     return wiring.service()
-
-
-def whole_core() -> WorkerTenure:
-    """The worker's use cases within the whole service (the HTTP API function's)."""
-    return wiring.service().core
 
 
 # The keys of the request's routing context under which the dispatch hands on the caller, and
@@ -79,7 +70,7 @@ def core() -> WorkerTenure:
 
 
 def actor() -> Principal:
-    """The caller, as the dispatch read it once from the authorizer's answer (api/dispatch.py)
+    """The caller, as the dispatch read it once from the authorizer's answer (handle, below)
     and handed on in the resolver's context for this request; none there is refused."""
     caller = app.context.get(CALLER)
     if not isinstance(caller, Principal):
@@ -87,32 +78,10 @@ def actor() -> Principal:
     return caller
 
 
-def principal(
-    ctx: dict[str, Any], headers: Mapping[str, str] | None, service: Callable[[], WorkerTenure]
-) -> Principal:
-    """The caller the authorizer named; where it could not read the token (the table was
-    throttling), the bearer of `headers` read again here: 503 `unavailable` if it still
-    cannot be. API Gateway keeps the authorizer's answer up to 60 s: a token that has expired
-    since is refused here, on the expires_at its principal carries, with no read. The worker
-    function checks the bearer in process (api/worker.py) and hands the principal itself."""
-    raw = ctx.get("principal")
-    if not raw and ctx.get("unavailable"):
-        return service().tokens.authenticate(bearer(headers))
-    if not raw:
-        raise errors.Unauthenticated(str(ctx.get("reason") or "a bearer token is required"))
-    actor = raw if isinstance(raw, Principal) else _principal_of(raw)
-    if actor.expires_at is not None and expired(actor, service().clock.now_ms()):
-        raise errors.Unauthenticated(EXPIRED)
-    return actor
-
-
-def _principal_of(raw: str) -> Principal:
-    """The principal the authorizer wrote into its answer's context, as JSON."""
-    data = json.loads(raw)
-    for key in ("spaces", "pools"):
-        if data.get(key) is not None:
-            data[key] = tuple(data[key])
-    return Principal(**data)
+def request() -> worker_logic.Request:
+    """This request's caller and use cases, as the dispatch handed them to the resolver: what
+    a route's one function (api/worker_logic.py) is given."""
+    return worker_logic.Request(actor(), core())
 
 
 def actor_read_again() -> Principal:
@@ -123,28 +92,64 @@ def actor_read_again() -> Principal:
     return svc().tokens.authenticate(bearer(app.current_event.headers), note_use=False)
 
 
-def authorize(
-    actor: Principal, audience: str, params: dict[str, str], service: Callable[[], WorkerTenure]
-) -> None:
-    """Refuse a caller the route's audience (api/routes.py) does not admit: kind and role
-    only, so it runs before the request is validated; scopes need the row (the service)."""
-    allowed = audience.split("|")
-    if actor.kind == "lease" and "lease" in allowed:
-        if "lease_id" in params:
-            authz.require_lease(actor, params["lease_id"])
-        return  # otherwise it acts in its own lease's space, which the service checks
-    if actor.kind == "worker" and "worker" in allowed:
-        authz.require_worker(actor, None)
-        return
-    if actor.kind in ("worker", "lease") and "agent_force" in allowed:
-        service().force.require_agent_force(actor)  # the instance's allow_agent_force
-        return
-    if allowed[0].startswith("operator:"):
-        authz.require_role(actor, allowed[0].removeprefix("operator:"))
-    elif allowed[0] == "worker":
-        authz.require_worker(actor, None)
-    elif allowed[0] == "lease":
-        authz.require_lease(actor, params.get("lease_id", ""))
+# ------------------------------------------------------------------------ the dispatch
+
+
+def handle(
+    event: dict[str, Any], context: Any, core: Callable[[], WorkerTenure] = whole_core
+) -> dict[str, Any]:
+    """Resolve one API Gateway event. Every body is read as JSON, whatever its content type
+    says (`curl -d` sends form encoding), so a non-JSON body meets `invalid_request`. `core`
+    gives the worker's use cases (built on first use: a public route builds none)."""
+    http = event.get("requestContext", {}).get("http", {})
+    path = request_path(event)
+    route = match(str(http.get("method")), path)
+    body = gate.Body(event)
+    actor: Principal | None = None  # read once here, then handed on to the route (actor())
+    if route is None or route.audience != "public":
+        ctx = (event["requestContext"].get("authorizer") or {}).get("lambda") or {}
+        headers = event.get("headers")
+        try:
+            # Who may call the route, with what scope, is decided before its body or query is
+            # looked at, so a caller that may not use it learns nothing about its schema.
+            actor = principal(ctx, headers, core)
+            if route is None:
+                if path == MCP_PATH:
+                    # The streamable-HTTP transport GETs for a stream and DELETEs a session:
+                    # it offers neither, and says so as the MCP client expects (405).
+                    return method_not_allowed("POST")
+                # Refused here, not by the resolver: nothing the table does not name runs.
+                raise NotFound("no such route")
+            route = gate.admit(event, path, route, actor, body, core)
+        except TenureError as refusal:
+            # The bearer is read only here (and where the authorizer could not read it): a
+            # request the authorizer named its caller for needs no header read again.
+            return error_event(refusal, token_sent=bearer(headers) is not None)
+    if route is not None and route.rule == MCP_PATH:
+        # JSON-RPC: the MCP transport reads its own body.
+        return _resolved(event, context, actor, core())
+    refused = gate.shaped(event, route, body, body_shape, known_query)
+    if refused is not None:
+        return refused
+    if route is None or route.audience == "public":
+        return app.resolve(event, context)  # builds no service (a cold /health stays cheap)
+    return _resolved(event, context, actor, core())
+
+
+def _resolved(
+    event: dict[str, Any], context: Any, actor: Principal | None, core: WorkerTenure
+) -> dict[str, Any]:
+    """The route run with the caller the dispatch read and the use cases it was given (the
+    resolver clears its context after each event, so neither outlives its request)."""
+    app.append_context(**{CORE: core})
+    if actor is not None:
+        app.append_context(**{CALLER: actor})
+    counters = core.counters  # the service's one counter, read before and after
+    before = dict(counters)
+    with one_request():  # a view of what the request did reuses the request's fresh reads
+        answer = app.resolve(event, context)
+    record_metrics(before, counters)
+    return answer
 
 
 # ------------------------------------------------------------------------ the document
@@ -280,12 +285,6 @@ def known_query(method: str, rule: str) -> frozenset[str] | None:
     )
 
 
-@dataclass(frozen=True)
-class BodyShape:
-    takes: bool  # the handler reads a body; if not, `{}` is the only object it accepts
-    empty_is_object: bool  # an absent or empty body is read as `{}`
-
-
 @cache
 def _bare(hint: Any) -> Any:
     """A type without its `Annotated` layers."""
@@ -402,27 +401,47 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def lease_out(lease: Lease) -> models.LeaseOut:
-    """A lease as every route shows it, with the queued condition the service judges (and
-    reclaimed once its retention has passed, when it had nothing to delete)."""
-    service = core()
-    # Only a queued lease has a condition to judge: an ended or held one is shown as it is.
-    queued = lease.state in QUEUED_STATES
-    condition = service.conditions.queued_condition_of(lease) if queued else None
-    return views.lease_view(service.kernel.catalog.shown(lease), condition)
+    """A lease as every route shows it, on the use cases this request runs with."""
+    return worker_logic.lease_out(core(), lease)
 
 
 def leases_out(leases: Iterable[Lease]) -> list[models.LeaseOut]:
     """Many leases, each pool's facts read once for all of them."""
-    service = core()
-    leases = [service.kernel.catalog.shown(x) for x in leases]
-    conditions = service.conditions.queued_conditions(leases)
-    return [views.lease_view(x, conditions[x.id]) for x in leases]
+    return worker_logic.leases_out(core(), leases)
 
 
-def record_metrics(before: Mapping[str, int], now: Mapping[str, int]) -> None:
-    """Add what the service counted during one request (`before` it, `now` after) as
-    metrics."""
-    for key, name in METRICS.items():
-        grew = now.get(key, 0) - before.get(key, 0)
-        if grew > 0:
-            metrics.add_metric(name=name, unit=MetricUnit.Count, value=grew)
+def respond(answer: worker_logic.Answer) -> Response[Any]:
+    """A route's answer (api/worker_logic.py) as the resolver's response."""
+    if answer.body is None:
+        headers = dict(answer.headers)
+        return Response(status_code=answer.status, content_type=None, body=None, headers=headers)
+    return Response(
+        status_code=answer.status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps(answer.body),
+        headers=dict(answer.headers),
+    )
+
+
+def served(plain: Callable[..., worker_logic.Answer], **params: Any) -> Callable[..., Any]:
+    """A route's one function (api/worker_logic.py) as the resolver calls it: with the path
+    parameters and the body its registration declares (`params`: name → its annotation, or
+    (its annotation, its default)), given the request's caller and use cases, its answer made
+    the resolver's response. It bears the function's name, which the document names the
+    operation after; the worker function calls the same function without the resolver."""
+    shown: list[inspect.Parameter] = []
+    hints: dict[str, Any] = {}
+    kind, empty = inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty
+    for name, declared in params.items():
+        hint, default = declared if isinstance(declared, tuple) else (declared, empty)
+        shown.append(inspect.Parameter(name, kind, default=default, annotation=hint))
+        hints[name] = hint
+
+    def handler(**given: Any) -> Response[Any]:
+        return respond(plain(request(), **given))
+
+    handler.__name__ = handler.__qualname__ = plain.__name__
+    handler.__doc__ = plain.__doc__
+    handler.__signature__ = inspect.Signature(shown, return_annotation=Response[Any])  # type: ignore[attr-defined]
+    handler.__annotations__ = {**hints, "return": Response[Any]}
+    return handler

@@ -1,8 +1,9 @@
 """The worker endpoint: the worker routes alone, on a Lambda function URL with no authorizer
 in front. The bearer is checked here by the authorizer's own check (api/tokens.py), each
-verdict kept as long as API Gateway keeps the authorizer's; then the request goes the HTTP
-API's way (api/dispatch.py), through the same route functions. Only the two route modules the
-worker routes live in are imported: not the operators' routes, the board or MCP. The routes
+verdict kept as long as API Gateway keeps the authorizer's; then the request goes through the
+worker function's own dispatch (api/worker_dispatch.py): the HTTP API's checks, the routes'
+own models and the same route functions, without Powertools' HTTP resolver. Not the
+operators' routes, the board or MCP either. The routes
 run on the worker's use cases composed alone (wiring.worker_service), never the whole
 service: the operators', the rules', the scheduler's and the sweeper's modules stay unloaded."""
 
@@ -11,20 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from tenure import wiring
-from tenure.api import dispatch
-from tenure.api.endpoints import artifacts, worker_routes
+from tenure.api import worker_dispatch
 from tenure.api.errors import error_event
+from tenure.api.gate import logger, metrics
 from tenure.api.routes import BASE, WORKER_ROUTES, match
-from tenure.api.surface import logger, metrics
 from tenure.api.tokens import Verdicts, principal_of
 from tenure.app.catalog import one_request
 from tenure.app.worker_tenure import WorkerTenure
 from tenure.config import settings
 from tenure.domain import errors
 from tenure.domain.model import Principal
-
-# The route modules register themselves on import; named here so the registration is explicit.
-ENDPOINTS = (worker_routes, artifacts)
 
 
 def core() -> WorkerTenure:
@@ -74,7 +71,7 @@ def handle_claim(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if route is None or (route.method, route.rule) != CLAIM_ROUTE:
         return error_event(errors.NotFound("no such route on the claim endpoint"))
     if event.get("routeKey", "$default") != "$default":
-        return dispatch.handle(event, context, core)
+        return worker_dispatch.handle(event, core)
     return _checked(event, context)
 
 
@@ -93,4 +90,4 @@ def _checked(event: dict[str, Any], context: Any) -> dict[str, Any]:
             ctx = {"principal": "", "reason": busy.message, "unavailable": "true"}
         # Always replaced: the function URL sends no authorizer context of its own.
         event.setdefault("requestContext", {})["authorizer"] = {"lambda": ctx}
-        return dispatch.handle(event, context, core)
+        return worker_dispatch.handle(event, core)

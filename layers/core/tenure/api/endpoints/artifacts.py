@@ -1,17 +1,18 @@
-"""A lease's detail: its logs, its attachments, where it runs."""
+"""A lease's detail: its logs, its attachments, where it runs. The two a lease's own token
+writes (its logs, an attachment) call their one function in api/worker_logic.py, which the
+worker function calls too."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, cast
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from tenure.api import models, views
+from tenure.api import worker_logic as logic
 from tenure.api.routes import BASE
-from tenure.api.surface import actor, core, json_answer, op
+from tenure.api.surface import actor, core, json_answer, op, served
 from tenure.domain import errors
 
 Cursor = Annotated[str | None, Query(max_length=4096)]
@@ -27,12 +28,9 @@ def exec_target(lease_id: str) -> Response[Any]:
     return json_answer(cast(models.ExecTarget, shown))
 
 
-@op("POST", f"{BASE}/leases/<lease_id>/logs", 202, models.LogsAccepted, 404, 409, 501)
-def post_logs(lease_id: str, body: Annotated[models.LogBatch, Body()]) -> Response[Any]:
-    events = [event.model_dump() for event in body.events]
-    return json_answer(
-        models.LogsAccepted(accepted=core().logs.post_logs(actor(), lease_id, events)), 202
-    )
+op("POST", f"{BASE}/leases/<lease_id>/logs", 202, models.LogsAccepted, 404, 409, 501)(
+    served(logic.post_logs, lease_id=str, body=Annotated[models.LogBatch, Body()])
+)
 
 
 @op("GET", f"{BASE}/leases/<lease_id>/logs", 200, models.Logs, 404, 501)
@@ -57,31 +55,9 @@ def get_logs(
     )
 
 
-@op("POST", f"{BASE}/leases/<lease_id>/attachments", 201, models.AttachmentAnswer, 404, 409, 501)
-def add_attachment(
-    lease_id: str, body: Annotated[models.AttachmentCreate, Body()]
-) -> Response[Any]:
-    content = None
-    if body.content_base64 is not None:
-        try:
-            content = base64.b64decode(body.content_base64, validate=True)
-        except (binascii.Error, ValueError) as bad:
-            raise errors.ValidationFailed("content_base64: is not valid base64") from bad
-    attachment, upload = core().attachments.add_attachment(
-        actor(),
-        lease_id,
-        body.filename,
-        body.content_type,
-        body.kind,
-        body.byte_size,
-        content,
-    )
-    shown = views.attachment_view(attachment)
-    if upload is None:  # the bytes came inline: no upload, not even a null one
-        return json_answer(models.AttachmentAnswer(attachment=shown), 201)
-    method = cast(Literal["PUT"], upload.method)  # the presigned PUT it always is
-    url = models.UploadOut(url=upload.url, method=method, headers=upload.headers)
-    return json_answer(models.AttachmentAnswer(attachment=shown, upload=url), 201)
+op("POST", f"{BASE}/leases/<lease_id>/attachments", 201, models.AttachmentAnswer, 404, 409, 501)(
+    served(logic.add_attachment, lease_id=str, body=Annotated[models.AttachmentCreate, Body()])
+)
 
 
 @op("GET", f"{BASE}/leases/<lease_id>/attachments", 200, models.Attachments, 404)
