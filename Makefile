@@ -99,24 +99,19 @@ deploy-check: $(STAMP)
 	  --template infra/template.yaml; \
 	else echo "sam validate --lint: skipped (no SAM CLI; make deploy-check SAM_CLI=1)"; fi
 
-# The end-to-end and browser tiers spend most of their time waiting on the stack's clocks
-# (expiry, heartbeats, schedules): they run beside the other tiers, in a second pytest with a
-# temporary directory of its own, and its output follows once both are done. Either failing
-# fails the target. Every process of both runs appends the AWS calls it makes to
-# .tenure/aws-calls (the stack tiers' through tests/infra/stack_calls on their PYTHONPATH);
+# The tiers run side by side (tests/tiers.sh): the end-to-end and browser tiers, which spend
+# most of their time waiting on the stack's clocks, in one pytest with its session stack; the
+# rest of tests/ (unit, aws, infra, conformance, reliability) beside it under pytest-xdist, at
+# a lower priority so the stack tiers' workers renew in time. Each run has a temporary
+# directory of its own, their logs follow once both are done, and either failing fails the
+# target. Every process of both runs appends the AWS calls it makes to .tenure/aws-calls (the
+# stack tiers' through tests/infra/stack_calls on their PYTHONPATH);
 # tests/infra/test_least_privilege_run.py then holds the whole run's calls to the roles.
 PYTEST := TENURE_REQUIRE_ENGINES=1 $(BIN)/pytest -q -p no:cacheprovider --durations=10
 CALLS  := $(CURDIR)/.tenure/aws-calls
 test: $(STAMP) dynamodb-local chromium lint typecheck
 	rm -rf $(CALLS) && mkdir -p $(CALLS)
-	PYTHONPATH=$(CURDIR)/tests/infra/stack_calls:$(CURDIR) TENURE_AWS_CALLS_FILE=$(CALLS)/stack.jsonl \
-	  $(PYTEST) --basetemp=.tenure/pytest-stack tests/e2e tests/browser > .tenure/stack-tiers.log 2>&1 & \
-	  stack=$$!; \
-	  TENURE_AWS_CALLS_FILE=$(CALLS)/rest.jsonl \
-	  $(PYTEST) --basetemp=.tenure/pytest-rest --ignore=tests/e2e --ignore=tests/browser tests; \
-	  rest=$$?; wait $$stack; stacked=$$?; \
-	  echo "== tests/e2e tests/browser =="; cat .tenure/stack-tiers.log; \
-	  test $$rest -eq 0 && test $$stacked -eq 0
+	TENURE_AWS_CALLS_RUN=$(CALLS) BIN=$(BIN) bash tests/tiers.sh
 	TENURE_AWS_CALLS_RUN=$(CALLS) $(PYTEST) tests/infra/test_least_privilege_run.py
 
 clean:

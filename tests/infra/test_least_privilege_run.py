@@ -1,12 +1,13 @@
 """The whole run's AWS calls against the template's roles, once every tier has run.
 
 The end-to-end and browser tiers drive the local stack, whose processes the in-pytest check
-(test_least_privilege.py) never sees; `make test` has every process of both of its pytest runs
+(test_least_privilege.py) never sees; `make test` has every process of each of its pytest runs
 append the calls it notes to a file under TENURE_AWS_CALLS_RUN (tests/infra/stack_calls), and
 runs this module last. Two things are held here:
 
 * every call the stack's processes made is granted by its function's role, as the in-pytest
-  check holds the calls made inside pytest;
+  check holds the calls made inside pytest; and every call of the other tiers' processes too,
+  since those run in several pytest processes at once and the in-pytest check sees only its own;
 * every grant of a function's own statements is used by some call of the whole run, or is in
   UNUSED_GRANTS with the reason it stays: a role grants what its code calls and nothing else.
 
@@ -89,19 +90,34 @@ def _calls(name: str) -> dict[Call, str]:
     return aws_calls.read(path) if path.exists() else {}
 
 
+def _refused(simulator: Path, stack: Stack, made: dict[Call, str]) -> list[str]:
+    verdicts = least_privilege.decide(simulator, stack, made)
+    return [
+        f"{call.describe()} -> {request.resource}: {decision.result} {decision.why or ''}"
+        f" (first in {made[call]})"
+        for call, request, decision in verdicts.refused()
+        if f"{call.function}: {call.action}" not in NOT_NEEDED
+    ]
+
+
 def test_every_call_the_local_stack_made_is_granted_by_its_role(
     simulator: Path, stack: Stack
 ) -> None:
     made = _calls("stack.jsonl")
     driven = {call.function for call in made}
     assert driven >= DRIVEN_BY_THE_STACK, f"no call noted of {DRIVEN_BY_THE_STACK - driven}"
-    verdicts = least_privilege.decide(simulator, stack, made)
-    refused = [
-        f"{call.describe()} -> {request.resource}: {decision.result} {decision.why or ''}"
-        f" (first in {made[call]})"
-        for call, request, decision in verdicts.refused()
-        if f"{call.function}: {call.action}" not in NOT_NEEDED
-    ]
+    refused = _refused(simulator, stack, made)
+    assert not refused, "calls the template's roles would refuse on AWS:\n" + "\n".join(refused)
+
+
+def test_every_call_the_other_tiers_made_is_granted_by_its_role(
+    simulator: Path, stack: Stack
+) -> None:
+    """The other tiers run in several pytest processes at once (pytest-xdist), and the
+    in-pytest check judges only the calls of the process it runs in: the file holds them all."""
+    made = _calls("rest.jsonl")
+    assert made, "the other tiers noted no call: the recording stopped"
+    refused = _refused(simulator, stack, made)
     assert not refused, "calls the template's roles would refuse on AWS:\n" + "\n".join(refused)
 
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `make test`'s tiers, run side by side on the machine's cores (docs/testing.md):
+#
+#   stack  the end-to-end and browser tiers, in one pytest with its session stack. They spend
+#          most of their time waiting on the stack's clocks (expiry, heartbeats, schedules) and
+#          their workers must renew in time, so they run at the normal priority.
+#   rest   tests/ less e2e and browser (unit, aws, infra, conformance, reliability), under
+#          pytest-xdist: REST_WORKERS processes, a test file at a time each, so a file's module
+#          fixtures and order hold; every worker that reaches a DynamoDB Local test starts an
+#          engine of its own. At a lower priority (nice): it takes every cycle the stack tiers
+#          leave, and never one they need.
+#
+# Each run has its own temporary directory and log under .tenure/tiers; the logs are printed
+# once both have ended, and either failing fails the script. Every process appends the AWS
+# calls it makes under $TENURE_AWS_CALLS_RUN (rest.jsonl; stack.jsonl for every process the
+# stack tiers start, through tests/infra/stack_calls on their PYTHONPATH), which
+# tests/infra/test_least_privilege_run.py judges afterwards.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=${BIN:-.venv/bin}
+OUT=.tenure/tiers
+CALLS=${TENURE_AWS_CALLS_RUN:?the directory the runs append their AWS calls to}
+# Set, it makes test_least_privilege_run.py judge the files: only once every run has ended.
+unset TENURE_AWS_CALLS_RUN
+REST_WORKERS=${REST_WORKERS:-2}
+PYTEST=("$BIN/pytest" -q -p no:cacheprovider --durations="${DURATIONS:-10}" ${PYTEST_ARGS:-})
+# DynamoDB Local's JVM spends much of its CPU compiling hot code a second time with the
+# optimizing compiler: the quick compiler alone and the serial collector took a fifth off the
+# CPU of two conformance files (docs/testing.md), and the suite waits on the cores.
+export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
+export TENURE_REQUIRE_ENGINES=1
+# xdist's workers must collect the same tests in the same order, and some parametrizations
+# iterate a set: one hash seed for the run's processes, still a new one each run (printed, to
+# repeat a run).
+export PYTHONHASHSEED=${PYTHONHASHSEED:-$((RANDOM * 32768 + RANDOM))}
+echo "PYTHONHASHSEED=$PYTHONHASHSEED"
+
+rm -rf "$OUT" && mkdir -p "$OUT"
+declare -A PIDS
+run() {
+  local name=$1
+  shift
+  "$@" --basetemp="$OUT/$name-tmp" > "$OUT/$name.log" 2>&1 &
+  PIDS[$name]=$!
+}
+
+run stack env "PYTHONPATH=$ROOT/tests/infra/stack_calls:$ROOT" \
+  "TENURE_AWS_CALLS_FILE=$CALLS/stack.jsonl" "${PYTEST[@]}" tests/e2e tests/browser
+run rest nice -n 10 env "TENURE_AWS_CALLS_FILE=$CALLS/rest.jsonl" "${PYTEST[@]}" \
+  -n "$REST_WORKERS" --dist loadfile --ignore=tests/e2e --ignore=tests/browser tests
+
+failed=()
+for name in rest stack; do
+  wait "${PIDS[$name]}" || failed+=("$name")
+done
+for name in rest stack; do
+  echo "== $name: $(tail -n 1 "$OUT/$name.log")"
+done
+for name in rest stack; do
+  echo "== $name =="
+  cat "$OUT/$name.log"
+done
+if ((${#failed[@]})); then
+  echo "== failed: ${failed[*]} (logs in $OUT)"
+  exit 1
+fi
