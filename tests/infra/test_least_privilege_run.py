@@ -65,7 +65,6 @@ UNUSED_GRANTS: dict[str, str] = {
     f"ReactorFunction: dynamodb:ConditionCheckItem on {TABLE}": SHARED_COMMIT,
     f"SchedulerFunction: dynamodb:ConditionCheckItem on {TABLE}": SHARED_COMMIT,
     f"SweeperFunction: dynamodb:ConditionCheckItem on {TABLE}": SHARED_COMMIT,
-    f"WorkerFunction: dynamodb:ConditionCheckItem on {TABLE}": SHARED_COMMIT,
     f"InboundFunction: dynamodb:Query on {TABLE}/index/*": UNTESTED_READ,
     f"ReactorFunction: dynamodb:BatchGetItem on {TABLE}": UNTESTED_READ,
     f"ReactorFunction: dynamodb:Query on {TABLE}/index/*": UNTESTED_READ,
