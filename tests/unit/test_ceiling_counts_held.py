@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 from tenure.app.ports import INSTANCE_CEILING
+from tenure.app.setup import pools
 from tenure.domain.states import LeaseState
 
 from tests.unit.support import ADMIN, POOL, WORKER, Rig, as_lease
@@ -43,3 +45,49 @@ def test_a_lease_counted_already_is_not_counted_twice(rig: Rig) -> None:
     rig.svc.pools.update_pool(ADMIN, POOL, {"max_active": None})
     rig.svc.pools.update_pool(ADMIN, POOL, {"max_active": 2})
     assert rig.store.held_count("pool", POOL) == 1
+
+
+def test_a_long_poll_that_read_the_pool_before_a_ceiling_reads_it_again_before_it_writes(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The claim's copy of the pool (no ceiling) is 1.5 s old when work arrives: younger than
+    # the long poll's own refresh, older than a write may trust. Read again, it has the
+    # ceiling, so the lease counts itself; with the old copy it would be held uncounted.
+    monkeypatch.setattr(pools, "SETTLE_AFTER_CEILING_S", 0)
+    sleep = rig.clock.sleep
+    during: list[str] = []
+
+    def rest(seconds: float) -> None:
+        sleep(seconds)
+        if not during:
+            during.append("ceiling")
+            rig.svc.pools.update_pool(ADMIN, POOL, {"max_active": 1})
+            rig.task()
+            rig.clock.advance(1.0)
+
+    monkeypatch.setattr(rig.clock, "sleep", rest)
+    won = rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 5, None)
+    assert during == ["ceiling"] and won is not None
+    assert rig.lease(won.lease.id).counted == (f"pool:{POOL}",)
+    assert rig.store.held_count("pool", POOL) == 1
+    rig.task()
+    assert _claim(rig, "w2") is None  # the ceiling of one is full
+
+
+def test_a_pool_paused_since_the_copy_was_read_hands_out_nothing(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sleep = rig.clock.sleep
+    during: list[str] = []
+
+    def rest(seconds: float) -> None:
+        sleep(seconds)
+        if not during:
+            during.append("paused")
+            rig.svc.pools.pause_pool(ADMIN, POOL)
+            rig.task()
+            rig.clock.advance(1.0)
+
+    monkeypatch.setattr(rig.clock, "sleep", rest)
+    assert rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 1, None) is None
+    assert during == ["paused"]

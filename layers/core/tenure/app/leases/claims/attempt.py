@@ -10,13 +10,18 @@ consistent, half a read unit) just before its write, and writes only when the le
 as it read it first: the window a rival can land in is then that one read. The write stays
 conditional on the state, fence and version of the first read, and a version only grows, so
 the second read spares only a write that would lose for certain: a changed lease is given up
-as a lost write gives it up."""
+as a lost write gives it up.
+
+The pool's settings come from the claim's own copy, read again first when it is older than
+PoolCopy.FRESH_FOR_TAKE_MS: a claim counts itself toward a ceiling only when its copy has one,
+and a ceiling just set counts the leases already held twice, the second time a settle later
+(setup/pools.py), so a claim that read the pool before the ceiling must land before that."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tenure.app.dispatch_controls import ClaimGate
 from tenure.app.kernel import over
@@ -51,6 +56,17 @@ if TYPE_CHECKING:
 CLAIM_ID_KEEP_SECONDS = 86_400
 
 
+class PoolCopy(Protocol):
+    """A claim's copy of its pool's settings (claims/poll.py's LongPoll); `closed` when the
+    pool hands out nothing (paused, or its space archived)."""
+
+    closed: bool
+
+    def current(self) -> Pool:
+        """The settings, read again first when the copy is older than FRESH_FOR_TAKE_MS."""
+        ...
+
+
 class Attempt:
     def __init__(
         self,
@@ -73,7 +89,7 @@ class Attempt:
     def take(
         self,
         lease_id: str,
-        pool: Pool,
+        copy: PoolCopy,
         ask: Ask,
         gate: SchedulerState | None = None,
         held: HeldBack | None = None,
@@ -91,6 +107,9 @@ class Attempt:
                 return None  # its key is full: not worth a write that would lose
         if gate is not None and self.gate.held_back(lease, gate):
             return None
+        pool = copy.current()
+        if copy.closed:
+            return None  # paused (or its space archived) since the copy was read
         now = self.kernel.clock.now_ms()
         terms = claim_terms(lease, pool, ask.lease_seconds, now)
         if isinstance(terms, Refusal):
@@ -118,7 +137,7 @@ class Attempt:
             if isinstance(aimed, RecordWrite):
                 records.append(aimed)
             elif not aimed:
-                return self._follow_sibling(intent, pool, ask, gate, held, chase)
+                return self._follow_sibling(intent, copy, ask, gate, held, chase)
             new = replace(new, claim_ref=intent.ref)
         # Who shunned it mattered only while it was pending, and its task is there now: a
         # claimed lease sheds the list and the task-pending mark.
@@ -151,7 +170,7 @@ class Attempt:
     def _follow_sibling(
         self,
         intent: ClaimIntent,
-        pool: Pool,
+        copy: PoolCopy,
         ask: Ask,
         gate: SchedulerState | None,
         held: HeldBack | None,
@@ -160,9 +179,9 @@ class Attempt:
         """A concurrent call with this claim_id wrote the record first: follow it, and when it
         names a lease still pending, take that one (once) rather than a new candidate, whose
         aim would shun the very lease the sibling is claiming."""
-        again = self.records.follow(intent, pool)
+        again = self.records.follow(intent, copy.current())
         if again is None and chase and intent.pending is not None:
-            return self.take(intent.pending, pool, ask, gate, held, chase=False)
+            return self.take(intent.pending, copy, ask, gate, held, chase=False)
         return again
 
     def _changed(self, lease: Lease, pool: Pool) -> bool:

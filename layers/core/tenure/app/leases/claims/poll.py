@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 
 # How long an idle long-poll waits between looks at the queue.
 CLAIM_POLL_SECONDS = 0.5
+# A claim about to write reads its pool again when its copy is older than this: a claim
+# that read the pool before a ceiling was set then lands well inside the settle after which
+# the ceiling counts the held leases a second time (setup/pools.py), with room for the
+# write's own round trips. Costs a read only when a long poll finds work after resting.
+FRESH_FOR_TAKE_MS = 1_000
 
 
 class Again(Enum):
@@ -61,6 +66,14 @@ class LongPoll:
         self.pool_name = pool_name
         self.pool, self.closed = self._settings(pool_name)
         self.looked_at = self.kernel.clock.now_ms()
+        return self.pool
+
+    def current(self) -> Pool:
+        """The pool's settings for a claim about to write: read again when older than
+        FRESH_FOR_TAKE_MS."""
+        if self.pool is None or self.kernel.clock.now_ms() - self.looked_at > FRESH_FOR_TAKE_MS:
+            self.open(self.pool_name)
+        assert self.pool is not None
         return self.pool
 
     def seen(self) -> None:

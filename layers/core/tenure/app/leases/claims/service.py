@@ -141,7 +141,7 @@ class Claims:
         intent = ask.intent
         if intent is not None and not intent.spent:
             assert poll.pool is not None
-            again = self._before_empty(intent, poll.pool, ask, held, poll.closed)
+            again = self._before_empty(intent, poll, ask, held)
             if again is not None:
                 return again
         self.kernel.counters["empty_claims"] += 1
@@ -168,7 +168,7 @@ class Claims:
             return None
         tried.add(intent.pending)
         try:
-            won = self.attempt.take(intent.pending, pool, ask, gate, held)
+            won = self.attempt.take(intent.pending, poll, ask, gate, held)
         except CeilingReached:
             won = None  # full: the look below meets the same ceiling and waits
         if won is not None:
@@ -187,7 +187,7 @@ class Claims:
         heads = self.candidates.look(pool, tried, gate, held)
         for lease_id in heads:
             try:
-                won = self.attempt.take(lease_id, pool, ask, gate, held)
+                won = self.attempt.take(lease_id, poll, ask, gate, held)
             except CeilingReached as full:
                 if full.details.get("scope") == KEY_CEILING:
                     continue  # that key is full; other keys may still be claimable
@@ -202,7 +202,7 @@ class Claims:
         return Again.AT_ONCE if heads.found and len(tried) < MAX_CLAIM_TRIES else None
 
     def _before_empty(
-        self, intent: ClaimIntent, pool: Pool, ask: Ask, held: HeldBack, closed: bool
+        self, intent: ClaimIntent, poll: LongPoll, ask: Ask, held: HeldBack
     ) -> Claimed | None:
         """Before a claim with a claim_id answers that nothing could be taken: a concurrent
         call with the same claim_id may have pointed the record at a lease and won it
@@ -211,6 +211,7 @@ class Claims:
         claim's own and held (reissued), or pending and not shunned (claimed), or can never
         become this claim's; only then does the record decide: unchanged, nothing could be
         taken; moved on, it is followed. Bounded: each round follows a sibling's progress."""
+        pool = poll.current()
         for _ in range(BEFORE_EMPTY_ROUNDS):
             if intent.names is not None:
                 lease = self.leases.get_lease(intent.names)
@@ -222,10 +223,10 @@ class Claims:
                     and intent.ref not in (lease.shunned or ())
                 ):
                     gate = self.gate.read()
-                    if closed or gate.paused or held.rate_limited(pool):
+                    if poll.closed or gate.paused or held.rate_limited(pool):
                         return None  # nothing is handed out now, this lease neither
                     try:
-                        won = self.attempt.take(lease.id, pool, ask, gate, held)
+                        won = self.attempt.take(lease.id, poll, ask, gate, held)
                     except CeilingReached:
                         return None  # full: it waits for the next claim
                     if won is not None:
@@ -261,7 +262,7 @@ class Claims:
             if poll.closed or gate.paused or held.rate_limited(pool):
                 return None
             try:
-                won = self.attempt.take(lease_id, pool, ask, gate, held)
+                won = self.attempt.take(lease_id, poll, ask, gate, held)
             except CeilingReached:
                 won = None  # full (a ceiling, its key, the minute's claims): it waits
             if won is not None:
