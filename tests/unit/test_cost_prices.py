@@ -86,3 +86,23 @@ def test_a_function_url_writes_no_access_log_so_the_default_price_books_none() -
     assert fns.log_bytes == 300 + 3 * overhead + 450 + 3 * overhead
     # On the worker function's URL the claims write only the function's own lines.
     assert fns.url_log_bytes == 300 + 3 * overhead + 150 + overhead
+
+
+def test_the_bench_books_the_access_log_line_the_template_writes() -> None:
+    import json
+
+    from tenure_cli.bench.rig import access_log_format, access_log_line
+
+    form = access_log_format()
+    event = {"routeKey": "ANY /api/v1/{proxy+}", "headers": {"user-agent": "tenure-cli/1.0"}}
+    line = access_log_line(form, event, 201, 14)
+    written = json.loads(line)
+    # Every field the deployed format names, none of them left unfilled.
+    assert written.keys() == json.loads(form).keys()
+    assert "$context" not in line
+    assert written["status"] == "201" and written["latency"] == "14"
+    assert written["userAgent"] == "tenure-cli/1.0"
+    assert written["integrationError"] == "-"
+    # The worker SDK's transport names no User-Agent: urllib sends its own.
+    bare = json.loads(access_log_line(form, {"routeKey": "x", "headers": {}}, 200, 1))
+    assert bare["userAgent"].startswith("Python-urllib/")

@@ -17,9 +17,11 @@ import json
 import logging
 import math
 import os
+import re
 import secrets
 import sys
 import time
+import urllib.request
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,11 +57,16 @@ TABLE = "tenure-bench"
 AUTHORIZER_TTL_SECONDS = 60
 # Lambda's trigger hands the reactor at most this many stream records at once (BatchSize).
 REACTOR_BATCH = 100
-# The HTTP API access log line (infra/template.yaml AccessLogSettings.Format), as written.
-ACCESS_LOG = (
-    '{{"requestId":"{rid}","routeKey":"ANY /api/v1/{{proxy+}}","status":"{status}",'
-    '"latency":"{ms}","integrationError":"-"}}'
-)
+# What API Gateway puts in an access log line for each `$context` variable the template's
+# AccessLogSettings.Format names (infra/template.yaml, read by `access_log_format`): a
+# request id as API Gateway writes one (16 characters), a public IPv4 address, and "-" for
+# an empty value, as API Gateway writes it. The route key, status, latency and the caller's
+# User-Agent are the request's own: the clients' transport is urllib's, which sends its own
+# User-Agent unless the request names one.
+ACCESS_LOG_REQUEST_ID = "Kx3vZgBYIAMEbQw="
+ACCESS_LOG_SOURCE_IP = "203.0.113.25"
+URLLIB_USER_AGENT = dict(urllib.request.build_opener().addheaders)["User-agent"]
+CONTEXT_VARIABLE = re.compile(r"\$context\.[A-Za-z.]+")
 PLATFORM_LINES = (  # what Lambda itself writes per invocation (text log format)
     "START RequestId: {rid} Version: $LATEST",
     "END RequestId: {rid}",
@@ -135,6 +142,25 @@ def memory_sizes() -> dict[str, int]:
     }
 
 
+def access_log_format() -> str:
+    """The HTTP API's access log line as the template writes it (AccessLogSettings.Format)."""
+    api = load_template()["Resources"]["HttpApi"]["Properties"]
+    return str(api["AccessLogSettings"]["Format"])
+
+
+def access_log_line(form: str, event: dict[str, Any], status: int, ms: int) -> str:
+    """The access log line API Gateway writes for `event`, answered `status` in `ms`."""
+    known = {
+        "$context.requestId": ACCESS_LOG_REQUEST_ID,
+        "$context.routeKey": event.get("routeKey", "-"),
+        "$context.status": str(status),
+        "$context.responseLatency": str(ms),
+        "$context.identity.sourceIp": ACCESS_LOG_SOURCE_IP,
+        "$context.identity.userAgent": event["headers"].get("user-agent", URLLIB_USER_AGENT),
+    }
+    return CONTEXT_VARIABLE.sub(lambda m: known.get(m.group(0), "-"), form)
+
+
 def platform_logged() -> dict[str, bool]:
     """Whether Lambda writes its START/END/REPORT lines for each function: only where the
     template's LoggingConfig leaves SystemLogLevel at INFO or below (they are INFO lines)."""
@@ -165,6 +191,7 @@ class Rig:
         self.route_units: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         # Per route: the bytes of the HTTP API's access log lines its requests wrote.
         self.access_log_bytes: Counter[str] = Counter()
+        self.access_format = access_log_format()
         self.engines: list[Any] = []
         self.auth_cache: dict[str, tuple[int, dict[str, Any]]] = {}
         self.tally = _Tally()
@@ -357,9 +384,8 @@ class Rig:
 
     def _access_log(self, event: dict[str, Any], route: str, status: int, started: float) -> None:
         ms = int((time.perf_counter() - started) * 1000) if started else 0
-        rid = event["requestContext"]["requestId"]
-        line = ACCESS_LOG.format(rid=rid, status=status, ms=ms)
-        self.access_log_bytes[route] += len(line) + 1
+        line = access_log_line(self.access_format, event, status, ms)
+        self.access_log_bytes[route] += len(line.encode()) + 1
 
     # ------------------------------------------------------- SES, SQS, sweeper
 
