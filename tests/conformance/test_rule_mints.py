@@ -20,7 +20,7 @@ from tenure.app.tenure import Tenure
 from tenure.domain.errors import Unavailable
 from tenure.domain.model import Lease, Principal, Task
 from tenure.domain.outbound import ends_orphan
-from tenure.domain.rules.rule import email_occasion, firing_job_id
+from tenure.domain.rules.rule import email_occasion, firing_job_id, successor_job_id
 from tenure.domain.states import LeaseState
 from tenure.store import conditions, keys
 
@@ -174,28 +174,74 @@ def test_a_delivery_that_dies_before_its_task_is_finished_by_the_redelivery(
     assert won is not None and won.lease.id == lease.id and won.task.id == task.id
 
 
-def test_a_redelivery_after_a_claim_ended_the_taskless_lease_answers_it_and_files_nothing(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    make_world(rig.svc)
-    _rule(rig.svc)
+def _taken_for_dead(rig: Rig, monkeypatch: pytest.MonkeyPatch, message_id: str = "msg-1") -> Lease:
+    """A delivery that dies before its task; no redelivery for over an hour, so a claim
+    takes the mint for dead: its task's id voided, its lease ended. That lease."""
     _dies_before(rig, monkeypatch, "task")
     with pytest.raises(RuntimeError):
-        _fire(rig.svc)
+        _fire(rig.svc, message_id)
     monkeypatch.undo()
     # A filing's wait is not a mint's: its task comes with the occasion's next delivery.
     rig.clock.advance(2 * ORPHAN_AFTER_MS / 1000)
     assert _claim(rig) is None
-    [waiting] = _leases(rig)
-    assert waiting.state is LeaseState.PENDING
+    waiting = [x for x in _leases(rig) if x.state is LeaseState.PENDING]
+    assert len(waiting) == 1
     rig.clock.advance(MINT_ORPHAN_AFTER_MS / 1000)
     assert _claim(rig) is None  # taken for dead: its task id voided, the lease ended
-    again = _fire(rig.svc)
-    assert again.state is LeaseState.CANCELLED and ends_orphan(again)
-    assert [x.id for x in _leases(rig)] == [again.id]  # still the occasion's only lease
-    assert _tasks(rig) == [] and again.task_id is not None
-    row = rig.store.rows.get(keys.task_key(again.task_id), consistent=True)
+    dead = rig.store.get_lease(waiting[0].id)
+    assert dead is not None and dead.state is LeaseState.CANCELLED and ends_orphan(dead)
+    row = rig.store.rows.get(keys.task_key(dead.task_id or ""), consistent=True)
     assert row is not None and row["entity"] == conditions.VOID_TASK
+    return dead
+
+
+def test_a_redelivery_after_the_mint_was_taken_for_dead_mints_the_occasion_again(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A dead-letter queue redriven a day later: the mail is filed, not answered with a run
+    # that never ran.
+    make_world(rig.svc)
+    rule_id = _rule(rig.svc)
+    dead = _taken_for_dead(rig, monkeypatch)
+    rig.clock.advance(86_400)
+    again = _fire(rig.svc)
+    assert again.id != dead.id and again.state is LeaseState.PENDING
+    assert again.task_id != dead.task_id and again.job_id == successor_job_id(dead.job_id)
+    first = rig.store.get_job(firing_job_id(rule_id, email_occasion("msg-1")))
+    assert first is not None and first.lease_id == dead.id  # the dead mint's job stays
+    [task] = _tasks(rig)
+    assert task.id == again.task_id and task.title == "Please re-run the export"
+    assert _fire(rig.svc).id == again.id  # and every delivery after answers the new one
+    assert len(_tasks(rig)) == 1 and len(_leases(rig)) == 2
+    won = _claim(rig)
+    assert won is not None and won.lease.id == again.id and won.task.id == task.id
+
+
+def test_a_mint_taken_for_dead_twice_is_minted_a_third_time(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_world(rig.svc)
+    _rule(rig.svc)
+    first = _taken_for_dead(rig, monkeypatch)
+    second = _taken_for_dead(rig, monkeypatch)  # the redelivery's own mint died as well
+    assert second.id != first.id and second.job_id == successor_job_id(first.job_id)
+    third = _fire(rig.svc)
+    assert third.job_id == successor_job_id(second.job_id)
+    assert third.state is LeaseState.PENDING and len(_tasks(rig)) == 1
+
+
+def test_eight_redeliveries_after_the_mint_was_taken_for_dead_mint_one_lease(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_world(rig.svc)
+    _rule(rig.svc)
+    dead = _taken_for_dead(rig, monkeypatch)
+    answers = _race(rig, lambda s: _fire(s).id)
+    assert not [a for a in answers if isinstance(a, Exception)], answers
+    assert len(set(answers)) == 1 and answers[0] != dead.id
+    [task] = _tasks(rig)
+    live = [x for x in _leases(rig) if x.id != dead.id]
+    assert [x.id for x in live] == answers[:1] and live[0].task_id == task.id
 
 
 def test_a_redelivery_after_the_rule_changed_its_subject_finishes_nothing_and_says_so(
@@ -279,3 +325,43 @@ def test_below_the_schema_version_a_firing_keeps_its_transaction_and_no_mark(
     stored = rig.store.get_lease(lease.id)
     assert stored is not None and stored.tp is None
     assert _fire(rig.svc).id == lease.id
+
+
+@pytest.mark.parametrize("window", [0, 86_400])
+def test_a_scheduled_occasion_taken_for_dead_is_minted_again_by_a_late_delivery_in_its_window(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, window: int
+) -> None:
+    # Scheduler's dead-letter queue redriven after the hour. The occasion's run was never
+    # noted (its invocation died before): within the rule's catch-up window the late delivery
+    # mints it under a new job; past it, the occasion is missed, as any late one is.
+    make_world(rig.svc)
+    rig.svc.rules.schedules = NoSchedules()
+    subject = {"kind": "task", "title": "nightly report"}
+    rule = rig.svc.rules.create_rule(
+        ADMIN,
+        SPACE,
+        "nightly",
+        ALPHA,
+        subject,
+        {"schedule": "rate(1 day)"},
+        catchup_window_seconds=window,
+    )
+    at = datetime.fromtimestamp(rig.clock.now_ms() // 60_000 * 60, UTC)
+    _dies_before(rig, monkeypatch, "task")
+    with pytest.raises(RuntimeError):
+        rig.svc.firings.fire_scheduled(rule.id, at)
+    monkeypatch.undo()
+    rig.clock.advance((2 * ORPHAN_AFTER_MS + MINT_ORPHAN_AFTER_MS) / 1000)
+    assert _claim(rig) is None  # taken for dead
+    [dead] = _leases(rig)
+    assert ends_orphan(dead) and dead.state is LeaseState.CANCELLED
+    again = rig.svc.firings.fire_scheduled(rule.id, at)
+    if not window:
+        assert again is None and _tasks(rig) == [] and len(_leases(rig)) == 1
+        return
+    assert isinstance(again, Lease) and again.id != dead.id
+    assert again.job_id == successor_job_id(dead.job_id)
+    [task] = _tasks(rig)
+    assert task.id == again.task_id and task.title == "nightly report"
+    later = rig.svc.firings.fire_scheduled(rule.id, at)
+    assert isinstance(later, Lease) and later.id == again.id

@@ -42,8 +42,9 @@ ORPHAN_AFTER_MS = 10_000
 # the inbound queue shows a mail again after its 60 s visibility timeout, five times in all,
 # and Scheduler retries a rule's schedule for up to an hour. Voided before then, the task would
 # lose to the void and the mail's or the schedule's work would be lost. A mint that no
-# delivery finishes within the hour (a mail redriven from the dead-letter queue later) is
-# ended then as a dead filing's is.
+# delivery finishes within the hour is ended then as a dead filing's is; a delivery after
+# that (a mail redriven from the dead-letter queue later) mints the occasion again under a
+# new job (app/rules/firings.py).
 MINT_ORPHAN_AFTER_MS = 65 * 60_000
 # A voided task id is kept this long (then the table's TTL deletes the row): far beyond any
 # request's lifetime, so no filing still running can write the task afterwards.

@@ -5,8 +5,11 @@ under an id derived from (rule, occasion); the job row is written only if new, o
 before the lease and the task (app/rules/job_first.py), or on a table an earlier release may
 still serve, in one transaction with them. A redelivered occasion loses that condition and
 answers the lease the first delivery minted (finishing it, when that delivery stopped before
-its lease or task): at most one lease per occasion, however often and however concurrently
-it arrives.
+its lease or task): at most one live lease per occasion, however often and however
+concurrently it arrives. A mint no delivery finished within the hour is taken for dead and
+ended, its task's id voided (app/leases/orphans.py); a delivery after that (a dead-letter
+queue redriven a day later) mints the occasion again under the next job id of its chain
+(`successor_job_id`), so a mail or an event is never answered with a run that never ran.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from tenure.domain.model import (
     Principal,
     Task,
 )
+from tenure.domain.outbound import ends_orphan
 from tenure.domain.rules.occasions import (
     ALLOW,
     SKIP,
@@ -47,6 +51,7 @@ from tenure.domain.rules.rule import (
     firing_job_id,
     hour_of,
     iso_utc,
+    successor_job_id,
 )
 from tenure.domain.states import SubjectKind
 
@@ -79,6 +84,10 @@ PASS = "PASS"
 VIRUS_UNSCANNED = "virus_unscanned"
 # An hour's firing counter is kept this long past its hour (DynamoDB's TTL deletes it).
 HOUR_COUNTER_KEEP_S = 2 * 86_400
+# How many times one occasion is minted again after a mint taken for dead: each needs a
+# delivery more than an hour after the last mint, so this is never reached by AWS's own
+# redeliveries; past it, a delivery answers the last mint's ended lease and files nothing.
+MAX_REMINTS = 8
 # How long `POST /events` remembers an event_id's leases: a repeat within it answers them
 # again and mints nothing (its record then expires, as every row nobody needs any more does).
 EVENT_ID_KEPT_S = 7 * 86_400
@@ -171,7 +180,7 @@ class Firings:
             return None
         at = scheduled_at.astimezone(UTC)
         at_ms = int(at.timestamp() * 1000)
-        minted = self._minted(rule, firing_job_id(rule.id, occasion_key(at)))
+        minted, delivered = self._current(rule, firing_job_id(rule.id, occasion_key(at)))
         if minted is not None:
             # A redelivery: its firing may not have been noted (the invocation that minted it
             # stopped before); noting it again changes nothing when it was.
@@ -197,11 +206,12 @@ class Firings:
                 self.kernel.counters[OVERLAP_SKIPS] += 1
                 continue
             job_id = firing_job_id(rule.id, occasion_key(occasion))
-            # The delivered occasion's job was read above: mint it without reading it again.
+            # The delivered occasion's chain was read above: mint it under the id it found
+            # free, without reading it again.
             fired = (
                 self._once(rule, job_id, None, None)
                 if occasion != at
-                else self._mint_within_cap(rule, job_id, None, None)
+                else self._mint_within_cap(rule, delivered, None, None)
             )
             if isinstance(fired, Lease):
                 previous = fired.id
@@ -250,12 +260,28 @@ class Firings:
         if existing is None:
             return None
         found = self.leases.get_lease(existing.lease_id)
+        if found is not None and ends_orphan(found):
+            return found  # taken for dead: its task's id is voided, nothing to finish
         if found is not None and (
             not found.tp or found.task_id is None or self.tasks.get_task(found.task_id)
         ):
             return found  # whole: claimed (a claim clears the mark), or its task is there
         lease, task = self._rows_of(rule, existing, data)
         return self.job_first.finish(found, lease, task)
+
+    def _current(
+        self, rule: Rule, job_id: str, data: dict[str, Any] | None = None
+    ) -> tuple[Lease | Task | None, str]:
+        """What the occasion whose first job id is `job_id` has minted (as `_minted`), and the
+        job id a new mint of it takes: down the occasion's chain past each mint taken for
+        dead (`successor_job_id`), at most MAX_REMINTS links."""
+        minted = self._minted(rule, job_id, data)
+        for _ in range(MAX_REMINTS):
+            if not (isinstance(minted, Lease) and ends_orphan(minted)):
+                break
+            job_id = successor_job_id(job_id)
+            minted = self._minted(rule, job_id, data)
+        return minted, job_id
 
     def _rows_of(
         self, rule: Rule, job: Job, data: dict[str, Any] | None
@@ -499,7 +525,7 @@ class Firings:
         for approval, that task instead of a lease. `prepare` runs just before a
         new lease is minted, once the firing has been counted: if it fails, the firing stays
         counted and the redelivery that mints counts it again."""
-        minted = self._minted(rule, job_id, data)
+        minted, job_id = self._current(rule, job_id, data)
         if minted is not None:
             return minted
         return self._mint_within_cap(rule, job_id, trigger, data, prepare)

@@ -14,8 +14,8 @@ A task subject's lease is written before its task and marked task-pending, as fi
 a task's first lease (app/leases/orphans.py): a claim hands it out only once it has read the
 task. When no delivery has written the task by the time a claim takes the mint for dead (an
 hour on, past AWS's own redeliveries of the occasion: app/leases/orphans.py), that claim voids
-the task's id and ends the lease; a later delivery answers that ended lease (the
-occasion's one lease still) and its task write loses to the void.
+the task's id and ends the lease; a later delivery finds it ended so and mints the occasion
+again under the next job of its chain (app/rules/firings.py `_current`).
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ class JobFirst:
 
     def _task(self, task: Task) -> None:
         # Lost only to the same task written by a concurrent delivery, or to a claim that
-        # took the mint for dead and voided the id (it ends the lease): either way done.
+        # took the mint for dead and voided the id (it ends the lease, and the occasion's
+        # next delivery mints it again): either way this delivery is done.
         with contextlib.suppress(Conflict):
             self.kernel.commit(Change(tasks=[TaskWrite(task, create=True)]))
 

@@ -333,6 +333,15 @@ def firing_job_id(rule_id: str, occasion: str) -> str:
     return f"job_f{digest}"
 
 
+def successor_job_id(job_id: str) -> str:
+    """The job id under which an occasion is minted again when its mint under `job_id` was
+    taken for dead: no delivery wrote its task within the hour, so a claim voided the task's
+    id and ended the lease (app/leases/orphans.py). Derived, so concurrent later deliveries
+    (a dead-letter queue redriven) race for one job row and mint one lease between them."""
+    digest = hashlib.sha256(f"again\x00{job_id}".encode()).hexdigest()[:32]
+    return f"job_f{digest}"
+
+
 def approval_task_id(job_id: str) -> str:
     """The id of the task a firing files to wait for approval (it has no job or lease yet):
     derived from the firing's job id, so one occasion files one task however often it is
