@@ -217,6 +217,30 @@ def test_a_redelivery_after_the_mint_was_taken_for_dead_mints_the_occasion_again
     assert won is not None and won.lease.id == again.id and won.task.id == task.id
 
 
+def test_a_delivery_between_the_claims_void_and_its_end_mints_the_occasion_again(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The claim that takes the mint for dead voids the task's id, then ends the lease: a
+    # late delivery in between finds the lease still pending, and its task write loses to
+    # the void. It must not answer that lease, whose end is a moment away.
+    make_world(rig.svc)
+    _rule(rig.svc)
+    _dies_before(rig, monkeypatch, "task")
+    with pytest.raises(RuntimeError):
+        _fire(rig.svc)
+    monkeypatch.undo()
+    [doomed] = _leases(rig)
+    rig.clock.advance((2 * ORPHAN_AFTER_MS + MINT_ORPHAN_AFTER_MS) / 1000)
+    assert rig.store.void_task(doomed.task_id or "", rig.clock.now_ms() // 1000 + 3600)
+    again = _fire(rig.svc)
+    assert again.id != doomed.id and again.job_id == successor_job_id(doomed.job_id)
+    [task] = _tasks(rig)
+    assert task.id == again.task_id
+    assert _claim(rig) is not None  # the doomed lease is ended, the new one handed out
+    ended = rig.store.get_lease(doomed.id)
+    assert ended is not None and ended.state is LeaseState.CANCELLED and ends_orphan(ended)
+
+
 def test_a_mint_taken_for_dead_twice_is_minted_a_third_time(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -94,6 +94,14 @@ EVENT_ID_KEPT_S = 7 * 86_400
 
 
 @dataclass(frozen=True)
+class TakenForDead:
+    """An occasion's mint that no delivery finished within the hour: a claim voided its
+    task's id and ended (or is ending) `lease`. The occasion is minted again."""
+
+    lease: Lease
+
+
+@dataclass(frozen=True)
 class Fired:
     """What an inbound occasion minted, and the matching rules it minted nothing for: their
     space is archived (an archived space takes no new work), their hourly cap is reached, or
@@ -250,10 +258,11 @@ class Firings:
 
     def _minted(
         self, rule: Rule, job_id: str, data: dict[str, Any] | None = None
-    ) -> Lease | Task | None:
+    ) -> Lease | Task | TakenForDead | None:
         """What an occasion already minted under `job_id`, or None: two reads (the job, its
         lease), a third for a lease that may still wait for its task. A mint whose writer
-        stopped after its job is finished here, from the job (`data`: the occasion's)."""
+        stopped after its job is finished here, from the job (`data`: the occasion's); a
+        mint taken for dead is told as such."""
         if rule.subject.get("requires_approval"):
             return self.tasks.get_task(approval_task_id(job_id))
         existing = self.leases.get_job(job_id)
@@ -261,27 +270,33 @@ class Firings:
             return None
         found = self.leases.get_lease(existing.lease_id)
         if found is not None and ends_orphan(found):
-            return found  # taken for dead: its task's id is voided, nothing to finish
+            return TakenForDead(found)  # its task's id is voided: nothing to finish
         if found is not None and (
             not found.tp or found.task_id is None or self.tasks.get_task(found.task_id)
         ):
             return found  # whole: claimed (a claim clears the mark), or its task is there
         lease, task = self._rows_of(rule, existing, data)
-        return self.job_first.finish(found, lease, task)
+        finished = self.job_first.finish(found, lease, task)
+        if task is not None and finished.tp and self.tasks.get_task(task.id) is None:
+            # Its task's write lost to a void: a claim took the mint for dead a moment ago
+            # and is ending the lease (one consistent read, on this rare path only).
+            return TakenForDead(finished)
+        return finished
 
     def _current(
         self, rule: Rule, job_id: str, data: dict[str, Any] | None = None
     ) -> tuple[Lease | Task | None, str]:
         """What the occasion whose first job id is `job_id` has minted (as `_minted`), and the
         job id a new mint of it takes: down the occasion's chain past each mint taken for
-        dead (`successor_job_id`), at most MAX_REMINTS links."""
+        dead (`successor_job_id`), at most MAX_REMINTS links; past them, the last dead
+        mint's lease."""
         minted = self._minted(rule, job_id, data)
         for _ in range(MAX_REMINTS):
-            if not (isinstance(minted, Lease) and ends_orphan(minted)):
-                break
+            if not isinstance(minted, TakenForDead):
+                return minted, job_id
             job_id = successor_job_id(job_id)
             minted = self._minted(rule, job_id, data)
-        return minted, job_id
+        return (minted.lease if isinstance(minted, TakenForDead) else minted), job_id
 
     def _rows_of(
         self, rule: Rule, job: Job, data: dict[str, Any] | None
@@ -608,6 +623,8 @@ class Firings:
                 # Another delivery of the occasion wrote its job first: answer its lease.
                 self.kernel.counters["duplicate_firings"] += 1
                 first = self._minted(rule, job_id, data)
+                if isinstance(first, TakenForDead):
+                    return first.lease  # taken for dead already: it stays the answer
                 if first is None:
                     raise Unavailable(f"job {job_id} was written and then not found; try again")
                 return first
