@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import email.utils
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from tenure.domain.model import (
     Principal,
     Task,
 )
+from tenure.domain.records import record
 from tenure.domain.rules.occasions import (
     ALLOW,
     SKIP,
@@ -84,7 +85,7 @@ HOUR_COUNTER_KEEP_S = 2 * 86_400
 EVENT_ID_KEPT_S = 7 * 86_400
 
 
-@dataclass(frozen=True)
+@record
 class Fired:
     """What an inbound occasion minted, and the matching rules it minted nothing for: their
     space is archived (an archived space takes no new work), their hourly cap is reached, or
@@ -100,7 +101,7 @@ class Fired:
     attachments_withheld: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class EmailCandidates:
     """What SES's envelope alone decides of an email: the enabled email rules that name in
     `match.to` an address SES received the mail for and the rule's own space owns, each with
