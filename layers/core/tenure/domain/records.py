@@ -1,7 +1,7 @@
 """Frozen records: what `dataclass(frozen=True)` makes of a class, for less CPU at import.
 
 The standard decorator writes six methods of every class as source text and compiles each
-(`__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__`, `__delattr__`): about 0.35 ms of
+(`__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__`, `__delattr__`): about 0.3 ms of
 CPU a class on CPython 3.11, and a function's cold start imports over a hundred of the
 service's classes (`tenure bench coldstart`). `record` has the standard decorator compile the
 constructor alone and gives the class the other five as functions over its fields, made
