@@ -8,7 +8,9 @@ manual clock) under `sys.setprofile`. What counts:
   Not counted: C functions, a generator or coroutine resuming (only its first entry), and
   comprehension and generator-expression frames (`<listcomp>`, `<genexpr>`...). Calls of the
   fake store, pydantic, Powertools and the standard library are not service calls, but a
-  service function they call back into is.
+  service function they call back into is. Nor are the methods a record is given
+  (domain/records.py: its constructor's writes, equality, hash, repr), which stand for the
+  ones `dataclass` compiles from text, whose code has no file under the service either.
 * the files: the distinct files of the service calls, listed in order of first entry.
 * a move: a service call in another file than the service call before it (in the order the
   calls start; a.py calls b.py, which returns, then a.py calls a.py: two moves, the second a
@@ -45,6 +47,7 @@ from tenure_cli.local.frontdoor import to_event
 from tests.unit.support import WORKER, Rig, as_lease
 
 SERVICE = str(Path(tenure.__file__).resolve().parent) + "/"  # layers/core/tenure/
+RECORDS = SERVICE + "domain/records.py"  # a record's methods, not service calls
 FAKES = frozenset(str(Path(__file__).with_name(n)) for n in ("fake_store.py", "fake_rules.py"))
 COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 RESUMABLE = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
@@ -118,7 +121,7 @@ class _Tracer:
         name = code.co_filename
         if name in FAKES:
             self.store_call(frame)
-        elif name.startswith(SERVICE) and code.co_name not in COMPREHENSIONS:
+        elif name.startswith(SERVICE) and name != RECORDS and code.co_name not in COMPREHENSIONS:
             self.service_call(name[len(SERVICE) - len("tenure/") :])
 
     def store_call(self, frame: FrameType) -> None:

@@ -4,8 +4,10 @@ tracing.py reads at a handler's import)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
+
+from tenure.domain.records import record
 
 # Frozen dataclasses, not pydantic models: every value is a string or None as read below (the
 # one number is converted where it is read), so a validating model checked nothing, and it
@@ -13,7 +15,7 @@ from functools import lru_cache
 # whose routes could otherwise run without it (`tenure bench coldstart`).
 
 
-@dataclass(frozen=True)
+@record
 class Settings:
     """What every function needs; `ENVIRONMENT` names where each field comes from."""
 
@@ -63,7 +65,7 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class LocalSettings:
     port: int = 8787
     admin_token: str | None = None

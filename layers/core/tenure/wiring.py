@@ -5,11 +5,13 @@ function that builds it, so the worker function never loads them."""
 
 from __future__ import annotations
 
+import gc
 import random
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
@@ -79,20 +81,37 @@ class RandomIds:
         return self._rng.random()
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic collector paused while boto3 builds a client (as the entries pause it while
+    they import): the service model's thousands of new objects would otherwise set off
+    collections that walk them over and over, about 4 ms of the first client's CPU
+    (`tenure bench coldstart`). They are kept alive by the client anyway; the collector
+    resumes where it was (another thread's pause is left to that thread)."""
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()
+
+
 def dynamodb_client(endpoint: str | None = None) -> Any:
     cfg = settings()
-    client = boto3.client(
-        "dynamodb",
-        region_name=cfg.region,
-        endpoint_url=endpoint or cfg.dynamodb_endpoint,
-        # botocore retries nothing: the store's one bounded retry (store.calls) re-sends
-        # throttled calls and the connection failures safe to re-send, so two bounds cannot
-        # multiply past a Lambda's time budget (botocore's own standard mode would sleep up
-        # to 1+2+4+8 s across its retries before the store even saw the throttle).
-        config=Config(
-            retries={"total_max_attempts": 1, "mode": "standard"}, max_pool_connections=64
-        ),
-    )
+    with collector_paused():
+        client = boto3.client(
+            "dynamodb",
+            region_name=cfg.region,
+            endpoint_url=endpoint or cfg.dynamodb_endpoint,
+            # botocore retries nothing: the store's one bounded retry (store.calls) re-sends
+            # throttled calls and the connection failures safe to re-send, so two bounds
+            # cannot multiply past a Lambda's time budget (botocore's own standard mode would
+            # sleep up to 1+2+4+8 s across its retries before the store saw the throttle).
+            config=Config(
+                retries={"total_max_attempts": 1, "mode": "standard"}, max_pool_connections=64
+            ),
+        )
     for hook in DYNAMODB_CLIENT_HOOKS:
         hook(client)
     return client
@@ -123,12 +142,13 @@ def aws_client(service: str) -> Any:
     options: dict[str, Any] = {"signature_version": "s3v4"} if service == "s3" else {}
     if service == "s3" and cfg.aws_endpoint:
         options["s3"] = {"addressing_style": "path"}
-    return boto3.client(
-        service,  # type: ignore[call-overload]
-        region_name=cfg.region,
-        endpoint_url=cfg.aws_endpoint,
-        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, **options),
-    )
+    with collector_paused():
+        return boto3.client(
+            service,  # type: ignore[call-overload]
+            region_name=cfg.region,
+            endpoint_url=cfg.aws_endpoint,
+            config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, **options),
+        )
 
 
 class LazyClient:

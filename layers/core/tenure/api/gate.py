@@ -12,7 +12,6 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -33,6 +32,7 @@ from tenure.app.worker_tenure import WorkerTenure
 from tenure.domain import authz, errors
 from tenure.domain.errors import InvalidRequest, ValidationFailed
 from tenure.domain.model import Principal
+from tenure.domain.records import record
 from tenure.domain.task_keys import is_task_key
 
 logger = Logger(service="tenure-api")
@@ -118,7 +118,7 @@ def record_metrics(before: Mapping[str, int], now: Mapping[str, int]) -> None:
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=grew)
 
 
-@dataclass(frozen=True)
+@record
 class BodyShape:
     takes: bool  # the handler reads a body; if not, `{}` is the only object it accepts
     empty_is_object: bool  # an absent or empty body is read as `{}`

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
 from tenure.domain import authz
 from tenure.domain.errors import LeaseTokenMismatch
 from tenure.domain.model import Principal
+from tenure.domain.records import record
 
 BASE = "/api/v1"
 
@@ -135,7 +135,7 @@ SCOPE_PARAMS = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Scope:
     where: str  # "path", "query", "body" (a string field of a JSON object), or "all"
     name: str  # the parameter or field ("" for "all")
@@ -254,7 +254,7 @@ def lease_use(method: str, rule: str) -> str:
     return "ship" if (method, rule) in LEASE_SHIPS else "act"
 
 
-@dataclass(frozen=True)
+@record
 class Match:
     method: str
     rule: str

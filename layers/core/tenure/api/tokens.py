@@ -9,7 +9,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure import wiring
@@ -17,6 +16,7 @@ from tenure.api.bearer import bearer
 from tenure.domain.errors import Unauthenticated
 from tenure.domain.fencing import could_be_token
 from tenure.domain.model import Principal
+from tenure.domain.records import record
 
 if TYPE_CHECKING:
     from tenure.app.worker_tenure import WorkerTenure
@@ -63,7 +63,7 @@ def expired(principal: Principal, now_ms: int) -> bool:
     return principal.expires_at is not None and now_ms >= principal.expires_at
 
 
-@dataclass(frozen=True)
+@record
 class _Verdict:
     until: float
     principal: Principal | None

@@ -12,7 +12,6 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, cast
 
 from tenure.api import models, views
@@ -25,10 +24,11 @@ from tenure.app.leases.reports import Answer as Beat
 from tenure.app.worker_tenure import WorkerTenure
 from tenure.domain import authz, errors
 from tenure.domain.model import Lease, Principal
+from tenure.domain.records import record
 from tenure.domain.states import LeaseState, ReportKind, Revoke
 
 
-@dataclass(frozen=True)
+@record
 class Request:
     """Who calls (as the dispatch read it, once) and the worker's use cases it runs with."""
 
@@ -277,7 +277,7 @@ def add_attachment(req: Request, lease_id: str, body: models.AttachmentCreate) -
     return ok(models.AttachmentAnswer(attachment=shown, upload=url), 201)
 
 
-@dataclass(frozen=True)
+@record
 class Plain:
     """A worker route as the worker function serves it: its function, and the name of the
     model its body is validated with (in tenure.api.models, read on the route's first call;

@@ -4,7 +4,6 @@ and the single read always agree."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ from tenure.app.ports import INSTANCE_CEILING, KEY_CEILING, RATE_CEILING, key_ce
 from tenure.app.rows import QueueRows, WorkerRows
 from tenure.app.workers import WORKERS_PAGE, reachable
 from tenure.domain.model import Instance, Lease, Pool, Space
+from tenure.domain.records import record
 from tenure.domain.states import LeaseState
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 QUEUED_STATES = frozenset({LeaseState.PENDING, LeaseState.DISPATCHING, LeaseState.DISPATCHED})
 
 
-@dataclass(frozen=True)
+@record
 class QueuedCondition:
     code: str
     label: str
@@ -31,7 +31,7 @@ class QueuedCondition:
         return {"code": self.code, "label": self.label, "needs_person": self.needs_person}
 
 
-@dataclass(frozen=True)
+@record
 class PoolFacts:
     """What holds for a pool right now, as far as its queued leases are concerned."""
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Set
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, HoldOp, SchedulerState, TaskWrite
@@ -37,6 +36,7 @@ from tenure.domain import authz
 from tenure.domain.errors import Conflict, ValidationFailed
 from tenure.domain.events import TASK_STARVATION_ESCALATED
 from tenure.domain.model import DEFAULT_PRIORITY, Event, Lease, Pool, Principal, Space
+from tenure.domain.records import record
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.tasks import next_version
 
@@ -187,7 +187,7 @@ def _holds(chain: tuple[str, ...], gate: SchedulerState) -> bool:
     return any(x in gate.paused_tasks or x in gate.cancelled for x in chain)
 
 
-@dataclass(frozen=True)
+@record
 class SchedulerStatus:
     paused: bool
     queued_run_count: int
@@ -197,14 +197,14 @@ class SchedulerStatus:
     paused_by: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class BacklogEntry:
     lease: Lease
     effective_paused: bool
     paused_by_task_id: str | None
 
 
-@dataclass(frozen=True)
+@record
 class Drained:
     drained: bool
     active: int

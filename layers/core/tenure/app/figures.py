@@ -9,13 +9,12 @@ at costs nothing."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tenure.app.dispatch_controls import queue_tiers
 from tenure.app.ports import Clock
 from tenure.app.rows import LeaseRows, QueueRows, RetentionRows, SweeperRows
 from tenure.app.setup.pools import Pools
 from tenure.domain.model import Pool, Principal
+from tenure.domain.records import record
 from tenure.domain.states import LeaseState
 
 COUNT_BUDGET = 1000  # index entries a COUNT reads; past it the figure reads "at least"
@@ -24,7 +23,7 @@ HOUR_MS = 3_600_000
 FAILURES = frozenset({LeaseState.FAILED, LeaseState.LOST})
 
 
-@dataclass(frozen=True)
+@record
 class LastHour:
     claims: int  # leases claimed in the hour that are held now or have ended since
     completed: int
@@ -32,7 +31,7 @@ class LastHour:
     capped: bool  # a page was full: each figure is then a lower bound
 
 
-@dataclass(frozen=True)
+@record
 class PoolFigures:
     pool: str
     space: str

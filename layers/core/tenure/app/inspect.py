@@ -4,7 +4,6 @@ claim evidence is the first 8 hex characters of the claim token's hash, nothing 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ from tenure.domain.errors import NotFound
 from tenure.domain.events import LEASE_STALE_REPORT
 from tenure.domain.fencing import DEADLINE_SLACK, iso_ms
 from tenure.domain.model import Event, Lease, Principal, Task
+from tenure.domain.records import record
 from tenure.domain.states import REPORTABLE, LeaseState, SubjectKind, TaskStatus
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class NextAction(StrEnum):
     TERMINAL = "terminal"  # completed or cancelled, nothing open
 
 
-@dataclass(frozen=True)
+@record
 class Diagnostic:
     """One thing inspect found wrong, by rule (docs/task-graph.md, Inspect): its code, in
     words, and since when it holds (epoch ms)."""
@@ -48,7 +48,7 @@ class Diagnostic:
     since: int
 
 
-@dataclass(frozen=True)
+@record
 class Snapshot:
     task: TaskView | None
     current_lease: Lease | None

@@ -35,6 +35,7 @@ from tenure.domain.model import (
     gates_differ,
     pool_gates,
 )
+from tenure.domain.records import record
 from tenure.domain.task_keys import task_id_of_key
 
 # The schema version this release writes and understands.
@@ -142,7 +143,7 @@ MAX_PAGES = 100_000
 PAGE_SIZE = 500
 
 
-@dataclass(frozen=True)
+@record
 class SchemaState:
     """The meta row: the version the data is at, and, while a migration is under way, its
     name and where its next page starts. `step` counts the row's writes: each write expects
@@ -241,7 +242,7 @@ class Page(NamedTuple):
     cursor: str | None
 
 
-@dataclass(frozen=True)
+@record
 class Migration:
     version: int  # the version the data is at once it has run
     name: str

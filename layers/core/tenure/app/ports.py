@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from tenure.domain.model import (
@@ -15,6 +15,7 @@ from tenure.domain.model import (
     Token,
     Worker,
 )
+from tenure.domain.records import record
 from tenure.domain.states import LeaseState
 from tenure.domain.transitions import SignalKey
 
@@ -61,7 +62,7 @@ class Ids(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@record
 class LeaseWrite:
     """Write `new`; when `expect` is set the row must still hold that (state, fence).
 
@@ -74,7 +75,7 @@ class LeaseWrite:
     seen: Lease | None = None
 
 
-@dataclass(frozen=True)
+@record
 class JobWrite:
     """Write `new`; when `expect_fence` is set the row must still hold that fence.
 
@@ -89,7 +90,7 @@ class JobWrite:
     ahead: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class TaskWrite:
     """Write `new`; the row must still point at `expect_job_id` (None: at no job)."""
 
@@ -101,7 +102,7 @@ class TaskWrite:
     expect_version: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Ceiling:
     """Moves a pool's or space's count of held leases; +1 lands only while below `limit`.
 
@@ -150,7 +151,7 @@ def split_ceiling(name: str) -> tuple[str, str]:
     return pool, rest
 
 
-@dataclass(frozen=True)
+@record
 class Settings:
     """A partial update of a settings row: SET these attributes, REMOVE those (a null)."""
 
@@ -158,7 +159,7 @@ class Settings:
     remove: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class ClaimRecord:
     """A claim's `claim_id` (the worker's idempotency key): the lease that claim is taking,
     or took.
@@ -181,7 +182,7 @@ class ClaimRecord:
     intent: bool = True
 
 
-@dataclass(frozen=True)
+@record
 class Filed:
     """An idempotent request's record: the caller's key (a digest scoped by its token), the
     digest of the body it came with, and once the request has answered, that answer.
@@ -204,7 +205,7 @@ class Filed:
 Counts = tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True)
+@record
 class AddCounts:
     """ADD `counts` to `task_id`'s graph row (creating it), and SET `mark` = `at` when named
     (a new task's auto-enqueue mark, or "succeeded_at": a parent's own success copied from
@@ -218,7 +219,7 @@ class AddCounts:
     at: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class AddUsage:
     """ADD `counts` to `task_id`'s graph row and `cost_key` to its `usage_cost_keys` set: a
     completion's usage (app/usage.py)."""
@@ -228,7 +229,7 @@ class AddUsage:
     counts: Counts
 
 
-@dataclass(frozen=True)
+@record
 class Edge:
     """Create the edge row `task_id` -[`kind`: child|dependent|delegated|ttl]-> `other`, once;
     `counted_at` set means it already counted (a blocker that had succeeded before the edge)."""
@@ -239,7 +240,7 @@ class Edge:
     counted_at: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Unedge:
     """Delete that edge row, which must still be as read: counted when `counted`, not counted
     otherwise (a dependency dropped by PATCH; its counts move with it)."""
@@ -250,7 +251,7 @@ class Unedge:
     counted: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class RequireSucceeded:
     """Require `task_id` to have succeeded: with RequireNotSucceeded, the condition that keeps
     a new edge and a blocker's concurrent success from missing each other."""
@@ -258,14 +259,14 @@ class RequireSucceeded:
     task_id: str
 
 
-@dataclass(frozen=True)
+@record
 class RequireNotSucceeded:
     """Require `task_id` not to have succeeded (see RequireSucceeded)."""
 
     task_id: str
 
 
-@dataclass(frozen=True)
+@record
 class CopySuccess:
     """SET `succeeded_at` = `at` on `task_id`'s graph row, marked copied, while its success is
     due, naming `lease_id` as `succeeded_lease`: the success of a task that had no graph row
@@ -277,7 +278,7 @@ class CopySuccess:
     lease_id: str
 
 
-@dataclass(frozen=True)
+@record
 class Link:
     """Make `task_id`'s graph row (SET `linked_at` = `at` if absent) while it has not
     succeeded: the task is linked from then on, and the reactor writes its success there."""
@@ -286,7 +287,7 @@ class Link:
     at: int
 
 
-@dataclass(frozen=True)
+@record
 class RequireLeaseOpen:
     """Require lease `lease_id` (`task_id`'s newest) to be still open, not ended. With
     RequireRun and RequireJobLease, and Link, it keeps a task with no graph row yet and its
@@ -297,7 +298,7 @@ class RequireLeaseOpen:
     lease_id: str
 
 
-@dataclass(frozen=True)
+@record
 class RequireRun:
     """Require `task_id`'s task row to point at job `job_id` ("" for none yet)."""
 
@@ -305,7 +306,7 @@ class RequireRun:
     job_id: str
 
 
-@dataclass(frozen=True)
+@record
 class RequireJobLease:
     """Require job `job_id` (of task `task_id`) to point at lease `lease_id` (a first job with
     no row is on its first lease)."""
@@ -315,7 +316,7 @@ class RequireJobLease:
     lease_id: str
 
 
-@dataclass(frozen=True)
+@record
 class Mark:
     """SET `name` = `at` on `task_id`'s graph row once; "auto_enqueued_at" also needs every
     blocker met (one auto-enqueue per readiness, however many blockers finish at once)."""
@@ -325,7 +326,7 @@ class Mark:
     at: int | None
 
 
-@dataclass(frozen=True)
+@record
 class Advance:
     """SET `name` = `to` on `task_id`'s graph row while it is absent or sorts before `to` (a
     cursor that only moves forward: a stop's page, a cancel's walk)."""
@@ -335,7 +336,7 @@ class Advance:
     to: str
 
 
-@dataclass(frozen=True)
+@record
 class MarkHasChildren:
     """SET has_children on `task_id`'s task row (not its graph row): a parent's first child,
     so its payload knows to list children (app/tasks/inputs.py)."""
@@ -343,7 +344,7 @@ class MarkHasChildren:
     task_id: str
 
 
-@dataclass(frozen=True)
+@record
 class Reach:
     """A subtree cancel reaching `task_id` (app/tasks/cancel.py): SET `cancel_reached_at` =
     `at` and `cancel_root` = `root`, once, and ADD `counts`; with `walked` named, SET it to
@@ -375,7 +376,7 @@ GraphOp = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class HoldOp:
     """Add or remove a task id in one of the scheduler row's sets ("paused": its own pause,
     "attention": parked in needs_attention, "cancelled": a subtree cancel still walking
@@ -386,7 +387,7 @@ class HoldOp:
     add: bool
 
 
-@dataclass(frozen=True)
+@record
 class SchedulerState:
     """The instance's one scheduler row: its pause, and the task ids claims must skip."""
 
@@ -403,7 +404,7 @@ class SchedulerState:
     cancelled: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
+@record
 class RecordWrite:
     """A claim record written in a change's transaction: new when `previous` is None, else
     moved on from the lease `previous` (the record must still name it)."""
@@ -412,7 +413,7 @@ class RecordWrite:
     previous: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class SignalBump:
     """Raise the epoch of one worker's signal row (made when absent), and keep the row for
     WORKER_RETENTION_S from `at` (ms)."""
@@ -421,7 +422,7 @@ class SignalBump:
     at: int
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     """Everything one transition writes; committed all together or not at all.
 
@@ -445,13 +446,13 @@ class Change:
     signals: list[SignalBump] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@record
 class LeasePage:
     leases: list[Lease]
     next_cursor: str | None
 
 
-@dataclass(frozen=True)
+@record
 class TaskEntry:
     """One task of a space's task list, with what its read derives from: its graph row and
     the newest lease of its latest run (None: never enqueued)."""
@@ -493,7 +494,7 @@ class WorkerPage(NamedTuple):
     next_cursor: str | None
 
 
-@dataclass(frozen=True)
+@record
 class SweeperState:
     last_pass_at: int | None = None
     # Pools whose expiries the mass-expiry brake holds, each until then (epoch ms).
@@ -504,7 +505,7 @@ class SweeperState:
     ttl_cursor: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Attachment:
     """A file a lease's job produced; its bytes live in the attachments bucket at `key`."""
 
@@ -521,7 +522,7 @@ class Attachment:
     status: str = "pending"
 
 
-@dataclass(frozen=True)
+@record
 class LogLine:
     """One line a job printed, as stored and as read back (timestamp in epoch ms)."""
 

@@ -6,12 +6,12 @@ nothing; a reaction that raises fails the record, and the stream delivers it aga
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from tenure.app.rows import TaskRows
 from tenure.domain.events import DomainEvent, derive
 from tenure.domain.model import Task
+from tenure.domain.records import record
 
 E = TypeVar("E", bound=DomainEvent)
 
@@ -62,7 +62,7 @@ def on(kind: type[E], *reactions: Callable[[E, Context], None]) -> Entry:
     return cast(Entry, (kind, reactions))
 
 
-@dataclass(frozen=True)
+@record
 class Reactions:
     tasks: TaskRows
     table: Mapping[type[DomainEvent], tuple[Callable[[Any, Context], None], ...]]

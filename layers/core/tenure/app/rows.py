@@ -4,7 +4,6 @@ constructor. `Store` is all of them at once, for what holds the whole table."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from tenure.app.ports import (
@@ -41,6 +40,7 @@ from tenure.domain.model import (
     Worker,
     Workflow,
 )
+from tenure.domain.records import record
 from tenure.domain.states import LeaseState
 from tenure.domain.transitions import SignalKey
 
@@ -553,7 +553,7 @@ class Store(
     in-memory fake of the tests, the composed adapter). A use case names the ports it uses."""
 
 
-@dataclass(frozen=True)
+@record
 class Rows:
     """One object per port, as the adapter composes them: what `compose()` hands out, each use
     case taking only the ones it names."""

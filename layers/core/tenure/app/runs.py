@@ -3,7 +3,7 @@ with the task's pointer to the job, so a task never has two open runs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING
 
 from tenure.app.ports import Change, GraphOp, HoldOp, JobWrite, LeaseWrite, TaskWrite
@@ -20,6 +20,7 @@ from tenure.domain.model import (
     first_job_id,
     implied_job,
 )
+from tenure.domain.records import record
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.timeline import CREATED_STAMP, first_lease_id, first_lease_stamps
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
 
 
-@dataclass(frozen=True)
+@record
 class RunControls:
     """The scheduling controls a filing or an enqueue names: claim priority (0-9, higher
     first; None is the default), a queue timeout and a run timeout, in whole seconds (>= 1;
@@ -67,7 +68,7 @@ def _whole(name: str, value: object, what: str, low: int = 1, high: int | None =
         raise ValidationFailed(f"{name} must be {what}", field=name)
 
 
-@dataclass(frozen=True)
+@record
 class RunStart:
     """How a new run starts: a first run (attempt 1), or an operator's retry of an ended lease
     (attempt + 1, `previous_lease_id`, `retry_depth` + 1), with the graph writes that must land

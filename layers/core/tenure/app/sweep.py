@@ -21,6 +21,7 @@ from tenure.app.workers import SEEN_LAG_SHARE, reachable
 from tenure.domain.errors import Conflict
 from tenure.domain.fencing import DEADLINE_SLACK, toleration_ms
 from tenure.domain.model import Event, Lease, Pool
+from tenure.domain.records import record
 from tenure.domain.states import REPORTABLE
 
 # Kubernetes' node lifecycle controller stops evicting when too much of a zone looks dead at
@@ -38,7 +39,7 @@ GAUGE_BUDGET = 10_000
 SYSTEM = ("system", "sweeper")
 
 
-@dataclass(frozen=True)
+@record
 class PoolDepth:
     """One pool's gauges after a pass: what a worker fleet autoscales on."""
 

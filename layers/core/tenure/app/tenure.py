@@ -18,7 +18,6 @@ first. The claim's and the final report's tuples are built with the worker's use
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 from tenure.app.artifacts.artifacts import Artifacts
 from tenure.app.artifacts.attachments import Attachments
@@ -79,9 +78,10 @@ from tenure.domain.events import (
     TaskMoved,
     TaskSucceeded,
 )
+from tenure.domain.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Tenure:
     """The one object handlers, the sweeper and the reactor call: its use cases by name."""
 

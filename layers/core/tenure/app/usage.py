@@ -13,12 +13,12 @@ millionths of the currency unit, so the sum is exact whatever the order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import AddUsage, Change
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import Lease, TaskGraph
+from tenure.domain.records import record
 from tenure.domain.states import ReportKind
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def counts_of(resolved: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     )
 
 
-@dataclass(frozen=True)
+@record
 class Totals:
     """A task's accumulator as read from its graph row."""
 

@@ -14,7 +14,6 @@ retries failures) the next run to the one commit, then scans the result."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
 from tenure.app.artifacts.artifacts import Artifacts
 from tenure.app.artifacts.attachments import Attachments
@@ -47,9 +46,10 @@ from tenure.app.tasks.graph import Graph
 from tenure.app.tasks.keys import TaskKeys
 from tenure.app.usage import Usage
 from tenure.app.workers import Workers
+from tenure.domain.records import record
 
 
-@dataclass(frozen=True)
+@record
 class WorkerTenure:
     """What the worker routes call, and the parts the whole service builds on."""
 

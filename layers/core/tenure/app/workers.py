@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.rows import LeaseRows, QueueRows, WorkerRows
 from tenure.domain import authz
 from tenure.domain.model import Lease, Pool, Principal, Worker
+from tenure.domain.records import record
 from tenure.domain.states import REPORTABLE
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def unreachable_since(workers: list[Worker], pool: Pool) -> int | None:
     return max((int(w.last_seen + grace) for w in workers), default=None)
 
 
-@dataclass(frozen=True)
+@record
 class WorkerView:
     worker: Worker
     reachable: bool

@@ -3,11 +3,11 @@ taken on (its deadline, its run timeout, the index entry the sweeper reads)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from tenure.domain import fencing
 from tenure.domain.model import Lease, Pool
+from tenure.domain.records import record
 
 
 class Refusal(Enum):
@@ -17,7 +17,7 @@ class Refusal(Enum):
     EXPIRED = "expired"  # past its queue timeout: the sweeper ends it, nobody runs it
 
 
-@dataclass(frozen=True)
+@record
 class ClaimTerms:
     """What a claim writes of its own into the lease it takes."""
 

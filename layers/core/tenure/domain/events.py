@@ -7,10 +7,10 @@ these constants only, so a new one is added here, where it is found with every o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from tenure.domain.model import Lease, Task, TaskGraph
+from tenure.domain.records import record
 from tenure.domain.states import EndReason, LeaseState
 
 # A lease's transitions (domain/transitions.py names which move writes which).
@@ -98,7 +98,7 @@ ALL: frozenset[str] = frozenset(
 # once, not by each reaction.
 
 
-@dataclass(frozen=True)
+@record
 class LeaseEnded:
     """A lease reached a terminal state with this write (a replay of an ended row is not)."""
 
@@ -114,7 +114,7 @@ class LeaseEnded:
         return self.lease.end_reason
 
 
-@dataclass(frozen=True)
+@record
 class SuccessReported:
     """A task's lease ended on a report of success, however it ended (a report of success
     on a lease an operator was cancelling ends it cancelled, with that outcome kept)."""
@@ -122,7 +122,7 @@ class SuccessReported:
     lease: Lease
 
 
-@dataclass(frozen=True)
+@record
 class TaskSucceeded:
     """A task's run completed with success: its task has succeeded, unless a parent still
     waits for its children."""
@@ -130,7 +130,7 @@ class TaskSucceeded:
     lease: Lease
 
 
-@dataclass(frozen=True)
+@record
 class GraphMoved:
     """A task's graph row changed (its counts, its success, a rollup, a stop's or a subtree
     cancel's cursor)."""
@@ -139,7 +139,7 @@ class GraphMoved:
     row: TaskGraph
 
 
-@dataclass(frozen=True)
+@record
 class TaskMoved:
     """A task row's next version, naming its transition (`task.event_type`)."""
 

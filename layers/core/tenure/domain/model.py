@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
+from tenure.domain.records import record
 from tenure.domain.states import (
     EndReason,
     LeaseState,
@@ -50,7 +51,7 @@ DEFAULT_MAX_DELEGATED_PER_LEASE = 100
 DEFAULT_MAX_DELEGATED_PER_TREE = 1000
 
 
-@dataclass(frozen=True)
+@record
 class Space:
     key: str
     name: str
@@ -60,7 +61,7 @@ class Space:
     archived_changed_at: int | None = None  # when it was last archived or unarchived
 
 
-@dataclass(frozen=True)
+@record
 class Workflow:
     space: str
     slug: str
@@ -69,7 +70,7 @@ class Workflow:
     description: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Pool:
     name: str
     space: str
@@ -135,7 +136,7 @@ class Pool:
     instance_ceiling: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class Principal:
     """Who is calling, as the authorizer established it."""
 
@@ -160,7 +161,7 @@ class Principal:
     expires_at: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Token:
     id: str
     name: str
@@ -185,7 +186,7 @@ class Token:
         )
 
 
-@dataclass(frozen=True)
+@record
 class Task:
     id: str
     key: str
@@ -255,7 +256,7 @@ class Task:
         return self.approval is not None and self.approval.get("state") == "rejected"
 
 
-@dataclass(frozen=True)
+@record
 class Job:
     """One run of a subject; the fence counter and the attempt counts live here."""
 
@@ -322,7 +323,7 @@ def implied_job(task: Task, first: Lease) -> Job:
     )
 
 
-@dataclass(frozen=True)
+@record
 class Lease:
     id: str
     job_id: str
@@ -457,7 +458,7 @@ def derived_reclaimed_at(lease: Lease, retention_seconds: int) -> int | None:
     return lease.ended_at + retention_seconds * 1000
 
 
-@dataclass(frozen=True)
+@record
 class Worker:
     """A process that claims from a pool, known by the last time it was heard from."""
 
@@ -472,7 +473,7 @@ class Worker:
     credentials: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
+@record
 class PoolVersion:
     """A pool's agent and classifier settings as they were at one version (kept readable)."""
 
@@ -490,7 +491,7 @@ DEFAULT_RETRY_CHAIN_CAP = 5
 DEFAULT_EVENT_TTL_SECONDS = 3600
 
 
-@dataclass(frozen=True)
+@record
 class Instance:
     max_active: int | None = None
     block_recurrence_limit: int = DEFAULT_BLOCK_RECURRENCE_LIMIT
@@ -515,7 +516,7 @@ def gates_differ(pool: Pool, gates: dict[str, bool]) -> dict[str, bool]:
     return {name: value for name, value in gates.items() if getattr(pool, name) != value}
 
 
-@dataclass(frozen=True)
+@record
 class Event:
     """One entry on a subject's timeline (a lease's subject, or the "system" timeline)."""
 
@@ -529,7 +530,7 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class TaskGraph:
     """A task's side row in the graph: counters moved only by conditional updates (never by
     listing children or blockers), and the instants it succeeded and rolled up."""
@@ -603,7 +604,7 @@ def task_status(task: Task, lease: Lease | None) -> TaskStatus:
             return TaskStatus.CANCELLED
 
 
-@dataclass(frozen=True)
+@record
 class KeptEvent:
     """The last event sent for one (space, name, key), kept until `expires_at` (epoch ms) to
     clear blocks placed after it arrived (app/flow/events.py). `data` is as sent."""

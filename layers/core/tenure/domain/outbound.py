@@ -11,7 +11,6 @@ de-duplicates on it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from tenure.domain.events import (
@@ -23,12 +22,13 @@ from tenure.domain.events import (
     TASK_NEEDS_ATTENTION,
 )
 from tenure.domain.model import Event, Lease, Task, TaskGraph
+from tenure.domain.records import record
 from tenure.domain.states import EndReason, LeaseState
 
 SOURCE = "tenure"
 
 
-@dataclass(frozen=True)
+@record
 class Outbound:
     detail_type: str  # the timeline event's type, e.g. lease.completed
     detail: dict[str, Any]

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from tenure.domain.records import record
 
 DEFAULT_INITIAL_SECONDS = 10
 DEFAULT_MULTIPLIER = 2.0
 DEFAULT_MAX_SECONDS = 600
 
 
-@dataclass(frozen=True)
+@record
 class RetryPolicy:
     on_failure: bool = False
     initial_seconds: int = DEFAULT_INITIAL_SECONDS

@@ -19,10 +19,10 @@ import base64
 import hashlib
 import hmac
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from tenure.domain.model import Lease
+from tenure.domain.records import record
 from tenure.domain.states import LeaseState, Revoke
 from tenure.domain.transitions import SignalKey
 
@@ -40,7 +40,7 @@ MAC_BYTES = 16  # 128 bits
 SIGNAL_MAX = 32_768
 
 
-@dataclass(frozen=True)
+@record
 class Known:
     """What one heartbeat answered for a lease, and what the next needs to answer it again:
     whether it is the lease named (fence), what to answer (state, revoke, deadline), whether

@@ -30,6 +30,7 @@ from tenure.domain.events import (
     LEASE_TTL_EXPIRED,
 )
 from tenure.domain.model import Job, Lease
+from tenure.domain.records import record
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState, ReportKind, Revoke
 from tenure.domain.timeline import with_stamp
 
@@ -82,7 +83,7 @@ def stage_of(state: LeaseState, revoke: Revoke | None) -> Stage:
     return Stage(state.value)
 
 
-@dataclass(frozen=True)
+@record
 class Move:
     """Where an action takes a lease: its next state and revoke, the timeline event it records,
     its end reason when it ends, and whether its job gets a new pending lease (fence + 1)."""

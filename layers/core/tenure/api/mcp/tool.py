@@ -4,7 +4,6 @@ lease reads over MCP (the HTTP view with a subject reference)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -13,11 +12,12 @@ from tenure.api import views
 from tenure.app.tenure import Tenure
 from tenure.domain import authz
 from tenure.domain.model import Lease, Principal
+from tenure.domain.records import record
 
 Run = Callable[[Tenure, Principal, Any], dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@record
 class Tool:
     name: str
     description: str

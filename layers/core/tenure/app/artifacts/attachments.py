@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tenure.app.ports import Attachment, BlobStore
@@ -16,6 +16,7 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Lease, Principal
+from tenure.domain.records import record
 
 if TYPE_CHECKING:
     from tenure.app.artifacts.artifacts import Artifacts
@@ -55,14 +56,14 @@ def email_attachment_key(message_id: str, attachment_id: str) -> str:
     return f"{EMAIL_PREFIX}{message_id}/{attachment_id}"
 
 
-@dataclass(frozen=True)
+@record
 class Upload:
     url: str
     method: str
     headers: dict[str, str]
 
 
-@dataclass(frozen=True)
+@record
 class Download:
     attachment: Attachment
     data: bytes | None = None  # the bytes themselves, or

@@ -15,7 +15,7 @@ wrongly parked run. The sweeper finalizes expired blocks later (bounded per pass
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.leases.reports import normalized
@@ -34,6 +34,7 @@ from tenure.domain.errors import (
 )
 from tenure.domain.events import TASK_BLOCK_CLEARED, TASK_BLOCKED, TASK_ESCALATED, TASK_RUN_RELEASED
 from tenure.domain.model import Lease, Principal, Task
+from tenure.domain.records import record
 from tenure.domain.states import HELD, ReportKind
 from tenure.domain.tasks import next_version
 
@@ -57,7 +58,7 @@ BLOCK_TRIES = 10
 EXPIRY_PER_PASS = 100
 
 
-@dataclass(frozen=True)
+@record
 class EventWait:
     """What an `event` block waits for, and its id (chosen before the block is written: its
     wait row is written first, app/flow/events.py)."""

@@ -10,12 +10,12 @@ what a worker may still do on a run that ended) belongs in `resolve`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure.domain import authz, fencing
 from tenure.domain.errors import InvalidTransition, LeaseNotFound, StaleLease, ValidationFailed
 from tenure.domain.model import Lease, Principal
+from tenure.domain.records import record
 from tenure.domain.states import REPORTABLE
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 BOUND_WAIT_SECONDS = 5
 
 
-@dataclass(frozen=True)
+@record
 class BoundRun:
     """A lease the caller holds, and the principal its reports run under."""
 

@@ -6,7 +6,6 @@ lease moved meanwhile answers invalid_transition and the caller retries only tha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure.app.kernel import over
@@ -25,6 +24,7 @@ from tenure.domain.errors import (
 )
 from tenure.domain.events import TASK_RETRIED
 from tenure.domain.model import Lease, Principal
+from tenure.domain.records import record
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.tasks import next_version
 from tenure.domain.transitions import Action, move
@@ -39,7 +39,7 @@ MAX_BULK = 100
 OPERATOR_FORCED = "operator_forced"
 
 
-@dataclass(frozen=True)
+@record
 class ForceRow:
     lease_id: str
     ok: bool

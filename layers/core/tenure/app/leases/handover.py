@@ -28,12 +28,12 @@ is below the version that allows it), the claim keeps its record as a standalone
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.leases.claims import Claimed
 from tenure.domain import authz, fencing
 from tenure.domain.model import Lease, Principal
+from tenure.domain.records import record
 from tenure.domain.states import ReportKind
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from tenure.app.leases.reports import Reports
 
 
-@dataclass(frozen=True)
+@record
 class NextClaim:
     """The claim a final report carries (the fields of POST /pools/{pool}/claim)."""
 

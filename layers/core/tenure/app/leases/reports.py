@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, fields, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -21,6 +21,7 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Lease, Pool, Principal
+from tenure.domain.records import record
 from tenure.domain.signals import Known, known_of
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState, PoolKind, ReportKind, Revoke
 from tenure.domain.task_keys import MAX_SCANNED_CHARS, TASK_ID_SHAPE
@@ -41,7 +42,7 @@ _DEFAULTS: dict[ReportKind, dict[str, Any]] = {
 _NOT_REPORTED = ("report_id", "fence")
 
 
-@dataclass(frozen=True)
+@record
 class Beat:
     lease: Lease
     revoke: Revoke | None
@@ -56,7 +57,7 @@ class Beat:
         return self.lease.deadline
 
 
-@dataclass(frozen=True)
+@record
 class Vouched:
     """A worker heartbeat's answer for a lease its signal vouched for, unread: the last
     answer's, since nothing the heartbeat must report has happened to the lease."""
@@ -69,7 +70,7 @@ class Vouched:
 Answer = Beat | Vouched | TenureError
 
 
-@dataclass(frozen=True)
+@record
 class WorkerBeats:
     answers: list[tuple[str, int, Answer]]
     signal: str | None  # what the caller echoes next (None: it asked for none)
@@ -99,7 +100,7 @@ def revoke_signal(lease: Lease) -> Revoke | None:
     return None
 
 
-@dataclass(frozen=True)
+@record
 class Ending:
     """The value a final report's `contribute` stages pass along: the lease as read, the lease
     as the report ends it, and the other rows the report's one commit writes. The ended lease is
@@ -152,13 +153,13 @@ class Applies(Enum):
 S = TypeVar("S")  # the stage's function: a Prepare, Resolve, Contribute or After
 
 
-@dataclass(frozen=True)
+@record
 class Stage(Generic[S]):
     run: S
     applies: Applies = Applies.EVERY_REPORT
 
 
-@dataclass(frozen=True)
+@record
 class Completion:
     prepare: tuple[Stage[Prepare], ...] = ()
     resolve: tuple[Stage[Resolve], ...] = ()

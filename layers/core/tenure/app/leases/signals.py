@@ -3,16 +3,15 @@ signal epoch has not moved (domain/signals.py), and the sealed signal of the nex
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tenure.app.catalog import SchemaGates
 from tenure.app.ports import Ids
 from tenure.app.rows import WorkerRows
+from tenure.domain.records import record
 from tenure.domain.signals import Known, opened, seal
 from tenure.domain.transitions import SignalKey
 
 
-@dataclass(frozen=True)
+@record
 class Told:
     """One heartbeat's view of its worker's signal: the epoch read before any of its leases,
     and the leases the echoed signal vouches for at that epoch."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import email.utils
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ from tenure.domain.model import (
     Task,
 )
 from tenure.domain.outbound import ends_orphan
+from tenure.domain.records import record
 from tenure.domain.rules.occasions import (
     ALLOW,
     SKIP,
@@ -93,7 +94,7 @@ MAX_REMINTS = 8
 EVENT_ID_KEPT_S = 7 * 86_400
 
 
-@dataclass(frozen=True)
+@record
 class TakenForDead:
     """An occasion's mint that no delivery finished within the hour: a claim voided its
     task's id and ended (or is ending) `lease`. The occasion is minted again."""
@@ -101,7 +102,7 @@ class TakenForDead:
     lease: Lease
 
 
-@dataclass(frozen=True)
+@record
 class Fired:
     """What an inbound occasion minted, and the matching rules it minted nothing for: their
     space is archived (an archived space takes no new work), their hourly cap is reached, or
@@ -117,7 +118,7 @@ class Fired:
     attachments_withheld: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class EmailCandidates:
     """What SES's envelope alone decides of an email: the enabled email rules that name in
     `match.to` an address SES received the mail for and the rule's own space owns, each with

@@ -4,19 +4,19 @@ the job, from the rule, the occasion's job id, the pool and the time. The firing
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from tenure.app.runs import queue_expiry, stored_priority
 from tenure.domain.events import LEASE_CREATED
 from tenure.domain.model import DEFAULT_MAX_ATTEMPTS, Job, Lease, Task
+from tenure.domain.records import record
 from tenure.domain.rules.matching import render_template
 from tenure.domain.rules.rule import MAX_TITLE, Rule, render_key, workflow_subject_id
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.task_keys import task_id_of_key
 
 
-@dataclass(frozen=True)
+@record
 class Controls:
     """The run controls a rule's subject names, its concurrency key rendered like its title."""
 
@@ -44,7 +44,7 @@ class Controls:
         )
 
 
-@dataclass(frozen=True)
+@record
 class MintTerms:
     """One firing's terms: the rule, the occasion's job id, the pool, the time, the controls."""
 

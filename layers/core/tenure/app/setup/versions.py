@@ -4,7 +4,6 @@ properties through the version's JMESPath output document."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jmespath
@@ -13,6 +12,7 @@ from jmespath.exceptions import JMESPathError
 from tenure.app.rows import PoolRows
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import Lease, Pool, PoolVersion
+from tenure.domain.records import record
 from tenure.domain.states import PoolKind
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def require_settings(
         raise ValidationFailed("classifier: a classifier pool needs its settings {input, output}")
 
 
-@dataclass(frozen=True)
+@record
 class Rendered:
     checks: dict[str, Any]
     properties: dict[str, Any]
@@ -83,7 +83,7 @@ def render(output: dict[str, Any] | None, details: Any) -> Rendered:
     return Rendered(found["checks"], found["properties"], failed)
 
 
-@dataclass(frozen=True)
+@record
 class Pinned:
     """The agent and classifier settings of the version a lease pinned."""
 

@@ -57,6 +57,7 @@ from tenure.domain import authz, fencing
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
 from tenure.domain.events import TASK_CANCELLED
 from tenure.domain.model import Lease, Principal, Task, TaskGraph
+from tenure.domain.records import record
 from tenure.domain.states import LeaseState
 from tenure.domain.tasks import next_version
 from tenure.domain.transitions import Action, move, must_move
@@ -77,7 +78,7 @@ WALK_PAGE = 100
 CANCEL_TRIES = 6
 
 
-@dataclass(frozen=True)
+@record
 class Cancelled:
     """A request's answer: the top task as it now reads, how many tasks this request ended,
     and how many descendants it knows of and has left to the background walk."""

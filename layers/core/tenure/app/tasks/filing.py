@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import (
@@ -35,6 +35,7 @@ from tenure.domain.model import (
     Principal,
     Task,
 )
+from tenure.domain.records import record
 from tenure.domain.states import LeaseState, SubjectKind, TaskStatus
 from tenure.domain.task_keys import task_id_of_key
 
@@ -49,7 +50,7 @@ ACTIVITY_PAGE = 200
 FILING_TRIES = 4
 
 
-@dataclass(frozen=True)
+@record
 class TaskView:
     task: Task
     lease: Lease | None
@@ -63,7 +64,7 @@ class TaskView:
     usage: dict[str, Any] | None = None  # summed over its leases (app/usage.py)
 
 
-@dataclass(frozen=True)
+@record
 class TaskLinks:
     """Where a new task sits in the graph: its parent, the tasks it waits for, and whether
     their success enqueues it."""
@@ -91,7 +92,7 @@ Filer = Callable[
 ]
 
 
-@dataclass(frozen=True)
+@record
 class Placing:
     """A new task as filing's `links` place it, each stage handing the next this value with
     its own changes: the task row, its links, the pool it is enqueued on (None: filed

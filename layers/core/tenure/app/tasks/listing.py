@@ -3,7 +3,6 @@ ever had a lease, with the status and blocked reasons a single read derives."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from tenure.app.ports import SchedulerState, TaskEntry
@@ -12,6 +11,7 @@ from tenure.app.tasks.filing import TaskView
 from tenure.app.tasks.status import cancelled_above
 from tenure.domain import authz
 from tenure.domain.model import Lease, Principal, TaskGraph
+from tenure.domain.records import record
 from tenure.domain.states import TaskStatus
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ TASK_PAGE_MAX = 100
 TASK_FILTER_BUDGET = 200
 
 
-@dataclass(frozen=True)
+@record
 class ListedTask:
     view: TaskView
     lease: Lease | None  # the newest lease of its latest run, open or ended (None: never run)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from tenure.domain.errors import ValidationFailed
+from tenure.domain.records import record
 
 # A space holds at most this many addresses: listing them is one bounded Query.
 MAX_ADDRESSES_PER_SPACE = 100
@@ -17,7 +17,7 @@ ADDRESS = re.compile(
 MAX_ADDRESS = 254
 
 
-@dataclass(frozen=True)
+@record
 class Address:
     address: str  # lowercased: SES reports recipients as written, matching ignores case
     space: str

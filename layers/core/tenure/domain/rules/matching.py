@@ -16,8 +16,9 @@ from __future__ import annotations
 import email.utils
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from tenure.domain.records import record
 
 MATCH_KEYS = ("to", "from", "subject_contains")
 # Addresses one rule's `to` may list (each is a row in the inbound index).
@@ -36,7 +37,7 @@ class InvalidMatch(ValueError):
 PASS = "PASS"
 
 
-@dataclass(frozen=True)
+@record
 class Match:
     to: tuple[str, ...] | None = None  # lowercased
     sender: str | None = None  # the "from" key

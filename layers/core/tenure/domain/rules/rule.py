@@ -7,13 +7,13 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from tenure.domain import documents, fencing
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import MAX_PRIORITY, MIN_PRIORITY
+from tenure.domain.records import record
 from tenure.domain.rules import schedules
 from tenure.domain.rules.addresses import check_address
 from tenure.domain.rules.matching import InvalidMatch, Match, render_template
@@ -43,7 +43,7 @@ MAX_ATTEMPTS = 100
 INBOUND_LIMITS = ("accept_spam", "max_firings_per_hour")
 
 
-@dataclass(frozen=True)
+@record
 class Rule:
     id: str
     space: str

@@ -24,10 +24,11 @@ from __future__ import annotations
 import calendar
 import re
 import zoneinfo
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal, cast
+
+from tenure.domain.records import record
 
 # Scheduler's cron year field ends here, so no search ever needs to look further.
 MAX_YEAR = 2199
@@ -63,7 +64,7 @@ class InvalidSchedule(ValueError):
 RateUnit = Literal["minutes", "hours", "days"]
 
 
-@dataclass(frozen=True)
+@record
 class RateSchedule:
     value: int
     unit: RateUnit
@@ -73,12 +74,12 @@ class RateSchedule:
         return timedelta(**{self.unit: self.value})
 
 
-@dataclass(frozen=True)
+@record
 class AtSchedule:
     when: datetime  # naive: a wall time, read in the schedule's time zone
 
 
-@dataclass(frozen=True)
+@record
 class CronSchedule:
     minutes: frozenset[int]
     hours: frozenset[int]
@@ -97,7 +98,7 @@ class CronSchedule:
         return list(range(1, calendar.monthrange(year, month)[1] + 1))
 
 
-@dataclass(frozen=True)
+@record
 class DayOfMonth:
     """Plain days (``1,15``, ``1-7``, ``*/5``), ``L`` (last day), ``LW``, or ``nW``."""
 
@@ -119,7 +120,7 @@ class DayOfMonth:
         return sorted(day for day in self.values if day <= length)
 
 
-@dataclass(frozen=True)
+@record
 class DayOfWeek:
     """Plain days (``MON-FRI``, ``1,7``), ``L`` (Saturday), ``nL`` (last n-day), ``n#k``."""
 
@@ -241,7 +242,7 @@ def _parse_at(text: str) -> AtSchedule:
     return AtSchedule(when)
 
 
-@dataclass(frozen=True)
+@record
 class _Field:
     name: str
     low: int
@@ -450,7 +451,7 @@ def _wall_to_utc(wall: datetime, zone: zoneinfo.ZoneInfo) -> datetime | None:
 # The scheduler function's input
 
 
-@dataclass(frozen=True)
+@record
 class ScheduledFiring:
     """The input each schedule sends its target: which rule, and the instant it was due."""
 

@@ -16,12 +16,14 @@ without a Subject or To header) would not validate against it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from aws_lambda_powertools.utilities.parser.models import SnsNotificationModel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tenure.domain.records import record
 
 
 class EnvelopeError(ValueError):
@@ -69,7 +71,7 @@ class MissingField(EnvelopeError):
     """A required field is absent or of the wrong type; ``reason`` lists where."""
 
 
-@dataclass(frozen=True)
+@record
 class InboundMail:
     """Where one received email is stored, and who SES received it for."""
 

@@ -22,7 +22,6 @@ import email.utils
 import mimetypes
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from email.errors import (
     InvalidBase64CharactersDefect,
     InvalidBase64LengthDefect,
@@ -33,6 +32,8 @@ from email.headerregistry import Address
 from email.message import EmailMessage, Message
 from html.parser import HTMLParser
 from typing import Any
+
+from tenure.domain.records import record
 
 MAX_ATTACHMENTS = 20
 MAX_BODY_CHARS = 100_000
@@ -47,7 +48,7 @@ _BASE64_DEFECTS = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class MailAttachment:
     filename: str
     content_type: str
@@ -55,7 +56,7 @@ class MailAttachment:
     content: bytes
 
 
-@dataclass(frozen=True)
+@record
 class ParsedMail:
     message_id: str | None  # the Message-ID header as written (with its angle brackets)
     from_address: str  # lowercased addr-spec of the From header's one address; "" if not one

@@ -28,7 +28,6 @@ attachment) is needed.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -37,6 +36,7 @@ from tenure.app.artifacts.attachments import email_attachment_key
 from tenure.app.rules.firings import FAIL
 from tenure.app.tenure import Tenure
 from tenure.domain.model import Lease
+from tenure.domain.records import record
 from tenure.triggers.inbound.envelopes import InboundMail, parse_record_body
 from tenure.triggers.inbound.mime import MailAttachment, ParsedMail, parse_mail
 
@@ -57,7 +57,7 @@ class UnreadableMail(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@record
 class Received:
     message_id: str
     leases: list[Lease]

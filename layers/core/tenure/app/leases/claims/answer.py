@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tenure.app.leases.claims.intent import ClaimIntent
 from tenure.app.ports import SchedulerState
 from tenure.domain.model import Lease, Pool, Task
+from tenure.domain.records import record
 
 # A check a claim makes after its write committed and before it answers: given the claimed
 # lease, True when it must not be handed out (the check has then ended the lease itself), and
@@ -19,7 +19,7 @@ Withdraw = Callable[[Lease], bool]
 Withdrawn = Callable[[Lease], bool]
 
 
-@dataclass(frozen=True)
+@record
 class Claimed:
     lease: Lease
     token: str  # shown to the worker exactly once, never stored
@@ -29,7 +29,7 @@ class Claimed:
     task: Task | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Ask:
     """What the claiming worker asked for."""
 
@@ -42,7 +42,7 @@ class Ask:
     start: bool = False  # the worker starts the job on the answer: claim it running
 
 
-@dataclass(frozen=True)
+@record
 class Pick:
     """The lease a final report's claim will take first (None: the queue showed none), and
     the scheduler row the pick read: the pick and that claim's first try are one look at the

@@ -16,11 +16,11 @@ nothing here. With every slot held, the claim answers at once, as with `wait_sec
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure.app.rows import ClaimRecords
 from tenure.domain.errors import Conflict, Unavailable
+from tenure.domain.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -36,7 +36,7 @@ SLOT_MARGIN_MS = 2_000
 SLOT_TRIES = 3
 
 
-@dataclass(frozen=True)
+@record
 class WaitSlot:
     token_id: str
     slot: int
