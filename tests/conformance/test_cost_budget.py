@@ -106,8 +106,10 @@ REACTOR_INVOCATIONS_NOW = 1.25
 # HTTP API's access log): 1,998 while every claim logged a line at INFO, 1,578 since that
 # line is at DEBUG (the claim is on the timeline and in the Claims metric); 660 priced as the
 # template deploys it: the worker routes on their function URL, which writes no access log
-# (1,367 with every route on the HTTP API, each request an access log line).
-LOG_BYTES_NOW = 700
+# (1,367 with every route on the HTTP API, each request an access log line); 717 once the
+# access log line is the one the template's format writes (the caller's address and
+# User-Agent, the authorizer's error), not a shorter one of the bench's own.
+LOG_BYTES_NOW = 740
 
 
 @pytest.fixture(scope="module")
