@@ -1,5 +1,5 @@
-"""Dependencies point one way: `triggers | api → wiring → store → app → domain`, config and
-tracing at the side; the worker SDK stands on the standard library alone; nothing in the
+"""Dependencies point one way: `triggers | api → wiring → store → app → domain`, config,
+tracing and records at the side; the worker SDK stands on the standard library alone; nothing in the
 service imports the CLI or the SDK; and no module imports itself back through others.
 
 Read from the source (tests/infra/imports.py), imports inside functions included: a lazy
@@ -14,16 +14,18 @@ import pytest
 from tests.infra.imports import STDLIB, Import, all_imports, cycles
 
 # The service's rooms: the tenure modules each room's modules may import. config and tracing
-# read the environment and import nothing of the service; `tenure` is the empty package.
+# read the environment and import nothing of the service; records (how a frozen class is
+# made) imports nothing of it either, and every room may use it; `tenure` is the empty package.
 MAY_IMPORT: dict[str, set[str]] = {
-    "domain": {"domain"},
-    "app": {"app", "domain"},
-    "store": {"store", "app", "domain", "config"},
-    "wiring": {"store", "app", "domain", "config"},
-    "api": {"api", "wiring", "store", "app", "domain", "config", "tracing"},
-    "triggers": {"triggers", "wiring", "store", "app", "domain", "config", "tracing"},
-    "config": set(),
+    "domain": {"domain", "records"},
+    "app": {"app", "domain", "records"},
+    "store": {"store", "app", "domain", "config", "records"},
+    "wiring": {"store", "app", "domain", "config", "records"},
+    "api": {"api", "wiring", "store", "app", "domain", "config", "tracing", "records"},
+    "triggers": {"triggers", "wiring", "store", "app", "domain", "config", "tracing", "records"},
+    "config": {"records"},
     "tracing": set(),
+    "records": set(),
 }
 # What the pure core (domain, app) never imports: AWS and its adapters, the network, the
 # environment, and the clock and randomness, which are injected.

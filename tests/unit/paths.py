@@ -9,7 +9,7 @@ manual clock) under `sys.setprofile`. What counts:
   comprehension and generator-expression frames (`<listcomp>`, `<genexpr>`...). Calls of the
   fake store, pydantic, Powertools and the standard library are not service calls, but a
   service function they call back into is. Nor are the methods a record is given
-  (domain/records.py: its constructor's writes, equality, hash, repr), which stand for the
+  (records.py: its constructor's writes, equality, hash, repr), which stand for the
   ones `dataclass` compiles from text, whose code has no file under the service either.
 * the files: the distinct files of the service calls, listed in order of first entry.
 * a move: a service call in another file than the service call before it (in the order the
@@ -47,7 +47,7 @@ from tenure_cli.local.frontdoor import to_event
 from tests.unit.support import WORKER, Rig, as_lease
 
 SERVICE = str(Path(tenure.__file__).resolve().parent) + "/"  # layers/core/tenure/
-RECORDS = SERVICE + "domain/records.py"  # a record's methods, not service calls
+RECORDS = SERVICE + "records.py"  # a record's methods, not service calls
 FAKES = frozenset(str(Path(__file__).with_name(n)) for n in ("fake_store.py", "fake_rules.py"))
 COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 RESUMABLE = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR

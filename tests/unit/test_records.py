@@ -1,4 +1,4 @@
-"""A record (domain/records.py) behaves as `dataclass(frozen=True)` would make the same class:
+"""A record (records.py) behaves as `dataclass(frozen=True)` would make the same class:
 the same constructor, equality, hash, repr and immutability, and the dataclasses functions
 work on it; only its import costs less."""
 
@@ -10,7 +10,7 @@ import pickle
 from typing import Any
 
 import pytest
-from tenure.domain.records import record
+from tenure.records import record
 
 from tests.unit.support import make_lease
 
@@ -117,7 +117,7 @@ def test_a_class_defining_a_method_a_record_makes_is_refused() -> None:
 def test_the_service_s_entities_are_records() -> None:
     lease = make_lease("lease_1")
     assert dataclasses.is_dataclass(lease)
-    assert type(lease).__setattr__.__module__ == "tenure.domain.records"
+    assert type(lease).__setattr__.__module__ == "tenure.records"
     with pytest.raises(dataclasses.FrozenInstanceError):
         lease.fence = 2  # type: ignore[misc]
     assert dataclasses.replace(lease, fence=2) != lease == dataclasses.replace(lease)

@@ -33,14 +33,14 @@ compiled = sorted(  # Tenure's dataclasses whose methods `dataclass` compiled: n
     if name.startswith("tenure.")
     for cls in vars(mod).values()
     if isinstance(cls, type) and cls.__module__ == name and "__dataclass_fields__" in vars(cls)
-    and getattr(cls.__eq__, "__module__", None) != "tenure.domain.records"
+    and getattr(cls.__eq__, "__module__", None) != "tenure.records"
 )
 print(json.dumps({"modules": sorted(sys.modules), "routes": sorted(PLAIN), "compiled": compiled}))
 """
 
 # Today's count of Tenure's dataclasses the worker function's start makes with the standard
 # decorator (the mutable ones, and one ordered): every other frozen class is a record
-# (domain/records.py), whose methods cost no compiling at import. Move it down when one goes;
+# (records.py), whose methods cost no compiling at import. Move it down when one goes;
 # never up: make a new frozen class a record instead.
 COMPILED_AT_START = 7
 

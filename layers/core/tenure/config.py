@@ -7,7 +7,7 @@ import os
 from dataclasses import field
 from functools import lru_cache
 
-from tenure.domain.records import record
+from tenure.records import record
 
 # Frozen dataclasses, not pydantic models: every value is a string or None as read below (the
 # one number is converted where it is read), so a validating model checked nothing, and it

@@ -32,8 +32,8 @@ from tenure.app.worker_tenure import WorkerTenure
 from tenure.domain import authz, errors
 from tenure.domain.errors import InvalidRequest, ValidationFailed
 from tenure.domain.model import Principal
-from tenure.domain.records import record
 from tenure.domain.task_keys import is_task_key
+from tenure.records import record
 
 logger = Logger(service="tenure-api")
 # Flushed by the Lambda entry (functions/api/app.py); locally they flush when the buffer fills.

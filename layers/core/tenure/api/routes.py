@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from tenure.domain import authz
 from tenure.domain.errors import LeaseTokenMismatch
 from tenure.domain.model import Principal
-from tenure.domain.records import record
+from tenure.records import record
 
 BASE = "/api/v1"
 

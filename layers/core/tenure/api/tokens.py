@@ -16,7 +16,7 @@ from tenure.api.bearer import bearer
 from tenure.domain.errors import Unauthenticated
 from tenure.domain.fencing import could_be_token
 from tenure.domain.model import Principal
-from tenure.domain.records import record
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.worker_tenure import WorkerTenure

@@ -24,8 +24,8 @@ from tenure.app.leases.reports import Answer as Beat
 from tenure.app.worker_tenure import WorkerTenure
 from tenure.domain import authz, errors
 from tenure.domain.model import Lease, Principal
-from tenure.domain.records import record
 from tenure.domain.states import LeaseState, ReportKind, Revoke
+from tenure.records import record
 
 
 @record

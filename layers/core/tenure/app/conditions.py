@@ -11,8 +11,8 @@ from tenure.app.ports import INSTANCE_CEILING, KEY_CEILING, RATE_CEILING, key_ce
 from tenure.app.rows import QueueRows, WorkerRows
 from tenure.app.workers import WORKERS_PAGE, reachable
 from tenure.domain.model import Instance, Lease, Pool, Space
-from tenure.domain.records import record
 from tenure.domain.states import LeaseState
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

@@ -36,9 +36,9 @@ from tenure.domain import authz
 from tenure.domain.errors import Conflict, ValidationFailed
 from tenure.domain.events import TASK_STARVATION_ESCALATED
 from tenure.domain.model import DEFAULT_PRIORITY, Event, Lease, Pool, Principal, Space
-from tenure.domain.records import record
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.tasks import next_version
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

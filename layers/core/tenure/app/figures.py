@@ -14,8 +14,8 @@ from tenure.app.ports import Clock
 from tenure.app.rows import LeaseRows, QueueRows, RetentionRows, SweeperRows
 from tenure.app.setup.pools import Pools
 from tenure.domain.model import Pool, Principal
-from tenure.domain.records import record
 from tenure.domain.states import LeaseState
+from tenure.records import record
 
 COUNT_BUDGET = 1000  # index entries a COUNT reads; past it the figure reads "at least"
 HOUR_READS = 200  # lease rows read from each index for the last hour's figures

@@ -15,8 +15,8 @@ from tenure.domain.errors import NotFound
 from tenure.domain.events import LEASE_STALE_REPORT
 from tenure.domain.fencing import DEADLINE_SLACK, iso_ms
 from tenure.domain.model import Event, Lease, Principal, Task
-from tenure.domain.records import record
 from tenure.domain.states import REPORTABLE, LeaseState, SubjectKind, TaskStatus
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.conditions import Conditions

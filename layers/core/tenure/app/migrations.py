@@ -35,8 +35,8 @@ from tenure.domain.model import (
     gates_differ,
     pool_gates,
 )
-from tenure.domain.records import record
 from tenure.domain.task_keys import task_id_of_key
+from tenure.records import record
 
 # The schema version this release writes and understands.
 SCHEMA_VERSION = 16

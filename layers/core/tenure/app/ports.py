@@ -15,9 +15,9 @@ from tenure.domain.model import (
     Token,
     Worker,
 )
-from tenure.domain.records import record
 from tenure.domain.states import LeaseState
 from tenure.domain.transitions import SignalKey
+from tenure.records import record
 
 if TYPE_CHECKING:
     pass

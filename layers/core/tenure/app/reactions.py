@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 from tenure.app.rows import TaskRows
 from tenure.domain.events import DomainEvent, derive
 from tenure.domain.model import Task
-from tenure.domain.records import record
+from tenure.records import record
 
 E = TypeVar("E", bound=DomainEvent)
 

@@ -40,9 +40,9 @@ from tenure.domain.model import (
     Worker,
     Workflow,
 )
-from tenure.domain.records import record
 from tenure.domain.states import LeaseState
 from tenure.domain.transitions import SignalKey
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.migrations import SchemaState

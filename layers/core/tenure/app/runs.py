@@ -20,9 +20,9 @@ from tenure.domain.model import (
     first_job_id,
     implied_job,
 )
-from tenure.domain.records import record
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.timeline import CREATED_STAMP, first_lease_id, first_lease_stamps
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

@@ -21,8 +21,8 @@ from tenure.app.workers import SEEN_LAG_SHARE, reachable
 from tenure.domain.errors import Conflict
 from tenure.domain.fencing import DEADLINE_SLACK, toleration_ms
 from tenure.domain.model import Event, Lease, Pool
-from tenure.domain.records import record
 from tenure.domain.states import REPORTABLE
+from tenure.records import record
 
 # Kubernetes' node lifecycle controller stops evicting when too much of a zone looks dead at
 # once. Likewise, counted in *workers*, not leases: when in one pass at least this share of a

@@ -78,7 +78,7 @@ from tenure.domain.events import (
     TaskMoved,
     TaskSucceeded,
 )
-from tenure.domain.records import record
+from tenure.records import record
 
 
 @record

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.ports import AddUsage, Change
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import Lease, TaskGraph
-from tenure.domain.records import record
 from tenure.domain.states import ReportKind
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

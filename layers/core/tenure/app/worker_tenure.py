@@ -46,7 +46,7 @@ from tenure.app.tasks.graph import Graph
 from tenure.app.tasks.keys import TaskKeys
 from tenure.app.usage import Usage
 from tenure.app.workers import Workers
-from tenure.domain.records import record
+from tenure.records import record
 
 
 @record

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.rows import LeaseRows, QueueRows, WorkerRows
 from tenure.domain import authz
 from tenure.domain.model import Lease, Pool, Principal, Worker
-from tenure.domain.records import record
 from tenure.domain.states import REPORTABLE
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

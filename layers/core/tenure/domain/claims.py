@@ -7,7 +7,7 @@ from enum import Enum
 
 from tenure.domain import fencing
 from tenure.domain.model import Lease, Pool
-from tenure.domain.records import record
+from tenure.records import record
 
 
 class Refusal(Enum):

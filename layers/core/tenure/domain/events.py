@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from tenure.domain.model import Lease, Task, TaskGraph
-from tenure.domain.records import record
 from tenure.domain.states import EndReason, LeaseState
+from tenure.records import record
 
 # A lease's transitions (domain/transitions.py names which move writes which).
 LEASE_CREATED = "lease.created"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import field, replace
 from typing import Any
 
-from tenure.domain.records import record
 from tenure.domain.states import (
     EndReason,
     LeaseState,
@@ -16,6 +15,7 @@ from tenure.domain.states import (
     SubjectKind,
     TaskStatus,
 )
+from tenure.records import record
 
 # Timing defaults, configurable per pool (docs/fencing-and-timing.md).
 DEFAULT_RENEW_SECONDS = 10

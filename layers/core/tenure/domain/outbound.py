@@ -22,8 +22,8 @@ from tenure.domain.events import (
     TASK_NEEDS_ATTENTION,
 )
 from tenure.domain.model import Event, Lease, Task, TaskGraph
-from tenure.domain.records import record
 from tenure.domain.states import EndReason, LeaseState
+from tenure.records import record
 
 SOURCE = "tenure"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tenure.domain.records import record
+from tenure.records import record
 
 DEFAULT_INITIAL_SECONDS = 10
 DEFAULT_MULTIPLIER = 2.0

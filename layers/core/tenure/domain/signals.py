@@ -22,9 +22,9 @@ import json
 from typing import Any
 
 from tenure.domain.model import Lease
-from tenure.domain.records import record
 from tenure.domain.states import LeaseState, Revoke
 from tenure.domain.transitions import SignalKey
+from tenure.records import record
 
 # ------------------------------------------------------------------ what an answer vouches
 

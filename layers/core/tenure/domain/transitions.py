@@ -30,9 +30,9 @@ from tenure.domain.events import (
     LEASE_TTL_EXPIRED,
 )
 from tenure.domain.model import Job, Lease
-from tenure.domain.records import record
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState, ReportKind, Revoke
 from tenure.domain.timeline import with_stamp
+from tenure.records import record
 
 
 class Action(StrEnum):

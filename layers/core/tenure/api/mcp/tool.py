@@ -12,7 +12,7 @@ from tenure.api import views
 from tenure.app.tenure import Tenure
 from tenure.domain import authz
 from tenure.domain.model import Lease, Principal
-from tenure.domain.records import record
+from tenure.records import record
 
 Run = Callable[[Tenure, Principal, Any], dict[str, Any]]
 

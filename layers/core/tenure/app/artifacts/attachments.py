@@ -16,7 +16,7 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Lease, Principal
-from tenure.domain.records import record
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.artifacts.artifacts import Artifacts

@@ -34,9 +34,9 @@ from tenure.domain.errors import (
 )
 from tenure.domain.events import TASK_BLOCK_CLEARED, TASK_BLOCKED, TASK_ESCALATED, TASK_RUN_RELEASED
 from tenure.domain.model import Lease, Principal, Task
-from tenure.domain.records import record
 from tenure.domain.states import HELD, ReportKind
 from tenure.domain.tasks import next_version
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from tenure.domain import authz, fencing
 from tenure.domain.errors import InvalidTransition, LeaseNotFound, StaleLease, ValidationFailed
 from tenure.domain.model import Lease, Principal
-from tenure.domain.records import record
 from tenure.domain.states import REPORTABLE
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

@@ -24,10 +24,10 @@ from tenure.domain.errors import (
 )
 from tenure.domain.events import TASK_RETRIED
 from tenure.domain.model import Lease, Principal
-from tenure.domain.records import record
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.tasks import next_version
 from tenure.domain.transitions import Action, move
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

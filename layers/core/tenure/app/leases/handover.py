@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from tenure.app.leases.claims import Claimed
 from tenure.domain import authz, fencing
 from tenure.domain.model import Lease, Principal
-from tenure.domain.records import record
 from tenure.domain.states import ReportKind
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

@@ -21,11 +21,11 @@ from tenure.domain.errors import (
     ValidationFailed,
 )
 from tenure.domain.model import Lease, Pool, Principal
-from tenure.domain.records import record
 from tenure.domain.signals import Known, known_of
 from tenure.domain.states import REPORTABLE, EndReason, LeaseState, PoolKind, ReportKind, Revoke
 from tenure.domain.task_keys import MAX_SCANNED_CHARS, TASK_ID_SHAPE
 from tenure.domain.transitions import Action, SignalKey, move, must_move
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

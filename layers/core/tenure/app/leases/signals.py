@@ -6,9 +6,9 @@ from __future__ import annotations
 from tenure.app.catalog import SchemaGates
 from tenure.app.ports import Ids
 from tenure.app.rows import WorkerRows
-from tenure.domain.records import record
 from tenure.domain.signals import Known, opened, seal
 from tenure.domain.transitions import SignalKey
+from tenure.records import record
 
 
 @record

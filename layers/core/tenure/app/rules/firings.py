@@ -35,7 +35,6 @@ from tenure.domain.model import (
     Task,
 )
 from tenure.domain.outbound import ends_orphan
-from tenure.domain.records import record
 from tenure.domain.rules.occasions import (
     ALLOW,
     SKIP,
@@ -55,6 +54,7 @@ from tenure.domain.rules.rule import (
     successor_job_id,
 )
 from tenure.domain.states import SubjectKind
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

@@ -9,11 +9,11 @@ from typing import Any
 from tenure.app.runs import queue_expiry, stored_priority
 from tenure.domain.events import LEASE_CREATED
 from tenure.domain.model import DEFAULT_MAX_ATTEMPTS, Job, Lease, Task
-from tenure.domain.records import record
 from tenure.domain.rules.matching import render_template
 from tenure.domain.rules.rule import MAX_TITLE, Rule, render_key, workflow_subject_id
 from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.task_keys import task_id_of_key
+from tenure.records import record
 
 
 @record

@@ -12,8 +12,8 @@ from jmespath.exceptions import JMESPathError
 from tenure.app.rows import PoolRows
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import Lease, Pool, PoolVersion
-from tenure.domain.records import record
 from tenure.domain.states import PoolKind
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

@@ -57,10 +57,10 @@ from tenure.domain import authz, fencing
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
 from tenure.domain.events import TASK_CANCELLED
 from tenure.domain.model import Lease, Principal, Task, TaskGraph
-from tenure.domain.records import record
 from tenure.domain.states import LeaseState
 from tenure.domain.tasks import next_version
 from tenure.domain.transitions import Action, move, must_move
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

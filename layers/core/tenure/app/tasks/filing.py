@@ -35,9 +35,9 @@ from tenure.domain.model import (
     Principal,
     Task,
 )
-from tenure.domain.records import record
 from tenure.domain.states import LeaseState, SubjectKind, TaskStatus
 from tenure.domain.task_keys import task_id_of_key
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

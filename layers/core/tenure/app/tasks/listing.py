@@ -11,8 +11,8 @@ from tenure.app.tasks.filing import TaskView
 from tenure.app.tasks.status import cancelled_above
 from tenure.domain import authz
 from tenure.domain.model import Lease, Principal, TaskGraph
-from tenure.domain.records import record
 from tenure.domain.states import TaskStatus
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from tenure.domain.errors import ValidationFailed
-from tenure.domain.records import record
+from tenure.records import record
 
 # A space holds at most this many addresses: listing them is one bounded Query.
 MAX_ADDRESSES_PER_SPACE = 100

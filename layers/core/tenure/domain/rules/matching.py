@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tenure.domain.records import record
+from tenure.records import record
 
 MATCH_KEYS = ("to", "from", "subject_contains")
 # Addresses one rule's `to` may list (each is a row in the inbound index).

@@ -13,11 +13,11 @@ from typing import Any
 from tenure.domain import documents, fencing
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import MAX_PRIORITY, MIN_PRIORITY
-from tenure.domain.records import record
 from tenure.domain.rules import schedules
 from tenure.domain.rules.addresses import check_address
 from tenure.domain.rules.matching import InvalidMatch, Match, render_template
 from tenure.domain.rules.occasions import DEFAULT_OVERLAP
+from tenure.records import record
 
 EMAIL_TOPIC = "email.received"
 # A space holds at most this many rules: listing them is one bounded Query, and an event's

@@ -28,7 +28,7 @@ from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal, cast
 
-from tenure.domain.records import record
+from tenure.records import record
 
 # Scheduler's cron year field ends here, so no search ever needs to look further.
 MAX_YEAR = 2199

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from aws_lambda_powertools.utilities.parser.models import SnsNotificationModel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tenure.domain.records import record
+from tenure.records import record
 
 
 class EnvelopeError(ValueError):

@@ -33,7 +33,7 @@ from email.message import EmailMessage, Message
 from html.parser import HTMLParser
 from typing import Any
 
-from tenure.domain.records import record
+from tenure.records import record
 
 MAX_ATTACHMENTS = 20
 MAX_BODY_CHARS = 100_000

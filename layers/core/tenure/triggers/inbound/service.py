@@ -36,7 +36,7 @@ from tenure.app.artifacts.attachments import email_attachment_key
 from tenure.app.rules.firings import FAIL
 from tenure.app.tenure import Tenure
 from tenure.domain.model import Lease
-from tenure.domain.records import record
+from tenure.records import record
 from tenure.triggers.inbound.envelopes import InboundMail, parse_record_body
 from tenure.triggers.inbound.mime import MailAttachment, ParsedMail, parse_mail
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from tenure.app.leases.claims.intent import ClaimIntent
 from tenure.app.ports import SchedulerState
 from tenure.domain.model import Lease, Pool, Task
-from tenure.domain.records import record
+from tenure.records import record
 
 # A check a claim makes after its write committed and before it answers: given the claimed
 # lease, True when it must not be handed out (the check has then ended the lease itself), and

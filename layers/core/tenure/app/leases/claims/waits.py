@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from tenure.app.rows import ClaimRecords
 from tenure.domain.errors import Conflict, Unavailable
-from tenure.domain.records import record
+from tenure.records import record
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
