@@ -45,7 +45,7 @@ from tenure.domain.states import LeaseState
 from tenure.domain.transitions import SignalKey
 
 if TYPE_CHECKING:
-    from tenure.app.migrations import SchemaState
+    from tenure.app.schema_versions import SchemaState
 
 
 class SpaceRows(Protocol):
