@@ -1,8 +1,9 @@
-"""The schema versions of the table's data: the version this release writes, from which one
-on each change of the data model holds (below it, the service keeps serving as the release
-before did), and the meta row's state. Apart from the migrations themselves
-(app/migrations.py, run by `tenure admin migrate`), which no request runs: a request reads
-these alone, and the worker function never loads the migrations (`tenure bench coldstart`)."""
+"""The schema versions of the table's data: the version this release writes, the version from
+which each change of the data model holds (below it, the service keeps serving as the release
+before it did), and the meta row's state. The migrations that move the data from one version
+to the next (app/migrations.py, `tenure admin migrate`) are apart: no request runs them, so
+a request reads these without loading them (the worker function's cold start, `tenure bench
+coldstart`)."""
 
 from __future__ import annotations
 
