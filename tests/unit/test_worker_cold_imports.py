@@ -109,6 +109,16 @@ NOT_LOADED = (
     "tenure.app.autonomy.breaker",
     "tenure.app.leases.recovery",
     "tenure.store.schedules",  # the rules' schedules adapter
+    # What the worker's requests never run, or seldom: the data's migrations (a request reads
+    # the schema versions alone, app/schema_versions.py), filing's task view (loaded by the
+    # first read of a task: a payload's inputs), the operators' force and the instance's
+    # and pools' setup it reads.
+    "tenure.app.migrations",
+    "tenure.app.tasks.filing",
+    "tenure.app.leases.force",
+    "tenure.app.setup.instance",
+    "tenure.app.setup.pools",
+    "tenure.app.setup.pool_gates",
     "tenure.domain.rules",  # the rules themselves: the store's rules port is built on first use
     "tenure.store.dynamo.rules",
     *(

@@ -99,7 +99,10 @@ def authorize(
         authz.require_worker(actor, None)
         return
     if actor.kind in ("worker", "lease") and "agent_force" in allowed:
-        service().force.require_agent_force(actor)  # the instance's allow_agent_force
+        # The force routes are the HTTP API's alone: the worker function never loads them.
+        from tenure.app.leases.force import require_agent_force
+
+        require_agent_force(actor, service().rows.pools)  # the instance's allow_agent_force
         return
     if allowed[0].startswith("operator:"):
         authz.require_role(actor, allowed[0].removeprefix("operator:"))

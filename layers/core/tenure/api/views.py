@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any, cast
 from tenure.api import models
 from tenure.app.conditions import Conditions, QueuedCondition
 from tenure.app.ports import Attachment, LogLine
-from tenure.app.tasks.filing import TaskView
 from tenure.app.usage import lease_usage
 from tenure.domain.fencing import iso_ms
 from tenure.domain.model import (
@@ -25,8 +24,9 @@ from tenure.domain.model import (
 from tenure.domain.retry import RetryPolicy
 from tenure.domain.states import TaskStatus
 
-if TYPE_CHECKING:  # the inspect route's alone: the worker function never loads it
+if TYPE_CHECKING:  # the inspect route's and filing's: the worker function never loads them
     from tenure.app.inspect import Snapshot
+    from tenure.app.tasks.filing import TaskView
 
 iso = iso_ms  # one form for every time the API shows (the payload's too)
 

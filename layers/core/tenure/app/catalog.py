@@ -15,7 +15,9 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from tenure.app.migrations import (
+from tenure.app.ports import Clock
+from tenure.app.rows import PoolRows, SchemaRows, SpaceRows
+from tenure.app.schema_versions import (
     CLAIM_START_FROM_SCHEMA,
     CREATED_STAMPS_FROM_SCHEMA,
     DERIVED_RECLAIMS_FROM_SCHEMA,
@@ -30,8 +32,6 @@ from tenure.app.migrations import (
     UNTRANSACTED_FILING_FROM_SCHEMA,
     WORKER_SIGNALS_FROM_SCHEMA,
 )
-from tenure.app.ports import Clock
-from tenure.app.rows import PoolRows, SchemaRows, SpaceRows
 from tenure.domain import fencing
 from tenure.domain.errors import InvalidTransition, NotFound, ValidationFailed
 from tenure.domain.model import (
@@ -248,13 +248,13 @@ class SchemaGates:
 
     def first_stamps(self, subject_kind: str) -> dict[str, Any] | None:
         """A new lease's stamps (domain/timeline.py), or None while the table's schema is
-        below STAMPS_FROM_SCHEMA (app/migrations.py): every event of that lease is then a
+        below STAMPS_FROM_SCHEMA (app/schema_versions.py): every event of that lease is then a
         timeline row, as an earlier release wrote it."""
         return first_stamps(subject_kind) if self._schema() >= STAMPS_FROM_SCHEMA else None
 
     def claims_may_start(self) -> bool:
         """Whether a claim may start its lease in the same write: not while the table's schema
-        is below CLAIM_START_FROM_SCHEMA (app/migrations.py), when a reactor of an earlier
+        is below CLAIM_START_FROM_SCHEMA (app/schema_versions.py), when a reactor of an earlier
         release may still be reading the stream."""
         return self._schema() >= CLAIM_START_FROM_SCHEMA
 

@@ -45,7 +45,7 @@ from tenure.domain.transitions import SignalKey
 from tenure.records import record
 
 if TYPE_CHECKING:
-    from tenure.app.migrations import SchemaState
+    from tenure.app.schema_versions import SchemaState
 
 
 class SpaceRows(Protocol):

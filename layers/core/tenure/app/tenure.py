@@ -318,7 +318,7 @@ def compose(
         wake=wake,
         usage=core.usage,
         classifier=core.classifier,
-        force=core.force,
+        force=Force(kernel, runs, leases=rows.leases, pools=rows.pools),
         rules=rules,
         firings=Firings(
             kernel,

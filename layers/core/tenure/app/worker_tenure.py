@@ -26,7 +26,6 @@ from tenure.app.flow.inputs import Inputs
 from tenure.app.kernel import Kernel
 from tenure.app.leases.bound import Bound
 from tenure.app.leases.claims import Claims, Waits
-from tenure.app.leases.force import Force
 from tenure.app.leases.handover import Handover
 from tenure.app.leases.orphans import Orphans
 from tenure.app.leases.payload import Payloads
@@ -73,7 +72,6 @@ class WorkerTenure:
     delegation: Delegation
     usage: Usage
     classifier: Classifier
-    force: Force
     artifacts: Artifacts
     logs: Logs
     attachments: Attachments
@@ -157,7 +155,6 @@ def compose_worker(
         delegation=delegation,
         usage=usage,
         classifier=classifier,
-        force=Force(kernel, runs, leases=rows.leases, pools=rows.pools),
         artifacts=artifacts,
         logs=Logs(kernel, artifacts, attachments=rows.attachments),
         attachments=Attachments(

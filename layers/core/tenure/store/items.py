@@ -147,7 +147,7 @@ def lease_item(lease: Lease) -> dict[str, Any]:
     # Every byte counts: a row past 1 KB costs twice per write. A task's lease names its task
     # as its subject (subject_id is task_id), and retry_depth is mostly 0: neither is written
     # then, and lease_from gives both back. (subject_id only on a lease made with stamps: a
-    # release that knows no stamps never shares a table with one, app/migrations.py.)
+    # release that knows no stamps never shares a table with one, app/schema_versions.py.)
     row = {"entity": "lease", **_row(lease)}
     task_lease = lease.subject_kind == SubjectKind.TASK and lease.subject_id == lease.task_id
     if task_lease and lease.tl is not None:

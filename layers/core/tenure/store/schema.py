@@ -8,7 +8,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from tenure.app.migrations import SchemaState
+from tenure.app.schema_versions import SchemaState
 from tenure.domain.errors import AlreadyExists, Conflict
 from tenure.domain.model import Instance, Lease, Pool, Space, Task, Token
 from tenure.store import codec, conditions, expressions, items

@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from tenure.api import models, views
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, actor_read_again, contract_json, json_answer, op, svc
-from tenure.app.migrations import BEHIND_NOTICE
+from tenure.app.schema_versions import BEHIND_NOTICE
 from tenure.domain.model import Pool
 from tenure.domain.states import OnExpiry, PoolKind
 

@@ -32,7 +32,6 @@ from tenure.app.ports import (
     Unedge,
 )
 from tenure.app.rows import GraphRows, LeaseRows, TaskRows, TimelineRows
-from tenure.app.tasks.filing import Placing, TaskLinks
 from tenure.app.tasks.keys import TaskKeys
 from tenure.domain.errors import (
     Conflict,
@@ -53,6 +52,7 @@ from tenure.domain.transitions import Action, must_move
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
     from tenure.app.reactions import Context
+    from tenure.app.tasks.filing import Placing, TaskLinks
     from tenure.domain.events import GraphMoved, LeaseEnded
 
 # At most this many ids a completion may name (the API model says the same).

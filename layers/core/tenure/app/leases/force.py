@@ -163,13 +163,7 @@ class Force:
         return None
 
     def require_agent_force(self, actor: Principal) -> None:
-        """A worker or lease token may force only while the instance allows agents to."""
-        if actor.kind not in ("worker", "lease"):
-            raise Forbidden("this route needs a member token")
-        if not instance_settings(self.pools).allow_agent_force:
-            if actor.kind == "lease":
-                raise LeaseTokenMismatch("force operations need an operator token here")
-            raise Forbidden("force operations by agents are off (instance allow_agent_force)")
+        require_agent_force(actor, self.pools)
 
     def _may_force_lease(self, actor: Principal, lease: Lease, own_space: str | None) -> None:
         if actor.kind == "operator":
@@ -202,3 +196,13 @@ class Force:
                 f"lease {lease.id} changed while it was being forced; try this row again"
             ) from lost
         return ended
+
+
+def require_agent_force(actor: Principal, pools: PoolRows) -> None:
+    """A worker or lease token may force only while the instance allows agents to."""
+    if actor.kind not in ("worker", "lease"):
+        raise Forbidden("this route needs a member token")
+    if not instance_settings(pools).allow_agent_force:
+        if actor.kind == "lease":
+            raise LeaseTokenMismatch("force operations need an operator token here")
+        raise Forbidden("force operations by agents are off (instance allow_agent_force)")

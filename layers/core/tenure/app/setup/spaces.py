@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tenure.app.migrations import SCHEMA_VERSION
 from tenure.app.ports import Settings, SpacePage
 from tenure.app.rows import PoolRows, SchemaRows, SpaceRows, TimelineRows
+from tenure.app.schema_versions import SCHEMA_VERSION
 from tenure.app.setup.pool_gates import copy_gates
 from tenure.domain import authz
 from tenure.domain.events import SPACE_ARCHIVED, SPACE_UNARCHIVED

@@ -7,9 +7,9 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from tenure.app.migrations import SCHEMA_VERSION
 from tenure.app.ports import TokenPage
 from tenure.app.rows import LeaseRows, SchemaRows, TokenRows
+from tenure.app.schema_versions import SCHEMA_VERSION
 from tenure.domain import authz, fencing
 from tenure.domain.errors import (
     AlreadyExists,

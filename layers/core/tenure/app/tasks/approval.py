@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.ports import Change, SchedulerState, TaskWrite
 from tenure.app.rows import TaskRows
-from tenure.app.tasks.filing import Placing, TaskLinks, TaskView
 from tenure.domain import authz, fencing
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable
 from tenure.domain.events import TASK_DECIDED
@@ -26,6 +25,7 @@ from tenure.domain.tasks import next_version
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
     from tenure.app.leases.operator import Operator
+    from tenure.app.tasks.filing import Placing, TaskLinks, TaskView
     from tenure.app.tasks.graph import Graph
 
 # A decision loses its condition only to another write of the same task row; past this many

@@ -46,7 +46,6 @@ from tenure.app.ports import (
 )
 from tenure.app.rows import GraphRows, SweeperRows, TaskRows
 from tenure.app.runs import RunStart
-from tenure.app.tasks.filing import Placing, TaskView
 from tenure.app.tasks.keys import TaskKeys
 from tenure.app.tasks.status import TERMINAL_TASK, cancelled_above, derive_status
 from tenure.domain import authz
@@ -60,6 +59,7 @@ if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
     from tenure.app.reactions import Context
     from tenure.app.runs import Runs
+    from tenure.app.tasks.filing import Placing, TaskView
     from tenure.domain.events import GraphMoved, TaskSucceeded
 
 # How deep a tree may grow: every task carries its ancestors, and a read or a claim checks
@@ -312,6 +312,9 @@ class Graph:
         """The read's projection from rows already in hand (a single read or a list page).
         `cancelled_by`: an ancestor whose subtree cancel has not reached this task yet; the
         task reads cancelled already, unless it had ended before."""
+        # Loaded on a task's first read: the worker function's routes read none.
+        from tenure.app.tasks.filing import TaskView
+
         open_lease = newest if newest is not None and newest.state.active else None
         reasons: list[dict[str, Any]] = []
         if graph.blockers_outstanding:
