@@ -7,7 +7,7 @@ coldstart`)."""
 
 from __future__ import annotations
 
-from tenure.domain.records import record
+from tenure.records import record
 
 # The schema version this release writes and understands.
 SCHEMA_VERSION = 16
