@@ -48,6 +48,11 @@ export PYTHONHASHSEED=${PYTHONHASHSEED:-$((RANDOM * 32768 + RANDOM))}
 echo "PYTHONHASHSEED=$PYTHONHASHSEED"
 
 rm -rf "$OUT" && mkdir -p "$OUT"
+# This machine's environment sets PYTHONDONTWRITEBYTECODE, so every process the runs start
+# (each stack, its function processes, each CLI and worker) would compile the project's modules
+# from source again: written once here, their bytecode is read by all (a stack's start and stop
+# took 6.5 s of CPU with it, 6.7 to 8.4 without).
+"$BIN/python" -m compileall -q layers packages tests functions > /dev/null
 declare -A PIDS
 run() {
   local name=$1
