@@ -15,9 +15,9 @@
 #          leave, and never one they need.
 #
 # Each run has its own temporary directory and log under .tenure/tiers; the logs are printed
-# once both have ended, and either failing fails the script. Every process appends the AWS
-# calls it makes under $TENURE_AWS_CALLS_RUN (rest.jsonl; stack.jsonl for every process the
-# stack tiers start, through tests/infra/stack_calls on their PYTHONPATH), which
+# once all have ended, and any failing fails the script. Every process appends the AWS calls
+# it makes under $TENURE_AWS_CALLS_RUN (rest.jsonl; stack.jsonl for every process the stack
+# and own runs start, through tests/infra/stack_calls on their PYTHONPATH), which
 # tests/infra/test_least_privilege_run.py judges afterwards.
 set -u
 cd "$(dirname "$0")/.."
