@@ -101,11 +101,12 @@ deploy-check: $(STAMP)
 
 # The tiers run side by side (tests/tiers.sh): the end-to-end and browser tiers, which spend
 # most of their time waiting on the stack's clocks, in one pytest with its session stack; the
-# rest of tests/ (unit, aws, infra, conformance, reliability) beside it under pytest-xdist, at
-# a lower priority so the stack tiers' workers renew in time. Each run has a temporary
-# directory of its own, their logs follow once both are done, and either failing fails the
-# target. Every process of both runs appends the AWS calls it makes to .tenure/aws-calls (the
-# stack tiers' through tests/infra/stack_calls on their PYTHONPATH);
+# end-to-end files that start stacks of their own in a second pytest beside it; the rest of
+# tests/ (unit, aws, infra, conformance, reliability) under pytest-xdist, the last two at lower
+# priorities so the stack tiers' workers renew in time. Each run has a temporary directory of
+# its own, their logs follow once all are done, and any failing fails the target. Every
+# process of the runs appends the AWS calls it makes to .tenure/aws-calls (the stack tiers'
+# through tests/infra/stack_calls on their PYTHONPATH);
 # tests/infra/test_least_privilege_run.py then holds the whole run's calls to the roles.
 PYTEST := TENURE_REQUIRE_ENGINES=1 $(BIN)/pytest -q -p no:cacheprovider --durations=10
 CALLS  := $(CURDIR)/.tenure/aws-calls

@@ -17,13 +17,15 @@ from typing import Any, TypeVar
 import httpx
 from tenure.domain.fencing import DEADLINE_SLACK
 
+from tests.conftest import SESSION_SWEEP_SECONDS
+
 T = TypeVar("T")
 
 # Short timings (renew, grace, toleration) for the tests that wait for the sweeper.
 SHORT = {"renew_seconds": 1, "grace_seconds": 3, "toleration_seconds": 4}
-# With the stack's 1 s sweep, a silent short-timing lease is lost at most this long after its
-# last sign of life: (1 + DEADLINE_SLACK) x 4 s + 1 s, 7 s.
-SHORT_LOST_BY = SHORT["toleration_seconds"] * (1 + DEADLINE_SLACK) + 1.0
+# With the session stack's sweep (a pass every 2 s), a silent short-timing lease is lost at
+# most this long after its last sign of life: (1 + DEADLINE_SLACK) x 4 s + 2 s, 8 s.
+SHORT_LOST_BY = SHORT["toleration_seconds"] * (1 + DEADLINE_SLACK) + SESSION_SWEEP_SECONDS
 # How long a test waits for a silent short-timing lease to be swept; generous for 2 cores (a
 # late pass there reads as the sweeper's absence and pushes deadlines out).
 EXPIRY_WAIT = 30.0

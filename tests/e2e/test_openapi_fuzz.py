@@ -274,7 +274,7 @@ def reaches(world: World) -> Reaches:
     """Real rows for the operations of the admin run: shared ones to read, and for each
     operation that changes or ends its row, rows of its own in the state it acts on."""
     admin, space = world.admin, world.space
-    # Every sweep of the session's stack reads each pool, every second, to the session's end:
+    # Every sweep of the session's stack reads each pool, every 2 s, to the session's end:
     # the run makes as few as it can (two here, and one generated: its name is fixed, so the
     # rest are refused as taken). Letting every valid POST /pools make one took the worker run
     # after it from 16 s to 38 s at the same load. Held leases are reported on minutes after

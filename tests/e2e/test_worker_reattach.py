@@ -264,7 +264,7 @@ def test_a_job_whose_worker_never_returns_stops_itself_before_its_lease_can_expi
     last_tick = float(read_lines(ticks)[-1])
     # Fenced two heartbeats (2 s) after its last answered heartbeat, before the deadline.
     assert last_tick < deadline, (last_tick - deadline, "the job outlived its lease")
-    # The sweeper passes every second here; on a busy machine a pass that comes later than
+    # The session stack sweeps every 2 s; on a busy machine a pass that comes later than
     # the pool's grace counts as the sweeper's own absence and pushes deadlines out instead
     # of expiring them, so the expiry may take several tolerations.
     lost = wait_lease(site.admin, lease_id, {"lost"}, timeout=60)
