@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from tenure.app.ports import INSTANCE_CEILING
 from tenure.app.setup import pools
@@ -47,6 +49,27 @@ def test_a_lease_counted_already_is_not_counted_twice(rig: Rig) -> None:
     assert rig.store.held_count("pool", POOL) == 1
 
 
+def _during_the_first_rest(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, change: Callable[[], object]
+) -> list[str]:
+    """While a claim's long poll rests the first time: `change` the pool, file a task, and let
+    a second more pass, so the claim's copy of the pool is 1.5 s old when it finds the work.
+    What was done, once it was."""
+    sleep = rig.clock.sleep
+    during: list[str] = []
+
+    def rest(seconds: float) -> None:
+        sleep(seconds)
+        if not during:
+            during.append("changed")
+            change()
+            rig.task()
+            rig.clock.advance(1.0)
+
+    monkeypatch.setattr(rig.clock, "sleep", rest)
+    return during
+
+
 def test_a_long_poll_that_read_the_pool_before_a_ceiling_reads_it_again_before_it_writes(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -54,20 +77,11 @@ def test_a_long_poll_that_read_the_pool_before_a_ceiling_reads_it_again_before_i
     # the long poll's own refresh, older than a write may trust. Read again, it has the
     # ceiling, so the lease counts itself; with the old copy it would be held uncounted.
     monkeypatch.setattr(pools, "SETTLE_AFTER_CEILING_S", 0)
-    sleep = rig.clock.sleep
-    during: list[str] = []
-
-    def rest(seconds: float) -> None:
-        sleep(seconds)
-        if not during:
-            during.append("ceiling")
-            rig.svc.pools.update_pool(ADMIN, POOL, {"max_active": 1})
-            rig.task()
-            rig.clock.advance(1.0)
-
-    monkeypatch.setattr(rig.clock, "sleep", rest)
+    during = _during_the_first_rest(
+        rig, monkeypatch, lambda: rig.svc.pools.update_pool(ADMIN, POOL, {"max_active": 1})
+    )
     won = rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 5, None)
-    assert during == ["ceiling"] and won is not None
+    assert during == ["changed"] and won is not None
     assert rig.lease(won.lease.id).counted == (f"pool:{POOL}",)
     assert rig.store.held_count("pool", POOL) == 1
     rig.task()
@@ -77,17 +91,6 @@ def test_a_long_poll_that_read_the_pool_before_a_ceiling_reads_it_again_before_i
 def test_a_pool_paused_since_the_copy_was_read_hands_out_nothing(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sleep = rig.clock.sleep
-    during: list[str] = []
-
-    def rest(seconds: float) -> None:
-        sleep(seconds)
-        if not during:
-            during.append("paused")
-            rig.svc.pools.pause_pool(ADMIN, POOL)
-            rig.task()
-            rig.clock.advance(1.0)
-
-    monkeypatch.setattr(rig.clock, "sleep", rest)
+    during = _during_the_first_rest(rig, monkeypatch, lambda: rig.svc.pools.pause_pool(ADMIN, POOL))
     assert rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 1, None) is None
-    assert during == ["paused"]
+    assert during == ["changed"]

@@ -32,11 +32,12 @@ app/leases/orphans.py.
 from __future__ import annotations
 
 import functools
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import pytest
+
+from tests.unit.state_search import Result, search
 
 PENDING, CLAIMED, CANCELLED = "pending", "claimed", "cancelled"
 FLAWS = (
@@ -292,37 +293,9 @@ def broken(world: World) -> str | None:
     return None
 
 
-@dataclass
-class Result:
-    states: int
-    violation: str | None
-    trace: list[str]
-    seen_steps: set[str]
-
-
 @functools.cache
 def explore(flaw: str | None = None) -> Result:
-    start = World()
-    parent: dict[World, tuple[World, str] | None] = {start: None}
-    queue = deque([start])
-    kinds: set[str] = set()
-    while queue:
-        world = queue.popleft()
-        wrong = broken(world)
-        if wrong is not None:
-            trace: list[str] = []
-            at: World | None = world
-            while at is not None and parent[at] is not None:
-                before, step = parent[at]  # type: ignore[misc]
-                trace.append(step)
-                at = before
-            return Result(len(parent), wrong, trace[::-1], kinds)
-        for step, nxt in steps(world, flaw):
-            kinds.add(step.split(": ", 1)[-1])
-            if nxt not in parent:
-                parent[nxt] = (world, step)
-                queue.append(nxt)
-    return Result(len(parent), None, [], kinds)
+    return search(World(), lambda world: steps(world, flaw), broken)
 
 
 def test_every_interleaving_keeps_the_promises() -> None:
