@@ -5,12 +5,17 @@ after `AwsMeter.install()` (the store's tables, S3, SQS, SNS, Logs, EventBridge)
 included, so a lost conditional write is counted even though the store raises it. Each call
 is booked to the function running at the time (`AwsMeter.acting`): a Lambda function's name,
 or a name for what AWS itself does (SES delivering mail, Lambda's pollers).
+
+The hooks run inside the function they meter, and pricing a write reads its item before and
+after it: two more round trips to the engine that no function makes on AWS. The meter keeps
+its own wall and CPU time per thread (`own_time`), so an invocation's billed time leaves it out.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -190,22 +195,41 @@ class AwsMeter:
         self.actor = "unattributed"
         self.lock = threading.Lock()  # claimers call from many threads
         self.pricer: Pricer | None = None
+        self.spent = threading.local()  # this thread's time in the hooks: .wall, .cpu (s)
+        self.query = threading.local()  # .consistent: whether this thread's Query was
 
     def install(self) -> AwsMeter:
         """A fresh default session with the hooks; clients made from now on are metered."""
         boto3.setup_default_session()
         assert boto3.DEFAULT_SESSION is not None
         boto3.DEFAULT_SESSION.events.register("after-call", self._after_call)
-        boto3.DEFAULT_SESSION.events.register("before-parameter-build.dynamodb", self._before_write)
+        boto3.DEFAULT_SESSION.events.register("before-parameter-build.dynamodb", self._before_call)
         return self
 
     def price_writes(self, endpoint: str | None, region: str) -> None:
         """From now on, price every DynamoDB write by AWS's rules as well."""
         self.pricer = Pricer(endpoint, region)
 
-    def _before_write(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+    def own_time(self) -> tuple[float, float]:
+        """Wall and CPU seconds this thread has spent in the meter's hooks so far."""
+        return getattr(self.spent, "wall", 0.0), getattr(self.spent, "cpu", 0.0)
+
+    @contextlib.contextmanager
+    def _own(self) -> Iterator[None]:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            yield
+        finally:
+            spent_wall, spent_cpu = self.own_time()
+            self.spent.wall = spent_wall + time.perf_counter() - wall
+            self.spent.cpu = spent_cpu + time.thread_time() - cpu
+
+    def _before_call(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name == "Query":
+            self.query.consistent = bool(params.get("ConsistentRead"))
         if self.pricer is not None and model.name in WRITES:
-            self.pricer.before(model.name, params)
+            with self._own():
+                self.pricer.before(model.name, params)
 
     @contextlib.contextmanager
     def acting(self, actor: str) -> Iterator[None]:
@@ -237,7 +261,7 @@ class AwsMeter:
         self.by_actor.clear()
 
     def _after_call(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-        with self.lock:
+        with self._own(), self.lock:
             self._book(http_response, parsed, model)
 
     def _book(self, http_response: Any, parsed: dict[str, Any], model: Any) -> None:
@@ -266,6 +290,12 @@ class AwsMeter:
             else:
                 used.read_units += float(reads or 0)
                 used.write_units += float(writes or 0)
+        if op == "Query" and http_response.status_code < 300:
+            reported = sum(float(e.get("CapacityUnits", 0) or 0) for e in entries)
+            if reported == 0:
+                # A Query that finds nothing still bills the least read of its kind: half a
+                # unit, a whole one when consistent. DynamoDB Local reports none for it.
+                used.read_units += 1.0 if getattr(self.query, "consistent", False) else 0.5
         code = (parsed.get("Error") or {}).get("Code", "")
         lost = http_response.status_code >= 300 and code in LOST
         if self.pricer is not None and op in WRITES:

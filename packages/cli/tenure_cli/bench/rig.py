@@ -306,16 +306,22 @@ class Rig:
 
     def invoke(self, function: str, event: dict[str, Any], actor: str | None = None) -> Any:
         """One invocation of a deployed entry point: its time (rounded up to the ms, as
-        Lambda bills) and what it logged are booked to the function, or to `actor` when the
-        caller books this invocation's work apart (the retention reclaim's sweeper passes)."""
+        Lambda bills, less the meter's own time inside it) and what it logged are booked to
+        the function, or to `actor` when the caller books this invocation's work apart (the
+        retention reclaim's sweeper passes)."""
         actor = actor or function
         ctx = _Context(function, self.memory[function])
         bytes0, lines0 = self.tally.bytes, self.tally.lines
         with self.meter.acting(actor):
+            own_wall, own_cpu = self.meter.own_time()
             started, cpu = time.perf_counter(), time.thread_time()
             out = self.functions[function].handler(event, ctx)
-            ms = max(1, math.ceil((time.perf_counter() - started) * 1000))
-            cpu = time.thread_time() - cpu
+            wall, cpu = time.perf_counter() - started, time.thread_time() - cpu
+            # Less the meter's own time inside the call (pricing a write reads its item).
+            spent_wall, spent_cpu = self.meter.own_time()
+            wall -= spent_wall - own_wall
+            cpu -= spent_cpu - own_cpu
+            ms = max(1, math.ceil(wall * 1000))
         calls = self.calls[actor]
         calls.cpu_ms += cpu * 1000
         calls.billed_ms.append(ms)
