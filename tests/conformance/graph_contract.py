@@ -68,6 +68,18 @@ class GraphContract:
         assert r.store.get_graph(parent.id).children_done == 2
         assert _types(r, parent).count("task.rollup_completed") == 1
 
+    def test_a_task_s_row_comes_with_whether_anything_links_to_it(self, r: ContractRig) -> None:
+        alone, parent, blocker = _file(r), _file(r), _file(r)
+        child = _file(r, parent_id=parent.id)
+        _file(r, depends_on=(blocker.id,))
+        for task, linked in ((alone, False), (parent, True), (blocker, True), (child, False)):
+            found, said = r.store.linked_task(task.id)
+            assert found is not None and found.id == task.id and found.key == task.key
+            assert said is linked and said is r.store.in_graph(task.id), task.key
+        assert r.store.linked_task("task_never_filed") == (None, False)
+        assert r.store.void_task("task_voided", 2_000_000_000)
+        assert r.store.linked_task("task_voided") == (None, False)
+
     def test_a_dependent_is_enqueued_once_whatever_replays(self, r: ContractRig) -> None:
         blocker = _file(r)
         waiting = _file(r, pool=ALPHA, depends_on=(blocker.id,), auto_enqueue_on_ready=True)

@@ -73,16 +73,16 @@ class Reactor(StreamPump):
         self.crashing = CrashingStore(rig.store)
         self.published: list[tuple[str, str, str]] = []  # (row kind, detail type, id)
         self.looked: Callable[[], None] | None = None
-        found = rig.store.in_graph
+        found = rig.store.linked_task
 
-        def in_graph(task_id: str) -> bool:
-            linked = found(task_id)
+        def linked_task(task_id: str) -> tuple[Task | None, bool]:
+            task, linked = found(task_id)
             if not linked and self.looked is not None:
                 looked, self.looked = self.looked, None
                 looked()
-            return linked
+            return task, linked
 
-        self.crashing.in_graph = in_graph
+        self.crashing.linked_task = linked_task
 
     def _deliver(self, batch: list[dict[str, Any]]) -> None:
         store = self.crashing

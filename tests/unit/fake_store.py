@@ -1200,6 +1200,12 @@ class FakeStore(FakeRules):
         return True
 
     def in_graph(self, task_id: str) -> bool:
+        return self._linked(task_id)
+
+    def linked_task(self, task_id: str) -> tuple[Task | None, bool]:
+        return self.tasks.get(task_id), self._linked(task_id)
+
+    def _linked(self, task_id: str) -> bool:
         if task_id in self.graphs:
             return True
         return any(t == task_id and kd == "dependent" for (t, kd, _) in self.edges)

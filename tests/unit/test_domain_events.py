@@ -91,24 +91,48 @@ class _Reads:
         self.calls.append((task_id, consistent))
         return self.rows.get(task_id)
 
+    def linked_task(self, task_id: str) -> tuple[Task | None, bool]:
+        self.calls.append((task_id, True))
+        return self.rows.get(task_id), task_id in self.linked
+
+    linked: frozenset[str] = frozenset({"t2"})
+
+
+def _context(reads: _Reads) -> Context:
+    return Context(reads, reads)  # type: ignore[arg-type]
+
 
 def test_the_context_reads_a_task_once_whichever_reaction_asks_first() -> None:
     task = Task(id="t1", key="k", space="s", title="t", created_at=1)
     reads = _Reads({"t1": task})
-    context = Context(reads)  # type: ignore[arg-type]
+    context = _context(reads)
     assert context.task("t1") is task and context.task_as_filed("t1") is task
-    assert context.task("t1") is task
+    assert context.task("t1") is task and context.linked("t1") is False
     assert reads.calls == [("t1", True)]
     # Asked for its filed fields first: half a unit; asked for it as it is now, read again.
     reads = _Reads({"t1": task})
-    context = Context(reads)  # type: ignore[arg-type]
+    context = _context(reads)
     assert context.task_as_filed("t1") is task and context.task("t1") is task
     assert context.task("t1") is task and context.task_as_filed("t1") is task
     assert reads.calls == [("t1", False), ("t1", True)]
     # A copy not visible yet is read again consistently.
     reads = _Reads({})
-    assert Context(reads).task_as_filed("t1") is None  # type: ignore[arg-type]
+    assert _context(reads).task_as_filed("t1") is None
     assert reads.calls == [("t1", False), ("t1", True)]
+
+
+def test_whether_a_task_is_linked_comes_with_its_consistent_read() -> None:
+    task = Task(id="t2", key="k", space="s", title="t", created_at=1)
+    reads = _Reads({"t2": task})
+    context = _context(reads)
+    assert context.linked("t2") is True and context.task("t2") is task
+    assert reads.calls == [("t2", True)]
+    # An eventually consistent copy does not answer it: the consistent read does, once.
+    reads = _Reads({"t2": task})
+    context = _context(reads)
+    assert context.task_as_filed("t2") is task
+    assert context.linked("t2") is True and context.linked("t2") is True
+    assert reads.calls == [("t2", False), ("t2", True)]
 
 
 def test_a_completion_record_reads_its_task_once_for_all_its_reactions(rig: Rig) -> None:
@@ -123,5 +147,19 @@ def test_a_completion_record_reads_its_task_once_for_all_its_reactions(rig: Rig)
         return real(task_id, consistent=consistent)
 
     rig.store.get_task = counted  # type: ignore[method-assign]
-    rig.svc.reactions.react("lease", lease, ended)  # the breaker, then wake-creator, read it
+    linked = rig.store.linked_task
+    in_graph = rig.store.in_graph
+
+    def counted_with_links(task_id: str) -> tuple[Task | None, bool]:
+        calls.append((task_id, True))
+        return linked(task_id)
+
+    def looked_apart(task_id: str) -> bool:
+        calls.append((f"in_graph {task_id}", True))
+        return in_graph(task_id)
+
+    rig.store.linked_task = counted_with_links  # type: ignore[method-assign]
+    rig.store.in_graph = looked_apart  # type: ignore[method-assign]
+    # The success's graph reaction, the breaker and wake-creator each need it: one read.
+    rig.svc.reactions.react("lease", lease, ended)
     assert calls == [(lease.task_id, True)]

@@ -233,17 +233,23 @@ def test_the_reactor_reads_a_task_as_filed_at_half_price_and_never_misses_a_new_
     child = _delegate(rig, creator.id)
     won = rig.claim("w2")
     reads: list[bool] = []
-    real = rig.store.get_task
+    real, linked = rig.store.get_task, rig.store.linked_task
 
     def not_yet_visible(task_id: str, consistent: bool = True) -> Task | None:
         reads.append(consistent)
         return real(task_id) if consistent else None
 
+    def read_with_links(task_id: str) -> tuple[Task | None, bool]:
+        reads.append(True)  # the consistent read of the row, whether it is linked beside it
+        return linked(task_id)
+
     rig.store.get_task = not_yet_visible  # type: ignore[method-assign]
+    rig.store.linked_task = read_with_links  # type: ignore[method-assign]
     try:
         rig.svc.reports.fail(as_lease(won.lease.id), won.lease.id, {})
     finally:
         rig.store.get_task = real  # type: ignore[method-assign]
+        rig.store.linked_task = linked  # type: ignore[method-assign]
     eventual = [n for n, consistent in enumerate(reads) if not consistent]
     assert eventual, "the reactions read the filed task eventually consistent"
     assert all(reads[n + 1] for n in eventual), "a task not seen is read again consistently"

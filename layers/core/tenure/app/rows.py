@@ -197,6 +197,11 @@ class GraphRows(Protocol):
         its success; a filing that links to it after makes one of them exist."""
         ...
 
+    def linked_task(self, task_id: str) -> tuple[Task | None, bool]:
+        """The task (None when there is none) and whether it is linked, as `in_graph`, in one
+        consistent read of both."""
+        ...
+
     def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
         """Set `succeeded_at` (only with no child outstanding) or `rollup_at` (only when every
         child counted; it sets `succeeded_at` too) once; False when it was not due or set.

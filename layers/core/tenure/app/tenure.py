@@ -350,6 +350,7 @@ def compose(
         ),
         reactions=Reactions.of(
             rows.tasks,
+            rows.graph,
             on(TaskSucceeded, graph.after_lease),
             on(SuccessReported, breaker.reset_breaker),
             on(LeaseEnded, wake.on_lease, delegation.stop_children),

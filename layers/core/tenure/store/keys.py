@@ -270,8 +270,12 @@ def task_pk(task_id: str) -> str:
     return f"TASK#{task_id}"
 
 
+# A task row's sort key: after its graph row and edges in its partition (linked_task).
+TASK_SK = "TASK"
+
+
 def task_key(task_id: str) -> dict[str, str]:
-    return {PK: task_pk(task_id), SK: "TASK"}
+    return {PK: task_pk(task_id), SK: TASK_SK}
 
 
 def task_key_row(key: str) -> dict[str, str]:

@@ -570,14 +570,13 @@ class Graph:
         parent (the task has one: its lease carries its lineage), children or dependents
         (its graph row or a dependent edge exists: one consistent read, after the success
         committed, so an edge committed before it is seen, and a filing after it sees the
-        lease). A task nothing is linked to keeps its success on its lease: no write."""
+        lease; the record's context reads it with the task's row). A task nothing is linked
+        to keeps its success on its lease: no write."""
         new = event.lease
         if new.task_id is None:
             return  # derive tells a success only of a task's lease
         linked = (
-            not self.kernel.successes_derived()
-            or bool(new.lineage)
-            or self.graph.in_graph(new.task_id)
+            not self.kernel.successes_derived() or bool(new.lineage) or context.linked(new.task_id)
         )
         if not linked:
             context.told_by_lease = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tenure.domain.errors import Conflict
-from tenure.domain.model import TaskGraph
+from tenure.domain.model import Task, TaskGraph
 from tenure.store import codec, conditions, expressions, items
 
 # `keys` is this module's name for a batch of row keys, so the key builders are `k`.
@@ -94,6 +94,31 @@ class DynamoGraph:
             Limit=1,
         )
         return bool(out.get("Items"))
+
+    def linked_task(self, task_id: str) -> tuple[Task | None, bool]:
+        """The task's row and whether it is linked, in one consistent Query: its partition
+        from the dependent edges up to the task row, newest first, two rows at most. The
+        task row sorts last (DEPENDENT#… < GRAPH < TASK), so the first row is the task's and
+        a second is its graph row or a dependent edge. Two reads' worth in one, billed as
+        one while the rows stay under 4 KB together."""
+        out = self.table.query(
+            KeyConditionExpression=expressions.BETWEEN_FIRST_AND_LAST,
+            ExpressionAttributeValues=codec.values(
+                pk=k.task_pk(task_id), first=k.LINKED_FROM, last=k.TASK_SK
+            ),
+            ConsistentRead=True,
+            ScanIndexForward=False,
+            Limit=2,
+        )
+        rows = [codec.load(r) for r in out.get("Items", [])]
+        task: Task | None = None
+        linked = False
+        for row in rows:
+            if row[k.SK] != k.TASK_SK:
+                linked = True
+            elif row.get("entity") == "task":  # a voided id's row is no task
+                task = items.task_from(row)
+        return task, linked
 
     def settle_graph(self, task_id: str, name: str, at: int, lease_id: str | None = None) -> bool:
         if name == "rollup_at":
