@@ -27,6 +27,9 @@ from tenure.store.table import Table
 
 # Anchors read beyond what a page's bound needs, on each side of its cursor (see _anchors).
 ANCHOR_SLACK = 2
+# The rows a task timeline's newest page looks at first, both prefixes in one Query
+# (_first_look): few enough to stay within one 4 KB read, the least a Query is billed.
+FIRST_LOOK_ROWS = 10
 
 
 class PagedReads:
@@ -310,9 +313,23 @@ class PagedReads:
         kind, shape = keys.EVENT_CURSOR
         pk = keys.timeline_pk(subject_kind, subject_id)
         start = cursors.decode(cursor, kind, shape) if cursor else None
-        found, horizon = self._event_rows(pk, start, limit + 1, newest_first)
+        first_look = (
+            self._first_look(pk, limit + 1, limit + 2)
+            if subject_kind == SubjectKind.TASK and start is None and newest_first
+            else (None, None)
+        )
+        events_read, anchors_read = first_look
+        found, horizon = (
+            (events_read, None)
+            if events_read is not None
+            else self._event_rows(pk, start, limit + 1, newest_first)
+        )
         if subject_kind == SubjectKind.TASK:
-            anchors, anchors_horizon = self._anchors(pk, start, limit + 2, newest_first)
+            anchors, anchors_horizon = (
+                (anchors_read, None)
+                if anchors_read is not None
+                else self._anchors(pk, start, limit + 2, newest_first)
+            )
             horizon = _nearest(horizon, anchors_horizon, newest_first)
             # The task's first lease, when it was made with the task, has no anchor: it is
             # read by its id (domain/timeline.py first_lease_id), on every page — one item more.
@@ -362,6 +379,40 @@ class PagedReads:
         cut = bool(out.get("LastEvaluatedKey")) and len(rows) < want
         horizon = str(rows[-1][keys.SK]) if cut and rows else None
         return {str(r[keys.SK]): items.event_from(r) for r in rows}, horizon
+
+    def _first_look(
+        self, pk: str, want: int, leases: int
+    ) -> tuple[dict[str, Event] | None, list[Event] | None]:
+        """A task timeline's newest page: its event rows and its anchors as _event_rows and
+        _anchors read them from no cursor, newest first, from one Query of the first
+        FIRST_LOOK_ROWS rows of both prefixes; None for a prefix that Query cannot answer,
+        which is then read by its own. Anchors sort after events, so newest first they come
+        first: once an event row is read, every anchor was. A new task's timeline (no rows
+        at all) is one Query, not two, and a longer one costs what it did."""
+        anchors_wanted = leases + ANCHOR_SLACK
+        out = self.rows.query(
+            KeyConditionExpression=expressions.BETWEEN_LOW_AND_HIGH,
+            ExpressionAttributeValues=codec.values(
+                pk=pk, low=keys.EVENT_PREFIX, high=keys.ANCHOR_PREFIX + "~"
+            ),
+            ScanIndexForward=False,
+            Limit=min(FIRST_LOOK_ROWS, want + anchors_wanted),
+        )
+        rows = [codec.load(r) for r in out.get("Items", [])]
+        whole = not out.get("LastEvaluatedKey")
+        event_rows = [r for r in rows if str(r[keys.SK]).startswith(keys.EVENT_PREFIX)]
+        anchor_rows = [r for r in rows if str(r[keys.SK]).startswith(keys.ANCHOR_PREFIX)]
+        events = (
+            {str(r[keys.SK]): items.event_from(r) for r in event_rows[:want]}
+            if whole or len(event_rows) >= want
+            else None
+        )
+        anchors = (
+            [items.event_from(r) for r in anchor_rows[:anchors_wanted]]
+            if whole or event_rows or len(anchor_rows) >= anchors_wanted
+            else None
+        )
+        return events, anchors
 
     def _anchors(
         self, pk: str, start: str | None, want: int, newest_first: bool
