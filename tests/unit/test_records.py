@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
+import types
 from typing import Any
 
 import pytest
@@ -122,3 +123,69 @@ def test_the_service_s_entities_are_records() -> None:
         lease.fence = 2  # type: ignore[misc]
     assert dataclasses.replace(lease, fence=2) != lease == dataclasses.replace(lease)
     assert pickle.loads(pickle.dumps(lease)) == lease == copy.deepcopy(lease)
+
+
+def _fresh(name: str, **body: Any) -> Any:
+    """A record made now, whose constructor no instance has compiled yet."""
+    bases = body.pop("bases", ())
+    return record(
+        types.new_class(name, bases, exec_body=lambda ns: ns.update(__module__=__name__, **body))
+    )
+
+
+def test_a_record_s_constructor_is_compiled_by_its_first_instance_only() -> None:
+    Lazy = _fresh(
+        "Lazy",
+        __annotations__={"a": "int", "b": "list[int]"},
+        b=dataclasses.field(default_factory=list),
+    )
+    first = Lazy.__dict__["__init__"]
+    one = Lazy(1)
+    compiled = Lazy.__dict__["__init__"]
+    assert compiled is not first and compiled.__qualname__ == "Lazy.__init__"
+    two = Lazy(2, [3])
+    assert Lazy.__dict__["__init__"] is compiled
+    assert (one.a, one.b, two.b) == (1, [], [3]) and one.b is not Lazy(1).b
+    with pytest.raises(TypeError):
+        Lazy()  # a required field left out: refused as the standard constructor refuses it
+    with pytest.raises(TypeError):
+        Lazy(1, [], 3)
+
+
+def test_a_record_s_constructor_keeps_post_init_init_vars_and_inherited_fields() -> None:
+    seen: list[Any] = []
+
+    def post_init(self: Any, scale: int) -> None:
+        seen.append((self.a, scale))
+
+    Base = _fresh("Base", __annotations__={"a": "int"})
+    Child = _fresh(
+        "Child",
+        bases=(Base,),
+        __annotations__={"b": "str", "scale": "dataclasses.InitVar[int]", "c": "int"},
+        b="x",
+        scale=1,
+        c=dataclasses.field(default=0, init=False),
+        __post_init__=post_init,
+    )
+    child = Child(5, "y", 3)
+    assert (child.a, child.b, child.c, seen) == (5, "y", 0, [(5, 3)])
+    assert [f.name for f in dataclasses.fields(Child)] == ["a", "b", "c"]
+    assert Child(5) == dataclasses.replace(child, b="x", scale=1) and Base(5).a == 5
+
+
+def test_a_generic_record_is_built_as_any_other() -> None:
+    from typing import Generic, TypeVar
+
+    T = TypeVar("T")
+    Box = _fresh("Box", bases=(Generic[T],), __annotations__={"item": "T"})
+    assert Box("x").item == "x" and Box("x") == Box("x")
+
+
+def test_records_first_built_on_many_threads_at_once_are_built_right() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    Racy = _fresh("Racy", __annotations__={"a": "int", "b": "int"}, b=7)
+    with ThreadPoolExecutor(8) as pool:
+        built = list(pool.map(lambda n: Racy(n), range(64)))
+    assert [(r.a, r.b) for r in built] == [(n, 7) for n in range(64)]

@@ -3,23 +3,25 @@
 The standard decorator writes six methods of every class as source text and compiles each
 (`__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__`, `__delattr__`): about 0.3 ms of
 CPU a class on CPython 3.11, and a function's cold start imports over a hundred of the
-service's classes (`tenure bench coldstart`). `record` has the standard decorator compile the
-constructor alone and gives the class the other five as functions over its fields, made
-without compiling anything. They behave as the standard ones do: equal when of the same class
-with equal compared fields, the hash of those fields, the same repr, and FrozenInstanceError
-on any assignment or deletion once the constructor has set each field (it sets each once,
-through `__setattr__`). `dataclasses.fields`, `replace` and `asdict` work on a record as on any
-dataclass; its `__dataclass_params__` read frozen, eq and repr False, as the standard
-decorator made only its constructor. A class that needs ordering, or defines one of these
-methods itself, uses `dataclass(frozen=True)`."""
+service's classes (`tenure bench coldstart`), most of which no request of that function ever
+builds. `record` gives the class five of them as functions over its fields, made without
+compiling anything, and has the standard decorator compile the constructor when the class's
+first instance is built (a class never built never compiles one). They behave as the standard
+ones do: equal when of the same class with equal compared fields, the hash of those fields, the
+same repr, and FrozenInstanceError on any assignment or deletion once the constructor has set
+each field (it sets each once, through `__setattr__`). `dataclasses.fields`, `replace` and
+`asdict` work on a record as on any dataclass; its `__dataclass_params__` read init, frozen, eq
+and repr False, as the standard decorator made none of these methods. A class that needs
+ordering, or defines one of these methods itself, uses `dataclass(frozen=True)`."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable
 from operator import attrgetter
 from reprlib import recursive_repr
-from typing import Any, TypeVar, dataclass_transform
+from typing import Any, Generic, TypeVar, dataclass_transform
 
 T = TypeVar("T")
 
@@ -34,8 +36,17 @@ def record(cls: type[T]) -> type[T]:
     own = [name for name in MADE if name in cls.__dict__]
     if own:
         raise TypeError(f"{cls.__qualname__} defines {', '.join(own)}: a record makes them")
-    made = dataclasses.dataclass(eq=False, repr=False)(cls)
+    # The fields as the class declares them: the standard decorator replaces a `field(...)`
+    # on the class with its default, and the constructor is made from these, later.
+    body = cls.__dict__
+    declared = {name: body[name] for name in body.get("__annotations__", {}) if name in body}
+    described = bool(cls.__doc__)
+    if not described:
+        cls.__doc__ = cls.__name__  # for now: the standard decorator would inspect a signature
+    made = dataclasses.dataclass(init=False, eq=False, repr=False)(cls)
     fields = dataclasses.fields(made)  # type: ignore[arg-type]
+    if not described:
+        made.__doc__ = f"{made.__name__}({', '.join(f'{f.name}: {f.type}' for f in fields)})"
     names = frozenset(f.name for f in fields)
     compared = _values([f.name for f in fields if f.compare])
     hashed = _values([f.name for f in fields if (f.compare if f.hash is None else f.hash)])
@@ -66,10 +77,40 @@ def record(cls: type[T]) -> type[T]:
     def __delattr__(self: Any, name: str) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
-    for method in (__eq__, __hash__, __repr__, __setattr__, __delattr__):
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        # The first instance compiles the constructor, as the standard decorator would have
+        # at the class's creation, and puts it in this one's place for every later instance.
+        made_init = made.__dict__["__init__"]
+        if made_init is __init__:
+            made_init = _constructor(made, declared)
+            type.__setattr__(made, "__init__", made_init)
+        made_init(self, *args, **kwargs)
+
+    for method in (__init__, __eq__, __hash__, __repr__, __setattr__, __delattr__):
         method.__qualname__ = f"{made.__qualname__}.{method.__name__}"
         setattr(made, method.__name__, method)
     return made
+
+
+def _constructor(cls: type, declared: dict[str, Any]) -> Callable[..., None]:
+    """The constructor `dataclass` makes for `cls`, made on a stand-in of the same name,
+    module, bases, fields and `__post_init__` (the class itself no longer holds its fields'
+    `field(...)` declarations)."""
+    body: dict[str, Any] = {
+        **declared,
+        "__annotations__": inspect.get_annotations(cls),
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__doc__": cls.__doc__,
+    }
+    if "__post_init__" in cls.__dict__:
+        body["__post_init__"] = cls.__dict__["__post_init__"]
+    # A generic record's Generic base is for its type checker: the stand-in needs none.
+    bases = tuple(base for base in cls.__bases__ if base is not Generic) or (object,)
+    stand_in: Any = dataclasses.dataclass(eq=False, repr=False)(type(cls.__name__, bases, body))
+    init: Callable[..., None] = stand_in.__init__
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
 
 
 def _values(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
