@@ -230,8 +230,9 @@ class Site:
     token: str
 
     @classmethod
-    def make(cls, world: World) -> Site:
-        pool = world.pool(**SHORT)["name"]
+    def make(cls, world: World, **timings: int) -> Site:
+        """`timings`: any of the pool's timings other than SHORT's."""
+        pool = world.pool(**{**SHORT, **timings})["name"]
         return cls(world, pool, world.worker_token([pool]))
 
     @property
