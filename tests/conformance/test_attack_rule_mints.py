@@ -19,7 +19,14 @@ from tenure_cli.local import lambda_host
 from tenure_cli.local.frontdoor import to_event
 
 from tests.conformance.contract import SPACE, make_world
-from tests.conformance.test_rule_mints import _claim, _dies_before, _fire, _leases, _rule
+from tests.conformance.test_rule_mints import (
+    _claim,
+    _dies_before,
+    _dies_before_its_task,
+    _fire,
+    _leases,
+    _rule,
+)
 from tests.conformance.test_untransacted_filing import watch_writes
 from tests.conftest import ADMIN, Rig, lease_principal
 
@@ -38,10 +45,7 @@ def test_an_operator_ending_a_mint_s_taskless_lease_stays_ended_after_the_redeli
     # second lease, nothing claimable, and the task reads as its lease ended.
     make_world(rig.svc)
     _rule(rig.svc)
-    _dies_before(rig, monkeypatch, "task")
-    with pytest.raises(RuntimeError):
-        _fire(rig.svc)
-    monkeypatch.undo()
+    _dies_before_its_task(rig, monkeypatch)
     [half] = _leases(rig)
     assert half.state is LeaseState.PENDING and half.tp is True
     if end == "cancel":
@@ -107,10 +111,7 @@ def test_what_an_operator_reads_of_a_taskless_mint_is_a_waiting_lease_and_no_tas
     # there yet), the task reads as unknown and is listed nowhere; nothing fails.
     make_world(rig.svc)
     _rule(rig.svc)
-    _dies_before(rig, monkeypatch, "task")
-    with pytest.raises(RuntimeError):
-        _fire(rig.svc)
-    monkeypatch.undo()
+    _dies_before_its_task(rig, monkeypatch)
     monkeypatch.setattr(wiring, "service", lambda: rig.svc)
     _, raw = rig.svc.tokens.create_token(ADMIN, "reader", "operator", "read", None, None)
     [half] = _leases(rig)
@@ -141,10 +142,7 @@ def test_a_mail_whose_delivery_died_before_its_task_is_filed_by_its_redelivery(
 ) -> None:
     make_world(rig.svc)
     _rule(rig.svc)
-    _dies_before(rig, monkeypatch, "task")
-    with pytest.raises(RuntimeError):
-        _fire(rig.svc)
-    monkeypatch.undo()
+    _dies_before_its_task(rig, monkeypatch)
     for _ in range(REDELIVERY_AFTER_S // 15):  # a worker polls the pool meanwhile
         rig.clock.advance(15)
         assert _claim(rig) is None

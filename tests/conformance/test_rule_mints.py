@@ -71,6 +71,16 @@ def _dies_before(rig: Rig, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     monkeypatch.setattr(rig.store.rows, "put_one", dies)
 
 
+def _dies_before_its_task(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, message_id: str = "msg-1"
+) -> None:
+    """A mail's delivery whose process dies after the job and the lease, before the task."""
+    _dies_before(rig, monkeypatch, "task")
+    with pytest.raises(RuntimeError):
+        _fire(rig.svc, message_id)
+    monkeypatch.undo()
+
+
 def _leases(rig: Rig) -> list[Lease]:
     return rig.svc.operator.list_leases(ADMIN, SPACE, 100, None, None, None).leases
 
@@ -160,10 +170,7 @@ def test_a_delivery_that_dies_before_its_task_is_finished_by_the_redelivery(
 ) -> None:
     make_world(rig.svc)
     _rule(rig.svc)
-    _dies_before(rig, monkeypatch, "task")
-    with pytest.raises(RuntimeError):
-        _fire(rig.svc)
-    monkeypatch.undo()
+    _dies_before_its_task(rig, monkeypatch)
     [orphan_id] = rig.store.queue_candidates(ALPHA, 100)
     assert _claim(rig) is None  # the lease waits for its task
     lease = _fire(rig.svc)
@@ -177,10 +184,7 @@ def test_a_delivery_that_dies_before_its_task_is_finished_by_the_redelivery(
 def _taken_for_dead(rig: Rig, monkeypatch: pytest.MonkeyPatch, message_id: str = "msg-1") -> Lease:
     """A delivery that dies before its task; no redelivery for over an hour, so a claim
     takes the mint for dead: its task's id voided, its lease ended. That lease."""
-    _dies_before(rig, monkeypatch, "task")
-    with pytest.raises(RuntimeError):
-        _fire(rig.svc, message_id)
-    monkeypatch.undo()
+    _dies_before_its_task(rig, monkeypatch, message_id)
     # A filing's wait is not a mint's: its task comes with the occasion's next delivery.
     rig.clock.advance(2 * ORPHAN_AFTER_MS / 1000)
     assert _claim(rig) is None
@@ -225,10 +229,7 @@ def test_a_delivery_between_the_claims_void_and_its_end_mints_the_occasion_again
     # the void. It must not answer that lease, whose end is a moment away.
     make_world(rig.svc)
     _rule(rig.svc)
-    _dies_before(rig, monkeypatch, "task")
-    with pytest.raises(RuntimeError):
-        _fire(rig.svc)
-    monkeypatch.undo()
+    _dies_before_its_task(rig, monkeypatch)
     [doomed] = _leases(rig)
     rig.clock.advance((2 * ORPHAN_AFTER_MS + MINT_ORPHAN_AFTER_MS) / 1000)
     assert rig.store.void_task(doomed.task_id or "", rig.clock.now_ms() // 1000 + 3600)
