@@ -96,7 +96,7 @@ def report(
     lifecycle = round(used.billed_write_units * per, 2)  # priced by AWS's rules
     requests = round(fns.http * per, 3)
     all_in = money.all_in
-    return {
+    result: dict[str, Any] = {
         "bench": "cost",
         "engine": "DynamoDB Local (table, stream) + moto (S3, SQS, SNS, Logs, EventBridge)",
         "workload": _workload(leases, workers, emails, ticks),
@@ -121,12 +121,32 @@ def report(
         **_alternatives(rig, per, emails),
         "prices": prices.table(),
         "budget": BUDGET,
-        "within_budget": lifecycle <= BUDGET["lifecycle_write_units"]
-        and round(used.read_units * per, 2) <= BUDGET["read_units_per_lease"]
-        and requests <= BUDGET["requests_per_lease"]
-        and money.total <= BUDGET["usd_per_million_leases"]
-        and money.total_provisioned <= BUDGET["usd_per_million_leases_provisioned"],
     }
+    return judged(result)
+
+
+def judged(result: dict[str, Any]) -> dict[str, Any]:
+    """`result` with its verdict on the budget: which figures are over their limit, which
+    were not measured (the every-event price, unless `all` was among the settings run), and
+    `within_budget`, true only when every figure was measured and none is over."""
+    over = [n for n, limit in BUDGET.items() if result.get(n) is not None and result[n] > limit]
+    unmeasured = [n for n in BUDGET if result.get(n) is None]
+    result.update(
+        budget_over=over,
+        budget_unmeasured=unmeasured,
+        within_budget=not over and not unmeasured,
+    )
+    return result
+
+
+def verdict(result: dict[str, Any]) -> str:
+    """The budget line's last words: within, over (naming the figures), or not all measured."""
+    if result["budget_over"]:
+        return "OVER: " + ", ".join(result["budget_over"])
+    if result["budget_unmeasured"]:
+        missing = ", ".join(result["budget_unmeasured"])
+        return f"within for what was measured; not measured: {missing} (run `all` too)"
+    return "within"
 
 
 def _functions(rig: Rig, per: float) -> Functions:
@@ -462,6 +482,6 @@ def render(result: dict[str, Any]) -> str:
         f"with the fixed part spread over {result['fixed_spread_over_leases_per_month']:,} "
         f"leases a month: ${result['usd_per_million_leases_with_fixed']:.2f} per million",
         f"prices checked {result['prices']['checked']} ({result['prices']['region']}); "
-        f"budget {result['budget']}: {'within' if result['within_budget'] else 'OVER'}",
+        f"budget {result['budget']}: {verdict(result)}",
     ]
     return "\n".join(lines)
