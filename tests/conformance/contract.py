@@ -1021,11 +1021,11 @@ class StoreContract:
         day_ms = WORKER_RETENTION_S * 1000
         fresh = [f"w-{i}" for i in range(7)]
         for i, worker_id in enumerate(fresh):
-            r.store.put_worker(Worker(pool=ALPHA, worker_id=worker_id, last_seen=now - i))
+            r.store.note_worker(Worker(pool=ALPHA, worker_id=worker_id, last_seen=now - i))
             # Stale rows in between, as TTL would leave them until it gets round to them.
             stale = Worker(pool=ALPHA, worker_id=f"{worker_id}-old", last_seen=now - 2 * day_ms)
-            r.store.put_worker(stale)
-        r.store.put_worker(Worker(pool=BETA, worker_id="w-beta", last_seen=now))
+            r.store.note_worker(stale)
+        r.store.note_worker(Worker(pool=BETA, worker_id="w-beta", last_seen=now))
         listed = r.store.list_workers(ALPHA, now_ms=now)
         assert [w.worker_id for w in listed] == fresh
         assert listed[1] == Worker(pool=ALPHA, worker_id="w-1", last_seen=now - 1)
@@ -1050,6 +1050,22 @@ class StoreContract:
                     break
             assert got == fresh, limit
             assert pages >= 14 // 3, (limit, pages)  # at most 3 rows examined per page
+
+    def test_a_worker_noted_again_keeps_each_word_it_did_not_say(self, make_rig: MakeRig) -> None:
+        r = make_rig()
+        now = r.clock.now_ms()
+        refusing, sealed = {"state": "refusing"}, {"state": "unreachable", "reason": "sealed"}
+        r.store.note_worker(Worker(ALPHA, "w-1", now, "1.0", runtime=refusing, credentials=sealed))
+        r.store.note_worker(Worker(ALPHA, "w-1", now + 5, "1.1"))  # a sign of life alone
+        assert r.store.get_worker(ALPHA, "w-1") == Worker(
+            ALPHA, "w-1", now + 5, "1.1", runtime=refusing, credentials=sealed
+        )
+        ok = {"state": "ok"}
+        r.store.note_worker(Worker(ALPHA, "w-1", now + 9, None, runtime=ok))  # one word, no version
+        assert r.store.get_worker(ALPHA, "w-1") == Worker(
+            ALPHA, "w-1", now + 9, None, runtime=ok, credentials=sealed
+        )
+        assert r.store.list_workers(ALPHA, now_ms=now + 9) == [r.store.get_worker(ALPHA, "w-1")]
 
     def test_due_leases_can_be_bounded(self, make_rig: MakeRig) -> None:
         r = make_rig()

@@ -462,8 +462,12 @@ class FakeStore(FakeRules):
                 found[lease_id] = row.lease
         return found
 
-    def put_worker(self, worker: Worker) -> None:
-        self.writes.append("put_worker")
+    def note_worker(self, worker: Worker) -> None:
+        self.writes.append("note_worker")
+        stored = self.workers.get((worker.pool, worker.worker_id))
+        if stored is not None:  # a word not given stays as stored
+            kept = {n: getattr(stored, n) for n in ("runtime", "credentials")}
+            worker = replace(worker, **{n: getattr(worker, n) or kept[n] for n in kept})
         self.workers[(worker.pool, worker.worker_id)] = _stored(worker)
         expires = worker.last_seen // 1000 + WORKER_RETENTION_S
         self.worker_expiry[(worker.pool, worker.worker_id)] = expires

@@ -90,13 +90,13 @@ def test_token_pool_unreachable_follows_the_credentials_word(rig: Rig) -> None:
 
 def test_a_heartbeat_that_says_the_same_writes_nothing_more(rig: Rig) -> None:
     _say(rig, "w1", runtime=REFUSING)
-    before = rig.store.writes.count("put_worker")
+    before = rig.store.writes.count("note_worker")
     for _ in range(5):
         rig.advance(1)
         _say(rig, "w1", runtime=REFUSING)
-    assert rig.store.writes.count("put_worker") == before
+    assert rig.store.writes.count("note_worker") == before
     _say(rig, "w1", runtime=OK)
-    assert rig.store.writes.count("put_worker") == before + 1
+    assert rig.store.writes.count("note_worker") == before + 1
 
 
 def test_the_capacity_codes_clear_when_a_held_lease_ends(rig: Rig) -> None:

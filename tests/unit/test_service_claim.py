@@ -367,13 +367,13 @@ def test_the_worker_heartbeat_writes_last_seen_every_half_grace_and_stays_reacha
     # half a grace, so it writes the worker row on every third heartbeat, not every second.
     one, two = rig.running("w1"), rig.running("w1")
     writes: list[int] = []
-    put = rig.store.put_worker
+    put = rig.store.note_worker
 
     def counted(worker: Worker) -> None:
         writes.append(rig.clock.now_ms())
         put(worker)
 
-    rig.store.put_worker = counted  # type: ignore[method-assign]
+    rig.store.note_worker = counted  # type: ignore[method-assign]
     for _ in range(18):
         rig.advance(10)
         rig.svc.reports.worker_heartbeat(WORKER, "w1", [(one.id, 1), (two.id, 1)])

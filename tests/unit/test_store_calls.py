@@ -277,7 +277,7 @@ class Flaky:
             raise self.errors.pop(0)
         return {}
 
-    get_item = put_item = _answer
+    get_item = put_item = update_item = _answer
 
 
 def _flaky_store(*errors: Exception) -> tuple[OneTable, Flaky, list[float]]:
@@ -288,11 +288,11 @@ def _flaky_store(*errors: Exception) -> tuple[OneTable, Flaky, list[float]]:
 def test_a_request_that_never_reached_the_table_is_sent_again_within_the_bound() -> None:
     refused = EndpointConnectionError(endpoint_url="http://ddb")
     store, client, _ = _flaky_store(refused, refused)
-    store.put_worker(Worker(pool="p", worker_id="w", last_seen=T0))
+    store.note_worker(Worker(pool="p", worker_id="w", last_seen=T0))
     assert client.sent == 3
     store, client, slept = _flaky_store(*[refused] * TRIES)
     with pytest.raises(Unavailable):
-        store.put_worker(Worker(pool="p", worker_id="w", last_seen=T0))
+        store.note_worker(Worker(pool="p", worker_id="w", last_seen=T0))
     assert client.sent == TRIES and len(slept) == TRIES - 1
 
 
@@ -300,7 +300,7 @@ def test_a_write_whose_answer_was_lost_is_not_sent_twice_but_a_read_is() -> None
     lost = ReadTimeoutError(endpoint_url="http://ddb")
     store, client, _ = _flaky_store(lost)
     with pytest.raises(ReadTimeoutError):  # it may have landed: the caller must find out
-        store.put_worker(Worker(pool="p", worker_id="w", last_seen=T0))
+        store.note_worker(Worker(pool="p", worker_id="w", last_seen=T0))
     assert client.sent == 1
     store, client, _ = _flaky_store(lost)
     assert store.get_lease("lease_1") is None

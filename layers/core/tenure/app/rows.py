@@ -349,7 +349,13 @@ class QueueRows(Protocol):
 class WorkerRows(Protocol):
     """The workers heard from, per pool."""
 
-    def put_worker(self, worker: Worker) -> None: ...
+    def note_worker(self, worker: Worker) -> None:
+        """Write that the worker was heard from: its last_seen and its version (removed when
+        None), and its runtime and credentials only where given. A word left None stays as
+        stored: what the worker said through another process since is never written over
+        with an older copy."""
+        ...
+
     def get_worker(self, pool: str, worker_id: str) -> Worker | None: ...
     def signal_epoch(self, key: SignalKey) -> int:
         """The epoch of the worker's signal row, read eventually consistent (0: no row yet).

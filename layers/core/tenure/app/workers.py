@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tenure.app.rows import LeaseRows, QueueRows, WorkerRows
@@ -45,6 +46,14 @@ def unreachable_since(workers: list[Worker], pool: Pool) -> int | None:
     are kept a day past their worker's last contact)."""
     grace = pool.grace_seconds * 1000 * (1 + SEEN_LAG_SHARE)
     return max((int(w.last_seen + grace) for w in workers), default=None)
+
+
+def _said(
+    runtime: dict[str, Any] | None, credentials: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The words a worker said this time (a None one it did not say)."""
+    words = {"runtime": runtime, "credentials": credentials}
+    return {name: value for name, value in words.items() if value is not None}
 
 
 @record
@@ -111,33 +120,47 @@ class Workers:
         credentials: dict[str, Any] | None = None,
     ) -> None:
         """Note that the worker was heard from. `runtime` / `credentials` are what it says of
-        them (None: it said nothing, the stored word stands). A change of either is written
-        at once; otherwise the write waits until the stored last_seen is `share` of the
-        pool's grace old (at most SEEN_LAG_SHARE), so a heartbeat that says the same as before
-        costs nothing more."""
-        now = self.kernel.clock.now_ms()
-        grace = pool.grace_seconds * 1000
-        window = int(grace * min(share, SEEN_LAG_SHARE))
+        them (None: it said nothing, the stored word stands). A word is judged against the
+        table's row, not this process's copy, since another process may have stored a newer
+        one: a word different from the row's is written at once, so is a new version;
+        otherwise the write waits until the stored last_seen is `share` of the pool's grace
+        old (at most SEEN_LAG_SHARE), so a heartbeat that says the same as before costs
+        nothing more than that read. The write sets only what was heard: a word not said is
+        never written back from a copy."""
+        said = _said(runtime, credentials)
         key = (pool.name, worker_id)
-        known = self._seen.get(key) or self.workers.get_worker(pool.name, worker_id)
-        said = {"runtime": runtime, "credentials": credentials}
-        kept = {
-            name: value if value is not None else (getattr(known, name) if known else None)
-            for name, value in said.items()
-        }
+        self._hear(pool, worker_id, version, share, said, self._known(key, fresh=bool(said)))
+
+    def _known(self, key: tuple[str, str], fresh: bool) -> Worker | None:
+        """The worker's row: this process's copy unless `fresh` (then, and without a copy,
+        read from the table)."""
+        copy = None if fresh else self._seen.get(key)
+        return copy or self.workers.get_worker(*key)
+
+    def _hear(
+        self,
+        pool: Pool,
+        worker_id: str,
+        version: str | None,
+        share: float,
+        said: dict[str, Any],
+        known: Worker | None,
+    ) -> None:
+        now = self.kernel.clock.now_ms()
+        window = int(pool.grace_seconds * 1000 * min(share, SEEN_LAG_SHARE))
+        key = (pool.name, worker_id)
         if (
             known is not None
             and now - known.last_seen < window
             and known.worker_version == version
-            and all(getattr(known, name) == value for name, value in kept.items())
+            and all(getattr(known, name) == value for name, value in said.items())
         ):
             self._remember(key, known)
             return
-        worker = Worker(
-            pool=pool.name, worker_id=worker_id, worker_version=version, last_seen=now, **kept
-        )
-        self.workers.put_worker(worker)
-        self._remember(key, worker)
+        heard = Worker(pool=pool.name, worker_id=worker_id, worker_version=version, last_seen=now)
+        self.workers.note_worker(replace(heard, **said))
+        words = {n: getattr(known, n) for n in ("runtime", "credentials")} if known else {}
+        self._remember(key, replace(heard, **{**words, **said}))
 
     def _remember(self, key: tuple[str, str], worker: Worker) -> None:
         self._seen[key] = worker
@@ -154,10 +177,10 @@ class Workers:
     ) -> None:
         """A worker heartbeat naming a pool it holds nothing in: how its runtime and its
         credentials stand there (when every reachable worker of a pool refuses, its queued
-        leases say so), and a sign of life."""
+        leases say so), and a sign of life. Its version is the row's: a worker heartbeat
+        does not say it."""
+        said = _said(runtime, credentials)
         key = (pool.name, worker_id)
-        known = self._seen.get(key) or self.workers.get_worker(pool.name, worker_id)
-        if known is not None:
-            self._remember(key, known)  # read once: mark_seen judges from it
+        known = self._known(key, fresh=bool(said))
         version = known.worker_version if known else None
-        self.mark_seen(pool, worker_id, version, runtime=runtime, credentials=credentials)
+        self._hear(pool, worker_id, version, SEEN_LAG_SHARE, said, known)

@@ -66,6 +66,16 @@ def set_all(assignments: Iterable[str]) -> str:
     return "SET " + ", ".join(assignments)
 
 
+def set_keeping_others(count: int, removed: int = 0) -> str:
+    """SET each of `count` attributes, named #s0, #s1... to :s0, :s1..., and REMOVE `removed`
+    more, named #r0, #r1...: a row written attribute by attribute, every attribute not named
+    kept as stored."""
+    clause = "SET " + ", ".join(f"#s{i} = :s{i}" for i in range(count))
+    if removed:
+        clause += " REMOVE " + ", ".join(f"#r{i}" for i in range(removed))
+    return clause
+
+
 def add_counters(count: int) -> str:
     """ADD each of `count` counters, named #c0, #c1... by the values :c0, :c1... (a graph
     row's counts moved)."""

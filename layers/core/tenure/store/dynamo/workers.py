@@ -6,7 +6,7 @@ from tenure.app.ports import WORKER_RETENTION_S, WORKERS_CAP, WorkerPage
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Worker
 from tenure.domain.transitions import SignalKey
-from tenure.store import codec, conditions, items, keys
+from tenure.store import codec, conditions, expressions, items, keys
 from tenure.store.reads import PagedReads
 from tenure.store.table import Table
 
@@ -18,14 +18,28 @@ class DynamoWorkers:
         self.table = table
         self.reads = reads
 
-    def put_worker(self, worker: Worker) -> None:
+    def note_worker(self, worker: Worker) -> None:
+        """One UpdateItem: the attributes `worker` has (a None field is not among them) set,
+        its version removed when it has none, anything else kept as stored."""
         item = {
-            **keys.worker_key(worker.pool, worker.worker_id),
             **items.worker_item(worker),
             keys.TTL_ATTRIBUTE: worker.last_seen // 1000 + WORKER_RETENTION_S,
         }
+        names = list(item)
+        removed = [] if worker.worker_version is not None else ["worker_version"]
         self.table.call(
-            "put", self.table.client.put_item, TableName=self.table.name, Item=codec.dump(item)
+            "update",
+            self.table.client.update_item,
+            TableName=self.table.name,
+            Key=codec.dump(keys.worker_key(worker.pool, worker.worker_id)),
+            UpdateExpression=expressions.set_keeping_others(len(names), len(removed)),
+            ExpressionAttributeNames={
+                **{f"#s{i}": name for i, name in enumerate(names)},
+                **{f"#r{i}": name for i, name in enumerate(removed)},
+            },
+            ExpressionAttributeValues=codec.values(
+                **{f"s{i}": item[name] for i, name in enumerate(names)}
+            ),
         )
 
     def get_worker(self, pool: str, worker_id: str) -> Worker | None:
