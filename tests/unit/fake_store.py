@@ -467,7 +467,8 @@ class FakeStore(FakeRules):
         stored = self.workers.get((worker.pool, worker.worker_id))
         if stored is not None:  # a word not given stays as stored
             kept = {n: getattr(stored, n) for n in ("runtime", "credentials")}
-            worker = replace(worker, **{n: getattr(worker, n) or kept[n] for n in kept})
+            said = {n: getattr(worker, n) for n in kept}
+            worker = replace(worker, **{n: kept[n] if said[n] is None else said[n] for n in kept})
         self.workers[(worker.pool, worker.worker_id)] = _stored(worker)
         expires = worker.last_seen // 1000 + WORKER_RETENTION_S
         self.worker_expiry[(worker.pool, worker.worker_id)] = expires
