@@ -48,9 +48,7 @@ def unreachable_since(workers: list[Worker], pool: Pool) -> int | None:
     return max((int(w.last_seen + grace) for w in workers), default=None)
 
 
-def _said(
-    runtime: dict[str, Any] | None, credentials: dict[str, Any] | None
-) -> dict[str, Any]:
+def _said(runtime: dict[str, Any] | None, credentials: dict[str, Any] | None) -> dict[str, Any]:
     """The words a worker said this time (a None one it did not say)."""
     words = {"runtime": runtime, "credentials": credentials}
     return {name: value for name, value in words.items() if value is not None}
