@@ -1051,21 +1051,23 @@ class StoreContract:
             assert got == fresh, limit
             assert pages >= 14 // 3, (limit, pages)  # at most 3 rows examined per page
 
-    def test_a_worker_noted_again_keeps_each_word_it_did_not_say(self, make_rig: MakeRig) -> None:
+    def test_a_worker_noted_again_keeps_each_field_not_heard(self, make_rig: MakeRig) -> None:
         r = make_rig()
         now = r.clock.now_ms()
         refusing, sealed = {"state": "refusing"}, {"state": "unreachable", "reason": "sealed"}
-        r.store.note_worker(Worker(ALPHA, "w-1", now, "1.0", runtime=refusing, credentials=sealed))
-        r.store.note_worker(Worker(ALPHA, "w-1", now + 5, "1.1"))  # a sign of life alone
-        assert r.store.get_worker(ALPHA, "w-1") == Worker(
-            ALPHA, "w-1", now + 5, "1.1", runtime=refusing, credentials=sealed
-        )
+        whole = Worker(ALPHA, "w-1", now, "1.0", runtime=refusing, credentials=sealed)
+        r.store.note_worker(whole)  # every field heard
+        assert r.store.get_worker(ALPHA, "w-1") == whole
+        r.store.note_worker(Worker(ALPHA, "w-1", now + 5), frozenset())  # a sign of life alone
+        assert r.store.get_worker(ALPHA, "w-1") == replace(whole, last_seen=now + 5)
         ok = {"state": "ok"}
-        r.store.note_worker(Worker(ALPHA, "w-1", now + 9, None, runtime=ok))  # one word, no version
-        assert r.store.get_worker(ALPHA, "w-1") == Worker(
-            ALPHA, "w-1", now + 9, None, runtime=ok, credentials=sealed
-        )
-        assert r.store.list_workers(ALPHA, now_ms=now + 9) == [r.store.get_worker(ALPHA, "w-1")]
+        r.store.note_worker(Worker(ALPHA, "w-1", now + 7, runtime=ok), frozenset({"runtime"}))
+        assert r.store.get_worker(ALPHA, "w-1") == replace(whole, last_seen=now + 7, runtime=ok)
+        # A version heard as none is removed; the words not heard stay.
+        r.store.note_worker(Worker(ALPHA, "w-1", now + 9), frozenset({"worker_version"}))
+        stored = replace(whole, last_seen=now + 9, worker_version=None, runtime=ok)
+        assert r.store.get_worker(ALPHA, "w-1") == stored
+        assert r.store.list_workers(ALPHA, now_ms=now + 9) == [stored]
 
     def test_due_leases_can_be_bounded(self, make_rig: MakeRig) -> None:
         r = make_rig()

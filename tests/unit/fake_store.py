@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar, assert_never
 
@@ -25,6 +25,7 @@ from tenure.app.ports import (
     POOL_CAP,
     TIMELINE_CAP,
     WORKER_RETENTION_S,
+    WORKER_SAYS,
     WORKER_SCAN_BUDGET,
     WORKERS_CAP,
     AddCounts,
@@ -462,13 +463,12 @@ class FakeStore(FakeRules):
                 found[lease_id] = row.lease
         return found
 
-    def note_worker(self, worker: Worker) -> None:
+    def note_worker(self, worker: Worker, heard: Collection[str] = WORKER_SAYS) -> None:
         self.writes.append("note_worker")
         stored = self.workers.get((worker.pool, worker.worker_id))
-        if stored is not None:  # a word not given stays as stored
-            kept = {n: getattr(stored, n) for n in ("runtime", "credentials")}
-            said = {n: getattr(worker, n) for n in kept}
-            worker = replace(worker, **{n: kept[n] if said[n] is None else said[n] for n in kept})
+        if stored is not None:  # a field not heard stays as stored
+            kept = {name: getattr(stored, name) for name in WORKER_SAYS - set(heard)}
+            worker = replace(worker, **kept)
         self.workers[(worker.pool, worker.worker_id)] = _stored(worker)
         expires = worker.last_seen // 1000 + WORKER_RETENTION_S
         self.worker_expiry[(worker.pool, worker.worker_id)] = expires

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Collection
 from dataclasses import replace
 
 import pytest
@@ -369,9 +370,9 @@ def test_the_worker_heartbeat_writes_last_seen_every_half_grace_and_stays_reacha
     writes: list[int] = []
     put = rig.store.note_worker
 
-    def counted(worker: Worker) -> None:
+    def counted(worker: Worker, heard: Collection[str]) -> None:
         writes.append(rig.clock.now_ms())
-        put(worker)
+        put(worker, heard)
 
     rig.store.note_worker = counted  # type: ignore[method-assign]
     for _ in range(18):

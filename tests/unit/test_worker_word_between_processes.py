@@ -94,3 +94,22 @@ def test_a_lease_heartbeat_elsewhere_keeps_the_word(rig: Rig, other: Tenure) -> 
     rig.advance(PAST_THE_WINDOW_S)
     rig.svc.reports.heartbeat(as_lease(won.lease.id), won.lease.id, None)
     assert queued_code(rig, waiting) == "runtime_refusing"
+
+
+def test_a_silent_heartbeat_elsewhere_keeps_the_version_a_later_claim_stored(
+    rig: Rig, other: Tenure
+) -> None:
+    rig.svc.claims.claim(WORKER, POOL, "w1", "1.0", 0, None)  # this process's copy: 1.0
+    other.claims.claim(WORKER, POOL, "w1", "2.0", 0, None)  # restarted at 2.0, heard elsewhere
+    assert _version(rig) == "2.0"
+    rig.advance(PAST_THE_WINDOW_S)
+    _say(rig.svc)  # a worker heartbeat does not say its version
+    assert _version(rig) == "2.0"
+    _say(rig.svc, runtime=OK)  # nor does one that says a word
+    assert _version(rig) == "2.0"
+
+
+def _version(rig: Rig) -> str | None:
+    seen = rig.store.get_worker(POOL, "w1")
+    assert seen is not None
+    return seen.worker_version

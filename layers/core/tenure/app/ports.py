@@ -35,6 +35,9 @@ WORKERS_CAP = 500
 # far beyond any pool's grace (so "unreachable" workers still show for a day), short enough
 # that a pool's worker partition holds only the day's workers.
 WORKER_RETENTION_S = 86_400
+# What a worker says of itself, each written only when heard (WorkerRows.note_worker): the
+# version it runs, how its runtime and its credentials stand.
+WORKER_SAYS = frozenset({"worker_version", "runtime", "credentials"})
 # An instance holds at most this many pools: `list_pools` reads them all (GET /pools, the
 # sweeper, the scheduler), so the cap is what keeps that read bounded (1,000 rows ≈ 125 RU).
 POOL_CAP = 1000

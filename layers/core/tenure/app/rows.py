@@ -3,10 +3,11 @@ constructor. `Store` is all of them at once, for what holds the whole table."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from tenure.app.ports import (
+    WORKER_SAYS,
     WORKERS_CAP,
     Attachment,
     Change,
@@ -349,11 +350,11 @@ class QueueRows(Protocol):
 class WorkerRows(Protocol):
     """The workers heard from, per pool."""
 
-    def note_worker(self, worker: Worker) -> None:
-        """Write that the worker was heard from: its last_seen and its version (removed when
-        None), and its runtime and credentials only where given. A word left None stays as
-        stored: what the worker said through another process since is never written over
-        with an older copy."""
+    def note_worker(self, worker: Worker, heard: Collection[str] = WORKER_SAYS) -> None:
+        """Write that the worker was heard from at its last_seen, and of what it says of
+        itself (WORKER_SAYS) the fields named in `heard`, each as `worker` has it (a None one
+        removed). A field not heard stays as stored: what the worker said through another
+        process since is never written over with an older copy."""
         ...
 
     def get_worker(self, pool: str, worker_id: str) -> Worker | None: ...

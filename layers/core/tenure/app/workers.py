@@ -117,54 +117,15 @@ class Workers:
         runtime: dict[str, Any] | None = None,
         credentials: dict[str, Any] | None = None,
     ) -> None:
-        """Note that the worker was heard from. `runtime` / `credentials` are what it says of
-        them (None: it said nothing, the stored word stands). A word is judged against the
-        table's row, not this process's copy, since another process may have stored a newer
-        one: a word different from the row's is written at once, so is a new version;
-        otherwise the write waits until the stored last_seen is `share` of the pool's grace
-        old (at most SEEN_LAG_SHARE), so a heartbeat that says the same as before costs
-        nothing more than that read. The write sets only what was heard: a word not said is
-        never written back from a copy."""
-        said = _said(runtime, credentials)
-        key = (pool.name, worker_id)
-        self._hear(pool, worker_id, version, share, said, self._known(key, fresh=bool(said)))
-
-    def _known(self, key: tuple[str, str], fresh: bool) -> Worker | None:
-        """The worker's row: this process's copy unless `fresh` (then, and without a copy,
-        read from the table)."""
-        copy = None if fresh else self._seen.get(key)
-        return copy or self.workers.get_worker(*key)
-
-    def _hear(
-        self,
-        pool: Pool,
-        worker_id: str,
-        version: str | None,
-        share: float,
-        said: dict[str, Any],
-        known: Worker | None,
-    ) -> None:
-        now = self.kernel.clock.now_ms()
-        window = int(pool.grace_seconds * 1000 * min(share, SEEN_LAG_SHARE))
-        key = (pool.name, worker_id)
-        if (
-            known is not None
-            and now - known.last_seen < window
-            and known.worker_version == version
-            and all(getattr(known, name) == value for name, value in said.items())
-        ):
-            self._remember(key, known)
-            return
-        heard = Worker(pool=pool.name, worker_id=worker_id, worker_version=version, last_seen=now)
-        self.workers.note_worker(replace(heard, **said))
-        words = {n: getattr(known, n) for n in ("runtime", "credentials")} if known else {}
-        self._remember(key, replace(heard, **{**words, **said}))
-
-    def _remember(self, key: tuple[str, str], worker: Worker) -> None:
-        self._seen[key] = worker
-        self._seen.move_to_end(key)
-        while len(self._seen) > SEEN_KEPT:
-            self._seen.popitem(last=False)
+        """Note that the worker was heard from, running `version`. `runtime` / `credentials`
+        are what it says of them (None: it said nothing, the stored word stands). A word is
+        judged against the table's row, not this process's copy, since another process may
+        have stored a newer one: a word different from the row's is written at once, so is a
+        new version; otherwise the write waits until the stored last_seen is `share` of the
+        pool's grace old (at most SEEN_LAG_SHARE), so a heartbeat that says the same as before
+        costs nothing more than that read."""
+        said = {"worker_version": version, **_said(runtime, credentials)}
+        self._hear(pool, worker_id, said, share)
 
     def worker_says(
         self,
@@ -175,10 +136,39 @@ class Workers:
     ) -> None:
         """A worker heartbeat naming a pool it holds nothing in: how its runtime and its
         credentials stand there (when every reachable worker of a pool refuses, its queued
-        leases say so), and a sign of life. Its version is the row's: a worker heartbeat
-        does not say it."""
-        said = _said(runtime, credentials)
+        leases say so), and a sign of life. It does not say the worker's version: the stored
+        one stands."""
+        self._hear(pool, worker_id, _said(runtime, credentials), SEEN_LAG_SHARE)
+
+    def _hear(self, pool: Pool, worker_id: str, said: dict[str, Any], share: float) -> None:
+        """The write of what the worker `said` (its version, its words), and that it was heard
+        now: only those, every other field as stored, so nothing is written back from a copy.
+        Skipped while the row already says it all and its last_seen is younger than `share`
+        of the pool's grace."""
+        now = self.kernel.clock.now_ms()
+        window = int(pool.grace_seconds * 1000 * min(share, SEEN_LAG_SHARE))
         key = (pool.name, worker_id)
-        known = self._known(key, fresh=bool(said))
-        version = known.worker_version if known else None
-        self._hear(pool, worker_id, version, SEEN_LAG_SHARE, said, known)
+        words = said.keys() - {"worker_version"}
+        known = self._known(key, fresh=bool(words))
+        if (
+            known is not None
+            and now - known.last_seen < window
+            and all(getattr(known, name) == value for name, value in said.items())
+        ):
+            self._remember(key, known)
+            return
+        heard = Worker(pool=pool.name, worker_id=worker_id, last_seen=now, **said)
+        self.workers.note_worker(heard, frozenset(said))
+        self._remember(key, replace(known, last_seen=now, **said) if known else heard)
+
+    def _known(self, key: tuple[str, str], fresh: bool) -> Worker | None:
+        """The worker's row: this process's copy unless `fresh` (then, and without a copy,
+        read from the table)."""
+        copy = None if fresh else self._seen.get(key)
+        return copy or self.workers.get_worker(*key)
+
+    def _remember(self, key: tuple[str, str], worker: Worker) -> None:
+        self._seen[key] = worker
+        self._seen.move_to_end(key)
+        while len(self._seen) > SEEN_KEPT:
+            self._seen.popitem(last=False)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tenure.app.ports import WORKER_RETENTION_S, WORKERS_CAP, WorkerPage
+from collections.abc import Collection
+
+from tenure.app.ports import WORKER_RETENTION_S, WORKER_SAYS, WORKERS_CAP, WorkerPage
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Worker
 from tenure.domain.transitions import SignalKey
@@ -18,15 +20,15 @@ class DynamoWorkers:
         self.table = table
         self.reads = reads
 
-    def note_worker(self, worker: Worker) -> None:
-        """One UpdateItem: the attributes `worker` has (a None field is not among them) set,
-        its version removed when it has none, anything else kept as stored."""
+    def note_worker(self, worker: Worker, heard: Collection[str] = WORKER_SAYS) -> None:
+        """One UpdateItem: last_seen and the row's own attributes set, each field `heard` set
+        (or removed, when None), anything else kept as stored."""
         item = {
             **items.worker_item(worker),
             keys.TTL_ATTRIBUTE: worker.last_seen // 1000 + WORKER_RETENTION_S,
         }
-        names = list(item)
-        removed = [] if worker.worker_version is not None else ["worker_version"]
+        names = [name for name in item if name not in WORKER_SAYS or name in heard]
+        removed = sorted(name for name in heard if name not in item)
         self.table.call(
             "update",
             self.table.client.update_item,
