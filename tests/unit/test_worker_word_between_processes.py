@@ -1,8 +1,8 @@
-"""What a worker says of its runtime and credentials stands in the table whichever process
-heard it: a process that heard the worker earlier never writes back its own older copy of
-that word, and never skips writing a new word because its copy already says it. Two
-services on one store stand for two warm Lambda processes, each with its memory of the
-worker rows it read or wrote."""
+"""What a worker says of itself (its runtime, its credentials, its version) stands in the
+table whichever process heard it: a process that heard the worker earlier never writes back
+its own older copy of any of them, and never skips writing a new word because its copy
+already says it. Two services on one store stand for two warm Lambda processes, each with
+its memory of the worker rows it read or wrote."""
 
 from __future__ import annotations
 
