@@ -106,7 +106,7 @@ def _leases(w: Wired) -> list[Any]:
 def test_an_email_sent_like_ses_arrives_as_an_sns_envelope_and_mints_its_lease(
     wired: Wired,
 ) -> None:
-    sent = send(wired.stack_file, EMAIL / "plain-text.eml", None)
+    sent = send(wired.stack_file.parent, EMAIL / "plain-text.eml", None)
     assert sent["recipients"] == [INBOX]
     assert wired.poller.poll_once(wait_seconds=0) == 1
     (lease,) = _leases(wired)
@@ -132,7 +132,7 @@ def test_an_email_for_an_archived_spaces_rule_is_acknowledged_logged_and_mints_n
     wired.svc.spaces.archive_space(ADMIN, "OPS")
     said: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr(handler.logger, "info", lambda msg, extra: said.append((msg, extra)))
-    send(wired.stack_file, EMAIL / "plain-text.eml", None)
+    send(wired.stack_file.parent, EMAIL / "plain-text.eml", None)
     assert wired.poller.poll_once(wait_seconds=0) == 1
     assert _leases(wired) == [] and wired.svc.rows.tasks.task_page("OPS", 10, None).entries == []
     messages = [msg for msg, _ in said]

@@ -85,6 +85,7 @@ class Stopped:
     children: dict[int, str]  # the stack's child processes just before SIGTERM
     left_behind: dict[int, str]  # those still alive after it exited (reaped since)
     still_listening: list[str]  # engine endpoints that still answered after it exited
+    record_left: bool  # its stack.json still there after it exited
     log_tail: str  # the end of the stack's own log, to show why a stop went wrong
 
 
@@ -144,6 +145,7 @@ def stopped(tmp_path_factory: pytest.TempPathFactory, recorder: Recorder) -> Sto
         children=children,
         left_behind=left,
         still_listening=listening,
+        record_left=(data_dir / "stack.json").exists(),
         log_tail="\n".join(stack.log.read_text(errors="replace").splitlines()[-12:]),
     )
 
@@ -155,6 +157,8 @@ def test_sigterm_stops_the_stack_with_exit_0_and_no_child_process_left(stopped: 
     assert java == {}, f"DynamoDB Local outlived the stack: {java}; {why}"
     assert stopped.left_behind == {}, why
     assert stopped.still_listening == [], f"still answering: {stopped.still_listening}; {why}"
+    # Nothing is left to send a command given no address to the ports that just closed.
+    assert not stopped.record_left, why
 
 
 def test_a_restarted_stack_finds_its_data_and_honours_the_tokens_it_issued(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -253,17 +254,34 @@ def test_cli_errors_are_one_line_with_the_code_and_a_non_zero_exit(
     _refused(forbidden, "forbidden")
 
 
-def test_cli_usage_errors_are_clear_not_tracebacks(api: Api) -> None:
+def test_cli_usage_errors_are_clear_not_tracebacks(api: Api, tmp_path: Path) -> None:
     env = clean_env()  # no TENURE_API, no TENURE_TOKEN
     for args in (
         ["leases", "list", "--space", "OPS", "--token", api.admin_token],
         ["tasks", "create", "--space", "OPS", "--title", "t", "--token", api.admin_token],
         ["worker", "run", "--pool", "p", "--token", "t", "--once", "--", "true"],
     ):
-        done = run_cli(*args, env=env)
+        # In a directory no `tenure local` runs from: a developer's own stack in the checkout
+        # would be the worker's address.
+        done = run_cli(*args, env=env, cwd=tmp_path)
         assert done.returncode != 0, (args, done.stdout)
         assert "Traceback" not in done.stderr, done.stderr
         assert done.stderr.startswith("error: ") and "TENURE_API" in done.stderr, done.stderr
+
+    # A record a killed `tenure local` left in the data dir: refused at once, by name, not
+    # followed to its closed port and retried there for as long as the worker runs.
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    (tmp_path / ".tenure").mkdir()
+    (tmp_path / ".tenure" / "stack.json").write_text(
+        json.dumps({"worker_api": api.base, "api": api.base, "pid": ended.pid})
+    )
+    done = run_cli(
+        "worker", "run", "--pool", "p", "--token", "t", "--once", "--", "true",
+        env=env, cwd=tmp_path, timeout=20,
+    )  # fmt: skip
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: ") and f"({ended.pid}) has ended" in done.stderr
 
     done = run_cli("leases", "list", "--space", "OPS", "--api", service_url(api.base), env=env)
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr

@@ -48,11 +48,12 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*CLI, *args],
         env=env if env is not None else clean_env(),
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,

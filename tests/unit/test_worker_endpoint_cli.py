@@ -1,14 +1,18 @@
 """Where `tenure worker run` and a job's own commands find the worker endpoint: the option, the
-variables, then the local stack's stack.json."""
+variables, then the local stack's stack.json, while the stack that wrote it runs."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from tenure_cli.commands.worker import worker_endpoints
 from tenure_cli.common import UsageError, lease_client
+from tenure_cli.local.email_send import send
+from tenure_cli.stack_record import StackNotRunning, forget_own_record
 
 STACK = {"api": "http://127.0.0.1:8787/api/v1", "worker_api": "http://127.0.0.1:40111/api/v1"}
 
@@ -51,6 +55,51 @@ def test_no_address_anywhere_is_a_usage_error(
     (tmp_path / "stack.json").write_text("not json")
     with pytest.raises(UsageError, match="--api"):
         worker_endpoints(None, tmp_path)
+
+
+def _reaped() -> int:
+    """The id of a process that has run and been reaped."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_a_record_left_by_a_stack_that_died_is_refused_not_followed(data_dir: Path) -> None:
+    # A stack killed with SIGKILL cannot remove its record: its ports are gone, and a worker
+    # that followed them would retry its claim against nothing for as long as it runs.
+    pid = _reaped()
+    (data_dir / "stack.json").write_text(json.dumps({**STACK, "pid": pid}))
+    with pytest.raises(UsageError, match="TENURE_API") as refused:
+        worker_endpoints(None, data_dir)
+    assert f"({pid}) has ended" in str(refused.value)
+    assert str(data_dir / "stack.json") in str(refused.value)
+    # Given an address, the record is not read at all.
+    assert worker_endpoints("https://given", data_dir)[0] == "https://given"
+
+
+def test_a_record_of_a_running_stack_is_followed(data_dir: Path) -> None:
+    (data_dir / "stack.json").write_text(json.dumps({**STACK, "pid": os.getpid()}))
+    assert worker_endpoints(None, data_dir) == (STACK["worker_api"], STACK["api"])
+
+
+def test_an_email_sent_to_a_stack_that_died_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "stack.json").write_text(json.dumps({**STACK, "pid": _reaped()}))
+    with pytest.raises(StackNotRunning, match="has ended"):
+        send(tmp_path, tmp_path / "unread.eml", None)
+    with pytest.raises(FileNotFoundError, match="is `tenure local` running"):
+        send(tmp_path / "empty", tmp_path / "unread.eml", None)
+
+
+def test_a_stopping_stack_removes_its_own_record_and_no_other(tmp_path: Path) -> None:
+    record = tmp_path / "stack.json"
+    record.write_text(json.dumps({**STACK, "pid": os.getpid()}))
+    forget_own_record(tmp_path)
+    assert not record.exists()
+    # Another start's record, written since, stays.
+    record.write_text(json.dumps({**STACK, "pid": os.getpid() + 1}))
+    forget_own_record(tmp_path)
+    assert record.exists()
+    forget_own_record(tmp_path / "none")  # nothing there: nothing to do
 
 
 def test_a_job_reports_on_the_worker_endpoint_and_files_work_on_the_api(

@@ -146,7 +146,7 @@ def _email_send(args: argparse.Namespace) -> int:
 
     use_local_credentials()
     try:
-        sent = send(Path(args.data_dir) / "stack.json", Path(args.file), args.to or None)
+        sent = send(Path(args.data_dir), Path(args.file), args.to or None)
     except (OSError, ValueError) as err:
         return _refused(str(err))
     print(json.dumps(sent))

@@ -32,6 +32,7 @@ from tenure_cli.common import (
     show,
 )
 from tenure_cli.listing import fetch, list_options, show_list
+from tenure_cli.stack_record import StackNotRunning, record_path, running_stack
 
 # How to learn whether a create whose answer was lost was made. Tasks have no unique key, so
 # filing one again could file it twice; a token's secret is only ever in the answer.
@@ -92,7 +93,8 @@ def worker_endpoints(
 ) -> tuple[str, str | None]:
     """Where `worker run` claims and reports, and the API its jobs are given: `--api`, else
     TENURE_WORKER_API, else TENURE_API, else the profile's `api`, else the local stack's worker
-    endpoint (`worker_api` in `<data-dir>/stack.json`), its jobs then given the stack's `api`."""
+    endpoint (`worker_api` in `<data-dir>/stack.json`), its jobs then given the stack's `api`.
+    A record its stack left behind when it died is refused, not followed to a dead port."""
     for where, chosen in (
         ("--api", given),
         ("TENURE_WORKER_API", os.environ.get("TENURE_WORKER_API")),
@@ -103,23 +105,20 @@ def worker_endpoints(
     profile = profiles.load(profile_name)
     if profile is not None and profile.api:
         return service_address(profile.api, profile.where), profile.api
-    stack = _stack_file(data_dir)
+    try:
+        stack = running_stack(data_dir)
+    except StackNotRunning as gone:
+        raise UsageError(
+            f"no service address: give --api, set TENURE_WORKER_API or TENURE_API ({gone})"
+        ) from None
     if isinstance(stack.get("worker_api"), str):
         return stack["worker_api"], stack.get("api")
     if isinstance(stack.get("api"), str):
         return stack["api"], None
     raise UsageError(
         "no service address: give --api, set TENURE_WORKER_API or TENURE_API, "
-        f"or start `tenure local` (its {data_dir / 'stack.json'} names one)"
+        f"or start `tenure local` (its {record_path(data_dir)} names one)"
     )
-
-
-def _stack_file(data_dir: Path) -> dict[str, Any]:
-    try:
-        found = json.loads((data_dir / "stack.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def worker_complete(args: argparse.Namespace) -> int:

@@ -18,6 +18,8 @@ from typing import Any
 
 import boto3
 
+from tenure_cli.stack_record import record_path, running_stack
+
 INBOUND_PREFIX = "inbound/"
 
 
@@ -85,11 +87,12 @@ def notification(
     }
 
 
-def send(stack_file: Path, eml: Path, to: list[str] | None) -> dict[str, Any]:
-    """Deliver `eml` as SES would; returns what was stored and published."""
-    if not stack_file.exists():
-        raise FileNotFoundError(f"{stack_file} is missing: is `tenure local` running?")
-    stack = json.loads(stack_file.read_text())
+def send(data_dir: Path, eml: Path, to: list[str] | None) -> dict[str, Any]:
+    """Deliver `eml` as SES would, to the stack running from `data_dir`; returns what was
+    stored and published."""
+    stack = running_stack(data_dir)
+    if not stack:
+        raise FileNotFoundError(f"{record_path(data_dir)} is missing: is `tenure local` running?")
     aws = stack["aws"]
     resources = aws["resources"]
     raw = eml.read_bytes()

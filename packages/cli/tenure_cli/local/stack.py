@@ -32,6 +32,7 @@ from tenure_cli.local.inbound_poller import InboundPoller
 from tenure_cli.local.provision import REGION, Provisioned, Provisioner
 from tenure_cli.local.scheduler_loop import SchedulerLoop
 from tenure_cli.local.streams import StreamPump
+from tenure_cli.stack_record import forget_own_record, record_path
 
 TABLE = "tenure"
 STREAM_POLL_SECONDS = 0.2
@@ -113,7 +114,7 @@ class Stack:
             "sweep_interval_seconds": self.sweep_interval,
             "pid": os.getpid(),
         }
-        _write_atomically(self.data_dir / "stack.json", json.dumps(info, indent=2) + "\n")
+        _write_atomically(record_path(self.data_dir), json.dumps(info, indent=2) + "\n")
         return info
 
     def _prepare(self, cfg: LocalSettings) -> None:
@@ -133,7 +134,7 @@ class Stack:
         owner_only(self.data_dir)
         # A stack.json left by an earlier run names engines that are gone: it comes back only
         # once this start has succeeded.
-        (self.data_dir / "stack.json").unlink(missing_ok=True)
+        record_path(self.data_dir).unlink(missing_ok=True)
 
     def _open_doors(self) -> tuple[FrontDoor, FrontDoor, FrontDoor]:
         """The three listeners, bound but not serving yet: the API's, the worker function's
@@ -337,8 +338,10 @@ class Stack:
                 print(f"[scheduler] tick failed: {err!r}", file=sys.stderr, flush=True)
 
     def stop(self) -> bool:
-        """End every part that started, each even when another fails; False if one did."""
+        """End every part that started, each even when another fails; False if one did.
+        The record of its endpoints goes first: no command finds a stack that is going."""
         self.stopping.set()
+        forget_own_record(self.data_dir)
         doors = (self.door, self.worker_door, self.claim_door)
         parts: list[Any] = [door for door in doors if door is not None]
         parts += reversed(self.engines)

@@ -1,0 +1,69 @@
+"""The record a running `tenure local` keeps in its data dir, `stack.json`: every endpoint it
+serves and its own process id. Commands given no address (`tenure worker run|claim`, `tenure
+local email send`) find the stack through it.
+
+The record is true only while its stack runs: the stack removes it when it stops, and a record
+whose process has ended (a stack killed with SIGKILL, a machine that lost power) is refused by
+name instead of sending requests to ports nobody serves any more. Kept free of the service's
+dependencies: a worker host reads it too."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+STACK_FILE = "stack.json"
+
+
+class StackNotRunning(ValueError):
+    """The data dir's record names a stack whose process has ended."""
+
+
+def record_path(data_dir: Path) -> Path:
+    return data_dir / STACK_FILE
+
+
+def running_stack(data_dir: Path) -> dict[str, Any]:
+    """The record of the stack running from `data_dir`; {} when there is none or it is not a
+    JSON object. StackNotRunning when it names a process that is gone. A record without a
+    process id is taken as it is."""
+    path = record_path(data_dir)
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    pid = found.get("pid")
+    if isinstance(pid, int) and not isinstance(pid, bool) and not process_alive(pid):
+        raise StackNotRunning(
+            f"{path} names a stack whose process ({pid}) has ended; start `tenure local` again"
+        )
+    return found
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists (one of another user's counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def forget_own_record(data_dir: Path) -> None:
+    """Remove the record if this process wrote it: a stack that stops takes its endpoints
+    with it, and a record another start has written since is left alone."""
+    path = record_path(data_dir)
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(found, dict) and found.get("pid") == os.getpid():
+        path.unlink(missing_ok=True)
