@@ -20,6 +20,8 @@ from tenure_cli.bench.rig import Rig
 from tenure_cli.bench.workload import BUDGET
 from tenure_cli.local.engines import DynamoDBLocal
 
+from tests.conftest import Engines
+
 # Met on the reference run (240 leases, 20 workers: 10.87 write units, $13.70-13.74 a million,
 # $8.89-8.93 provisioned, on this machine idle) but not on this small one ($14.94 and $9.88),
 # whose shape costs more a lease: one lease in eight is minted from mail (one in ten there:
@@ -123,8 +125,9 @@ LOG_BYTES_NOW = 740
 
 
 @pytest.fixture(scope="module")
-def measured(ddb_local: DynamoDBLocal) -> Iterator[dict[str, Any]]:
+def measured(engines: Engines) -> Iterator[dict[str, Any]]:
     """The template's default OutboundEvents (endings), with the prices of `all` beside it."""
+    ddb_local = engines.for_a_test()
 
     def rig(setting: str) -> Rig:
         table = f"cost-{setting}-{uuid.uuid4().hex[:8]}"
