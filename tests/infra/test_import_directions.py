@@ -178,9 +178,14 @@ def test_the_worker_sdk_imports_the_standard_library_and_itself_only(
 
 
 # What a CLI command module may import of the CLI: what every command shares (errors, output,
-# clients), what every list shares (paging), and how a profile is read. Never another command
-# module, the local stack or the benches.
-CLI_SHARED = ("tenure_cli.common", "tenure_cli.listing", "tenure_cli.profiles")
+# clients), what every list shares (paging), and how a profile and a running local stack's
+# record are read. Never another command module, the local stack or the benches.
+CLI_SHARED = (
+    "tenure_cli.common",
+    "tenure_cli.listing",
+    "tenure_cli.profiles",
+    "tenure_cli.stack_record",
+)
 
 
 def test_a_cli_command_module_imports_only_the_shared_helpers_and_the_sdk(
