@@ -1,7 +1,9 @@
-"""`tenure local` as a newcomer runs it: a relative --data-dir, a restart, and --reset."""
+"""`tenure local` as a newcomer runs it: a relative --data-dir, a restart, and --reset; and a
+second start on a data dir a stack is running from, refused before it touches anything."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import httpx
 from tenure_cli.local.engines import free_port
 
 from tests.conftest import start_stack, stop_stack
+from tests.e2e.test_start_failures import assert_failed_cleanly, start_failing
 
 
 def test_a_relative_data_dir_keeps_data_on_dynamodb_local_until_reset(tmp_path: Path) -> None:
@@ -27,6 +30,18 @@ def test_a_relative_data_dir_keeps_data_on_dynamodb_local_until_reset(tmp_path: 
     try:
         assert "dynamodb-local at" in stack.log.read_text(), stack.log.read_text()
         assert space_create(stack.base) == 201
+        record = (tmp_path / rel / "stack.json").read_text()
+        # A second stack there, on a port of its own, and one asked to --reset it: each would
+        # run a second DynamoDB Local on the first's table file, or delete it under it.
+        for extra in ((), ("--reset",)):
+            outcome = start_failing(
+                tmp_path, "--port", str(free_port()), "--data-dir", str(rel), *extra
+            )
+            line = assert_failed_cleanly(outcome, "is in use by another tenure local")
+            assert f"(pid {stack.proc.pid})" in line
+        assert (tmp_path / rel / "stack.json").read_text() == record
+        assert json.loads(record)["pid"] == stack.proc.pid
+        assert space_create(stack.base) == 409, "the first stack's data is still there"
     finally:
         assert stop_stack(stack) == 0
     assert (tmp_path / "rel-data" / "dynamodb").is_dir()

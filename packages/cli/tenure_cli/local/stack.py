@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -40,6 +41,8 @@ STREAM_POLL_SECONDS = 0.2
 SCHEDULER_TICK_SECONDS = 2.0
 # How often the main thread wakes to run a pending SIGTERM or SIGINT handler.
 SIGNAL_POLL_SECONDS = 0.5
+# In the data dir: the file a running stack holds locked, so that no second stack starts there.
+LOCK_FILE = ".lock"
 
 
 class StartFailed(RuntimeError):
@@ -75,6 +78,32 @@ class Stack:
     # without it the stack prints its banner and then only what went wrong.
     verbose: bool = False
     outbound_events: str = "endings"  # the template's OutboundEvents, as a deploy would set it
+    held: int | None = None  # the open lock file that holds the data dir for this stack
+
+    def hold_data_dir(self) -> None:
+        """Hold the data dir for this stack alone, or StartFailed naming the process that
+        holds it. Two stacks on one data dir would run two DynamoDB Locals on one table file,
+        and the second would replace the first's stack.json and admin token (or, with
+        --reset, delete its data under it). The hold is an exclusive lock on
+        `<data-dir>/.lock`, which ends with the process however it ends: a killed stack
+        leaves nothing to clear by hand. A data dir that is a file is left to the start's
+        own refusal."""
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            return
+        owner_only(self.data_dir)
+        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StartFailed(
+                f"the data dir {self.data_dir} is in use by another tenure local (pid "
+                f"{holder}): stop that one, or give this one another --data-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.held = fd
 
     def start(self) -> dict[str, Any]:
         """Everything up, or an exception; stop() then ends whatever had started."""
@@ -352,6 +381,9 @@ class Stack:
             except Exception as err:  # reported, and the next part is still stopped
                 print(f"error: stopping {type(part).__name__}: {one_line(err)}", file=sys.stderr)
                 clean = False
+        if self.held is not None:  # only once every part is down may another start begin
+            os.close(self.held)
+            self.held = None
         return clean
 
 
@@ -369,12 +401,18 @@ def _write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
 
 
 def _reset(data_dir: Path) -> None:
-    if data_dir.is_dir():
-        shutil.rmtree(data_dir)
-    elif data_dir.exists():
+    """Everything in the data dir but the lock this stack holds it by: a start that removed
+    the lock file would leave the next start a new one to lock beside this stack."""
+    if data_dir.exists() and not data_dir.is_dir():
         raise StartFailed(f"--reset: {data_dir} is a file, not a data dir; not removing it")
-    else:
+    kept = [e for e in data_dir.iterdir() if e.name != LOCK_FILE] if data_dir.exists() else []
+    if not kept:
         return
+    for entry in kept:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
     print(f"reset: removed {data_dir}")
 
 
@@ -405,6 +443,7 @@ def run(
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     try:
+        stack.hold_data_dir()
         if reset:
             _reset(data_dir)
         info = stack.start()

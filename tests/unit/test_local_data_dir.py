@@ -1,0 +1,100 @@
+"""One `tenure local` per data dir: a second start there is refused, naming the process that
+holds it, before it touches anything; the hold ends with its process, however it ends; and
+--reset empties the data dir without letting a newcomer in beside the stack that holds it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tenure_cli.local.stack import LOCK_FILE, Stack, StartFailed, _reset
+
+
+def _stack(data_dir: Path) -> Stack:
+    return Stack(port=0, data_dir=data_dir, sweep_interval=60.0)
+
+
+def test_a_second_stack_on_a_held_data_dir_is_refused_and_touches_nothing(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    first = _stack(data)
+    first.hold_data_dir()
+    record = {"api": "http://127.0.0.1:8787/api/v1", "pid": os.getpid()}
+    (data / "stack.json").write_text(json.dumps(record))
+    (data / "admin-token").write_text("tnr_o_first\n")
+
+    second = _stack(data)
+    with pytest.raises(
+        StartFailed, match=f"in use by another tenure local \\(pid {os.getpid()}\\)"
+    ):
+        second.hold_data_dir()
+    assert second.held is None
+    assert json.loads((data / "stack.json").read_text()) == record
+    assert (data / "admin-token").read_text() == "tnr_o_first\n"
+
+    first.stop()  # every part down, then the data dir is free
+    second.hold_data_dir()
+    assert second.held is not None
+    second.stop()
+
+
+def test_the_hold_of_a_killed_stack_ends_with_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(data / LOCK_FILE)!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(StartFailed, match="in use by another tenure local"):
+            _stack(data).hold_data_dir()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    after = _stack(data)
+    after.hold_data_dir()  # nothing left to clear by hand
+    assert (data / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+    after.stop()
+
+
+def test_reset_empties_the_data_dir_but_keeps_it_held(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    stack = _stack(data)
+    stack.hold_data_dir()
+    (data / "dynamodb").mkdir()
+    (data / "dynamodb" / "shared-local-instance.db").write_bytes(b"rows")
+    (data / "admin-token").write_text("tnr_o_old\n")
+    _reset(data)
+    assert sorted(p.name for p in data.iterdir()) == [LOCK_FILE]
+    with pytest.raises(StartFailed, match="in use"):
+        _stack(data).hold_data_dir()
+    stack.stop()
+
+
+def test_a_data_dir_that_is_a_file_is_not_held_but_left_to_the_start_s_refusal(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    data.write_text("not a directory")
+    stack = _stack(data)
+    stack.hold_data_dir()
+    assert stack.held is None
+    with pytest.raises(StartFailed, match="is a file"):
+        _reset(data)
+    assert data.read_text() == "not a directory"
