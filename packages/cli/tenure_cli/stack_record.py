@@ -1,6 +1,6 @@
 """The record a running `tenure local` keeps in its data dir, `stack.json`: every endpoint it
 serves and its own process id. Commands given no address (`tenure worker run|claim`, `tenure
-local email send`) find the stack through it.
+email send`) find the stack through it.
 
 The record is true only while its stack runs: the stack removes it when it stops, and a record
 whose process has ended (a stack killed with SIGKILL, a machine that lost power) is refused by
