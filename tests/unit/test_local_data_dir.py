@@ -4,6 +4,8 @@ holds it, before it touches anything; the hold ends with its process, however it
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import signal
@@ -98,3 +100,17 @@ def test_a_data_dir_that_is_a_file_is_not_held_but_left_to_the_start_s_refusal(
     with pytest.raises(StartFailed, match="is a file"):
         _reset(data)
     assert data.read_text() == "not a directory"
+
+
+def test_a_file_system_without_locks_starts_unheld_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    stack = _stack(tmp_path / "data")
+    stack.hold_data_dir()
+    assert stack.held is None
+    warned = capsys.readouterr().err
+    assert warned.startswith("warning: cannot lock the data dir") and "not be refused" in warned

@@ -101,6 +101,15 @@ class Stack:
                 f"the data dir {self.data_dir} is in use by another tenure local (pid "
                 f"{holder}): stop that one, or give this one another --data-dir"
             ) from None
+        except OSError as err:  # a file system without locks (some network and VM mounts)
+            os.close(fd)
+            print(
+                f"warning: cannot lock the data dir {self.data_dir} ({err.strerror or err}): "
+                "a second tenure local there would not be refused",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.held = fd
