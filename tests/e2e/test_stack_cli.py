@@ -1,14 +1,20 @@
-"""`tenure local` as a newcomer runs it: a relative --data-dir, a restart, and --reset; and a
-second start on a data dir a stack is running from, refused before it touches anything."""
+"""`tenure local` as a newcomer runs it: a relative --data-dir, a restart, and --reset; a
+second start on a data dir a stack is running from, refused before it touches anything; and a
+stack whose output pipe's reader went away, still stopping cleanly."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
 import httpx
 from tenure_cli.local.engines import free_port
+from tenure_cli.stack_record import lock_held
 
 from tests.conftest import start_stack, stop_stack
 from tests.e2e.test_start_failures import assert_failed_cleanly, start_failing
@@ -58,3 +64,49 @@ def test_a_relative_data_dir_keeps_data_on_dynamodb_local_until_reset(tmp_path: 
         assert space_create(stack.base) == 201, "--reset wiped the data"
     finally:
         assert stop_stack(stack) == 0
+
+
+def test_a_stack_whose_output_reader_went_away_still_stops_cleanly(tmp_path: Path) -> None:
+    # `tenure local | tee log` with the tee gone first, or `| head -2`: the next line the
+    # stack prints fails, and it must still remove its record, end its engines and give up its
+    # data dir on the way out.
+    environ = {**os.environ, "TENURE_ADMIN_TOKEN": "tnr_o_pipe-" + uuid.uuid4().hex}
+    args = ["local", "--port", str(free_port()), "--data-dir", "data"]
+    with open(tmp_path / "stderr", "wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tenure_cli", *args],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env={**environ, "PYTHONUNBUFFERED": "1"},
+            cwd=tmp_path,
+        )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first.startswith(b"starting"), first
+    proc.stdout.close()  # the reader goes away while it starts
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    data = tmp_path / "data"
+    assert not (data / "stack.json").exists(), (tmp_path / "stderr").read_text()
+    assert lock_held(data) is False
+    give_up = time.monotonic() + 15
+    while (left := _running_on(data.resolve())) and time.monotonic() < give_up:
+        time.sleep(0.2)
+    assert left == [], left
+
+
+def _running_on(data_dir: Path) -> list[str]:
+    """Command lines of the processes that name this data dir (an engine's -dbPath)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if str(data_dir) in cmd:
+                found.append(cmd)
+    return found

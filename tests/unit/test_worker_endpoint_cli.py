@@ -3,6 +3,7 @@ variables, then the local stack's stack.json, while the stack that wrote it runs
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 from tenure_cli.commands.worker import worker_endpoints
 from tenure_cli.common import UsageError, lease_client
 from tenure_cli.local.email_send import send
-from tenure_cli.stack_record import StackNotRunning, forget_own_record
+from tenure_cli.stack_record import LOCK_FILE, StackNotRunning, forget_own_record
 
 STACK = {"api": "http://127.0.0.1:8787/api/v1", "worker_api": "http://127.0.0.1:40111/api/v1"}
 
@@ -80,6 +81,32 @@ def test_a_record_left_by_a_stack_that_died_is_refused_not_followed(data_dir: Pa
 def test_a_record_of_a_running_stack_is_followed(data_dir: Path) -> None:
     (data_dir / "stack.json").write_text(json.dumps({**STACK, "pid": os.getpid()}))
     assert worker_endpoints(None, data_dir) == (STACK["worker_api"], STACK["api"])
+
+
+def test_the_lock_beside_the_record_says_whether_its_stack_runs_not_the_process_id(
+    data_dir: Path,
+) -> None:
+    # A stack that wrote a lock file holds it while it runs. Its process id can mislead: a
+    # killed stack not yet reaped (a zombie) still has one, another process may reuse it, and
+    # from another pid namespace (a container sharing the data dir) a running stack has none.
+    lock = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        (data_dir / "stack.json").write_text(json.dumps({**STACK, "pid": os.getpid()}))
+        with pytest.raises(UsageError, match="has ended"):
+            worker_endpoints(None, data_dir)  # a live process id, but nothing holds the lock
+
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as the running stack does
+        (data_dir / "stack.json").write_text(json.dumps({**STACK, "pid": _reaped()}))
+        assert worker_endpoints(None, data_dir) == (STACK["worker_api"], STACK["api"])
+        # The look took no hold of its own: the stack's lock is still the only one.
+        other = os.open(data_dir / LOCK_FILE, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        finally:
+            os.close(other)
+    finally:
+        os.close(lock)
 
 
 def test_an_email_sent_to_a_stack_that_died_is_refused(tmp_path: Path) -> None:

@@ -3,18 +3,25 @@ serves and its own process id. Commands given no address (`tenure worker run|cla
 email send`) find the stack through it.
 
 The record is true only while its stack runs: the stack removes it when it stops, and a record
-whose process has ended (a stack killed with SIGKILL, a machine that lost power) is refused by
-name instead of sending requests to ports nobody serves any more. Kept free of the service's
+its stack could not remove (killed with SIGKILL, a machine that lost power) is refused by name
+instead of sending requests to ports nobody serves any more. Whether the stack runs is read
+from the lock it holds its data dir by (`.lock` beside the record), not from its process id:
+a lock ends with its process even before the process is reaped, never passes to a process that
+reuses the id, and is the same from another pid namespace (a container sharing the data dir).
+A record with no lock beside it is judged by its process id. Kept free of the service's
 dependencies: a worker host reads it too."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 STACK_FILE = "stack.json"
+# Beside the record: the file a running stack holds an exclusive lock on.
+LOCK_FILE = ".lock"
 
 
 class StackNotRunning(ValueError):
@@ -37,11 +44,32 @@ def running_stack(data_dir: Path) -> dict[str, Any]:
     if not isinstance(found, dict):
         return {}
     pid = found.get("pid")
-    if isinstance(pid, int) and not isinstance(pid, bool) and not process_alive(pid):
+    held = lock_held(data_dir)
+    gone = isinstance(pid, int) and not isinstance(pid, bool) and not process_alive(pid)
+    if held is False or (held is None and gone):
         raise StackNotRunning(
             f"{path} names a stack whose process ({pid}) has ended; start `tenure local` again"
         )
     return found
+
+
+def lock_held(data_dir: Path) -> bool | None:
+    """Whether a process holds the data dir's lock; None when this cannot tell: no lock file
+    (a record of a stack that took none), or a file system without locks. Read with a shared
+    lock taken and given back at once: never a hold of its own."""
+    try:
+        fd = os.open(data_dir / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # closing gives back the shared lock, if it was taken
+    return False
 
 
 def process_alive(pid: int) -> bool:

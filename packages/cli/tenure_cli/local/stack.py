@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -10,6 +11,7 @@ import signal
 import stat
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +35,7 @@ from tenure_cli.local.inbound_poller import InboundPoller
 from tenure_cli.local.provision import REGION, Provisioned, Provisioner
 from tenure_cli.local.scheduler_loop import SchedulerLoop
 from tenure_cli.local.streams import StreamPump
-from tenure_cli.stack_record import forget_own_record, record_path
+from tenure_cli.stack_record import LOCK_FILE, forget_own_record, record_path
 
 TABLE = "tenure"
 STREAM_POLL_SECONDS = 0.2
@@ -41,8 +43,10 @@ STREAM_POLL_SECONDS = 0.2
 SCHEDULER_TICK_SECONDS = 2.0
 # How often the main thread wakes to run a pending SIGTERM or SIGINT handler.
 SIGNAL_POLL_SECONDS = 0.5
-# In the data dir: the file a running stack holds locked, so that no second stack starts there.
-LOCK_FILE = ".lock"
+# A command that asks whether a stack runs holds the lock shared for an instant: a start that
+# meets that tries again, a bounded number of times, before it calls the data dir in use.
+HOLD_TRIES = 5
+HOLD_RETRY_SECONDS = 0.1
 
 
 class StartFailed(RuntimeError):
@@ -93,7 +97,14 @@ class Stack:
         owner_only(self.data_dir)
         fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            for tries_left in reversed(range(HOLD_TRIES)):
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not tries_left:
+                        raise
+                    time.sleep(HOLD_RETRY_SECONDS)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
@@ -458,7 +469,7 @@ def run(
         info = stack.start()
     except (Exception, Interrupted) as failed:  # the top level: one line, then clean up
         starting = False
-        print(f"error: {one_line(failed)}", file=sys.stderr, flush=True)
+        _say(f"error: {one_line(failed)}", sys.stderr)
         stack.stop()
         return 1
     except BaseException:
@@ -478,9 +489,17 @@ def run(
         while not done.wait(SIGNAL_POLL_SECONDS):
             pass
     finally:
-        print("stopping…", flush=True)
+        _say("stopping…", sys.stdout)  # its reader may be gone (`| tee` ended first)
         clean = stack.stop()
     return 0 if clean else 1
+
+
+def _say(line: str, to: Any) -> None:
+    """A line on the way out that must not keep the stack from stopping: with no reader left
+    on the pipe, the print fails, and the stop (its record removed, its engines ended) must
+    still run."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=to, flush=True)
 
 
 def _resources(provisioned: list[Provisioned]) -> None:
