@@ -8,8 +8,9 @@ instead of sending requests to ports nobody serves any more. Whether the stack r
 from the lock it holds its data dir by (`.lock` beside the record), not from its process id:
 a lock ends with its process even before the process is reaped, never passes to a process that
 reuses the id, and is the same from another pid namespace (a container sharing the data dir).
-A record with no lock beside it is judged by its process id. Kept free of the service's
-dependencies: a worker host reads it too."""
+A record with no lock beside it is judged by its process id (a zombie's counts as ended),
+as the worker SDK judges a job's. Kept free of the service's dependencies: a worker host reads
+it too."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+from tenure_worker.jobs import alive
 
 STACK_FILE = "stack.json"
 # Beside the record: the file a running stack holds an exclusive lock on.
@@ -37,15 +40,12 @@ def running_stack(data_dir: Path) -> dict[str, Any]:
     JSON object. StackNotRunning when it names a process that is gone. A record without a
     process id is taken as it is."""
     path = record_path(data_dir)
-    try:
-        found = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(found, dict):
+    found = _read(path)
+    if not found:
         return {}
     pid = found.get("pid")
     held = lock_held(data_dir)
-    gone = isinstance(pid, int) and not isinstance(pid, bool) and not process_alive(pid)
+    gone = isinstance(pid, int) and not isinstance(pid, bool) and not alive(pid)
     if held is False or (held is None and gone):
         raise StackNotRunning(
             f"{path} names a stack whose process ({pid}) has ended; start `tenure local` again"
@@ -72,26 +72,18 @@ def lock_held(data_dir: Path) -> bool | None:
     return False
 
 
-def process_alive(pid: int) -> bool:
-    """Whether a process with this id exists (one of another user's counts)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def forget_own_record(data_dir: Path) -> None:
     """Remove the record if this process wrote it: a stack that stops takes its endpoints
     with it, and a record another start has written since is left alone."""
     path = record_path(data_dir)
+    if _read(path).get("pid") == os.getpid():
+        path.unlink(missing_ok=True)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The record as written; {} when there is none or it is not a JSON object."""
     try:
         found = json.loads(path.read_text())
     except (OSError, ValueError):
-        return
-    if isinstance(found, dict) and found.get("pid") == os.getpid():
-        path.unlink(missing_ok=True)
+        return {}
+    return found if isinstance(found, dict) else {}

@@ -90,21 +90,14 @@ class Stack:
         and the second would replace the first's stack.json and admin token (or, with
         --reset, delete its data under it). The hold is an exclusive lock on
         `<data-dir>/.lock`, which ends with the process however it ends: a killed stack
-        leaves nothing to clear by hand. A data dir that is a file is left to the start's
+        leaves no lock to clear by hand. A data dir that is a file is left to the start's
         own refusal."""
         if self.data_dir.exists() and not self.data_dir.is_dir():
             return
         owner_only(self.data_dir)
         fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
-            for tries_left in reversed(range(HOLD_TRIES)):
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if not tries_left:
-                        raise
-                    time.sleep(HOLD_RETRY_SECONDS)
+            _lock(fd)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
@@ -405,6 +398,18 @@ class Stack:
             os.close(self.held)
             self.held = None
         return clean
+
+
+def _lock(fd: int) -> None:
+    """An exclusive lock on `fd`, tried HOLD_TRIES times; BlockingIOError while another
+    process holds the file."""
+    for _ in range(HOLD_TRIES - 1):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(HOLD_RETRY_SECONDS)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
