@@ -114,3 +114,108 @@ def test_a_file_system_without_locks_starts_unheld_and_says_so(
     assert stack.held is None
     warned = capsys.readouterr().err
     assert warned.startswith("warning: cannot lock the data dir") and "not be refused" in warned
+
+
+def test_reset_refuses_a_data_dir_inside_a_running_stack_s(tmp_path: Path) -> None:
+    outer = tmp_path / "outer"
+    running = _stack(outer)
+    running.hold_data_dir()
+    inner = outer / "dynamodb" / "nested"
+    nested = _stack(inner)
+    nested.hold_data_dir()  # a lock of its own, beside the running stack's table file
+    (inner / "admin-token").write_text("tnr_o_nested\n")
+    try:
+        with pytest.raises(StartFailed, match=f"inside the data dir {outer} of a running"):
+            _reset(inner)
+        assert (inner / "admin-token").read_text() == "tnr_o_nested\n"
+    finally:
+        nested.stop()
+        running.stop()
+
+
+def test_reset_refuses_a_data_dir_that_holds_a_running_stack_s(tmp_path: Path) -> None:
+    outer = tmp_path / "outer"
+    inner = outer / "dynamodb" / "one"
+    running = _stack(inner)
+    running.hold_data_dir()
+    (inner / "admin-token").write_text("tnr_o_running\n")
+    (outer / "stack.json").write_text("{}")
+    wider = _stack(outer)
+    wider.hold_data_dir()
+    try:
+        with pytest.raises(StartFailed, match=f"holds the data dir {inner} of a running"):
+            _reset(outer)
+        assert (inner / "admin-token").read_text() == "tnr_o_running\n"
+        assert (outer / "stack.json").read_text() == "{}"
+    finally:
+        wider.stop()
+        running.stop()
+
+
+def test_reset_empties_a_data_dir_whose_nested_stacks_have_stopped(tmp_path: Path) -> None:
+    outer = tmp_path / "outer"
+    inner = outer / "dynamodb" / "old"
+    stopped = _stack(inner)
+    stopped.hold_data_dir()
+    stopped.stop()  # its lock file stays, unheld
+    stack = _stack(outer)
+    stack.hold_data_dir()
+    _reset(outer)
+    assert sorted(p.name for p in outer.iterdir()) == [LOCK_FILE]
+    stack.stop()
+
+
+def test_reset_refuses_a_directory_holding_what_no_stack_writes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".git").mkdir(parents=True)
+    (home / "notes.txt").write_text("mine")
+    (home / "admin-token").write_text("tnr_o_old\n")
+    stack = _stack(home)
+    stack.hold_data_dir()
+    try:
+        with pytest.raises(
+            StartFailed, match=r"holds what tenure local does not write \(\.git, notes\.txt\)"
+        ):
+            _reset(home)
+        assert sorted(p.name for p in home.iterdir()) == sorted(
+            [".git", "notes.txt", "admin-token", LOCK_FILE]
+        )
+    finally:
+        stack.stop()
+
+
+def test_reset_empties_everything_a_stack_writes(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    stack = _stack(data)
+    stack.hold_data_dir()
+    (data / "dynamodb").mkdir()
+    for name in ("stack.json", "admin-token", "dynamodb-local-41234.log", ".stack.json.part"):
+        (data / name).write_text("x")
+    _reset(data)
+    assert sorted(p.name for p in data.iterdir()) == [LOCK_FILE]
+    stack.stop()
+
+
+def test_a_shared_directory_given_as_data_dir_keeps_its_mode(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # a /tmp: narrowing it would lock every other user out
+    (shared / "someone-else.sock").write_text("")
+    stack = _stack(shared)
+    stack.hold_data_dir()
+    try:
+        assert oct(shared.stat().st_mode & 0o7777) == "0o1777"
+        assert oct((shared / LOCK_FILE).stat().st_mode & 0o777) == "0o600"
+    finally:
+        stack.stop()
+
+
+def test_a_data_dir_of_a_stack_s_own_is_closed_to_others(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    data.chmod(0o755)  # a copy, or the umask
+    (data / "admin-token").write_text("tnr_o_old\n")
+    stack = _stack(data)
+    stack.hold_data_dir()
+    assert oct(data.stat().st_mode & 0o777) == "0o700"
+    stack.stop()

@@ -35,7 +35,13 @@ from tenure_cli.local.inbound_poller import InboundPoller
 from tenure_cli.local.provision import REGION, Provisioned, Provisioner
 from tenure_cli.local.scheduler_loop import SchedulerLoop
 from tenure_cli.local.streams import StreamPump
-from tenure_cli.stack_record import LOCK_FILE, forget_own_record, record_path
+from tenure_cli.stack_record import (
+    LOCK_FILE,
+    STACK_FILE,
+    forget_own_record,
+    lock_held,
+    record_path,
+)
 
 TABLE = "tenure"
 STREAM_POLL_SECONDS = 0.2
@@ -47,6 +53,10 @@ SIGNAL_POLL_SECONDS = 0.5
 # meets that tries again, a bounded number of times, before it calls the data dir in use.
 HOLD_TRIES = 5
 HOLD_RETRY_SECONDS = 0.1
+# What a stack writes in its data dir, besides its engine's logs (`dynamodb-local-<port>.log`)
+# and a half-written file's `.<name>.part`. --reset empties only a data dir that holds nothing
+# else, and only such a dir is closed to group and others.
+STACK_ENTRIES = frozenset({LOCK_FILE, STACK_FILE, "admin-token", "dynamodb"})
 
 
 class StartFailed(RuntimeError):
@@ -94,7 +104,7 @@ class Stack:
         own refusal."""
         if self.data_dir.exists() and not self.data_dir.is_dir():
             return
-        owner_only(self.data_dir)
+        _close(self.data_dir)
         fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             _lock(fd)
@@ -172,8 +182,7 @@ class Stack:
             hook_faults(cfg.test_faults_file)
         if self.data_dir.exists() and not self.data_dir.is_dir():
             raise StartFailed(f"the data dir {self.data_dir} is a file, not a directory")
-        # The table's file, the admin token and the logs are in it: its owner's alone.
-        owner_only(self.data_dir)
+        _close(self.data_dir)
         # A stack.json left by an earlier run names engines that are gone: it comes back only
         # once this start has succeeded.
         record_path(self.data_dir).unlink(missing_ok=True)
@@ -433,12 +442,64 @@ def _reset(data_dir: Path) -> None:
     kept = [e for e in data_dir.iterdir() if e.name != LOCK_FILE] if data_dir.exists() else []
     if not kept:
         return
+    foreign = foreign_entries(data_dir)
+    if foreign:  # a home, a checkout, /tmp: given by mistake, and never a stack's to empty
+        shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
+        raise StartFailed(
+            f"--reset: {data_dir} holds what tenure local does not write ({shown}); not "
+            "removing anything: give --reset the data dir of a stack"
+        )
+    _refuse_a_running_neighbour(data_dir)
     for entry in kept:
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:
             entry.unlink()
     print(f"reset: removed {data_dir}")
+
+
+def foreign_entries(data_dir: Path) -> list[str]:
+    """The names in `data_dir` that no stack writes, sorted."""
+    if not data_dir.is_dir():
+        return []
+    return sorted(e.name for e in data_dir.iterdir() if not _a_stack_s(e.name))
+
+
+def _a_stack_s(name: str) -> bool:
+    return (
+        name in STACK_ENTRIES
+        or (name.startswith("dynamodb-local-") and name.endswith(".log"))
+        or (name.startswith(".") and name.endswith(".part"))
+    )
+
+
+def _close(data_dir: Path) -> None:
+    """Make the data dir if missing and close it to group and others: the table's file, the
+    admin token and the logs are in it. A directory that also holds what no stack writes (a
+    /tmp, a home, a checkout) keeps its mode: narrowing a /tmp would lock every other user out
+    of it, and every file a stack writes is its owner's alone already."""
+    if not foreign_entries(data_dir):
+        owner_only(data_dir)
+
+
+def _refuse_a_running_neighbour(data_dir: Path) -> None:
+    """StartFailed when emptying `data_dir` would delete from under another running stack:
+    its own lock covers only its own directory, so a running stack's lock is looked for in
+    every directory above this one and below it. Stopped stacks' lock files are no obstacle."""
+    here = data_dir.resolve()
+    for outer in here.parents:
+        if lock_held(outer):
+            raise StartFailed(
+                f"--reset: {data_dir} is inside the data dir {outer} of a running tenure "
+                "local; not removing it"
+            )
+    for place, _, files in os.walk(here):  # symlinks are removed, never followed
+        inner = Path(place)
+        if inner != here and LOCK_FILE in files and lock_held(inner):
+            raise StartFailed(
+                f"--reset: {data_dir} holds the data dir {inner} of a running tenure local; "
+                "not removing it"
+            )
 
 
 def run(
