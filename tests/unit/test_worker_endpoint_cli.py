@@ -117,6 +117,22 @@ def test_an_email_sent_to_a_stack_that_died_is_refused(tmp_path: Path) -> None:
         send(tmp_path / "empty", tmp_path / "unread.eml", None)
 
 
+def test_an_email_sent_by_an_unreadable_record_says_what_is_wrong_with_it(
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "stack.json"
+    record.write_text('{"api": "http://127.0.0.1:8787/api/v1", "aws": {"endp')  # cut short
+    with pytest.raises(StackNotRunning, match="is not a stack's record"):
+        send(tmp_path, tmp_path / "unread.eml", None)
+    record.write_text(json.dumps({**STACK, "pid": os.getpid()}))  # a hand-written one
+    with pytest.raises(ValueError, match=r"names no inbound mail: aws\.endpoint is missing"):
+        send(tmp_path, tmp_path / "unread.eml", None)
+    aws = {"endpoint": "http://127.0.0.1:1", "region": "us-east-1", "resources": {}}
+    record.write_text(json.dumps({**STACK, "pid": os.getpid(), "aws": aws}))
+    with pytest.raises(ValueError, match=r"aws\.resources\.inbound_bucket is missing"):
+        send(tmp_path, tmp_path / "unread.eml", None)
+
+
 def test_a_stopping_stack_removes_its_own_record_and_no_other(tmp_path: Path) -> None:
     record = tmp_path / "stack.json"
     record.write_text(json.dumps({**STACK, "pid": os.getpid()}))

@@ -28,7 +28,8 @@ LOCK_FILE = ".lock"
 
 
 class StackNotRunning(ValueError):
-    """The data dir's record names a stack whose process has ended."""
+    """The data dir's record leads to no running stack: its process has ended, or the file is
+    not a record a stack wrote (cut short, or edited by hand)."""
 
 
 def record_path(data_dir: Path) -> Path:
@@ -36,9 +37,9 @@ def record_path(data_dir: Path) -> Path:
 
 
 def running_stack(data_dir: Path) -> dict[str, Any]:
-    """The record of the stack running from `data_dir`; {} when there is none or it is not a
-    JSON object. StackNotRunning when it names a process that is gone. A record without a
-    process id is taken as it is."""
+    """The record of the stack running from `data_dir`; {} when there is none.
+    StackNotRunning when it is not a JSON object, or names a process that is gone. A record
+    without a process id is taken as it is."""
     path = record_path(data_dir)
     found = _read(path)
     if not found:
@@ -76,14 +77,25 @@ def forget_own_record(data_dir: Path) -> None:
     """Remove the record if this process wrote it: a stack that stops takes its endpoints
     with it, and a record another start has written since is left alone."""
     path = record_path(data_dir)
-    if _read(path).get("pid") == os.getpid():
+    try:
+        mine = _read(path).get("pid") == os.getpid()
+    except StackNotRunning:
+        return  # not a record this process wrote
+    if mine:
         path.unlink(missing_ok=True)
 
 
 def _read(path: Path) -> dict[str, Any]:
-    """The record as written; {} when there is none or it is not a JSON object."""
+    """The record as written; {} when there is none, StackNotRunning when it is not a JSON
+    object (cut short, or edited by hand)."""
     try:
         found = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return {}
-    return found if isinstance(found, dict) else {}
+    except (OSError, ValueError) as err:
+        raise StackNotRunning(
+            f"{path} is not a stack's record ({type(err).__name__}): start `tenure local` again"
+        ) from None
+    if not isinstance(found, dict):
+        raise StackNotRunning(f"{path} is not a stack's record: start `tenure local` again")
+    return found

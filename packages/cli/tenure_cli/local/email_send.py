@@ -93,26 +93,45 @@ def send(data_dir: Path, eml: Path, to: list[str] | None) -> dict[str, Any]:
     stack = running_stack(data_dir)
     if not stack:
         raise FileNotFoundError(f"{record_path(data_dir)} is missing: is `tenure local` running?")
-    aws = stack["aws"]
-    resources = aws["resources"]
+    aws = stack.get("aws")
+    # A null endpoint is the SDK's own (AWS itself, or a test's in-process stand-in).
+    endpoint = aws.get("endpoint", "") if isinstance(aws, dict) else ""
+    if endpoint is not None:
+        endpoint = _named(stack, data_dir, "aws", "endpoint")
+    region, bucket, topic = (
+        _named(stack, data_dir, *path)
+        for path in (
+            ("aws", "region"),
+            ("aws", "resources", "inbound_bucket"),
+            ("aws", "resources", "inbound_topic_arn"),
+        )
+    )
     raw = eml.read_bytes()
     message_id = ses_message_id()
-    note = notification(
-        raw, message_id, resources["inbound_bucket"], resources["inbound_topic_arn"], to
-    )
-    kwargs = {"endpoint_url": aws["endpoint"], "region_name": aws["region"]}
-    s3 = boto3.client("s3", **kwargs)
-    s3.put_object(
-        Bucket=resources["inbound_bucket"], Key=note["receipt"]["action"]["objectKey"], Body=raw
-    )
-    sns = boto3.client("sns", **kwargs)
+    note = notification(raw, message_id, bucket, topic, to)
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name=region)
+    s3.put_object(Bucket=bucket, Key=note["receipt"]["action"]["objectKey"], Body=raw)
+    sns = boto3.client("sns", endpoint_url=endpoint, region_name=region)
     sns.publish(
-        TopicArn=resources["inbound_topic_arn"],
+        TopicArn=topic,
         Subject="Amazon SES Email Receipt Notification",
         Message=json.dumps(note),
     )
     return {
         "message_id": message_id,
-        "object": f"s3://{resources['inbound_bucket']}/{note['receipt']['action']['objectKey']}",
+        "object": f"s3://{bucket}/{note['receipt']['action']['objectKey']}",
         "recipients": note["receipt"]["recipients"],
     }
+
+
+def _named(stack: dict[str, Any], data_dir: Path, *path: str) -> str:
+    """The text the record holds at `path`, or ValueError naming what is missing: a record
+    written by hand, or by a stack that served no inbound mail."""
+    found: Any = stack
+    for key in path:
+        found = found.get(key) if isinstance(found, dict) else None
+    if not isinstance(found, str) or not found:
+        raise ValueError(
+            f"{record_path(data_dir)} names no inbound mail: {'.'.join(path)} is missing"
+        )
+    return found
