@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import select
 import signal
 import threading
 import time
@@ -12,6 +14,8 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import forkserver
 from typing import Any, Protocol
 
+from tenure_worker.jobs import alive
+
 from tenure_cli.local import lambda_host
 
 # Every Workers shares the one fork server (the API's listener, the worker function's, and the
@@ -20,13 +24,37 @@ from tenure_cli.local import lambda_host
 # others' live processes.
 _LIVE = 0
 _LIVE_LOCK = threading.Lock()
+# Where a process cannot wait on its stack's end, it looks this often.
+STACK_WATCH_SECONDS = 1.0
 
 
-def _deaf_to_interrupts() -> None:
-    """Each worker process ignores SIGINT: Ctrl-C at a terminal reaches the whole foreground
-    process group, and the stack ends its workers itself (`Workers.stop`), so a worker would
-    only print a KeyboardInterrupt traceback of its own on the way out."""
+def as_a_stack_s_process(stack: int) -> None:
+    """What each process of a stack's functions does first.
+
+    It ignores SIGINT: Ctrl-C at a terminal reaches the whole foreground process group, and
+    the stack ends its processes itself (`Workers.stop`), so one would only print a
+    KeyboardInterrupt traceback of its own on the way out.
+
+    And it ends when the stack (process `stack`) ends, however that ends. A pool's process
+    holds both ends of its own call queue, so it never reads an end of file when the stack is
+    killed with SIGKILL; it would wait for work forever, and the fork server, which ends only
+    once every process it forked has ended, with it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_end_with, args=(stack,), daemon=True).start()
+
+
+def _end_with(stack: int) -> None:
+    try:
+        # Readable once the process has ended; opened while it runs, it cannot name another.
+        watched = os.pidfd_open(stack)
+    except ProcessLookupError:
+        os._exit(0)
+    except (AttributeError, OSError):  # no pidfd here (not Linux, or an old kernel)
+        while alive(stack):
+            time.sleep(STACK_WATCH_SECONDS)
+    else:
+        select.select([watched], [], [])
+    os._exit(0)
 
 
 class Busy(Exception):
@@ -93,7 +121,10 @@ class Workers:
                 worker = self._idle.pop()
             else:
                 worker = ProcessPoolExecutor(
-                    max_workers=1, mp_context=self._ctx, initializer=_deaf_to_interrupts
+                    max_workers=1,
+                    mp_context=self._ctx,
+                    initializer=as_a_stack_s_process,
+                    initargs=(os.getpid(),),
                 )
                 self._all.append(worker)
         try:
