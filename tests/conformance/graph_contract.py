@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from tenure.app.ports import Change, RequireNotSucceeded, RequireSucceeded, Unedge
 from tenure.app.tasks.filing import TaskLinks
-from tenure.domain.errors import Conflict
-from tenure.domain.model import Task
+from tenure.domain.errors import Conflict, ValidationFailed
+from tenure.domain.model import MAX_DEPENDS_ON, Task
 from tenure.triggers import stream as reactor
 
 from tests.conformance.contract import ALPHA, SPACE, ContractRig, MakeRig, make_world
@@ -155,6 +155,30 @@ class GraphContract:
         assert (graph.blockers_done, graph.auto_enqueued_at is not None) == (1, True)
         _replay(r)
         assert _types(r, task).count("lease.created") == 1
+
+    def test_as_many_open_blockers_as_a_task_may_have_fit_its_filing_and_a_patch(
+        self, r: ContractRig
+    ) -> None:
+        first = tuple(_file(r).id for _ in range(MAX_DEPENDS_ON))
+        task = _file(r, pool=ALPHA, depends_on=first, auto_enqueue_on_ready=True)
+        assert r.store.get_graph(task.id).blockers_total == MAX_DEPENDS_ON
+        with pytest.raises(ValidationFailed, match=f"at most {MAX_DEPENDS_ON} tasks"):
+            _file(r, depends_on=(*first, _file(r).id))
+        # Swapping every blocker at once drops each edge and places each new one in one
+        # change: more than a change holds, refused by name with nothing written.
+        fresh = tuple(_file(r).id for _ in range(MAX_DEPENDS_ON))
+        with pytest.raises(ValidationFailed, match=r"depends_on: .* fewer blockers at a time"):
+            r.svc.graph.update_task(ADMIN, task.id, None, None, depends_on=fresh)
+        assert r.store.get_task(task.id).depends_on == first
+        # In steps it goes through: a third of them at a time.
+        step = MAX_DEPENDS_ON // 3
+        for cut in range(step, MAX_DEPENDS_ON + 1, step):
+            now = (*fresh[:cut], *first[cut:])
+            r.svc.graph.update_task(ADMIN, task.id, None, None, depends_on=now)
+        assert r.store.get_task(task.id).depends_on == fresh
+        assert r.store.get_graph(task.id).blockers_total == MAX_DEPENDS_ON
+        assert r.store.graph_edges(fresh[0], "dependent", 10) == [task.id]
+        assert r.store.graph_edges(first[0], "dependent", 10) == []
 
     def test_a_patched_depends_on_moves_edges_and_counters_and_a_dropped_edge_never_counts(
         self, r: ContractRig

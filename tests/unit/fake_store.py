@@ -21,6 +21,7 @@ from tenure.app.migrations import SchemaState
 from tenure.app.ports import (
     INSTANCE_CEILING,
     LIST_SCAN_BUDGET,
+    MAX_CHANGE_ITEMS,
     OWN_LIMIT_CEILINGS,
     POOL_CAP,
     TIMELINE_CAP,
@@ -677,6 +678,9 @@ class FakeStore(FakeRules):
         )
         if not targets:
             raise ValueError("a transaction needs at least one item")
+        # The table refuses a whole transaction of more items than it holds.
+        if len(targets) + len(change.ceilings) + len(change.job_checks) > MAX_CHANGE_ITEMS:
+            raise ValueError(f"a transaction holds at most {MAX_CHANGE_ITEMS} items")
         if len(set(targets)) != len(targets):
             raise ValueError("a transaction cannot write one item twice")
         reasons = self._failed_conditions(change)

@@ -448,6 +448,22 @@ class Change:
     # Workers' signal rows whose epoch this change raises (domain/signals.py), each once.
     signals: list[SignalBump] = field(default_factory=list)
 
+    def size(self) -> int:
+        """The items it writes or checks at most: what MAX_CHANGE_ITEMS bounds."""
+        return sum(
+            len(part)
+            for part in (
+                self.leases, self.jobs, self.tasks, self.ceilings, self.records,
+                self.job_checks, self.graph, self.holds, self.signals,
+            )
+        )  # fmt: skip
+
+
+# The most items one Change may hold: DynamoDB's transaction takes at most 100, and one over
+# that is refused whole. A use case whose change grows with its input (a task's blockers)
+# refuses the input by name before it is committed.
+MAX_CHANGE_ITEMS = 100
+
 
 @record
 class LeasePage:

@@ -28,6 +28,9 @@ MAX_LEASE_SECONDS = 43200
 DEFAULT_PRIORITY = 5
 MIN_PRIORITY = 0
 MAX_PRIORITY = 9
+# The most blockers a task may have: its filing writes two items per open blocker in one
+# transaction, beside its own rows, and 48 of them keep that within DynamoDB's 100 items.
+MAX_DEPENDS_ON = 48
 # A marked priority partition is dropped from the pool row only when no lease was filed at
 # that priority for this long: it covers the index's lag behind a filing, so the sweeper's
 # look at an empty partition can never miss a lease filed just before it looked.

@@ -35,6 +35,7 @@ from tenure.api.models.fields import (
 from tenure.api.models.leases import LeaseOut, WorkflowRef
 from tenure.domain.model import (
     DEFAULT_PRIORITY,
+    MAX_DEPENDS_ON,
 )
 from tenure.domain.states import TaskStatus
 
@@ -53,7 +54,9 @@ class TaskCreate(Strict):
     # The task graph: a parent, the blockers whose success it waits for, and whether the
     # last of them enqueues it on `pool`.
     parent_id: TaskId | None = None
-    depends_on: Annotated[list[TaskId], Field(max_length=50)] = Field(default_factory=list)
+    depends_on: Annotated[list[TaskId], Field(max_length=MAX_DEPENDS_ON)] = Field(
+        default_factory=list
+    )
     auto_enqueue_on_ready: bool = False
     # Filed with a lease token, its endings wake that lease (default true).
     wake_creator: bool | None = None
@@ -176,7 +179,7 @@ class TaskPatch(Strict):
     auto_enqueue_on_ready: bool | None = None
     pool: Name | None = None
     # Replaces the task's blockers with these ([] removes them all).
-    depends_on: Annotated[list[TaskId], Field(max_length=50)] | None = None
+    depends_on: Annotated[list[TaskId], Field(max_length=MAX_DEPENDS_ON)] | None = None
 
     @model_validator(mode="after")
     def _something(self) -> Self:

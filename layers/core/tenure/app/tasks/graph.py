@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app import usage
 from tenure.app.ports import (
+    MAX_CHANGE_ITEMS,
     AddCounts,
     Change,
     CopySuccess,
@@ -51,7 +52,7 @@ from tenure.app.tasks.status import TERMINAL_TASK, cancelled_above, derive_statu
 from tenure.domain import authz
 from tenure.domain.errors import Conflict, InvalidTransition, Unavailable, ValidationFailed
 from tenure.domain.events import TASK_PAUSED, TASK_RESUMED, TASK_ROLLUP_SETTLED, TASK_UPDATED
-from tenure.domain.model import Lease, Principal, Task, TaskGraph
+from tenure.domain.model import MAX_DEPENDS_ON, Lease, Principal, Task, TaskGraph
 from tenure.domain.states import LeaseState, TaskStatus
 from tenure.domain.tasks import next_version
 
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
 # How deep a tree may grow: every task carries its ancestors, and a read or a claim checks
 # them against the scheduler row in one pass.
 MAX_DEPTH = 16
-MAX_DEPENDS_ON = 50
 # How many edges one success reads and counts (children of a parent, dependents of a
 # blocker). A success with more dependents than this counts the first ones only. Nothing
 # refuses filing more: link bounds a task's own depends_on, not a blocker's dependents.
@@ -396,8 +396,15 @@ class Graph:
                 data["depends_on"] = list(wanted)
             want = next_version(want, TASK_UPDATED, data, now)
             write = TaskWrite(want, expect_job_id=task.job_id, expect_version=task.version)
+            change = Change(tasks=[write], graph=ops)
+            if change.size() > MAX_CHANGE_ITEMS:
+                raise ValidationFailed(
+                    "depends_on: this change of blockers needs "
+                    f"{change.size()} writes at once, more than one change holds "
+                    f"({MAX_CHANGE_ITEMS}); drop or add fewer blockers at a time"
+                )
             try:
-                self.kernel.commit(Change(tasks=[write], graph=ops))
+                self.kernel.commit(change)
             except Conflict:
                 task = self.kernel.task(task_id)
                 continue
