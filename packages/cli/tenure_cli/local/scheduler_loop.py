@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from tenure.domain.rules.schedules import next_fire_times
+from tenure.domain.rules.schedules import InvalidSchedule, next_fire_times
 from tenure.store.schedules import SCHEDULED_TIME, EventBridgeSchedules
 
 # At most this many firings per schedule per tick: a rate(1 minute) schedule after a long
@@ -55,13 +55,23 @@ class SchedulerLoop:
             if target.get("Arn") != self.schedules.target_arn:
                 continue
             after = self.fired_to.get(name, created)
-            times = next_fire_times(
-                schedule["ScheduleExpression"],
-                schedule.get("ScheduleExpressionTimezone") or "UTC",
-                after,
-                MAX_FIRES_PER_TICK,
-                start=_utc(schedule.get("StartDate")) or created,
-            )
+            try:
+                times = next_fire_times(
+                    schedule["ScheduleExpression"],
+                    schedule.get("ScheduleExpressionTimezone") or "UTC",
+                    after,
+                    MAX_FIRES_PER_TICK,
+                    start=_utc(schedule.get("StartDate")) or created,
+                )
+            except (InvalidSchedule, OverflowError) as bad:
+                # A rule stored by an earlier release, past today's bounds, or whose zone the
+                # time zone database dropped: skipped, said once a tick until someone fixes or
+                # deletes it, and the other schedules still fire.
+                print(
+                    f"[scheduler] {name} skipped: its occasions cannot be computed: {bad}",
+                    flush=True,
+                )
+                continue
             for due in (t for t in times if t <= now):
                 stamp = due.strftime("%Y-%m-%dT%H:%M:%SZ")
                 event = json.loads(str(target.get("Input", "{}")).replace(SCHEDULED_TIME, stamp))

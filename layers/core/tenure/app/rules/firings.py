@@ -15,6 +15,7 @@ queue redriven a day later) mints the occasion again under the next job id of it
 from __future__ import annotations
 
 import email.utils
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import field, replace
 from datetime import UTC, datetime
@@ -53,6 +54,7 @@ from tenure.domain.rules.rule import (
     iso_utc,
     successor_job_id,
 )
+from tenure.domain.rules.schedules import InvalidSchedule
 from tenure.domain.states import SubjectKind
 from tenure.records import record
 
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from tenure.app.leases.operator import Operator
     from tenure.app.rules.rules import Rules
 
+_log = logging.getLogger(__name__)
 # Addresses looked up in the inbound index per event (SES delivers to at most 50 recipients).
 MAX_RECIPIENTS = 100
 # The service counter of firings left out because the rule's space is archived (an archived
@@ -74,6 +77,9 @@ VIRUS_REFUSALS = "email_virus_refusals"
 # occasions minted when the service came back.
 OVERLAP_SKIPS = "schedule_overlap_skips"
 CAUGHT_UP = "schedule_caught_up"
+# Scheduled rules left out of a resume's catch-up because their stored schedule cannot be
+# computed any more (past today's bounds, or its zone gone from the time zone database).
+UNREADABLE_SCHEDULE_SKIPS = "schedule_unreadable_skips"
 # Scheduled rules one resume looks at (as many as a resync re-makes).
 MAX_CAUGHT_UP_RULES = 1000
 # Emails minted without their attachments, SES not having scanned them clean.
@@ -244,14 +250,25 @@ class Firings:
         for rule in self.rules.rule_store.scheduled_rules(limit):
             if not rule.enabled or rule.catchup_window <= 0:
                 continue
-            missed = latest_missed(
-                rule.trigger["schedule"],
-                rule.trigger.get("timezone", "UTC"),
-                now,
-                rule.catchup_window,
-                rule.fired_through,
-                rule.created_at,
-            )
+            try:
+                missed = latest_missed(
+                    rule.trigger["schedule"],
+                    rule.trigger.get("timezone", "UTC"),
+                    now,
+                    rule.catchup_window,
+                    rule.fired_through,
+                    rule.created_at,
+                )
+            except (InvalidSchedule, OverflowError) as bad:
+                # A schedule stored by an earlier release, past today's bounds, or a zone the
+                # time zone database has since dropped: that rule is skipped, the rest still
+                # catch up (one tenant's rule must not stop every other's).
+                self.kernel.counters[UNREADABLE_SCHEDULE_SKIPS] += 1
+                _log.warning(
+                    "scheduled rule skipped: its occasions cannot be computed",
+                    extra={"rule_id": rule.id, "reason": str(bad)},
+                )
+                continue
             if missed is not None:
                 self.fire_scheduled(rule.id, missed)
                 count += 1
