@@ -17,6 +17,19 @@ How fire times are computed, and why:
   daylight-saving behaviour.
 * ``at`` fires once, at that wall time in its zone (a time inside a skipped hour is read with
   the offset in force before the change, as ``zoneinfo`` does with ``fold=0``).
+
+What an expression may say is bounded, so that every occasion it can produce is an instant
+the service computes and stores (``datetime`` ends in year 9999; an occasion past it cannot
+even be compared with now). Scheduler's reference documents a rate's value only as "a
+positive integer", so the bounds are this service's own, and tighter than Scheduler:
+
+* A rate's period is at most 365 days (8,760 hours, 525,600 minutes). A schedule rarer than
+  yearly is better said as a cron (which names the day) or an ``at``; a rate counts elapsed
+  time, so ``rate(1000000 days)`` would first fire some 2,700 years from now, and
+  ``rate(100000000 days)`` past the end of the calendar.
+* An ``at`` names a year from 1970 to 2199, the years a cron's year field may name, so the
+  three kinds share one calendar and the instant stays representable in every time zone
+  (14 hours either side of UTC at most).
 """
 
 from __future__ import annotations
@@ -26,13 +39,15 @@ import re
 import zoneinfo
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
-from typing import Any, Literal, cast
+from typing import Any, Literal, NoReturn, cast
 
 from tenure.records import record
 
 # Scheduler's cron year field ends here, so no search ever needs to look further.
 MAX_YEAR = 2199
 MIN_YEAR = 1970
+# The longest period a rate may have (see the module docstring).
+MAX_RATE_PERIOD = timedelta(days=365)
 # A caller asking for more fire times than this is a bug (the local loop needs one or two).
 MAX_COUNT = 1000
 
@@ -162,8 +177,13 @@ def _nearest_weekday(year: int, month: int, day: int) -> int:
 # ---------------------------------------------------------------------------------------------
 # Parsing
 
-_RATE = re.compile(r"rate\((\d+) ([a-z]+)\)")
-_AT = re.compile(r"at\((\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\)")
+# ASCII digits only: `\d` and str.isdigit() also take other scripts' digits and superscripts,
+# which Scheduler does not read and int() either reads or refuses.
+_RATE = re.compile(r"rate\(([0-9]+) ([a-z]+)\)")
+_AT = re.compile(r"at\(([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})\)")
+# A cron number or increment; more digits than any field needs is not read (int() refuses a
+# string of thousands of digits with an error of its own).
+_WHOLE = re.compile(r"[0-9]{1,9}")
 _CRON = re.compile(r"cron\((.*)\)", re.DOTALL)
 _RATE_UNITS = {"minute": "minutes", "hour": "hours", "day": "days"}
 
@@ -216,7 +236,10 @@ def _parse_rate(text: str) -> RateSchedule:
             "rate expression must be rate(value unit) with a positive whole value and a unit "
             "of minute(s), hour(s) or day(s)"
         )
-    value, unit = int(found.group(1)), found.group(2)
+    digits, unit = found.group(1).lstrip("0"), found.group(2)
+    if len(digits) > len(str(MAX_RATE_PERIOD // timedelta(minutes=1))):
+        _refuse_period()
+    value = int(digits or "0")
     if value < 1:
         raise InvalidSchedule("rate value must be a positive whole number")
     if unit in _RATE_UNITS:
@@ -226,8 +249,24 @@ def _parse_rate(text: str) -> RateSchedule:
     if unit in _RATE_UNITS.values():
         if value == 1:
             raise InvalidSchedule(f"rate unit must be {unit[:-1]} for a value of 1")
+        _check_period(value, unit)
         return RateSchedule(value, cast(RateUnit, unit))
     raise InvalidSchedule(f"rate unit {unit!r} is not one of minute(s), hour(s), day(s)")
+
+
+def _check_period(value: int, unit: str) -> None:
+    """Compared in whole units, before any timedelta is made: a large value overflows
+    timedelta itself."""
+    if value > MAX_RATE_PERIOD // timedelta(**{unit: 1}):
+        _refuse_period()
+
+
+def _refuse_period() -> NoReturn:
+    days = MAX_RATE_PERIOD.days
+    raise InvalidSchedule(
+        f"rate period must be at most {days} days ({days * 24} hours, "
+        f"{days * 24 * 60} minutes); a rarer schedule is a cron(…) or an at(…)"
+    )
 
 
 def _parse_at(text: str) -> AtSchedule:
@@ -239,6 +278,10 @@ def _parse_at(text: str) -> AtSchedule:
         when = datetime(year, month, day, hour, minute, second)
     except ValueError as exc:
         raise InvalidSchedule(f"at expression is not a real date and time: {exc}") from None
+    if not MIN_YEAR <= when.year <= MAX_YEAR:
+        raise InvalidSchedule(
+            f"at expression year must be from {MIN_YEAR} to {MAX_YEAR}, as a cron's year"
+        )
     return AtSchedule(when)
 
 
@@ -286,8 +329,8 @@ def _parse_cron(text: str) -> CronSchedule:
 def _number(token: str, field: _Field) -> int:
     if field.names and token in field.names:
         return field.names[token]
-    if not token.isdigit():
-        raise InvalidSchedule(f"cron {field.name} value {token!r} is not valid")
+    if not _WHOLE.fullmatch(token):
+        raise InvalidSchedule(f"cron {field.name} value {token[:20]!r} is not valid")
     value = int(token)
     if not field.low <= value <= field.high:
         raise InvalidSchedule(
@@ -316,8 +359,8 @@ def _values(text: str, field: _Field) -> frozenset[int]:
             end = field.high if slash else start
         step = 1
         if slash:
-            if not step_text.isdigit() or int(step_text) < 1:
-                raise InvalidSchedule(f"cron {field.name} increment in {item!r} is not valid")
+            if not _WHOLE.fullmatch(step_text) or int(step_text) < 1:
+                raise InvalidSchedule(f"cron {field.name} increment in {item[:20]!r} is not valid")
             step = int(step_text)
             if step > field.high - field.low + 1:
                 raise InvalidSchedule(
@@ -327,7 +370,7 @@ def _values(text: str, field: _Field) -> frozenset[int]:
     return frozenset(chosen)
 
 
-_NEAREST_WEEKDAY = re.compile(r"(\d{1,2})W")
+_NEAREST_WEEKDAY = re.compile(r"([0-9]{1,2})W")
 _LAST_OF_MONTH = re.compile(r"([1-7])L")
 
 
@@ -353,7 +396,7 @@ def _day_of_week(text: str) -> DayOfWeek:
         if "," in text:
             raise InvalidSchedule("cron day-of-week with # takes a single expression, not a list")
         day, _, k = text.partition("#")
-        if not k.isdigit() or not 1 <= int(k) <= 5:
+        if not _WHOLE.fullmatch(k) or not 1 <= int(k) <= 5:
             raise InvalidSchedule(f"cron day-of-week {text!r}: the week after # must be 1-5")
         return DayOfWeek(nth=(_number(day, _DOW), int(k)))
     if text == "L":
@@ -475,4 +518,7 @@ class ScheduledFiring:
             raise ValueError(f"scheduled_time {raw_time!r} is not an ISO-8601 time") from None
         if scheduled.tzinfo is None:
             raise ValueError("scheduled_time carries no offset")
-        return cls(rule_id, scheduled.astimezone(UTC))
+        try:
+            return cls(rule_id, scheduled.astimezone(UTC))
+        except OverflowError:
+            raise ValueError(f"scheduled_time {raw_time!r} is out of range in UTC") from None
