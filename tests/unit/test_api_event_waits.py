@@ -85,3 +85,18 @@ def test_a_lease_token_may_signal_but_never_fire_rules(http: Any, rig: Rig) -> N
     assert (fired.status, fired.code) == (403, "lease_token_mismatch")
     sent = http("POST", "/events", {"space": "OPS", "name": "e", "key": "k"}, actor=lease)
     assert (sent.status, sent.data) == (200, {"cleared": 0})
+
+
+def test_data_that_cannot_be_stored_is_refused_before_it_is_kept(http: Any, rig: Rig) -> None:  # noqa: F811
+    deep: Any = 1
+    for _ in range(30):
+        deep = [deep]
+    for data in (float("nan"), float("-inf"), {"a": float("inf")}, deep, "\ud800", 10**40):
+        got = http("POST", "/events", {"space": "OPS", "name": "bad", "key": "k", "data": data})
+        assert (got.status, got.code) == (422, "validation_failed"), (data, got.data)
+        assert "data" in got.data["error"]["message"]
+    assert rig.store.kept_event("OPS", "bad", "k") is None
+    # A block placed afterwards has nothing to clear it and stays as placed.
+    task_id = _task(http)
+    placed = _wait(http, task_id, event="bad", key="k")
+    assert placed.status == 201, placed.data

@@ -48,6 +48,11 @@ def unstorable(value: Any, field: str) -> str | None:
     return _unstorable_number(value, field)
 
 
+def unstorable_at_any_size(value: Any, field: str) -> str | None:
+    """`unstorable` for a document whose size its own field bounds: its shape and numbers."""
+    return problem(value) or _unstorable_number(value, field)
+
+
 def problem(value: Any) -> str | None:
     """Why `value` cannot be stored, or None. Walked without recursion, so any document a JSON
     parser returned can be judged (`{}` and `[]` are one level, a scalar none)."""

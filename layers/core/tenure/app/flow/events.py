@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.autonomy.blocks import BLOCK_TRIES, EventWait, block_out
 from tenure.app.rows import EventWaitRows, TaskRows
-from tenure.domain import authz, fencing
+from tenure.domain import authz, documents, fencing
 from tenure.domain.errors import Conflict, LeaseTokenMismatch, Unavailable, ValidationFailed
 from tenure.domain.events import TASK_EVENT_RECEIVED
 from tenure.domain.fencing import iso_ms
@@ -128,6 +128,11 @@ class EventWaits:
         fencing.refuse_token_fields({"name": name, "key": key})
         if len(json.dumps(data, separators=(",", ":")).encode()) > MAX_DATA_BYTES:
             raise ValidationFailed(f"data: at most {MAX_DATA_BYTES} bytes of JSON")
+        # Kept on a row and copied into each cleared block: what the table cannot store would
+        # fail every block placed for it later, not this request.
+        wrong = documents.unstorable_at_any_size(data, "data")
+        if wrong:
+            raise ValidationFailed(f"data: {wrong}")
         # Kept, written to each task's timeline and handed to its payloads: never a token.
         fencing.refuse_tokens(data, "data")
         self.kernel.catalog.space(space)
