@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from tenure.api.routes import MCP_PATH, NAMED_SCOPES, ROUTES, UNSCOPED, lease_us
 from tenure.api.surface import BodyShape, body_shape
 from tenure.domain.model import Pool
 from tenure.domain.states import PoolKind
+from tenure.domain.task_keys import task_id_of_key
+from tenure.domain.timeline import first_lease_id
 from tenure_cli.local.frontdoor import to_event
 
 from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
@@ -857,6 +860,150 @@ def test_an_unknown_id_answers_a_scoped_token_as_it_did_and_a_known_one_is_forbi
         assert (got.status, got.code) == (404, "not_found"), got
     got = base_scene.send("GET", _fill("/leases/{mine}", base_scene), "elsewhere")
     assert (got.status, got.code) == (403, "forbidden"), got
+
+
+# A task's id, and its first lease's, is its space's digest and its number
+# (domain/task_keys.py), so anyone can work out the id of another space's task from its key.
+DERIVED = re.compile(r"((?:task|lease)_0[0-9a-f]{16})[0-9a-f]{10}")
+NAMES_A_TASK_OR_LEASE = re.compile(r"<(task_id|lease_id|some_id)>")
+
+
+def _never_filed(text: str) -> str:
+    """`text` with each derived id in it turned into the id of a task of the same space, or
+    of that task's first lease, that was never filed."""
+    return DERIVED.sub(lambda found: found.group(1) + f"{999_999:010x}", text)
+
+
+def _same_but_the_id(a: Any, b: Any) -> None:
+    """Two answers alike but for the id each names (a refusal may repeat what it was sent)."""
+    assert _never_filed(json.dumps(a)) == _never_filed(json.dumps(b)), (a, b)
+
+
+ID_ROWS = [
+    row
+    for row in TABLE
+    if NAMES_A_TASK_OR_LEASE.search(row.rule) or row.rule.startswith("/leases/bulk/")
+]
+
+
+@pytest.mark.parametrize("row", ID_ROWS, ids=_id)
+def test_an_id_of_another_spaces_task_answers_the_same_whether_or_not_it_exists(
+    fresh: Callable[[], Scene], row: Row
+) -> None:
+    """The ids in the row are of OPS's tasks and their first leases, derived from their keys;
+    "elsewhere" is limited to ELSE. A derived id is refused from its form, before anything is
+    read, so the answer for a task that exists is the one for a task never filed."""
+    answers = []
+    for exists in (True, False):
+        s = fresh()
+        if row.prepare is not None:
+            row.prepare(s)
+        path, body = _request(row, s)
+        assert DERIVED.search(path + json.dumps(body)), "the row names no derived id"
+        if not exists:
+            path, body = _never_filed(path), json.loads(_never_filed(json.dumps(body)))
+        answers.append(_send(s, row.method, path, "elsewhere", body, row))
+    _same_but_the_id((answers[0].status, answers[0].body), (answers[1].status, answers[1].body))
+    if row.inner is None:
+        assert (answers[0].status, answers[0].code) == (403, "forbidden"), answers[0]
+
+
+def test_an_id_of_the_tokens_own_space_that_nothing_has_is_still_not_found(
+    base_scene: Scene,
+) -> None:
+    unknown = task_id_of_key(f"{OTHER_SPACE}-999999")
+    got = base_scene.send("GET", f"/tasks/{unknown}", "elsewhere")
+    assert (got.status, got.code) == (404, "task_not_found"), got
+    got = base_scene.send("GET", f"/leases/{first_lease_id(unknown)}", "elsewhere")
+    assert (got.status, got.code) == (404, "lease_not_found"), got
+    got = base_scene.send("GET", f"/inspect/{unknown}", "elsewhere")
+    assert (got.status, got.code) == (404, "not_found"), got
+
+
+def _mcp(s: Scene, caller: str, name: str, arguments: dict[str, Any]) -> Any:
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+    call["params"] = {"name": name, "arguments": arguments}
+    got = s.send(
+        "POST", "/mcp", caller, call, {"accept": ACCEPT, "content-type": "application/json"}
+    )
+    assert got.status == 200, got
+    return got.body["result"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "prepare"),
+    [
+        ("leases_get", {"lease_id": "{mine}"}, None),
+        ("leases_cancel", {"lease_id": "{mine}"}, None),
+        ("leases_fetch_logs", {"lease_id": "{mine}"}, None),
+        ("leases_list_attachments", {"lease_id": "{mine}"}, None),
+        ("task_cancel", {"task_id": "{idle_task}", "reason": "done"}, None),
+        ("task_inspect", {"id": "{mine_task}"}, None),
+        ("task_inspect", {"id": "{mine}"}, None),
+        ("task_recover", {"task_id": "{idle_task}", "note": "checked"}, _escalated),
+        ("task_approve", {"task_id": "{waiting_task}"}, None),
+    ],
+)
+def test_an_mcp_tool_answers_the_same_for_another_spaces_id_whether_or_not_it_exists(
+    fresh: Callable[[], Scene],
+    tool: str,
+    arguments: dict[str, Any],
+    prepare: Callable[[Scene], None] | None,
+) -> None:
+    answers = []
+    for exists in (True, False):
+        s = fresh()
+        if prepare is not None:
+            prepare(s)
+        named = _fill(json.dumps(arguments), s)
+        answers.append(
+            _mcp(s, "elsewhere", tool, json.loads(named if exists else _never_filed(named)))
+        )
+    _same_but_the_id(answers[0], answers[1])
+    assert answers[0]["structuredContent"]["error"]["code"] == "forbidden", answers[0]
+
+
+def _else_task(s: Scene) -> dict[str, Any]:
+    """A task of ELSE with its first lease queued on ELSE's pool."""
+    body = {"space": OTHER_SPACE, "title": "theirs", "pool": OTHER_POOL}
+    filed: dict[str, Any] = s.must("POST", "/tasks", "admin", body)
+    return filed
+
+
+def test_a_lease_token_hears_the_same_of_another_spaces_ids_whether_or_not_they_exist(
+    fresh: Callable[[], Scene],
+) -> None:
+    s = fresh()
+    filed = _else_task(s)
+    task = filed["task"]["id"]
+    seen = s.send("GET", f"/tasks/{task}/blocks", "lease")
+    unseen = s.send("GET", f"/tasks/{_never_filed(task)}/blocks", "lease")
+    _same_but_the_id((seen.status, seen.body), (unseen.status, unseen.body))
+    assert (seen.status, seen.code) == (403, "lease_token_mismatch"), seen
+    lease = filed["lease"]["id"]
+    for tool in ("leases_get", "leases_fetch_logs", "leases_list_attachments"):
+        seen = _mcp(s, "lease", tool, {"lease_id": lease})
+        unseen = _mcp(s, "lease", tool, {"lease_id": _never_filed(lease)})
+        _same_but_the_id(seen, unseen)
+        assert seen["structuredContent"]["error"]["code"] == "lease_token_mismatch", seen
+
+
+def test_a_worker_claiming_another_spaces_lease_by_id_hears_the_same_whether_or_not_it_exists(
+    fresh: Callable[[], Scene],
+) -> None:
+    s = fresh()
+    lease = _else_task(s)["lease"]["id"]
+    answers = []
+    for named in (lease, _never_filed(lease)):
+        body = {"worker_id": "w-probe", "lease_id": named}
+        answers.append(s.send("POST", f"/pools/{POOL}/claim", "worker", body))
+    _same_but_the_id((answers[0].status, answers[0].body), (answers[1].status, answers[1].body))
+    assert answers[0].code == "lease_not_found", answers[0]
+    seen, unseen = (
+        _mcp(s, "worker", "task_run_claim", {"run_id": named, "worker_id": "w-probe"})
+        for named in (lease, _never_filed(lease))
+    )
+    _same_but_the_id(seen, unseen)
 
 
 def test_an_unscoped_token_reads_nothing_for_the_scope_check(

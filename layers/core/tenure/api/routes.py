@@ -331,6 +331,8 @@ def check_scopes(
                 authz.require_operator(actor, "read")  # refuses a token limited to spaces
                 continue
             name = _named(scope.where, scope.name, route, query, body)
+            if name and scope.kind in ("task", "lease", "task_or_lease"):
+                authz.require_id_in_spaces(actor, name)  # another space's, by its form
             space = reader().space_of(scope.kind, name) if name else None
             if space is not None:
                 authz.require_operator(actor, "read", space)  # its role was checked already

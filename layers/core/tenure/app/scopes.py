@@ -10,6 +10,7 @@ from tenure.app.rows import LeaseRows, TaskRows
 from tenure.app.rules.ports import RuleStore
 from tenure.domain import fencing
 from tenure.domain.errors import NotFound
+from tenure.domain.task_keys import derived_outside
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -57,6 +58,8 @@ class Scopes:
         if max(len(lease_id), len(task_id)) > fencing.MAX_ID_LENGTH:
             return None
         lease = self.leases.get_lease(lease_id, consistent=False)
+        if lease is not None and derived_outside(task_id, (lease.space,)):
+            return False  # another space's task by its id's form, whether or not it exists
         task = self.tasks.get_task(task_id) if lease is not None else None
         if lease is None or task is None:
             return None

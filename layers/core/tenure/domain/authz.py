@@ -6,6 +6,7 @@ from __future__ import annotations
 from tenure.domain import fencing
 from tenure.domain.errors import Forbidden, LeaseTokenMismatch, Unauthenticated
 from tenure.domain.model import Lease, Principal
+from tenure.domain.task_keys import derived_outside
 
 ROLE_RANK = {"read": 0, "member": 1, "admin": 2}
 
@@ -37,12 +38,24 @@ def require_operator(actor: Principal, role: str, space: str | None = None) -> N
         if space is None:
             raise Forbidden("a token limited to spaces cannot act across all spaces")
         if space not in actor.spaces:
-            # The space is not named: it may be another space's, read from an id the caller
-            # gave (a rule's, a lease's), and a refusal must not tell one space about another.
-            raise Forbidden(
-                "the token is not allowed there; it is limited to the spaces "
-                + ", ".join(actor.spaces)
-            )
+            raise _not_there(actor.spaces)
+
+
+def _not_there(spaces: tuple[str, ...]) -> Forbidden:
+    # The space is not named: it may be another space's, read from an id the caller gave (a
+    # rule's, a lease's), and a refusal must not tell one space about another.
+    return Forbidden(
+        "the token is not allowed there; it is limited to the spaces " + ", ".join(spaces)
+    )
+
+
+def require_id_in_spaces(actor: Principal, ident: str) -> None:
+    """A token limited to spaces, on a task or lease id derived from a key of another space:
+    refused before anything is read, as require_operator refuses one it read, so the answer
+    is the same whether or not that task exists (domain/task_keys.py derived_outside)."""
+    spaces = actor.spaces if actor.kind == "operator" else None
+    if spaces is not None and derived_outside(ident, spaces):
+        raise _not_there(spaces)
 
 
 def require_worker(actor: Principal, pool: str | None) -> None:
@@ -139,4 +152,14 @@ def require_own_space(actor: Principal, space: str, own_space: str) -> None:
     if actor.kind != "lease":
         raise Forbidden("only a lease token is scoped by its own lease's space")
     if space != own_space:
-        raise LeaseTokenMismatch("a lease token sees only the leases of its own lease's space")
+        raise LeaseTokenMismatch(OWN_SPACE_ONLY)
+
+
+OWN_SPACE_ONLY = "a lease token sees only the leases of its own lease's space"
+
+
+def require_id_of_own_space(lease_id: str, own_space: str) -> None:
+    """require_own_space for a lease id derived from another space's key, judged from its
+    form before it is read, so the answer is the same whether or not that lease exists."""
+    if derived_outside(lease_id, (own_space,)):
+        raise LeaseTokenMismatch(OWN_SPACE_ONLY)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 
 # A task's key: its space's key, a dash, its number in the space (`OPS-12`).
 # (Twelve digits at most: the number fits the ten hex digits of the id derived from it.)
@@ -14,6 +15,11 @@ MAX_REF = 128
 # completion's `result`, and how much of a result's text that scan reads.
 TASK_ID_SHAPE = re.compile(r"\btask_[0-9a-f]{6,40}\b")
 MAX_SCANNED_CHARS = 100_000
+# An id derived from a task's key: the task's own, or its first lease's (`lease_` before the
+# same suffix, domain/timeline.py first_lease_id); the group is its space's digest. An id
+# drawn at random never has this form: it begins with the time in hex, which has no leading
+# zero.
+DERIVED_ID = re.compile(r"(?:task|lease)_0([0-9a-f]{16})[0-9a-f]{10}")
 
 
 def task_id_of_key(key: str) -> str:
@@ -33,8 +39,22 @@ def task_id_of_key(key: str) -> str:
     tasks of one millisecond are ordered by their numbers, not by when they were filed).
     Two spaces would share ids only if their digests met in 64 bits."""
     space, _, number = key.rpartition("-")
-    digest = hashlib.sha256(f"tenure-task-space:{space}".encode()).hexdigest()[:16]
-    return f"task_0{digest}{int(number):010x}"
+    return f"task_0{space_digest(space)}{int(number):010x}"
+
+
+def space_digest(space: str) -> str:
+    """The part of a derived id that names its space: 64 bits of the space key's digest."""
+    return hashlib.sha256(f"tenure-task-space:{space}".encode()).hexdigest()[:16]
+
+
+def derived_outside(ident: str, spaces: Iterable[str]) -> bool:
+    """Whether `ident` is an id derived from a key of none of `spaces`, told from the id
+    alone. Anyone can derive the id of another space's task from its key, so a caller kept
+    out of that space must hear the same whether or not the task exists: judged from the
+    form, a refusal needs no read and so cannot depend on one. An id of the random form is
+    unguessable and says nothing here (False): its row decides."""
+    found = DERIVED_ID.fullmatch(ident)
+    return found is not None and found.group(1) not in {space_digest(s) for s in spaces}
 
 
 def is_task_key(ref: str) -> bool:

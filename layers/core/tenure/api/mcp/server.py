@@ -151,6 +151,8 @@ def call(
             tool.refuse(actor)
         if actor.kind == "lease":
             authz.require_lease_power(actor.lease_ended_at, svc.clock.now_ms(), tool.use)
+        for named in tools.ids_named(arguments):
+            authz.require_id_in_spaces(actor, named)  # another space's, by its form
         result = tool.run(svc, actor, tools.parse(tool, arguments))
     except errors.UnsupportedRuntime as none_kept:
         raise MCPError(mcp_types.INVALID_PARAMS, none_kept.message) from None

@@ -420,6 +420,15 @@ def refuse_tokens(arguments: Any, where: str = "") -> None:
         raise TokenInInput(f"{where or 'arguments'}: carries a Tenure token; tools never take one")
 
 
+# The arguments that name a task or a lease by id: judged for a token limited to spaces
+# before the tool runs, as a path's id is before its route does (api/routes.py check_scopes).
+ID_ARGUMENTS = ("id", "task_id", "lease_id", "run_id")
+
+
+def ids_named(arguments: dict[str, Any] | None) -> list[str]:
+    return [v for k, v in (arguments or {}).items() if k in ID_ARGUMENTS and isinstance(v, str)]
+
+
 def parse(tool: Tool, arguments: dict[str, Any] | None) -> BaseModel:
     """The tool's input, validated as the HTTP body models are (from JSON, strictly)."""
     try:

@@ -25,6 +25,7 @@ from tenure.domain.errors import (
 from tenure.domain.events import TASK_RETRIED
 from tenure.domain.model import Lease, Principal
 from tenure.domain.states import LeaseState, SubjectKind
+from tenure.domain.task_keys import derived_outside
 from tenure.domain.tasks import next_version
 from tenure.domain.transitions import Action, move
 from tenure.records import record
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 # Ended leases a retry may follow (a completed one is done: there is nothing to retry).
 RETRYABLE = frozenset({LeaseState.FAILED, LeaseState.LOST, LeaseState.KILLED, LeaseState.CANCELLED})
 MAX_BULK = 100
+LEASE_TOKEN_ELSEWHERE = "a lease token acts only in its own lease's space"
 OPERATOR_FORCED = "operator_forced"
 
 
@@ -142,6 +144,7 @@ class Force:
         rows = []
         for lease_id in lease_ids:
             try:
+                self._may_force_id(actor, lease_id, own_space)
                 lease = found.get(lease_id) or self.kernel.lease(lease_id)
                 self._may_force_lease(actor, lease, own_space)
                 rows.append(
@@ -165,13 +168,21 @@ class Force:
     def require_agent_force(self, actor: Principal) -> None:
         require_agent_force(actor, self.pools)
 
+    def _may_force_id(self, actor: Principal, lease_id: str, own_space: str | None) -> None:
+        """_may_force_lease for an id derived from another space's key, from its form alone:
+        the row refuses the same whether or not that lease exists."""
+        if actor.kind == "operator":
+            authz.require_id_in_spaces(actor, lease_id)
+        elif own_space is not None and derived_outside(lease_id, (own_space,)):
+            raise Forbidden(LEASE_TOKEN_ELSEWHERE)
+
     def _may_force_lease(self, actor: Principal, lease: Lease, own_space: str | None) -> None:
         if actor.kind == "operator":
             authz.require_operator(actor, "member", lease.space)
         elif actor.kind == "worker":
             authz.require_worker(actor, lease.pool)
         elif lease.space != own_space:
-            raise Forbidden("a lease token acts only in its own lease's space")
+            raise Forbidden(LEASE_TOKEN_ELSEWHERE)
 
     def _force(self, actor: Principal, lease: Lease, action: Action, reason: str | None) -> Lease:
         to = move(lease.id, lease.state, lease.revoke, action)

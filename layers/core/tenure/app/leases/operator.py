@@ -59,6 +59,7 @@ class Operator:
         if actor.kind != "lease":
             return self.get_lease(actor, lease_id)
         own = self.kernel.owned.acting_lease(actor)
+        authz.require_id_of_own_space(lease_id, own.space)
         lease = own if lease_id == own.id else self.kernel.lease(lease_id)
         authz.require_own_space(actor, lease.space, own.space)
         return lease

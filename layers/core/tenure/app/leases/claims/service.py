@@ -253,8 +253,14 @@ class Claims:
         def look() -> Claimed | None:
             pool = poll.pool
             assert pool is not None
-            lease = self.kernel.lease(lease_id)  # consistent: who holds it now
-            if lease.pool != pool.name:
+            # Consistent: who holds it now.
+            lease = (
+                self.leases.get_lease(lease_id) if len(lease_id) <= fencing.MAX_ID_LENGTH else None
+            )
+            if lease is None or lease.pool != pool.name:
+                # One answer for a lease of another pool and for none at all: a lease's id
+                # may be derived from another space's task key, and a worker limited to its
+                # pools must not learn from it whether that task exists.
                 raise LeaseNotFound(f"lease {lease_id} is not in pool {pool.name}")
             if lease.state is not LeaseState.PENDING:
                 raise InvalidTransition(f"lease {lease_id} is {lease.state}; it is not queued")
