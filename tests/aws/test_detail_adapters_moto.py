@@ -171,8 +171,12 @@ def test_delete_removes_every_stream_of_the_lease_only(sink: CloudWatchLogSink) 
 
 
 def test_objects_round_trip_and_a_missing_one_heads_as_none(blobs: S3Blobs) -> None:
+    before = int(time.time()) * 1000
     blobs.put("leases/l1/a1", b"hello", "text/plain")
-    assert blobs.head("leases/l1/a1") == (5, "text/plain")
+    seen = blobs.head("leases/l1/a1")
+    assert seen is not None and (seen.size, seen.content_type) == (5, "text/plain")
+    # When S3 wrote it, by S3's clock (to the second): an upload is judged by it.
+    assert before <= seen.modified_at <= time.time() * 1000
     assert blobs.get("leases/l1/a1") == b"hello"
     assert blobs.head("leases/l1/nope") is None
     blobs.delete(["leases/l1/a1", "leases/l1/nope"])

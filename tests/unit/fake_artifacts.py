@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
-from tenure.app.ports import LogLine, LogPage
+from tenure.app.ports import Blob, LogLine, LogPage
 from tenure.domain.errors import ValidationFailed
 from tenure.store import cursors
 
@@ -14,8 +15,10 @@ _SHAPE = re.compile(r"[^|]+/[^|]*\|\d+")
 
 
 class FakeBlobs:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], int] = lambda: 0) -> None:
+        self.clock = clock  # S3's own clock: when an object was written (ms)
         self.objects: dict[str, tuple[bytes, str]] = {}
+        self.modified: dict[str, int] = {}
         self.deleted: Counter[str] = Counter()  # key -> how many times a delete named it
         self.presigned: list[tuple[str, str, int]] = []
 
@@ -28,10 +31,11 @@ class FakeBlobs:
 
     def put(self, key: str, data: bytes, content_type: str) -> None:
         self.objects[key] = (data, content_type)
+        self.modified[key] = self.clock()
 
-    def head(self, key: str) -> tuple[int, str] | None:
+    def head(self, key: str) -> Blob | None:
         found = self.objects.get(key)
-        return (len(found[0]), found[1]) if found else None
+        return Blob(len(found[0]), found[1], self.modified[key]) if found else None
 
     def get(self, key: str) -> bytes | None:
         found = self.objects.get(key)
@@ -45,6 +49,7 @@ class FakeBlobs:
 
     def copy(self, source: str, target: str) -> None:
         self.objects[target] = self.objects[source]
+        self.modified[target] = self.clock()
 
     def delete(self, keys: list[str]) -> None:
         for key in keys:

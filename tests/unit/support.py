@@ -175,7 +175,7 @@ def with_artifacts(rig: Rig) -> Rig:
     """The rig with in-memory attachments and logs (fake S3 and CloudWatch Logs)."""
     from tests.unit.fake_artifacts import FakeBlobs, FakeLogSink
 
-    rig.svc.artifacts.blobs = FakeBlobs()
+    rig.svc.artifacts.blobs = FakeBlobs(rig.clock.now_ms)
     rig.svc.artifacts.log_sink = FakeLogSink()
     return rig
 

@@ -11,6 +11,7 @@ from tenure.app.artifacts.attachments import (
     ATTACHMENTS_PER_LEASE,
     MAX_INLINE_BYTES,
     SERVE_INLINE_BYTES,
+    UPLOAD_EXPIRES_S,
     upload_key,
 )
 from tenure.app.artifacts.logs import MAX_BATCH_CONTAINERS, MAX_LEASE_CONTAINERS
@@ -291,6 +292,45 @@ def test_an_upload_that_never_came_is_abandoned_and_no_longer_checked(rig: Rig) 
     rig.advance(2 * 3600)
     assert rig.svc.attachments.list_attachments(READER, lease.id) == []
     assert [a.status for a in rig.store.list_attachments(lease.id)] == ["abandoned"]
+
+
+def _expires_s(url: str) -> int:
+    return int(url.rpartition("X-Amz-Expires=")[2])
+
+
+def test_an_upload_url_asked_for_in_a_leases_grace_expires_when_the_grace_does(
+    rig: Rig,
+) -> None:
+    """The token may ship for 10 minutes after its lease ended; an upload URL it gets then
+    must not outlive that (a presigned PUT otherwise lasts 15 minutes)."""
+    lease = rig.running()
+    me = as_lease(lease.id)
+    _, live = rig.svc.attachments.add_attachment(me, lease.id, "a", "text/plain", "file", 4, None)
+    assert live is not None and _expires_s(live.url) == UPLOAD_EXPIRES_S
+    rig.svc.reports.complete(me, lease.id, {})
+    rig.advance(9 * 60)
+    _, late = rig.svc.attachments.add_attachment(me, lease.id, "b", "text/plain", "file", 4, None)
+    assert late is not None and _expires_s(late.url) == 60
+
+
+def test_bytes_that_arrive_after_the_grace_are_never_listed(rig: Rig) -> None:
+    """A URL handed out while the lease ran can outlive its end by more than the grace: what
+    it writes once the grace is over is not stored, however it was asked for."""
+    lease = rig.running()
+    me = as_lease(lease.id)
+    early, _ = rig.svc.attachments.add_attachment(me, lease.id, "a", "text/plain", "file", 2, None)
+    late, _ = rig.svc.attachments.add_attachment(me, lease.id, "b", "text/plain", "file", 2, None)
+    rig.svc.reports.complete(me, lease.id, {})
+    rig.advance(9 * 60)
+    blobs(rig).put(upload_key(early.key), b"ok", "text/plain")
+    rig.advance(2 * 60)
+    blobs(rig).put(upload_key(late.key), b"no", "text/plain")
+    listed = rig.svc.attachments.list_attachments(READER, lease.id)
+    assert [a.id for a in listed] == [early.id]
+    assert rig.store.get_attachment(lease.id, late.id).status == "rejected"  # type: ignore[union-attr]
+    assert upload_key(late.key) not in blobs(rig).objects and late.key not in blobs(rig).objects
+    with pytest.raises(NotFound):
+        rig.svc.attachments.fetch_attachment(READER, lease.id, late.id)
 
 
 def test_a_large_attachment_is_fetched_through_a_presigned_url(rig: Rig) -> None:

@@ -542,6 +542,16 @@ class Attachment:
 
 
 @record
+class Blob:
+    """What a HEAD of a stored object says."""
+
+    size: int
+    content_type: str
+    # When the bucket wrote it (epoch ms, by the bucket's clock): an upload is judged by it.
+    modified_at: int
+
+
+@record
 class LogLine:
     """One line a job printed, as stored and as read back (timestamp in epoch ms)."""
 
@@ -607,8 +617,9 @@ class BlobStore(Protocol):
         ...
 
     def put(self, key: str, data: bytes, content_type: str) -> None: ...
-    def head(self, key: str) -> tuple[int, str] | None:
-        """(size, content type) of a stored object, or None when there is none."""
+    def head(self, key: str) -> Blob | None:
+        """The stored object's size, content type and time written, or None when there is
+        none."""
         ...
 
     def get(self, key: str) -> bytes | None:

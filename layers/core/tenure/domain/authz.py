@@ -134,8 +134,25 @@ def require_lease_power(ended_at: int | None, now: int, use: str) -> None:
     if use == SHIP and now < ended_at + LEASE_GRACE_MS:
         return
     if use == SHIP:
-        raise Unauthenticated("this lease ended over 10 minutes ago; its token is spent")
+        raise Unauthenticated(SPENT)
     raise Unauthenticated("this lease has ended; its token acts on nothing but its reports")
+
+
+SPENT = "this lease ended over 10 minutes ago; its token is spent"
+
+
+def ship_seconds_left(ended_at: int | None, now: int) -> int | None:
+    """How many whole seconds a lease token may still ship for (None: its lease is active).
+    What it is handed to ship with later, an upload URL, must not outlast them."""
+    return None if ended_at is None else max(0, (ended_at + LEASE_GRACE_MS - now) // 1000)
+
+
+def shipped_in_time(ended_at: int | None, at: int) -> bool:
+    """Whether something a lease token shipped that arrived `at` came before its powers to
+    ship ended: an upload URL handed out while the lease ran may outlast its end by more
+    than LEASE_GRACE_MS, and the bytes it writes after that are refused as a late request
+    is."""
+    return ended_at is None or at < ended_at + LEASE_GRACE_MS
 
 
 def lease_ended_at(lease: Lease) -> int | None:

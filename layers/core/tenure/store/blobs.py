@@ -7,6 +7,7 @@ from urllib.parse import quote, urlsplit
 
 from botocore.exceptions import ClientError
 
+from tenure.app.ports import Blob
 from tenure.store.calls import Retry, translate
 
 DELETE_BATCH = 1000  # DeleteObjects takes at most this many keys
@@ -46,7 +47,7 @@ class S3Blobs:
         put = self.client.put_object
         self._call("put_object", put, Key=key, Body=data, ContentType=content_type)
 
-    def head(self, key: str) -> tuple[int, str] | None:
+    def head(self, key: str) -> Blob | None:
         try:
             out = self.retry.call(
                 "head_object", self.client.head_object, {"Bucket": self.bucket, "Key": key}, True
@@ -55,7 +56,8 @@ class S3Blobs:
             if str(err.response.get("Error", {}).get("Code")) in _MISSING:
                 return None
             raise translate(err, None) from err
-        return int(out["ContentLength"]), str(out.get("ContentType") or "")
+        written = int(out["LastModified"].timestamp() * 1000)
+        return Blob(int(out["ContentLength"]), str(out.get("ContentType") or ""), written)
 
     def get(self, key: str) -> bytes | None:
         try:

@@ -12,6 +12,7 @@ from tenure.domain.errors import (
     CeilingReached,
     InvalidTransition,
     NotFound,
+    Unauthenticated,
     UnsupportedRuntime,
     ValidationFailed,
 )
@@ -105,6 +106,12 @@ class Attachments:
         fencing.refuse_token_fields(
             {"filename": filename, "content_type": content_type, "kind": kind}
         )
+        # An upload URL lasts no longer than the token may ship: after its lease has ended,
+        # until its grace ends (S3 then refuses the PUT), not its usual 15 minutes.
+        left = authz.ship_seconds_left(authz.lease_ended_at(lease), self.kernel.clock.now_ms())
+        expires_s = UPLOAD_EXPIRES_S if left is None else min(UPLOAD_EXPIRES_S, left)
+        if content is None and expires_s < 1:
+            raise Unauthenticated(authz.SPENT)
         if self.kernel.catalog.reclaimed_at(lease) is not None:
             raise InvalidTransition(f"lease {lease_id} was reclaimed; it takes no attachments")
         if content is not None:
@@ -162,7 +169,7 @@ class Attachments:
         if content is not None:
             return attachment, None
         url, headers = blobs.presign_put(
-            upload_key(attachment.key), content_type, byte_size, UPLOAD_EXPIRES_S
+            upload_key(attachment.key), content_type, byte_size, expires_s
         )
         return attachment, Upload(url, "PUT", headers)
 
@@ -171,7 +178,7 @@ class Attachments:
         lease = self.artifacts.visible_lease(actor, lease_id)
         if self.kernel.catalog.reclaimed_at(lease) is not None:
             return []
-        found = [self._settled(a) for a in self.attachments.list_attachments(lease.id)]
+        found = [self._settled(a, lease) for a in self.attachments.list_attachments(lease.id)]
         return self._from_email(lease) + [a for a in found if a.status == STORED]
 
     def fetch_attachment(self, actor: Principal, lease_id: str, attachment_id: str) -> Download:
@@ -183,7 +190,7 @@ class Attachments:
             )
         if attachment is None:
             raise NotFound(f"attachment {attachment_id} of lease {lease_id} does not exist")
-        attachment = self._settled(attachment)
+        attachment = self._settled(attachment, lease)
         if attachment.status != STORED:
             raise NotFound(
                 f"attachment {attachment_id} has no stored bytes ({attachment.status}: "
@@ -244,8 +251,8 @@ class Attachments:
                     lease_id=lease.id,
                     kind=EMAIL_KIND,
                     filename=str(item.get("filename") or att_id),
-                    content_type=seen[1] or "application/octet-stream",
-                    byte_size=seen[0],
+                    content_type=seen.content_type or "application/octet-stream",
+                    byte_size=seen.size,
                     created_at=lease.created_at,
                     key=key,
                     status=STORED,
@@ -253,11 +260,12 @@ class Attachments:
             )
         return found
 
-    def _settled(self, attachment: Attachment) -> Attachment:
+    def _settled(self, attachment: Attachment, lease: Lease) -> Attachment:
         """A pending upload judged by a HEAD of its upload object: stored (copied to the key
-        it is served from) when the size and content type are what was declared, rejected
-        (and its object deleted) when not, abandoned when nothing came long after its URL
-        expired; otherwise still pending."""
+        it is served from) when the size and content type are what was declared and it was
+        written before the lease's token could no longer ship, rejected (and its object
+        deleted) when not, abandoned when nothing came long after its URL expired;
+        otherwise still pending."""
         blobs = self.artifacts.blobs
         if attachment.status != PENDING or blobs is None:
             return attachment
@@ -267,7 +275,10 @@ class Attachments:
             if self.kernel.clock.now_ms() - attachment.created_at < ABANDON_AFTER_MS:
                 return attachment
             status = ABANDONED
-        elif seen == (attachment.byte_size, attachment.content_type):
+        elif not authz.shipped_in_time(_stamped_end(lease), seen.modified_at):
+            status = REJECTED  # written after the grace by a URL handed out before its end
+            blobs.delete([uploaded])
+        elif (seen.size, seen.content_type) == (attachment.byte_size, attachment.content_type):
             status = STORED
             blobs.copy(uploaded, attachment.key)
             blobs.delete([uploaded])
@@ -276,3 +287,9 @@ class Attachments:
             blobs.delete([uploaded])
         self.attachments.set_attachment_status(attachment, status)
         return replace(attachment, status=status)
+
+
+def _stamped_end(lease: Lease) -> int | None:
+    """When the lease ended, where its row says (an ended row without its stamp, from before
+    leases recorded it, is not judged: refusing there would drop bytes shipped in time)."""
+    return lease.ended_at if lease.state.terminal else None
