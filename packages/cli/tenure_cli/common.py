@@ -95,6 +95,18 @@ def output_option(p: argparse.ArgumentParser, default: str = "json") -> argparse
 # ------------------------------------------------------------------------ inputs
 
 
+def positive(text: str) -> int:
+    """A whole number, 1 or more: the argparse type of every count or length whose 0 the
+    service would refuse, or a client would take for the option left out."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {text!r}")
+    return value
+
+
 def env(name: str, given: str | None) -> str:
     value = given or os.environ.get(name)
     if not value:

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 from tenure_worker.client import ApiError, Client
 
-from tenure_cli.common import FAILED, OK, UsageError, say, table
+from tenure_cli.common import FAILED, OK, UsageError, positive, say, table
 
 # `--all` follows next_cursor at most this many pages: 100 pages of the largest page a route
 # gives (100) is 10,000 rows, past which a terminal or a script is better served by a filter.
@@ -33,20 +33,10 @@ class Listed:
     cut: str | None = None
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {text!r}")
-    return value
-
-
 def list_options(p: argparse.ArgumentParser, what: str, all_help: str | None = None) -> None:
     """--limit, --cursor, --all: what every list command takes."""
     p.add_argument(
-        "--limit", type=_positive, help=f"{what} on a page (default: the service's, often 50)"
+        "--limit", type=positive, help=f"{what} on a page (default: the service's, often 50)"
     )
     pages = p.add_mutually_exclusive_group()
     pages.add_argument("--cursor", help="start from this page (a next_cursor an answer gave)")

@@ -60,7 +60,7 @@ def worker_block(args: argparse.Namespace) -> int:
     own = _own_task(client, lease_id, token)
     task_id = args.task or own
     body: dict[str, Any] = {"kind": args.kind, "reason": args.reason}
-    if args.expires_in:
+    if args.expires_in is not None:
         body["expires_in_seconds"] = duration_seconds(args.expires_in)
     _, answer = client.call("POST", f"/tasks/{task_id}/blocks", body, token)
     if task_id == own:
@@ -129,7 +129,7 @@ def worker_usage(args: argparse.Namespace) -> int:
 
 def tasks_block(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"kind": args.kind, "reason": args.reason}
-    if args.expires_in:
+    if args.expires_in is not None:
         body["expires_in_seconds"] = duration_seconds(args.expires_in)
     _, answer = operator_client(args).call("POST", f"/tasks/{args.id}/blocks", body)
     return show(answer["block"], args)

@@ -27,6 +27,7 @@ from tenure_cli.common import (
     noted_usage,
     operator_client,
     output_option,
+    positive,
     service_address,
     service_options,
     show,
@@ -134,7 +135,7 @@ def worker_complete(args: argparse.Namespace) -> int:
     result = json_arg(args.result, "--result")
     if result is not None:
         body["result"] = result
-    usage = json_arg(args.usage, "--usage") if args.usage else noted_usage()
+    usage = json_arg(args.usage, "--usage") if args.usage is not None else noted_usage()
     if usage is not None:
         body["usage"] = usage
     answer = client.complete(lease_id, token, body)
@@ -222,7 +223,8 @@ def tokens_create(args: argparse.Namespace) -> int:
         body["spaces"] = args.spaces
     if args.pools:
         body["pools"] = args.pools
-    if args.expires_in_seconds:
+    # Sent as given, 0 too: a 0 dropped would mint a token that never expires.
+    if args.expires_in_seconds is not None:
         body["expires_in_seconds"] = args.expires_in_seconds
     _, answer = operator_client(args).call("POST", "/tokens", body)
     # The record `tokens list` shows (a new token was never used nor revoked), and the secret.
@@ -260,7 +262,7 @@ def _add_worker_commands(wsub: Any) -> None:
         help="on SIGTERM/Ctrl-C, let running jobs finish this long, then stop them and release "
         "their leases (default 30; a second signal stops at once)",
     )
-    run.add_argument("--lease-seconds", type=int, help="ask for leases this long")
+    run.add_argument("--lease-seconds", type=positive, help="ask for leases this long")
     run.add_argument(
         "--data-dir",
         default=".tenure",
@@ -276,7 +278,7 @@ def _add_worker_commands(wsub: Any) -> None:
     claim.add_argument("--lease", metavar="ID", help="that pending lease or nothing")
     claim.add_argument("--worker-id", help="who holds it (default: host-pid)")
     claim.add_argument("--wait", type=float, default=0, help="seconds to wait (at most 20)")
-    claim.add_argument("--lease-seconds", type=int, help="ask for a lease this long")
+    claim.add_argument("--lease-seconds", type=positive, help="ask for a lease this long")
     claim.add_argument(
         "--data-dir", default=".tenure", help="a local stack's data dir (its worker endpoint)"
     )
