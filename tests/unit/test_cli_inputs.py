@@ -112,3 +112,19 @@ def test_an_empty_usage_on_complete_is_refused_not_taken_for_the_noted_one(
     assert main(["worker", "complete", "--usage", ""]) == USAGE
     assert _one_line(capsys).startswith("error: --usage is not valid JSON")
     assert requests == []
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_leases_logs_with_a_tail_below_1_is_refused_not_every_line(
+    value: str, sent: Callable[..., list[Request]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    requests = sent()
+    argv = ["leases", "logs", "L1", "--tail", value, "--api", API, "--token", "t"]
+    assert "argument --tail" in _argparse_refusal(argv, capsys)
+    assert requests == []
+
+
+def test_leases_logs_sends_the_tail_it_was_given(sent: Callable[..., list[Request]]) -> None:
+    requests = sent((200, {"events": [], "next_cursor": None}))
+    assert main(["leases", "logs", "L1", "--tail", "1", "--api", API, "--token", "t"]) == 0
+    assert [url for _, url, _ in requests] == ["/leases/L1/logs?tail=1"]

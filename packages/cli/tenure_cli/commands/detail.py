@@ -24,6 +24,7 @@ from tenure_cli.common import (
     lease_client,
     operator_client,
     output_option,
+    positive,
     printable,
     service_options,
     show,
@@ -92,7 +93,7 @@ def leases_logs(args: argparse.Namespace) -> int:
             page_query["cursor"] = cursor
         elif last:
             page_query["since"] = last
-        elif args.tail:
+        elif args.tail is not None:
             page_query["tail"] = args.tail  # the first page only; --follow goes on from it
         _, page = client.call("GET", f"/leases/{args.id}/logs?{urlencode(page_query)}")
         if page.get("truncated"):
@@ -206,7 +207,7 @@ def add_commands(groups: Groups) -> None:
     logs.add_argument("id", help="the lease's id")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until it ends")
     logs.add_argument("--container", help="only the lines of this container")
-    logs.add_argument("--tail", type=int, help="only the last N lines")
+    logs.add_argument("--tail", type=positive, help="only the last N lines (1 or more)")
     logs.add_argument("--since", help="an ISO 8601 time")
     logs.set_defaults(func=guarded(leases_logs))
     atts = service_options(lsub.add_parser("attachments", help="list a lease's attachments"))
