@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,3 +129,117 @@ def test_leases_logs_sends_the_tail_it_was_given(sent: Callable[..., list[Reques
     requests = sent((200, {"events": [], "next_cursor": None}))
     assert main(["leases", "logs", "L1", "--tail", "1", "--api", API, "--token", "t"]) == 0
     assert [url for _, url, _ in requests] == ["/leases/L1/logs?tail=1"]
+
+
+# ------------------------------------------------------------------- worker usage
+
+
+@pytest.fixture
+def usage_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "job.usage"
+    monkeypatch.setenv("TENURE_USAGE_FILE", str(path))
+    return path
+
+
+def _noted(path: Path) -> Any:
+    """The usage file as `worker complete` reads and sends it: strict JSON."""
+
+    def refuse(constant: str) -> Any:
+        raise AssertionError(f"{constant} in the usage file")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--cost-amount", "NaN", "--currency", "USD", "--cost-status", "actual"], "--cost-amount"),
+        (["--cost-amount", "inf", "--currency", "USD", "--cost-status", "actual"], "--cost-amount"),
+        (
+            ["--cost-amount", "1e400", "--currency", "USD", "--cost-status", "actual"],
+            "--cost-amount",
+        ),
+        (["--cost-amount", "-1", "--currency", "USD", "--cost-status", "actual"], "--cost-amount"),
+        (
+            ["--cost-amount", "1e10", "--currency", "USD", "--cost-status", "actual"],
+            "--cost-amount",
+        ),
+        (["--input-tokens", "9" * 41], "--input-tokens"),
+        (["--output-tokens", str(10**15 + 1)], "--output-tokens"),
+        (["--reasoning-tokens", "-1"], "--reasoning-tokens"),
+    ],
+)
+def test_worker_usage_refuses_a_number_the_service_cannot_take_and_writes_nothing(
+    argv: list[str], says: str, usage_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert says in _argparse_refusal(["worker", "usage", *argv], capsys)
+    assert not usage_file.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--cost-amount", "1.5", "--currency", "USD"], "--cost-status"),
+        (["--currency", "USD"], "--cost-status"),
+        (["--cost-source", "invoice"], "--cost-status"),
+        (["--cost-status", "included", "--cost-amount", "2", "--currency", "USD"], "no amount"),
+        (["--cost-status", "actual", "--cost-amount", "1", "--currency", "X" * 17], "--currency"),
+        (["--cost-status", "unknown", "--cost-source", "s" * 101], "--cost-source"),
+    ],
+)
+def test_worker_usage_refuses_a_cost_the_service_would_refuse_naming_the_option(
+    argv: list[str], says: str, usage_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["worker", "usage", *argv]) == USAGE
+    line = _one_line(capsys)
+    assert line.startswith("error: ") and says in line, line
+    assert not usage_file.exists()
+
+
+def test_worker_usage_refuses_a_sum_past_the_services_bounds_and_keeps_what_was_noted(
+    usage_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cost = ["--currency", "USD", "--cost-status", "actual"]
+    assert (
+        main(["worker", "usage", "--input-tokens", str(10**15), "--cost-amount", "1e9", *cost]) == 0
+    )
+    noted = usage_file.read_text()
+    capsys.readouterr()
+    assert main(["worker", "usage", "--input-tokens", "1"]) == USAGE
+    assert "--input-tokens" in _one_line(capsys)
+    assert main(["worker", "usage", "--cost-amount", "0.5", *cost]) == USAGE
+    assert "--cost-amount" in _one_line(capsys)
+    assert usage_file.read_text() == noted
+
+
+def test_what_worker_usage_notes_is_a_usage_the_service_takes(usage_file: Path) -> None:
+    from tenure.app.usage import MAX_AMOUNT, MAX_TOKENS, stored_usage
+    from tenure_cli.commands import autonomy
+
+    assert (autonomy.MAX_TOKENS, autonomy.MAX_AMOUNT) == (MAX_TOKENS, MAX_AMOUNT)
+    cost = ["--currency", "USD", "--cost-status", "actual"]
+    assert main(["worker", "usage", "--input-tokens", "0", "--cost-amount", "0", *cost]) == 0
+    assert main(["worker", "usage", "--input-tokens", "7", "--cost-amount", "0.25", *cost]) == 0
+    noted = _noted(usage_file)
+    assert noted == {
+        "input_tokens": 7,
+        "cost": {"status": "actual", "source": "worker", "currency": "USD", "amount": 0.25},
+    }
+    assert stored_usage(noted, None)["cost"]["amount"] == 0.25
+
+
+def test_worker_complete_refuses_a_usage_that_is_not_strict_json(
+    sent: Callable[..., list[Request]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    requests = sent()
+    for name, value in (
+        ("TENURE_API", API),
+        ("TENURE_LEASE_ID", "L1"),
+        ("TENURE_LEASE_TOKEN", "lt"),
+    ):
+        monkeypatch.setenv(name, value)
+    assert main(["worker", "complete", "--usage", '{"input_tokens": NaN}']) == USAGE
+    assert _one_line(capsys).startswith("error: --usage is not valid JSON")
+    assert requests == []

@@ -114,11 +114,17 @@ def env(name: str, given: str | None) -> str:
     return value
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
 def json_arg(text: str | None, what: str) -> Any:
+    """`text` as JSON, strictly: Python's parser also reads NaN and Infinity, which no JSON
+    body may carry (the request would be refused, or the file written with it unsendable)."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_not_json)
     except ValueError as err:
         raise UsageError(f"{what} is not valid JSON: {err}") from err
 

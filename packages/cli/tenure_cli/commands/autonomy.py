@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,12 @@ BUCKETS = (
     "cache_write_tokens",
     "reasoning_tokens",
 )
+# What the service stores of a completion's usage (app/usage.py): tokens per bucket and a
+# cost's amount, each 0 to these. A larger number noted here would fail every completion.
+MAX_TOKENS = 10**15
+MAX_AMOUNT = 10**9
+# The cost statuses that carry an amount (and so a currency); the others carry none.
+PRICED = ("actual", "estimated")
 BLOCK_COLUMNS = ["id", "kind", "state", "reason", "created_at", "expires_at", "closed_by"]
 BLOCK_CHECK = "see the task's blocks with `tenure tasks blocks TASK` before trying again"
 DELEGATE_CHECK = "look for the task with `tenure tasks list` before delegating it again"
@@ -96,6 +103,66 @@ def _payload_lease(client: Any, lease_id: str, token: str) -> dict[str, Any]:
     return dict(payload["lease"])
 
 
+def _tokens(text: str) -> int:
+    """A count of tokens to add: a whole number the service can store."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= MAX_TOKENS:
+        raise argparse.ArgumentTypeError(f"0 to {MAX_TOKENS:,} tokens, not {text!r}")
+    return value
+
+
+def _amount(text: str) -> float:
+    """Money to add: a finite number the service can store (NaN or infinity would make the
+    usage file a JSON no completion can send)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and 0 <= value <= MAX_AMOUNT):
+        raise argparse.ArgumentTypeError(f"0 to {MAX_AMOUNT:,}, not {text!r}")
+    return value
+
+
+def _cost(args: argparse.Namespace, before: Any) -> dict[str, Any] | None:
+    """The cost the usage carries after this call: the one noted before, unless this call
+    gives one (its amount added to the noted one's when both are the same kind of cost).
+    Refused here, naming the option, when the service would refuse it at completion."""
+    given = {"--cost-amount": args.cost_amount, "--currency": args.currency}
+    given["--cost-source"] = args.cost_source
+    if args.cost_status is None:
+        # No default status: reading a bare amount as "actual" would claim a certainty the
+        # job never stated, and dropping it would lose the cost without a word.
+        named = [option for option, value in given.items() if value is not None]
+        if named:
+            raise UsageError(
+                f"{named[0]} needs --cost-status (actual, estimated, included, unknown)"
+            )
+        return dict(before) if isinstance(before, dict) else None
+    cost = {
+        "status": args.cost_status,
+        "source": args.cost_source or "worker",
+        "currency": args.currency,
+        "amount": args.cost_amount,
+    }
+    if isinstance(before, dict) and cost["amount"] is not None and before.get("amount") is not None:
+        same = all(before.get(k) == cost[k] for k in ("status", "source", "currency"))
+        if not same:
+            raise UsageError("a lease reports one cost: same currency, status and source")
+        cost["amount"] = before["amount"] + cost["amount"]
+        if not cost["amount"] <= MAX_AMOUNT:
+            raise UsageError(f"--cost-amount: the cost noted would pass {MAX_AMOUNT:,}")
+    if cost["currency"] is not None and not 1 <= len(cost["currency"]) <= 16:
+        raise UsageError("--currency: a currency code of 1 to 16 characters, e.g. USD")
+    if not 1 <= len(cost["source"]) <= 100:
+        raise UsageError("--cost-source: who priced it, 1 to 100 characters")
+    if cost["status"] not in PRICED and cost["amount"] is not None:
+        raise UsageError(f"--cost-status {cost['status']}: a cost that carries no amount")
+    return {k: v for k, v in cost.items() if v is not None}
+
+
 def worker_usage(args: argparse.Namespace) -> int:
     """Add to the job's usage; `worker complete` (or the runner's own report) sends it."""
     path = usage_file()
@@ -103,24 +170,15 @@ def worker_usage(args: argparse.Namespace) -> int:
     for bucket in BUCKETS:
         more = getattr(args, bucket)
         if more is not None:
-            if more < 0:
-                raise UsageError(f"--{bucket.replace('_', '-')}: 0 or more")
-            usage[bucket] = int(usage.get(bucket, 0)) + more
-    if args.cost_status is not None:
-        cost = {
-            "status": args.cost_status,
-            "source": args.cost_source or "worker",
-            "currency": args.currency,
-            "amount": args.cost_amount,
-        }
-        before = usage.get("cost")
-        if before and cost["amount"] is not None and before.get("amount") is not None:
-            same = all(before.get(k) == cost[k] for k in ("status", "source", "currency"))
-            if not same:
-                raise UsageError("a lease reports one cost: same currency, status and source")
-            cost["amount"] = before["amount"] + cost["amount"]
-        usage["cost"] = {k: v for k, v in cost.items() if v is not None}
-    path.write_text(json.dumps(usage))
+            total = int(usage.get(bucket, 0)) + more
+            if total > MAX_TOKENS:
+                flag = bucket.replace("_", "-")
+                raise UsageError(f"--{flag}: the {flag} noted would pass {MAX_TOKENS:,}")
+            usage[bucket] = total
+    cost = _cost(args, usage.get("cost"))
+    if cost is not None:
+        usage["cost"] = cost
+    path.write_text(json.dumps(usage, allow_nan=False))
     return show(usage, args)
 
 
@@ -211,13 +269,14 @@ def _add_worker_commands(wsub: Any) -> None:
     usage = wsub.add_parser("usage", help="inside a job: add to the usage its completion reports")
     for bucket in BUCKETS:
         flag = bucket.replace("_", "-")
-        usage.add_argument(f"--{flag}", dest=bucket, type=int, help=f"{flag} to add")
-    usage.add_argument("--cost-amount", type=float, help="money to add, in --currency")
+        usage.add_argument(f"--{flag}", dest=bucket, type=_tokens, help=f"{flag} to add")
+    usage.add_argument("--cost-amount", type=_amount, help="money to add, in --currency")
     usage.add_argument("--currency", help="e.g. USD")
     usage.add_argument(
         "--cost-status",
         choices=["actual", "estimated", "included", "unknown"],
-        help="how sure the cost is",
+        help="how sure the cost is: every cost option needs it (actual and estimated "
+        "with --cost-amount and --currency; included and unknown carry no amount)",
     )
     usage.add_argument("--cost-source", help="who says so (default: worker)")
     output_option(usage)
