@@ -243,3 +243,63 @@ def test_worker_complete_refuses_a_usage_that_is_not_strict_json(
     assert main(["worker", "complete", "--usage", '{"input_tokens": NaN}']) == USAGE
     assert _one_line(capsys).startswith("error: --usage is not valid JSON")
     assert requests == []
+
+
+# ------------------------------------------------------------------- the service's address
+
+
+BAD_ADDRESSES = [
+    "http://[::1",
+    "http://127.0.0.1:99999",
+    "http://127.0.0.1:65536",
+    "http://127.0.0.1:0",
+    "http://127.0.0.1:http",
+    "http://:8787",
+]
+
+
+@pytest.mark.parametrize("address", BAD_ADDRESSES)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["leases", "get", "L1", "--token", "t"],
+        ["worker", "claim", "--pool", "p", "--token", "t"],
+        ["worker", "run", "--pool", "p", "--token", "t", "--", "true"],
+    ],
+)
+def test_an_address_that_cannot_be_used_is_a_usage_error_naming_it(
+    address: str,
+    argv: list[str],
+    sent: Callable[..., list[Request]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    requests = sent()
+    assert main([*argv[:2], "--api", address, *argv[2:]]) == USAGE
+    line = _one_line(capsys)
+    assert line.startswith("error: --api: ") and repr(address) in line, line
+    assert requests == []
+
+
+def test_an_address_from_a_variable_is_refused_the_same_way_naming_the_variable(
+    sent: Callable[..., list[Request]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sent()
+    monkeypatch.setenv("TENURE_API", "http://127.0.0.1:99999")
+    assert main(["tasks", "get", "T1", "--token", "t"]) == USAGE
+    assert _one_line(capsys).startswith("error: TENURE_API: ")
+    for name, value in (("TENURE_LEASE_ID", "L1"), ("TENURE_LEASE_TOKEN", "lt")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TENURE_WORKER_API", "http://[::1")
+    assert main(["worker", "heartbeat"]) == USAGE
+    assert _one_line(capsys).startswith("error: TENURE_WORKER_API: ")
+
+
+@pytest.mark.parametrize(
+    "address", ["http://127.0.0.1:1", "http://127.0.0.1:65535", "https://[::1]:8787", API]
+)
+def test_an_address_with_a_port_from_1_to_65535_is_used(address: str) -> None:
+    from tenure_cli import common
+
+    assert common.service_address(address, "--api") == address

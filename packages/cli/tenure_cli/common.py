@@ -133,9 +133,17 @@ def service_address(value: str, where: str) -> str:
     """`value` if it is an http:// or https:// address; else a usage error naming `where` it
     came from. (Without the scheme the HTTP client fails on it: a bare host with a traceback,
     `host:port` as "unreachable", which says wrongly that running it again might work.)"""
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UsageError(f"{where}: {value!r} is not an address like http://127.0.0.1:8787")
+    example = "an address like http://127.0.0.1:8787"
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # ValueError when not a number, or out of 0-65535
+    except ValueError as err:  # an unclosed [IPv6] bracket too
+        raise UsageError(f"{where}: {value!r} is not {example} ({err})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{where}: {value!r} is not {example}")
+    if port == 0:
+        # urllib would take port 0 for "none given" and connect to 80 or 443 instead.
+        raise UsageError(f"{where}: {value!r} is not {example} (a port is 1 to 65535)")
     return value
 
 
