@@ -160,6 +160,22 @@ def test_a_broken_config_is_one_line_with_a_code(
     assert line.startswith(f"error: {code}: ") and says in line, line
 
 
+def test_a_config_file_that_is_not_utf8_is_a_bad_config(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config.write_bytes(b'[profiles.prod]\napi = "http://caf\xe9.example"\n')
+    line = _refused(["leases", "get", "lease_1", "--profile", "prod"], capsys)
+    assert line.startswith(f"error: bad_config: {config}: ") and "UTF-8" in line, line
+
+
+def test_a_profile_address_that_cannot_be_used_is_a_usage_error_naming_the_profile(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config.write_text('[profiles.prod]\napi = "http://127.0.0.1:99999"\ntoken_file = "t"\n')
+    line = _refused(["leases", "get", "lease_1", "--profile", "prod", "--token", "t"], capsys)
+    assert line.startswith("error: profile 'prod' ") and "'http://127.0.0.1:99999'" in line, line
+
+
 def test_an_empty_token_file_is_refused(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _secret(Path(os.environ["HOME"]) / "prod.token", "\n")
     line = _refused(["leases", "get", "lease_1", "--profile", "prod"], capsys)

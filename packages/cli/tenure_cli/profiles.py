@@ -80,6 +80,8 @@ def _read(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError("bad_config", f"{path}: {err}") from err
+    except UnicodeDecodeError as err:  # TOML is UTF-8 text; tomllib decodes before it parses
+        raise ConfigError("bad_config", f"{path}: not UTF-8 text ({err})") from err
     except OSError as err:
         raise ConfigError("bad_config", f"{path}: {err.strerror or err}") from err
 
