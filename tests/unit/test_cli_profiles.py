@@ -168,6 +168,27 @@ def test_a_config_file_that_is_not_utf8_is_a_bad_config(
     assert line.startswith(f"error: bad_config: {config}: ") and "UTF-8" in line, line
 
 
+@pytest.mark.parametrize("token_file", ["~nosuchuser-tenure/prod.token", "~nosuchuser-tenure"])
+def test_a_token_file_under_an_unknown_users_home_is_unreadable(
+    token_file: str, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config.write_text(f'[profiles.prod]\napi = "http://127.0.0.1:9"\ntoken_file = "{token_file}"\n')
+    line = _refused(["leases", "get", "lease_1", "--profile", "prod"], capsys)
+    assert line.startswith("error: token_file_unreadable: profile 'prod'"), line
+    assert token_file in line
+
+
+def test_an_unknown_users_home_in_a_token_file_not_read_is_no_error(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config.write_text(
+        '[profiles.prod]\napi = "http://127.0.0.1:9"\ntoken_file = "~nosuchuser-tenure/t"\n'
+    )
+    monkeypatch.setenv("TENURE_TOKEN", "tok-env")
+    client = operator_client(_args(profile="prod"))
+    assert client.token == "tok-env"
+
+
 def test_a_profile_address_that_cannot_be_used_is_a_usage_error_naming_the_profile(
     config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

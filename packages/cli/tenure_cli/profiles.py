@@ -34,37 +34,54 @@ class Profile:
     name: str
     source: Path  # the config file it came from
     api: str | None
-    token_file: Path | None
+    token_file: str | None  # as the file says it: `~` and a relative path resolved on reading
 
     @property
     def where(self) -> str:
         return f"profile {self.name!r} ({self.source})"
 
-    def token(self) -> str | None:
-        """The token its token_file holds, or None when it names none."""
+    def token_path(self) -> Path | None:
+        """Where its token_file is: `~` is the user's home (`~user` that user's), a relative
+        path is relative to the config file's folder; None when it names none. Resolved only
+        when the token is to be read, so a profile whose token is given otherwise is usable."""
         if self.token_file is None:
             return None
         try:
-            mode = self.token_file.stat().st_mode
+            expanded = Path(self.token_file).expanduser()
+        except RuntimeError:  # `~user` of no user this machine knows (or no home for `~`)
+            home = self.token_file.split("/", 1)[0]
+            raise ConfigError(
+                "token_file_unreadable",
+                f"{self.where}: token_file {self.token_file}: no home directory for {home}",
+            ) from None
+        return self.source.parent / expanded
+
+    def token(self) -> str | None:
+        """The token its token_file holds, or None when it names none."""
+        path = self.token_path()
+        if path is None:
+            return None
+        try:
+            mode = path.stat().st_mode
         except OSError as err:
             raise ConfigError(
                 "token_file_unreadable",
-                f"{self.where}: token_file {self.token_file}: {err.strerror or err}",
+                f"{self.where}: token_file {path}: {err.strerror or err}",
             ) from err
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise ConfigError(
                 "token_file_unsafe",
-                f"{self.where}: token_file {self.token_file} is open to its group or others "
-                f"(mode {stat.S_IMODE(mode):o}): chmod 600 {self.token_file}",
+                f"{self.where}: token_file {path} is open to its group or others "
+                f"(mode {stat.S_IMODE(mode):o}): chmod 600 {path}",
             )
         try:
-            token = self.token_file.read_text().strip()
+            token = path.read_text().strip()
         except (OSError, UnicodeDecodeError) as err:
             raise ConfigError(
-                "token_file_unreadable", f"{self.where}: token_file {self.token_file}: {err}"
+                "token_file_unreadable", f"{self.where}: token_file {path}: {err}"
             ) from err
         if not token:
-            raise ConfigError("token_file_empty", f"{self.where}: {self.token_file} is empty")
+            raise ConfigError("token_file_empty", f"{self.where}: {path} is empty")
         return token
 
 
@@ -116,7 +133,4 @@ def load(given: str | None) -> Profile | None:
     for key in KEYS:
         if key in entry and not isinstance(entry[key], str):
             raise ConfigError("bad_config", f"{path}: profiles.{chosen}.{key} must be a string")
-    token_file = entry.get("token_file")
-    # `~` is the user's home; a relative path is relative to the config file's folder.
-    token_path = path.parent / Path(token_file).expanduser() if token_file is not None else None
-    return Profile(chosen, path, entry.get("api"), token_path)
+    return Profile(chosen, path, entry.get("api"), entry.get("token_file"))
