@@ -63,7 +63,8 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
             assert isinstance(step, int)
             answer: dict[str, Any] = {"ok": True, "leases": [], "tasks": []}
             if step >= 400:
-                code = "unavailable" if step >= 500 or step == 429 else "invalid_transition"
+                code = "unavailable" if step > 500 or step == 429 else "invalid_transition"
+                code = "internal_error" if step == 500 else code  # as the service answers it
                 answer = {"error": {"code": code, "message": f"scripted {step}"}}
             data = json.dumps(answer).encode()
             self.send_response(step)
@@ -208,10 +209,12 @@ def test_a_503_past_the_retries_of_a_post_is_unavailable(serve: Any) -> None:
 def _tenure(monkeypatch: pytest.MonkeyPatch, server: Server, *argv: str) -> int:
     """`tenure …` in this process, its client on the short timeout."""
 
-    def short(api: str, token: str) -> Client:
-        return Client(api, token, timeout=TIMEOUT)
+    made = common.ServiceClient
 
-    monkeypatch.setattr(common, "Client", short)
+    def short(api: str, token: str) -> Client:
+        return made(api, token, timeout=TIMEOUT)
+
+    monkeypatch.setattr(common, "ServiceClient", short)
     return main([*argv, "--api", server.api, "--token", "tnr_o_x"])
 
 
@@ -272,3 +275,49 @@ def test_a_refusal_is_an_answer_exit_1_with_its_code_and_never_retried(
     (line,) = capsys.readouterr().err.splitlines()
     assert line == "error: invalid_transition: scripted 409"
     assert server.paths("POST") == ["/api/v1/leases/L1/cancel"]
+
+
+# A 500 is the service's answer (its internal_error), not the silence exit 3 stands for.
+SERVER_ERROR = [500] * (1 + sdk.RETRIES)
+
+
+@pytest.mark.parametrize(
+    "argv", [["leases", "get", "L1"], ["tasks", "list", "--space", "OPS"], ["scheduler", "pause"]]
+)
+def test_a_request_safe_to_repeat_answered_500_past_the_retries_is_the_services_error(
+    serve: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    server = serve(*SERVER_ERROR)
+    assert _tenure(monkeypatch, server, *argv) == common.FAILED == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: internal_error: scripted 500"), line
+    assert "HTTP 500" in line and "unreachable" not in line
+    assert len(server.seen) == len(SERVER_ERROR)  # retried first: a 500 may pass
+
+
+def test_a_read_answered_500_once_is_retried_and_succeeds(
+    serve: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve(500, 200)
+    assert _tenure(monkeypatch, server, "tasks", "list", "--space", "OPS") == common.OK
+    assert len(server.paths("GET")) == 2 and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("last", ["drop", 502, 503, 504])
+def test_a_read_whose_last_try_got_no_answer_from_the_service_stays_unreachable(
+    serve: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], last: Step
+) -> None:
+    server = serve(*SERVER_ERROR[1:], last)
+    assert _tenure(monkeypatch, server, "leases", "get", "L1") == common.UNREACHABLE
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: unreachable: GET /leases/L1")
+
+
+def test_a_write_not_safe_to_repeat_answered_500_is_still_outcome_unknown(
+    serve: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = serve(500)
+    code = _tenure(monkeypatch, server, "tasks", "create", "--space", "OPS", "--title", "t")
+    assert code == common.OUTCOME_UNKNOWN
+    assert capsys.readouterr().err.startswith("error: outcome unknown: POST /tasks")
+    assert server.paths("POST") == ["/api/v1/tasks"]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tenure_worker.client import ApiError, Client, OutcomeUnknown, Unreachable
+from tenure_worker.client import Answer, ApiError, Client, OutcomeUnknown, Unreachable
 
 from tenure_cli import profiles
 
@@ -177,13 +177,63 @@ def chosen_token(args: argparse.Namespace) -> str:
     return token
 
 
+# What a 500 is, in the error table of docs/api.md: the service's own failure (a bug).
+SERVER_ERROR = 500
+
+
+class ServiceClient(Client):
+    """The SDK's client, telling a service that answered 500 through every retry from one
+    that gave no answer. The SDK retries a 500 (it may pass) and then raises Unreachable, which
+    would exit 3: "no answer", run it again as it is. But a 500 is an answer — the service's
+    internal_error — so it ends as that refusal (exit 1, its code printed). A request not safe
+    to repeat answered 500 stays OutcomeUnknown (exit 4): it may have been applied."""
+
+    def __init__(self, api: str, token: str, **options: Any) -> None:
+        super().__init__(api, token, **options)
+        self._last: Answer | None = None  # the last attempt's answer; None: it got none
+        sent = self.transport
+
+        def remembered(
+            method: str, url: str, headers: dict[str, str], data: bytes | None, timeout: float
+        ) -> Answer:
+            self._last = None  # stays None when this attempt gets no answer
+            answer = sent(method, url, headers, data, timeout)
+            self._last = answer
+            return answer
+
+        self.transport = remembered
+
+    def call(self, method: str, path: str, *args: Any, **kwargs: Any) -> tuple[int, Any]:
+        self._last = None
+        try:
+            return super().call(method, path, *args, **kwargs)
+        except OutcomeUnknown:
+            raise
+        except Unreachable:
+            last = self._last
+            if last is None or last.status != SERVER_ERROR:
+                raise
+            raise _server_error(method, path, last) from None
+
+
+def _server_error(method: str, path: str, answer: Answer) -> ApiError:
+    """The service's error of a 500, its envelope's code and message when it carries one."""
+    try:
+        envelope = json.loads(answer.body)["error"]
+        code, message = str(envelope["code"]), str(envelope["message"])
+    except (ValueError, KeyError, TypeError):
+        code, message = "internal_error", answer.body.decode(errors="replace")[:200]
+    said = " ".join(message.split()) or "no message"
+    return ApiError(answer.status, code, f"{said} ({method} {path}: HTTP {answer.status})")
+
+
 def operator_client(args: argparse.Namespace) -> Client:
     if _named_profile(args):
         profiles.load(getattr(args, "profile", None))  # a misspelled name is said, always
     found = chosen_api(args)
     if found is None:
         raise UsageError("TENURE_API is not set (and no option or profile gave it)")
-    return Client(service_address(*found), chosen_token(args))
+    return ServiceClient(service_address(*found), chosen_token(args))
 
 
 def lease_client(worker_routes: bool = True) -> tuple[Client, str, str]:
@@ -197,7 +247,7 @@ def lease_client(worker_routes: bool = True) -> tuple[Client, str, str]:
     )
     lease_id = env("TENURE_LEASE_ID", None)
     token = env("TENURE_LEASE_TOKEN", None)
-    return Client(api, token), lease_id, token
+    return ServiceClient(api, token), lease_id, token
 
 
 def mark_reported() -> None:
