@@ -80,6 +80,14 @@ def test_a_lease_length_below_1_second_is_refused_not_dropped(
     assert "argument --lease-seconds" in _argparse_refusal(argv, capsys)
 
 
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_worker_run_refuses_a_concurrency_below_1_rather_than_never_claiming(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["worker", "run", "--pool", "p", "--concurrency", value, "--", "true"]
+    assert "argument --concurrency" in _argparse_refusal(argv, capsys)
+
+
 @pytest.mark.parametrize("group", ["worker", "tasks"])
 def test_an_empty_block_expiry_is_refused_not_dropped(
     group: str,

@@ -252,7 +252,7 @@ def _add_worker_commands(wsub: Any) -> None:
     run.add_argument(
         "--state-dir", default=".tenure-worker", help="where held leases survive a restart"
     )
-    run.add_argument("--concurrency", type=int, default=1, help="leases held at once")
+    run.add_argument("--concurrency", type=positive, default=1, help="leases held at once")
     run.add_argument("--once", action="store_true", help="run at most one lease, then exit")
     run.add_argument("--kill-grace", type=float, default=10.0, help="SIGTERM → SIGKILL seconds")
     run.add_argument(
