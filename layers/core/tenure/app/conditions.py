@@ -4,12 +4,12 @@ and the single read always agree."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from tenure.app.ports import INSTANCE_CEILING, KEY_CEILING, RATE_CEILING, key_ceiling, rate_ceiling
 from tenure.app.rows import QueueRows, WorkerRows
 from tenure.app.workers import WORKERS_PAGE, reachable
+from tenure.domain.fencing import utc
 from tenure.domain.model import Instance, Lease, Pool, Space
 from tenure.domain.states import LeaseState
 from tenure.records import record
@@ -73,7 +73,7 @@ def queued_condition(
         if getattr(facts, fact):
             return QueuedCondition(code, code.replace("_", " "), True)
     if lease.state is LeaseState.PENDING and not_before is not None:
-        at = datetime.fromtimestamp(not_before / 1000, tz=UTC).strftime("%H:%M")
+        at = utc(not_before).strftime("%H:%M")
         return QueuedCondition("waiting_until", f"waiting until {at}", False)
     for code, fact in _CAPACITY:
         if getattr(facts, fact):

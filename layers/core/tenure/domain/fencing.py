@@ -70,12 +70,27 @@ def redact_tokens(text: str) -> tuple[str, int]:
     return TOKEN_SHAPE.subn(lambda m: REDACTED_TOKEN + m[0][len(m[0].rstrip(".")) :], text)
 
 
+# The last instant a four-digit year shows, in epoch ms (9999-12-31T23:59:59.999Z).
+LAST_SHOWN_MS = 253_402_300_799_999
+
+
+def shown_ms(ms: int) -> int:
+    """`ms` held to the span every answer shows: the epoch to the last four-digit year.
+    Requests may name nothing outside it, but a row an earlier release let through must still
+    read (a list that failed on it would fail for its whole space), at the span's end."""
+    return min(max(ms, 0), LAST_SHOWN_MS)
+
+
+def utc(ms: int) -> datetime:
+    """The instant `ms` (held by `shown_ms`) as a UTC datetime, to the second."""
+    return datetime.fromtimestamp(shown_ms(ms) // 1000, tz=UTC)
+
+
 def iso_ms(ms: int | None) -> str | None:
     """A time as every API answer shows it: ISO 8601, UTC, to the millisecond."""
     if ms is None:
         return None
-    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    return utc(ms).strftime("%Y-%m-%dT%H:%M:%S.") + f"{shown_ms(ms) % 1000:03d}Z"
 
 
 def same_hash(stored: str | None, digest: str) -> bool:

@@ -13,7 +13,6 @@ from tenure.api import models, views
 from tenure.api import worker_logic as logic
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, core, json_answer, op, served
-from tenure.domain import errors
 
 Cursor = Annotated[str | None, Query(max_length=4096)]
 
@@ -42,13 +41,9 @@ def get_logs(
     cursor: Cursor = None,
 ) -> Response[Any]:
     caller = actor()
-    since_ms = None
-    if since:
-        since_ms = models.parse_time(since)
-        if since_ms is None:
-            raise errors.ValidationFailed("since: is not an ISO 8601 time")
     logs = core().logs
-    page = logs.read_logs(caller, lease_id, container or None, tail, since_ms, cursor or None)
+    after = models.since_ms(since)
+    page = logs.read_logs(caller, lease_id, container or None, tail, after, cursor or None)
     events = [views.log_line_view(line) for line in page.events]
     return json_answer(
         models.Logs(events=events, truncated=page.truncated, next_cursor=page.next_cursor)

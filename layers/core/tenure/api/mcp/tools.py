@@ -136,11 +136,7 @@ def _task_cancel(svc: Tenure, actor: Principal, args: TaskCancelArgs) -> dict[st
 
 
 def _logs(svc: Tenure, actor: Principal, args: LogsArgs) -> dict[str, Any]:
-    since = None
-    if args.since:
-        since = models.parse_time(args.since)
-        if since is None:
-            raise errors.ValidationFailed("since: is not an ISO 8601 time")
+    since = models.since_ms(args.since)
     page = svc.logs.read_logs(actor, args.lease_id, args.container, args.tail, since, None)
     return {
         "events": [views.log_line_view(line) for line in page.events],

@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from tenure.api.models.fields import instant_ms as instant_ms
     from tenure.api.models.fields import open_answer as open_answer
     from tenure.api.models.fields import parse_time as parse_time
+    from tenure.api.models.fields import since_ms as since_ms
     from tenure.api.models.leases import Beat as Beat
     from tenure.api.models.leases import BeatRow as BeatRow
     from tenure.api.models.leases import Claim as Claim

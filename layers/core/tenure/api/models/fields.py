@@ -19,6 +19,7 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from tenure.domain import documents
+from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import (
     MAX_LEASE_SECONDS,
     MAX_PRIORITY,
@@ -76,7 +77,9 @@ LeaseSeconds = Annotated[int, Field(ge=MIN_LEASE_SECONDS, le=MAX_LEASE_SECONDS),
 Seconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS), Integral]
 
 
-Positive = Annotated[int, Field(ge=1), Integral]
+# A ceiling on held leases (max_active): past a billion, no count the service keeps reaches it,
+# and DynamoDB keeps no number of more than 38 digits at all.
+Positive = Annotated[int, Field(ge=1, le=1_000_000_000), Integral]
 
 
 # Bytes of attachments one lease may add: at least one byte, at most 1 TiB.
@@ -86,7 +89,9 @@ AttachmentQuota = Annotated[int, Field(ge=1, le=1024**4), Integral]
 Attempts = Annotated[int, Field(ge=1, le=100), Integral]
 
 
-Fence = Annotated[int, Field(ge=1), Integral]
+# A lease's fence grows by one per handover; any larger than JSON carries exactly (2^53 - 1)
+# names none, and past 38 digits the table could not even compare it.
+Fence = Annotated[int, Field(ge=1, le=2**53 - 1), Integral]
 
 
 ClaimId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -146,21 +151,52 @@ class Strict(BaseModel):
 RunSeconds = Annotated[int, Field(ge=1, le=30 * 86_400), Integral]
 
 
-def _instant(value: str | None) -> str | None:
-    """An ISO-8601 time with its offset (`Z` or `+hh:mm`), as `not_before` takes it."""
-    if value is None:
-        return value
+# The instants a caller may name, in epoch ms: from the epoch to the end of 2199 in UTC. The
+# service sorts a time as 13 digits of milliseconds (enough to the year 2286) and prints it
+# in four-digit years, and a rule's schedule names years to 2199: one calendar for all three.
+EARLIEST_MS = 0
+LATEST_MS = int(datetime(2200, 1, 1, tzinfo=UTC).timestamp() * 1000)
+
+
+def caller_time(value: str) -> int:
+    """The epoch ms of a time a caller sends (`not_before`, a log read's `since`): ISO 8601
+    with its offset (`Z` or `+hh:mm`), within EARLIEST_MS and LATEST_MS; ValueError saying
+    what is wrong otherwise."""
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise ValueError("must be an ISO-8601 time such as 2026-12-01T09:00:00Z") from None
     if parsed.tzinfo is None:
         raise ValueError("must carry its offset (Z or +hh:mm)")
+    try:
+        ms = int(parsed.timestamp() * 1000)
+    except (OverflowError, ValueError):
+        ms = -1
+    if not EARLIEST_MS <= ms < LATEST_MS:
+        raise ValueError("must be from 1970-01-01T00:00:00Z to 2199-12-31T23:59:59Z in UTC")
+    return ms
+
+
+def since_ms(value: str | None) -> int | None:
+    """A log read's `since` (HTTP and MCP alike) in epoch ms; None when it is not given, 422
+    naming `since` when it is not a time the caller may send."""
+    if not value:
+        return None
+    try:
+        return caller_time(value)
+    except ValueError as err:
+        raise ValidationFailed(f"since: {err}") from None
+
+
+def _instant(value: str | None) -> str | None:
+    """`caller_time`'s check as a field validator, keeping the text as it was sent."""
+    if value is not None:
+        caller_time(value)
     return value
 
 
 def instant_ms(value: str) -> int:
-    return int(datetime.fromisoformat(value).timestamp() * 1000)
+    return caller_time(value)
 
 
 # The longest ttl_seconds a delegated task may ask for (a week).
@@ -228,4 +264,8 @@ def parse_time(text: str) -> int | None:
         return None
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=UTC)
-    return int(stamp.timestamp() * 1000)
+    try:
+        ms = int(stamp.timestamp() * 1000)
+    except (OverflowError, ValueError):
+        return None
+    return ms if EARLIEST_MS <= ms < LATEST_MS else None
