@@ -78,10 +78,29 @@ def test_terminal_control_characters_never_reach_the_terminal(
 ) -> None:
     hostile = "Invoice\x1b]52;c;ZXZpbA==\x07 due\x1b[2J\x9b31m\x7f\r\nline two\tend"
     show({"task": {"key": "OPS-1", "title": hostile}}, TABLE)
-    table([{"title": hostile}], TABLE, ["title"])
     out = capsys.readouterr().out
     assert not any(ch in out for ch in "\x1b\x07\x9b\x7f\r")
     assert "Invoice]52;c;ZXZpbA== due[2J31m\nline two\tend" in out
+    table([{"title": hostile}], TABLE, ["title"])
+    out = capsys.readouterr().out
+    assert not any(ch in out for ch in "\x1b\x07\x9b\x7f\r")
+    assert out.splitlines()[1] == "Invoice]52;c;ZXZpbA== due[2J31m\\nline two\\tend"
+
+
+def test_a_table_row_is_one_line_and_no_cell_reorders_the_text_around_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A title that would forge a row of its own, and one that shows "exe.txt" as "txt.exe".
+    forged = "real title\nOPS-9    running    w-admin"
+    flipped = "report\u202etxt.exe\u202c done \u2067x\u2069"
+    table([{"key": "OPS-1", "title": forged}, {"key": "OPS-2", "title": flipped}], TABLE,
+          ["key", "title"])  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3, lines
+    assert lines[1].split(maxsplit=1) == ["OPS-1", "real title\\nOPS-9    running    w-admin"]
+    assert not any(ch in lines[2] for ch in "\u202e\u202c\u2067\u2069")
+    show({"task": {"key": "OPS-2", "title": flipped}}, TABLE)
+    assert "\u202e" not in capsys.readouterr().out
 
 
 def test_an_error_message_is_printed_without_control_characters(

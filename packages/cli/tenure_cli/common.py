@@ -286,12 +286,22 @@ def noted_usage() -> dict[str, Any] | None:
 # the sequences that move the cursor, retitle the window or write the clipboard), DEL, and
 # the C1 controls (U+0080-U+009F; U+009B is a one-character CSI). Anything a service answers
 # may hold them — a task title, an email's subject — so they never reach the terminal.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# So are the bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069):
+# they reorder what follows them on screen, so `report\u202etxt.exe` reads as `reportexe.txt`.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# In a table cell, the two kept above are written as escapes: a cell is one line, and a title
+# holding a newline would otherwise print a row of its own, one that no task has.
+_CELL_BREAKS = str.maketrans({"\n": "\\n", "\t": "\\t"})
 
 
 def printable(text: str) -> str:
     """`text` without the terminal control characters (tab and newline kept)."""
     return _CONTROLS.sub("", text)
+
+
+def cell(value: Any) -> str:
+    """A table cell: printable, on one line."""
+    return "" if value is None else printable(str(value)).translate(_CELL_BREAKS)
 
 
 def say(text: str, err: bool = False) -> None:
@@ -310,9 +320,7 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace, cols: list[str])
         # ensure_ascii writes every control character as a \u escape.
         print(json.dumps(rows, indent=2))
         return OK
-    cells = [
-        [("" if _dig(r, c) is None else printable(str(_dig(r, c)))) for c in cols] for r in rows
-    ]
+    cells = [[cell(_dig(r, c)) for c in cols] for r in rows]
     # A column named by a path into the record (`task.key`) is headed by its last name (KEY).
     heads = [c.rsplit(".", 1)[-1].upper() for c in cols]
     widths = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(heads)]
