@@ -252,6 +252,26 @@ def test_a_connection_past_the_limit_is_503_unavailable_and_the_next_is_served(
     held.pop().close()
 
 
+def test_connections_that_never_finish_a_request_do_not_hold_the_door(
+    small_door: FrontDoor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(frontdoor.Handler, "timeout", 0.5)
+    idle = [_raw(small_door) for _ in range(3)]  # more than the door serves at once
+    for sock in idle:
+        sock.sendall(b"GET /api/v1/health HTTP/1.1\r\n")  # and never the rest
+    give_up = time.monotonic() + 10
+    while small_door.server.open_connections < len(idle) and time.monotonic() < give_up:
+        time.sleep(0.05)  # every one taken in
+    while small_door.server.open_connections and time.monotonic() < give_up:
+        time.sleep(0.05)  # and let go
+    try:
+        status, _ = _get(small_door, "/api/v1/health")
+        assert status == 200
+    finally:
+        for sock in idle:
+            sock.close()
+
+
 def _get(door: FrontDoor, target: str) -> tuple[int, bytes]:
     conn = _connect(f"http://127.0.0.1:{door.port}")
     try:

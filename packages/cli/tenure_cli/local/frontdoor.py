@@ -46,6 +46,8 @@ MAX_CONNECTIONS = 256
 # moment (threads sharing a pool smaller than their number open one for most requests), so the
 # queue holds all of them with room to spare; the kernel caps it at net.core.somaxconn.
 LISTEN_BACKLOG = 256
+# How long a connection may take to send each part of a request (see Handler.timeout).
+READ_TIMEOUT_SECONDS = 30.0
 # An invocation that has not answered in this long is Lambda's 500 (the function's timeout).
 INVOCATION_TIMEOUT_SECONDS = 60
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's payload limit
@@ -290,6 +292,12 @@ class Handler(BaseHTTPRequestHandler):
     door: FrontDoor
     protocol_version = "HTTP/1.1"
     server_version = "tenure-local"
+    # Reading a request, or waiting for the next on a kept-alive connection, gives up after
+    # this long (http.server then closes the connection): a client that opens connections and
+    # never finishes a request would otherwise hold MAX_CONNECTIONS for as long as it liked,
+    # and every other caller would be answered 503. An invocation's own wait (a long poll) is
+    # not a read, so it is not cut short.
+    timeout = READ_TIMEOUT_SECONDS
 
     def _serve(self) -> None:
         try:
