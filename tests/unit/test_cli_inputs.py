@@ -106,23 +106,6 @@ def test_an_empty_block_expiry_is_refused_not_dropped(
     assert not [r for r in requests if r[0] == "POST"]
 
 
-def test_an_empty_usage_on_complete_is_refused_not_taken_for_the_noted_one(
-    sent: Callable[..., list[Request]],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    requests = sent()
-    for name, value in (
-        ("TENURE_API", API),
-        ("TENURE_LEASE_ID", "L1"),
-        ("TENURE_LEASE_TOKEN", "lt"),
-    ):
-        monkeypatch.setenv(name, value)
-    assert main(["worker", "complete", "--usage", ""]) == USAGE
-    assert _one_line(capsys).startswith("error: --usage is not valid JSON")
-    assert requests == []
-
-
 @pytest.mark.parametrize("value", ["0", "-3"])
 def test_leases_logs_with_a_tail_below_1_is_refused_not_every_line(
     value: str, sent: Callable[..., list[Request]], capsys: pytest.CaptureFixture[str]
@@ -236,7 +219,10 @@ def test_what_worker_usage_notes_is_a_usage_the_service_takes(usage_file: Path) 
     assert stored_usage(noted, None)["cost"]["amount"] == 0.25
 
 
+# An empty --usage is not the noted usage taken again, and NaN is no JSON a service reads.
+@pytest.mark.parametrize("usage", ["", '{"input_tokens": NaN}'])
 def test_worker_complete_refuses_a_usage_that_is_not_strict_json(
+    usage: str,
     sent: Callable[..., list[Request]],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -248,7 +234,7 @@ def test_worker_complete_refuses_a_usage_that_is_not_strict_json(
         ("TENURE_LEASE_TOKEN", "lt"),
     ):
         monkeypatch.setenv(name, value)
-    assert main(["worker", "complete", "--usage", '{"input_tokens": NaN}']) == USAGE
+    assert main(["worker", "complete", "--usage", usage]) == USAGE
     assert _one_line(capsys).startswith("error: --usage is not valid JSON")
     assert requests == []
 
