@@ -14,7 +14,6 @@ queue redriven a day later) mints the occasion again under the next job id of it
 
 from __future__ import annotations
 
-import email.utils
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import field, replace
@@ -36,10 +35,10 @@ from tenure.domain.model import (
     Task,
 )
 from tenure.domain.outbound import ends_orphan
+from tenure.domain.rules.addresses import addresses_named
 from tenure.domain.rules.occasions import (
     ALLOW,
     SKIP,
-    latest_missed,
     occasion_key,
     occasions_to_handle,
 )
@@ -52,6 +51,7 @@ from tenure.domain.rules.rule import (
     firing_job_id,
     hour_of,
     iso_utc,
+    missed_occasion,
     successor_job_id,
 )
 from tenure.domain.rules.schedules import InvalidSchedule
@@ -64,8 +64,6 @@ if TYPE_CHECKING:
     from tenure.app.rules.rules import Rules
 
 _log = logging.getLogger(__name__)
-# Addresses looked up in the inbound index per event (SES delivers to at most 50 recipients).
-MAX_RECIPIENTS = 100
 # The service counter of firings left out because the rule's space is archived (an archived
 # space takes no new work).
 ARCHIVED_SKIPS = "archived_rule_skips"
@@ -251,18 +249,8 @@ class Firings:
             if not rule.enabled or rule.catchup_window <= 0:
                 continue
             try:
-                missed = latest_missed(
-                    rule.trigger["schedule"],
-                    rule.trigger.get("timezone", "UTC"),
-                    now,
-                    rule.catchup_window,
-                    rule.fired_through,
-                    rule.created_at,
-                )
-            except (InvalidSchedule, OverflowError) as bad:
-                # A schedule stored by an earlier release, past today's bounds, or a zone the
-                # time zone database has since dropped: that rule is skipped, the rest still
-                # catch up (one tenant's rule must not stop every other's).
+                missed = missed_occasion(rule, now)
+            except InvalidSchedule as bad:  # skipped: one rule must not stop every other's
                 self.kernel.counters[UNREADABLE_SCHEDULE_SKIPS] += 1
                 _log.warning(
                     "scheduled rule skipped: its occasions cannot be computed",
@@ -421,7 +409,7 @@ class Firings:
         of an archived space (read fresh, once per space) is skipped and named."""
         if topic == EMAIL_TOPIC:
             raise ValueError("an email is fired with fire_email, from what SES reported")
-        addresses = _recipients(data, recipients)
+        addresses = addresses_named(data, recipients)
         candidates = self.rules.rule_store.inbound_rules(
             topic, addresses, space, MAX_RULES_PER_EVENT
         )
@@ -434,7 +422,7 @@ class Firings:
         """The rules an email to `recipients` (SES's `receipt.recipients`) could fire: one batch
         read of the recipients' owners, then, only when a space owns one of them, the inbound
         index of the owned addresses (rule_store.inbound_rules)."""
-        addresses = _recipients({}, list(recipients))
+        addresses = addresses_named({}, list(recipients))
         owners = self.rules.rule_store.address_owners(addresses)
         owned = [a for a in addresses if a in owners]
         if not owned:
@@ -702,16 +690,3 @@ class _AtMostOnce:
         action, self.action = self.action, None
         if action is not None:
             action()
-
-
-def _recipients(data: dict[str, Any], extra: list[str]) -> list[str]:
-    """Every address an event names (to, cc, envelope recipients), lowercased, bounded."""
-    found: list[str] = []
-    for value in (data.get("to"), data.get("cc"), extra):
-        items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
-        for item in items:
-            if isinstance(item, str):
-                address = email.utils.parseaddr(item)[1].strip().lower()
-                if address and address not in found:
-                    found.append(address)
-    return found[:MAX_RECIPIENTS]

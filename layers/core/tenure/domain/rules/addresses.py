@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import re
 from typing import Any
 
@@ -15,6 +16,8 @@ ADDRESS = re.compile(
     r"^[a-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)+$"
 )
 MAX_ADDRESS = 254
+# Addresses looked up in the inbound index per event (SES delivers to at most 50 recipients).
+MAX_RECIPIENTS = 100
 
 
 @record
@@ -32,3 +35,16 @@ def check_address(value: Any, field: str = "address") -> str:
     if len(address) > MAX_ADDRESS or not ADDRESS.match(address):
         raise ValidationFailed(f"{field}: {value[:80]!r} is not an email address (local@domain)")
     return address
+
+
+def addresses_named(data: dict[str, Any], extra: list[str]) -> list[str]:
+    """Every address an event names (to, cc, envelope recipients), lowercased, bounded."""
+    found: list[str] = []
+    for value in (data.get("to"), data.get("cc"), extra):
+        items = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        for item in items:
+            if isinstance(item, str):
+                address = email.utils.parseaddr(item)[1].strip().lower()
+                if address and address not in found:
+                    found.append(address)
+    return found[:MAX_RECIPIENTS]

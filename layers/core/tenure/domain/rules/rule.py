@@ -16,7 +16,7 @@ from tenure.domain.model import MAX_PRIORITY, MIN_PRIORITY
 from tenure.domain.rules import schedules
 from tenure.domain.rules.addresses import check_address
 from tenure.domain.rules.matching import InvalidMatch, Match, render_template
-from tenure.domain.rules.occasions import DEFAULT_OVERLAP
+from tenure.domain.rules.occasions import DEFAULT_OVERLAP, latest_missed
 from tenure.records import record
 
 EMAIL_TOPIC = "email.received"
@@ -303,6 +303,23 @@ def check_hourly_cap(value: Any, field: str = "max_firings_per_hour") -> int | N
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_HOURLY_CAP:
         raise ValidationFailed(f"{field}: must be an integer from 1 to {MAX_HOURLY_CAP}")
     return value
+
+
+def missed_occasion(rule: Rule, now_ms: int) -> datetime | None:
+    """The latest occasion of `rule` missed within its catch-up window (`latest_missed`), or
+    None. InvalidSchedule when its stored schedule cannot be computed any more: one an earlier
+    release stored past today's bounds, or a zone the time zone database has since dropped."""
+    try:
+        return latest_missed(
+            rule.trigger["schedule"],
+            rule.trigger.get("timezone", "UTC"),
+            now_ms,
+            rule.catchup_window,
+            rule.fired_through,
+            rule.created_at,
+        )
+    except OverflowError as err:
+        raise schedules.InvalidSchedule(f"past the calendar: {err}") from None
 
 
 def hour_of(ms: int) -> str:
