@@ -114,22 +114,7 @@ class Attachments:
             raise Unauthenticated(authz.SPENT)
         if self.kernel.catalog.reclaimed_at(lease) is not None:
             raise InvalidTransition(f"lease {lease_id} was reclaimed; it takes no attachments")
-        if content is not None:
-            if len(content) > MAX_INLINE_BYTES:
-                raise ValidationFailed(
-                    f"content_base64: decodes to {len(content)} bytes, more than the "
-                    f"{MAX_INLINE_BYTES} bytes (1 MiB) an inline attachment may have; "
-                    "leave content_base64 out to get an upload URL"
-                )
-            if byte_size is not None and byte_size != len(content):
-                raise ValidationFailed(
-                    f"byte_size: is {byte_size} but content_base64 decodes to {len(content)}"
-                )
-            byte_size = len(content)
-        if byte_size is None:
-            raise ValidationFailed("byte_size: required when content_base64 is not given")
-        if byte_size > MAX_UPLOAD_BYTES:
-            raise ValidationFailed(f"byte_size: is more than {MAX_UPLOAD_BYTES} bytes")
+        byte_size = _size(byte_size, content)
         quota = self.kernel.catalog.pool(lease.pool).attachment_quota_bytes
         if byte_size > quota:
             raise ValidationFailed(
@@ -293,3 +278,25 @@ def _stamped_end(lease: Lease) -> int | None:
     """When the lease ended, where its row says (an ended row without its stamp, from before
     leases recorded it, is not judged: refusing there would drop bytes shipped in time)."""
     return lease.ended_at if lease.state.terminal else None
+
+
+def _size(byte_size: int | None, content: bytes | None) -> int:
+    """The attachment's size: the inline content's, which `byte_size` must match if given, or
+    the `byte_size` an upload declares; 422 naming the field when it is missing or too large."""
+    if content is not None:
+        if len(content) > MAX_INLINE_BYTES:
+            raise ValidationFailed(
+                f"content_base64: decodes to {len(content)} bytes, more than the "
+                f"{MAX_INLINE_BYTES} bytes (1 MiB) an inline attachment may have; "
+                "leave content_base64 out to get an upload URL"
+            )
+        if byte_size is not None and byte_size != len(content):
+            raise ValidationFailed(
+                f"byte_size: is {byte_size} but content_base64 decodes to {len(content)}"
+            )
+        return len(content)
+    if byte_size is None:
+        raise ValidationFailed("byte_size: required when content_base64 is not given")
+    if byte_size > MAX_UPLOAD_BYTES:
+        raise ValidationFailed(f"byte_size: is more than {MAX_UPLOAD_BYTES} bytes")
+    return byte_size
