@@ -90,7 +90,9 @@ def iso_ms(ms: int | None) -> str | None:
     """A time as every API answer shows it: ISO 8601, UTC, to the millisecond."""
     if ms is None:
         return None
-    return utc(ms).strftime("%Y-%m-%dT%H:%M:%S.") + f"{shown_ms(ms) % 1000:03d}Z"
+    shown = min(max(ms, 0), LAST_SHOWN_MS)  # shown_ms, on the path of every answer's times
+    stamp = datetime.fromtimestamp(shown // 1000, tz=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{shown % 1000:03d}Z"
 
 
 def same_hash(stored: str | None, digest: str) -> bool:
