@@ -348,9 +348,10 @@ def test_no_claim_answer_hands_out_a_lease_under_a_subtree_cancel_that_committed
     with `subtree`. A claim reads the scheduler row (whose `cancelled` set holds every lease
     under the top back) before it writes its lease, so one that read it just before the top's
     commit writes just after it, while its task already reads cancelled and the walk has not
-    reached it. Every claim write is held 80 ms after that read, so such claims
-    are sure to happen; each notes whether the top's commit had returned before its own write
-    began (then it surely committed after). None of those may come back as a claim answer;
+    reached it. Every claim write is held 80 ms after that read, and one due while the cancel
+    is under way waits for its commit, so such claims are sure to happen however slow the
+    machine; each notes whether the top's commit had returned before its own write began
+    (then it surely committed after). None of those may come back as a claim answer;
     each task still records `task.cancelled` once and each lease ends once."""
     make_world(rig.svc)
     top, _ = rig.svc.filing.create_task(ADMIN, SPACE, "top", None, None, {}, None, None)
@@ -365,6 +366,7 @@ def test_no_claim_answer_hands_out_a_lease_under_a_subtree_cancel_that_committed
     below = {t.id for t in [*mids, *leaves]}
     rig.pump.drain()
     services = [real_time_service(rig)[0] for _ in range(THREADS + 1)]
+    cancelling = threading.Event()  # the top's cancel has begun
     committed = threading.Event()  # the top's cancel has committed
     late: dict[str, bool] = {}  # claimed lease id -> its write began after that commit
     lock = threading.Lock()
@@ -382,6 +384,8 @@ def test_no_claim_answer_hands_out_a_lease_under_a_subtree_cancel_that_committed
             ]
             if claims:
                 time.sleep(0.08)  # between the claim's read of the scheduler row and its write
+                if cancelling.is_set():  # a write due while the cancel commits waits for it
+                    committed.wait(timeout=10)
                 after = committed.is_set()
             real(change)
             if claims:
@@ -427,6 +431,7 @@ def test_no_claim_answer_hands_out_a_lease_under_a_subtree_cancel_that_committed
         start.wait()
         # Some claims first: the cancel meets held leases and pending ones.
         assert some_claimed.wait(timeout=60)
+        cancelling.set()
         canceller.cancellation.cancel(ADMIN, top.id, WHY, True)
         time.sleep(0.3)  # claims go on after it, until the walk comes
         stop.set()
