@@ -112,3 +112,21 @@ def test_a_row_an_earlier_release_let_through_still_reads_and_can_be_cancelled(
     assert lease["timing"]["not_before"] == "9999-12-31T23:59:59.999Z"
     cancelled = http("POST", f"/leases/{far.id}/cancel", {}, actor=ADMIN)
     assert cancelled.status == 200, cancelled.data
+
+
+def test_an_event_s_occurred_at_is_a_time_the_service_keeps(http: Any) -> None:  # noqa: F811
+    rule = {
+        "space": "OPS",
+        "name": "on-deploy",
+        "pool": "builders",
+        "subject": {"kind": "task", "title": "deployed"},
+        "trigger": {"topic": "deploy", "match": {}},
+    }
+    assert http("POST", "/rules", rule, actor=ADMIN).status == 201
+    for at in BEYOND:
+        got = http(
+            "POST", "/events", {"space": "OPS", "topic": "deploy", "data": {}, "occurred_at": at}
+        )
+        _refused(got, "occurred_at")
+    fine = {"space": "OPS", "topic": "deploy", "data": {}, "occurred_at": "2026-01-01T00:00:00Z"}
+    assert http("POST", "/events", fine).status == 202

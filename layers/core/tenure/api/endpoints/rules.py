@@ -92,6 +92,13 @@ class EventPost(models.Strict):
 
     _data = field_validator("data")(lambda value: models._bounded(value, "data"))
 
+    @field_validator("occurred_at")
+    @classmethod
+    def _kept(cls, value: datetime | None) -> datetime | None:
+        if value is not None:
+            models.aware_ms(value)
+        return value
+
 
 @models.answer
 class RuleOut(TypedDict):

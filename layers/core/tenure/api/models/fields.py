@@ -168,6 +168,12 @@ def caller_time(value: str) -> int:
         raise ValueError("must be an ISO-8601 time such as 2026-12-01T09:00:00Z") from None
     if parsed.tzinfo is None:
         raise ValueError("must carry its offset (Z or +hh:mm)")
+    return aware_ms(parsed)
+
+
+def aware_ms(parsed: datetime) -> int:
+    """The epoch ms of a time with its offset, within EARLIEST_MS and LATEST_MS, or
+    ValueError: the bound of every time a caller sends, parsed here or by pydantic."""
     try:
         ms = int(parsed.timestamp() * 1000)
     except (OverflowError, ValueError):
