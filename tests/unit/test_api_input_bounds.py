@@ -130,3 +130,16 @@ def test_an_event_s_occurred_at_is_a_time_the_service_keeps(http: Any) -> None: 
         _refused(got, "occurred_at")
     fine = {"space": "OPS", "topic": "deploy", "data": {}, "occurred_at": "2026-01-01T00:00:00Z"}
     assert http("POST", "/events", fine).status == 202
+
+
+def test_a_rule_s_subject_properties_hold_only_numbers_the_table_keeps(http: Any) -> None:  # noqa: F811
+    for bad in (float("nan"), float("inf"), 10**40):
+        rule = {
+            "space": "OPS",
+            "name": "bad-props",
+            "pool": "builders",
+            "subject": {"kind": "task", "title": "t", "properties": {"x": bad}},
+            "trigger": {"topic": "deploy", "match": {}},
+        }
+        _refused(http("POST", "/rules", rule, actor=ADMIN), "subject.properties")
+    assert http("GET", "/rules?space=OPS", actor=READER).data["rules"] == []
