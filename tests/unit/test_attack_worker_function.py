@@ -164,9 +164,9 @@ def test_a_worker_token_limited_to_other_pools_claims_and_reports_nothing_here(
         assert got[0] in (403, 404), (name, got)
     for method, path, body in _worker_calls(won.lease.id)[1:]:
         got = calls["url"](method, path, outsider, body)
-        if path.startswith("/workers/"):  # answered lease by lease: each one refused
-            [item] = got[1]["leases"]
-            assert item["error"]["code"] == "forbidden", got
+        if path.startswith("/workers/"):  # answered lease by lease: each one refused,
+            [item] = got[1]["leases"]  # as a lease that does not exist would be
+            assert item["error"]["code"] == "lease_not_found", got
         else:
             assert got[0] in (403, 404, 409), (path, got)
         assert got == calls["http_api"](method, path, outsider, body), path

@@ -737,7 +737,10 @@ def test_who_may_call_each_route(fresh: Callable[[], Scene], row: Row, caller: s
         return
     if kind == INNER:
         assert got.status == row.ok, got
-        assert row.inner is not None and row.inner(got) in ("forbidden", "tool_error"), got
+        # A worker token limited to pools hears of another pool's lease what it would hear
+        # of a lease that does not exist (so it learns nothing of other pools' leases).
+        refusals = ("forbidden", "tool_error", *(("lease_not_found",) * (caller in WORKERS)))
+        assert row.inner is not None and row.inner(got) in refusals, got
         return
     assert got.status == wanted, got
     if row.inner is not None:
@@ -1102,3 +1105,55 @@ def test_the_body_rules_cover_the_routes_the_audit_named() -> None:
     assert {f"/leases/<lease_id>/{x}" for x in ("cancel", "kill", "pause", "resume", "start")} <= {
         r.key[1].removeprefix("/api/v1") for r in NO_BODY
     }
+
+
+def _else_lease(s: Scene) -> str:
+    """An ELSE lease claimed by ELSE's worker, its token kept as `else_lease`."""
+    _else_task(s)
+    won = s.must("POST", f"/pools/{OTHER_POOL}/claim", "worker_other", {"worker_id": "w-x"})
+    s.tokens["else_lease"] = won["token"]
+    return str(won["lease"]["id"])
+
+
+def test_a_report_naming_another_spaces_task_hears_the_same_whether_or_not_it_exists(
+    fresh: Callable[[], Scene],
+) -> None:
+    answers, tools, told = [], [], []
+    for exists in (True, False):
+        s = fresh()
+        lease = _else_lease(s)
+        task = s.ids["idle_task"] if exists else _never_filed(s.ids["idle_task"])
+        body = {"created_task_ids": [task]}
+        got = s.send("POST", f"/leases/{lease}/complete", "else_lease", body)
+        answers.append((got.status, got.body))
+        tools.append(_mcp(s, "else_lease", "lease_complete", body))
+        # A result that names the task: what the ELSE space's activity records of it.
+        s.must("POST", f"/leases/{lease}/complete", "else_lease", {"result": f"made {task}"})
+        own = s.must("GET", f"/leases/{lease}", "elsewhere")["task"]["id"]
+        events = s.must("GET", f"/tasks/{own}/activity", "elsewhere")["events"]
+        told.append([(e["type"], e.get("data")) for e in events if "hallucination" in e["type"]])
+    _same_but_the_id(*answers)
+    _same_but_the_id(*tools)
+    _same_but_the_id(*told)
+    assert answers[0][0] == 422 and "is not a task of this lease's space" in str(answers[0][1])
+
+
+def test_a_pool_limited_worker_hears_the_same_of_another_pools_lease_whether_or_not_it_exists(
+    fresh: Callable[[], Scene],
+) -> None:
+    beats, bulk = [], []
+    for exists in (True, False):
+        s = fresh()
+        s.must("PATCH", "/instance", "admin", {"allow_agent_force": True})
+        lease = s.ids["queued"] if exists else _never_filed(s.ids["queued"])
+        got = s.send(
+            "POST",
+            "/workers/w-x/heartbeat",
+            "worker_other",
+            {"leases": [{"id": lease, "fence": 1}]},
+        )
+        beats.append((got.status, got.body))
+        got = s.send("POST", "/leases/bulk/release", "worker_other", {"lease_ids": [lease]})
+        bulk.append((got.status, got.body))
+    _same_but_the_id(*beats)
+    _same_but_the_id(*bulk)

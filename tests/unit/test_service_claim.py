@@ -409,7 +409,9 @@ def test_worker_heartbeat_refuses_a_lease_of_a_pool_the_token_may_not_use(rig: R
     narrow = Principal(kind="worker", token_id="w", pools=("deployers",))
     rig.advance(200)
     [(_, _, answer)] = rig.svc.reports.worker_heartbeat(narrow, "w1", [(lease.id, 1)])
-    assert isinstance(answer, Forbidden)
+    # As a lease that does not exist: the token learns nothing of other pools' leases.
+    assert isinstance(answer, LeaseNotFound)
+    assert str(answer) == f"lease {lease.id} does not exist"
     assert rig.lease(lease.id).deadline == lease.deadline
 
 

@@ -4,7 +4,7 @@ token acts on its own lease only, for as long as its lease lasts; docs/api.md)."
 from __future__ import annotations
 
 from tenure.domain import fencing
-from tenure.domain.errors import Forbidden, LeaseTokenMismatch, Unauthenticated
+from tenure.domain.errors import Forbidden, LeaseNotFound, LeaseTokenMismatch, Unauthenticated
 from tenure.domain.model import Lease, Principal
 from tenure.domain.task_keys import derived_outside
 
@@ -56,6 +56,15 @@ def require_id_in_spaces(actor: Principal, ident: str) -> None:
     spaces = actor.spaces if actor.kind == "operator" else None
     if spaces is not None and derived_outside(ident, spaces):
         raise _not_there(spaces)
+
+
+def require_pool_of(actor: Principal, lease: Lease) -> None:
+    """A worker token limited to pools, on a lease of another pool (a row of its heartbeat,
+    of a bulk force): answered as a lease that does not exist, so that the token learns
+    nothing of other pools' leases from the difference (a limit's Forbidden is for a route's
+    own pool, which the caller names)."""
+    if actor.kind == "worker" and actor.pools is not None and lease.pool not in actor.pools:
+        raise LeaseNotFound(f"lease {lease.id} does not exist")
 
 
 def require_worker(actor: Principal, pool: str | None) -> None:

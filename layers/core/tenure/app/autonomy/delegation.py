@@ -46,7 +46,12 @@ from tenure.domain.events import (
 from tenure.domain.model import Lease, Principal, Task
 from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, ReportKind
-from tenure.domain.task_keys import MAX_SCANNED_CHARS, TASK_ID_SHAPE, is_task_key
+from tenure.domain.task_keys import (
+    MAX_SCANNED_CHARS,
+    TASK_ID_SHAPE,
+    derived_outside,
+    is_task_key,
+)
 from tenure.domain.transitions import Action, must_move
 
 if TYPE_CHECKING:
@@ -59,6 +64,9 @@ if TYPE_CHECKING:
 MAX_CREATED_TASK_IDS = 100
 # How many id-shaped strings in one result the scan looks up at most.
 MAX_SCANNED_IDS = 20
+# Why a report may not name a task: one answer for a task of another space and for none at
+# all, so that a lease token learns nothing of which tasks other spaces have.
+NOT_IN_SPACE = "is not a task of this lease's space"
 # A stopped creator's children are stopped this many at a time: one page per stream record,
 # each child's run tried at most STOP_TRIES times; a full page sets off the next (the lease's
 # graph row's `stop_after` moves on, and that row's own stream record reads on from there).
@@ -335,14 +343,14 @@ class Delegation:
         bad: dict[str, str] = {}
         ids: dict[str, str] = {}
         for task_id in dict.fromkeys(claimed):
-            if is_task_key(task_id):
+            if derived_outside(task_id, (lease.space,)):
+                found = None  # another space's, from the id alone: not read
+            elif is_task_key(task_id):
                 found = self.keys.task_in(lease.space, task_id)
             else:
                 found = self.tasks.get_task(task_id) if len(task_id) <= 128 else None
-            if found is None:
-                bad[task_id] = "does not exist"
-            elif found.space != lease.space:
-                bad[task_id] = "is in another space"
+            if found is None or found.space != lease.space:
+                bad[task_id] = NOT_IN_SPACE
             elif found.created_by_lease != lease.id:
                 bad[task_id] = "was not created with this lease's token"
             else:
@@ -368,15 +376,22 @@ class Delegation:
         )
 
     def _scan_result(self, lease: Lease, result: Any) -> None:
-        """Advisory: task-id-shaped strings in the result that name no task are recorded."""
+        """Advisory: task-id-shaped strings in the result that name no task of the lease's
+        space are recorded (another space's are, whether or not they exist, unread)."""
         if result is None:
             return
         text = result if isinstance(result, str) else repr(result)
         found = list(dict.fromkeys(TASK_ID_SHAPE.findall(text[:MAX_SCANNED_CHARS])))
-        missing = [x for x in found[:MAX_SCANNED_IDS] if self.tasks.get_task(x) is None]
+        missing = [x for x in found[:MAX_SCANNED_IDS] if not self._in_space(x, lease.space)]
         if missing:
             self.timeline.put_event(
                 self.kernel.event(
                     lease, TASK_COMPLETION_HALLUCINATION_SUSPECTED, {"task_ids": missing}
                 )
             )
+
+    def _in_space(self, task_id: str, space: str) -> bool:
+        if derived_outside(task_id, (space,)):
+            return False
+        task = self.tasks.get_task(task_id)
+        return task is not None and task.space == space

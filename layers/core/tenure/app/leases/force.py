@@ -180,6 +180,7 @@ class Force:
         if actor.kind == "operator":
             authz.require_operator(actor, "member", lease.space)
         elif actor.kind == "worker":
+            authz.require_pool_of(actor, lease)
             authz.require_worker(actor, lease.pool)
         elif lease.space != own_space:
             raise Forbidden(LEASE_TOKEN_ELSEWHERE)

@@ -338,6 +338,7 @@ class Reports:
                     lease = found.get(lease_id)
                     if lease is None:
                         raise LeaseNotFound(f"lease {lease_id} does not exist")
+                    authz.require_pool_of(actor, lease)
                     authz.require_worker(actor, lease.pool)
                     if lease.worker_id != worker_id or lease.claimed_by != actor.token_id:
                         raise StaleLease(f"lease {lease_id} is not held by worker {worker_id}")
