@@ -252,15 +252,16 @@ BAD_ADDRESSES = [
 ]
 
 
+# An operator command, and the two worker commands that find their address another way.
+ADDRESSED = [
+    ["leases", "get", "L1", "--token", "t"],
+    ["worker", "claim", "--pool", "p", "--token", "t"],
+    ["worker", "run", "--pool", "p", "--token", "t", "--once", "--", "true"],
+]
+
+
 @pytest.mark.parametrize("address", BAD_ADDRESSES)
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["leases", "get", "L1", "--token", "t"],
-        ["worker", "claim", "--pool", "p", "--token", "t"],
-        ["worker", "run", "--pool", "p", "--token", "t", "--", "true"],
-    ],
-)
+@pytest.mark.parametrize("argv", ADDRESSED)
 def test_an_address_that_cannot_be_used_is_a_usage_error_naming_it(
     address: str,
     argv: list[str],
@@ -297,3 +298,40 @@ def test_an_address_with_a_port_from_1_to_65535_is_used(address: str) -> None:
     from tenure_cli import common
 
     assert common.service_address(address, "--api") == address
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "http://alice:s3cret@127.0.0.1:9",
+        "https://alice@127.0.0.1:9/",
+        "http://alice:s3cret@[::1",
+        "alice:s3cret@127.0.0.1:9",
+    ],
+)
+@pytest.mark.parametrize("argv", ADDRESSED)
+def test_an_address_carrying_credentials_is_refused_without_showing_them(
+    address: str,
+    argv: list[str],
+    sent: Callable[..., list[Request]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    requests = sent()
+    assert main([*argv[:2], "--api", address, *argv[2:]]) == USAGE
+    line = _one_line(capsys)
+    assert line.startswith("error: --api: ") and "--token" in line, line
+    assert "s3cret" not in line and "alice" not in line, line
+    assert requests == []
+
+
+def test_an_address_from_a_variable_carrying_credentials_is_refused_naming_the_variable(
+    sent: Callable[..., list[Request]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    requests = sent()
+    monkeypatch.setenv("TENURE_API", "http://alice:s3cret@127.0.0.1:9")
+    assert main(["spaces", "list", "--token", "t"]) == USAGE
+    line = _one_line(capsys)
+    assert line.startswith("error: TENURE_API: ") and "s3cret" not in line, line
+    assert requests == []

@@ -129,11 +129,25 @@ def json_arg(text: str | None, what: str) -> Any:
         raise UsageError(f"{what} is not valid JSON: {err}") from err
 
 
+# The user info of an address (`user:password@` before its host), with or without a scheme:
+# whatever stands before an `@` ahead of the first `/`, `?` or `#` after the `//`.
+_USER_INFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)?[^/?#]*@")
+
+
 def service_address(value: str, where: str) -> str:
     """`value` if it is an http:// or https:// address; else a usage error naming `where` it
     came from. (Without the scheme the HTTP client fails on it: a bare host with a traceback,
     `host:port` as "unreachable", which says wrongly that running it again might work.)"""
     example = "an address like http://127.0.0.1:8787"
+    if _USER_INFO.match(value):
+        # The client would take `user:password@host` whole for the host name and say the
+        # service is unreachable; and a password there ends up in shell history and in every
+        # message that names the address. So it is refused, and never repeated in the refusal.
+        shown = _USER_INFO.sub(r"\g<head>***@", value, count=1)
+        raise UsageError(
+            f"{where}: {shown!r} carries credentials: a token goes in --token (or TENURE_TOKEN, "
+            "or a profile's token_file), never in the address"
+        )
     try:
         parts = urlsplit(value)
         port = parts.port  # ValueError when not a number, or out of 0-65535
