@@ -249,6 +249,20 @@ BAD_ADDRESSES = [
     "http://127.0.0.1:0",
     "http://127.0.0.1:http",
     "http://:8787",
+    # Hosts the HTTP client cannot look up or send: a part between dots that is empty or over
+    # 63 characters, a space or control character (escaped too), a character the Host header
+    # cannot carry; and a path it cannot put in the request line.
+    f"http://{'a' * 64}.test:9",
+    "http://.:9",
+    "http://a..b:9",
+    "http://a b:9",
+    "http://a\tb:9",
+    "http://a%20b:9",
+    "http://a%0aX-Evil:9",
+    "http://\u2603.net:9",
+    "https://\u2603.net",
+    "http://127.0.0.1:9/a b",
+    "http://127.0.0.1:9/\u2603",
 ]
 
 
@@ -289,12 +303,31 @@ def test_an_address_from_a_variable_is_refused_the_same_way_naming_the_variable(
     monkeypatch.setenv("TENURE_WORKER_API", "http://[::1")
     assert main(["worker", "heartbeat"]) == USAGE
     assert _one_line(capsys).startswith("error: TENURE_WORKER_API: ")
+    monkeypatch.setenv("TENURE_API", "http://\u2603.net:9")
+    assert main(["spaces", "list", "--token", "t"]) == USAGE
+    line = _one_line(capsys)
+    assert line.startswith("error: TENURE_API: 'http://\u2603.net:9' ") and "xn--n3h.net" in line
 
 
 @pytest.mark.parametrize(
     "address", ["http://127.0.0.1:1", "http://127.0.0.1:65535", "https://[::1]:8787", API]
 )
 def test_an_address_with_a_port_from_1_to_65535_is_used(address: str) -> None:
+    from tenure_cli import common
+
+    assert common.service_address(address, "--api") == address
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "http://\u00fcn\u00efcode.test:9",
+        f"http://{'a' * 63}.test:9",
+        "http://tenure.example.com./",
+        "http://127.0.0.1:9/tenure%20api",
+    ],
+)
+def test_a_host_the_client_can_look_up_and_send_is_used(address: str) -> None:
     from tenure_cli import common
 
     assert common.service_address(address, "--api") == address

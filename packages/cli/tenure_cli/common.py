@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from tenure_worker.client import Answer, ApiError, Client, OutcomeUnknown, Unreachable
 
@@ -148,6 +148,11 @@ def service_address(value: str, where: str) -> str:
             f"{where}: {shown!r} carries credentials: a token goes in --token (or TENURE_TOKEN, "
             "or a profile's token_file), never in the address"
         )
+    if _UNSENDABLE.search(value):
+        # Checked before urlsplit, which drops a tab or a newline the client would keep.
+        raise UsageError(
+            f"{where}: {value!r} is not {example} (it holds a space or control character)"
+        )
     try:
         parts = urlsplit(value)
         port = parts.port  # ValueError when not a number, or out of 0-65535
@@ -158,7 +163,37 @@ def service_address(value: str, where: str) -> str:
     if port == 0:
         # urllib would take port 0 for "none given" and connect to 80 or 443 instead.
         raise UsageError(f"{where}: {value!r} is not {example} (a port is 1 to 65535)")
+    why = _unusable_host(unquote(parts.hostname)) or _unusable_path(parts.path + parts.query)
+    if why:
+        raise UsageError(f"{where}: {value!r} is not {example} ({why})")
     return value
+
+
+# What http.client refuses in a host or a request line: a space, a control character or DEL.
+_UNSENDABLE = re.compile(r"[\x00-\x20\x7f]")
+
+
+def _unusable_host(host: str) -> str | None:
+    """Why the HTTP client cannot use `host`, or None. Read as urllib reads it, %-escapes
+    decoded; looked up through the idna codec, which refuses an empty part between dots or one
+    of over 63 characters; sent in the Host header as Latin-1 (so `ü` goes, `☃` does not)."""
+    if _UNSENDABLE.search(host):
+        return "its host holds a space or control character"
+    try:
+        looked_up = host.encode("idna")
+    except UnicodeError as err:  # most often: a part between dots empty or over 63 characters
+        return f"its host name cannot be looked up: {err.__cause__ or err}"
+    try:
+        host.encode("latin-1")
+    except UnicodeEncodeError:
+        return f"the Host header cannot carry that host: write it as {looked_up.decode()}"
+    return None
+
+
+def _unusable_path(path: str) -> str | None:
+    """Why the HTTP client cannot put the address's path (and query) in its request line, or
+    None: it sends ASCII only there (other characters go %-escaped)."""
+    return None if path.isascii() else "its path is ASCII: write other characters %-escaped"
 
 
 def _named_profile(args: argparse.Namespace) -> bool:
