@@ -368,3 +368,54 @@ def test_an_address_from_a_variable_carrying_credentials_is_refused_naming_the_v
     line = _one_line(capsys)
     assert line.startswith("error: TENURE_API: ") and "s3cret" not in line, line
     assert requests == []
+
+
+# ------------------------------------------------------------------- the bearer token
+
+# Values that were never a token: a line break would end the Authorization header and start one
+# of the value's own (folded, with a space after it, http.client would even send it), and a
+# character beyond Latin-1 has no bytes in a header at all.
+NOT_TOKENS = [
+    "tnr_o_x\nX-Evil: 1",
+    "tnr_o_x\r\nX-Evil: 1",
+    "tnr_o_x\n X-Evil: 1",
+    "tnr_o_x X-Evil",
+    "tnr_o_\u2603",
+]
+
+
+@pytest.mark.parametrize("token", NOT_TOKENS)
+@pytest.mark.parametrize("argv", ADDRESSED)
+def test_a_token_no_header_can_carry_is_refused_unsent_and_unshown(
+    token: str,
+    argv: list[str],
+    sent: Callable[..., list[Request]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    requests = sent()
+    given = [token if arg == "t" else arg for arg in argv]
+    assert main([*given[:2], "--api", API, *given[2:]]) == USAGE
+    line = _one_line(capsys)
+    assert line.startswith("error: --token: ") and "never has" in line, line
+    assert "X-Evil" not in line and "\u2603" not in line and "tnr_o_" not in line, line
+    assert requests == []
+
+
+def test_a_token_from_a_variable_is_refused_the_same_way_naming_the_variable(
+    sent: Callable[..., list[Request]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    requests = sent()
+    monkeypatch.setenv("TENURE_TOKEN", "tnr_o_\u2603")
+    assert main(["spaces", "list", "--api", API]) == USAGE
+    line = _one_line(capsys)
+    assert line.startswith("error: TENURE_TOKEN: ") and "\u2603" not in line, line
+    monkeypatch.setenv("TENURE_API", API)
+    monkeypatch.setenv("TENURE_LEASE_ID", "L1")
+    monkeypatch.setenv("TENURE_LEASE_TOKEN", "tnr_l_L1.s\nX-Evil: 1")
+    for argv in (["worker", "heartbeat"], ["worker", "complete"], ["worker", "payload"]):
+        assert main(argv) == USAGE
+        line = _one_line(capsys)
+        assert line.startswith("error: TENURE_LEASE_TOKEN: ") and "X-Evil" not in line, line
+    assert requests == []

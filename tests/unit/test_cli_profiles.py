@@ -203,6 +203,17 @@ def test_an_empty_token_file_is_refused(config: Path, capsys: pytest.CaptureFixt
     assert line.startswith("error: token_file_empty: ")
 
 
+@pytest.mark.parametrize("text", ["tok-prod\nX-Evil: 1\n", "tok-\u2603\n"])
+def test_a_token_file_holding_what_no_token_has_is_refused_unshown(
+    text: str, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _secret(Path(os.environ["HOME"]) / "prod.token", text)
+    for argv in (["leases", "get", "lease_1"], ["worker", "claim", "--pool", "p"]):
+        line = _refused([*argv, "--profile", "prod"], capsys)
+        assert line.startswith("error: profile 'prod' ") and "never has" in line, line
+        assert "tok-" not in line and "X-Evil" not in line, line
+
+
 def test_worker_commands_take_the_profile_too(config: Path) -> None:
     from tenure_cli.commands.worker import worker_endpoints
 

@@ -216,13 +216,34 @@ def chosen_api(args: argparse.Namespace) -> tuple[str, str] | None:
 
 def chosen_token(args: argparse.Namespace) -> str:
     """The bearer token: --token, else TENURE_TOKEN, else the profile's token_file."""
-    given = getattr(args, "token", None) or os.environ.get("TENURE_TOKEN")
+    given = getattr(args, "token", None)
     if given:
-        return given
+        return bearer(given, "--token")
+    if os.environ.get("TENURE_TOKEN"):
+        return bearer(os.environ["TENURE_TOKEN"], "TENURE_TOKEN")
     profile = profiles.load(getattr(args, "profile", None))
     token = profile.token() if profile is not None else None
-    if not token:
+    if not token or profile is None:
         raise UsageError("TENURE_TOKEN is not set (and no option or profile gave it)")
+    return bearer(token, f"{profile.where}: token_file {profile.token_path()}")
+
+
+# What every Tenure token is made of: its kind's prefix, then URL-safe characters (a lease
+# token's `<lease id>.<secret>` too). A value holding anything else was never a token, and some
+# of it must never be sent: a line break ends the Authorization header and starts one of the
+# value's choosing (after a space http.client even sends it, as a folded line), and a character
+# beyond Latin-1 has no bytes in a header at all.
+_TOKEN = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def bearer(token: str, where: str) -> str:
+    """`token` if a token could be it; else a usage error naming `where` it came from, and
+    never the token itself (a token is never printed: the mistyped one may be most of one)."""
+    if not _TOKEN.fullmatch(token):
+        raise UsageError(
+            f"{where}: the token holds characters a token never has (only letters, digits, "
+            "'_', '.' and '-'); it is not shown here"
+        )
     return token
 
 
@@ -295,7 +316,7 @@ def lease_client(worker_routes: bool = True) -> tuple[Client, str, str]:
         chosen or env("TENURE_API", None), "TENURE_WORKER_API" if chosen else "TENURE_API"
     )
     lease_id = env("TENURE_LEASE_ID", None)
-    token = env("TENURE_LEASE_TOKEN", None)
+    token = bearer(env("TENURE_LEASE_TOKEN", None), "TENURE_LEASE_TOKEN")
     return ServiceClient(api, token), lease_id, token
 
 
