@@ -219,3 +219,31 @@ def test_a_data_dir_of_a_stack_s_own_is_closed_to_others(tmp_path: Path) -> None
     stack.hold_data_dir()
     assert oct(data.stat().st_mode & 0o777) == "0o700"
     stack.stop()
+
+
+def test_an_admin_token_that_is_a_link_is_neither_followed_nor_adopted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TENURE_ADMIN_TOKEN", raising=False)
+    data = tmp_path / "data"
+    data.mkdir()
+    outside = tmp_path / "outside"
+    outside.write_text("tnr_o_planted\n")
+    outside.chmod(0o644)
+    (data / "admin-token").symlink_to(outside)
+    with pytest.raises(StartFailed, match="admin-token is a symbolic link"):
+        _stack(data)._admin_token()
+    assert oct(outside.stat().st_mode & 0o777) == "0o644"  # not chmod-ed through the link
+
+
+def test_an_admin_token_kept_from_an_earlier_run_is_closed_and_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TENURE_ADMIN_TOKEN", raising=False)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "admin-token").write_text("tnr_o_kept\n")
+    (data / "admin-token").chmod(0o644)  # as an earlier release left it
+    token, path = _stack(data)._admin_token()
+    assert (token, path) == ("tnr_o_kept", data / "admin-token")
+    assert oct((data / "admin-token").stat().st_mode & 0o777) == "0o600"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -312,10 +313,8 @@ class Stack:
         if given:
             return given, None
         path = self.data_dir / "admin-token"
-        if path.exists():
-            if stat.S_IMODE(path.stat().st_mode) & 0o077:  # an earlier release made it 0644
-                path.chmod(0o600)
-            return path.read_text().strip(), path
+        if path.exists() or path.is_symlink():
+            return _kept_token(path), path
         raw = "tnr_o_" + wiring.RandomIds().secret()
         _write_atomically(path, raw + "\n", mode=0o600)
         # Its path, not the token: what is printed ends up in terminals' scrollback and CI logs.
@@ -419,6 +418,28 @@ def _lock(fd: int) -> None:
         except BlockingIOError:
             time.sleep(HOLD_RETRY_SECONDS)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _kept_token(path: Path) -> str:
+    """The admin token an earlier start kept at `path`, closed to group and others (an earlier
+    release made it 0644). Opened without following a link and taken only from a file of this
+    user's: a link, or a file someone else put in a data dir others may write to, would make
+    the stack chmod a file elsewhere or adopt a token its planter knows."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise StartFailed(f"{path}: admin-token is a symbolic link; not following it") from None
+        raise StartFailed(f"{path}: cannot read the admin token ({err.strerror})") from None
+    with os.fdopen(fd) as kept:
+        seen = os.fstat(fd)
+        if not stat.S_ISREG(seen.st_mode) or seen.st_uid != os.geteuid():
+            raise StartFailed(
+                f"{path}: admin-token is not a file of yours; remove it, or give another --data-dir"
+            )
+        if stat.S_IMODE(seen.st_mode) & 0o077:
+            os.fchmod(fd, 0o600)
+        return kept.read().strip()
 
 
 def _write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
