@@ -151,9 +151,11 @@ SPENT = "this lease ended over 10 minutes ago; its token is spent"
 
 
 def ship_seconds_left(ended_at: int | None, now: int) -> int | None:
-    """How many whole seconds a lease token may still ship for (None: its lease is active).
-    What it is handed to ship with later, an upload URL, must not outlast them."""
-    return None if ended_at is None else max(0, (ended_at + LEASE_GRACE_MS - now) // 1000)
+    """How many seconds, rounded up, a lease token may still ship for (None: its lease is
+    active); 0 once it may not. What it is handed to ship with later, an upload URL, lasts no
+    longer, but for the part of a second S3's one-second least adds (bytes written past the
+    grace are refused all the same: shipped_in_time)."""
+    return None if ended_at is None else max(0, -((now - ended_at - LEASE_GRACE_MS) // 1000))
 
 
 def shipped_in_time(ended_at: int | None, at: int) -> bool:
