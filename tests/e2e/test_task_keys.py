@@ -80,7 +80,8 @@ def test_keys_in_bodies_are_stored_as_ids_and_another_spaces_key_is_an_unknown_i
     with held.lease as lease:
         filed = lease.post("/tasks", json={"title": "delegated"}).json()["task"]
         refused = lease.post(f"/leases/{held.id}/complete", json={"created_task_ids": [key]})
-        assert_error(refused, 422, "unverified_created_tasks", f"{key} (does not exist)")
+        elsewhere = f"{key} (is not a task of this lease's space)"
+        assert_error(refused, 422, "unverified_created_tasks", elsewhere)
         done = lease.post(f"/leases/{held.id}/complete", json={"created_task_ids": [filed["key"]]})
         assert done.status_code == 200, done.text
         again = lease.post(f"/leases/{held.id}/complete", json={"created_task_ids": [filed["key"]]})
