@@ -151,8 +151,20 @@ def leases_download(args: argparse.Namespace) -> int:
     if args.to == "-":
         sys.stdout.buffer.write(data)
         return 0
-    target = Path(args.to or _filename(client, args.id, args.aid))
-    target.write_bytes(data)
+    if args.to:
+        target = Path(args.to)
+        target.write_bytes(data)
+    else:
+        target = Path(_filename(client, args.id, args.aid))
+        try:
+            # Its own name, which its sender chose: a file already there is left as it is.
+            with target.open("xb") as out:
+                out.write(data)
+        except FileExistsError:
+            raise UsageError(
+                f"{printable(str(target))} exists in this directory; give --to PATH to write "
+                "it there (or over it), or --to - for stdout"
+            ) from None
     if args.output == "json":
         print(json.dumps({"path": str(target), "bytes": len(data)}))
     else:
@@ -166,10 +178,14 @@ def leases_exec_target(args: argparse.Namespace) -> int:
 
 
 def _filename(client: Client, lease_id: str, attachment_id: str) -> str:
+    """The name to write the attachment under in the working directory: its filename's last
+    part, or its id where that names no file of its own (`..`, empty, control characters)."""
     _, answer = client.call("GET", f"/leases/{lease_id}/attachments")
     for attachment in answer["attachments"]:
         if attachment["id"] == attachment_id:
-            return Path(str(attachment["filename"])).name or attachment_id
+            name = Path(str(attachment["filename"])).name
+            if name not in ("", ".", "..") and printable(name) == name and "\n" not in name:
+                return name
     return attachment_id
 
 
