@@ -560,3 +560,24 @@ def test_a_header_outside_latin_1_is_answered_not_a_500(rig: Rig, monkeypatch: A
     event["requestContext"]["authorizer"] = {"lambda": {"principal": principal}}
     out = api.handle(event, None)
     assert out["statusCode"] == 200, out.get("body")
+
+
+def test_media_types_are_read_whatever_their_case(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for content_type, accept in (
+        ("APPLICATION/JSON", ACCEPT),
+        ("Application/Json; charset=UTF-8", ACCEPT.upper()),
+    ):
+        headers = {"content-type": content_type, "accept": accept}
+        got = _post(rig, monkeypatch, headers, PING)
+        assert got["statusCode"] == 200, got
+
+
+def test_an_unknown_tool_s_name_is_not_echoed_at_length(rpc: Any) -> None:
+    # 600,000 line separators, under the body's bound: repr writes each as six characters
+    # and JSON then escapes the backslash, so an echo would pass Lambda's 6 MB answer.
+    name = "\u2028" * 600_000
+    answer = tool(rpc, name, {}, READER)
+    assert answer["error"]["code"] == -32602
+    assert len(json.dumps(answer)) < 1000

@@ -21,6 +21,26 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
 
+# The headers whose media types the SDK's transport compares as written.
+MEDIA_TYPE_HEADERS = ("content-type", "accept")
+
+
+def media_types_in_lower_case(event: dict[str, Any]) -> dict[str, Any]:
+    """`event` with the media types of Content-Type and Accept lower-cased, parameters as
+    sent. Type and subtype are case-insensitive (RFC 9110), but the SDK's transport matches
+    `application/json` letter for letter and refused `Application/JSON` with a 415."""
+    headers = dict(event.get("headers") or {})
+    for name, value in list(headers.items()):
+        if str(name).lower() in MEDIA_TYPE_HEADERS:
+            headers[name] = ",".join(_lower_type(part) for part in str(value).split(","))
+    return {**event, "headers": headers}
+
+
+def _lower_type(media: str) -> str:
+    kind, semicolon, parameters = media.partition(";")
+    return kind.lower() + semicolon + parameters
+
+
 def scope_of(event: dict[str, Any]) -> dict[str, Any]:
     """The ASGI HTTP scope an API Gateway v2 (payload 2.0) event describes."""
     http = event.get("requestContext", {}).get("http", {})

@@ -57,6 +57,7 @@ def answer(event: dict[str, Any], svc: Tenure, actor: Principal) -> dict[str, An
     # The transport's own test, made first: it answers a plain-text 400 otherwise.
     if not headers.get("content-type", "").lower().startswith("application/json"):
         return _refused(415)
+    event = bridge.media_types_in_lower_case(event)
     server = build(svc, actor)
     # A fresh manager per request: it runs once, and a stateless exchange keeps nothing.
     # No DNS-rebinding check: callers come through API Gateway with a bearer token.
@@ -141,7 +142,10 @@ def call(
     refuses about the lease is a tool error the agent reads, in the HTTP API's codes."""
     tool = tools.BY_NAME.get(name)
     if tool is None:
-        raise MCPError(mcp_types.INVALID_PARAMS, f"unknown tool {name!r}")
+        # Named at most in part: an echo of any length (repr then JSON lengthen it up to
+        # sixfold) could pass the 6 MB a Lambda answer may carry.
+        shown = name[:64] + ("…" if len(name) > 64 else "")
+        raise MCPError(mcp_types.INVALID_PARAMS, f"unknown tool {shown!r}")
     try:
         tools.refuse_tokens(arguments or {})
     except tools.TokenInInput as refused:
