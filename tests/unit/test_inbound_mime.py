@@ -282,3 +282,24 @@ def test_a_from_that_does_not_name_one_sender_plainly_names_none(raw: bytes, war
 def test_a_from_naming_one_sender_is_read(header: bytes, name: str, address: str) -> None:
     mail = parse_mail(b"From: " + header + b"\nSubject: x\n\nbody\n")
     assert (mail.from_name, mail.from_address, mail.warnings) == (name, address, ())
+
+
+HEADERS = b"From: a@b.example\r\nTo: ops@inbound.tenure.example\r\nSubject: s\r\n"
+
+
+# Codecs Python has that are no text encoding (bytes to bytes, or text to text), and a name
+# no codec has: the part is read as UTF-8, and the warning says why.
+@pytest.mark.parametrize("charset", [b"rot13", b"base64", b"hex", b"zlib", b"uu", b"x\x00"])
+def test_a_charset_that_is_no_text_encoding_is_read_as_utf_8_and_warned(charset: bytes) -> None:
+    raw = HEADERS + b'Content-Type: text/plain; charset="' + charset + b'"\r\n\r\nhello'
+    mail = parse_mail(raw)
+    assert mail.body == "hello"
+    assert any("charset" in w for w in mail.warnings), mail.warnings
+
+
+# Text encodings the bytes are not valid in, or that raise errors of their own kinds.
+@pytest.mark.parametrize("charset", [b"utf-16", b"punycode", b"idna"])
+def test_bytes_a_text_encoding_cannot_read_are_replaced_not_raised(charset: bytes) -> None:
+    raw = HEADERS + b'Content-Type: text/plain; charset="' + charset + b'"\r\n\r\n\xff-\xff..'
+    mail = parse_mail(raw)
+    assert mail.body and mail.subject == "s"

@@ -15,7 +15,6 @@ The size of the raw mail itself is bounded before it gets here: SES refuses mail
 
 from __future__ import annotations
 
-import codecs
 import email
 import email.policy
 import email.utils
@@ -269,15 +268,19 @@ def _text(part: Message, what: str, warnings: list[str]) -> str:
     data = _payload_bytes(part, what, warnings)
     charset = part.get_content_charset() or "us-ascii"
     try:
-        codecs.lookup(charset)
-    except LookupError:
-        warnings.append(f"{what}: unknown charset {charset[:40]!r}; read as UTF-8")
-        charset = "utf-8"
-    try:
+        # A codec that is no text encoding (rot13, base64, zlib…) is one decode() refuses with
+        # a LookupError; a name with a NUL in it is a ValueError.
         text = data.decode(charset)
-    except UnicodeDecodeError:
-        warnings.append(f"{what}: bytes not valid {charset}; replaced")
-        text = data.decode(charset, errors="replace")
+    except (LookupError, ValueError) as err:
+        if isinstance(err, UnicodeError):  # the bytes, not the name (punycode's own kinds too)
+            warnings.append(f"{what}: bytes not valid {charset[:40]}; replaced")
+        else:
+            warnings.append(f"{what}: unknown charset {charset[:40]!r}; read as UTF-8")
+            charset = "utf-8"
+        try:
+            text = data.decode(charset, errors="replace")
+        except (LookupError, ValueError):
+            text = data.decode("utf-8", errors="replace")
     # Mail travels with CRLF line ends; the text handed on uses plain newlines.
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
