@@ -17,7 +17,11 @@ from botocore.exceptions import ClientError
 from tenure.app.artifacts.attachments import email_attachment_key
 from tenure.domain.model import Lease
 from tenure.triggers.inbound.mime import MAX_ATTACHMENTS
-from tenure.triggers.inbound.service import InboundEmail
+from tenure.triggers.inbound.service import (
+    MAX_TRIGGER_ADDRESSES,
+    MAX_TRIGGER_TEXT_CHARS,
+    InboundEmail,
+)
 from tenure_cli.local.email_send import notification
 
 from tests.unit.rules_support import TASK_SUBJECT, inbox_trigger
@@ -328,3 +332,24 @@ def test_a_mail_with_a_virus_is_not_read_and_mints_nothing(
     rule(rig)
     received = inbound.receive(sns_body(s3, raw_mail(3), "m-virus", [INBOX], virus="FAIL"))
     assert (received.leases, received.refused, s3.gets, s3.written()) == ([], "virus", [], (0, 0))
+
+
+def test_a_mail_s_headers_are_cut_to_what_a_job_row_carries(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    # A job row holds at most 400 KB: an uncut 450,000-character subject failed the mint and
+    # sent the mail to the dead-letter queue; 25,000 To addresses made 500 KB of trigger data.
+    rule(rig)
+    many = ", ".join(f"u{n}@example.com" for n in range(5000))
+    raw = (
+        f"From: {'N' * 20_000} <a@b.example>\r\nTo: {INBOX}, {many}\r\nCc: {many}\r\n"
+        f"Subject: {'S' * 20_000}\r\nMessage-ID: <big@b.example>\r\n\r\nbody"
+    ).encode()
+    [lease] = inbound.receive(sns_body(s3, raw, "m-big", [INBOX])).leases
+    data = trigger_data(rig, lease)
+    assert len(data["subject"]) == MAX_TRIGGER_TEXT_CHARS and data["subject_truncated"] is True
+    assert len(data["from_name"]) == MAX_TRIGGER_TEXT_CHARS
+    assert data["from_name_truncated"] is True
+    assert len(data["to"]) == len(data["cc"]) == MAX_TRIGGER_ADDRESSES
+    assert data["to"][0] == INBOX and data["to_truncated"] is data["cc_truncated"] is True
+    assert len(json.dumps(data)) < 100_000

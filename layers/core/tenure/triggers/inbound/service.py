@@ -43,6 +43,11 @@ from tenure.triggers.inbound.mime import MailAttachment, ParsedMail, parse_mail
 # The trigger data rides on the job row (≤ 400 KB an item): the body is cut to this many
 # characters there, and `body_truncated` says so. The whole mail stays in the inbound bucket.
 MAX_TRIGGER_BODY_CHARS = 32_000
+# So are the sender's other free-form fields (a Subject or a From name of any length, To and
+# Cc of any number of addresses), each saying `<field>_truncated` when it was cut: uncut, one
+# mail could pass the item's 400 KB and be dead-lettered instead of minted.
+MAX_TRIGGER_TEXT_CHARS = 1000
+MAX_TRIGGER_ADDRESSES = 100
 
 
 class UnreadableMail(Exception):
@@ -165,18 +170,26 @@ def trigger_data(
         # The From header's one address, or "" (which no `match.from` holds for). Never the
         # envelope's MAIL FROM: DMARC vouches for the From header's domain, not for it.
         "from": parsed.from_address,
-        "from_name": parsed.from_name,
-        "to": list(parsed.to),
-        "cc": list(parsed.cc),
+        "from_name": parsed.from_name[:MAX_TRIGGER_TEXT_CHARS],
+        "to": list(parsed.to[:MAX_TRIGGER_ADDRESSES]),
+        "cc": list(parsed.cc[:MAX_TRIGGER_ADDRESSES]),
         # Who SES received it for: what rules match on (the To and Cc headers are the
         # sender's say).
         "recipients": [r.lower() for r in mail.recipients],
         "verdicts": dict(mail.verdicts),
-        "subject": parsed.subject,
+        "subject": parsed.subject[:MAX_TRIGGER_TEXT_CHARS],
         "body": body[:MAX_TRIGGER_BODY_CHARS],
         "attachments": attachments,
         "header_message_id": parsed.message_id,
     }
     if len(body) > MAX_TRIGGER_BODY_CHARS:
         data["body_truncated"] = True
+    for name, whole, bound in (
+        ("subject", parsed.subject, MAX_TRIGGER_TEXT_CHARS),
+        ("from_name", parsed.from_name, MAX_TRIGGER_TEXT_CHARS),
+        ("to", parsed.to, MAX_TRIGGER_ADDRESSES),
+        ("cc", parsed.cc, MAX_TRIGGER_ADDRESSES),
+    ):
+        if len(whole) > bound:
+            data[f"{name}_truncated"] = True
     return data
