@@ -491,3 +491,39 @@ def test_any_other_refusal_of_a_heartbeat_is_an_answer_and_the_next_asks_afresh(
         w._beat([("L1", 1)])
     w._beat([("L1", 1)])
     assert [r["body"].get("signal") for r in fake.requests] == ["", "S1", ""]
+
+
+# --- an answer the worker cannot trust: refused before anything acts on it -------------------
+
+
+def _claim_answer(lease_id: str = "L1", renew: Any = 10, lease: Any = 300) -> Answer:
+    body = {
+        "lease": {"id": lease_id, "timing": {"renew_seconds": renew, "lease_seconds": lease}},
+        "token": "tnr_l_x",
+        "fence": 1,
+    }
+    return Answer(200, {}, json.dumps(body).encode())
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _claim_answer(lease_id="../outside/victim"),  # its files would land outside the state dir
+        _claim_answer(lease_id="/etc/victim"),
+        _claim_answer(lease_id=".hidden"),
+        _claim_answer(renew=float("nan")),  # a fence at NaN never falls: the job outlives it
+        _claim_answer(renew=-3),
+        _claim_answer(renew=0),
+        _claim_answer(renew=400, lease=300),
+        _claim_answer(lease=float("inf")),
+        Answer(200, {}, b"<html>maintenance</html>"),
+        Answer(200, {}, b'{"lease": 5}'),
+    ],
+)
+def test_a_claim_answer_the_worker_cannot_act_on_keeps_its_claim_open(answer: Answer) -> None:
+    fake = FakeTransport(*([answer] * 5))
+    sleeps: list[float] = []
+    with pytest.raises(ClaimUnanswered) as unanswered:
+        client(fake, sleeps).claim("p", "w1", "v1", 0)
+    # The same intent: a retry asks for the lease this claim may have won, never a second.
+    assert unanswered.value.claim_id == fake.claim_ids[0]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import random
+import re
 import secrets
 import socket
 import time
@@ -60,6 +62,11 @@ class Unavailable(Unreachable):
     def __init__(self, message: str, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class NotAClaim(ValueError):
+    """An answer the claim route gave that the worker cannot act on: not a claim's shape, a
+    lease id that is no file name, or timings no fence can be kept by."""
 
 
 class ClaimUnanswered(Unreachable):
@@ -280,9 +287,16 @@ class Client:
                 continue
             if answer.status >= 400:
                 raise _api_error(answer)
+            try:
+                found = json.loads(answer.body) if answer.body else None
+            except ValueError:  # a proxy's page, a truncated body: no answer of the service
+                last = f"HTTP {answer.status}, an answer that is not JSON"
+                if not idempotent:
+                    raise OutcomeUnknown(f"{what}: {last}") from None
+                continue
             if path.endswith("/claim"):
                 self._learn_claim_api(url, answer)
-            return answer.status, json.loads(answer.body) if answer.body else None
+            return answer.status, found
         if wait_hint is not None:
             raise Unavailable(f"{what}: {last}", wait_hint)
         raise Unreachable(f"{what}: {last}")
@@ -365,7 +379,12 @@ class Client:
             raise ClaimUnanswered(str(err), claim_id, wait) from err
         if status == 204 or answer is None:
             return None
-        return claim_of(answer)
+        try:
+            return claim_of(answer)
+        except NotAClaim as err:
+            # Whatever the service meant, this answer is not acted on, and the claim it
+            # answers may have won a lease: the intent stays open, as for a lost answer.
+            raise ClaimUnanswered(f"POST {path}: {err}", claim_id) from err
 
     def worker_heartbeat(
         self,
@@ -470,18 +489,39 @@ class Client:
         return dict(answer[1])
 
 
+# A lease id as the service makes them; the worker names its state files by it, so anything
+# else (a `/`, a leading dot) is refused rather than written outside the state dir.
+LEASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+
+
 def claim_of(answer: dict[str, Any]) -> Claim:
-    """A won claim, as the claim route answers it (and a final report's `next`)."""
-    timing = answer["lease"]["timing"]
-    return Claim(
-        lease=answer["lease"],
-        token=answer["token"],
-        fence=int(answer["fence"]),
-        renew_seconds=float(answer.get("renew_seconds") or timing["renew_seconds"]),
-        lease_seconds=float(timing["lease_seconds"]),
-        keeps_logs=bool(answer.get("keeps_logs", False)),
-        payload=answer.get("payload"),
-    )
+    """A won claim, as the claim route answers it (and a final report's `next`); NotAClaim
+    when it is not one the worker can act on."""
+    try:
+        timing = answer["lease"]["timing"]
+        won = Claim(
+            lease=answer["lease"],
+            token=str(answer["token"]),
+            fence=int(answer["fence"]),
+            renew_seconds=float(answer.get("renew_seconds") or timing["renew_seconds"]),
+            lease_seconds=float(timing["lease_seconds"]),
+            keeps_logs=bool(answer.get("keeps_logs", False)),
+            payload=answer.get("payload"),
+        )
+    except (KeyError, TypeError, ValueError, OverflowError) as err:
+        raise NotAClaim(f"the answer is not a claim ({type(err).__name__}: {err})") from None
+    if not LEASE_ID.fullmatch(won.lease_id):
+        raise NotAClaim(f"the lease id {won.lease_id[:80]!r} is not one the service makes")
+    # A fence kept at NaN, or past an expiry a negative renewal moves, never falls.
+    if not (
+        math.isfinite(won.lease_seconds)
+        and 0 < won.renew_seconds <= won.lease_seconds
+        and won.fence >= 1
+    ):
+        raise NotAClaim(
+            f"renew_seconds {won.renew_seconds} and lease_seconds {won.lease_seconds} keep no fence"
+        )
+    return won
 
 
 def _api_error(answer: Answer) -> ApiError:

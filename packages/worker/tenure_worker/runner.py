@@ -26,6 +26,7 @@ from tenure_worker.client import (
     Claim,
     ClaimUnanswered,
     Client,
+    NotAClaim,
     Unavailable,
     Unreachable,
     claim_of,
@@ -564,7 +565,11 @@ class Worker:
                     continue
                 log("report given up: the lease has expired by now", lease=lease_id)
             else:
-                won = claim_of(answer["next"]) if answer.get("next") else None
+                try:
+                    won = claim_of(answer["next"]) if answer.get("next") else None
+                except NotAClaim as err:  # not acted on: whatever it holds expires unheld
+                    log("the report's next claim is not one to act on", error=str(err))
+                    won = None
             self.unreported.pop(lease_id, None)
             self.report_not_before.pop(lease_id, None)
             self._forget(held)
