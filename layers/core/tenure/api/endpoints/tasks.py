@@ -52,7 +52,7 @@ def _file(caller: Any, body: models.TaskCreate) -> models.TaskAnswer:
         body.properties,
         body.pool,
         body.max_attempts,
-        models.instant_ms(body.not_before) if body.not_before else None,
+        models.caller_time(body.not_before) if body.not_before else None,
         links=TaskLinks(
             body.parent_id,
             tuple(body.depends_on),
@@ -75,7 +75,7 @@ def enqueue(
     task_id: str, body: Annotated[models.Enqueue, Body()], idempotency_key: IdempotencyKey = None
 ) -> Response[Any]:
     caller = actor()
-    not_before = models.instant_ms(body.not_before) if body.not_before else None
+    not_before = models.caller_time(body.not_before) if body.not_before else None
 
     def run() -> tuple[int, dict[str, Any]]:
         controls = RunControls(body.priority, body.expires_in_seconds, body.max_run_seconds)

@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from tenure.api.models.fields import _trimmed as _trimmed
     from tenure.api.models.fields import answer as answer
     from tenure.api.models.fields import aware_ms as aware_ms
-    from tenure.api.models.fields import instant_ms as instant_ms
+    from tenure.api.models.fields import caller_time as caller_time
     from tenure.api.models.fields import open_answer as open_answer
     from tenure.api.models.fields import parse_time as parse_time
     from tenure.api.models.fields import since_ms as since_ms

@@ -201,10 +201,6 @@ def _instant(value: str | None) -> str | None:
     return value
 
 
-def instant_ms(value: str) -> int:
-    return caller_time(value)
-
-
 # The longest ttl_seconds a delegated task may ask for (a week).
 MAX_TTL_SECONDS = 7 * 86_400
 
@@ -271,7 +267,6 @@ def parse_time(text: str) -> int | None:
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=UTC)
     try:
-        ms = int(stamp.timestamp() * 1000)
-    except (OverflowError, ValueError):
+        return aware_ms(stamp)
+    except ValueError:
         return None
-    return ms if EARLIEST_MS <= ms < LATEST_MS else None
