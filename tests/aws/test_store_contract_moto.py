@@ -62,7 +62,10 @@ class TestPoolStoreContractOnMoto(PoolStoreContract):
 
 
 class TestGraphContractOnMoto(GraphContract):
-    pass
+    # The largest filing and the patches that swap all its blockers write some 300 items
+    # through moto's one thread: 26 s alone, 50 s beside the other tiers. What it proves is
+    # the table's own transaction limit, which DynamoDB Local enforces and moto need not.
+    test_as_many_open_blockers_as_a_task_may_have_fit_its_filing_and_a_patch = None
 
 
 class TestAutonomyContractOnMoto(AutonomyContract):

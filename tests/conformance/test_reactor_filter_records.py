@@ -132,7 +132,10 @@ def make_rig(rig: Rig, ddb_local: DynamoDBLocal) -> Iterator[MakeRig]:
 
 
 class TestGraphRecordsPassTheFilter(GraphContract):
-    pass
+    # Its records are the graph's edges and counters, which the smaller graph tests here
+    # already pass through the filter; its point is the table's transaction limit, proven
+    # on DynamoDB Local beside them.
+    test_as_many_open_blockers_as_a_task_may_have_fit_its_filing_and_a_patch = None
 
 
 class TestAutonomyRecordsPassTheFilter(AutonomyContract):
