@@ -411,3 +411,24 @@ def test_attachments_withheld_are_logged_as_a_warning(
     assert handler.handle(event, None) == {"batchItemFailures": []}
     ((message, extra),) = said
     assert "without its attachments" in message and extra["reason"] == "virus_unscanned"
+
+
+def test_a_record_failing_for_any_other_reason_is_logged_with_its_error_and_counted(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The attachments bucket gone (a deployment's mistake): the mail that has files fails,
+    # and the operator finds the message id and the error in the log, and a metric.
+    _inbox(aws, "FIN", "invoices", "invoices@inbound.tenure.example")
+    aws.s3.delete_bucket(Bucket=ATTACHMENTS)
+    said: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(handler.logger, "exception", lambda msg, extra: said.append((msg, extra)))
+    event = batch()
+    answer = handler.handle(event, None)
+    failed = event["Records"][1]["messageId"]
+    assert answer["batchItemFailures"] == [{"itemIdentifier": failed}]
+    ((message, extra),) = said
+    assert "delivers it again" in message and extra["sqs_message_id"] == failed
+    assert "NoSuchBucket" in extra["error"]
+    out = capsys.readouterr().out
+    (doc,) = [json.loads(line) for line in out.splitlines() if '"InboundFailed"' in line]
+    assert doc["InboundFailed"] in (1.0, [1.0])

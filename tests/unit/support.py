@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,3 +191,15 @@ def schema_of(shape: Any) -> dict[str, Any]:
     """An answer shape's JSON Schema, as the OpenAPI document shows it."""
     schema: dict[str, Any] = TypeAdapter(shape).json_schema()
     return schema
+
+
+def emitted_metrics(out: str) -> dict[str, float]:
+    """The metrics of the EMF documents a function printed, by name (Powertools writes a
+    metric's values as a list; they are summed)."""
+    docs = [json.loads(line) for line in out.splitlines() if line.startswith('{"_aws"')]
+    values = {
+        m["Name"]: doc[m["Name"]]
+        for doc in docs
+        for m in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+    }
+    return {name: sum(v) if isinstance(v, list) else v for name, v in values.items()}

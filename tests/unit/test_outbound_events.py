@@ -14,15 +14,17 @@ from tenure.app.leases.orphans import ORPHAN_AFTER_MS
 from tenure.app.ports import Change
 from tenure.app.tasks.filing import TaskLinks
 from tenure.domain import outbound as out
+from tenure.domain.errors import Unavailable
 from tenure.domain.events import LEASE_COMPLETED
 from tenure.domain.model import Lease, TaskGraph
 from tenure.domain.states import LeaseState
 from tenure.store import items
 from tenure.store.codec import dump
 from tenure.store.events import EventBridgePublisher
+from tenure.triggers import stream
 from tenure.triggers.stream import handle, outbound_events
 
-from tests.unit.support import MEMBER, POOL, WORKER, Rig, as_lease
+from tests.unit.support import MEMBER, POOL, WORKER, Rig, as_lease, emitted_metrics
 
 
 class FakeBus:
@@ -324,3 +326,101 @@ def test_a_record_that_fails_is_not_counted(rig: Rig) -> None:
     )
     assert answer["batchItemFailures"]  # delivered again, and counted then
     assert tally == Counter()
+
+
+class Said:
+    """A logger's error and exception lines, as (message, extra)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, message: str, *, extra: dict[str, Any], **_: Any) -> None:
+        self.lines.append((message, extra))
+
+
+def test_a_record_that_raises_is_logged_with_its_sequence_number_and_the_error(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The operator reads the reactor's log for a failed record's error: the dead-letter
+    # message names only a range of the shard.
+    running, done = _completed(rig)
+    said = Said()
+    monkeypatch.setattr(stream.logger, "exception", said)
+    poison = _record(2, running, done)
+    poison["dynamodb"]["NewImage"]["state"] = {"S": "exploded"}
+    records = [_record(1, running, done), poison, _record(3, running, done)]
+    answer = handle({"Records": records}, None, rig.store, rig.svc, None)
+    assert answer["batchItemFailures"] == [{"itemIdentifier": f"{2:021d}"}]
+    ((message, extra),) = said.lines
+    assert "delivers it again" in message
+    assert extra["sequence_number"] == f"{2:021d}" and "exploded" in extra["error"]
+
+
+def test_records_whose_events_the_bus_refused_are_logged_by_sequence_number(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running, done = _completed(rig)
+    said = Said()
+    monkeypatch.setattr(stream.logger, "error", said)
+    bus = FakeBus(refuse={f"{done.id}.v{done.version:06d}"})
+    records = [_record(1, running, done)]
+    handle({"Records": records}, None, rig.store, rig.svc, EventBridgePublisher(bus, "b"))
+    ((message, extra),) = said.lines
+    assert "refused" in message and extra["sequence_numbers"] == [f"{1:021d}"]
+
+
+def test_the_function_counts_the_records_it_failed_as_a_metric(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    running, done = _completed(rig)
+    poison = _record(2, running, done)
+    poison["dynamodb"]["NewImage"]["state"] = {"S": "exploded"}
+    monkeypatch.setattr(stream.wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(stream.wiring, "publisher", lambda: None)
+    monkeypatch.setattr(stream.logger, "exception", Said())
+    stream.lambda_handler({"Records": [_record(1, running, done), poison]}, None)
+    assert emitted_metrics(capsys.readouterr().out)["ReactorRecordsFailed"] == 1.0
+    # A batch whose every record fails is a function error: counted all the same.
+    with pytest.raises(Exception, match="All records failed"):
+        stream.lambda_handler({"Records": [poison, poison]}, None)
+    assert emitted_metrics(capsys.readouterr().out) == {"ReactorRecordsFailed": 2.0}
+
+
+class Throttled:
+    """A PutEvents client that answers its first `refusals` calls with `code`: as the entry's
+    ErrorCode, or as the whole call's error."""
+
+    def __init__(self, refusals: int, code: str, whole_call: bool = False) -> None:
+        self.refusals, self.code, self.whole_call = refusals, code, whole_call
+        self.calls = 0
+
+    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls > self.refusals:
+            return {"FailedEntryCount": 0, "Entries": [{"EventId": "x"} for _ in Entries]}
+        if self.whole_call:
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": self.code, "Message": "slow"}}, "PutEvents")
+        return {"FailedEntryCount": 1, "Entries": [{"ErrorCode": self.code}]}
+
+
+@pytest.mark.parametrize("whole_call", [False, True], ids=["entry", "call"])
+def test_one_event_the_bus_throttled_is_sent_again_within_a_bound(whole_call: bool) -> None:
+    # A wake is written to its timeline before it is sent, so the stream's redelivery never
+    # sends it: the only second chance a throttled one gets is here.
+    slept: list[float] = []
+    client = Throttled(2, "ThrottlingException", whole_call)
+    EventBridgePublisher(client, "b", sleep=slept.append).publish("tenure", "t", {"id": "e"})
+    assert client.calls == 3 and len(slept) == 2 and sum(slept) <= 1
+    client = Throttled(3, "ThrottlingException", whole_call)
+    with pytest.raises(Unavailable, match="ThrottlingException"):
+        EventBridgePublisher(client, "b", sleep=slept.append).publish("tenure", "t", {})
+    assert client.calls == 3
+
+
+def test_an_event_the_bus_refuses_for_what_it_is_is_not_sent_again() -> None:
+    client = Throttled(1, "MalformedDetail")
+    with pytest.raises(Unavailable, match="MalformedDetail"):
+        EventBridgePublisher(client, "b", sleep=lambda _: None).publish("tenure", "t", {})
+    assert client.calls == 1

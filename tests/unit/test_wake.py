@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import pytest
+from tenure.domain.errors import Unavailable
 from tenure.domain.model import Task
 from tenure.domain.states import EndReason, LeaseState, OnExpiry
+from tenure.store import items
+from tenure.store.codec import dump
+from tenure.triggers import stream
 
-from tests.unit.support import ADMIN, MEMBER, POOL, SPACE, Rig, as_lease
+from tests.unit.support import ADMIN, MEMBER, POOL, SPACE, Rig, as_lease, emitted_metrics
 
 
 class Bus:
@@ -283,3 +289,55 @@ def test_a_parent_that_succeeded_before_its_first_child_wakes_its_creator_once(r
     rig.svc.reports.complete(as_lease(run.lease.id), run.lease.id, {})
     assert rig.store.get_graph(parent.id).rollup_at is not None
     assert len(bus.sent) == 1 and len(_wakes(rig, creator.task_id or "")) == 1
+
+
+class DeadBus:
+    def publish(self, source: str, detail_type: str, detail: dict[str, Any]) -> None:
+        raise Unavailable("the event bus refused the event (ThrottlingException)")
+
+
+def test_a_wake_the_bus_never_took_is_logged_by_creator_and_child_and_counted(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It is on the creator's timeline and will not be sent again (at most once), so the log
+    # line and the count are how an operator learns which creator missed its wake.
+    rig.svc.wake.publisher = DeadBus()
+    creator = rig.claimed("w1").lease
+    child = _delegate(rig, creator.id)
+    won = rig.claim("w2")
+    with caplog.at_level(logging.ERROR), pytest.raises(Unavailable):
+        rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
+    (line,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    said = line.getMessage()
+    assert creator.id in said and child.id in said and "ThrottlingException" in said
+    assert rig.svc.kernel.counters["wake_publish_failed"] == 1
+    assert creator.task_id is not None and len(_wakes(rig, creator.task_id)) == 1
+
+
+def test_the_reactor_publishes_the_wakes_the_bus_never_took_as_a_metric(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rig.svc.wake.publisher = DeadBus()
+    creator = rig.claimed("w1").lease
+    _delegate(rig, creator.id)
+    won = rig.claim("w2")
+    rig.store.reactor = None  # the reactions wait for the stream, as deployed
+    done = rig.svc.reports.complete(as_lease(won.lease.id), won.lease.id, {})
+    record = {
+        "eventName": "MODIFY",
+        "eventSource": "aws:dynamodb",
+        "dynamodb": {
+            "SequenceNumber": f"{1:021d}",
+            "NewImage": dump(items.lease_item(done)),
+            "OldImage": dump(items.lease_item(won.lease)),
+        },
+    }
+    monkeypatch.setattr(stream.wiring, "service", lambda: rig.svc)
+    monkeypatch.setattr(stream.wiring, "publisher", lambda: None)
+    with pytest.raises(Exception, match="All records failed"):
+        stream.lambda_handler({"Records": [record]}, None)
+    emitted = emitted_metrics(capsys.readouterr().out)
+    assert (emitted["WakesUnpublished"], emitted["ReactorRecordsFailed"]) == (1, 1)
+    # Delivered again, the record finds the wake written and sends nothing: no second count.
+    assert stream.handle({"Records": [record]}, None) == {"batchItemFailures": []}
+    assert rig.svc.kernel.counters["wake_publish_failed"] == 1

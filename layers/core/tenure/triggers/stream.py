@@ -11,16 +11,18 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from aws_lambda_powertools import Metrics
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
     process_partial_response,
 )
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from tenure import wiring
+from tenure.app.autonomy.wake import WAKE_PUBLISH_FAILED
 from tenure.app.ports import EventBatchPublisher
 from tenure.app.rows import Store, TimelineRows
 from tenure.app.tenure import Tenure
@@ -61,6 +63,9 @@ def rows_of(record: dict[str, Any]) -> tuple[str, Any, Any] | None:
     return decode_record(record)
 
 
+# How much of a failed record's error its log line keeps.
+ERROR_CHARS = 1000
+
 # The timeline event each kind of row change stands for.
 EVENTS: dict[str, Callable[[Any, Any], Event | None]] = {
     "lease": lease_event,
@@ -71,6 +76,9 @@ EVENTS: dict[str, Callable[[Any, Any], Event | None]] = {
 
 processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
 metrics = Metrics(namespace="Tenure", service="reactor")
+# A failed record is logged here with its sequence number and error: the dead-letter message
+# a record reaches after its retries names only a range of the shard.
+logger = Logger(service="tenure-reactor")
 # A lease's endings counted as metrics (the dashboard's completions, failures, losses),
 # whichever endpoint or trigger made them, from the records the reactor processed, whatever
 # OutboundEvents publishes: the trigger lets every ending through at every setting. Claims are
@@ -90,9 +98,24 @@ TRANSITION_METRICS = {
 
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """The reactor function: one batch, then its transitions as metrics."""
+    """The reactor function: one batch, then its transitions and its failed records as
+    metrics (a batch whose every record failed is a function error, counted too)."""
     tally: Counter[str] = Counter()
-    answer = handle(event, context, tally=tally)
+    counters = wiring.service().counters  # the process's service, which handle() uses
+    unsent, failed = counters[WAKE_PUBLISH_FAILED], 0
+    try:
+        answer = handle(event, context, tally=tally)
+        failed = len(answer.get("batchItemFailures") or [])
+    except BatchProcessingError:
+        failed = len(event.get("Records") or [])
+        raise
+    finally:
+        for name, count in (
+            ("ReactorRecordsFailed", failed),
+            ("WakesUnpublished", counters[WAKE_PUBLISH_FAILED] - unsent),
+        ):
+            if count:
+                metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
     named: Counter[str] = Counter()
     for event_type, count in tally.items():
         if event_type in TRANSITION_METRICS:
@@ -134,9 +157,19 @@ def handle(
     def on_record(record: DynamoDBRecord) -> None:
         sequence = record.raw_event["dynamodb"]["SequenceNumber"]
         seen: list[str] = []
-        published.extend(
-            (sequence, event) for event in process(target, svc, record.raw_event, setting, seen)
-        )
+        try:
+            events = process(target, svc, record.raw_event, setting, seen)
+        except Exception as err:
+            logger.exception(
+                "stream record failed: the stream delivers it again",
+                extra={
+                    "sequence_number": sequence,
+                    "event_name": record.raw_event.get("eventName"),
+                    "error": f"{type(err).__name__}: {err}"[:ERROR_CHARS],
+                },
+            )
+            raise
+        published.extend((sequence, event) for event in events)
         told.extend((sequence, kind) for kind in seen)
 
     answer: dict[str, Any] = dict(
@@ -148,11 +181,13 @@ def handle(
         refused = outbound.publish_batch(SOURCE, [(o.detail_type, o.detail) for _, o in published])
         failures: list[dict[str, str]] = answer.setdefault("batchItemFailures", [])
         known = {f["itemIdentifier"] for f in failures}
-        for position in sorted(refused):
-            sequence = published[position][0]
-            if sequence not in known:
-                failures.append({"itemIdentifier": sequence})
-                known.add(sequence)
+        again = sorted({published[position][0] for position in refused} - known)
+        if again:
+            logger.error(
+                "the bus refused these records' events: the stream delivers them again",
+                extra={"sequence_numbers": again, "events_refused": len(refused)},
+            )
+        failures.extend({"itemIdentifier": sequence} for sequence in again)
     if tally is not None:
         failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
         tally.update(kind for seq, kind in told if seq not in failed)

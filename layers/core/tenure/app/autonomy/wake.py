@@ -13,14 +13,17 @@ child outstanding, or its children's rollup), never when its own run alone succe
 At most once per transition: the timeline event's id and instant are derived from the row
 version that made the transition, and it is written first, conditionally (a new id only); a
 redelivered stream record loses that write and publishes nothing. The price is that a publish
-failing after the write is not retried — logged and counted (`wake_publish_failed`), never
-published twice. No wake when the creator lease has ended, or when the transition was made by
-the creator lease itself (its own block of the child). The detail names ids only, never a
-token. A second block on a task already blocked is no transition and wakes nobody.
+the bus does not take, after the publisher's own bounded tries (store/events.py), is not sent
+again: logged as an error naming the creator and the child, counted (`wake_publish_failed`,
+the reactor's `WakesUnpublished`), never published twice. No wake when the creator lease has
+ended, or when the transition was made by the creator lease itself (its own block of the
+child). The detail names ids only, never a token. A second block on a task already blocked
+is no transition and wakes nobody.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from tenure.app.autonomy import blocks
@@ -38,6 +41,10 @@ from tenure.domain.events import (
 from tenure.domain.model import Event, Task
 from tenure.domain.outbound import ends_orphan
 from tenure.domain.states import EndReason, LeaseState
+
+_log = logging.getLogger(__name__)
+# The service's count of wakes the bus never took (the reactor publishes it as a metric).
+WAKE_PUBLISH_FAILED = "wake_publish_failed"
 
 if TYPE_CHECKING:
     from tenure.app.kernel import Kernel
@@ -193,8 +200,16 @@ class Wake:
             return True
         try:
             self.publisher.publish(WAKE_SOURCE, TASK_WAKE_CREATOR, detail)
-        except Exception:  # the timeline has it; a second publish would break at-most-once
-            self.kernel.counters["wake_publish_failed"] += 1
+        except Exception as err:  # the timeline has it; a second publish would break at-most-once
+            self.kernel.counters[WAKE_PUBLISH_FAILED] += 1
+            _log.error(
+                "the wake of creator lease %s for task %s (%s) was not published and will "
+                "not be sent again: %s",
+                creator.id,
+                child.id,
+                transition,
+                err,
+            )
             raise
         self.kernel.counters["wakes_published"] += 1
         return True

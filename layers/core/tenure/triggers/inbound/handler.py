@@ -26,6 +26,8 @@ metrics = Metrics(namespace="Tenure", service="inbound")
 # A batch whose every record fails is answered with every record as a failure, like any
 # other: the batch is not crashed, and each record reaches the DLQ on its own count.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+# How much of a failed record's error its log line keeps.
+ERROR_CHARS = 1000
 
 
 # Rules a mail matched but did not fire, by why: (the received answer's attribute, the log
@@ -70,6 +72,13 @@ def record_handler(record: SQSRecord) -> str:
     except UnreadableMail as err:
         logger.error("inbound email unreadable", extra={**where, "reason": err.reason})
         metrics.add_metric(name="InboundUnreadable", unit=MetricUnit.Count, value=1)
+        raise
+    except Exception as err:  # the table, the buckets, a defect: the queue tries again
+        logger.exception(
+            "inbound record failed: the queue delivers it again",
+            extra={**where, "error": f"{type(err).__name__}: {err}"[:ERROR_CHARS]},
+        )
+        metrics.add_metric(name="InboundFailed", unit=MetricUnit.Count, value=1)
         raise
     extra = {**where, "ses_message_id": received.message_id, "warnings": list(received.warnings)}
     if received.refused:
