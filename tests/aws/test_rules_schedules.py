@@ -21,6 +21,7 @@ from tenure.domain.states import PoolKind
 from tenure.store.dynamo import OneTable
 from tenure.store.schedules import EventBridgeSchedules
 from tenure.triggers import rule_schedule
+from tenure.wiring import ManualClock, SystemClock
 from tenure_cli.local.engines import use_local_credentials
 from tenure_cli.local.scheduler_loop import SchedulerLoop
 
@@ -35,6 +36,12 @@ class Aws:
     svc: Tenure
     store: OneTable
     schedules: EventBridgeSchedules
+    clock: ManualClock
+
+    def at(self, when: datetime) -> datetime:
+        """The service's clock set to `when`: a schedule delivers at its time or after."""
+        self.clock.now = int(when.timestamp() * 1000)
+        return when
 
 
 @pytest.fixture
@@ -47,14 +54,15 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
         client = boto3.client("scheduler", region_name="us-east-1")
         client.create_schedule_group(Name="tenure-rules")
         schedules = EventBridgeSchedules(client, "tenure-rules", TARGET, ROLE)
-        svc = wiring.build_service(store)
+        clock = ManualClock(SystemClock().now_ms())
+        svc = wiring.build_service(store, clock)
         svc.rules.schedules = schedules
         svc.spaces.create_space(ADMIN, "OPS", "Operations", None)
         svc.pools.create_pool(
             ADMIN, Pool(name="nightly", space="OPS", kind=PoolKind.COMMAND, created_at=0)
         )
         monkeypatch.setattr(wiring, "service", lambda: svc)
-        yield Aws(svc, store, schedules)
+        yield Aws(svc, store, schedules, clock)
 
 
 def _rule(aws: Aws, schedule: str, timezone: str = "UTC", name: str = "nightly", **top: Any) -> str:
@@ -111,7 +119,7 @@ def test_the_handler_invoked_twice_with_the_same_input_mints_one_lease(aws: Aws)
     assert first["lease_id"] is not None and first == second
     leases = aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases
     assert [x.id for x in leases] == [first["lease_id"]]
-    an_hour_on = datetime.fromisoformat(event["scheduled_time"]) + timedelta(hours=1)
+    an_hour_on = aws.at(datetime.fromisoformat(event["scheduled_time"]) + timedelta(hours=1))
     other = rule_schedule.handle({**event, "scheduled_time": an_hour_on.isoformat()}, None)
     assert other["lease_id"] not in (None, first["lease_id"])
 
@@ -137,7 +145,7 @@ def test_the_local_loop_fires_an_at_rule_once_when_due(aws: Aws) -> None:
     rule_id = _rule(aws, f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})")
     loop = SchedulerLoop(aws.schedules, lambda event: rule_schedule.handle(event, None))
     assert loop.tick(when - timedelta(seconds=1)) == []
-    fired = loop.tick(when + timedelta(seconds=1))
+    fired = loop.tick(aws.at(when + timedelta(seconds=1)))
     assert fired == [{"rule_id": rule_id, "scheduled_time": when.strftime("%Y-%m-%dT%H:%M:%SZ")}]
     assert loop.tick(when + timedelta(days=1)) == []
     assert len(aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases) == 1
@@ -147,12 +155,12 @@ def test_the_local_loop_fires_a_rate_rule_each_period_and_not_while_disabled(aws
     rule_id = _rule(aws, "rate(1 minute)", overlap="allow")
     created = aws.schedules.describe(rule_id)["CreationDate"].astimezone(UTC)  # type: ignore[index]
     loop = SchedulerLoop(aws.schedules, lambda event: rule_schedule.handle(event, None))
-    assert len(loop.tick(created + timedelta(seconds=150))) == 2
+    assert len(loop.tick(aws.at(created + timedelta(seconds=150)))) == 2
     aws.svc.rules.update_rule(ADMIN, rule_id, {"enabled": False})
-    assert loop.tick(created + timedelta(seconds=300)) == []
+    assert loop.tick(aws.at(created + timedelta(seconds=300))) == []
     aws.svc.rules.update_rule(ADMIN, rule_id, {"enabled": True})
     # Times missed while disabled are not made up; the next period fires.
-    assert len(loop.tick(created + timedelta(seconds=361))) == 1
+    assert len(loop.tick(aws.at(created + timedelta(seconds=361)))) == 1
     assert len(aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases) == 3
 
 
@@ -185,3 +193,24 @@ def test_the_handler_skips_a_rule_of_an_archived_space_and_says_why(
     assert aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases == []
     aws.svc.spaces.unarchive_space(ADMIN, "OPS")
     assert rule_schedule.handle(dict(event), None)["lease_id"] is not None
+
+
+def test_the_handler_refuses_a_delivery_ahead_of_the_clock_and_says_why(
+    aws: Aws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rule_id = _rule(aws, "rate(1 hour)")
+    ahead = (datetime.now(UTC) + timedelta(days=365)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    said: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(rule_schedule.logger, "warning", lambda m, extra: said.append((m, extra)))
+    answer = rule_schedule.handle({"rule_id": rule_id, "scheduled_time": ahead}, None)
+    assert answer == {
+        "rule_id": rule_id,
+        "scheduled_time": ahead,
+        "lease_id": None,
+        "skipped": "scheduled_time_ahead",
+    }
+    ((message, extra),) = said
+    assert "ahead of the clock" in message and extra["scheduled_time"] == ahead
+    assert aws.svc.operator.list_leases(ADMIN, "OPS", 100, None, None, None).leases == []
+    now = {"rule_id": rule_id, "scheduled_time": _this_minute()}
+    assert rule_schedule.handle(now, None)["lease_id"] is not None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from tenure.app.rules.firings import AHEAD_SKIPS
 from tenure.domain.errors import AlreadyExists, Forbidden, NotFound, ValidationFailed
 from tenure.domain.model import Pool
 from tenure.domain.rules.rule import Rule
@@ -280,9 +281,11 @@ def test_a_scheduled_time_mints_one_lease_however_often_it_is_delivered(
     # Overlap allowed: the second occasion mints though the first one's lease is still open.
     rule = make_rule(rig, "nightly", trigger=NIGHTLY, subject={"kind": "space"}, overlap="allow")
     at = datetime(2026, 1, 2, 1, 0, tzinfo=UTC)
+    rig.advance(at.timestamp() - rig.clock.now_ms() / 1000)  # delivered at its time
     first = rig.svc.firings.fire_scheduled(rule.id, at)
     again = rig.svc.firings.fire_scheduled(rule.id, at)
     assert first is not None and again is not None and first.id == again.id
+    rig.advance(86_400)
     later = rig.svc.firings.fire_scheduled(rule.id, datetime(2026, 1, 3, 1, 0, tzinfo=UTC))
     assert later is not None and later.id != first.id
     assert len(rig.store.lease_rows) == 2
@@ -299,6 +302,25 @@ def test_a_scheduled_delivery_for_a_disabled_or_deleted_rule_mints_nothing(
     assert rig.svc.firings.fire_scheduled(rule.id, at) is None
     assert rig.svc.firings.fire_scheduled("x" * 300, at) is None
     assert rig.store.lease_rows == {}
+
+
+def test_a_delivery_ahead_of_the_clock_mints_nothing_and_silences_no_occasion(
+    rig: Rig, schedules: FakeSchedules
+) -> None:
+    # A hand-made invocation for a year ahead: fired, it would mark the rule fired through
+    # that instant, and every real occasion before it would be judged already.
+    rule = make_rule(rig, "hourly", trigger={"schedule": "rate(1 hour)"}, overlap="allow")
+    now = datetime.fromtimestamp(rig.clock.now_ms() / 1000, UTC)
+    assert rig.svc.firings.fire_scheduled(rule.id, now + timedelta(days=365)) is None
+    assert rig.svc.counters[AHEAD_SKIPS] == 1 and rig.store.lease_rows == {}
+    stored = rig.store.get_rule(rule.id)
+    assert stored is not None and stored.fired_through is None
+    rig.advance(3600)
+    assert rig.svc.firings.fire_scheduled(rule.id, now + timedelta(hours=1)) is not None
+    # A clock a little behind the scheduler's (up to a minute) is no early delivery.
+    rig.advance(3600 - 59)
+    assert rig.svc.firings.fire_scheduled(rule.id, now + timedelta(hours=2)) is not None
+    assert rig.svc.counters[AHEAD_SKIPS] == 1 and len(rig.store.lease_rows) == 2
 
 
 # ------------------------------------------------------------------------------ events

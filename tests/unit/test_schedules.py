@@ -340,8 +340,11 @@ def test_scheduler_invocation_sample_reads() -> None:
         ({"rule_id": "r", "scheduled_time": None}, "scheduled_time"),
         ({"rule_id": "r", "scheduled_time": "yesterday"}, "ISO-8601"),
         ({"rule_id": "r", "scheduled_time": "2026-11-30T07:00:00"}, "offset"),
+        ({"rule_id": "r" * 201, "scheduled_time": "2026-11-30T07:00:00Z"}, "rule_id of 201"),
+        ({"rule_id": "r", "scheduled_time": "2026-11-30T07:00:00Z" + " " * 99}, "of 119 char"),
     ],
 )
 def test_bad_scheduler_input_is_refused(event: object, says: str) -> None:
-    with pytest.raises(ValueError, match=says):
+    with pytest.raises(ValueError, match=says) as refused:
         ScheduledFiring.from_event(event)
+    assert len(str(refused.value)) < 200  # a long input is named by its length, not echoed

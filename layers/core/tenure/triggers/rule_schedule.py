@@ -8,7 +8,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from tenure import wiring
-from tenure.app.rules.firings import ARCHIVED_SKIPS
+from tenure.app.rules.firings import AHEAD_SKIPS, ARCHIVED_SKIPS
 from tenure.domain.model import Task
 from tenure.domain.rules.schedules import ScheduledFiring
 
@@ -26,8 +26,23 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
     firing = ScheduledFiring.from_event(event)
     svc = wiring.service()
     archived_before = svc.counters[ARCHIVED_SKIPS]
+    ahead_before = svc.counters[AHEAD_SKIPS]
     lease = svc.firings.fire_scheduled(firing.rule_id, firing.scheduled_time)
     at = firing.scheduled_time.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if svc.counters[AHEAD_SKIPS] > ahead_before:
+        # Not retried (raising would have Scheduler send it again for an hour): answered.
+        logger.warning(
+            "scheduled_time is ahead of the clock: a schedule delivers at its time or after; "
+            "nothing fired",
+            extra={"rule_id": firing.rule_id, "scheduled_time": at},
+        )
+        metrics.add_metric(name="ScheduledFiringsSkipped", unit=MetricUnit.Count, value=1)
+        return {
+            "rule_id": firing.rule_id,
+            "scheduled_time": at,
+            "lease_id": None,
+            "skipped": "scheduled_time_ahead",
+        }
     if lease is None:
         archived = svc.counters[ARCHIVED_SKIPS] > archived_before
         logger.info(

@@ -67,6 +67,10 @@ _log = logging.getLogger(__name__)
 # The service counter of firings left out because the rule's space is archived (an archived
 # space takes no new work).
 ARCHIVED_SKIPS = "archived_rule_skips"
+# Deliveries of an instant still ahead of the clock by more than AHEAD_MS: a schedule delivers
+# at its time or after, so only a hand-made invocation is early. Firing it would also mark the
+# rule fired through that instant and silence every real occasion before it.
+AHEAD_SKIPS, AHEAD_MS = "scheduled_ahead_skips", 60_000
 # Firings a rule's max_firings_per_hour left out; emails refused for SES's verdicts.
 RATE_LIMITED = "rule_rate_limited"
 SPAM_SKIPS = "email_spam_skips"
@@ -181,18 +185,18 @@ class Firings:
         None when there is nothing to fire: the rule is gone, disabled or no longer scheduled
         (a schedule that was being changed can still deliver one late invocation).
         """
-        rule = (
-            self.rules.rule_store.get_rule(rule_id)
-            if len(rule_id) <= fencing.MAX_ID_LENGTH
-            else None
-        )
+        at, now = scheduled_at.astimezone(UTC), self.kernel.clock.now_ms()
+        at_ms = int(at.timestamp() * 1000)
+        if at_ms > now + AHEAD_MS:
+            self.kernel.counters[AHEAD_SKIPS] += 1
+            return None
+        fits = len(rule_id) <= fencing.MAX_ID_LENGTH
+        rule = self.rules.rule_store.get_rule(rule_id) if fits else None
         if rule is None or not rule.enabled or rule.kind != "scheduled":
             return None
         if self.kernel.catalog.fresh_space(rule.space).archived:
             self.kernel.counters[ARCHIVED_SKIPS] += 1
             return None
-        at = scheduled_at.astimezone(UTC)
-        at_ms = int(at.timestamp() * 1000)
         minted, delivered = self._current(rule, firing_job_id(rule.id, occasion_key(at)))
         if minted is not None:
             # A redelivery: its firing may not have been noted (the invocation that minted it
@@ -202,7 +206,6 @@ class Firings:
             return minted
         if rule.fired_through is not None and at_ms <= rule.fired_through:
             return None  # judged already: skipped by its overlap, or missed out of the window
-        now = self.kernel.clock.now_ms()
         plan = occasions_to_handle(
             rule.trigger["schedule"],
             rule.trigger.get("timezone", "UTC"),

@@ -41,6 +41,7 @@ from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal, NoReturn, cast
 
+from tenure.domain.fencing import MAX_ID_LENGTH
 from tenure.records import record
 
 # Scheduler's cron year field ends here, so no search ever needs to look further.
@@ -493,6 +494,10 @@ def _wall_to_utc(wall: datetime, zone: zoneinfo.ZoneInfo) -> datetime | None:
 # ---------------------------------------------------------------------------------------------
 # The scheduler function's input
 
+# The longest scheduled_time read (an ISO-8601 time with fractions and an offset is 32); a
+# longer one is refused by its length, not echoed.
+MAX_TIME_CHARS = 64
+
 
 @record
 class ScheduledFiring:
@@ -509,9 +514,13 @@ class ScheduledFiring:
         rule_id = event.get("rule_id")
         if not isinstance(rule_id, str) or not rule_id:
             raise ValueError("scheduler input has no rule_id")
+        if len(rule_id) > MAX_ID_LENGTH:
+            raise ValueError(f"scheduler input has a rule_id of {len(rule_id)} characters")
         raw_time = event.get("scheduled_time")
         if not isinstance(raw_time, str):
             raise ValueError("scheduler input has no scheduled_time")
+        if len(raw_time) > MAX_TIME_CHARS:
+            raise ValueError(f"scheduled_time of {len(raw_time)} characters is no time")
         try:
             scheduled = datetime.fromisoformat(raw_time)
         except ValueError:
