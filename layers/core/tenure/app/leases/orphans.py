@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 ORPHAN_AFTER_MS = 10_000
 # The same for a lease a rule minted (its job has a row of its own, not the task's implied
 # first job): its task comes from the occasion's next delivery, which AWS makes only later —
-# the inbound queue shows a mail again after its 60 s visibility timeout, five times in all,
+# the inbound queue shows a mail again after its 300 s visibility timeout, five times in all,
 # and Scheduler retries a rule's schedule for up to an hour. Voided before then, the task would
 # lose to the void and the mail's or the schedule's work would be lost. A mint that no
 # delivery finishes within the hour is ended then as a dead filing's is; a delivery after
