@@ -18,6 +18,7 @@ from tenure.app.leases.claims import Claimed
 from tenure.app.migrations import LISTED_BY_TASK_FROM_SCHEMA, SchemaState, migrate
 from tenure.app.ports import (
     WORKER_RETENTION_S,
+    AbsencePush,
     Change,
     ClaimRecord,
     JobWrite,
@@ -1165,6 +1166,26 @@ class StoreContract:
             store.put_sweeper_state(SweeperState(3_000), expect_last=1_000)
         store.put_sweeper_state(SweeperState(3_000), expect_last=2_000)
         assert store.get_sweeper_state() == SweeperState(3_000, {})
+
+    def test_the_sweeper_state_keeps_each_pool_s_unfinished_absence_push(
+        self, make_rig: MakeRig
+    ) -> None:
+        store = make_rig().store
+        store.put_sweeper_state(SweeperState(last_pass_at=1_000), expect_last=None)
+        pushing = {
+            ALPHA: AbsencePush(at=901_000, gap_ms=900_000),
+            BETA: AbsencePush(at=901_000, gap_ms=1_800_000),
+        }
+        found = SweeperState(901_000, {BETA: 950_000}, ttl_cursor=15, absences=pushing)
+        store.put_sweeper_state(found, expect_last=1_000)
+        assert store.get_sweeper_state() == found
+        with pytest.raises(Conflict):  # a pass that read the state before it cannot undo it
+            store.put_sweeper_state(SweeperState(961_000), expect_last=1_000)
+        one_left = replace(found, last_pass_at=961_000, absences={BETA: pushing[BETA]})
+        store.put_sweeper_state(one_left, expect_last=901_000)
+        assert store.get_sweeper_state() == one_left
+        store.put_sweeper_state(replace(one_left, absences={}), expect_last=961_000)
+        assert store.get_sweeper_state().absences == {}
 
     def test_a_wait_slot_is_taken_while_free_or_run_out_and_given_back_only_by_its_holder(
         self, make_rig: MakeRig

@@ -1,9 +1,12 @@
-"""The store contract (contract.py) on DynamoDB Local, through the shared `rig` fixture."""
+"""The store contract (contract.py) on DynamoDB Local, through the shared `rig` fixture, and
+the sweeper row as an earlier release wrote it."""
 
 from __future__ import annotations
 
 import boto3
 import pytest
+from tenure.app.ports import SweeperState
+from tenure.store import codec, keys
 from tenure_cli.local.engines import DynamoDBLocal
 
 from tests.conformance.autonomy_contract import AutonomyContract
@@ -60,3 +63,9 @@ class TestRequestStoreContractOnDynamoDBLocal(RequestStoreContract):
 
 class TestFlowContractOnDynamoDBLocal(FlowContract):
     pass
+
+
+def test_a_sweeper_row_kept_before_absence_pushes_reads_with_none_pending(rig: Rig) -> None:
+    row = {**keys.SWEEPER_KEY, "last_pass_at": 1_000, "holds": {"alpha": 9_000}}
+    rig.store.client.put_item(TableName=rig.store.table, Item=codec.dump(row))
+    assert rig.store.get_sweeper_state() == SweeperState(1_000, {"alpha": 9_000})

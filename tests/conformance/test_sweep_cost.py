@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from unittest.mock import patch
 
@@ -249,3 +249,47 @@ def test_a_lease_whose_heartbeats_outran_its_due_at_is_read_once_then_left_alone
     report, cost = metered_pass(rig)
     assert report.reindexed == 0 and report.expired == []
     assert cost.items <= 1 + pools, cost  # re-indexed: not read again until really due
+
+
+ABSENT_HELD = 1_200  # more than one pass pushes (DUE_PER_PASS)
+AWAY_S = 15 * 60
+
+
+def test_after_the_sweeper_s_absence_each_pass_reads_and_pushes_at_most_its_bound(
+    rig: Rig,
+) -> None:
+    make_world(rig.svc)
+    rig.svc.sweep.once(SWEEP_EVERY_S)  # the last pass before the sweeper went away
+    now = rig.clock.now_ms()
+    held = [
+        replace(live_lease(i, now), deadline=now + 60_000, due_at=now + 60_000)
+        for i in range(ABSENT_HELD)
+    ]
+    batch_put(rig.store, held)
+    rig.clock.advance(AWAY_S)  # every one of them is due by the pass that finds the absence
+    found_at = rig.clock.now_ms()
+    pools = len(rig.store.list_pools())
+    bound = sweep_module.DUE_PER_PASS
+
+    pushed = []
+    for n in range(3):
+        if n:
+            rig.clock.advance(SWEEP_EVERY_S)
+        report, cost = metered_pass(rig)
+        print(
+            f"\nabsence push pass {n + 1}, {ABSENT_HELD} held: pushed {report.pushed}, "
+            f"{cost.items} items read, {cost.read_units:g} RU, {dict(cost.calls)}"
+        )
+        pushed.append(report.pushed)
+        assert report.expired == [] and report.held == 0
+        # Its due-index page and each lease row in it, the sweeper's own state and the pool
+        # rows, the scheduler's row; one conditional write per lease pushed.
+        assert cost.items <= 2 * bound + 1 + pools + 1, cost
+        assert cost.calls["update"] <= bound, cost
+        assert "batch_get" not in cost.calls
+    assert pushed == [bound, bound, ABSENT_HELD - 2 * bound]
+    assert rig.store.get_sweeper_state().absences == {}
+    rows = rig.store.get_leases(x.id for x in held)
+    assert all(rows[x.id].state is LeaseState.RUNNING for x in held)
+    assert all(rows[x.id].deadline == now + 60_000 + AWAY_S * 1000 for x in held)
+    assert all((rows[x.id].deadline or 0) > found_at for x in held)

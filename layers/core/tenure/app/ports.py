@@ -514,6 +514,15 @@ class WorkerPage(NamedTuple):
 
 
 @record
+class AbsencePush:
+    """The sweeper's own absence, being made good in one pool: its held leases due by `at` are
+    pushed out by `gap_ms`, a bounded number a pass, until none due by then is left."""
+
+    at: int  # the pass that found the absence (epoch ms)
+    gap_ms: int  # how far each of those deadlines moves out
+
+
+@record
 class SweeperState:
     last_pass_at: int | None = None
     # Pools whose expiries the mass-expiry brake holds, each until then (epoch ms).
@@ -522,6 +531,9 @@ class SweeperState:
     capacity_waiting: dict[str, int] = field(default_factory=dict)
     # The last minute whose delegated tasks' ttls the sweeper has drained (epoch minutes).
     ttl_cursor: int | None = None
+    # Pools whose push after the sweeper's own absence is not finished: written with the pass
+    # that found the absence, before any lease is pushed, so a pass cut short loses none.
+    absences: dict[str, AbsencePush] = field(default_factory=dict)
 
 
 @record

@@ -1,7 +1,7 @@
 """The sweeper: expiry, recovery, and the service's own absence (a pass that comes more than
-a pool's grace after its schedule means the service was away, not the workers: it expires
-none of that pool's leases and pushes their deadlines out by the gap;
-docs/fencing-and-timing.md)."""
+a pool's grace after its schedule means the service was away, not the workers: none of that
+pool's leases due by then expires, and their deadlines are pushed out by the gap, a bounded
+number a pass until none is left; docs/fencing-and-timing.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tenure.app.dispatch_controls import Scheduler, queue_tiers
 from tenure.app.leases.queue_timeouts import QueueTimeouts
 from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.run_timeouts import RunTimeouts, index_at, may_time_out
-from tenure.app.ports import Clock, Ids, SweeperState
+from tenure.app.ports import AbsencePush, Clock, Ids, SweeperState
 from tenure.app.rows import LeaseRows, PoolRows, QueueRows, SweeperRows, TimelineRows, WorkerRows
 from tenure.app.workers import SEEN_LAG_SHARE, reachable
 from tenure.domain.errors import Conflict
@@ -31,7 +31,8 @@ from tenure.records import record
 # many leases is an ordinary expiry.
 MASS_EXPIRY_SHARE = 0.55
 MASS_EXPIRY_MIN = 3
-# How many due leases of one pool one pass reads (and expires) at most; the rest wait a pass.
+# How many due leases of one pool one pass reads (and expires, or pushes out after the
+# sweeper's own absence) at most; the rest wait a pass.
 DUE_PER_PASS = 500
 # How many index entries one pool's depth gauges read at most per pass (a count at the budget
 # reads "at least this many"): a deep queue costs a bounded read a minute, never a Scan.
@@ -54,8 +55,9 @@ class SweepReport:
     at: int
     gap_ms: int | None = None
     skipped: bool = False  # another pass was running
-    absent_pools: list[str] = field(default_factory=list)
+    absent_pools: list[str] = field(default_factory=list)  # pools this pass found absent
     pushed: int = 0
+    pushing: list[str] = field(default_factory=list)  # pools whose push goes on next pass
     reindexed: int = 0
     expired: list[str] = field(default_factory=list)
     held: int = 0
@@ -141,39 +143,31 @@ class Sweep:
         now = self.clock.now_ms()
         state = self.sweeper.get_sweeper_state()
         report = SweepReport(at=now)
-        try:
-            self.sweeper.put_sweeper_state(
-                replace(state, last_pass_at=now), expect_last=state.last_pass_at
-            )
-        except Conflict:
-            report.skipped = True
-            return report
+        pools = self.pools.list_pools()
         gap = now - state.last_pass_at if state.last_pass_at is not None else None
         report.gap_ms = gap
-        absence = gap - int(interval_seconds * 1000) if gap is not None else None
-        holds = dict(state.holds)
-        pools = self.pools.list_pools()
-        for pool in pools:
-            if gap is not None and absence is not None and absence > pool.grace_seconds * 1000:
-                # The sweeper itself was away: that is the service's absence, not the workers'.
-                report.absent_pools.append(pool.name)
-                report.pushed += self._push_out(pool, gap)
-                continue
-            due = self._due(pool, now, report)
-            if self._brake(pool, due, holds, now, interval_seconds):
-                report.held += len(due)
-                if pool.name not in state.holds:
-                    report.mass_holds.append(pool.name)
-                continue
-            for lease in due:
-                if self.recovery.expire(lease, pool) is None:
-                    report.raced += 1
-                else:
-                    report.expired.append(lease.id)
+        report.absent_pools = absent_pools(pools, gap, interval_seconds)
+        absences = pending_absences(state.absences, report.absent_pools, now, gap or 0)
+        try:  # the pass's turn, and what it found absent, before any lease is pushed
+            self.sweeper.put_sweeper_state(
+                replace(state, last_pass_at=now, absences=absences), expect_last=state.last_pass_at
+            )
+        except Conflict:
+            return SweepReport(at=now, skipped=True)
         if report.absent_pools:
             self._record(
                 now, "sweeper.service_absent", {"gap_ms": gap, "pools": report.absent_pools}
             )
+        holds = dict(state.holds)
+        pending = dict(absences)
+        for pool in pools:
+            push = absences.get(pool.name)
+            if push is None:
+                held = pool.name in state.holds
+                self._expire(pool, now, report, holds, held, interval_seconds)
+            elif self._push_out(pool, push, now, report):  # none of its leases expires meanwhile
+                del pending[pool.name]
+        report.pushing = sorted(pending)
         # Long-starved work goes to needs_attention; transient blocks past their expiry are closed.
         report.parked = self.scheduler.park_starved(pools)
         report.unblocked = self.breaker.finalize_expired_blocks()
@@ -183,14 +177,9 @@ class Sweep:
         report.queue_timed_out, queue_raced = self.queue_timeouts.expire_queued(pools)
         report.raced += queue_raced
         report.marks_dropped = self.queue_timeouts.drop_stale_marks(pools)
-        if (
-            holds != state.holds
-            or waiting != state.capacity_waiting
-            or ttl_cursor != state.ttl_cursor
-        ):
-            self.sweeper.put_sweeper_state(
-                SweeperState(now, holds, waiting, ttl_cursor), expect_last=now
-            )
+        kept = SweeperState(now, holds, waiting, ttl_cursor, pending)
+        if kept != replace(state, last_pass_at=now, absences=absences):
+            self.sweeper.put_sweeper_state(kept, expect_last=now)
         reclaim = self.retention.reclaim_due(pools=pools)
         report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
         if gauges:
@@ -202,6 +191,29 @@ class Sweep:
             ]
         return report
 
+    def _expire(
+        self,
+        pool: Pool,
+        now: int,
+        report: SweepReport,
+        holds: dict[str, int],
+        held: bool,
+        interval_seconds: float,
+    ) -> None:
+        """Expire what of `pool` is due, unless the mass-expiry brake holds it back (`holds`,
+        updated in place; `held`: the pass found a hold on the pool already)."""
+        due = self._due(pool, now, report)
+        if self._brake(pool, due, holds, now, interval_seconds):
+            report.held += len(due)
+            if not held:
+                report.mass_holds.append(pool.name)
+            return
+        for lease in due:
+            if self.recovery.expire(lease, pool) is None:
+                report.raced += 1
+            else:
+                report.expired.append(lease.id)
+
     def _due(self, pool: Pool, now: int, report: SweepReport) -> list[Lease]:
         """The pool's held leases whose deadline has passed (at most DUE_PER_PASS read); on
         the way, a lease past its run timeout is asked to stop, and one whose deadline moved
@@ -211,13 +223,7 @@ class Sweep:
             lease = self.leases.get_lease(lease_id)
             if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
                 continue
-            if lease.run_deadline is not None and lease.run_deadline <= now and may_time_out(lease):
-                # Ran past its run timeout: asked to stop now; ended by its report or, if
-                # its worker stays silent, by a later pass once its deadline passes.
-                if self.run_timeouts.time_out(lease) is None:
-                    report.raced += 1
-                else:
-                    report.timed_out.append(lease.id)
+            if self._timed_out(lease, now, report):
                 continue
             if lease.deadline > now:
                 self._reindex(lease)
@@ -225,6 +231,17 @@ class Sweep:
             else:
                 due.append(lease)
         return due
+
+    def _timed_out(self, lease: Lease, now: int, report: SweepReport) -> bool:
+        """True when `lease` ran past its run timeout: it is asked to stop now, and ended by its
+        report or, if its worker stays silent, by a later pass once its deadline passes."""
+        if lease.run_deadline is None or lease.run_deadline > now or not may_time_out(lease):
+            return False
+        if self.run_timeouts.time_out(lease) is None:
+            report.raced += 1
+        else:
+            report.timed_out.append(lease.id)
+        return True
 
     def _brake(
         self,
@@ -283,20 +300,37 @@ class Sweep:
         alive = {w.worker_id for w in workers if reachable(w, pool, now)}
         return recent - alive, recent
 
-    def _push_out(self, pool: Pool, gap: int) -> int:
-        pushed = 0
-        for lease_id in self.queues.due_leases(pool.name, None):
+    def _push_out(self, pool: Pool, push: AbsencePush, now: int, report: SweepReport) -> bool:
+        """Push out by the absence's gap the pool's held leases due by the pass that found it,
+        reading at most DUE_PER_PASS of its due index; True once none due by then is left.
+
+        A pushed deadline lands after that pass (one overdue already before the absence,
+        which its gap leaves at or before that pass, just after it), and so does every
+        deadline written since, a renewal's or a new claim's: a lease is pushed once, and
+        what a pass pushes leaves the part of the index the next pass reads. Any other entry
+        due by then is moved out of it too: asked to stop past its run timeout, or indexed at
+        the later deadline a heartbeat gave it (an ordinary pass expires it if that is due)."""
+        lease_ids = self.queues.due_leases(pool.name, push.at, limit=DUE_PER_PASS)
+        done = len(lease_ids) < DUE_PER_PASS
+        for lease_id in lease_ids:
             lease = self.leases.get_lease(lease_id)
             if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
                 continue
-            pushed_to = lease.deadline + gap
+            if lease.deadline > push.at:  # not silent through the absence: nothing to push
+                if self._timed_out(lease, now, report):
+                    continue
+                if lease.due_at != index_at(lease, lease.deadline):
+                    self._reindex(lease)
+                    report.reindexed += 1
+                continue
+            pushed_to = max(lease.deadline + push.gap_ms, push.at + 1)
             moved = replace(lease, deadline=pushed_to, due_at=index_at(lease, pushed_to))
             try:
                 self.leases.move_deadline(moved, seen=lease)
-                pushed += 1
+                report.pushed += 1
             except Conflict:
-                pass  # it moved on by itself (a report or a transition): nothing to push
-        return pushed
+                done = False  # it moved on by itself: the next pass reads it as it is now
+        return done
 
     def _reindex(self, lease: Lease) -> None:
         with contextlib.suppress(Conflict):  # moved on; the next pass sees its new row
@@ -314,3 +348,25 @@ class Sweep:
                 data=dict(data),
             )
         )
+
+
+def absent_pools(pools: list[Pool], gap: int | None, interval_seconds: float) -> list[str]:
+    """The pools for which a pass `gap` ms after the last one finds the service itself away:
+    the time beyond the schedule's period is longer than the pool's grace."""
+    if gap is None:
+        return []
+    absence = gap - int(interval_seconds * 1000)
+    return [pool.name for pool in pools if absence > pool.grace_seconds * 1000]
+
+
+def pending_absences(
+    absences: dict[str, AbsencePush], absent: list[str], now: int, gap: int
+) -> dict[str, AbsencePush]:
+    """The pushes pending once a pass at `now` found `absent` away for `gap` ms. A pool found
+    away again before its last push was done adds the two gaps, so a lease that push had not
+    reached yet gets both (one it had reached gets the first twice: more time, never less)."""
+    out = dict(absences)
+    for name in absent:
+        before = absences.get(name)
+        out[name] = AbsencePush(at=now, gap_ms=gap + (before.gap_ms if before else 0))
+    return out

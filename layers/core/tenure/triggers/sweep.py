@@ -20,8 +20,9 @@ metrics = Metrics(namespace=NAMESPACE, service="sweeper")
 def run_pass(gauges: bool = True) -> SweepReport:
     """One pass; `gauges` reads the pools' depths for `handle` to publish."""
     report = wiring.service().sweep.once(settings().sweep_interval_seconds, gauges)
-    busy = report.expired or report.held or report.pushed or report.raced or report.skipped
-    busy = busy or report.queue_timed_out or report.timed_out or report.marks_dropped
+    busy = report.expired or report.held or report.pushed or report.pushing or report.raced
+    busy = busy or report.skipped or report.queue_timed_out or report.timed_out
+    busy = busy or report.marks_dropped
     if busy or report.reclaimed or report.reclaim_left:
         logger.info("sweeper pass", extra={"report": asdict(report)})
     return report

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tenure.app.ports import SchedulerState, SweeperState
+from tenure.app.ports import AbsencePush, SchedulerState, SweeperState
 from tenure.store import codec, conditions, expressions, keys
 from tenure.store.table import Table
 
@@ -19,11 +19,16 @@ class DynamoSweeper:
             return SweeperState()
         holds = {str(pool): int(until) for pool, until in (row.get("holds") or {}).items()}
         waiting = {str(p): int(t) for p, t in (row.get("capacity_waiting") or {}).items()}
+        absences = {  # a row from before absence pushes were kept has none pending
+            str(p): AbsencePush(at=int(a["at"]), gap_ms=int(a["gap_ms"]))
+            for p, a in (row.get("absences") or {}).items()
+        }
         return SweeperState(
             last_pass_at=row.get("last_pass_at"),
             holds=holds,
             capacity_waiting=waiting,
             ttl_cursor=int(row["ttl_cursor"]) if row.get("ttl_cursor") is not None else None,
+            absences=absences,
         )
 
     def put_sweeper_state(self, state: SweeperState, expect_last: int | None) -> None:
@@ -33,6 +38,10 @@ class DynamoSweeper:
             "holds": dict(state.holds),
             "capacity_waiting": dict(state.capacity_waiting),
             "ttl_cursor": state.ttl_cursor,
+            "absences": {
+                pool: {"at": push.at, "gap_ms": push.gap_ms}
+                for pool, push in state.absences.items()
+            },
         }
         if expect_last is None:
             put = self.table.put_op(item, conditions.IS_NEW)["Put"]
