@@ -21,6 +21,7 @@ from tenure.app.ports import (
     AbsencePush,
     Change,
     ClaimRecord,
+    DueEntry,
     JobWrite,
     LeaseWrite,
     SweeperState,
@@ -1086,6 +1087,63 @@ class StoreContract:
             r.store.due_leases(ALPHA, r.clock.now_ms() + 2 * TOLERATION_MS, limit=1) == by_due[:1]
         )
 
+    def test_the_due_index_reads_in_pages_after_an_entry_even_one_that_moved_since(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        for worker in ("w-a", "w-b", "w-c", "w-d", "w-e"):
+            enqueue(r)
+            if worker in ("w-b", "w-d"):  # two pairs claimed at one instant: equal due_at
+                r.clock.advance(1)
+            claim(r, worker=worker)
+        held = [stored(r, i) for i in r.store.due_leases(ALPHA, None)]
+        every = r.store.due_page(ALPHA, None, 10)
+        # By due_at; entries with one due_at in the store's own order (not the lease id's).
+        assert sorted(every) == sorted(DueEntry(x.due_at or 0, x.id) for x in held)
+        assert [e.due_at for e in every] == sorted(x.due_at or 0 for x in held)
+        assert len({e.due_at for e in every}) == 3 and len(every) == 5
+        assert r.store.due_page(ALPHA, None, 2) == every[:2]
+        assert r.store.due_page(ALPHA, every[1], 2) == every[2:4]
+        assert r.store.due_page(ALPHA, every[3], 2) == every[4:]
+        assert r.store.due_page(ALPHA, every[4], 2) == []
+        assert r.store.due_page(BETA, None, 2) == []
+        # The entry a page ended at moves later in the index (an absence push): the next page
+        # goes on from where it was, and meets it again at its new place.
+        first = stored(r, every[1].lease_id)
+        later = (first.deadline or 0) + 3_600_000
+        r.store.move_deadline(replace(first, deadline=later, due_at=later), seen=first)
+        assert r.store.due_page(ALPHA, every[1], 10) == [*every[2:], DueEntry(later, first.id)]
+        with pytest.raises(ValueError):
+            r.store.due_page(ALPHA, None, 0)
+
+    def test_an_absence_push_marks_the_lease_it_moves_and_moves_it_once_for_that_absence(
+        self, make_rig: MakeRig
+    ) -> None:
+        r = make_rig()
+        world(r)
+        _, lease = enqueue(r)
+        claim(r)
+        held = stored(r, lease.id)
+        assert held.pushed_for is None  # a row never pushed reads as unmarked
+        found_at = r.clock.now_ms() + 900_000
+        to = (held.deadline or 0) + 900_000
+        pushed = replace(held, deadline=to, due_at=to, pushed_for=found_at)
+        r.store.move_deadline(pushed, seen=held)
+        assert stored(r, lease.id) == pushed
+        with pytest.raises(Conflict):  # marked for that absence already: not moved again
+            r.store.move_deadline(replace(pushed, deadline=to + 1, due_at=to + 1), seen=pushed)
+        assert stored(r, lease.id) == pushed
+        # Another absence moves it once more; the lease's own writes keep the mark.
+        again = replace(pushed, deadline=to + 60_000, due_at=to + 60_000, pushed_for=found_at + 1)
+        r.store.move_deadline(again, seen=pushed)
+        assert stored(r, lease.id).pushed_for == found_at + 1
+        r.svc.reports.start(lease_principal(lease.id), lease.id)
+        r.svc.reports.heartbeat(lease_principal(lease.id), lease.id, 60)
+        beat = stored(r, lease.id)
+        assert beat.state is LeaseState.RUNNING and beat.lease_seconds == 60
+        assert beat.pushed_for == found_at + 1
+
     @pytest.mark.parametrize("read", ["leases", "timeline", "workers"])
     def test_every_paged_read_refuses_a_cursor_of_another_read(
         self, make_rig: MakeRig, read: str
@@ -1174,14 +1232,20 @@ class StoreContract:
         store.put_sweeper_state(SweeperState(last_pass_at=1_000), expect_last=None)
         pushing = {
             ALPHA: AbsencePush(at=901_000, gap_ms=900_000),
-            BETA: AbsencePush(at=901_000, gap_ms=1_800_000),
+            BETA: AbsencePush(
+                at=901_000,
+                gap_ms=600_000,
+                earlier=((241_000, 120_000), (301_000, 60_000)),
+                after=DueEntry(1_200_000, "lease_b7"),
+            ),
         }
         found = SweeperState(901_000, {BETA: 950_000}, ttl_cursor=15, absences=pushing)
         store.put_sweeper_state(found, expect_last=1_000)
         assert store.get_sweeper_state() == found
         with pytest.raises(Conflict):  # a pass that read the state before it cannot undo it
             store.put_sweeper_state(SweeperState(961_000), expect_last=1_000)
-        one_left = replace(found, last_pass_at=961_000, absences={BETA: pushing[BETA]})
+        walked = replace(pushing[BETA], after=DueEntry(1_500_000, "lease_b9"))
+        one_left = replace(found, last_pass_at=961_000, absences={BETA: walked})
         store.put_sweeper_state(one_left, expect_last=901_000)
         assert store.get_sweeper_state() == one_left
         store.put_sweeper_state(replace(one_left, absences={}), expect_last=961_000)

@@ -38,6 +38,7 @@ from tenure.app.ports import (
     ClaimRecord,
     Clock,
     CopySuccess,
+    DueEntry,
     Edge,
     EventPage,
     Filed,
@@ -935,6 +936,11 @@ class FakeStore(FakeRules):
         ]
         return due if limit is None else due[:limit]
 
+    def due_page(self, pool: str, after: DueEntry | None, limit: int) -> list[DueEntry]:
+        _limit(limit)
+        entries = [DueEntry(x.due_at or 0, x.id) for x in self._due_index(pool)]
+        return [e for e in entries if after is None or e > after][:limit]
+
     def count_held(self, pool: str, at_most: int) -> int:
         if at_most < 1:
             raise ValueError("a query's Limit must be at least 1")
@@ -945,7 +951,11 @@ class FakeStore(FakeRules):
         row = self._held_at(lease.id, (seen.state, seen.fence))
         if row.lease.deadline != seen.deadline:
             raise Conflict("lease moved on")
-        row.lease = replace(row.lease, deadline=lease.deadline, due_at=lease.due_at)
+        mark = lease.pushed_for
+        if mark is not None and row.lease.pushed_for == mark:
+            raise Conflict("already pushed for this absence")
+        moved = replace(row.lease, deadline=lease.deadline, due_at=lease.due_at)
+        row.lease = moved if mark is None else replace(moved, pushed_for=mark)
 
     def reindex(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
         self.writes.append("reindex")

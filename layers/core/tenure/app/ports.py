@@ -513,13 +513,26 @@ class WorkerPage(NamedTuple):
     next_cursor: str | None
 
 
+class DueEntry(NamedTuple):
+    """One entry of a pool's due index: the deadline it is indexed at, and its lease (entries
+    with one due_at sort in the store's own order, not necessarily by lease id)."""
+
+    due_at: int
+    lease_id: str
+
+
 @record
 class AbsencePush:
-    """The sweeper's own absence, being made good in one pool: its held leases due by `at` are
-    pushed out by `gap_ms`, a bounded number a pass, until none due by then is left."""
+    """The sweeper's own absence, being made good in one pool: every lease held in it is
+    pushed out by the gaps it was held silent through, one page of the due index a pass, each
+    lease once (it is marked with `at`), until the walk reaches the end of the index."""
 
-    at: int  # the pass that found the absence (epoch ms)
-    gap_ms: int  # how far each of those deadlines moves out
+    at: int  # the pass that found the absence (epoch ms): the mark a lease pushed for it gets
+    gap_ms: int  # that absence's gap
+    # Absences found in the pool earlier, while this push was pending (at, gap_ms), oldest
+    # first: a lease not renewed or pushed since one of them is owed its gap too.
+    earlier: tuple[tuple[int, int], ...] = ()
+    after: DueEntry | None = None  # the last entry of the walk handled; None: from the start
 
 
 @record

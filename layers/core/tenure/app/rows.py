@@ -12,6 +12,7 @@ from tenure.app.ports import (
     Attachment,
     Change,
     ClaimRecord,
+    DueEntry,
     EventPage,
     Filed,
     LeasePage,
@@ -300,7 +301,9 @@ class LeaseRows(Protocol):
         ...
 
     def move_deadline(self, lease: Lease, seen: Lease) -> None:
-        """Write deadline and due_at together, only over the deadline `seen` (absence push)."""
+        """Write deadline, due_at and the absence's mark (`pushed_for`) together, only over the
+        state, fence and deadline `seen`, and only on a lease not marked with that mark yet
+        (the push after the sweeper's own absence)."""
         ...
 
     def reindex(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
@@ -339,6 +342,11 @@ class QueueRows(Protocol):
     def due_leases(self, pool: str, now: int | None, limit: int | None = None) -> list[str]:
         """Held leases of `pool` whose indexed deadline is <= now (None: every held lease),
         earliest first; at most `limit` of them when set (a sweeper pass's bound)."""
+        ...
+
+    def due_page(self, pool: str, after: DueEntry | None, limit: int) -> list[DueEntry]:
+        """At most `limit` entries of `pool`'s due index (its held leases), in index order,
+        those after `after` alone when it is set (the entry need not be there any more)."""
         ...
 
     def count_held(self, pool: str, at_most: int) -> int: ...

@@ -1,7 +1,7 @@
 """The sweeper: expiry, recovery, and the service's own absence (a pass that comes more than
 a pool's grace after its schedule means the service was away, not the workers: none of that
-pool's leases due by then expires, and their deadlines are pushed out by the gap, a bounded
-number a pass until none is left; docs/fencing-and-timing.md)."""
+pool's leases expires until every one it held has had its deadline pushed out by the gap, a
+bounded number a pass; docs/fencing-and-timing.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tenure.app.dispatch_controls import Scheduler, queue_tiers
 from tenure.app.leases.queue_timeouts import QueueTimeouts
 from tenure.app.leases.recovery import Recovery
 from tenure.app.leases.run_timeouts import RunTimeouts, index_at, may_time_out
-from tenure.app.ports import AbsencePush, Clock, Ids, SweeperState
+from tenure.app.ports import AbsencePush, Clock, DueEntry, Ids, SweeperState
 from tenure.app.rows import LeaseRows, PoolRows, QueueRows, SweeperRows, TimelineRows, WorkerRows
 from tenure.app.workers import SEEN_LAG_SHARE, reachable
 from tenure.domain.errors import Conflict
@@ -31,9 +31,15 @@ from tenure.records import record
 # many leases is an ordinary expiry.
 MASS_EXPIRY_SHARE = 0.55
 MASS_EXPIRY_MIN = 3
-# How many due leases of one pool one pass reads (and expires, or pushes out after the
-# sweeper's own absence) at most; the rest wait a pass.
+# How many due leases of one pool one pass reads (and expires) at most, or, after the
+# sweeper's own absence, how many entries of its due index it reads (and leases it pushes out);
+# the rest wait a pass.
 DUE_PER_PASS = 500
+# How many absences found earlier a pending push keeps apart, so the sweeper's row stays small
+# however often the service goes away mid-push. Past it the two oldest are kept as one, at the
+# later one's time: a lease renewed between them gets both gaps, more time than it lost, never
+# less.
+EARLIER_KEPT = 8
 # How many index entries one pool's depth gauges read at most per pass (a count at the budget
 # reads "at least this many"): a deep queue costs a bounded read a minute, never a Scan.
 GAUGE_BUDGET = 10_000
@@ -165,9 +171,17 @@ class Sweep:
             if push is None:
                 held = pool.name in state.holds
                 self._expire(pool, now, report, holds, held, interval_seconds)
-            elif self._push_out(pool, push, now, report):  # none of its leases expires meanwhile
+                continue
+            left = self._push_out(pool, push, report)  # none of its leases expires meanwhile
+            if left is None:
                 del pending[pool.name]
+            else:
+                pending[pool.name] = left
         report.pushing = sorted(pending)
+        taken = replace(state, last_pass_at=now, absences=absences)
+        if pending != absences:  # where each walk got to, kept before the rest of the pass
+            taken = replace(taken, absences=pending)
+            self.sweeper.put_sweeper_state(taken, expect_last=now)
         # Long-starved work goes to needs_attention; transient blocks past their expiry are closed.
         report.parked = self.scheduler.park_starved(pools)
         report.unblocked = self.breaker.finalize_expired_blocks()
@@ -178,7 +192,7 @@ class Sweep:
         report.raced += queue_raced
         report.marks_dropped = self.queue_timeouts.drop_stale_marks(pools)
         kept = SweeperState(now, holds, waiting, ttl_cursor, pending)
-        if kept != replace(state, last_pass_at=now, absences=absences):
+        if kept != taken:
             self.sweeper.put_sweeper_state(kept, expect_last=now)
         reclaim = self.retention.reclaim_due(pools=pools)
         report.reclaimed, report.reclaim_left = reclaim.leases, reclaim.left
@@ -300,37 +314,43 @@ class Sweep:
         alive = {w.worker_id for w in workers if reachable(w, pool, now)}
         return recent - alive, recent
 
-    def _push_out(self, pool: Pool, push: AbsencePush, now: int, report: SweepReport) -> bool:
-        """Push out by the absence's gap the pool's held leases due by the pass that found it,
-        reading at most DUE_PER_PASS of its due index; True once none due by then is left.
+    def _push_out(self, pool: Pool, push: AbsencePush, report: SweepReport) -> AbsencePush | None:
+        """One page of `pool`'s walk for `push` (at most DUE_PER_PASS entries of its due
+        index, after the last one a pass handled): each lease on it pushed out by what it is
+        owed. The push with its place moved on, or None once a page short of the bound was
+        handled with no write lost: the walk has been through every lease the pool holds.
 
-        A pushed deadline lands after that pass (one overdue already before the absence,
-        which its gap leaves at or before that pass, just after it), and so does every
-        deadline written since, a renewal's or a new claim's: a lease is pushed once, and
-        what a pass pushes leaves the part of the index the next pass reads. Any other entry
-        due by then is moved out of it too: asked to stop past its run timeout, or indexed at
-        the later deadline a heartbeat gave it (an ordinary pass expires it if that is due)."""
-        lease_ids = self.queues.due_leases(pool.name, push.at, limit=DUE_PER_PASS)
-        done = len(lease_ids) < DUE_PER_PASS
-        for lease_id in lease_ids:
-            lease = self.leases.get_lease(lease_id)
-            if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
-                continue
-            if lease.deadline > push.at:  # not silent through the absence: nothing to push
-                if self._timed_out(lease, now, report):
-                    continue
-                if lease.due_at != index_at(lease, lease.deadline):
-                    self._reindex(lease)
-                    report.reindexed += 1
-                continue
-            pushed_to = max(lease.deadline + push.gap_ms, push.at + 1)
-            moved = replace(lease, deadline=pushed_to, due_at=index_at(lease, pushed_to))
-            try:
-                self.leases.move_deadline(moved, seen=lease)
-                report.pushed += 1
-            except Conflict:
-                done = False  # it moved on by itself: the next pass reads it as it is now
-        return done
+        A pushed lease moves later in the index and the walk may meet it again: its mark says
+        it is done. A write lost to another writer stops the page there, so the next pass
+        reads that lease again as it is by then (renewed or ended, it is owed nothing)."""
+        page = self.queues.due_page(pool.name, push.after, DUE_PER_PASS)
+        for entry in page:
+            if not self._push_one(entry, push, report):
+                return push
+            push = replace(push, after=entry)
+        return push if len(page) >= DUE_PER_PASS else None
+
+    def _push_one(self, entry: DueEntry, push: AbsencePush, report: SweepReport) -> bool:
+        """Push the lease of `entry` out by what `push` owes it, in one conditional write
+        that marks it; False when that write lost (the lease moved on meanwhile)."""
+        lease = self.leases.get_lease(entry.lease_id)
+        if lease is None or lease.state not in REPORTABLE or lease.deadline is None:
+            return True  # no longer held: the index lags its rows
+        gap = owed(push, lease)
+        if not gap:
+            return True
+        # One overdue already before the absence began lands just after the pass that found
+        # it: if still silent, it expires on the first ordinary pass once the walk is done.
+        pushed_to = max(lease.deadline + gap, push.at + 1)
+        moved = replace(
+            lease, deadline=pushed_to, due_at=index_at(lease, pushed_to), pushed_for=push.at
+        )
+        try:
+            self.leases.move_deadline(moved, seen=lease)
+        except Conflict:
+            return False
+        report.pushed += 1
+        return True
 
     def _reindex(self, lease: Lease) -> None:
         with contextlib.suppress(Conflict):  # moved on; the next pass sees its new row
@@ -363,10 +383,24 @@ def pending_absences(
     absences: dict[str, AbsencePush], absent: list[str], now: int, gap: int
 ) -> dict[str, AbsencePush]:
     """The pushes pending once a pass at `now` found `absent` away for `gap` ms. A pool found
-    away again before its last push was done adds the two gaps, so a lease that push had not
-    reached yet gets both (one it had reached gets the first twice: more time, never less)."""
+    away again before its push was done starts its walk again from the beginning of the index,
+    the pending absence kept as an earlier one: a lease already pushed for it, or renewed or
+    claimed since it was found, is owed the new gap alone, one silent through both, both."""
     out = dict(absences)
     for name in absent:
         before = absences.get(name)
-        out[name] = AbsencePush(at=now, gap_ms=gap + (before.gap_ms if before else 0))
+        earlier = (*before.earlier, (before.at, before.gap_ms)) if before else ()
+        if len(earlier) > EARLIER_KEPT:
+            (_, oldest), (then, next_gap) = earlier[:2]
+            earlier = ((then, oldest + next_gap), *earlier[2:])
+        out[name] = AbsencePush(at=now, gap_ms=gap, earlier=earlier)
     return out
+
+
+def owed(push: AbsencePush, lease: Lease) -> int:
+    """How far `push` moves `lease`'s deadline: the gaps of the absences found after the
+    deadline was last written fresh (its claim, a heartbeat that renewed it) or pushed out for
+    an absence, those it was held through in silence. 0 for a lease renewed or claimed since
+    the last absence was found, or pushed for it already."""
+    since = max(lease.claimed_at or 0, lease.heartbeat_at or 0, lease.pushed_for or 0)
+    return sum(gap for at, gap in (*push.earlier, (push.at, push.gap_ms)) if at > since)

@@ -359,6 +359,10 @@ class Lease:
     deadline: int | None = None
     # The deadline as the sweeper's index last saw it (<= deadline); see store.keys.DUE_INDEX.
     due_at: int | None = None
+    # The pass that found the sweeper's own absence whose push moved this deadline (epoch ms):
+    # the walk that meets the lease again, further on in the index, leaves it. The sweeper's
+    # own mark: no answer shows it.
+    pushed_for: int | None = None
     ended_at: int | None = None
     end_reason: EndReason | None = None
     outcome: str | None = None

@@ -12,6 +12,10 @@ LEASE_IS_AT = "#state = :expect_state AND fence = :expect_fence"
 SAME_VERSION = "version = :expect_version"
 SAME_DEADLINE = "deadline = :expect_deadline"
 NO_DEADLINE = "attribute_not_exists(deadline)"
+# The push after the sweeper's own absence marks each lease it moves with that absence (the
+# pass that found it): a lease already carrying the mark is not moved again for it.
+PUSHED_FOR = "pushed_for"
+NOT_PUSHED_FOR = f"(attribute_not_exists({PUSHED_FOR}) OR {PUSHED_FOR} <> :pushed_for)"
 # An enqueue opens a run only while the task's last job still points at the ended lease the
 # writer saw (a release or expiry in between would have moved it to a successor).
 JOB_LEASE_IS = "lease_id = :expect_lease"

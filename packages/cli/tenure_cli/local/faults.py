@@ -10,7 +10,7 @@ which a test rewrites while the stack runs: `{"throttle": 0.3, "sweeper_paused":
   real throttle. The store's bounded retry sees it; past the bound the API answers 503.
   Each injected throttle appends one byte to `<file>.throttled`, so its size is the count.
 * `sweeper_paused` — the local stack's sweeper loop skips its passes while true; on resume the
-  gap is the service's own absence: none of the leases due by then expires for it, and their
+  gap is the service's own absence: none of the leases held then expires for it, and their
   deadlines move out by the gap.
 """
 

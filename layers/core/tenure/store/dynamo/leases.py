@@ -69,25 +69,24 @@ class DynamoLeases:
         self.table.transact([{"Update": update}, signal_op(self.table.name, signal)])
 
     def move_deadline(self, lease: Lease, seen: Lease) -> None:
-        self._set_on_lease(
-            lease.id,
-            (seen.state, seen.fence),
-            {"deadline": lease.deadline, keys.DUE_AT: lease.due_at},
-            deadline_was=seen.deadline,
+        fields: dict[str, Any] = {"deadline": lease.deadline, keys.DUE_AT: lease.due_at}
+        if lease.pushed_for is not None:  # the mark, on a lease not marked with it yet
+            fields[conditions.PUSHED_FOR] = lease.pushed_for
+        update = self._update_on_lease(
+            lease.id, (seen.state, seen.fence), fields, deadline_was=seen.deadline
         )
+        if lease.pushed_for is not None:
+            update["ConditionExpression"] += f" AND {conditions.NOT_PUSHED_FOR}"
+        self.table.write("update", Conflict("lease moved on"), **update)
 
     def reindex(self, lease: Lease, expect: tuple[LeaseState, int]) -> None:
         self._set_on_lease(lease.id, expect, {keys.DUE_AT: lease.due_at})
 
     def _set_on_lease(
-        self,
-        lease_id: str,
-        expect: tuple[LeaseState, int],
-        fields: dict[str, Any],
-        deadline_was: int | None = None,
+        self, lease_id: str, expect: tuple[LeaseState, int], fields: dict[str, Any]
     ) -> None:
-        """SET some attributes of a held lease, fenced on (state, fence) [and its deadline]."""
-        update = self._update_on_lease(lease_id, expect, fields, deadline_was)
+        """SET some attributes of a held lease, fenced on (state, fence)."""
+        update = self._update_on_lease(lease_id, expect, fields)
         self.table.write("update", Conflict("lease moved on"), **update)
 
     def _update_on_lease(

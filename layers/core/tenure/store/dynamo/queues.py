@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tenure.app.ports import DueEntry
 from tenure.store import codec, conditions, expressions, keys
 from tenure.store.dynamo.ceilings import ceiling_key
 from tenure.store.table import Table
@@ -51,6 +52,21 @@ class DynamoQueues:
 
     def due_leases(self, pool: str, now: int | None, limit: int | None = None) -> list[str]:
         return self._due(keys.due_pk(pool), now, limit)
+
+    def due_page(self, pool: str, after: DueEntry | None, limit: int) -> list[DueEntry]:
+        if limit < 1:
+            raise ValueError("a page needs a limit of at least 1")
+        request: dict[str, Any] = {
+            "IndexName": keys.DUE_INDEX,
+            "KeyConditionExpression": expressions.DUE_IN,
+            "ExpressionAttributeValues": codec.values(p=keys.due_pk(pool)),
+            "Limit": limit,
+        }
+        if after is not None:  # the index's place of that entry, whether it is still there
+            start = {keys.DUE_PK: keys.due_pk(pool), keys.DUE_AT: after.due_at}
+            request["ExclusiveStartKey"] = codec.dump({**start, **keys.lease_key(after.lease_id)})
+        rows = [codec.load(r) for r in self.table.query(**request).get("Items", [])]
+        return [DueEntry(int(r[keys.DUE_AT]), keys.lease_id_of(r)) for r in rows]
 
     def count_held(self, pool: str, at_most: int) -> int:
         """Count a pool's held leases, reading no more than `at_most` index entries."""

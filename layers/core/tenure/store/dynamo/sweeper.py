@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tenure.app.ports import AbsencePush, SchedulerState, SweeperState
+from typing import Any
+
+from tenure.app.ports import AbsencePush, DueEntry, SchedulerState, SweeperState
 from tenure.store import codec, conditions, expressions, keys
 from tenure.store.table import Table
 
@@ -20,8 +22,7 @@ class DynamoSweeper:
         holds = {str(pool): int(until) for pool, until in (row.get("holds") or {}).items()}
         waiting = {str(p): int(t) for p, t in (row.get("capacity_waiting") or {}).items()}
         absences = {  # a row from before absence pushes were kept has none pending
-            str(p): AbsencePush(at=int(a["at"]), gap_ms=int(a["gap_ms"]))
-            for p, a in (row.get("absences") or {}).items()
+            str(p): _push_from(a) for p, a in (row.get("absences") or {}).items()
         }
         return SweeperState(
             last_pass_at=row.get("last_pass_at"),
@@ -38,10 +39,7 @@ class DynamoSweeper:
             "holds": dict(state.holds),
             "capacity_waiting": dict(state.capacity_waiting),
             "ttl_cursor": state.ttl_cursor,
-            "absences": {
-                pool: {"at": push.at, "gap_ms": push.gap_ms}
-                for pool, push in state.absences.items()
-            },
+            "absences": {pool: _push_item(push) for pool, push in state.absences.items()},
         }
         if expect_last is None:
             put = self.table.put_op(item, conditions.IS_NEW)["Put"]
@@ -72,3 +70,24 @@ class DynamoSweeper:
             UpdateExpression=expressions.PAUSE,
             ExpressionAttributeValues=codec.values(paused=paused, by=by, at=at),
         )
+
+
+def _push_item(push: AbsencePush) -> dict[str, Any]:
+    item: dict[str, Any] = {"at": push.at, "gap_ms": push.gap_ms}
+    if push.earlier:
+        item["earlier"] = [[at, gap] for at, gap in push.earlier]
+    if push.after is not None:
+        item["after"] = {"due_at": push.after.due_at, "lease_id": push.after.lease_id}
+    return item
+
+
+def _push_from(item: dict[str, Any]) -> AbsencePush:
+    """A push as `_push_item` keeps it; one kept before the walk had a place (no `after`)
+    starts it from the beginning of the index."""
+    after = item.get("after")
+    return AbsencePush(
+        at=int(item["at"]),
+        gap_ms=int(item["gap_ms"]),
+        earlier=tuple((int(at), int(gap)) for at, gap in item.get("earlier") or ()),
+        after=DueEntry(int(after["due_at"]), str(after["lease_id"])) if after else None,
+    )
