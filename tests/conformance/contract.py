@@ -41,7 +41,7 @@ from tenure.domain.model import (
     Workflow,
     first_job_id,
 )
-from tenure.domain.states import LeaseState, PoolKind
+from tenure.domain.states import LeaseState, PoolKind, SubjectKind
 from tenure.triggers.stream import react
 from tenure.wiring import ManualClock
 
@@ -157,18 +157,24 @@ def walk_timeline(
 
 
 def walk(
-    r: ContractRig, limit: int, state: LeaseState | None = None, pool: str | None = None
+    r: ContractRig,
+    limit: int,
+    state: LeaseState | None = None,
+    pool: str | None = None,
+    subjects: frozenset[SubjectKind] | None = None,
 ) -> tuple[list[str], list[int]]:
     """Every page of list_leases until next_cursor is null: (ids in order, page sizes)."""
     ids: list[str] = []
     sizes: list[int] = []
     cursor: str | None = None
     for _ in range(200):
-        page = r.store.list_leases(SPACE, limit, cursor, state, pool)
+        page = r.store.list_leases(SPACE, limit, cursor, state, pool, subjects)
         ids.extend(lease.id for lease in page.leases)
         sizes.append(len(page.leases))
         assert all(
-            (state is None or lease.state is state) and (pool is None or lease.pool == pool)
+            (state is None or lease.state is state)
+            and (pool is None or lease.pool == pool)
+            and (subjects is None or lease.subject_kind in subjects)
             for lease in page.leases
         )
         cursor = page.next_cursor
@@ -629,6 +635,36 @@ class StoreContract:
                 assert [x.id for x in page.leases] == want, (state, pool)
                 assert page.next_cursor is None
         assert r.store.list_leases(SPACE, 100, None, LeaseState.LOST, None).leases == []
+
+    def test_list_leases_by_subject_kind_lists_each_kind_once_newest_first_on_full_pages(
+        self, make_rig: MakeRig
+    ) -> None:
+        # Leases of a workflow and of the space, minted by rules, between leases of tasks.
+        r = make_rig()
+        world(r)
+        r.svc.spaces.create_workflow(ADMIN, SPACE, "nightly", "Nightly", None)
+        r.svc.addresses.add_address(ADMIN, SPACE, "help@example.com")
+        trigger = {"topic": "email.received", "match": {"to": "help@example.com"}}
+        subjects = ({"kind": "workflow", "slug": "nightly"}, {"kind": "space"})
+        for i in range(6):
+            enqueue(r, BETA if i % 2 else ALPHA)
+            rule = r.svc.rules.create_rule(ADMIN, SPACE, f"r{i}", ALPHA, subjects[i % 2], trigger)
+            r.svc.firings.fire_rule(ADMIN, rule.id)
+            if i % 3:
+                r.clock.advance(0.001)
+        enqueue(r, BETA)
+        leases = r.store.list_leases(SPACE, 100, None, None, None).leases
+        assert len(leases) == 13
+        kinds = SubjectKind.WORKFLOW, SubjectKind.SPACE, SubjectKind.TASK
+        for kept in ({kinds[0], kinds[1]}, {kinds[0]}, {kinds[2]}, {kinds[2], kinds[1]}):
+            want = [x.id for x in leases if x.subject_kind in kept]
+            for limit in (1, 2, 5, 50):
+                ids, sizes = walk(r, limit, subjects=frozenset(kept))
+                assert ids == want, (limit, kept)
+                assert all(size == limit for size in sizes[:-1]), (limit, kept, sizes)
+        pending = [x.id for x in leases if x.subject_kind is not SubjectKind.TASK]
+        only = frozenset(kinds[:2])
+        assert walk(r, 50, LeaseState.PENDING, ALPHA, only)[0] == pending
 
     def test_list_leases_pages_with_a_cursor_never_repeating_or_skipping(
         self, make_rig: MakeRig

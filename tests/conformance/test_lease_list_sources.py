@@ -15,7 +15,7 @@ import pytest
 from tenure.app.migrations import LISTED_BY_TASK_FROM_SCHEMA, SchemaState, migrate
 from tenure.domain.errors import ValidationFailed
 from tenure.domain.model import Lease
-from tenure.domain.states import LeaseState
+from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.timeline import first_lease_id
 from tenure.store import keys as k
 
@@ -253,3 +253,32 @@ def test_each_call_reads_a_bounded_number_of_items_over_both_indexes(rig: Rig) -
     # 23 leases and 10 tasks with no run: 40 index entries (29 tasks' and 11 leases' own),
     # more than one call's worth.
     assert len(leases) == 23 and calls >= 40 // (budget + 2)
+
+
+def test_leases_of_no_task_are_found_past_any_number_of_task_leases_in_one_bounded_call(
+    rig: Rig,
+) -> None:
+    # Without the task kind the list reads only by_space entries: a space subject's lease
+    # behind twelve newer first leases (listed through their tasks) is found by one call under
+    # a budget of four, which the unfiltered list's first call does not reach.
+    make_world(rig.svc)
+    rig.svc.addresses.add_address(ADMIN, SPACE, "help@example.com")
+    trigger = {"topic": "email.received", "match": {"to": "help@example.com"}}
+    rule = rig.svc.rules.create_rule(ADMIN, SPACE, "tidy", BETA, {"kind": "space"}, trigger)
+    minted = rig.svc.firings.fire_rule(ADMIN, rule.id)
+    assert isinstance(minted, Lease) and minted.task_id is None
+    rig.clock.advance(1)
+    for _ in range(12):
+        _file(rig, ALPHA)
+    rig.clock.advance(1)
+    requeued = _requeue(rig, ALPHA)[1]  # a task's lease with a by_space entry: read, not kept
+    rig.store.list_budget = 4
+    untasked = frozenset({SubjectKind.WORKFLOW, SubjectKind.SPACE})
+    before = rig.store.meter.items_read
+    page = rig.store.list_leases(SPACE, 10, None, None, None, untasked)
+    assert ([x.id for x in page.leases], page.next_cursor) == ([minted.id], None)
+    # Its by_space entry and the requeued lease's, and their two rows: no task's entry.
+    assert rig.store.meter.items_read - before == 4
+    ids, _ = _walk(rig, 10, None, None)
+    assert ids.index(minted.id) == len(ids) - 1 and requeued in ids
+    assert rig.store.list_leases(SPACE, 10, None, None, None).next_cursor is not None

@@ -84,7 +84,7 @@ from tenure.domain.model import (
     implied_pair,
     may_be_implied,
 )
-from tenure.domain.states import REPORTABLE, LeaseState
+from tenure.domain.states import REPORTABLE, LeaseState, SubjectKind
 from tenure.domain.timeline import (
     first_lease_id,
     graph_event,
@@ -569,24 +569,33 @@ class FakeStore(FakeRules):
         cursor: str | None,
         state: LeaseState | None,
         pool: str | None,
+        subjects: frozenset[SubjectKind] | None = None,
     ) -> LeasePage:
         # As the adapter: at most `list_budget` index entries examined, the cursor after the
-        # last one examined, null only when the index holds nothing further.
+        # last one examined, null only when the index holds nothing further. Without the
+        # task kind in `subjects`, the leases listed through their tasks are not examined.
         _limit(limit)
         kind, shape = k.LEASE_CURSOR
         start = cursors.decode_in(cursor, kind, shape, space) if cursor else None
+        by_task = subjects is None or SubjectKind.TASK in subjects
         newest_first = sorted(
             (
                 row.lease
                 for row in self.lease_rows.values()
-                if row.lease.space == space and (start is None or _position(row.lease) < start)
+                if row.lease.space == space
+                and (start is None or _position(row.lease) < start)
+                and (by_task or not row.lease.via_task)
             ),
             key=_position,
             reverse=True,
         )
         found: list[Lease] = []
         for examined, lease in enumerate(newest_first, start=1):
-            if (state is None or lease.state is state) and (pool is None or lease.pool == pool):
+            if (
+                (state is None or lease.state is state)
+                and (pool is None or lease.pool == pool)
+                and (subjects is None or lease.subject_kind in subjects)
+            ):
                 found.append(lease)
             more = examined < len(newest_first)
             if more and (len(found) == limit or examined >= self.list_budget):

@@ -151,3 +151,12 @@ def test_the_token_list_documents_the_header_that_says_the_data_is_behind() -> N
     answer = DOC["paths"]["/api/v1/tokens"]["get"]["responses"]["200"]
     assert set(answer["headers"]) == {"Tenure-Schema"}
     assert answer["headers"]["Tenure-Schema"]["schema"] == {"type": "string"}
+
+
+def test_the_lease_list_documents_its_subject_kind_filter_as_a_list_of_the_kinds() -> None:
+    params = {p["name"]: p for p in DOC["paths"]["/api/v1/leases"]["get"]["parameters"]}
+    schema = params["subject_kind"]["schema"]
+    assert (schema["type"], schema["maxItems"]) == ("array", 3)
+    kinds = DOC["components"]["schemas"][schema["items"]["$ref"].rpartition("/")[2]]
+    assert kinds["enum"] == ["task", "workflow", "space"]
+    assert "commas" in params["subject_kind"]["description"]

@@ -10,9 +10,10 @@ import pytest
 from tenure import wiring
 from tenure.api import app as api
 from tenure.domain import errors as e
-from tenure.domain.model import Principal
+from tenure.domain.model import Lease, Principal
 from tenure_cli.local.frontdoor import to_event
 
+from tests.unit.rules_support import make_rule
 from tests.unit.support import ADMIN, MEMBER, READER, WORKER, Rig, as_lease
 
 
@@ -80,6 +81,80 @@ def test_list_leases_refuses_a_cursor_handed_out_for_another_space(rig: Rig, htt
     got = http("GET", f"/leases?space=DEV&limit=1&cursor={cursor}", actor=ADMIN)
     assert (got.status, got.code) == (422, "validation_failed")
     assert got.json()["error"]["message"].startswith("cursor")
+
+
+def _leases_of_no_task(rig: Rig) -> list[str]:
+    """A workflow's lease and the space's, each minted by a rule: (space's, workflow's)."""
+    rig.svc.spaces.create_workflow(ADMIN, "OPS", "nightly", "Nightly sweep", None)
+    minted = []
+    subjects = (("sweep", {"kind": "workflow", "slug": "nightly"}), ("tidy", {"kind": "space"}))
+    for name, subject in subjects:
+        rule = make_rule(rig, name, subject=subject)
+        lease = rig.svc.firings.fire_rule(ADMIN, rule.id)
+        assert isinstance(lease, Lease) and lease.task_id is None
+        minted.append(lease.id)
+        rig.advance(1)
+    return minted[::-1]
+
+
+def test_list_leases_by_subject_kind_finds_leases_of_no_task_behind_newer_task_leases(
+    rig: Rig, http: Any
+) -> None:
+    # The leases of a workflow or the space are read apart from the (many) leases tasks were
+    # filed with: a read budget smaller than those newer leases still finds them on one page.
+    minted = _leases_of_no_task(rig)
+    task_leases = []
+    for _ in range(5):
+        _, lease = rig.task()
+        assert lease is not None
+        task_leases.append(lease.id)
+        rig.advance(1)
+    rig.store.list_budget = 3
+    for query in ("subject_kind=workflow,space", "subject_kind=space&subject_kind=workflow"):
+        got = http("GET", f"/leases?space=OPS&limit=10&{query}")
+        assert got.status == 200, got.body
+        assert [x["id"] for x in got.json()["leases"]] == minted, query
+        assert got.json()["next_cursor"] is None
+    got = http("GET", "/leases?space=OPS&limit=10&subject_kind=workflow").json()
+    assert [x["subject_kind"] for x in got["leases"]] == ["workflow"]
+    # Unfiltered, the same budget reads only the newest three.
+    page = http("GET", "/leases?space=OPS&limit=10").json()
+    assert [x["id"] for x in page["leases"]] == task_leases[::-1][:3]
+    assert page["next_cursor"] is not None
+    rig.store.list_budget = 100
+    tasks = http("GET", "/leases?space=OPS&limit=10&subject_kind=task").json()
+    assert [x["id"] for x in tasks["leases"]] == task_leases[::-1]
+
+
+@pytest.mark.parametrize(
+    ("said", "where"),
+    [
+        ("tasks", "subject_kind.0"),
+        ("TASK", "subject_kind.0"),
+        ("", "subject_kind.0"),
+        ("task,", "subject_kind.1"),
+        ("workflow,,space", "subject_kind.1"),
+        ("space&subject_kind=nope", "subject_kind.1"),
+        ("space;task", "subject_kind.0"),
+    ],
+)
+def test_list_leases_by_an_unknown_subject_kind_is_validation_failed_naming_it(
+    http: Any, said: str, where: str
+) -> None:
+    got = http("GET", f"/leases?space=OPS&subject_kind={said}")
+    assert (got.status, got.code) == (422, "validation_failed"), said
+    assert got.json()["error"]["message"] == (
+        f"{where}: Input should be 'task', 'workflow' or 'space'"
+    )
+
+
+def test_list_leases_by_more_subject_kinds_than_there_are_is_validation_failed(
+    http: Any,
+) -> None:
+    got = http("GET", "/leases?space=OPS&subject_kind=task,workflow,space,task")
+    assert (got.status, got.code) == (422, "validation_failed")
+    assert got.json()["error"]["message"].startswith("subject_kind: ")
+    assert http("GET", "/leases?space=OPS&subject_kind=task,workflow,space").status == 200
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ from tenure.domain.model import (
     Worker,
     Workflow,
 )
-from tenure.domain.states import LeaseState
+from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.transitions import SignalKey
 from tenure.records import record
 
@@ -287,7 +287,12 @@ class LeaseRows(Protocol):
         cursor: str | None,
         state: LeaseState | None,
         pool: str | None,
-    ) -> LeasePage: ...
+        subjects: frozenset[SubjectKind] | None = None,
+    ) -> LeasePage:
+        """A page of the space's leases, newest first, in a bounded read; `state`, `pool` and
+        `subjects` (the subject kinds kept) filter it."""
+        ...
+
     def renew(
         self,
         lease: Lease,

@@ -93,6 +93,7 @@ class PagedReads:
         cursor: str | None,
         state: LeaseState | None,
         pool: str | None,
+        subjects: frozenset[SubjectKind] | None = None,
     ) -> LeasePage:
         """Newest first, examining at most about `list_budget` index entries (and reading at
         most as many lease rows, eventually consistent like the indexes) per call.
@@ -107,15 +108,24 @@ class PagedReads:
         after the last lease listed or the last place looked at: a filtered page may hold
         fewer than `limit` leases (even none) and still carry a cursor; it is null only once
         both indexes have nothing further.
+
+        `subjects` keeps the leases of those subject kinds. Without the task kind, only the
+        by_space index is read: every tasks_by_space entry stands for a task's lease, so the
+        leases of a workflow or a space are not read past the (usually far more) leases that
+        tasks were filed with.
         """
         if limit < 1:
             raise ValueError("a page needs a limit of at least 1")
         kind, shape = keys.LEASE_CURSOR
         below = cursors.decode_in(cursor, kind, shape, space) if cursor else None
-        filtered = state is not None or pool is not None
+        filtered = state is not None or pool is not None or subjects is not None
         found: list[tuple[str, Lease]] = []
         read = 0
-        sources = {keys.SPACE_INDEX: True, keys.TASKS_INDEX: True}  # which may hold more below
+        # Which may hold more below.
+        sources = {
+            keys.SPACE_INDEX: True,
+            keys.TASKS_INDEX: subjects is None or SubjectKind.TASK in subjects,
+        }
         while True:
             # One more than the page, to learn whether anything follows; filtered, read
             # ahead in chunks. The budget is shared by the sources still read.
@@ -147,7 +157,11 @@ class PagedReads:
                 # through its task, which its own entry lists.
                 if lease is None or bool(lease.via_task) is not through_task:
                     continue
-                if (state is None or lease.state is state) and (pool is None or lease.pool == pool):
+                if (
+                    (state is None or lease.state is state)
+                    and (pool is None or lease.pool == pool)
+                    and (subjects is None or lease.subject_kind in subjects)
+                ):
                     found.append((place, lease))
                 if len(found) > limit:
                     return LeasePage(

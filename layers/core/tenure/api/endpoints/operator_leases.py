@@ -12,7 +12,7 @@ from tenure.api import models
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, json_answer, lease_out, leases_out, op, svc
 from tenure.domain import errors
-from tenure.domain.states import LeaseState
+from tenure.domain.states import LeaseState, SubjectKind
 
 
 @op("GET", f"{BASE}/leases", 200, models.LeasePage, 404, 422)
@@ -23,11 +23,20 @@ def list_leases(
     pool: Annotated[str | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
     cursor: Annotated[str | None, Query(max_length=512)] = None,
+    subject_kind: Annotated[
+        list[SubjectKind] | None,
+        Query(
+            max_length=len(SubjectKind),
+            description="keeps the leases of these subject kinds: one to three, separated by "
+            "commas or the parameter repeated (`subject_kind=workflow,space`)",
+        ),
+    ] = None,
 ) -> Response[Any]:
     caller = actor()
     if not space:
         raise errors.MissingScope("space is required: list the leases of one space")
-    page = svc().operator.list_leases(caller, space, limit, cursor, state, pool)
+    subjects = frozenset(subject_kind) if subject_kind is not None else None
+    page = svc().operator.list_leases(caller, space, limit, cursor, state, pool, subjects)
     return json_answer(
         models.LeasePage(leases=leases_out(page.leases), next_cursor=page.next_cursor)
     )

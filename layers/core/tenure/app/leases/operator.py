@@ -8,7 +8,7 @@ from tenure.app.ports import LeasePage
 from tenure.app.rows import LeaseRows
 from tenure.domain import authz
 from tenure.domain.model import Lease, Principal
-from tenure.domain.states import LeaseState
+from tenure.domain.states import LeaseState, SubjectKind
 from tenure.domain.transitions import Action, move
 
 if TYPE_CHECKING:
@@ -28,9 +28,10 @@ class Operator:
         cursor: str | None,
         state: LeaseState | None,
         pool: str | None,
+        subjects: frozenset[SubjectKind] | None = None,
     ) -> LeasePage:
         authz.require_operator(actor, "read", space)
-        return self.leases.list_leases(space, limit, cursor, state, pool)
+        return self.leases.list_leases(space, limit, cursor, state, pool, subjects)
 
     def get_lease(self, actor: Principal, lease_id: str) -> Lease:
         authz.require_role(actor, "read")

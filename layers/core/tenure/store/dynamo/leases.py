@@ -7,7 +7,7 @@ from typing import Any
 from tenure.app.ports import LeasePage, SignalBump
 from tenure.domain.errors import Conflict
 from tenure.domain.model import Job, Lease
-from tenure.domain.states import LeaseState
+from tenure.domain.states import LeaseState, SubjectKind
 from tenure.store import codec, conditions, expressions, items, keys
 from tenure.store.dynamo.graph_ops import signal_op
 from tenure.store.reads import PagedReads
@@ -42,8 +42,9 @@ class DynamoLeases:
         cursor: str | None,
         state: LeaseState | None,
         pool: str | None,
+        subjects: frozenset[SubjectKind] | None = None,
     ) -> LeasePage:
-        return self.reads.list_leases(space, limit, cursor, state, pool)
+        return self.reads.list_leases(space, limit, cursor, state, pool, subjects)
 
     def renew(
         self,
