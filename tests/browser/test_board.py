@@ -455,7 +455,24 @@ def test_the_lease_detail_shows_timing_timeline_logs_and_downloads_an_attachment
         page.context.close()
 
 
-def test_ready_and_blocked_tasks_without_a_lease_are_cards_in_their_columns(
+# Where a column's cards and their parts stand against the column's list: how far its content
+# reaches past the list's box, the column's width, and each card title's right edge and text.
+GEOMETRY = """c => {
+  const ol = c.querySelector('ol');
+  const box = ol.getBoundingClientRect();
+  const titles = [...ol.querySelectorAll('.card .title')];
+  const parts = [...ol.querySelectorAll('.card, .card > *')];
+  return {
+    overflow: ol.scrollWidth - ol.clientWidth,
+    width: c.getBoundingClientRect().width,
+    outside: parts.filter(n => n.getBoundingClientRect().right > box.right + 1).length,
+    titles: Object.fromEntries(
+      titles.map(t => [t.textContent, t.getBoundingClientRect().right <= box.right + 1])),
+  };
+}"""
+
+
+def test_ready_and_blocked_tasks_are_cards_and_a_long_word_wraps_inside_its_own_card(
     browser: Any, board_url: str, api: Api
 ) -> None:
     with api.admin() as admin:
@@ -463,6 +480,17 @@ def test_ready_and_blocked_tasks_without_a_lease_are_cards_in_their_columns(
         ready = world.task(title="Write the release notes")["task"]
         blocker = world.task(title="Cut the branch")["task"]
         blocked = world.task(title="Tag the release", depends_on=[blocker["id"]])["task"]
+        # One card's unbroken 300-character word (a block's reason, a pool's display name)
+        # must not widen its column's cards past the column and hide the others' titles.
+        careful = "Rotate the staging keys only - do NOT touch production"
+        word = "see-" + "x" * 300
+        for title, reason in ((careful, "ask ops"), ("Read the long reason", word)):
+            task = world.task(title=title)["task"]
+            block = {"kind": "needs_input", "reason": reason}
+            assert admin.post(f"/tasks/{task['id']}/blocks", json=block).status_code == 201
+        wide = _pool(world, "Builders-" + "y" * 300)
+        world.task(pool=wide, title="Queued on a pool with a long name")
+        world.task(pool=_pool(world, "Plain"), title=careful)
         page = _open(browser, board_url, api.admin_token, world.space)
         ready_card = page.locator(f'.column[data-status="ready"] .card[data-task="{ready["id"]}"]')
         ready_card.wait_for(timeout=20_000)
@@ -475,7 +503,20 @@ def test_ready_and_blocked_tasks_without_a_lease_are_cards_in_their_columns(
         # The reason reads in words, naming the task it waits on by its key.
         assert f"waits on {blocker['key']}" in blocked_card.inner_text()
         assert f"waits on {blocker['key']}" in (blocked_card.get_attribute("aria-label") or "")
-        assert page.locator(".column[data-status='blocked'] .card").count() == 1
+        wait_for(
+            lambda: (
+                page.locator(".column[data-status='blocked'] .card").count() == 3
+                and page.locator(".column[data-status='queued'] .card").count() == 2
+            ),
+            10,
+            "three blocked cards and two queued",
+        )
+        ready_width = page.locator('.column[data-status="ready"]').evaluate(GEOMETRY)["width"]
+        for status in ("blocked", "queued"):
+            shape = page.locator(f'.column[data-status="{status}"]').evaluate(GEOMETRY)
+            assert shape["overflow"] <= 1 and shape["outside"] == 0, (status, shape)
+            assert abs(shape["width"] - ready_width) <= 1, (status, shape, ready_width)
+            assert shape["titles"][careful] is True, (status, shape)
         page.context.close()
 
 
