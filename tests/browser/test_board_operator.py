@@ -398,7 +398,7 @@ def test_every_column_is_within_reach_at_1280_px(
     page.context.close()
 
 
-def test_a_member_cancels_a_task_from_its_view_and_a_reader_cannot(
+def test_enqueue_offers_only_the_tasks_own_pools_and_a_member_cancels_what_a_reader_cannot(
     browser: Any, board_url: str, scene: Scene, api: Api
 ) -> None:
     task = scene.one.task(title="Cancel this task")["task"]
@@ -413,10 +413,18 @@ def test_a_member_cancels_a_task_from_its_view_and_a_reader_cannot(
         assert (r.status_code, r.json()["error"]["code"]) == (403, "forbidden"), r.text
     assert scene.one.admin.get(f"/tasks/{task['id']}").json()["task"]["status"] == "ready"
 
-    page = _board(browser, board_url, scene.one.operator_token("member", [scene.one.space]))
+    # A member of both spaces, on every space: Enqueue offers the pools of the task's own
+    # space only (another's would be refused), one of them chosen.
+    both = [scene.one.space, scene.two.space]
+    page = _board(browser, board_url, scene.one.operator_token("member", both))
     asked: list[str] = []
     page.on("dialog", lambda d: (asked.append(d.message), d.accept("superseded by OPS-9")))
     _card(page, task["id"]).click()
+    offered = page.locator("#enqueue-pool option")
+    offered.first.wait_for(state="attached", timeout=20_000)
+    pools = scene.one.admin.get("/pools", params={"space": scene.one.space}).json()["pools"]
+    assert offered.evaluate_all("os => os.map(o => o.value)") == sorted(p["name"] for p in pools)
+    assert page.locator("#enqueue-pool").input_value() in {p["name"] for p in pools}
     page.locator('#task-actions [data-action="cancel"]').click()
     wait_for(
         lambda: scene.one.admin.get(f"/tasks/{task['id']}").json()["task"]["status"] == "cancelled",

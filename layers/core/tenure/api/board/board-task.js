@@ -143,15 +143,21 @@
       else nodes.push(actionButton("pause", "Pause", () => taskAction(task, "pause", `Pause ${key} and its descendants?`, false)));
       nodes.push(actionButton("cancel", "Cancel task", () => cancelTask(task), true));
     }
+    let hint = "";
     if (!open && !awaiting && task.status !== "needs_attention") {
-      const select = el("select", { id: "enqueue-pool", "aria-label": "Pool to enqueue on" });
-      for (const name of [...state.pools.keys()].sort()) {
-        select.append(el("option", { value: name, text: `${poolName(name)} (${name})`, selected: name === task.pool }));
-      }
-      nodes.push(select, actionButton("enqueue", "Enqueue", () => enqueueTask(task, select.value)));
+      // Only a pool of the task's own space takes it (the API refuses any other), whatever
+      // spaces the board shows.
+      const names = [...state.pools.values()].filter((p) => p.space === task.space).map((p) => p.name).sort();
+      if (names.length) {
+        const select = el("select", { id: "enqueue-pool", "aria-label": "Pool to enqueue on" });
+        for (const name of names) {
+          select.append(el("option", { value: name, text: `${poolName(name)} (${name})`, selected: name === task.pool }));
+        }
+        nodes.push(select, actionButton("enqueue", "Enqueue", () => enqueueTask(task, select.value)));
+      } else hint = `${task.space} has no pool to enqueue it on.`;
     }
     box.replaceChildren(...nodes);
-    why.textContent = nodes.length ? "" : "Nothing to do here: the task is finished.";
+    why.textContent = hint || (nodes.length ? "" : "Nothing to do here: the task is finished.");
   }
 
   // Each action is confirmed first; a note the API requires is asked for in the same step.
