@@ -15,6 +15,7 @@
     state.leases = [];
     state.tasks = [];
     state.pools = new Map();
+    state.sought = null;
     sessionStorage.setItem(SPACE_KEY, state.pick);
     writeHash();
     const picker = $("space-picker");
@@ -84,7 +85,7 @@
           let known = null;
           const early = () => {
             if (!first || !partial || !known || generation !== state.generation) return;
-            state.read.set(space, { tasks: partial, more: false, loose: [], pools: known });
+            state.read.set(space, { tasks: partial, more: false, loose: [], looseMore: false, pools: known });
             gather();
             scheduleRender();
           };
@@ -105,13 +106,15 @@
           });
           pooled.catch(() => null);
           await paged;
-          const [tasks, loose, pools] = await Promise.all([
-            reading,
-            getJson("/leases?" + q({ space, limit: 100 })),
-            pooled,
-          ]);
+          const [tasks, loose, pools] = await Promise.all([reading, readLoose(space), pooled]);
           if (generation !== state.generation) return;
-          state.read.set(space, { tasks: tasks.tasks, more: tasks.more, loose: loose.leases, pools: pools.pools });
+          state.read.set(space, {
+            tasks: tasks.tasks,
+            more: tasks.more,
+            loose: loose.leases,
+            looseMore: loose.more,
+            pools: pools.pools,
+          });
           gather();
           scheduleRender();
         } catch (err) {
@@ -130,6 +133,8 @@
     else if (problems.length) {
       notice(problems.map(([space, err]) => `The board could not be refreshed for ${space}: ${err.words}`).join(" "));
     } else notice("");
+    await seekAgain();
+    if (generation !== state.generation) return;
     gather();
     render();
     if (state.view === "workers") loadWorkers();
@@ -144,22 +149,84 @@
     const untasked = [];
     const pools = new Map();
     const cut = [];
+    const looseCut = [];
     for (const [space, got] of state.read) {
       tasks.push(...got.tasks);
       // Rule-minted leases of a workflow or the space have no task: each is a card of its own.
       untasked.push(...got.loose.filter((lease) => !lease.task));
       for (const p of got.pools) pools.set(p.name, p);
       if (got.more) cut.push(space);
+      if (got.looseMore) looseCut.push(space);
     }
+    const sought = state.sought;
+    if (sought && state.read.has(sought.space) && !untasked.some((l) => l.id === sought.id)) untasked.push(sought);
     tasks.sort((a, b) => (b.task.created_at || "").localeCompare(a.task.created_at || ""));
     state.tasks = tasks;
     state.pools = pools;
     state.leases = [...tasks.map((t) => t.lease).filter(Boolean), ...untasked];
-    $("truncated").hidden = !cut.length;
-    $("truncated").textContent = cut.length
-      ? `Showing the newest ${TASK_PAGES * 100} tasks of ${cut.join(", ")}; older ones are not on the board.`
-      : "";
+    const notes = [];
+    if (cut.length) notes.push(`Showing the newest ${TASK_PAGES * 100} tasks of ${cut.join(", ")}; older ones are not on the board.`);
+    if (looseCut.length) {
+      notes.push(
+        `Some leases of no task (a workflow's or a space's) of ${looseCut.join(", ")} are not on the board, nor in its counts: ` +
+          `it reads ${LOOSE_PAGES} pages of them a refresh, newest first. Search by a lease's id to find one, ` +
+          "or list them with GET /leases?space=…&subject_kind=workflow,space.",
+      );
+    }
+    $("truncated").hidden = !notes.length;
+    $("truncated").textContent = notes.join(" ");
     fillPoolFilter();
+  }
+
+  // A space's leases of no task (a rule's, for a workflow or the space), newest first: the API
+  // reads them apart from the leases tasks were filed with, so no number of newer tasks hides
+  // them; each page is one bounded read, and at most LOOSE_PAGES pages are read a refresh.
+  async function readLoose(space) {
+    const found = [];
+    let cursor = null;
+    for (let page = 0; page < LOOSE_PAGES; page++) {
+      const body = await getJson("/leases?" + q({ space, subject_kind: "workflow,space", limit: 100, cursor }));
+      found.push(...body.leases);
+      cursor = body.next_cursor;
+      if (!cursor) return { leases: found, more: false };
+    }
+    return { leases: found, more: true };
+  }
+
+  // A lease id typed whole into the search box that no card carries: the lease is read by its
+  // id and, when it has no task and is of a space on the board, drawn as its card for as long
+  // as the search asks for it (read again at each refresh).
+  const LEASE_ID = /^lease_[0-9a-z]+$/i;
+  async function seek(text) {
+    const id = text.trim();
+    if (state.sought && state.sought.id !== id) {
+      state.sought = null;
+      gather();
+    }
+    if (!LEASE_ID.test(id) || state.sought || state.leases.some((l) => l.id === id)) return;
+    const generation = state.generation;
+    let lease;
+    try {
+      lease = await getJson(`/leases/${encodeURIComponent(id)}`);
+    } catch (err) {
+      return; // not a lease this token may read: the search finds nothing
+    }
+    if (generation !== state.generation || $("search").value.trim() !== id) return;
+    if (lease.task || !state.read.has(lease.space)) return;
+    state.sought = lease;
+    gather();
+    render();
+  }
+
+  async function seekAgain() {
+    const sought = state.sought;
+    if (!sought) return;
+    try {
+      const lease = await getJson(`/leases/${encodeURIComponent(sought.id)}`);
+      if (state.sought === sought) state.sought = lease;
+    } catch (err) {
+      if (state.sought === sought && err.status) state.sought = null;
+    }
   }
 
   let renderQueued = false;

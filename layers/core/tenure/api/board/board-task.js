@@ -231,7 +231,10 @@
   let searchTimer = null;
   $("search").addEventListener("input", () => {
     clearTimeout(searchTimer);
-    searchTimer = setTimeout(render, 120);
+    searchTimer = setTimeout(() => {
+      seek($("search").value);
+      render();
+    }, 120);
   });
   $("pool-filter").addEventListener("change", render);
   $("state-filter").addEventListener("change", render);

@@ -11,6 +11,7 @@
   const REFRESH_MS = 5000;
   const FOLLOW_MS = 2000;
   const TASK_PAGES = 5; // at most 500 tasks of a space per refresh, newest first
+  const LOOSE_PAGES = 5; // pages of a space's leases of no task per refresh, newest first
   const SPACE_PAGES = 10; // at most 1,000 spaces listed
   const COLUMN_CAP = 150; // cards drawn per column; the rest are counted, found by searching
   const COLUMNS = [
@@ -43,6 +44,7 @@
     tasks: [], // [{task, lease}] as GET /tasks lists them, newest first
     timer: null,
     generation: 0, // a refresh started for an older choice of space drops what it read
+    sought: null, // a lease of no task found by its id in the search box, not read otherwise
     openLease: null,
     detailTimer: null,
     followTimer: null,
