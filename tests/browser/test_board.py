@@ -204,15 +204,22 @@ def test_board_is_served_without_a_token_with_its_own_policy(board_url: str) -> 
     assert self_ == "'self'" and re.fullmatch(r"http://127\.0\.0\.1:\d+", bucket), bucket
 
 
-def test_the_page_asks_for_a_token_once_and_keeps_it_for_the_tab(
+def _stored(page: Any) -> str | None:
+    token: str | None = page.evaluate("sessionStorage.getItem('tenure.board.token')")
+    return token
+
+
+def test_the_page_asks_for_a_token_once_keeps_it_for_the_tab_and_retries_a_failed_sign_in(
     browser: Any, board_url: str, gallery: Gallery
 ) -> None:
     page = browser.new_context().new_page()
+    page.clock.install()
     page.goto(board_url)
     page.get_by_label("Operator token").fill("tnr_o_not-a-token")
     page.get_by_role("button", name="Open the board").click()
     page.locator("#login-error").wait_for()
     assert "unauthenticated" in page.locator("#login-error").inner_text()
+    assert _stored(page) is None
     token = gallery.world.operator_token("read", [gallery.world.space])
     page.get_by_label("Operator token").fill(token)
     page.get_by_role("button", name="Open the board").click()
@@ -221,6 +228,34 @@ def test_the_page_asks_for_a_token_once_and_keeps_it_for_the_tab(
     page.reload()
     assert page.locator("#login").is_hidden()
     _chip(page, gallery.conditions["awaiting_agent"])
+    # A sign-in the service does not answer (a reset connection, then a 503) keeps the token
+    # and is tried again, later each time, saying so; it opens the board once answered.
+    failures: list[str] = ["reset", "unavailable"]
+
+    def flaky(route: Any) -> None:
+        if not failures:
+            route.continue_()
+        elif failures.pop(0) == "reset":
+            route.abort("connectionreset")
+        else:
+            body = {"error": {"code": "unavailable", "message": "no free worker process"}}
+            route.fulfill(status=503, json=body)
+
+    page.route("**/api/v1/whoami", flaky)
+    page.reload()
+    error = page.locator("#login-error")
+    error.wait_for(timeout=10_000)
+    assert "could not be reached" in error.inner_text(), error.inner_text()
+    assert "Signing in again in 1 s" in error.inner_text()
+    assert _stored(page) == token
+    page.clock.run_for(1000)
+    wait_for(lambda: "HTTP 503" in error.inner_text(), 10, "the second try's answer")
+    assert "Signing in again in 2 s" in error.inner_text()
+    assert _stored(page) == token
+    page.clock.run_for(2000)
+    _chip(page, gallery.conditions["awaiting_agent"])
+    assert page.locator("#login").is_hidden() and _stored(page) == token
+    page.context.close()
 
 
 def test_every_queued_condition_and_held_state_has_its_chip(
@@ -426,7 +461,7 @@ def test_screenshot_of_every_chip(
     page.context.close()
 
 
-def test_the_lease_detail_shows_timing_timeline_logs_and_downloads_an_attachment(
+def test_the_lease_detail_shows_its_parts_downloads_and_closes_once_its_token_is_refused(
     browser: Any, board_url: str, api: Api
 ) -> None:
     with api.admin() as admin:
@@ -451,7 +486,10 @@ def test_the_lease_detail_shows_timing_timeline_logs_and_downloads_an_attachment
             }
             r = lease.post(f"/leases/{lease_id}/attachments", json=body)
             assert r.status_code == 201, r.text
-        page = _open(browser, board_url, api.admin_token, world.space)
+        body = {"name": f"op-{suffix().lower()}", "kind": "operator", "role": "member"}
+        minted = admin.post("/tokens", json={**body, "spaces": [world.space]})
+        assert minted.status_code == 201, minted.text
+        page = _open(browser, board_url, minted.json()["token"], world.space, clock=True)
         page.locator(f'.card[data-lease="{lease_id}"]').click()
         page.locator("#detail[open]").wait_for()
         facts = page.locator("#lease-facts")
@@ -471,6 +509,22 @@ def test_the_lease_detail_shows_timing_timeline_logs_and_downloads_an_attachment
         saved = got.value.path()
         assert Path(saved).read_bytes() == b"crash dump\n"
         assert got.value.suggested_filename == "dump.txt"
+        # The token is revoked while the lease is open and its logs followed: the next read's
+        # 401 ends the session in the page. The dialog closes with its data, the token is
+        # dropped, and no timer (refresh, detail, follow) asks anything again.
+        page.locator("#log-follow").check()
+        token_id = minted.json()["id"]
+        assert admin.delete(f"/tokens/{token_id}").status_code == 204
+        login = page.locator("#login")
+        wait_for(lambda: page.clock.run_for(1000) or login.is_visible(), 20, "the sign-in form")
+        assert page.locator("#detail[open]").count() == 0
+        assert "HTTP 401" in page.locator("#login-error").inner_text()
+        assert page.locator("#lease-facts dd").count() == 0
+        assert page.locator("#logs").inner_text() == ""
+        assert page.evaluate("sessionStorage.getItem('tenure.board.token')") is None
+        asked = page.evaluate("window.fetched.length")
+        page.clock.run_for(60_000)
+        assert page.evaluate("n => window.fetched.slice(n)", asked) == []
         page.context.close()
 
 

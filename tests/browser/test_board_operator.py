@@ -6,6 +6,7 @@ API refuses it too); the workers and pools views; and every column within reach 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -102,7 +103,7 @@ def _both(s: Scene) -> str:
     return s.one.operator_token("read", [s.one.space, s.two.space])
 
 
-def test_the_board_opens_on_every_space_at_once_and_the_picker_narrows_it(
+def test_the_board_opens_on_every_space_the_picker_narrows_it_and_forget_token_stops_reads(
     browser: Any, board_url: str, scene: Scene
 ) -> None:
     page = _board(browser, board_url, _both(scene))
@@ -121,6 +122,33 @@ def test_the_board_opens_on_every_space_at_once_and_the_picker_narrows_it(
     page.get_by_role("button", name="Pools").click()
     page.locator(f'#pools-table tr[data-pool="{scene.pool}"]').wait_for(timeout=20_000)
     assert refused == []
+    # "Forget token" while four reads are in flight (each space picked in turn: two reads
+    # each) and four more wait their turn (every space again): the four are ended, the others
+    # never sent, nothing goes out after it (none without a token), and no error is shown for
+    # what it cut short.
+    held: list[Any] = []
+    holding = [True]
+    page.route(
+        "**/api/v1/**", lambda route: held.append(route) if holding[0] else route.continue_()
+    )
+    page.get_by_role("button", name="Tasks").click()
+    page.locator("#space-picker").select_option(scene.one.space)
+    page.locator("#space-picker").select_option(scene.two.space)
+    # Route handlers run only inside a Playwright call: the wait makes one each time round.
+    wait_for(lambda: page.wait_for_timeout(50) or len(held) >= 4, 10, "four reads in flight")
+    page.locator("#space-picker").select_option("")
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.headers.get("authorization") or "none"))
+    page.get_by_role("button", name="Forget token").click()
+    holding[0] = False
+    for route in held:
+        with contextlib.suppress(Exception):  # a read the page ended is not continued
+            route.continue_()
+    page.locator("#login").wait_for()
+    page.wait_for_timeout(500)  # long enough for a reply to let a waiting read go out
+    assert sent == [], sent
+    assert len(held) == 4 and page.locator("#login-error").is_hidden()
+    assert page.locator("#columns .card").count() == 0
     page.context.close()
     # An admin token of every space finds them all from GET /spaces, with nothing typed.
     page = _board(browser, board_url, scene.one.api.admin_token)

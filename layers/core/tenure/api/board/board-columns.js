@@ -70,6 +70,7 @@
 
   async function refresh() {
     stopRefresh();
+    if (!state.token || !state.who) return; // no session: nothing to read it with
     const generation = state.generation;
     const spaces = shownSpaces();
     const problems = [];
@@ -122,16 +123,12 @@
         }
       }),
     );
+    // A 401 has ended the session already (send): nothing read for it is drawn.
     if (generation !== state.generation) return;
-    const lost = problems.find(([, err]) => err.status === 401);
-    if (lost) {
-      sessionStorage.removeItem(TOKEN_KEY);
-      showLogin(lost[1].words);
-      return;
-    }
     if (!spaces.length) notice("This token sees no space yet: an admin creates one with POST /spaces.");
     else if (problems.length) {
-      notice(problems.map(([space, err]) => `The board could not be refreshed for ${space}: ${err.words}`).join(" "));
+      const said = problems.map(([space, err]) => `The board could not be refreshed for ${space}: ${err.words}`);
+      notice(`${said.join(" ")} It reads again in ${REFRESH_MS / 1000} s.`);
     } else notice("");
     await seekAgain();
     if (generation !== state.generation) return;

@@ -252,6 +252,7 @@
       refresh();
       openDetail(body.lease.id);
     } catch (err) {
+      if (state.openLease !== id) return;
       state.actionError = `The lease could not be retried: ${err.words}`;
       detailError(state.actionError);
       button.disabled = false;
@@ -296,6 +297,7 @@
       pre.replaceChildren(...lines);
       if ($("log-follow").checked || atEnd) pre.scrollTop = pre.scrollHeight;
     } catch (err) {
+      if (state.openLease !== id) return; // closed meanwhile, or the session ended
       pre.textContent = err.code === "unsupported_runtime" ? `No logs: ${err.words}` : `The logs could not be read: ${err.words}`;
     }
     if ($("log-follow").checked && state.openLease === id) state.followTimer = setTimeout(loadLogs, FOLLOW_MS);
@@ -325,6 +327,7 @@
       link.remove();
       setTimeout(() => URL.revokeObjectURL(url), 10000);
     } catch (err) {
+      if (state.openLease !== leaseId) return;
       state.actionError = `${attachment.filename} could not be downloaded: ${err.words}`;
       detailError(state.actionError);
     }
@@ -342,6 +345,7 @@
       detailError("");
       refresh();
     } catch (err) {
+      if (state.openLease !== id) return;
       state.actionError = `The lease could not be cancelled: ${err.words}`;
       detailError(state.actionError);
       button.disabled = false;

@@ -197,6 +197,7 @@
     } catch (err) {
       state.taskError = `${task.key} could not be ${PAST[action] || action}: ${err.words}`;
     }
+    if (!state.token) return; // a 401 ended the session: nothing is left to show it in
     taskErrorBox(state.taskError);
     refresh();
     await loadTask();

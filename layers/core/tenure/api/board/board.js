@@ -30,6 +30,9 @@
   const ENDED = new Set(["completed", "failed", "cancelled", "lost", "killed"]);
   const RETRYABLE = new Set(["failed", "lost", "killed", "cancelled"]);
   const ACTING_ROLES = new Set(["member", "admin"]);
+  // How long a sign-in the service did not answer waits before it is tried again: longer each
+  // time, then every 30 s, with the token kept.
+  const SIGN_IN_RETRY_MS = [1000, 2000, 5000, 10000, 30000];
 
   const $ = (id) => document.getElementById(id);
   const state = {
@@ -44,6 +47,9 @@
     tasks: [], // [{task, lease}] as GET /tasks lists them, newest first
     timer: null,
     generation: 0, // a refresh started for an older choice of space drops what it read
+    session: 0, // one a token: a request asked for under an earlier one is never sent
+    abort: new AbortController(), // ends the requests of this session still in flight
+    signInTimer: null,
     sought: null, // a lease of no task found by its id in the search box, not read otherwise
     openLease: null,
     detailTimer: null,
@@ -67,33 +73,61 @@
 
   // At most IN_FLIGHT requests at once, the rest in the order they were asked: with every
   // space read together, the first space's first page is not held up behind all the others.
+  // A request still waiting when its session ends is dropped unsent (see endSession).
   const IN_FLIGHT = 4;
   let flying = 0;
   const waiting = [];
+  const cancelled = () => new ApiError(0, "cancelled", "Signed out: the request was not sent.");
   async function call(path, options = {}) {
+    const session = state.session;
     if (flying >= IN_FLIGHT) await new Promise((go) => waiting.push(go));
+    if (session !== state.session || !state.token) {
+      wakeNext();
+      throw cancelled();
+    }
     flying++;
     try {
-      return await send(path, options);
+      return await send(path, options, session);
     } finally {
       flying--;
-      const next = waiting.shift();
-      if (next) next();
+      wakeNext();
     }
   }
 
-  async function send(path, options) {
+  function wakeNext() {
+    if (flying >= IN_FLIGHT) return;
+    const next = waiting.shift();
+    if (next) next();
+  }
+
+  // Every request waiting for its turn goes at once, to find its session over and not be sent.
+  function drainQueue() {
+    for (const go of waiting.splice(0)) go();
+  }
+
+  async function send(path, options, session) {
     let response;
     try {
       response = await fetch(API + path, {
         ...options,
         headers: { authorization: `Bearer ${state.token}`, ...(options.headers || {}) },
         cache: "no-store",
+        signal: state.abort.signal,
       });
     } catch (err) {
-      throw new ApiError(0, "network", "The service could not be reached; it will be retried.");
+      if (session !== state.session) throw cancelled();
+      throw new ApiError(0, "network", "The service could not be reached.");
+    }
+    if (response.status === 401 && session === state.session) {
+      const lost = await apiError(response);
+      if (session === state.session) endSession(lost.words);
+      throw lost;
     }
     if (response.ok) return response;
+    throw await apiError(response);
+  }
+
+  async function apiError(response) {
     let code = "http_error";
     let message = `The service answered HTTP ${response.status}.`;
     try {
@@ -103,7 +137,7 @@
     } catch (ignored) {
       // Not the JSON envelope: the status line is all there is to say.
     }
-    throw new ApiError(response.status, code, message);
+    return new ApiError(response.status, code, message);
   }
 
   const getJson = async (path, options) => (await call(path, options)).json();
@@ -165,27 +199,78 @@
     $("token-input").focus();
   }
 
-  async function signIn(token) {
+  // A token's session: what the page reads and shows while it holds that token.
+  function startSession(token) {
+    state.session++;
+    state.abort.abort();
+    state.abort = new AbortController();
+    drainQueue();
     state.token = token;
+  }
+
+  // The session ends (a sign-out, or the token refused with 401): every request waiting is
+  // dropped and every one in flight ended, every timer stopped and every dialog closed, and
+  // the token and what it read are forgotten.
+  function endSession(message) {
+    startSession(null);
+    state.generation++;
+    clearTimeout(state.signInTimer);
+    state.signInTimer = null;
+    stopRefresh();
+    closeDetail();
+    closeTask();
+    for (const id of ["lease-facts", "lease-timing", "timeline", "attachments", "logs", "lease-error"]) $(id).replaceChildren();
+    for (const id of ["task-facts", "task-reasons", "task-diagnostics", "task-actions", "task-runs", "task-events"]) $(id).replaceChildren();
+    sessionStorage.removeItem(TOKEN_KEY);
+    state.who = null;
+    state.spaces = [];
+    state.read = new Map();
+    state.leases = [];
+    state.tasks = [];
+    state.pools = new Map();
+    state.sought = null;
+    $("columns").replaceChildren();
+    notice("");
+    showLogin(message);
+  }
+
+  // Only a 401 (the token is unknown, expired or revoked) or a 403 (a token that may not use
+  // the board) drops the token; a service that did not answer, or failed, is asked again with
+  // the same token, a little later each time.
+  async function signIn(token, tries = 0) {
+    clearTimeout(state.signInTimer);
+    state.signInTimer = null;
+    startSession(token);
+    const session = state.session;
+    let who;
+    let spaces;
     try {
-      const [who, spaces] = await Promise.all([getJson("/whoami"), readSpaces()]);
-      state.who = who;
-      state.spaces = spaces;
+      [who, spaces] = await Promise.all([getJson("/whoami"), readSpaces()]);
     } catch (err) {
-      sessionStorage.removeItem(TOKEN_KEY);
-      state.token = null;
-      showLogin(err.words);
+      if (session !== state.session) return; // a 401 ended it already, or another token began
+      if (err.status === 401 || err.status === 403) {
+        endSession(err.words);
+        return;
+      }
+      const wait = SIGN_IN_RETRY_MS[Math.min(tries, SIGN_IN_RETRY_MS.length - 1)];
+      sessionStorage.setItem(TOKEN_KEY, token);
+      showLogin(`${err.words} Signing in again in ${wait / 1000} s with the token this tab keeps.`);
+      $("sign-out").hidden = false;
+      state.signInTimer = setTimeout(() => signIn(token, tries + 1), wait);
       return;
     }
+    if (session !== state.session) return;
+    state.who = who;
+    state.spaces = spaces;
     sessionStorage.setItem(TOKEN_KEY, token);
     $("login").hidden = true;
     $("space-pick").hidden = false;
     $("views").hidden = false;
     $("sign-out").hidden = false;
-    const who = $("who");
+    const shown = $("who");
     const scope = state.who.spaces ? `spaces ${state.who.spaces.join(", ")}` : "every space";
-    who.textContent = `${state.who.role || state.who.kind} token · ${scope}`;
-    who.hidden = false;
+    shown.textContent = `${state.who.role || state.who.kind} token · ${scope}`;
+    shown.hidden = false;
     fillSpacePicker();
     const fromHash = new URLSearchParams(location.hash.slice(1));
     const chosen = fromHash.has("space") ? fromHash.get("space") : sessionStorage.getItem(SPACE_KEY) || "";
@@ -218,11 +303,7 @@
   }
 
   function signOut() {
-    sessionStorage.removeItem(TOKEN_KEY);
-    state.token = null;
-    state.who = null;
-    $("columns").replaceChildren();
-    showLogin("");
+    endSession("");
   }
 
   // A member or admin token acts on what is in its spaces; a read token on nothing.
