@@ -5,17 +5,23 @@ still runs, and how a failed job's error reads."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import fcntl
 import json
 import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from tenure_worker.shipping import MAX_BACKLOG_BYTES
 
 # The shape of a Tenure token (`tnr_` + kind letter + secret): the SDK strips any it finds in
 # a job's last output before reporting it, so no token reaches the service's records.
@@ -38,6 +44,27 @@ UNKNOWN_START = "start: is not a known field"
 UNKNOWN_HEARTBEAT = "heartbeat: is not a known field"
 # How a service of a release without heartbeat signals refuses one (422 validation_failed).
 UNKNOWN_SIGNAL = "signal: is not a known field"
+
+
+# The lock a worker holds its state directory by, for as long as its process lives.
+LOCK_FILE = ".lock"
+# A job's output file keeps its last OUTPUT_KEEP_BYTES on disk, which is all that is ever
+# shipped (a backlog longer than that is skipped) and more than a failed job's report reads;
+# once the file takes OUTPUT_SLACK_BYTES more than that, the worker frees what lies before
+# (a hole punched in the file: its size and every offset stay as they were).
+OUTPUT_KEEP_BYTES = MAX_BACKLOG_BYTES
+OUTPUT_SLACK_BYTES = 8 * 1024 * 1024
+# The errors that say the disk (or the user's quota on it) is full.
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class StateDirRefused(Exception):
+    """The state directory cannot be this worker's alone: another user's, a link, or held by
+    another worker. One line, said as it is."""
+
+
+class DiskFull(Exception):
+    """A write the worker needs in its state directory failed for want of space."""
 
 
 def log(message: str, **fields: Any) -> None:
@@ -186,10 +213,10 @@ def stored_worker_id(state_dir: Path) -> str:
     """The worker's id kept in its state directory (made from the host and pid the first
     time), so that a restarted worker claims and heartbeats as the same worker."""
     path = state_dir / "worker-id"
-    if path.exists():
-        return path.read_text().strip()
+    with contextlib.suppress(FileNotFoundError):
+        return read_private(path).strip()
     worker_id = f"{socket.gethostname()}-{os.getpid()}"
-    path.write_text(worker_id)
+    write_private(path, worker_id)
     return worker_id
 
 
@@ -270,3 +297,211 @@ def ridden_rows(riders: list[Held], answer: dict[str, Any]) -> list[Any] | None:
     refusal = rows.get("error") if isinstance(rows, dict) else None
     log("heartbeat on the report not taken; sending it apart", error=refusal)
     return None
+
+
+# ------------------------------------------------------------------ state directory
+
+
+def hold_state_dir(path: Path) -> int:
+    """Make sure the state directory is this user's alone and hold it: the open lock file's
+    descriptor, locked for as long as it stays open (the process ends, the lock with it).
+
+    Whoever owns the directory, or can write to it, chooses which pids a worker signals (the
+    state files it re-attaches from) and, through links planted under the names it writes,
+    which files it overwrites. So a directory another user owns, or a link to one, is refused
+    outright; one of ours open to others is closed to them (0700). A second worker on the same
+    directory would take the first one's jobs for its own: refused, naming the holder's pid."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(parents=True, mode=0o700)
+    if path.is_symlink():
+        raise StateDirRefused(f"the state dir {path} is a symbolic link; give the directory itself")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as err:
+        raise StateDirRefused(f"the state dir {path}: {err.strerror or err}") from None
+    try:
+        seen = os.fstat(fd)
+        if seen.st_uid != os.geteuid():
+            raise StateDirRefused(
+                f"the state dir {path} belongs to uid {seen.st_uid}, not to this user (uid "
+                f"{os.geteuid()}): its owner could choose what the worker signals and writes; "
+                "give a directory of your own"
+            )
+        if stat.S_IMODE(seen.st_mode) & 0o077:
+            os.fchmod(fd, 0o700)
+            if stat.S_IMODE(os.fstat(fd).st_mode) & 0o022:
+                raise StateDirRefused(
+                    f"the state dir {path} stays writable by others after chmod 700; "
+                    "give another directory"
+                )
+        return _lock(path, fd)
+    finally:
+        os.close(fd)
+
+
+def _lock(path: Path, dir_fd: int) -> int:
+    try:
+        lock = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno in FULL:
+            raise DiskFull(f"the disk of the state dir {path} is full: {err.strerror}") from None
+        raise StateDirRefused(f"{path / LOCK_FILE}: {err.strerror or err}") from None
+    try:
+        _own(lock, path / LOCK_FILE)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(lock, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(lock)
+        raise StateDirRefused(
+            f"the state dir {path} is in use by another tenure worker (pid {holder}): stop "
+            "that one, or give this one another --state-dir"
+        ) from None
+    except StateDirRefused:
+        os.close(lock)
+        raise
+    except OSError as err:  # a file system without locks (some network mounts)
+        log(
+            f"cannot lock the state dir ({err.strerror or err}): a second worker there "
+            "would not be refused",
+            state_dir=str(path),
+        )
+    with contextlib.suppress(OSError):  # who holds it, for the refusal; the lock is what counts
+        os.ftruncate(lock, 0)
+        os.pwrite(lock, f"{os.getpid()}\n".encode(), 0)
+    return lock
+
+
+def _own(fd: int, path: str | Path) -> None:
+    """Refuse an open state file that is not a regular file of this user's with one name: a
+    device, a fifo, or a second name for a file elsewhere (a hard link) is not one to use."""
+    seen = os.fstat(fd)
+    if not stat.S_ISREG(seen.st_mode) or seen.st_uid != os.geteuid() or seen.st_nlink != 1:
+        raise StateDirRefused(f"{path} is not a file of this worker's; remove it")
+
+
+def _write(fd: int, data: bytes) -> int:
+    return os.write(fd, data)
+
+
+def write_private(path: str | Path, text: str) -> None:
+    """Write a state file whole: a reader sees the old one or the new one, never a part. It is
+    written to a new file (`<path>.tmp`, removed first, created exclusively, never through a
+    link) and renamed over `path`, which replaces a link there rather than following it. The
+    disk full: DiskFull, with nothing left half-written."""
+    tmp = f"{path}.tmp"
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            data = memoryview(text.encode())
+            while data:
+                data = data[_write(fd, data.tobytes()) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as err:
+        if err.errno not in FULL:
+            raise
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise DiskFull(f"{err.strerror} writing {Path(path).name}") from None
+
+
+def read_private(path: str | Path) -> str:
+    """A state file's text, never read through a link, and only from a file of this user's."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise StateDirRefused(f"{path} is a symbolic link; remove it") from None
+        raise
+    with os.fdopen(fd) as f:
+        _own(fd, path)
+        return f.read()
+
+
+def open_output(path: str) -> int:
+    """A job's output file, opened to append (the job's writes always go to its end, so the
+    worker may free its head meanwhile), never through a link, and only a file of ours."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as err:
+        if err.errno in FULL:
+            raise DiskFull(f"{err.strerror} creating {Path(path).name}") from None
+        raise
+    try:
+        _own(fd, path)
+    except StateDirRefused:
+        os.close(fd)
+        raise
+    return fd
+
+
+_FALLOC_PUNCH_HOLE_KEEP_SIZE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+
+
+def _fallocate() -> Any:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.fallocate
+    except (OSError, AttributeError):  # not Linux: no way to free a file's head
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    call.restype = ctypes.c_int
+    return call
+
+
+_PUNCH = _fallocate()
+
+
+def free_read_output(path: str) -> bool:
+    """Free the disk a job's output file takes before its last OUTPUT_KEEP_BYTES, once that
+    head passes OUTPUT_SLACK_BYTES: nothing reads it again (shipping skips a backlog longer
+    than that). Its size and offsets stay, so shipping's positions stay true, and the job
+    appends on. False where the system or its file system cannot free part of a file."""
+    try:
+        seen = os.lstat(path)
+    except OSError:
+        return True
+    if not stat.S_ISREG(seen.st_mode):
+        return True
+    if seen.st_blocks * 512 <= OUTPUT_KEEP_BYTES + OUTPUT_SLACK_BYTES:
+        return True
+    head = (seen.st_size - OUTPUT_KEEP_BYTES) // 65536 * 65536
+    if _PUNCH is None or head <= 0:
+        return False
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+    except OSError:
+        return True
+    try:
+        return bool(_PUNCH(fd, _FALLOC_PUNCH_HOLE_KEEP_SIZE, 0, head) == 0)
+    finally:
+        os.close(fd)
+
+
+def owned_by_us(pid: int, proc: Path = PROC) -> bool:
+    """Whether process `pid` runs as this user (its real uid is ours): only such a process can
+    be a job this worker launched. Linux: the `Uid:` line of /proc/<pid>/status; elsewhere
+    `ps -o ruid=`."""
+    if proc.is_dir():
+        try:
+            text = (proc / str(pid) / "status").read_text()
+        except OSError:
+            return False
+        for line in text.splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1]) == os.getuid()
+        return False
+    try:
+        out = subprocess.run(
+            ["ps", "-o", "ruid=", "-p", str(pid)],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and out.stdout.strip() == str(os.getuid())

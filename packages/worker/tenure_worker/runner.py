@@ -40,13 +40,20 @@ from tenure_worker.jobs import (
     UNKNOWN_HEARTBEAT,
     UNKNOWN_SIGNAL,
     UNKNOWN_START,
+    DiskFull,
     Held,
+    StateDirRefused,
     WorkerOptions,
     alive,
     failure_error,
     fence_grace,
+    free_read_output,
+    hold_state_dir,
     log,
     noted_usage,
+    open_output,
+    owned_by_us,
+    read_private,
     ridden_rows,
     riding,
     signal_job,
@@ -55,6 +62,7 @@ from tenure_worker.jobs import (
     stored_worker_id,
     usage_file,
     with_beats,
+    write_private,
 )
 from tenure_worker.shipping import LogPump, LogShipper
 
@@ -64,8 +72,8 @@ class Worker:
         self.opts = opts
         self.client = client or Client(opts.api, opts.token)
         self.state_dir = opts.state_dir
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.state_dir, 0o700)
+        # Held (locked) for the worker's lifetime; refused when it is not this user's alone.
+        self.lock = hold_state_dir(self.state_dir)
         self.worker_id = opts.worker_id or stored_worker_id(self.state_dir)
         self.held: dict[str, Held] = {}
         self.unreported: dict[str, tuple[Held, str, dict[str, Any], float]] = {}
@@ -96,6 +104,9 @@ class Worker:
         self.next_beat = 0.0
         self.shippers: dict[str, LogShipper] = {}
         self.pump: LogPump | None = None  # started with the loop (run)
+        # Why the worker is ending because its state dir's disk is full (None: it is not).
+        self.disk_full: str | None = None
+        self.unfreed_said = False  # a file system that cannot free output: said once
 
     # -------------------------------------------------------------------- identity
 
@@ -132,10 +143,10 @@ class Worker:
                     held=len(self.held),
                 )
                 self._drain_logs()
-                return 0
+                return self._ended()
             if self.stopping and self._drained():
                 self._drain_logs()
-                return 0
+                return self._ended()
             if self._may_claim():
                 self._claim()
             else:
@@ -147,6 +158,33 @@ class Worker:
         if not self.stopping:
             self.stopping = True
             self.drain_until = time.monotonic() + self.opts.drain_seconds
+
+    def _ended(self) -> int:
+        if self.disk_full is not None:
+            raise DiskFull(
+                f"the disk of the state dir {self.state_dir} is full ({self.disk_full}): "
+                "every job was stopped and its lease failed; free some room there and start "
+                "the worker again"
+            )
+        return 0
+
+    def _full(self, err: DiskFull) -> None:
+        """A write the worker needs failed for want of room: it can no longer keep its jobs'
+        fences (the shim reads them from the disk) nor a restart's state. Every job is stopped
+        (SIGTERM, SIGKILL after the grace) and its lease failed; nothing more is claimed; the
+        worker ends once that is reported."""
+        if self.disk_full is None:
+            self.disk_full = str(err)
+            log(
+                "the state dir's disk is full: stopping every job and the worker",
+                state_dir=str(self.state_dir),
+                error=str(err),
+                held=len(self.held),
+            )
+            self.stopping = True
+            self.drain_announced = True  # not a drain: the jobs are stopped now
+        for held in list(self.held.values()):
+            self._begin_stop(held, "disk_full")
 
     def _drained(self) -> bool:
         """A stopping worker's drain, one turn of it: claim no more; let running jobs finish
@@ -282,7 +320,29 @@ class Worker:
                 payload = self.client.payload(
                     claim.lease_id, claim.token, timeout=budget, budget=budget
                 )
-            Path(held.payload_file).write_text(json.dumps(payload))
+            write_private(held.payload_file, json.dumps(payload))
+            self._write_fence(held, save=False)
+            out, errors = open_output(f"{base}.out"), None
+            try:
+                errors = open_output(held.err_file)
+            finally:
+                if errors is None:
+                    os.close(out)
+        except (DiskFull, StateDirRefused) as err:
+            log("cannot write the job's files; releasing", lease=claim.lease_id, error=str(err))
+            with contextlib.suppress(ApiError, Unreachable):
+                self.client.release(
+                    claim.lease_id,
+                    claim.token,
+                    {"reason": f"the worker cannot write the job's files: {err}"},
+                    timeout=self._budget(),
+                    retries=0,
+                )
+            if isinstance(err, DiskFull):
+                self._full(err)
+            else:
+                self.claim_not_before = time.monotonic() + 1.0
+            return
         except (ApiError, Unreachable) as err:
             log("payload unavailable; releasing", lease=claim.lease_id, error=str(err))
             with contextlib.suppress(ApiError, Unreachable):
@@ -306,7 +366,6 @@ class Worker:
             "TENURE_USAGE_FILE": usage_file(held),
         }
         env.pop("TENURE_TOKEN", None)  # the job gets its lease's token, not the worker's
-        self._write_fence(held)
         shim = [
             sys.executable,
             "-m",
@@ -316,7 +375,7 @@ class Worker:
             str(fence_grace(self.opts.kill_grace, held.renew_seconds)),
             "--",
         ]
-        with open(f"{base}.out", "ab") as out, open(held.err_file, "ab") as errors:
+        try:
             proc = subprocess.Popen(
                 [*shim, *self.opts.command],
                 env=env,
@@ -325,10 +384,13 @@ class Worker:
                 stderr=errors,
                 start_new_session=True,
             )
+        finally:
+            os.close(out)
+            os.close(errors)
         held.pid, held.proc = proc.pid, proc
         held.started = start_time(proc.pid)  # our child, unreaped: the pid is still its own
+        self.held[held.lease_id] = held  # held first: a full disk then stops this job too
         self._save(held)
-        self.held[held.lease_id] = held
         # No POST /start: the claim asked for the lease running (`start`), since the job is
         # launched the moment the answer is in; where the service could not start it with
         # the claim (the lease stays `dispatched`), the next worker heartbeat, which renews
@@ -379,7 +441,10 @@ class Worker:
             self._contact()
             held.last_ok = sent
             held.acked_at = time.time() - (time.monotonic() - sent)
-            self._write_fence(held)
+            try:
+                self._write_fence(held)
+            except DiskFull as err:
+                self._full(err)
             self._apply_revoke(held, answer.get("revoke"))
         for held in list(self.held.values()):
             self._ship_logs(held)
@@ -424,6 +489,7 @@ class Worker:
             self._finish(held, status)
             return
         self._read_logs(held)
+        self._bound_output(held)
         if held.stop_reason is None and now >= held.fence_at:
             log(
                 "no word from the service: stopping the job before its lease can expire",
@@ -495,6 +561,9 @@ class Worker:
             return "fail", {"error": f"revoked: {held.stop_reason}", "metadata": facts}
         if held.stop_reason == "self_fenced":
             return "fail", {"error": "worker lost contact with the service", "metadata": facts}
+        if held.stop_reason == "disk_full":
+            error = "the worker's state dir disk is full: the job was stopped"
+            return "fail", {"error": error, "metadata": facts}
         if held.stop_reason == "drain":  # back to the queue, no attempt used
             return "release", {"reason": "the worker stopped before the job finished"}
         if status == 0:
@@ -593,25 +662,36 @@ class Worker:
     # -------------------------------------------------------------- state directory
 
     def _save(self, held: Held) -> None:
-        path = self.state_dir / f"{held.lease_id}.json"
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            json.dump(held.persisted(), out)
-        os.replace(tmp, path)
+        """The held lease's state file, for a restarted worker. A full disk stops the jobs
+        (a restart could not re-attach them) instead of ending the worker with them unwatched."""
+        try:
+            write_private(self.state_dir / f"{held.lease_id}.json", json.dumps(held.persisted()))
+        except DiskFull as err:
+            self._full(err)
 
-    def _write_fence(self, held: Held) -> None:
+    def _write_fence(self, held: Held, save: bool = True) -> None:
         """Tell the job's shim (and a restarted worker) when the job must be stopped if no
         heartbeat is answered after this one: it fences the job even if this worker dies.
 
         Half a renew later than the worker's own fence: a live worker stops its job first
         (and says so); the shim is the backstop, still 1.5 renews before the lease can expire."""
         stop_at = held.acked_at + held.lease_seconds - 1.5 * held.renew_seconds
-        tmp = f"{held.fence_file}.tmp"
-        with open(tmp, "w") as out:
-            out.write(f"{stop_at:.3f}")
-        os.replace(tmp, held.fence_file)
-        self._save(held)
+        write_private(held.fence_file, f"{stop_at:.3f}")  # DiskFull: the caller stops the jobs
+        if save:
+            self._save(held)
+
+    def _bound_output(self, held: Held) -> None:
+        """Keep the job's output files to their last bytes on disk (jobs.OUTPUT_KEEP_BYTES):
+        a job that floods its output must not fill the disk its fence and state are on."""
+        base = held.err_file.removesuffix(".err")
+        for path in (f"{base}.out", held.err_file):
+            if not free_read_output(path) and not self.unfreed_said:
+                self.unfreed_said = True
+                log(
+                    "this file system cannot free the head of a job's output: its files grow "
+                    "as the job writes",
+                    lease=held.lease_id,
+                )
 
     def _shipper(self, held: Held) -> LogShipper | None:
         """The job's log shipper (None: its lease keeps no logs, or refused them)."""
@@ -667,6 +747,9 @@ class Worker:
             ".out",
             ".fence",
             ".usage",
+            ".json.tmp",
+            ".payload.json.tmp",
+            ".fence.tmp",
         ):
             with contextlib.suppress(FileNotFoundError):
                 Path(f"{base}{suffix}").unlink()
@@ -676,13 +759,16 @@ class Worker:
             if path.name.endswith(".payload.json"):
                 continue
             try:
-                held = Held(**json.loads(path.read_text()))
-            except (ValueError, TypeError) as err:
+                held = Held(**json.loads(read_private(path)))
+            except (ValueError, TypeError, OSError, StateDirRefused) as err:
                 log("unreadable state file left alone", file=str(path), error=str(err))
                 continue
             # The fence counts from the last answered heartbeat, across the restart.
             held.last_ok = time.monotonic() - max(0.0, time.time() - held.acked_at)
-            if alive(held.pid, held.started) and not os.path.exists(held.exit_file):
+            # Only a process of this user's can be a job this worker launched: a pid the state
+            # file names that runs as someone else is never re-attached, nor signalled.
+            ours = alive(held.pid, held.started) and owned_by_us(held.pid)
+            if ours and not os.path.exists(held.exit_file):
                 log("re-attached", lease=held.lease_id, pid=held.pid)
                 # It may have been paused before and resumed while the worker was away: the
                 # first heartbeat without a pause revoke sends SIGCONT (a no-op if running).

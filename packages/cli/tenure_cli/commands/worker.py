@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from tenure_worker.client import Client
-from tenure_worker.runner import Worker, WorkerOptions
+from tenure_worker.runner import DiskFull, StateDirRefused, Worker, WorkerOptions
 
 from tenure_cli import profiles
 from tenure_cli.common import (
+    FAILED,
     Groups,
     UsageError,
     chosen_token,
@@ -28,6 +29,7 @@ from tenure_cli.common import (
     operator_client,
     output_option,
     positive,
+    say,
     service_address,
     service_options,
     show,
@@ -68,7 +70,13 @@ def worker_run(args: argparse.Namespace) -> int:
         drain_seconds=args.drain_seconds,
         lease_seconds=args.lease_seconds,
     )
-    return Worker(opts).run()
+    try:
+        return Worker(opts).run()
+    except StateDirRefused as err:  # not this user's alone, or held by another worker
+        raise UsageError(str(err)) from None
+    except DiskFull as err:  # its jobs were stopped first and their leases failed
+        say(f"error: {err}", err=True)
+        return FAILED
 
 
 def worker_claim(args: argparse.Namespace) -> int:
