@@ -85,7 +85,9 @@ def test_a_restarted_worker_reattaches_keeps_the_lease_alive_and_reports_the_job
     beat_before = _stamp(lease(site.admin, lease_id)["timing"]["last_heartbeat_at"])
     assert pid_alive(job_pid), "the job died with its worker"
     assert pid_alive(shim_pid), "the job's shim died with its worker"
-    assert os.getpgid(job_pid) == shim_pid  # the job's own session, not the worker's
+    # The shim's own session, not the worker's; the job in a process group of its own under
+    # the shim, so that a pause (SIGSTOP to that group) never stops the shim.
+    assert os.getsid(job_pid) == shim_pid and os.getpgid(job_pid) == job_pid
     time.sleep(1.0)
     assert pid_alive(job_pid)
     assert lease(site.admin, lease_id)["state"] == "running"
@@ -140,7 +142,8 @@ def test_a_restarted_worker_fails_the_lease_of_a_job_that_died_meanwhile(
 
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(timeout=10)
-    os.killpg(saved["pid"], signal.SIGKILL)  # the job's whole session, shim included
+    os.kill(saved["pid"], signal.SIGKILL)  # the shim
+    os.killpg(job_pid, signal.SIGKILL)  # and the job's process group
     wait_for(lambda: not pid_alive(job_pid), 5, "the job to die")
     wait_for(lambda: not pid_alive(saved["pid"]), 5, "the job's shim to die")
 

@@ -78,7 +78,7 @@ def test_a_launched_job_is_recorded_with_its_start_time(tmp_path: Path) -> None:
         saved = json.loads((w.state_dir / "L1.json").read_text())
         assert (saved["pid"], saved["started"]) == (held.pid, held.started)
     finally:
-        os.killpg(held.pid, signal.SIGKILL)
+        jobs.signal_job(held, signal.SIGKILL)  # its shim kills the job, then exits
         assert held.proc is not None
         held.proc.wait()
 

@@ -91,6 +91,10 @@ class Held:
     # alone may name another process after a restart, once the job has ended ("": unknown,
     # as in a state file of an older release, or where the system cannot tell).
     started: str = ""
+    # The job runs in a process group of its own under its shim, which the worker signals
+    # and which relays to that group (see `signal_job`). False, as in a state file of an older
+    # release: the shim leads the job's process group, which is signalled directly.
+    relays: bool = False
     acked_at: float = 0.0  # wall clock of the last answered heartbeat (survives a restart)
     keeps_logs: bool = False  # ship the job's output to the lease's logs
     log_positions: dict[str, int] | None = None  # offsets of its output files shipped so far
@@ -200,13 +204,39 @@ def is_job(held: Held) -> bool:
     return alive(held.pid, held.started)
 
 
+# What the shim takes each signal meant for the job as (tenure_worker.shim): the shim is not
+# in the job's process group, so it stays free to fence a paused job and to see to it that
+# nothing the job started outlives a stop by more than the grace.
+RELAYED = {
+    signal.SIGTERM: signal.SIGTERM,  # stop: SIGTERM to the job, SIGKILL after the grace
+    signal.SIGKILL: signal.SIGUSR1,  # the grace is up: SIGKILL to the job now
+    signal.SIGSTOP: signal.SIGTSTP,  # pause: SIGSTOP to the job
+    signal.SIGCONT: signal.SIGCONT,  # resume
+}
+
+
 def signal_job(held: Held, sig: signal.Signals) -> None:
-    """Signal the job's process group, and nothing else: not a pid the system has given to
-    another process since the job ended."""
+    """Signal the job, and nothing else: not a pid the system has given to another process
+    since the job ended. The job's shim takes it (as RELAYED) and acts on the job's process
+    group; a job of an older release's layout has its group (led by the shim) signalled."""
     if not is_job(held):
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(held.pid, sig)
+        if held.relays:
+            os.kill(held.pid, RELAYED[sig])
+        else:
+            os.killpg(held.pid, sig)
+
+
+def group_left(pgid: int) -> bool:
+    """Whether process group `pgid` still has a member."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def stored_worker_id(state_dir: Path) -> str:

@@ -48,6 +48,7 @@ from tenure_worker.jobs import (
     failure_error,
     fence_grace,
     free_read_output,
+    group_left,
     hold_state_dir,
     log,
     noted_usage,
@@ -373,6 +374,7 @@ class Worker:
             held.exit_file,
             held.fence_file,
             str(fence_grace(self.opts.kill_grace, held.renew_seconds)),
+            str(self.opts.kill_grace),
             "--",
         ]
         try:
@@ -387,7 +389,7 @@ class Worker:
         finally:
             os.close(out)
             os.close(errors)
-        held.pid, held.proc = proc.pid, proc
+        held.pid, held.proc, held.relays = proc.pid, proc, True
         held.started = start_time(proc.pid)  # our child, unreaped: the pid is still its own
         self.held[held.lease_id] = held  # held first: a full disk then stops this job too
         self._save(held)
@@ -485,6 +487,15 @@ class Worker:
     def _tend(self, held: Held) -> None:
         now = time.monotonic()
         status = self._exit_status(held)
+        # An older release's shim leaves as soon as the job's own process exits, when others
+        # of the group it led may still run: they are killed once the grace is up, before
+        # the lease is reported (a shim of this release sees to that itself).
+        stopped = status is not None and held.stop_reason is not None
+        if stopped and not held.relays and group_left(held.pid):
+            if held.kill_at is not None and now < held.kill_at:
+                return
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(held.pid, signal.SIGKILL)
         if status is not None:
             self._finish(held, status)
             return
