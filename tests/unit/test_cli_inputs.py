@@ -419,3 +419,27 @@ def test_a_token_from_a_variable_is_refused_the_same_way_naming_the_variable(
         line = _one_line(capsys)
         assert line.startswith("error: TENURE_LEASE_TOKEN: ") and "X-Evil" not in line, line
     assert requests == []
+
+
+def test_worker_run_given_its_token_on_the_command_line_warns_that_ps_shows_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tenure_cli.commands import worker as commands
+
+    ran: list[str] = []
+
+    class Ran:
+        def __init__(self, opts: Any) -> None:
+            ran.append(opts.token)
+
+        def run(self) -> int:
+            return 0
+
+    monkeypatch.setattr(commands, "Worker", Ran)
+    argv = ["worker", "run", "--api", API, "--pool", "p", "--", "true"]
+    assert main([*argv[:4], "--token", "tnr_w_secret", *argv[4:]]) == 0
+    said = capsys.readouterr().err
+    assert "TENURE_TOKEN" in said and "process list" in said and "tnr_w_secret" not in said
+    monkeypatch.setenv("TENURE_TOKEN", "tnr_w_secret")
+    assert main(argv) == 0
+    assert capsys.readouterr().err == "" and ran == ["tnr_w_secret", "tnr_w_secret"]

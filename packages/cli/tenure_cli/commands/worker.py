@@ -56,10 +56,19 @@ def worker_run(args: argparse.Namespace) -> int:
     if not command:
         raise UsageError("give the command to run after --, e.g. tenure worker run … -- ./job.sh")
     api, job_api = worker_endpoints(args.api, Path(args.data_dir), args.profile)
+    token = chosen_token(args)  # refused first when no header could carry it
+    if args.token:
+        # A long-lived process's arguments are on every local user's process list.
+        say(
+            "warning: --token puts the worker token on the process list, which every user "
+            "of this host can read for as long as the worker runs: give it in TENURE_TOKEN "
+            "or a profile's token_file",
+            err=True,
+        )
     opts = WorkerOptions(
         api=api,
         job_api=job_api,
-        token=chosen_token(args),
+        token=token,
         pool=args.pool,
         command=command,
         worker_id=args.worker_id,
