@@ -296,77 +296,12 @@ class Worker:
     # ------------------------------------------------------------------- launching
 
     def _launch(self, claim: Claim, claimed_at: float) -> None:
-        base = self.state_dir / claim.lease_id
-        held = Held(
-            lease_id=claim.lease_id,
-            fence=claim.fence,
-            token=claim.token,
-            renew_seconds=claim.renew_seconds,
-            lease_seconds=claim.lease_seconds,
-            pid=0,
-            exit_file=f"{base}.exit",
-            err_file=f"{base}.err",
-            payload_file=f"{base}.payload.json",
-            marker_file=f"{base}.reported",
-            fence_file=f"{base}.fence",
-            last_ok=claimed_at,
-            acked_at=time.time() - (time.monotonic() - claimed_at),
-            keeps_logs=claim.keeps_logs,
-        )
+        held = self._held_for(claim, claimed_at)
         log("lease claimed", lease=claim.lease_id, fence=claim.fence)
-        try:
-            payload = claim.payload
-            if payload is None:  # the claim answer could not carry it: one more request
-                budget = self._budget()
-                payload = self.client.payload(
-                    claim.lease_id, claim.token, timeout=budget, budget=budget
-                )
-            write_private(held.payload_file, json.dumps(payload))
-            self._write_fence(held, save=False)
-            out, errors = open_output(f"{base}.out"), None
-            try:
-                errors = open_output(held.err_file)
-            finally:
-                if errors is None:
-                    os.close(out)
-        except (DiskFull, StateDirRefused) as err:
-            log("cannot write the job's files; releasing", lease=claim.lease_id, error=str(err))
-            with contextlib.suppress(ApiError, Unreachable):
-                self.client.release(
-                    claim.lease_id,
-                    claim.token,
-                    {"reason": f"the worker cannot write the job's files: {err}"},
-                    timeout=self._budget(),
-                    retries=0,
-                )
-            if isinstance(err, DiskFull):
-                self._full(err)
-            else:
-                self.claim_not_before = time.monotonic() + 1.0
+        files = self._prepare(held, claim)
+        if files is None:
             return
-        except (ApiError, Unreachable) as err:
-            log("payload unavailable; releasing", lease=claim.lease_id, error=str(err))
-            with contextlib.suppress(ApiError, Unreachable):
-                self.client.release(
-                    claim.lease_id,
-                    claim.token,
-                    {"reason": "payload_unavailable"},
-                    timeout=self._budget(),
-                    retries=0,
-                )
-            return
-        env = {
-            **os.environ,
-            "TENURE_API": self.opts.job_api or self.opts.api,
-            "TENURE_WORKER_API": self.opts.api,
-            "TENURE_LEASE_ID": claim.lease_id,
-            "TENURE_LEASE_TOKEN": claim.token,
-            "TENURE_PAYLOAD_FILE": held.payload_file,
-            "TENURE_REPORT_MARKER": held.marker_file,
-            # `tenure worker usage` notes the job's usage here; the completion sends it.
-            "TENURE_USAGE_FILE": usage_file(held),
-        }
-        env.pop("TENURE_TOKEN", None)  # the job gets its lease's token, not the worker's
+        out, errors = files
         shim = [
             sys.executable,
             "-m",
@@ -380,7 +315,7 @@ class Worker:
         try:
             proc = subprocess.Popen(
                 [*shim, *self.opts.command],
-                env=env,
+                env=self._job_env(held, claim),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=errors,
@@ -399,6 +334,81 @@ class Worker:
         # every held lease in one call, starts it, as a first heartbeat does. Either way the
         # lease's deadline is one toleration from the claim, and the job's fence counts from
         # the claim: nothing is held longer than the claim allows.
+
+    def _held_for(self, claim: Claim, claimed_at: float) -> Held:
+        base = self.state_dir / claim.lease_id
+        return Held(
+            lease_id=claim.lease_id,
+            fence=claim.fence,
+            token=claim.token,
+            renew_seconds=claim.renew_seconds,
+            lease_seconds=claim.lease_seconds,
+            pid=0,
+            exit_file=f"{base}.exit",
+            err_file=f"{base}.err",
+            payload_file=f"{base}.payload.json",
+            marker_file=f"{base}.reported",
+            fence_file=f"{base}.fence",
+            last_ok=claimed_at,
+            acked_at=time.time() - (time.monotonic() - claimed_at),
+            keeps_logs=claim.keeps_logs,
+        )
+
+    def _prepare(self, held: Held, claim: Claim) -> tuple[int, int] | None:
+        """The job's payload and fence written and its output files open (stdout, stderr);
+        None when that cannot be done: the lease is released unstarted."""
+        try:
+            payload = claim.payload
+            if payload is None:  # the claim answer could not carry it: one more request
+                budget = self._budget()
+                payload = self.client.payload(
+                    claim.lease_id, claim.token, timeout=budget, budget=budget
+                )
+            write_private(held.payload_file, json.dumps(payload))
+            self._write_fence(held, save=False)
+            out, errors = open_output(str(self.state_dir / f"{claim.lease_id}.out")), None
+            try:
+                errors = open_output(held.err_file)
+            finally:
+                if errors is None:
+                    os.close(out)
+            return out, errors
+        except (DiskFull, StateDirRefused) as err:
+            log("cannot write the job's files; releasing", lease=claim.lease_id, error=str(err))
+            self._release_unstarted(claim, f"the worker cannot write the job's files: {err}")
+            if isinstance(err, DiskFull):
+                self._full(err)
+            else:
+                self.claim_not_before = time.monotonic() + 1.0
+        except (ApiError, Unreachable) as err:
+            log("payload unavailable; releasing", lease=claim.lease_id, error=str(err))
+            self._release_unstarted(claim, "payload_unavailable")
+        return None
+
+    def _release_unstarted(self, claim: Claim, reason: str) -> None:
+        with contextlib.suppress(ApiError, Unreachable):
+            self.client.release(
+                claim.lease_id,
+                claim.token,
+                {"reason": reason},
+                timeout=self._budget(),
+                retries=0,
+            )
+
+    def _job_env(self, held: Held, claim: Claim) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "TENURE_API": self.opts.job_api or self.opts.api,
+            "TENURE_WORKER_API": self.opts.api,
+            "TENURE_LEASE_ID": claim.lease_id,
+            "TENURE_LEASE_TOKEN": claim.token,
+            "TENURE_PAYLOAD_FILE": held.payload_file,
+            "TENURE_REPORT_MARKER": held.marker_file,
+            # `tenure worker usage` notes the job's usage here; the completion sends it.
+            "TENURE_USAGE_FILE": usage_file(held),
+        }
+        env.pop("TENURE_TOKEN", None)  # the job gets its lease's token, not the worker's
+        return env
 
     # ------------------------------------------------------------------ heartbeats
 
