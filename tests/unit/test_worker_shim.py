@@ -25,8 +25,10 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="re
 GRACE = "0.5"
 # A job with helpers of every kind: one in its process group that ignores SIGTERM, one that
 # left the group with setsid, one orphaned by a double fork; each writes its pid to `pids`.
+# The one that ignores SIGTERM writes its own, once its trap is set: under load a stop could
+# otherwise reach it before the trap and end it, and the test would prove nothing.
 STUBBORN = (
-    "(trap '' TERM; exec sleep 30) & echo $! >> pids; "
+    "sh -c 'trap \"\" TERM; echo $$ >> pids; exec sleep 30' & "
     "setsid sleep 31 & echo $! >> pids; "
     "sh -c 'sleep 32 & echo $! >> pids' & "
     "echo $$ >> pids; "
@@ -246,7 +248,7 @@ def test_a_job_of_the_older_layout_is_reported_once_its_group_is_gone(
     exited: the worker kills the rest of that group when the grace is up, then reports."""
     w, finished = _worker(tmp_path, monkeypatch)
     leader = subprocess.Popen(
-        ["sh", "-c", "(trap '' TERM; exec sleep 30) & echo $! > pid; sleep 30"],
+        ["sh", "-c", "sh -c 'trap \"\" TERM; echo $$ > pid; exec sleep 30' & sleep 30"],
         cwd=tmp_path,
         start_new_session=True,
     )
