@@ -130,10 +130,7 @@ class PagedReads:
             # One more than the page, to learn whether anything follows; filtered, read
             # ahead in chunks. The budget is shared by the sources still read.
             want = limit + 1 - len(found)
-            room = max(
-                1,
-                (self.list_budget - read) // len([x for x in sources if sources[x]]),
-            )
+            room = max(1, (self.list_budget - read) // sum(sources.values()))
             size = min(want if not filtered else max(want, 50), room)
             rounds = {
                 index: self._list_entries(index, space, below, size)
@@ -157,11 +154,7 @@ class PagedReads:
                 # through its task, which its own entry lists.
                 if lease is None or bool(lease.via_task) is not through_task:
                     continue
-                if (
-                    (state is None or lease.state is state)
-                    and (pool is None or lease.pool == pool)
-                    and (subjects is None or lease.subject_kind in subjects)
-                ):
+                if _kept(lease, state, pool, subjects):
                     found.append((place, lease))
                 if len(found) > limit:
                     return LeasePage(
@@ -472,3 +465,17 @@ def _nearest(one: str | None, other: str | None, newest_first: bool) -> str | No
     if one is None or other is None:
         return one or other
     return max(one, other) if newest_first else min(one, other)
+
+
+def _kept(
+    lease: Lease,
+    state: LeaseState | None,
+    pool: str | None,
+    subjects: frozenset[SubjectKind] | None,
+) -> bool:
+    """Whether a lease read for a list passes its filters (None: not filtered on)."""
+    return (
+        (state is None or lease.state is state)
+        and (pool is None or lease.pool == pool)
+        and (subjects is None or lease.subject_kind in subjects)
+    )
