@@ -25,10 +25,13 @@ def test_a_relative_data_dir_keeps_data_on_dynamodb_local_until_reset(tmp_path: 
     rel = Path("rel-data")
 
     def space_create(stack_base: str) -> int:
+        # A stack's first write starts a function process (and the table warms up): beside
+        # the other tiers that took more than httpx's 5 s, so the front door's own 30 s bound.
         answer = httpx.post(
             f"{stack_base}/spaces",
             json={"key": "REL", "name": "r"},
             headers={"authorization": f"Bearer {token}"},
+            timeout=30,
         )
         return answer.status_code
 
