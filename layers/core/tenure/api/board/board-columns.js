@@ -166,7 +166,7 @@
     if (looseCut.length) {
       notes.push(
         `Some leases of no task (a workflow's or a space's) of ${looseCut.join(", ")} are not on the board, nor in its counts: ` +
-          `it reads ${LOOSE_PAGES} pages of them a refresh, newest first. Search by a lease's id to find one, ` +
+          `it reads the newest of them each refresh (${LOOSE_PAGES === 1 ? "one page" : `${LOOSE_PAGES} pages`}). Search by a lease's id to find one, ` +
           "or list them with GET /leases?space=…&subject_kind=workflow,space.",
       );
     }

@@ -11,7 +11,10 @@
   const REFRESH_MS = 5000;
   const FOLLOW_MS = 2000;
   const TASK_PAGES = 5; // at most 500 tasks of a space per refresh, newest first
-  const LOOSE_PAGES = 5; // pages of a space's leases of no task per refresh, newest first
+  // Pages of a space's leases of no task read a refresh, newest first: one bounded read, as
+  // the board made for a space's leases before it read these apart, so watching every space
+  // costs no more per refresh; the rest are named by a note and found by a search by id.
+  const LOOSE_PAGES = 1;
   const SPACE_PAGES = 10; // at most 1,000 spaces listed
   const COLUMN_CAP = 150; // cards drawn per column; the rest are counted, found by searching
   const COLUMNS = [
