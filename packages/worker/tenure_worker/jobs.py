@@ -181,18 +181,8 @@ def start_time(pid: int, proc: Path = PROC) -> str:
         # from the last ")", after which field 3 comes.
         fields = text.rsplit(")", 1)[-1].split()
         return f"stat:{fields[19]}" if len(fields) > 19 else ""
-    try:
-        out = subprocess.run(
-            ["ps", "-o", "lstart=", "-p", str(pid)],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    stamp = " ".join(out.stdout.split())
-    return f"ps:{stamp}" if out.returncode == 0 and stamp else ""
+    stamp = " ".join(_ps(pid, "lstart").split())
+    return f"ps:{stamp}" if stamp else ""
 
 
 def is_job(held: Held) -> bool:
@@ -524,14 +514,20 @@ def owned_by_us(pid: int, proc: Path = PROC) -> bool:
             if line.startswith("Uid:"):
                 return int(line.split()[1]) == os.getuid()
         return False
+    return _ps(pid, "ruid").strip() == str(os.getuid())
+
+
+def _ps(pid: int, field: str) -> str:
+    """One field of process `pid` as `ps` prints it, where there is no /proc; "" when `ps`
+    cannot tell (no such process, no `ps`)."""
     try:
         out = subprocess.run(
-            ["ps", "-o", "ruid=", "-p", str(pid)],
+            ["ps", "-o", f"{field}=", "-p", str(pid)],
             capture_output=True,
             text=True,
             timeout=5,
             check=False,
         )
     except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0 and out.stdout.strip() == str(os.getuid())
+        return ""
+    return out.stdout if out.returncode == 0 else ""
