@@ -121,7 +121,48 @@ def test_an_endless_line_is_cut_and_says_so(files: dict[str, str]) -> None:
     write(files["stdout"], b"x" * (shipping.MAX_LINE_BYTES + 10) + b"\n")
     shipper.collect(final=True)
     shipper.ship(sink)
-    assert "more bytes]" in sink.messages()[0][1]
+    assert sink.messages() == [("stdout", "x" * shipping.MAX_LINE_BYTES + " …[cut: 10 more bytes]")]
+
+
+def test_a_line_longer_than_a_read_is_one_event_that_counts_all_it_cut(
+    files: dict[str, str],
+) -> None:
+    """A megabyte line takes four reads of the file; it is still one line, shipped once, and
+    its note counts every byte left out, not what one read held."""
+    shipper, sink = LogShipper(files, {}), Sink()
+    write(files["stdout"], b"y" * 1024 * 1024 + b"\nafter\n")
+    beats = 0
+    while beats < 10 and len(sink.messages()) < 2:
+        shipper.collect()
+        shipper.ship(sink, max_posts=10)
+        beats += 1
+    cut = 1024 * 1024 - shipping.MAX_LINE_BYTES
+    assert sink.messages() == [
+        ("stdout", "y" * shipping.MAX_LINE_BYTES + f" …[cut: {cut} more bytes]"),
+        ("stdout", "after"),
+    ]
+    assert shipper.positions()["stdout"] == 1024 * 1024 + len(b"\nafter\n")
+
+
+def test_a_long_line_without_its_end_waits_holding_only_its_head(files: dict[str, str]) -> None:
+    """Until its newline (or the job's end) a long line is not shipped in pieces, and what it
+    keeps in memory is its first MAX_LINE_BYTES; a restarted worker reads it again from its
+    start."""
+    shipper, sink = LogShipper(files, {}), Sink()
+    write(files["stdout"], b"done\n" + b"z" * 600 * 1024)
+    for _ in range(4):
+        shipper.collect()
+        shipper.ship(sink)
+    assert sink.messages() == [("stdout", "done")]
+    assert len(shipper.partial["stdout"]) == shipping.MAX_LINE_BYTES
+    assert shipper.positions()["stdout"] == len(b"done\n")
+    shipper.collect(final=True)
+    shipper.ship(sink)
+    cut = 600 * 1024 - shipping.MAX_LINE_BYTES
+    assert sink.messages()[-1] == (
+        "stdout",
+        "z" * shipping.MAX_LINE_BYTES + f" …[cut: {cut} more bytes]",
+    )
 
 
 class Refused(Exception):

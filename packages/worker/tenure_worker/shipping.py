@@ -24,8 +24,10 @@ BATCH_BYTES = 240 * 1024
 # Bounded memory per job: lines waiting to be shipped, and bytes read per file per beat.
 MAX_PENDING_LINES = 5000
 READ_CHUNK = 256 * 1024
-# A line longer than this is cut (and says so); a backlog on disk past this is skipped over,
-# its lines counted as dropped, so a job that floods its output cannot stall shipping.
+# A line longer than this is cut: its first MAX_LINE_BYTES are kept and shipped at its end
+# with a count of the bytes left out, however many reads it spans. A backlog on disk past
+# MAX_BACKLOG_BYTES is skipped over, its lines counted as dropped, so a job that floods its
+# output cannot stall shipping.
 MAX_LINE_BYTES = 16 * 1024
 MAX_BACKLOG_BYTES = 8 * 1024 * 1024
 # After a job ends, the rest of its files is read in at most this many chunks per stream.
@@ -53,7 +55,9 @@ class LogShipper:
         self.files = files
         self.read_pos = {s: positions.get(s, 0) for s in STREAMS}
         self.shipped = dict(self.read_pos)
+        # The line being read, up to MAX_LINE_BYTES of it, and how many bytes past those.
         self.partial = {s: b"" for s in STREAMS}
+        self.cut = {s: 0 for s in STREAMS}
         self.pending: deque[_Line] = deque()
         self.dropped = 0
         self.enabled = True
@@ -72,8 +76,7 @@ class LogShipper:
                 if not self._read_chunk(stream):
                     break
             if final and self.partial[stream]:
-                self._add(stream, self.partial[stream], self.read_pos[stream])
-                self.partial[stream] = b""
+                self._end_line(stream, self.read_pos[stream])
         self._bound()
 
     def _read_chunk(self, stream: str) -> bool:
@@ -91,17 +94,27 @@ class LogShipper:
             f.seek(pos)
             chunk = f.read(READ_CHUNK)
         self.read_pos[stream] = pos + len(chunk)
-        data = self.partial[stream] + chunk
-        start = self.read_pos[stream] - len(data)
-        *lines, rest = data.split(b"\n")
-        for raw in lines:
-            start += len(raw) + 1
-            self._add(stream, raw, start)
-        if len(rest) > MAX_LINE_BYTES:  # a line with no end in sight: ship what there is
-            self._add(stream, rest, self.read_pos[stream])
-            rest = b""
-        self.partial[stream] = rest
+        *ended, rest = chunk.split(b"\n")
+        for piece in ended:
+            pos += len(piece) + 1
+            self._extend(stream, piece)
+            self._end_line(stream, pos)
+        self._extend(stream, rest)
         return len(chunk) == READ_CHUNK
+
+    def _extend(self, stream: str, piece: bytes) -> None:
+        """Add a piece of the line being read: kept up to MAX_LINE_BYTES, counted past it."""
+        room = MAX_LINE_BYTES - len(self.partial[stream])
+        if len(piece) <= room:
+            self.partial[stream] += piece
+        else:
+            self.partial[stream] += piece[: max(room, 0)]
+            self.cut[stream] += len(piece) - max(room, 0)
+
+    def _end_line(self, stream: str, end: int) -> None:
+        self._add(stream, self.partial[stream], self.cut[stream], end)
+        self.partial[stream] = b""
+        self.cut[stream] = 0
 
     def _skip(self, stream: str, to: int) -> int:
         """Skip the file ahead to `to`, counting the lines skipped as dropped."""
@@ -117,15 +130,16 @@ class LogShipper:
                 left -= len(block)
         self.dropped += max(1, skipped)
         self.partial[stream] = b""
+        self.cut[stream] = 0
         self.read_pos[stream] = to
         self.shipped[stream] = max(self.shipped[stream], to)
         return to
 
-    def _add(self, stream: str, raw: bytes, end: int) -> None:
-        text = raw.rstrip(b"\r").decode(errors="replace")
-        if len(raw) > MAX_LINE_BYTES:
-            cut = raw[:MAX_LINE_BYTES].decode(errors="ignore")
-            text = f"{cut} …[cut: {len(raw) - MAX_LINE_BYTES} more bytes]"
+    def _add(self, stream: str, raw: bytes, cut: int, end: int) -> None:
+        if cut:
+            text = f"{raw.decode(errors='ignore')} …[cut: {cut} more bytes]"
+        else:
+            text = raw.rstrip(b"\r").decode(errors="replace")
         now = time.time_ns() // 1_000_000
         self.pending.append(_Line(stream, end, now, text, next(self.seq)))
 
