@@ -22,6 +22,8 @@ from tenure_worker.client import (
 )
 from tenure_worker.runner import Held, Worker, WorkerOptions
 
+from tests.unit.worker_support import held_record
+
 LEASE = {"id": "L1", "timing": {"renew_seconds": 10, "lease_seconds": 300}}
 WON = Answer(200, {}, json.dumps({"lease": LEASE, "token": "tnr_l_x", "fence": 1}).encode())
 NOTHING = Answer(204, {}, b"")
@@ -252,21 +254,12 @@ def test_a_report_answered_503_is_kept_and_sent_again_only_after_retry_after(
 ) -> None:
     fake = FakeTransport(busy("3"))
     w = worker(tmp_path, fake)
-    base = tmp_path / "L1"
-    files = {k: f"{base}.{k}" for k in ("exit", "err", "payload", "reported")}
-    held = Held(
-        lease_id="L1",
-        fence=1,
-        token="tnr_l_x",
-        renew_seconds=1.0,
-        lease_seconds=300.0,
-        pid=0,
-        exit_file=files["exit"],
-        err_file=files["err"],
-        payload_file=files["payload"],
-        marker_file=files["reported"],
+    w.unreported["L1"] = (
+        held_record(tmp_path, renew_seconds=1.0),
+        "complete",
+        {"outcome": "success"},
+        time.monotonic(),
     )
-    w.unreported["L1"] = (held, "complete", {"outcome": "success"}, time.monotonic())
     w._send_reports()
     assert "L1" in w.unreported, "a 503 says nothing about the lease: the report is kept"
     w._send_reports()
@@ -274,19 +267,7 @@ def test_a_report_answered_503_is_kept_and_sent_again_only_after_retry_after(
 
 
 def _held(tmp_path: Path, lease_id: str = "L1") -> Held:
-    base = tmp_path / lease_id
-    return Held(
-        lease_id=lease_id,
-        fence=1,
-        token="tnr_l_x",
-        renew_seconds=1.0,
-        lease_seconds=300.0,
-        pid=0,
-        exit_file=f"{base}.exit",
-        err_file=f"{base}.err",
-        payload_file=f"{base}.payload",
-        marker_file=f"{base}.reported",
-    )
+    return held_record(tmp_path, lease_id, renew_seconds=1.0)
 
 
 def test_a_finished_job_reports_with_the_next_claim_and_a_retry_keeps_its_claim_id(

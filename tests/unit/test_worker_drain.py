@@ -9,6 +9,8 @@ from pathlib import Path
 from tenure_worker.client import Client
 from tenure_worker.runner import Held, Worker, WorkerOptions
 
+from tests.unit.worker_support import held_record
+
 
 def _worker(tmp_path: Path, drain: float = 30.0) -> Worker:
     opts = WorkerOptions(
@@ -24,19 +26,8 @@ def _worker(tmp_path: Path, drain: float = 30.0) -> Worker:
 
 
 def _held(tmp_path: Path, reason: str | None) -> Held:
-    base = tmp_path / "lease_1"
-    return Held(
-        lease_id="lease_1",
-        fence=1,
-        token="lt",
-        renew_seconds=1,
-        lease_seconds=4,
-        pid=0,
-        exit_file=f"{base}.exit",
-        err_file=f"{base}.err",
-        payload_file=f"{base}.payload.json",
-        marker_file=f"{base}.reported",
-        stop_reason=reason,
+    return held_record(
+        tmp_path, "lease_1", token="lt", renew_seconds=1, lease_seconds=4, stop_reason=reason
     )
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from tenure_worker import jobs, runner
 from tenure_worker.client import Claim
-from tenure_worker.runner import Held
 
 from tests.unit.test_worker_client import FakeTransport, worker
+from tests.unit.worker_support import held_record
 
 
 @pytest.fixture
@@ -84,22 +84,8 @@ def test_a_launched_job_is_recorded_with_its_start_time(tmp_path: Path) -> None:
 
 
 def _state_file(w: runner.Worker, pid: int, started: str) -> None:
-    base = w.state_dir / "L1"
-    held = Held(
-        lease_id="L1",
-        fence=1,
-        token="tnr_l_x",
-        renew_seconds=10.0,
-        lease_seconds=300.0,
-        pid=pid,
-        started=started,
-        exit_file=f"{base}.exit",
-        err_file=f"{base}.err",
-        payload_file=f"{base}.payload.json",
-        marker_file=f"{base}.reported",
-        acked_at=0.0,
-    )
-    (w.state_dir / "L1.json").write_text(json.dumps(held.persisted()))
+    record = held_record(w.state_dir, pid=pid, started=started, acked_at=0.0)
+    (w.state_dir / "L1.json").write_text(json.dumps(record.persisted()))
 
 
 def test_a_restarted_worker_does_not_take_a_reused_pid_for_its_job(

@@ -16,6 +16,7 @@ from tenure_worker.client import Answer
 from tenure_worker.runner import Held, Worker
 
 from tests.unit.test_worker_client import FakeTransport, client, worker
+from tests.unit.worker_support import held_record
 
 DONE = {"lease": {"id": "L1", "state": "completed"}, "next": None}
 
@@ -29,19 +30,9 @@ def _refused(status: int, code: str, message: str) -> Answer:
 
 
 def _held(tmp_path: Path, lease_id: str, fence: int = 1) -> Held:
-    base = tmp_path / lease_id
-    return Held(
-        lease_id=lease_id,
-        fence=fence,
-        token=f"tnr_l_{lease_id}",
-        renew_seconds=10.0,
-        lease_seconds=300.0,
-        pid=0,
-        exit_file=f"{base}.exit",
-        err_file=f"{base}.err",
-        payload_file=f"{base}.payload",
-        marker_file=f"{base}.reported",
-        fence_file=f"{base}.fence",
+    fence_file = f"{tmp_path / lease_id}.fence"
+    return held_record(
+        tmp_path, lease_id, fence=fence, token=f"tnr_l_{lease_id}", fence_file=fence_file
     )
 
 

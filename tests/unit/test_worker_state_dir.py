@@ -21,6 +21,7 @@ from tenure_worker.jobs import DiskFull, Held, StateDirRefused
 from tenure_worker.runner import Worker, WorkerOptions
 
 from tests.unit.test_worker_client import FakeTransport, client, worker
+from tests.unit.worker_support import held_record
 
 NOBODY = 65534
 root_only = pytest.mark.skipif(
@@ -41,21 +42,9 @@ def _opts(state_dir: Path) -> WorkerOptions:
 
 
 def _held(w: Worker, pid: int, started: str, lease_id: str = "L1") -> Held:
-    base = w.state_dir / lease_id
-    return Held(
-        lease_id=lease_id,
-        fence=1,
-        token="tnr_l_x",
-        renew_seconds=10.0,
-        lease_seconds=300.0,
-        pid=pid,
-        started=started,
-        exit_file=f"{base}.exit",
-        err_file=f"{base}.err",
-        payload_file=f"{base}.payload.json",
-        marker_file=f"{base}.reported",
-        fence_file=f"{base}.fence",
-        acked_at=time.time(),
+    fence_file = f"{w.state_dir / lease_id}.fence"
+    return held_record(
+        w.state_dir, lease_id, pid=pid, started=started, fence_file=fence_file, acked_at=time.time()
     )
 
 
