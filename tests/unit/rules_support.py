@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenure.domain.model import Lease
 from tenure.domain.rules.rule import Rule
 
 from tests.unit.support import ADMIN, POOL, SPACE, Rig
@@ -59,3 +60,17 @@ def make_rule(rig: Rig, name: str = "inbox", **kw: Any) -> Rule:
         **kw,
     }
     return rig.svc.rules.create_rule(ADMIN, SPACE, name, **args)
+
+
+def leases_of_no_task(rig: Rig) -> list[str]:
+    """A workflow's lease and the space's, each minted by a rule: (space's, workflow's)."""
+    rig.svc.spaces.create_workflow(ADMIN, SPACE, "nightly", "Nightly sweep", None)
+    minted = []
+    subjects = (("sweep", {"kind": "workflow", "slug": "nightly"}), ("tidy", {"kind": "space"}))
+    for name, subject in subjects:
+        rule = make_rule(rig, name, subject=subject)
+        lease = rig.svc.firings.fire_rule(ADMIN, rule.id)
+        assert isinstance(lease, Lease) and lease.task_id is None
+        minted.append(lease.id)
+        rig.advance(1)
+    return minted[::-1]

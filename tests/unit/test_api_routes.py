@@ -10,10 +10,10 @@ import pytest
 from tenure import wiring
 from tenure.api import app as api
 from tenure.domain import errors as e
-from tenure.domain.model import Lease, Principal
+from tenure.domain.model import Principal
 from tenure_cli.local.frontdoor import to_event
 
-from tests.unit.rules_support import make_rule
+from tests.unit.rules_support import leases_of_no_task
 from tests.unit.support import ADMIN, MEMBER, READER, WORKER, Rig, as_lease
 
 
@@ -83,26 +83,12 @@ def test_list_leases_refuses_a_cursor_handed_out_for_another_space(rig: Rig, htt
     assert got.json()["error"]["message"].startswith("cursor")
 
 
-def _leases_of_no_task(rig: Rig) -> list[str]:
-    """A workflow's lease and the space's, each minted by a rule: (space's, workflow's)."""
-    rig.svc.spaces.create_workflow(ADMIN, "OPS", "nightly", "Nightly sweep", None)
-    minted = []
-    subjects = (("sweep", {"kind": "workflow", "slug": "nightly"}), ("tidy", {"kind": "space"}))
-    for name, subject in subjects:
-        rule = make_rule(rig, name, subject=subject)
-        lease = rig.svc.firings.fire_rule(ADMIN, rule.id)
-        assert isinstance(lease, Lease) and lease.task_id is None
-        minted.append(lease.id)
-        rig.advance(1)
-    return minted[::-1]
-
-
 def test_list_leases_by_subject_kind_finds_leases_of_no_task_behind_newer_task_leases(
     rig: Rig, http: Any
 ) -> None:
     # The leases of a workflow or the space are read apart from the (many) leases tasks were
     # filed with: a read budget smaller than those newer leases still finds them on one page.
-    minted = _leases_of_no_task(rig)
+    minted = leases_of_no_task(rig)
     task_leases = []
     for _ in range(5):
         _, lease = rig.task()

@@ -58,6 +58,18 @@ def test_one_page_by_default_with_its_cursor_in_json_and_a_notice_in_a_table(
     assert fake.asked[-1]["limit"] == ["2"] and fake.asked[-1]["cursor"] == ["3"]
 
 
+def test_leases_list_passes_the_subject_kinds_to_keep(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = Pages(LEASES, "leases", size=3)
+    monkeypatch.setattr(leases_commands, "operator_client", lambda args: fake)
+    argv = ["leases", "list", "--space", "OPS", "--subject-kind", "workflow,space", "-o", "json"]
+    assert main(argv) == 0
+    assert fake.asked[-1]["subject_kind"] == ["workflow,space"]
+    assert main(["leases", "list", "--space", "OPS", "-o", "json"]) == 0
+    assert "subject_kind" not in fake.asked[-1]
+
+
 def test_all_follows_next_cursor_to_the_last_page(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

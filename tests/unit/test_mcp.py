@@ -20,6 +20,7 @@ from tenure.api.mcp import tools as t
 from tenure.domain.model import Principal
 from tenure_cli.local.frontdoor import to_event
 
+from tests.unit.rules_support import leases_of_no_task
 from tests.unit.support import ADMIN, MEMBER, READER, SPACE, WORKER, Rig, as_lease
 
 ACCEPT = "application/json, text/event-stream"
@@ -341,6 +342,38 @@ def test_logs_of_a_pool_keeping_none_are_invalid_params(rpc: Any, rig: Rig) -> N
 def test_a_bad_argument_is_a_tool_error_naming_the_field(rpc: Any) -> None:
     result = tool(rpc, "leases_list", {"space_key": SPACE, "limit": 201}, READER)["result"]
     assert result["isError"] is True and "limit" in result["content"][0]["text"]
+
+
+def test_leases_list_keeps_the_subject_kinds_asked_for_behind_newer_task_leases(
+    rpc: Any, rig: Rig
+) -> None:
+    # A workflow's or the space's lease stays findable however many task leases came after
+    # it: the filter reads those leases apart, under the same read budget.
+    minted = leases_of_no_task(rig)
+    for _ in range(4):
+        rig.task()
+        rig.advance(1)
+    rig.store.list_budget = 2
+
+    def listed(arguments: dict[str, Any], actor: Principal) -> list[str]:
+        body = tool(rpc, "leases_list", {"space_key": SPACE, **arguments}, actor)["result"]
+        assert not body.get("isError"), body
+        return [x["id"] for x in body["structuredContent"]["leases"]]
+
+    assert listed({"subject_kind": ["workflow", "space"]}, READER) == minted
+    assert listed({"subject_kind": ["space"]}, READER) == minted[:1]
+    assert len(listed({}, READER)) == 2 and not set(listed({}, READER)) & set(minted)
+    worker_lease = rig.running()
+    assert listed({"subject_kind": ["workflow"]}, as_lease(worker_lease.id)) == minted[1:]
+
+
+@pytest.mark.parametrize("kinds", [[], ["tasks"], ["task", "workflow", "space", "task"], "task"])
+def test_leases_list_refuses_a_subject_kind_it_does_not_know_naming_the_field(
+    rpc: Any, kinds: Any
+) -> None:
+    body = tool(rpc, "leases_list", {"space_key": SPACE, "subject_kind": kinds}, READER)
+    result = body["result"]
+    assert result["isError"] is True and "subject_kind" in result["content"][0]["text"]
 
 
 def test_an_unknown_tool_is_invalid_params(rpc: Any) -> None:

@@ -59,7 +59,12 @@ def display_names(client: Client, space: str) -> dict[str, str]:
 
 def leases_list(args: argparse.Namespace) -> int:
     client = operator_client(args)
-    params = {"space": args.space, "state": args.state, "pool": args.pool}
+    params = {
+        "space": args.space,
+        "state": args.state,
+        "pool": args.pool,
+        "subject_kind": args.subject_kind,
+    }
     listed = fetch(client, "/leases", params, "leases", args)
     if args.output != "table":
         return show_list(listed, args, LIST_COLUMNS)
@@ -103,6 +108,12 @@ def add_commands(groups: Groups) -> None:
     ls.add_argument("--space", required=True, help="the space")
     ls.add_argument("--state", help="only leases in this state")
     ls.add_argument("--pool", help="only leases of this pool")
+    ls.add_argument(
+        "--subject-kind",
+        metavar="KINDS",
+        help="only leases of these subject kinds, comma-separated (task, workflow, space); "
+        "a workflow's or the space's leases are found however many task leases came after",
+    )
     list_options(ls, "leases")
     ls.set_defaults(func=guarded(leases_list))
     get = service_options(lsub.add_parser("get", help="one lease"))

@@ -24,7 +24,7 @@ from tenure.app.tenure import Tenure
 from tenure.domain import authz, errors
 from tenure.domain.fencing import TOKEN_SHAPE
 from tenure.domain.model import Principal
-from tenure.domain.states import LeaseState
+from tenure.domain.states import LeaseState, SubjectKind
 
 # Over MCP one page answers (no cursor): 50 leases unless asked, never more than 200.
 LIST_DEFAULT = 50
@@ -45,6 +45,13 @@ class ListArgs(models.Strict):
     )
     cursor: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
         None, description="the next_cursor of the page before"
+    )
+    subject_kind: (
+        Annotated[list[SubjectKind], Field(min_length=1, max_length=len(SubjectKind))] | None
+    ) = Field(
+        None,
+        description="only leases of these subject kinds; a workflow's or the space's leases are "
+        "read apart from the tasks', so they are found however many task leases came after",
     )
 
 
@@ -108,8 +115,9 @@ class FailArgs(models.Fail):
 
 
 def _list(svc: Tenure, actor: Principal, args: ListArgs) -> dict[str, Any]:
+    kinds = frozenset(args.subject_kind) if args.subject_kind is not None else None
     page = svc.operator.list_visible_leases(
-        actor, args.space_key, args.limit, args.state, args.cursor
+        actor, args.space_key, args.limit, args.state, args.cursor, kinds
     )
     leases = [svc.kernel.catalog.shown(x) for x in page.leases]
     conditions = svc.conditions.queued_conditions(leases)

@@ -46,13 +46,14 @@ class Operator:
         limit: int,
         state: LeaseState | None,
         cursor: str | None = None,
+        subjects: frozenset[SubjectKind] | None = None,
     ) -> LeasePage:
         """One page for whoever may see the space: an operator as list_leases decides, or a
         lease token in its own lease's space (the MCP tool leases_list)."""
         if actor.kind != "lease":
-            return self.list_leases(actor, space, limit, cursor, state, None)
+            return self.list_leases(actor, space, limit, cursor, state, None, subjects)
         authz.require_own_space(actor, space, self.kernel.owned.acting_lease(actor).space)
-        return self.leases.list_leases(space, limit, cursor, state, None)
+        return self.leases.list_leases(space, limit, cursor, state, None, subjects)
 
     def get_visible_lease(self, actor: Principal, lease_id: str) -> Lease:
         """A lease, for an operator as get_lease decides, or for a lease token when it is in
