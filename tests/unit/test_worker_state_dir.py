@@ -90,6 +90,52 @@ def test_a_state_dir_another_user_owns_is_refused_and_nothing_is_written_in_it(
     assert (seen.st_uid, seen.st_mode & 0o777) == (NOBODY, 0o777), "left as it was"
 
 
+@root_only
+@pytest.mark.parametrize("parent_is", ["another user's", "open to all without the sticky bit"])
+def test_a_state_dir_under_a_directory_another_user_can_change_is_refused(
+    tmp_path: Path, parent_is: str
+) -> None:
+    # Whoever may rename entries of a directory above the state dir can swap the state dir
+    # for one of their own once the worker has checked it, and the worker's later writes and
+    # signals follow the path into it.
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    if parent_is == "another user's":
+        os.chown(parent, NOBODY, NOBODY)
+    else:
+        parent.chmod(0o777)
+    state = parent / "state"
+    with pytest.raises(StateDirRefused, match=f"{parent}"):
+        Worker(_opts(state), client(FakeTransport(), [], retries=0))
+    assert not state.exists(), "nothing made under it"
+    state.mkdir(mode=0o700)
+    with pytest.raises(StateDirRefused, match=f"{parent}"):
+        Worker(_opts(state), client(FakeTransport(), [], retries=0))
+    assert list(state.iterdir()) == [], "no lock, no worker-id"
+
+
+def test_a_state_dir_under_a_shared_directory_with_the_sticky_bit_is_taken(
+    tmp_path: Path,
+) -> None:
+    # As under /tmp: with the sticky bit, only an entry's owner may rename or remove it.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    Worker(_opts(shared / "state"), client(FakeTransport(), [], retries=0))
+    assert (shared / "state").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_state_dir_reached_through_a_link_in_a_directory_above_is_judged_where_it_lands(
+    tmp_path: Path,
+) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    real.chmod(0o777)
+    (tmp_path / "via").symlink_to(real)
+    with pytest.raises(StateDirRefused, match=f"{real}"):
+        Worker(_opts(tmp_path / "via" / "state"), client(FakeTransport(), [], retries=0))
+
+
 def test_a_state_dir_that_is_a_link_is_refused(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir(mode=0o700)

@@ -330,7 +330,9 @@ def hold_state_dir(path: Path) -> int:
     state files it re-attaches from) and, through links planted under the names it writes,
     which files it overwrites. So a directory another user owns, or a link to one, is refused
     outright; one of ours open to others is closed to them (0700). A second worker on the same
-    directory would take the first one's jobs for its own: refused, naming the holder's pid."""
+    directory would take the first one's jobs for its own: refused, naming the holder's pid.
+    So is one under a directory another user could change (see `_check_above`)."""
+    _check_above(path)
     with contextlib.suppress(FileExistsError):
         path.mkdir(parents=True, mode=0o700)
     if path.is_symlink():
@@ -357,6 +359,35 @@ def hold_state_dir(path: Path) -> int:
         return _lock(path, fd)
     finally:
         os.close(fd)
+
+
+def _check_above(path: Path) -> None:
+    """Refuse a state dir below a directory whose entries another user may rename: owned by
+    someone other than this user or root, or writable by others without the sticky bit (as
+    /tmp has, where only an entry's owner may move it). From such a directory they could swap
+    the state dir for their own once it was checked, and the worker's writes and signals
+    would follow its path there. Both the path as given and where its links lead are judged;
+    what does not exist yet is made by the worker, as its own."""
+    me = os.geteuid()
+    above = {*path.absolute().parents, *path.resolve().parents}
+    for directory in sorted(above, key=lambda p: len(p.parts)):
+        try:
+            seen = os.stat(directory)
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise StateDirRefused(f"{directory}, above the state dir: {err.strerror}") from None
+        if seen.st_uid not in (0, me):
+            raise StateDirRefused(
+                f"{directory}, above the state dir {path}, belongs to uid {seen.st_uid}: its "
+                "owner could swap the state dir for another; give a directory of your own"
+            )
+        if stat.S_IMODE(seen.st_mode) & 0o022 and not seen.st_mode & stat.S_ISVTX:
+            raise StateDirRefused(
+                f"{directory}, above the state dir {path}, is writable by others without the "
+                "sticky bit: they could swap the state dir for another; give a directory of "
+                "your own"
+            )
 
 
 def _lock(path: Path, dir_fd: int) -> int:
