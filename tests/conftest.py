@@ -5,6 +5,7 @@ takes seconds to start, so no test starts its own."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import platform
 import signal
@@ -16,7 +17,9 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import boto3
 import httpx
 import pytest
 from tenure import wiring
@@ -151,6 +154,35 @@ class LocalStack:
 
     def admin(self) -> httpx.Client:
         return self.client(self.admin_token)
+
+    def info(self) -> dict[str, Any]:
+        """Its record, stack.json: endpoints, resources and the engine key."""
+        found: dict[str, Any] = json.loads((self.data_dir / "stack.json").read_text())
+        return found
+
+    def aws(self, service: str) -> Any:
+        """A boto3 client of its engines (DynamoDB Local for DynamoDB, moto's server for the
+        rest), signed with its engine key: they answer no other."""
+        info = self.info()
+        aws = info["aws"]
+        ddb = service in ("dynamodb", "dynamodbstreams")
+        session = boto3.session.Session(
+            aws_access_key_id=aws["access_key_id"],
+            aws_secret_access_key="local",
+            region_name=aws["region"],
+        )
+        return session.client(
+            service, endpoint_url=info["dynamodb"]["endpoint"] if ddb else aws["endpoint"]
+        )
+
+    def engine_env(self) -> dict[str, str]:
+        """What a command given the engines' endpoints needs in its environment."""
+        aws = self.info()["aws"]
+        return {
+            "AWS_ACCESS_KEY_ID": aws["access_key_id"],
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_DEFAULT_REGION": aws["region"],
+        }
 
 
 def start_stack(

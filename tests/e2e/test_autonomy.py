@@ -8,9 +8,6 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-import boto3
-from tenure_cli.local.engines import use_local_credentials
-
 from tests.conftest import LocalStack
 from tests.e2e.support import (
     TIMELINE_WAIT,
@@ -101,12 +98,7 @@ def test_the_second_block_of_a_kind_escalates_and_recover_resumes(world: World) 
 
 
 def _wake_queue(local_stack: LocalStack) -> tuple[Any, str]:
-    info = json.loads((local_stack.data_dir / "stack.json").read_text())
-    use_local_credentials()
-    aws = info["aws"]
-    make: Any = boto3.client
-    sqs = make("sqs", endpoint_url=aws["endpoint"], region_name=aws["region"])
-    return sqs, aws["resources"]["wake_queue_url"]
+    return local_stack.aws("sqs"), local_stack.info()["aws"]["resources"]["wake_queue_url"]
 
 
 def _wakes_for(sqs: Any, url: str, child_id: str) -> list[dict[str, Any]]:

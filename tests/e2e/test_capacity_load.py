@@ -19,7 +19,6 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import boto3
 import httpx
 from tenure_cli.local.stack import TABLE
 
@@ -71,9 +70,7 @@ def test_200_idle_long_polls_keep_no_operator_and_no_heartbeat_waiting(
 ) -> None:
     info = _stack_info(local_stack)
     claim_api, worker_api = info["worker_claim_api"], info["worker_api"]
-    ddb = boto3.client(
-        "dynamodb", endpoint_url=info["dynamodb"]["endpoint"], region_name=info["aws"]["region"]
-    )
+    ddb = local_stack.aws("dynamodb")
     idle = world.pool()["name"]  # no task ever: every poll waits its whole wait
     busy = world.pool(toleration_seconds=3600)["name"]
     made = [

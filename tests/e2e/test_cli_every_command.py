@@ -274,9 +274,8 @@ class Stage:
 
     @property
     def table_endpoint(self) -> str:
-        """The local stack's DynamoDB Local, which holds its table."""
-        found = json.loads((self.stack.data_dir / "stack.json").read_text())
-        return str(found["dynamodb"]["endpoint"])
+        """The local stack's DynamoDB Local, which holds its table (under its engine key)."""
+        return str(self.stack.info()["dynamodb"]["endpoint"])
 
 
 def _mentions(*wanted: str) -> Callable[[str], str | None]:
@@ -320,10 +319,11 @@ COMMANDS: dict[str, Case] = {
         ]
     ),
     "admin bootstrap": lambda s, o: Run(
-        ["--table", TABLE, "--endpoint", s.table_endpoint, "--name", f"a-{suffix().lower()}"]
+        ["--table", TABLE, "--endpoint", s.table_endpoint, "--name", f"a-{suffix().lower()}"],
+        env=s.stack.engine_env(),
     ),
     "admin migrate": lambda s, o: Run(
-        ["--table", TABLE, "--endpoint", s.table_endpoint, "--dry-run"]
+        ["--table", TABLE, "--endpoint", s.table_endpoint, "--dry-run"], env=s.stack.engine_env()
     ),
     # ------------------------------------------------------- a worker and its job
     "worker claim": lambda s, o: Run(
@@ -716,12 +716,12 @@ BAD_INPUTS: dict[str, BadInput] = {
     "a job's command outside a job": lambda s: (["worker", "complete"], {}, USAGE),
     "a table that does not exist": lambda s: (
         ["admin", "migrate", "--table", "no-such-table", "--endpoint", s.table_endpoint],
-        {},
+        s.stack.engine_env(),
         FAILED,
     ),
     "a table that does not exist, bootstrapping": lambda s: (
         ["admin", "bootstrap", "--table", "no-such-table", "--endpoint", s.table_endpoint],
-        {},
+        s.stack.engine_env(),
         FAILED,
     ),
     "a mail file that is not there": lambda s: (

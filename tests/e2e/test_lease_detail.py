@@ -4,10 +4,8 @@ used), runtime coordinates, and retention reclaim with a one-second window."""
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
-import boto3
 import httpx
 
 from tests.conftest import LocalStack
@@ -25,11 +23,8 @@ def _held(world: World, **pool_fields: Any) -> tuple[Held, str]:
 
 
 def _aws(local_stack: LocalStack) -> tuple[dict[str, Any], Any, Any]:
-    info = json.loads((local_stack.data_dir / "stack.json").read_text())
-    aws = info["aws"]
-    s3 = boto3.client("s3", endpoint_url=aws["endpoint"], region_name=aws["region"])
-    logs = boto3.client("logs", endpoint_url=aws["endpoint"], region_name=aws["region"])
-    return aws["resources"], s3, logs
+    resources = local_stack.info()["aws"]["resources"]
+    return resources, local_stack.aws("s3"), local_stack.aws("logs")
 
 
 # ---------------------------------------------------------------------------- logs

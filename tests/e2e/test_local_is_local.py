@@ -7,6 +7,7 @@ network is a table anyone there can read, or write a token row into and become a
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
@@ -15,21 +16,33 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import boto3
+import httpx
 import pytest
+from botocore.exceptions import ClientError
 from tenure.config import local_settings
 from tenure_cli.local.engines import (
     DynamoDBLocal,
     EngineUnavailable,
     install_dynamodb_local,
     java_available,
+    new_engine_key,
 )
+from tenure_cli.local.stack import TABLE
 
 from tests.conftest import LocalStack, start_stack, stop_stack
 from tests.e2e.support import descendants, reap
 
 LISTEN = "0A"  # TCP_LISTEN as /proc/net/tcp writes the state
 DB_FILE = "shared-local-instance.db"  # DynamoDB Local's file with -sharedDb
+
+
+def _table_file(data_dir: Path) -> Path:
+    """The stack's table file: DynamoDB Local's file of its engine key, in its one region."""
+    key = (data_dir / "engine-key").read_text().strip()
+    return data_dir / "dynamodb" / f"{key}_us-east-1.db"
 
 
 @dataclass(frozen=True)
@@ -131,6 +144,39 @@ def test_dynamodb_local_listens_on_loopback_alone(tmp_path: Path) -> None:
         assert _mode(tmp_path / "dynamodb" / DB_FILE) == "0o600"
 
 
+def test_a_table_file_every_key_shared_becomes_the_engine_keys_own(tmp_path: Path) -> None:
+    """A data dir kept from a release that ran DynamoDB Local with `-sharedDb` holds its
+    tables in the shared file: with an engine key, the engine finds them under the key."""
+    _engines_here()
+    cache, place = Path(local_settings().cache_dir), tmp_path / "dynamodb"
+    with DynamoDBLocal(cache, place) as shared:
+        old = _engine_client(shared.endpoint, "tenure")
+        old.create_table(
+            TableName="kept",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        old.put_item(TableName="kept", Item={"pk": {"S": "row"}})
+    key = new_engine_key()
+    with DynamoDBLocal(cache, place, key=key) as keyed:
+        mine = _engine_client(keyed.endpoint, key)
+        assert mine.get_item(TableName="kept", Key={"pk": {"S": "row"}})["Item"]
+        assert _engine_client(keyed.endpoint, "tenure").list_tables()["TableNames"] == []
+    assert (place / f"{key}_us-east-1.db").is_file() and not (place / DB_FILE).exists()
+
+
+def _engine_client(endpoint: str, key: str) -> Any:
+    make: Any = boto3.client
+    return make(
+        "dynamodb",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=key,
+        aws_secret_access_key="anything",
+    )
+
+
 @dataclass
 class Minted:
     """A stack started on a fresh data directory with no admin token given: it mints one."""
@@ -181,8 +227,65 @@ def test_the_data_dir_the_table_and_the_token_are_the_owners_alone(minted: Minte
     data_dir = minted.stack.data_dir
     assert _mode(data_dir) == "0o700"
     assert _mode(data_dir / "dynamodb") == "0o700"
-    assert _mode(data_dir / "dynamodb" / DB_FILE) == "0o600"
+    assert _mode(_table_file(data_dir)) == "0o600"
     assert _mode(data_dir / "admin-token") == "0o600"
+    assert _mode(data_dir / "engine-key") == "0o600"
+    assert _mode(data_dir / "stack.json") == "0o600"
+
+
+def test_a_neighbour_on_the_machine_without_the_stacks_key_reads_and_writes_nothing(
+    minted: Minted,
+) -> None:
+    """Loopback is every local user's: the engines answer the stack's own access key alone.
+    Without it, DynamoDB Local shows an empty engine (no table to read, none to put a token
+    row in) and moto refuses every call, signed or presigned, so nobody else reads the
+    attachments or the logs or feeds the inbound queue."""
+    dynamodb, aws = minted.info["dynamodb"], minted.info["aws"]
+    assert isinstance(dynamodb, dict) and isinstance(aws, dict)
+    resources = aws["resources"]
+
+    def client(service: str, endpoint: object, key: str) -> Any:
+        make: Any = boto3.client
+        return make(
+            service,
+            endpoint_url=str(endpoint),
+            region_name="us-east-1",
+            aws_access_key_id=key,
+            aws_secret_access_key="anything",
+        )
+
+    for guess in ("tenure", "AKIAIOSFODNN7EXAMPLE"):
+        ddb = client("dynamodb", dynamodb["endpoint"], guess)
+        assert ddb.list_tables()["TableNames"] == [], guess
+        with pytest.raises(ClientError, match="non-existent table"):
+            ddb.put_item(TableName=TABLE, Item={"pk": {"S": "TOKEN#x"}, "sk": {"S": "TOKEN"}})
+        s3, logs, sqs = (client(x, aws["endpoint"], guess) for x in ("s3", "logs", "sqs"))
+        inbound = resources["inbound_queue_url"]
+        for call in (
+            s3.list_buckets,
+            logs.describe_log_groups,
+            functools.partial(sqs.send_message, QueueUrl=inbound, MessageBody="{}"),
+        ):
+            with pytest.raises(ClientError) as refused:
+                call()
+            assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        url = s3.generate_presigned_url(
+            "list_objects_v2", Params={"Bucket": resources["attachments_bucket"]}
+        )
+        assert httpx.get(url).status_code == 403
+    assert httpx.get(str(aws["endpoint"])).status_code == 403, "unsigned"
+
+    key = str(aws["access_key_id"])
+    assert key == (minted.stack.data_dir / "engine-key").read_text().strip()
+    assert _mode(minted.stack.data_dir / "engine-key") == "0o600"
+    assert TABLE in client("dynamodb", dynamodb["endpoint"], key).list_tables()["TableNames"]
+    own_s3 = client("s3", aws["endpoint"], key)
+    assert resources["attachments_bucket"] in {b["Name"] for b in own_s3.list_buckets()["Buckets"]}
+    url = own_s3.generate_presigned_url(
+        "list_objects_v2", Params={"Bucket": resources["attachments_bucket"]}
+    )
+    assert httpx.get(url).status_code == 200
+    assert key not in minted.log, "the key is printed nowhere"
 
 
 def test_the_minted_token_is_not_printed_but_where_it_is_kept(minted: Minted) -> None:
@@ -216,7 +319,8 @@ def test_a_start_tightens_a_data_dir_left_open_and_shows_the_token_when_asked(
         assert _mode(data_dir) == "0o700"
         assert _mode(data_dir / "dynamodb") == "0o700"
         assert _mode(data_dir / "admin-token") == "0o600"
-        assert _mode(data_dir / "dynamodb" / DB_FILE) == "0o600"
+        assert not (data_dir / "dynamodb" / DB_FILE).exists(), "taken as the key's own file"
+        assert _mode(_table_file(data_dir)) == "0o600"
         with stack.client(token) as admin:
             assert admin.get("/tokens").status_code == 200  # the kept token is the admin's
         assert token in stack.log.read_text(errors="replace")

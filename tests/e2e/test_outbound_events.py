@@ -13,9 +13,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from tenure_cli.local.engines import use_local_credentials
 
 from tests.conftest import LocalStack, start_stack, stop_stack
 from tests.e2e.support import TIMELINE_WAIT, Api, Recorder, World, suffix, wait_for
@@ -26,13 +24,9 @@ class Consumer:
     deployed stack would make them."""
 
     def __init__(self, stack: LocalStack, pool: str) -> None:
-        info = json.loads((stack.data_dir / "stack.json").read_text())
-        use_local_credentials()
-        aws = info["aws"]
-        make: Any = boto3.client
-        self.sqs = make("sqs", endpoint_url=aws["endpoint"], region_name=aws["region"])
-        events = make("events", endpoint_url=aws["endpoint"], region_name=aws["region"])
-        bus = aws["resources"]["event_bus"]
+        self.sqs = stack.aws("sqs")
+        events = stack.aws("events")
+        bus = stack.info()["aws"]["resources"]["event_bus"]
         name = f"consumer-{suffix()}"
         self.url = self.sqs.create_queue(QueueName=name)["QueueUrl"]
         arn = self.sqs.get_queue_attributes(QueueUrl=self.url, AttributeNames=["QueueArn"])[

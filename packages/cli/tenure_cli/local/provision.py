@@ -11,12 +11,15 @@ from typing import Any
 import boto3
 import yaml
 
+from tenure_cli.local.engines import ENGINE_REGION
+
 # The template itself when this runs from a checkout; an installed wheel carries a copy beside
 # this module instead (setup.py puts it there), since infra/ is not a package.
 CHECKOUT_TEMPLATE = Path(__file__).resolve().parents[4] / "infra" / "template.yaml"
 SHIPPED_TEMPLATE = Path(__file__).resolve().with_name("template.yaml")
-# The local AWS side runs in one region whatever the caller's own AWS settings say.
-REGION = "us-east-1"
+# The local AWS side runs in one region whatever the caller's own AWS settings say: the one
+# the engines keep the stack in (DynamoDB Local keeps each region's tables apart).
+REGION = ENGINE_REGION
 # moto's default account: the one its ARNs carry.
 ACCOUNT_ID = "123456789012"
 # AWS::NoValue resolves to this marker, and a property holding it is dropped (as CloudFormation

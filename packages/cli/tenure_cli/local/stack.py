@@ -24,11 +24,14 @@ from tenure.config import ENVIRONMENT, LocalSettings, export, local_settings
 from tenure_cli.local import lambda_host
 from tenure_cli.local.claimhost import ClaimHost
 from tenure_cli.local.engines import (
+    ENGINE_KEY_SHAPE,
     MOTO_SERVICES,
     DynamoDBLocal,
     EngineUnavailable,
     MotoServer,
+    new_engine_key,
     owner_only,
+    use_engine_key,
 )
 from tenure_cli.local.faults import fault_file
 from tenure_cli.local.frontdoor import FrontDoor, claim_lane
@@ -45,6 +48,8 @@ from tenure_cli.stack_record import (
 )
 
 TABLE = "tenure"
+# The stack's engine key, kept in its data dir: the one access key id its engines answer.
+ENGINE_KEY_FILE = "engine-key"
 STREAM_POLL_SECONDS = 0.2
 # Scheduler fires on whole minutes; a tick this often fires each time within seconds.
 SCHEDULER_TICK_SECONDS = 2.0
@@ -57,7 +62,7 @@ HOLD_RETRY_SECONDS = 0.1
 # What a stack writes in its data dir, besides its engine's logs (`dynamodb-local-<port>.log`)
 # and a half-written file's `.<name>.part`. --reset empties only a data dir that holds nothing
 # else, and only such a dir is closed to group and others.
-STACK_ENTRIES = frozenset({LOCK_FILE, STACK_FILE, "admin-token", "dynamodb"})
+STACK_ENTRIES = frozenset({LOCK_FILE, STACK_FILE, "admin-token", ENGINE_KEY_FILE, "dynamodb"})
 
 
 class StartFailed(RuntimeError):
@@ -94,6 +99,7 @@ class Stack:
     verbose: bool = False
     outbound_events: str = "endings"  # the template's OutboundEvents, as a deploy would set it
     held: int | None = None  # the open lock file that holds the data dir for this stack
+    engine_key: str = ""  # the access key id the engines answer alone (see _engine_key)
 
     def hold_data_dir(self) -> None:
         """Hold the data dir for this stack alone, or StartFailed naming the process that
@@ -159,6 +165,8 @@ class Stack:
             "aws": {
                 "endpoint": moto.endpoint,
                 "region": REGION,
+                # The access key id both engines answer alone (any secret will do).
+                "access_key_id": self.engine_key,
                 "resources": resources,
                 "services": " ".join(MOTO_SERVICES),
             },
@@ -167,7 +175,9 @@ class Stack:
             "sweep_interval_seconds": self.sweep_interval,
             "pid": os.getpid(),
         }
-        _write_atomically(record_path(self.data_dir), json.dumps(info, indent=2) + "\n")
+        # Owner-only, like the admin token: it holds the engine key.
+        text = json.dumps(info, indent=2) + "\n"
+        _write_atomically(record_path(self.data_dir), text, mode=0o600)
         return info
 
     def _prepare(self, cfg: LocalSettings) -> None:
@@ -187,6 +197,8 @@ class Stack:
         # A stack.json left by an earlier run names engines that are gone: it comes back only
         # once this start has succeeded.
         record_path(self.data_dir).unlink(missing_ok=True)
+        self.engine_key = self._engine_key()
+        use_engine_key(self.engine_key)
 
     def _open_doors(self) -> tuple[FrontDoor, FrontDoor, FrontDoor]:
         """The three listeners, bound but not serving yet: the API's, the worker function's
@@ -226,12 +238,14 @@ class Stack:
         """moto's server and DynamoDB Local (or moto for DynamoDB too, when allowed): moto,
         the DynamoDB endpoint and which engine serves it."""
         # Each engine is listed before it starts, so that stop() ends one that failed halfway.
-        moto = MotoServer()
+        moto = MotoServer(key=self.engine_key)
         self.engines.append(moto)
         moto.start()
         engine = "dynamodb-local"
         try:
-            ddb = DynamoDBLocal(Path(cfg.cache_dir), self.data_dir / "dynamodb")
+            ddb = DynamoDBLocal(
+                Path(cfg.cache_dir), self.data_dir / "dynamodb", key=self.engine_key
+            )
             self.engines.append(ddb)
             ddb.start()
             endpoint = ddb.endpoint
@@ -308,13 +322,29 @@ class Stack:
             if outcome.status == "applied" and outcome.counts.get("listed"):
                 print(f"migrated: {outcome.name} {outcome.counts}")
 
+    def _engine_key(self) -> str:
+        """The data dir's engine key, made at its first start and kept: DynamoDB Local files
+        the tables under it, so a restart must use the same one."""
+        path = self.data_dir / ENGINE_KEY_FILE
+        if not (path.exists() or path.is_symlink()):
+            key = new_engine_key()
+            _write_atomically(path, key + "\n", mode=0o600)
+            return key
+        key = _kept_secret(path, ENGINE_KEY_FILE)
+        if not ENGINE_KEY_SHAPE.fullmatch(key):
+            raise StartFailed(
+                f"{path} does not hold an engine key; remove it (the tables it filed are lost "
+                "with it), or give another --data-dir"
+            )
+        return key
+
     def _admin_token(self) -> tuple[str, Path | None]:
         given = local_settings().admin_token
         if given:
             return given, None
         path = self.data_dir / "admin-token"
         if path.exists() or path.is_symlink():
-            return _kept_token(path), path
+            return _kept_secret(path, "admin-token"), path
         raw = "tnr_o_" + wiring.RandomIds().secret()
         _write_atomically(path, raw + "\n", mode=0o600)
         # Its path, not the token: what is printed ends up in terminals' scrollback and CI logs.
@@ -420,22 +450,23 @@ def _lock(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-def _kept_token(path: Path) -> str:
-    """The admin token an earlier start kept at `path`, closed to group and others (an earlier
-    release made it 0644). Opened without following a link and taken only from a file of this
-    user's: a link, or a file someone else put in a data dir others may write to, would make
-    the stack chmod a file elsewhere or adopt a token its planter knows."""
+def _kept_secret(path: Path, name: str) -> str:
+    """The secret (admin token, engine key) an earlier start kept at `path`, closed to group
+    and others (an earlier release made the token 0644). Opened without following a link and
+    taken only from a file of this user's: a link, or a file someone else put in a data dir
+    others may write to, would make the stack chmod a file elsewhere or adopt a secret its
+    planter knows."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise StartFailed(f"{path}: admin-token is a symbolic link; not following it") from None
-        raise StartFailed(f"{path}: cannot read the admin token ({err.strerror})") from None
+            raise StartFailed(f"{path}: {name} is a symbolic link; not following it") from None
+        raise StartFailed(f"{path}: cannot read {name} ({err.strerror})") from None
     with os.fdopen(fd) as kept:
         seen = os.fstat(fd)
         if not stat.S_ISREG(seen.st_mode) or seen.st_uid != os.geteuid():
             raise StartFailed(
-                f"{path}: admin-token is not a file of yours; remove it, or give another --data-dir"
+                f"{path}: {name} is not a file of yours; remove it, or give another --data-dir"
             )
         if stat.S_IMODE(seen.st_mode) & 0o077:
             os.fchmod(fd, 0o600)
