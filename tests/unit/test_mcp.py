@@ -376,6 +376,37 @@ def test_leases_list_refuses_a_subject_kind_it_does_not_know_naming_the_field(
     assert result["isError"] is True and "subject_kind" in result["content"][0]["text"]
 
 
+SECRET = "tnr_o_" + "k" * 40  # shaped like an operator token
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        (SECRET, {}),
+        ("x" * 100_000, {}),
+        ("tools/call", {"name": SECRET, "arguments": {}}),
+        ("tools/call", {"name": "leases_list", "arguments": {SECRET: 1, "space_key": SPACE}}),
+        ("tools/call", {"name": "leases_list", "arguments": {"space_key": SPACE, "x" * 9000: 1}}),
+    ],
+    ids=[
+        "a token as the method",
+        "a long method",
+        "a token as the tool",
+        "a token as a key",
+        "a long key",
+    ],
+)
+def test_an_error_never_echoes_a_token_nor_more_than_a_short_part_of_what_was_sent(
+    rpc: Any, method: str, params: dict[str, Any]
+) -> None:
+    out = rpc(method, params, READER)
+    text = json.dumps(out["body"])
+    assert SECRET not in text and "kkkkkkkkkk" not in text
+    assert len(text) < 2_000, text[:300]
+    error = out["body"].get("error") or out["body"]["result"]
+    assert error.get("code", -1) in (-32601, -32602) or error.get("isError") is True
+
+
 def test_an_unknown_tool_is_invalid_params(rpc: Any) -> None:
     assert tool(rpc, "leases_nope", {}, READER)["error"]["code"] == -32602
 

@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 from tenure.app.leases.bound import BOUND_WAIT_SECONDS
-from tenure.app.leases.claims.waits import MAX_WAITING_CLAIMS, SLOT_MARGIN_MS
+from tenure.app.leases.claims.waits import (
+    MAX_WAITING_CLAIMS,
+    SHARED_WAITING_CLAIMS,
+    SHARED_WAITS,
+    SLOT_MARGIN_MS,
+)
 from tenure.domain.model import Principal
 
 from tests.unit.support import ADMIN, POOL, T0, WORKER, Rig
@@ -127,8 +132,46 @@ def test_an_mcp_claim_with_wait_waits_a_few_seconds_on_a_slot_of_its_token(rig: 
     assert BOUND_WAIT_SECONDS <= 5
     assert rig.svc.bound.claim_next(WORKER, POOL, "w1", True, None, None) is None
     assert rig.clock.now_ms() - T0 >= BOUND_WAIT_SECONDS * 1000
-    assert _slot_writes(rig) == ["take_wait_slot", "free_wait_slot"]
+    # Its token's slot and one of the slots every token's MCP claims share.
+    assert _slot_writes(rig) == ["take_wait_slot"] * 2 + ["free_wait_slot"] * 2
     _fill(rig, until=rig.clock.now_ms() + 60_000)
     at = rig.clock.now_ms()
     assert rig.svc.bound.claim_next(WORKER, POOL, "w1", True, None, None) is None
     assert rig.clock.now_ms() == at  # the token's slots are the HTTP claims' too
+
+
+def test_mcp_claims_of_every_token_together_wait_on_a_bounded_number_of_shared_slots(
+    rig: Rig,
+) -> None:
+    # They wait in the function that serves operators, the board and MCP's heartbeats: many
+    # tokens' idle agents, each within its own eight, must not take all of it.
+    for slot in range(SHARED_WAITING_CLAIMS):
+        rig.store.take_wait_slot(SHARED_WAITS, slot, rig.clock.now_ms(), T0 + 60_000)
+    rig.store.writes.clear()
+    other = Principal(kind="worker", token_id="tok-other", pools=None)
+    assert rig.svc.bound.claim_next(other, POOL, "w1", True, None, None) is None
+    assert rig.clock.now_ms() == T0, "answered at once, as with wait false"
+    assert rig.store.wait_slots(other.token_id) == {}, "the token's slot taken is given back"
+    assert rig.svc.counters["claims_not_waited"] == 1
+    # An HTTP claim waits on the claim function: the shared slots are not its.
+    assert _claim(rig, 2, actor=other) is None
+    assert rig.clock.now_ms() >= T0 + 2000
+
+
+def test_an_mcp_claim_that_waits_holds_a_shared_slot_and_gives_both_back(rig: Rig) -> None:
+    seen: list[dict[int, int]] = []
+    sleep = rig.clock.sleep
+
+    def look_at_slots(seconds: float) -> None:
+        seen.append(rig.store.wait_slots(SHARED_WAITS))
+        sleep(seconds)
+
+    rig.clock.sleep = look_at_slots  # type: ignore[method-assign]
+    assert rig.svc.bound.claim_next(WORKER, POOL, "w1", True, None, None) is None
+    assert seen and all(len(slots) == 1 for slots in seen)
+    assert rig.store.wait_slots(SHARED_WAITS) == {}
+    assert rig.store.wait_slots(WORKER.token_id) == {}
+    rig.task()
+    rig.store.writes.clear()
+    assert rig.svc.bound.claim_next(WORKER, POOL, "w1", True, None, None) is not None
+    assert _slot_writes(rig) == [], "a claim that finds work at once takes no slot"

@@ -26,6 +26,7 @@ from tenure.app.flow.inputs import Inputs
 from tenure.app.kernel import Kernel
 from tenure.app.leases.bound import Bound
 from tenure.app.leases.claims import Claims, Waits
+from tenure.app.leases.claims.waits import SHARED_WAITING_CLAIMS
 from tenure.app.leases.handover import Handover
 from tenure.app.leases.orphans import Orphans
 from tenure.app.leases.payload import Payloads
@@ -238,6 +239,7 @@ def _claims(
         claims=rows.claims,
         queues=rows.queues,
         withdraw=(cancellation.withdraw_claim,),
+        shared_waits=Waits(kernel, rows.claims, slots=SHARED_WAITING_CLAIMS),
     )
 
 

@@ -67,7 +67,27 @@ def answer(event: dict[str, Any], svc: Tenure, actor: Principal) -> dict[str, An
         async with manager.run():
             await manager.handle_request(scope, receive, send)
 
-    return enveloped(bridge.run(app, event))
+    return quoted_briefly(enveloped(bridge.run(app, event)))
+
+
+def quoted_briefly(result: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-RPC error answer with what it quotes of the request shortened and any token
+    masked: the SDK's "Method not found" carries the whole method name as its `data`, and
+    a refusal's message may name a field the caller sent."""
+    body = result.get("body")
+    if not isinstance(body, str) or '"error"' not in body or result.get("isBase64Encoded"):
+        return result
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return result
+    error = message.get("error") if isinstance(message, dict) else None
+    if not isinstance(error, dict):
+        return result
+    for field in ("message", "data"):
+        if isinstance(error.get(field), str):
+            error[field] = tools.shown(error[field], 64 if field == "data" else 500)
+    return {**result, "body": json.dumps(message)}
 
 
 def enveloped(result: dict[str, Any]) -> dict[str, Any]:
@@ -142,10 +162,9 @@ def call(
     refuses about the lease is a tool error the agent reads, in the HTTP API's codes."""
     tool = tools.BY_NAME.get(name)
     if tool is None:
-        # Named at most in part: an echo of any length (repr then JSON lengthen it up to
-        # sixfold) could pass the 6 MB a Lambda answer may carry.
-        shown = name[:64] + ("…" if len(name) > 64 else "")
-        raise MCPError(mcp_types.INVALID_PARAMS, f"unknown tool {shown!r}")
+        # Named at most in part and never with a token: an echo of any length (repr then
+        # JSON lengthen it up to sixfold) could pass the 6 MB a Lambda answer may carry.
+        raise MCPError(mcp_types.INVALID_PARAMS, f"unknown tool {tools.shown(name, 64)!r}")
     try:
         tools.refuse_tokens(arguments or {})
     except tools.TokenInInput as refused:
@@ -171,6 +190,7 @@ def call(
 
 
 def failure(code: str, message: str) -> mcp_types.CallToolResult:
+    message = tools.shown(message)  # a refusal may quote a field the caller named
     body = {"error": {"code": code, "message": message}}
     return mcp_types.CallToolResult(
         content=[mcp_types.TextContent(type="text", text=message)],

@@ -413,6 +413,8 @@ def refuse_tokens(arguments: Any, where: str = "") -> None:
     such a value would travel into stored reports others read."""
     if isinstance(arguments, dict):
         for key, value in arguments.items():
+            if TOKEN_SHAPE.search(str(key)):  # named without echoing it
+                raise TokenInInput(f"{where or 'arguments'}: a field name carries a Tenure token")
             field = f"{where}.{key}" if where else str(key)
             if TOKEN_NAME.match(str(key)):
                 raise TokenInInput(f"{field}: a tool input never carries a token")
@@ -444,6 +446,13 @@ def parse(tool: Tool, arguments: dict[str, Any] | None) -> BaseModel:
             for err in bad.errors()
         ]
         raise errors.ValidationFailed("; ".join(problems)) from None
+
+
+def shown(text: str, limit: int = 500) -> str:
+    """Text of the caller's that an answer quotes back: token-shaped strings masked, and cut
+    at `limit` characters, so an error never carries a secret nor grows with the input."""
+    masked = TOKEN_SHAPE.sub("[redacted token]", text)
+    return masked if len(masked) <= limit else masked[:limit] + "…"
 
 
 def redact(result: dict[str, Any]) -> str:

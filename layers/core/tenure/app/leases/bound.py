@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 # A bound claim's long poll (MCP's `task_run_claim_next {wait: true}`) waits in the API
 # function, whose concurrency is the operators': so it waits a few seconds, not the 20 an HTTP
-# claim may on the claim function, and holds one of its token's wait slots like any claim.
+# claim may on the claim function, and holds one of its token's wait slots like any claim and
+# one of the slots every token's MCP claims share (SHARED_WAITING_CLAIMS).
 BOUND_WAIT_SECONDS = 5
 
 
@@ -64,7 +65,14 @@ class Bound:
         name = self.pool_of(actor, pool)
         wait_seconds = float(BOUND_WAIT_SECONDS) if wait else 0.0
         return self.claims.claim(
-            actor, name, worker_id, None, wait_seconds, lease_seconds, claim_id=claim_id
+            actor,
+            name,
+            worker_id,
+            None,
+            wait_seconds,
+            lease_seconds,
+            claim_id=claim_id,
+            shared_wait=True,
         )
 
     def claim_exact(

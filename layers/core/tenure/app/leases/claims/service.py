@@ -46,11 +46,14 @@ class Claims:
         claims: ClaimRecords,
         queues: QueueRows,
         withdraw: tuple[Withdraw, ...] = (),
+        shared_waits: Waits | None = None,
     ) -> None:
         self.gate = gate
         self.kernel = kernel
         self.workers = workers
         self.waits = waits  # at most 8 claims of one worker token wait at once
+        # With `shared_wait`, and at most 16 of every token's together (MCP's, waits.py).
+        self.shared_waits = shared_waits
         self.leases = leases
         self.withdraw = withdraw
         self.records = Records(kernel, leases, claims, self.withdrawn)
@@ -79,6 +82,7 @@ class Claims:
         start: bool = False,
         handover: Lease | None = None,
         looked: SchedulerState | None = None,
+        shared_wait: bool = False,
     ) -> Claimed | None:
         """The next claimable lease of the pool, or with `lease_id` that one lease or
         nothing: None when nothing could be taken once `wait_seconds` have passed; an exact
@@ -86,10 +90,11 @@ class Claims:
         the worker begins the job as soon as it has the answer, so the lease is running at
         once (Attempt._claimed_and_started). With `handover`, the ended lease of the final
         report that carries this claim keeps its claim_id's intent (`next_lease`) in place of
-        a record of its own, and `looked` is the scheduler row its pick read (`Pick`)."""
+        a record of its own, and `looked` is the scheduler row its pick read (`Pick`). With
+        `shared_wait` it waits only on a slot of the shared row as well (MCP's claims)."""
         # A claim about to wait takes one of its token's wait slots, and gives it back however
         # the call ends; with every slot held it answers at once (claims/waits.py).
-        waiter = Waiter(self.waits, actor.token_id)
+        waiter = Waiter(self.waits, actor.token_id, self.shared_waits if shared_wait else None)
         try:
             authz.require_worker(actor, pool_name)
             # Each is stored and shown to operators (the worker list, exec_target, the

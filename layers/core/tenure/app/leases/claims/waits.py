@@ -27,6 +27,13 @@ if TYPE_CHECKING:
 
 # Claims of one worker token that may wait at once; the next answers at once.
 MAX_WAITING_CLAIMS = 8
+# Claims over MCP that may wait at once, of every token together. They wait in the API
+# function, whose concurrency (50 reserved on AWS) also serves the operators, the board and
+# MCP's heartbeats and reports: eight a token, a fleet of a few tokens' idle agents would take
+# all of it. Past this, such a claim answers at once, as with `wait: false`.
+SHARED_WAITING_CLAIMS = 16
+# The key of their one row of slots: no token's id has this shape.
+SHARED_WAITS = "api-function"
 # A slot is held this long past the wait it was taken for (the wait's last look, the answer):
 # a claim whose function died while waiting holds its slot no longer than its wait and this.
 SLOT_MARGIN_MS = 2_000
@@ -82,23 +89,28 @@ class Waits:
 
 
 class Waiter:
-    """One claim call's slot: taken the first time the claim is about to wait, given back
-    when the call ends (`done`), however it ends."""
+    """One claim call's slots: its token's, and with `shared` one of those every token's
+    claims share (MCP's, SHARED_WAITS), taken the first time the claim is about to wait and
+    given back when the call ends (`done`), however it ends. Without both it does not wait."""
 
-    def __init__(self, waits: Waits, token_id: str) -> None:
-        self.waits = waits
-        self.token_id = token_id
-        self.held: WaitSlot | None = None
+    def __init__(self, waits: Waits, token_id: str, shared: Waits | None = None) -> None:
+        self.rows = [(waits, token_id)] + ([(shared, SHARED_WAITS)] if shared else [])
+        self.held: list[tuple[Waits, WaitSlot]] = []
         self.refused = False
 
     def may_wait(self, seconds: float) -> bool:
-        """Whether the claim may wait (on): it holds a slot, taken now if it has none."""
-        if self.held is None and not self.refused:
-            self.held = self.waits.take(self.token_id, int(seconds * 1000))
-            self.refused = self.held is None
-        return self.held is not None
+        """Whether the claim may wait (on): it holds its slots, taken now if it has none."""
+        if not self.held and not self.refused:
+            for waits, key in self.rows:
+                slot = waits.take(key, int(seconds * 1000))
+                if slot is None:
+                    self.done()
+                    self.refused = True
+                    break
+                self.held.append((waits, slot))
+        return bool(self.held)
 
     def done(self) -> None:
-        if self.held is not None:
-            held, self.held = self.held, None
-            self.waits.give_back(held)
+        held, self.held = self.held, []
+        for waits, slot in held:
+            waits.give_back(slot)
