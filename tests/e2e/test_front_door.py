@@ -323,3 +323,20 @@ def test_an_invocation_that_finds_every_process_busy_is_503_unavailable(
         assert json.loads(body)["error"]["code"] == "internal_error"
     finally:
         door.stop()
+
+
+def test_a_body_of_non_ascii_text_counts_its_utf8_bytes_against_lambdas_limit(
+    echo_door: FrontDoor,
+) -> None:
+    # An event reaches Lambda as UTF-8 JSON: 3.6 MB of emoji is 3.6 MB, not the six-fold
+    # its \u escapes would make, so it is served; past the limit in its UTF-8 bytes, it is 413.
+    emoji = "\N{GRINNING FACE}"
+    served = json.dumps({"text": emoji * (900 * 1024)}, ensure_ascii=False).encode()  # 3.6 MB
+    conn = _connect(f"http://127.0.0.1:{echo_door.port}")
+    conn.request("POST", "/api/v1/mcp", body=served, headers={"content-type": "application/json"})
+    answer = conn.getresponse()
+    assert answer.status == 200 and answer.read() == served
+    over = json.dumps({"text": emoji * (1600 * 1024)}, ensure_ascii=False).encode()  # 6.4 MB
+    conn.request("POST", "/api/v1/mcp", body=over, headers={"content-type": "application/json"})
+    _envelope(conn.getresponse(), 413, "payload_too_large")
+    conn.close()

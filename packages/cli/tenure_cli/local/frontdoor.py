@@ -221,6 +221,12 @@ def drain(sock: socket.socket) -> None:
         return
 
 
+def event_bytes(event: dict[str, Any]) -> int:
+    """The event's size as Lambda counts it: its JSON in UTF-8, where a character beyond ASCII
+    is its 2 to 4 bytes, not the 6 or 12 of a \\u escape."""
+    return len(json.dumps(event, ensure_ascii=False).encode())
+
+
 class FrontDoor:
     def __init__(
         self,
@@ -318,7 +324,7 @@ class Handler(BaseHTTPRequestHandler):
             self._reply(refused.status, headers, error_body(refused.code, refused.message))
             return
         event = to_event(self.command, self.path, dict(self.headers.items()), body)
-        if len(body) > MAX_EVENT_BYTES // 2 and len(json.dumps(event)) > MAX_EVENT_BYTES:
+        if len(body) > MAX_EVENT_BYTES // 2 and event_bytes(event) > MAX_EVENT_BYTES:
             message = f"the request exceeds {MAX_EVENT_BYTES} bytes, Lambda's limit"
             self._reply(413, JSON, error_body("payload_too_large", message))
             return
