@@ -369,22 +369,25 @@ def _check_above(path: Path) -> None:
     would follow its path there. Both the path as given and where its links lead are judged;
     what does not exist yet is made by the worker, as its own."""
     me = os.geteuid()
-    above = {*path.absolute().parents, *path.resolve().parents}
-    for directory in sorted(above, key=lambda p: len(p.parts)):
+    # From the root down, the path as given first, then where its links lead.
+    above = [*reversed(path.absolute().parents), *reversed(path.resolve().parents)]
+    for directory in dict.fromkeys(above):
         try:
             seen = os.stat(directory)
         except FileNotFoundError:
             continue
         except OSError as err:
             raise StateDirRefused(f"{directory}, above the state dir: {err.strerror}") from None
+        real = directory.resolve()
+        named = str(directory) if real == directory else f"{directory} (a link to {real})"
         if seen.st_uid not in (0, me):
             raise StateDirRefused(
-                f"{directory}, above the state dir {path}, belongs to uid {seen.st_uid}: its "
+                f"{named}, above the state dir {path}, belongs to uid {seen.st_uid}: its "
                 "owner could swap the state dir for another; give a directory of your own"
             )
         if stat.S_IMODE(seen.st_mode) & 0o022 and not seen.st_mode & stat.S_ISVTX:
             raise StateDirRefused(
-                f"{directory}, above the state dir {path}, is writable by others without the "
+                f"{named}, above the state dir {path}, is writable by others without the "
                 "sticky bit: they could swap the state dir for another; give a directory of "
                 "your own"
             )
