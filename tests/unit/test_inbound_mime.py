@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import struct
+import time
 import zlib
 from pathlib import Path
 
@@ -303,3 +304,92 @@ def test_bytes_a_text_encoding_cannot_read_are_replaced_not_raised(charset: byte
     raw = HEADERS + b'Content-Type: text/plain; charset="' + charset + b'"\r\n\r\n\xff-\xff..'
     mail = parse_mail(raw)
     assert mail.body and mail.subject == "s"
+
+
+# --- work bounded before the standard library parses -------------------------------------------
+
+
+def _timed(raw: bytes) -> tuple[mime.ParsedMail, float]:
+    started = time.perf_counter()
+    mail = parse_mail(raw)
+    return mail, time.perf_counter() - started
+
+
+# The parser reads a bare CR as a line end too: a count of lines must see them the same way.
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
+def test_a_mail_of_very_many_parts_is_cut_before_the_parser_builds_them(end: bytes) -> None:
+    # 40,000 parts in 320 KB kept the parser busy for seconds; 380,000 for minutes.
+    raw = b"Content-Type: multipart/mixed; boundary=b" + end + end
+    raw += (b"--b" + end + end + b"x" + end) * 40_000 + b"--b--" + end
+    mail, seconds = _timed(raw)
+    assert seconds < 3, seconds
+    assert mail.body == "x"
+    assert any(
+        w.startswith("mail cut at byte ") and f"{mime.MAX_STRUCTURE_LINES} boundary" in w
+        for w in mail.warnings
+    ), mail.warnings
+    assert f"parts beyond the first {mime.MAX_PARTS} were not read" in mail.warnings
+
+
+def test_structure_lines_below_the_bound_are_all_read() -> None:
+    raw = b"Content-Type: multipart/mixed; boundary=b\n\n"
+    raw += b"--b\nContent-Type: text/plain\n\nx\n" * (mime.MAX_PARTS - 2) + b"--b--\n"
+    mail = parse_mail(raw)
+    assert mail.body == "x" and mail.warnings == ()
+
+
+@pytest.mark.parametrize("name", ["To", "Cc"])
+def test_an_address_header_of_very_many_addresses_is_read_from_a_cut_copy(name: str) -> None:
+    # Reading an address list costs the square of its length: 32,000 addresses took 10 s.
+    many = ",\r\n ".join(f"u{n}@example.com" for n in range(20_000))
+    raw = f"From: a@b.example\r\n{name}: ops@in.example, {many}\r\nSubject: s\r\n\r\nhi".encode()
+    mail, seconds = _timed(raw)
+    assert seconds < 2, seconds
+    read = mail.to if name == "To" else mail.cc
+    assert read[:2] == ("ops@in.example", "u0@example.com")
+    assert 1000 < len(read) < 20_000
+    assert all(a.endswith("@example.com") for a in read[1:])  # no address cut in half
+    header = name.lower()
+    assert any(
+        w.startswith(f"{header} header cut to {mime.MAX_ADDRESS_HEADER_CHARS} characters from ")
+        for w in mail.warnings
+    ), mail.warnings
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "N" * (mime.MAX_ADDRESS_HEADER_CHARS + 1) + " <a@b.example>",
+        ", ".join(f"u{n}@example.com" for n in range(20_000)),
+    ],
+    ids=["long-name", "many-addresses"],
+)
+def test_a_from_header_longer_than_any_sender_names_none(header: str) -> None:
+    mail, seconds = _timed(f"From: {header}\r\nSubject: s\r\n\r\nhi".encode())
+    assert seconds < 2, seconds
+    assert (mail.from_address, mail.from_name) == ("", "")
+    assert (
+        f"from header longer than {mime.MAX_ADDRESS_HEADER_CHARS} characters; "
+        "not read as the sender"
+    ) in mail.warnings
+
+
+def test_a_message_id_is_cut_to_the_longest_line_mail_allows() -> None:
+    raw = b"Message-ID: <" + b"m" * 5000 + b"@x.example>\r\nSubject: s\r\n\r\nhi"
+    mail = parse_mail(raw)
+    assert mail.message_id == "<" + "m" * (mime.MAX_MESSAGE_ID_CHARS - 1)
+    assert f"message-id header cut to {mime.MAX_MESSAGE_ID_CHARS} characters from 5012" in (
+        mail.warnings
+    )
+
+
+def test_a_subject_of_very_many_encoded_words_is_read_from_a_cut_copy() -> None:
+    # Encoded words cost the square of their number to decode: 36,000 took 36 s.
+    words = "\r\n ".join("=?utf-8?q?a=C3=A9?=" for _ in range(20_000))
+    mail, seconds = _timed(f"From: a@b.example\r\nSubject: {words}\r\n\r\nhi".encode())
+    assert seconds < 2, seconds
+    assert mail.subject.startswith("aéaé") and len(mail.subject) > 2000
+    assert any(
+        w.startswith(f"subject header cut to {mime.MAX_ADDRESS_HEADER_CHARS} characters from ")
+        for w in mail.warnings
+    ), mail.warnings

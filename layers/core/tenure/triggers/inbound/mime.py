@@ -11,6 +11,16 @@ anything, and each cut is named in ``warnings`` too:
   entered, so a crafted mail cannot make the walk run long.
 
 The size of the raw mail itself is bounded before it gets here: SES refuses mail over 40 MB.
+Within that, the standard library's own work is bounded before it starts, since it builds
+every part and reads some headers in time that grows with the square of their length:
+
+* The raw mail is cut before the ``MAX_STRUCTURE_LINES``-th (5 000) line that opens with
+  ``--`` or ``Content-Type:``, ten for each part the walk may visit: 380 000 tiny parts
+  (13.7 MB) took the parser minutes.
+* A To, Cc or Subject header longer than ``MAX_ADDRESS_HEADER_CHARS`` (what 100 addresses of
+  320 characters need) is read from a copy cut to that length — To and Cc with the lenient
+  splitter, whose time grows with the length alone. A From header that long names no sender.
+* The Message-ID is cut to ``MAX_MESSAGE_ID_CHARS`` (998), the longest line a mail may have.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from email.errors import (
 from email.headerregistry import Address
 from email.message import EmailMessage, Message
 from html.parser import HTMLParser
+from itertools import islice
 from typing import Any
 
 from tenure.records import record
@@ -39,6 +50,20 @@ MAX_BODY_CHARS = 100_000
 MAX_PARTS = 500
 MAX_DEPTH = 20
 MAX_FILENAME_CHARS = 255
+MAX_STRUCTURE_LINES = 10 * MAX_PARTS
+MAX_ADDRESS_CHARS = 320  # an addr-spec's longest: 64 for the local part, 255 for the domain
+MAX_ADDRESS_HEADER_CHARS = 100 * (MAX_ADDRESS_CHARS + len(", "))
+MAX_MESSAGE_ID_CHARS = 998
+
+# A line the parser may read as a boundary or a part's type. It ends a line at a bare CR too.
+_STRUCTURE_LINE = re.compile(rb"(?:^|(?<=\r))(?:--|content-type:)", re.IGNORECASE | re.MULTILINE)
+# The longest a header is read, by name (From: see _sender); the rest is cut, with a warning.
+_HEADER_BOUNDS = {
+    "to": MAX_ADDRESS_HEADER_CHARS,
+    "cc": MAX_ADDRESS_HEADER_CHARS,
+    "subject": MAX_ADDRESS_HEADER_CHARS,
+    "message-id": MAX_MESSAGE_ID_CHARS,
+}
 
 _BASE64_DEFECTS = (
     InvalidBase64CharactersDefect,
@@ -71,7 +96,9 @@ class ParsedMail:
 def parse_mail(raw: bytes) -> ParsedMail:
     """Parse raw RFC 5322 bytes; never raises for content (see the module docstring)."""
     warnings: list[str] = []
-    message = email.message_from_bytes(raw, policy=email.policy.default)
+    message = email.message_from_bytes(
+        _structure_bounded(raw, warnings), policy=email.policy.default
+    )
     assert isinstance(message, EmailMessage)  # policy.default builds EmailMessage objects
 
     from_name, from_address = _sender(message, warnings)
@@ -113,12 +140,30 @@ def parse_mail(raw: bytes) -> ParsedMail:
 # --- headers ----------------------------------------------------------------------------------
 
 
+def _structure_bounded(raw: bytes, warnings: list[str]) -> bytes:
+    """`raw`, cut before its MAX_STRUCTURE_LINES-th structure line when it has that many."""
+    beyond = next(islice(_STRUCTURE_LINE.finditer(raw), MAX_STRUCTURE_LINES, None), None)
+    if beyond is None:
+        return raw
+    warnings.append(
+        f"mail cut at byte {beyond.start()}: more than {MAX_STRUCTURE_LINES} boundary and "
+        "Content-Type lines"
+    )
+    return raw[: beyond.start()]
+
+
 def _header(message: Message, name: str, warnings: list[str]) -> Any:
     """The parsed header, or its raw text when the stdlib parser fails on it.
 
     The header parser has known crash bugs on malformed input (IndexError, AttributeError,
     …); the mail is still worth reading, so the failure becomes a warning, not an exception.
+    A header longer than its bound (_HEADER_BOUNDS) is read from a cut copy: see _cut_header.
     """
+    bound = _HEADER_BOUNDS.get(name)
+    raw = _raw_header(message, name) if bound else None
+    if bound and raw is not None and len(raw) > bound:
+        warnings.append(f"{name} header cut to {bound} characters from {len(raw)}")
+        return _cut_header(message, name, raw[:bound])
     try:
         value = message.get(name)
     except Exception as exc:  # see docstring: recorded in warnings, never hidden
@@ -132,6 +177,21 @@ def _header(message: Message, name: str, warnings: list[str]) -> Any:
     ):
         warnings.append(f"{name} header has undecodable text (replaced)")
     return value
+
+
+def _cut_header(message: Message, name: str, cut: str) -> Any:
+    """A header's cut copy: an address list as text, for _address_list's lenient splitter,
+    without the address the cut went through; a Subject decoded, to its last whole word."""
+    if name in ("to", "cc"):
+        return cut.rpartition(",")[0] or cut
+    if name == "subject":
+        # Unfolded as the policy unfolds a header it fetches, so encoded words join up.
+        cut = "".join(cut.rsplit(None, 1)[0].splitlines()) if cut.strip() else cut
+        try:
+            return message.policy.header_factory(name, cut)  # type: ignore[attr-defined]
+        except Exception:  # the same parser faults as _header's, on a copy: its raw text
+            return cut
+    return cut
 
 
 def _raw_header(message: Message, name: str) -> str | None:
@@ -182,6 +242,12 @@ def _sender(message: Message, warnings: list[str]) -> tuple[str, str]:
         return "", ""
     if count > 1:
         warnings.append(f"{count} From headers; none is read as the sender")
+        return "", ""
+    if len(_raw_header(message, "from") or "") > MAX_ADDRESS_HEADER_CHARS:
+        # Far longer than one address and its name; parsing it could take its length squared.
+        warnings.append(
+            f"from header longer than {MAX_ADDRESS_HEADER_CHARS} characters; not read as the sender"
+        )
         return "", ""
     value = _header(message, "from", warnings)
     addresses: tuple[Address, ...] | None = getattr(value, "addresses", None)
