@@ -116,6 +116,25 @@ def test_an_email_sent_like_ses_arrives_as_an_sns_envelope_and_mints_its_lease(
     assert wired.poller.poll_once(wait_seconds=0) == 0  # handled records were deleted
 
 
+def test_a_mail_nested_past_what_python_can_recurse_is_sent_and_files_its_task(
+    wired: Wired,
+) -> None:
+    # The parser raised RecursionError: `tenure email send` crashed, and the handler took it
+    # for a passing fault, had the queue deliver it five times, then dead-lettered it.
+    levels = b"".join(
+        b"Content-Type: multipart/mixed; boundary=b%d\n\n--b%d\n" % (i, i) for i in range(1500)
+    )
+    eml = wired.stack_file.parent / "deep.eml"
+    eml.write_bytes(b"From: a@b.example\nTo: " + INBOX.encode() + b"\nSubject: deep\n" + levels)
+    send(wired.stack_file.parent, eml, None)
+    assert wired.poller.poll_once(wait_seconds=0) == 1
+    (lease,) = _leases(wired)
+    job = wired.svc.rows.leases.get_job(lease.job_id)
+    assert job is not None and job.trigger is not None
+    assert (job.trigger["data"]["subject"], job.trigger["data"]["body"]) == ("deep", "")
+    assert wired.poller.poll_once(wait_seconds=0) == 0
+
+
 def test_a_record_that_keeps_failing_reaches_the_dlq_after_max_receive_count(wired: Wired) -> None:
     wired.sqs.send_message(QueueUrl=wired.queue_url, MessageBody="this is not an SNS envelope")
     for _ in range(3):

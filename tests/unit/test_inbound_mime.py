@@ -393,3 +393,33 @@ def test_a_subject_of_very_many_encoded_words_is_read_from_a_cut_copy() -> None:
         w.startswith(f"subject header cut to {mime.MAX_ADDRESS_HEADER_CHARS} characters from ")
         for w in mail.warnings
     ), mail.warnings
+
+
+def _nested_multipart(levels: int) -> bytes:
+    raw = b"From: A <a@b.example>\nTo: ops@in.example\nSubject: deep\nMessage-ID: <d@b.example>\n"
+    raw += b"".join(
+        b"Content-Type: multipart/mixed; boundary=b%d\n\n--b%d\n" % (i, i) for i in range(levels)
+    )
+    return raw + b"Content-Type: text/plain\n\ndeep\n"
+
+
+def _nested_messages(levels: int) -> bytes:
+    raw = b"From: A <a@b.example>\nTo: ops@in.example\nSubject: deep\nMessage-ID: <d@b.example>\n"
+    raw += b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nb\n--b\n"
+    raw += b"Content-Type: message/rfc822\n\n" * levels
+    return raw + b"Subject: in\n\ninner\n--b--\n"
+
+
+# Deep enough that the standard library's parser, or its writer, recurses past Python's limit.
+@pytest.mark.parametrize(
+    "raw",
+    [_nested_multipart(1500), _nested_messages(2000)],
+    ids=["multipart", "message-rfc822"],
+)
+def test_parts_nested_past_what_python_can_recurse_leave_the_headers_read(raw: bytes) -> None:
+    mail, seconds = _timed(raw)
+    assert seconds < 5, seconds
+    assert (mail.from_name, mail.from_address, mail.to) == ("A", "a@b.example", ("ops@in.example",))
+    assert (mail.subject, mail.message_id) == ("deep", "<d@b.example>")
+    assert (mail.body, mail.attachments) == ("", ())
+    assert "the parts nest too deep to read: the headers alone were read" in mail.warnings

@@ -13,6 +13,7 @@ import email.utils
 import json
 import secrets
 from datetime import UTC, datetime
+from email.parser import BytesHeaderParser
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,9 @@ def notification(
     raw: bytes, message_id: str, bucket: str, topic_arn: str, recipients: list[str] | None
 ) -> dict[str, Any]:
     """SES's Received notification for `raw`, stored at inbound/<message_id>."""
-    message = email.message_from_bytes(raw, policy=email.policy.compat32)
+    # The headers alone, as SES's notification carries them: parts nested deeper than Python
+    # can recurse must reach the inbound function, which reads such a mail for its headers.
+    message = BytesHeaderParser(policy=email.policy.compat32).parsebytes(raw)
     addresses = [
         addr.lower()
         for _, addr in email.utils.getaddresses(

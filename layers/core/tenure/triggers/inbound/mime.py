@@ -38,7 +38,8 @@ from email.errors import (
     ObsoleteHeaderDefect,
 )
 from email.headerregistry import Address
-from email.message import EmailMessage, Message
+from email.message import Message
+from email.parser import BytesHeaderParser
 from html.parser import HTMLParser
 from itertools import islice
 from typing import Any
@@ -94,14 +95,27 @@ class ParsedMail:
 
 
 def parse_mail(raw: bytes) -> ParsedMail:
-    """Parse raw RFC 5322 bytes; never raises for content (see the module docstring)."""
-    warnings: list[str] = []
-    message = email.message_from_bytes(
-        _structure_bounded(raw, warnings), policy=email.policy.default
-    )
-    assert isinstance(message, EmailMessage)  # policy.default builds EmailMessage objects
+    """Parse raw RFC 5322 bytes; never raises for content (see the module docstring).
 
-    from_name, from_address = _sender(message, warnings)
+    Parts nested deeper than Python can recurse (a thousand multiparts, or two thousand
+    forwarded messages, in a few dozen KB) make the standard library's parser or writer raise
+    RecursionError; the mail is then read for its headers alone, so it still files its task.
+    """
+    warnings: list[str] = []
+    raw = _structure_bounded(raw, warnings)
+    read = list(warnings)
+    try:
+        message = email.message_from_bytes(raw, policy=email.policy.default)
+        body, attachments = _contents(message, read)
+        return _with_headers(message, read, body, attachments)
+    except RecursionError:
+        warnings.append("the parts nest too deep to read: the headers alone were read")
+        headers = BytesHeaderParser(policy=email.policy.default).parsebytes(raw)
+        return _with_headers(headers, warnings, "", ())
+
+
+def _contents(message: Message, warnings: list[str]) -> tuple[str, tuple[MailAttachment, ...]]:
+    """The body and the attachments of the parsed mail."""
     parts = list(_leaves(message, warnings))
     plain = next((p for p in parts if _is_body(p, "text/plain")), None)
     html = next((p for p in parts if _is_body(p, "text/html")), None)
@@ -123,7 +137,13 @@ def parse_mail(raw: bytes) -> ParsedMail:
         warnings.append(
             f"{len(candidates) - MAX_ATTACHMENTS} attachments beyond {MAX_ATTACHMENTS} dropped"
         )
+    return body, tuple(attachments)
 
+
+def _with_headers(
+    message: Message, warnings: list[str], body: str, attachments: tuple[MailAttachment, ...]
+) -> ParsedMail:
+    from_name, from_address = _sender(message, warnings)
     return ParsedMail(
         message_id=_header_text(message, "message-id", warnings).strip() or None,
         from_address=from_address,
@@ -132,7 +152,7 @@ def parse_mail(raw: bytes) -> ParsedMail:
         cc=_addresses(message, "cc", warnings),
         subject=_header_text(message, "subject", warnings),
         body=body,
-        attachments=tuple(attachments),
+        attachments=attachments,
         warnings=tuple(warnings),
     )
 
