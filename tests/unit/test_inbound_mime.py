@@ -423,3 +423,17 @@ def test_parts_nested_past_what_python_can_recurse_leave_the_headers_read(raw: b
     assert (mail.subject, mail.message_id) == ("deep", "<d@b.example>")
     assert (mail.body, mail.attachments) == ("", ())
     assert "the parts nest too deep to read: the headers alone were read" in mail.warnings
+
+
+def test_an_attachment_type_longer_than_any_media_type_is_read_as_octet_stream() -> None:
+    long_type = b"application/" + b"x" * 5000
+    raw = (
+        b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\nbody\n"
+        b"--b\nContent-Type: " + long_type + b'\nContent-Disposition: attachment; filename="f"\n'
+        b"\nx\n--b--\n"
+    )
+    (attachment,) = parse_mail(raw).attachments
+    assert attachment.content_type == "application/octet-stream"
+    assert "attachment f: content type of 5012 characters read as application/octet-stream" in (
+        parse_mail(raw).warnings
+    )

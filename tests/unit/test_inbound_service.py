@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from email.message import EmailMessage
 from typing import Any
 
@@ -16,7 +17,16 @@ import pytest
 from botocore.exceptions import ClientError
 from tenure.app.artifacts.attachments import email_attachment_key
 from tenure.domain.model import Lease
-from tenure.triggers.inbound.mime import MAX_ATTACHMENTS
+from tenure.triggers.inbound import service
+from tenure.triggers.inbound.envelopes import parse_record_body
+from tenure.triggers.inbound.mime import (
+    MAX_ATTACHMENTS,
+    MAX_CONTENT_TYPE_CHARS,
+    MAX_FILENAME_CHARS,
+    MAX_MESSAGE_ID_CHARS,
+    MailAttachment,
+    ParsedMail,
+)
 from tenure.triggers.inbound.service import (
     MAX_TRIGGER_ADDRESSES,
     MAX_TRIGGER_TEXT_CHARS,
@@ -353,3 +363,55 @@ def test_a_mail_s_headers_are_cut_to_what_a_job_row_carries(
     assert len(data["to"]) == len(data["cc"]) == MAX_TRIGGER_ADDRESSES
     assert data["to"][0] == INBOX and data["to_truncated"] is data["cc_truncated"] is True
     assert len(json.dumps(data)) < 100_000
+
+
+def test_what_no_sender_or_header_can_write_as_an_address_is_dropped_from_the_trigger(
+    rig: Rig, s3: MemoryS3, inbound: InboundEmail
+) -> None:
+    # A 390,000-character From or Message-ID, folded or not, passed the job row's 400 KB; the
+    # mint was refused and the mail dead-lettered after its attachments had been stored.
+    rule(rig)
+    long_address = "f" * 4000 + "@x.example"
+    raw = (
+        f"From: <{long_address}>\r\nTo: {INBOX}, <{long_address}>\r\nCc: <{long_address}>\r\n"
+        f"Subject: s\r\nMessage-ID: <{'m' * 5000}@x.example>\r\n\r\nbody"
+    ).encode()
+    foreign = [f"{'r' * 400}@x.example", *(f"u{n}@x.example" for n in range(150))]
+    [lease] = inbound.receive(sns_body(s3, raw, "m-long", [INBOX, *foreign])).leases
+    data = trigger_data(rig, lease)
+    assert (data["from"], data["from_truncated"]) == ("", True)
+    assert (data["to"], data["to_truncated"]) == ([INBOX], True)
+    assert (data["cc"], data["cc_truncated"]) == ([], True)
+    assert len(data["header_message_id"]) <= MAX_MESSAGE_ID_CHARS
+    assert data["recipients"][:2] == [INBOX, "u0@x.example"]
+    assert (len(data["recipients"]), data["recipients_truncated"]) == (MAX_TRIGGER_ADDRESSES, True)
+
+
+def test_the_trigger_of_the_most_hostile_mail_stays_well_under_a_job_row(rig: Rig) -> None:
+    # Every field at its longest, in characters of four UTF-8 bytes: what DynamoDB counts.
+    wide = "\U0001f600"
+    address = wide * 400 + "@x.example"
+    fits = wide * 76 + "@x.example"  # 314 bytes: an address still
+    content_type = "application/" + "x" * (MAX_CONTENT_TYPE_CHARS - len("application/"))
+    attachment = MailAttachment(wide * MAX_FILENAME_CHARS, content_type, 1, b"x")
+    parsed = ParsedMail(
+        message_id="<" + wide * 400_000 + ">",
+        from_address=address,
+        from_name=wide * 400_000,
+        to=(fits,) * 1000,
+        cc=(fits,) * 1000,
+        subject=wide * 400_000,
+        body=wide * 400_000,
+        attachments=(attachment,) * MAX_ATTACHMENTS,
+        warnings=(),
+    )
+    mail = parse_record_body(sns_body(MemoryS3(), b"Subject: s\r\n\r\nx", "m-worst", [INBOX]))
+    mail = replace(mail, recipients=(fits,) * 1000)
+    data = service.trigger_data(
+        mail, parsed, service.described(mail.message_id, parsed.attachments)
+    )
+    size = len(json.dumps(data, ensure_ascii=False).encode())
+    assert size < 300_000, size
+    assert data["from"] == "" and data["from_truncated"] is True
+    assert len(data["header_message_id"].encode()) <= MAX_MESSAGE_ID_CHARS * 4
+    assert len(data["recipients"]) == len(data["to"]) == len(data["cc"]) == MAX_TRIGGER_ADDRESSES

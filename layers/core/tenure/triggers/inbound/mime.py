@@ -51,9 +51,13 @@ MAX_BODY_CHARS = 100_000
 MAX_PARTS = 500
 MAX_DEPTH = 20
 MAX_FILENAME_CHARS = 255
+# A media type's longest: 127 characters each for its type and subtype, and the slash.
+MAX_CONTENT_TYPE_CHARS = 255
 MAX_STRUCTURE_LINES = 10 * MAX_PARTS
-MAX_ADDRESS_CHARS = 320  # an addr-spec's longest: 64 for the local part, 255 for the domain
-MAX_ADDRESS_HEADER_CHARS = 100 * (MAX_ADDRESS_CHARS + len(", "))
+# An addr-spec's longest, in the octets SMTP counts: 64 for the local part, "@", 255 for the
+# domain. Anything longer is no address that a mail can be delivered to or from.
+MAX_ADDRESS_BYTES = 320
+MAX_ADDRESS_HEADER_CHARS = 100 * (MAX_ADDRESS_BYTES + len(", "))
 MAX_MESSAGE_ID_CHARS = 998
 
 # A line the parser may read as a boundary or a part's type. It ends a line at a bare CR too.
@@ -379,6 +383,13 @@ def _attachment(part: Message, index: int, warnings: list[str]) -> MailAttachmen
         warnings.append(f"attachment {index}: filename unreadable ({type(exc).__name__})")
         filename = ""
     filename = _safe_filename(filename)
+    if len(content_type) > MAX_CONTENT_TYPE_CHARS:
+        # No media type is that long; it would be stored and listed with the file.
+        warnings.append(
+            f"attachment {filename or index}: content type of {len(content_type)} characters "
+            "read as application/octet-stream"
+        )
+        content_type = "application/octet-stream"
     if not filename:
         extension = ".eml" if content_type == "message/rfc822" else ""
         extension = extension or mimetypes.guess_extension(content_type) or ".bin"

@@ -38,14 +38,22 @@ from tenure.app.tenure import Tenure
 from tenure.domain.model import Lease
 from tenure.records import record
 from tenure.triggers.inbound.envelopes import InboundMail, parse_record_body
-from tenure.triggers.inbound.mime import MailAttachment, ParsedMail, parse_mail
+from tenure.triggers.inbound.mime import (
+    MAX_ADDRESS_BYTES,
+    MAX_MESSAGE_ID_CHARS,
+    MailAttachment,
+    ParsedMail,
+    parse_mail,
+)
 
 # The trigger data rides on the job row (≤ 400 KB an item): the body is cut to this many
 # characters there, and `body_truncated` says so. The whole mail stays in the inbound bucket.
 MAX_TRIGGER_BODY_CHARS = 32_000
-# So are the sender's other free-form fields (a Subject or a From name of any length, To and
-# Cc of any number of addresses), each saying `<field>_truncated` when it was cut: uncut, one
-# mail could pass the item's 400 KB and be dead-lettered instead of minted.
+# So is every other field the sender, or the notification, may make long (a Subject or a From
+# name of any length, To, Cc and SES's recipients of any number of addresses, an address or a
+# Message-ID of any length), each saying `<field>_truncated` when it was cut: uncut, one mail
+# could pass the item's 400 KB and be dead-lettered instead of minted. An address longer than
+# MAX_ADDRESS_BYTES is no address: it is dropped (`from` is then "").
 MAX_TRIGGER_TEXT_CHARS = 1000
 MAX_TRIGGER_ADDRESSES = 100
 
@@ -165,31 +173,46 @@ def trigger_data(
 ) -> dict[str, Any]:
     """The `data` of an email's trigger, as a lease's payload carries it."""
     body = parsed.body
+    sender = parsed.from_address if _is_address(parsed.from_address) else ""
+    to, cc = _addresses(parsed.to), _addresses(parsed.cc)
+    # Who SES received it for: what rules match on (the To and Cc headers are the sender's say).
+    recipients = _addresses(tuple(r.lower() for r in mail.recipients))
+    header_message_id = parsed.message_id
     data: dict[str, Any] = {
         "message_id": mail.message_id,
         # The From header's one address, or "" (which no `match.from` holds for). Never the
         # envelope's MAIL FROM: DMARC vouches for the From header's domain, not for it.
-        "from": parsed.from_address,
+        "from": sender,
         "from_name": parsed.from_name[:MAX_TRIGGER_TEXT_CHARS],
-        "to": list(parsed.to[:MAX_TRIGGER_ADDRESSES]),
-        "cc": list(parsed.cc[:MAX_TRIGGER_ADDRESSES]),
-        # Who SES received it for: what rules match on (the To and Cc headers are the
-        # sender's say).
-        "recipients": [r.lower() for r in mail.recipients],
+        "to": to,
+        "cc": cc,
+        "recipients": recipients,
         "verdicts": dict(mail.verdicts),
         "subject": parsed.subject[:MAX_TRIGGER_TEXT_CHARS],
         "body": body[:MAX_TRIGGER_BODY_CHARS],
         "attachments": attachments,
-        "header_message_id": parsed.message_id,
+        "header_message_id": header_message_id and header_message_id[:MAX_MESSAGE_ID_CHARS],
     }
     if len(body) > MAX_TRIGGER_BODY_CHARS:
         data["body_truncated"] = True
-    for name, whole, bound in (
-        ("subject", parsed.subject, MAX_TRIGGER_TEXT_CHARS),
-        ("from_name", parsed.from_name, MAX_TRIGGER_TEXT_CHARS),
-        ("to", parsed.to, MAX_TRIGGER_ADDRESSES),
-        ("cc", parsed.cc, MAX_TRIGGER_ADDRESSES),
+    for name, cut in (
+        ("subject", len(parsed.subject) > MAX_TRIGGER_TEXT_CHARS),
+        ("from_name", len(parsed.from_name) > MAX_TRIGGER_TEXT_CHARS),
+        ("from", sender != parsed.from_address),
+        ("to", len(to) < len(parsed.to)),
+        ("cc", len(cc) < len(parsed.cc)),
+        ("recipients", len(recipients) < len(mail.recipients)),
+        ("header_message_id", len(header_message_id or "") > MAX_MESSAGE_ID_CHARS),
     ):
-        if len(whole) > bound:
+        if cut:
             data[f"{name}_truncated"] = True
     return data
+
+
+def _is_address(text: str) -> bool:
+    return len(text.encode("utf-8", "surrogatepass")) <= MAX_ADDRESS_BYTES
+
+
+def _addresses(found: tuple[str, ...]) -> list[str]:
+    """The first MAX_TRIGGER_ADDRESSES of `found` that are addresses (the rest are dropped)."""
+    return [address for address in found if _is_address(address)][:MAX_TRIGGER_ADDRESSES]
