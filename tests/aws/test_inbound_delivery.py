@@ -15,7 +15,7 @@ import pytest
 from moto import mock_aws
 from tenure import wiring
 from tenure.app.tenure import Tenure
-from tenure.config import export
+from tenure.config import export, settings
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
 from tenure.store.dynamo import OneTable
@@ -42,6 +42,7 @@ class Wired:
 @pytest.fixture
 def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wired]:
     use_local_credentials()
+    monkeypatch.setenv("TENURE_INBOUND_BUCKET", "inbound")  # as the local stack sets it
     with mock_aws():
         export("TENURE_DYNAMODB_ENDPOINT", "")
         export("TENURE_ATTACHMENTS_BUCKET", "attachments")
@@ -97,6 +98,7 @@ def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wired]:
         poller = InboundPoller(sqs, queue_url, queue_arn, handler.handle)
         yield Wired(svc, sqs, queue_url, dlq_url, stack_file, poller)
         handler.inbound.cache_clear()
+        settings.cache_clear()
 
 
 def _leases(w: Wired) -> list[Any]:

@@ -16,7 +16,7 @@ import pytest
 from moto import mock_aws
 from tenure import wiring
 from tenure.app.tenure import Tenure
-from tenure.config import export
+from tenure.config import export, settings
 from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
 from tenure.store.dynamo import OneTable
@@ -44,6 +44,7 @@ def batch() -> dict[str, Any]:
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
     use_local_credentials()
+    monkeypatch.setenv("TENURE_INBOUND_BUCKET", BUCKET)  # undone after: settings() is cleared
     with mock_aws():
         export("TENURE_DYNAMODB_ENDPOINT", "")
         export("TENURE_ATTACHMENTS_BUCKET", ATTACHMENTS)
@@ -71,6 +72,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
         handler.inbound.cache_clear()
         yield Aws(svc, s3)
         handler.inbound.cache_clear()
+        settings.cache_clear()
 
 
 def _inbox(aws: Aws, space: str, pool: str, to: str, name: str = "inbox") -> None:
@@ -432,3 +434,21 @@ def test_a_record_failing_for_any_other_reason_is_logged_with_its_error_and_coun
     out = capsys.readouterr().out
     (doc,) = [json.loads(line) for line in out.splitlines() if '"InboundFailed"' in line]
     assert doc["InboundFailed"] in (1.0, [1.0])
+
+
+def test_a_notification_naming_another_bucket_is_refused_and_files_nothing(aws: Aws) -> None:
+    # The attachments bucket holds other mails' files under keys a notification could name.
+    _inbox(aws, "OPS", "triage", "ops@inbound.tenure.example")
+    aws.s3.put_object(
+        Bucket=ATTACHMENTS, Key=OPS_KEY, Body=(ROOT / "email" / "plain-text.eml").read_bytes()
+    )
+    event = batch()
+    record = event["Records"][0]
+    envelope = json.loads(record["body"])
+    note = json.loads(envelope["Message"])
+    note["receipt"]["action"]["bucketName"] = ATTACHMENTS
+    envelope["Message"] = json.dumps(note)
+    record["body"] = json.dumps(envelope)
+    answer = handler.handle({"Records": [record]}, None)
+    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == [record["messageId"]]
+    assert _leases(aws, "OPS") == []

@@ -18,6 +18,7 @@ from tenure.triggers.inbound.envelopes import (
     NotJson,
     NotReceivedMail,
     NotS3Action,
+    WrongObject,
     parse_record_body,
 )
 
@@ -192,6 +193,79 @@ def test_a_json_object_of_neither_shape_is_refused_as_missing_fields() -> None:
 
 
 def test_every_refusal_is_an_envelope_error_and_a_value_error() -> None:
-    for error in (NotJson, NotANotification, NotReceivedMail, NotS3Action, MissingField):
+    for error in (
+        NotJson,
+        NotANotification,
+        NotReceivedMail,
+        NotS3Action,
+        MissingField,
+        WrongObject,
+    ):
         assert issubclass(error, EnvelopeError) and issubclass(error, ValueError)
         assert error("why").reason == "why"
+
+
+# --- the object named is this mail's, in the inbound bucket ---------------------------------
+
+
+def _naming(
+    message_id: str | None = None, key: str | None = None, bucket: str | None = None
+) -> str:
+    notification = _ses()
+    if message_id is not None:
+        notification["mail"]["messageId"] = message_id
+        notification["receipt"]["action"]["objectKey"] = f"inbound/{message_id}"
+    if key is not None:
+        notification["receipt"]["action"]["objectKey"] = key
+    if bucket is not None:
+        notification["receipt"]["action"]["bucketName"] = bucket
+    return _wrapped(notification)
+
+
+@pytest.mark.parametrize(
+    "message_id",
+    ["../../attachments/evil", "a/b", ".", "..", "m" * 201, "a b", "a\x00b", "é"],
+    ids=["climbs", "slash", "dot", "dot-dot", "too-long", "space", "nul", "not-ascii"],
+)
+def test_a_message_id_that_cannot_name_an_object_of_its_own_is_refused(message_id: str) -> None:
+    # It names the mail's attachments' keys: `email/<messageId>/…`.
+    with pytest.raises(WrongObject, match="messageId") as refused:
+        parse_record_body(_naming(message_id=message_id))
+    assert not refused.value.acknowledge
+
+
+@pytest.mark.parametrize("message_id", ["a", "m" * 200, "A-z_0.9=+", INVOICE_ID])
+def test_a_message_id_of_letters_digits_and_marks_is_accepted(message_id: str) -> None:
+    assert parse_record_body(_naming(message_id=message_id)).message_id == message_id
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["inbound/another-mail", f"inbound/{INVOICE_ID}/x", f"inbound/x{INVOICE_ID}", "inbound/"],
+)
+def test_an_object_key_that_is_not_the_mail_s_own_is_refused(key: str) -> None:
+    # Another mail's object would be filed again under this messageId, its attachments too.
+    with pytest.raises(WrongObject, match="objectKey") as refused:
+        parse_record_body(_naming(key=key))
+    assert not refused.value.acknowledge
+
+
+@pytest.mark.parametrize("key", [INVOICE_ID, f"inbound/{INVOICE_ID}", f"a/b/{INVOICE_ID}"])
+def test_an_object_key_ending_in_the_message_id_is_accepted(key: str) -> None:
+    assert parse_record_body(_naming(key=key)).object_key == key
+
+
+def test_a_bucket_other_than_the_inbound_bucket_is_refused_when_it_is_known() -> None:
+    body = _naming(bucket="tenure-attachments")
+    with pytest.raises(WrongObject, match="bucketName") as refused:
+        parse_record_body(body, inbound_bucket=BUCKET)
+    assert not refused.value.acknowledge
+    assert parse_record_body(body).bucket == "tenure-attachments"  # no bucket known: as named
+    assert parse_record_body(_naming(), inbound_bucket=BUCKET) == INVOICE
+
+
+def test_a_verdict_longer_than_any_status_is_refused() -> None:
+    notification = _ses()
+    notification["receipt"]["spamVerdict"] = {"status": "P" * 1000}
+    with pytest.raises(MissingField, match="spamVerdict"):
+        parse_record_body(_wrapped(notification))

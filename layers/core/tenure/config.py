@@ -33,6 +33,9 @@ class Settings:
     # Where attachments' bytes and lease logs live (None: this deployment has none).
     attachments_bucket: str | None = None
     log_group: str | None = None
+    # The bucket SES stores inbound mail in: a notification naming another is refused (None:
+    # not checked).
+    inbound_bucket: str | None = None
     # The local stack's moto server, standing in for S3 and CloudWatch Logs.
     aws_endpoint: str | None = None
     # The bus the reactor publishes task.wake_creator on (None: not published).
@@ -58,6 +61,7 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "scheduler_role_arn": ("TENURE_SCHEDULER_ROLE_ARN", "template:ApiFunction"),
     "attachments_bucket": ("TENURE_ATTACHMENTS_BUCKET", "template"),
     "log_group": ("TENURE_LOG_GROUP", "template"),
+    "inbound_bucket": ("TENURE_INBOUND_BUCKET", "template:InboundFunction"),
     "aws_endpoint": ("TENURE_AWS_ENDPOINT", "local"),
     "event_bus": ("TENURE_EVENT_BUS", "template:ReactorFunction"),
     "outbound_events": ("TENURE_OUTBOUND_EVENTS", "template:ReactorFunction"),
@@ -91,6 +95,7 @@ def settings() -> Settings:
         scheduler_role_arn=env.get("TENURE_SCHEDULER_ROLE_ARN") or None,
         attachments_bucket=env.get("TENURE_ATTACHMENTS_BUCKET") or None,
         log_group=env.get("TENURE_LOG_GROUP") or None,
+        inbound_bucket=env.get("TENURE_INBOUND_BUCKET") or None,
         aws_endpoint=env.get("TENURE_AWS_ENDPOINT") or None,
         event_bus=env.get("TENURE_EVENT_BUS") or None,
         outbound_events=env.get("TENURE_OUTBOUND_EVENTS") or "endings",

@@ -16,6 +16,7 @@ without a Subject or To header) would not validate against it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -71,6 +72,10 @@ class MissingField(EnvelopeError):
     """A required field is absent or of the wrong type; ``reason`` lists where."""
 
 
+class WrongObject(EnvelopeError):
+    """The notification names an object that is not its own mail's."""
+
+
 @record
 class InboundMail:
     """Where one received email is stored, and who SES received it for."""
@@ -90,7 +95,7 @@ class InboundMail:
 
 
 class _Verdict(BaseModel):
-    status: str
+    status: str = Field(max_length=64)  # SES's are one word: PASS, PROCESSING_FAILED…
 
 
 class _S3Action(BaseModel):
@@ -134,10 +139,11 @@ class SesReceivedNotification(BaseModel):
 # --- reading a body ---------------------------------------------------------------------------
 
 
-def parse_record_body(body: str) -> InboundMail:
+def parse_record_body(body: str, inbound_bucket: str | None = None) -> InboundMail:
     """Read one SQS record body (SNS envelope or raw delivery) into an InboundMail.
 
-    Raises a subclass of EnvelopeError; see its docstring for which to acknowledge.
+    Raises a subclass of EnvelopeError; see its docstring for which to acknowledge. The object
+    named must be the mail's own (_own_object), in `inbound_bucket` when one is given.
     """
     document = _json_object(body, "record body")
     if "Type" in document:
@@ -145,7 +151,34 @@ def parse_record_body(body: str) -> InboundMail:
         document = _json_object(envelope.Message, "SNS Message")
     elif "notificationType" not in document:
         raise MissingField("body is neither an SNS envelope (Type) nor an SES notification")
-    return _received_mail(document)
+    mail = _received_mail(document)
+    _own_object(mail, inbound_bucket)
+    return mail
+
+
+# SES's message ids are letters and digits; the marks allow other writers' ids, and no "/"
+# lets one climb out of `email/<messageId>/`, where the mail's attachments are stored.
+_MESSAGE_ID = re.compile(r"[A-Za-z0-9_.=+-]{1,200}")
+
+
+def _own_object(mail: InboundMail, inbound_bucket: str | None) -> None:
+    """Refuse a notification naming an object that is not its mail's.
+
+    A notification that named the attachments bucket had another mail's attachment filed as
+    a mail; one that named another mail's object filed that mail again, and stored its
+    attachments over those its own messageId had named. SES stores each mail at its
+    receipt rule's prefix followed by the messageId, in the bucket the template gives it."""
+    mid = mail.message_id
+    if not _MESSAGE_ID.fullmatch(mid) or mid in (".", ".."):
+        raise WrongObject(
+            "mail.messageId is not 1-200 letters, digits or '-_.=+' (it names S3 keys)"
+        )
+    # The key's prefix, as a receipt rule writes one, is a folder (or nothing).
+    before = mail.object_key[: -len(mid)]
+    if not mail.object_key.endswith(mid) or before[-1:] not in ("", "/"):
+        raise WrongObject("receipt.action.objectKey is not a prefix followed by mail.messageId")
+    if inbound_bucket is not None and mail.bucket != inbound_bucket:
+        raise WrongObject("receipt.action.bucketName is not the inbound bucket")
 
 
 def _json_object(text: Any, what: str) -> dict[str, Any]:

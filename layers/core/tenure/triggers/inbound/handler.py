@@ -53,7 +53,7 @@ def inbound() -> InboundEmail:
     if not cfg.attachments_bucket:
         raise RuntimeError("TENURE_ATTACHMENTS_BUCKET is not set")
     s3 = boto3.client("s3", region_name=cfg.region)
-    return InboundEmail(wiring.service(), s3, cfg.attachments_bucket)
+    return InboundEmail(wiring.service(), s3, cfg.attachments_bucket, cfg.inbound_bucket)
 
 
 def record_handler(record: SQSRecord) -> str:

@@ -102,14 +102,18 @@ def attachment_key(message_id: str, att_id: str) -> str:
 
 
 class InboundEmail:
-    def __init__(self, svc: Tenure, s3: Any, attachments_bucket: str) -> None:
+    def __init__(
+        self, svc: Tenure, s3: Any, attachments_bucket: str, inbound_bucket: str | None = None
+    ) -> None:
         self.svc = svc
         self.s3 = s3
         self.attachments_bucket = attachments_bucket
+        # Where SES stores the mail: a notification naming another bucket is refused.
+        self.inbound_bucket = inbound_bucket
 
     def receive(self, body: str) -> Received:
         """Raises EnvelopeError (see its `acknowledge`) or UnreadableMail."""
-        mail = parse_record_body(body)
+        mail = parse_record_body(body, self.inbound_bucket)
         if mail.verdicts.get("virus") == FAIL:
             return Received(mail.message_id, [], (), refused="virus")
         candidates = self.svc.firings.email_candidates(mail.recipients)
