@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 from tenure import wiring
 from tenure.app.tenure import Tenure
@@ -135,6 +136,47 @@ def test_a_mail_nested_past_what_python_can_recurse_is_sent_and_files_its_task(
     assert job is not None and job.trigger is not None
     assert (job.trigger["data"]["subject"], job.trigger["data"]["body"]) == ("deep", "")
     assert wired.poller.poll_once(wait_seconds=0) == 0
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        b"Subject: " + b"S" * 400_000 + b"\n",
+        b"Subject: s\n" + b"".join(b"X-H%d: v\n" % n for n in range(30_000)),
+        b"Subject: s\nCc: " + b", ".join(b"u%d@x.example" % n for n in range(30_000)) + b"\n",
+    ],
+    ids=["long-subject", "many-headers", "many-cc"],
+)
+def test_a_mail_whose_headers_pass_what_sns_carries_is_sent_as_ses_sends_it(
+    wired: Wired, headers: bytes
+) -> None:
+    # SNS carries 256 KB: the notification copied every header and the whole Subject, and
+    # the publish failed. SES cuts the headers it lists and says so.
+    eml = wired.stack_file.parent / "big.eml"
+    eml.write_bytes(b"From: a@b.example\nTo: " + INBOX.encode() + b"\n" + headers + b"\nhi\n")
+    sent = send(wired.stack_file.parent, eml, [INBOX])
+    [message] = wired.sqs.receive_message(QueueUrl=wired.queue_url)["Messages"]
+    note = json.loads(json.loads(message["Body"])["Message"])
+    assert note["mail"]["headersTruncated"] is True
+    assert len(message["Body"].encode()) < 256 * 1024
+    wired.sqs.change_message_visibility(
+        QueueUrl=wired.queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+    )
+    assert wired.poller.poll_once(wait_seconds=0) == 1
+    (lease,) = _leases(wired)
+    job = wired.svc.rows.leases.get_job(lease.job_id)
+    assert job is not None and job.trigger is not None
+    assert job.trigger["data"]["message_id"] == sent["message_id"]
+
+
+def test_a_mail_sent_when_the_publish_fails_leaves_no_object_behind(wired: Wired) -> None:
+    record = json.loads(wired.stack_file.read_text())
+    record["aws"]["resources"]["inbound_topic_arn"] += "-gone"
+    wired.stack_file.write_text(json.dumps(record))
+    with pytest.raises(ClientError):
+        send(wired.stack_file.parent, EMAIL / "plain-text.eml", None)
+    s3 = boto3.client("s3", region_name="us-east-1")
+    assert s3.list_objects_v2(Bucket="inbound").get("KeyCount") == 0
 
 
 def test_a_record_that_keeps_failing_reaches_the_dlq_after_max_receive_count(wired: Wired) -> None:
