@@ -17,6 +17,10 @@ every part and reads some headers in time that grows with the square of their le
 * The raw mail is cut before the ``MAX_STRUCTURE_LINES``-th (5 000) line that opens with
   ``--`` or ``Content-Type:``, ten for each part the walk may visit: 380 000 tiny parts
   (13.7 MB) took the parser minutes.
+* Each Content-Type and Content-Disposition header is cut to ``MAX_PART_HEADER_CHARS``
+  (4 000), and the mail is cut where they pass ``MAX_PART_HEADERS_CHARS`` (256 000) together:
+  the parser reads them again for every question asked of a part, and one of 312 KB took it
+  half a minute.
 * A To, Cc or Subject header longer than ``MAX_ADDRESS_HEADER_CHARS`` (what 100 addresses of
   320 characters need) is read from a copy cut to that length — To and Cc with the lenient
   splitter, whose time grows with the length alone. A From header that long names no sender.
@@ -59,9 +63,20 @@ MAX_STRUCTURE_LINES = 10 * MAX_PARTS
 MAX_ADDRESS_BYTES = 320
 MAX_ADDRESS_HEADER_CHARS = 100 * (MAX_ADDRESS_BYTES + len(", "))
 MAX_MESSAGE_ID_CHARS = 998
+# A part's Content-Type or Content-Disposition: room for a 255-character file name, encoded.
+MAX_PART_HEADER_CHARS = 4000
+# All of them in one mail: the parser reads each again for every question asked of its part.
+MAX_PART_HEADERS_CHARS = 256_000
 
 # A line the parser may read as a boundary or a part's type. It ends a line at a bare CR too.
 _STRUCTURE_LINE = re.compile(rb"(?:^|(?<=\r))(?:--|content-type:)", re.IGNORECASE | re.MULTILINE)
+# A part's type or disposition, folded lines and all: the parser reads each in time growing
+# with the square of its length, and reads it again for every question asked of the part.
+_PART_HEADER = re.compile(
+    rb"(?:^|(?<=\r))(content-type|content-disposition)[ \t]*:[^\r\n]*"
+    rb"(?:(?:\r\n|\r|\n)[ \t][^\r\n]*)*",
+    re.IGNORECASE | re.MULTILINE,
+)
 # The longest a header is read, by name (From: see _sender); the rest is cut, with a warning.
 _HEADER_BOUNDS = {
     "to": MAX_ADDRESS_HEADER_CHARS,
@@ -106,7 +121,7 @@ def parse_mail(raw: bytes) -> ParsedMail:
     RecursionError; the mail is then read for its headers alone, so it still files its task.
     """
     warnings: list[str] = []
-    raw = _structure_bounded(raw, warnings)
+    raw = _bounded(raw, warnings)
     read = list(warnings)
     try:
         message = email.message_from_bytes(raw, policy=email.policy.default)
@@ -164,16 +179,48 @@ def _with_headers(
 # --- headers ----------------------------------------------------------------------------------
 
 
-def _structure_bounded(raw: bytes, warnings: list[str]) -> bytes:
-    """`raw`, cut before its MAX_STRUCTURE_LINES-th structure line when it has that many."""
+def _bounded(raw: bytes, warnings: list[str]) -> bytes:
+    """`raw`, cut before its MAX_STRUCTURE_LINES-th structure line, each part's type and
+    disposition cut to MAX_PART_HEADER_CHARS, and cut where those pass MAX_PART_HEADERS_CHARS
+    together; each cut named in `warnings`."""
     beyond = next(islice(_STRUCTURE_LINE.finditer(raw), MAX_STRUCTURE_LINES, None), None)
-    if beyond is None:
-        return raw
-    warnings.append(
-        f"mail cut at byte {beyond.start()}: more than {MAX_STRUCTURE_LINES} boundary and "
-        "Content-Type lines"
-    )
-    return raw[: beyond.start()]
+    if beyond is not None:
+        warnings.append(
+            f"mail cut at byte {beyond.start()}: more than {MAX_STRUCTURE_LINES} boundary and "
+            "Content-Type lines"
+        )
+        raw = raw[: beyond.start()]
+    pieces: list[bytes] = []
+    at = 0
+    spent = 0
+    cut: dict[str, list[int]] = {}
+    for found in _PART_HEADER.finditer(raw):
+        field = found[0]
+        if len(field) > MAX_PART_HEADER_CHARS:
+            cut.setdefault(found[1].decode().lower(), []).append(len(field))
+            # No line end left at the cut: the field's own follows, and a second would end
+            # the part's headers there.
+            field = field[:MAX_PART_HEADER_CHARS].rstrip(b"\r\n \t")
+        spent += len(field)
+        pieces.append(raw[at : found.start()])
+        at = found.end()
+        if spent > MAX_PART_HEADERS_CHARS:
+            warnings.append(
+                f"mail cut at byte {found.start()}: its Content-Type and Content-Disposition "
+                f"headers pass {MAX_PART_HEADERS_CHARS} characters"
+            )
+            at = len(raw)
+            break
+        pieces.append(field)
+    pieces.append(raw[at:])
+    for name, lengths in cut.items():
+        many = (
+            f"{len(lengths)} {name} headers, the longest" if len(lengths) > 1 else f"{name} header"
+        )
+        warnings.append(
+            f"{many} of {max(lengths)} characters cut to {MAX_PART_HEADER_CHARS} characters"
+        )
+    return b"".join(pieces)
 
 
 def _header(message: Message, name: str, warnings: list[str]) -> Any:
