@@ -68,14 +68,16 @@ MAX_PART_HEADER_CHARS = 4000
 # All of them in one mail: the parser reads each again for every question asked of its part.
 MAX_PART_HEADERS_CHARS = 256_000
 
-# A line the parser may read as a boundary or a part's type. It ends a line at a bare CR too.
-_STRUCTURE_LINE = re.compile(rb"(?:^|(?<=\r))(?:--|content-type:)", re.IGNORECASE | re.MULTILINE)
+# A line the parser may read as a boundary or a part's type, with the line end before it (a
+# bare CR ends a line too), searched for in the mail after one more line end: anchored on a
+# character, the search scans megabytes of base64 four times faster than on "^".
+_STRUCTURE_LINE = re.compile(rb"[\r\n](?:--|content-type:)", re.IGNORECASE)
 # A part's type or disposition, folded lines and all: the parser reads each in time growing
 # with the square of its length, and reads it again for every question asked of the part.
 _PART_HEADER = re.compile(
-    rb"(?:^|(?<=\r))(content-type|content-disposition)[ \t]*:[^\r\n]*"
+    rb"[\r\n](content-type|content-disposition)[ \t]*:[^\r\n]*"
     rb"(?:(?:\r\n|\r|\n)[ \t][^\r\n]*)*",
-    re.IGNORECASE | re.MULTILINE,
+    re.IGNORECASE,
 )
 # The longest a header is read, by name (From: see _sender); the rest is cut, with a warning.
 _HEADER_BOUNDS = {
@@ -183,30 +185,33 @@ def _bounded(raw: bytes, warnings: list[str]) -> bytes:
     """`raw`, cut before its MAX_STRUCTURE_LINES-th structure line, each part's type and
     disposition cut to MAX_PART_HEADER_CHARS, and cut where those pass MAX_PART_HEADERS_CHARS
     together; each cut named in `warnings`."""
-    beyond = next(islice(_STRUCTURE_LINE.finditer(raw), MAX_STRUCTURE_LINES, None), None)
+    # Each match starts at the line end before its line: in `raw`, where the line starts.
+    lined = b"\n" + raw
+    beyond = next(islice(_STRUCTURE_LINE.finditer(lined), MAX_STRUCTURE_LINES, None), None)
     if beyond is not None:
         warnings.append(
             f"mail cut at byte {beyond.start()}: more than {MAX_STRUCTURE_LINES} boundary and "
             "Content-Type lines"
         )
         raw = raw[: beyond.start()]
+        lined = lined[: beyond.start() + 1]
     pieces: list[bytes] = []
     at = 0
     spent = 0
     cut: dict[str, list[int]] = {}
-    for found in _PART_HEADER.finditer(raw):
-        field = found[0]
+    for found in _PART_HEADER.finditer(lined):
+        field, start, end = found[0][1:], found.start(), found.end() - 1
         if len(field) > MAX_PART_HEADER_CHARS:
             cut.setdefault(found[1].decode().lower(), []).append(len(field))
             # No line end left at the cut: the field's own follows, and a second would end
             # the part's headers there.
             field = field[:MAX_PART_HEADER_CHARS].rstrip(b"\r\n \t")
         spent += len(field)
-        pieces.append(raw[at : found.start()])
-        at = found.end()
+        pieces.append(raw[at:start])
+        at = end
         if spent > MAX_PART_HEADERS_CHARS:
             warnings.append(
-                f"mail cut at byte {found.start()}: its Content-Type and Content-Disposition "
+                f"mail cut at byte {start}: its Content-Type and Content-Disposition "
                 f"headers pass {MAX_PART_HEADERS_CHARS} characters"
             )
             at = len(raw)
