@@ -484,3 +484,22 @@ def test_parts_whose_types_together_are_too_long_to_read_are_cut_before_the_pars
         )
         for w in mail.warnings
     ), mail.warnings
+
+
+def test_a_part_header_cut_keeps_its_end_where_a_file_name_ends_and_a_boundary_is_named() -> None:
+    # What follows a long parameter is kept: the file name's own ending (its extension), and
+    # a boundary named after a long parameter, without which the parts could not be told.
+    name = "%C3%A9" * 2500 + ".pdf"  # a 2,504-character name, 15,004 characters encoded
+    pad = "x" * 6000
+    raw = (
+        f'Content-Type: multipart/mixed; x-pad="{pad}"; boundary=zz\r\n\r\n'
+        "--zz\r\nContent-Type: text/plain\r\n\r\nbody\r\n"
+        "--zz\r\nContent-Type: application/pdf\r\n"
+        f"Content-Disposition: attachment; filename*=UTF-8''{name}\r\n\r\n%PDF\r\n--zz--\r\n"
+    ).encode()
+    mail, seconds = _timed(raw)
+    assert seconds < 3, seconds
+    assert mail.body == "body"
+    (attachment,) = mail.attachments
+    assert attachment.filename.endswith("é.pdf") and len(attachment.filename) <= 255
+    assert any("cut to" in w for w in mail.warnings), mail.warnings
