@@ -5,15 +5,17 @@ rules fire again."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from tenure.app.rules.firings import ARCHIVED_SKIPS
 from tenure.domain.errors import InvalidTransition
 from tenure.domain.model import Pool
+from tenure.domain.rules.rule import MAX_RULES_PER_EVENT, MAX_RULES_PER_SPACE
 from tenure.domain.states import PoolKind
 
 from tests.unit.rules_support import FakeSchedules, inbox_trigger, make_rule
-from tests.unit.support import ADMIN, MEMBER, SPACE, Rig
+from tests.unit.support import ADMIN, MEMBER, POOL, SPACE, Rig
 
 AT = datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
 
@@ -96,3 +98,26 @@ def test_a_rule_can_still_be_made_in_an_archived_space_and_fires_once_unarchived
         rig.svc.firings.fire_rule(MEMBER, rule.id)
     rig.svc.spaces.unarchive_space(ADMIN, SPACE)
     assert rig.svc.firings.fire_rule(MEMBER, rule.id) is not None
+
+
+def test_an_event_reads_every_rule_of_its_topic_in_the_space_before_judging_their_matches(
+    rig: Rig,
+) -> None:
+    # Read only up to the number an event may fire, rules whose match does not hold took the
+    # places of one that did: 100 of them silenced every other rule of the topic.
+    subject = {"kind": "task", "title": "t"}
+    for n in range(MAX_RULES_PER_EVENT + 20):
+        trigger = {"topic": "deploy.finished", "match": {"subject_contains": "never"}}
+        rig.svc.rules.create_rule(ADMIN, SPACE, f"quiet-{n}", POOL, subject, trigger)
+    rig.svc.rules.create_rule(ADMIN, SPACE, "plain", POOL, subject, {"topic": "deploy.finished"})
+    limits: list[int] = []
+    read = rig.svc.firings.rules.rule_store.inbound_rules
+
+    def counted(topic: str, recipients: list[str], space: str | None, limit: int) -> Any:
+        limits.append(limit)
+        return read(topic, recipients, space, limit)
+
+    rig.svc.firings.rules.rule_store.inbound_rules = counted  # type: ignore[method-assign]
+    minted = rig.svc.firings.post_event(MEMBER, SPACE, "deploy.finished", {}, None, None)
+    assert len(minted) == 1
+    assert limits == [MAX_RULES_PER_SPACE]

@@ -125,3 +125,21 @@ def test_null_keys_are_absent_keys() -> None:
 def test_render_template_replaces_only_subject_and_from(template: str, rendered: str) -> None:
     subject, sender = "Invoice {from} due", "billing@supplier.example.org"
     assert render_template(template, subject=subject, sender=sender) == rendered
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("subject_contains", "s" * 1001),  # a subject is kept to 1,000 characters
+        ("from", "a" * 321 + "@x.example"),  # no address is longer than 320 bytes
+        ("from", "@" + "d" * 320),
+    ],
+)
+def test_a_match_value_no_mail_or_event_could_hold_is_refused_naming_it(
+    key: str, value: str
+) -> None:
+    # Accepted, it would never match (and a long enough one passed the rule row's 400 KB).
+    with pytest.raises(InvalidMatch) as refused:
+        Match.from_dict({key: value})
+    assert refused.value.field == f"trigger.match.{key}"
+    Match.from_dict({key: value[: 1000 if key == "subject_contains" else 300]})

@@ -305,3 +305,23 @@ def test_the_previous_lease_check_is_a_bounded_read(
     assert _deliver(rig, rule, 2) is None  # skipped: the first lease is open
     # The delivered occasion's job (not minted yet), then the rule's noted previous lease.
     assert calls == ["get_job", "get_lease"]
+
+
+@pytest.mark.parametrize("change", ["disabled, then enabled again", "its schedule changed"])
+def test_occasions_before_an_operators_change_are_not_caught_up(rig: Rig, change: str) -> None:
+    # Catching up makes good occasions the service missed while it was away. An operator who
+    # disabled a rule meant its occasions not to run, and the occasions a new schedule would
+    # have had before it was given never were the rule's: neither is minted afterwards.
+    rule = _rule(rig, overlap="allow", catchup_window_seconds=6 * 3600)
+    _deliver(rig, rule, 1)
+    if change == "disabled, then enabled again":
+        rig.svc.rules.update_rule(ADMIN, rule.id, {"enabled": False})
+        _now_at(rig, 4, late_s=30)
+        rig.svc.rules.update_rule(ADMIN, rule.id, {"enabled": True})
+    else:
+        _now_at(rig, 4, late_s=30)
+        rig.svc.rules.update_rule(ADMIN, rule.id, {"trigger": {"schedule": "rate(2 hours)"}})
+    _deliver(rig, rule, 5 if change == "disabled, then enabled again" else 6)
+    occasions = [_occasion_of(rig, x) for x in _leases(rig)]
+    later = 5 if change == "disabled, then enabled again" else 6
+    assert occasions == [_occasion(1), _occasion(later)]

@@ -348,3 +348,15 @@ def test_bad_scheduler_input_is_refused(event: object, says: str) -> None:
     with pytest.raises(ValueError, match=says) as refused:
         ScheduledFiring.from_event(event)
     assert len(str(refused.value)) < 200  # a long input is named by its length, not echoed
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["cron(" + ",".join(["0"] * 130) + " 0 * * ? *)", "cron(0\t0\n* * ? *)", "rate(1\thour)"],
+    ids=["longer than Scheduler takes", "a tab and a newline", "a tab in a rate"],
+)
+def test_an_expression_scheduler_would_refuse_is_refused_here(expression: str) -> None:
+    # Scheduler takes at most 256 characters and no whitespace but the spaces between fields:
+    # accepted here, CreateSchedule would refuse it after the rule was written.
+    with pytest.raises(InvalidSchedule):
+        parse_schedule(expression)

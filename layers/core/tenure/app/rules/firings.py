@@ -45,6 +45,7 @@ from tenure.domain.rules.occasions import (
 from tenure.domain.rules.rule import (
     EMAIL_TOPIC,
     MAX_RULES_PER_EVENT,
+    MAX_RULES_PER_SPACE,
     Rule,
     approval_task_id,
     email_occasion,
@@ -413,13 +414,14 @@ class Firings:
         if topic == EMAIL_TOPIC:
             raise ValueError("an email is fired with fire_email, from what SES reported")
         addresses = addresses_named(data, recipients)
-        candidates = self.rules.rule_store.inbound_rules(
-            topic, addresses, space, MAX_RULES_PER_EVENT
-        )
+        # Of one space, every rule of the topic (a space holds at most MAX_RULES_PER_SPACE),
+        # so rules whose match does not hold cannot take the places of those whose does.
+        read = MAX_RULES_PER_SPACE if space is not None else MAX_RULES_PER_EVENT
+        candidates = self.rules.rule_store.inbound_rules(topic, addresses, space, read)
         matching = [
             rule for rule in candidates if rule.enabled and rule.match.holds(data, recipients)
         ]
-        return self._fire_all(matching, topic, occasion, occurred_at, data)
+        return self._fire_all(matching[:MAX_RULES_PER_EVENT], topic, occasion, occurred_at, data)
 
     def email_candidates(self, recipients: Iterable[str]) -> EmailCandidates:
         """The rules an email to `recipients` (SES's `receipt.recipients`) could fire: one batch

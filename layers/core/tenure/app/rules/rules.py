@@ -171,12 +171,14 @@ class Rules:
             old = self.rule(rule_id)
             authz.require_operator(actor, "admin", old.space)
             scheduled = "schedule" in fields.get("trigger", old.trigger)
+            now = self.kernel.clock.now_ms()
             new = replace(
                 old,
                 **fields,
                 **_schedule_settings(scheduled, asked),
+                **_resumed_from(old, fields, now),
                 version=old.version + 1,
-                updated_at=self.kernel.clock.now_ms(),
+                updated_at=now,
             )
             self._check_targets(new)
             try:
@@ -314,3 +316,16 @@ def _schedule_settings(scheduled: bool, given: dict[str, Any]) -> dict[str, Any]
             )
         out[name] = check_overlap(value) if name == "overlap" else check_catchup_window(value)
     return out
+
+
+def _resumed_from(old: Rule, fields: dict[str, Any], now: int) -> dict[str, Any]:
+    """A scheduled rule enabled again, or given another trigger, starts from `now`: catching
+    up makes good the occasions the service missed while it was away, never those an operator
+    disabled, nor those a new schedule would have had before it was given."""
+    enabled = fields.get("enabled") is True and not old.enabled
+    retriggered = "trigger" in fields and fields["trigger"] != old.trigger
+    if old.schedule_name is None and "schedule" not in fields.get("trigger", {}):
+        return {}
+    if not (enabled or retriggered) or (old.fired_through or 0) >= now:
+        return {}
+    return {"fired_through": now}

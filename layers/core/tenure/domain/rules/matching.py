@@ -21,6 +21,9 @@ from typing import Any
 from tenure.records import record
 
 MATCH_KEYS = ("to", "from", "subject_contains")
+# The longest value that could ever hold: an email's subject is kept to 1,000 characters, and
+# no address (SMTP's 64 + "@" + 255) or domain is longer. Past them a rule would never fire.
+MAX_MATCH_CHARS = {"subject_contains": 1000, "from": 320}
 # Addresses one rule's `to` may list (each is a row in the inbound index).
 MAX_TO = 10
 
@@ -62,6 +65,12 @@ class Match:
                     f"match.{key} must be a non-empty string", field=f"trigger.match.{key}"
                 )
             values[key] = value.strip() if isinstance(value, str) else None
+            bound = MAX_MATCH_CHARS[key]
+            if values[key] is not None and len(str(values[key]).encode()) > bound:
+                raise InvalidMatch(
+                    f"match.{key} is longer than {bound} bytes: nothing could ever match it",
+                    field=f"trigger.match.{key}",
+                )
         if (
             values["from"] is not None
             and values["from"].startswith("@")

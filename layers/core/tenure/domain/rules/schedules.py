@@ -189,11 +189,19 @@ _CRON = re.compile(r"cron\((.*)\)", re.DOTALL)
 _RATE_UNITS = {"minute": "minutes", "hour": "hours", "day": "days"}
 
 
+MAX_EXPRESSION_CHARS = 256
+
+
 def parse_schedule(expression: Any) -> Schedule:
     """Parse a Scheduler expression; raise InvalidSchedule naming what is wrong."""
     if not isinstance(expression, str) or not expression.strip():
         raise InvalidSchedule("schedule must be a rate(…), cron(…) or at(…) expression")
     text = expression.strip()
+    # As Scheduler takes them: at most 256 characters, fields apart by spaces alone.
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise InvalidSchedule(f"schedule is longer than {MAX_EXPRESSION_CHARS} characters")
+    if any(ch.isspace() and ch != " " for ch in text):
+        raise InvalidSchedule("schedule holds whitespace other than spaces")
     if text.startswith("rate("):
         return _parse_rate(text)
     if text.startswith("cron("):
