@@ -638,3 +638,20 @@ def test_inspect_shows_a_lease_reclaimed_by_derivation(rig: Rig) -> None:
     shot = rig.svc.inspection.inspect(READER, task_id)
     assert shot.current_lease is not None and shot.current_lease.reclaimed_at is not None
     assert [x.reclaimed_at is not None for x in shot.recent_leases] == [True]
+
+
+def test_reclaim_deletes_an_upload_no_listing_checked_yet(rig: Rig) -> None:
+    # A presigned PUT writes under uploads/, and its bytes move to the served key only when a
+    # listing checks them: bytes uploaded but never checked are the lease's too.
+    rig.make_pool("short", retention_seconds=60)
+    lease = rig.running(pool="short")
+    me = as_lease(lease.id)
+    attachment, upload = rig.svc.attachments.add_attachment(
+        me, lease.id, "big.bin", "application/octet-stream", "file", 5, None
+    )
+    assert upload is not None
+    blobs(rig).put(upload_key(attachment.key), b"bytes", "application/octet-stream")
+    rig.svc.reports.complete(me, lease.id, {})
+    rig.advance(61)
+    assert rig.sweep().reclaimed == [lease.id]
+    assert blobs(rig).objects == {}

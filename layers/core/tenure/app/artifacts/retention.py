@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from tenure.app.artifacts.attachments import upload_key
 from tenure.app.rows import AttachmentRows, LeaseRows, PoolRows, RetentionRows
 from tenure.domain.errors import Conflict
 from tenure.domain.events import LEASE_RECLAIMED
@@ -95,7 +96,9 @@ class Retention:
     def _purge(self, lease: Lease) -> None:
         attachments = self.attachments.list_attachments(lease.id)
         if attachments and self.artifacts.blobs is not None:
-            self.artifacts.blobs.delete([a.key for a in attachments])
+            # The served bytes, and a presigned upload's that no listing checked yet.
+            keys = [key for a in attachments for key in (a.key, upload_key(a.key))]
+            self.artifacts.blobs.delete(keys)
         self.attachments.delete_attachments(lease.id, [a.id for a in attachments])
         if self.artifacts.log_sink is not None:
             self.artifacts.log_sink.delete(lease.id)
