@@ -16,6 +16,7 @@ from tenure import wiring
 from tenure.app.artifacts.logs import MAX_BATCH_CONTAINERS
 from tenure.app.ports import LogLine
 from tenure.domain.errors import ValidationFailed
+from tenure.store import logs as logs_store
 from tenure.store.blobs import S3Blobs
 from tenure.store.logs import EVENT_BYTES, MAX_STREAMS, CloudWatchLogSink
 from tenure.wiring import ManualClock
@@ -121,6 +122,21 @@ def test_tail_and_since(sink: CloudWatchLogSink) -> None:
     assert len(whole.events) == 6 and not whole.truncated
     since = sink.read("lease_a", None, T0 + 4, None, None, 100)
     assert [x.message for x in since.events] == ["l4", "l5"]
+
+
+def test_a_tail_over_many_containers_keeps_its_newest_lines_within_what_an_answer_carries(
+    sink: CloudWatchLogSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each stream's read may bring up to 1 MB, and a lease may have 50 containers: merged
+    # whole, a tail could pass the 6 MB a Lambda answer carries and fail for every reader.
+    monkeypatch.setattr(logs_store, "MAX_TAIL_BYTES", 3100)
+    for n, container in enumerate(("a", "b", "c")):
+        shipped = [(10 * i + n, "stdout", f"{container}{i}" + "x" * 498) for i in range(4)]
+        sink.append("lease_a", container, lines(*shipped, container=container))
+    tail = sink.read("lease_a", None, None, 100, None, 100)
+    assert [x.message[:2] for x in tail.events] == ["a2", "b2", "c2", "a3", "b3", "c3"]
+    assert tail.truncated, "the older lines it left out are said"
+    assert sum(len(x.message) + 2 for x in tail.events) <= 3100  # as JSON strings
 
 
 def test_pages_follow_the_cursor_and_a_cursor_of_another_lease_is_refused(

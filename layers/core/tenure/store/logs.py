@@ -28,6 +28,10 @@ READ_CALLS = 5
 # page. The service lets no lease ship from more containers than this (app/artifacts/logs.py
 # MAX_LEASE_CONTAINERS).
 MAX_STREAMS = 50
+# A tail reads up to 1 MB from each of a lease's streams (GetLogEvents), and a lease may have
+# 50: its newest lines are kept within this many bytes of messages, so the answer stays under
+# the 6 MB a Lambda answer carries (with its JSON), and `truncated` says older lines were left.
+MAX_TAIL_BYTES = 4 * 1024 * 1024
 LOG_CURSOR = "l"
 
 
@@ -158,7 +162,8 @@ class CloudWatchLogSink:
                 raise
             found.extend(_line(e, stream) for e in out.get("events", []))
         found.sort(key=lambda x: x.timestamp)
-        return LogPage(found[-tail:] if tail else [], len(found) > tail, None)
+        kept = _newest_within(found[-tail:] if tail else [], MAX_TAIL_BYTES)
+        return LogPage(kept, len(found) > len(kept), None)
 
     def _streams(self, lease_id: str) -> list[str]:
         try:
@@ -260,3 +265,14 @@ def _token_of(cursor: str, scope: str) -> str:
 
 
 _SHAPE = re.compile(r"[^|]+/[^|]*\|.+", re.DOTALL)
+
+
+def _newest_within(events: list[LogLine], budget: int) -> list[LogLine]:
+    """The newest of `events` (oldest first) whose messages together fit `budget` bytes, as
+    an answer's JSON writes them (a character beyond ASCII escaped)."""
+    spent = 0
+    for index in range(len(events) - 1, -1, -1):
+        spent += len(json.dumps(events[index].message))
+        if spent > budget:
+            return events[index + 1 :]
+    return events
