@@ -359,4 +359,4 @@ def test_an_expression_scheduler_would_refuse_is_refused_here(expression: str) -
     # Scheduler takes at most 256 characters and no whitespace but the spaces between fields:
     # accepted here, CreateSchedule would refuse it after the rule was written.
     with pytest.raises(InvalidSchedule):
-        parse_schedule(expression)
+        validate(expression)

@@ -46,6 +46,18 @@ class Match:
     sender: str | None = None  # the "from" key
     subject_contains: str | None = None
 
+    def check_bounds(self) -> None:
+        """Refuse a value nothing could ever match (InvalidMatch naming it): checked when a
+        rule is written, not when a stored one is read, so a rule an earlier release took
+        still reads (and never fires, as before)."""
+        for key, value in (("from", self.sender), ("subject_contains", self.subject_contains)):
+            bound = MAX_MATCH_CHARS[key]
+            if value is not None and len(value.encode()) > bound:
+                raise InvalidMatch(
+                    f"match.{key} is longer than {bound} bytes: nothing could ever match it",
+                    field=f"trigger.match.{key}",
+                )
+
     @classmethod
     def from_dict(cls, raw: Any) -> Match:
         """Validate a rule's ``match`` (absent or null = match everything)."""
@@ -65,12 +77,6 @@ class Match:
                     f"match.{key} must be a non-empty string", field=f"trigger.match.{key}"
                 )
             values[key] = value.strip() if isinstance(value, str) else None
-            bound = MAX_MATCH_CHARS[key]
-            if values[key] is not None and len(str(values[key]).encode()) > bound:
-                raise InvalidMatch(
-                    f"match.{key} is longer than {bound} bytes: nothing could ever match it",
-                    field=f"trigger.match.{key}",
-                )
         if (
             values["from"] is not None
             and values["from"].startswith("@")

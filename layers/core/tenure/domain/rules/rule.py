@@ -254,6 +254,7 @@ def check_trigger(trigger: Any) -> dict[str, Any]:
     raw_match = trigger.get("match")
     try:
         match = Match.from_dict(raw_match)
+        match.check_bounds()
     except InvalidMatch as bad:
         raise ValidationFailed(f"{bad.field}: {bad.message}") from None
     if topic == EMAIL_TOPIC and not match.to:

@@ -197,11 +197,6 @@ def parse_schedule(expression: Any) -> Schedule:
     if not isinstance(expression, str) or not expression.strip():
         raise InvalidSchedule("schedule must be a rate(…), cron(…) or at(…) expression")
     text = expression.strip()
-    # As Scheduler takes them: at most 256 characters, fields apart by spaces alone.
-    if len(text) > MAX_EXPRESSION_CHARS:
-        raise InvalidSchedule(f"schedule is longer than {MAX_EXPRESSION_CHARS} characters")
-    if any(ch.isspace() and ch != " " for ch in text):
-        raise InvalidSchedule("schedule holds whitespace other than spaces")
     if text.startswith("rate("):
         return _parse_rate(text)
     if text.startswith("cron("):
@@ -219,7 +214,16 @@ def validate_timezone(name: Any) -> zoneinfo.ZoneInfo:
 
 
 def validate(expression: Any, timezone: Any = "UTC") -> Schedule:
-    """Both parts of a scheduled trigger, as the rules API checks them before Scheduler does."""
+    """Both parts of a scheduled trigger, as the rules API checks them before Scheduler does:
+    as Scheduler takes an expression, at most 256 characters, its fields apart by spaces
+    alone. (A stored rule's expression is parsed without these, so one an earlier release
+    took still reads.)"""
+    if isinstance(expression, str):
+        text = expression.strip()
+        if len(text) > MAX_EXPRESSION_CHARS:
+            raise InvalidSchedule(f"schedule is longer than {MAX_EXPRESSION_CHARS} characters")
+        if any(ch.isspace() and ch != " " for ch in text):
+            raise InvalidSchedule("schedule holds whitespace other than spaces")
     schedule = parse_schedule(expression)
     validate_timezone(timezone)
     return schedule
