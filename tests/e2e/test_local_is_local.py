@@ -166,11 +166,12 @@ def test_a_table_file_every_key_shared_becomes_the_engine_keys_own(tmp_path: Pat
     assert (place / f"{key}_us-east-1.db").is_file() and not (place / DB_FILE).exists()
 
 
-def _engine_client(endpoint: str, key: str) -> Any:
+def _engine_client(endpoint: object, key: str, service: str = "dynamodb") -> Any:
+    """A client of one of the engines, signed with `key` (any secret: neither checks one)."""
     make: Any = boto3.client
     return make(
-        "dynamodb",
-        endpoint_url=endpoint,
+        service,
+        endpoint_url=str(endpoint),
         region_name="us-east-1",
         aws_access_key_id=key,
         aws_secret_access_key="anything",
@@ -244,22 +245,12 @@ def test_a_neighbour_on_the_machine_without_the_stacks_key_reads_and_writes_noth
     assert isinstance(dynamodb, dict) and isinstance(aws, dict)
     resources = aws["resources"]
 
-    def client(service: str, endpoint: object, key: str) -> Any:
-        make: Any = boto3.client
-        return make(
-            service,
-            endpoint_url=str(endpoint),
-            region_name="us-east-1",
-            aws_access_key_id=key,
-            aws_secret_access_key="anything",
-        )
-
     for guess in ("tenure", "AKIAIOSFODNN7EXAMPLE"):
-        ddb = client("dynamodb", dynamodb["endpoint"], guess)
+        ddb = _engine_client(dynamodb["endpoint"], guess)
         assert ddb.list_tables()["TableNames"] == [], guess
         with pytest.raises(ClientError, match="non-existent table"):
             ddb.put_item(TableName=TABLE, Item={"pk": {"S": "TOKEN#x"}, "sk": {"S": "TOKEN"}})
-        s3, logs, sqs = (client(x, aws["endpoint"], guess) for x in ("s3", "logs", "sqs"))
+        s3, logs, sqs = (_engine_client(aws["endpoint"], guess, x) for x in ("s3", "logs", "sqs"))
         inbound = resources["inbound_queue_url"]
         for call in (
             s3.list_buckets,
@@ -278,8 +269,8 @@ def test_a_neighbour_on_the_machine_without_the_stacks_key_reads_and_writes_noth
     key = str(aws["access_key_id"])
     assert key == (minted.stack.data_dir / "engine-key").read_text().strip()
     assert _mode(minted.stack.data_dir / "engine-key") == "0o600"
-    assert TABLE in client("dynamodb", dynamodb["endpoint"], key).list_tables()["TableNames"]
-    own_s3 = client("s3", aws["endpoint"], key)
+    assert TABLE in _engine_client(dynamodb["endpoint"], key).list_tables()["TableNames"]
+    own_s3 = _engine_client(aws["endpoint"], key, "s3")
     assert resources["attachments_bucket"] in {b["Name"] for b in own_s3.list_buckets()["Buckets"]}
     url = own_s3.generate_presigned_url(
         "list_objects_v2", Params={"Bucket": resources["attachments_bucket"]}

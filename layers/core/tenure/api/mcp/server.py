@@ -75,7 +75,12 @@ def quoted_briefly(result: dict[str, Any]) -> dict[str, Any]:
     masked: the SDK's "Method not found" carries the whole method name as its `data`, and
     a refusal's message may name a field the caller sent."""
     body = result.get("body")
-    if not isinstance(body, str) or '"error"' not in body or result.get("isBase64Encoded"):
+    if not isinstance(body, str) or result.get("isBase64Encoded"):
+        return result
+    # A result answer (whose leases carry an `error` field of their own) is left unread: its
+    # "result" key comes before anything in it.
+    at_error, at_result = body.find('"error"'), body.find('"result"')
+    if at_error < 0 or 0 <= at_result < at_error:
         return result
     try:
         message = json.loads(body)
