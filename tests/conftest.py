@@ -168,7 +168,7 @@ class LocalStack:
         ddb = service in ("dynamodb", "dynamodbstreams")
         session = boto3.session.Session(
             aws_access_key_id=aws["access_key_id"],
-            aws_secret_access_key="local",
+            aws_secret_access_key=aws["secret_access_key"],
             region_name=aws["region"],
         )
         return session.client(
@@ -180,7 +180,7 @@ class LocalStack:
         aws = self.info()["aws"]
         return {
             "AWS_ACCESS_KEY_ID": aws["access_key_id"],
-            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_SECRET_ACCESS_KEY": aws["secret_access_key"],
             "AWS_DEFAULT_REGION": aws["region"],
         }
 

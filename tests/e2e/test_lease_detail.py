@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import base64
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+import boto3
 import httpx
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from tests.conftest import LocalStack
 from tests.e2e.support import Held, World, assert_error, suffix, wait_for, wait_for_activity
@@ -212,6 +217,51 @@ def test_a_large_attachment_redirects_to_a_presigned_get(world: World) -> None:
     assert got.status_code == 302, got.text
     fetched = httpx.get(got.headers["location"], timeout=60)
     assert fetched.status_code == 200 and fetched.content == data
+
+
+def test_a_presigned_url_opens_its_one_object_and_no_engine(
+    world: World, local_stack: LocalStack
+) -> None:
+    """Whoever holds a presigned URL (a lease token's upload, a reader's download) learns the
+    access key id it is signed with, never the secret. With that id alone, DynamoDB Local
+    shows no table (no token row to write, no lease to read), moto refuses every call the
+    stack did not sign, and the URL bent to another object or another method is refused."""
+    held, _ = _held(world)
+    r = held.lease.post(
+        f"/leases/{held.id}/attachments",
+        json={"filename": "a.txt", "content_type": "text/plain", "byte_size": 3},
+    )
+    upload = r.json()["upload"]
+    url = str(upload["url"])
+    parts = urlsplit(url)
+    key_id = parse_qs(parts.query)["X-Amz-Credential"][0].split("/")[0]
+    info = local_stack.info()
+
+    def engine(service: str, endpoint: str, secret: str) -> Any:
+        make: Any = boto3.client
+        return make(
+            service,
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=key_id,
+            aws_secret_access_key=secret,
+            config=Config(signature_version="s3v4"),  # presigned as the service presigns
+        )
+
+    assert engine("dynamodb", info["dynamodb"]["endpoint"], "x").list_tables()["TableNames"] == []
+    for secret in ("local", "anything"):  # the placeholder every earlier release used, a guess
+        s3 = engine("s3", info["aws"]["endpoint"], secret)
+        with pytest.raises(ClientError) as refused:
+            s3.list_buckets()
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+        bucket = parts.path.split("/")[1]
+        forged = s3.generate_presigned_url("list_objects_v2", Params={"Bucket": bucket})
+        assert httpx.get(forged, timeout=30).status_code == 403
+    other = url.replace(parts.path, parts.path + "-other", 1)
+    sent = {"content": b"abc", "headers": upload["headers"], "timeout": 30}
+    assert httpx.put(other, **sent).status_code == 403
+    assert httpx.get(url, timeout=30).status_code == 403
+    assert httpx.put(url, **sent).status_code == 200
 
 
 # ----------------------------------------------------------------------- exec target

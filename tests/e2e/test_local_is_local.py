@@ -21,16 +21,17 @@ from typing import Any
 import boto3
 import httpx
 import pytest
+from botocore.config import Config
 from botocore.exceptions import ClientError
 from tenure.config import local_settings
+from tenure_cli.local.engine_key import EngineKey
 from tenure_cli.local.engines import (
     DynamoDBLocal,
     EngineUnavailable,
     install_dynamodb_local,
     java_available,
-    new_engine_key,
 )
-from tenure_cli.local.stack import TABLE
+from tenure_cli.local.stack import TABLE, Stack
 
 from tests.conftest import LocalStack, start_stack, stop_stack
 from tests.e2e.support import descendants, reap
@@ -39,10 +40,15 @@ LISTEN = "0A"  # TCP_LISTEN as /proc/net/tcp writes the state
 DB_FILE = "shared-local-instance.db"  # DynamoDB Local's file with -sharedDb
 
 
+def _engine_key(data_dir: Path) -> EngineKey:
+    key = EngineKey.loads((data_dir / "engine-key").read_text())
+    assert key is not None, "the data dir keeps a whole engine key"
+    return key
+
+
 def _table_file(data_dir: Path) -> Path:
     """The stack's table file: DynamoDB Local's file of its engine key, in its one region."""
-    key = (data_dir / "engine-key").read_text().strip()
-    return data_dir / "dynamodb" / f"{key}_us-east-1.db"
+    return data_dir / "dynamodb" / f"{_engine_key(data_dir).access_key_id}_us-east-1.db"
 
 
 @dataclass(frozen=True)
@@ -144,21 +150,25 @@ def test_dynamodb_local_listens_on_loopback_alone(tmp_path: Path) -> None:
         assert _mode(tmp_path / "dynamodb" / DB_FILE) == "0o600"
 
 
+def _kept_table(endpoint: str, key: str) -> None:
+    old = _engine_client(endpoint, key)
+    old.create_table(
+        TableName="kept",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    old.put_item(TableName="kept", Item={"pk": {"S": "row"}})
+
+
 def test_a_table_file_every_key_shared_becomes_the_engine_keys_own(tmp_path: Path) -> None:
     """A data dir kept from a release that ran DynamoDB Local with `-sharedDb` holds its
     tables in the shared file: with an engine key, the engine finds them under the key."""
     _engines_here()
     cache, place = Path(local_settings().cache_dir), tmp_path / "dynamodb"
     with DynamoDBLocal(cache, place) as shared:
-        old = _engine_client(shared.endpoint, "tenure")
-        old.create_table(
-            TableName="kept",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        old.put_item(TableName="kept", Item={"pk": {"S": "row"}})
-    key = new_engine_key()
+        _kept_table(shared.endpoint, "tenure")
+    key = EngineKey.new().access_key_id
     with DynamoDBLocal(cache, place, key=key) as keyed:
         mine = _engine_client(keyed.endpoint, key)
         assert mine.get_item(TableName="kept", Key={"pk": {"S": "row"}})["Item"]
@@ -166,15 +176,42 @@ def test_a_table_file_every_key_shared_becomes_the_engine_keys_own(tmp_path: Pat
     assert (place / f"{key}_us-east-1.db").is_file() and not (place / DB_FILE).exists()
 
 
-def _engine_client(endpoint: object, key: str, service: str = "dynamodb") -> Any:
-    """A client of one of the engines, signed with `key` (any secret: neither checks one)."""
+def test_a_replaced_key_hands_its_tables_on_and_opens_nothing_after(tmp_path: Path) -> None:
+    """An earlier release kept a bare access key id, which its presigned URLs named: the next
+    start retires it for a whole key, and the tables move to the new id. A file some other
+    key's client made in the engine's folder is not taken for the stack's."""
+    _engines_here()
+    cache, data_dir = Path(local_settings().cache_dir), tmp_path / "data"
+    place = data_dir / "dynamodb"
+    retired = EngineKey.new().access_key_id
+    with DynamoDBLocal(cache, place, key=retired) as engine:
+        _kept_table(engine.endpoint, retired)
+        _kept_table(engine.endpoint, "neighbour")
+    (data_dir / "engine-key").write_text(retired + "\n")
+    (data_dir / "engine-key").chmod(0o600)
+    key = Stack(port=0, data_dir=data_dir, sweep_interval=1.0)._engine_key()
+    assert key.access_key_id != retired and _engine_key(data_dir) == key
+    assert _mode(data_dir / "engine-key") == "0o600"
+    with DynamoDBLocal(cache, place, key=key.access_key_id) as engine:
+        mine = _engine_client(engine.endpoint, key.access_key_id)
+        assert mine.get_item(TableName="kept", Key={"pk": {"S": "row"}})["Item"]
+        assert _engine_client(engine.endpoint, retired).list_tables()["TableNames"] == []
+    assert (place / "neighbour_us-east-1.db").is_file()
+    again = Stack(port=0, data_dir=data_dir, sweep_interval=1.0)._engine_key()
+    assert again == key, "a whole key is kept from start to start"
+
+
+def _engine_client(endpoint: object, key: str, service: str = "dynamodb", secret: str = "") -> Any:
+    """A client of one of the engines, signed (SigV4, presigned URLs too) with `key` and
+    `secret`: DynamoDB Local checks no secret; moto's door does."""
     make: Any = boto3.client
     return make(
         service,
         endpoint_url=str(endpoint),
         region_name="us-east-1",
         aws_access_key_id=key,
-        aws_secret_access_key="anything",
+        aws_secret_access_key=secret or "anything",
+        config=Config(signature_version="s3v4") if service == "s3" else None,
     )
 
 
@@ -266,17 +303,22 @@ def test_a_neighbour_on_the_machine_without_the_stacks_key_reads_and_writes_noth
         assert httpx.get(url).status_code == 403
     assert httpx.get(str(aws["endpoint"])).status_code == 403, "unsigned"
 
-    key = str(aws["access_key_id"])
-    assert key == (minted.stack.data_dir / "engine-key").read_text().strip()
+    kept = _engine_key(minted.stack.data_dir)
+    key, secret = str(aws["access_key_id"]), str(aws["secret_access_key"])
+    assert (key, secret) == (kept.access_key_id, kept.secret)
     assert _mode(minted.stack.data_dir / "engine-key") == "0o600"
     assert TABLE in _engine_client(dynamodb["endpoint"], key).list_tables()["TableNames"]
-    own_s3 = _engine_client(aws["endpoint"], key, "s3")
+    assert _engine_client(dynamodb["endpoint"], kept.url_key_id).list_tables()["TableNames"] == []
+    own_s3 = _engine_client(aws["endpoint"], key, "s3", secret)
     assert resources["attachments_bucket"] in {b["Name"] for b in own_s3.list_buckets()["Buckets"]}
     url = own_s3.generate_presigned_url(
         "list_objects_v2", Params={"Bucket": resources["attachments_bucket"]}
     )
     assert httpx.get(url).status_code == 200
-    assert key not in minted.log, "the key is printed nowhere"
+    with pytest.raises(ClientError):  # the id without its secret
+        _engine_client(aws["endpoint"], key, "s3").list_buckets()
+    for shown in (key, kept.url_key_id, secret):
+        assert shown not in minted.log, "the key is printed nowhere"
 
 
 def test_the_minted_token_is_not_printed_but_where_it_is_kept(minted: Minted) -> None:

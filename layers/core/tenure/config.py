@@ -38,6 +38,10 @@ class Settings:
     inbound_bucket: str | None = None
     # The local stack's moto server, standing in for S3 and CloudWatch Logs.
     aws_endpoint: str | None = None
+    # The local stack's: the access key id the S3 client signs with, so the one its presigned
+    # URLs name, instead of the process's own. DynamoDB Local checks no signature and files
+    # the stack's tables under that own id, which no URL may therefore show.
+    s3_access_key_id: str | None = None
     # The bus the reactor publishes task.wake_creator on (None: not published).
     event_bus: str | None = None
     # Which lease and task transitions the reactor publishes there: endings, all or none.
@@ -63,6 +67,7 @@ ENVIRONMENT: dict[str, tuple[str, str]] = {
     "log_group": ("TENURE_LOG_GROUP", "template"),
     "inbound_bucket": ("TENURE_INBOUND_BUCKET", "template:InboundFunction"),
     "aws_endpoint": ("TENURE_AWS_ENDPOINT", "local"),
+    "s3_access_key_id": ("TENURE_S3_ACCESS_KEY_ID", "local"),
     "event_bus": ("TENURE_EVENT_BUS", "template:ReactorFunction"),
     "outbound_events": ("TENURE_OUTBOUND_EVENTS", "template:ReactorFunction"),
     "claim_url": ("TENURE_CLAIM_URL", "template:WorkerFunction"),
@@ -97,6 +102,7 @@ def settings() -> Settings:
         log_group=env.get("TENURE_LOG_GROUP") or None,
         inbound_bucket=env.get("TENURE_INBOUND_BUCKET") or None,
         aws_endpoint=env.get("TENURE_AWS_ENDPOINT") or None,
+        s3_access_key_id=env.get("TENURE_S3_ACCESS_KEY_ID") or None,
         event_bus=env.get("TENURE_EVENT_BUS") or None,
         outbound_events=env.get("TENURE_OUTBOUND_EVENTS") or "endings",
         claim_url=env.get("TENURE_CLAIM_URL") or None,

@@ -137,17 +137,24 @@ def build_schedules() -> EventBridgeSchedules | None:
 
 def aws_client(service: str) -> Any:
     """An S3 or CloudWatch Logs client (the local stack points these at moto). S3 signs with
-    SigV4 so presigned URLs work in every region; path-style addressing for moto."""
+    SigV4 so presigned URLs work in every region; path-style addressing for moto; and, on the
+    local stack, with the key id its URLs may name (same secret as the process's own)."""
     cfg = settings()
     options: dict[str, Any] = {"signature_version": "s3v4"} if service == "s3" else {}
+    keys: dict[str, Any] = {}
     if service == "s3" and cfg.aws_endpoint:
         options["s3"] = {"addressing_style": "path"}
+    if service == "s3" and cfg.s3_access_key_id:
+        own = boto3.session.Session().get_credentials()
+        secret = own.secret_key if own is not None else None
+        keys = {"aws_access_key_id": cfg.s3_access_key_id, "aws_secret_access_key": secret}
     with collector_paused():
         return boto3.client(
             service,  # type: ignore[call-overload]
             region_name=cfg.region,
             endpoint_url=cfg.aws_endpoint,
             config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, **options),
+            **keys,
         )
 
 

@@ -149,8 +149,11 @@ def send(data_dir: Path, eml: Path, to: list[str] | None) -> dict[str, Any]:
         raise ValueError(f"the notification is past what SNS carries ({MAX_MESSAGE_BYTES} bytes)")
     # The stack's engines answer its own key alone (a record without one: the SDK's own).
     key = aws.get("access_key_id") if isinstance(aws, dict) else None
+    secret = aws.get("secret_access_key") if isinstance(aws, dict) else None
     session = boto3.session.Session(
-        aws_access_key_id=key, aws_secret_access_key="local" if key else None, region_name=region
+        aws_access_key_id=key if secret else None,
+        aws_secret_access_key=secret if key else None,
+        region_name=region,
     )
     s3 = session.client("s3", endpoint_url=endpoint)
     key = note["receipt"]["action"]["objectKey"]

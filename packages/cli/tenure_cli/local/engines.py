@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hmac
-import json
 import logging
 import os
-import re
-import secrets
 import shutil
 import signal
 import socket
@@ -20,12 +16,13 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
+from tenure.config import export
 
 from tenure_cli.extras import INSTALL_HINT
+from tenure_cli.local.engine_key import ACCESS_KEY_SHAPE, EngineKey, KeyedApp
 from tenure_cli.local.loopback import MAIN_CLASS as LAUNCHER_CLASS
 from tenure_cli.local.loopback import write_launcher
 
@@ -36,8 +33,6 @@ LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "tenure", "AWS_SECRET_ACCESS_KEY": "te
 # The region a stack's engines hold its data in: DynamoDB Local keeps each key's and region's
 # tables apart, so every client of a stack names this one.
 ENGINE_REGION = "us-east-1"
-# A stack's engine key: an access key id of its own, which its engines answer alone.
-ENGINE_KEY_SHAPE = re.compile(r"TNRL[0-9A-F]{32}")
 # DynamoDB Local's table file when every key shares one (`-sharedDb`, as releases before the
 # engine key ran it).
 SHARED_DB_FILE = "shared-local-instance.db"
@@ -87,19 +82,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def new_engine_key() -> str:
-    return "TNRL" + secrets.token_hex(16).upper()
-
-
-def use_engine_key(key: str) -> None:
+def use_engine_key(key: EngineKey) -> None:
     """This process, and every one it starts, reaches the engines with the stack's key alone:
     never with credentials the shell holds for AWS itself, which the engines would take as
-    another key's (an empty DynamoDB Local, a refusing moto). Neither engine checks a
-    signature, so the secret is a placeholder."""
-    os.environ["AWS_ACCESS_KEY_ID"] = key
-    os.environ["AWS_SECRET_ACCESS_KEY"] = "local"
+    another key's (an empty DynamoDB Local, a refusing moto). The service's S3 client signs
+    with the key's URL id, the one its presigned URLs may name."""
+    os.environ["AWS_ACCESS_KEY_ID"] = key.access_key_id
+    os.environ["AWS_SECRET_ACCESS_KEY"] = key.secret
     os.environ.pop("AWS_SESSION_TOKEN", None)
     os.environ.pop("AWS_PROFILE", None)
+    export("TENURE_S3_ACCESS_KEY_ID", key.url_key_id)
 
 
 def use_local_credentials() -> None:
@@ -200,7 +192,7 @@ class DynamoDBLocal:
                 if kept.is_file() and stat.S_IMODE(kept.stat().st_mode) & 0o077:
                     kept.chmod(0o600)
             if self.key is not None:
-                self._adopt_shared_file(self.data_dir, self.key)
+                self._adopt_earlier_file(self.data_dir, self.key)
             # Absolute: the engine runs from the jar's folder, not from ours.
             storage = ["-dbPath", str(self.data_dir.resolve())]
         partition = [] if self.key is not None else ["-sharedDb"]
@@ -238,12 +230,24 @@ class DynamoDBLocal:
         return self
 
     @staticmethod
-    def _adopt_shared_file(data_dir: Path, key: str) -> None:
-        """A data dir an earlier release ran with `-sharedDb` keeps its tables in the shared
-        file: it becomes the key's own, where the engine now looks for them."""
-        shared, own = data_dir / SHARED_DB_FILE, data_dir / f"{key}_{ENGINE_REGION}.db"
-        if shared.is_file() and not shared.is_symlink() and not own.exists():
-            shared.rename(own)
+    def _adopt_earlier_file(data_dir: Path, key: str) -> None:
+        """While the key has no table file, the one an earlier start filed becomes its own,
+        where the engine now looks: the file of the engine key it replaced (the newest, if
+        several), or the shared file of a release that ran DynamoDB Local with `-sharedDb`.
+        Only the stack's own keys are taken (a file another key's client made is not)."""
+        own = data_dir / f"{key}_{ENGINE_REGION}.db"
+        if own.exists():
+            return
+        replaced = [
+            path
+            for path in data_dir.glob(f"*_{ENGINE_REGION}.db")
+            if ACCESS_KEY_SHAPE.fullmatch(path.name.removesuffix(f"_{ENGINE_REGION}.db"))
+        ]
+        replaced.sort(key=lambda path: path.stat().st_mtime, reverse=True)
+        for earlier in [*replaced, data_dir / SHARED_DB_FILE]:
+            if earlier.is_file() and not earlier.is_symlink():
+                earlier.rename(own)
+                return
 
     def _wait_ready(self, timeout: float) -> None:
         use_local_credentials()
@@ -252,7 +256,7 @@ class DynamoDBLocal:
             endpoint_url=self.endpoint,
             region_name=ENGINE_REGION,
             aws_access_key_id=self.key,  # None: the environment's, as every key shares tables
-            aws_secret_access_key="local" if self.key else None,
+            aws_secret_access_key="unchecked" if self.key else None,
         )
         give_up = time.monotonic() + timeout
         while time.monotonic() < give_up:
@@ -292,10 +296,10 @@ class DynamoDBLocal:
 
 class MotoServer:
     """moto's server for S3, SQS, SNS, Logs, Scheduler, SES and EventBridge (and DynamoDB as
-    the fallback). With `key`, it answers calls signed or presigned with that access key id
+    the fallback). With `key`, it answers calls signed or presigned with that engine key
     alone (see `KeyedApp`)."""
 
-    def __init__(self, port: int | None = None, key: str | None = None) -> None:
+    def __init__(self, port: int | None = None, key: EngineKey | None = None) -> None:
         self.port = port or free_port()
         self.key = key
         self._server: Any = None
@@ -344,56 +348,3 @@ class MotoServer:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
-
-
-# The access key id of a SigV4 signature (`Authorization: AWS4-HMAC-SHA256 Credential=KEY/…`)
-# and of the older S3 one (`Authorization: AWS KEY:signature`).
-_SIGNED_BY = re.compile(r"(?:Credential=|^AWS )([^/,:\s]+)")
-
-
-class KeyedApp:
-    """moto's app, answering only calls made with the stack's access key id. moto checks no
-    credentials, and loopback is every local user's: without this, anyone on the machine
-    could read the attachments and the lease logs, or feed the inbound queue. The key is
-    taken from the signature's header, or from a presigned URL's `X-Amz-Credential` (or
-    `AWSAccessKeyId`); a browser's CORS preflight, which carries none and reads nothing, is
-    let through."""
-
-    def __init__(self, app: Any, key: str) -> None:
-        self.app = app
-        self.key = key.encode()
-
-    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        preflight = environ.get("REQUEST_METHOD") == "OPTIONS" and environ.get(
-            "HTTP_ACCESS_CONTROL_REQUEST_METHOD"
-        )
-        if preflight or hmac.compare_digest(self.key_of(environ).encode(), self.key):
-            return self.app(environ, start_response)
-        return self._refuse(environ, start_response)
-
-    @staticmethod
-    def key_of(environ: dict[str, Any]) -> str:
-        signed = _SIGNED_BY.search(environ.get("HTTP_AUTHORIZATION", ""))
-        if signed:
-            return signed.group(1)
-        query = parse_qs(environ.get("QUERY_STRING", ""))
-        credential = query.get("X-Amz-Credential") or query.get("AWSAccessKeyId") or [""]
-        return credential[0].split("/", 1)[0]
-
-    @staticmethod
-    def _refuse(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-        message = "not this stack's access key: its engines answer the stack's own key alone"
-        if environ.get("HTTP_X_AMZ_TARGET") or "json" in environ.get("CONTENT_TYPE", ""):
-            body = json.dumps({"__type": "UnrecognizedClientException", "message": message})
-            kind = "application/x-amz-json-1.1"
-        else:
-            body = (
-                '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InvalidAccessKeyId'
-                f"</Code><Message>{message}</Message></Error>"
-            )
-            kind = "application/xml"
-        data = body.encode()
-        start_response(
-            "403 Forbidden", [("Content-Type", kind), ("Content-Length", str(len(data)))]
-        )
-        return [data]

@@ -23,13 +23,12 @@ from tenure.config import ENVIRONMENT, LocalSettings, export, local_settings
 
 from tenure_cli.local import lambda_host
 from tenure_cli.local.claimhost import ClaimHost
+from tenure_cli.local.engine_key import ACCESS_KEY_SHAPE, EngineKey
 from tenure_cli.local.engines import (
-    ENGINE_KEY_SHAPE,
     MOTO_SERVICES,
     DynamoDBLocal,
     EngineUnavailable,
     MotoServer,
-    new_engine_key,
     owner_only,
     use_engine_key,
 )
@@ -48,7 +47,7 @@ from tenure_cli.stack_record import (
 )
 
 TABLE = "tenure"
-# The stack's engine key, kept in its data dir: the one access key id its engines answer.
+# The stack's engine key, kept in its data dir: the one key its engines answer.
 ENGINE_KEY_FILE = "engine-key"
 STREAM_POLL_SECONDS = 0.2
 # Scheduler fires on whole minutes; a tick this often fires each time within seconds.
@@ -99,7 +98,7 @@ class Stack:
     verbose: bool = False
     outbound_events: str = "endings"  # the template's OutboundEvents, as a deploy would set it
     held: int | None = None  # the open lock file that holds the data dir for this stack
-    engine_key: str = ""  # the access key id the engines answer alone (see _engine_key)
+    engine_key: EngineKey | None = None  # the key the engines answer alone (see _engine_key)
 
     def hold_data_dir(self) -> None:
         """Hold the data dir for this stack alone, or StartFailed naming the process that
@@ -146,7 +145,9 @@ class Stack:
             flush=True,
         )
         door.lanes = (claim_lane(claim_door.workers),)
-        moto, endpoint, engine = self._start_engines(cfg)
+        key = self.engine_key
+        assert key is not None, "_prepare reads it"
+        moto, endpoint, engine = self._start_engines(cfg, key)
         claim_url = f"http://127.0.0.1:{claim_door.port}/"
         resources, inbound_queue = self._provision(endpoint, moto, claim_url)
         token_file = self._bootstrap()
@@ -165,8 +166,10 @@ class Stack:
             "aws": {
                 "endpoint": moto.endpoint,
                 "region": REGION,
-                # The access key id both engines answer alone (any secret will do).
-                "access_key_id": self.engine_key,
+                # What the engines answer alone: calls signed with this key (the file
+                # engine-key also holds the id the service's presigned URLs name).
+                "access_key_id": key.access_key_id,
+                "secret_access_key": key.secret,
                 "resources": resources,
                 "services": " ".join(MOTO_SERVICES),
             },
@@ -175,7 +178,7 @@ class Stack:
             "sweep_interval_seconds": self.sweep_interval,
             "pid": os.getpid(),
         }
-        # Owner-only, like the admin token: it holds the engine key.
+        # Owner-only, like the admin token: it holds the engine key and its secret.
         text = json.dumps(info, indent=2) + "\n"
         _write_atomically(record_path(self.data_dir), text, mode=0o600)
         return info
@@ -234,17 +237,19 @@ class Stack:
         )
         return self.door, self.worker_door, self.claim_door
 
-    def _start_engines(self, cfg: LocalSettings) -> tuple[MotoServer, str, str]:
-        """moto's server and DynamoDB Local (or moto for DynamoDB too, when allowed): moto,
-        the DynamoDB endpoint and which engine serves it."""
+    def _start_engines(self, cfg: LocalSettings, key: EngineKey) -> tuple[MotoServer, str, str]:
+        """moto's server and DynamoDB Local (or moto for DynamoDB too, when allowed), both
+        held to `key`: moto, the DynamoDB endpoint and which engine serves it."""
         # Each engine is listed before it starts, so that stop() ends one that failed halfway.
-        moto = MotoServer(key=self.engine_key)
+        moto = MotoServer(key=key)
         self.engines.append(moto)
         moto.start()
         engine = "dynamodb-local"
         try:
             ddb = DynamoDBLocal(
-                Path(cfg.cache_dir), self.data_dir / "dynamodb", key=self.engine_key
+                Path(cfg.cache_dir),
+                self.data_dir / "dynamodb",
+                key=key.access_key_id,
             )
             self.engines.append(ddb)
             ddb.start()
@@ -322,20 +327,25 @@ class Stack:
             if outcome.status == "applied" and outcome.counts.get("listed"):
                 print(f"migrated: {outcome.name} {outcome.counts}")
 
-    def _engine_key(self) -> str:
+    def _engine_key(self) -> EngineKey:
         """The data dir's engine key, made at its first start and kept: DynamoDB Local files
-        the tables under it, so a restart must use the same one."""
+        the tables under its access key id, so a restart must use the same one. An earlier
+        release kept a bare access key id, which its presigned URLs named and its engines took
+        without a secret: that one is retired for a new key (DynamoDB Local moves its tables
+        to the new id as it starts)."""
         path = self.data_dir / ENGINE_KEY_FILE
-        if not (path.exists() or path.is_symlink()):
-            key = new_engine_key()
-            _write_atomically(path, key + "\n", mode=0o600)
-            return key
-        key = _kept_secret(path, ENGINE_KEY_FILE)
-        if not ENGINE_KEY_SHAPE.fullmatch(key):
-            raise StartFailed(
-                f"{path} does not hold an engine key; remove it (the tables it filed are lost "
-                "with it), or give another --data-dir"
-            )
+        if path.exists() or path.is_symlink():
+            text = _kept_secret(path, ENGINE_KEY_FILE)
+            kept = EngineKey.loads(text)
+            if kept is not None:
+                return kept
+            if not ACCESS_KEY_SHAPE.fullmatch(text):
+                raise StartFailed(
+                    f"{path} does not hold an engine key; remove it (the tables it filed are "
+                    "lost with it), or give another --data-dir"
+                )
+        key = EngineKey.new()
+        _write_atomically(path, key.dumps(), mode=0o600)
         return key
 
     def _admin_token(self) -> tuple[str, Path | None]:

@@ -1,0 +1,208 @@
+"""A local stack's engine key, and the door that holds moto's server to it.
+
+Loopback is every local user's, and neither engine checks credentials of its own. So a stack
+keeps three values in `<data-dir>/engine-key` (owner-only):
+
+* `access_key_id`: what the stack's own processes sign their calls with. DynamoDB Local, which
+  checks no signature, files the stack's tables under this id, so it must never leave the
+  stack's processes: no URL names it.
+* `url_key_id`: what the service's S3 client signs with, so every presigned URL it hands out
+  (an upload for a lease token, a download for a reader) names this id. DynamoDB Local holds
+  nothing under it.
+* `secret`: both ids' secret access key. It leaves no process of the stack: a signature is an
+  HMAC of the request under it, and a URL carries the signature alone.
+
+`KeyedApp` sits in front of moto's server and lets through a call only when its SigV4 signature,
+in the `Authorization` header or in a presigned URL's query, is one of the two ids' under the
+secret, recomputed here over the request as it arrived. A presigned URL is then good for the one
+object and method it was signed for, until it expires; an id read from it opens nothing else.
+"""
+
+from __future__ import annotations
+
+import calendar
+import hmac
+import io
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth, SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+ACCESS_KEY_SHAPE = re.compile(r"TNRL[0-9A-F]{32}")
+URL_KEY_SHAPE = re.compile(r"TNRU[0-9A-F]{32}")
+SECRET_SHAPE = re.compile(r"[0-9a-f]{64}")
+# A signed call's body is read here to check its hash when no header gives one (every service
+# but S3, whose calls name theirs): moto's services take nothing near this size.
+MAX_HASHED_BODY = 16 * 1024 * 1024
+AMZ_DATE = "%Y%m%dT%H%M%SZ"
+# `AWS4-HMAC-SHA256 Credential=KEY/DATE/REGION/SERVICE/aws4_request, SignedHeaders=a;b,
+# Signature=hex`
+_HEADER = re.compile(
+    r"AWS4-HMAC-SHA256 Credential=(?P<credential>[^,\s]+),\s*"
+    r"SignedHeaders=(?P<signed>[^,\s]+),\s*Signature=(?P<signature>[0-9a-f]{64})"
+)
+_SIGNATURE_PARAM = re.compile(r"(?:^|&)X-Amz-Signature=[^&]*")
+
+
+@dataclass(frozen=True)
+class EngineKey:
+    access_key_id: str
+    url_key_id: str
+    secret: str
+
+    def __repr__(self) -> str:  # never the secret, in a traceback or a log line
+        return f"EngineKey({self.access_key_id}, {self.url_key_id}, secret=…)"
+
+    @classmethod
+    def new(cls) -> EngineKey:
+        return cls(
+            "TNRL" + secrets.token_hex(16).upper(),
+            "TNRU" + secrets.token_hex(16).upper(),
+            secrets.token_hex(32),
+        )
+
+    def dumps(self) -> str:
+        fields = {"access_key_id": self.access_key_id, "url_key_id": self.url_key_id}
+        return json.dumps({**fields, "secret": self.secret}, indent=2) + "\n"
+
+    @classmethod
+    def loads(cls, text: str) -> EngineKey | None:
+        """The key `text` holds, or None when it holds no key of this shape."""
+        try:
+            kept = json.loads(text)
+            key = cls(str(kept["access_key_id"]), str(kept["url_key_id"]), str(kept["secret"]))
+        except (ValueError, TypeError, KeyError):
+            return None
+        shaped = (
+            ACCESS_KEY_SHAPE.fullmatch(key.access_key_id)
+            and URL_KEY_SHAPE.fullmatch(key.url_key_id)
+            and SECRET_SHAPE.fullmatch(key.secret)
+        )
+        return key if shaped else None
+
+
+def signature_of(environ: dict[str, Any], key_ids: Iterable[str], secret: str) -> bool:
+    """True when the WSGI request `environ` is signed (SigV4, in its header or as a presigned
+    URL still in date) by one of `key_ids` under `secret`. A body that must be hashed is read
+    and put back for whoever serves the call."""
+    header = _HEADER.fullmatch(environ.get("HTTP_AUTHORIZATION", "").strip())
+    query = environ.get("QUERY_STRING", "")
+    if header:
+        credential, signed, given = header["credential"], header["signed"], header["signature"]
+        stamp = environ.get("HTTP_X_AMZ_DATE", "")
+        presigned = False
+    else:
+        params = {k: v[0] for k, v in parse_qs(query, keep_blank_values=True).items()}
+        if params.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256":
+            return False
+        credential = params.get("X-Amz-Credential", "")
+        signed = params.get("X-Amz-SignedHeaders", "")
+        given = params.get("X-Amz-Signature", "")
+        stamp = params.get("X-Amz-Date", "")
+        if not _in_date(stamp, params.get("X-Amz-Expires", "")):
+            return False
+        query = _SIGNATURE_PARAM.sub("", query).lstrip("&")
+        presigned = True
+    scope = credential.split("/")
+    if len(scope) != 5 or scope[4] != "aws4_request" or not stamp.startswith(scope[1]):
+        return False
+    key_id, _, region, service, _ = scope
+    if key_id not in set(key_ids):
+        return False
+    request = _as_signed(environ, signed.split(";"), query, service, presigned)
+    if request is None:
+        return False
+    request.context["timestamp"] = stamp
+    kind: Any = S3SigV4QueryAuth if presigned else S3SigV4Auth if service == "s3" else SigV4Auth
+    signer = kind(Credentials(key_id, secret), service, region)
+    wanted = signer.signature(
+        signer.string_to_sign(request, signer.canonical_request(request)), request
+    )
+    return hmac.compare_digest(wanted.encode(), given.encode())
+
+
+def _in_date(stamp: str, expires: str) -> bool:
+    try:
+        signed_at = calendar.timegm(time.strptime(stamp, AMZ_DATE))
+        lasts = int(expires)
+    except ValueError:
+        return False
+    return lasts > 0 and time.time() <= signed_at + lasts
+
+
+def _as_signed(
+    environ: dict[str, Any], names: list[str], query: str, service: str, presigned: bool
+) -> AWSRequest | None:
+    """The request as its signer saw it: its method, its path and query as sent, and the
+    headers it signed (None when one of them is missing, or its body is too large to hash)."""
+    headers: dict[str, str] = {}
+    for name in names:
+        wsgi = name.upper().replace("-", "_")
+        value = environ.get(wsgi if wsgi in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{wsgi}")
+        if value is None:
+            return None
+        headers[name] = value
+    if "host" not in headers:
+        return None
+    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO", "/")
+    path = raw.split("?", 1)[0]
+    url = f"http://{headers['host']}{path}" + (f"?{query}" if query else "")
+    body = b""
+    hashed = presigned or service == "s3" or "x-amz-content-sha256" in headers
+    if not hashed:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        if length > MAX_HASHED_BODY:
+            return None
+        body = environ["wsgi.input"].read(length) if length > 0 else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+    return AWSRequest(
+        method=environ.get("REQUEST_METHOD", "GET"), url=url, headers=headers, data=body
+    )
+
+
+class KeyedApp:
+    """moto's app, answering only calls signed with the stack's engine key (see the module's
+    docstring). A browser's CORS preflight, which carries no signature and reads nothing, is
+    let through; anything else is a 403 in the shape its client parses, before moto sees it."""
+
+    def __init__(self, app: Any, key: EngineKey) -> None:
+        self.app = app
+        self.key_ids = (key.access_key_id, key.url_key_id)
+        self.secret = key.secret
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        preflight = environ.get("REQUEST_METHOD") == "OPTIONS" and environ.get(
+            "HTTP_ACCESS_CONTROL_REQUEST_METHOD"
+        )
+        if preflight or signature_of(environ, self.key_ids, self.secret):
+            return self.app(environ, start_response)
+        return self._refuse(environ, start_response)
+
+    @staticmethod
+    def _refuse(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        message = (
+            "not signed (SigV4) with this stack's engine key, or a presigned URL past its "
+            "expiry: the engines answer that key alone"
+        )
+        if environ.get("HTTP_X_AMZ_TARGET") or "json" in environ.get("CONTENT_TYPE", ""):
+            body = json.dumps({"__type": "UnrecognizedClientException", "message": message})
+            kind = "application/x-amz-json-1.1"
+        else:
+            body = (
+                '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InvalidAccessKeyId'
+                f"</Code><Message>{message}</Message></Error>"
+            )
+            kind = "application/xml"
+        data = body.encode()
+        start_response(
+            "403 Forbidden", [("Content-Type", kind), ("Content-Length", str(len(data)))]
+        )
+        return [data]
