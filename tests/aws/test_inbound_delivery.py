@@ -191,7 +191,7 @@ def test_a_record_that_keeps_failing_reaches_the_dlq_after_max_receive_count(wir
 def test_an_email_for_an_archived_spaces_rule_is_acknowledged_logged_and_mints_nothing(
     wired: Wired, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (rule,) = wired.svc.rules.list_rules(ADMIN, "OPS")
+    (rule,) = wired.svc.rules.list_rules(ADMIN, "OPS").rules
     wired.svc.spaces.archive_space(ADMIN, "OPS")
     said: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr(handler.logger, "info", lambda msg, extra: said.append((msg, extra)))

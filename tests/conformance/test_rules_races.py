@@ -24,6 +24,7 @@ from tenure.wiring import RandomIds, SystemClock
 from tenure_cli.local.email_send import notification
 
 from tests.conftest import ADMIN, Rig
+from tests.unit.rules_support import check_rule_pages
 
 THREADS = 8
 MEMBER = Principal(kind="operator", token_id="t-member", role="member")
@@ -161,7 +162,7 @@ def test_rule_rows_follow_renames_disables_and_deletes(rig: Rig) -> None:
     ] == [rule.id]
     assert store.inbound_rules("email.received", ["help@example.com"], "SALES", 10) == []
     renamed = svc.rules.update_rule(ADMIN, rule.id, {"name": "helpdesk"})
-    assert [r.name for r in store.list_rules("OPS", 10)] == ["helpdesk"]
+    assert [r.name for r in store.list_rules("OPS", 10).rules] == ["helpdesk"]
     with pytest.raises(Conflict):
         store.replace_rule(rule, rule)  # an old version cannot overwrite a newer one
     svc.rules.update_rule(ADMIN, rule.id, {"enabled": False})
@@ -177,7 +178,7 @@ def test_rule_rows_follow_renames_disables_and_deletes(rig: Rig) -> None:
     svc.rules.delete_rule(ADMIN, renamed.id)
     assert store.scheduled_rules(10) == []
     assert (
-        store.list_rules("OPS", 10) == []
+        store.list_rules("OPS", 10).rules == []
         and store.inbound_rules("email.received", [], None, 10) == []
     )
     svc.rules.create_rule(ADMIN, "OPS", "helpdesk", "ops", {"kind": "space"}, inbox)
@@ -308,3 +309,8 @@ def test_an_event_ids_record_expires_and_a_record_past_its_time_is_written_anew(
     assert store.get_event_record("OPS", "ev-ttl", now_s) is None, "past its time: absent"
     store.put_event_record("OPS", "ev-ttl", ["lease_x"], now_s + 60, now_s)
     assert store.get_event_record("OPS", "ev-ttl", now_s) == ["lease_x"]
+
+
+def test_a_spaces_rules_page_by_limit_and_by_weight_on_dynamodb_local(rig: Rig) -> None:
+    svc = _world(rig)
+    check_rule_pages(svc, ADMIN, {"OPS": "ops", "SALES": "sales"}, "OPS", "SALES")

@@ -7,9 +7,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenure.app.rules.ports import RulePage
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound
 from tenure.domain.rules.addresses import Address
-from tenure.domain.rules.rule import Rule
+from tenure.domain.rules.rule import Rule, within_answer
+from tenure.store import cursors
+from tenure.store.keys import RULE_CURSOR_SHAPE
 
 
 @dataclass
@@ -48,10 +51,18 @@ class FakeRules:
         rule = self.rule_tables.rules.get(rule_id)
         return copy.deepcopy(rule) if rule else None
 
-    def list_rules(self, space: str, limit: int) -> list[Rule]:
+    def list_rules(self, space: str, limit: int, cursor: str | None = None) -> RulePage:
         t = self.rule_tables
-        ids = [rule_id for (s, _), rule_id in sorted(t.names.items()) if s == space][:limit]
-        return [copy.deepcopy(t.rules[i]) for i in ids if i in t.rules]
+        after = cursors.decode_in(cursor, "rules", RULE_CURSOR_SHAPE, space) if cursor else None
+        named = sorted((n, i) for (s, n), i in t.names.items() if s == space)
+        rows = [rule_id for name, rule_id in named if after is None or name > after][: limit + 1]
+        found = [copy.deepcopy(t.rules[i]) for i in rows[:limit] if i in t.rules]
+        rules = within_answer(found)
+        more = len(rules) < len(found) or len(rows) > limit
+        return RulePage(rules, cursors.encode_in("rules", space, rules[-1].name) if more else None)
+
+    def count_rules(self, space: str, limit: int) -> int:
+        return min(limit, sum(1 for s, _ in self.rule_tables.names if s == space))
 
     def replace_rule(self, old: Rule, new: Rule) -> None:
         t = self.rule_tables

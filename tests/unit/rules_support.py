@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenure.domain.model import Lease
+import pytest
+from tenure.app.tenure import Tenure
+from tenure.domain.errors import ValidationFailed
+from tenure.domain.model import Lease, Principal
 from tenure.domain.rules.rule import Rule
 
 from tests.unit.support import ADMIN, POOL, SPACE, Rig
@@ -74,3 +77,47 @@ def leases_of_no_task(rig: Rig) -> list[str]:
         minted.append(lease.id)
         rig.advance(1)
     return minted[::-1]
+
+
+# A subject whose body is 65,536 control characters: as JSON, each is written `\u0001`, so a
+# rule of it weighs about 384 KiB in an answer (64 KiB in its row).
+HEAVY_SUBJECT = {"kind": "task", "title": "heavy", "body": "\x01" * 65536}
+
+
+def check_rule_pages(
+    svc: Tenure, admin: Principal, pools: dict[str, str], space: str, other: str
+) -> None:
+    """A space's rules page by name, by `limit` and by weight, and a cursor resumes only the
+    list it came from: the same on every store. `pools`: a pool of each space, by space."""
+    rules = svc.rules
+    pool = pools[space]
+    rules.create_rule(
+        admin, other, "elsewhere", pools[other], subject={"kind": "space"}, trigger={"topic": "x"}
+    )
+    names = [f"r{i:02}" for i in range(14)]
+    for name in names:
+        rules.create_rule(
+            admin, space, name, pool=pool, subject=HEAVY_SUBJECT, trigger={"topic": "page.test"}
+        )
+    whole = rules.list_rules(admin, space)
+    # 14 rules of ~384 KiB pass 4 MiB: the page ends at the 10th, and its cursor goes on.
+    assert [r.name for r in whole.rules] == names[:10] and whole.next_cursor is not None
+    rest = rules.list_rules(admin, space, cursor=whole.next_cursor)
+    assert [r.name for r in rest.rules] == names[10:] and rest.next_cursor is None
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = rules.list_rules(admin, space, limit=3, cursor=cursor)
+        seen += [r.name for r in page.rules]
+        pages += 1
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == names and pages == 5  # 3+3+3+3+2: the last page promises no next
+    exact = rules.list_rules(admin, space, limit=7)
+    assert [r.name for r in exact.rules] == names[:7] and exact.next_cursor is not None
+    with pytest.raises(ValidationFailed, match="cursor"):
+        rules.list_rules(admin, other, cursor=exact.next_cursor)  # another space's list
+    for forged in ("x", "eyJydWxlcyI6IjEifQ", exact.next_cursor[:-2], "e30"):
+        with pytest.raises(ValidationFailed, match="cursor"):
+            rules.list_rules(admin, space, cursor=forged)
+    assert [r.name for r in rules.list_rules(admin, other).rules] == ["elsewhere"]

@@ -69,7 +69,7 @@ def test_an_admin_of_another_space_cannot_make_a_rule_that_receives_ops_mail(wor
             )
         assert "match.to" in refused.value.message
         assert SPACE not in refused.value.message  # never names the owner
-    assert world.svc.rules.list_rules(OTHER_ADMIN, OTHER) == []
+    assert world.svc.rules.list_rules(OTHER_ADMIN, OTHER).rules == []
     assert fire(world, mail()) == [SPACE]
 
 
@@ -145,7 +145,7 @@ def test_a_virus_mints_nothing_and_spam_only_for_rules_that_accept_it(world: Rig
     assert (fired.leases, fired.refused) == ([], "virus")
     spam = {"spam": "FAIL", "virus": "PASS", "spf": "PASS", "dkim": "PASS", "dmarc": "PASS"}
     fired = world.svc.firings.fire_email(world.clock.now_ms(), mail("m2", verdicts=spam))
-    plain, spammy = (r.id for r in world.svc.rules.list_rules(ADMIN, SPACE))
+    plain, spammy = (r.id for r in world.svc.rules.list_rules(ADMIN, SPACE).rules)
     assert [lease.event_data["rule_id"] for lease in fired.leases] == [spammy]
     assert fired.skipped_spam == [plain]
     assert world.svc.kernel.counters["email_spam_skips"] == 1

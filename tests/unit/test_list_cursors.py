@@ -1,7 +1,8 @@
 """Every list answer carries `next_cursor`: a walk of the served OpenAPI document finds each
 GET answer whose body holds a list of records and checks it documents `next_cursor`; the
 routes whose lists are bounded by construction document it as always null. GET /workers
-pages for real (a pool's workers are not bounded by anything but their retention)."""
+pages for real (a pool's workers are not bounded by anything but their retention), and so does
+GET /rules (a space's 200 rules may weigh more than one answer carries)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tenure.api import app as api
 from tenure.domain.model import Principal
 from tenure_cli.local.frontdoor import to_event
 
-from tests.unit.support import POOL, READER, WORKER, Rig
+from tests.unit.support import ADMIN, POOL, READER, SPACE, WORKER, Rig
 
 # GET answers holding lists of records that are not list answers, and why.
 NOT_LISTS = {
@@ -24,7 +25,6 @@ NOT_LISTS = {
 # List answers bounded by construction: next_cursor is always null.
 BOUNDED = {
     "/api/v1/pools": "a space's pools, within the instance's pool cap",
-    "/api/v1/rules": "a space's rules, at most 200",
     "/api/v1/spaces/{key}/addresses": "a space's addresses, at most 100",
     "/api/v1/leases/{lease_id}/attachments": "a lease's attachments, capped",
     "/api/v1/tasks/{task_id}/blocks": "a task's blocks, kept on its one row",
@@ -107,9 +107,22 @@ def test_workers_page_to_the_end_and_bounded_lists_say_null(http: Any, rig: Rig)
     assert seen == [f"w-{n}" for n in range(5)]
     status, answer = http(f"/workers?pool={POOL}&cursor=bm9wZQ")
     assert (status, answer["error"]["code"]) == (422, "validation_failed")
-    for path in (f"/pools?space={rig.make_pool('other').space}", "/rules?space=OPS"):
-        status, answer = http(path)
-        assert status == 200 and answer["next_cursor"] is None
+    status, answer = http(f"/pools?space={rig.make_pool('other').space}")
+    assert status == 200 and answer["next_cursor"] is None
+
+
+def test_rules_page_over_http_and_refuse_a_bad_limit_or_cursor(http: Any, rig: Rig) -> None:
+    for n in range(3):
+        rig.svc.rules.create_rule(ADMIN, SPACE, f"r{n}", POOL, {"kind": "space"}, {"topic": "t"})
+    status, whole = http(f"/rules?space={SPACE}")
+    assert status == 200 and len(whole["rules"]) == 3 and whole["next_cursor"] is None
+    status, first = http(f"/rules?space={SPACE}&limit=2")
+    assert [r["name"] for r in first["rules"]] == ["r0", "r1"] and first["next_cursor"]
+    status, rest = http(f"/rules?space={SPACE}&limit=2&cursor={first['next_cursor']}")
+    assert [r["name"] for r in rest["rules"]] == ["r2"] and rest["next_cursor"] is None
+    for query in ("limit=0", "limit=201", "cursor=bm9wZQ", f"cursor={first['next_cursor']}x"):
+        status, answer = http(f"/rules?space={SPACE}&{query}")
+        assert (status, answer["error"]["code"]) == (422, "validation_failed"), query
 
 
 def test_the_mcp_lease_list_pages_with_next_cursor(rig: Rig) -> None:

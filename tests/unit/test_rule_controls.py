@@ -166,7 +166,7 @@ def test_a_bad_control_is_validation_failed_naming_it(
     with pytest.raises(ValidationFailed) as refused:
         _rule(rig, subject)
     assert refused.value.message.startswith(f"{field}:"), refused.value.message
-    assert rig.svc.rules.list_rules(READER, SPACE) == []
+    assert rig.svc.rules.list_rules(READER, SPACE).rules == []
 
 
 def test_a_patch_with_a_bad_control_changes_nothing(rig: Rig) -> None:

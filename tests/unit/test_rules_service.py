@@ -12,7 +12,14 @@ from tenure.domain.model import Pool
 from tenure.domain.rules.rule import Rule
 from tenure.domain.states import LeaseState, PoolKind, SubjectKind
 
-from tests.unit.rules_support import NIGHTLY, FakeSchedules, event_trigger, inbox_trigger, make_rule
+from tests.unit.rules_support import (
+    NIGHTLY,
+    FakeSchedules,
+    check_rule_pages,
+    event_trigger,
+    inbox_trigger,
+    make_rule,
+)
 from tests.unit.support import ADMIN, MEMBER, POOL, READER, SPACE, Rig, as_lease
 
 # ------------------------------------------------------------------------------ manage
@@ -61,7 +68,7 @@ def test_a_bad_trigger_is_validation_failed_naming_the_field(
     assert refused.value.message.startswith(f"{field}:") or refused.value.message.startswith(
         f"{field} "
     )
-    assert rig.svc.rules.list_rules(READER, SPACE) == [] and schedules.held == {}
+    assert rig.svc.rules.list_rules(READER, SPACE).rules == [] and schedules.held == {}
 
 
 def test_an_unknown_pool_or_a_pool_of_another_space_is_validation_failed(rig: Rig) -> None:
@@ -102,7 +109,7 @@ def test_a_taken_name_in_the_space_is_already_exists_also_on_rename(rig: Rig) ->
     with pytest.raises(AlreadyExists):
         rig.svc.rules.update_rule(ADMIN, other.id, {"name": "inbox"})
     renamed = rig.svc.rules.update_rule(ADMIN, other.id, {"name": "renamed"})
-    assert [r.name for r in rig.svc.rules.list_rules(READER, SPACE)] == ["inbox", "renamed"]
+    assert [r.name for r in rig.svc.rules.list_rules(READER, SPACE).rules] == ["inbox", "renamed"]
     assert renamed.version == other.version + 1
     make_rule(rig, "other")  # the old name is free again
 
@@ -114,7 +121,7 @@ def test_the_same_name_in_another_space_is_fine(rig: Rig) -> None:
         ADMIN, Pool(name="theirs", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
     )
     rig.svc.rules.create_rule(ADMIN, "OTHER", "inbox", "theirs", {"kind": "space"}, event_trigger())
-    assert [r.space for r in rig.svc.rules.list_rules(READER, "OTHER")] == ["OTHER"]
+    assert [r.space for r in rig.svc.rules.list_rules(READER, "OTHER").rules] == ["OTHER"]
 
 
 def test_unknown_rule_is_not_found(rig: Rig) -> None:
@@ -186,7 +193,7 @@ def test_a_schedule_that_cannot_be_made_leaves_no_rule_behind(
     schedules.fail_next = True
     with pytest.raises(RuntimeError):
         make_rule(rig, "nightly", trigger=NIGHTLY)
-    assert rig.svc.rules.list_rules(READER, SPACE) == []
+    assert rig.svc.rules.list_rules(READER, SPACE).rules == []
     make_rule(rig, "nightly", trigger=NIGHTLY)
 
 
@@ -484,3 +491,11 @@ def test_a_claims_payload_reads_the_trigger_off_any_copy_of_the_job(
     bundle = rig.svc.payloads.claimed_payload(won.lease)
     assert bundle is not None and bundle["trigger"]["data"] == {"sha": "abc"}
     assert reads == ([False] if copy_visible else [False, True])
+
+
+def test_a_spaces_rules_page_by_limit_and_by_weight(rig: Rig) -> None:
+    rig.svc.spaces.create_space(ADMIN, "OTHER", "Other", None)
+    rig.svc.pools.create_pool(
+        ADMIN, Pool(name="others", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
+    )
+    check_rule_pages(rig.svc, ADMIN, {SPACE: POOL, "OTHER": "others"}, SPACE, "OTHER")

@@ -441,6 +441,10 @@ def rule_name_key(space: str, name: str) -> dict[str, str]:
     return {PK: f"SPACE#{space}", SK: f"{RULE_NAME_PREFIX}{name}"}
 
 
+# A rule list's cursor: the space it lists, then the last rule name it showed.
+RULE_CURSOR_SHAPE = re.compile(r"[^/]{1,64}/[A-Za-z0-9][A-Za-z0-9._ -]{0,63}")
+
+
 # Enabled inbound rules by (topic, required recipient), across spaces: an email is matched
 # by reading one partition per recipient plus the topic's "any recipient" partition, and an
 # event of one space by the same partitions narrowed to the space's sort-key prefix.

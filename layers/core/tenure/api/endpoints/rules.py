@@ -26,7 +26,7 @@ from tenure.domain import errors
 from tenure.domain.model import Task
 from tenure.domain.rules.addresses import Address
 from tenure.domain.rules.occasions import MAX_CATCHUP_WINDOW_SECONDS
-from tenure.domain.rules.rule import Rule
+from tenure.domain.rules.rule import MAX_RULES_PER_SPACE, Rule
 
 Topic = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")]
 EventId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -128,8 +128,9 @@ class RuleAnswer(TypedDict):
 @models.answer
 class RuleList(TypedDict):
     rules: list[RuleOut]
-    # always null: a space has at most MAX_RULES_PER_SPACE rules
-    next_cursor: NotRequired[Annotated[None, Field(default=None)]]
+    # null unless the page was cut: by `limit`, or before its rules weighed past what one
+    # answer carries
+    next_cursor: str | None
 
 
 @models.answer
@@ -205,13 +206,18 @@ def create_rule(body: Annotated[RuleCreate, Body()]) -> Response[Any]:
     return json_answer(RuleAnswer(rule=rule_view(rule)), 201)
 
 
-@op("GET", f"{BASE}/rules", 200, RuleList)
-def list_rules(space: Annotated[str | None, Query(max_length=64)] = None) -> Response[Any]:
+@op("GET", f"{BASE}/rules", 200, RuleList, 422)
+def list_rules(
+    space: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_RULES_PER_SPACE)] = MAX_RULES_PER_SPACE,
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+) -> Response[Any]:
     caller = actor()
     if not space:
         raise errors.MissingScope("space is required: list the rules of one space")
-    rules = [rule_view(x) for x in svc().rules.list_rules(caller, space)]
-    return json_answer(RuleList(rules=rules, next_cursor=None))
+    page = svc().rules.list_rules(caller, space, limit, cursor)
+    rules = [rule_view(x) for x in page.rules]
+    return json_answer(RuleList(rules=rules, next_cursor=page.next_cursor))
 
 
 @op("GET", f"{BASE}/rules/<rule_id>", 200, RuleAnswer, 404)

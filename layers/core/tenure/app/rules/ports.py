@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # the store's ports name the rules; what serves no rule never loads them
     from tenure.domain.rules.addresses import Address
     from tenure.domain.rules.rule import Rule
+
+
+class RulePage(NamedTuple):
+    rules: list[Rule]  # by name
+    next_cursor: str | None  # null on the last page
 
 
 class RuleStore(Protocol):
@@ -16,8 +21,14 @@ class RuleStore(Protocol):
 
     def get_rule(self, rule_id: str) -> Rule | None: ...
 
-    def list_rules(self, space: str, limit: int) -> list[Rule]:
-        """The space's rules by name (one Query on the space's partition, at most `limit`)."""
+    def list_rules(self, space: str, limit: int, cursor: str | None = None) -> RulePage:
+        """One page of the space's rules by name, from `cursor` (one Query on the space's
+        partition, at most `limit` rules, fewer when more would weigh past what one answer
+        carries: `within_answer`). A cursor of another space's list is refused as forged."""
+        ...
+
+    def count_rules(self, space: str, limit: int) -> int:
+        """How many rules the space has, counted up to `limit` (its name rows alone read)."""
         ...
 
     def replace_rule(self, old: Rule, new: Rule) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tenure.app.kernel import MAX_WRITE_TRIES, RETRY_AFTER_SECONDS
 from tenure.app.rows import SpaceRows
-from tenure.app.rules.ports import RuleStore, Schedules
+from tenure.app.rules.ports import RulePage, RuleStore, Schedules
 from tenure.domain import authz, fencing
 from tenure.domain.errors import (
     Conflict,
@@ -117,7 +117,7 @@ class Rules:
         )
         self._check_targets(rule)
         self._check_fires(rule)
-        if len(self.rule_store.list_rules(space, MAX_RULES_PER_SPACE)) >= MAX_RULES_PER_SPACE:
+        if self.rule_store.count_rules(space, MAX_RULES_PER_SPACE) >= MAX_RULES_PER_SPACE:
             raise ValidationFailed(f"space: {space!r} already has {MAX_RULES_PER_SPACE} rules")
         self.rule_store.put_rule(rule)
         if rule.schedule_name is not None:
@@ -129,9 +129,18 @@ class Rules:
                 raise
         return rule
 
-    def list_rules(self, actor: Principal, space: str) -> list[Rule]:
+    def list_rules(
+        self,
+        actor: Principal,
+        space: str,
+        limit: int = MAX_RULES_PER_SPACE,
+        cursor: str | None = None,
+    ) -> RulePage:
+        """One page of the space's rules by name: every one, unless `limit` asks for fewer or
+        they weigh past what one answer carries (then `next_cursor` goes on)."""
         authz.require_operator(actor, "read", space)
-        return self.rule_store.list_rules(space, MAX_RULES_PER_SPACE)
+        limit = max(1, min(limit, MAX_RULES_PER_SPACE))
+        return self.rule_store.list_rules(space, limit, cursor)
 
     def get_rule(self, actor: Principal, rule_id: str) -> Rule:
         authz.require_role(actor, "read")

@@ -3,9 +3,11 @@ make a firing idempotent."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +26,10 @@ EMAIL_TOPIC = "email.received"
 MAX_RULES_PER_SPACE = 200
 # An inbound event mints at most this many leases (one per matching rule).
 MAX_RULES_PER_EVENT = 100
+# A page of rules ends before its rules, as JSON, weigh more than this: a Lambda answer carries
+# 6 MB, and one rule's row (at most 400 KB) weighs up to about 2.4 MB once each control
+# character in it is written as `\u00XX`.
+MAX_RULE_PAGE_BYTES = 4 * 1024 * 1024
 
 TOPIC = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$")
 RULE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,63}$")
@@ -362,3 +368,18 @@ def approval_task_id(job_id: str) -> str:
     delivered. Its own prefix keeps it from ever naming a task's implied first job."""
     digest = hashlib.sha256(f"approval\x00{job_id}".encode()).hexdigest()[:32]
     return f"task_a{digest}"
+
+
+def within_answer(rules: Sequence[Rule], budget: int = MAX_RULE_PAGE_BYTES) -> list[Rule]:
+    """The first of `rules` whose JSON together stays within `budget` (the first one always:
+    a page is never empty while rules remain). The weight is the rule's fields as JSON with
+    every non-ASCII character escaped, more than any answer writes them."""
+    kept: list[Rule] = []
+    total = 0
+    for rule in rules:
+        weight = len(json.dumps(dataclasses.asdict(rule), default=str))
+        if kept and total + weight > budget:
+            break
+        kept.append(rule)
+        total += weight
+    return kept

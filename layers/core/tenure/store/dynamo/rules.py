@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tenure.app.rules.ports import RulePage
 from tenure.domain.errors import AlreadyExists, Conflict, NotFound
 from tenure.domain.rules.addresses import Address
-from tenure.domain.rules.rule import Rule
-from tenure.store import codec, conditions, expressions, keys
+from tenure.domain.rules.rule import Rule, within_answer
+from tenure.store import codec, conditions, cursors, expressions, keys
 from tenure.store.table import Table
 
 
@@ -61,16 +62,36 @@ class DynamoRules:
         row = self.table.get(keys.rule_key(rule_id))
         return rule_from(row) if row else None
 
-    def list_rules(self, space: str, limit: int) -> list[Rule]:
-        out = self.table.query(
-            KeyConditionExpression=expressions.WITH_PREFIX,
-            ExpressionAttributeValues=codec.values(
+    def list_rules(self, space: str, limit: int, cursor: str | None = None) -> RulePage:
+        request = self._names(space)
+        # One more than the page: a next page is promised only when it holds a rule.
+        request["Limit"] = limit + 1
+        if cursor:
+            after = cursors.decode_in(cursor, "rules", keys.RULE_CURSOR_SHAPE, space)
+            request["ExclusiveStartKey"] = codec.dump(keys.rule_name_key(space, after))
+        out = self.table.query(**request)
+        rows = out.get("Items", [])
+        ids = [str(codec.load(row)["rule_id"]) for row in rows[:limit]]
+        found = [rule_from(row) for row in self.table.in_order([keys.rule_key(i) for i in ids])]
+        rules = within_answer(found)
+        more = len(rules) < len(found) or len(rows) > limit
+        return RulePage(rules, cursors.encode_in("rules", space, rules[-1].name) if more else None)
+
+    def count_rules(self, space: str, limit: int) -> int:
+        request = self._names(space)
+        # Consistent: a rule made an instant ago counts against the cap.
+        out = self.table.query(**request, Select="COUNT", Limit=limit, ConsistentRead=True)
+        return int(out.get("Count", 0))
+
+    @staticmethod
+    def _names(space: str) -> dict[str, Any]:
+        """The Query of a space's rule name rows, by name."""
+        return {
+            "KeyConditionExpression": expressions.WITH_PREFIX,
+            "ExpressionAttributeValues": codec.values(
                 pk=keys.rule_name_key(space, "")[keys.PK], prefix=keys.RULE_NAME_PREFIX
             ),
-            Limit=limit,
-        )
-        ids = [str(codec.load(row)["rule_id"]) for row in out.get("Items", [])]
-        return [rule_from(row) for row in self.table.in_order([keys.rule_key(i) for i in ids])]
+        }
 
     def replace_rule(self, old: Rule, new: Rule) -> None:
         ops: list[dict[str, Any]] = [
