@@ -15,9 +15,11 @@ from typing import Any, TypeVar
 import pytest
 from tenure.app.rows import Rows
 from tenure.app.tenure import Tenure, compose
-from tenure.domain.errors import AlreadyExists, Conflict
+from tenure.domain.errors import AlreadyExists, Conflict, ValidationFailed
 from tenure.domain.model import Pool, Principal
+from tenure.domain.rules.rule import MAX_RULES_PER_SPACE
 from tenure.domain.states import PoolKind
+from tenure.store import codec, keys
 from tenure.store.dynamo import OneTable
 from tenure.triggers.inbound.service import InboundEmail
 from tenure.wiring import RandomIds, SystemClock
@@ -314,3 +316,49 @@ def test_an_event_ids_record_expires_and_a_record_past_its_time_is_written_anew(
 def test_a_spaces_rules_page_by_limit_and_by_weight_on_dynamodb_local(rig: Rig) -> None:
     svc = _world(rig)
     check_rule_pages(svc, ADMIN, {"OPS": "ops", "SALES": "sales"}, "OPS", "SALES")
+
+
+def test_creates_from_8_threads_at_once_never_pass_the_spaces_cap(rig: Rig) -> None:
+    """Each create counts the space's rules before it writes: without a count moved in its
+    own transaction, 8 creates at 196 rules each read 196 and all 8 land (204 rules)."""
+    svc = _world(rig)
+    subject, trigger = {"kind": "space"}, {"topic": "cap.test"}
+    for n in range(MAX_RULES_PER_SPACE - 4):
+        svc.rules.create_rule(ADMIN, "OPS", f"r{n:03}", "ops", subject, trigger)
+    answers = _race(
+        rig,
+        lambda s: s.rules.create_rule(
+            ADMIN, "OPS", f"raced-{threading.get_ident()}", "ops", subject, trigger
+        ),
+    )
+    refused = [a for a in answers if isinstance(a, Exception)]
+    assert len(refused) == THREADS - 4, answers
+    assert all(isinstance(a, ValidationFailed) and "200 rules" in str(a) for a in refused)
+    assert isinstance(rig.store, OneTable)
+    assert rig.store.count_rules("OPS", 1000) == MAX_RULES_PER_SPACE
+    assert _count_row(rig) == MAX_RULES_PER_SPACE
+
+
+def _count_row(rig: Rig, space: str = "OPS") -> int | None:
+    assert isinstance(rig.store, OneTable)
+    row = rig.store.rows.get(keys.rule_count_key(space))
+    return None if row is None else int(row["rule_count"])
+
+
+def test_a_space_whose_rules_predate_the_count_starts_it_from_what_it_reads(rig: Rig) -> None:
+    """Rules an earlier release made have no count row: a delete then leaves the count alone
+    (there is none to move), and the next create starts it from the rules it counts."""
+    svc = _world(rig)
+    subject, trigger = {"kind": "space"}, {"topic": "cap.test"}
+    made = [svc.rules.create_rule(ADMIN, "OPS", f"r{n}", "ops", subject, trigger) for n in range(5)]
+    assert isinstance(rig.store, OneTable)
+    assert _count_row(rig) == 5
+    rig.store.client.delete_item(
+        TableName=rig.store.table, Key=codec.dump(keys.rule_count_key("OPS"))
+    )
+    svc.rules.delete_rule(ADMIN, made[0].id)
+    assert _count_row(rig) is None
+    svc.rules.create_rule(ADMIN, "OPS", "after", "ops", subject, trigger)
+    assert _count_row(rig) == 5
+    svc.rules.delete_rule(ADMIN, made[1].id)
+    assert _count_row(rig) == 4 == rig.store.count_rules("OPS", 1000)

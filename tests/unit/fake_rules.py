@@ -24,6 +24,8 @@ class _RuleTables:
     addresses: dict[str, Address] = field(default_factory=dict)
     # (rule id, hour) → [firings counted, first refusal recorded]
     hours: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    # space → its rules as counted by creates and deletes (absent: not counted yet)
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 def _index_keys(rule: Rule) -> list[tuple[str, str | None]]:
@@ -40,12 +42,16 @@ class FakeRules:
             tables = self.__dict__["_rule_tables"] = _RuleTables()
         return tables
 
-    def put_rule(self, rule: Rule) -> None:
+    def put_rule(self, rule: Rule, counted: int, cap: int) -> None:
         t = self.rule_tables
         if (rule.space, rule.name) in t.names or rule.id in t.rules:
             raise AlreadyExists(f"a rule named {rule.name!r} already exists in {rule.space!r}")
+        kept = t.counts.get(rule.space)
+        if kept is not None and kept >= cap:
+            raise Conflict("a conditional write lost", over_cap=True)
         t.rules[rule.id] = copy.deepcopy(rule)
         t.names[(rule.space, rule.name)] = rule.id
+        t.counts[rule.space] = (counted if kept is None else kept) + 1
 
     def get_rule(self, rule_id: str) -> Rule | None:
         rule = self.rule_tables.rules.get(rule_id)
@@ -84,6 +90,8 @@ class FakeRules:
             raise Conflict("rule moved on")
         del t.rules[rule.id]
         t.names.pop((rule.space, rule.name), None)
+        if rule.space in t.counts:
+            t.counts[rule.space] -= 1
 
     def inbound_rules(
         self, topic: str, recipients: list[str], space: str | None, limit: int

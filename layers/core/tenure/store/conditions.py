@@ -105,6 +105,11 @@ SPACE_NAMES = {"#space": "space"}
 BELOW_HOURLY_CAP = "attribute_not_exists(firings) OR firings < :cap"
 # The first refusal of the hour marks the row, so `rule.rate_limited` is recorded once.
 NOT_YET_LIMITED = "attribute_not_exists(limited_at)"
+# A space's rule count grows only below the cap (creates at once cannot pass it together)...
+RULES_BELOW_CAP = "attribute_not_exists(rule_count) OR rule_count < :cap"
+# ...and shrinks only where it is kept: a space whose rules were made before the count row
+# existed has none until its next create starts it.
+RULES_COUNTED = "attribute_exists(rule_count)"
 # A rule row is replaced only from the version the writer read (no lost PATCH).
 RULE_VERSION_IS = "version = :expect_version"
 # A firing notes itself on a rule that still exists (a deleted rule is not brought back).

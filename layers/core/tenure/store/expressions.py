@@ -146,3 +146,10 @@ SET_STATUS = "SET #status = :status"
 # A lease entered in the ended index (its partition key set), or taken out of it.
 INDEX_ENDED = f"SET {ENDED_PK} = :p"
 UNINDEX_ENDED = f"REMOVE {ENDED_PK}"
+
+# ---------------------------------------------------------------- a space's rule count
+
+# One more rule; the first create after the count row was introduced starts it from the rules
+# the creator counted by reading (:counted).
+COUNT_RULE = "SET rule_count = if_not_exists(rule_count, :counted) + :one, entity = :entity"
+UNCOUNT_RULE = "SET rule_count = rule_count - :one"

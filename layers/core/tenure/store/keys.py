@@ -441,6 +441,12 @@ def rule_name_key(space: str, name: str) -> dict[str, str]:
     return {PK: f"SPACE#{space}", SK: f"{RULE_NAME_PREFIX}{name}"}
 
 
+def rule_count_key(space: str) -> dict[str, str]:
+    """How many rules a space has: moved in the transaction that makes or deletes one, so
+    creates at once cannot pass the space's cap together."""
+    return {PK: f"SPACE#{space}", SK: "RULECOUNT"}
+
+
 # A rule list's cursor: the space it lists, then the last rule name it showed.
 RULE_CURSOR_SHAPE = re.compile(r"[^/]{1,64}/[A-Za-z0-9][A-Za-z0-9._ -]{0,63}")
 

@@ -15,8 +15,11 @@ class RulePage(NamedTuple):
 
 
 class RuleStore(Protocol):
-    def put_rule(self, rule: Rule) -> None:
-        """Create the rule; AlreadyExists when its name is taken in its space."""
+    def put_rule(self, rule: Rule, counted: int, cap: int) -> None:
+        """Create the rule and count it in its space; AlreadyExists when its name is taken
+        there, Conflict with `details["over_cap"]` when the space already counts `cap` rules.
+        `counted`: the space's rules as `count_rules` read them, where the count starts when
+        the space has none kept yet."""
         ...
 
     def get_rule(self, rule_id: str) -> Rule | None: ...
@@ -37,7 +40,8 @@ class RuleStore(Protocol):
         ...
 
     def delete_rule(self, rule: Rule) -> None:
-        """Delete the rule with its name and index rows (Conflict unless still at its version)."""
+        """Delete the rule with its name and index rows, and uncount it (Conflict unless
+        still at its version)."""
         ...
 
     def inbound_rules(

@@ -117,9 +117,16 @@ class Rules:
         )
         self._check_targets(rule)
         self._check_fires(rule)
-        if self.rule_store.count_rules(space, MAX_RULES_PER_SPACE) >= MAX_RULES_PER_SPACE:
-            raise ValidationFailed(f"space: {space!r} already has {MAX_RULES_PER_SPACE} rules")
-        self.rule_store.put_rule(rule)
+        full = ValidationFailed(f"space: {space!r} already has {MAX_RULES_PER_SPACE} rules")
+        counted = self.rule_store.count_rules(space, MAX_RULES_PER_SPACE)
+        if counted >= MAX_RULES_PER_SPACE:
+            raise full
+        try:
+            self.rule_store.put_rule(rule, counted, MAX_RULES_PER_SPACE)
+        except Conflict as lost:
+            if lost.details.get("over_cap"):
+                raise full from lost
+            raise
         if rule.schedule_name is not None:
             try:
                 self._sync_schedule(rule)

@@ -43,17 +43,30 @@ class DynamoRules:
     def __init__(self, table: Table) -> None:
         self.table = table
 
-    def put_rule(self, rule: Rule) -> None:
+    def put_rule(self, rule: Rule, counted: int, cap: int) -> None:
         ops = [
             self.table.put_op({**keys.rule_key(rule.id), **rule_item(rule)}, conditions.IS_NEW),
             self.table.put_op(
                 {**keys.rule_name_key(rule.space, rule.name), "rule_id": rule.id}, conditions.IS_NEW
             ),
             *(self._index_put(key, rule) for key in index_keys(rule)),
+            self._count(
+                rule.space,
+                expressions.COUNT_RULE,
+                conditions.RULES_BELOW_CAP,
+                counted=counted,
+                cap=cap,
+                entity="rule_count",
+            ),
         ]
         try:
             self.table.transact(ops)
         except Conflict as lost:
+            # The last op is the count: only it lost means the space is full.
+            reasons = lost.details.get("reasons") or []
+            if reasons and reasons[-1] == "ConditionalCheckFailed" and reasons[1] != reasons[-1]:
+                lost.details["over_cap"] = True
+                raise
             raise AlreadyExists(
                 f"a rule named {rule.name!r} already exists in space {rule.space!r}"
             ) from lost
@@ -138,7 +151,28 @@ class DynamoRules:
             self._name_delete(rule),
             *(self._plain_delete(key) for key in index_keys(rule)),
         ]
-        self.table.transact(ops)
+        uncount = self._count(rule.space, expressions.UNCOUNT_RULE, conditions.RULES_COUNTED)
+        try:
+            self.table.transact([*ops, uncount])
+        except Conflict as lost:
+            reasons = lost.details.get("reasons") or []
+            if not reasons or reasons[-1] != "ConditionalCheckFailed" or reasons[0] == reasons[-1]:
+                raise
+            # No count row yet (rules made before it existed): the next create starts it from
+            # the rules it reads, this one gone.
+            self.table.transact(ops)
+
+    def _count(self, space: str, update: str, condition: str, **values: Any) -> dict[str, Any]:
+        """The transaction item that moves the space's rule count by one."""
+        return {
+            "Update": {
+                "TableName": self.table.name,
+                "Key": codec.dump(keys.rule_count_key(space)),
+                "UpdateExpression": update,
+                "ConditionExpression": condition,
+                "ExpressionAttributeValues": codec.values(one=1, **values),
+            }
+        }
 
     def inbound_rules(
         self, topic: str, recipients: list[str], space: str | None, limit: int
