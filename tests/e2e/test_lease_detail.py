@@ -219,6 +219,27 @@ def test_a_large_attachment_redirects_to_a_presigned_get(world: World) -> None:
     assert fetched.status_code == 200 and fetched.content == data
 
 
+def test_a_large_page_is_redirected_to_as_bytes_a_browser_will_not_run(world: World) -> None:
+    """Over 1 MiB, a download is a redirect to the bucket, which serves the type the
+    redirect names: a page or an image with script in it is named opaque bytes there too, as
+    the API serves it inline, and always as an attachment."""
+    held, _ = _held(world)
+    data = b"<html><script>alert(1)</script>" + b" " * (1536 * 1024) + b"</html>"
+    r = held.lease.post(
+        f"/leases/{held.id}/attachments",
+        json={"filename": "page.html", "content_type": "text/html", "byte_size": len(data)},
+    )
+    upload = r.json()["upload"]
+    put = httpx.put(upload["url"], content=data, headers=upload["headers"], timeout=60)
+    assert put.status_code == 200, put.text
+    got = world.admin.get(f"/leases/{held.id}/attachments/{r.json()['attachment']['id']}")
+    assert got.status_code == 302, got.text
+    fetched = httpx.get(got.headers["location"], timeout=60)
+    assert fetched.status_code == 200 and fetched.content == data
+    assert fetched.headers["content-type"] == "application/octet-stream"
+    assert fetched.headers["content-disposition"].startswith("attachment;")
+
+
 def test_a_presigned_url_opens_its_one_object_and_no_engine(
     world: World, local_stack: LocalStack
 ) -> None:

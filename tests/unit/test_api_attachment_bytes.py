@@ -84,3 +84,18 @@ def _fetch(monkeypatch: pytest.MonkeyPatch, data: bytes, content_type: str) -> d
     event = to_event("GET", path, head, b"")
     event["requestContext"]["authorizer"] = {"lambda": authorize(event)["context"]}
     return dict(api.handle(event, None))
+
+
+@pytest.mark.parametrize("content_type", ["text/plaïn", "téxt/plain", "text/plain; q=é"])
+def test_a_content_type_no_http_header_can_carry_is_refused(
+    monkeypatch: pytest.MonkeyPatch, content_type: str
+) -> None:
+    """A content type is served back as a header, and a header carries ASCII alone: a type of
+    other letters is refused when the attachment is made, naming the field."""
+    rig = Rig()
+    monkeypatch.setattr(wiring, "service", lambda: rig.svc)
+    s = scene(rig)
+    body = {"filename": "a.txt", "content_type": content_type, "content_base64": "YQ=="}
+    got = s.send("POST", f"/leases/{s.ids['mine']}/attachments", "lease", body)
+    assert got.status == 422 and got.code == "validation_failed", got
+    assert "content_type" in str(got.body), got

@@ -13,6 +13,7 @@ from tenure.api import models, views
 from tenure.api import worker_logic as logic
 from tenure.api.routes import BASE
 from tenure.api.surface import actor, core, json_answer, op, served
+from tenure.app.artifacts.attachments import served_type
 
 Cursor = Annotated[str | None, Query(max_length=4096)]
 
@@ -81,7 +82,7 @@ def fetch_attachment(lease_id: str, attachment_id: str) -> Response[Any]:
     disposition = f'attachment; filename="{_ascii(got.attachment.filename)}"'
     return Response(
         status_code=200,
-        content_type=_served_as(got.attachment.content_type),
+        content_type=served_type(got.attachment.content_type),
         body=got.data or b"",
         headers={
             "Content-Disposition": disposition,
@@ -91,21 +92,6 @@ def fetch_attachment(lease_id: str, attachment_id: str) -> Response[Any]:
             "Content-Security-Policy": "sandbox; default-src 'none'",
         },
     )
-
-
-# Types a browser renders as a document that may run script: served as opaque bytes instead.
-ACTIVE_TYPES = {
-    "text/html",
-    "image/svg+xml",
-    "application/xhtml+xml",
-    "text/xml",
-    "application/xml",
-}
-
-
-def _served_as(content_type: str) -> str:
-    media = content_type.split(";", 1)[0].strip().lower()
-    return "application/octet-stream" if media in ACTIVE_TYPES else content_type
 
 
 def _ascii(name: str) -> str:

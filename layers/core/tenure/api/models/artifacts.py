@@ -75,10 +75,12 @@ class AttachmentCreate(Strict):
     filename: Annotated[
         str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f/\\]+$")
     ]
+    # ASCII alone (it is served back as a header): `\w` would take every alphabet's letters.
     content_type: Annotated[
         str,
         StringConstraints(
-            max_length=255, pattern=r"^[A-Za-z0-9][\w.+-]*/[\w.+-]+(;[ \w.+=\"-]*)*$"
+            max_length=255,
+            pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]*/[A-Za-z0-9_.+-]+(;[ A-Za-z0-9_.+=\"-]*)*$",
         ),
     ]
     kind: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,31}$")] = "file"

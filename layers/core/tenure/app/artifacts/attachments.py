@@ -35,6 +35,13 @@ SERVE_INLINE_BYTES = 1024 * 1024
 # (S3 checks the signature when a PUT starts; a slow one may finish after the expiry).
 ABANDON_AFTER_MS = (UPLOAD_EXPIRES_S + 3600) * 1000
 
+# Types a browser renders as a document that may run script: served as opaque bytes instead,
+# inline on the API's origin and named so in a redirect to the bucket alike.
+ACTIVE_TYPES = frozenset(
+    {"text/html", "image/svg+xml", "application/xhtml+xml", "text/xml", "application/xml"}
+)
+OPAQUE = "application/octet-stream"
+
 PENDING, STORED, REJECTED, ABANDONED = "pending", "stored", "rejected", "abandoned"
 # An inbound email's attachments are stored once per message and shared by every lease its
 # rules minted; they list among each of those leases' attachments (kind "email"), and only
@@ -62,6 +69,15 @@ class Upload:
     url: str
     method: str
     headers: dict[str, str]
+
+
+def served_type(content_type: str) -> str:
+    """The type an attachment is served as: as stored, unless a browser would run it (a page,
+    an SVG image) or a header cannot carry it (what an earlier release took in other than
+    printable ASCII): then opaque bytes."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    printable = content_type.isascii() and content_type.isprintable()
+    return OPAQUE if media in ACTIVE_TYPES or not printable else content_type
 
 
 @record
@@ -192,7 +208,10 @@ class Attachments:
                 )
             return Download(attachment, data=data)
         url = blobs.presign_get(
-            attachment.key, attachment.filename, attachment.content_type, DOWNLOAD_EXPIRES_S
+            attachment.key,
+            attachment.filename,
+            served_type(attachment.content_type),
+            DOWNLOAD_EXPIRES_S,
         )
         return Download(attachment, url=url)
 
