@@ -158,3 +158,17 @@ def test_functions_log_json_without_lambdas_own_lines_and_trace_only_when_asked(
     glob = template["Globals"]["Function"]
     assert glob["Tracing"] == {"Ref": "Tracing"}
     assert glob["Environment"]["Variables"]["POWERTOOLS_LOG_LEVEL"] == "INFO"
+
+
+def test_the_local_door_answers_preflights_by_the_buckets_cors_rule(
+    template: dict[str, Any],
+) -> None:
+    """The local stack's engine door answers CORS preflights itself (moto would run them as
+    calls): it must grant what the attachments bucket's rule grants, and no more."""
+    from tenure_cli.local.engine_key import CORS_MAX_AGE, CORS_METHODS
+
+    bucket = template["Resources"]["AttachmentsBucket"]["Properties"]
+    (rule,) = bucket["CorsConfiguration"]["CorsRules"]
+    assert tuple(rule["AllowedMethods"]) == CORS_METHODS
+    assert rule["AllowedOrigins"] == ["*"] and str(rule["MaxAge"]) == CORS_MAX_AGE
+    assert "AllowedHeaders" not in rule

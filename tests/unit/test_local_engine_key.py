@@ -6,14 +6,19 @@ them. Every other call is a 403 in the shape its client parses, and never reache
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import httpx
 import pytest
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 from tenure_cli.local.engine_key import EngineKey, KeyedApp
 from tenure_cli.local.engines import MotoServer
@@ -170,9 +175,10 @@ def _door(environ: dict[str, Any]) -> tuple[str, dict[str, str], bytes]:
     return seen["status"], seen["headers"], body
 
 
-def test_a_preflight_is_let_through_and_a_bare_options_is_not() -> None:
-    preflight = {"REQUEST_METHOD": "OPTIONS", "HTTP_ACCESS_CONTROL_REQUEST_METHOD": "PUT"}
-    assert _door(preflight)[0] == "200 OK"
+def test_a_preflight_never_reaches_the_app_and_a_bare_options_is_refused() -> None:
+    preflight = {"REQUEST_METHOD": "OPTIONS", "HTTP_ACCESS_CONTROL_REQUEST_METHOD": "GET"}
+    status, headers, body = _door(preflight)
+    assert status == "200 OK" and body == b""
     status, headers, body = _door({"REQUEST_METHOD": "OPTIONS"})
     assert status == "403 Forbidden" and body != b"served"
     assert b"InvalidAccessKeyId" in body and headers["Content-Type"] == "application/xml"
@@ -195,3 +201,106 @@ def test_keys_are_new_each_time_kept_whole_and_never_shown() -> None:
     for broken in ({**torn, "secret": "short"}, {**torn, "url_key_id": KEY.access_key_id}, {}):
         assert EngineKey.loads(json.dumps(broken)) is None
     assert EngineKey.loads(KEY.access_key_id) is None  # an earlier release's bare id
+
+
+# ----------------------------------------------------------- what the door must not pass on
+
+
+def _preflight(server: MotoServer, path: str, **headers: str) -> httpx.Response:
+    sent = {"Access-Control-Request-Method": "GET", "Origin": "http://elsewhere", **headers}
+    return httpx.request("OPTIONS", f"{server.endpoint}{path}", headers=sent)
+
+
+def test_a_preflight_is_answered_by_the_door_and_never_runs_in_moto(server: MotoServer) -> None:
+    """moto serves OPTIONS like any method: a preflight handed to it ran its admin routes
+    (a dump of every object and log line, the recorder of the stack's own signed calls) and,
+    named by an unchecked header, Logs and SQS actions. The door answers a preflight itself,
+    as the attachments bucket's CORS rule does: GET from any origin."""
+    for path in ("/moto-api/data.json", "/moto-api/recorder/start-recording", "/"):
+        answer = _preflight(server, path)
+        assert answer.status_code == 200 and answer.content == b"", path
+        assert answer.headers["access-control-allow-origin"] == "*"
+        assert answer.headers["access-control-allow-methods"] == "GET"
+    forged = {
+        "X-Amz-Target": "Logs_20140328.CreateLogGroup",
+        "Content-Type": "application/x-amz-json-1.1",
+        "Authorization": "AWS4-HMAC-SHA256 Credential=x/20260101/us-east-1/logs/aws4_request",
+        "Access-Control-Request-Method": "GET",
+    }
+    logs = httpx.request(
+        "OPTIONS", f"{server.endpoint}/", headers=forged, content=b'{"logGroupName": "attacker"}'
+    )
+    assert logs.status_code == 200 and logs.content == b""
+    groups = client(server, "logs", KEY.access_key_id).describe_log_groups()["logGroups"]
+    assert "attacker" not in [g["logGroupName"] for g in groups]
+    for asked in (
+        {"Access-Control-Request-Method": "PUT"},
+        {"Access-Control-Request-Headers": "x"},
+    ):
+        assert _preflight(server, f"/{BUCKET}/a", **asked).status_code == 403, asked
+
+
+def _signed(server: MotoServer, path: str, offset_s: int = 0) -> int:
+    """A GET of `path` signed with the stack's own key (SigV4, as S3), dated `offset_s` from
+    now: the status the door and moto answer."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() + offset_s))
+    request = AWSRequest(method="GET", url=f"{server.endpoint}{path}")
+    request.context["timestamp"] = stamp
+    request.headers["X-Amz-Date"] = stamp
+    request.headers["X-Amz-Content-SHA256"] = "UNSIGNED-PAYLOAD"
+    signer = S3SigV4Auth(Credentials(KEY.access_key_id, KEY.secret), "s3", "us-east-1")
+    canonical = signer.canonical_request(request)
+    signature = signer.signature(signer.string_to_sign(request, canonical), request)
+    names = signer.signed_headers(signer.headers_to_sign(request))
+    scope = f"{KEY.access_key_id}/{stamp[:8]}/us-east-1/s3/aws4_request"
+    request.headers["Authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={scope}, SignedHeaders={names}, Signature={signature}"
+    )
+    return httpx.get(str(request.url), headers=dict(request.headers.items())).status_code
+
+
+def test_moto_admin_routes_are_refused_even_signed(server: MotoServer) -> None:
+    assert _signed(server, f"/{BUCKET}/a") == 200
+    for path in ("/moto-api/data.json", "/moto-api/reset", "/moto-api/recorder/start-recording"):
+        assert _signed(server, path) == 403, path
+
+
+def test_a_presigned_url_carries_no_header_it_did_not_sign(server: MotoServer) -> None:
+    """An x-amz-* header moto acts on (a copy source, a storage class) or an Authorization
+    header moto routes by, sent beside a presigned URL's query, would change what the URL
+    does: refused, as S3 refuses headers present but not signed. So is a chunked body, which
+    would pass the signed length."""
+    signer = s3(server, KEY.url_key_id)
+    url = signer.generate_presigned_url(
+        "put_object", Params={"Bucket": BUCKET, "Key": "up", "ContentLength": 3}, HttpMethod="PUT"
+    )
+    assert httpx.put(url, content=b"abc").status_code == 200
+    copy = {"x-amz-copy-source": f"/{BUCKET}/a", "x-amz-metadata-directive": "REPLACE"}
+    assert httpx.put(url, content=b"abc", headers=copy).status_code == 403
+    routed = {
+        "Authorization": "AWS4-HMAC-SHA256 Credential=x/20260101/us-east-1/monitoring/aws4_request"
+    }
+    assert httpx.put(url, content=b"abc", headers=routed).status_code == 403
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as raw:
+        raw.sendall(
+            f"PUT {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+            "Content-Length: 3\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            "a\r\nabcdefghij\r\n0\r\n\r\n".encode()
+        )
+        status = raw.recv(64).split(b" ")[1]
+    assert status in (b"400", b"403"), status
+    got = s3(server, KEY.access_key_id).get_object(Bucket=BUCKET, Key="up")["Body"].read()
+    assert got == b"abc"
+    assert s3(server, KEY.access_key_id).get_object(Bucket=BUCKET, Key="a")["Body"].read() == (
+        b"payload"
+    )
+
+
+def test_a_signed_call_is_good_for_fifteen_minutes_around_its_date(server: MotoServer) -> None:
+    """As AWS holds a signature to its X-Amz-Date: a call captured and sent again later is
+    refused (nobody else sees the stack's calls on loopback, but nothing rests on that)."""
+    path = f"/{BUCKET}/a"
+    assert [_signed(server, path, offset) for offset in (0, -600, 600)] == [200, 200, 200]
+    assert [_signed(server, path, offset) for offset in (-1200, 1200)] == [403, 403]

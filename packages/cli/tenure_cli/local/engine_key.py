@@ -16,6 +16,13 @@ keeps three values in `<data-dir>/engine-key` (owner-only):
 in the `Authorization` header or in a presigned URL's query, is one of the two ids' under the
 secret, recomputed here over the request as it arrived. A presigned URL is then good for the one
 object and method it was signed for, until it expires; an id read from it opens nothing else.
+
+moto serves whatever reaches it, so nothing else may: not a CORS preflight (moto runs OPTIONS
+like any method, its admin routes and, named by a header nobody checked, Logs and SQS actions
+included: the door answers preflights itself), not moto's own admin routes (a dump of every
+object and log line, a reset, a recorder of the stack's signed calls), not a header beside a
+signature that the signature does not cover (moto copies an object named by an unsigned
+`x-amz-copy-source`, and routes by an `Authorization` header beside a presigned query).
 """
 
 from __future__ import annotations
@@ -43,6 +50,14 @@ SECRET_SHAPE = re.compile(r"[0-9a-f]{64}")
 # but S3, whose calls name theirs): moto's services take nothing near this size.
 MAX_HASHED_BODY = 16 * 1024 * 1024
 AMZ_DATE = "%Y%m%dT%H%M%SZ"
+# How far a header signature's X-Amz-Date may lie from now (AWS allows the same 15 minutes).
+CLOCK_SKEW_SECONDS = 15 * 60
+# moto's own routes: no call of the stack uses them.
+MOTO_ADMIN = "/moto-api"
+# What a preflight may ask for: the attachments bucket's CORS rule in the template (GET from
+# any origin, kept 600 s), which the board's download follows a redirect by.
+CORS_METHODS = ("GET",)
+CORS_MAX_AGE = "600"
 # `AWS4-HMAC-SHA256 Credential=KEY/DATE/REGION/SERVICE/aws4_request, SignedHeaders=a;b,
 # Signature=hex`
 _HEADER = re.compile(
@@ -93,15 +108,22 @@ def signature_of(environ: dict[str, Any], key_ids: Iterable[str], secret: str) -
     """True when the WSGI request `environ` is signed (SigV4, in its header or as a presigned
     URL still in date) by one of `key_ids` under `secret`. A body that must be hashed is read
     and put back for whoever serves the call."""
-    header = _HEADER.fullmatch(environ.get("HTTP_AUTHORIZATION", "").strip())
+    authorization = environ.get("HTTP_AUTHORIZATION")
     query = environ.get("QUERY_STRING", "")
-    if header:
+    if authorization is not None:
+        header = _HEADER.fullmatch(authorization.strip())
+        if header is None:
+            return False
         credential, signed, given = header["credential"], header["signed"], header["signature"]
         stamp = environ.get("HTTP_X_AMZ_DATE", "")
+        if not _near_now(stamp):
+            return False
         presigned = False
     else:
         params = {k: v[0] for k, v in parse_qs(query, keep_blank_values=True).items()}
         if params.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256":
+            return False
+        if "HTTP_TRANSFER_ENCODING" in environ:  # a chunked body would pass a signed length
             return False
         credential = params.get("X-Amz-Credential", "")
         signed = params.get("X-Amz-SignedHeaders", "")
@@ -117,7 +139,10 @@ def signature_of(environ: dict[str, Any], key_ids: Iterable[str], secret: str) -
     key_id, _, region, service, _ = scope
     if key_id not in set(key_ids):
         return False
-    request = _as_signed(environ, signed.split(";"), query, service, presigned)
+    names = signed.split(";")
+    if _unsigned_amz_headers(environ, names):
+        return False
+    request = _as_signed(environ, names, query, service, presigned)
     if request is None:
         return False
     request.context["timestamp"] = stamp
@@ -127,6 +152,22 @@ def signature_of(environ: dict[str, Any], key_ids: Iterable[str], secret: str) -
         signer.string_to_sign(request, signer.canonical_request(request)), request
     )
     return hmac.compare_digest(wanted.encode(), given.encode())
+
+
+def _unsigned_amz_headers(environ: dict[str, Any], signed: list[str]) -> list[str]:
+    """The x-amz-* headers the request carries that its signature does not cover (S3 refuses
+    those too: moto would act on them)."""
+    covered = {name.lower() for name in signed}
+    sent = (key[5:].lower().replace("_", "-") for key in environ if key.startswith("HTTP_"))
+    return [name for name in sent if name.startswith("x-amz-") and name not in covered]
+
+
+def _near_now(stamp: str) -> bool:
+    try:
+        signed_at = calendar.timegm(time.strptime(stamp, AMZ_DATE))
+    except ValueError:
+        return False
+    return abs(time.time() - signed_at) <= CLOCK_SKEW_SECONDS
 
 
 def _in_date(stamp: str, expires: str) -> bool:
@@ -170,8 +211,8 @@ def _as_signed(
 
 class KeyedApp:
     """moto's app, answering only calls signed with the stack's engine key (see the module's
-    docstring). A browser's CORS preflight, which carries no signature and reads nothing, is
-    let through; anything else is a 403 in the shape its client parses, before moto sees it."""
+    docstring). A browser's CORS preflight is answered here; anything else is a 403 in the
+    shape its client parses, before moto sees it."""
 
     def __init__(self, app: Any, key: EngineKey) -> None:
         self.app = app
@@ -179,12 +220,38 @@ class KeyedApp:
         self.secret = key.secret
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        preflight = environ.get("REQUEST_METHOD") == "OPTIONS" and environ.get(
-            "HTTP_ACCESS_CONTROL_REQUEST_METHOD"
-        )
-        if preflight or signature_of(environ, self.key_ids, self.secret):
+        asked = environ.get("HTTP_ACCESS_CONTROL_REQUEST_METHOD")
+        if environ.get("REQUEST_METHOD") == "OPTIONS" and asked:
+            headers = environ.get("HTTP_ACCESS_CONTROL_REQUEST_HEADERS", "").strip()
+            return self._preflight(asked, headers, start_response)
+        path = environ.get("PATH_INFO", "")
+        admin = path == MOTO_ADMIN or path.startswith(MOTO_ADMIN + "/")
+        if not admin and signature_of(environ, self.key_ids, self.secret):
             return self.app(environ, start_response)
         return self._refuse(environ, start_response)
+
+    @staticmethod
+    def _preflight(asked: str, headers: str, start_response: Any) -> list[bytes]:
+        """A CORS preflight, answered here as the attachments bucket's rule would (a method
+        it names, no request headers): it grants nothing alone (the request it precedes is
+        checked like any other)."""
+        if asked.strip().upper() not in CORS_METHODS or headers:
+            message = b"CORS request not allowed: the bucket allows a plain GET alone"
+            start_response(
+                "403 Forbidden",
+                [("Content-Type", "text/plain"), ("Content-Length", str(len(message)))],
+            )
+            return [message]
+        start_response(
+            "200 OK",
+            [
+                ("Access-Control-Allow-Origin", "*"),
+                ("Access-Control-Allow-Methods", ", ".join(CORS_METHODS)),
+                ("Access-Control-Max-Age", CORS_MAX_AGE),
+                ("Content-Length", "0"),
+            ],
+        )
+        return []
 
     @staticmethod
     def _refuse(environ: dict[str, Any], start_response: Any) -> list[bytes]:
