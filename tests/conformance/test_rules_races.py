@@ -362,3 +362,18 @@ def test_a_space_whose_rules_predate_the_count_starts_it_from_what_it_reads(rig:
     assert _count_row(rig) == 5
     svc.rules.delete_rule(ADMIN, made[1].id)
     assert _count_row(rig) == 4 == rig.store.count_rules("OPS", 1000)
+
+
+def test_scheduled_rules_page_from_the_one_after_on_dynamodb_local(rig: Rig) -> None:
+    svc = _world(rig)
+    subject = {"kind": "space"}
+    made = {
+        svc.rules.create_rule(ADMIN, space, f"s{n}", pool, subject, {"schedule": "rate(1 day)"}).id
+        for n in range(3)
+        for space, pool in (("OPS", "ops"), ("SALES", "sales"))
+    }
+    assert isinstance(rig.store, OneTable)
+    first = rig.store.scheduled_rules(4)
+    rest = rig.store.scheduled_rules(4, first[-1])
+    assert len(first) == 4 and len(rest) == 2
+    assert {r.id for r in first + rest} == made and rig.store.scheduled_rules(4, rest[-1]) == []

@@ -109,9 +109,11 @@ class FakeRules:
                     found.append(copy.deepcopy(rule))
         return found
 
-    def scheduled_rules(self, limit: int) -> list[Rule]:
+    def scheduled_rules(self, limit: int, after: Rule | None = None) -> list[Rule]:
         rules = self.rule_tables.rules.values()
         found = sorted((r for r in rules if r.kind == "scheduled"), key=lambda r: (r.space, r.id))
+        if after is not None:
+            found = [r for r in found if (r.space, r.id) > (after.space, after.id)]
         return [copy.deepcopy(r) for r in found[:limit]]
 
     def get_event_record(self, space: str, event_id: str, now_s: int) -> list[str] | None:

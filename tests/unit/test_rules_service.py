@@ -499,3 +499,34 @@ def test_a_spaces_rules_page_by_limit_and_by_weight(rig: Rig) -> None:
         ADMIN, Pool(name="others", space="OTHER", kind=PoolKind.COMMAND, created_at=0)
     )
     check_rule_pages(rig.svc, ADMIN, {SPACE: POOL, "OTHER": "others"}, SPACE, "OTHER")
+
+
+def test_a_resync_and_a_resume_reach_every_scheduled_rule_page_after_page(
+    rig: Rig, schedules: FakeSchedules, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scheduled rules are read a page at a time: a group of more rules than a page holds is
+    re-made and caught up whole (a single read of 1,000 left the rest without a schedule
+    after a restart, and never caught up)."""
+    from tenure.app.rules import rules as rules_module
+
+    monkeypatch.setattr(rules_module, "SCHEDULED_PAGE", 2)
+    reads: list[int] = []
+    real = rig.store.scheduled_rules
+
+    def counted(limit: int, after: Rule | None = None) -> list[Rule]:
+        reads.append(limit)
+        return real(limit, after)
+
+    monkeypatch.setattr(rig.store, "scheduled_rules", counted)
+    made = [
+        make_rule(
+            rig, f"every-{n}", trigger={"schedule": "rate(1 hour)"}, catchup_window_seconds=7200
+        )
+        for n in range(5)
+    ]
+    schedules.held.clear()
+    assert rig.svc.rules.resync_schedules() == 5
+    assert set(schedules.held) == {rule.id for rule in made}
+    assert reads == [2, 2, 2]  # 2 + 2 + 1: the short page is the last
+    rig.advance(3 * 3600 + 60)
+    assert rig.svc.firings.catch_up() == 5

@@ -83,8 +83,6 @@ CAUGHT_UP = "schedule_caught_up"
 # Scheduled rules left out of a resume's catch-up because their stored schedule cannot be
 # computed any more (past today's bounds, or its zone gone from the time zone database).
 UNREADABLE_SCHEDULE_SKIPS = "schedule_unreadable_skips"
-# Scheduled rules one resume looks at (as many as a resync re-makes).
-MAX_CAUGHT_UP_RULES = 1000
 # Emails minted without their attachments, SES not having scanned them clean.
 ATTACHMENTS_WITHHELD = "email_attachments_withheld"
 FAIL = "FAIL"
@@ -241,15 +239,15 @@ class Firings:
         )
         return answer
 
-    def catch_up(self, limit: int = MAX_CAUGHT_UP_RULES) -> int:
+    def catch_up(self) -> int:
         """What a service that was away does when it resumes: each enabled scheduled rule with
         a catch-up window is fired for its latest occasion missed within the window, which
         mints it and the missed ones before it (fire_scheduled: oldest first, each subject to
-        the rule's overlap). One Query for the rules, then per such rule what one invocation
+        the rule's overlap). The rules a page at a time, then per such rule what one invocation
         reads. Answers how many rules had a missed occasion."""
         now = self.kernel.clock.now_ms()
         count = 0
-        for rule in self.rules.rule_store.scheduled_rules(limit):
+        for rule in self.rules.every_scheduled_rule():
             if not rule.enabled or rule.catchup_window <= 0:
                 continue
             try:

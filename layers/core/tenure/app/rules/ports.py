@@ -51,8 +51,9 @@ class RuleStore(Protocol):
         `recipients` as `to`, and those with no `to`; of one space, or of every space (None)."""
         ...
 
-    def scheduled_rules(self, limit: int) -> list[Rule]:
-        """Every scheduled rule, enabled or not, at most `limit` (one Query, no Scan)."""
+    def scheduled_rules(self, limit: int, after: Rule | None = None) -> list[Rule]:
+        """The scheduled rules, enabled or not, in the store's order from the one after
+        `after` (from the first: None), at most `limit` (their index read, no Scan)."""
         ...
 
     def get_event_record(self, space: str, event_id: str, now_s: int) -> list[str] | None:

@@ -5,6 +5,7 @@ app/rules/ports.py); what a rule does when it fires is in Firings (app/rules/fir
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -54,8 +55,11 @@ PATCHABLE = (
 )
 # Settings only a scheduled rule has.
 SCHEDULE_SETTINGS = ("overlap", "catchup_window_seconds")
-# Schedules re-made by one resync (a group holds this many schedules in practice, far fewer).
-MAX_SCHEDULED_RULES = 1000
+# Scheduled rules are read a page at a time by a resync and by a resume's catch-up (one
+# Query of their small index rows, then the rules)...
+SCHEDULED_PAGE = 1000
+# ...and at most this many pages: a million scheduled rules, past what any group holds.
+MAX_SCHEDULED_PAGES = 1000
 
 
 class Rules:
@@ -239,10 +243,21 @@ class Rules:
     def resync_schedules(self) -> int:
         """Put every scheduled rule's schedule as the rule says (create, update or disable):
         what a restarted local stack needs, and a repair after a schedule was lost."""
-        rules = self.rule_store.scheduled_rules(MAX_SCHEDULED_RULES)
-        for rule in rules:
+        count = 0
+        for rule in self.every_scheduled_rule():
             self._sync_schedule(rule)
-        return len(rules)
+            count += 1
+        return count
+
+    def every_scheduled_rule(self) -> Iterator[Rule]:
+        """Every scheduled rule, enabled or not, a page at a time (MAX_SCHEDULED_PAGES)."""
+        after: Rule | None = None
+        for _ in range(MAX_SCHEDULED_PAGES):
+            page = self.rule_store.scheduled_rules(SCHEDULED_PAGE, after)
+            yield from page
+            if len(page) < SCHEDULED_PAGE:
+                return
+            after = page[-1]
 
     def _after_change(self, old: Rule, new: Rule) -> None:
         """Bring the schedule in line with the rule just written; undo the write if it can't."""

@@ -198,13 +198,15 @@ class DynamoRules:
                     ids.append(rule_id)
         return [rule_from(row) for row in self.table.in_order([keys.rule_key(i) for i in ids])]
 
-    def scheduled_rules(self, limit: int) -> list[Rule]:
-        out = self.table.query(
-            KeyConditionExpression=expressions.IN_PARTITION,
-            ExpressionAttributeValues=codec.values(pk=keys.SCHEDULED_RULES_PK),
-            Limit=limit,
-        )
-        ids = [str(codec.load(row)["rule_id"]) for row in out.get("Items", [])]
+    def scheduled_rules(self, limit: int, after: Rule | None = None) -> list[Rule]:
+        request: dict[str, Any] = {
+            "KeyConditionExpression": expressions.IN_PARTITION,
+            "ExpressionAttributeValues": codec.values(pk=keys.SCHEDULED_RULES_PK),
+        }
+        if after is not None:
+            start = keys.scheduled_rule_key(after.space, after.id)
+            request["ExclusiveStartKey"] = codec.dump(start)
+        ids = [str(row["rule_id"]) for row in self.table.query_all(cap=limit, **request)]
         return [rule_from(row) for row in self.table.in_order([keys.rule_key(i) for i in ids])]
 
     def get_event_record(self, space: str, event_id: str, now_s: int) -> list[str] | None:
