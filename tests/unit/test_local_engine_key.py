@@ -304,3 +304,31 @@ def test_a_signed_call_is_good_for_fifteen_minutes_around_its_date(server: MotoS
     path = f"/{BUCKET}/a"
     assert [_signed(server, path, offset) for offset in (0, -600, 600)] == [200, 200, 200]
     assert [_signed(server, path, offset) for offset in (-1200, 1200)] == [403, 403]
+
+
+def _raw_put(server: MotoServer, target: str, body: bytes = b"abc") -> bytes:
+    """The status of a PUT sent with `target` on its request line as is."""
+    host = server.endpoint.split("//")[1]
+    head = f"PUT {target} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        raw.sendall(head.encode() + b"Connection: close\r\n\r\n" + body)
+        return raw.recv(64).split(b" ")[1]
+
+
+def test_the_path_moto_serves_is_the_path_that_was_signed(server: MotoServer) -> None:
+    """A request target that does not start with `/` once passed: the door read its prefix as
+    part of the host and checked the signed path, while moto served the whole target (another
+    bucket, another service, moto's admin app). The target must start with `/`, and the path
+    moto decodes must be the one the signature covers."""
+    s3(server, KEY.access_key_id).create_bucket(Bucket="other")
+    url = s3(server, KEY.url_key_id).generate_presigned_url(
+        "put_object", Params={"Bucket": BUCKET, "Key": "mine", "ContentLength": 3}, HttpMethod="PUT"
+    )
+    parts = urlsplit(url)
+    target = f"{parts.path}?{parts.query}"
+    for prefix in ("other", "Zmonitoring_us-east-1", "%2Fmoto-apiZ", "/other/.."):
+        assert _raw_put(server, prefix + target) == b"403", prefix
+    assert _raw_put(server, f"http://{parts.netloc}{target}") == b"403"
+    listed = s3(server, KEY.access_key_id).list_objects_v2(Bucket="other")
+    assert listed.get("KeyCount", 0) == 0
+    assert _raw_put(server, target) == b"200"

@@ -37,7 +37,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth, SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -193,8 +193,12 @@ def _as_signed(
         headers[name] = value
     if "host" not in headers:
         return None
-    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI") or environ.get("PATH_INFO", "/")
+    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI") or ""
     path = raw.split("?", 1)[0]
+    # The path signed must be the path moto serves: a target not starting with `/` would be
+    # read here as part of the host, while moto routes on all of it.
+    if not path.startswith("/") or unquote(path) != _served_path(environ):
+        return None
     url = f"http://{headers['host']}{path}" + (f"?{query}" if query else "")
     body = b""
     hashed = presigned or service == "s3" or "x-amz-content-sha256" in headers
@@ -207,6 +211,12 @@ def _as_signed(
     return AWSRequest(
         method=environ.get("REQUEST_METHOD", "GET"), url=url, headers=headers, data=body
     )
+
+
+def _served_path(environ: dict[str, Any]) -> str:
+    """The path moto routes on: the server's decoded PATH_INFO, as text (WSGI hands it over
+    as UTF-8 bytes read as latin-1)."""
+    return str(environ.get("PATH_INFO", "")).encode("latin-1").decode("utf-8", "replace")
 
 
 class KeyedApp:
@@ -224,8 +234,8 @@ class KeyedApp:
         if environ.get("REQUEST_METHOD") == "OPTIONS" and asked:
             headers = environ.get("HTTP_ACCESS_CONTROL_REQUEST_HEADERS", "").strip()
             return self._preflight(asked, headers, start_response)
-        path = environ.get("PATH_INFO", "")
-        admin = path == MOTO_ADMIN or path.startswith(MOTO_ADMIN + "/")
+        # As moto's own router tells them: any path that starts with it, whatever follows.
+        admin = _served_path(environ).lower().startswith(MOTO_ADMIN)
         if not admin and signature_of(environ, self.key_ids, self.secret):
             return self.app(environ, start_response)
         return self._refuse(environ, start_response)
