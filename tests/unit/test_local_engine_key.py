@@ -332,3 +332,29 @@ def test_the_path_moto_serves_is_the_path_that_was_signed(server: MotoServer) ->
     listed = s3(server, KEY.access_key_id).list_objects_v2(Bucket="other")
     assert listed.get("KeyCount", 0) == 0
     assert _raw_put(server, target) == b"200"
+
+
+def test_a_presigned_request_carries_no_body_moto_would_read_as_parameters(
+    server: MotoServer,
+) -> None:
+    """moto reads a form body as the request's parameters, in place of the signed query: a
+    download URL's GET with `response-content-type=text/html` in its body was served as a
+    page, and an upload of a form body set the object's type and metadata. A presigned GET,
+    HEAD or DELETE carries no body, and no presigned request a form."""
+    download = s3(server, KEY.url_key_id).generate_presigned_url(
+        "get_object",
+        Params={"Bucket": BUCKET, "Key": "a", "ResponseContentType": "application/octet-stream"},
+    )
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    smuggled = b"response-content-type=text%2Fhtml&response-content-disposition=inline"
+    assert httpx.request("GET", download, content=smuggled, headers=form).status_code == 403
+    assert httpx.request("GET", download, content=b"x").status_code == 403
+    assert httpx.get(download).headers["content-type"] == "application/octet-stream"
+    for kind in ("application/x-www-form-urlencoded", "multipart/form-data; boundary=b"):
+        upload = s3(server, KEY.url_key_id).generate_presigned_url(
+            "put_object",
+            Params={"Bucket": BUCKET, "Key": "form", "ContentType": kind},
+            HttpMethod="PUT",
+        )
+        sent = httpx.put(upload, content=b"x-amz-meta-owner=admin", headers={"Content-Type": kind})
+        assert sent.status_code == 403, kind

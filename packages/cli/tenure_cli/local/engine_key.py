@@ -52,6 +52,8 @@ MAX_HASHED_BODY = 16 * 1024 * 1024
 AMZ_DATE = "%Y%m%dT%H%M%SZ"
 # How far a header signature's X-Amz-Date may lie from now (AWS allows the same 15 minutes).
 CLOCK_SKEW_SECONDS = 15 * 60
+# Bodies moto reads as a request's parameters: a presigned request may not carry them.
+FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 # moto's own routes: no call of the stack uses them.
 MOTO_ADMIN = "/moto-api"
 # What a preflight may ask for: the attachments bucket's CORS rule in the template (GET from
@@ -125,6 +127,8 @@ def signature_of(environ: dict[str, Any], key_ids: Iterable[str], secret: str) -
             return False
         if "HTTP_TRANSFER_ENCODING" in environ:  # a chunked body would pass a signed length
             return False
+        if _body_read_as_parameters(environ):
+            return False
         credential = params.get("X-Amz-Credential", "")
         signed = params.get("X-Amz-SignedHeaders", "")
         given = params.get("X-Amz-Signature", "")
@@ -160,6 +164,17 @@ def _unsigned_amz_headers(environ: dict[str, Any], signed: list[str]) -> list[st
     covered = {name.lower() for name in signed}
     sent = (key[5:].lower().replace("_", "-") for key in environ if key.startswith("HTTP_"))
     return [name for name in sent if name.startswith("x-amz-") and name not in covered]
+
+
+def _body_read_as_parameters(environ: dict[str, Any]) -> bool:
+    """A presigned request's body that moto would read in place of its signed query: any body
+    of a GET, HEAD or DELETE, and a form of any method (moto takes a form's fields as the
+    request's parameters: a response type, an object's metadata)."""
+    media = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+    if media in FORM_TYPES:
+        return True
+    bodiless = environ.get("REQUEST_METHOD", "GET") in ("GET", "HEAD", "DELETE")
+    return bodiless and environ.get("CONTENT_LENGTH", "") not in ("", "0")
 
 
 def _near_now(stamp: str) -> bool:
