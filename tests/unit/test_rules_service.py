@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from tenure.app.rules.firings import AHEAD_SKIPS
-from tenure.domain.errors import AlreadyExists, Forbidden, NotFound, ValidationFailed
+from tenure.domain.errors import AlreadyExists, Forbidden, NotFound, Unavailable, ValidationFailed
 from tenure.domain.model import Pool
 from tenure.domain.rules.rule import Rule
 from tenure.domain.states import LeaseState, PoolKind, SubjectKind
@@ -530,3 +530,31 @@ def test_a_resync_and_a_resume_reach_every_scheduled_rule_page_after_page(
     assert reads == [2, 2, 2]  # 2 + 2 + 1: the short page is the last
     rig.advance(3 * 3600 + 60)
     assert rig.svc.firings.catch_up() == 5
+
+
+def test_a_create_that_loses_a_race_on_the_spaces_count_counts_again(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every create in a space moves its count row: one that loses to another at the same
+    instant (a transaction conflict, not a taken name nor a full space) tries again."""
+    from tenure.domain.errors import Conflict
+
+    real = rig.store.put_rule
+    lost: list[int] = []
+
+    def racing(rule: Rule, counted: int, cap: int) -> None:
+        if len(lost) < 2:
+            lost.append(counted)
+            raise Conflict("a conditional write lost", reasons=["None", "None", "None"])
+        real(rule, counted, cap)
+
+    monkeypatch.setattr(rig.store, "put_rule", racing)
+    rule = make_rule(rig, "raced")
+    assert len(lost) == 2 and rig.svc.rules.get_rule(READER, rule.id) == rule
+
+    def always(rule: Rule, counted: int, cap: int) -> None:
+        raise Conflict("a conditional write lost", reasons=["None", "None", "TransactionConflict"])
+
+    monkeypatch.setattr(rig.store, "put_rule", always)
+    with pytest.raises(Unavailable):
+        make_rule(rig, "never")

@@ -62,14 +62,17 @@ class DynamoRules:
         try:
             self.table.transact(ops)
         except Conflict as lost:
-            # The last op is the count: only it lost means the space is full.
-            reasons = lost.details.get("reasons") or []
-            if reasons and reasons[-1] == "ConditionalCheckFailed" and reasons[1] != reasons[-1]:
+            # ops[1] is the name row: its condition lost means the name is taken; the last op
+            # is the count: its condition lost means the space is full. Anything else (another
+            # transaction on the count row at the same instant) is a lost race, as it is.
+            failed = [r == "ConditionalCheckFailed" for r in lost.details.get("reasons") or []]
+            if len(failed) > 1 and failed[1]:
+                raise AlreadyExists(
+                    f"a rule named {rule.name!r} already exists in space {rule.space!r}"
+                ) from lost
+            if failed and failed[-1]:
                 lost.details["over_cap"] = True
-                raise
-            raise AlreadyExists(
-                f"a rule named {rule.name!r} already exists in space {rule.space!r}"
-            ) from lost
+            raise
 
     def get_rule(self, rule_id: str) -> Rule | None:
         row = self.table.get(keys.rule_key(rule_id))
