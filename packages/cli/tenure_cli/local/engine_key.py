@@ -177,21 +177,23 @@ def _body_read_as_parameters(environ: dict[str, Any]) -> bool:
     return bodiless and environ.get("CONTENT_LENGTH", "") not in ("", "0")
 
 
-def _near_now(stamp: str) -> bool:
+def _signed_at(stamp: str) -> int | None:
+    """An X-Amz-Date as epoch seconds (None when it is not one)."""
     try:
-        signed_at = calendar.timegm(time.strptime(stamp, AMZ_DATE))
+        return calendar.timegm(time.strptime(stamp, AMZ_DATE))
     except ValueError:
-        return False
-    return abs(time.time() - signed_at) <= CLOCK_SKEW_SECONDS
+        return None
+
+
+def _near_now(stamp: str) -> bool:
+    signed_at = _signed_at(stamp)
+    return signed_at is not None and abs(time.time() - signed_at) <= CLOCK_SKEW_SECONDS
 
 
 def _in_date(stamp: str, expires: str) -> bool:
-    try:
-        signed_at = calendar.timegm(time.strptime(stamp, AMZ_DATE))
-        lasts = int(expires)
-    except ValueError:
-        return False
-    return lasts > 0 and time.time() <= signed_at + lasts
+    signed_at = _signed_at(stamp)
+    lasts = int(expires) if expires.isdigit() else 0
+    return signed_at is not None and lasts > 0 and time.time() <= signed_at + lasts
 
 
 def _as_signed(
