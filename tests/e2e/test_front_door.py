@@ -215,6 +215,29 @@ def test_a_chunked_body_reaches_the_handler_whole_and_the_connection_goes_on(
     conn.close()
 
 
+# Linux delays the acknowledgement a client owes for a segment by 40 ms at least, hoping to send
+# it with data. An answer's body held back until its head is acknowledged (Nagle's algorithm)
+# waits that long, on every answer of a kept-alive connection after its first few.
+DELAYED_ACK_MS = 40
+
+
+def test_answers_on_a_kept_alive_connection_do_not_wait_for_the_clients_acknowledgement(
+    echo_door: FrontDoor,
+) -> None:
+    conn = _connect(f"http://127.0.0.1:{echo_door.port}")
+    took = []
+    for n in range(30):
+        started = time.perf_counter()
+        conn.request("POST", "/api/v1/spaces", body=f"answer {n}".encode())
+        answer = conn.getresponse()
+        assert (answer.status, answer.read()) == (200, f"answer {n}".encode())
+        took.append((time.perf_counter() - started) * 1000)
+    conn.close()
+    # The first answers come while the kernel still acknowledges at once; the rest show a stall.
+    later = sorted(took[10:])
+    assert later[len(later) // 2] < DELAYED_ACK_MS / 2, [round(ms, 1) for ms in took]
+
+
 def test_a_content_length_that_is_not_a_number_is_400_invalid_request(
     echo_door: FrontDoor,
 ) -> None:

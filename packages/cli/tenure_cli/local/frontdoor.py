@@ -304,6 +304,11 @@ class Handler(BaseHTTPRequestHandler):
     # and every other caller would be answered 503. An invocation's own wait (a long poll) is
     # not a read, so it is not cut short.
     timeout = READ_TIMEOUT_SECONDS
+    # An answer goes out as two writes, its head and then its body. With Nagle's algorithm on,
+    # the body waits for the client to acknowledge the head, and a client delays that
+    # acknowledgement (40 ms on Linux) hoping to send it with data: on a kept-alive connection
+    # every answer took 40 ms longer. TCP_NODELAY sends each write at once.
+    disable_nagle_algorithm = True
 
     def _serve(self) -> None:
         try:
