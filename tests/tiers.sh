@@ -6,7 +6,7 @@
 #          their workers must renew in time, so they run at the normal priority.
 #   own    the end-to-end files that start stacks of their own and never use the session's
 #          (OWN_STACK_FILES: starts, restarts, failed starts, the fallback, what a start prints
-#          and where it listens), in a pytest beside the stack tier's, so their starts and
+#          and where it listens, the load bench's scratch stack), in a pytest beside the stack tier's, so their starts and
 #          stops overlap its waits. At nice 5: the stack tier's workers come first.
 #   rest   tests/ less e2e and browser (unit, aws, infra, conformance, reliability), under
 #          pytest-xdist: REST_WORKERS processes, a test file at a time each, so a file's module
@@ -34,6 +34,7 @@ OWN_STACK_FILES=(
   tests/e2e/test_fallback.py
   tests/e2e/test_start_failures.py
   tests/e2e/test_local_banner.py
+  tests/e2e/test_load_start.py
 )
 PYTEST=("$BIN/pytest" -q -p no:cacheprovider --durations="${DURATIONS:-10}" ${PYTEST_ARGS:-})
 # DynamoDB Local's JVM spends much of its CPU compiling hot code a second time with the

@@ -35,6 +35,8 @@ from typing import Any
 
 import httpx
 
+from tenure_cli.stack_record import running_stack
+
 FAIL_ONE_IN = 5  # one run in five reports a failure, the rest complete
 CLAIM_WAIT_SECONDS = 0.5
 HOLD = 2  # leases a worker holds at once, renewed together in one worker heartbeat
@@ -333,15 +335,17 @@ def local_stack() -> Iterator[tuple[str, str, str]]:
                     raise RuntimeError(
                         "tenure local exited early:\n" + (Path(scratch) / "stack.log").read_text()
                     )
+                # Up is its record written: the front door answers a moment before the start
+                # has finished, and the record, which names the engine, comes last.
+                info = running_stack(Path(data))
                 try:
-                    if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    if info and httpx.get(f"{base}/health", timeout=2).status_code == 200:
                         break
                 except httpx.HTTPError:
                     pass
                 if time.monotonic() > give_up:
                     raise RuntimeError("tenure local did not come up in time")
                 time.sleep(0.3)
-            info = json.loads((Path(scratch) / "data" / "stack.json").read_text())
             yield base, token, str(info.get("dynamodb", {}).get("engine"))
         finally:
             proc.send_signal(signal.SIGTERM)
