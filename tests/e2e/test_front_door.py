@@ -221,21 +221,43 @@ def test_a_chunked_body_reaches_the_handler_whole_and_the_connection_goes_on(
 DELAYED_ACK_MS = 40
 
 
+# An answer of a few bytes, and one larger than the handler's write buffer.
+@pytest.mark.parametrize("size", [16, 20_000])
 def test_answers_on_a_kept_alive_connection_do_not_wait_for_the_clients_acknowledgement(
-    echo_door: FrontDoor,
+    echo_door: FrontDoor, size: int
 ) -> None:
     conn = _connect(f"http://127.0.0.1:{echo_door.port}")
     took = []
     for n in range(30):
+        body = f"answer {n} ".encode().ljust(size, b".")
         started = time.perf_counter()
-        conn.request("POST", "/api/v1/spaces", body=f"answer {n}".encode())
+        conn.request("POST", "/api/v1/spaces", body=body)
         answer = conn.getresponse()
-        assert (answer.status, answer.read()) == (200, f"answer {n}".encode())
+        assert (answer.status, answer.read()) == (200, body)
         took.append((time.perf_counter() - started) * 1000)
     conn.close()
     # The first answers come while the kernel still acknowledges at once; the rest show a stall.
     later = sorted(took[10:])
     assert later[len(later) // 2] < DELAYED_ACK_MS / 2, [round(ms, 1) for ms in took]
+
+
+def test_a_client_that_expects_100_continue_is_told_to_send_its_body_at_once(
+    echo_door: FrontDoor,
+) -> None:
+    body = b"x" * 5000
+    head = (
+        f"POST /api/v1/spaces HTTP/1.1\r\nhost: unit\r\ncontent-length: {len(body)}\r\n"
+        "expect: 100-continue\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", echo_door.port), timeout=30) as sock:
+        sock.sendall(head.encode())
+        sock.settimeout(DELAYED_ACK_MS / 1000 * 10)  # a client gives up waiting after 1 s
+        assert sock.recv(1024).startswith(b"HTTP/1.1 100 "), "no interim answer in time"
+        sock.settimeout(30)
+        sock.sendall(body)
+        answer = http.client.HTTPResponse(sock)
+        answer.begin()
+        assert (answer.status, answer.read()) == (200, body)
 
 
 def test_a_content_length_that_is_not_a_number_is_400_invalid_request(
