@@ -6,8 +6,9 @@
 #          their workers must renew in time, so they run at the normal priority.
 #   own    the end-to-end files that start stacks of their own and never use the session's
 #          (OWN_STACK_FILES: starts, restarts, failed starts, the fallback, what a start prints
-#          and where it listens, the load bench's scratch stack), in a pytest beside the stack tier's, so their starts and
-#          stops overlap its waits. At nice 5: the stack tier's workers come first.
+#          and where it listens, the load bench's scratch stack), in a pytest beside the stack
+#          tier's, so their starts and stops overlap its waits. At nice 5: the stack tier's
+#          workers come first.
 #   rest   tests/ less e2e and browser (unit, aws, infra, conformance, reliability), under
 #          pytest-xdist: REST_WORKERS processes, a test file at a time each, so a file's module
 #          fixtures and order hold; every worker that reaches a DynamoDB Local test starts an

@@ -215,9 +215,10 @@ def test_a_chunked_body_reaches_the_handler_whole_and_the_connection_goes_on(
     conn.close()
 
 
-# Linux delays the acknowledgement a client owes for a segment by 40 ms at least, hoping to send
-# it with data. An answer's body held back until its head is acknowledged (Nagle's algorithm)
-# waits that long, on every answer of a kept-alive connection after its first few.
+# Linux delays the acknowledgement a client owes for a segment by 40 ms at least (its minimum),
+# hoping to send it with data. An answer's body held back until its head is acknowledged
+# (Nagle's algorithm) waits that long, on every answer of a kept-alive connection after its
+# first few.
 DELAYED_ACK_MS = 40
 
 
@@ -236,9 +237,11 @@ def test_answers_on_a_kept_alive_connection_do_not_wait_for_the_clients_acknowle
         assert (answer.status, answer.read()) == (200, body)
         took.append((time.perf_counter() - started) * 1000)
     conn.close()
-    # The first answers come while the kernel still acknowledges at once; the rest show a stall.
+    # The first answers come while the kernel still acknowledges at once. After them, a held
+    # body makes every answer take the delay and more (44 ms each, measured); one sent at once
+    # takes a millisecond or two, and far below the delay on a busy machine.
     later = sorted(took[10:])
-    assert later[len(later) // 2] < DELAYED_ACK_MS / 2, [round(ms, 1) for ms in took]
+    assert later[len(later) // 2] < DELAYED_ACK_MS, [round(ms, 1) for ms in took]
 
 
 def test_a_client_that_expects_100_continue_is_told_to_send_its_body_at_once(
