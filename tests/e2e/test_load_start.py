@@ -9,20 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.e2e.support import proc_table
+
 # The start (about 10 s), a few seconds of load with no warm-up, and the stop.
 RUN_TIMEOUT = 240
-
-
-def _processes_naming(text: str) -> list[str]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue  # ended while listed
-        if text in cmdline:
-            found.append(cmdline)
-    return found
 
 
 def test_bench_load_start_runs_its_mix_on_a_stack_of_its_own_and_leaves_nothing(
@@ -46,4 +36,5 @@ def test_bench_load_start_runs_its_mix_on_a_stack_of_its_own_and_leaves_nothing(
     assert figures["errors"] == 0 and figures["stuck_threads"] == 0, figures
     assert figures["requests"] > 0 and figures["leases_reported"] > 0, figures
     assert list(tmp_path.iterdir()) == [], "the scratch stack's directory is removed"
-    assert _processes_naming(str(tmp_path)) == [], "the scratch stack's processes have ended"
+    left = [cmd for _, _, cmd in proc_table().values() if str(tmp_path) in cmd]
+    assert left == [], "the scratch stack's processes have ended"
