@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-from moto import mock_aws
 from tenure import wiring
 from tenure_cli.main import main
 
-from tests.aws.test_function_handlers import export, use_local_credentials
+from tests.aws.mocked import mocked_aws
+from tests.aws.test_function_handlers import export
 
 TABLE = "bootstrap-table"
 STACK_TEMPLATE = """{
@@ -37,8 +37,7 @@ STACK_TEMPLATE = """{
 
 @pytest.fixture
 def aws() -> Iterator[None]:
-    use_local_credentials()
-    with mock_aws():
+    with mocked_aws():
         export("TENURE_DYNAMODB_ENDPOINT", "")
         wiring.service.cache_clear()
         yield

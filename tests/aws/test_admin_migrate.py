@@ -12,7 +12,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 from tenure import wiring
 from tenure.app.migrations import CHILDREN_MARKED_FROM_SCHEMA, SCHEMA_VERSION, SchemaState
 from tenure.app.setup.tokens import INSTANCE_TIMELINE
@@ -25,7 +24,8 @@ from tenure.store import keys as k
 from tenure.store.codec import dump
 from tenure_cli.main import main
 
-from tests.aws.test_function_handlers import export, use_local_credentials
+from tests.aws.mocked import mocked_aws
+from tests.aws.test_function_handlers import export
 
 TABLE = "migrate-table"
 ADMIN = Principal(kind="operator", token_id="tok-admin", role="admin")
@@ -33,8 +33,7 @@ ADMIN = Principal(kind="operator", token_id="tok-admin", role="admin")
 
 @pytest.fixture
 def aws() -> Iterator[None]:
-    use_local_credentials()
-    with mock_aws():
+    with mocked_aws():
         export("TENURE_DYNAMODB_ENDPOINT", "")
         wiring.service.cache_clear()
         yield

@@ -11,7 +11,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import boto3
 import pytest
-from moto import mock_aws
 from tenure import wiring
 from tenure.app.artifacts.logs import MAX_BATCH_CONTAINERS
 from tenure.app.ports import LogLine
@@ -20,8 +19,8 @@ from tenure.store import logs as logs_store
 from tenure.store.blobs import S3Blobs
 from tenure.store.logs import EVENT_BYTES, MAX_STREAMS, CloudWatchLogSink
 from tenure.wiring import ManualClock
-from tenure_cli.local.engines import use_local_credentials
 
+from tests.aws.mocked import mocked_aws
 from tests.unit.support import Rig, as_lease, with_artifacts
 
 REGION = "us-east-1"
@@ -32,8 +31,7 @@ T0 = (time.time_ns() // 1_000_000) - 3_600_000
 
 @pytest.fixture
 def aws() -> Iterator[None]:
-    use_local_credentials()
-    with mock_aws():
+    with mocked_aws():
         yield
 
 

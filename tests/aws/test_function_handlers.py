@@ -15,11 +15,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from moto import mock_aws
 from tenure import wiring
 from tenure.config import export
-from tenure_cli.local.engines import use_local_credentials
 from tenure_cli.local.lambda_host import _Context
+
+from tests.aws.mocked import mocked_aws
 
 ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS = sorted(p.parent.name for p in (ROOT / "functions").glob("*/app.py"))
@@ -55,8 +55,7 @@ def authorizer_event(authorization: str | None) -> dict[str, Any]:
 
 @pytest.fixture
 def service() -> Iterator[None]:
-    use_local_credentials()
-    with mock_aws():
+    with mocked_aws():
         export("TENURE_TABLE", "handlers")
         export("TENURE_DYNAMODB_ENDPOINT", "")
         wiring.service.cache_clear()

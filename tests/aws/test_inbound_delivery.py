@@ -13,7 +13,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 from tenure import wiring
 from tenure.app.tenure import Tenure
 from tenure.config import export, settings
@@ -22,8 +21,9 @@ from tenure.domain.states import PoolKind
 from tenure.store.dynamo import OneTable
 from tenure.triggers.inbound import handler
 from tenure_cli.local.email_send import send
-from tenure_cli.local.engines import use_local_credentials
 from tenure_cli.local.inbound_poller import InboundPoller
+
+from tests.aws.mocked import mocked_aws
 
 ADMIN = Principal(kind="operator", token_id="t-admin", role="admin")
 EMAIL = Path(__file__).resolve().parents[2] / "samplesources" / "email"
@@ -42,9 +42,8 @@ class Wired:
 
 @pytest.fixture
 def wired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wired]:
-    use_local_credentials()
     monkeypatch.setenv("TENURE_INBOUND_BUCKET", "inbound")  # as the local stack sets it
-    with mock_aws():
+    with mocked_aws():
         export("TENURE_DYNAMODB_ENDPOINT", "")
         export("TENURE_ATTACHMENTS_BUCKET", "attachments")
         store = OneTable(boto3.client("dynamodb", region_name="us-east-1"), "delivery")

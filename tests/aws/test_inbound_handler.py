@@ -13,7 +13,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 from tenure import wiring
 from tenure.app.tenure import Tenure
 from tenure.config import export, settings
@@ -21,7 +20,8 @@ from tenure.domain.model import Pool, Principal
 from tenure.domain.states import PoolKind
 from tenure.store.dynamo import OneTable
 from tenure.triggers.inbound import handler
-from tenure_cli.local.engines import use_local_credentials
+
+from tests.aws.mocked import mocked_aws
 
 ADMIN = Principal(kind="operator", token_id="t-admin", role="admin")
 ROOT = Path(__file__).resolve().parents[2] / "samplesources"
@@ -43,9 +43,8 @@ def batch() -> dict[str, Any]:
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    use_local_credentials()
     monkeypatch.setenv("TENURE_INBOUND_BUCKET", BUCKET)  # undone after: settings() is cleared
-    with mock_aws():
+    with mocked_aws():
         export("TENURE_DYNAMODB_ENDPOINT", "")
         export("TENURE_ATTACHMENTS_BUCKET", ATTACHMENTS)
         store = OneTable(boto3.client("dynamodb", region_name="us-east-1"), "inbound")

@@ -12,7 +12,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 from tenure import wiring
 from tenure.app.tenure import Tenure
 from tenure.config import export
@@ -22,8 +21,9 @@ from tenure.store.dynamo import OneTable
 from tenure.store.schedules import EventBridgeSchedules
 from tenure.triggers import rule_schedule
 from tenure.wiring import ManualClock, SystemClock
-from tenure_cli.local.engines import use_local_credentials
 from tenure_cli.local.scheduler_loop import SchedulerLoop
+
+from tests.aws.mocked import mocked_aws
 
 ADMIN = Principal(kind="operator", token_id="t-admin", role="admin")
 TARGET = "arn:aws:lambda:us-east-1:123456789012:function:tenure-SchedulerFunction"
@@ -46,8 +46,7 @@ class Aws:
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    use_local_credentials()
-    with mock_aws():
+    with mocked_aws():
         export("TENURE_DYNAMODB_ENDPOINT", "")
         store = OneTable(boto3.client("dynamodb", region_name="us-east-1"), "rules")
         store.create_table()

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from moto import mock_aws
 from tenure import wiring
 from tenure.config import export
-from tenure_cli.local.engines import use_local_credentials
 from tenure_cli.local.lambda_host import invoke
 from tenure_cli.local.streams import StreamPump
+
+from tests.aws.mocked import mocked_aws
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samplesources" / "api"
 ADMIN_TOKEN = "tnr_o_sample-admin-" + uuid.uuid4().hex
@@ -28,8 +28,7 @@ def _sample(name: str) -> str:
 
 @pytest.fixture
 def handlers() -> Iterator[None]:
-    use_local_credentials()
-    with mock_aws():
+    with mocked_aws():
         export("TENURE_TABLE", "samples")
         export("TENURE_DYNAMODB_ENDPOINT", "")
         wiring.service.cache_clear()

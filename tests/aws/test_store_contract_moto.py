@@ -7,14 +7,13 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-from moto import mock_aws
 from tenure.app.rows import Rows
 from tenure.app.tenure import compose
 from tenure.store.dynamo import OneTable
 from tenure.wiring import ManualClock, RandomIds, SystemClock
-from tenure_cli.local.engines import use_local_credentials
 from tenure_cli.local.streams import StreamPump
 
+from tests.aws.mocked import mocked_aws
 from tests.conformance.autonomy_contract import AutonomyContract
 from tests.conformance.contract import ContractRig, MakeRig, StoreContract, read_stream
 from tests.conformance.flow_contract import FlowContract
@@ -27,12 +26,11 @@ REGION = "us-east-1"
 
 @pytest.fixture
 def make_rig(monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeRig]:
-    use_local_credentials()
     # botocore sends DynamoDB Streams calls that name a stream ARN to the account-based host
     # (<account>.streams-ddb.<region>...), which moto does not route; the classic host works,
     # so the StreamPump (and with it the reactor) runs unchanged under mock_aws.
     monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
-    with mock_aws():
+    with mocked_aws():
 
         def make() -> ContractRig:
             table = f"t{uuid.uuid4().hex[:12]}"
