@@ -453,22 +453,21 @@ class _ReactorPump(StreamPump):
 
     def __init__(self, rig: Rig, endpoint: str) -> None:
         with rig.meter.acting("lambda-pollers"):
-            super().__init__(endpoint, rig.table, wiring.build_store(), REGION)
+            # Its calls are counted into the figures: the stream is looked up again only once
+            # every shard read has closed, as DynamoDB Local keeps one shard open through a run.
+            super().__init__(
+                endpoint, rig.table, wiring.build_store(), REGION, shard_look_seconds=math.inf
+            )
         self.rig = rig
-        self.arn: str | None = None
         # Each item's records as an invocation of its own (the retention reclaim: at the
         # reference rate a lease's reclaim reaches the stream alone), not a batch per pass.
         self.per_item = False
         self.actor = "reactor"  # whom the invocations are booked to
 
     def pump_once(self) -> int:
-        """As StreamPump's, but the stream and its shards are looked up once per new shard
-        seen rather than on every pass (DynamoDB Local answers each call in ~20 ms)."""
+        """As StreamPump's, with its calls booked to Lambda's stream pollers."""
         with self.rig.meter.acting("lambda-pollers"):
-            if self.arn is None or all(it is None for it in self.iterators.values()):
-                self.arn = self._stream_arn()
-                self._open_shards(self.arn)
-            return self._drain(self.arn)
+            return super().pump_once()
 
     def _deliver(self, batch: list[dict[str, Any]]) -> None:
         chunks: list[list[dict[str, Any]]] = []

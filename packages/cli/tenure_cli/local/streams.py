@@ -13,6 +13,12 @@ from tenure.triggers.stream import handle
 from tenure_cli.local.filters import Pattern, passes, reactor_patterns
 
 DELIVERY_ATTEMPTS = 5
+# How often the pump looks the stream and its shards up again while a shard it reads stays
+# open (one that closes is followed at once: its child takes the writes from then on). This
+# bounds only how late a shard opened beside an open one would be found. Looked up on every
+# pass, DescribeTable and DescribeStream were two of an idle pump's three calls, five passes a
+# second.
+SHARD_LOOK_SECONDS = 2.0
 
 
 class StreamPump:
@@ -23,6 +29,7 @@ class StreamPump:
         store: Store,
         region: str = "us-east-1",
         patterns: tuple[Pattern, ...] | None = None,
+        shard_look_seconds: float = SHARD_LOOK_SECONDS,
     ):
         # The reactor trigger's filters, as Lambda applies them before the function runs; by
         # default the template's, under the OutboundEvents setting the reactor publishes by.
@@ -32,15 +39,33 @@ class StreamPump:
         self.table = table
         self.store = store
         self.iterators: dict[str, str | None] = {}  # shard id -> next iterator (None: closed)
+        self.arn: str | None = None  # the stream read, until a pass fails
+        self.shard_look_seconds = shard_look_seconds
+        self.looked_at: float | None = None  # time.monotonic() of the last look-up
 
     def _stream_arn(self) -> str:
         return str(self.ddb.describe_table(TableName=self.table)["Table"]["LatestStreamArn"])
 
     def pump_once(self) -> int:
-        """Deliver every record available now; returns how many were read."""
-        arn = self._stream_arn()
-        self._open_shards(arn)
-        return self._drain(arn)
+        """Deliver every record available now; returns how many were read. A pass that fails
+        forgets the stream, so the next looks it up afresh (a table made again has another)."""
+        try:
+            arn = self.arn
+            if arn is None or self._look_due():
+                arn = self.arn = self._stream_arn()
+                self._open_shards(arn)
+                self.looked_at = time.monotonic()
+            return self._drain(arn)
+        except Exception:
+            self.arn = None
+            raise
+
+    def _look_due(self) -> bool:
+        if self.looked_at is None:
+            return True
+        if all(iterator is None for iterator in self.iterators.values()):
+            return True  # every shard read so far has closed
+        return time.monotonic() - self.looked_at >= self.shard_look_seconds
 
     def _open_shards(self, arn: str) -> None:
         shards = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
