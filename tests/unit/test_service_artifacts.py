@@ -15,7 +15,7 @@ from tenure.app.artifacts.attachments import (
     upload_key,
 )
 from tenure.app.artifacts.logs import MAX_BATCH_CONTAINERS, MAX_LEASE_CONTAINERS
-from tenure.app.artifacts.retention import RECLAIM_STALL_MS
+from tenure.app.artifacts.retention import CLOCK_SKEW_MS, RECLAIM_STALL_MS
 from tenure.app.kernel import over
 from tenure.app.migrations import DERIVED_RECLAIMS_FROM_SCHEMA, SchemaState, migrate
 from tenure.app.ports import Change
@@ -445,6 +445,36 @@ def test_reclaim_waits_for_the_pools_retention(rig: Rig) -> None:
     assert rig.sweep().reclaimed == []
     rig.advance(1)
     assert rig.sweep().reclaimed == [lease_id]
+
+
+def test_a_pool_younger_than_its_retention_costs_a_pass_no_read_of_its_ended_leases(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing of a pool ended before the pool was made, so nothing of it is due before the
+    pool is as old as its retention (less the clocks' skew): the pass skips its index."""
+    read: list[str] = []
+    ended_leases = rig.store.ended_leases
+
+    def counted(pool: str, ended_before: int, limit: int) -> list[str]:
+        read.append(pool)
+        return ended_leases(pool, ended_before, limit)
+
+    monkeypatch.setattr(rig.store, "ended_leases", counted)
+    rig.make_pool("hourly", retention_seconds=3600)
+    lease = rig.running(pool="hourly")
+    rig.svc.logs.post_logs(as_lease(lease.id), lease.id, [line("hello")])
+    rig.svc.reports.complete(as_lease(lease.id), lease.id, {})
+    young = 3600 - CLOCK_SKEW_MS // 1000
+    rig.advance(young)
+    assert rig.sweep().reclaimed == []
+    assert "hourly" not in read
+    rig.advance(1)
+    assert rig.sweep().reclaimed == []  # read from here on: the lease ended after T0
+    assert read.count("hourly") == 1
+    rig.advance(3600 - young - 2)
+    assert rig.sweep().reclaimed == []
+    rig.advance(1)
+    assert rig.sweep().reclaimed == [lease.id], "due at its retention, not a pass later"
 
 
 def test_a_reclaimed_lease_still_reads_with_empty_detail_and_its_timeline_whole(rig: Rig) -> None:

@@ -22,6 +22,10 @@ RECLAIM_PER_PASS = 50
 # A lease marked reclaimed whose clean-up did not finish (the pass died midway) is finished
 # by a later pass once the mark is this old, so no live pass is raced for its deletes.
 RECLAIM_STALL_MS = 10 * 60_000
+# How far apart the clocks that stamp a pool's creation and its leases' ends may be, at most
+# (Lambda's are kept by NTP to within milliseconds): a pool younger than its retention less
+# this has no lease that ended before the pass's cutoff.
+CLOCK_SKEW_MS = 60_000
 
 
 @dataclass
@@ -53,14 +57,16 @@ class Retention:
         self, budget: int = RECLAIM_PER_PASS, pools: list[Pool] | None = None
     ) -> Reclaimed:
         """Reclaim up to `budget` leases whose pool's retention has passed since they ended,
-        earliest first, from the ended index (never a Scan). `pools`: the pass's own list."""
+        earliest first, from the ended index (never a Scan). `pools`: the pass's own list. A
+        pool younger than its retention is not read: a lease ends after its pool is made."""
         now = self.kernel.clock.now_ms()
         out = Reclaimed()
         for pool in self.pools.list_pools() if pools is None else pools:
+            cutoff = now - pool.retention_seconds * 1000
+            if pool.created_at - CLOCK_SKEW_MS >= cutoff:
+                continue  # every lease of it ended after the cutoff: no read
             room = budget - len(out.leases)
-            due = self.retention.ended_leases(
-                pool.name, now - pool.retention_seconds * 1000, max(room, 0) + 1
-            )
+            due = self.retention.ended_leases(pool.name, cutoff, max(room, 0) + 1)
             out.left += max(0, len(due) - max(room, 0))
             for lease_id in due[: max(room, 0)]:
                 done = self._reclaim(lease_id, now)
