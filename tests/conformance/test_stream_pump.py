@@ -83,7 +83,7 @@ def test_a_failed_pass_makes_the_next_look_the_stream_up_and_loses_no_record(
     monkeypatch.setattr(pump.streams, "get_records", broken)
     with pytest.raises(ConnectionError):
         pump.pump_once()
-    assert pump.arn is None
+    assert pump.looked_at is None
     monkeypatch.setattr(pump.streams, "get_records", read)
     calls.clear()
     assert pump.pump_once() == 1
@@ -91,11 +91,80 @@ def test_a_failed_pass_makes_the_next_look_the_stream_up_and_loses_no_record(
     assert [r["eventName"] for r in handed] == ["INSERT"]
 
 
-def test_a_closed_shard_is_followed_at_once(ddb_local: DynamoDBLocal) -> None:
-    pump, calls, _ = _pump(ddb_local)
+class _Shards:
+    """A stream's shards as the streams API shows them, for what DynamoDB Local will not do
+    on demand: close a shard, open its child, make the table's stream anew."""
+
+    def __init__(self) -> None:
+        self.arn = "stream-1"
+        self.pending: dict[str, list[int]] = {}  # shard -> sequence numbers not yet read
+        self.closed: set[str] = set()
+        self.calls: Counter[str] = Counter()
+
+    def describe_table(self, **_: Any) -> dict[str, Any]:
+        self.calls["DescribeTable"] += 1
+        return {"Table": {"LatestStreamArn": self.arn}}
+
+    def describe_stream(self, StreamArn: str) -> dict[str, Any]:
+        self.calls["DescribeStream"] += 1
+        return {"StreamDescription": {"Shards": [{"ShardId": s} for s in self.pending]}}
+
+    def get_shard_iterator(self, StreamArn: str, ShardId: str, **_: Any) -> dict[str, Any]:
+        self.calls[f"GetShardIterator {ShardId}"] += 1
+        return {"ShardIterator": f"{StreamArn}/{ShardId}"}
+
+    def get_records(self, ShardIterator: str, **_: Any) -> dict[str, Any]:
+        self.calls["GetRecords"] += 1
+        arn, shard = ShardIterator.split("/")
+        if arn != self.arn:
+            raise LookupError(f"no stream {arn}")
+        numbers, self.pending[shard] = self.pending[shard], []
+        records = [
+            {"eventName": "INSERT", "dynamodb": {"SequenceNumber": str(n), "Keys": {}}}
+            for n in numbers
+        ]
+        return {
+            "Records": records,
+            "NextShardIterator": None if shard in self.closed else ShardIterator,
+        }
+
+
+def _faked(shards: _Shards) -> tuple[StreamPump, list[str]]:
+    pump = StreamPump(None, "t", None, patterns=(), shard_look_seconds=3600)  # type: ignore[arg-type]
+    pump.ddb = pump.streams = shards  # type: ignore[assignment]
+    handed: list[str] = []
+    pump._deliver = lambda batch: handed.extend(  # type: ignore[method-assign]
+        r["dynamodb"]["SequenceNumber"] for r in batch
+    )
+    return pump, handed
+
+
+def test_a_shard_that_closes_beside_an_open_one_has_its_child_read_on_the_next_pass() -> None:
+    shards = _Shards()
+    shards.pending = {"a": [1], "b": [2]}
+    pump, handed = _faked(shards)
+    assert pump.pump_once() == 2
+    shards.closed.add("b")  # b's last records, then no next iterator; c takes its writes
+    shards.pending["b"] = [3]
+    shards.pending["c"] = [4]
+    assert pump.pump_once() == 1
+    assert pump.pump_once() == 1, "the child is found at once, not after the period"
+    assert handed == ["1", "2", "3", "4"]
+    assert shards.calls["GetShardIterator b"] == 1, "a closed shard is never read again"
+    shards.calls.clear()
+    shards.pending["a"] = [5]
+    assert pump.pump_once() == 1 and handed[-1] == "5"
+    assert set(shards.calls) == {"GetRecords"}, "open again: nothing looked up"
+
+
+def test_a_table_s_new_stream_replaces_the_old_one_s_shards() -> None:
+    shards = _Shards()
+    shards.pending = {"a": [1]}
+    pump, handed = _faked(shards)
     pump.pump_once()
-    # As a shard's last read leaves it: no next iterator.
-    pump.iterators = dict.fromkeys(pump.iterators)
-    calls.clear()
-    pump.pump_once()
-    assert calls["DescribeStream"] == 1
+    shards.arn, shards.pending = "stream-2", {"d": [2]}
+    with pytest.raises(LookupError):
+        pump.pump_once()  # the old stream's iterator is refused
+    assert pump.pump_once() == 1
+    assert handed == ["1", "2"]
+    assert list(pump.iterators) == ["d"], "the old stream's shards are dropped"

@@ -144,8 +144,8 @@ class Sweep:
         """One pass. `interval_seconds` is the schedule's period: only time beyond it since the
         last pass counts as the service's own absence (a one-minute schedule against a 50 s
         grace must not read every ordinary gap as an outage). `gauges` reads each pool's depth
-        for the caller to publish (two of the five queries a pass makes a pool); a caller that
-        publishes none leaves them out."""
+        for the caller to publish (two of the four queries a pass makes a pool, of five once
+        the pool is as old as its retention); a caller that publishes none leaves them out."""
         now = self.clock.now_ms()
         state = self.sweeper.get_sweeper_state()
         report = SweepReport(at=now)

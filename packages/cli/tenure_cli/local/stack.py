@@ -372,8 +372,8 @@ class Stack:
                 continue  # a test stands in for a sweeper outage (tenure_cli.local.faults)
             try:
                 # Nothing here publishes the pools' depth gauges (CloudWatch metrics on AWS):
-                # a pass leaves out their reads, 2 of its 5 queries a pool, which at a pass a
-                # second and a few hundred pools kept DynamoDB Local busy even when idle.
+                # a pass leaves out their reads, 2 of its 4 or 5 queries a pool, which at a pass
+                # a second and a few hundred pools kept DynamoDB Local busy even when idle.
                 run_pass(gauges=False)
             except Exception as err:
                 print(f"[sweeper] pass failed: {err!r}", file=sys.stderr, flush=True)

@@ -13,11 +13,11 @@ from tenure.triggers.stream import handle
 from tenure_cli.local.filters import Pattern, passes, reactor_patterns
 
 DELIVERY_ATTEMPTS = 5
-# How often the pump looks the stream and its shards up again while a shard it reads stays
-# open (one that closes is followed at once: its child takes the writes from then on). This
-# bounds only how late a shard opened beside an open one would be found. Looked up on every
-# pass, DescribeTable and DescribeStream were two of an idle pump's three calls, five passes a
-# second.
+# How often the pump looks the stream and its shards up again while the shards it reads stay
+# open. A shard that closes makes the next pass look at once (its child takes its writes from
+# then on), so this bounds only how late a shard opened beside open ones is found. Looked up on
+# every pass, DescribeTable and DescribeStream were two of an idle pump's three calls, five
+# passes a second.
 SHARD_LOOK_SECONDS = 2.0
 
 
@@ -39,32 +39,37 @@ class StreamPump:
         self.table = table
         self.store = store
         self.iterators: dict[str, str | None] = {}  # shard id -> next iterator (None: closed)
-        self.arn: str | None = None  # the stream read, until a pass fails
+        self.arn: str | None = None  # the stream the iterators belong to
         self.shard_look_seconds = shard_look_seconds
-        self.looked_at: float | None = None  # time.monotonic() of the last look-up
+        self.looked_at: float | None = None  # time.monotonic() of the last look-up; None: now
 
     def _stream_arn(self) -> str:
         return str(self.ddb.describe_table(TableName=self.table)["Table"]["LatestStreamArn"])
 
     def pump_once(self) -> int:
-        """Deliver every record available now; returns how many were read. A pass that fails
-        forgets the stream, so the next looks it up afresh (a table made again has another)."""
+        """Deliver every record available now; returns how many were read. After a pass that
+        fails the next looks the stream up again; the iterators keep their places (only a
+        delivered batch moves one on), unless the table now has another stream, whose shards
+        replace the old one's."""
         try:
             arn = self.arn
             if arn is None or self._look_due():
-                arn = self.arn = self._stream_arn()
+                arn = self._stream_arn()
+                if arn != self.arn:
+                    self.iterators = {}
+                self.arn = arn
                 self._open_shards(arn)
                 self.looked_at = time.monotonic()
             return self._drain(arn)
         except Exception:
-            self.arn = None
+            self.looked_at = None
             raise
 
     def _look_due(self) -> bool:
         if self.looked_at is None:
             return True
-        if all(iterator is None for iterator in self.iterators.values()):
-            return True  # every shard read so far has closed
+        if not any(self.iterators.values()):
+            return True  # nothing open to read: no shard yet, or every one has closed
         return time.monotonic() - self.looked_at >= self.shard_look_seconds
 
     def _open_shards(self, arn: str) -> None:
@@ -91,6 +96,8 @@ class StreamPump:
                 read += len(records)
                 iterator = out.get("NextShardIterator")
                 self.iterators[sid] = iterator
+                if iterator is None:
+                    self.looked_at = None  # closed: its child is looked up on the next pass
                 if not records:
                     break
         return read

@@ -22,9 +22,10 @@ RECLAIM_PER_PASS = 50
 # A lease marked reclaimed whose clean-up did not finish (the pass died midway) is finished
 # by a later pass once the mark is this old, so no live pass is raced for its deletes.
 RECLAIM_STALL_MS = 10 * 60_000
-# How far apart the clocks that stamp a pool's creation and its leases' ends may be, at most
-# (Lambda's are kept by NTP to within milliseconds): a pool younger than its retention less
-# this has no lease that ended before the pass's cutoff.
+# How far apart the clocks that stamp a pool's creation and its leases' ends may be (Lambda's
+# are kept by NTP to within milliseconds): a pool younger than its retention less this has no
+# lease that ended before the pass's cutoff. A clock stepped back further than this (a laptop's
+# clock set by hand) delays such a lease's reclaim by the step; none is skipped for good.
 CLOCK_SKEW_MS = 60_000
 
 
@@ -63,7 +64,7 @@ class Retention:
         out = Reclaimed()
         for pool in self.pools.list_pools() if pools is None else pools:
             cutoff = now - pool.retention_seconds * 1000
-            if pool.created_at - CLOCK_SKEW_MS >= cutoff:
+            if pool.created_at - CLOCK_SKEW_MS > cutoff:
                 continue  # every lease of it ended after the cutoff: no read
             room = budget - len(out.leases)
             due = self.retention.ended_leases(pool.name, cutoff, max(room, 0) + 1)
