@@ -453,8 +453,8 @@ class _ReactorPump(StreamPump):
 
     def __init__(self, rig: Rig, endpoint: str) -> None:
         with rig.meter.acting("lambda-pollers"):
-            # Its calls are counted into the figures: the stream is looked up again only once
-            # every shard read has closed, as DynamoDB Local keeps one shard open through a run.
+            # Its calls are counted into the figures: no look-up on a timer, only when a shard
+            # it reads closes, as DynamoDB Local keeps one shard open through a run.
             super().__init__(
                 endpoint, rig.table, wiring.build_store(), REGION, shard_look_seconds=math.inf
             )
